@@ -1,0 +1,195 @@
+/*
+ * incoll: in-network collective offload.
+ *
+ * The whole public API. Aggregation nodes in the network reduce vectors on
+ * the way up a tree and replicate the result on the way down; this library
+ * is the host side: it cuts a vector into packets, keeps a window of them in
+ * flight, recovers from loss, and hands back the result exactly once.
+ *
+ * Objects:
+ *   incoll_ctx_h   one per process: transport, fabric, identity.
+ *   incoll_comm_h  a set of ranks that run collectives together.
+ *
+ * Conventions: every function returns an incoll_status_t (0 success,
+ * negative error); output arguments come last, end in _p, and are written
+ * only on success.
+ */
+#ifndef INCOLL_H
+#define INCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define INCOLL_API __attribute__((visibility("default")))
+#else
+#define INCOLL_API
+#endif
+
+#define INCOLL_VERSION_MAJOR 0
+#define INCOLL_VERSION_MINOR 1
+
+/*
+ * Status codes: one list, so the enum and incoll_status_string() can't drift.
+ * 0 is success, positive values mean "not done yet", negative are errors.
+ */
+#define INCOLL_STATUS_LIST(X)                                                  \
+    X(INCOLL_OK, 0, "success")                                                 \
+    X(INCOLL_INPROGRESS, 1, "operation in progress")                          \
+    X(INCOLL_ERR_INVALID_ARG, -1, "invalid argument")                         \
+    X(INCOLL_ERR_NO_MEMORY, -2, "out of memory")                              \
+    X(INCOLL_ERR_TIMEOUT, -3, "timed out waiting for the fabric")             \
+    X(INCOLL_ERR_IO, -4, "input/output error")                                \
+    X(INCOLL_ERR_CONFIG, -5, "bad configuration")                             \
+    X(INCOLL_ERR_UNSUPPORTED, -6, "operation not supported")                  \
+    X(INCOLL_ERR_NO_RESOURCE, -7, "no resources in the fabric")               \
+    X(INCOLL_ERR_PROTOCOL, -8, "protocol error")                              \
+    X(INCOLL_ERR_NOT_FOUND, -9, "not found")                                  \
+    X(INCOLL_ERR_BUSY, -10, "resource busy")                                  \
+    X(INCOLL_ERR_AUTH, -11, "authentication failed")                          \
+    X(INCOLL_ERR_GROUP_FAILED, -12, "group failed")
+
+typedef enum {
+#define INCOLL_X_ENUM(name, value, text) name = value,
+    INCOLL_STATUS_LIST(INCOLL_X_ENUM)
+#undef INCOLL_X_ENUM
+} incoll_status_t;
+
+/* Returns a constant, human-readable string for any status value. */
+INCOLL_API const char *incoll_status_string(incoll_status_t status);
+
+/* Element types. Values are part of the wire format: never renumber. */
+typedef enum {
+    INCOLL_INT8 = 0,
+    INCOLL_INT16 = 1,
+    INCOLL_INT32 = 2,
+    INCOLL_INT64 = 3,
+    INCOLL_UINT8 = 4,
+    INCOLL_UINT16 = 5,
+    INCOLL_UINT32 = 6,
+    INCOLL_UINT64 = 7,
+    INCOLL_FLOAT16 = 8,  /* IEEE 754 binary16, stored as uint16_t */
+    INCOLL_BFLOAT16 = 9, /* bfloat16, stored as uint16_t */
+    INCOLL_FLOAT32 = 10,
+    INCOLL_FLOAT64 = 11,
+    INCOLL_DTYPE_COUNT
+} incoll_dtype_t;
+
+/* Reduction operations, with MPI's rules for which types each applies to:
+ * SUM, PROD, MIN, MAX on every type; LAND, LOR, LXOR on integers and
+ * floating types (nonzero is true, result 0 or 1); BAND, BOR, BXOR on
+ * integers only. Values are part of the wire format. */
+typedef enum {
+    INCOLL_OP_SUM = 0,
+    INCOLL_OP_PROD = 1,
+    INCOLL_OP_MIN = 2,
+    INCOLL_OP_MAX = 3,
+    INCOLL_OP_LAND = 4,
+    INCOLL_OP_LOR = 5,
+    INCOLL_OP_LXOR = 6,
+    INCOLL_OP_BAND = 7,
+    INCOLL_OP_BOR = 8,
+    INCOLL_OP_BXOR = 9,
+    INCOLL_OP_COUNT
+} incoll_op_t;
+
+/* Pass as sendbuf to reduce in place: recvbuf holds the input and receives
+ * the result. */
+#define INCOLL_IN_PLACE ((const void *)1)
+
+typedef struct incoll_ctx *incoll_ctx_h;
+typedef struct incoll_comm *incoll_comm_h;
+
+/* Size in bytes of one element of dtype, or 0 for an invalid dtype. */
+INCOLL_API size_t incoll_dtype_size(incoll_dtype_t dtype);
+INCOLL_API const char *incoll_dtype_name(incoll_dtype_t dtype);
+INCOLL_API const char *incoll_op_name(incoll_op_t op);
+/* 1 if op applies to dtype under MPI's rules, else 0. */
+INCOLL_API int incoll_op_valid(incoll_op_t op, incoll_dtype_t dtype);
+
+/*
+ * Creates the process context. Identity and fabric come from the
+ * environment: INCOLL_RANK, INCOLL_SIZE and INCOLL_FABRIC (a fabric
+ * directory holding fabric.conf, written by `incoll fabric up`).
+ * The caller owns *ctx_p and frees it with incoll_finalize().
+ */
+INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p);
+
+/* Frees the context and every communicator still attached to it. */
+INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx);
+
+/* The communicator of all ranks. Owned by the context: do not destroy it. */
+INCOLL_API incoll_status_t incoll_comm_world(incoll_ctx_h ctx,
+                                             incoll_comm_h *comm_p);
+INCOLL_API incoll_status_t incoll_comm_rank(incoll_comm_h comm, int *rank_p);
+INCOLL_API incoll_status_t incoll_comm_size(incoll_comm_h comm, int *size_p);
+
+/*
+ * Makes new communicators, as MPI_Comm_split and MPI_Comm_create_group do.
+ * Collective over comm: every member calls it. Ranks with the same color
+ * form a communicator, ordered by key then by rank in comm; color
+ * INCOLL_UNDEFINED gets no communicator (*newcomm_p = NULL). The fabric
+ * group of the new communicator is made by the manager; when the fabric
+ * cannot host it, the communicator still works through host-based
+ * algorithms (INCOLL_LOG_LEVEL=info says why once).
+ */
+#define INCOLL_UNDEFINED (-32766)
+INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+                                             int key, incoll_comm_h *newcomm_p);
+/* ranks: nranks distinct ranks of comm, in the order of the new
+ * communicator. Collective over those ranks only; others must not call.
+ */
+INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+                                              const int *ranks,
+                                              incoll_comm_h *newcomm_p);
+/* Releases the communicator and its fabric group on every AN. */
+INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm);
+/* 1 if comm's collectives run in the network, 0 if on the hosts; why_p (may
+ * be NULL) gets a constant reason when 0. */
+INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p);
+
+/*
+ * Reduces count elements of dtype from every rank of comm with op and
+ * leaves the result in recvbuf on every rank. sendbuf may be
+ * INCOLL_IN_PLACE. Blocks until the result is in or the operation failed;
+ * on failure recvbuf's contents are unspecified but sendbuf (or, in place,
+ * nothing the caller can rely on) is untouched. Every rank must call the
+ * collectives of a communicator in the same order.
+ */
+INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t count, incoll_dtype_t dtype,
+                                            incoll_op_t op);
+
+/*
+ * Allreduce algorithms. INCOLL_ALGO_AUTO (what incoll_allreduce uses) runs
+ * in the network when the communicator has a fabric group and falls back to
+ * a host-based algorithm otherwise. The others force one algorithm: the
+ * in-network one, or a host-based one over the same UDP transport and loss
+ * recovery (benchmarks compare them side by side).
+ */
+typedef enum {
+    INCOLL_ALGO_AUTO = 0,
+    INCOLL_ALGO_INC = 1,          /* in the network */
+    INCOLL_ALGO_RD = 2,           /* recursive doubling */
+    INCOLL_ALGO_RING = 3,         /* ring reduce-scatter + allgather */
+    INCOLL_ALGO_RABENSEIFNER = 4, /* halving reduce-scatter + doubling allgather */
+    INCOLL_ALGO_COUNT
+} incoll_algo_t;
+
+/* incoll_allreduce with a chosen algorithm. */
+INCOLL_API incoll_status_t incoll_allreduce_algo(incoll_comm_h comm,
+                                                 incoll_algo_t algo,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t count,
+                                                 incoll_dtype_t dtype,
+                                                 incoll_op_t op);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* INCOLL_H */

@@ -1,0 +1,178 @@
+#include "common/wire.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Little-endian stores and loads, independent of the host's byte order. */
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+    put16(p, (uint16_t)v);
+    put16(p + 2, (uint16_t)(v >> 16));
+}
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
+}
+static uint64_t get64(const uint8_t *p)
+{
+    return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
+}
+
+void wire_pack(const wire_hdr_t *hdr, void *buf)
+{
+    uint8_t *p = buf;
+    put32(p + 0, WIRE_MAGIC);
+    p[4] = WIRE_VERSION;
+    p[5] = hdr->type;
+    p[6] = hdr->op;
+    p[7] = hdr->dtype;
+    put32(p + 8, hdr->group);
+    put16(p + 12, hdr->child);
+    put16(p + 14, hdr->flags);
+    put64(p + 16, hdr->key);
+    put16(p + 24, hdr->slot);
+    put16(p + 26, hdr->hops);
+    put32(p + 28, hdr->epoch);
+    put32(p + 32, hdr->count);
+    put32(p + 36, hdr->total);
+    put64(p + 40, hdr->offset);
+}
+
+size_t wire_payload_len(const wire_hdr_t *hdr)
+{
+    switch (hdr->type) {
+    case WIRE_CONTRIB:
+    case WIRE_RESULT:
+        return (size_t)hdr->count * incoll_dtype_size((incoll_dtype_t)hdr->dtype);
+    default:
+        return (size_t)hdr->count;
+    }
+}
+
+static int known_type(uint8_t type)
+{
+    switch (type) {
+    case WIRE_CONTRIB:
+    case WIRE_RESULT:
+    case WIRE_STATS_REQ:
+    case WIRE_STATS_REP:
+    case WIRE_P2P_DATA:
+    case WIRE_P2P_ACK:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
+                           const char **why_p)
+{
+    const uint8_t *p = buf;
+    wire_hdr_t h;
+    const char *why = NULL;
+
+    if (len < WIRE_HDR_LEN) {
+        why = "truncated header";
+        goto bad;
+    }
+    if (get32(p) != WIRE_MAGIC) {
+        why = "bad magic";
+        goto bad;
+    }
+    h.version = p[4];
+    if (h.version != WIRE_VERSION) {
+        why = "unsupported version";
+        goto bad;
+    }
+    h.type = p[5];
+    h.op = p[6];
+    h.dtype = p[7];
+    h.group = get32(p + 8);
+    h.child = get16(p + 12);
+    h.flags = get16(p + 14);
+    h.key = get64(p + 16);
+    h.slot = get16(p + 24);
+    h.hops = get16(p + 26);
+    h.epoch = get32(p + 28);
+    h.count = get32(p + 32);
+    h.total = get32(p + 36);
+    h.offset = get64(p + 40);
+    if (!known_type(h.type)) {
+        why = "unknown packet type";
+        goto bad;
+    }
+    if (h.type == WIRE_CONTRIB || h.type == WIRE_RESULT) {
+        if (h.dtype >= INCOLL_DTYPE_COUNT) {
+            why = "bad dtype";
+            goto bad;
+        }
+        if (h.op >= INCOLL_OP_COUNT) {
+            why = "bad op";
+            goto bad;
+        }
+        if (!incoll_op_valid((incoll_op_t)h.op, (incoll_dtype_t)h.dtype)) {
+            why = "op not valid for dtype";
+            goto bad;
+        }
+        if (h.count == 0) {
+            why = "zero count";
+            goto bad;
+        }
+    }
+    if (wire_payload_len(&h) > WIRE_MAX_PAYLOAD) {
+        why = "count too large";
+        goto bad;
+    }
+    if (len - WIRE_HDR_LEN != wire_payload_len(&h)) {
+        why = "payload length does not match count";
+        goto bad;
+    }
+    *hdr_p = h;
+    return INCOLL_OK;
+bad:
+    if (why_p)
+        *why_p = why;
+    return INCOLL_ERR_PROTOCOL;
+}
+
+const char *wire_ep_str(incoll_ep_t ep, char *buf, size_t len)
+{
+    uint32_t ip = (uint32_t)(ep >> 16);
+    snprintf(buf, len, "%u.%u.%u.%u:%u", ip >> 24, (ip >> 16) & 255,
+             (ip >> 8) & 255, ip & 255, (unsigned)(ep & 0xffff));
+    return buf;
+}
+
+incoll_status_t wire_ep_parse(const char *text, incoll_ep_t *ep_p)
+{
+    char host[64];
+    const char *colon = strrchr(text, ':');
+    struct in_addr a;
+    char *end;
+    unsigned long port;
+
+    if (colon == NULL || (size_t)(colon - text) >= sizeof(host))
+        return INCOLL_ERR_INVALID_ARG;
+    memcpy(host, text, (size_t)(colon - text));
+    host[colon - text] = '\0';
+    if (inet_pton(AF_INET, host, &a) != 1)
+        return INCOLL_ERR_INVALID_ARG;
+    port = strtoul(colon + 1, &end, 10);
+    if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535)
+        return INCOLL_ERR_INVALID_ARG;
+    *ep_p = wire_ep(ntohl(a.s_addr), (uint16_t)port);
+    return INCOLL_OK;
+}

@@ -1,0 +1,102 @@
+/*
+ * Wire format v1: a fixed 48-byte little-endian header inside a UDP
+ * datagram, followed by the payload. See docs/wire-format.md.
+ *
+ *  off size field
+ *   0   4   magic    0x4C434E49 ("INCL" in memory order)
+ *   4   1   version  1
+ *   5   1   type     wire_type_t
+ *   6   1   op       incoll_op_t
+ *   7   1   dtype    incoll_dtype_t
+ *   8   4   group    group id
+ *  12   2   child    sender's child index at the receiver (CONTRIB), or
+ *                    the receiver's index (RESULT); 0xffff when unused
+ *  14   2   flags    WIRE_F_*
+ *  16   8   key      group key (admin key for STATS)
+ *  24   2   slot     slot in the group's window
+ *  26   2   hops     hops travelled (debug aid, not trusted)
+ *  28   4   epoch    how many times the slot was used before
+ *  32   4   count    elements in this packet's payload
+ *  36   4   total    elements in the whole vector, low 32 bits (checks)
+ *  40   8   offset   element offset of this segment in the vector
+ *  48       payload  count * dtype_size bytes (STATS: text)
+ */
+#ifndef INCOLL_WIRE_H
+#define INCOLL_WIRE_H
+
+#include "incoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x4C434E49u
+#define WIRE_VERSION 1
+#define WIRE_HDR_LEN 48
+#define WIRE_MAX_PAYLOAD 65000 /* fits a loopback or jumbo datagram */
+#define WIRE_CHILD_NONE 0xffffu
+
+typedef enum {
+    WIRE_CONTRIB = 1,   /* host or AN -> parent: a contribution for a slot */
+    WIRE_RESULT = 2,    /* AN -> child: the reduced result of a slot */
+    WIRE_STATS_REQ = 16, /* tool -> AN: send your counters */
+    WIRE_STATS_REP = 17, /* AN -> tool: counters as "key=value ..." text */
+    WIRE_P2P_DATA = 32, /* host -> host: host-based algorithm data */
+    WIRE_P2P_ACK = 33,  /* host -> host: acknowledgement */
+} wire_type_t;
+
+enum {
+    WIRE_F_RETRANS = 1u << 0, /* the sender sent this before */
+    WIRE_F_LAST = 1u << 1,    /* last segment of the vector */
+};
+
+typedef struct {
+    uint8_t version;
+    uint8_t type;
+    uint8_t op;
+    uint8_t dtype;
+    uint32_t group;
+    uint16_t child;
+    uint16_t flags;
+    uint64_t key;
+    uint16_t slot;
+    uint16_t hops;
+    uint32_t epoch;
+    uint32_t count;
+    uint32_t total;
+    uint64_t offset;
+} wire_hdr_t;
+
+/* Writes hdr into buf (WIRE_HDR_LEN bytes). */
+void wire_pack(const wire_hdr_t *hdr, void *buf);
+
+/*
+ * Parses and checks a datagram of len bytes: magic, version, known type,
+ * for CONTRIB/RESULT a valid op/dtype pair and a payload of exactly
+ * count * dtype_size bytes no larger than WIRE_MAX_PAYLOAD. On success
+ * fills *hdr_p and returns INCOLL_OK; otherwise returns
+ * INCOLL_ERR_PROTOCOL and, when why_p is not NULL, points it to a constant
+ * string naming the field at fault.
+ */
+incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
+                           const char **why_p);
+
+/* Payload length a header of this type and count must carry. */
+size_t wire_payload_len(const wire_hdr_t *hdr);
+
+/* Endpoint of a peer: for UDP, (IPv4 address << 16) | port, both in host
+ * order; the simulator and the tests use their own numbering. */
+typedef uint64_t incoll_ep_t;
+#define INCOLL_EP_NONE UINT64_MAX
+
+static inline incoll_ep_t wire_ep(uint32_t ipv4, uint16_t port)
+{
+    return ((uint64_t)ipv4 << 16) | port;
+}
+
+/* Formats an endpoint as "a.b.c.d:port" into buf (at least 22 bytes). */
+const char *wire_ep_str(incoll_ep_t ep, char *buf, size_t len);
+
+/* Parses "a.b.c.d:port"; returns INCOLL_ERR_INVALID_ARG on bad text. */
+incoll_status_t wire_ep_parse(const char *text, incoll_ep_t *ep_p);
+
+#endif

@@ -1,0 +1,570 @@
+/*
+ * Aggregation node core: see agg_core.h for the protocol. Nothing here
+ * allocates per packet: slot result buffers are allocated when a group is
+ * added, and contribution buffers come from a per-group free list that
+ * grows to the number of contributions in flight and is then reused.
+ */
+#include "core/agg_core.h"
+
+#include "common/dtype.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    SLOT_DONE = 0,       /* result of slot->epoch known (or never used) */
+    SLOT_COLLECTING = 1, /* waiting for children's contributions */
+    SLOT_FORWARDED = 2,  /* aggregate sent to the parent, waiting for result */
+};
+
+/* One result copy: the epoch it belongs to and what the header said. */
+typedef struct {
+    uint8_t *buf;
+    uint32_t epoch;
+    uint32_t count;
+    uint32_t total;
+    uint64_t offset;
+    uint16_t flags;
+    uint8_t op, dtype;
+    uint8_t valid;
+} res_copy_t;
+
+typedef struct {
+    uint32_t epoch;   /* current epoch; UINT32_MAX before first use */
+    uint8_t state;
+    int arrived;
+    uint64_t *seen;   /* one bit per child for the current epoch */
+    uint8_t **contrib; /* per child, from the pool, while collecting */
+    res_copy_t res[2]; /* indexed by epoch & 1 */
+} slot_t;
+
+typedef struct group {
+    uint32_t id;
+    uint64_t key;
+    int nchildren;
+    incoll_ep_t *children;
+    uint8_t *learned;      /* 1 if the child's endpoint is learned */
+    incoll_ep_t parent;
+    uint16_t index_at_parent;
+    uint32_t nslots;
+    uint32_t max_payload;
+    int seen_words;
+    slot_t *slots;
+    uint64_t *seen_all;    /* nslots * seen_words bitmap words */
+    uint8_t **contrib_all; /* nslots * nchildren pointers */
+    uint8_t *res_all;      /* nslots * 2 * max_payload bytes */
+    uint8_t **pool;        /* free contribution buffers */
+    int pool_free;
+    int pool_cap;
+    const void **srcs;     /* scratch for reduce_n, nchildren entries */
+} group_t;
+
+struct agg {
+    char name[32];
+    uint64_t admin_key;
+    agg_send_cb_t send;
+    void *send_arg;
+    group_t **table; /* open addressing by id; NULL = empty, TOMB = removed */
+    uint32_t table_cap;
+    uint32_t ngroups;
+    agg_counters_t ctr;
+};
+
+#define TOMB ((group_t *)1)
+
+static uint32_t hash_id(uint32_t id) { return id * 2654435761u; }
+
+agg_t *agg_create(const agg_params_t *params)
+{
+    agg_t *agg = calloc(1, sizeof(*agg));
+    if (agg == NULL)
+        return NULL;
+    snprintf(agg->name, sizeof(agg->name), "%s",
+             params->name ? params->name : "an");
+    agg->admin_key = params->admin_key;
+    agg->send = params->send;
+    agg->send_arg = params->send_arg;
+    agg->table_cap = 16;
+    agg->table = calloc(agg->table_cap, sizeof(*agg->table));
+    if (agg->table == NULL) {
+        free(agg);
+        return NULL;
+    }
+    return agg;
+}
+
+static void group_free(group_t *g)
+{
+    if (g == NULL)
+        return;
+    for (int i = 0; i < g->pool_free; i++)
+        free(g->pool[i]);
+    /* Buffers still held by collecting slots go back too. */
+    if (g->contrib_all) {
+        for (size_t i = 0; i < (size_t)g->nslots * (size_t)g->nchildren; i++)
+            free(g->contrib_all[i]);
+    }
+    free(g->pool);
+    free(g->contrib_all);
+    free(g->seen_all);
+    free(g->res_all);
+    free(g->slots);
+    free(g->children);
+    free(g->learned);
+    free(g->srcs);
+    free(g);
+}
+
+void agg_destroy(agg_t *agg)
+{
+    if (agg == NULL)
+        return;
+    for (uint32_t i = 0; i < agg->table_cap; i++)
+        if (agg->table[i] && agg->table[i] != TOMB)
+            group_free(agg->table[i]);
+    free(agg->table);
+    free(agg);
+}
+
+static group_t *group_find(const agg_t *agg, uint32_t id)
+{
+    uint32_t mask = agg->table_cap - 1;
+    for (uint32_t i = hash_id(id) & mask, n = 0; n < agg->table_cap;
+         i = (i + 1) & mask, n++) {
+        group_t *g = agg->table[i];
+        if (g == NULL)
+            return NULL;
+        if (g != TOMB && g->id == id)
+            return g;
+    }
+    return NULL;
+}
+
+static incoll_status_t table_insert(agg_t *agg, group_t *g)
+{
+    uint32_t mask;
+    if ((agg->ngroups + 1) * 2 > agg->table_cap) {
+        uint32_t ncap = agg->table_cap * 2;
+        group_t **nt = calloc(ncap, sizeof(*nt)), **old = agg->table;
+        uint32_t ocap = agg->table_cap;
+        if (nt == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        agg->table = nt;
+        agg->table_cap = ncap;
+        for (uint32_t i = 0; i < ocap; i++) {
+            if (old[i] && old[i] != TOMB) {
+                uint32_t m = ncap - 1, j = hash_id(old[i]->id) & m;
+                while (nt[j])
+                    j = (j + 1) & m;
+                nt[j] = old[i];
+            }
+        }
+        free(old);
+    }
+    mask = agg->table_cap - 1;
+    for (uint32_t i = hash_id(g->id) & mask;; i = (i + 1) & mask) {
+        if (agg->table[i] == NULL || agg->table[i] == TOMB) {
+            agg->table[i] = g;
+            agg->ngroups++;
+            return INCOLL_OK;
+        }
+    }
+}
+
+incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
+{
+    group_t *g;
+    size_t nslots, nch;
+
+    if (p->nchildren < 1 || p->nchildren > AGG_MAX_CHILDREN || p->slots < 1 ||
+        p->slots > 65535 || p->max_payload < 8 ||
+        p->max_payload > WIRE_MAX_PAYLOAD || p->children == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if (group_find(agg, p->id))
+        return INCOLL_ERR_BUSY;
+    g = calloc(1, sizeof(*g));
+    if (g == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    nslots = p->slots;
+    nch = (size_t)p->nchildren;
+    g->id = p->id;
+    g->key = p->key;
+    g->nchildren = p->nchildren;
+    g->parent = p->parent;
+    g->index_at_parent = p->index_at_parent;
+    g->nslots = p->slots;
+    g->max_payload = p->max_payload;
+    g->seen_words = (p->nchildren + 63) / 64;
+    g->children = malloc(nch * sizeof(*g->children));
+    g->learned = calloc(nch, 1);
+    g->slots = calloc(nslots, sizeof(*g->slots));
+    g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
+    g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
+    g->res_all = malloc(nslots * 2 * p->max_payload);
+    g->pool_cap = (int)(nslots * nch);
+    g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
+    g->srcs = calloc(nch, sizeof(void *));
+    if (!g->children || !g->learned || !g->slots || !g->seen_all ||
+        !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
+        group_free(g);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    for (size_t c = 0; c < nch; c++) {
+        g->children[c] = p->children[c];
+        g->learned[c] = p->children[c] == INCOLL_EP_NONE;
+    }
+    for (size_t s = 0; s < nslots; s++) {
+        slot_t *sl = &g->slots[s];
+        sl->epoch = UINT32_MAX;
+        sl->state = SLOT_DONE;
+        sl->seen = &g->seen_all[s * (size_t)g->seen_words];
+        sl->contrib = &g->contrib_all[s * nch];
+        sl->res[0].buf = &g->res_all[(2 * s) * p->max_payload];
+        sl->res[1].buf = &g->res_all[(2 * s + 1) * p->max_payload];
+    }
+    if (table_insert(agg, g) != INCOLL_OK) {
+        group_free(g);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    agg->ctr.groups = agg->ngroups;
+    incoll_debug("agg %s: group %u added: %d children, %s, %u slots, "
+                 "payload %u",
+                 agg->name, g->id, g->nchildren,
+                 g->parent == INCOLL_EP_NONE ? "root" : "has parent", g->nslots,
+                 g->max_payload);
+    return INCOLL_OK;
+}
+
+incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
+{
+    uint32_t mask = agg->table_cap - 1;
+    for (uint32_t i = hash_id(id) & mask, n = 0; n < agg->table_cap;
+         i = (i + 1) & mask, n++) {
+        group_t *g = agg->table[i];
+        if (g == NULL)
+            break;
+        if (g != TOMB && g->id == id) {
+            agg->table[i] = TOMB;
+            agg->ngroups--;
+            agg->ctr.groups = agg->ngroups;
+            group_free(g);
+            return INCOLL_OK;
+        }
+    }
+    return INCOLL_ERR_NOT_FOUND;
+}
+
+int agg_group_count(const agg_t *agg) { return (int)agg->ngroups; }
+
+const agg_counters_t *agg_counters(const agg_t *agg) { return &agg->ctr; }
+
+size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "an=%s", agg->name);
+#define AGG_X_FMT(f)                                                           \
+    if (n < len)                                                               \
+        n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64,            \
+                              agg->ctr.f);
+    AGG_COUNTER_LIST(AGG_X_FMT)
+#undef AGG_X_FMT
+    return n < len ? n : len - 1;
+}
+
+static void emit(agg_t *agg, incoll_ep_t dst, const wire_hdr_t *h,
+                 const void *payload, size_t len)
+{
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_pack(h, hdr);
+    agg->ctr.packets_out++;
+    agg->ctr.bytes_out += WIRE_HDR_LEN + len;
+    agg->send(agg->send_arg, dst, hdr, payload, len);
+}
+
+/* Sends result copy rc of slot to child c (if its endpoint is known). */
+static void send_result(agg_t *agg, group_t *g, uint16_t slot,
+                        const res_copy_t *rc, int c)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_RESULT,
+        .op = rc->op,
+        .dtype = rc->dtype,
+        .group = g->id,
+        .child = (uint16_t)c,
+        .flags = rc->flags,
+        .key = g->key,
+        .slot = slot,
+        .epoch = rc->epoch,
+        .count = rc->count,
+        .total = rc->total,
+        .offset = rc->offset,
+    };
+    if (g->children[c] == INCOLL_EP_NONE)
+        return;
+    emit(agg, g->children[c], &h, rc->buf,
+         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+}
+
+static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
+{
+    for (int c = 0; c < g->nchildren; c++)
+        send_result(agg, g, slot, rc, c);
+    agg->ctr.results_sent++;
+}
+
+static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc,
+                       uint16_t hops)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_CONTRIB,
+        .op = rc->op,
+        .dtype = rc->dtype,
+        .group = g->id,
+        .child = g->index_at_parent,
+        .flags = rc->flags,
+        .key = g->key,
+        .slot = slot,
+        .hops = hops,
+        .epoch = rc->epoch,
+        .count = rc->count,
+        .total = rc->total,
+        .offset = rc->offset,
+    };
+    emit(agg, g->parent, &h, rc->buf,
+         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+}
+
+static uint8_t *pool_get(group_t *g)
+{
+    if (g->pool_free > 0)
+        return g->pool[--g->pool_free];
+    return malloc(g->max_payload); /* grows once, then reused */
+}
+
+static void pool_put(group_t *g, uint8_t *buf)
+{
+    /* The pool holds at most nslots * nchildren buffers: every buffer came
+     * from a contribution slot, so it always fits. */
+    g->pool[g->pool_free++] = buf;
+}
+
+/* Reduces the slot's contributions in child order into its result copy. */
+static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
+{
+    size_t bytes = (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
+    for (int c = 0; c < g->nchildren; c++)
+        g->srcs[c] = sl->contrib[c];
+    reduce_n((incoll_op_t)rc->op, (incoll_dtype_t)rc->dtype, rc->buf, g->srcs,
+             g->nchildren, rc->count);
+    for (int c = 0; c < g->nchildren; c++) {
+        pool_put(g, sl->contrib[c]);
+        sl->contrib[c] = NULL;
+    }
+    agg->ctr.reductions++;
+    agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
+}
+
+static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
+                 uint32_t group)
+{
+    char ep[32];
+    (*ctr)++;
+    incoll_debug("agg %s: drop packet from %s: %s (group %u)", agg->name,
+                 wire_ep_str(src, ep, sizeof(ep)), why, group);
+}
+
+static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
+                       const wire_hdr_t *h, const uint8_t *payload)
+{
+    slot_t *sl;
+    res_copy_t *rc;
+    int c = h->child;
+    size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+
+    if (c >= g->nchildren) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
+             g->id);
+        return;
+    }
+    if (h->slot >= g->nslots) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
+        return;
+    }
+    if (bytes > g->max_payload) {
+        drop(agg, &agg->ctr.malformed_dropped, src,
+             "payload larger than the group's", g->id);
+        return;
+    }
+    if (!g->learned[c] && g->children[c] != src) {
+        drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
+             g->id);
+        return;
+    }
+    if (g->learned[c])
+        g->children[c] = src; /* hosts: reply to where they send from */
+
+    sl = &g->slots[h->slot];
+    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
+        /* The child holds the result of sl->epoch: start the next epoch.
+         * The copy of this epoch's parity held epoch-1, which every child
+         * has (they all contributed to sl->epoch). */
+        sl->epoch = h->epoch;
+        sl->state = SLOT_COLLECTING;
+        sl->arrived = 0;
+        memset(sl->seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
+        rc = &sl->res[sl->epoch & 1];
+        rc->valid = 0;
+        rc->epoch = h->epoch;
+        rc->op = h->op;
+        rc->dtype = h->dtype;
+        rc->count = h->count;
+        rc->total = h->total;
+        rc->offset = h->offset;
+        rc->flags = h->flags & WIRE_F_LAST;
+    } else if (h->epoch != sl->epoch) {
+        res_copy_t *prev = &sl->res[h->epoch & 1];
+        if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
+            /* Lost result of the previous epoch: resend to that child. */
+            agg->ctr.results_resent++;
+            send_result(agg, g, h->slot, prev, c);
+            return;
+        }
+        drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
+        return;
+    }
+
+    rc = &sl->res[sl->epoch & 1];
+    if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
+        h->offset != rc->offset) {
+        drop(agg, &agg->ctr.mismatch_dropped, src,
+             "op, dtype, count or offset differ from the slot's", g->id);
+        return;
+    }
+    if (sl->seen[c / 64] & (1ull << (c % 64))) {
+        agg->ctr.duplicates_dropped++;
+        if (sl->state == SLOT_FORWARDED) {
+            /* Our aggregate or the parent's result was lost. */
+            agg->ctr.reforwards++;
+            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+        } else if (sl->state == SLOT_DONE) {
+            agg->ctr.results_resent++;
+            send_result(agg, g, h->slot, rc, c);
+        }
+        return;
+    }
+    if (sl->state != SLOT_COLLECTING) {
+        drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
+        return;
+    }
+    sl->contrib[c] = pool_get(g);
+    if (sl->contrib[c] == NULL) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
+        return;
+    }
+    memcpy(sl->contrib[c], payload, bytes);
+    sl->seen[c / 64] |= 1ull << (c % 64);
+    sl->arrived++;
+    agg->ctr.contribs_accepted++;
+    if (sl->arrived < g->nchildren)
+        return;
+
+    slot_reduce(agg, g, sl, rc);
+    if (g->parent == INCOLL_EP_NONE) {
+        sl->state = SLOT_DONE;
+        rc->valid = 1;
+        replicate(agg, g, h->slot, rc);
+    } else {
+        sl->state = SLOT_FORWARDED;
+        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+    }
+}
+
+static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
+                      const wire_hdr_t *h, const uint8_t *payload)
+{
+    slot_t *sl;
+    res_copy_t *rc;
+    size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+
+    if (g->parent == INCOLL_EP_NONE || src != g->parent) {
+        drop(agg, &agg->ctr.bad_source, src, "result not from the parent", g->id);
+        return;
+    }
+    if (h->slot >= g->nslots) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
+        return;
+    }
+    sl = &g->slots[h->slot];
+    if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
+        agg->ctr.duplicates_dropped++;
+        return;
+    }
+    rc = &sl->res[sl->epoch & 1];
+    if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
+        h->offset != rc->offset || bytes > g->max_payload) {
+        drop(agg, &agg->ctr.mismatch_dropped, src,
+             "result does not match the slot", g->id);
+        return;
+    }
+    memcpy(rc->buf, payload, bytes);
+    rc->valid = 1;
+    sl->state = SLOT_DONE;
+    replicate(agg, g, h->slot, rc);
+}
+
+static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h)
+{
+    char text[2048];
+    wire_hdr_t r = {.version = WIRE_VERSION, .type = WIRE_STATS_REP,
+                    .key = h->key, .child = WIRE_CHILD_NONE};
+    size_t n;
+
+    if (agg->admin_key == 0 || h->key != agg->admin_key) {
+        drop(agg, &agg->ctr.bad_key, src, "stats request with a wrong key", 0);
+        return;
+    }
+    agg->ctr.stats_requests++;
+    n = agg_format_counters(agg, text, sizeof(text));
+    r.count = (uint32_t)n;
+    emit(agg, src, &r, text, n);
+}
+
+void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
+{
+    wire_hdr_t h;
+    const char *why = NULL;
+    group_t *g;
+
+    agg->ctr.packets_in++;
+    agg->ctr.bytes_in += len;
+    if (wire_parse(buf, len, &h, &why) != INCOLL_OK) {
+        drop(agg, &agg->ctr.malformed_dropped, src, why, 0);
+        return;
+    }
+    if (h.type == WIRE_STATS_REQ) {
+        on_stats(agg, src, &h);
+        return;
+    }
+    if (h.type != WIRE_CONTRIB && h.type != WIRE_RESULT) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "packet type not for an an",
+             h.group);
+        return;
+    }
+    g = group_find(agg, h.group);
+    if (g == NULL) {
+        drop(agg, &agg->ctr.unknown_group, src, "unknown group", h.group);
+        return;
+    }
+    if (h.key != g->key) {
+        drop(agg, &agg->ctr.bad_key, src, "wrong group key", h.group);
+        return;
+    }
+    if (h.type == WIRE_CONTRIB)
+        on_contrib(agg, g, src, &h, (const uint8_t *)buf + WIRE_HDR_LEN);
+    else
+        on_result(agg, g, src, &h, (const uint8_t *)buf + WIRE_HDR_LEN);
+}

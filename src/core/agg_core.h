@@ -1,0 +1,113 @@
+/*
+ * The aggregation node (AN) as a sans-I/O state machine: datagrams in,
+ * datagrams out through a callback, no sockets, no clocks, no timers. The
+ * daemon (src/agg), the tests' in-memory network and the simulator all
+ * drive this same code.
+ *
+ * Per group the AN keeps a window of slots (SHARP's outstanding
+ * operations). A slot collects one contribution per child for its current
+ * epoch, counting each (slot, epoch, child) once; when all children are in
+ * it reduces them in child order (so results are bitwise deterministic),
+ * forwards one packet to its parent or, at the root, turns the result
+ * around; every AN replicates the result to its children.
+ *
+ * Reliability is end to end, driven by the hosts' retransmissions:
+ *  - a duplicate contribution for a slot already forwarded re-forwards the
+ *    aggregate to the parent (which dedups it the same way);
+ *  - a duplicate for a slot whose result is known resends the result to
+ *    that child only;
+ *  - a slot moves to epoch e+1 only when a child sends e+1, which it does
+ *    only after it holds result e; the result of e is kept beside e+1 (two
+ *    copies per slot) for children whose copy of result e was lost.
+ */
+#ifndef INCOLL_AGG_CORE_H
+#define INCOLL_AGG_CORE_H
+
+#include "common/wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct agg agg_t;
+
+/* Sends one datagram: hdr is WIRE_HDR_LEN packed bytes, then len payload
+ * bytes. Both buffers are valid only during the call: copy them. */
+typedef void (*agg_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
+                              const void *payload, size_t len);
+
+typedef struct {
+    const char *name;     /* for logs and counters, e.g. "s0" */
+    uint64_t admin_key;   /* key a STATS_REQ must carry; 0 refuses all */
+    agg_send_cb_t send;
+    void *send_arg;
+} agg_params_t;
+
+typedef struct {
+    uint32_t id;
+    uint64_t key;
+    int nchildren;              /* 1 .. AGG_MAX_CHILDREN */
+    /* Child addresses in child-index order; INCOLL_EP_NONE means "learn it
+     * from the child's first packet that carries the right key" (hosts with
+     * ephemeral ports). Copied. */
+    const incoll_ep_t *children;
+    incoll_ep_t parent;         /* INCOLL_EP_NONE at the root */
+    uint16_t index_at_parent;   /* our child index at the parent */
+    uint32_t slots;             /* window: 1 .. 65535 */
+    uint32_t max_payload;       /* bytes per packet, <= WIRE_MAX_PAYLOAD */
+} agg_group_params_t;
+
+#define AGG_MAX_CHILDREN 1024
+
+/* Counters, all monotonic. The names are those printed by incoll stat. */
+#define AGG_COUNTER_LIST(X)                                                    \
+    X(packets_in)                                                              \
+    X(packets_out)                                                             \
+    X(bytes_in)                                                                \
+    X(bytes_out)                                                               \
+    X(contribs_accepted)                                                       \
+    X(reductions)                                                              \
+    X(bytes_reduced)                                                           \
+    X(results_sent)                                                            \
+    X(results_resent)                                                          \
+    X(reforwards)                                                              \
+    X(duplicates_dropped)                                                      \
+    X(stale_dropped)                                                           \
+    X(malformed_dropped)                                                       \
+    X(unknown_group)                                                           \
+    X(bad_key)                                                                 \
+    X(bad_source)                                                              \
+    X(mismatch_dropped)                                                        \
+    X(stats_requests)                                                          \
+    X(groups)
+
+typedef struct {
+#define AGG_X_FIELD(name) uint64_t name;
+    AGG_COUNTER_LIST(AGG_X_FIELD)
+#undef AGG_X_FIELD
+} agg_counters_t;
+
+/* Creates an AN with no groups. Returns NULL when out of memory. */
+agg_t *agg_create(const agg_params_t *params);
+/* Frees the AN and all its groups. */
+void agg_destroy(agg_t *agg);
+
+/* Adds a group; INCOLL_ERR_BUSY if the id exists, INCOLL_ERR_INVALID_ARG
+ * for bad parameters, INCOLL_ERR_NO_MEMORY. */
+incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *params);
+/* Removes a group and frees its buffers; INCOLL_ERR_NOT_FOUND if absent. */
+incoll_status_t agg_group_remove(agg_t *agg, uint32_t id);
+/* Number of groups. */
+int agg_group_count(const agg_t *agg);
+
+/*
+ * Handles one received datagram from src. Never trusts it: a packet that
+ * fails any check is counted and dropped, with a debug log line naming the
+ * peer and the field.
+ */
+void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
+
+const agg_counters_t *agg_counters(const agg_t *agg);
+/* Formats "an=<name> key=value ..." into buf; returns the length. */
+size_t agg_format_counters(const agg_t *agg, char *buf, size_t len);
+
+#endif

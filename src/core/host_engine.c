@@ -1,0 +1,319 @@
+/*
+ * Host protocol engine: see host_engine.h. The window is an array indexed
+ * by slot; entry s holds the segment whose sequence number maps to slot s.
+ * A segment is sent only when the one before it in the same slot (seq -
+ * slots) has its result, which is what lets the ANs keep only two copies
+ * of a slot's result.
+ */
+#include "core/host_engine.h"
+
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
+
+typedef struct {
+    uint64_t seq;
+    uint64_t sent_ns;   /* last transmission */
+    uint64_t first_ns;  /* first transmission */
+    uint64_t deadline;
+    int retries;
+    uint8_t state;
+} seg_t;
+
+struct host_engine {
+    host_engine_params_t p;
+    uint64_t next_seq;   /* first sequence number of the next operation */
+    seg_t *win;          /* p.slots entries */
+    /* The running operation. */
+    const uint8_t *sendbuf;
+    uint8_t *recvbuf;
+    size_t count;
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+    size_t dsize;
+    size_t seg_elems;
+    uint64_t base_seq;
+    uint64_t nseg;
+    uint64_t next_send;  /* index of the next segment to send */
+    uint64_t low;        /* index of the lowest segment without result */
+    uint64_t ndone;
+    uint64_t last_progress_ns;
+    incoll_status_t status;
+    int failed;          /* members out of step: no further operations */
+    /* Retransmission timeout (RFC 6298 style, in ns). */
+    int64_t srtt, rttvar;
+    uint64_t rto;
+    host_engine_counters_t ctr;
+};
+
+void host_engine_params_default(host_engine_params_t *p)
+{
+    p->rto_init_ns = 20000000;
+    p->rto_min_ns = 5000000;
+    p->rto_max_ns = 250000000;
+    p->max_retries = 12;
+    p->progress_timeout_ns = 3000000000ull;
+}
+
+host_engine_t *host_engine_create(const host_engine_params_t *params)
+{
+    host_engine_t *eng;
+    if (params->slots < 1 || params->slots > 65535 || params->max_payload < 8 ||
+        params->max_payload > WIRE_MAX_PAYLOAD || params->send == NULL)
+        return NULL;
+    eng = calloc(1, sizeof(*eng));
+    if (eng == NULL)
+        return NULL;
+    eng->p = *params;
+    if (eng->p.window == 0 || eng->p.window > eng->p.slots)
+        eng->p.window = eng->p.slots;
+    eng->win = calloc(params->slots, sizeof(*eng->win));
+    if (eng->win == NULL) {
+        free(eng);
+        return NULL;
+    }
+    eng->rto = params->rto_init_ns;
+    eng->status = INCOLL_OK;
+    return eng;
+}
+
+void host_engine_destroy(host_engine_t *eng)
+{
+    if (eng == NULL)
+        return;
+    free(eng->win);
+    free(eng);
+}
+
+const host_engine_counters_t *host_engine_counters(const host_engine_t *eng)
+{
+    return &eng->ctr;
+}
+
+incoll_status_t host_engine_status(const host_engine_t *eng)
+{
+    return eng->status;
+}
+
+static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
+{
+    uint64_t idx = s->seq - eng->base_seq;
+    uint64_t off = idx * eng->seg_elems;
+    size_t n = eng->count - off < eng->seg_elems ? eng->count - off
+                                                 : eng->seg_elems;
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_CONTRIB,
+        .op = (uint8_t)eng->op,
+        .dtype = (uint8_t)eng->dtype,
+        .group = eng->p.group,
+        .child = eng->p.child,
+        .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
+                            (idx + 1 == eng->nseg ? WIRE_F_LAST : 0)),
+        .key = eng->p.key,
+        .slot = (uint16_t)(s->seq % eng->p.slots),
+        .epoch = (uint32_t)(s->seq / eng->p.slots),
+        .count = (uint32_t)n,
+        .total = (uint32_t)eng->count,
+        .offset = off,
+    };
+    uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
+
+    wire_pack(&h, hdr);
+    s->sent_ns = now;
+    s->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
+    eng->ctr.packets_sent++;
+    eng->ctr.bytes_sent += WIRE_HDR_LEN + n * eng->dsize;
+    eng->p.send(eng->p.send_arg, eng->p.an, hdr, eng->sendbuf + off * eng->dsize,
+                n * eng->dsize);
+}
+
+/* Sends every segment the window allows. */
+static void fill_window(host_engine_t *eng, uint64_t now)
+{
+    while (eng->next_send < eng->nseg && eng->next_send < eng->low + eng->p.window) {
+        uint64_t seq = eng->base_seq + eng->next_send;
+        seg_t *s = &eng->win[seq % eng->p.slots];
+        s->seq = seq;
+        s->state = SEG_SENT;
+        s->retries = 0;
+        s->first_ns = now;
+        seg_send(eng, s, now, 0);
+        eng->next_send++;
+    }
+}
+
+static void finish(host_engine_t *eng, incoll_status_t status)
+{
+    eng->status = status;
+    eng->next_seq = eng->base_seq + eng->nseg;
+    if (status != INCOLL_OK)
+        eng->failed = 1;
+    eng->sendbuf = NULL;
+    eng->recvbuf = NULL;
+}
+
+incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
+                                  void *recvbuf, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op,
+                                  uint64_t now_ns)
+{
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    if (eng->failed)
+        return INCOLL_ERR_GROUP_FAILED;
+    if (!incoll_op_valid(op, dtype))
+        return INCOLL_ERR_INVALID_ARG;
+    if (count == 0) {
+        eng->status = INCOLL_OK;
+        eng->ctr.ops++;
+        return INCOLL_OK;
+    }
+    eng->dsize = incoll_dtype_size(dtype);
+    eng->seg_elems = eng->p.max_payload / eng->dsize;
+    eng->sendbuf = sendbuf;
+    eng->recvbuf = recvbuf;
+    eng->count = count;
+    eng->dtype = dtype;
+    eng->op = op;
+    eng->base_seq = eng->next_seq;
+    eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
+    eng->next_send = 0;
+    eng->low = 0;
+    eng->ndone = 0;
+    eng->last_progress_ns = now_ns;
+    eng->status = INCOLL_INPROGRESS;
+    eng->ctr.ops++;
+    eng->ctr.segments += eng->nseg;
+    fill_window(eng, now_ns);
+    return INCOLL_INPROGRESS;
+}
+
+static void rtt_sample(host_engine_t *eng, uint64_t rtt)
+{
+    int64_t r = (int64_t)rtt;
+    uint64_t rto;
+    if (eng->srtt == 0) {
+        eng->srtt = r;
+        eng->rttvar = r / 2;
+    } else {
+        int64_t d = r - eng->srtt;
+        eng->rttvar += ((d < 0 ? -d : d) - eng->rttvar) / 4;
+        eng->srtt += d / 8;
+    }
+    rto = (uint64_t)(eng->srtt + 4 * eng->rttvar);
+    if (rto < eng->p.rto_min_ns)
+        rto = eng->p.rto_min_ns;
+    if (rto > eng->p.rto_max_ns)
+        rto = eng->p.rto_max_ns;
+    eng->rto = rto;
+}
+
+void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
+                           size_t len, uint64_t now_ns)
+{
+    wire_hdr_t h;
+    seg_t *s;
+    uint64_t idx, off;
+    size_t n;
+
+    if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
+        h.group != eng->p.group || h.key != eng->p.key || src != eng->p.an ||
+        h.slot >= eng->p.slots) {
+        eng->ctr.dropped++;
+        return;
+    }
+    if (eng->status != INCOLL_INPROGRESS) {
+        eng->ctr.duplicate_results++; /* late copy of an earlier result */
+        return;
+    }
+    s = &eng->win[h.slot];
+    if (s->state != SEG_SENT || (uint32_t)(s->seq / eng->p.slots) != h.epoch ||
+        s->seq < eng->base_seq) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    idx = s->seq - eng->base_seq;
+    off = idx * eng->seg_elems;
+    n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    if (h.offset != off || h.count != n || h.dtype != eng->dtype ||
+        h.op != eng->op) {
+        eng->ctr.dropped++;
+        incoll_debug("host: group %u slot %u: result does not match the "
+                     "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
+                     eng->p.group, h.slot, h.offset, off, h.count, n);
+        return;
+    }
+    memcpy(eng->recvbuf + off * eng->dsize, (const uint8_t *)buf + WIRE_HDR_LEN,
+           n * eng->dsize);
+    s->state = SEG_DONE;
+    eng->ctr.results++;
+    if (s->retries == 0)
+        rtt_sample(eng, now_ns - s->first_ns);
+    eng->ndone++;
+    eng->last_progress_ns = now_ns;
+    while (eng->low < eng->next_send &&
+           eng->win[(eng->base_seq + eng->low) % eng->p.slots].state == SEG_DONE)
+        eng->low++;
+    if (eng->ndone == eng->nseg) {
+        finish(eng, INCOLL_OK);
+        return;
+    }
+    fill_window(eng, now_ns);
+}
+
+void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
+{
+    char ep[32];
+
+    if (eng->status != INCOLL_INPROGRESS)
+        return;
+    if (now_ns - eng->last_progress_ns >= eng->p.progress_timeout_ns) {
+        uint64_t seq = eng->base_seq + eng->low;
+        eng->ctr.timeouts++;
+        incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
+                     ": no result from an %s for %" PRIu64 " ms, giving up",
+                     eng->p.group, seq % eng->p.slots, seq / eng->p.slots,
+                     wire_ep_str(eng->p.an, ep, sizeof(ep)),
+                     (now_ns - eng->last_progress_ns) / 1000000);
+        finish(eng, INCOLL_ERR_TIMEOUT);
+        return;
+    }
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state != SEG_SENT || s->deadline > now_ns)
+            continue;
+        if (s->retries >= eng->p.max_retries) {
+            eng->ctr.timeouts++;
+            incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
+                         ": no result from an %s after %d retries, giving up",
+                         eng->p.group, s->seq % eng->p.slots,
+                         s->seq / eng->p.slots,
+                         wire_ep_str(eng->p.an, ep, sizeof(ep)), s->retries);
+            finish(eng, INCOLL_ERR_TIMEOUT);
+            return;
+        }
+        s->retries++;
+        eng->ctr.retransmits++;
+        seg_send(eng, s, now_ns, 1);
+    }
+}
+
+uint64_t host_engine_deadline(const host_engine_t *eng)
+{
+    uint64_t d;
+    if (eng->status != INCOLL_INPROGRESS)
+        return UINT64_MAX;
+    d = eng->last_progress_ns + eng->p.progress_timeout_ns;
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        const seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state == SEG_SENT && s->deadline < d)
+            d = s->deadline;
+    }
+    return d;
+}

@@ -1,0 +1,89 @@
+/*
+ * The host protocol engine as a sans-I/O state machine: one per (process,
+ * group). It cuts a vector into segments that fit one packet, keeps up to a
+ * window of them in flight (one slot each), retransmits a segment whose
+ * result is late, copies each segment's result into the user's buffer
+ * exactly once, and fails the operation with INCOLL_ERR_TIMEOUT after a
+ * bounded number of retries or a bounded time without progress.
+ *
+ * Slots and epochs come from a per-group segment sequence number that all
+ * members advance identically (collectives are called in the same order on
+ * every rank): seq -> slot = seq % slots, epoch = seq / slots.
+ */
+#ifndef INCOLL_HOST_ENGINE_H
+#define INCOLL_HOST_ENGINE_H
+
+#include "common/wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct host_engine host_engine_t;
+
+typedef void (*host_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
+                               const void *payload, size_t len);
+
+typedef struct {
+    uint32_t group;
+    uint64_t key;
+    uint16_t child;          /* our child index at the leaf AN */
+    incoll_ep_t an;          /* the leaf AN */
+    uint32_t slots;          /* slots per group, as configured on the ANs */
+    uint32_t window;         /* segments in flight, 1..slots; 0 = slots */
+    uint32_t max_payload;    /* bytes per packet */
+    uint64_t rto_init_ns;    /* first retransmission timeout */
+    uint64_t rto_min_ns;
+    uint64_t rto_max_ns;
+    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT */
+    uint64_t progress_timeout_ns; /* no result at all for this long: fail */
+    host_send_cb_t send;
+    void *send_arg;
+} host_engine_params_t;
+
+typedef struct {
+    uint64_t ops;
+    uint64_t segments;
+    uint64_t packets_sent;
+    uint64_t bytes_sent;     /* including headers */
+    uint64_t retransmits;
+    uint64_t results;
+    uint64_t duplicate_results;
+    uint64_t dropped;        /* malformed or foreign packets */
+    uint64_t timeouts;
+} host_engine_counters_t;
+
+/* Fills params with defaults for the timing fields. */
+void host_engine_params_default(host_engine_params_t *params);
+
+host_engine_t *host_engine_create(const host_engine_params_t *params);
+void host_engine_destroy(host_engine_t *eng);
+
+/*
+ * Starts an allreduce. sendbuf and recvbuf must not overlap (the library
+ * stages in-place operations) and must stay valid until the operation ends.
+ * Returns INCOLL_OK when it is already complete (count 0), INCOLL_INPROGRESS
+ * when packets are out, INCOLL_ERR_BUSY if an operation is running,
+ * INCOLL_ERR_GROUP_FAILED if an earlier operation failed (the members are
+ * out of step and the group must be rebuilt).
+ */
+incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
+                                  void *recvbuf, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op,
+                                  uint64_t now_ns);
+
+/* Feeds one received datagram. */
+void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
+                           const void *buf, size_t len, uint64_t now_ns);
+
+/* Retransmits what is due and checks the time limits. */
+void host_engine_on_time(host_engine_t *eng, uint64_t now_ns);
+
+/* When on_time() must next be called; UINT64_MAX if nothing is pending. */
+uint64_t host_engine_deadline(const host_engine_t *eng);
+
+/* INCOLL_INPROGRESS while running, else the result of the last operation. */
+incoll_status_t host_engine_status(const host_engine_t *eng);
+
+const host_engine_counters_t *host_engine_counters(const host_engine_t *eng);
+
+#endif

@@ -1,0 +1,307 @@
+/*
+ * Context: identity from the environment, the fabric from fabric.conf, one
+ * UDP endpoint, and the progress loop shared by all communicators.
+ */
+#include "host/host.h"
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t host_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
+                     const void *payload, size_t len)
+{
+    incoll_ctx_h ctx = arg;
+    udp_send(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
+}
+
+static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
+{
+    const char *v = getenv(name);
+    char *end;
+    long r;
+    if (v == NULL || *v == '\0') {
+        incoll_error("init: %s is not set (use `incoll run`, or set %s)", name,
+                     name);
+        return INCOLL_ERR_CONFIG;
+    }
+    errno = 0;
+    r = strtol(v, &end, 10);
+    if (errno || *end || r < min || r > max) {
+        incoll_error("init: %s='%s' is not a number in %d..%d", name, v, min,
+                     max);
+        return INCOLL_ERR_CONFIG;
+    }
+    *v_p = (int)r;
+    return INCOLL_OK;
+}
+
+static void comm_free(incoll_comm_h comm)
+{
+    host_engine_destroy(comm->eng);
+    free(comm->world_ranks);
+    free(comm->scratch);
+    free(comm);
+}
+
+/* Makes the world communicator on the fabric's world group. */
+static incoll_status_t world_create(incoll_ctx_h ctx)
+{
+    incoll_comm_h comm = calloc(1, sizeof(*comm));
+    const fabric_conf_t *conf = &ctx->conf;
+    host_engine_params_t p = ctx->eng_defaults;
+    uint64_t payload = knob_u64("INCOLL_PAYLOAD");
+
+    if (comm == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    comm->ctx = ctx;
+    comm->rank = ctx->rank;
+    comm->size = ctx->size;
+    comm->world_ranks = malloc((size_t)ctx->size * sizeof(int));
+    if (comm->world_ranks == NULL) {
+        free(comm);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < ctx->size; i++)
+        comm->world_ranks[i] = i;
+    comm->group = conf->group_id;
+    p.group = conf->group_id;
+    p.key = conf->group_key;
+    p.child = (uint16_t)fabric_conf_host_child(conf, ctx->rank);
+    p.an = conf->ans[conf->hosts[ctx->rank].leaf].addr;
+    p.slots = conf->slots;
+    p.max_payload = conf->payload;
+    if (payload != 0) {
+        if (payload > conf->payload)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64
+                        " exceeds the group's %u bytes; using %u",
+                        payload, conf->payload, conf->payload);
+        else if (payload < 8)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64 " is below 8; using 8",
+                        payload);
+        p.max_payload = payload > conf->payload ? conf->payload
+                        : payload < 8           ? 8
+                                                : (uint32_t)payload;
+    }
+    comm->eng = host_engine_create(&p);
+    if (comm->eng == NULL) {
+        comm_free(comm);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    ctx->world = comm;
+    comm->next = ctx->comms;
+    ctx->comms = comm;
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
+{
+    incoll_ctx_h ctx;
+    incoll_status_t status;
+    const char *dir;
+    char path[PATH_MAX + 16], err[512], who[32];
+    host_engine_params_t *p;
+
+    if (ctx_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    log_init_from_env();
+    ctx = calloc(1, sizeof(*ctx));
+    if (ctx == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = env_int("INCOLL_SIZE", 1, 1 << 24, &ctx->size);
+    if (status != INCOLL_OK)
+        goto err_free;
+    status = env_int("INCOLL_RANK", 0, ctx->size - 1, &ctx->rank);
+    if (status != INCOLL_OK)
+        goto err_free;
+    snprintf(who, sizeof(who), "rank %d", ctx->rank);
+    log_set_name(who);
+    dir = getenv("INCOLL_FABRIC");
+    if (dir == NULL || *dir == '\0') {
+        incoll_error("init: INCOLL_FABRIC is not set (a directory made by "
+                     "`incoll fabric up`)");
+        status = INCOLL_ERR_CONFIG;
+        goto err_free;
+    }
+    snprintf(ctx->fabric_dir, sizeof(ctx->fabric_dir), "%s", dir);
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    status = fabric_conf_load(path, &ctx->conf, err, sizeof(err));
+    if (status != INCOLL_OK) {
+        incoll_error("init: %s", err);
+        goto err_free;
+    }
+    if (ctx->conf.nhosts != ctx->size) {
+        incoll_error("init: the fabric in %s has %d hosts but INCOLL_SIZE=%d",
+                     dir, ctx->conf.nhosts, ctx->size);
+        status = INCOLL_ERR_CONFIG;
+        goto err_conf;
+    }
+    /* Ignore SIGPIPE-like surprises is the application's business; UDP
+     * raises none. */
+    p = &ctx->eng_defaults;
+    memset(p, 0, sizeof(*p));
+    host_engine_params_default(p);
+    p->rto_init_ns = knob_u64("INCOLL_RTO_INIT_US") * 1000;
+    p->rto_min_ns = knob_u64("INCOLL_RTO_MIN_US") * 1000;
+    p->rto_max_ns = knob_u64("INCOLL_RTO_MAX_US") * 1000;
+    p->max_retries = (int)knob_u64("INCOLL_RETRIES");
+    p->progress_timeout_ns = knob_u64("INCOLL_TIMEOUT_MS") * 1000000;
+    p->window = (uint32_t)knob_u64("INCOLL_WINDOW");
+    p->send = ctx_send;
+    p->send_arg = ctx;
+
+    ctx->sock = udp_open(ctx->conf.hosts[ctx->rank].ip,
+                         ctx->conf.hosts[ctx->rank].port,
+                         (int)knob_u64("INCOLL_UDP_BUF"), who);
+    if (ctx->sock == NULL) {
+        status = INCOLL_ERR_IO;
+        goto err_conf;
+    }
+    status = world_create(ctx);
+    if (status != INCOLL_OK)
+        goto err_close;
+    *ctx_p = ctx;
+    return INCOLL_OK;
+
+err_close:
+    udp_close(ctx->sock);
+err_conf:
+    fabric_conf_free(&ctx->conf);
+err_free:
+    free(ctx);
+    return status;
+}
+
+INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
+{
+    if (ctx == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    while (ctx->comms) {
+        incoll_comm_h c = ctx->comms;
+        const host_engine_counters_t *k = host_engine_counters(c->eng);
+        incoll_debug("group %u: ops=%" PRIu64 " segments=%" PRIu64
+                     " packets_sent=%" PRIu64 " retransmits=%" PRIu64
+                     " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
+                     c->group, k->ops, k->segments, k->packets_sent,
+                     k->retransmits, k->duplicate_results, k->timeouts);
+        ctx->comms = c->next;
+        comm_free(c);
+    }
+    udp_flush(ctx->sock);
+    udp_close(ctx->sock);
+    fabric_conf_free(&ctx->conf);
+    free(ctx);
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_comm_world(incoll_ctx_h ctx,
+                                             incoll_comm_h *comm_p)
+{
+    if (ctx == NULL || comm_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    *comm_p = ctx->world;
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_comm_rank(incoll_comm_h comm, int *rank_p)
+{
+    if (comm == NULL || rank_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    *rank_p = comm->rank;
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_comm_size(incoll_comm_h comm, int *size_p)
+{
+    if (comm == NULL || size_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    *size_p = comm->size;
+    return INCOLL_OK;
+}
+
+static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
+{
+    wire_hdr_t h;
+    if (wire_parse(m->data, m->len, &h, NULL) != INCOLL_OK) {
+        char ep[32];
+        incoll_debug("drop packet from %s: malformed",
+                     wire_ep_str(m->src, ep, sizeof(ep)));
+        return;
+    }
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        if (c->eng && c->group == h.group) {
+            host_engine_on_packet(c->eng, m->src, m->data, m->len, now);
+            return;
+        }
+    }
+}
+
+void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
+{
+    udp_msg_t msgs[64];
+    int n;
+
+    udp_flush(ctx->sock);
+    n = udp_recv_batch(ctx->sock, msgs, 64);
+    if (n == 0) {
+        struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
+        uint64_t now = host_now_ns();
+        struct timespec ts, *tsp = NULL;
+        if (deadline_ns != UINT64_MAX) {
+            uint64_t wait = deadline_ns > now ? deadline_ns - now : 0;
+            ts.tv_sec = (time_t)(wait / 1000000000ull);
+            ts.tv_nsec = (long)(wait % 1000000000ull);
+            tsp = &ts;
+        }
+        if (ppoll(&pfd, 1, tsp, NULL) > 0)
+            n = udp_recv_batch(ctx->sock, msgs, 64);
+    }
+    while (n > 0) {
+        uint64_t now = host_now_ns();
+        for (int i = 0; i < n; i++)
+            dispatch(ctx, &msgs[i], now);
+        udp_flush(ctx->sock);
+        n = n == 64 ? udp_recv_batch(ctx->sock, msgs, 64) : 0;
+    }
+}
+
+incoll_status_t host_comm_wait(incoll_comm_h comm)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    while (host_engine_status(comm->eng) == INCOLL_INPROGRESS) {
+        host_ctx_progress(ctx, host_engine_deadline(comm->eng));
+        host_engine_on_time(comm->eng, host_now_ns());
+    }
+    udp_flush(ctx->sock);
+    return host_engine_status(comm->eng);
+}
+
+incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len)
+{
+    void *p;
+    if (comm->scratch_len >= len)
+        return INCOLL_OK;
+    p = realloc(comm->scratch, len);
+    if (p == NULL) {
+        incoll_error("allreduce: cannot stage %zu bytes", len);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    comm->scratch = p;
+    comm->scratch_len = len;
+    return INCOLL_OK;
+}

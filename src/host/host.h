@@ -1,0 +1,77 @@
+/*
+ * Internals of the host library: the context (one UDP endpoint per process,
+ * the fabric description) and communicators (a group on the fabric, driven
+ * by a host_engine_t). The context's progress loop blocks in ppoll until a
+ * packet arrives or the engine's next deadline, so waiting costs no CPU.
+ */
+#ifndef INCOLL_HOST_H
+#define INCOLL_HOST_H
+
+#include "incoll.h"
+
+#include "common/fabric_conf.h"
+#include "common/udp.h"
+#include "core/algo.h"
+#include "core/host_engine.h"
+
+#include <limits.h>
+#include <stdint.h>
+
+struct incoll_comm {
+    incoll_ctx_h ctx;
+    int rank;
+    int size;
+    int *world_ranks;      /* member i's rank in the world */
+    uint32_t group;        /* 0 when the communicator has no fabric group */
+    host_engine_t *eng;
+    void *scratch;         /* staging for in-place and overlapping buffers */
+    size_t scratch_len;
+    struct incoll_comm *next; /* the context's list */
+};
+
+struct incoll_ctx {
+    int rank;
+    int size;
+    char fabric_dir[PATH_MAX];
+    fabric_conf_t conf;
+    udp_sock_t *sock;
+    struct incoll_comm *world;
+    struct incoll_comm *comms;   /* every communicator, world included */
+    host_engine_params_t eng_defaults;
+};
+
+/* Monotonic time in ns. */
+uint64_t host_now_ns(void);
+
+/*
+ * Receives what is waiting, or blocks until a packet arrives or deadline_ns
+ * (CLOCK_MONOTONIC; UINT64_MAX = no deadline) passes, and hands each packet
+ * to its communicator's engine. Flushes queued sends first.
+ */
+void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
+
+/* Runs comm's engine until its operation completes; returns its status. */
+incoll_status_t host_comm_wait(incoll_comm_h comm);
+
+/* The schedule of a public host-based algorithm. */
+static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
+{
+    return algo == INCOLL_ALGO_RD     ? ALGO_RD
+           : algo == INCOLL_ALGO_RING ? ALGO_RING
+                                      : ALGO_RABENSEIFNER;
+}
+
+/*
+ * Runs a host-based allreduce schedule (src/core/algo.h) host to host over
+ * the context's UDP endpoint with loss recovery (src/host/fallback.c).
+ * sendbuf and recvbuf do not overlap (the caller stages them); count > 0.
+ */
+incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op);
+
+/* Ensures comm->scratch holds at least len bytes. */
+incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len);
+
+#endif

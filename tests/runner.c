@@ -1,0 +1,206 @@
+/*
+ * Test runner: runs every registered test (or those whose name contains an
+ * argument), each in a forked child with a time limit so a crash or a hang
+ * fails that test alone. Options: --unit (unit tests only), --integ
+ * (integration tests only), --list.
+ */
+#define _GNU_SOURCE
+#include "test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_TESTS 512
+
+typedef struct {
+    const char *name;
+    int kind;
+    test_fn_t fn;
+} test_entry_t;
+
+static test_entry_t tests[MAX_TESTS];
+static int ntests;
+static char bindir[PATH_MAX];
+static char tmpdir[PATH_MAX];
+static int skip_fd = -1;
+
+void test_register(const char *name, int kind, test_fn_t fn)
+{
+    if (ntests < MAX_TESTS)
+        tests[ntests++] = (test_entry_t){name, kind, fn};
+}
+
+int test_skip(const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (skip_fd >= 0) {
+        ssize_t r = write(skip_fd, buf, strlen(buf));
+        (void)r;
+    }
+    return TEST_SKIPPED;
+}
+
+const char *test_bindir(void) { return bindir; }
+
+const char *test_tmpdir(void)
+{
+    if (tmpdir[0] == '\0') {
+        snprintf(tmpdir, sizeof(tmpdir), "/tmp/incoll-test-XXXXXX");
+        if (mkdtemp(tmpdir) == NULL) {
+            perror("mkdtemp");
+            tmpdir[0] = '\0';
+            return "/tmp";
+        }
+    }
+    return tmpdir;
+}
+
+static int cmp_tests(const void *a, const void *b)
+{
+    return strcmp(((const test_entry_t *)a)->name,
+                  ((const test_entry_t *)b)->name);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int run_one(const test_entry_t *t, int limit_s, char *why, size_t whylen)
+{
+    int pipefd[2];
+    pid_t pid;
+    int status = 0, result;
+    double deadline;
+
+    why[0] = '\0';
+    if (pipe(pipefd) != 0)
+        return TEST_FAILED;
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        skip_fd = pipefd[1];
+        setpgid(0, 0);
+        tmpdir[0] = '\0';
+        result = t->fn();
+        if (result == TEST_PASSED && tmpdir[0] != '\0') {
+            char cmd[PATH_MAX + 16];
+            snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+            if (system(cmd) != 0)
+                fprintf(stderr, "    could not remove %s\n", tmpdir);
+        } else if (tmpdir[0] != '\0') {
+            fprintf(stderr, "    test files kept in %s\n", tmpdir);
+        }
+        fflush(NULL);
+        _exit(result);
+    }
+    close(pipefd[1]);
+    deadline = now_s() + limit_s;
+    for (;;) {
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid)
+            break;
+        if (now_s() > deadline) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            snprintf(why, whylen, "timed out after %d s", limit_s);
+            close(pipefd[0]);
+            return TEST_FAILED;
+        }
+        usleep(20000);
+    }
+    {
+        ssize_t n = read(pipefd[0], why, whylen - 1);
+        why[n > 0 ? n : 0] = '\0';
+    }
+    close(pipefd[0]);
+    if (WIFSIGNALED(status)) {
+        snprintf(why, whylen, "killed by signal %d", WTERMSIG(status));
+        return TEST_FAILED;
+    }
+    if (!WIFEXITED(status))
+        return TEST_FAILED;
+    return WEXITSTATUS(status);
+}
+
+int main(int argc, char **argv)
+{
+    int want_kind = TEST_UNIT | TEST_INTEG, list = 0;
+    const char *filters[64];
+    int nfilters = 0, passed = 0, failed = 0, skipped = 0;
+    int limit_s = 300;
+    const char *env;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--unit") == 0)
+            want_kind = TEST_UNIT;
+        else if (strcmp(argv[i], "--integ") == 0)
+            want_kind = TEST_INTEG;
+        else if (strcmp(argv[i], "--list") == 0)
+            list = 1;
+        else if (nfilters < 64)
+            filters[nfilters++] = argv[i];
+    }
+    env = getenv("INCOLL_TEST_BINDIR");
+    snprintf(bindir, sizeof(bindir), "%s", env ? env : "build/bin");
+    env = getenv("INCOLL_TEST_LIMIT_S");
+    if (env)
+        limit_s = atoi(env);
+    qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
+
+    for (int i = 0; i < ntests; i++) {
+        const test_entry_t *t = &tests[i];
+        char why[512];
+        int match = nfilters == 0, r;
+        double t0;
+
+        if (!(t->kind & want_kind))
+            continue;
+        for (int f = 0; f < nfilters; f++)
+            if (strstr(t->name, filters[f]))
+                match = 1;
+        if (!match)
+            continue;
+        if (list) {
+            printf("%s %s\n", t->kind == TEST_UNIT ? "unit " : "integ", t->name);
+            continue;
+        }
+        t0 = now_s();
+        r = run_one(t, limit_s, why, sizeof(why));
+        if (r == TEST_PASSED) {
+            passed++;
+            printf("PASS %s (%.2f s)\n", t->name, now_s() - t0);
+        } else if (r == TEST_SKIPPED) {
+            skipped++;
+            printf("SKIP %s: %s\n", t->name, why);
+        } else {
+            failed++;
+            printf("FAIL %s%s%s (%.2f s)\n", t->name, why[0] ? ": " : "", why,
+                   now_s() - t0);
+        }
+    }
+    if (!list) {
+        if (skipped)
+            printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
+        else
+            printf("%d passed, %d failed\n", passed, failed);
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,71 @@
+/*
+ * The test runner: tests register themselves with TEST(name, kind); the
+ * runner (tests/runner.c) runs them in name order, prints PASS/FAIL/SKIP per
+ * test and ends with "N passed, N failed".
+ *
+ * kind: TEST_UNIT (pure, fast, also run under ASan/UBSan) or TEST_INTEG
+ * (starts daemons or processes, needs build/bin).
+ */
+#ifndef INCOLL_TEST_H
+#define INCOLL_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { TEST_UNIT = 1, TEST_INTEG = 2 };
+
+typedef int (*test_fn_t)(void);
+
+void test_register(const char *name, int kind, test_fn_t fn);
+/* Marks the running test skipped with a reason; return TEST_SKIPPED after. */
+int test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Directory of the built binaries (build/bin), for integration tests. */
+const char *test_bindir(void);
+/* A fresh temporary directory for this test, removed when it passes. */
+const char *test_tmpdir(void);
+
+#define TEST_PASSED 0
+#define TEST_FAILED 1
+#define TEST_SKIPPED 2
+
+#define TEST(name, kind)                                                       \
+    static int test_##name(void);                                              \
+    __attribute__((constructor)) static void test_reg_##name(void)             \
+    {                                                                          \
+        test_register(#name, kind, test_##name);                               \
+    }                                                                          \
+    static int test_##name(void)
+
+/* Fails the current test with file, line and the expression. */
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__,         \
+                    __LINE__, #cond);                                          \
+            return TEST_FAILED;                                                \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                   \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "    %s:%d: check failed: %s: ", __FILE__,         \
+                    __LINE__, #cond);                                          \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            return TEST_FAILED;                                                \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                     \
+    do {                                                                       \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                  \
+        if (va_ != vb_) {                                                      \
+            fprintf(stderr, "    %s:%d: %s == %s failed: %lld != %lld\n",      \
+                    __FILE__, __LINE__, #a, #b, va_, vb_);                     \
+            return TEST_FAILED;                                                \
+        }                                                                      \
+    } while (0)
+
+#endif
