@@ -118,4 +118,103 @@ format:
 clean:
 	rm -rf $(BUILD)
 
+# --- MPI layer (src/mpi) ---
+# libincoll_mpi, the PMPI interposer (docs/mpi.md). One build per MPI ABI,
+# since a wrapper built for one MPI aborts under the other:
+#   build/lib/libincoll_mpi.so        the default `mpicc` (Open MPI on Debian)
+#   build/lib/libincoll_mpi_mpich.so  `mpicc.mpich`, when installed
+# Each links libincoll's objects in whole (-fPIC, hidden visibility) and
+# exports only the MPI entry points (src/mpi/exports.map). The MPI test
+# programs of tests/mpi go to build/tests/mpi (default MPI) and
+# build/tests/mpi-mpich. Everything here is skipped when the compilers are
+# missing; tests/test_mpi.c then skips too.
+MPICC        ?= mpicc
+MPIF90       ?= mpif90
+MPICC_MPICH  ?= mpicc.mpich
+MPIF90_MPICH ?= mpif90.mpich
+MPI_HAVE = $(shell command -v $(1) >/dev/null 2>&1 && echo 1)
+MPI_SRCS    := $(sort $(wildcard src/mpi/*.c))
+MPI_CFLAGS  := $(BASEFLAGS) $(CFLAGS) -fPIC
+MPI_SOFLAGS := -shared -Wl,--version-script=src/mpi/exports.map -Wl,-z,defs
+MPI_SOLIBS   = -Wl,--whole-archive $(BUILD)/lib/libincoll.a -Wl,--no-whole-archive $(LDLIBS) -ldl
+MPI_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS)
+MPI_TEST_FFLAGS := -Wall $(CFLAGS)
+MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
+MPI_TEST_F  := $(sort $(wildcard tests/mpi/*.f90))
+MPI_TARGETS :=
+
+ifeq ($(call MPI_HAVE,$(MPICC)),1)
+MPI_OBJS_DEF := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-default/%.o)
+MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
+$(BUILD)/obj/mpi-default/%.o: src/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(BUILD)/lib/libincoll.a src/mpi/exports.map
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
+ifeq ($(call MPI_HAVE,$(MPIF90)),1)
+MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
+$(BUILD)/tests/mpi/%: tests/mpi/%.f90
+	@mkdir -p $(dir $@)
+	$(MPIF90) $(MPI_TEST_FFLAGS) -o $@ $<
+endif
+endif
+
+ifeq ($(call MPI_HAVE,$(MPICC_MPICH)),1)
+MPI_OBJS_MPICH := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-mpich/%.o)
+MPI_TARGETS    += $(BUILD)/lib/libincoll_mpi_mpich.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi-mpich/%)
+$(BUILD)/obj/mpi-mpich/%.o: src/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC_MPICH) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(BUILD)/lib/libincoll.a src/mpi/exports.map
+	@mkdir -p $(dir $@)
+	$(MPICC_MPICH) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
+$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC_MPICH) $(MPI_TEST_CFLAGS) -o $@ $<
+ifeq ($(call MPI_HAVE,$(MPIF90_MPICH)),1)
+MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi-mpich/%)
+$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.f90
+	@mkdir -p $(dir $@)
+	$(MPIF90_MPICH) $(MPI_TEST_FFLAGS) -o $@ $<
+endif
+endif
+
+.PHONY: mpi install-mpi
+mpi: $(MPI_TARGETS)
+all: $(MPI_TARGETS)
+test: $(MPI_TARGETS)
+install: install-mpi
+install-mpi: $(filter %.so,$(MPI_TARGETS))
+	install -d $(DESTDIR)$(PREFIX)/lib
+	$(if $^,install -m 755 $^ $(DESTDIR)$(PREFIX)/lib/,@true)
+# --- end MPI layer ---
+
+# --- simulator (src/sim) ---
+# build/bin/incoll-sim (docs/simulator.md): the AN and host cores on
+# SimGrid, built from src/sim/*.c and libincoll's objects (src/sim is not
+# part of libincoll). Only when pkg-config finds SimGrid (libsimgrid-dev,
+# see scripts/install-deps.sh); then `all` includes it. SimGrid's C headers
+# compile as C11.
+ifeq ($(SIMGRID_OK),1)
+SIM_CFLAGS := $(shell pkg-config --cflags simgrid)
+SIM_LIBS   := $(shell pkg-config --libs simgrid)
+SIM_OBJS   := $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
+$(BUILD)/obj/src/sim/%.o: src/sim/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(BUILD)/lib/libincoll.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(BUILD)/lib/libincoll.a $(SIM_LIBS) $(LDLIBS)
+sim: $(BUILD)/bin/incoll-sim
+all: $(BUILD)/bin/incoll-sim
+else
+sim:
+	@echo "make sim: SimGrid not found by pkg-config; install libsimgrid-dev and simgrid (scripts/install-deps.sh)" >&2; exit 1
+endif
+# --- end simulator ---
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -159,21 +159,24 @@ incoll_status_t fabric_conf_save(const fabric_conf_t *conf, const char *path)
             conf->nhosts, conf->radix, conf->levels, conf->admin_key);
     for (int i = 0; i < conf->nans; i++) {
         const fabric_an_t *a = &conf->ans[i];
-        fprintf(f, "an name=%s level=%d addr=%s parent=%s\n", a->name,
+        fprintf(f, "an name=%s level=%d addr=%s parent=%s%s%s\n", a->name,
                 a->level, wire_ep_str(a->addr, ep, sizeof(ep)),
-                a->parent < 0 ? "-" : conf->ans[a->parent].name);
+                a->parent < 0 ? "-" : conf->ans[a->parent].name,
+                a->netns[0] ? " netns=" : "", a->netns);
     }
     for (int r = 0; r < conf->nhosts; r++) {
         struct in_addr in = {.s_addr = htonl(conf->hosts[r].ip)};
         char ip[INET_ADDRSTRLEN];
         inet_ntop(AF_INET, &in, ip, sizeof(ip));
+        const char *ns = conf->hosts[r].netns;
         if (conf->hosts[r].port)
-            fprintf(f, "host rank=%d leaf=%s addr=%s:%u\n", r,
+            fprintf(f, "host rank=%d leaf=%s addr=%s:%u%s%s\n", r,
                     conf->ans[conf->hosts[r].leaf].name, ip,
-                    (unsigned)conf->hosts[r].port);
+                    (unsigned)conf->hosts[r].port, ns[0] ? " netns=" : "", ns);
         else
-            fprintf(f, "host rank=%d leaf=%s addr=%s\n", r,
-                    conf->ans[conf->hosts[r].leaf].name, ip);
+            fprintf(f, "host rank=%d leaf=%s addr=%s%s%s\n", r,
+                    conf->ans[conf->hosts[r].leaf].name, ip,
+                    ns[0] ? " netns=" : "", ns);
     }
     fprintf(f, "group id=%u key=0x%016" PRIx64 " slots=%u payload=%u\n",
             conf->group_id, conf->group_key, conf->slots, conf->payload);
@@ -232,6 +235,28 @@ static incoll_status_t need_u64(parse_t *p, char **f, int nf, const char *key,
     if (parse_u64(s, v) != 0 || *v < min || *v > max)
         return perr(p, "bad %s '%s' (want %" PRIu64 "..%" PRIu64 ")", key, s,
                     min, max);
+    return INCOLL_OK;
+}
+
+/*
+ * Copies the optional netns=NAME field into buf (left "" when absent).
+ * Names are what `ip netns` accepts and we can put on a command line:
+ * letters, digits, '.', '_' and '-'.
+ */
+static incoll_status_t opt_netns(parse_t *p, char **f, int nf, char *buf)
+{
+    const char *s = field(f, nf, "netns");
+    size_t len;
+    if (s == NULL)
+        return INCOLL_OK;
+    len = strlen(s);
+    if (len == 0 || len >= FABRIC_NETNS_MAX || strcmp(s, ".") == 0 ||
+        strcmp(s, "..") == 0 ||
+        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                  "0123456789._-") != len)
+        return perr(p, "bad netns '%s' (want 1..%d of A-Z a-z 0-9 . _ -)", s,
+                    FABRIC_NETNS_MAX - 1);
+    memcpy(buf, s, len + 1);
     return INCOLL_OK;
 }
 
@@ -355,6 +380,8 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                               name);
                 goto out;
             }
+            if ((status = opt_netns(&p, fields, nf, a->netns)))
+                goto out;
             snprintf(parents[conf->nans], FABRIC_NAME_MAX, "%s", parent);
             an_lines[conf->nans] = p.line;
             conf->nans++;
@@ -392,6 +419,8 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             } else {
                 conf->hosts[v].ip = ntohl(in.s_addr);
             }
+            if ((status = opt_netns(&p, fields, nf, conf->hosts[v].netns)))
+                goto out;
             snprintf(leaves[v], FABRIC_NAME_MAX, "%s", leaf);
             host_lines[v] = p.line;
             nhosts_seen++;

@@ -10,6 +10,11 @@
  *   host rank=0 leaf=l0 addr=127.0.0.1:42000   (":port" optional)
  *   group id=1 key=0x... slots=64 payload=8192
  *
+ * Optional, for an emulated fabric (`incoll fabric up --emulate`,
+ * tools/emu.c): `netns=NAME` on an and host records names the Linux
+ * network namespace the AN daemon or the rank runs in. Without it, the
+ * process runs in the caller's namespace.
+ *
  * An AN's children, in their fixed order, are first the ANs whose parent it
  * is (in file order), then the hosts under it (in rank order). The group
  * record is the world group: every host, over the whole tree.
@@ -24,18 +29,21 @@
 
 #define FABRIC_NAME_MAX 32
 #define AGG_RADIX_MAX 1024 /* children per AN, as AGG_MAX_CHILDREN */
+#define FABRIC_NETNS_MAX 48 /* network namespace name, with its NUL */
 
 typedef struct {
     char name[FABRIC_NAME_MAX];
     int level;          /* 1 = leaf switch */
     incoll_ep_t addr;   /* the AN's UDP endpoint */
     int parent;         /* index into ans, -1 at the root */
+    char netns[FABRIC_NETNS_MAX]; /* "" = the caller's namespace */
 } fabric_an_t;
 
 typedef struct {
     int leaf;           /* index into ans */
     uint32_t ip;        /* the host's IPv4 address (host order) */
     uint16_t port;      /* its UDP port; 0 = any (then ANs learn it) */
+    char netns[FABRIC_NETNS_MAX]; /* "" = the caller's namespace */
 } fabric_host_t;
 
 typedef struct {

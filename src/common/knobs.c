@@ -21,12 +21,37 @@ const knob_t knob_table[] = {
     {"INCOLL_RETRIES", "12", "host", "retransmissions of one segment before giving up"},
     {"INCOLL_TIMEOUT_MS", "3000", "host",
      "an operation with no result for this long fails with a timeout"},
+    {"INCOLL_P2P_WINDOW", "64", "host",
+     "packets in flight per step of the host-based algorithms (1..512)"},
+    {"INCOLL_P2P_PAYLOAD", "0", "host",
+     "payload bytes per packet of the host-based algorithms, the same on every "
+     "rank; 0 uses the fabric's group payload (8192)"},
     {"INCOLL_UDP_BUF", "8388608", "all", "socket buffer bytes asked of the kernel"},
     {"INCOLL_FAULT_DROP", "0", "fault", "probability of dropping a sent datagram"},
     {"INCOLL_FAULT_DUP", "0", "fault", "probability of sending a datagram twice"},
     {"INCOLL_FAULT_REORDER", "0", "fault",
      "probability of holding a datagram behind later ones"},
     {"INCOLL_FAULT_SEED", "1", "fault", "seed of the fault injection"},
+    {"INCOLL_MPI_ENABLE", "1", "mpi",
+     "0 makes libincoll_mpi a pure pass-through to the MPI library"},
+    {"INCOLL_MPI_COLLS", "allreduce,reduce,bcast,barrier", "mpi",
+     "collectives libincoll_mpi offloads: a list, all or none"},
+    {"INCOLL_MPI_MIN_RANKS", "2", "mpi",
+     "communicators with fewer ranks stay with the MPI library"},
+    {"INCOLL_MPI_MAX_BYTES", "0", "mpi",
+     "calls moving more bytes per rank stay with the MPI library; 0 = no limit"},
+    {"INCOLL_MPI_VERBOSE", "0", "mpi",
+     "1 prints, per communicator, whether it is offloaded and why not"},
+    {"INCOLL_MPI_STATS", "0", "mpi",
+     "1 prints at MPI_Finalize one line at rank 0: calls offloaded and passed "
+     "through, per collective, with reasons"},
+    {"INCOLL_MPI_EAGER", "0", "mpi",
+     "1 sets up a communicator's fabric group when it is created, not at its "
+     "first collective"},
+    {"INCOLL_MPI_AGREE", "1", "mpi",
+     "1 agrees after each offloaded call (one MPI allreduce of an int) so a "
+     "fabric failure on any rank is redone by MPI; 0 skips it and aborts on "
+     "failure"},
     {NULL, NULL, NULL, NULL},
 };
 

@@ -21,9 +21,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define UDP_BATCH 64        /* datagrams per recvmmsg / sendmmsg */
-#define UDP_HOLD_MAX 16     /* datagrams held back for reordering */
-#define UDP_BUF_LEN 65536   /* bytes per datagram buffer */
+#define UDP_BATCH 64           /* datagrams per recvmmsg / sendmmsg */
+#define UDP_HOLD_MAX 16        /* datagrams held back for reordering */
+#define UDP_BUF_LEN 65536      /* bytes per datagram buffer */
 #define UDP_MAX_DATAGRAM 65507 /* largest IPv4 UDP payload */
 #define UDP_FLUSH_WAIT_MS 100  /* longest wait for room in the socket buffer */
 
@@ -46,7 +46,7 @@ struct udp_sock {
     struct sockaddr_in rx_addr[UDP_BATCH];
 
     /* Send side: queued datagrams, then those held back for reordering. */
-    uint8_t *tx_data;   /* UDP_BATCH buffers, allocated on first send */
+    uint8_t *tx_data; /* UDP_BATCH buffers, allocated on first send */
     udp_out_t tx[UDP_BATCH];
     int ntx;
     uint8_t *hold_data; /* UDP_HOLD_MAX buffers, allocated on first hold */
@@ -193,9 +193,15 @@ void udp_close(udp_sock_t *sock)
     free(sock);
 }
 
-int udp_fd(const udp_sock_t *sock) { return sock->fd; }
+int udp_fd(const udp_sock_t *sock)
+{
+    return sock->fd;
+}
 
-incoll_ep_t udp_local_ep(const udp_sock_t *sock) { return sock->local; }
+incoll_ep_t udp_local_ep(const udp_sock_t *sock)
+{
+    return sock->local;
+}
 
 const udp_counters_t *udp_counters(const udp_sock_t *sock)
 {
@@ -295,8 +301,8 @@ static void send_all(udp_sock_t *sock, udp_out_t *const *out, int n)
         }
         if (r < 0 && errno == EINTR)
             continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK ||
-                      errno == ENOBUFS)) {
+        if (r < 0 &&
+            (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS)) {
             uint64_t now = now_ms();
             if (give_up == 0)
                 give_up = now + UDP_FLUSH_WAIT_MS;
@@ -340,8 +346,7 @@ void udp_flush(udp_sock_t *sock)
     sock->nhold = 0;
 }
 
-static int alloc_bufs(udp_sock_t *sock, uint8_t **data, udp_out_t *outs,
-                      int n)
+static int alloc_bufs(udp_sock_t *sock, uint8_t **data, udp_out_t *outs, int n)
 {
     if (*data)
         return 0;
@@ -355,8 +360,8 @@ static int alloc_bufs(udp_sock_t *sock, uint8_t **data, udp_out_t *outs,
     return 0;
 }
 
-static void fill(udp_out_t *o, incoll_ep_t dst, const void *hdr,
-                 size_t hdr_len, const void *payload, size_t payload_len)
+static void fill(udp_out_t *o, incoll_ep_t dst, const void *hdr, size_t hdr_len,
+                 const void *payload, size_t payload_len)
 {
     o->dst = dst;
     o->len = hdr_len + payload_len;
@@ -385,12 +390,11 @@ void udp_send(udp_sock_t *sock, incoll_ep_t dst, const void *hdr,
 
     if (hdr_len + payload_len > UDP_MAX_DATAGRAM || dst == INCOLL_EP_NONE) {
         char ep[32];
-        incoll_warn("udp %s: cannot send %zu bytes to %s: %s", sock->who,
-                    hdr_len + payload_len,
-                    dst == INCOLL_EP_NONE ? "nowhere"
-                                          : ep_text(dst, ep, sizeof(ep)),
-                    dst == INCOLL_EP_NONE ? "no destination"
-                                          : "datagram too large");
+        incoll_warn(
+            "udp %s: cannot send %zu bytes to %s: %s", sock->who,
+            hdr_len + payload_len,
+            dst == INCOLL_EP_NONE ? "nowhere" : ep_text(dst, ep, sizeof(ep)),
+            dst == INCOLL_EP_NONE ? "no destination" : "datagram too large");
         sock->ctr.tx_errors++;
         return;
     }

@@ -17,7 +17,8 @@
  *  26   2   hops     hops travelled (debug aid, not trusted)
  *  28   4   epoch    how many times the slot was used before
  *  32   4   count    elements in this packet's payload
- *  36   4   total    elements in the whole vector, low 32 bits (checks)
+ *  36   4   total    CONTRIB/RESULT: the group generation (job); P2P:
+ *                    bytes of the whole block
  *  40   8   offset   element offset of this segment in the vector
  *  48       payload  count * dtype_size bytes (STATS: text)
  */
@@ -47,6 +48,10 @@ typedef enum {
 enum {
     WIRE_F_RETRANS = 1u << 0, /* the sender sent this before */
     WIRE_F_LAST = 1u << 1,    /* last segment of the vector */
+    /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
+    WIRE_F_P2P_DONE = 1u << 8,   /* the whole block of the step arrived */
+    WIRE_F_P2P_PROBE = 1u << 9,  /* receiver waits: resend what it lacks */
+    WIRE_F_P2P_BEHIND = 1u << 10, /* acker has not reached the step yet */
 };
 
 typedef struct {

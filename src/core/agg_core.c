@@ -25,7 +25,6 @@ typedef struct {
     uint8_t *buf;
     uint32_t epoch;
     uint32_t count;
-    uint32_t total;
     uint64_t offset;
     uint16_t flags;
     uint8_t op, dtype;
@@ -51,6 +50,8 @@ typedef struct group {
     uint16_t index_at_parent;
     uint32_t nslots;
     uint32_t max_payload;
+    uint32_t gen;          /* generation (job) the slots belong to */
+    int gen_set;
     int seen_words;
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
@@ -299,9 +300,9 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         .slot = slot,
         .epoch = rc->epoch,
         .count = rc->count,
-        .total = rc->total,
         .offset = rc->offset,
     };
+    h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
     emit(agg, g->children[c], &h, rc->buf,
@@ -331,9 +332,9 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .hops = hops,
         .epoch = rc->epoch,
         .count = rc->count,
-        .total = rc->total,
         .offset = rc->offset,
     };
+    h.total = g->gen;
     emit(agg, g->parent, &h, rc->buf,
          (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
 }
@@ -377,6 +378,31 @@ static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
                  wire_ep_str(src, ep, sizeof(ep)), why, group);
 }
 
+/*
+ * Forgets every slot: a new generation of the group (a new job on the same
+ * group) starts its sequence numbers again at 0, so nothing of the old one
+ * may be resent to it or counted with it.
+ */
+static void group_reset(group_t *g, uint32_t gen)
+{
+    for (uint32_t s = 0; s < g->nslots; s++) {
+        slot_t *sl = &g->slots[s];
+        for (int c = 0; c < g->nchildren; c++) {
+            if (sl->contrib[c]) {
+                pool_put(g, sl->contrib[c]);
+                sl->contrib[c] = NULL;
+            }
+        }
+        sl->epoch = UINT32_MAX;
+        sl->state = SLOT_DONE;
+        sl->arrived = 0;
+        sl->res[0].valid = 0;
+        sl->res[1].valid = 0;
+    }
+    g->gen = gen;
+    g->gen_set = 1;
+}
+
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h, const uint8_t *payload)
 {
@@ -406,6 +432,14 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (g->learned[c])
         g->children[c] = src; /* hosts: reply to where they send from */
+    if (!g->gen_set || h->total != g->gen) {
+        if (g->gen_set)
+            incoll_info("agg %s: group %u: generation %08x replaces %08x, "
+                        "slots reset",
+                        agg->name, g->id, h->total, g->gen);
+        agg->ctr.generation_resets += g->gen_set;
+        group_reset(g, h->total);
+    }
 
     sl = &g->slots[h->slot];
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
@@ -422,7 +456,6 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->op = h->op;
         rc->dtype = h->dtype;
         rc->count = h->count;
-        rc->total = h->total;
         rc->offset = h->offset;
         rc->flags = h->flags & WIRE_F_LAST;
     } else if (h->epoch != sl->epoch) {
@@ -499,6 +532,11 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
         return;
     }
     sl = &g->slots[h->slot];
+    if (h->total != g->gen) {
+        drop(agg, &agg->ctr.stale_dropped, src, "result of another generation",
+             g->id);
+        return;
+    }
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
         agg->ctr.duplicates_dropped++;
         return;

@@ -19,6 +19,13 @@
  *  - a slot moves to epoch e+1 only when a child sends e+1, which it does
  *    only after it holds result e; the result of e is kept beside e+1 (two
  *    copies per slot) for children whose copy of result e was lost.
+ *
+ * Generations: CONTRIB and RESULT packets carry the sender's group
+ * generation (a hash of the job id) in the header's "total" field. A job
+ * that reuses a group starts its sequence numbers at 0 again; the first
+ * contribution of a new generation resets the group's slots, and packets
+ * of any other generation are dropped, so no result of an earlier job is
+ * ever resent to, or reduced with, a later one.
  */
 #ifndef INCOLL_AGG_CORE_H
 #define INCOLL_AGG_CORE_H
@@ -78,6 +85,7 @@ typedef struct {
     X(bad_source)                                                              \
     X(mismatch_dropped)                                                        \
     X(stats_requests)                                                          \
+    X(generation_resets)                                                       \
     X(groups)
 
 typedef struct {

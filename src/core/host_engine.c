@@ -119,7 +119,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .slot = (uint16_t)(s->seq % eng->p.slots),
         .epoch = (uint32_t)(s->seq / eng->p.slots),
         .count = (uint32_t)n,
-        .total = (uint32_t)eng->count,
+        .total = eng->p.gen, /* CONTRIB carries the generation here */
         .offset = off,
     };
     uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
@@ -224,6 +224,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
         h.group != eng->p.group || h.key != eng->p.key || src != eng->p.an ||
+        h.total != eng->p.gen ||
         h.slot >= eng->p.slots) {
         eng->ctr.dropped++;
         return;

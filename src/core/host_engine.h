@@ -26,6 +26,7 @@ typedef void (*host_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 typedef struct {
     uint32_t group;
     uint64_t key;
+    uint32_t gen;            /* generation: hash of the job id (agg_core.h) */
     uint16_t child;          /* our child index at the leaf AN */
     incoll_ep_t an;          /* the leaf AN */
     uint32_t slots;          /* slots per group, as configured on the ANs */

@@ -30,6 +30,16 @@ static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
     udp_send(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
 
+uint32_t host_job_generation(const char *job)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    if (job == NULL || *job == '\0')
+        return 0;
+    for (const char *c = job; *c; c++)
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    return h;
+}
+
 static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
 {
     const char *v = getenv(name);
@@ -53,6 +63,7 @@ static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
 
 static void comm_free(incoll_comm_h comm)
 {
+    host_comm_p2p_free(comm);
     host_engine_destroy(comm->eng);
     free(comm->world_ranks);
     free(comm->scratch);
@@ -81,6 +92,7 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
         comm->world_ranks[i] = i;
     comm->group = conf->group_id;
     p.group = conf->group_id;
+    p.gen = ctx->gen;
     p.key = conf->group_key;
     p.child = (uint16_t)fabric_conf_host_child(conf, ctx->rank);
     p.an = conf->ans[conf->hosts[ctx->rank].leaf].addr;
@@ -151,8 +163,11 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
         status = INCOLL_ERR_CONFIG;
         goto err_conf;
     }
-    /* Ignore SIGPIPE-like surprises is the application's business; UDP
-     * raises none. */
+    ctx->gen = host_job_generation(getenv("INCOLL_JOB"));
+    if (getenv("INCOLL_JOB") == NULL)
+        incoll_info("init: INCOLL_JOB is not set: jobs that share a fabric "
+                    "one after another must each set a distinct INCOLL_JOB "
+                    "(`incoll run` does)");
     p = &ctx->eng_defaults;
     memset(p, 0, sizeof(*p));
     host_engine_params_default(p);
@@ -241,6 +256,10 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
         char ep[32];
         incoll_debug("drop packet from %s: malformed",
                      wire_ep_str(m->src, ep, sizeof(ep)));
+        return;
+    }
+    if (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) {
+        host_p2p_dispatch(ctx, m, &h, now);
         return;
     }
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {

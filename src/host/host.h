@@ -13,6 +13,7 @@
 #include "common/udp.h"
 #include "core/algo.h"
 #include "core/host_engine.h"
+#include "core/p2p_engine.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -26,6 +27,8 @@ struct incoll_comm {
     host_engine_t *eng;
     void *scratch;         /* staging for in-place and overlapping buffers */
     size_t scratch_len;
+    p2p_engine_t *p2p;     /* host-based algorithms; made on first use */
+    uint32_t p2p_id;       /* its id on the wire (host_comm_wire_id) */
     struct incoll_comm *next; /* the context's list */
 };
 
@@ -38,7 +41,12 @@ struct incoll_ctx {
     struct incoll_comm *world;
     struct incoll_comm *comms;   /* every communicator, world included */
     host_engine_params_t eng_defaults;
+    uint32_t gen;                /* group generation of this job */
 };
+
+/* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
+ * Every process of a job computes the same value. */
+uint32_t host_job_generation(const char *job);
 
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);
@@ -70,6 +78,24 @@ incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
                                      const void *sendbuf, void *recvbuf,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op);
+
+/*
+ * Makes comm->p2p, the engine of the host-based algorithms, if it does not
+ * exist yet (slow path, once): peers' endpoints from host_comm_peer_ep(),
+ * timing from the context's knobs. INCOLL_ERR_CONFIG when a peer has no
+ * fixed UDP port (src/host/fallback.c).
+ */
+incoll_status_t host_comm_p2p(incoll_comm_h comm);
+
+/* Hands a WIRE_P2P_DATA/ACK packet to its communicator's engine (making the
+ * engine when a peer is already ahead of us); the context's dispatch calls
+ * it. */
+void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                       const wire_hdr_t *h, uint64_t now_ns);
+
+/* Before comm is freed: lingers briefly to answer peers whose last ack was
+ * lost (p2p_engine_linger), then destroys comm->p2p. */
+void host_comm_p2p_free(incoll_comm_h comm);
 
 /* Ensures comm->scratch holds at least len bytes. */
 incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len);

@@ -1,0 +1,340 @@
+/*
+ * incoll-agg: the aggregation node daemon. It reads the fabric description,
+ * finds its own AN record by name, binds the UDP address the record gives,
+ * and drives the agg core from an epoll loop over the socket and a
+ * signalfd: SIGTERM or SIGINT end it cleanly, SIGHUP is ignored. It never
+ * exits because of a packet: the core counts and drops bad ones.
+ */
+#include "common/fabric_conf.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/udp.h"
+#include "core/agg_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define AGG_RX_BATCH 64
+
+typedef struct {
+    fabric_conf_t conf;
+    int me; /* index of our AN in conf.ans */
+    udp_sock_t *sock;
+    agg_t *agg;
+    int epfd;
+    int sigfd;
+    const char *pidfile;
+} agg_daemon_t;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: incoll-agg --conf DIR/fabric.conf --name NAME "
+            "[--pidfile FILE] [--foreground]\n"
+            "\n"
+            "Runs the aggregation node NAME of the fabric described in the\n"
+            "conf file (written by `incoll fabric up`).\n"
+            "\n"
+            "  --conf FILE     fabric description\n"
+            "  --name NAME     which an record is this daemon\n"
+            "  --pidfile FILE  write the daemon's pid there; removed at exit\n"
+            "  --foreground    accepted for compatibility: the daemon never\n"
+            "                  forks by itself (`incoll fabric up` does)\n"
+            "  --help          this text\n"
+            "\n"
+            "Environment: INCOLL_LOG_LEVEL, INCOLL_UDP_BUF and the fault\n"
+            "injection knobs INCOLL_FAULT_* (see `incoll info`).\n");
+}
+
+static void agg_send(void *arg, incoll_ep_t dst, const void *hdr,
+                     const void *payload, size_t len)
+{
+    udp_sock_t *sock = arg;
+    udp_send(sock, dst, hdr, WIRE_HDR_LEN, payload, len);
+}
+
+static int write_pidfile(const char *path)
+{
+    char tmp[4096], text[32];
+    int fd, n;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        incoll_error("pidfile %s: cannot create: %s", tmp, strerror(errno));
+        return -1;
+    }
+    n = snprintf(text, sizeof(text), "%d\n", (int)getpid());
+    if (write(fd, text, (size_t)n) != n) {
+        incoll_error("pidfile %s: cannot write: %s", tmp, strerror(errno));
+        close(fd);
+        unlink(tmp);
+        return -1;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        incoll_error("pidfile %s: cannot rename into place: %s", path,
+                     strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Adds the fabric's world group with this AN's place in the tree. */
+static int add_world_group(agg_daemon_t *d)
+{
+    const fabric_conf_t *conf = &d->conf;
+    const fabric_an_t *an = &conf->ans[d->me];
+    agg_group_params_t gp;
+    incoll_ep_t *children;
+    int n, index = 0;
+    incoll_status_t status;
+
+    children = calloc(AGG_RADIX_MAX, sizeof(*children));
+    if (children == NULL) {
+        incoll_error("group %u: out of memory", conf->group_id);
+        return -1;
+    }
+    n = fabric_conf_children(conf, d->me, children, NULL, AGG_RADIX_MAX);
+    if (an->parent >= 0) {
+        int kinds[AGG_RADIX_MAX];
+        int np =
+            fabric_conf_children(conf, an->parent, NULL, kinds, AGG_RADIX_MAX);
+        index = -1;
+        for (int i = 0; i < np && i < AGG_RADIX_MAX; i++)
+            if (kinds[i] == d->me)
+                index = i;
+        if (index < 0) {
+            incoll_error("group %u: an %s is not among its parent %s's "
+                         "children",
+                         conf->group_id, an->name, conf->ans[an->parent].name);
+            free(children);
+            return -1;
+        }
+    }
+    memset(&gp, 0, sizeof(gp));
+    gp.id = conf->group_id;
+    gp.key = conf->group_key;
+    gp.nchildren = n;
+    gp.children = children;
+    gp.parent = an->parent >= 0 ? conf->ans[an->parent].addr : INCOLL_EP_NONE;
+    gp.index_at_parent = (uint16_t)index;
+    gp.slots = conf->slots;
+    gp.max_payload = conf->payload;
+    status = agg_group_add(d->agg, &gp);
+    free(children);
+    if (status != INCOLL_OK) {
+        incoll_error("group %u: cannot add: %s", conf->group_id,
+                     incoll_status_string(status));
+        return -1;
+    }
+    return 0;
+}
+
+/* Drains the socket into the core, flushing the core's replies after each
+ * batch so they leave while the next batch is read. */
+static void on_readable(agg_daemon_t *d)
+{
+    udp_msg_t msgs[AGG_RX_BATCH];
+    int n;
+
+    do {
+        n = udp_recv_batch(d->sock, msgs, AGG_RX_BATCH);
+        for (int i = 0; i < n; i++)
+            agg_on_packet(d->agg, msgs[i].src, msgs[i].data, msgs[i].len);
+        udp_flush(d->sock);
+    } while (n == AGG_RX_BATCH);
+}
+
+/* Returns 0 on a clean stop, 1 on a failure of the loop itself. */
+static int run_loop(agg_daemon_t *d)
+{
+    for (;;) {
+        struct epoll_event ev[4];
+        int n = epoll_wait(d->epfd, ev, 4, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            incoll_error("event loop: epoll_wait failed: %s", strerror(errno));
+            return 1;
+        }
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == d->sigfd) {
+                struct signalfd_siginfo si;
+                while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                    if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                        incoll_info("stopping on signal %u from pid %u",
+                                    si.ssi_signo, si.ssi_pid);
+                        return 0;
+                    }
+                    incoll_debug("ignoring signal %u", si.ssi_signo);
+                }
+            } else {
+                on_readable(d);
+            }
+        }
+    }
+}
+
+static void log_counters(const agg_daemon_t *d)
+{
+    char text[2048];
+    const udp_counters_t *u = udp_counters(d->sock);
+
+    agg_format_counters(d->agg, text, sizeof(text));
+    incoll_info("counters: %s", text);
+    incoll_info(
+        "udp: rx_packets=%" PRIu64 " rx_bytes=%" PRIu64 " tx_packets=%" PRIu64
+        " tx_bytes=%" PRIu64 " tx_errors=%" PRIu64 " fault_dropped=%" PRIu64
+        " fault_duplicated=%" PRIu64 " fault_reordered=%" PRIu64,
+        u->rx_packets, u->rx_bytes, u->tx_packets, u->tx_bytes, u->tx_errors,
+        u->fault_dropped, u->fault_duplicated, u->fault_reordered);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"conf", required_argument, NULL, 'c'},
+        {"name", required_argument, NULL, 'n'},
+        {"pidfile", required_argument, NULL, 'p'},
+        {"foreground", no_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    agg_daemon_t d = {.me = -1, .epfd = -1, .sigfd = -1};
+    const char *conf_path = NULL, *name = NULL;
+    char err[512], who[64], ep[32];
+    agg_params_t ap;
+    struct epoll_event ev;
+    sigset_t mask;
+    int opt, ret = 1;
+
+    while ((opt = getopt_long(argc, argv, "c:n:p:fh", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            conf_path = optarg;
+            break;
+        case 'n':
+            name = optarg;
+            break;
+        case 'p':
+            d.pidfile = optarg;
+            break;
+        case 'f':
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (conf_path == NULL || name == NULL || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    snprintf(who, sizeof(who), "agg %s", name);
+    log_set_name(who);
+    log_init_from_env();
+
+    if (fabric_conf_load(conf_path, &d.conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll-agg: %s\n", err);
+        return 1;
+    }
+    d.me = fabric_conf_find_an(&d.conf, name);
+    if (d.me < 0) {
+        fprintf(stderr, "incoll-agg: %s: no an named '%s'\n", conf_path, name);
+        goto out_free_conf;
+    }
+
+    /* Block the signals we take through the signalfd before anything can
+     * deliver them; SIGHUP is ignored outright (no config to reload). */
+    signal(SIGHUP, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0) {
+        incoll_error("cannot block signals: %s", strerror(errno));
+        goto out_free_conf;
+    }
+    d.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (d.sigfd < 0) {
+        incoll_error("cannot create a signalfd: %s", strerror(errno));
+        goto out_free_conf;
+    }
+
+    d.sock = udp_open((uint32_t)(d.conf.ans[d.me].addr >> 16),
+                      (uint16_t)(d.conf.ans[d.me].addr & 0xffff),
+                      (int)knob_u64("INCOLL_UDP_BUF"), who);
+    if (d.sock == NULL)
+        goto out_close_sigfd;
+
+    memset(&ap, 0, sizeof(ap));
+    ap.name = name;
+    ap.admin_key = d.conf.admin_key;
+    ap.send = agg_send;
+    ap.send_arg = d.sock;
+    d.agg = agg_create(&ap);
+    if (d.agg == NULL) {
+        incoll_error("cannot create the aggregation core: out of memory");
+        goto out_close_sock;
+    }
+    if (add_world_group(&d) != 0)
+        goto out_destroy_agg;
+
+    d.epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (d.epfd < 0) {
+        incoll_error("cannot create an epoll instance: %s", strerror(errno));
+        goto out_destroy_agg;
+    }
+    ev = (struct epoll_event){.events = EPOLLIN, .data.fd = udp_fd(d.sock)};
+    if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, udp_fd(d.sock), &ev) != 0) {
+        incoll_error("cannot watch the udp socket: %s", strerror(errno));
+        goto out_close_epoll;
+    }
+    ev = (struct epoll_event){.events = EPOLLIN, .data.fd = d.sigfd};
+    if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, d.sigfd, &ev) != 0) {
+        incoll_error("cannot watch the signalfd: %s", strerror(errno));
+        goto out_close_epoll;
+    }
+    if (d.pidfile && write_pidfile(d.pidfile) != 0)
+        goto out_close_epoll;
+
+    incoll_info("an %s (level %d) serving group %u on %s, parent %s", name,
+                d.conf.ans[d.me].level, d.conf.group_id,
+                wire_ep_str(udp_local_ep(d.sock), ep, sizeof(ep)),
+                d.conf.ans[d.me].parent < 0
+                    ? "none (root)"
+                    : d.conf.ans[d.conf.ans[d.me].parent].name);
+
+    ret = run_loop(&d);
+    udp_flush(d.sock);
+    log_counters(&d);
+    if (d.pidfile)
+        unlink(d.pidfile);
+
+out_close_epoll:
+    close(d.epfd);
+out_destroy_agg:
+    agg_destroy(d.agg);
+out_close_sock:
+    udp_close(d.sock);
+out_close_sigfd:
+    close(d.sigfd);
+out_free_conf:
+    fabric_conf_free(&d.conf);
+    return ret;
+}

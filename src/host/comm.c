@@ -1,0 +1,835 @@
+/*
+ * Communicators: incoll_comm_split, incoll_comm_create, incoll_comm_destroy,
+ * incoll_comm_offloaded, and the fabric group behind each (see comm.h).
+ *
+ * With a manager (INCOLL_MGR) every communicator of two or more ranks asks
+ * the manager for a group: all members send the same request and the
+ * manager answers all of them together, with the group (id, key, our child
+ * index and AN, slots, payload, capabilities) or with the reason there is
+ * none, and with the members' UDP endpoints either way. Without a manager
+ * (INCOLL_FABRIC with fabric.conf only) only the world has a group; the
+ * others run host-based algorithms. incoll_comm_offloaded() says which and
+ * why, and INCOLL_LOG_LEVEL=info says it once per communicator.
+ *
+ * Split exchanges (color, key) with an allreduce (bitwise or of one slot
+ * per rank) on the parent, so it works over the fabric or the hosts alike.
+ */
+#include "host/comm.h"
+
+#include "host/host.h"
+#include "host/mgr_client.h"
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+uint32_t host_mgr_local_ip(const char *addr)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    uint32_t ip;
+    uint16_t port;
+    int fd;
+
+    if (mgr_parse_addr(addr, &ip, &port) != INCOLL_OK)
+        return 0x7f000001u;
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return 0x7f000001u;
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(ip);
+    sa.sin_port = htons(port ? port : 9);
+    /* A connected UDP socket sends nothing but learns the route. */
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&sa, &sl) != 0 ||
+        sa.sin_addr.s_addr == htonl(INADDR_ANY)) {
+        close(fd);
+        return 0x7f000001u;
+    }
+    close(fd);
+    return ntohl(sa.sin_addr.s_addr);
+}
+
+/* splitmix64: ids alike on every member. */
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+#ifdef HOST_COMM_INFO
+
+#define TAG_SPLIT 0x53504c4954000000ull  /* "SPLIT" */
+#define TAG_CREATE 0x4352454154450000ull /* "CREATE" */
+
+typedef struct {
+    uint64_t hash;
+    uint64_t count;
+} create_count_t;
+
+struct host_comm_info {
+    uint64_t id;
+    uint32_t gen;            /* group generation, +1 per rebuild */
+    uint64_t nsplits;        /* splits of this communicator so far */
+    create_count_t *creates; /* creates from it, per member list */
+    int ncreates;
+    int capcreates;
+    int failed;              /* the manager said its group failed */
+    int rebuilt;             /* new groups asked for after failures */
+    int answered;            /* the manager answered the last request */
+    uint64_t opbase;         /* in-network operations on earlier engines */
+    uint32_t ops;            /* the group's capabilities */
+    uint32_t dtypes;
+    char why[320];           /* why not offloaded; "" when it is */
+    incoll_ep_t *peers;      /* UDP endpoints by rank (manager mode) */
+};
+
+struct host_ctx_info {
+    host_mgr_t *mgr;
+};
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* The communicator's info, made on first use for a world made from
+ * fabric.conf (id 0, the world group's capabilities: everything). */
+static struct host_comm_info *info_of(incoll_comm_h comm)
+{
+    if (comm->info == NULL) {
+        comm->info = calloc(1, sizeof(*comm->info));
+        if (comm->info == NULL)
+            return NULL;
+        comm->info->ops = (1u << INCOLL_OP_COUNT) - 1;
+        comm->info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+        if (comm->eng == NULL)
+            snprintf(comm->info->why, sizeof(comm->info->why),
+                     "no fabric group");
+    }
+    return comm->info;
+}
+
+static host_mgr_t *mgr_of(incoll_ctx_h ctx)
+{
+    return ctx->info ? ctx->info->mgr : NULL;
+}
+
+void host_comm_info_free(incoll_comm_h comm)
+{
+    if (comm == NULL || comm->info == NULL)
+        return;
+    free(comm->info->creates);
+    free(comm->info->peers);
+    free(comm->info);
+    comm->info = NULL;
+}
+
+void host_ctx_info_free(incoll_ctx_h ctx)
+{
+    if (ctx == NULL || ctx->info == NULL)
+        return;
+    host_mgr_close(ctx->info->mgr);
+    free(ctx->info);
+    ctx->info = NULL;
+}
+
+uint64_t host_comm_id(incoll_comm_h comm)
+{
+    return comm->info ? comm->info->id : 0;
+}
+
+uint32_t host_comm_wire_id(incoll_comm_h comm)
+{
+    return 0x80000000u | (uint32_t)(mix(host_comm_id(comm) ^ 0x5032505f4944ull) &
+                                    0x7fffffffu);
+}
+
+uint64_t host_comm_wire_key(incoll_comm_h comm)
+{
+    uint64_t k = mix(host_comm_id(comm) ^ 0x503250504b4559ull);
+    return k ? k : 1;
+}
+
+incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    int w;
+    if (rank < 0 || rank >= comm->size)
+        return INCOLL_EP_NONE;
+    if (comm->info && comm->info->peers)
+        return comm->info->peers[rank];
+    w = comm->world_ranks[rank];
+    if (ctx->conf.hosts == NULL || w < 0 || w >= ctx->conf.nhosts)
+        return INCOLL_EP_NONE;
+    return fabric_conf_host_ep(&ctx->conf, w);
+}
+
+/* Says once, at info level, why comm runs on the hosts. */
+static void say_why(incoll_comm_h comm)
+{
+    incoll_info("comm %016" PRIx64 " (%d ranks, rank %d): collectives run on "
+                "the hosts: %s",
+                comm->info->id, comm->size, comm->rank, comm->info->why);
+}
+
+/* ---- the manager link ---- */
+
+static void on_group_failed(void *arg, uint32_t group, uint64_t comm_id,
+                            uint32_t gen, const char *reason)
+{
+    incoll_ctx_h ctx = arg;
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        struct host_comm_info *info = c->info;
+        if (info == NULL || c->group != group || info->id != comm_id ||
+            info->failed)
+            continue;
+        info->failed = 1;
+        snprintf(info->why, sizeof(info->why), "its group %u failed: %s",
+                 group, reason);
+        incoll_info("comm %016" PRIx64 ": group %u (generation %u) failed: %s",
+                    comm_id, group, gen, reason);
+    }
+}
+
+uint64_t host_ctx_mgr_pollfd(incoll_ctx_h ctx, struct pollfd *pfd)
+{
+    host_mgr_t *mgr = mgr_of(ctx);
+    uint64_t ms;
+    pfd->fd = mgr ? host_mgr_fd(mgr) : -1;
+    pfd->events = POLLIN;
+    pfd->revents = 0;
+    if (mgr == NULL)
+        return UINT64_MAX;
+    if (host_mgr_want_write(mgr))
+        pfd->events |= POLLOUT;
+    ms = host_mgr_deadline_ms(mgr);
+    return ms == UINT64_MAX ? UINT64_MAX : ms * 1000000ull;
+}
+
+void host_ctx_mgr_on_readable(incoll_ctx_h ctx)
+{
+    host_mgr_t *mgr = mgr_of(ctx);
+    if (mgr)
+        host_mgr_read(mgr, on_group_failed, ctx);
+}
+
+/*
+ * Waits for the answer to req, receiving UDP meanwhile (peers that
+ * finished an operation may need our answers) and never spinning.
+ */
+static incoll_status_t wait_answer(incoll_ctx_h ctx, host_mgr_t *mgr,
+                                   uint32_t req, host_mgr_group_t *g,
+                                   uint64_t timeout_ms)
+{
+    uint64_t deadline = now_ms() + timeout_ms;
+
+    for (;;) {
+        struct pollfd pfd[2];
+        int nfd = 0, mfd, wait;
+        uint64_t now;
+
+        host_mgr_read(mgr, on_group_failed, ctx);
+        if (host_mgr_take_answer(mgr, req, g))
+            return INCOLL_OK;
+        now = now_ms();
+        if (now >= deadline) {
+            host_mgr_forget(mgr, req);
+            return INCOLL_ERR_TIMEOUT;
+        }
+        wait = (int)(deadline - now);
+        if (host_mgr_deadline_ms(mgr) < deadline)
+            wait = host_mgr_deadline_ms(mgr) > now
+                       ? (int)(host_mgr_deadline_ms(mgr) - now)
+                       : 0;
+        mfd = host_mgr_fd(mgr);
+        if (mfd >= 0) {
+            pfd[nfd].fd = mfd;
+            pfd[nfd].events = POLLIN | (host_mgr_want_write(mgr) ? POLLOUT : 0);
+            pfd[nfd++].revents = 0;
+        }
+        pfd[nfd].fd = udp_fd(ctx->sock);
+        pfd[nfd].events = POLLIN;
+        pfd[nfd++].revents = 0;
+        if (poll(pfd, (nfds_t)nfd, wait) < 0 && errno != EINTR)
+            return INCOLL_ERR_IO;
+        if (pfd[nfd - 1].revents & POLLIN)
+            host_ctx_progress(ctx, 0);
+    }
+}
+
+/*
+ * Asks the manager for comm's group of generation gen and sets comm up
+ * with it: an engine on success, else no engine and the reason.
+ */
+static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
+                                    uint64_t opseq, uint64_t *lo_p,
+                                    uint64_t *hi_p)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    struct host_comm_info *info = comm->info;
+    host_mgr_t *mgr = mgr_of(ctx);
+    host_mgr_group_t g;
+    host_engine_params_t p;
+    incoll_status_t status;
+    uint32_t req;
+    uint64_t timeout = knob_u64("INCOLL_MGR_TIMEOUT_MS");
+    uint64_t payload = knob_u64("INCOLL_PAYLOAD");
+
+    if (timeout == 0)
+        timeout = 40000;
+    status = host_mgr_group_request(mgr, info->id, gen, comm->world_ranks,
+                                    comm->size, opseq,
+                                    (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"),
+                                    0, &req);
+    info->answered = 0;
+    if (status == INCOLL_OK)
+        status = wait_answer(ctx, mgr, req, &g, timeout);
+    if (status != INCOLL_OK) {
+        snprintf(info->why, sizeof(info->why),
+                 "the manager did not answer the group request: %s",
+                 incoll_status_string(status));
+        return status;
+    }
+    info->answered = 1;
+    if (lo_p)
+        *lo_p = g.opseq_min;
+    if (hi_p)
+        *hi_p = g.opseq_max;
+    if (g.nmembers == comm->size && g.peers) {
+        free(info->peers);
+        info->peers = g.peers;
+        g.peers = NULL;
+    }
+    if (g.status != INCOLL_OK) {
+        snprintf(info->why, sizeof(info->why), "no fabric group: %s (%s)",
+                 g.reason[0] ? g.reason : "the manager refused",
+                 incoll_status_string(g.status));
+        status = g.status;
+        host_mgr_group_free(&g);
+        return status;
+    }
+    p = ctx->eng_defaults;
+    p.group = g.group;
+    p.gen = ctx->gen;
+    p.key = g.key;
+    p.child = g.child;
+    p.an = g.an;
+    p.slots = g.slots;
+    p.max_payload = g.payload;
+    if (payload >= 8 && payload < g.payload)
+        p.max_payload = (uint32_t)payload;
+    if (p.window > p.slots)
+        p.window = p.slots;
+    /* The manager watches the ANs and says when a group fails, so the
+     * engine's own limits only guard against a silent manager: a member
+     * that is merely late (busy, or recovering another communicator) must
+     * not look like a failure. */
+    {
+        uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
+        uint64_t timeout_ns = (op_ms ? op_ms : 30000) * 1000000ull;
+        uint64_t rto = p.rto_max_ns ? p.rto_max_ns : 250000000ull;
+        if (p.progress_timeout_ns < timeout_ns)
+            p.progress_timeout_ns = timeout_ns;
+        if ((uint64_t)p.max_retries < timeout_ns / rto + 8)
+            p.max_retries = (int)(timeout_ns / rto + 8);
+    }
+    comm->eng = host_engine_create(&p);
+    if (comm->eng == NULL) {
+        snprintf(info->why, sizeof(info->why), "out of memory for the engine");
+        host_mgr_group_free(&g);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    comm->group = g.group;
+    info->ops = g.ops;
+    info->dtypes = g.dtypes;
+    info->failed = 0;
+    info->why[0] = '\0';
+    host_mgr_group_free(&g);
+    incoll_debug("comm %016" PRIx64 ": group %u, child %u, %u slots, payload "
+                 "%u",
+                 info->id, comm->group, p.child, p.slots, p.max_payload);
+    return INCOLL_OK;
+}
+
+/* Makes a communicator of n members (world_ranks, taken over) in which we
+ * are rank me, with id, and links it to the context. */
+static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
+                                 int *world_ranks, int me,
+                                 incoll_comm_h *comm_p)
+{
+    incoll_comm_h c = calloc(1, sizeof(*c));
+    struct host_comm_info *info = calloc(1, sizeof(*info));
+
+    if (c == NULL || info == NULL) {
+        free(c);
+        free(info);
+        free(world_ranks);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    c->ctx = ctx;
+    c->rank = me;
+    c->size = n;
+    c->world_ranks = world_ranks;
+    c->info = info;
+    info->id = id;
+    if (n == 1)
+        snprintf(info->why, sizeof(info->why), "a single rank needs no group");
+    else if (mgr_of(ctx))
+        attach_group(c, 0, 0, NULL, NULL);
+    else
+        snprintf(info->why, sizeof(info->why),
+                 "no manager (INCOLL_MGR is not set): only the world of "
+                 "fabric.conf has a fabric group");
+    if (c->eng == NULL)
+        say_why(c);
+    c->next = ctx->comms;
+    ctx->comms = c;
+    *comm_p = c;
+    return INCOLL_OK;
+}
+
+incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
+{
+    host_mgr_params_t mp;
+    incoll_status_t status;
+    const char *job = getenv("INCOLL_JOB");
+    const char *host = getenv("INCOLL_HOST");
+    char hostname[256] = "";
+    int *ranks;
+
+    if (job == NULL || *job == '\0') {
+        incoll_error("init: INCOLL_MGR is set but INCOLL_JOB is not (use "
+                     "`incoll run`, or set a job id shared by its ranks)");
+        return INCOLL_ERR_CONFIG;
+    }
+    if (host == NULL || *host == '\0') {
+        gethostname(hostname, sizeof(hostname) - 1);
+        host = hostname;
+    }
+    ctx->info = calloc(1, sizeof(*ctx->info));
+    ranks = malloc((size_t)ctx->size * sizeof(int));
+    if (ctx->info == NULL || ranks == NULL) {
+        free(ranks);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    memset(&mp, 0, sizeof(mp));
+    mp.addr = getenv("INCOLL_MGR");
+    mp.secret_file = getenv("INCOLL_SECRET_FILE");
+    mp.job = job;
+    mp.rank = ctx->rank;
+    mp.size = ctx->size;
+    mp.host = strlen(host) < MGR_NAME_MAX ? host : "";
+    mp.ep = udp_local_ep(ctx->sock);
+    mp.timeout_ms = (uint32_t)knob_u64("INCOLL_MGR_CONNECT_MS");
+    status = host_mgr_connect(&mp, &ctx->info->mgr);
+    if (status != INCOLL_OK) {
+        free(ranks);
+        host_ctx_info_free(ctx);
+        return status;
+    }
+    for (int i = 0; i < ctx->size; i++)
+        ranks[i] = i;
+    status = comm_make(ctx, 0, ctx->size, ranks, ctx->rank, &ctx->world);
+    if (status != INCOLL_OK)
+        host_ctx_info_free(ctx);
+    return status;
+}
+
+/* ---- the public calls ---- */
+
+typedef struct {
+    int64_t key;
+    int rank;
+} member_t;
+
+static int cmp_member(const void *a, const void *b)
+{
+    const member_t *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->rank - y->rank;
+}
+
+INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+                                             int key, incoll_comm_h *newcomm_p)
+{
+    struct host_comm_info *info;
+    uint64_t *v, seq, id;
+    member_t *mem;
+    int n = 0, me = -1, *wr;
+    incoll_status_t status;
+
+    if (comm == NULL || newcomm_p == NULL ||
+        (color < 0 && color != INCOLL_UNDEFINED)) {
+        incoll_error("comm_split: %s",
+                     comm == NULL || newcomm_p == NULL
+                         ? "null communicator or result pointer"
+                         : "color must be >= 0 or INCOLL_UNDEFINED");
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    info = info_of(comm);
+    v = calloc((size_t)comm->size * 2, sizeof(*v));
+    mem = malloc((size_t)comm->size * sizeof(*mem));
+    if (info == NULL || v == NULL || mem == NULL) {
+        free(v);
+        free(mem);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    v[2 * comm->rank] = (uint64_t)(int64_t)color;
+    v[2 * comm->rank + 1] = (uint64_t)(int64_t)key;
+    status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
+                              INCOLL_UINT64, INCOLL_OP_BOR);
+    if (status != INCOLL_OK) {
+        incoll_error("comm_split: exchanging colors and keys failed: %s",
+                     incoll_status_string(status));
+        free(v);
+        free(mem);
+        return status;
+    }
+    seq = info->nsplits++;
+    if (color == INCOLL_UNDEFINED) {
+        free(v);
+        free(mem);
+        *newcomm_p = NULL;
+        return INCOLL_OK;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        if ((int64_t)v[2 * r] != (int64_t)color)
+            continue;
+        mem[n].key = (int64_t)v[2 * r + 1];
+        mem[n].rank = r;
+        n++;
+    }
+    free(v);
+    qsort(mem, (size_t)n, sizeof(*mem), cmp_member);
+    wr = malloc((size_t)n * sizeof(int));
+    if (wr == NULL) {
+        free(mem);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < n; i++) {
+        wr[i] = comm->world_ranks[mem[i].rank];
+        if (mem[i].rank == comm->rank)
+            me = i;
+    }
+    free(mem);
+    id = mix(mix(info->id ^ TAG_SPLIT) ^ seq) ^ mix((uint64_t)(uint32_t)color);
+    return comm_make(comm->ctx, id, n, wr, me, newcomm_p);
+}
+
+INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+                                              const int *ranks,
+                                              incoll_comm_h *newcomm_p)
+{
+    struct host_comm_info *info;
+    uint64_t h = 0x435245415445ull, id, count = 0;
+    uint8_t *seen;
+    int me = -1, *wr;
+    create_count_t *cc = NULL;
+
+    if (comm == NULL || newcomm_p == NULL || ranks == NULL || nranks < 1 ||
+        nranks > comm->size) {
+        incoll_error("comm_create: null argument or %d ranks out of 1..%d",
+                     nranks, comm ? comm->size : 0);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    info = info_of(comm);
+    seen = calloc((size_t)comm->size, 1);
+    wr = malloc((size_t)nranks * sizeof(int));
+    if (info == NULL || seen == NULL || wr == NULL) {
+        free(seen);
+        free(wr);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < nranks; i++) {
+        int r = ranks[i];
+        if (r < 0 || r >= comm->size || seen[r]) {
+            incoll_error("comm_create: ranks[%d] = %d is %s", i, r,
+                         r < 0 || r >= comm->size ? "not a rank of comm"
+                                                  : "repeated");
+            free(seen);
+            free(wr);
+            return INCOLL_ERR_INVALID_ARG;
+        }
+        seen[r] = 1;
+        if (r == comm->rank)
+            me = i;
+        wr[i] = comm->world_ranks[r];
+        h = mix(h ^ (uint64_t)(uint32_t)r);
+    }
+    free(seen);
+    if (me < 0) {
+        incoll_error("comm_create: rank %d is not among the %d ranks (only "
+                     "they call it)",
+                     comm->rank, nranks);
+        free(wr);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    for (int i = 0; i < info->ncreates; i++)
+        if (info->creates[i].hash == h)
+            cc = &info->creates[i];
+    if (cc == NULL) {
+        if (info->ncreates == info->capcreates) {
+            int ncap = info->capcreates ? info->capcreates * 2 : 8;
+            create_count_t *nc =
+                realloc(info->creates, (size_t)ncap * sizeof(*nc));
+            if (nc == NULL) {
+                free(wr);
+                return INCOLL_ERR_NO_MEMORY;
+            }
+            info->creates = nc;
+            info->capcreates = ncap;
+        }
+        cc = &info->creates[info->ncreates++];
+        cc->hash = h;
+        cc->count = 0;
+    }
+    count = cc->count++;
+    id = mix(mix(info->id ^ TAG_CREATE) ^ h) ^ mix(count + 1);
+    return comm_make(comm->ctx, id, nranks, wr, me, newcomm_p);
+}
+
+INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+{
+    incoll_ctx_h ctx;
+    host_mgr_t *mgr;
+
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = comm->ctx;
+    if (comm == ctx->world) {
+        incoll_error("comm_destroy: the world communicator belongs to the "
+                     "context");
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    mgr = mgr_of(ctx);
+    if (mgr && comm->group && comm->info)
+        host_mgr_group_release(mgr, comm->info->id, comm->group);
+    for (incoll_comm_h *pc = &ctx->comms; *pc; pc = &(*pc)->next) {
+        if (*pc == comm) {
+            *pc = comm->next;
+            break;
+        }
+    }
+    host_comm_free(comm);
+    return INCOLL_OK;
+}
+
+INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
+{
+    const char *why;
+    if (comm == NULL) {
+        why = "null communicator";
+    } else if (comm->eng && comm->group &&
+               (comm->info == NULL || !comm->info->failed)) {
+        return 1;
+    } else if (comm->info && comm->info->why[0]) {
+        why = comm->info->why;
+    } else if (comm->size == 1) {
+        why = "a single rank needs no group";
+    } else {
+        why = "no fabric group";
+    }
+    if (why_p)
+        *why_p = why;
+    return 0;
+}
+
+int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
+                         incoll_dtype_t dtype)
+{
+    const struct host_comm_info *info = comm->info;
+    if (comm->eng == NULL || comm->group == 0)
+        return 0;
+    if (info == NULL)
+        return 1;
+    return !info->failed && (info->ops & (1u << op)) &&
+           (info->dtypes & (1u << dtype));
+}
+
+/*
+ * Agreement on the hosts: the largest of opseq and of -opseq over the
+ * members. The host-based engines of all members are in step here (they
+ * only ran host-based operations, which every member completed), so this
+ * works even when the in-network operations diverged.
+ */
+static incoll_status_t agree_on_hosts(incoll_comm_h comm, uint64_t opseq,
+                                      uint64_t *lo_p, uint64_t *hi_p)
+{
+    int64_t in[2] = {(int64_t)opseq, -(int64_t)opseq}, out[2];
+    incoll_status_t status =
+        host_allreduce_sched(comm, ALGO_RD, in, out, 2, INCOLL_INT64,
+                             INCOLL_OP_MAX);
+    if (status == INCOLL_OK) {
+        *hi_p = (uint64_t)out[0];
+        *lo_p = (uint64_t)-out[1];
+    }
+    return status;
+}
+
+int host_comm_group_failed(incoll_comm_h comm)
+{
+    return comm->eng != NULL && comm->info != NULL && comm->info->failed;
+}
+
+incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
+                                  int *same_op_p)
+{
+    struct host_comm_info *info = info_of(comm);
+    host_mgr_t *mgr = mgr_of(comm->ctx);
+    incoll_status_t status = INCOLL_ERR_NO_RESOURCE, agreed;
+    uint64_t opseq, ran = 0, lo = 0, hi = 1;
+
+    *same_op_p = 0;
+    if (info == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    if (comm->eng)
+        ran = host_engine_counters(comm->eng)->ops;
+    /* The operation this member is at: the one that failed, or the next. */
+    opseq = info->opbase + ran - (started && ran ? 1 : 0);
+    info->opbase += ran;
+    host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    comm->group = 0;
+    if (mgr && info->rebuilt < 2) {
+        info->rebuilt++;
+        info->gen++;
+        status = attach_group(comm, info->gen, opseq, &lo, &hi);
+        if (status == INCOLL_OK || info->answered) {
+            *same_op_p = lo == hi;
+            goto out;
+        }
+    } else {
+        snprintf(info->why, sizeof(info->why), "%s",
+                 mgr == NULL ? "its fabric group failed and there is no "
+                               "manager to make another"
+                             : "its fabric groups failed three times");
+    }
+    agreed = agree_on_hosts(comm, opseq, &lo, &hi);
+    *same_op_p = agreed == INCOLL_OK && lo == hi;
+    if (agreed != INCOLL_OK)
+        incoll_error("comm %016" PRIx64 ": the members cannot agree after a "
+                     "failure: %s",
+                     info->id, incoll_status_string(agreed));
+out:
+    if (status == INCOLL_OK)
+        incoll_info("comm %016" PRIx64 ": rebuilt on group %u", info->id,
+                    comm->group);
+    else
+        say_why(comm);
+    if (!*same_op_p)
+        incoll_error("comm %016" PRIx64 ": after the failure the members are "
+                     "at operations %" PRIu64 "..%" PRIu64 ": the operation "
+                     "cannot be completed on every member",
+                     info->id, lo, hi);
+    return status;
+}
+
+#else /* !HOST_COMM_INFO */
+
+/*
+ * host.h has no communicator info yet (struct incoll_comm.info,
+ * struct incoll_ctx.info, host_comm_free()): communicators other than the
+ * world cannot be made. The hooks are no-ops.
+ */
+INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+                                             int key, incoll_comm_h *newcomm_p)
+{
+    incoll_error("comm_split: not available in this build (host.h lacks the "
+                 "communicator info)");
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+                                              const int *ranks,
+                                              incoll_comm_h *newcomm_p)
+{
+    incoll_error("comm_create: not available in this build (host.h lacks the "
+                 "communicator info)");
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+{
+    return INCOLL_ERR_INVALID_ARG;
+}
+
+INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
+{
+    if (comm && comm->eng && comm->group)
+        return 1;
+    if (why_p)
+        *why_p = comm ? "no fabric group" : "null communicator";
+    return 0;
+}
+
+incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
+{
+    incoll_error("init: INCOLL_MGR is not supported by this build");
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+void host_ctx_info_free(incoll_ctx_h ctx) {}
+void host_comm_info_free(incoll_comm_h comm) {}
+uint64_t host_ctx_mgr_pollfd(incoll_ctx_h ctx, struct pollfd *pfd)
+{
+    pfd->fd = -1;
+    pfd->events = POLLIN;
+    pfd->revents = 0;
+    return UINT64_MAX;
+}
+void host_ctx_mgr_on_readable(incoll_ctx_h ctx) {}
+
+int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
+                         incoll_dtype_t dtype)
+{
+    return comm->eng != NULL && comm->group != 0;
+}
+
+incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
+                                  int *same_op_p)
+{
+    *same_op_p = 0;
+    return INCOLL_ERR_NO_RESOURCE;
+}
+
+int host_comm_group_failed(incoll_comm_h comm) { return 0; }
+
+incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    if (rank < 0 || rank >= comm->size || ctx->conf.hosts == NULL)
+        return INCOLL_EP_NONE;
+    return fabric_conf_host_ep(&ctx->conf, comm->world_ranks[rank]);
+}
+
+uint64_t host_comm_id(incoll_comm_h comm) { return 0; }
+
+uint32_t host_comm_wire_id(incoll_comm_h comm)
+{
+    return 0x80000000u | (uint32_t)(mix(0x5032505f4944ull) & 0x7fffffffu);
+}
+
+uint64_t host_comm_wire_key(incoll_comm_h comm)
+{
+    return mix(0x503250504b4559ull) | 1;
+}
+
+#endif /* HOST_COMM_INFO */

@@ -1,0 +1,220 @@
+/*
+ * Host-based allreduce over UDP: the driver of the point-to-point engine
+ * (core/p2p_engine.h), which runs the schedules of core/algo.h with loss
+ * recovery. Used as the fallback when the network cannot do an operation
+ * and as the baselines the benchmarks compare the in-network algorithm
+ * against (incoll_allreduce_algo with INCOLL_ALGO_RD, _RING,
+ * _RABENSEIFNER).
+ *
+ * Each communicator gets one engine, made on its first host-based
+ * operation (or when a peer's packet arrives first). The packets carry the
+ * communicator's wire id and key (host_comm_wire_id/_key) with the job's
+ * generation mixed into the key, so a straggler from an earlier job on the
+ * same ports is dropped. Waiting blocks in ppoll (host_ctx_progress) until
+ * a packet or the engine's next deadline: no busy-polling.
+ */
+#include "host/host.h"
+
+#include "host/comm.h"
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void p2p_send(void *arg, incoll_ep_t dst, const void *hdr,
+                     const void *payload, size_t len)
+{
+    incoll_ctx_h ctx = arg;
+    udp_send(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
+}
+
+static uint64_t p2p_key(incoll_comm_h comm)
+{
+    uint64_t k = host_comm_wire_key(comm) ^
+                 ((uint64_t)comm->ctx->gen * 0x9e3779b97f4a7c15ull);
+    return k ? k : 1;
+}
+
+incoll_status_t host_comm_p2p(incoll_comm_h comm)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    const host_engine_params_t *d = &ctx->eng_defaults;
+    p2p_engine_params_t p;
+    incoll_ep_t *peers;
+    uint64_t payload = knob_u64("INCOLL_P2P_PAYLOAD");
+    uint64_t window = knob_u64("INCOLL_P2P_WINDOW");
+
+    if (comm->p2p != NULL)
+        return INCOLL_OK;
+    if (comm->size > P2P_MAX_RANKS) {
+        incoll_error("allreduce: host-based algorithms support up to %d ranks, "
+                     "the communicator has %d", P2P_MAX_RANKS, comm->size);
+        return INCOLL_ERR_UNSUPPORTED;
+    }
+    peers = malloc((size_t)comm->size * sizeof(*peers));
+    if (peers == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    for (int r = 0; r < comm->size; r++) {
+        peers[r] = host_comm_peer_ep(comm, r);
+        if (peers[r] == INCOLL_EP_NONE) {
+            incoll_error("allreduce: rank %d has no fixed UDP port: host-based "
+                         "algorithms need fixed host ports in fabric.conf "
+                         "(host rank=%d leaf=... addr=IP:PORT)",
+                         r, comm->world_ranks[r]);
+            free(peers);
+            return INCOLL_ERR_CONFIG;
+        }
+    }
+    if (payload == 0)
+        payload = ctx->conf.payload ? ctx->conf.payload : 8192;
+    if (payload < 8 || payload > WIRE_MAX_PAYLOAD) {
+        incoll_warn("init: INCOLL_P2P_PAYLOAD=%" PRIu64 " is outside 8..%d; "
+                    "using 8192", payload, WIRE_MAX_PAYLOAD);
+        payload = 8192;
+    }
+    if (window < 1 || window > P2P_WINDOW_MAX) {
+        incoll_warn("init: INCOLL_P2P_WINDOW=%" PRIu64 " is outside 1..%d; "
+                    "using %d", window, P2P_WINDOW_MAX, P2P_WINDOW_DEFAULT);
+        window = P2P_WINDOW_DEFAULT;
+    }
+    memset(&p, 0, sizeof(p));
+    p2p_engine_params_default(&p);
+    p.group = host_comm_wire_id(comm);
+    p.key = p2p_key(comm);
+    p.rank = comm->rank;
+    p.size = comm->size;
+    p.peers = peers;
+    p.max_payload = (uint32_t)payload;
+    p.window = (uint32_t)window;
+    if (d->rto_min_ns && d->rto_max_ns >= d->rto_min_ns) {
+        p.rto_init_ns = d->rto_init_ns;
+        p.rto_min_ns = d->rto_min_ns;
+        p.rto_max_ns = d->rto_max_ns;
+    }
+    if (d->max_retries > 0)
+        p.max_retries = d->max_retries;
+    if (d->progress_timeout_ns)
+        p.progress_timeout_ns = d->progress_timeout_ns;
+    p.send = p2p_send;
+    p.send_arg = ctx;
+    comm->p2p = p2p_engine_create(&p);
+    free(peers);
+    if (comm->p2p == NULL) {
+        incoll_error("allreduce: cannot create the host-based engine "
+                     "(%d ranks, payload %u, window %u)", p.size,
+                     p.max_payload, p.window);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    comm->p2p_id = p.group;
+    return INCOLL_OK;
+}
+
+void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                       const wire_hdr_t *h, uint64_t now_ns)
+{
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        if (c->p2p ? c->p2p_id != h->group : host_comm_wire_id(c) != h->group)
+            continue;
+        /* A peer ahead of us: make the engine now so its data is kept. */
+        if (c->p2p == NULL && host_comm_p2p(c) != INCOLL_OK)
+            return;
+        p2p_engine_on_packet(c->p2p, m->src, m->data, m->len, now_ns);
+        return;
+    }
+}
+
+incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    incoll_status_t status = host_comm_p2p(comm);
+
+    if (status != INCOLL_OK)
+        return status;
+    if (recvbuf != sendbuf)
+        memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
+    status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
+                                  host_now_ns());
+    while (status == INCOLL_INPROGRESS) {
+        host_ctx_progress(ctx, p2p_engine_deadline(comm->p2p));
+        p2p_engine_on_time(comm->p2p, host_now_ns());
+        status = p2p_engine_status(comm->p2p);
+    }
+    /* Ack what peers ahead of us already sent for the next operation. */
+    p2p_engine_on_time(comm->p2p, host_now_ns());
+    udp_flush(ctx->sock);
+    if (status == INCOLL_ERR_GROUP_FAILED)
+        incoll_error("allreduce: an earlier host-based %s failed on this "
+                     "communicator: the ranks are out of step",
+                     algo_name(kind));
+    return status;
+}
+
+/* Waits for a packet on the context's socket until deadline_ns and feeds
+ * those of comm's engine to it. Used while lingering, when comm may no
+ * longer be on the context's list. */
+static void linger_wait(incoll_comm_h comm, uint64_t deadline_ns)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    udp_msg_t msgs[64];
+    struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
+    uint64_t now = host_now_ns();
+    int n;
+
+    udp_flush(ctx->sock);
+    n = udp_recv_batch(ctx->sock, msgs, 64);
+    if (n == 0 && deadline_ns > now) {
+        struct timespec ts;
+        uint64_t wait = deadline_ns - now;
+        ts.tv_sec = (time_t)(wait / 1000000000ull);
+        ts.tv_nsec = (long)(wait % 1000000000ull);
+        if (ppoll(&pfd, 1, &ts, NULL) > 0)
+            n = udp_recv_batch(ctx->sock, msgs, 64);
+    }
+    now = host_now_ns();
+    for (int i = 0; i < n; i++) {
+        wire_hdr_t h;
+        if (wire_parse(msgs[i].data, msgs[i].len, &h, NULL) == INCOLL_OK &&
+            (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) &&
+            h.group == comm->p2p_id)
+            p2p_engine_on_packet(comm->p2p, msgs[i].src, msgs[i].data,
+                                 msgs[i].len, now);
+    }
+}
+
+void host_comm_p2p_free(incoll_comm_h comm)
+{
+    uint64_t next;
+
+    if (comm->p2p == NULL)
+        return;
+    if (comm->ctx->sock != NULL) {
+        next = p2p_engine_linger(comm->p2p, host_now_ns());
+        while (next != 0) {
+            uint64_t d = p2p_engine_deadline(comm->p2p);
+            linger_wait(comm, d < next ? d : next);
+            p2p_engine_on_time(comm->p2p, host_now_ns());
+            next = p2p_engine_linger(comm->p2p, host_now_ns());
+        }
+        udp_flush(comm->ctx->sock);
+    }
+    {
+        const p2p_engine_counters_t *k = p2p_engine_counters(comm->p2p);
+        incoll_debug("p2p %08x: ops=%" PRIu64 " steps=%" PRIu64
+                     " packets_sent=%" PRIu64 " retransmits=%" PRIu64
+                     " fast_retransmits=%" PRIu64 " duplicates=%" PRIu64
+                     " early=%" PRIu64 " refused=%" PRIu64 " timeouts=%" PRIu64,
+                     comm->p2p_id, k->ops, k->steps, k->packets_sent,
+                     k->retransmits, k->fast_retransmits, k->duplicates,
+                     k->early, k->refused, k->timeouts);
+    }
+    p2p_engine_destroy(comm->p2p);
+    comm->p2p = NULL;
+}

@@ -1,0 +1,70 @@
+/*
+ * The aggregation manager: one per fabric. It owns the topology and the
+ * trees, admits groups for communicators, tells the ANs of each group
+ * their part in it, watches ANs (heartbeats, connection loss) and hosts
+ * (connection loss), tears down and reclaims what failed, and answers
+ * `incoll stat`. The protocol is in docs/manager.md and
+ * src/common/mgr_proto.h.
+ *
+ * One thread, one epoll loop over a TCP listener, its connections and a
+ * stop fd, waking at least every tick_ms for timers (heartbeat deadlines,
+ * grace periods, request timeouts); it never spins.
+ *
+ * Restarts: the manager keeps no state on disk. ANs keep their groups when
+ * the manager goes away and report them, with the manager's record of
+ * each, when they register again; within recover_ms of its start a new
+ * manager adopts every group so reported, so running jobs go on. Hosts
+ * reconnect and join again; a group none of whose members comes back
+ * within adopt_grace_ms is reclaimed.
+ */
+#ifndef INCOLL_MGR_MGR_H
+#define INCOLL_MGR_MGR_H
+
+#include "common/mgr_proto.h"
+#include "mgr/place.h"
+#include "mgr/topo.h"
+
+#include <stdint.h>
+
+typedef struct mgr mgr_t;
+
+typedef struct {
+    const char *listen;        /* "IP:PORT"; port 0 picks one */
+    const topo_t *topo;        /* must outlive the manager */
+    uint8_t key[MGR_KEY_LEN];  /* from mgr_secret_load() */
+    uint32_t heartbeat_ms;     /* told to ANs; dead after 5 missed (1 s) */
+    uint32_t host_grace_ms;    /* a host gone this long loses its groups */
+    uint32_t adopt_grace_ms;   /* adopted groups wait this long for hosts */
+    uint32_t recover_ms;       /* adopt what ANs report this long after
+                                  start */
+    uint32_t request_ms;       /* members of a group request must all ask
+                                  within this */
+    uint32_t auth_ms;          /* a connection must authenticate in this */
+    uint32_t tick_ms;          /* timer resolution */
+    int stop_fd;               /* readable: stop (a signalfd), or -1 */
+    place_params_t place;
+} mgr_params_t;
+
+/* Defaults: heartbeat 200 ms, host grace 3 s, adopt grace 30 s, recover
+ * 10 s, request 30 s, auth 5 s, tick 100 ms, place_params_default(). */
+void mgr_params_default(mgr_params_t *params);
+
+/*
+ * Creates the manager and binds its listener. On error writes the cause
+ * into err and returns NULL. mgr_destroy() closes everything.
+ */
+mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen);
+void mgr_destroy(mgr_t *mgr);
+
+/* The listening port (useful with port 0). */
+uint16_t mgr_port(const mgr_t *mgr);
+
+/* Runs the loop until stop_fd is readable. Returns 0, or 1 if the loop
+ * itself failed. */
+int mgr_run(mgr_t *mgr);
+
+/* Writes the state as `incoll stat` shows it (docs/manager.md) into a
+ * malloc'ed string; the caller frees it. */
+char *mgr_stat_text(const mgr_t *mgr);
+
+#endif

@@ -1,0 +1,352 @@
+/*
+ * A local managed fabric for the CLI; see mgr_fabric.h.
+ */
+#include "mgr/mgr_fabric.h"
+
+#include "common/mgr_proto.h"
+#include "mgr/mgr_tool.h"
+#include "mgr/topo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static int write_text(const char *path, const char *text, mode_t mode)
+{
+    char tmp[PATH_MAX + 32];
+    int fd;
+    size_t len = strlen(text);
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    if (fd < 0)
+        return -1;
+    if (write(fd, text, len) != (ssize_t)len || close(fd) != 0 ||
+        rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts a daemon detached from us (own session, stdin /dev/null, output
+ * to log_path) and writes its pid to pid_path. */
+static pid_t spawn(char **argv, const char *log_path, const char *pid_path)
+{
+    char text[32];
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null_fd = open("/dev/null", O_RDONLY);
+        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        setsid();
+        if (null_fd >= 0)
+            dup2(null_fd, 0);
+        if (log_fd >= 0) {
+            dup2(log_fd, 1);
+            dup2(log_fd, 2);
+        }
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        signal(SIGHUP, SIG_IGN);
+        execv(argv[0], argv);
+        fprintf(stderr, "incoll fabric: cannot run %s: %s\n", argv[0],
+                strerror(errno));
+        _exit(127);
+    }
+    snprintf(text, sizeof(text), "%d\n", (int)pid);
+    if (write_text(pid_path, text, 0644) != 0) {
+        kill(pid, SIGKILL);
+        return -1;
+    }
+    return pid;
+}
+
+static void print_log_tail(const char *path)
+{
+    char line[1024], last[1024] = "";
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f))
+        if (line[0] != '\n')
+            snprintf(last, sizeof(last), "%s", line);
+    fclose(f);
+    if (last[0])
+        fprintf(stderr, "  %s: %s%s", path, last,
+                last[strlen(last) - 1] == '\n' ? "" : "\n");
+}
+
+int mgr_fabric_up(const mgr_fabric_params_t *p)
+{
+    char topo_path[PATH_MAX + 32], secret[PATH_MAX + 32], port_path[PATH_MAX + 32];
+    char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
+    char env_path[PATH_MAX + 32], addr[64] = "", err[512], text[4 * PATH_MAX];
+    topo_t topo;
+    pid_t mgr_pid;
+    uint64_t deadline;
+    int ret = -1, up = 0;
+    pid_t *pids = NULL;
+
+    if (p->topology) {
+        if (topo_load(p->topology, &topo, err, sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll fabric up: %s\n", err);
+            return -1;
+        }
+    } else if (topo_fat_tree(p->radix, p->levels, p->hosts, NULL, &topo) !=
+               INCOLL_OK) {
+        fprintf(stderr, "incoll fabric up: cannot build a fat-tree of radix %d "
+                        "and %d levels with %d hosts (radix: even, 2..64; "
+                        "levels: 2 or 3; hosts: at most the ports)\n",
+                p->radix, p->levels, p->hosts);
+        return -1;
+    }
+    if (topo_find_switch(&topo, "mgr") >= 0) {
+        fprintf(stderr, "incoll fabric up: switch name 'mgr' is reserved in a "
+                        "local fabric (mgr.pid is the manager's)\n");
+        goto out;
+    }
+    pids = calloc((size_t)topo.nswitches, sizeof(*pids));
+    if (pids == NULL)
+        goto out;
+    snprintf(topo_path, sizeof(topo_path), "%s/topology", p->dir);
+    snprintf(secret, sizeof(secret), "%s/secret", p->dir);
+    snprintf(port_path, sizeof(port_path), "%s/mgr.port", p->dir);
+    snprintf(env_path, sizeof(env_path), "%s/fabric.env", p->dir);
+    unlink(port_path);
+    unlink(env_path);
+    if (topo_save(&topo, topo_path) != INCOLL_OK) {
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", topo_path,
+                strerror(errno));
+        goto out;
+    }
+    unlink(secret);
+    if (mgr_secret_generate(secret) != INCOLL_OK) {
+        fprintf(stderr, "incoll fabric up: cannot make the secret %s\n",
+                secret);
+        goto out;
+    }
+
+    /* The manager, on any free port; it says which in mgr.port. */
+    snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
+    snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
+    snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
+    {
+        char *argv[] = {bin,         "--topology", topo_path,  "--listen",
+                        "127.0.0.1:0", "--port-file", port_path, "--secret",
+                        secret,      NULL};
+        mgr_pid = spawn(argv, log_path, pid_path);
+    }
+    if (mgr_pid < 0) {
+        fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
+                strerror(errno));
+        goto out;
+    }
+    deadline = now_ms() + (uint64_t)p->wait_s * 1000;
+    while (addr[0] == '\0') {
+        FILE *f = fopen(port_path, "r");
+        if (f) {
+            if (fgets(addr, sizeof(addr), f) == NULL ||
+                strchr(addr, '\n') == NULL)
+                addr[0] = '\0';
+            else
+                *strchr(addr, '\n') = '\0';
+            fclose(f);
+        }
+        if (addr[0])
+            break;
+        if (kill(mgr_pid, 0) != 0 || now_ms() > deadline) {
+            fprintf(stderr, "incoll fabric up: the manager did not start\n");
+            print_log_tail(log_path);
+            goto out;
+        }
+        sleep_ms(20);
+    }
+
+    /* One AN per switch, registering with the manager. */
+    snprintf(bin, sizeof(bin), "%s/incoll-agg", p->bindir);
+    for (int i = 0; i < topo.nswitches; i++) {
+        char listen[32] = "127.0.0.1:0";
+        char *argv[] = {bin,    "--name",   topo.sw[i].name, "--listen", listen,
+                        "--mgr", addr,      "--secret",      secret,
+                        "--foreground",    NULL};
+        if (topo.sw[i].addr != INCOLL_EP_NONE)
+            wire_ep_str(topo.sw[i].addr, listen, sizeof(listen));
+        snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
+                 topo.sw[i].name);
+        snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
+                 topo.sw[i].name);
+        pids[i] = spawn(argv, log_path, pid_path);
+        if (pids[i] < 0) {
+            fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
+                    strerror(errno));
+            goto out;
+        }
+    }
+    while (now_ms() <= deadline) {
+        char *stat = NULL;
+        if (mgr_tool_stat(addr, secret, 1000, &stat, err, sizeof(err)) ==
+            INCOLL_OK) {
+            up = (int)mgr_tool_stat_value(stat, "manager ", "ans_up");
+            free(stat);
+            if (up == topo.nswitches)
+                break;
+        }
+        sleep_ms(100);
+    }
+    if (up != topo.nswitches) {
+        fprintf(stderr, "incoll fabric up: %d of %d ans registered with the "
+                        "manager within %d s\n",
+                up, topo.nswitches, p->wait_s);
+        for (int i = 0; i < topo.nswitches; i++) {
+            snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
+                     topo.sw[i].name);
+            print_log_tail(log_path);
+        }
+        goto out;
+    }
+    snprintf(text, sizeof(text),
+             "# incoll fabric in %s, written by `incoll fabric up`;\n"
+             "# `. %s` to use it without `incoll run`\n"
+             "INCOLL_MGR=%s\nINCOLL_SECRET_FILE=%s\n",
+             p->dir, env_path, addr, secret);
+    if (write_text(env_path, text, 0644) != 0) {
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", env_path,
+                strerror(errno));
+        goto out;
+    }
+    if (!p->quiet) {
+        char ep[32];
+        printf("fabric up in %s: manager %s (pid %d), %d switches, %d trees, "
+               "%d hosts\n",
+               p->dir, addr, (int)mgr_pid, topo.nswitches, topo.ntrees,
+               topo.nhosts);
+        for (int lv = topo.levels; lv >= 1; lv--)
+            for (int i = 0; i < topo.nswitches; i++)
+                if (topo.sw[i].level == lv)
+                    printf("  %-10s level %d  %-21s pid %d\n", topo.sw[i].name,
+                           lv,
+                           topo.sw[i].addr == INCOLL_EP_NONE
+                               ? "(any port)"
+                               : wire_ep_str(topo.sw[i].addr, ep, sizeof(ep)),
+                           (int)pids[i]);
+        printf("  use it: incoll run --fabric %s ..., or . %s\n", p->dir,
+               env_path);
+    }
+    ret = 0;
+out:
+    free(pids);
+    topo_free(&topo);
+    return ret;
+}
+
+int mgr_fabric_managed(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    return access(path, R_OK) == 0;
+}
+
+int mgr_fabric_env(const char *dir, char *addr, size_t addrlen, char *secret,
+                   size_t secretlen, char *err, size_t errlen)
+{
+    char path[PATH_MAX + 32], line[PATH_MAX + 64];
+    FILE *f;
+    int lineno = 0;
+
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    addr[0] = secret[0] = '\0';
+    while (fgets(line, sizeof(line), f)) {
+        char *nl = strchr(line, '\n');
+        lineno++;
+        if (nl)
+            *nl = '\0';
+        if (strncmp(line, "INCOLL_MGR=", 11) == 0)
+            snprintf(addr, addrlen, "%s", line + 11);
+        else if (strncmp(line, "INCOLL_SECRET_FILE=", 19) == 0)
+            snprintf(secret, secretlen, "%s", line + 19);
+        else if (line[0] != '#' && line[0] != '\0') {
+            snprintf(err, errlen, "%s:%d: not INCOLL_MGR= or "
+                                  "INCOLL_SECRET_FILE=",
+                     path, lineno);
+            fclose(f);
+            return -1;
+        }
+    }
+    fclose(f);
+    if (addr[0] == '\0' || secret[0] == '\0') {
+        snprintf(err, errlen, "%s:0: needs INCOLL_MGR= and INCOLL_SECRET_FILE=",
+                 path);
+        return -1;
+    }
+    return 0;
+}
+
+int mgr_fabric_host_names(const char *dir, char ***names_p, char *err,
+                          size_t errlen)
+{
+    char path[PATH_MAX + 32];
+    topo_t topo;
+    char **names;
+
+    snprintf(path, sizeof(path), "%s/topology", dir);
+    if (topo_load(path, &topo, err, errlen) != INCOLL_OK)
+        return -1;
+    names = calloc((size_t)topo.nhosts + 1, sizeof(*names));
+    if (names == NULL) {
+        topo_free(&topo);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int h = 0; h < topo.nhosts; h++) {
+        names[h] = strdup(topo.hosts[h].name);
+        if (names[h] == NULL) {
+            mgr_fabric_free_names(names, h);
+            topo_free(&topo);
+            snprintf(err, errlen, "out of memory");
+            return -1;
+        }
+    }
+    *names_p = names;
+    {
+        int n = topo.nhosts;
+        topo_free(&topo);
+        return n;
+    }
+}
+
+void mgr_fabric_free_names(char **names, int n)
+{
+    for (int i = 0; names && i < n; i++)
+        free(names[i]);
+    free(names);
+}

@@ -1,0 +1,58 @@
+/*
+ * A local managed fabric for the CLI (`incoll fabric up --topology FILE`
+ * or `--radix K --levels L`, `incoll run`, `incoll stat`): an incoll-mgr
+ * and one incoll-agg per switch on 127.0.0.1, described by files in one
+ * directory:
+ *
+ *   DIR/topology     the topology in use (docs/topology.md)
+ *   DIR/secret       the fabric secret, mode 0600
+ *   DIR/fabric.env   INCOLL_MGR=host:port and INCOLL_SECRET_FILE=path,
+ *                    for `. DIR/fabric.env` and for `incoll run`
+ *   DIR/mgr.pid, DIR/mgr.log, DIR/<switch>.pid, DIR/<switch>.log
+ */
+#ifndef INCOLL_MGR_FABRIC_H
+#define INCOLL_MGR_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct {
+    const char *dir;       /* absolute, existing, without a running fabric */
+    const char *bindir;    /* where incoll-mgr and incoll-agg are */
+    const char *topology;  /* a topology file, or NULL to generate: */
+    int radix;             /* k-ary fat-tree, 2 or 3 levels */
+    int levels;
+    int hosts;             /* 0: every host port */
+    int wait_s;            /* for every AN to register */
+    int quiet;             /* no summary on stdout */
+} mgr_fabric_params_t;
+
+/*
+ * Starts the fabric. Returns 0, or -1 after printing the cause on stderr
+ * (file:line for a bad topology); the caller then stops what was started
+ * (every DIR/ *.pid). Daemons are detached (their own session) and write
+ * their pid files through the caller's conventions: DIR/<name>.pid.
+ */
+int mgr_fabric_up(const mgr_fabric_params_t *params);
+
+/* 1 if DIR/fabric.env exists (a managed fabric), else 0. */
+int mgr_fabric_managed(const char *dir);
+
+/*
+ * Reads DIR/fabric.env into addr (INCOLL_MGR) and secret
+ * (INCOLL_SECRET_FILE). Returns 0, or -1 with the cause in err.
+ */
+int mgr_fabric_env(const char *dir, char *addr, size_t addrlen, char *secret,
+                   size_t secretlen, char *err, size_t errlen);
+
+/*
+ * The host names of DIR/topology, in file order, in a malloc'ed array of
+ * malloc'ed strings (free with mgr_fabric_free_names). Returns the count,
+ * or -1 with the cause in err.
+ */
+int mgr_fabric_host_names(const char *dir, char ***names_p, char *err,
+                          size_t errlen);
+void mgr_fabric_free_names(char **names, int n);
+
+#endif

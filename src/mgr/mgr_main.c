@@ -1,0 +1,268 @@
+/*
+ * incoll-mgr: the aggregation manager daemon, one per fabric. It reads (or
+ * generates) the topology, loads the fabric secret, listens on TCP and
+ * runs the manager's loop (src/mgr/mgr.c) until SIGTERM or SIGINT. It does
+ * not fork by itself (`incoll fabric up` does).
+ */
+#include "common/log.h"
+#include "common/mgr_proto.h"
+#include "mgr/mgr.h"
+#include "mgr/topo.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: incoll-mgr (--topology FILE | --radix K --levels L "
+            "[--hosts N])\n"
+            "                  [--listen IP:PORT] [--secret FILE] "
+            "[--port-file FILE]\n"
+            "                  [--pidfile FILE] [--write-topology FILE]\n"
+            "\n"
+            "Runs the aggregation manager of a fabric: it defines the\n"
+            "reduction trees, admits and places groups for communicators,\n"
+            "and watches aggregation nodes and hosts. See docs/manager.md.\n"
+            "\n"
+            "  --topology FILE        the fabric (docs/topology.md)\n"
+            "  --radix K --levels L   or a k-ary fat-tree of 2 or 3 levels\n"
+            "  --hosts N              hosts on the fat-tree (default: all "
+            "ports)\n"
+            "  --write-topology FILE  write the topology in use to FILE\n"
+            "  --listen IP:PORT       TCP address (default 127.0.0.1:0, any "
+            "port)\n"
+            "  --secret FILE          fabric secret (default "
+            "$INCOLL_SECRET_FILE)\n"
+            "  --port-file FILE       write IP:PORT there once listening\n"
+            "  --pidfile FILE         write the pid there; removed at exit\n"
+            "  --help                 this text\n"
+            "\n"
+            "Environment (milliseconds unless said): "
+            "INCOLL_MGR_HEARTBEAT_MS (200),\n"
+            "INCOLL_MGR_HOST_GRACE_MS (3000), INCOLL_MGR_ADOPT_GRACE_MS "
+            "(30000),\n"
+            "INCOLL_MGR_RECOVER_MS (10000), INCOLL_MGR_REQUEST_MS (30000),\n"
+            "INCOLL_MGR_SLOTS (64 slots per group), INCOLL_MGR_MIN_SLOTS (4),\n"
+            "INCOLL_MGR_PRUNE (1), INCOLL_LOG_LEVEL.\n");
+}
+
+/* An unsigned environment knob with a default; a bad value is a config
+ * error. */
+static int env_u32(const char *name, uint32_t def, uint32_t *v_p)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long long x;
+    if (v == NULL || *v == '\0') {
+        *v_p = def;
+        return 0;
+    }
+    errno = 0;
+    x = strtoull(v, &end, 0);
+    if (errno || *end || *v == '-' || x > UINT32_MAX) {
+        fprintf(stderr, "incoll-mgr: %s='%s' is not a number\n", name, v);
+        return -1;
+    }
+    *v_p = (uint32_t)x;
+    return 0;
+}
+
+/* Writes text to path through a temporary file and a rename. */
+static int write_atomic(const char *path, const char *text)
+{
+    char tmp[4096];
+    FILE *f;
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        incoll_error("mgr: cannot create %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fputs(text, f);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        incoll_error("mgr: cannot write %s: %s", path, strerror(errno));
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_int(const char *s, int *v_p)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || *s == '\0' || v < 0 || v > 1 << 24)
+        return -1;
+    *v_p = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"topology", required_argument, NULL, 't'},
+        {"radix", required_argument, NULL, 'k'},
+        {"levels", required_argument, NULL, 'l'},
+        {"hosts", required_argument, NULL, 'n'},
+        {"write-topology", required_argument, NULL, 'w'},
+        {"listen", required_argument, NULL, 'L'},
+        {"secret", required_argument, NULL, 's'},
+        {"port-file", required_argument, NULL, 'P'},
+        {"pidfile", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *topo_path = NULL, *write_topo = NULL, *secret = NULL;
+    const char *port_file = NULL, *pidfile = NULL;
+    int radix = 0, levels = 0, nhosts = 0, opt, ret = 1;
+    mgr_params_t mp;
+    topo_t topo;
+    mgr_t *m = NULL;
+    char err[512];
+    sigset_t mask;
+    int sigfd;
+    uint32_t prune;
+
+    mgr_params_default(&mp);
+    while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:h", longopts,
+                              NULL)) != -1) {
+        switch (opt) {
+        case 't': topo_path = optarg; break;
+        case 'w': write_topo = optarg; break;
+        case 'L': mp.listen = optarg; break;
+        case 's': secret = optarg; break;
+        case 'P': port_file = optarg; break;
+        case 'p': pidfile = optarg; break;
+        case 'k':
+            if (parse_int(optarg, &radix)) {
+                fprintf(stderr, "incoll-mgr: --radix '%s' is not a number\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            if (parse_int(optarg, &levels)) {
+                fprintf(stderr, "incoll-mgr: --levels '%s' is not a number\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'n':
+            if (parse_int(optarg, &nhosts)) {
+                fprintf(stderr, "incoll-mgr: --hosts '%s' is not a number\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind != argc || (topo_path == NULL) == (radix == 0)) {
+        usage(stderr);
+        return 2;
+    }
+    log_set_name("mgr");
+    log_init_from_env();
+    if (env_u32("INCOLL_MGR_HEARTBEAT_MS", 200, &mp.heartbeat_ms) ||
+        env_u32("INCOLL_MGR_HOST_GRACE_MS", 3000, &mp.host_grace_ms) ||
+        env_u32("INCOLL_MGR_ADOPT_GRACE_MS", 30000, &mp.adopt_grace_ms) ||
+        env_u32("INCOLL_MGR_RECOVER_MS", 10000, &mp.recover_ms) ||
+        env_u32("INCOLL_MGR_REQUEST_MS", 30000, &mp.request_ms) ||
+        env_u32("INCOLL_MGR_SLOTS", 64, &mp.place.default_slots) ||
+        env_u32("INCOLL_MGR_MIN_SLOTS", 4, &mp.place.min_slots) ||
+        env_u32("INCOLL_MGR_PRUNE", 1, &prune))
+        return 2;
+    if (mp.heartbeat_ms < 10 || mp.place.default_slots < 1 ||
+        mp.place.default_slots > 65535 || mp.place.min_slots < 1) {
+        fprintf(stderr, "incoll-mgr: heartbeat below 10 ms or slots out of "
+                        "range\n");
+        return 2;
+    }
+    mp.place.prune = prune != 0;
+
+    if (topo_path) {
+        if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll-mgr: %s\n", err);
+            return 1;
+        }
+    } else {
+        incoll_status_t status = topo_fat_tree(radix, levels, nhosts, NULL,
+                                               &topo);
+        if (status != INCOLL_OK) {
+            fprintf(stderr, "incoll-mgr: cannot build a fat-tree of radix %d "
+                            "and %d levels with %d hosts: %s (radix: even, "
+                            "2..64; levels: 2 or 3; hosts: at most the ports)\n",
+                    radix, levels, nhosts, incoll_status_string(status));
+            return 1;
+        }
+    }
+    if (write_topo && topo_save(&topo, write_topo) != INCOLL_OK) {
+        fprintf(stderr, "incoll-mgr: cannot write %s: %s\n", write_topo,
+                strerror(errno));
+        goto out_topo;
+    }
+    if (secret == NULL)
+        secret = getenv("INCOLL_SECRET_FILE");
+    if (mgr_secret_load(secret, mp.key, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll-mgr: %s\n", err);
+        goto out_topo;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
+        (sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+        incoll_error("mgr: cannot set up signals: %s", strerror(errno));
+        goto out_topo;
+    }
+    mp.stop_fd = sigfd;
+    mp.topo = &topo;
+    m = mgr_create(&mp, err, sizeof(err));
+    if (m == NULL) {
+        fprintf(stderr, "incoll-mgr: %s\n", err);
+        goto out_sig;
+    }
+    if (port_file) {
+        char text[64];
+        const char *colon = strrchr(mp.listen, ':');
+        snprintf(text, sizeof(text), "%.*s:%u\n",
+                 colon ? (int)(colon - mp.listen) : 9,
+                 colon ? mp.listen : "127.0.0.1", (unsigned)mgr_port(m));
+        if (write_atomic(port_file, text) != 0)
+            goto out_mgr;
+    }
+    if (pidfile) {
+        char text[32];
+        snprintf(text, sizeof(text), "%d\n", (int)getpid());
+        if (write_atomic(pidfile, text) != 0)
+            goto out_mgr;
+    }
+    ret = mgr_run(m);
+    if (pidfile)
+        unlink(pidfile);
+out_mgr:
+    mgr_destroy(m);
+out_sig:
+    close(sigfd);
+out_topo:
+    topo_free(&topo);
+    return ret;
+}

@@ -1,0 +1,1185 @@
+/*
+ * The heart of libincoll_mpi: bootstrap from MPI, knobs, per-communicator
+ * state, the offload paths and their fallback decision, statistics and
+ * cleanup. See mpi_layer.h for the parts and docs/mpi.md for the user's
+ * view.
+ *
+ * Two rules keep every answer right:
+ *  - A call is offloaded only when every rank of the communicator will
+ *    offload it too. Whether a communicator is offloaded is agreed once,
+ *    collectively, when its state is made; the per-call checks (datatype,
+ *    op, size, collective enabled) depend only on arguments MPI requires to
+ *    match on every rank and on knobs rank 0 broadcast at MPI_Init.
+ *  - After an offloaded call the ranks agree (one PMPI_Allreduce of an int
+ *    with MPI_MIN, INCOLL_MPI_AGREE=1) whether the fabric delivered on all
+ *    of them; if not, every rank redoes the call with PMPI_ from a copy of
+ *    its input, and the communicator stops being offloaded.
+ *
+ * The layer keeps process-wide state (the MPI library it wraps is itself a
+ * process-wide singleton); it is used from one thread at a time:
+ * MPI_THREAD_MULTIPLE turns offload off.
+ */
+#include "mpi/mpi_layer.h"
+
+#include "incoll.h"
+
+#include "common/fabric_conf.h"
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+/* Group management may not be in the libincoll this was linked with yet:
+ * without it, sub-communicators that are not congruent with the world are
+ * passed through (with the reason). */
+#pragma weak incoll_comm_create
+#pragma weak incoll_comm_destroy
+#pragma weak incoll_comm_offloaded
+
+/* Why a call went to the MPI library: the reasons the statistics count. */
+typedef enum {
+    R_OFF = 0, /* the layer is inactive (no fabric, disabled, ...) */
+    R_COLL,    /* the collective is not in INCOLL_MPI_COLLS */
+    R_ARGS,    /* arguments the layer leaves to MPI to judge */
+    R_DTYPE,   /* datatype not predefined or not mapped */
+    R_OP,      /* user-defined op, or not valid for the datatype */
+    R_BYTES,   /* larger than INCOLL_MPI_MAX_BYTES */
+    R_COMM,    /* the communicator is not offloaded */
+    R_FAILED,  /* the fabric failed; redone with PMPI_ */
+    R_COUNT
+} reason_t;
+
+static const char *const reason_names[R_COUNT] = {
+    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed"};
+static const char *const coll_names[MPI_COLL_COUNT] = {"allreduce", "reduce",
+                                                       "bcast", "barrier"};
+
+/* Datatype kinds, after MPI's groups of basic types (MPI 4.0, 6.9.2). */
+enum {
+    K_CINT = 1, /* C integer, signed: arithmetic, logical and bitwise ops */
+    K_CUINT,    /* C integer, unsigned */
+    K_FINT,     /* Fortran integer: arithmetic and bitwise ops */
+    K_FLOAT,    /* floating point: arithmetic ops */
+    K_BOOL,     /* C bool: logical ops */
+    K_BYTE,     /* MPI_BYTE: bitwise ops */
+    K_BCAST,    /* any other contiguous predefined type: broadcast only */
+};
+
+typedef struct {
+    MPI_Datatype dt;
+    int kind;
+    int size;
+    incoll_dtype_t idt; /* valid unless kind == K_BCAST */
+} dt_entry_t;
+
+#define DT_MAX 64
+
+/* Knobs as rank 0 saw them; broadcast at MPI_Init so all ranks decide
+ * alike. Plain integers only: it travels as bytes. */
+typedef struct {
+    uint64_t job;
+    uint64_t max_bytes;
+    int32_t enable;
+    int32_t colls; /* bit per mpi_coll_t */
+    int32_t min_ranks;
+    int32_t verbose;
+    int32_t stats;
+    int32_t eager;
+    int32_t agree;
+} mpi_cfg_t;
+
+/* The state cached on each communicator the layer has looked at. */
+typedef struct comm_state {
+    incoll_comm_h icomm; /* NULL when not offloaded */
+    int owned;           /* made by incoll_comm_create: destroy with comm */
+    int offloaded;
+    int rank;
+    int size;
+    int seq;       /* order of setup on this rank, for messages */
+    char why[192]; /* why not offloaded */
+    void *scratch; /* saved inputs, discarded outputs, zeros */
+    size_t scratch_len;
+    struct comm_state *next;
+    struct comm_state *prev;
+} comm_state_t;
+
+static struct {
+    int booted;
+    int finalized;
+    int active; /* libincoll is up: communicators may be offloaded */
+    char why_off[256];
+    int rank;
+    int size;
+    int thread_multiple;
+    mpi_cfg_t cfg;
+    int nsetups;     /* communicators set up so far */
+    int keyval;      /* per-communicator state */
+    int self_keyval; /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
+    incoll_ctx_h ctx;
+    incoll_comm_h world;
+    dt_entry_t dts[DT_MAX];
+    int ndts;
+    comm_state_t *states;
+    unsigned long offloaded[MPI_COLL_COUNT];
+    unsigned long passed[MPI_COLL_COUNT][R_COUNT];
+} L = {.keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID};
+
+/* A state for communicators whose own state could not be allocated: it
+ * says "not offloaded" and is never freed, so such a rank still answers
+ * consistently after the collective setup. */
+static comm_state_t nomem_state = {.why = "out of memory in the MPI layer"};
+
+/* Verbose lines are printed whatever INCOLL_LOG_LEVEL says. */
+#define verbose(...)                                                           \
+    do {                                                                       \
+        if (L.cfg.verbose)                                                     \
+            log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
+    } while (0)
+
+static void pass(mpi_coll_t coll, reason_t why)
+{
+    L.passed[coll][why]++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Knobs                                                               */
+
+static int32_t parse_colls(const char *text)
+{
+    char buf[256], *save = NULL, *tok;
+    int32_t mask = 0;
+
+    snprintf(buf, sizeof(buf), "%s", text ? text : "");
+    for (tok = strtok_r(buf, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save)) {
+        int found = 0;
+        if (strcmp(tok, "all") == 0) {
+            mask = (1 << MPI_COLL_COUNT) - 1;
+            continue;
+        }
+        if (strcmp(tok, "none") == 0) {
+            mask = 0;
+            continue;
+        }
+        for (int c = 0; c < MPI_COLL_COUNT; c++) {
+            if (strcmp(tok, coll_names[c]) == 0) {
+                mask |= 1 << c;
+                found = 1;
+            }
+        }
+        if (!found)
+            incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
+                        "(known: allreduce, reduce, bcast, barrier, all, "
+                        "none)",
+                        tok);
+    }
+    return mask;
+}
+
+static void cfg_read(mpi_cfg_t *cfg)
+{
+    uint64_t v;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->enable = knob_u64("INCOLL_MPI_ENABLE") != 0;
+    cfg->colls = parse_colls(knob_str("INCOLL_MPI_COLLS"));
+    v = knob_u64("INCOLL_MPI_MIN_RANKS");
+    cfg->min_ranks = v > INT32_MAX ? INT32_MAX : (int32_t)v;
+    cfg->max_bytes = knob_u64("INCOLL_MPI_MAX_BYTES");
+    cfg->verbose = knob_u64("INCOLL_MPI_VERBOSE") != 0;
+    cfg->stats = knob_u64("INCOLL_MPI_STATS") != 0;
+    cfg->eager = knob_u64("INCOLL_MPI_EAGER") != 0;
+    cfg->agree = knob_u64("INCOLL_MPI_AGREE") != 0;
+}
+
+/* A job id when MPI_Init was not seen (so no broadcast is possible): the
+ * launcher's own job name, hashed (FNV-1a), the same on every rank. */
+static uint64_t job_from_env(void)
+{
+    static const char *const vars[] = {"PMIX_NAMESPACE",
+                                       "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME",
+                                       "PMI_JOBID", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        uint64_t h = 0xcbf29ce484222325ull;
+        if (v == NULL || *v == '\0')
+            continue;
+        for (; *v; v++)
+            h = (h ^ (unsigned char)*v) * 0x100000001b3ull;
+        return h;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Datatypes and ops                                                   */
+
+static void dt_add(MPI_Datatype dt, int kind)
+{
+    dt_entry_t *e;
+    int size = 0;
+    MPI_Aint lb = 0, extent = 0;
+
+    if (dt == MPI_DATATYPE_NULL || L.ndts >= DT_MAX)
+        return;
+    for (int i = 0; i < L.ndts; i++)
+        if (L.dts[i].dt == dt)
+            return; /* an alias such as MPI_LONG_LONG_INT */
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0 ||
+        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
+        extent != size)
+        return;
+    e = &L.dts[L.ndts];
+    e->dt = dt;
+    e->kind = kind;
+    e->size = size;
+    e->idt = INCOLL_DTYPE_COUNT;
+    switch (kind) {
+    case K_CINT:
+    case K_FINT:
+        e->idt = size == 1   ? INCOLL_INT8
+                 : size == 2 ? INCOLL_INT16
+                 : size == 4 ? INCOLL_INT32
+                 : size == 8 ? INCOLL_INT64
+                             : INCOLL_DTYPE_COUNT;
+        break;
+    case K_CUINT:
+        e->idt = size == 1   ? INCOLL_UINT8
+                 : size == 2 ? INCOLL_UINT16
+                 : size == 4 ? INCOLL_UINT32
+                 : size == 8 ? INCOLL_UINT64
+                             : INCOLL_DTYPE_COUNT;
+        break;
+    case K_FLOAT:
+        e->idt = size == 4   ? INCOLL_FLOAT32
+                 : size == 8 ? INCOLL_FLOAT64
+                             : INCOLL_DTYPE_COUNT;
+        break;
+    case K_BOOL:
+    case K_BYTE:
+        e->idt = size == 1 ? INCOLL_UINT8 : INCOLL_DTYPE_COUNT;
+        break;
+    default:
+        break;
+    }
+    if (e->idt == INCOLL_DTYPE_COUNT)
+        e->kind = K_BCAST;
+    L.ndts++;
+}
+
+/* The predefined datatypes the layer knows, most used first. MPI_CHAR is
+ * not a C integer for MPI's reductions (MPI 4.0, 6.9.2), so it is
+ * broadcast only, as MPI_WCHAR and the Fortran non-numeric types are. */
+static void dt_table_build(void)
+{
+    L.ndts = 0;
+    dt_add(MPI_DOUBLE, K_FLOAT);
+    dt_add(MPI_INT, K_CINT);
+    dt_add(MPI_FLOAT, K_FLOAT);
+    dt_add(MPI_LONG, K_CINT);
+    dt_add(MPI_UNSIGNED, K_CUINT);
+    dt_add(MPI_UNSIGNED_LONG, K_CUINT);
+    dt_add(MPI_LONG_LONG, K_CINT);
+    dt_add(MPI_LONG_LONG_INT, K_CINT);
+    dt_add(MPI_UNSIGNED_LONG_LONG, K_CUINT);
+    dt_add(MPI_SHORT, K_CINT);
+    dt_add(MPI_UNSIGNED_SHORT, K_CUINT);
+    dt_add(MPI_SIGNED_CHAR, K_CINT);
+    dt_add(MPI_UNSIGNED_CHAR, K_CUINT);
+    dt_add(MPI_INT8_T, K_CINT);
+    dt_add(MPI_INT16_T, K_CINT);
+    dt_add(MPI_INT32_T, K_CINT);
+    dt_add(MPI_INT64_T, K_CINT);
+    dt_add(MPI_UINT8_T, K_CUINT);
+    dt_add(MPI_UINT16_T, K_CUINT);
+    dt_add(MPI_UINT32_T, K_CUINT);
+    dt_add(MPI_UINT64_T, K_CUINT);
+    dt_add(MPI_AINT, K_CINT);
+    dt_add(MPI_OFFSET, K_CINT);
+    dt_add(MPI_COUNT, K_CINT);
+    dt_add(MPI_C_BOOL, K_BOOL);
+    dt_add(MPI_BYTE, K_BYTE);
+    dt_add(MPI_INTEGER, K_FINT);
+    dt_add(MPI_REAL, K_FLOAT);
+    dt_add(MPI_DOUBLE_PRECISION, K_FLOAT);
+    /* MPICH defines the optional Fortran types as MPI_DATATYPE_NULL when
+     * the compiler lacks them: dt_add skips those. */
+    dt_add(MPI_INTEGER1, K_FINT);
+    dt_add(MPI_INTEGER2, K_FINT);
+    dt_add(MPI_INTEGER4, K_FINT);
+    dt_add(MPI_INTEGER8, K_FINT);
+    dt_add(MPI_REAL4, K_FLOAT);
+    dt_add(MPI_REAL8, K_FLOAT);
+    dt_add(MPI_CHAR, K_BCAST);
+    dt_add(MPI_WCHAR, K_BCAST);
+    dt_add(MPI_PACKED, K_BCAST);
+    dt_add(MPI_C_FLOAT_COMPLEX, K_BCAST);
+    dt_add(MPI_C_DOUBLE_COMPLEX, K_BCAST);
+    dt_add(MPI_LOGICAL, K_BCAST);
+    dt_add(MPI_CHARACTER, K_BCAST);
+    dt_add(MPI_COMPLEX, K_BCAST);
+    dt_add(MPI_DOUBLE_COMPLEX, K_BCAST);
+}
+
+static const dt_entry_t *dt_find(MPI_Datatype dt)
+{
+    for (int i = 0; i < L.ndts; i++)
+        if (L.dts[i].dt == dt)
+            return &L.dts[i];
+    return NULL;
+}
+
+/* incoll's op for a predefined MPI op; 0 when there is none. */
+static int op_map(MPI_Op op, incoll_op_t *iop_p)
+{
+    static const struct {
+        int which;
+        incoll_op_t iop;
+    } ops[] = {{0, INCOLL_OP_SUM},  {1, INCOLL_OP_PROD}, {2, INCOLL_OP_MIN},
+               {3, INCOLL_OP_MAX},  {4, INCOLL_OP_LAND}, {5, INCOLL_OP_LOR},
+               {6, INCOLL_OP_LXOR}, {7, INCOLL_OP_BAND}, {8, INCOLL_OP_BOR},
+               {9, INCOLL_OP_BXOR}};
+    MPI_Op mpi_ops[10];
+
+    mpi_ops[0] = MPI_SUM;
+    mpi_ops[1] = MPI_PROD;
+    mpi_ops[2] = MPI_MIN;
+    mpi_ops[3] = MPI_MAX;
+    mpi_ops[4] = MPI_LAND;
+    mpi_ops[5] = MPI_LOR;
+    mpi_ops[6] = MPI_LXOR;
+    mpi_ops[7] = MPI_BAND;
+    mpi_ops[8] = MPI_BOR;
+    mpi_ops[9] = MPI_BXOR;
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        if (mpi_ops[ops[i].which] == op) {
+            *iop_p = ops[i].iop;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 if MPI defines op on datatypes of this kind and incoll can do it. */
+static int op_applies(incoll_op_t iop, const dt_entry_t *e)
+{
+    int k = e->kind, ok;
+
+    switch (iop) {
+    case INCOLL_OP_SUM:
+    case INCOLL_OP_PROD:
+    case INCOLL_OP_MIN:
+    case INCOLL_OP_MAX:
+        ok = k == K_CINT || k == K_CUINT || k == K_FINT || k == K_FLOAT;
+        break;
+    case INCOLL_OP_LAND:
+    case INCOLL_OP_LOR:
+    case INCOLL_OP_LXOR:
+        ok = k == K_CINT || k == K_CUINT || k == K_BOOL;
+        break;
+    case INCOLL_OP_BAND:
+    case INCOLL_OP_BOR:
+    case INCOLL_OP_BXOR:
+        ok = k == K_CINT || k == K_CUINT || k == K_FINT || k == K_BYTE;
+        break;
+    default:
+        ok = 0;
+    }
+    return ok && incoll_op_valid(iop, e->idt);
+}
+
+/* ------------------------------------------------------------------ */
+/* Finalize and statistics                                             */
+
+static void stats_print(void)
+{
+    char line[1024];
+    size_t n = 0;
+
+    n += (size_t)snprintf(line + n, sizeof(line) - n, "mpi: stats rank 0:");
+    for (int c = 0; c < MPI_COLL_COUNT && n < sizeof(line); c++) {
+        unsigned long total = 0;
+        int first = 1;
+        for (int r = 0; r < R_COUNT; r++)
+            total += L.passed[c][r];
+        n += (size_t)snprintf(line + n, sizeof(line) - n,
+                              " %s offloaded=%lu passed=%lu", coll_names[c],
+                              L.offloaded[c], total);
+        for (int r = 0; r < R_COUNT && n < sizeof(line); r++) {
+            if (L.passed[c][r] == 0)
+                continue;
+            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s=%lu",
+                                  first ? " (" : " ", reason_names[r],
+                                  L.passed[c][r]);
+            first = 0;
+        }
+        if (!first && n < sizeof(line))
+            n += (size_t)snprintf(line + n, sizeof(line) - n, ")");
+        if (c + 1 < MPI_COLL_COUNT && n < sizeof(line))
+            n += (size_t)snprintf(line + n, sizeof(line) - n, ";");
+    }
+    log_emit(LOG_LEVEL_INFO, "%s", line);
+}
+
+/* Ends the layer: statistics, then libincoll (which frees every
+ * communicator it still holds). No MPI calls, so it can also run from
+ * atexit after MPI is gone. States stay allocated until MPI deletes their
+ * attributes; they only lose their libincoll communicator. */
+static void layer_end(void)
+{
+    if (L.finalized)
+        return;
+    L.finalized = 1;
+    if (L.cfg.stats && L.rank == 0)
+        stats_print();
+    for (comm_state_t *st = L.states; st; st = st->next) {
+        st->icomm = NULL;
+        st->owned = 0;
+        st->offloaded = 0;
+        snprintf(st->why, sizeof(st->why), "MPI is finalized");
+    }
+    if (L.ctx) {
+        incoll_finalize(L.ctx);
+        L.ctx = NULL;
+        L.world = NULL;
+    }
+    L.active = 0;
+}
+
+/* MPI deletes MPI_COMM_SELF's attributes first thing in MPI_Finalize,
+ * while MPI still works, whichever binding called it (MPICH's mpi_f08
+ * finalize does not go through the C MPI_Finalize). */
+static int self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    (void)comm;
+    (void)keyval;
+    (void)attr;
+    (void)extra;
+    layer_end();
+    return MPI_SUCCESS;
+}
+
+static void atexit_cb(void)
+{
+    layer_end();
+}
+
+static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    comm_state_t *st = attr;
+
+    (void)comm;
+    (void)keyval;
+    (void)extra;
+    if (st == NULL || st == &nomem_state)
+        return MPI_SUCCESS;
+    if (st->owned && st->icomm && L.ctx && incoll_comm_destroy)
+        incoll_comm_destroy(st->icomm);
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        L.states = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    free(st->scratch);
+    free(st);
+    return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Bootstrap                                                           */
+
+/* Brings libincoll up on this rank, or says in L.why_off why not. */
+static void incoll_up(int local_rank, int local_size)
+{
+    const char *fab = getenv("INCOLL_FABRIC");
+    const char *mgr = getenv("INCOLL_MGR");
+    char text[64];
+    incoll_status_t status;
+
+    if (!L.cfg.enable) {
+        snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
+        return;
+    }
+    if (L.thread_multiple) {
+        snprintf(L.why_off, sizeof(L.why_off),
+                 "MPI_THREAD_MULTIPLE (the layer offloads only when one "
+                 "thread at a time calls MPI)");
+        return;
+    }
+    if ((fab == NULL || *fab == '\0') && (mgr == NULL || *mgr == '\0')) {
+        snprintf(L.why_off, sizeof(L.why_off),
+                 "no fabric configured (INCOLL_FABRIC and INCOLL_MGR are "
+                 "unset): MPI collectives run unchanged");
+        return;
+    }
+    if (fab && *fab) {
+        char path[PATH_MAX + 16], err[256];
+        fabric_conf_t conf;
+        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
+        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+            snprintf(L.why_off, sizeof(L.why_off),
+                     "cannot read the fabric: %.200s", err);
+            return;
+        }
+        if (conf.nhosts != L.size) {
+            snprintf(L.why_off, sizeof(L.why_off),
+                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has %d "
+                     "ranks",
+                     fab, conf.nhosts, L.size);
+            fabric_conf_free(&conf);
+            return;
+        }
+        fabric_conf_free(&conf);
+    }
+    /* libincoll takes its identity from the environment. */
+    snprintf(text, sizeof(text), "%d", L.rank);
+    setenv("INCOLL_RANK", text, 1);
+    snprintf(text, sizeof(text), "%d", L.size);
+    setenv("INCOLL_SIZE", text, 1);
+    snprintf(text, sizeof(text), "0x%016" PRIx64, L.cfg.job);
+    setenv("INCOLL_JOB", text, 1);
+    if (local_size > 0) {
+        snprintf(text, sizeof(text), "%d", local_rank);
+        setenv("INCOLL_LOCAL_RANK", text, 1);
+        snprintf(text, sizeof(text), "%d", local_size);
+        setenv("INCOLL_LOCAL_SIZE", text, 1);
+    }
+    status = incoll_init(&L.ctx);
+    if (status != INCOLL_OK) {
+        L.ctx = NULL;
+        snprintf(L.why_off, sizeof(L.why_off), "incoll_init failed: %s",
+                 incoll_status_string(status));
+        return;
+    }
+    status = incoll_comm_world(L.ctx, &L.world);
+    if (status != INCOLL_OK) {
+        incoll_finalize(L.ctx);
+        L.ctx = NULL;
+        snprintf(L.why_off, sizeof(L.why_off), "no world communicator: %s",
+                 incoll_status_string(status));
+        return;
+    }
+    L.active = 1;
+}
+
+void mpi_layer_bootstrap(int from_init)
+{
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    int local_rank = 0, local_size = 0;
+    char who[32];
+
+    if (L.booted)
+        return;
+    if (PMPI_Initialized(&initialized) != MPI_SUCCESS || !initialized ||
+        PMPI_Finalized(&finalized) != MPI_SUCCESS || finalized)
+        return;
+    L.booted = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &L.rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &L.size);
+    snprintf(who, sizeof(who), "rank %d", L.rank);
+    log_set_name(who);
+    PMPI_Query_thread(&provided);
+    L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
+    cfg_read(&L.cfg);
+    if (from_init) {
+        /* Rank 0's job id and knobs rule, so every rank decides alike. */
+        mpi_cfg_t cfg = L.cfg;
+        if (L.rank == 0 &&
+            getrandom(&cfg.job, sizeof(cfg.job), 0) != sizeof(cfg.job))
+            cfg.job = job_from_env();
+        PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
+        L.cfg = cfg;
+        if (L.cfg.enable && !L.thread_multiple) {
+            /* Placement of ranks on nodes, for libincoll's node level. */
+            MPI_Comm node = MPI_COMM_NULL;
+            if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+                                     L.rank, MPI_INFO_NULL,
+                                     &node) == MPI_SUCCESS &&
+                node != MPI_COMM_NULL) {
+                PMPI_Comm_rank(node, &local_rank);
+                PMPI_Comm_size(node, &local_size);
+                PMPI_Comm_free(&node);
+            }
+        }
+    } else {
+        L.cfg.job = job_from_env();
+    }
+    dt_table_build();
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_cb, &L.keyval,
+                            NULL);
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_cb,
+                                &L.self_keyval, NULL) == MPI_SUCCESS)
+        PMPI_Comm_set_attr(MPI_COMM_SELF, L.self_keyval, NULL);
+    atexit(atexit_cb);
+
+    incoll_up(local_rank, local_size);
+    if (L.rank == 0) {
+        if (L.active)
+            verbose("mpi: offload on: fabric %s, %d ranks, job 0x%016" PRIx64
+                    "%s",
+                    getenv("INCOLL_FABRIC") ? getenv("INCOLL_FABRIC")
+                                            : getenv("INCOLL_MGR"),
+                    L.size, L.cfg.job, from_init ? "" : " (late start)");
+        else if (L.cfg.verbose)
+            log_emit(LOG_LEVEL_INFO, "mpi: offload off: %s", L.why_off);
+        else
+            incoll_info("mpi: offload off: %s", L.why_off);
+    }
+    if (L.active && L.cfg.eager && from_init)
+        mpi_layer_comm_created(MPI_COMM_WORLD, "world");
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                       */
+
+/* Setup codes, agreed with MPI_MAX: the largest reason wins. */
+enum {
+    C_OK = 0,
+    C_NOMEM,
+    C_INACTIVE,
+    C_NOAPI,
+    C_CREATE,
+    C_HOST,
+};
+
+static const char *const code_text[] = {
+    "offloaded",
+    "out of memory in the MPI layer",
+    "the layer is off on some rank",
+    "libincoll cannot make groups for sub-communicators yet "
+    "(no incoll_comm_create)",
+    "incoll_comm_create failed on some rank",
+    "the fabric cannot host its group (libincoll would run host-based "
+    "algorithms, MPI's own are used instead)",
+};
+
+/* The communicator's MPI name, or "communicator #k" (k counts the
+ * communicators this rank has set up). */
+static void comm_label(MPI_Comm comm, int seq, char *buf, size_t len)
+{
+    char name[MPI_MAX_OBJECT_NAME];
+    int n = 0;
+
+    name[0] = '\0';
+    PMPI_Comm_get_name(comm, name, &n);
+    if (n > 0)
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "communicator #%d", seq);
+}
+
+/* World ranks of comm's members in comm's order; malloc'ed, NULL if out of
+ * memory. */
+static int *world_ranks(MPI_Comm comm, int size)
+{
+    MPI_Group g, wg;
+    int *in = malloc((size_t)size * sizeof(int));
+    int *out = malloc((size_t)size * sizeof(int));
+
+    if (in == NULL || out == NULL) {
+        free(in);
+        free(out);
+        return NULL;
+    }
+    for (int i = 0; i < size; i++)
+        in[i] = i;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(g, size, in, wg, out);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    free(in);
+    return out;
+}
+
+/*
+ * Makes comm's state: whether it is offloaded and on which libincoll
+ * communicator. Collective over comm (every member is in the same
+ * collective call, or has just received comm). Two agreements: first that
+ * every rank can try (so no rank waits in incoll_comm_create for one that
+ * will not come), then that every rank succeeded.
+ */
+static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
+{
+    comm_state_t *st = calloc(1, sizeof(*st));
+    int inter = 0, code = C_OK, agreed, cmp = MPI_UNEQUAL, *ranks = NULL;
+    int rank = 0, size = 0;
+    char local_why[160] = "", label[MPI_MAX_OBJECT_NAME];
+    comm_state_t *set;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if (st == NULL) {
+        code = C_NOMEM;
+    } else {
+        st->rank = rank;
+        st->size = size;
+        st->seq = ++L.nsetups;
+    }
+    if (inter || size < L.cfg.min_ranks) {
+        /* Consistent on every rank: no agreement (and an allreduce on an
+         * inter-communicator means something else). */
+        if (st == NULL) {
+            if (L.keyval != MPI_KEYVAL_INVALID)
+                PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
+            return &nomem_state;
+        }
+        if (inter)
+            snprintf(st->why, sizeof(st->why), "inter-communicator");
+        else
+            snprintf(st->why, sizeof(st->why),
+                     "%d ranks, fewer than INCOLL_MPI_MIN_RANKS=%d", size,
+                     (int)L.cfg.min_ranks);
+        goto out;
+    }
+    if (code == C_OK && !L.active) {
+        code = C_INACTIVE;
+        snprintf(local_why, sizeof(local_why), ": %.150s", L.why_off);
+    }
+    if (code == C_OK) {
+        PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
+        if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) {
+            if (incoll_comm_create == NULL)
+                code = C_NOAPI;
+            else if ((ranks = world_ranks(comm, size)) == NULL)
+                code = C_NOMEM;
+        }
+    }
+    agreed = code;
+    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
+    if (agreed == C_OK) {
+        const char *why = NULL;
+        if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT) {
+            /* Same ranks in the same order as the fabric's world group.
+             * Sharing it is safe: blocking collectives are issued in the
+             * same order on every rank, whatever the communicator. */
+            st->icomm = L.world;
+        } else {
+            incoll_comm_h ic = NULL;
+            incoll_status_t status =
+                incoll_comm_create(L.world, st->size, ranks, &ic);
+            if (status == INCOLL_OK && ic) {
+                st->icomm = ic;
+                st->owned = 1;
+            } else {
+                code = C_CREATE;
+                snprintf(local_why, sizeof(local_why), ": %s here",
+                         incoll_status_string(status));
+            }
+        }
+        if (code == C_OK && incoll_comm_offloaded &&
+            !incoll_comm_offloaded(st->icomm, &why)) {
+            code = C_HOST;
+            snprintf(local_why, sizeof(local_why), ": %s",
+                     why ? why : "no reason given");
+        }
+        agreed = code;
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
+    }
+    free(ranks);
+    if (st == NULL) {
+        /* Cache the "not offloaded" answer too, so this rank does not run
+         * the collective setup again at the next call while the others
+         * answer from their cache. */
+        if (L.keyval != MPI_KEYVAL_INVALID)
+            PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
+        return &nomem_state;
+    }
+    if (agreed == C_OK) {
+        st->offloaded = 1;
+    } else {
+        if (st->owned && incoll_comm_destroy)
+            incoll_comm_destroy(st->icomm);
+        st->icomm = NULL;
+        st->owned = 0;
+        snprintf(st->why, sizeof(st->why), "%s%s", code_text[agreed],
+                 agreed == code ? local_why : "");
+    }
+out:
+    set = st;
+    st->next = L.states;
+    if (L.states)
+        L.states->prev = st;
+    L.states = st;
+    if (L.keyval == MPI_KEYVAL_INVALID ||
+        PMPI_Comm_set_attr(comm, L.keyval, set) != MPI_SUCCESS) {
+        /* Cannot cache it: never offload this communicator. */
+        st->offloaded = 0;
+        snprintf(st->why, sizeof(st->why), "cannot cache state on it");
+    }
+    if (st->rank == 0) {
+        comm_label(comm, st->seq, label, sizeof(label));
+        verbose("mpi: communicator '%s' (%s, %d ranks): %s%s", label, how,
+                st->size, st->offloaded ? "offloaded" : "not offloaded: ",
+                st->offloaded ? (st->owned ? " on its own fabric group"
+                                           : " on the fabric's world group")
+                              : st->why);
+    }
+    return st;
+}
+
+/* comm's state, made at the first offloadable collective on it. */
+static comm_state_t *comm_state(MPI_Comm comm, const char *how)
+{
+    void *val = NULL;
+    int flag = 0;
+
+    if (L.keyval != MPI_KEYVAL_INVALID &&
+        PMPI_Comm_get_attr(comm, L.keyval, &val, &flag) == MPI_SUCCESS && flag)
+        return val;
+    return comm_setup(comm, how);
+}
+
+void mpi_layer_comm_created(MPI_Comm newcomm, const char *how)
+{
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (!L.booted || L.finalized || !L.cfg.eager || newcomm == MPI_COMM_NULL)
+        return;
+    (void)comm_state(newcomm, how);
+}
+
+/* ------------------------------------------------------------------ */
+/* Offload paths                                                       */
+
+static void *scratch(comm_state_t *st, size_t len)
+{
+    if (st->scratch_len < len) {
+        void *p = realloc(st->scratch, len);
+        if (p == NULL)
+            return NULL;
+        st->scratch = p;
+        st->scratch_len = len;
+    }
+    return st->scratch;
+}
+
+/*
+ * The checks every offloaded call shares: layer up, collective enabled,
+ * communicator offloaded. Counts the reason and returns NULL when the call
+ * must go to MPI. Everything before comm_state() is local and the same on
+ * every rank, so the collective setup runs only when all ranks reach it.
+ */
+static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
+                          reason_t pre)
+{
+    comm_state_t *st;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (!L.booted || L.finalized || !L.active) {
+        pass(coll, R_OFF);
+        return NULL;
+    }
+    if (!(L.cfg.colls & (1 << coll))) {
+        pass(coll, R_COLL);
+        return NULL;
+    }
+    if (comm == MPI_COMM_NULL) {
+        pass(coll, R_ARGS);
+        return NULL;
+    }
+    if (pre != R_COUNT) {
+        pass(coll, pre);
+        return NULL;
+    }
+    if (L.cfg.max_bytes && bytes > L.cfg.max_bytes) {
+        pass(coll, R_BYTES);
+        return NULL;
+    }
+    st = comm_state(comm, "first collective");
+    if (!st->offloaded) {
+        pass(coll, R_COMM);
+        return NULL;
+    }
+    return st;
+}
+
+/*
+ * After an offloaded call: did the fabric deliver on every rank? With
+ * INCOLL_MPI_AGREE=1 (default) the ranks agree with one PMPI_Allreduce of
+ * an int; on any failure the communicator stops being offloaded and the
+ * caller redoes the call with PMPI_. With INCOLL_MPI_AGREE=0 a failure
+ * cannot be told to the other ranks, so it aborts the job rather than
+ * return a wrong answer.
+ */
+static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
+                 incoll_status_t status)
+{
+    int ok = status == INCOLL_OK;
+
+    if (!L.cfg.agree) {
+        if (!ok) {
+            incoll_error("mpi: %s failed on the fabric (%s) and "
+                         "INCOLL_MPI_AGREE=0: aborting rather than return a "
+                         "wrong result",
+                         coll_names[coll], incoll_status_string(status));
+            PMPI_Abort(comm, 70);
+        }
+        L.offloaded[coll]++;
+        return 1;
+    }
+    if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) !=
+        MPI_SUCCESS)
+        ok = 0;
+    if (ok) {
+        L.offloaded[coll]++;
+        return 1;
+    }
+    pass(coll, R_FAILED);
+    snprintf(st->why, sizeof(st->why),
+             "the fabric failed during a call (%s); MPI runs its "
+             "collectives from now on",
+             status == INCOLL_OK ? "on another rank"
+                                 : incoll_status_string(status));
+    /* Every communicator on the same libincoll communicator has exactly
+     * the ranks that just agreed, so all of them can stop at once rather
+     * than each wait for its own timeout. */
+    for (comm_state_t *s = L.states; s; s = s->next) {
+        if (s != st && s->icomm == st->icomm && s->offloaded) {
+            s->offloaded = 0;
+            snprintf(s->why, sizeof(s->why), "%s", st->why);
+        }
+    }
+    st->offloaded = 0;
+    if (st->rank == 0) {
+        char label[MPI_MAX_OBJECT_NAME];
+        comm_label(comm, st->seq, label, sizeof(label));
+        incoll_warn("mpi: communicator '%s': %s: %s", label, coll_names[coll],
+                    st->why);
+    }
+    return 0;
+}
+
+/* Plans a reduction: the mapped datatype and op, or the reason not. */
+static reason_t plan_reduction(int count, MPI_Datatype dtype, MPI_Op op,
+                               incoll_dtype_t *idt_p, incoll_op_t *iop_p,
+                               size_t *bytes_p)
+{
+    const dt_entry_t *e;
+
+    if (count < 0)
+        return R_ARGS;
+    e = dt_find(dtype);
+    if (e == NULL || e->kind == K_BCAST)
+        return R_DTYPE;
+    if (!op_map(op, iop_p) || !op_applies(*iop_p, e))
+        return R_OP;
+    *idt_p = e->idt;
+    *bytes_p = (size_t)count * (size_t)e->size;
+    return R_COUNT;
+}
+
+int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                        int *ret_p)
+{
+    incoll_dtype_t idt = INCOLL_UINT8;
+    incoll_op_t iop = INCOLL_OP_SUM;
+    size_t bytes = 0;
+    reason_t pre;
+    comm_state_t *st;
+    incoll_status_t status;
+    void *saved = NULL;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    pre = plan_reduction(count, dtype, op, &idt, &iop, &bytes);
+    st = gate(MPI_COLL_ALLREDUCE, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (count == 0) {
+        L.offloaded[MPI_COLL_ALLREDUCE]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
+        /* Keep the input: a failed call leaves recvbuf unspecified. */
+        saved = scratch(st, bytes);
+        if (saved == NULL)
+            status = INCOLL_ERR_NO_MEMORY;
+        else {
+            memcpy(saved, recvbuf, bytes);
+            status = incoll_allreduce(st->icomm, saved, recvbuf, (size_t)count,
+                                      idt, iop);
+        }
+    } else {
+        status = incoll_allreduce(
+            st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
+            recvbuf, (size_t)count, idt, iop);
+    }
+    if (agree(st, MPI_COLL_ALLREDUCE, comm, status)) {
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (sendbuf == MPI_IN_PLACE) {
+        if (saved == NULL) {
+            /* No copy of the input: let MPI report the failure honestly
+             * instead of reducing a clobbered buffer. */
+            *ret_p = MPI_ERR_NO_MEM;
+            return 1;
+        }
+        memcpy(recvbuf, saved, bytes);
+    }
+    *ret_p = PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+    return 1;
+}
+
+int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dtype, MPI_Op op, int root, MPI_Comm comm,
+                     int *ret_p)
+{
+    incoll_dtype_t idt = INCOLL_UINT8;
+    incoll_op_t iop = INCOLL_OP_SUM;
+    size_t bytes = 0;
+    reason_t pre;
+    comm_state_t *st;
+    incoll_status_t status = INCOLL_ERR_NO_MEMORY;
+    int in_place;
+    void *buf;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    pre = plan_reduction(count, dtype, op, &idt, &iop, &bytes);
+    if (pre == R_COUNT && root < 0)
+        pre = R_ARGS;
+    st = gate(MPI_COLL_REDUCE, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (root >= st->size || (st->rank != root && sendbuf == MPI_IN_PLACE)) {
+        /* Erroneous: MPI says so (with the same call on every rank). */
+        pass(MPI_COLL_REDUCE, R_ARGS);
+        return 0;
+    }
+    if (count == 0) {
+        L.offloaded[MPI_COLL_REDUCE]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    /* Reduce runs as an allreduce whose result only the root keeps. */
+    in_place = st->rank == root && sendbuf == MPI_IN_PLACE;
+    if (st->rank != root) {
+        buf = scratch(st, bytes); /* the result, discarded */
+        if (buf)
+            status = incoll_allreduce(st->icomm, sendbuf, buf, (size_t)count,
+                                      idt, iop);
+    } else if (in_place && L.cfg.agree) {
+        buf = scratch(st, bytes); /* the input, kept for a redo */
+        if (buf) {
+            memcpy(buf, recvbuf, bytes);
+            status = incoll_allreduce(st->icomm, buf, recvbuf, (size_t)count,
+                                      idt, iop);
+        }
+    } else {
+        buf = recvbuf;
+        status =
+            incoll_allreduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
+                             recvbuf, (size_t)count, idt, iop);
+    }
+    if (agree(st, MPI_COLL_REDUCE, comm, status)) {
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (in_place) {
+        if (buf == NULL) {
+            *ret_p = MPI_ERR_NO_MEM;
+            return 1;
+        }
+        memcpy(recvbuf, buf, bytes);
+    }
+    *ret_p = PMPI_Reduce(sendbuf, recvbuf, count, dtype, op, root, comm);
+    return 1;
+}
+
+int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
+                    MPI_Comm comm, int *ret_p)
+{
+    const dt_entry_t *e;
+    reason_t pre = R_COUNT;
+    size_t bytes = 0, width, n;
+    comm_state_t *st;
+    incoll_status_t status = INCOLL_ERR_NO_MEMORY;
+    incoll_dtype_t idt;
+    void *tmp;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    e = dt_find(dtype);
+    if (count < 0 || root < 0)
+        pre = R_ARGS;
+    else if (e == NULL)
+        pre = R_DTYPE;
+    else
+        bytes = (size_t)count * (size_t)e->size;
+    st = gate(MPI_COLL_BCAST, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (root >= st->size) {
+        pass(MPI_COLL_BCAST, R_ARGS);
+        return 0;
+    }
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_BCAST]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    /*
+     * A broadcast is an allreduce with bitwise OR in which every rank but
+     * the root gives zeros: x | 0 == x for every bit pattern, so the root's
+     * bytes arrive exactly, whatever the datatype. The widest unsigned
+     * type that divides the length keeps the element count low.
+     */
+    width = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+    idt = width == 8   ? INCOLL_UINT64
+          : width == 4 ? INCOLL_UINT32
+          : width == 2 ? INCOLL_UINT16
+                       : INCOLL_UINT8;
+    n = bytes / width;
+    tmp = scratch(st, bytes);
+    if (tmp) {
+        if (st->rank == root) {
+            /* The result (equal to buf) lands in scratch, so buf is intact
+             * for a redo. */
+            status =
+                incoll_allreduce(st->icomm, buf, tmp, n, idt, INCOLL_OP_BOR);
+        } else {
+            memset(tmp, 0, bytes);
+            status =
+                incoll_allreduce(st->icomm, tmp, buf, n, idt, INCOLL_OP_BOR);
+        }
+    }
+    if (agree(st, MPI_COLL_BCAST, comm, status)) {
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    *ret_p = PMPI_Bcast(buf, count, dtype, root, comm);
+    return 1;
+}
+
+int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
+{
+    comm_state_t *st;
+    incoll_status_t status;
+    uint8_t in = 0, out = 0;
+
+    st = gate(MPI_COLL_BARRIER, comm, 1, R_COUNT);
+    if (st == NULL)
+        return 0;
+    /* No rank gets an allreduce's result before every rank contributed. */
+    status =
+        incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8, INCOLL_OP_BOR);
+    if (agree(st, MPI_COLL_BARRIER, comm, status)) {
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    *ret_p = PMPI_Barrier(comm);
+    return 1;
+}

@@ -1,0 +1,68 @@
+/*
+ * libincoll_mpi: a PMPI interposer that runs an unmodified MPI program's
+ * collectives on the incoll fabric. This header joins the three parts:
+ *
+ *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
+ *                  as an MPI attribute, the offload paths with their
+ *                  collective fallback decision, statistics, cleanup.
+ *   mpi_wrap.c     the C entry points (MPI_Init ... MPI_Barrier).
+ *   mpi_fortran.c  the Fortran entry points that bypass the C ones
+ *                  (Open MPI's mpif.h/`use mpi` and `use mpi_f08`
+ *                  bindings call PMPI_ directly).
+ *
+ * Every call into MPI made here is a PMPI_ call. The docs are in
+ * docs/mpi.md.
+ */
+#ifndef INCOLL_MPI_LAYER_H
+#define INCOLL_MPI_LAYER_H
+
+#include <mpi.h>
+
+/* The entry points the interposer must export (see exports.map). */
+#define MPI_LAYER_EXPORT __attribute__((visibility("default")))
+
+/* The collectives the layer knows, in the order of INCOLL_MPI_COLLS. */
+typedef enum {
+    MPI_COLL_ALLREDUCE = 0,
+    MPI_COLL_REDUCE,
+    MPI_COLL_BCAST,
+    MPI_COLL_BARRIER,
+    MPI_COLL_COUNT
+} mpi_coll_t;
+
+/*
+ * Starts the layer once MPI is initialised: identity from MPI_COMM_WORLD,
+ * knobs, the attribute keyval, the finalize hook, and libincoll when a
+ * fabric is configured. from_init is 1 when called right after MPI_Init or
+ * MPI_Init_thread returned on every rank (then it may run collectives on
+ * MPI_COMM_WORLD: the job id is drawn by rank 0 and broadcast, with rank
+ * 0's knobs); 0 for a late start at the first intercepted call, when the
+ * program initialised MPI through an entry point the layer does not see.
+ * Safe to call many times.
+ */
+void mpi_layer_bootstrap(int from_init);
+
+/* Notes a communicator made by an intercepted creation call; with
+ * INCOLL_MPI_EAGER=1 sets up its fabric group now (collective over
+ * newcomm, which every member has just received). */
+void mpi_layer_comm_created(MPI_Comm newcomm, const char *how);
+
+/*
+ * The offload paths. Each returns 1 when the layer carried out the call
+ * (on the fabric, or on the fabric and then again with PMPI_ after a
+ * fabric failure that every rank agreed on) and stored the MPI return code
+ * in *ret_p; 0 when the caller must run the MPI library's own function
+ * (the reason has been counted). Arguments are C handles; sendbuf may be
+ * MPI_IN_PLACE.
+ */
+int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
+                        MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
+                        int *ret_p);
+int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dtype, MPI_Op op, int root, MPI_Comm comm,
+                     int *ret_p);
+int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
+                    MPI_Comm comm, int *ret_p);
+int mpi_layer_barrier(MPI_Comm comm, int *ret_p);
+
+#endif

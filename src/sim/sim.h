@@ -1,0 +1,150 @@
+/*
+ * incoll-sim: the scale simulator. It drives the project's own sans-I/O
+ * cores (agg_t for every aggregation node, host_engine_t for every host,
+ * algo_schedule() for the host-based algorithms, reduce_n() for the data)
+ * on SimGrid, over a platform generated from the fabric's tree. See
+ * docs/simulator.md for the model, its validation and its results.
+ *
+ * Layout of src/sim:
+ *   sim_main.c      command line, sweeps (one child process per platform),
+ *                   table, CSV and plot
+ *   sim_parse.c     rates, times, sizes and lists on the command line
+ *   sim_calib.c     calibration file written by `incoll bench kernel`
+ *   sim_platform.c  SimGrid XML of a k-ary tree of switches
+ *   sim_run.c       the actors: hosts, aggregation nodes, NICs, timers
+ */
+#ifndef INCOLL_SIM_H
+#define INCOLL_SIM_H
+
+#include "common/fabric_conf.h"
+#include "core/algo.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum {
+    SIM_AN_SWITCH = 0, /* the AN is the switch ASIC: line rate, pipelined */
+    SIM_AN_SERVER = 1, /* the AN is a server on one link of the switch */
+    SIM_AN_COUNT
+} sim_an_mode_t;
+
+/* Costs of computation, from `incoll bench kernel --calib FILE` or the
+ * documented defaults (docs/simulator.md, "Calibration"). Times in ns,
+ * rates in bytes per ns (= GB/s). */
+typedef struct {
+    /* Server AN: fixed cost of receiving or sending one datagram (system
+     * calls, parsing, bookkeeping), and memcpy rate of a contribution into
+     * its buffer. */
+    double agg_pkt_ns;
+    double copy_gbps;
+    /* Reduction of one slot on a server AN: call overhead plus input bytes
+     * (children x payload) over the kernel's rate at the largest nsrc
+     * measured. */
+    double agg_reduce_call_ns;
+    double agg_reduce_gbps;
+    /* Host-based algorithms: reduce one received block into the working
+     * buffer (nsrc = 2). */
+    double host_reduce_call_ns;
+    double host_reduce_gbps;
+    /* Switch AN: pipeline latency added to each packet through the AN. */
+    double switch_ns;
+    char source[256]; /* file name, or "defaults" */
+} sim_calib_t;
+
+typedef struct {
+    int hosts;
+    int radix;
+    int levels;      /* from the tree; checked against --levels */
+    double link_Bps; /* bytes per second */
+    double link_lat_s;
+    double oversub; /* hosts' bandwidth over uplink bandwidth, >= 1 */
+    sim_an_mode_t an;
+    double drop; /* probability of losing any one packet */
+    uint64_t seed;
+    uint32_t slots;      /* per group, as fabric.conf's default */
+    uint32_t payload;    /* bytes per packet */
+    uint32_t window;     /* 0 = slots */
+    int iters;           /* operations back to back */
+    int data;            /* 1: real data, checked; 0: zeros, unchecked */
+    int timers;          /* 1: hosts' retransmission timers run */
+    int p2p_headers;     /* 1: baselines pay a wire header per packet */
+    int no_compute;      /* 1: every computation cost is 0 */
+    uint64_t max_msgs;   /* skip a run that would send more messages */
+    const char *xml_out; /* keep the platform here (NULL: temporary) */
+    sim_calib_t calib;
+} sim_config_t;
+
+typedef enum {
+    SIM_OK = 0,      /* ran, and if checked, every result was right */
+    SIM_SKIPPED = 1, /* not run: over the message budget */
+    SIM_FAILED = 2,  /* ran, but a host failed or a result was wrong */
+} sim_outcome_t;
+
+/* One row of the table and the CSV. */
+typedef struct {
+    int algo; /* algo_kind_t */
+    int an;   /* sim_an_mode_t for inc, -1 for host algorithms */
+    int hosts;
+    int levels;
+    int radix;
+    uint64_t bytes;
+    int outcome;           /* sim_outcome_t */
+    int checked;           /* 1 if every host's result was compared */
+    double latency_us;     /* simulated time per operation */
+    double bandwidth_MBps; /* bytes / latency, 1e6 bytes per second */
+    double wall_s;         /* wall-clock time of the simulation */
+    double cpu_s;          /* CPU time of its process, platform load included */
+    double rss_MiB;        /* peak memory of its process */
+    uint64_t messages;     /* SimGrid messages sent */
+    uint64_t retransmits;
+    uint64_t dropped;
+    int order; /* position in the sweep, for sorting */
+    char note[96];
+} sim_result_t;
+
+/* sim_parse.c */
+int sim_parse_rate(const char *text, double *Bps_p);      /* "100Gbps" */
+int sim_parse_time(const char *text, double *s_p);        /* "1us" */
+int sim_parse_bytes(const char *text, uint64_t *bytes_p); /* "1M", "8" */
+/* "8,64,1K" or "MIN:MAX" (powers of two from MIN to MAX). Returns the
+ * number of sizes written, or -1 on bad text or more than max. */
+int sim_parse_sizes(const char *text, uint64_t *sizes, int max);
+int sim_parse_ints(const char *text, int *vals, int max);
+/* Formats bytes per second as "100Gbps" into buf. */
+const char *sim_rate_str(double Bps, char *buf, size_t len);
+
+/* sim_calib.c */
+void sim_calib_defaults(sim_calib_t *calib);
+/* Reads a calibration file over the defaults; on error returns -1 and
+ * writes "path:line: cause" into err. */
+int sim_calib_load(const char *path, sim_calib_t *calib, char *err,
+                   size_t errlen);
+void sim_calib_zero(sim_calib_t *calib);
+
+/* sim_platform.c */
+/*
+ * Writes the SimGrid platform of conf's tree to f (the shape is described
+ * at the top of sim_platform.c): per switch X a zone "z-X" whose gateway
+ * "sx-X" is the switch itself (its AN in switch mode, its port towards the
+ * AN server in server mode), a server "an-X", the hosts "h<rank>" under
+ * the leaves. Links from a switch to its parent carry hosts_below /
+ * oversub times the link rate (oversub 1: full bisection). p2p adds the
+ * host-to-host routes the host-based algorithms need. Returns 0, or -1 on
+ * a write error or a tree of another shape.
+ */
+int sim_platform_write(FILE *f, const fabric_conf_t *conf, double link_Bps,
+                       double link_lat_s, double oversub, int p2p);
+
+/* sim_run.c */
+/*
+ * Loads the platform at xml (once per process) and runs one measurement:
+ * algo over cfg->hosts hosts with vectors of bytes bytes. Fills *res.
+ * Returns 0, or -1 if the simulation itself could not run.
+ */
+int sim_run_init(int *argc, char **argv, const char *xml,
+                 const sim_config_t *cfg, const fabric_conf_t *conf);
+int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
+                uint64_t bytes, sim_result_t *res);
+
+#endif

@@ -1,0 +1,953 @@
+/*
+ * incoll-sim: the command line of the scale simulator.
+ *
+ *   incoll-sim allreduce --hosts N[,N...] [--radix K] [--levels L] ...
+ *   incoll-sim platform --hosts N [--radix K] [--levels L] --xml F ...
+ *
+ * A SimGrid process loads one platform, so every host count runs in a
+ * child process;
+ * the children send their rows back through a pipe and the parent prints
+ * the table, writes the CSV and draws the plot. The parent also reports
+ * each child's peak memory (getrusage), the figure that matters for
+ * 16,384 hosts on a small machine.
+ */
+#include "sim/sim.h"
+
+#include "common/log.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_SIZES 64
+#define MAX_HOSTS_LIST 32
+#define MAX_ROWS 4096
+#define SCHED_MEM_MAX (1024.0 * 1024 * 1024) /* host algorithms' schedules */
+
+typedef struct {
+    int hosts[MAX_HOSTS_LIST];
+    int nhosts_list;
+    int radix, levels; /* 0 = not given */
+    uint64_t sizes[MAX_SIZES];
+    int nsizes;
+    int algos[ALGO_COUNT];
+    int nalgos;
+    int an_modes[SIM_AN_COUNT];
+    int nan;
+    const char *csv, *plot, *calib_path, *hostfile;
+    int quiet;
+    int jobs;       /* measurements run at once */
+    int data_opt;   /* -1 auto, 0 off, 1 on */
+    int timers_opt; /* -1 auto */
+    int switch_ns_given;
+    double switch_ns;
+    sim_config_t cfg;
+    /* SimGrid's own options (--cfg=..., --log=...), passed to children. */
+    char *sg_args[64];
+    int nsg;
+} opts_t;
+
+/* What a child sends back: a header per platform, then its rows. */
+typedef struct {
+    int kind; /* 0 = platform header, 1 = row */
+    int seq;  /* rows: order of the measurement in the options */
+    int hosts, radix, levels;
+    double setup_s;
+    sim_result_t row;
+} msg_t;
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: incoll-sim allreduce [options]   simulate allreduce on a tree\n"
+        "       incoll-sim platform [options] --xml FILE [--hostfile FILE]\n"
+        "                                        write the SimGrid platform "
+        "only\n"
+        "\n"
+        "fabric:\n"
+        "  --hosts N[,N...]     hosts; a list sweeps (default 64)\n"
+        "  --radix K            children per switch (default: from --levels)\n"
+        "  --levels L           switch levels; with --radix, checked (default "
+        "2)\n"
+        "  --link-rate R        every link, e.g. 100Gbps, 25Gbps (default "
+        "100Gbps)\n"
+        "  --link-latency T     every link, e.g. 1us, 500ns (default 1us)\n"
+        "  --oversub X          hosts' bandwidth over uplinks' (default 1: a\n"
+        "                       full-bisection fat-tree)\n"
+        "  --an MODE[,MODE]     switch (AN in the switch ASIC) or server (AN "
+        "on a\n"
+        "                       server cabled to the switch) (default switch)\n"
+        "workload:\n"
+        "  --sizes LIST|MIN:MAX bytes per vector of float32 (default 8,1M)\n"
+        "  --algos LIST         inc,rd,ring,rabenseifner (default all)\n"
+        "  --iters N            operations back to back (default 1)\n"
+        "  --data | --no-data   real data, every result checked (default: "
+        "only\n"
+        "                       when hosts x bytes <= 64 MiB)\n"
+        "protocol:\n"
+        "  --slots S            slots per group (default 64)\n"
+        "  --payload B          payload bytes per packet (default 8192)\n"
+        "  --window W           segments in flight per host (default = slots)\n"
+        "  --drop P             lose each in-network packet with probability "
+        "P\n"
+        "  --seed S             seed of the loss (default 1)\n"
+        "  --timers             run retransmission timers without --drop too\n"
+        "costs:\n"
+        "  --calib FILE         from `incoll bench kernel --calib FILE`\n"
+        "  --switch-ns NS       latency of a switch AN per packet (default 0)\n"
+        "  --no-compute         every computation is free (SMPI comparisons)\n"
+        "  --no-p2p-headers     host algorithms send bare payloads\n"
+        "output:\n"
+        "  --csv F  --plot F.png  --xml F (keep the platform)  --quiet\n"
+        "  --jobs J             measurements run at once (default 1; each\n"
+        "                       is a process of its own)\n"
+        "  --max-msgs N         skip a run above N messages (default "
+        "50000000)\n"
+        "SimGrid options (--cfg=..., --log=...) are passed on.\n"
+        "See docs/simulator.md.\n");
+}
+
+static int bad(const char *opt, const char *val)
+{
+    fprintf(stderr, "incoll-sim: bad value for %s: '%s' (see --help)\n", opt,
+            val ? val : "");
+    return -1;
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    sim_config_t *c = &o->cfg;
+
+    memset(o, 0, sizeof(*o));
+    o->hosts[0] = 64;
+    o->nhosts_list = 1;
+    o->sizes[0] = 8;
+    o->sizes[1] = 1 << 20;
+    o->nsizes = 2;
+    for (int i = 0; i < ALGO_COUNT; i++)
+        o->algos[i] = i;
+    o->nalgos = ALGO_COUNT;
+    o->an_modes[0] = SIM_AN_SWITCH;
+    o->nan = 1;
+    o->data_opt = -1;
+    o->timers_opt = -1;
+    o->jobs = 1;
+    c->link_Bps = 100e9 / 8;
+    c->link_lat_s = 1e-6;
+    c->oversub = 1;
+    c->seed = 1;
+    c->slots = 64;
+    c->payload = 8192;
+    c->iters = 1;
+    c->p2p_headers = 1;
+    c->max_msgs = 50000000;
+    sim_calib_defaults(&c->calib);
+
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1;
+        if (strncmp(a, "--cfg=", 6) == 0 || strncmp(a, "--log=", 6) == 0) {
+            if (o->nsg < 62)
+                o->sg_args[o->nsg++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--data") == 0) {
+            o->data_opt = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-data") == 0) {
+            o->data_opt = 0;
+            used = 0;
+        } else if (strcmp(a, "--timers") == 0) {
+            o->timers_opt = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-compute") == 0) {
+            c->no_compute = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-p2p-headers") == 0) {
+            c->p2p_headers = 0;
+            used = 0;
+        } else if (strcmp(a, "--quiet") == 0) {
+            o->quiet = 1;
+            used = 0;
+        } else if (v == NULL) {
+            fprintf(stderr, "incoll-sim: %s needs a value (see --help)\n", a);
+            return -1;
+        } else if (strcmp(a, "--hosts") == 0) {
+            o->nhosts_list = sim_parse_ints(v, o->hosts, MAX_HOSTS_LIST);
+            if (o->nhosts_list < 1)
+                return bad(a, v);
+        } else if (strcmp(a, "--radix") == 0) {
+            o->radix = atoi(v);
+            if (o->radix < 2 || o->radix > AGG_RADIX_MAX)
+                return bad(a, v);
+        } else if (strcmp(a, "--levels") == 0) {
+            o->levels = atoi(v);
+            if (o->levels < 1 || o->levels > 8)
+                return bad(a, v);
+        } else if (strcmp(a, "--link-rate") == 0) {
+            if (sim_parse_rate(v, &c->link_Bps) != 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--link-latency") == 0) {
+            if (sim_parse_time(v, &c->link_lat_s) != 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--oversub") == 0) {
+            char *end;
+            c->oversub = strtod(v, &end);
+            if (*end || !(c->oversub >= 1))
+                return bad(a, v);
+        } else if (strcmp(a, "--sizes") == 0) {
+            o->nsizes = sim_parse_sizes(v, o->sizes, MAX_SIZES);
+            if (o->nsizes < 1)
+                return bad(a, v);
+            for (int s = 0; s < o->nsizes; s++) {
+                if (o->sizes[s] % 4 || o->sizes[s] > (1ull << 32)) {
+                    fprintf(stderr,
+                            "incoll-sim: size %" PRIu64 " is not a "
+                            "whole number of float32 elements\n",
+                            o->sizes[s]);
+                    return -1;
+                }
+            }
+        } else if (strcmp(a, "--algos") == 0) {
+            char buf[256], *save = NULL, *t;
+            snprintf(buf, sizeof(buf), "%s", v);
+            o->nalgos = 0;
+            for (t = strtok_r(buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                int k = algo_parse(t);
+                if (k < 0 || o->nalgos >= ALGO_COUNT)
+                    return bad(a, v);
+                o->algos[o->nalgos++] = k;
+            }
+            if (o->nalgos == 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--an") == 0) {
+            char buf[64], *save = NULL, *t;
+            snprintf(buf, sizeof(buf), "%s", v);
+            o->nan = 0;
+            for (t = strtok_r(buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                int m = strcmp(t, "switch") == 0   ? SIM_AN_SWITCH
+                        : strcmp(t, "server") == 0 ? SIM_AN_SERVER
+                                                   : -1;
+                if (m < 0 || o->nan >= SIM_AN_COUNT)
+                    return bad(a, v);
+                o->an_modes[o->nan++] = m;
+            }
+            if (o->nan == 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--drop") == 0) {
+            char *end;
+            c->drop = strtod(v, &end);
+            if (*end || c->drop < 0 || c->drop >= 1)
+                return bad(a, v);
+        } else if (strcmp(a, "--seed") == 0) {
+            c->seed = strtoull(v, NULL, 0);
+        } else if (strcmp(a, "--slots") == 0) {
+            c->slots = (uint32_t)atoi(v);
+            if (c->slots < 1 || c->slots > 65535)
+                return bad(a, v);
+        } else if (strcmp(a, "--payload") == 0) {
+            uint64_t b;
+            if (sim_parse_bytes(v, &b) != 0 || b < 8 || b > WIRE_MAX_PAYLOAD ||
+                b % 4)
+                return bad(a, v);
+            c->payload = (uint32_t)b;
+        } else if (strcmp(a, "--window") == 0) {
+            c->window = (uint32_t)atoi(v);
+        } else if (strcmp(a, "--iters") == 0) {
+            c->iters = atoi(v);
+            if (c->iters < 1)
+                return bad(a, v);
+        } else if (strcmp(a, "--calib") == 0) {
+            o->calib_path = v;
+        } else if (strcmp(a, "--switch-ns") == 0) {
+            char *end;
+            o->switch_ns = strtod(v, &end);
+            if (*end || o->switch_ns < 0)
+                return bad(a, v);
+            o->switch_ns_given = 1;
+        } else if (strcmp(a, "--max-msgs") == 0) {
+            c->max_msgs = strtoull(v, NULL, 0);
+        } else if (strcmp(a, "--jobs") == 0) {
+            o->jobs = atoi(v);
+            if (o->jobs < 1 || o->jobs > 64)
+                return bad(a, v);
+        } else if (strcmp(a, "--csv") == 0) {
+            o->csv = v;
+        } else if (strcmp(a, "--plot") == 0) {
+            o->plot = v;
+        } else if (strcmp(a, "--xml") == 0) {
+            c->xml_out = v;
+        } else if (strcmp(a, "--hostfile") == 0) {
+            o->hostfile = v;
+        } else {
+            fprintf(stderr, "incoll-sim: unknown option %s (see --help)\n", a);
+            return -1;
+        }
+        i += used;
+    }
+    if (c->window > c->slots)
+        return bad("--window", "larger than --slots");
+    if (o->calib_path) {
+        char err[512];
+        if (sim_calib_load(o->calib_path, &c->calib, err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll-sim: calibration: %s\n", err);
+            return -1;
+        }
+    }
+    if (o->switch_ns_given)
+        c->calib.switch_ns = o->switch_ns;
+    if (c->no_compute)
+        sim_calib_zero(&c->calib);
+    c->timers = o->timers_opt == 1 || c->drop > 0;
+    return 0;
+}
+
+/* Builds the tree for n hosts the way the options ask. */
+static int make_tree(const opts_t *o, int n, fabric_conf_t *conf)
+{
+    int radix = o->radix, levels = o->levels ? o->levels : 2;
+
+    if (radix == 0) {
+        /* The smallest radix that reaches n hosts in `levels` levels. */
+        radix = (int)ceil(pow((double)n, 1.0 / levels) - 1e-9);
+        if (radix < 2)
+            radix = 2;
+        while (pow(radix, levels) < n)
+            radix++;
+        while (radix > 2 && pow(radix - 1, levels) >= n)
+            radix--;
+    }
+    if (radix > AGG_RADIX_MAX ||
+        fabric_conf_generate(n, radix, conf) != INCOLL_OK) {
+        fprintf(stderr,
+                "incoll-sim: cannot build a tree of %d hosts with radix %d\n",
+                n, radix);
+        return -1;
+    }
+    if (o->levels && conf->levels != o->levels) {
+        fprintf(stderr,
+                "incoll-sim: %d hosts with radix %d make %d levels, "
+                "not %d: change --radix or --levels\n",
+                n, radix, conf->levels, o->levels);
+        fabric_conf_free(conf);
+        return -1;
+    }
+    return 0;
+}
+
+static int write_platform(const opts_t *o, const fabric_conf_t *conf, int p2p,
+                          const char *path)
+{
+    FILE *f = fopen(path, "w");
+    int ret;
+    if (f == NULL) {
+        fprintf(stderr, "incoll-sim: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    ret = sim_platform_write(f, conf, o->cfg.link_Bps, o->cfg.link_lat_s,
+                             o->cfg.oversub, p2p);
+    if (fclose(f) != 0 || ret != 0) {
+        fprintf(stderr, "incoll-sim: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Messages a run would send, roughly, to keep within --max-msgs. */
+static double estimate_msgs(int algo, int n, uint64_t bytes,
+                            const sim_config_t *c)
+{
+    double lg = ceil(log2((double)n)), segs = ceil((double)bytes / c->payload);
+    switch (algo) {
+    case ALGO_INC:
+        return segs * 4.0 * n * c->iters;
+    case ALGO_RD:
+        return (double)n * (lg + 2) * c->iters;
+    case ALGO_RING: {
+        /* Only non-empty blocks travel: min(n, elements) of them, each
+         * n - 1 hops in each phase. */
+        double blocks = (double)(bytes / 4) < n ? (double)(bytes / 4) : n;
+        return blocks * 2.0 * (n - 1) * c->iters;
+    }
+    default:
+        return (double)n * 2.0 * (lg + 1) * c->iters;
+    }
+}
+
+static void write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            _exit(3);
+        p += w;
+        len -= (size_t)w;
+    }
+}
+
+static int nrunning; /* measurement processes not yet waited for */
+
+/* Waits until at most `keep` measurement processes run; -1 if one failed. */
+static int reap_children(int keep)
+{
+    int ret = 0;
+    while (nrunning > keep) {
+        int status;
+        pid_t pid = wait(&status);
+        if (pid < 0)
+            return -1;
+        nrunning--;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "incoll-sim: a measurement failed (%s %d)\n",
+                    WIFSIGNALED(status) ? "signal" : "exit",
+                    WIFSIGNALED(status) ? WTERMSIG(status)
+                                        : WEXITSTATUS(status));
+            ret = -1;
+        }
+    }
+    return ret;
+}
+
+/*
+ * One measurement (or its skip record), sent to the parent. Each runs in a
+ * process of its own, forked after the platform is loaded: SimGrid keeps
+ * the stacks of finished actors mapped until much later, and 16,384 hosts
+ * twice over would pass the kernel's limit of mappings; a fresh process
+ * also starts every measurement from the same empty network and reports
+ * its own peak memory and CPU time. Up to --jobs of them run at once.
+ */
+static int child_run(const opts_t *o, sim_config_t *cfg,
+                     const fabric_conf_t *conf, int algo, uint64_t bytes,
+                     int seq, int fd)
+{
+    double est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
+    msg_t m;
+    pid_t pid;
+
+    memset(&m, 0, sizeof(m));
+    m.kind = 1;
+    m.seq = seq;
+    cfg->data = o->data_opt >= 0 ? o->data_opt
+                                 : (double)conf->nhosts * (double)bytes <=
+                                       64.0 * 1024 * 1024;
+    if (algo != ALGO_INC) {
+        /* Every host holds its whole schedule while the run lasts. */
+        double sched = (double)conf->nhosts *
+                       (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
+                       (double)sizeof(algo_step_t);
+        if (sched > SCHED_MEM_MAX) {
+            m.row.algo = algo;
+            m.row.an = -1;
+            m.row.hosts = conf->nhosts;
+            m.row.levels = conf->levels;
+            m.row.radix = conf->radix;
+            m.row.bytes = bytes;
+            m.row.outcome = SIM_SKIPPED;
+            snprintf(m.row.note, sizeof(m.row.note),
+                     "schedules need %.1f GiB of memory", sched / (1u << 30));
+            write_all(fd, &m, sizeof(m));
+            return 0;
+        }
+    }
+    if (est > (double)cfg->max_msgs) {
+        m.row.algo = algo;
+        m.row.an = algo == ALGO_INC ? (int)cfg->an : -1;
+        m.row.hosts = conf->nhosts;
+        m.row.levels = conf->levels;
+        m.row.radix = conf->radix;
+        m.row.bytes = bytes;
+        m.row.outcome = SIM_SKIPPED;
+        snprintf(m.row.note, sizeof(m.row.note),
+                 "needs ~%.2g messages > --max-msgs %" PRIu64, est,
+                 cfg->max_msgs);
+        write_all(fd, &m, sizeof(m));
+        return 0;
+    }
+    if (reap_children(o->jobs - 1) != 0)
+        return -1;
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        perror("incoll-sim: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        struct rusage ru;
+        if (sim_run_one(cfg, conf, algo, bytes, &m.row) != 0) {
+            fprintf(stderr,
+                    "incoll-sim: %s on %d hosts, %" PRIu64
+                    " bytes: the simulation could not run\n",
+                    algo_name((algo_kind_t)algo), conf->nhosts, bytes);
+            _exit(1);
+        }
+        if (getrusage(RUSAGE_SELF, &ru) == 0) {
+            m.row.rss_MiB = ru.ru_maxrss / 1024.0;
+            m.row.cpu_s =
+                (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+        }
+        write_all(fd, &m, sizeof(m));
+        _exit(0);
+    }
+    nrunning++;
+    return 0;
+}
+
+/* The child: one platform (one host count), every algorithm, AN mode and
+ * size on it. */
+static int child_main(const opts_t *o, int n, int fd)
+{
+    fabric_conf_t conf;
+    sim_config_t cfg = o->cfg;
+    char xml[4096];
+    char *sg_argv[66];
+    int sg_argc = 0, tmp_xml = 0, p2p = 0, seq = 0;
+    struct timespec t0, t1;
+    msg_t m;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (make_tree(o, n, &conf) != 0)
+        return 1;
+    for (int a = 0; a < o->nalgos; a++)
+        p2p |= o->algos[a] != ALGO_INC;
+    cfg.hosts = n;
+    cfg.radix = conf.radix;
+    cfg.levels = conf.levels;
+    if (cfg.xml_out) {
+        snprintf(xml, sizeof(xml), "%s", cfg.xml_out);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(xml, sizeof(xml), "%s/incoll-sim-%d-%d.xml",
+                 tmp ? tmp : "/tmp", (int)getpid(), n);
+        tmp_xml = 1;
+    }
+    if (write_platform(o, &conf, p2p, xml) != 0)
+        return 1;
+    sg_argv[sg_argc++] = "incoll-sim";
+    for (int i = 0; i < o->nsg; i++)
+        sg_argv[sg_argc++] = o->sg_args[i];
+    sg_argv[sg_argc] = NULL;
+    if (sim_run_init(&sg_argc, sg_argv, xml, &cfg, &conf) != 0)
+        return 1;
+    if (tmp_xml)
+        unlink(xml);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    memset(&m, 0, sizeof(m));
+    m.kind = 0;
+    m.hosts = n;
+    m.radix = conf.radix;
+    m.levels = conf.levels;
+    m.setup_s = (double)(t1.tv_sec - t0.tv_sec) +
+                (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    write_all(fd, &m, sizeof(m));
+
+    for (int a = 0; a < o->nalgos; a++) {
+        int algo = o->algos[a], nmodes = algo == ALGO_INC ? o->nan : 1;
+        for (int mi = 0; mi < nmodes; mi++) {
+            cfg.an = (sim_an_mode_t)o->an_modes[mi];
+            for (int s = 0; s < o->nsizes; s++)
+                if (child_run(o, &cfg, &conf, algo, o->sizes[s], seq++, fd) !=
+                    0)
+                    return 1;
+        }
+    }
+    if (reap_children(0) != 0)
+        return 1;
+    fabric_conf_free(&conf);
+    return 0;
+}
+
+static const char *an_name(int an)
+{
+    return an == SIM_AN_SWITCH   ? "switch"
+           : an == SIM_AN_SERVER ? "server"
+                                 : "host";
+}
+
+static void print_row(FILE *out, const sim_result_t *r)
+{
+    if (r->outcome == SIM_SKIPPED) {
+        fprintf(out, "%-13s %-6s %6d %10" PRIu64 " %14s %16s %6s %8s %8s  %s\n",
+                algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts,
+                r->bytes, "-", "-", "skip", "-", "-", r->note);
+        return;
+    }
+    fprintf(out,
+            "%-13s %-6s %6d %10" PRIu64 " %14.3f %16.1f %6s %8.2f %8.0f  %s\n",
+            algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts, r->bytes,
+            r->latency_us, r->bandwidth_MBps,
+            r->outcome == SIM_FAILED ? "FAIL"
+            : r->checked             ? "ok"
+                                     : "-",
+            r->wall_s, r->rss_MiB, r->note);
+}
+
+static int write_csv(const char *path, const sim_result_t *rows, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "incoll-sim: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    fprintf(f,
+            "algorithm,an,hosts,bytes,latency_us,bandwidth_MBps,levels,radix,"
+            "outcome,checked,messages,retransmits,dropped,wall_s,cpu_s,rss_MiB,"
+            "note\n");
+    for (int i = 0; i < n; i++) {
+        const sim_result_t *r = &rows[i];
+        fprintf(f,
+                "%s,%s,%d,%" PRIu64 ",%.6f,%.3f,%d,%d,%s,%d,%" PRIu64
+                ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%.1f,\"%s\"\n",
+                algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts,
+                r->bytes, r->outcome == SIM_SKIPPED ? 0.0 : r->latency_us,
+                r->outcome == SIM_SKIPPED ? 0.0 : r->bandwidth_MBps, r->levels,
+                r->radix,
+                r->outcome == SIM_OK        ? "ok"
+                : r->outcome == SIM_SKIPPED ? "skipped"
+                                            : "failed",
+                r->checked, r->messages, r->retransmits, r->dropped, r->wall_s,
+                r->cpu_s, r->rss_MiB, r->note);
+    }
+    if (fclose(f) != 0) {
+        fprintf(stderr, "incoll-sim: cannot write %s\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Plot: with several host counts, latency of the smallest size and
+ * bandwidth of the largest against hosts; with one, both against size.
+ * Physical limits: 2 x levels x link latency (a result crosses every level
+ * up and down) and the link rate.
+ */
+static int write_plot(const opts_t *o, const char *png,
+                      const sim_result_t *rows, int n)
+{
+    char dat[4096], gp[4096];
+    FILE *f;
+    int by_hosts = o->nhosts_list > 1, nseries = 0;
+    int series_algo[16], series_an[16];
+    uint64_t lat_size = o->sizes[0], bw_size = o->sizes[0];
+    double linkMBps = o->cfg.link_Bps / 1e6, lat_us = o->cfg.link_lat_s * 1e6;
+    pid_t pid;
+    int status;
+
+    for (int s = 0; s < o->nsizes; s++) {
+        if (o->sizes[s] < lat_size)
+            lat_size = o->sizes[s];
+        if (o->sizes[s] > bw_size)
+            bw_size = o->sizes[s];
+    }
+    for (int i = 0; i < n; i++) {
+        int found = 0;
+        for (int s = 0; s < nseries; s++)
+            if (series_algo[s] == rows[i].algo && series_an[s] == rows[i].an)
+                found = 1;
+        if (!found && nseries < 16) {
+            series_algo[nseries] = rows[i].algo;
+            series_an[nseries++] = rows[i].an;
+        }
+    }
+    snprintf(dat, sizeof(dat), "%s.dat", png);
+    snprintf(gp, sizeof(gp), "%s.gp", png);
+    f = fopen(dat, "w");
+    if (f == NULL)
+        return -1;
+    /* Block 2s: latency of series s; block 2s+1: its bandwidth; then the
+     * limits. */
+    for (int s = 0; s < nseries; s++) {
+        for (int panel = 0; panel < 2; panel++) {
+            fprintf(f, "# %s %s %s\n", algo_name((algo_kind_t)series_algo[s]),
+                    an_name(series_an[s]), panel ? "bandwidth" : "latency");
+            for (int i = 0; i < n; i++) {
+                const sim_result_t *r = &rows[i];
+                if (r->algo != series_algo[s] || r->an != series_an[s] ||
+                    r->outcome != SIM_OK)
+                    continue;
+                if (by_hosts && r->bytes != (panel ? bw_size : lat_size))
+                    continue;
+                fprintf(f, "%" PRIu64 " %.6f %.3f\n",
+                        by_hosts ? (uint64_t)r->hosts : r->bytes, r->latency_us,
+                        r->bandwidth_MBps);
+            }
+            fprintf(f, "\n\n");
+        }
+    }
+    fprintf(f, "# latency floor: 2 x levels x link latency\n");
+    for (int i = 0; i < n; i++) {
+        if (rows[i].algo == ALGO_INC && rows[i].outcome == SIM_OK &&
+            (!by_hosts || rows[i].bytes == lat_size))
+            fprintf(f, "%" PRIu64 " %.6f\n",
+                    by_hosts ? (uint64_t)rows[i].hosts : rows[i].bytes,
+                    2.0 * rows[i].levels * lat_us);
+    }
+    fprintf(f, "\n\n");
+    fclose(f);
+
+    f = fopen(gp, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "set terminal pngcairo size 1400,560 noenhanced font ',11'\n"
+            "set output '%s'\n"
+            "set multiplot layout 1,2\n"
+            "set logscale x 2\nset grid\nset key top left\n",
+            png);
+    fprintf(f,
+            "set xlabel '%s'\nset ylabel 'latency (us)'\nset logscale y\n"
+            "set title 'allreduce latency, %s'\n",
+            by_hosts ? "hosts" : "bytes", by_hosts ? "" : "");
+    if (by_hosts)
+        fprintf(f, "set title 'allreduce of %" PRIu64 " bytes: latency'\n",
+                lat_size);
+    fprintf(f, "plot ");
+    for (int s = 0; s < nseries; s++)
+        fprintf(f, "'%s' index %d using 1:2 with linespoints title '%s%s%s', ",
+                dat, 2 * s, algo_name((algo_kind_t)series_algo[s]),
+                series_algo[s] == ALGO_INC ? " " : "",
+                series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
+    fprintf(f,
+            "'%s' index %d using 1:2 with lines dashtype 2 lw 2 "
+            "title 'floor: 2 x levels x link latency'\n",
+            dat, 2 * nseries);
+    fprintf(f, "set ylabel 'bandwidth (MB/s)'\nset key bottom left\n");
+    if (by_hosts)
+        fprintf(f,
+                "set title 'allreduce of %" PRIu64
+                " bytes: bandwidth (bytes / time)'\n",
+                bw_size);
+    else
+        fprintf(f, "set title 'allreduce bandwidth (bytes / time)'\n");
+    fprintf(f, "set yrange [*:%g]\nplot ", linkMBps * 3);
+    for (int s = 0; s < nseries; s++)
+        fprintf(f, "'%s' index %d using 1:3 with linespoints title '%s%s%s', ",
+                dat, 2 * s + 1, algo_name((algo_kind_t)series_algo[s]),
+                series_algo[s] == ALGO_INC ? " " : "",
+                series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
+    fprintf(f, "%g with lines dashtype 2 lw 2 title 'link rate'\n", linkMBps);
+    fprintf(f, "unset multiplot\n");
+    fclose(f);
+
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        execlp("gnuplot", "gnuplot", gp, (char *)NULL);
+        fprintf(stderr,
+                "incoll-sim: cannot run gnuplot: %s (install gnuplot-nox; "
+                "the data is in %s)\n",
+                strerror(errno), dat);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "incoll-sim: gnuplot failed; script %s, data %s\n", gp,
+                dat);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmp_order(const void *a, const void *b)
+{
+    return ((const sim_result_t *)a)->order - ((const sim_result_t *)b)->order;
+}
+
+static int cmd_platform(opts_t *o)
+{
+    fabric_conf_t conf;
+    if (o->cfg.xml_out == NULL) {
+        fprintf(stderr, "incoll-sim platform: --xml FILE is required\n");
+        return 2;
+    }
+    if (make_tree(o, o->hosts[0], &conf) != 0)
+        return 1;
+    if (write_platform(o, &conf, 1, o->cfg.xml_out) != 0)
+        return 1;
+    if (o->hostfile) {
+        FILE *f = fopen(o->hostfile, "w");
+        if (f == NULL) {
+            fprintf(stderr, "incoll-sim: cannot write %s: %s\n", o->hostfile,
+                    strerror(errno));
+            return 1;
+        }
+        for (int r = 0; r < conf.nhosts; r++)
+            fprintf(f, "h%d\n", r);
+        fclose(f);
+    }
+    printf("platform: %d hosts, radix %d, %d levels, %d switches -> %s\n",
+           conf.nhosts, conf.radix, conf.levels, conf.nans, o->cfg.xml_out);
+    fabric_conf_free(&conf);
+    return 0;
+}
+
+/*
+ * SimGrid allocates and frees a few small objects per message; with
+ * millions of messages glibc's default per-thread cache (7 chunks per
+ * size) keeps falling back to the slow path, and a larger one saves about
+ * a fifth of the time. Tunables are read at program start, so the
+ * simulator runs itself again with them, unless the user set their own.
+ */
+static void tune_malloc(char **argv)
+{
+    if (getenv("GLIBC_TUNABLES") != NULL)
+        return;
+    if (setenv("GLIBC_TUNABLES",
+               "glibc.malloc.tcache_count=65535:"
+               "glibc.malloc.trim_threshold=1073741824",
+               1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    /* Could not: go on with the defaults. */
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    sim_result_t *rows;
+    int nrows = 0, failed = 0;
+    char rate[32];
+
+    tune_malloc(argv);
+    log_init_from_env();
+    log_set_name("sim");
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "allreduce") != 0 && strcmp(argv[1], "platform") != 0) {
+        fprintf(stderr, "incoll-sim: unknown command %s (see --help)\n",
+                argv[1]);
+        return 2;
+    }
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
+    if (strcmp(argv[1], "platform") == 0)
+        return cmd_platform(&o);
+    for (int i = 0; i < o.nhosts_list; i++) {
+        fabric_conf_t conf;
+        if (make_tree(&o, o.hosts[i], &conf) != 0)
+            return 2;
+        fabric_conf_free(&conf);
+    }
+    rows = calloc(MAX_ROWS, sizeof(*rows));
+    if (rows == NULL)
+        return 1;
+
+    printf(
+        "# incoll-sim allreduce: %s links, %.17g us latency, oversubscription "
+        "%g, "
+        "float32 sum, slots %u, payload %u, window %u, drop %g, seed %" PRIu64
+        ", iters %d\n",
+        sim_rate_str(o.cfg.link_Bps, rate, sizeof(rate)),
+        o.cfg.link_lat_s * 1e6, o.cfg.oversub, o.cfg.slots, o.cfg.payload,
+        o.cfg.window ? o.cfg.window : o.cfg.slots, o.cfg.drop, o.cfg.seed,
+        o.cfg.iters);
+    printf("# costs (%s): server an %g ns/packet, copy %g GB/s, reduce %g GB/s "
+           "+ %g ns; hosts reduce %g GB/s + %g ns; switch an %g ns\n",
+           o.cfg.calib.source, o.cfg.calib.agg_pkt_ns, o.cfg.calib.copy_gbps,
+           o.cfg.calib.agg_reduce_gbps, o.cfg.calib.agg_reduce_call_ns,
+           o.cfg.calib.host_reduce_gbps, o.cfg.calib.host_reduce_call_ns,
+           o.cfg.calib.switch_ns);
+    printf("%-13s %-6s %6s %10s %14s %16s %6s %8s %8s\n", "# algorithm", "an",
+           "hosts", "bytes", "latency(us)", "bandwidth(MB/s)", "check",
+           "wall(s)", "mem(MiB)");
+    fflush(stdout);
+
+    for (int i = 0; i < o.nhosts_list; i++) {
+        int fds[2], status;
+        pid_t pid;
+        struct rusage ru;
+        msg_t msg;
+        ssize_t got;
+
+        if (pipe(fds) != 0) {
+            perror("incoll-sim: pipe");
+            return 1;
+        }
+        fflush(NULL);
+        pid = fork();
+        if (pid < 0) {
+            perror("incoll-sim: fork");
+            return 1;
+        }
+        if (pid == 0) {
+            close(fds[0]);
+            _exit(child_main(&o, o.hosts[i], fds[1]));
+        }
+        close(fds[1]);
+        for (;;) {
+            size_t have = 0;
+            while (have < sizeof(msg)) {
+                got = read(fds[0], (char *)&msg + have, sizeof(msg) - have);
+                if (got < 0 && errno == EINTR)
+                    continue;
+                if (got <= 0)
+                    break;
+                have += (size_t)got;
+            }
+            if (have < sizeof(msg))
+                break;
+            if (msg.kind == 0) {
+                if (!o.quiet)
+                    printf(
+                        "# %d hosts, radix %d, %d levels: platform loaded in "
+                        "%.2f s\n",
+                        msg.hosts, msg.radix, msg.levels, msg.setup_s);
+            } else {
+                print_row(stdout, &msg.row);
+                if (msg.row.outcome == SIM_FAILED)
+                    failed++;
+                if (nrows < MAX_ROWS) {
+                    rows[nrows] = msg.row;
+                    rows[nrows++].order = i * 100000 + msg.seq;
+                }
+            }
+            fflush(stdout);
+        }
+        close(fds[0]);
+        if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
+            WEXITSTATUS(status) != 0) {
+            fprintf(stderr,
+                    "incoll-sim: the simulation of %d hosts failed (%s %d)\n",
+                    o.hosts[i], WIFSIGNALED(status) ? "signal" : "exit",
+                    WIFSIGNALED(status) ? WTERMSIG(status)
+                                        : WEXITSTATUS(status));
+            failed++;
+        } else if (!o.quiet) {
+            printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o.hosts[i],
+                   ru.ru_maxrss / 1024.0,
+                   (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) *
+                           1e-6);
+        }
+        fflush(stdout);
+    }
+    qsort(rows, (size_t)nrows, sizeof(*rows), cmp_order);
+    if (o.csv && write_csv(o.csv, rows, nrows) != 0)
+        failed++;
+    if (o.plot && write_plot(&o, o.plot, rows, nrows) != 0)
+        failed++;
+    free(rows);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,1175 @@
+/*
+ * The SimGrid side of the simulator: one actor per host, one per
+ * aggregation node (AN), and in server mode one per server NIC and one per
+ * switch port towards the server. Actors exchange the project's real
+ * datagrams (48-byte wire header + payload) as SimGrid messages of exactly
+ * that size; the AN logic is agg_t, the host logic host_engine_t, the
+ * host-based algorithms algo_schedule(), the data reduce_n(): the same code
+ * the daemons and the library run.
+ *
+ * Timing model (docs/simulator.md has the formulas):
+ *  - a message takes the sum of its route's latencies plus its size over
+ *    its share of the route's bandwidth (SimGrid CM02, no cross traffic);
+ *  - a NIC sends its packets back to back: a packet starts when the
+ *    previous one has left, which keeps a window of packets in order and
+ *    pipelined through the tree instead of sharing the link as a fluid;
+ *  - a switch AN processes packets in a pipeline at line rate: it adds
+ *    only a latency (--switch-ns, default 0) and never queues; a server AN
+ *    is one CPU: each packet costs what the calibration says and waits its
+ *    turn, and the switch port in front of the server is a FIFO at the
+ *    link's rate;
+ *  - hosts' retransmission timers run with --drop (or --timers).
+ *
+ * How the waiting is done matters for speed at 16,384 hosts. SimGrid 3.32
+ * keeps detached messages in one global list and unread messages in their
+ * sender's list, and every completion walks the list it is in; a receive
+ * with a timeout cancels a message caught mid-transfer. So: sends are not
+ * detached, each sending actor reaps its own finished sends; host actors
+ * never sleep, so they read results as they land; and a host that must
+ * wait for its NIC or a timer sends itself a message over its own "clock"
+ * link (1 byte per ps, no latency) that lands at exactly that time, on a
+ * mailbox of its own so it never queues behind a packet.
+ *
+ * Everything is single-threaded (SimGrid runs one actor at a time), so
+ * actors share plain memory; the random streams are per sender and seeded,
+ * so a run is a pure function of its arguments.
+ */
+#include "sim/sim.h"
+
+#include "common/dtype.h"
+#include "common/knobs.h"
+#include "common/log.h"
+#include "core/agg_core.h"
+#include "core/host_engine.h"
+
+#include <simgrid/actor.h>
+#include <simgrid/comm.h>
+#include <simgrid/engine.h>
+#include <simgrid/host.h>
+#include <simgrid/mailbox.h>
+#include <simgrid/semaphore.h>
+#include <xbt/log.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define EP_AN_BASE (1ull << 32) /* endpoints: host r is r, AN a is BASE + a */
+#define PORT_CREDITS 64         /* packets the server's NIC ring holds */
+
+enum {
+    PKT_WIRE = 0, /* a datagram of the wire format */
+    PKT_NIC = 1,  /* clock: the host's NIC is free again */
+    PKT_RTO = 2,  /* clock: look at the retransmission timers */
+    PKT_P2P = 3,  /* a block of a host-based algorithm */
+};
+
+/* One SimGrid message. A wire packet carries its 48 header bytes and, with
+ * --data, its payload; without, receivers see a zero payload of the right
+ * length (rxbuf below), which the cores copy and reduce as usual. */
+typedef struct pkt {
+    struct pkt *next;
+    uint32_t run; /* measurement it belongs to; older ones are dropped */
+    uint8_t kind;
+    uint8_t consumed; /* its reader is done with it */
+    incoll_ep_t src;
+    incoll_ep_t dst; /* AN packets: where it goes once it leaves the AN */
+    uint32_t len;    /* bytes on the wire: the simulated size */
+    uint32_t step;   /* PKT_P2P: schedule step */
+    size_t nbytes;   /* PKT_P2P: payload bytes */
+    double ready;    /* switch AN: when it leaves the AN's pipeline */
+    uint8_t *data;   /* --data: the whole datagram (PKT_WIRE) or block */
+    uint8_t hdr[WIRE_HDR_LEN];
+} pkt_t;
+
+/* The sends of one actor not yet reaped, oldest first, and their
+ * packets. */
+typedef struct {
+    sg_comm_t *ring;
+    struct pkt **pkts;
+    int cap, head, n;
+} outbox_t;
+
+typedef struct {
+    int rank;
+    sg_host_t host;
+    sg_mailbox_t mbox;     /* packets, read in arrival order */
+    sg_mailbox_t nic_mbox; /* clock messages of the NIC */
+    sg_mailbox_t rto_mbox; /* clock messages of the timers */
+    outbox_t ob;
+    host_engine_t *eng;
+    uint64_t rng;
+    /* Posted receives and what they deliver into. */
+    sg_comm_t rx_comm, nic_comm, rto_comm;
+    void *rx_pkt, *nic_pkt, *rto_pkt;
+    /* NIC: packets wait here while it sends. */
+    pkt_t *txq, **txq_tail;
+    double nic_free; /* when the packet on the wire has left */
+    /* Timers: one clock message at a time. */
+    uint64_t rto_at;  /* when the pending one lands; UINT64_MAX: none */
+    uint8_t *sendbuf; /* --data: own; else the shared zero buffer */
+    uint8_t *recvbuf;
+    pkt_t *early; /* host algorithms: messages of later steps */
+    int done;
+    int wrong; /* --data: elements that differ from expected */
+    double t_done;
+    incoll_status_t status;
+} sim_host_t;
+
+/*
+ * A way out of an AN, one actor each. Server mode: one, the server's NIC,
+ * which sends its queue back to back at the link's rate. Switch mode: a
+ * few, each sending for a group of ports in parallel, after the switch's
+ * pipeline latency (--switch-ns): a switch sends on all its ports at once,
+ * and SimGrid walks a sender's list of unread messages at every
+ * completion, so no one actor should hold a whole replication.
+ */
+typedef struct {
+    struct sim_an *an;
+    pkt_t *head, **tail;
+    sg_sem_t sem; /* batches handed over */
+    outbox_t ob;
+    double nic_free;
+} outq_t;
+
+typedef struct sim_an {
+    int idx;
+    agg_t *agg;
+    sg_host_t sx_host;      /* the switch: its AN, or its port to the server */
+    sg_host_t an_host;      /* the server cabled to the switch */
+    sg_mailbox_t mbox;      /* the AN reads here */
+    sg_mailbox_t port_mbox; /* server mode: the switch port reads here */
+    sg_mailbox_t in_mbox;   /* others send here: port (server) or mbox */
+    outbox_t ob_port;       /* the port actor's sends */
+    pkt_t *pending, **pending_tail; /* emitted while handling one packet */
+    outq_t *outq;                   /* the ways out */
+    int nout;
+    sg_sem_t credits; /* server mode: free places in the NIC ring */
+    double port_free;
+    uint64_t rng;
+} sim_an_t;
+
+/* The state of the process: one platform, one measurement at a time. */
+static struct {
+    const sim_config_t *cfg;
+    const fabric_conf_t *conf;
+    int algo;
+    uint32_t run;
+    size_t count; /* float32 elements */
+    sim_host_t *hosts;
+    sim_an_t *ans;
+    pkt_t *free_pkts;
+    uint8_t *zero;        /* shared zero input without --data */
+    uint8_t *scratch_out; /* shared result buffer without --data */
+    uint8_t *rxbuf;       /* header + zero payload, for the cores */
+    size_t zero_len;
+    uint64_t rto_period_ns; /* longest clock message of the timers */
+    uint64_t messages;
+    uint64_t clocks;
+    uint64_t dropped;
+    uint64_t late_timers; /* a timer would have fired (timers off) */
+    int max_outbox;       /* longest list of unreaped sends (debug) */
+    char mbox_name[64];
+} S;
+
+static double now_s(void)
+{
+    return simgrid_get_clock();
+}
+static uint64_t now_ns(void)
+{
+    return (uint64_t)llround(simgrid_get_clock() * 1e9);
+}
+
+/* splitmix64: a seeded stream per sender. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static int rng_drop(uint64_t *s)
+{
+    if (S.cfg->drop <= 0)
+        return 0;
+    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0) <
+           S.cfg->drop;
+}
+
+static pkt_t *pkt_get(void)
+{
+    pkt_t *p = S.free_pkts;
+    if (p) {
+        S.free_pkts = p->next;
+    } else {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+            fprintf(stderr, "incoll-sim: out of memory for packets\n");
+            exit(1);
+        }
+    }
+    p->next = NULL;
+    p->run = S.run;
+    p->consumed = 0;
+    p->data = NULL;
+    return p;
+}
+
+static void pkt_put(pkt_t *p)
+{
+    free(p->data);
+    p->data = NULL;
+    p->next = S.free_pkts;
+    S.free_pkts = p;
+}
+
+static sg_mailbox_t mbox_named(const char *kind, long idx)
+{
+    snprintf(S.mbox_name, sizeof(S.mbox_name), "%s%ld", kind, idx);
+    return sg_mailbox_by_name(S.mbox_name);
+}
+
+/* Where packets for endpoint ep go. */
+static sg_mailbox_t ep_mbox(incoll_ep_t ep)
+{
+    if (ep < EP_AN_BASE)
+        return S.hosts[ep].mbox;
+    return S.ans[ep - EP_AN_BASE].in_mbox;
+}
+
+/*
+ * Reaps sends whose message its receiver has read (it marks the packet
+ * consumed), oldest first. Waiting on such a send returns at once and,
+ * unlike sg_comm_test(), takes it off the sender's activity list in
+ * SimGrid 3.32 (a tested send stays listed, and the list grows for ever).
+ * The sender owns the packet until then and frees it here.
+ */
+static void outbox_reap(outbox_t *ob)
+{
+    while (ob->n > 0 && ob->pkts[ob->head]->consumed) {
+        sg_comm_wait(ob->ring[ob->head]);
+        pkt_put(ob->pkts[ob->head]);
+        ob->head = (ob->head + 1) % ob->cap;
+        ob->n--;
+    }
+}
+
+/* Hands a message of size bytes to SimGrid without waiting for it. */
+static void send_msg(outbox_t *ob, sg_mailbox_t mbox, pkt_t *p, long size)
+{
+    outbox_reap(ob);
+    if (ob->n == ob->cap) {
+        int ncap = ob->cap ? 2 * ob->cap : 64;
+        sg_comm_t *nr = malloc((size_t)ncap * sizeof(*nr));
+        pkt_t **np = malloc((size_t)ncap * sizeof(*np));
+        if (nr == NULL || np == NULL) {
+            fprintf(stderr, "incoll-sim: out of memory for sends\n");
+            exit(1);
+        }
+        for (int i = 0; i < ob->n; i++) {
+            nr[i] = ob->ring[(ob->head + i) % ob->cap];
+            np[i] = ob->pkts[(ob->head + i) % ob->cap];
+        }
+        free(ob->ring);
+        free(ob->pkts);
+        ob->ring = nr;
+        ob->pkts = np;
+        ob->cap = ncap;
+        ob->head = 0;
+    }
+    ob->ring[(ob->head + ob->n) % ob->cap] =
+        sg_mailbox_put_async(mbox, p, size);
+    ob->pkts[(ob->head + ob->n) % ob->cap] = p;
+    ob->n++;
+    if (ob->n > S.max_outbox)
+        S.max_outbox = ob->n;
+}
+
+/*
+ * After a measurement: forgets the sends of actors that are gone. A packet
+ * not read yet may still land in a later measurement, where its reader
+ * frees it (it is stale: older run number), so it is not freed here.
+ */
+static void outbox_clear(outbox_t *ob)
+{
+    for (int i = 0; i < ob->n; i++) {
+        pkt_t *p = ob->pkts[(ob->head + i) % ob->cap];
+        sg_comm_unref(ob->ring[(ob->head + i) % ob->cap]);
+        if (p->consumed)
+            pkt_put(p);
+    }
+    ob->head = ob->n = 0;
+}
+
+/* A reader is done with a packet. A packet of this measurement belongs to
+ * its sender's outbox until reaped; an older one belongs to nobody. */
+static void pkt_done(pkt_t *p)
+{
+    if (p->run != S.run)
+        pkt_put(p);
+    else
+        p->consumed = 1;
+}
+
+/* Sends a wire packet to ep unless the fault injection loses it. */
+static void deliver(outbox_t *ob, uint64_t *rng, incoll_ep_t ep, pkt_t *p)
+{
+    S.messages++;
+    if (rng_drop(rng)) {
+        S.dropped++;
+        pkt_put(p);
+        return;
+    }
+    send_msg(ob, ep_mbox(ep), p, (long)p->len);
+}
+
+/* Copies a datagram from a core's send callback into a packet. */
+static pkt_t *pkt_from(incoll_ep_t src, const void *hdr, const void *payload,
+                       size_t len)
+{
+    pkt_t *p = pkt_get();
+    p->kind = PKT_WIRE;
+    p->src = src;
+    p->len = (uint32_t)(WIRE_HDR_LEN + len);
+    memcpy(p->hdr, hdr, WIRE_HDR_LEN);
+    if (S.cfg->data) {
+        p->data = malloc(WIRE_HDR_LEN + len);
+        if (p->data == NULL) {
+            fprintf(stderr, "incoll-sim: out of memory for packet data\n");
+            exit(1);
+        }
+        memcpy(p->data, hdr, WIRE_HDR_LEN);
+        if (len)
+            memcpy(p->data + WIRE_HDR_LEN, payload, len);
+    }
+    return p;
+}
+
+/* The datagram as the cores want it: contiguous header and payload. */
+static const uint8_t *pkt_bytes(const pkt_t *p)
+{
+    if (p->data)
+        return p->data;
+    memcpy(S.rxbuf, p->hdr, WIRE_HDR_LEN); /* payload stays zero */
+    return S.rxbuf;
+}
+
+/* Seconds a computation of bytes at gbps (bytes per ns) plus call_ns
+ * takes; a rate of 0 makes the bytes free (--no-compute). */
+static double cost_s(double call_ns, double bytes, double gbps)
+{
+    if (gbps <= 0)
+        return call_ns * 1e-9;
+    return (call_ns + bytes / gbps) * 1e-9;
+}
+
+/* ---- inputs and checks ------------------------------------------------ */
+
+/* Input of rank r, element j: a(r) * b(j), small integers, so the float32
+ * sum is exact in any order and a lost, doubled or misplaced segment shows
+ * (b has period 251, prime to every segment length). */
+static float input_val(int r, size_t j)
+{
+    return (float)((1 + (r & 1)) * (int)(1 + j % 251));
+}
+
+static float expect_val(size_t j)
+{
+    long n = S.conf->nhosts, suma = n + n / 2;
+    return (float)(suma * (long)(1 + j % 251));
+}
+
+static void fill_input(sim_host_t *h)
+{
+    float *v = (float *)h->sendbuf;
+    for (size_t j = 0; j < S.count; j++)
+        v[j] = input_val(h->rank, j);
+}
+
+static int check_result(const uint8_t *buf)
+{
+    const float *v = (const float *)buf;
+    int wrong = 0;
+    for (size_t j = 0; j < S.count; j++)
+        if (v[j] != expect_val(j))
+            wrong++;
+    return wrong;
+}
+
+/* ---- aggregation nodes ------------------------------------------------ */
+
+static void an_send_cb(void *arg, incoll_ep_t dst, const void *hdr,
+                       const void *payload, size_t len)
+{
+    sim_an_t *an = arg;
+    pkt_t *p = pkt_from(EP_AN_BASE + (uint64_t)an->idx, hdr, payload, len);
+    p->dst = dst;
+    *an->pending_tail = p;
+    an->pending_tail = &p->next;
+}
+
+/* One way out of an AN (see outq_t). */
+static void outq_actor(int argc, char **argv)
+{
+    outq_t *q = sg_actor_self_get_data();
+    int server = S.cfg->an == SIM_AN_SERVER;
+    (void)argc;
+    (void)argv;
+    for (;;) {
+        sg_sem_acquire(q->sem);
+        while (q->head) {
+            pkt_t *p = q->head;
+            q->head = p->next;
+            if (q->head == NULL)
+                q->tail = &q->head;
+            p->next = NULL;
+            if (server) {
+                if (q->nic_free > now_s())
+                    sg_actor_sleep_for(q->nic_free - now_s());
+                q->nic_free = now_s() + p->len / S.cfg->link_Bps;
+            } else if (p->ready > now_s()) {
+                sg_actor_sleep_for(p->ready - now_s());
+            }
+            deliver(&q->ob, &q->an->rng, p->dst, p);
+        }
+    }
+}
+
+/* Server mode: the switch's egress port towards the AN server, a FIFO
+ * that forwards one packet at a time at the link's rate into the server's
+ * NIC ring (PORT_CREDITS packets; the rest wait at the switch). */
+static void port_actor(int argc, char **argv)
+{
+    sim_an_t *an = sg_actor_self_get_data();
+    (void)argc;
+    (void)argv;
+    sg_mailbox_set_receiver(sg_mailbox_get_name(an->port_mbox));
+    for (;;) {
+        pkt_t *p, *q;
+        sg_sem_acquire(an->credits);
+        p = sg_mailbox_get(an->port_mbox);
+        if (p->run != S.run) {
+            pkt_done(p);
+            sg_sem_release(an->credits);
+            continue;
+        }
+        /* The switch forwards a copy; the sender's packet is done. */
+        q = pkt_get();
+        q->kind = p->kind;
+        q->src = p->src;
+        q->len = p->len;
+        memcpy(q->hdr, p->hdr, WIRE_HDR_LEN);
+        q->data = p->data;
+        p->data = NULL;
+        pkt_done(p);
+        if (an->port_free > now_s())
+            sg_actor_sleep_for(an->port_free - now_s());
+        an->port_free = now_s() + q->len / S.cfg->link_Bps;
+        send_msg(&an->ob_port, an->mbox, q, (long)q->len);
+    }
+}
+
+static void an_actor(int argc, char **argv)
+{
+    sim_an_t *an = sg_actor_self_get_data();
+    const sim_calib_t *c = &S.cfg->calib;
+    int server = S.cfg->an == SIM_AN_SERVER;
+    (void)argc;
+    (void)argv;
+    sg_mailbox_set_receiver(sg_mailbox_get_name(an->mbox));
+    for (;;) {
+        pkt_t *p;
+        agg_counters_t before;
+        const agg_counters_t *after;
+
+        p = sg_mailbox_get(an->mbox);
+
+        if (server)
+            sg_sem_release(an->credits);
+        if (p->run != S.run) {
+            pkt_done(p);
+            continue;
+        }
+        before = *agg_counters(an->agg);
+        agg_on_packet(an->agg, p->src, pkt_bytes(p), p->len);
+        after = agg_counters(an->agg);
+        if (server) {
+            /* One CPU: receive, copy the contribution (or the result) in,
+             * reduce when the slot is complete, send what came out. */
+            double payload = p->len - WIRE_HDR_LEN, cost;
+            uint64_t sent = after->packets_out - before.packets_out;
+            cost = c->agg_pkt_ns * 1e-9 * (double)(1 + sent);
+            if (after->contribs_accepted > before.contribs_accepted ||
+                p->hdr[5] == WIRE_RESULT)
+                cost += cost_s(0, payload, c->copy_gbps);
+            if (after->reductions > before.reductions)
+                cost += cost_s(
+                    c->agg_reduce_call_ns,
+                    (double)(after->bytes_reduced - before.bytes_reduced),
+                    c->agg_reduce_gbps);
+            if (cost > 0)
+                sg_actor_sleep_for(cost);
+        }
+        pkt_done(p);
+        /* Hand what came out to the ways out. */
+        while (an->pending) {
+            pkt_t *q = an->pending;
+            outq_t *o;
+            int was_empty;
+            an->pending = q->next;
+            q->next = NULL;
+            q->ready = now_s() + c->switch_ns * 1e-9;
+            o = &an->outq[(q->dst % EP_AN_BASE) % (uint64_t)an->nout];
+            was_empty = o->head == NULL;
+            *o->tail = q;
+            o->tail = &q->next;
+            if (was_empty)
+                sg_sem_release(o->sem);
+        }
+        an->pending_tail = &an->pending;
+    }
+}
+
+/* ---- hosts: in-network allreduce --------------------------------------- */
+
+/* Sends the host a message over its clock link (1 byte per ps) that lands
+ * at time at (seconds), on mailbox mbox. */
+static void clock_msg(sim_host_t *h, sg_mailbox_t mbox, int kind, double at)
+{
+    pkt_t *p = pkt_get();
+    double ps = (at - now_s()) * 1e12;
+    p->kind = (uint8_t)kind;
+    p->len = 0;
+    S.clocks++;
+    send_msg(&h->ob, mbox, p, ps > 0 ? (long)llround(ps) : 0);
+}
+
+/* Puts the head of the NIC queue on the wire and books the next one. */
+static void nic_send(sim_host_t *h)
+{
+    pkt_t *p = h->txq;
+    double now = now_s();
+    h->txq = p->next;
+    if (h->txq == NULL)
+        h->txq_tail = &h->txq;
+    p->next = NULL;
+    h->nic_free =
+        (h->nic_free > now ? h->nic_free : now) + p->len / S.cfg->link_Bps;
+    deliver(&h->ob, &h->rng, p->dst, p);
+    if (h->txq)
+        clock_msg(h, h->nic_mbox, PKT_NIC, h->nic_free);
+}
+
+/* The NIC sends back to back: a packet goes out now if the NIC is idle,
+ * else it waits for the clock message that says the NIC is free. */
+static void host_send_cb(void *arg, incoll_ep_t dst, const void *hdr,
+                         const void *payload, size_t len)
+{
+    sim_host_t *h = arg;
+    pkt_t *p = pkt_from((incoll_ep_t)h->rank, hdr, payload, len);
+    int was_empty = h->txq == NULL;
+
+    p->dst = dst;
+    *h->txq_tail = p;
+    h->txq_tail = &p->next;
+    if (!was_empty)
+        return;
+    if (h->nic_free <= now_s())
+        nic_send(h);
+    else
+        clock_msg(h, h->nic_mbox, PKT_NIC, h->nic_free);
+}
+
+/* Keeps one timer clock message in flight while the engine has a
+ * deadline. It lands at the deadline or after rto_period_ns, whichever is
+ * first; every new deadline is at least rto_min away (the engine's rule),
+ * which is more than that period, so no deadline is ever passed unseen. */
+static void rto_arm(sim_host_t *h)
+{
+    uint64_t d, now, at;
+    if (!S.cfg->timers || h->rto_at != UINT64_MAX)
+        return;
+    d = host_engine_deadline(h->eng);
+    if (d == UINT64_MAX)
+        return;
+    now = now_ns();
+    at = d < now + S.rto_period_ns ? d : now + S.rto_period_ns;
+    h->rto_at = at;
+    clock_msg(h, h->rto_mbox, PKT_RTO, (double)at * 1e-9);
+}
+
+static void host_inc_actor(int argc, char **argv)
+{
+    sim_host_t *h = sg_actor_self_get_data();
+    double t0 = now_s();
+    incoll_status_t st = INCOLL_OK;
+    (void)argc;
+    (void)argv;
+    sg_mailbox_set_receiver(sg_mailbox_get_name(h->mbox));
+    for (int it = 0; it < S.cfg->iters && st == INCOLL_OK; it++) {
+        st = host_engine_start(h->eng, h->sendbuf, h->recvbuf, S.count,
+                               INCOLL_FLOAT32, INCOLL_OP_SUM, now_ns());
+        while (st == INCOLL_INPROGRESS) {
+            sg_comm_t comms[3];
+            void **slots[3];
+            int n = 0;
+            ssize_t which = 0;
+            pkt_t *p;
+
+            rto_arm(h);
+            outbox_reap(&h->ob);
+            /* Wait for a packet, the NIC's clock or the timers' clock. */
+            if (h->rx_comm == NULL)
+                h->rx_comm = sg_mailbox_get_async(h->mbox, &h->rx_pkt);
+            if (h->nic_comm == NULL && h->txq)
+                h->nic_comm = sg_mailbox_get_async(h->nic_mbox, &h->nic_pkt);
+            if (h->rto_comm == NULL && h->rto_at != UINT64_MAX)
+                h->rto_comm = sg_mailbox_get_async(h->rto_mbox, &h->rto_pkt);
+            comms[n] = h->rx_comm;
+            slots[n++] = &h->rx_pkt;
+            if (h->nic_comm) {
+                comms[n] = h->nic_comm;
+                slots[n++] = &h->nic_pkt;
+            }
+            if (h->rto_comm) {
+                comms[n] = h->rto_comm;
+                slots[n++] = &h->rto_pkt;
+            }
+            if (n == 1)
+                sg_comm_wait(comms[0]);
+            else
+                which = sg_comm_wait_any(comms, (size_t)n);
+            p = *slots[which];
+            if (slots[which] == &h->rx_pkt)
+                h->rx_comm = NULL;
+            else if (slots[which] == &h->nic_pkt)
+                h->nic_comm = NULL;
+            else
+                h->rto_comm = NULL;
+            if (p->run != S.run) {
+                pkt_done(p);
+                continue;
+            }
+            if (p->kind == PKT_NIC) {
+                if (h->txq)
+                    nic_send(h);
+            } else if (p->kind == PKT_RTO) {
+                h->rto_at = UINT64_MAX;
+                host_engine_on_time(h->eng, now_ns());
+            } else {
+                if (!S.cfg->timers && now_ns() > host_engine_deadline(h->eng))
+                    S.late_timers++;
+                host_engine_on_packet(h->eng, p->src, pkt_bytes(p), p->len,
+                                      now_ns());
+            }
+            pkt_done(p);
+            st = host_engine_status(h->eng);
+        }
+        if (st == INCOLL_OK && S.cfg->data)
+            h->wrong += check_result(h->recvbuf);
+    }
+    h->status = st;
+    h->t_done = now_s() - t0;
+    h->done = 1;
+}
+
+/* ---- hosts: host-based algorithms --------------------------------------- */
+
+/* Waits for the message of step `step`; keeps others for later. */
+static pkt_t *recv_step(sim_host_t *h, uint32_t step)
+{
+    pkt_t **pp;
+    for (pp = &h->early; *pp; pp = &(*pp)->next) {
+        if ((*pp)->step == step) {
+            pkt_t *p = *pp;
+            *pp = p->next;
+            return p;
+        }
+    }
+    for (;;) {
+        pkt_t *p = sg_mailbox_get(h->mbox);
+        if (p->run != S.run || p->kind != PKT_P2P) {
+            pkt_put(p);
+            continue;
+        }
+        if (p->step == step)
+            return p;
+        p->next = h->early;
+        h->early = p;
+    }
+}
+
+/* Bytes on the wire for a block: the payload, plus with --p2p-headers one
+ * wire header per packet of the real transport. */
+static uint32_t p2p_len(size_t bytes)
+{
+    size_t pkts = (bytes + S.cfg->payload - 1) / S.cfg->payload;
+    return (uint32_t)(bytes + (S.cfg->p2p_headers ? pkts * WIRE_HDR_LEN : 0));
+}
+
+/* Applies a received block: reduce (in the schedule's operand order) or
+ * copy, charging the reduction's time from the calibration. */
+static void apply_block(sim_host_t *h, const algo_step_t *st, pkt_t *p)
+{
+    const sim_calib_t *c = &S.cfg->calib;
+    size_t bytes = st->recv_count * 4;
+
+    if (S.cfg->data) {
+        float *dst = (float *)(h->recvbuf + st->recv_off * 4);
+        if (st->recv_reduce && st->recv_left) {
+            /* received op mine: fold into the received copy (reduce_n's
+             * dst may alias only src[0]), then copy it in. */
+            const void *srcs[2] = {p->data, dst};
+            reduce_n(INCOLL_OP_SUM, INCOLL_FLOAT32, p->data, srcs, 2,
+                     st->recv_count);
+            memcpy(dst, p->data, bytes);
+        } else if (st->recv_reduce) {
+            const void *srcs[2] = {dst, p->data};
+            reduce_n(INCOLL_OP_SUM, INCOLL_FLOAT32, dst, srcs, 2,
+                     st->recv_count);
+        } else {
+            memcpy(dst, p->data, bytes);
+        }
+    }
+    if (st->recv_reduce) {
+        double t = cost_s(c->host_reduce_call_ns, 2.0 * (double)bytes,
+                          c->host_reduce_gbps);
+        if (t > 0)
+            sg_actor_sleep_for(t);
+    }
+}
+
+static void host_algo_actor(int argc, char **argv)
+{
+    sim_host_t *h = sg_actor_self_get_data();
+    int n = S.conf->nhosts, max = algo_max_steps((algo_kind_t)S.algo, n),
+        nsteps;
+    algo_step_t *steps = malloc((size_t)max * sizeof(*steps));
+    double t0 = now_s();
+    (void)argc;
+    (void)argv;
+
+    sg_mailbox_set_receiver(sg_mailbox_get_name(h->mbox));
+    nsteps = steps ? algo_schedule((algo_kind_t)S.algo, h->rank, n, S.count,
+                                   steps, max)
+                   : -1;
+    if (nsteps < 0) {
+        h->status = INCOLL_ERR_NO_MEMORY;
+        h->done = 1;
+        free(steps);
+        return;
+    }
+    for (int it = 0; it < S.cfg->iters; it++) {
+        if (S.cfg->data)
+            memcpy(h->recvbuf, h->sendbuf, S.count * 4);
+        for (int i = 0; i < nsteps; i++) {
+            const algo_step_t *st = &steps[i];
+            uint32_t tag = (uint32_t)(it * nsteps + i);
+            sg_comm_t sc = NULL;
+            pkt_t *rp = NULL;
+            if (st->send_peer >= 0) {
+                pkt_t *p = pkt_get();
+                p->kind = PKT_P2P;
+                p->src = (incoll_ep_t)h->rank;
+                p->step = tag;
+                p->nbytes = st->send_count * 4;
+                p->len = p2p_len(p->nbytes);
+                if (S.cfg->data) {
+                    p->data = malloc(p->nbytes ? p->nbytes : 1);
+                    if (p->data == NULL) {
+                        fprintf(stderr, "incoll-sim: out of memory\n");
+                        exit(1);
+                    }
+                    memcpy(p->data, h->recvbuf + st->send_off * 4, p->nbytes);
+                }
+                sc = sg_mailbox_put_async(S.hosts[st->send_peer].mbox, p,
+                                          (long)p->len);
+                S.messages++;
+            }
+            /* A step completes when its block has arrived and ours has
+             * been delivered; only then is the received block applied
+             * (algo.h: the blocks may overlap). */
+            if (st->recv_peer >= 0)
+                rp = recv_step(h, tag);
+            if (sc)
+                sg_comm_wait(sc);
+            if (rp) {
+                apply_block(h, st, rp);
+                pkt_put(rp);
+            }
+        }
+        if (S.cfg->data)
+            h->wrong += check_result(h->recvbuf);
+    }
+    free(steps);
+    h->status = INCOLL_OK;
+    h->t_done = now_s() - t0;
+    h->done = 1;
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+/* SimGrid options of the model (docs/simulator.md); the user's --cfg=...
+ * come after these and win. */
+static const char *const model_cfg[] = {
+    "--cfg=network/model:CM02",
+    "--cfg=network/crosstraffic:0",
+    /* CM02 bounds a flow by TCP-gamma / (2 x route latency), a TCP window
+     * model; datagrams have no window: make the bound never bind. */
+    "--cfg=network/TCP-gamma:1e18",
+    /* Small stacks for 16,384+ actors. Guard pages stay on: without them
+     * SimGrid commits every stack in full. */
+    "--cfg=contexts/stack-size:64",
+};
+#define NMODEL_CFG (sizeof(model_cfg) / sizeof(model_cfg[0]))
+
+int sim_run_init(int *argc, char **argv, const char *xml,
+                 const sim_config_t *cfg, const fabric_conf_t *conf)
+{
+    size_t maxpay = WIRE_HDR_LEN + WIRE_MAX_PAYLOAD;
+    char *args[NMODEL_CFG + 80];
+    int nargs = 0;
+
+    if (*argc + (int)NMODEL_CFG + 1 > (int)(sizeof(args) / sizeof(args[0])))
+        return -1;
+    args[nargs++] = argv[0];
+    for (size_t i = 0; i < NMODEL_CFG; i++)
+        args[nargs++] = (char *)model_cfg[i];
+    for (int i = 1; i < *argc; i++)
+        args[nargs++] = argv[i];
+    args[nargs] = NULL;
+    xbt_log_control_set("root.thres:warning");
+    simgrid_init(&nargs, args);
+    simgrid_load_platform(xml);
+    memset(&S, 0, sizeof(S));
+    S.cfg = cfg;
+    S.conf = conf;
+    S.rxbuf = calloc(1, maxpay);
+    S.hosts = calloc((size_t)conf->nhosts, sizeof(*S.hosts));
+    S.ans = calloc((size_t)conf->nans, sizeof(*S.ans));
+    if (S.rxbuf == NULL || S.hosts == NULL || S.ans == NULL)
+        return -1;
+    for (int r = 0; r < conf->nhosts; r++) {
+        char name[32];
+        sim_host_t *h = &S.hosts[r];
+        h->rank = r;
+        snprintf(name, sizeof(name), "h%d", r);
+        h->host = sg_host_by_name(name);
+        if (h->host == NULL) {
+            fprintf(stderr, "incoll-sim: platform has no host %s\n", name);
+            return -1;
+        }
+        h->mbox = mbox_named("h", r);
+        h->nic_mbox = mbox_named("n", r);
+        h->rto_mbox = mbox_named("t", r);
+    }
+    for (int a = 0; a < conf->nans; a++) {
+        char name[64];
+        sim_an_t *an = &S.ans[a];
+        an->idx = a;
+        snprintf(name, sizeof(name), "an-%s", conf->ans[a].name);
+        an->an_host = sg_host_by_name(name);
+        snprintf(name, sizeof(name), "sx-%s", conf->ans[a].name);
+        an->sx_host = sg_host_by_name(name);
+        if (an->an_host == NULL || an->sx_host == NULL) {
+            fprintf(stderr, "incoll-sim: platform has no host for an %s\n",
+                    conf->ans[a].name);
+            return -1;
+        }
+        an->mbox = mbox_named("a", a);
+        an->port_mbox = mbox_named("p", a);
+    }
+    return 0;
+}
+
+static void spawn(const char *kind, long idx, sg_host_t host,
+                  void (*fn)(int, char **), void *data, int daemon)
+{
+    char name[48];
+    sg_actor_t a;
+    snprintf(name, sizeof(name), "%s%ld", kind, idx);
+    a = sg_actor_init(name, host);
+    sg_actor_set_data(a, data);
+    sg_actor_start(a, fn, 0, NULL);
+    if (daemon)
+        sg_actor_daemonize(a);
+}
+
+static int setup_ans(uint64_t key)
+{
+    const fabric_conf_t *conf = S.conf;
+    int maxc = conf->radix > conf->nhosts ? conf->radix : conf->nhosts;
+    incoll_ep_t *eps = malloc((size_t)maxc * sizeof(*eps));
+    int *kinds = malloc((size_t)maxc * sizeof(*kinds)), ret = -1;
+
+    if (eps == NULL || kinds == NULL)
+        goto out;
+    for (int a = 0; a < conf->nans; a++) {
+        sim_an_t *an = &S.ans[a];
+        agg_params_t ap = {
+            .name = conf->ans[a].name, .send = an_send_cb, .send_arg = an};
+        agg_group_params_t gp;
+        int n = fabric_conf_children(conf, a, NULL, kinds, maxc);
+        int parent = conf->ans[a].parent;
+
+        if (n > maxc || n < 1)
+            goto out;
+        for (int i = 0; i < n; i++)
+            eps[i] = kinds[i] >= 0 ? EP_AN_BASE + (uint64_t)kinds[i]
+                                   : (incoll_ep_t)(-kinds[i] - 1);
+        memset(&gp, 0, sizeof(gp));
+        gp.id = conf->group_id;
+        gp.key = key;
+        gp.nchildren = n;
+        gp.children = eps;
+        gp.parent = parent < 0 ? INCOLL_EP_NONE : EP_AN_BASE + (uint64_t)parent;
+        gp.slots = S.cfg->slots;
+        gp.max_payload = S.cfg->payload;
+        if (parent >= 0) {
+            int pn = fabric_conf_children(conf, parent, NULL, kinds, maxc);
+            for (int i = 0; i < pn && i < maxc; i++)
+                if (kinds[i] == a)
+                    gp.index_at_parent = (uint16_t)i;
+        }
+        an->agg = agg_create(&ap);
+        if (an->agg == NULL || agg_group_add(an->agg, &gp) != INCOLL_OK) {
+            fprintf(stderr, "incoll-sim: cannot set up an %s\n",
+                    conf->ans[a].name);
+            goto out;
+        }
+        an->pending = NULL;
+        an->pending_tail = &an->pending;
+        an->port_free = 0;
+        an->nout = S.cfg->an == SIM_AN_SERVER ? 1 : (n + 15) / 16;
+        if (an->nout > 16)
+            an->nout = 16;
+        if (an->outq == NULL)
+            an->outq = calloc(16, sizeof(*an->outq));
+        if (an->outq == NULL)
+            goto out;
+        for (int i = 0; i < an->nout; i++) {
+            outq_t *q = &an->outq[i];
+            q->an = an;
+            q->head = NULL;
+            q->tail = &q->head;
+            q->nic_free = 0;
+            q->sem = sg_sem_init(0);
+        }
+        an->rng = S.cfg->seed * 0x100000001B3ull + EP_AN_BASE + (uint64_t)a;
+    }
+    ret = 0;
+out:
+    free(eps);
+    free(kinds);
+    return ret;
+}
+
+static int setup_host(sim_host_t *h, int inc, uint64_t key)
+{
+    const sim_config_t *cfg = S.cfg;
+    const fabric_conf_t *conf = S.conf;
+
+    h->nic_free = 0;
+    h->rng = cfg->seed * 0x100000001B3ull + (uint64_t)h->rank;
+    h->done = 0;
+    h->wrong = 0;
+    h->early = NULL;
+    h->status = INCOLL_INPROGRESS;
+    h->txq = NULL;
+    h->txq_tail = &h->txq;
+    h->rto_at = UINT64_MAX;
+    h->rx_comm = h->nic_comm = h->rto_comm = NULL;
+    if (cfg->data) {
+        h->sendbuf = malloc(S.count * 4);
+        h->recvbuf = malloc(S.count * 4);
+        if (h->sendbuf == NULL || h->recvbuf == NULL) {
+            fprintf(stderr,
+                    "incoll-sim: out of memory for --data buffers "
+                    "(%d hosts x %zu bytes x 2)\n",
+                    conf->nhosts, S.count * 4);
+            return -1;
+        }
+        fill_input(h);
+    } else {
+        h->sendbuf = S.zero;
+        h->recvbuf = S.scratch_out;
+    }
+    if (inc) {
+        host_engine_params_t p;
+        memset(&p, 0, sizeof(p));
+        host_engine_params_default(&p);
+        p.rto_init_ns = knob_u64("INCOLL_RTO_INIT_US") * 1000;
+        p.rto_min_ns = knob_u64("INCOLL_RTO_MIN_US") * 1000;
+        p.rto_max_ns = knob_u64("INCOLL_RTO_MAX_US") * 1000;
+        p.max_retries = (int)knob_u64("INCOLL_RETRIES");
+        p.progress_timeout_ns = knob_u64("INCOLL_TIMEOUT_MS") * 1000000;
+        p.group = conf->group_id;
+        p.key = key;
+        p.child = (uint16_t)fabric_conf_host_child(conf, h->rank);
+        p.an = EP_AN_BASE + (uint64_t)conf->hosts[h->rank].leaf;
+        p.slots = cfg->slots;
+        p.window = cfg->window;
+        p.max_payload = cfg->payload;
+        p.send = host_send_cb;
+        p.send_arg = h;
+        S.rto_period_ns = p.rto_min_ns / 2 > 1000 ? p.rto_min_ns / 2 : 1000;
+        h->eng = host_engine_create(&p);
+        if (h->eng == NULL)
+            return -1;
+    }
+    return 0;
+}
+
+static void drop_comm(sg_comm_t *c)
+{
+    if (*c) {
+        sg_comm_unref(*c);
+        *c = NULL;
+    }
+}
+
+static void free_list(pkt_t **head)
+{
+    while (*head) {
+        pkt_t *p = *head;
+        *head = p->next;
+        pkt_put(p);
+    }
+}
+
+int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
+                uint64_t bytes, sim_result_t *res)
+{
+    int n = conf->nhosts, inc = algo == ALGO_INC,
+        server = cfg->an == SIM_AN_SERVER;
+    uint64_t key = (cfg->seed + 1) * 0x9E3779B97F4A7C15ull;
+    struct timespec w0, w1;
+    double tmax = 0;
+    int failed = 0, wrong = 0;
+
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    memset(res, 0, sizeof(*res));
+    S.algo = algo;
+    S.run++;
+    S.count = bytes / 4;
+    S.messages = S.clocks = S.dropped = S.late_timers = 0;
+    S.max_outbox = 0;
+    if (!cfg->data && S.zero_len < S.count * 4) {
+        free(S.zero);
+        free(S.scratch_out);
+        S.zero = calloc(1, S.count * 4);
+        S.scratch_out = malloc(S.count * 4);
+        S.zero_len = S.count * 4;
+        if (S.zero == NULL || S.scratch_out == NULL)
+            return -1;
+    }
+    if (inc && setup_ans(key) != 0)
+        return -1;
+    for (int r = 0; r < n; r++)
+        if (setup_host(&S.hosts[r], inc, key) != 0)
+            return -1;
+
+    if (inc) {
+        for (int a = 0; a < conf->nans; a++) {
+            sim_an_t *an = &S.ans[a];
+            sg_host_t where = server ? an->an_host : an->sx_host;
+            an->in_mbox = server ? an->port_mbox : an->mbox;
+            spawn("an", a, where, an_actor, an, 1);
+            for (int i = 0; i < an->nout; i++)
+                spawn("out", a, where, outq_actor, &an->outq[i], 1);
+            if (server) {
+                an->credits = sg_sem_init(PORT_CREDITS);
+                spawn("port", a, an->sx_host, port_actor, an, 1);
+            }
+        }
+    }
+    for (int r = 0; r < n; r++) {
+        sim_host_t *h = &S.hosts[r];
+        spawn("h", r, h->host, inc ? host_inc_actor : host_algo_actor, h, 0);
+    }
+    simgrid_run();
+
+    for (int r = 0; r < n; r++) {
+        sim_host_t *h = &S.hosts[r];
+        outbox_clear(&h->ob);
+        drop_comm(&h->rx_comm);
+        drop_comm(&h->nic_comm);
+        drop_comm(&h->rto_comm);
+        if (!h->done || h->status != INCOLL_OK)
+            failed++;
+        else if (h->t_done > tmax)
+            tmax = h->t_done;
+        wrong += h->wrong;
+        if (h->eng) {
+            res->retransmits += host_engine_counters(h->eng)->retransmits;
+            host_engine_destroy(h->eng);
+            h->eng = NULL;
+        }
+        free_list(&h->early);
+        free_list(&h->txq);
+        if (cfg->data) {
+            free(h->sendbuf);
+            free(h->recvbuf);
+        }
+        h->sendbuf = h->recvbuf = NULL;
+    }
+    for (int a = 0; inc && a < conf->nans; a++) {
+        sim_an_t *an = &S.ans[a];
+        outbox_clear(&an->ob_port);
+        for (int i = 0; i < an->nout; i++) {
+            outbox_clear(&an->outq[i].ob);
+            free_list(&an->outq[i].head);
+            an->outq[i].tail = &an->outq[i].head;
+            /* Counts left by the killed actors: fresh semaphores next time. */
+            sg_sem_destroy(an->outq[i].sem);
+            an->outq[i].sem = NULL;
+        }
+        agg_destroy(an->agg);
+        an->agg = NULL;
+        free_list(&an->pending);
+        if (an->credits) {
+            sg_sem_destroy(an->credits);
+            an->credits = NULL;
+        }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    incoll_debug("sim: %s %" PRIu64 " bytes: %" PRIu64 " messages, %" PRIu64
+                 " clock messages, longest outbox %d",
+                 algo_name((algo_kind_t)algo), bytes, S.messages, S.clocks,
+                 S.max_outbox);
+    res->algo = algo;
+    res->an = inc ? (int)cfg->an : -1;
+    res->hosts = n;
+    res->levels = conf->levels;
+    res->radix = conf->radix;
+    res->bytes = bytes;
+    res->checked = cfg->data;
+    res->messages = S.messages;
+    res->dropped = S.dropped;
+    res->wall_s = (double)(w1.tv_sec - w0.tv_sec) +
+                  (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+    if (failed || wrong) {
+        res->outcome = SIM_FAILED;
+        snprintf(res->note, sizeof(res->note),
+                 "%d hosts failed, %d wrong elements", failed, wrong);
+    } else {
+        res->outcome = SIM_OK;
+        if (S.late_timers)
+            snprintf(res->note, sizeof(res->note),
+                     "%" PRIu64 " results came after the retransmission "
+                     "timeout; rerun with --timers",
+                     S.late_timers);
+        else if (res->retransmits || res->dropped)
+            snprintf(res->note, sizeof(res->note),
+                     "%" PRIu64 " packets lost, %" PRIu64 " retransmitted",
+                     res->dropped, res->retransmits);
+    }
+    res->latency_us = tmax * 1e6 / cfg->iters;
+    res->bandwidth_MBps =
+        tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
+    return 0;
+}

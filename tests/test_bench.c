@@ -1,0 +1,731 @@
+/*
+ * `incoll bench allreduce` and `incoll bench pingpong`: argument parsing,
+ * the CSV they write, that the per-iteration verification catches a
+ * deliberately corrupted result, and (as root) that an emulated fabric's
+ * namespaces, links and processes exist while it runs and are all gone
+ * after `fabric down`, after a crash, and after SIGINT.
+ *
+ * These run the built `incoll` (build/bin), so they are integration tests.
+ * Every fabric a test brings up is torn down on every path, pass or fail.
+ */
+#include "test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define ALL_ALGOS "inc,rd,ring,rabenseifner"
+#define CSV_HEADER                                                             \
+    "algo,bytes,iters,avg_us,min_us,max_us,bw_MBps,tx_bytes_per_op,"           \
+    "tx_packets_per_op,cpu_us_per_op,retransmits_per_op,spread_min_us,"        \
+    "spread_p25_us,spread_p50_us,spread_p75_us,spread_max_us,"                 \
+    "speedup_vs_best_host,best_host,hosts,emulated,link_rate_bps"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * Runs `incoll ARGS...` (NULL-terminated) with extra environment
+ * "K=V" (may be NULL), stdout and stderr into out_path, waiting up to
+ * timeout_s (then SIGKILL). Returns the exit status, 128+signal, or -1.
+ */
+static int incoll(const char *out_path, const char *env_kv, int timeout_s,
+                  const char *arg0, ...)
+{
+    char bin[PATH_MAX];
+    const char *argv[48];
+    int n = 0, st;
+    double deadline = now_s() + timeout_s;
+    va_list ap;
+    pid_t pid;
+
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    argv[n++] = bin;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a && n < 47; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        if (env_kv)
+            putenv((char *)env_kv);
+        setenv("TMPDIR", test_tmpdir(), 1);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            break;
+        if (now_s() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            fprintf(stderr, "    incoll %s: timed out after %d s\n", arg0,
+                    timeout_s);
+            return -1;
+        }
+        usleep(20000);
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* The whole file (NUL-terminated, caller frees) or NULL. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long len;
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[len] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void show(const char *path)
+{
+    char *s = slurp(path);
+    if (s) {
+        fprintf(stderr, "    --- %s:\n%s    ---\n", path, s);
+        free(s);
+    }
+}
+
+static void tmp_path(char *buf, size_t len, const char *name)
+{
+    snprintf(buf, len, "%s/%s", test_tmpdir(), name);
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)) != NULL; p++)
+        n++;
+    return n;
+}
+
+/* Splits a CSV line in place; returns the number of fields. */
+static int csv_split(char *line, char **fields, int max)
+{
+    int n = 0;
+    char *p = line;
+    while (n < max) {
+        fields[n++] = p;
+        p = strchr(p, ',');
+        if (p == NULL)
+            break;
+        *p++ = '\0';
+    }
+    return n;
+}
+
+/* ---- argument parsing ------------------------------------------------- */
+
+TEST(bench_args_parse, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run", "-n", "16",
+                "--sizes", "8:4M", "--algos", "inc,ring", "--csv", "r.csv",
+                NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "dry run exited %d", rc);
+    CHECK(strstr(text, "hosts=16 radix=4 emulate=0") != NULL);
+    CHECK(strstr(text, "algos=inc,ring csv=r.csv plot=-") != NULL);
+    /* 8, 16, ..., 4M: 20 sizes; many iterations small, few large. */
+    CHECK_EQ_INT(count_lines_with(text, "size="), 20);
+    CHECK(strstr(text, "size=8 iters=100 warmup=10\n") != NULL);
+    CHECK(strstr(text, "size=4194304 iters=4 warmup=1\n") != NULL);
+    free(text);
+
+    rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run", "--emulate",
+                "--link-rate", "250mbit", "--sizes", "1K:4K", "--iters", "7",
+                "--warmup", "0", "--plot", "p.png", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "dry run exited %d", rc);
+    CHECK(strstr(text, "emulate=1 link_rate=250000000") != NULL);
+    CHECK(strstr(text, "algos=inc,rd,ring,rabenseifner") != NULL);
+    CHECK(strstr(text, "size=1024 iters=7 warmup=0\nsize=2048 iters=7 "
+                       "warmup=0\nsize=4096 iters=7 warmup=0\n") != NULL);
+    free(text);
+
+    /* Bad input: exit 2 with a message naming the option. */
+    {
+        static const struct {
+            const char *a, *b, *c, *word;
+        } bad[] = {
+            {"--sizes", "4M:8", NULL, "--sizes"},
+            {"--sizes", "8:lots", NULL, "--sizes"},
+            {"--algos", "inc,bogus", NULL, "--algos"},
+            {"--algos", "ring,ring", NULL, "--algos"},
+            {"--link-rate", "100mbit", NULL, "--emulate"},
+            {"--emulate", "--link-rate", "7 parsecs", "--link-rate"},
+            {"--fabric", "/nonexistent", "--emulate", "--fabric"},
+            {"--plot", "x.jpg", NULL, ".png"},
+            {"--iters", "0", NULL, "--iters"},
+            {"--frobnicate", NULL, NULL, "unknown option"},
+            {"-n", "0", NULL, "-n"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run",
+                        bad[i].a, bad[i].b, bad[i].c, NULL);
+            text = slurp(out);
+            CHECK_MSG(rc == 2, "%s %s: exit %d, want 2", bad[i].a,
+                      bad[i].b ? bad[i].b : "", rc);
+            CHECK_MSG(text && strstr(text, bad[i].word),
+                      "%s %s: no '%s' in: %s", bad[i].a,
+                      bad[i].b ? bad[i].b : "", bad[i].word, text ? text : "");
+            free(text);
+        }
+    }
+
+    /* pingpong */
+    rc = incoll(out, NULL, 30, "bench", "pingpong", "--dry-run", "--pair",
+                "cross-leaf", "--sizes", "64K:256K", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "pingpong dry run exited %d", rc);
+    CHECK(strstr(text, "pair=cross-leaf") != NULL);
+    CHECK_EQ_INT(count_lines_with(text, "size="), 3);
+    free(text);
+    rc = incoll(out, NULL, 30, "bench", "pingpong", "--dry-run", "--pair",
+                "sideways", NULL);
+    CHECK_EQ_INT(rc, 2);
+
+    /* The hidden rank entry points stay out of the help. */
+    rc = incoll(out, NULL, 30, "bench", "--help", NULL);
+    text = slurp(out);
+    CHECK(rc == 0 && text);
+    CHECK(strstr(text, "allreduce") && strstr(text, "pingpong"));
+    CHECK(strstr(text, "_allreduce") == NULL);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* ---- a loopback run and its CSV --------------------------------------- */
+
+/* No scratch directory of a bench may outlive it. */
+static int leftover_work_dirs(void)
+{
+    DIR *d = opendir(test_tmpdir());
+    struct dirent *de;
+    int n = 0;
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL)
+        n += strncmp(de->d_name, "incoll-bench-", 13) == 0;
+    closedir(d);
+    return n;
+}
+
+TEST(bench_loopback_csv, TEST_INTEG)
+{
+    char out[PATH_MAX], csv[PATH_MAX], png[PATH_MAX];
+    char *text, *line, *save = NULL;
+    int rc, rows = 0, have_gnuplot = access("/usr/bin/gnuplot", X_OK) == 0;
+    long last_bytes[4] = {0, 0, 0, 0};
+    static const char *algos[] = {"inc", "rd", "ring", "rabenseifner"};
+
+    tmp_path(out, sizeof(out), "out.txt");
+    tmp_path(csv, sizeof(csv), "r.csv");
+    tmp_path(png, sizeof(png), "r.png");
+    rc = incoll(out, NULL, 240, "bench", "allreduce", "-n", "4", "--radix", "2",
+                "--sizes", "8:64K", "--iters", "3", "--warmup", "1", "--algos",
+                ALL_ALGOS, "--csv", csv, have_gnuplot ? "--plot" : NULL, png,
+                NULL);
+    if (rc != 0)
+        show(out);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    text = slurp(out);
+    CHECK(text && strstr(text, "# speedup of inc over the best host-based"));
+    free(text);
+    if (have_gnuplot) {
+        struct stat st;
+        CHECK_MSG(stat(png, &st) == 0 && st.st_size > 10000, "no plot in %s",
+                  png);
+    }
+
+    text = slurp(csv);
+    CHECK(text != NULL);
+    line = strtok_r(text, "\n", &save);
+    CHECK_MSG(line && strcmp(line, CSV_HEADER) == 0, "header is '%s'",
+              line ? line : "");
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        char *f[32];
+        int nf = csv_split(line, f, 32), ai = -1;
+        long bytes;
+        double avg, mn, mx, bw, tx, pkts;
+        CHECK_EQ_INT(nf, 21);
+        for (int i = 0; i < 4; i++)
+            if (strcmp(f[0], algos[i]) == 0)
+                ai = i;
+        CHECK_MSG(ai >= 0, "unknown algorithm '%s'", f[0]);
+        bytes = atol(f[1]);
+        avg = atof(f[3]);
+        mn = atof(f[4]);
+        mx = atof(f[5]);
+        bw = atof(f[6]);
+        tx = atof(f[7]);
+        pkts = atof(f[8]);
+        CHECK_MSG(bytes > last_bytes[ai], "%s: sizes not increasing", f[0]);
+        last_bytes[ai] = bytes;
+        CHECK_EQ_INT(atoi(f[2]), 3);
+        CHECK(mn > 0 && mn <= avg && avg <= mx);
+        CHECK(bw > 0 && bw < 1e5);
+        /* Bandwidth is bytes / avg latency. */
+        CHECK(fabs(bw - (double)bytes / avg) <= 0.01 * bw + 1e-3);
+        /* Counters, not a formula: inc sends at least the vector and one
+         * 48-byte header per 8192-byte packet; every algorithm sends
+         * something. */
+        if (ai == 0) {
+            double min_pkts = (double)((bytes + 8191) / 8192);
+            CHECK_MSG(tx >= (double)bytes + 48.0 * min_pkts && pkts >= min_pkts,
+                      "inc %ld bytes: tx %g pkts %g", bytes, tx, pkts);
+            CHECK(atof(f[16]) > 0);   /* speedup */
+            CHECK(strlen(f[17]) > 0); /* best host algorithm */
+        } else {
+            CHECK(tx > 0 && pkts >= 1);
+            CHECK(f[16][0] == '\0');
+        }
+        /* Spread: min <= p25 <= p50 <= p75 <= max. */
+        for (int q = 11; q < 15; q++)
+            CHECK(atof(f[q]) <= atof(f[q + 1]));
+        CHECK_EQ_INT(atoi(f[18]), 4);
+        CHECK_EQ_INT(atoi(f[19]), 0);
+        rows++;
+    }
+    free(text);
+    /* 8 .. 64K is 14 sizes, times 4 algorithms. */
+    CHECK_EQ_INT(rows, 14 * 4);
+    return TEST_PASSED;
+}
+
+/* ---- verification catches a wrong result ------------------------------- */
+
+TEST(bench_catches_corruption, TEST_INTEG)
+{
+    static const char *modes[] = {"INCOLL_BENCH_CORRUPT=1",
+                                  "INCOLL_BENCH_CORRUPT=input"};
+    char out[PATH_MAX];
+
+    tmp_path(out, sizeof(out), "out.txt");
+    for (int m = 0; m < 2; m++) {
+        for (int a = 0; a < 2; a++) {
+            char *text;
+            const char *algo = a == 0 ? "inc" : "ring";
+            int rc = incoll(out, modes[m], 120, "bench", "allreduce", "-n", "4",
+                            "--radix", "2", "--sizes", "4K:8K", "--iters", "2",
+                            "--warmup", "1", "--algos", algo, NULL);
+            text = slurp(out);
+            CHECK_MSG(rc != 0, "%s with %s: the run passed", algo, modes[m]);
+            CHECK_MSG(text && strstr(text, "WRONG RESULT"),
+                      "%s with %s: no verification message in: %s", algo,
+                      modes[m], text ? text : "");
+            /* The corrupted element is the one in the middle. */
+            CHECK(strstr(text, "element 512 is") != NULL);
+            CHECK(strstr(text, "no results") != NULL);
+            free(text);
+            CHECK_EQ_INT(leftover_work_dirs(), 0);
+        }
+    }
+    return TEST_PASSED;
+}
+
+/* ---- the emulated fabric (root) ---------------------------------------- */
+
+/* Names in /run/netns. */
+typedef struct {
+    int n;
+    char name[512][64];
+} nslist_t;
+
+static void ns_list(nslist_t *l)
+{
+    DIR *d = opendir("/run/netns");
+    struct dirent *de;
+    l->n = 0;
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL && l->n < 512)
+        if (de->d_name[0] != '.' && strlen(de->d_name) < 64)
+            memcpy(l->name[l->n++], de->d_name, strlen(de->d_name) + 1);
+    closedir(d);
+}
+
+static int ns_count_prefix(const char *prefix)
+{
+    nslist_t l;
+    int n = 0;
+    ns_list(&l);
+    for (int i = 0; i < l.n; i++)
+        n += prefix[0] && strncmp(l.name[i], prefix, strlen(prefix)) == 0 &&
+             l.name[i][strlen(prefix)] == '-';
+    return n;
+}
+
+/* The prefix recorded in DIR/emu.state, or "" if none. */
+static void emu_prefix(const char *dir, char *prefix, size_t len)
+{
+    char path[PATH_MAX + 16], line[256];
+    FILE *f;
+    prefix[0] = '\0';
+    snprintf(path, sizeof(path), "%s/emu.state", dir);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "emu prefix=%15s", prefix) == 1)
+            break;
+    fclose(f);
+}
+
+/* Processes whose network namespace is not ours but one named prefix-*. */
+static int procs_in_prefix(const char *prefix)
+{
+    nslist_t l;
+    struct stat ns[512];
+    int ok[512], n = 0;
+    DIR *d;
+    struct dirent *de;
+
+    ns_list(&l);
+    for (int i = 0; i < l.n; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof(p), "/run/netns/%s", l.name[i]);
+        ok[i] = prefix[0] && strncmp(l.name[i], prefix, strlen(prefix)) == 0 &&
+                l.name[i][strlen(prefix)] == '-' && stat(p, &ns[i]) == 0;
+    }
+    d = opendir("/proc");
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        char p[300];
+        struct stat st;
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(p, sizeof(p), "/proc/%s/ns/net", de->d_name);
+        if (stat(p, &st) != 0)
+            continue;
+        for (int i = 0; i < l.n; i++)
+            if (ok[i] && ns[i].st_ino == st.st_ino && ns[i].st_dev == st.st_dev)
+                n++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Runs a command (argv) inside nothing special and returns its output. */
+static char *capture(const char *cmd)
+{
+    char path[PATH_MAX], line[PATH_MAX + 300];
+    tmp_path(path, sizeof(path), "capture.txt");
+    snprintf(line, sizeof(line), "{ %s; } > '%s' 2>&1", cmd, path);
+    if (system(line) != 0)
+        return NULL;
+    return slurp(path);
+}
+
+static int skip_unless_root(void)
+{
+    if (geteuid() != 0)
+        return test_skip("not root: emulated fabrics need network namespaces");
+    if (access("/usr/sbin/ip", X_OK) != 0 && access("/sbin/ip", X_OK) != 0)
+        return test_skip("iproute2 (ip, tc) is not installed");
+    return 0;
+}
+
+TEST(bench_emulated_fabric, TEST_INTEG)
+{
+    char dir[PATH_MAX], out[PATH_MAX], conf[PATH_MAX + 16], prefix[16] = "";
+    char made[16] = "", cmd[512], ns0[64];
+    char *text = NULL;
+    int rc, ret = TEST_FAILED;
+
+    if (skip_unless_root())
+        return TEST_SKIPPED;
+    tmp_path(dir, sizeof(dir), "fab");
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "4",
+                "--radix", "2", "--dir", dir, "--link-rate", "100mbit", NULL);
+    if (rc != 0) {
+        show(out);
+        goto down;
+    }
+    emu_prefix(dir, prefix, sizeof(prefix));
+    snprintf(made, sizeof(made), "%s", prefix);
+    if (prefix[0] == '\0') {
+        fprintf(stderr, "    no emu.state in %s\n", dir);
+        goto down;
+    }
+    /* 4 hosts + 2 leaves + root, each a namespace; an AN in each switch. */
+    if (ns_count_prefix(prefix) != 7 || procs_in_prefix(prefix) != 3) {
+        fprintf(stderr, "    %d namespaces, %d processes in them\n",
+                ns_count_prefix(prefix), procs_in_prefix(prefix));
+        goto down;
+    }
+    snprintf(ns0, sizeof(ns0), "%s-h0", prefix);
+    snprintf(cmd, sizeof(cmd),
+             "ip -n %s link show dev uplink; tc -n %s qdisc "
+             "show dev uplink; ip -n %s route",
+             ns0, ns0, ns0);
+    text = capture(cmd);
+    if (text == NULL || !strstr(text, "mtu 9000") || !strstr(text, "tbf") ||
+        !strstr(text, "rate 100Mbit") || !strstr(text, "10.77.0.0/16 via") ||
+        strstr(text, "default via")) {
+        fprintf(stderr, "    host namespace %s: %s\n", ns0, text ? text : "?");
+        goto down;
+    }
+    free(text);
+    snprintf(conf, sizeof(conf), "%s/fabric.conf", dir);
+    text = slurp(conf);
+    if (text == NULL || count_lines_with(text, " netns=") != 7) {
+        fprintf(stderr, "    fabric.conf lacks netns= fields\n");
+        goto down;
+    }
+    free(text);
+
+    /* Ping-pong over the shaped links: the shaper holds it to the rate. */
+    rc = incoll(out, NULL, 120, "bench", "pingpong", "--fabric", dir, "-n", "4",
+                "--sizes", "1M", "--iters", "3", "--warmup", "1", NULL);
+    text = slurp(out);
+    if (rc != 0 || text == NULL) {
+        show(out);
+        goto down;
+    }
+    {
+        const char *row = strstr(text, "\n  1048576 ");
+        double avg = 0, bw = 0;
+        int iters = 0;
+        if (row == NULL ||
+            sscanf(row, " %*d %d %lf %*f %*f %lf", &iters, &avg, &bw) != 3 ||
+            bw <= 12.5 * 0.5 || bw > 12.5 * 1.05) {
+            fprintf(stderr,
+                    "    ping-pong at 100 Mbit/s = 12.5 MB/s gave "
+                    "%g MB/s:\n%s\n",
+                    bw, text);
+            goto down;
+        }
+    }
+    free(text);
+    text = NULL;
+
+    /* The collectives on it. */
+    rc = incoll(out, NULL, 120, "bench", "allreduce", "--fabric", dir, "-n",
+                "4", "--sizes", "8:64K", "--iters", "2", "--warmup", "1",
+                "--algos", ALL_ALGOS, NULL);
+    if (rc != 0) {
+        show(out);
+        goto down;
+    }
+    ret = TEST_PASSED;
+down:
+    free(text);
+    rc = incoll(out, NULL, 60, "fabric", "down", "--dir", dir, NULL);
+    if (rc != 0) {
+        show(out);
+        ret = TEST_FAILED;
+    }
+    emu_prefix(dir, prefix, sizeof(prefix));
+    CHECK_MSG(prefix[0] == '\0', "emu.state still there after fabric down");
+    CHECK_EQ_INT(ns_count_prefix(made), 0);
+    CHECK_EQ_INT(procs_in_prefix(made), 0);
+    snprintf(cmd, sizeof(cmd), "/run/incoll-emu/%s", made);
+    CHECK_MSG(!made[0] || access(cmd, F_OK) != 0, "registry entry %s left",
+              cmd);
+    return ret;
+}
+
+/* SIGKILLs the daemons of DIR: what a crash of the machine's user does. */
+static void crash_daemons(const char *dir)
+{
+    char cmd[PATH_MAX + 64];
+    snprintf(cmd, sizeof(cmd),
+             "for f in '%s'/*.pid; do kill -9 $(cat $f); done", dir);
+    free(capture(cmd));
+    usleep(200000);
+}
+
+TEST(bench_emulated_crash_cleanup, TEST_INTEG)
+{
+    char dir[PATH_MAX], dir2[PATH_MAX], out[PATH_MAX], cmd[PATH_MAX + 16];
+    char p1[16], p2[16], p3[16];
+    int rc1, rc2, rc3, rc4, n1, n1_after, n2, n3_before;
+
+    if (skip_unless_root())
+        return TEST_SKIPPED;
+    tmp_path(dir, sizeof(dir), "fab");
+    tmp_path(dir2, sizeof(dir2), "fab2");
+    tmp_path(out, sizeof(out), "out.txt");
+
+    /* A crash: the daemons die, the namespaces stay. `fabric up` on the
+     * same directory finds and removes the stale fabric. */
+    rc1 = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "2",
+                 "--radix", "2", "--dir", dir, NULL);
+    emu_prefix(dir, p1, sizeof(p1));
+    crash_daemons(dir);
+    n1 = ns_count_prefix(p1);
+    rc2 = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "2",
+                 "--radix", "2", "--dir", dir, NULL);
+    n1_after = ns_count_prefix(p1);
+    emu_prefix(dir, p2, sizeof(p2));
+    n2 = ns_count_prefix(p2);
+
+    /* A lost directory: its fabric is swept by the next `fabric up`. */
+    rc3 = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "2",
+                 "--radix", "2", "--dir", dir2, NULL);
+    emu_prefix(dir2, p3, sizeof(p3));
+    crash_daemons(dir2);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir2);
+    free(capture(cmd));
+    n3_before = ns_count_prefix(p3);
+    incoll(out, NULL, 60, "fabric", "down", "--dir", dir, NULL);
+    rc4 = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "2",
+                 "--radix", "2", "--dir", dir, NULL);
+    incoll(out, NULL, 60, "fabric", "down", "--dir", dir, NULL);
+
+    CHECK(rc1 == 0 && rc2 == 0 && rc3 == 0 && rc4 == 0);
+    CHECK(p1[0] && p2[0] && p3[0] && strcmp(p1, p2) != 0);
+    CHECK_EQ_INT(n1, 3);       /* 2 hosts + 1 leaf, left by the crash */
+    CHECK_EQ_INT(n1_after, 0); /* removed by the second `fabric up` */
+    CHECK_EQ_INT(n2, 3);
+    CHECK_EQ_INT(n3_before, 3);
+    CHECK_EQ_INT(ns_count_prefix(p1), 0);
+    CHECK_EQ_INT(ns_count_prefix(p2), 0);
+    CHECK_EQ_INT(ns_count_prefix(p3), 0); /* swept */
+    snprintf(cmd, sizeof(cmd), "/run/incoll-emu/%s", p3);
+    CHECK(access(cmd, F_OK) != 0);
+    return TEST_PASSED;
+}
+
+/* The registry entry of a fabric whose directory is below ours, or "". */
+static void our_registered(char *prefix, size_t len)
+{
+    DIR *d = opendir("/run/incoll-emu");
+    struct dirent *de;
+    prefix[0] = '\0';
+    if (d == NULL)
+        return;
+    while ((de = readdir(d)) != NULL) {
+        char path[PATH_MAX], *text;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/run/incoll-emu/%s", de->d_name);
+        text = slurp(path);
+        if (text && strncmp(text, test_tmpdir(), strlen(test_tmpdir())) == 0 &&
+            strlen(de->d_name) < len)
+            memcpy(prefix, de->d_name, strlen(de->d_name) + 1);
+        free(text);
+    }
+    closedir(d);
+}
+
+TEST(bench_emulated_run_and_sigint, TEST_INTEG)
+{
+    char out[PATH_MAX], csv[PATH_MAX], prefix[32], bin[PATH_MAX];
+    char *text;
+    int rc, st, seen = 0;
+    double deadline;
+    pid_t pid;
+
+    if (skip_unless_root())
+        return TEST_SKIPPED;
+    tmp_path(out, sizeof(out), "out.txt");
+    tmp_path(csv, sizeof(csv), "r.csv");
+
+    /* A whole emulated run: up, ranks in namespaces, down. */
+    rc = incoll(out, NULL, 180, "bench", "allreduce", "--emulate", "-n", "4",
+                "--radix", "2", "--link-rate", "200mbit", "--sizes", "8:16K",
+                "--iters", "2", "--warmup", "1", "--algos", ALL_ALGOS, "--csv",
+                csv, NULL);
+    if (rc != 0)
+        show(out);
+    our_registered(prefix, sizeof(prefix));
+    CHECK_MSG(prefix[0] == '\0', "fabric %s left registered", prefix);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    text = slurp(csv);
+    CHECK(text && strstr(text, ",4,1,200000000\n"));
+    free(text);
+
+    /* Interrupted in the middle: everything is still removed. */
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        setenv("TMPDIR", test_tmpdir(), 1);
+        execl(bin, bin, "bench", "allreduce", "--emulate", "-n", "4", "--radix",
+              "2", "--sizes", "8:64K", "--iters", "100000", "--algos", "inc",
+              (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0);
+    deadline = now_s() + 60;
+    while (now_s() < deadline) {
+        our_registered(prefix, sizeof(prefix));
+        if (prefix[0] && ns_count_prefix(prefix) == 7 &&
+            procs_in_prefix(prefix) >= 3 + 4) {
+            seen = 1;
+            break;
+        }
+        usleep(50000);
+    }
+    usleep(300000);
+    kill(pid, SIGINT);
+    deadline = now_s() + 60;
+    while (waitpid(pid, &st, WNOHANG) != pid) {
+        if (now_s() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            break;
+        }
+        usleep(20000);
+    }
+    if (!seen)
+        show(out);
+    CHECK_MSG(seen, "the ranks never ran in the emulated fabric");
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 130,
+              "interrupted bench: status 0x%x, want exit 130", st);
+    CHECK_EQ_INT(ns_count_prefix(prefix), 0);
+    our_registered(prefix, sizeof(prefix));
+    CHECK_MSG(prefix[0] == '\0', "fabric %s left registered", prefix);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
+}

@@ -1,0 +1,946 @@
+/*
+ * Integration tests: real incoll-agg daemons on 127.0.0.1, brought up with
+ * `incoll fabric up`, real ranks started with `incoll run`, results checked
+ * element by element by tests/progs/allreduce_check, and the daemons'
+ * counters read back with `incoll stat` and checked against what the job
+ * must have cost. Every test brings its fabric down, also when it fails.
+ */
+#include "test.h"
+
+#include "incoll.h"
+
+#include "common/fabric_conf.h"
+#include "common/wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUT_MAX (64 * 1024)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *progdir(void)
+{
+    const char *d = getenv("INCOLL_TEST_PROGDIR");
+    return d && *d ? d : "build/tests";
+}
+
+/* 1 when the binaries these tests drive exist. */
+static int have_binaries(char *why, size_t len)
+{
+    char path[PATH_MAX];
+    const char *need[][2] = {{test_bindir(), "incoll"},
+                             {test_bindir(), "incoll-agg"},
+                             {progdir(), "allreduce_check"}};
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", need[i][0], need[i][1]);
+        if (access(path, X_OK) != 0) {
+            snprintf(why, len, "%s not built", path);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A command started with sh -c in its own process group, its stdout and
+ * stderr collected, killed (the whole group) after timeout_s. */
+typedef struct {
+    pid_t pid;
+    int fd;
+    char *out;
+    size_t len;
+    double deadline;
+} proc_t;
+
+static int proc_start(proc_t *p, int timeout_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int proc_start(proc_t *p, int timeout_s, const char *fmt, ...)
+{
+    char cmd[4096];
+    int pipefd[2];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    memset(p, 0, sizeof(*p));
+    p->out = calloc(1, OUT_MAX + 1);
+    if (p->out == NULL || pipe2(pipefd, O_CLOEXEC) != 0)
+        return -1;
+    fflush(NULL);
+    p->pid = fork();
+    if (p->pid < 0)
+        return -1;
+    if (p->pid == 0) {
+        char line[4200];
+        /* Its own group, so a timeout can kill everything it started; and
+         * it dies with the test (the runner's time limit kills the test's
+         * group, not this one). "exec" makes the command itself, not sh,
+         * the process that inherits this. */
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(pipefd[1], 1);
+        dup2(pipefd[1], 2);
+        snprintf(line, sizeof(line), "exec %s", cmd);
+        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(p->pid, p->pid);
+    close(pipefd[1]);
+    p->fd = pipefd[0];
+    p->deadline = now_s() + timeout_s;
+    return 0;
+}
+
+/* Waits for the command; returns its exit status, 128+signal, or -1 when it
+ * had to be killed for running too long. */
+static int proc_wait(proc_t *p)
+{
+    int status = 0, timed_out = 0;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        double left = p->deadline - now_s();
+        char buf[4096];
+        ssize_t n;
+        if (left <= 0) {
+            timed_out = 1;
+            kill(-p->pid, SIGKILL);
+            break;
+        }
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
+            continue;
+        n = read(p->fd, buf, sizeof(buf));
+        if (n <= 0)
+            break;
+        if (p->len + (size_t)n > OUT_MAX)
+            n = (ssize_t)(OUT_MAX - p->len);
+        memcpy(p->out + p->len, buf, (size_t)n);
+        p->len += (size_t)n;
+        p->out[p->len] = '\0';
+    }
+    close(p->fd);
+    waitpid(p->pid, &status, 0);
+    if (timed_out)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* Runs a command to the end; *out_p (caller frees) holds its output. */
+static int run_cmd(char **out_p, int timeout_s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int run_cmd(char **out_p, int timeout_s, const char *fmt, ...)
+{
+    char cmd[4096];
+    proc_t p;
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (proc_start(&p, timeout_s, "%s", cmd) != 0) {
+        free(p.out);
+        *out_p = strdup("(could not start)");
+        return -1;
+    }
+    rc = proc_wait(&p);
+    *out_p = p.out;
+    return rc;
+}
+
+static int fabric_up(const char *dir, int hosts, int radix)
+{
+    char *out;
+    int rc = run_cmd(&out, 30,
+                     "'%s/incoll' fabric up --hosts %d --radix %d "
+                     "--dir '%s'",
+                     test_bindir(), hosts, radix, dir);
+    if (rc != 0)
+        fprintf(stderr, "    incoll fabric up exited %d:\n%s", rc, out);
+    free(out);
+    return rc;
+}
+
+static void fabric_down(const char *dir)
+{
+    char *out;
+    int rc = run_cmd(&out, 30, "'%s/incoll' fabric down --dir '%s'",
+                     test_bindir(), dir);
+    if (rc != 0)
+        fprintf(stderr, "    incoll fabric down exited %d:\n%s", rc, out);
+    free(out);
+}
+
+/* Finds "key=<number>" on the line "an=<an> ..." of stat output. */
+static int stat_get(const char *out, const char *an, const char *key,
+                    uint64_t *v)
+{
+    char prefix[64], pat[64];
+    const char *line = out;
+
+    snprintf(prefix, sizeof(prefix), "an=%s ", an);
+    snprintf(pat, sizeof(pat), " %s=", key);
+    while (line && *line) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        if (strncmp(line, prefix, strlen(prefix)) == 0) {
+            const char *k = strstr(line, pat);
+            if (k == NULL || (size_t)(k - line) > len)
+                return -1;
+            *v = strtoull(k + strlen(pat), NULL, 10);
+            return 0;
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return -1;
+}
+
+static int load_conf(const char *dir, fabric_conf_t *conf)
+{
+    char path[PATH_MAX], err[512];
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    if (fabric_conf_load(path, conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "    %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* An allreduce_check job and what it must cost the fabric. */
+typedef struct {
+    const incoll_dtype_t *dtypes;
+    int ndtypes;
+    const incoll_op_t *ops;
+    int nops;
+    const size_t *sizes;
+    int nsizes;
+    int iters;
+    int inplace;
+} job_t;
+
+static void job_args(const job_t *j, char *buf, size_t len)
+{
+    /* --algo inc: the counters below assume every allreduce crosses the
+     * ANs, whatever incoll_allreduce would pick by itself. */
+    size_t off = (size_t)snprintf(buf, len, "--algo inc --iters %d%s --sizes ",
+                                  j->iters, j->inplace ? " --inplace" : "");
+    for (int i = 0; i < j->nsizes && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%zu", i ? "," : "",
+                                j->sizes[i]);
+    off += (size_t)snprintf(buf + off, len - off, " --dtype ");
+    for (int i = 0; i < j->ndtypes && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "",
+                                incoll_dtype_name(j->dtypes[i]));
+    off += (size_t)snprintf(buf + off, len - off, " --op ");
+    for (int i = 0; i < j->nops && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%s", i ? "," : "",
+                                incoll_op_name(j->ops[i]));
+}
+
+/*
+ * Segments (one reduction on every AN each) and result bytes of the job
+ * with payload bytes per packet: a vector goes in segments of
+ * payload / dtype_size elements, and each case is followed by two
+ * one-element uint64 allreduces (the cross-rank hash check).
+ */
+static void job_cost(const job_t *j, uint32_t payload, uint64_t *segs_p,
+                     uint64_t *bytes_p, int *ncases_p)
+{
+    uint64_t segs = 0, bytes = 0;
+    int ncases = 0;
+    for (int d = 0; d < j->ndtypes; d++) {
+        size_t ds = incoll_dtype_size(j->dtypes[d]), per = payload / ds;
+        for (int o = 0; o < j->nops; o++) {
+            if (!incoll_op_valid(j->ops[o], j->dtypes[d]))
+                continue;
+            for (int s = 0; s < j->nsizes; s++) {
+                ncases++;
+                segs += (j->sizes[s] + per - 1) / per + 2;
+                bytes += j->sizes[s] * ds + 2 * 8;
+            }
+        }
+    }
+    *segs_p = segs * (uint64_t)j->iters;
+    *bytes_p = bytes * (uint64_t)j->iters;
+    *ncases_p = ncases;
+}
+
+/* Runs the job on a fresh fabric and checks the results and counters.
+ * faults: the counters must show that loss recovery was exercised. */
+static int run_job(const char *dir, int hosts, int radix, const job_t *j,
+                   int faults, int timeout_s)
+{
+    char args[1024], want[128], *out = NULL, *stat = NULL;
+    uint64_t segs, bytes, recovered = 0;
+    fabric_conf_t conf;
+    int ncases, rc, ret = TEST_FAILED;
+    double t0;
+
+    job_args(j, args, sizeof(args));
+    if (load_conf(dir, &conf) != 0)
+        return TEST_FAILED;
+    job_cost(j, conf.payload, &segs, &bytes, &ncases);
+    t0 = now_s();
+    rc = run_cmd(&out, timeout_s + 10,
+                 "'%s/incoll' run -n %d --fabric '%s' "
+                 "--timeout %d -- '%s/allreduce_check' %s",
+                 test_bindir(), hosts, dir, timeout_s, progdir(), args);
+    fprintf(stderr,
+            "    %d ranks, radix %d%s: %d cases, %llu segments in "
+            "%.1f s\n",
+            hosts, radix, faults ? ", faults" : "", ncases,
+            (unsigned long long)segs, now_s() - t0);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll run exited %d:\n%s", rc, out);
+        goto out;
+    }
+    snprintf(want, sizeof(want), "allreduce_check: %d ranks, %d cases,", hosts,
+             ncases);
+    if (strstr(out, want) == NULL || strstr(out, ": ok") == NULL) {
+        fprintf(stderr, "    no \"%s ... ok\" in the output:\n%s", want, out);
+        goto out;
+    }
+    rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                 dir);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
+        goto out;
+    }
+    for (int i = 0; i < conf.nans; i++) {
+        const char *an = conf.ans[i].name;
+        int nchildren = fabric_conf_children(&conf, i, NULL, NULL, 0);
+        uint64_t red, red_bytes, dup = 0, resent = 0;
+        if (stat_get(stat, an, "reductions", &red) != 0 ||
+            stat_get(stat, an, "bytes_reduced", &red_bytes) != 0 ||
+            stat_get(stat, an, "duplicates_dropped", &dup) != 0 ||
+            stat_get(stat, an, "results_resent", &resent) != 0) {
+            fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
+            goto out;
+        }
+        /* Each segment is reduced exactly once per AN, however many
+         * copies of its contributions arrived. */
+        if (red != segs) {
+            fprintf(stderr,
+                    "    an %s: reductions=%llu, want %llu (one per "
+                    "segment)\n%s",
+                    an, (unsigned long long)red, (unsigned long long)segs,
+                    stat);
+            goto out;
+        }
+        /* bytes_reduced counts either the result bytes or the input bytes
+         * (one vector per child) of each reduction. */
+        if (red_bytes != bytes && red_bytes != bytes * (uint64_t)nchildren) {
+            fprintf(stderr,
+                    "    an %s: bytes_reduced=%llu, want %llu or "
+                    "%d x that\n%s",
+                    an, (unsigned long long)red_bytes,
+                    (unsigned long long)bytes, nchildren, stat);
+            goto out;
+        }
+        recovered += dup + resent;
+    }
+    if (faults && recovered == 0) {
+        fprintf(stderr,
+                "    faults were injected but no AN saw a duplicate "
+                "or resent a result:\n%s",
+                stat);
+        goto out;
+    }
+    ret = TEST_PASSED;
+out:
+    free(out);
+    free(stat);
+    fabric_conf_free(&conf);
+    return ret;
+}
+
+static int fabric_job_test(int hosts, int radix, const job_t *j, int faults,
+                           int timeout_s)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (faults) {
+        /* Before fabric up, so the daemons inherit them too. */
+        setenv("INCOLL_FAULT_DROP", "0.05", 1);
+        setenv("INCOLL_FAULT_DUP", "0.02", 1);
+        setenv("INCOLL_FAULT_REORDER", "0.05", 1);
+    }
+    dir = test_tmpdir();
+    if (fabric_up(dir, hosts, radix) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = run_job(dir, hosts, radix, j, faults, timeout_s);
+    fabric_down(dir);
+    return ret;
+}
+
+static const size_t big_sizes[] = {1, 7, 1000, 65536, 1048576};
+
+/* (a) A 2-level tree: 9 ranks under 3 leaves of radix 3, up to 8 MB. */
+TEST(integ_fabric_tree9, TEST_INTEG)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_FLOAT32, INCOLL_INT64,
+                                         INCOLL_FLOAT64};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM, INCOLL_OP_MAX};
+    job_t j = {dts, 3, ops, 2, big_sizes, 5, 1, 0};
+    return fabric_job_test(9, 3, &j, 0, 120);
+}
+
+/* (b) 16 ranks, radix 4, in place, more types and ops. */
+TEST(integ_fabric_tree16, TEST_INTEG)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_FLOAT32, INCOLL_INT8,
+                                         INCOLL_FLOAT16, INCOLL_UINT64};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM, INCOLL_OP_PROD,
+                                      INCOLL_OP_MIN, INCOLL_OP_BXOR};
+    static const size_t sizes[] = {1, 7, 1000, 65536, 524288};
+    job_t j = {dts, 4, ops, 4, sizes, 5, 1, 1};
+    return fabric_job_test(16, 4, &j, 0, 120);
+}
+
+/* (c) The same trees with loss, duplication and reordering on every
+ * socket, hosts and daemons alike. */
+static const incoll_dtype_t fault_dts[] = {INCOLL_FLOAT32, INCOLL_INT64};
+static const incoll_op_t fault_ops[] = {INCOLL_OP_SUM, INCOLL_OP_MAX};
+static const size_t fault_sizes[] = {1, 1000, 100000};
+
+TEST(integ_fabric_tree9_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    return fabric_job_test(9, 3, &j, 1, 120);
+}
+
+TEST(integ_fabric_tree16_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 1};
+    return fabric_job_test(16, 4, &j, 1, 120);
+}
+
+/* Sends one datagram of len bytes to ep. */
+static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
+{
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl((uint32_t)(ep >> 16)),
+        .sin_port = htons((uint16_t)(ep & 0xffff)),
+    };
+    if (sendto(fd, buf, len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        fprintf(stderr, "    sendto: %s\n", strerror(errno));
+}
+
+typedef struct {
+    uint64_t malformed, unknown_group, bad_key;
+} garbage_count_t;
+
+/*
+ * One round of hostile packets to ep: random bytes, a truncated header, a
+ * wrong version, a count that does not match the length, an oversized
+ * datagram, an unknown group, and the right group with a wrong key.
+ */
+static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
+                         uint64_t *rng, garbage_count_t *c)
+{
+    static uint8_t buf[65536];
+    wire_hdr_t h = {.version = WIRE_VERSION,
+                    .type = WIRE_CONTRIB,
+                    .op = INCOLL_OP_SUM,
+                    .dtype = INCOLL_FLOAT32,
+                    .group = conf->group_id,
+                    .key = conf->group_key,
+                    .child = 0,
+                    .count = 4,
+                    .total = 4};
+
+    /* Random bytes (never starting with the magic). */
+    for (size_t i = 0; i < 200; i++) {
+        *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+        buf[i] = (uint8_t)(*rng >> 56);
+    }
+    buf[0] ^= (buf[0] == 0x49) ? 1 : 0;
+    send_to(fd, ep, buf, 200);
+    c->malformed++;
+
+    /* A truncated header. */
+    wire_pack(&h, buf);
+    send_to(fd, ep, buf, WIRE_HDR_LEN - 5);
+    c->malformed++;
+
+    /* A valid header with a wrong version. */
+    wire_pack(&h, buf);
+    buf[4] = WIRE_VERSION + 1;
+    memset(buf + WIRE_HDR_LEN, 0, 16);
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->malformed++;
+
+    /* A count that does not match the payload. */
+    h.count = 1000;
+    wire_pack(&h, buf);
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->malformed++;
+
+    /* An oversized payload (count and length agree, but above the limit). */
+    h.count = (WIRE_MAX_PAYLOAD + 200) / 4;
+    wire_pack(&h, buf);
+    memset(buf + WIRE_HDR_LEN, 0, (size_t)h.count * 4);
+    send_to(fd, ep, buf, WIRE_HDR_LEN + (size_t)h.count * 4);
+    c->malformed++;
+
+    /* An unknown group. */
+    h.count = 4;
+    h.group = conf->group_id + 1000;
+    wire_pack(&h, buf);
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->unknown_group++;
+
+    /* The right group with a wrong key. */
+    h.group = conf->group_id;
+    h.key = conf->group_key ^ 0x5a5a5a5a5a5a5a5aull;
+    wire_pack(&h, buf);
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->bad_key++;
+}
+
+static int garbage_body(const char *dir)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_FLOAT32};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM};
+    static const size_t sizes[] = {1, 1000, 20000};
+    job_t j = {dts, 1, ops, 1, sizes, 3, 1, 0};
+    char args[512], *stat = NULL;
+    garbage_count_t sent[16] = {{0}};
+    fabric_conf_t conf;
+    uint64_t rng = 12345;
+    proc_t run;
+    int fd, rc, rounds = 0, ret = TEST_FAILED;
+    double t_end;
+
+    if (load_conf(dir, &conf) != 0)
+        return TEST_FAILED;
+    CHECK(conf.nans <= 16);
+    job_args(&j, args, sizeof(args));
+    if (proc_start(&run, 60,
+                   "'%s/incoll' run -n %d --fabric '%s' -- "
+                   "'%s/allreduce_check' --min-seconds 3 %s",
+                   test_bindir(), conf.nhosts, dir, progdir(), args) != 0) {
+        fprintf(stderr, "    cannot start incoll run\n");
+        goto out_conf;
+    }
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        fprintf(stderr, "    socket: %s\n", strerror(errno));
+        proc_wait(&run);
+        free(run.out);
+        goto out_conf;
+    }
+    /* Hostile traffic to every AN while the job runs. */
+    usleep(300000);
+    t_end = now_s() + 2.0;
+    while (now_s() < t_end) {
+        for (int i = 0; i < conf.nans; i++)
+            send_garbage(fd, conf.ans[i].addr, &conf, &rng, &sent[i]);
+        rounds++;
+        usleep(100000);
+    }
+    close(fd);
+    rc = proc_wait(&run);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll run exited %d under garbage:\n%s", rc,
+                run.out);
+        free(run.out);
+        goto out_conf;
+    }
+    if (strstr(run.out, ": ok") == NULL) {
+        fprintf(stderr, "    allreduce_check did not report ok:\n%s", run.out);
+        free(run.out);
+        goto out_conf;
+    }
+    free(run.out);
+    rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                 dir);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
+        goto out_conf;
+    }
+    fprintf(stderr, "    %d rounds of 7 hostile packets to each of %d ans\n",
+            rounds, conf.nans);
+    for (int i = 0; i < conf.nans; i++) {
+        const char *an = conf.ans[i].name;
+        uint64_t malformed, unknown, bad_key, red;
+        if (stat_get(stat, an, "malformed_dropped", &malformed) != 0 ||
+            stat_get(stat, an, "unknown_group", &unknown) != 0 ||
+            stat_get(stat, an, "bad_key", &bad_key) != 0 ||
+            stat_get(stat, an, "reductions", &red) != 0) {
+            fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
+            goto out_conf;
+        }
+        /* Nothing else on the fabric sends such packets: the counts are
+         * exactly ours. */
+        if (malformed != sent[i].malformed ||
+            unknown != sent[i].unknown_group || bad_key != sent[i].bad_key ||
+            red == 0) {
+            fprintf(stderr,
+                    "    an %s: malformed_dropped=%llu unknown_group="
+                    "%llu bad_key=%llu reductions=%llu, want %llu %llu "
+                    "%llu >0\n%s",
+                    an, (unsigned long long)malformed,
+                    (unsigned long long)unknown, (unsigned long long)bad_key,
+                    (unsigned long long)red,
+                    (unsigned long long)sent[i].malformed,
+                    (unsigned long long)sent[i].unknown_group,
+                    (unsigned long long)sent[i].bad_key, stat);
+            goto out_conf;
+        }
+    }
+    ret = TEST_PASSED;
+out_conf:
+    free(stat);
+    fabric_conf_free(&conf);
+    return ret;
+}
+
+/* (d) Hostile packets while a job runs: counted, dropped, harmless. */
+TEST(integ_fabric_garbage, TEST_INTEG)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    dir = test_tmpdir();
+    if (fabric_up(dir, 4, 2) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = garbage_body(dir);
+    fabric_down(dir);
+    return ret;
+}
+
+static int two_jobs_body(const char *dir)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_FLOAT32, INCOLL_INT32};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM};
+    static const size_t sizes[] = {1, 7, 1000, 5000};
+    job_t j = {dts, 2, ops, 1, sizes, 4, 2, 0};
+    char args[512], *out = NULL, *stat = NULL;
+    uint64_t segs, bytes;
+    fabric_conf_t conf;
+    int ncases, rc, ret = TEST_FAILED;
+
+    if (load_conf(dir, &conf) != 0)
+        return TEST_FAILED;
+    job_args(&j, args, sizeof(args));
+    job_cost(&j, conf.payload, &segs, &bytes, &ncases);
+    /* Same shapes, other values: if anything of the first job (a result
+     * kept in a slot for retransmission) reached the second, the second
+     * would see the first one's sums. */
+    for (int seed = 1; seed <= 2; seed++) {
+        free(out);
+        rc = run_cmd(&out, 60,
+                     "'%s/incoll' run -n %d --fabric '%s' -- "
+                     "'%s/allreduce_check' --seed %d %s",
+                     test_bindir(), conf.nhosts, dir, progdir(), seed, args);
+        if (rc != 0 || strstr(out, ": ok") == NULL) {
+            fprintf(stderr, "    job %d on the same fabric: exit %d:\n%s", seed,
+                    rc, out);
+            goto out;
+        }
+    }
+    rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                 dir);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
+        goto out;
+    }
+    for (int i = 0; i < conf.nans; i++) {
+        uint64_t red;
+        if (stat_get(stat, conf.ans[i].name, "reductions", &red) != 0 ||
+            red != 2 * segs) {
+            fprintf(stderr,
+                    "    an %s: want reductions=%llu (two jobs of %llu "
+                    "segments):\n%s",
+                    conf.ans[i].name, (unsigned long long)(2 * segs),
+                    (unsigned long long)segs, stat);
+            goto out;
+        }
+    }
+    ret = TEST_PASSED;
+out:
+    free(out);
+    free(stat);
+    fabric_conf_free(&conf);
+    return ret;
+}
+
+/* Two jobs, one after the other, on one fabric: the second gets its own
+ * results, never the first one's. */
+TEST(integ_fabric_two_jobs, TEST_INTEG)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    dir = test_tmpdir();
+    if (fabric_up(dir, 4, 2) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = two_jobs_body(dir);
+    fabric_down(dir);
+    return ret;
+}
+
+static pid_t read_pid(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    FILE *f;
+    int pid = -1;
+    snprintf(path, sizeof(path), "%s/%s.pid", dir, name);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    if (fscanf(f, "%d", &pid) != 1)
+        pid = -1;
+    fclose(f);
+    return pid;
+}
+
+/* Waits until pid is gone (or a zombie nobody reaps), at most ms. */
+static int wait_gone(pid_t pid, int ms)
+{
+    for (int t = 0; t < ms; t += 20) {
+        char path[64], buf[256];
+        FILE *f;
+        size_t n;
+        const char *rp;
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        f = fopen(path, "r");
+        if (f == NULL)
+            return 0;
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        rp = strrchr(buf, ')');
+        if (rp && rp[1] && (rp[2] == 'Z' || rp[2] == 'X'))
+            return 0;
+        usleep(20000);
+    }
+    return -1;
+}
+
+static int dead_an_body(const char *dir)
+{
+    char *out = NULL, *stat = NULL;
+    pid_t pid;
+    double t0, took;
+    int rc, ret = TEST_FAILED;
+
+    /* 4 hosts, radix 2: leaves l0 (ranks 0-1) and l1 (ranks 2-3), root. */
+    pid = read_pid(dir, "l1");
+    CHECK_MSG(pid > 0, "no pid file for l1 in %s", dir);
+    CHECK_EQ_INT(kill(pid, SIGKILL), 0);
+    CHECK_EQ_INT(wait_gone(pid, 2000), 0);
+
+    setenv("INCOLL_TIMEOUT_MS", "1000", 1);
+    t0 = now_s();
+    rc = run_cmd(&out, 30,
+                 "'%s/incoll' run -n 4 --fabric '%s' -- "
+                 "'%s/allreduce_check' --sizes 1,1000",
+                 test_bindir(), dir, progdir());
+    took = now_s() - t0;
+    unsetenv("INCOLL_TIMEOUT_MS");
+    if (rc != 3 ||
+        strstr(out, incoll_status_string(INCOLL_ERR_TIMEOUT)) == NULL ||
+        strstr(out, "exited with status 3") == NULL) {
+        fprintf(stderr,
+                "    want exit 3 with \"%s\" and \"exited with "
+                "status 3\", got %d:\n%s",
+                incoll_status_string(INCOLL_ERR_TIMEOUT), rc, out);
+        goto out;
+    }
+    if (took > 15) {
+        fprintf(stderr, "    the timeout took %.1f s (want < 15 s)\n", took);
+        goto out;
+    }
+    fprintf(stderr, "    ranks gave up after %.1f s\n", took);
+
+    /* stat names the missing AN and fails; the others still answer. */
+    rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s' --wait-ms 300",
+                 test_bindir(), dir);
+    if (rc != 1 || strstr(stat, "an=l1 error=no-answer") == NULL ||
+        strstr(stat, "an=l0 packets_in=") == NULL ||
+        strstr(stat, "an=root packets_in=") == NULL) {
+        fprintf(stderr, "    want exit 1 with l1 missing, got %d:\n%s", rc,
+                stat);
+        goto out;
+    }
+    ret = TEST_PASSED;
+out:
+    free(out);
+    free(stat);
+    return ret;
+}
+
+/* (e) A leaf AN dies: the ranks fail with a timeout, in bounded time. */
+TEST(integ_fabric_dead_an, TEST_INTEG)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    dir = test_tmpdir();
+    if (fabric_up(dir, 4, 2) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = dead_an_body(dir);
+    fabric_down(dir);
+    return ret;
+}
+
+static int lifecycle_body(const char *dir)
+{
+    char *out = NULL;
+    pid_t pids[3];
+    const char *names[3] = {"l0", "l1", "root"};
+    int rc, ret = TEST_FAILED;
+
+    /* A second fabric in the same directory is refused. */
+    rc = run_cmd(&out, 30,
+                 "'%s/incoll' fabric up --hosts 4 --radix 2 --dir "
+                 "'%s'",
+                 test_bindir(), dir);
+    if (rc != 1 || strstr(out, "already runs a fabric") == NULL) {
+        fprintf(stderr, "    second fabric up: want exit 1, got %d:\n%s", rc,
+                out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+
+    /* A fabric whose daemons all died is stale: up cleans it and starts. */
+    for (int i = 0; i < 3; i++) {
+        pids[i] = read_pid(dir, names[i]);
+        CHECK_MSG(pids[i] > 0, "no pid file for %s", names[i]);
+        kill(pids[i], SIGKILL);
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(wait_gone(pids[i], 2000), 0);
+    rc = run_cmd(&out, 30,
+                 "'%s/incoll' fabric up --hosts 4 --radix 2 --dir "
+                 "'%s'",
+                 test_bindir(), dir);
+    if (rc != 0 || strstr(out, "stale") == NULL) {
+        fprintf(stderr,
+                "    fabric up over a stale fabric: want exit 0 and "
+                "\"stale\", got %d:\n%s",
+                rc, out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+
+    /* incoll run names a failing rank and passes its status on. */
+    rc = run_cmd(&out, 30,
+                 "'%s/incoll' run -n 4 --fabric '%s' -- sh -c "
+                 "'if [ $INCOLL_RANK = 2 ]; then exit 5; fi; "
+                 "test $INCOLL_SIZE = 4 && test -f "
+                 "\"$INCOLL_FABRIC/fabric.conf\" && sleep 20'",
+                 test_bindir(), dir);
+    if (rc != 5 || strstr(out, "rank 2 exited with status 5") == NULL) {
+        fprintf(stderr,
+                "    failing rank: want exit 5 naming rank 2, got "
+                "%d:\n%s",
+                rc, out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+
+    /* --timeout kills everything and fails with 124. */
+    rc = run_cmd(&out, 30,
+                 "'%s/incoll' run -n 4 --fabric '%s' --timeout 1 "
+                 "-- sleep 20",
+                 test_bindir(), dir);
+    if (rc != 124 || strstr(out, "timed out") == NULL) {
+        fprintf(stderr, "    --timeout: want exit 124, got %d:\n%s", rc, out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+
+    /* Down, then down again: both succeed, and nothing is left. */
+    rc = run_cmd(&out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
+                 dir);
+    if (rc != 0 || strstr(out, "stopped 3 ans") == NULL) {
+        fprintf(stderr, "    fabric down: want \"stopped 3 ans\", got %d:\n%s",
+                rc, out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+    rc = run_cmd(&out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
+                 dir);
+    if (rc != 0 || strstr(out, "nothing was running") == NULL) {
+        fprintf(stderr, "    second fabric down: want exit 0, got %d:\n%s", rc,
+                out);
+        goto out;
+    }
+    for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(read_pid(dir, names[i]), -1);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    return ret;
+}
+
+/* The CLI around a fabric: refusal, stale cleanup, run's failure and
+ * timeout handling, idempotent down. */
+TEST(integ_fabric_lifecycle, TEST_INTEG)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    dir = test_tmpdir();
+    if (fabric_up(dir, 4, 2) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = lifecycle_body(dir);
+    fabric_down(dir);
+    return ret;
+}

@@ -1,0 +1,466 @@
+/*
+ * Integration tests of libincoll_mpi: real mpirun jobs of the programs in
+ * tests/mpi (built by the Makefile's MPI block into build/tests/mpi for
+ * the default MPI and build/tests/mpi-mpich for MPICH), each on a fabric
+ * brought up for it with `incoll fabric up` and always taken down. Every
+ * program checks its own answers against PMPI_ and prints "<name>: ok";
+ * the tests also read the layer's statistics line (INCOLL_MPI_STATS=1)
+ * and `incoll stat`, so that they fail if nothing went through the ANs.
+ *
+ * Open MPI runs with --mca btl tcp,self on loopback; MPICH (which
+ * busy-polls) with 2 or 3 ranks only. Tests skip, saying why, when an MPI
+ * or the layer built for it is missing.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PATH_MAX, setenv */
+#endif
+#include "test.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define OMPI_FLAGS                                                             \
+    "--oversubscribe --bind-to none --mca btl tcp,self "                       \
+    "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+/* Environment every job gets (names only: values come from setenv). */
+#define OMPI_ENV                                                               \
+    "-x LD_PRELOAD -x INCOLL_FABRIC -x INCOLL_MPI_STATS -x "                   \
+    "INCOLL_MPI_VERBOSE "                                                      \
+    "-x INCOLL_LOG_LEVEL -x INCOLL_TEST_KILL_CMD -x INCOLL_MPI_COLLS "         \
+    "-x INCOLL_MPI_MAX_BYTES -x INCOLL_MPI_ENABLE"
+
+typedef enum { MPI_OMPI, MPI_MPICH } mpi_kind_t;
+
+static char libdir[PATH_MAX], progdir[PATH_MAX];
+
+static int have_cmd(const char *cmd)
+{
+    char sh[256];
+    snprintf(sh, sizeof(sh), "command -v %s >/dev/null 2>&1", cmd);
+    return system(sh) == 0;
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+/* Fills libdir and progdir; returns NULL when the MPI of kind can run the
+ * tests, else the reason to skip. */
+static const char *mpi_ready(mpi_kind_t kind, const char *prog)
+{
+    static char why[2 * PATH_MAX + 128];
+    const char *env = getenv("INCOLL_TEST_PROGDIR");
+    char path[PATH_MAX + 64];
+
+    snprintf(libdir, sizeof(libdir), "%s/../lib", test_bindir());
+    snprintf(progdir, sizeof(progdir), "%s/%s", env ? env : "build/tests",
+             kind == MPI_OMPI ? "mpi" : "mpi-mpich");
+    if (!have_cmd(kind == MPI_OMPI ? "mpirun" : "mpiexec.mpich"))
+        return kind == MPI_OMPI ? "mpirun is not installed"
+                                : "MPICH (mpiexec.mpich) is not installed";
+    snprintf(path, sizeof(path), "%s/%s", libdir,
+             kind == MPI_OMPI ? "libincoll_mpi.so" : "libincoll_mpi_mpich.so");
+    if (!exists(path)) {
+        snprintf(why, sizeof(why), "%s is not built (no MPI compiler?)", path);
+        return why;
+    }
+    snprintf(path, sizeof(path), "%s/%s", progdir, prog);
+    if (!exists(path)) {
+        snprintf(why, sizeof(why), "%s is not built (no %s?)", path,
+                 strstr(prog, "f") == prog ? "mpif90" : "mpicc");
+        return why;
+    }
+    snprintf(path, sizeof(path), "%s/incoll", test_bindir());
+    if (!exists(path))
+        return "build/bin/incoll is not built";
+    return NULL;
+}
+
+/* Runs a shell command with its output (stdout and stderr) in out.
+ * Returns the exit status, or -1 if it could not run. */
+static int sh(const char *out, const char *fmt, ...)
+{
+    char cmd[4096];
+    int n, rc;
+    va_list ap;
+
+    va_start(ap, fmt);
+    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
+        return -1;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
+    rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long len;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
+        if (f)
+            fclose(f);
+        return calloc(1, 1);
+    }
+    rewind(f);
+    buf = calloc(1, (size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
+        buf[0] = '\0';
+    fclose(f);
+    return buf ? buf : calloc(1, 1);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Value of "<coll> offloaded=N" (or "passed=N", or a reason "dtype=N"
+ * inside the collective's part) on the stats line; -1 if absent. */
+static long stat_of(const char *text, const char *coll, const char *field)
+{
+    const char *line = strstr(text, "mpi: stats rank 0:");
+    const char *p, *end;
+    char key[64];
+
+    if (line == NULL)
+        return -1;
+    snprintf(key, sizeof(key), " %s offloaded=", coll);
+    p = strstr(line, key);
+    if (p == NULL)
+        return -1;
+    end = strchr(p, ';');
+    if (end == NULL)
+        end = strchr(p, '\n');
+    snprintf(key, sizeof(key), "%s=", field);
+    for (const char *q = p; (q = strstr(q, key)) && (!end || q < end); q++) {
+        if (q[-1] == ' ' || q[-1] == '(')
+            return strtol(q + strlen(key), NULL, 10);
+    }
+    return 0; /* a reason not listed counts 0 */
+}
+
+/* Sum of reductions=N over every AN that `incoll stat` lists. */
+static long fabric_reductions(const char *dir, const char *out)
+{
+    char *text;
+    long total = 0;
+
+    if (sh(out, "'%s/incoll' stat --fabric '%s'", test_bindir(), dir) != 0)
+        return -1;
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, " reductions=")); p++)
+        total += strtol(p + strlen(" reductions="), NULL, 10);
+    free(text);
+    return total;
+}
+
+static int fabric_up(const char *dir, int hosts, int radix)
+{
+    char out[PATH_MAX + 32];
+    snprintf(out, sizeof(out), "%s.up.log", dir);
+    return sh(out, "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
+              test_bindir(), hosts, radix, dir);
+}
+
+static void fabric_down(const char *dir)
+{
+    char out[PATH_MAX + 32];
+    snprintf(out, sizeof(out), "%s.down.log", dir);
+    if (sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir) != 0)
+        fprintf(stderr, "    fabric down --dir %s failed (see %s)\n", dir, out);
+}
+
+/* The preload and common knobs for one job; fabric may be NULL. */
+static void job_env(mpi_kind_t kind, const char *fabric)
+{
+    char lib[PATH_MAX + 32];
+    snprintf(lib, sizeof(lib), "%s/%s", libdir,
+             kind == MPI_OMPI ? "libincoll_mpi.so" : "libincoll_mpi_mpich.so");
+    setenv("LD_PRELOAD", lib, 1);
+    if (fabric)
+        setenv("INCOLL_FABRIC", fabric, 1);
+    else
+        unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    setenv("INCOLL_MPI_VERBOSE", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+}
+
+/* Runs prog on np ranks with the environment job_env set; the output goes
+ * to out. Preloads only the ranks, not the launcher. */
+static int run_job(mpi_kind_t kind, int np, const char *prog, const char *args,
+                   const char *out)
+{
+    char lib[PATH_MAX];
+    int rc;
+
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    if (kind == MPI_OMPI)
+        rc = sh(out,
+                "timeout -k 5 90 mpirun -n %d " OMPI_FLAGS
+                " -x LD_PRELOAD='%s' " OMPI_ENV " '%s/%s' %s",
+                np, lib, progdir, prog, args);
+    else
+        rc = sh(out,
+                "timeout -k 5 90 mpiexec.mpich -n %d -genv LD_PRELOAD '%s' "
+                "'%s/%s' %s",
+                np, lib, progdir, prog, args);
+    setenv("LD_PRELOAD", lib, 1);
+    return rc;
+}
+
+/* One job of prog on its own fabric of np hosts: checks the program's
+ * verdict, that each listed collective was offloaded at least once, and
+ * that the ANs reduced something. */
+static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
+                       const char *args, const char *const *colls)
+{
+    char dir[PATH_MAX], out[PATH_MAX + 16], stat_out[PATH_MAX + 16];
+    char ok[64];
+    char *text;
+    long reductions;
+    int rc, ret = TEST_PASSED;
+
+    snprintf(dir, sizeof(dir), "%s/fabric-%s", test_tmpdir(), prog);
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(stat_out, sizeof(stat_out), "%s.stat", dir);
+    CHECK_EQ_INT(fabric_up(dir, np, radix), 0);
+    job_env(kind, dir);
+    rc = run_job(kind, np, prog, args, out);
+    reductions = fabric_reductions(dir, stat_out);
+    fabric_down(dir);
+    text = slurp(out);
+    snprintf(ok, sizeof(ok), "%s: ok", prog);
+    if (rc != 0 || !strstr(text, ok)) {
+        fprintf(stderr, "    %s exited %d; output in %s:\n%.2000s\n", prog, rc,
+                out, text);
+        ret = TEST_FAILED;
+    }
+    for (int i = 0; ret == TEST_PASSED && colls[i]; i++) {
+        long n = stat_of(text, colls[i], "offloaded");
+        if (n <= 0) {
+            fprintf(stderr,
+                    "    %s: %s offloaded=%ld (want > 0); output in %s\n", prog,
+                    colls[i], n, out);
+            ret = TEST_FAILED;
+        }
+    }
+    if (ret == TEST_PASSED && reductions <= 0) {
+        fprintf(stderr, "    incoll stat shows %ld reductions (want > 0): %s\n",
+                reductions, stat_out);
+        ret = TEST_FAILED;
+    }
+    if (ret == TEST_PASSED && strstr(text, "failed=")) {
+        fprintf(stderr, "    the fabric failed during %s: %s\n", prog, out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+static const char *const all_colls[] = {"allreduce", "reduce", "bcast",
+                                        "barrier", NULL};
+
+/* Every collective, datatype and op on world, dup and odd-sized splits
+ * (5 ranks: halves of 3 and 2) against PMPI_; a derived type, a user op
+ * and MINLOC pass through. */
+TEST(mpi_ompi_colls, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int ret;
+
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_OMPI, 5, 2, "colls", "", all_colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    /* The pass-through reasons were counted, and said per communicator. */
+    snprintf(dir, sizeof(dir), "%s/fabric-colls", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    text = slurp(out);
+    CHECK_MSG(stat_of(text, "allreduce", "dtype") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "op") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "bcast", "dtype") > 0, "%s", out);
+    CHECK_MSG(strstr(text, "'MPI_COMM_WORLD' (first collective, 5 ranks): "
+                           "offloaded"),
+              "%s", out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* No fabric configured: the layer stays out of the way, says so once,
+ * and every answer is MPI's. */
+TEST(mpi_ompi_no_fabric, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/nofabric.out", test_tmpdir());
+    job_env(MPI_OMPI, NULL);
+    setenv("INCOLL_LOG_LEVEL", "info", 1);
+    setenv("INCOLL_MPI_VERBOSE", "0", 1);
+    rc = run_job(MPI_OMPI, 3, "colls", "", out);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
+    CHECK_EQ_INT(count_of(text, "no fabric configured"), 1);
+    CHECK_EQ_INT(stat_of(text, "allreduce", "offloaded"), 0);
+    CHECK_MSG(stat_of(text, "allreduce", "off") > 0, "%s", out);
+    CHECK_EQ_INT(stat_of(text, "bcast", "offloaded"), 0);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* Knobs: only allreduce offloaded, and only up to 4 KiB. */
+TEST(mpi_ompi_knobs, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-knobs", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(fabric_up(dir, 3, 4), 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_MPI_COLLS", "allreduce", 1);
+    setenv("INCOLL_MPI_MAX_BYTES", "4096", 1);
+    rc = run_job(MPI_OMPI, 3, "colls", "", out);
+    fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "bytes") > 0, "%s", out);
+    CHECK_EQ_INT(stat_of(text, "reduce", "offloaded"), 0);
+    CHECK_MSG(stat_of(text, "reduce", "coll") > 0, "%s", out);
+    CHECK_EQ_INT(stat_of(text, "bcast", "offloaded"), 0);
+    CHECK_EQ_INT(stat_of(text, "barrier", "offloaded"), 0);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* The fabric is stopped mid-run: the next offloaded call fails on every
+ * rank, they agree, redo it with MPI, and go on without the fabric. */
+TEST(mpi_ompi_fabric_killed, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "killmid");
+    char dir[PATH_MAX], out[PATH_MAX + 16], cmd[2 * PATH_MAX + 64];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-killed", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    snprintf(cmd, sizeof(cmd), "'%s/incoll' fabric down --dir '%s'",
+             test_bindir(), dir);
+    setenv("INCOLL_TEST_KILL_CMD", cmd, 1);
+    /* Fail fast: this test is about the answer, not the timeout. */
+    setenv("INCOLL_TIMEOUT_MS", "1000", 1);
+    rc = run_job(MPI_OMPI, 3, "killmid", "", out);
+    fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "killmid: ok"), "exit %d, see %s", rc,
+              out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "failed") == 1, "%s", out);
+    CHECK_MSG(strstr(text, "the fabric failed during a call"), "%s", out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* Fortran through `use mpi` and `use mpi_f08`, whose Open MPI bindings
+ * skip the C wrappers. */
+TEST(mpi_ompi_fortran, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "f_allreduce");
+    int ret;
+
+    if (why == NULL)
+        why = mpi_ready(MPI_OMPI, "f08_allreduce");
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_OMPI, 3, 2, "f_allreduce", "", all_colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    return offload_job(MPI_OMPI, 3, 2, "f08_allreduce", "", all_colls);
+}
+
+/* The same program under MPICH with the layer built for MPICH's ABI: two
+ * ranks and one datatype per kind and size (--quick), since MPICH 4.0
+ * busy-polls and crawls when the cores are shared. */
+TEST(mpi_mpich_colls, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "colls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_MPICH, 2, 2, "colls", "--quick", all_colls);
+}
+
+/* MPICH's Fortran bindings: collectives go through the C wrappers, but
+ * f08's MPI_Init and MPI_Barrier do not. Three ranks, tiny programs. */
+TEST(mpi_mpich_fortran, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "f_allreduce");
+    int ret;
+
+    if (why == NULL)
+        why = mpi_ready(MPI_MPICH, "f08_allreduce");
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_MPICH, 3, 2, "f_allreduce", "", all_colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    return offload_job(MPI_MPICH, 3, 2, "f08_allreduce", "", all_colls);
+}
+
+/* `incoll mpirun`: brings up a loopback fabric, preloads the layer and
+ * runs Open MPI's mpirun. */
+TEST(mpi_incoll_mpirun, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/launcher.out", test_tmpdir());
+    if (sh(out, "'%s/incoll' mpirun --help", test_bindir()) != 0)
+        return test_skip("`incoll mpirun` is not dispatched by the CLI yet "
+                         "(tools/cmd_mpirun.c)");
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    rc = sh(out, "timeout -k 5 90 '%s/incoll' mpirun -n 3 --stat -- '%s/colls'",
+            test_bindir(), progdir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
+    CHECK_MSG(strstr(text, "reductions="), "no AN counters in %s", out);
+    free(text);
+    return TEST_PASSED;
+}

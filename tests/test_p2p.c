@@ -1,0 +1,1049 @@
+/*
+ * Unit tests of the point-to-point engine (src/core/p2p_engine.c) on an
+ * in-memory network of its own with virtual time: packets are dropped,
+ * duplicated, reordered and delayed on purpose by a seeded PRNG, so one
+ * seed gives one run.
+ *
+ * Each simulated rank behaves like a process calling the library: it is
+ * "absent" until it calls its first collective (packets for it wait, as in
+ * a socket buffer), runs a list of allreduces back to back with a random
+ * compute gap between them (during which packets wait again), and after the
+ * last one lingers as finalize does, then goes away (packets to it are
+ * lost). Every rank checks every result: exact for integer sums (hashed
+ * inputs: a contribution missing or counted twice changes the sum),
+ * bitwise identical to the other ranks for floating point.
+ */
+#include "test.h"
+
+#include "common/dtype.h"
+#include "core/p2p_engine.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define SIM_MAX_RANKS 64
+#define SIM_MAX_OPS 16
+#define SIM_QUANTUM_NS 5000 /* packets arriving within this form one batch */
+#ifndef P2P_TEST_SEEDS
+#define P2P_TEST_SEEDS 3 /* raise for a soak run: -DP2P_TEST_SEEDS=200 */
+#endif
+
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+    return mix64((*s)++);
+}
+
+static double rnd_unit(uint64_t *s)
+{
+    return (double)(rnd(s) >> 11) * 0x1.0p-53;
+}
+
+typedef struct {
+    algo_kind_t kind;
+    size_t count;
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+} sim_op_t;
+
+typedef struct {
+    uint64_t t;
+    uint64_t order;
+    int src, dst;
+    size_t len;
+    uint8_t data[];
+} sim_pkt_t;
+
+enum { R_ABSENT, R_RUNNING, R_WAITING, R_LINGER, R_GONE };
+
+typedef struct sim sim_t;
+
+typedef struct {
+    sim_t *sim;
+    int rank;
+    p2p_engine_t *eng;
+    int state;
+    int opi;             /* current or next op */
+    uint64_t start_ns;   /* when the next op starts (ABSENT, WAITING) */
+    uint64_t done_ns;
+    uint8_t *work;
+    incoll_status_t result[SIM_MAX_OPS];
+    int dirty;           /* got packets in this batch */
+    int never_start;     /* a dead process */
+    uint64_t linger_next; /* LINGER: next call of p2p_engine_linger */
+} sim_rank_t;
+
+typedef struct {
+    uint64_t seed;
+    double drop, dup, reorder;
+    double drop_ack;     /* extra drop of acks only */
+    uint64_t delay_ns, jitter_ns, reorder_ns;
+    uint64_t skew_ns;    /* first op starts up to this late */
+    uint64_t gap_ns;     /* compute between ops, up to this */
+    uint32_t payload, window;
+    uint64_t progress_timeout_ns;
+    int max_retries;
+} sim_cfg_t;
+
+struct sim {
+    sim_cfg_t cfg;
+    int n;
+    sim_rank_t r[SIM_MAX_RANKS];
+    incoll_ep_t eps[SIM_MAX_RANKS];
+    sim_op_t ops[SIM_MAX_OPS];
+    int nops;
+    uint8_t *first[SIM_MAX_OPS]; /* first result of each op, for floats */
+    sim_pkt_t **heap;
+    size_t nheap, capheap;
+    uint64_t order;
+    uint64_t now;
+    uint64_t rng;
+    uint64_t sent, dropped, duplicated, delivered;
+    int bad;             /* a result check failed */
+};
+
+/* ---- packet queue (binary heap on (t, order)) ---- */
+
+static int pkt_less(const sim_pkt_t *a, const sim_pkt_t *b)
+{
+    return a->t < b->t || (a->t == b->t && a->order < b->order);
+}
+
+static void heap_push(sim_t *s, sim_pkt_t *p)
+{
+    size_t i;
+    if (s->nheap == s->capheap) {
+        s->capheap = s->capheap ? 2 * s->capheap : 256;
+        s->heap = realloc(s->heap, s->capheap * sizeof(*s->heap));
+    }
+    i = s->nheap++;
+    s->heap[i] = p;
+    while (i > 0 && pkt_less(s->heap[i], s->heap[(i - 1) / 2])) {
+        sim_pkt_t *t = s->heap[i];
+        s->heap[i] = s->heap[(i - 1) / 2];
+        s->heap[(i - 1) / 2] = t;
+        i = (i - 1) / 2;
+    }
+}
+
+static sim_pkt_t *heap_pop(sim_t *s)
+{
+    sim_pkt_t *top = s->heap[0];
+    size_t i = 0;
+    s->heap[0] = s->heap[--s->nheap];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->nheap && pkt_less(s->heap[l], s->heap[m]))
+            m = l;
+        if (r < s->nheap && pkt_less(s->heap[r], s->heap[m]))
+            m = r;
+        if (m == i)
+            break;
+        sim_pkt_t *t = s->heap[i];
+        s->heap[i] = s->heap[m];
+        s->heap[m] = t;
+        i = m;
+    }
+    return top;
+}
+
+static void enqueue(sim_t *s, int src, int dst, const void *hdr,
+                    const void *payload, size_t len, uint64_t t)
+{
+    sim_pkt_t *p = malloc(sizeof(*p) + WIRE_HDR_LEN + len);
+    p->t = t;
+    p->order = s->order++;
+    p->src = src;
+    p->dst = dst;
+    p->len = WIRE_HDR_LEN + len;
+    memcpy(p->data, hdr, WIRE_HDR_LEN);
+    if (len)
+        memcpy(p->data + WIRE_HDR_LEN, payload, len);
+    heap_push(s, p);
+}
+
+static void sim_send(void *arg, incoll_ep_t dst, const void *hdr,
+                     const void *payload, size_t len)
+{
+    sim_rank_t *rk = arg;
+    sim_t *s = rk->sim;
+    int d = (int)dst - 1, copies = 1;
+    double drop = s->cfg.drop;
+
+    s->sent++;
+    if (((const uint8_t *)hdr)[5] == WIRE_P2P_ACK)
+        drop = 1 - (1 - drop) * (1 - s->cfg.drop_ack);
+    if (d < 0 || d >= s->n)
+        return;
+    if (rnd_unit(&s->rng) < drop) {
+        s->dropped++;
+        return;
+    }
+    if (rnd_unit(&s->rng) < s->cfg.dup) {
+        s->duplicated++;
+        copies = 2;
+    }
+    for (int c = 0; c < copies; c++) {
+        uint64_t t = s->now + s->cfg.delay_ns;
+        if (s->cfg.jitter_ns)
+            t += rnd(&s->rng) % (s->cfg.jitter_ns + 1);
+        if (s->cfg.reorder_ns && rnd_unit(&s->rng) < s->cfg.reorder)
+            t += rnd(&s->rng) % (s->cfg.reorder_ns + 1);
+        enqueue(s, rk->rank, d, hdr, payload, len, t);
+    }
+}
+
+/* ---- inputs and checks ---- */
+
+static void fill_input(sim_t *s, int rank, int opi, uint8_t *buf)
+{
+    const sim_op_t *op = &s->ops[opi];
+    for (size_t i = 0; i < op->count; i++) {
+        uint64_t h = mix64(((uint64_t)rank << 40) ^ ((uint64_t)opi << 32) ^ i);
+        if (op->dtype == INCOLL_FLOAT64) {
+            double d = ((double)(h >> 11) * 0x1.0p-53 - 0.5) * 100.0;
+            memcpy(buf + i * 8, &d, 8);
+        } else if (op->dtype == INCOLL_INT32) {
+            int32_t v = (int32_t)(uint32_t)h;
+            memcpy(buf + i * 4, &v, 4);
+        } else {
+            memcpy(buf + i * 8, &h, 8);
+        }
+    }
+}
+
+static int check_result(sim_t *s, int rank, int opi, const uint8_t *buf)
+{
+    const sim_op_t *op = &s->ops[opi];
+    size_t ds = incoll_dtype_size(op->dtype);
+    if (op->dtype == INCOLL_UINT64 && op->op == INCOLL_OP_SUM) {
+        for (size_t i = 0; i < op->count; i++) {
+            uint64_t want = 0, got;
+            for (int q = 0; q < s->n; q++)
+                want += mix64(((uint64_t)q << 40) ^ ((uint64_t)opi << 32) ^ i);
+            memcpy(&got, buf + i * 8, 8);
+            if (got != want) {
+                fprintf(stderr, "    rank %d op %d (%s, count %zu): element "
+                        "%zu wrong\n", rank, opi, algo_name(op->kind),
+                        op->count, i);
+                return -1;
+            }
+        }
+    } else if (op->dtype == INCOLL_INT32 && op->op == INCOLL_OP_MAX) {
+        for (size_t i = 0; i < op->count; i++) {
+            int32_t want = INT32_MIN, got;
+            for (int q = 0; q < s->n; q++) {
+                int32_t v = (int32_t)(uint32_t)mix64(((uint64_t)q << 40) ^
+                                                     ((uint64_t)opi << 32) ^ i);
+                want = v > want ? v : want;
+            }
+            memcpy(&got, buf + i * 4, 4);
+            if (got != want) {
+                fprintf(stderr, "    rank %d op %d: max element %zu wrong\n",
+                        rank, opi, i);
+                return -1;
+            }
+        }
+    } else if (op->dtype == INCOLL_FLOAT64) {
+        for (size_t i = 0; i < op->count; i++) {
+            double want = 0, got;
+            for (int q = 0; q < s->n; q++) {
+                uint64_t h = mix64(((uint64_t)q << 40) ^ ((uint64_t)opi << 32) ^ i);
+                want += ((double)(h >> 11) * 0x1.0p-53 - 0.5) * 100.0;
+            }
+            memcpy(&got, buf + i * 8, 8);
+            if (fabs(got - want) > 1e-9 * s->n * 50) {
+                fprintf(stderr, "    rank %d op %d: float element %zu: %.17g "
+                        "!= %.17g\n", rank, opi, i, got, want);
+                return -1;
+            }
+        }
+    }
+    if (s->first[opi] == NULL) {
+        s->first[opi] = malloc(op->count * ds + 1);
+        memcpy(s->first[opi], buf, op->count * ds);
+    } else if (memcmp(s->first[opi], buf, op->count * ds) != 0) {
+        fprintf(stderr, "    rank %d op %d (%s): result differs from another "
+                "rank's\n", rank, opi, algo_name(op->kind));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the simulation ---- */
+
+static void sim_cfg_default(sim_cfg_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->seed = 1;
+    c->delay_ns = 20000;
+    c->jitter_ns = 5000;
+    c->payload = 1024;
+    c->window = 16;
+    c->progress_timeout_ns = 3000000000ull;
+    c->max_retries = 12;
+}
+
+static sim_t *sim_create(const sim_cfg_t *cfg, int n, const sim_op_t *ops,
+                         int nops)
+{
+    sim_t *s = calloc(1, sizeof(*s));
+    size_t maxb = 0;
+    if (s == NULL || n > SIM_MAX_RANKS || nops > SIM_MAX_OPS)
+        return NULL;
+    s->cfg = *cfg;
+    s->n = n;
+    s->nops = nops;
+    s->rng = cfg->seed * 0x1234567ull + 99;
+    memcpy(s->ops, ops, (size_t)nops * sizeof(*ops));
+    for (int k = 0; k < nops; k++) {
+        size_t b = ops[k].count * incoll_dtype_size(ops[k].dtype);
+        maxb = b > maxb ? b : maxb;
+    }
+    for (int i = 0; i < n; i++)
+        s->eps[i] = (incoll_ep_t)(i + 1);
+    for (int i = 0; i < n; i++) {
+        sim_rank_t *rk = &s->r[i];
+        p2p_engine_params_t p;
+        memset(&p, 0, sizeof(p));
+        p2p_engine_params_default(&p);
+        p.group = 7;
+        p.key = 0xfeedull;
+        p.rank = i;
+        p.size = n;
+        p.peers = s->eps;
+        p.max_payload = cfg->payload;
+        p.window = cfg->window;
+        p.progress_timeout_ns = cfg->progress_timeout_ns;
+        p.max_retries = cfg->max_retries;
+        p.send = sim_send;
+        p.send_arg = rk;
+        rk->sim = s;
+        rk->rank = i;
+        rk->eng = p2p_engine_create(&p);
+        rk->work = malloc(maxb + 1);
+        rk->state = R_ABSENT;
+        rk->start_ns = cfg->skew_ns ? rnd(&s->rng) % cfg->skew_ns : 0;
+        for (int k = 0; k < nops; k++)
+            rk->result[k] = INCOLL_INPROGRESS;
+        if (rk->eng == NULL || rk->work == NULL)
+            return NULL;
+    }
+    return s;
+}
+
+static void sim_destroy(sim_t *s)
+{
+    if (s == NULL)
+        return;
+    for (int i = 0; i < s->n; i++) {
+        p2p_engine_destroy(s->r[i].eng);
+        free(s->r[i].work);
+    }
+    for (int k = 0; k < s->nops; k++)
+        free(s->first[k]);
+    while (s->nheap)
+        free(heap_pop(s));
+    free(s->heap);
+    free(s);
+}
+
+/* The rank's current operation ended (or could not start). */
+static void op_ended(sim_t *s, sim_rank_t *rk, incoll_status_t st)
+{
+    rk->result[rk->opi] = st;
+    if (st == INCOLL_OK && check_result(s, rk->rank, rk->opi, rk->work) != 0)
+        s->bad = 1;
+    rk->done_ns = s->now;
+    rk->opi++;
+    if (st != INCOLL_OK || rk->opi == s->nops) {
+        rk->state = R_LINGER;
+        rk->linger_next = s->now;
+    } else {
+        rk->state = R_WAITING;
+        rk->start_ns = s->now + (s->cfg.gap_ns ? rnd(&s->rng) % s->cfg.gap_ns : 0);
+    }
+}
+
+static void start_op(sim_t *s, sim_rank_t *rk)
+{
+    const sim_op_t *op = &s->ops[rk->opi];
+    incoll_status_t st;
+    fill_input(s, rk->rank, rk->opi, rk->work);
+    rk->state = R_RUNNING;
+    st = p2p_engine_allreduce(rk->eng, op->kind, rk->work, op->count, op->dtype,
+                              op->op, s->now);
+    if (st != INCOLL_INPROGRESS)
+        op_ended(s, rk, st);
+}
+
+/* When rank rk next needs attention, UINT64_MAX if never. */
+static uint64_t rank_deadline(const sim_t *s, const sim_rank_t *rk)
+{
+    switch (rk->state) {
+    case R_ABSENT:
+        return rk->never_start ? UINT64_MAX : rk->start_ns;
+    case R_WAITING:
+        return rk->start_ns;
+    case R_RUNNING: {
+        uint64_t d = p2p_engine_deadline(rk->eng);
+        return d < s->now ? s->now : d;
+    }
+    case R_LINGER: {
+        uint64_t d = p2p_engine_deadline(rk->eng);
+        uint64_t l = rk->linger_next;
+        return d < l ? (d < s->now ? s->now : d) : l;
+    }
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/* Runs until every rank is gone; -1 on virtual time beyond limit_ns. */
+static int sim_run(sim_t *s, uint64_t limit_ns)
+{
+    uint64_t spins = 0, last_now = UINT64_MAX;
+    for (;;) {
+        uint64_t tnext = UINT64_MAX;
+        int alive = 0;
+        /* Time must move: a loop at one instant is a livelock. */
+        if (s->now == last_now) {
+            if (++spins > 100000) {
+                fprintf(stderr, "    livelock at %.6f s\n", s->now / 1e9);
+                for (int i = 0; i < s->n; i++)
+                    fprintf(stderr, "      rank %d state %d deadline %llu\n",
+                            i, s->r[i].state,
+                            (unsigned long long)rank_deadline(s, &s->r[i]));
+                return -1;
+            }
+        } else {
+            spins = 0;
+            last_now = s->now;
+        }
+        for (int i = 0; i < s->n; i++) {
+            uint64_t d;
+            if (s->r[i].state == R_GONE)
+                continue;
+            if (s->r[i].never_start && s->r[i].state == R_ABSENT)
+                continue;
+            alive++;
+            d = rank_deadline(s, &s->r[i]);
+            tnext = d < tnext ? d : tnext;
+        }
+        if (alive == 0)
+            return 0;
+        if (s->nheap) {
+            uint64_t t = s->heap[0]->t;
+            t = (t + SIM_QUANTUM_NS - 1) / SIM_QUANTUM_NS * SIM_QUANTUM_NS;
+            tnext = t < tnext ? t : tnext;
+        }
+        if (tnext == UINT64_MAX)
+            return -1; /* nothing will ever happen: a hang */
+        if (tnext > s->now)
+            s->now = tnext;
+        if (s->now > limit_ns)
+            return -1;
+        /* Processes that call their next collective now. */
+        for (int i = 0; i < s->n; i++) {
+            sim_rank_t *rk = &s->r[i];
+            if ((rk->state == R_ABSENT || rk->state == R_WAITING) &&
+                !rk->never_start && rk->start_ns <= s->now)
+                start_op(s, rk);
+        }
+        /* Deliver the batch. */
+        while (s->nheap && s->heap[0]->t <= s->now) {
+            sim_pkt_t *p = heap_pop(s);
+            sim_rank_t *rk = &s->r[p->dst];
+            if (rk->state == R_GONE) {
+                free(p);
+                continue;
+            }
+            if (rk->state == R_ABSENT || rk->state == R_WAITING) {
+                /* Not in the library: the packet waits in the socket. */
+                if (rk->never_start) {
+                    free(p);
+                    continue;
+                }
+                p->t = rk->start_ns;
+                p->order = s->order++;
+                heap_push(s, p);
+                continue;
+            }
+            s->delivered++;
+            p2p_engine_on_packet(rk->eng, s->eps[p->src], p->data, p->len, s->now);
+            rk->dirty = 1;
+            free(p);
+        }
+        /* Timers, starts, ends. */
+        for (int i = 0; i < s->n; i++) {
+            sim_rank_t *rk = &s->r[i];
+            switch (rk->state) {
+            case R_RUNNING:
+                if (rk->dirty || p2p_engine_deadline(rk->eng) <= s->now)
+                    p2p_engine_on_time(rk->eng, s->now);
+                if (p2p_engine_status(rk->eng) != INCOLL_INPROGRESS) {
+                    p2p_engine_on_time(rk->eng, s->now); /* flush acks */
+                    op_ended(s, rk, p2p_engine_status(rk->eng));
+                }
+                break;
+            case R_LINGER:
+                if (rk->dirty || p2p_engine_deadline(rk->eng) <= s->now)
+                    p2p_engine_on_time(rk->eng, s->now);
+                if (rk->linger_next <= s->now) {
+                    rk->linger_next = p2p_engine_linger(rk->eng, s->now);
+                    if (rk->linger_next == 0)
+                        rk->state = R_GONE;
+                }
+                break;
+            default:
+                break;
+            }
+            rk->dirty = 0;
+        }
+    }
+}
+
+static int all_ok(const sim_t *s)
+{
+    for (int i = 0; i < s->n; i++)
+        for (int k = 0; k < s->nops; k++)
+            if (s->r[i].result[k] != INCOLL_OK) {
+                fprintf(stderr, "    rank %d op %d (%s count %zu): %s\n", i, k,
+                        algo_name(s->ops[k].kind), s->ops[k].count,
+                        incoll_status_string(s->r[i].result[k]));
+                return 0;
+            }
+    return !s->bad;
+}
+
+/* Runs ops over n ranks with cfg; returns 1 if every rank got every result
+ * right. */
+static int run_ops(const sim_cfg_t *cfg, int n, const sim_op_t *ops, int nops,
+                   uint64_t limit_ns, p2p_engine_counters_t *sum_p)
+{
+    sim_t *s = sim_create(cfg, n, ops, nops);
+    int ok;
+    if (s == NULL)
+        return 0;
+    if (sim_run(s, limit_ns) != 0) {
+        fprintf(stderr, "    n=%d seed=%llu: hang or over the time limit at "
+                "%.3f s\n", n, (unsigned long long)cfg->seed, s->now / 1e9);
+        for (int i = 0; i < n; i++)
+            fprintf(stderr, "      rank %d state %d op %d status %s\n", i,
+                    s->r[i].state, s->r[i].opi,
+                    incoll_status_string(p2p_engine_status(s->r[i].eng)));
+        sim_destroy(s);
+        return 0;
+    }
+    ok = all_ok(s);
+    if (!ok)
+        fprintf(stderr, "    n=%d seed=%llu failed\n", n,
+                (unsigned long long)cfg->seed);
+    if (sum_p)
+        for (int i = 0; i < n; i++) {
+            const p2p_engine_counters_t *c = p2p_engine_counters(s->r[i].eng);
+            sum_p->packets_sent += c->packets_sent;
+            sum_p->retransmits += c->retransmits;
+            sum_p->fast_retransmits += c->fast_retransmits;
+            sum_p->duplicates += c->duplicates;
+            sum_p->early += c->early;
+            sum_p->stale += c->stale;
+            sum_p->refused += c->refused;
+            sum_p->probes += c->probes;
+            sum_p->acks_sent += c->acks_sent;
+        }
+    sim_destroy(s);
+    return ok;
+}
+
+static const algo_kind_t kinds[] = {ALGO_RD, ALGO_RING, ALGO_RABENSEIFNER};
+
+/* ---- tests ---- */
+
+static int send_count;
+static uint8_t last_sent[WIRE_HDR_LEN + 2048];
+
+static void capture_send(void *arg, incoll_ep_t dst, const void *hdr,
+                         const void *payload, size_t len)
+{
+    send_count++;
+    memcpy(last_sent, hdr, WIRE_HDR_LEN);
+    if (len && len <= 2048)
+        memcpy(last_sent + WIRE_HDR_LEN, payload, len);
+}
+
+
+TEST(p2p_params, TEST_UNIT)
+{
+    incoll_ep_t eps[2] = {1, 2};
+    p2p_engine_params_t p;
+    p2p_engine_t *eng;
+    memset(&p, 0, sizeof(p));
+    p2p_engine_params_default(&p);
+    p.rank = 0;
+    p.size = 2;
+    p.peers = eps;
+    p.max_payload = 1024;
+    p.send = capture_send;
+    eng = p2p_engine_create(&p);
+    CHECK(eng != NULL);
+    /* Size 1 and count 0 complete at once; bad arguments are refused. */
+    CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_RD, eps, 0, INCOLL_UINT64,
+                                      INCOLL_OP_SUM, 0), INCOLL_OK);
+    CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_INC, eps, 1, INCOLL_UINT64,
+                                      INCOLL_OP_SUM, 0), INCOLL_ERR_INVALID_ARG);
+    CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_RD, eps, 1, INCOLL_FLOAT32,
+                                      INCOLL_OP_BAND, 0), INCOLL_ERR_INVALID_ARG);
+    CHECK_EQ_INT(p2p_engine_deadline(eng), UINT64_MAX);
+    CHECK_EQ_INT(p2p_engine_linger(eng, 1), 0); /* nothing received */
+    p2p_engine_destroy(eng);
+    p.rank = 2;
+    CHECK(p2p_engine_create(&p) == NULL);
+    p.rank = 0;
+    p.window = P2P_WINDOW_MAX + 1;
+    CHECK(p2p_engine_create(&p) == NULL);
+    p.window = 0;
+    p.max_payload = 4;
+    CHECK(p2p_engine_create(&p) == NULL);
+    return TEST_PASSED;
+}
+
+TEST(p2p_allreduce_clean, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    int sizes[] = {2, 3, 4, 5, 7, 8, 12, 13, 16};
+    sim_cfg_default(&cfg);
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        int n = sizes[si];
+        sim_op_t ops[12];
+        int nops = 0;
+        for (int k = 0; k < 3; k++) {
+            ops[nops++] = (sim_op_t){kinds[k], 1, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] = (sim_op_t){kinds[k], (size_t)n - 1 ? (size_t)n - 1 : 1,
+                                     INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] = (sim_op_t){kinds[k], 3001, INCOLL_FLOAT64, INCOLL_OP_SUM};
+            ops[nops++] = (sim_op_t){kinds[k], 777, INCOLL_INT32, INCOLL_OP_MAX};
+        }
+        CHECK_MSG(run_ops(&cfg, n, ops, nops, 60ull * 1000000000, NULL),
+                  "size %d", n);
+    }
+    return TEST_PASSED;
+}
+
+/* Loss, duplication, reordering, skewed starts and compute gaps, with many
+ * small packets and a small window. */
+TEST(p2p_allreduce_lossy, TEST_UNIT)
+{
+    int sizes[] = {2, 3, 5, 6, 8, 11, 16, 17};
+    p2p_engine_counters_t sum;
+    memset(&sum, 0, sizeof(sum));
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+        for (uint64_t seed = 1; seed <= P2P_TEST_SEEDS; seed++) {
+            int n = sizes[si];
+            sim_cfg_t cfg;
+            sim_op_t ops[10];
+            int nops = 0;
+            sim_cfg_default(&cfg);
+            cfg.seed = seed * 1000 + (uint64_t)n;
+            cfg.drop = 0.05;
+            cfg.dup = 0.05;
+            cfg.reorder = 0.1;
+            cfg.reorder_ns = 100000;
+            cfg.jitter_ns = 20000;
+            cfg.skew_ns = 2000000;
+            cfg.gap_ns = 300000;
+            cfg.payload = 256;
+            cfg.window = seed == 1 ? 4 : 32;
+            for (int k = 0; k < 3; k++) {
+                ops[nops++] = (sim_op_t){kinds[(k + seed) % 3], 1,
+                                         INCOLL_UINT64, INCOLL_OP_SUM};
+                ops[nops++] = (sim_op_t){kinds[(k + seed) % 3], 2000,
+                                         INCOLL_UINT64, INCOLL_OP_SUM};
+                ops[nops++] = (sim_op_t){kinds[k], (size_t)n + 1,
+                                         INCOLL_FLOAT64, INCOLL_OP_SUM};
+            }
+            ops[nops++] = (sim_op_t){ALGO_RING, 5000, INCOLL_FLOAT64, INCOLL_OP_SUM};
+            CHECK_MSG(run_ops(&cfg, n, ops, nops, 600ull * 1000000000, &sum),
+                      "size %d seed %llu", n, (unsigned long long)cfg.seed);
+        }
+    printf("    packets %llu, retransmits %llu timeout + %llu fast, duplicates "
+           "%llu, early %llu, stale %llu, refused %llu, probes %llu\n",
+           (unsigned long long)sum.packets_sent,
+           (unsigned long long)sum.retransmits,
+           (unsigned long long)sum.fast_retransmits,
+           (unsigned long long)sum.duplicates, (unsigned long long)sum.early,
+           (unsigned long long)sum.stale, (unsigned long long)sum.refused,
+           (unsigned long long)sum.probes);
+    /* The loss recovery paths actually ran. */
+    CHECK(sum.retransmits + sum.fast_retransmits > 0);
+    CHECK(sum.duplicates > 0);
+    CHECK(sum.early > 0);
+    CHECK(sum.stale > 0);
+    return TEST_PASSED;
+}
+
+/* Heavy loss of everything, and of acks only (the receivers have moved on
+ * and must re-ack completed steps, even while lingering at the end). */
+TEST(p2p_allreduce_heavy_loss, TEST_UNIT)
+{
+    for (uint64_t seed = 1; seed <= 4 * P2P_TEST_SEEDS / 3; seed++) {
+        int n = 3 + (int)(seed % 6);
+        sim_cfg_t cfg;
+        sim_op_t ops[6];
+        int nops = 0;
+        sim_cfg_default(&cfg);
+        cfg.seed = seed;
+        if (seed % 2)
+            cfg.drop = 0.3;
+        else
+            cfg.drop_ack = 0.5;
+        cfg.dup = 0.1;
+        cfg.payload = 512;
+        cfg.window = 8;
+        cfg.max_retries = 20;
+        cfg.progress_timeout_ns = 20ull * 1000000000;
+        for (int k = 0; k < 3; k++) {
+            ops[nops++] = (sim_op_t){kinds[k], 300, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] = (sim_op_t){kinds[k], 2, INCOLL_UINT64, INCOLL_OP_SUM};
+        }
+        CHECK_MSG(run_ops(&cfg, n, ops, nops, 3600ull * 1000000000, NULL),
+                  "seed %llu", (unsigned long long)seed);
+    }
+    return TEST_PASSED;
+}
+
+/* Many ranks, sizes around powers of two, no loss but lots of skew so peers
+ * are often ahead (early data) or behind (BEHIND answers). */
+TEST(p2p_allreduce_skew, TEST_UNIT)
+{
+    int sizes[] = {9, 15, 31, 33, 64};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+        int n = sizes[si];
+        sim_cfg_t cfg;
+        sim_op_t ops[6];
+        sim_cfg_default(&cfg);
+        cfg.seed = (uint64_t)n;
+        cfg.skew_ns = 50000000;
+        cfg.gap_ns = 10000000;
+        cfg.jitter_ns = 100000;
+        cfg.drop = n < 40 ? 0.01 : 0;
+        for (int k = 0; k < 3; k++) {
+            ops[2 * k] = (sim_op_t){kinds[k], 1000, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[2 * k + 1] = (sim_op_t){kinds[k], (size_t)n / 2,
+                                        INCOLL_FLOAT64, INCOLL_OP_SUM};
+        }
+        CHECK_MSG(run_ops(&cfg, n, ops, 6, 600ull * 1000000000, NULL),
+                  "size %d", n);
+    }
+    return TEST_PASSED;
+}
+
+/* A rank that arrives a second late is waited for; one that never comes
+ * makes the others fail with a timeout, and later calls report the group
+ * as failed. */
+TEST(p2p_late_and_dead_rank, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t ops[2] = {{ALGO_RING, 4000, INCOLL_UINT64, INCOLL_OP_SUM},
+                       {ALGO_RD, 10, INCOLL_UINT64, INCOLL_OP_SUM}};
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    s = sim_create(&cfg, 5, ops, 2);
+    CHECK(s != NULL);
+    s->r[3].start_ns = 1000000000; /* one second late */
+    CHECK(sim_run(s, 100ull * 1000000000) == 0);
+    CHECK(all_ok(s));
+    sim_destroy(s);
+
+    for (int k = 0; k < 3; k++) {
+        sim_op_t op1 = {kinds[k], 4000, INCOLL_UINT64, INCOLL_OP_SUM};
+        cfg.progress_timeout_ns = 1000000000;
+        s = sim_create(&cfg, 6, &op1, 1);
+        CHECK(s != NULL);
+        s->r[2].never_start = 1;
+        CHECK(sim_run(s, 100ull * 1000000000) == 0);
+        for (int i = 0; i < 6; i++) {
+            if (i == 2)
+                continue;
+            /* Ranks that depend on rank 2 time out; none may succeed with
+             * a wrong result (all_ok would have flagged it). */
+            CHECK_MSG(s->r[i].result[0] == INCOLL_ERR_TIMEOUT ||
+                          s->r[i].result[0] == INCOLL_OK,
+                      "%s rank %d: %s", algo_name(kinds[k]), i,
+                      incoll_status_string(s->r[i].result[0]));
+        }
+        CHECK(s->r[(2 + 1) % 6].result[0] == INCOLL_ERR_TIMEOUT ||
+              s->r[(2 + 5) % 6].result[0] == INCOLL_ERR_TIMEOUT);
+        CHECK(s->bad == 0);
+        /* Within a few timeouts of virtual time, not forever. */
+        CHECK(s->now < 20ull * 1000000000);
+        {
+            sim_rank_t *rk = NULL;
+            for (int i = 0; i < 6; i++)
+                if (s->r[i].result[0] == INCOLL_ERR_TIMEOUT)
+                    rk = &s->r[i];
+            CHECK(rk != NULL);
+            CHECK_EQ_INT(p2p_engine_allreduce(rk->eng, ALGO_RD, rk->work, 1,
+                                              INCOLL_UINT64, INCOLL_OP_SUM, s->now),
+                         INCOLL_ERR_GROUP_FAILED);
+        }
+        sim_destroy(s);
+    }
+    return TEST_PASSED;
+}
+
+/* Ranks called with different counts: the block sizes disagree and both
+ * sides fail with a protocol error instead of computing garbage. */
+TEST(p2p_count_mismatch, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 10, INCOLL_UINT64, INCOLL_OP_SUM};
+    sim_t *s;
+    sim_cfg_default(&cfg);
+    cfg.progress_timeout_ns = 500000000;
+    s = sim_create(&cfg, 2, &op, 1);
+    CHECK(s != NULL);
+    /* Rank 1 runs with count 20 instead: start it by hand. */
+    s->r[1].state = R_RUNNING;
+    fill_input(s, 1, 0, s->r[1].work);
+    CHECK_EQ_INT(p2p_engine_allreduce(s->r[1].eng, ALGO_RD, s->r[1].work, 5,
+                                      INCOLL_UINT64, INCOLL_OP_SUM, 0),
+                 INCOLL_INPROGRESS);
+    CHECK(sim_run(s, 100ull * 1000000000) == 0);
+    CHECK_EQ_INT(s->r[0].result[0], INCOLL_ERR_PROTOCOL);
+    CHECK_EQ_INT(s->r[1].result[0], INCOLL_ERR_PROTOCOL);
+    sim_destroy(s);
+    return TEST_PASSED;
+}
+
+/* Foreign, malformed and out-of-range packets are counted and dropped;
+ * data of a consumed block is re-acked with DONE; data that finds no spare
+ * slot is answered with BEHIND. */
+TEST(p2p_bad_packets, TEST_UNIT)
+{
+    incoll_ep_t eps[3] = {10, 11, 12};
+    p2p_engine_params_t p;
+    p2p_engine_t *eng;
+    uint8_t pkt[WIRE_HDR_LEN + 64];
+    wire_hdr_t h = {.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
+                    .group = 5, .key = 77, .child = 1, .epoch = 0,
+                    .count = 64, .total = 64, .offset = 0};
+    wire_hdr_t r;
+    uint64_t dropped;
+
+    memset(&p, 0, sizeof(p));
+    p2p_engine_params_default(&p);
+    p.group = 5;
+    p.key = 77;
+    p.rank = 0;
+    p.size = 3;
+    p.peers = eps;
+    p.max_payload = 1024;
+    p.send = capture_send;
+    eng = p2p_engine_create(&p);
+    CHECK(eng != NULL);
+    memset(pkt, 0xab, sizeof(pkt));
+
+    /* Wrong key, wrong group, wrong source, our own rank, bad rank. */
+    h.key = 78;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    h.key = 77;
+    h.group = 6;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    h.group = 5;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 12, pkt, sizeof(pkt), 0);
+    h.child = 0;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 10, pkt, sizeof(pkt), 0);
+    h.child = 9;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    /* Truncated. */
+    h.child = 1;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt) - 1, 0);
+    p2p_engine_on_packet(eng, 11, pkt, 10, 0);
+    CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, 7);
+    CHECK_EQ_INT(send_count, 0);
+
+    /* A block from a peer ahead of us (idle engine): kept and acked. */
+    h.offset = 0;
+    h.total = 64;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    CHECK_EQ_INT(send_count, 1);
+    CHECK_EQ_INT(p2p_engine_counters(eng)->early, 1);
+    CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+    CHECK(r.flags & WIRE_F_P2P_DONE);
+    /* A huge block announced early is not allocated for: refused. */
+    h.child = 2;
+    h.total = 1u << 30;
+    h.count = 64;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 12, pkt, sizeof(pkt), 0);
+    CHECK_EQ_INT(p2p_engine_counters(eng)->refused, 1);
+    CHECK_EQ_INT(send_count, 2);
+    CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+    CHECK(r.flags & WIRE_F_P2P_BEHIND);
+    h.child = 1;
+    h.total = 64;
+
+    /* Blocks further ahead are kept while slots are spare (one always
+     * stays free for the current step); then answered with BEHIND. */
+    {
+        uint32_t e;
+        for (e = 1; e < 40; e++) {
+            h.epoch = e;
+            wire_pack(&h, pkt);
+            p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+            CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+            CHECK_EQ_INT(r.type, WIRE_P2P_ACK);
+            CHECK_EQ_INT(r.epoch, e);
+            CHECK_EQ_INT(r.child, 0);
+            if (r.flags & WIRE_F_P2P_BEHIND)
+                break;
+            CHECK(r.flags & WIRE_F_P2P_DONE);
+        }
+        CHECK(e >= 8 && e < 40);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->early, e);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->refused, 2);
+        send_count = 3;
+    }
+
+    /* An old step (epoch before 0 in serial arithmetic): DONE. */
+    h.epoch = 0xffffffffu;
+    wire_pack(&h, pkt);
+    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    CHECK_EQ_INT(send_count, 4);
+    CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+    CHECK(r.flags & WIRE_F_P2P_DONE);
+
+    /* Acks with an oversize bitmap are dropped. */
+    {
+        uint8_t big[WIRE_HDR_LEN + P2P_WINDOW_MAX];
+        wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
+                        .group = 5, .key = 77, .child = 1,
+                        .count = P2P_WINDOW_MAX};
+        memset(big, 0xff, sizeof(big));
+        wire_pack(&a, big);
+        dropped = p2p_engine_counters(eng)->dropped;
+        p2p_engine_on_packet(eng, 11, big, sizeof(big), 0);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, dropped + 1);
+        /* A probe for a step we have not reached: BEHIND. */
+        a.count = 0;
+        a.flags = WIRE_F_P2P_PROBE;
+        a.epoch = 1;
+        wire_pack(&a, big);
+        p2p_engine_on_packet(eng, 11, big, WIRE_HDR_LEN, 0);
+        CHECK_EQ_INT(send_count, 5);
+        CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+        CHECK(r.flags & WIRE_F_P2P_BEHIND);
+    }
+    p2p_engine_destroy(eng);
+
+    /* During an operation (2 ranks, one step of 4 packets of 64 bytes):
+     * a packet off the packet grid is dropped, a duplicate is acked again,
+     * the step ends when every packet is in and our own block is acked. */
+    {
+        uint64_t work[32], peer[32];
+        int sent0;
+        p.size = 2;
+        p.max_payload = 64;
+        eng = p2p_engine_create(&p);
+        CHECK(eng != NULL);
+        for (int i = 0; i < 32; i++) {
+            work[i] = (uint64_t)i;
+            peer[i] = 1000 + (uint64_t)i;
+        }
+        sent0 = send_count;
+        CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_RD, work, 32, INCOLL_UINT64,
+                                          INCOLL_OP_SUM, 0),
+                     INCOLL_INPROGRESS);
+        CHECK_EQ_INT(send_count - sent0, 4);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->packets_sent, 4);
+        h = (wire_hdr_t){.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
+                         .group = 5, .key = 77, .child = 1, .epoch = 0,
+                         .count = 64, .total = 256, .offset = 3};
+        wire_pack(&h, pkt);
+        memcpy(pkt + WIRE_HDR_LEN, peer, 64);
+        dropped = p2p_engine_counters(eng)->dropped;
+        p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 1);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, dropped + 1);
+        for (int k = 0; k < 5; k++) {
+            static const int order[5] = {1, 1, 3, 0, 2};
+            h.offset = (uint64_t)order[k] * 64;
+            wire_pack(&h, pkt);
+            memcpy(pkt + WIRE_HDR_LEN, (uint8_t *)peer + h.offset, 64);
+            p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 2);
+        }
+        CHECK_EQ_INT(p2p_engine_counters(eng)->duplicates, 1);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->data_received, 4);
+        /* The last ack says DONE. */
+        CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+        CHECK_EQ_INT(r.type, WIRE_P2P_ACK);
+        CHECK(r.flags & WIRE_F_P2P_DONE);
+        /* Our block is not acked yet: still running, result not applied. */
+        CHECK_EQ_INT(p2p_engine_status(eng), INCOLL_INPROGRESS);
+        CHECK_EQ_INT(work[5], 5);
+        /* A selective ack of packets 0 and 2, then a cumulative one. */
+        {
+            uint8_t ack[WIRE_HDR_LEN + 1];
+            wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
+                            .group = 5, .key = 77, .child = 1, .epoch = 0,
+                            .count = 1, .offset = 0};
+            wire_pack(&a, ack);
+            ack[WIRE_HDR_LEN] = 0x5; /* packets 0 and 2 */
+            p2p_engine_on_packet(eng, 11, ack, sizeof(ack), 3);
+            CHECK_EQ_INT(p2p_engine_status(eng), INCOLL_INPROGRESS);
+            a.offset = 4;
+            a.count = 0;
+            wire_pack(&a, ack);
+            p2p_engine_on_packet(eng, 11, ack, WIRE_HDR_LEN, 4);
+        }
+        CHECK_EQ_INT(p2p_engine_status(eng), INCOLL_OK);
+        for (int i = 0; i < 32; i++)
+            CHECK_EQ_INT(work[i], 1000 + 2 * i);
+        /* Data of the completed step again: re-acked with DONE. */
+        p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 5);
+        CHECK_EQ_INT(p2p_engine_counters(eng)->stale, 1);
+        CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
+        CHECK(r.flags & WIRE_F_P2P_DONE);
+        CHECK_EQ_INT(r.epoch, 0);
+        p2p_engine_destroy(eng);
+    }
+    return TEST_PASSED;
+}
+
+/* Two ranks and one step, packet by packet: the receiver places data at its
+ * offset, acks selectively, dedups, and the sender stops at the window and
+ * fast-retransmits a hole. */
+TEST(p2p_window_and_sack, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 64 * 40, INCOLL_UINT64, INCOLL_OP_SUM};
+    p2p_engine_counters_t sum;
+    sim_cfg_default(&cfg);
+    cfg.payload = 64;
+    cfg.window = 32;
+    cfg.drop = 0.1;
+    memset(&sum, 0, sizeof(sum));
+    for (uint64_t seed = 1; seed <= 3 * P2P_TEST_SEEDS; seed++) {
+        cfg.seed = seed;
+        CHECK(run_ops(&cfg, 2, &op, 1, 600ull * 1000000000, &sum));
+    }
+    CHECK(sum.fast_retransmits > 0);
+    /* Acks are batched: fewer than one per data packet. */
+    CHECK(sum.acks_sent < sum.packets_sent);
+    return TEST_PASSED;
+}

@@ -1,0 +1,502 @@
+/*
+ * Shared plumbing of the fabric benchmarks: see bench_common.h.
+ */
+#include "bench_common.h"
+
+#include "common/fabric_conf.h"
+#include "emu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
+{
+    got_signal = sig;
+}
+
+int bench_interrupted(void)
+{
+    return got_signal != 0;
+}
+
+uint64_t bench_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL); /* a signal may cut it short: callers loop */
+}
+
+/* ---- sizes ------------------------------------------------------------ */
+
+static int parse_size(const char *s, size_t *v_p)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t mult = 1;
+
+    if (*s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno)
+        return -1;
+    switch (*end) {
+    case 'k':
+    case 'K':
+        mult = 1024;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        mult = 1024 * 1024;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        mult = 1024ull * 1024 * 1024;
+        end++;
+        break;
+    default:
+        break;
+    }
+    if (*end == 'i' || *end == 'B')
+        end++;
+    if (*end == 'B')
+        end++;
+    if (*end != '\0' || v == 0 || v > (1ull << 40) / mult)
+        return -1;
+    *v_p = (size_t)(v * mult);
+    return 0;
+}
+
+int bench_sizes_parse(const char *text, size_t *min_p, size_t *max_p)
+{
+    char buf[64];
+    char *colon;
+    size_t lo, hi;
+
+    if (text == NULL || strlen(text) >= sizeof(buf))
+        return -1;
+    snprintf(buf, sizeof(buf), "%s", text);
+    colon = strchr(buf, ':');
+    if (colon)
+        *colon = '\0';
+    if (parse_size(buf, &lo) != 0)
+        return -1;
+    hi = lo;
+    if (colon && parse_size(colon + 1, &hi) != 0)
+        return -1;
+    if (hi < lo)
+        return -1;
+    *min_p = lo;
+    *max_p = hi;
+    return 0;
+}
+
+const char *bench_size_str(size_t b, char *buf, size_t len)
+{
+    if (b >= (1u << 30) && b % (1u << 30) == 0)
+        snprintf(buf, len, "%zuG", b >> 30);
+    else if (b >= (1u << 20) && b % (1u << 20) == 0)
+        snprintf(buf, len, "%zuM", b >> 20);
+    else if (b >= 1024 && b % 1024 == 0)
+        snprintf(buf, len, "%zuK", b >> 10);
+    else
+        snprintf(buf, len, "%zu", b);
+    return buf;
+}
+
+int bench_size_list(size_t min, size_t max, size_t **sizes_p)
+{
+    int n = 0;
+    size_t *v;
+    for (size_t s = min; s <= max; s *= 2) {
+        n++;
+        if (s > SIZE_MAX / 2)
+            break;
+    }
+    v = calloc((size_t)n, sizeof(*v));
+    if (v == NULL)
+        return -1;
+    n = 0;
+    for (size_t s = min; s <= max; s *= 2) {
+        v[n++] = s;
+        if (s > SIZE_MAX / 2)
+            break;
+    }
+    *sizes_p = v;
+    return n;
+}
+
+/* ---- processes -------------------------------------------------------- */
+
+/*
+ * Runs argv (argv[0] a path) with stdout and stderr appended to log (NULL:
+ * ours) and waits for it, also through signals. Returns its exit status
+ * (128+signal if killed), or -1 if it could not start.
+ */
+static int run_wait(char *const argv[], const char *log)
+{
+    pid_t pid;
+    int st;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        if (log) {
+            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+            if (fd >= 0) {
+                dup2(fd, 1);
+                dup2(fd, 2);
+            }
+        }
+        execv(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    while (waitpid(pid, &st, 0) < 0)
+        if (errno != EINTR)
+            return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void print_file(const char *path, const char *indent)
+{
+    char line[1024];
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    while (fgets(line, sizeof(line), fp))
+        fprintf(stderr, "%s%s", indent, line);
+    fclose(fp);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag,
+                    struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+/* ---- the fabric ------------------------------------------------------- */
+
+static int load_conf(bench_fabric_t *f)
+{
+    char path[PATH_MAX + 32], err[512];
+    fabric_conf_t conf;
+    emu_state_t st;
+
+    snprintf(path, sizeof(path), "%s/fabric.conf", f->dir);
+    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll %s: %s\n", f->who, err);
+        return -1;
+    }
+    f->hosts = conf.nhosts;
+    f->radix = conf.radix;
+    f->levels = conf.levels;
+    fabric_conf_free(&conf);
+    f->emulated = 0;
+    f->link_rate = 0;
+    if (emu_state_load(f->dir, &st) == INCOLL_OK) {
+        f->emulated = 1;
+        f->link_rate = st.link_rate;
+        emu_state_free(&st);
+    }
+    return 0;
+}
+
+int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    const char *tmp = getenv("TMPDIR");
+    ssize_t n;
+
+    memset(f, 0, sizeof(*f));
+    f->who = o->who;
+    f->keep = o->keep;
+    n = readlink("/proc/self/exe", f->self, sizeof(f->self) - 1);
+    if (n < 0) {
+        fprintf(stderr, "incoll %s: cannot find my own executable: %s\n",
+                f->who, strerror(errno));
+        return -1;
+    }
+    f->self[n] = '\0';
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    /* Output into a closed pipe (`... | head`) must not kill us before
+     * the teardown: writes fail instead. Children get the default back. */
+    signal(SIGPIPE, SIG_IGN);
+
+    snprintf(f->work, sizeof(f->work), "%s/incoll-bench-XXXXXX",
+             tmp && *tmp ? tmp : "/tmp");
+    if (mkdtemp(f->work) == NULL) {
+        fprintf(stderr, "incoll %s: cannot create %s: %s\n", f->who, f->work,
+                strerror(errno));
+        f->work[0] = '\0';
+        return -1;
+    }
+
+    if (o->fabric_dir) {
+        if (realpath(o->fabric_dir, f->dir) == NULL) {
+            fprintf(stderr, "incoll %s: fabric %s: %s\n", f->who, o->fabric_dir,
+                    strerror(errno));
+            goto err;
+        }
+        if (load_conf(f) != 0)
+            goto err;
+        return 0;
+    }
+
+    {
+        char hosts[16], radix[16], rate[32], log[PATH_MAX + 16], why[256];
+        char *argv[16];
+        int a = 0, emulate = o->emulate, rc;
+
+        if (emulate && emu_usable(why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "incoll %s: cannot emulate links: %s; using the "
+                    "loopback fabric instead\n",
+                    f->who, why);
+            emulate = 0;
+        }
+        snprintf(f->dir, sizeof(f->dir), "%s/fabric", f->work);
+        snprintf(log, sizeof(log), "%s/fabric.log", f->work);
+        snprintf(hosts, sizeof(hosts), "%d", o->hosts);
+        snprintf(radix, sizeof(radix), "%d", o->radix);
+        argv[a++] = f->self;
+        argv[a++] = "fabric";
+        argv[a++] = "up";
+        argv[a++] = "--hosts";
+        argv[a++] = hosts;
+        argv[a++] = "--radix";
+        argv[a++] = radix;
+        argv[a++] = "--dir";
+        argv[a++] = f->dir;
+        if (emulate) {
+            argv[a++] = "--emulate";
+            if (o->link_rate) {
+                snprintf(rate, sizeof(rate), "%" PRIu64, o->link_rate);
+                argv[a++] = "--link-rate";
+                argv[a++] = rate;
+            }
+        }
+        argv[a] = NULL;
+        f->own_fabric = 1;
+        rc = run_wait(argv, log);
+        if (rc != 0) {
+            fprintf(stderr, "incoll %s: `incoll fabric up` failed (exit %d):\n",
+                    f->who, rc);
+            print_file(log, "  ");
+            goto err;
+        }
+        if (bench_interrupted())
+            goto err;
+        if (load_conf(f) != 0)
+            goto err;
+        if (emulate && !f->emulated) {
+            fprintf(stderr,
+                    "incoll %s: `incoll fabric up --emulate` made a "
+                    "fabric without emulated links\n",
+                    f->who);
+            goto err;
+        }
+    }
+    return 0;
+
+err:
+    bench_fabric_close(f);
+    return -1;
+}
+
+void bench_fabric_close(bench_fabric_t *f)
+{
+    if (f->own_fabric) {
+        char log[PATH_MAX + 16];
+        char *argv[] = {f->self, "fabric", "down", "--dir", f->dir, NULL};
+        int rc;
+        snprintf(log, sizeof(log), "%s/fabric.log", f->work);
+        rc = run_wait(argv, log);
+        if (rc != 0 || emu_present(f->dir)) {
+            fprintf(stderr,
+                    "incoll %s: `incoll fabric down --dir %s` failed "
+                    "(exit %d):\n",
+                    f->who, f->dir, rc);
+            print_file(log, "  ");
+            /* Whatever it left, the emulator can still find and remove. */
+            emu_destroy(f->dir, NULL);
+        }
+        f->own_fabric = 0;
+    }
+    if (f->work[0]) {
+        if (f->keep)
+            fprintf(stderr, "incoll %s: kept %s\n", f->who, f->work);
+        else
+            nftw(f->work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        f->work[0] = '\0';
+    }
+}
+
+/* ---- launching -------------------------------------------------------- */
+
+static void show_progress(const char *path, char *last, size_t lastlen,
+                          uint64_t *last_print_ms, int tty)
+{
+    char line[256];
+    uint64_t now = bench_now_ns() / 1000000;
+    FILE *fp;
+    size_t n;
+
+    if (path == NULL)
+        return;
+    fp = fopen(path, "r");
+    if (fp == NULL)
+        return;
+    n = fread(line, 1, sizeof(line) - 1, fp);
+    fclose(fp);
+    line[n] = '\0';
+    line[strcspn(line, "\n")] = '\0';
+    if (line[0] == '\0' || strcmp(line, last) == 0)
+        return;
+    if (tty) {
+        fprintf(stderr, "\r%-78.78s", line);
+        fflush(stderr);
+    } else if (now - *last_print_ms >= 10000) {
+        fprintf(stderr, "%s\n", line);
+        *last_print_ms = now;
+    } else {
+        return;
+    }
+    snprintf(last, lastlen, "%s", line);
+}
+
+int bench_launch(bench_fabric_t *f, char *const rank_args[],
+                 const char *progress_path, int timeout_s)
+{
+    char hosts[16], timeout[16], last[256] = "";
+    char **argv;
+    int nargs = 0, a = 0, st, tty = isatty(2), sent_term = 0;
+    uint64_t last_print = bench_now_ns() / 1000000;
+    pid_t pid;
+
+    while (rank_args[nargs])
+        nargs++;
+    argv = calloc((size_t)nargs + 16, sizeof(*argv));
+    if (argv == NULL)
+        return -1;
+    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
+    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
+    argv[a++] = f->self;
+    argv[a++] = "run";
+    argv[a++] = "-n";
+    argv[a++] = hosts;
+    argv[a++] = "--fabric";
+    argv[a++] = f->dir;
+    argv[a++] = "--timeout";
+    argv[a++] = timeout;
+    argv[a++] = "--";
+    argv[a++] = f->self;
+    argv[a++] = "bench";
+    for (int i = 0; i < nargs; i++)
+        argv[a++] = rank_args[i];
+    argv[a] = NULL;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "incoll %s: cannot fork: %s\n", f->who,
+                strerror(errno));
+        free(argv);
+        return -1;
+    }
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_DFL);
+        execv(argv[0], argv);
+        fprintf(stderr, "incoll %s: cannot run %s: %s\n", f->who, argv[0],
+                strerror(errno));
+        _exit(127);
+    }
+    free(argv);
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            st = 1 << 8;
+            break;
+        }
+        if (bench_interrupted() && !sent_term) {
+            /* A terminal's ^C reached incoll run too; a SIGTERM aimed at
+             * us alone did not: pass it on so the ranks stop. */
+            kill(pid, SIGTERM);
+            sent_term = 1;
+        }
+        show_progress(progress_path, last, sizeof(last), &last_print, tty);
+        nap_ms(200);
+    }
+    if (tty && last[0])
+        fprintf(stderr, "\r%-78s\r", "");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void bench_progress_write(const char *path, int force, const char *fmt, ...)
+{
+    static uint64_t last_ns;
+    char line[256];
+    uint64_t now = bench_now_ns();
+    va_list ap;
+    int fd, n;
+
+    if (path == NULL || (!force && now - last_ns < 250000000ull))
+        return;
+    last_ns = now;
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line) - 1, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (n > (int)sizeof(line) - 2)
+        n = (int)sizeof(line) - 2;
+    line[n++] = '\n';
+    fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return;
+    if (pwrite(fd, line, (size_t)n, 0) == n)
+        (void)!ftruncate(fd, n);
+    close(fd);
+}
+
+FILE *bench_fopen_out(const char *path, const char *who)
+{
+    FILE *fp = fopen(path, "w");
+    if (fp == NULL)
+        fprintf(stderr, "incoll %s: cannot write %s: %s\n", who, path,
+                strerror(errno));
+    return fp;
+}

@@ -1,0 +1,512 @@
+/*
+ * `incoll bench kernel`: throughput of the reduction kernels, the per-packet
+ * work of an aggregation node, next to memcpy measured in the same run.
+ *
+ * Each call reduces nsrc sources of one packet payload (--bytes, default
+ * 8192) into a result buffer. The sources are consecutive slices of a pool
+ * (default 32 MiB, larger than L2) that the calls walk through in order, so
+ * the data comes from the outer caches or memory as it would for packets
+ * the NIC just wrote; results go to a ring of 64 buffers, as an AN's result
+ * slots would. memcpy copies one payload per call from the same pool walk
+ * into the same ring.
+ *
+ * GB/s of a reduction counts input consumed: nsrc * bytes per call / time.
+ * GB/s of memcpy counts bytes copied: bytes per call / time. The contenders
+ * (reduce_n, reduce_n_scalar, memcpy) run alternately for --rounds rounds
+ * and each row reports the median round.
+ *
+ * --calib FILE writes what the simulator needs to charge an AN for a
+ * reduction: per (dtype, nsrc), a straight-line fit
+ * ns_per_call = ns_per_packet_overhead + ns_per_byte * bytes (bytes per
+ * source) from a small and a full-size payload.
+ */
+#include "cli.h"
+
+#include "common/dtype.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Defined in src/common/reduce.c; not yet declared in common/dtype.h. */
+int reduce_select_impl(const char *name);
+
+#define MAX_NSRC 8
+#define RING_SLOTS 64
+#define MAX_ROUNDS 101
+/* Payload of the small packet in the calibration fit. */
+#define CALIB_SMALL_BYTES 512
+
+enum { RUN_REDUCE, RUN_SCALAR, RUN_MEMCPY, RUN_COUNT };
+
+typedef struct {
+    size_t bytes;      /* per source */
+    size_t pool_bytes; /* sources cycle through this much memory */
+    double seconds;    /* per contender per row, split over the rounds */
+    long iters;        /* if > 0: calls per round instead of seconds */
+    int rounds;
+    const char *impl;
+    const char *csv_path;
+    const char *calib_path;
+    incoll_op_t op;
+    incoll_dtype_t dtypes[INCOLL_DTYPE_COUNT];
+    int ndtypes;
+    int nsrcs[MAX_NSRC];
+    int nnsrcs;
+} opts_t;
+
+typedef struct {
+    const opts_t *o;
+    unsigned char *pool;
+    unsigned char *ring; /* RING_SLOTS result buffers of bytes each */
+    size_t off[RUN_COUNT];
+    unsigned slot;
+} bench_t;
+
+/* One measured row: median ns per call of each contender, and the spread
+ * of the reduce_n rounds. */
+typedef struct {
+    double ns[RUN_COUNT];
+    double avg_ns, min_ns, max_ns;
+} result_t;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: incoll bench kernel [options]\n"
+           "Reduction kernel throughput against memcpy, measured side by\n"
+           "side (default: sum over float32, float64 and int32 with 2, 4\n"
+           "and 8 sources).\n"
+           "\n"
+           "  --dtype LIST   comma-separated dtypes (default\n"
+           "                 float32,float64,int32)\n"
+           "  --op NAME      reduction op (default sum)\n"
+           "  --nsrc LIST    comma-separated source counts, 2..8 (default\n"
+           "                 2,4,8)\n"
+           "  --bytes N      payload bytes per source and call (default 8192,\n"
+           "                 a multiple of 8)\n"
+           "  --pool N       bytes of source pool the calls walk through\n"
+           "                 (default 33554432, larger than L2)\n"
+           "  --seconds S    time per contender per row (default 0.25)\n"
+           "  --iters N      calls per round instead of --seconds\n"
+           "  --rounds R     alternating rounds, median reported (default 5)\n"
+           "  --impl NAME    force reduce_n's variant: avx512, avx2, sse2,\n"
+           "                 scalar (default: the best this CPU runs)\n"
+           "  --csv FILE     also write the rows as CSV\n"
+           "  --calib FILE   write a calibration file for the simulator\n"
+           "  --help         this text\n"
+           "\n"
+           "Reduce GB/s = nsrc * bytes consumed per second; memcpy GB/s =\n"
+           "bytes copied per second; 'vs memcpy' is their ratio.\n");
+}
+
+static int parse_size(const char *s, size_t *v_p)
+{
+    char *end;
+    unsigned long long v;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || end == s || *end != '\0' || s[0] == '-')
+        return -1;
+    *v_p = (size_t)v;
+    return 0;
+}
+
+/* Parses a comma-separated list with parse_one into out[max]; returns the
+ * number of items, or -1 on a bad item or too many. */
+static int parse_list(const char *s, int (*parse_one)(const char *), int *out,
+                      int max)
+{
+    char buf[256], *save = NULL, *tok;
+    int n = 0;
+    if (strlen(s) >= sizeof(buf))
+        return -1;
+    strcpy(buf, s);
+    for (tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int v = parse_one(tok);
+        if (v < 0 || n == max)
+            return -1;
+        out[n++] = v;
+    }
+    return n > 0 ? n : -1;
+}
+
+static int parse_nsrc(const char *s)
+{
+    size_t v;
+    if (parse_size(s, &v) != 0 || v < 2 || v > MAX_NSRC)
+        return -1;
+    return (int)v;
+}
+
+static int parse_opts(int argc, char **argv, opts_t *o)
+{
+    int list[INCOLL_DTYPE_COUNT], cnt;
+
+    *o = (opts_t){.bytes = 8192,
+                  .pool_bytes = 32u << 20,
+                  .seconds = 0.25,
+                  .rounds = 5,
+                  .op = INCOLL_OP_SUM,
+                  .dtypes = {INCOLL_FLOAT32, INCOLL_FLOAT64, INCOLL_INT32},
+                  .ndtypes = 3,
+                  .nsrcs = {2, 4, 8},
+                  .nnsrcs = 3};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        size_t n;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if (v == NULL) {
+            fprintf(stderr,
+                    "incoll bench kernel: %s needs a value (or is "
+                    "unknown); see --help\n",
+                    a);
+            return -1;
+        }
+        i++;
+        if (strcmp(a, "--bytes") == 0 && parse_size(v, &n) == 0 && n > 0 &&
+            n % 8 == 0)
+            o->bytes = n;
+        else if (strcmp(a, "--pool") == 0 && parse_size(v, &n) == 0 && n > 0)
+            o->pool_bytes = n;
+        else if (strcmp(a, "--iters") == 0 && parse_size(v, &n) == 0 && n > 0)
+            o->iters = (long)n;
+        else if (strcmp(a, "--rounds") == 0 && parse_size(v, &n) == 0 &&
+                 n > 0 && n <= MAX_ROUNDS)
+            o->rounds = (int)n;
+        else if (strcmp(a, "--seconds") == 0 && (o->seconds = atof(v)) > 0)
+            ;
+        else if (strcmp(a, "--dtype") == 0 &&
+                 (cnt = parse_list(v, dtype_parse, list, INCOLL_DTYPE_COUNT)) >
+                     0) {
+            o->ndtypes = cnt;
+            for (int k = 0; k < cnt; k++)
+                o->dtypes[k] = (incoll_dtype_t)list[k];
+        } else if (strcmp(a, "--nsrc") == 0 &&
+                   (cnt = parse_list(v, parse_nsrc, list, MAX_NSRC)) > 0) {
+            o->nnsrcs = cnt;
+            memcpy(o->nsrcs, list, (size_t)cnt * sizeof(list[0]));
+        } else if (strcmp(a, "--op") == 0 && (cnt = op_parse(v)) >= 0)
+            o->op = (incoll_op_t)cnt;
+        else if (strcmp(a, "--impl") == 0)
+            o->impl = v;
+        else if (strcmp(a, "--csv") == 0)
+            o->csv_path = v;
+        else if (strcmp(a, "--calib") == 0)
+            o->calib_path = v;
+        else {
+            fprintf(stderr,
+                    "incoll bench kernel: bad option or value: %s %s; "
+                    "see --help\n",
+                    a, v);
+            return -1;
+        }
+    }
+    for (int k = 0; k < o->ndtypes; k++) {
+        if (!incoll_op_valid(o->op, o->dtypes[k])) {
+            fprintf(stderr, "incoll bench kernel: op %s does not apply to %s\n",
+                    incoll_op_name(o->op), incoll_dtype_name(o->dtypes[k]));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Fills the pool with values that keep floating-point results finite and
+ * normal, so no microcode assist for subnormals skews the timing; integers
+ * get spread-out bits. */
+static void fill_pool(bench_t *b, incoll_dtype_t dtype)
+{
+    size_t sz = incoll_dtype_size(dtype), n = b->o->pool_bytes / sz;
+    for (size_t i = 0; i < n; i++) {
+        float f = 1.0f + (float)(i % 1021) / 1024.0f;
+        uint64_t u = (uint64_t)i * 0x9e3779b97f4a7c15ull;
+        unsigned char *p = b->pool + i * sz;
+        switch (dtype) {
+        case INCOLL_FLOAT16: {
+            uint16_t h = dtype_float_to_half(f);
+            memcpy(p, &h, sz);
+            break;
+        }
+        case INCOLL_BFLOAT16: {
+            uint16_t h = dtype_float_to_bf16(f);
+            memcpy(p, &h, sz);
+            break;
+        }
+        case INCOLL_FLOAT32:
+            memcpy(p, &f, sz);
+            break;
+        case INCOLL_FLOAT64: {
+            double d = f;
+            memcpy(p, &d, sz);
+            break;
+        }
+        default:
+            memcpy(p, &u, sz); /* little-endian: the low bytes */
+        }
+    }
+}
+
+/* Runs `calls` calls of one contender; pool offsets and the result ring
+ * carry over from call to call so that every call reads fresh sources. */
+static void run_calls(bench_t *b, int what, incoll_dtype_t dtype, int nsrc,
+                      size_t bytes, long calls)
+{
+    size_t count = bytes / incoll_dtype_size(dtype);
+    size_t span = what == RUN_MEMCPY ? bytes : (size_t)nsrc * bytes;
+    const void *src[MAX_NSRC];
+
+    for (long c = 0; c < calls; c++) {
+        size_t off = b->off[what];
+        unsigned char *dst = b->ring + (size_t)(b->slot++ % RING_SLOTS) * bytes;
+        if (off + span > b->o->pool_bytes)
+            off = 0;
+        b->off[what] = off + span;
+        if (what == RUN_MEMCPY) {
+            memcpy(dst, b->pool + off, bytes);
+            continue;
+        }
+        for (int k = 0; k < nsrc; k++)
+            src[k] = b->pool + off + (size_t)k * bytes;
+        if (what == RUN_REDUCE)
+            reduce_n(b->o->op, dtype, dst, src, nsrc, count);
+        else
+            reduce_n_scalar(b->o->op, dtype, dst, src, nsrc, count);
+    }
+}
+
+/* One round of one contender: ns per call. */
+static double time_round(bench_t *b, int what, incoll_dtype_t dtype, int nsrc,
+                         size_t bytes)
+{
+    const opts_t *o = b->o;
+    double t0 = now_ns(), t, budget;
+    long calls = 0, batch = 16;
+
+    if (o->iters > 0) {
+        run_calls(b, what, dtype, nsrc, bytes, o->iters);
+        return (now_ns() - t0) / (double)o->iters;
+    }
+    budget = o->seconds * 1e9 / o->rounds;
+    do {
+        run_calls(b, what, dtype, nsrc, bytes, batch);
+        calls += batch;
+        t = now_ns();
+    } while (t - t0 < budget);
+    return (t - t0) / (double)calls;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Measures the contenders in `mask` alternately, round after round. */
+static void measure(bench_t *b, unsigned mask, incoll_dtype_t dtype, int nsrc,
+                    size_t bytes, result_t *r)
+{
+    double ns[RUN_COUNT][MAX_ROUNDS];
+    int rounds = b->o->rounds;
+
+    /* Warm up: page in and settle the clocks. */
+    for (int w = 0; w < RUN_COUNT; w++)
+        if (mask & (1u << w))
+            run_calls(b, w, dtype, nsrc, bytes, 64);
+    for (int i = 0; i < rounds; i++)
+        for (int w = 0; w < RUN_COUNT; w++)
+            if (mask & (1u << w))
+                ns[w][i] = time_round(b, w, dtype, nsrc, bytes);
+    memset(r, 0, sizeof(*r));
+    r->min_ns = r->max_ns = ns[RUN_REDUCE][0];
+    for (int i = 0; i < rounds; i++) {
+        double v = ns[RUN_REDUCE][i];
+        r->avg_ns += v / rounds;
+        r->min_ns = v < r->min_ns ? v : r->min_ns;
+        r->max_ns = v > r->max_ns ? v : r->max_ns;
+    }
+    for (int w = 0; w < RUN_COUNT; w++)
+        if (mask & (1u << w))
+            r->ns[w] = median(ns[w], rounds);
+}
+
+static FILE *open_out(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n", path,
+                strerror(errno));
+    return f;
+}
+
+int bench_kernel_main(int argc, char **argv)
+{
+    opts_t o;
+    bench_t b;
+    FILE *csv = NULL, *calib = NULL;
+    int ret = 1, nmemcpy = 0;
+    size_t min_pool;
+    double memcpy_ns[INCOLL_DTYPE_COUNT * MAX_NSRC];
+
+    switch (parse_opts(argc, argv, &o)) {
+    case 1:
+        return 0;
+    case -1:
+        return 2;
+    }
+    if (o.impl && reduce_select_impl(o.impl) != 0) {
+        fprintf(stderr,
+                "incoll bench kernel: kernel variant %s is unknown or "
+                "not supported by this CPU\n",
+                o.impl);
+        return 2;
+    }
+    /* Room for two calls' worth of 8 sources, so calls never overlap. */
+    min_pool = 2 * MAX_NSRC * o.bytes;
+    if (o.pool_bytes < min_pool)
+        o.pool_bytes = min_pool;
+    o.pool_bytes -= o.pool_bytes % 64;
+
+    memset(&b, 0, sizeof(b));
+    b.o = &o;
+    b.pool = aligned_alloc(64, o.pool_bytes);
+    b.ring = aligned_alloc(64, RING_SLOTS * o.bytes);
+    if (b.pool == NULL || b.ring == NULL) {
+        fprintf(stderr, "incoll bench kernel: cannot allocate %zu bytes\n",
+                o.pool_bytes + RING_SLOTS * o.bytes);
+        goto out_free;
+    }
+    memset(b.ring, 0, RING_SLOTS * o.bytes);
+    if (o.csv_path && (csv = open_out(o.csv_path)) == NULL)
+        goto out_free;
+    if (o.calib_path && (calib = open_out(o.calib_path)) == NULL)
+        goto out_close;
+
+    printf("# incoll bench kernel: reduce_n (impl %s) vs reduce_n_scalar vs "
+           "memcpy, op %s\n",
+           reduce_impl_name(), incoll_op_name(o.op));
+    printf("# %zu bytes per source; sources walk a %zu MiB pool, results go "
+           "to a ring of %d buffers\n",
+           o.bytes, o.pool_bytes >> 20, RING_SLOTS);
+    printf("# reduce GB/s = nsrc * bytes consumed / s; memcpy GB/s = bytes "
+           "copied / s\n");
+    if (o.iters > 0)
+        printf("# %d alternating rounds of %ld calls; ns per call; GB/s from "
+               "the median round\n",
+               o.rounds, o.iters);
+    else
+        printf("# %d alternating rounds of %.3f s; ns per call; GB/s from the "
+               "median round\n",
+               o.rounds, o.seconds / o.rounds);
+    printf("%-9s %-4s %5s %8s %9s %9s %9s %8s %12s %12s %10s\n", "# dtype",
+           "op", "nsrc", "bytes", "avg(ns)", "min(ns)", "max(ns)", "GB/s",
+           "scalar GB/s", "memcpy GB/s", "vs memcpy");
+    if (csv)
+        fprintf(csv, "dtype,op,nsrc,bytes,impl,avg_ns,min_ns,max_ns,gbps,"
+                     "scalar_gbps,memcpy_gbps,ratio_memcpy\n");
+    if (calib) {
+        fprintf(calib, "# incoll kernel calibration, impl=%s pool=%zu\n",
+                reduce_impl_name(), o.pool_bytes);
+        fprintf(calib, "# ns_per_call = ns_per_packet_overhead + ns_per_byte "
+                       "* bytes, bytes per source; gbps = nsrc * bytes / "
+                       "ns_per_call\n");
+    }
+
+    for (int d = 0; d < o.ndtypes; d++) {
+        incoll_dtype_t dt = o.dtypes[d];
+        fill_pool(&b, dt);
+        for (int s = 0; s < o.nnsrcs; s++) {
+            int nsrc = o.nsrcs[s];
+            result_t r;
+            double in = (double)nsrc * (double)o.bytes;
+            double gbps, sgbps, mgbps;
+
+            measure(&b, 7u, dt, nsrc, o.bytes, &r);
+            gbps = in / r.ns[RUN_REDUCE];
+            sgbps = in / r.ns[RUN_SCALAR];
+            mgbps = (double)o.bytes / r.ns[RUN_MEMCPY];
+            printf("%-9s %-4s %5d %8zu %9.1f %9.1f %9.1f %8.2f %12.2f %12.2f "
+                   "%10.2f\n",
+                   incoll_dtype_name(dt), incoll_op_name(o.op), nsrc, o.bytes,
+                   r.avg_ns, r.min_ns, r.max_ns, gbps, sgbps, mgbps,
+                   gbps / mgbps);
+            fflush(stdout);
+            if (csv)
+                fprintf(csv,
+                        "%s,%s,%d,%zu,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.3f,"
+                        "%.3f\n",
+                        incoll_dtype_name(dt), incoll_op_name(o.op), nsrc,
+                        o.bytes, reduce_impl_name(), r.avg_ns, r.min_ns,
+                        r.max_ns, gbps, sgbps, mgbps, gbps / mgbps);
+            if (calib) {
+                /* Two-point fit between a small payload and the full one. */
+                size_t small = o.bytes > CALIB_SMALL_BYTES ? CALIB_SMALL_BYTES
+                                                           : o.bytes / 2;
+                double per_byte = 0, overhead = r.ns[RUN_REDUCE];
+                if (small >= 8) {
+                    result_t rs;
+                    measure(&b, 1u << RUN_REDUCE, dt, nsrc, small, &rs);
+                    per_byte = (r.ns[RUN_REDUCE] - rs.ns[RUN_REDUCE]) /
+                               (double)(o.bytes - small);
+                    if (per_byte < 0)
+                        per_byte = 0;
+                    overhead = r.ns[RUN_REDUCE] - per_byte * (double)o.bytes;
+                    if (overhead < 0)
+                        overhead = 0;
+                }
+                fprintf(calib,
+                        "kernel dtype=%s op=%s nsrc=%d bytes=%zu gbps=%.3f "
+                        "ns_per_call=%.1f ns_per_packet_overhead=%.1f "
+                        "ns_per_byte=%.5f\n",
+                        incoll_dtype_name(dt), incoll_op_name(o.op), nsrc,
+                        o.bytes, gbps, r.ns[RUN_REDUCE], overhead, per_byte);
+            }
+            memcpy_ns[nmemcpy++] = r.ns[RUN_MEMCPY];
+        }
+    }
+    if (calib) {
+        /* memcpy was measured next to every row: write the median. */
+        double ns = median(memcpy_ns, nmemcpy);
+        fprintf(calib, "memcpy bytes=%zu gbps=%.3f ns_per_call=%.1f\n", o.bytes,
+                (double)o.bytes / ns, ns);
+    }
+    ret = 0;
+    if (calib && fclose(calib) != 0) {
+        fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n",
+                o.calib_path, strerror(errno));
+        ret = 1;
+    }
+    calib = NULL;
+out_close:
+    if (calib)
+        fclose(calib);
+    if (csv && fclose(csv) != 0) {
+        fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n",
+                o.csv_path, strerror(errno));
+        ret = 1;
+    }
+out_free:
+    free(b.pool);
+    free(b.ring);
+    return ret;
+}

@@ -1,0 +1,296 @@
+/*
+ * `incoll run -n N --fabric DIR [--timeout SEC] -- PROGRAM ARGS...`: a
+ * minimal launcher, like mpirun on one machine. It forks N ranks with
+ * INCOLL_RANK, INCOLL_SIZE, INCOLL_FABRIC and INCOLL_JOB (a fresh job id)
+ * set, lets them write to our stdout and stderr, and waits. The first rank to
+ * fail (nonzero exit or a signal) gets named, the others are stopped (SIGTERM,
+ * SIGKILL 2 s later) and its status becomes ours; so does a timeout (exit 124).
+ *
+ * Waiting is a poll() on a signalfd for SIGCHLD, SIGINT and SIGTERM, with
+ * the time limit as its timeout: no CPU while the ranks run.
+ */
+#include "cli.h"
+
+#include "common/fabric_conf.h"
+#include "emu.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RUN_EXIT_TIMEOUT 124
+#define RUN_KILL_GRACE_MS 2000
+
+typedef struct {
+    pid_t pid;  /* 0 once reaped */
+    int status; /* as from waitpid */
+} rank_proc_t;
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: incoll run -n N --fabric DIR [--timeout SEC] [--] PROGRAM "
+        "[ARGS...]\n"
+        "\n"
+        "Starts N ranks of PROGRAM with INCOLL_RANK=0..N-1, INCOLL_SIZE=N\n"
+        "and INCOLL_FABRIC=DIR (made absolute) and waits for them. If a\n"
+        "rank fails, the others are stopped and incoll run exits with that\n"
+        "rank's exit status (128+signal if it was killed); after --timeout\n"
+        "seconds (default 600) every rank is killed and it exits 124.\n");
+}
+
+/* Signals every running rank's process group. */
+static void signal_all(rank_proc_t *ranks, int n, int sig)
+{
+    for (int i = 0; i < n; i++)
+        if (ranks[i].pid > 0 && kill(-ranks[i].pid, sig) != 0)
+            kill(ranks[i].pid, sig);
+}
+
+static void describe(int rank, int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "rank %d exited with status %d", rank,
+                 WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "rank %d was killed by signal %d (%s)", rank,
+                 WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, len, "rank %d ended with wait status 0x%x", rank, status);
+}
+
+static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
+                        const char *netns, const sigset_t *oldmask,
+                        char **prog_argv)
+{
+    char text[32];
+    pid_t pid, parent = getpid();
+
+    fflush(NULL);
+    pid = fork();
+    if (pid > 0)
+        setpgid(pid, pid); /* also here, so no signal can miss the group */
+    if (pid != 0)
+        return pid;
+    /* Each rank leads its own process group, so stopping it stops what
+     * it started too; and it dies with us, so a killed launcher leaves no
+     * ranks behind. */
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+    /* In an emulated fabric each host is a network namespace. */
+    if (netns[0] && emu_netns_enter(netns) != 0) {
+        fprintf(stderr,
+                "incoll run: rank %d: cannot enter network namespace "
+                "%s: %s\n",
+                rank, netns, strerror(errno));
+        _exit(127);
+    }
+    sigprocmask(SIG_SETMASK, oldmask, NULL);
+    snprintf(text, sizeof(text), "%d", rank);
+    setenv("INCOLL_RANK", text, 1);
+    snprintf(text, sizeof(text), "%d", size);
+    setenv("INCOLL_SIZE", text, 1);
+    setenv("INCOLL_FABRIC", fabric, 1);
+    setenv("INCOLL_JOB", job, 1);
+    execvp(prog_argv[0], prog_argv);
+    fprintf(stderr, "incoll run: rank %d: cannot run %s: %s\n", rank,
+            prog_argv[0], strerror(errno));
+    _exit(127);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"np", required_argument, NULL, 'n'},
+        {"fabric", required_argument, NULL, 'f'},
+        {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *fabric_arg = NULL;
+    char fabric[PATH_MAX], conf_path[PATH_MAX + 16], err[512], why[256];
+    char job[32];
+    int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd;
+    int stopping = 0;
+    uint64_t deadline, kill_at = 0;
+    rank_proc_t *ranks;
+    fabric_conf_t conf;
+    sigset_t mask, oldmask;
+
+    optind = 1;
+    /* '+': options end at the program name, whose own options are its. */
+    while ((opt = getopt_long(argc, argv, "+n:f:t:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            n = atoi(optarg);
+            break;
+        case 'f':
+            fabric_arg = optarg;
+            break;
+        case 't':
+            timeout_s = atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (n < 1 || fabric_arg == NULL || optind >= argc || timeout_s < 1) {
+        fprintf(stderr, "incoll run: need -n N>=1, --fabric DIR and a "
+                        "program\n");
+        usage(stderr);
+        return 2;
+    }
+    if (realpath(fabric_arg, fabric) == NULL) {
+        fprintf(stderr, "incoll run: fabric %s: %s\n", fabric_arg,
+                strerror(errno));
+        return 1;
+    }
+    snprintf(conf_path, sizeof(conf_path), "%s/fabric.conf", fabric);
+    if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll run: %s\n", err);
+        return 1;
+    }
+    if (conf.nhosts != n) {
+        fprintf(stderr,
+                "incoll run: the fabric in %s has %d hosts but -n is "
+                "%d\n",
+                fabric, conf.nhosts, n);
+        fabric_conf_free(&conf);
+        return 1;
+    }
+
+    /* The job id tells the ANs that a new job reuses the world group (its
+     * generation), so nothing of an earlier job on this fabric can reach
+     * this one. A caller's own INCOLL_JOB wins. */
+    if (getenv("INCOLL_JOB") && getenv("INCOLL_JOB")[0])
+        snprintf(job, sizeof(job), "%s", getenv("INCOLL_JOB"));
+    else
+        snprintf(job, sizeof(job), "run-%016llx",
+                 (unsigned long long)fabric_random64());
+
+    ranks = calloc((size_t)n, sizeof(*ranks));
+    if (ranks == NULL) {
+        fprintf(stderr, "incoll run: out of memory\n");
+        fabric_conf_free(&conf);
+        return 1;
+    }
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
+    sigprocmask(SIG_BLOCK, &mask, &oldmask);
+    sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sigfd < 0) {
+        fprintf(stderr, "incoll run: cannot create a signalfd: %s\n",
+                strerror(errno));
+        ret = 1;
+        goto out_mask;
+    }
+
+    running = 0;
+    for (int r = 0; r < n; r++) {
+        ranks[r].pid = spawn_rank(r, n, fabric, job, conf.hosts[r].netns,
+                                  &oldmask, argv + optind);
+        if (ranks[r].pid < 0) {
+            fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
+                    strerror(errno));
+            ranks[r].pid = 0;
+            ret = 1;
+            stopping = 1;
+            kill_at = now_ms() + RUN_KILL_GRACE_MS;
+            signal_all(ranks, n, SIGTERM);
+            break;
+        }
+        running++;
+    }
+
+    deadline = now_ms() + (uint64_t)timeout_s * 1000;
+    while (running > 0) {
+        struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+        uint64_t now = now_ms(), until = stopping ? kill_at : deadline;
+        struct signalfd_siginfo si;
+        pid_t pid;
+        int st;
+
+        if (now >= until) {
+            if (stopping) {
+                /* Grace is over: SIGKILL, then keep reaping. */
+                signal_all(ranks, n, SIGKILL);
+                kill_at = UINT64_MAX / 2;
+            } else {
+                fprintf(stderr,
+                        "incoll run: timed out after %d s; stopping "
+                        "%d rank%s\n",
+                        timeout_s, running, running == 1 ? "" : "s");
+                ret = RUN_EXIT_TIMEOUT;
+                stopping = 1;
+                kill_at = now + RUN_KILL_GRACE_MS;
+                signal_all(ranks, n, SIGTERM);
+            }
+            continue;
+        }
+        if (poll(&pfd, 1, (int)(until - now > 60000 ? 60000 : until - now)) <=
+            0)
+            continue;
+        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if (si.ssi_signo == SIGCHLD || stopping)
+                continue;
+            fprintf(stderr, "incoll run: got signal %u; stopping the ranks\n",
+                    si.ssi_signo);
+            ret = 128 + (int)si.ssi_signo;
+            stopping = 1;
+            kill_at = now_ms() + RUN_KILL_GRACE_MS;
+            signal_all(ranks, n, SIGTERM);
+        }
+        while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+            int r;
+            for (r = 0; r < n && ranks[r].pid != pid; r++)
+                ;
+            if (r == n)
+                continue;
+            ranks[r].pid = 0;
+            ranks[r].status = st;
+            running--;
+            if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || stopping)
+                continue;
+            describe(r, st, why, sizeof(why));
+            fprintf(stderr, "incoll run: %s%s\n", why,
+                    running ? "; stopping the other ranks" : "");
+            ret = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            stopping = 1;
+            kill_at = now_ms() + RUN_KILL_GRACE_MS;
+            signal_all(ranks, n, SIGTERM);
+        }
+    }
+    close(sigfd);
+out_mask:
+    sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    free(ranks);
+    fabric_conf_free(&conf);
+    return ret;
+}

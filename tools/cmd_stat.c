@@ -1,0 +1,262 @@
+/*
+ * `incoll stat --fabric DIR`: asks every AN of a fabric for its counters
+ * (WIRE_STATS_REQ carrying the fabric's admin key) and prints the replies,
+ * one line per AN in conf order. The query is also how `incoll fabric up`
+ * learns that the daemons are ready.
+ *
+ * The tool speaks through a plain socket rather than udp_sock_t on purpose:
+ * fault injection (INCOLL_FAULT_*) is for the data path, and a tool that
+ * dropped its own requests would only make the fabric look dead.
+ */
+#include "cli.h"
+
+#include "common/fabric_conf.h"
+#include "common/log.h"
+#include "emu.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * Asks every AN whose replies[i] is still NULL for its counters, up to
+ * attempts times, waiting wait_ms for the answers each time, and stores
+ * each reply text (malloc'ed, the caller frees it) in replies[i]. Returns
+ * how many ANs never answered. Also used by `incoll fabric up`
+ * (tools/cmd_fabric.c declares it the same way; it belongs in cli.h).
+ */
+int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
+                   char **replies);
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void send_req(int fd, const fabric_conf_t *conf, int i)
+{
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_hdr_t h = {.version = WIRE_VERSION,
+                    .type = WIRE_STATS_REQ,
+                    .key = conf->admin_key,
+                    .child = WIRE_CHILD_NONE};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl((uint32_t)(conf->ans[i].addr >> 16)),
+        .sin_port = htons((uint16_t)(conf->ans[i].addr & 0xffff)),
+    };
+
+    wire_pack(&h, hdr);
+    if (sendto(fd, hdr, sizeof(hdr), 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        incoll_debug("stats request to an %s: %s", conf->ans[i].name,
+                     strerror(errno));
+}
+
+/* Reads every waiting datagram and files the valid replies. Returns how
+ * many new replies were filed. */
+static int read_replies(int fd, const fabric_conf_t *conf, char **replies)
+{
+    static uint8_t buf[65536];
+    int got = 0;
+
+    for (;;) {
+        struct sockaddr_in sa;
+        socklen_t salen = sizeof(sa);
+        wire_hdr_t h;
+        incoll_ep_t src;
+        ssize_t n = recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
+                             (struct sockaddr *)&sa, &salen);
+        if (n < 0) {
+            if (errno == EINTR || errno == ECONNREFUSED)
+                continue;
+            return got;
+        }
+        src = wire_ep(ntohl(sa.sin_addr.s_addr), ntohs(sa.sin_port));
+        if (wire_parse(buf, (size_t)n, &h, NULL) != INCOLL_OK ||
+            h.type != WIRE_STATS_REP || h.key != conf->admin_key)
+            continue;
+        for (int i = 0; i < conf->nans; i++) {
+            if (conf->ans[i].addr != src || replies[i] != NULL)
+                continue;
+            replies[i] = malloc((size_t)h.count + 1);
+            if (replies[i] == NULL)
+                break;
+            memcpy(replies[i], buf + WIRE_HDR_LEN, h.count);
+            replies[i][h.count] = '\0';
+            /* A reply is one line: fold anything else into spaces. */
+            for (uint32_t k = 0; k < h.count; k++)
+                if (replies[i][k] == '\n' || replies[i][k] == '\r')
+                    replies[i][k] = ' ';
+            got++;
+            break;
+        }
+    }
+}
+
+/* A socket for talking to ANs; in network namespace netns unless "". */
+static int open_sock(const char *netns)
+{
+    struct sockaddr_in any = {.sin_family = AF_INET};
+    int fd, saved = -1;
+
+    if (netns[0] && emu_netns_push(netns, &saved) != 0)
+        return -1;
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        incoll_error("stats: cannot create a socket: %s", strerror(errno));
+    else if (bind(fd, (struct sockaddr *)&any, sizeof(any)) != 0) {
+        incoll_error("stats: cannot bind a socket: %s", strerror(errno));
+        close(fd);
+        fd = -1;
+    }
+    if (netns[0])
+        emu_netns_leave(saved);
+    return fd;
+}
+
+int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
+                   char **replies)
+{
+    /* One socket in our namespace for the ANs there, one per AN that
+     * lives in a namespace of an emulated fabric (only it reaches it). */
+    int *fds, shared = -1, missing = 0, nfds = 0;
+    struct pollfd *pfds;
+
+    for (int i = 0; i < conf->nans; i++)
+        missing += replies[i] == NULL;
+    if (missing == 0)
+        return 0;
+    fds = calloc((size_t)conf->nans, sizeof(*fds));
+    pfds = calloc((size_t)conf->nans, sizeof(*pfds));
+    if (fds == NULL || pfds == NULL) {
+        free(fds);
+        free(pfds);
+        return missing;
+    }
+    for (int i = 0; i < conf->nans; i++) {
+        fds[i] = -1;
+        if (replies[i] != NULL)
+            continue;
+        if (conf->ans[i].netns[0]) {
+            fds[i] = open_sock(conf->ans[i].netns);
+            if (fds[i] >= 0)
+                pfds[nfds++] = (struct pollfd){.fd = fds[i], .events = POLLIN};
+        } else {
+            if (shared < 0) {
+                shared = open_sock("");
+                if (shared >= 0)
+                    pfds[nfds++] =
+                        (struct pollfd){.fd = shared, .events = POLLIN};
+            }
+            fds[i] = shared;
+        }
+    }
+    for (int a = 0; a < attempts && missing > 0 && nfds > 0; a++) {
+        uint64_t deadline = now_ms() + (uint64_t)wait_ms;
+        for (int i = 0; i < conf->nans; i++)
+            if (replies[i] == NULL && fds[i] >= 0)
+                send_req(fds[i], conf, i);
+        while (missing > 0) {
+            uint64_t now = now_ms();
+            if (now >= deadline)
+                break;
+            if (poll(pfds, (nfds_t)nfds, (int)(deadline - now)) <= 0)
+                continue;
+            for (int k = 0; k < nfds; k++)
+                if (pfds[k].revents & POLLIN)
+                    missing -= read_replies(pfds[k].fd, conf, replies);
+        }
+    }
+    for (int k = 0; k < nfds; k++)
+        close(pfds[k].fd);
+    free(fds);
+    free(pfds);
+    return missing;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(
+        out,
+        "usage: incoll stat --fabric DIR [--attempts N] [--wait-ms MS]\n"
+        "\n"
+        "Prints the counters of every aggregation node of the fabric in\n"
+        "DIR, one line \"an=<name> key=value ...\" per node in the order\n"
+        "of fabric.conf. A node that does not answer (after --attempts\n"
+        "requests, default 3, each waiting --wait-ms, default 1000) prints\n"
+        "\"an=<name> error=no-answer\" and the command exits 1.\n");
+}
+
+int cmd_stat(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"fabric", required_argument, NULL, 'f'},
+        {"attempts", required_argument, NULL, 'a'},
+        {"wait-ms", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dir = NULL;
+    char path[PATH_MAX], err[512];
+    fabric_conf_t conf;
+    char **replies;
+    int opt, attempts = 3, wait_ms = 1000, missing;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "f:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'f':
+            dir = optarg;
+            break;
+        case 'a':
+            attempts = atoi(optarg);
+            break;
+        case 'w':
+            wait_ms = atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (dir == NULL || optind != argc || attempts < 1 || wait_ms < 1) {
+        usage(stderr);
+        return 2;
+    }
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll stat: %s\n", err);
+        return 1;
+    }
+    replies = calloc((size_t)conf.nans, sizeof(*replies));
+    if (replies == NULL) {
+        fprintf(stderr, "incoll stat: out of memory\n");
+        fabric_conf_free(&conf);
+        return 1;
+    }
+    missing = cli_stat_query(&conf, attempts, wait_ms, replies);
+    for (int i = 0; i < conf.nans; i++) {
+        if (replies[i])
+            printf("%s\n", replies[i]);
+        else
+            printf("an=%s error=no-answer\n", conf.ans[i].name);
+        free(replies[i]);
+    }
+    free(replies);
+    fabric_conf_free(&conf);
+    return missing ? 1 : 0;
+}
