@@ -508,7 +508,10 @@ int memnet_add_tree(memnet_t *net, const memnet_tree_t *tree,
         ap = (agg_params_t){.name = name,
                             .admin_key = admin_key,
                             .send = node_send,
-                            .send_arg = n};
+                            .send_arg = n,
+                            .gen_idle_ns = net->cfg.gen_idle_ns
+                                               ? net->cfg.gen_idle_ns
+                                               : UINT64_C(1000000000)};
         n->agg = agg_create(&ap);
         if (n->agg == NULL)
             return -1;
@@ -738,6 +741,7 @@ static void deliver(memnet_t *net, pkt_t *p)
     net->st.delivered++;
     switch (n->kind) {
     case NODE_AN:
+        agg_set_now(n->agg, net->now);
         agg_on_packet(n->agg, p->src, p->data, p->len);
         break;
     case NODE_HOST:

@@ -12,7 +12,8 @@
  * duplicated (the copy gets its own delay) or held back (reordered: extra
  * delay). The run loop delivers the earliest packet or fires
  * host_engine_on_time() at the earliest host_engine_deadline(), whichever
- * is first; time is virtual nanoseconds and nothing sleeps. Ties are broken
+ * is first; time is virtual nanoseconds and nothing sleeps. ANs are told
+ * the time (agg_set_now) before each packet. Ties are broken
  * by enqueue order and host order, so one seed gives one run.
  *
  * Trees: memnet_tree_t describes ANs and which AN each host hangs off. An
@@ -87,6 +88,9 @@ typedef struct {
     double reorder;         /* probability a packet is held back ... */
     uint64_t reorder_ns;    /* ... by uniform [0, reorder_ns] more */
     uint64_t start_skew_ns; /* hosts start an operation up to this late */
+    /* The ANs' agg_params_t.gen_idle_ns; 0 = 1 s (INCOLL_AGG_GEN_IDLE_MS's
+     * default). Read by memnet_add_tree. */
+    uint64_t gen_idle_ns;
 } memnet_cfg_t;
 
 /* One group over the whole tree: configured on every AN, with one host

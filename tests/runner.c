@@ -4,7 +4,6 @@
  * fails that test alone. Options: --unit (unit tests only), --integ
  * (integration tests only), --list.
  */
-#define _GNU_SOURCE
 #include "test.h"
 
 #include <dirent.h>

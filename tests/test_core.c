@@ -16,6 +16,7 @@
 #include "common/wire.h"
 #include "core/agg_core.h"
 #include "core/host_engine.h"
+#include "host/host.h"
 #include "memnet.h"
 
 #include <inttypes.h>
@@ -2933,15 +2934,24 @@ TEST(core_format_counters_bounds, TEST_UNIT)
         CHECK(strncmp(buf, "an=fmt packets_in=0 ", n < 20 ? n : 20) == 0);
     }
     /* With no room at all nothing is written, and the length is 0. */
+    memset(buf, 'X', sizeof(buf));
     CHECK_MSG(agg_format_counters(agg, buf, 0) == 0, "returned %zu",
               agg_format_counters(agg, buf, 0));
+    CHECK(buf[0] == 'X' && buf[1] == 'X');
+    CHECK(agg_format_counters(agg, NULL, 0) == 0);
+    /* The counters added for generations are shown with the others. */
+    full = agg_format_counters(agg, buf, sizeof(buf));
+    CHECK(strstr(buf, " gen_dropped=0 ") != NULL);
+    CHECK(strstr(buf, " generation_resets=0 ") != NULL);
     agg_destroy(agg);
     return TEST_PASSED;
 }
 
 /* ------------------------------------------------------------------ */
 /* Generations: a new job on the same group starts its sequence numbers
- * at 0 again; nothing of the old job may reach the new one. */
+ * at 0 again; nothing of the old job may reach the new one. Generations
+ * are ordered (serial-number arithmetic): a newer one takes the group
+ * over, an older one only once the group has been quiet for a while. */
 
 TEST(core_generations, TEST_UNIT)
 {
@@ -2999,12 +3009,13 @@ TEST(core_generations, TEST_UNIT)
     CHECK(memnet_drain(w.net, SEC) == 0);
     CHECK_EQ_INT(host_engine_counters(memnet_host(w.net, w.g, 0))->dropped,
                  dropped + 1);
-    CHECK_EQ_INT(an_ctr(w.net, 1).stale_dropped, b1.stale_dropped + 1);
+    CHECK_EQ_INT(an_ctr(w.net, 1).gen_dropped, b1.gen_dropped + 1);
     CHECK_EQ_INT(an_ctr(w.net, 1).packets_out, b1.packets_out);
 
     /* An old contribution (a straggler of job A, or a late copy) arrives
-     * while job B is under way: agg_core.h says packets of another
-     * generation are dropped, so job B must go on unharmed. */
+     * while job B is under way: A's generation is older and the group is
+     * busy, so the ANs drop it and job B goes on unharmed. */
+    b1 = an_ctr(w.net, 1);
     for (int k = 0; k < 3; k++) {
         fill_onehot(&w, count);
         world_start(&w, count, INCOLL_UINT64, INCOLL_OP_SUM);
@@ -3017,7 +3028,486 @@ TEST(core_generations, TEST_UNIT)
                   "op %d of job B failed after an old packet of job A", k);
         CHECK(check_onehot(&w, count) == 0);
     }
+    CHECK_EQ_INT(an_ctr(w.net, 1).gen_dropped, b1.gen_dropped + 1);
+    CHECK_EQ_INT(an_ctr(w.net, 0).gen_dropped, 1);
+    for (int a = 0; a < w.tree.nans; a++)
+        CHECK_EQ_INT(an_ctr(w.net, a).generation_resets, 1);
+    for (int r = 0; r < w.n; r++)
+        CHECK_EQ_INT(
+            host_engine_counters(memnet_host(w.net, w.g, r))->retransmits, 0);
     rec_free(&rec);
     world_free(&w);
+    return TEST_PASSED;
+}
+
+/* Serial-number order across the 32-bit wrap, the idle exception, and a
+ * straggler from another endpoint that must not steal the child's results,
+ * on an AN driven by hand. */
+TEST(core_gen_order, TEST_UNIT)
+{
+    static capture_t cap;
+    const uint32_t g1 = 0xFFFFFFF0u, g2 = 0x00000010u; /* g2 is newer */
+    const uint64_t idle = 100 * MS, t0 = 10 * SEC;
+    agg_params_t ap = {
+        .name = "gen", .send = cap_send, .send_arg = &cap, .gen_idle_ns = idle};
+    incoll_ep_t kids[1] = {INCOLL_EP_NONE};
+    agg_group_params_t gp = {.id = 1,
+                             .key = 42,
+                             .nchildren = 1,
+                             .children = kids,
+                             .parent = INCOLL_EP_NONE,
+                             .slots = 2,
+                             .max_payload = 64};
+    uint8_t pkt[WIRE_HDR_LEN + 64];
+    int64_t v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const agg_counters_t *c;
+    wire_hdr_t h;
+    agg_t *agg;
+
+    cap.n = 0;
+    agg = agg_create(&ap);
+    CHECK(agg != NULL);
+    c = agg_counters(agg);
+    CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_OK);
+    agg_set_now(agg, t0);
+    /* Job g1 from endpoint 100: one child, so each contribution is the
+     * result at once. */
+    h = contrib_hdr(1, 42, 0, 0, 0, 8);
+    h.total = g1;
+    agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(cap.n, 1);
+    CHECK_EQ_INT(cap.dst[0], 100);
+    CHECK_EQ_INT(cap.h[0].total, g1);
+    /* g2 is newer across the wrap: it takes the group over at once. */
+    agg_set_now(agg, t0 + MS);
+    h.total = g2;
+    agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(c->generation_resets, 1);
+    CHECK_EQ_INT(cap.n, 2);
+    CHECK_EQ_INT(cap.h[1].total, g2);
+    /* g1 again, from the old process's endpoint, while g2 is busy:
+     * dropped, nothing sent, and the child's endpoint stays. */
+    agg_set_now(agg, t0 + 2 * MS);
+    h.total = g1;
+    agg_on_packet(agg, 200, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(c->gen_dropped, 1);
+    CHECK_EQ_INT(c->generation_resets, 1);
+    CHECK_EQ_INT(cap.n, 2);
+    h.total = g2; /* a duplicate of g2: the result goes to 100 again */
+    agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(cap.n, 3);
+    CHECK_EQ_INT(cap.dst[2], 100);
+    CHECK_EQ_INT(cap.h[2].total, g2);
+    /* Dropped packets do not keep the group busy: g2's last accepted
+     * packet was at t0 + 2 ms. Just before the idle period ends, g1 is
+     * still dropped; at its end, g1 takes the group over. */
+    agg_set_now(agg, t0 + 2 * MS + idle - 1);
+    h.total = g1;
+    agg_on_packet(agg, 200, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(c->gen_dropped, 2);
+    CHECK_EQ_INT(cap.n, 3);
+    agg_set_now(agg, t0 + 2 * MS + idle);
+    agg_on_packet(agg, 200, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(c->generation_resets, 2);
+    CHECK_EQ_INT(c->gen_dropped, 2);
+    CHECK_EQ_INT(cap.n, 4);
+    CHECK_EQ_INT(cap.dst[3], 200);
+    CHECK_EQ_INT(cap.h[3].total, g1);
+    /* Now g2 is the newer one again. */
+    h.total = g2;
+    agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+    CHECK_EQ_INT(c->generation_resets, 3);
+    CHECK_EQ_INT(cap.h[4].total, g2);
+    agg_destroy(agg);
+
+    /* Without a clock, or with an idle period of 0, generations are not
+     * ordered: any other one takes the group over. */
+    for (int k = 0; k < 2; k++) {
+        cap.n = 0;
+        ap.gen_idle_ns = k == 0 ? idle : 0;
+        agg = agg_create(&ap);
+        CHECK(agg != NULL);
+        c = agg_counters(agg);
+        CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_OK);
+        if (k == 1)
+            agg_set_now(agg, t0);
+        h.total = g2;
+        agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+        h.total = g1;
+        agg_on_packet(agg, 100, pkt, mkpkt(pkt, &h, v, 64));
+        CHECK_EQ_INT(c->generation_resets, 1);
+        CHECK_EQ_INT(c->gen_dropped, 0);
+        CHECK_EQ_INT(cap.n, 2);
+        CHECK_EQ_INT(cap.h[1].total, g1);
+        agg_destroy(agg);
+    }
+    return TEST_PASSED;
+}
+
+/* A running job on a lossy network while packets of the job before it
+ * (an older generation) keep coming back, from the hosts' endpoints and
+ * from an endpoint of an old process: every operation completes with the
+ * right result, each AN reduces every segment once, and nothing is ever
+ * sent to the old process. */
+TEST(core_gen_stale_interleaved, TEST_UNIT)
+{
+    memnet_group_cfg_t g = lossy_group_cfg(4, 64);
+    memnet_cfg_t net = {.seed = 77,
+                        .delay_ns = 2 * US,
+                        .jitter_ns = 10 * US,
+                        .drop = 0.05,
+                        .dup = 0.05,
+                        .reorder = 0.1,
+                        .reorder_ns = 50 * US};
+    const size_t count = 8 * 4 * 3 + 5; /* 13 segments: slots reused */
+    world_t w;
+    recorder_t rec = {0};
+    agg_counters_t base[MEMNET_MAX_ANS];
+    uint64_t rng = 5, segs = 0, gen_dropped = 0;
+    incoll_ep_t old_proc;
+    size_t nold = 0;
+
+    g.gen = 0x00010000u;
+    CHECK(world_from_spec(&w, "[[2][3] 1]", &net, &g, 8 * count) == 0);
+    old_proc = memnet_add_sink(w.net);
+    /* Job A: record everything it sends, retransmissions included. */
+    memnet_set_tap(w.net, rec_tap, &rec);
+    rec.on = 1;
+    for (int k = 0; k < 4; k++) {
+        fill_onehot(&w, count);
+        CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+        CHECK(check_onehot(&w, count) == 0);
+    }
+    CHECK(memnet_drain(w.net, SEC) == 0);
+    rec.on = 0;
+    for (size_t i = 0; i < rec.n; i++)
+        nold +=
+            rec.v[i].h.type == WIRE_CONTRIB || rec.v[i].h.type == WIRE_RESULT;
+    CHECK(nold > 100);
+
+    /* Job B, newer: A's packets are replayed all along. */
+    CHECK(memnet_new_job(w.net, w.g, 0x00020000u) == 0);
+    snapshot_ans(&w, base);
+    for (int k = 0; k < 30; k++) {
+        fill_onehot(&w, count);
+        world_start(&w, count, INCOLL_UINT64, INCOLL_OP_SUM);
+        for (int j = 0; j < 20; j++) {
+            const rec_pkt_t *p = &rec.v[memnet_rand_below(&rng, rec.n)];
+            uint64_t delay = memnet_rand_below(&rng, 300 * US);
+            if (p->h.type != WIRE_CONTRIB && p->h.type != WIRE_RESULT)
+                continue;
+            inject(w.net, p, delay);
+            /* The same contribution from the old process's endpoint. */
+            if (p->h.type == WIRE_CONTRIB && p->src != memnet_an_ep(w.net, 1) &&
+                p->src != memnet_an_ep(w.net, 2))
+                memnet_inject(w.net, old_proc, p->dst, p->data, p->len,
+                              delay + US);
+        }
+        CHECK_MSG(memnet_run(w.net, 10 * SEC) == 0, "op %d of job B hangs", k);
+        CHECK_MSG(world_check_ok(&w, count) == 0, "op %d of job B", k);
+        CHECK(check_onehot(&w, count) == 0);
+        segs += nsegs(count, INCOLL_UINT64, 64);
+    }
+    CHECK(memnet_drain(w.net, 10 * SEC) == 0);
+    CHECK(check_an_exactly_once(&w, base, segs) == 0);
+    for (int a = 0; a < w.tree.nans; a++) {
+        CHECK_EQ_INT(an_ctr(w.net, a).generation_resets, 1);
+        gen_dropped += an_ctr(w.net, a).gen_dropped - base[a].gen_dropped;
+    }
+    CHECK(gen_dropped > 100);
+    {
+        uint8_t buf[WIRE_HDR_LEN + 64];
+        CHECK_EQ_INT(memnet_sink_take(w.net, old_proc, buf, sizeof(buf), NULL),
+                     0);
+    }
+    rec_free(&rec);
+    world_free(&w);
+    return TEST_PASSED;
+}
+
+/* A job whose generation is older than the last one's (hashes of job ids
+ * are not ordered in time) gets the group once it has been quiet for the
+ * idle period, not before; then it runs as any other. */
+TEST(core_gen_idle_older, TEST_UNIT)
+{
+    memnet_group_cfg_t g = lossy_group_cfg(4, 64);
+    memnet_cfg_t net = CLEAN_NET;
+    const size_t count = 40;
+    world_t w;
+    agg_counters_t b[MEMNET_MAX_ANS];
+    uint64_t t_end, dropped = 0;
+
+    net.gen_idle_ns = 50 * MS;
+    g.gen = 0xB0000000u;
+    CHECK(world_from_spec(&w, "[[2][3]]", &net, &g, 8 * count) == 0);
+    for (int k = 0; k < 2; k++) {
+        fill_onehot(&w, count);
+        CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+        CHECK(check_onehot(&w, count) == 0);
+    }
+    CHECK(memnet_drain(w.net, SEC) == 0);
+    t_end = memnet_now(w.net);
+
+    /* Job B starts at once with an older generation: the ANs drop it
+     * until A has been quiet for 50 ms, and B's retransmissions get in. */
+    CHECK(memnet_new_job(w.net, w.g, 0xA0000000u) == 0);
+    fill_onehot(&w, count);
+    CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+    CHECK(check_onehot(&w, count) == 0);
+    for (int r = 0; r < w.n; r++) {
+        uint64_t took = memnet_done_ns(w.net, w.g, r) - t_end;
+        CHECK_MSG(took >= 50 * MS - 50 * US,
+                  "rank %d done after %" PRIu64 " us, before the idle period",
+                  r, took / US);
+        CHECK_MSG(took < 60 * MS, "rank %d done after %" PRIu64 " us", r,
+                  took / US);
+    }
+    for (int a = 0; a < w.tree.nans; a++) {
+        CHECK_EQ_INT(an_ctr(w.net, a).generation_resets, 1);
+        dropped += an_ctr(w.net, a).gen_dropped;
+    }
+    CHECK(dropped > 0);
+    CHECK(memnet_drain(w.net, SEC) == 0);
+    /* From now on B is the group's generation: no more drops, no delay. */
+    snapshot_ans(&w, b);
+    for (int k = 0; k < 3; k++) {
+        uint64_t t0 = memnet_now(w.net);
+        fill_onehot(&w, count);
+        CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+        CHECK(check_onehot(&w, count) == 0);
+        CHECK(memnet_now(w.net) - t0 < MS);
+    }
+    for (int a = 0; a < w.tree.nans; a++) {
+        CHECK_EQ_INT(an_ctr(w.net, a).gen_dropped, b[a].gen_dropped);
+        CHECK_EQ_INT(an_ctr(w.net, a).generation_resets, 1);
+    }
+    world_free(&w);
+    return TEST_PASSED;
+}
+
+/* INCOLL_GEN sets the generation (decimal or 0x hex, non-zero, 32 bits);
+ * anything else is refused with an error and the job id's hash is used. */
+TEST(core_job_generation, TEST_UNIT)
+{
+    static const char *const bad[] = {"0",    "0x0", "-5",         "+5",
+                                      " 5",   "5 ",  "4294967296", "0x",
+                                      "0x1g", "12a", "0x100000000"};
+    const char *saved = getenv("INCOLL_GEN");
+    char *keep = saved ? strdup(saved) : NULL;
+    int level = log_level_current;
+    uint32_t hashed;
+
+    unsetenv("INCOLL_GEN");
+    hashed = host_job_generation("job-7");
+    CHECK(hashed != 0);
+    CHECK(hashed != host_job_generation("job-8"));
+    CHECK_EQ_INT(host_job_generation(NULL), 0);
+    setenv("INCOLL_GEN", "1234567", 1);
+    CHECK_EQ_INT(host_job_generation("job-7"), 1234567);
+    setenv("INCOLL_GEN", "4294967295", 1);
+    CHECK_EQ_INT(host_job_generation(NULL), 4294967295u);
+    setenv("INCOLL_GEN", "0xdeadBEEF", 1);
+    CHECK_EQ_INT(host_job_generation("job-7"), 0xDEADBEEFu);
+    setenv("INCOLL_GEN", "", 1);
+    CHECK_EQ_INT(host_job_generation("job-7"), hashed);
+    log_level_current = -1; /* the errors are expected */
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("INCOLL_GEN", bad[i], 1);
+        CHECK_MSG(host_job_generation("job-7") == hashed, "'%s' accepted",
+                  bad[i]);
+    }
+    log_level_current = level;
+    if (keep) {
+        setenv("INCOLL_GEN", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("INCOLL_GEN");
+    }
+    return TEST_PASSED;
+}
+
+/* Payloads that are not multiples of 8 (or are, like 1000): every result
+ * copy and contribution buffer of the AN starts aligned, so 64-bit
+ * reductions never touch a misaligned element (UBSan in the asan build). */
+TEST(core_payload_alignment, TEST_UNIT)
+{
+    static const uint32_t payloads[] = {1000, 1004, 1001, 65000};
+    static const incoll_dtype_t types[] = {INCOLL_FLOAT64, INCOLL_INT64,
+                                           INCOLL_UINT64, INCOLL_FLOAT32};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM, INCOLL_OP_PROD,
+                                      INCOLL_OP_MIN, INCOLL_OP_MAX};
+    uint64_t rng = 1000;
+    for (size_t k = 0; k < sizeof(payloads) / sizeof(payloads[0]); k++) {
+        memnet_group_cfg_t g = group_cfg(5, payloads[k]);
+        const size_t cap = 8 * 40000;
+        world_t w;
+        CHECK(world_from_spec(&w, "[[2][1] 2]", &CLEAN_NET, &g, cap) == 0);
+        for (size_t d = 0; d < sizeof(types) / sizeof(types[0]); d++) {
+            for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+                size_t count = 1 + (size_t)memnet_rand_below(
+                                       &rng, cap / incoll_dtype_size(types[d]));
+                fill_random(&w, &rng, count, types[d], ops[o]);
+                CHECK(world_op(&w, count, types[d], ops[o], SEC) == 0);
+                CHECK_MSG(check_ref(&w, count, types[d], ops[o]) == 0,
+                          "payload %u", payloads[k]);
+            }
+        }
+        world_free(&w);
+    }
+    return TEST_PASSED;
+}
+
+/* A host engine whose window of results comes back slowly but steadily
+ * (a slow link: each result just under a timeout after the one before,
+ * the whole operation many timeouts long) retransmits nothing and does not
+ * time out; a result that is really lost is resent one timeout after the
+ * results stop. */
+TEST(core_host_steady_results, TEST_UNIT)
+{
+    static capture_t cap;
+    host_engine_params_t p = host_params(&cap, 16, 0);
+    host_engine_t *eng;
+    static int64_t send[8 * 40], recv[8 * 40];
+    uint8_t pkt[WIRE_HDR_LEN + 64];
+    const uint64_t rto = 10 * MS, gap = rto - 100 * US, t0 = 5 * SEC;
+    const int nseg = 40;
+    uint64_t now = t0;
+
+    for (int i = 0; i < 8 * nseg; i++)
+        send[i] = 3 * i - 100;
+    p.rto_init_ns = p.rto_min_ns = p.rto_max_ns = rto;
+    p.progress_timeout_ns = 5 * rto; /* the operation takes 40 gaps */
+    p.max_retries = 2;
+    cap.n = 0;
+    eng = host_engine_create(&p);
+    CHECK(eng != NULL);
+    CHECK_EQ_INT(host_engine_start(eng, send, recv, 8 * nseg, INCOLL_INT64,
+                                   INCOLL_OP_SUM, t0),
+                 INCOLL_INPROGRESS);
+    CHECK_EQ_INT(cap.n, 16);
+    for (int k = 0; k < nseg; k++) {
+        uint64_t at = t0 + (uint64_t)(k + 1) * gap;
+        /* The driver wakes at every deadline before the result comes. */
+        for (int guard = 0; host_engine_deadline(eng) <= at; guard++) {
+            CHECK_MSG(guard < 4, "deadline stuck at %" PRIu64,
+                      host_engine_deadline(eng));
+            now = host_engine_deadline(eng);
+            host_engine_on_time(eng, now);
+        }
+        CHECK_MSG(host_engine_counters(eng)->retransmits == 0,
+                  "segment %d: a result that keeps coming was resent", k);
+        CHECK_EQ_INT(host_engine_status(eng), INCOLL_INPROGRESS);
+        CHECK_EQ_INT(cap.h[k].offset, 8 * k);
+        host_engine_on_packet(eng, 50, pkt,
+                              result_for(&cap, k, pkt, send + 8 * k), at);
+    }
+    CHECK_EQ_INT(host_engine_status(eng), INCOLL_OK);
+    CHECK(memcmp(recv, send, sizeof(send)) == 0);
+    CHECK_EQ_INT(cap.n, nseg);
+    CHECK_EQ_INT(host_engine_counters(eng)->retransmits, 0);
+    CHECK_EQ_INT(host_engine_counters(eng)->timeouts, 0);
+
+    /* The next operation: 4 segments, the result of the first is lost and
+     * the others come steadily. It is resent one timeout after the last
+     * of them, not before. */
+    cap.n = 0;
+    now = t0 + SEC;
+    CHECK_EQ_INT(host_engine_start(eng, send, recv, 32, INCOLL_INT64,
+                                   INCOLL_OP_SUM, now),
+                 INCOLL_INPROGRESS);
+    CHECK_EQ_INT(cap.n, 4);
+    for (int k = 1; k < 4; k++) {
+        host_engine_on_time(eng, now + (uint64_t)k * gap - 1);
+        host_engine_on_packet(eng, 50, pkt,
+                              result_for(&cap, k, pkt, send + 8 * k),
+                              now + (uint64_t)k * gap);
+    }
+    CHECK_EQ_INT(host_engine_counters(eng)->retransmits, 0);
+    CHECK(host_engine_deadline(eng) == now + 3 * gap + rto);
+    host_engine_on_time(eng, now + 3 * gap + rto - 1);
+    CHECK_EQ_INT(cap.n, 4);
+    host_engine_on_time(eng, now + 3 * gap + rto);
+    CHECK_EQ_INT(cap.n, 5);
+    CHECK_EQ_INT(cap.h[4].offset, 0);
+    CHECK_EQ_INT(cap.h[4].flags & WIRE_F_RETRANS, WIRE_F_RETRANS);
+    host_engine_on_packet(eng, 50, pkt, result_for(&cap, 4, pkt, send),
+                          now + 3 * gap + rto + MS);
+    CHECK_EQ_INT(host_engine_status(eng), INCOLL_OK);
+    CHECK(memcmp(recv, send, 32 * 8) == 0);
+    CHECK_EQ_INT(host_engine_counters(eng)->retransmits, 1);
+    host_engine_destroy(eng);
+    return TEST_PASSED;
+}
+
+/* A driver clock that lags the last packet (now earlier than the last
+ * result) is not taken for an eternity without progress. */
+TEST(core_host_clock_behind, TEST_UNIT)
+{
+    static capture_t cap;
+    host_engine_params_t p = host_params(&cap, 2, 0);
+    host_engine_t *eng;
+    int64_t send[16], recv[16];
+    uint8_t pkt[WIRE_HDR_LEN + 64];
+    const uint64_t t0 = 5 * SEC;
+
+    for (int i = 0; i < 16; i++)
+        send[i] = i;
+    cap.n = 0;
+    eng = host_engine_create(&p);
+    CHECK(eng != NULL);
+    CHECK_EQ_INT(
+        host_engine_start(eng, send, recv, 16, INCOLL_INT64, INCOLL_OP_SUM, t0),
+        INCOLL_INPROGRESS);
+    host_engine_on_packet(eng, 50, pkt, result_for(&cap, 0, pkt, send),
+                          t0 + 10 * MS);
+    host_engine_on_time(eng, t0 + 5 * MS);
+    host_engine_on_time(eng, t0);
+    CHECK_EQ_INT(host_engine_status(eng), INCOLL_INPROGRESS);
+    CHECK_EQ_INT(host_engine_counters(eng)->timeouts, 0);
+    CHECK_EQ_INT(host_engine_counters(eng)->retransmits, 0);
+    CHECK_EQ_INT(cap.n, 2);
+    host_engine_on_packet(eng, 50, pkt, result_for(&cap, 1, pkt, send + 8),
+                          t0 + 11 * MS);
+    CHECK_EQ_INT(host_engine_status(eng), INCOLL_OK);
+    CHECK(memcmp(recv, send, sizeof(send)) == 0);
+    host_engine_destroy(eng);
+    return TEST_PASSED;
+}
+
+/* wire_ep_parse takes a strict dotted quad and 1 to 5 decimal digits of
+ * port in 1..65535, nothing else. */
+TEST(wire_ep_parse_strict, TEST_UNIT)
+{
+    static const char *const bad[] = {
+        "10.0.0.7:+80",  "10.0.0.7: 80",   "10.0.0.7:80 ",    "10.0.0.7:-80",
+        " 10.0.0.7:80",  "10.0.0.7 :80",   "10.0.0.+7:80",    "10.0.0.-7:80",
+        "10.0.0.07:80",  "010.0.0.7:80",   "10.0.0.7:000000", "10.0.0.7:065536",
+        "10.0.0.7:0x50", "10.0.0.7:00000", "10..0.7:80",      "10.0.0.7.:80",
+        ".10.0.0.7:80",  "1000.0.0.7:80",  "10.0.0.7::80",    "0x0a.0.0.7:80",
+        "10.0.0:80",     "10:80",          "10.0.0.7:123456",
+    };
+    static const struct {
+        const char *text;
+        uint32_t ip;
+        uint16_t port;
+    } good[] = {
+        {"10.0.0.7:80", 0x0A000007u, 80},
+        {"0.0.0.0:1", 0, 1},
+        {"10.0.0.7:080", 0x0A000007u, 80},
+        {"10.0.0.7:00080", 0x0A000007u, 80},
+        {"192.168.100.255:65535", 0xC0A864FFu, 65535},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        incoll_ep_t e = 12345;
+        CHECK_MSG(wire_ep_parse(bad[i], &e) == INCOLL_ERR_INVALID_ARG,
+                  "'%s' accepted", bad[i]);
+        CHECK_MSG(e == 12345, "'%s' wrote the output", bad[i]);
+    }
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        incoll_ep_t e = 0;
+        CHECK_MSG(wire_ep_parse(good[i].text, &e) == INCOLL_OK, "'%s' refused",
+                  good[i].text);
+        CHECK_MSG(e == wire_ep(good[i].ip, good[i].port), "'%s'", good[i].text);
+    }
     return TEST_PASSED;
 }

@@ -14,7 +14,6 @@
 #include <stdint.h>
 
 /* Defined in src/common/reduce.c; not yet declared in common/dtype.h. */
-int reduce_select_impl(const char *name);
 
 static const char *const all_impls[] = {"avx512", "avx2", "sse2", "vec128",
                                         "scalar"};

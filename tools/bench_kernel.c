@@ -31,7 +31,6 @@
 #include <time.h>
 
 /* Defined in src/common/reduce.c; not yet declared in common/dtype.h. */
-int reduce_select_impl(const char *name);
 
 #define MAX_NSRC 8
 #define RING_SLOTS 64

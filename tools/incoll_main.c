@@ -11,9 +11,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* tools/cmd_mpirun.c; not in cli.h yet. */
-int cmd_mpirun(int argc, char **argv);
-
 typedef struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -26,6 +23,7 @@ static const cli_cmd_t commands[] = {
     {"mpirun", cmd_mpirun, "run an MPI program with its collectives offloaded"},
     {"stat", cmd_stat, "print the counters of every aggregation node"},
     {"bench", cmd_bench, "run a benchmark (kernel, allreduce, pingpong)"},
+    {"sim", cmd_sim, "simulate allreduce on large fat-trees (SimGrid)"},
     {"info", cmd_info,
      "print the version, the reduction kernels and every knob"},
     {NULL, NULL, NULL},

@@ -34,6 +34,10 @@ void reduce_n_scalar(incoll_op_t op, incoll_dtype_t dtype, void *dst,
 /* Name of the kernel variant reduce_n() picked at run time ("avx2",
  * "sse2", "scalar", ...). */
 const char *reduce_impl_name(void);
+/* Forces a kernel variant by name ("scalar", "sse2", "avx2", "avx512"), or
+ * back to the run-time choice with NULL; -1 if this CPU or build lacks it.
+ * For tests and `incoll bench kernel --impl`. */
+int reduce_select_impl(const char *name);
 
 /* Conversions used by the kernels and the tests. */
 float dtype_half_to_float(uint16_t h);

@@ -1,6 +1,5 @@
 #include "common/wire.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,23 +155,48 @@ const char *wire_ep_str(incoll_ep_t ep, char *buf, size_t len)
     return buf;
 }
 
+/* Parses a strict dotted quad of len bytes: four decimal numbers 0..255,
+ * each of 1 to 3 digits without a sign, space or leading zero (so "010"
+ * can't be read as octal anywhere else). Returns 0 and fills *ip_p, or -1. */
+static int parse_ipv4(const char *s, size_t len, uint32_t *ip_p)
+{
+    uint32_t ip = 0;
+    size_t i = 0;
+
+    for (int part = 0; part < 4; part++) {
+        unsigned v = 0;
+        size_t start;
+        if (part > 0) {
+            if (i >= len || s[i] != '.')
+                return -1;
+            i++;
+        }
+        start = i;
+        while (i < len && i - start < 3 && s[i] >= '0' && s[i] <= '9')
+            v = v * 10 + (unsigned)(s[i++] - '0');
+        if (i == start || v > 255 || (s[start] == '0' && i - start > 1))
+            return -1;
+        ip = ip << 8 | v;
+    }
+    if (i != len)
+        return -1;
+    *ip_p = ip;
+    return 0;
+}
+
 incoll_status_t wire_ep_parse(const char *text, incoll_ep_t *ep_p)
 {
-    char host[64];
-    const char *colon = strrchr(text, ':');
-    struct in_addr a;
-    char *end;
-    unsigned long port;
+    const char *colon = strrchr(text, ':'), *p;
+    uint32_t ip, port = 0;
 
-    if (colon == NULL || (size_t)(colon - text) >= sizeof(host))
+    if (colon == NULL || parse_ipv4(text, (size_t)(colon - text), &ip) != 0)
         return INCOLL_ERR_INVALID_ARG;
-    memcpy(host, text, (size_t)(colon - text));
-    host[colon - text] = '\0';
-    if (inet_pton(AF_INET, host, &a) != 1)
+    /* The port: 1 to 5 decimal digits and nothing else (strtoul would
+     * take a sign and leading spaces). */
+    for (p = colon + 1; *p >= '0' && *p <= '9' && p - colon <= 5; p++)
+        port = port * 10 + (uint32_t)(*p - '0');
+    if (p == colon + 1 || *p != '\0' || port == 0 || port > 65535)
         return INCOLL_ERR_INVALID_ARG;
-    port = strtoul(colon + 1, &end, 10);
-    if (*end != '\0' || colon[1] == '\0' || port == 0 || port > 65535)
-        return INCOLL_ERR_INVALID_ARG;
-    *ep_p = wire_ep(ntohl(a.s_addr), (uint16_t)port);
+    *ep_p = wire_ep(ip, (uint16_t)port);
     return INCOLL_OK;
 }

@@ -3,6 +3,8 @@
  * allocates per packet: slot result buffers are allocated when a group is
  * added, and contribution buffers come from a per-group free list that
  * grows to the number of contributions in flight and is then reused.
+ * Every buffer starts on a 64-byte boundary (BUF_ALIGN), whatever the
+ * payload size, so the reduction kernels see aligned elements.
  */
 #include "core/agg_core.h"
 
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define BUF_ALIGN 64
 
 enum {
     SLOT_DONE = 0,       /* result of slot->epoch known (or never used) */
@@ -50,13 +54,15 @@ typedef struct group {
     uint16_t index_at_parent;
     uint32_t nslots;
     uint32_t max_payload;
+    size_t stride;         /* max_payload rounded up to BUF_ALIGN */
     uint32_t gen;          /* generation (job) the slots belong to */
     int gen_set;
+    uint64_t active_ns;    /* last packet of generation gen accepted */
     int seen_words;
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
-    uint8_t *res_all;      /* nslots * 2 * max_payload bytes */
+    uint8_t *res_all;      /* nslots * 2 * stride bytes */
     uint8_t **pool;        /* free contribution buffers */
     int pool_free;
     int pool_cap;
@@ -68,6 +74,9 @@ struct agg {
     uint64_t admin_key;
     agg_send_cb_t send;
     void *send_arg;
+    uint64_t gen_idle_ns;
+    uint64_t now_ns;
+    int clock_set;   /* agg_set_now() was called */
     group_t **table; /* open addressing by id; NULL = empty, TOMB = removed */
     uint32_t table_cap;
     uint32_t ngroups;
@@ -88,6 +97,7 @@ agg_t *agg_create(const agg_params_t *params)
     agg->admin_key = params->admin_key;
     agg->send = params->send;
     agg->send_arg = params->send_arg;
+    agg->gen_idle_ns = params->gen_idle_ns;
     agg->table_cap = 16;
     agg->table = calloc(agg->table_cap, sizeof(*agg->table));
     if (agg->table == NULL) {
@@ -198,13 +208,15 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->index_at_parent = p->index_at_parent;
     g->nslots = p->slots;
     g->max_payload = p->max_payload;
+    g->stride =
+        ((size_t)p->max_payload + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1);
     g->seen_words = (p->nchildren + 63) / 64;
     g->children = malloc(nch * sizeof(*g->children));
     g->learned = calloc(nch, 1);
     g->slots = calloc(nslots, sizeof(*g->slots));
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
-    g->res_all = malloc(nslots * 2 * p->max_payload);
+    g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
     g->pool_cap = (int)(nslots * nch);
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
@@ -223,8 +235,8 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
         sl->state = SLOT_DONE;
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
-        sl->res[0].buf = &g->res_all[(2 * s) * p->max_payload];
-        sl->res[1].buf = &g->res_all[(2 * s + 1) * p->max_payload];
+        sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
+        sl->res[1].buf = &g->res_all[(2 * s + 1) * g->stride];
     }
     if (table_insert(agg, g) != INCOLL_OK) {
         group_free(g);
@@ -260,11 +272,21 @@ incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
 
 int agg_group_count(const agg_t *agg) { return (int)agg->ngroups; }
 
+void agg_set_now(agg_t *agg, uint64_t now_ns)
+{
+    agg->now_ns = now_ns;
+    agg->clock_set = 1;
+}
+
 const agg_counters_t *agg_counters(const agg_t *agg) { return &agg->ctr; }
 
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
 {
-    size_t n = (size_t)snprintf(buf, len, "an=%s", agg->name);
+    size_t n;
+
+    if (len == 0)
+        return 0;
+    n = (size_t)snprintf(buf, len, "an=%s", agg->name);
 #define AGG_X_FMT(f)                                                           \
     if (n < len)                                                               \
         n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64,            \
@@ -343,7 +365,7 @@ static uint8_t *pool_get(group_t *g)
 {
     if (g->pool_free > 0)
         return g->pool[--g->pool_free];
-    return malloc(g->max_payload); /* grows once, then reused */
+    return aligned_alloc(BUF_ALIGN, g->stride); /* grows once, then reused */
 }
 
 static void pool_put(group_t *g, uint8_t *buf)
@@ -376,6 +398,19 @@ static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
     (*ctr)++;
     incoll_debug("agg %s: drop packet from %s: %s (group %u)", agg->name,
                  wire_ep_str(src, ep, sizeof(ep)), why, group);
+}
+
+/*
+ * 1 when the group has accepted no packet of its generation for the idle
+ * period, so that an older generation may take it over. Without a clock
+ * (agg_set_now never called) every group counts as quiet.
+ */
+static int group_quiet(const agg_t *agg, const group_t *g)
+{
+    if (agg->gen_idle_ns == 0 || !agg->clock_set)
+        return 1;
+    return agg->now_ns >= g->active_ns &&
+           agg->now_ns - g->active_ns >= agg->gen_idle_ns;
 }
 
 /*
@@ -430,16 +465,27 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              g->id);
         return;
     }
-    if (g->learned[c])
-        g->children[c] = src; /* hosts: reply to where they send from */
-    if (!g->gen_set || h->total != g->gen) {
-        if (g->gen_set)
-            incoll_info("agg %s: group %u: generation %08x replaces %08x, "
-                        "slots reset",
-                        agg->name, g->id, h->total, g->gen);
-        agg->ctr.generation_resets += g->gen_set;
+    if (g->gen_set && h->total != g->gen) {
+        int newer = (int32_t)(h->total - g->gen) > 0;
+        if (!newer && !group_quiet(agg, g)) {
+            /* A straggler of an earlier job: it must neither reset the
+             * running job's slots nor redirect its child's results. */
+            drop(agg, &agg->ctr.gen_dropped, src,
+                 "contribution of an older generation", g->id);
+            return;
+        }
+        incoll_info("agg %s: group %u: generation %08x replaces %s %08x, "
+                    "slots reset",
+                    agg->name, g->id, h->total, newer ? "older" : "quiet",
+                    g->gen);
+        agg->ctr.generation_resets++;
+        group_reset(g, h->total);
+    } else if (!g->gen_set) {
         group_reset(g, h->total);
     }
+    g->active_ns = agg->now_ns;
+    if (g->learned[c])
+        g->children[c] = src; /* hosts: reply to where they send from */
 
     sl = &g->slots[h->slot];
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
@@ -533,10 +579,11 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     sl = &g->slots[h->slot];
     if (h->total != g->gen) {
-        drop(agg, &agg->ctr.stale_dropped, src, "result of another generation",
+        drop(agg, &agg->ctr.gen_dropped, src, "result of another generation",
              g->id);
         return;
     }
+    g->active_ns = agg->now_ns;
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
         agg->ctr.duplicates_dropped++;
         return;

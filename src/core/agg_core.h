@@ -21,11 +21,23 @@
  *    copies per slot) for children whose copy of result e was lost.
  *
  * Generations: CONTRIB and RESULT packets carry the sender's group
- * generation (a hash of the job id) in the header's "total" field. A job
- * that reuses a group starts its sequence numbers at 0 again; the first
- * contribution of a new generation resets the group's slots, and packets
- * of any other generation are dropped, so no result of an earlier job is
- * ever resent to, or reduced with, a later one.
+ * generation in the header's "total" field (INCOLL_GEN, which `incoll run`
+ * takes from the clock, else a hash of the job id). A job that reuses a
+ * group starts its sequence numbers at 0 again, so no result of an earlier
+ * job may ever be resent to, or reduced with, a later one. Generations are
+ * ordered by serial-number arithmetic (RFC 1982): g is newer than the
+ * group's when (int32_t)(g - gen) > 0.
+ *  - A contribution of a newer generation resets the group's slots.
+ *  - One of an older generation is dropped (gen_dropped): hosts of an
+ *    earlier job may still be retransmitting while the next one runs.
+ *  - Except when the group has been quiet (no packet of its generation
+ *    accepted) for gen_idle_ns: then an older generation resets the group
+ *    too, because generations that are hashes of job ids are not ordered
+ *    in time.
+ *  - Results of any other generation are dropped (gen_dropped).
+ * The AN has no clock of its own: the driver tells it the time with
+ * agg_set_now(). Until it does, every group counts as quiet (generations
+ * are not ordered), as with gen_idle_ns 0.
  */
 #ifndef INCOLL_AGG_CORE_H
 #define INCOLL_AGG_CORE_H
@@ -47,6 +59,9 @@ typedef struct {
     uint64_t admin_key;   /* key a STATS_REQ must carry; 0 refuses all */
     agg_send_cb_t send;
     void *send_arg;
+    /* A group quiet for this long accepts an older generation
+     * (INCOLL_AGG_GEN_IDLE_MS); 0 accepts any other generation at once. */
+    uint64_t gen_idle_ns;
 } agg_params_t;
 
 typedef struct {
@@ -79,6 +94,7 @@ typedef struct {
     X(reforwards)                                                              \
     X(duplicates_dropped)                                                      \
     X(stale_dropped)                                                           \
+    X(gen_dropped)                                                             \
     X(malformed_dropped)                                                       \
     X(unknown_group)                                                           \
     X(bad_key)                                                                 \
@@ -108,6 +124,13 @@ incoll_status_t agg_group_remove(agg_t *agg, uint32_t id);
 int agg_group_count(const agg_t *agg);
 
 /*
+ * Tells the AN the time, in nanoseconds of any monotonic clock; the
+ * driver calls it before each batch of received packets. The AN uses it
+ * only to see how long a group has been quiet (generations, above).
+ */
+void agg_set_now(agg_t *agg, uint64_t now_ns);
+
+/*
  * Handles one received datagram from src. Never trusts it: a packet that
  * fails any check is counted and dropped, with a debug log line naming the
  * peer and the field.
@@ -115,7 +138,9 @@ int agg_group_count(const agg_t *agg);
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
 
 const agg_counters_t *agg_counters(const agg_t *agg);
-/* Formats "an=<name> key=value ..." into buf; returns the length. */
+/* Formats "an=<name> key=value ..." into buf, truncated to len - 1 bytes
+ * and terminated; returns the length written (0, writing nothing, when len
+ * is 0). */
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len);
 
 #endif

@@ -4,6 +4,13 @@
  * A segment is sent only when the one before it in the same slot (seq -
  * slots) has its result, which is what lets the ANs keep only two copies
  * of a slot's result.
+ *
+ * The retransmission clock restarts on progress: a segment is resent only
+ * when both its own timeout (from its last transmission, with backoff) and
+ * one timeout since the last result of the operation have passed. When a
+ * long vector streams through a slow link, results queue behind each other
+ * and arrive long after their segments were sent, but steadily: resending
+ * them then would only add to the queue. Loss shows once results stop.
  */
 #include "core/host_engine.h"
 
@@ -254,10 +261,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
            n * eng->dsize);
     s->state = SEG_DONE;
     eng->ctr.results++;
-    if (s->retries == 0)
+    if (s->retries == 0 && now_ns >= s->first_ns)
         rtt_sample(eng, now_ns - s->first_ns);
     eng->ndone++;
-    eng->last_progress_ns = now_ns;
+    if (now_ns > eng->last_progress_ns)
+        eng->last_progress_ns = now_ns;
     while (eng->low < eng->next_send &&
            eng->win[(eng->base_seq + eng->low) % eng->p.slots].state == SEG_DONE)
         eng->low++;
@@ -274,6 +282,10 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
 
     if (eng->status != INCOLL_INPROGRESS)
         return;
+    /* A driver's clock may lag the time of the last result it fed (two
+     * threads reading the clock): nothing is due before the last result. */
+    if (now_ns < eng->last_progress_ns)
+        return;
     if (now_ns - eng->last_progress_ns >= eng->p.progress_timeout_ns) {
         uint64_t seq = eng->base_seq + eng->low;
         eng->ctr.timeouts++;
@@ -285,6 +297,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
+    if (now_ns < eng->last_progress_ns + eng->rto)
+        return; /* results are still coming: none is late yet */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
         if (s->state != SEG_SENT || s->deadline > now_ns)
@@ -307,14 +321,17 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
 
 uint64_t host_engine_deadline(const host_engine_t *eng)
 {
-    uint64_t d;
+    uint64_t d, quiet;
     if (eng->status != INCOLL_INPROGRESS)
         return UINT64_MAX;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
+    /* No retransmission before one timeout without results (see top). */
+    quiet = eng->last_progress_ns + eng->rto;
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         const seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
-        if (s->state == SEG_SENT && s->deadline < d)
-            d = s->deadline;
+        uint64_t due = s->deadline > quiet ? s->deadline : quiet;
+        if (s->state == SEG_SENT && due < d)
+            d = due;
     }
     return d;
 }

@@ -2,9 +2,11 @@
  * The host protocol engine as a sans-I/O state machine: one per (process,
  * group). It cuts a vector into segments that fit one packet, keeps up to a
  * window of them in flight (one slot each), retransmits a segment whose
- * result is late, copies each segment's result into the user's buffer
- * exactly once, and fails the operation with INCOLL_ERR_TIMEOUT after a
- * bounded number of retries or a bounded time without progress.
+ * result is late (a timeout after its last transmission and a timeout
+ * after the operation's last result: results that queue behind others on
+ * a slow link are not late), copies each segment's result into the user's
+ * buffer exactly once, and fails the operation with INCOLL_ERR_TIMEOUT
+ * after a bounded number of retries or a bounded time without progress.
  *
  * Slots and epochs come from a per-group segment sequence number that all
  * members advance identically (collectives are called in the same order on
@@ -26,7 +28,7 @@ typedef void (*host_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 typedef struct {
     uint32_t group;
     uint64_t key;
-    uint32_t gen;            /* generation: hash of the job id (agg_core.h) */
+    uint32_t gen;            /* the job's group generation (agg_core.h) */
     uint16_t child;          /* our child index at the leaf AN */
     incoll_ep_t an;          /* the leaf AN */
     uint32_t slots;          /* slots per group, as configured on the ANs */
@@ -76,7 +78,8 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
                            const void *buf, size_t len, uint64_t now_ns);
 
-/* Retransmits what is due and checks the time limits. */
+/* Retransmits what is due and checks the time limits. A now_ns earlier
+ * than the last packet fed does nothing. */
 void host_engine_on_time(host_engine_t *eng, uint64_t now_ns);
 
 /* When on_time() must next be called; UINT64_MAX if nothing is pending. */

@@ -21,6 +21,14 @@
  * step's block goes straight into the working buffer (algo.h guarantees it
  * does not overlap the send block). Buffers grow when a larger block comes
  * (never per packet in the steady state).
+ *
+ * The retransmission clock restarts on progress: a packet is resent on a
+ * timeout only when both its own timeout (with backoff) and one timeout
+ * since the last ack that acked something new of the transfer have passed.
+ * On a slow link packets queue behind each other and their acks come long
+ * after they were sent, but steadily; resending them would only lengthen
+ * the queue. A hole that later packets' acks reveal is still resent at
+ * once (RACK, in on_ack), and a silent peer still gets retransmissions.
  */
 #include "core/p2p_engine.h"
 
@@ -111,6 +119,7 @@ struct p2p_engine {
     size_t send_npkts;
     size_t low;         /* first packet not acked */
     size_t next;        /* next packet never sent */
+    uint64_t last_ack_ns; /* last ack of something new (or the send start) */
     pkt_t *win;         /* p.window entries */
     uint64_t tx_seq;
     uint64_t max_acked_tx;
@@ -656,6 +665,7 @@ static int start_step(p2p_engine_t *eng, uint64_t now)
         eng->low = eng->next = 0;
         eng->max_acked_tx = eng->tx_seq;
         eng->max_acked_sent_ns = 0;
+        eng->last_ack_ns = now;
         fill_window(eng, now);
     }
     eng->last_progress_ns = now;
@@ -851,6 +861,10 @@ static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, uint64_t *rtt_p)
     if (pk->acked)
         return;
     pk->acked = 1;
+    if (now > eng->last_ack_ns)
+        eng->last_ack_ns = now;
+    if (now > eng->last_progress_ns)
+        eng->last_progress_ns = now;
     if (pk->tx > eng->max_acked_tx)
         eng->max_acked_tx = pk->tx;
     if (pk->sent_ns > eng->max_acked_sent_ns)
@@ -864,7 +878,7 @@ static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, uint64_t *rtt_p)
             eng->reo_mult++;
         eng->reo_calm = 0;
     }
-    if (pk->retries == 0 && pk->fast_ns == 0)
+    if (pk->retries == 0 && pk->fast_ns == 0 && now >= pk->sent_ns)
         *rtt_p = now - pk->sent_ns;
 }
 
@@ -1051,6 +1065,8 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
     if (!eng->running)
         return;
     st = &eng->steps[eng->idx];
+    if (now_ns < eng->last_progress_ns)
+        return; /* the driver's clock lags the last packet it fed */
     if (now_ns - eng->last_progress_ns >= eng->p.progress_timeout_ns) {
         int peer = eng->send_peer >= 0 && eng->low < eng->send_npkts
                        ? eng->send_peer
@@ -1063,9 +1079,11 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
     /* On a timeout resend only the first packet due and hold the others
      * back until its deadline: when the peer was merely slow (descheduled,
      * or computing), one packet finds out, and its selective ack tells
-     * which others are really missing (then resent at once, see on_ack). */
+     * which others are really missing (then resent at once, see on_ack).
+     * While acks of something new keep coming, nothing is resent on a
+     * timeout (see the top of this file). */
     {
-        uint64_t hold = 0;
+        uint64_t hold = 0, quiet = eng->last_ack_ns + eng->rto;
         for (size_t i = eng->low; eng->send_peer >= 0 && i < eng->next; i++) {
             pkt_t *pk = &eng->win[i % eng->p.window];
             if (pk->acked || pk->deadline > now_ns)
@@ -1074,6 +1092,8 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
                 retransmit(eng, i, now_ns);
                 continue;
             }
+            if (now_ns < quiet)
+                continue;
             if (hold) {
                 pk->deadline = hold;
                 continue;
@@ -1098,7 +1118,7 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
 
 uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
 {
-    uint64_t d;
+    uint64_t d, quiet;
 
     for (int i = 0; i < NSLOTS; i++)
         if (eng->slot[i].state != SLOT_FREE && eng->slot[i].unacked)
@@ -1106,10 +1126,12 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
     if (!eng->running)
         return UINT64_MAX;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
+    quiet = eng->last_ack_ns + eng->rto;
     for (size_t i = eng->low; eng->send_peer >= 0 && i < eng->next; i++) {
         const pkt_t *pk = &eng->win[i % eng->p.window];
-        if (!pk->acked && pk->deadline < d)
-            d = pk->deadline;
+        uint64_t due = pk->lost || pk->deadline > quiet ? pk->deadline : quiet;
+        if (!pk->acked && due < d)
+            d = due;
     }
     if (eng->rslot != NULL && eng->rslot->nrecv < eng->rslot->npkts &&
         eng->next_probe_ns < d)

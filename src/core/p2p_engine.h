@@ -34,7 +34,8 @@
  * consumed block with DONE whenever its data comes again (the last ack was
  * lost), and keep blocks peers send ahead of time (in a small pool of
  * slots, one always spare for the current step). Senders keep a window of packets in flight,
- * retransmit on an adaptive timeout with backoff (as host_engine) or at
+ * retransmit on an adaptive timeout with backoff (as host_engine: only once
+ * acks of anything new have also stopped for a timeout) or at
  * once when three later packets were acked (fast retransmit), and fail
  * with INCOLL_ERR_TIMEOUT after max_retries silent retransmissions or
  * progress_timeout without any progress. One exception: when a rank's
