@@ -14,7 +14,15 @@ SODIUM_OK  := $(shell pkg-config --exists libsodium 2>/dev/null && echo 1)
 ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
+else
+$(warning libsodium-dev is not installed: the manager's authentication will refuse to run; `make deps` installs it)
 endif
+
+# Objects depend on the flags they were built with (and so on whether
+# libsodium and SimGrid were found): installing a package rebuilds them.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(BASEFLAGS) $(CFLAGS) $(LDLIBS) simgrid=$(SIMGRID_OK)
+$(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
 LIB_SRCS  := $(sort $(wildcard src/common/*.c src/core/*.c src/host/*.c))
 AGG_SRCS  := $(sort $(wildcard src/agg/*.c))
@@ -42,17 +50,17 @@ BINS += $(BUILD)/bin/incoll-mgr
 endif
 LIBS := $(BUILD)/lib/libincoll.so $(BUILD)/lib/libincoll.a
 
-.PHONY: all test unit-test demo bench install format clean deps sim
+.PHONY: all test unit-test demo bench install install-sim install-mpi format clean deps sim mpi
 all: $(LIBS) $(BINS)
 
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c
+$(BUILD)/asan/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
@@ -143,6 +151,14 @@ MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
 MPI_TEST_F  := $(sort $(wildcard tests/mpi/*.f90))
 MPI_TARGETS :=
 
+# The remote shell through which `incoll mpirun --emulate` starts MPI's
+# daemons inside the emulated hosts (tools/mpi/launch_agent.c). Plain C:
+# built whether or not an MPI is installed.
+MPI_TARGETS += $(BUILD)/bin/incoll-launch-agent
+$(BUILD)/bin/incoll-launch-agent: tools/mpi/launch_agent.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $<
+
 ifeq ($(call MPI_HAVE,$(MPICC)),1)
 MPI_OBJS_DEF := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-default/%.o)
 MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
@@ -155,6 +171,18 @@ $(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(BUILD)/lib/libincoll.a src/mpi/
 $(BUILD)/tests/mpi/%: tests/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
+# The MPI worker of `incoll bench allreduce --algos ...,mpi`
+# (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
+# layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
+BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_common.o bench_plot.o emu.o)
+MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
+$(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_CFLAGS) -Itools -MMD -MP -c $< -o $@
+$(BUILD)/bin/incoll-bench-mpi: $(BENCH_MPI_OBJS) $(BUILD)/lib/libincoll.a
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -o $@ $(BENCH_MPI_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
 ifeq ($(call MPI_HAVE,$(MPIF90)),1)
 MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
 $(BUILD)/tests/mpi/%: tests/mpi/%.f90
@@ -188,9 +216,10 @@ mpi: $(MPI_TARGETS)
 all: $(MPI_TARGETS)
 test: $(MPI_TARGETS)
 install: install-mpi
-install-mpi: $(filter %.so,$(MPI_TARGETS))
-	install -d $(DESTDIR)$(PREFIX)/lib
-	$(if $^,install -m 755 $^ $(DESTDIR)$(PREFIX)/lib/,@true)
+install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	$(if $(filter %.so,$^),install -m 755 $(filter %.so,$^) $(DESTDIR)$(PREFIX)/lib/,@true)
+	$(if $(filter $(BUILD)/bin/%,$^),install -m 755 $(filter $(BUILD)/bin/%,$^) $(DESTDIR)$(PREFIX)/bin/,@true)
 # --- end MPI layer ---
 
 # --- simulator (src/sim) ---
@@ -203,7 +232,7 @@ ifeq ($(SIMGRID_OK),1)
 SIM_CFLAGS := $(shell pkg-config --cflags simgrid)
 SIM_LIBS   := $(shell pkg-config --libs simgrid)
 SIM_OBJS   := $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
-$(BUILD)/obj/src/sim/%.o: src/sim/%.c
+$(BUILD)/obj/src/sim/%.o: src/sim/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(BUILD)/lib/libincoll.a
@@ -211,6 +240,10 @@ $(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(BUILD)/lib/libincoll.a
 	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(BUILD)/lib/libincoll.a $(SIM_LIBS) $(LDLIBS)
 sim: $(BUILD)/bin/incoll-sim
 all: $(BUILD)/bin/incoll-sim
+install: install-sim
+install-sim: $(BUILD)/bin/incoll-sim
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(BUILD)/bin/incoll-sim $(DESTDIR)$(PREFIX)/bin/
 else
 sim:
 	@echo "make sim: SimGrid not found by pkg-config; install libsimgrid-dev and simgrid (scripts/install-deps.sh)" >&2; exit 1

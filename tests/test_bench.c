@@ -3,7 +3,9 @@
  * the CSV they write, that the per-iteration verification catches a
  * deliberately corrupted result, and (as root) that an emulated fabric's
  * namespaces, links and processes exist while it runs and are all gone
- * after `fabric down`, after a crash, and after SIGINT.
+ * after `fabric down`, after a crash, and after SIGINT; and `--algos
+ * ...,mpi`, the MPI library's own allreduce in the same run, on loopback
+ * and (as root) on the emulated links, or a clear error without MPI.
  *
  * These run the built `incoll` (build/bin), so they are integration tests.
  * Every fabric a test brings up is torn down on every path, pass or fail.
@@ -182,6 +184,14 @@ TEST(bench_args_parse, TEST_INTEG)
                        "warmup=0\nsize=4096 iters=7 warmup=0\n") != NULL);
     free(text);
 
+    /* The MPI library's allreduce as one more algorithm. */
+    rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run", "--algos",
+                "inc,ring:64K,mpi", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "dry run exited %d", rc);
+    CHECK(strstr(text, "algos=inc,ring:64K,mpi csv=") != NULL);
+    free(text);
+
     /* Bad input: exit 2 with a message naming the option. */
     {
         static const struct {
@@ -191,6 +201,7 @@ TEST(bench_args_parse, TEST_INTEG)
             {"--sizes", "8:lots", NULL, "--sizes"},
             {"--algos", "inc,bogus", NULL, "--algos"},
             {"--algos", "ring,ring", NULL, "--algos"},
+            {"--algos", "mpi,mpi", NULL, "--algos"},
             {"--link-rate", "100mbit", NULL, "--emulate"},
             {"--emulate", "--link-rate", "7 parsecs", "--link-rate"},
             {"--fabric", "/nonexistent", "--emulate", "--fabric"},
@@ -728,4 +739,160 @@ TEST(bench_emulated_run_and_sigint, TEST_INTEG)
     CHECK_MSG(prefix[0] == '\0', "fabric %s left registered", prefix);
     CHECK_EQ_INT(leftover_work_dirs(), 0);
     return TEST_PASSED;
+}
+
+/* ---- the MPI library's allreduce as a baseline (--algos ...,mpi) ------- */
+
+/* NULL when `--algos mpi` can run here, else why not. */
+static const char *mpi_bench_ready(void)
+{
+    static char why[PATH_MAX + 64];
+    char worker[PATH_MAX];
+
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        return "Open MPI (mpirun) is not installed";
+    snprintf(worker, sizeof(worker), "%s/incoll-bench-mpi", test_bindir());
+    if (access(worker, X_OK) != 0) {
+        snprintf(why, sizeof(why), "%s is not built (no mpicc?)", worker);
+        return why;
+    }
+    return NULL;
+}
+
+/* Checks the CSV of a run with algorithms algos (listed in order) over
+ * nsizes sizes: a row per size and algorithm, mpi rows with latencies,
+ * CPU time and, when emulated, the bytes its host's link carried (at
+ * least a quarter of the vector per host: every allreduce of 3 ranks
+ * sends that much); on loopback its counters are empty (not measured). */
+static int check_mpi_csv(const char *csv, int nalgos, int nsizes, int emulated)
+{
+    char *text = slurp(csv), *line, *save = NULL;
+    int rows = 0, mpi_rows = 0;
+
+    CHECK(text != NULL);
+    line = strtok_r(text, "\n", &save);
+    CHECK_MSG(line && strcmp(line, CSV_HEADER) == 0, "header '%s'",
+              line ? line : "");
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        char *f[32];
+        int nf = csv_split(line, f, 32);
+        CHECK_EQ_INT(nf, 21);
+        rows++;
+        CHECK_EQ_INT(atoi(f[19]), emulated);
+        if (strcmp(f[0], "mpi") != 0)
+            continue;
+        mpi_rows++;
+        CHECK(atof(f[3]) > 0 && atof(f[4]) <= atof(f[3]));
+        CHECK(atof(f[9]) > 0);   /* CPU time of the rank processes */
+        CHECK(f[10][0] == '\0'); /* no retransmission counter */
+        CHECK(f[16][0] == '\0'); /* speedups are on inc rows */
+        if (emulated) {
+            long bytes = atol(f[1]);
+            CHECK_MSG(f[7][0] && atof(f[7]) >= bytes / 4.0 && atof(f[8]) >= 1,
+                      "mpi %ld bytes: tx/host '%s', pkts '%s'", bytes, f[7],
+                      f[8]);
+        } else {
+            CHECK_MSG(f[7][0] == '\0' && f[8][0] == '\0',
+                      "mpi on loopback: tx/host '%s', pkts '%s' (want "
+                      "empty)",
+                      f[7], f[8]);
+        }
+    }
+    free(text);
+    CHECK_EQ_INT(rows, nalgos * nsizes);
+    CHECK_EQ_INT(mpi_rows, nsizes);
+    return TEST_PASSED;
+}
+
+/* On loopback: the MPI worker runs the ranks under mpirun, inc and ring
+ * and mpi alternate, every result checked; a corrupted mpi result fails
+ * the run. */
+TEST(bench_mpi_loopback, TEST_INTEG)
+{
+    const char *why = mpi_bench_ready();
+    char out[PATH_MAX], csv[PATH_MAX];
+    char *text;
+    int rc, ret;
+
+    if (why)
+        return test_skip("%s", why);
+    tmp_path(out, sizeof(out), "out.txt");
+    tmp_path(csv, sizeof(csv), "r.csv");
+    rc = incoll(out, NULL, 180, "bench", "allreduce", "-n", "3", "--radix", "2",
+                "--sizes", "8:16K", "--iters", "2", "--warmup", "1", "--algos",
+                "inc,ring,mpi", "--csv", csv, NULL);
+    if (rc != 0)
+        show(out);
+    CHECK_EQ_INT(rc, 0);
+    text = slurp(out);
+    CHECK(text && strstr(text, "mpi(us)  vs mpi") &&
+          strstr(text, "# mpi: the MPI library's own MPI_Allreduce"));
+    free(text);
+    ret = check_mpi_csv(csv, 3, 12, 0);
+    if (ret != TEST_PASSED)
+        return ret;
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+
+    rc = incoll(out, "INCOLL_BENCH_CORRUPT=1", 120, "bench", "allreduce", "-n",
+                "3", "--radix", "2", "--sizes", "4K", "--iters", "2",
+                "--warmup", "1", "--algos", "mpi", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc != 0, "a corrupted mpi result passed");
+    CHECK_MSG(text && strstr(text, "WRONG RESULT: mpi allreduce") &&
+                  strstr(text, "element 512 is"),
+              "no verification message in: %s", text ? text : "");
+    free(text);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
+}
+
+/* Without Open MPI, `mpi` is a clear error (here: mpirun not in PATH). */
+TEST(bench_mpi_missing, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, "PATH=/nonexistent", 30, "bench", "allreduce", "-n", "2",
+                "--algos", "inc,mpi", NULL);
+    text = slurp(out);
+    CHECK_EQ_INT(rc, 1);
+    CHECK_MSG(text && strstr(text, "--algos mpi") &&
+                  strstr(text, "needs Open MPI: Open MPI's mpirun is not in "
+                               "PATH"),
+              "message: %s", text ? text : "");
+    free(text);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
+}
+
+/* On the emulated links (root): MPI's own traffic is counted on each
+ * host's link, and the fabric is gone afterwards. */
+TEST(bench_mpi_emulated, TEST_INTEG)
+{
+    const char *why = mpi_bench_ready();
+    char out[PATH_MAX], csv[PATH_MAX], prefix[32];
+    int rc, ret;
+
+    if (why)
+        return test_skip("%s", why);
+    if (skip_unless_root())
+        return TEST_SKIPPED;
+    tmp_path(out, sizeof(out), "out.txt");
+    tmp_path(csv, sizeof(csv), "r.csv");
+    rc = incoll(out, NULL, 180, "bench", "allreduce", "--emulate", "-n", "3",
+                "--radix", "2", "--link-rate", "1g", "--sizes", "64K:256K",
+                "--iters", "2", "--warmup", "1", "--algos", "inc,mpi", "--csv",
+                csv, NULL);
+    if (rc != 0)
+        show(out);
+    our_registered(prefix, sizeof(prefix));
+    CHECK_MSG(prefix[0] == '\0', "fabric %s left registered", prefix);
+    CHECK_EQ_INT(rc, 0);
+    ret = check_mpi_csv(csv, 2, 3, 1);
+    if (ret != TEST_PASSED)
+        show(out);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return ret;
 }

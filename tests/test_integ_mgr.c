@@ -8,8 +8,9 @@
  * (the rest runs on the hosts); a spine AN killed mid-run; a job killed
  * mid-run (reclaimed, as `incoll stat` shows); malformed and
  * unauthenticated control connections next to a running job; a manager
- * restarted under a running job. Every test stops what it started, also
- * when it fails.
+ * restarted under a running job; and the CLI around it (`incoll fabric
+ * up` with the manager, `incoll run` with and without it, `incoll stat`,
+ * `fabric down`). Every test stops what it started, also when it fails.
  */
 #include "test.h"
 
@@ -948,3 +949,140 @@ static int no_manager_body(void)
 }
 
 TEST(integ_mgr_no_manager, TEST_INTEG) { RUN(no_manager_body); }
+
+/* Runs the incoll CLI with args (NULL-terminated) and waits up to
+ * timeout_s; its output goes to log. Returns its exit status. */
+static int cli(const char *log, double timeout_s, char **args)
+{
+    char bin[PATH_MAX];
+    char *argv[24];
+    int n = 0;
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 23; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    unlink(log);
+    return wait_pid(spawn(log, argv, NULL), timeout_s);
+}
+
+/* 1 if pid runs (not gone, not a zombie nobody reaped yet). */
+static int running(pid_t pid)
+{
+    char path[64], text[512], *rp;
+    FILE *f;
+    size_t n;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    f = fopen(path, "r"); /* /proc files have no size: no slurp() */
+    if (f == NULL)
+        return 0;
+    n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    rp = strrchr(text, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* What `incoll fabric up` made in dir: checked, used, and shown by stat. */
+static int cli_check(const char *dir)
+{
+    char log[PATH_MAX + 32], path[PATH_MAX + 32], prog[PATH_MAX];
+    char *text;
+    struct stat sb;
+    long long v;
+
+    snprintf(log, sizeof(log), "%s/cli.log", dir);
+    snprintf(prog, sizeof(prog), "%s/comm_grid", progdir());
+    snprintf(path, sizeof(path), "%s/secret", dir);
+    CHECK(stat(path, &sb) == 0);
+    CHECK_MSG((sb.st_mode & 077) == 0, "secret mode %o", sb.st_mode & 0777);
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    text = slurp(path);
+    CHECK_MSG(strstr(text, "\nINCOLL_MGR=127.0.0.1:") != NULL &&
+                  strstr(text, "\nINCOLL_SECRET_FILE=") != NULL,
+              "%s", text);
+    free(text);
+    /* Through the manager: every communicator offloaded. */
+    {
+        char *args[] = {"run", "-n", "4", "--fabric", (char *)dir, "--",
+                        prog, "--cols", "2", "--iters", "20", "--create",
+                        "--expect-offload", "all", NULL};
+        int rc = cli(log, 60, args);
+        text = slurp(log);
+        CHECK_MSG(rc == 0 && count_of(text, "\nok 20") +
+                                     (strncmp(text, "ok 20", 5) == 0) ==
+                                 4,
+                  "exit %d:\n%s", rc, text);
+        CHECK_EQ_INT(count_of(text, "offloaded 1"), 4 + 4 + 4 + 2);
+        free(text);
+    }
+    /* `incoll stat` shows the manager's view, then the ANs' counters. */
+    {
+        char *args[] = {"stat", "--fabric", (char *)dir, NULL};
+        int rc = cli(log, 30, args);
+        text = slurp(log);
+        CHECK_MSG(rc == 0, "stat exit %d:\n%s", rc, text);
+        CHECK_MSG(strstr(text, "tree id=0 root=root ") != NULL &&
+                      strstr(text, "\nan name=l1 ") != NULL &&
+                      strstr(text, "\nan=root packets_in=") != NULL,
+                  "%s", text);
+        /* world, 2 rows, 2 columns, the even ranks */
+        v = mgr_tool_stat_value(text, "manager ", "groups_made");
+        CHECK_MSG(v == 6, "groups_made=%lld:\n%s", v, text);
+        free(text);
+    }
+    /* Without the manager only the world has a group. */
+    {
+        char *args[] = {"run", "--no-mgr", "-n", "4", "--fabric",
+                        (char *)dir, "--", prog, "--cols", "2", "--iters",
+                        "5", NULL};
+        int rc = cli(log, 60, args);
+        text = slurp(log);
+        CHECK_MSG(rc == 0, "exit %d:\n%s", rc, text);
+        CHECK_EQ_INT(count_of(text, "offloaded 1"), 4);
+        CHECK_EQ_INT(count_of(text, "offloaded 0 why no manager"), 8);
+        free(text);
+    }
+    return TEST_PASSED;
+}
+
+/* `incoll fabric up` starts the manager beside the ANs and writes
+ * fabric.env; `incoll run` and `incoll stat` use it; `fabric down`
+ * stops the manager too. */
+static int cli_body(void)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 32], path[PATH_MAX + 32], *text;
+    char *up[] = {"fabric", "up", "--hosts", "4", "--radix", "2", "--dir",
+                  dir, NULL};
+    char *down[] = {"fabric", "down", "--dir", dir, NULL};
+    pid_t mgr_pid;
+    int rc, ret;
+
+    snprintf(dir, sizeof(dir), "%s/cli", test_tmpdir());
+    snprintf(log, sizeof(log), "%s-up.log", dir);
+    rc = cli(log, 30, up);
+    text = slurp(log);
+    if (rc != 0) {
+        fprintf(stderr, "    fabric up exited %d:\n%s", rc, text);
+        free(text);
+        cli(log, 30, down);
+        return TEST_FAILED;
+    }
+    free(text);
+    snprintf(path, sizeof(path), "%s/mgr.pid", dir);
+    text = slurp(path);
+    mgr_pid = (pid_t)atoi(text);
+    free(text);
+    ret = cli_check(dir);
+    rc = cli(log, 30, down);
+    text = slurp(log);
+    CHECK_MSG(rc == 0 && strstr(text, "stopped 3 ans and the manager"),
+              "fabric down exited %d:\n%s", rc, text);
+    free(text);
+    CHECK(mgr_pid > 0 && !running(mgr_pid));
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    CHECK(access(path, F_OK) != 0);
+    return ret;
+}
+
+TEST(integ_mgr_cli, TEST_INTEG) { RUN(cli_body); }

@@ -16,6 +16,7 @@
 #endif
 #include "test.h"
 
+#include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -463,4 +464,250 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     CHECK_MSG(strstr(text, "reductions="), "no AN counters in %s", out);
     free(text);
     return TEST_PASSED;
+}
+
+/* MINLOC and MAXLOC on the five C pair types, offloaded as two
+ * allreduces each: every call on the world went to the fabric, none was
+ * passed through for its datatype or op, and every answer is PMPI_'s
+ * (ties included). 5 ranks: 5 types x 2 ops x 6 allreduces and 2 reduces
+ * on the world. */
+TEST(mpi_ompi_minloc, TEST_INTEG)
+{
+    static const char *const colls[] = {"allreduce", "reduce", NULL};
+    const char *why = mpi_ready(MPI_OMPI, "minloc");
+    char out[PATH_MAX];
+    char *text;
+    int ret;
+
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_OMPI, 5, 2, "minloc", "", colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    snprintf(out, sizeof(out), "%s/fabric-minloc.out", test_tmpdir());
+    text = slurp(out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") >= 60, "%s", out);
+    CHECK_MSG(stat_of(text, "reduce", "offloaded") >= 20, "%s", out);
+    CHECK_EQ_INT(stat_of(text, "allreduce", "op"), 0);
+    CHECK_EQ_INT(stat_of(text, "allreduce", "dtype"), 0);
+    CHECK_EQ_INT(stat_of(text, "reduce", "op"), 0);
+    CHECK_EQ_INT(stat_of(text, "reduce", "dtype"), 0);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* The same with MPICH's pair types (its own handles and layouts). */
+TEST(mpi_mpich_minloc, TEST_INTEG)
+{
+    static const char *const colls[] = {"allreduce", "reduce", NULL};
+    const char *why = mpi_ready(MPI_MPICH, "minloc");
+    char out[PATH_MAX];
+    char *text;
+    int ret;
+
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_MPICH, 2, 2, "minloc", "", colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    snprintf(out, sizeof(out), "%s/fabric-minloc.out", test_tmpdir());
+    text = slurp(out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") >= 60, "%s", out);
+    CHECK_EQ_INT(stat_of(text, "allreduce", "op"), 0);
+    CHECK_EQ_INT(stat_of(text, "allreduce", "dtype"), 0);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* ---- `incoll mpirun --emulate` (root) --------------------------------- */
+
+/* Emulated fabrics registered from an `incoll mpirun` scratch directory:
+ * none may outlive the command. */
+static int mpirun_fabrics_left(void)
+{
+    DIR *d = opendir("/run/incoll-emu");
+    struct dirent *de;
+    int n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((de = readdir(d)) != NULL) {
+        char path[PATH_MAX];
+        char *text;
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/run/incoll-emu/%s", de->d_name);
+        text = slurp(path);
+        n += strncmp(text, "/tmp/incoll-mpirun-", 19) == 0;
+        free(text);
+    }
+    closedir(d);
+    return n;
+}
+
+static const char *emulate_ready(mpi_kind_t kind)
+{
+    static char why[PATH_MAX + 64];
+    const char *not = mpi_ready(kind, "linkbytes");
+    char agent[PATH_MAX];
+
+    if (not )
+        return not ;
+    if (geteuid() != 0)
+        return "not root: emulated fabrics need network namespaces";
+    if (!exists("/usr/sbin/ip") && !exists("/sbin/ip"))
+        return "iproute2 (ip, tc) is not installed";
+    snprintf(agent, sizeof(agent), "%s/incoll-launch-agent", test_bindir());
+    if (!exists(agent)) {
+        snprintf(why, sizeof(why), "%s is not built", agent);
+        return why;
+    }
+    return NULL;
+}
+
+/* Parses the linkbytes lines of np ranks: each rank in its own emulated
+ * host (distinct 10.77.x.x addresses), its uplink carried at least
+ * min_tx bytes and loopback almost nothing. */
+static int check_linkbytes(const char *text, int np, long min_tx,
+                           long min_total, const char *out)
+{
+    char addrs[16][64];
+    long total = 0;
+    int seen = 0;
+
+    for (const char *p = text; (p = strstr(p, "linkbytes: rank ")); p++) {
+        int r;
+        char addr[64];
+        long tx, rx, lo;
+        if (sscanf(p,
+                   "linkbytes: rank %d addr %63s uplink_tx %ld uplink_rx "
+                   "%ld lo_tx %ld",
+                   &r, addr, &tx, &rx, &lo) != 5 ||
+            r < 0 || r >= np || r >= 16)
+            continue;
+        CHECK_MSG(strncmp(addr, "10.77.", 6) == 0,
+                  "rank %d is not on an emulated host (addr %s): %s", r, addr,
+                  out);
+        CHECK_MSG(tx >= min_tx,
+                  "rank %d sent %ld bytes on its link, want "
+                  ">= %ld: %s",
+                  r, tx, min_tx, out);
+        CHECK_MSG(lo < 65536, "rank %d sent %ld bytes on loopback: %s", r, lo,
+                  out);
+        for (int q = 0; q < seen; q++)
+            CHECK_MSG(strcmp(addrs[q], addr) != 0,
+                      "two ranks share host %s: %s", addr, out);
+        snprintf(addrs[seen++], sizeof(addrs[0]), "%s", addr);
+        total += tx;
+    }
+    CHECK_MSG(seen == np, "%d of %d ranks reported: %s", seen, np, out);
+    CHECK_MSG(total >= min_total, "the ranks sent %ld bytes, want >= %ld: %s",
+              total, min_total, out);
+    return TEST_PASSED;
+}
+
+/*
+ * `incoll mpirun --emulate`: each rank in its own emulated host, and MPI's
+ * own traffic on the shaped links. With the layer off, an MPI_Allreduce
+ * of 1 MiB moves most of a megabyte over every rank's link (any
+ * allreduce algorithm on 3 ranks: each rank sends at least a quarter of
+ * the vector, together at least twice it) and next to nothing over
+ * loopback. With the layer on, the same allreduce goes through the AN
+ * (--stat: reductions) and each host sends the vector once. Then a job
+ * that hangs is stopped by --timeout (exit 124); every fabric is gone
+ * afterwards.
+ */
+TEST(mpi_ompi_emulated, TEST_INTEG)
+{
+    const char *why = emulate_ready(MPI_OMPI);
+    char out[PATH_MAX];
+    char *text;
+    int rc, ret;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/emulated.out", test_tmpdir());
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_MPI_STATS");
+    setenv("INCOLL_MPI_ENABLE", "0", 1);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun -n 3 --emulate --radix 2 "
+            "--link-rate 1g -- '%s/linkbytes'",
+            test_bindir(), progdir);
+    unsetenv("INCOLL_MPI_ENABLE");
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
+              out);
+    ret = check_linkbytes(text, 3, 1 << 18, 2 << 20, out);
+    free(text);
+    if (ret != TEST_PASSED)
+        return ret;
+    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+
+    /* The layer on: the allreduce crosses the ANs, the vector once. */
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun -n 3 --emulate --radix 2 "
+            "--link-rate 1g --stat -- '%s/linkbytes'",
+            test_bindir(), progdir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
+              out);
+    ret = check_linkbytes(text, 3, 1 << 20, 3 << 20, out);
+    {
+        long most = 0;
+        for (const char *p = text; (p = strstr(p, " reductions=")); p++)
+            if (strtol(p + 12, NULL, 10) > most)
+                most = strtol(p + 12, NULL, 10);
+        if (ret == TEST_PASSED && most < 128) {
+            fprintf(stderr,
+                    "    want >= 128 reductions (1 MiB in 8 KiB packets) "
+                    "at an AN, got %ld: %s\n",
+                    most, out);
+            ret = TEST_FAILED;
+        }
+    }
+    free(text);
+    if (ret != TEST_PASSED)
+        return ret;
+    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+
+    /* A job that never ends: stopped, and the fabric still removed. */
+    rc = sh(out,
+            "timeout -k 5 60 '%s/incoll' mpirun -n 2 --emulate --no-preload "
+            "--timeout 2 -- sleep 30",
+            test_bindir());
+    CHECK_MSG(rc == 124, "exit %d, want 124: %s", rc, out);
+    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+    return TEST_PASSED;
+}
+
+/* MPICH through Hydra and the same agent, UCX forced onto TCP over the
+ * host's link: 2 ranks (MPICH busy-polls). */
+TEST(mpi_mpich_emulated, TEST_INTEG)
+{
+    const char *why = emulate_ready(MPI_MPICH);
+    char out[PATH_MAX];
+    char *text;
+    int rc, ret;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/emulated-mpich.out", test_tmpdir());
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_ENABLE", "0", 1);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun --mpi mpich -n 2 --emulate "
+            "--link-rate 1g -- '%s/linkbytes'",
+            test_bindir(), progdir);
+    unsetenv("INCOLL_MPI_ENABLE");
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
+              out);
+    /* Two ranks: each sends the other at least half of the vector. */
+    ret = check_linkbytes(text, 2, 1 << 19, 1 << 20, out);
+    free(text);
+    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+    return ret;
 }

@@ -6,7 +6,10 @@
  * brings up: emulated links with --emulate, else loopback, always torn
  * down), starts P ranks with `incoll run` running the hidden `incoll bench
  * _allreduce`, and turns their raw records into the table, the CSV and
- * the plot.
+ * the plot. With `mpi` in --algos (the MPI library's own MPI_Allreduce as
+ * a baseline) the ranks are the MPI worker instead, started with `incoll
+ * mpirun` (bench_launch_mpi; tools/mpi/bench_worker.c), which runs the
+ * same rank code with libincoll brought up from MPI.
  *
  * Each rank (bench_allreduce_rank_main), for every size and iteration,
  * runs every algorithm once, in an order rotated by the iteration so no
@@ -15,7 +18,10 @@
  * operation it reads the monotonic clock, getrusage (user+sys of this
  * process only) and the counters of its UDP socket (bytes and datagrams it
  * really sent, retransmissions and acks included); the in-network engine's
- * retransmission counter too. Inputs are float32 small integers,
+ * retransmission counter too. MPI's traffic has no socket of ours: for
+ * `mpi` the bytes and packets are those of the emulated host's link
+ * (/proc/net/dev of its namespace), not measured on loopback. Inputs are
+ * float32 small integers,
  *   x_r[i] = a(r) + b(i),
  * so the sum is exact and known: A + P*b(i) with A the sum of a(r); every
  * result is checked element by element and a wrong one fails the run.
@@ -58,6 +64,11 @@
 
 #define AR_MAGIC 0x31524142u /* "BAR1" */
 #define AR_MAX_ALGOS 8
+/* `mpi` in --algos: the MPI library's own MPI_Allreduce (not an
+ * incoll_algo_t; the ranks then run under MPI, see bench_common.h). */
+#define AR_ALGO_MPI (INCOLL_ALGO_COUNT + 1)
+/* A counter the rank could not read (records and stats). */
+#define AR_NA UINT64_MAX
 
 typedef struct {
     uint32_t algo_idx; /* index into the --algos list */
@@ -114,6 +125,8 @@ static const char *algo_str(int algo)
         return "ring";
     case INCOLL_ALGO_RABENSEIFNER:
         return "rabenseifner";
+    case AR_ALGO_MPI:
+        return "mpi";
     default:
         return "auto";
     }
@@ -126,6 +139,8 @@ static int algo_from(const char *s)
             return a;
     if (strcmp(s, "rab") == 0 || strcmp(s, "rabenseifer") == 0)
         return INCOLL_ALGO_RABENSEIFNER;
+    if (strcmp(s, "mpi") == 0)
+        return AR_ALGO_MPI;
     return -1;
 }
 
@@ -169,6 +184,15 @@ static void algos_str(const ar_opts_t *o, char *buf, size_t len)
         off += (size_t)snprintf(buf + off, len - off, "%s%s%s", i ? "," : "",
                                 algo_str(o->algos[i]), sz);
     }
+}
+
+/* 1 if mpi is in the list. */
+static int has_mpi(const ar_opts_t *o)
+{
+    for (int i = 0; i < o->nalgos; i++)
+        if (o->algos[i] == AR_ALGO_MPI)
+            return 1;
+    return 0;
 }
 
 /* 1 if algorithm index ai runs at this size. */
@@ -255,8 +279,11 @@ static void usage(FILE *out)
         "                    shared by the hosts: 100 for 8, 50 for 16)\n"
         "  --radix K         switch radix of a fabric brought up (default 4)\n"
         "  --sizes MIN:MAX   bytes, K/M suffixes (default 8:1M)\n"
-        "  --algos LIST      of inc, rd, ring, rabenseifner (default all);\n"
-        "                    ALGO:SIZE runs ALGO only up to SIZE (rd:256K)\n"
+        "  --algos LIST      of inc, rd, ring, rabenseifner (default: these\n"
+        "                    four) and mpi (the MPI library's own\n"
+        "                    MPI_Allreduce: the ranks then run under Open\n"
+        "                    MPI's mpirun); ALGO:SIZE runs ALGO only up to\n"
+        "                    SIZE (rd:256K)\n"
         "  --iters N         timed iterations per size (default: 4 MiB / "
         "size,\n"
         "                    at least 4, at most 100)\n"
@@ -375,7 +402,7 @@ static int parse_args(int argc, char **argv, ar_opts_t *o, const char *who)
             if (parse_algos(optarg, o) != 0) {
                 fprintf(stderr,
                         "incoll %s: bad --algos '%s' (want a list of "
-                        "distinct inc, rd, ring, rabenseifner)\n",
+                        "distinct inc, rd, ring, rabenseifner, mpi)\n",
                         who, optarg);
                 return 2;
             }
@@ -606,16 +633,56 @@ static int shm_barrier_create(const char *dir)
     return ret;
 }
 
+/*
+ * Bytes and packets sent by interface dev of this process's network
+ * namespace, from /proc/net/dev (per namespace, unlike /sys/class/net
+ * after a plain setns). Returns 0, or -1 when there is no such interface.
+ */
+static int netdev_tx(const char *dev, uint64_t *bytes_p, uint64_t *pkts_p)
+{
+    char line[512], name[64];
+    int ret = -1;
+    FILE *f = fopen("/proc/net/dev", "r");
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        unsigned long long v[10];
+        char *colon = strchr(line, ':');
+        if (colon == NULL)
+            continue;
+        *colon = '\0';
+        if (sscanf(line, " %63s", name) != 1 || strcmp(name, dev) != 0)
+            continue;
+        if (sscanf(colon + 1,
+                   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
+                   &v[9]) == 10) {
+            *bytes_p = v[8];
+            *pkts_p = v[9];
+            ret = 0;
+        }
+        break;
+    }
+    fclose(f);
+    return ret;
+}
+
 int bench_allreduce_rank_main(int argc, char **argv)
+{
+    return bench_allreduce_rank_run(argc, argv, NULL);
+}
+
+int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 {
     const char *who = "bench allreduce";
     const char *corrupt = getenv("INCOLL_BENCH_CORRUPT");
     int corrupt_result = 0, corrupt_input = 0, corrupted = 0, corrupt_now;
-    int rank, size, nsizes, ret = 1;
+    int rank, size, nsizes, ret = 1, have_uplink;
     size_t *sizes = NULL, max_count;
     float *send = NULL, *recv = NULL;
     ar_rec_t *recs = NULL;
-    uint64_t nrecs = 0, ri = 0, total_ops = 0, done_ops = 0;
+    uint64_t nrecs = 0, ri = 0, total_ops = 0, done_ops = 0, nb, np;
     incoll_ctx_h ctx = NULL;
     incoll_comm_h comm;
     incoll_status_t status;
@@ -626,19 +693,35 @@ int bench_allreduce_rank_main(int argc, char **argv)
         fprintf(stderr, "incoll %s: the rank side needs --out DIR\n", who);
         return 2;
     }
+    if (has_mpi(&o) && mpi == NULL) {
+        fprintf(stderr,
+                "incoll %s: the mpi algorithm runs in the MPI worker "
+                "(" BENCH_MPI_WORKER "), not under `incoll run`\n",
+                who);
+        return 2;
+    }
     if (corrupt && *corrupt && strcmp(corrupt, "0") != 0) {
         corrupt_input = strcmp(corrupt, "input") == 0;
         corrupt_result = !corrupt_input;
     }
-    status = incoll_init(&ctx);
-    if (status != INCOLL_OK) {
-        fprintf(stderr, "incoll %s: init: %s\n", who,
-                incoll_status_string(status));
-        return 1;
+    if (mpi) {
+        /* libincoll came up from MPI; the MPI layer finalizes it. */
+        ctx = mpi->ctx;
+        comm = mpi->world;
+    } else {
+        status = incoll_init(&ctx);
+        if (status != INCOLL_OK) {
+            fprintf(stderr, "incoll %s: init: %s\n", who,
+                    incoll_status_string(status));
+            return 1;
+        }
+        incoll_comm_world(ctx, &comm);
     }
-    incoll_comm_world(ctx, &comm);
     incoll_comm_rank(comm, &rank);
     incoll_comm_size(comm, &size);
+    /* The MPI library's traffic has no socket of ours to count: in an
+     * emulated host, the host's link counts it. */
+    have_uplink = netdev_tx("uplink", &nb, &np) == 0;
     nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
     if (nsizes <= 0)
         goto out;
@@ -677,7 +760,8 @@ int bench_allreduce_rank_main(int argc, char **argv)
                 const udp_counters_t *uc = udp_counters(ctx->sock);
                 const host_engine_counters_t *hc =
                     host_engine_counters(comm->eng);
-                uint64_t c0, b0, p0, r0, t0, t1;
+                uint64_t c0, c1, b0 = 0, p0 = 0, r0, t0, t1, b1 = 0, p1 = 0;
+                int is_mpi = algo == AR_ALGO_MPI, mpi_ret = 0;
                 pattern_t pat;
                 float want = 0;
                 size_t bad;
@@ -694,21 +778,39 @@ int bench_allreduce_rank_main(int argc, char **argv)
                     send[count / 2] += 1.0f;
                 memset(recv, 0xff, count * sizeof(float));
                 shm_barrier(bar, size, ctx);
+                if (is_mpi && have_uplink)
+                    netdev_tx("uplink", &b0, &p0);
                 c0 = cpu_ns();
-                b0 = uc->tx_bytes;
-                p0 = uc->tx_packets;
+                if (!is_mpi) {
+                    b0 = uc->tx_bytes;
+                    p0 = uc->tx_packets;
+                }
                 r0 = hc->retransmits;
                 t0 = bench_now_ns();
-                status =
-                    incoll_allreduce_algo(comm, (incoll_algo_t)algo, send, recv,
-                                          count, INCOLL_FLOAT32, INCOLL_OP_SUM);
+                if (is_mpi) {
+                    mpi_ret = mpi->allreduce(send, recv, count);
+                    status = mpi_ret == 0 ? INCOLL_OK : INCOLL_ERR_IO;
+                } else {
+                    status = incoll_allreduce_algo(
+                        comm, (incoll_algo_t)algo, send, recv, count,
+                        INCOLL_FLOAT32, INCOLL_OP_SUM);
+                }
                 t1 = bench_now_ns();
+                c1 = cpu_ns();
+                if (is_mpi && have_uplink)
+                    netdev_tx("uplink", &b1, &p1);
                 if (status != INCOLL_OK) {
-                    fprintf(stderr,
-                            "incoll %s: rank %d: allreduce %s of %s "
-                            "bytes, iteration %d: %s\n",
-                            who, rank, algo_str(algo), sz, it,
-                            incoll_status_string(status));
+                    if (is_mpi)
+                        fprintf(stderr,
+                                "incoll %s: rank %d: MPI_Allreduce of %s "
+                                "bytes, iteration %d: MPI error %d\n",
+                                who, rank, sz, it, mpi_ret);
+                    else
+                        fprintf(stderr,
+                                "incoll %s: rank %d: allreduce %s of %s "
+                                "bytes, iteration %d: %s\n",
+                                who, rank, algo_str(algo), sz, it,
+                                incoll_status_string(status));
                     goto out;
                 }
                 if (it >= warm) {
@@ -717,10 +819,18 @@ int bench_allreduce_rank_main(int argc, char **argv)
                     r->iter = (uint32_t)(it - warm);
                     r->start_ns = t0;
                     r->end_ns = t1;
-                    r->cpu_ns = cpu_ns() - c0;
-                    r->tx_bytes = uc->tx_bytes - b0;
-                    r->tx_packets = uc->tx_packets - p0;
-                    r->retrans = hc->retransmits - r0;
+                    r->cpu_ns = c1 - c0;
+                    if (!is_mpi) {
+                        r->tx_bytes = uc->tx_bytes - b0;
+                        r->tx_packets = uc->tx_packets - p0;
+                        r->retrans = hc->retransmits - r0;
+                    } else if (have_uplink) {
+                        r->tx_bytes = b1 - b0;
+                        r->tx_packets = p1 - p0;
+                        r->retrans = AR_NA;
+                    } else {
+                        r->tx_bytes = r->tx_packets = r->retrans = AR_NA;
+                    }
                 }
                 if (corrupt_now && corrupt_result)
                     recv[count / 2] += 1.0f;
@@ -773,7 +883,8 @@ out:
     free(recv);
     free(recs);
     free(sizes);
-    incoll_finalize(ctx);
+    if (mpi == NULL)
+        incoll_finalize(ctx);
     return ret;
 }
 
@@ -782,9 +893,10 @@ out:
 typedef struct {
     double avg_us, min_us, max_us;
     double bw_MBps;
-    double tx_bytes, tx_packets, cpu_us, retrans;
+    double tx_bytes, tx_packets, cpu_us, retrans; /* NAN: not measured */
     double spread[5]; /* min, p25, p50, p75, max, us */
     int iters;
+    int tx_na, retrans_na; /* some rank could not count them */
 } ar_stat_t;
 
 static int cmp_double(const void *a, const void *b)
@@ -894,10 +1006,17 @@ static int compute_stats(const ar_opts_t *o, const size_t *sizes, int nsizes,
                     first = rc->start_ns;
                 lat[(size_t)ai * (size_t)nranks + (size_t)r] +=
                     (double)(rc->end_ns - rc->start_ns);
-                st->tx_bytes += (double)rc->tx_bytes;
-                st->tx_packets += (double)rc->tx_packets;
+                if (rc->tx_bytes == AR_NA) {
+                    st->tx_na = 1;
+                } else {
+                    st->tx_bytes += (double)rc->tx_bytes;
+                    st->tx_packets += (double)rc->tx_packets;
+                }
                 st->cpu_us += (double)rc->cpu_ns / 1e3;
-                st->retrans += (double)rc->retrans;
+                if (rc->retrans == AR_NA)
+                    st->retrans_na = 1;
+                else
+                    st->retrans += (double)rc->retrans;
             }
             for (int r = 0; r < nranks; r++)
                 samp[(size_t)ai * nsamp + ns[ai]++] =
@@ -920,10 +1039,10 @@ static int compute_stats(const ar_opts_t *o, const size_t *sizes, int nsizes,
             }
             st->avg_us = sum / nranks;
             st->bw_MBps = st->avg_us > 0 ? (double)sizes[s] / st->avg_us : 0;
-            st->tx_bytes /= (double)nsamp;
-            st->tx_packets /= (double)nsamp;
+            st->tx_bytes = st->tx_na ? NAN : st->tx_bytes / (double)nsamp;
+            st->tx_packets = st->tx_na ? NAN : st->tx_packets / (double)nsamp;
             st->cpu_us /= (double)nsamp;
-            st->retrans /= (double)nsamp;
+            st->retrans = st->retrans_na ? NAN : st->retrans / (double)nsamp;
             qsort(sp, ns[ai], sizeof(double), cmp_double);
             if (ns[ai] > 0) {
                 st->spread[0] = sp[0];
@@ -997,7 +1116,27 @@ static int inc_index(const ar_opts_t *o)
     return -1;
 }
 
-/* The host-based algorithm with the lowest latency at size s, or -1. */
+/* Index of the mpi baseline in o->algos, or -1. */
+static int mpi_index(const ar_opts_t *o)
+{
+    for (int i = 0; i < o->nalgos; i++)
+        if (o->algos[i] == AR_ALGO_MPI)
+            return i;
+    return -1;
+}
+
+/* A counter column: "-" when it was not measured. */
+static const char *num_str(double v, int decimals, char *buf, size_t len)
+{
+    if (isnan(v))
+        snprintf(buf, len, "-");
+    else
+        snprintf(buf, len, "%.*f", decimals, v);
+    return buf;
+}
+
+/* The host-based algorithm (the MPI library's own included) with the
+ * lowest latency at size s, or -1. */
 static int best_host(const ar_opts_t *o, const ar_stat_t *stats, int s)
 {
     int best = -1;
@@ -1032,8 +1171,8 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
                         const size_t *sizes, int nsizes, const ar_stat_t *stats,
                         const ar_ref_t *ref)
 {
-    char desc[256], sz[32];
-    int inc = inc_index(o);
+    char desc[256], sz[32], tx[32], pk[32];
+    int inc = inc_index(o), mpi = mpi_index(o);
     double link_MBps = (double)f->link_rate / 8e6;
 
     describe_fabric(f, desc, sizeof(desc));
@@ -1045,6 +1184,13 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
     printf(
         "# tx/host: UDP payload bytes a host sent per operation, pkts: "
         "datagrams (socket counters); cpu: user+sys per rank and operation\n");
+    if (mpi >= 0)
+        printf("# mpi: the MPI library's own MPI_Allreduce (ranks under "
+               "mpirun); its tx/host and pkts are %s\n",
+               f->emulated ? "the frames the host sent on its emulated link "
+                             "(TCP/IP headers and acks included)"
+                           : "not measured on loopback (-): the ranks share "
+                             "one interface and MPI has no socket of ours");
     printf("# spread: time from an operation's first start to each rank's "
            "completion, over ranks and iterations: min/p25/p50/p75/max\n");
     printf("%-12s %9s %6s %10s %10s %10s %9s %10s %7s %8s  %s\n", "algo",
@@ -1055,12 +1201,14 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
             const ar_stat_t *st = &stats[s * o->nalgos + ai];
             if (st->iters == 0)
                 continue;
-            printf("%-12s %9zu %6d %10.1f %10.1f %10.1f %9.2f %10.0f %7.1f "
+            printf("%-12s %9zu %6d %10.1f %10.1f %10.1f %9.2f %10s %7s "
                    "%8.1f  %.0f/%.0f/%.0f/%.0f/%.0f\n",
                    algo_str(o->algos[ai]), sizes[s], st->iters, st->avg_us,
-                   st->min_us, st->max_us, st->bw_MBps, st->tx_bytes,
-                   st->tx_packets, st->cpu_us, st->spread[0], st->spread[1],
-                   st->spread[2], st->spread[3], st->spread[4]);
+                   st->min_us, st->max_us, st->bw_MBps,
+                   num_str(st->tx_bytes, 0, tx, sizeof(tx)),
+                   num_str(st->tx_packets, 1, pk, sizeof(pk)), st->cpu_us,
+                   st->spread[0], st->spread[1], st->spread[2], st->spread[3],
+                   st->spread[4]);
         }
     }
     if (inc < 0 || o->nalgos < 2)
@@ -1071,6 +1219,8 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
            ref ? "; pp%: inc bandwidth / ping-pong bandwidth" : "");
     printf("%9s %6s %10s %-13s %10s %8s %9s", "bytes", "", "inc(us)",
            "best host", "(us)", "speedup", "inc MB/s");
+    if (mpi >= 0)
+        printf(" %10s %7s", "mpi(us)", "vs mpi");
     if (f->link_rate)
         printf(" %6s", "link%");
     if (ref)
@@ -1086,6 +1236,14 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
                bench_size_str(sizes[s], sz, sizeof(sz)), si->avg_us,
                algo_str(o->algos[b]), sb->avg_us,
                si->avg_us > 0 ? sb->avg_us / si->avg_us : 0, si->bw_MBps);
+        if (mpi >= 0) {
+            const ar_stat_t *sm = &stats[s * o->nalgos + mpi];
+            if (sm->iters > 0)
+                printf(" %10.1f %6.2fx", sm->avg_us,
+                       si->avg_us > 0 ? sm->avg_us / si->avg_us : 0);
+            else
+                printf(" %10s %7s", "-", "-");
+        }
         if (f->link_rate)
             printf(" %5.1f%%", 100.0 * si->bw_MBps / link_MBps);
         if (ref) {
@@ -1119,13 +1277,25 @@ static int write_csv(const char *path, const ar_opts_t *o,
             const ar_stat_t *st = &stats[s * o->nalgos + ai];
             if (st->iters == 0)
                 continue;
+            char tx[32], pk[32], rt[32];
+            /* Counters not measured are empty fields. */
+            if (isnan(st->tx_bytes))
+                tx[0] = pk[0] = '\0';
+            else {
+                snprintf(tx, sizeof(tx), "%.1f", st->tx_bytes);
+                snprintf(pk, sizeof(pk), "%.2f", st->tx_packets);
+            }
+            if (isnan(st->retrans))
+                rt[0] = '\0';
+            else
+                snprintf(rt, sizeof(rt), "%.3f", st->retrans);
             fprintf(fp,
-                    "%s,%zu,%d,%.3f,%.3f,%.3f,%.4f,%.1f,%.2f,%.3f,%.3f,"
+                    "%s,%zu,%d,%.3f,%.3f,%.3f,%.4f,%s,%s,%.3f,%s,"
                     "%.3f,%.3f,%.3f,%.3f,%.3f,",
                     algo_str(o->algos[ai]), sizes[s], st->iters, st->avg_us,
-                    st->min_us, st->max_us, st->bw_MBps, st->tx_bytes,
-                    st->tx_packets, st->cpu_us, st->retrans, st->spread[0],
-                    st->spread[1], st->spread[2], st->spread[3], st->spread[4]);
+                    st->min_us, st->max_us, st->bw_MBps, tx, pk, st->cpu_us, rt,
+                    st->spread[0], st->spread[1], st->spread[2], st->spread[3],
+                    st->spread[4]);
             if (ai == inc && b >= 0)
                 fprintf(fp, "%.4f,%s,",
                         stats[s * o->nalgos + b].avg_us / st->avg_us,
@@ -1235,6 +1405,17 @@ int bench_allreduce_main(int argc, char **argv)
         free(sizes);
         return 0;
     }
+    if (has_mpi(&o)) {
+        char why[PATH_MAX + 128];
+        if (bench_mpi_usable(NULL, 0, why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "incoll %s: --algos mpi (the MPI library's own "
+                    "allreduce) needs Open MPI: %s\n",
+                    who, why);
+            free(sizes);
+            return 1;
+        }
+    }
 
     memset(&fo, 0, sizeof(fo));
     fo.fabric_dir = o.fabric;
@@ -1297,7 +1478,9 @@ int bench_allreduce_main(int argc, char **argv)
                     f.work, strerror(errno));
             goto out;
         }
-        rc = bench_launch(&f, args, progress, o.timeout_s);
+        /* With mpi the ranks run under mpirun, in the MPI worker. */
+        rc = has_mpi(&o) ? bench_launch_mpi(&f, args, progress, o.timeout_s)
+                         : bench_launch(&f, args, progress, o.timeout_s);
         if (bench_interrupted()) {
             fprintf(stderr, "incoll %s: interrupted; tearing down\n", who);
             ret = 130;
@@ -1305,9 +1488,9 @@ int bench_allreduce_main(int argc, char **argv)
         }
         if (rc != 0) {
             fprintf(stderr,
-                    "incoll %s: the run failed (incoll run exited %d; "
+                    "incoll %s: the run failed (incoll %s exited %d; "
                     "the failing rank said why above): no results\n",
-                    who, rc);
+                    who, has_mpi(&o) ? "mpirun" : "run", rc);
             goto out;
         }
     }

@@ -396,36 +396,15 @@ static void show_progress(const char *path, char *last, size_t lastlen,
     snprintf(last, lastlen, "%s", line);
 }
 
-int bench_launch(bench_fabric_t *f, char *const rank_args[],
-                 const char *progress_path, int timeout_s)
+/* Runs argv (our own `incoll run` or `incoll mpirun`) and waits for it,
+ * showing rank 0's progress; frees argv. Returns its exit status. */
+static int launch_wait(bench_fabric_t *f, char **argv,
+                       const char *progress_path)
 {
-    char hosts[16], timeout[16], last[256] = "";
-    char **argv;
-    int nargs = 0, a = 0, st, tty = isatty(2), sent_term = 0;
+    char last[256] = "";
+    int st, tty = isatty(2), sent_term = 0;
     uint64_t last_print = bench_now_ns() / 1000000;
     pid_t pid;
-
-    while (rank_args[nargs])
-        nargs++;
-    argv = calloc((size_t)nargs + 16, sizeof(*argv));
-    if (argv == NULL)
-        return -1;
-    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
-    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
-    argv[a++] = f->self;
-    argv[a++] = "run";
-    argv[a++] = "-n";
-    argv[a++] = hosts;
-    argv[a++] = "--fabric";
-    argv[a++] = f->dir;
-    argv[a++] = "--timeout";
-    argv[a++] = timeout;
-    argv[a++] = "--";
-    argv[a++] = f->self;
-    argv[a++] = "bench";
-    for (int i = 0; i < nargs; i++)
-        argv[a++] = rank_args[i];
-    argv[a] = NULL;
 
     fflush(NULL);
     pid = fork();
@@ -463,6 +442,120 @@ int bench_launch(bench_fabric_t *f, char *const rank_args[],
     if (tty && last[0])
         fprintf(stderr, "\r%-78s\r", "");
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int bench_launch(bench_fabric_t *f, char *const rank_args[],
+                 const char *progress_path, int timeout_s)
+{
+    char hosts[16], timeout[16];
+    char **argv;
+    int nargs = 0, a = 0;
+
+    while (rank_args[nargs])
+        nargs++;
+    argv = calloc((size_t)nargs + 16, sizeof(*argv));
+    if (argv == NULL)
+        return -1;
+    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
+    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
+    argv[a++] = f->self;
+    argv[a++] = "run";
+    argv[a++] = "-n";
+    argv[a++] = hosts;
+    argv[a++] = "--fabric";
+    argv[a++] = f->dir;
+    argv[a++] = "--timeout";
+    argv[a++] = timeout;
+    argv[a++] = "--";
+    argv[a++] = f->self;
+    argv[a++] = "bench";
+    for (int i = 0; i < nargs; i++)
+        argv[a++] = rank_args[i];
+    argv[a] = NULL;
+    return launch_wait(f, argv, progress_path);
+}
+
+/* The MPI worker's path, next to this executable. */
+static void mpi_worker_path(char *buf, size_t len)
+{
+    char self[PATH_MAX], *slash;
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+
+    self[n > 0 ? n : 0] = '\0';
+    slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(buf, len, "%.4000s/" BENCH_MPI_WORKER, self);
+}
+
+/* 1 if prog is an executable in PATH. */
+static int in_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    char dir[PATH_MAX + 64];
+
+    while (path && *path) {
+        size_t n = strcspn(path, ":");
+        snprintf(dir, sizeof(dir), "%.*s/%s", (int)(n ? n : 1), n ? path : ".",
+                 prog);
+        if (access(dir, X_OK) == 0)
+            return 1;
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
+{
+    char path[PATH_MAX];
+
+    mpi_worker_path(path, sizeof(path));
+    if (worker)
+        snprintf(worker, worker_len, "%s", path);
+    if (!in_path("mpirun")) {
+        snprintf(why, len,
+                 "Open MPI's mpirun is not in PATH (apt-get install "
+                 "openmpi-bin libopenmpi-dev, then make)");
+        return -1;
+    }
+    if (access(path, X_OK) != 0) {
+        snprintf(why, len, "%s: %s (`make` builds it when mpicc is installed)",
+                 path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
+                     const char *progress_path, int timeout_s)
+{
+    char hosts[16], timeout[16], worker[PATH_MAX];
+    char **argv;
+    int nargs = 0, a = 0;
+
+    while (rank_args[nargs])
+        nargs++;
+    argv = calloc((size_t)nargs + 16, sizeof(*argv));
+    if (argv == NULL)
+        return -1;
+    mpi_worker_path(worker, sizeof(worker));
+    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
+    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
+    argv[a++] = f->self;
+    argv[a++] = "mpirun";
+    argv[a++] = "-n";
+    argv[a++] = hosts;
+    argv[a++] = "--fabric";
+    argv[a++] = f->dir;
+    argv[a++] = "--no-preload";
+    argv[a++] = "--timeout";
+    argv[a++] = timeout;
+    argv[a++] = "--";
+    argv[a++] = worker;
+    for (int i = 0; i < nargs; i++)
+        argv[a++] = rank_args[i];
+    argv[a] = NULL;
+    return launch_wait(f, argv, progress_path);
 }
 
 void bench_progress_write(const char *path, int force, const char *fmt, ...)

@@ -7,6 +7,8 @@
 #ifndef INCOLL_BENCH_COMMON_H
 #define INCOLL_BENCH_COMMON_H
 
+#include "incoll.h"
+
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,6 +20,30 @@ int bench_allreduce_main(int argc, char **argv);
 int bench_allreduce_rank_main(int argc, char **argv);
 int bench_pingpong_main(int argc, char **argv);
 int bench_pingpong_rank_main(int argc, char **argv);
+
+/*
+ * What the MPI worker (build/bin/incoll-bench-mpi, tools/mpi/bench_worker.c:
+ * the rank side linked with MPI and the MPI layer) hands the rank side of
+ * `incoll bench allreduce` when `mpi` is in --algos. The ranks then run
+ * under mpirun (through `incoll mpirun`), libincoll comes up from MPI as
+ * in libincoll_mpi, and the MPI library's own MPI_Allreduce is one more
+ * algorithm.
+ */
+typedef struct {
+    incoll_ctx_h ctx;    /* libincoll, owned by the MPI layer */
+    incoll_comm_h world; /* MPI_COMM_WORLD's ranks, in order */
+    /* MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM,
+     * MPI_COMM_WORLD) of the MPI library: 0, or MPI's error code. */
+    int (*allreduce)(const float *send, float *recv, size_t count);
+} bench_mpi_t;
+
+/* The rank side of `incoll bench allreduce`: bench_allreduce_rank_main()
+ * with mpi NULL (libincoll from the environment of `incoll run`), or
+ * called by the MPI worker. */
+int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi);
+
+/* The MPI worker's file name, next to `incoll`. */
+#define BENCH_MPI_WORKER "incoll-bench-mpi"
 
 /* Parses "MIN:MAX" (or one size) with optional K, M, G (powers of 1024)
  * suffixes. Returns 0 or -1. */
@@ -73,6 +99,22 @@ int bench_interrupted(void);
  */
 int bench_launch(bench_fabric_t *f, char *const rank_args[],
                  const char *progress_path, int timeout_s);
+
+/*
+ * The same under MPI: `incoll mpirun -n hosts --fabric DIR --no-preload
+ * --timeout SEC -- WORKER ARGS` (each rank in its host's namespace when
+ * the fabric is emulated), WORKER being the MPI worker next to this
+ * executable. Returns the exit status of incoll mpirun.
+ */
+int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
+                     const char *progress_path, int timeout_s);
+
+/*
+ * 0 when this machine can run the MPI worker: mpirun in PATH and the
+ * worker built next to this executable (path in worker, may be NULL);
+ * otherwise -1 with the reason in why.
+ */
+int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len);
 
 /*
  * For ranks: overwrites the progress file with one line (rate-limited to a

@@ -1,20 +1,37 @@
 /*
  * `incoll fabric up|down`: a local fabric on 127.0.0.1 (or, with --emulate,
- * in network namespaces with shaped links: tools/emu.h), one incoll-agg
- * daemon per aggregation node, described by DIR/fabric.conf.
+ * in network namespaces with shaped links: tools/emu.h): an aggregation
+ * manager (incoll-mgr, docs/manager.md) and one incoll-agg daemon per
+ * aggregation node, described by DIR/topology and DIR/fabric.env for the
+ * manager and by DIR/fabric.conf for processes that run without one.
  *
- * DIR holds everything about one fabric: fabric.conf, one <name>.pid and
- * one <name>.log per AN, and emu.state for an emulated one. A pid file is
+ * DIR holds everything about one fabric: fabric.conf, topology, secret,
+ * fabric.env, one <name>.pid and one <name>.log per AN, mgr.pid and mgr.log
+ * for the manager, and emu.state for an emulated one. A pid file is
  * written by `fabric up` right after the fork (the daemon does not fork again,
  * so the pid is the daemon's) and removed by `fabric down`. A pid file whose
- * process is gone, or is no longer an incoll-agg, is stale: `fabric up` cleans
- * it up and proceeds.
+ * process is gone, or is no longer an incoll-agg or incoll-mgr, is stale;
+ * so is a manager whose ANs are all gone: `fabric up` cleans it up and
+ * proceeds.
+ *
+ * Three shapes (docs/topology.md):
+ *   --hosts N --radix K       the tree of fabric.conf (K children per
+ *                             switch), given to the manager as a topology
+ *                             of one tree;
+ *   --radix K --levels L      a k-ary fat-tree ([--hosts N]);
+ *   --topology FILE           any topology.
+ * For the last two fabric.conf describes the first tree that reaches every
+ * host (its world group); the other switches only serve the manager.
+ * --no-mgr (and --emulate, whose namespaces do not reach a manager) runs
+ * the ANs from fabric.conf alone, as before the manager existed.
  */
 #include "cli.h"
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "emu.h"
+#include "mgr/mgr_fabric.h"
+#include "mgr/topo.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -40,6 +57,8 @@ int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
 
 #define FABRIC_CONF_FILE "fabric.conf"
 #define AGG_COMM "incoll-agg"
+#define MGR_COMM "incoll-mgr"
+#define MGR_PIDFILE "mgr.pid"
 
 static uint64_t now_ms(void)
 {
@@ -57,9 +76,10 @@ static void sleep_ms(int ms)
 }
 
 /*
- * 1 if pid is a running incoll-agg. Reads /proc rather than trusting
- * kill(pid, 0): an exited daemon may linger as a zombie when nobody reaps
- * it, and a recycled pid may belong to something else entirely.
+ * 1 if pid is a running incoll-agg or incoll-mgr. Reads /proc rather than
+ * trusting kill(pid, 0): an exited daemon may linger as a zombie when
+ * nobody reaps it, and a recycled pid may belong to something else
+ * entirely.
  */
 static int agg_alive(pid_t pid)
 {
@@ -82,7 +102,8 @@ static int agg_alive(pid_t pid)
         close_paren[2] == '\0')
         return 0;
     *close_paren = '\0';
-    if (strcmp(open_paren + 1, AGG_COMM) != 0)
+    if (strcmp(open_paren + 1, AGG_COMM) != 0 &&
+        strcmp(open_paren + 1, MGR_COMM) != 0)
         return 0;
     return close_paren[2] != 'Z' && close_paren[2] != 'X';
 }
@@ -456,31 +477,64 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll fabric up --hosts N --radix K --dir DIR\n"
+        "usage: incoll fabric up --dir DIR (--hosts N --radix K |\n"
+        "                        --radix K --levels L [--hosts N] |\n"
+        "                        --topology FILE)\n"
         "                        [--slots S] [--payload BYTES] [--wait SEC]\n"
-        "                        [--no-host-ports]\n"
+        "                        [--no-host-ports] [--no-mgr]\n"
         "                        [--emulate [--link-rate R] [--uplink-rate R]\n"
         "                                   [--mtu BYTES]]\n"
         "       incoll fabric down --dir DIR\n"
         "\n"
-        "up    writes DIR/fabric.conf for a tree of aggregation nodes over\n"
-        "      N hosts with K children per switch, starts one incoll-agg\n"
-        "      per node (logs in DIR/<name>.log, pids in DIR/<name>.pid)\n"
-        "      and waits up to --wait seconds (default 5) until every node\n"
-        "      answers a stats request. Every AN and every host gets a\n"
-        "      fixed port on 127.0.0.1 (--no-host-ports: hosts pick one at\n"
-        "      start, and the host-based algorithms are unavailable).\n"
+        "up    starts an aggregation manager (incoll-mgr, docs/manager.md)\n"
+        "      and one incoll-agg per switch, and waits up to --wait seconds\n"
+        "      (default 5) until every AN has registered with the manager\n"
+        "      and answers a stats request. The fabric is\n"
+        "        --hosts N --radix K   a tree of K children per switch over\n"
+        "                              N hosts (one tree);\n"
+        "        --radix K --levels L  a k-ary fat-tree of 2 or 3 levels,\n"
+        "                              K/2 hosts per leaf (--hosts: fewer);\n"
+        "        --topology FILE       any topology (docs/topology.md).\n"
+        "      DIR gets topology (the one in use), secret (mode 0600),\n"
+        "      fabric.env (INCOLL_MGR=, INCOLL_SECRET_FILE=: `incoll run`\n"
+        "      passes them on), fabric.conf (the first tree that reaches\n"
+        "      every host, for processes without a manager), logs\n"
+        "      (DIR/<name>.log, mgr.log) and pids (DIR/<name>.pid,\n"
+        "      mgr.pid). Every AN and every host of fabric.conf gets a fixed\n"
+        "      port on 127.0.0.1 (--no-host-ports: hosts pick one at start,\n"
+        "      and without a manager the host-based algorithms are\n"
+        "      unavailable). --no-mgr starts only the ANs of fabric.conf,\n"
+        "      without a manager (--hosts N --radix K only).\n"
         "      --emulate puts every host and switch in its own network\n"
         "      namespace, linked by veths shaped to --link-rate (as root;\n"
-        "      see tools/emu.h). Refuses if DIR holds a running fabric; a\n"
-        "      stale one is cleaned up.\n"
-        "down  stops every daemon of DIR (SIGTERM, then SIGKILL after 2 s),\n"
-        "      removes the pid files and an emulated fabric's namespaces.\n"
-        "      Succeeds if nothing runs.\n");
+        "      see tools/emu.h); it runs without a manager. Refuses if DIR\n"
+        "      holds a running fabric; a stale one is cleaned up.\n"
+        "down  stops every daemon of DIR, the manager included (SIGTERM,\n"
+        "      then SIGKILL after 2 s), removes the pid files, fabric.env\n"
+        "      and an emulated fabric's namespaces. Succeeds if nothing\n"
+        "      runs.\n");
 }
 
-/* Removes what a dead or failed fabric left in dir: pid files, and the
- * namespaces of an emulated one. */
+/* 1 if path is the manager's pid file. */
+static int is_mgr_pidfile(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return strcmp(slash ? slash + 1 : path, MGR_PIDFILE) == 0;
+}
+
+/* Removes DIR/fabric.env, so nobody looks for a manager that is gone. */
+static void remove_env(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/mgr.port", dir);
+    unlink(path);
+}
+
+/* Removes what a dead or failed fabric left in dir: pid files (stopping
+ * what still runs, a lone manager say), fabric.env, and the namespaces of
+ * an emulated one. */
 static int remove_leftovers(const char *dir, int term_ms)
 {
     int stopped, killed, left = 0;
@@ -490,9 +544,193 @@ static int remove_leftovers(const char *dir, int term_ms)
         left = stop_daemons(&l, term_ms, &stopped, &killed);
         pidlist_free(&l);
     }
+    remove_env(dir);
     if (emu_present(dir) && emu_destroy(dir, NULL) != INCOLL_OK)
         left++;
     return left;
+}
+
+/*
+ * Writes the tree of conf as a topology file (docs/topology.md): the same
+ * switches, names and addresses, one link per parent, host h<rank> under
+ * its leaf. The manager then derives exactly one tree, fabric.conf's.
+ */
+static int conf_write_topology(const fabric_conf_t *conf, const char *path)
+{
+    char tmp[PATH_MAX + 64], ep[32];
+    FILE *f;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+    f = fopen(tmp, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "# Written by `incoll fabric up --hosts %d --radix %d`: the tree "
+            "of fabric.conf\n# (%d children per switch), one reduction tree. "
+            "See docs/topology.md.\ndefaults payload=%u\n\n",
+            conf->nhosts, conf->radix, conf->radix, conf->payload);
+    for (int lv = conf->levels; lv >= 1; lv--)
+        for (int i = 0; i < conf->nans; i++)
+            if (conf->ans[i].level == lv)
+                fprintf(f, "switch %s level=%d addr=%s\n", conf->ans[i].name,
+                        lv, wire_ep_str(conf->ans[i].addr, ep, sizeof(ep)));
+    fprintf(f, "\n");
+    for (int i = 0; i < conf->nans; i++)
+        if (conf->ans[i].parent >= 0)
+            fprintf(f, "link %s %s\n", conf->ans[i].name,
+                    conf->ans[conf->ans[i].parent].name);
+    fprintf(f, "\n");
+    for (int r = 0; r < conf->nhosts; r++) {
+        struct in_addr in = {.s_addr = htonl(conf->hosts[r].ip
+                                                 ? conf->hosts[r].ip
+                                                 : INADDR_LOOPBACK)};
+        fprintf(f, "host h%d leaf=%s addr=%s\n", r,
+                conf->ans[conf->hosts[r].leaf].name, inet_ntoa(in));
+    }
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * The world group of a topology for fabric.conf: the first tree that
+ * reaches every host's leaf, without the switches that have no host below
+ * them. Rank r is topology host r. Addresses come from the topology (all
+ * set by now), host addresses are 127.0.0.1 without a port. Returns 0, or
+ * -1 when no tree reaches every host (then there is no fabric.conf).
+ */
+static int topo_to_conf(const topo_t *topo, fabric_conf_t *conf)
+{
+    int t, *need = NULL, *map = NULL, *nkids = NULL, n = 0;
+
+    memset(conf, 0, sizeof(*conf));
+    if (topo->nhosts < 1)
+        return -1;
+    for (t = 0; t < topo->ntrees; t++) {
+        int ok = 1;
+        for (int h = 0; h < topo->nhosts && ok; h++)
+            ok = topo->trees[t].parent[topo->hosts[h].leaf] != -2;
+        if (ok)
+            break;
+    }
+    if (t == topo->ntrees)
+        return -1;
+    need = calloc((size_t)topo->nswitches, sizeof(int));
+    map = calloc((size_t)topo->nswitches, sizeof(int));
+    nkids = calloc((size_t)topo->nswitches, sizeof(int));
+    conf->ans = calloc((size_t)topo->nswitches, sizeof(*conf->ans));
+    conf->hosts = calloc((size_t)topo->nhosts, sizeof(*conf->hosts));
+    if (!need || !map || !nkids || !conf->ans || !conf->hosts)
+        goto err;
+    for (int h = 0; h < topo->nhosts; h++) {
+        int s = topo->hosts[h].leaf;
+        nkids[s]++;
+        while (s >= 0 && !need[s]) {
+            int up = topo->trees[t].parent[s];
+            need[s] = 1;
+            if (up >= 0)
+                nkids[up]++;
+            s = up;
+        }
+    }
+    for (int s = 0; s < topo->nswitches; s++) {
+        map[s] = -1;
+        if (!need[s])
+            continue;
+        map[s] = n;
+        snprintf(conf->ans[n].name, FABRIC_NAME_MAX, "%s", topo->sw[s].name);
+        conf->ans[n].level = topo->sw[s].level;
+        conf->ans[n].addr = topo->sw[s].addr;
+        if (topo->sw[s].level > conf->levels)
+            conf->levels = topo->sw[s].level;
+        if (nkids[s] > conf->radix)
+            conf->radix = nkids[s];
+        n++;
+    }
+    conf->nans = n;
+    for (int s = 0; s < topo->nswitches; s++)
+        if (map[s] >= 0)
+            conf->ans[map[s]].parent = topo->trees[t].parent[s] >= 0
+                                           ? map[topo->trees[t].parent[s]]
+                                           : -1;
+    conf->nhosts = topo->nhosts;
+    for (int h = 0; h < topo->nhosts; h++) {
+        conf->hosts[h].leaf = map[topo->hosts[h].leaf];
+        conf->hosts[h].ip = INADDR_LOOPBACK;
+    }
+    if (conf->radix < 2)
+        conf->radix = 2;
+    conf->payload = 65000;
+    for (int i = 0; i < topo->nswitches; i++)
+        if (need[i] && topo->sw[i].caps.max_payload < conf->payload)
+            conf->payload = topo->sw[i].caps.max_payload;
+    if (conf->payload < 8)
+        conf->payload = 8;
+    conf->slots = 64;
+    conf->admin_key = fabric_random64();
+    conf->group_id = 1;
+    conf->group_key = fabric_random64();
+    free(need);
+    free(map);
+    free(nkids);
+    return 0;
+err:
+    free(need);
+    free(map);
+    free(nkids);
+    fabric_conf_free(conf);
+    return -1;
+}
+
+/* Gives every switch of topo without an address, and every host of conf
+ * (unless host_ports is 0), a port on 127.0.0.1; *fds_p / *nfds_p hold the
+ * reserved ports until the daemons start. */
+static int assign_topo_ports(topo_t *topo, fabric_conf_t *conf, int host_ports,
+                             int **fds_p, int *nfds_p)
+{
+    int nsw = 0, nh = host_ports ? conf->nhosts : 0, k = 0;
+    uint16_t *ports;
+    int *fds;
+
+    for (int i = 0; i < topo->nswitches; i++)
+        nsw += topo->sw[i].addr == INCOLL_EP_NONE;
+    ports = calloc((size_t)(nsw + nh) + 1, sizeof(*ports));
+    fds = calloc((size_t)(nsw + nh) + 1, sizeof(*fds));
+    if (ports == NULL || fds == NULL || reserve_ports(nsw + nh, ports, fds)) {
+        free(ports);
+        free(fds);
+        return -1;
+    }
+    for (int i = 0; i < topo->nswitches; i++)
+        if (topo->sw[i].addr == INCOLL_EP_NONE)
+            topo->sw[i].addr = wire_ep(INADDR_LOOPBACK, ports[k++]);
+    for (int r = 0; r < nh; r++)
+        conf->hosts[r].port = ports[k++];
+    free(ports);
+    *fds_p = fds;
+    *nfds_p = nsw + nh;
+    return 0;
+}
+
+/* Path of the directory of this executable (where the daemons are). */
+static int bindir_of_self(char *buf, size_t len)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n < 0)
+        return -1;
+    self[n] = '\0';
+    snprintf(buf, len, "%s", dirname(self));
+    return 0;
+}
+
+static pid_t read_pid_of(const char *dir, const char *name)
+{
+    char path[PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s.pid", dir, name);
+    return read_pidfile(path);
 }
 
 static int fabric_up(int argc, char **argv)
@@ -502,7 +740,10 @@ static int fabric_up(int argc, char **argv)
         OPT_EMULATE,
         OPT_LINK_RATE,
         OPT_UPLINK_RATE,
-        OPT_MTU
+        OPT_MTU,
+        OPT_TOPOLOGY,
+        OPT_LEVELS,
+        OPT_NO_MGR
     };
     static const struct option longopts[] = {
         {"hosts", required_argument, NULL, 'n'},
@@ -516,21 +757,29 @@ static int fabric_up(int argc, char **argv)
         {"link-rate", required_argument, NULL, OPT_LINK_RATE},
         {"uplink-rate", required_argument, NULL, OPT_UPLINK_RATE},
         {"mtu", required_argument, NULL, OPT_MTU},
+        {"topology", required_argument, NULL, OPT_TOPOLOGY},
+        {"levels", required_argument, NULL, OPT_LEVELS},
+        {"no-mgr", no_argument, NULL, OPT_NO_MGR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dir_arg = NULL;
+    const char *dir_arg = NULL, *topo_arg = NULL;
     char dir[PATH_MAX], conf_path[PATH_MAX + 32], agg_bin[PATH_MAX], why[256];
+    char topo_path[PATH_MAX + 32], bindir[PATH_MAX], err[512];
     int hosts = 0, radix = 0, slots = 0, payload = 0, wait_s = 5, opt, ret = 1;
-    int host_ports = 1, emulate = 0, nfds = 0, missing;
+    int host_ports = 1, emulate = 0, nfds = 0, missing, levels = 0;
+    int no_mgr = 0, managed, shaped, have_conf = 1;
     emu_params_t ep;
     fabric_conf_t conf;
+    topo_t topo;
     pidlist_t old;
     pid_t *pids = NULL;
     int *fds = NULL;
     char **replies = NULL;
     uint64_t deadline;
 
+    memset(&conf, 0, sizeof(conf));
+    memset(&topo, 0, sizeof(topo));
     emu_params_default(&ep);
     optind = 1;
     while ((opt = getopt_long(argc, argv, "n:k:d:h", longopts, NULL)) != -1) {
@@ -558,6 +807,19 @@ static int fabric_up(int argc, char **argv)
             break;
         case OPT_EMULATE:
             emulate = 1;
+            break;
+        case OPT_TOPOLOGY:
+            topo_arg = optarg;
+            break;
+        case OPT_LEVELS:
+            levels = atoi(optarg);
+            if (levels < 2 || levels > 3) {
+                fprintf(stderr, "incoll fabric up: --levels is 2 or 3\n");
+                return 2;
+            }
+            break;
+        case OPT_NO_MGR:
+            no_mgr = 1;
             break;
         case OPT_LINK_RATE:
         case OPT_UPLINK_RATE:
@@ -587,17 +849,28 @@ static int fabric_up(int argc, char **argv)
             return 2;
         }
     }
-    if (dir_arg == NULL || hosts < 1 || radix < 2 || radix > AGG_RADIX_MAX ||
-        optind != argc || slots < 0 || slots > 65535 || payload < 0 ||
-        payload > WIRE_MAX_PAYLOAD || (payload > 0 && payload < 8) ||
-        wait_s < 1) {
+    /* --topology or --levels: the manager's own topology. */
+    shaped = topo_arg != NULL || levels != 0;
+    if (dir_arg == NULL || optind != argc || slots < 0 || slots > 65535 ||
+        payload < 0 || payload > WIRE_MAX_PAYLOAD ||
+        (payload > 0 && payload < 8) || wait_s < 1 || hosts < 0 ||
+        (!shaped && (hosts < 1 || radix < 2 || radix > AGG_RADIX_MAX)) ||
+        (levels && (radix < 2 || radix > 64 || radix % 2)) ||
+        (topo_arg && (levels || radix || hosts))) {
         fprintf(stderr,
-                "incoll fabric up: need --hosts N>=1, --radix K in "
-                "2..%d and --dir DIR\n",
+                "incoll fabric up: need --dir DIR and one of --hosts N>=1 "
+                "--radix K in 2..%d, --radix K (even, 2..64) --levels L "
+                "[--hosts N], or --topology FILE\n",
                 AGG_RADIX_MAX);
         usage(stderr);
         return 2;
     }
+    if (shaped && (no_mgr || emulate)) {
+        fprintf(stderr, "incoll fabric up: --topology and --levels need the "
+                        "manager (not with --no-mgr or --emulate)\n");
+        return 2;
+    }
+    managed = !no_mgr && !emulate;
     if (emulate && emu_usable(why, sizeof(why)) != 0) {
         fprintf(stderr, "incoll fabric up: cannot emulate a fabric: %s\n", why);
         return 1;
@@ -607,22 +880,35 @@ static int fabric_up(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    if (find_agg_binary(agg_bin, sizeof(agg_bin)) != 0) {
+    if (find_agg_binary(agg_bin, sizeof(agg_bin)) != 0 ||
+        bindir_of_self(bindir, sizeof(bindir)) != 0) {
         fprintf(stderr,
                 "incoll fabric up: %s: %s (it is installed next to "
                 "incoll)\n",
                 agg_bin, strerror(errno));
         return 1;
     }
+    if (managed) {
+        char mgr_bin[PATH_MAX + 32];
+        snprintf(mgr_bin, sizeof(mgr_bin), "%s/%s", bindir, MGR_COMM);
+        if (access(mgr_bin, X_OK) != 0) {
+            fprintf(stderr,
+                    "incoll fabric up: %s: %s (it is installed next to "
+                    "incoll; --no-mgr runs without it)\n",
+                    mgr_bin, strerror(errno));
+            return 1;
+        }
+    }
 
-    /* One fabric per directory. */
+    /* One fabric per directory: it runs while any AN does. A manager
+     * whose ANs are all gone is part of a stale fabric. */
     if (pidlist_read(dir, &old) != 0) {
         fprintf(stderr, "incoll fabric up: cannot read %s: %s\n", dir,
                 strerror(errno));
         return 1;
     }
     for (int i = 0; i < old.n; i++) {
-        if (agg_alive(old.pid[i])) {
+        if (!is_mgr_pidfile(old.path[i]) && agg_alive(old.pid[i])) {
             fprintf(stderr,
                     "incoll fabric up: %s already runs a fabric (%s: pid %d "
                     "is alive); run `incoll fabric down --dir %s` first\n",
@@ -634,86 +920,162 @@ static int fabric_up(int argc, char **argv)
     if (old.n > 0 || emu_present(dir)) {
         fprintf(stderr, "incoll fabric up: removing a stale fabric from %s\n",
                 dir);
-        if (remove_leftovers(dir, 0) != 0) {
+        if (remove_leftovers(dir, 1000) != 0) {
             fprintf(stderr, "incoll fabric up: cannot clean up %s\n", dir);
             pidlist_free(&old);
             return 1;
         }
     }
     pidlist_free(&old);
+    remove_env(dir);
     /* Emulated fabrics whose directory is gone are nobody's: remove them. */
     if (emulate)
         emu_sweep_stale();
 
-    if (fabric_conf_generate(hosts, radix, &conf) != INCOLL_OK) {
-        fprintf(stderr,
-                "incoll fabric up: cannot build a tree of %d hosts "
-                "with radix %d\n",
-                hosts, radix);
-        return 1;
-    }
-    if (slots)
-        conf.slots = (uint32_t)slots;
-    if (payload)
-        conf.payload = (uint32_t)payload;
-    nfds = conf.nans + conf.nhosts;
-    pids = calloc((size_t)conf.nans, sizeof(*pids));
-    replies = calloc((size_t)conf.nans, sizeof(*replies));
-    fds = calloc((size_t)nfds, sizeof(*fds));
-    if (pids == NULL || replies == NULL || fds == NULL) {
-        fprintf(stderr, "incoll fabric up: out of memory\n");
-        goto out_free;
-    }
-    for (int i = 0; i < nfds; i++)
-        fds[i] = -1;
-    if (emulate) {
-        /* Addresses, host ports and namespaces come from the emulator. */
-        if (emu_create(dir, &conf, &ep) != INCOLL_OK) {
-            fprintf(stderr, "incoll fabric up: cannot build the emulated "
-                            "fabric (see above)\n");
+    snprintf(conf_path, sizeof(conf_path), "%s/%s", dir, FABRIC_CONF_FILE);
+    snprintf(topo_path, sizeof(topo_path), "%s/topology", dir);
+    if (shaped) {
+        incoll_status_t status =
+            topo_arg ? topo_load(topo_arg, &topo, err, sizeof(err))
+                     : topo_fat_tree(radix, levels, hosts, NULL, &topo);
+        if (status != INCOLL_OK) {
+            if (topo_arg)
+                fprintf(stderr, "incoll fabric up: %s\n", err);
+            else
+                fprintf(stderr,
+                        "incoll fabric up: cannot build a fat-tree of radix "
+                        "%d and %d levels with %d hosts (radix: even, "
+                        "2..64; hosts: at most the K/2 per leaf of every "
+                        "leaf)\n",
+                        radix, levels, hosts);
+            return 1;
+        }
+        if (topo_to_conf(&topo, &conf) != 0) {
+            have_conf = 0;
+            fprintf(stderr,
+                    "incoll fabric up: no tree of the topology reaches every "
+                    "host: no %s (processes need the manager)\n",
+                    conf_path);
+        } else {
+            if (slots)
+                conf.slots = (uint32_t)slots;
+            if (payload && (uint32_t)payload < conf.payload)
+                conf.payload = (uint32_t)payload;
+        }
+        if (assign_topo_ports(&topo, &conf, host_ports && have_conf, &fds,
+                              &nfds) != 0)
+            goto out_free;
+        /* The ports just chosen, into fabric.conf too. */
+        for (int i = 0; have_conf && i < conf.nans; i++)
+            conf.ans[i].addr =
+                topo.sw[topo_find_switch(&topo, conf.ans[i].name)].addr;
+        if (topo_save(&topo, topo_path) != INCOLL_OK) {
+            fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
+                    topo_path, strerror(errno));
+            goto out_free;
+        }
+    } else {
+        if (fabric_conf_generate(hosts, radix, &conf) != INCOLL_OK) {
+            fprintf(stderr,
+                    "incoll fabric up: cannot build a tree of %d hosts "
+                    "with radix %d\n",
+                    hosts, radix);
+            return 1;
+        }
+        if (slots)
+            conf.slots = (uint32_t)slots;
+        if (payload)
+            conf.payload = (uint32_t)payload;
+        nfds = conf.nans + conf.nhosts;
+        fds = calloc((size_t)nfds, sizeof(*fds));
+        if (fds == NULL) {
+            fprintf(stderr, "incoll fabric up: out of memory\n");
+            goto out_free;
+        }
+        for (int i = 0; i < nfds; i++)
+            fds[i] = -1;
+        if (emulate) {
+            /* Addresses, host ports and namespaces come from the emulator. */
+            if (emu_create(dir, &conf, &ep) != INCOLL_OK) {
+                fprintf(stderr, "incoll fabric up: cannot build the emulated "
+                                "fabric (see above)\n");
+                goto err_stop;
+            }
+        } else if (assign_ports(&conf, host_ports, fds) != 0) {
+            goto out_free;
+        }
+        if (managed && conf_write_topology(&conf, topo_path) != 0) {
+            fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
+                    topo_path, strerror(errno));
             goto err_stop;
         }
-    } else if (assign_ports(&conf, host_ports, fds) != 0) {
-        goto out_free;
     }
-    snprintf(conf_path, sizeof(conf_path), "%s/%s", dir, FABRIC_CONF_FILE);
-    if (fabric_conf_save(&conf, conf_path) != INCOLL_OK) {
+    if (have_conf && fabric_conf_save(&conf, conf_path) != INCOLL_OK) {
         fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", conf_path,
                 strerror(errno));
+        goto err_stop;
+    } else if (!have_conf) {
+        unlink(conf_path);
+    }
+    pids = calloc((size_t)conf.nans + 1, sizeof(*pids));
+    replies = calloc((size_t)conf.nans + 1, sizeof(*replies));
+    if (pids == NULL || replies == NULL) {
+        fprintf(stderr, "incoll fabric up: out of memory\n");
         goto err_stop;
     }
 
     /* The reserved ports go to their owners now. */
     close_fds(fds, nfds);
-    for (int i = 0; i < conf.nans; i++) {
-        char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64];
-        snprintf(log_path, sizeof(log_path), "%s/%s.log", dir,
-                 conf.ans[i].name);
-        snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", dir,
-                 conf.ans[i].name);
-        pids[i] = spawn_agg(agg_bin, conf_path, conf.ans[i].name,
-                            conf.ans[i].netns, log_path);
-        if (pids[i] < 0) {
-            fprintf(stderr, "incoll fabric up: cannot fork: %s\n",
-                    strerror(errno));
-            goto err_stop;
+    if (managed) {
+        mgr_fabric_params_t mp;
+        char text[16];
+        memset(&mp, 0, sizeof(mp));
+        mp.dir = dir;
+        mp.bindir = bindir;
+        mp.topology = topo_path;
+        mp.wait_s = wait_s;
+        mp.quiet = !shaped;
+        mp.conf = have_conf ? conf_path : NULL;
+        /* The manager's groups get fabric.conf's slots when asked for. */
+        if (slots) {
+            snprintf(text, sizeof(text), "%d", slots);
+            setenv("INCOLL_MGR_SLOTS", text, 1);
         }
-        if (write_pidfile(pid_path, pids[i]) != 0) {
-            fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", pid_path,
-                    strerror(errno));
-            kill(pids[i], SIGKILL);
-            waitpid(pids[i], NULL, 0);
+        if (mgr_fabric_up(&mp) != 0)
             goto err_stop;
+        for (int i = 0; i < conf.nans; i++)
+            pids[i] = read_pid_of(dir, conf.ans[i].name);
+    } else {
+        for (int i = 0; i < conf.nans; i++) {
+            char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64];
+            snprintf(log_path, sizeof(log_path), "%s/%s.log", dir,
+                     conf.ans[i].name);
+            snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", dir,
+                     conf.ans[i].name);
+            pids[i] = spawn_agg(agg_bin, conf_path, conf.ans[i].name,
+                                conf.ans[i].netns, log_path);
+            if (pids[i] < 0) {
+                fprintf(stderr, "incoll fabric up: cannot fork: %s\n",
+                        strerror(errno));
+                goto err_stop;
+            }
+            if (write_pidfile(pid_path, pids[i]) != 0) {
+                fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
+                        pid_path, strerror(errno));
+                kill(pids[i], SIGKILL);
+                waitpid(pids[i], NULL, 0);
+                goto err_stop;
+            }
         }
     }
 
-    /* Ready means answering: each daemon has bound its port and built its
-     * group once it replies to a stats request. */
+    /* Ready means answering: each daemon of fabric.conf has bound its port
+     * and built its group once it replies to a stats request. */
     deadline = now_ms() + (uint64_t)wait_s * 1000;
     for (;;) {
         for (int i = 0; i < conf.nans; i++) {
             int st;
-            if (replies[i] == NULL &&
+            if (replies[i] == NULL && pids[i] > 0 &&
                 waitpid(pids[i], &st, WNOHANG) == pids[i]) {
                 char log_path[PATH_MAX + 64];
                 snprintf(log_path, sizeof(log_path), "%s/%s.log", dir,
@@ -746,7 +1108,18 @@ static int fabric_up(int argc, char **argv)
             goto err_stop;
         }
     }
-    print_summary(&conf, dir, pids);
+    if (!shaped)
+        print_summary(&conf, dir, pids);
+    if (managed && !shaped) {
+        char addr[128] = "", secret[PATH_MAX + 32];
+        if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret),
+                           err, sizeof(err)) != 0)
+            snprintf(addr, sizeof(addr), "?");
+        printf("  manager  %-31s pid %-7d topology %s/topology (one tree)\n",
+               addr, (int)read_pid_of(dir, "mgr"), dir);
+        printf("  use it: incoll run --fabric %s ..., or . %s/fabric.env\n",
+               dir, dir);
+    }
     if (emulate) {
         char rate[64], uprate[64];
         emu_rate_str(ep.link_rate, rate, sizeof(rate));
@@ -755,7 +1128,8 @@ static int fabric_up(int argc, char **argv)
         else
             snprintf(uprate, sizeof(uprate), "non-blocking");
         printf("  emulated: one network namespace per host and switch, host "
-               "links %s, uplinks %s, mtu %d\n",
+               "links %s, uplinks %s, mtu %d; no manager (fabric.conf "
+               "only)\n",
                rate, uprate, ep.mtu);
     }
     ret = 0;
@@ -778,6 +1152,7 @@ out_free:
     free(pids);
     free(fds);
     fabric_conf_free(&conf);
+    topo_free(&topo);
     return ret;
 }
 
@@ -789,7 +1164,8 @@ static int fabric_down(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *dir = NULL;
-    int opt, stopped = 0, killed = 0, left, removed = 0, emulated;
+    int opt, stopped = 0, killed = 0, left, removed = 0, emulated, mgr = 0;
+    int ans;
     pidlist_t l;
 
     optind = 1;
@@ -815,8 +1191,12 @@ static int fabric_down(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    for (int i = 0; i < l.n; i++)
+        if (is_mgr_pidfile(l.path[i]) && agg_alive(l.pid[i]))
+            mgr = 1;
     left = stop_daemons(&l, 2000, &stopped, &killed);
     pidlist_free(&l);
+    remove_env(dir);
     if (left) {
         fprintf(stderr,
                 "incoll fabric down: %d daemon%s in %s survived "
@@ -832,14 +1212,13 @@ static int fabric_down(int argc, char **argv)
                 dir);
         return 1;
     }
+    ans = stopped + killed - mgr;
     if (stopped + killed == 0)
         printf("fabric down in %s: nothing was running", dir);
-    else if (killed)
-        printf("fabric down in %s: stopped %d an%s (%d with SIGKILL)", dir,
-               stopped + killed, stopped + killed == 1 ? "" : "s", killed);
     else
-        printf("fabric down in %s: stopped %d an%s", dir, stopped,
-               stopped == 1 ? "" : "s");
+        printf("fabric down in %s: stopped %d an%s%s%s", dir, ans,
+               ans == 1 ? "" : "s", mgr ? " and the manager" : "",
+               killed ? " (some with SIGKILL)" : "");
     if (emulated)
         printf("; removed %d network namespace%s", removed,
                removed == 1 ? "" : "s");

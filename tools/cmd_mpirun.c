@@ -3,61 +3,89 @@
  * MPI program with libincoll_mpi preloaded into every rank (docs/mpi.md).
  *
  * Without --fabric (and without INCOLL_FABRIC in the environment) it
- * brings up a loopback fabric of P hosts in a temporary directory for the
- * job and takes it down afterwards, also when the job fails or is
- * interrupted. It then runs Open MPI's mpirun (or MPICH's mpiexec with
- * --mpi mpich) with LD_PRELOAD, INCOLL_FABRIC and every INCOLL_* variable
- * of its own environment passed to the ranks, and exits with the job's
- * status.
+ * brings up a fabric of P hosts for the job, in a scratch directory, and
+ * takes it down afterwards, also when the job fails, times out or is
+ * interrupted: the loopback fabric, or with --emulate the emulated one
+ * (tools/emu.h: a network namespace per host and switch, shaped links).
+ * It then runs Open MPI's mpirun (or MPICH's mpiexec with --mpi mpich)
+ * with LD_PRELOAD, INCOLL_FABRIC and every INCOLL_* variable of its own
+ * environment passed to the ranks, and exits with the job's status.
+ *
+ * On an emulated fabric (made here, or an emulated DIR given with
+ * --fabric) rank r runs inside host r's namespace and the MPI library's
+ * own TCP traffic crosses the emulated links: the launcher gets a
+ * hostfile naming the host namespaces and the launch agent
+ * build/bin/incoll-launch-agent (tools/mpi/launch_agent.c) as its remote
+ * shell, so its daemon for host r (orted, hydra_pmi_proxy) and the rank it
+ * starts live in that namespace; the launcher itself runs in host 0's
+ * namespace, from where every daemon reaches it over the fabric; MPI is
+ * restricted to the fabric's addresses (Open MPI: btl tcp,self and
+ * 10.77.0.0/16; MPICH: UCX over TCP on the host's uplink).
  */
 #include "cli.h"
+#include "emu.h"
 
 #include <errno.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
 #define MPIRUN_MAX_ARGS 4096
+/* The emulated fabric's addresses (tools/emu.h): MPI uses nothing else. */
+#define EMU_NET_CIDR "10.77.0.0/16"
+#define KILL_GRACE_S 5
 
 static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll mpirun -n P [--fabric DIR] [--radix K]\n"
-        "                     [--mpi openmpi|mpich] [--lib PATH] [--stat]\n"
-        "                     [--keep] -- PROGRAM [ARGS...]\n"
+        "usage: incoll mpirun -n P [--fabric DIR | --emulate [--link-rate R]]\n"
+        "                     [--radix K] [--mpi openmpi|mpich]\n"
+        "                     [--lib PATH | --no-preload] [--stat] [--keep]\n"
+        "                     [--timeout SEC] -- PROGRAM [ARGS...]\n"
         "\n"
         "Runs PROGRAM on P MPI ranks with libincoll_mpi preloaded, so its\n"
         "collectives run on the fabric.\n"
         "\n"
         "  -n, --np P        number of ranks (and of fabric hosts)\n"
         "  --fabric DIR      use the running fabric in DIR (default:\n"
-        "                    $INCOLL_FABRIC, else a loopback fabric of P\n"
-        "                    hosts made for this job and removed after it)\n"
+        "                    $INCOLL_FABRIC, else a fabric of P hosts made\n"
+        "                    for this job and removed after it); on an\n"
+        "                    emulated DIR each rank runs in its host\n"
+        "  --emulate         make that fabric emulated: each rank in its own\n"
+        "                    host's network namespace, MPI's own TCP\n"
+        "                    traffic on the shaped links (root; without\n"
+        "                    root: loopback)\n"
+        "  --link-rate R     host link rate of the emulated fabric (100mbit,\n"
+        "                    1g; default 800 Mbit/s shared by the hosts)\n"
         "  --radix K         children per switch of that fabric (default 4)\n"
         "  --mpi NAME        openmpi (default: mpirun) or mpich\n"
         "                    (mpiexec.mpich with libincoll_mpi_mpich.so)\n"
         "  --lib PATH        the interposer to preload (default: next to\n"
         "                    this program, in ../lib)\n"
+        "  --no-preload      preload nothing (programs that link the layer)\n"
         "  --stat            print the ANs' counters after the job\n"
-        "  --keep            keep the job's fabric directory\n"
-        "  --emulate         ranks on emulated hosts: not implemented yet\n"
+        "  --keep            keep the job's scratch directory (fabric, "
+        "hostfile)\n"
+        "  --timeout SEC     stop the job after SEC seconds (exit 124)\n"
         "  --help            this text\n"
         "\n"
         "Every INCOLL_* variable set here (INCOLL_MPI_VERBOSE=1,\n"
         "INCOLL_MPI_STATS=1, ...) is passed to the ranks.\n");
 }
 
-/* Directory of this executable's ../lib. */
-static int default_lib(const char *mpi, char *buf, size_t len)
+/* This executable's directory. */
+static int self_dir(char *buf, size_t len)
 {
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -70,7 +98,18 @@ static int default_lib(const char *mpi, char *buf, size_t len)
     if (slash == NULL)
         return -1;
     *slash = '\0';
-    snprintf(buf, len, "%.3900s/../lib/%s", self,
+    snprintf(buf, len, "%s", self);
+    return 0;
+}
+
+/* The interposer for mpi, in this executable's ../lib. */
+static int default_lib(const char *mpi, char *buf, size_t len)
+{
+    char dir[PATH_MAX];
+
+    if (self_dir(dir, sizeof(dir)) != 0)
+        return -1;
+    snprintf(buf, len, "%.3900s/../lib/%s", dir,
              strcmp(mpi, "mpich") == 0 ? "libincoll_mpi_mpich.so"
                                        : "libincoll_mpi.so");
     return 0;
@@ -88,18 +127,32 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
     return 0;
 }
 
-static int fabric_cmd(const char *verb, const char *dir, int np, int radix)
+static int fabric_up(const char *dir, int np, int radix, int emulate,
+                     uint64_t link_rate)
 {
-    char hosts[16], rad[16];
-    char *up[] = {"fabric", (char *)verb, "--hosts",   hosts, "--radix",
-                  rad,      "--dir",      (char *)dir, NULL};
-    char *down[] = {"fabric", (char *)verb, "--dir", (char *)dir, NULL};
+    char hosts[16], rad[16], rate[32];
+    char *argv[12] = {"fabric",  "up", "--hosts", hosts,
+                      "--radix", rad,  "--dir",   (char *)dir};
+    int argc = 8;
 
     snprintf(hosts, sizeof(hosts), "%d", np);
     snprintf(rad, sizeof(rad), "%d", radix);
-    if (strcmp(verb, "up") == 0)
-        return cmd_fabric(8, up);
-    return cmd_fabric(4, down);
+    if (emulate) {
+        argv[argc++] = "--emulate";
+        if (link_rate) {
+            snprintf(rate, sizeof(rate), "%" PRIu64, link_rate);
+            argv[argc++] = "--link-rate";
+            argv[argc++] = rate;
+        }
+    }
+    argv[argc] = NULL;
+    return cmd_fabric(argc, argv);
+}
+
+static void fabric_down(const char *dir)
+{
+    char *argv[] = {"fabric", "down", "--dir", (char *)dir, NULL};
+    cmd_fabric(4, argv);
 }
 
 /* Adds one argument, or fails when the vector is full. */
@@ -112,61 +165,154 @@ static int push(char **av, int *n, char *arg)
     return 0;
 }
 
-/* Runs the launcher and returns the job's exit status. Ctrl-C reaches the
- * launcher (same process group); this process waits for it so that it can
- * take the fabric down afterwards. */
-static int run_launcher(char **av)
+static volatile sig_atomic_t got_signal;
+
+static void on_signal(int sig)
 {
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_term;
+    got_signal = sig;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const int handled[3] = {SIGINT, SIGTERM, SIGHUP};
+
+/* From here on SIGINT, SIGTERM and SIGHUP only set got_signal, so that
+ * this process always lives on to take the fabric down. */
+static void signals_catch(struct sigaction old[3])
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++)
+        sigaction(handled[i], &sa, &old[i]);
+}
+
+static void signals_restore(const struct sigaction old[3])
+{
+    for (int i = 0; i < 3; i++)
+        sigaction(handled[i], &old[i], NULL);
+}
+
+/*
+ * Runs the launcher and returns the job's exit status: 124 when
+ * timeout_s (0: none) passed, 128 + the signal when this process got
+ * SIGINT, SIGTERM or SIGHUP. A terminal's ^C reaches the launcher itself
+ * (same process group); a signal aimed at this process alone is passed on
+ * as SIGTERM, and a launcher still alive KILL_GRACE_S seconds after that
+ * is killed. The launcher gets the signal dispositions of old.
+ */
+static int run_launcher(char **av, int timeout_s, const struct sigaction old[3])
+{
+    double start = now_s(), kill_at = 0;
+    int status = 0, stopped = 0, timed_out = 0;
     pid_t pid;
-    int status = 0;
 
     fflush(NULL);
-    sigemptyset(&ign.sa_mask);
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGTERM, &ign, &old_term);
     pid = fork();
     if (pid < 0) {
         fprintf(stderr, "incoll mpirun: fork: %s\n", strerror(errno));
-        status = 127;
-    } else if (pid == 0) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+        return 127;
+    }
+    if (pid == 0) {
+        signals_restore(old);
         execvp(av[0], av);
         fprintf(stderr, "incoll mpirun: cannot run %s: %s\n", av[0],
                 strerror(errno));
         _exit(127);
-    } else {
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        status = WIFEXITED(status)     ? WEXITSTATUS(status)
-                 : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                       : 1;
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    return status;
+    for (;;) {
+        struct timespec nap = {0, 50000000};
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            status = 1 << 8;
+            break;
+        }
+        if (!stopped &&
+            (got_signal || (timeout_s > 0 && now_s() - start > timeout_s))) {
+            if (!got_signal) {
+                timed_out = 1;
+                fprintf(stderr,
+                        "incoll mpirun: the job ran out of its %d s "
+                        "(--timeout); stopping it\n",
+                        timeout_s);
+            }
+            kill(pid, SIGTERM);
+            stopped = 1;
+            kill_at = now_s() + KILL_GRACE_S;
+        }
+        if (stopped && kill_at > 0 && now_s() > kill_at) {
+            kill(pid, SIGKILL);
+            kill_at = 0;
+        }
+        nanosleep(&nap, NULL);
+    }
+    return timed_out             ? 124
+           : got_signal          ? 128 + got_signal
+           : WIFEXITED(status)   ? WEXITSTATUS(status)
+           : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                 : 1;
+}
+
+/*
+ * Writes the launcher's hostfile for an emulated fabric: one line per
+ * host namespace, in rank order, one slot each, so rank r lands on host
+ * r. Returns 0, or -1 with the cause printed.
+ */
+static int write_hostfile(const char *path, const fabric_conf_t *conf,
+                          int mpich)
+{
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL) {
+        fprintf(stderr, "incoll mpirun: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    for (int r = 0; r < conf->nhosts; r++)
+        fprintf(f, mpich ? "%s:1\n" : "%s slots=1\n", conf->hosts[r].netns);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "incoll mpirun: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int cmd_mpirun(int argc, char **argv)
 {
+    enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"fabric", required_argument, NULL, 'f'},
         {"radix", required_argument, NULL, 'k'},
         {"mpi", required_argument, NULL, 'm'},
         {"lib", required_argument, NULL, 'l'},
+        {"no-preload", no_argument, NULL, OPT_NO_PRELOAD},
         {"stat", no_argument, NULL, 's'},
         {"keep", no_argument, NULL, 'K'},
         {"emulate", no_argument, NULL, 'E'},
+        {"link-rate", required_argument, NULL, OPT_LINK_RATE},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *fabric = getenv("INCOLL_FABRIC"), *mpi = "openmpi";
-    char lib[PATH_MAX], tmpdir[] = "/tmp/incoll-mpirun-XXXXXX", npbuf[16];
+    const char *fabric_arg = NULL, *mpi = "openmpi";
+    char lib[PATH_MAX], work[] = "/tmp/incoll-mpirun-XXXXXX", npbuf[16];
+    char fabric[PATH_MAX], hostfile[PATH_MAX], agent[PATH_MAX], why[256];
     char *av[MPIRUN_MAX_ARGS], *envs[MPIRUN_MAX_ARGS];
     int np = 0, radix = 4, stat = 0, keep = 0, own = 0, opt, nav = 0, nenv = 0;
-    int ret, prog;
+    int emulate = 0, emulated = 0, preload = 1, timeout_s = 0, mpich, ret = 1;
+    int have_work = 0, prog;
+    uint64_t link_rate = 0;
+    fabric_conf_t conf;
+    int have_conf = 0;
+    struct sigaction old_sigs[3];
 
     lib[0] = '\0';
     optind = 1;
@@ -176,7 +322,7 @@ int cmd_mpirun(int argc, char **argv)
             np = atoi(optarg);
             break;
         case 'f':
-            fabric = optarg;
+            fabric_arg = optarg;
             break;
         case 'k':
             radix = atoi(optarg);
@@ -187,6 +333,9 @@ int cmd_mpirun(int argc, char **argv)
         case 'l':
             snprintf(lib, sizeof(lib), "%s", optarg);
             break;
+        case OPT_NO_PRELOAD:
+            preload = 0;
+            break;
         case 's':
             stat = 1;
             break;
@@ -194,10 +343,25 @@ int cmd_mpirun(int argc, char **argv)
             keep = 1;
             break;
         case 'E':
-            fprintf(stderr,
-                    "incoll mpirun: --emulate is not implemented yet: ranks "
-                    "run on the loopback fabric only (docs/mpi.md)\n");
-            return 2;
+            emulate = 1;
+            break;
+        case OPT_LINK_RATE:
+            if (emu_parse_rate(optarg, &link_rate) != 0) {
+                fprintf(stderr,
+                        "incoll mpirun: bad --link-rate '%s' (want e.g. "
+                        "100mbit, 1g)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_TIMEOUT:
+            timeout_s = atoi(optarg);
+            if (timeout_s < 1) {
+                fprintf(stderr, "incoll mpirun: --timeout wants seconds >= "
+                                "1\n");
+                return 2;
+            }
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -213,75 +377,189 @@ int cmd_mpirun(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (fabric_arg && emulate) {
+        fprintf(stderr, "incoll mpirun: --fabric uses a fabric as it is "
+                        "(an emulated one is detected): it does not go "
+                        "with --emulate\n");
+        return 2;
+    }
+    if (link_rate && !emulate) {
+        fprintf(stderr, "incoll mpirun: --link-rate needs --emulate\n");
+        return 2;
+    }
+    mpich = strcmp(mpi, "mpich") == 0;
     prog = optind; /* cmd_fabric and cmd_stat reuse getopt's optind */
-    if (lib[0] == '\0' && default_lib(mpi, lib, sizeof(lib)) != 0) {
-        fprintf(stderr,
-                "incoll mpirun: cannot find libincoll_mpi; use --lib\n");
-        return 1;
+    if (fabric_arg == NULL && !emulate) {
+        fabric_arg = getenv("INCOLL_FABRIC");
+        if (fabric_arg && *fabric_arg == '\0')
+            fabric_arg = NULL;
     }
-    if (access(lib, R_OK) != 0) {
-        fprintf(stderr,
-                "incoll mpirun: %s: %s (built by `make` when %s is "
-                "installed)\n",
-                lib, strerror(errno),
-                strcmp(mpi, "mpich") == 0 ? "mpicc.mpich" : "mpicc");
-        return 1;
-    }
-    if (fabric == NULL || *fabric == '\0') {
-        if (mkdtemp(tmpdir) == NULL) {
-            fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", strerror(errno));
+    if (preload) {
+        if (lib[0] == '\0' && default_lib(mpi, lib, sizeof(lib)) != 0) {
+            fprintf(stderr,
+                    "incoll mpirun: cannot find libincoll_mpi; use --lib\n");
             return 1;
         }
-        fabric = tmpdir;
-        own = 1;
-        if (fabric_cmd("up", fabric, np, radix) != 0) {
+        if (access(lib, R_OK) != 0) {
             fprintf(stderr,
-                    "incoll mpirun: could not bring up a fabric in "
-                    "%s\n",
-                    fabric);
-            ret = 1;
+                    "incoll mpirun: %s: %s (built by `make` when %s is "
+                    "installed)\n",
+                    lib, strerror(errno), mpich ? "mpicc.mpich" : "mpicc");
+            return 1;
+        }
+    }
+    if (emulate && emu_usable(why, sizeof(why)) != 0) {
+        fprintf(stderr,
+                "incoll mpirun: cannot emulate links: %s; using the "
+                "loopback fabric instead\n",
+                why);
+        emulate = 0;
+    }
+    if (mkdtemp(work) == NULL) {
+        fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    have_work = 1;
+    got_signal = 0;
+    signals_catch(old_sigs);
+    if (fabric_arg) {
+        if (realpath(fabric_arg, fabric) == NULL) {
+            fprintf(stderr, "incoll mpirun: fabric %s: %s\n", fabric_arg,
+                    strerror(errno));
+            goto out;
+        }
+    } else {
+        snprintf(fabric, sizeof(fabric), "%s/fabric", work);
+        own = 1;
+        if (fabric_up(fabric, np, radix, emulate, link_rate) != 0) {
+            fprintf(stderr,
+                    "incoll mpirun: could not bring up a%s fabric in %s\n",
+                    emulate ? "n emulated" : "", fabric);
+            ret = got_signal ? 128 + got_signal : 1;
             goto out;
         }
     }
+
+    /* An emulated fabric (made here or given): rank r in host r. */
+    if (emu_present(fabric)) {
+        char path[PATH_MAX + 32], err[256], dir[PATH_MAX];
+        snprintf(path, sizeof(path), "%s/fabric.conf", fabric);
+        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll mpirun: %s\n", err);
+            goto out;
+        }
+        have_conf = 1;
+        if (conf.nhosts != np) {
+            fprintf(stderr,
+                    "incoll mpirun: the emulated fabric in %s has %d "
+                    "hosts: its ranks are its hosts, so run -n %d\n",
+                    fabric, conf.nhosts, conf.nhosts);
+            ret = 2;
+            goto out;
+        }
+        if (emu_usable(why, sizeof(why)) != 0 || emu_ip_path() == NULL) {
+            fprintf(stderr,
+                    "incoll mpirun: the fabric in %s is emulated but its "
+                    "namespaces cannot be entered: %s\n",
+                    fabric, why);
+            goto out;
+        }
+        if (self_dir(dir, sizeof(dir)) != 0) {
+            fprintf(stderr, "incoll mpirun: cannot find my own directory\n");
+            goto out;
+        }
+        snprintf(agent, sizeof(agent), "%.4000s/incoll-launch-agent", dir);
+        if (access(agent, X_OK) != 0) {
+            fprintf(stderr,
+                    "incoll mpirun: %s: %s (the launch agent; built by "
+                    "`make`)\n",
+                    agent, strerror(errno));
+            goto out;
+        }
+        snprintf(hostfile, sizeof(hostfile), "%s/hosts", work);
+        if (write_hostfile(hostfile, &conf, mpich) != 0)
+            goto out;
+        emulated = 1;
+    }
+
     if (geteuid() == 0) {
         /* Open MPI refuses root without these; harmless for MPICH. */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     }
+    setenv("INCOLL_FABRIC", fabric, 1);
     snprintf(npbuf, sizeof(npbuf), "%d", np);
-    if (strcmp(mpi, "mpich") == 0) {
-        /* Hydra passes the whole environment; name the two we add. */
-        char *fixed[] = {"mpiexec.mpich", "-n", npbuf,   "-genv",
-                         "LD_PRELOAD",    lib,  "-genv", "INCOLL_FABRIC",
-                         (char *)fabric};
+    if (emulated) {
+        /* The launcher runs in host 0: every daemon reaches it there. */
+        char *pre[] = {(char *)emu_ip_path(), "netns", "exec",
+                       conf.hosts[0].netns};
+        for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
+            push(av, &nav, pre[i]);
+    }
+    if (mpich) {
+        /* Hydra passes the whole environment; name the ones we add. */
+        char *fixed[] = {"mpiexec.mpich", "-n", npbuf};
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
             push(av, &nav, fixed[i]);
+        if (emulated) {
+            /* UCX would use shared memory between ranks of one machine:
+             * TCP on the host's link only. */
+            char *emu[] = {"-f",
+                           hostfile,
+                           "-iface",
+                           "uplink",
+                           "-launcher",
+                           "rsh",
+                           "-launcher-exec",
+                           agent,
+                           "-genv",
+                           "UCX_TLS",
+                           "tcp,self",
+                           "-genv",
+                           "UCX_NET_DEVICES",
+                           "uplink"};
+            for (size_t i = 0; i < sizeof(emu) / sizeof(emu[0]); i++)
+                push(av, &nav, emu[i]);
+        }
+        if (preload) {
+            push(av, &nav, "-genv");
+            push(av, &nav, "LD_PRELOAD");
+            push(av, &nav, lib);
+        }
+        push(av, &nav, "-genv");
+        push(av, &nav, "INCOLL_FABRIC");
+        push(av, &nav, fabric);
     } else {
-        char *fixed[] = {"mpirun",
-                         "-n",
-                         npbuf,
-                         "--oversubscribe",
-                         "--bind-to",
-                         "none",
-                         "--mca",
-                         "btl",
-                         "tcp,self",
-                         "--mca",
-                         "btl_tcp_if_include",
-                         "lo",
-                         "--mca",
-                         "oob_tcp_if_include",
-                         "lo"};
+        char *fixed[] = {"mpirun",          "-n",        npbuf,
+                         "--oversubscribe", "--bind-to", "none",
+                         "--mca",           "btl",       "tcp,self"};
+        char *loop[] = {"--mca", "btl_tcp_if_include", "lo",
+                        "--mca", "oob_tcp_if_include", "lo"};
+        char *emu[] = {"--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
+                       "--mca", "plm_rsh_no_tree_spawn", "1", "--mca",
+                       "btl_tcp_if_include", EMU_NET_CIDR, "--mca",
+                       "oob_tcp_if_include", EMU_NET_CIDR,
+                       /* One slot per emulated host, so Open MPI would
+                        * spin without yielding; the hosts share this
+                        * machine's cores. */
+                       "--mca", "mpi_yield_when_idle", "1"};
         for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
             push(av, &nav, fixed[i]);
-        setenv("INCOLL_FABRIC", fabric, 1);
+        if (emulated)
+            for (size_t i = 0; i < sizeof(emu) / sizeof(emu[0]); i++)
+                push(av, &nav, emu[i]);
+        else
+            for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++)
+                push(av, &nav, loop[i]);
         /* -x NAME=VALUE for the preload, so mpirun itself is not
          * preloaded; -x NAME for every INCOLL_* variable. */
-        envs[nenv] = malloc(strlen(lib) + 16);
-        if (envs[nenv]) {
-            sprintf(envs[nenv], "LD_PRELOAD=%s", lib);
-            push(av, &nav, "-x");
-            push(av, &nav, envs[nenv++]);
+        if (preload) {
+            envs[nenv] = malloc(strlen(lib) + 16);
+            if (envs[nenv]) {
+                sprintf(envs[nenv], "LD_PRELOAD=%s", lib);
+                push(av, &nav, "-x");
+                push(av, &nav, envs[nenv++]);
+            }
         }
         for (char **e = environ; *e && nenv < MPIRUN_MAX_ARGS - 1; e++) {
             const char *eq = strchr(*e, '=');
@@ -301,9 +579,13 @@ int cmd_mpirun(int argc, char **argv)
             goto out_env;
         }
     }
-    ret = run_launcher(av);
-    if (stat) {
-        char *sargv[] = {"stat", "--fabric", (char *)fabric, NULL};
+    if (got_signal) {
+        ret = 128 + got_signal;
+        goto out_env;
+    }
+    ret = run_launcher(av, timeout_s, old_sigs);
+    if (stat && !got_signal) {
+        char *sargv[] = {"stat", "--fabric", fabric, NULL};
         fflush(NULL);
         if (cmd_stat(3, sargv) != 0)
             fprintf(stderr, "incoll mpirun: incoll stat failed\n");
@@ -312,14 +594,18 @@ out_env:
     for (int i = 0; i < nenv; i++)
         free(envs[i]);
 out:
-    if (own) {
-        fflush(NULL);
-        fabric_cmd("down", fabric, np, radix);
+    if (have_conf)
+        fabric_conf_free(&conf);
+    fflush(NULL);
+    if (own)
+        fabric_down(fabric);
+    if (have_work) {
         if (keep)
-            fprintf(stderr, "incoll mpirun: fabric directory kept: %s\n",
-                    fabric);
+            fprintf(stderr, "incoll mpirun: scratch directory kept: %s\n",
+                    work);
         else
-            nftw(fabric, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        signals_restore(old_sigs);
     }
     return ret;
 }

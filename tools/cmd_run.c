@@ -1,8 +1,12 @@
 /*
- * `incoll run -n N --fabric DIR [--timeout SEC] -- PROGRAM ARGS...`: a
- * minimal launcher, like mpirun on one machine. It forks N ranks with
- * INCOLL_RANK, INCOLL_SIZE, INCOLL_FABRIC and INCOLL_JOB (a fresh job id)
- * set, lets them write to our stdout and stderr, and waits. The first rank to
+ * `incoll run -n N --fabric DIR [--timeout SEC] [--no-mgr] -- PROGRAM
+ * ARGS...`: a minimal launcher, like mpirun on one machine. It forks N
+ * ranks with INCOLL_RANK, INCOLL_SIZE, INCOLL_FABRIC, INCOLL_JOB (a fresh
+ * job id) and INCOLL_GEN (the wall clock in ms, which orders jobs on the
+ * ANs) set, and, when DIR/fabric.env names a manager, INCOLL_MGR,
+ * INCOLL_SECRET_FILE and INCOLL_HOST (rank r runs on host r of
+ * DIR/topology, modulo the number of hosts). It lets them write to our
+ * stdout and stderr, and waits. The first rank to
  * fail (nonzero exit or a signal) gets named, the others are stopped (SIGTERM,
  * SIGKILL 2 s later) and its status becomes ours; so does a timeout (exit 124).
  *
@@ -13,6 +17,7 @@
 
 #include "common/fabric_conf.h"
 #include "emu.h"
+#include "mgr/mgr_fabric.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -47,14 +52,20 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll run -n N --fabric DIR [--timeout SEC] [--] PROGRAM "
-        "[ARGS...]\n"
+        "usage: incoll run -n N --fabric DIR [--timeout SEC] [--no-mgr] [--] "
+        "PROGRAM [ARGS...]\n"
         "\n"
-        "Starts N ranks of PROGRAM with INCOLL_RANK=0..N-1, INCOLL_SIZE=N\n"
-        "and INCOLL_FABRIC=DIR (made absolute) and waits for them. If a\n"
-        "rank fails, the others are stopped and incoll run exits with that\n"
-        "rank's exit status (128+signal if it was killed); after --timeout\n"
-        "seconds (default 600) every rank is killed and it exits 124.\n");
+        "Starts N ranks of PROGRAM with INCOLL_RANK=0..N-1, INCOLL_SIZE=N,\n"
+        "INCOLL_FABRIC=DIR (made absolute), INCOLL_JOB (a fresh id unless\n"
+        "set) and INCOLL_GEN (the clock in ms unless set) and waits for\n"
+        "them. When DIR/fabric.env names a manager (`incoll fabric up`)\n"
+        "the ranks also get INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOST\n"
+        "(host r of DIR/topology, modulo its hosts), and N may be any\n"
+        "number; --no-mgr runs them on fabric.conf alone (N must match it).\n"
+        "If a rank fails, the others are stopped and incoll run exits with\n"
+        "that rank's exit status (128+signal if it was killed); after\n"
+        "--timeout seconds (default 600) every rank is killed and it exits\n"
+        "124.\n");
 }
 
 /* Signals every running rank's process group. */
@@ -77,9 +88,17 @@ static void describe(int rank, int status, char *buf, size_t len)
         snprintf(buf, len, "rank %d ended with wait status 0x%x", rank, status);
 }
 
+/* What the ranks of a managed fabric get (mgr[0] == '\0': none). */
+typedef struct {
+    char mgr[256];
+    char secret[PATH_MAX + 32];
+    char **hosts; /* topology host names */
+    int nhosts;
+} run_mgr_t;
+
 static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
-                        const char *netns, const sigset_t *oldmask,
-                        char **prog_argv)
+                        const char *gen, const run_mgr_t *m, const char *netns,
+                        const sigset_t *oldmask, char **prog_argv)
 {
     char text[32];
     pid_t pid, parent = getpid();
@@ -112,6 +131,16 @@ static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
     setenv("INCOLL_SIZE", text, 1);
     setenv("INCOLL_FABRIC", fabric, 1);
     setenv("INCOLL_JOB", job, 1);
+    setenv("INCOLL_GEN", gen, 1);
+    if (m->mgr[0]) {
+        setenv("INCOLL_MGR", m->mgr, 1);
+        setenv("INCOLL_SECRET_FILE", m->secret, 1);
+        if (m->nhosts > 0)
+            setenv("INCOLL_HOST", m->hosts[rank % m->nhosts], 1);
+    } else {
+        /* fabric.conf alone, whatever the caller's environment says. */
+        unsetenv("INCOLL_MGR");
+    }
     execvp(prog_argv[0], prog_argv);
     fprintf(stderr, "incoll run: rank %d: cannot run %s: %s\n", rank,
             prog_argv[0], strerror(errno));
@@ -124,14 +153,16 @@ int cmd_run(int argc, char **argv)
         {"np", required_argument, NULL, 'n'},
         {"fabric", required_argument, NULL, 'f'},
         {"timeout", required_argument, NULL, 't'},
+        {"no-mgr", no_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *fabric_arg = NULL;
     char fabric[PATH_MAX], conf_path[PATH_MAX + 16], err[512], why[256];
-    char job[32];
+    char job[32], gen[16];
     int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd;
-    int stopping = 0;
+    int stopping = 0, no_mgr = 0, have_conf;
+    run_mgr_t m;
     uint64_t deadline, kill_at = 0;
     rank_proc_t *ranks;
     fabric_conf_t conf;
@@ -149,6 +180,9 @@ int cmd_run(int argc, char **argv)
             break;
         case 't':
             timeout_s = atoi(optarg);
+            break;
+        case 'M':
+            no_mgr = 1;
             break;
         case 'h':
             usage(stdout);
@@ -169,12 +203,32 @@ int cmd_run(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
+    memset(&m, 0, sizeof(m));
+    if (!no_mgr && mgr_fabric_managed(fabric)) {
+        if (mgr_fabric_env(fabric, m.mgr, sizeof(m.mgr), m.secret,
+                           sizeof(m.secret), err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll run: %s\n", err);
+            return 1;
+        }
+        m.nhosts = mgr_fabric_host_names(fabric, &m.hosts, err, sizeof(err));
+        if (m.nhosts < 1) {
+            fprintf(stderr, "incoll run: %s\n",
+                    m.nhosts < 0 ? err : "the topology has no hosts");
+            mgr_fabric_free_names(m.hosts, m.nhosts);
+            return 1;
+        }
+    }
     snprintf(conf_path, sizeof(conf_path), "%s/fabric.conf", fabric);
-    if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) != INCOLL_OK) {
+    memset(&conf, 0, sizeof(conf));
+    have_conf = access(conf_path, F_OK) == 0 || !m.mgr[0];
+    if (have_conf &&
+        fabric_conf_load(conf_path, &conf, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll run: %s\n", err);
+        mgr_fabric_free_names(m.hosts, m.nhosts);
         return 1;
     }
-    if (conf.nhosts != n) {
+    /* With a manager any number of ranks fits (hosts are shared). */
+    if (!m.mgr[0] && conf.nhosts != n) {
         fprintf(stderr,
                 "incoll run: the fabric in %s has %d hosts but -n is "
                 "%d\n",
@@ -191,11 +245,25 @@ int cmd_run(int argc, char **argv)
     else
         snprintf(job, sizeof(job), "run-%016llx",
                  (unsigned long long)fabric_random64());
+    /* The generation orders jobs on the ANs: a newer one takes a group
+     * over at once. The wall clock in ms (mod 2^32) is newer for every
+     * later job. A caller's own INCOLL_GEN wins. */
+    if (getenv("INCOLL_GEN") && getenv("INCOLL_GEN")[0]) {
+        snprintf(gen, sizeof(gen), "%s", getenv("INCOLL_GEN"));
+    } else {
+        struct timespec ts;
+        uint32_t g;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        g = (uint32_t)((uint64_t)ts.tv_sec * 1000 +
+                       (uint64_t)ts.tv_nsec / 1000000);
+        snprintf(gen, sizeof(gen), "%u", g ? g : 1u);
+    }
 
     ranks = calloc((size_t)n, sizeof(*ranks));
     if (ranks == NULL) {
         fprintf(stderr, "incoll run: out of memory\n");
         fabric_conf_free(&conf);
+        mgr_fabric_free_names(m.hosts, m.nhosts);
         return 1;
     }
     sigemptyset(&mask);
@@ -214,8 +282,10 @@ int cmd_run(int argc, char **argv)
 
     running = 0;
     for (int r = 0; r < n; r++) {
-        ranks[r].pid = spawn_rank(r, n, fabric, job, conf.hosts[r].netns,
-                                  &oldmask, argv + optind);
+        ranks[r].pid = spawn_rank(
+            r, n, fabric, job, gen, &m,
+            !m.mgr[0] && conf.hosts ? conf.hosts[r].netns : "", &oldmask,
+            argv + optind);
         if (ranks[r].pid < 0) {
             fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
                     strerror(errno));
@@ -292,5 +362,6 @@ out_mask:
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
     free(ranks);
     fabric_conf_free(&conf);
+    mgr_fabric_free_names(m.hosts, m.nhosts);
     return ret;
 }

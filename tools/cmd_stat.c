@@ -1,8 +1,11 @@
 /*
- * `incoll stat --fabric DIR`: asks every AN of a fabric for its counters
- * (WIRE_STATS_REQ carrying the fabric's admin key) and prints the replies,
- * one line per AN in conf order. The query is also how `incoll fabric up`
- * learns that the daemons are ready.
+ * `incoll stat --fabric DIR`: when DIR/fabric.env names a manager, asks it
+ * for its view (docs/manager.md, "incoll stat format": trees, jobs and
+ * their groups, per-AN state, load and free resources, and each AN's
+ * counters from its last heartbeat); then asks every AN of fabric.conf for
+ * its counters (WIRE_STATS_REQ carrying the fabric's admin key) and prints
+ * the replies, one line "an=NAME ..." per AN in conf order. The query is
+ * also how `incoll fabric up` learns that the daemons are ready.
  *
  * The tool speaks through a plain socket rather than udp_sock_t on purpose:
  * fault injection (INCOLL_FAULT_*) is for the data path, and a tool that
@@ -13,6 +16,8 @@
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "emu.h"
+#include "mgr/mgr_fabric.h"
+#include "mgr/mgr_tool.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -191,11 +196,19 @@ static void usage(FILE *out)
         out,
         "usage: incoll stat --fabric DIR [--attempts N] [--wait-ms MS]\n"
         "\n"
-        "Prints the counters of every aggregation node of the fabric in\n"
-        "DIR, one line \"an=<name> key=value ...\" per node in the order\n"
-        "of fabric.conf. A node that does not answer (after --attempts\n"
-        "requests, default 3, each waiting --wait-ms, default 1000) prints\n"
-        "\"an=<name> error=no-answer\" and the command exits 1.\n");
+        "When DIR/fabric.env names a manager, prints its view first, one\n"
+        "record per line \"kind key=value ...\" (docs/manager.md): the\n"
+        "manager, its trees, every AN with its state, groups, slots,\n"
+        "buffer, free fraction and capabilities, the AN's counters from\n"
+        "its last heartbeat (\"counters an=...\"), the jobs with their\n"
+        "lost ranks, every group (job, communicator, tree, ANs) and the\n"
+        "group requests still waiting for members. Then the counters of\n"
+        "every aggregation node of fabric.conf, asked directly, one line\n"
+        "\"an=<name> key=value ...\" per node in the order of fabric.conf.\n"
+        "A node that does not answer (after --attempts requests, default\n"
+        "3, each waiting --wait-ms, default 1000) prints\n"
+        "\"an=<name> error=no-answer\" and the command exits 1; so does an\n"
+        "unreachable manager.\n");
 }
 
 int cmd_stat(int argc, char **argv)
@@ -211,7 +224,7 @@ int cmd_stat(int argc, char **argv)
     char path[PATH_MAX], err[512];
     fabric_conf_t conf;
     char **replies;
-    int opt, attempts = 3, wait_ms = 1000, missing;
+    int opt, attempts = 3, wait_ms = 1000, missing, mgr_failed = 0;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "f:h", longopts, NULL)) != -1) {
@@ -237,7 +250,27 @@ int cmd_stat(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (mgr_fabric_managed(dir)) {
+        char addr[256], secret[PATH_MAX + 32], *text = NULL;
+        if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret),
+                           err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll stat: %s\n", err);
+            mgr_failed = 1;
+        } else if (mgr_tool_stat(addr, secret,
+                                 (uint32_t)(attempts * wait_ms), &text, err,
+                                 sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll stat: manager %s: %s\n", addr, err);
+            mgr_failed = 1;
+        } else {
+            size_t len = strlen(text);
+            printf("%s%s", text, len && text[len - 1] != '\n' ? "\n" : "");
+            free(text);
+        }
+        fflush(stdout);
+    }
     snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    if (mgr_fabric_managed(dir) && access(path, F_OK) != 0)
+        return mgr_failed; /* a topology without fabric.conf */
     if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll stat: %s\n", err);
         return 1;
@@ -258,5 +291,5 @@ int cmd_stat(int argc, char **argv)
     }
     free(replies);
     fabric_conf_free(&conf);
-    return missing ? 1 : 0;
+    return missing || mgr_failed ? 1 : 0;
 }

@@ -1121,3 +1121,10 @@ out:
     topo_free(&t);
     return status;
 }
+
+/* ---- for launchers ---------------------------------------------------- */
+
+const char *emu_ip_path(void)
+{
+    return tool_path("ip");
+}

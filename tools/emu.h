@@ -156,4 +156,12 @@ void emu_netns_leave(int saved_fd);
  */
 pid_t emu_spawn(const char *netns, char *const argv[], const char *log_path);
 
+/*
+ * Path of iproute2's `ip`, or NULL: launchers run a program inside a
+ * host's namespace with `ip netns exec NAME PROGRAM ARGS...`, which also
+ * gives it that namespace's view of /sys (emu_spawn only switches the
+ * network namespace). The string is static.
+ */
+const char *emu_ip_path(void);
+
 #endif

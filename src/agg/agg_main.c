@@ -1,13 +1,19 @@
 /*
- * incoll-agg: the aggregation node daemon. It reads the fabric description,
- * finds its own AN record by name, binds the UDP address the record gives,
- * and drives the agg core from an epoll loop over the socket and a
- * signalfd: SIGTERM or SIGINT end it cleanly, SIGHUP is ignored. It never
- * exits because of a packet: the core counts and drops bad ones.
+ * incoll-agg: the aggregation node daemon. Its groups come from the fabric
+ * description (--conf: it finds its own AN record by name, binds the UDP
+ * address the record gives and serves the fabric's world group), from the
+ * aggregation manager (--mgr: it registers under its switch name and the
+ * manager adds and removes groups at run time, src/agg/agg_mgr_link.h), or
+ * from both. It drives the agg core from an epoll loop over the socket, the
+ * manager link's descriptor and a signalfd: SIGTERM or SIGINT end it
+ * cleanly, SIGHUP is ignored. It never exits because of a packet or a
+ * manager's message: the core counts and drops bad ones.
  */
+#include "agg/agg_mgr_link.h"
 #include "common/fabric_conf.h"
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/mgr_proto.h"
 #include "common/udp.h"
 #include "core/agg_core.h"
 
@@ -22,38 +28,61 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define AGG_RX_BATCH 64
 
 typedef struct {
-    fabric_conf_t conf;
-    int me; /* index of our AN in conf.ans */
+    fabric_conf_t conf;     /* zeroed without --conf */
+    int me;                 /* index of our AN in conf.ans, -1 without */
     udp_sock_t *sock;
     agg_t *agg;
+    agg_mgr_link_t *link;   /* NULL without --mgr */
     int epfd;
     int sigfd;
     const char *pidfile;
 } agg_daemon_t;
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: incoll-agg --conf DIR/fabric.conf --name NAME "
-            "[--pidfile FILE] [--foreground]\n"
+            "usage: incoll-agg --name NAME (--conf FILE | --listen IP:PORT)\n"
+            "                  [--mgr HOST:PORT [--secret FILE]]\n"
+            "                  [--pidfile FILE] [--foreground]\n"
             "\n"
-            "Runs the aggregation node NAME of the fabric described in the\n"
-            "conf file (written by `incoll fabric up`).\n"
+            "Runs the aggregation node NAME: of the fabric described in the\n"
+            "conf file (written by `incoll fabric up`), serving its world\n"
+            "group, and/or of the fabric of a manager, which gives it groups\n"
+            "at run time (docs/manager.md). One of --conf and --mgr is\n"
+            "needed.\n"
             "\n"
-            "  --conf FILE     fabric description\n"
-            "  --name NAME     which an record is this daemon\n"
-            "  --pidfile FILE  write the daemon's pid there; removed at exit\n"
-            "  --foreground    accepted for compatibility: the daemon never\n"
-            "                  forks by itself (`incoll fabric up` does)\n"
-            "  --help          this text\n"
+            "  --name NAME       which an record of the conf file, and the\n"
+            "                    switch name in the manager's topology\n"
+            "  --conf FILE       fabric description; its an record gives the\n"
+            "                    udp address\n"
+            "  --listen IP:PORT  udp address without --conf (default\n"
+            "                    127.0.0.1:0, any port)\n"
+            "  --mgr HOST:PORT   register with this aggregation manager\n"
+            "  --secret FILE     the fabric secret for the manager (default\n"
+            "                    $INCOLL_SECRET_FILE)\n"
+            "  --pidfile FILE    write the daemon's pid there; removed at exit\n"
+            "  --foreground      accepted for compatibility: the daemon never\n"
+            "                    forks by itself (`incoll fabric up` does)\n"
+            "  --help            this text\n"
             "\n"
-            "Environment: INCOLL_LOG_LEVEL, INCOLL_UDP_BUF and the fault\n"
-            "injection knobs INCOLL_FAULT_* (see `incoll info`).\n");
+            "Environment: INCOLL_LOG_LEVEL, INCOLL_UDP_BUF,\n"
+            "INCOLL_AGG_GEN_IDLE_MS, what the AN offers the manager\n"
+            "(INCOLL_AGG_PAYLOAD, INCOLL_AGG_SLOTS, INCOLL_AGG_GROUPS,\n"
+            "INCOLL_AGG_BUFFER) and the fault injection knobs INCOLL_FAULT_*\n"
+            "(see `incoll info`).\n");
 }
 
 static void agg_send(void *arg, incoll_ep_t dst, const void *hdr,
@@ -151,6 +180,8 @@ static void on_readable(agg_daemon_t *d)
 
     do {
         n = udp_recv_batch(d->sock, msgs, AGG_RX_BATCH);
+        if (n > 0)
+            agg_set_now(d->agg, mono_ns());
         for (int i = 0; i < n; i++)
             agg_on_packet(d->agg, msgs[i].src, msgs[i].data, msgs[i].len);
         udp_flush(d->sock);
@@ -180,6 +211,10 @@ static int run_loop(agg_daemon_t *d)
                     }
                     incoll_debug("ignoring signal %u", si.ssi_signo);
                 }
+            } else if (d->link && ev[i].data.fd == agg_mgr_link_fd(d->link)) {
+                agg_mgr_link_on_event(d->link);
+                /* Group commands may have queued packets (none today). */
+                udp_flush(d->sock);
             } else {
                 on_readable(d);
             }
@@ -207,26 +242,42 @@ int main(int argc, char **argv)
     static const struct option longopts[] = {
         {"conf", required_argument, NULL, 'c'},
         {"name", required_argument, NULL, 'n'},
+        {"listen", required_argument, NULL, 'l'},
+        {"mgr", required_argument, NULL, 'm'},
+        {"secret", required_argument, NULL, 's'},
         {"pidfile", required_argument, NULL, 'p'},
         {"foreground", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     agg_daemon_t d = {.me = -1, .epfd = -1, .sigfd = -1};
-    const char *conf_path = NULL, *name = NULL;
+    const char *conf_path = NULL, *name = NULL, *listen_addr = NULL;
+    const char *mgr_addr = NULL, *secret = NULL;
     char err[512], who[64], ep[32];
     agg_params_t ap;
     struct epoll_event ev;
     sigset_t mask;
+    uint32_t ip = 0x7f000001u;
+    uint16_t port = 0;
     int opt, ret = 1;
 
-    while ((opt = getopt_long(argc, argv, "c:n:p:fh", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:n:l:m:s:p:fh", longopts, NULL)) !=
+           -1) {
         switch (opt) {
         case 'c':
             conf_path = optarg;
             break;
         case 'n':
             name = optarg;
+            break;
+        case 'l':
+            listen_addr = optarg;
+            break;
+        case 'm':
+            mgr_addr = optarg;
+            break;
+        case 's':
+            secret = optarg;
             break;
         case 'p':
             d.pidfile = optarg;
@@ -241,22 +292,50 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (conf_path == NULL || name == NULL || optind != argc) {
+    if (name == NULL || optind != argc || (conf_path == NULL && mgr_addr == NULL)) {
+        if (name != NULL && optind == argc)
+            fprintf(stderr, "incoll-agg: need --conf FILE or --mgr HOST:PORT "
+                            "(or both)\n");
         usage(stderr);
+        return 2;
+    }
+    if (conf_path && listen_addr) {
+        fprintf(stderr, "incoll-agg: --listen and --conf both give the udp "
+                        "address; use one\n");
+        return 2;
+    }
+    if (listen_addr && (mgr_parse_addr(listen_addr, &ip, &port) != INCOLL_OK ||
+                        ip == 0)) {
+        fprintf(stderr, "incoll-agg: --listen '%s' is not IP:PORT (a local "
+                        "IPv4 address; port 0 picks one)\n",
+                listen_addr);
+        return 2;
+    }
+    if (secret == NULL)
+        secret = getenv("INCOLL_SECRET_FILE");
+    if (mgr_addr && (secret == NULL || *secret == '\0')) {
+        fprintf(stderr, "incoll-agg: --mgr needs the fabric secret: --secret "
+                        "FILE or INCOLL_SECRET_FILE\n");
         return 2;
     }
     snprintf(who, sizeof(who), "agg %s", name);
     log_set_name(who);
     log_init_from_env();
 
-    if (fabric_conf_load(conf_path, &d.conf, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "incoll-agg: %s\n", err);
-        return 1;
-    }
-    d.me = fabric_conf_find_an(&d.conf, name);
-    if (d.me < 0) {
-        fprintf(stderr, "incoll-agg: %s: no an named '%s'\n", conf_path, name);
-        goto out_free_conf;
+    if (conf_path) {
+        if (fabric_conf_load(conf_path, &d.conf, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll-agg: %s\n", err);
+            return 1;
+        }
+        d.me = fabric_conf_find_an(&d.conf, name);
+        if (d.me < 0) {
+            fprintf(stderr, "incoll-agg: %s: no an named '%s'\n", conf_path,
+                    name);
+            goto out_free_conf;
+        }
+        ip = (uint32_t)(d.conf.ans[d.me].addr >> 16);
+        port = (uint16_t)(d.conf.ans[d.me].addr & 0xffff);
     }
 
     /* Block the signals we take through the signalfd before anything can
@@ -276,9 +355,7 @@ int main(int argc, char **argv)
         goto out_free_conf;
     }
 
-    d.sock = udp_open((uint32_t)(d.conf.ans[d.me].addr >> 16),
-                      (uint16_t)(d.conf.ans[d.me].addr & 0xffff),
-                      (int)knob_u64("INCOLL_UDP_BUF"), who);
+    d.sock = udp_open(ip, port, (int)knob_u64("INCOLL_UDP_BUF"), who);
     if (d.sock == NULL)
         goto out_close_sigfd;
 
@@ -287,13 +364,29 @@ int main(int argc, char **argv)
     ap.admin_key = d.conf.admin_key;
     ap.send = agg_send;
     ap.send_arg = d.sock;
+    ap.gen_idle_ns = knob_u64("INCOLL_AGG_GEN_IDLE_MS") * 1000000ull;
     d.agg = agg_create(&ap);
     if (d.agg == NULL) {
         incoll_error("cannot create the aggregation core: out of memory");
         goto out_close_sock;
     }
-    if (add_world_group(&d) != 0)
+    if (conf_path && add_world_group(&d) != 0)
         goto out_destroy_agg;
+    if (mgr_addr) {
+        agg_mgr_link_params_t lp;
+        memset(&lp, 0, sizeof(lp));
+        lp.mgr_addr = mgr_addr;
+        lp.secret_file = secret;
+        lp.name = name;
+        lp.ep = udp_local_ep(d.sock);
+        lp.agg = d.agg;
+        agg_mgr_link_caps_from_env(&lp.caps);
+        d.link = agg_mgr_link_create(&lp, err, sizeof(err));
+        if (d.link == NULL) {
+            incoll_error("manager %s: %s", mgr_addr, err);
+            goto out_destroy_agg;
+        }
+    }
 
     d.epfd = epoll_create1(EPOLL_CLOEXEC);
     if (d.epfd < 0) {
@@ -310,15 +403,28 @@ int main(int argc, char **argv)
         incoll_error("cannot watch the signalfd: %s", strerror(errno));
         goto out_close_epoll;
     }
+    if (d.link) {
+        int lfd = agg_mgr_link_fd(d.link);
+        ev = (struct epoll_event){.events = EPOLLIN, .data.fd = lfd};
+        if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, lfd, &ev) != 0) {
+            incoll_error("cannot watch the manager link: %s", strerror(errno));
+            goto out_close_epoll;
+        }
+    }
     if (d.pidfile && write_pidfile(d.pidfile) != 0)
         goto out_close_epoll;
 
-    incoll_info("an %s (level %d) serving group %u on %s, parent %s", name,
-                d.conf.ans[d.me].level, d.conf.group_id,
-                wire_ep_str(udp_local_ep(d.sock), ep, sizeof(ep)),
-                d.conf.ans[d.me].parent < 0
-                    ? "none (root)"
-                    : d.conf.ans[d.conf.ans[d.me].parent].name);
+    if (conf_path)
+        incoll_info("an %s (level %d) serving group %u on %s, parent %s",
+                    name, d.conf.ans[d.me].level, d.conf.group_id,
+                    wire_ep_str(udp_local_ep(d.sock), ep, sizeof(ep)),
+                    d.conf.ans[d.me].parent < 0
+                        ? "none (root)"
+                        : d.conf.ans[d.conf.ans[d.me].parent].name);
+    if (mgr_addr)
+        incoll_info("an %s on %s: groups from the manager at %s", name,
+                    wire_ep_str(udp_local_ep(d.sock), ep, sizeof(ep)),
+                    mgr_addr);
 
     ret = run_loop(&d);
     udp_flush(d.sock);
@@ -329,6 +435,9 @@ int main(int argc, char **argv)
 out_close_epoll:
     close(d.epfd);
 out_destroy_agg:
+    /* The groups stay on no AN once it exits; the manager hears the link
+     * close and tears down the groups this AN was part of. */
+    agg_mgr_link_destroy(d.link);
     agg_destroy(d.agg);
 out_close_sock:
     udp_close(d.sock);

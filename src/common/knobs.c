@@ -11,6 +11,10 @@ const knob_t knob_table[] = {
     {"INCOLL_SIZE", "", "host", "number of processes in the world"},
     {"INCOLL_FABRIC", "", "host", "fabric directory holding fabric.conf"},
     {"INCOLL_LOG_LEVEL", "warn", "all", "error, warn, info, debug or trace"},
+    {"INCOLL_GEN", "", "host",
+     "generation of this job's groups (decimal or 0x hex, non-zero); `incoll "
+     "run` sets it from the clock so newer jobs win; unset uses a hash of "
+     "INCOLL_JOB"},
     {"INCOLL_PAYLOAD", "0", "host",
      "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte MTU)"},
     {"INCOLL_WINDOW", "0", "host",
@@ -27,6 +31,9 @@ const knob_t knob_table[] = {
      "payload bytes per packet of the host-based algorithms, the same on every "
      "rank; 0 uses the fabric's group payload (8192)"},
     {"INCOLL_UDP_BUF", "8388608", "all", "socket buffer bytes asked of the kernel"},
+    {"INCOLL_AGG_GEN_IDLE_MS", "1000", "agg",
+     "a group quiet for this long lets an older job generation take it over "
+     "(newer ones always do); 0 lets any generation take it over at once"},
     {"INCOLL_FAULT_DROP", "0", "fault", "probability of dropping a sent datagram"},
     {"INCOLL_FAULT_DUP", "0", "fault", "probability of sending a datagram twice"},
     {"INCOLL_FAULT_REORDER", "0", "fault",
@@ -52,6 +59,56 @@ const knob_t knob_table[] = {
      "1 agrees after each offloaded call (one MPI allreduce of an int) so a "
      "fabric failure on any rank is redone by MPI; 0 skips it and aborts on "
      "failure"},
+    {"INCOLL_MGR", "", "host",
+     "host:port of the aggregation manager; when set, the fabric and every "
+     "communicator's group come from it (`incoll run` sets it from "
+     "DIR/fabric.env) and fabric.conf is not read"},
+    {"INCOLL_SECRET_FILE", "", "all",
+     "file holding the fabric secret that proves knowledge to the manager "
+     "(`incoll fabric up` writes DIR/secret)"},
+    {"INCOLL_JOB", "", "host",
+     "job id shared by the ranks of one job (`incoll run` sets a fresh one)"},
+    {"INCOLL_HOST", "", "host",
+     "this process's host in the manager's topology; unset: the host name "
+     "(`incoll run` sets it)"},
+    {"INCOLL_GROUP_SLOTS", "0", "host",
+     "slots a communicator asks the manager for; 0 uses the manager's "
+     "default (INCOLL_MGR_SLOTS)"},
+    {"INCOLL_MGR_CONNECT_MS", "5000", "host",
+     "connecting, authenticating and joining the manager must finish within "
+     "this"},
+    {"INCOLL_MGR_TIMEOUT_MS", "40000", "host",
+     "how long a communicator waits for the manager's answer to its group "
+     "request (all members must ask) before it runs on the hosts"},
+    {"INCOLL_MGR_OP_TIMEOUT_MS", "30000", "host",
+     "an in-network operation on a manager's group may go this long without "
+     "progress before the process gives up on the group by itself"},
+    {"INCOLL_AGG_PAYLOAD", "65000", "agg",
+     "largest payload per packet the AN offers the manager"},
+    {"INCOLL_AGG_SLOTS", "1024", "agg",
+     "slots the AN offers the manager, shared by its groups"},
+    {"INCOLL_AGG_GROUPS", "64", "agg",
+     "groups at once the AN offers the manager"},
+    {"INCOLL_AGG_BUFFER", "268435456", "agg",
+     "reduction buffer bytes the AN offers the manager"},
+    {"INCOLL_MGR_HEARTBEAT_MS", "200", "mgr",
+     "AN heartbeat interval; an AN silent for 5 of them is dead"},
+    {"INCOLL_MGR_HOST_GRACE_MS", "3000", "mgr",
+     "a process whose connection dropped without a goodbye loses its groups "
+     "after this"},
+    {"INCOLL_MGR_ADOPT_GRACE_MS", "30000", "mgr",
+     "after a manager restart, adopted groups whose processes do not come "
+     "back in this time are reclaimed"},
+    {"INCOLL_MGR_RECOVER_MS", "10000", "mgr",
+     "after a manager start, groups that ANs report are adopted during this "
+     "time"},
+    {"INCOLL_MGR_REQUEST_MS", "30000", "mgr",
+     "all members of a group request must ask within this"},
+    {"INCOLL_MGR_SLOTS", "64", "mgr", "slots a group gets by default"},
+    {"INCOLL_MGR_MIN_SLOTS", "4", "mgr",
+     "a group gets at least this many slots or none"},
+    {"INCOLL_MGR_PRUNE", "1", "mgr",
+     "1 leaves out of a group the ANs that would have a single child"},
     {NULL, NULL, NULL, NULL},
 };
 

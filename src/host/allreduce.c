@@ -1,9 +1,23 @@
 /*
  * incoll_allreduce: argument checks, staging of in-place and overlapping
- * buffers (so a failed operation never leaves the input half overwritten),
- * then the fabric group's engine.
+ * buffers (so a failed in-network operation never leaves the input half
+ * overwritten and can be run again), then the fabric group's engine or a
+ * host-based algorithm.
+ *
+ * INCOLL_ALGO_AUTO runs in the network when the communicator has a working
+ * group that can do the op and dtype, else on the hosts. With a manager,
+ * an in-network operation that fails (its group failed, or it made no
+ * progress for INCOLL_MGR_OP_TIMEOUT_MS) is run again, once all members
+ * agreed they failed on the same operation (host_comm_rebuild): on a new
+ * group, or on the hosts when there is none. Members that disagree (some
+ * completed the operation before the failure) fail it with
+ * INCOLL_ERR_GROUP_FAILED: never a wrong or doubled result. Without a
+ * manager nobody can tell a dead AN from a slow rank, so a timeout is
+ * returned to the caller as it is.
  */
 #include "host/host.h"
+
+#include "host/comm.h"
 
 #include "common/log.h"
 
@@ -24,22 +38,81 @@ INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
                                  count, dtype, op);
 }
 
-INCOLL_API incoll_status_t incoll_allreduce_algo(incoll_comm_h comm,
-                                                 incoll_algo_t algo,
-                                                 const void *sendbuf,
-                                                 void *recvbuf, size_t count,
-                                                 incoll_dtype_t dtype,
-                                                 incoll_op_t op)
+/* One in-network allreduce on comm's current group. */
+static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
+                               void *recvbuf, size_t count,
+                               incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status = host_engine_start(comm->eng, sendbuf, recvbuf,
+                                               count, dtype, op, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
+}
+
+/* The host-based algorithm for this size (algo_pick); sendbuf may equal
+ * recvbuf (in place, no staging needed) but not overlap it otherwise. */
+static incoll_status_t host_run(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op)
+{
+    algo_kind_t kind = algo_pick(comm->size, count, incoll_dtype_size(dtype));
+    return host_allreduce_sched(comm, kind, sendbuf, recvbuf, count, dtype, op);
+}
+
+/* 1 when a failed in-network operation may be run again after a rebuild:
+ * with a manager watching the ANs, when the group failed or the operation
+ * made no progress for its whole timeout. */
+static int may_retry(incoll_comm_h comm, incoll_status_t status)
+{
+    return comm->ctx->info != NULL &&
+           (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT);
+}
+
+/*
+ * INCOLL_ALGO_AUTO: see the top of the file. sendbuf does not overlap
+ * recvbuf unless it is recvbuf itself and the comm runs on the hosts.
+ */
+static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status;
+    int same;
+
+    for (int attempt = 0;; attempt++) {
+        if (!host_comm_inc_usable(comm, op, dtype))
+            return host_run(comm, sendbuf, recvbuf, count, dtype, op);
+        status = inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        /* host_comm_rebuild() makes at most two new groups, then leaves
+         * the comm without one: the loop ends on the hosts. */
+        if (status == INCOLL_OK || !may_retry(comm, status) || attempt >= 4)
+            return status;
+        incoll_info("allreduce: in-network operation on group %u failed: %s; "
+                    "agreeing with the other members on a retry",
+                    comm->group, incoll_status_string(status));
+        host_comm_rebuild(comm, 1, &same);
+        if (!same)
+            return INCOLL_ERR_GROUP_FAILED;
+    }
+}
+
+INCOLL_API incoll_status_t incoll_allreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {
     incoll_status_t status;
     size_t dsize, bytes;
+    int in_place, host;
 
     if (comm == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;
-    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT || (unsigned)op >= INCOLL_OP_COUNT) {
+    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT ||
+        (unsigned)op >= INCOLL_OP_COUNT) {
         incoll_error("allreduce: unknown %s %d",
                      (unsigned)dtype >= INCOLL_DTYPE_COUNT ? "dtype" : "op",
-                     (unsigned)dtype >= INCOLL_DTYPE_COUNT ? (int)dtype : (int)op);
+                     (unsigned)dtype >= INCOLL_DTYPE_COUNT ? (int)dtype
+                                                           : (int)op);
         return INCOLL_ERR_INVALID_ARG;
     }
     if (!incoll_op_valid(op, dtype)) {
@@ -57,26 +130,53 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(incoll_comm_h comm,
         return INCOLL_ERR_INVALID_ARG;
     }
     bytes = count * dsize;
-    if (sendbuf == INCOLL_IN_PLACE || overlaps(sendbuf, recvbuf, bytes)) {
+    if (sendbuf == INCOLL_IN_PLACE)
+        sendbuf = recvbuf;
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        return INCOLL_OK;
+    }
+    /* A group the manager said failed: every member rebuilds before its
+     * next operation (those inside one fail on it and rebuild too). */
+    if (algo != INCOLL_ALGO_RD && algo != INCOLL_ALGO_RING &&
+        algo != INCOLL_ALGO_RABENSEIFNER && host_comm_group_failed(comm)) {
+        int same;
+        host_comm_rebuild(comm, 0, &same);
+        if (!same)
+            return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (algo == INCOLL_ALGO_INC && !host_comm_inc_usable(comm, op, dtype)) {
+        const char *why = "";
+        incoll_comm_offloaded(comm, &why);
+        incoll_error("allreduce: the in-network algorithm was asked for but "
+                     "%s",
+                     comm->eng && comm->group
+                         ? "the group cannot do this op on this dtype"
+                         : why);
+        return comm->eng && comm->group ? INCOLL_ERR_UNSUPPORTED
+                                        : INCOLL_ERR_NO_RESOURCE;
+    }
+    /* Host-based algorithms work in recvbuf, so in place they need no
+     * staging; only a partial overlap is staged. The in-network engine
+     * needs its input intact until the result is in (and for a retry). */
+    in_place = sendbuf == recvbuf;
+    host = algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
+           algo == INCOLL_ALGO_RABENSEIFNER ||
+           (algo == INCOLL_ALGO_AUTO && !host_comm_inc_usable(comm, op, dtype));
+    if ((in_place && !host) ||
+        (!in_place && overlaps(sendbuf, recvbuf, bytes))) {
         status = host_comm_scratch(comm, bytes);
         if (status != INCOLL_OK)
             return status;
-        memcpy(comm->scratch,
-               sendbuf == INCOLL_IN_PLACE ? (const void *)recvbuf : sendbuf,
-               bytes);
+        memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
-    }
-    if (comm->size == 1) {
-        memcpy(recvbuf, sendbuf, bytes);
-        return INCOLL_OK;
     }
     if (algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
         algo == INCOLL_ALGO_RABENSEIFNER)
         return host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
                                     recvbuf, count, dtype, op);
-    status = host_engine_start(comm->eng, sendbuf, recvbuf, count, dtype, op,
-                               host_now_ns());
-    if (status == INCOLL_INPROGRESS)
-        status = host_comm_wait(comm);
-    return status;
+    if (algo == INCOLL_ALGO_INC)
+        return inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+    return auto_run(comm, sendbuf, recvbuf, count, dtype, op);
 }

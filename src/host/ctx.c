@@ -1,8 +1,12 @@
 /*
- * Context: identity from the environment, the fabric from fabric.conf, one
- * UDP endpoint, and the progress loop shared by all communicators.
+ * Context: identity from the environment, the fabric from the manager
+ * (INCOLL_MGR, src/host/comm.c) or from fabric.conf (INCOLL_FABRIC), one
+ * UDP endpoint, and the progress loop shared by all communicators and the
+ * manager link.
  */
 #include "host/host.h"
+
+#include "host/comm.h"
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -32,7 +36,32 @@ static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
 
 uint32_t host_job_generation(const char *job)
 {
+    const char *gen = getenv("INCOLL_GEN");
     uint32_t h = 2166136261u; /* FNV-1a */
+
+    /* INCOLL_GEN (`incoll run` sets it from the clock) orders jobs: an AN
+     * lets a newer generation take a group over at once (agg_core.h). */
+    if (gen != NULL && *gen != '\0') {
+        int hex = gen[0] == '0' && (gen[1] == 'x' || gen[1] == 'X');
+        const char *c = gen + (hex ? 2 : 0);
+        uint64_t v = 0;
+        int ok = *c != '\0';
+        for (; ok && *c; c++) {
+            int d = *c >= '0' && *c <= '9'          ? *c - '0'
+                    : hex && *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
+                    : hex && *c >= 'A' && *c <= 'F' ? *c - 'A' + 10
+                                                    : -1;
+            v = v * (hex ? 16 : 10) + (uint64_t)d;
+            ok = d >= 0 && v <= UINT32_MAX;
+        }
+        if (ok && v != 0)
+            return (uint32_t)v;
+        incoll_error("init: INCOLL_GEN='%s' is not a non-zero 32-bit number "
+                     "(decimal or 0x hex): ignoring it, the generation is %s",
+                     gen,
+                     job == NULL || *job == '\0' ? "0"
+                                                 : "a hash of INCOLL_JOB");
+    }
     if (job == NULL || *job == '\0')
         return 0;
     for (const char *c = job; *c; c++)
@@ -61,10 +90,12 @@ static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
     return INCOLL_OK;
 }
 
-static void comm_free(incoll_comm_h comm)
+void host_comm_free(incoll_comm_h comm)
 {
     host_comm_p2p_free(comm);
     host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    host_comm_info_free(comm);
     free(comm->world_ranks);
     free(comm->scratch);
     free(comm);
@@ -112,7 +143,7 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
     }
     comm->eng = host_engine_create(&p);
     if (comm->eng == NULL) {
-        comm_free(comm);
+        host_comm_free(comm);
         return INCOLL_ERR_NO_MEMORY;
     }
     ctx->world = comm;
@@ -125,9 +156,11 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
 {
     incoll_ctx_h ctx;
     incoll_status_t status;
-    const char *dir;
+    const char *dir, *mgr;
     char path[PATH_MAX + 16], err[512], who[32];
     host_engine_params_t *p;
+    uint32_t ip;
+    uint16_t port;
 
     if (ctx_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
@@ -143,25 +176,39 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
         goto err_free;
     snprintf(who, sizeof(who), "rank %d", ctx->rank);
     log_set_name(who);
+    /* With a manager the fabric comes from it and fabric.conf is not read;
+     * without one, fabric.conf describes the fabric and its world group. */
+    mgr = getenv("INCOLL_MGR");
     dir = getenv("INCOLL_FABRIC");
-    if (dir == NULL || *dir == '\0') {
-        incoll_error("init: INCOLL_FABRIC is not set (a directory made by "
-                     "`incoll fabric up`)");
-        status = INCOLL_ERR_CONFIG;
-        goto err_free;
-    }
-    snprintf(ctx->fabric_dir, sizeof(ctx->fabric_dir), "%s", dir);
-    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
-    status = fabric_conf_load(path, &ctx->conf, err, sizeof(err));
-    if (status != INCOLL_OK) {
-        incoll_error("init: %s", err);
-        goto err_free;
-    }
-    if (ctx->conf.nhosts != ctx->size) {
-        incoll_error("init: the fabric in %s has %d hosts but INCOLL_SIZE=%d",
-                     dir, ctx->conf.nhosts, ctx->size);
-        status = INCOLL_ERR_CONFIG;
-        goto err_conf;
+    if (dir != NULL)
+        snprintf(ctx->fabric_dir, sizeof(ctx->fabric_dir), "%s", dir);
+    if (mgr != NULL && *mgr != '\0') {
+        ip = host_mgr_local_ip(mgr);
+        port = 0;
+    } else {
+        mgr = NULL;
+        if (dir == NULL || *dir == '\0') {
+            incoll_error("init: neither INCOLL_MGR (host:port of the manager) "
+                         "nor INCOLL_FABRIC (a directory made by `incoll "
+                         "fabric up`) is set");
+            status = INCOLL_ERR_CONFIG;
+            goto err_free;
+        }
+        snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+        status = fabric_conf_load(path, &ctx->conf, err, sizeof(err));
+        if (status != INCOLL_OK) {
+            incoll_error("init: %s", err);
+            goto err_free;
+        }
+        if (ctx->conf.nhosts != ctx->size) {
+            incoll_error("init: the fabric in %s has %d hosts but "
+                         "INCOLL_SIZE=%d",
+                         dir, ctx->conf.nhosts, ctx->size);
+            status = INCOLL_ERR_CONFIG;
+            goto err_conf;
+        }
+        ip = ctx->conf.hosts[ctx->rank].ip;
+        port = ctx->conf.hosts[ctx->rank].port;
     }
     ctx->gen = host_job_generation(getenv("INCOLL_JOB"));
     if (getenv("INCOLL_JOB") == NULL)
@@ -180,20 +227,24 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
     p->send = ctx_send;
     p->send_arg = ctx;
 
-    ctx->sock = udp_open(ctx->conf.hosts[ctx->rank].ip,
-                         ctx->conf.hosts[ctx->rank].port,
-                         (int)knob_u64("INCOLL_UDP_BUF"), who);
+    ctx->sock = udp_open(ip, port, (int)knob_u64("INCOLL_UDP_BUF"), who);
     if (ctx->sock == NULL) {
         status = INCOLL_ERR_IO;
         goto err_conf;
     }
-    status = world_create(ctx);
+    status = mgr ? host_ctx_mgr_init(ctx) : world_create(ctx);
     if (status != INCOLL_OK)
-        goto err_close;
+        goto err_comms;
     *ctx_p = ctx;
     return INCOLL_OK;
 
-err_close:
+err_comms:
+    host_ctx_info_free(ctx);
+    while (ctx->comms) {
+        incoll_comm_h c = ctx->comms;
+        ctx->comms = c->next;
+        host_comm_free(c);
+    }
     udp_close(ctx->sock);
 err_conf:
     fabric_conf_free(&ctx->conf);
@@ -206,16 +257,20 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
 {
     if (ctx == NULL)
         return INCOLL_ERR_INVALID_ARG;
+    /* The manager releases what we still hold on our goodbye. */
+    host_ctx_info_free(ctx);
     while (ctx->comms) {
         incoll_comm_h c = ctx->comms;
-        const host_engine_counters_t *k = host_engine_counters(c->eng);
-        incoll_debug("group %u: ops=%" PRIu64 " segments=%" PRIu64
-                     " packets_sent=%" PRIu64 " retransmits=%" PRIu64
-                     " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
-                     c->group, k->ops, k->segments, k->packets_sent,
-                     k->retransmits, k->duplicate_results, k->timeouts);
+        if (c->eng) {
+            const host_engine_counters_t *k = host_engine_counters(c->eng);
+            incoll_debug("group %u: ops=%" PRIu64 " segments=%" PRIu64
+                         " packets_sent=%" PRIu64 " retransmits=%" PRIu64
+                         " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
+                         c->group, k->ops, k->segments, k->packets_sent,
+                         k->retransmits, k->duplicate_results, k->timeouts);
+        }
         ctx->comms = c->next;
-        comm_free(c);
+        host_comm_free(c);
     }
     udp_flush(ctx->sock);
     udp_close(ctx->sock);
@@ -270,6 +325,10 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
     }
 }
 
+/* While packets keep coming the loop does not poll; it still reads the
+ * manager link this often, so a group failure is heard. */
+#define MGR_BUSY_CHECK_NS 10000000ull
+
 void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
 {
     udp_msg_t msgs[64];
@@ -278,17 +337,29 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
     udp_flush(ctx->sock);
     n = udp_recv_batch(ctx->sock, msgs, 64);
     if (n == 0) {
-        struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
+        struct pollfd pfd[2] = {{.fd = udp_fd(ctx->sock), .events = POLLIN}};
         uint64_t now = host_now_ns();
+        uint64_t mgr_due = host_ctx_mgr_pollfd(ctx, &pfd[1]);
+        uint64_t until = deadline_ns < mgr_due ? deadline_ns : mgr_due;
         struct timespec ts, *tsp = NULL;
-        if (deadline_ns != UINT64_MAX) {
-            uint64_t wait = deadline_ns > now ? deadline_ns - now : 0;
+        if (until != UINT64_MAX) {
+            uint64_t wait = until > now ? until - now : 0;
             ts.tv_sec = (time_t)(wait / 1000000000ull);
             ts.tv_nsec = (long)(wait % 1000000000ull);
             tsp = &ts;
         }
-        if (ppoll(&pfd, 1, tsp, NULL) > 0)
+        /* poll() skips the manager's entry while its fd is -1. */
+        if (ppoll(pfd, 2, tsp, NULL) > 0 && (pfd[0].revents & POLLIN))
             n = udp_recv_batch(ctx->sock, msgs, 64);
+        if ((pfd[1].fd >= 0 && pfd[1].revents) ||
+            (mgr_due != UINT64_MAX && host_now_ns() >= mgr_due)) {
+            host_ctx_mgr_on_readable(ctx);
+            ctx->mgr_checked_ns = host_now_ns();
+        }
+    } else if (ctx->info != NULL &&
+               host_now_ns() - ctx->mgr_checked_ns >= MGR_BUSY_CHECK_NS) {
+        host_ctx_mgr_on_readable(ctx);
+        ctx->mgr_checked_ns = host_now_ns();
     }
     while (n > 0) {
         uint64_t now = host_now_ns();
@@ -303,6 +374,11 @@ incoll_status_t host_comm_wait(incoll_comm_h comm)
 {
     incoll_ctx_h ctx = comm->ctx;
     while (host_engine_status(comm->eng) == INCOLL_INPROGRESS) {
+        /* The manager said the group is gone: its operations cannot end. */
+        if (host_comm_group_failed(comm)) {
+            udp_flush(ctx->sock);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
         host_ctx_progress(ctx, host_engine_deadline(comm->eng));
         host_engine_on_time(comm->eng, host_now_ns());
     }

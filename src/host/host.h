@@ -18,17 +18,26 @@
 #include <limits.h>
 #include <stdint.h>
 
+/* Communicators beyond the world, fabric groups from the manager and
+ * group rebuilds (src/host/comm.c, comm.h) use the info pointers below. */
+#define HOST_COMM_INFO
+
+struct host_comm_info; /* src/host/comm.c */
+struct host_ctx_info;  /* src/host/comm.c */
+
 struct incoll_comm {
     incoll_ctx_h ctx;
     int rank;
     int size;
     int *world_ranks;      /* member i's rank in the world */
     uint32_t group;        /* 0 when the communicator has no fabric group */
-    host_engine_t *eng;
+    host_engine_t *eng;    /* NULL when it has none: host-based only */
     void *scratch;         /* staging for in-place and overlapping buffers */
     size_t scratch_len;
     p2p_engine_t *p2p;     /* host-based algorithms; made on first use */
     uint32_t p2p_id;       /* its id on the wire (host_comm_wire_id) */
+    struct host_comm_info *info; /* id, generation, why not offloaded, peers
+                                    (comm.c; NULL until needed) */
     struct incoll_comm *next; /* the context's list */
 };
 
@@ -40,8 +49,12 @@ struct incoll_ctx {
     udp_sock_t *sock;
     struct incoll_comm *world;
     struct incoll_comm *comms;   /* every communicator, world included */
+    struct host_ctx_info *info;  /* the manager link (comm.c); NULL without
+                                    INCOLL_MGR */
     host_engine_params_t eng_defaults;
     uint32_t gen;                /* group generation of this job */
+    uint64_t mgr_checked_ns;     /* last look at the manager link while
+                                    packets kept coming (host_now_ns) */
 };
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
@@ -58,8 +71,15 @@ uint64_t host_now_ns(void);
  */
 void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
 
-/* Runs comm's engine until its operation completes; returns its status. */
+/* Runs comm's engine until its operation completes; returns its status.
+ * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
+ * failed (the caller rebuilds, src/host/comm.h). */
 incoll_status_t host_comm_wait(incoll_comm_h comm);
+
+/* Frees a communicator that is no longer on its context's list: its
+ * host-based engine (after lingering for peers), its fabric engine, what
+ * comm.c keeps for it, and comm itself (src/host/ctx.c). */
+void host_comm_free(incoll_comm_h comm);
 
 /* The schedule of a public host-based algorithm. */
 static inline algo_kind_t host_algo_kind(incoll_algo_t algo)

@@ -3,6 +3,7 @@
  */
 #include "mgr/mgr_fabric.h"
 
+#include "common/fabric_conf.h"
 #include "common/mgr_proto.h"
 #include "mgr/mgr_tool.h"
 #include "mgr/topo.h"
@@ -107,14 +108,23 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
     char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
     char env_path[PATH_MAX + 32], addr[64] = "", err[512], text[4 * PATH_MAX];
     topo_t topo;
+    fabric_conf_t conf;
     pid_t mgr_pid;
     uint64_t deadline;
     int ret = -1, up = 0;
     pid_t *pids = NULL;
 
+    memset(&conf, 0, sizeof(conf));
+    if (p->conf &&
+        fabric_conf_load(p->conf, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll fabric up: %s\n", err);
+        return -1;
+    }
+
     if (p->topology) {
         if (topo_load(p->topology, &topo, err, sizeof(err)) != INCOLL_OK) {
             fprintf(stderr, "incoll fabric up: %s\n", err);
+            fabric_conf_free(&conf);
             return -1;
         }
     } else if (topo_fat_tree(p->radix, p->levels, p->hosts, NULL, &topo) !=
@@ -123,6 +133,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                         "and %d levels with %d hosts (radix: even, 2..64; "
                         "levels: 2 or 3; hosts: at most the ports)\n",
                 p->radix, p->levels, p->hosts);
+        fabric_conf_free(&conf);
         return -1;
     }
     if (topo_find_switch(&topo, "mgr") >= 0) {
@@ -196,6 +207,12 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                         "--foreground",    NULL};
         if (topo.sw[i].addr != INCOLL_EP_NONE)
             wire_ep_str(topo.sw[i].addr, listen, sizeof(listen));
+        /* An AN of fabric.conf takes its address (and the world group)
+         * from there. */
+        if (conf.nans > 0 && fabric_conf_find_an(&conf, topo.sw[i].name) >= 0) {
+            argv[3] = "--conf";
+            argv[4] = (char *)p->conf;
+        }
         snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
                  topo.sw[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
@@ -261,6 +278,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
 out:
     free(pids);
     topo_free(&topo);
+    fabric_conf_free(&conf);
     return ret;
 }
 

@@ -8,7 +8,12 @@
  *   DIR/secret       the fabric secret, mode 0600
  *   DIR/fabric.env   INCOLL_MGR=host:port and INCOLL_SECRET_FILE=path,
  *                    for `. DIR/fabric.env` and for `incoll run`
- *   DIR/mgr.pid, DIR/mgr.log, DIR/<switch>.pid, DIR/<switch>.log
+ *   DIR/mgr.pid, DIR/mgr.log, DIR/mgr.port, DIR/<switch>.pid,
+ *   DIR/<switch>.log
+ *
+ * `incoll fabric up` (tools/cmd_fabric.c) also writes DIR/fabric.conf for
+ * the processes that run without the manager; the ANs it names serve its
+ * world group as well as the manager's groups.
  */
 #ifndef INCOLL_MGR_FABRIC_H
 #define INCOLL_MGR_FABRIC_H
@@ -26,6 +31,10 @@ typedef struct {
     int hosts;             /* 0: every host port */
     int wait_s;            /* for every AN to register */
     int quiet;             /* no summary on stdout */
+    const char *conf;      /* a fabric.conf, or NULL: the ANs it names
+                              load it (their address and its world group
+                              come from it), the others bind the topology's
+                              address or any port */
 } mgr_fabric_params_t;
 
 /*

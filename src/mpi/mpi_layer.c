@@ -29,6 +29,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,18 @@ typedef struct {
 
 #define DT_MAX 64
 
+/* MPI's pair types for MINLOC and MAXLOC (MPI 4.0, 6.9.4): a value and an
+ * int index, laid out as the C struct {T value; int index;}. */
+typedef struct {
+    MPI_Datatype dt;
+    incoll_dtype_t vdt; /* the value's type in incoll */
+    int vsize;          /* bytes of the value */
+    size_t ioff;        /* offset of the index in a pair */
+    size_t extent;      /* bytes of one pair, padding included */
+} pair_entry_t;
+
+#define PAIR_MAX 8
+
 /* Knobs as rank 0 saw them; broadcast at MPI_Init so all ranks decide
  * alike. Plain integers only: it travels as bytes. */
 typedef struct {
@@ -125,6 +138,8 @@ static struct {
     incoll_comm_h world;
     dt_entry_t dts[DT_MAX];
     int ndts;
+    pair_entry_t pairs[PAIR_MAX];
+    int npairs;
     comm_state_t *states;
     unsigned long offloaded[MPI_COLL_COUNT];
     unsigned long passed[MPI_COLL_COUNT][R_COUNT];
@@ -332,6 +347,79 @@ static const dt_entry_t *dt_find(MPI_Datatype dt)
     for (int i = 0; i < L.ndts; i++)
         if (L.dts[i].dt == dt)
             return &L.dts[i];
+    return NULL;
+}
+
+/* The C layouts MPI defines for its pair types. */
+typedef struct {
+    int v, i;
+} pair_2int_t;
+typedef struct {
+    float v;
+    int i;
+} pair_float_int_t;
+typedef struct {
+    double v;
+    int i;
+} pair_double_int_t;
+typedef struct {
+    long v;
+    int i;
+} pair_long_int_t;
+typedef struct {
+    short v;
+    int i;
+} pair_short_int_t;
+
+/* Adds a pair type whose value is an incoll vdt of vsize bytes, if MPI
+ * lays it out as the C struct (size without padding, extent with). */
+static void pair_add(MPI_Datatype dt, incoll_dtype_t vdt, int vsize,
+                     size_t ioff, size_t extent)
+{
+    MPI_Aint lb = 0, ext = 0;
+    int size = 0;
+
+    if (dt == MPI_DATATYPE_NULL || L.npairs >= PAIR_MAX ||
+        vdt == INCOLL_DTYPE_COUNT)
+        return;
+    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS ||
+        size != vsize + (int)sizeof(int) ||
+        PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS || lb != 0 ||
+        (size_t)ext != extent)
+        return;
+    L.pairs[L.npairs++] = (pair_entry_t){dt, vdt, vsize, ioff, extent};
+}
+
+static incoll_dtype_t int_dtype(size_t size)
+{
+    return size == 2   ? INCOLL_INT16
+           : size == 4 ? INCOLL_INT32
+           : size == 8 ? INCOLL_INT64
+                       : INCOLL_DTYPE_COUNT;
+}
+
+#define PAIR_ADD(dt, type, vdt)                                                \
+    pair_add(dt, vdt, (int)sizeof(((type *)0)->v), offsetof(type, i),          \
+             sizeof(type))
+
+/* MPI_2INT, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT.
+ * (MPI_LONG_DOUBLE_INT and the Fortran pairs, whose index is of the
+ * value's type, stay with MPI.) */
+static void pair_table_build(void)
+{
+    L.npairs = 0;
+    PAIR_ADD(MPI_2INT, pair_2int_t, int_dtype(sizeof(int)));
+    PAIR_ADD(MPI_FLOAT_INT, pair_float_int_t, INCOLL_FLOAT32);
+    PAIR_ADD(MPI_DOUBLE_INT, pair_double_int_t, INCOLL_FLOAT64);
+    PAIR_ADD(MPI_LONG_INT, pair_long_int_t, int_dtype(sizeof(long)));
+    PAIR_ADD(MPI_SHORT_INT, pair_short_int_t, int_dtype(sizeof(short)));
+}
+
+static const pair_entry_t *pair_find(MPI_Datatype dt)
+{
+    for (int i = 0; i < L.npairs; i++)
+        if (L.pairs[i].dt == dt)
+            return &L.pairs[i];
     return NULL;
 }
 
@@ -612,6 +700,7 @@ void mpi_layer_bootstrap(int from_init)
         L.cfg.job = job_from_env();
     }
     dt_table_build();
+    pair_table_build();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_cb, &L.keyval,
                             NULL);
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_cb,
@@ -634,6 +723,20 @@ void mpi_layer_bootstrap(int from_init)
     }
     if (L.active && L.cfg.eager && from_init)
         mpi_layer_comm_created(MPI_COMM_WORLD, "world");
+}
+
+incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p)
+{
+    if (!L.booted || L.finalized || !L.active) {
+        if (why_p)
+            *why_p = !L.booted     ? "MPI is not initialized"
+                     : L.finalized ? "MPI is finalized"
+                                   : L.why_off;
+        return NULL;
+    }
+    if (world_p)
+        *world_p = L.world;
+    return L.ctx;
 }
 
 /* ------------------------------------------------------------------ */
@@ -978,6 +1081,143 @@ static reason_t plan_reduction(int count, MPI_Datatype dtype, MPI_Op op,
     return R_COUNT;
 }
 
+/* Plans MINLOC/MAXLOC on a pair type pe: the op, or the reason not. */
+static reason_t plan_pairs(int count, const pair_entry_t *pe, MPI_Op op,
+                           incoll_op_t *iop_p, size_t *bytes_p)
+{
+    if (count < 0)
+        return R_ARGS;
+    if (op == MPI_MINLOC)
+        *iop_p = INCOLL_OP_MIN;
+    else if (op == MPI_MAXLOC)
+        *iop_p = INCOLL_OP_MAX;
+    else
+        return R_OP; /* MPI defines only MINLOC and MAXLOC on pairs */
+    if (!incoll_op_valid(*iop_p, pe->vdt))
+        return R_OP;
+    *bytes_p = (size_t)count * pe->extent;
+    return R_COUNT;
+}
+
+static int value_eq(incoll_dtype_t vdt, const void *a, const void *b)
+{
+    switch (vdt) {
+    case INCOLL_INT16: {
+        int16_t x, y;
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        return x == y;
+    }
+    case INCOLL_INT32: {
+        int32_t x, y;
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        return x == y;
+    }
+    case INCOLL_INT64: {
+        int64_t x, y;
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        return x == y;
+    }
+    case INCOLL_FLOAT32: {
+        float x, y;
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        return x == y;
+    }
+    case INCOLL_FLOAT64: {
+        double x, y;
+        memcpy(&x, a, sizeof(x));
+        memcpy(&y, b, sizeof(y));
+        return x == y;
+    }
+    default:
+        return 0;
+    }
+}
+
+static size_t round8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/*
+ * MINLOC/MAXLOC of n pairs (pe's layout, from in) as two allreduces of
+ * plain types on the fabric: the MIN (MAX) of the values, then the MIN of
+ * the indices of the members whose value equals that result (INT_MAX from
+ * the others). That is MPI's definition, ties included: the value, and the
+ * lowest index among the ranks that hold it. The results stay in st's
+ * scratch (*vals_p, *idx_p) for pairs_store(), so the caller's buffers are
+ * untouched until every rank has agreed that the fabric delivered. Both
+ * allreduces are always issued, so a rank whose first one failed does not
+ * leave the others waiting in the second.
+ */
+static incoll_status_t pairs_reduce(comm_state_t *st, const pair_entry_t *pe,
+                                    incoll_op_t iop, const void *in, size_t n,
+                                    const char **vals_p, const int32_t **idx_p)
+{
+    size_t vb = round8(n * (size_t)pe->vsize), ib = round8(n * sizeof(int32_t));
+    char *s = scratch(st, 2 * vb + 2 * ib), *vin, *vout;
+    int32_t *iin, *iout;
+    incoll_status_t s1, s2;
+
+    if (s == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    vin = s;
+    vout = s + vb;
+    iin = (int32_t *)(void *)(s + 2 * vb);
+    iout = (int32_t *)(void *)(s + 2 * vb + ib);
+    for (size_t i = 0; i < n; i++)
+        memcpy(vin + i * (size_t)pe->vsize, (const char *)in + i * pe->extent,
+               (size_t)pe->vsize);
+    s1 = incoll_allreduce(st->icomm, vin, vout, n, pe->vdt, iop);
+    for (size_t i = 0; i < n; i++) {
+        int idx;
+        const char *p = (const char *)in + i * pe->extent;
+        memcpy(&idx, p + pe->ioff, sizeof(idx));
+        iin[i] = s1 == INCOLL_OK &&
+                         value_eq(pe->vdt, p, vout + i * (size_t)pe->vsize)
+                     ? (int32_t)idx
+                     : INT32_MAX;
+    }
+    s2 = incoll_allreduce(st->icomm, iin, iout, n, INCOLL_INT32, INCOLL_OP_MIN);
+    *vals_p = vout;
+    *idx_p = iout;
+    return s1 != INCOLL_OK ? s1 : s2;
+}
+
+/* Writes the pairs pairs_reduce() left in scratch into out: the value and
+ * the index of each; the padding between pairs is not touched. */
+static void pairs_store(const pair_entry_t *pe, const char *vals,
+                        const int32_t *idx, void *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *p = (char *)out + i * pe->extent;
+        int v = (int)idx[i];
+        memcpy(p, vals + i * (size_t)pe->vsize, (size_t)pe->vsize);
+        memcpy(p + pe->ioff, &v, sizeof(v));
+    }
+}
+
+/* MINLOC/MAXLOC of coll on the fabric: 1 when done (out written, unless
+ * NULL), 0 when every rank agreed that the fabric failed and the caller
+ * must redo the call with PMPI_ (its buffers are untouched). */
+static int pairs_call(mpi_coll_t coll, comm_state_t *st, MPI_Comm comm,
+                      const pair_entry_t *pe, incoll_op_t iop, const void *in,
+                      void *out, size_t n)
+{
+    const char *vals = NULL;
+    const int32_t *idx = NULL;
+    incoll_status_t status = pairs_reduce(st, pe, iop, in, n, &vals, &idx);
+
+    if (!agree(st, coll, comm, status))
+        return 0;
+    if (out)
+        pairs_store(pe, vals, idx, out, n);
+    return 1;
+}
+
 int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                         int *ret_p)
@@ -989,16 +1229,28 @@ int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
     comm_state_t *st;
     incoll_status_t status;
     void *saved = NULL;
+    const pair_entry_t *pe;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
-    pre = plan_reduction(count, dtype, op, &idt, &iop, &bytes);
+    pe = pair_find(dtype);
+    pre = pe ? plan_pairs(count, pe, op, &iop, &bytes)
+             : plan_reduction(count, dtype, op, &idt, &iop, &bytes);
     st = gate(MPI_COLL_ALLREDUCE, comm, bytes, pre);
     if (st == NULL)
         return 0;
     if (count == 0) {
         L.offloaded[MPI_COLL_ALLREDUCE]++;
         *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (pe) {
+        if (!pairs_call(MPI_COLL_ALLREDUCE, st, comm, pe, iop,
+                        sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
+                        (size_t)count))
+            *ret_p = PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
+        else
+            *ret_p = MPI_SUCCESS;
         return 1;
     }
     if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
@@ -1045,10 +1297,13 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
     incoll_status_t status = INCOLL_ERR_NO_MEMORY;
     int in_place;
     void *buf;
+    const pair_entry_t *pe;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
-    pre = plan_reduction(count, dtype, op, &idt, &iop, &bytes);
+    pe = pair_find(dtype);
+    pre = pe ? plan_pairs(count, pe, op, &iop, &bytes)
+             : plan_reduction(count, dtype, op, &idt, &iop, &bytes);
     if (pre == R_COUNT && root < 0)
         pre = R_ARGS;
     st = gate(MPI_COLL_REDUCE, comm, bytes, pre);
@@ -1066,6 +1321,16 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
     }
     /* Reduce runs as an allreduce whose result only the root keeps. */
     in_place = st->rank == root && sendbuf == MPI_IN_PLACE;
+    if (pe) {
+        if (!pairs_call(MPI_COLL_REDUCE, st, comm, pe, iop,
+                        in_place ? recvbuf : sendbuf,
+                        st->rank == root ? recvbuf : NULL, (size_t)count))
+            *ret_p =
+                PMPI_Reduce(sendbuf, recvbuf, count, dtype, op, root, comm);
+        else
+            *ret_p = MPI_SUCCESS;
+        return 1;
+    }
     if (st->rank != root) {
         buf = scratch(st, bytes); /* the result, discarded */
         if (buf)

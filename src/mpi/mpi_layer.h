@@ -18,6 +18,8 @@
 
 #include <mpi.h>
 
+#include "incoll.h"
+
 /* The entry points the interposer must export (see exports.map). */
 #define MPI_LAYER_EXPORT __attribute__((visibility("default")))
 
@@ -64,5 +66,16 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
 int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
                     MPI_Comm comm, int *ret_p);
 int mpi_layer_barrier(MPI_Comm comm, int *ret_p);
+
+/*
+ * libincoll as the layer brought it up in mpi_layer_bootstrap(): the
+ * context (and in *world_p its world communicator, MPI_COMM_WORLD's ranks
+ * in order), or NULL with the reason in *why_p when the layer is off. For
+ * programs that link the layer's objects and drive libincoll themselves
+ * next to MPI (the MPI worker of `incoll bench allreduce`,
+ * tools/mpi/bench_worker.c). The layer owns both: it finalizes them
+ * inside MPI_Finalize.
+ */
+incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p);
 
 #endif

@@ -6,8 +6,9 @@
  * vector. Each result is compared, byte for byte, with what PMPI_ computes
  * from the same input in the same run (integers exactly; floating-point
  * inputs are small integers, so every sum and product is exact in any
- * order). A derived datatype, a user-defined op and MINLOC must pass
- * through and still be right.
+ * order). A derived datatype and a user-defined op must pass through and
+ * still be right; one MINLOC (offloaded as two allreduces, see minloc.c)
+ * is checked too.
  *
  * Prints "colls: ok N checks" at rank 0 and exits 0, or names the first
  * mismatch and aborts the job. "--quick" tests one datatype per kind and
@@ -218,7 +219,7 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
 
 /* Calls that must pass through: a derived datatype (in a broadcast, and
  * with a user op, since MPI's predefined ops need predefined types), a
- * user-defined op, MINLOC. */
+ * user-defined op. Then one MINLOC. */
 static void check_passthrough(MPI_Comm comm, const char *cname)
 {
     int r, n;
