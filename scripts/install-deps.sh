@@ -12,7 +12,7 @@ pkgs=(
   libopenmpi-dev openmpi-bin
   mpich libmpich-dev
   gfortran
-  libsimgrid-dev simgrid
+  libsimgrid-dev
   gnuplot-nox
 )
 

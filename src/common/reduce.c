@@ -17,10 +17,10 @@
  * is still folded in source index order, so every variant gives the same
  * bits as the scalar loops (NaN payloads aside, see below).
  *
- * Blocking: the sources are folded into dst one at a time, BLOCK_BYTES of
- * dst at a time, so the partial result stays in L1 while each source is
- * streamed through once. For an 8 KiB packet from 8 children that is 8
- * sequential reads of 4 KiB and one write per block.
+ * Blocking: the sources are folded into dst up to three at a time
+ * (VEC_PASS), BLOCK_BYTES of dst at a time, so the partial result stays in
+ * L1 while each source is streamed through once. For an 8 KiB packet from
+ * 8 children that is 3 passes of 3, 3 and 1 sources of 4 KiB per block.
  *
  * Semantics, identical in every variant:
  *   integers      wrap around (computed in unsigned arithmetic);
@@ -238,23 +238,59 @@ FLOAT_OPS(SCALAR_KERNEL16, scalar, bf16, dtype_bf16_to_float,
     (void)vone
 
 /*
- * One pass over a block: d[j] = a[j] op b[j] for j < len. a may be d. The
+ * One pass over a block: d[j] = ((a[j] op b[j]) op c[j]) op e[j] for
+ * j < len, with the first nb of b, c, e used (nb = 1..3). a may be d. The
  * vector part goes VL lanes at a time, the tail one element at a time.
+ * Folding up to three sources per pass keeps the left-to-right order of
+ * the fold (the same bits as one source a pass) while the loads of several
+ * sources are in flight together: one pass over 4 KiB of one source at a
+ * time leaves the memory system idle between short streams.
  */
-#define VEC_PASS(op, tn, T, d, a, b, len)                                      \
+#define VEC_PASS(op, tn, T, d, a, b, c, e, nb, len)                            \
     do {                                                                       \
         T *d_ = (d);                                                           \
-        const T *a_ = (a), *b_ = (b);                                          \
+        const T *a_ = (a), *b_ = (b), *c_ = (c), *e_ = (e);                    \
         size_t j_ = 0, n_ = (len), nv_ = n_ - n_ % VL;                         \
-        for (; j_ < nv_; j_ += VL) {                                           \
-            vec_t va_, vb_;                                                    \
-            VLOAD(va_, a_ + j_);                                               \
-            VLOAD(vb_, b_ + j_);                                               \
-            va_ = VOP_##op(va_, vb_);                                          \
-            VSTORE(d_ + j_, va_);                                              \
+        if ((nb) == 3) {                                                       \
+            for (; j_ < nv_; j_ += VL) {                                       \
+                vec_t va_, vb_, vc_, ve_;                                      \
+                VLOAD(va_, a_ + j_);                                           \
+                VLOAD(vb_, b_ + j_);                                           \
+                VLOAD(vc_, c_ + j_);                                           \
+                VLOAD(ve_, e_ + j_);                                           \
+                va_ = VOP_##op(va_, vb_);                                      \
+                va_ = VOP_##op(va_, vc_);                                      \
+                va_ = VOP_##op(va_, ve_);                                      \
+                VSTORE(d_ + j_, va_);                                          \
+            }                                                                  \
+            for (; j_ < n_; j_++)                                              \
+                d_[j_] = sop_##op##_##tn(                                      \
+                    sop_##op##_##tn(sop_##op##_##tn(a_[j_], b_[j_]), c_[j_]),  \
+                    e_[j_]);                                                   \
+        } else if ((nb) == 2) {                                                \
+            for (; j_ < nv_; j_ += VL) {                                       \
+                vec_t va_, vb_, vc_;                                           \
+                VLOAD(va_, a_ + j_);                                           \
+                VLOAD(vb_, b_ + j_);                                           \
+                VLOAD(vc_, c_ + j_);                                           \
+                va_ = VOP_##op(va_, vb_);                                      \
+                va_ = VOP_##op(va_, vc_);                                      \
+                VSTORE(d_ + j_, va_);                                          \
+            }                                                                  \
+            for (; j_ < n_; j_++)                                              \
+                d_[j_] =                                                       \
+                    sop_##op##_##tn(sop_##op##_##tn(a_[j_], b_[j_]), c_[j_]);  \
+        } else {                                                               \
+            for (; j_ < nv_; j_ += VL) {                                       \
+                vec_t va_, vb_;                                                \
+                VLOAD(va_, a_ + j_);                                           \
+                VLOAD(vb_, b_ + j_);                                           \
+                va_ = VOP_##op(va_, vb_);                                      \
+                VSTORE(d_ + j_, va_);                                          \
+            }                                                                  \
+            for (; j_ < n_; j_++)                                              \
+                d_[j_] = sop_##op##_##tn(a_[j_], b_[j_]);                      \
         }                                                                      \
-        for (; j_ < n_; j_++)                                                  \
-            d_[j_] = sop_##op##_##tn(a_[j_], b_[j_]);                          \
     } while (0)
 
 #define VEC_KERNEL(op, pfx, ATTR, VB, tn, T, UT, AT)                           \
@@ -267,10 +303,16 @@ FLOAT_OPS(SCALAR_KERNEL16, scalar, bf16, dtype_bf16_to_float,
         for (size_t base = 0; base < n; base += BLOCK) {                       \
             size_t len = n - base < BLOCK ? n - base : BLOCK;                  \
             T *db = d + base;                                                  \
-            VEC_PASS(op, tn, T, db, (const T *)src[0] + base,                  \
-                     (const T *)src[1] + base, len);                           \
-            for (int k = 2; k < nsrc; k++)                                     \
-                VEC_PASS(op, tn, T, db, db, (const T *)src[k] + base, len);    \
+            const T *acc = (const T *)src[0] + base;                           \
+            for (int k = 1; k < nsrc;) {                                       \
+                int nb = nsrc - k < 3 ? nsrc - k : 3;                          \
+                const T *s_[3];                                                \
+                for (int i = 0; i < 3; i++)                                    \
+                    s_[i] = (const T *)src[k + (i < nb ? i : nb - 1)] + base;  \
+                VEC_PASS(op, tn, T, db, acc, s_[0], s_[1], s_[2], nb, len);    \
+                acc = db;                                                      \
+                k += nb;                                                       \
+            }                                                                  \
         }                                                                      \
     }
 
