@@ -424,6 +424,18 @@ TEST(integ_fabric_tree16, TEST_INTEG)
     return fabric_job_test(16, 4, &j, 0, 120);
 }
 
+/* The largest count the API promises, 2^28 elements (int8: 256 MiB a
+ * rank, 32768 segments), in place, through one AN: the counters must show
+ * every segment reduced there once. */
+TEST(integ_fabric_count_2p28, TEST_INTEG)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_INT8};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM};
+    static const size_t sizes[] = {(size_t)1 << 28};
+    job_t j = {dts, 1, ops, 1, sizes, 1, 1, 1};
+    return fabric_job_test(2, 2, &j, 0, 120);
+}
+
 /* (c) The same trees with loss, duplication and reordering on every
  * socket, hosts and daemons alike. */
 static const incoll_dtype_t fault_dts[] = {INCOLL_FLOAT32, INCOLL_INT64};
