@@ -172,6 +172,65 @@ TEST(sim_inc_latency_matches_hand_calculation, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/*
+ * The calibration comes from the real daemons: `incoll bench agg` measures
+ * an incoll-agg's CPU time per datagram and appends the record the
+ * simulator reads. A server AN charged that cost is slower than one
+ * charged 300 ns by at least the difference on each of the 2 x levels - 1
+ * AN visits of the critical path.
+ */
+TEST(sim_calib_from_daemon, TEST_INTEG)
+{
+    char calib[1200], base[1200], line[256], args[2600];
+    double ns = -1, slow_us, fast_us;
+    row_t r[MAX_ROWS];
+    FILE *f;
+
+    SKIP_WITHOUT_SIM();
+    snprintf(calib, sizeof(calib), "%s/calib.txt", test_tmpdir());
+    snprintf(base, sizeof(base), "%s/calib300.txt", test_tmpdir());
+    unlink(calib);
+    CHECK_EQ_INT(run("'%s/incoll' bench agg -n 2 --iters 2000 --calib '%s' > "
+                     "'%s/agg.out' 2>&1",
+                     test_bindir(), calib, test_tmpdir()),
+                 0);
+    f = fopen(calib, "r");
+    CHECK_MSG(f != NULL, "no %s", calib);
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "agg ns_per_packet=%lf", &ns) == 1)
+            break;
+    fclose(f);
+    CHECK_MSG(ns > 0, "no positive agg ns_per_packet in %s", calib);
+    f = fopen(base, "w");
+    CHECK(f != NULL);
+    fprintf(f, "agg ns_per_packet=300\n");
+    fclose(f);
+
+    snprintf(args, sizeof(args),
+             "--hosts 64 --radix 8 --sizes 8 --algos inc --an server --data "
+             "--calib '%s'",
+             calib);
+    CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
+    CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked == 1);
+    slow_us = r[0].latency_us;
+    snprintf(args, sizeof(args),
+             "--hosts 64 --radix 8 --sizes 8 --algos inc --an server --data "
+             "--calib '%s'",
+             base);
+    CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
+    CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked == 1);
+    fast_us = r[0].latency_us;
+    fprintf(stderr,
+            "    measured %.0f ns per datagram: %.2f us, at 300 ns: "
+            "%.2f us\n",
+            ns, slow_us, fast_us);
+    if (ns > 300)
+        CHECK_MSG(slow_us - fast_us >= 3 * (ns - 300) * 1e-3 * 0.999,
+                  "%.2f us against %.2f us: less than 3 x %.0f ns apart",
+                  slow_us, fast_us, ns - 300);
+    return TEST_PASSED;
+}
+
 TEST(sim_inc_streams_near_link_rate, TEST_INTEG)
 {
     row_t r[MAX_ROWS];

@@ -19,6 +19,7 @@
 int bench_allreduce_main(int argc, char **argv);
 int bench_allreduce_rank_main(int argc, char **argv);
 int bench_pingpong_main(int argc, char **argv);
+int bench_agg_main(int argc, char **argv);
 int bench_pingpong_rank_main(int argc, char **argv);
 
 /*

@@ -22,6 +22,8 @@ static const bench_kind_t kinds[] = {
     {"allreduce", bench_allreduce_main,
      "allreduce latency and bandwidth, in-network vs host algorithms"},
     {"pingpong", bench_pingpong_main, "point-to-point round trips"},
+    {"agg", bench_agg_main,
+     "an aggregation node's CPU time per datagram (simulator calibration)"},
     {"_allreduce", bench_allreduce_rank_main, NULL},
     {"_pingpong", bench_pingpong_rank_main, NULL},
     {NULL, NULL, NULL},
