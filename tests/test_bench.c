@@ -3,7 +3,8 @@
  * the CSV they write, that the per-iteration verification catches a
  * deliberately corrupted result, and (as root) that an emulated fabric's
  * namespaces, links and processes exist while it runs and are all gone
- * after `fabric down`, after a crash, and after SIGINT; and `--algos
+ * after `fabric down`, after a crash, and after SIGINT, and that its
+ * manager makes groups for split communicators; and `--algos
  * ...,mpi`, the MPI library's own allreduce in the same run, on loopback
  * and (as root) on the emulated links, or a clear error without MPI.
  *
@@ -11,6 +12,8 @@
  * Every fabric a test brings up is torn down on every path, pass or fail.
  */
 #include "test.h"
+
+#include "mgr/mgr_tool.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -501,8 +504,9 @@ TEST(bench_emulated_fabric, TEST_INTEG)
         fprintf(stderr, "    no emu.state in %s\n", dir);
         goto down;
     }
-    /* 4 hosts + 2 leaves + root, each a namespace; an AN in each switch. */
-    if (ns_count_prefix(prefix) != 7 || procs_in_prefix(prefix) != 3) {
+    /* 4 hosts + 2 leaves + root, each a namespace; an AN in each switch
+     * and the manager in the root's. */
+    if (ns_count_prefix(prefix) != 7 || procs_in_prefix(prefix) != 4) {
         fprintf(stderr, "    %d namespaces, %d processes in them\n",
                 ns_count_prefix(prefix), procs_in_prefix(prefix));
         goto down;
@@ -576,6 +580,127 @@ down:
     snprintf(cmd, sizeof(cmd), "/run/incoll-emu/%s", made);
     CHECK_MSG(!made[0] || access(cmd, F_OK) != 0, "registry entry %s left",
               cmd);
+    return ret;
+}
+
+static const char *progdir(void)
+{
+    const char *d = getenv("INCOLL_TEST_PROGDIR");
+    return d && *d ? d : "build/tests";
+}
+
+/*
+ * The manager on an emulated fabric: it runs in the root switch's
+ * namespace, the ranks reach it from theirs, and it makes a group for
+ * every communicator of comm_grid (world, 2 rows, 4 columns, the even
+ * ranks), so all of them reduce at the ANs; `incoll stat` reaches it from
+ * outside. `fabric down` leaves no namespace. With --no-mgr only the world
+ * has a fabric group, as before.
+ */
+TEST(bench_emulated_mgr_groups, TEST_INTEG)
+{
+    char dir[PATH_MAX], out[PATH_MAX], path[PATH_MAX + 16], prog[PATH_MAX];
+    char prefix[16] = "", made[16] = "";
+    char *text = NULL;
+    int rc, ret = TEST_FAILED;
+
+    if (skip_unless_root())
+        return TEST_SKIPPED;
+    tmp_path(dir, sizeof(dir), "fab");
+    tmp_path(out, sizeof(out), "out.txt");
+    snprintf(prog, sizeof(prog), "%s/comm_grid", progdir());
+    rc = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--hosts", "8",
+                "--radix", "4", "--dir", dir, NULL);
+    emu_prefix(dir, made, sizeof(made));
+    if (rc != 0 || made[0] == '\0') {
+        show(out);
+        goto down;
+    }
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    text = slurp(path);
+    /* 8 hosts + 2 leaves + root; 3 ANs and the manager. */
+    if (text == NULL || strstr(text, "\nINCOLL_MGR=10.77.0.") == NULL ||
+        ns_count_prefix(made) != 11 || procs_in_prefix(made) != 4) {
+        fprintf(stderr, "    %d namespaces, %d processes in them; %s: %s\n",
+                ns_count_prefix(made), procs_in_prefix(made), path,
+                text ? text : "(none)");
+        goto down;
+    }
+    free(text);
+
+    rc = incoll(out, NULL, 120, "run", "-n", "8", "--fabric", dir, "--", prog,
+                "--cols", "4", "--iters", "10", "--create", "--expect-offload",
+                "all", NULL);
+    text = slurp(out);
+    if (rc != 0 || text == NULL || count_lines_with(text, "ok 10\n") != 8 ||
+        count_lines_with(text, "offloaded 1") != 8 + 8 + 8 + 4) {
+        fprintf(stderr, "    comm_grid exited %d:\n%s", rc, text ? text : "");
+        goto down;
+    }
+    free(text);
+
+    rc = incoll(out, NULL, 30, "stat", "--fabric", dir, NULL);
+    text = slurp(out);
+    {
+        long long made_groups =
+            text ? mgr_tool_stat_value(text, "manager ", "groups_made") : -1;
+        int ans = 0;
+        for (const char *p = text; p && (p = strstr(p, "\nan=")) != NULL; p++) {
+            const char *r = strstr(p, " reductions=");
+            ans += r && strtol(r + 12, NULL, 10) > 0;
+        }
+        if (rc != 0 || made_groups != 8 || ans != 3 ||
+            strstr(text, "manager listen=10.77.0.") == NULL) {
+            fprintf(stderr,
+                    "    stat exited %d, groups_made=%lld (want 8), %d of 3 "
+                    "ans reduced:\n%s",
+                    rc, made_groups, ans, text ? text : "");
+            goto down;
+        }
+    }
+    ret = TEST_PASSED;
+down:
+    free(text);
+    text = NULL;
+    rc = incoll(out, NULL, 60, "fabric", "down", "--dir", dir, NULL);
+    text = slurp(out);
+    if (rc != 0 || text == NULL || strstr(text, "and the manager") == NULL) {
+        show(out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    text = capture("ip netns list");
+    CHECK_MSG(text && made[0] && strstr(text, made) == NULL,
+              "namespaces of %s left: %s", made, text ? text : "?");
+    free(text);
+    CHECK_EQ_INT(procs_in_prefix(made), 0);
+    if (ret != TEST_PASSED)
+        return ret;
+
+    /* --no-mgr: fabric.conf alone, only the world offloaded. */
+    rc = incoll(out, NULL, 60, "fabric", "up", "--emulate", "--no-mgr",
+                "--hosts", "4", "--radix", "2", "--dir", dir, NULL);
+    emu_prefix(dir, prefix, sizeof(prefix));
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    if (rc != 0 || access(path, F_OK) == 0 || procs_in_prefix(prefix) != 3) {
+        show(out);
+        ret = TEST_FAILED;
+    } else {
+        rc = incoll(out, NULL, 120, "run", "-n", "4", "--fabric", dir, "--",
+                    prog, "--cols", "2", "--iters", "5", NULL);
+        text = slurp(out);
+        if (rc != 0 || text == NULL ||
+            count_lines_with(text, "offloaded 1") != 4 ||
+            count_lines_with(text, "offloaded 0 why no manager") != 8) {
+            fprintf(stderr, "    --no-mgr: comm_grid exited %d:\n%s", rc,
+                    text ? text : "");
+            ret = TEST_FAILED;
+        }
+        free(text);
+    }
+    rc = incoll(out, NULL, 60, "fabric", "down", "--dir", dir, NULL);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(ns_count_prefix(prefix), 0);
     return ret;
 }
 

@@ -22,8 +22,9 @@
  *   --topology FILE           any topology.
  * For the last two fabric.conf describes the first tree that reaches every
  * host (its world group); the other switches only serve the manager.
- * --no-mgr (and --emulate, whose namespaces do not reach a manager) runs
- * the ANs from fabric.conf alone, as before the manager existed.
+ * --no-mgr runs the ANs from fabric.conf alone, as before the manager
+ * existed. --emulate (the first shape only) runs the manager in the root
+ * switch's namespace, on the root AN's address (tools/emu.h).
  */
 #include "cli.h"
 
@@ -507,8 +508,9 @@ static void usage(FILE *out)
         "      without a manager (--hosts N --radix K only).\n"
         "      --emulate puts every host and switch in its own network\n"
         "      namespace, linked by veths shaped to --link-rate (as root;\n"
-        "      see tools/emu.h); it runs without a manager. Refuses if DIR\n"
-        "      holds a running fabric; a stale one is cleaned up.\n"
+        "      see tools/emu.h); the manager runs in the root switch's\n"
+        "      namespace. Refuses if DIR holds a running fabric; a stale\n"
+        "      one is cleaned up.\n"
         "down  stops every daemon of DIR, the manager included (SIGTERM,\n"
         "      then SIGKILL after 2 s), removes the pid files, fabric.env\n"
         "      and an emulated fabric's namespaces. Succeeds if nothing\n"
@@ -867,10 +869,11 @@ static int fabric_up(int argc, char **argv)
     }
     if (shaped && (no_mgr || emulate)) {
         fprintf(stderr, "incoll fabric up: --topology and --levels need the "
-                        "manager (not with --no-mgr or --emulate)\n");
+                        "manager (not with --no-mgr) and do not go with "
+                        "--emulate\n");
         return 2;
     }
-    managed = !no_mgr && !emulate;
+    managed = !no_mgr;
     if (emulate && emu_usable(why, sizeof(why)) != 0) {
         fprintf(stderr, "incoll fabric up: cannot emulate a fabric: %s\n", why);
         return 1;
@@ -1028,7 +1031,8 @@ static int fabric_up(int argc, char **argv)
     close_fds(fds, nfds);
     if (managed) {
         mgr_fabric_params_t mp;
-        char text[16];
+        char text[16], listen[32];
+        int root = emu_mgr_an(&conf), saved = -1, rc;
         memset(&mp, 0, sizeof(mp));
         mp.dir = dir;
         mp.bindir = bindir;
@@ -1041,7 +1045,21 @@ static int fabric_up(int argc, char **argv)
             snprintf(text, sizeof(text), "%d", slots);
             setenv("INCOLL_MGR_SLOTS", text, 1);
         }
-        if (mgr_fabric_up(&mp) != 0)
+        /* An emulated fabric's manager listens in the root switch's
+         * namespace, which every namespace of the fabric reaches; it is
+         * started, and asked whether the ANs registered, from there. */
+        if (root >= 0) {
+            wire_ep_str(
+                wire_ep((uint32_t)(conf.ans[root].addr >> 16), EMU_MGR_PORT),
+                listen, sizeof(listen));
+            mp.listen = listen;
+            mp.netns_enter = emu_netns_enter;
+            if (emu_netns_push(conf.ans[root].netns, &saved) != 0)
+                goto err_stop;
+        }
+        rc = mgr_fabric_up(&mp);
+        emu_netns_leave(saved);
+        if (rc != 0)
             goto err_stop;
         for (int i = 0; i < conf.nans; i++)
             pids[i] = read_pid_of(dir, conf.ans[i].name);
@@ -1128,9 +1146,9 @@ static int fabric_up(int argc, char **argv)
         else
             snprintf(uprate, sizeof(uprate), "non-blocking");
         printf("  emulated: one network namespace per host and switch, host "
-               "links %s, uplinks %s, mtu %d; no manager (fabric.conf "
-               "only)\n",
-               rate, uprate, ep.mtu);
+               "links %s, uplinks %s, mtu %d%s\n",
+               rate, uprate, ep.mtu,
+               managed ? "" : "; no manager (fabric.conf only)");
     }
     ret = 0;
     goto out_free;

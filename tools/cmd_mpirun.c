@@ -20,10 +20,15 @@
  * starts live in that namespace; the launcher itself runs in host 0's
  * namespace, from where every daemon reaches it over the fabric; MPI is
  * restricted to the fabric's addresses (Open MPI: btl tcp,self and
- * 10.77.0.0/16; MPICH: UCX over TCP on the host's uplink).
+ * 10.77.0.0/16; MPICH: UCX over TCP on the host's uplink). When the
+ * emulated fabric has a manager the ranks get INCOLL_MGR and
+ * INCOLL_SECRET_FILE, and the manager knows each rank's host by its
+ * address; on loopback every rank has the same address, so they use
+ * fabric.conf (or whatever INCOLL_MGR the caller set).
  */
 #include "cli.h"
 #include "emu.h"
+#include "mgr/mgr_fabric.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -480,6 +485,16 @@ int cmd_mpirun(int argc, char **argv)
         if (write_hostfile(hostfile, &conf, mpich) != 0)
             goto out;
         emulated = 1;
+        if (mgr_fabric_managed(fabric)) {
+            char addr[256], secret[PATH_MAX + 32];
+            if (mgr_fabric_env(fabric, addr, sizeof(addr), secret,
+                               sizeof(secret), err, sizeof(err)) != 0) {
+                fprintf(stderr, "incoll mpirun: %s\n", err);
+                goto out;
+            }
+            setenv("INCOLL_MGR", addr, 1);
+            setenv("INCOLL_SECRET_FILE", secret, 1);
+        }
     }
 
     if (geteuid() == 0) {

@@ -282,9 +282,11 @@ int cmd_run(int argc, char **argv)
 
     running = 0;
     for (int r = 0; r < n; r++) {
+        /* Rank r is on host r (mod the hosts with a manager), in its
+         * namespace on an emulated fabric. */
         ranks[r].pid = spawn_rank(
             r, n, fabric, job, gen, &m,
-            !m.mgr[0] && conf.hosts ? conf.hosts[r].netns : "", &oldmask,
+            conf.hosts ? conf.hosts[r % conf.nhosts].netns : "", &oldmask,
             argv + optind);
         if (ranks[r].pid < 0) {
             fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,

@@ -7,6 +7,9 @@
  * the replies, one line "an=NAME ..." per AN in conf order. The query is
  * also how `incoll fabric up` learns that the daemons are ready.
  *
+ * On an emulated fabric the manager and the ANs are reached from inside
+ * the fabric's namespaces (tools/emu.h).
+ *
  * The tool speaks through a plain socket rather than udp_sock_t on purpose:
  * fault injection (INCOLL_FAULT_*) is for the data path, and a tool that
  * dropped its own requests would only make the fabric look dead.
@@ -190,6 +193,43 @@ int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
     return missing;
 }
 
+/*
+ * Asks the manager of dir for its view into *text_p (malloc'ed); from the
+ * namespace it listens in when the fabric is emulated. Returns 0, or -1
+ * after printing the cause.
+ */
+static int mgr_query(const char *dir, int timeout_ms, char **text_p)
+{
+    char addr[256], secret[PATH_MAX + 32], path[PATH_MAX + 32], err[512];
+    char netns[FABRIC_NETNS_MAX] = "";
+    fabric_conf_t conf;
+    int saved = -1;
+    incoll_status_t status;
+
+    if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret), err,
+                       sizeof(err)) != 0) {
+        fprintf(stderr, "incoll stat: %s\n", err);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    if (fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK) {
+        int root = emu_mgr_an(&conf);
+        if (root >= 0)
+            snprintf(netns, sizeof(netns), "%s", conf.ans[root].netns);
+        fabric_conf_free(&conf);
+    }
+    if (netns[0] && emu_netns_push(netns, &saved) != 0)
+        return -1; /* logged */
+    status = mgr_tool_stat(addr, secret, (uint32_t)timeout_ms, text_p, err,
+                           sizeof(err));
+    emu_netns_leave(saved);
+    if (status != INCOLL_OK) {
+        fprintf(stderr, "incoll stat: manager %s: %s\n", addr, err);
+        return -1;
+    }
+    return 0;
+}
+
 static void usage(FILE *out)
 {
     fprintf(
@@ -251,15 +291,8 @@ int cmd_stat(int argc, char **argv)
         return 2;
     }
     if (mgr_fabric_managed(dir)) {
-        char addr[256], secret[PATH_MAX + 32], *text = NULL;
-        if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret),
-                           err, sizeof(err)) != 0) {
-            fprintf(stderr, "incoll stat: %s\n", err);
-            mgr_failed = 1;
-        } else if (mgr_tool_stat(addr, secret,
-                                 (uint32_t)(attempts * wait_ms), &text, err,
-                                 sizeof(err)) != INCOLL_OK) {
-            fprintf(stderr, "incoll stat: manager %s: %s\n", addr, err);
+        char *text = NULL;
+        if (mgr_query(dir, attempts * wait_ms, &text) != 0) {
             mgr_failed = 1;
         } else {
             size_t len = strlen(text);

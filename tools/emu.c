@@ -1122,6 +1122,14 @@ out:
     return status;
 }
 
+int emu_mgr_an(const fabric_conf_t *conf)
+{
+    for (int i = 0; i < conf->nans; i++)
+        if (conf->ans[i].parent < 0 && conf->ans[i].netns[0])
+            return i;
+    return -1;
+}
+
 /* ---- for launchers ---------------------------------------------------- */
 
 const char *emu_ip_path(void)

@@ -19,6 +19,10 @@
  * 10.77.0.0/16 route up to their parent, so host-to-host traffic (the
  * host-based algorithms) crosses the same shaped links as the in-network
  * path: host -> leaf -> ... -> common ancestor -> ... -> leaf -> host.
+ * The manager (incoll-mgr) runs in the root switch's namespace on the
+ * root AN's address, TCP port EMU_MGR_PORT, which every namespace of the
+ * fabric routes to: ANs register there and hosts join from their own
+ * address, so the manager's groups use the addresses the ANs see.
  *
  * What was made is written to DIR/emu.state before it is made, and the
  * prefix is registered in /run/incoll-emu/<prefix> (holding DIR), so a
@@ -52,6 +56,7 @@ uint64_t emu_default_link_rate(int nhosts);
 #define EMU_MTU_DEFAULT 9000
 #define EMU_AN_PORT 41000
 #define EMU_HOST_PORT 42000
+#define EMU_MGR_PORT 40000 /* tcp, on the root AN's address */
 #define EMU_STATE_FILE "emu.state"
 #define EMU_REGISTRY_DIR "/run/incoll-emu"
 #define EMU_PREFIX_MAX 16
@@ -131,6 +136,13 @@ void emu_state_free(emu_state_t *st);
  * were removed.
  */
 int emu_sweep_stale(void);
+
+/*
+ * The AN whose namespace and address the manager of an emulated fabric
+ * uses (the root of conf's tree), as an index into conf->ans; -1 when
+ * conf is not emulated (its ANs have no netns).
+ */
+int emu_mgr_an(const fabric_conf_t *conf);
 
 /* Number of namespaces whose name starts with prefix (for tests). */
 int emu_count_netns(const char *prefix);

@@ -51,8 +51,10 @@ static int write_text(const char *path, const char *text, mode_t mode)
 }
 
 /* Starts a daemon detached from us (own session, stdin /dev/null, output
- * to log_path) and writes its pid to pid_path. */
-static pid_t spawn(char **argv, const char *log_path, const char *pid_path)
+ * to log_path), in network namespace netns unless that is "", and writes
+ * its pid to pid_path. */
+static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
+                   const char *log_path, const char *pid_path)
 {
     char text[32];
     pid_t pid;
@@ -74,6 +76,14 @@ static pid_t spawn(char **argv, const char *log_path, const char *pid_path)
         for (int fd = 3; fd < 1024; fd++)
             close(fd);
         signal(SIGHUP, SIG_IGN);
+        if (netns[0] &&
+            (p->netns_enter == NULL || p->netns_enter(netns) != 0)) {
+            fprintf(stderr,
+                    "incoll fabric: cannot enter network namespace %s: %s\n",
+                    netns,
+                    p->netns_enter ? strerror(errno) : "no netns_enter given");
+            _exit(127);
+        }
         execv(argv[0], argv);
         fprintf(stderr, "incoll fabric: cannot run %s: %s\n", argv[0],
                 strerror(errno));
@@ -162,15 +172,17 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         goto out;
     }
 
-    /* The manager, on any free port; it says which in mgr.port. */
+    /* The manager, on any free port unless told; it says which in
+     * mgr.port. */
     snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
     snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
     snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
     {
-        char *argv[] = {bin,         "--topology", topo_path,  "--listen",
-                        "127.0.0.1:0", "--port-file", port_path, "--secret",
-                        secret,      NULL};
-        mgr_pid = spawn(argv, log_path, pid_path);
+        char *listen = (char *)(p->listen ? p->listen : "127.0.0.1:0");
+        char *argv[] = {bin,    "--topology",  topo_path, "--listen",
+                        listen, "--port-file", port_path, "--secret",
+                        secret, NULL};
+        mgr_pid = spawn(p, argv, "", log_path, pid_path);
     }
     if (mgr_pid < 0) {
         fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
@@ -205,19 +217,23 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--name",   topo.sw[i].name, "--listen", listen,
                         "--mgr", addr,      "--secret",      secret,
                         "--foreground",    NULL};
+        const char *netns = "";
+        int k =
+            conf.nans > 0 ? fabric_conf_find_an(&conf, topo.sw[i].name) : -1;
         if (topo.sw[i].addr != INCOLL_EP_NONE)
             wire_ep_str(topo.sw[i].addr, listen, sizeof(listen));
         /* An AN of fabric.conf takes its address (and the world group)
-         * from there. */
-        if (conf.nans > 0 && fabric_conf_find_an(&conf, topo.sw[i].name) >= 0) {
+         * from there, and runs in its namespace. */
+        if (k >= 0) {
             argv[3] = "--conf";
             argv[4] = (char *)p->conf;
+            netns = conf.ans[k].netns;
         }
         snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
                  topo.sw[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
                  topo.sw[i].name);
-        pids[i] = spawn(argv, log_path, pid_path);
+        pids[i] = spawn(p, argv, netns, log_path, pid_path);
         if (pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
                     strerror(errno));

@@ -13,7 +13,9 @@
  *
  * `incoll fabric up` (tools/cmd_fabric.c) also writes DIR/fabric.conf for
  * the processes that run without the manager; the ANs it names serve its
- * world group as well as the manager's groups.
+ * world group as well as the manager's groups. In an emulated fabric
+ * (tools/emu.h) they run in the network namespaces fabric.conf names, and
+ * the manager on an address inside them.
  */
 #ifndef INCOLL_MGR_FABRIC_H
 #define INCOLL_MGR_FABRIC_H
@@ -35,13 +37,21 @@ typedef struct {
                               load it (their address and its world group
                               come from it), the others bind the topology's
                               address or any port */
+    const char *listen;    /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
+    /* Moves the calling process into a network namespace (tools'
+     * emu_netns_enter): the ANs of conf with a netns= start in theirs.
+     * NULL when there are none. */
+    int (*netns_enter)(const char *name);
 } mgr_fabric_params_t;
 
 /*
  * Starts the fabric. Returns 0, or -1 after printing the cause on stderr
  * (file:line for a bad topology); the caller then stops what was started
  * (every DIR/ *.pid). Daemons are detached (their own session) and write
- * their pid files through the caller's conventions: DIR/<name>.pid.
+ * their pid files through the caller's conventions: DIR/<name>.pid. The
+ * manager runs in the caller's network namespace, and mgr_fabric_up talks
+ * to it from there: a caller whose manager listens inside an emulated
+ * fabric enters a namespace of it first.
  */
 int mgr_fabric_up(const mgr_fabric_params_t *params);
 
