@@ -444,37 +444,6 @@ static int launch_wait(bench_fabric_t *f, char **argv,
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-int bench_launch(bench_fabric_t *f, char *const rank_args[],
-                 const char *progress_path, int timeout_s)
-{
-    char hosts[16], timeout[16];
-    char **argv;
-    int nargs = 0, a = 0;
-
-    while (rank_args[nargs])
-        nargs++;
-    argv = calloc((size_t)nargs + 16, sizeof(*argv));
-    if (argv == NULL)
-        return -1;
-    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
-    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
-    argv[a++] = f->self;
-    argv[a++] = "run";
-    argv[a++] = "-n";
-    argv[a++] = hosts;
-    argv[a++] = "--fabric";
-    argv[a++] = f->dir;
-    argv[a++] = "--timeout";
-    argv[a++] = timeout;
-    argv[a++] = "--";
-    argv[a++] = f->self;
-    argv[a++] = "bench";
-    for (int i = 0; i < nargs; i++)
-        argv[a++] = rank_args[i];
-    argv[a] = NULL;
-    return launch_wait(f, argv, progress_path);
-}
-
 /* The MPI worker's path, next to this executable. */
 static void mpi_worker_path(char *buf, size_t len)
 {
@@ -526,8 +495,10 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
     return 0;
 }
 
-int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
-                     const char *progress_path, int timeout_s)
+/* The ranks' command line: `incoll run ... -- incoll bench RANK_ARGS`, or
+ * with mpi `incoll mpirun ... --no-preload -- WORKER RANK_ARGS`. */
+static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
+                        const char *progress_path, int timeout_s)
 {
     char hosts[16], timeout[16], worker[PATH_MAX];
     char **argv;
@@ -538,24 +509,42 @@ int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
     argv = calloc((size_t)nargs + 16, sizeof(*argv));
     if (argv == NULL)
         return -1;
-    mpi_worker_path(worker, sizeof(worker));
     snprintf(hosts, sizeof(hosts), "%d", f->hosts);
     snprintf(timeout, sizeof(timeout), "%d", timeout_s);
     argv[a++] = f->self;
-    argv[a++] = "mpirun";
+    argv[a++] = mpi ? "mpirun" : "run";
     argv[a++] = "-n";
     argv[a++] = hosts;
     argv[a++] = "--fabric";
     argv[a++] = f->dir;
-    argv[a++] = "--no-preload";
+    if (mpi)
+        argv[a++] = "--no-preload";
     argv[a++] = "--timeout";
     argv[a++] = timeout;
     argv[a++] = "--";
-    argv[a++] = worker;
+    if (mpi) {
+        mpi_worker_path(worker, sizeof(worker));
+        argv[a++] = worker;
+    } else {
+        argv[a++] = f->self;
+        argv[a++] = "bench";
+    }
     for (int i = 0; i < nargs; i++)
         argv[a++] = rank_args[i];
     argv[a] = NULL;
     return launch_wait(f, argv, progress_path);
+}
+
+int bench_launch(bench_fabric_t *f, char *const rank_args[],
+                 const char *progress_path, int timeout_s)
+{
+    return launch_ranks(f, 0, rank_args, progress_path, timeout_s);
+}
+
+int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
+                     const char *progress_path, int timeout_s)
+{
+    return launch_ranks(f, 1, rank_args, progress_path, timeout_s);
 }
 
 void bench_progress_write(const char *path, int force, const char *fmt, ...)
