@@ -14,6 +14,7 @@ pkgs=(
   gfortran
   libsimgrid-dev
   gnuplot-nox
+  hpcc
 )
 
 missing=()
