@@ -16,6 +16,7 @@
 #include "common/wire.h"
 #include "core/agg_core.h"
 #include "core/host_engine.h"
+#include "host/comm.h"
 #include "host/host.h"
 #include "memnet.h"
 
@@ -3282,6 +3283,27 @@ TEST(core_gen_idle_older, TEST_UNIT)
         CHECK_EQ_INT(an_ctr(w.net, a).generation_resets, 1);
     }
     world_free(&w);
+    return TEST_PASSED;
+}
+
+/* INCOLL_HOSTS: rank r's host is entry r modulo the entries. */
+TEST(core_rank_host, TEST_UNIT)
+{
+    char h[8];
+
+    CHECK_EQ_INT(host_rank_host("a,bb,ccc", 0, h, sizeof(h)), 0);
+    CHECK(strcmp(h, "a") == 0);
+    CHECK_EQ_INT(host_rank_host("a,bb,ccc", 2, h, sizeof(h)), 0);
+    CHECK(strcmp(h, "ccc") == 0);
+    CHECK_EQ_INT(host_rank_host("a,bb,ccc", 4, h, sizeof(h)), 0);
+    CHECK(strcmp(h, "bb") == 0);
+    CHECK_EQ_INT(host_rank_host("solo", 7, h, sizeof(h)), 0);
+    CHECK(strcmp(h, "solo") == 0);
+    CHECK_EQ_INT(host_rank_host(NULL, 0, h, sizeof(h)), -1);
+    CHECK_EQ_INT(host_rank_host("", 0, h, sizeof(h)), -1);
+    CHECK_EQ_INT(host_rank_host("a,,b", 1, h, sizeof(h)), -1);
+    CHECK_EQ_INT(host_rank_host("a,toolongname", 1, h, sizeof(h)), -1);
+    CHECK_EQ_INT(host_rank_host("a,b", -1, h, sizeof(h)), -1);
     return TEST_PASSED;
 }
 

@@ -462,6 +462,19 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
     CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
     CHECK_MSG(strstr(text, "reductions="), "no AN counters in %s", out);
+    /* The fabric's manager gives the dup and the split their own groups
+     * (INCOLL_HOSTS tells it each rank's host): none is passed to MPI for
+     * want of one. */
+    for (int i = 0; i < 4; i++) {
+        static const char *const colls[] = {"allreduce", "reduce", "bcast",
+                                            "barrier"};
+        CHECK_MSG(stat_of(text, colls[i], "comm") == 0,
+                  "%s: %ld calls passed to MPI for their communicator: %s",
+                  colls[i], stat_of(text, colls[i], "comm"), out);
+    }
+    CHECK_MSG(strstr(text, "groups_made=") &&
+                  strtol(strstr(text, "groups_made=") + 12, NULL, 10) >= 2,
+              "want groups for the world and its sub-communicators: %s", out);
     free(text);
     return TEST_PASSED;
 }

@@ -289,6 +289,49 @@ static int write_hostfile(const char *path, const fabric_conf_t *conf,
     return 0;
 }
 
+/* Sets INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOSTS (the topology's
+ * hosts, comma-separated) for the ranks of a job on the managed fabric
+ * in dir. */
+static int mpirun_mgr_env(const char *dir)
+{
+    char addr[256], secret[PATH_MAX + 32], err[512], *list = NULL;
+    char **names = NULL;
+    size_t len = 1;
+    int n, ret = -1;
+
+    if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret), err,
+                       sizeof(err)) != 0) {
+        fprintf(stderr, "incoll mpirun: %s\n", err);
+        return -1;
+    }
+    n = mgr_fabric_host_names(dir, &names, err, sizeof(err));
+    if (n < 1) {
+        fprintf(stderr, "incoll mpirun: %s\n",
+                n < 0 ? err : "the topology has no hosts");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        len += strlen(names[i]) + 1;
+    list = calloc(1, len);
+    if (list == NULL) {
+        fprintf(stderr, "incoll mpirun: out of memory\n");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i)
+            strcat(list, ",");
+        strcat(list, names[i]);
+    }
+    setenv("INCOLL_MGR", addr, 1);
+    setenv("INCOLL_SECRET_FILE", secret, 1);
+    setenv("INCOLL_HOSTS", list, 1);
+    ret = 0;
+out:
+    free(list);
+    mgr_fabric_free_names(names, n);
+    return ret;
+}
+
 int cmd_mpirun(int argc, char **argv)
 {
     enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT };
@@ -485,17 +528,13 @@ int cmd_mpirun(int argc, char **argv)
         if (write_hostfile(hostfile, &conf, mpich) != 0)
             goto out;
         emulated = 1;
-        if (mgr_fabric_managed(fabric)) {
-            char addr[256], secret[PATH_MAX + 32];
-            if (mgr_fabric_env(fabric, addr, sizeof(addr), secret,
-                               sizeof(secret), err, sizeof(err)) != 0) {
-                fprintf(stderr, "incoll mpirun: %s\n", err);
-                goto out;
-            }
-            setenv("INCOLL_MGR", addr, 1);
-            setenv("INCOLL_SECRET_FILE", secret, 1);
-        }
     }
+    /* With a manager every communicator can get a group: the ranks get
+     * its address and secret, and their hosts in its topology in rank
+     * order (INCOLL_HOSTS; the launcher cannot set INCOLL_HOST per rank),
+     * as `incoll run` gives them. */
+    if (mgr_fabric_managed(fabric) && mpirun_mgr_env(fabric) != 0)
+        goto out;
 
     if (geteuid() == 0) {
         /* Open MPI refuses root without these; harmless for MPICH. */

@@ -16,13 +16,17 @@ const knob_t knob_table[] = {
      "run` sets it from the clock so newer jobs win; unset uses a hash of "
      "INCOLL_JOB"},
     {"INCOLL_PAYLOAD", "0", "host",
-     "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte MTU)"},
+     "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte "
+     "MTU)"},
     {"INCOLL_WINDOW", "0", "host",
      "segments in flight per group; 0 uses the group's slot count"},
     {"INCOLL_RTO_INIT_US", "20000", "host", "first retransmission timeout"},
-    {"INCOLL_RTO_MIN_US", "5000", "host", "lower bound of the adaptive timeout"},
-    {"INCOLL_RTO_MAX_US", "250000", "host", "upper bound of the timeout with backoff"},
-    {"INCOLL_RETRIES", "12", "host", "retransmissions of one segment before giving up"},
+    {"INCOLL_RTO_MIN_US", "5000", "host",
+     "lower bound of the adaptive timeout"},
+    {"INCOLL_RTO_MAX_US", "250000", "host",
+     "upper bound of the timeout with backoff"},
+    {"INCOLL_RETRIES", "12", "host",
+     "retransmissions of one segment before giving up"},
     {"INCOLL_TIMEOUT_MS", "3000", "host",
      "an operation with no result for this long fails with a timeout"},
     {"INCOLL_P2P_WINDOW", "64", "host",
@@ -30,12 +34,15 @@ const knob_t knob_table[] = {
     {"INCOLL_P2P_PAYLOAD", "0", "host",
      "payload bytes per packet of the host-based algorithms, the same on every "
      "rank; 0 uses the fabric's group payload (8192)"},
-    {"INCOLL_UDP_BUF", "8388608", "all", "socket buffer bytes asked of the kernel"},
+    {"INCOLL_UDP_BUF", "8388608", "all",
+     "socket buffer bytes asked of the kernel"},
     {"INCOLL_AGG_GEN_IDLE_MS", "1000", "agg",
      "a group quiet for this long lets an older job generation take it over "
      "(newer ones always do); 0 lets any generation take it over at once"},
-    {"INCOLL_FAULT_DROP", "0", "fault", "probability of dropping a sent datagram"},
-    {"INCOLL_FAULT_DUP", "0", "fault", "probability of sending a datagram twice"},
+    {"INCOLL_FAULT_DROP", "0", "fault",
+     "probability of dropping a sent datagram"},
+    {"INCOLL_FAULT_DUP", "0", "fault",
+     "probability of sending a datagram twice"},
     {"INCOLL_FAULT_REORDER", "0", "fault",
      "probability of holding a datagram behind later ones"},
     {"INCOLL_FAULT_SEED", "1", "fault", "seed of the fault injection"},
@@ -46,7 +53,8 @@ const knob_t knob_table[] = {
     {"INCOLL_MPI_MIN_RANKS", "2", "mpi",
      "communicators with fewer ranks stay with the MPI library"},
     {"INCOLL_MPI_MAX_BYTES", "0", "mpi",
-     "calls moving more bytes per rank stay with the MPI library; 0 = no limit"},
+     "calls moving more bytes per rank stay with the MPI library; 0 = no "
+     "limit"},
     {"INCOLL_MPI_VERBOSE", "0", "mpi",
      "1 prints, per communicator, whether it is offloaded and why not"},
     {"INCOLL_MPI_STATS", "0", "mpi",
@@ -69,8 +77,12 @@ const knob_t knob_table[] = {
     {"INCOLL_JOB", "", "host",
      "job id shared by the ranks of one job (`incoll run` sets a fresh one)"},
     {"INCOLL_HOST", "", "host",
-     "this process's host in the manager's topology; unset: the host name "
-     "(`incoll run` sets it)"},
+     "this process's host in the manager's topology; unset: the entry of "
+     "INCOLL_HOSTS for this rank, else the host name (`incoll run` sets it)"},
+    {"INCOLL_HOSTS", "", "host",
+     "comma-separated hosts of the manager's topology for ranks 0, 1, ... "
+     "(repeated modulo their number), for launchers that cannot set "
+     "INCOLL_HOST per rank (`incoll mpirun` sets it)"},
     {"INCOLL_GROUP_SLOTS", "0", "host",
      "slots a communicator asks the manager for; 0 uses the manager's "
      "default (INCOLL_MGR_SLOTS)"},

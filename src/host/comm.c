@@ -88,14 +88,14 @@ struct host_comm_info {
     create_count_t *creates; /* creates from it, per member list */
     int ncreates;
     int capcreates;
-    int failed;              /* the manager said its group failed */
-    int rebuilt;             /* new groups asked for after failures */
-    int answered;            /* the manager answered the last request */
-    uint64_t opbase;         /* in-network operations on earlier engines */
-    uint32_t ops;            /* the group's capabilities */
+    int failed;      /* the manager said its group failed */
+    int rebuilt;     /* new groups asked for after failures */
+    int answered;    /* the manager answered the last request */
+    uint64_t opbase; /* in-network operations on earlier engines */
+    uint32_t ops;    /* the group's capabilities */
     uint32_t dtypes;
-    char why[320];           /* why not offloaded; "" when it is */
-    incoll_ep_t *peers;      /* UDP endpoints by rank (manager mode) */
+    char why[320];      /* why not offloaded; "" when it is */
+    incoll_ep_t *peers; /* UDP endpoints by rank (manager mode) */
 };
 
 struct host_ctx_info {
@@ -157,8 +157,9 @@ uint64_t host_comm_id(incoll_comm_h comm)
 
 uint32_t host_comm_wire_id(incoll_comm_h comm)
 {
-    return 0x80000000u | (uint32_t)(mix(host_comm_id(comm) ^ 0x5032505f4944ull) &
-                                    0x7fffffffu);
+    return 0x80000000u |
+           (uint32_t)(mix(host_comm_id(comm) ^ 0x5032505f4944ull) &
+                      0x7fffffffu);
 }
 
 uint64_t host_comm_wire_key(incoll_comm_h comm)
@@ -201,8 +202,8 @@ static void on_group_failed(void *arg, uint32_t group, uint64_t comm_id,
             info->failed)
             continue;
         info->failed = 1;
-        snprintf(info->why, sizeof(info->why), "its group %u failed: %s",
-                 group, reason);
+        snprintf(info->why, sizeof(info->why), "its group %u failed: %s", group,
+                 reason);
         incoll_info("comm %016" PRIx64 ": group %u (generation %u) failed: %s",
                     comm_id, group, gen, reason);
     }
@@ -294,10 +295,9 @@ static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
 
     if (timeout == 0)
         timeout = 40000;
-    status = host_mgr_group_request(mgr, info->id, gen, comm->world_ranks,
-                                    comm->size, opseq,
-                                    (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"),
-                                    0, &req);
+    status = host_mgr_group_request(
+        mgr, info->id, gen, comm->world_ranks, comm->size, opseq,
+        (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, &req);
     info->answered = 0;
     if (status == INCOLL_OK)
         status = wait_answer(ctx, mgr, req, &g, timeout);
@@ -405,6 +405,29 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
     return INCOLL_OK;
 }
 
+/* The rank-th entry (modulo their number) of a comma-separated host list
+ * into buf; -1 if the list is unset or empty or the entry does not fit. */
+int host_rank_host(const char *list, int rank, char *buf, size_t len)
+{
+    int n = 1;
+    const char *p;
+    size_t w;
+
+    if (list == NULL || *list == '\0' || rank < 0)
+        return -1;
+    for (p = list; *p; p++)
+        n += *p == ',';
+    p = list;
+    for (int i = rank % n; i > 0; i--)
+        p = strchr(p, ',') + 1;
+    w = strcspn(p, ",");
+    if (w == 0 || w >= len)
+        return -1;
+    memcpy(buf, p, w);
+    buf[w] = '\0';
+    return 0;
+}
+
 incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
 {
     host_mgr_params_t mp;
@@ -420,7 +443,9 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
         return INCOLL_ERR_CONFIG;
     }
     if (host == NULL || *host == '\0') {
-        gethostname(hostname, sizeof(hostname) - 1);
+        if (host_rank_host(getenv("INCOLL_HOSTS"), ctx->rank, hostname,
+                           sizeof(hostname)) != 0)
+            gethostname(hostname, sizeof(hostname) - 1);
         host = hostname;
     }
     ctx->info = calloc(1, sizeof(*ctx->info));
@@ -674,9 +699,8 @@ static incoll_status_t agree_on_hosts(incoll_comm_h comm, uint64_t opseq,
                                       uint64_t *lo_p, uint64_t *hi_p)
 {
     int64_t in[2] = {(int64_t)opseq, -(int64_t)opseq}, out[2];
-    incoll_status_t status =
-        host_allreduce_sched(comm, ALGO_RD, in, out, 2, INCOLL_INT64,
-                             INCOLL_OP_MAX);
+    incoll_status_t status = host_allreduce_sched(comm, ALGO_RD, in, out, 2,
+                                                  INCOLL_INT64, INCOLL_OP_MAX);
     if (status == INCOLL_OK) {
         *hi_p = (uint64_t)out[0];
         *lo_p = (uint64_t)-out[1];
@@ -810,7 +834,10 @@ incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
     return INCOLL_ERR_NO_RESOURCE;
 }
 
-int host_comm_group_failed(incoll_comm_h comm) { return 0; }
+int host_comm_group_failed(incoll_comm_h comm)
+{
+    return 0;
+}
 
 incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
 {
@@ -820,7 +847,10 @@ incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
     return fabric_conf_host_ep(&ctx->conf, comm->world_ranks[rank]);
 }
 
-uint64_t host_comm_id(incoll_comm_h comm) { return 0; }
+uint64_t host_comm_id(incoll_comm_h comm)
+{
+    return 0;
+}
 
 uint32_t host_comm_wire_id(incoll_comm_h comm)
 {

@@ -27,6 +27,10 @@
 
 #include <stdint.h>
 
+/* The rank-th host (modulo their number) of the comma-separated list
+ * INCOLL_HOSTS into buf; -1 if there is none. */
+int host_rank_host(const char *list, int rank, char *buf, size_t len);
+
 /*
  * INCOLL_MGR mode, called by incoll_init() after the UDP socket is open
  * and instead of making the world from fabric.conf: connects to the
