@@ -1,5 +1,6 @@
 # incoll: one plain GNU Makefile. `make`, `make test`, `make demo`,
-# `make bench`, `make install PREFIX=...`, `make format`, `make clean`.
+# `make bench`, `make install PREFIX=...`, `make format`, `make clean`,
+# `make fuzz` (and `make fuzz-run`: each parser harness for FUZZ_TIME s).
 
 PREFIX   ?= /usr/local
 CC       ?= cc
@@ -251,3 +252,27 @@ endif
 # --- end simulator ---
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# --- fuzzing (docs/fuzzing.md) ---
+# libFuzzer harnesses of the parsers (tests/fuzz), built with clang; the
+# unit tests of tests/test_fuzz.c run the same checks in `make test`.
+FUZZ_CC    ?= clang
+FUZZ_TIME  ?= 60
+FUZZ_NAMES := wire mgr_proto fabric_conf topo
+FUZZ_LIB   := src/common/wire.c src/common/dtype.c src/common/mgr_proto.c \
+              src/common/fabric_conf.c src/common/log.c src/common/status.c \
+              src/mgr/topo.c
+FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \
+              -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+.PHONY: fuzz fuzz-run
+fuzz: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(FUZZ_LIB) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(BASEFLAGS) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+fuzz-run: fuzz
+	@set -e; for h in $(FUZZ_NAMES); do \
+	  mkdir -p $(BUILD)/fuzz/corpus/$$h; \
+	  dict=; if [ -f tests/fuzz/$$h.dict ]; then dict=-dict=$(CURDIR)/tests/fuzz/$$h.dict; fi; \
+	  (cd $(BUILD)/fuzz && ./fuzz_$$h -jobs=1 -max_total_time=$(FUZZ_TIME) $$dict corpus/$$h); \
+	done
+# --- end fuzzing ---

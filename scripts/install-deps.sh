@@ -15,6 +15,7 @@ pkgs=(
   libsimgrid-dev
   gnuplot-nox
   hpcc
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -261,12 +261,13 @@ static incoll_status_t opt_netns(parse_t *p, char **f, int nf, char *buf)
 }
 
 #define MAX_FIELDS 16
+#define MAX_LINE 1023 /* characters but the newline: docs/fabric-conf.md */
 
 incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                                  char *err, size_t errlen)
 {
     parse_t p = {path, 0, err, errlen};
-    char line[1024];
+    char line[MAX_LINE + 2]; /* the characters, the newline and a NUL */
     char(*parents)[FABRIC_NAME_MAX] = NULL;
     char(*leaves)[FABRIC_NAME_MAX] = NULL;
     int *an_lines = NULL, *host_lines = NULL;

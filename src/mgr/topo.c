@@ -891,8 +891,11 @@ incoll_status_t topo_load(const char *path, topo_t *topo, char *err,
     fclose(f);
     text[len] = '\0';
     if (strlen(text) != len) {
+        /* The length up to the NUL once: in the loop's condition it made
+         * the count quadratic wherever the compiler did not hoist it. */
+        size_t nul = strlen(text);
         int line = 1;
-        for (size_t i = 0; i < strlen(text); i++)
+        for (size_t i = 0; i < nul; i++)
             line += text[i] == '\n';
         snprintf(err, errlen, "%s:%d: NUL byte in the file", path, line);
         free(text);
