@@ -266,7 +266,7 @@ FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-run
 fuzz: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h $(FUZZ_LIB) $(FLAGS_STAMP)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_check.h tests/fuzz/fuzz_text_file.h $(FUZZ_LIB) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(BASEFLAGS) $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(LDLIBS)
 fuzz-run: fuzz

@@ -4,41 +4,8 @@
  * topo_parse(); the properties are those of the unit test fuzz_topo
  * (tests/fuzz/fuzz_check.h). Build and run: docs/fuzzing.md.
  */
-#include "fuzz_check.h"
-
-int LLVMFuzzerInitialize(int *argc, char ***argv);
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int fd = -1;
-static char path[64], scratch[512];
-
-/* libFuzzer ends a run with exit(): take the scratch file away. */
-static void remove_scratch(void)
-{
-    unlink(scratch);
-}
-
-int LLVMFuzzerInitialize(int *argc, char ***argv)
-{
-    fd = fuzz_memfd_open(path, sizeof(path));
-    atexit(remove_scratch);
-    fuzz_scratch_path(scratch, sizeof(scratch), "topology");
-    for (int k = 0; k < 2; k++) {
-        size_t len;
-        char *text = NULL;
-        if (fuzz_topo_seed(k, scratch) == INCOLL_OK)
-            text = fuzz_read_file(scratch, &len);
-        if (text)
-            fuzz_corpus_add(*argc, *argv, "topo", k, text, len);
-        free(text);
-    }
-    return fd < 0 ? -1 : 0;
-}
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    if (fuzz_memfd_set(fd, data, size) != 0)
-        abort();
-    fuzz_fail_if(fuzz_check_topo(path, (const char *)data, size, scratch));
-    return 0;
-}
+#define FUZZ_SEED fuzz_topo_seed
+#define FUZZ_CHECK fuzz_check_topo
+#define FUZZ_CORPUS "topo"
+#define FUZZ_SCRATCH "topology"
+#include "fuzz_text_file.h"
