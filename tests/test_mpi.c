@@ -819,6 +819,43 @@ static int check_linkbytes(const char *text, int np, long min_tx,
 }
 
 /*
+ * Runs linkbytes on np ranks under `incoll mpirun OPTS -n NP --emulate`
+ * (links of 1 Gbit/s), the layer on or off, and checks its answer, the
+ * bytes on each rank's link (check_linkbytes) and that no fabric is left.
+ * On success *text_p (if not NULL) gets the output, for the caller to free.
+ */
+static int run_linkbytes(const char *out, const char *opts, int np, int layer,
+                         long min_tx, long min_total, char **text_p)
+{
+    char *text;
+    int rc, ret;
+
+    if (!layer)
+        setenv("INCOLL_MPI_ENABLE", "0", 1);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun %s -n %d --emulate "
+            "--link-rate 1g -- '%s/linkbytes'",
+            test_bindir(), opts, np, progdir);
+    unsetenv("INCOLL_MPI_ENABLE");
+    text = slurp(out);
+    if (rc != 0 || text == NULL || strstr(text, "linkbytes: ok") == NULL) {
+        fprintf(stderr, "    exit %d, see %s\n", rc, out);
+        free(text);
+        return TEST_FAILED;
+    }
+    ret = check_linkbytes(text, np, min_tx, min_total, out);
+    if (ret == TEST_PASSED && mpirun_fabrics_left() != 0) {
+        fprintf(stderr, "    a fabric was left behind after %s\n", out);
+        ret = TEST_FAILED;
+    }
+    if (ret == TEST_PASSED && text_p)
+        *text_p = text;
+    else
+        free(text);
+    return ret;
+}
+
+/*
  * `incoll mpirun --emulate`: each rank in its own emulated host, and MPI's
  * own traffic on the shaped links. With the layer off, an MPI_Allreduce
  * of 1 MiB moves most of a megabyte over every rank's link (any
@@ -833,7 +870,8 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
 {
     const char *why = emulate_ready(MPI_OMPI);
     char out[PATH_MAX];
-    char *text;
+    char *text = NULL;
+    long most = 0;
     int rc, ret;
 
     if (why)
@@ -842,47 +880,22 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
     unsetenv("INCOLL_FABRIC");
     unsetenv("LD_PRELOAD");
     unsetenv("INCOLL_MPI_STATS");
-    setenv("INCOLL_MPI_ENABLE", "0", 1);
-    rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun -n 3 --emulate --radix 2 "
-            "--link-rate 1g -- '%s/linkbytes'",
-            test_bindir(), progdir);
-    unsetenv("INCOLL_MPI_ENABLE");
-    text = slurp(out);
-    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
-              out);
-    ret = check_linkbytes(text, 3, 1 << 18, 2 << 20, out);
-    free(text);
+    ret = run_linkbytes(out, "--radix 2", 3, 0, 1 << 18, 2 << 20, NULL);
     if (ret != TEST_PASSED)
         return ret;
-    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
 
     /* The layer on: the allreduce crosses the ANs, the vector once. */
-    rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun -n 3 --emulate --radix 2 "
-            "--link-rate 1g --stat -- '%s/linkbytes'",
-            test_bindir(), progdir);
-    text = slurp(out);
-    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
-              out);
-    ret = check_linkbytes(text, 3, 1 << 20, 3 << 20, out);
-    {
-        long most = 0;
-        for (const char *p = text; (p = strstr(p, " reductions=")); p++)
-            if (strtol(p + 12, NULL, 10) > most)
-                most = strtol(p + 12, NULL, 10);
-        if (ret == TEST_PASSED && most < 128) {
-            fprintf(stderr,
-                    "    want >= 128 reductions (1 MiB in 8 KiB packets) "
-                    "at an AN, got %ld: %s\n",
-                    most, out);
-            ret = TEST_FAILED;
-        }
-    }
-    free(text);
+    ret = run_linkbytes(out, "--radix 2 --stat", 3, 1, 1 << 20, 3 << 20, &text);
     if (ret != TEST_PASSED)
         return ret;
-    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+    for (const char *p = text; (p = strstr(p, " reductions=")); p++)
+        if (strtol(p + 12, NULL, 10) > most)
+            most = strtol(p + 12, NULL, 10);
+    free(text);
+    CHECK_MSG(most >= 128,
+              "want >= 128 reductions (1 MiB in 8 KiB packets) at an AN, "
+              "got %ld: %s",
+              most, out);
 
     /* A job that never ends: stopped, and the fabric still removed. */
     rc = sh(out,
@@ -895,31 +908,17 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
 }
 
 /* MPICH through Hydra and the same agent, UCX forced onto TCP over the
- * host's link: 2 ranks (MPICH busy-polls). */
+ * host's link: 2 ranks (MPICH busy-polls). Each sends the other at least
+ * half of the vector. */
 TEST(mpi_mpich_emulated, TEST_INTEG)
 {
     const char *why = emulate_ready(MPI_MPICH);
     char out[PATH_MAX];
-    char *text;
-    int rc, ret;
 
     if (why)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/emulated-mpich.out", test_tmpdir());
     unsetenv("INCOLL_FABRIC");
     unsetenv("LD_PRELOAD");
-    setenv("INCOLL_MPI_ENABLE", "0", 1);
-    rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun --mpi mpich -n 2 --emulate "
-            "--link-rate 1g -- '%s/linkbytes'",
-            test_bindir(), progdir);
-    unsetenv("INCOLL_MPI_ENABLE");
-    text = slurp(out);
-    CHECK_MSG(rc == 0 && strstr(text, "linkbytes: ok"), "exit %d, see %s", rc,
-              out);
-    /* Two ranks: each sends the other at least half of the vector. */
-    ret = check_linkbytes(text, 2, 1 << 19, 1 << 20, out);
-    free(text);
-    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
-    return ret;
+    return run_linkbytes(out, "--mpi mpich", 2, 0, 1 << 19, 1 << 20, NULL);
 }

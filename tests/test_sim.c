@@ -206,20 +206,16 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
     fprintf(f, "agg ns_per_packet=300\n");
     fclose(f);
 
-    snprintf(args, sizeof(args),
-             "--hosts 64 --radix 8 --sizes 8 --algos inc --an server --data "
-             "--calib '%s'",
-             calib);
-    CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked == 1);
-    slow_us = r[0].latency_us;
-    snprintf(args, sizeof(args),
-             "--hosts 64 --radix 8 --sizes 8 --algos inc --an server --data "
-             "--calib '%s'",
-             base);
-    CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked == 1);
-    fast_us = r[0].latency_us;
+    /* The measured cost, then the 300 ns one. */
+    for (int i = 0; i < 2; i++) {
+        snprintf(args, sizeof(args),
+                 "--hosts 64 --radix 8 --sizes 8 --algos inc --an server "
+                 "--data --calib '%s'",
+                 i == 0 ? calib : base);
+        CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
+        CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked == 1);
+        *(i == 0 ? &slow_us : &fast_us) = r[0].latency_us;
+    }
     fprintf(stderr,
             "    measured %.0f ns per datagram: %.2f us, at 300 ns: "
             "%.2f us\n",
