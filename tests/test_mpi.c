@@ -778,7 +778,8 @@ static const char *emulate_ready(mpi_kind_t kind)
 }
 
 /* Parses the linkbytes lines of np ranks: each rank in its own emulated
- * host (distinct 10.77.x.x addresses), its uplink carried at least
+ * host (distinct 10.77.x.x addresses, and the host's own name as MPI's
+ * processor name: inc<6 hex digits>-h<rank>), its uplink carried at least
  * min_tx bytes and loopback almost nothing. */
 static int check_linkbytes(const char *text, int np, long min_tx,
                            long min_total, const char *out)
@@ -788,18 +789,22 @@ static int check_linkbytes(const char *text, int np, long min_tx,
     int seen = 0;
 
     for (const char *p = text; (p = strstr(p, "linkbytes: rank ")); p++) {
-        int r;
-        char addr[64];
+        int r, hr = -1;
+        char addr[64], host[64];
         long tx, rx, lo;
         if (sscanf(p,
                    "linkbytes: rank %d addr %63s uplink_tx %ld uplink_rx "
-                   "%ld lo_tx %ld",
-                   &r, addr, &tx, &rx, &lo) != 5 ||
+                   "%ld lo_tx %ld host %63s",
+                   &r, addr, &tx, &rx, &lo, host) != 6 ||
             r < 0 || r >= np || r >= 16)
             continue;
         CHECK_MSG(strncmp(addr, "10.77.", 6) == 0,
                   "rank %d is not on an emulated host (addr %s): %s", r, addr,
                   out);
+        CHECK_MSG(strlen(host) > 11 && strncmp(host, "inc", 3) == 0 &&
+                      sscanf(host + 9, "-h%d", &hr) == 1 && hr == r,
+                  "rank %d runs on host %s, want its own inc<id>-h%d: %s", r,
+                  host, r, out);
         CHECK_MSG(tx >= min_tx,
                   "rank %d sent %ld bytes on its link, want "
                   ">= %ld: %s",

@@ -267,7 +267,9 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                                  char *err, size_t errlen)
 {
     parse_t p = {path, 0, err, errlen};
-    char line[MAX_LINE + 2]; /* the characters, the newline and a NUL */
+    char *line = NULL;
+    size_t line_cap = 0;
+    ssize_t got;
     char(*parents)[FABRIC_NAME_MAX] = NULL;
     char(*leaves)[FABRIC_NAME_MAX] = NULL;
     int *an_lines = NULL, *host_lines = NULL;
@@ -281,14 +283,22 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return INCOLL_ERR_CONFIG;
     }
-    while (fgets(line, sizeof(line), f)) {
+    while ((got = getline(&line, &line_cap, f)) >= 0) {
         char *fields[MAX_FIELDS], *save = NULL, *tok, *hash;
+        size_t len = (size_t)got;
         int nf = 0;
         uint64_t v;
 
         p.line++;
-        if (strchr(line, '\n') == NULL && !feof(f)) {
-            status = perr(&p, "line too long");
+        if (len > 0 && line[len - 1] == '\n')
+            len--;
+        if (len > MAX_LINE) {
+            status = perr(&p, "line too long (%zu characters, at most %d)",
+                          len, MAX_LINE);
+            goto out;
+        }
+        if (memchr(line, '\0', len) != NULL) {
+            status = perr(&p, "NUL byte in the line");
             goto out;
         }
         hash = strchr(line, '#');
@@ -376,6 +386,14 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                               name);
                 goto out;
             }
+            /* Hosts and parents know an AN by its address alone. */
+            for (int i = 0; i < conf->nans; i++) {
+                if (conf->ans[i].addr == a->addr) {
+                    status = perr(&p, "an %s: addr %s is also an %s's (line %d)",
+                                  name, addr, conf->ans[i].name, an_lines[i]);
+                    goto out;
+                }
+            }
             if (parent == NULL || strlen(parent) >= FABRIC_NAME_MAX) {
                 status = perr(&p, "an %s: bad or missing parent= (a name or -)",
                               name);
@@ -449,6 +467,10 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             goto out;
         }
     }
+    if (ferror(f)) {
+        status = perr(&p, "read error: %s", strerror(errno));
+        goto out;
+    }
     p.line = 0;
     if (!seen_fabric) {
         status = perr(&p, "no fabric record");
@@ -517,6 +539,7 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
     }
 out:
     fclose(f);
+    free(line);
     free(parents);
     free(leaves);
     free(an_lines);

@@ -480,6 +480,9 @@ static inline const char *fuzz_fabric_invariants(const fabric_conf_t *c)
             return "fabric.conf: an an name or netns out of its limits";
         if (fabric_conf_find_an(c, a->name) != i)
             return "fabric.conf: two ans of one name";
+        for (int j = 0; j < i; j++)
+            if (c->ans[j].addr == a->addr)
+                return "fabric.conf: two ans of one address";
         if (a->level < 1 || a->level > 16 || !fuzz_ep_ok(a->addr))
             return "fabric.conf: an an level or address out of its limits";
         if (a->parent < -1 || a->parent >= c->nans ||

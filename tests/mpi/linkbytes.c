@@ -71,8 +71,8 @@ int main(int argc, char **argv)
 {
     static double x[COUNT], y[COUNT];
     unsigned long long tx0, rx0, tx1, rx1, lo0, lo1, dummy;
-    char addr[64];
-    int r, n, ok = 1;
+    char addr[64], name[MPI_MAX_PROCESSOR_NAME];
+    int r, n, len, ok = 1;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
@@ -93,9 +93,10 @@ int main(int argc, char **argv)
             ok = 0;
     }
     uplink_addr(addr, sizeof(addr));
+    MPI_Get_processor_name(name, &len);
     printf("linkbytes: rank %d addr %s uplink_tx %llu uplink_rx %llu lo_tx "
-           "%llu\n",
-           r, addr, tx1 - tx0, rx1 - rx0, lo1 - lo0);
+           "%llu host %s\n",
+           r, addr, tx1 - tx0, rx1 - rx0, lo1 - lo0, name);
     fflush(stdout);
     MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (r == 0)

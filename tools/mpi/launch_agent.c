@@ -15,6 +15,13 @@
  * So the daemon (orted, hydra_pmi_proxy) and the ranks it starts live in
  * the emulated host, and their TCP traffic crosses its shaped link.
  *
+ * The command also gets a UTS namespace whose host name is HOST, as a
+ * real host has a name of its own. Without it every emulated host is
+ * the machine's name, and Open MPI's daemons, which name their session
+ * directories /tmp/ompi.HOSTNAME.UID and clean up what they find there
+ * at start, remove each other's: the daemon that loses exits after it
+ * has daemonized, and mpirun waits for it for ever.
+ *
  * HOST must be a host namespace of an emulated fabric registered in
  * /run/incoll-emu (see tools/emu.h): the agent never enters anything
  * else. Like ssh, it exits 255 when it cannot run the command.
@@ -23,6 +30,7 @@
  * takes the agent as one path without arguments.
  */
 #include <ctype.h>
+#include <sched.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -107,6 +115,14 @@ int main(int argc, char **argv)
     if (ip == NULL) {
         fprintf(stderr, "incoll-launch-agent: ip not found (install "
                         "iproute2)\n");
+        return 255;
+    }
+    /* A host name of its own (see above). */
+    if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
+        fprintf(stderr,
+                "incoll-launch-agent: cannot give %s a host name of its "
+                "own (UTS namespace: %s)\n",
+                host, strerror(errno));
         return 255;
     }
     /* The words of the command, joined by spaces, as ssh does. */
