@@ -622,6 +622,22 @@ TEST(fuzz_topo, TEST_UNIT)
 
 /* ---- bugs the fuzzing found ---- */
 
+/* Seed 0 of fabric.conf as text (NULL on failure), its length and its
+ * line count (the number of the line a text appended to it starts). */
+static char *fabric_seed_text(size_t *len_p, int *lines_p)
+{
+    char seed_path[512], *seed;
+
+    snprintf(seed_path, sizeof(seed_path), "%.400s/seed.conf", test_tmpdir());
+    if (fuzz_fabric_seed(0, seed_path) != INCOLL_OK)
+        return NULL;
+    seed = fuzz_read_file(seed_path, len_p);
+    *lines_p = 1;
+    for (size_t i = 0; seed && i < *len_p; i++)
+        *lines_p += seed[i] == '\n';
+    return seed;
+}
+
 /*
  * fabric.conf lines may have 1023 characters (docs/fabric-conf.md), but
  * the loader's buffer held 1022 and the newline: a 1023-character line
@@ -629,25 +645,20 @@ TEST(fuzz_topo, TEST_UNIT)
  */
 TEST(fuzz_fabric_conf_line_1023, TEST_UNIT)
 {
-    char seed_path[512], path[64], err[512], *seed, *text;
+    char path[64], err[512], *seed, *text;
     size_t seed_len;
     fabric_conf_t conf;
-    int fd = fuzz_memfd_open(path, sizeof(path));
+    int fd = fuzz_memfd_open(path, sizeof(path)), lines;
 
-    snprintf(seed_path, sizeof(seed_path), "%.400s/seed.conf", test_tmpdir());
     CHECK(fd >= 0);
-    CHECK_EQ_INT(fuzz_fabric_seed(0, seed_path), INCOLL_OK);
-    seed = fuzz_read_file(seed_path, &seed_len);
+    seed = fabric_seed_text(&seed_len, &lines);
     CHECK(seed != NULL);
     text = malloc(seed_len + 1100);
     CHECK(text != NULL);
     for (int chars = 1022; chars <= 1024; chars++) {
         for (int newline = 0; newline < 2; newline++) {
             size_t len = seed_len;
-            int lines = 1;
             memcpy(text, seed, seed_len);
-            for (size_t i = 0; i < seed_len; i++)
-                lines += seed[i] == '\n';
             text[len++] = '#';
             memset(text + len, 'x', (size_t)chars - 1);
             len += (size_t)chars - 1;
@@ -685,20 +696,16 @@ TEST(fuzz_fabric_conf_line_1023, TEST_UNIT)
  */
 TEST(fuzz_fabric_conf_nul_and_shared_addr, TEST_UNIT)
 {
-    char seed_path[512], path[64], err[512], want[600], *seed, *text;
+    char path[64], err[512], want[600], *seed, *text;
     size_t seed_len;
     fabric_conf_t conf;
-    int fd = fuzz_memfd_open(path, sizeof(path)), lines = 1, an = -1;
+    int fd = fuzz_memfd_open(path, sizeof(path)), lines, an = -1;
 
-    snprintf(seed_path, sizeof(seed_path), "%.400s/seed.conf", test_tmpdir());
     CHECK(fd >= 0);
-    CHECK_EQ_INT(fuzz_fabric_seed(0, seed_path), INCOLL_OK);
-    seed = fuzz_read_file(seed_path, &seed_len);
+    seed = fabric_seed_text(&seed_len, &lines);
     CHECK(seed != NULL);
     text = malloc(seed_len + 64);
     CHECK(text != NULL);
-    for (size_t i = 0; i < seed_len; i++)
-        lines += seed[i] == '\n';
 
     /* A NUL byte in a last line without a newline, and in one with. */
     for (int newline = 0; newline < 2; newline++) {
