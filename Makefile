@@ -146,7 +146,7 @@ MPI_SRCS    := $(sort $(wildcard src/mpi/*.c))
 MPI_CFLAGS  := $(BASEFLAGS) $(CFLAGS) -fPIC
 MPI_SOFLAGS := -shared -Wl,--version-script=src/mpi/exports.map -Wl,-z,defs
 MPI_SOLIBS   = -Wl,--whole-archive $(BUILD)/lib/libincoll.a -Wl,--no-whole-archive $(LDLIBS) -ldl
-MPI_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS)
+MPI_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Isrc $(WARN) $(CFLAGS)
 MPI_TEST_FFLAGS := -Wall $(CFLAGS)
 MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
 MPI_TEST_F  := $(sort $(wildcard tests/mpi/*.f90))
@@ -169,7 +169,8 @@ $(BUILD)/obj/mpi-default/%.o: src/mpi/%.c
 $(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(BUILD)/lib/libincoll.a src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
-$(BUILD)/tests/mpi/%: tests/mpi/%.c
+# (they may include header-only helpers of src/common, e.g. netdev.h)
+$(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
 # The MPI worker of `incoll bench allreduce --algos ...,mpi`
@@ -201,7 +202,7 @@ $(BUILD)/obj/mpi-mpich/%.o: src/mpi/%.c
 $(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(BUILD)/lib/libincoll.a src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
-$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c
+$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_TEST_CFLAGS) -o $@ $<
 ifeq ($(call MPI_HAVE,$(MPIF90_MPICH)),1)

@@ -42,6 +42,7 @@
 #include "cli.h"
 #include "emu.h"
 
+#include "common/netdev.h"
 #include "common/udp.h"
 #include "host/host.h"
 #include "incoll.h"
@@ -633,38 +634,17 @@ static int shm_barrier_create(const char *dir)
     return ret;
 }
 
-/*
- * Bytes and packets sent by interface dev of this process's network
- * namespace, from /proc/net/dev (per namespace, unlike /sys/class/net
- * after a plain setns). Returns 0, or -1 when there is no such interface.
- */
+/* Bytes and packets sent by interface dev of this process's network
+ * namespace. Returns 0, or -1 when there is no such interface. */
 static int netdev_tx(const char *dev, uint64_t *bytes_p, uint64_t *pkts_p)
 {
-    char line[512], name[64];
-    int ret = -1;
-    FILE *f = fopen("/proc/net/dev", "r");
+    netdev_counters_t c;
+    int ret = netdev_counters(dev, &c);
 
-    if (f == NULL)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long long v[10];
-        char *colon = strchr(line, ':');
-        if (colon == NULL)
-            continue;
-        *colon = '\0';
-        if (sscanf(line, " %63s", name) != 1 || strcmp(name, dev) != 0)
-            continue;
-        if (sscanf(colon + 1,
-                   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
-                   &v[9]) == 10) {
-            *bytes_p = v[8];
-            *pkts_p = v[9];
-            ret = 0;
-        }
-        break;
+    if (ret == 0) {
+        *bytes_p = c.tx_bytes;
+        *pkts_p = c.tx_packets;
     }
-    fclose(f);
     return ret;
 }
 

@@ -4,16 +4,19 @@
  * emulated host's link "uplink", and "lo") around one MPI_Allreduce of
  * 1 MiB of doubles and prints, per rank:
  *
- *   linkbytes: rank R addr A uplink_tx T uplink_rx X lo_tx L
+ *   linkbytes: rank R addr A uplink_tx T uplink_rx X lo_tx L host H
  *
- * with A the rank's IPv4 address on uplink (or "-"). Run with the layer
+ * with A the rank's IPv4 address on uplink (or "-") and H MPI's processor
+ * name (the emulated host's own host name). Run with the layer
  * off (INCOLL_MPI_ENABLE=0 or no preload) so that the allreduce is the
  * MPI library's own. tests/test_mpi.c checks that every rank is in its
- * own emulated host (distinct 10.77.x.x addresses) and that the vector
- * crossed the links, not loopback. The result is checked too (exact sums
- * of small integers). Prints "linkbytes: ok" at rank 0.
+ * own emulated host (distinct 10.77.x.x addresses, its host's name) and that
+ * the vector crossed the links, not loopback. The result is checked too (exact
+ * sums of small integers). Prints "linkbytes: ok" at rank 0.
  */
 #include <mpi.h>
+
+#include "common/netdev.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -28,29 +31,11 @@
 static void if_bytes(const char *dev, unsigned long long *tx,
                      unsigned long long *rx)
 {
-    char line[512], name[64];
-    FILE *f = fopen("/proc/net/dev", "r");
+    netdev_counters_t c;
 
-    *tx = *rx = 0;
-    if (f == NULL)
-        return;
-    while (fgets(line, sizeof(line), f)) {
-        unsigned long long v[16];
-        char *colon = strchr(line, ':');
-        if (colon == NULL)
-            continue;
-        *colon = '\0';
-        if (sscanf(line, " %63s", name) != 1 || strcmp(name, dev) != 0)
-            continue;
-        if (sscanf(colon + 1,
-                   "%llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8],
-                   &v[9]) == 10) {
-            *rx = v[0];
-            *tx = v[8];
-        }
-    }
-    fclose(f);
+    netdev_counters(dev, &c);
+    *tx = c.tx_bytes;
+    *rx = c.rx_bytes;
 }
 
 static void uplink_addr(char *buf, size_t len)
