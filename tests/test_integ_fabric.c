@@ -10,6 +10,7 @@
 #include "incoll.h"
 
 #include "common/fabric_conf.h"
+#include "common/procstat.h"
 #include "common/wire.h"
 
 #include <arpa/inet.h>
@@ -750,19 +751,7 @@ static pid_t read_pid(const char *dir, const char *name)
 static int wait_gone(pid_t pid, int ms)
 {
     for (int t = 0; t < ms; t += 20) {
-        char path[64], buf[256];
-        FILE *f;
-        size_t n;
-        const char *rp;
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        f = fopen(path, "r");
-        if (f == NULL)
-            return 0;
-        n = fread(buf, 1, sizeof(buf) - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        rp = strrchr(buf, ')');
-        if (rp && rp[1] && (rp[2] == 'Z' || rp[2] == 'X'))
+        if (!proc_running(pid))
             return 0;
         usleep(20000);
     }

@@ -19,6 +19,7 @@
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "common/mgr_proto.h"
+#include "common/procstat.h"
 #include "mgr/mgr_tool.h"
 
 #include <arpa/inet.h>
@@ -966,23 +967,6 @@ static int cli(const char *log, double timeout_s, char **args)
     return wait_pid(spawn(log, argv, NULL), timeout_s);
 }
 
-/* 1 if pid runs (not gone, not a zombie nobody reaped yet). */
-static int running(pid_t pid)
-{
-    char path[64], text[512], *rp;
-    FILE *f;
-    size_t n;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r"); /* /proc files have no size: no slurp() */
-    if (f == NULL)
-        return 0;
-    n = fread(text, 1, sizeof(text) - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    rp = strrchr(text, ')');
-    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
 /* What `incoll fabric up` made in dir: checked, used, and shown by stat. */
 static int cli_check(const char *dir)
 {
@@ -1079,7 +1063,7 @@ static int cli_body(void)
     CHECK_MSG(rc == 0 && strstr(text, "stopped 3 ans and the manager"),
               "fabric down exited %d:\n%s", rc, text);
     free(text);
-    CHECK(mgr_pid > 0 && !running(mgr_pid));
+    CHECK(mgr_pid > 0 && !proc_running(mgr_pid));
     snprintf(path, sizeof(path), "%s/fabric.env", dir);
     CHECK(access(path, F_OK) != 0);
     return ret;

@@ -21,6 +21,7 @@
 #include "cli.h"
 
 #include "common/fabric_conf.h"
+#include "common/procstat.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -53,28 +54,12 @@ static void usage(FILE *out)
  * read. */
 static int proc_cpu_ns(pid_t pid, uint64_t *ns_p)
 {
-    char path[64], buf[1024], *p;
-    unsigned long long ut, st;
     long hz = sysconf(_SC_CLK_TCK);
-    size_t n;
-    FILE *f;
+    proc_stat_t st;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL)
+    if (hz <= 0 || proc_stat_read(pid, &st) != 0)
         return -1;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* The name in parentheses may hold spaces: fields count from the last
-     * ')'. utime and stime are fields 14 and 15, the 12th and 13th after
-     * the state. */
-    p = strrchr(buf, ')');
-    if (p == NULL || hz <= 0 ||
-        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-               &ut, &st) != 2)
-        return -1;
-    *ns_p = (uint64_t)(ut + st) * (1000000000ull / (uint64_t)hz);
+    *ns_p = (uint64_t)(st.utime + st.stime) * (1000000000ull / (uint64_t)hz);
     return 0;
 }
 

@@ -30,6 +30,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
+#include "common/procstat.h"
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
 #include "mgr/topo.h"
@@ -84,29 +85,13 @@ static void sleep_ms(int ms)
  */
 static int agg_alive(pid_t pid)
 {
-    char path[64], buf[512], *open_paren, *close_paren;
-    FILE *f;
-    size_t n;
+    proc_stat_t st;
 
-    if (pid <= 0)
+    if (proc_stat_read(pid, &st) != 0)
         return 0;
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    f = fopen(path, "r");
-    if (f == NULL)
+    if (strcmp(st.comm, AGG_COMM) != 0 && strcmp(st.comm, MGR_COMM) != 0)
         return 0;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    open_paren = strchr(buf, '(');
-    close_paren = strrchr(buf, ')');
-    if (open_paren == NULL || close_paren == NULL || close_paren[1] == '\0' ||
-        close_paren[2] == '\0')
-        return 0;
-    *close_paren = '\0';
-    if (strcmp(open_paren + 1, AGG_COMM) != 0 &&
-        strcmp(open_paren + 1, MGR_COMM) != 0)
-        return 0;
-    return close_paren[2] != 'Z' && close_paren[2] != 'X';
+    return st.state != 'Z' && st.state != 'X';
 }
 
 static pid_t read_pidfile(const char *path)
