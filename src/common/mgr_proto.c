@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -776,7 +777,8 @@ void mgr_stream_close(mgr_stream_t *st)
 
 int mgr_stream_read(mgr_stream_t *st, const char **why_p)
 {
-    size_t max_cap = 4 + MGR_MAX_FRAME + RX_CHUNK;
+    size_t max_cap =
+        4 + (st->max_frame ? st->max_frame : MGR_MAX_FRAME) + RX_CHUNK;
 
     for (;;) {
         ssize_t n;
@@ -842,6 +844,41 @@ int mgr_stream_flush(mgr_stream_t *st)
 size_t mgr_stream_pending(const mgr_stream_t *st)
 {
     return st->tx_len - st->tx_off;
+}
+
+size_t mgr_stream_partial(const mgr_stream_t *st, size_t *frame_p)
+{
+    size_t avail = st->rx_len - st->rx_off;
+    *frame_p = avail >= 4 ? 4 + (size_t)mgr_get_u32(st->rx + st->rx_off, 0) : 0;
+    return avail;
+}
+
+void mgr_stream_trim(mgr_stream_t *st)
+{
+    size_t avail = st->rx_len - st->rx_off, want;
+    uint8_t *nb;
+
+    if (st->rx_cap <= 2 * RX_CHUNK)
+        return;
+    if (avail == 0) {
+        free(st->rx);
+        st->rx = NULL;
+        st->rx_len = st->rx_cap = st->rx_off = 0;
+        return;
+    }
+    want = 2 * RX_CHUNK;
+    while (want < avail + RX_CHUNK)
+        want *= 2;
+    if (want >= st->rx_cap)
+        return;
+    memmove(st->rx, st->rx + st->rx_off, avail);
+    st->rx_len = avail;
+    st->rx_off = 0;
+    nb = realloc(st->rx, want);
+    if (nb != NULL) {
+        st->rx = nb;
+        st->rx_cap = want;
+    }
 }
 
 #ifdef INCOLL_HAVE_SODIUM
@@ -985,9 +1022,18 @@ mgr_next_t mgr_stream_next(mgr_stream_t *st, uint16_t *type_p,
         if (avail < 4)
             return MGR_NEXT_NONE;
         flen = mgr_get_u32(p, 0);
-        limit = ready ? MGR_MAX_FRAME : MGR_MAX_HS_FRAME;
-        if (flen < 2 + (ready ? MGR_MAC_LEN : 0) || flen > limit) {
+        limit = !ready ? MGR_MAX_HS_FRAME
+                : st->max_frame ? st->max_frame : MGR_MAX_FRAME;
+        if (flen < 2 + (ready ? MGR_MAC_LEN : 0)) {
             *why_p = "bad frame length";
+            st->state = MGR_ST_FAILED;
+            return MGR_NEXT_ERROR;
+        }
+        if (flen > limit) {
+            snprintf(st->why, sizeof(st->why),
+                     "frame of %" PRIu32 " bytes over the limit of %zu%s",
+                     flen, limit, ready ? "" : " during the handshake");
+            *why_p = st->why;
             st->state = MGR_ST_FAILED;
             return MGR_NEXT_ERROR;
         }

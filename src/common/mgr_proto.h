@@ -288,6 +288,8 @@ typedef struct {
     size_t tx_cap;
     size_t tx_off;            /* bytes of tx already written */
     size_t tx_limit;          /* refuse to queue beyond this (slow peer) */
+    size_t max_frame;         /* after the handshake; 0: MGR_MAX_FRAME */
+    char why[96];             /* an error reason with numbers in it */
 } mgr_stream_t;
 
 typedef enum {
@@ -319,6 +321,19 @@ int mgr_stream_read(mgr_stream_t *st, const char **why_p);
 mgr_next_t mgr_stream_next(mgr_stream_t *st, uint16_t *type_p,
                            const uint8_t **body_p, size_t *len_p,
                            const char **why_p);
+
+/*
+ * Bytes read but not yet taken out by mgr_stream_next(): the start of a
+ * frame still incomplete. *frame_p gets that frame's whole size (length
+ * prefix included) once its prefix has arrived, else 0.
+ */
+size_t mgr_stream_partial(const mgr_stream_t *st, size_t *frame_p);
+
+/* Gives back the receive buffer's memory beyond what the frame in progress
+ * needs (all of it when nothing is pending). Call after mgr_stream_next()
+ * returned MGR_NEXT_NONE, so a connection that once sent a big frame does
+ * not keep its buffer. */
+void mgr_stream_trim(mgr_stream_t *st);
 
 /* Queues one application frame (READY only); returns INCOLL_ERR_BUSY when
  * the peer does not read and the queue is over its limit. */

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,11 +18,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_CONNS 8192
+#define FD_RESERVE 16   /* descriptors kept for everything but connections */
+#define MIN_CONNS 8
+#define EVICT_MS 500    /* an unauthenticated connection's least chance */
+#define LISTEN_REST_MS 100 /* out of descriptors: rest the listener */
+#define RATE_MS 10000   /* hostile-traffic warnings: a burst per interval */
+#define TOOL_MAX_FRAME (64u << 10)
+#define HOST_MAX_FRAME (2u << 20)
 #define GROUP_ACK_MS 5000
 #define HB_MISSED 5 /* heartbeats an AN may miss before it is dead */
 #define TOMBSTONES 4096 /* ids of groups this manager tore down, remembered */
@@ -35,7 +44,12 @@ typedef struct conn {
     char peer[32];
     uint32_t peer_ip;
     int dead;
+    int unauth;          /* counted in mgr.nunauth */
     int watching_out;    /* EPOLLOUT armed */
+    uint64_t accepted;   /* when */
+    uint64_t partial_since; /* the frame in progress began, or 0 */
+    uint64_t reserved;   /* bytes of it, charged to the budgets */
+    struct job *res_job; /* the job charged too, or NULL */
     uint64_t deadline;   /* auth deadline, then (ANs) heartbeat deadline */
     int an;              /* switch index of a registered AN, else -1 */
     job_t *job;          /* a joined host's job */
@@ -72,6 +86,7 @@ struct job {
     int size;
     rank_t *ranks;
     uint64_t created;
+    uint64_t rx_reserved; /* partial frames of its connections */
     struct job *next;
 };
 
@@ -111,6 +126,16 @@ struct pending {
     struct pending *next;
 };
 
+/* Rate limits a kind of warning to `burst` lines per RATE_MS, counting
+ * what it leaves out for the next line that goes through. */
+typedef struct {
+    const char *what;
+    int burst;
+    int used;
+    uint64_t window;
+    uint64_t suppressed;
+} ratelog_t;
+
 struct mgr {
     mgr_params_t p;
     const topo_t *topo;
@@ -121,6 +146,14 @@ struct mgr {
     char listen[64];
     conn_t *conns;
     int nconns;
+    int nunauth;
+    int max_conns;       /* from RLIMIT_NOFILE */
+    int max_unauth;
+    int spare_fd;        /* /dev/null, given up to shed a connection */
+    int listen_resting;  /* the listener is out of the epoll set */
+    uint64_t listen_resume; /* until then */
+    uint64_t rx_reserved; /* partial frames of every connection */
+    ratelog_t rl_accept, rl_conn, rl_frame;
     conn_t *graveyard;
     an_state_t *an;
     job_t *jobs;
@@ -133,6 +166,10 @@ struct mgr {
     struct {
         uint64_t conns_accepted;
         uint64_t conns_refused;
+        uint64_t conns_evicted;
+        uint64_t conns_shed;
+        uint64_t frames_late;
+        uint64_t frames_refused;
         uint64_t auth_failures;
         uint64_t malformed;
         uint64_t groups_made;
@@ -161,12 +198,56 @@ void mgr_params_default(mgr_params_t *p)
     p->recover_ms = 10000;
     p->request_ms = 30000;
     p->auth_ms = 5000;
+    p->frame_ms = 10000;
+    p->rx_budget = 64u << 20;
+    p->job_rx_budget = 16u << 20;
     p->tick_ms = 100;
     p->stop_fd = -1;
     place_params_default(&p->place);
 }
 
 uint16_t mgr_port(const mgr_t *m) { return m->port; }
+
+/* ---- rate-limited warnings ---- */
+
+/* 1 when a warning of this kind may go out now; *suppressed_p then says
+ * how many were left out before it. */
+static int rate_ok(ratelog_t *rl, uint64_t *suppressed_p)
+{
+    uint64_t now = now_ms();
+    if (rl->window == 0 || now >= rl->window + RATE_MS) {
+        rl->window = now;
+        rl->used = 0;
+    }
+    if (rl->used >= rl->burst) {
+        rl->suppressed++;
+        return 0;
+    }
+    rl->used++;
+    *suppressed_p = rl->suppressed;
+    rl->suppressed = 0;
+    return 1;
+}
+
+static void rate_warn(ratelog_t *rl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void rate_warn(ratelog_t *rl, const char *fmt, ...)
+{
+    char text[512];
+    uint64_t suppressed;
+    va_list ap;
+    if (!rate_ok(rl, &suppressed))
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    if (suppressed)
+        incoll_warn("%s (and %" PRIu64 " more %s since the last)", text,
+                    suppressed, rl->what);
+    else
+        incoll_warn("%s", text);
+}
 
 /* ---- connections ---- */
 
@@ -594,11 +675,33 @@ static void host_gone(mgr_t *m, conn_t *c)
     }
 }
 
+/* Charges what c buffers of a frame in progress to the budgets, in place
+ * of what it had. */
+static void conn_charge(mgr_t *m, conn_t *c, uint64_t bytes, job_t *j)
+{
+    m->rx_reserved -= c->reserved;
+    if (c->res_job)
+        c->res_job->rx_reserved -= c->reserved;
+    c->reserved = bytes;
+    c->res_job = bytes ? j : NULL;
+    m->rx_reserved += bytes;
+    if (c->res_job)
+        c->res_job->rx_reserved += bytes;
+}
+
 static void conn_kill(mgr_t *m, conn_t *c, const char *why)
 {
     if (c->dead)
         return;
     c->dead = 1;
+    conn_charge(m, c, 0, NULL);
+    if (c->unauth) {
+        c->unauth = 0;
+        m->nunauth--;
+    }
+    /* A freed descriptor may be what the listener waits for. */
+    if (m->listen_resting)
+        m->listen_resume = 0;
     if (c->an >= 0 && m->an[c->an].conn == c)
         an_down(m, c->an, why);
     else if (c->job)
@@ -1411,15 +1514,22 @@ char *mgr_stat_text(const mgr_t *m)
         njobs++;
     sb_printf(&s,
               "manager listen=%s uptime_ms=%" PRIu64 " ans=%d ans_up=%d "
-              "trees=%d hosts=%d jobs=%d groups=%d conns=%d conns_accepted=%" PRIu64
-              " conns_refused=%" PRIu64 " auth_failures=%" PRIu64
+              "trees=%d hosts=%d jobs=%d groups=%d conns=%d max_conns=%d "
+              "conns_unauth=%d conns_accepted=%" PRIu64
+              " conns_refused=%" PRIu64 " conns_evicted=%" PRIu64
+              " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64
+              " frames_late=%" PRIu64 " frames_refused=%" PRIu64
+              " auth_failures=%" PRIu64
               " malformed=%" PRIu64 " groups_made=%" PRIu64
               " groups_refused=%" PRIu64 " groups_failed=%" PRIu64
               " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
               " groups_adopted=%" PRIu64 "\n",
               m->listen, now - m->start, topo->nswitches, ans_up, topo->ntrees,
               topo->nhosts, njobs, place_group_count(m->pl), m->nconns,
-              m->ctr.conns_accepted, m->ctr.conns_refused, m->ctr.auth_failures,
+              m->max_conns, m->nunauth, m->ctr.conns_accepted,
+              m->ctr.conns_refused, m->ctr.conns_evicted, m->ctr.conns_shed,
+              m->rx_reserved, m->ctr.frames_late, m->ctr.frames_refused,
+              m->ctr.auth_failures,
               m->ctr.malformed, m->ctr.groups_made, m->ctr.groups_refused,
               m->ctr.groups_failed, m->ctr.groups_released,
               m->ctr.groups_reclaimed, m->ctr.groups_adopted);
@@ -1577,11 +1687,68 @@ unexpected:
                type);
 }
 
+/* The largest frame a peer of this role has any use for. */
+static size_t role_max_frame(int role)
+{
+    if (role == MGR_ROLE_TOOL)
+        return TOOL_MAX_FRAME;
+    if (role == MGR_ROLE_HOST)
+        return HOST_MAX_FRAME;
+    return MGR_MAX_FRAME;
+}
+
+/*
+ * After c's frames were taken out: starts the deadline of a frame in
+ * progress (began is 1 when it began in this read) and charges its
+ * announced size to the budgets, closing c when they cannot take it.
+ * Gives back the buffer of a frame that is done. Returns -1 when c was
+ * closed.
+ */
+static int conn_account(mgr_t *m, conn_t *c, int began)
+{
+    size_t frame, have = mgr_stream_partial(&c->st, &frame);
+    uint64_t want = frame > have ? frame : have;
+    job_t *j = c->job;
+    char why[256];
+
+    mgr_stream_trim(&c->st);
+    if (have == 0 || c->st.state != MGR_ST_READY) {
+        c->partial_since = 0;
+        conn_charge(m, c, 0, NULL);
+        return 0;
+    }
+    if (began || c->partial_since == 0)
+        c->partial_since = now_ms();
+    if (want == c->reserved)
+        return 0;
+    conn_charge(m, c, 0, NULL);
+    why[0] = '\0';
+    if (m->rx_reserved + want > m->p.rx_budget)
+        snprintf(why, sizeof(why),
+                 "frame of %" PRIu64 " bytes refused: partial frames hold "
+                 "%" PRIu64 " of the manager's %" PRIu64 " bytes",
+                 want, m->rx_reserved, m->p.rx_budget);
+    else if (j && j->rx_reserved + want > m->p.job_rx_budget)
+        snprintf(why, sizeof(why),
+                 "frame of %" PRIu64 " bytes refused: partial frames hold "
+                 "%" PRIu64 " of job %s's %" PRIu64 " bytes",
+                 want, j->rx_reserved, j->name, m->p.job_rx_budget);
+    if (why[0]) {
+        m->ctr.frames_refused++;
+        rate_warn(&m->rl_frame, "conn %u (%s): %s", c->id, c->peer, why);
+        conn_kill(m, c, why);
+        return -1;
+    }
+    conn_charge(m, c, want, j);
+    return 0;
+}
+
 static void on_readable(mgr_t *m, conn_t *c)
 {
     const char *why = NULL;
     int closed = mgr_stream_read(&c->st, &why) != 0;
     const char *close_why = why;
+    int frames = 0;
 
     /* Frames that arrived before an end of stream still count. */
     for (;;) {
@@ -1596,12 +1763,23 @@ static void on_readable(mgr_t *m, conn_t *c)
                 m->ctr.auth_failures++;
             else
                 m->ctr.malformed++;
-            incoll_warn("conn %u (%s): rejected: %s", c->id, c->peer, why);
+            if (strstr(why, "over the limit"))
+                m->ctr.frames_refused++;
+            rate_warn(&m->rl_conn, "conn %u (%s): rejected: %s", c->id,
+                      c->peer, why);
             conn_kill(m, c, why);
             return;
         }
+        frames++;
         if (r == MGR_NEXT_READY) {
             c->deadline = 0;
+            if (c->unauth) {
+                c->unauth = 0;
+                m->nunauth--;
+                if (m->listen_resting)
+                    m->listen_resume = 0;
+            }
+            c->st.max_frame = role_max_frame(c->st.role);
             incoll_debug("conn %u (%s): authenticated as role %d", c->id,
                          c->peer, c->st.role);
             continue;
@@ -1610,6 +1788,8 @@ static void on_readable(mgr_t *m, conn_t *c)
         if (c->dead)
             return;
     }
+    if (!closed && conn_account(m, c, frames > 0) != 0)
+        return;
     if (mgr_stream_flush(&c->st) != 0) {
         conn_kill(m, c, "send failed");
         return;
@@ -1619,30 +1799,133 @@ static void on_readable(mgr_t *m, conn_t *c)
         conn_kill(m, c, close_why);
 }
 
+/* Takes the listener out of the epoll set for ms (0: until a connection
+ * goes or authenticates), so a full house does not wake the loop. */
+static void listener_rest(mgr_t *m, uint64_t ms)
+{
+    if (!m->listen_resting) {
+        epoll_ctl(m->epfd, EPOLL_CTL_DEL, m->lfd, NULL);
+        m->listen_resting = 1;
+    }
+    m->listen_resume = now_ms() + ms;
+}
+
+static void listener_wake(mgr_t *m)
+{
+    struct epoll_event ev;
+    if (!m->listen_resting || now_ms() < m->listen_resume)
+        return;
+    ev.events = EPOLLIN;
+    ev.data.ptr = &m->lfd;
+    if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->lfd, &ev) != 0) {
+        rate_warn(&m->rl_accept, "listener: epoll_ctl: %s", strerror(errno));
+        m->listen_resume = now_ms() + LISTEN_REST_MS;
+        return;
+    }
+    m->listen_resting = 0;
+}
+
+/*
+ * Makes room for one more connection when the manager is at its bound of
+ * connections or of unauthenticated ones: evicts the oldest
+ * unauthenticated connection if it has had EVICT_MS to authenticate.
+ * Returns 1 when there is room, else 0 with *wait_p the ms until there may
+ * be (0: until a connection goes).
+ */
+static int make_room(mgr_t *m, uint64_t *wait_p)
+{
+    uint64_t now = now_ms();
+    conn_t *oldest = NULL;
+    uint32_t evict_ms = m->p.auth_ms < EVICT_MS ? m->p.auth_ms : EVICT_MS;
+
+    if (m->nconns < m->max_conns && m->nunauth < m->max_unauth)
+        return 1;
+    /* The list runs newest first. */
+    for (conn_t *c = m->conns; c; c = c->next)
+        if (c->unauth)
+            oldest = c;
+    if (oldest == NULL) {
+        rate_warn(&m->rl_accept,
+                  "at the limit of %d connections (RLIMIT_NOFILE); new ones "
+                  "wait in the listen queue",
+                  m->max_conns);
+        *wait_p = 0;
+        return 0;
+    }
+    if (now < oldest->accepted + evict_ms) {
+        *wait_p = oldest->accepted + evict_ms - now;
+        return 0;
+    }
+    m->ctr.conns_evicted++;
+    rate_warn(&m->rl_conn,
+              "conn %u (%s): evicted after %" PRIu64 " ms without "
+              "authenticating: %d of %d connections, %d of %d "
+              "unauthenticated",
+              oldest->id, oldest->peer, now - oldest->accepted, m->nconns,
+              m->max_conns, m->nunauth, m->max_unauth);
+    conn_kill(m, oldest, "evicted: unauthenticated for too long while the "
+                         "manager is full");
+    return 1;
+}
+
+/* accept() ran out of descriptors: accepts the newest connection on the
+ * spare descriptor and closes it, so the listener does not stay readable
+ * for nothing, and rests the listener a moment. */
+static void shed_one(mgr_t *m, int err)
+{
+    if (m->spare_fd >= 0) {
+        int fd;
+        close(m->spare_fd);
+        m->spare_fd = -1;
+        fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0) {
+            close(fd);
+            m->ctr.conns_shed++;
+            m->ctr.conns_refused++;
+        }
+        m->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    rate_warn(&m->rl_accept,
+              "accept: %s with %d connections open; shedding the newest and "
+              "resting the listener for %d ms",
+              strerror(err), m->nconns, LISTEN_REST_MS);
+    listener_rest(m, LISTEN_REST_MS);
+}
+
 static void on_accept(mgr_t *m)
 {
     for (;;) {
         struct sockaddr_in sa;
         socklen_t sl = sizeof(sa);
-        int fd = accept4(m->lfd, (struct sockaddr *)&sa, &sl,
-                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd;
         conn_t *c;
         struct epoll_event ev;
         int one = 1;
         char ip[INET_ADDRSTRLEN];
+        uint64_t wait = 0;
 
+        if (!make_room(m, &wait)) {
+            listener_rest(m, wait ? wait : 60000);
+            return;
+        }
+        fd = accept4(m->lfd, (struct sockaddr *)&sa, &sl,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-                incoll_warn("accept: %s", strerror(errno));
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                return;
+            if (errno == EMFILE || errno == ENFILE) {
+                shed_one(m, errno);
+                return;
+            }
+            rate_warn(&m->rl_accept, "accept: %s; resting the listener for "
+                                     "%d ms",
+                      strerror(errno), LISTEN_REST_MS);
+            listener_rest(m, LISTEN_REST_MS);
             return;
         }
         m->ctr.conns_accepted++;
-        if (m->nconns >= MAX_CONNS) {
-            m->ctr.conns_refused++;
-            incoll_warn("refusing a connection: %d open", m->nconns);
-            close(fd);
-            continue;
-        }
         c = calloc(1, sizeof(*c));
         if (c == NULL) {
             close(fd);
@@ -1655,12 +1938,15 @@ static void on_accept(mgr_t *m)
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
         snprintf(c->peer, sizeof(c->peer), "%s:%u", ip,
                  (unsigned)ntohs(sa.sin_port));
-        c->deadline = now_ms() + m->p.auth_ms;
+        c->accepted = now_ms();
+        c->deadline = c->accepted + m->p.auth_ms;
         if (mgr_stream_init(&c->st, fd, 1, 0, m->p.key) != INCOLL_OK) {
             mgr_stream_close(&c->st);
             free(c);
             continue;
         }
+        /* Handshake frames are small: so is the buffer until then. */
+        c->st.max_frame = MGR_MAX_HS_FRAME;
         ev.events = EPOLLIN;
         ev.data.ptr = c;
         if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -1671,6 +1957,8 @@ static void on_accept(mgr_t *m)
         c->next = m->conns;
         m->conns = c;
         m->nconns++;
+        c->unauth = 1;
+        m->nunauth++;
         if (mgr_stream_flush(&c->st) != 0)
             conn_kill(m, c, "cannot send hello");
         else
@@ -1689,8 +1977,9 @@ static void on_tick(mgr_t *m)
     /* Collect first: killing one connection may kill others (an AN's
      * failure is told to members, whose connections may be broken). */
     for (conn_t *c = m->conns; late && c; c = c->next)
-        if ((c->st.state != MGR_ST_READY || c->an >= 0) && c->deadline &&
-            now > c->deadline)
+        if (((c->st.state != MGR_ST_READY || c->an >= 0) && c->deadline &&
+             now > c->deadline) ||
+            (c->partial_since && now > c->partial_since + m->p.frame_ms))
             late[nlate++] = c;
     for (int i = 0; i < nlate; i++) {
         conn_t *c = late[i];
@@ -1698,14 +1987,45 @@ static void on_tick(mgr_t *m)
             continue;
         if (c->st.state != MGR_ST_READY) {
             m->ctr.auth_failures++;
-            incoll_warn("conn %u (%s): no authentication within %u ms",
-                        c->id, c->peer, m->p.auth_ms);
+            rate_warn(&m->rl_conn, "conn %u (%s): no authentication within "
+                                   "%u ms",
+                      c->id, c->peer, m->p.auth_ms);
             conn_kill(m, c, "authentication timeout");
+        } else if (c->partial_since &&
+                   now > c->partial_since + m->p.frame_ms) {
+            size_t frame, have = mgr_stream_partial(&c->st, &frame);
+            char why[160];
+            m->ctr.frames_late++;
+            snprintf(why, sizeof(why),
+                     "frame incomplete after %u ms (%zu of %zu bytes)",
+                     m->p.frame_ms, have, frame);
+            if (c->job)
+                rate_warn(&m->rl_frame, "conn %u (%s, job %s rank %d): "
+                                        "closed: %s",
+                          c->id, c->peer, c->job->name, c->rank, why);
+            else
+                rate_warn(&m->rl_frame, "conn %u (%s, role %d): closed: %s",
+                          c->id, c->peer, c->st.role, why);
+            conn_kill(m, c, why);
         } else {
             conn_kill(m, c, "heartbeats missed");
         }
     }
     free(late);
+    /* Say what the rate limits left out once a quiet interval passed. */
+    {
+        ratelog_t *rls[] = {&m->rl_accept, &m->rl_conn, &m->rl_frame};
+        for (int i = 0; i < 3; i++) {
+            ratelog_t *rl = rls[i];
+            if (rl->suppressed && now >= rl->window + RATE_MS) {
+                incoll_warn("%" PRIu64 " more %s in the last %d s", rl->suppressed,
+                            rl->what, RATE_MS / 1000);
+                rl->suppressed = 0;
+                rl->window = now;
+                rl->used = 0;
+            }
+        }
+    }
     for (job_t *j = m->jobs; j; j = j->next) {
         for (int r = 0; r < j->size; r++) {
             rank_t *rk = &j->ranks[r];
@@ -1790,6 +2110,23 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
     m->topo = params->topo;
     m->lfd = -1;
     m->epfd = -1;
+    m->spare_fd = -1;
+    m->rl_accept = (ratelog_t){"accept warnings", 1, 0, 0, 0};
+    m->rl_conn = (ratelog_t){"connection warnings", 10, 0, 0, 0};
+    m->rl_frame = (ratelog_t){"frame warnings", 10, 0, 0, 0};
+    if (m->p.frame_ms == 0)
+        m->p.frame_ms = 10000;
+    {
+        /* Connections get what the descriptor limit leaves. */
+        struct rlimit rl;
+        uint64_t n = MAX_CONNS;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            n = rl.rlim_cur > FD_RESERVE + MIN_CONNS ? rl.rlim_cur - FD_RESERVE
+                                                     : MIN_CONNS;
+        m->max_conns = n < MAX_CONNS ? (int)n : MAX_CONNS;
+        m->max_unauth = m->max_conns / 2;
+    }
+    m->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     m->start = now_ms();
     m->boot_id = fabric_random64();
     snprintf(m->listen, sizeof(m->listen), "%s", params->listen);
@@ -1874,14 +2211,18 @@ int mgr_run(mgr_t *m)
 {
     uint64_t next_tick = now_ms() + m->p.tick_ms;
 
-    incoll_info("listening on %s: %d switches, %d trees, %d hosts",
+    incoll_info("listening on %s: %d switches, %d trees, %d hosts; at most "
+                "%d connections, %d of them unauthenticated",
                 m->listen, m->topo->nswitches, m->topo->ntrees,
-                m->topo->nhosts);
+                m->topo->nhosts, m->max_conns, m->max_unauth);
     for (;;) {
         struct epoll_event ev[64];
-        uint64_t now = now_ms();
-        int timeout = next_tick > now ? (int)(next_tick - now) : 0;
-        int n = epoll_wait(m->epfd, ev, 64, timeout);
+        uint64_t now = now_ms(), due = next_tick;
+        int timeout, n;
+        if (m->listen_resting && m->listen_resume < due)
+            due = m->listen_resume;
+        timeout = due > now ? (int)(due - now) : 0;
+        n = epoll_wait(m->epfd, ev, 64, timeout);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -1916,6 +2257,7 @@ int mgr_run(mgr_t *m)
             bury(m);
             next_tick = now + m->p.tick_ms;
         }
+        listener_wake(m);
     }
 }
 
@@ -1950,6 +2292,8 @@ void mgr_destroy(mgr_t *m)
         close(m->lfd);
     if (m->epfd >= 0)
         close(m->epfd);
+    if (m->spare_fd >= 0)
+        close(m->spare_fd);
     free(m->an);
     free(m);
 }

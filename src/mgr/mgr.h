@@ -10,6 +10,17 @@
  * stop fd, waking at least every tick_ms for timers (heartbeat deadlines,
  * grace periods, request timeouts); it never spins.
  *
+ * Hostile clients: connections are bounded by the descriptor limit
+ * (RLIMIT_NOFILE less a reserve), unauthenticated ones by half of that;
+ * at either bound the oldest unauthenticated connection that had its
+ * chance is evicted, or the listener rests until one has. A spare
+ * descriptor sheds the newest connection when accept() still runs out of
+ * descriptors. Every frame must be complete within frame_ms of its first
+ * byte, its size within its role's limit and the bytes of partial frames
+ * within rx_budget (job_rx_budget per job); a receive buffer shrinks back
+ * once its frame is taken. Warnings about hostile traffic are rate
+ * limited, with a count of what was left out.
+ *
  * Restarts: the manager keeps no state on disk. ANs keep their groups when
  * the manager goes away and report them, with the manager's record of
  * each, when they register again; within recover_ms of its start a new
@@ -40,13 +51,18 @@ typedef struct {
     uint32_t request_ms;       /* members of a group request must all ask
                                   within this */
     uint32_t auth_ms;          /* a connection must authenticate in this */
+    uint32_t frame_ms;         /* a frame once begun must be complete in
+                                  this */
+    uint64_t rx_budget;        /* bytes of partial frames buffered, in all */
+    uint64_t job_rx_budget;    /* ... for the connections of one job */
     uint32_t tick_ms;          /* timer resolution */
     int stop_fd;               /* readable: stop (a signalfd), or -1 */
     place_params_t place;
 } mgr_params_t;
 
 /* Defaults: heartbeat 200 ms, host grace 3 s, adopt grace 30 s, recover
- * 10 s, request 30 s, auth 5 s, tick 100 ms, place_params_default(). */
+ * 10 s, request 30 s, auth 5 s, frame 10 s, 64 MiB of partial frames
+ * (16 MiB per job), tick 100 ms, place_params_default(). */
 void mgr_params_default(mgr_params_t *params);
 
 /*

@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -50,13 +52,17 @@ static void usage(FILE *out)
             "INCOLL_MGR_HOST_GRACE_MS (3000), INCOLL_MGR_ADOPT_GRACE_MS "
             "(30000),\n"
             "INCOLL_MGR_RECOVER_MS (10000), INCOLL_MGR_REQUEST_MS (30000),\n"
+            "INCOLL_MGR_AUTH_MS (5000), INCOLL_MGR_FRAME_MS (10000: a frame\n"
+            "must be complete this long after its first byte),\n"
+            "INCOLL_MGR_RX_BUDGET (67108864 bytes of partial frames in all),\n"
+            "INCOLL_MGR_JOB_RX_BUDGET (16777216 bytes per job),\n"
             "INCOLL_MGR_SLOTS (64 slots per group), INCOLL_MGR_MIN_SLOTS (4),\n"
             "INCOLL_MGR_PRUNE (1), INCOLL_LOG_LEVEL.\n");
 }
 
-/* An unsigned environment knob with a default; a bad value is a config
- * error. */
-static int env_u32(const char *name, uint32_t def, uint32_t *v_p)
+/* An unsigned environment knob with a default and a maximum; a bad value
+ * is a config error. */
+static int env_u64(const char *name, uint64_t def, uint64_t max, uint64_t *v_p)
 {
     const char *v = getenv(name);
     char *end;
@@ -67,12 +73,47 @@ static int env_u32(const char *name, uint32_t def, uint32_t *v_p)
     }
     errno = 0;
     x = strtoull(v, &end, 0);
-    if (errno || *end || *v == '-' || x > UINT32_MAX) {
-        fprintf(stderr, "incoll-mgr: %s='%s' is not a number\n", name, v);
+    if (errno || *end || *v == '-' || x > max) {
+        fprintf(stderr, "incoll-mgr: %s='%s' is not a number up to %llu\n",
+                name, v, (unsigned long long)max);
         return -1;
     }
-    *v_p = (uint32_t)x;
+    *v_p = x;
     return 0;
+}
+
+static int env_u32(const char *name, uint32_t def, uint32_t *v_p)
+{
+    uint64_t v;
+    if (env_u64(name, def, UINT32_MAX, &v) != 0)
+        return -1;
+    *v_p = (uint32_t)v;
+    return 0;
+}
+
+/*
+ * Raises the soft descriptor limit to the hard one: every connection is a
+ * descriptor, and the manager serves every process of the fabric. Where
+ * the hard limit is low too, the manager bounds its connections by what
+ * there is (src/mgr/mgr.c).
+ */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+    rlim_t old;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= rl.rlim_max)
+        return;
+    old = rl.rlim_cur;
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        incoll_warn("mgr: cannot raise the descriptor limit from %llu to "
+                    "%llu: %s",
+                    (unsigned long long)old, (unsigned long long)rl.rlim_max,
+                    strerror(errno));
+    else
+        incoll_debug("mgr: descriptor limit raised from %llu to %llu",
+                     (unsigned long long)old,
+                     (unsigned long long)rl.rlim_max);
 }
 
 /* Writes text to path through a temporary file and a rename. */
@@ -183,10 +224,21 @@ int main(int argc, char **argv)
         env_u32("INCOLL_MGR_ADOPT_GRACE_MS", 30000, &mp.adopt_grace_ms) ||
         env_u32("INCOLL_MGR_RECOVER_MS", 10000, &mp.recover_ms) ||
         env_u32("INCOLL_MGR_REQUEST_MS", 30000, &mp.request_ms) ||
+        env_u32("INCOLL_MGR_AUTH_MS", 5000, &mp.auth_ms) ||
+        env_u32("INCOLL_MGR_FRAME_MS", 10000, &mp.frame_ms) ||
+        env_u64("INCOLL_MGR_RX_BUDGET", 64u << 20, UINT64_MAX / 2,
+                &mp.rx_budget) ||
+        env_u64("INCOLL_MGR_JOB_RX_BUDGET", 16u << 20, UINT64_MAX / 2,
+                &mp.job_rx_budget) ||
         env_u32("INCOLL_MGR_SLOTS", 64, &mp.place.default_slots) ||
         env_u32("INCOLL_MGR_MIN_SLOTS", 4, &mp.place.min_slots) ||
         env_u32("INCOLL_MGR_PRUNE", 1, &prune))
         return 2;
+    if (mp.auth_ms < 10 || mp.frame_ms < 10) {
+        fprintf(stderr, "incoll-mgr: INCOLL_MGR_AUTH_MS and "
+                        "INCOLL_MGR_FRAME_MS are at least 10\n");
+        return 2;
+    }
     if (mp.heartbeat_ms < 10 || mp.place.default_slots < 1 ||
         mp.place.default_slots > 65535 || mp.place.min_slots < 1) {
         fprintf(stderr, "incoll-mgr: heartbeat below 10 ms or slots out of "
@@ -222,6 +274,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "incoll-mgr: %s\n", err);
         goto out_topo;
     }
+
+    raise_nofile();
+    /* Frame buffers are big and short-lived: have them mapped apart, so
+     * their memory goes back to the system when they are freed (a fixed
+     * threshold, which glibc would otherwise raise past them). */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 
     signal(SIGPIPE, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
