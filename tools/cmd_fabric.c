@@ -471,6 +471,7 @@ static void usage(FILE *out)
         "                        [--emulate [--link-rate R] [--uplink-rate R]\n"
         "                                   [--mtu BYTES]]\n"
         "       incoll fabric down --dir DIR\n"
+        "       incoll fabric restart --dir DIR [--wait SEC]\n"
         "\n"
         "up    starts an aggregation manager (incoll-mgr, docs/manager.md)\n"
         "      and one incoll-agg per switch, and waits up to --wait seconds\n"
@@ -499,7 +500,15 @@ static void usage(FILE *out)
         "down  stops every daemon of DIR, the manager included (SIGTERM,\n"
         "      then SIGKILL after 2 s), removes the pid files, fabric.env\n"
         "      and an emulated fabric's namespaces. Succeeds if nothing\n"
-        "      runs.\n");
+        "      runs.\n"
+        "restart  starts the manager of DIR again if it is gone (killed,\n"
+        "      crashed), on the address of DIR/fabric.env and with the\n"
+        "      settings of `fabric up` (DIR/mgr.env), and waits up to --wait\n"
+        "      seconds (default 10) for the ANs to register again; the ANs\n"
+        "      and the processes of running jobs reconnect by themselves and\n"
+        "      the manager adopts their groups. Does nothing if the manager\n"
+        "      runs. For a manager kept alive by systemd, see\n"
+        "      docs/manager.md.\n");
 }
 
 /* 1 if path is the manager's pid file. */
@@ -1229,6 +1238,81 @@ static int fabric_down(int argc, char **argv)
     return 0;
 }
 
+static int fabric_restart(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"dir", required_argument, NULL, 'd'},
+        {"wait", required_argument, NULL, 'w'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *dir_arg = NULL;
+    char dir[PATH_MAX], bindir[PATH_MAX], conf_path[PATH_MAX + 32], err[512];
+    int opt, wait_s = 10, saved = -1, rc;
+    mgr_fabric_params_t mp;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "d:w:h", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'd':
+            dir_arg = optarg;
+            break;
+        case 'w':
+            wait_s = atoi(optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (dir_arg == NULL || optind != argc || wait_s < 1) {
+        fprintf(stderr, "incoll fabric restart: need --dir DIR (and --wait "
+                        "SEC >= 1)\n");
+        return 2;
+    }
+    if (realpath(dir_arg, dir) == NULL) {
+        fprintf(stderr, "incoll fabric restart: %s: %s\n", dir_arg,
+                strerror(errno));
+        return 1;
+    }
+    if (bindir_of_self(bindir, sizeof(bindir)) != 0) {
+        fprintf(stderr, "incoll fabric restart: cannot find where incoll "
+                        "runs from: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    memset(&mp, 0, sizeof(mp));
+    mp.dir = dir;
+    mp.bindir = bindir;
+    mp.wait_s = wait_s;
+    /* An emulated fabric's manager lives in the root switch's namespace,
+     * as `fabric up` started it. */
+    if (emu_present(dir)) {
+        fabric_conf_t conf;
+        int root;
+        snprintf(conf_path, sizeof(conf_path), "%s/%s", dir,
+                 FABRIC_CONF_FILE);
+        if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll fabric restart: %s\n", err);
+            return 1;
+        }
+        root = emu_mgr_an(&conf);
+        if (root >= 0 && emu_netns_push(conf.ans[root].netns, &saved) != 0) {
+            fabric_conf_free(&conf);
+            return 1;
+        }
+        mp.netns_enter = emu_netns_enter;
+        fabric_conf_free(&conf);
+    }
+    rc = mgr_fabric_restart(&mp);
+    emu_netns_leave(saved);
+    return rc == 0 ? 0 : 1;
+}
+
 int cmd_fabric(int argc, char **argv)
 {
     if (argc < 2) {
@@ -1243,7 +1327,11 @@ int cmd_fabric(int argc, char **argv)
         return fabric_up(argc - 1, argv + 1);
     if (strcmp(argv[1], "down") == 0)
         return fabric_down(argc - 1, argv + 1);
-    fprintf(stderr, "incoll fabric: unknown subcommand '%s' (have: up, down)\n",
+    if (strcmp(argv[1], "restart") == 0)
+        return fabric_restart(argc - 1, argv + 1);
+    fprintf(stderr,
+            "incoll fabric: unknown subcommand '%s' (have: up, down, "
+            "restart)\n",
             argv[1]);
     return 2;
 }

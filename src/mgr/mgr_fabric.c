@@ -5,6 +5,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/mgr_proto.h"
+#include "common/procstat.h"
 #include "mgr/mgr_tool.h"
 #include "mgr/topo.h"
 
@@ -54,7 +55,7 @@ static int write_text(const char *path, const char *text, mode_t mode)
  * to log_path), in network namespace netns unless that is "", and writes
  * its pid to pid_path. */
 static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
-                   const char *log_path, const char *pid_path)
+                   const char *log_path, const char *pid_path, int append)
 {
     char text[32];
     pid_t pid;
@@ -65,7 +66,9 @@ static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
         return -1;
     if (pid == 0) {
         int null_fd = open("/dev/null", O_RDONLY);
-        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int log_fd = open(log_path,
+                          O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
+                          0644);
         setsid();
         if (null_fd >= 0)
             dup2(null_fd, 0);
@@ -95,6 +98,52 @@ static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
         return -1;
     }
     return pid;
+}
+
+#define MGR_ENV_FILE "mgr.env"
+
+/* Writes the manager's settings from our environment (INCOLL_MGR_* knobs
+ * and INCOLL_LOG_LEVEL) to DIR/mgr.env, for `incoll fabric restart`. */
+static int save_mgr_env(const char *dir)
+{
+    extern char **environ;
+    char path[PATH_MAX + 32];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, MGR_ENV_FILE);
+    f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f, "# the manager's settings at `incoll fabric up`, for "
+               "`incoll fabric restart`\n");
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "INCOLL_MGR_", 11) == 0 ||
+            strncmp(*e, "INCOLL_LOG_LEVEL=", 17) == 0)
+            fprintf(f, "%s\n", *e);
+    return fclose(f);
+}
+
+/* Sets the variables of DIR/mgr.env in our environment (a missing file
+ * sets nothing). */
+static void load_mgr_env(const char *dir)
+{
+    char path[PATH_MAX + 32], line[4096];
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, MGR_ENV_FILE);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        char *eq = strchr(line, '='), *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (line[0] == '#' || eq == NULL || strncmp(line, "INCOLL_", 7) != 0)
+            continue;
+        *eq = '\0';
+        setenv(line, eq + 1, 1);
+    }
+    fclose(f);
 }
 
 static void print_log_tail(const char *path)
@@ -182,13 +231,17 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--topology",  topo_path, "--listen",
                         listen, "--port-file", port_path, "--secret",
                         secret, NULL};
-        mgr_pid = spawn(p, argv, "", log_path, pid_path);
+        mgr_pid = spawn(p, argv, "", log_path, pid_path, 0);
     }
     if (mgr_pid < 0) {
         fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
                 strerror(errno));
         goto out;
     }
+    if (save_mgr_env(p->dir) != 0)
+        fprintf(stderr, "incoll fabric up: cannot write %s/%s: %s (`fabric "
+                        "restart` will not know the manager's settings)\n",
+                p->dir, MGR_ENV_FILE, strerror(errno));
     deadline = now_ms() + (uint64_t)p->wait_s * 1000;
     while (addr[0] == '\0') {
         FILE *f = fopen(port_path, "r");
@@ -233,7 +286,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                  topo.sw[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
                  topo.sw[i].name);
-        pids[i] = spawn(p, argv, netns, log_path, pid_path);
+        pids[i] = spawn(p, argv, netns, log_path, pid_path, 0);
         if (pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
                     strerror(errno));
@@ -383,4 +436,120 @@ void mgr_fabric_free_names(char **names, int n)
     for (int i = 0; names && i < n; i++)
         free(names[i]);
     free(names);
+}
+
+int mgr_fabric_restart(const mgr_fabric_params_t *p)
+{
+    char addr[128], secret[PATH_MAX + 32], err[512], bin[PATH_MAX + 32];
+    char topo_path[PATH_MAX + 32], port_path[PATH_MAX + 32];
+    char log_path[PATH_MAX + 32], pid_path[PATH_MAX + 32], got[128] = "";
+    topo_t topo;
+    proc_stat_t ps;
+    pid_t pid;
+    uint64_t deadline;
+    int up = -1;
+    FILE *f;
+
+    if (mgr_fabric_env(p->dir, addr, sizeof(addr), secret, sizeof(secret), err,
+                       sizeof(err)) != 0) {
+        fprintf(stderr, "incoll fabric restart: %s has no managed fabric "
+                        "(%s); start one with `incoll fabric up`\n",
+                p->dir, err);
+        return -1;
+    }
+    snprintf(topo_path, sizeof(topo_path), "%s/topology", p->dir);
+    snprintf(port_path, sizeof(port_path), "%s/mgr.port", p->dir);
+    snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
+    snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
+    f = fopen(pid_path, "r");
+    if (f) {
+        long v = 0;
+        if (fscanf(f, "%ld", &v) == 1 && v > 0 &&
+            proc_stat_read((pid_t)v, &ps) == 0 &&
+            strcmp(ps.comm, "incoll-mgr") == 0 && ps.state != 'Z' &&
+            ps.state != 'X') {
+            fclose(f);
+            if (!p->quiet)
+                printf("manager of %s runs at %s (pid %ld): nothing to "
+                       "restart\n",
+                       p->dir, addr, v);
+            return 0;
+        }
+        fclose(f);
+    }
+    if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll fabric restart: %s\n", err);
+        return -1;
+    }
+    load_mgr_env(p->dir);
+    f = fopen(log_path, "a");
+    if (f) {
+        fprintf(f, "incoll fabric restart: the manager was gone; starting it "
+                   "again on %s\n",
+                addr);
+        fclose(f);
+    }
+    unlink(port_path);
+    snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
+    {
+        char *argv[] = {bin,         "--topology", topo_path,
+                        "--listen",  addr,         "--port-file",
+                        port_path,   "--secret",   secret,
+                        NULL};
+        pid = spawn(p, argv, "", log_path, pid_path, 1);
+    }
+    if (pid < 0) {
+        fprintf(stderr, "incoll fabric restart: cannot start %s: %s\n", bin,
+                strerror(errno));
+        topo_free(&topo);
+        return -1;
+    }
+    deadline = now_ms() + (uint64_t)p->wait_s * 1000;
+    while (got[0] == '\0') {
+        f = fopen(port_path, "r");
+        if (f) {
+            if (fgets(got, sizeof(got), f) == NULL || strchr(got, '\n') == NULL)
+                got[0] = '\0';
+            else
+                *strchr(got, '\n') = '\0';
+            fclose(f);
+        }
+        if (got[0])
+            break;
+        if (!proc_running(pid) || now_ms() > deadline) {
+            fprintf(stderr, "incoll fabric restart: the manager did not start "
+                            "on %s\n",
+                    addr);
+            print_log_tail(log_path);
+            if (proc_running(pid))
+                kill(pid, SIGKILL);
+            unlink(pid_path);
+            topo_free(&topo);
+            return -1;
+        }
+        sleep_ms(20);
+    }
+    /* The ANs come back by themselves (they retry every 2 s at most);
+     * running jobs' processes too. */
+    while (now_ms() <= deadline) {
+        char *stat = NULL;
+        if (mgr_tool_stat(addr, secret, 1000, &stat, err, sizeof(err)) ==
+            INCOLL_OK) {
+            up = (int)mgr_tool_stat_value(stat, "manager ", "ans_up");
+            free(stat);
+            if (up == topo.nswitches)
+                break;
+        }
+        sleep_ms(100);
+    }
+    if (up != topo.nswitches)
+        fprintf(stderr, "incoll fabric restart: %d of %d ans registered again "
+                        "within %d s (see %s/<name>.log)\n",
+                up < 0 ? 0 : up, topo.nswitches, p->wait_s, p->dir);
+    if (!p->quiet)
+        printf("manager of %s restarted at %s (pid %d): %d of %d ans "
+               "registered again\n",
+               p->dir, addr, (int)pid, up < 0 ? 0 : up, topo.nswitches);
+    topo_free(&topo);
+    return 0;
 }

@@ -10,6 +10,8 @@
  *                    for `. DIR/fabric.env` and for `incoll run`
  *   DIR/mgr.pid, DIR/mgr.log, DIR/mgr.port, DIR/<switch>.pid,
  *   DIR/<switch>.log
+ *   DIR/mgr.env      the manager's INCOLL_MGR_* settings at `fabric up`,
+ *                    for `incoll fabric restart`
  *
  * `incoll fabric up` (tools/cmd_fabric.c) also writes DIR/fabric.conf for
  * the processes that run without the manager; the ANs it names serve its
@@ -54,6 +56,18 @@ typedef struct {
  * fabric enters a namespace of it first.
  */
 int mgr_fabric_up(const mgr_fabric_params_t *params);
+
+/*
+ * Starts the manager of the fabric in DIR again, on the address DIR/fabric.env
+ * gives its clients, with the topology, secret and settings (DIR/mgr.env)
+ * of `fabric up`, when DIR/mgr.pid names no running manager; its log goes
+ * on in DIR/mgr.log. Waits up to wait_s for the ANs to register again (they
+ * reconnect by themselves, as processes of running jobs do). Uses dir,
+ * bindir, wait_s and quiet of params; the manager runs in the caller's
+ * network namespace. Returns 0 (also when the manager was running), or -1
+ * after printing the cause.
+ */
+int mgr_fabric_restart(const mgr_fabric_params_t *params);
 
 /* 1 if DIR/fabric.env exists (a managed fabric), else 0. */
 int mgr_fabric_managed(const char *dir);
