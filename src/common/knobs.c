@@ -116,6 +116,17 @@ const knob_t knob_table[] = {
      "time"},
     {"INCOLL_MGR_REQUEST_MS", "30000", "mgr",
      "all members of a group request must ask within this"},
+    {"INCOLL_MGR_AUTH_MS", "5000", "mgr",
+     "a connection to the manager must complete its handshake within this"},
+    {"INCOLL_MGR_FRAME_MS", "10000", "mgr",
+     "a frame to the manager must be complete this long after its first "
+     "byte, or its connection is closed"},
+    {"INCOLL_MGR_RX_BUDGET", "67108864", "mgr",
+     "bytes of partial frames the manager buffers for all connections; a "
+     "frame beyond is refused"},
+    {"INCOLL_MGR_JOB_RX_BUDGET", "16777216", "mgr",
+     "bytes of partial frames the manager buffers for the connections of "
+     "one job"},
     {"INCOLL_MGR_SLOTS", "64", "mgr", "slots a group gets by default"},
     {"INCOLL_MGR_MIN_SLOTS", "4", "mgr",
      "a group gets at least this many slots or none"},
