@@ -1198,9 +1198,11 @@ static int send_partial(mgr_stream_t *st, uint32_t flen, size_t part)
  * A manager with 64 descriptors under 100 idle unauthenticated
  * connections, reopened as soon as it closes them: a real job still
  * connects and completes, the manager stays nearly idle (no accept loop
- * spinning on EMFILE) and its log stays short.
+ * spinning on EMFILE) and its log stays short. With emfile, the manager
+ * starts with its usual limit, which is lowered to 40 under it: accept()
+ * then fails with EMFILE, and the manager sheds and bounds itself.
  */
-static int fd_exhaustion_body(void)
+static int crowd(const char *name, int emfile)
 {
     fab_t f;
     job_t a = {.name = "crowded", .n = 4};
@@ -1210,10 +1212,14 @@ static int fd_exhaustion_body(void)
     double t0, cpu0, cpu, dt;
     char *text;
 
-    mgr_nofile = 64;
-    rc = fab_up(&f, "fd_exhaustion", NULL);
+    mgr_nofile = emfile ? 0 : 64;
+    rc = fab_up(&f, name, NULL);
     mgr_nofile = 0;
     CHECK(rc == 0);
+    if (emfile) {
+        struct rlimit rl = {40, 40};
+        CHECK(prlimit(f.mgr, RLIMIT_NOFILE, &rl, NULL) == 0);
+    }
     lines0 = count_lines(f.mgr_log);
     for (int i = 0; i < IDLE_CONNS; i++) {
         idle[i] = raw_connect(f.addr);
@@ -1274,15 +1280,27 @@ static int fd_exhaustion_body(void)
     CHECK_MSG(mgr_tool_stat_value(text, "manager ", "conns_evicted") > 0, "%s",
               text);
     CHECK(mgr_tool_stat_value(text, "manager ", "ans_up") == f.nans);
-    CHECK(mgr_tool_stat_value(text, "manager ", "max_conns") == 64 - 16);
+    if (emfile) {
+        CHECK_MSG(mgr_tool_stat_value(text, "manager ", "conns_shed") > 0 &&
+                      mgr_tool_stat_value(text, "manager ", "max_conns") <
+                          40,
+                  "%s", text);
+    } else {
+        CHECK(mgr_tool_stat_value(text, "manager ", "max_conns") == 64 - 16);
+    }
     free(text);
     text = slurp(f.mgr_log);
     CHECK_MSG(strstr(text, "evicted after") != NULL, "%s", text);
+    CHECK_MSG(!emfile || strstr(text, "Too many open files"), "%s", text);
     free(text);
     return TEST_PASSED;
 }
 
+static int fd_exhaustion_body(void) { return crowd("fd_exhaustion", 0); }
+static int fd_emfile_body(void) { return crowd("fd_emfile", 1); }
+
 TEST(integ_mgr_fd_exhaustion, TEST_INTEG) { RUN(fd_exhaustion_body); }
+TEST(integ_mgr_fd_emfile, TEST_INTEG) { RUN(fd_emfile_body); }
 
 #define PARTIALS 20
 #define PARTIAL_FRAME 2000000u

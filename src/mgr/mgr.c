@@ -1873,6 +1873,15 @@ static int make_room(mgr_t *m, uint64_t *wait_p)
  * for nothing, and rests the listener a moment. */
 static void shed_one(mgr_t *m, int err)
 {
+    /* Descriptors went elsewhere, or the limit was lowered under us: take
+     * what there is as the bound, so evictions make room from now on. */
+    if (m->nconns < m->max_conns) {
+        m->max_conns = m->nconns > MIN_CONNS ? m->nconns : MIN_CONNS;
+        m->max_unauth = m->max_conns / 2;
+        incoll_warn("accept: %s: from now on at most %d connections, %d of "
+                    "them unauthenticated",
+                    strerror(err), m->max_conns, m->max_unauth);
+    }
     if (m->spare_fd >= 0) {
         int fd;
         close(m->spare_fd);

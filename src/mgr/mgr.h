@@ -15,7 +15,7 @@
  * at either bound the oldest unauthenticated connection that had its
  * chance is evicted, or the listener rests until one has. A spare
  * descriptor sheds the newest connection when accept() still runs out of
- * descriptors. Every frame must be complete within frame_ms of its first
+ * descriptors, and the bound comes down to the connections it holds. Every frame must be complete within frame_ms of its first
  * byte, its size within its role's limit and the bytes of partial frames
  * within rx_budget (job_rx_budget per job); a receive buffer shrinks back
  * once its frame is taken. Warnings about hostile traffic are rate
