@@ -31,6 +31,8 @@
 #define RATE_MS 10000   /* hostile-traffic warnings: a burst per interval */
 #define TOOL_MAX_FRAME (64u << 10)
 #define HOST_MAX_FRAME (2u << 20)
+#define TOOL_TX_LIMIT (8u << 20)  /* queued to a peer that does not read */
+#define HOST_TX_LIMIT (16u << 20)
 #define GROUP_ACK_MS 5000
 #define HB_MISSED 5 /* heartbeats an AN may miss before it is dead */
 #define TOMBSTONES 4096 /* ids of groups this manager tore down, remembered */
@@ -1780,6 +1782,10 @@ static void on_readable(mgr_t *m, conn_t *c)
                     m->listen_resume = 0;
             }
             c->st.max_frame = role_max_frame(c->st.role);
+            if (c->st.role == MGR_ROLE_TOOL)
+                c->st.tx_limit = TOOL_TX_LIMIT;
+            else if (c->st.role == MGR_ROLE_HOST)
+                c->st.tx_limit = HOST_TX_LIMIT;
             incoll_debug("conn %u (%s): authenticated as role %d", c->id,
                          c->peer, c->st.role);
             continue;
