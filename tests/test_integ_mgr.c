@@ -1420,7 +1420,32 @@ TEST(integ_mgr_partial_frames, TEST_INTEG) { RUN(partial_frames_body); }
  * the ANs come back, a job afterwards is offloaded, and a job started
  * while the manager was gone waits for it and completes.
  */
+static int fabric_restart_steps(void);
+
+/* Runs steps on the fabric of `fabric_dir`, which is brought down
+ * whatever they find. */
+static char fabric_dir[PATH_MAX];
+
+static int with_fabric_down(int (*steps)(void))
+{
+    char log[PATH_MAX + 32];
+    char *down[] = {"fabric", "down", "--dir", fabric_dir, NULL};
+    int ret = steps();
+    if (ret != TEST_PASSED) {
+        snprintf(log, sizeof(log), "%s-down.log", fabric_dir);
+        cli(log, 30, down);
+    }
+    return ret;
+}
+
 static int fabric_restart_body(void)
+{
+    snprintf(fabric_dir, sizeof(fabric_dir), "%s/fabric_restart",
+             test_tmpdir());
+    return with_fabric_down(fabric_restart_steps);
+}
+
+static int fabric_restart_steps(void)
 {
     char dir[PATH_MAX], log[PATH_MAX + 32], path[PATH_MAX + 32];
     char prog[PATH_MAX], env0[512], want[160], *text;
@@ -1431,7 +1456,7 @@ static int fabric_restart_body(void)
     pid_t mgr_pid, job;
     int rc;
 
-    snprintf(dir, sizeof(dir), "%s/fabric_restart", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s", fabric_dir);
     snprintf(log, sizeof(log), "%s-cli.log", dir);
     snprintf(prog, sizeof(prog), "%s/comm_grid", progdir());
     rc = cli(log, 30, up);
@@ -1523,3 +1548,93 @@ static int fabric_restart_body(void)
 }
 
 TEST(integ_mgr_fabric_restart, TEST_INTEG) { RUN(fabric_restart_body); }
+
+/* Reads pid file dir/name. */
+static pid_t pid_in(const char *dir, const char *name)
+{
+    char path[PATH_MAX + 64], *text;
+    pid_t pid;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    text = slurp(path);
+    pid = (pid_t)atoi(text);
+    free(text);
+    return pid;
+}
+
+/*
+ * `incoll fabric up --keep`: the manager, killed, comes back by itself on
+ * its address; a job started right after the kill completes; `fabric
+ * down` stops the keeper before the daemons.
+ */
+static int fabric_keep_steps(void);
+
+static int fabric_keep_body(void)
+{
+    snprintf(fabric_dir, sizeof(fabric_dir), "%s/fabric_keep", test_tmpdir());
+    return with_fabric_down(fabric_keep_steps);
+}
+
+static int fabric_keep_steps(void)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 32], prog[PATH_MAX], *text;
+    char jlog[PATH_MAX + 32], bin[PATH_MAX];
+    char *up[] = {"fabric", "up", "--hosts", "4", "--radix", "2", "--dir",
+                  dir, "--keep", NULL};
+    char *down[] = {"fabric", "down", "--dir", dir, NULL};
+    char *argv[] = {bin, "run", "-n", "4", "--fabric", dir, "--", prog,
+                    "--cols", "2", "--iters", "20", NULL};
+    pid_t mgr_pid, keeper, now_pid = 0, job;
+    int rc;
+
+    snprintf(dir, sizeof(dir), "%s", fabric_dir);
+    snprintf(log, sizeof(log), "%s-cli.log", dir);
+    snprintf(jlog, sizeof(jlog), "%s-job.log", dir);
+    snprintf(prog, sizeof(prog), "%s/comm_grid", progdir());
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    rc = cli(log, 30, up);
+    text = slurp(log);
+    if (rc != 0 || strstr(text, "keeper   pid") == NULL) {
+        fprintf(stderr, "    fabric up --keep exited %d:\n%s", rc, text);
+        free(text);
+        cli(log, 30, down);
+        return TEST_FAILED;
+    }
+    free(text);
+    keeper = pid_in(dir, "keep.pid");
+    mgr_pid = pid_in(dir, "mgr.pid");
+    CHECK(keeper > 0 && proc_running(keeper));
+    CHECK(mgr_pid > 0 && proc_running(mgr_pid));
+    kill(mgr_pid, SIGKILL);
+    job = spawn(jlog, argv, NULL);
+    CHECK(job > 0);
+    for (int i = 0; i < 200; i++) {
+        now_pid = pid_in(dir, "mgr.pid");
+        if (now_pid > 0 && now_pid != mgr_pid && proc_running(now_pid))
+            break;
+        sleep_s(0.05);
+    }
+    CHECK_MSG(now_pid != mgr_pid && proc_running(now_pid),
+              "no new manager (pid file says %d)", (int)now_pid);
+    rc = wait_pid(job, 60);
+    text = slurp(jlog);
+    CHECK_MSG(rc == 0 && count_of(text, "ok 20") == 4, "exit %d:\n%s", rc,
+              text);
+    free(text);
+    snprintf(log, sizeof(log), "%s/keep.log", dir);
+    text = slurp(log);
+    CHECK_MSG(strstr(text, "is gone; starting it again") &&
+                  strstr(text, "3 of 3 ans registered again"),
+              "%s", text);
+    free(text);
+    snprintf(log, sizeof(log), "%s-cli.log", dir);
+    rc = cli(log, 30, down);
+    text = slurp(log);
+    CHECK_MSG(rc == 0 && strstr(text, "stopped 3 ans and the manager"), "%s",
+              text);
+    free(text);
+    CHECK(!proc_running(keeper));
+    CHECK(!proc_running(now_pid));
+    return TEST_PASSED;
+}
+
+TEST(integ_mgr_fabric_keep, TEST_INTEG) { RUN(fabric_keep_body); }

@@ -47,8 +47,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +64,10 @@ int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
 #define AGG_COMM "incoll-agg"
 #define MGR_COMM "incoll-mgr"
 #define MGR_PIDFILE "mgr.pid"
+#define KEEP_PIDFILE "keep.pid"
+
+static void stop_keeper(const char *dir);
+static pid_t spawn_keeper(const char *dir);
 
 static uint64_t now_ms(void)
 {
@@ -467,7 +474,7 @@ static void usage(FILE *out)
         "                        --radix K --levels L [--hosts N] |\n"
         "                        --topology FILE)\n"
         "                        [--slots S] [--payload BYTES] [--wait SEC]\n"
-        "                        [--no-host-ports] [--no-mgr]\n"
+        "                        [--no-host-ports] [--no-mgr] [--keep]\n"
         "                        [--emulate [--link-rate R] [--uplink-rate R]\n"
         "                                   [--mtu BYTES]]\n"
         "       incoll fabric down --dir DIR\n"
@@ -495,7 +502,10 @@ static void usage(FILE *out)
         "      --emulate puts every host and switch in its own network\n"
         "      namespace, linked by veths shaped to --link-rate (as root;\n"
         "      see tools/emu.h); the manager runs in the root switch's\n"
-        "      namespace. Refuses if DIR holds a running fabric; a stale\n"
+        "      namespace. --keep leaves a keeper behind (DIR/keep.pid,\n"
+        "      keep.log) that starts the manager again whenever it dies, as\n"
+        "      `fabric restart` does, until `fabric down`.\n"
+        "      Refuses if DIR holds a running fabric; a stale\n"
         "      one is cleaned up.\n"
         "down  stops every daemon of DIR, the manager included (SIGTERM,\n"
         "      then SIGKILL after 2 s), removes the pid files, fabric.env\n"
@@ -536,6 +546,7 @@ static int remove_leftovers(const char *dir, int term_ms)
     int stopped, killed, left = 0;
     pidlist_t l;
 
+    stop_keeper(dir);
     if (pidlist_read(dir, &l) == 0) {
         left = stop_daemons(&l, term_ms, &stopped, &killed);
         pidlist_free(&l);
@@ -739,7 +750,8 @@ static int fabric_up(int argc, char **argv)
         OPT_MTU,
         OPT_TOPOLOGY,
         OPT_LEVELS,
-        OPT_NO_MGR
+        OPT_NO_MGR,
+        OPT_KEEP
     };
     static const struct option longopts[] = {
         {"hosts", required_argument, NULL, 'n'},
@@ -756,6 +768,7 @@ static int fabric_up(int argc, char **argv)
         {"topology", required_argument, NULL, OPT_TOPOLOGY},
         {"levels", required_argument, NULL, OPT_LEVELS},
         {"no-mgr", no_argument, NULL, OPT_NO_MGR},
+        {"keep", no_argument, NULL, OPT_KEEP},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -764,7 +777,7 @@ static int fabric_up(int argc, char **argv)
     char topo_path[PATH_MAX + 32], bindir[PATH_MAX], err[512];
     int hosts = 0, radix = 0, slots = 0, payload = 0, wait_s = 5, opt, ret = 1;
     int host_ports = 1, emulate = 0, nfds = 0, missing, levels = 0;
-    int no_mgr = 0, managed, shaped, have_conf = 1;
+    int no_mgr = 0, managed, shaped, have_conf = 1, keep = 0;
     emu_params_t ep;
     fabric_conf_t conf;
     topo_t topo;
@@ -817,6 +830,9 @@ static int fabric_up(int argc, char **argv)
         case OPT_NO_MGR:
             no_mgr = 1;
             break;
+        case OPT_KEEP:
+            keep = 1;
+            break;
         case OPT_LINK_RATE:
         case OPT_UPLINK_RATE:
             if (emu_parse_rate(optarg, opt == OPT_LINK_RATE
@@ -859,6 +875,11 @@ static int fabric_up(int argc, char **argv)
                 "[--hosts N], or --topology FILE\n",
                 AGG_RADIX_MAX);
         usage(stderr);
+        return 2;
+    }
+    if (keep && no_mgr) {
+        fprintf(stderr, "incoll fabric up: --keep keeps the manager up; there "
+                        "is none with --no-mgr\n");
         return 2;
     }
     if (shaped && (no_mgr || emulate)) {
@@ -1144,6 +1165,18 @@ static int fabric_up(int argc, char **argv)
                rate, uprate, ep.mtu,
                managed ? "" : "; no manager (fabric.conf only)");
     }
+    if (keep) {
+        pid_t kp = spawn_keeper(dir);
+        if (kp < 0) {
+            fprintf(stderr, "incoll fabric up: cannot start the keeper of the "
+                            "manager: %s\n",
+                    strerror(errno));
+            goto err_stop;
+        }
+        printf("  keeper   pid %-7d starts the manager again if it dies "
+               "(%s/keep.log)\n",
+               (int)kp, dir);
+    }
     ret = 0;
     goto out_free;
 
@@ -1198,6 +1231,7 @@ static int fabric_down(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    stop_keeper(dir);
     if (pidlist_read(dir, &l) != 0) {
         fprintf(stderr, "incoll fabric down: cannot read %s: %s\n", dir,
                 strerror(errno));
@@ -1238,6 +1272,51 @@ static int fabric_down(int argc, char **argv)
     return 0;
 }
 
+/* Starts the manager of dir (absolute) again if it is gone, in the root
+ * switch's namespace for an emulated fabric (mgr_fabric_restart). Returns
+ * 0 or -1 (printed). */
+static int restart_mgr(const char *dir, int wait_s, int quiet)
+{
+    char bindir[PATH_MAX], conf_path[PATH_MAX + 32], err[512];
+    mgr_fabric_params_t mp;
+    int saved = -1, rc;
+
+    if (bindir_of_self(bindir, sizeof(bindir)) != 0) {
+        fprintf(stderr, "incoll fabric restart: cannot find where incoll "
+                        "runs from: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    memset(&mp, 0, sizeof(mp));
+    mp.dir = dir;
+    mp.bindir = bindir;
+    mp.wait_s = wait_s;
+    mp.quiet = quiet;
+    /* An emulated fabric's manager lives in the root switch's namespace,
+     * as `fabric up` started it. */
+    if (emu_present(dir)) {
+        fabric_conf_t conf;
+        int root;
+        snprintf(conf_path, sizeof(conf_path), "%s/%s", dir,
+                 FABRIC_CONF_FILE);
+        if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll fabric restart: %s\n", err);
+            return -1;
+        }
+        root = emu_mgr_an(&conf);
+        if (root >= 0 && emu_netns_push(conf.ans[root].netns, &saved) != 0) {
+            fabric_conf_free(&conf);
+            return -1;
+        }
+        mp.netns_enter = emu_netns_enter;
+        fabric_conf_free(&conf);
+    }
+    rc = mgr_fabric_restart(&mp);
+    emu_netns_leave(saved);
+    return rc;
+}
+
 static int fabric_restart(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -1247,9 +1326,8 @@ static int fabric_restart(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *dir_arg = NULL;
-    char dir[PATH_MAX], bindir[PATH_MAX], conf_path[PATH_MAX + 32], err[512];
-    int opt, wait_s = 10, saved = -1, rc;
-    mgr_fabric_params_t mp;
+    char dir[PATH_MAX];
+    int opt, wait_s = 10;
 
     optind = 1;
     while ((opt = getopt_long(argc, argv, "d:w:h", longopts, NULL)) != -1) {
@@ -1278,39 +1356,176 @@ static int fabric_restart(int argc, char **argv)
                 strerror(errno));
         return 1;
     }
-    if (bindir_of_self(bindir, sizeof(bindir)) != 0) {
-        fprintf(stderr, "incoll fabric restart: cannot find where incoll "
-                        "runs from: %s\n",
+    return restart_mgr(dir, wait_s, 0) == 0 ? 0 : 1;
+}
+
+/* 1 while at least one AN of dir runs (a pid file other than the
+ * manager's and the keeper's naming a live incoll-agg). */
+static int ans_alive(const char *dir)
+{
+    pidlist_t l;
+    int n = 0;
+    if (pidlist_read(dir, &l) != 0)
+        return 1; /* cannot tell: assume the fabric is there */
+    for (int i = 0; i < l.n; i++) {
+        proc_stat_t st;
+        if (!is_mgr_pidfile(l.path[i]) &&
+            proc_stat_read(l.pid[i], &st) == 0 &&
+            strcmp(st.comm, AGG_COMM) == 0 && st.state != 'Z' &&
+            st.state != 'X')
+            n++;
+    }
+    pidlist_free(&l);
+    return n > 0;
+}
+
+/*
+ * The keeper of `fabric up --keep`: waits for the manager of dir to exit
+ * (a pidfd, blocking; every second without one) and starts it again, as
+ * `fabric restart` does, for as long as the fabric is there (fabric.env
+ * and a live AN). Ends on SIGTERM or SIGINT (`fabric down` sends one
+ * before it stops the daemons). Returns the exit status.
+ */
+static int keep_loop(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    sigset_t mask;
+    int sfd;
+
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
+        (sfd = signalfd(-1, &mask, SFD_CLOEXEC)) < 0) {
+        fprintf(stderr, "incoll fabric keep: cannot set up signals: %s\n",
                 strerror(errno));
         return 1;
     }
-    memset(&mp, 0, sizeof(mp));
-    mp.dir = dir;
-    mp.bindir = bindir;
-    mp.wait_s = wait_s;
-    /* An emulated fabric's manager lives in the root switch's namespace,
-     * as `fabric up` started it. */
-    if (emu_present(dir)) {
-        fabric_conf_t conf;
-        int root;
-        snprintf(conf_path, sizeof(conf_path), "%s/%s", dir,
-                 FABRIC_CONF_FILE);
-        if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) !=
-            INCOLL_OK) {
-            fprintf(stderr, "incoll fabric restart: %s\n", err);
-            return 1;
+    printf("incoll fabric keep: keeping the manager of %s up (pid %d)\n", dir,
+           (int)getpid());
+    fflush(stdout);
+    for (;;) {
+        struct pollfd pfd[2] = {{.fd = sfd, .events = POLLIN},
+                                {.fd = -1, .events = POLLIN}};
+        pid_t pid;
+        int n;
+        /* Managers it started are its children: reap the ones gone. */
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        snprintf(path, sizeof(path), "%s/%s", dir, MGR_PIDFILE);
+        pid = read_pidfile(path);
+        if (pid > 0 && agg_alive(pid)) {
+            pfd[1].fd = (int)syscall(SYS_pidfd_open, pid, 0);
+            n = poll(pfd, 2, pfd[1].fd >= 0 ? -1 : 1000);
+            if (pfd[1].fd >= 0)
+                close(pfd[1].fd);
+            if (n < 0 && errno != EINTR)
+                break;
+            if (pfd[0].revents & POLLIN) {
+                printf("incoll fabric keep: stopped\n");
+                break;
+            }
+            if (agg_alive(pid))
+                continue;
+        } else {
+            /* A moment for a stopping fabric to show it. */
+            n = poll(pfd, 1, 500);
+            if (n > 0)
+                break;
         }
-        root = emu_mgr_an(&conf);
-        if (root >= 0 && emu_netns_push(conf.ans[root].netns, &saved) != 0) {
-            fabric_conf_free(&conf);
-            return 1;
+        if (!mgr_fabric_managed(dir) || !ans_alive(dir)) {
+            printf("incoll fabric keep: the fabric of %s is gone; done\n", dir);
+            break;
         }
-        mp.netns_enter = emu_netns_enter;
-        fabric_conf_free(&conf);
+        printf("incoll fabric keep: the manager of %s is gone; starting it "
+               "again\n",
+               dir);
+        fflush(stdout);
+        if (restart_mgr(dir, 10, 0) != 0) {
+            /* Not at once again: its address may be busy for a while. */
+            if (poll(pfd, 1, 2000) > 0)
+                break;
+        }
+        fflush(stdout);
     }
-    rc = mgr_fabric_restart(&mp);
-    emu_netns_leave(saved);
-    return rc == 0 ? 0 : 1;
+    close(sfd);
+    snprintf(path, sizeof(path), "%s/%s", dir, KEEP_PIDFILE);
+    unlink(path);
+    fflush(stdout);
+    return 0;
+}
+
+/* Starts the keeper of dir detached (own session, output to
+ * DIR/keep.log, pid in DIR/keep.pid). Returns its pid or -1. */
+static pid_t spawn_keeper(const char *dir)
+{
+    char path[PATH_MAX + 32];
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null_fd = open("/dev/null", O_RDONLY);
+        int log_fd;
+        snprintf(path, sizeof(path), "%s/keep.log", dir);
+        log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        setsid();
+        if (null_fd >= 0)
+            dup2(null_fd, 0);
+        if (log_fd >= 0) {
+            dup2(log_fd, 1);
+            dup2(log_fd, 2);
+        }
+        close_range(3, ~0u, 0);
+        signal(SIGHUP, SIG_IGN);
+        _exit(keep_loop(dir));
+    }
+    snprintf(path, sizeof(path), "%s/%s", dir, KEEP_PIDFILE);
+    if (write_pidfile(path, pid) != 0) {
+        kill(pid, SIGTERM);
+        return -1;
+    }
+    return pid;
+}
+
+/* Stops the keeper of dir, if one runs, before the daemons go: it would
+ * start the manager again. */
+static void stop_keeper(const char *dir)
+{
+    char path[PATH_MAX + 32], cmd[256] = "";
+    pid_t pid;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, KEEP_PIDFILE);
+    pid = read_pidfile(path);
+    if (pid <= 0)
+        return;
+    /* Ours only: an incoll whose command line says `fabric` (a recycled
+     * pid is left alone). */
+    snprintf(cmd, sizeof(cmd), "/proc/%d/cmdline", (int)pid);
+    f = fopen(cmd, "r");
+    cmd[0] = '\0';
+    if (f) {
+        size_t n = fread(cmd, 1, sizeof(cmd) - 1, f);
+        cmd[n] = '\0';
+        for (size_t i = 0; i < n; i++)
+            if (cmd[i] == '\0')
+                cmd[i] = ' ';
+        fclose(f);
+    }
+    if (proc_running(pid) && strstr(cmd, "fabric") != NULL) {
+        uint64_t deadline = now_ms() + 2000;
+        kill(pid, SIGTERM);
+        while (proc_running(pid) && now_ms() < deadline) {
+            waitpid(pid, NULL, WNOHANG);
+            sleep_ms(20);
+        }
+        if (proc_running(pid))
+            kill(pid, SIGKILL);
+    }
+    unlink(path);
 }
 
 int cmd_fabric(int argc, char **argv)
