@@ -1,5 +1,5 @@
 /*
- * `incoll fabric up|down`: a local fabric on 127.0.0.1 (or, with --emulate,
+ * `incoll fabric up|down|restart`: a local fabric on 127.0.0.1 (or, with --emulate,
  * in network namespaces with shaped links: tools/emu.h): an aggregation
  * manager (incoll-mgr, docs/manager.md) and one incoll-agg daemon per
  * aggregation node, described by DIR/topology and DIR/fabric.env for the
@@ -23,7 +23,9 @@
  * For the last two fabric.conf describes the first tree that reaches every
  * host (its world group); the other switches only serve the manager.
  * --no-mgr runs the ANs from fabric.conf alone, as before the manager
- * existed. --emulate (the first shape only) runs the manager in the root
+ * existed. `fabric restart` starts a dead manager again on its address;
+ * `up --keep` leaves a keeper (DIR/keep.pid) that does so whenever it
+ * dies, and which `fabric down` stops first. --emulate (the first shape only) runs the manager in the root
  * switch's namespace, on the root AN's address (tools/emu.h).
  */
 #include "cli.h"
