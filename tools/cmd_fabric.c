@@ -1,9 +1,10 @@
 /*
- * `incoll fabric up|down|restart`: a local fabric on 127.0.0.1 (or, with --emulate,
- * in network namespaces with shaped links: tools/emu.h): an aggregation
- * manager (incoll-mgr, docs/manager.md) and one incoll-agg daemon per
- * aggregation node, described by DIR/topology and DIR/fabric.env for the
- * manager and by DIR/fabric.conf for processes that run without one.
+ * `incoll fabric up|down|restart`: a local fabric on 127.0.0.1 (or, with
+ * --emulate, in network namespaces with shaped links: tools/emu.h): an
+ * aggregation manager (incoll-mgr, docs/manager.md) and one incoll-agg
+ * daemon per aggregation node, described by DIR/topology and
+ * DIR/fabric.env for the manager and by DIR/fabric.conf for processes that
+ * run without one.
  *
  * DIR holds everything about one fabric: fabric.conf, topology, secret,
  * fabric.env, one <name>.pid and one <name>.log per AN, mgr.pid and mgr.log
@@ -25,8 +26,9 @@
  * --no-mgr runs the ANs from fabric.conf alone, as before the manager
  * existed. `fabric restart` starts a dead manager again on its address;
  * `up --keep` leaves a keeper (DIR/keep.pid) that does so whenever it
- * dies, and which `fabric down` stops first. --emulate (the first shape only) runs the manager in the root
- * switch's namespace, on the root AN's address (tools/emu.h).
+ * dies, and which `fabric down` stops first. --emulate (the first shape
+ * only) runs the manager in the root switch's namespace, on the root AN's
+ * address (tools/emu.h).
  */
 #include "cli.h"
 
