@@ -2033,8 +2033,8 @@ static void on_tick(mgr_t *m)
         for (int i = 0; i < 3; i++) {
             ratelog_t *rl = rls[i];
             if (rl->suppressed && now >= rl->window + RATE_MS) {
-                incoll_warn("%" PRIu64 " more %s in the last %d s", rl->suppressed,
-                            rl->what, RATE_MS / 1000);
+                incoll_warn("%" PRIu64 " more %s in the last %d s",
+                            rl->suppressed, rl->what, RATE_MS / 1000);
                 rl->suppressed = 0;
                 rl->window = now;
                 rl->used = 0;
