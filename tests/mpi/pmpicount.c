@@ -10,7 +10,7 @@
  * After one untimed call of each collective on each communicator (where
  * the layer sets up the communicator's state collectively, with PMPI_
  * calls), it runs ITERS rounds of MPI_Allreduce (in place and not, 1, 1000
- * and 100000 doubles), MPI_Reduce (roots rotating, in place at the root),
+ * and 20000 doubles), MPI_Reduce (roots rotating, in place at the root),
  * MPI_Bcast (odd byte counts) and MPI_Barrier on MPI_COMM_WORLD, a dup and
  * a split in halves, armed, and checks every value (against PMPI_, called
  * unarmed). Prints "pmpicount: rank R pmpi_calls N (first PMPI_X)" and
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #define ITERS 20
-#define BIG 100000
+#define BIG 20000
 
 static int armed;
 static long calls;
