@@ -15,6 +15,9 @@
  * (mpi_layer_bootstrap), the fabric from INCOLL_FABRIC; then the same
  * rank code as under `incoll run` (bench_allreduce_rank_run) runs every
  * algorithm, `mpi` included, side by side and checks every result.
+ * `mpi-layer` is the same MPI_Allreduce through the layer's offload path
+ * (what the preloaded libincoll_mpi's MPI_Allreduce runs), on the same
+ * libincoll communicator as `inc`.
  */
 #include "bench_common.h"
 #include "mpi/mpi_layer.h"
@@ -32,9 +35,23 @@ static int mpi_allreduce(const float *send, float *recv, size_t count)
                          MPI_COMM_WORLD);
 }
 
+/* What libincoll_mpi's MPI_Allreduce does (src/mpi/mpi_wrap.c). */
+static int layer_allreduce(const float *send, float *recv, size_t count)
+{
+    int ret;
+    if (count > INT_MAX)
+        return MPI_ERR_COUNT;
+    if (mpi_layer_allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD, &ret))
+        return ret;
+    return PMPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD);
+}
+
 int main(int argc, char **argv)
 {
-    bench_mpi_t m = {.allreduce = mpi_allreduce};
+    bench_mpi_t m = {.allreduce = mpi_allreduce,
+                     .layer_allreduce = layer_allreduce};
     const char *why = NULL;
     int rank = 0, ret;
 
