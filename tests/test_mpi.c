@@ -427,8 +427,8 @@ static int fabric_killed_raise(const char *args, int want_rc, const char *tag)
     fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(!strstr(text, "MISMATCH"), "a wrong answer: %s", out);
-    CHECK_MSG(want_rc ? rc != 0 && rc != 124 : rc == 0,
-              "exit %d, want %s: %s", rc, want_rc ? "an abort" : "0", out);
+    CHECK_MSG(want_rc ? rc != 0 && rc != 124 : rc == 0, "exit %d, want %s: %s",
+              rc, want_rc ? "an abort" : "0", out);
     CHECK_MSG(strstr(text, "failed on the fabric: timed out waiting for the "
                            "fabric"),
               "no message naming the cause: %s", out);
@@ -523,8 +523,8 @@ TEST(mpi_ompi_pmpi_count, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     rc = mgr_job("pmpicount", 4, 2, "pmpicount", "", NULL, &text);
-    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s",
-              rc, text);
+    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s", rc,
+              text);
     CHECK_EQ_INT(count_of(text, " pmpi_calls 0 (first none)"), 4);
     for (int i = 0; i < 4; i++) {
         CHECK_MSG(stat_of(text, colls[i], "offloaded") >= want[i],
@@ -537,11 +537,10 @@ TEST(mpi_ompi_pmpi_count, TEST_INTEG)
     free(text);
 
     setenv("INCOLL_MPI_AGREE", "1", 1);
-    rc = mgr_job("pmpicount-agree", 4, 2, "pmpicount", "--expect", NULL,
-                 &text);
+    rc = mgr_job("pmpicount-agree", 4, 2, "pmpicount", "--expect", NULL, &text);
     unsetenv("INCOLL_MPI_AGREE");
-    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s",
-              rc, text);
+    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s", rc,
+              text);
     CHECK_EQ_INT(count_of(text, " pmpi_calls 0 "), 0);
     CHECK_EQ_INT(count_of(text, "(first PMPI_Allreduce)"), 4);
     free(text);
@@ -591,8 +590,14 @@ static int an_killed(const char *victim, const char *drop)
     return TEST_PASSED;
 }
 
-TEST(mpi_ompi_an_killed_leaf, TEST_INTEG) { return an_killed("l0", NULL); }
-TEST(mpi_ompi_an_killed_root, TEST_INTEG) { return an_killed("root", NULL); }
+TEST(mpi_ompi_an_killed_leaf, TEST_INTEG)
+{
+    return an_killed("l0", NULL);
+}
+TEST(mpi_ompi_an_killed_root, TEST_INTEG)
+{
+    return an_killed("root", NULL);
+}
 TEST(mpi_ompi_an_killed_leaf_loss, TEST_INTEG)
 {
     return an_killed("l1", "0.05");

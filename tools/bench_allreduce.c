@@ -778,9 +778,8 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 r0 = hc->retransmits;
                 t0 = bench_now_ns();
                 if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
-                    mpi_ret = is_mpi
-                                  ? mpi->allreduce(send, recv, count)
-                                  : mpi->layer_allreduce(send, recv, count);
+                    mpi_ret = is_mpi ? mpi->allreduce(send, recv, count)
+                                     : mpi->layer_allreduce(send, recv, count);
                     status = mpi_ret == 0 ? INCOLL_OK : INCOLL_ERR_IO;
                 } else {
                     status = incoll_allreduce_algo(

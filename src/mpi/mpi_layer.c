@@ -160,7 +160,7 @@ static struct {
     struct comm_slot {
         uint64_t key;
         comm_state_t *st; /* NULL: empty */
-    } *table;
+    } * table;
     size_t table_cap; /* 0 or a power of two */
     size_t table_n;
     /* Reused by every call: bcast's zeros (never written, so they stay
@@ -172,8 +172,8 @@ static struct {
     size_t sink_len;
     int errcode[ERRCODE_MAX];
     unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
-    unsigned long hosts[MPI_COLL_COUNT];  /* by libincoll on the hosts */
-    unsigned long errors[MPI_COLL_COUNT]; /* raised as MPI errors */
+    unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
+    unsigned long errors[MPI_COLL_COUNT];    /* raised as MPI errors */
     unsigned long passed[MPI_COLL_COUNT][R_COUNT];
 } L = {.keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID};
 
@@ -219,7 +219,8 @@ static comm_state_t *table_find(uint64_t key)
 {
     if (L.table_cap == 0)
         return NULL;
-    for (size_t i = slot_of(key, L.table_cap);; i = (i + 1) & (L.table_cap - 1)) {
+    for (size_t i = slot_of(key, L.table_cap);;
+         i = (i + 1) & (L.table_cap - 1)) {
         if (L.table[i].st == NULL)
             return NULL;
         if (L.table[i].key == key)
@@ -1223,8 +1224,7 @@ static void errcodes_init(void)
  * MPI_ERRORS_RETURN the caller gets the code). Returns the MPI code.
  */
 static __attribute__((noinline)) int raise_error(comm_state_t *st,
-                                                 mpi_coll_t coll,
-                                                 MPI_Comm comm,
+                                                 mpi_coll_t coll, MPI_Comm comm,
                                                  incoll_status_t status)
 {
     const char *why = NULL;

@@ -24,8 +24,8 @@
 
 static long in[N], out[N];
 
-static void bad(const char *what, const char *name, int round, int rank,
-                int i, long got, long want)
+static void bad(const char *what, const char *name, int round, int rank, int i,
+                long got, long want)
 {
     fprintf(stderr,
             "ankill: WRONG %s on %s at round %d, rank %d: element %d is %ld, "

@@ -16,6 +16,12 @@
  *   osu_side: allreduce 1024 layer_us 201.3 (max 230.1) mpi_us 402.7
  *   (max 431.0) mpi/layer 2.00
  * and "osu_side: ok" at rank 0.
+ *
+ * With INCOLL_TEST_KILL_CMD set, rank 0 runs it after the first call of
+ * each collective (which sets up the layer's state) and the ranks make
+ * allreduces through the layer until it runs on libincoll's host-based
+ * algorithms: the rows then compare those with MPI's own, the choice the
+ * layer makes after a failure (docs/mpi.md).
  */
 #include <mpi.h>
 
@@ -114,6 +120,17 @@ int main(int argc, char **argv)
     recvb = malloc((size_t)max);
     if (sendb == NULL || recvb == NULL)
         MPI_Abort(MPI_COMM_WORLD, 2);
+    for (int c = 0; c < C_COUNT; c++)
+        run(c, 1, 4, 1);
+    if (getenv("INCOLL_TEST_KILL_CMD") && *getenv("INCOLL_TEST_KILL_CMD")) {
+        if (rank == 0 && system(getenv("INCOLL_TEST_KILL_CMD")) != 0)
+            fprintf(stderr, "osu_side: the kill command failed\n");
+        for (int i = 0; i < 3; i++)
+            run(C_ALLREDUCE, 1, 4, 1);
+        if (rank == 0)
+            printf("osu_side: after the kill, through the layer = "
+                   "libincoll's host-based algorithms\n");
+    }
     for (int c = 0; c < C_COUNT; c++) {
         for (long bytes = 4; bytes <= max; bytes *= 4) {
             int n = (int)(bytes / 4), b = (int)bytes;

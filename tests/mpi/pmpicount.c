@@ -172,8 +172,8 @@ static void round_on(MPI_Comm comm, const char *name, int iter, int arm)
             fail("MPI_Allreduce in place", name, iter, r);
         memcpy(out, in, len);
         armed = arm;
-        MPI_Reduce(r == root ? MPI_IN_PLACE : in, out, cnt, MPI_DOUBLE,
-                   MPI_SUM, root, comm);
+        MPI_Reduce(r == root ? MPI_IN_PLACE : in, out, cnt, MPI_DOUBLE, MPI_SUM,
+                   root, comm);
         armed = 0;
         if (r == root && memcmp(out, ref, len) != 0)
             fail("MPI_Reduce", name, iter, r);
