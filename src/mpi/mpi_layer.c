@@ -59,11 +59,18 @@ typedef enum {
     R_BYTES,   /* larger than INCOLL_MPI_MAX_BYTES */
     R_COMM,    /* the communicator is not offloaded */
     R_FAILED,  /* the fabric failed; redone with PMPI_ (INCOLL_MPI_AGREE=1) */
+    R_LEFT,    /* left the network; MPI's is faster than the hosts' here */
     R_COUNT
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
-    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed"};
+    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left"};
+
+/* After the communicator left the network, broadcasts and reduces of
+ * fewer bytes go to MPI once the ranks agreed on it (see mpi_layer_barrier):
+ * MPI's own are faster than an allreduce on the hosts there (MPI's root or
+ * leaves return early; measured with tests/mpi/osu_side.c, docs/mpi.md). */
+#define LEFT_MPI_BYTES 65536
 
 /* Error codes the layer raises through a communicator's error handler,
  * one per negative incoll_status_t (index -status), in an error class of
@@ -127,6 +134,8 @@ typedef struct comm_state {
     int size;
     int seq;       /* order of setup on this rank, for messages */
     int left;      /* said that its libincoll communicator left the network */
+    int want_mpi;  /* this rank saw it leave: asks at the next barrier */
+    int to_mpi;    /* all ranks agreed: small bcast and reduce go to MPI */
     char why[192]; /* why not offloaded */
     void *scratch; /* saved inputs (INCOLL_MPI_AGREE=1), MINLOC pairs */
     size_t scratch_len;
@@ -1179,7 +1188,7 @@ static __attribute__((noinline)) void note_left(comm_state_t *st,
         incoll_comm_offloaded(st->icomm, &why);
     for (comm_state_t *s = L.states; s; s = s->next)
         if (s->icomm == st->icomm)
-            s->left = 1;
+            s->left = s->want_mpi = 1;
     if (st->rank == 0) {
         comm_label(comm, st->seq, label, sizeof(label));
         incoll_warn("mpi: communicator '%s' is no longer in the network (%s): "
@@ -1603,6 +1612,10 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
         pass(MPI_COLL_REDUCE, R_ARGS);
         return 0;
     }
+    if (st->to_mpi && bytes < LEFT_MPI_BYTES) {
+        pass(MPI_COLL_REDUCE, R_LEFT);
+        return 0;
+    }
     if (count == 0) {
         L.offloaded[MPI_COLL_REDUCE]++;
         *ret_p = MPI_SUCCESS;
@@ -1678,6 +1691,10 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
         pass(MPI_COLL_BCAST, R_ARGS);
         return 0;
     }
+    if (st->to_mpi && bytes < LEFT_MPI_BYTES) {
+        pass(MPI_COLL_BCAST, R_LEFT);
+        return 0;
+    }
     if (bytes == 0) {
         L.offloaded[MPI_COLL_BCAST]++;
         *ret_p = MPI_SUCCESS;
@@ -1715,22 +1732,58 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
     return 1;
 }
 
+/*
+ * The ranks agreed, at a barrier on comm, that comm left the network:
+ * from now on its small broadcasts and reduces (and those of every
+ * communicator on the same libincoll communicator, which has the same
+ * ranks in the same order of calls) go to MPI. Every rank gets the same
+ * barrier result, so every rank switches at the same call.
+ */
+static __attribute__((noinline)) void switch_to_mpi(comm_state_t *st,
+                                                    MPI_Comm comm)
+{
+    char label[MPI_MAX_OBJECT_NAME];
+
+    for (comm_state_t *s = L.states; s; s = s->next)
+        if (s->icomm == st->icomm)
+            s->to_mpi = 1;
+    if (st->rank == 0) {
+        comm_label(comm, st->seq, label, sizeof(label));
+        incoll_info("mpi: communicator '%s': its ranks agreed at a barrier "
+                    "that it left the network: broadcasts and reduces under "
+                    "%d bytes go to MPI from now on (faster than on the "
+                    "hosts), the rest stays with libincoll",
+                    label, LEFT_MPI_BYTES);
+    }
+}
+
 int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
 {
     comm_state_t *st;
     incoll_status_t status;
-    uint8_t in = 0, out = 0;
+    uint8_t in, out = 0;
     int was_in;
 
     st = gate(MPI_COLL_BARRIER, comm, 1, R_COUNT);
     if (st == NULL)
         return 0;
-    /* No rank gets an allreduce's result before every rank contributed. */
+    /*
+     * No rank gets an allreduce's result before every rank contributed.
+     * Its byte carries, for free, whether this rank saw the communicator
+     * leave the network: the bitwise OR is the same on every rank, so the
+     * switch of small broadcasts and reduces to MPI happens at the same
+     * call everywhere (a rank's own view may differ from its peers' for a
+     * while: the manager's failure notice reaches each at its own time).
+     */
+    in = (uint8_t)(st->want_mpi && !st->to_mpi);
     was_in = in_net(st);
     status =
         incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8, INCOLL_OP_BOR);
-    if (settle(st, MPI_COLL_BARRIER, comm, status, was_in, ret_p))
+    if (settle(st, MPI_COLL_BARRIER, comm, status, was_in, ret_p)) {
+        if (status == INCOLL_OK && (out & 1) && !st->to_mpi)
+            switch_to_mpi(st, comm);
         return 1;
+    }
     *ret_p = PMPI_Barrier(comm);
     return 1;
 }
