@@ -617,6 +617,74 @@ TEST(mpi_ompi_an_killed_root_loss, TEST_INTEG)
     return an_killed("root", "0.05");
 }
 
+/*
+ * `incoll bench allreduce --algos inc,mpi-layer,mpi` on loopback (3
+ * ranks, 4 B to 16 KiB, 3 iterations): libincoll's own call, the same
+ * MPI_Allreduce through the layer and MPI's own, side by side, every
+ * result checked; the layer's table and one CSV row per size for each
+ * with a latency; a corrupted mpi-layer result fails the run.
+ */
+TEST(mpi_ompi_bench_layer, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, NULL);
+    char out[PATH_MAX], csv[PATH_MAX], line[512];
+    char *text;
+    FILE *f;
+    int rc, rows[3] = {0, 0, 0};
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/bench-layer.out", test_tmpdir());
+    snprintf(csv, sizeof(csv), "%s/bench-layer.csv", test_tmpdir());
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_FABRIC");
+    rc = sh(out,
+            "timeout -k 5 200 '%s/incoll' bench allreduce -n 3 --radix 2 "
+            "--sizes 4:16K --iters 3 --warmup 1 --algos inc,mpi-layer,mpi "
+            "--csv '%s' --timeout 150",
+            test_bindir(), csv);
+    text = slurp(out);
+    CHECK_MSG(rc == 0, "exit %d:\n%.3000s", rc, text);
+    CHECK_MSG(strstr(text, "mpi-layer(us) layer/inc") &&
+                  strstr(text, "# mpi-layer: the same MPI_Allreduce"),
+              "no layer table:\n%.3000s", text);
+    free(text);
+    f = fopen(csv, "r");
+    CHECK(f != NULL);
+    while (fgets(line, sizeof(line), f)) {
+        static const char *const algos[] = {"inc,", "mpi-layer,", "mpi,"};
+        for (int i = 0; i < 3; i++) {
+            if (strncmp(line, algos[i], strlen(algos[i])) == 0) {
+                double avg = 0;
+                char *p = strchr(line, ',');
+                p = p ? strchr(p + 1, ',') : NULL; /* iters */
+                p = p ? strchr(p + 1, ',') : NULL; /* avg_us */
+                if (p)
+                    avg = strtod(p + 1, NULL);
+                CHECK_MSG(avg > 0, "no latency in %s", line);
+                rows[i]++;
+            }
+        }
+    }
+    fclose(f);
+    CHECK_EQ_INT(rows[0], 13);
+    CHECK_EQ_INT(rows[1], 13);
+    CHECK_EQ_INT(rows[2], 13);
+
+    setenv("INCOLL_BENCH_CORRUPT", "1", 1);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' bench allreduce -n 3 --radix 2 "
+            "--sizes 4K --iters 2 --warmup 1 --algos mpi-layer --timeout 100",
+            test_bindir());
+    unsetenv("INCOLL_BENCH_CORRUPT");
+    text = slurp(out);
+    CHECK_MSG(rc != 0, "a corrupted mpi-layer result passed");
+    CHECK_MSG(strstr(text, "WRONG RESULT: mpi-layer allreduce"),
+              "no verification message in:\n%.3000s", text);
+    free(text);
+    return TEST_PASSED;
+}
+
 /* Fortran through `use mpi` and `use mpi_f08`, whose Open MPI bindings
  * skip the C wrappers. */
 TEST(mpi_ompi_fortran, TEST_INTEG)
