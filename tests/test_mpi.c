@@ -556,7 +556,7 @@ TEST(mpi_ompi_pmpi_count, TEST_INTEG)
  * after the failure are counted under hosts= (libincoll's host-based
  * algorithms: the fabric cannot host a group without that AN), the layer
  * said once that the world left the network, and after the next barrier
- * the small reduces and broadcasts went to MPI (left=), the allreduces
+ * the reduces and small broadcasts went to MPI (left=), the allreduces
  * not.
  */
 static int an_killed(const char *victim, const char *drop)
@@ -589,11 +589,11 @@ static int an_killed(const char *victim, const char *drop)
                                 "in the network"),
                  1);
     /* Each round ends with a barrier: at the first one after the failure
-     * the ranks agree to give small reduces and broadcasts to MPI. */
+     * the ranks agree to give reduces and small broadcasts to MPI. */
     CHECK_MSG(stat_of(text, "reduce", "left") > 0 &&
                   stat_of(text, "bcast", "left") > 0 &&
                   stat_of(text, "allreduce", "left") == 0,
-              "small reduces and broadcasts not given to MPI after the "
+              "reduces and small broadcasts not given to MPI after the "
               "failure:\n%.4000s",
               text);
     free(text);

@@ -12,8 +12,9 @@
  * same rank code with libincoll brought up from MPI.
  *
  * Each rank (bench_allreduce_rank_main), for every size and iteration,
- * runs every algorithm once, in an order rotated by the iteration so no
- * algorithm always follows the same one; before each operation the ranks
+ * runs every algorithm once, in an order rotated by the iteration and
+ * reversed every other round (run_order) so no algorithm always follows
+ * the same one; before each operation the ranks
  * meet in a barrier (not timed, see shm_barrier()). Around the
  * operation it reads the monotonic clock, getrusage (user+sys of this
  * process only) and the counters of its UDP socket (bytes and datagrams it
@@ -644,6 +645,20 @@ static int shm_barrier_create(const char *dir)
     return ret;
 }
 
+/*
+ * Which algorithm runs k-th in iteration it: the list rotated by it, and
+ * in every other block of n iterations reversed. A rotation alone keeps
+ * the cyclic order, so with three or more algorithms each would always
+ * follow the same one (and pay for what it leaves behind: MPI's TCP
+ * acknowledgements and progress); with the reversed blocks each follows
+ * every other one equally often.
+ */
+static int run_order(int n, int it, int k)
+{
+    int pos = (it / n) % 2 ? n - 1 - k : k;
+    return (pos + it) % n;
+}
+
 /* Bytes and packets sent by interface dev of this process's network
  * namespace. Returns 0, or -1 when there is no such interface. */
 static int netdev_tx(const char *dev, uint64_t *bytes_p, uint64_t *pkts_p)
@@ -744,7 +759,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         bench_size_str(sizes[s], sz, sizeof(sz));
         for (int it = 0; it < warm + iters; it++) {
             for (int k = 0; k < o.nalgos; k++) {
-                int ai = (k + it) % o.nalgos, algo = o.algos[ai];
+                int ai = run_order(o.nalgos, it, k), algo = o.algos[ai];
                 if (!active(&o, ai, sizes[s]))
                     continue;
                 const udp_counters_t *uc = udp_counters(ctx->sock);

@@ -66,10 +66,11 @@ typedef enum {
 static const char *const reason_names[R_COUNT] = {
     "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left"};
 
-/* After the communicator left the network, broadcasts and reduces of
- * fewer bytes go to MPI once the ranks agreed on it (see mpi_layer_barrier):
- * MPI's own are faster than an allreduce on the hosts there (MPI's root or
- * leaves return early; measured with tests/mpi/osu_side.c, docs/mpi.md). */
+/* After the communicator left the network, reduces, and broadcasts of
+ * fewer bytes than this, go to MPI once the ranks agreed on it (see
+ * mpi_layer_barrier): MPI's own are faster than an allreduce on the hosts
+ * there (MPI's non-roots of a reduce and root of a broadcast return
+ * early; measured with tests/mpi/osu_side.c, docs/mpi.md). */
 #define LEFT_MPI_BYTES 65536
 
 /* Error codes the layer raises through a communicator's error handler,
@@ -1612,7 +1613,7 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
         pass(MPI_COLL_REDUCE, R_ARGS);
         return 0;
     }
-    if (st->to_mpi && bytes < LEFT_MPI_BYTES) {
+    if (st->to_mpi) {
         pass(MPI_COLL_REDUCE, R_LEFT);
         return 0;
     }
@@ -1734,7 +1735,7 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
 
 /*
  * The ranks agreed, at a barrier on comm, that comm left the network:
- * from now on its small broadcasts and reduces (and those of every
+ * from now on its reduces and small broadcasts (and those of every
  * communicator on the same libincoll communicator, which has the same
  * ranks in the same order of calls) go to MPI. Every rank gets the same
  * barrier result, so every rank switches at the same call.
@@ -1750,8 +1751,8 @@ static __attribute__((noinline)) void switch_to_mpi(comm_state_t *st,
     if (st->rank == 0) {
         comm_label(comm, st->seq, label, sizeof(label));
         incoll_info("mpi: communicator '%s': its ranks agreed at a barrier "
-                    "that it left the network: broadcasts and reduces under "
-                    "%d bytes go to MPI from now on (faster than on the "
+                    "that it left the network: reduces, and broadcasts under "
+                    "%d bytes, go to MPI from now on (faster than on the "
                     "hosts), the rest stays with libincoll",
                     label, LEFT_MPI_BYTES);
     }
@@ -1771,7 +1772,7 @@ int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
      * No rank gets an allreduce's result before every rank contributed.
      * Its byte carries, for free, whether this rank saw the communicator
      * leave the network: the bitwise OR is the same on every rank, so the
-     * switch of small broadcasts and reduces to MPI happens at the same
+     * switch of reduces and small broadcasts to MPI happens at the same
      * call everywhere (a rank's own view may differ from its peers' for a
      * while: the manager's failure notice reaches each at its own time).
      */
