@@ -381,6 +381,8 @@ TEST(mpi_ompi_fabric_killed, TEST_INTEG)
     setenv("INCOLL_TEST_KILL_CMD", cmd, 1);
     /* Fail fast: this test is about the answer, not the timeout. */
     setenv("INCOLL_TIMEOUT_MS", "1000", 1);
+    /* No manager, so libincoll cannot recover: the opt-in agreement. */
+    setenv("INCOLL_MPI_AGREE", "1", 1);
     rc = run_job(MPI_OMPI, 3, "killmid", "", out);
     fabric_down(dir);
     text = slurp(out);
@@ -389,6 +391,296 @@ TEST(mpi_ompi_fabric_killed, TEST_INTEG)
     CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
     CHECK_MSG(stat_of(text, "allreduce", "failed") == 1, "%s", out);
     CHECK_MSG(strstr(text, "the fabric failed during a call"), "%s", out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* ---- the fast path: no MPI call of the layer's own, failures --------- */
+
+/*
+ * The whole fabric (no manager) is stopped mid-run with the default
+ * settings (no agreement): libincoll cannot recover, every rank's call
+ * fails, and the layer raises the error through the communicator's error
+ * handler instead of redoing it with MPI on its own. MPI's default,
+ * MPI_ERRORS_ARE_FATAL, ends the job with the layer's message and the
+ * cause; under MPI_ERRORS_RETURN each rank gets the layer's error code,
+ * whose string names the cause. No wrong answer before either.
+ */
+static int fabric_killed_raise(const char *args, int want_rc, const char *tag)
+{
+    const char *why = mpi_ready(MPI_OMPI, "killmid");
+    char dir[PATH_MAX], out[PATH_MAX + 16], cmd[2 * PATH_MAX + 64];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-raise-%s", test_tmpdir(), tag);
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    snprintf(cmd, sizeof(cmd), "'%s/incoll' fabric down --dir '%s'",
+             test_bindir(), dir);
+    setenv("INCOLL_TEST_KILL_CMD", cmd, 1);
+    setenv("INCOLL_TIMEOUT_MS", "1000", 1);
+    rc = run_job(MPI_OMPI, 3, "killmid", args, out);
+    fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(!strstr(text, "MISMATCH"), "a wrong answer: %s", out);
+    CHECK_MSG(want_rc ? rc != 0 && rc != 124 : rc == 0, "exit %d, want %s: %s",
+              rc, want_rc ? "an abort" : "0", out);
+    CHECK_MSG(strstr(text, "failed on the fabric: timed out waiting for the "
+                           "fabric"),
+              "no message naming the cause: %s", out);
+    if (want_rc) {
+        CHECK_MSG(strstr(text, "MPI_ERRORS_ARE_FATAL") &&
+                      strstr(text, "incoll: timed out waiting for the fabric"),
+                  "MPI's error handler did not end the job: %s", out);
+    } else {
+        CHECK_EQ_INT(count_of(text, "error returned: incoll: timed out "
+                                    "waiting for the fabric"),
+                     3);
+        CHECK_EQ_INT(stat_of(text, "allreduce", "errors"), 1);
+        CHECK_MSG(stat_of(text, "allreduce", "offloaded") >= 10, "%s", out);
+        CHECK_EQ_INT(stat_of(text, "allreduce", "failed"), 0);
+    }
+    free(text);
+    return TEST_PASSED;
+}
+
+TEST(mpi_ompi_fabric_killed_fatal, TEST_INTEG)
+{
+    return fabric_killed_raise("", 1, "fatal");
+}
+
+TEST(mpi_ompi_fabric_killed_errors_return, TEST_INTEG)
+{
+    return fabric_killed_raise("--errors-return", 0, "return");
+}
+
+/*
+ * Runs prog on np ranks under `incoll mpirun --fabric DIR` on a loopback
+ * fabric of np hosts and the given radix, brought up for it (with its
+ * manager: every communicator gets its own group, and libincoll recovers
+ * from failures) and taken down after. victim, unless NULL, is the AN
+ * (fabric.conf name) that INCOLL_TEST_KILL_CMD kills with SIGKILL when
+ * the program runs it. Returns the job's exit status; *text_p gets its
+ * output (the caller frees it).
+ */
+static int mgr_job(const char *tag, int np, int radix, const char *prog,
+                   const char *args, const char *victim, char **text_p)
+{
+    char dir[PATH_MAX], out[PATH_MAX + 16], cmd[PATH_MAX + 64];
+    int rc;
+
+    snprintf(dir, sizeof(dir), "%s/fabric-%s", test_tmpdir(), tag);
+    snprintf(out, sizeof(out), "%s.out", dir);
+    *text_p = NULL;
+    if (fabric_up(dir, np, radix) != 0) {
+        fprintf(stderr, "    cannot bring up a fabric in %s\n", dir);
+        return -1;
+    }
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    if (victim) {
+        snprintf(cmd, sizeof(cmd), "kill -KILL $(cat '%s/%s.pid')", dir,
+                 victim);
+        setenv("INCOLL_TEST_KILL_CMD", cmd, 1);
+    } else {
+        unsetenv("INCOLL_TEST_KILL_CMD");
+    }
+    rc = sh(out,
+            "timeout -k 5 150 '%s/incoll' mpirun -n %d --fabric '%s' "
+            "--timeout 120 -- '%s/%s' %s",
+            test_bindir(), np, dir, progdir, prog, args);
+    fabric_down(dir);
+    *text_p = slurp(out);
+    if (rc != 0)
+        fprintf(stderr, "    %s exited %d: %s\n", prog, rc, out);
+    return rc;
+}
+
+/*
+ * The success path makes no MPI call of the layer's own: pmpicount
+ * interposes the PMPI_ functions the layer uses and counts them while
+ * MPI_Allreduce (in place and not), MPI_Reduce, MPI_Bcast and
+ * MPI_Barrier run offloaded on the world, a dup and a split (4 ranks, a
+ * manager: each has its own group). Every rank counts 0 and every call
+ * on rank 0 was offloaded. With INCOLL_MPI_AGREE=1 (one PMPI_Allreduce
+ * after each call) the same counter sees them, so the test can fail.
+ */
+TEST(mpi_ompi_pmpi_count, TEST_INTEG)
+{
+    static const char *const colls[] = {"allreduce", "reduce", "bcast",
+                                        "barrier"};
+    static const long want[] = {360, 180, 180, 60};
+    const char *why = mpi_ready(MPI_OMPI, "pmpicount");
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    rc = mgr_job("pmpicount", 4, 2, "pmpicount", "", NULL, &text);
+    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s", rc,
+              text);
+    CHECK_EQ_INT(count_of(text, " pmpi_calls 0 (first none)"), 4);
+    for (int i = 0; i < 4; i++) {
+        CHECK_MSG(stat_of(text, colls[i], "offloaded") >= want[i],
+                  "%s offloaded=%ld, want >= %ld:\n%.3000s", colls[i],
+                  stat_of(text, colls[i], "offloaded"), want[i], text);
+        CHECK_EQ_INT(stat_of(text, colls[i], "passed"), 0);
+        CHECK_EQ_INT(stat_of(text, colls[i], "hosts"), 0);
+        CHECK_EQ_INT(stat_of(text, colls[i], "errors"), 0);
+    }
+    free(text);
+
+    setenv("INCOLL_MPI_AGREE", "1", 1);
+    rc = mgr_job("pmpicount-agree", 4, 2, "pmpicount", "--expect", NULL, &text);
+    unsetenv("INCOLL_MPI_AGREE");
+    CHECK_MSG(rc == 0 && strstr(text, "pmpicount: ok"), "exit %d:\n%.3000s", rc,
+              text);
+    CHECK_EQ_INT(count_of(text, " pmpi_calls 0 "), 0);
+    CHECK_EQ_INT(count_of(text, "(first PMPI_Allreduce)"), 4);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * An AN killed (SIGKILL) under ankill, a loop of MPI_Allreduce, Reduce,
+ * Bcast and Barrier on the world and a split, 4 ranks on a fabric of
+ * radix 2 (leaves l0 and l1 under root) with its manager: every value is
+ * right on every rank (ankill checks them all), the job ends in bounded
+ * time (`incoll mpirun --timeout`), no call raised an error, the calls
+ * after the failure are counted under hosts= (libincoll's host-based
+ * algorithms: the fabric cannot host a group without that AN), the layer
+ * said once that the world left the network, and after the next barrier
+ * the reduces and small broadcasts went to MPI (left=), the allreduces
+ * not.
+ */
+static int an_killed(const char *victim, const char *drop)
+{
+    static const char *const colls[] = {"allreduce", "reduce", "bcast",
+                                        "barrier"};
+    const char *why = mpi_ready(MPI_OMPI, "ankill");
+    char tag[64], *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (drop)
+        setenv("INCOLL_FAULT_DROP", drop, 1);
+    snprintf(tag, sizeof(tag), "ankill-%s%s", victim, drop ? "-loss" : "");
+    rc = mgr_job(tag, 4, 2, "ankill", "", victim, &text);
+    unsetenv("INCOLL_FAULT_DROP");
+    CHECK_MSG(rc == 0 && strstr(text, "ankill: ok 30 rounds") &&
+                  strstr(text, "ankill: ran 'kill"),
+              "exit %d:\n%.4000s", rc, text);
+    for (int i = 0; i < 4; i++) {
+        CHECK_MSG(stat_of(text, colls[i], "errors") == 0,
+                  "%s raised errors:\n%.4000s", colls[i], text);
+        CHECK_MSG(stat_of(text, colls[i], "offloaded") > 0, "%.4000s", text);
+        CHECK_MSG(stat_of(text, colls[i], "hosts") > 0,
+                  "no %s counted on the hosts after the failure:\n%.4000s",
+                  colls[i], text);
+    }
+    CHECK_EQ_INT(count_of(text, "communicator 'MPI_COMM_WORLD' is no longer "
+                                "in the network"),
+                 1);
+    /* Each round ends with a barrier: at the first one after the failure
+     * the ranks agree to give reduces and small broadcasts to MPI. */
+    CHECK_MSG(stat_of(text, "reduce", "left") > 0 &&
+                  stat_of(text, "bcast", "left") > 0 &&
+                  stat_of(text, "allreduce", "left") == 0,
+              "reduces and small broadcasts not given to MPI after the "
+              "failure:\n%.4000s",
+              text);
+    free(text);
+    return TEST_PASSED;
+}
+
+TEST(mpi_ompi_an_killed_leaf, TEST_INTEG)
+{
+    return an_killed("l0", NULL);
+}
+TEST(mpi_ompi_an_killed_root, TEST_INTEG)
+{
+    return an_killed("root", NULL);
+}
+TEST(mpi_ompi_an_killed_leaf_loss, TEST_INTEG)
+{
+    return an_killed("l1", "0.05");
+}
+TEST(mpi_ompi_an_killed_root_loss, TEST_INTEG)
+{
+    return an_killed("root", "0.05");
+}
+
+/*
+ * `incoll bench allreduce --algos inc,mpi-layer,mpi` on loopback (3
+ * ranks, 4 B to 16 KiB, 3 iterations): libincoll's own call, the same
+ * MPI_Allreduce through the layer and MPI's own, side by side, every
+ * result checked; the layer's table and one CSV row per size for each
+ * with a latency; a corrupted mpi-layer result fails the run.
+ */
+TEST(mpi_ompi_bench_layer, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, NULL);
+    char out[PATH_MAX], csv[PATH_MAX], line[512];
+    char *text;
+    FILE *f;
+    int rc, rows[3] = {0, 0, 0};
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/bench-layer.out", test_tmpdir());
+    snprintf(csv, sizeof(csv), "%s/bench-layer.csv", test_tmpdir());
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_FABRIC");
+    rc = sh(out,
+            "timeout -k 5 200 '%s/incoll' bench allreduce -n 3 --radix 2 "
+            "--sizes 4:16K --iters 3 --warmup 1 --algos inc,mpi-layer,mpi "
+            "--csv '%s' --timeout 150",
+            test_bindir(), csv);
+    text = slurp(out);
+    CHECK_MSG(rc == 0, "exit %d:\n%.3000s", rc, text);
+    CHECK_MSG(strstr(text, "mpi-layer(us) layer/inc") &&
+                  strstr(text, "# mpi-layer: the same MPI_Allreduce"),
+              "no layer table:\n%.3000s", text);
+    free(text);
+    f = fopen(csv, "r");
+    CHECK(f != NULL);
+    while (fgets(line, sizeof(line), f)) {
+        static const char *const algos[] = {"inc,", "mpi-layer,", "mpi,"};
+        for (int i = 0; i < 3; i++) {
+            if (strncmp(line, algos[i], strlen(algos[i])) == 0) {
+                double avg = 0;
+                char *p = strchr(line, ',');
+                p = p ? strchr(p + 1, ',') : NULL; /* iters */
+                p = p ? strchr(p + 1, ',') : NULL; /* avg_us */
+                if (p)
+                    avg = strtod(p + 1, NULL);
+                CHECK_MSG(avg > 0, "no latency in %s", line);
+                rows[i]++;
+            }
+        }
+    }
+    fclose(f);
+    CHECK_EQ_INT(rows[0], 13);
+    CHECK_EQ_INT(rows[1], 13);
+    CHECK_EQ_INT(rows[2], 13);
+
+    setenv("INCOLL_BENCH_CORRUPT", "1", 1);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' bench allreduce -n 3 --radix 2 "
+            "--sizes 4K --iters 2 --warmup 1 --algos mpi-layer --timeout 100",
+            test_bindir());
+    unsetenv("INCOLL_BENCH_CORRUPT");
+    text = slurp(out);
+    CHECK_MSG(rc != 0, "a corrupted mpi-layer result passed");
+    CHECK_MSG(strstr(text, "WRONG RESULT: mpi-layer allreduce"),
+              "no verification message in:\n%.3000s", text);
     free(text);
     return TEST_PASSED;
 }

@@ -12,8 +12,9 @@
  * same rank code with libincoll brought up from MPI.
  *
  * Each rank (bench_allreduce_rank_main), for every size and iteration,
- * runs every algorithm once, in an order rotated by the iteration so no
- * algorithm always follows the same one; before each operation the ranks
+ * runs every algorithm once, in an order rotated by the iteration and
+ * reversed every other round (run_order) so no algorithm always follows
+ * the same one; before each operation the ranks
  * meet in a barrier (not timed, see shm_barrier()). Around the
  * operation it reads the monotonic clock, getrusage (user+sys of this
  * process only) and the counters of its UDP socket (bytes and datagrams it
@@ -68,6 +69,9 @@
 /* `mpi` in --algos: the MPI library's own MPI_Allreduce (not an
  * incoll_algo_t; the ranks then run under MPI, see bench_common.h). */
 #define AR_ALGO_MPI (INCOLL_ALGO_COUNT + 1)
+/* `mpi-layer`: MPI_Allreduce through the MPI layer (libincoll_mpi's offload
+ * path, on the same libincoll communicator as inc). */
+#define AR_ALGO_MPI_LAYER (INCOLL_ALGO_COUNT + 2)
 /* A counter the rank could not read (records and stats). */
 #define AR_NA UINT64_MAX
 
@@ -128,6 +132,8 @@ static const char *algo_str(int algo)
         return "rabenseifner";
     case AR_ALGO_MPI:
         return "mpi";
+    case AR_ALGO_MPI_LAYER:
+        return "mpi-layer";
     default:
         return "auto";
     }
@@ -142,6 +148,8 @@ static int algo_from(const char *s)
         return INCOLL_ALGO_RABENSEIFNER;
     if (strcmp(s, "mpi") == 0)
         return AR_ALGO_MPI;
+    if (strcmp(s, "mpi-layer") == 0 || strcmp(s, "layer") == 0)
+        return AR_ALGO_MPI_LAYER;
     return -1;
 }
 
@@ -187,11 +195,11 @@ static void algos_str(const ar_opts_t *o, char *buf, size_t len)
     }
 }
 
-/* 1 if mpi is in the list. */
+/* 1 if mpi or mpi-layer is in the list (the ranks then run under MPI). */
 static int has_mpi(const ar_opts_t *o)
 {
     for (int i = 0; i < o->nalgos; i++)
-        if (o->algos[i] == AR_ALGO_MPI)
+        if (o->algos[i] == AR_ALGO_MPI || o->algos[i] == AR_ALGO_MPI_LAYER)
             return 1;
     return 0;
 }
@@ -283,7 +291,9 @@ static void usage(FILE *out)
         "  --algos LIST      of inc, rd, ring, rabenseifner (default: these\n"
         "                    four) and mpi (the MPI library's own\n"
         "                    MPI_Allreduce: the ranks then run under Open\n"
-        "                    MPI's mpirun); ALGO:SIZE runs ALGO only up to\n"
+        "                    MPI's mpirun) and mpi-layer (the same call\n"
+        "                    through libincoll_mpi, as a preloaded program\n"
+        "                    makes it); ALGO:SIZE runs ALGO only up to\n"
         "                    SIZE (rd:256K)\n"
         "  --iters N         timed iterations per size (default: 4 MiB / "
         "size,\n"
@@ -403,7 +413,8 @@ static int parse_args(int argc, char **argv, ar_opts_t *o, const char *who)
             if (parse_algos(optarg, o) != 0) {
                 fprintf(stderr,
                         "incoll %s: bad --algos '%s' (want a list of "
-                        "distinct inc, rd, ring, rabenseifner, mpi)\n",
+                        "distinct inc, rd, ring, rabenseifner, mpi, "
+                        "mpi-layer)\n",
                         who, optarg);
                 return 2;
             }
@@ -634,6 +645,20 @@ static int shm_barrier_create(const char *dir)
     return ret;
 }
 
+/*
+ * Which algorithm runs k-th in iteration it: the list rotated by it, and
+ * in every other block of n iterations reversed. A rotation alone keeps
+ * the cyclic order, so with three or more algorithms each would always
+ * follow the same one (and pay for what it leaves behind: MPI's TCP
+ * acknowledgements and progress); with the reversed blocks each follows
+ * every other one equally often.
+ */
+static int run_order(int n, int it, int k)
+{
+    int pos = (it / n) % 2 ? n - 1 - k : k;
+    return (pos + it) % n;
+}
+
 /* Bytes and packets sent by interface dev of this process's network
  * namespace. Returns 0, or -1 when there is no such interface. */
 static int netdev_tx(const char *dev, uint64_t *bytes_p, uint64_t *pkts_p)
@@ -734,7 +759,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         bench_size_str(sizes[s], sz, sizeof(sz));
         for (int it = 0; it < warm + iters; it++) {
             for (int k = 0; k < o.nalgos; k++) {
-                int ai = (k + it) % o.nalgos, algo = o.algos[ai];
+                int ai = run_order(o.nalgos, it, k), algo = o.algos[ai];
                 if (!active(&o, ai, sizes[s]))
                     continue;
                 const udp_counters_t *uc = udp_counters(ctx->sock);
@@ -767,8 +792,9 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 }
                 r0 = hc->retransmits;
                 t0 = bench_now_ns();
-                if (is_mpi) {
-                    mpi_ret = mpi->allreduce(send, recv, count);
+                if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
+                    mpi_ret = is_mpi ? mpi->allreduce(send, recv, count)
+                                     : mpi->layer_allreduce(send, recv, count);
                     status = mpi_ret == 0 ? INCOLL_OK : INCOLL_ERR_IO;
                 } else {
                     status = incoll_allreduce_algo(
@@ -780,11 +806,11 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 if (is_mpi && have_uplink)
                     netdev_tx("uplink", &b1, &p1);
                 if (status != INCOLL_OK) {
-                    if (is_mpi)
+                    if (is_mpi || algo == AR_ALGO_MPI_LAYER)
                         fprintf(stderr,
-                                "incoll %s: rank %d: MPI_Allreduce of %s "
+                                "incoll %s: rank %d: %s MPI_Allreduce of %s "
                                 "bytes, iteration %d: MPI error %d\n",
-                                who, rank, sz, it, mpi_ret);
+                                who, rank, algo_str(algo), sz, it, mpi_ret);
                     else
                         fprintf(stderr,
                                 "incoll %s: rank %d: allreduce %s of %s "
@@ -1115,6 +1141,15 @@ static const char *num_str(double v, int decimals, char *buf, size_t len)
     return buf;
 }
 
+/* Index of mpi-layer in o->algos, or -1. */
+static int layer_index(const ar_opts_t *o)
+{
+    for (int i = 0; i < o->nalgos; i++)
+        if (o->algos[i] == AR_ALGO_MPI_LAYER)
+            return i;
+    return -1;
+}
+
 /* The host-based algorithm (the MPI library's own included) with the
  * lowest latency at size s, or -1. */
 static int best_host(const ar_opts_t *o, const ar_stat_t *stats, int s)
@@ -1122,6 +1157,7 @@ static int best_host(const ar_opts_t *o, const ar_stat_t *stats, int s)
     int best = -1;
     for (int i = 0; i < o->nalgos; i++) {
         if (o->algos[i] == INCOLL_ALGO_INC ||
+            o->algos[i] == AR_ALGO_MPI_LAYER ||
             stats[s * o->nalgos + i].iters == 0)
             continue;
         if (best < 0 || stats[s * o->nalgos + i].avg_us <
@@ -1147,6 +1183,43 @@ static void describe_fabric(const bench_fabric_t *f, char *buf, size_t len)
                  f->hosts, f->radix, f->levels, f->levels == 1 ? "" : "s");
 }
 
+/* The MPI layer's own table: MPI_Allreduce through libincoll_mpi against
+ * libincoll's own call (its overhead) and the MPI library's (its gain). */
+static void print_layer_table(const ar_opts_t *o, const size_t *sizes,
+                              int nsizes, const ar_stat_t *stats)
+{
+    int inc = inc_index(o), mpi = mpi_index(o), lay = layer_index(o);
+    char sz[32];
+
+    printf("\n# mpi-layer: MPI_Allreduce through libincoll_mpi; layer/inc: "
+           "its latency over libincoll's own call's (1.00 = no overhead); "
+           "mpi/layer: the MPI library's own over it (> 1: the layer is "
+           "faster)\n");
+    printf("%9s %6s %10s %13s %9s %10s %9s\n", "bytes", "", "inc(us)",
+           "mpi-layer(us)", "layer/inc", "mpi(us)", "mpi/layer");
+    for (int s = 0; s < nsizes; s++) {
+        const ar_stat_t *sl = &stats[s * o->nalgos + lay];
+        const ar_stat_t *si = inc >= 0 ? &stats[s * o->nalgos + inc] : NULL;
+        const ar_stat_t *sm = mpi >= 0 ? &stats[s * o->nalgos + mpi] : NULL;
+        if (sl->iters == 0)
+            continue;
+        printf("%9zu %6s", sizes[s], bench_size_str(sizes[s], sz, sizeof(sz)));
+        if (si && si->iters > 0)
+            printf(" %10.1f", si->avg_us);
+        else
+            printf(" %10s", "-");
+        printf(" %13.1f", sl->avg_us);
+        if (si && si->iters > 0 && si->avg_us > 0)
+            printf(" %8.3fx", sl->avg_us / si->avg_us);
+        else
+            printf(" %9s", "-");
+        if (sm && sm->iters > 0 && sl->avg_us > 0)
+            printf(" %10.1f %8.2fx\n", sm->avg_us, sm->avg_us / sl->avg_us);
+        else
+            printf(" %10s %9s\n", "-", "-");
+    }
+}
+
 static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
                         const size_t *sizes, int nsizes, const ar_stat_t *stats,
                         const ar_ref_t *ref)
@@ -1164,6 +1237,11 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
     printf(
         "# tx/host: UDP payload bytes a host sent per operation, pkts: "
         "datagrams (socket counters); cpu: user+sys per rank and operation\n");
+    if (layer_index(o) >= 0)
+        printf("# mpi-layer: the same MPI_Allreduce through libincoll_mpi's "
+               "offload path (as a preloaded program makes it), on inc's "
+               "libincoll communicator; its tx/host and pkts are inc's "
+               "socket counters\n");
     if (mpi >= 0)
         printf("# mpi: the MPI library's own MPI_Allreduce (ranks under "
                "mpirun); its tx/host and pkts are %s\n",
@@ -1191,6 +1269,8 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
                    st->spread[4]);
         }
     }
+    if (layer_index(o) >= 0)
+        print_layer_table(o, sizes, nsizes, stats);
     if (inc < 0 || o->nalgos < 2)
         return;
     printf("\n# speedup of inc over the best host-based algorithm at each size "

@@ -36,6 +36,9 @@ typedef struct {
     /* MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM,
      * MPI_COMM_WORLD) of the MPI library: 0, or MPI's error code. */
     int (*allreduce)(const float *send, float *recv, size_t count);
+    /* The same call through the MPI layer (libincoll_mpi's MPI_Allreduce:
+     * mpi_layer_allreduce, else PMPI_Allreduce): 0, or MPI's error code. */
+    int (*layer_allreduce)(const float *send, float *recv, size_t count);
 } bench_mpi_t;
 
 /* The rank side of `incoll bench allreduce`: bench_allreduce_rank_main()

@@ -63,10 +63,11 @@ const knob_t knob_table[] = {
     {"INCOLL_MPI_EAGER", "0", "mpi",
      "1 sets up a communicator's fabric group when it is created, not at its "
      "first collective"},
-    {"INCOLL_MPI_AGREE", "1", "mpi",
+    {"INCOLL_MPI_AGREE", "0", "mpi",
      "1 agrees after each offloaded call (one MPI allreduce of an int) so a "
-     "fabric failure on any rank is redone by MPI; 0 skips it and aborts on "
-     "failure"},
+     "fabric failure on any rank is redone by MPI, for fabrics without a "
+     "manager; 0: a failure libincoll cannot recover goes to the "
+     "communicator's error handler"},
     {"INCOLL_MGR", "", "host",
      "host:port of the aggregation manager; when set, the fabric and every "
      "communicator's group come from it (`incoll run` sets it from "

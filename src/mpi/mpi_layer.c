@@ -10,10 +10,16 @@
  *    collectively, when its state is made; the per-call checks (datatype,
  *    op, size, collective enabled) depend only on arguments MPI requires to
  *    match on every rank and on knobs rank 0 broadcast at MPI_Init.
- *  - After an offloaded call the ranks agree (one PMPI_Allreduce of an int
- *    with MPI_MIN, INCOLL_MPI_AGREE=1) whether the fabric delivered on all
- *    of them; if not, every rank redoes the call with PMPI_ from a copy of
- *    its input, and the communicator stops being offloaded.
+ *  - An offloaded call is one libincoll collective, and libincoll returns
+ *    on every rank the right result once, or an error, in bounded time
+ *    (after a failure its members agree among themselves on the recovery:
+ *    a new group or its host-based algorithms). So INCOLL_OK ends the call
+ *    with no MPI call of the layer's own; an error, which other ranks may
+ *    not share, goes to the communicator's MPI error handler and is never
+ *    redone with PMPI_ on this rank alone. INCOLL_MPI_AGREE=1 (for
+ *    fabrics without a manager, where libincoll cannot recover) adds the
+ *    old agreement: one PMPI_Allreduce of an int after each call, and a
+ *    redo with PMPI_ on every rank when any failed.
  *
  * The layer keeps process-wide state (the MPI library it wraps is itself a
  * process-wide singleton); it is used from one thread at a time:
@@ -52,12 +58,25 @@ typedef enum {
     R_OP,      /* user-defined op, or not valid for the datatype */
     R_BYTES,   /* larger than INCOLL_MPI_MAX_BYTES */
     R_COMM,    /* the communicator is not offloaded */
-    R_FAILED,  /* the fabric failed; redone with PMPI_ */
+    R_FAILED,  /* the fabric failed; redone with PMPI_ (INCOLL_MPI_AGREE=1) */
+    R_LEFT,    /* left the network; MPI's is faster than the hosts' here */
     R_COUNT
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
-    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed"};
+    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left"};
+
+/* After the communicator left the network, reduces, and broadcasts of
+ * fewer bytes than this, go to MPI once the ranks agreed on it (see
+ * mpi_layer_barrier): MPI's own are faster than an allreduce on the hosts
+ * there (MPI's non-roots of a reduce and root of a broadcast return
+ * early; measured with tests/mpi/osu_side.c, docs/mpi.md). */
+#define LEFT_MPI_BYTES 65536
+
+/* Error codes the layer raises through a communicator's error handler,
+ * one per negative incoll_status_t (index -status), in an error class of
+ * its own; MPI_ERR_OTHER where MPI could not add them. */
+#define ERRCODE_MAX 32
 static const char *const coll_names[MPI_COLL_COUNT] = {"allreduce", "reduce",
                                                        "bcast", "barrier"};
 
@@ -115,9 +134,13 @@ typedef struct comm_state {
     int rank;
     int size;
     int seq;       /* order of setup on this rank, for messages */
+    int left;      /* said that its libincoll communicator left the network */
+    int want_mpi;  /* this rank saw it leave: asks at the next barrier */
+    int to_mpi;    /* all ranks agreed: small bcast and reduce go to MPI */
     char why[192]; /* why not offloaded */
-    void *scratch; /* saved inputs, discarded outputs, zeros */
+    void *scratch; /* saved inputs (INCOLL_MPI_AGREE=1), MINLOC pairs */
     size_t scratch_len;
+    uint64_t key; /* the MPI_Comm handle, in the lookup table */
     struct comm_state *next;
     struct comm_state *prev;
 } comm_state_t;
@@ -141,7 +164,26 @@ static struct {
     pair_entry_t pairs[PAIR_MAX];
     int npairs;
     comm_state_t *states;
-    unsigned long offloaded[MPI_COLL_COUNT];
+    /* MPI_Comm handle -> state, open addressing with linear probing:
+     * the per-call lookup, O(1) and without an MPI call (the attribute
+     * stays the owner: its delete callback removes the entry). */
+    struct comm_slot {
+        uint64_t key;
+        comm_state_t *st; /* NULL: empty */
+    } * table;
+    size_t table_cap; /* 0 or a power of two */
+    size_t table_n;
+    /* Reused by every call: bcast's zeros (never written, so they stay
+     * zero) and the discarded results of reduce's non-roots and bcast's
+     * root. Grown, never shrunk: no allocation once the sizes repeat. */
+    void *zeros;
+    size_t zeros_len;
+    void *sink;
+    size_t sink_len;
+    int errcode[ERRCODE_MAX];
+    unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
+    unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
+    unsigned long errors[MPI_COLL_COUNT];    /* raised as MPI errors */
     unsigned long passed[MPI_COLL_COUNT][R_COUNT];
 } L = {.keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID};
 
@@ -157,9 +199,107 @@ static comm_state_t nomem_state = {.why = "out of memory in the MPI layer"};
             log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
     } while (0)
 
+static void errcodes_init(void);
+
 static void pass(mpi_coll_t coll, reason_t why)
 {
     L.passed[coll][why]++;
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicator lookup                                                 */
+
+/* The handle's bits: a pointer in Open MPI, an int in MPICH. */
+static uint64_t comm_key(MPI_Comm comm)
+{
+    uint64_t k = 0;
+    memcpy(&k, &comm, sizeof(comm) < sizeof(k) ? sizeof(comm) : sizeof(k));
+    return k;
+}
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
+}
+
+static comm_state_t *table_find(uint64_t key)
+{
+    if (L.table_cap == 0)
+        return NULL;
+    for (size_t i = slot_of(key, L.table_cap);;
+         i = (i + 1) & (L.table_cap - 1)) {
+        if (L.table[i].st == NULL)
+            return NULL;
+        if (L.table[i].key == key)
+            return L.table[i].st;
+    }
+}
+
+/* Adds key -> st (at setup, not per call). Returns 0, or -1 when out of
+ * memory (the caller then finds the state through its attribute). */
+static int table_put(uint64_t key, comm_state_t *st)
+{
+    size_t i;
+
+    if ((L.table_n + 1) * 2 > L.table_cap) {
+        size_t cap = L.table_cap ? L.table_cap * 2 : 64;
+        struct comm_slot *t = calloc(cap, sizeof(*t)), *old = L.table;
+        if (t == NULL)
+            return -1;
+        for (size_t j = 0; j < L.table_cap; j++) {
+            if (old[j].st == NULL)
+                continue;
+            for (i = slot_of(old[j].key, cap); t[i].st; i = (i + 1) & (cap - 1))
+                ;
+            t[i] = old[j];
+        }
+        L.table = t;
+        L.table_cap = cap;
+        free(old);
+    }
+    for (i = slot_of(key, L.table_cap); L.table[i].st;
+         i = (i + 1) & (L.table_cap - 1)) {
+        if (L.table[i].key == key) {
+            L.table[i].st = st; /* a handle MPI reused */
+            return 0;
+        }
+    }
+    L.table[i].key = key;
+    L.table[i].st = st;
+    L.table_n++;
+    return 0;
+}
+
+/* Removes key, moving later entries of its probe run back so that lookups
+ * never stop at the hole. */
+static void table_del(uint64_t key)
+{
+    size_t mask = L.table_cap - 1, i, j;
+
+    if (L.table_cap == 0)
+        return;
+    for (i = slot_of(key, L.table_cap);; i = (i + 1) & mask) {
+        if (L.table[i].st == NULL)
+            return;
+        if (L.table[i].key == key)
+            break;
+    }
+    L.table[i].st = NULL;
+    L.table_n--;
+    for (j = (i + 1) & mask; L.table[j].st; j = (j + 1) & mask) {
+        size_t home = slot_of(L.table[j].key, L.table_cap);
+        /* Move j into the hole i unless its home lies cyclically in
+         * (i, j]. */
+        if ((j > i && (home <= i || home > j)) ||
+            (j < i && (home <= i && home > j))) {
+            L.table[i] = L.table[j];
+            L.table[j].st = NULL;
+            i = j;
+        }
+    }
 }
 
 /* ------------------------------------------------------------------ */
@@ -497,8 +637,10 @@ static void stats_print(void)
         for (int r = 0; r < R_COUNT; r++)
             total += L.passed[c][r];
         n += (size_t)snprintf(line + n, sizeof(line) - n,
-                              " %s offloaded=%lu passed=%lu", coll_names[c],
-                              L.offloaded[c], total);
+                              " %s offloaded=%lu hosts=%lu errors=%lu "
+                              "passed=%lu",
+                              coll_names[c], L.offloaded[c], L.hosts[c],
+                              L.errors[c], total);
         for (int r = 0; r < R_COUNT && n < sizeof(line); r++) {
             if (L.passed[c][r] == 0)
                 continue;
@@ -562,11 +704,15 @@ static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     comm_state_t *st = attr;
 
-    (void)comm;
     (void)keyval;
     (void)extra;
-    if (st == NULL || st == &nomem_state)
+    if (st == NULL || st == &nomem_state) {
+        if (table_find(comm_key(comm)) == st)
+            table_del(comm_key(comm));
         return MPI_SUCCESS;
+    }
+    if (table_find(st->key) == st)
+        table_del(st->key);
     if (st->owned && st->icomm && L.ctx && incoll_comm_destroy)
         incoll_comm_destroy(st->icomm);
     if (st->prev)
@@ -701,6 +847,7 @@ void mpi_layer_bootstrap(int from_init)
     }
     dt_table_build();
     pair_table_build();
+    errcodes_init();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_cb, &L.keyval,
                             NULL);
     if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_cb,
@@ -912,11 +1059,15 @@ out:
     if (L.states)
         L.states->prev = st;
     L.states = st;
+    st->key = comm_key(comm);
     if (L.keyval == MPI_KEYVAL_INVALID ||
         PMPI_Comm_set_attr(comm, L.keyval, set) != MPI_SUCCESS) {
         /* Cannot cache it: never offload this communicator. */
         st->offloaded = 0;
         snprintf(st->why, sizeof(st->why), "cannot cache state on it");
+    } else {
+        /* Out of memory here only costs the attribute lookup per call. */
+        (void)table_put(st->key, st);
     }
     if (st->rank == 0) {
         comm_label(comm, st->seq, label, sizeof(label));
@@ -929,12 +1080,17 @@ out:
     return st;
 }
 
-/* comm's state, made at the first offloadable collective on it. */
+/* comm's state, made at the first offloadable collective on it. Found in
+ * the lookup table without an MPI call; the attribute is the fallback for
+ * a state the table could not take. */
 static comm_state_t *comm_state(MPI_Comm comm, const char *how)
 {
+    comm_state_t *st = table_find(comm_key(comm));
     void *val = NULL;
     int flag = 0;
 
+    if (st)
+        return st;
     if (L.keyval != MPI_KEYVAL_INVALID &&
         PMPI_Comm_get_attr(comm, L.keyval, &val, &flag) == MPI_SUCCESS && flag)
         return val;
@@ -1006,37 +1162,122 @@ static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
     return st;
 }
 
+/* 1 while comm's libincoll communicator runs its collectives in the
+ * network (a libincoll without incoll_comm_offloaded cannot say: 1). */
+static int in_net(const comm_state_t *st)
+{
+    return incoll_comm_offloaded == NULL ||
+           incoll_comm_offloaded(st->icomm, NULL);
+}
+
+/*
+ * A call libincoll completed but not in the network: the communicator
+ * left it (its group failed and libincoll recovered on the hosts, or on a
+ * new group after this call's check). Says so once per libincoll
+ * communicator, at warn level, at rank 0 of the MPI communicator.
+ */
+static __attribute__((noinline)) void note_left(comm_state_t *st,
+                                                mpi_coll_t coll, MPI_Comm comm)
+{
+    const char *why = NULL;
+    char label[MPI_MAX_OBJECT_NAME];
+
+    L.hosts[coll]++;
+    if (st->left || in_net(st))
+        return;
+    if (incoll_comm_offloaded)
+        incoll_comm_offloaded(st->icomm, &why);
+    for (comm_state_t *s = L.states; s; s = s->next)
+        if (s->icomm == st->icomm)
+            s->left = s->want_mpi = 1;
+    if (st->rank == 0) {
+        comm_label(comm, st->seq, label, sizeof(label));
+        incoll_warn("mpi: communicator '%s' is no longer in the network (%s): "
+                    "from %s on its collectives run on libincoll's "
+                    "host-based algorithms",
+                    label, why ? why : "no reason given", coll_names[coll]);
+    }
+}
+
+/* Adds the layer's error class and one code per incoll error status, so a
+ * failure reaches the error handler with its cause. Local calls, at
+ * bootstrap, in the same order on every rank. */
+static void errcodes_init(void)
+{
+    int cls = MPI_ERR_OTHER;
+
+    for (int i = 0; i < ERRCODE_MAX; i++)
+        L.errcode[i] = MPI_ERR_OTHER;
+    if (PMPI_Add_error_class(&cls) != MPI_SUCCESS)
+        return;
+    PMPI_Add_error_string(cls, "incoll: a collective failed on the fabric");
+    for (int i = 1; i < ERRCODE_MAX; i++) {
+        const char *text = incoll_status_string((incoll_status_t)-i);
+        char buf[MPI_MAX_ERROR_STRING];
+        int code;
+        if (text == NULL || strstr(text, "unknown"))
+            break;
+        if (PMPI_Add_error_code(cls, &code) != MPI_SUCCESS)
+            break;
+        snprintf(buf, sizeof(buf), "incoll: %s", text);
+        PMPI_Add_error_string(code, buf);
+        L.errcode[i] = code;
+    }
+}
+
+/*
+ * A call that failed on this rank's libincoll (which has bounded it in
+ * time and, with a manager, already tried to recover). Other ranks may
+ * have completed it, so it cannot be redone with PMPI_ on this rank
+ * alone: the error goes to comm's error handler, as an MPI library's
+ * network failure does (MPI_ERRORS_ARE_FATAL ends the job; with
+ * MPI_ERRORS_RETURN the caller gets the code). Returns the MPI code.
+ */
+static __attribute__((noinline)) int raise_error(comm_state_t *st,
+                                                 mpi_coll_t coll, MPI_Comm comm,
+                                                 incoll_status_t status)
+{
+    const char *why = NULL;
+    char label[MPI_MAX_OBJECT_NAME];
+    int code = MPI_ERR_OTHER;
+
+    L.errors[coll]++;
+    if (status < 0 && -(int)status < ERRCODE_MAX)
+        code = L.errcode[-(int)status];
+    if (incoll_comm_offloaded)
+        (void)incoll_comm_offloaded(st->icomm, &why);
+    comm_label(comm, st->seq, label, sizeof(label));
+    incoll_error("mpi: MPI_%s on communicator '%s' (rank %d of %d) failed on "
+                 "the fabric: %s%s%s; other ranks may have completed it, so "
+                 "it is not redone by MPI: raising it through the "
+                 "communicator's error handler",
+                 coll == MPI_COLL_ALLREDUCE ? "Allreduce"
+                 : coll == MPI_COLL_REDUCE  ? "Reduce"
+                 : coll == MPI_COLL_BCAST   ? "Bcast"
+                                            : "Barrier",
+                 label, st->rank, st->size, incoll_status_string(status),
+                 why ? ": " : "", why ? why : "");
+    PMPI_Comm_call_errhandler(comm, code);
+    return code;
+}
+
 /*
  * After an offloaded call: did the fabric deliver on every rank? With
- * INCOLL_MPI_AGREE=1 (default) the ranks agree with one PMPI_Allreduce of
- * an int; on any failure the communicator stops being offloaded and the
- * caller redoes the call with PMPI_. With INCOLL_MPI_AGREE=0 a failure
- * cannot be told to the other ranks, so it aborts the job rather than
- * return a wrong answer.
+ * INCOLL_MPI_AGREE=1 the ranks agree with one PMPI_Allreduce of an int;
+ * on any failure the communicator stops being offloaded and the caller
+ * redoes the call with PMPI_. For fabrics without a manager, where
+ * libincoll cannot recover by itself.
  */
 static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
                  incoll_status_t status)
 {
     int ok = status == INCOLL_OK;
 
-    if (!L.cfg.agree) {
-        if (!ok) {
-            incoll_error("mpi: %s failed on the fabric (%s) and "
-                         "INCOLL_MPI_AGREE=0: aborting rather than return a "
-                         "wrong result",
-                         coll_names[coll], incoll_status_string(status));
-            PMPI_Abort(comm, 70);
-        }
-        L.offloaded[coll]++;
-        return 1;
-    }
     if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) !=
         MPI_SUCCESS)
         ok = 0;
-    if (ok) {
-        L.offloaded[coll]++;
+    if (ok)
         return 1;
-    }
     pass(coll, R_FAILED);
     snprintf(st->why, sizeof(st->why),
              "the fabric failed during a call (%s); MPI runs its "
@@ -1060,6 +1301,62 @@ static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
                     st->why);
     }
     return 0;
+}
+
+/*
+ * Ends an offloaded call whose libincoll status is status; was_in is
+ * in_net() before the call. The fast path (default): INCOLL_OK is the
+ * answer on every rank (libincoll's guarantee), counted as offloaded when
+ * it ran in the network and under hosts when libincoll ran it on the
+ * hosts; an error is raised (raise_error). No MPI call on success.
+ * Returns 1 with *ret_p set, or 0 (INCOLL_MPI_AGREE=1 only) when every
+ * rank agreed that the fabric failed and the caller must redo the call
+ * with PMPI_.
+ */
+static inline int settle(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
+                         incoll_status_t status, int was_in, int *ret_p)
+{
+    if (L.cfg.agree) {
+        if (!agree(st, coll, comm, status))
+            return 0;
+    }
+    if (status != INCOLL_OK) {
+        *ret_p = raise_error(st, coll, comm, status);
+        return 1;
+    }
+    if (was_in && in_net(st))
+        L.offloaded[coll]++;
+    else
+        note_left(st, coll, comm);
+    *ret_p = MPI_SUCCESS;
+    return 1;
+}
+
+/* Reused buffers, grown to len (see L.zeros and L.sink); NULL if out of
+ * memory. */
+static void *sink_get(size_t len)
+{
+    if (L.sink_len < len) {
+        void *p = realloc(L.sink, len);
+        if (p == NULL)
+            return NULL;
+        L.sink = p;
+        L.sink_len = len;
+    }
+    return L.sink;
+}
+
+static const void *zeros_get(size_t len)
+{
+    if (L.zeros_len < len) {
+        void *p = calloc(1, len);
+        if (p == NULL)
+            return NULL;
+        free(L.zeros);
+        L.zeros = p;
+        L.zeros_len = len;
+    }
+    return L.zeros;
 }
 
 /* Plans a reduction: the mapped datatype and op, or the reason not. */
@@ -1201,19 +1498,21 @@ static void pairs_store(const pair_entry_t *pe, const char *vals,
 }
 
 /* MINLOC/MAXLOC of coll on the fabric: 1 when done (out written, unless
- * NULL), 0 when every rank agreed that the fabric failed and the caller
- * must redo the call with PMPI_ (its buffers are untouched). */
+ * NULL, or the error raised; *ret_p set), 0 when every rank agreed that
+ * the fabric failed (INCOLL_MPI_AGREE=1) and the caller must redo the call
+ * with PMPI_ (its buffers are untouched). */
 static int pairs_call(mpi_coll_t coll, comm_state_t *st, MPI_Comm comm,
                       const pair_entry_t *pe, incoll_op_t iop, const void *in,
-                      void *out, size_t n)
+                      void *out, size_t n, int *ret_p)
 {
     const char *vals = NULL;
     const int32_t *idx = NULL;
+    int was_in = in_net(st);
     incoll_status_t status = pairs_reduce(st, pe, iop, in, n, &vals, &idx);
 
-    if (!agree(st, coll, comm, status))
+    if (!settle(st, coll, comm, status, was_in, ret_p))
         return 0;
-    if (out)
+    if (status == INCOLL_OK && out)
         pairs_store(pe, vals, idx, out, n);
     return 1;
 }
@@ -1230,6 +1529,7 @@ int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
     incoll_status_t status;
     void *saved = NULL;
     const pair_entry_t *pe;
+    int was_in;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
@@ -1247,14 +1547,14 @@ int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
     if (pe) {
         if (!pairs_call(MPI_COLL_ALLREDUCE, st, comm, pe, iop,
                         sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
-                        (size_t)count))
+                        (size_t)count, ret_p))
             *ret_p = PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
-        else
-            *ret_p = MPI_SUCCESS;
         return 1;
     }
+    was_in = in_net(st);
     if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
-        /* Keep the input: a failed call leaves recvbuf unspecified. */
+        /* Keep the input for a redo: a failed call leaves recvbuf
+         * unspecified. */
         saved = scratch(st, bytes);
         if (saved == NULL)
             status = INCOLL_ERR_NO_MEMORY;
@@ -1264,14 +1564,13 @@ int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
                                       idt, iop);
         }
     } else {
+        /* In place, libincoll keeps what it needs for its own retries. */
         status = incoll_allreduce(
             st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
             recvbuf, (size_t)count, idt, iop);
     }
-    if (agree(st, MPI_COLL_ALLREDUCE, comm, status)) {
-        *ret_p = MPI_SUCCESS;
+    if (settle(st, MPI_COLL_ALLREDUCE, comm, status, was_in, ret_p))
         return 1;
-    }
     if (sendbuf == MPI_IN_PLACE) {
         if (saved == NULL) {
             /* No copy of the input: let MPI report the failure honestly
@@ -1295,7 +1594,7 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
     reason_t pre;
     comm_state_t *st;
     incoll_status_t status = INCOLL_ERR_NO_MEMORY;
-    int in_place;
+    int in_place, was_in;
     void *buf;
     const pair_entry_t *pe;
 
@@ -1314,6 +1613,10 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
         pass(MPI_COLL_REDUCE, R_ARGS);
         return 0;
     }
+    if (st->to_mpi) {
+        pass(MPI_COLL_REDUCE, R_LEFT);
+        return 0;
+    }
     if (count == 0) {
         L.offloaded[MPI_COLL_REDUCE]++;
         *ret_p = MPI_SUCCESS;
@@ -1324,15 +1627,15 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
     if (pe) {
         if (!pairs_call(MPI_COLL_REDUCE, st, comm, pe, iop,
                         in_place ? recvbuf : sendbuf,
-                        st->rank == root ? recvbuf : NULL, (size_t)count))
+                        st->rank == root ? recvbuf : NULL, (size_t)count,
+                        ret_p))
             *ret_p =
                 PMPI_Reduce(sendbuf, recvbuf, count, dtype, op, root, comm);
-        else
-            *ret_p = MPI_SUCCESS;
         return 1;
     }
+    was_in = in_net(st);
     if (st->rank != root) {
-        buf = scratch(st, bytes); /* the result, discarded */
+        buf = sink_get(bytes); /* the result, discarded */
         if (buf)
             status = incoll_allreduce(st->icomm, sendbuf, buf, (size_t)count,
                                       idt, iop);
@@ -1349,10 +1652,8 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
             incoll_allreduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
                              recvbuf, (size_t)count, idt, iop);
     }
-    if (agree(st, MPI_COLL_REDUCE, comm, status)) {
-        *ret_p = MPI_SUCCESS;
+    if (settle(st, MPI_COLL_REDUCE, comm, status, was_in, ret_p))
         return 1;
-    }
     if (in_place) {
         if (buf == NULL) {
             *ret_p = MPI_ERR_NO_MEM;
@@ -1373,7 +1674,7 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
     comm_state_t *st;
     incoll_status_t status = INCOLL_ERR_NO_MEMORY;
     incoll_dtype_t idt;
-    void *tmp;
+    int was_in;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
@@ -1391,6 +1692,10 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
         pass(MPI_COLL_BCAST, R_ARGS);
         return 0;
     }
+    if (st->to_mpi && bytes < LEFT_MPI_BYTES) {
+        pass(MPI_COLL_BCAST, R_LEFT);
+        return 0;
+    }
     if (bytes == 0) {
         L.offloaded[MPI_COLL_BCAST]++;
         *ret_p = MPI_SUCCESS;
@@ -1400,7 +1705,9 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
      * A broadcast is an allreduce with bitwise OR in which every rank but
      * the root gives zeros: x | 0 == x for every bit pattern, so the root's
      * bytes arrive exactly, whatever the datatype. The widest unsigned
-     * type that divides the length keeps the element count low.
+     * type that divides the length keeps the element count low. The zeros
+     * are a buffer nobody writes; the root's result (its own bytes) goes
+     * to the sink, so its buf is never written.
      */
     width = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
     idt = width == 8   ? INCOLL_UINT64
@@ -1408,41 +1715,74 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
           : width == 2 ? INCOLL_UINT16
                        : INCOLL_UINT8;
     n = bytes / width;
-    tmp = scratch(st, bytes);
-    if (tmp) {
-        if (st->rank == root) {
-            /* The result (equal to buf) lands in scratch, so buf is intact
-             * for a redo. */
+    was_in = in_net(st);
+    if (st->rank == root) {
+        void *sink = sink_get(bytes);
+        if (sink)
             status =
-                incoll_allreduce(st->icomm, buf, tmp, n, idt, INCOLL_OP_BOR);
-        } else {
-            memset(tmp, 0, bytes);
+                incoll_allreduce(st->icomm, buf, sink, n, idt, INCOLL_OP_BOR);
+    } else {
+        const void *zeros = zeros_get(bytes);
+        if (zeros)
             status =
-                incoll_allreduce(st->icomm, tmp, buf, n, idt, INCOLL_OP_BOR);
-        }
+                incoll_allreduce(st->icomm, zeros, buf, n, idt, INCOLL_OP_BOR);
     }
-    if (agree(st, MPI_COLL_BCAST, comm, status)) {
-        *ret_p = MPI_SUCCESS;
+    if (settle(st, MPI_COLL_BCAST, comm, status, was_in, ret_p))
         return 1;
-    }
     *ret_p = PMPI_Bcast(buf, count, dtype, root, comm);
     return 1;
+}
+
+/*
+ * The ranks agreed, at a barrier on comm, that comm left the network:
+ * from now on its reduces and small broadcasts (and those of every
+ * communicator on the same libincoll communicator, which has the same
+ * ranks in the same order of calls) go to MPI. Every rank gets the same
+ * barrier result, so every rank switches at the same call.
+ */
+static __attribute__((noinline)) void switch_to_mpi(comm_state_t *st,
+                                                    MPI_Comm comm)
+{
+    char label[MPI_MAX_OBJECT_NAME];
+
+    for (comm_state_t *s = L.states; s; s = s->next)
+        if (s->icomm == st->icomm)
+            s->to_mpi = 1;
+    if (st->rank == 0) {
+        comm_label(comm, st->seq, label, sizeof(label));
+        incoll_info("mpi: communicator '%s': its ranks agreed at a barrier "
+                    "that it left the network: reduces, and broadcasts under "
+                    "%d bytes, go to MPI from now on (faster than on the "
+                    "hosts), the rest stays with libincoll",
+                    label, LEFT_MPI_BYTES);
+    }
 }
 
 int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
 {
     comm_state_t *st;
     incoll_status_t status;
-    uint8_t in = 0, out = 0;
+    uint8_t in, out = 0;
+    int was_in;
 
     st = gate(MPI_COLL_BARRIER, comm, 1, R_COUNT);
     if (st == NULL)
         return 0;
-    /* No rank gets an allreduce's result before every rank contributed. */
+    /*
+     * No rank gets an allreduce's result before every rank contributed.
+     * Its byte carries, for free, whether this rank saw the communicator
+     * leave the network: the bitwise OR is the same on every rank, so the
+     * switch of reduces and small broadcasts to MPI happens at the same
+     * call everywhere (a rank's own view may differ from its peers' for a
+     * while: the manager's failure notice reaches each at its own time).
+     */
+    in = (uint8_t)(st->want_mpi && !st->to_mpi);
+    was_in = in_net(st);
     status =
         incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8, INCOLL_OP_BOR);
-    if (agree(st, MPI_COLL_BARRIER, comm, status)) {
-        *ret_p = MPI_SUCCESS;
+    if (settle(st, MPI_COLL_BARRIER, comm, status, was_in, ret_p)) {
+        if (status == INCOLL_OK && (out & 1) && !st->to_mpi)
+            switch_to_mpi(st, comm);
         return 1;
     }
     *ret_p = PMPI_Barrier(comm);

@@ -51,10 +51,13 @@ void mpi_layer_comm_created(MPI_Comm newcomm, const char *how);
 
 /*
  * The offload paths. Each returns 1 when the layer carried out the call
- * (on the fabric, or on the fabric and then again with PMPI_ after a
- * fabric failure that every rank agreed on) and stored the MPI return code
- * in *ret_p; 0 when the caller must run the MPI library's own function
- * (the reason has been counted). Arguments are C handles; sendbuf may be
+ * and stored the MPI return code in *ret_p: MPI_SUCCESS when libincoll
+ * completed it (in the network, or on its host-based algorithms after a
+ * failure), else the layer's error code, already raised through comm's
+ * error handler (with INCOLL_MPI_AGREE=1: redone with PMPI_ after a
+ * fabric failure that every rank agreed on). 0 when the caller must run
+ * the MPI library's own function (the reason has been counted). No MPI
+ * call on the success path. Arguments are C handles; sendbuf may be
  * MPI_IN_PLACE.
  */
 int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,

@@ -15,6 +15,10 @@
  * (mpi_layer_bootstrap), the fabric from INCOLL_FABRIC; then the same
  * rank code as under `incoll run` (bench_allreduce_rank_run) runs every
  * algorithm, `mpi` included, side by side and checks every result.
+ * `mpi-layer` is the same MPI_Allreduce through the layer's offload path
+ * (what the preloaded libincoll_mpi's MPI_Allreduce runs), on the same
+ * libincoll communicator as `inc`. `_overhead` measures the layer's own
+ * cost per call on one rank (docs/benchmarks.md).
  */
 #include "bench_common.h"
 #include "mpi/mpi_layer.h"
@@ -22,7 +26,9 @@
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int mpi_allreduce(const float *send, float *recv, size_t count)
 {
@@ -32,15 +38,75 @@ static int mpi_allreduce(const float *send, float *recv, size_t count)
                          MPI_COMM_WORLD);
 }
 
+/* What libincoll_mpi's MPI_Allreduce does (src/mpi/mpi_wrap.c). */
+static int layer_allreduce(const float *send, float *recv, size_t count)
+{
+    int ret;
+    if (count > INT_MAX)
+        return MPI_ERR_COUNT;
+    if (mpi_layer_allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
+                            MPI_COMM_WORLD, &ret))
+        return ret;
+    return PMPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD);
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/*
+ * `_overhead [N]`: what the MPI layer adds to a call, without a network
+ * in the way. On one rank (INCOLL_MPI_MIN_RANKS=1, a fabric of one host)
+ * libincoll's allreduce is a copy of 8 bytes, so N calls of it, of the
+ * layer's offload path and of MPI's own, alternating over 5 rounds, give
+ * each one's cost per call; the layer's minus libincoll's is the layer's
+ * own (lookup, checks, counters).
+ */
+static int overhead(int argc, char **argv, incoll_comm_h world)
+{
+    float s[2] = {1, 2}, r[2];
+    long n = argc > 2 ? strtol(argv[2], NULL, 10) : 1000000;
+    int ret;
+
+    if (n < 1)
+        n = 1000000;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0, t1, t2, t3;
+        long done = 0;
+        t0 = now_s();
+        for (long i = 0; i < n; i++)
+            incoll_allreduce(world, s, r, 2, INCOLL_FLOAT32, INCOLL_OP_SUM);
+        t1 = now_s();
+        for (long i = 0; i < n; i++)
+            done += mpi_layer_allreduce(s, r, 2, MPI_FLOAT, MPI_SUM,
+                                        MPI_COMM_WORLD, &ret);
+        t2 = now_s();
+        for (long i = 0; i < n; i++)
+            PMPI_Allreduce(s, r, 2, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        t3 = now_s();
+        printf("overhead: per call: incoll_allreduce %.1f ns, through the "
+               "layer %.1f ns (offloaded %ld of %ld), MPI's own %.1f ns\n",
+               (t1 - t0) / (double)n * 1e9, (t2 - t1) / (double)n * 1e9, done,
+               n, (t3 - t2) / (double)n * 1e9);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    bench_mpi_t m = {.allreduce = mpi_allreduce};
+    bench_mpi_t m = {.allreduce = mpi_allreduce,
+                     .layer_allreduce = layer_allreduce};
     const char *why = NULL;
     int rank = 0, ret;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc < 2 || strcmp(argv[1], "_allreduce") != 0) {
+    if (argc < 2 || (strcmp(argv[1], "_allreduce") != 0 &&
+                     strcmp(argv[1], "_overhead") != 0)) {
         if (rank == 0)
             fprintf(stderr, "usage: incoll mpirun ... -- " BENCH_MPI_WORKER
                             " _allreduce OPTIONS (started by `incoll bench "
@@ -59,7 +125,10 @@ int main(int argc, char **argv)
                 rank, why ? why : "?");
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    ret = bench_allreduce_rank_run(argc - 1, argv + 1, &m);
+    if (strcmp(argv[1], "_overhead") == 0)
+        ret = overhead(argc, argv, m.world);
+    else
+        ret = bench_allreduce_rank_run(argc - 1, argv + 1, &m);
     if (ret != 0) {
         /* The others may wait for this rank in the benchmark's barrier:
          * end the job. */
