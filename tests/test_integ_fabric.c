@@ -12,6 +12,7 @@
 #include "common/fabric_conf.h"
 #include "common/procstat.h"
 #include "common/wire.h"
+#include "common/wire_mac.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -468,7 +469,7 @@ static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
 }
 
 typedef struct {
-    uint64_t malformed, unknown_group, bad_key;
+    uint64_t malformed, unknown_group, bad_mac;
 } garbage_count_t;
 
 /*
@@ -485,7 +486,6 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
                     .op = INCOLL_OP_SUM,
                     .dtype = INCOLL_FLOAT32,
                     .group = conf->group_id,
-                    .key = conf->group_key,
                     .child = 0,
                     .count = 4,
                     .total = 4};
@@ -531,12 +531,17 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
     c->unknown_group++;
 
-    /* The right group with a wrong key. */
+    /* The right group with a mac under a wrong key. */
     h.group = conf->group_id;
-    h.key = conf->group_key ^ 0x5a5a5a5a5a5a5a5aull;
     wire_pack(&h, buf);
+    {
+        wire_key_t wrong;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id,
+                        conf->group_key ^ 0x5a5a5a5a5a5a5a5aull, &wrong);
+        wire_mac_seal(&wrong, buf, buf + WIRE_HDR_LEN, 16);
+    }
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
-    c->bad_key++;
+    c->bad_mac++;
 }
 
 static int garbage_body(const char *dir)
@@ -604,10 +609,10 @@ static int garbage_body(const char *dir)
             rounds, conf.nans);
     for (int i = 0; i < conf.nans; i++) {
         const char *an = conf.ans[i].name;
-        uint64_t malformed, unknown, bad_key, red;
+        uint64_t malformed, unknown, bad_mac, red;
         if (stat_get(stat, an, "malformed_dropped", &malformed) != 0 ||
             stat_get(stat, an, "unknown_group", &unknown) != 0 ||
-            stat_get(stat, an, "bad_key", &bad_key) != 0 ||
+            stat_get(stat, an, "bad_mac", &bad_mac) != 0 ||
             stat_get(stat, an, "reductions", &red) != 0) {
             fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
             goto out_conf;
@@ -615,18 +620,18 @@ static int garbage_body(const char *dir)
         /* Nothing else on the fabric sends such packets: the counts are
          * exactly ours. */
         if (malformed != sent[i].malformed ||
-            unknown != sent[i].unknown_group || bad_key != sent[i].bad_key ||
+            unknown != sent[i].unknown_group || bad_mac != sent[i].bad_mac ||
             red == 0) {
             fprintf(stderr,
                     "    an %s: malformed_dropped=%llu unknown_group="
-                    "%llu bad_key=%llu reductions=%llu, want %llu %llu "
+                    "%llu bad_mac=%llu reductions=%llu, want %llu %llu "
                     "%llu >0\n%s",
                     an, (unsigned long long)malformed,
-                    (unsigned long long)unknown, (unsigned long long)bad_key,
+                    (unsigned long long)unknown, (unsigned long long)bad_mac,
                     (unsigned long long)red,
                     (unsigned long long)sent[i].malformed,
                     (unsigned long long)sent[i].unknown_group,
-                    (unsigned long long)sent[i].bad_key, stat);
+                    (unsigned long long)sent[i].bad_mac, stat);
             goto out_conf;
         }
     }
