@@ -75,9 +75,10 @@ static void usage(FILE *out)
             "  --listen IP:PORT  udp address without --conf (default\n"
             "                    127.0.0.1:0, any port)\n"
             "  --mgr HOST:PORT   register with this aggregation manager\n"
-            "  --secret FILE     the fabric secret for the manager and, with\n"
-            "                    --conf, the world group's packet keys\n"
-            "                    (default $INCOLL_SECRET_FILE)\n"
+            "  --secret FILE     the fabric secret for the manager (default\n"
+            "                    $INCOLL_SECRET_FILE); with --conf, given here\n"
+            "                    or with --mgr, it also keys the world\n"
+            "                    group's packets (docs/security.md)\n"
             "  --pidfile FILE    write the daemon's pid there; removed at exit\n"
             "  --foreground      accepted for compatibility: the daemon never\n"
             "                    forks by itself (`incoll fabric up` does)\n"
@@ -260,6 +261,7 @@ int main(int argc, char **argv)
     agg_daemon_t d = {.me = -1, .epfd = -1, .sigfd = -1};
     const char *conf_path = NULL, *name = NULL, *listen_addr = NULL;
     const char *mgr_addr = NULL, *secret = NULL;
+    int secret_opt = 0;
     char err[512], who[64], ep[32];
     agg_params_t ap;
     struct epoll_event ev;
@@ -285,6 +287,7 @@ int main(int argc, char **argv)
             break;
         case 's':
             secret = optarg;
+            secret_opt = 1;
             break;
         case 'p':
             d.pidfile = optarg;
@@ -343,9 +346,13 @@ int main(int argc, char **argv)
         }
         ip = (uint32_t)(d.conf.ans[d.me].addr >> 16);
         port = (uint16_t)(d.conf.ans[d.me].addr & 0xffff);
-        /* The world group's mac key comes from the secret when there is
-         * one; the hosts do the same with INCOLL_SECRET_FILE. */
-        if (secret && *secret) {
+        /* The world group's mac key comes from the secret when the AN has
+         * one: given with --secret, or for the manager with --mgr (the
+         * fabric of `incoll fabric up`, whose `incoll run --no-mgr` hands
+         * the hosts the same secret). INCOLL_SECRET_FILE alone does not
+         * count here, so that a fabric.conf-only fabric's ANs do not take
+         * a secret from whoever started them that its hosts lack. */
+        if (secret && *secret && (secret_opt || mgr_addr)) {
             if (mgr_secret_load(secret, d.secret, err, sizeof(err)) !=
                 INCOLL_OK) {
                 fprintf(stderr, "incoll-agg: %s\n", err);
@@ -353,7 +360,7 @@ int main(int argc, char **argv)
             }
             d.has_secret = 1;
         } else {
-            incoll_info("no fabric secret (--secret, INCOLL_SECRET_FILE): "
+            incoll_info("no fabric secret (--secret): "
                         "group %u's packets are authenticated with a key "
                         "derived from %s alone; anyone who can read it can "
                         "forge them",
