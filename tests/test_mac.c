@@ -87,6 +87,8 @@ static size_t make_pkt(uint8_t *buf, uint32_t count)
     return WIRE_HDR_LEN + (size_t)count * 8;
 }
 
+static uint8_t flat_check_buf[WIRE_HDR_LEN + 8 * 1024];
+
 TEST(mac_seal_check, TEST_UNIT)
 {
     static uint8_t buf[WIRE_HDR_LEN + 8 * 1024];
@@ -105,15 +107,37 @@ TEST(mac_seal_check, TEST_UNIT)
         wire_mac_seal(&key, buf, buf + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
         CHECK(wire_mac_check(&key, buf, len));
         CHECK(!wire_mac_check(&other, buf, len));
-        /* The tag is what SipHash gives over header-without-tag and
-         * payload: checked against the one-shot function. */
+        /* The tag is what SipHash gives over the payload, then the
+         * header without its tag: checked against the one-shot function. */
         {
             static uint8_t flat[WIRE_HDR_LEN + 8 * 1024];
-            memcpy(flat, buf, 16);
-            memcpy(flat + 16, buf + 24, len - 24);
+            size_t plen = len - WIRE_HDR_LEN;
+            memcpy(flat, buf + WIRE_HDR_LEN, plen);
+            memcpy(flat + plen, buf, 16);
+            memcpy(flat + plen + 16, buf + 24, WIRE_HDR_LEN - 24);
             for (int i = 0; i < 8; i++)
                 tag |= (uint64_t)buf[16 + i] << (8 * i);
             CHECK(tag == wire_siphash(&key, flat, len - 8));
+        }
+        /* Prepared once, sealed under two headers: the same tags as
+         * sealing each. */
+        {
+            static uint8_t other_hdr[WIRE_HDR_LEN];
+            wire_mac_state_t st;
+            uint8_t save[8];
+            memcpy(save, buf + 16, 8);
+            wire_mac_prepare(&key, buf + WIRE_HDR_LEN, len - WIRE_HDR_LEN, &st);
+            memset(buf + 16, 0, 8);
+            wire_mac_seal_prepared(&st, buf);
+            CHECK(memcmp(save, buf + 16, 8) == 0);
+            memcpy(other_hdr, buf, WIRE_HDR_LEN);
+            other_hdr[12] ^= 1; /* another child */
+            wire_mac_seal_prepared(&st, other_hdr);
+            CHECK(memcmp(other_hdr + 16, buf + 16, 8) != 0);
+            memcpy(flat_check_buf, other_hdr, WIRE_HDR_LEN);
+            memcpy(flat_check_buf + WIRE_HDR_LEN, buf + WIRE_HDR_LEN,
+                   len - WIRE_HDR_LEN);
+            CHECK(wire_mac_check(&key, flat_check_buf, len));
         }
         CHECK_EQ_INT(wire_parse(buf, len, &h, NULL), INCOLL_OK);
         CHECK(h.mac == tag);

@@ -111,24 +111,61 @@ uint64_t wire_siphash(const wire_key_t *key, const void *p, size_t n)
 #define MAC_OFF 16
 #define MAC_LEN 8
 
+/* The payload first, then the header without its mac field. */
+static void hash_payload(sip_t *s, const wire_key_t *key, const void *payload,
+                         size_t len)
+{
+    sip_init(s, key);
+    if (len)
+        sip_update(s, payload, len);
+}
+
+static uint64_t finish_header(sip_t *s, const uint8_t *hdr)
+{
+    sip_update(s, hdr, MAC_OFF);
+    sip_update(s, hdr + MAC_OFF + MAC_LEN, WIRE_HDR_LEN - MAC_OFF - MAC_LEN);
+    return sip_final(s);
+}
+
 static uint64_t packet_tag(const wire_key_t *key, const uint8_t *hdr,
                            const void *payload, size_t len)
 {
     sip_t s;
-    sip_init(&s, key);
-    sip_update(&s, hdr, MAC_OFF);
-    sip_update(&s, hdr + MAC_OFF + MAC_LEN, WIRE_HDR_LEN - MAC_OFF - MAC_LEN);
-    if (len)
-        sip_update(&s, payload, len);
-    return sip_final(&s);
+    hash_payload(&s, key, payload, len);
+    return finish_header(&s, hdr);
+}
+
+static void put_tag(uint8_t *hdr, uint64_t t)
+{
+    for (int i = 0; i < MAC_LEN; i++)
+        hdr[MAC_OFF + i] = (uint8_t)(t >> (8 * i));
 }
 
 void wire_mac_seal(const wire_key_t *key, uint8_t *hdr, const void *payload,
                    size_t len)
 {
-    uint64_t t = packet_tag(key, hdr, payload, len);
-    for (int i = 0; i < MAC_LEN; i++)
-        hdr[MAC_OFF + i] = (uint8_t)(t >> (8 * i));
+    put_tag(hdr, packet_tag(key, hdr, payload, len));
+}
+
+void wire_mac_prepare(const wire_key_t *key, const void *payload, size_t len,
+                      wire_mac_state_t *st_p)
+{
+    sip_t s;
+    hash_payload(&s, key, payload, len);
+    st_p->v[0] = s.v0;
+    st_p->v[1] = s.v1;
+    st_p->v[2] = s.v2;
+    st_p->v[3] = s.v3;
+    st_p->tail = s.tail;
+    st_p->ntail = s.ntail;
+    st_p->len = s.len;
+}
+
+void wire_mac_seal_prepared(const wire_mac_state_t *st, uint8_t *hdr)
+{
+    sip_t s = {st->v[0], st->v[1], st->v[2], st->v[3],
+               st->tail, st->ntail, st->len};
+    put_tag(hdr, finish_header(&s, hdr));
 }
 
 int wire_mac_check(const wire_key_t *key, const void *buf, size_t len)

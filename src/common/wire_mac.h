@@ -2,8 +2,10 @@
  * Per-packet authentication of the data path (docs/security.md).
  *
  * Every datagram carries, in the header's 8-byte "mac" field, a tag over
- * the whole packet: the header with the mac field left out, then the
- * payload. The tag is SipHash-2-4 (64 bits) under a 128-bit key that
+ * the whole packet: the payload, then the header with the mac field left
+ * out (payload first, so that one payload's hash serves every header it
+ * is sent under). The header's fixed length at the end makes the split
+ * unambiguous. The tag is SipHash-2-4 (64 bits) under a 128-bit key that
  * belongs to one group (CONTRIB/RESULT), one communicator's host-based
  * algorithms (P2P_*) or the fabric's admin key (STATS_*). The key itself
  * never travels in a data packet, so seeing packets gives nothing that
@@ -66,6 +68,24 @@ uint64_t wire_siphash(const wire_key_t *key, const void *p, size_t n);
  */
 void wire_mac_seal(const wire_key_t *key, uint8_t *hdr, const void *payload,
                    size_t len);
+
+/*
+ * The same in two steps, for one payload sent under several headers (an
+ * AN replicating a result to its children): wire_mac_prepare hashes the
+ * payload once (the tag covers the payload first, then the header), and
+ * each wire_mac_seal_prepared finishes one header's tag from a copy of
+ * that state. Gives the same tags as wire_mac_seal.
+ */
+typedef struct {
+    uint64_t v[4];
+    uint64_t tail;
+    size_t ntail;
+    size_t len;
+} wire_mac_state_t;
+
+void wire_mac_prepare(const wire_key_t *key, const void *payload, size_t len,
+                      wire_mac_state_t *st_p);
+void wire_mac_seal_prepared(const wire_mac_state_t *st, uint8_t *hdr);
 
 /* 1 when the datagram of len bytes (at least WIRE_HDR_LEN) carries the
  * right tag for key, else 0. Compares in constant time. */

@@ -299,20 +299,28 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
     return n < len ? n : len - 1;
 }
 
-static void emit(agg_t *agg, const wire_key_t *key, incoll_ep_t dst,
+/* Sends one packet sealed under key, or when st is not NULL under the
+ * payload's hash prepared with wire_mac_prepare (replication). */
+static void emit(agg_t *agg, const wire_key_t *key,
+                 const wire_mac_state_t *st, incoll_ep_t dst,
                  const wire_hdr_t *h, const void *payload, size_t len)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     wire_pack(h, hdr);
-    wire_mac_seal(key, hdr, payload, len);
+    if (st)
+        wire_mac_seal_prepared(st, hdr);
+    else
+        wire_mac_seal(key, hdr, payload, len);
     agg->ctr.packets_out++;
     agg->ctr.bytes_out += WIRE_HDR_LEN + len;
     agg->send(agg->send_arg, dst, hdr, payload, len);
 }
 
-/* Sends result copy rc of slot to child c (if its endpoint is known). */
+/* Sends result copy rc of slot to child c (if its endpoint is known); st
+ * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
-                        const res_copy_t *rc, int c)
+                        const res_copy_t *rc, int c,
+                        const wire_mac_state_t *st)
 {
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -330,14 +338,20 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
-    emit(agg, &g->key, g->children[c], &h, rc->buf,
+    emit(agg, &g->key, st, g->children[c], &h, rc->buf,
          (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
 }
 
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
 {
+    /* The copies differ only in their headers: hash the payload once. */
+    wire_mac_state_t st;
+    wire_mac_prepare(&g->key, rc->buf,
+                     (size_t)rc->count *
+                         incoll_dtype_size((incoll_dtype_t)rc->dtype),
+                     &st);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c);
+        send_result(agg, g, slot, rc, c, &st);
     agg->ctr.results_sent++;
 }
 
@@ -359,7 +373,7 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .offset = rc->offset,
     };
     h.total = g->gen;
-    emit(agg, &g->key, g->parent, &h, rc->buf,
+    emit(agg, &g->key, NULL, g->parent, &h, rc->buf,
          (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
 }
 
@@ -511,7 +525,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, prev, c);
+            send_result(agg, g, h->slot, prev, c, NULL);
             return;
         }
         drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
@@ -533,7 +547,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c);
+            send_result(agg, g, h->slot, rc, c, NULL);
         }
         return;
     }
@@ -623,7 +637,7 @@ static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h,
     agg->ctr.stats_requests++;
     n = agg_format_counters(agg, text, sizeof(text));
     r.count = (uint32_t)n;
-    emit(agg, &agg->admin_mac_key, src, &r, text, n);
+    emit(agg, &agg->admin_mac_key, NULL, src, &r, text, n);
 }
 
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
