@@ -309,9 +309,11 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
             const host_engine_counters_t *k = host_engine_counters(c->eng);
             incoll_debug("group %u: ops=%" PRIu64 " segments=%" PRIu64
                          " packets_sent=%" PRIu64 " retransmits=%" PRIu64
-                         " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
+                         " duplicate_results=%" PRIu64 " bad_mac=%" PRIu64
+                         " timeouts=%" PRIu64,
                          c->group, k->ops, k->segments, k->packets_sent,
-                         k->retransmits, k->duplicate_results, k->timeouts);
+                         k->retransmits, k->duplicate_results, k->bad_mac,
+                         k->timeouts);
         }
         ctx->comms = c->next;
         host_comm_free(c);
