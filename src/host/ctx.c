@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t host_now_ns(void)
 {
@@ -113,8 +114,21 @@ void host_comm_free(incoll_comm_h comm)
 static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
 {
     const char *path = getenv("INCOLL_SECRET_FILE");
-    char err[PATH_MAX + 128];
+    char err[PATH_MAX + 128], own[PATH_MAX + 32];
     incoll_status_t status;
+
+    /* A fabric of `incoll fabric up` with a manager (DIR/fabric.env) has
+     * its secret in DIR/secret, and its ANs key fabric.conf's world group
+     * with it: a job run on INCOLL_FABRIC alone (mpirun without `incoll
+     * mpirun`) must do the same. */
+    if ((path == NULL || *path == '\0') && !with_mgr &&
+        ctx->fabric_dir[0] != '\0') {
+        snprintf(own, sizeof(own), "%s/fabric.env", ctx->fabric_dir);
+        if (access(own, F_OK) == 0) {
+            snprintf(own, sizeof(own), "%s/secret", ctx->fabric_dir);
+            path = own;
+        }
+    }
 
     if (path == NULL || *path == '\0') {
         if (!with_mgr)
