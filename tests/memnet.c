@@ -548,7 +548,6 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
                 kinds[i] >= 0 ? memnet_an_ep(net, kinds[i]) : INCOLL_EP_NONE;
         gp = (agg_group_params_t){
             .id = g->id,
-            .key = g->key,
             .nchildren = n,
             .children = eps,
             .parent = parent < 0 ? INCOLL_EP_NONE : memnet_an_ep(net, parent),
@@ -557,6 +556,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
             .slots = g->slots,
             .max_payload = g->max_payload,
         };
+        wire_key_derive(NULL, WIRE_KEY_GROUP, g->id, g->key, &gp.key);
         if (agg_group_add(memnet_an(net, a), &gp) != INCOLL_OK)
             return -1;
     }
@@ -568,7 +568,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         memset(&hp, 0, sizeof(hp));
         host_engine_params_default(&hp);
         hp.group = g->id;
-        hp.key = g->key;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, g->id, g->key, &hp.key);
         hp.gen = g->gen;
         hp.child = (uint16_t)child_index(t, t->host_an[r], -(r + 1));
         hp.an = memnet_an_ep(net, t->host_an[r]);

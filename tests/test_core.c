@@ -513,16 +513,44 @@ static void inject(memnet_t *net, const rec_pkt_t *p, uint64_t delay)
 /* ------------------------------------------------------------------ */
 /* Packets made by hand. */
 
+/* The mac key of group id with the 64-bit key k, as the drivers derive it
+ * without a fabric secret. */
+static wire_key_t gkey(uint32_t id, uint64_t k)
+{
+    wire_key_t key;
+    wire_key_derive(NULL, WIRE_KEY_GROUP, id, k, &key);
+    return key;
+}
+
+/* The key a header made by hand is sealed with: the tests put the 64-bit
+ * group key (the admin key for STATS) into its mac field, as v1 had it in
+ * its key field, and mkpkt() seals the packet under the key derived from
+ * it. */
+static wire_key_t hdr_key(const wire_hdr_t *h)
+{
+    wire_key_t key;
+    if (h->type == WIRE_STATS_REQ || h->type == WIRE_STATS_REP)
+        wire_key_derive(NULL, WIRE_KEY_ADMIN, h->mac, 0, &key);
+    else
+        key = gkey(h->group, h->mac);
+    return key;
+}
+
 static size_t mkpkt(uint8_t *buf, const wire_hdr_t *h, const void *payload,
                     size_t plen)
 {
-    wire_pack(h, buf);
+    wire_key_t key = hdr_key(h);
+    wire_hdr_t z = *h;
+
+    z.mac = 0;
+    wire_pack(&z, buf);
     if (plen) {
         if (payload)
             memcpy(buf + WIRE_HDR_LEN, payload, plen);
         else
             memset(buf + WIRE_HDR_LEN, 0x11, plen);
     }
+    wire_mac_seal(&key, buf, buf + WIRE_HDR_LEN, plen);
     return WIRE_HDR_LEN + plen;
 }
 
@@ -535,7 +563,7 @@ static wire_hdr_t contrib_hdr(uint32_t group, uint64_t key, uint16_t child,
                     .dtype = INCOLL_INT64,
                     .group = group,
                     .child = child,
-                    .key = key,
+                    .mac = key, /* sealed under it by mkpkt() */
                     .slot = slot,
                     .epoch = epoch,
                     .count = count,
@@ -546,6 +574,11 @@ static wire_hdr_t contrib_hdr(uint32_t group, uint64_t key, uint16_t child,
 /* A capturing send callback for a standalone AN or host engine. */
 typedef struct {
     int n;
+    /* The 64-bit group key of what is captured: macok[i] says whether
+     * packet i's mac is right under it, and h[i].mac is set to it (so that
+     * mkpkt() seals a copy of h[i] alike). */
+    uint64_t key;
+    int macok[256];
     incoll_ep_t dst[256];
     wire_hdr_t h[256];
     uint8_t payload[256][128];
@@ -563,8 +596,16 @@ static void cap_send(void *arg, incoll_ep_t dst, const void *hdr,
     if (len)
         memcpy(pkt + WIRE_HDR_LEN, payload, len);
     c->dst[c->n] = dst;
-    if (wire_parse(pkt, WIRE_HDR_LEN + len, &c->h[c->n], NULL) != INCOLL_OK)
+    if (wire_parse(pkt, WIRE_HDR_LEN + len, &c->h[c->n], NULL) != INCOLL_OK) {
         memset(&c->h[c->n], 0xff, sizeof(c->h[c->n]));
+        c->macok[c->n] = 0;
+    } else {
+        wire_hdr_t *h = &c->h[c->n];
+        wire_key_t key;
+        h->mac = c->key;
+        key = hdr_key(h);
+        c->macok[c->n] = wire_mac_check(&key, pkt, WIRE_HDR_LEN + len);
+    }
     memcpy(c->payload[c->n], payload, len < 128 ? len : 128);
     c->len[c->n] = len;
     c->n++;
@@ -610,7 +651,7 @@ static int clean_shape(const memnet_tree_t *t)
             if (c.results_sent - base[a].results_sent != segs ||
                 c.duplicates_dropped || c.stale_dropped || c.results_resent ||
                 c.reforwards || c.malformed_dropped || c.mismatch_dropped ||
-                c.bad_source || c.bad_key || c.unknown_group) {
+                c.bad_source || c.bad_mac || c.unknown_group) {
                 fprintf(stderr,
                         "    an%d on a clean network: results_sent %" PRIu64
                         " for %" PRIu64 " segments, dup %" PRIu64
@@ -1329,7 +1370,7 @@ static uint64_t ctr_at(const agg_counters_t *c, size_t off)
 
 static uint64_t drops_total(const agg_counters_t *c)
 {
-    return c->malformed_dropped + c->unknown_group + c->bad_key +
+    return c->malformed_dropped + c->unknown_group + c->bad_mac +
            c->bad_source + c->mismatch_dropped + c->stale_dropped +
            c->duplicates_dropped;
 }
@@ -1471,13 +1512,13 @@ TEST(core_an_garbage, TEST_UNIT)
             break;
         case 24:
             bc.what = "wrong key";
-            h.key = GROUP_KEY ^ 1;
-            bc.ctr_off = CTR(bad_key);
+            h.mac = GROUP_KEY ^ 1;
+            bc.ctr_off = CTR(bad_mac);
             break;
         case 25:
             bc.what = "admin key as group key";
-            h.key = ADMIN_KEY;
-            bc.ctr_off = CTR(bad_key);
+            h.mac = ADMIN_KEY;
+            bc.ctr_off = CTR(bad_mac);
             break;
         case 26:
             bc.what = "an child at a wrong endpoint";
@@ -1521,10 +1562,10 @@ TEST(core_an_garbage, TEST_UNIT)
         case 32:
             bc.what = "stats with a wrong key";
             h.type = WIRE_STATS_REQ;
-            h.key = ADMIN_KEY ^ 2;
+            h.mac = ADMIN_KEY ^ 2;
             h.count = 0;
             plen = 0;
-            bc.ctr_off = CTR(bad_key);
+            bc.ctr_off = CTR(bad_mac);
             break;
         default:
             k = -1;
@@ -1625,8 +1666,10 @@ TEST(core_an_protocol, TEST_UNIT)
     agg_params_t ap = {
         .name = "mid", .admin_key = 0, .send = cap_send, .send_arg = &cap};
     incoll_ep_t kids[2] = {11, 12};
+
+    cap.key = 42;
     agg_group_params_t gp = {.id = 1,
-                             .key = 42,
+                             .key = gkey(1, 42),
                              .nchildren = 2,
                              .children = kids,
                              .parent = 99,
@@ -1694,7 +1737,7 @@ TEST(core_an_protocol, TEST_UNIT)
     CHECK_EQ_INT(cap.h[0].epoch, 0);
     CHECK_EQ_INT(cap.h[0].count, 8);
     CHECK_EQ_INT(cap.h[0].hops, 1);
-    CHECK_EQ_INT(cap.h[0].key, 42);
+    CHECK(cap.macok[0]); /* sealed under the group's key */
     for (int i = 0; i < 8; i++)
         CHECK_EQ_INT(((int64_t *)cap.payload[0])[i], a[i] + b[i]);
     /* A duplicate now re-forwards the aggregate. */
@@ -1792,7 +1835,7 @@ TEST(core_an_protocol, TEST_UNIT)
     {
         incoll_ep_t learn[2] = {INCOLL_EP_NONE, INCOLL_EP_NONE};
         agg_group_params_t rp = {.id = 2,
-                                 .key = 43,
+                                 .key = gkey(2, 43),
                                  .nchildren = 2,
                                  .children = learn,
                                  .parent = INCOLL_EP_NONE,
@@ -1832,22 +1875,22 @@ TEST(core_an_protocol, TEST_UNIT)
 /* ------------------------------------------------------------------ */
 /* Group table: arguments, duplicates, growth, removal, churn. */
 
-/* 1 if the AN finds group id: a packet with a wrong key counts bad_key
+/* 1 if the AN finds group id: a packet with a wrong key counts bad_mac
  * for a known group and unknown_group otherwise. */
 static int an_knows(agg_t *agg, uint32_t id)
 {
     uint8_t pkt[WIRE_HDR_LEN + 8];
     wire_hdr_t h = contrib_hdr(id, 0, 0, 0, 0, 1);
-    uint64_t bad = agg_counters(agg)->bad_key;
+    uint64_t bad = agg_counters(agg)->bad_mac;
     uint64_t unk = agg_counters(agg)->unknown_group;
     size_t len = mkpkt(pkt, &h, NULL, 8);
     /* Keys are id-derived and never 0, so key 0 is always wrong. */
     agg_on_packet(agg, 1, pkt, len);
-    if (agg_counters(agg)->bad_key == bad + 1 &&
+    if (agg_counters(agg)->bad_mac == bad + 1 &&
         agg_counters(agg)->unknown_group == unk)
         return 1;
     if (agg_counters(agg)->unknown_group == unk + 1 &&
-        agg_counters(agg)->bad_key == bad)
+        agg_counters(agg)->bad_mac == bad)
         return 0;
     return -1;
 }
@@ -1856,7 +1899,7 @@ static incoll_status_t add_group(agg_t *agg, uint32_t id)
 {
     incoll_ep_t kids[3] = {INCOLL_EP_NONE, 7, INCOLL_EP_NONE};
     agg_group_params_t gp = {.id = id,
-                             .key = 0x1000 + id,
+                             .key = gkey(id, 0x1000 + id),
                              .nchildren = 3,
                              .children = kids,
                              .parent = INCOLL_EP_NONE,
@@ -1879,7 +1922,7 @@ TEST(core_group_table, TEST_UNIT)
     for (int i = 0; i <= AGG_MAX_CHILDREN; i++)
         kids[i] = INCOLL_EP_NONE;
     gp = (agg_group_params_t){.id = 9,
-                              .key = 1,
+                              .key = gkey(9, 1),
                               .nchildren = 2,
                               .children = kids,
                               .parent = INCOLL_EP_NONE,
@@ -1933,7 +1976,7 @@ TEST(core_group_table, TEST_UNIT)
     /* Duplicates and unknown ids. */
     CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_OK);
     CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_ERR_BUSY);
-    gp.key = 2;
+    gp.key = gkey(9, 2);
     gp.slots = 8;
     CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_ERR_BUSY);
     CHECK_EQ_INT(agg_group_count(agg), 1);
@@ -1989,7 +2032,7 @@ TEST(core_group_table, TEST_UNIT)
         uint8_t pkt[WIRE_HDR_LEN + 8];
         incoll_ep_t one[1] = {INCOLL_EP_NONE};
         agg_group_params_t g1 = {.id = 77,
-                                 .key = 5,
+                                 .key = gkey(77, 5),
                                  .nchildren = 1,
                                  .children = one,
                                  .parent = INCOLL_EP_NONE,
@@ -2077,7 +2120,7 @@ TEST(core_concurrent_groups, TEST_UNIT)
     }
     for (int an = 0; an < a.tree.nans; an++) {
         const agg_counters_t *c = agg_counters(memnet_an(a.net, an));
-        CHECK_EQ_INT(c->bad_key, 0);
+        CHECK_EQ_INT(c->bad_mac, 0);
         CHECK_EQ_INT(c->unknown_group, 0);
         CHECK_EQ_INT(c->mismatch_dropped, 0);
     }
@@ -2145,7 +2188,7 @@ TEST(core_wire_format, TEST_UNIT)
                     .group = 0xA1B2C3D4u,
                     .child = 0x1234,
                     .flags = 0x0003,
-                    .key = 0x0102030405060708ull,
+                    .mac = 0x0102030405060708ull,
                     .slot = 0xBEEF,
                     .hops = 0x5566,
                     .epoch = 0xCAFEBABEu,
@@ -2164,7 +2207,7 @@ TEST(core_wire_format, TEST_UNIT)
     /* Every field at its documented offset, little-endian. */
     CHECK(memcmp(buf, "INCL", 4) == 0);
     CHECK_EQ_INT(le_at(buf + 0, 4), WIRE_MAGIC);
-    CHECK_EQ_INT(buf[4], 1);
+    CHECK_EQ_INT(buf[4], 2);
     CHECK_EQ_INT(buf[5], WIRE_CONTRIB);
     CHECK_EQ_INT(buf[6], INCOLL_OP_BXOR);
     CHECK_EQ_INT(buf[7], INCOLL_UINT32);
@@ -2189,7 +2232,7 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK_EQ_INT(p.group, h.group);
     CHECK_EQ_INT(p.child, h.child);
     CHECK_EQ_INT(p.flags, h.flags);
-    CHECK(p.key == h.key);
+    CHECK(p.mac == h.mac);
     CHECK_EQ_INT(p.slot, h.slot);
     CHECK_EQ_INT(p.hops, h.hops);
     CHECK_EQ_INT(p.epoch, h.epoch);
@@ -2214,7 +2257,7 @@ TEST(core_wire_format, TEST_UNIT)
         q.group = (uint32_t)memnet_rand(&rng);
         q.child = (uint16_t)memnet_rand(&rng);
         q.flags = (uint16_t)memnet_rand(&rng);
-        q.key = memnet_rand(&rng);
+        q.mac = memnet_rand(&rng);
         q.slot = (uint16_t)memnet_rand(&rng);
         q.hops = (uint16_t)memnet_rand(&rng);
         q.epoch = (uint32_t)memnet_rand(&rng);
@@ -2226,7 +2269,7 @@ TEST(core_wire_format, TEST_UNIT)
         CHECK_EQ_INT(wire_parse(buf, WIRE_HDR_LEN + plen, &p, NULL), INCOLL_OK);
         CHECK(memcmp(&p.type, &q.type, 3) == 0);
         CHECK(p.group == q.group && p.child == q.child && p.flags == q.flags &&
-              p.key == q.key && p.slot == q.slot && p.hops == q.hops &&
+              p.mac == q.mac && p.slot == q.slot && p.hops == q.hops &&
               p.epoch == q.epoch && p.count == q.count && p.total == q.total &&
               p.offset == q.offset);
         /* One byte more or less is always refused. */
@@ -2243,7 +2286,7 @@ TEST(core_wire_format, TEST_UNIT)
     buf[3] ^= 1;
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "bad magic") == 0);
     buf[3] ^= 1;
-    buf[4] = 2;
+    buf[4] = 1; /* v1 carried the key in clear: refused */
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
     buf[4] = 0;
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
@@ -2392,7 +2435,7 @@ TEST(core_stats, TEST_UNIT)
     uint8_t pkt[WIRE_HDR_LEN + 4096];
     wire_hdr_t h = {.version = WIRE_VERSION,
                     .type = WIRE_STATS_REQ,
-                    .key = ADMIN_KEY,
+                    .mac = ADMIN_KEY, /* mkpkt() seals under it */
                     .child = WIRE_CHILD_NONE};
     wire_hdr_t rep;
     incoll_ep_t from = 0;
@@ -2418,7 +2461,12 @@ TEST(core_stats, TEST_UNIT)
     CHECK(from == memnet_an_ep(w.net, 1));
     CHECK_EQ_INT(wire_parse(pkt, len, &rep, NULL), INCOLL_OK);
     CHECK_EQ_INT(rep.type, WIRE_STATS_REP);
-    CHECK(rep.key == ADMIN_KEY);
+    {
+        wire_key_t akey;
+        wire_key_derive(NULL, WIRE_KEY_ADMIN, ADMIN_KEY, 0, &akey);
+        CHECK(wire_mac_check(&akey, pkt, len)); /* the reply is sealed */
+        CHECK(rep.mac != ADMIN_KEY);           /* and shows no key */
+    }
     CHECK_EQ_INT(rep.count, len - WIRE_HDR_LEN);
     memcpy(text, pkt + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
     text[len - WIRE_HDR_LEN] = '\0';
@@ -2443,15 +2491,15 @@ TEST(core_stats, TEST_UNIT)
     }
 
     /* Wrong key: counted, no reply. So is the group key. */
-    h.key = ADMIN_KEY + 1;
+    h.mac = ADMIN_KEY + 1;
     len = mkpkt(pkt, &h, NULL, 0);
     memnet_inject(w.net, tool, memnet_an_ep(w.net, 0), pkt, len, 0);
-    h.key = GROUP_KEY;
+    h.mac = GROUP_KEY;
     len = mkpkt(pkt, &h, NULL, 0);
     memnet_inject(w.net, tool, memnet_an_ep(w.net, 0), pkt, len, 0);
     CHECK(memnet_drain(w.net, SEC) == 0);
     c = agg_counters(memnet_an(w.net, 0));
-    CHECK_EQ_INT(c->bad_key, 2);
+    CHECK_EQ_INT(c->bad_mac, 2);
     CHECK_EQ_INT(c->stats_requests, 0);
     CHECK_EQ_INT(memnet_sink_take(w.net, tool, pkt, sizeof(pkt), NULL), 0);
     world_free(&w);
@@ -2465,10 +2513,10 @@ TEST(core_stats, TEST_UNIT)
                            .send_arg = &cap};
         agg_t *agg = agg_create(&ap);
         CHECK(agg != NULL);
-        h.key = 0;
+        h.mac = 0;
         len = mkpkt(pkt, &h, NULL, 0);
         agg_on_packet(agg, 5, pkt, len);
-        CHECK_EQ_INT(agg_counters(agg)->bad_key, 1);
+        CHECK_EQ_INT(agg_counters(agg)->bad_mac, 1);
         CHECK_EQ_INT(cap.n, 0);
         agg_destroy(agg);
     }
@@ -2644,7 +2692,8 @@ static host_engine_params_t host_params(capture_t *cap, uint32_t slots,
     memset(&p, 0, sizeof(p));
     host_engine_params_default(&p);
     p.group = 3;
-    p.key = 0xABC;
+    p.key = gkey(3, 0xABC);
+    cap->key = 0xABC;
     p.gen = 0x6E6E0001u;
     p.child = 2;
     p.an = 50;
@@ -2716,7 +2765,7 @@ TEST(core_host_api, TEST_UNIT)
         CHECK_EQ_INT(cap.dst[k], 50);
         CHECK_EQ_INT(cap.h[k].type, WIRE_CONTRIB);
         CHECK_EQ_INT(cap.h[k].group, 3);
-        CHECK(cap.h[k].key == 0xABC);
+        CHECK(cap.macok[k]);
         CHECK_EQ_INT(cap.h[k].child, 2);
         CHECK_EQ_INT(cap.h[k].slot, k);
         CHECK_EQ_INT(cap.h[k].epoch, 0);
@@ -2835,7 +2884,7 @@ TEST(core_host_garbage, TEST_UNIT)
         q.group = 4;
         HFEED(50, q, other, 64);
         q = h;
-        q.key ^= 1;
+        q.mac ^= 1;
         HFEED(50, q, other, 64);
         HFEED(51, h, other, 64); /* not our AN */
         q = h;
@@ -3053,7 +3102,7 @@ TEST(core_gen_order, TEST_UNIT)
         .name = "gen", .send = cap_send, .send_arg = &cap, .gen_idle_ns = idle};
     incoll_ep_t kids[1] = {INCOLL_EP_NONE};
     agg_group_params_t gp = {.id = 1,
-                             .key = 42,
+                             .key = gkey(1, 42),
                              .nchildren = 1,
                              .children = kids,
                              .parent = INCOLL_EP_NONE,

@@ -12,8 +12,12 @@
 #include "common/fabric_conf.h"
 #include "common/procstat.h"
 #include "common/wire.h"
+#include "common/wire_mac.h"
 
 #include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -468,7 +472,7 @@ static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
 }
 
 typedef struct {
-    uint64_t malformed, unknown_group, bad_key;
+    uint64_t malformed, unknown_group, bad_mac;
 } garbage_count_t;
 
 /*
@@ -485,7 +489,6 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
                     .op = INCOLL_OP_SUM,
                     .dtype = INCOLL_FLOAT32,
                     .group = conf->group_id,
-                    .key = conf->group_key,
                     .child = 0,
                     .count = 4,
                     .total = 4};
@@ -531,12 +534,17 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
     c->unknown_group++;
 
-    /* The right group with a wrong key. */
+    /* The right group with a mac under a wrong key. */
     h.group = conf->group_id;
-    h.key = conf->group_key ^ 0x5a5a5a5a5a5a5a5aull;
     wire_pack(&h, buf);
+    {
+        wire_key_t wrong;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id,
+                        conf->group_key ^ 0x5a5a5a5a5a5a5a5aull, &wrong);
+        wire_mac_seal(&wrong, buf, buf + WIRE_HDR_LEN, 16);
+    }
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
-    c->bad_key++;
+    c->bad_mac++;
 }
 
 static int garbage_body(const char *dir)
@@ -604,10 +612,10 @@ static int garbage_body(const char *dir)
             rounds, conf.nans);
     for (int i = 0; i < conf.nans; i++) {
         const char *an = conf.ans[i].name;
-        uint64_t malformed, unknown, bad_key, red;
+        uint64_t malformed, unknown, bad_mac, red;
         if (stat_get(stat, an, "malformed_dropped", &malformed) != 0 ||
             stat_get(stat, an, "unknown_group", &unknown) != 0 ||
-            stat_get(stat, an, "bad_key", &bad_key) != 0 ||
+            stat_get(stat, an, "bad_mac", &bad_mac) != 0 ||
             stat_get(stat, an, "reductions", &red) != 0) {
             fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
             goto out_conf;
@@ -615,18 +623,18 @@ static int garbage_body(const char *dir)
         /* Nothing else on the fabric sends such packets: the counts are
          * exactly ours. */
         if (malformed != sent[i].malformed ||
-            unknown != sent[i].unknown_group || bad_key != sent[i].bad_key ||
+            unknown != sent[i].unknown_group || bad_mac != sent[i].bad_mac ||
             red == 0) {
             fprintf(stderr,
                     "    an %s: malformed_dropped=%llu unknown_group="
-                    "%llu bad_key=%llu reductions=%llu, want %llu %llu "
+                    "%llu bad_mac=%llu reductions=%llu, want %llu %llu "
                     "%llu >0\n%s",
                     an, (unsigned long long)malformed,
-                    (unsigned long long)unknown, (unsigned long long)bad_key,
+                    (unsigned long long)unknown, (unsigned long long)bad_mac,
                     (unsigned long long)red,
                     (unsigned long long)sent[i].malformed,
                     (unsigned long long)sent[i].unknown_group,
-                    (unsigned long long)sent[i].bad_key, stat);
+                    (unsigned long long)sent[i].bad_mac, stat);
             goto out_conf;
         }
     }
@@ -945,6 +953,245 @@ TEST(integ_fabric_lifecycle, TEST_INTEG)
         return TEST_FAILED;
     }
     ret = lifecycle_body(dir);
+    fabric_down(dir);
+    return ret;
+}
+
+/* ---- forged results from everything on the wire (real daemons) ---- */
+
+#define FORGE_SNIFFS 8 /* sniffed packets of each kind to forge from */
+
+typedef struct {
+    int raw;          /* IPPROTO_RAW socket: sends with any source */
+    uint64_t results; /* forged RESULTs sent to hosts */
+    uint64_t contribs[16]; /* forged CONTRIBs sent, per AN */
+    int nres, ncon;   /* packets sniffed so far */
+} forger_t;
+
+static int an_index(const fabric_conf_t *conf, incoll_ep_t ep)
+{
+    for (int i = 0; i < conf->nans && i < 16; i++)
+        if (conf->ans[i].addr == ep)
+            return i;
+    return -1;
+}
+
+/* Sends one UDP datagram from src to dst through the raw socket, as an
+ * attacker on the path would (no UDP checksum: allowed over IPv4). */
+static void spoof(forger_t *f, incoll_ep_t src, incoll_ep_t dst,
+                  const uint8_t *payload, size_t len)
+{
+    static uint8_t pkt[20 + 8 + 2048];
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl((uint32_t)(dst >> 16))};
+    uint32_t s = htonl((uint32_t)(src >> 16)), d = htonl((uint32_t)(dst >> 16));
+    uint16_t v;
+
+    if (len > 2048)
+        return;
+    memset(pkt, 0, 28);
+    pkt[0] = 0x45;
+    v = htons((uint16_t)(28 + len));
+    memcpy(pkt + 2, &v, 2);
+    pkt[8] = 64;
+    pkt[9] = IPPROTO_UDP;
+    memcpy(pkt + 12, &s, 4);
+    memcpy(pkt + 16, &d, 4);
+    v = htons((uint16_t)(src & 0xffff));
+    memcpy(pkt + 20, &v, 2);
+    v = htons((uint16_t)(dst & 0xffff));
+    memcpy(pkt + 22, &v, 2);
+    v = htons((uint16_t)(8 + len));
+    memcpy(pkt + 24, &v, 2);
+    memcpy(pkt + 28, payload, len);
+    if (sendto(f->raw, pkt, 28 + len, 0, (struct sockaddr *)&sa, sizeof(sa)) <
+        0)
+        fprintf(stderr, "    raw sendto: %s\n", strerror(errno));
+}
+
+/*
+ * Forges from one sniffed data packet: the same header moved to each of
+ * the next slots and epochs (where the operations to come will be), with
+ * an all-zero payload, once keeping the sniffed tag and once sealed under
+ * the tag taken as a key (what v1's clear key field would have given).
+ */
+static void forge_from(forger_t *f, const fabric_conf_t *conf,
+                       incoll_ep_t src, incoll_ep_t dst, const uint8_t *pkt,
+                       size_t len)
+{
+    static uint8_t c[2048];
+    wire_hdr_t h;
+    uint32_t slots = conf->slots < 16 ? conf->slots : 16;
+    int an = an_index(conf, dst);
+
+    if (wire_parse(pkt, len, &h, NULL) != INCOLL_OK || len > sizeof(c))
+        return;
+    for (uint32_t e = h.epoch; e <= h.epoch + 1; e++) {
+        for (uint32_t s = 0; s < slots; s++) {
+            for (int way = 0; way < 2; way++) {
+                wire_hdr_t q = h;
+                q.slot = (uint16_t)s;
+                q.epoch = e;
+                wire_pack(&q, c);
+                memset(c + WIRE_HDR_LEN, 0, len - WIRE_HDR_LEN);
+                if (way == 1) {
+                    wire_key_t k = {h.mac, h.mac};
+                    wire_mac_seal(&k, c, c + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
+                }
+                spoof(f, src, dst, c, len);
+                if (h.type == WIRE_RESULT)
+                    f->results++;
+                else if (an >= 0)
+                    f->contribs[an]++;
+            }
+        }
+    }
+}
+
+/* Reads what the packet socket captured on lo; forges from the first
+ * FORGE_SNIFFS results (AN -> host) and contributions (host -> AN). */
+static void sniff_and_forge(int ps, forger_t *f, const fabric_conf_t *conf)
+{
+    static uint8_t buf[70000];
+    for (;;) {
+        ssize_t n = recv(ps, buf, sizeof(buf), MSG_DONTWAIT);
+        size_t ihl;
+        incoll_ep_t src, dst;
+        uint32_t a;
+        uint16_t p;
+        wire_hdr_t h;
+        if (n < 0)
+            return;
+        if (n < 28 || (buf[0] >> 4) != 4 || buf[9] != IPPROTO_UDP)
+            continue;
+        ihl = (size_t)(buf[0] & 15) * 4;
+        if ((size_t)n < ihl + 8)
+            continue;
+        memcpy(&a, buf + 12, 4);
+        memcpy(&p, buf + ihl, 2);
+        src = wire_ep(ntohl(a), ntohs(p));
+        memcpy(&a, buf + 16, 4);
+        memcpy(&p, buf + ihl + 2, 2);
+        dst = wire_ep(ntohl(a), ntohs(p));
+        if (wire_parse(buf + ihl + 8, (size_t)n - ihl - 8, &h, NULL) !=
+            INCOLL_OK)
+            continue;
+        if (h.type == WIRE_RESULT && an_index(conf, src) >= 0 &&
+            an_index(conf, dst) < 0 && f->nres < FORGE_SNIFFS) {
+            f->nres++;
+            forge_from(f, conf, src, dst, buf + ihl + 8, (size_t)n - ihl - 8);
+        } else if (h.type == WIRE_CONTRIB && an_index(conf, src) < 0 &&
+                   an_index(conf, dst) >= 0 && f->ncon < FORGE_SNIFFS) {
+            f->ncon++;
+            forge_from(f, conf, src, dst, buf + ihl + 8, (size_t)n - ihl - 8);
+        }
+    }
+}
+
+static int forged_body(const char *dir)
+{
+    static const incoll_dtype_t dts[] = {INCOLL_INT32};
+    static const incoll_op_t ops[] = {INCOLL_OP_SUM};
+    static const size_t sizes[] = {1, 300};
+    job_t j = {dts, 1, ops, 1, sizes, 2, 1, 0};
+    struct sockaddr_ll ll = {.sll_family = AF_PACKET,
+                             .sll_protocol = htons(ETH_P_IP)};
+    char args[512], *stat = NULL;
+    static forger_t f;
+    fabric_conf_t conf;
+    proc_t run;
+    int ps, rc, ret = TEST_FAILED;
+    double t_end;
+
+    if (load_conf(dir, &conf) != 0)
+        return TEST_FAILED;
+    memset(&f, 0, sizeof(f));
+    ll.sll_ifindex = (int)if_nametoindex("lo");
+    ps = socket(AF_PACKET, SOCK_DGRAM | SOCK_CLOEXEC, htons(ETH_P_IP));
+    f.raw = socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_RAW);
+    if (ps < 0 || f.raw < 0 ||
+        bind(ps, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
+        fprintf(stderr, "    packet or raw socket on lo: %s\n",
+                strerror(errno));
+        goto out_close;
+    }
+    job_args(&j, args, sizeof(args));
+    if (proc_start(&run, 60,
+                   "'%s/incoll' run -n %d --fabric '%s' -- "
+                   "'%s/allreduce_check' --min-seconds 3 %s",
+                   test_bindir(), conf.nhosts, dir, progdir(), args) != 0) {
+        fprintf(stderr, "    cannot start incoll run\n");
+        goto out_close;
+    }
+    t_end = now_s() + 2.5;
+    while (now_s() < t_end) {
+        struct pollfd pfd = {.fd = ps, .events = POLLIN};
+        if (poll(&pfd, 1, 50) > 0)
+            sniff_and_forge(ps, &f, &conf);
+    }
+    rc = proc_wait(&run);
+    if (rc != 0 || strstr(run.out, ": ok") == NULL) {
+        fprintf(stderr, "    incoll run exited %d with forged packets on the "
+                "wire:\n%s", rc, run.out);
+        free(run.out);
+        goto out_close;
+    }
+    free(run.out);
+    fprintf(stderr, "    sniffed %d results and %d contributions, forged %llu "
+            "results\n", f.nres, f.ncon, (unsigned long long)f.results);
+    CHECK(f.nres == FORGE_SNIFFS && f.ncon == FORGE_SNIFFS && f.results > 0);
+    rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                 dir);
+    if (rc != 0) {
+        fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
+        goto out_close;
+    }
+    /* Every forged contribution failed its mac at the AN it was sent to. */
+    for (int i = 0; i < conf.nans && i < 16; i++) {
+        uint64_t bad;
+        if (stat_get(stat, conf.ans[i].name, "bad_mac", &bad) != 0 ||
+            bad != f.contribs[i]) {
+            fprintf(stderr, "    an %s: bad_mac %llu, forged %llu:\n%s",
+                    conf.ans[i].name, (unsigned long long)bad,
+                    (unsigned long long)f.contribs[i], stat);
+            goto out_close;
+        }
+    }
+    ret = TEST_PASSED;
+out_close:
+    free(stat);
+    if (ps >= 0)
+        close(ps);
+    if (f.raw >= 0)
+        close(f.raw);
+    fabric_conf_free(&conf);
+    return ret;
+}
+
+/*
+ * (e) An attacker on the path: a packet socket on lo sees every packet of
+ * a running job, and forged RESULTs (to the hosts, from their leaf's
+ * address) and CONTRIBs (to the ANs, from a host's address) built from
+ * them go out through a raw socket, for the slots and epochs the next
+ * operations use. The job must get only right answers, and each AN must
+ * count every forged contribution in bad_mac.
+ */
+TEST(integ_fabric_forged_result, TEST_INTEG)
+{
+    char why[PATH_MAX + 32];
+    const char *dir;
+    int ret;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (geteuid() != 0)
+        return test_skip("not root: sniffing and spoofing need raw sockets");
+    dir = test_tmpdir();
+    if (fabric_up(dir, 4, 2) != 0) {
+        fabric_down(dir);
+        return TEST_FAILED;
+    }
+    ret = forged_body(dir);
     fabric_down(dir);
     return ret;
 }

@@ -327,7 +327,7 @@ static sim_t *sim_create(const sim_cfg_t *cfg, int n, const sim_op_t *ops,
         memset(&p, 0, sizeof(p));
         p2p_engine_params_default(&p);
         p.group = 7;
-        p.key = 0xfeedull;
+        wire_key_derive(NULL, WIRE_KEY_P2P, 0xfeed, 0, &p.key);
         p.rank = i;
         p.size = n;
         p.peers = s->eps;
@@ -841,6 +841,29 @@ TEST(p2p_count_mismatch, TEST_UNIT)
 /* Foreign, malformed and out-of-range packets are counted and dropped;
  * data of a consumed block is re-acked with DONE; data that finds no spare
  * slot is answered with BEHIND. */
+/*
+ * Feeds a copy of the datagram made by hand, sealed first (wire_mac.h)
+ * under the key derived from what its header's mac field holds: the
+ * packets below put the communicator's 64-bit key there (77, or 78 for a
+ * wrong one), and the engine's key is derived from 77 alike.
+ */
+static void feed(p2p_engine_t *eng, incoll_ep_t src, const uint8_t *pkt,
+                 size_t len, uint64_t now)
+{
+    uint8_t copy[WIRE_HDR_LEN + P2P_WINDOW_MAX];
+    wire_key_t key;
+    uint64_t k = 0;
+
+    memcpy(copy, pkt, len);
+    if (len >= WIRE_HDR_LEN) {
+        for (int i = 0; i < 8; i++)
+            k |= (uint64_t)copy[16 + i] << (8 * i);
+        wire_key_derive(NULL, WIRE_KEY_P2P, k, 0, &key);
+        wire_mac_seal(&key, copy, copy + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
+    }
+    p2p_engine_on_packet(eng, src, copy, len, now);
+}
+
 TEST(p2p_bad_packets, TEST_UNIT)
 {
     incoll_ep_t eps[3] = {10, 11, 12};
@@ -848,7 +871,7 @@ TEST(p2p_bad_packets, TEST_UNIT)
     p2p_engine_t *eng;
     uint8_t pkt[WIRE_HDR_LEN + 64];
     wire_hdr_t h = {.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
-                    .group = 5, .key = 77, .child = 1, .epoch = 0,
+                    .group = 5, .mac = 77, .child = 1, .epoch = 0,
                     .count = 64, .total = 64, .offset = 0};
     wire_hdr_t r;
     uint64_t dropped;
@@ -856,7 +879,7 @@ TEST(p2p_bad_packets, TEST_UNIT)
     memset(&p, 0, sizeof(p));
     p2p_engine_params_default(&p);
     p.group = 5;
-    p.key = 77;
+    wire_key_derive(NULL, WIRE_KEY_P2P, 77, 0, &p.key);
     p.rank = 0;
     p.size = 3;
     p.peers = eps;
@@ -867,35 +890,36 @@ TEST(p2p_bad_packets, TEST_UNIT)
     memset(pkt, 0xab, sizeof(pkt));
 
     /* Wrong key, wrong group, wrong source, our own rank, bad rank. */
-    h.key = 78;
+    h.mac = 78;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
-    h.key = 77;
+    feed(eng, 11, pkt, sizeof(pkt), 0);
+    h.mac = 77;
     h.group = 6;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    feed(eng, 11, pkt, sizeof(pkt), 0);
     h.group = 5;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 12, pkt, sizeof(pkt), 0);
+    feed(eng, 12, pkt, sizeof(pkt), 0);
     h.child = 0;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 10, pkt, sizeof(pkt), 0);
+    feed(eng, 10, pkt, sizeof(pkt), 0);
     h.child = 9;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    feed(eng, 11, pkt, sizeof(pkt), 0);
     /* Truncated. */
     h.child = 1;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt) - 1, 0);
-    p2p_engine_on_packet(eng, 11, pkt, 10, 0);
+    feed(eng, 11, pkt, sizeof(pkt) - 1, 0);
+    feed(eng, 11, pkt, 10, 0);
     CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, 7);
+    CHECK_EQ_INT(p2p_engine_counters(eng)->bad_mac, 1); /* the wrong key */
     CHECK_EQ_INT(send_count, 0);
 
     /* A block from a peer ahead of us (idle engine): kept and acked. */
     h.offset = 0;
     h.total = 64;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    feed(eng, 11, pkt, sizeof(pkt), 0);
     CHECK_EQ_INT(send_count, 1);
     CHECK_EQ_INT(p2p_engine_counters(eng)->early, 1);
     CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
@@ -905,7 +929,7 @@ TEST(p2p_bad_packets, TEST_UNIT)
     h.total = 1u << 30;
     h.count = 64;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 12, pkt, sizeof(pkt), 0);
+    feed(eng, 12, pkt, sizeof(pkt), 0);
     CHECK_EQ_INT(p2p_engine_counters(eng)->refused, 1);
     CHECK_EQ_INT(send_count, 2);
     CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
@@ -920,7 +944,7 @@ TEST(p2p_bad_packets, TEST_UNIT)
         for (e = 1; e < 40; e++) {
             h.epoch = e;
             wire_pack(&h, pkt);
-            p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+            feed(eng, 11, pkt, sizeof(pkt), 0);
             CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
             CHECK_EQ_INT(r.type, WIRE_P2P_ACK);
             CHECK_EQ_INT(r.epoch, e);
@@ -938,7 +962,7 @@ TEST(p2p_bad_packets, TEST_UNIT)
     /* An old step (epoch before 0 in serial arithmetic): DONE. */
     h.epoch = 0xffffffffu;
     wire_pack(&h, pkt);
-    p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 0);
+    feed(eng, 11, pkt, sizeof(pkt), 0);
     CHECK_EQ_INT(send_count, 4);
     CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
     CHECK(r.flags & WIRE_F_P2P_DONE);
@@ -947,19 +971,19 @@ TEST(p2p_bad_packets, TEST_UNIT)
     {
         uint8_t big[WIRE_HDR_LEN + P2P_WINDOW_MAX];
         wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
-                        .group = 5, .key = 77, .child = 1,
+                        .group = 5, .mac = 77, .child = 1,
                         .count = P2P_WINDOW_MAX};
         memset(big, 0xff, sizeof(big));
         wire_pack(&a, big);
         dropped = p2p_engine_counters(eng)->dropped;
-        p2p_engine_on_packet(eng, 11, big, sizeof(big), 0);
+        feed(eng, 11, big, sizeof(big), 0);
         CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, dropped + 1);
         /* A probe for a step we have not reached: BEHIND. */
         a.count = 0;
         a.flags = WIRE_F_P2P_PROBE;
         a.epoch = 1;
         wire_pack(&a, big);
-        p2p_engine_on_packet(eng, 11, big, WIRE_HDR_LEN, 0);
+        feed(eng, 11, big, WIRE_HDR_LEN, 0);
         CHECK_EQ_INT(send_count, 5);
         CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
         CHECK(r.flags & WIRE_F_P2P_BEHIND);
@@ -987,19 +1011,19 @@ TEST(p2p_bad_packets, TEST_UNIT)
         CHECK_EQ_INT(send_count - sent0, 4);
         CHECK_EQ_INT(p2p_engine_counters(eng)->packets_sent, 4);
         h = (wire_hdr_t){.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
-                         .group = 5, .key = 77, .child = 1, .epoch = 0,
+                         .group = 5, .mac = 77, .child = 1, .epoch = 0,
                          .count = 64, .total = 256, .offset = 3};
         wire_pack(&h, pkt);
         memcpy(pkt + WIRE_HDR_LEN, peer, 64);
         dropped = p2p_engine_counters(eng)->dropped;
-        p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 1);
+        feed(eng, 11, pkt, sizeof(pkt), 1);
         CHECK_EQ_INT(p2p_engine_counters(eng)->dropped, dropped + 1);
         for (int k = 0; k < 5; k++) {
             static const int order[5] = {1, 1, 3, 0, 2};
             h.offset = (uint64_t)order[k] * 64;
             wire_pack(&h, pkt);
             memcpy(pkt + WIRE_HDR_LEN, (uint8_t *)peer + h.offset, 64);
-            p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 2);
+            feed(eng, 11, pkt, sizeof(pkt), 2);
         }
         CHECK_EQ_INT(p2p_engine_counters(eng)->duplicates, 1);
         CHECK_EQ_INT(p2p_engine_counters(eng)->data_received, 4);
@@ -1014,22 +1038,22 @@ TEST(p2p_bad_packets, TEST_UNIT)
         {
             uint8_t ack[WIRE_HDR_LEN + 1];
             wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
-                            .group = 5, .key = 77, .child = 1, .epoch = 0,
+                            .group = 5, .mac = 77, .child = 1, .epoch = 0,
                             .count = 1, .offset = 0};
             wire_pack(&a, ack);
             ack[WIRE_HDR_LEN] = 0x5; /* packets 0 and 2 */
-            p2p_engine_on_packet(eng, 11, ack, sizeof(ack), 3);
+            feed(eng, 11, ack, sizeof(ack), 3);
             CHECK_EQ_INT(p2p_engine_status(eng), INCOLL_INPROGRESS);
             a.offset = 4;
             a.count = 0;
             wire_pack(&a, ack);
-            p2p_engine_on_packet(eng, 11, ack, WIRE_HDR_LEN, 4);
+            feed(eng, 11, ack, WIRE_HDR_LEN, 4);
         }
         CHECK_EQ_INT(p2p_engine_status(eng), INCOLL_OK);
         for (int i = 0; i < 32; i++)
             CHECK_EQ_INT(work[i], 1000 + 2 * i);
         /* Data of the completed step again: re-acked with DONE. */
-        p2p_engine_on_packet(eng, 11, pkt, sizeof(pkt), 5);
+        feed(eng, 11, pkt, sizeof(pkt), 5);
         CHECK_EQ_INT(p2p_engine_counters(eng)->stale, 1);
         CHECK(wire_parse(last_sent, WIRE_HDR_LEN, &r, NULL) == INCOLL_OK);
         CHECK(r.flags & WIRE_F_P2P_DONE);

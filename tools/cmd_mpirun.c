@@ -533,8 +533,15 @@ int cmd_mpirun(int argc, char **argv)
      * its address and secret, and their hosts in its topology in rank
      * order (INCOLL_HOSTS; the launcher cannot set INCOLL_HOST per rank),
      * as `incoll run` gives them. */
-    if (mgr_fabric_managed(fabric) && mpirun_mgr_env(fabric) != 0)
-        goto out;
+    if (mgr_fabric_managed(fabric)) {
+        if (mpirun_mgr_env(fabric) != 0)
+            goto out;
+    } else {
+        /* A fabric.conf-only fabric's ANs have no secret: the ranks must
+         * not key the world group's packets with one from the caller's
+         * environment (docs/security.md), as `incoll run` does. */
+        unsetenv("INCOLL_SECRET_FILE");
+    }
 
     if (geteuid() == 0) {
         /* Open MPI refuses root without these; harmless for MPICH. */

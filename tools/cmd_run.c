@@ -138,8 +138,14 @@ static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
         if (m->nhosts > 0)
             setenv("INCOLL_HOST", m->hosts[rank % m->nhosts], 1);
     } else {
-        /* fabric.conf alone, whatever the caller's environment says. */
+        /* fabric.conf alone, whatever the caller's environment says. The
+         * fabric's secret, when it has one, still keys the world group's
+         * packets (its ANs have it: docs/security.md). */
         unsetenv("INCOLL_MGR");
+        if (m->secret[0])
+            setenv("INCOLL_SECRET_FILE", m->secret, 1);
+        else
+            unsetenv("INCOLL_SECRET_FILE");
     }
     execvp(prog_argv[0], prog_argv);
     fprintf(stderr, "incoll run: rank %d: cannot run %s: %s\n", rank,
@@ -217,6 +223,14 @@ int cmd_run(int argc, char **argv)
             mgr_fabric_free_names(m.hosts, m.nhosts);
             return 1;
         }
+    }    if (no_mgr && mgr_fabric_managed(fabric)) {
+        /* Only the secret: the world group's keys are derived from it. */
+        if (mgr_fabric_env(fabric, m.mgr, sizeof(m.mgr), m.secret,
+                           sizeof(m.secret), err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll run: %s\n", err);
+            return 1;
+        }
+        m.mgr[0] = '\0';
     }
     snprintf(conf_path, sizeof(conf_path), "%s/fabric.conf", fabric);
     memset(&conf, 0, sizeof(conf));

@@ -18,6 +18,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
+#include "common/wire_mac.h"
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
 #include "mgr/mgr_tool.h"
@@ -52,12 +53,25 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* A random number for this process's requests: the ANs echo it in
+ * "offset", so a replayed reply to another request is not taken. */
+static uint64_t stat_nonce(void)
+{
+    static uint64_t nonce;
+    if (nonce == 0)
+        nonce = fabric_random64() | 1;
+    return nonce;
+}
+
+/* STATS requests and replies carry a mac under a key derived from the
+ * admin key (common/wire_mac.h), never the key itself. */
 static void send_req(int fd, const fabric_conf_t *conf, int i)
 {
     uint8_t hdr[WIRE_HDR_LEN];
+    wire_key_t key;
     wire_hdr_t h = {.version = WIRE_VERSION,
                     .type = WIRE_STATS_REQ,
-                    .key = conf->admin_key,
+                    .offset = stat_nonce(),
                     .child = WIRE_CHILD_NONE};
     struct sockaddr_in sa = {
         .sin_family = AF_INET,
@@ -65,7 +79,9 @@ static void send_req(int fd, const fabric_conf_t *conf, int i)
         .sin_port = htons((uint16_t)(conf->ans[i].addr & 0xffff)),
     };
 
+    wire_key_derive(NULL, WIRE_KEY_ADMIN, conf->admin_key, 0, &key);
     wire_pack(&h, hdr);
+    wire_mac_seal(&key, hdr, NULL, 0);
     if (sendto(fd, hdr, sizeof(hdr), 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         incoll_debug("stats request to an %s: %s", conf->ans[i].name,
                      strerror(errno));
@@ -77,7 +93,9 @@ static int read_replies(int fd, const fabric_conf_t *conf, char **replies)
 {
     static uint8_t buf[65536];
     int got = 0;
+    wire_key_t key;
 
+    wire_key_derive(NULL, WIRE_KEY_ADMIN, conf->admin_key, 0, &key);
     for (;;) {
         struct sockaddr_in sa;
         socklen_t salen = sizeof(sa);
@@ -92,7 +110,8 @@ static int read_replies(int fd, const fabric_conf_t *conf, char **replies)
         }
         src = wire_ep(ntohl(sa.sin_addr.s_addr), ntohs(sa.sin_port));
         if (wire_parse(buf, (size_t)n, &h, NULL) != INCOLL_OK ||
-            h.type != WIRE_STATS_REP || h.key != conf->admin_key)
+            h.type != WIRE_STATS_REP || h.offset != stat_nonce() ||
+            !wire_mac_check(&key, buf, (size_t)n))
             continue;
         for (int i = 0; i < conf->nans; i++) {
             if (conf->ans[i].addr != src || replies[i] != NULL)

@@ -42,6 +42,10 @@ typedef struct {
     int epfd;
     int sigfd;
     const char *pidfile;
+    /* The fabric master key (--secret or INCOLL_SECRET_FILE) the world
+     * group's mac key is derived from; has_secret 0 without one. */
+    uint8_t secret[WIRE_SECRET_LEN];
+    int has_secret;
 } agg_daemon_t;
 
 static uint64_t mono_ns(void)
@@ -72,7 +76,9 @@ static void usage(FILE *out)
             "                    127.0.0.1:0, any port)\n"
             "  --mgr HOST:PORT   register with this aggregation manager\n"
             "  --secret FILE     the fabric secret for the manager (default\n"
-            "                    $INCOLL_SECRET_FILE)\n"
+            "                    $INCOLL_SECRET_FILE); with --conf, given here\n"
+            "                    or with --mgr, it also keys the world\n"
+            "                    group's packets (docs/security.md)\n"
             "  --pidfile FILE    write the daemon's pid there; removed at exit\n"
             "  --foreground      accepted for compatibility: the daemon never\n"
             "                    forks by itself (`incoll fabric up` does)\n"
@@ -154,7 +160,9 @@ static int add_world_group(agg_daemon_t *d)
     }
     memset(&gp, 0, sizeof(gp));
     gp.id = conf->group_id;
-    gp.key = conf->group_key;
+    /* The members derive the same key (src/host/ctx.c). */
+    wire_key_derive(d->has_secret ? d->secret : NULL, WIRE_KEY_GROUP,
+                    conf->group_id, conf->group_key, &gp.key);
     gp.nchildren = n;
     gp.children = children;
     gp.parent = an->parent >= 0 ? conf->ans[an->parent].addr : INCOLL_EP_NONE;
@@ -253,6 +261,7 @@ int main(int argc, char **argv)
     agg_daemon_t d = {.me = -1, .epfd = -1, .sigfd = -1};
     const char *conf_path = NULL, *name = NULL, *listen_addr = NULL;
     const char *mgr_addr = NULL, *secret = NULL;
+    int secret_opt = 0;
     char err[512], who[64], ep[32];
     agg_params_t ap;
     struct epoll_event ev;
@@ -278,6 +287,7 @@ int main(int argc, char **argv)
             break;
         case 's':
             secret = optarg;
+            secret_opt = 1;
             break;
         case 'p':
             d.pidfile = optarg;
@@ -336,6 +346,26 @@ int main(int argc, char **argv)
         }
         ip = (uint32_t)(d.conf.ans[d.me].addr >> 16);
         port = (uint16_t)(d.conf.ans[d.me].addr & 0xffff);
+        /* The world group's mac key comes from the secret when the AN has
+         * one: given with --secret, or for the manager with --mgr (the
+         * fabric of `incoll fabric up`, whose `incoll run --no-mgr` hands
+         * the hosts the same secret). INCOLL_SECRET_FILE alone does not
+         * count here, so that a fabric.conf-only fabric's ANs do not take
+         * a secret from whoever started them that its hosts lack. */
+        if (secret && *secret && (secret_opt || mgr_addr)) {
+            if (mgr_secret_load(secret, d.secret, err, sizeof(err)) !=
+                INCOLL_OK) {
+                fprintf(stderr, "incoll-agg: %s\n", err);
+                goto out_free_conf;
+            }
+            d.has_secret = 1;
+        } else {
+            incoll_info("no fabric secret (--secret): "
+                        "group %u's packets are authenticated with a key "
+                        "derived from %s alone; anyone who can read it can "
+                        "forge them",
+                        d.conf.group_id, conf_path);
+        }
     }
 
     /* Block the signals we take through the signalfd before anything can
@@ -445,5 +475,6 @@ out_close_sigfd:
     close(d.sigfd);
 out_free_conf:
     fabric_conf_free(&d.conf);
+    memset(d.secret, 0, sizeof(d.secret));
     return ret;
 }

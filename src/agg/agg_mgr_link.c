@@ -278,7 +278,11 @@ static void on_group_add(agg_mgr_link_t *l, const uint8_t *body, size_t len)
         children[i] = mgr_get_u64(add.children, i);
     memset(&gp, 0, sizeof(gp));
     gp.id = add.id;
-    gp.key = add.key;
+    /* The mac key is derived from the manager's random group key and the
+     * fabric secret, as the members derive it (src/host/comm.c): the
+     * group key alone, readable on the control connection, is not
+     * enough to forge a packet. */
+    wire_key_derive(l->key, WIRE_KEY_GROUP, add.id, add.key, &gp.key);
     gp.nchildren = add.nchildren;
     gp.children = children;
     gp.parent = add.parent;

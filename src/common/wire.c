@@ -41,7 +41,7 @@ void wire_pack(const wire_hdr_t *hdr, void *buf)
     put32(p + 8, hdr->group);
     put16(p + 12, hdr->child);
     put16(p + 14, hdr->flags);
-    put64(p + 16, hdr->key);
+    put64(p + 16, hdr->mac);
     put16(p + 24, hdr->slot);
     put16(p + 26, hdr->hops);
     put32(p + 28, hdr->epoch);
@@ -102,7 +102,7 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
     h.group = get32(p + 8);
     h.child = get16(p + 12);
     h.flags = get16(p + 14);
-    h.key = get64(p + 16);
+    h.mac = get64(p + 16);
     h.slot = get16(p + 24);
     h.hops = get16(p + 26);
     h.epoch = get32(p + 28);

@@ -1,10 +1,12 @@
 /*
- * Wire format v1: a fixed 48-byte little-endian header inside a UDP
- * datagram, followed by the payload. See docs/wire-format.md.
+ * Wire format v2: a fixed 48-byte little-endian header inside a UDP
+ * datagram, followed by the payload. See docs/wire-format.md. Version 2
+ * replaced v1's clear-text group key by a MAC over the whole packet
+ * (common/wire_mac.h).
  *
  *  off size field
  *   0   4   magic    0x4C434E49 ("INCL" in memory order)
- *   4   1   version  1
+ *   4   1   version  2
  *   5   1   type     wire_type_t
  *   6   1   op       incoll_op_t
  *   7   1   dtype    incoll_dtype_t
@@ -12,7 +14,8 @@
  *  12   2   child    sender's child index at the receiver (CONTRIB), or
  *                    the receiver's index (RESULT); 0xffff when unused
  *  14   2   flags    WIRE_F_*
- *  16   8   key      group key (admin key for STATS)
+ *  16   8   mac      SipHash-2-4 tag of the packet under the group's
+ *                    (P2P: communicator's; STATS: admin) key
  *  24   2   slot     slot in the group's window
  *  26   2   hops     hops travelled (debug aid, not trusted)
  *  28   4   epoch    how many times the slot was used before
@@ -31,7 +34,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4C434E49u
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2
 #define WIRE_HDR_LEN 48
 #define WIRE_MAX_PAYLOAD 65000 /* fits a loopback or jumbo datagram */
 #define WIRE_CHILD_NONE 0xffffu
@@ -62,7 +65,7 @@ typedef struct {
     uint32_t group;
     uint16_t child;
     uint16_t flags;
-    uint64_t key;
+    uint64_t mac; /* as received; wire_pack writes it, wire_mac_seal sets it */
     uint16_t slot;
     uint16_t hops;
     uint32_t epoch;

@@ -46,7 +46,7 @@ typedef struct {
 
 typedef struct group {
     uint32_t id;
-    uint64_t key;
+    wire_key_t key;
     int nchildren;
     incoll_ep_t *children;
     uint8_t *learned;      /* 1 if the child's endpoint is learned */
@@ -72,6 +72,7 @@ typedef struct group {
 struct agg {
     char name[32];
     uint64_t admin_key;
+    wire_key_t admin_mac_key;
     agg_send_cb_t send;
     void *send_arg;
     uint64_t gen_idle_ns;
@@ -95,6 +96,8 @@ agg_t *agg_create(const agg_params_t *params)
     snprintf(agg->name, sizeof(agg->name), "%s",
              params->name ? params->name : "an");
     agg->admin_key = params->admin_key;
+    wire_key_derive(NULL, WIRE_KEY_ADMIN, params->admin_key, 0,
+                    &agg->admin_mac_key);
     agg->send = params->send;
     agg->send_arg = params->send_arg;
     agg->gen_idle_ns = params->gen_idle_ns;
@@ -296,19 +299,28 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
     return n < len ? n : len - 1;
 }
 
-static void emit(agg_t *agg, incoll_ep_t dst, const wire_hdr_t *h,
-                 const void *payload, size_t len)
+/* Sends one packet sealed under key, or when st is not NULL under the
+ * payload's hash prepared with wire_mac_prepare (replication). */
+static void emit(agg_t *agg, const wire_key_t *key,
+                 const wire_mac_state_t *st, incoll_ep_t dst,
+                 const wire_hdr_t *h, const void *payload, size_t len)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     wire_pack(h, hdr);
+    if (st)
+        wire_mac_seal_prepared(st, hdr);
+    else
+        wire_mac_seal(key, hdr, payload, len);
     agg->ctr.packets_out++;
     agg->ctr.bytes_out += WIRE_HDR_LEN + len;
     agg->send(agg->send_arg, dst, hdr, payload, len);
 }
 
-/* Sends result copy rc of slot to child c (if its endpoint is known). */
+/* Sends result copy rc of slot to child c (if its endpoint is known); st
+ * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
-                        const res_copy_t *rc, int c)
+                        const res_copy_t *rc, int c,
+                        const wire_mac_state_t *st)
 {
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -318,7 +330,6 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         .group = g->id,
         .child = (uint16_t)c,
         .flags = rc->flags,
-        .key = g->key,
         .slot = slot,
         .epoch = rc->epoch,
         .count = rc->count,
@@ -327,14 +338,20 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
-    emit(agg, g->children[c], &h, rc->buf,
+    emit(agg, &g->key, st, g->children[c], &h, rc->buf,
          (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
 }
 
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
 {
+    /* The copies differ only in their headers: hash the payload once. */
+    wire_mac_state_t st;
+    wire_mac_prepare(&g->key, rc->buf,
+                     (size_t)rc->count *
+                         incoll_dtype_size((incoll_dtype_t)rc->dtype),
+                     &st);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c);
+        send_result(agg, g, slot, rc, c, &st);
     agg->ctr.results_sent++;
 }
 
@@ -349,7 +366,6 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .group = g->id,
         .child = g->index_at_parent,
         .flags = rc->flags,
-        .key = g->key,
         .slot = slot,
         .hops = hops,
         .epoch = rc->epoch,
@@ -357,7 +373,7 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .offset = rc->offset,
     };
     h.total = g->gen;
-    emit(agg, g->parent, &h, rc->buf,
+    emit(agg, &g->key, NULL, g->parent, &h, rc->buf,
          (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
 }
 
@@ -509,7 +525,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, prev, c);
+            send_result(agg, g, h->slot, prev, c, NULL);
             return;
         }
         drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
@@ -531,7 +547,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c);
+            send_result(agg, g, h->slot, rc, c, NULL);
         }
         return;
     }
@@ -601,21 +617,27 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     replicate(agg, g, h->slot, rc);
 }
 
-static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h)
+static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h,
+                     const void *buf, size_t len)
 {
     char text[2048];
+    /* The reply echoes the request's slot and epoch, which the tool
+     * fills with a random number, so it can tell its answer from a replay
+     * of an older one. */
     wire_hdr_t r = {.version = WIRE_VERSION, .type = WIRE_STATS_REP,
-                    .key = h->key, .child = WIRE_CHILD_NONE};
+                    .child = WIRE_CHILD_NONE, .slot = h->slot,
+                    .epoch = h->epoch, .offset = h->offset};
     size_t n;
 
-    if (agg->admin_key == 0 || h->key != agg->admin_key) {
-        drop(agg, &agg->ctr.bad_key, src, "stats request with a wrong key", 0);
+    if (agg->admin_key == 0 ||
+        !wire_mac_check(&agg->admin_mac_key, buf, len)) {
+        drop(agg, &agg->ctr.bad_mac, src, "stats request with a bad mac", 0);
         return;
     }
     agg->ctr.stats_requests++;
     n = agg_format_counters(agg, text, sizeof(text));
     r.count = (uint32_t)n;
-    emit(agg, src, &r, text, n);
+    emit(agg, &agg->admin_mac_key, NULL, src, &r, text, n);
 }
 
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
@@ -631,7 +653,7 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         return;
     }
     if (h.type == WIRE_STATS_REQ) {
-        on_stats(agg, src, &h);
+        on_stats(agg, src, &h, buf, len);
         return;
     }
     if (h.type != WIRE_CONTRIB && h.type != WIRE_RESULT) {
@@ -644,8 +666,8 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         drop(agg, &agg->ctr.unknown_group, src, "unknown group", h.group);
         return;
     }
-    if (h.key != g->key) {
-        drop(agg, &agg->ctr.bad_key, src, "wrong group key", h.group);
+    if (!wire_mac_check(&g->key, buf, len)) {
+        drop(agg, &agg->ctr.bad_mac, src, "bad mac", h.group);
         return;
     }
     if (h.type == WIRE_CONTRIB)

@@ -42,7 +42,7 @@
 #ifndef INCOLL_AGG_CORE_H
 #define INCOLL_AGG_CORE_H
 
-#include "common/wire.h"
+#include "common/wire_mac.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -56,7 +56,10 @@ typedef void (*agg_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 
 typedef struct {
     const char *name;     /* for logs and counters, e.g. "s0" */
-    uint64_t admin_key;   /* key a STATS_REQ must carry; 0 refuses all */
+    /* The fabric's admin key: a STATS_REQ must carry a mac under the key
+     * derived from it (WIRE_KEY_ADMIN), and the reply carries one too; 0
+     * refuses all. */
+    uint64_t admin_key;
     agg_send_cb_t send;
     void *send_arg;
     /* A group quiet for this long accepts an older generation
@@ -66,10 +69,11 @@ typedef struct {
 
 typedef struct {
     uint32_t id;
-    uint64_t key;
+    wire_key_t key;             /* every packet's mac is checked and made
+                                   with it (wire_mac.h) */
     int nchildren;              /* 1 .. AGG_MAX_CHILDREN */
     /* Child addresses in child-index order; INCOLL_EP_NONE means "learn it
-     * from the child's first packet that carries the right key" (hosts with
+     * from the child's first packet that carries a valid mac" (hosts with
      * ephemeral ports). Copied. */
     const incoll_ep_t *children;
     incoll_ep_t parent;         /* INCOLL_EP_NONE at the root */
@@ -97,7 +101,7 @@ typedef struct {
     X(gen_dropped)                                                             \
     X(malformed_dropped)                                                       \
     X(unknown_group)                                                           \
-    X(bad_key)                                                                 \
+    X(bad_mac)                                                                 \
     X(bad_source)                                                              \
     X(mismatch_dropped)                                                        \
     X(stats_requests)                                                          \

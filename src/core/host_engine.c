@@ -122,7 +122,6 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .child = eng->p.child,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
                             (idx + 1 == eng->nseg ? WIRE_F_LAST : 0)),
-        .key = eng->p.key,
         .slot = (uint16_t)(s->seq % eng->p.slots),
         .epoch = (uint32_t)(s->seq / eng->p.slots),
         .count = (uint32_t)n,
@@ -132,6 +131,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
 
     wire_pack(&h, hdr);
+    wire_mac_seal(&eng->p.key, hdr, eng->sendbuf + off * eng->dsize,
+                  n * eng->dsize);
     s->sent_ns = now;
     s->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
     eng->ctr.packets_sent++;
@@ -230,10 +231,16 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     size_t n;
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
-        h.group != eng->p.group || h.key != eng->p.key || src != eng->p.an ||
+        h.group != eng->p.group || src != eng->p.an ||
         h.total != eng->p.gen ||
         h.slot >= eng->p.slots) {
         eng->ctr.dropped++;
+        return;
+    }
+    if (!wire_mac_check(&eng->p.key, buf, len)) {
+        /* Forged, or of another group under the same id: never used. */
+        eng->ctr.dropped++;
+        eng->ctr.bad_mac++;
         return;
     }
     if (eng->status != INCOLL_INPROGRESS) {

@@ -15,7 +15,7 @@
 #ifndef INCOLL_HOST_ENGINE_H
 #define INCOLL_HOST_ENGINE_H
 
-#include "common/wire.h"
+#include "common/wire_mac.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,7 +27,7 @@ typedef void (*host_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 
 typedef struct {
     uint32_t group;
-    uint64_t key;
+    wire_key_t key;          /* the group's mac key (wire_mac.h) */
     uint32_t gen;            /* the job's group generation (agg_core.h) */
     uint16_t child;          /* our child index at the leaf AN */
     incoll_ep_t an;          /* the leaf AN */
@@ -52,6 +52,7 @@ typedef struct {
     uint64_t results;
     uint64_t duplicate_results;
     uint64_t dropped;        /* malformed or foreign packets */
+    uint64_t bad_mac;        /* results whose mac failed (also in dropped) */
     uint64_t timeouts;
 } host_engine_counters_t;
 

@@ -267,6 +267,7 @@ static void send_pkt(p2p_engine_t *eng, const wire_hdr_t *h, const void *payload
 {
     uint8_t hdr[WIRE_HDR_LEN];
     wire_pack(h, hdr);
+    wire_mac_seal(&eng->p.key, hdr, payload, len);
     eng->p.send(eng->p.send_arg, eng->peers[peer], hdr, payload, len);
 }
 
@@ -281,7 +282,6 @@ static void emit_ack(p2p_engine_t *eng, int peer, uint32_t epoch, uint16_t flags
         .group = eng->p.group,
         .child = (uint16_t)eng->p.rank,
         .flags = flags,
-        .key = eng->p.key,
         .epoch = epoch,
         .count = (uint32_t)nbytes,
         .offset = cum,
@@ -329,7 +329,6 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
         .child = (uint16_t)eng->p.rank,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
                             (i + 1 == eng->send_npkts ? WIRE_F_LAST : 0)),
-        .key = eng->p.key,
         .epoch = (uint32_t)eng->tx_next[eng->send_peer],
         .count = (uint32_t)n,
         .total = (uint32_t)eng->send_bytes,
@@ -984,12 +983,17 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK ||
         (h.type != WIRE_P2P_DATA && h.type != WIRE_P2P_ACK) ||
-        h.group != eng->p.group || h.key != eng->p.key ||
+        h.group != eng->p.group ||
         h.child >= eng->p.size || h.child == eng->p.rank ||
         eng->peers[h.child] != src ||
         (h.type == WIRE_P2P_DATA && (h.count == 0 || h.total == 0)) ||
         (h.type == WIRE_P2P_ACK && h.count > ACK_BYTES_MAX)) {
         eng->ctr.dropped++;
+        return;
+    }
+    if (!wire_mac_check(&eng->p.key, buf, len)) {
+        eng->ctr.dropped++;
+        eng->ctr.bad_mac++;
         return;
     }
     /* Lingering lasts while peers still ask for something (data or a

@@ -16,7 +16,7 @@
  * order and a schedule pairs each send with the peer's receive.
  *
  * Protocol (wire.h: WIRE_P2P_DATA, WIRE_P2P_ACK):
- *   DATA  group, key: the communicator's; child: the sender's rank; epoch:
+ *   DATA  group: the communicator's, mac under its key; child: the sender's rank; epoch:
  *         transfer number (low 32 bits); offset: byte offset in the block,
  *         a multiple of the packet size (max_payload, which must be the
  *         same on every rank); count: payload bytes; total: the block's size
@@ -48,7 +48,7 @@
 #ifndef INCOLL_P2P_ENGINE_H
 #define INCOLL_P2P_ENGINE_H
 
-#include "common/wire.h"
+#include "common/wire_mac.h"
 #include "core/algo.h"
 
 #include <stddef.h>
@@ -67,7 +67,7 @@ typedef void (*p2p_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 
 typedef struct {
     uint32_t group;          /* the communicator's id on the wire */
-    uint64_t key;
+    wire_key_t key;          /* its mac key: secret (wire_mac.h) */
     int rank;                /* this process's rank in the communicator */
     int size;                /* 1..P2P_MAX_RANKS */
     const incoll_ep_t *peers; /* size endpoints, by rank (copied) */
@@ -100,6 +100,7 @@ typedef struct {
     uint64_t refused;           /* data too far ahead or too large to keep */
     uint64_t probes;            /* probes sent */
     uint64_t dropped;           /* malformed, foreign or mismatched packets */
+    uint64_t bad_mac;           /* packets whose mac failed (also dropped) */
     uint64_t timeouts;
     uint64_t assumed_acked;     /* last block never acked: peer gone, done */
 } p2p_engine_counters_t;

@@ -328,7 +328,10 @@ static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
     p = ctx->eng_defaults;
     p.group = g.group;
     p.gen = ctx->gen;
-    p.key = g.key;
+    /* The manager's random key never goes on the wire: the mac key is
+     * derived from it and the fabric secret, as on the ANs. */
+    wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_GROUP,
+                    g.group, g.key, &p.key);
     p.child = g.child;
     p.an = g.an;
     p.slots = g.slots;

@@ -10,6 +10,7 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/mgr_proto.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 uint64_t host_now_ns(void)
 {
@@ -101,6 +103,57 @@ void host_comm_free(incoll_comm_h comm)
     free(comm);
 }
 
+/*
+ * Loads the fabric secret (INCOLL_SECRET_FILE) that the data path's mac keys
+ * are derived from. With a manager it is required (the manager link needs
+ * it as well); without one it is optional: a fabric.conf-only fabric
+ * without a secret authenticates its packets with keys derived from
+ * fabric.conf's group key, so that reading fabric.conf is what it takes to
+ * forge them (docs/security.md).
+ */
+static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
+{
+    const char *path = getenv("INCOLL_SECRET_FILE");
+    char err[PATH_MAX + 128], own[PATH_MAX + 32];
+    incoll_status_t status;
+
+    /* A fabric of `incoll fabric up` with a manager (DIR/fabric.env) has
+     * its secret in DIR/secret, and its ANs key fabric.conf's world group
+     * with it: a job run on INCOLL_FABRIC alone (mpirun without `incoll
+     * mpirun`) must do the same. */
+    if ((path == NULL || *path == '\0') && !with_mgr &&
+        ctx->fabric_dir[0] != '\0') {
+        snprintf(own, sizeof(own), "%s/fabric.env", ctx->fabric_dir);
+        if (access(own, F_OK) == 0) {
+            snprintf(own, sizeof(own), "%s/secret", ctx->fabric_dir);
+            path = own;
+        }
+    }
+
+    if (path == NULL || *path == '\0') {
+        if (!with_mgr)
+            incoll_info("init: no fabric secret (INCOLL_SECRET_FILE): data "
+                        "packets are authenticated with keys derived from "
+                        "fabric.conf alone; anyone who can read it can forge "
+                        "them");
+        return INCOLL_OK; /* with a manager, its link reports the cause */
+    }
+    status = mgr_secret_load(path, ctx->secret, err, sizeof(err));
+    if (status == INCOLL_OK) {
+        ctx->has_secret = 1;
+        return INCOLL_OK;
+    }
+    if (status == INCOLL_ERR_UNSUPPORTED && !with_mgr) {
+        incoll_info("init: %s; data packets are authenticated with keys "
+                    "derived from fabric.conf alone", err);
+        return INCOLL_OK;
+    }
+    if (with_mgr)
+        return INCOLL_OK; /* the manager link fails with the same cause */
+    incoll_error("init: %s", err);
+    return status;
+}
+
 /* Makes the world communicator on the fabric's world group. */
 static incoll_status_t world_create(incoll_ctx_h ctx)
 {
@@ -124,7 +177,9 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
     comm->group = conf->group_id;
     p.group = conf->group_id;
     p.gen = ctx->gen;
-    p.key = conf->group_key;
+    /* The ANs of fabric.conf derive the same key (src/agg/agg_main.c). */
+    wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_GROUP,
+                    conf->group_id, conf->group_key, &p.key);
     p.child = (uint16_t)fabric_conf_host_child(conf, ctx->rank);
     p.an = conf->ans[conf->hosts[ctx->rank].leaf].addr;
     p.slots = conf->slots;
@@ -210,6 +265,9 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
         ip = ctx->conf.hosts[ctx->rank].ip;
         port = ctx->conf.hosts[ctx->rank].port;
     }
+    status = load_secret(ctx, mgr != NULL);
+    if (status != INCOLL_OK)
+        goto err_conf;
     ctx->gen = host_job_generation(getenv("INCOLL_JOB"));
     if (getenv("INCOLL_JOB") == NULL)
         incoll_info("init: INCOLL_JOB is not set: jobs that share a fabric "
@@ -265,9 +323,11 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
             const host_engine_counters_t *k = host_engine_counters(c->eng);
             incoll_debug("group %u: ops=%" PRIu64 " segments=%" PRIu64
                          " packets_sent=%" PRIu64 " retransmits=%" PRIu64
-                         " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
+                         " duplicate_results=%" PRIu64 " bad_mac=%" PRIu64
+                         " timeouts=%" PRIu64,
                          c->group, k->ops, k->segments, k->packets_sent,
-                         k->retransmits, k->duplicate_results, k->timeouts);
+                         k->retransmits, k->duplicate_results, k->bad_mac,
+                         k->timeouts);
         }
         ctx->comms = c->next;
         host_comm_free(c);

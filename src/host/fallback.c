@@ -8,9 +8,9 @@
  *
  * Each communicator gets one engine, made on its first host-based
  * operation (or when a peer's packet arrives first). The packets carry the
- * communicator's wire id and key (host_comm_wire_id/_key) with the job's
- * generation mixed into the key, so a straggler from an earlier job on the
- * same ports is dropped. Waiting blocks in ppoll (host_ctx_progress) until
+ * communicator's wire id and a mac under a key derived from the fabric
+ * secret, the communicator and the job's generation (p2p_key), so neither
+ * a forger nor a straggler from an earlier job on the same ports gets in. Waiting blocks in ppoll (host_ctx_progress) until
  * a packet or the engine's next deadline: no busy-polling.
  */
 #include "host/host.h"
@@ -33,11 +33,18 @@ static void p2p_send(void *arg, incoll_ep_t dst, const void *hdr,
     udp_send(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
 
-static uint64_t p2p_key(incoll_comm_h comm)
+/*
+ * The communicator's mac key for the host-based algorithms: derived from
+ * the fabric secret when there is one, else from fabric.conf's group key,
+ * with the communicator and the job's generation mixed in (so a straggler
+ * of an earlier job is dropped too). Every member computes the same key.
+ */
+static void p2p_key(incoll_comm_h comm, wire_key_t *key_p)
 {
-    uint64_t k = host_comm_wire_key(comm) ^
-                 ((uint64_t)comm->ctx->gen * 0x9e3779b97f4a7c15ull);
-    return k ? k : 1;
+    incoll_ctx_h ctx = comm->ctx;
+    wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_P2P,
+                    host_comm_wire_key(comm) ^ ctx->conf.group_key, ctx->gen,
+                    key_p);
 }
 
 incoll_status_t host_comm_p2p(incoll_comm_h comm)
@@ -85,7 +92,7 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
     memset(&p, 0, sizeof(p));
     p2p_engine_params_default(&p);
     p.group = host_comm_wire_id(comm);
-    p.key = p2p_key(comm);
+    p2p_key(comm, &p.key);
     p.rank = comm->rank;
     p.size = comm->size;
     p.peers = peers;

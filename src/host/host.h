@@ -53,6 +53,11 @@ struct incoll_ctx {
                                     INCOLL_MGR */
     host_engine_params_t eng_defaults;
     uint32_t gen;                /* group generation of this job */
+    /* The fabric master key from INCOLL_SECRET_FILE (mgr_secret_load),
+     * from which the data path's mac keys are derived; has_secret is 0
+     * without one (docs/security.md says what that protects). */
+    uint8_t secret[WIRE_SECRET_LEN];
+    int has_secret;
     uint64_t mgr_checked_ns;     /* last look at the manager link while
                                     packets kept coming (host_now_ns) */
 };

@@ -923,7 +923,7 @@ static int setup_ans(uint64_t key)
                                    : (incoll_ep_t)(-kinds[i] - 1);
         memset(&gp, 0, sizeof(gp));
         gp.id = conf->group_id;
-        gp.key = key;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &gp.key);
         gp.nchildren = n;
         gp.children = eps;
         gp.parent = parent < 0 ? INCOLL_EP_NONE : EP_AN_BASE + (uint64_t)parent;
@@ -1008,7 +1008,7 @@ static int setup_host(sim_host_t *h, int inc, uint64_t key)
         p.max_retries = (int)knob_u64("INCOLL_RETRIES");
         p.progress_timeout_ns = knob_u64("INCOLL_TIMEOUT_MS") * 1000000;
         p.group = conf->group_id;
-        p.key = key;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &p.key);
         p.child = (uint16_t)fabric_conf_host_child(conf, h->rank);
         p.an = EP_AN_BASE + (uint64_t)conf->hosts[h->rank].leaf;
         p.slots = cfg->slots;

@@ -21,6 +21,7 @@
 #include "common/fabric_conf.h"
 #include "common/mgr_proto.h"
 #include "common/wire.h"
+#include "common/wire_mac.h"
 #include "mgr/topo.h"
 
 #include <stdint.h>
@@ -104,6 +105,47 @@ static inline const char *fuzz_check_file_error(const char *err,
 
 /* ---- wire format ---- */
 
+/* The key the seeds are sealed under (wire_mac.h). */
+static const wire_key_t fuzz_wire_key = {0x0706050403020100ull,
+                                         0x0f0e0d0c0b0a0908ull};
+
+/*
+ * The mac of an accepted datagram (wire_mac_check): deterministic; after
+ * sealing a copy under fuzz_wire_key it checks, and it fails once any one
+ * byte outside the mac field (the first, the last, one in the middle)
+ * changes or under another key.
+ */
+static inline const char *fuzz_check_wire_mac(const uint8_t *buf, size_t len)
+{
+    static const wire_key_t other = {0x0706050403020100ull,
+                                     0x0f0e0d0c0b0a0909ull};
+    uint8_t *c = malloc(len);
+    size_t at[3] = {0, len / 2, len - 1};
+    const char *why = NULL;
+
+    if (c == NULL)
+        return NULL;
+    memcpy(c, buf, len);
+    if (wire_mac_check(&fuzz_wire_key, c, len) !=
+        wire_mac_check(&fuzz_wire_key, buf, len))
+        why = "wire: mac check is not deterministic";
+    wire_mac_seal(&fuzz_wire_key, c, c + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
+    if (!why && !wire_mac_check(&fuzz_wire_key, c, len))
+        why = "wire: a sealed packet fails its mac check";
+    if (!why && wire_mac_check(&other, c, len))
+        why = "wire: a sealed packet passes under another key";
+    for (int i = 0; i < 3 && !why; i++) {
+        if (at[i] >= 16 && at[i] < 24)
+            continue; /* the mac field itself */
+        c[at[i]] ^= 0x40;
+        if (wire_mac_check(&fuzz_wire_key, c, len))
+            why = "wire: a packet with a changed byte passes its mac check";
+        c[at[i]] ^= 0x40;
+    }
+    free(c);
+    return why;
+}
+
 /*
  * wire_parse() on one datagram. An accepted packet has a known type, a
  * valid op and dtype pair and non-zero count for CONTRIB/RESULT, exactly
@@ -163,7 +205,9 @@ static inline const char *fuzz_check_wire(const uint8_t *buf, size_t len)
     longer[len] = 0;
     reject = wire_parse(longer, len + 1, &sentinel, NULL) != INCOLL_OK;
     free(longer);
-    return reject ? NULL : "wire: accepted a packet with a byte too many";
+    if (!reject)
+        return "wire: accepted a packet with a byte too many";
+    return fuzz_check_wire_mac(buf, len);
 }
 
 /*
@@ -796,7 +840,6 @@ static inline size_t fuzz_wire_seed(int which, uint8_t *buf)
 
     h.group = 7;
     h.child = 2;
-    h.key = 0x1122334455667788ull;
     h.slot = 3;
     h.epoch = 9;
     h.total = 0xabcd;
@@ -838,6 +881,7 @@ static inline size_t fuzz_wire_seed(int which, uint8_t *buf)
     payload = wire_payload_len(&h);
     for (size_t i = 0; i < payload; i++)
         buf[WIRE_HDR_LEN + i] = (uint8_t)('a' + i % 26);
+    wire_mac_seal(&fuzz_wire_key, buf, buf + WIRE_HDR_LEN, payload);
     return WIRE_HDR_LEN + payload;
 }
 
