@@ -826,6 +826,11 @@ static void shadow_free(incoll_comm_h shadow)
         }
     }
     shadow->info->owner = NULL;
+    /* No lingering: a lingering engine answers a member still waiting in
+     * an agreement that it is behind, which keeps that member waiting as
+     * long as it asks. Without it, that member times out (an error). */
+    p2p_engine_destroy(shadow->p2p);
+    shadow->p2p = NULL;
     host_comm_free(shadow);
 }
 
@@ -884,9 +889,12 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
         host_comm_free(sh);
         return NULL;
     }
+    /* Right after its owner on the context's list, so that
+     * incoll_finalize() frees the owner first, which frees the shadow
+     * (shadow_free). */
     sh->info->owner = comm;
-    sh->next = ctx->comms;
-    ctx->comms = sh;
+    sh->next = comm->next;
+    comm->next = sh;
     info->shadow = sh;
     return sh;
 }
