@@ -174,8 +174,7 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
     {
         const char *why;
         if (host_comm_broken(comm, &why)) {
-            incoll_error("allreduce: the communicator cannot be used: %s",
-                         why);
+            incoll_error("allreduce: the communicator cannot be used: %s", why);
             return INCOLL_ERR_GROUP_FAILED;
         }
     }

@@ -72,9 +72,9 @@ static uint64_t mix(uint64_t x)
 }
 
 /* The recovery decision (comm.h): pure, so that it can be tested alone. */
-host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi,
-                                       uint64_t mine, int started,
-                                       int has_saved, uint64_t saved_op)
+host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
+                                       int started, int has_saved,
+                                       uint64_t saved_op)
 {
     if (hi < lo || hi - lo > 1 || (mine != lo && mine != hi))
         return HOST_REC_FAIL;
@@ -131,7 +131,7 @@ struct host_comm_info {
      * buffer keeps the result of the last completed op (saved_op). */
     uint8_t *res[2];
     size_t res_cap[2];
-    int saved;          /* res[saved_idx] holds op saved_op's result */
+    int saved; /* res[saved_idx] holds op saved_op's result */
     int saved_idx;
     uint64_t saved_op;
     size_t saved_bytes;
@@ -332,8 +332,8 @@ static incoll_status_t group_ask(incoll_comm_h comm, uint32_t gen,
 {
     struct host_comm_info *info = comm->info;
     incoll_status_t status = host_mgr_group_request(
-        mgr_of(comm->ctx), info->id, gen, comm->world_ranks, comm->size,
-        opseq, (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, req_p);
+        mgr_of(comm->ctx), info->id, gen, comm->world_ranks, comm->size, opseq,
+        (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, req_p);
     info->answered = 0;
     if (status != INCOLL_OK)
         snprintf(info->why, sizeof(info->why),
@@ -945,9 +945,8 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
                  " cannot take its result from those at %" PRIu64 ": %s",
                  lo, lo + 1,
                  v[0] ? "a member ahead kept no result of that operation"
-                 : v[1] != -v[2] || v[1] <= 0
-                     ? "the result sizes differ"
-                     : "the kept copies differ");
+                 : v[1] != -v[2] || v[1] <= 0 ? "the result sizes differ"
+                                              : "the kept copies differ");
         return INCOLL_ERR_GROUP_FAILED;
     }
     if (act == HOST_REC_FETCH) {
@@ -959,9 +958,9 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
     } else {
         buf = info->res[info->saved_idx];
     }
-    status = host_allreduce_sched(sh, algo_pick(sh->size, (size_t)v[1], 1),
-                                  buf, buf, (size_t)v[1], INCOLL_UINT8,
-                                  INCOLL_OP_BOR);
+    status =
+        host_allreduce_sched(sh, algo_pick(sh->size, (size_t)v[1], 1), buf, buf,
+                             (size_t)v[1], INCOLL_UINT8, INCOLL_OP_BOR);
     if (status != INCOLL_OK)
         return status;
     if (result_hash(buf, (size_t)v[1]) != v[3]) {

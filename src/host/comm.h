@@ -138,9 +138,9 @@ typedef enum {
     HOST_REC_FAIL,  /* impossible with blocking collectives: an error */
 } host_rec_action_t;
 
-host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi,
-                                       uint64_t mine, int started,
-                                       int has_saved, uint64_t saved_op);
+host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
+                                       int started, int has_saved,
+                                       uint64_t saved_op);
 const char *host_recovery_action_name(host_rec_action_t act);
 
 /* UDP endpoint of comm's rank, for host-based algorithms: what the

@@ -6,12 +6,13 @@
  * communicator whose recovery failed fails every later call at once).
  *
  *   recover_check [--iters N] [--count C] [--sleep-ms S] [--jitter-ms J]
- *                 [--seed N] [--inplace]
+ *                 [--seed N] [--inplace] [--progress P]
  *
  * Rank r sleeps S ms plus a pseudo-random 0..J ms (from seed, rank and
  * iteration) after each call, so members reach their calls at different
  * times. It prints one line per wrong or failed call, then
- * "summary ok=A wrong=W errors=E offloaded=0|1".
+ * "summary ok=A wrong=W errors=E offloaded=0|1"; with --progress, also
+ * "progress iter I" every P iterations (for a test to time a fault).
  *
  * Exit status: 0 all correct, 1 a wrong result returned as success,
  * 2 usage, 4 no wrong result but some calls failed.
@@ -49,7 +50,7 @@ static int64_t input(int r, int it, size_t k)
 
 int main(int argc, char **argv)
 {
-    int iters = 10, inplace = 0, rank, size;
+    int iters = 10, inplace = 0, progress = 0, rank, size;
     long sleep = 0, jitter = 0;
     size_t count = 100;
     uint64_t seed = 1;
@@ -78,6 +79,8 @@ int main(int argc, char **argv)
             sleep = atol(v);
         else if (strcmp(a, "--jitter-ms") == 0)
             jitter = atol(v);
+        else if (strcmp(a, "--progress") == 0)
+            progress = atoi(v);
         else if (strcmp(a, "--seed") == 0)
             seed = strtoull(v, NULL, 10);
         else {
@@ -131,17 +134,19 @@ int main(int argc, char **argv)
                 nok++;
             }
         }
+        if (progress > 0 && it % progress == 0)
+            printf("progress iter %d\n", it);
         fflush(stdout);
         if (it + 1 < iters) {
             long j = jitter > 0 ? (long)(mix(seed ^ mix((uint64_t)rank << 32 |
-                                                       (uint64_t)it)) %
+                                                        (uint64_t)it)) %
                                          (uint64_t)(jitter + 1))
                                 : 0;
             sleep_ms(sleep + j);
         }
     }
-    printf("summary ok=%d wrong=%d errors=%d offloaded=%d\n", nok, nwrong,
-           nerr, incoll_comm_offloaded(world, NULL));
+    printf("summary ok=%d wrong=%d errors=%d offloaded=%d\n", nok, nwrong, nerr,
+           incoll_comm_offloaded(world, NULL));
     fflush(stdout);
     free(in);
     free(out);
