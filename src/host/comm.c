@@ -1077,8 +1077,10 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
     /* A new group, or the hosts for everyone: every member asked at the
      * same point, so the request completes; then all check that all got
      * it. */
-    if (asked)
+    if (asked) {
         got = group_take(comm, req) == INCOLL_OK;
+        asked = 0; /* answered or forgotten */
+    }
     w[0] = !got;
     status = agree_max(sh, w, 1);
     if (status != INCOLL_OK) {
@@ -1105,6 +1107,8 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
 
 fail:
     *done_p = 0;
+    if (asked)
+        host_mgr_forget(mgr, req);
     drop_group(comm);
     info->broken = 1;
     incoll_error("comm %016" PRIx64 ": recovery after a failed in-network "
