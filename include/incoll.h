@@ -158,7 +158,10 @@ INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p);
  * INCOLL_IN_PLACE. Blocks until the result is in or the operation failed;
  * on failure recvbuf's contents are unspecified but sendbuf (or, in place,
  * nothing the caller can rely on) is untouched. Every rank must call the
- * collectives of a communicator in the same order.
+ * collectives of a communicator in the same order. With a manager, when
+ * the fabric fails every rank still returns the correct result, or
+ * INCOLL_ERR_GROUP_FAILED when the ranks could not recover together; the
+ * communicator then fails every later call (docs/failures.md).
  */
 INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
                                             const void *sendbuf, void *recvbuf,

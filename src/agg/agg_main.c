@@ -91,10 +91,50 @@ static void usage(FILE *out)
             "(see `incoll info`).\n");
 }
 
+/*
+ * Fault injection for the tests, INCOLL_AGG_FAULT_DROP_RESULTS=N: from the
+ * (N+1)-th result packet of the first group this AN sends results for,
+ * every result packet of that group is dropped while its contributions
+ * still go up (a one-way fault of the AN's downlinks, as in
+ * docs/failures.md). Later groups are spared, so a rebuilt group works.
+ * Returns 1 when the packet must be dropped.
+ */
+static int fault_drop_result(const void *hdr, const void *payload, size_t len)
+{
+    static long long after = -2; /* -2: not read yet; -1: off */
+    static uint32_t group;
+    static unsigned long long seen;
+    static uint8_t pkt[WIRE_HDR_LEN + WIRE_MAX_PAYLOAD];
+    wire_hdr_t h;
+
+    if (after == -2) {
+        const char *v = getenv("INCOLL_AGG_FAULT_DROP_RESULTS");
+        after = v && *v ? strtoll(v, NULL, 10) : -1;
+        if (after < 0)
+            after = -1;
+        else
+            incoll_warn("agg: fault injection: dropping the results of the "
+                        "first group after %lld of them",
+                        after);
+    }
+    if (after < 0 || len > WIRE_MAX_PAYLOAD)
+        return 0;
+    memcpy(pkt, hdr, WIRE_HDR_LEN);
+    memcpy(pkt + WIRE_HDR_LEN, payload, len);
+    if (wire_parse(pkt, WIRE_HDR_LEN + len, &h, NULL) != INCOLL_OK ||
+        h.type != WIRE_RESULT)
+        return 0;
+    if (group == 0)
+        group = h.group;
+    return h.group == group && seen++ >= (unsigned long long)after;
+}
+
 static void agg_send(void *arg, incoll_ep_t dst, const void *hdr,
                      const void *payload, size_t len)
 {
     udp_sock_t *sock = arg;
+    if (fault_drop_result(hdr, payload, len))
+        return;
     udp_send(sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
 

@@ -6,11 +6,15 @@
  *
  * INCOLL_ALGO_AUTO runs in the network when the communicator has a working
  * group that can do the op and dtype, else on the hosts. With a manager,
- * an in-network operation that fails (its group failed, or it made no
- * progress for INCOLL_MGR_OP_TIMEOUT_MS) is run again, once all members
- * agreed they failed on the same operation (host_comm_rebuild): on a new
- * group, or on the hosts when there is none. Members that disagree (some
- * completed the operation before the failure) fail it with
+ * an in-network operation writes its result into a buffer of the
+ * communicator (host_comm_result_buf) and copies it out on success: one
+ * copy, no staging even in place, and the result stays kept for members
+ * that fail to get it. An operation that fails (its group failed, or it
+ * made no progress for INCOLL_MGR_OP_TIMEOUT_MS) goes through a recovery
+ * of all members (host_comm_recover, docs/failures.md): members that did
+ * not get the result of the operation take it from those that did, the
+ * others run theirs again, on a new group or on the hosts. A recovery that
+ * cannot complete fails the call and every later one with
  * INCOLL_ERR_GROUP_FAILED: never a wrong or doubled result. Without a
  * manager nobody can tell a dead AN from a slow rank, so a timeout is
  * returned to the caller as it is.
@@ -69,31 +73,61 @@ static int may_retry(incoll_comm_h comm, incoll_status_t status)
            (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT);
 }
 
+/* One in-network allreduce whose result goes through the communicator's
+ * result buffer (recoverable comms): recvbuf is written only on success,
+ * so sendbuf may be recvbuf. */
+static incoll_status_t inc_run_kept(incoll_comm_h comm, const void *sendbuf,
+                                    void *recvbuf, size_t count,
+                                    incoll_dtype_t dtype, incoll_op_t op)
+{
+    size_t bytes = count * incoll_dtype_size(dtype);
+    void *res = host_comm_result_buf(comm, bytes);
+    incoll_status_t status;
+
+    if (res == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = inc_run(comm, sendbuf, res, count, dtype, op);
+    if (status == INCOLL_OK) {
+        memcpy(recvbuf, res, bytes);
+        host_comm_result_done(comm, bytes);
+    }
+    return status;
+}
+
 /*
  * INCOLL_ALGO_AUTO: see the top of the file. sendbuf does not overlap
- * recvbuf unless it is recvbuf itself and the comm runs on the hosts.
+ * recvbuf unless it is recvbuf itself and the comm runs on the hosts or
+ * keeps its results (host_comm_recoverable).
  */
 static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t count,
                                 incoll_dtype_t dtype, incoll_op_t op)
 {
+    int kept = host_comm_recoverable(comm);
     incoll_status_t status;
-    int same;
+    int done;
 
     for (int attempt = 0;; attempt++) {
+        uint64_t ops;
+        int started;
         if (!host_comm_inc_usable(comm, op, dtype))
             return host_run(comm, sendbuf, recvbuf, count, dtype, op);
-        status = inc_run(comm, sendbuf, recvbuf, count, dtype, op);
-        /* host_comm_rebuild() makes at most two new groups, then leaves
+        ops = host_engine_counters(comm->eng)->ops;
+        status = kept ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
+                      : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        /* host_comm_recover() makes at most two new groups, then leaves
          * the comm without one: the loop ends on the hosts. */
         if (status == INCOLL_OK || !may_retry(comm, status) || attempt >= 4)
             return status;
         incoll_info("allreduce: in-network operation on group %u failed: %s; "
-                    "agreeing with the other members on a retry",
+                    "recovering with the other members",
                     comm->group, incoll_status_string(status));
-        host_comm_rebuild(comm, 1, &same);
-        if (!same)
-            return INCOLL_ERR_GROUP_FAILED;
+        /* An engine that failed before refuses to start (not started). */
+        started = host_engine_counters(comm->eng)->ops != ops;
+        status = host_comm_recover(comm, started, recvbuf,
+                                   count * incoll_dtype_size(dtype), &done);
+        if (status != INCOLL_OK || done)
+            return status;
     }
 }
 
@@ -137,14 +171,22 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
             memmove(recvbuf, sendbuf, bytes);
         return INCOLL_OK;
     }
-    /* A group the manager said failed: every member rebuilds before its
-     * next operation (those inside one fail on it and rebuild too). */
-    if (algo != INCOLL_ALGO_RD && algo != INCOLL_ALGO_RING &&
-        algo != INCOLL_ALGO_RABENSEIFNER && host_comm_group_failed(comm)) {
-        int same;
-        host_comm_rebuild(comm, 0, &same);
-        if (!same)
+    {
+        const char *why;
+        if (host_comm_broken(comm, &why)) {
+            incoll_error("allreduce: the communicator cannot be used: %s", why);
             return INCOLL_ERR_GROUP_FAILED;
+        }
+    }
+    /* A group the manager said failed: every member recovers before its
+     * next operation (those inside one fail on it and recover too), also
+     * before a host-based one, so that members behind can get the result
+     * they lack from this one. */
+    if (host_comm_group_failed(comm)) {
+        int done;
+        status = host_comm_recover(comm, 0, recvbuf, bytes, &done);
+        if (status != INCOLL_OK)
+            return status;
     }
     if (algo == INCOLL_ALGO_INC && !host_comm_inc_usable(comm, op, dtype)) {
         const char *why = "";
@@ -164,7 +206,7 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
     host = algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
            algo == INCOLL_ALGO_RABENSEIFNER ||
            (algo == INCOLL_ALGO_AUTO && !host_comm_inc_usable(comm, op, dtype));
-    if ((in_place && !host) ||
+    if ((in_place && !host && !host_comm_recoverable(comm)) ||
         (!in_place && overlaps(sendbuf, recvbuf, bytes))) {
         status = host_comm_scratch(comm, bytes);
         if (status != INCOLL_OK)
@@ -177,6 +219,8 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
         return host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
                                     recvbuf, count, dtype, op);
     if (algo == INCOLL_ALGO_INC)
-        return inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        return host_comm_recoverable(comm)
+                   ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
+                   : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
     return auto_run(comm, sendbuf, recvbuf, count, dtype, op);
 }

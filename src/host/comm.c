@@ -71,6 +71,34 @@ static uint64_t mix(uint64_t x)
     return x ^ (x >> 31);
 }
 
+/* The recovery decision (comm.h): pure, so that it can be tested alone. */
+host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
+                                       int started, int has_saved,
+                                       uint64_t saved_op)
+{
+    if (hi < lo || hi - lo > 1 || (mine != lo && mine != hi))
+        return HOST_REC_FAIL;
+    if (lo == hi)
+        return HOST_REC_REDO;
+    if (mine == lo)
+        return started ? HOST_REC_FETCH : HOST_REC_FAIL;
+    return has_saved && saved_op == lo ? HOST_REC_SERVE : HOST_REC_FAIL;
+}
+
+const char *host_recovery_action_name(host_rec_action_t act)
+{
+    switch (act) {
+    case HOST_REC_REDO:
+        return "redo";
+    case HOST_REC_FETCH:
+        return "fetch";
+    case HOST_REC_SERVE:
+        return "serve";
+    default:
+        return "fail";
+    }
+}
+
 #ifdef HOST_COMM_INFO
 
 #define TAG_SPLIT 0x53504c4954000000ull  /* "SPLIT" */
@@ -96,6 +124,20 @@ struct host_comm_info {
     uint32_t dtypes;
     char why[320];      /* why not offloaded; "" when it is */
     incoll_ep_t *peers; /* UDP endpoints by rank (manager mode) */
+    int broken;         /* a recovery failed: every call fails (why says
+                           why) */
+    /* Results of in-network operations (manager mode, see
+     * host_comm_result_buf): op k writes into res[k's turn], the other
+     * buffer keeps the result of the last completed op (saved_op). */
+    uint8_t *res[2];
+    size_t res_cap[2];
+    int saved; /* res[saved_idx] holds op saved_op's result */
+    int saved_idx;
+    uint64_t saved_op;
+    size_t saved_bytes;
+    struct incoll_comm *shadow; /* the members' recovery channel: its own
+                                   host-based engine (see recover_comm) */
+    struct incoll_comm *owner;  /* of a shadow: the communicator it serves */
 };
 
 struct host_ctx_info {
@@ -131,10 +173,18 @@ static host_mgr_t *mgr_of(incoll_ctx_h ctx)
     return ctx->info ? ctx->info->mgr : NULL;
 }
 
+static void shadow_free(incoll_comm_h shadow);
+
 void host_comm_info_free(incoll_comm_h comm)
 {
     if (comm == NULL || comm->info == NULL)
         return;
+    if (comm->info->shadow)
+        shadow_free(comm->info->shadow);
+    if (comm->info->owner && comm->info->owner->info)
+        comm->info->owner->info->shadow = NULL;
+    free(comm->info->res[0]);
+    free(comm->info->res[1]);
     free(comm->info->creates);
     free(comm->info->peers);
     free(comm->info);
@@ -275,13 +325,30 @@ static incoll_status_t wait_answer(incoll_ctx_h ctx, host_mgr_t *mgr,
     }
 }
 
+/* Sends the request for comm's group of generation gen; *req_p is what
+ * group_take() waits for. */
+static incoll_status_t group_ask(incoll_comm_h comm, uint32_t gen,
+                                 uint64_t opseq, uint32_t *req_p)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_status_t status = host_mgr_group_request(
+        mgr_of(comm->ctx), info->id, gen, comm->world_ranks, comm->size, opseq,
+        (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, req_p);
+    info->answered = 0;
+    if (status != INCOLL_OK)
+        snprintf(info->why, sizeof(info->why),
+                 "the group request could not be sent: %s",
+                 incoll_status_string(status));
+    return status;
+}
+
 /*
- * Asks the manager for comm's group of generation gen and sets comm up
- * with it: an engine on success, else no engine and the reason.
+ * Waits for the answer to req and sets comm up with it: an engine on
+ * success, else no engine and the reason in info->why. An error answer
+ * (refused, or the request expired because not every member asked) is an
+ * error, never a group.
  */
-static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
-                                    uint64_t opseq, uint64_t *lo_p,
-                                    uint64_t *hi_p)
+static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
 {
     incoll_ctx_h ctx = comm->ctx;
     struct host_comm_info *info = comm->info;
@@ -289,18 +356,12 @@ static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
     host_mgr_group_t g;
     host_engine_params_t p;
     incoll_status_t status;
-    uint32_t req;
     uint64_t timeout = knob_u64("INCOLL_MGR_TIMEOUT_MS");
     uint64_t payload = knob_u64("INCOLL_PAYLOAD");
 
     if (timeout == 0)
         timeout = 40000;
-    status = host_mgr_group_request(
-        mgr, info->id, gen, comm->world_ranks, comm->size, opseq,
-        (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, &req);
-    info->answered = 0;
-    if (status == INCOLL_OK)
-        status = wait_answer(ctx, mgr, req, &g, timeout);
+    status = wait_answer(ctx, mgr, req, &g, timeout);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
                  "the manager did not answer the group request: %s",
@@ -308,10 +369,6 @@ static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
         return status;
     }
     info->answered = 1;
-    if (lo_p)
-        *lo_p = g.opseq_min;
-    if (hi_p)
-        *hi_p = g.opseq_max;
     if (g.nmembers == comm->size && g.peers) {
         free(info->peers);
         info->peers = g.peers;
@@ -323,7 +380,7 @@ static incoll_status_t attach_group(incoll_comm_h comm, uint32_t gen,
                  incoll_status_string(g.status));
         status = g.status;
         host_mgr_group_free(&g);
-        return status;
+        return status == INCOLL_OK ? INCOLL_ERR_NO_RESOURCE : status;
     }
     p = ctx->eng_defaults;
     p.group = g.group;
@@ -379,6 +436,7 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
 {
     incoll_comm_h c = calloc(1, sizeof(*c));
     struct host_comm_info *info = calloc(1, sizeof(*info));
+    uint32_t req;
 
     if (c == NULL || info == NULL) {
         free(c);
@@ -394,8 +452,8 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
     info->id = id;
     if (n == 1)
         snprintf(info->why, sizeof(info->why), "a single rank needs no group");
-    else if (mgr_of(ctx))
-        attach_group(c, 0, 0, NULL, NULL);
+    else if (mgr_of(ctx) && group_ask(c, 0, 0, &req) == INCOLL_OK)
+        group_take(c, req);
     else
         snprintf(info->why, sizeof(info->why),
                  "no manager (INCOLL_MGR is not set): only the world of "
@@ -666,7 +724,8 @@ INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
     if (comm == NULL) {
         why = "null communicator";
     } else if (comm->eng && comm->group &&
-               (comm->info == NULL || !comm->info->failed)) {
+               (comm->info == NULL ||
+                (!comm->info->failed && !comm->info->broken))) {
         return 1;
     } else if (comm->info && comm->info->why[0]) {
         why = comm->info->why;
@@ -692,81 +751,374 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
            (info->dtypes & (1u << dtype));
 }
 
-/*
- * Agreement on the hosts: the largest of opseq and of -opseq over the
- * members. The host-based engines of all members are in step here (they
- * only ran host-based operations, which every member completed), so this
- * works even when the in-network operations diverged.
- */
-static incoll_status_t agree_on_hosts(incoll_comm_h comm, uint64_t opseq,
-                                      uint64_t *lo_p, uint64_t *hi_p)
-{
-    int64_t in[2] = {(int64_t)opseq, -(int64_t)opseq}, out[2];
-    incoll_status_t status = host_allreduce_sched(comm, ALGO_RD, in, out, 2,
-                                                  INCOLL_INT64, INCOLL_OP_MAX);
-    if (status == INCOLL_OK) {
-        *hi_p = (uint64_t)out[0];
-        *lo_p = (uint64_t)-out[1];
-    }
-    return status;
-}
-
 int host_comm_group_failed(incoll_comm_h comm)
 {
     return comm->eng != NULL && comm->info != NULL && comm->info->failed;
 }
 
-incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
-                                  int *same_op_p)
+int host_comm_broken(incoll_comm_h comm, const char **why_p)
 {
-    struct host_comm_info *info = info_of(comm);
-    host_mgr_t *mgr = mgr_of(comm->ctx);
-    incoll_status_t status = INCOLL_ERR_NO_RESOURCE, agreed;
-    uint64_t opseq, ran = 0, lo = 0, hi = 1;
+    if (comm->info == NULL || !comm->info->broken)
+        return 0;
+    if (why_p)
+        *why_p = comm->info->why;
+    return 1;
+}
 
-    *same_op_p = 0;
-    if (info == NULL)
-        return INCOLL_ERR_NO_MEMORY;
-    if (comm->eng)
-        ran = host_engine_counters(comm->eng)->ops;
-    /* The operation this member is at: the one that failed, or the next. */
-    opseq = info->opbase + ran - (started && ran ? 1 : 0);
-    info->opbase += ran;
+int host_comm_recoverable(incoll_comm_h comm)
+{
+    return comm->ctx->info != NULL && comm->info != NULL;
+}
+
+/* Index of the buffer the next in-network operation writes into: the one
+ * that does not hold the last completed operation's result. */
+static int next_res(const struct host_comm_info *info)
+{
+    return info->saved ? 1 - info->saved_idx : 0;
+}
+
+static uint8_t *res_grow(struct host_comm_info *info, int idx, size_t bytes)
+{
+    if (info->res_cap[idx] < bytes) {
+        uint8_t *p = realloc(info->res[idx], bytes);
+        if (p == NULL) {
+            incoll_error("comm %016" PRIx64 ": cannot keep a result of %zu "
+                         "bytes",
+                         info->id, bytes);
+            return NULL;
+        }
+        info->res[idx] = p;
+        info->res_cap[idx] = bytes;
+    }
+    return info->res[idx];
+}
+
+void *host_comm_result_buf(incoll_comm_h comm, size_t bytes)
+{
+    struct host_comm_info *info = comm->info;
+    return res_grow(info, next_res(info), bytes);
+}
+
+void host_comm_result_done(incoll_comm_h comm, size_t bytes)
+{
+    struct host_comm_info *info = comm->info;
+    info->saved_idx = next_res(info);
+    info->saved = 1;
+    info->saved_bytes = bytes;
+    info->saved_op = info->opbase + host_engine_counters(comm->eng)->ops - 1;
+}
+
+#define TAG_RECOVER 0x5245434f56455200ull /* "RECOVER" */
+
+/* FNV-1a over a result, in 63 bits (so that -h is an int64 too). */
+static int64_t result_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return (int64_t)(h >> 1);
+}
+
+static void shadow_free(incoll_comm_h shadow)
+{
+    incoll_ctx_h ctx = shadow->ctx;
+    for (incoll_comm_h *pc = &ctx->comms; *pc; pc = &(*pc)->next) {
+        if (*pc == shadow) {
+            *pc = shadow->next;
+            break;
+        }
+    }
+    shadow->info->owner = NULL;
+    /* No lingering: a lingering engine answers a member still waiting in
+     * an agreement that it is behind, which keeps that member waiting as
+     * long as it asks. Without it, that member times out (an error). */
+    p2p_engine_destroy(shadow->p2p);
+    shadow->p2p = NULL;
+    host_comm_free(shadow);
+}
+
+/*
+ * The recovery channel of comm, made on its first recovery: a hidden
+ * communicator with the same members whose host-based engine carries only
+ * the recovery agreements (its own wire id and key). Agreements therefore
+ * never share steps with the host-based operations of the caller's program
+ * on comm, which members one operation apart may be running or about to
+ * run (a member that completed an in-network operation may have started a
+ * host-based one while another is still recovering): on one engine the
+ * blocks of two different operations would be paired. Its engine waits up
+ * to twice INCOLL_MGR_OP_TIMEOUT_MS for the slowest member, as an
+ * in-network operation waits for it up to once that.
+ */
+static incoll_comm_h recover_comm(incoll_comm_h comm)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_ctx_h ctx = comm->ctx;
+    host_engine_params_t keep = ctx->eng_defaults;
+    uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
+    uint64_t wait_ns = 2 * (op_ms ? op_ms : 30000) * 1000000ull;
+    uint64_t rto = keep.rto_max_ns ? keep.rto_max_ns : 250000000ull;
+    incoll_comm_h sh;
+    incoll_status_t status;
+
+    if (info->shadow)
+        return info->shadow;
+    sh = calloc(1, sizeof(*sh));
+    if (sh == NULL)
+        return NULL;
+    sh->ctx = ctx;
+    sh->rank = comm->rank;
+    sh->size = comm->size;
+    sh->world_ranks = malloc((size_t)comm->size * sizeof(int));
+    sh->info = calloc(1, sizeof(*sh->info));
+    if (sh->world_ranks && info->peers)
+        sh->info->peers = malloc((size_t)comm->size * sizeof(incoll_ep_t));
+    if (sh->world_ranks == NULL || sh->info == NULL ||
+        (info->peers && sh->info->peers == NULL)) {
+        host_comm_free(sh);
+        return NULL;
+    }
+    memcpy(sh->world_ranks, comm->world_ranks,
+           (size_t)comm->size * sizeof(int));
+    if (info->peers)
+        memcpy(sh->info->peers, info->peers,
+               (size_t)comm->size * sizeof(incoll_ep_t));
+    sh->info->id = mix(info->id ^ TAG_RECOVER);
+    snprintf(sh->info->why, sizeof(sh->info->why), "recovery channel");
+    ctx->eng_defaults.progress_timeout_ns = wait_ns;
+    ctx->eng_defaults.max_retries = (int)(wait_ns / rto + 8);
+    status = host_comm_p2p(sh);
+    ctx->eng_defaults = keep;
+    if (status != INCOLL_OK) {
+        host_comm_free(sh);
+        return NULL;
+    }
+    /* Right after its owner on the context's list, so that
+     * incoll_finalize() frees the owner first, which frees the shadow
+     * (shadow_free). */
+    sh->info->owner = comm;
+    sh->next = comm->next;
+    comm->next = sh;
+    info->shadow = sh;
+    return sh;
+}
+
+/* The largest of each of n values over the members, on the recovery
+ * channel. */
+static incoll_status_t agree_max(incoll_comm_h sh, int64_t *v, size_t n)
+{
+    return host_allreduce_sched(sh, ALGO_RD, v, v, n, INCOLL_INT64,
+                                INCOLL_OP_MAX);
+}
+
+/*
+ * Members at lo == hi - 1: those at hi (act SERVE) give the result of
+ * operation lo they kept to those at lo (act FETCH), who write it into
+ * recvbuf (bytes: the size of their operation). First every member checks
+ * that the sizes agree and that the copies are identical (their hashes),
+ * then a bitwise or over bytes carries them: the servers' identical copies
+ * or the fetchers' zeros give each byte exactly.
+ */
+static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
+                                host_rec_action_t act, uint64_t lo,
+                                void *recvbuf, size_t bytes)
+{
+    struct host_comm_info *info = comm->info;
+    int64_t v[5], nb = 0, h = 0;
+    incoll_status_t status;
+    uint8_t *buf = NULL;
+    int idx = 0;
+
+    if (act == HOST_REC_FETCH) {
+        nb = (int64_t)bytes;
+    } else if (act == HOST_REC_SERVE) {
+        nb = (int64_t)info->saved_bytes;
+        h = result_hash(info->res[info->saved_idx], info->saved_bytes);
+    }
+    v[0] = act == HOST_REC_FAIL;
+    v[1] = nb;
+    v[2] = -nb;
+    v[3] = act == HOST_REC_SERVE ? h : INT64_MIN;
+    v[4] = act == HOST_REC_SERVE ? -h : INT64_MIN;
+    status = agree_max(sh, v, 5);
+    if (status != INCOLL_OK)
+        return status;
+    if (v[0] != 0 || v[1] != -v[2] || v[1] <= 0 || v[3] != -v[4]) {
+        snprintf(info->why, sizeof(info->why),
+                 "after a failure the members at operation %" PRIu64
+                 " cannot take its result from those at %" PRIu64 ": %s",
+                 lo, lo + 1,
+                 v[0] ? "a member ahead kept no result of that operation"
+                 : v[1] != -v[2] || v[1] <= 0 ? "the result sizes differ"
+                                              : "the kept copies differ");
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (act == HOST_REC_FETCH) {
+        idx = next_res(info);
+        buf = res_grow(info, idx, bytes);
+        if (buf == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        memset(buf, 0, bytes);
+    } else {
+        buf = info->res[info->saved_idx];
+    }
+    status =
+        host_allreduce_sched(sh, algo_pick(sh->size, (size_t)v[1], 1), buf, buf,
+                             (size_t)v[1], INCOLL_UINT8, INCOLL_OP_BOR);
+    if (status != INCOLL_OK)
+        return status;
+    if (result_hash(buf, (size_t)v[1]) != v[3]) {
+        snprintf(info->why, sizeof(info->why),
+                 "the result of operation %" PRIu64 " taken from the members "
+                 "ahead does not match their copies",
+                 lo);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (act == HOST_REC_FETCH) {
+        memcpy(recvbuf, buf, bytes);
+        info->saved = 1;
+        info->saved_idx = idx;
+        info->saved_op = lo;
+        info->saved_bytes = bytes;
+    }
+    return INCOLL_OK;
+}
+
+/* Drops comm's group and engine (telling the manager when there is one). */
+static void drop_group(incoll_comm_h comm)
+{
+    host_mgr_t *mgr = mgr_of(comm->ctx);
+    if (mgr && comm->group)
+        host_mgr_group_release(mgr, comm->info->id, comm->group);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
+}
+
+incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
+                                  void *recvbuf, size_t bytes, int *done_p)
+{
+    struct host_comm_info *info = info_of(comm);
+    host_mgr_t *mgr = mgr_of(comm->ctx);
+    incoll_status_t status;
+    host_rec_action_t act = HOST_REC_FAIL;
+    uint64_t ran = 0, mine, lo = 0, hi = 0;
+    uint32_t req = 0;
+    int asked = 0, got = 0;
+    incoll_comm_h sh;
+    int64_t v[2], w[1];
+
+    *done_p = 0;
+    if (info == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    if (info->broken)
+        return INCOLL_ERR_GROUP_FAILED;
+    if (comm->eng)
+        ran = host_engine_counters(comm->eng)->ops;
+    /* The operation this member is at: the one that failed, or the next. */
+    mine = info->opbase + ran - (started && ran ? 1 : 0);
+    host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    comm->group = 0;
+    /* First tell the manager (a request of the next generation makes it
+     * tear the failed group down and tell the members outside a call, who
+     * then join at their next call); the answer is taken after the
+     * agreement, when every member has asked. */
     if (mgr && info->rebuilt < 2) {
         info->rebuilt++;
         info->gen++;
-        status = attach_group(comm, info->gen, opseq, &lo, &hi);
-        if (status == INCOLL_OK || info->answered) {
-            *same_op_p = lo == hi;
-            goto out;
-        }
+        asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
     } else {
         snprintf(info->why, sizeof(info->why), "%s",
                  mgr == NULL ? "its fabric group failed and there is no "
                                "manager to make another"
                              : "its fabric groups failed three times");
     }
-    agreed = agree_on_hosts(comm, opseq, &lo, &hi);
-    *same_op_p = agreed == INCOLL_OK && lo == hi;
-    if (agreed != INCOLL_OK)
-        incoll_error("comm %016" PRIx64 ": the members cannot agree after a "
-                     "failure: %s",
-                     info->id, incoll_status_string(agreed));
-out:
-    if (status == INCOLL_OK)
+    sh = recover_comm(comm);
+    if (sh == NULL) {
+        status = INCOLL_ERR_NO_MEMORY;
+        snprintf(info->why, sizeof(info->why),
+                 "no recovery channel (no memory, or no peer endpoints)");
+        goto fail;
+    }
+    /* Where every member is: with blocking collectives at most one
+     * operation apart (docs/failures.md). Only this agreement says so,
+     * never the manager. */
+    v[0] = (int64_t)mine;
+    v[1] = -(int64_t)mine;
+    status = agree_max(sh, v, 2);
+    if (status != INCOLL_OK) {
+        snprintf(info->why, sizeof(info->why),
+                 "the members did not agree where they are after a failure: "
+                 "%s",
+                 incoll_status_string(status));
+        goto fail;
+    }
+    hi = (uint64_t)v[0];
+    lo = (uint64_t)-v[1];
+    act = host_recovery_action(lo, hi, mine, started, info->saved,
+                               info->saved_op);
+    if (lo != hi && hi - lo == 1) {
+        status = transfer(comm, sh, act, lo, recvbuf, bytes);
+        if (status != INCOLL_OK) {
+            if (status != INCOLL_ERR_GROUP_FAILED)
+                snprintf(info->why, sizeof(info->why),
+                         "the members at operation %" PRIu64 " could not "
+                         "take its result from those at %" PRIu64 ": %s",
+                         lo, hi, incoll_status_string(status));
+            goto fail;
+        }
+    } else if (act == HOST_REC_FAIL) {
+        status = INCOLL_ERR_GROUP_FAILED;
+        snprintf(info->why, sizeof(info->why),
+                 "after a failure the members are at operations %" PRIu64
+                 "..%" PRIu64,
+                 lo, hi);
+        goto fail;
+    }
+    *done_p = act == HOST_REC_FETCH;
+    info->opbase = hi;
+    /* A new group, or the hosts for everyone: every member asked at the
+     * same point, so the request completes; then all check that all got
+     * it. */
+    if (asked) {
+        got = group_take(comm, req) == INCOLL_OK;
+        asked = 0; /* answered or forgotten */
+    }
+    w[0] = !got;
+    status = agree_max(sh, w, 1);
+    if (status != INCOLL_OK) {
+        snprintf(info->why, sizeof(info->why),
+                 "the members did not agree on a new group: %s",
+                 incoll_status_string(status));
+        goto fail;
+    }
+    if (got && w[0] != 0) {
+        drop_group(comm);
+        snprintf(info->why, sizeof(info->why),
+                 "after a failure another member got no new fabric group");
+    }
+    incoll_info("comm %016" PRIx64 ": recovered after a failure: members at "
+                "operations %" PRIu64 "..%" PRIu64 ", this one at %" PRIu64
+                " (%s)",
+                info->id, lo, hi, mine, host_recovery_action_name(act));
+    if (comm->eng)
         incoll_info("comm %016" PRIx64 ": rebuilt on group %u", info->id,
                     comm->group);
     else
         say_why(comm);
-    if (!*same_op_p)
-        incoll_error("comm %016" PRIx64 ": after the failure the members are "
-                     "at operations %" PRIu64 "..%" PRIu64 ": the operation "
-                     "cannot be completed on every member",
-                     info->id, lo, hi);
-    return status;
+    return INCOLL_OK;
+
+fail:
+    *done_p = 0;
+    if (asked)
+        host_mgr_forget(mgr, req);
+    drop_group(comm);
+    info->broken = 1;
+    incoll_error("comm %016" PRIx64 ": recovery after a failed in-network "
+                 "operation failed (this member at operation %" PRIu64
+                 ", %s): %s; every later collective on it fails",
+                 info->id, mine, host_recovery_action_name(act), info->why);
+    return INCOLL_ERR_GROUP_FAILED;
 }
 
 #else /* !HOST_COMM_INFO */
@@ -830,17 +1182,34 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
     return comm->eng != NULL && comm->group != 0;
 }
 
-incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
-                                  int *same_op_p)
+incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
+                                  void *recvbuf, size_t bytes, int *done_p)
 {
-    *same_op_p = 0;
-    return INCOLL_ERR_NO_RESOURCE;
+    *done_p = 0;
+    return INCOLL_ERR_GROUP_FAILED;
 }
 
 int host_comm_group_failed(incoll_comm_h comm)
 {
     return 0;
 }
+
+int host_comm_broken(incoll_comm_h comm, const char **why_p)
+{
+    return 0;
+}
+
+int host_comm_recoverable(incoll_comm_h comm)
+{
+    return 0;
+}
+
+void *host_comm_result_buf(incoll_comm_h comm, size_t bytes)
+{
+    return NULL;
+}
+
+void host_comm_result_done(incoll_comm_h comm, size_t bytes) {}
 
 incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
 {

@@ -15,7 +15,7 @@
  *   comm_free          host_comm_info_free()
  *   progress loop      host_ctx_mgr_pollfd() / host_ctx_mgr_on_readable()
  *   collectives        host_comm_inc_usable(), host_comm_group_failed(),
- *                      host_comm_rebuild()
+ *                      host_comm_recover(), host_comm_result_buf()
  *   host algorithms    host_comm_peer_ep(), host_comm_wire_id()
  */
 #ifndef INCOLL_HOST_COMM_H
@@ -25,6 +25,7 @@
 
 #include "common/wire.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The rank-th host (modulo their number) of the comma-separated list
@@ -76,28 +77,71 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
                          incoll_dtype_t dtype);
 
 /*
- * After an in-network operation on comm failed (started = 1), or before
- * starting one on a group known to have failed (started = 0): agrees with
- * the other
- * members (every member must call it; it returns when all did) on whether
- * they all failed on the same operation, and asks the manager for a new
- * group without the failed AN. *same_op_p is 1 when every member failed
- * on the same operation, so that running it again (on the new group or on
- * the hosts) gives every member the result exactly once; 0 when some
- * members had completed it (they are one operation ahead): the caller
- * must then fail the operation with INCOLL_ERR_GROUP_FAILED rather than
- * risk a wrong result. Returns INCOLL_OK with a new engine on comm, or an
- * error with comm left without a group (host-based from then on;
- * incoll_comm_offloaded() says why). A communicator gets at most two new
- * groups; without a manager the agreement runs on the hosts.
+ * Recovery after an in-network operation on comm failed (started = 1: it
+ * timed out or its group failed), or before starting one on a group the
+ * manager said failed (started = 0). Every member must call it; the
+ * members meet on the hosts (docs/failures.md):
+ *   1. with a manager, it asks for the next generation's group first (the
+ *      manager then tears the failed group down and tells the members
+ *      outside a call, who join at their next call);
+ *   2. the members agree on the hosts which operations they are at
+ *      (lo..hi, at most one apart with blocking collectives);
+ *   3. when hi == lo + 1, those at lo take operation lo's result from the
+ *      copies kept by those at hi (host_comm_result_done): it goes into
+ *      recvbuf (bytes long) and *done_p is 1: the caller returns INCOLL_OK;
+ *   4. everyone else (*done_p 0) runs its operation again: on the new
+ *      group if every member got it, else on the hosts.
+ * Returns INCOLL_OK, or INCOLL_ERR_GROUP_FAILED when the members could not
+ * agree within twice INCOLL_MGR_OP_TIMEOUT_MS or disagree: comm is then
+ * broken (host_comm_broken) and every later call on it fails at once.
+ * A communicator gets at most two new groups; after that it recovers onto
+ * the hosts.
  */
-incoll_status_t host_comm_rebuild(incoll_comm_h comm, int started,
-                                  int *same_op_p);
+incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
+                                  void *recvbuf, size_t bytes, int *done_p);
 
 /* 1 if comm has a fabric group the manager said failed: call
- * host_comm_rebuild(comm, 0, ...) before the next operation (the other
- * members will fail on it and rebuild too). */
+ * host_comm_recover(comm, 0, ...) before the next operation (the other
+ * members will fail on it and recover too). */
 int host_comm_group_failed(incoll_comm_h comm);
+
+/* 1 (and the reason in *why_p) when a recovery on comm failed: every
+ * collective on it must fail with INCOLL_ERR_GROUP_FAILED. */
+int host_comm_broken(incoll_comm_h comm, const char **why_p);
+
+/* 1 when a failed in-network operation on comm can be recovered (there is
+ * a manager): its operations then write their results into
+ * host_comm_result_buf() and copy them out. */
+int host_comm_recoverable(incoll_comm_h comm);
+
+/*
+ * For recoverable comms: the comm-owned buffer (at least bytes long; NULL
+ * without memory) into which the next in-network operation writes its
+ * result. There are two, used in turn, so the result of the last completed
+ * operation stays intact while the next one runs. After the operation
+ * succeeded, the caller copies the result out and calls
+ * host_comm_result_done(): that buffer is now the kept result, which
+ * members behind may ask for in a recovery.
+ */
+void *host_comm_result_buf(incoll_comm_h comm, size_t bytes);
+void host_comm_result_done(incoll_comm_h comm, size_t bytes);
+
+/*
+ * The decision of one member in a recovery, without I/O: the members are
+ * at operations lo..hi (agreed), this one at mine, having started it or
+ * not, with the kept result of operation saved_op (if has_saved).
+ */
+typedef enum {
+    HOST_REC_REDO,  /* all at one operation: run it again */
+    HOST_REC_FETCH, /* behind: take operation lo's result, return it */
+    HOST_REC_SERVE, /* ahead: give the kept result of lo, then run again */
+    HOST_REC_FAIL,  /* impossible with blocking collectives: an error */
+} host_rec_action_t;
+
+host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
+                                       int started, int has_saved,
+                                       uint64_t saved_op);
+const char *host_recovery_action_name(host_rec_action_t act);
 
 /* UDP endpoint of comm's rank, for host-based algorithms: what the
  * manager said, or fabric.conf's, or INCOLL_EP_NONE. */

@@ -45,7 +45,10 @@ typedef struct {
     uint32_t payload;
     uint32_t ops;            /* bit (1 << op) for each op the group can do */
     uint32_t dtypes;
-    uint64_t opseq_min;      /* smallest and largest opseq the members sent */
+    /* The smallest and largest opseq the members sent: for logs only. An
+     * error answer carries 0 for both, so these never tell where the
+     * members are (the library agrees on the hosts, src/host/comm.c). */
+    uint64_t opseq_min;
     uint64_t opseq_max;
     int nmembers;
     incoll_ep_t *peers;      /* members' UDP endpoints (malloc'ed; the

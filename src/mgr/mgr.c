@@ -1401,6 +1401,18 @@ static void on_group_req(mgr_t *m, conn_t *c, const uint8_t *body, size_t len)
         p->deadline = now_ms() + m->p.request_ms;
         p->next = m->pend;
         m->pend = p;
+        /* The first request of a newer generation comes from a member
+         * recovering from a failure: the older group is torn down now and
+         * its other members are told, so that those outside a collective
+         * join the recovery at their next call. */
+        if (older) {
+            char reason[128];
+            snprintf(reason, sizeof(reason),
+                     "rank %d asked for generation %u of the communicator",
+                     c->rank, rq.gen);
+            teardown_where(m, pred_older_gen, p, reason,
+                           &m->ctr.groups_released);
+        }
     } else {
         int match = p->n == (int)rq.nmembers;
         for (int i = 0; match && i < p->n; i++)

@@ -1,0 +1,155 @@
+/*
+ * recover_check: an incoll program for the failure tests
+ * (tests/test_recovery.c). It runs a loop of allreduces (SUM of int64) on
+ * the world, sleeping between them, and checks every result element by
+ * element. A call that fails is counted and the loop goes on (a
+ * communicator whose recovery failed fails every later call at once).
+ *
+ *   recover_check [--iters N] [--count C] [--sleep-ms S] [--jitter-ms J]
+ *                 [--seed N] [--inplace] [--progress P]
+ *
+ * Rank r sleeps S ms plus a pseudo-random 0..J ms (from seed, rank and
+ * iteration) after each call, so members reach their calls at different
+ * times. It prints one line per wrong or failed call, then
+ * "summary ok=A wrong=W errors=E offloaded=0|1"; with --progress, also
+ * "progress iter I" every P iterations (for a test to time a fault).
+ *
+ * Exit status: 0 all correct, 1 a wrong result returned as success,
+ * 2 usage, 4 no wrong result but some calls failed.
+ */
+#include "incoll.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Rank r's input element k at iteration it: distinct per iteration, so a
+ * result of another operation is always wrong. */
+static int64_t input(int r, int it, size_t k)
+{
+    return (int64_t)r * 1000003 + (int64_t)it * 7919 + (int64_t)k;
+}
+
+int main(int argc, char **argv)
+{
+    int iters = 10, inplace = 0, progress = 0, rank, size;
+    long sleep = 0, jitter = 0;
+    size_t count = 100;
+    uint64_t seed = 1;
+    int nok = 0, nwrong = 0, nerr = 0;
+    incoll_ctx_h ctx;
+    incoll_comm_h world;
+    incoll_status_t status;
+    int64_t *in, *out;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--inplace") == 0) {
+            inplace = 1;
+            continue;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "recover_check: %s needs a value\n", a);
+            return 2;
+        }
+        i++;
+        if (strcmp(a, "--iters") == 0)
+            iters = atoi(v);
+        else if (strcmp(a, "--count") == 0)
+            count = (size_t)strtoull(v, NULL, 10);
+        else if (strcmp(a, "--sleep-ms") == 0)
+            sleep = atol(v);
+        else if (strcmp(a, "--jitter-ms") == 0)
+            jitter = atol(v);
+        else if (strcmp(a, "--progress") == 0)
+            progress = atoi(v);
+        else if (strcmp(a, "--seed") == 0)
+            seed = strtoull(v, NULL, 10);
+        else {
+            fprintf(stderr, "recover_check: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (iters < 1 || count < 1) {
+        fprintf(stderr, "recover_check: --iters and --count must be >= 1\n");
+        return 2;
+    }
+    status = incoll_init(&ctx);
+    if (status != INCOLL_OK) {
+        fprintf(stderr, "recover_check: init: %s\n",
+                incoll_status_string(status));
+        return 4;
+    }
+    incoll_comm_world(ctx, &world);
+    incoll_comm_rank(world, &rank);
+    incoll_comm_size(world, &size);
+    in = malloc(count * sizeof(*in));
+    out = malloc(count * sizeof(*out));
+    if (in == NULL || out == NULL)
+        return 4;
+    for (int it = 0; it < iters; it++) {
+        int64_t *res = inplace ? in : out;
+        size_t bad = count;
+        for (size_t k = 0; k < count; k++)
+            in[k] = input(rank, it, k);
+        status = incoll_allreduce(world, inplace ? INCOLL_IN_PLACE : in, res,
+                                  count, INCOLL_INT64, INCOLL_OP_SUM);
+        if (status != INCOLL_OK) {
+            printf("error iter %d: %s\n", it, incoll_status_string(status));
+            nerr++;
+        } else {
+            for (size_t k = 0; k < count && bad == count; k++) {
+                int64_t want = 0;
+                for (int r = 0; r < size; r++)
+                    want += input(r, it, k);
+                if (res[k] != want)
+                    bad = k;
+            }
+            if (bad < count) {
+                int64_t want = 0;
+                for (int r = 0; r < size; r++)
+                    want += input(r, it, bad);
+                printf("WRONG iter %d element %zu: got %lld want %lld\n", it,
+                       bad, (long long)res[bad], (long long)want);
+                nwrong++;
+            } else {
+                nok++;
+            }
+        }
+        if (progress > 0 && it % progress == 0)
+            printf("progress iter %d\n", it);
+        fflush(stdout);
+        if (it + 1 < iters) {
+            long j = jitter > 0 ? (long)(mix(seed ^ mix((uint64_t)rank << 32 |
+                                                        (uint64_t)it)) %
+                                         (uint64_t)(jitter + 1))
+                                : 0;
+            sleep_ms(sleep + j);
+        }
+    }
+    printf("summary ok=%d wrong=%d errors=%d offloaded=%d\n", nok, nwrong, nerr,
+           incoll_comm_offloaded(world, NULL));
+    fflush(stdout);
+    free(in);
+    free(out);
+    incoll_finalize(ctx);
+    return nwrong ? 1 : nerr ? 4 : 0;
+}
