@@ -450,9 +450,9 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/launcher.out", test_tmpdir());
-    if (sh(out, "'%s/incoll' mpirun --help", test_bindir()) != 0)
-        return test_skip("`incoll mpirun` is not dispatched by the CLI yet "
-                         "(tools/cmd_mpirun.c)");
+    /* A feature of this tree: if it breaks, that is a FAIL. */
+    CHECK_MSG(sh(out, "'%s/incoll' mpirun --help", test_bindir()) == 0,
+              "`incoll mpirun --help` failed: %s", out);
     unsetenv("INCOLL_FABRIC");
     unsetenv("LD_PRELOAD");
     setenv("INCOLL_MPI_STATS", "1", 1);
@@ -624,9 +624,9 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
            " test -n \"$a\" && test \"$a\" = \"$b\"",
            lib) != 0)
         return test_skip("hpcc and %s link different MPI libraries", lib);
-    if (sh(out, "'%s/incoll' mpirun --help", test_bindir()) != 0)
-        return test_skip("`incoll mpirun` is not dispatched by the CLI yet "
-                         "(tools/cmd_mpirun.c)");
+    /* A feature of this tree: if it breaks, that is a FAIL. */
+    CHECK_MSG(sh(out, "'%s/incoll' mpirun --help", test_bindir()) == 0,
+              "`incoll mpirun --help` failed: %s", out);
 
     /* hpcc reads hpccinf.txt and appends to hpccoutf.txt in its cwd. */
     snprintf(input, sizeof(input), "%s/hpccinf.txt", test_tmpdir());
