@@ -380,13 +380,14 @@ static int prerequisites(void)
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "%s/%s", test_bindir(), need[i]);
         if (access(path, X_OK) != 0) {
-            fprintf(stderr, "    %s is not built (make all)\n", path);
+            fprintf(stderr, "    %s is not built (`make test` builds it)\n",
+                    path);
             return TEST_FAILED;
         }
     }
     snprintf(path, sizeof(path), "%s/comm_grid", progdir());
     if (access(path, X_OK) != 0) {
-        fprintf(stderr, "    %s is not built (make all)\n", path);
+        fprintf(stderr, "    %s is not built (`make test` builds it)\n", path);
         return TEST_FAILED;
     }
     /* These are features of this tree, not optional packages: their

@@ -660,8 +660,9 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
         CHECK_MSG(stat_of(text, colls[i], "failed") == 0,
                   "the fabric failed during a %s: %s", colls[i], out);
 
-    /* `incoll stat` (--stat): every AN of the tree reduced hpcc's calls. */
-    for (const char *p = text; (p = strstr(p, "counters an=")); p++) {
+    /* `incoll stat` (--stat): every AN of the tree reduced hpcc's calls
+     * (its own "an=NAME ..." line; the manager's copy is left out). */
+    for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
         const char *r = strstr(p, " reductions=");
         const char *eol = strchr(p, '\n');
         long n;
