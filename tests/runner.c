@@ -240,11 +240,7 @@ int main(int argc, char **argv)
                    now_s() - t0);
         }
     }
-    if (!list) {
-        if (skipped)
-            printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-        else
-            printf("%d passed, %d failed\n", passed, failed);
-    }
+    if (!list)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

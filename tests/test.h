@@ -1,7 +1,9 @@
 /*
  * The test runner: tests register themselves with TEST(name, kind); the
  * runner (tests/runner.c) runs them in name order, prints PASS/FAIL/SKIP per
- * test and ends with "N passed, N failed".
+ * test and ends with "N passed, N failed, N skipped". A test skips only
+ * when an optional package it needs is missing (or the CPU lacks what it
+ * tests), saying which; a feature of this tree that breaks is a FAIL.
  *
  * kind: TEST_UNIT (pure, fast, also run under ASan/UBSan) or TEST_INTEG
  * (starts daemons or processes, needs build/bin).
