@@ -141,8 +141,9 @@ $(BUILD)/tests/%: tests/progs/%.c $(BUILD)/lib/libincoll.a
 
 # `make test` and `make demo`: the packages first, then a make that sees
 # them (see the top of this file). Without root, install-deps only lists
-# what is missing: the demo then stops, the tests run (they skip what an
-# optional package would give).
+# what is missing and the demo stops; so do the tests when a required
+# package is missing, while a missing optional one only makes the tests
+# that need it skip.
 test:
 	@bash scripts/install-deps.sh --optional-ok
 	@$(MAKE) --no-print-directory test-run
