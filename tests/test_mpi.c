@@ -780,7 +780,7 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
      * (its own "an=NAME ..." line; the manager's copy is left out). */
     for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
         const char *r = strstr(p, " reductions=");
-        const char *eol = strchr(p, '\n');
+        const char *eol = strchr(p + 1, '\n');
         long n;
         CHECK_MSG(r && (!eol || r < eol), "no reductions= in %s", out);
         n = strtol(r + strlen(" reductions="), NULL, 10);
