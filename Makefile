@@ -1,6 +1,13 @@
 # incoll: one plain GNU Makefile. `make`, `make test`, `make demo`,
 # `make bench`, `make install PREFIX=...`, `make format`, `make clean`,
-# `make fuzz` (and `make fuzz-run`: each parser harness for FUZZ_TIME s).
+# `make deps`, `make fuzz` (and `make fuzz-run`: each parser harness for
+# FUZZ_TIME s).
+#
+# What the build includes (libsodium, SimGrid, each MPI) is decided when
+# make reads this file. So `make demo` and `make test`, a newcomer's first
+# commands, install the missing packages first (scripts/install-deps.sh)
+# and only then run a second make (demo-run, test-run) that reads this file
+# again and sees them.
 
 PREFIX   ?= /usr/local
 CC       ?= cc
@@ -10,13 +17,24 @@ WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -Iinclude -Isrc $(WARN)
 LDLIBS   := -lm -lpthread
 
+# The version of libincoll: libincoll.so.$(VERSION), soname
+# libincoll.so.$(SOVERSION), incoll.pc. Major and minor come from
+# include/incoll.h (INCOLL_VERSION_MAJOR/MINOR), so the two cannot drift.
+VERSION   := $(shell sed -n 's/^\#define INCOLL_VERSION_MAJOR \([0-9]*\).*/\1/p' include/incoll.h).$(shell sed -n 's/^\#define INCOLL_VERSION_MINOR \([0-9]*\).*/\1/p' include/incoll.h).0
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
+SONAME    := libincoll.so.$(SOVERSION)
+
 SIMGRID_OK := $(shell pkg-config --exists simgrid 2>/dev/null && echo 1)
 SODIUM_OK  := $(shell pkg-config --exists libsodium 2>/dev/null && echo 1)
+# libsodium is required: without it the manager's control channel has no
+# authentication, so `incoll fabric up` cannot make the fabric's secret
+# and neither the demo nor most tests can run. Building anything then stops
+# with a message naming `make deps` (check-sodium, below), rather than
+# giving a tree that fails later. NO_SODIUM=1 builds without it anyway
+# (fabrics without a manager only: `incoll fabric up --no-mgr`).
 ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
-else
-$(warning libsodium-dev is not installed: the manager's authentication will refuse to run; `make deps` installs it)
 endif
 
 # Objects depend on the flags they were built with (and so on whether
@@ -49,19 +67,34 @@ BINS := $(BUILD)/bin/incoll $(BUILD)/bin/incoll-agg
 ifneq ($(MGR_SRCS),)
 BINS += $(BUILD)/bin/incoll-mgr
 endif
-LIBS := $(BUILD)/lib/libincoll.so $(BUILD)/lib/libincoll.a
+# The shared library as an installed tree has it: the real file, the
+# soname link the dynamic loader looks for, and the link -lincoll finds.
+SO_FILES := $(BUILD)/lib/libincoll.so $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libincoll.so.$(VERSION)
+LIBS := $(SO_FILES) $(BUILD)/lib/libincoll.a
 
-.PHONY: all test unit-test demo bench install install-sim install-mpi format clean deps sim mpi
+.PHONY: all test test-run unit-test demo demo-run bench install install-sim install-mpi format clean deps sim mpi check-sodium
 all: $(LIBS) $(BINS)
 
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
+check-sodium:
+ifneq ($(SODIUM_OK),1)
+ifneq ($(NO_SODIUM),1)
+	@echo "make: libsodium-dev is not installed; incoll needs it (the manager's authentication)." >&2
+	@echo "make: \`make deps\` installs it and the other packages (as root; else it prints the apt-get line)," >&2
+	@echo "make: or: apt-get install libsodium-dev. (NO_SODIUM=1 builds without it: fabrics without a manager only.)" >&2
+	@exit 1
+endif
+endif
+
+# Every object waits for check-sodium (order-only: it does not make them
+# out of date), so a missing libsodium stops the build before it starts.
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | check-sodium
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
 
-$(BUILD)/asan/%.o: %.c $(FLAGS_STAMP)
+$(BUILD)/asan/%.o: %.c $(FLAGS_STAMP) | check-sodium
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
@@ -69,9 +102,15 @@ $(BUILD)/lib/libincoll.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/lib/libincoll.so: $(LIB_OBJS)
+$(BUILD)/lib/libincoll.so.$(VERSION): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libincoll.so.0 -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/lib/$(SONAME): $(BUILD)/lib/libincoll.so.$(VERSION)
+	ln -sfn libincoll.so.$(VERSION) $@
+
+$(BUILD)/lib/libincoll.so: $(BUILD)/lib/$(SONAME)
+	ln -sfn $(SONAME) $@
 
 $(BUILD)/bin/incoll-agg: $(AGG_OBJS) $(BUILD)/lib/libincoll.a
 	@mkdir -p $(dir $@)
@@ -100,13 +139,26 @@ $(BUILD)/tests/%: tests/progs/%.c $(BUILD)/lib/libincoll.a
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/lib/libincoll.a $(LDLIBS)
 
-test: all $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan $(TESTPROGS)
+# `make test` and `make demo`: the packages first, then a make that sees
+# them (see the top of this file). Without root, install-deps only lists
+# what is missing and the demo stops; so do the tests when a required
+# package is missing, while a missing optional one only makes the tests
+# that need it skip.
+test:
+	@bash scripts/install-deps.sh --optional-ok
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan $(TESTPROGS)
 	@bash scripts/run-tests.sh
 
 unit-test: $(BUILD)/tests/incoll-tests
 	$(BUILD)/tests/incoll-tests --unit
 
-demo: deps all
+demo:
+	@bash scripts/install-deps.sh
+	@$(MAKE) --no-print-directory demo-run
+
+demo-run: all
 	@bash scripts/demo.sh
 
 bench: all
@@ -116,10 +168,11 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(BUILD)/lib/libincoll.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/lib/libincoll.so $(DESTDIR)$(PREFIX)/lib/libincoll.so.0
-	ln -sf libincoll.so.0 $(DESTDIR)$(PREFIX)/lib/libincoll.so
+	install -m 755 $(BUILD)/lib/libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libincoll.so
 	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|0.1.0|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -216,7 +269,7 @@ endif
 .PHONY: mpi install-mpi
 mpi: $(MPI_TARGETS)
 all: $(MPI_TARGETS)
-test: $(MPI_TARGETS)
+test-run: $(MPI_TARGETS)
 install: install-mpi
 install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `make demo` (after `make deps all`): in-network allreduce against the
-# host-based algorithms on the same links, as a table and a picture.
+# `make demo` (after scripts/install-deps.sh and `make all`): in-network
+# allreduce against the host-based algorithms on the same links, as a
+# table and a picture.
 #
 # As root it emulates a real fabric: 16 hosts on a 2-level tree (radix 4:
 # 4 leaf switches under one root), one network namespace per host and per

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the unit tests under AddressSanitizer and UndefinedBehaviorSanitizer,
 # then every test (unit and integration) in the optimized build, and prints
-# one closing line "N passed, N failed" over both.
+# the tests that skipped (each with its reason: a missing optional package,
+# or a CPU without a kernel variant's instructions), then one closing line
+# "N passed, N failed, N skipped" over both.
 set -u
 cd "$(dirname "$0")/.."
 export INCOLL_TEST_BINDIR="$PWD/build/bin"
@@ -9,6 +11,8 @@ export INCOLL_TEST_PROGDIR="$PWD/build/tests"
 total_pass=0
 total_fail=0
 total_skip=0
+skips=$(mktemp)
+trap 'rm -f "$skips"' EXIT
 run() {
   local label=$1; shift
   echo "== $label"
@@ -18,6 +22,7 @@ run() {
   rc=${PIPESTATUS[0]}
   local line
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -n 1)
+  grep -E '^SKIP ' "$out" | sed "s/^/  ($label) /" >>"$skips"
   rm -f "$out"
   if [ -z "$line" ]; then
     echo "FAIL $label: runner ended without a summary (exit $rc)"
@@ -39,9 +44,9 @@ run() {
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run "unit tests under ASan+UBSan" build/tests/incoll-tests-asan --unit
 run "all tests" build/tests/incoll-tests
-if [ "$total_skip" -gt 0 ]; then
-  echo "$total_pass passed, $total_fail failed, $total_skip skipped"
-else
-  echo "$total_pass passed, $total_fail failed"
+if [ -s "$skips" ]; then
+  echo "== skipped"
+  cat "$skips"
 fi
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" -eq 0 ]

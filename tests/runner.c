@@ -66,6 +66,51 @@ const char *test_tmpdir(void)
     return tmpdir;
 }
 
+const char *test_srcdir(void)
+{
+    static char dir[PATH_MAX];
+    char up[PATH_MAX + 16], readme[PATH_MAX + 16];
+
+    if (dir[0] == '\0') {
+        snprintf(up, sizeof(up), "%s/../..", bindir);
+        if (realpath(up, dir) == NULL)
+            dir[0] = '\0';
+        snprintf(readme, sizeof(readme), "%s/README.md", dir);
+        if (access(readme, R_OK) != 0)
+            dir[0] = '\0';
+    }
+    return dir;
+}
+
+int test_doc_line(const char *path, const char *prefix, char *buf, size_t len)
+{
+    char full[PATH_MAX + 64], *line = NULL;
+    size_t cap = 0, plen = strlen(prefix);
+    ssize_t n;
+    int ret = -1;
+    FILE *f;
+
+    snprintf(full, sizeof(full), "%s/%s", test_srcdir(), path);
+    f = fopen(full, "r");
+    if (f == NULL)
+        return -1;
+    while (ret != 0 && (n = getline(&line, &cap, f)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n')
+            line[--n] = '\0';
+        if (strncmp(line, prefix, plen) != 0)
+            continue;
+        if ((size_t)n < len) {
+            memcpy(buf, line, (size_t)n + 1);
+            ret = 0;
+        } else {
+            break;
+        }
+    }
+    free(line);
+    fclose(f);
+    return ret;
+}
+
 static int cmp_tests(const void *a, const void *b)
 {
     return strcmp(((const test_entry_t *)a)->name,
@@ -195,11 +240,7 @@ int main(int argc, char **argv)
                    now_s() - t0);
         }
     }
-    if (!list) {
-        if (skipped)
-            printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-        else
-            printf("%d passed, %d failed\n", passed, failed);
-    }
+    if (!list)
+        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

@@ -1,7 +1,9 @@
 /*
  * The test runner: tests register themselves with TEST(name, kind); the
  * runner (tests/runner.c) runs them in name order, prints PASS/FAIL/SKIP per
- * test and ends with "N passed, N failed".
+ * test and ends with "N passed, N failed, N skipped". A test skips only
+ * when an optional package it needs is missing (or the CPU lacks what it
+ * tests), saying which; a feature of this tree that breaks is a FAIL.
  *
  * kind: TEST_UNIT (pure, fast, also run under ASan/UBSan) or TEST_INTEG
  * (starts daemons or processes, needs build/bin).
@@ -24,6 +26,15 @@ int test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 const char *test_bindir(void);
 /* A fresh temporary directory for this test, removed when it passes. */
 const char *test_tmpdir(void);
+/* The source tree: the directory above test_bindir()'s parent (build/bin
+ * -> .), as an absolute path; "" if that has no README.md. */
+const char *test_srcdir(void);
+/*
+ * The first line of the source tree's file path (e.g. "README.md") that
+ * starts with prefix, without its newline, into buf. Returns 0, or -1 when
+ * there is none or it does not fit (tests that run what the docs say).
+ */
+int test_doc_line(const char *path, const char *prefix, char *buf, size_t len);
 
 #define TEST_PASSED 0
 #define TEST_FAILED 1

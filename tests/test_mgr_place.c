@@ -285,7 +285,14 @@ TEST(mgr_topo_file, TEST_UNIT)
     for (int i = 0; i < a.nswitches; i++) {
         CHECK(strcmp(a.sw[i].name, b.sw[i].name) == 0);
         CHECK(a.sw[i].addr == b.sw[i].addr);
-        CHECK(memcmp(&a.sw[i].caps, &b.sw[i].caps, sizeof(a.sw[i].caps)) == 0);
+        /* Field by field: topo_caps_t has padding before buffer_bytes,
+         * which neither load nor save defines. */
+        CHECK(a.sw[i].caps.ops == b.sw[i].caps.ops);
+        CHECK(a.sw[i].caps.dtypes == b.sw[i].caps.dtypes);
+        CHECK(a.sw[i].caps.max_payload == b.sw[i].caps.max_payload);
+        CHECK(a.sw[i].caps.slots == b.sw[i].caps.slots);
+        CHECK(a.sw[i].caps.max_groups == b.sw[i].caps.max_groups);
+        CHECK(a.sw[i].caps.buffer_bytes == b.sw[i].caps.buffer_bytes);
     }
     for (int h = 0; h < a.nhosts; h++) {
         CHECK(a.hosts[h].leaf == b.hosts[h].leaf);

@@ -730,6 +730,122 @@ TEST(mpi_mpich_fortran, TEST_INTEG)
     return offload_job(MPI_MPICH, 3, 2, "f08_allreduce", "", all_colls);
 }
 
+/* Appends text to buf (of len, holding *off bytes) with every "/tmp/fab"
+ * replaced by fab and every "./app" by app. Returns -1 if it does not fit. */
+static int readme_subst(char *buf, size_t len, size_t *off, const char *text,
+                        const char *fab, const char *app)
+{
+    while (*text) {
+        const char *with = NULL;
+        size_t skip = 1, n;
+        if (strncmp(text, "/tmp/fab", 8) == 0)
+            with = fab, skip = 8;
+        else if (strncmp(text, "./app", 5) == 0)
+            with = app, skip = 5;
+        n = with ? strlen(with) : 1;
+        if (*off + n + 1 >= len)
+            return -1;
+        memcpy(buf + *off, with ? with : text, n);
+        *off += n;
+        text += skip;
+    }
+    buf[*off] = '\0';
+    return 0;
+}
+
+/*
+ * The README's MPI example as a newcomer types it: the lines of its code
+ * block from the start through the `mpirun` line (`incoll fabric up`,
+ * `. /tmp/fab/fabric.env`, mpirun with the preload and -x of what
+ * fabric.env exports), unchanged but for the fabric's directory (the
+ * test's own) and ./app (tests/mpi/colls --quick on 4 ranks), run by sh in
+ * the source tree. The environment only makes Open MPI run here: as root,
+ * 4 ranks on 2 cores, TCP on loopback only. The job must be right, say no
+ * warning, offload its collectives, and every AN must count reductions.
+ */
+TEST(mpi_ompi_readme, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char fab[PATH_MAX], out[PATH_MAX + 16], stat_out[PATH_MAX + 16];
+    char script[PATH_MAX + 16], app[PATH_MAX + 16], body[8192];
+    char readme[PATH_MAX + 16], *line = NULL, *text;
+    size_t cap = 0, off = 0;
+    int in_block = 0, found = 0, ans = 0, rc;
+    long n;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    CHECK_MSG(test_srcdir()[0], "no source tree above %s", test_bindir());
+    snprintf(fab, sizeof(fab), "%s/fab", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/readme.out", test_tmpdir());
+    snprintf(stat_out, sizeof(stat_out), "%s/stat.out", test_tmpdir());
+    snprintf(script, sizeof(script), "%s/readme.sh", test_tmpdir());
+    snprintf(app, sizeof(app), "%s/colls --quick", progdir);
+    snprintf(readme, sizeof(readme), "%s/README.md", test_srcdir());
+
+    /* The code block of README.md that holds a line "mpirun ...". */
+    f = fopen(readme, "r");
+    CHECK_MSG(f != NULL, "cannot read %s", readme);
+    while (!found && getline(&line, &cap, f) >= 0) {
+        if (strncmp(line, "```", 3) == 0) {
+            in_block = !in_block;
+            off = 0;
+            continue;
+        }
+        if (!in_block)
+            continue;
+        if (readme_subst(body, sizeof(body), &off, line, fab, app) != 0)
+            break;
+        found = strncmp(line, "mpirun ", 7) == 0;
+    }
+    free(line);
+    fclose(f);
+    CHECK_MSG(found, "no code block with an `mpirun ` line in %s", readme);
+    CHECK_MSG(strstr(body, "fabric.env") && strstr(body, "libincoll_mpi.so"),
+              "the README's mpirun block lacks fabric.env or the preload:\n%s",
+              body);
+    f = fopen(script, "w");
+    CHECK(f != NULL);
+    fprintf(f, "set -e\n%s", body);
+    CHECK(fclose(f) == 0);
+
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_SECRET_FILE");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("INCOLL_HOST");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
+    setenv("OMPI_MCA_btl", "tcp,self", 1);
+    setenv("OMPI_MCA_btl_tcp_if_include", "lo", 1);
+    setenv("OMPI_MCA_oob_tcp_if_include", "lo", 1);
+    rc = sh(out, "cd '%s' && timeout -k 5 120 sh '%s'", test_srcdir(), script);
+    n = fabric_reductions(fab, stat_out);
+    text = slurp(stat_out);
+    for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
+        const char *r = strstr(p, " reductions=");
+        const char *eol = strchr(p + 1, '\n');
+        ans += r && (!eol || r < eol) &&
+               strtol(r + strlen(" reductions="), NULL, 10) > 0;
+    }
+    free(text);
+    fabric_down(fab);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"),
+              "the README's commands exited %d:\n%s\n%.3000s", rc, body, text);
+    CHECK_MSG(strstr(text, ": warn: ") == NULL, "a warning: %.3000s", text);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%.3000s", text);
+    CHECK_MSG(stat_of(text, "bcast", "offloaded") > 0, "%.3000s", text);
+    free(text);
+    CHECK_MSG(n > 0 && ans == 3, "%ld reductions, %d of 3 ANs counted some: %s",
+              n, ans, stat_out);
+    return TEST_PASSED;
+}
+
 /* `incoll mpirun`: brings up a loopback fabric, preloads the layer and
  * runs Open MPI's mpirun. */
 TEST(mpi_incoll_mpirun, TEST_INTEG)
@@ -742,9 +858,9 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/launcher.out", test_tmpdir());
-    if (sh(out, "'%s/incoll' mpirun --help", test_bindir()) != 0)
-        return test_skip("`incoll mpirun` is not dispatched by the CLI yet "
-                         "(tools/cmd_mpirun.c)");
+    /* A feature of this tree: if it breaks, that is a FAIL. */
+    CHECK_MSG(sh(out, "'%s/incoll' mpirun --help", test_bindir()) == 0,
+              "`incoll mpirun --help` failed: %s", out);
     unsetenv("INCOLL_FABRIC");
     unsetenv("LD_PRELOAD");
     setenv("INCOLL_MPI_STATS", "1", 1);
@@ -916,9 +1032,9 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
            " test -n \"$a\" && test \"$a\" = \"$b\"",
            lib) != 0)
         return test_skip("hpcc and %s link different MPI libraries", lib);
-    if (sh(out, "'%s/incoll' mpirun --help", test_bindir()) != 0)
-        return test_skip("`incoll mpirun` is not dispatched by the CLI yet "
-                         "(tools/cmd_mpirun.c)");
+    /* A feature of this tree: if it breaks, that is a FAIL. */
+    CHECK_MSG(sh(out, "'%s/incoll' mpirun --help", test_bindir()) == 0,
+              "`incoll mpirun --help` failed: %s", out);
 
     /* hpcc reads hpccinf.txt and appends to hpccoutf.txt in its cwd. */
     snprintf(input, sizeof(input), "%s/hpccinf.txt", test_tmpdir());
@@ -952,10 +1068,11 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
         CHECK_MSG(stat_of(text, colls[i], "failed") == 0,
                   "the fabric failed during a %s: %s", colls[i], out);
 
-    /* `incoll stat` (--stat): every AN of the tree reduced hpcc's calls. */
-    for (const char *p = text; (p = strstr(p, "counters an=")); p++) {
+    /* `incoll stat` (--stat): every AN of the tree reduced hpcc's calls
+     * (its own "an=NAME ..." line; the manager's copy is left out). */
+    for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
         const char *r = strstr(p, " reductions=");
-        const char *eol = strchr(p, '\n');
+        const char *eol = strchr(p + 1, '\n');
         long n;
         CHECK_MSG(r && (!eol || r < eol), "no reductions= in %s", out);
         n = strtol(r + strlen(" reductions="), NULL, 10);

@@ -4,8 +4,12 @@
  * their groups, per-AN state, load and free resources, and each AN's
  * counters from its last heartbeat); then asks every AN of fabric.conf for
  * its counters (WIRE_STATS_REQ carrying the fabric's admin key) and prints
- * the replies, one line "an=NAME ..." per AN in conf order. The query is
- * also how `incoll fabric up` learns that the daemons are ready.
+ * the replies, one line "an=NAME ..." per AN in conf order. Each AN's
+ * counters are printed once: the manager's "counters an=NAME" record is
+ * left out for every AN that answered itself (its own reply is fresher),
+ * and kept for the others (a silent AN, or a switch that fabric.conf does
+ * not name). The query is also how `incoll fabric up` learns that the
+ * daemons are ready.
  *
  * On an emulated fabric the manager and the ANs are reached from inside
  * the fabric's namespaces (tools/emu.h).
@@ -249,6 +253,34 @@ static int mgr_query(const char *dir, int timeout_ms, char **text_p)
     return 0;
 }
 
+/*
+ * Prints the manager's view but for the "counters an=NAME ..." records of
+ * the ANs whose own reply is in replies (conf may be NULL: no fabric.conf,
+ * every record is printed).
+ */
+static void print_mgr_view(const char *text, const fabric_conf_t *conf,
+                           char *const *replies)
+{
+    static const char tag[] = "counters an=";
+
+    for (const char *line = text; *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        int dup = 0;
+
+        if (conf && strncmp(line, tag, sizeof(tag) - 1) == 0) {
+            const char *name = line + sizeof(tag) - 1;
+            size_t nlen = strcspn(name, " \n");
+            for (int i = 0; i < conf->nans && !dup; i++)
+                dup = replies[i] != NULL && strlen(conf->ans[i].name) == nlen &&
+                      strncmp(conf->ans[i].name, name, nlen) == 0;
+        }
+        if (!dup)
+            printf("%.*s\n", (int)len, line);
+        line += len + (eol != NULL);
+    }
+}
+
 static void usage(FILE *out)
 {
     fprintf(
@@ -258,12 +290,14 @@ static void usage(FILE *out)
         "When DIR/fabric.env names a manager, prints its view first, one\n"
         "record per line \"kind key=value ...\" (docs/manager.md): the\n"
         "manager, its trees, every AN with its state, groups, slots,\n"
-        "buffer, free fraction and capabilities, the AN's counters from\n"
-        "its last heartbeat (\"counters an=...\"), the jobs with their\n"
+        "buffer, free fraction and capabilities, the jobs with their\n"
         "lost ranks, every group (job, communicator, tree, ANs) and the\n"
         "group requests still waiting for members. Then the counters of\n"
         "every aggregation node of fabric.conf, asked directly, one line\n"
         "\"an=<name> key=value ...\" per node in the order of fabric.conf.\n"
+        "Each node's counters are printed once: the manager's copy from\n"
+        "the node's last heartbeat (\"counters an=...\") only for a node\n"
+        "that did not answer itself or that fabric.conf does not name.\n"
         "A node that does not answer (after --attempts requests, default\n"
         "3, each waiting --wait-ms, default 1000) prints\n"
         "\"an=<name> error=no-answer\" and the command exits 1; so does an\n"
@@ -282,7 +316,7 @@ int cmd_stat(int argc, char **argv)
     const char *dir = NULL;
     char path[PATH_MAX], err[512];
     fabric_conf_t conf;
-    char **replies;
+    char **replies, *mgr_text = NULL;
     int opt, attempts = 3, wait_ms = 1000, missing, mgr_failed = 0;
 
     optind = 1;
@@ -309,31 +343,35 @@ int cmd_stat(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (mgr_fabric_managed(dir)) {
-        char *text = NULL;
-        if (mgr_query(dir, attempts * wait_ms, &text) != 0) {
-            mgr_failed = 1;
-        } else {
-            size_t len = strlen(text);
-            printf("%s%s", text, len && text[len - 1] != '\n' ? "\n" : "");
-            free(text);
-        }
-        fflush(stdout);
-    }
+    if (mgr_fabric_managed(dir) &&
+        mgr_query(dir, attempts * wait_ms, &mgr_text) != 0)
+        mgr_failed = 1;
     snprintf(path, sizeof(path), "%s/fabric.conf", dir);
-    if (mgr_fabric_managed(dir) && access(path, F_OK) != 0)
-        return mgr_failed; /* a topology without fabric.conf */
+    if (mgr_text && access(path, F_OK) != 0) {
+        /* A topology without fabric.conf: the manager's view is all. */
+        print_mgr_view(mgr_text, NULL, NULL);
+        free(mgr_text);
+        return mgr_failed;
+    }
+    if (mgr_failed && access(path, F_OK) != 0)
+        return 1;
     if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll stat: %s\n", err);
+        free(mgr_text);
         return 1;
     }
     replies = calloc((size_t)conf.nans, sizeof(*replies));
     if (replies == NULL) {
         fprintf(stderr, "incoll stat: out of memory\n");
         fabric_conf_free(&conf);
+        free(mgr_text);
         return 1;
     }
     missing = cli_stat_query(&conf, attempts, wait_ms, replies);
+    if (mgr_text) {
+        print_mgr_view(mgr_text, &conf, replies);
+        free(mgr_text);
+    }
     for (int i = 0; i < conf.nans; i++) {
         if (replies[i])
             printf("%s\n", replies[i]);

@@ -146,6 +146,66 @@ static void load_mgr_env(const char *dir)
     fclose(f);
 }
 
+/* Writes NAME=VALUE, VALUE single-quoted for sh unless it needs no quotes
+ * (mgr_fabric_env() reads both forms). */
+static void put_var(FILE *f, const char *name, const char *value)
+{
+    static const char plain[] = "abcdefghijklmnopqrstuvwxyz"
+                                "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                "_./:,@%+=-";
+
+    if (value[strspn(value, plain)] == '\0') {
+        fprintf(f, "%s=%s\n", name, value);
+        return;
+    }
+    fprintf(f, "%s='", name);
+    for (const char *c = value; *c; c++) {
+        if (*c == '\'')
+            fputs("'\\''", f);
+        else
+            fputc(*c, f);
+    }
+    fputs("'\n", f);
+}
+
+/*
+ * Writes DIR/fabric.env (path): the manager, the secret, and the
+ * topology's hosts in file order as INCOLL_HOSTS, all exported, so that
+ * after `. DIR/fabric.env` whatever the shell starts has them (`mpirun -x
+ * NAME` passes only variables of its environment). INCOLL_HOSTS is what a
+ * rank started by hand needs to name its host: on 127.0.0.1 the manager
+ * cannot tell hosts apart by address, and rank r takes host r (modulo
+ * their number; src/host/comm.c), as under `incoll mpirun`.
+ */
+static int write_env(const char *path, const char *dir, const char *addr,
+                     const char *secret, const topo_t *topo)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int ret;
+
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "# incoll fabric in %s, written by `incoll fabric up`;\n"
+            "# `. %s` to use it without `incoll run`\n",
+            dir, path);
+    put_var(f, "INCOLL_MGR", addr);
+    put_var(f, "INCOLL_SECRET_FILE", secret);
+    fputs("INCOLL_HOSTS=", f);
+    for (int h = 0; h < topo->nhosts; h++)
+        fprintf(f, "%s%s", h ? "," : "", topo->hosts[h].name);
+    fputs("\nexport INCOLL_MGR INCOLL_SECRET_FILE INCOLL_HOSTS\n", f);
+    if (fclose(f) != 0) {
+        free(text);
+        return -1;
+    }
+    ret = write_text(path, text, 0644);
+    free(text);
+    return ret;
+}
+
 static void print_log_tail(const char *path)
 {
     char line[1024], last[1024] = "";
@@ -165,7 +225,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
 {
     char topo_path[PATH_MAX + 32], secret[PATH_MAX + 32], port_path[PATH_MAX + 32];
     char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
-    char env_path[PATH_MAX + 32], addr[64] = "", err[512], text[4 * PATH_MAX];
+    char env_path[PATH_MAX + 32], addr[64] = "", err[512];
     topo_t topo;
     fabric_conf_t conf;
     pid_t mgr_pid;
@@ -315,12 +375,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         }
         goto out;
     }
-    snprintf(text, sizeof(text),
-             "# incoll fabric in %s, written by `incoll fabric up`;\n"
-             "# `. %s` to use it without `incoll run`\n"
-             "INCOLL_MGR=%s\nINCOLL_SECRET_FILE=%s\n",
-             p->dir, env_path, addr, secret);
-    if (write_text(env_path, text, 0644) != 0) {
+    if (write_env(env_path, p->dir, addr, secret, &topo) != 0) {
         fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", env_path,
                 strerror(errno));
         goto out;
@@ -358,12 +413,36 @@ int mgr_fabric_managed(const char *dir)
     return access(path, R_OK) == 0;
 }
 
+/* Copies a value as put_var() writes it (plain or single-quoted) into buf;
+ * -1 if it does not fit. */
+static int unquote(const char *v, char *buf, size_t len)
+{
+    size_t n = 0;
+    int quoted = 0;
+
+    for (; *v; v++) {
+        if (*v == '\'') {
+            quoted = !quoted;
+            continue;
+        }
+        if (*v == '\\' && !quoted && v[1])
+            v++;
+        if (n + 1 >= len)
+            return -1;
+        buf[n++] = *v;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
 int mgr_fabric_env(const char *dir, char *addr, size_t addrlen, char *secret,
                    size_t secretlen, char *err, size_t errlen)
 {
-    char path[PATH_MAX + 32], line[PATH_MAX + 64];
+    char path[PATH_MAX + 32], *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
     FILE *f;
-    int lineno = 0;
+    int lineno = 0, ret = -1;
 
     snprintf(path, sizeof(path), "%s/fabric.env", dir);
     f = fopen(path, "r");
@@ -372,30 +451,39 @@ int mgr_fabric_env(const char *dir, char *addr, size_t addrlen, char *secret,
         return -1;
     }
     addr[0] = secret[0] = '\0';
-    while (fgets(line, sizeof(line), f)) {
-        char *nl = strchr(line, '\n');
+    while ((n = getline(&line, &cap, f)) >= 0) {
+        int bad = 0;
         lineno++;
-        if (nl)
-            *nl = '\0';
+        if (n > 0 && line[n - 1] == '\n')
+            line[n - 1] = '\0';
         if (strncmp(line, "INCOLL_MGR=", 11) == 0)
-            snprintf(addr, addrlen, "%s", line + 11);
+            bad = unquote(line + 11, addr, addrlen);
         else if (strncmp(line, "INCOLL_SECRET_FILE=", 19) == 0)
-            snprintf(secret, secretlen, "%s", line + 19);
-        else if (line[0] != '#' && line[0] != '\0') {
-            snprintf(err, errlen, "%s:%d: not INCOLL_MGR= or "
-                                  "INCOLL_SECRET_FILE=",
+            bad = unquote(line + 19, secret, secretlen);
+        else if (strncmp(line, "INCOLL_HOSTS=", 13) == 0 ||
+                 strncmp(line, "export ", 7) == 0 || line[0] == '#' ||
+                 line[0] == '\0')
+            continue; /* the tools take the hosts from DIR/topology */
+        else
+            bad = 1;
+        if (bad) {
+            snprintf(err, errlen,
+                     "%s:%d: not INCOLL_MGR=, INCOLL_SECRET_FILE=, "
+                     "INCOLL_HOSTS= or export, or too long",
                      path, lineno);
-            fclose(f);
-            return -1;
+            goto out;
         }
     }
-    fclose(f);
     if (addr[0] == '\0' || secret[0] == '\0') {
         snprintf(err, errlen, "%s:0: needs INCOLL_MGR= and INCOLL_SECRET_FILE=",
                  path);
-        return -1;
+        goto out;
     }
-    return 0;
+    ret = 0;
+out:
+    free(line);
+    fclose(f);
+    return ret;
 }
 
 int mgr_fabric_host_names(const char *dir, char ***names_p, char *err,

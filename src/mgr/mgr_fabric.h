@@ -6,7 +6,8 @@
  *
  *   DIR/topology     the topology in use (docs/topology.md)
  *   DIR/secret       the fabric secret, mode 0600
- *   DIR/fabric.env   INCOLL_MGR=host:port and INCOLL_SECRET_FILE=path,
+ *   DIR/fabric.env   INCOLL_MGR=host:port, INCOLL_SECRET_FILE=path and
+ *                    INCOLL_HOSTS (the topology's hosts in order), exported,
  *                    for `. DIR/fabric.env` and for `incoll run`
  *   DIR/mgr.pid, DIR/mgr.log, DIR/mgr.port, DIR/<switch>.pid,
  *   DIR/<switch>.log

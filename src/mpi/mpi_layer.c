@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 /* Group management may not be in the libincoll this was linked with yet:
  * without it, sub-communicators that are not congruent with the world are
@@ -729,6 +730,38 @@ static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 /* ------------------------------------------------------------------ */
 /* Bootstrap                                                           */
 
+/* How to get offload when the world is not offloaded: set with L.why_off
+ * where a better hint than the generic one is known. */
+static char off_fix[384];
+
+/*
+ * Says once, at warn level (rank 0 calls it), that a fabric is configured
+ * but MPI_COMM_WORLD is not offloaded, so MPI's own collectives run: the
+ * reason and how to fix it. A fix-less call gives the generic hint.
+ */
+static void warn_world_off(const char *why)
+{
+    static int warned;
+    const char *hosts = getenv("INCOLL_HOSTS"), *host = getenv("INCOLL_HOST");
+    const char *mgr = getenv("INCOLL_MGR");
+
+    if (warned)
+        return;
+    warned = 1;
+    if (off_fix[0] == '\0' && mgr && *mgr && (!hosts || !*hosts) &&
+        (!host || !*host))
+        snprintf(off_fix, sizeof(off_fix),
+                 "each rank must name its host of the manager's topology: "
+                 "`. DIR/fabric.env` (it sets INCOLL_HOSTS) and pass "
+                 "-x INCOLL_HOSTS to mpirun, or use `incoll mpirun`");
+    incoll_warn("mpi: a fabric is configured but MPI_COMM_WORLD is not "
+                "offloaded, MPI's own collectives run: %s; to fix: %s",
+                why,
+                off_fix[0] ? off_fix
+                           : "see docs/mpi.md (INCOLL_MPI_VERBOSE=1 and "
+                             "INCOLL_LOG_LEVEL=info say more)");
+}
+
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
@@ -753,7 +786,10 @@ static void incoll_up(int local_rank, int local_size)
                  "unset): MPI collectives run unchanged");
         return;
     }
-    if (fab && *fab) {
+    /* With a manager, libincoll takes the world group from it (ctx.c:
+     * INCOLL_MGR before INCOLL_FABRIC), for any number of ranks: the
+     * host count of fabric.conf does not matter then. */
+    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
         char path[PATH_MAX + 16], err[256];
         fabric_conf_t conf;
         snprintf(path, sizeof(path), "%s/fabric.conf", fab);
@@ -767,6 +803,19 @@ static void incoll_up(int local_rank, int local_size)
                      "the fabric in %s has %d hosts but MPI_COMM_WORLD has %d "
                      "ranks",
                      fab, conf.nhosts, L.size);
+            snprintf(path, sizeof(path), "%s/fabric.env", fab);
+            if (access(path, R_OK) == 0)
+                snprintf(off_fix, sizeof(off_fix),
+                         "run %d ranks, or give the ranks the fabric's "
+                         "manager (`. %s/fabric.env`, then mpirun -x "
+                         "INCOLL_MGR -x INCOLL_SECRET_FILE -x INCOLL_HOSTS), "
+                         "or use `incoll mpirun`",
+                         conf.nhosts, fab);
+            else
+                snprintf(off_fix, sizeof(off_fix),
+                         "run %d ranks, or bring up a fabric of %d hosts "
+                         "(`incoll fabric up --hosts %d`)",
+                         conf.nhosts, L.size, L.size);
             fabric_conf_free(&conf);
             return;
         }
@@ -801,6 +850,13 @@ static void incoll_up(int local_rank, int local_size)
         return;
     }
     L.active = 1;
+}
+
+/* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
+static int fabric_set(void)
+{
+    const char *fab = getenv("INCOLL_FABRIC"), *mgr = getenv("INCOLL_MGR");
+    return (fab && *fab) || (mgr && *mgr);
 }
 
 void mpi_layer_bootstrap(int from_init)
@@ -863,6 +919,8 @@ void mpi_layer_bootstrap(int from_init)
                     getenv("INCOLL_FABRIC") ? getenv("INCOLL_FABRIC")
                                             : getenv("INCOLL_MGR"),
                     L.size, L.cfg.job, from_init ? "" : " (late start)");
+        else if (fabric_set() && L.cfg.enable)
+            warn_world_off(L.why_off);
         else if (L.cfg.verbose)
             log_emit(LOG_LEVEL_INFO, "mpi: offload off: %s", L.why_off);
         else
@@ -1069,6 +1127,8 @@ out:
         /* Out of memory here only costs the attribute lookup per call. */
         (void)table_put(st->key, st);
     }
+    if (st->rank == 0 && !st->offloaded && L.active && cmp == MPI_IDENT)
+        warn_world_off(st->why);
     if (st->rank == 0) {
         comm_label(comm, st->seq, label, sizeof(label));
         verbose("mpi: communicator '%s' (%s, %d ranks): %s%s", label, how,

@@ -1,0 +1,221 @@
+/*
+ * The build tree and an installed tree work as a user uses them: the
+ * program of tests/user/app.c, which includes <incoll.h> alone, is built
+ *   - with the README's `cc` line against build/lib, that is the shared
+ *     libincoll found through the libincoll.so -> libincoll.so.0 ->
+ *     libincoll.so.X.Y.Z links and the rpath (not the archive), and
+ *   - with pkg-config against a tree made by `make install PREFIX=...`,
+ * and each build runs under `incoll run` on a loopback fabric: every rank
+ * gets the exact sums, the world runs in the network, and the ANs count
+ * the reductions.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PATH_MAX */
+#endif
+#include "test.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs a shell command in the source tree with its output (stdout and
+ * stderr) in out. Returns the exit status, or -1 if it could not run. */
+static int sh(const char *out, const char *fmt, ...)
+{
+    char cmd[8192];
+    int n, rc;
+    va_list ap;
+
+    n = snprintf(cmd, sizeof(cmd), "cd '%s' && { ", test_srcdir());
+    va_start(ap, fmt);
+    n += vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 32)
+        return -1;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "; } >'%s' 2>&1 </dev/null",
+             out);
+    rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long len;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
+        if (f)
+            fclose(f);
+        return calloc(1, 1);
+    }
+    rewind(f);
+    buf = calloc(1, (size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
+        buf[0] = '\0';
+    fclose(f);
+    return buf ? buf : calloc(1, 1);
+}
+
+/* Fails the test, showing the command's output file. */
+#define CHECK_OUT(cond, out)                                                   \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            char *t_ = slurp(out);                                             \
+            fprintf(stderr, "    %s:%d: check failed: %s; %s:\n%.3000s\n",     \
+                    __FILE__, __LINE__, #cond, out, t_);                       \
+            free(t_);                                                          \
+            return TEST_FAILED;                                                \
+        }                                                                      \
+    } while (0)
+
+/* The README's line with the words "app.c" and "app" (after -o) replaced
+ * by src and exe. */
+static int readme_cc_line(const char *src, const char *exe, char *buf,
+                          size_t len)
+{
+    char line[1024], *save = NULL, *w;
+    size_t off = 0;
+    int after_o = 0;
+
+    if (test_doc_line("README.md", "cc -Iinclude ", line, sizeof(line)) != 0)
+        return -1;
+    buf[0] = '\0';
+    for (w = strtok_r(line, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        const char *word = w;
+        if (strcmp(w, "app.c") == 0)
+            word = src;
+        else if (after_o && strcmp(w, "app") == 0)
+            word = exe;
+        after_o = strcmp(w, "-o") == 0;
+        off += (size_t)snprintf(buf + off, off < len ? len - off : 0, "%s%s",
+                                off ? " " : "", word);
+    }
+    return off < len && strstr(buf, src) && strstr(buf, exe) ? 0 : -1;
+}
+
+/* Sum of reductions= over the "an=" lines of `incoll stat`; -1 on error. */
+static long reductions(const char *fab, const char *out)
+{
+    char *text;
+    long total = 0;
+
+    if (sh(out, "build/bin/incoll stat --fabric '%s'", fab) != 0)
+        return -1;
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
+        const char *r = strstr(p, " reductions=");
+        if (r)
+            total += strtol(r + strlen(" reductions="), NULL, 10);
+    }
+    free(text);
+    return total;
+}
+
+/* Runs exe on 4 ranks of fab; checks its verdict and that the ANs
+ * reduced more than before. */
+static int run_app(const char *fab, const char *exe, const char *out)
+{
+    long before = reductions(fab, out), after;
+    char *text;
+    int rc;
+
+    CHECK_OUT(before >= 0, out);
+    rc = sh(out,
+            "timeout -k 5 60 build/bin/incoll run -n 4 --fabric '%s' -- "
+            "'%s'",
+            fab, exe);
+    text = slurp(out);
+    if (rc != 0 || strstr(text, "app: ok 4 ranks, offloaded") == NULL) {
+        fprintf(stderr, "    %s exited %d:\n%.3000s\n", exe, rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    free(text);
+    after = reductions(fab, out);
+    CHECK_OUT(after > before, out);
+    return TEST_PASSED;
+}
+
+static int build_tree_body(const char *fab)
+{
+    char out[PATH_MAX + 32], exe[PATH_MAX + 32], cmd[2048];
+    char inst[PATH_MAX], link[PATH_MAX], path[2 * PATH_MAX + 16];
+    struct stat sb;
+    ssize_t n;
+
+    snprintf(out, sizeof(out), "%s/cmd.out", test_tmpdir());
+    snprintf(exe, sizeof(exe), "%s/app", test_tmpdir());
+
+    /* 1. The build tree, with the README's line. */
+    CHECK_MSG(readme_cc_line("tests/user/app.c", exe, cmd, sizeof(cmd)) == 0,
+              "README.md has no line `cc -Iinclude app.c -o app ...`");
+    CHECK_MSG(strstr(cmd, "-lincoll") && strstr(cmd, "-Lbuild/lib"),
+              "the README's line does not link -lincoll from build/lib: %s",
+              cmd);
+    CHECK_OUT(sh(out, "%s", cmd) == 0, out);
+    /* Linked against the shared library by its soname, found in build/lib
+     * at run time. */
+    CHECK_OUT(sh(out,
+                 "readelf -d '%s' | grep -q 'NEEDED.*\\[libincoll.so.0\\]' "
+                 "&& ldd '%s' | grep -q \"libincoll.so.0 => $(pwd -P)/"
+                 "build/lib/libincoll.so.0\"",
+                 exe, exe) == 0,
+              out);
+    CHECK(run_app(fab, exe, out) == TEST_PASSED);
+
+    /* 2. An installed tree: the same links, found through pkg-config. */
+    snprintf(inst, sizeof(inst), "%s/prefix", test_tmpdir());
+    CHECK_OUT(sh(out,
+                 "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
+                 "PREFIX='%s'",
+                 inst) == 0,
+              out);
+    snprintf(path, sizeof(path), "%s/lib/libincoll.so", inst);
+    n = readlink(path, link, sizeof(link) - 1);
+    CHECK_MSG(n > 0, "%s is not a link", path);
+    link[n] = '\0';
+    CHECK_MSG(strcmp(link, "libincoll.so.0") == 0, "%s -> %s", path, link);
+    snprintf(path, sizeof(path), "%s/lib/libincoll.so.0", inst);
+    n = readlink(path, link, sizeof(link) - 1);
+    CHECK_MSG(n > 0, "%s is not a link", path);
+    link[n] = '\0';
+    CHECK_MSG(strncmp(link, "libincoll.so.0.", 15) == 0, "%s -> %s", path,
+              link);
+    snprintf(path, sizeof(path), "%s/lib/%s", inst, link);
+    CHECK_MSG(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "%s is not a file",
+              path);
+    snprintf(exe, sizeof(exe), "%s/app-installed", test_tmpdir());
+    CHECK_OUT(sh(out,
+                 "export PKG_CONFIG_PATH='%s/lib/pkgconfig'; "
+                 "cc tests/user/app.c -o '%s' $(pkg-config --cflags --libs "
+                 "incoll) -Wl,-rpath,'%s/lib' && "
+                 "ldd '%s' | grep -q 'libincoll.so.0 => %s/lib/libincoll.so.0'",
+                 inst, exe, inst, exe, inst) == 0,
+              out);
+    return run_app(fab, exe, out);
+}
+
+TEST(build_tree_shared_lib, TEST_INTEG)
+{
+    char fab[PATH_MAX], out[PATH_MAX + 32];
+    int ret;
+
+    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s (README.md)",
+              test_bindir());
+    snprintf(fab, sizeof(fab), "%s/fab", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/fabric.out", test_tmpdir());
+    CHECK_OUT(sh(out,
+                 "build/bin/incoll fabric up --hosts 4 --radix 2 --dir '%s'",
+                 fab) == 0,
+              out);
+    ret = build_tree_body(fab);
+    if (sh(out, "build/bin/incoll fabric down --dir '%s'", fab) != 0) {
+        fprintf(stderr, "    fabric down --dir %s failed\n", fab);
+        ret = TEST_FAILED;
+    }
+    return ret;
+}

@@ -1,0 +1,191 @@
+/*
+ * How libincoll_mpi decides whether MPI_COMM_WORLD is offloaded, as a user
+ * meets it (docs/mpi.md, "Bootstrap"):
+ *   - with a manager the world group comes from it for any number of
+ *     ranks: `incoll mpirun -n 4 --fabric DIR` on a 16-host fabric
+ *     offloads, fabric.conf's host count notwithstanding;
+ *   - with fabric.conf alone and another number of ranks nothing can be
+ *     offloaded, and rank 0 says so once at the default log level, with
+ *     the reason and the fix.
+ * Open MPI jobs of tests/mpi/colls on loopback; skipped, saying why, when
+ * Open MPI or the layer is missing.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* PATH_MAX, setenv */
+#endif
+#include "test.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Runs a shell command with its output (stdout and stderr) in out.
+ * Returns the exit status, or -1 if it could not run. */
+static int sh(const char *out, const char *fmt, ...)
+{
+    char cmd[4096];
+    int n, rc;
+    va_list ap;
+
+    va_start(ap, fmt);
+    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
+        return -1;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
+    rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long len;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
+        if (f)
+            fclose(f);
+        return calloc(1, 1);
+    }
+    rewind(f);
+    buf = calloc(1, (size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
+        buf[0] = '\0';
+    fclose(f);
+    return buf ? buf : calloc(1, 1);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p += strlen(needle))
+        n++;
+    return n;
+}
+
+/* Value of "allreduce offloaded=N" on the layer's stats line; -1 if
+ * absent. */
+static long allreduces_offloaded(const char *text)
+{
+    const char *p = strstr(text, "mpi: stats rank 0: allreduce offloaded=");
+    if (p == NULL)
+        return -1;
+    return strtol(p + strlen("mpi: stats rank 0: allreduce offloaded="), NULL,
+                  10);
+}
+
+/* NULL when Open MPI, the layer and colls are there; else why not. */
+static const char *ready(char *colls, size_t len)
+{
+    static char why[PATH_MAX + 64];
+    const char *env = getenv("INCOLL_TEST_PROGDIR");
+    char lib[PATH_MAX + 32];
+
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        return "mpirun is not installed";
+    snprintf(lib, sizeof(lib), "%s/../lib/libincoll_mpi.so", test_bindir());
+    snprintf(colls, len, "%s/mpi/colls", env ? env : "build/tests");
+    if (access(lib, F_OK) != 0 || access(colls, X_OK) != 0) {
+        snprintf(why, sizeof(why), "%s or %s is not built (no mpicc?)", lib,
+                 colls);
+        return why;
+    }
+    return NULL;
+}
+
+static void job_env(void)
+{
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_SECRET_FILE");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("INCOLL_HOST");
+    unsetenv("INCOLL_LOG_LEVEL");
+    unsetenv("INCOLL_MPI_VERBOSE");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+}
+
+/* `incoll mpirun -n 4 --fabric DIR` on a fabric of 16 hosts with a
+ * manager: the world of 4 ranks is offloaded on the manager's group. */
+TEST(mpi_setup_mgr_over_host_count, TEST_INTEG)
+{
+    char colls[PATH_MAX], fab[PATH_MAX], out[PATH_MAX + 16];
+    const char *why = ready(colls, sizeof(colls));
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    job_env();
+    snprintf(fab, sizeof(fab), "%s/fab16", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/job.out", test_tmpdir());
+    CHECK_MSG(sh(out, "'%s/incoll' fabric up --hosts 16 --radix 4 --dir '%s'",
+                 test_bindir(), fab) == 0,
+              "fabric up failed: %s", out);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun -n 4 --fabric '%s' --stat "
+            "-- '%s' --quick",
+            test_bindir(), fab, colls);
+    text = slurp(out);
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(strstr(text, ": warn: ") == NULL, "a warning: %.3000s", text);
+    CHECK_MSG(allreduces_offloaded(text) > 0, "nothing offloaded: %.3000s",
+              text);
+    /* The four ranks are h0..h3, under the first leaf: it reduced. */
+    CHECK_MSG(strstr(text, "\nan=l0 ") && !strstr(text, "\nan=l0 error") &&
+                  !strstr(text, "\nan=l0 packets_in=0 "),
+              "%.3000s", text);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* fabric.conf alone (no manager) with 4 hosts, and 3 ranks: nothing is
+ * offloaded, every answer is still right, and rank 0 warns once (at the
+ * default log level) with the reason and the fix. */
+TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
+{
+    char colls[PATH_MAX], fab[PATH_MAX], out[PATH_MAX + 16];
+    char lib[PATH_MAX + 32];
+    const char *why = ready(colls, sizeof(colls));
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    job_env();
+    snprintf(lib, sizeof(lib), "%s/../lib/libincoll_mpi.so", test_bindir());
+    snprintf(fab, sizeof(fab), "%s/fab4", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/job.out", test_tmpdir());
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up --no-mgr --hosts 4 --radix 2 "
+                 "--dir '%s'",
+                 test_bindir(), fab) == 0,
+              "fabric up failed: %s", out);
+    setenv("INCOLL_FABRIC", fab, 1);
+    rc = sh(out,
+            "timeout -k 5 120 mpirun -n 3 --oversubscribe --bind-to none "
+            "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
+            "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
+            "-x INCOLL_MPI_STATS '%s' --quick",
+            lib, colls);
+    text = slurp(out);
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(count_of(text, ": warn: ") == 1 &&
+                  count_of(text, "MPI_COMM_WORLD is not offloaded") == 1 &&
+                  strstr(text, "has 4 hosts but MPI_COMM_WORLD has 3 ranks") &&
+                  strstr(text, "to fix: run 4 ranks"),
+              "want one warning with reason and fix: %.3000s", text);
+    CHECK_MSG(allreduces_offloaded(text) == 0, "%.3000s", text);
+    free(text);
+    return TEST_PASSED;
+}
