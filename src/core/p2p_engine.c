@@ -1009,17 +1009,25 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
 /* ---- time ---- */
 
 /*
- * 1 when all this rank still has to do in the operation is to hear the
- * ack of its current send: its receives are complete and no later step
- * has anything to do. If the peer then stays silent through all retries,
- * it most likely received everything and left (its DONE acks were lost):
- * the result here is complete and correct either way, and a peer that did
+ * 1 when the current step lacks only the ack of its send and the peer's
+ * silence through all retries says it left the operation with our block:
+ *  - the step also received the whole block of the same peer (an
+ *    exchange, as in recursive doubling): the peer reached this step, and
+ *    it cannot leave the operation without our block of it, so a peer
+ *    that no longer answers has it (its acks were lost and it went on, to
+ *    a later step with another rank or out of the library, say into the
+ *    MPI library's own collective) or is dead;
+ *  - or no later step has anything to do: the peer most likely received
+ *    everything and left (its DONE acks were lost).
+ * The result here is complete and correct either way, and a peer that did
  * lack data keeps waiting and fails loudly itself, never silently wrong.
  */
 static int only_ack_missing(const p2p_engine_t *eng)
 {
     if (eng->rslot != NULL && eng->rslot->nrecv < eng->rslot->npkts)
         return 0;
+    if (eng->rslot != NULL && eng->rslot->peer == eng->send_peer)
+        return 1;
     for (int j = eng->idx + 1; j < eng->nsteps; j++)
         if (eng->steps[j].send_peer >= 0 || eng->steps[j].recv_peer >= 0)
             return 0;
