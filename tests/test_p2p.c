@@ -77,6 +77,7 @@ typedef struct {
     incoll_status_t result[SIM_MAX_OPS];
     int dirty;           /* got packets in this batch */
     int never_start;     /* a dead process */
+    int stop_after;      /* finalizes after this many ops (0: all) */
     uint64_t linger_next; /* LINGER: next call of p2p_engine_linger */
     uint64_t link_free;  /* its slow link is busy sending until then */
 } sim_rank_t;
@@ -377,7 +378,8 @@ static void op_ended(sim_t *s, sim_rank_t *rk, incoll_status_t st)
         s->bad = 1;
     rk->done_ns = s->now;
     rk->opi++;
-    if (st != INCOLL_OK || rk->opi == s->nops) {
+    if (st != INCOLL_OK || rk->opi == s->nops ||
+        (rk->stop_after && rk->opi == rk->stop_after)) {
         rk->state = R_LINGER;
         rk->linger_next = s->now;
     } else {
@@ -756,6 +758,48 @@ TEST(p2p_allreduce_skew, TEST_UNIT)
         CHECK_MSG(run_ops(&cfg, n, ops, 6, 600ull * 1000000000, NULL),
                   "size %d", n);
     }
+    return TEST_PASSED;
+}
+
+/* Ranks that finalize while one rank still waits in a host-based call
+ * (it called one collective more) must leave, and that rank must get an
+ * error in bounded time: the lingering engines answered its probes with
+ * BEHIND, which kept it waiting and them lingering for as long as it
+ * asked. With loss, so the lingerers also have final acks to repeat. */
+TEST(p2p_finalize_while_peer_waits, TEST_UNIT)
+{
+    for (int k = 0; k < 3; k++)
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            sim_cfg_t cfg;
+            sim_op_t ops[2] = {{kinds[k], 600, INCOLL_UINT64, INCOLL_OP_SUM},
+                               {kinds[k], 600, INCOLL_UINT64, INCOLL_OP_SUM}};
+            sim_t *s;
+            uint64_t after = 0;
+
+            sim_cfg_default(&cfg);
+            cfg.seed = seed;
+            cfg.drop = seed == 2 ? 0.05 : 0;
+            cfg.payload = 512;
+            s = sim_create(&cfg, 4, ops, 2);
+            CHECK(s != NULL);
+            for (int i = 1; i < 4; i++)
+                s->r[i].stop_after = 1;
+            CHECK_MSG(sim_run(s, 120ull * 1000000000) == 0,
+                      "%s seed %llu: hang at %.3f s", algo_name(kinds[k]),
+                      (unsigned long long)seed, s->now / 1e9);
+            /* Every rank got the first result; the extra call failed. */
+            for (int i = 0; i < 4; i++)
+                CHECK_EQ_INT(s->r[i].result[0], INCOLL_OK);
+            CHECK_EQ_INT(s->r[0].result[1], INCOLL_ERR_TIMEOUT);
+            CHECK(!s->bad);
+            /* Within its progress timeout and a linger, not much later. */
+            CHECK_MSG(s->r[0].done_ns < 2 * cfg.progress_timeout_ns,
+                      "failed only at %.3f s", s->r[0].done_ns / 1e9);
+            for (int i = 1; i < 4; i++)
+                after += p2p_engine_counters(s->r[i].eng)->after_finalize;
+            CHECK(after > 0);
+            sim_destroy(s);
+        }
     return TEST_PASSED;
 }
 

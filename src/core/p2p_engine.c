@@ -975,6 +975,37 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
     fill_window(eng, now);
 }
 
+/*
+ * A packet for an engine that lingers at finalize: it will never run
+ * another operation. Only what it already holds is answered: data of a
+ * block it consumed gets its DONE ack again (the peer then completes), and
+ * that keeps the lingering going. Anything about a later operation (data
+ * of a block not started, a probe for a block it will never send) gets no
+ * answer at all, neither stored nor BEHIND: a BEHIND would tell the peer
+ * to keep waiting, and its asking again would keep us lingering, so both
+ * would stay as long as the peer asks. Silent, the peer fails with a
+ * timeout naming this rank within its own limits, and we leave once it
+ * stops asking for what we hold.
+ */
+static void on_finalized(p2p_engine_t *eng, const wire_hdr_t *h,
+                         const uint8_t *payload, uint64_t now)
+{
+    int peer = h->child;
+
+    if (h->type == WIRE_P2P_DATA &&
+        (int32_t)(h->epoch - (uint32_t)eng->rx_next[peer]) < 0) {
+        eng->last_rx_ns = now;
+        on_data(eng, h, payload, now);
+        return;
+    }
+    if (h->type == WIRE_P2P_DATA || (h->flags & WIRE_F_P2P_PROBE)) {
+        eng->ctr.after_finalize++;
+        incoll_debug("p2p: group %u: rank %d asks for block %u of an operation "
+                     "this rank never runs (it is finalizing): no answer",
+                     eng->p.group, peer, h->epoch);
+    }
+}
+
 void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
                           size_t len, uint64_t now_ns)
 {
@@ -994,6 +1025,10 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
     if (!wire_mac_check(&eng->p.key, buf, len)) {
         eng->ctr.dropped++;
         eng->ctr.bad_mac++;
+        return;
+    }
+    if (eng->linger_start_ns != 0 && !eng->running) {
+        on_finalized(eng, &h, payload, now_ns);
         return;
     }
     /* Lingering lasts while peers still ask for something (data or a

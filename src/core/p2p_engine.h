@@ -103,6 +103,8 @@ typedef struct {
     uint64_t bad_mac;           /* packets whose mac failed (also dropped) */
     uint64_t timeouts;
     uint64_t assumed_acked;     /* last block never acked: peer gone, done */
+    uint64_t after_finalize;    /* data or probes of a later operation
+                                 * while lingering: left unanswered */
 } p2p_engine_counters_t;
 
 /* Fills the timing fields of params with defaults. */
@@ -152,7 +154,10 @@ incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
  * DONE acks of the last block received from each peer a few times, spaced
  * out, and lasts until rto_max (the longest a retrying peer waits between
  * retransmissions) passed without data or a probe from a peer. Returns 0
- * at once when no operation completed.
+ * at once when no operation completed. A lingering engine answers only
+ * about blocks it already received (DONE again); a peer that waits in an
+ * operation this rank never calls gets no answer (no BEHIND) and fails
+ * with a timeout within its own limits, instead of both staying alive.
  */
 uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns);
 
