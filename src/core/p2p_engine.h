@@ -130,6 +130,20 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
                                      incoll_dtype_t dtype, incoll_op_t op,
                                      uint64_t now_ns);
 
+/*
+ * Starts collective algorithm id (core/algo.h: algo_coll_schedule) with
+ * root, count elements per block and segment seg over the working buffer
+ * work, laid out as algo.h says for the collective (algo_coll_work_count()
+ * elements); op matters only for the reductions (any valid op for the
+ * others). Same returns as p2p_engine_allreduce(). Collectives and
+ * allreduces share the per-pair transfer numbering, so every rank must run
+ * the same sequence of operations on the engine.
+ */
+incoll_status_t p2p_engine_coll(p2p_engine_t *eng, algo_calgo_t id, int root,
+                                void *work, size_t count, size_t seg,
+                                incoll_dtype_t dtype, incoll_op_t op,
+                                uint64_t now_ns);
+
 /* Feeds one received datagram (from src). Call it whether or not an
  * operation is running: peers ahead or behind need answers. */
 void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
