@@ -7,6 +7,11 @@
  * hosts: the schedules of core/algo.h on the point-to-point engine
  * (src/host/fallback.c), laid out in a working buffer as algo.h says.
  *
+ * Where the group has no native form of a collective but runs allreduces,
+ * the collective runs as an allreduce in the network (emu_run): what the
+ * MPI layer did before, now inside the library so that every caller gets
+ * it, with the allreduce's recovery.
+ *
  * Failures: before an operation, a group the manager said failed is
  * recovered as before an allreduce (host_comm_recover), so members behind
  * in an allreduce get what they lack. An in-network operation that fails
@@ -24,6 +29,7 @@
 
 #include "common/log.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
@@ -69,6 +75,116 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
     default:
         return host_inc_reduce_scatter(comm, a->sendbuf, a->recvbuf, a->count,
                                        a->dtype, a->op);
+    }
+}
+
+/* ---- in the network, over the allreduce ---- */
+
+/* Gathers and scatters ride on an allreduce only up to this many bytes in
+ * all (each rank sends and receives all of them). */
+#define EMU_MAX_BYTES (1u << 20)
+
+/* The buffers of the allreduce-based forms: apart from comm->scratch,
+ * which incoll_allreduce may use itself for staging. */
+static void *emu_buf;
+static size_t emu_len;
+
+static void *emu_get(size_t len, int zero)
+{
+    if (emu_len < len) {
+        void *p = realloc(emu_buf, len);
+        if (p == NULL)
+            return NULL;
+        emu_buf = p;
+        emu_len = len;
+    }
+    if (zero)
+        memset(emu_buf, 0, len);
+    return emu_buf;
+}
+
+/* A bitwise OR of bytes: the widest unsigned type that divides them. */
+static incoll_status_t bor(incoll_comm_h comm, const void *in, void *out,
+                           size_t bytes)
+{
+    size_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+    incoll_dtype_t dt = w == 8   ? INCOLL_UINT64
+                        : w == 4 ? INCOLL_UINT32
+                        : w == 2 ? INCOLL_UINT16
+                                 : INCOLL_UINT8;
+    return incoll_allreduce(comm, in, out, bytes / w, dt, INCOLL_OP_BOR);
+}
+
+/*
+ * When the group has no native form of the collective but runs
+ * allreduces: the collective as an allreduce in the network, with its
+ * recovery (src/host/allreduce.c). A broadcast is a bitwise OR in which
+ * only the root gives non-zero bytes (x | 0 == x), a gather an OR of
+ * blocks each rank puts at its place in zeros, a reduce and a
+ * reduce_scatter an allreduce whose result each rank keeps what it needs
+ * of, a barrier an allreduce of one byte (nobody gets it before everyone
+ * gave theirs). Returns INCOLL_ERR_UNSUPPORTED when the form does not fit
+ * (a gather larger than EMU_MAX_BYTES): the hosts' algorithms then.
+ */
+static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
+{
+    int rank = comm->rank, size = comm->size, root = a->root;
+    int red = reduces(a->coll);
+    size_t blk = a->count * (red ? incoll_dtype_size(a->dtype) : 1);
+    size_t all = (size_t)size * blk;
+    uint8_t *e;
+    incoll_status_t status;
+
+    switch (a->coll) {
+    case ALGO_COLL_BARRIER: {
+        uint8_t in = 0, out;
+        return incoll_allreduce(comm, &in, &out, 1, INCOLL_UINT8,
+                                INCOLL_OP_BOR);
+    }
+    case ALGO_COLL_BCAST:
+        if ((e = emu_get(blk, rank != root)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        return rank == root ? bor(comm, a->recvbuf, e, blk)
+                            : bor(comm, e, a->recvbuf, blk);
+    case ALGO_COLL_REDUCE:
+        if (rank == root)
+            return incoll_allreduce(comm,
+                                    a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE
+                                                             : a->sendbuf,
+                                    a->recvbuf, a->count, a->dtype, a->op);
+        if ((e = emu_get(blk, 0)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        return incoll_allreduce(comm, a->sendbuf, e, a->count, a->dtype, a->op);
+    case ALGO_COLL_REDUCE_SCATTER:
+        if ((e = emu_get(all, 0)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = incoll_allreduce(comm, a->sendbuf, e, a->count * (size_t)size,
+                                  a->dtype, a->op);
+        if (status == INCOLL_OK)
+            memcpy(a->recvbuf, e + (size_t)rank * blk, blk);
+        return status;
+    default:
+        break;
+    }
+    if (all > EMU_MAX_BYTES)
+        return INCOLL_ERR_UNSUPPORTED;
+    if ((e = emu_get(2 * all, 1)) == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    switch (a->coll) {
+    case ALGO_COLL_ALLGATHER:
+        memcpy(e + (size_t)rank * blk, a->sendbuf, blk);
+        return bor(comm, e, a->recvbuf, all);
+    case ALGO_COLL_GATHER:
+        memcpy(e + (size_t)rank * blk, a->sendbuf, blk);
+        return bor(comm, e, rank == root ? a->recvbuf : e + all, all);
+    default: /* ALGO_COLL_SCATTER */
+        status = bor(comm, rank == root ? a->sendbuf : (const void *)e,
+                     e + all, all);
+        if (status == INCOLL_OK && (uint8_t *)a->recvbuf !=
+                                       (const uint8_t *)a->sendbuf +
+                                           (size_t)rank * blk)
+            memcpy(a->recvbuf, e + all + (size_t)rank * blk, blk);
+        return status;
     }
 }
 
@@ -228,6 +344,13 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                              what, comm->group, incoll_status_string(status));
             return status;
         }
+    }
+    if (algo == HOST_CALGO_AUTO &&
+        host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
+                             reduces(a->coll) ? a->dtype : INCOLL_UINT8)) {
+        status = emu_run(comm, a);
+        if (status != INCOLL_ERR_UNSUPPORTED)
+            return status;
     }
     if (algo < 0)
         algo = (int)algo_coll_pick(a->coll, comm->size, a->count,
