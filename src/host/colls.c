@@ -78,6 +78,15 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
     }
 }
 
+/* 1 when the last collective ran in the network (natively or over the
+ * allreduce), 0 on the hosts: host_coll_last_in_net(). */
+static int last_in_net;
+
+int host_coll_last_in_net(void)
+{
+    return last_in_net;
+}
+
 /* ---- in the network, over the allreduce ---- */
 
 /* Gathers and scatters ride on an allreduce only up to this many bytes in
@@ -312,6 +321,7 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     }
     if (comm->size == 1) {
         run_alone(a);
+        last_in_net = 1; /* nothing to send: as good as the network */
         return INCOLL_OK;
     }
     if (host_comm_broken(comm, &why)) {
@@ -326,6 +336,7 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         if (done)
             return INCOLL_ERR_GROUP_FAILED; /* no result to take: not ours */
     }
+    last_in_net = 0;
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
     if (algo == HOST_CALGO_INC && !usable) {
         incoll_comm_offloaded(comm, &why);
@@ -338,6 +349,7 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     }
     if (usable) {
         status = inc_run(comm, a);
+        last_in_net = status == INCOLL_OK;
         if (status != INCOLL_ERR_UNSUPPORTED || algo == HOST_CALGO_INC) {
             if (status != INCOLL_OK)
                 incoll_error("%s: in-network operation on group %u failed: %s",
@@ -349,8 +361,11 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
                              reduces(a->coll) ? a->dtype : INCOLL_UINT8)) {
         status = emu_run(comm, a);
-        if (status != INCOLL_ERR_UNSUPPORTED)
+        if (status != INCOLL_ERR_UNSUPPORTED) {
+            last_in_net = status == INCOLL_OK &&
+                          incoll_comm_offloaded(comm, NULL);
             return status;
+        }
     }
     if (algo < 0)
         algo = (int)algo_coll_pick(a->coll, comm->size, a->count,

@@ -44,4 +44,9 @@ typedef struct {
 incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                               const host_coll_args_t *a);
 
+/* 1 when the last collective host_coll_run() completed ran in the network
+ * (natively or as an allreduce there), 0 when on the hosts: for the MPI
+ * layer's statistics. */
+int host_coll_last_in_net(void);
+
 #endif
