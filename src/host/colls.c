@@ -91,7 +91,7 @@ int host_coll_last_in_net(void)
 
 /* Gathers and scatters ride on an allreduce only up to this many bytes in
  * all (each rank sends and receives all of them). */
-#define EMU_MAX_BYTES (1u << 20)
+#define EMU_MAX_BYTES (64u << 10)
 
 /* The buffers of the allreduce-based forms: apart from comm->scratch,
  * which incoll_allreduce may use itself for staging. */

@@ -5,7 +5,7 @@
  * call gives on the same input in the same run, on MPI_COMM_WORLD, a dup
  * of it and a split into odd-sized halves (keys reversed, so rank order
  * differs from the world's); every root of small communicators, in place
- * and not, counts 0, 1, 7, a multi-packet one and one of over a megabyte
+ * and not, counts 0, 1, 7, a multi-packet one under 64 KiB and one of over a megabyte
  * in all (the gathers leave the allreduce for the hosts' algorithms
  * there). MPI_Reduce_scatter with unequal counts must pass through and
  * still be right.
