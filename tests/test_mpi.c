@@ -1376,3 +1376,26 @@ TEST(mpi_mpich_gathers, TEST_INTEG)
         return test_skip("%s", why);
     return gathers_job(MPI_MPICH, 3);
 }
+
+/* tests/mpi/f_gathers.f90: the gathers, scatter and reduce_scatters from
+ * Fortran (`use mpi`), offloaded through the Fortran wrappers with Open
+ * MPI and through the C ones with MPICH. */
+static const char *const f_gather_colls[] = {
+    "allgather", "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter", NULL};
+
+TEST(mpi_ompi_fortran_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "f_gathers");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 3, 2, "f_gathers", "", f_gather_colls);
+}
+
+TEST(mpi_mpich_fortran_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "f_gathers");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_MPICH, 3, 2, "f_gathers", "", f_gather_colls);
+}
