@@ -886,3 +886,37 @@ TEST(algo_coll_pick, TEST_UNIT)
                  CALGO_RS_RING);
     return TEST_PASSED;
 }
+
+/* A barrier's point: no rank leaves before every rank arrived. In the
+ * dissemination schedule, what each rank knows (which ranks have arrived)
+ * spreads along its receives round by round; at the end every rank must
+ * have heard, directly or not, from every other. */
+TEST(algo_coll_barrier_complete, TEST_UNIT)
+{
+    for (int size = 1; size <= 64; size++) {
+        int max = algo_coll_max_steps(CALGO_BARRIER_DISSEMINATION, size, 0, 0);
+        algo_step_t *st = calloc((size_t)size * (size_t)max, sizeof(*st));
+        uint64_t known[64], prev[64];
+        int n = 0;
+        CHECK(st != NULL);
+        for (int r = 0; r < size; r++) {
+            n = algo_coll_schedule(CALGO_BARRIER_DISSEMINATION, r, size, 0, 0,
+                                   0, st + (size_t)r * (size_t)max, max);
+            CHECK(n >= 0);
+            known[r] = 1ull << r;
+        }
+        for (int i = 0; i < n; i++) {
+            memcpy(prev, known, sizeof(known));
+            for (int r = 0; r < size; r++) {
+                const algo_step_t *s = &st[(size_t)r * (size_t)max + (size_t)i];
+                if (s->recv_peer >= 0)
+                    known[r] |= prev[s->recv_peer];
+            }
+        }
+        for (int r = 0; r < size; r++)
+            CHECK_MSG(known[r] == (size == 64 ? ~0ull : (1ull << size) - 1),
+                      "size %d rank %d", size, r);
+        free(st);
+    }
+    return TEST_PASSED;
+}
