@@ -11,8 +11,9 @@
  * the reductions), root (0, the last rank, the middle one), in place or
  * not, and algorithm, every rank fills its input from (rank, index, case),
  * runs the collective and compares what it got with what it computes
- * itself, checks that its send buffer is untouched, and that a barrier
- * separates the rounds. Exit status: 0 all correct ("all correct" on rank
+ * itself, and checks that its send buffer is untouched. First, bad
+ * arguments (the same on every rank) must fail at once with
+ * INCOLL_ERR_INVALID_ARG. Exit status: 0 all correct ("all correct" on rank
  * 0), 1 wrong result, 2 usage, 3 timeout, 4 any other incoll error.
  */
 #include "incoll.h"
@@ -283,6 +284,39 @@ int main(int argc, char **argv)
     incoll_comm_world(ctx, &comm);
     incoll_comm_rank(comm, &rank);
     incoll_comm_size(comm, &size);
+    /* Bad arguments, the same on every rank: a clear error at once, no
+     * communication. */
+    {
+        uint8_t buf[64];
+        int64_t v[8];
+        struct {
+            incoll_status_t got;
+            const char *what;
+        } bad[] = {
+            {incoll_bcast(comm, buf, 8, size), "bcast root out of range"},
+            {incoll_bcast(comm, buf, 8, -1), "bcast negative root"},
+            {incoll_bcast(NULL, buf, 8, 0), "bcast null comm"},
+            {incoll_bcast(comm, NULL, 8, 0), "bcast null buffer"},
+            {incoll_reduce(comm, v, v + 4, 1, INCOLL_FLOAT32, INCOLL_OP_BAND, 0),
+             "reduce BAND on float32"},
+            {incoll_reduce(comm, v, v + 4, 1, INCOLL_DTYPE_COUNT, INCOLL_OP_SUM,
+                           0),
+             "reduce unknown dtype"},
+            {incoll_allgather(comm, NULL, buf, 1), "allgather null sendbuf"},
+            {incoll_allgather(comm, buf, buf, 1), "allgather overlapping"},
+            {incoll_scatter(comm, buf, buf, 1, size + 3),
+             "scatter root out of range"},
+            {incoll_reduce_scatter(comm, v, v, 1, INCOLL_INT64, INCOLL_OP_SUM),
+             "reduce_scatter overlapping"},
+            {incoll_barrier(NULL), "barrier null comm"},
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+            if (bad[i].got != INCOLL_ERR_INVALID_ARG) {
+                fprintf(stderr, "rank %d: %s: %s, want invalid argument\n",
+                        rank, bad[i].what, incoll_status_string(bad[i].got));
+                ret = EXIT_WRONG;
+            }
+    }
     for (int c = 0; c < ALGO_COLL_NCOLLS && ret == 0; c++) {
         int rooted = c == ALGO_COLL_BCAST || c == ALGO_COLL_REDUCE ||
                      c == ALGO_COLL_GATHER || c == ALGO_COLL_SCATTER;
