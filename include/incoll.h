@@ -192,6 +192,51 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(incoll_comm_h comm,
                                                  incoll_dtype_t dtype,
                                                  incoll_op_t op);
 
+/*
+ * The other collectives, with MPI's meaning (MPI_Reduce, MPI_Bcast,
+ * MPI_Barrier, MPI_Allgather, MPI_Gather, MPI_Scatter,
+ * MPI_Reduce_scatter_block). Every rank of comm calls them in the same
+ * order as its other collectives, with the same count, bytes, dtype, op and
+ * root. bytes is the size of one rank's block. They run in the network when
+ * the communicator's group can, else on the hosts (host-based algorithms
+ * over the same UDP transport and loss recovery); they block until done
+ * and return the correct result or an error in bounded time. Buffers that
+ * overlap other than in place are refused (INCOLL_ERR_INVALID_ARG).
+ *
+ * In place (INCOLL_IN_PLACE), as in MPI:
+ *   reduce          sendbuf at the root: recvbuf holds its input.
+ *   allgather       sendbuf: rank r's block is already at recvbuf + r*bytes.
+ *   gather          sendbuf at the root: its block is already in recvbuf.
+ *   scatter         recvbuf at the root: its block stays in sendbuf.
+ *   reduce_scatter  sendbuf: recvbuf holds the size*count input and gets
+ *                   the result at its start.
+ * Arguments significant only at the root (reduce's recvbuf, gather's
+ * recvbuf, scatter's sendbuf) may be NULL elsewhere.
+ */
+INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op, int root);
+INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
+                                        size_t bytes, int root);
+INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm);
+INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t bytes);
+INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t bytes, int root);
+INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t bytes, int root);
+/* count elements per rank: rank r gets block r of the reduced size*count
+ * elements (MPI_Reduce_scatter_block). */
+INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t count,
+                                                 incoll_dtype_t dtype,
+                                                 incoll_op_t op);
+
 #ifdef __cplusplus
 }
 #endif

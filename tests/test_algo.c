@@ -613,3 +613,310 @@ TEST(algo_volume, TEST_UNIT)
     }
     return TEST_PASSED;
 }
+
+/* ---- the other collectives (algo_coll_schedule) ---- */
+
+/*
+ * Runs algorithm id over size ranks with root in lock-step rounds as above
+ * on uint64 elements (count per block), after laying out each rank's
+ * working buffer as algo.h says, and checks each rank's result against a
+ * reference: every rank's data where it belongs, sums exact. Returns 0 or
+ * -1 after printing what is wrong.
+ */
+static uint64_t cval(int rank, size_t i)
+{
+    return mix64(((uint64_t)rank << 40) ^ i ^ 0x5151);
+}
+
+static int coll_run(algo_calgo_t id, int size, int root, size_t count,
+                    size_t seg)
+{
+    const algo_calgo_info_t *info = algo_calgo_info(id);
+    size_t wc = algo_coll_work_count(id, size, count);
+    int max = algo_coll_max_steps(id, size, count, seg), nsteps = -2, ret = -1;
+    algo_step_t **steps = calloc((size_t)size, sizeof(*steps));
+    uint64_t **work = calloc((size_t)size, sizeof(*work));
+    uint64_t **msg = calloc((size_t)size, sizeof(*msg));
+    uint64_t *tmp = malloc((wc + 1) * 8);
+
+    if (!steps || !work || !msg || !tmp)
+        goto out;
+    for (int r = 0; r < size; r++) {
+        int vr = (r - root + size) % size, n;
+        steps[r] = calloc((size_t)max, sizeof(algo_step_t));
+        work[r] = calloc(wc + 1, 8);
+        msg[r] = calloc(wc + 1, 8);
+        if (!steps[r] || !work[r] || !msg[r])
+            goto out;
+        for (size_t i = 0; i < wc; i++)
+            work[r][i] = 0xdeadull; /* garbage where nothing is known */
+        switch (info->coll) {
+        case ALGO_COLL_BCAST:
+            for (size_t i = 0; r == root && i < count; i++)
+                work[r][i] = cval(root, i);
+            break;
+        case ALGO_COLL_REDUCE:
+            for (size_t i = 0; i < count; i++)
+                work[r][i] = cval(r, i);
+            break;
+        case ALGO_COLL_BARRIER:
+            work[r][0] = 1;
+            break;
+        case ALGO_COLL_ALLGATHER: {
+            size_t at = algo_coll_rotated(id) ? 0 : (size_t)r;
+            for (size_t i = 0; i < count; i++)
+                work[r][at * count + i] = cval(r, i);
+            break;
+        }
+        case ALGO_COLL_GATHER:
+            for (size_t i = 0; i < count; i++)
+                work[r][(size_t)vr * count + i] = cval(r, i);
+            break;
+        case ALGO_COLL_SCATTER:
+            for (int j = 0; r == root && j < size; j++)
+                for (size_t i = 0; i < count; i++)
+                    work[r][(size_t)j * count + i] = cval((root + j) % size, i);
+            break;
+        default:
+            for (size_t i = 0; i < wc; i++)
+                work[r][i] = cval(r, i);
+        }
+        n = algo_coll_schedule(id, r, size, root, count, seg, steps[r], max);
+        if (n < 0 || n > max || (nsteps != -2 && n != nsteps)) {
+            fprintf(stderr, "    %s/%s size %d rank %d: %d steps (max %d, "
+                    "others %d)\n", algo_coll_name(info->coll), info->name,
+                    size, r, n, max, nsteps);
+            goto out;
+        }
+        nsteps = n;
+    }
+    for (int i = 0; i < nsteps; i++) {
+        for (int r = 0; r < size; r++) {
+            const algo_step_t *st = &steps[r][i];
+            if (st->send_peer >= 0) {
+                if (st->send_count == 0 || st->send_off + st->send_count > wc ||
+                    st->send_peer == r)
+                    goto bad;
+                memcpy(msg[r], work[r] + st->send_off, st->send_count * 8);
+            }
+        }
+        for (int r = 0; r < size; r++) {
+            const algo_step_t *st = &steps[r][i], *ps;
+            if (st->recv_peer < 0)
+                continue;
+            ps = &steps[st->recv_peer][i];
+            if (ps->send_peer != r || ps->send_count != st->recv_count ||
+                st->recv_off + st->recv_count > wc ||
+                (!st->recv_reduce && st->send_peer >= 0 &&
+                 ranges_overlap(st->send_off, st->send_count, st->recv_off,
+                                st->recv_count)))
+                goto bad;
+            if (!st->recv_reduce) {
+                memcpy(work[r] + st->recv_off, msg[st->recv_peer],
+                       st->recv_count * 8);
+            } else {
+                for (size_t k = 0; k < st->recv_count; k++)
+                    work[r][st->recv_off + k] += msg[st->recv_peer][k];
+            }
+        }
+        for (int r = 0; r < size; r++) {
+            const algo_step_t *st = &steps[r][i];
+            if (st->send_peer >= 0 &&
+                steps[st->send_peer][i].recv_peer != r)
+                goto bad; /* a send nobody receives */
+        }
+    }
+    for (int r = 0; r < size; r++) {
+        int vr = (r - root + size) % size;
+        for (size_t i = 0; i < count || (info->coll == ALGO_COLL_BARRIER &&
+                                         i < 1); i++) {
+            uint64_t want = 0, got = 0;
+            switch (info->coll) {
+            case ALGO_COLL_BCAST:
+                want = cval(root, i);
+                got = work[r][i];
+                break;
+            case ALGO_COLL_REDUCE:
+                if (r != root)
+                    continue;
+                for (int q = 0; q < size; q++)
+                    want += cval(q, i);
+                got = work[r][i];
+                break;
+            case ALGO_COLL_BARRIER:
+                /* Heard from someone in every round (checked by the
+                 * matching above); the token came in. */
+                want = 1;
+                got = size == 1 ? 1 : work[r][1];
+                break;
+            case ALGO_COLL_ALLGATHER:
+                for (int q = 0; q < size; q++) {
+                    size_t at = algo_coll_rotated(id)
+                                    ? (size_t)((q - r + size) % size)
+                                    : (size_t)q;
+                    if (work[r][at * count + i] != cval(q, i)) {
+                        fprintf(stderr, "    allgather/%s size %d rank %d: "
+                                "block of rank %d element %zu wrong\n",
+                                info->name, size, r, q, i);
+                        goto out;
+                    }
+                }
+                continue;
+            case ALGO_COLL_GATHER:
+                if (r != root)
+                    continue;
+                for (int j = 0; j < size; j++)
+                    if (work[r][(size_t)j * count + i] !=
+                        cval((root + j) % size, i)) {
+                        fprintf(stderr, "    gather size %d root %d: block "
+                                "%d element %zu wrong\n", size, root, j, i);
+                        goto out;
+                    }
+                continue;
+            case ALGO_COLL_SCATTER:
+                want = cval(r, i);
+                got = work[r][(size_t)vr * count + i];
+                break;
+            default:
+                for (int q = 0; q < size; q++)
+                    want += cval(q, (size_t)r * count + i);
+                got = work[r][(size_t)r * count + i];
+            }
+            if (got != want) {
+                fprintf(stderr, "    %s/%s size %d root %d count %zu: rank %d "
+                        "element %zu wrong\n", algo_coll_name(info->coll),
+                        info->name, size, root, count, r, i);
+                goto out;
+            }
+        }
+    }
+    ret = 0;
+    goto out;
+bad:
+    fprintf(stderr, "    %s/%s size %d root %d count %zu: unmatched or bad "
+            "step\n", algo_coll_name(info->coll), info->name, size, root,
+            count);
+out:
+    for (int r = 0; r < size; r++) {
+        if (steps)
+            free(steps[r]);
+        if (work)
+            free(work[r]);
+        if (msg)
+            free(msg[r]);
+    }
+    free(steps);
+    free(work);
+    free(msg);
+    free(tmp);
+    return ret;
+}
+
+TEST(algo_coll_names, TEST_UNIT)
+{
+    for (int c = 0; c < ALGO_COLL_NCOLLS; c++)
+        CHECK_EQ_INT(algo_coll_parse(algo_coll_name((algo_coll_t)c)), c);
+    CHECK_EQ_INT(algo_coll_parse("nope"), -1);
+    for (int id = 0; id < CALGO_COUNT; id++) {
+        const algo_calgo_info_t *in = algo_calgo_info((algo_calgo_t)id);
+        CHECK(in != NULL && in->id == (algo_calgo_t)id && in->desc[0]);
+        CHECK_EQ_INT(algo_calgo_parse(in->coll, in->name), id);
+    }
+    CHECK(algo_calgo_info(CALGO_COUNT) == NULL);
+    CHECK_EQ_INT(algo_calgo_parse(ALGO_COLL_BCAST, "ring"), -1);
+    /* Powers of two only where the table says so. */
+    CHECK(!algo_calgo_fits(CALGO_ALLGATHER_RD, 6));
+    CHECK(algo_calgo_fits(CALGO_ALLGATHER_RD, 8));
+    {
+        algo_step_t st[8];
+        CHECK_EQ_INT(algo_coll_schedule(CALGO_RS_HALVING, 0, 6, 0, 4, 0, st, 8),
+                     -1);
+        CHECK_EQ_INT(algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 6, 4, 0, st,
+                                        8), -1); /* root out of range */
+        CHECK_EQ_INT(algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 0, 4, 0, st,
+                                        1), -1); /* max too small */
+    }
+    return TEST_PASSED;
+}
+
+/* Every algorithm x sizes 1..17 (and 31, 32) x several roots x counts 0, 1,
+ * odd, several segments. */
+TEST(algo_coll_all, TEST_UNIT)
+{
+    int sizes[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 16, 17, 31, 32};
+    size_t counts[] = {0, 1, 3, 17, 100};
+    int runs = 0;
+    for (int id = 0; id < CALGO_COUNT; id++)
+        for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++) {
+            int size = sizes[si];
+            int roots[3] = {0, size - 1, size / 2};
+            if (!algo_calgo_fits((algo_calgo_t)id, size))
+                continue;
+            for (int ri = 0; ri < 3; ri++)
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+                    for (size_t seg = 0; seg <= 7; seg += 7) {
+                        CHECK_MSG(coll_run((algo_calgo_t)id, size, roots[ri],
+                                           counts[ci], seg) == 0,
+                                  "id %d size %d", id, size);
+                        runs++;
+                    }
+        }
+    CHECK(runs > 1000);
+    return TEST_PASSED;
+}
+
+/* The default picks fit the size and switch to pipelines for long vectors. */
+TEST(algo_coll_pick, TEST_UNIT)
+{
+    size_t seg;
+    for (int c = 0; c < ALGO_COLL_NCOLLS; c++)
+        for (int size = 1; size <= 40; size++)
+            for (size_t count = 1; count <= (1u << 22); count *= 8) {
+                algo_calgo_t id = algo_coll_pick((algo_coll_t)c, size, count, 8,
+                                                 &seg);
+                CHECK(algo_calgo_info(id)->coll == (algo_coll_t)c);
+                CHECK(algo_calgo_fits(id, size));
+            }
+    CHECK_EQ_INT(algo_coll_pick(ALGO_COLL_BCAST, 16, 1 << 20, 1, &seg),
+                 CALGO_BCAST_PIPELINE);
+    CHECK(seg == ALGO_SEG_BYTES);
+    CHECK_EQ_INT(algo_coll_pick(ALGO_COLL_BCAST, 16, 8, 1, &seg),
+                 CALGO_BCAST_BINOMIAL);
+    CHECK_EQ_INT(algo_coll_pick(ALGO_COLL_REDUCE_SCATTER, 6, 8, 8, &seg),
+                 CALGO_RS_RING);
+    return TEST_PASSED;
+}
+
+/* A barrier's point: no rank leaves before every rank arrived. In the
+ * dissemination schedule, what each rank knows (which ranks have arrived)
+ * spreads along its receives round by round; at the end every rank must
+ * have heard, directly or not, from every other. */
+TEST(algo_coll_barrier_complete, TEST_UNIT)
+{
+    for (int size = 1; size <= 64; size++) {
+        int max = algo_coll_max_steps(CALGO_BARRIER_DISSEMINATION, size, 0, 0);
+        algo_step_t *st = calloc((size_t)size * (size_t)max, sizeof(*st));
+        uint64_t known[64], prev[64];
+        int n = 0;
+        CHECK(st != NULL);
+        for (int r = 0; r < size; r++) {
+            n = algo_coll_schedule(CALGO_BARRIER_DISSEMINATION, r, size, 0, 0,
+                                   0, st + (size_t)r * (size_t)max, max);
+            CHECK(n >= 0);
+            known[r] = 1ull << r;
+        }
+        for (int i = 0; i < n; i++) {
+            memcpy(prev, known, sizeof(known));
+            for (int r = 0; r < size; r++) {
+                const algo_step_t *s = &st[(size_t)r * (size_t)max + (size_t)i];
+                if (s->recv_peer >= 0)
+                    known[r] |= prev[s->recv_peer];
+            }
+        }
+        for (int r = 0; r < size; r++)
+            CHECK_MSG(known[r] == (size == 64 ? ~0ull : (1ull << size) - 1),
+                      "size %d rank %d", size, r);
+        free(st);
+    }
+    return TEST_PASSED;
+}

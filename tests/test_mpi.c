@@ -1336,3 +1336,66 @@ TEST(mpi_mpich_emulated, TEST_INTEG)
     unsetenv("LD_PRELOAD");
     return run_linkbytes(out, "--mpi mpich", 2, 0, 1 << 19, 1 << 20, NULL);
 }
+
+static const char *const gather_colls[] = {
+    "reduce", "bcast", "barrier", "allgather", "gather", "scatter",
+    "reduce_scatter_block", "reduce_scatter", NULL};
+
+/* tests/mpi/gathers.c: reduce, bcast, barrier, allgather, gather, scatter
+ * and both reduce_scatters against PMPI_ on world, dup and odd-sized
+ * splits; each was offloaded, and unequal reduce_scatter counts went to
+ * MPI with their reason. */
+static int gathers_job(mpi_kind_t kind, int np)
+{
+    char out[PATH_MAX + 16];
+    char *text;
+    int ret = offload_job(kind, np, 2, "gathers", "", gather_colls);
+
+    if (ret != TEST_PASSED)
+        return ret;
+    snprintf(out, sizeof(out), "%s/fabric-gathers.out", test_tmpdir());
+    text = slurp(out);
+    CHECK_MSG(stat_of(text, "reduce_scatter", "unequal") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allgather", "errors") == 0, "%s", out);
+    free(text);
+    return TEST_PASSED;
+}
+
+TEST(mpi_ompi_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "gathers");
+    if (why)
+        return test_skip("%s", why);
+    return gathers_job(MPI_OMPI, 5);
+}
+
+TEST(mpi_mpich_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "gathers");
+    if (why)
+        return test_skip("%s", why);
+    return gathers_job(MPI_MPICH, 3);
+}
+
+/* tests/mpi/f_gathers.f90: the gathers, scatter and reduce_scatters from
+ * Fortran (`use mpi`), offloaded through the Fortran wrappers with Open
+ * MPI and through the C ones with MPICH. */
+static const char *const f_gather_colls[] = {
+    "allgather", "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter", NULL};
+
+TEST(mpi_ompi_fortran_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "f_gathers");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 3, 2, "f_gathers", "", f_gather_colls);
+}
+
+TEST(mpi_mpich_fortran_gathers, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "f_gathers");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_MPICH, 3, 2, "f_gathers", "", f_gather_colls);
+}

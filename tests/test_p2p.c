@@ -21,6 +21,10 @@
 #include <math.h>
 #include <stdint.h>
 
+/* sim_op_t's collective fields stay zero (an allreduce) in the tables of
+ * the allreduce tests. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #define SIM_MAX_RANKS 64
 #define SIM_MAX_OPS 16
 #define SIM_QUANTUM_NS 5000 /* packets arriving within this form one batch */
@@ -51,6 +55,10 @@ typedef struct {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
+    int calgo1;          /* 0: an allreduce; else collective calgo1 - 1
+                          * (uint64 sums, count per block) */
+    int root;
+    size_t seg;
 } sim_op_t;
 
 typedef struct {
@@ -77,6 +85,7 @@ typedef struct {
     incoll_status_t result[SIM_MAX_OPS];
     int dirty;           /* got packets in this batch */
     int never_start;     /* a dead process */
+    int stop_after;      /* finalizes after this many ops (0: all) */
     uint64_t linger_next; /* LINGER: next call of p2p_engine_linger */
     uint64_t link_free;  /* its slow link is busy sending until then */
 } sim_rank_t;
@@ -221,9 +230,116 @@ static void sim_send(void *arg, incoll_ep_t dst, const void *hdr,
 
 /* ---- inputs and checks ---- */
 
+static uint64_t cval(int rank, int opi, size_t i)
+{
+    return mix64(((uint64_t)rank << 40) ^ ((uint64_t)opi << 32) ^ i ^ 0xc011);
+}
+
+/* A collective's working buffer, laid out as core/algo.h says. */
+static void coll_fill(sim_t *s, int rank, int opi, uint64_t *w)
+{
+    const sim_op_t *op = &s->ops[opi];
+    algo_calgo_t id = (algo_calgo_t)(op->calgo1 - 1);
+    size_t n = op->count, wc = algo_coll_work_count(id, s->n, n);
+    int vr = (rank - op->root + s->n) % s->n;
+
+    for (size_t i = 0; i < wc; i++)
+        w[i] = 0xdead;
+    switch (algo_calgo_info(id)->coll) {
+    case ALGO_COLL_BCAST:
+        for (size_t i = 0; rank == op->root && i < n; i++)
+            w[i] = cval(op->root, opi, i);
+        break;
+    case ALGO_COLL_BARRIER:
+        w[0] = 1;
+        break;
+    case ALGO_COLL_ALLGATHER: {
+        size_t at = algo_coll_rotated(id) ? 0 : (size_t)rank;
+        for (size_t i = 0; i < n; i++)
+            w[at * n + i] = cval(rank, opi, i);
+        break;
+    }
+    case ALGO_COLL_GATHER:
+        for (size_t i = 0; i < n; i++)
+            w[(size_t)vr * n + i] = cval(rank, opi, i);
+        break;
+    case ALGO_COLL_SCATTER:
+        for (int j = 0; rank == op->root && j < s->n; j++)
+            for (size_t i = 0; i < n; i++)
+                w[(size_t)j * n + i] = cval((op->root + j) % s->n, opi, i);
+        break;
+    default: /* reduce, reduce_scatter */
+        for (size_t i = 0; i < wc; i++)
+            w[i] = cval(rank, opi, i);
+    }
+}
+
+static int coll_check(sim_t *s, int rank, int opi, const uint64_t *w)
+{
+    const sim_op_t *op = &s->ops[opi];
+    algo_calgo_t id = (algo_calgo_t)(op->calgo1 - 1);
+    algo_coll_t c = algo_calgo_info(id)->coll;
+    size_t n = op->count;
+    int size = s->n, root = op->root, vr = (rank - root + size) % size;
+
+    for (size_t i = 0; i < n || (c == ALGO_COLL_BARRIER && i < 1); i++) {
+        uint64_t want = 0, got = 0;
+        switch (c) {
+        case ALGO_COLL_BCAST:
+            want = cval(root, opi, i);
+            got = w[i];
+            break;
+        case ALGO_COLL_REDUCE:
+            if (rank != root)
+                return 0;
+            for (int q = 0; q < size; q++)
+                want += cval(q, opi, i);
+            got = w[i];
+            break;
+        case ALGO_COLL_BARRIER:
+            want = 1;
+            got = w[1];
+            break;
+        case ALGO_COLL_ALLGATHER:
+        case ALGO_COLL_GATHER:
+            if (c == ALGO_COLL_GATHER && rank != root)
+                return 0;
+            for (int q = 0; q < size; q++) {
+                size_t at = c == ALGO_COLL_GATHER
+                                ? (size_t)((q - root + size) % size)
+                            : algo_coll_rotated(id)
+                                ? (size_t)((q - rank + size) % size)
+                                : (size_t)q;
+                if (w[at * n + i] != cval(q, opi, i))
+                    goto bad;
+            }
+            continue;
+        case ALGO_COLL_SCATTER:
+            want = cval(rank, opi, i);
+            got = w[(size_t)vr * n + i];
+            break;
+        default:
+            for (int q = 0; q < size; q++)
+                want += cval(q, opi, (size_t)rank * n + i);
+            got = w[(size_t)rank * n + i];
+        }
+        if (got != want)
+            goto bad;
+    }
+    return 0;
+bad:
+    fprintf(stderr, "    rank %d op %d (%s/%s count %zu root %d): wrong\n", rank,
+            opi, algo_coll_name(c), algo_calgo_info(id)->name, n, root);
+    return -1;
+}
+
 static void fill_input(sim_t *s, int rank, int opi, uint8_t *buf)
 {
     const sim_op_t *op = &s->ops[opi];
+    if (op->calgo1) {
+        coll_fill(s, rank, opi, (uint64_t *)(void *)buf);
+        return;
+    }
     for (size_t i = 0; i < op->count; i++) {
         uint64_t h = mix64(((uint64_t)rank << 40) ^ ((uint64_t)opi << 32) ^ i);
         if (op->dtype == INCOLL_FLOAT64) {
@@ -242,6 +358,8 @@ static int check_result(sim_t *s, int rank, int opi, const uint8_t *buf)
 {
     const sim_op_t *op = &s->ops[opi];
     size_t ds = incoll_dtype_size(op->dtype);
+    if (op->calgo1)
+        return coll_check(s, rank, opi, (const uint64_t *)(const void *)buf);
     if (op->dtype == INCOLL_UINT64 && op->op == INCOLL_OP_SUM) {
         for (size_t i = 0; i < op->count; i++) {
             uint64_t want = 0, got;
@@ -325,6 +443,9 @@ static sim_t *sim_create(const sim_cfg_t *cfg, int n, const sim_op_t *ops,
     memcpy(s->ops, ops, (size_t)nops * sizeof(*ops));
     for (int k = 0; k < nops; k++) {
         size_t b = ops[k].count * incoll_dtype_size(ops[k].dtype);
+        if (ops[k].calgo1)
+            b = algo_coll_work_count((algo_calgo_t)(ops[k].calgo1 - 1), n,
+                                     ops[k].count) * 8;
         maxb = b > maxb ? b : maxb;
     }
     for (int i = 0; i < n; i++)
@@ -387,7 +508,8 @@ static void op_ended(sim_t *s, sim_rank_t *rk, incoll_status_t st)
     rk->opi++;
     if (st == INCOLL_OK && rk->opi == s->nops && s->cfg.no_linger) {
         rk->state = R_GONE;
-    } else if (st != INCOLL_OK || rk->opi == s->nops) {
+    } else if (st != INCOLL_OK || rk->opi == s->nops ||
+               (rk->stop_after && rk->opi == rk->stop_after)) {
         rk->state = R_LINGER;
         rk->linger_next = s->now;
     } else {
@@ -402,8 +524,13 @@ static void start_op(sim_t *s, sim_rank_t *rk)
     incoll_status_t st;
     fill_input(s, rk->rank, rk->opi, rk->work);
     rk->state = R_RUNNING;
-    st = p2p_engine_allreduce(rk->eng, op->kind, rk->work, op->count, op->dtype,
-                              op->op, s->now);
+    if (op->calgo1)
+        st = p2p_engine_coll(rk->eng, (algo_calgo_t)(op->calgo1 - 1), op->root,
+                             rk->work, op->count, op->seg, INCOLL_UINT64,
+                             INCOLL_OP_SUM, s->now);
+    else
+        st = p2p_engine_allreduce(rk->eng, op->kind, rk->work, op->count,
+                                  op->dtype, op->op, s->now);
     if (st != INCOLL_INPROGRESS)
         op_ended(s, rk, st);
 }
@@ -766,6 +893,89 @@ TEST(p2p_allreduce_skew, TEST_UNIT)
         CHECK_MSG(run_ops(&cfg, n, ops, 6, 600ull * 1000000000, NULL),
                   "size %d", n);
     }
+    return TEST_PASSED;
+}
+
+/* Every collective algorithm on the engine, back to back with allreduces
+ * on one engine (they share the per-pair transfer numbers), clean and
+ * under loss, duplication, reordering, skewed starts and compute gaps. */
+TEST(p2p_colls_lossy, TEST_UNIT)
+{
+    int sizes[] = {2, 3, 5, 8, 13};
+    for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
+        for (uint64_t seed = 0; seed <= 2; seed++) {
+            int n = sizes[si], nops = 0;
+            sim_cfg_t cfg;
+            sim_op_t ops[SIM_MAX_OPS];
+            sim_cfg_default(&cfg);
+            cfg.seed = seed * 100 + (uint64_t)n;
+            if (seed) {
+                cfg.drop = 0.05;
+                cfg.dup = 0.02;
+                cfg.reorder = 0.1;
+                cfg.reorder_ns = 100000;
+                cfg.skew_ns = 2000000;
+                cfg.gap_ns = 300000;
+            }
+            cfg.payload = 256;
+            cfg.window = 16;
+            for (int id = 0; id < CALGO_COUNT && nops < SIM_MAX_OPS - 1; id++) {
+                size_t count = seed == 2 ? 1 : 300 + (size_t)id;
+                if (!algo_calgo_fits((algo_calgo_t)id, n))
+                    continue;
+                ops[nops++] = (sim_op_t){.kind = ALGO_RD, .count = count,
+                                         .dtype = INCOLL_UINT64,
+                                         .op = INCOLL_OP_SUM, .calgo1 = id + 1,
+                                         .root = (int)((size_t)id % (size_t)n),
+                                         .seg = 64};
+            }
+            ops[nops++] = (sim_op_t){ALGO_RING, 500, INCOLL_UINT64,
+                                     INCOLL_OP_SUM, 0, 0, 0};
+            CHECK_MSG(run_ops(&cfg, n, ops, nops, 600ull * 1000000000, NULL),
+                      "size %d seed %llu", n, (unsigned long long)cfg.seed);
+        }
+    return TEST_PASSED;
+}
+
+/* Ranks that finalize while one rank still waits in a host-based call
+ * (it called one collective more) must leave, and that rank must get an
+ * error in bounded time: the lingering engines answered its probes with
+ * BEHIND, which kept it waiting and them lingering for as long as it
+ * asked. With loss, so the lingerers also have final acks to repeat. */
+TEST(p2p_finalize_while_peer_waits, TEST_UNIT)
+{
+    for (int k = 0; k < 3; k++)
+        for (uint64_t seed = 1; seed <= 2; seed++) {
+            sim_cfg_t cfg;
+            sim_op_t ops[2] = {{kinds[k], 600, INCOLL_UINT64, INCOLL_OP_SUM},
+                               {kinds[k], 600, INCOLL_UINT64, INCOLL_OP_SUM}};
+            sim_t *s;
+            uint64_t after = 0;
+
+            sim_cfg_default(&cfg);
+            cfg.seed = seed;
+            cfg.drop = seed == 2 ? 0.05 : 0;
+            cfg.payload = 512;
+            s = sim_create(&cfg, 4, ops, 2);
+            CHECK(s != NULL);
+            for (int i = 1; i < 4; i++)
+                s->r[i].stop_after = 1;
+            CHECK_MSG(sim_run(s, 120ull * 1000000000) == 0,
+                      "%s seed %llu: hang at %.3f s", algo_name(kinds[k]),
+                      (unsigned long long)seed, s->now / 1e9);
+            /* Every rank got the first result; the extra call failed. */
+            for (int i = 0; i < 4; i++)
+                CHECK_EQ_INT(s->r[i].result[0], INCOLL_OK);
+            CHECK_EQ_INT(s->r[0].result[1], INCOLL_ERR_TIMEOUT);
+            CHECK(!s->bad);
+            /* Within its progress timeout and a linger, not much later. */
+            CHECK_MSG(s->r[0].done_ns < 2 * cfg.progress_timeout_ns,
+                      "failed only at %.3f s", s->r[0].done_ns / 1e9);
+            for (int i = 1; i < 4; i++)
+                after += p2p_engine_counters(s->r[i].eng)->after_finalize;
+            CHECK(after > 0);
+            sim_destroy(s);
+        }
     return TEST_PASSED;
 }
 

@@ -21,6 +21,11 @@ int bench_allreduce_rank_main(int argc, char **argv);
 int bench_pingpong_main(int argc, char **argv);
 int bench_agg_main(int argc, char **argv);
 int bench_pingpong_rank_main(int argc, char **argv);
+/* `incoll bench <collective>` (argv[0] names it: bcast, reduce, barrier,
+ * allgather, gather, scatter, reduce_scatter) and its rank side `_coll`
+ * (tools/bench_colls.c). */
+int bench_coll_main(int argc, char **argv);
+int bench_coll_rank_main(int argc, char **argv);
 
 /*
  * What the MPI worker (build/bin/incoll-bench-mpi, tools/mpi/bench_worker.c:

@@ -48,7 +48,7 @@ const knob_t knob_table[] = {
     {"INCOLL_FAULT_SEED", "1", "fault", "seed of the fault injection"},
     {"INCOLL_MPI_ENABLE", "1", "mpi",
      "0 makes libincoll_mpi a pure pass-through to the MPI library"},
-    {"INCOLL_MPI_COLLS", "allreduce,reduce,bcast,barrier", "mpi",
+    {"INCOLL_MPI_COLLS", "all", "mpi",
      "collectives libincoll_mpi offloads: a list, all or none"},
     {"INCOLL_MPI_MIN_RANKS", "2", "mpi",
      "communicators with fewer ranks stay with the MPI library"},

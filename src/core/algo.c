@@ -299,3 +299,404 @@ int algo_schedule(algo_kind_t kind, int rank, int size, size_t count,
         return sched_rab(rank, size, count, steps);
     }
 }
+
+/* ---- the other collectives ---- */
+
+static const char *const coll_names[ALGO_COLL_NCOLLS] = {
+    "bcast", "reduce", "barrier", "allgather", "gather", "scatter",
+    "reduce_scatter"};
+
+static const algo_calgo_info_t calgos[CALGO_COUNT] = {
+    {CALGO_BCAST_BINOMIAL, ALGO_COLL_BCAST, "binomial",
+     "binomial tree from the root: log2(p) rounds of the whole vector", 0},
+    {CALGO_BCAST_PIPELINE, ALGO_COLL_BCAST, "pipeline",
+     "pipelined chain from the root in segments: p-2+segments rounds", 0},
+    {CALGO_REDUCE_BINOMIAL, ALGO_COLL_REDUCE, "binomial",
+     "binomial tree toward the root: log2(p) rounds of the whole vector", 0},
+    {CALGO_REDUCE_PIPELINE, ALGO_COLL_REDUCE, "pipeline",
+     "pipelined chain toward the root in segments, reduced on the way", 0},
+    {CALGO_BARRIER_DISSEMINATION, ALGO_COLL_BARRIER, "dissemination",
+     "dissemination: ceil(log2(p)) rounds of one byte to rank + 2^k", 0},
+    {CALGO_ALLGATHER_RING, ALGO_COLL_ALLGATHER, "ring",
+     "ring: p-1 rounds of one block to the right neighbour", 0},
+    {CALGO_ALLGATHER_BRUCK, ALGO_COLL_ALLGATHER, "bruck",
+     "Bruck: ceil(log2(p)) rounds of doubling, any size, rotated", 0},
+    {CALGO_ALLGATHER_RD, ALGO_COLL_ALLGATHER, "rd",
+     "recursive doubling: log2(p) rounds, powers of two only", 1},
+    {CALGO_GATHER_BINOMIAL, ALGO_COLL_GATHER, "binomial",
+     "binomial tree toward the root, subtrees' blocks concatenated", 0},
+    {CALGO_SCATTER_BINOMIAL, ALGO_COLL_SCATTER, "binomial",
+     "binomial tree from the root, each subtree gets its blocks", 0},
+    {CALGO_RS_RING, ALGO_COLL_REDUCE_SCATTER, "ring",
+     "ring: p-1 rounds of one partial block to the right neighbour", 0},
+    {CALGO_RS_HALVING, ALGO_COLL_REDUCE_SCATTER, "halving",
+     "recursive halving: log2(p) rounds, powers of two only", 1},
+};
+
+const char *algo_coll_name(algo_coll_t coll)
+{
+    return (unsigned)coll < ALGO_COLL_NCOLLS ? coll_names[coll] : "unknown";
+}
+
+int algo_coll_parse(const char *name)
+{
+    for (int i = 0; name != NULL && i < ALGO_COLL_NCOLLS; i++)
+        if (strcmp(name, coll_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const algo_calgo_info_t *algo_calgo_info(algo_calgo_t id)
+{
+    return (unsigned)id < CALGO_COUNT ? &calgos[id] : NULL;
+}
+
+int algo_calgo_parse(algo_coll_t coll, const char *name)
+{
+    for (int i = 0; name != NULL && i < CALGO_COUNT; i++)
+        if (calgos[i].coll == coll && strcmp(name, calgos[i].name) == 0)
+            return i;
+    return -1;
+}
+
+int algo_calgo_fits(algo_calgo_t id, int size)
+{
+    return (unsigned)id < CALGO_COUNT && size >= 1 &&
+           (!calgos[id].pof2_only || (size & (size - 1)) == 0);
+}
+
+int algo_coll_rotated(algo_calgo_t id)
+{
+    return id == CALGO_ALLGATHER_BRUCK;
+}
+
+size_t algo_coll_work_count(algo_calgo_t id, int size, size_t count)
+{
+    if ((unsigned)id >= CALGO_COUNT)
+        return 0;
+    switch (calgos[id].coll) {
+    case ALGO_COLL_BCAST:
+    case ALGO_COLL_REDUCE:
+        return count;
+    case ALGO_COLL_BARRIER:
+        return 2;
+    default:
+        return (size_t)size * count;
+    }
+}
+
+/* ceil(log2(n)) for n >= 1: rounds of a binomial tree. */
+static int clog2(int n)
+{
+    int k = 0;
+    while ((1 << k) < n)
+        k++;
+    return k;
+}
+
+static size_t nsegs(size_t count, size_t seg)
+{
+    if (count == 0)
+        return 0;
+    if (seg == 0 || seg >= count)
+        return 1;
+    return (count + seg - 1) / seg;
+}
+
+int algo_coll_max_steps(algo_calgo_t id, int size, size_t count, size_t seg)
+{
+    int r = clog2(size > 1 ? size : 1);
+    size_t n;
+    if (size <= 1 || (unsigned)id >= CALGO_COUNT)
+        return 1;
+    switch (id) {
+    case CALGO_BCAST_PIPELINE:
+    case CALGO_REDUCE_PIPELINE:
+        n = nsegs(count, seg) + (size_t)size - 2;
+        return n < 1 ? 1 : n > (size_t)INT32_MAX ? INT32_MAX : (int)n;
+    case CALGO_ALLGATHER_RING:
+    case CALGO_RS_RING:
+        return size - 1;
+    default:
+        return r ? r : 1;
+    }
+}
+
+/* Real rank of relative rank vr (relative to root). */
+static int real_of(int vr, int root, int size)
+{
+    return (vr + root) % size;
+}
+
+static int sched_bcast_binomial(int rank, int size, int root, size_t count,
+                                algo_step_t *steps)
+{
+    int vr = (rank - root + size) % size, n = 0;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        algo_step_t *st = &steps[n++];
+        *st = empty_step();
+        if (vr < mask && vr + mask < size)
+            set_send(st, real_of(vr + mask, root, size), 0, count);
+        else if (vr >= mask && vr < 2 * mask)
+            set_recv(st, real_of(vr - mask, root, size), 0, count, 0, 0);
+    }
+    return n;
+}
+
+/* A chain through positions 0..size-1 (pos 0 first), segment after
+ * segment: in step t position p sends segment t - p and receives segment
+ * t - p + 1 (reduced when reduce). */
+static int sched_chain(int size, int pos, int prev, int next, size_t count,
+                       size_t seg, int reduce, algo_step_t *steps)
+{
+    size_t ns = nsegs(count, seg), nst = ns + (size_t)size - 2;
+    if (seg == 0 || seg > count)
+        seg = count;
+    for (size_t t = 0; t < nst; t++) {
+        algo_step_t *st = &steps[t];
+        *st = empty_step();
+        if (pos < size - 1 && t >= (size_t)pos && t - (size_t)pos < ns) {
+            size_t s = t - (size_t)pos, off = s * seg;
+            set_send(st, next, off, count - off < seg ? count - off : seg);
+        }
+        if (pos >= 1 && t + 1 >= (size_t)pos && t + 1 - (size_t)pos < ns) {
+            size_t s = t + 1 - (size_t)pos, off = s * seg;
+            set_recv(st, prev, off, count - off < seg ? count - off : seg,
+                     reduce, 0);
+        }
+    }
+    return (int)nst;
+}
+
+static int sched_reduce_binomial(int rank, int size, int root, size_t count,
+                                 algo_step_t *steps)
+{
+    int vr = (rank - root + size) % size, n = 0;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        algo_step_t *st = &steps[n++];
+        *st = empty_step();
+        if ((vr & mask) && (vr & (mask - 1)) == 0)
+            set_send(st, real_of(vr - mask, root, size), 0, count);
+        else if ((vr & (2 * mask - 1)) == 0 && vr + mask < size)
+            set_recv(st, real_of(vr + mask, root, size), 0, count, 1, 0);
+    }
+    return n;
+}
+
+static int sched_barrier(int rank, int size, algo_step_t *steps)
+{
+    int n = 0;
+    for (int dist = 1; dist < size; dist <<= 1) {
+        algo_step_t *st = &steps[n++];
+        *st = empty_step();
+        set_send(st, (rank + dist) % size, 0, 1);
+        set_recv(st, (rank - dist + size) % size, 1, 1, 0, 0);
+    }
+    return n;
+}
+
+static size_t mod(long a, int size)
+{
+    return (size_t)(((a % size) + size) % size);
+}
+
+static int sched_ag_ring(int rank, int size, size_t count, algo_step_t *steps)
+{
+    for (int i = 0; i < size - 1; i++) {
+        algo_step_t *st = &steps[i];
+        *st = empty_step();
+        set_send(st, (rank + 1) % size, mod(rank - i, size) * count, count);
+        set_recv(st, (rank - 1 + size) % size, mod(rank - i - 1, size) * count,
+                 count, 0, 0);
+    }
+    return size - 1;
+}
+
+static int sched_ag_rd(int rank, int size, size_t count, algo_step_t *steps)
+{
+    int n = 0;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        algo_step_t *st = &steps[n++];
+        int peer = rank ^ mask;
+        size_t mine = (size_t)(rank & ~(mask - 1)),
+               theirs = (size_t)(peer & ~(mask - 1));
+        *st = empty_step();
+        set_send(st, peer, mine * count, (size_t)mask * count);
+        set_recv(st, peer, theirs * count, (size_t)mask * count, 0, 0);
+    }
+    return n;
+}
+
+static int sched_ag_bruck(int rank, int size, size_t count, algo_step_t *steps)
+{
+    int n = 0;
+    for (int dist = 1; dist < size; dist <<= 1) {
+        algo_step_t *st = &steps[n++];
+        size_t cnt = (size_t)(dist < size - dist ? dist : size - dist);
+        *st = empty_step();
+        set_send(st, (rank - dist + size) % size, 0, cnt * count);
+        set_recv(st, (rank + dist) % size, (size_t)dist * count, cnt * count, 0,
+                 0);
+    }
+    return n;
+}
+
+static int sched_gather(int rank, int size, int root, size_t count,
+                        algo_step_t *steps)
+{
+    int vr = (rank - root + size) % size, n = 0;
+    for (int mask = 1; mask < size; mask <<= 1) {
+        algo_step_t *st = &steps[n++];
+        *st = empty_step();
+        if ((vr & mask) && (vr & (mask - 1)) == 0) {
+            int end = vr + mask < size ? vr + mask : size;
+            set_send(st, real_of(vr - mask, root, size), (size_t)vr * count,
+                     (size_t)(end - vr) * count);
+        } else if ((vr & (2 * mask - 1)) == 0 && vr + mask < size) {
+            int end = vr + 2 * mask < size ? vr + 2 * mask : size;
+            set_recv(st, real_of(vr + mask, root, size),
+                     (size_t)(vr + mask) * count,
+                     (size_t)(end - vr - mask) * count, 0, 0);
+        }
+    }
+    return n;
+}
+
+static int sched_scatter(int rank, int size, int root, size_t count,
+                         algo_step_t *steps)
+{
+    int vr = (rank - root + size) % size, n = 0;
+    for (int mask = (1 << clog2(size)) / 2; mask >= 1; mask >>= 1) {
+        algo_step_t *st = &steps[n++];
+        *st = empty_step();
+        if ((vr & (2 * mask - 1)) == 0 && vr + mask < size) {
+            int end = vr + 2 * mask < size ? vr + 2 * mask : size;
+            set_send(st, real_of(vr + mask, root, size),
+                     (size_t)(vr + mask) * count,
+                     (size_t)(end - vr - mask) * count);
+        } else if ((vr & (2 * mask - 1)) == mask) {
+            int end = vr + mask < size ? vr + mask : size;
+            set_recv(st, real_of(vr - mask, root, size), (size_t)vr * count,
+                     (size_t)(end - vr) * count, 0, 0);
+        }
+    }
+    return n;
+}
+
+static int sched_rs_ring(int rank, int size, size_t count, algo_step_t *steps)
+{
+    for (int i = 0; i < size - 1; i++) {
+        algo_step_t *st = &steps[i];
+        *st = empty_step();
+        set_send(st, (rank + 1) % size, mod(rank - i - 1, size) * count, count);
+        /* The received partial result is the left operand: a left fold in
+         * ring order, as in the allreduce ring. */
+        set_recv(st, (rank - 1 + size) % size, mod(rank - i - 2, size) * count,
+                 count, 1, 1);
+    }
+    return size - 1;
+}
+
+static int sched_rs_halving(int rank, int size, size_t count,
+                            algo_step_t *steps)
+{
+    int n = 0;
+    size_t lo = 0;
+    for (int mask = size / 2; mask >= 1; mask >>= 1) {
+        algo_step_t *st = &steps[n++];
+        int peer = rank ^ mask;
+        size_t m = (size_t)mask;
+        *st = empty_step();
+        if (rank & mask) {
+            set_send(st, peer, lo * count, m * count);
+            set_recv(st, peer, (lo + m) * count, m * count, 1, peer < rank);
+            lo += m;
+        } else {
+            set_send(st, peer, (lo + m) * count, m * count);
+            set_recv(st, peer, lo * count, m * count, 1, peer < rank);
+        }
+    }
+    return n;
+}
+
+int algo_coll_schedule(algo_calgo_t id, int rank, int size, int root,
+                       size_t count, size_t seg, algo_step_t *steps, int max)
+{
+    if ((unsigned)id >= CALGO_COUNT || size < 1 || rank < 0 || rank >= size ||
+        root < 0 || root >= size || steps == NULL || !algo_calgo_fits(id, size))
+        return -1;
+    if (size == 1 || (count == 0 && id != CALGO_BARRIER_DISSEMINATION))
+        return 0;
+    if (max < algo_coll_max_steps(id, size, count, seg))
+        return -1;
+    switch (id) {
+    case CALGO_BCAST_BINOMIAL:
+        return sched_bcast_binomial(rank, size, root, count, steps);
+    case CALGO_BCAST_PIPELINE: {
+        int vr = (rank - root + size) % size;
+        return sched_chain(size, vr, real_of(vr - 1 + size, root, size),
+                           real_of(vr + 1, root, size), count, seg, 0, steps);
+    }
+    case CALGO_REDUCE_BINOMIAL:
+        return sched_reduce_binomial(rank, size, root, count, steps);
+    case CALGO_REDUCE_PIPELINE: {
+        /* From the highest relative rank down to the root. */
+        int vr = (rank - root + size) % size, pos = size - 1 - vr;
+        return sched_chain(size, pos, real_of((vr + 1) % size, root, size),
+                           real_of(vr - 1 + size, root, size), count, seg, 1,
+                           steps);
+    }
+    case CALGO_BARRIER_DISSEMINATION:
+        return sched_barrier(rank, size, steps);
+    case CALGO_ALLGATHER_RING:
+        return sched_ag_ring(rank, size, count, steps);
+    case CALGO_ALLGATHER_BRUCK:
+        return sched_ag_bruck(rank, size, count, steps);
+    case CALGO_ALLGATHER_RD:
+        return sched_ag_rd(rank, size, count, steps);
+    case CALGO_GATHER_BINOMIAL:
+        return sched_gather(rank, size, root, count, steps);
+    case CALGO_SCATTER_BINOMIAL:
+        return sched_scatter(rank, size, root, count, steps);
+    case CALGO_RS_RING:
+        return sched_rs_ring(rank, size, count, steps);
+    case CALGO_RS_HALVING:
+        return sched_rs_halving(rank, size, count, steps);
+    default:
+        return -1;
+    }
+}
+
+/* Bytes above which broadcast and reduce pipeline, and their segment. */
+#define ALGO_PIPE_BYTES (256u << 10)
+
+algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
+                            size_t dsize, size_t *seg_p)
+{
+    int pof2 = size >= 1 && (size & (size - 1)) == 0;
+    size_t bytes = count * (dsize ? dsize : 1);
+
+    *seg_p = 0;
+    switch (coll) {
+    case ALGO_COLL_BCAST:
+    case ALGO_COLL_REDUCE:
+        if (bytes <= ALGO_PIPE_BYTES || size <= 2)
+            return coll == ALGO_COLL_BCAST ? CALGO_BCAST_BINOMIAL
+                                           : CALGO_REDUCE_BINOMIAL;
+        *seg_p = ALGO_SEG_BYTES / (dsize ? dsize : 1);
+        return coll == ALGO_COLL_BCAST ? CALGO_BCAST_PIPELINE
+                                       : CALGO_REDUCE_PIPELINE;
+    case ALGO_COLL_BARRIER:
+        return CALGO_BARRIER_DISSEMINATION;
+    case ALGO_COLL_ALLGATHER:
+        if (bytes * (size_t)size <= ALGO_SHORT_BYTES * 4)
+            return pof2 ? CALGO_ALLGATHER_RD : CALGO_ALLGATHER_BRUCK;
+        return CALGO_ALLGATHER_RING;
+    case ALGO_COLL_GATHER:
+        return CALGO_GATHER_BINOMIAL;
+    case ALGO_COLL_SCATTER:
+        return CALGO_SCATTER_BINOMIAL;
+    default:
+        return pof2 ? CALGO_RS_HALVING : CALGO_RS_RING;
+    }
+}

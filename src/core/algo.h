@@ -77,4 +77,97 @@ int algo_max_steps(algo_kind_t kind, int size);
  */
 algo_kind_t algo_pick(int size, size_t count, size_t dsize);
 
+/*
+ * Host-based algorithms of the other collectives, as schedules of the same
+ * steps (the same guarantees as above; a copy step's receive block never
+ * overlaps its send block). A table lists them (id, collective, name,
+ * description); `incoll bench <collective>` and the tests walk it.
+ *
+ * What the working buffer of count elements per block holds, per
+ * collective (the caller lays it out and takes the result from it):
+ *   bcast           count elements: the root's data, then everyone's.
+ *   reduce          count elements: each rank's contribution; the root
+ *                   ends with the result (others with partial results).
+ *   barrier         2 elements (bytes): token out, token in; count unused.
+ *   allgather       size blocks of count, block i = rank i's; with the
+ *                   Bruck algorithm block i = rank (rank + i) % size's
+ *                   (algo_coll_rotated(): the caller rotates in and out).
+ *   gather, scatter size blocks of count in the order relative to the
+ *                   root: block i = rank (root + i) % size's.
+ *   reduce_scatter  size blocks of count, block i for rank i; each rank
+ *                   ends with its block reduced.
+ * seg: elements per segment of the pipelined algorithms (0: one segment).
+ */
+typedef enum {
+    ALGO_COLL_BCAST = 0,
+    ALGO_COLL_REDUCE,
+    ALGO_COLL_BARRIER,
+    ALGO_COLL_ALLGATHER,
+    ALGO_COLL_GATHER,
+    ALGO_COLL_SCATTER,
+    ALGO_COLL_REDUCE_SCATTER,
+    ALGO_COLL_NCOLLS
+} algo_coll_t;
+
+typedef enum {
+    CALGO_BCAST_BINOMIAL = 0,
+    CALGO_BCAST_PIPELINE,
+    CALGO_REDUCE_BINOMIAL,
+    CALGO_REDUCE_PIPELINE,
+    CALGO_BARRIER_DISSEMINATION,
+    CALGO_ALLGATHER_RING,
+    CALGO_ALLGATHER_BRUCK,
+    CALGO_ALLGATHER_RD,
+    CALGO_GATHER_BINOMIAL,
+    CALGO_SCATTER_BINOMIAL,
+    CALGO_RS_RING,
+    CALGO_RS_HALVING,
+    CALGO_COUNT
+} algo_calgo_t;
+
+typedef struct {
+    algo_calgo_t id;
+    algo_coll_t coll;
+    const char *name;   /* unique within its collective */
+    const char *desc;
+    int pof2_only;      /* needs a power-of-two size */
+} algo_calgo_info_t;
+
+/* The collective's name ("bcast", ..., "reduce_scatter"), and parse (-1). */
+const char *algo_coll_name(algo_coll_t coll);
+int algo_coll_parse(const char *name);
+
+/* The table entry of id (NULL if out of range); the id of coll's
+ * algorithm called name, or -1. */
+const algo_calgo_info_t *algo_calgo_info(algo_calgo_t id);
+int algo_calgo_parse(algo_coll_t coll, const char *name);
+
+/* 1 when id can run over size ranks (pof2_only). */
+int algo_calgo_fits(algo_calgo_t id, int size);
+
+/* 1 when the working buffer is in rotated order (Bruck). */
+int algo_coll_rotated(algo_calgo_t id);
+
+/* Elements of the working buffer (count per block as above). */
+size_t algo_coll_work_count(algo_calgo_t id, int size, size_t count);
+
+/*
+ * Writes rank's schedule of algorithm id over size ranks with root (ignored
+ * where there is none) into steps (at most max); returns the number of
+ * steps (0 when there is nothing to exchange) or -1 on a bad argument, a
+ * size the algorithm does not fit or max too small (algo_coll_max_steps()
+ * gives enough).
+ */
+int algo_coll_schedule(algo_calgo_t id, int rank, int size, int root,
+                       size_t count, size_t seg, algo_step_t *steps, int max);
+int algo_coll_max_steps(algo_calgo_t id, int size, size_t count, size_t seg);
+
+/* Segment of the pipelined algorithms, in bytes. */
+#define ALGO_SEG_BYTES (64u << 10)
+
+/* The default algorithm of coll for count elements of dsize bytes (per
+ * rank's block) over size ranks, and its segment (elements). */
+algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
+                            size_t dsize, size_t *seg_p);
+
 #endif

@@ -82,7 +82,7 @@ struct p2p_engine {
     incoll_ep_t *peers;
 
     /* The running operation. */
-    algo_kind_t kind;
+    const char *name;   /* its algorithm, for messages */
     algo_step_t *steps;
     int steps_cap;
     int nsteps;
@@ -567,7 +567,7 @@ static void fail_protocol(p2p_engine_t *eng, const char *fmt_why, int peer,
     incoll_error("p2p: group %u %s step %d/%d: rank %d %s (%zu bytes, this "
                  "rank expects %zu): do all ranks call the same collective "
                  "with the same count, dtype and algorithm?",
-                 eng->p.group, algo_name(eng->kind), eng->idx + 1, eng->nsteps,
+                 eng->p.group, eng->name, eng->idx + 1, eng->nsteps,
                  peer, fmt_why, got, want);
     finish(eng, INCOLL_ERR_PROTOCOL);
 }
@@ -717,32 +717,24 @@ static void advance(p2p_engine_t *eng, uint64_t now)
     }
 }
 
-incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
-                                     void *work, size_t count,
-                                     incoll_dtype_t dtype, incoll_op_t op,
-                                     uint64_t now_ns)
+/* Checks what every operation needs; INCOLL_OK to go on. */
+static incoll_status_t check_start(const p2p_engine_t *eng, const void *work,
+                                   size_t count, incoll_dtype_t dtype,
+                                   incoll_op_t op)
 {
-    int max, n;
-    size_t dsize;
-
     if (eng->running)
         return INCOLL_ERR_BUSY;
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
     if ((unsigned)dtype >= INCOLL_DTYPE_COUNT || (unsigned)op >= INCOLL_OP_COUNT ||
-        !incoll_op_valid(op, dtype) ||
-        (kind != ALGO_RD && kind != ALGO_RING && kind != ALGO_RABENSEIFNER) ||
-        (work == NULL && count > 0))
+        !incoll_op_valid(op, dtype) || (work == NULL && count > 0) ||
+        count > SIZE_MAX / incoll_dtype_size(dtype))
         return INCOLL_ERR_INVALID_ARG;
-    dsize = incoll_dtype_size(dtype);
-    if (count > SIZE_MAX / dsize)
-        return INCOLL_ERR_INVALID_ARG;
-    if (eng->p.size == 1 || count == 0) {
-        eng->status = INCOLL_OK;
-        eng->ctr.ops++;
-        return INCOLL_OK;
-    }
-    max = algo_max_steps(kind, eng->p.size);
+    return INCOLL_OK;
+}
+
+static incoll_status_t steps_reserve(p2p_engine_t *eng, int max)
+{
     if (max > eng->steps_cap) {
         algo_step_t *s = realloc(eng->steps, (size_t)max * sizeof(*s));
         if (s == NULL)
@@ -750,10 +742,21 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
         eng->steps = s;
         eng->steps_cap = max;
     }
-    n = algo_schedule(kind, eng->p.rank, eng->p.size, count, eng->steps, max);
-    if (n <= 0)
-        return INCOLL_ERR_INVALID_ARG;
-    eng->kind = kind;
+    return INCOLL_OK;
+}
+
+/* Runs the n steps in eng->steps. */
+static incoll_status_t start_ops(p2p_engine_t *eng, const char *name, int n,
+                                 void *work, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op,
+                                 uint64_t now_ns)
+{
+    if (n == 0) {
+        eng->status = INCOLL_OK;
+        eng->ctr.ops++;
+        return INCOLL_OK;
+    }
+    eng->name = name;
     eng->linger_start_ns = 0;
     eng->nsteps = n;
     eng->idx = 0;
@@ -761,12 +764,66 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
     eng->count = count;
     eng->dtype = dtype;
     eng->op = op;
-    eng->dsize = dsize;
+    eng->dsize = incoll_dtype_size(dtype);
     eng->running = 1;
     eng->status = INCOLL_INPROGRESS;
     if (start_step(eng, now_ns) == 0)
         advance(eng, now_ns);
     return eng->status;
+}
+
+incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
+                                     void *work, size_t count,
+                                     incoll_dtype_t dtype, incoll_op_t op,
+                                     uint64_t now_ns)
+{
+    incoll_status_t status = check_start(eng, work, count, dtype, op);
+    int max, n;
+
+    if (status != INCOLL_OK)
+        return status;
+    if (kind != ALGO_RD && kind != ALGO_RING && kind != ALGO_RABENSEIFNER)
+        return INCOLL_ERR_INVALID_ARG;
+    if (eng->p.size == 1 || count == 0)
+        return start_ops(eng, algo_name(kind), 0, work, count, dtype, op, now_ns);
+    max = algo_max_steps(kind, eng->p.size);
+    status = steps_reserve(eng, max);
+    if (status != INCOLL_OK)
+        return status;
+    n = algo_schedule(kind, eng->p.rank, eng->p.size, count, eng->steps, max);
+    if (n <= 0)
+        return INCOLL_ERR_INVALID_ARG;
+    return start_ops(eng, algo_name(kind), n, work, count, dtype, op, now_ns);
+}
+
+incoll_status_t p2p_engine_coll(p2p_engine_t *eng, algo_calgo_t id, int root,
+                                void *work, size_t count, size_t seg,
+                                incoll_dtype_t dtype, incoll_op_t op,
+                                uint64_t now_ns)
+{
+    const algo_calgo_info_t *info = algo_calgo_info(id);
+    size_t wc;
+    incoll_status_t status;
+    int max, n;
+
+    if (info == NULL || root < 0 || root >= eng->p.size ||
+        !algo_calgo_fits(id, eng->p.size))
+        return INCOLL_ERR_INVALID_ARG;
+    wc = algo_coll_work_count(id, eng->p.size, count);
+    if (count > SIZE_MAX / (size_t)eng->p.size)
+        return INCOLL_ERR_INVALID_ARG;
+    status = check_start(eng, work, wc, dtype, op);
+    if (status != INCOLL_OK)
+        return status;
+    max = algo_coll_max_steps(id, eng->p.size, count, seg);
+    status = steps_reserve(eng, max);
+    if (status != INCOLL_OK)
+        return status;
+    n = algo_coll_schedule(id, eng->p.rank, eng->p.size, root, count, seg,
+                           eng->steps, max);
+    if (n < 0)
+        return INCOLL_ERR_INVALID_ARG;
+    return start_ops(eng, info->name, n, work, wc, dtype, op, now_ns);
 }
 
 /* ---- receiving ---- */
@@ -975,6 +1032,37 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
     fill_window(eng, now);
 }
 
+/*
+ * A packet for an engine that lingers at finalize: it will never run
+ * another operation. Only what it already holds is answered: data of a
+ * block it consumed gets its DONE ack again (the peer then completes), and
+ * that keeps the lingering going. Anything about a later operation (data
+ * of a block not started, a probe for a block it will never send) gets no
+ * answer at all, neither stored nor BEHIND: a BEHIND would tell the peer
+ * to keep waiting, and its asking again would keep us lingering, so both
+ * would stay as long as the peer asks. Silent, the peer fails with a
+ * timeout naming this rank within its own limits, and we leave once it
+ * stops asking for what we hold.
+ */
+static void on_finalized(p2p_engine_t *eng, const wire_hdr_t *h,
+                         const uint8_t *payload, uint64_t now)
+{
+    int peer = h->child;
+
+    if (h->type == WIRE_P2P_DATA &&
+        (int32_t)(h->epoch - (uint32_t)eng->rx_next[peer]) < 0) {
+        eng->last_rx_ns = now;
+        on_data(eng, h, payload, now);
+        return;
+    }
+    if (h->type == WIRE_P2P_DATA || (h->flags & WIRE_F_P2P_PROBE)) {
+        eng->ctr.after_finalize++;
+        incoll_debug("p2p: group %u: rank %d asks for block %u of an operation "
+                     "this rank never runs (it is finalizing): no answer",
+                     eng->p.group, peer, h->epoch);
+    }
+}
+
 void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
                           size_t len, uint64_t now_ns)
 {
@@ -994,6 +1082,10 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
     if (!wire_mac_check(&eng->p.key, buf, len)) {
         eng->ctr.dropped++;
         eng->ctr.bad_mac++;
+        return;
+    }
+    if (eng->linger_start_ns != 0 && !eng->running) {
+        on_finalized(eng, &h, payload, now_ns);
         return;
     }
     /* Lingering lasts while peers still ask for something (data or a
@@ -1043,7 +1135,7 @@ static void timeout(p2p_engine_t *eng, const char *why, int peer, int retries,
     if (eng->send_peer == peer && only_ack_missing(eng)) {
         incoll_info("p2p: group %u %s step %d/%d: rank %d never acked the "
                     "last block (it has probably finished); the result here "
-                    "is complete", eng->p.group, algo_name(eng->kind),
+                    "is complete", eng->p.group, eng->name,
                     eng->idx + 1, eng->nsteps, peer);
         eng->ctr.assumed_acked++;
         eng->low = eng->next = eng->send_npkts;
@@ -1054,13 +1146,13 @@ static void timeout(p2p_engine_t *eng, const char *why, int peer, int retries,
     if (retries >= 0)
         incoll_error("p2p: group %u %s step %d/%d: %s rank %d (%s) after %d "
                      "retries, giving up",
-                     eng->p.group, algo_name(eng->kind), eng->idx + 1,
+                     eng->p.group, eng->name, eng->idx + 1,
                      eng->nsteps, why, peer,
                      wire_ep_str(eng->peers[peer], ep, sizeof(ep)), retries);
     else
         incoll_error("p2p: group %u %s step %d/%d: %s rank %d (%s) for %" PRIu64
                      " ms, giving up",
-                     eng->p.group, algo_name(eng->kind), eng->idx + 1,
+                     eng->p.group, eng->name, eng->idx + 1,
                      eng->nsteps, why, peer,
                      wire_ep_str(eng->peers[peer], ep, sizeof(ep)),
                      eng->p.progress_timeout_ns / 1000000);

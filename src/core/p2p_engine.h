@@ -103,6 +103,8 @@ typedef struct {
     uint64_t bad_mac;           /* packets whose mac failed (also dropped) */
     uint64_t timeouts;
     uint64_t assumed_acked;     /* last block never acked: peer gone, done */
+    uint64_t after_finalize;    /* data or probes of a later operation
+                                 * while lingering: left unanswered */
 } p2p_engine_counters_t;
 
 /* Fills the timing fields of params with defaults. */
@@ -128,6 +130,20 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
                                      incoll_dtype_t dtype, incoll_op_t op,
                                      uint64_t now_ns);
 
+/*
+ * Starts collective algorithm id (core/algo.h: algo_coll_schedule) with
+ * root, count elements per block and segment seg over the working buffer
+ * work, laid out as algo.h says for the collective (algo_coll_work_count()
+ * elements); op matters only for the reductions (any valid op for the
+ * others). Same returns as p2p_engine_allreduce(). Collectives and
+ * allreduces share the per-pair transfer numbering, so every rank must run
+ * the same sequence of operations on the engine.
+ */
+incoll_status_t p2p_engine_coll(p2p_engine_t *eng, algo_calgo_t id, int root,
+                                void *work, size_t count, size_t seg,
+                                incoll_dtype_t dtype, incoll_op_t op,
+                                uint64_t now_ns);
+
 /* Feeds one received datagram (from src). Call it whether or not an
  * operation is running: peers ahead or behind need answers. */
 void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
@@ -152,7 +168,10 @@ incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
  * DONE acks of the last block received from each peer a few times, spaced
  * out, and lasts until rto_max (the longest a retrying peer waits between
  * retransmissions) passed without data or a probe from a peer. Returns 0
- * at once when no operation completed.
+ * at once when no operation completed. A lingering engine answers only
+ * about blocks it already received (DONE again); a peer that waits in an
+ * operation this rank never calls gets no answer (no BEHIND) and fails
+ * with a timeout within its own limits, instead of both staying alive.
  */
 uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns);
 

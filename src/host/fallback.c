@@ -16,6 +16,7 @@
 #include "host/host.h"
 
 #include "host/comm.h"
+#include "host/host_colls.h"
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -135,20 +136,13 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     }
 }
 
-incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
-                                     const void *sendbuf, void *recvbuf,
-                                     size_t count, incoll_dtype_t dtype,
-                                     incoll_op_t op)
+/* Runs comm's engine until the operation it started ends (status is what
+ * the start returned). */
+static incoll_status_t p2p_wait(incoll_comm_h comm, incoll_status_t status,
+                                const char *what, const char *algo)
 {
     incoll_ctx_h ctx = comm->ctx;
-    incoll_status_t status = host_comm_p2p(comm);
 
-    if (status != INCOLL_OK)
-        return status;
-    if (recvbuf != sendbuf)
-        memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
-    status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
-                                  host_now_ns());
     while (status == INCOLL_INPROGRESS) {
         host_ctx_progress(ctx, p2p_engine_deadline(comm->p2p));
         p2p_engine_on_time(comm->p2p, host_now_ns());
@@ -158,10 +152,42 @@ incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
     p2p_engine_on_time(comm->p2p, host_now_ns());
     udp_flush(ctx->sock);
     if (status == INCOLL_ERR_GROUP_FAILED)
-        incoll_error("allreduce: an earlier host-based %s failed on this "
-                     "communicator: the ranks are out of step",
-                     algo_name(kind));
+        incoll_error("%s: an earlier host-based %s failed on this "
+                     "communicator: the ranks are out of step", what, algo);
     return status;
+}
+
+incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op)
+{
+    incoll_status_t status = host_comm_p2p(comm);
+
+    if (status != INCOLL_OK)
+        return status;
+    if (recvbuf != sendbuf)
+        memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
+    status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
+                                  host_now_ns());
+    return p2p_wait(comm, status, "allreduce", algo_name(kind));
+}
+
+incoll_status_t host_coll_sched(incoll_comm_h comm, algo_calgo_t id, int root,
+                                void *work, size_t count, size_t seg,
+                                incoll_dtype_t dtype, incoll_op_t op)
+{
+    const algo_calgo_info_t *info = algo_calgo_info(id);
+    incoll_status_t status = host_comm_p2p(comm);
+
+    if (status != INCOLL_OK)
+        return status;
+    status = p2p_engine_coll(comm->p2p, id, root, work, count, seg, dtype, op,
+                             host_now_ns());
+    if (status == INCOLL_ERR_INVALID_ARG)
+        incoll_error("%s: host-based algorithm %s cannot run over %d ranks",
+                     algo_coll_name(info->coll), info->name, comm->size);
+    return p2p_wait(comm, status, algo_coll_name(info->coll), info->name);
 }
 
 /* Waits for a packet on the context's socket until deadline_ns and feeds

@@ -25,6 +25,7 @@
 
 #include <dlfcn.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 #ifdef OPEN_MPI
 /* Fortran's MPI_IN_PLACE: a common block whose address is the sentinel.
@@ -77,6 +78,12 @@ typedef void reduce_fn_t(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
 typedef void bcast_fn_t(void *, MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
                         MPI_Fint *);
 typedef void barrier_fn_t(MPI_Fint *, MPI_Fint *);
+typedef void allgather_fn_t(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *,
+                            MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void rooted_fn_t(void *, MPI_Fint *, MPI_Fint *, void *, MPI_Fint *,
+                         MPI_Fint *, MPI_Fint *, MPI_Fint *, MPI_Fint *);
+typedef void rsb_fn_t(void *, void *, MPI_Fint *, MPI_Fint *, MPI_Fint *,
+                      MPI_Fint *, MPI_Fint *);
 
 static void f_init(const char *twin, const char *self, MPI_Fint *ierr)
 {
@@ -165,6 +172,115 @@ static void f_bcast(const char *twin, const char *self, void *buf,
         set_err(ierr, MPI_ERR_INTERN);
 }
 
+static void f_allgather(const char *twin, const char *self, void *sendbuf,
+                        MPI_Fint *scount, MPI_Fint *stype, void *recvbuf,
+                        MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *comm,
+                        MPI_Fint *ierr)
+{
+    allgather_fn_t *f;
+    int ret;
+
+    if (mpi_layer_allgather(f2c_buf(sendbuf), (int)*scount,
+                            PMPI_Type_f2c(*stype), (void *)f2c_buf(recvbuf),
+                            (int)*rcount, PMPI_Type_f2c(*rtype),
+                            PMPI_Comm_f2c(*comm), &ret)) {
+        set_err(ierr, ret);
+        return;
+    }
+    f = (allgather_fn_t *)next_sym(twin, self);
+    if (f)
+        f(sendbuf, scount, stype, recvbuf, rcount, rtype, comm, ierr);
+    else
+        set_err(ierr, MPI_ERR_INTERN);
+}
+
+/* Gather (scatter = 0) or scatter (1). */
+static void f_rooted(int scatter, const char *twin, const char *self,
+                     void *sendbuf, MPI_Fint *scount, MPI_Fint *stype,
+                     void *recvbuf, MPI_Fint *rcount, MPI_Fint *rtype,
+                     MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+    rooted_fn_t *f;
+    int ret, done;
+
+    done = scatter
+               ? mpi_layer_scatter(f2c_buf(sendbuf), (int)*scount,
+                                   PMPI_Type_f2c(*stype),
+                                   (void *)f2c_buf(recvbuf), (int)*rcount,
+                                   PMPI_Type_f2c(*rtype), (int)*root,
+                                   PMPI_Comm_f2c(*comm), &ret)
+               : mpi_layer_gather(f2c_buf(sendbuf), (int)*scount,
+                                  PMPI_Type_f2c(*stype),
+                                  (void *)f2c_buf(recvbuf), (int)*rcount,
+                                  PMPI_Type_f2c(*rtype), (int)*root,
+                                  PMPI_Comm_f2c(*comm), &ret);
+    if (done) {
+        set_err(ierr, ret);
+        return;
+    }
+    f = (rooted_fn_t *)next_sym(twin, self);
+    if (f)
+        f(sendbuf, scount, stype, recvbuf, rcount, rtype, root, comm, ierr);
+    else
+        set_err(ierr, MPI_ERR_INTERN);
+}
+
+static void f_reduce_scatter_block(const char *twin, const char *self,
+                                   void *sendbuf, void *recvbuf,
+                                   MPI_Fint *count, MPI_Fint *datatype,
+                                   MPI_Fint *op, MPI_Fint *comm,
+                                   MPI_Fint *ierr)
+{
+    rsb_fn_t *f;
+    int ret;
+
+    if (mpi_layer_reduce_scatter_block(
+            f2c_buf(sendbuf), (void *)f2c_buf(recvbuf), (int)*count,
+            PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm),
+            &ret)) {
+        set_err(ierr, ret);
+        return;
+    }
+    f = (rsb_fn_t *)next_sym(twin, self);
+    if (f)
+        f(sendbuf, recvbuf, count, datatype, op, comm, ierr);
+    else
+        set_err(ierr, MPI_ERR_INTERN);
+}
+
+/* recvcounts: MPI_Fint, one per rank; the layer takes C ints. */
+static void f_reduce_scatter(const char *twin, const char *self,
+                             void *sendbuf, void *recvbuf, MPI_Fint *counts,
+                             MPI_Fint *datatype, MPI_Fint *op, MPI_Fint *comm,
+                             MPI_Fint *ierr)
+{
+    rsb_fn_t *f;
+    MPI_Comm c = PMPI_Comm_f2c(*comm);
+    int ret, size = 0, stack[64], *ic = stack;
+
+    if (PMPI_Comm_size(c, &size) == MPI_SUCCESS && size > 0 &&
+        (size <= 64 || (ic = malloc((size_t)size * sizeof(int))) != NULL)) {
+        int done;
+        for (int i = 0; i < size; i++)
+            ic[i] = (int)counts[i];
+        done = mpi_layer_reduce_scatter(f2c_buf(sendbuf),
+                                        (void *)f2c_buf(recvbuf), ic,
+                                        PMPI_Type_f2c(*datatype),
+                                        PMPI_Op_f2c(*op), c, &ret);
+        if (ic != stack)
+            free(ic);
+        if (done) {
+            set_err(ierr, ret);
+            return;
+        }
+    }
+    f = (rsb_fn_t *)next_sym(twin, self);
+    if (f)
+        f(sendbuf, recvbuf, counts, datatype, op, comm, ierr);
+    else
+        set_err(ierr, MPI_ERR_INTERN);
+}
+
 #endif /* OPEN_MPI */
 
 static void f_barrier(const char *twin, const char *self, MPI_Fint *comm,
@@ -235,6 +351,38 @@ static void f_barrier(const char *twin, const char *self, MPI_Fint *comm,
     {                                                                          \
         f_barrier(#twin, #name, comm, ierr);                                   \
     }
+#define F_ALLGATHER(name, twin)                                                \
+    MPI_LAYER_EXPORT void name(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, \
+                               MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *comm,     \
+                               MPI_Fint *ierr);                                \
+    void name(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc,    \
+              MPI_Fint *rt, MPI_Fint *comm, MPI_Fint *ierr)                    \
+    {                                                                          \
+        f_allgather(#twin, #name, sb, sc, st, rb, rc, rt, comm, ierr);         \
+    }
+#define F_ROOTED(name, twin, scatter)                                          \
+    MPI_LAYER_EXPORT void name(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, \
+                               MPI_Fint *rc, MPI_Fint *rt, MPI_Fint *root,     \
+                               MPI_Fint *comm, MPI_Fint *ierr);                \
+    void name(void *sb, MPI_Fint *sc, MPI_Fint *st, void *rb, MPI_Fint *rc,    \
+              MPI_Fint *rt, MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)    \
+    {                                                                          \
+        f_rooted(scatter, #twin, #name, sb, sc, st, rb, rc, rt, root, comm,    \
+                 ierr);                                                        \
+    }
+#define F_GATHER(name, twin) F_ROOTED(name, twin, 0)
+#define F_SCATTER(name, twin) F_ROOTED(name, twin, 1)
+#define F_RS(name, twin, fn)                                                   \
+    MPI_LAYER_EXPORT void name(void *sb, void *rb, MPI_Fint *count,            \
+                               MPI_Fint *datatype, MPI_Fint *op,               \
+                               MPI_Fint *comm, MPI_Fint *ierr);                \
+    void name(void *sb, void *rb, MPI_Fint *count, MPI_Fint *datatype,         \
+              MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)                    \
+    {                                                                          \
+        fn(#twin, #name, sb, rb, count, datatype, op, comm, ierr);             \
+    }
+#define F_RSB(name, twin) F_RS(name, twin, f_reduce_scatter_block)
+#define F_RSV(name, twin) F_RS(name, twin, f_reduce_scatter)
 
 #define F_ALL_NAMES(GEN, lower, upper)                                         \
     GEN(lower, p##lower)                                                       \
@@ -250,6 +398,11 @@ F_ALL_NAMES(F_ALLREDUCE, mpi_allreduce, MPI_ALLREDUCE)
 F_ALL_NAMES(F_REDUCE, mpi_reduce, MPI_REDUCE)
 F_ALL_NAMES(F_BCAST, mpi_bcast, MPI_BCAST)
 F_ALL_NAMES(F_BARRIER, mpi_barrier, MPI_BARRIER)
+F_ALL_NAMES(F_ALLGATHER, mpi_allgather, MPI_ALLGATHER)
+F_ALL_NAMES(F_GATHER, mpi_gather, MPI_GATHER)
+F_ALL_NAMES(F_SCATTER, mpi_scatter, MPI_SCATTER)
+F_ALL_NAMES(F_RSB, mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK)
+F_ALL_NAMES(F_RSV, mpi_reduce_scatter, MPI_REDUCE_SCATTER)
 #else
 /* MPICH's mpi_f08 calls PMPI_Init, PMPI_Init_thread and PMPI_Barrier
  * directly; its collectives with buffers go through the C MPI_ functions.

@@ -28,6 +28,7 @@
 #include "mpi/mpi_layer.h"
 
 #include "incoll.h"
+#include "host/host_colls.h"
 
 #include "common/fabric_conf.h"
 #include "common/knobs.h"
@@ -61,11 +62,13 @@ typedef enum {
     R_COMM,    /* the communicator is not offloaded */
     R_FAILED,  /* the fabric failed; redone with PMPI_ (INCOLL_MPI_AGREE=1) */
     R_LEFT,    /* left the network; MPI's is faster than the hosts' here */
+    R_UNEQUAL, /* MPI_Reduce_scatter with unequal counts */
     R_COUNT
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
-    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left"};
+    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left",
+    "unequal"};
 
 /* After the communicator left the network, reduces, and broadcasts of
  * fewer bytes than this, go to MPI once the ranks agreed on it (see
@@ -78,8 +81,9 @@ static const char *const reason_names[R_COUNT] = {
  * one per negative incoll_status_t (index -status), in an error class of
  * its own; MPI_ERR_OTHER where MPI could not add them. */
 #define ERRCODE_MAX 32
-static const char *const coll_names[MPI_COLL_COUNT] = {"allreduce", "reduce",
-                                                       "bcast", "barrier"};
+static const char *const coll_names[MPI_COLL_COUNT] = {
+    "allreduce", "reduce", "bcast", "barrier", "allgather", "gather",
+    "scatter", "reduce_scatter_block", "reduce_scatter"};
 
 /* Datatype kinds, after MPI's groups of basic types (MPI 4.0, 6.9.2). */
 enum {
@@ -331,8 +335,9 @@ static int32_t parse_colls(const char *text)
         }
         if (!found)
             incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
-                        "(known: allreduce, reduce, bcast, barrier, all, "
-                        "none)",
+                        "(known: allreduce, reduce, bcast, barrier, "
+                        "allgather, gather, scatter, reduce_scatter_block, "
+                        "reduce_scatter, all, none)",
                         tok);
     }
     return mask;
@@ -628,7 +633,7 @@ static int op_applies(incoll_op_t iop, const dt_entry_t *e)
 
 static void stats_print(void)
 {
-    char line[1024];
+    char line[4096];
     size_t n = 0;
 
     n += (size_t)snprintf(line + n, sizeof(line) - n, "mpi: stats rank 0:");
@@ -1392,33 +1397,6 @@ static inline int settle(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
     return 1;
 }
 
-/* Reused buffers, grown to len (see L.zeros and L.sink); NULL if out of
- * memory. */
-static void *sink_get(size_t len)
-{
-    if (L.sink_len < len) {
-        void *p = realloc(L.sink, len);
-        if (p == NULL)
-            return NULL;
-        L.sink = p;
-        L.sink_len = len;
-    }
-    return L.sink;
-}
-
-static const void *zeros_get(size_t len)
-{
-    if (L.zeros_len < len) {
-        void *p = calloc(1, len);
-        if (p == NULL)
-            return NULL;
-        free(L.zeros);
-        L.zeros = p;
-        L.zeros_len = len;
-    }
-    return L.zeros;
-}
-
 /* Plans a reduction: the mapped datatype and op, or the reason not. */
 static reason_t plan_reduction(int count, MPI_Datatype dtype, MPI_Op op,
                                incoll_dtype_t *idt_p, incoll_op_t *iop_p,
@@ -1682,7 +1660,6 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
         *ret_p = MPI_SUCCESS;
         return 1;
     }
-    /* Reduce runs as an allreduce whose result only the root keeps. */
     in_place = st->rank == root && sendbuf == MPI_IN_PLACE;
     if (pe) {
         if (!pairs_call(MPI_COLL_REDUCE, st, comm, pe, iop,
@@ -1694,25 +1671,21 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
         return 1;
     }
     was_in = in_net(st);
-    if (st->rank != root) {
-        buf = sink_get(bytes); /* the result, discarded */
-        if (buf)
-            status = incoll_allreduce(st->icomm, sendbuf, buf, (size_t)count,
-                                      idt, iop);
-    } else if (in_place && L.cfg.agree) {
+    if (in_place && L.cfg.agree) {
         buf = scratch(st, bytes); /* the input, kept for a redo */
         if (buf) {
             memcpy(buf, recvbuf, bytes);
-            status = incoll_allreduce(st->icomm, buf, recvbuf, (size_t)count,
-                                      idt, iop);
+            status = incoll_reduce(st->icomm, buf, recvbuf, (size_t)count, idt,
+                                   iop, root);
         }
     } else {
         buf = recvbuf;
-        status =
-            incoll_allreduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
-                             recvbuf, (size_t)count, idt, iop);
+        status = incoll_reduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
+                               st->rank == root ? recvbuf : NULL,
+                               (size_t)count, idt, iop, root);
     }
-    if (settle(st, MPI_COLL_REDUCE, comm, status, was_in, ret_p))
+    if (settle(st, MPI_COLL_REDUCE, comm, status,
+               was_in && host_coll_last_in_net(), ret_p))
         return 1;
     if (in_place) {
         if (buf == NULL) {
@@ -1730,10 +1703,9 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
 {
     const dt_entry_t *e;
     reason_t pre = R_COUNT;
-    size_t bytes = 0, width, n;
+    size_t bytes = 0;
     comm_state_t *st;
-    incoll_status_t status = INCOLL_ERR_NO_MEMORY;
-    incoll_dtype_t idt;
+    incoll_status_t status;
     int was_in;
 
     if (!L.booted)
@@ -1761,33 +1733,10 @@ int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
         *ret_p = MPI_SUCCESS;
         return 1;
     }
-    /*
-     * A broadcast is an allreduce with bitwise OR in which every rank but
-     * the root gives zeros: x | 0 == x for every bit pattern, so the root's
-     * bytes arrive exactly, whatever the datatype. The widest unsigned
-     * type that divides the length keeps the element count low. The zeros
-     * are a buffer nobody writes; the root's result (its own bytes) goes
-     * to the sink, so its buf is never written.
-     */
-    width = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
-    idt = width == 8   ? INCOLL_UINT64
-          : width == 4 ? INCOLL_UINT32
-          : width == 2 ? INCOLL_UINT16
-                       : INCOLL_UINT8;
-    n = bytes / width;
     was_in = in_net(st);
-    if (st->rank == root) {
-        void *sink = sink_get(bytes);
-        if (sink)
-            status =
-                incoll_allreduce(st->icomm, buf, sink, n, idt, INCOLL_OP_BOR);
-    } else {
-        const void *zeros = zeros_get(bytes);
-        if (zeros)
-            status =
-                incoll_allreduce(st->icomm, zeros, buf, n, idt, INCOLL_OP_BOR);
-    }
-    if (settle(st, MPI_COLL_BCAST, comm, status, was_in, ret_p))
+    status = incoll_bcast(st->icomm, buf, bytes, root);
+    if (settle(st, MPI_COLL_BCAST, comm, status,
+               was_in && host_coll_last_in_net(), ret_p))
         return 1;
     *ret_p = PMPI_Bcast(buf, count, dtype, root, comm);
     return 1;
@@ -1838,13 +1787,312 @@ int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
      */
     in = (uint8_t)(st->want_mpi && !st->to_mpi);
     was_in = in_net(st);
-    status =
-        incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8, INCOLL_OP_BOR);
+    if (st->to_mpi) {
+        /* Agreed already: nothing more to carry. */
+        status = incoll_barrier(st->icomm);
+        was_in = was_in && host_coll_last_in_net();
+    } else {
+        status = incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8,
+                                  INCOLL_OP_BOR);
+    }
     if (settle(st, MPI_COLL_BARRIER, comm, status, was_in, ret_p)) {
         if (status == INCOLL_OK && (out & 1) && !st->to_mpi)
             switch_to_mpi(st, comm);
         return 1;
     }
     *ret_p = PMPI_Barrier(comm);
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Gathers, scatters and reduce_scatters                               */
+
+/* The bytes of count elements of a contiguous predefined datatype, or the
+ * reason not. */
+static reason_t plan_block(int count, MPI_Datatype dt, size_t *bytes_p)
+{
+    const dt_entry_t *e;
+    if (count < 0)
+        return R_ARGS;
+    e = dt_find(dt);
+    if (e == NULL)
+        return R_DTYPE;
+    *bytes_p = (size_t)count * (size_t)e->size;
+    return R_COUNT;
+}
+
+/* The other side of a gather or scatter, when given, must carry the same
+ * bytes (MPI's type signatures match; different bytes are erroneous). */
+static reason_t plan_other(reason_t pre, int count, MPI_Datatype dt,
+                           size_t bytes)
+{
+    size_t other = 0;
+    reason_t r;
+    if (pre != R_COUNT)
+        return pre;
+    r = plan_block(count, dt, &other);
+    if (r != R_COUNT)
+        return r;
+    return other == bytes ? R_COUNT : R_ARGS;
+}
+
+/* Ends a data-moving call: settles it (see settle) with the library's word
+ * on where it ran. */
+static int settle_coll(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
+                       incoll_status_t status, int was_in, int *ret_p)
+{
+    return settle(st, coll, comm, status, was_in && host_coll_last_in_net(),
+                  ret_p);
+}
+
+int mpi_layer_allgather(const void *sendbuf, int sendcount,
+                        MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, MPI_Comm comm, int *ret_p)
+{
+    size_t bytes = 0;
+    reason_t pre;
+    comm_state_t *st;
+    incoll_status_t status;
+    void *saved = NULL;
+    int was_in, in_place = sendbuf == MPI_IN_PLACE;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    /* recvcount and recvtype count on every rank: the same decision. */
+    pre = plan_block(recvcount, recvtype, &bytes);
+    if (!in_place)
+        pre = plan_other(pre, sendcount, sendtype, bytes);
+    st = gate(MPI_COLL_ALLGATHER, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_ALLGATHER]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (in_place && L.cfg.agree) {
+        /* Keep this rank's block for a redo. */
+        saved = scratch(st, bytes);
+        if (saved == NULL) {
+            pass(MPI_COLL_ALLGATHER, R_ARGS);
+            return 0;
+        }
+        memcpy(saved, (char *)recvbuf + (size_t)st->rank * bytes, bytes);
+    }
+    was_in = in_net(st);
+    status = incoll_allgather(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
+                              recvbuf, bytes);
+    if (settle_coll(st, MPI_COLL_ALLGATHER, comm, status, was_in, ret_p))
+        return 1;
+    if (saved)
+        memcpy((char *)recvbuf + (size_t)st->rank * bytes, saved, bytes);
+    *ret_p = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                            recvtype, comm);
+    return 1;
+}
+
+int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     int root, MPI_Comm comm, int *ret_p)
+{
+    size_t bytes = 0;
+    reason_t pre = R_COUNT;
+    comm_state_t *st;
+    incoll_status_t status;
+    int was_in, rank, is_root, in_place = sendbuf == MPI_IN_PLACE;
+    void *saved = NULL;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (root < 0 || comm == MPI_COMM_NULL)
+        pre = R_ARGS;
+    if (pre == R_COUNT && PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+        pre = R_ARGS;
+    is_root = pre == R_COUNT && rank == root;
+    /* The root's block size comes from its receive side, the others'
+     * from their send side: equal by MPI's rules. */
+    if (pre == R_COUNT)
+        pre = is_root ? plan_block(recvcount, recvtype, &bytes)
+                      : plan_block(sendcount, sendtype, &bytes);
+    if (is_root && !in_place)
+        pre = plan_other(pre, sendcount, sendtype, bytes);
+    st = gate(MPI_COLL_GATHER, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (root >= st->size || (!is_root && in_place)) {
+        pass(MPI_COLL_GATHER, R_ARGS);
+        return 0;
+    }
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_GATHER]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (in_place && L.cfg.agree) {
+        saved = scratch(st, bytes);
+        if (saved == NULL) {
+            pass(MPI_COLL_GATHER, R_ARGS);
+            return 0;
+        }
+        memcpy(saved, (char *)recvbuf + (size_t)root * bytes, bytes);
+    }
+    was_in = in_net(st);
+    status = incoll_gather(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
+                           is_root ? recvbuf : NULL, bytes, root);
+    if (settle_coll(st, MPI_COLL_GATHER, comm, status, was_in, ret_p))
+        return 1;
+    if (saved)
+        memcpy((char *)recvbuf + (size_t)root * bytes, saved, bytes);
+    *ret_p = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                         recvtype, root, comm);
+    return 1;
+}
+
+int mpi_layer_scatter(const void *sendbuf, int sendcount,
+                      MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, int root, MPI_Comm comm,
+                      int *ret_p)
+{
+    size_t bytes = 0;
+    reason_t pre = R_COUNT;
+    comm_state_t *st;
+    incoll_status_t status;
+    int was_in, rank, is_root, in_place = recvbuf == MPI_IN_PLACE;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (root < 0 || comm == MPI_COMM_NULL)
+        pre = R_ARGS;
+    if (pre == R_COUNT && PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
+        pre = R_ARGS;
+    is_root = pre == R_COUNT && rank == root;
+    if (pre == R_COUNT)
+        pre = is_root ? plan_block(sendcount, sendtype, &bytes)
+                      : plan_block(recvcount, recvtype, &bytes);
+    if (is_root && !in_place)
+        pre = plan_other(pre, recvcount, recvtype, bytes);
+    st = gate(MPI_COLL_SCATTER, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (root >= st->size || (!is_root && in_place)) {
+        pass(MPI_COLL_SCATTER, R_ARGS);
+        return 0;
+    }
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_SCATTER]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    was_in = in_net(st);
+    status = incoll_scatter(st->icomm, is_root ? sendbuf : NULL,
+                            in_place ? (void *)INCOLL_IN_PLACE : recvbuf,
+                            bytes, root);
+    if (settle_coll(st, MPI_COLL_SCATTER, comm, status, was_in, ret_p))
+        return 1;
+    *ret_p = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm);
+    return 1;
+}
+
+/* Both reduce_scatters once planned: count elements per rank. */
+static int rs_call(mpi_coll_t coll, comm_state_t *st, const void *sendbuf,
+                   void *recvbuf, size_t count, incoll_dtype_t idt,
+                   incoll_op_t iop, size_t esize, MPI_Comm comm, int *ret_p,
+                   void **saved_p)
+{
+    size_t all = count * esize * (size_t)st->size;
+    incoll_status_t status;
+    int was_in;
+
+    *saved_p = NULL;
+    if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
+        *saved_p = scratch(st, all);
+        if (*saved_p == NULL)
+            status = INCOLL_ERR_NO_MEMORY;
+        else
+            memcpy(*saved_p, recvbuf, all);
+    }
+    was_in = in_net(st);
+    status = incoll_reduce_scatter(
+        st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
+        recvbuf, count, idt, iop);
+    if (settle_coll(st, coll, comm, status, was_in, ret_p))
+        return 1;
+    if (*saved_p)
+        memcpy(recvbuf, *saved_p, all);
+    return 0;
+}
+
+int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
+                                   int recvcount, MPI_Datatype dtype,
+                                   MPI_Op op, MPI_Comm comm, int *ret_p)
+{
+    incoll_dtype_t idt = INCOLL_UINT8;
+    incoll_op_t iop = INCOLL_OP_SUM;
+    size_t bytes = 0;
+    comm_state_t *st;
+    reason_t pre;
+    void *saved;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    pre = pair_find(dtype) ? R_DTYPE
+                           : plan_reduction(recvcount, dtype, op, &idt, &iop,
+                                            &bytes);
+    st = gate(MPI_COLL_REDUCE_SCATTER_BLOCK, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_REDUCE_SCATTER_BLOCK]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (rs_call(MPI_COLL_REDUCE_SCATTER_BLOCK, st, sendbuf, recvbuf,
+                (size_t)recvcount, idt, iop, bytes / (size_t)recvcount, comm,
+                ret_p, &saved))
+        return 1;
+    *ret_p = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dtype, op,
+                                       comm);
+    return 1;
+}
+
+int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
+                             const int recvcounts[], MPI_Datatype dtype,
+                             MPI_Op op, MPI_Comm comm, int *ret_p)
+{
+    incoll_dtype_t idt = INCOLL_UINT8;
+    incoll_op_t iop = INCOLL_OP_SUM;
+    size_t bytes = 0;
+    comm_state_t *st;
+    reason_t pre = R_COUNT;
+    int size = 0;
+    void *saved;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    /* recvcounts is the same array on every rank: so is the decision. */
+    if (comm == MPI_COMM_NULL || recvcounts == NULL ||
+        PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size < 1)
+        pre = R_ARGS;
+    for (int i = 1; pre == R_COUNT && i < size; i++)
+        if (recvcounts[i] != recvcounts[0])
+            pre = R_UNEQUAL;
+    if (pre == R_COUNT)
+        pre = pair_find(dtype) ? R_DTYPE
+                               : plan_reduction(recvcounts[0], dtype, op, &idt,
+                                                &iop, &bytes);
+    st = gate(MPI_COLL_REDUCE_SCATTER, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (bytes == 0) {
+        L.offloaded[MPI_COLL_REDUCE_SCATTER]++;
+        *ret_p = MPI_SUCCESS;
+        return 1;
+    }
+    if (rs_call(MPI_COLL_REDUCE_SCATTER, st, sendbuf, recvbuf,
+                (size_t)recvcounts[0], idt, iop,
+                bytes / (size_t)recvcounts[0], comm, ret_p, &saved))
+        return 1;
+    *ret_p = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dtype, op, comm);
     return 1;
 }

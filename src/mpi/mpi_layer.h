@@ -29,6 +29,11 @@ typedef enum {
     MPI_COLL_REDUCE,
     MPI_COLL_BCAST,
     MPI_COLL_BARRIER,
+    MPI_COLL_ALLGATHER,
+    MPI_COLL_GATHER,
+    MPI_COLL_SCATTER,
+    MPI_COLL_REDUCE_SCATTER_BLOCK,
+    MPI_COLL_REDUCE_SCATTER,
     MPI_COLL_COUNT
 } mpi_coll_t;
 
@@ -69,6 +74,24 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
 int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
                     MPI_Comm comm, int *ret_p);
 int mpi_layer_barrier(MPI_Comm comm, int *ret_p);
+int mpi_layer_allgather(const void *sendbuf, int sendcount,
+                        MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                        MPI_Datatype recvtype, MPI_Comm comm, int *ret_p);
+int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     int root, MPI_Comm comm, int *ret_p);
+int mpi_layer_scatter(const void *sendbuf, int sendcount,
+                      MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                      MPI_Datatype recvtype, int root, MPI_Comm comm,
+                      int *ret_p);
+int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
+                                   int recvcount, MPI_Datatype dtype,
+                                   MPI_Op op, MPI_Comm comm, int *ret_p);
+/* Equal recvcounts go to the fabric as a reduce_scatter_block; unequal
+ * ones to MPI (reason "unequal"). */
+int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
+                             const int recvcounts[], MPI_Datatype dtype,
+                             MPI_Op op, MPI_Comm comm, int *ret_p);
 
 /*
  * libincoll as the layer brought it up in mpi_layer_bootstrap(): the

@@ -129,3 +129,68 @@ MPI_LAYER_EXPORT int MPI_Barrier(MPI_Comm comm)
         return ret;
     return PMPI_Barrier(comm);
 }
+
+MPI_LAYER_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount,
+                                   MPI_Datatype sendtype, void *recvbuf,
+                                   int recvcount, MPI_Datatype recvtype,
+                                   MPI_Comm comm)
+{
+    int ret;
+    if (mpi_layer_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                            recvtype, comm, &ret))
+        return ret;
+    return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, comm);
+}
+
+MPI_LAYER_EXPORT int MPI_Gather(const void *sendbuf, int sendcount,
+                                MPI_Datatype sendtype, void *recvbuf,
+                                int recvcount, MPI_Datatype recvtype, int root,
+                                MPI_Comm comm)
+{
+    int ret;
+    if (mpi_layer_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                         recvtype, root, comm, &ret))
+        return ret;
+    return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                       recvtype, root, comm);
+}
+
+MPI_LAYER_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void *recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, int root,
+                                 MPI_Comm comm)
+{
+    int ret;
+    if (mpi_layer_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, &ret))
+        return ret;
+    return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                        recvtype, root, comm);
+}
+
+MPI_LAYER_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf,
+                                              void *recvbuf, int recvcount,
+                                              MPI_Datatype datatype, MPI_Op op,
+                                              MPI_Comm comm)
+{
+    int ret;
+    if (mpi_layer_reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype,
+                                       op, comm, &ret))
+        return ret;
+    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op,
+                                     comm);
+}
+
+MPI_LAYER_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+                                        const int recvcounts[],
+                                        MPI_Datatype datatype, MPI_Op op,
+                                        MPI_Comm comm)
+{
+    int ret;
+    if (mpi_layer_reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
+                                 comm, &ret))
+        return ret;
+    return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
+                               comm);
+}

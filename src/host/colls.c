@@ -1,0 +1,603 @@
+/*
+ * The collectives other than allreduce: incoll_reduce, incoll_bcast,
+ * incoll_barrier, incoll_allgather, incoll_gather, incoll_scatter and
+ * incoll_reduce_scatter. Each checks its arguments, resolves
+ * INCOLL_IN_PLACE with MPI's meaning, then runs in the network when the
+ * communicator's group can (src/host/inc_coll.c) and otherwise on the
+ * hosts: the schedules of core/algo.h on the point-to-point engine
+ * (src/host/fallback.c), laid out in a working buffer as algo.h says.
+ *
+ * Where the group has no native form of a collective but runs allreduces,
+ * the collective runs as an allreduce in the network (emu_run): what the
+ * MPI layer did before, now inside the library so that every caller gets
+ * it, with the allreduce's recovery.
+ *
+ * Failures: before an operation, a group the manager said failed is
+ * recovered as before an allreduce (host_comm_recover), so members behind
+ * in an allreduce get what they lack. An in-network operation that fails
+ * (timeout, group failed) returns its error: the recovery of
+ * docs/failures.md hands an allreduce's result from members that have it
+ * to those that lack it, which does not carry over to results that differ
+ * per rank (gather, scatter, reduce_scatter) or live only at the root; the
+ * caller gets the error, never a wrong result. With the recovery, the next
+ * call runs on a new group or on the hosts.
+ */
+#include "host/host_colls.h"
+
+#include "host/comm.h"
+#include "host/inc_coll.h"
+
+#include "common/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
+{
+    const char *pa = a, *pb = b;
+    return alen && blen && pa < pb + blen && pb < pa + alen;
+}
+
+static host_coll_kind_t inc_kind(algo_coll_t coll)
+{
+    static const host_coll_kind_t k[ALGO_COLL_NCOLLS] = {
+        HOST_COLL_BCAST, HOST_COLL_REDUCE, HOST_COLL_BARRIER,
+        HOST_COLL_ALLGATHER, HOST_COLL_GATHER, HOST_COLL_SCATTER,
+        HOST_COLL_REDUCE_SCATTER};
+    return k[coll];
+}
+
+static int reduces(algo_coll_t coll)
+{
+    return coll == ALGO_COLL_REDUCE || coll == ALGO_COLL_REDUCE_SCATTER;
+}
+
+/* ---- in the network ---- */
+
+static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
+{
+    switch (a->coll) {
+    case ALGO_COLL_BCAST:
+        return host_inc_bcast(comm, a->recvbuf, a->count, a->root);
+    case ALGO_COLL_REDUCE:
+        return host_inc_reduce(comm, a->sendbuf, a->recvbuf, a->count,
+                               a->dtype, a->op, a->root);
+    case ALGO_COLL_BARRIER:
+        return host_inc_barrier(comm);
+    case ALGO_COLL_ALLGATHER:
+        return host_inc_allgather(comm, a->sendbuf, a->recvbuf, a->count);
+    case ALGO_COLL_GATHER:
+        return host_inc_gather(comm, a->sendbuf, a->recvbuf, a->count,
+                               a->root);
+    case ALGO_COLL_SCATTER:
+        return host_inc_scatter(comm, a->sendbuf, a->recvbuf, a->count,
+                                a->root);
+    default:
+        return host_inc_reduce_scatter(comm, a->sendbuf, a->recvbuf, a->count,
+                                       a->dtype, a->op);
+    }
+}
+
+/* 1 when the last collective ran in the network (natively or over the
+ * allreduce), 0 on the hosts: host_coll_last_in_net(). */
+static int last_in_net;
+
+int host_coll_last_in_net(void)
+{
+    return last_in_net;
+}
+
+/* ---- in the network, over the allreduce ---- */
+
+/* Gathers and scatters ride on an allreduce only up to this many bytes in
+ * all (each rank sends and receives all of them). */
+#define EMU_MAX_BYTES (64u << 10)
+
+/* The buffers of the allreduce-based forms: apart from comm->scratch,
+ * which incoll_allreduce may use itself for staging. */
+static void *emu_buf;
+static size_t emu_len;
+
+static void *emu_get(size_t len, int zero)
+{
+    if (emu_len < len) {
+        void *p = realloc(emu_buf, len);
+        if (p == NULL)
+            return NULL;
+        emu_buf = p;
+        emu_len = len;
+    }
+    if (zero)
+        memset(emu_buf, 0, len);
+    return emu_buf;
+}
+
+/* A bitwise OR of bytes: the widest unsigned type that divides them. */
+static incoll_status_t bor(incoll_comm_h comm, const void *in, void *out,
+                           size_t bytes)
+{
+    size_t w = bytes % 8 == 0 ? 8 : bytes % 4 == 0 ? 4 : bytes % 2 == 0 ? 2 : 1;
+    incoll_dtype_t dt = w == 8   ? INCOLL_UINT64
+                        : w == 4 ? INCOLL_UINT32
+                        : w == 2 ? INCOLL_UINT16
+                                 : INCOLL_UINT8;
+    return incoll_allreduce(comm, in, out, bytes / w, dt, INCOLL_OP_BOR);
+}
+
+/*
+ * When the group has no native form of the collective but runs
+ * allreduces: the collective as an allreduce in the network, with its
+ * recovery (src/host/allreduce.c). A broadcast is a bitwise OR in which
+ * only the root gives non-zero bytes (x | 0 == x), a gather an OR of
+ * blocks each rank puts at its place in zeros, a reduce and a
+ * reduce_scatter an allreduce whose result each rank keeps what it needs
+ * of, a barrier an allreduce of one byte (nobody gets it before everyone
+ * gave theirs). Returns INCOLL_ERR_UNSUPPORTED when the form does not fit
+ * (a gather larger than EMU_MAX_BYTES): the hosts' algorithms then.
+ */
+static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
+{
+    int rank = comm->rank, size = comm->size, root = a->root;
+    int red = reduces(a->coll);
+    size_t blk = a->count * (red ? incoll_dtype_size(a->dtype) : 1);
+    size_t all = (size_t)size * blk;
+    uint8_t *e;
+    incoll_status_t status;
+
+    switch (a->coll) {
+    case ALGO_COLL_BARRIER: {
+        uint8_t in = 0, out;
+        return incoll_allreduce(comm, &in, &out, 1, INCOLL_UINT8,
+                                INCOLL_OP_BOR);
+    }
+    case ALGO_COLL_BCAST:
+        if ((e = emu_get(blk, rank != root)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        return rank == root ? bor(comm, a->recvbuf, e, blk)
+                            : bor(comm, e, a->recvbuf, blk);
+    case ALGO_COLL_REDUCE:
+        if (rank == root)
+            return incoll_allreduce(comm,
+                                    a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE
+                                                             : a->sendbuf,
+                                    a->recvbuf, a->count, a->dtype, a->op);
+        if ((e = emu_get(blk, 0)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        return incoll_allreduce(comm, a->sendbuf, e, a->count, a->dtype, a->op);
+    case ALGO_COLL_REDUCE_SCATTER:
+        if ((e = emu_get(all, 0)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = incoll_allreduce(comm, a->sendbuf, e, a->count * (size_t)size,
+                                  a->dtype, a->op);
+        if (status == INCOLL_OK)
+            memcpy(a->recvbuf, e + (size_t)rank * blk, blk);
+        return status;
+    default:
+        break;
+    }
+    if (all > EMU_MAX_BYTES)
+        return INCOLL_ERR_UNSUPPORTED;
+    if ((e = emu_get(2 * all, 1)) == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    switch (a->coll) {
+    case ALGO_COLL_ALLGATHER:
+        memcpy(e + (size_t)rank * blk, a->sendbuf, blk);
+        return bor(comm, e, a->recvbuf, all);
+    case ALGO_COLL_GATHER:
+        memcpy(e + (size_t)rank * blk, a->sendbuf, blk);
+        return bor(comm, e, rank == root ? a->recvbuf : e + all, all);
+    default: /* ALGO_COLL_SCATTER */
+        status = bor(comm, rank == root ? a->sendbuf : (const void *)e,
+                     e + all, all);
+        if (status == INCOLL_OK && (uint8_t *)a->recvbuf !=
+                                       (const uint8_t *)a->sendbuf +
+                                           (size_t)rank * blk)
+            memcpy(a->recvbuf, e + all + (size_t)rank * blk, blk);
+        return status;
+    }
+}
+
+/* ---- on the hosts ---- */
+
+static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id,
+                                size_t seg, const host_coll_args_t *a)
+{
+    int rank = comm->rank, size = comm->size, root = a->root;
+    int vr = (rank - root + size) % size;
+    size_t n = a->count, ds = reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1;
+    size_t blk = n * ds, all = (size_t)size * blk;
+    incoll_dtype_t dt = reduces(a->coll) ? a->dtype : INCOLL_UINT8;
+    incoll_op_t op = reduces(a->coll) ? a->op : INCOLL_OP_SUM;
+    const uint8_t *in = a->sendbuf;
+    uint8_t *out = a->recvbuf, *work;
+    incoll_status_t status;
+
+    switch (a->coll) {
+    case ALGO_COLL_BCAST:
+        return host_coll_sched(comm, id, root, out, n, seg, dt, op);
+    case ALGO_COLL_BARRIER: {
+        uint8_t token[2] = {1, 0};
+        return host_coll_sched(comm, id, 0, token, 0, 0, dt, op);
+    }
+    case ALGO_COLL_REDUCE:
+        if (rank == root) {
+            work = out;
+        } else {
+            if ((status = host_comm_scratch(comm, blk)) != INCOLL_OK)
+                return status;
+            work = comm->scratch;
+        }
+        if (work != in)
+            memcpy(work, in, blk);
+        return host_coll_sched(comm, id, root, work, n, seg, dt, op);
+    case ALGO_COLL_ALLGATHER:
+        if (!algo_coll_rotated(id)) {
+            if (out + (size_t)rank * blk != in)
+                memcpy(out + (size_t)rank * blk, in, blk);
+            return host_coll_sched(comm, id, 0, out, n, seg, dt, op);
+        }
+        if ((status = host_comm_scratch(comm, all)) != INCOLL_OK)
+            return status;
+        work = comm->scratch;
+        memcpy(work, in, blk);
+        status = host_coll_sched(comm, id, 0, work, n, seg, dt, op);
+        if (status == INCOLL_OK)
+            for (int j = 0; j < size; j++)
+                memcpy(out + (size_t)((rank + j) % size) * blk,
+                       work + (size_t)j * blk, blk);
+        return status;
+    case ALGO_COLL_GATHER:
+        if (rank == root && root == 0) {
+            work = out;
+            if (work != in)
+                memcpy(work, in, blk);
+            return host_coll_sched(comm, id, root, work, n, seg, dt, op);
+        }
+        if ((status = host_comm_scratch(comm, all)) != INCOLL_OK)
+            return status;
+        work = comm->scratch;
+        memcpy(work + (size_t)vr * blk, in, blk);
+        status = host_coll_sched(comm, id, root, work, n, seg, dt, op);
+        if (status == INCOLL_OK && rank == root)
+            for (int j = 0; j < size; j++)
+                memcpy(out + (size_t)((root + j) % size) * blk,
+                       work + (size_t)j * blk, blk);
+        return status;
+    case ALGO_COLL_SCATTER:
+        if ((status = host_comm_scratch(comm, all)) != INCOLL_OK)
+            return status;
+        work = comm->scratch;
+        if (rank == root)
+            for (int j = 0; j < size; j++)
+                memcpy(work + (size_t)j * blk,
+                       in + (size_t)((root + j) % size) * blk, blk);
+        status = host_coll_sched(comm, id, root, work, n, seg, dt, op);
+        if (status == INCOLL_OK && out != in + (size_t)rank * blk)
+            memcpy(out, work + (size_t)vr * blk, blk);
+        return status;
+    default: /* ALGO_COLL_REDUCE_SCATTER */
+        if ((status = host_comm_scratch(comm, all)) != INCOLL_OK)
+            return status;
+        work = comm->scratch;
+        memcpy(work, in, all);
+        status = host_coll_sched(comm, id, 0, work, n, seg, dt, op);
+        if (status == INCOLL_OK)
+            memcpy(out, work + (size_t)rank * blk, blk);
+        return status;
+    }
+}
+
+/* One rank: the result is the input, moved where it belongs. */
+static void run_alone(const host_coll_args_t *a)
+{
+    size_t blk = a->count * (reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1);
+    if (a->coll == ALGO_COLL_BCAST || a->coll == ALGO_COLL_BARRIER || blk == 0)
+        return;
+    if (a->recvbuf != a->sendbuf)
+        memmove(a->recvbuf, a->sendbuf, blk);
+}
+
+incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
+                              const host_coll_args_t *a)
+{
+    const char *what = algo_coll_name(a->coll), *why;
+    incoll_dtype_t dt = reduces(a->coll) ? a->dtype : INCOLL_UINT8;
+    incoll_op_t op = reduces(a->coll) ? a->op : INCOLL_OP_SUM;
+    size_t seg = 0;
+    incoll_status_t status;
+    int usable;
+
+    if (algo >= 0 && (algo >= CALGO_COUNT ||
+                      algo_calgo_info((algo_calgo_t)algo)->coll != a->coll)) {
+        incoll_error("%s: algorithm %d is not one of this collective's", what,
+                     algo);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (algo >= 0 && !algo_calgo_fits((algo_calgo_t)algo, comm->size)) {
+        incoll_error("%s: algorithm %s needs a power-of-two size, the "
+                     "communicator has %d ranks", what,
+                     algo_calgo_info((algo_calgo_t)algo)->name, comm->size);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->size == 1) {
+        run_alone(a);
+        last_in_net = 1; /* nothing to send: as good as the network */
+        return INCOLL_OK;
+    }
+    if (host_comm_broken(comm, &why)) {
+        incoll_error("%s: the communicator cannot be used: %s", what, why);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (host_comm_group_failed(comm)) {
+        int done = 0;
+        status = host_comm_recover(comm, 0, NULL, 0, &done);
+        if (status != INCOLL_OK)
+            return status;
+        if (done)
+            return INCOLL_ERR_GROUP_FAILED; /* no result to take: not ours */
+    }
+    last_in_net = 0;
+    usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
+    if (algo == HOST_CALGO_INC && !usable) {
+        incoll_comm_offloaded(comm, &why);
+        incoll_error("%s: the in-network algorithm was asked for but %s", what,
+                     comm->eng && comm->group
+                         ? "the group cannot do this collective"
+                         : why);
+        return comm->eng && comm->group ? INCOLL_ERR_UNSUPPORTED
+                                        : INCOLL_ERR_NO_RESOURCE;
+    }
+    if (usable) {
+        status = inc_run(comm, a);
+        last_in_net = status == INCOLL_OK;
+        if (status != INCOLL_ERR_UNSUPPORTED || algo == HOST_CALGO_INC) {
+            if (status != INCOLL_OK)
+                incoll_error("%s: in-network operation on group %u failed: %s",
+                             what, comm->group, incoll_status_string(status));
+            return status;
+        }
+    }
+    if (algo == HOST_CALGO_AUTO &&
+        host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
+                             reduces(a->coll) ? a->dtype : INCOLL_UINT8)) {
+        status = emu_run(comm, a);
+        if (status != INCOLL_ERR_UNSUPPORTED) {
+            last_in_net = status == INCOLL_OK &&
+                          incoll_comm_offloaded(comm, NULL);
+            return status;
+        }
+    }
+    if (algo < 0)
+        algo = (int)algo_coll_pick(a->coll, comm->size, a->count,
+                                   incoll_dtype_size(dt), &seg);
+    else if (algo == CALGO_BCAST_PIPELINE || algo == CALGO_REDUCE_PIPELINE)
+        seg = ALGO_SEG_BYTES / incoll_dtype_size(dt);
+    return host_run(comm, (algo_calgo_t)algo, seg, a);
+}
+
+/* ---- the public functions ---- */
+
+static incoll_status_t check_comm(incoll_comm_h comm, const char *what,
+                                  int root, int has_root)
+{
+    if (comm == NULL) {
+        incoll_error("%s: null communicator", what);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (has_root && (root < 0 || root >= comm->size)) {
+        incoll_error("%s: root %d is not a rank of the communicator (size %d)",
+                     what, root, comm->size);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    return INCOLL_OK;
+}
+
+static incoll_status_t check_reduction(const char *what, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op,
+                                       size_t mult)
+{
+    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT) {
+        incoll_error("%s: unknown dtype %d", what, (int)dtype);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if ((unsigned)op >= INCOLL_OP_COUNT) {
+        incoll_error("%s: unknown op %d", what, (int)op);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (!incoll_op_valid(op, dtype)) {
+        incoll_error("%s: op %s does not apply to dtype %s", what,
+                     incoll_op_name(op), incoll_dtype_name(dtype));
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (count > SIZE_MAX / incoll_dtype_size(dtype) / mult) {
+        incoll_error("%s: count %zu too large", what, count);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    return INCOLL_OK;
+}
+
+static incoll_status_t null_buffer(const char *what, const char *which)
+{
+    incoll_error("%s: %s is NULL", what, which);
+    return INCOLL_ERR_INVALID_ARG;
+}
+
+static incoll_status_t overlap_error(const char *what)
+{
+    incoll_error("%s: sendbuf and recvbuf overlap (use INCOLL_IN_PLACE)", what);
+    return INCOLL_ERR_INVALID_ARG;
+}
+
+INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op, int root)
+{
+    host_coll_args_t a = {ALGO_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op,
+                          root};
+    incoll_status_t status = check_comm(comm, "reduce", root, 1);
+    size_t bytes;
+
+    if (status != INCOLL_OK ||
+        (status = check_reduction("reduce", count, dtype, op, 1)) != INCOLL_OK)
+        return status;
+    if (count == 0)
+        return INCOLL_OK;
+    bytes = count * incoll_dtype_size(dtype);
+    if (sendbuf == INCOLL_IN_PLACE)
+        a.sendbuf = recvbuf;
+    if (a.sendbuf == NULL)
+        return null_buffer("reduce", "sendbuf");
+    if (comm->rank == root) {
+        if (recvbuf == NULL)
+            return null_buffer("reduce", "recvbuf at the root");
+        if (a.sendbuf != recvbuf && overlaps(a.sendbuf, bytes, recvbuf, bytes))
+            return overlap_error("reduce");
+    }
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
+                                        size_t bytes, int root)
+{
+    host_coll_args_t a = {ALGO_COLL_BCAST, buf, buf, bytes, INCOLL_UINT8,
+                          INCOLL_OP_SUM, root};
+    incoll_status_t status = check_comm(comm, "bcast", root, 1);
+
+    if (status != INCOLL_OK || bytes == 0)
+        return status;
+    if (buf == NULL)
+        return null_buffer("bcast", "buf");
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
+{
+    host_coll_args_t a = {ALGO_COLL_BARRIER, NULL, NULL, 0, INCOLL_UINT8,
+                          INCOLL_OP_SUM, 0};
+    incoll_status_t status = check_comm(comm, "barrier", 0, 0);
+
+    if (status != INCOLL_OK)
+        return status;
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t bytes)
+{
+    host_coll_args_t a = {ALGO_COLL_ALLGATHER, sendbuf, recvbuf, bytes,
+                          INCOLL_UINT8, INCOLL_OP_SUM, 0};
+    incoll_status_t status = check_comm(comm, "allgather", 0, 0);
+
+    if (status != INCOLL_OK || bytes == 0)
+        return status;
+    if (bytes > SIZE_MAX / (size_t)comm->size) {
+        incoll_error("allgather: %zu bytes per rank too large", bytes);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (recvbuf == NULL)
+        return null_buffer("allgather", "recvbuf");
+    if (sendbuf == INCOLL_IN_PLACE)
+        a.sendbuf = (uint8_t *)recvbuf + (size_t)comm->rank * bytes;
+    else if (sendbuf == NULL)
+        return null_buffer("allgather", "sendbuf");
+    else if (overlaps(sendbuf, bytes, recvbuf, (size_t)comm->size * bytes))
+        return overlap_error("allgather");
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t bytes, int root)
+{
+    host_coll_args_t a = {ALGO_COLL_GATHER, sendbuf, recvbuf, bytes,
+                          INCOLL_UINT8, INCOLL_OP_SUM, root};
+    incoll_status_t status = check_comm(comm, "gather", root, 1);
+    int is_root;
+
+    if (status != INCOLL_OK || bytes == 0)
+        return status;
+    if (bytes > SIZE_MAX / (size_t)comm->size) {
+        incoll_error("gather: %zu bytes per rank too large", bytes);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    is_root = comm->rank == root;
+    if (is_root && recvbuf == NULL)
+        return null_buffer("gather", "recvbuf at the root");
+    if (sendbuf == INCOLL_IN_PLACE) {
+        if (!is_root) {
+            incoll_error("gather: INCOLL_IN_PLACE is for the root only");
+            return INCOLL_ERR_INVALID_ARG;
+        }
+        a.sendbuf = (uint8_t *)recvbuf + (size_t)root * bytes;
+    } else if (sendbuf == NULL) {
+        return null_buffer("gather", "sendbuf");
+    } else if (is_root &&
+               overlaps(sendbuf, bytes, recvbuf, (size_t)comm->size * bytes)) {
+        return overlap_error("gather");
+    }
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t bytes, int root)
+{
+    host_coll_args_t a = {ALGO_COLL_SCATTER, sendbuf, recvbuf, bytes,
+                          INCOLL_UINT8, INCOLL_OP_SUM, root};
+    incoll_status_t status = check_comm(comm, "scatter", root, 1);
+    int is_root;
+
+    if (status != INCOLL_OK || bytes == 0)
+        return status;
+    if (bytes > SIZE_MAX / (size_t)comm->size) {
+        incoll_error("scatter: %zu bytes per rank too large", bytes);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    is_root = comm->rank == root;
+    if (is_root && (sendbuf == NULL || sendbuf == INCOLL_IN_PLACE))
+        return null_buffer("scatter", "sendbuf at the root");
+    if (recvbuf == (void *)INCOLL_IN_PLACE) {
+        if (!is_root) {
+            incoll_error("scatter: INCOLL_IN_PLACE is for the root only");
+            return INCOLL_ERR_INVALID_ARG;
+        }
+        a.recvbuf = (uint8_t *)sendbuf + (size_t)root * bytes;
+    } else if (recvbuf == NULL) {
+        return null_buffer("scatter", "recvbuf");
+    } else if (is_root &&
+               overlaps(sendbuf, (size_t)comm->size * bytes, recvbuf, bytes)) {
+        return overlap_error("scatter");
+    }
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}
+
+INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t count,
+                                                 incoll_dtype_t dtype,
+                                                 incoll_op_t op)
+{
+    host_coll_args_t a = {ALGO_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count,
+                          dtype, op, 0};
+    incoll_status_t status = check_comm(comm, "reduce_scatter", 0, 0);
+    size_t blk;
+
+    if (status != INCOLL_OK ||
+        (status = check_reduction("reduce_scatter", count, dtype, op,
+                                  (size_t)comm->size)) != INCOLL_OK)
+        return status;
+    if (count == 0)
+        return INCOLL_OK;
+    blk = count * incoll_dtype_size(dtype);
+    if (recvbuf == NULL)
+        return null_buffer("reduce_scatter", "recvbuf");
+    if (sendbuf == INCOLL_IN_PLACE)
+        a.sendbuf = recvbuf;
+    else if (sendbuf == NULL)
+        return null_buffer("reduce_scatter", "sendbuf");
+    else if (overlaps(sendbuf, (size_t)comm->size * blk, recvbuf, blk))
+        return overlap_error("reduce_scatter");
+    return host_coll_run(comm, HOST_CALGO_AUTO, &a);
+}

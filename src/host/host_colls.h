@@ -1,0 +1,52 @@
+/*
+ * Host-based collectives other than allreduce (src/host/fallback.c), for
+ * the public functions of src/host/colls.c and the benchmarks.
+ */
+#ifndef INCOLL_HOST_COLLS_H
+#define INCOLL_HOST_COLLS_H
+
+#include "host/host.h"
+
+/*
+ * Runs host-based algorithm id (core/algo.h) with root, count elements per
+ * block and segment seg over the working buffer work (laid out as algo.h
+ * says for the collective) over the context's UDP endpoint with loss
+ * recovery. Blocks until done; INCOLL_ERR_INVALID_ARG (said why) when the
+ * algorithm does not fit comm's size.
+ */
+incoll_status_t host_coll_sched(incoll_comm_h comm, algo_calgo_t id, int root,
+                                void *work, size_t count, size_t seg,
+                                incoll_dtype_t dtype, incoll_op_t op);
+
+/* The arguments of one collective, resolved: sendbuf is never
+ * INCOLL_IN_PLACE but points where the data is (in place: inside recvbuf,
+ * or recvbuf inside sendbuf for scatter's root). count is elements for
+ * reduce and reduce_scatter (per rank), bytes per rank otherwise. */
+typedef struct {
+    algo_coll_t coll;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count;
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+    int root;
+} host_coll_args_t;
+
+#define HOST_CALGO_AUTO (-1) /* in the network if the group can, else picked */
+#define HOST_CALGO_INC (-2)  /* in the network only */
+
+/*
+ * Runs one collective with algorithm algo: HOST_CALGO_AUTO (what the
+ * public functions use), HOST_CALGO_INC, or a host-based algorithm of
+ * a->coll (algo_calgo_t). The arguments are checked already. Benchmarks
+ * call it to compare algorithms side by side.
+ */
+incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
+                              const host_coll_args_t *a);
+
+/* 1 when the last collective host_coll_run() completed ran in the network
+ * (natively or as an allreduce there), 0 when on the hosts: for the MPI
+ * layer's statistics. */
+int host_coll_last_in_net(void);
+
+#endif

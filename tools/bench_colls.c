@@ -1,0 +1,437 @@
+/*
+ * `incoll bench bcast|reduce|barrier|allgather|gather|scatter|
+ * reduce_scatter`: one collective through libincoll's public function
+ * (`incoll`: in the network when the group can, natively or as an
+ * allreduce there, else on the hosts) side by side with each of its
+ * host-based algorithms (core/algo.h) on the same fabric, OSU style.
+ *
+ * The driver gets a fabric (--fabric DIR, or one it brings up: emulated
+ * links with --emulate, else loopback, always torn down) and starts the
+ * ranks with `incoll run` running the hidden `incoll bench _coll`. Each
+ * rank, for every size and iteration, runs every algorithm once in an
+ * order rotated by the iteration, each after an untimed allreduce of one
+ * byte (a barrier), and times it on the monotonic clock. Per algorithm and
+ * size the latency is each rank's average, then avg/min/max over ranks (as
+ * OSU does); MB/s = bytes per rank / avg latency. Every operation's result
+ * is checked (a bcast's bytes, an allgather's, gather's and scatter's
+ * blocks, integer sums of reduce and reduce_scatter) and a wrong one fails
+ * the run. Sizes are bytes per rank (elements of int64 for the
+ * reductions: size / 8 of them).
+ */
+#include "bench_common.h"
+
+#include "host/host_colls.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ALGOS 8
+
+typedef struct {
+    algo_coll_t coll;
+    size_t min_size, max_size;
+    int iters;
+    int hosts, radix, emulate, keep, timeout_s;
+    const char *fabric, *csv, *algos, *out;
+} bc_opts_t;
+
+static void usage(FILE *out, const char *coll)
+{
+    fprintf(out,
+            "usage: incoll bench %s [options]\n"
+            "  -n, --hosts N       ranks (default 8)\n"
+            "      --radix K       fabric radix (default 4)\n"
+            "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
+            "      --iters N       timed operations per size (default 20)\n"
+            "      --algos LIST    incoll and host algorithms (default all)\n"
+            "      --fabric DIR    use this fabric instead of bringing one up\n"
+            "      --emulate       emulated links (root)\n"
+            "      --csv PATH      rows for machines\n"
+            "      --timeout SEC   whole run (default 300)\n"
+            "      --keep          keep the work directory\n",
+            coll);
+}
+
+static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
+{
+    static const struct option lo[] = {
+        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'},  {"sizes", 1, 0, 's'},
+        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'},  {"fabric", 1, 0, 'f'},
+        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},    {"timeout", 1, 0, 't'},
+        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},    {"help", 0, 0, 'h'},
+        {0, 0, 0, 0}};
+    int c, coll = algo_coll_parse(argv[0]);
+
+    memset(o, 0, sizeof(*o));
+    if (coll < 0) {
+        fprintf(stderr, "incoll bench: unknown collective '%s'\n", argv[0]);
+        return 2;
+    }
+    o->coll = (algo_coll_t)coll;
+    o->min_size = 8;
+    o->max_size = 1 << 20;
+    o->iters = 20;
+    o->hosts = 8;
+    o->radix = 4;
+    o->timeout_s = 300;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "n:h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            o->hosts = atoi(optarg);
+            break;
+        case 'k':
+            o->radix = atoi(optarg);
+            break;
+        case 's':
+            if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0) {
+                fprintf(stderr, "incoll bench %s: bad --sizes '%s'\n", argv[0],
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'i':
+            o->iters = atoi(optarg);
+            break;
+        case 'a':
+            o->algos = optarg;
+            break;
+        case 'f':
+            o->fabric = optarg;
+            break;
+        case 'e':
+            o->emulate = 1;
+            break;
+        case 'c':
+            o->csv = optarg;
+            break;
+        case 't':
+            o->timeout_s = atoi(optarg);
+            break;
+        case 'K':
+            o->keep = 1;
+            break;
+        case 'o':
+            o->out = optarg;
+            break;
+        case 'h':
+            usage(stdout, argv[0]);
+            return 1;
+        default:
+            usage(stderr, argv[0]);
+            return 2;
+        }
+    }
+    if (o->hosts < 2 || o->iters < 1 || (rank_side && o->out == NULL)) {
+        fprintf(stderr, "incoll bench %s: want -n >= 2 and --iters >= 1\n",
+                argv[0]);
+        return 2;
+    }
+    if (o->coll == ALGO_COLL_BARRIER)
+        o->min_size = o->max_size = 0;
+    return 0;
+}
+
+/* The algorithms of the run: HOST_CALGO_AUTO ("incoll") and the host ones
+ * of the collective that fit size, filtered by list. */
+static int algo_list(const bc_opts_t *o, int size, int *algos)
+{
+    int n = 0;
+    for (int a = HOST_CALGO_AUTO; a < CALGO_COUNT && n < MAX_ALGOS; a++) {
+        const char *name = "incoll";
+        if (a >= 0) {
+            const algo_calgo_info_t *in = algo_calgo_info((algo_calgo_t)a);
+            if (a == HOST_CALGO_INC || in->coll != o->coll ||
+                !algo_calgo_fits((algo_calgo_t)a, size))
+                continue;
+            name = in->name;
+        } else if (a != HOST_CALGO_AUTO) {
+            continue;
+        }
+        if (o->algos) {
+            char buf[256], *save = NULL;
+            int found = 0;
+            snprintf(buf, sizeof(buf), "%s", o->algos);
+            for (char *t = strtok_r(buf, ",", &save); t && !found;
+                 t = strtok_r(NULL, ",", &save))
+                found = strcmp(t, name) == 0;
+            if (!found)
+                continue;
+        }
+        algos[n++] = a;
+    }
+    return n;
+}
+
+static const char *algo_label(int a)
+{
+    return a < 0 ? "incoll" : algo_calgo_info((algo_calgo_t)a)->name;
+}
+
+static uint8_t pat(int r, size_t i, int it)
+{
+    return (uint8_t)(r * 31 + i * 7 + (size_t)it * 13);
+}
+
+/* One operation; 0, or -1 (printed) when it failed or its result is wrong. */
+static int one_op(incoll_comm_h comm, const bc_opts_t *o, int a, size_t bytes,
+                  int rank, int size, int root, int it, uint8_t *in,
+                  uint8_t *out)
+{
+    int red = o->coll == ALGO_COLL_REDUCE || o->coll == ALGO_COLL_REDUCE_SCATTER;
+    size_t n = red ? bytes / 8 : bytes, all = (size_t)size * bytes;
+    host_coll_args_t args = {o->coll, in, out, n, INCOLL_INT64, INCOLL_OP_SUM,
+                             root};
+    incoll_status_t st;
+    int bad = 0;
+
+    switch (o->coll) {
+    case ALGO_COLL_BCAST:
+        for (size_t i = 0; i < bytes; i++)
+            out[i] = rank == root ? pat(root, i, it) : 0;
+        args.sendbuf = out;
+        break;
+    case ALGO_COLL_REDUCE:
+    case ALGO_COLL_REDUCE_SCATTER: {
+        int64_t *v = (int64_t *)(void *)in;
+        size_t cnt = o->coll == ALGO_COLL_REDUCE ? n : n * (size_t)size;
+        for (size_t i = 0; i < cnt; i++)
+            v[i] = (int64_t)(rank + 1) * (int64_t)(i + (size_t)it);
+        break;
+    }
+    case ALGO_COLL_SCATTER:
+        for (size_t i = 0; rank == root && i < all; i++)
+            in[i] = pat((int)(i / bytes), i % bytes, it);
+        break;
+    default:
+        for (size_t i = 0; i < bytes; i++)
+            in[i] = pat(rank, i, it);
+    }
+    st = host_coll_run(comm, a, &args);
+    if (st != INCOLL_OK) {
+        fprintf(stderr, "bench %s/%s: %zu bytes: %s\n", algo_coll_name(o->coll),
+                algo_label(a), bytes, incoll_status_string(st));
+        return -1;
+    }
+    switch (o->coll) {
+    case ALGO_COLL_BCAST:
+        for (size_t i = 0; i < bytes && !bad; i++)
+            bad = out[i] != pat(root, i, it);
+        break;
+    case ALGO_COLL_REDUCE:
+    case ALGO_COLL_REDUCE_SCATTER: {
+        const int64_t *v = (const int64_t *)(const void *)out;
+        size_t base = o->coll == ALGO_COLL_REDUCE ? 0 : (size_t)rank * n;
+        int64_t s = (int64_t)size * (size + 1) / 2;
+        if (o->coll == ALGO_COLL_REDUCE && rank != root)
+            break;
+        for (size_t i = 0; i < n && !bad; i++)
+            bad = v[i] != s * (int64_t)(base + i + (size_t)it);
+        break;
+    }
+    case ALGO_COLL_ALLGATHER:
+    case ALGO_COLL_GATHER:
+        if (o->coll == ALGO_COLL_GATHER && rank != root)
+            break;
+        for (size_t i = 0; i < all && !bad; i++)
+            bad = out[i] != pat((int)(i / bytes), i % bytes, it);
+        break;
+    case ALGO_COLL_SCATTER:
+        for (size_t i = 0; i < bytes && !bad; i++)
+            bad = out[i] != pat(rank, i, it);
+        break;
+    default:
+        break;
+    }
+    if (bad) {
+        fprintf(stderr, "bench %s/%s: %zu bytes: WRONG result on rank %d\n",
+                algo_coll_name(o->coll), algo_label(a), bytes, rank);
+        return -1;
+    }
+    return 0;
+}
+
+static incoll_status_t sync_ranks(incoll_comm_h comm)
+{
+    uint8_t x = 0, y;
+    return incoll_allreduce(comm, &x, &y, 1, INCOLL_UINT8, INCOLL_OP_BOR);
+}
+
+int bench_coll_rank_main(int argc, char **argv)
+{
+    bc_opts_t o;
+    incoll_ctx_h ctx;
+    incoll_comm_h comm;
+    int rank, size, algos[MAX_ALGOS], na, nsizes, ret = 0;
+    size_t *sizes;
+    FILE *res = NULL;
+
+    if (argc < 2 || parse(argc - 1, argv + 1, &o, 1) != 0)
+        return 2;
+    if (incoll_init(&ctx) != INCOLL_OK)
+        return 4;
+    incoll_comm_world(ctx, &comm);
+    incoll_comm_rank(comm, &rank);
+    incoll_comm_size(comm, &size);
+    na = algo_list(&o, size, algos);
+    if (o.coll == ALGO_COLL_BARRIER) {
+        sizes = calloc(1, sizeof(*sizes));
+        nsizes = 1;
+    } else {
+        nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
+    }
+    if (rank == 0) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/colls.txt", o.out);
+        res = fopen(path, "w");
+    }
+    for (int s = 0; s < nsizes && ret == 0; s++) {
+        size_t bytes = sizes[s];
+        size_t cap = (size_t)size * (bytes + 8) + 64;
+        uint8_t *in = malloc(cap), *out = malloc(cap);
+        double sum_ns[MAX_ALGOS] = {0};
+        if (o.coll == ALGO_COLL_REDUCE || o.coll == ALGO_COLL_REDUCE_SCATTER)
+            bytes = bytes / 8 * 8;
+        for (int it = -2; it < o.iters && ret == 0; it++) {
+            for (int k = 0; k < na && ret == 0; k++) {
+                int ai = (k + (it < 0 ? 0 : it)) % na;
+                uint64_t t0;
+                if (sync_ranks(comm) != INCOLL_OK) {
+                    ret = 4;
+                    break;
+                }
+                t0 = bench_now_ns();
+                if (one_op(comm, &o, algos[ai], bytes, rank, size,
+                           it < 0 ? 0 : it % size, it + 2, in, out) != 0)
+                    ret = 1;
+                if (it >= 0)
+                    sum_ns[ai] += (double)(bench_now_ns() - t0);
+            }
+        }
+        for (int k = 0; k < na && ret == 0; k++) {
+            double avg = sum_ns[k] / o.iters / 1e3, mn, mx, tot;
+            incoll_allreduce(comm, &avg, &mn, 1, INCOLL_FLOAT64, INCOLL_OP_MIN);
+            incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
+            incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64, INCOLL_OP_SUM);
+            if (res)
+                fprintf(res, "%zu %s %d %.3f %.3f %.3f\n", bytes,
+                        algo_label(algos[k]), o.iters, tot / size, mn, mx);
+        }
+        free(in);
+        free(out);
+    }
+    if (res)
+        fclose(res);
+    free(sizes);
+    incoll_finalize(ctx);
+    return ret;
+}
+
+int bench_coll_main(int argc, char **argv)
+{
+    char who[64];
+    bench_fabric_opts_t fo;
+    bench_fabric_t f;
+    bc_opts_t o;
+    int rc, ret = 1;
+
+    rc = parse(argc, argv, &o, 0);
+    if (rc == 1)
+        return 0;
+    if (rc != 0)
+        return 2;
+    snprintf(who, sizeof(who), "bench %s", argv[0]);
+    memset(&fo, 0, sizeof(fo));
+    fo.fabric_dir = o.fabric;
+    fo.emulate = o.emulate;
+    fo.hosts = o.hosts;
+    fo.radix = o.radix;
+    fo.keep = o.keep;
+    fo.who = who;
+    if (bench_fabric_open(&f, &fo) != 0)
+        return bench_interrupted() ? 130 : 1;
+    {
+        char sz[64], lo[24], hi[24], iters[16];
+        char *args[20];
+        int n = 0;
+        snprintf(sz, sizeof(sz), "%s:%s",
+                 bench_size_str(o.min_size, lo, sizeof(lo)),
+                 bench_size_str(o.max_size, hi, sizeof(hi)));
+        snprintf(iters, sizeof(iters), "%d", o.iters);
+        args[n++] = "_coll";
+        args[n++] = argv[0];
+        if (o.coll != ALGO_COLL_BARRIER) {
+            args[n++] = "--sizes";
+            args[n++] = sz;
+        }
+        args[n++] = "--iters";
+        args[n++] = iters;
+        if (o.algos) {
+            args[n++] = "--algos";
+            args[n++] = (char *)o.algos;
+        }
+        args[n++] = "--out";
+        args[n++] = f.work;
+        args[n] = NULL;
+        rc = bench_launch(&f, args, NULL, o.timeout_s);
+        if (bench_interrupted()) {
+            ret = 130;
+            goto out;
+        }
+        if (rc != 0) {
+            fprintf(stderr, "incoll %s: the run failed (incoll run exited %d)\n",
+                    who, rc);
+            goto out;
+        }
+    }
+    {
+        char path[PATH_MAX + 32], line[256], algo[32];
+        FILE *in, *csv = NULL;
+        snprintf(path, sizeof(path), "%s/colls.txt", f.work);
+        in = fopen(path, "r");
+        if (in == NULL) {
+            fprintf(stderr, "incoll %s: no results in %s\n", who, path);
+            goto out;
+        }
+        if (o.csv) {
+            csv = bench_fopen_out(o.csv, who);
+            if (csv == NULL) {
+                fclose(in);
+                goto out;
+            }
+            fprintf(csv, "coll,algo,bytes,iters,avg_us,min_us,max_us,bw_MBps,"
+                         "hosts,emulated\n");
+        }
+        printf("# incoll bench %s: %d hosts, %s; bytes per rank; latency "
+               "avg/min/max over ranks (OSU); MB/s = bytes / avg\n",
+               argv[0], f.hosts,
+               f.emulated ? "emulated links" : "loopback fabric");
+        printf("%-14s %9s %6s %10s %10s %10s %9s\n", "algorithm", "bytes",
+               "iters", "avg(us)", "min(us)", "max(us)", "MB/s");
+        while (fgets(line, sizeof(line), in)) {
+            size_t bytes;
+            int iters;
+            double avg, mn, mx, bw;
+            if (sscanf(line, "%zu %31s %d %lf %lf %lf", &bytes, algo, &iters,
+                       &avg, &mn, &mx) != 6)
+                continue;
+            bw = avg > 0 ? (double)bytes / avg : 0;
+            printf("%-14s %9zu %6d %10.1f %10.1f %10.1f %9.2f\n", algo, bytes,
+                   iters, avg, mn, mx, bw);
+            if (csv)
+                fprintf(csv, "%s,%s,%zu,%d,%.3f,%.3f,%.3f,%.4f,%d,%d\n",
+                        argv[0], algo, bytes, iters, avg, mn, mx, bw, f.hosts,
+                        f.emulated);
+        }
+        fclose(in);
+        if (csv)
+            fclose(csv);
+    }
+    ret = 0;
+out:
+    bench_fabric_close(&f);
+    return ret;
+}
