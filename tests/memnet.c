@@ -50,6 +50,8 @@ typedef struct node {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
+    wire_coll_t coll;
+    int root;
     incoll_status_t start_status;
     uint64_t done_ns;
     /* Sink. */
@@ -679,8 +681,9 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
-    n->start_status = host_engine_start(n->eng, n->send, n->recv, n->count,
-                                        n->dtype, n->op, net->now);
+    n->start_status =
+        host_engine_start_coll(n->eng, n->coll, n->root, n->send, n->recv,
+                               n->count, n->dtype, n->op, net->now);
     host_update(net, n);
 }
 
@@ -688,10 +691,20 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
                             void *const *recv, size_t count,
                             incoll_dtype_t dtype, incoll_op_t op)
 {
+    memnet_start_coll(net, group, WIRE_COLL_ALLREDUCE, -1, send, recv, count,
+                      dtype, op);
+}
+
+void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
+                       const void *const *send, void *const *recv,
+                       size_t count, incoll_dtype_t dtype, incoll_op_t op)
+{
     for (int r = 0; r < net->tree.nhosts; r++) {
         node_t *n = net->nodes[net->group_host[group][r]];
-        n->send = send[r];
-        n->recv = recv[r];
+        n->coll = kind;
+        n->root = r == root;
+        n->send = send ? send[r] : NULL;
+        n->recv = recv ? recv[r] : NULL;
         n->count = count;
         n->dtype = dtype;
         n->op = op;

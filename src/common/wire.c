@@ -55,6 +55,8 @@ size_t wire_payload_len(const wire_hdr_t *hdr)
     switch (hdr->type) {
     case WIRE_CONTRIB:
     case WIRE_RESULT:
+        if (hdr->flags & WIRE_F_NODATA)
+            return 0;
         return (size_t)hdr->count * incoll_dtype_size((incoll_dtype_t)hdr->dtype);
     default:
         return (size_t)hdr->count;
@@ -130,6 +132,15 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
             why = "zero count";
             goto bad;
         }
+        if (wire_flags_kind(h.flags) >= WIRE_COLL_COUNT) {
+            why = "unknown collective kind";
+            goto bad;
+        }
+        if ((uint64_t)h.count * incoll_dtype_size((incoll_dtype_t)h.dtype) >
+            WIRE_MAX_PAYLOAD) {
+            why = "count too large";
+            goto bad;
+        }
     }
     if (wire_payload_len(&h) > WIRE_MAX_PAYLOAD) {
         why = "count too large";
@@ -145,6 +156,22 @@ bad:
     if (why_p)
         *why_p = why;
     return INCOLL_ERR_PROTOCOL;
+}
+
+const char *wire_coll_name(wire_coll_t kind)
+{
+    switch (kind) {
+    case WIRE_COLL_ALLREDUCE:
+        return "allreduce";
+    case WIRE_COLL_REDUCE:
+        return "reduce";
+    case WIRE_COLL_BCAST:
+        return "bcast";
+    case WIRE_COLL_BARRIER:
+        return "barrier";
+    default:
+        return "unknown";
+    }
 }
 
 const char *wire_ep_str(incoll_ep_t ep, char *buf, size_t len)

@@ -30,9 +30,12 @@ typedef struct {
     uint32_t epoch;
     uint32_t count;
     uint64_t offset;
-    uint16_t flags;
+    uint16_t flags;   /* WIRE_F_LAST only */
     uint8_t op, dtype;
     uint8_t valid;
+    uint8_t kind;     /* wire_coll_t */
+    uint8_t has;      /* buf holds data (NODATA packets carry none) */
+    int rootc;        /* child whose subtree holds the root, or -1 */
 } res_copy_t;
 
 typedef struct {
@@ -306,6 +309,8 @@ static void emit(agg_t *agg, const wire_key_t *key,
                  const wire_hdr_t *h, const void *payload, size_t len)
 {
     uint8_t hdr[WIRE_HDR_LEN];
+    if (len == 0)
+        payload = hdr; /* never NULL, even with nothing to send */
     wire_pack(h, hdr);
     if (st)
         wire_mac_seal_prepared(st, hdr);
@@ -316,12 +321,39 @@ static void emit(agg_t *agg, const wire_key_t *key,
     agg->send(agg->send_arg, dst, hdr, payload, len);
 }
 
+/* Bytes of the data of result copy rc. */
+static size_t res_bytes(const res_copy_t *rc)
+{
+    return (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
+}
+
+/*
+ * 1 when child c gets the data of result copy rc, 0 when it gets the
+ * header alone (NODATA, an acknowledgement): an allreduce's result goes
+ * to all; a reduce's only toward the root; a broadcast's to all but the
+ * child the data came from; a barrier carries none.
+ */
+static int result_has_data(const res_copy_t *rc, int c)
+{
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        return 1;
+    case WIRE_COLL_REDUCE:
+        return rc->has && c == rc->rootc;
+    case WIRE_COLL_BCAST:
+        return rc->has && c != rc->rootc;
+    default:
+        return 0;
+    }
+}
+
 /* Sends result copy rc of slot to child c (if its endpoint is known); st
  * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
                         const res_copy_t *rc, int c,
                         const wire_mac_state_t *st)
 {
+    int data = result_has_data(rc, c);
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_RESULT,
@@ -329,7 +361,8 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         .dtype = rc->dtype,
         .group = g->id,
         .child = (uint16_t)c,
-        .flags = rc->flags,
+        .flags = (uint16_t)(rc->flags | wire_kind_flags((wire_coll_t)rc->kind) |
+                            (data ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .epoch = rc->epoch,
         .count = rc->count,
@@ -338,20 +371,21 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
-    emit(agg, &g->key, st, g->children[c], &h, rc->buf,
-         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+    if (!data) {
+        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+        return;
+    }
+    emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
 {
     /* The copies differ only in their headers: hash the payload once. */
     wire_mac_state_t st;
-    wire_mac_prepare(&g->key, rc->buf,
-                     (size_t)rc->count *
-                         incoll_dtype_size((incoll_dtype_t)rc->dtype),
-                     &st);
+    if (rc->has)
+        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &st);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, &st);
+        send_result(agg, g, slot, rc, c, rc->has ? &st : NULL);
     agg->ctr.results_sent++;
 }
 
@@ -365,7 +399,9 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .dtype = rc->dtype,
         .group = g->id,
         .child = g->index_at_parent,
-        .flags = rc->flags,
+        .flags = (uint16_t)(rc->flags | wire_kind_flags((wire_coll_t)rc->kind) |
+                            (rc->rootc >= 0 ? WIRE_F_ROOT : 0) |
+                            (rc->has ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .hops = hops,
         .epoch = rc->epoch,
@@ -373,8 +409,8 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .offset = rc->offset,
     };
     h.total = g->gen;
-    emit(agg, &g->key, NULL, g->parent, &h, rc->buf,
-         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+    emit(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
+         rc->has ? res_bytes(rc) : 0);
 }
 
 static uint8_t *pool_get(group_t *g)
@@ -405,6 +441,65 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     }
     agg->ctr.reductions++;
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
+}
+
+/* All children are in: makes the slot's aggregate in rc by its kind. */
+static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
+{
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+    case WIRE_COLL_REDUCE:
+        slot_reduce(agg, g, sl, rc);
+        rc->has = 1;
+        break;
+    default:
+        /* Broadcast: the root's subtree's data, if it is below us. */
+        rc->has = 0;
+        if (rc->kind == WIRE_COLL_BCAST && rc->rootc >= 0 &&
+            sl->contrib[rc->rootc]) {
+            memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
+            rc->has = 1;
+        }
+        for (int c = 0; c < g->nchildren; c++) {
+            if (sl->contrib[c]) {
+                pool_put(g, sl->contrib[c]);
+                sl->contrib[c] = NULL;
+            }
+        }
+        break;
+    }
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        agg->ctr.coll_allreduce++;
+        break;
+    case WIRE_COLL_REDUCE:
+        agg->ctr.coll_reduce++;
+        break;
+    case WIRE_COLL_BCAST:
+        agg->ctr.coll_bcast++;
+        break;
+    default:
+        agg->ctr.coll_barrier++;
+        break;
+    }
+}
+
+/*
+ * 1 when a contribution's payload is as its kind wants: data for an
+ * allreduce, a reduce and a broadcast's root, none for the others; the
+ * ROOT flag only on a reduce or a broadcast.
+ */
+static int contrib_well_formed(const wire_hdr_t *h)
+{
+    wire_coll_t kind = wire_flags_kind(h->flags);
+    int has = !(h->flags & WIRE_F_NODATA), root = !!(h->flags & WIRE_F_ROOT);
+    if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST)
+        return 0;
+    if (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE)
+        return has;
+    if (kind == WIRE_COLL_BCAST)
+        return has == root;
+    return !has;
 }
 
 static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
@@ -476,6 +571,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              "payload larger than the group's", g->id);
         return;
     }
+    if (!contrib_well_formed(h)) {
+        drop(agg, &agg->ctr.malformed_dropped, src,
+             "payload or root flag does not fit the collective", g->id);
+        return;
+    }
     if (!g->learned[c] && g->children[c] != src) {
         drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
              g->id);
@@ -520,6 +620,9 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->count = h->count;
         rc->offset = h->offset;
         rc->flags = h->flags & WIRE_F_LAST;
+        rc->kind = (uint8_t)wire_flags_kind(h->flags);
+        rc->has = 0;
+        rc->rootc = -1;
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
         if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
@@ -534,9 +637,10 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
 
     rc = &sl->res[sl->epoch & 1];
     if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
-        h->offset != rc->offset) {
+        h->offset != rc->offset || wire_flags_kind(h->flags) != rc->kind) {
         drop(agg, &agg->ctr.mismatch_dropped, src,
-             "op, dtype, count or offset differ from the slot's", g->id);
+             "collective, op, dtype, count or offset differ from the slot's",
+             g->id);
         return;
     }
     if (sl->seen[c / 64] & (1ull << (c % 64))) {
@@ -555,19 +659,29 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
         return;
     }
-    sl->contrib[c] = pool_get(g);
-    if (sl->contrib[c] == NULL) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
+    if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {
+        drop(agg, &agg->ctr.mismatch_dropped, src,
+             "a second child claims the root", g->id);
         return;
     }
-    memcpy(sl->contrib[c], payload, bytes);
+    if (!(h->flags & WIRE_F_NODATA)) {
+        sl->contrib[c] = pool_get(g);
+        if (sl->contrib[c] == NULL) {
+            drop(agg, &agg->ctr.malformed_dropped, src, "out of memory",
+                 g->id);
+            return;
+        }
+        memcpy(sl->contrib[c], payload, bytes);
+    }
+    if (h->flags & WIRE_F_ROOT)
+        rc->rootc = c;
     sl->seen[c / 64] |= 1ull << (c % 64);
     sl->arrived++;
     agg->ctr.contribs_accepted++;
     if (sl->arrived < g->nchildren)
         return;
 
-    slot_reduce(agg, g, sl, rc);
+    slot_combine(agg, g, sl, rc);
     if (g->parent == INCOLL_EP_NONE) {
         sl->state = SLOT_DONE;
         rc->valid = 1;
@@ -583,6 +697,7 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
 {
     slot_t *sl;
     res_copy_t *rc;
+    int has, want;
     size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (g->parent == INCOLL_EP_NONE || src != g->parent) {
@@ -605,13 +720,34 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
         return;
     }
     rc = &sl->res[sl->epoch & 1];
+    has = !(h->flags & WIRE_F_NODATA);
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        want = 1;
+        break;
+    case WIRE_COLL_REDUCE: /* data only on the root's path */
+        want = rc->rootc >= 0;
+        break;
+    case WIRE_COLL_BCAST: /* on the root's path we hold the data */
+        want = rc->rootc < 0;
+        break;
+    default:
+        want = 0;
+        break;
+    }
     if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
-        h->offset != rc->offset || bytes > g->max_payload) {
+        h->offset != rc->offset || bytes > g->max_payload ||
+        wire_flags_kind(h->flags) != rc->kind || has != want) {
         drop(agg, &agg->ctr.mismatch_dropped, src,
              "result does not match the slot", g->id);
         return;
     }
-    memcpy(rc->buf, payload, bytes);
+    if (has) {
+        memcpy(rc->buf, payload, bytes);
+        rc->has = 1;
+    } else if (rc->kind == WIRE_COLL_REDUCE) {
+        rc->has = 0; /* buf holds our partial aggregate, not the result */
+    }
     rc->valid = 1;
     sl->state = SLOT_DONE;
     replicate(agg, g, h->slot, rc);

@@ -84,7 +84,9 @@ typedef struct {
 
 #define AGG_MAX_CHILDREN 1024
 
-/* Counters, all monotonic. The names are those printed by incoll stat. */
+/* Counters, all monotonic. The names are those printed by incoll stat.
+ * coll_<kind>: segments of that collective this AN completed (all its
+ * children in), so each collective shows which ANs it went through. */
 #define AGG_COUNTER_LIST(X)                                                    \
     X(packets_in)                                                              \
     X(packets_out)                                                             \
@@ -106,7 +108,11 @@ typedef struct {
     X(mismatch_dropped)                                                        \
     X(stats_requests)                                                          \
     X(generation_resets)                                                       \
-    X(groups)
+    X(groups)                                                                  \
+    X(coll_allreduce)                                                          \
+    X(coll_reduce)                                                             \
+    X(coll_bcast)                                                              \
+    X(coll_barrier)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;

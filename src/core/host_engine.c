@@ -41,6 +41,10 @@ struct host_engine {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
+    wire_coll_t kind;
+    int send_data;       /* our contributions carry data */
+    int recv_data;       /* our results carry data */
+    int root;            /* we are the reduce's or broadcast's root */
     size_t dsize;
     size_t seg_elems;
     uint64_t base_seq;
@@ -121,7 +125,10 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .group = eng->p.group,
         .child = eng->p.child,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
-                            (idx + 1 == eng->nseg ? WIRE_F_LAST : 0)),
+                            (idx + 1 == eng->nseg ? WIRE_F_LAST : 0) |
+                            wire_kind_flags(eng->kind) |
+                            (eng->root ? WIRE_F_ROOT : 0) |
+                            (eng->send_data ? 0 : WIRE_F_NODATA)),
         .slot = (uint16_t)(s->seq % eng->p.slots),
         .epoch = (uint32_t)(s->seq / eng->p.slots),
         .count = (uint32_t)n,
@@ -129,16 +136,18 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .offset = off,
     };
     uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
+    const uint8_t *data = eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
+    size_t len = eng->send_data ? n * eng->dsize : 0;
 
     wire_pack(&h, hdr);
-    wire_mac_seal(&eng->p.key, hdr, eng->sendbuf + off * eng->dsize,
-                  n * eng->dsize);
+    if (data == NULL)
+        data = hdr; /* no payload, but never a NULL pointer */
+    wire_mac_seal(&eng->p.key, hdr, data, len);
     s->sent_ns = now;
     s->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
     eng->ctr.packets_sent++;
-    eng->ctr.bytes_sent += WIRE_HDR_LEN + n * eng->dsize;
-    eng->p.send(eng->p.send_arg, eng->p.an, hdr, eng->sendbuf + off * eng->dsize,
-                n * eng->dsize);
+    eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
+    eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
 }
 
 /* Sends every segment the window allows. */
@@ -171,11 +180,32 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
                                   incoll_dtype_t dtype, incoll_op_t op,
                                   uint64_t now_ns)
 {
+    return host_engine_start_coll(eng, WIRE_COLL_ALLREDUCE, 0, sendbuf,
+                                  recvbuf, count, dtype, op, now_ns);
+}
+
+incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
+                                       int root, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op,
+                                       uint64_t now_ns)
+{
     if (eng->status == INCOLL_INPROGRESS)
         return INCOLL_ERR_BUSY;
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
-    if (!incoll_op_valid(op, dtype))
+    if (!incoll_op_valid(op, dtype) || (unsigned)kind >= WIRE_COLL_COUNT ||
+        (kind == WIRE_COLL_BARRIER && count != 1))
+        return INCOLL_ERR_INVALID_ARG;
+    eng->kind = kind;
+    eng->root = root && (kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_BCAST);
+    eng->send_data = kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE ||
+                     (kind == WIRE_COLL_BCAST && eng->root);
+    eng->recv_data = kind == WIRE_COLL_ALLREDUCE ||
+                     (kind == WIRE_COLL_REDUCE && eng->root) ||
+                     (kind == WIRE_COLL_BCAST && !eng->root);
+    if ((eng->send_data && sendbuf == NULL) ||
+        (eng->recv_data && recvbuf == NULL))
         return INCOLL_ERR_INVALID_ARG;
     if (count == 0) {
         eng->status = INCOLL_OK;
@@ -257,15 +287,17 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     off = idx * eng->seg_elems;
     n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
     if (h.offset != off || h.count != n || h.dtype != eng->dtype ||
-        h.op != eng->op) {
+        h.op != eng->op || wire_flags_kind(h.flags) != eng->kind ||
+        (!(h.flags & WIRE_F_NODATA)) != eng->recv_data) {
         eng->ctr.dropped++;
         incoll_debug("host: group %u slot %u: result does not match the "
                      "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
                      eng->p.group, h.slot, h.offset, off, h.count, n);
         return;
     }
-    memcpy(eng->recvbuf + off * eng->dsize, (const uint8_t *)buf + WIRE_HDR_LEN,
-           n * eng->dsize);
+    if (eng->recv_data)
+        memcpy(eng->recvbuf + off * eng->dsize,
+               (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
     s->state = SEG_DONE;
     eng->ctr.results++;
     if (s->retries == 0 && now_ns >= s->first_ns)

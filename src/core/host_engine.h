@@ -75,6 +75,25 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
                                   incoll_dtype_t dtype, incoll_op_t op,
                                   uint64_t now_ns);
 
+/*
+ * Starts a collective of the given kind (wire.h); host_engine_start is
+ * the allreduce. root is 1 on the root rank of a reduce or broadcast.
+ *  - REDUCE: every rank sends sendbuf; only the root gets the result in
+ *    recvbuf (others get payload-free acknowledgements; recvbuf unused).
+ *  - BCAST: the root sends sendbuf (count elements, usually UINT8) and
+ *    gets an acknowledgement; the others send headers only and get the
+ *    data in recvbuf.
+ *  - BARRIER: count 1 (any dtype, e.g. UINT8 with SUM), no payload and
+ *    no buffers.
+ * Same returns as host_engine_start; INCOLL_ERR_INVALID_ARG when a buffer
+ * the kind needs is NULL.
+ */
+incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
+                                       int root, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op,
+                                       uint64_t now_ns);
+
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
                            const void *buf, size_t len, uint64_t now_ns);
