@@ -1,0 +1,168 @@
+/*
+ * In-network reduce, broadcast and barrier (inc_coll.h): one operation of
+ * the host engine with the collective's kind (host_engine_start_coll).
+ * Allgather, gather, scatter and reduce_scatter are not done in the
+ * network yet: they return INCOLL_ERR_UNSUPPORTED and the caller runs
+ * them on the hosts.
+ *
+ * On communicators that keep results for recovery (host_comm_recoverable,
+ * docs/failures.md), a broadcast's data and a reduce's result at the root
+ * go through the communicator's result buffer as an allreduce's do, so
+ * that a member behind can take them from one ahead; the root of a
+ * broadcast keeps its own data there too.
+ */
+#include "host/inc_coll.h"
+
+#include "host/comm.h"
+#include "host/host.h"
+
+#include "common/dtype.h"
+
+#include <string.h>
+
+static int overlaps(const void *a, const void *b, size_t len)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + len && pb < pa + len;
+}
+
+int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
+                         incoll_op_t op, incoll_dtype_t dtype)
+{
+    switch (kind) {
+    case HOST_COLL_ALLREDUCE:
+    case HOST_COLL_REDUCE:
+        return (unsigned)op < INCOLL_OP_COUNT &&
+               (unsigned)dtype < INCOLL_DTYPE_COUNT &&
+               incoll_op_valid(op, dtype) &&
+               host_comm_inc_usable(comm, op, dtype);
+    case HOST_COLL_BCAST:
+    case HOST_COLL_BARRIER:
+        /* Bytes, no arithmetic: what the packets say (uint8, sum). */
+        return host_comm_inc_usable(comm, INCOLL_OP_SUM, INCOLL_UINT8);
+    default:
+        return 0;
+    }
+}
+
+/* One operation of the engine, waited for. */
+static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
+                           const void *sendbuf, void *recvbuf, size_t count,
+                           incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status =
+        host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf, count,
+                               dtype, op, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
+}
+
+incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op, int root)
+{
+    size_t bytes = count * incoll_dtype_size(dtype);
+    int me = comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (!host_inc_coll_usable(comm, HOST_COLL_REDUCE, op, dtype))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (count == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        return INCOLL_OK;
+    }
+    if (!me)
+        return run(comm, WIRE_COLL_REDUCE, 0, sendbuf, NULL, count, dtype, op);
+    if (host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, bytes);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = run(comm, WIRE_COLL_REDUCE, 1, sendbuf, res, count, dtype, op);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, bytes);
+            host_comm_result_done(comm, bytes);
+        }
+        return status;
+    }
+    /* The engine's input stays intact until the result is in (a failed
+     * operation may run again): stage an overlapping input. */
+    if (overlaps(sendbuf, recvbuf, bytes)) {
+        status = host_comm_scratch(comm, bytes);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, bytes);
+        sendbuf = comm->scratch;
+    }
+    return run(comm, WIRE_COLL_REDUCE, 1, sendbuf, recvbuf, count, dtype, op);
+}
+
+incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
+                               int root)
+{
+    int me = comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (!host_inc_coll_usable(comm, HOST_COLL_BCAST, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (bytes == 0 || comm->size == 1)
+        return INCOLL_OK;
+    if (!host_comm_recoverable(comm))
+        return run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : buf,
+                   bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    res = host_comm_result_buf(comm, bytes);
+    if (res == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
+                 bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    if (status == INCOLL_OK) {
+        if (me)
+            memcpy(res, buf, bytes);
+        else
+            memcpy(buf, res, bytes);
+        host_comm_result_done(comm, bytes);
+    }
+    return status;
+}
+
+incoll_status_t host_inc_barrier(incoll_comm_h comm)
+{
+    if (!host_inc_coll_usable(comm, HOST_COLL_BARRIER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (comm->size == 1)
+        return INCOLL_OK;
+    return run(comm, WIRE_COLL_BARRIER, 0, NULL, NULL, 1, INCOLL_UINT8,
+               INCOLL_OP_SUM);
+}
+
+incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf,
+                                   void *recvbuf, size_t bytes)
+{
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t bytes, int root)
+{
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t bytes, int root)
+{
+    return INCOLL_ERR_UNSUPPORTED;
+}
+
+incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf,
+                                        void *recvbuf, size_t count,
+                                        incoll_dtype_t dtype, incoll_op_t op)
+{
+    return INCOLL_ERR_UNSUPPORTED;
+}

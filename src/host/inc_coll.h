@@ -1,0 +1,41 @@
+/*
+ * The in-network collectives other than allreduce (src/host/inc_coll.c):
+ * each runs on comm's fabric group through its host engine with the
+ * collective's kind on the wire (common/wire.h, docs/wire-format.md), so
+ * that the ANs reduce toward a root, replicate a root's data, or carry no
+ * payload at all.
+ */
+#ifndef INCOLL_HOST_INC_COLL_H
+#define INCOLL_HOST_INC_COLL_H
+
+#include "incoll.h"
+
+#include <stddef.h>
+
+typedef enum {
+    HOST_COLL_ALLREDUCE,
+    HOST_COLL_REDUCE,
+    HOST_COLL_BCAST,
+    HOST_COLL_BARRIER,
+    HOST_COLL_ALLGATHER,
+    HOST_COLL_GATHER,
+    HOST_COLL_SCATTER,
+    HOST_COLL_REDUCE_SCATTER,
+    HOST_COLL_COUNT
+} host_coll_kind_t;
+
+/* In-network collectives other than allreduce, on comm's fabric group. Each returns
+ * INCOLL_OK with the result in place, INCOLL_ERR_UNSUPPORTED when the group cannot do
+ * it (caller falls back to the hosts), or another error from the engine (timeout,
+ * group failed) that the caller hands to the recovery like an allreduce's. Arguments
+ * are already checked; sendbuf != INCOLL_IN_PLACE (the caller resolved it). */
+int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind, incoll_op_t op, incoll_dtype_t dtype);
+incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count, incoll_dtype_t dtype, incoll_op_t op, int root);
+incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes, int root);
+incoll_status_t host_inc_barrier(incoll_comm_h comm);
+incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes);
+incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes, int root);
+incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes, int root);
+incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count, incoll_dtype_t dtype, incoll_op_t op);
+
+#endif
