@@ -11,6 +11,13 @@
  * forwards one packet to its parent or, at the root, turns the result
  * around; every AN replicates the result to its children.
  *
+ * Collectives (docs/wire-format.md, "Collectives"): the kind in the
+ * packet's flags says what "reduce" and "replicate" mean. A reduce's
+ * result goes down only to the child that leads to the root (it sent the
+ * ROOT flag up); a broadcast keeps the ROOT child's bytes and sends them
+ * down to every other child; a barrier carries no payload. Packets
+ * without data carry NODATA; count and offset always describe the segment.
+ *
  * Reliability is end to end, driven by the hosts' retransmissions:
  *  - a duplicate contribution for a slot already forwarded re-forwards the
  *    aggregate to the parent (which dedups it the same way);
