@@ -52,6 +52,7 @@ typedef struct node {
     incoll_op_t op;
     wire_coll_t coll;
     int root;
+    size_t blk_off, blk_len; /* gathers */
     incoll_status_t start_status;
     uint64_t done_ns;
     /* Sink. */
@@ -681,9 +682,14 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
-    n->start_status =
-        host_engine_start_coll(n->eng, n->coll, n->root, n->send, n->recv,
-                               n->count, n->dtype, n->op, net->now);
+    if (wire_coll_is_gather(n->coll))
+        n->start_status = host_engine_start_gather(
+            n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
+            n->count, net->now);
+    else
+        n->start_status =
+            host_engine_start_coll(n->eng, n->coll, n->root, n->send, n->recv,
+                                   n->count, n->dtype, n->op, net->now);
     host_update(net, n);
 }
 
@@ -715,6 +721,20 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
                 memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
         n->pending = 1;
         host_update(net, n);
+    }
+}
+
+void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
+                         const void *const *send, void *const *recv,
+                         size_t block)
+{
+    int n = net->tree.nhosts;
+    memnet_start_coll(net, group, kind, root, send, recv, block * (size_t)n,
+                      INCOLL_UINT8, INCOLL_OP_SUM);
+    for (int r = 0; r < n; r++) {
+        node_t *nd = net->nodes[net->group_host[group][r]];
+        nd->blk_off = block * (size_t)r;
+        nd->blk_len = block;
     }
 }
 

@@ -171,6 +171,11 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
 void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
                        const void *const *send, void *const *recv,
                        size_t count, incoll_dtype_t dtype, incoll_op_t op);
+/* An allgather or gather (host_engine_start_gather) of block bytes per
+ * rank, rank r's block at r * block of the vector. */
+void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
+                         const void *const *send, void *const *recv,
+                         size_t block);
 /* What host_engine_start returned for rank's last start (INCOLL_INPROGRESS
  * until it actually started). */
 incoll_status_t memnet_start_status(const memnet_t *net, int group, int rank);

@@ -43,6 +43,7 @@ typedef struct {
     memnet_tree_t tree;
     int g, n;
     size_t cap;
+    uint32_t payload;
     uint8_t *send[CN_MAX], *recv[CN_MAX], *ref, *ref2;
     char name[256];
 } cworld_t;
@@ -75,6 +76,7 @@ static int cw_init(cworld_t *w, const memnet_tree_t *t, const memnet_cfg_t *cfg,
     w->tree = *t;
     w->n = t->nhosts;
     w->cap = cap;
+    w->payload = payload;
     memnet_tree_str(t, w->name, sizeof(w->name));
     w->net = memnet_create(cfg);
     if (w->net == NULL || memnet_add_tree(w->net, t, 0xAD) != 0)
@@ -223,6 +225,64 @@ static int cw_reduce(cworld_t *w, size_t count, incoll_dtype_t dt, int root,
     return 0;
 }
 
+/*
+ * An allgather (root -1) or a gather to root of block bytes per rank: the
+ * ranks' blocks in rank order on every rank (allgather) or on the root
+ * only, other buffers untouched; each rank sends its block once plus a
+ * piece descriptor per segment it touches.
+ */
+static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
+{
+    wire_coll_t kind = root < 0 ? WIRE_COLL_ALLGATHER : WIRE_COLL_GATHER;
+    size_t total = block * (size_t)w->n;
+    uint64_t before[CN_MAX], rexmit[CN_MAX];
+    const void *snd[CN_MAX];
+    void *rcv[CN_MAX] = {0};
+
+    if (total > w->cap)
+        CFAIL("gather of %zu bytes does not fit", total);
+    for (int r = 0; r < w->n; r++) {
+        for (size_t i = 0; i < block; i++) {
+            w->send[r][i] = (uint8_t)memnet_rand(rng);
+            w->ref[(size_t)r * block + i] = w->send[r][i];
+        }
+        memset(w->recv[r], CN_SENT, w->cap);
+        before[r] = cw_payload_bytes(w, r);
+        rexmit[r] =
+            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits;
+        snd[r] = w->send[r];
+        if (root < 0 || r == root)
+            rcv[r] = w->recv[r];
+    }
+    memnet_start_gather(w->net, w->g, kind, root, snd, rcv, block);
+    if (cw_run(w, root < 0 ? "allgather" : "gather") != 0)
+        return -1;
+    for (int r = 0; r < w->n; r++) {
+        uint64_t sent = cw_payload_bytes(w, r) - before[r];
+        uint64_t pieces = block / (w->payload - WIRE_PIECE_LEN) + 2;
+        if (root < 0 || r == root) {
+            if (memcmp(w->recv[r], w->ref, total) != 0)
+                CFAIL("%s of %zu bytes per rank on %s: rank %d differs",
+                      wire_coll_name(kind), block, w->name, r);
+            if (total < w->cap && w->recv[r][total] != CN_SENT)
+                CFAIL("%s: rank %d written past the end",
+                      wire_coll_name(kind), r);
+        } else {
+            for (size_t i = 0; i < w->cap; i++)
+                if (w->recv[r][i] != CN_SENT)
+                    CFAIL("gather to %d: rank %d's buffer written", root, r);
+        }
+        if (host_engine_counters(memnet_host(w->net, w->g, r))->retransmits !=
+            rexmit[r])
+            continue; /* resent pieces count twice */
+        if (sent < block || sent > block + WIRE_PIECE_LEN * pieces)
+            CFAIL("%s: rank %d sent %" PRIu64 " payload bytes for a block "
+                  "of %zu",
+                  wire_coll_name(kind), r, sent, block);
+    }
+    return 0;
+}
+
 static int cw_barrier(cworld_t *w)
 {
     uint64_t before[CN_MAX];
@@ -259,6 +319,10 @@ TEST(colls_core_clean, TEST_UNIT)
             int root = k == 0 ? 0 : k == 1 ? w.n - 1 : w.n / 2;
             CHECK(cw_barrier(&w) == 0);
             for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+                if (sizes[i] * (size_t)w.n <= w.cap) {
+                    CHECK(cw_gather(&w, sizes[i], -1, &rng) == 0);
+                    CHECK(cw_gather(&w, sizes[i], root, &rng) == 0);
+                }
                 CHECK(cw_bcast(&w, sizes[i], root, &rng) == 0);
                 CHECK(cw_reduce(&w, (sizes[i] + 7) / 8, INCOLL_INT64, root,
                                 &rng) == 0);
@@ -280,7 +344,8 @@ TEST(colls_core_clean, TEST_UNIT)
         for (int a = 0; a < t.nans; a++) {
             const agg_counters_t *c = agg_counters(memnet_an(w.net, a));
             CHECK(c->coll_bcast > 0 && c->coll_reduce > 0 &&
-                  c->coll_barrier > 0 && c->coll_allreduce > 0);
+                  c->coll_barrier > 0 && c->coll_allreduce > 0 &&
+                  c->coll_allgather > 0 && c->coll_gather > 0);
             CHECK_EQ_INT(c->malformed_dropped, 0);
             CHECK_EQ_INT(c->mismatch_dropped, 0);
         }
@@ -312,7 +377,15 @@ TEST(colls_core_lossy, TEST_UNIT)
         for (int op = 0; op < 12; op++) {
             int root = (int)memnet_rand_below(&rng, (uint64_t)w.n);
             size_t size = 1 + memnet_rand_below(&rng, 4096);
-            switch (memnet_rand_below(&rng, 4)) {
+            switch (memnet_rand_below(&rng, 6)) {
+            case 4:
+                CHECK_MSG(cw_gather(&w, size / (size_t)w.n, -1, &rng) == 0,
+                          "round %d", round);
+                break;
+            case 5:
+                CHECK_MSG(cw_gather(&w, size / (size_t)w.n, root, &rng) == 0,
+                          "round %d", round);
+                break;
             case 0:
                 CHECK_MSG(cw_bcast(&w, size, root, &rng) == 0, "round %d",
                           round);

@@ -2257,10 +2257,12 @@ TEST(core_wire_format, TEST_UNIT)
         q.group = (uint32_t)memnet_rand(&rng);
         q.child = (uint16_t)memnet_rand(&rng);
         q.flags = (uint16_t)memnet_rand(&rng);
-        /* A known kind, with a payload (NODATA: tests/test_colls_core.c). */
+        /* A known kind, with a payload (NODATA and gather pieces:
+         * tests/test_colls_core.c). */
         if (q.type == WIRE_CONTRIB || q.type == WIRE_RESULT) {
             q.flags &= (uint16_t)~WIRE_F_NODATA;
-            if (wire_flags_kind(q.flags) >= WIRE_COLL_COUNT)
+            if (wire_flags_kind(q.flags) >= WIRE_COLL_COUNT ||
+                wire_coll_is_gather(wire_flags_kind(q.flags)))
                 q.flags &= (uint16_t)~WIRE_F_KIND_MASK;
         }
         q.mac = memnet_rand(&rng);

@@ -57,6 +57,9 @@ size_t wire_payload_len(const wire_hdr_t *hdr)
     case WIRE_RESULT:
         if (hdr->flags & WIRE_F_NODATA)
             return 0;
+        if (hdr->type == WIRE_CONTRIB &&
+            wire_coll_is_gather(wire_flags_kind(hdr->flags)))
+            return WIRE_PIECE_LEN + (size_t)hdr->count;
         return (size_t)hdr->count * incoll_dtype_size((incoll_dtype_t)hdr->dtype);
     default:
         return (size_t)hdr->count;
@@ -146,7 +149,22 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
         why = "count too large";
         goto bad;
     }
-    if (len - WIRE_HDR_LEN != wire_payload_len(&h)) {
+    if (h.type == WIRE_CONTRIB && !(h.flags & WIRE_F_NODATA) &&
+        wire_coll_is_gather(wire_flags_kind(h.flags))) {
+        /* A piece: its descriptor, then exactly its bytes. */
+        uint32_t off, n;
+        if (len < WIRE_HDR_LEN + WIRE_PIECE_LEN + 1) {
+            why = "gather piece too short";
+            goto bad;
+        }
+        off = get32(p + WIRE_HDR_LEN);
+        n = get32(p + WIRE_HDR_LEN + 4);
+        if ((uint64_t)n != len - WIRE_HDR_LEN - WIRE_PIECE_LEN ||
+            (uint64_t)off + n > h.count) {
+            why = "gather piece does not fit the segment";
+            goto bad;
+        }
+    } else if (len - WIRE_HDR_LEN != wire_payload_len(&h)) {
         why = "payload length does not match count";
         goto bad;
     }
@@ -169,6 +187,10 @@ const char *wire_coll_name(wire_coll_t kind)
         return "bcast";
     case WIRE_COLL_BARRIER:
         return "barrier";
+    case WIRE_COLL_ALLGATHER:
+        return "allgather";
+    case WIRE_COLL_GATHER:
+        return "gather";
     default:
         return "unknown";
     }

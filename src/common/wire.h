@@ -68,8 +68,22 @@ typedef enum {
     WIRE_COLL_REDUCE = 1, /* reduced up, the result down to the root only */
     WIRE_COLL_BCAST = 2,  /* root's data up its path, replicated down */
     WIRE_COLL_BARRIER = 3, /* no payload either way */
-    WIRE_COLL_COUNT = 4,
+    /* Gathers: bytes (uint8) of a vector of size x block bytes, concatenated
+     * in rank order by the ANs; a CONTRIB carries a piece (below). */
+    WIRE_COLL_ALLGATHER = 4, /* the vector down to every member */
+    WIRE_COLL_GATHER = 5,    /* the vector down to the root only */
+    WIRE_COLL_COUNT = 6,
 } wire_coll_t;
+
+/* A gather kind's CONTRIB with data carries, before its bytes, a piece
+ * descriptor: u32 offset of the piece in the segment, u32 its length;
+ * then exactly that many bytes, offset + length <= count. */
+#define WIRE_PIECE_LEN 8
+
+static inline int wire_coll_is_gather(wire_coll_t kind)
+{
+    return kind == WIRE_COLL_ALLGATHER || kind == WIRE_COLL_GATHER;
+}
 #define WIRE_F_KIND_SHIFT 2
 #define WIRE_F_KIND_MASK (7u << WIRE_F_KIND_SHIFT)
 
@@ -116,7 +130,9 @@ void wire_pack(const wire_hdr_t *hdr, void *buf);
 incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p);
 
-/* Payload length a header of this type and count must carry. */
+/* Payload length a header of this type and count must carry; for a
+ * gather kind's CONTRIB with data, the largest it may carry
+ * (WIRE_PIECE_LEN + count). */
 size_t wire_payload_len(const wire_hdr_t *hdr);
 
 /* Endpoint of a peer: for UDP, (IPv4 address << 16) | port, both in host

@@ -36,6 +36,7 @@ typedef struct {
     uint8_t kind;     /* wire_coll_t */
     uint8_t has;      /* buf holds data (NODATA packets carry none) */
     int rootc;        /* child whose subtree holds the root, or -1 */
+    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces */
 } res_copy_t;
 
 typedef struct {
@@ -70,6 +71,7 @@ typedef struct group {
     int pool_free;
     int pool_cap;
     const void **srcs;     /* scratch for reduce_n, nchildren entries */
+    uint8_t *piece;        /* gathers: a piece going up (descriptor + data) */
 } group_t;
 
 struct agg {
@@ -132,6 +134,7 @@ static void group_free(group_t *g)
     free(g->children);
     free(g->learned);
     free(g->srcs);
+    free(g->piece);
     free(g);
 }
 
@@ -226,7 +229,8 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->pool_cap = (int)(nslots * nch);
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
-    if (!g->children || !g->learned || !g->slots || !g->seen_all ||
+    g->piece = malloc(WIRE_PIECE_LEN + g->stride);
+    if (!g->piece || !g->children || !g->learned || !g->slots || !g->seen_all ||
         !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
@@ -342,6 +346,10 @@ static int result_has_data(const res_copy_t *rc, int c)
         return rc->has && c == rc->rootc;
     case WIRE_COLL_BCAST:
         return rc->has && c != rc->rootc;
+    case WIRE_COLL_ALLGATHER:
+        return rc->has;
+    case WIRE_COLL_GATHER:
+        return rc->has && c == rc->rootc;
     default:
         return 0;
     }
@@ -409,6 +417,22 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .offset = rc->offset,
     };
     h.total = g->gen;
+    if (rc->has && wire_coll_is_gather((wire_coll_t)rc->kind)) {
+        /* The pieces below us, as one piece (holes between them zero:
+         * the parent ORs pieces together, see slot_combine). */
+        uint32_t n = rc->phi - rc->plo;
+        g->piece[0] = (uint8_t)rc->plo;
+        g->piece[1] = (uint8_t)(rc->plo >> 8);
+        g->piece[2] = (uint8_t)(rc->plo >> 16);
+        g->piece[3] = (uint8_t)(rc->plo >> 24);
+        g->piece[4] = (uint8_t)n;
+        g->piece[5] = (uint8_t)(n >> 8);
+        g->piece[6] = (uint8_t)(n >> 16);
+        g->piece[7] = (uint8_t)(n >> 24);
+        memcpy(g->piece + WIRE_PIECE_LEN, rc->buf + rc->plo, n);
+        emit(agg, &g->key, NULL, g->parent, &h, g->piece, WIRE_PIECE_LEN + n);
+        return;
+    }
     emit(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
          rc->has ? res_bytes(rc) : 0);
 }
@@ -417,7 +441,9 @@ static uint8_t *pool_get(group_t *g)
 {
     if (g->pool_free > 0)
         return g->pool[--g->pool_free];
-    return aligned_alloc(BUF_ALIGN, g->stride); /* grows once, then reused */
+    /* Grows once, then reused; BUF_ALIGN more than a payload for a gather
+     * piece's position (piece_at). */
+    return aligned_alloc(BUF_ALIGN, g->stride + BUF_ALIGN);
 }
 
 static void pool_put(group_t *g, uint8_t *buf)
@@ -443,6 +469,43 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
 }
 
+/* Where a gather contribution buffer keeps its piece's offset and length
+ * (the piece's bytes are at the start). */
+static uint32_t *piece_at(const group_t *g, uint8_t *buf)
+{
+    return (uint32_t *)(void *)(buf + g->stride);
+}
+
+/*
+ * Gathers: the pieces of the children ORed into a zeroed segment. Every
+ * byte of the vector is one rank's, and every other piece that spans it
+ * (an AN's piece covers the holes between its children's) holds a zero
+ * there, so the OR places each byte, in any order.
+ */
+static void slot_gather(group_t *g, slot_t *sl, res_copy_t *rc)
+{
+    rc->has = 0;
+    rc->plo = UINT32_MAX;
+    rc->phi = 0;
+    for (int c = 0; c < g->nchildren; c++) {
+        uint8_t *b = sl->contrib[c];
+        uint32_t off, n;
+        if (b == NULL)
+            continue;
+        off = piece_at(g, b)[0];
+        n = piece_at(g, b)[1];
+        if (!rc->has)
+            memset(rc->buf, 0, res_bytes(rc));
+        rc->has = 1;
+        for (uint32_t i = 0; i < n; i++)
+            rc->buf[off + i] |= b[i];
+        if (off < rc->plo)
+            rc->plo = off;
+        if (off + n > rc->phi)
+            rc->phi = off + n;
+    }
+}
+
 /* All children are in: makes the slot's aggregate in rc by its kind. */
 static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
 {
@@ -455,7 +518,9 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     default:
         /* Broadcast: the root's subtree's data, if it is below us. */
         rc->has = 0;
-        if (rc->kind == WIRE_COLL_BCAST && rc->rootc >= 0 &&
+        if (wire_coll_is_gather((wire_coll_t)rc->kind))
+            slot_gather(g, sl, rc);
+        else if (rc->kind == WIRE_COLL_BCAST && rc->rootc >= 0 &&
             sl->contrib[rc->rootc]) {
             memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
             rc->has = 1;
@@ -478,6 +543,12 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     case WIRE_COLL_BCAST:
         agg->ctr.coll_bcast++;
         break;
+    case WIRE_COLL_ALLGATHER:
+        agg->ctr.coll_allgather++;
+        break;
+    case WIRE_COLL_GATHER:
+        agg->ctr.coll_gather++;
+        break;
     default:
         agg->ctr.coll_barrier++;
         break;
@@ -493,8 +564,11 @@ static int contrib_well_formed(const wire_hdr_t *h)
 {
     wire_coll_t kind = wire_flags_kind(h->flags);
     int has = !(h->flags & WIRE_F_NODATA), root = !!(h->flags & WIRE_F_ROOT);
-    if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST)
+    if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
+        kind != WIRE_COLL_GATHER)
         return 0;
+    if (wire_coll_is_gather(kind))
+        return 1; /* a piece, or none when the rank has no byte here */
     if (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE)
         return has;
     if (kind == WIRE_COLL_BCAST)
@@ -671,7 +745,17 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                  g->id);
             return;
         }
-        memcpy(sl->contrib[c], payload, bytes);
+        if (wire_coll_is_gather((wire_coll_t)rc->kind)) {
+            /* wire_parse checked that the piece fits the segment. */
+            uint32_t *pa = piece_at(g, sl->contrib[c]);
+            pa[0] = (uint32_t)payload[0] | (uint32_t)payload[1] << 8 |
+                    (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
+            pa[1] = (uint32_t)payload[4] | (uint32_t)payload[5] << 8 |
+                    (uint32_t)payload[6] << 16 | (uint32_t)payload[7] << 24;
+            memcpy(sl->contrib[c], payload + WIRE_PIECE_LEN, pa[1]);
+        } else {
+            memcpy(sl->contrib[c], payload, bytes);
+        }
     }
     if (h->flags & WIRE_F_ROOT)
         rc->rootc = c;
@@ -731,6 +815,12 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     case WIRE_COLL_BCAST: /* on the root's path we hold the data */
         want = rc->rootc < 0;
         break;
+    case WIRE_COLL_ALLGATHER:
+        want = 1;
+        break;
+    case WIRE_COLL_GATHER:
+        want = rc->rootc >= 0;
+        break;
     default:
         want = 0;
         break;
@@ -745,7 +835,7 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     if (has) {
         memcpy(rc->buf, payload, bytes);
         rc->has = 1;
-    } else if (rc->kind == WIRE_COLL_REDUCE) {
+    } else if (rc->kind == WIRE_COLL_REDUCE || rc->kind == WIRE_COLL_GATHER) {
         rc->has = 0; /* buf holds our partial aggregate, not the result */
     }
     rc->valid = 1;

@@ -119,7 +119,9 @@ typedef struct {
     X(coll_allreduce)                                                          \
     X(coll_reduce)                                                             \
     X(coll_bcast)                                                              \
-    X(coll_barrier)
+    X(coll_barrier)                                                            \
+    X(coll_allgather)                                                          \
+    X(coll_gather)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;

@@ -45,6 +45,8 @@ struct host_engine {
     int send_data;       /* our contributions carry data */
     int recv_data;       /* our results carry data */
     int root;            /* we are the reduce's or broadcast's root */
+    size_t blk_off, blk_len; /* gathers: our block's bytes in the vector */
+    uint8_t *piece;      /* gathers: descriptor + piece being sent */
     size_t dsize;
     size_t seg_elems;
     uint64_t base_seq;
@@ -83,7 +85,10 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
     eng->win = calloc(params->slots, sizeof(*eng->win));
-    if (eng->win == NULL) {
+    eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
+    if (eng->win == NULL || eng->piece == NULL) {
+        free(eng->win);
+        free(eng->piece);
         free(eng);
         return NULL;
     }
@@ -97,6 +102,7 @@ void host_engine_destroy(host_engine_t *eng)
     if (eng == NULL)
         return;
     free(eng->win);
+    free(eng->piece);
     free(eng);
 }
 
@@ -138,6 +144,29 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
     const uint8_t *data = eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
+
+    if (wire_coll_is_gather(eng->kind)) {
+        /* The part of our block in this segment, as a piece. */
+        size_t lo = off > eng->blk_off ? off : eng->blk_off;
+        size_t hi = off + n < eng->blk_off + eng->blk_len
+                        ? off + n
+                        : eng->blk_off + eng->blk_len;
+        data = NULL;
+        len = 0;
+        h.flags |= WIRE_F_NODATA;
+        if (lo < hi) {
+            uint32_t po = (uint32_t)(lo - off), pn = (uint32_t)(hi - lo);
+            for (int b = 0; b < 4; b++) {
+                eng->piece[b] = (uint8_t)(po >> (8 * b));
+                eng->piece[4 + b] = (uint8_t)(pn >> (8 * b));
+            }
+            memcpy(eng->piece + WIRE_PIECE_LEN,
+                   eng->sendbuf + (lo - eng->blk_off), pn);
+            data = eng->piece;
+            len = WIRE_PIECE_LEN + pn;
+            h.flags &= (uint16_t)~WIRE_F_NODATA;
+        }
+    }
 
     wire_pack(&h, hdr);
     if (data == NULL)
@@ -195,15 +224,25 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
     if (!incoll_op_valid(op, dtype) || (unsigned)kind >= WIRE_COLL_COUNT ||
-        (kind == WIRE_COLL_BARRIER && count != 1))
+        (kind == WIRE_COLL_BARRIER && count != 1) ||
+        (wire_coll_is_gather(kind) && dtype != INCOLL_UINT8))
         return INCOLL_ERR_INVALID_ARG;
     eng->kind = kind;
-    eng->root = root && (kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_BCAST);
+    eng->root = root && (kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_BCAST ||
+                         kind == WIRE_COLL_GATHER);
     eng->send_data = kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE ||
                      (kind == WIRE_COLL_BCAST && eng->root);
     eng->recv_data = kind == WIRE_COLL_ALLREDUCE ||
-                     (kind == WIRE_COLL_REDUCE && eng->root) ||
+                     kind == WIRE_COLL_ALLGATHER ||
+                     ((kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_GATHER) &&
+                      eng->root) ||
                      (kind == WIRE_COLL_BCAST && !eng->root);
+    if (wire_coll_is_gather(kind)) {
+        /* Set by host_engine_start_gather; the sendbuf is the block. */
+        eng->send_data = 0;
+        if (eng->blk_len > 0 && sendbuf == NULL)
+            return INCOLL_ERR_INVALID_ARG;
+    }
     if ((eng->send_data && sendbuf == NULL) ||
         (eng->recv_data && recvbuf == NULL))
         return INCOLL_ERR_INVALID_ARG;
@@ -214,6 +253,8 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     }
     eng->dsize = incoll_dtype_size(dtype);
     eng->seg_elems = eng->p.max_payload / eng->dsize;
+    if (wire_coll_is_gather(kind)) /* a piece's descriptor must fit too */
+        eng->seg_elems = eng->p.max_payload - WIRE_PIECE_LEN;
     eng->sendbuf = sendbuf;
     eng->recvbuf = recvbuf;
     eng->count = count;
@@ -356,6 +397,23 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         eng->ctr.retransmits++;
         seg_send(eng, s, now_ns, 1);
     }
+}
+
+incoll_status_t host_engine_start_gather(host_engine_t *eng, wire_coll_t kind,
+                                         int root, const void *block,
+                                         size_t blk_off, size_t blk_len,
+                                         void *recvbuf, size_t total,
+                                         uint64_t now_ns)
+{
+    if (!wire_coll_is_gather(kind) || blk_off > total ||
+        blk_len > total - blk_off)
+        return INCOLL_ERR_INVALID_ARG;
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    eng->blk_off = blk_off;
+    eng->blk_len = blk_len;
+    return host_engine_start_coll(eng, kind, root, block, recvbuf, total,
+                                  INCOLL_UINT8, INCOLL_OP_SUM, now_ns);
 }
 
 uint64_t host_engine_deadline(const host_engine_t *eng)

@@ -94,6 +94,21 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
                                        incoll_dtype_t dtype, incoll_op_t op,
                                        uint64_t now_ns);
 
+/*
+ * Starts an allgather or gather (kind WIRE_COLL_ALLGATHER or _GATHER) of a
+ * vector of total bytes, of which this member's block is bytes
+ * [blk_off, blk_off + blk_len) and reads from block. The ANs concatenate
+ * the members' blocks; the whole vector lands in recvbuf on every member
+ * (allgather) or on the root only (gather: others may pass NULL). Every
+ * member passes the same total. host_engine_start_coll with a gather kind
+ * is for this function only.
+ */
+incoll_status_t host_engine_start_gather(host_engine_t *eng, wire_coll_t kind,
+                                         int root, const void *block,
+                                         size_t blk_off, size_t blk_len,
+                                         void *recvbuf, size_t total,
+                                         uint64_t now_ns);
+
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
                            const void *buf, size_t len, uint64_t now_ns);
