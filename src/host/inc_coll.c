@@ -1,9 +1,9 @@
 /*
- * In-network reduce, broadcast and barrier (inc_coll.h): one operation of
- * the host engine with the collective's kind (host_engine_start_coll).
- * Allgather, gather, scatter and reduce_scatter are not done in the
- * network yet: they return INCOLL_ERR_UNSUPPORTED and the caller runs
- * them on the hosts.
+ * In-network reduce, broadcast, barrier, allgather and gather
+ * (inc_coll.h): one operation of the host engine with the collective's
+ * kind (host_engine_start_coll, host_engine_start_gather). Scatter and
+ * reduce_scatter are not done in the network yet: they return
+ * INCOLL_ERR_UNSUPPORTED and the caller runs them on the hosts.
  *
  * On communicators that keep results for recovery (host_comm_recoverable,
  * docs/failures.md), a broadcast's data and a reduce's result at the root
@@ -38,6 +38,8 @@ int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
                host_comm_inc_usable(comm, op, dtype);
     case HOST_COLL_BCAST:
     case HOST_COLL_BARRIER:
+    case HOST_COLL_ALLGATHER:
+    case HOST_COLL_GATHER:
         /* Bytes, no arithmetic: what the packets say (uint8, sum). */
         return host_comm_inc_usable(comm, INCOLL_OP_SUM, INCOLL_UINT8);
     default:
@@ -142,16 +144,76 @@ incoll_status_t host_inc_barrier(incoll_comm_h comm)
                INCOLL_OP_SUM);
 }
 
+/*
+ * Allgather (root -1) or gather of bytes per rank: this rank's block is
+ * bytes [rank * bytes, (rank + 1) * bytes) of the vector. The block may
+ * sit at its own place in recvbuf (MPI's in place): the result writes
+ * the same bytes there. Any other overlap is staged.
+ */
+static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
+                                  const void *sendbuf, void *recvbuf,
+                                  size_t bytes, int root)
+{
+    size_t total = bytes * (size_t)comm->size, off = bytes * (size_t)comm->rank;
+    int me = kind == WIRE_COLL_ALLGATHER || comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (bytes == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (me && sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        return INCOLL_OK;
+    }
+    if (me && host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, total);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
+                                          sendbuf, off, bytes, res, total,
+                                          host_now_ns());
+        if (status == INCOLL_INPROGRESS)
+            status = host_comm_wait(comm);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, total);
+            host_comm_result_done(comm, total);
+        }
+        return status;
+    }
+    if (me && sendbuf != (const char *)recvbuf + off &&
+        overlaps(sendbuf, recvbuf, total) && bytes <= total) {
+        status = host_comm_scratch(comm, bytes);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, bytes);
+        sendbuf = comm->scratch;
+    }
+    status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
+                                      sendbuf, off, bytes,
+                                      me ? recvbuf : NULL, total,
+                                      host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
+}
+
 incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf,
                                    void *recvbuf, size_t bytes)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_ALLGATHER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    return gather_run(comm, WIRE_COLL_ALLGATHER, sendbuf, recvbuf, bytes, -1);
 }
 
 incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t bytes, int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_GATHER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    return gather_run(comm, WIRE_COLL_GATHER, sendbuf, recvbuf, bytes, root);
 }
 
 incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf,

@@ -1,6 +1,6 @@
 /*
- * coll_check: checks the in-network reduce, broadcast and barrier
- * (src/host/inc_coll.h) value by value. Run it under `incoll run` on a
+ * coll_check: checks the in-network reduce, broadcast, barrier, allgather
+ * and gather (src/host/inc_coll.h) value by value. Run it under `incoll run` on a
  * fabric; it calls the library's internal entry points, so it links the
  * static library.
  *
@@ -11,7 +11,10 @@
  * iteration) and an int64 sum reduce whose exact result every rank can
  * compute, and checks: every rank holds the broadcast bytes; a non-root
  * sent no payload for it (its engine's counters); the root holds the
- * reduced sum and no other rank's buffer was written. Each collective must
+ * reduced sum and no other rank's buffer was written; an allgather (in
+ * place for the second root) and a gather to the root give the ranks'
+ * blocks in rank order, and a rank sends its block once plus a piece
+ * descriptor per packet (when it resent nothing). Each collective must
  * run in the network (INCOLL_ERR_UNSUPPORTED is an error here).
  *
  * Exit status: 0 all correct, 1 wrong result, 2 usage, 3 timeout, 4 any
@@ -55,6 +58,11 @@ static int64_t elem_of(int rank, size_t i, int iter)
            (iter % 2 ? -1 : 1);
 }
 
+static uint8_t blk_of(int rank, size_t n, int iter, size_t i)
+{
+    return (uint8_t)(rank * 37 + (int)(i % 251) * 3 + (int)n + iter * 11);
+}
+
 static uint64_t payload_sent(incoll_comm_h comm)
 {
     const host_engine_counters_t *c = host_engine_counters(comm->eng);
@@ -69,7 +77,7 @@ int main(int argc, char **argv)
     incoll_ctx_h ctx;
     incoll_comm_h comm;
     incoll_status_t st;
-    uint8_t *buf;
+    uint8_t *buf, *blk, *all;
     int64_t *in, *out;
     long cases = 0;
 
@@ -112,10 +120,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "coll_check: rank %d: no fabric group\n", rank);
         return EXIT_ERROR;
     }
+    blk = malloc(maxsz + 1);
+    all = malloc(maxsz * (size_t)size + 1);
     buf = malloc(maxsz + 1);
     in = malloc((maxsz + 1) * 8);
     out = malloc((maxsz + 1) * 8);
-    if (!buf || !in || !out)
+    if (!buf || !in || !out || !blk || !all)
         return fail_status("malloc", INCOLL_ERR_NO_MEMORY);
 
     for (int it = 0; it < iters; it++) {
@@ -192,7 +202,54 @@ int main(int argc, char **argv)
                         return EXIT_WRONG;
                     }
                 }
-                cases += 3;
+                /* Allgather (in place for k == 1), then gather to root. */
+                for (int g = 0; g < 2; g++) {
+                    const host_engine_counters_t *ec =
+                        host_engine_counters(comm->eng);
+                    uint64_t rex = ec->retransmits, pk = ec->packets_sent;
+                    const void *src = blk;
+                    size_t tot = n * (size_t)size;
+                    before = payload_sent(comm);
+                    memset(all, 0xEE, tot + 1);
+                    for (size_t i = 0; i < n; i++)
+                        blk[i] = blk_of(rank, n, it, i);
+                    if (g == 0 && k == 1) {
+                        memcpy(all + n * (size_t)rank, blk, n);
+                        src = all + n * (size_t)rank;
+                    }
+                    st = g == 0 ? host_inc_allgather(comm, src, all, n)
+                                : host_inc_gather(comm, src, all, n, root);
+                    if (st != INCOLL_OK)
+                        return fail_status(g ? "gather" : "allgather", st);
+                    for (size_t i = 0; i < tot + 1; i++) {
+                        uint8_t want = i == tot ? 0xEE
+                                       : g == 0 || rank == root
+                                           ? blk_of((int)(i / n), n, it, i % n)
+                                           : 0xEE;
+                        if (all[i] != want) {
+                            fprintf(stderr,
+                                    "coll_check: rank %d: %s of %zu (root "
+                                    "%d): byte %zu is %u, want %u\n",
+                                    rank, g ? "gather" : "allgather", n, root,
+                                    i, all[i], want);
+                            return EXIT_WRONG;
+                        }
+                    }
+                    if (n > 0 && ec->retransmits == rex &&
+                        (payload_sent(comm) - before < n ||
+                         payload_sent(comm) - before >
+                             n + 8 * (ec->packets_sent - pk))) {
+                        fprintf(stderr,
+                                "coll_check: rank %d: %s of %zu: sent %llu "
+                                "payload bytes in %llu packets\n",
+                                rank, g ? "gather" : "allgather", n,
+                                (unsigned long long)(payload_sent(comm) -
+                                                     before),
+                                (unsigned long long)(ec->packets_sent - pk));
+                        return EXIT_WRONG;
+                    }
+                }
+                cases += 5;
             }
         }
     }
@@ -202,6 +259,8 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("coll_check: %d ranks, %ld cases: ok\n", size, cases);
     free(buf);
+    free(blk);
+    free(all);
     free(in);
     free(out);
     st = incoll_finalize(ctx);
