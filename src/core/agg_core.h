@@ -15,7 +15,10 @@
  * packet's flags says what "reduce" and "replicate" mean. A reduce's
  * result goes down only to the child that leads to the root (it sent the
  * ROOT flag up); a broadcast keeps the ROOT child's bytes and sends them
- * down to every other child; a barrier carries no payload. Packets
+ * down to every other child; a barrier carries no payload; gathers OR
+ * their children's pieces (rank blocks) into the segment and forward the
+ * span they hold, and send the segment down to all (allgather) or toward
+ * the root (gather). Packets
  * without data carry NODATA; count and offset always describe the segment.
  *
  * Reliability is end to end, driven by the hosts' retransmissions:
