@@ -682,7 +682,11 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
-    if (wire_coll_is_gather(n->coll))
+    if (wire_coll_is_split(n->coll))
+        n->start_status = host_engine_start_split(
+            n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
+            n->count, n->dtype, n->op, net->now);
+    else if (wire_coll_is_gather(n->coll))
         n->start_status = host_engine_start_gather(
             n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
             n->count, net->now);
@@ -731,6 +735,20 @@ void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
     int n = net->tree.nhosts;
     memnet_start_coll(net, group, kind, root, send, recv, block * (size_t)n,
                       INCOLL_UINT8, INCOLL_OP_SUM);
+    for (int r = 0; r < n; r++) {
+        node_t *nd = net->nodes[net->group_host[group][r]];
+        nd->blk_off = block * (size_t)r;
+        nd->blk_len = block;
+    }
+}
+
+void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
+                        const void *const *send, void *const *recv,
+                        size_t block, incoll_dtype_t dtype, incoll_op_t op)
+{
+    int n = net->tree.nhosts;
+    memnet_start_coll(net, group, kind, root, send, recv, block * (size_t)n,
+                      dtype, op);
     for (int r = 0; r < n; r++) {
         node_t *nd = net->nodes[net->group_host[group][r]];
         nd->blk_off = block * (size_t)r;

@@ -176,6 +176,11 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
 void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
                          const void *const *send, void *const *recv,
                          size_t block);
+/* A scatter or reduce_scatter (host_engine_start_split) of block elements
+ * per rank, rank r's block at r * block; recv[r] holds block elements. */
+void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
+                        const void *const *send, void *const *recv,
+                        size_t block, incoll_dtype_t dtype, incoll_op_t op);
 /* What host_engine_start returned for rank's last start (INCOLL_INPROGRESS
  * until it actually started). */
 incoll_status_t memnet_start_status(const memnet_t *net, int group, int rank);

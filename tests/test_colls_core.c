@@ -283,6 +283,98 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
     return 0;
 }
 
+/*
+ * A scatter of block bytes per rank from root (root >= 0), or a
+ * reduce_scatter (root -1) of block int64 (sum, exact) or float64
+ * elements per rank (the bits of an allreduce over the same tree, run
+ * first): each rank gets exactly its block; a scatter's non-roots send
+ * descriptors only, a reduce_scatter's ranks their vector once.
+ */
+static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
+                    uint64_t *rng)
+{
+    wire_coll_t kind = root >= 0 ? WIRE_COLL_SCATTER : WIRE_COLL_REDUCE_SCATTER;
+    size_t ds = root >= 0 ? 1 : 8, total = block * (size_t)w->n;
+    const void *snd[CN_MAX] = {0};
+    void *rcv[CN_MAX];
+    uint64_t before[CN_MAX], rexmit[CN_MAX];
+
+    if (total * ds > w->cap)
+        CFAIL("split of %zu does not fit", total);
+    if (root >= 0) {
+        dt = INCOLL_UINT8;
+        for (size_t i = 0; i < total; i++)
+            w->ref[i] = w->send[root][i] = (uint8_t)memnet_rand(rng);
+        snd[root] = w->send[root];
+    } else {
+        for (int r = 0; r < w->n; r++) {
+            for (size_t i = 0; i < total; i++) {
+                int64_t v = (int64_t)(memnet_rand(rng) % 2000001) - 1000000;
+                double d = (double)v / 7.0e3;
+                if (dt == INCOLL_INT64)
+                    memcpy(w->send[r] + i * 8, &v, 8);
+                else
+                    memcpy(w->send[r] + i * 8, &d, 8);
+            }
+            snd[r] = w->send[r];
+        }
+        if (dt == INCOLL_INT64) {
+            for (size_t i = 0; i < total; i++) {
+                int64_t s = 0, v;
+                for (int r = 0; r < w->n; r++) {
+                    memcpy(&v, w->send[r] + i * 8, 8);
+                    s += v;
+                }
+                memcpy(w->ref + i * 8, &s, 8);
+            }
+        } else {
+            void *all[CN_MAX];
+            for (int r = 0; r < w->n; r++)
+                all[r] = r == 0 ? w->ref : w->recv[r];
+            memnet_start_coll(w->net, w->g, WIRE_COLL_ALLREDUCE, -1, snd, all,
+                              total, dt, INCOLL_OP_SUM);
+            if (total && cw_run(w, "allreduce (reference)") != 0)
+                return -1;
+        }
+    }
+    for (int r = 0; r < w->n; r++) {
+        memset(w->recv[r], CN_SENT, w->cap);
+        rcv[r] = w->recv[r];
+        before[r] = cw_payload_bytes(w, r);
+        rexmit[r] =
+            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits;
+    }
+    memnet_start_split(w->net, w->g, kind, root, snd, rcv, block, dt,
+                       INCOLL_OP_SUM);
+    if (cw_run(w, wire_coll_name(kind)) != 0)
+        return -1;
+    for (int r = 0; r < w->n; r++) {
+        const host_engine_counters_t *c =
+            host_engine_counters(memnet_host(w->net, w->g, r));
+        uint64_t sent = cw_payload_bytes(w, r) - before[r];
+        size_t seg = (w->payload - WIRE_PIECE_LEN) / ds;
+        uint64_t pkts = (total + seg - 1) / seg;
+        if (memcmp(w->recv[r], w->ref + (size_t)r * block * ds, block * ds) !=
+            0)
+            CFAIL("%s of %zu per rank from %d on %s: rank %d differs",
+                  wire_coll_name(kind), block, root, w->name, r);
+        if (block * ds < w->cap && w->recv[r][block * ds] != CN_SENT)
+            CFAIL("%s: rank %d written past its block of %zu", wire_coll_name(kind),
+                  r, block);
+        if (c->retransmits != rexmit[r] || total == 0)
+            continue;
+        if (root >= 0 && r != root && sent != WIRE_PIECE_LEN * pkts)
+            CFAIL("scatter: non-root %d sent %" PRIu64 " payload bytes, want "
+                  "%" PRIu64 " (descriptors)",
+                  r, sent, WIRE_PIECE_LEN * pkts);
+        if (root < 0 && sent != total * ds + WIRE_PIECE_LEN * pkts)
+            CFAIL("reduce_scatter: rank %d sent %" PRIu64 " payload bytes "
+                  "for a vector of %zu",
+                  r, sent, total * ds);
+    }
+    return 0;
+}
+
 static int cw_barrier(cworld_t *w)
 {
     uint64_t before[CN_MAX];
@@ -322,6 +414,13 @@ TEST(colls_core_clean, TEST_UNIT)
                 if (sizes[i] * (size_t)w.n <= w.cap) {
                     CHECK(cw_gather(&w, sizes[i], -1, &rng) == 0);
                     CHECK(cw_gather(&w, sizes[i], root, &rng) == 0);
+                    CHECK(cw_split(&w, sizes[i], root, INCOLL_UINT8, &rng) ==
+                          0);
+                }
+                if (sizes[i] * 8 * (size_t)w.n <= w.cap) {
+                    CHECK(cw_split(&w, sizes[i], -1, INCOLL_INT64, &rng) == 0);
+                    CHECK(cw_split(&w, sizes[i], -1, INCOLL_FLOAT64, &rng) ==
+                          0);
                 }
                 CHECK(cw_bcast(&w, sizes[i], root, &rng) == 0);
                 CHECK(cw_reduce(&w, (sizes[i] + 7) / 8, INCOLL_INT64, root,
@@ -345,7 +444,8 @@ TEST(colls_core_clean, TEST_UNIT)
             const agg_counters_t *c = agg_counters(memnet_an(w.net, a));
             CHECK(c->coll_bcast > 0 && c->coll_reduce > 0 &&
                   c->coll_barrier > 0 && c->coll_allreduce > 0 &&
-                  c->coll_allgather > 0 && c->coll_gather > 0);
+                  c->coll_allgather > 0 && c->coll_gather > 0 &&
+                  c->coll_scatter > 0 && c->coll_reduce_scatter > 0);
             CHECK_EQ_INT(c->malformed_dropped, 0);
             CHECK_EQ_INT(c->mismatch_dropped, 0);
         }
@@ -377,7 +477,22 @@ TEST(colls_core_lossy, TEST_UNIT)
         for (int op = 0; op < 12; op++) {
             int root = (int)memnet_rand_below(&rng, (uint64_t)w.n);
             size_t size = 1 + memnet_rand_below(&rng, 4096);
-            switch (memnet_rand_below(&rng, 6)) {
+            switch (memnet_rand_below(&rng, 9)) {
+            case 6:
+                CHECK_MSG(cw_split(&w, size / (size_t)w.n, root, INCOLL_UINT8,
+                                   &rng) == 0,
+                          "round %d", round);
+                break;
+            case 7:
+                CHECK_MSG(cw_split(&w, size / 8 / (size_t)w.n, -1,
+                                   INCOLL_INT64, &rng) == 0,
+                          "round %d", round);
+                break;
+            case 8:
+                CHECK_MSG(cw_split(&w, size / 8 / (size_t)w.n, -1,
+                                   INCOLL_FLOAT64, &rng) == 0,
+                          "round %d", round);
+                break;
             case 4:
                 CHECK_MSG(cw_gather(&w, size / (size_t)w.n, -1, &rng) == 0,
                           "round %d", round);
@@ -456,9 +571,13 @@ TEST(colls_core_wire, TEST_UNIT)
                      &why) != INCOLL_OK);
     CHECK(wire_parse(buf, cw_packet(buf, &key, 0, 4, 0), &h, &why) !=
           INCOLL_OK);
-    CHECK(wire_parse(buf, cw_packet(buf, &key, 7u << WIRE_F_KIND_SHIFT, 4, 4),
+    /* A split kind's contribution wanting elements past its segment. */
+    CHECK(wire_parse(buf, cw_packet(buf, &key,
+                                    wire_kind_flags(WIRE_COLL_SCATTER) |
+                                        WIRE_F_NODATA,
+                                    4, WIRE_PIECE_LEN),
                      &h, &why) != INCOLL_OK);
-    CHECK(strstr(why, "kind") != NULL);
+    CHECK(strstr(why, "outside") != NULL);
     /* A NODATA segment larger than any packet is refused too. */
     CHECK(wire_parse(buf, cw_packet(buf, &key, WIRE_F_NODATA, 70000, 0), &h,
                      &why) != INCOLL_OK);

@@ -2262,7 +2262,8 @@ TEST(core_wire_format, TEST_UNIT)
         if (q.type == WIRE_CONTRIB || q.type == WIRE_RESULT) {
             q.flags &= (uint16_t)~WIRE_F_NODATA;
             if (wire_flags_kind(q.flags) >= WIRE_COLL_COUNT ||
-                wire_coll_is_gather(wire_flags_kind(q.flags)))
+                wire_coll_is_gather(wire_flags_kind(q.flags)) ||
+                wire_coll_is_split(wire_flags_kind(q.flags)))
                 q.flags &= (uint16_t)~WIRE_F_KIND_MASK;
         }
         q.mac = memnet_rand(&rng);

@@ -72,7 +72,13 @@ typedef enum {
      * in rank order by the ANs; a CONTRIB carries a piece (below). */
     WIRE_COLL_ALLGATHER = 4, /* the vector down to every member */
     WIRE_COLL_GATHER = 5,    /* the vector down to the root only */
-    WIRE_COLL_COUNT = 6,
+    /* Splits: each member gets only its block of a vector of size x block
+     * elements; every CONTRIB starts with a piece descriptor saying which
+     * elements of the segment the sender wants (length 0: none), and a
+     * RESULT with data is a piece: descriptor, then those elements. */
+    WIRE_COLL_SCATTER = 6,        /* bytes: the root's vector, split down */
+    WIRE_COLL_REDUCE_SCATTER = 7, /* reduced up, split down */
+    WIRE_COLL_COUNT = 8,
 } wire_coll_t;
 
 /* A gather kind's CONTRIB with data carries, before its bytes, a piece
@@ -83,6 +89,10 @@ typedef enum {
 static inline int wire_coll_is_gather(wire_coll_t kind)
 {
     return kind == WIRE_COLL_ALLGATHER || kind == WIRE_COLL_GATHER;
+}
+static inline int wire_coll_is_split(wire_coll_t kind)
+{
+    return kind == WIRE_COLL_SCATTER || kind == WIRE_COLL_REDUCE_SCATTER;
 }
 #define WIRE_F_KIND_SHIFT 2
 #define WIRE_F_KIND_MASK (7u << WIRE_F_KIND_SHIFT)
@@ -131,8 +141,8 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p);
 
 /* Payload length a header of this type and count must carry; for a
- * gather kind's CONTRIB with data, the largest it may carry
- * (WIRE_PIECE_LEN + count). */
+ * piece (a gather kind's CONTRIB with data, a split kind's RESULT with
+ * data) the largest it may carry (WIRE_PIECE_LEN + the segment). */
 size_t wire_payload_len(const wire_hdr_t *hdr);
 
 /* Endpoint of a peer: for UDP, (IPv4 address << 16) | port, both in host

@@ -45,6 +45,9 @@ typedef struct {
     int arrived;
     uint64_t *seen;   /* one bit per child for the current epoch */
     uint8_t **contrib; /* per child, from the pool, while collecting */
+    uint32_t *want;    /* splits: per child (offset, length) of the
+                          segment its subtree wants, of the last epoch
+                          it contributed to */
     res_copy_t res[2]; /* indexed by epoch & 1 */
 } slot_t;
 
@@ -66,6 +69,7 @@ typedef struct group {
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
+    uint32_t *want_all;    /* nslots * nchildren * 2 */
     uint8_t *res_all;      /* nslots * 2 * stride bytes */
     uint8_t **pool;        /* free contribution buffers */
     int pool_free;
@@ -128,6 +132,7 @@ static void group_free(group_t *g)
     }
     free(g->pool);
     free(g->contrib_all);
+    free(g->want_all);
     free(g->seen_all);
     free(g->res_all);
     free(g->slots);
@@ -225,12 +230,13 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->slots = calloc(nslots, sizeof(*g->slots));
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
+    g->want_all = calloc(nslots * nch * 2, sizeof(uint32_t));
     g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
     g->pool_cap = (int)(nslots * nch);
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
     g->piece = malloc(WIRE_PIECE_LEN + g->stride);
-    if (!g->piece || !g->children || !g->learned || !g->slots || !g->seen_all ||
+    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots || !g->seen_all ||
         !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
@@ -245,6 +251,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
         sl->state = SLOT_DONE;
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
+        sl->want = &g->want_all[s * nch * 2];
         sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
         sl->res[1].buf = &g->res_all[(2 * s + 1) * g->stride];
     }
@@ -325,6 +332,21 @@ static void emit(agg_t *agg, const wire_key_t *key,
     agg->send(agg->send_arg, dst, hdr, payload, len);
 }
 
+/* Writes a piece descriptor (offset, length; little-endian). */
+static void put_piece(uint8_t *p, uint32_t off, uint32_t n)
+{
+    for (int b = 0; b < 4; b++) {
+        p[b] = (uint8_t)(off >> (8 * b));
+        p[4 + b] = (uint8_t)(n >> (8 * b));
+    }
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
 /* Bytes of the data of result copy rc. */
 static size_t res_bytes(const res_copy_t *rc)
 {
@@ -361,7 +383,9 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
                         const res_copy_t *rc, int c,
                         const wire_mac_state_t *st)
 {
-    int data = result_has_data(rc, c);
+    const uint32_t *want = &g->slots[slot].want[2 * c];
+    int split = wire_coll_is_split((wire_coll_t)rc->kind);
+    int data = split ? rc->has && want[1] > 0 : result_has_data(rc, c);
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_RESULT,
@@ -383,6 +407,16 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
         return;
     }
+    if (split) {
+        /* The elements the child's subtree wants, as a piece. */
+        size_t ds = incoll_dtype_size((incoll_dtype_t)rc->dtype);
+        put_piece(g->piece, want[0], want[1]);
+        memcpy(g->piece + WIRE_PIECE_LEN, rc->buf + (size_t)want[0] * ds,
+               (size_t)want[1] * ds);
+        emit(agg, &g->key, NULL, g->children[c], &h, g->piece,
+             WIRE_PIECE_LEN + (size_t)want[1] * ds);
+        return;
+    }
     emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
@@ -390,10 +424,11 @@ static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *r
 {
     /* The copies differ only in their headers: hash the payload once. */
     wire_mac_state_t st;
-    if (rc->has)
+    int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
+    if (same)
         wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &st);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, rc->has ? &st : NULL);
+        send_result(agg, g, slot, rc, c, same ? &st : NULL);
     agg->ctr.results_sent++;
 }
 
@@ -421,16 +456,18 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         /* The pieces below us, as one piece (holes between them zero:
          * the parent ORs pieces together, see slot_combine). */
         uint32_t n = rc->phi - rc->plo;
-        g->piece[0] = (uint8_t)rc->plo;
-        g->piece[1] = (uint8_t)(rc->plo >> 8);
-        g->piece[2] = (uint8_t)(rc->plo >> 16);
-        g->piece[3] = (uint8_t)(rc->plo >> 24);
-        g->piece[4] = (uint8_t)n;
-        g->piece[5] = (uint8_t)(n >> 8);
-        g->piece[6] = (uint8_t)(n >> 16);
-        g->piece[7] = (uint8_t)(n >> 24);
+        put_piece(g->piece, rc->plo, n);
         memcpy(g->piece + WIRE_PIECE_LEN, rc->buf + rc->plo, n);
         emit(agg, &g->key, NULL, g->parent, &h, g->piece, WIRE_PIECE_LEN + n);
+        return;
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        /* What our children want, then the data if we have it. */
+        put_piece(g->piece, rc->plo, rc->phi - rc->plo);
+        if (rc->has)
+            memcpy(g->piece + WIRE_PIECE_LEN, rc->buf, res_bytes(rc));
+        emit(agg, &g->key, NULL, g->parent, &h, g->piece,
+             WIRE_PIECE_LEN + (rc->has ? res_bytes(rc) : 0));
         return;
     }
     emit(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
@@ -512,6 +549,7 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     switch ((wire_coll_t)rc->kind) {
     case WIRE_COLL_ALLREDUCE:
     case WIRE_COLL_REDUCE:
+    case WIRE_COLL_REDUCE_SCATTER:
         slot_reduce(agg, g, sl, rc);
         rc->has = 1;
         break;
@@ -520,7 +558,9 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
         rc->has = 0;
         if (wire_coll_is_gather((wire_coll_t)rc->kind))
             slot_gather(g, sl, rc);
-        else if (rc->kind == WIRE_COLL_BCAST && rc->rootc >= 0 &&
+        else if ((rc->kind == WIRE_COLL_BCAST ||
+                  rc->kind == WIRE_COLL_SCATTER) &&
+                 rc->rootc >= 0 &&
             sl->contrib[rc->rootc]) {
             memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
             rc->has = 1;
@@ -532,6 +572,22 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
             }
         }
         break;
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        /* What our subtree wants: the span of the children's wants. */
+        rc->plo = UINT32_MAX;
+        rc->phi = 0;
+        for (int c = 0; c < g->nchildren; c++) {
+            uint32_t o = sl->want[2 * c], n = sl->want[2 * c + 1];
+            if (n == 0)
+                continue;
+            if (o < rc->plo)
+                rc->plo = o;
+            if (o + n > rc->phi)
+                rc->phi = o + n;
+        }
+        if (rc->phi == 0)
+            rc->plo = 0;
     }
     switch ((wire_coll_t)rc->kind) {
     case WIRE_COLL_ALLREDUCE:
@@ -549,6 +605,12 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     case WIRE_COLL_GATHER:
         agg->ctr.coll_gather++;
         break;
+    case WIRE_COLL_SCATTER:
+        agg->ctr.coll_scatter++;
+        break;
+    case WIRE_COLL_REDUCE_SCATTER:
+        agg->ctr.coll_reduce_scatter++;
+        break;
     default:
         agg->ctr.coll_barrier++;
         break;
@@ -565,8 +627,12 @@ static int contrib_well_formed(const wire_hdr_t *h)
     wire_coll_t kind = wire_flags_kind(h->flags);
     int has = !(h->flags & WIRE_F_NODATA), root = !!(h->flags & WIRE_F_ROOT);
     if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
-        kind != WIRE_COLL_GATHER)
+        kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
         return 0;
+    if (kind == WIRE_COLL_REDUCE_SCATTER)
+        return has;
+    if (kind == WIRE_COLL_SCATTER)
+        return has == root;
     if (wire_coll_is_gather(kind))
         return 1; /* a piece, or none when the rank has no byte here */
     if (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE)
@@ -753,9 +819,15 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             pa[1] = (uint32_t)payload[4] | (uint32_t)payload[5] << 8 |
                     (uint32_t)payload[6] << 16 | (uint32_t)payload[7] << 24;
             memcpy(sl->contrib[c], payload + WIRE_PIECE_LEN, pa[1]);
+        } else if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+            memcpy(sl->contrib[c], payload + WIRE_PIECE_LEN, bytes);
         } else {
             memcpy(sl->contrib[c], payload, bytes);
         }
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        sl->want[2 * c] = get_u32(payload);
+        sl->want[2 * c + 1] = get_u32(payload + 4);
     }
     if (h->flags & WIRE_F_ROOT)
         rc->rootc = c;
@@ -821,6 +893,10 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     case WIRE_COLL_GATHER:
         want = rc->rootc >= 0;
         break;
+    case WIRE_COLL_SCATTER:
+    case WIRE_COLL_REDUCE_SCATTER: /* a piece when our children want one */
+        want = rc->phi > rc->plo;
+        break;
     default:
         want = 0;
         break;
@@ -832,7 +908,18 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
              "result does not match the slot", g->id);
         return;
     }
-    if (has) {
+    if (has && wire_coll_is_split((wire_coll_t)rc->kind)) {
+        size_t ds = incoll_dtype_size((incoll_dtype_t)rc->dtype);
+        uint32_t off = get_u32(payload), n = get_u32(payload + 4);
+        if (off != rc->plo || n != rc->phi - rc->plo) {
+            drop(agg, &agg->ctr.mismatch_dropped, src,
+                 "result piece is not what we asked for", g->id);
+            return;
+        }
+        memcpy(rc->buf + (size_t)off * ds, payload + WIRE_PIECE_LEN,
+               (size_t)n * ds);
+        rc->has = 1;
+    } else if (has) {
         memcpy(rc->buf, payload, bytes);
         rc->has = 1;
     } else if (rc->kind == WIRE_COLL_REDUCE || rc->kind == WIRE_COLL_GATHER) {

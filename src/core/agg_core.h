@@ -124,7 +124,9 @@ typedef struct {
     X(coll_bcast)                                                              \
     X(coll_barrier)                                                            \
     X(coll_allgather)                                                          \
-    X(coll_gather)
+    X(coll_gather)                                                             \
+    X(coll_scatter)                                                            \
+    X(coll_reduce_scatter)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;

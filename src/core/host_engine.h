@@ -109,6 +109,20 @@ incoll_status_t host_engine_start_gather(host_engine_t *eng, wire_coll_t kind,
                                          void *recvbuf, size_t total,
                                          uint64_t now_ns);
 
+/*
+ * Starts a scatter (kind WIRE_COLL_SCATTER, bytes: dtype UINT8) or a
+ * reduce_scatter (WIRE_COLL_REDUCE_SCATTER) of a vector of total elements
+ * of which this member's block is [blk_off, blk_off + blk_len): it lands
+ * in block (blk_len elements). sendbuf is the whole vector: the root's
+ * (scatter; others pass NULL) or every member's input (reduce_scatter).
+ */
+incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
+                                        int root, const void *sendbuf,
+                                        size_t blk_off, size_t blk_len,
+                                        void *block, size_t total,
+                                        incoll_dtype_t dtype, incoll_op_t op,
+                                        uint64_t now_ns);
+
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
                            const void *buf, size_t len, uint64_t now_ns);
