@@ -234,7 +234,8 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
     char args[512], *out = NULL, *stat = NULL;
     const char *dir;
     fabric_conf_t conf;
-    uint64_t bsegs = 0, rsegs = 0, gsegs = 0, barriers = 1, recovered = 0;
+    uint64_t bsegs = 0, rsegs = 0, gsegs = 0, ssegs = 0, rssegs = 0;
+    uint64_t barriers = 1, recovered = 0, maxsz = 0;
     int rc, ret = TEST_FAILED, n = 0;
     char path[PATH_MAX];
     double t0;
@@ -266,8 +267,17 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
         /* Gathers: segments of the whole vector, less a piece
          * descriptor (8 bytes) each. */
         gsegs += 3 * nsegs(sizes[s] * (uint64_t)hosts, conf.payload - 8);
+        ssegs += 3 * nsegs(sizes[s] * (uint64_t)hosts, conf.payload - 8);
+        if (sizes[s] > maxsz)
+            maxsz = sizes[s];
         barriers += 3;
     }
+    /* Reduce_scatters of n int64 per rank where n x ranks fits the largest
+     * size (coll_check's buffers). */
+    for (int s = 0; s < nsizes; s++)
+        if (sizes[s] * (uint64_t)hosts <= maxsz)
+            rssegs += 3 * nsegs(sizes[s] * (uint64_t)hosts,
+                                (conf.payload - 8) / 8);
     t0 = now_s();
     rc = run_cmd(&out, 100,
                  "'%s/incoll' run -n %d --fabric '%s' --timeout 90 -- "
@@ -291,9 +301,13 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
                                            "coll_barrier", "coll_allreduce",
                                            "malformed_dropped",
                                            "mismatch_dropped",
-                                           "coll_allgather", "coll_gather"};
-        uint64_t want[8] = {bsegs, rsegs, barriers, 0, 0, 0, gsegs, gsegs}, v;
-        for (int k = 0; k < 8; k++) {
+                                           "coll_allgather", "coll_gather",
+                                           "coll_scatter",
+                                           "coll_reduce_scatter"};
+        uint64_t want[10] = {bsegs, rsegs, barriers, 0,     0,
+                             0,     gsegs, gsegs,    ssegs, rssegs},
+                 v;
+        for (int k = 0; k < 10; k++) {
             if (stat_get(stat, an, keys[k], &v) != 0) {
                 fprintf(stderr, "    no %s for an %s in:\n%s", keys[k], an,
                         stat);
@@ -326,7 +340,7 @@ out:
     return ret;
 }
 
-static const size_t colls_sizes[] = {0, 1, 7, 1001, 65536, 1048576};
+static const size_t colls_sizes[] = {0, 1, 7, 1001, 65536, 262144};
 
 /* A 2-level tree: 9 ranks under 3 leaves. */
 TEST(integ_colls_tree9, TEST_INTEG)
@@ -338,6 +352,6 @@ TEST(integ_colls_tree9, TEST_INTEG)
  * 2% duplication and 5% reordering. */
 TEST(integ_colls_tree8_faults, TEST_INTEG)
 {
-    static const size_t sizes[] = {0, 1, 7, 1001, 30000};
+    static const size_t sizes[] = {0, 1, 7, 1001, 9000};
     return colls_job(8, 2, 1, sizes, 5);
 }

@@ -1,9 +1,7 @@
 /*
- * In-network reduce, broadcast, barrier, allgather and gather
- * (inc_coll.h): one operation of the host engine with the collective's
- * kind (host_engine_start_coll, host_engine_start_gather). Scatter and
- * reduce_scatter are not done in the network yet: they return
- * INCOLL_ERR_UNSUPPORTED and the caller runs them on the hosts.
+ * In-network reduce, broadcast, barrier, allgather, gather, scatter and
+ * reduce_scatter (inc_coll.h): one operation of the host engine with the
+ * collective's kind (host_engine_start_coll, _gather, _split).
  *
  * On communicators that keep results for recovery (host_comm_recoverable,
  * docs/failures.md), a broadcast's data and a reduce's result at the root
@@ -32,6 +30,7 @@ int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
     switch (kind) {
     case HOST_COLL_ALLREDUCE:
     case HOST_COLL_REDUCE:
+    case HOST_COLL_REDUCE_SCATTER:
         return (unsigned)op < INCOLL_OP_COUNT &&
                (unsigned)dtype < INCOLL_DTYPE_COUNT &&
                incoll_op_valid(op, dtype) &&
@@ -40,6 +39,7 @@ int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
     case HOST_COLL_BARRIER:
     case HOST_COLL_ALLGATHER:
     case HOST_COLL_GATHER:
+    case HOST_COLL_SCATTER:
         /* Bytes, no arithmetic: what the packets say (uint8, sum). */
         return host_comm_inc_usable(comm, INCOLL_OP_SUM, INCOLL_UINT8);
     default:
@@ -216,15 +216,81 @@ incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
     return gather_run(comm, WIRE_COLL_GATHER, sendbuf, recvbuf, bytes, root);
 }
 
+/*
+ * Scatter (bytes, root >= 0) or reduce_scatter (root -1) of count elements
+ * per rank: sendbuf is the whole vector (the root's, or every rank's
+ * input), recvbuf this rank's block. The block may be recvbuf at its own
+ * place in sendbuf (a scatter's root in place: the result writes the same
+ * bytes); any other overlap is staged, as the engine reads the vector
+ * until its last segment's result is in.
+ */
+static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
+                                 const void *sendbuf, void *recvbuf,
+                                 size_t count, incoll_dtype_t dtype,
+                                 incoll_op_t op, int root)
+{
+    size_t ds = incoll_dtype_size(dtype);
+    size_t total = count * (size_t)comm->size, off = count * (size_t)comm->rank;
+    int has_vec = kind == WIRE_COLL_REDUCE_SCATTER || comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (count == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, count * ds);
+        return INCOLL_OK;
+    }
+    if (host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, count * ds);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = host_engine_start_split(comm->eng, kind, comm->rank == root,
+                                         has_vec ? sendbuf : NULL, off, count,
+                                         res, total, dtype, op, host_now_ns());
+        if (status == INCOLL_INPROGRESS)
+            status = host_comm_wait(comm);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, count * ds);
+            host_comm_result_done(comm, count * ds);
+        }
+        return status;
+    }
+    if (has_vec && recvbuf != (const char *)sendbuf + off * ds &&
+        overlaps(sendbuf, recvbuf, total * ds)) {
+        status = host_comm_scratch(comm, total * ds);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, total * ds);
+        sendbuf = comm->scratch;
+    }
+    status = host_engine_start_split(comm->eng, kind, comm->rank == root,
+                                     has_vec ? sendbuf : NULL, off, count,
+                                     recvbuf, total, dtype, op, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
+}
+
 incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf,
                                  void *recvbuf, size_t bytes, int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_SCATTER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (comm->rank != root)
+        sendbuf = NULL; /* significant at the root only */
+    return split_run(comm, WIRE_COLL_SCATTER, sendbuf, recvbuf, bytes,
+                     INCOLL_UINT8, INCOLL_OP_SUM, root);
 }
 
 incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf,
                                         void *recvbuf, size_t count,
                                         incoll_dtype_t dtype, incoll_op_t op)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_REDUCE_SCATTER, op, dtype))
+        return INCOLL_ERR_UNSUPPORTED;
+    return split_run(comm, WIRE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count,
+                     dtype, op, -1);
 }

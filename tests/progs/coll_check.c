@@ -1,6 +1,7 @@
 /*
- * coll_check: checks the in-network reduce, broadcast, barrier, allgather
- * and gather (src/host/inc_coll.h) value by value. Run it under `incoll run` on a
+ * coll_check: checks the in-network reduce, broadcast, barrier, allgather,
+ * gather, scatter and reduce_scatter (src/host/inc_coll.h) value by
+ * value. Run it under `incoll run` on a
  * fabric; it calls the library's internal entry points, so it links the
  * static library.
  *
@@ -14,7 +15,10 @@
  * reduced sum and no other rank's buffer was written; an allgather (in
  * place for the second root) and a gather to the root give the ranks'
  * blocks in rank order, and a rank sends its block once plus a piece
- * descriptor per packet (when it resent nothing). Each collective must
+ * descriptor per packet (when it resent nothing); a scatter from the root
+ * (in place at the root for the second root) and an int64 sum
+ * reduce_scatter give each rank exactly its block, a scatter's non-roots
+ * sending descriptors only. Each collective must
  * run in the network (INCOLL_ERR_UNSUPPORTED is an error here).
  *
  * Exit status: 0 all correct, 1 wrong result, 2 usage, 3 timeout, 4 any
@@ -249,7 +253,83 @@ int main(int argc, char **argv)
                         return EXIT_WRONG;
                     }
                 }
-                cases += 5;
+                /* Scatter: the root's vector is all[], blocks of n. */
+                {
+                    size_t tot = n * (size_t)size;
+                    const host_engine_counters_t *ec =
+                        host_engine_counters(comm->eng);
+                    uint64_t pk = ec->packets_sent;
+                    void *dst = buf;
+                    for (size_t i = 0; i < tot; i++)
+                        all[i] = blk_of((int)(i / (n ? n : 1)), n, it + 7,
+                                        i % (n ? n : 1));
+                    memset(buf, 0xEE, n + 1);
+                    if (k == 1 && rank == root)
+                        dst = all + n * (size_t)rank; /* in place */
+                    before = payload_sent(comm);
+                    st = host_inc_scatter(comm, rank == root ? all : NULL, dst,
+                                          n, root);
+                    if (st != INCOLL_OK)
+                        return fail_status("scatter", st);
+                    for (size_t i = 0; i < n; i++) {
+                        uint8_t got = ((uint8_t *)dst)[i];
+                        if (got != blk_of(rank, n, it + 7, i)) {
+                            fprintf(stderr,
+                                    "coll_check: rank %d: scatter of %zu from "
+                                    "%d: byte %zu is %u\n",
+                                    rank, n, root, i, got);
+                            return EXIT_WRONG;
+                        }
+                    }
+                    if (dst == buf && buf[n] != 0xEE) {
+                        fprintf(stderr, "coll_check: rank %d: scatter wrote "
+                                        "past the block\n",
+                                rank);
+                        return EXIT_WRONG;
+                    }
+                    if (rank != root &&
+                        payload_sent(comm) - before !=
+                            8 * (ec->packets_sent - pk)) {
+                        fprintf(stderr,
+                                "coll_check: rank %d: scatter: a non-root "
+                                "sent more than descriptors\n",
+                                rank);
+                        return EXIT_WRONG;
+                    }
+                }
+                /* Reduce_scatter (int64 sum), n elements per rank. */
+                if (n * (size_t)size <= maxsz) {
+                    size_t tot = n * (size_t)size;
+                    for (size_t i = 0; i < tot; i++)
+                        in[i] = elem_of(rank, i, it);
+                    for (size_t i = 0; i <= n; i++)
+                        out[i] = 0x5151515151515151ll;
+                    st = host_inc_reduce_scatter(comm, in, out, n,
+                                                 INCOLL_INT64, INCOLL_OP_SUM);
+                    if (st != INCOLL_OK)
+                        return fail_status("reduce_scatter", st);
+                    for (size_t i = 0; i < n; i++) {
+                        int64_t want = 0;
+                        for (int r = 0; r < size; r++)
+                            want += elem_of(r, n * (size_t)rank + i, it);
+                        if (out[i] != want) {
+                            fprintf(stderr,
+                                    "coll_check: rank %d: reduce_scatter of "
+                                    "%zu: element %zu is %lld, want %lld\n",
+                                    rank, n, i, (long long)out[i],
+                                    (long long)want);
+                            return EXIT_WRONG;
+                        }
+                    }
+                    if (out[n] != 0x5151515151515151ll) {
+                        fprintf(stderr, "coll_check: rank %d: reduce_scatter "
+                                        "wrote past the block\n",
+                                rank);
+                        return EXIT_WRONG;
+                    }
+                    cases++;
+                }
+                cases += 6;
             }
         }
     }
