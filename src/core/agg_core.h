@@ -18,7 +18,8 @@
  * down to every other child; a barrier carries no payload; gathers OR
  * their children's pieces (rank blocks) into the segment and forward the
  * span they hold, and send the segment down to all (allgather) or toward
- * the root (gather). Packets
+ * the root (gather); splits (scatter, reduce_scatter) keep which elements
+ * each child wants and send each child only those. Packets
  * without data carry NODATA; count and offset always describe the segment.
  *
  * Reliability is end to end, driven by the hosts' retransmissions:
