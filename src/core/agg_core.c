@@ -36,7 +36,8 @@ typedef struct {
     uint8_t kind;     /* wire_coll_t */
     uint8_t has;      /* buf holds data (NODATA packets carry none) */
     int rootc;        /* child whose subtree holds the root, or -1 */
-    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces */
+    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
+                          splits: the elements our children want */
 } res_copy_t;
 
 typedef struct {
@@ -75,7 +76,8 @@ typedef struct group {
     int pool_free;
     int pool_cap;
     const void **srcs;     /* scratch for reduce_n, nchildren entries */
-    uint8_t *piece;        /* gathers: a piece going up (descriptor + data) */
+    uint8_t *piece;        /* gathers and splits: a packet's payload being
+                              put together (descriptor + data) */
 } group_t;
 
 struct agg {
@@ -554,7 +556,8 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
         rc->has = 1;
         break;
     default:
-        /* Broadcast: the root's subtree's data, if it is below us. */
+        /* Gathers: the children's pieces. Broadcast and scatter: the
+         * root's subtree's data, if it is below us. Barrier: nothing. */
         rc->has = 0;
         if (wire_coll_is_gather((wire_coll_t)rc->kind))
             slot_gather(g, sl, rc);
@@ -619,8 +622,10 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
 
 /*
  * 1 when a contribution's payload is as its kind wants: data for an
- * allreduce, a reduce and a broadcast's root, none for the others; the
- * ROOT flag only on a reduce or a broadcast.
+ * allreduce, a reduce, a reduce_scatter and a broadcast's or scatter's
+ * root, none for their other ranks and a barrier, either for gathers (a
+ * piece, or none); the ROOT flag only on a reduce, broadcast, gather or
+ * scatter.
  */
 static int contrib_well_formed(const wire_hdr_t *h)
 {
