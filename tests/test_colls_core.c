@@ -63,7 +63,10 @@ static void cw_free(cworld_t *w)
 static int cw_init(cworld_t *w, const memnet_tree_t *t, const memnet_cfg_t *cfg,
                    uint32_t slots, uint32_t payload, int lossy, size_t cap)
 {
-    memnet_group_cfg_t g = {.id = 9, .key = CN_KEY, .gen = 3, .slots = slots,
+    memnet_group_cfg_t g = {.id = 9,
+                            .key = CN_KEY,
+                            .gen = 3,
+                            .slots = slots,
                             .max_payload = payload};
     memset(w, 0, sizeof(*w));
     if (lossy) {
@@ -147,8 +150,7 @@ static int cw_bcast(cworld_t *w, size_t bytes, int root, uint64_t *rng)
                     CFAIL("bcast on %s: root %d's receive buffer written",
                           w->name, root);
             if (sent < bytes)
-                CFAIL("bcast: root sent %" PRIu64 " of %zu bytes", sent,
-                      bytes);
+                CFAIL("bcast: root sent %" PRIu64 " of %zu bytes", sent, bytes);
             continue;
         }
         if (memcmp(w->recv[r], w->send[root], bytes) != 0)
@@ -157,8 +159,7 @@ static int cw_bcast(cworld_t *w, size_t bytes, int root, uint64_t *rng)
         if (bytes < w->cap && w->recv[r][bytes] != CN_SENT)
             CFAIL("bcast: rank %d written past the end", r);
         if (sent != 0)
-            CFAIL("bcast: non-root %d sent %" PRIu64 " payload bytes", r,
-                  sent);
+            CFAIL("bcast: non-root %d sent %" PRIu64 " payload bytes", r, sent);
     }
     return 0;
 }
@@ -181,8 +182,8 @@ static int cw_reduce(cworld_t *w, size_t count, incoll_dtype_t dt, int root,
                 int64_t v = (int64_t)(memnet_rand(rng) % 2000001) - 1000000;
                 memcpy(w->send[r] + i * 8, &v, 8);
             } else {
-                double v = (double)(int64_t)(memnet_rand(rng) % 2000001) /
-                           7.0e3;
+                double v =
+                    (double)(int64_t)(memnet_rand(rng) % 2000001) / 7.0e3;
                 memcpy(w->send[r] + i * 8, &v, 8);
             }
         }
@@ -265,8 +266,8 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
                 CFAIL("%s of %zu bytes per rank on %s: rank %d differs",
                       wire_coll_name(kind), block, w->name, r);
             if (total < w->cap && w->recv[r][total] != CN_SENT)
-                CFAIL("%s: rank %d written past the end",
-                      wire_coll_name(kind), r);
+                CFAIL("%s: rank %d written past the end", wire_coll_name(kind),
+                      r);
         } else {
             for (size_t i = 0; i < w->cap; i++)
                 if (w->recv[r][i] != CN_SENT)
@@ -359,8 +360,8 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
             CFAIL("%s of %zu per rank from %d on %s: rank %d differs",
                   wire_coll_name(kind), block, root, w->name, r);
         if (block * ds < w->cap && w->recv[r][block * ds] != CN_SENT)
-            CFAIL("%s: rank %d written past its block of %zu", wire_coll_name(kind),
-                  r, block);
+            CFAIL("%s: rank %d written past its block of %zu",
+                  wire_coll_name(kind), r, block);
         if (c->retransmits != rexmit[r] || total == 0)
             continue;
         if (root >= 0 && r != root && sent != WIRE_PIECE_LEN * pkts)
@@ -425,8 +426,7 @@ TEST(colls_core_clean, TEST_UNIT)
                 CHECK(cw_bcast(&w, sizes[i], root, &rng) == 0);
                 CHECK(cw_reduce(&w, (sizes[i] + 7) / 8, INCOLL_INT64, root,
                                 &rng) == 0);
-                CHECK(cw_reduce(&w, sizes[i], INCOLL_FLOAT64, root, &rng) ==
-                      0);
+                CHECK(cw_reduce(&w, sizes[i], INCOLL_FLOAT64, root, &rng) == 0);
             }
         }
         /* Size 0: complete at once, nothing sent. */
@@ -484,8 +484,8 @@ TEST(colls_core_lossy, TEST_UNIT)
                           "round %d", round);
                 break;
             case 7:
-                CHECK_MSG(cw_split(&w, size / 8 / (size_t)w.n, -1,
-                                   INCOLL_INT64, &rng) == 0,
+                CHECK_MSG(cw_split(&w, size / 8 / (size_t)w.n, -1, INCOLL_INT64,
+                                   &rng) == 0,
                           "round %d", round);
                 break;
             case 8:
@@ -533,10 +533,18 @@ TEST(colls_core_lossy, TEST_UNIT)
 static size_t cw_packet(uint8_t *buf, const wire_key_t *key, uint16_t flags,
                         uint32_t count, size_t payload)
 {
-    wire_hdr_t h = {.version = WIRE_VERSION, .type = WIRE_CONTRIB,
-                    .op = INCOLL_OP_SUM, .dtype = INCOLL_UINT8, .group = 9,
-                    .child = 0, .flags = flags, .slot = 0, .epoch = 0,
-                    .count = count, .total = 3, .offset = 0};
+    wire_hdr_t h = {.version = WIRE_VERSION,
+                    .type = WIRE_CONTRIB,
+                    .op = INCOLL_OP_SUM,
+                    .dtype = INCOLL_UINT8,
+                    .group = 9,
+                    .child = 0,
+                    .flags = flags,
+                    .slot = 0,
+                    .epoch = 0,
+                    .count = count,
+                    .total = 3,
+                    .offset = 0};
     memset(buf + WIRE_HDR_LEN, 1, payload);
     wire_pack(&h, buf);
     wire_mac_seal(key, buf, buf + WIRE_HDR_LEN, payload);
@@ -559,11 +567,12 @@ TEST(colls_core_wire, TEST_UNIT)
     agg_t *an;
 
     wire_key_derive(NULL, WIRE_KEY_GROUP, 9, CN_KEY, &key);
-    CHECK(wire_parse(buf, cw_packet(buf, &key, WIRE_F_NODATA |
-                                                   wire_kind_flags(
-                                                       WIRE_COLL_BARRIER),
-                                    1, 0),
-                     &h, &why) == INCOLL_OK);
+    CHECK(
+        wire_parse(buf,
+                   cw_packet(buf, &key,
+                             WIRE_F_NODATA | wire_kind_flags(WIRE_COLL_BARRIER),
+                             1, 0),
+                   &h, &why) == INCOLL_OK);
     CHECK_EQ_INT(wire_flags_kind(h.flags), WIRE_COLL_BARRIER);
     CHECK_EQ_INT(wire_payload_len(&h), 0);
     /* NODATA with a payload, and data without one: length mismatch. */
@@ -572,11 +581,12 @@ TEST(colls_core_wire, TEST_UNIT)
     CHECK(wire_parse(buf, cw_packet(buf, &key, 0, 4, 0), &h, &why) !=
           INCOLL_OK);
     /* A split kind's contribution wanting elements past its segment. */
-    CHECK(wire_parse(buf, cw_packet(buf, &key,
-                                    wire_kind_flags(WIRE_COLL_SCATTER) |
-                                        WIRE_F_NODATA,
-                                    4, WIRE_PIECE_LEN),
-                     &h, &why) != INCOLL_OK);
+    CHECK(
+        wire_parse(buf,
+                   cw_packet(buf, &key,
+                             wire_kind_flags(WIRE_COLL_SCATTER) | WIRE_F_NODATA,
+                             4, WIRE_PIECE_LEN),
+                   &h, &why) != INCOLL_OK);
     CHECK(strstr(why, "outside") != NULL);
     /* A NODATA segment larger than any packet is refused too. */
     CHECK(wire_parse(buf, cw_packet(buf, &key, WIRE_F_NODATA, 70000, 0), &h,

@@ -45,8 +45,6 @@ static const char *progdir(void)
     return d && *d ? d : "build/tests";
 }
 
-
-
 /* A command started with sh -c in its own process group, its stdout and
  * stderr collected, killed (the whole group) after timeout_s. */
 typedef struct {
@@ -214,7 +212,6 @@ static int load_conf(const char *dir, fabric_conf_t *conf)
     return 0;
 }
 
-
 /* Segments of n bytes with payload-byte packets. */
 static uint64_t nsegs(uint64_t n, uint32_t payload)
 {
@@ -259,8 +256,8 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
         goto out;
     n = snprintf(args, sizeof(args), "--sizes ");
     for (int s = 0; s < nsizes; s++) {
-        n += snprintf(args + n, sizeof(args) - (size_t)n, "%s%zu",
-                      s ? "," : "", sizes[s]);
+        n += snprintf(args + n, sizeof(args) - (size_t)n, "%s%zu", s ? "," : "",
+                      sizes[s]);
         /* Three roots per size, a barrier before each. */
         bsegs += 3 * nsegs(sizes[s], conf.payload);
         rsegs += 3 * nsegs(sizes[s] * 8, conf.payload);
@@ -276,8 +273,8 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
      * size (coll_check's buffers). */
     for (int s = 0; s < nsizes; s++)
         if (sizes[s] * (uint64_t)hosts <= maxsz)
-            rssegs += 3 * nsegs(sizes[s] * (uint64_t)hosts,
-                                (conf.payload - 8) / 8);
+            rssegs +=
+                3 * nsegs(sizes[s] * (uint64_t)hosts, (conf.payload - 8) / 8);
     t0 = now_s();
     rc = run_cmd(&out, 100,
                  "'%s/incoll' run -n %d --fabric '%s' --timeout 90 -- "
@@ -297,13 +294,11 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
     }
     for (int i = 0; i < conf.nans; i++) {
         const char *an = conf.ans[i].name;
-        static const char *const keys[] = {"coll_bcast", "coll_reduce",
-                                           "coll_barrier", "coll_allreduce",
-                                           "malformed_dropped",
-                                           "mismatch_dropped",
-                                           "coll_allgather", "coll_gather",
-                                           "coll_scatter",
-                                           "coll_reduce_scatter"};
+        static const char *const keys[] = {
+            "coll_bcast",         "coll_reduce",       "coll_barrier",
+            "coll_allreduce",     "malformed_dropped", "mismatch_dropped",
+            "coll_allgather",     "coll_gather",       "coll_scatter",
+            "coll_reduce_scatter"};
         uint64_t want[10] = {bsegs, rsegs, barriers, 0,     0,
                              0,     gsegs, gsegs,    ssegs, rssegs},
                  v;
@@ -326,8 +321,9 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
             recovered += v;
     }
     if (faults && recovered == 0) {
-        fprintf(stderr, "    faults were injected but no AN saw a duplicate "
-                        "or resent a result:\n%s",
+        fprintf(stderr,
+                "    faults were injected but no AN saw a duplicate "
+                "or resent a result:\n%s",
                 stat);
         goto out;
     }

@@ -190,9 +190,8 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         sendbuf = comm->scratch;
     }
     status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
-                                      sendbuf, off, bytes,
-                                      me ? recvbuf : NULL, total,
-                                      host_now_ns());
+                                      sendbuf, off, bytes, me ? recvbuf : NULL,
+                                      total, host_now_ns());
     if (status == INCOLL_INPROGRESS)
         status = host_comm_wait(comm);
     return status;

@@ -161,8 +161,9 @@ int main(int argc, char **argv)
                     }
                 }
                 if (buf[n] != 0x77) {
-                    fprintf(stderr, "coll_check: rank %d: bcast wrote past "
-                                    "the end\n",
+                    fprintf(stderr,
+                            "coll_check: rank %d: bcast wrote past "
+                            "the end\n",
                             rank);
                     return EXIT_WRONG;
                 }
@@ -201,8 +202,7 @@ int main(int argc, char **argv)
                         fprintf(stderr,
                                 "coll_check: rank %d: reduce of %zu: element "
                                 "%zu is %lld, want %lld\n",
-                                rank, n, i, (long long)out[i],
-                                (long long)want);
+                                rank, n, i, (long long)out[i], (long long)want);
                         return EXIT_WRONG;
                     }
                 }
@@ -243,13 +243,13 @@ int main(int argc, char **argv)
                         (payload_sent(comm) - before < n ||
                          payload_sent(comm) - before >
                              n + 8 * (ec->packets_sent - pk))) {
-                        fprintf(stderr,
-                                "coll_check: rank %d: %s of %zu: sent %llu "
-                                "payload bytes in %llu packets\n",
-                                rank, g ? "gather" : "allgather", n,
-                                (unsigned long long)(payload_sent(comm) -
-                                                     before),
-                                (unsigned long long)(ec->packets_sent - pk));
+                        fprintf(
+                            stderr,
+                            "coll_check: rank %d: %s of %zu: sent %llu "
+                            "payload bytes in %llu packets\n",
+                            rank, g ? "gather" : "allgather", n,
+                            (unsigned long long)(payload_sent(comm) - before),
+                            (unsigned long long)(ec->packets_sent - pk));
                         return EXIT_WRONG;
                     }
                 }
@@ -282,14 +282,14 @@ int main(int argc, char **argv)
                         }
                     }
                     if (dst == buf && buf[n] != 0xEE) {
-                        fprintf(stderr, "coll_check: rank %d: scatter wrote "
-                                        "past the block\n",
+                        fprintf(stderr,
+                                "coll_check: rank %d: scatter wrote "
+                                "past the block\n",
                                 rank);
                         return EXIT_WRONG;
                     }
-                    if (rank != root &&
-                        payload_sent(comm) - before !=
-                            8 * (ec->packets_sent - pk)) {
+                    if (rank != root && payload_sent(comm) - before !=
+                                            8 * (ec->packets_sent - pk)) {
                         fprintf(stderr,
                                 "coll_check: rank %d: scatter: a non-root "
                                 "sent more than descriptors\n",
@@ -304,8 +304,8 @@ int main(int argc, char **argv)
                         in[i] = elem_of(rank, i, it);
                     for (size_t i = 0; i <= n; i++)
                         out[i] = 0x5151515151515151ll;
-                    st = host_inc_reduce_scatter(comm, in, out, n,
-                                                 INCOLL_INT64, INCOLL_OP_SUM);
+                    st = host_inc_reduce_scatter(comm, in, out, n, INCOLL_INT64,
+                                                 INCOLL_OP_SUM);
                     if (st != INCOLL_OK)
                         return fail_status("reduce_scatter", st);
                     for (size_t i = 0; i < n; i++) {
@@ -322,8 +322,9 @@ int main(int argc, char **argv)
                         }
                     }
                     if (out[n] != 0x5151515151515151ll) {
-                        fprintf(stderr, "coll_check: rank %d: reduce_scatter "
-                                        "wrote past the block\n",
+                        fprintf(stderr,
+                                "coll_check: rank %d: reduce_scatter "
+                                "wrote past the block\n",
                                 rank);
                         return EXIT_WRONG;
                     }
