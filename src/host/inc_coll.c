@@ -1,13 +1,20 @@
 /*
  * In-network reduce, broadcast, barrier, allgather, gather, scatter and
  * reduce_scatter (inc_coll.h): one operation of the host engine with the
- * collective's kind (host_engine_start_coll, _gather, _split).
+ * collective's kind (host_engine_start_coll, _gather, _split; the wire
+ * format's "Collectives" section says what the ANs do with each).
  *
  * On communicators that keep results for recovery (host_comm_recoverable,
- * docs/failures.md), a broadcast's data and a reduce's result at the root
- * go through the communicator's result buffer as an allreduce's do, so
- * that a member behind can take them from one ahead; the root of a
- * broadcast keeps its own data there too.
+ * docs/failures.md) every member that receives a result takes it through
+ * the communicator's result buffer, as an allreduce does, and keeps it
+ * (host_comm_result_done): a broadcast's data (its root keeps its own
+ * too), an allgather's vector, a reduce's and a gather's at the root, a
+ * scatter's and a reduce_scatter's block. The recovery's transfer of a
+ * kept result to members behind (comm.c) expects every member ahead to
+ * hold the same bytes, which is so for a broadcast and an allgather only;
+ * for the others such a recovery ends in INCOLL_ERR_GROUP_FAILED (sizes or
+ * copies differ, or nothing kept), never in a wrong result. A recovery in
+ * which all members are at the same operation runs it again, any kind.
  */
 #include "host/inc_coll.h"
 
