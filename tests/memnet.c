@@ -50,6 +50,9 @@ typedef struct node {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
+    wire_coll_t coll;
+    int root;
+    size_t blk_off, blk_len; /* gathers */
     incoll_status_t start_status;
     uint64_t done_ns;
     /* Sink. */
@@ -679,8 +682,18 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
-    n->start_status = host_engine_start(n->eng, n->send, n->recv, n->count,
-                                        n->dtype, n->op, net->now);
+    if (wire_coll_is_split(n->coll))
+        n->start_status = host_engine_start_split(
+            n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
+            n->count, n->dtype, n->op, net->now);
+    else if (wire_coll_is_gather(n->coll))
+        n->start_status = host_engine_start_gather(
+            n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
+            n->count, net->now);
+    else
+        n->start_status =
+            host_engine_start_coll(n->eng, n->coll, n->root, n->send, n->recv,
+                                   n->count, n->dtype, n->op, net->now);
     host_update(net, n);
 }
 
@@ -688,10 +701,20 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
                             void *const *recv, size_t count,
                             incoll_dtype_t dtype, incoll_op_t op)
 {
+    memnet_start_coll(net, group, WIRE_COLL_ALLREDUCE, -1, send, recv, count,
+                      dtype, op);
+}
+
+void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
+                       const void *const *send, void *const *recv,
+                       size_t count, incoll_dtype_t dtype, incoll_op_t op)
+{
     for (int r = 0; r < net->tree.nhosts; r++) {
         node_t *n = net->nodes[net->group_host[group][r]];
-        n->send = send[r];
-        n->recv = recv[r];
+        n->coll = kind;
+        n->root = r == root;
+        n->send = send ? send[r] : NULL;
+        n->recv = recv ? recv[r] : NULL;
         n->count = count;
         n->dtype = dtype;
         n->op = op;
@@ -702,6 +725,34 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
                 memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
         n->pending = 1;
         host_update(net, n);
+    }
+}
+
+void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
+                         const void *const *send, void *const *recv,
+                         size_t block)
+{
+    int n = net->tree.nhosts;
+    memnet_start_coll(net, group, kind, root, send, recv, block * (size_t)n,
+                      INCOLL_UINT8, INCOLL_OP_SUM);
+    for (int r = 0; r < n; r++) {
+        node_t *nd = net->nodes[net->group_host[group][r]];
+        nd->blk_off = block * (size_t)r;
+        nd->blk_len = block;
+    }
+}
+
+void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
+                        const void *const *send, void *const *recv,
+                        size_t block, incoll_dtype_t dtype, incoll_op_t op)
+{
+    int n = net->tree.nhosts;
+    memnet_start_coll(net, group, kind, root, send, recv, block * (size_t)n,
+                      dtype, op);
+    for (int r = 0; r < n; r++) {
+        node_t *nd = net->nodes[net->group_host[group][r]];
+        nd->blk_off = block * (size_t)r;
+        nd->blk_len = block;
     }
 }
 

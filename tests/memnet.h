@@ -165,6 +165,22 @@ incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank);
 void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
                             void *const *recv, size_t count,
                             incoll_dtype_t dtype, incoll_op_t op);
+/* The same for a collective of another kind (host_engine_start_coll):
+ * root is the root rank of a reduce or broadcast (-1 for none); send or
+ * recv may be NULL (no buffers), or hold NULL for ranks without one. */
+void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
+                       const void *const *send, void *const *recv,
+                       size_t count, incoll_dtype_t dtype, incoll_op_t op);
+/* An allgather or gather (host_engine_start_gather) of block bytes per
+ * rank, rank r's block at r * block of the vector. */
+void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
+                         const void *const *send, void *const *recv,
+                         size_t block);
+/* A scatter or reduce_scatter (host_engine_start_split) of block elements
+ * per rank, rank r's block at r * block; recv[r] holds block elements. */
+void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
+                        const void *const *send, void *const *recv,
+                        size_t block, incoll_dtype_t dtype, incoll_op_t op);
 /* What host_engine_start returned for rank's last start (INCOLL_INPROGRESS
  * until it actually started). */
 incoll_status_t memnet_start_status(const memnet_t *net, int group, int rank);

@@ -2207,7 +2207,7 @@ TEST(core_wire_format, TEST_UNIT)
     /* Every field at its documented offset, little-endian. */
     CHECK(memcmp(buf, "INCL", 4) == 0);
     CHECK_EQ_INT(le_at(buf + 0, 4), WIRE_MAGIC);
-    CHECK_EQ_INT(buf[4], 2);
+    CHECK_EQ_INT(buf[4], 3);
     CHECK_EQ_INT(buf[5], WIRE_CONTRIB);
     CHECK_EQ_INT(buf[6], INCOLL_OP_BXOR);
     CHECK_EQ_INT(buf[7], INCOLL_UINT32);
@@ -2257,6 +2257,15 @@ TEST(core_wire_format, TEST_UNIT)
         q.group = (uint32_t)memnet_rand(&rng);
         q.child = (uint16_t)memnet_rand(&rng);
         q.flags = (uint16_t)memnet_rand(&rng);
+        /* A known kind, with a payload (NODATA and gather pieces:
+         * tests/test_colls_core.c). */
+        if (q.type == WIRE_CONTRIB || q.type == WIRE_RESULT) {
+            q.flags &= (uint16_t)~WIRE_F_NODATA;
+            if (wire_flags_kind(q.flags) >= WIRE_COLL_COUNT ||
+                wire_coll_is_gather(wire_flags_kind(q.flags)) ||
+                wire_coll_is_split(wire_flags_kind(q.flags)))
+                q.flags &= (uint16_t)~WIRE_F_KIND_MASK;
+        }
         q.mac = memnet_rand(&rng);
         q.slot = (uint16_t)memnet_rand(&rng);
         q.hops = (uint16_t)memnet_rand(&rng);

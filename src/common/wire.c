@@ -55,6 +55,18 @@ size_t wire_payload_len(const wire_hdr_t *hdr)
     switch (hdr->type) {
     case WIRE_CONTRIB:
     case WIRE_RESULT:
+        if (hdr->type == WIRE_CONTRIB && (hdr->flags & WIRE_F_NODATA) &&
+            wire_coll_is_split(wire_flags_kind(hdr->flags)))
+            return WIRE_PIECE_LEN; /* what it wants, no data */
+        if (hdr->flags & WIRE_F_NODATA)
+            return 0;
+        if (hdr->type == WIRE_CONTRIB &&
+            wire_coll_is_gather(wire_flags_kind(hdr->flags)))
+            return WIRE_PIECE_LEN + (size_t)hdr->count;
+        if (wire_coll_is_split(wire_flags_kind(hdr->flags)))
+            return WIRE_PIECE_LEN +
+                   (size_t)hdr->count *
+                       incoll_dtype_size((incoll_dtype_t)hdr->dtype);
         return (size_t)hdr->count * incoll_dtype_size((incoll_dtype_t)hdr->dtype);
     default:
         return (size_t)hdr->count;
@@ -130,13 +142,48 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
             why = "zero count";
             goto bad;
         }
+        if (wire_flags_kind(h.flags) >= WIRE_COLL_COUNT) {
+            why = "unknown collective kind";
+            goto bad;
+        }
+        if ((uint64_t)h.count * incoll_dtype_size((incoll_dtype_t)h.dtype) >
+            WIRE_MAX_PAYLOAD) {
+            why = "count too large";
+            goto bad;
+        }
     }
     if (wire_payload_len(&h) > WIRE_MAX_PAYLOAD) {
         why = "count too large";
         goto bad;
     }
-    if (len - WIRE_HDR_LEN != wire_payload_len(&h)) {
+    if (!(h.flags & WIRE_F_NODATA) &&
+        ((h.type == WIRE_CONTRIB &&
+          wire_coll_is_gather(wire_flags_kind(h.flags))) ||
+         (h.type == WIRE_RESULT &&
+          wire_coll_is_split(wire_flags_kind(h.flags))))) {
+        /* A piece: its descriptor, then exactly its elements. */
+        size_t ds = incoll_dtype_size((incoll_dtype_t)h.dtype);
+        uint32_t off, n;
+        if (len < WIRE_HDR_LEN + WIRE_PIECE_LEN + ds) {
+            why = "piece too short";
+            goto bad;
+        }
+        off = get32(p + WIRE_HDR_LEN);
+        n = get32(p + WIRE_HDR_LEN + 4);
+        if ((uint64_t)n * ds != len - WIRE_HDR_LEN - WIRE_PIECE_LEN ||
+            (uint64_t)off + n > h.count) {
+            why = "piece does not fit the segment";
+            goto bad;
+        }
+    } else if (len - WIRE_HDR_LEN != wire_payload_len(&h)) {
         why = "payload length does not match count";
+        goto bad;
+    }
+    if (h.type == WIRE_CONTRIB &&
+        wire_coll_is_split(wire_flags_kind(h.flags)) &&
+        (uint64_t)get32(p + WIRE_HDR_LEN) + get32(p + WIRE_HDR_LEN + 4) >
+            h.count) {
+        why = "wanted elements outside the segment";
         goto bad;
     }
     *hdr_p = h;
@@ -145,6 +192,30 @@ bad:
     if (why_p)
         *why_p = why;
     return INCOLL_ERR_PROTOCOL;
+}
+
+const char *wire_coll_name(wire_coll_t kind)
+{
+    switch (kind) {
+    case WIRE_COLL_ALLREDUCE:
+        return "allreduce";
+    case WIRE_COLL_REDUCE:
+        return "reduce";
+    case WIRE_COLL_BCAST:
+        return "bcast";
+    case WIRE_COLL_BARRIER:
+        return "barrier";
+    case WIRE_COLL_ALLGATHER:
+        return "allgather";
+    case WIRE_COLL_GATHER:
+        return "gather";
+    case WIRE_COLL_SCATTER:
+        return "scatter";
+    case WIRE_COLL_REDUCE_SCATTER:
+        return "reduce_scatter";
+    default:
+        return "unknown";
+    }
 }
 
 const char *wire_ep_str(incoll_ep_t ep, char *buf, size_t len)

@@ -1,12 +1,13 @@
 /*
- * Wire format v2: a fixed 48-byte little-endian header inside a UDP
+ * Wire format v3: a fixed 48-byte little-endian header inside a UDP
  * datagram, followed by the payload. See docs/wire-format.md. Version 2
  * replaced v1's clear-text group key by a MAC over the whole packet
- * (common/wire_mac.h).
+ * (common/wire_mac.h). Version 3 added the collective kind and the ROOT and
+ * NODATA flags (CONTRIB/RESULT of collectives other than allreduce).
  *
  *  off size field
  *   0   4   magic    0x4C434E49 ("INCL" in memory order)
- *   4   1   version  2
+ *   4   1   version  3
  *   5   1   type     wire_type_t
  *   6   1   op       incoll_op_t
  *   7   1   dtype    incoll_dtype_t
@@ -34,7 +35,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4C434E49u
-#define WIRE_VERSION 2
+#define WIRE_VERSION 3
 #define WIRE_HDR_LEN 48
 #define WIRE_MAX_PAYLOAD 65000 /* fits a loopback or jumbo datagram */
 #define WIRE_CHILD_NONE 0xffffu
@@ -51,11 +52,61 @@ typedef enum {
 enum {
     WIRE_F_RETRANS = 1u << 0, /* the sender sent this before */
     WIRE_F_LAST = 1u << 1,    /* last segment of the vector */
+    /* CONTRIB/RESULT: bits 2..4 the collective kind (wire_coll_t). */
+    WIRE_F_ROOT = 1u << 5,    /* CONTRIB: from the root rank's subtree */
+    WIRE_F_NODATA = 1u << 6,  /* CONTRIB/RESULT: no payload (count still
+                                 describes the segment) */
     /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
     WIRE_F_P2P_DONE = 1u << 8,   /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,  /* receiver waits: resend what it lacks */
     WIRE_F_P2P_BEHIND = 1u << 10, /* acker has not reached the step yet */
 };
+
+/* The collective a CONTRIB or RESULT belongs to: flags bits 2..4. */
+typedef enum {
+    WIRE_COLL_ALLREDUCE = 0,
+    WIRE_COLL_REDUCE = 1, /* reduced up, the result down to the root only */
+    WIRE_COLL_BCAST = 2,  /* root's data up its path, replicated down */
+    WIRE_COLL_BARRIER = 3, /* no payload either way */
+    /* Gathers: bytes (uint8) of a vector of size x block bytes, concatenated
+     * in rank order by the ANs; a CONTRIB carries a piece (below). */
+    WIRE_COLL_ALLGATHER = 4, /* the vector down to every member */
+    WIRE_COLL_GATHER = 5,    /* the vector down to the root only */
+    /* Splits: each member gets only its block of a vector of size x block
+     * elements; every CONTRIB starts with a piece descriptor saying which
+     * elements of the segment the sender wants (length 0: none), and a
+     * RESULT with data is a piece: descriptor, then those elements. */
+    WIRE_COLL_SCATTER = 6,        /* bytes: the root's vector, split down */
+    WIRE_COLL_REDUCE_SCATTER = 7, /* reduced up, split down */
+    WIRE_COLL_COUNT = 8,
+} wire_coll_t;
+
+/* A gather kind's CONTRIB with data carries, before its bytes, a piece
+ * descriptor: u32 offset of the piece in the segment, u32 its length;
+ * then exactly that many bytes, offset + length <= count. */
+#define WIRE_PIECE_LEN 8
+
+static inline int wire_coll_is_gather(wire_coll_t kind)
+{
+    return kind == WIRE_COLL_ALLGATHER || kind == WIRE_COLL_GATHER;
+}
+static inline int wire_coll_is_split(wire_coll_t kind)
+{
+    return kind == WIRE_COLL_SCATTER || kind == WIRE_COLL_REDUCE_SCATTER;
+}
+#define WIRE_F_KIND_SHIFT 2
+#define WIRE_F_KIND_MASK (7u << WIRE_F_KIND_SHIFT)
+
+static inline wire_coll_t wire_flags_kind(uint16_t flags)
+{
+    return (wire_coll_t)((flags & WIRE_F_KIND_MASK) >> WIRE_F_KIND_SHIFT);
+}
+static inline uint16_t wire_kind_flags(wire_coll_t kind)
+{
+    return (uint16_t)((unsigned)kind << WIRE_F_KIND_SHIFT);
+}
+/* The kind's name for counters and logs ("allreduce", "bcast", ...). */
+const char *wire_coll_name(wire_coll_t kind);
 
 typedef struct {
     uint8_t version;
@@ -79,8 +130,9 @@ void wire_pack(const wire_hdr_t *hdr, void *buf);
 
 /*
  * Parses and checks a datagram of len bytes: magic, version, known type,
- * for CONTRIB/RESULT a valid op/dtype pair and a payload of exactly
- * count * dtype_size bytes no larger than WIRE_MAX_PAYLOAD. On success
+ * for CONTRIB/RESULT a valid op/dtype pair, a known collective kind and a
+ * payload of exactly count * dtype_size bytes (none with WIRE_F_NODATA)
+ * no larger than WIRE_MAX_PAYLOAD. On success
  * fills *hdr_p and returns INCOLL_OK; otherwise returns
  * INCOLL_ERR_PROTOCOL and, when why_p is not NULL, points it to a constant
  * string naming the field at fault.
@@ -88,7 +140,9 @@ void wire_pack(const wire_hdr_t *hdr, void *buf);
 incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p);
 
-/* Payload length a header of this type and count must carry. */
+/* Payload length a header of this type and count must carry; for a
+ * piece (a gather kind's CONTRIB with data, a split kind's RESULT with
+ * data) the largest it may carry (WIRE_PIECE_LEN + the segment). */
 size_t wire_payload_len(const wire_hdr_t *hdr);
 
 /* Endpoint of a peer: for UDP, (IPv4 address << 16) | port, both in host

@@ -30,9 +30,14 @@ typedef struct {
     uint32_t epoch;
     uint32_t count;
     uint64_t offset;
-    uint16_t flags;
+    uint16_t flags;   /* WIRE_F_LAST only */
     uint8_t op, dtype;
     uint8_t valid;
+    uint8_t kind;     /* wire_coll_t */
+    uint8_t has;      /* buf holds data (NODATA packets carry none) */
+    int rootc;        /* child whose subtree holds the root, or -1 */
+    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
+                          splits: the elements our children want */
 } res_copy_t;
 
 typedef struct {
@@ -41,6 +46,9 @@ typedef struct {
     int arrived;
     uint64_t *seen;   /* one bit per child for the current epoch */
     uint8_t **contrib; /* per child, from the pool, while collecting */
+    uint32_t *want;    /* splits: per child (offset, length) of the
+                          segment its subtree wants, of the last epoch
+                          it contributed to */
     res_copy_t res[2]; /* indexed by epoch & 1 */
 } slot_t;
 
@@ -62,11 +70,14 @@ typedef struct group {
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
+    uint32_t *want_all;    /* nslots * nchildren * 2 */
     uint8_t *res_all;      /* nslots * 2 * stride bytes */
     uint8_t **pool;        /* free contribution buffers */
     int pool_free;
     int pool_cap;
     const void **srcs;     /* scratch for reduce_n, nchildren entries */
+    uint8_t *piece;        /* gathers and splits: a packet's payload being
+                              put together (descriptor + data) */
 } group_t;
 
 struct agg {
@@ -123,12 +134,14 @@ static void group_free(group_t *g)
     }
     free(g->pool);
     free(g->contrib_all);
+    free(g->want_all);
     free(g->seen_all);
     free(g->res_all);
     free(g->slots);
     free(g->children);
     free(g->learned);
     free(g->srcs);
+    free(g->piece);
     free(g);
 }
 
@@ -219,11 +232,13 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->slots = calloc(nslots, sizeof(*g->slots));
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
+    g->want_all = calloc(nslots * nch * 2, sizeof(uint32_t));
     g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
     g->pool_cap = (int)(nslots * nch);
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
-    if (!g->children || !g->learned || !g->slots || !g->seen_all ||
+    g->piece = malloc(WIRE_PIECE_LEN + g->stride);
+    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots || !g->seen_all ||
         !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
@@ -238,6 +253,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
         sl->state = SLOT_DONE;
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
+        sl->want = &g->want_all[s * nch * 2];
         sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
         sl->res[1].buf = &g->res_all[(2 * s + 1) * g->stride];
     }
@@ -306,6 +322,8 @@ static void emit(agg_t *agg, const wire_key_t *key,
                  const wire_hdr_t *h, const void *payload, size_t len)
 {
     uint8_t hdr[WIRE_HDR_LEN];
+    if (len == 0)
+        payload = hdr; /* never NULL, even with nothing to send */
     wire_pack(h, hdr);
     if (st)
         wire_mac_seal_prepared(st, hdr);
@@ -316,12 +334,60 @@ static void emit(agg_t *agg, const wire_key_t *key,
     agg->send(agg->send_arg, dst, hdr, payload, len);
 }
 
+/* Writes a piece descriptor (offset, length; little-endian). */
+static void put_piece(uint8_t *p, uint32_t off, uint32_t n)
+{
+    for (int b = 0; b < 4; b++) {
+        p[b] = (uint8_t)(off >> (8 * b));
+        p[4 + b] = (uint8_t)(n >> (8 * b));
+    }
+}
+
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+           (uint32_t)p[3] << 24;
+}
+
+/* Bytes of the data of result copy rc. */
+static size_t res_bytes(const res_copy_t *rc)
+{
+    return (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
+}
+
+/*
+ * 1 when child c gets the data of result copy rc, 0 when it gets the
+ * header alone (NODATA, an acknowledgement): an allreduce's result goes
+ * to all; a reduce's only toward the root; a broadcast's to all but the
+ * child the data came from; a barrier carries none.
+ */
+static int result_has_data(const res_copy_t *rc, int c)
+{
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        return 1;
+    case WIRE_COLL_REDUCE:
+        return rc->has && c == rc->rootc;
+    case WIRE_COLL_BCAST:
+        return rc->has && c != rc->rootc;
+    case WIRE_COLL_ALLGATHER:
+        return rc->has;
+    case WIRE_COLL_GATHER:
+        return rc->has && c == rc->rootc;
+    default:
+        return 0;
+    }
+}
+
 /* Sends result copy rc of slot to child c (if its endpoint is known); st
  * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
                         const res_copy_t *rc, int c,
                         const wire_mac_state_t *st)
 {
+    const uint32_t *want = &g->slots[slot].want[2 * c];
+    int split = wire_coll_is_split((wire_coll_t)rc->kind);
+    int data = split ? rc->has && want[1] > 0 : result_has_data(rc, c);
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_RESULT,
@@ -329,7 +395,8 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         .dtype = rc->dtype,
         .group = g->id,
         .child = (uint16_t)c,
-        .flags = rc->flags,
+        .flags = (uint16_t)(rc->flags | wire_kind_flags((wire_coll_t)rc->kind) |
+                            (data ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .epoch = rc->epoch,
         .count = rc->count,
@@ -338,20 +405,32 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
-    emit(agg, &g->key, st, g->children[c], &h, rc->buf,
-         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+    if (!data) {
+        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+        return;
+    }
+    if (split) {
+        /* The elements the child's subtree wants, as a piece. */
+        size_t ds = incoll_dtype_size((incoll_dtype_t)rc->dtype);
+        put_piece(g->piece, want[0], want[1]);
+        memcpy(g->piece + WIRE_PIECE_LEN, rc->buf + (size_t)want[0] * ds,
+               (size_t)want[1] * ds);
+        emit(agg, &g->key, NULL, g->children[c], &h, g->piece,
+             WIRE_PIECE_LEN + (size_t)want[1] * ds);
+        return;
+    }
+    emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
 {
     /* The copies differ only in their headers: hash the payload once. */
     wire_mac_state_t st;
-    wire_mac_prepare(&g->key, rc->buf,
-                     (size_t)rc->count *
-                         incoll_dtype_size((incoll_dtype_t)rc->dtype),
-                     &st);
+    int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
+    if (same)
+        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &st);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, &st);
+        send_result(agg, g, slot, rc, c, same ? &st : NULL);
     agg->ctr.results_sent++;
 }
 
@@ -365,7 +444,9 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .dtype = rc->dtype,
         .group = g->id,
         .child = g->index_at_parent,
-        .flags = rc->flags,
+        .flags = (uint16_t)(rc->flags | wire_kind_flags((wire_coll_t)rc->kind) |
+                            (rc->rootc >= 0 ? WIRE_F_ROOT : 0) |
+                            (rc->has ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .hops = hops,
         .epoch = rc->epoch,
@@ -373,15 +454,35 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *
         .offset = rc->offset,
     };
     h.total = g->gen;
-    emit(agg, &g->key, NULL, g->parent, &h, rc->buf,
-         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype));
+    if (rc->has && wire_coll_is_gather((wire_coll_t)rc->kind)) {
+        /* The pieces below us, as one piece (holes between them zero:
+         * the parent ORs pieces together, see slot_combine). */
+        uint32_t n = rc->phi - rc->plo;
+        put_piece(g->piece, rc->plo, n);
+        memcpy(g->piece + WIRE_PIECE_LEN, rc->buf + rc->plo, n);
+        emit(agg, &g->key, NULL, g->parent, &h, g->piece, WIRE_PIECE_LEN + n);
+        return;
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        /* What our children want, then the data if we have it. */
+        put_piece(g->piece, rc->plo, rc->phi - rc->plo);
+        if (rc->has)
+            memcpy(g->piece + WIRE_PIECE_LEN, rc->buf, res_bytes(rc));
+        emit(agg, &g->key, NULL, g->parent, &h, g->piece,
+             WIRE_PIECE_LEN + (rc->has ? res_bytes(rc) : 0));
+        return;
+    }
+    emit(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
+         rc->has ? res_bytes(rc) : 0);
 }
 
 static uint8_t *pool_get(group_t *g)
 {
     if (g->pool_free > 0)
         return g->pool[--g->pool_free];
-    return aligned_alloc(BUF_ALIGN, g->stride); /* grows once, then reused */
+    /* Grows once, then reused; BUF_ALIGN more than a payload for a gather
+     * piece's position (piece_at). */
+    return aligned_alloc(BUF_ALIGN, g->stride + BUF_ALIGN);
 }
 
 static void pool_put(group_t *g, uint8_t *buf)
@@ -405,6 +506,145 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     }
     agg->ctr.reductions++;
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
+}
+
+/* Where a gather contribution buffer keeps its piece's offset and length
+ * (the piece's bytes are at the start). */
+static uint32_t *piece_at(const group_t *g, uint8_t *buf)
+{
+    return (uint32_t *)(void *)(buf + g->stride);
+}
+
+/*
+ * Gathers: the pieces of the children ORed into a zeroed segment. Every
+ * byte of the vector is one rank's, and every other piece that spans it
+ * (an AN's piece covers the holes between its children's) holds a zero
+ * there, so the OR places each byte, in any order.
+ */
+static void slot_gather(group_t *g, slot_t *sl, res_copy_t *rc)
+{
+    rc->has = 0;
+    rc->plo = UINT32_MAX;
+    rc->phi = 0;
+    for (int c = 0; c < g->nchildren; c++) {
+        uint8_t *b = sl->contrib[c];
+        uint32_t off, n;
+        if (b == NULL)
+            continue;
+        off = piece_at(g, b)[0];
+        n = piece_at(g, b)[1];
+        if (!rc->has)
+            memset(rc->buf, 0, res_bytes(rc));
+        rc->has = 1;
+        for (uint32_t i = 0; i < n; i++)
+            rc->buf[off + i] |= b[i];
+        if (off < rc->plo)
+            rc->plo = off;
+        if (off + n > rc->phi)
+            rc->phi = off + n;
+    }
+}
+
+/* All children are in: makes the slot's aggregate in rc by its kind. */
+static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
+{
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+    case WIRE_COLL_REDUCE:
+    case WIRE_COLL_REDUCE_SCATTER:
+        slot_reduce(agg, g, sl, rc);
+        rc->has = 1;
+        break;
+    default:
+        /* Gathers: the children's pieces. Broadcast and scatter: the
+         * root's subtree's data, if it is below us. Barrier: nothing. */
+        rc->has = 0;
+        if (wire_coll_is_gather((wire_coll_t)rc->kind))
+            slot_gather(g, sl, rc);
+        else if ((rc->kind == WIRE_COLL_BCAST ||
+                  rc->kind == WIRE_COLL_SCATTER) &&
+                 rc->rootc >= 0 &&
+            sl->contrib[rc->rootc]) {
+            memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
+            rc->has = 1;
+        }
+        for (int c = 0; c < g->nchildren; c++) {
+            if (sl->contrib[c]) {
+                pool_put(g, sl->contrib[c]);
+                sl->contrib[c] = NULL;
+            }
+        }
+        break;
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        /* What our subtree wants: the span of the children's wants. */
+        rc->plo = UINT32_MAX;
+        rc->phi = 0;
+        for (int c = 0; c < g->nchildren; c++) {
+            uint32_t o = sl->want[2 * c], n = sl->want[2 * c + 1];
+            if (n == 0)
+                continue;
+            if (o < rc->plo)
+                rc->plo = o;
+            if (o + n > rc->phi)
+                rc->phi = o + n;
+        }
+        if (rc->phi == 0)
+            rc->plo = 0;
+    }
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        agg->ctr.coll_allreduce++;
+        break;
+    case WIRE_COLL_REDUCE:
+        agg->ctr.coll_reduce++;
+        break;
+    case WIRE_COLL_BCAST:
+        agg->ctr.coll_bcast++;
+        break;
+    case WIRE_COLL_ALLGATHER:
+        agg->ctr.coll_allgather++;
+        break;
+    case WIRE_COLL_GATHER:
+        agg->ctr.coll_gather++;
+        break;
+    case WIRE_COLL_SCATTER:
+        agg->ctr.coll_scatter++;
+        break;
+    case WIRE_COLL_REDUCE_SCATTER:
+        agg->ctr.coll_reduce_scatter++;
+        break;
+    default:
+        agg->ctr.coll_barrier++;
+        break;
+    }
+}
+
+/*
+ * 1 when a contribution's payload is as its kind wants: data for an
+ * allreduce, a reduce, a reduce_scatter and a broadcast's or scatter's
+ * root, none for their other ranks and a barrier, either for gathers (a
+ * piece, or none); the ROOT flag only on a reduce, broadcast, gather or
+ * scatter.
+ */
+static int contrib_well_formed(const wire_hdr_t *h)
+{
+    wire_coll_t kind = wire_flags_kind(h->flags);
+    int has = !(h->flags & WIRE_F_NODATA), root = !!(h->flags & WIRE_F_ROOT);
+    if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
+        kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
+        return 0;
+    if (kind == WIRE_COLL_REDUCE_SCATTER)
+        return has;
+    if (kind == WIRE_COLL_SCATTER)
+        return has == root;
+    if (wire_coll_is_gather(kind))
+        return 1; /* a piece, or none when the rank has no byte here */
+    if (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE)
+        return has;
+    if (kind == WIRE_COLL_BCAST)
+        return has == root;
+    return !has;
 }
 
 static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
@@ -476,6 +716,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              "payload larger than the group's", g->id);
         return;
     }
+    if (!contrib_well_formed(h)) {
+        drop(agg, &agg->ctr.malformed_dropped, src,
+             "payload or root flag does not fit the collective", g->id);
+        return;
+    }
     if (!g->learned[c] && g->children[c] != src) {
         drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
              g->id);
@@ -520,6 +765,9 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->count = h->count;
         rc->offset = h->offset;
         rc->flags = h->flags & WIRE_F_LAST;
+        rc->kind = (uint8_t)wire_flags_kind(h->flags);
+        rc->has = 0;
+        rc->rootc = -1;
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
         if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
@@ -534,9 +782,10 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
 
     rc = &sl->res[sl->epoch & 1];
     if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
-        h->offset != rc->offset) {
+        h->offset != rc->offset || wire_flags_kind(h->flags) != rc->kind) {
         drop(agg, &agg->ctr.mismatch_dropped, src,
-             "op, dtype, count or offset differ from the slot's", g->id);
+             "collective, op, dtype, count or offset differ from the slot's",
+             g->id);
         return;
     }
     if (sl->seen[c / 64] & (1ull << (c % 64))) {
@@ -555,19 +804,45 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
         return;
     }
-    sl->contrib[c] = pool_get(g);
-    if (sl->contrib[c] == NULL) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
+    if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {
+        drop(agg, &agg->ctr.mismatch_dropped, src,
+             "a second child claims the root", g->id);
         return;
     }
-    memcpy(sl->contrib[c], payload, bytes);
+    if (!(h->flags & WIRE_F_NODATA)) {
+        sl->contrib[c] = pool_get(g);
+        if (sl->contrib[c] == NULL) {
+            drop(agg, &agg->ctr.malformed_dropped, src, "out of memory",
+                 g->id);
+            return;
+        }
+        if (wire_coll_is_gather((wire_coll_t)rc->kind)) {
+            /* wire_parse checked that the piece fits the segment. */
+            uint32_t *pa = piece_at(g, sl->contrib[c]);
+            pa[0] = (uint32_t)payload[0] | (uint32_t)payload[1] << 8 |
+                    (uint32_t)payload[2] << 16 | (uint32_t)payload[3] << 24;
+            pa[1] = (uint32_t)payload[4] | (uint32_t)payload[5] << 8 |
+                    (uint32_t)payload[6] << 16 | (uint32_t)payload[7] << 24;
+            memcpy(sl->contrib[c], payload + WIRE_PIECE_LEN, pa[1]);
+        } else if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+            memcpy(sl->contrib[c], payload + WIRE_PIECE_LEN, bytes);
+        } else {
+            memcpy(sl->contrib[c], payload, bytes);
+        }
+    }
+    if (wire_coll_is_split((wire_coll_t)rc->kind)) {
+        sl->want[2 * c] = get_u32(payload);
+        sl->want[2 * c + 1] = get_u32(payload + 4);
+    }
+    if (h->flags & WIRE_F_ROOT)
+        rc->rootc = c;
     sl->seen[c / 64] |= 1ull << (c % 64);
     sl->arrived++;
     agg->ctr.contribs_accepted++;
     if (sl->arrived < g->nchildren)
         return;
 
-    slot_reduce(agg, g, sl, rc);
+    slot_combine(agg, g, sl, rc);
     if (g->parent == INCOLL_EP_NONE) {
         sl->state = SLOT_DONE;
         rc->valid = 1;
@@ -583,6 +858,7 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
 {
     slot_t *sl;
     res_copy_t *rc;
+    int has, want;
     size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (g->parent == INCOLL_EP_NONE || src != g->parent) {
@@ -605,13 +881,55 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
         return;
     }
     rc = &sl->res[sl->epoch & 1];
+    has = !(h->flags & WIRE_F_NODATA);
+    switch ((wire_coll_t)rc->kind) {
+    case WIRE_COLL_ALLREDUCE:
+        want = 1;
+        break;
+    case WIRE_COLL_REDUCE: /* data only on the root's path */
+        want = rc->rootc >= 0;
+        break;
+    case WIRE_COLL_BCAST: /* on the root's path we hold the data */
+        want = rc->rootc < 0;
+        break;
+    case WIRE_COLL_ALLGATHER:
+        want = 1;
+        break;
+    case WIRE_COLL_GATHER:
+        want = rc->rootc >= 0;
+        break;
+    case WIRE_COLL_SCATTER:
+    case WIRE_COLL_REDUCE_SCATTER: /* a piece when our children want one */
+        want = rc->phi > rc->plo;
+        break;
+    default:
+        want = 0;
+        break;
+    }
     if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
-        h->offset != rc->offset || bytes > g->max_payload) {
+        h->offset != rc->offset || bytes > g->max_payload ||
+        wire_flags_kind(h->flags) != rc->kind || has != want) {
         drop(agg, &agg->ctr.mismatch_dropped, src,
              "result does not match the slot", g->id);
         return;
     }
-    memcpy(rc->buf, payload, bytes);
+    if (has && wire_coll_is_split((wire_coll_t)rc->kind)) {
+        size_t ds = incoll_dtype_size((incoll_dtype_t)rc->dtype);
+        uint32_t off = get_u32(payload), n = get_u32(payload + 4);
+        if (off != rc->plo || n != rc->phi - rc->plo) {
+            drop(agg, &agg->ctr.mismatch_dropped, src,
+                 "result piece is not what we asked for", g->id);
+            return;
+        }
+        memcpy(rc->buf + (size_t)off * ds, payload + WIRE_PIECE_LEN,
+               (size_t)n * ds);
+        rc->has = 1;
+    } else if (has) {
+        memcpy(rc->buf, payload, bytes);
+        rc->has = 1;
+    } else if (rc->kind == WIRE_COLL_REDUCE || rc->kind == WIRE_COLL_GATHER) {
+        rc->has = 0; /* buf holds our partial aggregate, not the result */
+    }
     rc->valid = 1;
     sl->state = SLOT_DONE;
     replicate(agg, g, h->slot, rc);

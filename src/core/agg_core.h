@@ -11,6 +11,17 @@
  * forwards one packet to its parent or, at the root, turns the result
  * around; every AN replicates the result to its children.
  *
+ * Collectives (docs/wire-format.md, "Collectives"): the kind in the
+ * packet's flags says what "reduce" and "replicate" mean. A reduce's
+ * result goes down only to the child that leads to the root (it sent the
+ * ROOT flag up); a broadcast keeps the ROOT child's bytes and sends them
+ * down to every other child; a barrier carries no payload; gathers OR
+ * their children's pieces (rank blocks) into the segment and forward the
+ * span they hold, and send the segment down to all (allgather) or toward
+ * the root (gather); splits (scatter, reduce_scatter) keep which elements
+ * each child wants and send each child only those. Packets
+ * without data carry NODATA; count and offset always describe the segment.
+ *
  * Reliability is end to end, driven by the hosts' retransmissions:
  *  - a duplicate contribution for a slot already forwarded re-forwards the
  *    aggregate to the parent (which dedups it the same way);
@@ -84,7 +95,9 @@ typedef struct {
 
 #define AGG_MAX_CHILDREN 1024
 
-/* Counters, all monotonic. The names are those printed by incoll stat. */
+/* Counters, all monotonic. The names are those printed by incoll stat.
+ * coll_<kind>: segments of that collective this AN completed (all its
+ * children in), so each collective shows which ANs it went through. */
 #define AGG_COUNTER_LIST(X)                                                    \
     X(packets_in)                                                              \
     X(packets_out)                                                             \
@@ -106,7 +119,15 @@ typedef struct {
     X(mismatch_dropped)                                                        \
     X(stats_requests)                                                          \
     X(generation_resets)                                                       \
-    X(groups)
+    X(groups)                                                                  \
+    X(coll_allreduce)                                                          \
+    X(coll_reduce)                                                             \
+    X(coll_bcast)                                                              \
+    X(coll_barrier)                                                            \
+    X(coll_allgather)                                                          \
+    X(coll_gather)                                                             \
+    X(coll_scatter)                                                            \
+    X(coll_reduce_scatter)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;

@@ -41,6 +41,12 @@ struct host_engine {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
+    wire_coll_t kind;
+    int send_data;       /* our contributions carry data */
+    int recv_data;       /* our results carry data */
+    int root;            /* we are the reduce's or broadcast's root */
+    size_t blk_off, blk_len; /* gathers: our block's bytes in the vector */
+    uint8_t *piece;      /* gathers: descriptor + piece being sent */
     size_t dsize;
     size_t seg_elems;
     uint64_t base_seq;
@@ -79,7 +85,10 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
     eng->win = calloc(params->slots, sizeof(*eng->win));
-    if (eng->win == NULL) {
+    eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
+    if (eng->win == NULL || eng->piece == NULL) {
+        free(eng->win);
+        free(eng->piece);
         free(eng);
         return NULL;
     }
@@ -93,6 +102,7 @@ void host_engine_destroy(host_engine_t *eng)
     if (eng == NULL)
         return;
     free(eng->win);
+    free(eng->piece);
     free(eng);
 }
 
@@ -104,6 +114,18 @@ const host_engine_counters_t *host_engine_counters(const host_engine_t *eng)
 incoll_status_t host_engine_status(const host_engine_t *eng)
 {
     return eng->status;
+}
+
+/* Splits: the elements [*lo_p, *hi_p) of our block in the segment of n
+ * elements at off (empty when *lo_p == *hi_p), as vector offsets. */
+static void block_span(const host_engine_t *eng, uint64_t off, size_t n,
+                       size_t *lo_p, size_t *hi_p)
+{
+    size_t lo = off > eng->blk_off ? off : eng->blk_off;
+    size_t hi = off + n < eng->blk_off + eng->blk_len ? off + n
+                                                      : eng->blk_off + eng->blk_len;
+    *lo_p = lo;
+    *hi_p = hi > lo ? hi : lo;
 }
 
 static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
@@ -121,7 +143,10 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .group = eng->p.group,
         .child = eng->p.child,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
-                            (idx + 1 == eng->nseg ? WIRE_F_LAST : 0)),
+                            (idx + 1 == eng->nseg ? WIRE_F_LAST : 0) |
+                            wire_kind_flags(eng->kind) |
+                            (eng->root ? WIRE_F_ROOT : 0) |
+                            (eng->send_data ? 0 : WIRE_F_NODATA)),
         .slot = (uint16_t)(s->seq % eng->p.slots),
         .epoch = (uint32_t)(s->seq / eng->p.slots),
         .count = (uint32_t)n,
@@ -129,16 +154,56 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .offset = off,
     };
     uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
+    const uint8_t *data = eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
+    size_t len = eng->send_data ? n * eng->dsize : 0;
+
+    if (wire_coll_is_split(eng->kind)) {
+        /* Which elements of the segment we want, then our data if any. */
+        size_t lo, hi;
+        uint32_t po, pn;
+        block_span(eng, off, n, &lo, &hi);
+        po = lo < hi ? (uint32_t)(lo - off) : 0;
+        pn = (uint32_t)(hi - lo);
+        for (int b = 0; b < 4; b++) {
+            eng->piece[b] = (uint8_t)(po >> (8 * b));
+            eng->piece[4 + b] = (uint8_t)(pn >> (8 * b));
+        }
+        if (data)
+            memcpy(eng->piece + WIRE_PIECE_LEN, data, len);
+        data = eng->piece;
+        len += WIRE_PIECE_LEN;
+    } else if (wire_coll_is_gather(eng->kind)) {
+        /* The part of our block in this segment, as a piece. */
+        size_t lo = off > eng->blk_off ? off : eng->blk_off;
+        size_t hi = off + n < eng->blk_off + eng->blk_len
+                        ? off + n
+                        : eng->blk_off + eng->blk_len;
+        data = NULL;
+        len = 0;
+        h.flags |= WIRE_F_NODATA;
+        if (lo < hi) {
+            uint32_t po = (uint32_t)(lo - off), pn = (uint32_t)(hi - lo);
+            for (int b = 0; b < 4; b++) {
+                eng->piece[b] = (uint8_t)(po >> (8 * b));
+                eng->piece[4 + b] = (uint8_t)(pn >> (8 * b));
+            }
+            memcpy(eng->piece + WIRE_PIECE_LEN,
+                   eng->sendbuf + (lo - eng->blk_off), pn);
+            data = eng->piece;
+            len = WIRE_PIECE_LEN + pn;
+            h.flags &= (uint16_t)~WIRE_F_NODATA;
+        }
+    }
 
     wire_pack(&h, hdr);
-    wire_mac_seal(&eng->p.key, hdr, eng->sendbuf + off * eng->dsize,
-                  n * eng->dsize);
+    if (data == NULL)
+        data = hdr; /* no payload, but never a NULL pointer */
+    wire_mac_seal(&eng->p.key, hdr, data, len);
     s->sent_ns = now;
     s->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
     eng->ctr.packets_sent++;
-    eng->ctr.bytes_sent += WIRE_HDR_LEN + n * eng->dsize;
-    eng->p.send(eng->p.send_arg, eng->p.an, hdr, eng->sendbuf + off * eng->dsize,
-                n * eng->dsize);
+    eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
+    eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
 }
 
 /* Sends every segment the window allows. */
@@ -171,11 +236,46 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
                                   incoll_dtype_t dtype, incoll_op_t op,
                                   uint64_t now_ns)
 {
+    return host_engine_start_coll(eng, WIRE_COLL_ALLREDUCE, 0, sendbuf,
+                                  recvbuf, count, dtype, op, now_ns);
+}
+
+incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
+                                       int root, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op,
+                                       uint64_t now_ns)
+{
     if (eng->status == INCOLL_INPROGRESS)
         return INCOLL_ERR_BUSY;
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
-    if (!incoll_op_valid(op, dtype))
+    if (!incoll_op_valid(op, dtype) || (unsigned)kind >= WIRE_COLL_COUNT ||
+        (kind == WIRE_COLL_BARRIER && count != 1) ||
+        (wire_coll_is_gather(kind) && dtype != INCOLL_UINT8))
+        return INCOLL_ERR_INVALID_ARG;
+    eng->kind = kind;
+    eng->root = root && (kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_BCAST ||
+                         kind == WIRE_COLL_GATHER ||
+                         kind == WIRE_COLL_SCATTER);
+    eng->send_data = kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE ||
+                     kind == WIRE_COLL_REDUCE_SCATTER ||
+                     ((kind == WIRE_COLL_BCAST || kind == WIRE_COLL_SCATTER) &&
+                      eng->root);
+    eng->recv_data = kind == WIRE_COLL_ALLREDUCE ||
+                     kind == WIRE_COLL_ALLGATHER ||
+                     ((kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_GATHER) &&
+                      eng->root) ||
+                     (kind == WIRE_COLL_BCAST && !eng->root) ||
+                     (wire_coll_is_split(kind) && eng->blk_len > 0);
+    if (wire_coll_is_gather(kind)) {
+        /* Set by host_engine_start_gather; the sendbuf is the block. */
+        eng->send_data = 0;
+        if (eng->blk_len > 0 && sendbuf == NULL)
+            return INCOLL_ERR_INVALID_ARG;
+    }
+    if ((eng->send_data && sendbuf == NULL) ||
+        (eng->recv_data && recvbuf == NULL))
         return INCOLL_ERR_INVALID_ARG;
     if (count == 0) {
         eng->status = INCOLL_OK;
@@ -184,6 +284,9 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
     }
     eng->dsize = incoll_dtype_size(dtype);
     eng->seg_elems = eng->p.max_payload / eng->dsize;
+    if (wire_coll_is_gather(kind) || wire_coll_is_split(kind))
+        /* a piece's descriptor must fit too */
+        eng->seg_elems = (eng->p.max_payload - WIRE_PIECE_LEN) / eng->dsize;
     eng->sendbuf = sendbuf;
     eng->recvbuf = recvbuf;
     eng->count = count;
@@ -228,7 +331,8 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     wire_hdr_t h;
     seg_t *s;
     uint64_t idx, off;
-    size_t n;
+    size_t n, span_lo = 0, span_n = 0;
+    int want;
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
         h.group != eng->p.group || src != eng->p.an ||
@@ -256,16 +360,40 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     idx = s->seq - eng->base_seq;
     off = idx * eng->seg_elems;
     n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    want = eng->recv_data;
+    if (wire_coll_is_split(eng->kind)) {
+        size_t lo, hi;
+        block_span(eng, off, n, &lo, &hi);
+        span_lo = lo;
+        span_n = hi - lo;
+        want = span_n > 0;
+    }
     if (h.offset != off || h.count != n || h.dtype != eng->dtype ||
-        h.op != eng->op) {
+        h.op != eng->op || wire_flags_kind(h.flags) != eng->kind ||
+        (!(h.flags & WIRE_F_NODATA)) != want) {
         eng->ctr.dropped++;
         incoll_debug("host: group %u slot %u: result does not match the "
                      "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
                      eng->p.group, h.slot, h.offset, off, h.count, n);
         return;
     }
-    memcpy(eng->recvbuf + off * eng->dsize, (const uint8_t *)buf + WIRE_HDR_LEN,
-           n * eng->dsize);
+    if (wire_coll_is_split(eng->kind) && want) {
+        /* Exactly the elements of our block in this segment. */
+        const uint8_t *pl = (const uint8_t *)buf + WIRE_HDR_LEN;
+        uint32_t po = (uint32_t)pl[0] | (uint32_t)pl[1] << 8 |
+                      (uint32_t)pl[2] << 16 | (uint32_t)pl[3] << 24;
+        uint32_t pn = (uint32_t)pl[4] | (uint32_t)pl[5] << 8 |
+                      (uint32_t)pl[6] << 16 | (uint32_t)pl[7] << 24;
+        if (po != span_lo - off || pn != span_n) {
+            eng->ctr.dropped++;
+            return;
+        }
+        memcpy(eng->recvbuf + (span_lo - eng->blk_off) * eng->dsize,
+               pl + WIRE_PIECE_LEN, span_n * eng->dsize);
+    } else if (want && !wire_coll_is_split(eng->kind)) {
+        memcpy(eng->recvbuf + off * eng->dsize,
+               (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
+    }
     s->state = SEG_DONE;
     eng->ctr.results++;
     if (s->retries == 0 && now_ns >= s->first_ns)
@@ -324,6 +452,42 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         eng->ctr.retransmits++;
         seg_send(eng, s, now_ns, 1);
     }
+}
+
+incoll_status_t host_engine_start_gather(host_engine_t *eng, wire_coll_t kind,
+                                         int root, const void *block,
+                                         size_t blk_off, size_t blk_len,
+                                         void *recvbuf, size_t total,
+                                         uint64_t now_ns)
+{
+    if (!wire_coll_is_gather(kind) || blk_off > total ||
+        blk_len > total - blk_off)
+        return INCOLL_ERR_INVALID_ARG;
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    eng->blk_off = blk_off;
+    eng->blk_len = blk_len;
+    return host_engine_start_coll(eng, kind, root, block, recvbuf, total,
+                                  INCOLL_UINT8, INCOLL_OP_SUM, now_ns);
+}
+
+incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
+                                        int root, const void *sendbuf,
+                                        size_t blk_off, size_t blk_len,
+                                        void *block, size_t total,
+                                        incoll_dtype_t dtype, incoll_op_t op,
+                                        uint64_t now_ns)
+{
+    if (!wire_coll_is_split(kind) || blk_off > total ||
+        blk_len > total - blk_off ||
+        (kind == WIRE_COLL_SCATTER && dtype != INCOLL_UINT8))
+        return INCOLL_ERR_INVALID_ARG;
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    eng->blk_off = blk_off;
+    eng->blk_len = blk_len;
+    return host_engine_start_coll(eng, kind, root, sendbuf, block, total,
+                                  dtype, op, now_ns);
 }
 
 uint64_t host_engine_deadline(const host_engine_t *eng)

@@ -75,6 +75,54 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
                                   incoll_dtype_t dtype, incoll_op_t op,
                                   uint64_t now_ns);
 
+/*
+ * Starts a collective of the given kind (wire.h); host_engine_start is
+ * the allreduce. root is 1 on the root rank of a reduce or broadcast.
+ *  - REDUCE: every rank sends sendbuf; only the root gets the result in
+ *    recvbuf (others get payload-free acknowledgements; recvbuf unused).
+ *  - BCAST: the root sends sendbuf (count elements, usually UINT8) and
+ *    gets an acknowledgement; the others send headers only and get the
+ *    data in recvbuf.
+ *  - BARRIER: count 1 (any dtype, e.g. UINT8 with SUM), no payload and
+ *    no buffers.
+ * Same returns as host_engine_start; INCOLL_ERR_INVALID_ARG when a buffer
+ * the kind needs is NULL.
+ */
+incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
+                                       int root, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op,
+                                       uint64_t now_ns);
+
+/*
+ * Starts an allgather or gather (kind WIRE_COLL_ALLGATHER or _GATHER) of a
+ * vector of total bytes, of which this member's block is bytes
+ * [blk_off, blk_off + blk_len) and reads from block. The ANs concatenate
+ * the members' blocks; the whole vector lands in recvbuf on every member
+ * (allgather) or on the root only (gather: others may pass NULL). Every
+ * member passes the same total. host_engine_start_coll with a gather kind
+ * is for this function only.
+ */
+incoll_status_t host_engine_start_gather(host_engine_t *eng, wire_coll_t kind,
+                                         int root, const void *block,
+                                         size_t blk_off, size_t blk_len,
+                                         void *recvbuf, size_t total,
+                                         uint64_t now_ns);
+
+/*
+ * Starts a scatter (kind WIRE_COLL_SCATTER, bytes: dtype UINT8) or a
+ * reduce_scatter (WIRE_COLL_REDUCE_SCATTER) of a vector of total elements
+ * of which this member's block is [blk_off, blk_off + blk_len): it lands
+ * in block (blk_len elements). sendbuf is the whole vector: the root's
+ * (scatter; others pass NULL) or every member's input (reduce_scatter).
+ */
+incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
+                                        int root, const void *sendbuf,
+                                        size_t blk_off, size_t blk_len,
+                                        void *block, size_t total,
+                                        incoll_dtype_t dtype, incoll_op_t op,
+                                        uint64_t now_ns);
+
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
                            const void *buf, size_t len, uint64_t now_ns);

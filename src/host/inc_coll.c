@@ -1,55 +1,302 @@
 /*
- * In-network collectives other than allreduce: not yet in the network.
- * Every entry point says INCOLL_ERR_UNSUPPORTED, so the public functions
- * (src/host/colls.c) run the host-based algorithms.
+ * In-network reduce, broadcast, barrier, allgather, gather, scatter and
+ * reduce_scatter (inc_coll.h): one operation of the host engine with the
+ * collective's kind (host_engine_start_coll, _gather, _split; the wire
+ * format's "Collectives" section says what the ANs do with each).
+ *
+ * On communicators that keep results for recovery (host_comm_recoverable,
+ * docs/failures.md) every member that receives a result takes it through
+ * the communicator's result buffer, as an allreduce does, and keeps it
+ * (host_comm_result_done): a broadcast's data (its root keeps its own
+ * too), an allgather's vector, a reduce's and a gather's at the root, a
+ * scatter's and a reduce_scatter's block. The recovery's transfer of a
+ * kept result to members behind (comm.c) expects every member ahead to
+ * hold the same bytes, which is so for a broadcast and an allgather only;
+ * for the others such a recovery ends in INCOLL_ERR_GROUP_FAILED (sizes or
+ * copies differ, or nothing kept), never in a wrong result. A recovery in
+ * which all members are at the same operation runs it again, any kind.
  */
 #include "host/inc_coll.h"
+
+#include "host/comm.h"
+#include "host/host.h"
+
+#include "common/dtype.h"
+
+#include <string.h>
+
+static int overlaps(const void *a, const void *b, size_t len)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + len && pb < pa + len;
+}
 
 int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
                          incoll_op_t op, incoll_dtype_t dtype)
 {
-    return 0;
+    switch (kind) {
+    case HOST_COLL_ALLREDUCE:
+    case HOST_COLL_REDUCE:
+    case HOST_COLL_REDUCE_SCATTER:
+        return (unsigned)op < INCOLL_OP_COUNT &&
+               (unsigned)dtype < INCOLL_DTYPE_COUNT &&
+               incoll_op_valid(op, dtype) &&
+               host_comm_inc_usable(comm, op, dtype);
+    case HOST_COLL_BCAST:
+    case HOST_COLL_BARRIER:
+    case HOST_COLL_ALLGATHER:
+    case HOST_COLL_GATHER:
+    case HOST_COLL_SCATTER:
+        /* Bytes, no arithmetic: what the packets say (uint8, sum). */
+        return host_comm_inc_usable(comm, INCOLL_OP_SUM, INCOLL_UINT8);
+    default:
+        return 0;
+    }
+}
+
+/* One operation of the engine, waited for. */
+static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
+                           const void *sendbuf, void *recvbuf, size_t count,
+                           incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status =
+        host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf, count,
+                               dtype, op, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
 }
 
 incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t count,
                                 incoll_dtype_t dtype, incoll_op_t op, int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    size_t bytes = count * incoll_dtype_size(dtype);
+    int me = comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (!host_inc_coll_usable(comm, HOST_COLL_REDUCE, op, dtype))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (count == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        return INCOLL_OK;
+    }
+    if (!me)
+        return run(comm, WIRE_COLL_REDUCE, 0, sendbuf, NULL, count, dtype, op);
+    if (host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, bytes);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = run(comm, WIRE_COLL_REDUCE, 1, sendbuf, res, count, dtype, op);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, bytes);
+            host_comm_result_done(comm, bytes);
+        }
+        return status;
+    }
+    /* The engine's input stays intact until the result is in (a failed
+     * operation may run again): stage an overlapping input. */
+    if (overlaps(sendbuf, recvbuf, bytes)) {
+        status = host_comm_scratch(comm, bytes);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, bytes);
+        sendbuf = comm->scratch;
+    }
+    return run(comm, WIRE_COLL_REDUCE, 1, sendbuf, recvbuf, count, dtype, op);
 }
 
 incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
                                int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    int me = comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (!host_inc_coll_usable(comm, HOST_COLL_BCAST, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (bytes == 0 || comm->size == 1)
+        return INCOLL_OK;
+    if (!host_comm_recoverable(comm))
+        return run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : buf,
+                   bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    res = host_comm_result_buf(comm, bytes);
+    if (res == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
+                 bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    if (status == INCOLL_OK) {
+        if (me)
+            memcpy(res, buf, bytes);
+        else
+            memcpy(buf, res, bytes);
+        host_comm_result_done(comm, bytes);
+    }
+    return status;
 }
 
 incoll_status_t host_inc_barrier(incoll_comm_h comm)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_BARRIER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (comm->size == 1)
+        return INCOLL_OK;
+    return run(comm, WIRE_COLL_BARRIER, 0, NULL, NULL, 1, INCOLL_UINT8,
+               INCOLL_OP_SUM);
+}
+
+/*
+ * Allgather (root -1) or gather of bytes per rank: this rank's block is
+ * bytes [rank * bytes, (rank + 1) * bytes) of the vector. The block may
+ * sit at its own place in recvbuf (MPI's in place): the result writes
+ * the same bytes there. Any other overlap is staged.
+ */
+static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
+                                  const void *sendbuf, void *recvbuf,
+                                  size_t bytes, int root)
+{
+    size_t total = bytes * (size_t)comm->size, off = bytes * (size_t)comm->rank;
+    int me = kind == WIRE_COLL_ALLGATHER || comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (bytes == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (me && sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, bytes);
+        return INCOLL_OK;
+    }
+    if (me && host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, total);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
+                                          sendbuf, off, bytes, res, total,
+                                          host_now_ns());
+        if (status == INCOLL_INPROGRESS)
+            status = host_comm_wait(comm);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, total);
+            host_comm_result_done(comm, total);
+        }
+        return status;
+    }
+    if (me && sendbuf != (const char *)recvbuf + off &&
+        overlaps(sendbuf, recvbuf, total) && bytes <= total) {
+        status = host_comm_scratch(comm, bytes);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, bytes);
+        sendbuf = comm->scratch;
+    }
+    status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
+                                      sendbuf, off, bytes, me ? recvbuf : NULL,
+                                      total, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
 }
 
 incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf,
                                    void *recvbuf, size_t bytes)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_ALLGATHER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    return gather_run(comm, WIRE_COLL_ALLGATHER, sendbuf, recvbuf, bytes, -1);
 }
 
 incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t bytes, int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_GATHER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    return gather_run(comm, WIRE_COLL_GATHER, sendbuf, recvbuf, bytes, root);
+}
+
+/*
+ * Scatter (bytes, root >= 0) or reduce_scatter (root -1) of count elements
+ * per rank: sendbuf is the whole vector (the root's, or every rank's
+ * input), recvbuf this rank's block. The block may be recvbuf at its own
+ * place in sendbuf (a scatter's root in place: the result writes the same
+ * bytes); any other overlap is staged, as the engine reads the vector
+ * until its last segment's result is in.
+ */
+static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
+                                 const void *sendbuf, void *recvbuf,
+                                 size_t count, incoll_dtype_t dtype,
+                                 incoll_op_t op, int root)
+{
+    size_t ds = incoll_dtype_size(dtype);
+    size_t total = count * (size_t)comm->size, off = count * (size_t)comm->rank;
+    int has_vec = kind == WIRE_COLL_REDUCE_SCATTER || comm->rank == root;
+    incoll_status_t status;
+    void *res;
+
+    if (count == 0)
+        return INCOLL_OK;
+    if (comm->size == 1) {
+        if (sendbuf != recvbuf)
+            memmove(recvbuf, sendbuf, count * ds);
+        return INCOLL_OK;
+    }
+    if (host_comm_recoverable(comm)) {
+        res = host_comm_result_buf(comm, count * ds);
+        if (res == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        status = host_engine_start_split(comm->eng, kind, comm->rank == root,
+                                         has_vec ? sendbuf : NULL, off, count,
+                                         res, total, dtype, op, host_now_ns());
+        if (status == INCOLL_INPROGRESS)
+            status = host_comm_wait(comm);
+        if (status == INCOLL_OK) {
+            memcpy(recvbuf, res, count * ds);
+            host_comm_result_done(comm, count * ds);
+        }
+        return status;
+    }
+    if (has_vec && recvbuf != (const char *)sendbuf + off * ds &&
+        overlaps(sendbuf, recvbuf, total * ds)) {
+        status = host_comm_scratch(comm, total * ds);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, total * ds);
+        sendbuf = comm->scratch;
+    }
+    status = host_engine_start_split(comm->eng, kind, comm->rank == root,
+                                     has_vec ? sendbuf : NULL, off, count,
+                                     recvbuf, total, dtype, op, host_now_ns());
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
 }
 
 incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf,
                                  void *recvbuf, size_t bytes, int root)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_SCATTER, INCOLL_OP_SUM,
+                              INCOLL_UINT8))
+        return INCOLL_ERR_UNSUPPORTED;
+    if (comm->rank != root)
+        sendbuf = NULL; /* significant at the root only */
+    return split_run(comm, WIRE_COLL_SCATTER, sendbuf, recvbuf, bytes,
+                     INCOLL_UINT8, INCOLL_OP_SUM, root);
 }
 
 incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf,
                                         void *recvbuf, size_t count,
                                         incoll_dtype_t dtype, incoll_op_t op)
 {
-    return INCOLL_ERR_UNSUPPORTED;
+    if (!host_inc_coll_usable(comm, HOST_COLL_REDUCE_SCATTER, op, dtype))
+        return INCOLL_ERR_UNSUPPORTED;
+    return split_run(comm, WIRE_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count,
+                     dtype, op, -1);
 }

@@ -1,8 +1,9 @@
 /*
- * In-network collectives other than allreduce, on a communicator's fabric
- * group (src/host/inc_coll.c). The public functions (src/host/colls.c)
- * call them when host_inc_coll_usable() says the group can, and fall back
- * to the host-based algorithms otherwise.
+ * The in-network collectives other than allreduce (src/host/inc_coll.c):
+ * each runs on comm's fabric group through its host engine with the
+ * collective's kind on the wire (common/wire.h, docs/wire-format.md), so
+ * that the ANs reduce toward a root, replicate a root's data, or carry no
+ * payload at all.
  */
 #ifndef INCOLL_HOST_INC_COLL_H
 #define INCOLL_HOST_INC_COLL_H
@@ -11,7 +12,18 @@
 
 #include <stddef.h>
 
-typedef enum { HOST_COLL_ALLREDUCE, HOST_COLL_REDUCE, HOST_COLL_BCAST, HOST_COLL_BARRIER, HOST_COLL_ALLGATHER, HOST_COLL_GATHER, HOST_COLL_SCATTER, HOST_COLL_REDUCE_SCATTER, HOST_COLL_COUNT } host_coll_kind_t;
+typedef enum {
+    HOST_COLL_ALLREDUCE,
+    HOST_COLL_REDUCE,
+    HOST_COLL_BCAST,
+    HOST_COLL_BARRIER,
+    HOST_COLL_ALLGATHER,
+    HOST_COLL_GATHER,
+    HOST_COLL_SCATTER,
+    HOST_COLL_REDUCE_SCATTER,
+    HOST_COLL_COUNT
+} host_coll_kind_t;
+
 /* In-network collectives other than allreduce, on comm's fabric group. Each returns
  * INCOLL_OK with the result in place, INCOLL_ERR_UNSUPPORTED when the group cannot do
  * it (caller falls back to the hosts), or another error from the engine (timeout,
