@@ -144,6 +144,8 @@ int sim_platform_write(FILE *f, const fabric_conf_t *conf, double link_Bps,
  */
 int sim_run_init(int *argc, char **argv, const char *xml,
                  const sim_config_t *cfg, const fabric_conf_t *conf);
+/* Actors a measurement on conf's tree starts, at most. */
+long sim_max_actors(const fabric_conf_t *conf);
 int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                 uint64_t bytes, sim_result_t *res);
 
