@@ -70,7 +70,9 @@ typedef struct {
     int timers;          /* 1: hosts' retransmission timers run */
     int p2p_headers;     /* 1: baselines pay a wire header per packet */
     int no_compute;      /* 1: every computation cost is 0 */
-    uint64_t max_msgs;   /* skip a run that would send more messages */
+    int no_stack_guards; /* 1: actor stacks without guard pages, always */
+    uint64_t max_msgs;   /* refuse a run that would send more messages */
+    double max_mem;      /* refuse a run predicted to need more bytes */
     const char *xml_out; /* keep the platform here (NULL: temporary) */
     sim_calib_t calib;
 } sim_config_t;

@@ -918,9 +918,11 @@ long sim_max_actors(const fabric_conf_t *conf)
  * mapping (malloc's mmap threshold is lowered below that), which the
  * kernel merges into a few and fills only where touched: the actors use
  * under 8 KiB (every algorithm, mode and loss runs on 8 KiB guarded
- * stacks; 4 KiB faults). Returns 1 if the guards are dropped.
+ * stacks; 4 KiB faults). --no-stack-guards asks for this at any size.
+ * Returns 1 if the guards are dropped.
  */
-static int stacks_without_guards(const fabric_conf_t *conf)
+static int stacks_without_guards(const sim_config_t *cfg,
+                                 const fabric_conf_t *conf)
 {
     long max = proc_long("/proc/sys/vm/max_map_count", 0);
     long used = proc_long("/proc/self/maps", 1);
@@ -930,7 +932,7 @@ static int stacks_without_guards(const fabric_conf_t *conf)
         max = 65530;
     if (used < 0)
         used = 1000;
-    if (used + need + 4096 <= max)
+    if (used + need + 4096 <= max && !cfg->no_stack_guards)
         return 0;
     mallopt(M_MMAP_THRESHOLD, 64 * 1024);
     mallopt(M_MMAP_MAX, 1 << 30);
@@ -953,7 +955,7 @@ int sim_run_init(int *argc, char **argv, const char *xml,
     args[nargs++] = argv[0];
     for (size_t i = 0; i < NMODEL_CFG; i++)
         args[nargs++] = (char *)model_cfg[i];
-    if (stacks_without_guards(conf)) {
+    if (stacks_without_guards(cfg, conf)) {
         args[nargs++] = "--cfg=contexts/guard-size:0";
         args[nargs++] = "--cfg=contexts/stack-size:128";
     }
