@@ -580,6 +580,15 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         write_all(fd, &m, sizeof(m));
         return 0;
     }
+    {
+        double est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
+        if (est / SIM_MSG_RATE > 60 && !o->quiet)
+            fprintf(stderr,
+                    "incoll-sim: %s on %d hosts, %" PRIu64
+                    " bytes: ~%.2g messages, expect ~%.0f min\n",
+                    algo_name((algo_kind_t)algo), conf->nhosts, bytes, est,
+                    est / SIM_MSG_RATE / 60);
+    }
     if (reap_children(o->jobs - 1) != 0)
         return -1;
     fflush(NULL);
