@@ -33,11 +33,12 @@
 #define MAX_ROWS 4096
 /* The memory model of the guard (estimate_mem), fitted to measurements
  * on 16,384 and 65,536 hosts; wall time is about messages / SIM_MSG_RATE
- * on one core of the machine of docs/simulator.md. */
+ * on one core of the machine of docs/simulator.md (62,000 to 71,000 a
+ * second from 4,096 to 16,384 hosts; slower beyond). */
 #define SIM_MEM_BASE (64.0 * 1024 * 1024)
 #define SIM_MEM_PER_HOST (56.0 * 1024)
 #define SIM_MEM_PER_MSG 1024.0
-#define SIM_MSG_RATE 100000.0
+#define SIM_MSG_RATE 60000.0
 
 typedef struct {
     int hosts[MAX_HOSTS_LIST];
@@ -133,7 +134,7 @@ static void usage(FILE *out)
         "  --jobs J             measurements run at once (default 1; each\n"
         "                       is a process of its own)\n"
         "  --max-msgs N         refuse a run of more than N messages, about\n"
-        "                       N / 100000 s (default 5e7)\n"
+        "                       N / 60000 s (default 2e7)\n"
         "  --max-mem B          refuse a run predicted to need more memory\n"
         "                       (default 90%% of MemAvailable), e.g. 8G\n"
         "  --no-stack-guards    actors' stacks without guard pages even when\n"
@@ -176,7 +177,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     c->payload = 8192;
     c->iters = 1;
     c->p2p_headers = 1;
-    c->max_msgs = 50000000;
+    c->max_msgs = 20000000;
     c->max_mem = 0.9 * mem_available();
     if (c->max_mem <= 0)
         c->max_mem = 8.0 * (1u << 30);
