@@ -31,14 +31,15 @@
 #define MAX_SIZES 64
 #define MAX_HOSTS_LIST 32
 #define MAX_ROWS 4096
-/* The memory model of the guard (estimate_mem), fitted to measurements
- * on 16,384 and 65,536 hosts; wall time is about messages / SIM_MSG_RATE
- * on one core of the machine of docs/simulator.md (62,000 to 71,000 a
- * second from 4,096 to 16,384 hosts; slower beyond). */
+/* The model of the guard (estimate_mem, estimate_msgs), fitted to runs on
+ * the 2-core machine of docs/simulator.md: memory on 16,384 to 65,536
+ * hosts; time as messages / SIM_MSG_RATE, which was 71,000 messages a
+ * second at 4,096 hosts and 33,000 at 16,384 (3 levels, 1 MiB; SimGrid's
+ * cost per message grows with the messages in flight). */
 #define SIM_MEM_BASE (64.0 * 1024 * 1024)
 #define SIM_MEM_PER_HOST (56.0 * 1024)
 #define SIM_MEM_PER_MSG 1024.0
-#define SIM_MSG_RATE 60000.0
+#define SIM_MSG_RATE 40000.0
 
 typedef struct {
     int hosts[MAX_HOSTS_LIST];
@@ -134,7 +135,7 @@ static void usage(FILE *out)
         "  --jobs J             measurements run at once (default 1; each\n"
         "                       is a process of its own)\n"
         "  --max-msgs N         refuse a run of more than N messages, about\n"
-        "                       N / 60000 s (default 2e7)\n"
+        "                       N / 40000 s (default 2e7)\n"
         "  --max-mem B          refuse a run predicted to need more memory\n"
         "                       (default 90%% of MemAvailable), e.g. 8G\n"
         "  --no-stack-guards    actors' stacks without guard pages even when\n"
