@@ -28,7 +28,9 @@
  * and slow (SimGrid's max-min solver re-solves every flow connected
  * through a shared link, which made 1,024 hosts 20 times slower than 256).
  * A message is charged the sum of its route's latencies plus its size over
- * its bandwidth share (CM02). Routes are listed explicitly, per zone, so
+ * its bandwidth share (CM02). Every link is declared in one zone, "z-links",
+ * the root's first child (write_links says why). Routes are listed
+ * explicitly, per zone, so
  * each zone only knows its own children; host-to-host routes inside a leaf
  * (k^2/2 per leaf) are written only when host-based algorithms run.
  */
