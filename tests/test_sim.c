@@ -190,10 +190,11 @@ TEST(sim_inc_3level_4096_matches_hand_calculation, TEST_INTEG)
 
     SKIP_WITHOUT_SIM();
     for (int i = 0; i < 2; i++) {
-        CHECK_EQ_INT(sim(i == 0 ? "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
-                                  "--algos inc --data"
-                                : "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
-                                  "--algos inc --data --no-stack-guards",
+        CHECK_EQ_INT(sim(i == 0
+                             ? "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
+                               "--algos inc --data"
+                             : "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
+                               "--algos inc --data --no-stack-guards",
                          r, MAX_ROWS),
                      1);
         CHECK_EQ_INT(r[0].hosts, 4096);
@@ -250,7 +251,8 @@ TEST(sim_guard_refuses_over_budget, TEST_INTEG)
     f = fopen(out, "r");
     CHECK(f != NULL);
     while (fgets(line, sizeof(line), f)) {
-        said_msgs += strstr(line, "refused") && strstr(line, "--max-msgs 1e+03");
+        said_msgs +=
+            strstr(line, "refused") && strstr(line, "--max-msgs 1e+03");
         said_mem += strstr(line, "refused") && strstr(line, "--max-mem");
     }
     fclose(f);

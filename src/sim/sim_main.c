@@ -465,7 +465,6 @@ static double estimate_mem(int algo, const fabric_conf_t *conf, uint64_t bytes,
     return mem;
 }
 
-
 static void write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
@@ -1050,7 +1049,8 @@ int main(int argc, char **argv)
         if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
             WEXITSTATUS(status) != 0) {
             char why[256];
-            fprintf(stderr, "incoll-sim: the simulation of %d hosts failed: %s\n",
+            fprintf(stderr,
+                    "incoll-sim: the simulation of %d hosts failed: %s\n",
                     o.hosts[i], exit_cause(status, why, sizeof(why)));
             failed++;
         } else if (!o.quiet) {

@@ -110,8 +110,8 @@ static void up_links(plat_t *p, int c)
             "sharing_policy=\"SPLITDUPLEX\"/>\n"
             "<link id=\"aup-%s\" bandwidth=\"%s\" latency=\"0s\" "
             "sharing_policy=\"SPLITDUPLEX\"/>\n",
-            p->conf->ans[c].name, (width < 1 ? 1 : width) * p->link_Bps,
-            p->lat, p->conf->ans[c].name, p->rate);
+            p->conf->ans[c].name, (width < 1 ? 1 : width) * p->link_Bps, p->lat,
+            p->conf->ans[c].name, p->rate);
 }
 
 /*
