@@ -4,6 +4,10 @@
  *  - a 64-host in-network allreduce of 8 bytes takes exactly the hand
  *    calculation of docs/simulator.md, on 2 and 3 levels and with a switch
  *    AN latency, and every host's result is checked;
+ *  - so does a 3-level tree of 4,096 hosts, with the actors' stacks as
+ *    at 65,536 hosts (no guard pages);
+ *  - a run beyond its message or memory budget is refused with the
+ *    reason, not started;
  *  - 1 MiB streams at more than 90% of the link rate;
  *  - the same seed gives the same numbers, loss included;
  *  - with 1% of packets lost, every host still gets the right result;
@@ -169,6 +173,92 @@ TEST(sim_inc_latency_matches_hand_calculation, TEST_INTEG)
                   "%ld bytes: simulated %.6f us, hand %.6f us", r[i].bytes,
                   r[i].latency_us, want);
     }
+    return TEST_PASSED;
+}
+
+/*
+ * A 3-level fat-tree of 4,096 hosts (radix 16), 8 bytes, results checked:
+ * the latency is the hand calculation, 6 links up and down, whatever the
+ * width. Run once with the actors' stacks as at 65,536 hosts (no guard
+ * pages, mapped on demand), so the path that large fabrics take is in the
+ * tests too.
+ */
+TEST(sim_inc_3level_4096_matches_hand_calculation, TEST_INTEG)
+{
+    row_t r[MAX_ROWS];
+    double want = hand_us(3, 1e-6, 100e9 / 8, 8, 0);
+
+    SKIP_WITHOUT_SIM();
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(sim(i == 0
+                             ? "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
+                               "--algos inc --data"
+                             : "--hosts 4096 --radix 16 --levels 3 --sizes 8 "
+                               "--algos inc --data --no-stack-guards",
+                         r, MAX_ROWS),
+                     1);
+        CHECK_EQ_INT(r[0].hosts, 4096);
+        CHECK_EQ_INT(r[0].levels, 3);
+        CHECK(strcmp(r[0].outcome, "ok") == 0);
+        CHECK_EQ_INT(r[0].checked, 1);
+        CHECK_MSG(fabs(r[0].latency_us - want) < 0.001,
+                  "simulated %.6f us, hand %.6f us", r[0].latency_us, want);
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * The guard: a run predicted beyond the message budget (--max-msgs) or
+ * the memory budget (--max-mem) is refused before it starts, with the
+ * reason and the limit in its row and on stderr, and the command exits 0;
+ * the runs within budget of the same command still run.
+ */
+TEST(sim_guard_refuses_over_budget, TEST_INTEG)
+{
+    char bin[1024], out[1100], csv[1100], line[512];
+    row_t r[MAX_ROWS];
+    int n, said_msgs = 0, said_mem = 0;
+    FILE *f;
+
+    SKIP_WITHOUT_SIM();
+    sim_path(bin, sizeof(bin));
+    snprintf(out, sizeof(out), "%s/guard.out", test_tmpdir());
+    snprintf(csv, sizeof(csv), "%s/guard.csv", test_tmpdir());
+    /* 64 hosts: 8 B is ~256 messages either way; 1 MiB is ~33,000 for
+     * inc and ~8,000 for the ring. */
+    CHECK_EQ_INT(run("'%s' allreduce --hosts 64 --radix 8 --sizes 8,1M "
+                     "--algos inc,ring --max-msgs 1000 --csv '%s' > '%s' 2>&1",
+                     bin, csv, out),
+                 0);
+    n = read_csv(csv, r, MAX_ROWS);
+    CHECK_EQ_INT(n, 4);
+    for (int i = 0; i < n; i++) {
+        int small = r[i].bytes == 8;
+        CHECK_MSG(strcmp(r[i].outcome, small ? "ok" : "skipped") == 0,
+                  "%s %ld bytes: %s", r[i].algo, r[i].bytes, r[i].outcome);
+    }
+    /* A memory budget of 1 MiB refuses everything, without loading the
+     * platform. */
+    CHECK_EQ_INT(run("'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
+                     "--sizes 8 --algos inc,rd --max-mem 1M --csv '%s' >> '%s' "
+                     "2>&1",
+                     bin, csv, out),
+                 0);
+    n = read_csv(csv, r, MAX_ROWS);
+    CHECK_EQ_INT(n, 2);
+    for (int i = 0; i < n; i++)
+        CHECK(strcmp(r[i].outcome, "skipped") == 0 && r[i].hosts == 65536);
+    f = fopen(out, "r");
+    CHECK(f != NULL);
+    while (fgets(line, sizeof(line), f)) {
+        said_msgs +=
+            strstr(line, "refused") && strstr(line, "--max-msgs 1e+03");
+        said_mem += strstr(line, "refused") && strstr(line, "--max-mem");
+    }
+    fclose(f);
+    /* Each refusal is said twice: on stderr and in the table. */
+    CHECK_MSG(said_msgs == 4, "%d lines name --max-msgs", said_msgs);
+    CHECK_MSG(said_mem == 4, "%d lines name --max-mem", said_mem);
     return TEST_PASSED;
 }
 

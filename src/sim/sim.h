@@ -70,7 +70,9 @@ typedef struct {
     int timers;          /* 1: hosts' retransmission timers run */
     int p2p_headers;     /* 1: baselines pay a wire header per packet */
     int no_compute;      /* 1: every computation cost is 0 */
-    uint64_t max_msgs;   /* skip a run that would send more messages */
+    int no_stack_guards; /* 1: actor stacks without guard pages, always */
+    uint64_t max_msgs;   /* refuse a run that would send more messages */
+    double max_mem;      /* refuse a run predicted to need more bytes */
     const char *xml_out; /* keep the platform here (NULL: temporary) */
     sim_calib_t calib;
 } sim_config_t;
@@ -144,6 +146,8 @@ int sim_platform_write(FILE *f, const fabric_conf_t *conf, double link_Bps,
  */
 int sim_run_init(int *argc, char **argv, const char *xml,
                  const sim_config_t *cfg, const fabric_conf_t *conf);
+/* Actors a measurement on conf's tree starts, at most. */
+long sim_max_actors(const fabric_conf_t *conf);
 int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                 uint64_t bytes, sim_result_t *res);
 

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -30,7 +31,15 @@
 #define MAX_SIZES 64
 #define MAX_HOSTS_LIST 32
 #define MAX_ROWS 4096
-#define SCHED_MEM_MAX (1024.0 * 1024 * 1024) /* host algorithms' schedules */
+/* The model of the guard (estimate_mem, estimate_msgs), fitted to runs on
+ * the 2-core machine of docs/simulator.md: memory on 16,384 to 65,536
+ * hosts; time as messages / SIM_MSG_RATE, which was 71,000 messages a
+ * second at 4,096 hosts and 33,000 at 16,384 (3 levels, 1 MiB; SimGrid's
+ * cost per message grows with the messages in flight). */
+#define SIM_MEM_BASE (64.0 * 1024 * 1024)
+#define SIM_MEM_PER_HOST (56.0 * 1024)
+#define SIM_MEM_PER_MSG 1024.0
+#define SIM_MSG_RATE 40000.0
 
 typedef struct {
     int hosts[MAX_HOSTS_LIST];
@@ -63,6 +72,21 @@ typedef struct {
     double setup_s;
     sim_result_t row;
 } msg_t;
+
+/* Bytes of memory available now (MemAvailable), or 0 if unknown. */
+static double mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb * 1024;
+}
 
 static void usage(FILE *out)
 {
@@ -110,8 +134,13 @@ static void usage(FILE *out)
         "  --csv F  --plot F.png  --xml F (keep the platform)  --quiet\n"
         "  --jobs J             measurements run at once (default 1; each\n"
         "                       is a process of its own)\n"
-        "  --max-msgs N         skip a run above N messages (default "
-        "50000000)\n"
+        "  --max-msgs N         refuse a run of more than N messages, about\n"
+        "                       N / 40000 s (default 2e7)\n"
+        "  --max-mem B          refuse a run predicted to need more memory\n"
+        "                       (default 90%% of MemAvailable), e.g. 8G\n"
+        "  --no-stack-guards    actors' stacks without guard pages even when\n"
+        "                       they fit (they are dropped on their own when\n"
+        "                       2 per actor pass vm.max_map_count)\n"
         "SimGrid options (--cfg=..., --log=...) are passed on.\n"
         "See docs/simulator.md.\n");
 }
@@ -149,7 +178,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
     c->payload = 8192;
     c->iters = 1;
     c->p2p_headers = 1;
-    c->max_msgs = 50000000;
+    c->max_msgs = 20000000;
+    c->max_mem = 0.9 * mem_available();
+    if (c->max_mem <= 0)
+        c->max_mem = 8.0 * (1u << 30);
     sim_calib_defaults(&c->calib);
 
     for (int i = 2; i < argc; i++) {
@@ -174,6 +206,9 @@ static int parse_args(int argc, char **argv, opts_t *o)
             used = 0;
         } else if (strcmp(a, "--no-compute") == 0) {
             c->no_compute = 1;
+            used = 0;
+        } else if (strcmp(a, "--no-stack-guards") == 0) {
+            c->no_stack_guards = 1;
             used = 0;
         } else if (strcmp(a, "--no-p2p-headers") == 0) {
             c->p2p_headers = 0;
@@ -280,7 +315,16 @@ static int parse_args(int argc, char **argv, opts_t *o)
                 return bad(a, v);
             o->switch_ns_given = 1;
         } else if (strcmp(a, "--max-msgs") == 0) {
-            c->max_msgs = strtoull(v, NULL, 0);
+            char *end;
+            double d = strtod(v, &end);
+            if (*end || !(d >= 1))
+                return bad(a, v);
+            c->max_msgs = (uint64_t)d;
+        } else if (strcmp(a, "--max-mem") == 0) {
+            uint64_t b;
+            if (sim_parse_bytes(v, &b) != 0 || b == 0)
+                return bad(a, v);
+            c->max_mem = (double)b;
         } else if (strcmp(a, "--jobs") == 0) {
             o->jobs = atoi(v);
             if (o->jobs < 1 || o->jobs > 64)
@@ -368,11 +412,14 @@ static int write_platform(const opts_t *o, const fabric_conf_t *conf, int p2p,
     return 0;
 }
 
-/* Messages a run would send, roughly, to keep within --max-msgs. */
+/* Messages a run would send, roughly, to keep within --max-msgs. For inc
+ * it counts the clock messages of the hosts' NICs too. */
 static double estimate_msgs(int algo, int n, uint64_t bytes,
                             const sim_config_t *c)
 {
     double lg = ceil(log2((double)n)), segs = ceil((double)bytes / c->payload);
+    if (segs < 1)
+        segs = 1;
     switch (algo) {
     case ALGO_INC:
         return segs * 4.0 * n * c->iters;
@@ -387,6 +434,35 @@ static double estimate_msgs(int algo, int n, uint64_t bytes,
     default:
         return (double)n * 2.0 * (lg + 1) * c->iters;
     }
+}
+
+/*
+ * Peak memory of a measurement, roughly (docs/simulator.md, "Cost of the
+ * simulation"): per host its actor, engine, SimGrid host, links and
+ * mailboxes; per message in flight SimGrid's activity and our packet;
+ * with --data the vectors and packets' payloads; for host algorithms the
+ * schedules.
+ */
+static double estimate_mem(int algo, const fabric_conf_t *conf, uint64_t bytes,
+                           const sim_config_t *c)
+{
+    double n = conf->nhosts, segs = ceil((double)bytes / c->payload);
+    double window = c->window ? c->window : c->slots, mem;
+
+    if (segs < 1)
+        segs = 1;
+    mem = SIM_MEM_BASE + n * SIM_MEM_PER_HOST;
+    if (c->data)
+        mem += 2.0 * n * (double)bytes;
+    if (algo == ALGO_INC) {
+        double inflight = n * (segs < window ? segs : window);
+        mem += inflight * (SIM_MEM_PER_MSG + (c->data ? c->payload : 0));
+    } else {
+        mem += n * (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
+               (double)sizeof(algo_step_t);
+        mem += n * (SIM_MEM_PER_MSG + (c->data ? (double)bytes : 0));
+    }
+    return mem;
 }
 
 static void write_all(int fd, const void *buf, size_t len)
@@ -405,6 +481,29 @@ static void write_all(int fd, const void *buf, size_t len)
 
 static int nrunning; /* measurement processes not yet waited for */
 
+/* Why a simulation process ended, in words: which resource ran out when
+ * the cause is known. */
+static const char *exit_cause(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status)) {
+        snprintf(buf, len, "exit status %d (its message is above)",
+                 WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+        snprintf(buf, len,
+                 "killed (signal 9), most likely by the kernel for lack of "
+                 "memory (see dmesg); lower --max-mem, or fewer hosts");
+    } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) {
+        snprintf(buf, len,
+                 "aborted (signal 6) by SimGrid; its reason is above");
+    } else if (WIFSIGNALED(status)) {
+        snprintf(buf, len, "signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    } else {
+        snprintf(buf, len, "status 0x%x", status);
+    }
+    return buf;
+}
+
 /* Waits until at most `keep` measurement processes run; -1 if one failed. */
 static int reap_children(int keep)
 {
@@ -416,10 +515,9 @@ static int reap_children(int keep)
             return -1;
         nrunning--;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "incoll-sim: a measurement failed (%s %d)\n",
-                    WIFSIGNALED(status) ? "signal" : "exit",
-                    WIFSIGNALED(status) ? WTERMSIG(status)
-                                        : WEXITSTATUS(status));
+            char why[256];
+            fprintf(stderr, "incoll-sim: a measurement failed: %s\n",
+                    exit_cause(status, why, sizeof(why)));
             ret = -1;
         }
     }
@@ -434,40 +532,41 @@ static int reap_children(int keep)
  * also starts every measurement from the same empty network and reports
  * its own peak memory and CPU time. Up to --jobs of them run at once.
  */
+/* Whether a measurement is refused in advance; if so, why, in note. */
+static int refused(const opts_t *o, sim_config_t *cfg,
+                   const fabric_conf_t *conf, int algo, uint64_t bytes,
+                   char *note, size_t len)
+{
+    double est, mem;
+
+    cfg->data = o->data_opt >= 0 ? o->data_opt
+                                 : (double)conf->nhosts * (double)bytes <=
+                                       64.0 * 1024 * 1024;
+    est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
+    mem = estimate_mem(algo, conf, bytes, cfg);
+    if (est > (double)cfg->max_msgs)
+        snprintf(note, len,
+                 "refused: ~%.2g messages (~%.2g min) > --max-msgs %.2g", est,
+                 est / SIM_MSG_RATE / 60, (double)cfg->max_msgs);
+    else if (mem > cfg->max_mem)
+        snprintf(note, len, "refused: ~%.1f GiB of memory > --max-mem %.1f GiB",
+                 mem / (1u << 30), cfg->max_mem / (1u << 30));
+    else
+        return 0;
+    return 1;
+}
+
 static int child_run(const opts_t *o, sim_config_t *cfg,
                      const fabric_conf_t *conf, int algo, uint64_t bytes,
                      int seq, int fd)
 {
-    double est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
     msg_t m;
     pid_t pid;
 
     memset(&m, 0, sizeof(m));
     m.kind = 1;
     m.seq = seq;
-    cfg->data = o->data_opt >= 0 ? o->data_opt
-                                 : (double)conf->nhosts * (double)bytes <=
-                                       64.0 * 1024 * 1024;
-    if (algo != ALGO_INC) {
-        /* Every host holds its whole schedule while the run lasts. */
-        double sched = (double)conf->nhosts *
-                       (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
-                       (double)sizeof(algo_step_t);
-        if (sched > SCHED_MEM_MAX) {
-            m.row.algo = algo;
-            m.row.an = -1;
-            m.row.hosts = conf->nhosts;
-            m.row.levels = conf->levels;
-            m.row.radix = conf->radix;
-            m.row.bytes = bytes;
-            m.row.outcome = SIM_SKIPPED;
-            snprintf(m.row.note, sizeof(m.row.note),
-                     "schedules need %.1f GiB of memory", sched / (1u << 30));
-            write_all(fd, &m, sizeof(m));
-            return 0;
-        }
-    }
-    if (est > (double)cfg->max_msgs) {
+    if (refused(o, cfg, conf, algo, bytes, m.row.note, sizeof(m.row.note))) {
         m.row.algo = algo;
         m.row.an = algo == ALGO_INC ? (int)cfg->an : -1;
         m.row.hosts = conf->nhosts;
@@ -475,11 +574,21 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         m.row.radix = conf->radix;
         m.row.bytes = bytes;
         m.row.outcome = SIM_SKIPPED;
-        snprintf(m.row.note, sizeof(m.row.note),
-                 "needs ~%.2g messages > --max-msgs %" PRIu64, est,
-                 cfg->max_msgs);
+        fprintf(stderr,
+                "incoll-sim: %s on %d hosts, %" PRIu64 " bytes: %s (see "
+                "docs/simulator.md, \"Cost of the simulation\")\n",
+                algo_name((algo_kind_t)algo), conf->nhosts, bytes, m.row.note);
         write_all(fd, &m, sizeof(m));
         return 0;
+    }
+    {
+        double est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
+        if (est / SIM_MSG_RATE > 60 && !o->quiet)
+            fprintf(stderr,
+                    "incoll-sim: %s on %d hosts, %" PRIu64
+                    " bytes: ~%.2g messages, expect ~%.0f min\n",
+                    algo_name((algo_kind_t)algo), conf->nhosts, bytes, est,
+                    est / SIM_MSG_RATE / 60);
     }
     if (reap_children(o->jobs - 1) != 0)
         return -1;
@@ -519,15 +628,26 @@ static int child_main(const opts_t *o, int n, int fd)
     sim_config_t cfg = o->cfg;
     char xml[4096];
     char *sg_argv[66];
-    int sg_argc = 0, tmp_xml = 0, p2p = 0, seq = 0;
+    int sg_argc = 0, tmp_xml = 0, p2p = 0, seq = 0, any = 0;
     struct timespec t0, t1;
     msg_t m;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (make_tree(o, n, &conf) != 0)
         return 1;
-    for (int a = 0; a < o->nalgos; a++)
-        p2p |= o->algos[a] != ALGO_INC;
+    /* The host-to-host routes only for host algorithms that will run, and
+     * no platform at all if every measurement is refused. */
+    for (int a = 0; a < o->nalgos; a++) {
+        for (int s = 0; s < o->nsizes; s++) {
+            char note[96];
+            cfg.an = (sim_an_mode_t)o->an_modes[0];
+            if (refused(o, &cfg, &conf, o->algos[a], o->sizes[s], note,
+                        sizeof(note)))
+                continue;
+            p2p |= o->algos[a] != ALGO_INC;
+            any = 1;
+        }
+    }
     cfg.hosts = n;
     cfg.radix = conf.radix;
     cfg.levels = conf.levels;
@@ -539,15 +659,15 @@ static int child_main(const opts_t *o, int n, int fd)
                  tmp ? tmp : "/tmp", (int)getpid(), n);
         tmp_xml = 1;
     }
-    if (write_platform(o, &conf, p2p, xml) != 0)
+    if ((any || !tmp_xml) && write_platform(o, &conf, p2p, xml) != 0)
         return 1;
     sg_argv[sg_argc++] = "incoll-sim";
     for (int i = 0; i < o->nsg; i++)
         sg_argv[sg_argc++] = o->sg_args[i];
     sg_argv[sg_argc] = NULL;
-    if (sim_run_init(&sg_argc, sg_argv, xml, &cfg, &conf) != 0)
+    if (any && sim_run_init(&sg_argc, sg_argv, xml, &cfg, &conf) != 0)
         return 1;
-    if (tmp_xml)
+    if (any && tmp_xml)
         unlink(xml);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     memset(&m, 0, sizeof(m));
@@ -928,11 +1048,10 @@ int main(int argc, char **argv)
         close(fds[0]);
         if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
             WEXITSTATUS(status) != 0) {
+            char why[256];
             fprintf(stderr,
-                    "incoll-sim: the simulation of %d hosts failed (%s %d)\n",
-                    o.hosts[i], WIFSIGNALED(status) ? "signal" : "exit",
-                    WIFSIGNALED(status) ? WTERMSIG(status)
-                                        : WEXITSTATUS(status));
+                    "incoll-sim: the simulation of %d hosts failed: %s\n",
+                    o.hosts[i], exit_cause(status, why, sizeof(why)));
             failed++;
         } else if (!o.quiet) {
             printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o.hosts[i],

@@ -28,7 +28,9 @@
  * and slow (SimGrid's max-min solver re-solves every flow connected
  * through a shared link, which made 1,024 hosts 20 times slower than 256).
  * A message is charged the sum of its route's latencies plus its size over
- * its bandwidth share (CM02). Routes are listed explicitly, per zone, so
+ * its bandwidth share (CM02). Every link is declared in one zone, "z-links",
+ * the root's first child (write_links says why). Routes are listed
+ * explicitly, per zone, so
  * each zone only knows its own children; host-to-host routes inside a leaf
  * (k^2/2 per leaf) are written only when host-based algorithms run.
  */
@@ -44,6 +46,9 @@ typedef struct {
     int **kids; /* per AN, its child ANs */
     int *nkids;
     int *below; /* per AN, hosts in its subtree */
+    int *hosts; /* ranks grouped by leaf: leaf a holds hosts[first[a]..] */
+    int *first, *count;
+    int links_at_root; /* every link is declared in zone z-links */
     int p2p;
     double link_Bps, oversub;
     char rate[64], lat[64];
@@ -75,10 +80,64 @@ static void zroute_begin(plat_t *p, const char *src, const char *dst,
 /* The switch's server and its link; its routes come from the caller. */
 static void server_link(plat_t *p, const char *n)
 {
+    if (p->links_at_root)
+        return;
     fprintf(p->f,
             "<link id=\"anl-%s\" bandwidth=\"%s\" latency=\"%s\" "
             "sharing_policy=\"SPLITDUPLEX\"/>\n",
             n, p->rate, p->lat);
+}
+
+/* The links of leaf a's hosts: each host's own link and its clock. */
+static void host_links(plat_t *p, int a)
+{
+    for (int i = 0; i < p->count[a]; i++) {
+        int r = p->hosts[p->first[a] + i];
+        fprintf(p->f,
+                "<link id=\"l-h%d\" bandwidth=\"%s\" latency=\"%s\" "
+                "sharing_policy=\"SPLITDUPLEX\"/>\n"
+                "<link id=\"c-h%d\" bandwidth=\"1TBps\" latency=\"0s\" "
+                "sharing_policy=\"FATPIPE\"/>\n",
+                r, p->rate, p->lat, r);
+    }
+}
+
+static void up_links(plat_t *p, int c)
+{
+    double width = ceil((double)p->below[c] / p->oversub - 1e-9);
+    fprintf(p->f,
+            "<link id=\"up-%s\" bandwidth=\"%.17gBps\" latency=\"%s\" "
+            "sharing_policy=\"SPLITDUPLEX\"/>\n"
+            "<link id=\"aup-%s\" bandwidth=\"%s\" latency=\"0s\" "
+            "sharing_policy=\"SPLITDUPLEX\"/>\n",
+            p->conf->ans[c].name, (width < 1 ? 1 : width) * p->link_Bps, p->lat,
+            p->conf->ans[c].name, p->rate);
+}
+
+/*
+ * Every link of the subtree of a, for the zone "z-links", the root zone's
+ * first child. SimGrid 3.32 finds the link of a <link_ctn> by a
+ * depth-first search of the zones from the root, so a link declared in a
+ * leaf zone costs a walk over every zone declared before it: quadratic,
+ * minutes for 65,536 hosts under 1,024 leaves (hours with the host-to-host
+ * routes). Declared in the first zone, each is found at the second step.
+ * (Declared in the root zone itself they would be found first, but
+ * SimGrid's parser rejects a zone after a link.)
+ */
+static void write_links(plat_t *p, int a)
+{
+    fprintf(p->f,
+            "<link id=\"anl-%s\" bandwidth=\"%s\" latency=\"%s\" "
+            "sharing_policy=\"SPLITDUPLEX\"/>\n",
+            p->conf->ans[a].name, p->rate, p->lat);
+    if (p->conf->ans[a].level == 1) {
+        host_links(p, a);
+        return;
+    }
+    for (int i = 0; i < p->nkids[a]; i++) {
+        up_links(p, p->kids[a][i]);
+        write_links(p, p->kids[a][i]);
+    }
 }
 
 static void write_leaf(plat_t *p, int a)
@@ -90,28 +149,21 @@ static void write_leaf(plat_t *p, int a)
     snprintf(sx, sizeof(sx), "sx-%s", n);
     snprintf(an, sizeof(an), "an-%s", n);
     fprintf(p->f, "<zone id=\"z-%s\" routing=\"Full\">\n", n);
-    for (int r = 0; r < conf->nhosts; r++)
-        if (conf->hosts[r].leaf == a)
-            fprintf(p->f, "<host id=\"h%d\" speed=\"1Gf\"/>\n", r);
+    for (int i = 0; i < p->count[a]; i++)
+        fprintf(p->f, "<host id=\"h%d\" speed=\"1Gf\"/>\n",
+                p->hosts[p->first[a] + i]);
     fprintf(p->f,
             "<host id=\"%s\" speed=\"1Gf\"/>\n<host id=\"%s\" speed=\"1Gf\"/>\n"
             "<router id=\"sw-%s\"/>\n",
             sx, an, n);
-    for (int r = 0; r < conf->nhosts; r++)
-        if (conf->hosts[r].leaf == a)
-            fprintf(p->f,
-                    "<link id=\"l-h%d\" bandwidth=\"%s\" latency=\"%s\" "
-                    "sharing_policy=\"SPLITDUPLEX\"/>\n"
-                    "<link id=\"c-h%d\" bandwidth=\"1TBps\" latency=\"0s\" "
-                    "sharing_policy=\"FATPIPE\"/>\n",
-                    r, p->rate, p->lat, r);
+    if (!p->links_at_root)
+        host_links(p, a);
     server_link(p, n);
     route_begin(p, sx, an);
     ctn(p, "anl-", n, "DOWN");
     fprintf(p->f, "</route>\n");
-    for (int r = 0; r < conf->nhosts; r++) {
-        if (conf->hosts[r].leaf != a)
-            continue;
+    for (int i = 0; i < p->count[a]; i++) {
+        int r = p->hosts[p->first[a] + i];
         snprintf(h, sizeof(h), "h%d", r);
         snprintf(h2, sizeof(h2), "sw-%s", n);
         route_begin(p, h, h2);
@@ -129,9 +181,8 @@ static void write_leaf(plat_t *p, int a)
         fprintf(p->f, "</route>\n");
         if (!p->p2p)
             continue;
-        for (int s = r + 1; s < conf->nhosts; s++) {
-            if (conf->hosts[s].leaf != a)
-                continue;
+        for (int j = i + 1; j < p->count[a]; j++) {
+            int s = p->hosts[p->first[a] + j];
             snprintf(h2, sizeof(h2), "h%d", s);
             route_begin(p, h, h2);
             ctn(p, "l-", h, "UP");
@@ -158,6 +209,11 @@ static void write_switch(plat_t *p, int a)
     snprintf(sx, sizeof(sx), "sx-%s", n);
     snprintf(an, sizeof(an), "an-%s", n);
     fprintf(p->f, "<zone id=\"z-%s\" routing=\"Full\">\n", n);
+    if (conf->ans[a].parent < 0 && p->links_at_root) {
+        fprintf(p->f, "<zone id=\"z-links\" routing=\"None\">\n");
+        write_links(p, a);
+        fprintf(p->f, "</zone>\n");
+    }
     for (int i = 0; i < p->nkids[a]; i++)
         write_switch(p, p->kids[a][i]);
     fprintf(
@@ -169,17 +225,8 @@ static void write_switch(plat_t *p, int a)
         "<zone id=\"z-sw-%s\" routing=\"Full\"><router id=\"sw-%s\"/></zone>\n",
         zsx, sx, zan, an, n, n);
     server_link(p, n);
-    for (int i = 0; i < p->nkids[a]; i++) {
-        int c = p->kids[a][i];
-        double width = ceil((double)p->below[c] / p->oversub - 1e-9);
-        fprintf(p->f,
-                "<link id=\"up-%s\" bandwidth=\"%.17gBps\" latency=\"%s\" "
-                "sharing_policy=\"SPLITDUPLEX\"/>\n"
-                "<link id=\"aup-%s\" bandwidth=\"%s\" latency=\"0s\" "
-                "sharing_policy=\"SPLITDUPLEX\"/>\n",
-                conf->ans[c].name, (width < 1 ? 1 : width) * p->link_Bps,
-                p->lat, conf->ans[c].name, p->rate);
-    }
+    for (int i = 0; p->links_at_root == 0 && i < p->nkids[a]; i++)
+        up_links(p, p->kids[a][i]);
     zroute_begin(p, zsx, zan, sx, an);
     ctn(p, "anl-", n, "DOWN");
     fprintf(p->f, "</zoneRoute>\n");
@@ -232,8 +279,25 @@ int sim_platform_write(FILE *f, const fabric_conf_t *conf, double link_Bps,
     p.kids = calloc((size_t)conf->nans, sizeof(*p.kids));
     p.nkids = calloc((size_t)conf->nans, sizeof(*p.nkids));
     p.below = calloc((size_t)conf->nans, sizeof(*p.below));
-    if (p.kids == NULL || p.nkids == NULL || p.below == NULL)
+    p.hosts = calloc((size_t)conf->nhosts + 1, sizeof(*p.hosts));
+    p.first = calloc((size_t)conf->nans, sizeof(*p.first));
+    p.count = calloc((size_t)conf->nans, sizeof(*p.count));
+    if (p.kids == NULL || p.nkids == NULL || p.below == NULL ||
+        p.hosts == NULL || p.first == NULL || p.count == NULL)
         goto out;
+    for (int r = 0; r < conf->nhosts; r++) {
+        if (conf->hosts[r].leaf < 0 || conf->hosts[r].leaf >= conf->nans)
+            goto out;
+        p.count[conf->hosts[r].leaf]++;
+    }
+    for (int a = 1; a < conf->nans; a++)
+        p.first[a] = p.first[a - 1] + p.count[a - 1];
+    for (int a = 0; a < conf->nans; a++)
+        p.count[a] = 0;
+    for (int r = 0; r < conf->nhosts; r++) {
+        int a = conf->hosts[r].leaf;
+        p.hosts[p.first[a] + p.count[a]++] = r;
+    }
     for (int r = 0; r < conf->nhosts; r++)
         for (int a = conf->hosts[r].leaf, hops = 0;
              a >= 0 && hops <= conf->nans; a = conf->ans[a].parent, hops++)
@@ -264,6 +328,7 @@ int sim_platform_write(FILE *f, const fabric_conf_t *conf, double link_Bps,
     for (int a = 0; a < conf->nans; a++)
         if (conf->ans[a].level == 1 && p.nkids[a] > 0)
             goto out;
+    p.links_at_root = conf->ans[root].level > 1;
     snprintf(p.rate, sizeof(p.rate), "%.17gBps", link_Bps);
     snprintf(p.lat, sizeof(p.lat), "%.17gs", link_lat_s);
 
@@ -284,5 +349,8 @@ out:
     free(p.kids);
     free(p.nkids);
     free(p.below);
+    free(p.hosts);
+    free(p.first);
+    free(p.count);
     return ret;
 }

@@ -51,6 +51,7 @@
 #include <xbt/log.h>
 
 #include <inttypes.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -827,6 +828,121 @@ static const char *const model_cfg[] = {
 };
 #define NMODEL_CFG (sizeof(model_cfg) / sizeof(model_cfg[0]))
 
+static int cmp_an_name(const void *a, const void *b)
+{
+    return strcmp(S.conf->ans[*(const int *)a].name,
+                  S.conf->ans[*(const int *)b].name);
+}
+
+/*
+ * Finds every host's and AN's SimGrid host in one pass over the host
+ * list. sg_host_by_name() searches the zones depth first from the root,
+ * which for 65,536 hosts in 1,024 zones is minutes.
+ */
+static int find_hosts(const fabric_conf_t *conf)
+{
+    sg_host_t *all = sg_host_list();
+    size_t nall = sg_host_count();
+    int *byname = malloc((size_t)conf->nans * sizeof(*byname));
+
+    if (all == NULL || byname == NULL) {
+        free(all);
+        free(byname);
+        return -1;
+    }
+    for (int a = 0; a < conf->nans; a++)
+        byname[a] = a;
+    qsort(byname, (size_t)conf->nans, sizeof(*byname), cmp_an_name);
+    for (size_t i = 0; i < nall; i++) {
+        const char *name = sg_host_get_name(all[i]);
+        char *end;
+        if (name[0] == 'h' && name[1] >= '0' && name[1] <= '9') {
+            long r = strtol(name + 1, &end, 10);
+            if (*end == '\0' && r >= 0 && r < conf->nhosts)
+                S.hosts[r].host = all[i];
+        } else if (strncmp(name, "an-", 3) == 0 ||
+                   strncmp(name, "sx-", 3) == 0) {
+            int lo = 0, hi = conf->nans - 1;
+            while (lo <= hi) {
+                int mid = (lo + hi) / 2,
+                    c = strcmp(name + 3, conf->ans[byname[mid]].name);
+                if (c == 0) {
+                    sim_an_t *an = &S.ans[byname[mid]];
+                    *(name[0] == 'a' ? &an->an_host : &an->sx_host) = all[i];
+                    break;
+                }
+                if (c < 0)
+                    hi = mid - 1;
+                else
+                    lo = mid + 1;
+            }
+        }
+    }
+    free(all);
+    free(byname);
+    return 0;
+}
+
+/* Lines of a /proc file, or the number in it (first), or -1. */
+static long proc_long(const char *path, int count_lines)
+{
+    FILE *f = fopen(path, "r");
+    long n = 0;
+    int c;
+    if (f == NULL)
+        return -1;
+    if (count_lines) {
+        while ((c = getc(f)) != EOF)
+            n += c == '\n';
+    } else if (fscanf(f, "%ld", &n) != 1) {
+        n = -1;
+    }
+    fclose(f);
+    return n;
+}
+
+long sim_max_actors(const fabric_conf_t *conf)
+{
+    /* An AN: itself, up to 16 senders (one per 16 ports), the port in
+     * front of a server AN. */
+    long per_an = 2 + (conf->radix + 15) / 16;
+    return (long)conf->nhosts + (long)conf->nans * (per_an > 18 ? 18 : per_an);
+}
+
+/*
+ * Stacks of the actors. SimGrid puts a guard page below each stack, and
+ * with the stacks on the heap each guard makes two memory mappings; the
+ * kernel allows vm.max_map_count of them (65,530 by default), which
+ * 65,536 hosts pass, and SimGrid then aborts. When the guards do not fit,
+ * the stacks go without guards, 128 KiB each, each its own anonymous
+ * mapping (malloc's mmap threshold is lowered below that), which the
+ * kernel merges into a few and fills only where touched: the actors use
+ * under 8 KiB (every algorithm, mode and loss runs on 8 KiB guarded
+ * stacks; 4 KiB faults). --no-stack-guards asks for this at any size.
+ * Returns 1 if the guards are dropped.
+ */
+static int stacks_without_guards(const sim_config_t *cfg,
+                                 const fabric_conf_t *conf)
+{
+    long max = proc_long("/proc/sys/vm/max_map_count", 0);
+    long used = proc_long("/proc/self/maps", 1);
+    long need = 2 * sim_max_actors(conf);
+
+    if (max < 0)
+        max = 65530;
+    if (used < 0)
+        used = 1000;
+    if (used + need + 4096 <= max && !cfg->no_stack_guards)
+        return 0;
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+    mallopt(M_MMAP_MAX, 1 << 30);
+    incoll_info("sim: %ld actors would need %ld memory mappings with stack "
+                "guard pages, above vm.max_map_count %ld: stacks of 128 KiB "
+                "without guards",
+                sim_max_actors(conf), need + used, max);
+    return 1;
+}
+
 int sim_run_init(int *argc, char **argv, const char *xml,
                  const sim_config_t *cfg, const fabric_conf_t *conf)
 {
@@ -834,11 +950,15 @@ int sim_run_init(int *argc, char **argv, const char *xml,
     char *args[NMODEL_CFG + 80];
     int nargs = 0;
 
-    if (*argc + (int)NMODEL_CFG + 1 > (int)(sizeof(args) / sizeof(args[0])))
+    if (*argc + (int)NMODEL_CFG + 3 > (int)(sizeof(args) / sizeof(args[0])))
         return -1;
     args[nargs++] = argv[0];
     for (size_t i = 0; i < NMODEL_CFG; i++)
         args[nargs++] = (char *)model_cfg[i];
+    if (stacks_without_guards(cfg, conf)) {
+        args[nargs++] = "--cfg=contexts/guard-size:0";
+        args[nargs++] = "--cfg=contexts/stack-size:128";
+    }
     for (int i = 1; i < *argc; i++)
         args[nargs++] = argv[i];
     args[nargs] = NULL;
@@ -853,14 +973,13 @@ int sim_run_init(int *argc, char **argv, const char *xml,
     S.ans = calloc((size_t)conf->nans, sizeof(*S.ans));
     if (S.rxbuf == NULL || S.hosts == NULL || S.ans == NULL)
         return -1;
+    if (find_hosts(conf) != 0)
+        return -1;
     for (int r = 0; r < conf->nhosts; r++) {
-        char name[32];
         sim_host_t *h = &S.hosts[r];
         h->rank = r;
-        snprintf(name, sizeof(name), "h%d", r);
-        h->host = sg_host_by_name(name);
         if (h->host == NULL) {
-            fprintf(stderr, "incoll-sim: platform has no host %s\n", name);
+            fprintf(stderr, "incoll-sim: platform has no host h%d\n", r);
             return -1;
         }
         h->mbox = mbox_named("h", r);
@@ -868,13 +987,8 @@ int sim_run_init(int *argc, char **argv, const char *xml,
         h->rto_mbox = mbox_named("t", r);
     }
     for (int a = 0; a < conf->nans; a++) {
-        char name[64];
         sim_an_t *an = &S.ans[a];
         an->idx = a;
-        snprintf(name, sizeof(name), "an-%s", conf->ans[a].name);
-        an->an_host = sg_host_by_name(name);
-        snprintf(name, sizeof(name), "sx-%s", conf->ans[a].name);
-        an->sx_host = sg_host_by_name(name);
         if (an->an_host == NULL || an->sx_host == NULL) {
             fprintf(stderr, "incoll-sim: platform has no host for an %s\n",
                     conf->ans[a].name);
