@@ -203,9 +203,10 @@ int assign_host_ports(const char *dir)
         fds[r] = socket(AF_INET, SOCK_DGRAM, 0);
         memset(&sa, 0, sizeof(sa));
         sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(conf.hosts[r].ip ? conf.hosts[r].ip
-                                                    : INADDR_LOOPBACK);
-        if (fds[r] < 0 || bind(fds[r], (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        sa.sin_addr.s_addr =
+            htonl(conf.hosts[r].ip ? conf.hosts[r].ip : INADDR_LOOPBACK);
+        if (fds[r] < 0 ||
+            bind(fds[r], (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
             getsockname(fds[r], (struct sockaddr *)&sa, &sl) != 0) {
             ret = -1;
             break;
@@ -221,6 +222,53 @@ int assign_host_ports(const char *dir)
     if (ret == 0 && fabric_conf_save(&conf, path) != INCOLL_OK)
         ret = -1;
     fabric_conf_free(&conf);
+    return ret;
+}
+
+int have_fabric_binaries(const char *prog)
+{
+    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
+    snprintf(a, sizeof(a), "%s/incoll", test_bindir());
+    snprintf(b, sizeof(b), "%s/incoll-agg", test_bindir());
+    snprintf(c, sizeof(c), "%s/%s", progdir(), prog);
+    return access(a, X_OK) == 0 && access(b, X_OK) == 0 && access(c, X_OK) == 0;
+}
+
+int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
+                     int n, int k, int keep_port0, const char *env,
+                     const char *args, char *out, size_t outlen)
+{
+    static int seq;
+    char dir[1024];
+    int ret;
+
+    snprintf(dir, sizeof(dir), "%.900s/%s%d", test_tmpdir(), dirtag, seq++);
+    snprintf(out, outlen, "%s.txt", dir);
+    ret = run_cmd_file(out, 60,
+                       "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
+                       test_bindir(), n, k, dir);
+    if (ret != 0) {
+        fprintf(stderr, "    incoll fabric up failed (%d)\n", ret);
+        show_tail(out);
+        run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'",
+                     test_bindir(), dir);
+        return -1;
+    }
+    if (!keep_port0 && assign_host_ports(dir) != 0) {
+        fprintf(stderr, "    could not give the hosts ports in %s\n", dir);
+        ret = -1;
+    } else {
+        /* A distinct INCOLL_JOB per run: jobs sharing ANs one after another
+         * must differ (the ANs keep slot state). */
+        ret = run_cmd_file(out, 280,
+                           "env INCOLL_JOB=%s-%d-%ld %s '%s/incoll' run -n %d "
+                           "--fabric '%s' --timeout 240 -- '%s/%s' %s",
+                           jobtag, seq, (long)getpid(), env ? env : "",
+                           test_bindir(), n, dir, progdir(), prog,
+                           args ? args : "");
+    }
+    run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
+                 dir);
     return ret;
 }
 
@@ -247,8 +295,7 @@ void fabric_down(const char *dir)
     free(out);
 }
 
-int stat_get(const char *out, const char *an, const char *key,
-                    uint64_t *v)
+int stat_get(const char *out, const char *an, const char *key, uint64_t *v)
 {
     char prefix[64], pat[64];
     const char *line = out;

@@ -73,4 +73,20 @@ int load_conf(const char *dir, fabric_conf_t *conf);
  */
 int assign_host_ports(const char *dir);
 
+/* 1 when build/bin/incoll, incoll-agg and the test program prog (in
+ * progdir()) exist. */
+int have_fabric_binaries(const char *prog);
+/*
+ * Brings up a fabric of n hosts (radix k) in a fresh directory
+ * <test_tmpdir()>/<dirtag><seq>, with fixed host ports unless keep_port0,
+ * runs the test program prog (in progdir()) on it with `incoll run`, args
+ * and the environment env (e.g. fault knobs) and INCOLL_JOB
+ * <jobtag>-<seq>-<pid>, brings the fabric down and returns prog's exit
+ * status (or -1). The output of all of it is in the file named in out
+ * (<dir>.txt).
+ */
+int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
+                     int n, int k, int keep_port0, const char *env,
+                     const char *args, char *out, size_t outlen);
+
 #endif

@@ -11,65 +11,16 @@
  */
 #include "integ.h"
 
-#include "common/fabric_conf.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-static int have_binaries(void)
-{
-    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
-    snprintf(a, sizeof(a), "%s/incoll", test_bindir());
-    snprintf(b, sizeof(b), "%s/incoll-agg", test_bindir());
-    snprintf(c, sizeof(c), "%s/algo_check", progdir());
-    return access(a, X_OK) == 0 && access(b, X_OK) == 0 && access(c, X_OK) == 0;
-}
+static int have_binaries(void) { return have_fabric_binaries("algo_check"); }
 
-/*
- * Brings up a fabric of n hosts (radix k) in a fresh directory, with fixed
- * host ports unless keep_port0, runs algo_check with args and the
- * environment env (e.g. fault knobs), brings the fabric down and returns
- * algo_check's exit status (or -1). The output is in <dir>/out.txt.
- */
+/* run_fabric_check() of algo_check, in <tmp>/fabN, as job algo-N-<pid>. */
 static int run_algo_check(int n, int k, int keep_port0, const char *env,
                           const char *args, char *out, size_t outlen)
 {
-    static int seq;
-    char dir[1024];
-    int ret;
-
-    snprintf(dir, sizeof(dir), "%.900s/fab%d", test_tmpdir(), seq++);
-    snprintf(out, outlen, "%s.txt", dir);
-    ret = run_cmd_file(out, 60, "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
-                  test_bindir(), n, k, dir);
-    if (ret != 0) {
-        fprintf(stderr, "    incoll fabric up failed (%d)\n", ret);
-        show_tail(out);
-        run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir);
-        return -1;
-    }
-    if (!keep_port0 && assign_host_ports(dir) != 0) {
-        fprintf(stderr, "    could not give the hosts ports in %s\n", dir);
-        ret = -1;
-    } else {
-        /* A distinct INCOLL_JOB per run: jobs sharing ANs one after another
-         * must differ (the ANs keep slot state). */
-        ret = run_cmd_file(out, 280,
-                      "env INCOLL_JOB=algo-%d-%ld %s '%s/incoll' run -n %d "
-                      "--fabric '%s' --timeout 240 -- '%s/algo_check' %s",
-                      seq, (long)getpid(), env ? env : "", test_bindir(), n,
-                      dir, progdir(), args ? args : "");
-    }
-    run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir);
-    return ret;
+    return run_fabric_check("algo_check", "fab", "algo", n, k, keep_port0,
+                            env, args, out, outlen);
 }
 
 TEST(integ_algo_clean, TEST_INTEG)
