@@ -4,6 +4,7 @@
 #include "incoll.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -326,4 +327,96 @@ int load_conf(const char *dir, fabric_conf_t *conf)
         return -1;
     }
     return 0;
+}
+
+#define MAX_PROCS 128
+
+/* Everything spawn() and track_pid() were given, for stop_all(). */
+static pid_t started[MAX_PROCS];
+static int nstarted;
+
+void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+void track_pid(pid_t pid)
+{
+    if (pid > 0 && nstarted < MAX_PROCS)
+        started[nstarted++] = pid;
+}
+
+pid_t spawn(const char *logpath, char **argv, char **env)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        for (int i = 0; env && env[i]; i++)
+            putenv(env[i]);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    track_pid(pid);
+    return pid;
+}
+
+int wait_pid(pid_t pid, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    int st;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            for (int i = 0; i < nstarted; i++)
+                if (started[i] == pid)
+                    started[i] = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
+        }
+        if (r < 0)
+            return -2;
+        if (now_s() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            for (int i = 0; i < nstarted; i++)
+                if (started[i] == pid)
+                    started[i] = 0;
+            return -1;
+        }
+        sleep_s(0.02);
+    }
+}
+
+void stop_all(void)
+{
+    for (int i = 0; i < nstarted; i++)
+        if (started[i] > 0)
+            kill(started[i], SIGTERM);
+    for (int i = 0; i < nstarted; i++)
+        if (started[i] > 0)
+            wait_pid(started[i], 3);
+    nstarted = 0;
+}
+
+char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long n;
+    if (f == NULL)
+        return calloc(1, 1);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
+    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)
+        buf[0] = '\0';
+    fclose(f);
+    return buf;
 }

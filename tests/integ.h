@@ -1,9 +1,10 @@
 /*
- * Support code shared by the integration tests (tests/test_integ_*.c):
- * where the test programs are, shell commands run with a time limit (their
- * output collected in memory or appended to a file), `incoll fabric up`
- * and `down`, counters out of `incoll stat` output and a fabric's
- * fabric.conf.
+ * Support code shared by the integration tests (tests/test_integ_*.c and
+ * test_recovery.c): where the test programs are, shell commands run with a
+ * time limit (their output collected in memory or appended to a file),
+ * `incoll fabric up` and `down`, counters out of `incoll stat` output and
+ * a fabric's fabric.conf, a check program run on a fresh fabric, and
+ * daemons started directly (spawn) that stop_all() stops whatever happens.
  */
 #ifndef INCOLL_TEST_INTEG_H
 #define INCOLL_TEST_INTEG_H
@@ -88,5 +89,22 @@ int have_fabric_binaries(const char *prog);
 int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
                      int n, int k, int keep_port0, const char *env,
                      const char *args, char *out, size_t outlen);
+
+/* Sleeps s seconds (also when interrupted). */
+void sleep_s(double s);
+/* Starts argv[0] with argv, env added to the environment and stdout and
+ * stderr appended to logpath; remembers it for stop_all(). Its pid, or <= 0. */
+pid_t spawn(const char *logpath, char **argv, char **env);
+/* Remembers a process started otherwise, for stop_all(). */
+void track_pid(pid_t pid);
+/* Waits up to timeout_s for pid; returns its exit status, or -1 (killed
+ * then) on timeout, -2 if killed by a signal. */
+int wait_pid(pid_t pid, double timeout_s);
+/* SIGTERM to everything spawn() started and still running, then waits for
+ * each (3 s, then SIGKILL). */
+void stop_all(void);
+/* The whole file (NUL-terminated, caller frees); "" when it cannot be
+ * opened. */
+char *slurp(const char *path);
 
 #endif
