@@ -7,153 +7,9 @@
  * on the hosts' sockets (INCOLL_FAULT_*). Every test brings its fabric
  * down, also when it fails.
  */
-#include "test.h"
+#include "integ.h"
 
-#include "common/fabric_conf.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-static const char *progdir(void)
-{
-    const char *d = getenv("INCOLL_TEST_PROGDIR");
-    return d && *d ? d : "build/tests";
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/*
- * Runs a shell command in its own process group with stdout and stderr in
- * out_path; kills the group after timeout_s. Returns the exit status,
- * 128 + signal, or -1 on a timeout or when it could not start.
- */
-static int run_cmd(const char *out_path, int timeout_s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int run_cmd(const char *out_path, int timeout_s, const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    pid_t pid;
-    int status = 0;
-    double deadline;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        setpgid(0, 0);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    deadline = now_s() + timeout_s;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            break;
-        if (now_s() > deadline) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            return -1;
-        }
-        usleep(20000);
-    }
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-/* Prints the last lines of a file to stderr (a failing test's evidence). */
-static void show_tail(const char *path)
-{
-    char cmd[PATH_MAX + 32];
-    snprintf(cmd, sizeof(cmd), "tail -n 25 '%s' >&2", path);
-    if (system(cmd) != 0)
-        fprintf(stderr, "    (no output in %s)\n", path);
-}
-
-static int file_has(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "r");
-    char line[1024];
-    int found = 0;
-    if (f == NULL)
-        return 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
-/*
- * Gives every host of DIR/fabric.conf without a port a distinct free port
- * on its address. The sockets stay bound until all ports are chosen, so
- * the kernel cannot hand out one port twice. Returns 0 or -1.
- */
-static int assign_host_ports(const char *dir)
-{
-    char path[PATH_MAX + 16], err[256];
-    fabric_conf_t conf;
-    int *fds, ret = 0;
-
-    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
-    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "    %s\n", err);
-        return -1;
-    }
-    fds = calloc((size_t)conf.nhosts, sizeof(int));
-    for (int r = 0; fds && r < conf.nhosts; r++) {
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof(sa);
-        fds[r] = -1;
-        if (conf.hosts[r].port != 0)
-            continue;
-        fds[r] = socket(AF_INET, SOCK_DGRAM, 0);
-        memset(&sa, 0, sizeof(sa));
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(conf.hosts[r].ip ? conf.hosts[r].ip
-                                                    : INADDR_LOOPBACK);
-        if (fds[r] < 0 || bind(fds[r], (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-            getsockname(fds[r], (struct sockaddr *)&sa, &sl) != 0) {
-            ret = -1;
-            break;
-        }
-        conf.hosts[r].port = ntohs(sa.sin_port);
-    }
-    if (fds == NULL)
-        ret = -1;
-    for (int r = 0; fds && r < conf.nhosts; r++)
-        if (fds[r] >= 0)
-            close(fds[r]);
-    free(fds);
-    if (ret == 0 && fabric_conf_save(&conf, path) != INCOLL_OK)
-        ret = -1;
-    fabric_conf_free(&conf);
-    return ret;
-}
 
 /* Prints the line of path holding text (the run's summary). */
 static void show_line(const char *path, const char *text)
@@ -167,52 +23,14 @@ static void show_line(const char *path, const char *text)
         fclose(f);
 }
 
-static int have_binaries(void)
-{
-    char a[PATH_MAX], b[PATH_MAX], c[PATH_MAX];
-    snprintf(a, sizeof(a), "%s/incoll", test_bindir());
-    snprintf(b, sizeof(b), "%s/incoll-agg", test_bindir());
-    snprintf(c, sizeof(c), "%s/coll_check", progdir());
-    return access(a, X_OK) == 0 && access(b, X_OK) == 0 && access(c, X_OK) == 0;
-}
+static int have_binaries(void) { return have_fabric_binaries("coll_check"); }
 
-/*
- * Brings up a fabric of n hosts (radix k) in a fresh directory, with fixed
- * host ports unless keep_port0, runs coll_check with args and the
- * environment env (e.g. fault knobs), brings the fabric down and returns
- * coll_check's exit status (or -1). The output is in <dir>/out.txt.
- */
+/* run_fabric_check() of coll_check, in <tmp>/cfabN, as job coll-N-<pid>. */
 static int run_coll_check(int n, int k, int keep_port0, const char *env,
                           const char *args, char *out, size_t outlen)
 {
-    static int seq;
-    char dir[1024];
-    int ret;
-
-    snprintf(dir, sizeof(dir), "%.900s/cfab%d", test_tmpdir(), seq++);
-    snprintf(out, outlen, "%s.txt", dir);
-    ret = run_cmd(out, 60, "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
-                  test_bindir(), n, k, dir);
-    if (ret != 0) {
-        fprintf(stderr, "    incoll fabric up failed (%d)\n", ret);
-        show_tail(out);
-        run_cmd(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir);
-        return -1;
-    }
-    if (!keep_port0 && assign_host_ports(dir) != 0) {
-        fprintf(stderr, "    could not give the hosts ports in %s\n", dir);
-        ret = -1;
-    } else {
-        /* A distinct INCOLL_JOB per run: jobs sharing ANs one after another
-         * must differ (the ANs keep slot state). */
-        ret = run_cmd(out, 280,
-                      "env INCOLL_JOB=coll-%d-%ld %s '%s/incoll' run -n %d "
-                      "--fabric '%s' --timeout 240 -- '%s/coll_check' %s",
-                      seq, (long)getpid(), env ? env : "", test_bindir(), n,
-                      dir, progdir(), args ? args : "");
-    }
-    run_cmd(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir);
-    return ret;
+    return run_fabric_check("coll_check", "cfab", "coll", n, k, keep_port0,
+                            env, args, out, outlen);
 }
 
 /* Odd and even sizes, 2- and 3-level trees; sizes 0, 1, odd, several

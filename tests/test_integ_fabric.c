@@ -5,7 +5,7 @@
  * counters read back with `incoll stat` and checked against what the job
  * must have cost. Every test brings its fabric down, also when it fails.
  */
-#include "test.h"
+#include "integ.h"
 
 #include "incoll.h"
 
@@ -33,21 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define OUT_MAX (64 * 1024)
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static const char *progdir(void)
-{
-    const char *d = getenv("INCOLL_TEST_PROGDIR");
-    return d && *d ? d : "build/tests";
-}
-
 /* 1 when the binaries these tests drive exist. */
 static int have_binaries(char *why, size_t len)
 {
@@ -63,173 +48,6 @@ static int have_binaries(char *why, size_t len)
         }
     }
     return 1;
-}
-
-/* A command started with sh -c in its own process group, its stdout and
- * stderr collected, killed (the whole group) after timeout_s. */
-typedef struct {
-    pid_t pid;
-    int fd;
-    char *out;
-    size_t len;
-    double deadline;
-} proc_t;
-
-static int proc_start(proc_t *p, int timeout_s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int proc_start(proc_t *p, int timeout_s, const char *fmt, ...)
-{
-    char cmd[4096];
-    int pipefd[2];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    memset(p, 0, sizeof(*p));
-    p->out = calloc(1, OUT_MAX + 1);
-    if (p->out == NULL || pipe2(pipefd, O_CLOEXEC) != 0)
-        return -1;
-    fflush(NULL);
-    p->pid = fork();
-    if (p->pid < 0)
-        return -1;
-    if (p->pid == 0) {
-        char line[4200];
-        /* Its own group, so a timeout can kill everything it started; and
-         * it dies with the test (the runner's time limit kills the test's
-         * group, not this one). "exec" makes the command itself, not sh,
-         * the process that inherits this. */
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        dup2(pipefd[1], 1);
-        dup2(pipefd[1], 2);
-        snprintf(line, sizeof(line), "exec %s", cmd);
-        execl("/bin/sh", "sh", "-c", line, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(p->pid, p->pid);
-    close(pipefd[1]);
-    p->fd = pipefd[0];
-    p->deadline = now_s() + timeout_s;
-    return 0;
-}
-
-/* Waits for the command; returns its exit status, 128+signal, or -1 when it
- * had to be killed for running too long. */
-static int proc_wait(proc_t *p)
-{
-    int status = 0, timed_out = 0;
-
-    for (;;) {
-        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-        double left = p->deadline - now_s();
-        char buf[4096];
-        ssize_t n;
-        if (left <= 0) {
-            timed_out = 1;
-            kill(-p->pid, SIGKILL);
-            break;
-        }
-        if (poll(&pfd, 1, (int)(left * 1000) + 1) <= 0)
-            continue;
-        n = read(p->fd, buf, sizeof(buf));
-        if (n <= 0)
-            break;
-        if (p->len + (size_t)n > OUT_MAX)
-            n = (ssize_t)(OUT_MAX - p->len);
-        memcpy(p->out + p->len, buf, (size_t)n);
-        p->len += (size_t)n;
-        p->out[p->len] = '\0';
-    }
-    close(p->fd);
-    waitpid(p->pid, &status, 0);
-    if (timed_out)
-        return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
-
-/* Runs a command to the end; *out_p (caller frees) holds its output. */
-static int run_cmd(char **out_p, int timeout_s, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int run_cmd(char **out_p, int timeout_s, const char *fmt, ...)
-{
-    char cmd[4096];
-    proc_t p;
-    va_list ap;
-    int rc;
-
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (proc_start(&p, timeout_s, "%s", cmd) != 0) {
-        free(p.out);
-        *out_p = strdup("(could not start)");
-        return -1;
-    }
-    rc = proc_wait(&p);
-    *out_p = p.out;
-    return rc;
-}
-
-static int fabric_up(const char *dir, int hosts, int radix)
-{
-    char *out;
-    int rc = run_cmd(&out, 30,
-                     "'%s/incoll' fabric up --hosts %d --radix %d "
-                     "--dir '%s'",
-                     test_bindir(), hosts, radix, dir);
-    if (rc != 0)
-        fprintf(stderr, "    incoll fabric up exited %d:\n%s", rc, out);
-    free(out);
-    return rc;
-}
-
-static void fabric_down(const char *dir)
-{
-    char *out;
-    int rc = run_cmd(&out, 30, "'%s/incoll' fabric down --dir '%s'",
-                     test_bindir(), dir);
-    if (rc != 0)
-        fprintf(stderr, "    incoll fabric down exited %d:\n%s", rc, out);
-    free(out);
-}
-
-/* Finds "key=<number>" on the line "an=<an> ..." of stat output. */
-static int stat_get(const char *out, const char *an, const char *key,
-                    uint64_t *v)
-{
-    char prefix[64], pat[64];
-    const char *line = out;
-
-    snprintf(prefix, sizeof(prefix), "an=%s ", an);
-    snprintf(pat, sizeof(pat), " %s=", key);
-    while (line && *line) {
-        const char *eol = strchr(line, '\n');
-        size_t len = eol ? (size_t)(eol - line) : strlen(line);
-        if (strncmp(line, prefix, strlen(prefix)) == 0) {
-            const char *k = strstr(line, pat);
-            if (k == NULL || (size_t)(k - line) > len)
-                return -1;
-            *v = strtoull(k + strlen(pat), NULL, 10);
-            return 0;
-        }
-        line = eol ? eol + 1 : NULL;
-    }
-    return -1;
-}
-
-static int load_conf(const char *dir, fabric_conf_t *conf)
-{
-    char path[PATH_MAX], err[512];
-    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
-    if (fabric_conf_load(path, conf, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "    %s\n", err);
-        return -1;
-    }
-    return 0;
 }
 
 /* An allreduce_check job and what it must cost the fabric. */

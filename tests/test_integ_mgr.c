@@ -12,7 +12,7 @@
  * up` with the manager, `incoll run` with and without it, `incoll stat`,
  * `fabric down`). Every test stops what it started, also when it fails.
  */
-#include "test.h"
+#include "integ.h"
 
 #include "incoll.h"
 
@@ -36,108 +36,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#define MAX_PROCS 128
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static const char *progdir(void)
-{
-    const char *d = getenv("INCOLL_TEST_PROGDIR");
-    return d && *d ? d : "build/tests";
-}
-
-/* Everything this test started, to stop it whatever happens. */
-static pid_t started[MAX_PROCS];
-static int nstarted;
-
-static pid_t spawn(const char *logpath, char **argv, char **env)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        for (int i = 0; env && env[i]; i++)
-            putenv(env[i]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid > 0 && nstarted < MAX_PROCS)
-        started[nstarted++] = pid;
-    return pid;
-}
-
-/* Waits up to timeout_s for pid; returns its exit status, or -1 (killed
- * then) on timeout, -2 if killed by a signal. */
-static int wait_pid(pid_t pid, double timeout_s)
-{
-    double end = now_s() + timeout_s;
-    int st;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            for (int i = 0; i < nstarted; i++)
-                if (started[i] == pid)
-                    started[i] = 0;
-            return WIFEXITED(st) ? WEXITSTATUS(st) : -2;
-        }
-        if (r < 0)
-            return -2;
-        if (now_s() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            for (int i = 0; i < nstarted; i++)
-                if (started[i] == pid)
-                    started[i] = 0;
-            return -1;
-        }
-        sleep_s(0.02);
-    }
-}
-
-static void stop_all(void)
-{
-    for (int i = 0; i < nstarted; i++)
-        if (started[i] > 0)
-            kill(started[i], SIGTERM);
-    for (int i = 0; i < nstarted; i++)
-        if (started[i] > 0)
-            wait_pid(started[i], 3);
-    nstarted = 0;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
-    if (f == NULL)
-        return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)
-        buf[0] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static int count_of(const char *text, const char *needle)
 {
@@ -199,8 +97,7 @@ static pid_t spawn_mgr(const char *logpath, char **argv)
         execv(argv[0], argv);
         _exit(127);
     }
-    if (pid > 0 && nstarted < MAX_PROCS)
-        started[nstarted++] = pid;
+    track_pid(pid);
     return pid;
 }
 

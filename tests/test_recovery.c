@@ -21,7 +21,7 @@
  *   integ_recovery_leaf_kill leaf l0 killed during a tight loop, at a few
  *                            points: every call right (issue 11 item 6)
  */
-#include "test.h"
+#include "integ.h"
 
 #include "incoll.h"
 
@@ -189,100 +189,6 @@ TEST(recovery_decision, TEST_UNIT)
 }
 
 /* ---- real daemons ---- */
-
-#define MAX_PROCS 32
-
-static pid_t started_pids[MAX_PROCS];
-static int nstarted;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static pid_t spawn(const char *logpath, char **argv, char **env)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(logpath, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        for (int i = 0; env && env[i]; i++)
-            putenv(env[i]);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    if (pid > 0 && nstarted < MAX_PROCS)
-        started_pids[nstarted++] = pid;
-    return pid;
-}
-
-/* Exit status of pid, -1 after timeout_s (then killed), -2 on a signal. */
-static int wait_pid(pid_t pid, double timeout_s)
-{
-    double end = now_s() + timeout_s;
-    int st, ret;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid) {
-            ret = WIFEXITED(st) ? WEXITSTATUS(st) : -2;
-            break;
-        }
-        if (r < 0)
-            return -2;
-        if (now_s() > end) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            ret = -1;
-            break;
-        }
-        sleep_s(0.02);
-    }
-    for (int i = 0; i < nstarted; i++)
-        if (started_pids[i] == pid)
-            started_pids[i] = 0;
-    return ret;
-}
-
-static void stop_all(void)
-{
-    for (int i = 0; i < nstarted; i++)
-        if (started_pids[i] > 0)
-            kill(started_pids[i], SIGTERM);
-    for (int i = 0; i < nstarted; i++)
-        if (started_pids[i] > 0)
-            wait_pid(started_pids[i], 3);
-    nstarted = 0;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
-    if (f == NULL)
-        return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)
-        buf[0] = '\0';
-    fclose(f);
-    return buf;
-}
 
 /* A manager on a 4-ary 2-level fat-tree and its six ANs (l0..l3, s0, s1);
  * l0 (hosts h0, h1) gets l0_env. */
