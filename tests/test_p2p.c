@@ -1053,9 +1053,16 @@ TEST(p2p_exchange_partner_left, TEST_UNIT)
     cfg.ack_cut_from = 2;
     cfg.ack_cut_to = 3;
     cfg.no_linger = 1;
+    /* As a manager makes them (INCOLL_MGR_OP_TIMEOUT_MS): the partner's
+     * silence must not be waited out to the last of these. */
+    cfg.max_retries = 128;
+    cfg.progress_timeout_ns = 30000000000ull;
     s = sim_create(&cfg, 4, &op, 1);
     CHECK(s != NULL);
     CHECK(sim_run(s, 100ull * 1000000000) == 0);
+    /* Virtual time: a few retransmission timeouts, not 128 of them. */
+    CHECK_MSG(s->r[3].done_ns < 3000000000ull, "rank 3 done at %.3f s",
+              s->r[3].done_ns / 1e9);
     for (int i = 0; i < 4; i++)
         CHECK_MSG(s->r[i].result[0] == INCOLL_OK, "rank %d: %s", i,
                   incoll_status_string(s->r[i].result[0]));

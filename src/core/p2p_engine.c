@@ -46,6 +46,12 @@
 #define EARLY_MIN_BYTES (4u << 20) /* staging early blocks may take this much */
 #define APPLY_CHUNK_BYTES 16384 /* stays in L1 between reduce and copy */
 #define FINAL_MAX 64            /* peers whose last block we re-ack */
+/* An exchange partner whose whole block of the step we hold and that
+ * stays silent through this many retransmissions of ours has our block
+ * (only_ack_missing): waiting for all of max_retries, which a manager
+ * stretches to its operation timeout, would hold every rank that waits on
+ * us meanwhile. */
+#define PARTNER_SILENT_RETRIES 6
 
 enum { SLOT_FREE = 0, SLOT_EARLY = 1, SLOT_ACTIVE = 2 };
 
@@ -1114,11 +1120,17 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
  * The result here is complete and correct either way, and a peer that did
  * lack data keeps waiting and fails loudly itself, never silently wrong.
  */
+static int partner_has_ours(const p2p_engine_t *eng)
+{
+    return eng->rslot != NULL && eng->rslot->nrecv == eng->rslot->npkts &&
+           eng->rslot->peer == eng->send_peer;
+}
+
 static int only_ack_missing(const p2p_engine_t *eng)
 {
     if (eng->rslot != NULL && eng->rslot->nrecv < eng->rslot->npkts)
         return 0;
-    if (eng->rslot != NULL && eng->rslot->peer == eng->send_peer)
+    if (partner_has_ours(eng))
         return 1;
     for (int j = eng->idx + 1; j < eng->nsteps; j++)
         if (eng->steps[j].send_peer >= 0 || eng->steps[j].recv_peer >= 0)
@@ -1202,7 +1214,9 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
                 pk->deadline = hold;
                 continue;
             }
-            if ((int)pk->retries >= eng->p.max_retries) {
+            if ((int)pk->retries >= eng->p.max_retries ||
+                (pk->retries >= PARTNER_SILENT_RETRIES &&
+                 partner_has_ours(eng))) {
                 timeout(eng, "no ack from", eng->send_peer, (int)pk->retries,
                         now_ns);
                 return;
