@@ -337,7 +337,15 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
             return INCOLL_ERR_GROUP_FAILED; /* no result to take: not ours */
     }
     last_in_net = 0;
-    usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
+    /* A failed native operation is recovered only when every member is at
+     * the same operation (docs/failures.md); an allreduce in the network
+     * is recovered in every case. So where failures are recovered (with a
+     * manager) AUTO runs these collectives as an allreduce in the network,
+     * and the native forms serve fabrics without a manager and callers
+     * that ask for them (HOST_CALGO_INC). */
+    usable = algo < 0 &&
+             (algo == HOST_CALGO_INC || !host_comm_recoverable(comm)) &&
+             host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
     if (algo == HOST_CALGO_INC && !usable) {
         incoll_comm_offloaded(comm, &why);
         incoll_error("%s: the in-network algorithm was asked for but %s", what,
