@@ -47,11 +47,12 @@
 #define APPLY_CHUNK_BYTES 16384 /* stays in L1 between reduce and copy */
 #define FINAL_MAX 64            /* peers whose last block we re-ack */
 /* An exchange partner whose whole block of the step we hold and that
- * stays silent through this many retransmissions of ours has our block
+ * stays silent through this many retransmissions of ours (the default
+ * INCOLL_RETRIES: about 1.8 s) has our block
  * (only_ack_missing): waiting for all of max_retries, which a manager
  * stretches to its operation timeout, would hold every rank that waits on
  * us meanwhile. */
-#define PARTNER_SILENT_RETRIES 6
+#define PARTNER_SILENT_RETRIES 12
 
 enum { SLOT_FREE = 0, SLOT_EARLY = 1, SLOT_ACTIVE = 2 };
 
