@@ -142,7 +142,8 @@ static int run_one(const test_entry_t *t, int limit_s, char *why, size_t whylen)
         setpgid(0, 0);
         tmpdir[0] = '\0';
         result = t->fn();
-        if (result == TEST_PASSED && tmpdir[0] != '\0') {
+        if (result == TEST_PASSED && tmpdir[0] != '\0' &&
+            !getenv("INCOLL_TEST_KEEP")) {
             char cmd[PATH_MAX + 16];
             snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
             if (system(cmd) != 0)

@@ -433,8 +433,13 @@ static int fabric_killed_raise(const char *args, int want_rc, const char *tag)
                            "fabric"),
               "no message naming the cause: %s", out);
     if (want_rc) {
-        CHECK_MSG(strstr(text, "MPI_ERRORS_ARE_FATAL") &&
-                      strstr(text, "incoll: timed out waiting for the fabric"),
+        /* Open MPI's own banner ("*** MPI_ERRORS_ARE_FATAL") travels to
+         * mpirun as a help message that an aborting job can lose, so the
+         * proof that the handler ended the job is the layer's message,
+         * the abort, and no rank finishing. */
+        CHECK_MSG(strstr(text, "raising it through the communicator's "
+                               "error handler") &&
+                      !strstr(text, "killmid: ok"),
                   "MPI's error handler did not end the job: %s", out);
     } else {
         CHECK_EQ_INT(count_of(text, "error returned: incoll: timed out "
