@@ -114,10 +114,51 @@ INCOLL_API int incoll_op_valid(incoll_op_t op, incoll_dtype_t dtype);
 /*
  * Creates the process context. Identity and fabric come from the
  * environment: INCOLL_RANK, INCOLL_SIZE and INCOLL_FABRIC (a fabric
- * directory holding fabric.conf, written by `incoll fabric up`).
+ * directory holding fabric.conf, written by `incoll fabric up`) or
+ * INCOLL_MGR; every setting is checked first (`incoll info` lists them),
+ * and a bad one fails with INCOLL_ERR_CONFIG naming it.
  * The caller owns *ctx_p and frees it with incoll_finalize().
  */
 INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p);
+
+/* Fields of incoll_init_params_t that the caller set (its field_mask). */
+typedef enum {
+    INCOLL_INIT_FIELD_RANK = 1u << 0,
+    INCOLL_INIT_FIELD_SIZE = 1u << 1,
+    INCOLL_INIT_FIELD_JOB = 1u << 2,
+    INCOLL_INIT_FIELD_HOST = 1u << 3,
+    INCOLL_INIT_FIELD_LOCAL_RANK = 1u << 4,
+    INCOLL_INIT_FIELD_LOCAL_SIZE = 1u << 5,
+    INCOLL_INIT_FIELD_FABRIC = 1u << 6,
+    INCOLL_INIT_FIELD_MGR = 1u << 7,
+} incoll_init_field_t;
+
+/*
+ * What a caller that knows the process's identity (a launcher, an MPI
+ * layer) passes to incoll_init_params() instead of setting environment
+ * variables. Only the fields named in field_mask are read; the others come
+ * from the environment as with incoll_init(), so the struct can grow
+ * without breaking callers. Strings are copied.
+ */
+typedef struct {
+    uint64_t field_mask; /* incoll_init_field_t bits */
+    int rank;            /* INCOLL_RANK: 0..size-1 */
+    int size;            /* INCOLL_SIZE: ranks in the world */
+    const char *job;     /* INCOLL_JOB: id shared by the job's ranks */
+    const char *host;    /* INCOLL_HOST: host in the manager's topology */
+    int local_rank;      /* INCOLL_LOCAL_RANK: rank on this node */
+    int local_size;      /* INCOLL_LOCAL_SIZE: the job's ranks on it */
+    const char *fabric;  /* INCOLL_FABRIC: fabric directory */
+    const char *mgr;     /* INCOLL_MGR: host:port of the manager */
+} incoll_init_params_t;
+
+/*
+ * incoll_init() with the identity given by params (NULL: all from the
+ * environment). A bad value, given or from the environment, fails with
+ * INCOLL_ERR_CONFIG and an error message naming it.
+ */
+INCOLL_API incoll_status_t
+incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p);
 
 /* Frees the context and every communicator still attached to it. */
 INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx);

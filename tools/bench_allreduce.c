@@ -44,6 +44,7 @@
 #include "emu.h"
 
 #include "common/netdev.h"
+#include "common/settings.h"
 #include "common/udp.h"
 #include "host/host.h"
 #include "incoll.h"
@@ -681,7 +682,7 @@ int bench_allreduce_rank_main(int argc, char **argv)
 int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 {
     const char *who = "bench allreduce";
-    const char *corrupt = getenv("INCOLL_BENCH_CORRUPT");
+    const char *corrupt = setting_str(SETTING_BENCH_CORRUPT);
     int corrupt_result = 0, corrupt_input = 0, corrupted = 0, corrupt_now;
     int rank, size, nsizes, ret = 1, have_uplink;
     size_t *sizes = NULL, max_count;

@@ -20,6 +20,7 @@
 #include "emu.h"
 
 #include "common/fabric_conf.h"
+#include "common/settings.h"
 #include "common/udp.h"
 #include "common/wire.h"
 
@@ -494,8 +495,8 @@ static int exchange_ports(const char *out, int me, int peer, uint16_t port,
 int bench_pingpong_rank_main(int argc, char **argv)
 {
     const char *who = "bench pingpong";
-    const char *fabric = getenv("INCOLL_FABRIC"),
-               *rank_s = getenv("INCOLL_RANK");
+    const char *fabric = setting_str(SETTING_FABRIC),
+               *rank_s = setting_str(SETTING_RANK);
     char path[PATH_MAX + 32], err[512];
     fabric_conf_t conf;
     pp_opts_t o;

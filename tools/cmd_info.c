@@ -1,14 +1,17 @@
 /*
  * `incoll info`: what this build is and how it is configured, like
- * ucx_info: the version, the reduction kernels picked for this CPU, and
- * every knob of the table in src/common/knobs.c with its current value.
+ * ucx_info: the version, the reduction kernels picked for this CPU, every
+ * setting of the table in src/common/settings.h with its type, range,
+ * default and current value, and the host-based algorithms of each
+ * collective (src/core/algo.c) with the settings that choose among them.
  */
 #include "cli.h"
 
 #include "incoll.h"
 
 #include "common/dtype.h"
-#include "common/knobs.h"
+#include "common/settings.h"
+#include "core/algo.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -16,21 +19,31 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: incoll info\n\n"
-                 "Prints the version, the reduction implementation and every "
-                 "knob (environment\nvariable) with its current value, "
-                 "default, component and meaning.\n");
+                 "Prints the version, the reduction implementation, every "
+                 "setting (environment\nvariable) with its type, range, "
+                 "default, current value, component and meaning,\nand the "
+                 "algorithms of each collective.\n");
 }
 
-/* Empty strings print as "-" so the columns stay readable. */
-static const char *dash(const char *s)
+static void print_algorithms(void)
 {
-    return s && *s ? s : "-";
+    printf("algorithms (allreduce by INCOLL_ALGO_SHORT_BYTES, bcast and "
+           "reduce by\nINCOLL_ALGO_PIPE_BYTES, allgather by "
+           "INCOLL_ALGO_SHORT_BYTES):\n");
+    printf("  %-15s %-2s %-14s %s\n", "COLLECTIVE", "ID", "NAME",
+           "DESCRIPTION");
+    for (int k = 0; k < ALGO_COUNT; k++)
+        printf("  %-15s %-2d %-14s %s\n", "allreduce", k,
+               algo_name((algo_kind_t)k), algo_desc((algo_kind_t)k));
+    for (int i = 0; i < CALGO_COUNT; i++) {
+        const algo_calgo_info_t *a = algo_calgo_info((algo_calgo_t)i);
+        printf("  %-15s %-2d %-14s %s\n", algo_coll_name(a->coll), (int)a->id,
+               a->name, a->desc);
+    }
 }
 
 int cmd_info(int argc, char **argv)
 {
-    int w_name = 4, w_val = 5, w_def = 7, w_comp = 9;
-
     if (argc > 1) {
         if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
             usage(stdout);
@@ -41,23 +54,10 @@ int cmd_info(int argc, char **argv)
     }
     printf("incoll %d.%d\n", INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR);
     printf("reduction kernels: %s\n", reduce_impl_name());
+    printf("\nsettings (name, type and range, default, value, component; "
+           "src/common/settings.h):\n");
+    settings_print(stdout, NULL, 1);
     printf("\n");
-    for (const knob_t *k = knob_table; k->name; k++) {
-        int n;
-        if ((n = (int)strlen(k->name)) > w_name)
-            w_name = n;
-        if ((n = (int)strlen(dash(knob_str(k->name)))) > w_val)
-            w_val = n;
-        if ((n = (int)strlen(dash(k->def))) > w_def)
-            w_def = n;
-        if ((n = (int)strlen(dash(k->component))) > w_comp)
-            w_comp = n;
-    }
-    printf("%-*s  %-*s  %-*s  %-*s  %s\n", w_name, "KNOB", w_val, "VALUE",
-           w_def, "DEFAULT", w_comp, "COMPONENT", "DESCRIPTION");
-    for (const knob_t *k = knob_table; k->name; k++)
-        printf("%-*s  %-*s  %-*s  %-*s  %s\n", w_name, k->name, w_val,
-               dash(knob_str(k->name)), w_def, dash(k->def), w_comp,
-               dash(k->component), k->doc);
+    print_algorithms();
     return 0;
 }

@@ -28,6 +28,8 @@
  */
 #include "cli.h"
 #include "emu.h"
+
+#include "common/settings.h"
 #include "mgr/mgr_fabric.h"
 
 #include <errno.h>
@@ -438,9 +440,7 @@ int cmd_mpirun(int argc, char **argv)
     mpich = strcmp(mpi, "mpich") == 0;
     prog = optind; /* cmd_fabric and cmd_stat reuse getopt's optind */
     if (fabric_arg == NULL && !emulate) {
-        fabric_arg = getenv("INCOLL_FABRIC");
-        if (fabric_arg && *fabric_arg == '\0')
-            fabric_arg = NULL;
+        fabric_arg = setting_str(SETTING_FABRIC);
     }
     if (preload) {
         if (lib[0] == '\0' && default_lib(mpi, lib, sizeof(lib)) != 0) {

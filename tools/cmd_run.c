@@ -16,6 +16,7 @@
 #include "cli.h"
 
 #include "common/fabric_conf.h"
+#include "common/settings.h"
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
 
@@ -254,16 +255,16 @@ int cmd_run(int argc, char **argv)
     /* The job id tells the ANs that a new job reuses the world group (its
      * generation), so nothing of an earlier job on this fabric can reach
      * this one. A caller's own INCOLL_JOB wins. */
-    if (getenv("INCOLL_JOB") && getenv("INCOLL_JOB")[0])
-        snprintf(job, sizeof(job), "%s", getenv("INCOLL_JOB"));
+    if (setting_str(SETTING_JOB) != NULL)
+        snprintf(job, sizeof(job), "%s", setting_str(SETTING_JOB));
     else
         snprintf(job, sizeof(job), "run-%016llx",
                  (unsigned long long)fabric_random64());
     /* The generation orders jobs on the ANs: a newer one takes a group
      * over at once. The wall clock in ms (mod 2^32) is newer for every
      * later job. A caller's own INCOLL_GEN wins. */
-    if (getenv("INCOLL_GEN") && getenv("INCOLL_GEN")[0]) {
-        snprintf(gen, sizeof(gen), "%s", getenv("INCOLL_GEN"));
+    if (setting_str(SETTING_GEN) != NULL) {
+        snprintf(gen, sizeof(gen), "%s", setting_text(SETTING_GEN));
     } else {
         struct timespec ts;
         uint32_t g;

@@ -11,7 +11,7 @@
  */
 #include "agg/agg_mgr_link.h"
 #include "common/fabric_conf.h"
-#include "common/knobs.h"
+#include "common/settings.h"
 #include "common/log.h"
 #include "common/mgr_proto.h"
 #include "common/udp.h"
@@ -84,11 +84,8 @@ static void usage(FILE *out)
             "                    forks by itself (`incoll fabric up` does)\n"
             "  --help            this text\n"
             "\n"
-            "Environment: INCOLL_LOG_LEVEL, INCOLL_UDP_BUF,\n"
-            "INCOLL_AGG_GEN_IDLE_MS, what the AN offers the manager\n"
-            "(INCOLL_AGG_PAYLOAD, INCOLL_AGG_SLOTS, INCOLL_AGG_GROUPS,\n"
-            "INCOLL_AGG_BUFFER) and the fault injection knobs INCOLL_FAULT_*\n"
-            "(see `incoll info`).\n");
+            "Environment (src/common/settings.h; `incoll info` lists all):\n");
+    settings_print(out, "agg,fault", 0);
 }
 
 /*
@@ -108,8 +105,8 @@ static int fault_drop_result(const void *hdr, const void *payload, size_t len)
     wire_hdr_t h;
 
     if (after == -2) {
-        const char *v = getenv("INCOLL_AGG_FAULT_DROP_RESULTS");
-        after = v && *v ? strtoll(v, NULL, 10) : -1;
+        const char *v = setting_str(SETTING_AGG_FAULT_DROP_RESULTS);
+        after = v ? setting_int(SETTING_AGG_FAULT_DROP_RESULTS) : -1;
         if (after < 0)
             after = -1;
         else
@@ -361,8 +358,12 @@ int main(int argc, char **argv)
                 listen_addr);
         return 2;
     }
+    if (settings_check("agg,fault", err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll-agg: %s\n", err);
+        return 2;
+    }
     if (secret == NULL)
-        secret = getenv("INCOLL_SECRET_FILE");
+        secret = setting_str(SETTING_SECRET_FILE);
     if (mgr_addr && (secret == NULL || *secret == '\0')) {
         fprintf(stderr, "incoll-agg: --mgr needs the fabric secret: --secret "
                         "FILE or INCOLL_SECRET_FILE\n");
@@ -425,7 +426,7 @@ int main(int argc, char **argv)
         goto out_free_conf;
     }
 
-    d.sock = udp_open(ip, port, (int)knob_u64("INCOLL_UDP_BUF"), who);
+    d.sock = udp_open(ip, port, (int)setting_u64(SETTING_UDP_BUF), who);
     if (d.sock == NULL)
         goto out_close_sigfd;
 
@@ -434,7 +435,7 @@ int main(int argc, char **argv)
     ap.admin_key = d.conf.admin_key;
     ap.send = agg_send;
     ap.send_arg = d.sock;
-    ap.gen_idle_ns = knob_u64("INCOLL_AGG_GEN_IDLE_MS") * 1000000ull;
+    ap.gen_idle_ns = setting_ns(SETTING_AGG_GEN_IDLE_MS);
     d.agg = agg_create(&ap);
     if (d.agg == NULL) {
         incoll_error("cannot create the aggregation core: out of memory");

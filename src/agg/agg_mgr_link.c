@@ -4,6 +4,7 @@
 #include "agg/agg_mgr_link.h"
 
 #include "common/log.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -62,46 +63,16 @@ static uint64_t now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static uint32_t env_u32(const char *name, uint32_t def)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long long x;
-    if (v == NULL || *v == '\0')
-        return def;
-    errno = 0;
-    x = strtoull(v, &end, 0);
-    if (errno || *end || *v == '-' || x > UINT32_MAX || x == 0) {
-        incoll_warn("%s='%s' is not a positive number, using %u", name, v,
-                    def);
-        return def;
-    }
-    return (uint32_t)x;
-}
-
+/* What the AN offers the manager, from the settings (checked at start:
+ * src/agg/agg_main.c). */
 void agg_mgr_link_caps_from_env(mgr_caps_t *caps)
 {
-    const char *v = getenv("INCOLL_AGG_BUFFER");
     caps->ops = (1u << INCOLL_OP_COUNT) - 1;
     caps->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
-    caps->max_payload = env_u32("INCOLL_AGG_PAYLOAD", WIRE_MAX_PAYLOAD);
-    if (caps->max_payload > WIRE_MAX_PAYLOAD || caps->max_payload < 8)
-        caps->max_payload = WIRE_MAX_PAYLOAD;
-    caps->slots = env_u32("INCOLL_AGG_SLOTS", 1024);
-    caps->max_groups = env_u32("INCOLL_AGG_GROUPS", 64);
-    caps->buffer_bytes = 256ull << 20;
-    if (v && *v) {
-        char *end;
-        unsigned long long x;
-        errno = 0;
-        x = strtoull(v, &end, 0);
-        if (errno || *end || *v == '-' || x < 1024)
-            incoll_warn("INCOLL_AGG_BUFFER='%s' is not a byte count of at "
-                        "least 1024, using %" PRIu64,
-                        v, caps->buffer_bytes);
-        else
-            caps->buffer_bytes = x;
-    }
+    caps->max_payload = (uint32_t)setting_u64(SETTING_AGG_PAYLOAD);
+    caps->slots = (uint32_t)setting_u64(SETTING_AGG_SLOTS);
+    caps->max_groups = (uint32_t)setting_u64(SETTING_AGG_GROUPS);
+    caps->buffer_bytes = setting_u64(SETTING_AGG_BUFFER);
 }
 
 /* Arms the timer for the next thing due. */

@@ -1,29 +1,23 @@
 /*
- * Knobs: one table (src/common/knobs.c) drives environment variables,
- * defaults and `incoll info`, so the documentation and the code can't
- * drift. A knob's value comes from its environment variable if set, else
- * its default.
+ * Name-based access to the settings table (src/common/settings.h), kept
+ * for code that names a setting by its environment variable. New code
+ * uses the ids: setting_u64(SETTING_MGR_SLOTS), which do not compile when
+ * misspelt. A name missing from the table is logged as an error and
+ * reads as NULL or 0.
  */
 #ifndef INCOLL_KNOBS_H
 #define INCOLL_KNOBS_H
 
+#include "common/settings.h"
+
 #include <stdint.h>
 
-typedef struct {
-    const char *name;      /* environment variable */
-    const char *def;       /* default, as text */
-    const char *component; /* "host", "agg", "fault", "tool", ... */
-    const char *doc;       /* one sentence */
-} knob_t;
-
-/* The table, terminated by an entry with name NULL. */
-extern const knob_t knob_table[];
-
-/* Current text value of a knob (environment or default); NULL if the knob
- * is not in the table. */
+/* Current text of a setting (environment or default); NULL if the name is
+ * not in the table. */
 const char *knob_str(const char *name);
-/* Numeric value; a value that does not parse logs a warning naming the
- * variable and falls back to the default. */
+/* Numeric value: durations in the unit their name ends in (_MS, _US),
+ * sizes in bytes, booleans 0/1; a bad value is logged naming the setting
+ * and the default is used. */
 uint64_t knob_u64(const char *name);
 double knob_double(const char *name);
 

@@ -1,5 +1,7 @@
 #include "common/log.h"
 
+#include "common/settings.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,18 +21,10 @@ void log_set_name(const char *name)
 
 void log_init_from_env(void)
 {
-    const char *v = getenv("INCOLL_LOG_LEVEL");
+    /* Set first: a bad INCOLL_LOG_LEVEL is logged, which lands here. */
     log_env_read = 1;
-    if (v == NULL || *v == '\0')
-        return;
-    for (int i = 0; i < 5; i++) {
-        if (strcasecmp(v, level_names[i]) == 0) {
-            log_level_current = i;
-            return;
-        }
-    }
-    if (v[0] >= '0' && v[0] <= '4' && v[1] == '\0')
-        log_level_current = v[0] - '0';
+    if (setting_str(SETTING_LOG_LEVEL) != NULL)
+        log_level_current = setting_enum(SETTING_LOG_LEVEL);
 }
 
 void log_emit(log_level_t level, const char *fmt, ...)

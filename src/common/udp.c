@@ -7,7 +7,7 @@
  */
 #include "common/udp.h"
 
-#include "common/knobs.h"
+#include "common/settings.h"
 #include "common/log.h"
 
 #include <arpa/inet.h>
@@ -156,10 +156,10 @@ udp_sock_t *udp_open(uint32_t ip, uint16_t port, int bufsize, const char *who)
         sock->rx_iov[i].iov_len = UDP_BUF_LEN;
     }
 
-    sock->p_drop = knob_double("INCOLL_FAULT_DROP");
-    sock->p_dup = knob_double("INCOLL_FAULT_DUP");
-    sock->p_reorder = knob_double("INCOLL_FAULT_REORDER");
-    seed = knob_u64("INCOLL_FAULT_SEED");
+    sock->p_drop = setting_real(SETTING_FAULT_DROP);
+    sock->p_dup = setting_real(SETTING_FAULT_DUP);
+    sock->p_reorder = setting_real(SETTING_FAULT_REORDER);
+    seed = setting_u64(SETTING_FAULT_SEED);
     /* Mix in the port so the processes of one run make different choices. */
     sock->rng = seed ^ ((uint64_t)ntohs(sa.sin_port) * 0xd1b54a32d192ed03ull);
     (void)rng_next(&sock->rng);

@@ -16,10 +16,25 @@
  */
 #include "core/algo.h"
 
+#include "common/settings.h"
+
 #include <string.h>
 
 static const char *const names[ALGO_COUNT] = {"inc", "rd", "ring",
                                                "rabenseifner"};
+
+static const char *const descs[ALGO_COUNT] = {
+    "in the network: the aggregation nodes' reduction tree",
+    "recursive doubling: log2(p) rounds of the whole vector, for short "
+    "vectors",
+    "ring reduce-scatter and allgather: 2(p-1) rounds of 1/p of the vector",
+    "recursive-halving reduce-scatter and recursive-doubling allgather: "
+    "2 log2(p) rounds, powers of two (others fold first)"};
+
+const char *algo_desc(algo_kind_t kind)
+{
+    return (unsigned)kind < ALGO_COUNT ? descs[kind] : "unknown";
+}
 
 const char *algo_name(algo_kind_t kind)
 {
@@ -63,10 +78,10 @@ int algo_max_steps(algo_kind_t kind, int size)
     }
 }
 
-/* Up to this many bytes recursive doubling's log2(p) rounds beat the
- * 2(p-1) rounds of the bandwidth-optimal schedules (measured on loopback,
- * and MPICH's cutoff is of the same order). */
-#define ALGO_SHORT_BYTES 16384
+/* Up to INCOLL_ALGO_SHORT_BYTES (16K) recursive doubling's log2(p) rounds
+ * beat the 2(p-1) rounds of the bandwidth-optimal schedules (measured on
+ * loopback, and MPICH's cutoff is of the same order). */
+#define ALGO_SHORT_BYTES setting_u64(SETTING_ALGO_SHORT_BYTES)
 
 algo_kind_t algo_pick(int size, size_t count, size_t dsize)
 {
@@ -668,7 +683,7 @@ int algo_coll_schedule(algo_calgo_t id, int rank, int size, int root,
 }
 
 /* Bytes above which broadcast and reduce pipeline, and their segment. */
-#define ALGO_PIPE_BYTES (256u << 10)
+#define ALGO_PIPE_BYTES setting_u64(SETTING_ALGO_PIPE_BYTES)
 
 algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
                             size_t dsize, size_t *seg_p)

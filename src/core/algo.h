@@ -56,6 +56,8 @@ typedef struct {
 /* Name ("inc", "rd", "ring", "rabenseifner") and parse; -1 if unknown. */
 const char *algo_name(algo_kind_t kind);
 int algo_parse(const char *name);
+/* One line on what the allreduce algorithm kind does. */
+const char *algo_desc(algo_kind_t kind);
 
 /*
  * Writes rank's schedule for an allreduce of count elements over size

@@ -493,8 +493,8 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
 {
     host_mgr_params_t mp;
     incoll_status_t status;
-    const char *job = getenv("INCOLL_JOB");
-    const char *host = getenv("INCOLL_HOST");
+    const char *job = ctx->job;
+    const char *host = ctx->host;
     char hostname[256] = "";
     int *ranks;
 
@@ -504,7 +504,7 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
         return INCOLL_ERR_CONFIG;
     }
     if (host == NULL || *host == '\0') {
-        if (host_rank_host(getenv("INCOLL_HOSTS"), ctx->rank, hostname,
+        if (host_rank_host(setting_str(SETTING_HOSTS), ctx->rank, hostname,
                            sizeof(hostname)) != 0)
             gethostname(hostname, sizeof(hostname) - 1);
         host = hostname;
@@ -516,8 +516,8 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
         return INCOLL_ERR_NO_MEMORY;
     }
     memset(&mp, 0, sizeof(mp));
-    mp.addr = getenv("INCOLL_MGR");
-    mp.secret_file = getenv("INCOLL_SECRET_FILE");
+    mp.addr = ctx->mgr;
+    mp.secret_file = setting_str(SETTING_SECRET_FILE);
     mp.job = job;
     mp.rank = ctx->rank;
     mp.size = ctx->size;

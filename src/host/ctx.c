@@ -8,7 +8,7 @@
 
 #include "host/comm.h"
 
-#include "common/knobs.h"
+#include "common/settings.h"
 #include "common/log.h"
 #include "common/mgr_proto.h"
 
@@ -38,32 +38,18 @@ static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
 
 uint32_t host_job_generation(const char *job)
 {
-    const char *gen = getenv("INCOLL_GEN");
     uint32_t h = 2166136261u; /* FNV-1a */
+    setting_value_t v;
+    char err[256];
 
     /* INCOLL_GEN (`incoll run` sets it from the clock) orders jobs: an AN
      * lets a newer generation take a group over at once (agg_core.h). */
-    if (gen != NULL && *gen != '\0') {
-        int hex = gen[0] == '0' && (gen[1] == 'x' || gen[1] == 'X');
-        const char *c = gen + (hex ? 2 : 0);
-        uint64_t v = 0;
-        int ok = *c != '\0';
-        for (; ok && *c; c++) {
-            int d = *c >= '0' && *c <= '9'          ? *c - '0'
-                    : hex && *c >= 'a' && *c <= 'f' ? *c - 'a' + 10
-                    : hex && *c >= 'A' && *c <= 'F' ? *c - 'A' + 10
-                                                    : -1;
-            v = v * (hex ? 16 : 10) + (uint64_t)d;
-            ok = d >= 0 && v <= UINT32_MAX;
-        }
-        if (ok && v != 0)
-            return (uint32_t)v;
-        incoll_error("init: INCOLL_GEN='%s' is not a non-zero 32-bit number "
-                     "(decimal or 0x hex): ignoring it, the generation is %s",
-                     gen,
+    if (setting_get(SETTING_GEN, &v, err, sizeof(err)) != INCOLL_OK)
+        incoll_error("init: %s: ignoring it, the generation is %s", err,
                      job == NULL || *job == '\0' ? "0"
                                                  : "a hash of INCOLL_JOB");
-    }
+    else if (v.set)
+        return (uint32_t)v.i;
     if (job == NULL || *job == '\0')
         return 0;
     for (const char *c = job; *c; c++)
@@ -71,24 +57,80 @@ uint32_t host_job_generation(const char *job)
     return h;
 }
 
-static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
+/* Copies a string field of params if it is in the mask, else setting id's
+ * value, into buf ("" when neither). */
+static void ident_str(const incoll_init_params_t *params, uint64_t field,
+                      const char *given, setting_id_t id, char *buf,
+                      size_t len)
 {
-    const char *v = getenv(name);
-    char *end;
-    long r;
-    if (v == NULL || *v == '\0') {
-        incoll_error("init: %s is not set (use `incoll run`, or set %s)", name,
-                     name);
+    const char *v = params && (params->field_mask & field)
+                        ? given
+                        : setting_str(id);
+    snprintf(buf, len, "%s", v ? v : "");
+}
+
+/* An int field of params if it is in the mask, else setting id's value
+ * (checked by settings_check()); -1 when neither. Checks min..max. */
+static incoll_status_t ident_int(const incoll_init_params_t *params,
+                                 uint64_t field, int given, setting_id_t id,
+                                 int min, int max, int *v_p)
+{
+    int64_t v = -1;
+    if (params && (params->field_mask & field))
+        v = given;
+    else if (setting_str(id) != NULL)
+        v = setting_int(id);
+    if (v != -1 && (v < min || v > max)) {
+        incoll_error("init: %s=%lld is not in %d..%d", setting_table[id].name,
+                     (long long)v, min, max);
         return INCOLL_ERR_CONFIG;
     }
-    errno = 0;
-    r = strtol(v, &end, 10);
-    if (errno || *end || r < min || r > max) {
-        incoll_error("init: %s='%s' is not a number in %d..%d", name, v, min,
-                     max);
+    *v_p = (int)v;
+    return INCOLL_OK;
+}
+
+/* Sets ctx's identity from params and the settings. */
+static incoll_status_t ident_load(incoll_ctx_h ctx,
+                                  const incoll_init_params_t *p)
+{
+    incoll_init_params_t none = {0};
+    incoll_status_t status;
+
+    if (p == NULL)
+        p = &none;
+    status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE, 1,
+                       1 << 24, &ctx->size);
+    if (status == INCOLL_OK)
+        status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK,
+                           0, ctx->size - 1, &ctx->rank);
+    if (status != INCOLL_OK)
+        return status;
+    if (ctx->size < 0 || ctx->rank < 0) {
+        const char *name = ctx->size < 0 ? "INCOLL_SIZE" : "INCOLL_RANK";
+        incoll_error("init: %s is not set (use `incoll run`, or set %s)",
+                     name, name);
         return INCOLL_ERR_CONFIG;
     }
-    *v_p = (int)r;
+    status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_SIZE, p->local_size,
+                       SETTING_LOCAL_SIZE, 1, 1 << 24, &ctx->local_size);
+    if (status == INCOLL_OK)
+        status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_RANK, p->local_rank,
+                           SETTING_LOCAL_RANK, 0,
+                           ctx->local_size > 0 ? ctx->local_size - 1
+                                               : (1 << 24) - 1,
+                           &ctx->local_rank);
+    if (status != INCOLL_OK)
+        return status;
+    if (ctx->local_size < 0)
+        ctx->local_size = 0;
+    ident_str(p, INCOLL_INIT_FIELD_JOB, p->job, SETTING_JOB, ctx->job,
+              sizeof(ctx->job));
+    ident_str(p, INCOLL_INIT_FIELD_HOST, p->host, SETTING_HOST, ctx->host,
+              sizeof(ctx->host));
+    ident_str(p, INCOLL_INIT_FIELD_MGR, p->mgr, SETTING_MGR, ctx->mgr,
+              sizeof(ctx->mgr));
+    ident_str(p, INCOLL_INIT_FIELD_FABRIC, p->fabric, SETTING_FABRIC,
+              ctx->fabric_dir, sizeof(ctx->fabric_dir));
     return INCOLL_OK;
 }
 
@@ -113,7 +155,7 @@ void host_comm_free(incoll_comm_h comm)
  */
 static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
 {
-    const char *path = getenv("INCOLL_SECRET_FILE");
+    const char *path = setting_str(SETTING_SECRET_FILE);
     char err[PATH_MAX + 128], own[PATH_MAX + 32];
     incoll_status_t status;
 
@@ -160,7 +202,7 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
     incoll_comm_h comm = calloc(1, sizeof(*comm));
     const fabric_conf_t *conf = &ctx->conf;
     host_engine_params_t p = ctx->eng_defaults;
-    uint64_t payload = knob_u64("INCOLL_PAYLOAD");
+    uint64_t payload = setting_u64(SETTING_PAYLOAD);
 
     if (comm == NULL)
         return INCOLL_ERR_NO_MEMORY;
@@ -209,10 +251,16 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
 
 INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
 {
+    return incoll_init_params(NULL, ctx_p);
+}
+
+INCOLL_API incoll_status_t
+incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
+{
     incoll_ctx_h ctx;
     incoll_status_t status;
     const char *dir, *mgr;
-    char path[PATH_MAX + 16], err[512], who[32];
+    char path[PATH_MAX + 16], err[PATH_MAX + 512], who[32];
     host_engine_params_t *p;
     uint32_t ip;
     uint16_t port;
@@ -223,20 +271,21 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    status = env_int("INCOLL_SIZE", 1, 1 << 24, &ctx->size);
-    if (status != INCOLL_OK)
+    /* One rule for every setting: a bad value fails here, naming it. */
+    if (settings_check("host,fault", err, sizeof(err)) != INCOLL_OK) {
+        incoll_error("init: %s", err);
+        status = INCOLL_ERR_CONFIG;
         goto err_free;
-    status = env_int("INCOLL_RANK", 0, ctx->size - 1, &ctx->rank);
+    }
+    status = ident_load(ctx, params);
     if (status != INCOLL_OK)
         goto err_free;
     snprintf(who, sizeof(who), "rank %d", ctx->rank);
     log_set_name(who);
     /* With a manager the fabric comes from it and fabric.conf is not read;
      * without one, fabric.conf describes the fabric and its world group. */
-    mgr = getenv("INCOLL_MGR");
-    dir = getenv("INCOLL_FABRIC");
-    if (dir != NULL)
-        snprintf(ctx->fabric_dir, sizeof(ctx->fabric_dir), "%s", dir);
+    mgr = ctx->mgr;
+    dir = ctx->fabric_dir;
     if (mgr != NULL && *mgr != '\0') {
         ip = host_mgr_local_ip(mgr);
         port = 0;
@@ -268,24 +317,24 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
         goto err_conf;
-    ctx->gen = host_job_generation(getenv("INCOLL_JOB"));
-    if (getenv("INCOLL_JOB") == NULL)
+    ctx->gen = host_job_generation(ctx->job);
+    if (ctx->job[0] == '\0')
         incoll_info("init: INCOLL_JOB is not set: jobs that share a fabric "
                     "one after another must each set a distinct INCOLL_JOB "
                     "(`incoll run` does)");
     p = &ctx->eng_defaults;
     memset(p, 0, sizeof(*p));
     host_engine_params_default(p);
-    p->rto_init_ns = knob_u64("INCOLL_RTO_INIT_US") * 1000;
-    p->rto_min_ns = knob_u64("INCOLL_RTO_MIN_US") * 1000;
-    p->rto_max_ns = knob_u64("INCOLL_RTO_MAX_US") * 1000;
-    p->max_retries = (int)knob_u64("INCOLL_RETRIES");
-    p->progress_timeout_ns = knob_u64("INCOLL_TIMEOUT_MS") * 1000000;
-    p->window = (uint32_t)knob_u64("INCOLL_WINDOW");
+    p->rto_init_ns = setting_ns(SETTING_RTO_INIT_US);
+    p->rto_min_ns = setting_ns(SETTING_RTO_MIN_US);
+    p->rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
+    p->max_retries = (int)setting_int(SETTING_RETRIES);
+    p->progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
+    p->window = (uint32_t)setting_u64(SETTING_WINDOW);
     p->send = ctx_send;
     p->send_arg = ctx;
 
-    ctx->sock = udp_open(ip, port, (int)knob_u64("INCOLL_UDP_BUF"), who);
+    ctx->sock = udp_open(ip, port, (int)setting_u64(SETTING_UDP_BUF), who);
     if (ctx->sock == NULL) {
         status = INCOLL_ERR_IO;
         goto err_conf;

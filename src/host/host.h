@@ -59,7 +59,13 @@ struct incoll_ctx {
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
     uint64_t mgr_checked_ns;     /* last look at the manager link while
-                                    packets kept coming (host_now_ns) */
+                                    packets kept coming (host_now_ns) */    /* Identity from incoll_init_params() or the settings ("" unset;
+     * local_size 0 when unknown). */
+    char job[256];
+    char host[256];
+    char mgr[256];
+    int local_rank;
+    int local_size;
 };
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.

@@ -6,6 +6,7 @@
  */
 #include "common/log.h"
 #include "common/mgr_proto.h"
+#include "common/settings.h"
 #include "mgr/mgr.h"
 #include "mgr/topo.h"
 
@@ -47,48 +48,8 @@ static void usage(FILE *out)
             "  --pidfile FILE         write the pid there; removed at exit\n"
             "  --help                 this text\n"
             "\n"
-            "Environment (milliseconds unless said): "
-            "INCOLL_MGR_HEARTBEAT_MS (200),\n"
-            "INCOLL_MGR_HOST_GRACE_MS (3000), INCOLL_MGR_ADOPT_GRACE_MS "
-            "(30000),\n"
-            "INCOLL_MGR_RECOVER_MS (10000), INCOLL_MGR_REQUEST_MS (30000),\n"
-            "INCOLL_MGR_AUTH_MS (5000), INCOLL_MGR_FRAME_MS (10000: a frame\n"
-            "must be complete this long after its first byte),\n"
-            "INCOLL_MGR_RX_BUDGET (67108864 bytes of partial frames in all),\n"
-            "INCOLL_MGR_JOB_RX_BUDGET (16777216 bytes per job),\n"
-            "INCOLL_MGR_SLOTS (64 slots per group), INCOLL_MGR_MIN_SLOTS (4),\n"
-            "INCOLL_MGR_PRUNE (1), INCOLL_LOG_LEVEL.\n");
-}
-
-/* An unsigned environment knob with a default and a maximum; a bad value
- * is a config error. */
-static int env_u64(const char *name, uint64_t def, uint64_t max, uint64_t *v_p)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long long x;
-    if (v == NULL || *v == '\0') {
-        *v_p = def;
-        return 0;
-    }
-    errno = 0;
-    x = strtoull(v, &end, 0);
-    if (errno || *end || *v == '-' || x > max) {
-        fprintf(stderr, "incoll-mgr: %s='%s' is not a number up to %llu\n",
-                name, v, (unsigned long long)max);
-        return -1;
-    }
-    *v_p = x;
-    return 0;
-}
-
-static int env_u32(const char *name, uint32_t def, uint32_t *v_p)
-{
-    uint64_t v;
-    if (env_u64(name, def, UINT32_MAX, &v) != 0)
-        return -1;
-    *v_p = (uint32_t)v;
-    return 0;
+            "Environment (src/common/settings.h; `incoll info` lists all):\n");
+    settings_print(out, "mgr", 0);
 }
 
 /*
@@ -172,7 +133,6 @@ int main(int argc, char **argv)
     char err[512];
     sigset_t mask;
     int sigfd;
-    uint32_t prune;
 
     mgr_params_default(&mp);
     while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:h", longopts,
@@ -219,33 +179,22 @@ int main(int argc, char **argv)
     }
     log_set_name("mgr");
     log_init_from_env();
-    if (env_u32("INCOLL_MGR_HEARTBEAT_MS", 200, &mp.heartbeat_ms) ||
-        env_u32("INCOLL_MGR_HOST_GRACE_MS", 3000, &mp.host_grace_ms) ||
-        env_u32("INCOLL_MGR_ADOPT_GRACE_MS", 30000, &mp.adopt_grace_ms) ||
-        env_u32("INCOLL_MGR_RECOVER_MS", 10000, &mp.recover_ms) ||
-        env_u32("INCOLL_MGR_REQUEST_MS", 30000, &mp.request_ms) ||
-        env_u32("INCOLL_MGR_AUTH_MS", 5000, &mp.auth_ms) ||
-        env_u32("INCOLL_MGR_FRAME_MS", 10000, &mp.frame_ms) ||
-        env_u64("INCOLL_MGR_RX_BUDGET", 64u << 20, UINT64_MAX / 2,
-                &mp.rx_budget) ||
-        env_u64("INCOLL_MGR_JOB_RX_BUDGET", 16u << 20, UINT64_MAX / 2,
-                &mp.job_rx_budget) ||
-        env_u32("INCOLL_MGR_SLOTS", 64, &mp.place.default_slots) ||
-        env_u32("INCOLL_MGR_MIN_SLOTS", 4, &mp.place.min_slots) ||
-        env_u32("INCOLL_MGR_PRUNE", 1, &prune))
-        return 2;
-    if (mp.auth_ms < 10 || mp.frame_ms < 10) {
-        fprintf(stderr, "incoll-mgr: INCOLL_MGR_AUTH_MS and "
-                        "INCOLL_MGR_FRAME_MS are at least 10\n");
+    if (settings_check("mgr", err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll-mgr: %s\n", err);
         return 2;
     }
-    if (mp.heartbeat_ms < 10 || mp.place.default_slots < 1 ||
-        mp.place.default_slots > 65535 || mp.place.min_slots < 1) {
-        fprintf(stderr, "incoll-mgr: heartbeat below 10 ms or slots out of "
-                        "range\n");
-        return 2;
-    }
-    mp.place.prune = prune != 0;
+    mp.heartbeat_ms = (uint32_t)setting_ms(SETTING_MGR_HEARTBEAT_MS);
+    mp.host_grace_ms = (uint32_t)setting_ms(SETTING_MGR_HOST_GRACE_MS);
+    mp.adopt_grace_ms = (uint32_t)setting_ms(SETTING_MGR_ADOPT_GRACE_MS);
+    mp.recover_ms = (uint32_t)setting_ms(SETTING_MGR_RECOVER_MS);
+    mp.request_ms = (uint32_t)setting_ms(SETTING_MGR_REQUEST_MS);
+    mp.auth_ms = (uint32_t)setting_ms(SETTING_MGR_AUTH_MS);
+    mp.frame_ms = (uint32_t)setting_ms(SETTING_MGR_FRAME_MS);
+    mp.rx_budget = setting_u64(SETTING_MGR_RX_BUDGET);
+    mp.job_rx_budget = setting_u64(SETTING_MGR_JOB_RX_BUDGET);
+    mp.place.default_slots = (uint32_t)setting_u64(SETTING_MGR_SLOTS);
+    mp.place.min_slots = (uint32_t)setting_u64(SETTING_MGR_MIN_SLOTS);
+    mp.place.prune = setting_bool(SETTING_MGR_PRUNE);
 
     if (topo_path) {
         if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
@@ -269,7 +218,7 @@ int main(int argc, char **argv)
         goto out_topo;
     }
     if (secret == NULL)
-        secret = getenv("INCOLL_SECRET_FILE");
+        secret = setting_str(SETTING_SECRET_FILE);
     if (mgr_secret_load(secret, mp.key, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll-mgr: %s\n", err);
         goto out_topo;

@@ -345,18 +345,23 @@ static int32_t parse_colls(const char *text)
 
 static void cfg_read(mpi_cfg_t *cfg)
 {
-    uint64_t v;
+    char err[512];
 
     memset(cfg, 0, sizeof(*cfg));
-    cfg->enable = knob_u64("INCOLL_MPI_ENABLE") != 0;
-    cfg->colls = parse_colls(knob_str("INCOLL_MPI_COLLS"));
-    v = knob_u64("INCOLL_MPI_MIN_RANKS");
-    cfg->min_ranks = v > INT32_MAX ? INT32_MAX : (int32_t)v;
-    cfg->max_bytes = knob_u64("INCOLL_MPI_MAX_BYTES");
-    cfg->verbose = knob_u64("INCOLL_MPI_VERBOSE") != 0;
-    cfg->stats = knob_u64("INCOLL_MPI_STATS") != 0;
-    cfg->eager = knob_u64("INCOLL_MPI_EAGER") != 0;
-    cfg->agree = knob_u64("INCOLL_MPI_AGREE") != 0;
+    /* The one rule for a bad setting: an error naming it, and here MPI's
+     * own collectives run (the application still works). */
+    if (settings_check("mpi", err, sizeof(err)) != INCOLL_OK) {
+        incoll_error("mpi: %s: offload off", err);
+        return;
+    }
+    cfg->enable = setting_bool(SETTING_MPI_ENABLE);
+    cfg->colls = parse_colls(setting_text(SETTING_MPI_COLLS));
+    cfg->min_ranks = (int32_t)setting_int(SETTING_MPI_MIN_RANKS);
+    cfg->max_bytes = setting_u64(SETTING_MPI_MAX_BYTES);
+    cfg->verbose = setting_bool(SETTING_MPI_VERBOSE);
+    cfg->stats = setting_bool(SETTING_MPI_STATS);
+    cfg->eager = setting_bool(SETTING_MPI_EAGER);
+    cfg->agree = setting_bool(SETTING_MPI_AGREE);
 }
 
 /* A job id when MPI_Init was not seen (so no broadcast is possible): the
@@ -747,8 +752,9 @@ static char off_fix[384];
 static void warn_world_off(const char *why)
 {
     static int warned;
-    const char *hosts = getenv("INCOLL_HOSTS"), *host = getenv("INCOLL_HOST");
-    const char *mgr = getenv("INCOLL_MGR");
+    const char *hosts = setting_str(SETTING_HOSTS);
+    const char *host = setting_str(SETTING_HOST);
+    const char *mgr = setting_str(SETTING_MGR);
 
     if (warned)
         return;
@@ -770,9 +776,10 @@ static void warn_world_off(const char *why)
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
-    const char *fab = getenv("INCOLL_FABRIC");
-    const char *mgr = getenv("INCOLL_MGR");
-    char text[64];
+    const char *fab = setting_str(SETTING_FABRIC);
+    const char *mgr = setting_str(SETTING_MGR);
+    incoll_init_params_t params;
+    char job[32];
     incoll_status_t status;
 
     if (!L.cfg.enable) {
@@ -826,20 +833,22 @@ static void incoll_up(int local_rank, int local_size)
         }
         fabric_conf_free(&conf);
     }
-    /* libincoll takes its identity from the environment. */
-    snprintf(text, sizeof(text), "%d", L.rank);
-    setenv("INCOLL_RANK", text, 1);
-    snprintf(text, sizeof(text), "%d", L.size);
-    setenv("INCOLL_SIZE", text, 1);
-    snprintf(text, sizeof(text), "0x%016" PRIx64, L.cfg.job);
-    setenv("INCOLL_JOB", text, 1);
+    /* libincoll takes its identity from us, not the environment (the
+     * application's). */
+    memset(&params, 0, sizeof(params));
+    params.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE |
+                        INCOLL_INIT_FIELD_JOB;
+    params.rank = L.rank;
+    params.size = L.size;
+    snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
+    params.job = job;
     if (local_size > 0) {
-        snprintf(text, sizeof(text), "%d", local_rank);
-        setenv("INCOLL_LOCAL_RANK", text, 1);
-        snprintf(text, sizeof(text), "%d", local_size);
-        setenv("INCOLL_LOCAL_SIZE", text, 1);
+        params.field_mask |=
+            INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
+        params.local_rank = local_rank;
+        params.local_size = local_size;
     }
-    status = incoll_init(&L.ctx);
+    status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;
         snprintf(L.why_off, sizeof(L.why_off), "incoll_init failed: %s",
@@ -860,8 +869,8 @@ static void incoll_up(int local_rank, int local_size)
 /* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
 static int fabric_set(void)
 {
-    const char *fab = getenv("INCOLL_FABRIC"), *mgr = getenv("INCOLL_MGR");
-    return (fab && *fab) || (mgr && *mgr);
+    return setting_str(SETTING_FABRIC) != NULL ||
+           setting_str(SETTING_MGR) != NULL;
 }
 
 void mpi_layer_bootstrap(int from_init)
@@ -921,8 +930,8 @@ void mpi_layer_bootstrap(int from_init)
         if (L.active)
             verbose("mpi: offload on: fabric %s, %d ranks, job 0x%016" PRIx64
                     "%s",
-                    getenv("INCOLL_FABRIC") ? getenv("INCOLL_FABRIC")
-                                            : getenv("INCOLL_MGR"),
+                    setting_str(SETTING_FABRIC) ? setting_str(SETTING_FABRIC)
+                                                : setting_str(SETTING_MGR),
                     L.size, L.cfg.job, from_init ? "" : " (late start)");
         else if (fabric_set() && L.cfg.enable)
             warn_world_off(L.why_off);

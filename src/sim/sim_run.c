@@ -1116,11 +1116,11 @@ static int setup_host(sim_host_t *h, int inc, uint64_t key)
         host_engine_params_t p;
         memset(&p, 0, sizeof(p));
         host_engine_params_default(&p);
-        p.rto_init_ns = knob_u64("INCOLL_RTO_INIT_US") * 1000;
-        p.rto_min_ns = knob_u64("INCOLL_RTO_MIN_US") * 1000;
-        p.rto_max_ns = knob_u64("INCOLL_RTO_MAX_US") * 1000;
-        p.max_retries = (int)knob_u64("INCOLL_RETRIES");
-        p.progress_timeout_ns = knob_u64("INCOLL_TIMEOUT_MS") * 1000000;
+        p.rto_init_ns = setting_ns(SETTING_RTO_INIT_US);
+        p.rto_min_ns = setting_ns(SETTING_RTO_MIN_US);
+        p.rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
+        p.max_retries = (int)setting_int(SETTING_RETRIES);
+        p.progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
         p.group = conf->group_id;
         wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &p.key);
         p.child = (uint16_t)fabric_conf_host_child(conf, h->rank);

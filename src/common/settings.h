@@ -1,0 +1,311 @@
+/*
+ * Settings: one typed table of every environment variable any component
+ * of incoll reads (INCOLL_SETTINGS below), in the manner of UCX's config
+ * fields and Redis' standardConfig. From the one list come
+ *   - the ids (SETTING_MGR_SLOTS for INCOLL_MGR_SLOTS): a misspelt name
+ *     does not compile;
+ *   - the parsing, with one rule for a bad value: a clear error naming the
+ *     setting, the value and what is allowed (setting_get()). Daemons check
+ *     their settings at start and exit with that error (settings_check());
+ *     libincoll's incoll_init() returns INCOLL_ERR_CONFIG with it;
+ *   - `incoll info` and the daemons' --help (settings_print()).
+ *
+ * Adding a setting is one entry:
+ *   X(NAME, TYPE, "default", "range", "component", "doc")
+ * NAME without the INCOLL_ prefix. TYPE is one of
+ *   BOOL  0/1, yes/no, true/false, on/off
+ *   INT   a decimal or 0x hex integer; range "lo..hi"
+ *   SIZE  bytes, with an optional K, M, G or T suffix (binary: 64K = 65536)
+ *   MS    a duration: a bare number is milliseconds, or a number with ns,
+ *   US    us, ms, s, min or h (5ms, 2s); US reads a bare number as
+ *         microseconds. The name of a duration ends in _MS or _US.
+ *   REAL  a decimal fraction; range "lo..hi"
+ *   ENUM  one of the range's words, "a|b|c" (or its index)
+ *   STR   any text (paths, lists, ids)
+ *   ENDPOINT  host:port
+ * An empty default means "unset" (setting_str() returns NULL); an empty
+ * range means no bound; "lo.." or "..hi" bound one side. A value set to
+ * the empty string counts as unset. Values are read from the environment
+ * each time (no cache), so a test may setenv() between calls.
+ *
+ * Components: "all" (every process), "host" (libincoll), "mpi"
+ * (libincoll_mpi), "agg" (incoll-agg), "mgr" (incoll-mgr), "fault" (fault
+ * injection for tests), "tool" (the incoll CLI and benchmarks).
+ */
+#ifndef INCOLL_SETTINGS_H
+#define INCOLL_SETTINGS_H
+
+#include "incoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* clang-format off */
+#define INCOLL_SETTINGS(X) \
+    /* every process */ \
+    X(LOG_LEVEL, ENUM, "warn", "error|warn|info|debug|trace", "all", \
+      "messages of this level and more severe are printed") \
+    X(SECRET_FILE, STR, "", "", "all", \
+      "file holding the fabric secret that proves knowledge to the manager " \
+      "(`incoll fabric up` writes DIR/secret)") \
+    X(UDP_BUF, SIZE, "8M", "4K..1G", "all", \
+      "socket buffer bytes asked of the kernel") \
+    /* libincoll */ \
+    X(RANK, INT, "", "0..16777215", "host", \
+      "rank of this process in the world") \
+    X(SIZE, INT, "", "1..16777216", "host", \
+      "number of processes in the world") \
+    X(LOCAL_RANK, INT, "", "0..65535", "host", \
+      "rank of this process on its node (libincoll_mpi passes it)") \
+    X(LOCAL_SIZE, INT, "", "1..65536", "host", \
+      "processes of the job on this node (libincoll_mpi passes it)") \
+    X(FABRIC, STR, "", "", "host", \
+      "fabric directory holding fabric.conf") \
+    X(GEN, INT, "", "1..0xffffffff", "host", \
+      "generation of this job's groups (decimal or 0x hex, non-zero); " \
+      "`incoll run` sets it from the clock so newer jobs win; unset uses " \
+      "a hash of INCOLL_JOB") \
+    X(PAYLOAD, SIZE, "0", "0..65535", "host", \
+      "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte " \
+      "MTU)") \
+    X(WINDOW, INT, "0", "0..65535", "host", \
+      "segments in flight per group; 0 uses the group's slot count") \
+    X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
+      "first retransmission timeout") \
+    X(RTO_MIN_US, US, "5ms", "1us..60s", "host", \
+      "lower bound of the adaptive timeout") \
+    X(RTO_MAX_US, US, "250ms", "1us..600s", "host", \
+      "upper bound of the timeout with backoff") \
+    X(RETRIES, INT, "12", "1..100000", "host", \
+      "retransmissions of one segment before giving up") \
+    X(TIMEOUT_MS, MS, "3s", "1ms..24h", "host", \
+      "an operation with no result for this long fails with a timeout") \
+    X(P2P_WINDOW, INT, "64", "1..512", "host", \
+      "packets in flight per step of the host-based algorithms") \
+    X(P2P_PAYLOAD, SIZE, "0", "0..65535", "host", \
+      "payload bytes per packet of the host-based algorithms, the same on " \
+      "every rank; 0 uses the fabric's group payload (8192)") \
+    X(ALGO_SHORT_BYTES, SIZE, "16K", "0..1G", "host", \
+      "host-based algorithm selection: an allreduce of up to this many " \
+      "bytes uses recursive doubling (longer: Rabenseifner on a power of " \
+      "two, else the ring); an allgather of up to 4 times this in all, " \
+      "recursive doubling or Bruck (longer: the ring)") \
+    X(ALGO_PIPE_BYTES, SIZE, "256K", "0..1T", "host", \
+      "host-based algorithm selection: a bcast or reduce of more than this " \
+      "many bytes (and more than 2 ranks) runs as a pipelined chain, " \
+      "shorter ones as a binomial tree") \
+    X(MGR, ENDPOINT, "", "", "host", \
+      "host:port of the aggregation manager; when set, the fabric and " \
+      "every communicator's group come from it (`incoll run` sets it from " \
+      "DIR/fabric.env) and fabric.conf is not read") \
+    X(JOB, STR, "", "", "host", \
+      "job id shared by the ranks of one job (`incoll run` sets a fresh " \
+      "one)") \
+    X(HOST, STR, "", "", "host", \
+      "this process's host in the manager's topology; unset: the entry of " \
+      "INCOLL_HOSTS for this rank, else the host name (`incoll run` sets " \
+      "it)") \
+    X(HOSTS, STR, "", "", "host", \
+      "comma-separated hosts of the manager's topology for ranks 0, 1, ... " \
+      "(repeated modulo their number), for launchers that cannot set " \
+      "INCOLL_HOST per rank (`incoll mpirun` sets it)") \
+    X(GROUP_SLOTS, INT, "0", "0..65535", "host", \
+      "slots a communicator asks the manager for; 0 uses the manager's " \
+      "default (INCOLL_MGR_SLOTS)") \
+    X(MGR_CONNECT_MS, MS, "5s", "1ms..24h", "host", \
+      "connecting, authenticating and joining the manager must finish " \
+      "within this") \
+    X(MGR_TIMEOUT_MS, MS, "40s", "1ms..24h", "host", \
+      "how long a communicator waits for the manager's answer to its group " \
+      "request (all members must ask) before it runs on the hosts") \
+    X(MGR_OP_TIMEOUT_MS, MS, "30s", "1ms..24h", "host", \
+      "an in-network operation on a manager's group may go this long " \
+      "without progress before the process gives up on the group by " \
+      "itself") \
+    /* fault injection */ \
+    X(FAULT_DROP, REAL, "0", "0..1", "fault", \
+      "probability of dropping a sent datagram") \
+    X(FAULT_DUP, REAL, "0", "0..1", "fault", \
+      "probability of sending a datagram twice") \
+    X(FAULT_REORDER, REAL, "0", "0..1", "fault", \
+      "probability of holding a datagram behind later ones") \
+    X(FAULT_SEED, INT, "1", "0..", "fault", "seed of the fault injection") \
+    X(AGG_FAULT_DROP_RESULTS, INT, "", "0..", "fault", \
+      "an AN drops the result packets of the first group it serves after " \
+      "this many of them; unset: off") \
+    /* libincoll_mpi */ \
+    X(MPI_ENABLE, BOOL, "1", "", "mpi", \
+      "0 makes libincoll_mpi a pure pass-through to the MPI library") \
+    X(MPI_COLLS, STR, "all", "", "mpi", \
+      "collectives libincoll_mpi offloads: a list, all or none") \
+    X(MPI_MIN_RANKS, INT, "2", "1..2147483647", "mpi", \
+      "communicators with fewer ranks stay with the MPI library") \
+    X(MPI_MAX_BYTES, SIZE, "0", "", "mpi", \
+      "calls moving more bytes per rank stay with the MPI library; 0 = no " \
+      "limit") \
+    X(MPI_VERBOSE, BOOL, "0", "", "mpi", \
+      "1 prints, per communicator, whether it is offloaded and why not") \
+    X(MPI_STATS, BOOL, "0", "", "mpi", \
+      "1 prints at MPI_Finalize one line at rank 0: calls offloaded and " \
+      "passed through, per collective, with reasons") \
+    X(MPI_EAGER, BOOL, "0", "", "mpi", \
+      "1 sets up a communicator's fabric group when it is created, not at " \
+      "its first collective") \
+    X(MPI_AGREE, BOOL, "0", "", "mpi", \
+      "1 agrees after each offloaded call (one MPI allreduce of an int) so " \
+      "a fabric failure on any rank is redone by MPI, for fabrics without " \
+      "a manager; 0: a failure libincoll cannot recover goes to the " \
+      "communicator's error handler") \
+    /* incoll-agg */ \
+    X(AGG_GEN_IDLE_MS, MS, "1s", "0..1h", "agg", \
+      "a group quiet for this long lets an older job generation take it " \
+      "over (newer ones always do); 0 lets any generation take it over at " \
+      "once") \
+    X(AGG_PAYLOAD, SIZE, "65000", "8..65000", "agg", \
+      "largest payload per packet the AN offers the manager") \
+    X(AGG_SLOTS, INT, "1024", "1..0xffffffff", "agg", \
+      "slots the AN offers the manager, shared by its groups") \
+    X(AGG_GROUPS, INT, "64", "1..0xffffffff", "agg", \
+      "groups at once the AN offers the manager") \
+    X(AGG_BUFFER, SIZE, "256M", "1K..", "agg", \
+      "reduction buffer bytes the AN offers the manager") \
+    /* incoll-mgr */ \
+    X(MGR_HEARTBEAT_MS, MS, "200ms", "10ms..1h", "mgr", \
+      "AN heartbeat interval; an AN silent for 5 of them is dead") \
+    X(MGR_HOST_GRACE_MS, MS, "3s", "0..24h", "mgr", \
+      "a process whose connection dropped without a goodbye loses its " \
+      "groups after this") \
+    X(MGR_ADOPT_GRACE_MS, MS, "30s", "0..24h", "mgr", \
+      "after a manager restart, adopted groups whose processes do not come " \
+      "back in this time are reclaimed") \
+    X(MGR_RECOVER_MS, MS, "10s", "0..24h", "mgr", \
+      "after a manager start, groups that ANs report are adopted during " \
+      "this time") \
+    X(MGR_REQUEST_MS, MS, "30s", "1ms..24h", "mgr", \
+      "all members of a group request must ask within this") \
+    X(MGR_AUTH_MS, MS, "5s", "10ms..24h", "mgr", \
+      "a connection to the manager must complete its handshake within " \
+      "this") \
+    X(MGR_FRAME_MS, MS, "10s", "10ms..24h", "mgr", \
+      "a frame to the manager must be complete this long after its first " \
+      "byte, or its connection is closed") \
+    X(MGR_RX_BUDGET, SIZE, "64M", "0..4611686018427387903", "mgr", \
+      "bytes of partial frames the manager buffers for all connections; a " \
+      "frame beyond is refused") \
+    X(MGR_JOB_RX_BUDGET, SIZE, "16M", "0..4611686018427387903", "mgr", \
+      "bytes of partial frames the manager buffers for the connections of " \
+      "one job") \
+    X(MGR_SLOTS, INT, "64", "1..65535", "mgr", \
+      "slots a group gets by default") \
+    X(MGR_MIN_SLOTS, INT, "4", "1..65535", "mgr", \
+      "a group gets at least this many slots or none") \
+    X(MGR_PRUNE, BOOL, "1", "", "mgr", \
+      "1 leaves out of a group the ANs that would have a single child") \
+    /* the incoll CLI and benchmarks */ \
+    X(BENCH_CORRUPT, ENUM, "", "0|1|result|input", "tool", \
+      "test of the benchmark's checks: 1 or result makes the last rank " \
+      "change one element of one result once, input one element of its " \
+      "input")
+/* clang-format on */
+
+typedef enum {
+#define SETTING_ID_(name, type, def, range, comp, doc) SETTING_##name,
+    INCOLL_SETTINGS(SETTING_ID_)
+#undef SETTING_ID_
+    SETTING_COUNT
+} setting_id_t;
+
+typedef enum {
+    SETTING_T_BOOL,
+    SETTING_T_INT,
+    SETTING_T_SIZE,
+    SETTING_T_MS,
+    SETTING_T_US,
+    SETTING_T_REAL,
+    SETTING_T_ENUM,
+    SETTING_T_STR,
+    SETTING_T_ENDPOINT,
+} setting_type_t;
+
+typedef struct {
+    const char *name;      /* environment variable, INCOLL_... */
+    setting_type_t type;
+    const char *def;       /* default as text; "" = unset */
+    const char *range;     /* "lo..hi", "a|b|c" or "" */
+    const char *component; /* "all", "host", "mpi", "agg", "mgr", ... */
+    const char *doc;       /* one sentence */
+} setting_t;
+
+/* The table, indexed by setting_id_t. */
+extern const setting_t setting_table[SETTING_COUNT];
+
+/*
+ * A parsed value. i holds INT, SIZE, BOOL (0/1), ENUM (the index) and
+ * durations (nanoseconds); d holds REAL (and i as a double otherwise);
+ * text is the text parsed (points into the environment or the table).
+ * set is 0 for an unset value (empty text), whose numbers are 0.
+ */
+typedef struct {
+    int set;
+    int64_t i;
+    double d;
+    const char *text;
+} setting_value_t;
+
+/* The name of a type ("int", "size", ...). */
+const char *setting_type_name(setting_type_t type);
+
+/* The entry called name (INCOLL_...), or NULL. */
+const setting_t *setting_find(const char *name);
+
+/* The current text of id: the environment's value if set and non-empty,
+ * else the default (maybe ""). Never NULL. */
+const char *setting_text(setting_id_t id);
+
+/*
+ * The one parsing rule. Parses text as the value of setting s (its type
+ * and range); on a bad value writes to err a message naming the setting,
+ * the value and what is allowed, and returns INCOLL_ERR_CONFIG (*v_p is
+ * then untouched). Empty text is an unset value.
+ */
+incoll_status_t setting_parse(const setting_t *s, const char *text,
+                              setting_value_t *v_p, char *err, size_t len);
+
+/* setting_parse() of id's current text. */
+incoll_status_t setting_get(setting_id_t id, setting_value_t *v_p, char *err,
+                            size_t len);
+
+/*
+ * Checks the current value of every setting whose component is in
+ * components (a comma-separated list; "all" settings are always checked).
+ * Returns INCOLL_OK, or INCOLL_ERR_CONFIG with the first bad one's
+ * message in err.
+ */
+incoll_status_t settings_check(const char *components, char *err, size_t len);
+
+/*
+ * Typed values of id for code that runs after settings_check(): a bad
+ * value (unchecked) is logged as an error naming it and the default is
+ * used. setting_str() returns NULL for an unset setting; the numbers are 0
+ * then. setting_ns/us/ms convert a duration.
+ */
+const char *setting_str(setting_id_t id);
+int64_t setting_int(setting_id_t id);
+uint64_t setting_u64(setting_id_t id);
+int setting_bool(setting_id_t id);
+int setting_enum(setting_id_t id);
+double setting_real(setting_id_t id);
+uint64_t setting_ns(setting_id_t id);
+uint64_t setting_us(setting_id_t id);
+uint64_t setting_ms(setting_id_t id);
+
+/*
+ * Prints the settings of components (comma-separated; NULL: all) to out,
+ * one block each: name, type and range, default, current value when
+ * values is set, component, and the doc indented below. `incoll info` and
+ * the daemons' --help print this.
+ */
+void settings_print(FILE *out, const char *components, int values);
+
+#endif

@@ -1,0 +1,383 @@
+/*
+ * The settings table (src/common/settings.h): its one parser (types,
+ * ranges, bad values), the table's own consistency, the name-based
+ * accessors, incoll_init_params() refusing bad values, `incoll info` and
+ * the daemons' --help listing every entry, the daemons refusing a bad
+ * value at start, and that no INCOLL_ variable is read around the table.
+ */
+#include "integ.h"
+#include "test.h"
+
+#include "incoll.h"
+
+#include "common/knobs.h"
+#include "common/log.h"
+#include "common/settings.h"
+#include "common/wire.h"
+#include "core/algo.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* A setting of the given type and range, for driving the parser. */
+static setting_t mk(setting_type_t type, const char *range)
+{
+    setting_t s = {"INCOLL_X", type, "", range, "host", "test"};
+    return s;
+}
+
+/* Parses text as s; 0 when it is accepted (value in *v_p), -1 when it is
+ * refused with an error naming INCOLL_X and the text. */
+static int parse(const setting_t *s, const char *text, setting_value_t *v_p,
+                 char *err, size_t len)
+{
+    err[0] = '\0';
+    if (setting_parse(s, text, v_p, err, len) == INCOLL_OK)
+        return 0;
+    if (strstr(err, "INCOLL_X") == NULL || strstr(err, text) == NULL) {
+        fprintf(stderr, "    error without name or value: %s\n", err);
+        return -2;
+    }
+    return -1;
+}
+
+TEST(settings_parse_values, TEST_UNIT)
+{
+    setting_t s;
+    setting_value_t v;
+    char err[256];
+
+    s = mk(SETTING_T_INT, "1..512");
+    CHECK(parse(&s, "64", &v, err, sizeof(err)) == 0 && v.set && v.i == 64);
+    CHECK(parse(&s, "0x10", &v, err, sizeof(err)) == 0 && v.i == 16);
+    CHECK(parse(&s, "512", &v, err, sizeof(err)) == 0 && v.i == 512);
+    CHECK(parse(&s, "513", &v, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "1..512") != NULL);
+    CHECK(parse(&s, "0", &v, err, sizeof(err)) == -1);
+    for (const char *const *b = (const char *const[]){"abc", "12a", "+5", " 5",
+                                                      "5 ", "0x", "0x1g",
+                                                      "99999999999999999999",
+                                                      NULL};
+         *b; b++)
+        CHECK_MSG(parse(&s, *b, &v, err, sizeof(err)) == -1, "'%s' accepted",
+                  *b);
+    CHECK(parse(&s, "", &v, err, sizeof(err)) == 0 && !v.set && v.i == 0);
+
+    s = mk(SETTING_T_INT, "1..0xffffffff");
+    CHECK(parse(&s, "4294967295", &v, err, sizeof(err)) == 0);
+    CHECK(parse(&s, "4294967296", &v, err, sizeof(err)) == -1);
+    s = mk(SETTING_T_INT, "-5..");
+    CHECK(parse(&s, "-5", &v, err, sizeof(err)) == 0 && v.i == -5);
+    CHECK(parse(&s, "-6", &v, err, sizeof(err)) == -1);
+
+    s = mk(SETTING_T_SIZE, "4K..1G");
+    CHECK(parse(&s, "64K", &v, err, sizeof(err)) == 0 && v.i == 65536);
+    CHECK(parse(&s, "8m", &v, err, sizeof(err)) == 0 && v.i == 8 << 20);
+    CHECK(parse(&s, "1G", &v, err, sizeof(err)) == 0 && v.i == 1 << 30);
+    CHECK(parse(&s, "2MiB", &v, err, sizeof(err)) == 0 && v.i == 2 << 20);
+    CHECK(parse(&s, "4096", &v, err, sizeof(err)) == 0 && v.i == 4096);
+    CHECK(parse(&s, "4095", &v, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "4K..1G") != NULL);
+    CHECK(parse(&s, "2G", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "64X", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "-4K", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "1K5", &v, err, sizeof(err)) == -1);
+    s = mk(SETTING_T_SIZE, "");
+    CHECK(parse(&s, "16777216T", &v, err, sizeof(err)) == -1); /* 2^64 */
+
+    s = mk(SETTING_T_MS, "10ms..1h");
+    CHECK(parse(&s, "200", &v, err, sizeof(err)) == 0 &&
+          v.i == 200 * 1000000ll);
+    CHECK(parse(&s, "5s", &v, err, sizeof(err)) == 0 &&
+          v.i == 5 * 1000000000ll);
+    CHECK(parse(&s, "2min", &v, err, sizeof(err)) == 0 &&
+          v.i == 120 * 1000000000ll);
+    CHECK(parse(&s, "10000us", &v, err, sizeof(err)) == 0);
+    CHECK(parse(&s, "9999us", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "5", &v, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "10ms..1h") != NULL);
+    CHECK(parse(&s, "2h", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "5 ms", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "5sec", &v, err, sizeof(err)) == -1);
+    s = mk(SETTING_T_US, "");
+    CHECK(parse(&s, "20000", &v, err, sizeof(err)) == 0 &&
+          v.i == 20000 * 1000ll);
+    CHECK(parse(&s, "5ms", &v, err, sizeof(err)) == 0 && v.i == 5000000);
+
+    s = mk(SETTING_T_REAL, "0..1");
+    CHECK(parse(&s, "0.05", &v, err, sizeof(err)) == 0 && v.d == 0.05);
+    CHECK(parse(&s, "1.5", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "-0.1", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "half", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "nan", &v, err, sizeof(err)) == -1);
+
+    s = mk(SETTING_T_BOOL, "");
+    CHECK(parse(&s, "1", &v, err, sizeof(err)) == 0 && v.i == 1);
+    CHECK(parse(&s, "Yes", &v, err, sizeof(err)) == 0 && v.i == 1);
+    CHECK(parse(&s, "off", &v, err, sizeof(err)) == 0 && v.i == 0);
+    CHECK(parse(&s, "2", &v, err, sizeof(err)) == -1);
+
+    s = mk(SETTING_T_ENUM, "error|warn|info|debug|trace");
+    CHECK(parse(&s, "info", &v, err, sizeof(err)) == 0 && v.i == 2);
+    CHECK(parse(&s, "TRACE", &v, err, sizeof(err)) == 0 && v.i == 4);
+    CHECK(parse(&s, "0", &v, err, sizeof(err)) == 0 && v.i == 0);
+    CHECK(parse(&s, "5", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "inf", &v, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "error|warn|info|debug|trace") != NULL);
+
+    s = mk(SETTING_T_ENDPOINT, "");
+    CHECK(parse(&s, "127.0.0.1:7000", &v, err, sizeof(err)) == 0);
+    CHECK(parse(&s, "mgr.example:0", &v, err, sizeof(err)) == 0);
+    CHECK(parse(&s, "127.0.0.1", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, ":7000", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "h:65536", &v, err, sizeof(err)) == -1);
+    CHECK(parse(&s, "h:-1", &v, err, sizeof(err)) == -1);
+
+    s = mk(SETTING_T_STR, "");
+    CHECK(parse(&s, "any text at all", &v, err, sizeof(err)) == 0 &&
+          strcmp(v.text, "any text at all") == 0);
+    return TEST_PASSED;
+}
+
+/* Every entry is well formed: name, doc, component, default and range
+ * parse as its type, durations say their unit in the name. */
+TEST(settings_table_consistent, TEST_UNIT)
+{
+    static const char *const comps[] = {"all", "host", "mpi",  "agg",
+                                        "mgr", "fault", "tool", NULL};
+    char err[256];
+
+    for (int i = 0; i < SETTING_COUNT; i++) {
+        const setting_t *s = &setting_table[i];
+        setting_value_t v;
+        size_t n = strlen(s->name);
+        int known = 0;
+
+        CHECK_MSG(strncmp(s->name, "INCOLL_", 7) == 0, "%s", s->name);
+        CHECK_MSG(s->doc[0] != '\0', "%s has no doc", s->name);
+        for (int c = 0; comps[c]; c++)
+            known |= strcmp(comps[c], s->component) == 0;
+        CHECK_MSG(known, "%s: component %s", s->name, s->component);
+        CHECK_MSG(setting_parse(s, s->def, &v, err, sizeof(err)) == INCOLL_OK,
+                  "%s: default: %s", s->name, err);
+        CHECK_MSG(setting_find(s->name) == s, "%s twice", s->name);
+        if (s->type == SETTING_T_MS)
+            CHECK_MSG(n > 3 && strcmp(s->name + n - 3, "_MS") == 0, "%s",
+                      s->name);
+        if (s->type == SETTING_T_US)
+            CHECK_MSG(n > 3 && strcmp(s->name + n - 3, "_US") == 0, "%s",
+                      s->name);
+        if (s->type == SETTING_T_INT || s->type == SETTING_T_SIZE ||
+            s->type == SETTING_T_MS || s->type == SETTING_T_US ||
+            s->type == SETTING_T_REAL) {
+            /* A malformed range is reported as such on any value. */
+            setting_parse(s, "1", &v, err, sizeof(err));
+            CHECK_MSG(strstr(err, "does not parse") == NULL, "%s", err);
+        }
+    }
+    CHECK(setting_find("INCOLL_NO_SUCH") == NULL);
+    /* Defaults the code relies on. */
+    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65000", &(setting_value_t){0}, err, sizeof(err)) == INCOLL_OK);
+    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65001", &(setting_value_t){0}, err, sizeof(err)) != INCOLL_OK);
+    CHECK_EQ_INT(WIRE_MAX_PAYLOAD, 65000);
+    return TEST_PASSED;
+}
+
+/* Typed accessors and the name-based ones read the environment each time,
+ * in the unit of the name; a bad value falls back to the default. */
+TEST(settings_accessors, TEST_UNIT)
+{
+    int level = log_level_current;
+    const char *saved = getenv("INCOLL_RTO_INIT_US");
+    char *keep = saved ? strdup(saved) : NULL;
+
+    unsetenv("INCOLL_RTO_INIT_US");
+    CHECK(setting_ns(SETTING_RTO_INIT_US) == 20000000ull);
+    CHECK(knob_u64("INCOLL_RTO_INIT_US") == 20000);
+    CHECK(strcmp(knob_str("INCOLL_RTO_INIT_US"), "20ms") == 0);
+    setenv("INCOLL_RTO_INIT_US", "7ms", 1);
+    CHECK(knob_u64("INCOLL_RTO_INIT_US") == 7000);
+    CHECK(setting_us(SETTING_RTO_INIT_US) == 7000);
+    setenv("INCOLL_RTO_INIT_US", "1500", 1);
+    CHECK(setting_ns(SETTING_RTO_INIT_US) == 1500000ull);
+    CHECK(knob_double("INCOLL_RTO_INIT_US") == 1500.0);
+    log_level_current = -1; /* the errors below are expected */
+    setenv("INCOLL_RTO_INIT_US", "soon", 1);
+    CHECK(knob_u64("INCOLL_RTO_INIT_US") == 20000);
+    CHECK(knob_u64("INCOLL_NO_SUCH_SETTING") == 0);
+    CHECK(knob_str("INCOLL_NO_SUCH_SETTING") == NULL);
+    log_level_current = level;
+    CHECK(knob_double("INCOLL_FAULT_DROP") == 0.0 ||
+          getenv("INCOLL_FAULT_DROP") != NULL);
+    CHECK(setting_u64(SETTING_MGR_SLOTS) == 64 ||
+          getenv("INCOLL_MGR_SLOTS") != NULL);
+    CHECK(setting_str(SETTING_RANK) == NULL || getenv("INCOLL_RANK") != NULL);
+    if (keep) {
+        setenv("INCOLL_RTO_INIT_US", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("INCOLL_RTO_INIT_US");
+    }
+    return TEST_PASSED;
+}
+
+/* Runs incoll_init_params() with stderr captured into buf; its status. */
+static incoll_status_t init_captured(const incoll_init_params_t *params,
+                                     char *buf, size_t len)
+{
+    char path[] = "/tmp/incoll-settings-XXXXXX";
+    int fd = mkstemp(path), saved = dup(2);
+    incoll_ctx_h ctx = NULL;
+    incoll_status_t status;
+    ssize_t n;
+
+    buf[0] = '\0';
+    if (fd < 0 || saved < 0)
+        return INCOLL_ERR_IO;
+    unlink(path);
+    fflush(stderr);
+    dup2(fd, 2);
+    status = incoll_init_params(params, &ctx);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (status == INCOLL_OK)
+        incoll_finalize(ctx);
+    n = pread(fd, buf, len - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(fd);
+    return status;
+}
+
+/* A bad value fails incoll_init with INCOLL_ERR_CONFIG and a message
+ * naming it; so does a bad identity in the params. */
+TEST(settings_init_refuses_bad_values, TEST_UNIT)
+{
+    incoll_init_params_t p = {0};
+    const char *saved = getenv("INCOLL_P2P_WINDOW");
+    char *keep = saved ? strdup(saved) : NULL;
+    int level = log_level_current;
+    char out[4096];
+
+    log_level_current = LOG_LEVEL_ERROR;
+    setenv("INCOLL_P2P_WINDOW", "600", 1);
+    p.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE;
+    p.rank = 0;
+    p.size = 2;
+    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(out, "INCOLL_P2P_WINDOW='600'") != NULL &&
+                  strstr(out, "1..512") != NULL,
+              "output: %s", out);
+    if (keep) {
+        setenv("INCOLL_P2P_WINDOW", keep, 1);
+        free(keep);
+    } else {
+        unsetenv("INCOLL_P2P_WINDOW");
+    }
+    p.rank = 5;
+    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(out, "INCOLL_RANK=5 is not in 0..1") != NULL,
+              "output: %s", out);
+    /* A fabric that does not exist: the params, not the environment, name
+     * it (the environment's INCOLL_MGR is ignored with the field set). */
+    p.rank = 0;
+    p.field_mask |= INCOLL_INIT_FIELD_FABRIC | INCOLL_INIT_FIELD_MGR;
+    p.fabric = "/nonexistent/incoll-fabric";
+    p.mgr = "";
+    CHECK(init_captured(&p, out, sizeof(out)) != INCOLL_OK);
+    CHECK_MSG(strstr(out, "/nonexistent/incoll-fabric") != NULL, "output: %s",
+              out);
+    log_level_current = level;
+    CHECK_EQ_INT(incoll_init_params(&p, NULL), INCOLL_ERR_INVALID_ARG);
+    return TEST_PASSED;
+}
+
+/* `incoll info` lists every setting with its type and default, and every
+ * algorithm of every collective. */
+TEST(settings_info_lists_all, TEST_INTEG)
+{
+    char *out = NULL, line[256];
+    int rc = run_cmd(&out, 30, "env -u INCOLL_LOG_LEVEL '%s/incoll' info",
+                     test_bindir());
+
+    CHECK_MSG(rc == 0, "incoll info: exit %d", rc);
+    for (int i = 0; i < SETTING_COUNT; i++) {
+        const setting_t *s = &setting_table[i];
+        snprintf(line, sizeof(line), "\n%s  %s%s%s  default %s", s->name,
+                 setting_type_name(s->type), s->range[0] ? " " : "", s->range,
+                 s->def[0] ? s->def : "unset");
+        CHECK_MSG(strstr(out, line) != NULL, "missing: %s", line + 1);
+    }
+    for (int k = 0; k < ALGO_COUNT; k++) {
+        snprintf(line, sizeof(line), " %s ", algo_name((algo_kind_t)k));
+        CHECK_MSG(strstr(out, line) != NULL, "missing algorithm %s", line);
+    }
+    for (int i = 0; i < CALGO_COUNT; i++) {
+        const algo_calgo_info_t *a = algo_calgo_info((algo_calgo_t)i);
+        CHECK_MSG(strstr(out, a->desc) != NULL, "missing: %s", a->desc);
+    }
+    free(out);
+    return TEST_PASSED;
+}
+
+/* The daemons refuse a bad value at start, naming it, and list their
+ * settings in --help. */
+TEST(settings_daemons_refuse_bad_values, TEST_INTEG)
+{
+    char *out = NULL;
+    int rc;
+
+    rc = run_cmd(&out, 30,
+                 "env INCOLL_MGR_SLOTS=0 '%s/incoll-mgr' --radix 4 --levels 2",
+                 test_bindir());
+    CHECK_MSG(rc == 2 && strstr(out, "INCOLL_MGR_SLOTS='0'") &&
+                  strstr(out, "1..65535"),
+              "exit %d: %s", rc, out);
+    free(out);
+    rc = run_cmd(&out, 30,
+                 "env INCOLL_AGG_BUFFER=lots '%s/incoll-agg' --name a "
+                 "--listen 127.0.0.1:0 --mgr 127.0.0.1:9",
+                 test_bindir());
+    CHECK_MSG(rc == 2 && strstr(out, "INCOLL_AGG_BUFFER='lots'"),
+              "exit %d: %s", rc, out);
+    free(out);
+    rc = run_cmd(&out, 30, "'%s/incoll-mgr' --help", test_bindir());
+    CHECK(rc == 0 && strstr(out, "\nINCOLL_MGR_HEARTBEAT_MS  duration "
+                                 "10ms..1h  default 200ms"));
+    free(out);
+    rc = run_cmd(&out, 30, "'%s/incoll-agg' --help", test_bindir());
+    CHECK(rc == 0 && strstr(out, "\nINCOLL_AGG_SLOTS  int"));
+    free(out);
+    return TEST_PASSED;
+}
+
+/* No component reads an INCOLL_ variable around the table, and every
+ * name given to the name-based accessors is in it. */
+TEST(settings_no_private_getenv, TEST_INTEG)
+{
+    const char *src = test_srcdir();
+    char *out = NULL;
+    int rc;
+
+    if (src[0] == '\0')
+        return test_skip("no source tree next to the binaries");
+    rc = run_cmd(&out, 30,
+                 "grep -rnE 'getenv *\\( *\"INCOLL_' '%s/src' '%s/tools' "
+                 "'%s/include' | grep -v '/src/common/settings.c:'",
+                 src, src, src);
+    CHECK_MSG(rc == 1 && out[0] == '\0', "getenv outside the table:\n%s",
+              out);
+    free(out);
+    rc = run_cmd(&out, 30,
+                 "grep -rhoE 'knob_(str|u64|double)\\(\"INCOLL_[A-Z0-9_]+' "
+                 "'%s/src' '%s/tools' | sed 's/.*(\"//' | sort -u",
+                 src, src);
+    CHECK(rc == 0);
+    for (char *name = strtok(out, "\n"); name; name = strtok(NULL, "\n"))
+        CHECK_MSG(setting_find(name) != NULL,
+                  "%s is read by name but is not in the table", name);
+    free(out);
+    return TEST_PASSED;
+}
