@@ -14,6 +14,10 @@ CC       ?= cc
 BUILD    := build
 CFLAGS   ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
+# WERROR=1 (CI: .ci/run) makes every warning an error.
+ifeq ($(WERROR),1)
+WARN     += -Werror
+endif
 BASEFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -Iinclude -Isrc $(WARN)
 LDLIBS   := -lm -lpthread
 
@@ -98,9 +102,24 @@ $(BUILD)/asan/%.o: %.c $(FLAGS_STAMP) | check-sodium
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(ASAN_FLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/lib/libincoll.a: $(LIB_OBJS)
+# Two archives of the library's objects. The programs of this tree link
+# libincoll-internal.a, whose internal functions (log_emit, wire_*, ...)
+# they call. The installed build/lib/libincoll.a is one relocatable object
+# whose hidden symbols (everything the code does not mark INCOLL_API:
+# it is built with -fvisibility=hidden) are made local, so only the public
+# API is global and an application linking it statically cannot clash
+# with an internal name (tests/test_settings.c: lib_static_symbols).
+INTERNAL_A := $(BUILD)/obj/libincoll-internal.a
+
+$(INTERNAL_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/lib/libincoll.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@) $(BUILD)/obj
+	$(LD) -r -o $(BUILD)/obj/libincoll-all.o $^
+	objcopy --localize-hidden $(BUILD)/obj/libincoll-all.o
+	rm -f $@ && ar rcs $@ $(BUILD)/obj/libincoll-all.o
 
 $(BUILD)/lib/libincoll.so.$(VERSION): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -112,21 +131,21 @@ $(BUILD)/lib/$(SONAME): $(BUILD)/lib/libincoll.so.$(VERSION)
 $(BUILD)/lib/libincoll.so: $(BUILD)/lib/$(SONAME)
 	ln -sfn $(SONAME) $@
 
-$(BUILD)/bin/incoll-agg: $(AGG_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/bin/incoll-agg: $(AGG_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(AGG_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(AGG_OBJS) $(INTERNAL_A) $(LDLIBS)
 
-$(BUILD)/bin/incoll-mgr: $(MGR_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/bin/incoll-mgr: $(MGR_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(MGR_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(MGR_OBJS) $(INTERNAL_A) $(LDLIBS)
 
-$(BUILD)/bin/incoll: $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/bin/incoll: $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
 
-$(BUILD)/tests/incoll-tests: $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/tests/incoll-tests: $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/tests/incoll-tests-asan: $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
@@ -135,9 +154,9 @@ $(BUILD)/tests/incoll-tests-asan: $(ASAN_OBJS)
 # Test programs run by the integration tests under `incoll run`.
 TESTPROG_SRCS := $(sort $(wildcard tests/progs/*.c))
 TESTPROGS := $(TESTPROG_SRCS:tests/progs/%.c=$(BUILD)/tests/%)
-$(BUILD)/tests/%: tests/progs/%.c $(BUILD)/lib/libincoll.a
+$(BUILD)/tests/%: tests/progs/%.c $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
 
 # `make test` and `make demo`: the packages first, then a make that sees
 # them (see the top of this file). Without root, install-deps only lists
@@ -198,7 +217,7 @@ MPI_HAVE = $(shell command -v $(1) >/dev/null 2>&1 && echo 1)
 MPI_SRCS    := $(sort $(wildcard src/mpi/*.c))
 MPI_CFLAGS  := $(BASEFLAGS) $(CFLAGS) -fPIC
 MPI_SOFLAGS := -shared -Wl,--version-script=src/mpi/exports.map -Wl,-z,defs
-MPI_SOLIBS   = -Wl,--whole-archive $(BUILD)/lib/libincoll.a -Wl,--no-whole-archive $(LDLIBS) -ldl
+MPI_SOLIBS   = -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) -ldl
 MPI_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Isrc $(WARN) $(CFLAGS)
 MPI_TEST_FFLAGS := -Wall $(CFLAGS)
 MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
@@ -219,7 +238,7 @@ MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD
 $(BUILD)/obj/mpi-default/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(BUILD)/lib/libincoll.a src/mpi/exports.map
+$(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(INTERNAL_A) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
 # (they may include header-only helpers of src/common, e.g. netdev.h)
@@ -235,9 +254,9 @@ MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_CFLAGS) -Itools -MMD -MP -c $< -o $@
-$(BUILD)/bin/incoll-bench-mpi: $(BENCH_MPI_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/bin/incoll-bench-mpi: $(BENCH_MPI_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -o $@ $(BENCH_MPI_OBJS) $(BUILD)/lib/libincoll.a $(LDLIBS)
+	$(MPICC) $(CFLAGS) -o $@ $(BENCH_MPI_OBJS) $(INTERNAL_A) $(LDLIBS)
 ifeq ($(call MPI_HAVE,$(MPIF90)),1)
 MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
 $(BUILD)/tests/mpi/%: tests/mpi/%.f90
@@ -252,7 +271,7 @@ MPI_TARGETS    += $(BUILD)/lib/libincoll_mpi_mpich.so $(MPI_TEST_C:tests/mpi/%.c
 $(BUILD)/obj/mpi-mpich/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(BUILD)/lib/libincoll.a src/mpi/exports.map
+$(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(INTERNAL_A) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
 $(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h
@@ -290,9 +309,9 @@ SIM_OBJS   := $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/obj/src/sim/%.o: src/sim/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(BUILD)/lib/libincoll.a
+$(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(BUILD)/lib/libincoll.a $(SIM_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(INTERNAL_A) $(SIM_LIBS) $(LDLIBS)
 sim: $(BUILD)/bin/incoll-sim
 all: $(BUILD)/bin/incoll-sim
 install: install-sim

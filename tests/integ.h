@@ -11,6 +11,7 @@
 
 #include "test.h"
 
+#include "common/clock.h"
 #include "common/fabric_conf.h"
 
 #include <stddef.h>
@@ -20,8 +21,6 @@
 /* Most output proc_wait() keeps of one command. */
 #define OUT_MAX (64 * 1024)
 
-/* Seconds on the monotonic clock. */
-double now_s(void);
 /* Directory of the test programs (INCOLL_TEST_PROGDIR, else build/tests). */
 const char *progdir(void);
 

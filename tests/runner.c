@@ -5,6 +5,7 @@
  * (integration tests only), --list.
  */
 #include "test.h"
+#include "common/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,6 +24,7 @@ typedef struct {
     const char *name;
     int kind;
     test_fn_t fn;
+    int limit_s; /* 0: the default of its kind */
 } test_entry_t;
 
 static test_entry_t tests[MAX_TESTS];
@@ -31,10 +33,16 @@ static char bindir[PATH_MAX];
 static char tmpdir[PATH_MAX];
 static int skip_fd = -1;
 
-void test_register(const char *name, int kind, test_fn_t fn)
+void test_register_limit(const char *name, int kind, test_fn_t fn,
+                         int limit_s)
 {
     if (ntests < MAX_TESTS)
-        tests[ntests++] = (test_entry_t){name, kind, fn};
+        tests[ntests++] = (test_entry_t){name, kind, fn, limit_s};
+}
+
+void test_register(const char *name, int kind, test_fn_t fn)
+{
+    test_register_limit(name, kind, fn, 0);
 }
 
 int test_skip(const char *fmt, ...)
@@ -117,13 +125,6 @@ static int cmp_tests(const void *a, const void *b)
                   ((const test_entry_t *)b)->name);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static int run_one(const test_entry_t *t, int limit_s, char *why, size_t whylen)
 {
     int pipefd[2];
@@ -189,7 +190,7 @@ int main(int argc, char **argv)
     int want_kind = TEST_UNIT | TEST_INTEG, list = 0;
     const char *filters[64];
     int nfilters = 0, passed = 0, failed = 0, skipped = 0;
-    int limit_s = 300;
+    int limit_all = 0; /* INCOLL_TEST_LIMIT_S: every test's limit */
     const char *env;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -207,13 +208,13 @@ int main(int argc, char **argv)
     snprintf(bindir, sizeof(bindir), "%s", env ? env : "build/bin");
     env = getenv("INCOLL_TEST_LIMIT_S");
     if (env)
-        limit_s = atoi(env);
+        limit_all = atoi(env);
     qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
 
     for (int i = 0; i < ntests; i++) {
         const test_entry_t *t = &tests[i];
         char why[512];
-        int match = nfilters == 0, r;
+        int match = nfilters == 0, r, limit_s;
         double t0;
 
         if (!(t->kind & want_kind))
@@ -227,6 +228,10 @@ int main(int argc, char **argv)
             printf("%s %s\n", t->kind == TEST_UNIT ? "unit " : "integ", t->name);
             continue;
         }
+        limit_s = limit_all > 0  ? limit_all
+                  : t->limit_s > 0 ? t->limit_s
+                  : t->kind == TEST_UNIT ? TEST_LIMIT_UNIT_S
+                                         : TEST_LIMIT_INTEG_S;
         t0 = now_s();
         r = run_one(t, limit_s, why, sizeof(why));
         if (r == TEST_PASSED) {

@@ -40,13 +40,27 @@ int test_doc_line(const char *path, const char *prefix, char *buf, size_t len);
 #define TEST_FAILED 1
 #define TEST_SKIPPED 2
 
-#define TEST(name, kind)                                                       \
+/*
+ * Registers a test. Each runs in a forked child with a time limit: by
+ * default TEST_LIMIT_UNIT_S for unit tests and TEST_LIMIT_INTEG_S for
+ * integration tests; TEST_LIMIT() gives a test its own (seconds), for
+ * the few that need longer or should fail sooner. INCOLL_TEST_LIMIT_S
+ * overrides every limit.
+ */
+#define TEST_LIMIT_UNIT_S 120
+#define TEST_LIMIT_INTEG_S 300
+void test_register_limit(const char *name, int kind, test_fn_t fn,
+                         int limit_s);
+
+#define TEST_LIMIT(name, kind, limit_s)                                        \
     static int test_##name(void);                                              \
     __attribute__((constructor)) static void test_reg_##name(void)             \
     {                                                                          \
-        test_register(#name, kind, test_##name);                               \
+        test_register_limit(#name, kind, test_##name, limit_s);                \
     }                                                                          \
     static int test_##name(void)
+
+#define TEST(name, kind) TEST_LIMIT(name, kind, 0)
 
 /* Fails the current test with file, line and the expression. */
 #define CHECK(cond)                                                            \

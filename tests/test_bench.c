@@ -14,6 +14,7 @@
 #include "test.h"
 
 #include "mgr/mgr_tool.h"
+#include "common/clock.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,13 +34,6 @@
     "tx_packets_per_op,cpu_us_per_op,retransmits_per_op,spread_min_us,"        \
     "spread_p25_us,spread_p50_us,spread_p75_us,spread_max_us,"                 \
     "speedup_vs_best_host,best_host,hosts,emulated,link_rate_bps"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /*
  * Runs `incoll ARGS...` (NULL-terminated) with extra environment

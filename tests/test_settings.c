@@ -296,7 +296,7 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
 
 /* `incoll info` lists every setting with its type and default, and every
  * algorithm of every collective. */
-TEST(settings_info_lists_all, TEST_INTEG)
+TEST_LIMIT(settings_info_lists_all, TEST_INTEG, 60)
 {
     char *out = NULL, line[256];
     int rc = run_cmd(&out, 30, "env -u INCOLL_LOG_LEVEL '%s/incoll' info",
@@ -324,7 +324,7 @@ TEST(settings_info_lists_all, TEST_INTEG)
 
 /* The daemons refuse a bad value at start, naming it, and list their
  * settings in --help. */
-TEST(settings_daemons_refuse_bad_values, TEST_INTEG)
+TEST_LIMIT(settings_daemons_refuse_bad_values, TEST_INTEG, 60)
 {
     char *out = NULL;
     int rc;
@@ -355,7 +355,7 @@ TEST(settings_daemons_refuse_bad_values, TEST_INTEG)
 
 /* No component reads an INCOLL_ variable around the table, and every
  * name given to the name-based accessors is in it. */
-TEST(settings_no_private_getenv, TEST_INTEG)
+TEST_LIMIT(settings_no_private_getenv, TEST_INTEG, 60)
 {
     const char *src = test_srcdir();
     char *out = NULL;
@@ -378,6 +378,66 @@ TEST(settings_no_private_getenv, TEST_INTEG)
     for (char *name = strtok(out, "\n"); name; name = strtok(NULL, "\n"))
         CHECK_MSG(setting_find(name) != NULL,
                   "%s is read by name but is not in the table", name);
+    free(out);
+    return TEST_PASSED;
+}
+
+/*
+ * The installed static library exports only the public API: every global
+ * symbol it defines is incoll_*, and an application that defines names
+ * the library uses inside (log_emit, wire_parse, udp_open) links with it
+ * statically and runs.
+ */
+TEST(lib_static_symbols, TEST_INTEG)
+{
+    const char *dir = test_tmpdir();
+    char lib[4096], app[4200], *out = NULL;
+    FILE *f;
+    int rc, n = 0;
+
+    snprintf(lib, sizeof(lib), "%s/../lib/libincoll.a", test_bindir());
+    if (access(lib, R_OK) != 0) {
+        fprintf(stderr, "    no %s\n", lib);
+        return TEST_FAILED;
+    }
+    rc = run_cmd(&out, 30, "nm -g --defined-only '%s'", lib);
+    CHECK_MSG(rc == 0, "nm: exit %d: %s", rc, out);
+    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+        char *name = strrchr(line, ' ');
+        if (name == NULL || strchr(line, ':') != NULL)
+            continue; /* "member.o:" headers and blank lines */
+        name++;
+        CHECK_MSG(strncmp(name, "incoll_", 7) == 0,
+                  "%s exports %s, not of the public API", lib, name);
+        n++;
+    }
+    free(out);
+    CHECK_MSG(n >= 20, "only %d public symbols", n);
+
+    snprintf(app, sizeof(app), "%s/app.c", dir);
+    f = fopen(app, "w");
+    CHECK(f != NULL);
+    fprintf(f, "#include <stdio.h>\n#include \"incoll.h\"\n"
+               "int log_emit(void) { return 7; }\n"
+               "int wire_parse(void) { return 8; }\n"
+               "int udp_open(void) { return 9; }\n"
+               "int main(void)\n{\n"
+               "    printf(\"%%zu %%s %%d\\n\", "
+               "incoll_dtype_size(INCOLL_FLOAT64),\n"
+               "           incoll_status_string(INCOLL_ERR_CONFIG),\n"
+               "           log_emit() + wire_parse() + udp_open());\n"
+               "    return 0;\n}\n");
+    fclose(f);
+    rc = run_cmd(&out, 120,
+                 "cc -std=c11 -I'%s/include' -o '%s/app' '%s' '%s' "
+                 "$(pkg-config --libs libsodium 2>/dev/null) -lm -lpthread",
+                 test_srcdir(), dir, app, lib);
+    CHECK_MSG(rc == 0, "link: exit %d: %s", rc, out);
+    free(out);
+    rc = run_cmd(&out, 30, "'%s/app'", dir);
+    CHECK_MSG(rc == 0, "run: exit %d: %s", rc, out);
+    CHECK_MSG(strncmp(out, "8 ", 2) == 0 && strstr(out, " 24\n") != NULL,
+              "output: %s", out);
     free(out);
     return TEST_PASSED;
 }

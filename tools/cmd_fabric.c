@@ -38,6 +38,7 @@
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
 #include "mgr/topo.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -72,13 +73,6 @@ int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
 
 static void stop_keeper(const char *dir);
 static pid_t spawn_keeper(const char *dir);
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms)
 {

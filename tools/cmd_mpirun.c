@@ -31,6 +31,7 @@
 
 #include "common/settings.h"
 #include "mgr/mgr_fabric.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -177,13 +178,6 @@ static volatile sig_atomic_t got_signal;
 static void on_signal(int sig)
 {
     got_signal = sig;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 static const int handled[3] = {SIGINT, SIGTERM, SIGHUP};

@@ -19,6 +19,7 @@
 #include "common/settings.h"
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -41,13 +42,6 @@ typedef struct {
     pid_t pid;  /* 0 once reaped */
     int status; /* as from waitpid */
 } rank_proc_t;
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void usage(FILE *out)
 {

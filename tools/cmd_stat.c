@@ -26,6 +26,7 @@
 #include "emu.h"
 #include "mgr/mgr_fabric.h"
 #include "mgr/mgr_tool.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -49,13 +50,6 @@
  */
 int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
                    char **replies);
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* A random number for this process's requests: the ANs echo it in
  * "offset", so a replayed reply to another request is not taken. */

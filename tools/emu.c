@@ -6,6 +6,7 @@
 #include "emu.h"
 
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -89,13 +90,6 @@ static void sb_free(sbuf_t *b)
 {
     free(b->s);
     memset(b, 0, sizeof(*b));
-}
-
-static uint64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 static void nap_ms(int ms)
@@ -486,12 +480,12 @@ static int remove_netns(char (*names)[FABRIC_NETNS_MAX], int n)
     if (n == 0)
         return 0;
     if (signal_netns_procs(names, n, SIGTERM) > 0) {
-        deadline = mono_ms() + KILL_GRACE_MS;
-        while (signal_netns_procs(names, n, 0) > 0 && mono_ms() < deadline)
+        deadline = now_ms() + KILL_GRACE_MS;
+        while (signal_netns_procs(names, n, 0) > 0 && now_ms() < deadline)
             nap_ms(20);
         if (signal_netns_procs(names, n, SIGKILL) > 0) {
-            deadline = mono_ms() + 1000;
-            while (signal_netns_procs(names, n, 0) > 0 && mono_ms() < deadline)
+            deadline = now_ms() + 1000;
+            while (signal_netns_procs(names, n, 0) > 0 && now_ms() < deadline)
                 nap_ms(20);
         }
     }

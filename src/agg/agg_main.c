@@ -16,6 +16,7 @@
 #include "common/mgr_proto.h"
 #include "common/udp.h"
 #include "core/agg_core.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -47,13 +48,6 @@ typedef struct {
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
 } agg_daemon_t;
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void usage(FILE *out)
 {
@@ -226,7 +220,7 @@ static void on_readable(agg_daemon_t *d)
     do {
         n = udp_recv_batch(d->sock, msgs, AGG_RX_BATCH);
         if (n > 0)
-            agg_set_now(d->agg, mono_ns());
+            agg_set_now(d->agg, now_ns());
         for (int i = 0; i < n; i++)
             agg_on_packet(d->agg, msgs[i].src, msgs[i].data, msgs[i].len);
         udp_flush(d->sock);

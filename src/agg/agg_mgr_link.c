@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/settings.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -55,13 +56,6 @@ struct agg_mgr_link {
     lgroup_t *groups;
     int ngroups;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* What the AN offers the manager, from the settings (checked at start:
  * src/agg/agg_main.c). */

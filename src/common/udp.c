@@ -9,6 +9,7 @@
 
 #include "common/settings.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -256,13 +257,6 @@ static void wait_writable(udp_sock_t *sock, int ms)
     struct pollfd pfd = {.fd = sock->fd, .events = POLLOUT};
     if (ms > 0 && poll(&pfd, 1, ms) < 0 && errno != EINTR)
         incoll_debug("udp %s: poll failed: %s", sock->who, strerror(errno));
-}
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Sends n datagrams in order; waits briefly when the socket buffer is full

@@ -21,6 +21,7 @@
 
 #include "common/knobs.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -99,8 +100,6 @@ const char *host_recovery_action_name(host_rec_action_t act)
     }
 }
 
-#ifdef HOST_COMM_INFO
-
 #define TAG_SPLIT 0x53504c4954000000ull  /* "SPLIT" */
 #define TAG_CREATE 0x4352454154450000ull /* "CREATE" */
 
@@ -143,13 +142,6 @@ struct host_comm_info {
 struct host_ctx_info {
     host_mgr_t *mgr;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 /* The communicator's info, made on first use for a world made from
  * fabric.conf (id 0, the world group's capabilities: everything). */
@@ -1121,117 +1113,3 @@ fail:
     return INCOLL_ERR_GROUP_FAILED;
 }
 
-#else /* !HOST_COMM_INFO */
-
-/*
- * host.h has no communicator info yet (struct incoll_comm.info,
- * struct incoll_ctx.info, host_comm_free()): communicators other than the
- * world cannot be made. The hooks are no-ops.
- */
-INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
-                                             int key, incoll_comm_h *newcomm_p)
-{
-    incoll_error("comm_split: not available in this build (host.h lacks the "
-                 "communicator info)");
-    return INCOLL_ERR_UNSUPPORTED;
-}
-
-INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
-                                              const int *ranks,
-                                              incoll_comm_h *newcomm_p)
-{
-    incoll_error("comm_create: not available in this build (host.h lacks the "
-                 "communicator info)");
-    return INCOLL_ERR_UNSUPPORTED;
-}
-
-INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
-{
-    return INCOLL_ERR_INVALID_ARG;
-}
-
-INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
-{
-    if (comm && comm->eng && comm->group)
-        return 1;
-    if (why_p)
-        *why_p = comm ? "no fabric group" : "null communicator";
-    return 0;
-}
-
-incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
-{
-    incoll_error("init: INCOLL_MGR is not supported by this build");
-    return INCOLL_ERR_UNSUPPORTED;
-}
-
-void host_ctx_info_free(incoll_ctx_h ctx) {}
-void host_comm_info_free(incoll_comm_h comm) {}
-uint64_t host_ctx_mgr_pollfd(incoll_ctx_h ctx, struct pollfd *pfd)
-{
-    pfd->fd = -1;
-    pfd->events = POLLIN;
-    pfd->revents = 0;
-    return UINT64_MAX;
-}
-void host_ctx_mgr_on_readable(incoll_ctx_h ctx) {}
-
-int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
-                         incoll_dtype_t dtype)
-{
-    return comm->eng != NULL && comm->group != 0;
-}
-
-incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
-                                  void *recvbuf, size_t bytes, int *done_p)
-{
-    *done_p = 0;
-    return INCOLL_ERR_GROUP_FAILED;
-}
-
-int host_comm_group_failed(incoll_comm_h comm)
-{
-    return 0;
-}
-
-int host_comm_broken(incoll_comm_h comm, const char **why_p)
-{
-    return 0;
-}
-
-int host_comm_recoverable(incoll_comm_h comm)
-{
-    return 0;
-}
-
-void *host_comm_result_buf(incoll_comm_h comm, size_t bytes)
-{
-    return NULL;
-}
-
-void host_comm_result_done(incoll_comm_h comm, size_t bytes) {}
-
-incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
-{
-    incoll_ctx_h ctx = comm->ctx;
-    if (rank < 0 || rank >= comm->size || ctx->conf.hosts == NULL)
-        return INCOLL_EP_NONE;
-    return fabric_conf_host_ep(&ctx->conf, comm->world_ranks[rank]);
-}
-
-uint64_t host_comm_id(incoll_comm_h comm)
-{
-    return 0;
-}
-
-uint32_t host_comm_wire_id(incoll_comm_h comm)
-{
-    return 0x80000000u | (uint32_t)(mix(0x5032505f4944ull) & 0x7fffffffu);
-}
-
-uint64_t host_comm_wire_key(incoll_comm_h comm)
-{
-    return mix(0x503250504b4559ull) | 1;
-}
-
-#endif /* HOST_COMM_INFO */

@@ -8,6 +8,7 @@
 
 #include "host/comm.h"
 
+#include "common/clock.h"
 #include "common/settings.h"
 #include "common/log.h"
 #include "common/mgr_proto.h"
@@ -24,9 +25,7 @@
 
 uint64_t host_now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return now_ns();
 }
 
 static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,

@@ -20,8 +20,6 @@
 
 /* Communicators beyond the world, fabric groups from the manager and
  * group rebuilds (src/host/comm.c, comm.h) use the info pointers below. */
-#define HOST_COMM_INFO
-
 struct host_comm_info; /* src/host/comm.c */
 struct host_ctx_info;  /* src/host/comm.c */
 

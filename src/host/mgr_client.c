@@ -4,6 +4,7 @@
 #include "host/mgr_client.h"
 
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -59,13 +60,6 @@ struct host_mgr {
     failure_t *failures;
     failure_t **failures_tail;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void host_mgr_group_free(host_mgr_group_t *g)
 {

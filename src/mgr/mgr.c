@@ -6,6 +6,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
+#include "common/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -182,13 +183,6 @@ struct mgr {
         uint64_t groups_adopted;
     } ctr;
 };
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void mgr_params_default(mgr_params_t *p)
 {

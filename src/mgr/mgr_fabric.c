@@ -8,6 +8,7 @@
 #include "common/procstat.h"
 #include "mgr/mgr_tool.h"
 #include "mgr/topo.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,13 +20,6 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static void sleep_ms(int ms)
 {

@@ -2,6 +2,7 @@
  * Tool calls to the manager; see mgr_tool.h.
  */
 #include "mgr/mgr_tool.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -9,13 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static uint64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 incoll_status_t mgr_tool_stat(const char *addr, const char *secret_file,
                               uint32_t timeout_ms, char **text_p, char *err,

@@ -44,13 +44,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* Group management may not be in the libincoll this was linked with yet:
- * without it, sub-communicators that are not congruent with the world are
- * passed through (with the reason). */
-#pragma weak incoll_comm_create
-#pragma weak incoll_comm_destroy
-#pragma weak incoll_comm_offloaded
-
 /* Why a call went to the MPI library: the reasons the statistics count. */
 typedef enum {
     R_OFF = 0, /* the layer is inactive (no fabric, disabled, ...) */
@@ -724,7 +717,7 @@ static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
     }
     if (table_find(st->key) == st)
         table_del(st->key);
-    if (st->owned && st->icomm && L.ctx && incoll_comm_destroy)
+    if (st->owned && st->icomm && L.ctx)
         incoll_comm_destroy(st->icomm);
     if (st->prev)
         st->prev->next = st->next;
@@ -966,7 +959,6 @@ enum {
     C_OK = 0,
     C_NOMEM,
     C_INACTIVE,
-    C_NOAPI,
     C_CREATE,
     C_HOST,
 };
@@ -975,8 +967,6 @@ static const char *const code_text[] = {
     "offloaded",
     "out of memory in the MPI layer",
     "the layer is off on some rank",
-    "libincoll cannot make groups for sub-communicators yet "
-    "(no incoll_comm_create)",
     "incoll_comm_create failed on some rank",
     "the fabric cannot host its group (libincoll would run host-based "
     "algorithms, MPI's own are used instead)",
@@ -1069,9 +1059,7 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
     if (code == C_OK) {
         PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
         if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) {
-            if (incoll_comm_create == NULL)
-                code = C_NOAPI;
-            else if ((ranks = world_ranks(comm, size)) == NULL)
+            if ((ranks = world_ranks(comm, size)) == NULL)
                 code = C_NOMEM;
         }
     }
@@ -1097,8 +1085,7 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
                          incoll_status_string(status));
             }
         }
-        if (code == C_OK && incoll_comm_offloaded &&
-            !incoll_comm_offloaded(st->icomm, &why)) {
+        if (code == C_OK && !incoll_comm_offloaded(st->icomm, &why)) {
             code = C_HOST;
             snprintf(local_why, sizeof(local_why), ": %s",
                      why ? why : "no reason given");
@@ -1118,7 +1105,7 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
     if (agreed == C_OK) {
         st->offloaded = 1;
     } else {
-        if (st->owned && incoll_comm_destroy)
+        if (st->owned)
             incoll_comm_destroy(st->icomm);
         st->icomm = NULL;
         st->owned = 0;
@@ -1237,11 +1224,10 @@ static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
 }
 
 /* 1 while comm's libincoll communicator runs its collectives in the
- * network (a libincoll without incoll_comm_offloaded cannot say: 1). */
+ * network. */
 static int in_net(const comm_state_t *st)
 {
-    return incoll_comm_offloaded == NULL ||
-           incoll_comm_offloaded(st->icomm, NULL);
+    return incoll_comm_offloaded(st->icomm, NULL);
 }
 
 /*
@@ -1259,8 +1245,7 @@ static __attribute__((noinline)) void note_left(comm_state_t *st,
     L.hosts[coll]++;
     if (st->left || in_net(st))
         return;
-    if (incoll_comm_offloaded)
-        incoll_comm_offloaded(st->icomm, &why);
+    incoll_comm_offloaded(st->icomm, &why);
     for (comm_state_t *s = L.states; s; s = s->next)
         if (s->icomm == st->icomm)
             s->left = s->want_mpi = 1;
@@ -1318,8 +1303,7 @@ static __attribute__((noinline)) int raise_error(comm_state_t *st,
     L.errors[coll]++;
     if (status < 0 && -(int)status < ERRCODE_MAX)
         code = L.errcode[-(int)status];
-    if (incoll_comm_offloaded)
-        (void)incoll_comm_offloaded(st->icomm, &why);
+    (void)incoll_comm_offloaded(st->icomm, &why);
     comm_label(comm, st->seq, label, sizeof(label));
     incoll_error("mpi: MPI_%s on communicator '%s' (rank %d of %d) failed on "
                  "the fabric: %s%s%s; other ranks may have completed it, so "

@@ -22,6 +22,7 @@
  * out (INCOLL_ERR_TIMEOUT), 4 any other incoll error.
  */
 #include "incoll.h"
+#include "common/clock.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -323,13 +324,6 @@ static uint64_t fnv1a(const void *buf, size_t len)
 static int status_exit(incoll_status_t status)
 {
     return status == INCOLL_ERR_TIMEOUT ? EXIT_TIMEOUT : EXIT_ERROR;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 /* Runs one (dtype, op, count) case for one iteration. Returns 0 or an exit

@@ -18,6 +18,7 @@
  * incoll error, 5 offload expectation not met.
  */
 #include "incoll.h"
+#include "common/clock.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -34,13 +35,6 @@ typedef struct {
     int nmembers;
     int members[1024]; /* world ranks, in communicator order */
 } grid_comm_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static int fail(const char *what, incoll_status_t status)
 {

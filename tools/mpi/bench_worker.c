@@ -22,6 +22,7 @@
  */
 #include "bench_common.h"
 #include "mpi/mpi_layer.h"
+#include "common/clock.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -49,13 +50,6 @@ static int layer_allreduce(const float *send, float *recv, size_t count)
         return ret;
     return PMPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD);
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /*
