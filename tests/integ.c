@@ -402,15 +402,33 @@ char *slurp(const char *path)
 {
     FILE *f = fopen(path, "r");
     char *buf;
-    long n;
-    if (f == NULL)
+    long len;
+
+    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
+        if (f)
+            fclose(f);
         return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = calloc(1, (size_t)(n > 0 ? n : 0) + 1);
-    if (buf && n > 0 && fread(buf, 1, (size_t)n, f) != (size_t)n)
+    }
+    rewind(f);
+    buf = calloc(1, (size_t)len + 1);
+    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
         buf[0] = '\0';
     fclose(f);
-    return buf;
+    return buf ? buf : calloc(1, 1);
+}
+
+int sh(const char *out, const char *fmt, ...)
+{
+    char cmd[4096];
+    int n, rc;
+    va_list ap;
+
+    va_start(ap, fmt);
+    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
+        return -1;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
+    rc = system(cmd);
+    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
 }

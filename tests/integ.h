@@ -105,5 +105,10 @@ void stop_all(void);
 /* The whole file (NUL-terminated, caller frees); "" when it cannot be
  * opened. */
 char *slurp(const char *path);
+/* Runs a shell command (no time limit: for quick ones) with stdout and
+ * stderr written to the file out. Returns the exit status, 128 when it died
+ * of a signal, or -1 if it could not run. */
+int sh(const char *out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -13,50 +13,13 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* PATH_MAX, setenv */
 #endif
+#include "integ.h"
 #include "test.h"
 
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Runs a shell command with its output (stdout and stderr) in out.
- * Returns the exit status, or -1 if it could not run. */
-static int sh(const char *out, const char *fmt, ...)
-{
-    char cmd[4096];
-    int n, rc;
-    va_list ap;
-
-    va_start(ap, fmt);
-    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
-        return -1;
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
-    rc = system(cmd);
-    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long len;
-
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
-        if (f)
-            fclose(f);
-        return calloc(1, 1);
-    }
-    rewind(f);
-    buf = calloc(1, (size_t)len + 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
-        buf[0] = '\0';
-    fclose(f);
-    return buf ? buf : calloc(1, 1);
-}
 
 static int count_of(const char *text, const char *needle)
 {
