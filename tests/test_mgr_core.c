@@ -185,8 +185,8 @@ TEST(mgr_core_group_lifecycle, TEST_UNIT) { RUN_BODY(lifecycle_body); }
 
 /* An AN that stops sending heartbeats (its connection open) is dead after
  * MGR_HB_MISSED of them: its groups are torn down and their members told;
- * when it comes back still holding the group, the group stays dead
- * (tombstone), it is not adopted. */
+ * when it comes back still holding the group, the group stays dead (the
+ * other ANs of the group do not hold it), it is not adopted. */
 static int hb_loss_body(fab_t *f)
 {
     uint64_t t0;
@@ -235,8 +235,8 @@ static int hb_loss_body(fab_t *f)
 TEST(mgr_core_heartbeat_loss, TEST_UNIT) { RUN_BODY(hb_loss_body); }
 
 /* An AN whose connection breaks fails its groups at once; the AN comes
- * back with the group, inside the recover window: the tombstone keeps it
- * from being adopted. An AN that restarts empty serves the rebuild. */
+ * back with the group, inside the recover window, and is told to remove
+ * it. An AN that restarts empty serves the rebuild. */
 static int an_death_body(fab_t *f)
 {
     uint32_t old;
@@ -531,3 +531,47 @@ static int refuse_body(fab_t *f)
 }
 
 TEST(mgr_core_refusals, TEST_UNIT) { RUN_BODY(refuse_body); }
+
+/* A group on one AN only (both members below l0): when that AN's
+ * connection breaks the group is torn down; the AN comes back with it
+ * inside the recover window, and no other AN could say the group is gone:
+ * only the tombstone keeps it from being adopted. */
+static int tombstone_body(fab_t *f)
+{
+    const int pair[2] = {0, 1};
+    uint32_t id;
+    f->net = NULL;
+    if (fab_up(f, NULL, 0) != 0)
+        return TEST_FAILED;
+    mgrnet_host_request(f->net, f->h[0], 0x55, 0, pair, 2);
+    mgrnet_host_request(f->net, f->h[1], 0x55, 0, pair, 2);
+    mgrnet_run(f->net, 20);
+    CHECK_EQ_INT(host(f, 0).status, INCOLL_OK);
+    id = host(f, 0).group;
+    CHECK(mgrnet_an_holds(f->net, f->l0, id));
+    CHECK(!mgrnet_an_holds(f->net, f->s0, id));
+    CHECK(!mgrnet_an_holds(f->net, f->l1, id));
+    mgrnet_an_cut(f->net, f->l0);
+    mgrnet_run(f->net, 5);
+    CHECK_EQ_INT(counts(f).groups, 0);
+    CHECK_EQ_INT(host(f, 1).failed, 1);
+    mgrnet_run(f->net, 600);
+    CHECK_EQ_INT(an(f, f->l0).registrations, 2);
+    CHECK_EQ_INT(counts(f).groups_adopted, 0);
+    CHECK_EQ_INT(counts(f).groups, 0);
+    CHECK(!mgrnet_an_holds(f->net, f->l0, id));
+    /* The same after a manager restart is an adoption: the new manager
+     * never tore the group down. */
+    mgrnet_host_request(f->net, f->h[0], 0x55, 1, pair, 2);
+    mgrnet_host_request(f->net, f->h[1], 0x55, 1, pair, 2);
+    mgrnet_run(f->net, 20);
+    CHECK_EQ_INT(host(f, 0).status, INCOLL_OK);
+    id = host(f, 0).group;
+    mgrnet_restart_manager(f->net);
+    mgrnet_run(f->net, 600);
+    CHECK_EQ_INT(counts(f).groups_adopted, 1);
+    CHECK(mgrnet_an_holds(f->net, f->l0, id));
+    return TEST_PASSED;
+}
+
+TEST(mgr_core_tombstone, TEST_UNIT) { RUN_BODY(tombstone_body); }

@@ -44,7 +44,7 @@
 #ifndef INCOLL_MGR_CORE_H
 #define INCOLL_MGR_CORE_H
 
-#include "common/mgr_proto.h"
+#include "common/mgr_codec.h"
 #include "mgr/place.h"
 #include "mgr/topo.h"
 
