@@ -46,6 +46,7 @@ $(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || ec
 LIB_SRCS  := $(sort $(wildcard src/common/*.c src/core/*.c src/host/*.c))
 AGG_SRCS  := $(sort $(wildcard src/agg/*.c))
 MGR_SRCS  := $(sort $(wildcard src/mgr/*.c))
+FABRIC_SRCS := $(sort $(wildcard src/fabric/*.c))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TEST_SRCS := $(sort $(wildcard tests/*.c))
 SIM_SRCS  := $(sort $(wildcard src/sim/*.c))
@@ -53,11 +54,14 @@ SIM_SRCS  := $(sort $(wildcard src/sim/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 AGG_OBJS  := $(AGG_SRCS:%.c=$(BUILD)/obj/%.o)
 MGR_OBJS  := $(MGR_SRCS:%.c=$(BUILD)/obj/%.o)
+FABRIC_OBJS := $(FABRIC_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 # Tools and daemons share code in src/agg and src/mgr that is not main().
+# src/fabric (bringing fabrics up and talking to their manager) is the
+# CLI's and the tests', never linked into the daemons.
 AGG_LIB_OBJS := $(filter-out %/agg_main.o,$(AGG_OBJS))
-MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS))
+MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o) $(AGG_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) \

@@ -36,7 +36,7 @@
 #include "common/log.h"
 #include "common/procstat.h"
 #include "emu.h"
-#include "mgr/mgr_fabric.h"
+#include "fabric/mgr_fabric.h"
 #include "mgr/topo.h"
 
 #include <arpa/inet.h>

@@ -28,7 +28,7 @@
  */
 #include "cli.h"
 #include "emu.h"
-#include "mgr/mgr_fabric.h"
+#include "fabric/mgr_fabric.h"
 
 #include <errno.h>
 #include <ftw.h>

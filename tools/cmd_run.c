@@ -17,7 +17,7 @@
 
 #include "common/fabric_conf.h"
 #include "emu.h"
-#include "mgr/mgr_fabric.h"
+#include "fabric/mgr_fabric.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -20,8 +20,8 @@
  * (tools/emu.h) they run in the network namespaces fabric.conf names, and
  * the manager on an address inside them.
  */
-#ifndef INCOLL_MGR_FABRIC_H
-#define INCOLL_MGR_FABRIC_H
+#ifndef INCOLL_FABRIC_MGR_FABRIC_H
+#define INCOLL_FABRIC_MGR_FABRIC_H
 
 #include <stddef.h>
 #include <stdint.h>
