@@ -30,11 +30,11 @@ typedef struct {
 struct node {
     int is_an;
     int index;
-    link_t *link;      /* the open connection, or NULL */
+    link_t *link; /* the open connection, or NULL */
     /* AN */
     char name[MGR_NAME_MAX];
     incoll_ep_t ep;
-    int alive;         /* the process runs */
+    int alive; /* the process runs */
     int hung;
     int32_t refuse;
     uint64_t reconnect_at; /* 0: no reconnection pending */
@@ -56,7 +56,7 @@ typedef struct event {
     uint64_t at;
     uint64_t seq;
     link_t *link;
-    int to_core;       /* else to the node */
+    int to_core; /* else to the node */
     uint16_t type;
     uint8_t *body;
     size_t len;
@@ -71,9 +71,9 @@ struct mgrnet {
     uint64_t next_tick;
     uint64_t seq;
     uint32_t restarts;
-    event_t *q;        /* sorted by (at, seq) */
-    link_t *links;     /* every link ever made, freed at the end */
-    node_t *ans;       /* one per switch */
+    event_t *q;    /* sorted by (at, seq) */
+    link_t *links; /* every link ever made, freed at the end */
+    node_t *ans;   /* one per switch */
     node_t hosts[MAX_HOSTS];
     int nhosts;
 };
@@ -261,8 +261,8 @@ static void an_receive(mgrnet_t *net, node_t *a, uint16_t type,
         const char *why;
         a->av.adds++;
         if (mgr_dec_group_add(body, len, &add, &why) != INCOLL_OK) {
-            fprintf(stderr, "    mgrnet: an %s: bad group_add: %s\n",
-                    a->name, why);
+            fprintf(stderr, "    mgrnet: an %s: bad group_add: %s\n", a->name,
+                    why);
             break;
         }
         if (a->refuse) {
@@ -338,7 +338,10 @@ void mgrnet_an_kill(mgrnet_t *net, int an)
     a->reconnect_at = 0;
 }
 
-void mgrnet_an_cut(mgrnet_t *net, int an) { link_break(net, &net->ans[an]); }
+void mgrnet_an_cut(mgrnet_t *net, int an)
+{
+    link_break(net, &net->ans[an]);
+}
 
 void mgrnet_an_hang(mgrnet_t *net, int an, int hung)
 {
@@ -610,8 +613,14 @@ void mgrnet_destroy(mgrnet_t *net)
     free(net);
 }
 
-mgr_core_t *mgrnet_core(mgrnet_t *net) { return net->core; }
-uint64_t mgrnet_now(const mgrnet_t *net) { return net->now; }
+mgr_core_t *mgrnet_core(mgrnet_t *net)
+{
+    return net->core;
+}
+uint64_t mgrnet_now(const mgrnet_t *net)
+{
+    return net->now;
+}
 
 void mgrnet_restart_manager(mgrnet_t *net)
 {
@@ -636,8 +645,7 @@ static void deliver(mgrnet_t *net, event_t *e)
     if (!l->open)
         return; /* the connection ended while it was in flight */
     if (e->to_core) {
-        mgr_core_frame(net->core, l->peer, e->type, e->body, e->len,
-                       net->now);
+        mgr_core_frame(net->core, l->peer, e->type, e->body, e->len, net->now);
         return;
     }
     if (l->node->is_an)

@@ -80,12 +80,12 @@ void mgrnet_an_hang(mgrnet_t *net, int an, int hung);
 void mgrnet_an_refuse(mgrnet_t *net, int an, int32_t status);
 
 typedef struct {
-    int connected;      /* a connection is open */
-    int registered;     /* register_ok received on it */
-    int ngroups;        /* groups held */
-    uint64_t boot_id;   /* from the last register_ok */
-    uint32_t adds;      /* group_add received, in all */
-    uint32_t removes;   /* group_remove received, in all */
+    int connected;    /* a connection is open */
+    int registered;   /* register_ok received on it */
+    int ngroups;      /* groups held */
+    uint64_t boot_id; /* from the last register_ok */
+    uint32_t adds;    /* group_add received, in all */
+    uint32_t removes; /* group_remove received, in all */
     uint32_t registrations;
     uint32_t errors;
 } mgrnet_an_view_t;
@@ -106,36 +106,35 @@ void mgrnet_host_join(mgrnet_t *net, int h);
  * order), forgetting the previous answer. */
 void mgrnet_host_request(mgrnet_t *net, int h, uint64_t comm, uint32_t gen,
                          const int *members, int n);
-void mgrnet_host_release(mgrnet_t *net, int h, uint64_t comm,
-                         uint32_t group);
+void mgrnet_host_release(mgrnet_t *net, int h, uint64_t comm, uint32_t group);
 /* Sends BYE and closes. */
 void mgrnet_host_bye(mgrnet_t *net, int h);
 /* The process dies: the connection breaks without a goodbye. */
 void mgrnet_host_crash(mgrnet_t *net, int h);
 /* Sends any frame (malformed input tests). */
-void mgrnet_host_send_raw(mgrnet_t *net, int h, uint16_t type,
-                          const void *body, size_t len);
+void mgrnet_host_send_raw(mgrnet_t *net, int h, uint16_t type, const void *body,
+                          size_t len);
 
 typedef struct {
     int connected;
-    int joined;           /* join_ok received on this connection */
-    uint64_t boot_id;     /* from join_ok */
-    int answered;         /* group_info received since the last request */
-    int32_t status;       /* its status */
+    int joined;       /* join_ok received on this connection */
+    uint64_t boot_id; /* from join_ok */
+    int answered;     /* group_info received since the last request */
+    int32_t status;   /* its status */
     char reason[256];
     uint32_t group;
     uint64_t key;
     uint16_t child;
     incoll_ep_t an;
     uint32_t gen;
-    uint32_t failed;      /* group_failed received, in all */
+    uint32_t failed; /* group_failed received, in all */
     uint32_t failed_group;
     char failed_reason[256];
     uint32_t errors;      /* MGR_ERROR received, in all */
     int32_t error_status; /* the last one's */
     char error[256];
-    uint32_t bad_info;    /* group_info its decoder refused */
-    char bad_why[64];     /* why, the last time */
+    uint32_t bad_info; /* group_info its decoder refused */
+    char bad_why[64];  /* why, the last time */
 } mgrnet_host_view_t;
 
 void mgrnet_host_view(const mgrnet_t *net, int h, mgrnet_host_view_t *view);

@@ -181,7 +181,10 @@ static int lifecycle_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_group_lifecycle, TEST_UNIT) { RUN_BODY(lifecycle_body); }
+TEST(mgr_core_group_lifecycle, TEST_UNIT)
+{
+    RUN_BODY(lifecycle_body);
+}
 
 /* An AN that stops sending heartbeats (its connection open) is dead after
  * MGR_HB_MISSED of them: its groups are torn down and their members told;
@@ -232,7 +235,10 @@ static int hb_loss_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_heartbeat_loss, TEST_UNIT) { RUN_BODY(hb_loss_body); }
+TEST(mgr_core_heartbeat_loss, TEST_UNIT)
+{
+    RUN_BODY(hb_loss_body);
+}
 
 /* An AN whose connection breaks fails its groups at once; the AN comes
  * back with the group, inside the recover window, and is told to remove
@@ -277,7 +283,10 @@ static int an_death_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_an_death, TEST_UNIT) { RUN_BODY(an_death_body); }
+TEST(mgr_core_an_death, TEST_UNIT)
+{
+    RUN_BODY(an_death_body);
+}
 
 /* A job whose processes die without a goodbye keeps its groups for
  * host_grace_ms (a rank may reconnect), then they are reclaimed and the
@@ -311,7 +320,10 @@ static int job_death_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_job_death, TEST_UNIT) { RUN_BODY(job_death_body); }
+TEST(mgr_core_job_death, TEST_UNIT)
+{
+    RUN_BODY(job_death_body);
+}
 
 /* The manager restarts: the ANs report their group with its record and the
  * new manager adopts it; the members rejoin and get the same group back at
@@ -357,7 +369,10 @@ static int adopt_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_adopt_after_restart, TEST_UNIT) { RUN_BODY(adopt_body); }
+TEST(mgr_core_adopt_after_restart, TEST_UNIT)
+{
+    RUN_BODY(adopt_body);
+}
 
 /* After a restart, an adopted group whose members never come back is
  * reclaimed after adopt_grace_ms, and a second AN that reports it later
@@ -394,7 +409,10 @@ static int adopt_orphan_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_adopt_orphan, TEST_UNIT) { RUN_BODY(adopt_orphan_body); }
+TEST(mgr_core_adopt_orphan, TEST_UNIT)
+{
+    RUN_BODY(adopt_orphan_body);
+}
 
 /* After a restart an AN of the group does not come back: the adopted group
  * is torn down when the adopt grace ends, and its members are told. */
@@ -435,7 +453,10 @@ static int adopt_an_missing_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_adopt_an_missing, TEST_UNIT) { RUN_BODY(adopt_an_missing_body); }
+TEST(mgr_core_adopt_an_missing, TEST_UNIT)
+{
+    RUN_BODY(adopt_an_missing_body);
+}
 
 /* A request not every member makes in request_ms fails with a timeout; a
  * newer generation asked by one member tears the older group down at once
@@ -491,7 +512,10 @@ static int request_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_requests, TEST_UNIT) { RUN_BODY(request_body); }
+TEST(mgr_core_requests, TEST_UNIT)
+{
+    RUN_BODY(request_body);
+}
 
 /* An AN that refuses a group fails the request with its reason; an AN
  * that does not acknowledge at all fails it after the ack timeout; a
@@ -530,7 +554,10 @@ static int refuse_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_refusals, TEST_UNIT) { RUN_BODY(refuse_body); }
+TEST(mgr_core_refusals, TEST_UNIT)
+{
+    RUN_BODY(refuse_body);
+}
 
 /* A group on one AN only (both members below l0): when that AN's
  * connection breaks the group is torn down; the AN comes back with it
@@ -574,4 +601,7 @@ static int tombstone_body(fab_t *f)
     return TEST_PASSED;
 }
 
-TEST(mgr_core_tombstone, TEST_UNIT) { RUN_BODY(tombstone_body); }
+TEST(mgr_core_tombstone, TEST_UNIT)
+{
+    RUN_BODY(tombstone_body);
+}

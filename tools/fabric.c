@@ -409,10 +409,10 @@ static void print_log_tail(const char *path)
 static void print_summary(const fabric_conf_t *conf, const char *dir,
                           const pid_t *pids, FILE *out)
 {
-    fprintf(out, "fabric up in %s: %d hosts, radix %d, %d level%s, %d an%s\n", dir,
-           conf->nhosts, conf->radix, conf->levels,
-           conf->levels == 1 ? "" : "s", conf->nans,
-           conf->nans == 1 ? "" : "s");
+    fprintf(out, "fabric up in %s: %d hosts, radix %d, %d level%s, %d an%s\n",
+            dir, conf->nhosts, conf->radix, conf->levels,
+            conf->levels == 1 ? "" : "s", conf->nans,
+            conf->nans == 1 ? "" : "s");
     for (int lv = conf->levels; lv >= 1; lv--) {
         for (int i = 0; i < conf->nans; i++) {
             const fabric_an_t *a = &conf->ans[i];
@@ -438,10 +438,11 @@ static void print_summary(const fabric_conf_t *conf, const char *dir,
             if (first >= 0 && off < sizeof(kids))
                 snprintf(kids + off, sizeof(kids) - off, "%sranks %d-%d",
                          off ? "," : "", first, last);
-            fprintf(out, "  %-8s level %d  %-21s pid %-7d parent %-8s children %s\n",
-                   a->name, a->level, wire_ep_str(a->addr, ep, sizeof(ep)),
-                   (int)pids[i],
-                   a->parent < 0 ? "-" : conf->ans[a->parent].name, kids);
+            fprintf(out,
+                    "  %-8s level %d  %-21s pid %-7d parent %-8s children %s\n",
+                    a->name, a->level, wire_ep_str(a->addr, ep, sizeof(ep)),
+                    (int)pids[i],
+                    a->parent < 0 ? "-" : conf->ans[a->parent].name, kids);
         }
     }
 }
@@ -513,9 +514,9 @@ static int conf_write_topology(const fabric_conf_t *conf, const char *path)
                     conf->ans[conf->ans[i].parent].name);
     fprintf(f, "\n");
     for (int r = 0; r < conf->nhosts; r++) {
-        struct in_addr in = {.s_addr = htonl(conf->hosts[r].ip
-                                                 ? conf->hosts[r].ip
-                                                 : INADDR_LOOPBACK)};
+        struct in_addr in = {
+            .s_addr =
+                htonl(conf->hosts[r].ip ? conf->hosts[r].ip : INADDR_LOOPBACK)};
         fprintf(f, "host h%d leaf=%s addr=%s\n", r,
                 conf->ans[conf->hosts[r].leaf].name, inet_ntoa(in));
     }
@@ -687,11 +688,12 @@ static int spec_shaped(const fabric_spec_t *s)
 int fabric_spec_check(const fabric_spec_t *s, char *err, size_t errlen)
 {
     int shaped = spec_shaped(s);
-    if (s->dir == NULL || s->slots < 0 || s->slots > 65535 ||
-        s->payload < 0 || s->payload > WIRE_MAX_PAYLOAD ||
-        (s->payload > 0 && s->payload < 8) || s->wait_s < 1 || s->hosts < 0 ||
+    if (s->dir == NULL || s->slots < 0 || s->slots > 65535 || s->payload < 0 ||
+        s->payload > WIRE_MAX_PAYLOAD || (s->payload > 0 && s->payload < 8) ||
+        s->wait_s < 1 || s->hosts < 0 ||
         (s->levels != 0 && s->levels != 2 && s->levels != 3) ||
-        (!shaped && (s->hosts < 1 || s->radix < 2 || s->radix > AGG_RADIX_MAX)) ||
+        (!shaped &&
+         (s->hosts < 1 || s->radix < 2 || s->radix > AGG_RADIX_MAX)) ||
         (s->levels && (s->radix < 2 || s->radix > 64 || s->radix % 2)) ||
         (s->topology && (s->levels || s->radix || s->hosts))) {
         snprintf(err, errlen,
@@ -702,13 +704,15 @@ int fabric_spec_check(const fabric_spec_t *s, char *err, size_t errlen)
         return -1;
     }
     if (s->keep && !s->managed) {
-        snprintf(err, errlen, "--keep keeps the manager up; there is none "
-                              "with --no-mgr");
+        snprintf(err, errlen,
+                 "--keep keeps the manager up; there is none "
+                 "with --no-mgr");
         return -1;
     }
     if (shaped && (!s->managed || s->emulate)) {
-        snprintf(err, errlen, "--topology and --levels need the manager (not "
-                              "with --no-mgr) and do not go with --emulate");
+        snprintf(err, errlen,
+                 "--topology and --levels need the manager (not "
+                 "with --no-mgr) and do not go with --emulate");
         return -1;
     }
     return 0;
@@ -725,13 +729,13 @@ struct fabric {
     char bindir[PATH_MAX];
     int shaped;
     int have_conf;
-    int made;            /* something in DIR to remove on failure */
+    int made; /* something in DIR to remove on failure */
     fabric_conf_t conf;
     topo_t topo;
-    int *fds;            /* ports reserved until the daemons start */
+    int *fds; /* ports reserved until the daemons start */
     int nfds;
-    pid_t *pids;         /* per AN of conf */
-    char **replies;      /* per AN of conf: its stats reply, once answered */
+    pid_t *pids;    /* per AN of conf */
+    char **replies; /* per AN of conf: its stats reply, once answered */
 };
 
 void fabric_free(fabric_t *f)
@@ -837,9 +841,9 @@ static int plan_shaped(fabric_t *f)
     const fabric_spec_t *s = &f->spec;
     char err[512];
     incoll_status_t status =
-        s->topology ? topo_load(s->topology, &f->topo, err, sizeof(err))
-                    : topo_fat_tree(s->radix, s->levels, s->hosts, NULL,
-                                    &f->topo);
+        s->topology
+            ? topo_load(s->topology, &f->topo, err, sizeof(err))
+            : topo_fat_tree(s->radix, s->levels, s->hosts, NULL, &f->topo);
     if (status != INCOLL_OK) {
         if (s->topology)
             fprintf(stderr, "incoll fabric up: %s\n", err);
@@ -871,8 +875,8 @@ static int plan_shaped(fabric_t *f)
         f->conf.ans[i].addr =
             f->topo.sw[topo_find_switch(&f->topo, f->conf.ans[i].name)].addr;
     if (topo_save(&f->topo, f->topo_path) != INCOLL_OK) {
-        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
-                f->topo_path, strerror(errno));
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", f->topo_path,
+                strerror(errno));
         return -1;
     }
     return 0;
@@ -914,8 +918,8 @@ static int plan_tree(fabric_t *f)
     }
     if (s->managed && conf_write_topology(&f->conf, f->topo_path) != 0) {
         f->made = 1;
-        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
-                f->topo_path, strerror(errno));
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", f->topo_path,
+                strerror(errno));
         return -1;
     }
     return 0;
@@ -945,8 +949,8 @@ int fabric_plan(const fabric_spec_t *spec, fabric_t **fab_p)
     if ((f->shaped ? plan_shaped(f) : plan_tree(f)) != 0)
         goto err;
     if (f->have_conf && fabric_conf_save(&f->conf, f->conf_path) != INCOLL_OK) {
-        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
-                f->conf_path, strerror(errno));
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", f->conf_path,
+                strerror(errno));
         f->made = 1;
         goto err;
     } else if (!f->have_conf) {
@@ -1025,8 +1029,8 @@ int fabric_start(fabric_t *f)
             return -1;
         }
         if (write_pidfile(pid_path, f->pids[i]) != 0) {
-            fprintf(stderr, "incoll fabric up: cannot write %s: %s\n",
-                    pid_path, strerror(errno));
+            fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", pid_path,
+                    strerror(errno));
             kill(f->pids[i], SIGKILL);
             waitpid(f->pids[i], NULL, 0);
             f->pids[i] = -1;
@@ -1128,8 +1132,9 @@ int fabric_up(const fabric_spec_t *spec)
     if (spec->keep) {
         pid_t kp = spawn_keeper(f->dir);
         if (kp < 0) {
-            fprintf(stderr, "incoll fabric up: cannot start the keeper of the "
-                            "manager: %s\n",
+            fprintf(stderr,
+                    "incoll fabric up: cannot start the keeper of the "
+                    "manager: %s\n",
                     strerror(errno));
             goto err;
         }
@@ -1197,7 +1202,6 @@ int fabric_stop(const char *dir, int quiet)
     return 0;
 }
 
-
 int fabric_restart_mgr(const char *dir, int wait_s, int quiet)
 {
     char bindir[PATH_MAX], conf_path[PATH_MAX + 32], err[512];
@@ -1205,8 +1209,9 @@ int fabric_restart_mgr(const char *dir, int wait_s, int quiet)
     int saved = -1, rc;
 
     if (bindir_of_self(bindir, sizeof(bindir)) != 0) {
-        fprintf(stderr, "incoll fabric restart: cannot find where incoll "
-                        "runs from: %s\n",
+        fprintf(stderr,
+                "incoll fabric restart: cannot find where incoll "
+                "runs from: %s\n",
                 strerror(errno));
         return -1;
     }
@@ -1220,10 +1225,8 @@ int fabric_restart_mgr(const char *dir, int wait_s, int quiet)
     if (emu_present(dir)) {
         fabric_conf_t conf;
         int root;
-        snprintf(conf_path, sizeof(conf_path), "%s/%s", dir,
-                 FABRIC_CONF_FILE);
-        if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) !=
-            INCOLL_OK) {
+        snprintf(conf_path, sizeof(conf_path), "%s/%s", dir, FABRIC_CONF_FILE);
+        if (fabric_conf_load(conf_path, &conf, err, sizeof(err)) != INCOLL_OK) {
             fprintf(stderr, "incoll fabric restart: %s\n", err);
             return -1;
         }
@@ -1252,8 +1255,7 @@ static int ans_alive(const char *dir)
         return 1; /* cannot tell: assume the fabric is there */
     for (int i = 0; i < l.n; i++) {
         proc_stat_t st;
-        if (!is_mgr_pidfile(l.path[i]) &&
-            proc_stat_read(l.pid[i], &st) == 0 &&
+        if (!is_mgr_pidfile(l.path[i]) && proc_stat_read(l.pid[i], &st) == 0 &&
             strcmp(st.comm, AGG_COMM) == 0 && st.state != 'Z' &&
             st.state != 'X')
             n++;
@@ -1410,4 +1412,3 @@ static void stop_keeper(const char *dir)
     }
     unlink(path);
 }
-

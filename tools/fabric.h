@@ -33,7 +33,7 @@
 #include <stdio.h>
 
 typedef struct {
-    const char *dir;      /* created if missing */
+    const char *dir; /* created if missing */
     /* The shape: hosts and radix (a tree, fabric.conf's), radix and
      * levels (a fat-tree; hosts 0 = every host port), or topology. */
     int hosts;

@@ -107,8 +107,9 @@ incoll_status_t mgr_secret_load(const char *path, uint8_t key[MGR_KEY_LEN],
     return INCOLL_OK;
 #else
     (void)key;
-    snprintf(err, errlen, "secret %s: incoll was built without libsodium, so "
-                          "the manager cannot be used",
+    snprintf(err, errlen,
+             "secret %s: incoll was built without libsodium, so "
+             "the manager cannot be used",
              path ? path : "");
     return INCOLL_ERR_UNSUPPORTED;
 #endif
@@ -165,8 +166,7 @@ void mgr_auth_hello(uint8_t snonce[MGR_NONCE_LEN], mgr_wbuf_t *w)
 
 incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
                                       uint8_t role, const uint8_t *body,
-                                      size_t len,
-                                      uint8_t snonce[MGR_NONCE_LEN],
+                                      size_t len, uint8_t snonce[MGR_NONCE_LEN],
                                       uint8_t cnonce[MGR_NONCE_LEN],
                                       mgr_wbuf_t *w, const char **why_p)
 {
@@ -194,13 +194,11 @@ incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
     return INCOLL_OK;
 }
 
-incoll_status_t mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
-                                    const uint8_t snonce[MGR_NONCE_LEN],
-                                    const uint8_t *body, size_t len,
-                                    uint8_t *role_p,
-                                    uint8_t cnonce[MGR_NONCE_LEN],
-                                    uint8_t proof_out[MGR_MAC_LEN],
-                                    const char **why_p)
+incoll_status_t
+mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
+                    const uint8_t snonce[MGR_NONCE_LEN], const uint8_t *body,
+                    size_t len, uint8_t *role_p, uint8_t cnonce[MGR_NONCE_LEN],
+                    uint8_t proof_out[MGR_MAC_LEN], const char **why_p)
 {
     mgr_rbuf_t r = {body, len, 0, 0};
     uint8_t want[MGR_MAC_LEN];
@@ -235,8 +233,7 @@ incoll_status_t mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
 incoll_status_t mgr_auth_check_ok(const uint8_t key[MGR_KEY_LEN],
                                   const uint8_t snonce[MGR_NONCE_LEN],
                                   const uint8_t cnonce[MGR_NONCE_LEN],
-                                  uint8_t role, const uint8_t *body,
-                                  size_t len)
+                                  uint8_t role, const uint8_t *body, size_t len)
 {
     uint8_t want[MGR_MAC_LEN];
     if (len != MGR_MAC_LEN)
@@ -249,8 +246,7 @@ incoll_status_t mgr_auth_check_ok(const uint8_t key[MGR_KEY_LEN],
 void mgr_auth_session_keys(const uint8_t key[MGR_KEY_LEN], int server,
                            const uint8_t snonce[MGR_NONCE_LEN],
                            const uint8_t cnonce[MGR_NONCE_LEN],
-                           uint8_t k_tx[MGR_KEY_LEN],
-                           uint8_t k_rx[MGR_KEY_LEN])
+                           uint8_t k_tx[MGR_KEY_LEN], uint8_t k_rx[MGR_KEY_LEN])
 {
     derive(key, server ? label_s2c : label_c2s, snonce, cnonce, k_tx);
     derive(key, server ? label_c2s : label_s2c, snonce, cnonce, k_rx);
@@ -275,11 +271,17 @@ int mgr_auth_mac_equal(const uint8_t *a, const uint8_t *b)
     return sodium_memcmp(a, b, MGR_MAC_LEN) == 0;
 }
 
-void mgr_auth_wipe(void *p, size_t n) { sodium_memzero(p, n); }
+void mgr_auth_wipe(void *p, size_t n)
+{
+    sodium_memzero(p, n);
+}
 
 #else /* no libsodium: nothing authenticates */
 
-incoll_status_t mgr_auth_init(void) { return INCOLL_ERR_UNSUPPORTED; }
+incoll_status_t mgr_auth_init(void)
+{
+    return INCOLL_ERR_UNSUPPORTED;
+}
 
 void mgr_auth_hello(uint8_t snonce[MGR_NONCE_LEN], mgr_wbuf_t *w)
 {
@@ -289,8 +291,7 @@ void mgr_auth_hello(uint8_t snonce[MGR_NONCE_LEN], mgr_wbuf_t *w)
 
 incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
                                       uint8_t role, const uint8_t *body,
-                                      size_t len,
-                                      uint8_t snonce[MGR_NONCE_LEN],
+                                      size_t len, uint8_t snonce[MGR_NONCE_LEN],
                                       uint8_t cnonce[MGR_NONCE_LEN],
                                       mgr_wbuf_t *w, const char **why_p)
 {
@@ -298,13 +299,11 @@ incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
     return INCOLL_ERR_UNSUPPORTED;
 }
 
-incoll_status_t mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
-                                    const uint8_t snonce[MGR_NONCE_LEN],
-                                    const uint8_t *body, size_t len,
-                                    uint8_t *role_p,
-                                    uint8_t cnonce[MGR_NONCE_LEN],
-                                    uint8_t proof_out[MGR_MAC_LEN],
-                                    const char **why_p)
+incoll_status_t
+mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
+                    const uint8_t snonce[MGR_NONCE_LEN], const uint8_t *body,
+                    size_t len, uint8_t *role_p, uint8_t cnonce[MGR_NONCE_LEN],
+                    uint8_t proof_out[MGR_MAC_LEN], const char **why_p)
 {
     *why_p = "built without libsodium";
     return INCOLL_ERR_UNSUPPORTED;
@@ -313,8 +312,7 @@ incoll_status_t mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
 incoll_status_t mgr_auth_check_ok(const uint8_t key[MGR_KEY_LEN],
                                   const uint8_t snonce[MGR_NONCE_LEN],
                                   const uint8_t cnonce[MGR_NONCE_LEN],
-                                  uint8_t role, const uint8_t *body,
-                                  size_t len)
+                                  uint8_t role, const uint8_t *body, size_t len)
 {
     return INCOLL_ERR_UNSUPPORTED;
 }
@@ -322,8 +320,7 @@ incoll_status_t mgr_auth_check_ok(const uint8_t key[MGR_KEY_LEN],
 void mgr_auth_session_keys(const uint8_t key[MGR_KEY_LEN], int server,
                            const uint8_t snonce[MGR_NONCE_LEN],
                            const uint8_t cnonce[MGR_NONCE_LEN],
-                           uint8_t k_tx[MGR_KEY_LEN],
-                           uint8_t k_rx[MGR_KEY_LEN])
+                           uint8_t k_tx[MGR_KEY_LEN], uint8_t k_rx[MGR_KEY_LEN])
 {
     memset(k_tx, 0, MGR_KEY_LEN);
     memset(k_rx, 0, MGR_KEY_LEN);
@@ -336,7 +333,10 @@ void mgr_auth_frame_mac(const uint8_t key[MGR_KEY_LEN], uint64_t seq,
     memset(out, 0, MGR_MAC_LEN);
 }
 
-int mgr_auth_mac_equal(const uint8_t *a, const uint8_t *b) { return 0; }
+int mgr_auth_mac_equal(const uint8_t *a, const uint8_t *b)
+{
+    return 0;
+}
 
 void mgr_auth_wipe(void *p, size_t n)
 {

@@ -50,8 +50,7 @@ void mgr_auth_hello(uint8_t snonce[MGR_NONCE_LEN], mgr_wbuf_t *w);
  */
 incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
                                       uint8_t role, const uint8_t *body,
-                                      size_t len,
-                                      uint8_t snonce[MGR_NONCE_LEN],
+                                      size_t len, uint8_t snonce[MGR_NONCE_LEN],
                                       uint8_t cnonce[MGR_NONCE_LEN],
                                       mgr_wbuf_t *w, const char **why_p);
 
@@ -61,13 +60,11 @@ incoll_status_t mgr_auth_answer_hello(const uint8_t key[MGR_KEY_LEN],
  * INCOLL_OK, INCOLL_ERR_PROTOCOL (malformed, version, role) or
  * INCOLL_ERR_AUTH (a wrong proof), with *why_p.
  */
-incoll_status_t mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
-                                    const uint8_t snonce[MGR_NONCE_LEN],
-                                    const uint8_t *body, size_t len,
-                                    uint8_t *role_p,
-                                    uint8_t cnonce[MGR_NONCE_LEN],
-                                    uint8_t proof_out[MGR_MAC_LEN],
-                                    const char **why_p);
+incoll_status_t
+mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
+                    const uint8_t snonce[MGR_NONCE_LEN], const uint8_t *body,
+                    size_t len, uint8_t *role_p, uint8_t cnonce[MGR_NONCE_LEN],
+                    uint8_t proof_out[MGR_MAC_LEN], const char **why_p);
 
 /* Client: checks AUTH_OK's proof. INCOLL_OK or INCOLL_ERR_AUTH. */
 incoll_status_t mgr_auth_check_ok(const uint8_t key[MGR_KEY_LEN],

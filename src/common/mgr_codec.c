@@ -39,7 +39,10 @@ void mgr_w_bytes(mgr_wbuf_t *w, const void *p, size_t n)
     w->len += n;
 }
 
-void mgr_w_u8(mgr_wbuf_t *w, uint8_t v) { mgr_w_bytes(w, &v, 1); }
+void mgr_w_u8(mgr_wbuf_t *w, uint8_t v)
+{
+    mgr_w_bytes(w, &v, 1);
+}
 
 void mgr_w_u16(mgr_wbuf_t *w, uint16_t v)
 {
@@ -443,9 +446,9 @@ incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
     if (m->status > 0 || m->status < -64)
         return bad(why_p, "status");
     if (m->status == INCOLL_OK &&
-        (m->group == 0 || m->slots < 1 || m->slots > 65535 ||
-         m->payload < 8 || m->payload > WIRE_MAX_PAYLOAD ||
-         m->an == INCOLL_EP_NONE || m->child >= MGR_MAX_CHILDREN))
+        (m->group == 0 || m->slots < 1 || m->slots > 65535 || m->payload < 8 ||
+         m->payload > WIRE_MAX_PAYLOAD || m->an == INCOLL_EP_NONE ||
+         m->child >= MGR_MAX_CHILDREN))
         return bad(why_p, "group fields");
     if (m->nmembers < 1 || m->nmembers > MGR_MAX_MEMBERS)
         return bad(why_p, "member count");
@@ -458,28 +461,49 @@ incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
 const char *mgr_msg_name(uint16_t type)
 {
     switch (type) {
-    case MGR_HELLO: return "hello";
-    case MGR_AUTH: return "auth";
-    case MGR_AUTH_OK: return "auth_ok";
-    case MGR_AUTH_FAIL: return "auth_fail";
-    case MGR_ERROR: return "error";
-    case MGR_BYE: return "bye";
-    case MGR_AN_REGISTER: return "an_register";
-    case MGR_AN_REGISTER_OK: return "an_register_ok";
-    case MGR_AN_HEARTBEAT: return "an_heartbeat";
-    case MGR_AN_PONG: return "an_pong";
-    case MGR_GROUP_ADD: return "group_add";
-    case MGR_GROUP_REMOVE: return "group_remove";
-    case MGR_GROUP_ACK: return "group_ack";
-    case MGR_JOIN: return "join";
-    case MGR_JOIN_OK: return "join_ok";
-    case MGR_GROUP_REQ: return "group_req";
-    case MGR_GROUP_INFO: return "group_info";
-    case MGR_GROUP_RELEASE: return "group_release";
-    case MGR_GROUP_FAILED: return "group_failed";
-    case MGR_STAT_REQ: return "stat_req";
-    case MGR_STAT_REP: return "stat_rep";
-    default: return "unknown";
+    case MGR_HELLO:
+        return "hello";
+    case MGR_AUTH:
+        return "auth";
+    case MGR_AUTH_OK:
+        return "auth_ok";
+    case MGR_AUTH_FAIL:
+        return "auth_fail";
+    case MGR_ERROR:
+        return "error";
+    case MGR_BYE:
+        return "bye";
+    case MGR_AN_REGISTER:
+        return "an_register";
+    case MGR_AN_REGISTER_OK:
+        return "an_register_ok";
+    case MGR_AN_HEARTBEAT:
+        return "an_heartbeat";
+    case MGR_AN_PONG:
+        return "an_pong";
+    case MGR_GROUP_ADD:
+        return "group_add";
+    case MGR_GROUP_REMOVE:
+        return "group_remove";
+    case MGR_GROUP_ACK:
+        return "group_ack";
+    case MGR_JOIN:
+        return "join";
+    case MGR_JOIN_OK:
+        return "join_ok";
+    case MGR_GROUP_REQ:
+        return "group_req";
+    case MGR_GROUP_INFO:
+        return "group_info";
+    case MGR_GROUP_RELEASE:
+        return "group_release";
+    case MGR_GROUP_FAILED:
+        return "group_failed";
+    case MGR_STAT_REQ:
+        return "stat_req";
+    case MGR_STAT_REP:
+        return "stat_rep";
+    default:
+        return "unknown";
     }
 }
-

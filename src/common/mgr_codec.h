@@ -17,13 +17,13 @@
 
 #define MGR_PROTO_MAGIC 0x4D434E49u /* "INCM" in memory order */
 #define MGR_PROTO_VERSION 1
-#define MGR_MAX_FRAME (4u << 20)    /* after the handshake */
-#define MGR_MAX_HS_FRAME 256u       /* during it */
+#define MGR_MAX_FRAME (4u << 20) /* after the handshake */
+#define MGR_MAX_HS_FRAME 256u    /* during it */
 #define MGR_KEY_LEN 32
 #define MGR_NONCE_LEN 32
 #define MGR_MAC_LEN 32
-#define MGR_NAME_MAX 64             /* names: jobs, ANs, hosts */
-#define MGR_TEXT_MAX (1u << 20)     /* stat and counter texts */
+#define MGR_NAME_MAX 64         /* names: jobs, ANs, hosts */
+#define MGR_TEXT_MAX (1u << 20) /* stat and counter texts */
 #define MGR_MAX_CHILDREN 1024
 #define MGR_MAX_MEMBERS (1 << 18)
 
@@ -35,13 +35,13 @@ typedef enum {
 
 typedef enum {
     /* handshake, no mac */
-    MGR_HELLO = 0x01,       /* m -> c: u32 magic, u16 version, nonce */
-    MGR_AUTH = 0x02,        /* c -> m: u16 version, u8 role, nonce, proof */
-    MGR_AUTH_OK = 0x03,     /* m -> c: proof */
-    MGR_AUTH_FAIL = 0x04,   /* m -> c: str reason */
+    MGR_HELLO = 0x01,     /* m -> c: u32 magic, u16 version, nonce */
+    MGR_AUTH = 0x02,      /* c -> m: u16 version, u8 role, nonce, proof */
+    MGR_AUTH_OK = 0x03,   /* m -> c: proof */
+    MGR_AUTH_FAIL = 0x04, /* m -> c: str reason */
     /* any role */
-    MGR_ERROR = 0x05,       /* m -> c: u32 req, i32 status, str reason */
-    MGR_BYE = 0x06,         /* c -> m: clean goodbye */
+    MGR_ERROR = 0x05, /* m -> c: u32 req, i32 status, str reason */
+    MGR_BYE = 0x06,   /* c -> m: clean goodbye */
     /* ANs */
     MGR_AN_REGISTER = 0x10,
     MGR_AN_REGISTER_OK = 0x11,
@@ -149,11 +149,11 @@ typedef struct {
     uint64_t key;
     uint32_t slots;
     uint32_t payload;
-    incoll_ep_t parent;       /* INCOLL_EP_NONE at the root */
+    incoll_ep_t parent; /* INCOLL_EP_NONE at the root */
     uint16_t index_at_parent;
-    uint16_t nchildren;       /* 1..MGR_MAX_CHILDREN */
-    const uint8_t *children;  /* nchildren little-endian u64 endpoints */
-    const uint8_t *rec;       /* kept by the AN, reported back */
+    uint16_t nchildren;      /* 1..MGR_MAX_CHILDREN */
+    const uint8_t *children; /* nchildren little-endian u64 endpoints */
+    const uint8_t *rec;      /* kept by the AN, reported back */
     size_t rec_len;
 } mgr_group_add_t;
 
@@ -162,8 +162,8 @@ typedef struct {
     char job[MGR_NAME_MAX];
     int32_t rank;
     int32_t size;
-    char host[MGR_NAME_MAX];  /* topology host name; "" = by address */
-    incoll_ep_t ep;           /* its UDP endpoint */
+    char host[MGR_NAME_MAX]; /* topology host name; "" = by address */
+    incoll_ep_t ep;          /* its UDP endpoint */
     uint32_t pid;
 } mgr_join_t;
 
@@ -173,12 +173,12 @@ typedef struct {
 typedef struct {
     uint32_t req;
     uint64_t comm;
-    uint32_t gen;             /* 0, then +1 for each rebuild */
-    uint32_t slots;           /* wanted; 0 = the manager's default */
-    uint32_t payload;         /* wanted; 0 = what the ANs allow */
-    uint64_t opseq;           /* rebuilds: the operation this member is at */
+    uint32_t gen;     /* 0, then +1 for each rebuild */
+    uint32_t slots;   /* wanted; 0 = the manager's default */
+    uint32_t payload; /* wanted; 0 = what the ANs allow */
+    uint64_t opseq;   /* rebuilds: the operation this member is at */
     uint32_t nmembers;
-    const uint8_t *members;   /* nmembers u32 world ranks, comm order */
+    const uint8_t *members; /* nmembers u32 world ranks, comm order */
 } mgr_group_req_t;
 
 /* Manager -> host: the answer. With status != INCOLL_OK there is no group
@@ -191,16 +191,16 @@ typedef struct {
     char reason[256];
     uint32_t group;
     uint64_t key;
-    uint16_t child;           /* our child index at the AN */
-    incoll_ep_t an;           /* the AN we send to */
+    uint16_t child; /* our child index at the AN */
+    incoll_ep_t an; /* the AN we send to */
     uint32_t slots;
     uint32_t payload;
     uint32_t ops;
     uint32_t dtypes;
-    uint64_t opseq_min;       /* smallest and largest opseq the members */
-    uint64_t opseq_max;       /* sent */
+    uint64_t opseq_min; /* smallest and largest opseq the members */
+    uint64_t opseq_max; /* sent */
     uint32_t nmembers;
-    const uint8_t *peers;     /* nmembers u64 UDP endpoints, comm order */
+    const uint8_t *peers; /* nmembers u64 UDP endpoints, comm order */
 } mgr_group_info_t;
 
 /* Encoders append the body of one message to w. Decoders check every
@@ -210,8 +210,7 @@ void mgr_enc_an_register(mgr_wbuf_t *w, const mgr_an_register_t *m);
 incoll_status_t mgr_dec_an_register(const uint8_t *p, size_t n,
                                     mgr_an_register_t *m, const char **why_p);
 /* Entry i of the register's groups (validated by the decoder). */
-void mgr_an_group_at(const mgr_an_register_t *m, uint32_t i,
-                     mgr_an_group_t *g);
+void mgr_an_group_at(const mgr_an_register_t *m, uint32_t i, mgr_an_group_t *g);
 /* Appends one group entry for mgr_an_register_t.groups. */
 void mgr_enc_an_group(mgr_wbuf_t *w, const mgr_an_group_t *g);
 

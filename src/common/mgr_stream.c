@@ -21,8 +21,8 @@
 
 static void session_keys(mgr_stream_t *st)
 {
-    mgr_auth_session_keys(st->key, st->server, st->snonce, st->cnonce,
-                          st->k_tx, st->k_rx);
+    mgr_auth_session_keys(st->key, st->server, st->snonce, st->cnonce, st->k_tx,
+                          st->k_rx);
     st->seq_tx = 0;
     st->seq_rx = 0;
 }
@@ -67,8 +67,7 @@ static incoll_status_t queue(mgr_stream_t *st, uint16_t type, const void *body,
     if (len)
         memcpy(p + 6, body, len);
     if (with_mac)
-        mgr_auth_frame_mac(st->k_tx, st->seq_tx++, p + 4, 2 + len,
-                           p + 6 + len);
+        mgr_auth_frame_mac(st->k_tx, st->seq_tx++, p + 4, 2 + len, p + 6 + len);
     st->tx_len += 4 + flen;
     return INCOLL_OK;
 }
@@ -89,8 +88,8 @@ incoll_status_t mgr_stream_send_plain(mgr_stream_t *st, uint16_t type,
     return queue(st, type, body, len, 0);
 }
 
-incoll_status_t mgr_stream_init(mgr_stream_t *st, int fd, int server,
-                                 int role, const uint8_t key[MGR_KEY_LEN])
+incoll_status_t mgr_stream_init(mgr_stream_t *st, int fd, int server, int role,
+                                const uint8_t key[MGR_KEY_LEN])
 {
     memset(st, 0, sizeof(*st));
     st->fd = fd;
@@ -236,7 +235,6 @@ void mgr_stream_trim(mgr_stream_t *st)
     }
 }
 
-
 /* Handles one handshake frame. Returns MGR_NEXT_NONE to go on,
  * MGR_NEXT_READY when done, MGR_NEXT_ERROR. */
 static mgr_next_t handshake(mgr_stream_t *st, uint16_t type,
@@ -340,8 +338,9 @@ mgr_next_t mgr_stream_next(mgr_stream_t *st, uint16_t *type_p,
         if (avail < 4)
             return MGR_NEXT_NONE;
         flen = mgr_get_u32(p, 0);
-        limit = !ready ? MGR_MAX_HS_FRAME
-                : st->max_frame ? st->max_frame : MGR_MAX_FRAME;
+        limit = !ready          ? MGR_MAX_HS_FRAME
+                : st->max_frame ? st->max_frame
+                                : MGR_MAX_FRAME;
         if (flen < 2 + (ready ? MGR_MAC_LEN : 0)) {
             *why_p = "bad frame length";
             st->state = MGR_ST_FAILED;
@@ -349,8 +348,8 @@ mgr_next_t mgr_stream_next(mgr_stream_t *st, uint16_t *type_p,
         }
         if (flen > limit) {
             snprintf(st->why, sizeof(st->why),
-                     "frame of %" PRIu32 " bytes over the limit of %zu%s",
-                     flen, limit, ready ? "" : " during the handshake");
+                     "frame of %" PRIu32 " bytes over the limit of %zu%s", flen,
+                     limit, ready ? "" : " during the handshake");
             *why_p = st->why;
             st->state = MGR_ST_FAILED;
             return MGR_NEXT_ERROR;
@@ -392,7 +391,6 @@ mgr_next_t mgr_stream_next(mgr_stream_t *st, uint16_t *type_p,
     }
 }
 
-
 incoll_status_t mgr_parse_addr(const char *addr, uint32_t *ip_p,
                                uint16_t *port_p)
 {
@@ -405,7 +403,8 @@ incoll_status_t mgr_parse_addr(const char *addr, uint32_t *ip_p,
     if (addr == NULL)
         return INCOLL_ERR_INVALID_ARG;
     colon = strrchr(addr, ':');
-    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof(host))
+    if (colon == NULL || colon == addr ||
+        (size_t)(colon - addr) >= sizeof(host))
         return INCOLL_ERR_INVALID_ARG;
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = '\0';
@@ -458,4 +457,3 @@ int mgr_connect(const char *addr, char *err, size_t errlen)
     }
     return fd;
 }
-

@@ -17,10 +17,9 @@
 
 #include "common/mgr_auth.h"
 
-
 typedef enum {
-    MGR_ST_HELLO,      /* client: waiting for HELLO */
-    MGR_ST_AUTH,       /* manager: waiting for AUTH; client: for AUTH_OK */
+    MGR_ST_HELLO, /* client: waiting for HELLO */
+    MGR_ST_AUTH,  /* manager: waiting for AUTH; client: for AUTH_OK */
     MGR_ST_READY,
     MGR_ST_FAILED,
 } mgr_stream_state_t;
@@ -28,7 +27,7 @@ typedef enum {
 typedef struct {
     int fd;
     int server;
-    int role;                 /* client: ours; server: the peer's, once known */
+    int role; /* client: ours; server: the peer's, once known */
     mgr_stream_state_t state;
     uint8_t key[MGR_KEY_LEN];
     uint8_t snonce[MGR_NONCE_LEN];
@@ -40,14 +39,14 @@ typedef struct {
     uint8_t *rx;
     size_t rx_len;
     size_t rx_cap;
-    size_t rx_off;            /* start of the next unparsed frame */
+    size_t rx_off; /* start of the next unparsed frame */
     uint8_t *tx;
     size_t tx_len;
     size_t tx_cap;
-    size_t tx_off;            /* bytes of tx already written */
-    size_t tx_limit;          /* refuse to queue beyond this (slow peer) */
-    size_t max_frame;         /* after the handshake; 0: MGR_MAX_FRAME */
-    char why[96];             /* an error reason with numbers in it */
+    size_t tx_off;    /* bytes of tx already written */
+    size_t tx_limit;  /* refuse to queue beyond this (slow peer) */
+    size_t max_frame; /* after the handshake; 0: MGR_MAX_FRAME */
+    char why[96];     /* an error reason with numbers in it */
 } mgr_stream_t;
 
 typedef enum {
@@ -62,8 +61,8 @@ typedef enum {
  * closes it in mgr_stream_close). The manager side (server = 1) queues
  * HELLO; the client waits for it and answers with AUTH as role.
  */
-incoll_status_t mgr_stream_init(mgr_stream_t *st, int fd, int server,
-                                 int role, const uint8_t key[MGR_KEY_LEN]);
+incoll_status_t mgr_stream_init(mgr_stream_t *st, int fd, int server, int role,
+                                const uint8_t key[MGR_KEY_LEN]);
 void mgr_stream_close(mgr_stream_t *st);
 
 /* Reads what the socket holds. Returns 0, or -1 on end of stream or a

@@ -29,14 +29,14 @@
 #include <unistd.h>
 
 #define MAX_CONNS 8192
-#define FD_RESERVE 16   /* descriptors kept for everything but connections */
+#define FD_RESERVE 16 /* descriptors kept for everything but connections */
 #define MIN_CONNS 8
-#define EVICT_MS 500    /* an unauthenticated connection's least chance */
+#define EVICT_MS 500       /* an unauthenticated connection's least chance */
 #define LISTEN_REST_MS 100 /* out of descriptors: rest the listener */
-#define RATE_MS 10000   /* hostile-traffic warnings: a burst per interval */
+#define RATE_MS 10000      /* hostile-traffic warnings: a burst per interval */
 #define TOOL_MAX_FRAME (64u << 10)
 #define HOST_MAX_FRAME (2u << 20)
-#define TOOL_TX_LIMIT (8u << 20)  /* queued to a peer that does not read */
+#define TOOL_TX_LIMIT (8u << 20) /* queued to a peer that does not read */
 #define HOST_TX_LIMIT (16u << 20)
 
 typedef struct conn {
@@ -45,14 +45,14 @@ typedef struct conn {
     char peer[32];
     uint32_t peer_ip;
     int dead;
-    int unauth;          /* counted in mgr.nunauth */
-    int watching_out;    /* EPOLLOUT armed */
-    uint64_t accepted;   /* when */
+    int unauth;             /* counted in mgr.nunauth */
+    int watching_out;       /* EPOLLOUT armed */
+    uint64_t accepted;      /* when */
     uint64_t partial_since; /* the frame in progress began, or 0 */
-    uint64_t reserved;   /* bytes of it, charged to the budgets */
-    uint64_t *res_job;   /* the job's counter charged too, or NULL */
-    uint64_t deadline;   /* authentication deadline, 0 once authenticated */
-    mgr_peer_t *core;    /* the core's peer, once authenticated */
+    uint64_t reserved;      /* bytes of it, charged to the budgets */
+    uint64_t *res_job;      /* the job's counter charged too, or NULL */
+    uint64_t deadline;      /* authentication deadline, 0 once authenticated */
+    mgr_peer_t *core;       /* the core's peer, once authenticated */
     struct conn *next;
 } conn_t;
 
@@ -77,12 +77,12 @@ struct mgr {
     conn_t *conns;
     int nconns;
     int nunauth;
-    int max_conns;       /* from RLIMIT_NOFILE */
+    int max_conns; /* from RLIMIT_NOFILE */
     int max_unauth;
-    int spare_fd;        /* /dev/null, given up to shed a connection */
-    int listen_resting;  /* the listener is out of the epoll set */
+    int spare_fd;           /* /dev/null, given up to shed a connection */
+    int listen_resting;     /* the listener is out of the epoll set */
     uint64_t listen_resume; /* until then */
-    uint64_t rx_reserved; /* partial frames of every connection */
+    uint64_t rx_reserved;   /* partial frames of every connection */
     ratelog_t rl_accept, rl_conn, rl_frame;
     conn_t *graveyard;
     uint32_t next_conn_id;
@@ -123,7 +123,10 @@ void mgr_params_default(mgr_params_t *p)
     place_params_default(&p->place);
 }
 
-uint16_t mgr_port(const mgr_t *m) { return m->port; }
+uint16_t mgr_port(const mgr_t *m)
+{
+    return m->port;
+}
 
 /* ---- rate-limited warnings ---- */
 
@@ -180,7 +183,6 @@ static void conn_watch_out(mgr_t *m, conn_t *c)
     c->watching_out = want;
 }
 
-
 /* Charges what c buffers of a frame in progress to the budgets, in place
  * of what it had. */
 static void conn_charge(mgr_t *m, conn_t *c, uint64_t bytes, uint64_t *job)
@@ -200,8 +202,8 @@ static void conn_log_close(const conn_t *c, const char *why)
     const char *job;
     int rank;
     if (mgr_core_peer_job(c->core, &job, &rank))
-        incoll_debug("conn %u (%s, job %s rank %d) closed: %s", c->id,
-                     c->peer, job, rank, why);
+        incoll_debug("conn %u (%s, job %s rank %d) closed: %s", c->id, c->peer,
+                     job, rank, why);
     else
         incoll_debug("conn %u (%s) closed: %s", c->id, c->peer, why);
 }
@@ -260,8 +262,9 @@ static void core_send(void *arg, void *user, uint16_t type, const void *body,
         return;
     status = mgr_stream_send(&c->st, type, body, len);
     if (status != INCOLL_OK) {
-        conn_kill(m, c, status == INCOLL_ERR_BUSY ? "peer does not read"
-                                                  : "cannot queue a message");
+        conn_kill(m, c,
+                  status == INCOLL_ERR_BUSY ? "peer does not read"
+                                            : "cannot queue a message");
         return;
     }
     if (mgr_stream_flush(&c->st) != 0) {
@@ -311,7 +314,6 @@ static size_t role_max_frame(int role)
         return HOST_MAX_FRAME;
     return MGR_MAX_FRAME;
 }
-
 
 /*
  * After c's frames were taken out: starts the deadline of a frame in
@@ -382,8 +384,8 @@ static void on_readable(mgr_t *m, conn_t *c)
                 m->ctr.malformed++;
             if (strstr(why, "over the limit"))
                 m->ctr.frames_refused++;
-            rate_warn(&m->rl_conn, "conn %u (%s): rejected: %s", c->id,
-                      c->peer, why);
+            rate_warn(&m->rl_conn, "conn %u (%s): rejected: %s", c->id, c->peer,
+                      why);
             conn_kill(m, c, why);
             return;
         }
@@ -491,8 +493,9 @@ static int make_room(mgr_t *m, uint64_t *wait_p)
               "unauthenticated",
               oldest->id, oldest->peer, now - oldest->accepted, m->nconns,
               m->max_conns, m->nunauth, m->max_unauth);
-    conn_kill(m, oldest, "evicted: unauthenticated for too long while the "
-                         "manager is full");
+    conn_kill(m, oldest,
+              "evicted: unauthenticated for too long while the "
+              "manager is full");
     return 1;
 }
 
@@ -556,8 +559,9 @@ static void on_accept(mgr_t *m)
                 shed_one(m, errno);
                 return;
             }
-            rate_warn(&m->rl_accept, "accept: %s; resting the listener for "
-                                     "%d ms",
+            rate_warn(&m->rl_accept,
+                      "accept: %s; resting the listener for "
+                      "%d ms",
                       strerror(errno), LISTEN_REST_MS);
             listener_rest(m, LISTEN_REST_MS);
             return;
@@ -613,8 +617,7 @@ static void on_tick(mgr_t *m)
     /* Collect first: killing one connection may kill others (an AN's
      * failure is told to members, whose connections may be broken). */
     for (conn_t *c = m->conns; late && c; c = c->next)
-        if ((c->st.state != MGR_ST_READY && c->deadline &&
-             now > c->deadline) ||
+        if ((c->st.state != MGR_ST_READY && c->deadline && now > c->deadline) ||
             (c->partial_since && now > c->partial_since + m->p.frame_ms))
             late[nlate++] = c;
     for (int i = 0; i < nlate; i++) {
@@ -623,8 +626,9 @@ static void on_tick(mgr_t *m)
             continue;
         if (c->st.state != MGR_ST_READY) {
             m->ctr.auth_failures++;
-            rate_warn(&m->rl_conn, "conn %u (%s): no authentication within "
-                                   "%u ms",
+            rate_warn(&m->rl_conn,
+                      "conn %u (%s): no authentication within "
+                      "%u ms",
                       c->id, c->peer, m->p.auth_ms);
             conn_kill(m, c, "authentication timeout");
         } else {
@@ -637,8 +641,9 @@ static void on_tick(mgr_t *m)
                      "frame incomplete after %u ms (%zu of %zu bytes)",
                      m->p.frame_ms, have, frame);
             if (mgr_core_peer_job(c->core, &job, &rank))
-                rate_warn(&m->rl_frame, "conn %u (%s, job %s rank %d): "
-                                        "closed: %s",
+                rate_warn(&m->rl_frame,
+                          "conn %u (%s, job %s rank %d): "
+                          "closed: %s",
                           c->id, c->peer, job, rank, why);
             else
                 rate_warn(&m->rl_frame, "conn %u (%s, role %d): closed: %s",
@@ -798,8 +803,8 @@ int mgr_run(mgr_t *m)
 
     incoll_info("listening on %s: %d switches, %d trees, %d hosts; at most "
                 "%d connections, %d of them unauthenticated",
-                m->listen, m->topo->nswitches, m->topo->ntrees,
-                m->topo->nhosts, m->max_conns, m->max_unauth);
+                m->listen, m->topo->nswitches, m->topo->ntrees, m->topo->nhosts,
+                m->max_conns, m->max_unauth);
     for (;;) {
         struct epoll_event ev[64];
         uint64_t now = now_ms(), due = next_tick;

@@ -21,22 +21,22 @@ typedef struct job job_t;
 
 /* An authenticated connection, as the core sees it. */
 struct mgr_peer {
-    void *user;          /* the driver's */
+    void *user; /* the driver's */
     uint32_t id;
     char name[32];
     uint32_t peer_ip;
     int role;
     int dead;
     uint64_t hb_deadline; /* ANs: the next heartbeat is due by then */
-    int an;              /* switch index of a registered AN, else -1 */
-    job_t *job;          /* a joined host's job */
+    int an;               /* switch index of a registered AN, else -1 */
+    job_t *job;           /* a joined host's job */
     int rank;
-    int bye;             /* the host said goodbye */
+    int bye; /* the host said goodbye */
     struct mgr_peer *prev, *next;
 };
 
 typedef struct {
-    mgr_peer_t *conn;    /* NULL while down */
+    mgr_peer_t *conn; /* NULL while down */
     incoll_ep_t ep;
     char counters[4096]; /* from the last heartbeat */
     uint64_t up_since;
@@ -46,16 +46,16 @@ typedef struct {
 } an_state_t;
 
 enum { R_NONE = 0, R_UP, R_LOST, R_LEFT, R_ADOPTED, R_DEAD };
-static const char *const rank_state_names[] = {"none", "up", "lost",
+static const char *const rank_state_names[] = {"none", "up",      "lost",
                                                "left", "adopted", "dead"};
 
 typedef struct {
     mgr_peer_t *conn;
     int state;
-    int host;            /* topology host, -1 unknown */
+    int host; /* topology host, -1 unknown */
     incoll_ep_t ep;
     uint32_t pid;
-    uint64_t deadline;   /* LOST/ADOPTED: reclaimed after this */
+    uint64_t deadline; /* LOST/ADOPTED: reclaimed after this */
 } rank_t;
 
 struct job {
@@ -74,15 +74,15 @@ typedef struct {
     job_t *job;
     uint64_t comm;
     uint32_t gen;
-    int *ranks;          /* world rank of each member */
+    int *ranks; /* world rank of each member */
     uint8_t *released;
-    uint8_t *confirmed;  /* per AN of the group: it holds the group */
-    int unacked;         /* ANs still to acknowledge the add */
+    uint8_t *confirmed; /* per AN of the group: it holds the group */
+    int unacked;        /* ANs still to acknowledge the add */
     int active;
     int adopted;
-    uint64_t deadline;   /* acks, or (adopted) confirmation by every AN */
-    pending_t *pend;     /* the request waiting for the acks */
-    uint8_t *rec;        /* the record the ANs keep */
+    uint64_t deadline; /* acks, or (adopted) confirmation by every AN */
+    pending_t *pend;   /* the request waiting for the acks */
+    uint8_t *rec;      /* the record the ANs keep */
     size_t rec_len;
 } mgroup_t;
 
@@ -99,7 +99,7 @@ struct pending {
     uint64_t *opseq;
     int nasked;
     uint64_t deadline;
-    place_group_t *g;    /* placed, waiting for the ANs' acks */
+    place_group_t *g; /* placed, waiting for the ANs' acks */
     struct pending *next;
 };
 
@@ -108,8 +108,8 @@ struct mgr_core {
     const topo_t *topo;
     place_t *pl;
     char listen[64];
-    uint64_t now;        /* of the call in progress */
-    int depth;           /* calls into the core in progress */
+    uint64_t now; /* of the call in progress */
+    int depth;    /* calls into the core in progress */
     mgr_peer_t *peers;
     mgr_peer_t *graveyard; /* closed, freed when the outermost call ends */
     an_state_t *an;
@@ -159,8 +159,8 @@ static void send_msg(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
     if (c == NULL || c->dead)
         return;
     if (w->oom) {
-        incoll_error("conn %u (%s): out of memory building %s", c->id,
-                     c->name, mgr_msg_name(type));
+        incoll_error("conn %u (%s): out of memory building %s", c->id, c->name,
+                     mgr_msg_name(type));
         return;
     }
     m->p.send(m->p.arg, c->user, type, w->buf, w->len);
@@ -419,11 +419,11 @@ static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
         notify_failed(m, g, mg, reason);
     }
     if (reason)
-        incoll_info("group %u (job %s comm %016" PRIx64 "): torn down: %s",
-                    id, mg->job->name, mg->comm, reason);
+        incoll_info("group %u (job %s comm %016" PRIx64 "): torn down: %s", id,
+                    mg->job->name, mg->comm, reason);
     else
-        incoll_debug("group %u (job %s comm %016" PRIx64 "): released",
-                     id, mg->job->name, mg->comm);
+        incoll_debug("group %u (job %s comm %016" PRIx64 "): released", id,
+                     mg->job->name, mg->comm);
     m->tomb[m->ntomb++ % TOMBSTONES] = id;
     place_group_release(m->pl, id);
     mgroup_free(mg);
@@ -469,7 +469,8 @@ static void teardown_where(mgr_core_t *m, group_pred_t pred, const void *arg,
     free(ids);
 }
 
-static int pred_uses_an(const mgr_core_t *m, const place_group_t *g, const void *arg)
+static int pred_uses_an(const mgr_core_t *m, const place_group_t *g,
+                        const void *arg)
 {
     return place_group_uses(g, *(const int *)arg);
 }
@@ -504,7 +505,8 @@ static int group_done(const place_group_t *g)
     return 1;
 }
 
-static int pred_done(const mgr_core_t *m, const place_group_t *g, const void *arg)
+static int pred_done(const mgr_core_t *m, const place_group_t *g,
+                     const void *arg)
 {
     const mgroup_t *mg = g->user;
     return mg->active && (arg == NULL || mg->job == arg) && group_done(g);
@@ -592,9 +594,8 @@ void mgr_core_peer_closed(mgr_core_t *m, mgr_peer_t *c, const char *why,
     leave(m);
 }
 
-mgr_peer_t *mgr_core_peer_open(mgr_core_t *m, void *user, uint32_t id,
-                               int role, uint32_t peer_ip, const char *name,
-                               uint64_t now)
+mgr_peer_t *mgr_core_peer_open(mgr_core_t *m, void *user, uint32_t id, int role,
+                               uint32_t peer_ip, const char *name, uint64_t now)
 {
     mgr_peer_t *c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -627,7 +628,8 @@ uint64_t *mgr_core_peer_job(mgr_peer_t *c, const char **name_p, int *rank_p)
 
 /* ---- AN messages ---- */
 
-static void adopt_reported(mgr_core_t *m, mgr_peer_t *c, const mgr_an_group_t *rg)
+static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
+                           const mgr_an_group_t *rg)
 {
     const topo_t *topo = m->topo;
     mgr_rbuf_t r = {rg->rec, rg->rec_len, 0, 0};
@@ -766,23 +768,23 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     }
     if (mgr_dec_an_register(body, len, &reg, &why) != INCOLL_OK) {
         m->ctr.malformed++;
-        incoll_warn("conn %u (%s): malformed an_register: %s", c->id,
-                    c->name, why);
+        incoll_warn("conn %u (%s): malformed an_register: %s", c->id, c->name,
+                    why);
         peer_kill(m, c, "malformed an_register");
         return;
     }
     sw = topo_find_switch(topo, reg.name);
     if (sw < 0) {
-        incoll_warn("conn %u (%s): an '%s' is not in the topology",
-                    c->id, c->name, reg.name);
+        incoll_warn("conn %u (%s): an '%s' is not in the topology", c->id,
+                    c->name, reg.name);
         send_error(m, c, 0, INCOLL_ERR_NOT_FOUND,
                    "an '%s' is not in the topology", reg.name);
         peer_kill(m, c, "unknown an");
         return;
     }
     if (topo->sw[sw].addr != INCOLL_EP_NONE && topo->sw[sw].addr != reg.ep) {
-        incoll_warn("an %s registers udp %s but the topology says %s",
-                    reg.name, wire_ep_str(reg.ep, ep, sizeof(ep)),
+        incoll_warn("an %s registers udp %s but the topology says %s", reg.name,
+                    wire_ep_str(reg.ep, ep, sizeof(ep)),
                     wire_ep_str(topo->sw[sw].addr, want, sizeof(want)));
         send_error(m, c, 0, INCOLL_ERR_CONFIG,
                    "an %s: udp endpoint %s differs from the topology's %s",
@@ -792,8 +794,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     }
     for (int i = 0; i < topo->nswitches; i++) {
         if (i != sw && m->an[i].conn && m->an[i].ep == reg.ep) {
-            send_error(m, c, 0, INCOLL_ERR_BUSY,
-                       "udp endpoint %s is an %s's",
+            send_error(m, c, 0, INCOLL_ERR_BUSY, "udp endpoint %s is an %s's",
                        wire_ep_str(reg.ep, ep, sizeof(ep)), topo->sw[i].name);
             peer_kill(m, c, "endpoint in use");
             return;
@@ -845,8 +846,8 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
             adopt_reported(m, c, &rg);
         } else {
             mgr_wbuf_t w = {0};
-            incoll_info("an %s holds stale group %u: removing it",
-                        reg.name, rg.id);
+            incoll_info("an %s holds stale group %u: removing it", reg.name,
+                        rg.id);
             mgr_w_u32(&w, rg.id);
             send_msg(m, c, MGR_GROUP_REMOVE, &w);
             mgr_wbuf_free(&w);
@@ -885,7 +886,8 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     }
 }
 
-static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t len)
+static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
 {
     mgr_rbuf_t r = {body, len, 0, 0};
     uint64_t seq = mgr_r_u64(&r);
@@ -915,7 +917,8 @@ static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size
     mgr_wbuf_free(&w);
 }
 
-static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t len)
+static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
 {
     mgr_rbuf_t r = {body, len, 0, 0};
     uint32_t id = mgr_r_u32(&r);
@@ -976,7 +979,8 @@ static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size
 
 /* ---- host messages ---- */
 
-static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t len)
+static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                    size_t len)
 {
     const topo_t *topo = m->topo;
     mgr_join_t jn;
@@ -991,8 +995,7 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t le
     }
     if (mgr_dec_join(body, len, &jn, &why) != INCOLL_OK) {
         m->ctr.malformed++;
-        incoll_warn("conn %u (%s): malformed join: %s", c->id, c->name,
-                    why);
+        incoll_warn("conn %u (%s): malformed join: %s", c->id, c->name, why);
         send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed join: %s", why);
         return;
     }
@@ -1034,9 +1037,8 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t le
     r->pid = jn.pid;
     c->job = j;
     c->rank = jn.rank;
-    incoll_debug("job %s rank %d/%d joined from %s (host %s)", jn.job,
-                 jn.rank, jn.size, c->name,
-                 host >= 0 ? topo->hosts[host].name : "?");
+    incoll_debug("job %s rank %d/%d joined from %s (host %s)", jn.job, jn.rank,
+                 jn.size, c->name, host >= 0 ? topo->hosts[host].name : "?");
     {
         mgr_wbuf_t w = {0};
         mgr_w_u64(&w, m->p.boot_id);
@@ -1046,8 +1048,8 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t le
     }
 }
 
-static place_group_t *find_comm_group(mgr_core_t *m, const job_t *j, uint64_t comm,
-                                      int *n_older, uint32_t gen)
+static place_group_t *find_comm_group(mgr_core_t *m, const job_t *j,
+                                      uint64_t comm, int *n_older, uint32_t gen)
 {
     place_group_t *same = NULL;
     *n_older = 0;
@@ -1095,8 +1097,9 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
     for (int i = 0; i < p->n; i++) {
         hosts[i] = p->job->ranks[p->ranks[i]].host;
         if (hosts[i] < 0) {
-            snprintf(why, sizeof(why), "rank %d is on a host not in the "
-                                       "topology",
+            snprintf(why, sizeof(why),
+                     "rank %d is on a host not in the "
+                     "topology",
                      p->ranks[i]);
             status = INCOLL_ERR_NO_RESOURCE;
             break;
@@ -1121,7 +1124,8 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         goto done;
     }
     mg = calloc(1, sizeof(*mg));
-    if (mg == NULL || (mg->ranks = malloc((size_t)p->n * sizeof(int))) == NULL ||
+    if (mg == NULL ||
+        (mg->ranks = malloc((size_t)p->n * sizeof(int))) == NULL ||
         (mg->released = calloc((size_t)p->n, 1)) == NULL ||
         (mg->confirmed = calloc((size_t)g->nans, 1)) == NULL) {
         mgroup_free(mg);
@@ -1163,8 +1167,8 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         add.key = g->key;
         add.slots = g->slots;
         add.payload = g->payload;
-        add.parent = a->parent >= 0 ? m->an[g->ans[a->parent].sw].ep
-                                    : INCOLL_EP_NONE;
+        add.parent =
+            a->parent >= 0 ? m->an[g->ans[a->parent].sw].ep : INCOLL_EP_NONE;
         add.index_at_parent = a->index_at_parent;
         add.nchildren = (uint16_t)a->nchildren;
         add.children = eps;
@@ -1189,7 +1193,8 @@ done:
     pending_free(p);
 }
 
-static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size_t len)
+static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
 {
     job_t *j = c->job;
     mgr_group_req_t rq;
@@ -1204,8 +1209,8 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size
     }
     if (mgr_dec_group_req(body, len, &rq, &why) != INCOLL_OK) {
         m->ctr.malformed++;
-        incoll_warn("job %s rank %d: malformed group_req: %s", j->name,
-                    c->rank, why);
+        incoll_warn("job %s rank %d: malformed group_req: %s", j->name, c->rank,
+                    why);
         send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_req: %s",
                    why);
         return;
@@ -1278,7 +1283,8 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body, size
             break;
     if (p == NULL) {
         p = calloc(1, sizeof(*p));
-        if (p == NULL || (p->ranks = malloc(rq.nmembers * sizeof(int))) == NULL ||
+        if (p == NULL ||
+            (p->ranks = malloc(rq.nmembers * sizeof(int))) == NULL ||
             (p->who = calloc(rq.nmembers, sizeof(mgr_peer_t *))) == NULL ||
             (p->reqid = calloc(rq.nmembers, sizeof(uint32_t))) == NULL ||
             (p->opseq = calloc(rq.nmembers, sizeof(uint64_t))) == NULL) {
@@ -1426,27 +1432,24 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
         ans_up += m->an[i].conn != NULL;
     for (const job_t *j = m->jobs; j; j = j->next)
         njobs++;
-    sb_printf(&s,
-              "manager listen=%s uptime_ms=%" PRIu64 " ans=%d ans_up=%d "
-              "trees=%d hosts=%d jobs=%d groups=%d conns=%d max_conns=%d "
-              "conns_unauth=%d conns_accepted=%" PRIu64
-              " conns_refused=%" PRIu64 " conns_evicted=%" PRIu64
-              " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64
-              " frames_late=%" PRIu64 " frames_refused=%" PRIu64
-              " auth_failures=%" PRIu64
-              " malformed=%" PRIu64 " groups_made=%" PRIu64
-              " groups_refused=%" PRIu64 " groups_failed=%" PRIu64
-              " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
-              " groups_adopted=%" PRIu64 "\n",
-              m->listen, now - m->start, topo->nswitches, ans_up, topo->ntrees,
-              topo->nhosts, njobs, place_group_count(m->pl), io.conns,
-              io.max_conns, io.conns_unauth, io.conns_accepted,
-              io.conns_refused, io.conns_evicted, io.conns_shed,
-              io.rx_buffered, io.frames_late, io.frames_refused,
-              io.auth_failures, io.malformed + m->ctr.malformed,
-              m->ctr.groups_made, m->ctr.groups_refused,
-              m->ctr.groups_failed, m->ctr.groups_released,
-              m->ctr.groups_reclaimed, m->ctr.groups_adopted);
+    sb_printf(
+        &s,
+        "manager listen=%s uptime_ms=%" PRIu64 " ans=%d ans_up=%d "
+        "trees=%d hosts=%d jobs=%d groups=%d conns=%d max_conns=%d "
+        "conns_unauth=%d conns_accepted=%" PRIu64 " conns_refused=%" PRIu64
+        " conns_evicted=%" PRIu64 " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64
+        " frames_late=%" PRIu64 " frames_refused=%" PRIu64
+        " auth_failures=%" PRIu64 " malformed=%" PRIu64 " groups_made=%" PRIu64
+        " groups_refused=%" PRIu64 " groups_failed=%" PRIu64
+        " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
+        " groups_adopted=%" PRIu64 "\n",
+        m->listen, now - m->start, topo->nswitches, ans_up, topo->ntrees,
+        topo->nhosts, njobs, place_group_count(m->pl), io.conns, io.max_conns,
+        io.conns_unauth, io.conns_accepted, io.conns_refused, io.conns_evicted,
+        io.conns_shed, io.rx_buffered, io.frames_late, io.frames_refused,
+        io.auth_failures, io.malformed + m->ctr.malformed, m->ctr.groups_made,
+        m->ctr.groups_refused, m->ctr.groups_failed, m->ctr.groups_released,
+        m->ctr.groups_reclaimed, m->ctr.groups_adopted);
     for (int t = 0; t < topo->ntrees; t++) {
         int leaves = 0, sws = 0;
         for (int i = 0; i < topo->nswitches; i++) {
@@ -1455,8 +1458,8 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
             sws++;
             leaves += topo->sw[i].level == 1;
         }
-        sb_printf(&s, "tree id=%d root=%s height=%d switches=%d leaves=%d\n",
-                  t, topo->sw[topo->trees[t].root].name, topo->trees[t].height,
+        sb_printf(&s, "tree id=%d root=%s height=%d switches=%d leaves=%d\n", t,
+                  topo->sw[topo->trees[t].root].name, topo->trees[t].height,
                   sws, leaves);
     }
     for (int i = 0; i < topo->nswitches; i++) {
@@ -1472,21 +1475,20 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
                 ? 1.0 - (double)l.buffer_bytes / (double)l.caps.buffer_bytes
                 : 0;
         f = x < f ? x : f;
-        sb_printf(&s,
-                  "an name=%s level=%d addr=%s state=%s groups=%u "
-                  "max_groups=%u slots=%" PRIu64 " max_slots=%u buffer=%" PRIu64
-                  " max_buffer=%" PRIu64 " free=%.3f payload=%u ops=%s "
-                  "dtypes=%s registrations=%u\n",
-                  topo->sw[i].name, topo->sw[i].level,
-                  a->ep == INCOLL_EP_NONE || a->ep == 0
-                      ? "-"
-                      : wire_ep_str(a->ep, ep, sizeof(ep)),
-                  a->conn ? "up" : "down", l.groups, l.caps.max_groups, l.slots,
-                  l.caps.slots, l.buffer_bytes, l.caps.buffer_bytes,
-                  f < 0 ? 0 : f, l.caps.max_payload,
-                  topo_ops_str(l.caps.ops, ops, sizeof(ops)),
-                  topo_dtypes_str(l.caps.dtypes, dts, sizeof(dts)),
-                  a->registrations);
+        sb_printf(
+            &s,
+            "an name=%s level=%d addr=%s state=%s groups=%u "
+            "max_groups=%u slots=%" PRIu64 " max_slots=%u buffer=%" PRIu64
+            " max_buffer=%" PRIu64 " free=%.3f payload=%u ops=%s "
+            "dtypes=%s registrations=%u\n",
+            topo->sw[i].name, topo->sw[i].level,
+            a->ep == INCOLL_EP_NONE || a->ep == 0
+                ? "-"
+                : wire_ep_str(a->ep, ep, sizeof(ep)),
+            a->conn ? "up" : "down", l.groups, l.caps.max_groups, l.slots,
+            l.caps.slots, l.buffer_bytes, l.caps.buffer_bytes, f < 0 ? 0 : f,
+            l.caps.max_payload, topo_ops_str(l.caps.ops, ops, sizeof(ops)),
+            topo_dtypes_str(l.caps.dtypes, dts, sizeof(dts)), a->registrations);
         if (a->conn && a->counters[0])
             sb_printf(&s, "counters %s\n", a->counters);
     }
@@ -1547,8 +1549,8 @@ static void on_stat(mgr_core_t *m, mgr_peer_t *c)
 
 /* ---- dispatch ---- */
 
-static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type, const uint8_t *body,
-                     size_t len)
+static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
+                     const uint8_t *body, size_t len)
 {
     int role = c->role;
 
@@ -1600,7 +1602,6 @@ unexpected:
     send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "unexpected message type 0x%x",
                type);
 }
-
 
 void mgr_core_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
                     const uint8_t *body, size_t len, uint64_t now)
@@ -1689,9 +1690,10 @@ void mgr_core_tick(mgr_core_t *m, uint64_t now)
         for (int i = 0; i < k; i++) {
             place_group_t *g = place_group_find(m->pl, overdue[i]);
             if (g) {
-                group_teardown(m, g, ((mgroup_t *)g->user)->active
-                                         ? "not every an came back"
-                                         : "an an did not acknowledge it");
+                group_teardown(m, g,
+                               ((mgroup_t *)g->user)->active
+                                   ? "not every an came back"
+                                   : "an an did not acknowledge it");
                 m->ctr.groups_failed++;
             }
         }
@@ -1708,8 +1710,7 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
 {
     mgr_core_t *m;
 
-    if (params->topo == NULL || params->send == NULL ||
-        params->close == NULL) {
+    if (params->topo == NULL || params->send == NULL || params->close == NULL) {
         snprintf(err, errlen, "manager core: no topology or callbacks");
         return NULL;
     }

@@ -81,17 +81,17 @@ typedef struct {
 typedef void (*mgr_core_io_stats_cb_t)(void *arg, mgr_io_stats_t *stats);
 
 typedef struct {
-    const topo_t *topo;       /* must outlive the core */
-    const char *listen;       /* shown by stat; copied */
-    uint32_t heartbeat_ms;    /* told to ANs; dead after HB_MISSED missed */
-    uint32_t host_grace_ms;   /* a host gone this long loses its groups */
-    uint32_t adopt_grace_ms;  /* adopted groups wait this long for hosts */
-    uint32_t recover_ms;      /* adopt what ANs report this long after
-                                 creation */
-    uint32_t request_ms;      /* members must all ask within this */
-    uint64_t boot_id;         /* told to peers; a new one per start */
-    place_params_t place;     /* first_id: the first group id (the daemon
-                                 picks it at random) */
+    const topo_t *topo;      /* must outlive the core */
+    const char *listen;      /* shown by stat; copied */
+    uint32_t heartbeat_ms;   /* told to ANs; dead after HB_MISSED missed */
+    uint32_t host_grace_ms;  /* a host gone this long loses its groups */
+    uint32_t adopt_grace_ms; /* adopted groups wait this long for hosts */
+    uint32_t recover_ms;     /* adopt what ANs report this long after
+                                creation */
+    uint32_t request_ms;     /* members must all ask within this */
+    uint64_t boot_id;        /* told to peers; a new one per start */
+    place_params_t place;    /* first_id: the first group id (the daemon
+                                picks it at random) */
     mgr_core_send_cb_t send;
     mgr_core_close_cb_t close;
     mgr_core_io_stats_cb_t io_stats; /* may be NULL */
@@ -123,8 +123,8 @@ void mgr_core_frame(mgr_core_t *core, mgr_peer_t *peer, uint16_t type,
 /* The peer's connection ended (why: the cause) without the core asking;
  * close_cb is not called. The handle is invalid once the outermost call
  * into the core returns. */
-void mgr_core_peer_closed(mgr_core_t *core, mgr_peer_t *peer,
-                          const char *why, uint64_t now);
+void mgr_core_peer_closed(mgr_core_t *core, mgr_peer_t *peer, const char *why,
+                          uint64_t now);
 /* Fires what is due: heartbeat deadlines, lost and adopted ranks, request
  * and acknowledgement timeouts, and forgets jobs with nothing left. */
 void mgr_core_tick(mgr_core_t *core, uint64_t now);
@@ -134,8 +134,7 @@ void mgr_core_tick(mgr_core_t *core, uint64_t now);
  * belongs to the driver (the daemon charges partial frames to it; the core
  * never reads it). NULL for a peer that has not joined.
  */
-uint64_t *mgr_core_peer_job(mgr_peer_t *peer, const char **name_p,
-                            int *rank_p);
+uint64_t *mgr_core_peer_job(mgr_peer_t *peer, const char **name_p, int *rank_p);
 
 /* The state as `incoll stat` shows it (docs/manager.md), malloc'ed; the
  * caller frees it. NULL when out of memory. */
