@@ -50,6 +50,7 @@ $(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || ec
 LIB_SRCS  := $(sort $(wildcard src/common/*.c src/core/*.c src/host/*.c))
 AGG_SRCS  := $(sort $(wildcard src/agg/*.c))
 MGR_SRCS  := $(sort $(wildcard src/mgr/*.c))
+FABRIC_SRCS := $(sort $(wildcard src/fabric/*.c))
 TOOL_SRCS := $(sort $(wildcard tools/*.c))
 TEST_SRCS := $(sort $(wildcard tests/*.c))
 SIM_SRCS  := $(sort $(wildcard src/sim/*.c))
@@ -57,11 +58,14 @@ SIM_SRCS  := $(sort $(wildcard src/sim/*.c))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 AGG_OBJS  := $(AGG_SRCS:%.c=$(BUILD)/obj/%.o)
 MGR_OBJS  := $(MGR_SRCS:%.c=$(BUILD)/obj/%.o)
+FABRIC_OBJS := $(FABRIC_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 # Tools and daemons share code in src/agg and src/mgr that is not main().
+# src/fabric (bringing fabrics up and talking to their manager) is the
+# CLI's and the tests', never linked into the daemons.
 AGG_LIB_OBJS := $(filter-out %/agg_main.o,$(AGG_OBJS))
-MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS))
+MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o) $(AGG_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) \
@@ -249,7 +253,8 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
-                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_common.o bench_plot.o emu.o)
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_common.o bench_plot.o emu.o) \
+                  $(addprefix $(BUILD)/obj/tools/,fabric.o cmd_stat.o) $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	@mkdir -p $(dir $@)
@@ -332,7 +337,7 @@ endif
 FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_NAMES := wire mgr_proto fabric_conf topo
-FUZZ_LIB   := src/common/wire.c src/common/wire_mac.c src/common/dtype.c src/common/mgr_proto.c \
+FUZZ_LIB   := src/common/wire.c src/common/wire_mac.c src/common/dtype.c src/common/mgr_codec.c src/common/mgr_auth.c src/common/mgr_stream.c \
               src/common/fabric_conf.c src/common/log.c src/common/status.c \
               src/mgr/topo.c
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \

@@ -13,7 +13,7 @@
  */
 #include "test.h"
 
-#include "mgr/mgr_tool.h"
+#include "fabric/mgr_tool.h"
 #include "common/clock.h"
 
 #include <dirent.h>

@@ -20,7 +20,7 @@
 #include "common/log.h"
 #include "common/mgr_proto.h"
 #include "common/procstat.h"
-#include "mgr/mgr_tool.h"
+#include "fabric/mgr_tool.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

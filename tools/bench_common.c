@@ -5,6 +5,7 @@
 
 #include "common/fabric_conf.h"
 #include "emu.h"
+#include "fabric.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -149,50 +150,6 @@ int bench_size_list(size_t min, size_t max, size_t **sizes_p)
 
 /* ---- processes -------------------------------------------------------- */
 
-/*
- * Runs argv (argv[0] a path) with stdout and stderr appended to log (NULL:
- * ours) and waits for it, also through signals. Returns its exit status
- * (128+signal if killed), or -1 if it could not start.
- */
-static int run_wait(char *const argv[], const char *log)
-{
-    pid_t pid;
-    int st;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        signal(SIGPIPE, SIG_DFL);
-        if (log) {
-            int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-            if (fd >= 0) {
-                dup2(fd, 1);
-                dup2(fd, 2);
-            }
-        }
-        execv(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
-static void print_file(const char *path, const char *indent)
-{
-    char line[1024];
-    FILE *fp = fopen(path, "r");
-    if (fp == NULL)
-        return;
-    while (fgets(line, sizeof(line), fp))
-        fprintf(stderr, "%s%s", indent, line);
-    fclose(fp);
-}
-
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw)
 {
@@ -275,9 +232,9 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
     }
 
     {
-        char hosts[16], radix[16], rate[32], log[PATH_MAX + 16], why[256];
-        char *argv[16];
-        int a = 0, emulate = o->emulate, rc;
+        fabric_spec_t spec;
+        char why[256];
+        int emulate = o->emulate;
 
         if (emulate && emu_usable(why, sizeof(why)) != 0) {
             fprintf(stderr,
@@ -287,33 +244,19 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
             emulate = 0;
         }
         snprintf(f->dir, sizeof(f->dir), "%s/fabric", f->work);
-        snprintf(log, sizeof(log), "%s/fabric.log", f->work);
-        snprintf(hosts, sizeof(hosts), "%d", o->hosts);
-        snprintf(radix, sizeof(radix), "%d", o->radix);
-        argv[a++] = f->self;
-        argv[a++] = "fabric";
-        argv[a++] = "up";
-        argv[a++] = "--hosts";
-        argv[a++] = hosts;
-        argv[a++] = "--radix";
-        argv[a++] = radix;
-        argv[a++] = "--dir";
-        argv[a++] = f->dir;
-        if (emulate) {
-            argv[a++] = "--emulate";
-            if (o->link_rate) {
-                snprintf(rate, sizeof(rate), "%" PRIu64, o->link_rate);
-                argv[a++] = "--link-rate";
-                argv[a++] = rate;
-            }
-        }
-        argv[a] = NULL;
+        fabric_spec_default(&spec);
+        spec.dir = f->dir;
+        spec.hosts = o->hosts;
+        spec.radix = o->radix;
+        spec.emulate = emulate;
+        if (emulate && o->link_rate)
+            spec.emu.link_rate = o->link_rate;
+        spec.quiet = 1;
         f->own_fabric = 1;
-        rc = run_wait(argv, log);
-        if (rc != 0) {
-            fprintf(stderr, "incoll %s: `incoll fabric up` failed (exit %d):\n",
-                    f->who, rc);
-            print_file(log, "  ");
+        if (fabric_up(&spec) != 0) {
+            fprintf(stderr, "incoll %s: cannot bring the fabric up (see "
+                            "above)\n",
+                    f->who);
             goto err;
         }
         if (bench_interrupted())
@@ -338,17 +281,10 @@ err:
 void bench_fabric_close(bench_fabric_t *f)
 {
     if (f->own_fabric) {
-        char log[PATH_MAX + 16];
-        char *argv[] = {f->self, "fabric", "down", "--dir", f->dir, NULL};
-        int rc;
-        snprintf(log, sizeof(log), "%s/fabric.log", f->work);
-        rc = run_wait(argv, log);
-        if (rc != 0 || emu_present(f->dir)) {
-            fprintf(stderr,
-                    "incoll %s: `incoll fabric down --dir %s` failed "
-                    "(exit %d):\n",
-                    f->who, f->dir, rc);
-            print_file(log, "  ");
+        if (fabric_stop(f->dir, 1) != 0 || emu_present(f->dir)) {
+            fprintf(stderr, "incoll %s: cannot stop the fabric of %s (see "
+                            "above)\n",
+                    f->who, f->dir);
             /* Whatever it left, the emulator can still find and remove. */
             emu_destroy(f->dir, NULL);
         }

@@ -28,9 +28,10 @@
  */
 #include "cli.h"
 #include "emu.h"
+#include "fabric.h"
+#include "fabric/mgr_fabric.h"
 
 #include "common/settings.h"
-#include "mgr/mgr_fabric.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -135,33 +136,23 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
     return 0;
 }
 
-static int fabric_up(const char *dir, int np, int radix, int emulate,
-                     uint64_t link_rate)
+/* A fabric of its own for the job (fabric.h), torn down at the end. */
+static int own_fabric_up(const char *dir, int np, int radix, int emulate,
+                         uint64_t link_rate)
 {
-    char hosts[16], rad[16], rate[32];
-    char *argv[12] = {"fabric",  "up", "--hosts", hosts,
-                      "--radix", rad,  "--dir",   (char *)dir};
-    int argc = 8;
+    fabric_spec_t spec;
 
-    snprintf(hosts, sizeof(hosts), "%d", np);
-    snprintf(rad, sizeof(rad), "%d", radix);
-    if (emulate) {
-        argv[argc++] = "--emulate";
-        if (link_rate) {
-            snprintf(rate, sizeof(rate), "%" PRIu64, link_rate);
-            argv[argc++] = "--link-rate";
-            argv[argc++] = rate;
-        }
-    }
-    argv[argc] = NULL;
-    return cmd_fabric(argc, argv);
+    fabric_spec_default(&spec);
+    spec.dir = dir;
+    spec.hosts = np;
+    spec.radix = radix;
+    spec.emulate = emulate;
+    if (link_rate)
+        spec.emu.link_rate = link_rate;
+    return fabric_up(&spec) == 0 ? 0 : 1;
 }
 
-static void fabric_down(const char *dir)
-{
-    char *argv[] = {"fabric", "down", "--dir", (char *)dir, NULL};
-    cmd_fabric(4, argv);
-}
+static void own_fabric_down(const char *dir) { fabric_stop(dir, 0); }
 
 /* Adds one argument, or fails when the vector is full. */
 static int push(char **av, int *n, char *arg)
@@ -473,7 +464,7 @@ int cmd_mpirun(int argc, char **argv)
     } else {
         snprintf(fabric, sizeof(fabric), "%s/fabric", work);
         own = 1;
-        if (fabric_up(fabric, np, radix, emulate, link_rate) != 0) {
+        if (own_fabric_up(fabric, np, radix, emulate, link_rate) != 0) {
             fprintf(stderr,
                     "incoll mpirun: could not bring up a%s fabric in %s\n",
                     emulate ? "n emulated" : "", fabric);
@@ -653,7 +644,7 @@ out:
         fabric_conf_free(&conf);
     fflush(NULL);
     if (own)
-        fabric_down(fabric);
+        own_fabric_down(fabric);
     if (have_work) {
         if (keep)
             fprintf(stderr, "incoll mpirun: scratch directory kept: %s\n",

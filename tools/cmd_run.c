@@ -18,7 +18,7 @@
 #include "common/fabric_conf.h"
 #include "common/settings.h"
 #include "emu.h"
-#include "mgr/mgr_fabric.h"
+#include "fabric/mgr_fabric.h"
 #include "common/clock.h"
 
 #include <errno.h>

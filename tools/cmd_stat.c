@@ -24,8 +24,8 @@
 #include "common/log.h"
 #include "common/wire_mac.h"
 #include "emu.h"
-#include "mgr/mgr_fabric.h"
-#include "mgr/mgr_tool.h"
+#include "fabric/mgr_fabric.h"
+#include "fabric/mgr_tool.h"
 #include "common/clock.h"
 
 #include <arpa/inet.h>

@@ -6,9 +6,12 @@
  * `incoll stat`. The protocol is in docs/manager.md and
  * src/common/mgr_proto.h.
  *
- * One thread, one epoll loop over a TCP listener, its connections and a
- * stop fd, waking at least every tick_ms for timers (heartbeat deadlines,
- * grace periods, request timeouts); it never spins.
+ * What it decides is in its sans-I/O core (mgr_core.h), which tests drive
+ * through an in-memory network (tests/mgrnet.h); this is the daemon
+ * around it: one thread, one epoll loop over a TCP listener, its
+ * connections and a stop fd, waking at least every tick_ms for timers
+ * (authentication and frame deadlines here, the core's heartbeat
+ * deadlines, grace periods and request timeouts); it never spins.
  *
  * Hostile clients: connections are bounded by the descriptor limit
  * (RLIMIT_NOFILE less a reserve), unauthenticated ones by half of that;

@@ -1,7 +1,7 @@
 /*
  * Tool calls to the manager; see mgr_tool.h.
  */
-#include "mgr/mgr_tool.h"
+#include "fabric/mgr_tool.h"
 #include "common/clock.h"
 
 #include <errno.h>

@@ -2,8 +2,8 @@
  * Client calls for tools (`incoll stat`, `incoll fabric`, tests): talk to a
  * running manager as MGR_ROLE_TOOL.
  */
-#ifndef INCOLL_MGR_TOOL_H
-#define INCOLL_MGR_TOOL_H
+#ifndef INCOLL_FABRIC_MGR_TOOL_H
+#define INCOLL_FABRIC_MGR_TOOL_H
 
 #include "common/mgr_proto.h"
 

@@ -1,12 +1,12 @@
 /*
  * A local managed fabric for the CLI; see mgr_fabric.h.
  */
-#include "mgr/mgr_fabric.h"
+#include "fabric/mgr_fabric.h"
 
 #include "common/fabric_conf.h"
 #include "common/mgr_proto.h"
 #include "common/procstat.h"
-#include "mgr/mgr_tool.h"
+#include "fabric/mgr_tool.h"
 #include "mgr/topo.h"
 #include "common/clock.h"
 

@@ -14,14 +14,14 @@
  *   DIR/mgr.env      the manager's INCOLL_MGR_* settings at `fabric up`,
  *                    for `incoll fabric restart`
  *
- * `incoll fabric up` (tools/cmd_fabric.c) also writes DIR/fabric.conf for
+ * The fabric lifecycle (tools/fabric.h) also writes DIR/fabric.conf for
  * the processes that run without the manager; the ANs it names serve its
  * world group as well as the manager's groups. In an emulated fabric
  * (tools/emu.h) they run in the network namespaces fabric.conf names, and
  * the manager on an address inside them.
  */
-#ifndef INCOLL_MGR_FABRIC_H
-#define INCOLL_MGR_FABRIC_H
+#ifndef INCOLL_FABRIC_MGR_FABRIC_H
+#define INCOLL_FABRIC_MGR_FABRIC_H
 
 #include <stddef.h>
 #include <stdint.h>

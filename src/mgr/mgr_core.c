@@ -1,0 +1,1792 @@
+/*
+ * The manager's state machine: ANs, jobs, group requests, groups, failures
+ * and restarts, with no I/O. See mgr_core.h and docs/manager.md; the
+ * daemon's event loop around it is mgr.c.
+ */
+#include "mgr/mgr_core.h"
+
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROUP_ACK_MS 5000
+#define TOMBSTONES 4096 /* ids of groups this manager tore down, remembered */
+#define REC_VERSION 1
+
+typedef struct job job_t;
+
+/* An authenticated connection, as the core sees it. */
+struct mgr_peer {
+    void *user; /* the driver's */
+    uint32_t id;
+    char name[32];
+    uint32_t peer_ip;
+    int role;
+    int dead;
+    uint64_t hb_deadline; /* ANs: the next heartbeat is due by then */
+    int an;               /* switch index of a registered AN, else -1 */
+    job_t *job;           /* a joined host's job */
+    int rank;
+    int bye; /* the host said goodbye */
+    struct mgr_peer *prev, *next;
+};
+
+typedef struct {
+    mgr_peer_t *conn; /* NULL while down */
+    incoll_ep_t ep;
+    char counters[4096]; /* from the last heartbeat */
+    uint64_t up_since;
+    uint64_t last_seen;
+    uint32_t registrations;
+    uint32_t reported_groups;
+} an_state_t;
+
+enum { R_NONE = 0, R_UP, R_LOST, R_LEFT, R_ADOPTED, R_DEAD };
+static const char *const rank_state_names[] = {"none", "up",      "lost",
+                                               "left", "adopted", "dead"};
+
+typedef struct {
+    mgr_peer_t *conn;
+    int state;
+    int host; /* topology host, -1 unknown */
+    incoll_ep_t ep;
+    uint32_t pid;
+    uint64_t deadline; /* LOST/ADOPTED: reclaimed after this */
+} rank_t;
+
+struct job {
+    char name[MGR_NAME_MAX];
+    int size;
+    rank_t *ranks;
+    uint64_t created;
+    uint64_t driver_bytes; /* the driver's (mgr_core_peer_job) */
+    struct job *next;
+};
+
+typedef struct pending pending_t;
+
+/* The manager's side of a placed group (place_group_t.user). */
+typedef struct {
+    job_t *job;
+    uint64_t comm;
+    uint32_t gen;
+    int *ranks; /* world rank of each member */
+    uint8_t *released;
+    uint8_t *confirmed; /* per AN of the group: it holds the group */
+    int unacked;        /* ANs still to acknowledge the add */
+    int active;
+    int adopted;
+    uint64_t deadline; /* acks, or (adopted) confirmation by every AN */
+    pending_t *pend;   /* the request waiting for the acks */
+    uint8_t *rec;      /* the record the ANs keep */
+    size_t rec_len;
+} mgroup_t;
+
+struct pending {
+    job_t *job;
+    uint64_t comm;
+    uint32_t gen;
+    uint32_t slots;
+    uint32_t payload;
+    int n;
+    int *ranks;
+    mgr_peer_t **who;
+    uint32_t *reqid;
+    uint64_t *opseq;
+    int nasked;
+    uint64_t deadline;
+    place_group_t *g; /* placed, waiting for the ANs' acks */
+    struct pending *next;
+};
+
+struct mgr_core {
+    mgr_core_params_t p;
+    const topo_t *topo;
+    place_t *pl;
+    char listen[64];
+    uint64_t now; /* of the call in progress */
+    int depth;    /* calls into the core in progress */
+    mgr_peer_t *peers;
+    mgr_peer_t *graveyard; /* closed, freed when the outermost call ends */
+    an_state_t *an;
+    job_t *jobs;
+    pending_t *pend;
+    uint64_t start;
+    uint32_t tomb[TOMBSTONES]; /* never adopt these again */
+    uint64_t ntomb;
+    struct {
+        uint64_t malformed;
+        uint64_t groups_made;
+        uint64_t groups_refused;
+        uint64_t groups_failed;
+        uint64_t groups_released;
+        uint64_t groups_reclaimed;
+        uint64_t groups_adopted;
+    } ctr;
+};
+
+/* Every entry point brackets its work with enter/leave: peers closed
+ * during a call are freed only when the outermost one ends, since callers
+ * up the stack may still hold them. */
+static void enter(mgr_core_t *m, uint64_t now)
+{
+    if (m->depth++ == 0 || now > m->now)
+        m->now = now;
+}
+
+static void leave(mgr_core_t *m)
+{
+    if (--m->depth > 0)
+        return;
+    while (m->graveyard) {
+        mgr_peer_t *c = m->graveyard;
+        m->graveyard = c->next;
+        free(c);
+    }
+}
+
+static void peer_kill(mgr_core_t *m, mgr_peer_t *c, const char *why);
+
+/* Hands a message to the driver. A peer that does not read may be closed
+ * by it meanwhile (then c->dead is set on return). */
+static void send_msg(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
+                     const mgr_wbuf_t *w)
+{
+    if (c == NULL || c->dead)
+        return;
+    if (w->oom) {
+        incoll_error("conn %u (%s): out of memory building %s", c->id, c->name,
+                     mgr_msg_name(type));
+        return;
+    }
+    m->p.send(m->p.arg, c->user, type, w->buf, w->len);
+}
+
+static void send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
+                       incoll_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static void send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
+                       incoll_status_t status, const char *fmt, ...)
+{
+    char reason[256];
+    mgr_wbuf_t w = {0};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(reason, sizeof(reason), fmt, ap);
+    va_end(ap);
+    mgr_w_u32(&w, req);
+    mgr_w_u32(&w, (uint32_t)status);
+    mgr_w_str(&w, reason);
+    send_msg(m, c, MGR_ERROR, &w);
+    mgr_wbuf_free(&w);
+}
+
+/* ---- group records, kept by the ANs ---- */
+
+static int encode_rec(mgr_core_t *m, const place_group_t *g, const mgroup_t *mg)
+{
+    mgr_wbuf_t w = {0};
+    const topo_t *topo = m->topo;
+
+    mgr_w_u8(&w, REC_VERSION);
+    mgr_w_str(&w, mg->job->name);
+    mgr_w_u32(&w, (uint32_t)mg->job->size);
+    mgr_w_u64(&w, mg->comm);
+    mgr_w_u32(&w, mg->gen);
+    mgr_w_str(&w, topo->sw[topo->trees[g->tree].root].name);
+    mgr_w_u32(&w, g->slots);
+    mgr_w_u32(&w, g->payload);
+    mgr_w_u32(&w, (uint32_t)g->nmembers);
+    for (int i = 0; i < g->nmembers; i++) {
+        mgr_w_u32(&w, (uint32_t)mg->ranks[i]);
+        mgr_w_str(&w, topo->hosts[g->member_host[i]].name);
+    }
+    if (w.oom) {
+        mgr_wbuf_free(&w);
+        return -1;
+    }
+    free(((mgroup_t *)mg)->rec);
+    ((mgroup_t *)mg)->rec = w.buf;
+    ((mgroup_t *)mg)->rec_len = w.len;
+    return 0;
+}
+
+/* ---- jobs ---- */
+
+static job_t *job_find(mgr_core_t *m, const char *name)
+{
+    for (job_t *j = m->jobs; j; j = j->next)
+        if (strcmp(j->name, name) == 0)
+            return j;
+    return NULL;
+}
+
+static job_t *job_create(mgr_core_t *m, const char *name, int size)
+{
+    job_t *j = calloc(1, sizeof(*j));
+    if (j == NULL)
+        return NULL;
+    j->ranks = calloc((size_t)size, sizeof(*j->ranks));
+    if (j->ranks == NULL) {
+        free(j);
+        return NULL;
+    }
+    snprintf(j->name, sizeof(j->name), "%s", name);
+    j->size = size;
+    j->created = m->now;
+    for (int r = 0; r < size; r++) {
+        j->ranks[r].host = -1;
+        j->ranks[r].ep = INCOLL_EP_NONE;
+    }
+    j->next = m->jobs;
+    m->jobs = j;
+    return j;
+}
+
+static int job_busy(const mgr_core_t *m, const job_t *j)
+{
+    for (int r = 0; r < j->size; r++)
+        if (j->ranks[r].state == R_UP || j->ranks[r].state == R_LOST ||
+            j->ranks[r].state == R_ADOPTED)
+            return 1;
+    for (int i = 0; i < place_group_count(m->pl); i++) {
+        const mgroup_t *mg = place_group_at(m->pl, i)->user;
+        if (mg->job == j)
+            return 1;
+    }
+    for (const pending_t *p = m->pend; p; p = p->next)
+        if (p->job == j)
+            return 1;
+    return 0;
+}
+
+static void job_gc(mgr_core_t *m)
+{
+    for (job_t **pj = &m->jobs; *pj;) {
+        job_t *j = *pj;
+        if (job_busy(m, j)) {
+            pj = &j->next;
+            continue;
+        }
+        incoll_info("job %s: gone, nothing left of it", j->name);
+        *pj = j->next;
+        free(j->ranks);
+        free(j);
+    }
+}
+
+/* ---- groups ---- */
+
+static void mgroup_free(mgroup_t *mg)
+{
+    if (mg == NULL)
+        return;
+    free(mg->ranks);
+    free(mg->released);
+    free(mg->confirmed);
+    free(mg->rec);
+    free(mg);
+}
+
+static void pending_free(pending_t *p)
+{
+    free(p->opseq);
+    free(p->ranks);
+    free(p->who);
+    free(p->reqid);
+    free(p);
+}
+
+static void pending_unlink(mgr_core_t *m, pending_t *p)
+{
+    for (pending_t **pp = &m->pend; *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+    }
+}
+
+/* Sends every member that asked the answer to its request: the group (if
+ * g) or status and reason. */
+static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
+                           incoll_status_t status, const char *reason)
+{
+    uint8_t *peers = malloc((size_t)p->n * 8);
+    uint64_t lo = UINT64_MAX, hi = 0;
+
+    for (int k = 0; p->opseq && k < p->n; k++) {
+        if (p->who[k] == NULL)
+            continue;
+        lo = p->opseq[k] < lo ? p->opseq[k] : lo;
+        hi = p->opseq[k] > hi ? p->opseq[k] : hi;
+    }
+    if (lo > hi)
+        lo = hi = 0;
+    if (peers == NULL) {
+        incoll_error("job %s: out of memory answering a group request",
+                     p->job->name);
+        return;
+    }
+    for (int i = 0; i < p->n; i++) {
+        uint64_t ep = p->job->ranks[p->ranks[i]].ep;
+        for (int k = 0; k < 8; k++)
+            peers[8 * i + k] = (uint8_t)(ep >> (8 * k));
+    }
+    for (int i = 0; i < p->n; i++) {
+        mgr_group_info_t gi;
+        mgr_wbuf_t w = {0};
+        if (p->who[i] == NULL)
+            continue;
+        memset(&gi, 0, sizeof(gi));
+        gi.opseq_min = lo;
+        gi.opseq_max = hi;
+        gi.req = p->reqid[i];
+        gi.comm = p->comm;
+        gi.gen = p->gen;
+        gi.status = status;
+        snprintf(gi.reason, sizeof(gi.reason), "%s", reason ? reason : "");
+        gi.nmembers = (uint32_t)p->n;
+        gi.peers = peers;
+        gi.an = INCOLL_EP_NONE;
+        if (g != NULL && status == INCOLL_OK) {
+            const place_an_t *a = &g->ans[g->member_an[i]];
+            gi.group = g->id;
+            gi.key = g->key;
+            gi.child = g->member_child[i];
+            gi.an = m->an[a->sw].ep;
+            gi.slots = g->slots;
+            gi.payload = g->payload;
+            gi.ops = g->ops;
+            gi.dtypes = g->dtypes;
+        }
+        mgr_enc_group_info(&w, &gi);
+        send_msg(m, p->who[i], MGR_GROUP_INFO, &w);
+        mgr_wbuf_free(&w);
+    }
+    free(peers);
+}
+
+static void notify_failed(mgr_core_t *m, const place_group_t *g,
+                          const mgroup_t *mg, const char *reason)
+{
+    for (int i = 0; i < g->nmembers; i++) {
+        rank_t *r = &mg->job->ranks[mg->ranks[i]];
+        mgr_wbuf_t w = {0};
+        if (r->state != R_UP || r->conn == NULL || mg->released[i])
+            continue;
+        mgr_w_u32(&w, g->id);
+        mgr_w_u64(&w, mg->comm);
+        mgr_w_u32(&w, mg->gen);
+        mgr_w_str(&w, reason);
+        send_msg(m, r->conn, MGR_GROUP_FAILED, &w);
+        mgr_wbuf_free(&w);
+    }
+}
+
+/*
+ * Removes a group from its ANs and frees its resources. With reason set,
+ * the group failed: members still using it hear GROUP_FAILED, and a
+ * request still waiting for it gets the reason.
+ */
+static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
+{
+    mgroup_t *mg = g->user;
+    uint32_t id = g->id;
+
+    for (int i = 0; i < g->nans; i++) {
+        an_state_t *a = &m->an[g->ans[i].sw];
+        mgr_wbuf_t w = {0};
+        if (a->conn == NULL)
+            continue;
+        mgr_w_u32(&w, id);
+        send_msg(m, a->conn, MGR_GROUP_REMOVE, &w);
+        mgr_wbuf_free(&w);
+    }
+    if (mg->pend) {
+        pending_t *p = mg->pend;
+        answer_pending(m, p, NULL, INCOLL_ERR_NO_RESOURCE,
+                       reason ? reason : "group removed");
+        pending_unlink(m, p);
+        pending_free(p);
+        mg->pend = NULL;
+    } else if (reason) {
+        notify_failed(m, g, mg, reason);
+    }
+    if (reason)
+        incoll_info("group %u (job %s comm %016" PRIx64 "): torn down: %s", id,
+                    mg->job->name, mg->comm, reason);
+    else
+        incoll_debug("group %u (job %s comm %016" PRIx64 "): released", id,
+                     mg->job->name, mg->comm);
+    m->tomb[m->ntomb++ % TOMBSTONES] = id;
+    place_group_release(m->pl, id);
+    mgroup_free(mg);
+}
+
+static int tombstone(const mgr_core_t *m, uint32_t id)
+{
+    int n = m->ntomb < TOMBSTONES ? (int)m->ntomb : TOMBSTONES;
+    for (int i = 0; i < n; i++)
+        if (m->tomb[i] == id)
+            return 1;
+    return 0;
+}
+
+/* Collects the ids of groups matching a predicate first: teardown changes
+ * the group list. */
+typedef int (*group_pred_t)(const mgr_core_t *m, const place_group_t *g,
+                            const void *arg);
+
+static void teardown_where(mgr_core_t *m, group_pred_t pred, const void *arg,
+                           const char *reason, uint64_t *ctr)
+{
+    int n = place_group_count(m->pl), k = 0;
+    uint32_t *ids;
+    if (n == 0)
+        return;
+    ids = malloc((size_t)n * sizeof(*ids));
+    if (ids == NULL)
+        return;
+    for (int i = 0; i < n; i++) {
+        const place_group_t *g = place_group_at(m->pl, i);
+        if (pred(m, g, arg))
+            ids[k++] = g->id;
+    }
+    for (int i = 0; i < k; i++) {
+        place_group_t *g = place_group_find(m->pl, ids[i]);
+        if (g) {
+            group_teardown(m, g, reason);
+            if (ctr)
+                (*ctr)++;
+        }
+    }
+    free(ids);
+}
+
+static int pred_uses_an(const mgr_core_t *m, const place_group_t *g,
+                        const void *arg)
+{
+    return place_group_uses(g, *(const int *)arg);
+}
+
+typedef struct {
+    const job_t *job;
+    int rank;
+} job_rank_t;
+
+static int pred_has_rank(const mgr_core_t *m, const place_group_t *g,
+                         const void *arg)
+{
+    const job_rank_t *jr = arg;
+    const mgroup_t *mg = g->user;
+    if (mg->job != jr->job)
+        return 0;
+    for (int i = 0; i < g->nmembers; i++)
+        if (mg->ranks[i] == jr->rank)
+            return 1;
+    return 0;
+}
+
+/* A group is done when every member released it or is gone for good. */
+static int group_done(const place_group_t *g)
+{
+    const mgroup_t *mg = g->user;
+    for (int i = 0; i < g->nmembers; i++) {
+        int st = mg->job->ranks[mg->ranks[i]].state;
+        if (!mg->released[i] && st != R_LEFT && st != R_DEAD)
+            return 0;
+    }
+    return 1;
+}
+
+static int pred_done(const mgr_core_t *m, const place_group_t *g,
+                     const void *arg)
+{
+    const mgroup_t *mg = g->user;
+    return mg->active && (arg == NULL || mg->job == arg) && group_done(g);
+}
+
+static void an_down(mgr_core_t *m, int sw, const char *why)
+{
+    an_state_t *a = &m->an[sw];
+    char reason[160];
+    a->conn = NULL;
+    place_an_down(m->pl, sw);
+    incoll_warn("an %s down: %s", m->topo->sw[sw].name, why);
+    snprintf(reason, sizeof(reason), "an %s failed: %s", m->topo->sw[sw].name,
+             why);
+    teardown_where(m, pred_uses_an, &sw, reason, &m->ctr.groups_failed);
+}
+
+/* A host connection ended: clean (bye) or not. */
+static void host_gone(mgr_core_t *m, mgr_peer_t *c)
+{
+    job_t *j = c->job;
+    rank_t *r = &j->ranks[c->rank];
+
+    for (pending_t *p = m->pend; p; p = p->next) {
+        for (int i = 0; i < p->n; i++) {
+            if (p->who[i] == c) {
+                p->who[i] = NULL;
+                p->nasked--;
+            }
+        }
+    }
+    if (r->conn != c)
+        return; /* replaced by a newer connection */
+    r->conn = NULL;
+    if (c->bye) {
+        r->state = R_LEFT;
+        incoll_debug("job %s rank %d: left", j->name, c->rank);
+        teardown_where(m, pred_done, j, NULL, &m->ctr.groups_released);
+    } else {
+        r->state = R_LOST;
+        r->deadline = m->now + m->p.host_grace_ms;
+        incoll_info("job %s rank %d: connection lost; its groups are "
+                    "reclaimed in %u ms unless it comes back",
+                    j->name, c->rank, m->p.host_grace_ms);
+    }
+}
+
+/* The peer's connection is over: the AN it registered goes down, the rank
+ * it joined as is lost or left. */
+static void peer_gone(mgr_core_t *m, mgr_peer_t *c, const char *why)
+{
+    if (c->an >= 0 && m->an[c->an].conn == c)
+        an_down(m, c->an, why);
+    else if (c->job)
+        host_gone(m, c);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        m->peers = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = m->graveyard;
+    m->graveyard = c;
+}
+
+/* The core closes a peer: the driver closes its connection first (so
+ * nothing more is sent to it), then the core forgets it. */
+static void peer_kill(mgr_core_t *m, mgr_peer_t *c, const char *why)
+{
+    if (c->dead)
+        return;
+    c->dead = 1;
+    m->p.close(m->p.arg, c->user, why);
+    peer_gone(m, c, why);
+}
+
+void mgr_core_peer_closed(mgr_core_t *m, mgr_peer_t *c, const char *why,
+                          uint64_t now)
+{
+    if (c == NULL || c->dead)
+        return;
+    enter(m, now);
+    c->dead = 1;
+    peer_gone(m, c, why);
+    leave(m);
+}
+
+mgr_peer_t *mgr_core_peer_open(mgr_core_t *m, void *user, uint32_t id, int role,
+                               uint32_t peer_ip, const char *name, uint64_t now)
+{
+    mgr_peer_t *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    if (now > m->now)
+        m->now = now;
+    c->user = user;
+    c->id = id;
+    c->role = role;
+    c->peer_ip = peer_ip;
+    c->an = -1;
+    snprintf(c->name, sizeof(c->name), "%s", name ? name : "?");
+    c->next = m->peers;
+    if (m->peers)
+        m->peers->prev = c;
+    m->peers = c;
+    return c;
+}
+
+uint64_t *mgr_core_peer_job(mgr_peer_t *c, const char **name_p, int *rank_p)
+{
+    if (c == NULL || c->job == NULL)
+        return NULL;
+    if (name_p)
+        *name_p = c->job->name;
+    if (rank_p)
+        *rank_p = c->rank;
+    return &c->job->driver_bytes;
+}
+
+/* ---- AN messages ---- */
+
+static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
+                           const mgr_an_group_t *rg)
+{
+    const topo_t *topo = m->topo;
+    mgr_rbuf_t r = {rg->rec, rg->rec_len, 0, 0};
+    char jobname[MGR_NAME_MAX], root[TOPO_NAME_MAX + 8], host[MGR_NAME_MAX];
+    uint32_t jsize, gen, slots, payload, n;
+    uint64_t comm;
+    int tree = -1, *hosts = NULL, *ranks = NULL;
+    place_group_t *g;
+    mgroup_t *mg;
+    job_t *j;
+    char why[256];
+    uint64_t now = m->now;
+
+    if (mgr_r_u8(&r) != REC_VERSION)
+        goto stale;
+    mgr_r_str(&r, jobname, sizeof(jobname));
+    jsize = mgr_r_u32(&r);
+    comm = mgr_r_u64(&r);
+    gen = mgr_r_u32(&r);
+    mgr_r_str(&r, root, sizeof(root));
+    slots = mgr_r_u32(&r);
+    payload = mgr_r_u32(&r);
+    n = mgr_r_u32(&r);
+    if (r.err || jobname[0] == '\0' || jsize < 1 || jsize > MGR_MAX_MEMBERS ||
+        n < 2 || n > jsize)
+        goto stale;
+    for (int t = 0; t < topo->ntrees; t++)
+        if (strcmp(topo->sw[topo->trees[t].root].name, root) == 0)
+            tree = t;
+    hosts = malloc(n * sizeof(int));
+    ranks = malloc(n * sizeof(int));
+    if (tree < 0 || hosts == NULL || ranks == NULL)
+        goto stale;
+    for (uint32_t i = 0; i < n; i++) {
+        ranks[i] = (int)mgr_r_u32(&r);
+        mgr_r_str(&r, host, sizeof(host));
+        hosts[i] = topo_find_host(topo, host);
+        if (r.err || ranks[i] < 0 || (uint32_t)ranks[i] >= jsize ||
+            hosts[i] < 0)
+            goto stale;
+    }
+    if (mgr_r_done(&r))
+        goto stale;
+    j = job_find(m, jobname);
+    if (j != NULL && j->size != (int)jsize)
+        goto stale;
+    if (j == NULL && (j = job_create(m, jobname, (int)jsize)) == NULL)
+        goto stale;
+    if (place_group_adopt(m->pl, rg->id, rg->key, tree, slots, payload, hosts,
+                          (int)n, &g, why, sizeof(why)) != INCOLL_OK) {
+        incoll_warn("an %s reports group %u that cannot be adopted: %s",
+                    topo->sw[c->an].name, rg->id, why);
+        goto stale;
+    }
+    mg = calloc(1, sizeof(*mg));
+    if (mg == NULL || (mg->released = calloc(n, 1)) == NULL ||
+        (mg->confirmed = calloc((size_t)g->nans, 1)) == NULL) {
+        if (mg)
+            free(mg->released);
+        free(mg);
+        place_group_release(m->pl, rg->id);
+        goto stale;
+    }
+    g->user = mg;
+    mg->job = j;
+    mg->comm = comm;
+    mg->gen = gen;
+    mg->ranks = ranks;
+    ranks = NULL;
+    mg->active = 1;
+    mg->adopted = 1;
+    mg->deadline = now + m->p.adopt_grace_ms;
+    if (encode_rec(m, g, mg) != 0) {
+        place_group_release(m->pl, rg->id);
+        mgroup_free(mg);
+        goto stale;
+    }
+    for (int i = 0; i < g->nans; i++)
+        if (g->ans[i].sw == c->an)
+            mg->confirmed[i] = 1;
+    /* An AN of the group that registered before without reporting it
+     * (or the group would have been adopted then) does not hold it. */
+    for (int i = 0; i < g->nans; i++) {
+        if (g->ans[i].sw != c->an && m->an[g->ans[i].sw].conn != NULL) {
+            char reason[128];
+            snprintf(reason, sizeof(reason), "an %s does not hold it",
+                     topo->sw[g->ans[i].sw].name);
+            free(hosts);
+            group_teardown(m, g, reason);
+            m->ctr.groups_failed++;
+            return;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        rank_t *rk = &j->ranks[mg->ranks[i]];
+        if (rk->state == R_NONE) {
+            rk->state = R_ADOPTED;
+            rk->host = hosts[i];
+            rk->deadline = now + m->p.adopt_grace_ms;
+        }
+    }
+    m->ctr.groups_adopted++;
+    incoll_info("adopted group %u (job %s comm %016" PRIx64
+                ", %u members) reported by an %s",
+                rg->id, jobname, comm, n, topo->sw[c->an].name);
+    free(hosts);
+    return;
+stale:
+    free(hosts);
+    free(ranks);
+    {
+        mgr_wbuf_t w = {0};
+        incoll_info("an %s holds unknown group %u: removing it",
+                    topo->sw[c->an].name, rg->id);
+        mgr_w_u32(&w, rg->id);
+        send_msg(m, c, MGR_GROUP_REMOVE, &w);
+        mgr_wbuf_free(&w);
+    }
+}
+
+static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                           size_t len)
+{
+    const topo_t *topo = m->topo;
+    mgr_an_register_t reg;
+    const char *why = NULL;
+    topo_caps_t caps;
+    an_state_t *a;
+    int sw;
+    char ep[32], want[32];
+    uint64_t now = m->now;
+
+    if (c->an >= 0) {
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already registered");
+        return;
+    }
+    if (mgr_dec_an_register(body, len, &reg, &why) != INCOLL_OK) {
+        m->ctr.malformed++;
+        incoll_warn("conn %u (%s): malformed an_register: %s", c->id, c->name,
+                    why);
+        peer_kill(m, c, "malformed an_register");
+        return;
+    }
+    sw = topo_find_switch(topo, reg.name);
+    if (sw < 0) {
+        incoll_warn("conn %u (%s): an '%s' is not in the topology", c->id,
+                    c->name, reg.name);
+        send_error(m, c, 0, INCOLL_ERR_NOT_FOUND,
+                   "an '%s' is not in the topology", reg.name);
+        peer_kill(m, c, "unknown an");
+        return;
+    }
+    if (topo->sw[sw].addr != INCOLL_EP_NONE && topo->sw[sw].addr != reg.ep) {
+        incoll_warn("an %s registers udp %s but the topology says %s", reg.name,
+                    wire_ep_str(reg.ep, ep, sizeof(ep)),
+                    wire_ep_str(topo->sw[sw].addr, want, sizeof(want)));
+        send_error(m, c, 0, INCOLL_ERR_CONFIG,
+                   "an %s: udp endpoint %s differs from the topology's %s",
+                   reg.name, ep, want);
+        peer_kill(m, c, "wrong endpoint");
+        return;
+    }
+    for (int i = 0; i < topo->nswitches; i++) {
+        if (i != sw && m->an[i].conn && m->an[i].ep == reg.ep) {
+            send_error(m, c, 0, INCOLL_ERR_BUSY, "udp endpoint %s is an %s's",
+                       wire_ep_str(reg.ep, ep, sizeof(ep)), topo->sw[i].name);
+            peer_kill(m, c, "endpoint in use");
+            return;
+        }
+    }
+    a = &m->an[sw];
+    if (a->conn)
+        peer_kill(m, a->conn, "replaced by a new registration");
+    c->an = sw;
+    a->conn = c;
+    a->ep = reg.ep;
+    a->up_since = now;
+    a->last_seen = now;
+    a->registrations++;
+    a->reported_groups = reg.ngroups;
+    a->counters[0] = '\0';
+    c->hb_deadline = now + MGR_HB_MISSED * (uint64_t)m->p.heartbeat_ms;
+    caps.ops = reg.caps.ops;
+    caps.dtypes = reg.caps.dtypes;
+    caps.max_payload = reg.caps.max_payload;
+    caps.slots = reg.caps.slots;
+    caps.max_groups = reg.caps.max_groups;
+    caps.buffer_bytes = reg.caps.buffer_bytes;
+    place_an_up(m->pl, sw, &caps);
+    incoll_info("an %s up at %s (conn %u), reporting %u groups", reg.name,
+                wire_ep_str(reg.ep, ep, sizeof(ep)), c->id, reg.ngroups);
+    {
+        mgr_wbuf_t w = {0};
+        mgr_w_u32(&w, m->p.heartbeat_ms);
+        mgr_w_u64(&w, m->p.boot_id);
+        send_msg(m, c, MGR_AN_REGISTER_OK, &w);
+        mgr_wbuf_free(&w);
+    }
+    if (c->dead)
+        return;
+    /* Groups the AN holds: confirm, adopt, or have it remove them. */
+    for (uint32_t i = 0; i < reg.ngroups && !c->dead; i++) {
+        mgr_an_group_t rg;
+        place_group_t *g;
+        mgr_an_group_at(&reg, i, &rg);
+        g = place_group_find(m->pl, rg.id);
+        if (g && g->key == rg.key && place_group_uses(g, sw)) {
+            mgroup_t *mg = g->user;
+            for (int k = 0; k < g->nans; k++)
+                if (g->ans[k].sw == sw)
+                    mg->confirmed[k] = 1;
+        } else if (g == NULL && now < m->start + m->p.recover_ms &&
+                   !tombstone(m, rg.id)) {
+            adopt_reported(m, c, &rg);
+        } else {
+            mgr_wbuf_t w = {0};
+            incoll_info("an %s holds stale group %u: removing it", reg.name,
+                        rg.id);
+            mgr_w_u32(&w, rg.id);
+            send_msg(m, c, MGR_GROUP_REMOVE, &w);
+            mgr_wbuf_free(&w);
+        }
+    }
+    /* Groups we placed on it that it no longer holds: it restarted. */
+    if (!c->dead) {
+        int n = place_group_count(m->pl), k = 0;
+        uint32_t *lost = malloc((size_t)(n + 1) * sizeof(*lost));
+        for (int i = 0; lost && i < n; i++) {
+            const place_group_t *g = place_group_at(m->pl, i);
+            const mgroup_t *mg = g->user;
+            int held = 0;
+            if (!place_group_uses(g, sw) || (mg->unacked && !mg->active))
+                continue;
+            for (uint32_t r = 0; r < reg.ngroups; r++) {
+                mgr_an_group_t rg;
+                mgr_an_group_at(&reg, r, &rg);
+                if (rg.id == g->id)
+                    held = 1;
+            }
+            if (!held)
+                lost[k++] = g->id;
+        }
+        for (int i = 0; i < k; i++) {
+            place_group_t *g = place_group_find(m->pl, lost[i]);
+            char reason[128];
+            if (g == NULL)
+                continue;
+            snprintf(reason, sizeof(reason), "an %s restarted and lost it",
+                     reg.name);
+            group_teardown(m, g, reason);
+            m->ctr.groups_failed++;
+        }
+        free(lost);
+    }
+}
+
+static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    uint64_t seq = mgr_r_u64(&r);
+    const char *text;
+    size_t n = 0;
+    an_state_t *a = &m->an[c->an];
+    mgr_wbuf_t w = {0};
+
+    mgr_r_u32(&r); /* groups held, informative */
+    text = mgr_r_text(&r, 65536, &n);
+    if (text == NULL || mgr_r_done(&r)) {
+        m->ctr.malformed++;
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed heartbeat");
+        return;
+    }
+    if (n >= sizeof(a->counters))
+        n = sizeof(a->counters) - 1;
+    memcpy(a->counters, text, n);
+    a->counters[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)a->counters[i] < 0x20)
+            a->counters[i] = ' ';
+    a->last_seen = m->now;
+    c->hb_deadline = a->last_seen + MGR_HB_MISSED * (uint64_t)m->p.heartbeat_ms;
+    mgr_w_u64(&w, seq);
+    send_msg(m, c, MGR_AN_PONG, &w);
+    mgr_wbuf_free(&w);
+}
+
+static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    uint32_t id = mgr_r_u32(&r);
+    uint8_t op = mgr_r_u8(&r);
+    int32_t status = (int32_t)mgr_r_u32(&r);
+    place_group_t *g;
+    mgroup_t *mg;
+
+    if (mgr_r_done(&r) || (op != 1 && op != 2)) {
+        m->ctr.malformed++;
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_ack");
+        return;
+    }
+    if (op == 2) {
+        if (status != INCOLL_OK && status != INCOLL_ERR_NOT_FOUND)
+            incoll_warn("an %s could not remove group %u: %s",
+                        m->topo->sw[c->an].name, id,
+                        incoll_status_string((incoll_status_t)status));
+        return;
+    }
+    g = place_group_find(m->pl, id);
+    if (g == NULL)
+        return; /* torn down meanwhile */
+    mg = g->user;
+    for (int i = 0; i < g->nans; i++) {
+        if (g->ans[i].sw != c->an || mg->confirmed[i])
+            continue;
+        if (status != INCOLL_OK) {
+            char reason[160];
+            snprintf(reason, sizeof(reason), "an %s refused the group: %s",
+                     m->topo->sw[c->an].name,
+                     incoll_status_string((incoll_status_t)status));
+            m->ctr.groups_refused++;
+            group_teardown(m, g, reason);
+            return;
+        }
+        mg->confirmed[i] = 1;
+        mg->unacked--;
+    }
+    if (mg->unacked == 0 && !mg->active) {
+        pending_t *p = mg->pend;
+        mg->active = 1;
+        mg->pend = NULL;
+        m->ctr.groups_made++;
+        if (p) {
+            answer_pending(m, p, g, INCOLL_OK, "");
+            pending_unlink(m, p);
+            pending_free(p);
+        }
+        incoll_info("group %u (job %s comm %016" PRIx64
+                    " gen %u): %d members on tree %s, %d ans, %u slots, "
+                    "payload %u",
+                    g->id, mg->job->name, mg->comm, mg->gen, g->nmembers,
+                    m->topo->sw[m->topo->trees[g->tree].root].name, g->nans,
+                    g->slots, g->payload);
+    }
+}
+
+/* ---- host messages ---- */
+
+static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                    size_t len)
+{
+    const topo_t *topo = m->topo;
+    mgr_join_t jn;
+    const char *why = NULL;
+    job_t *j;
+    rank_t *r;
+    int host = -1;
+
+    if (c->job) {
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already joined");
+        return;
+    }
+    if (mgr_dec_join(body, len, &jn, &why) != INCOLL_OK) {
+        m->ctr.malformed++;
+        incoll_warn("conn %u (%s): malformed join: %s", c->id, c->name, why);
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed join: %s", why);
+        return;
+    }
+    j = job_find(m, jn.job);
+    if (j && j->size != jn.size) {
+        send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
+                   "job %s has %d ranks, not %d", jn.job, j->size, jn.size);
+        return;
+    }
+    if (j == NULL && (j = job_create(m, jn.job, jn.size)) == NULL) {
+        send_error(m, c, 0, INCOLL_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    if (jn.host[0])
+        host = topo_find_host(topo, jn.host);
+    if (host < 0) {
+        /* By address, when exactly one topology host has it. */
+        int found = -1, count = 0;
+        for (int h = 0; h < topo->nhosts; h++) {
+            if (topo->hosts[h].ip && topo->hosts[h].ip == c->peer_ip) {
+                found = h;
+                count++;
+            }
+        }
+        if (count == 1)
+            host = found;
+    }
+    if (host < 0)
+        incoll_warn("job %s rank %d: host '%s' (%s) is not in the "
+                    "topology; its communicators will not be offloaded",
+                    jn.job, jn.rank, jn.host, c->name);
+    r = &j->ranks[jn.rank];
+    if (r->conn && r->conn != c)
+        peer_kill(m, r->conn, "replaced by a new connection of the rank");
+    r->conn = c;
+    r->state = R_UP;
+    r->host = host;
+    r->ep = jn.ep;
+    r->pid = jn.pid;
+    c->job = j;
+    c->rank = jn.rank;
+    incoll_debug("job %s rank %d/%d joined from %s (host %s)", jn.job, jn.rank,
+                 jn.size, c->name, host >= 0 ? topo->hosts[host].name : "?");
+    {
+        mgr_wbuf_t w = {0};
+        mgr_w_u64(&w, m->p.boot_id);
+        mgr_w_u32(&w, 0);
+        send_msg(m, c, MGR_JOIN_OK, &w);
+        mgr_wbuf_free(&w);
+    }
+}
+
+static place_group_t *find_comm_group(mgr_core_t *m, const job_t *j,
+                                      uint64_t comm, int *n_older, uint32_t gen)
+{
+    place_group_t *same = NULL;
+    *n_older = 0;
+    for (int i = 0; i < place_group_count(m->pl); i++) {
+        place_group_t *g = place_group_at(m->pl, i);
+        mgroup_t *mg = g->user;
+        if (mg->job != j || mg->comm != comm)
+            continue;
+        if (mg->gen == gen)
+            same = g;
+        else if (mg->gen < gen)
+            (*n_older)++;
+    }
+    return same;
+}
+
+static int pred_older_gen(const mgr_core_t *m, const place_group_t *g,
+                          const void *arg)
+{
+    const pending_t *p = arg;
+    const mgroup_t *mg = g->user;
+    return mg->job == p->job && mg->comm == p->comm && mg->gen < p->gen;
+}
+
+/* All members asked: place the group and ask its ANs to add it. */
+static void pending_complete(mgr_core_t *m, pending_t *p)
+{
+    const topo_t *topo = m->topo;
+    int *hosts = malloc((size_t)p->n * sizeof(int));
+    char why[256] = "";
+    place_req_t req = {p->slots, 0, p->payload};
+    place_group_t *g = NULL;
+    mgroup_t *mg;
+    incoll_status_t status = INCOLL_OK;
+    int older;
+
+    if (hosts == NULL) {
+        answer_pending(m, p, NULL, INCOLL_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    /* A rebuild replaces the communicator's earlier group. */
+    find_comm_group(m, p->job, p->comm, &older, p->gen);
+    if (older)
+        teardown_where(m, pred_older_gen, p, NULL, &m->ctr.groups_released);
+    for (int i = 0; i < p->n; i++) {
+        hosts[i] = p->job->ranks[p->ranks[i]].host;
+        if (hosts[i] < 0) {
+            snprintf(why, sizeof(why),
+                     "rank %d is on a host not in the "
+                     "topology",
+                     p->ranks[i]);
+            status = INCOLL_ERR_NO_RESOURCE;
+            break;
+        }
+    }
+    if (why[0] == '\0') {
+        if (p->n < 2) {
+            snprintf(why, sizeof(why), "one member needs no group");
+            status = INCOLL_ERR_NO_RESOURCE;
+        } else {
+            status = place_group_create(m->pl, hosts, p->n, &req, &g, why,
+                                        sizeof(why));
+        }
+    }
+    free(hosts);
+    if (status != INCOLL_OK) {
+        m->ctr.groups_refused++;
+        incoll_info("job %s comm %016" PRIx64 " gen %u (%d members): no "
+                    "group: %s",
+                    p->job->name, p->comm, p->gen, p->n, why);
+        answer_pending(m, p, NULL, status, why);
+        goto done;
+    }
+    mg = calloc(1, sizeof(*mg));
+    if (mg == NULL ||
+        (mg->ranks = malloc((size_t)p->n * sizeof(int))) == NULL ||
+        (mg->released = calloc((size_t)p->n, 1)) == NULL ||
+        (mg->confirmed = calloc((size_t)g->nans, 1)) == NULL) {
+        mgroup_free(mg);
+        place_group_release(m->pl, g->id);
+        answer_pending(m, p, NULL, INCOLL_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
+    g->user = mg;
+    mg->job = p->job;
+    mg->comm = p->comm;
+    mg->gen = p->gen;
+    memcpy(mg->ranks, p->ranks, (size_t)p->n * sizeof(int));
+    mg->unacked = g->nans;
+    mg->deadline = m->now + GROUP_ACK_MS;
+    mg->pend = p;
+    p->g = g;
+    if (encode_rec(m, g, mg) != 0) {
+        group_teardown(m, g, "out of memory");
+        return;
+    }
+    for (int i = 0; i < g->nans; i++) {
+        const place_an_t *a = &g->ans[i];
+        uint8_t *eps = malloc((size_t)a->nchildren * 8);
+        mgr_group_add_t add;
+        mgr_wbuf_t w = {0};
+        if (eps == NULL) {
+            group_teardown(m, g, "out of memory");
+            return;
+        }
+        for (int k = 0; k < a->nchildren; k++) {
+            int ch = a->child[k];
+            uint64_t ep = ch >= 0 ? m->an[g->ans[ch].sw].ep
+                                  : p->job->ranks[mg->ranks[-ch - 1]].ep;
+            for (int b = 0; b < 8; b++)
+                eps[8 * k + b] = (uint8_t)(ep >> (8 * b));
+        }
+        memset(&add, 0, sizeof(add));
+        add.id = g->id;
+        add.key = g->key;
+        add.slots = g->slots;
+        add.payload = g->payload;
+        add.parent =
+            a->parent >= 0 ? m->an[g->ans[a->parent].sw].ep : INCOLL_EP_NONE;
+        add.index_at_parent = a->index_at_parent;
+        add.nchildren = (uint16_t)a->nchildren;
+        add.children = eps;
+        add.rec = mg->rec;
+        add.rec_len = mg->rec_len;
+        mgr_enc_group_add(&w, &add);
+        free(eps);
+        send_msg(m, m->an[a->sw].conn, MGR_GROUP_ADD, &w);
+        mgr_wbuf_free(&w);
+        /* A send failure kills the AN's connection, which tears the group
+         * down and answers the request. */
+        if (place_group_find(m->pl, add.id) != g)
+            return;
+    }
+    incoll_debug("group %u placed for job %s comm %016" PRIx64
+                 " on tree %s; waiting for %d ans",
+                 g->id, p->job->name, p->comm,
+                 topo->sw[topo->trees[g->tree].root].name, g->nans);
+    return;
+done:
+    pending_unlink(m, p);
+    pending_free(p);
+}
+
+static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                         size_t len)
+{
+    job_t *j = c->job;
+    mgr_group_req_t rq;
+    const char *why = NULL;
+    pending_t *p;
+    int me = -1, older;
+    place_group_t *same;
+
+    if (j == NULL) {
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "group_req before join");
+        return;
+    }
+    if (mgr_dec_group_req(body, len, &rq, &why) != INCOLL_OK) {
+        m->ctr.malformed++;
+        incoll_warn("job %s rank %d: malformed group_req: %s", j->name, c->rank,
+                    why);
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_req: %s",
+                   why);
+        return;
+    }
+    /* Members: distinct ranks of the job, including the asker. */
+    {
+        uint8_t *seen = calloc((size_t)j->size, 1);
+        if (seen == NULL) {
+            send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            return;
+        }
+        for (uint32_t i = 0; i < rq.nmembers; i++) {
+            uint32_t r = mgr_get_u32(rq.members, i);
+            if (r >= (uint32_t)j->size || seen[r]) {
+                free(seen);
+                m->ctr.malformed++;
+                send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                           "member %u: rank %u is out of range or repeated", i,
+                           r);
+                return;
+            }
+            seen[r] = 1;
+            if ((int)r == c->rank)
+                me = (int)i;
+        }
+        free(seen);
+    }
+    if (me < 0) {
+        send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                   "rank %d is not among the members", c->rank);
+        return;
+    }
+    /* Asked again for a group that exists (e.g. after a reconnection):
+     * answer at once. */
+    same = find_comm_group(m, j, rq.comm, &older, rq.gen);
+    if (same && ((mgroup_t *)same->user)->active &&
+        same->nmembers == (int)rq.nmembers) {
+        mgroup_t *mg = same->user;
+        int match = 1;
+        for (uint32_t i = 0; i < rq.nmembers; i++)
+            match &= mg->ranks[i] == (int)mgr_get_u32(rq.members, i);
+        if (match) {
+            /* Answer this member alone through a view of the group as a
+             * request in which only it asked. */
+            pending_t one = {0};
+            mgr_peer_t **whos = calloc(rq.nmembers, sizeof(*whos));
+            uint32_t *reqs = calloc(rq.nmembers, sizeof(*reqs));
+            if (whos && reqs) {
+                whos[me] = c;
+                reqs[me] = rq.req;
+                one.job = j;
+                one.comm = rq.comm;
+                one.gen = rq.gen;
+                one.n = (int)rq.nmembers;
+                one.ranks = mg->ranks;
+                one.who = whos;
+                one.reqid = reqs;
+                mg->released[me] = 0;
+                answer_pending(m, &one, same, INCOLL_OK, "");
+            } else {
+                send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            }
+            free(whos);
+            free(reqs);
+            return;
+        }
+    }
+    for (p = m->pend; p; p = p->next)
+        if (p->job == j && p->comm == rq.comm && p->gen == rq.gen)
+            break;
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL ||
+            (p->ranks = malloc(rq.nmembers * sizeof(int))) == NULL ||
+            (p->who = calloc(rq.nmembers, sizeof(mgr_peer_t *))) == NULL ||
+            (p->reqid = calloc(rq.nmembers, sizeof(uint32_t))) == NULL ||
+            (p->opseq = calloc(rq.nmembers, sizeof(uint64_t))) == NULL) {
+            if (p)
+                pending_free(p);
+            send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            return;
+        }
+        p->job = j;
+        p->comm = rq.comm;
+        p->gen = rq.gen;
+        p->slots = rq.slots;
+        p->payload = rq.payload;
+        p->n = (int)rq.nmembers;
+        for (uint32_t i = 0; i < rq.nmembers; i++)
+            p->ranks[i] = (int)mgr_get_u32(rq.members, i);
+        p->deadline = m->now + m->p.request_ms;
+        p->next = m->pend;
+        m->pend = p;
+        /* The first request of a newer generation comes from a member
+         * recovering from a failure: the older group is torn down now and
+         * its other members are told, so that those outside a collective
+         * join the recovery at their next call. */
+        if (older) {
+            char reason[128];
+            snprintf(reason, sizeof(reason),
+                     "rank %d asked for generation %u of the communicator",
+                     c->rank, rq.gen);
+            teardown_where(m, pred_older_gen, p, reason,
+                           &m->ctr.groups_released);
+        }
+    } else {
+        int match = p->n == (int)rq.nmembers;
+        for (int i = 0; match && i < p->n; i++)
+            match = p->ranks[i] == (int)mgr_get_u32(rq.members, i);
+        if (!match) {
+            send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                       "comm %016" PRIx64 ": members differ from another "
+                       "rank's request",
+                       rq.comm);
+            return;
+        }
+    }
+    /* A member asking again (from a new connection) is answered there. */
+    if (p->who[me] == NULL)
+        p->nasked++;
+    p->who[me] = c;
+    p->reqid[me] = rq.req;
+    p->opseq[me] = rq.opseq;
+    if (p->nasked == p->n && p->g == NULL)
+        pending_complete(m, p);
+}
+
+static void on_group_release(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                             size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    uint64_t comm = mgr_r_u64(&r);
+    uint32_t id = mgr_r_u32(&r);
+    place_group_t *g;
+    mgroup_t *mg;
+
+    if (c->job == NULL || mgr_r_done(&r)) {
+        m->ctr.malformed++;
+        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_release");
+        return;
+    }
+    g = place_group_find(m->pl, id);
+    if (g == NULL)
+        return; /* failed or reclaimed before: nothing to do */
+    mg = g->user;
+    if (mg->job != c->job || mg->comm != comm) {
+        send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
+                   "group %u is not comm %016" PRIx64 "'s of job %s", id, comm,
+                   c->job->name);
+        return;
+    }
+    for (int i = 0; i < g->nmembers; i++)
+        if (mg->ranks[i] == c->rank)
+            mg->released[i] = 1;
+    if (mg->active && group_done(g)) {
+        group_teardown(m, g, NULL);
+        m->ctr.groups_released++;
+    }
+}
+
+/* ---- stat ---- */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} sbuf_t;
+
+static void sb_printf(sbuf_t *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void sb_printf(sbuf_t *s, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    if (s->buf == NULL && s->cap != 0)
+        return;
+    for (;;) {
+        size_t room = s->cap - s->len;
+        va_start(ap, fmt);
+        n = vsnprintf(s->buf ? s->buf + s->len : NULL, s->buf ? room : 0, fmt,
+                      ap);
+        va_end(ap);
+        if (n < 0)
+            return;
+        if (s->buf && (size_t)n < room) {
+            s->len += (size_t)n;
+            return;
+        }
+        {
+            size_t ncap = s->cap ? s->cap * 2 : 8192;
+            char *nb;
+            while (ncap < s->len + (size_t)n + 1)
+                ncap *= 2;
+            nb = realloc(s->buf, ncap);
+            if (nb == NULL) {
+                free(s->buf);
+                s->buf = NULL;
+                s->cap = 1;
+                return;
+            }
+            s->buf = nb;
+            s->cap = ncap;
+        }
+    }
+}
+
+char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
+{
+    const topo_t *topo = m->topo;
+    sbuf_t s = {0};
+    int ans_up = 0, njobs = 0;
+    mgr_io_stats_t io = {0};
+    char ep[32], ops[160], dts[200];
+
+    if (m->p.io_stats)
+        m->p.io_stats(m->p.arg, &io);
+
+    for (int i = 0; i < topo->nswitches; i++)
+        ans_up += m->an[i].conn != NULL;
+    for (const job_t *j = m->jobs; j; j = j->next)
+        njobs++;
+    sb_printf(
+        &s,
+        "manager listen=%s uptime_ms=%" PRIu64 " ans=%d ans_up=%d "
+        "trees=%d hosts=%d jobs=%d groups=%d conns=%d max_conns=%d "
+        "conns_unauth=%d conns_accepted=%" PRIu64 " conns_refused=%" PRIu64
+        " conns_evicted=%" PRIu64 " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64
+        " frames_late=%" PRIu64 " frames_refused=%" PRIu64
+        " auth_failures=%" PRIu64 " malformed=%" PRIu64 " groups_made=%" PRIu64
+        " groups_refused=%" PRIu64 " groups_failed=%" PRIu64
+        " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
+        " groups_adopted=%" PRIu64 "\n",
+        m->listen, now - m->start, topo->nswitches, ans_up, topo->ntrees,
+        topo->nhosts, njobs, place_group_count(m->pl), io.conns, io.max_conns,
+        io.conns_unauth, io.conns_accepted, io.conns_refused, io.conns_evicted,
+        io.conns_shed, io.rx_buffered, io.frames_late, io.frames_refused,
+        io.auth_failures, io.malformed + m->ctr.malformed, m->ctr.groups_made,
+        m->ctr.groups_refused, m->ctr.groups_failed, m->ctr.groups_released,
+        m->ctr.groups_reclaimed, m->ctr.groups_adopted);
+    for (int t = 0; t < topo->ntrees; t++) {
+        int leaves = 0, sws = 0;
+        for (int i = 0; i < topo->nswitches; i++) {
+            if (topo->trees[t].parent[i] == -2)
+                continue;
+            sws++;
+            leaves += topo->sw[i].level == 1;
+        }
+        sb_printf(&s, "tree id=%d root=%s height=%d switches=%d leaves=%d\n", t,
+                  topo->sw[topo->trees[t].root].name, topo->trees[t].height,
+                  sws, leaves);
+    }
+    for (int i = 0; i < topo->nswitches; i++) {
+        place_an_load_t l;
+        const an_state_t *a = &m->an[i];
+        double f = 1.0, x;
+        place_an_load(m->pl, i, &l);
+        x = l.caps.max_groups ? 1.0 - (double)l.groups / l.caps.max_groups : 0;
+        f = x < f ? x : f;
+        x = l.caps.slots ? 1.0 - (double)l.slots / l.caps.slots : 0;
+        f = x < f ? x : f;
+        x = l.caps.buffer_bytes
+                ? 1.0 - (double)l.buffer_bytes / (double)l.caps.buffer_bytes
+                : 0;
+        f = x < f ? x : f;
+        sb_printf(
+            &s,
+            "an name=%s level=%d addr=%s state=%s groups=%u "
+            "max_groups=%u slots=%" PRIu64 " max_slots=%u buffer=%" PRIu64
+            " max_buffer=%" PRIu64 " free=%.3f payload=%u ops=%s "
+            "dtypes=%s registrations=%u\n",
+            topo->sw[i].name, topo->sw[i].level,
+            a->ep == INCOLL_EP_NONE || a->ep == 0
+                ? "-"
+                : wire_ep_str(a->ep, ep, sizeof(ep)),
+            a->conn ? "up" : "down", l.groups, l.caps.max_groups, l.slots,
+            l.caps.slots, l.buffer_bytes, l.caps.buffer_bytes, f < 0 ? 0 : f,
+            l.caps.max_payload, topo_ops_str(l.caps.ops, ops, sizeof(ops)),
+            topo_dtypes_str(l.caps.dtypes, dts, sizeof(dts)), a->registrations);
+        if (a->conn && a->counters[0])
+            sb_printf(&s, "counters %s\n", a->counters);
+    }
+    for (const job_t *j = m->jobs; j; j = j->next) {
+        int cnt[6] = {0}, ng = 0;
+        for (int r = 0; r < j->size; r++)
+            cnt[j->ranks[r].state]++;
+        for (int i = 0; i < place_group_count(m->pl); i++)
+            ng += ((const mgroup_t *)place_group_at(m->pl, i)->user)->job == j;
+        sb_printf(&s,
+                  "job name=%s size=%d up=%d lost=%d left=%d adopted=%d "
+                  "dead=%d groups=%d\n",
+                  j->name, j->size, cnt[R_UP], cnt[R_LOST], cnt[R_LEFT],
+                  cnt[R_ADOPTED], cnt[R_DEAD], ng);
+        for (int r = 0; r < j->size; r++) {
+            const rank_t *rk = &j->ranks[r];
+            if (rk->state == R_UP || rk->state == R_NONE)
+                continue;
+            sb_printf(&s, "rank job=%s rank=%d state=%s\n", j->name, r,
+                      rank_state_names[rk->state]);
+        }
+    }
+    for (int i = 0; i < place_group_count(m->pl); i++) {
+        const place_group_t *g = place_group_at(m->pl, i);
+        const mgroup_t *mg = g->user;
+        sb_printf(&s,
+                  "group id=%u job=%s comm=%016" PRIx64 " gen=%u members=%d "
+                  "tree=%s slots=%u payload=%u state=%s ans=",
+                  g->id, mg->job->name, mg->comm, mg->gen, g->nmembers,
+                  topo->sw[topo->trees[g->tree].root].name, g->slots,
+                  g->payload,
+                  mg->active ? (mg->adopted ? "adopted" : "active") : "adding");
+        for (int k = 0; k < g->nans; k++)
+            sb_printf(&s, "%s%s", k ? "," : "", topo->sw[g->ans[k].sw].name);
+        sb_printf(&s, "\n");
+    }
+    for (const pending_t *p = m->pend; p; p = p->next)
+        sb_printf(&s,
+                  "request job=%s comm=%016" PRIx64 " gen=%u members=%d "
+                  "asked=%d\n",
+                  p->job->name, p->comm, p->gen, p->n, p->nasked);
+    return s.buf;
+}
+
+static void on_stat(mgr_core_t *m, mgr_peer_t *c)
+{
+    char *text = mgr_core_stat_text(m, m->now);
+    mgr_wbuf_t w = {0};
+    if (text == NULL) {
+        send_error(m, c, 0, INCOLL_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    mgr_w_text(&w, text, strlen(text));
+    free(text);
+    send_msg(m, c, MGR_STAT_REP, &w);
+    mgr_wbuf_free(&w);
+}
+
+/* ---- dispatch ---- */
+
+static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
+                     const uint8_t *body, size_t len)
+{
+    int role = c->role;
+
+    if (type == MGR_BYE) {
+        c->bye = 1;
+        peer_kill(m, c, "goodbye");
+        return;
+    }
+    if (role == MGR_ROLE_AN) {
+        if (type == MGR_AN_REGISTER) {
+            on_an_register(m, c, body, len);
+            return;
+        }
+        if (c->an < 0) {
+            m->ctr.malformed++;
+            peer_kill(m, c, "an message before an_register");
+            return;
+        }
+        if (type == MGR_AN_HEARTBEAT)
+            on_heartbeat(m, c, body, len);
+        else if (type == MGR_GROUP_ACK)
+            on_group_ack(m, c, body, len);
+        else
+            goto unexpected;
+        return;
+    }
+    if (role == MGR_ROLE_HOST) {
+        if (type == MGR_JOIN)
+            on_join(m, c, body, len);
+        else if (type == MGR_GROUP_REQ)
+            on_group_req(m, c, body, len);
+        else if (type == MGR_GROUP_RELEASE)
+            on_group_release(m, c, body, len);
+        else if (type == MGR_STAT_REQ)
+            on_stat(m, c);
+        else
+            goto unexpected;
+        return;
+    }
+    if (role == MGR_ROLE_TOOL && type == MGR_STAT_REQ) {
+        on_stat(m, c);
+        return;
+    }
+unexpected:
+    m->ctr.malformed++;
+    incoll_warn("conn %u (%s): unexpected %s (type 0x%x) from a role %d "
+                "peer",
+                c->id, c->name, mgr_msg_name(type), type, role);
+    send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "unexpected message type 0x%x",
+               type);
+}
+
+void mgr_core_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
+                    const uint8_t *body, size_t len, uint64_t now)
+{
+    if (c == NULL || c->dead)
+        return;
+    enter(m, now);
+    on_frame(m, c, type, body, len);
+    leave(m);
+}
+
+/* ---- timers ---- */
+
+void mgr_core_tick(mgr_core_t *m, uint64_t now)
+{
+    enter(m, now);
+    now = m->now;
+    /* ANs whose heartbeats stopped. Collect first: killing one peer may
+     * kill others (an AN's failure is told to members, whose connections
+     * may be broken). */
+    {
+        int nlate = 0;
+        mgr_peer_t **late =
+            malloc((size_t)(m->topo->nswitches + 1) * sizeof(*late));
+        for (int i = 0; late && i < m->topo->nswitches; i++) {
+            mgr_peer_t *c = m->an[i].conn;
+            if (c && c->hb_deadline && now > c->hb_deadline)
+                late[nlate++] = c;
+        }
+        for (int i = 0; i < nlate; i++)
+            if (!late[i]->dead)
+                peer_kill(m, late[i], "heartbeats missed");
+        free(late);
+    }
+    for (job_t *j = m->jobs; j; j = j->next) {
+        for (int r = 0; r < j->size; r++) {
+            rank_t *rk = &j->ranks[r];
+            job_rank_t jr = {j, r};
+            char reason[160];
+            if ((rk->state != R_LOST && rk->state != R_ADOPTED) ||
+                now < rk->deadline)
+                continue;
+            snprintf(reason, sizeof(reason), "rank %d of job %s is gone", r,
+                     j->name);
+            incoll_info("job %s rank %d: gone for good (%s); reclaiming "
+                        "its groups",
+                        j->name, r, rank_state_names[rk->state]);
+            rk->state = R_DEAD;
+            teardown_where(m, pred_has_rank, &jr, reason,
+                           &m->ctr.groups_reclaimed);
+        }
+    }
+    for (pending_t *p = m->pend, *next; p; p = next) {
+        next = p->next;
+        if (p->g == NULL && now > p->deadline) {
+            incoll_warn("job %s comm %016" PRIx64 ": only %d of %d "
+                        "members asked for the group within %u ms",
+                        p->job->name, p->comm, p->nasked, p->n,
+                        m->p.request_ms);
+            for (int i = 0; i < p->n; i++)
+                if (p->who[i])
+                    send_error(m, p->who[i], p->reqid[i], INCOLL_ERR_TIMEOUT,
+                               "only %d of %d members asked for the group",
+                               p->nasked, p->n);
+            pending_unlink(m, p);
+            pending_free(p);
+        }
+    }
+    {
+        int n = place_group_count(m->pl), k = 0;
+        uint32_t *overdue = malloc((size_t)(n + 1) * sizeof(*overdue));
+        for (int i = 0; overdue && i < n; i++) {
+            const place_group_t *g = place_group_at(m->pl, i);
+            const mgroup_t *mg = g->user;
+            if ((!mg->active || mg->adopted) && mg->deadline &&
+                now > mg->deadline) {
+                int all = 1;
+                for (int a = 0; a < g->nans; a++)
+                    all &= mg->confirmed[a];
+                if (!all)
+                    overdue[k++] = g->id;
+                else
+                    ((mgroup_t *)mg)->deadline = 0;
+            }
+        }
+        for (int i = 0; i < k; i++) {
+            place_group_t *g = place_group_find(m->pl, overdue[i]);
+            if (g) {
+                group_teardown(m, g,
+                               ((mgroup_t *)g->user)->active
+                                   ? "not every an came back"
+                                   : "an an did not acknowledge it");
+                m->ctr.groups_failed++;
+            }
+        }
+        free(overdue);
+    }
+    job_gc(m);
+    leave(m);
+}
+
+/* ---- life cycle ---- */
+
+mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
+                            char *err, size_t errlen)
+{
+    mgr_core_t *m;
+
+    if (params->topo == NULL || params->send == NULL || params->close == NULL) {
+        snprintf(err, errlen, "manager core: no topology or callbacks");
+        return NULL;
+    }
+    m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    m->p = *params;
+    m->topo = params->topo;
+    m->now = now;
+    m->start = now;
+    snprintf(m->listen, sizeof(m->listen), "%s",
+             params->listen ? params->listen : "-");
+    m->p.listen = m->listen;
+    m->an = calloc((size_t)m->topo->nswitches + 1, sizeof(*m->an));
+    m->pl = place_create(m->topo, &m->p.place);
+    if (m->an == NULL || m->pl == NULL) {
+        snprintf(err, errlen, "out of memory");
+        mgr_core_destroy(m);
+        return NULL;
+    }
+    for (int i = 0; i < m->topo->nswitches; i++)
+        m->an[i].ep = m->topo->sw[i].addr;
+    return m;
+}
+
+void mgr_core_destroy(mgr_core_t *m)
+{
+    if (m == NULL)
+        return;
+    while (m->peers) {
+        mgr_peer_t *c = m->peers;
+        m->peers = c->next;
+        free(c);
+    }
+    while (m->graveyard) {
+        mgr_peer_t *c = m->graveyard;
+        m->graveyard = c->next;
+        free(c);
+    }
+    while (m->pend) {
+        pending_t *p = m->pend;
+        m->pend = p->next;
+        pending_free(p);
+    }
+    if (m->pl) {
+        for (int i = 0; i < place_group_count(m->pl); i++)
+            mgroup_free(place_group_at(m->pl, i)->user);
+        place_destroy(m->pl);
+    }
+    while (m->jobs) {
+        job_t *j = m->jobs;
+        m->jobs = j->next;
+        free(j->ranks);
+        free(j);
+    }
+    free(m->an);
+    free(m);
+}
+
+void mgr_core_counts(const mgr_core_t *m, mgr_core_counts_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    for (int i = 0; i < m->topo->nswitches; i++)
+        out->ans_up += m->an[i].conn != NULL;
+    for (const job_t *j = m->jobs; j; j = j->next)
+        out->jobs++;
+    for (const pending_t *p = m->pend; p; p = p->next)
+        out->requests++;
+    out->groups = place_group_count(m->pl);
+    out->groups_made = m->ctr.groups_made;
+    out->groups_refused = m->ctr.groups_refused;
+    out->groups_failed = m->ctr.groups_failed;
+    out->groups_released = m->ctr.groups_released;
+    out->groups_reclaimed = m->ctr.groups_reclaimed;
+    out->groups_adopted = m->ctr.groups_adopted;
+    out->malformed = m->ctr.malformed;
+}
