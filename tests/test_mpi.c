@@ -555,7 +555,8 @@ TEST(mpi_ompi_pmpi_count, TEST_INTEG)
 /*
  * An AN killed (SIGKILL) under ankill, a loop of MPI_Allreduce, Reduce,
  * Bcast and Barrier on the world and a split, 4 ranks on a fabric of
- * radix 2 (leaves l0 and l1 under root) with its manager: every value is
+ * radix 2 (leaves l0 and l1 under root; for the middle AN s2-0, 8 ranks
+ * on three levels) with its manager, natively in the network: every value is
  * right on every rank (ankill checks them all), the job ends in bounded
  * time (`incoll mpirun --timeout`), no call raised an error, the calls
  * after the failure are counted under hosts= (libincoll's host-based
@@ -577,7 +578,9 @@ static int an_killed(const char *victim, const char *drop)
     if (drop)
         setenv("INCOLL_FAULT_DROP", drop, 1);
     snprintf(tag, sizeof(tag), "ankill-%s%s", victim, drop ? "-loss" : "");
-    rc = mgr_job(tag, 4, 2, "ankill", "", victim, &text);
+    /* A middle AN (s2-0) needs a 3-level tree: 8 hosts of radix 2. */
+    rc = mgr_job(tag, strcmp(victim, "s2-0") == 0 ? 8 : 4, 2, "ankill", "",
+                 victim, &text);
     unsetenv("INCOLL_FAULT_DROP");
     CHECK_MSG(rc == 0 && strstr(text, "ankill: ok 30 rounds") &&
                   strstr(text, "ankill: ran 'kill"),
@@ -608,6 +611,10 @@ static int an_killed(const char *victim, const char *drop)
 TEST(mpi_ompi_an_killed_leaf, TEST_INTEG)
 {
     return an_killed("l0", NULL);
+}
+TEST(mpi_ompi_an_killed_middle, TEST_INTEG)
+{
+    return an_killed("s2-0", NULL);
 }
 TEST(mpi_ompi_an_killed_root, TEST_INTEG)
 {
