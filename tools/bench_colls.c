@@ -26,6 +26,7 @@
  * host-based algorithm and MPI's own at each size.
  */
 #include "bench_common.h"
+#include "bench_plot.h"
 
 #include "host/host_colls.h"
 
@@ -49,7 +50,7 @@ typedef struct {
     size_t min_size, max_size;
     int iters;
     int hosts, radix, emulate, keep, timeout_s;
-    const char *fabric, *csv, *algos, *out;
+    const char *fabric, *csv, *algos, *out, *plot;
 } bc_opts_t;
 
 static void usage(FILE *out, const char *coll)
@@ -66,6 +67,7 @@ static void usage(FILE *out, const char *coll)
             "      --fabric DIR    use this fabric instead of bringing one up\n"
             "      --emulate       emulated links (root)\n"
             "      --csv PATH      rows for machines\n"
+            "      --plot FILE.png latency and bandwidth vs size (gnuplot)\n"
             "      --timeout SEC   whole run (default 300)\n"
             "      --keep          keep the work directory\n",
             coll);
@@ -78,6 +80,7 @@ static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
         {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'},  {"fabric", 1, 0, 'f'},
         {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},    {"timeout", 1, 0, 't'},
         {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},    {"help", 0, 0, 'h'},
+        {"plot", 1, 0, 'P'},
         {0, 0, 0, 0}};
     int c, coll = algo_coll_parse(argv[0]);
 
@@ -129,6 +132,9 @@ static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
             break;
         case 'K':
             o->keep = 1;
+            break;
+        case 'P':
+            o->plot = optarg;
             break;
         case 'o':
             o->out = optarg;
@@ -396,11 +402,58 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 }
 
 /* One row of the results: a size and an algorithm's average latency. */
-typedef struct {
+struct bc_row;
+static int plot_rows(const char *path, const char *coll, int hosts,
+                     double link_MBps, const struct bc_row *rows, int n);
+
+typedef struct bc_row {
     size_t bytes;
     char algo[32];
     double avg;
 } bc_row_t;
+
+/* --plot: one curve per algorithm (bench_plot.h). */
+static int plot_rows(const char *path, const char *coll, int hosts,
+                     double link_MBps, const bc_row_t *rows, int n)
+{
+    static double bytes[MAX_ALGOS][64], lat[MAX_ALGOS][64], bw[MAX_ALGOS][64];
+    plot_series_t se[MAX_ALGOS];
+    char title[128];
+    plot_opts_t po = {title, link_MBps, 0, NULL};
+    int ns = 0;
+
+    memset(se, 0, sizeof(se));
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        if (rows[i].bytes == 0 || rows[i].avg <= 0)
+            continue;
+        while (k < ns && strcmp(se[k].name, rows[i].algo) != 0)
+            k++;
+        if (k == ns) {
+            if (ns == MAX_ALGOS)
+                continue;
+            se[ns].name = rows[i].algo;
+            se[ns].bytes = bytes[ns];
+            se[ns].lat_us = lat[ns];
+            se[ns].bw_MBps = bw[ns];
+            ns++;
+        }
+        if (se[k].n < 64) {
+            bytes[k][se[k].n] = (double)rows[i].bytes;
+            lat[k][se[k].n] = rows[i].avg;
+            bw[k][se[k].n] = (double)rows[i].bytes / rows[i].avg;
+            se[k].n++;
+        }
+    }
+    if (ns == 0) {
+        fprintf(stderr, "incoll bench %s: nothing to plot (a barrier has no "
+                        "sizes)\n",
+                coll);
+        return -1;
+    }
+    snprintf(title, sizeof(title), "%s, %d hosts", coll, hosts);
+    return bench_plot_write(path, &po, se, ns);
+}
 
 /*
  * The summary: per size, incoll beside the fastest host-based algorithm
@@ -578,6 +631,11 @@ int bench_coll_main(int argc, char **argv)
         if (csv)
             fclose(csv);
         print_summary(argv[0], rows, nrows);
+        if (o.plot &&
+            plot_rows(o.plot, argv[0], f.hosts,
+                      f.emulated ? (double)f.link_rate / 8e6 : 0, rows,
+                      nrows) != 0)
+            goto out;
     }
     ret = 0;
 out:
