@@ -1411,3 +1411,59 @@ TEST(mpi_mpich_fortran_gathers, TEST_INTEG)
         return test_skip("%s", why);
     return offload_job(MPI_MPICH, 3, 2, "f_gathers", "", f_gather_colls);
 }
+
+/*
+ * `incoll bench <collective> --algos incoll,host,mpi,mpi-layer` on
+ * loopback (3 ranks, 3 iterations): MPI's own collective and the MPI
+ * call through the layer as two more columns of the same run, every
+ * result checked, one CSV row per size for each, and the summary table.
+ */
+TEST(mpi_ompi_bench_colls, TEST_INTEG)
+{
+    static const char *const colls[] = {"reduce_scatter", "gather", "barrier"};
+    static const int nsizes[] = {8, 8, 1};
+    const char *why = mpi_ready(MPI_OMPI, NULL);
+    char out[PATH_MAX], csv[PATH_MAX], line[512];
+
+    if (why)
+        return test_skip("%s", why);
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_FABRIC");
+    for (int c = 0; c < 3; c++) {
+        int rc, rows[2] = {0, 0};
+        char *text;
+        FILE *f;
+        snprintf(out, sizeof(out), "%s/bench-%s.out", test_tmpdir(), colls[c]);
+        snprintf(csv, sizeof(csv), "%s/bench-%s.csv", test_tmpdir(), colls[c]);
+        rc = sh(out,
+                "timeout -k 5 200 '%s/incoll' bench %s -n 3 --radix 2 "
+                "--sizes 8:1K --iters 3 --algos incoll,host,mpi,mpi-layer "
+                "--csv '%s' --timeout 150",
+                test_bindir(), colls[c], csv);
+        text = slurp(out);
+        CHECK_MSG(rc == 0, "exit %d:\n%.3000s", rc, text);
+        CHECK_MSG(strstr(text, "summary: incoll beside the best host-based "
+                               "algorithm, MPI's own"),
+                  "no summary:\n%.3000s", text);
+        free(text);
+        f = fopen(csv, "r");
+        CHECK(f != NULL);
+        while (fgets(line, sizeof(line), f)) {
+            char coll[32], algo[32];
+            size_t bytes;
+            int iters;
+            double avg;
+            if (sscanf(line, "%31[^,],%31[^,],%zu,%d,%lf", coll, algo, &bytes,
+                       &iters, &avg) != 5)
+                continue;
+            if (strcmp(algo, "mpi") == 0 || strcmp(algo, "mpi-layer") == 0) {
+                CHECK_MSG(avg > 0 && iters == 3, "%s", line);
+                rows[strcmp(algo, "mpi") != 0]++;
+            }
+        }
+        fclose(f);
+        CHECK_EQ_INT(rows[0], nsizes[c]);
+        CHECK_EQ_INT(rows[1], nsizes[c]);
+    }
+    return TEST_PASSED;
+}
