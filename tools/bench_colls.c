@@ -363,22 +363,36 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         size_t cap = (size_t)size * (bytes + 8) + 64;
         uint8_t *in = malloc(cap), *out = malloc(cap);
         double sum_ns[MAX_ALGOS] = {0};
+        /* incoll's bytes sent per operation (in-network engine counters,
+         * headers included): [0] when this rank was the root, [1] not. */
+        double tx[2] = {0, 0}, ntx[2] = {0, 0};
         if (o.coll == ALGO_COLL_REDUCE || o.coll == ALGO_COLL_REDUCE_SCATTER)
             bytes = bytes / 8 * 8;
         for (int it = -2; it < o.iters && ret == 0; it++) {
             for (int k = 0; k < na && ret == 0; k++) {
                 int ai = (k + (it < 0 ? 0 : it)) % na;
-                uint64_t t0;
+                int root = it < 0 ? 0 : it % size;
+                host_engine_t *eng;
+                uint64_t t0, b0 = 0;
                 if (sync_ranks(comm) != INCOLL_OK) {
                     ret = 4;
                     break;
                 }
+                eng = comm->eng;
+                if (eng)
+                    b0 = host_engine_counters(eng)->bytes_sent;
                 t0 = bench_now_ns();
-                if (one_op(comm, &o, algos[ai], bytes, rank, size,
-                           it < 0 ? 0 : it % size, it + 2, in, out) != 0)
+                if (one_op(comm, &o, algos[ai], bytes, rank, size, root,
+                           it + 2, in, out) != 0)
                     ret = 1;
                 if (it >= 0)
                     sum_ns[ai] += (double)(bench_now_ns() - t0);
+                if (it >= 0 && algos[ai] == HOST_CALGO_AUTO && eng &&
+                    eng == comm->eng && host_coll_last_in_net()) {
+                    tx[rank != root] +=
+                        (double)(host_engine_counters(eng)->bytes_sent - b0);
+                    ntx[rank != root]++;
+                }
             }
         }
         for (int k = 0; k < na && ret == 0; k++) {
@@ -386,9 +400,22 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             incoll_allreduce(comm, &avg, &mn, 1, INCOLL_FLOAT64, INCOLL_OP_MIN);
             incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
             incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64, INCOLL_OP_SUM);
+            double txr[2] = {-1, -1};
+            if (algos[k] == HOST_CALGO_AUTO) {
+                /* At the root: the average; elsewhere: the most any
+                 * rank sent (-1: none ran in the network). */
+                double v[2] = {tx[0], ntx[0]},
+                       other = ntx[1] > 0 ? tx[1] / ntx[1] : -1;
+                incoll_allreduce(comm, INCOLL_IN_PLACE, v, 2, INCOLL_FLOAT64,
+                                 INCOLL_OP_SUM);
+                incoll_allreduce(comm, &other, &txr[1], 1, INCOLL_FLOAT64,
+                                 INCOLL_OP_MAX);
+                txr[0] = v[1] > 0 ? v[0] / v[1] : -1;
+            }
             if (res)
-                fprintf(res, "%zu %s %d %.3f %.3f %.3f\n", bytes,
-                        algo_label(algos[k]), o.iters, tot / size, mn, mx);
+                fprintf(res, "%zu %s %d %.3f %.3f %.3f %.0f %.0f\n", bytes,
+                        algo_label(algos[k]), o.iters, tot / size, mn, mx,
+                        txr[0], txr[1]);
         }
         free(in);
         free(out);
@@ -410,6 +437,7 @@ typedef struct bc_row {
     size_t bytes;
     char algo[32];
     double avg;
+    double tx_root, tx_other; /* incoll's bytes sent per op, or -1 */
 } bc_row_t;
 
 /* --plot: one curve per algorithm (bench_plot.h). */
@@ -469,11 +497,13 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
         lay |= strcmp(rows[i].algo, "mpi-layer") == 0;
     }
     printf("\n# %s summary: incoll beside the best host-based algorithm%s%s"
-           " (x: their latency over incoll's)\n",
+           " (x: their latency over incoll's); tx: bytes incoll sent per "
+           "operation, headers included (engine counters), at the root and "
+           "the most of any other rank\n",
            coll, mpi ? ", MPI's own" : "",
            lay ? " and the MPI call through libincoll_mpi" : "");
-    printf("%9s %10s %10s %-12s %6s", "bytes", "incoll(us)", "host(us)",
-           "best host", "x");
+    printf("%9s %10s %9s %9s %10s %-12s %6s", "bytes", "incoll(us)",
+           "tx root", "tx other", "host(us)", "best host", "x");
     if (mpi)
         printf(" %10s %6s", "mpi(us)", "x");
     if (lay)
@@ -496,7 +526,8 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
         i = j;
         if (inc == NULL)
             continue;
-        printf("%9zu %10.1f", inc->bytes, inc->avg);
+        printf("%9zu %10.1f %9.0f %9.0f", inc->bytes, inc->avg, inc->tx_root,
+               inc->tx_other);
         if (best)
             printf(" %10.1f %-12s %6.2f", best->avg, best->algo,
                    best->avg / inc->avg);
@@ -609,9 +640,9 @@ int bench_coll_main(int argc, char **argv)
         while (fgets(line, sizeof(line), in)) {
             size_t bytes;
             int iters;
-            double avg, mn, mx, bw;
-            if (sscanf(line, "%zu %31s %d %lf %lf %lf", &bytes, algo, &iters,
-                       &avg, &mn, &mx) != 6)
+            double avg, mn, mx, bw, txr = -1, txo = -1;
+            if (sscanf(line, "%zu %31s %d %lf %lf %lf %lf %lf", &bytes, algo,
+                       &iters, &avg, &mn, &mx, &txr, &txo) < 6)
                 continue;
             bw = avg > 0 ? (double)bytes / avg : 0;
             printf("%-14s %9zu %6d %10.1f %10.1f %10.1f %9.2f\n", algo, bytes,
@@ -620,6 +651,8 @@ int bench_coll_main(int argc, char **argv)
                 rows[nrows].bytes = bytes;
                 snprintf(rows[nrows].algo, sizeof(rows[nrows].algo), "%s",
                          algo);
+                rows[nrows].tx_root = txr;
+                rows[nrows].tx_other = txo;
                 rows[nrows++].avg = avg;
             }
             if (csv)
