@@ -214,17 +214,20 @@ static host_rec_call_t rec_call(const host_coll_args_t *a)
  * result, INCOLL_ERR_UNSUPPORTED when the group cannot do it (now, or
  * after a recovery left the communicator without a group: the caller
  * falls back), or the error. algo HOST_CALGO_INC returns a failure as it
- * is.
+ * is. *fetched_p is 1 when the result came from the members ahead in a
+ * recovery (over the hosts), not from the network.
  */
 static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
                                          const host_coll_args_t *a,
-                                         incoll_op_t op, incoll_dtype_t dt)
+                                         incoll_op_t op, incoll_dtype_t dt,
+                                         int *fetched_p)
 {
     const char *what = algo_coll_name(a->coll);
     host_rec_call_t c = rec_call(a);
     incoll_status_t status;
     int done;
 
+    *fetched_p = 0;
     for (int attempt = 0;; attempt++) {
         uint64_t ops = host_engine_counters(comm->eng)->ops;
         status = inc_run(comm, a);
@@ -240,6 +243,7 @@ static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
         /* An engine that failed before refuses to start (not started). */
         status = host_comm_recover_coll(
             comm, host_engine_counters(comm->eng)->ops != ops, &c, &done);
+        *fetched_p = done;
         if (status != INCOLL_OK || done)
             return status;
         /* host_comm_recover_coll() makes at most two new groups, then
@@ -401,8 +405,9 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                                         : INCOLL_ERR_NO_RESOURCE;
     }
     if (usable) {
-        status = inc_run_recovered(comm, algo, a, op, dt);
-        last_in_net = status == INCOLL_OK;
+        int fetched;
+        status = inc_run_recovered(comm, algo, a, op, dt, &fetched);
+        last_in_net = status == INCOLL_OK && !fetched;
         if (status != INCOLL_ERR_UNSUPPORTED || algo == HOST_CALGO_INC) {
             if (status != INCOLL_OK)
                 incoll_error("%s: in-network operation failed: %s", what,
