@@ -9,6 +9,7 @@
  *                            results reach random subsets of the members,
  *                            with random timeouts and notices: every
  *                            member returns every result exactly once
+ *   recovery_keep_sizes      what each kind keeps for members behind
  *   integ_recovery_partition real daemons and a manager: leaf l0 drops its
  *                            results (INCOLL_AGG_FAULT_DROP_RESULTS) while
  *                            it still forwards up; ranks 0-1 time out on
@@ -36,6 +37,7 @@
 
 #include "common/mgr_proto.h"
 #include "host/comm.h"
+#include "host/inc_coll.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,6 +195,44 @@ TEST(recovery_decision, TEST_UNIT)
         int n = 2 + (int)(seed % (MODEL_MAX - 1));
         if (model_run(seed, n) != 0)
             return TEST_FAILED;
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * What each member keeps for a recovery (host_comm_keep_sizes), 4 ranks,
+ * root 2: the members behind can get their part only from these bytes
+ * (docs/failures.md), so each kind keeps exactly what its table says.
+ */
+TEST(recovery_keep_sizes, TEST_UNIT)
+{
+    /* kind, count, dtype; per rank: result bytes, input bytes (root 2) */
+    static const struct {
+        host_coll_kind_t kind;
+        size_t count;
+        incoll_dtype_t dt;
+        size_t res[2], in[2]; /* [0] the root, [1] another rank */
+    } want[] = {
+        {HOST_COLL_ALLREDUCE, 10, INCOLL_INT32, {40, 40}, {0, 0}},
+        {HOST_COLL_BCAST, 10, INCOLL_UINT8, {10, 10}, {0, 0}},
+        {HOST_COLL_ALLGATHER, 10, INCOLL_UINT8, {40, 40}, {0, 0}},
+        {HOST_COLL_BARRIER, 0, INCOLL_UINT8, {0, 0}, {0, 0}},
+        {HOST_COLL_REDUCE, 10, INCOLL_FLOAT64, {0, 0}, {0, 80}},
+        {HOST_COLL_GATHER, 10, INCOLL_UINT8, {0, 0}, {0, 10}},
+        {HOST_COLL_SCATTER, 10, INCOLL_UINT8, {0, 0}, {40, 0}},
+        {HOST_COLL_REDUCE_SCATTER, 10, INCOLL_INT16, {0, 0}, {80, 80}},
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        for (int who = 0; who < 2; who++) {
+            host_rec_call_t c = {(int)want[i].kind, 2, want[i].count,
+                                 want[i].dt, INCOLL_OP_SUM, NULL, NULL};
+            size_t rb = 99, ib = 99;
+            host_comm_keep_sizes(&c, who == 0 ? 2 : 1, 4, &rb, &ib);
+            CHECK_MSG(rb == want[i].res[who] && ib == want[i].in[who],
+                      "kind %d, %s: keeps %zu + %zu bytes, want %zu + %zu",
+                      (int)want[i].kind, who == 0 ? "root" : "non-root", rb,
+                      ib, want[i].res[who], want[i].in[who]);
+        }
     }
     return TEST_PASSED;
 }
