@@ -224,14 +224,15 @@ TEST(recovery_keep_sizes, TEST_UNIT)
     };
     for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
         for (int who = 0; who < 2; who++) {
-            host_rec_call_t c = {(int)want[i].kind, 2, want[i].count,
-                                 want[i].dt, INCOLL_OP_SUM, NULL, NULL};
+            host_rec_call_t c = {
+                (int)want[i].kind, 2,    want[i].count, want[i].dt,
+                INCOLL_OP_SUM,     NULL, NULL};
             size_t rb = 99, ib = 99;
             host_comm_keep_sizes(&c, who == 0 ? 2 : 1, 4, &rb, &ib);
             CHECK_MSG(rb == want[i].res[who] && ib == want[i].in[who],
                       "kind %d, %s: keeps %zu + %zu bytes, want %zu + %zu",
-                      (int)want[i].kind, who == 0 ? "root" : "non-root", rb,
-                      ib, want[i].res[who], want[i].in[who]);
+                      (int)want[i].kind, who == 0 ? "root" : "non-root", rb, ib,
+                      want[i].res[who], want[i].in[who]);
         }
     }
     return TEST_PASSED;
@@ -560,8 +561,8 @@ TEST(integ_recovery_leaf_kill, TEST_INTEG)
  */
 TEST(integ_recovery_colls_partition, TEST_INTEG)
 {
-    static const char *const colls[] = {"reduce",  "bcast",   "barrier",
-                                        "allgather", "gather", "scatter",
+    static const char *const colls[] = {"reduce",        "bcast",  "barrier",
+                                        "allgather",     "gather", "scatter",
                                         "reduce_scatter"};
     int r = prerequisites();
     if (r != TEST_PASSED)
@@ -590,10 +591,10 @@ static int colls_kill(const char *victim, double delay)
 {
     char dir[PATH_MAX], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX];
     char pidf[PATH_MAX + 64];
-    char *argv[] = {bin,  "run",     "-n",     "8",          "--fabric",
-                    dir,  "--timeout", "90",   "--",         prog,
-                    "--coll", "mix", "--iters", "2400", "--count", "100",
-                    "--progress", "200", NULL};
+    char *argv[] = {bin,      "run",        "-n",      "8",    "--fabric",
+                    dir,      "--timeout",  "90",      "--",   prog,
+                    "--coll", "mix",        "--iters", "2400", "--count",
+                    "100",    "--progress", "200",     NULL};
     char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
                    "INCOLL_LOG_LEVEL=info", NULL};
     char *out = NULL, *pidtext;
@@ -635,11 +636,9 @@ static int colls_kill(const char *victim, double delay)
                                              "errors=0")) != NULL;
          p++)
         n++;
-    for (const char *p = out; (p = strstr(p, "recovered after a failure"));
-         p++)
+    for (const char *p = out; (p = strstr(p, "recovered after a failure")); p++)
         nrec++;
-    if (an <= 0 || st != 0 || n != 8 || strstr(out, "WRONG") ||
-        nrec != 8) {
+    if (an <= 0 || st != 0 || n != 8 || strstr(out, "WRONG") || nrec != 8) {
         fprintf(stderr,
                 "    %s killed %.3f s after iteration 400: exit %d, %d ranks "
                 "all right, %d recovered; %s:\n%.3000s\n",

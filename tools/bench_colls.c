@@ -55,33 +55,33 @@ typedef struct {
 
 static void usage(FILE *out, const char *coll)
 {
-    fprintf(out,
-            "usage: incoll bench %s [options]\n"
-            "  -n, --hosts N       ranks (default 8)\n"
-            "      --radix K       fabric radix (default 4)\n"
-            "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
-            "      --iters N       timed operations per size (default 20)\n"
-            "      --algos LIST    incoll, host algorithms by name (host: all of\n"
-            "                      them), mpi (MPI's own) and mpi-layer (through\n"
-            "                      libincoll_mpi); default incoll,host\n"
-            "      --fabric DIR    use this fabric instead of bringing one up\n"
-            "      --emulate       emulated links (root)\n"
-            "      --csv PATH      rows for machines\n"
-            "      --plot FILE.png latency and bandwidth vs size (gnuplot)\n"
-            "      --timeout SEC   whole run (default 300)\n"
-            "      --keep          keep the work directory\n",
-            coll);
+    fprintf(
+        out,
+        "usage: incoll bench %s [options]\n"
+        "  -n, --hosts N       ranks (default 8)\n"
+        "      --radix K       fabric radix (default 4)\n"
+        "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
+        "      --iters N       timed operations per size (default 20)\n"
+        "      --algos LIST    incoll, host algorithms by name (host: all of\n"
+        "                      them), mpi (MPI's own) and mpi-layer (through\n"
+        "                      libincoll_mpi); default incoll,host\n"
+        "      --fabric DIR    use this fabric instead of bringing one up\n"
+        "      --emulate       emulated links (root)\n"
+        "      --csv PATH      rows for machines\n"
+        "      --plot FILE.png latency and bandwidth vs size (gnuplot)\n"
+        "      --timeout SEC   whole run (default 300)\n"
+        "      --keep          keep the work directory\n",
+        coll);
 }
 
 static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
 {
     static const struct option lo[] = {
-        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'},  {"sizes", 1, 0, 's'},
-        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'},  {"fabric", 1, 0, 'f'},
-        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},    {"timeout", 1, 0, 't'},
-        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},    {"help", 0, 0, 'h'},
-        {"plot", 1, 0, 'P'},
-        {0, 0, 0, 0}};
+        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'}, {"sizes", 1, 0, 's'},
+        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'}, {"fabric", 1, 0, 'f'},
+        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},   {"timeout", 1, 0, 't'},
+        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},   {"help", 0, 0, 'h'},
+        {"plot", 1, 0, 'P'},    {0, 0, 0, 0}};
     int c, coll = algo_coll_parse(argv[0]);
 
     memset(o, 0, sizeof(*o));
@@ -328,9 +328,10 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     if (argc < 2 || parse(argc - 1, argv + 1, &o, 1) != 0)
         return 2;
     if (has_mpi(&o) && mpi == NULL) {
-        fprintf(stderr, "incoll bench %s: mpi and mpi-layer run in the MPI "
-                        "worker (" BENCH_MPI_WORKER "), not under `incoll "
-                        "run`\n",
+        fprintf(stderr,
+                "incoll bench %s: mpi and mpi-layer run in the MPI "
+                "worker (" BENCH_MPI_WORKER "), not under `incoll "
+                "run`\n",
                 argv[1]);
         return 2;
     }
@@ -382,8 +383,8 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 if (eng)
                     b0 = host_engine_counters(eng)->bytes_sent;
                 t0 = bench_now_ns();
-                if (one_op(comm, &o, algos[ai], bytes, rank, size, root,
-                           it + 2, in, out) != 0)
+                if (one_op(comm, &o, algos[ai], bytes, rank, size, root, it + 2,
+                           in, out) != 0)
                     ret = 1;
                 if (it >= 0)
                     sum_ns[ai] += (double)(bench_now_ns() - t0);
@@ -474,8 +475,9 @@ static int plot_rows(const char *path, const char *coll, int hosts,
         }
     }
     if (ns == 0) {
-        fprintf(stderr, "incoll bench %s: nothing to plot (a barrier has no "
-                        "sizes)\n",
+        fprintf(stderr,
+                "incoll bench %s: nothing to plot (a barrier has no "
+                "sizes)\n",
                 coll);
         return -1;
     }
@@ -502,8 +504,8 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
            "the most of any other rank\n",
            coll, mpi ? ", MPI's own" : "",
            lay ? " and the MPI call through libincoll_mpi" : "");
-    printf("%9s %10s %9s %9s %10s %-12s %6s", "bytes", "incoll(us)",
-           "tx root", "tx other", "host(us)", "best host", "x");
+    printf("%9s %10s %9s %9s %10s %-12s %6s", "bytes", "incoll(us)", "tx root",
+           "tx other", "host(us)", "best host", "x");
     if (mpi)
         printf(" %10s %6s", "mpi(us)", "x");
     if (lay)
@@ -664,10 +666,9 @@ int bench_coll_main(int argc, char **argv)
         if (csv)
             fclose(csv);
         print_summary(argv[0], rows, nrows);
-        if (o.plot &&
-            plot_rows(o.plot, argv[0], f.hosts,
-                      f.emulated ? (double)f.link_rate / 8e6 : 0, rows,
-                      nrows) != 0)
+        if (o.plot && plot_rows(o.plot, argv[0], f.hosts,
+                                f.emulated ? (double)f.link_rate / 8e6 : 0,
+                                rows, nrows) != 0)
             goto out;
     }
     ret = 0;

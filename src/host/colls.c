@@ -199,8 +199,13 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
 /* The call as the recovery sees it. */
 static host_rec_call_t rec_call(const host_coll_args_t *a)
 {
-    host_rec_call_t c = {(int)inc_kind(a->coll), a->root, a->count,
-                         a->dtype, a->op, a->sendbuf, a->recvbuf};
+    host_rec_call_t c = {(int)inc_kind(a->coll),
+                         a->root,
+                         a->count,
+                         a->dtype,
+                         a->op,
+                         a->sendbuf,
+                         a->recvbuf};
     if (!reduces(a->coll)) {
         c.dtype = INCOLL_UINT8;
         c.op = INCOLL_OP_SUM;

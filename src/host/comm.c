@@ -168,8 +168,8 @@ struct host_comm_info {
     int saved; /* res[saved_idx] holds op saved_op's result */
     int saved_idx;
     uint64_t saved_op;
-    size_t saved_bytes;    /* of result, at the start of res[saved_idx] */
-    size_t saved_in_bytes; /* of input kept behind it */
+    size_t saved_bytes;         /* of result, at the start of res[saved_idx] */
+    size_t saved_in_bytes;      /* of input kept behind it */
     host_rec_call_t saved_call; /* what op saved_op was (no buffers) */
     struct incoll_comm *shadow; /* the members' recovery channel: its own
                                    host-based engine (see recover_comm) */
@@ -855,8 +855,8 @@ void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
 /* An allreduce of bytes, as the recovery sees it (count in bytes). */
 static host_rec_call_t allreduce_call(void *recvbuf, size_t bytes)
 {
-    host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0,       bytes, INCOLL_UINT8,
-                         INCOLL_OP_SUM,       NULL,    recvbuf};
+    host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0,    bytes,  INCOLL_UINT8,
+                         INCOLL_OP_SUM,       NULL, recvbuf};
     return c;
 }
 
@@ -1204,8 +1204,7 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
 }
 
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call,
-                                       int *done_p)
+                                       const host_rec_call_t *call, int *done_p)
 {
     struct host_comm_info *info = info_of(comm);
     host_mgr_t *mgr = mgr_of(comm->ctx);
@@ -1400,8 +1399,7 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
 }
 
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call,
-                                       int *done_p)
+                                       const host_rec_call_t *call, int *done_p)
 {
     *done_p = 0;
     return INCOLL_ERR_GROUP_FAILED;

@@ -214,18 +214,17 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         return INCOLL_OK;
     }
     if (host_comm_recoverable(comm)) {
-        host_rec_call_t c = rec_call(kind == WIRE_COLL_ALLGATHER
-                                         ? HOST_COLL_ALLGATHER
-                                         : HOST_COLL_GATHER,
-                                     root < 0 ? 0 : root, sendbuf, recvbuf,
-                                     bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+        host_rec_call_t c =
+            rec_call(kind == WIRE_COLL_ALLGATHER ? HOST_COLL_ALLGATHER
+                                                 : HOST_COLL_GATHER,
+                     root < 0 ? 0 : root, sendbuf, recvbuf, bytes, INCOLL_UINT8,
+                     INCOLL_OP_SUM);
         size_t out = me ? total : 0, in;
         if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
-                                          sendbuf, off, bytes,
-                                          me ? res : NULL, total,
-                                          host_now_ns());
+                                          sendbuf, off, bytes, me ? res : NULL,
+                                          total, host_now_ns());
         if (status == INCOLL_INPROGRESS)
             status = host_comm_wait(comm);
         if (status == INCOLL_OK) {
@@ -296,11 +295,10 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         return INCOLL_OK;
     }
     if (host_comm_recoverable(comm)) {
-        host_rec_call_t c = rec_call(kind == WIRE_COLL_SCATTER
-                                         ? HOST_COLL_SCATTER
-                                         : HOST_COLL_REDUCE_SCATTER,
-                                     root < 0 ? 0 : root, sendbuf, recvbuf,
-                                     count, dtype, op);
+        host_rec_call_t c =
+            rec_call(kind == WIRE_COLL_SCATTER ? HOST_COLL_SCATTER
+                                               : HOST_COLL_REDUCE_SCATTER,
+                     root < 0 ? 0 : root, sendbuf, recvbuf, count, dtype, op);
         size_t in;
         if ((res = kept_buf(comm, &c, count * ds, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;

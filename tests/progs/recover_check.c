@@ -50,9 +50,9 @@ static int64_t input(int r, int it, size_t k)
     return (int64_t)r * 1000003 + (int64_t)it * 7919 + (int64_t)k;
 }
 
-static const char *const coll_names[] = {
-    "allreduce", "reduce",  "bcast",   "barrier",
-    "allgather", "gather",  "scatter", "reduce_scatter"};
+static const char *const coll_names[] = {"allreduce", "reduce",        "bcast",
+                                         "barrier",   "allgather",     "gather",
+                                         "scatter",   "reduce_scatter"};
 
 /* The sum over the members of element k of their inputs. */
 static int64_t sum_of(int size, int it, size_t k)
@@ -195,8 +195,7 @@ int main(int argc, char **argv)
                 fprintf(stderr, "recover_check: unknown collective %s\n", v);
                 return 2;
             }
-        }
-        else {
+        } else {
             fprintf(stderr, "recover_check: unknown option %s\n", a);
             return 2;
         }
@@ -232,8 +231,7 @@ int main(int argc, char **argv)
                 nerr++;
             } else if (bad < count * (size_t)size) {
                 printf("WRONG iter %d (%s) element %zu: got %lld want %lld\n",
-                       it, coll_names[c], bad, (long long)got,
-                       (long long)want);
+                       it, coll_names[c], bad, (long long)got, (long long)want);
                 nwrong++;
             } else {
                 nok++;

@@ -104,8 +104,8 @@ static int layer_coll(int coll, const void *send, void *recv, size_t count,
         done = mpi_layer_barrier(w, &ret);
         break;
     case ALGO_COLL_ALLGATHER:
-        done = mpi_layer_allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, w,
-                                   &ret);
+        done =
+            mpi_layer_allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, w, &ret);
         break;
     case ALGO_COLL_GATHER:
         done = mpi_layer_gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w,
@@ -179,9 +179,9 @@ int main(int argc, char **argv)
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc < 2 || (strcmp(argv[1], "_allreduce") != 0 &&
-                     strcmp(argv[1], "_coll") != 0 &&
-                     strcmp(argv[1], "_overhead") != 0)) {
+    if (argc < 2 ||
+        (strcmp(argv[1], "_allreduce") != 0 && strcmp(argv[1], "_coll") != 0 &&
+         strcmp(argv[1], "_overhead") != 0)) {
         if (rank == 0)
             fprintf(stderr, "usage: incoll mpirun ... -- " BENCH_MPI_WORKER
                             " _allreduce OPTIONS (started by `incoll bench "
