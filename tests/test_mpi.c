@@ -555,7 +555,8 @@ TEST(mpi_ompi_pmpi_count, TEST_INTEG)
 /*
  * An AN killed (SIGKILL) under ankill, a loop of MPI_Allreduce, Reduce,
  * Bcast and Barrier on the world and a split, 4 ranks on a fabric of
- * radix 2 (leaves l0 and l1 under root) with its manager: every value is
+ * radix 2 (leaves l0 and l1 under root; for the middle AN s2-0, 8 ranks
+ * on three levels) with its manager, natively in the network: every value is
  * right on every rank (ankill checks them all), the job ends in bounded
  * time (`incoll mpirun --timeout`), no call raised an error, the calls
  * after the failure are counted under hosts= (libincoll's host-based
@@ -577,7 +578,9 @@ static int an_killed(const char *victim, const char *drop)
     if (drop)
         setenv("INCOLL_FAULT_DROP", drop, 1);
     snprintf(tag, sizeof(tag), "ankill-%s%s", victim, drop ? "-loss" : "");
-    rc = mgr_job(tag, 4, 2, "ankill", "", victim, &text);
+    /* A middle AN (s2-0) needs a 3-level tree: 8 hosts of radix 2. */
+    rc = mgr_job(tag, strcmp(victim, "s2-0") == 0 ? 8 : 4, 2, "ankill", "",
+                 victim, &text);
     unsetenv("INCOLL_FAULT_DROP");
     CHECK_MSG(rc == 0 && strstr(text, "ankill: ok 30 rounds") &&
                   strstr(text, "ankill: ran 'kill"),
@@ -608,6 +611,10 @@ static int an_killed(const char *victim, const char *drop)
 TEST(mpi_ompi_an_killed_leaf, TEST_INTEG)
 {
     return an_killed("l0", NULL);
+}
+TEST(mpi_ompi_an_killed_middle, TEST_INTEG)
+{
+    return an_killed("s2-0", NULL);
 }
 TEST(mpi_ompi_an_killed_root, TEST_INTEG)
 {
@@ -1403,4 +1410,60 @@ TEST(mpi_mpich_fortran_gathers, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     return offload_job(MPI_MPICH, 3, 2, "f_gathers", "", f_gather_colls);
+}
+
+/*
+ * `incoll bench <collective> --algos incoll,host,mpi,mpi-layer` on
+ * loopback (3 ranks, 3 iterations): MPI's own collective and the MPI
+ * call through the layer as two more columns of the same run, every
+ * result checked, one CSV row per size for each, and the summary table.
+ */
+TEST(mpi_ompi_bench_colls, TEST_INTEG)
+{
+    static const char *const colls[] = {"reduce_scatter", "gather", "barrier"};
+    static const int nsizes[] = {8, 8, 1};
+    const char *why = mpi_ready(MPI_OMPI, NULL);
+    char out[PATH_MAX], csv[PATH_MAX], line[512];
+
+    if (why)
+        return test_skip("%s", why);
+    unsetenv("LD_PRELOAD");
+    unsetenv("INCOLL_FABRIC");
+    for (int c = 0; c < 3; c++) {
+        int rc, rows[2] = {0, 0};
+        char *text;
+        FILE *f;
+        snprintf(out, sizeof(out), "%s/bench-%s.out", test_tmpdir(), colls[c]);
+        snprintf(csv, sizeof(csv), "%s/bench-%s.csv", test_tmpdir(), colls[c]);
+        rc = sh(out,
+                "timeout -k 5 200 '%s/incoll' bench %s -n 3 --radix 2 "
+                "--sizes 8:1K --iters 3 --algos incoll,host,mpi,mpi-layer "
+                "--csv '%s' --timeout 150",
+                test_bindir(), colls[c], csv);
+        text = slurp(out);
+        CHECK_MSG(rc == 0, "exit %d:\n%.3000s", rc, text);
+        CHECK_MSG(strstr(text, "summary: incoll beside the best host-based "
+                               "algorithm, MPI's own"),
+                  "no summary:\n%.3000s", text);
+        free(text);
+        f = fopen(csv, "r");
+        CHECK(f != NULL);
+        while (fgets(line, sizeof(line), f)) {
+            char coll[32], algo[32];
+            size_t bytes;
+            int iters;
+            double avg;
+            if (sscanf(line, "%31[^,],%31[^,],%zu,%d,%lf", coll, algo, &bytes,
+                       &iters, &avg) != 5)
+                continue;
+            if (strcmp(algo, "mpi") == 0 || strcmp(algo, "mpi-layer") == 0) {
+                CHECK_MSG(avg > 0 && iters == 3, "%s", line);
+                rows[strcmp(algo, "mpi") != 0]++;
+            }
+        }
+        fclose(f);
+        CHECK_EQ_INT(rows[0], nsizes[c]);
+        CHECK_EQ_INT(rows[1], nsizes[c]);
+    }
+    return TEST_PASSED;
 }

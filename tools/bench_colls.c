@@ -17,8 +17,16 @@
  * blocks, integer sums of reduce and reduce_scatter) and a wrong one fails
  * the run. Sizes are bytes per rank (elements of int64 for the
  * reductions: size / 8 of them).
+ *
+ * With `mpi` in --algos (the MPI library's own collective) or `mpi-layer`
+ * (the same MPI call through libincoll_mpi's offload path), the ranks run
+ * under `incoll mpirun` in the MPI worker (tools/mpi/bench_worker.c), as
+ * `incoll bench allreduce` does, and those are two more columns of the
+ * same interleaved run. A summary table then puts incoll beside the best
+ * host-based algorithm and MPI's own at each size.
  */
 #include "bench_common.h"
+#include "bench_plot.h"
 
 #include "host/host_colls.h"
 
@@ -28,41 +36,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ALGOS 8
+#define MAX_ALGOS 10
+
+/* --algos names beside incoll and the host algorithms (under MPI only). */
+#define BC_MPI (-10)   /* "mpi": the MPI library's own collective */
+#define BC_LAYER (-11) /* "mpi-layer": the MPI call through the layer */
+
+/* Under MPI: the worker's calls (NULL under `incoll run`). */
+static const bench_mpi_t *bc_mpi;
 
 typedef struct {
     algo_coll_t coll;
     size_t min_size, max_size;
     int iters;
     int hosts, radix, emulate, keep, timeout_s;
-    const char *fabric, *csv, *algos, *out;
+    const char *fabric, *csv, *algos, *out, *plot;
 } bc_opts_t;
 
 static void usage(FILE *out, const char *coll)
 {
-    fprintf(out,
-            "usage: incoll bench %s [options]\n"
-            "  -n, --hosts N       ranks (default 8)\n"
-            "      --radix K       fabric radix (default 4)\n"
-            "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
-            "      --iters N       timed operations per size (default 20)\n"
-            "      --algos LIST    incoll and host algorithms (default all)\n"
-            "      --fabric DIR    use this fabric instead of bringing one up\n"
-            "      --emulate       emulated links (root)\n"
-            "      --csv PATH      rows for machines\n"
-            "      --timeout SEC   whole run (default 300)\n"
-            "      --keep          keep the work directory\n",
-            coll);
+    fprintf(
+        out,
+        "usage: incoll bench %s [options]\n"
+        "  -n, --hosts N       ranks (default 8)\n"
+        "      --radix K       fabric radix (default 4)\n"
+        "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
+        "      --iters N       timed operations per size (default 20)\n"
+        "      --algos LIST    incoll, host algorithms by name (host: all of\n"
+        "                      them), mpi (MPI's own) and mpi-layer (through\n"
+        "                      libincoll_mpi); default incoll,host\n"
+        "      --fabric DIR    use this fabric instead of bringing one up\n"
+        "      --emulate       emulated links (root)\n"
+        "      --csv PATH      rows for machines\n"
+        "      --plot FILE.png latency and bandwidth vs size (gnuplot)\n"
+        "      --timeout SEC   whole run (default 300)\n"
+        "      --keep          keep the work directory\n",
+        coll);
 }
 
 static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
 {
     static const struct option lo[] = {
-        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'},  {"sizes", 1, 0, 's'},
-        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'},  {"fabric", 1, 0, 'f'},
-        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},    {"timeout", 1, 0, 't'},
-        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},    {"help", 0, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'}, {"sizes", 1, 0, 's'},
+        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'}, {"fabric", 1, 0, 'f'},
+        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},   {"timeout", 1, 0, 't'},
+        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},   {"help", 0, 0, 'h'},
+        {"plot", 1, 0, 'P'},    {0, 0, 0, 0}};
     int c, coll = algo_coll_parse(argv[0]);
 
     memset(o, 0, sizeof(*o));
@@ -114,6 +133,9 @@ static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
         case 'K':
             o->keep = 1;
             break;
+        case 'P':
+            o->plot = optarg;
+            break;
         case 'o':
             o->out = optarg;
             break;
@@ -135,8 +157,27 @@ static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
     return 0;
 }
 
+/* 1 when name is in the comma-separated list. */
+static int listed(const char *list, const char *name)
+{
+    char buf[256], *save = NULL;
+    snprintf(buf, sizeof(buf), "%s", list);
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        if (strcmp(t, name) == 0)
+            return 1;
+    return 0;
+}
+
+/* 1 when the run needs MPI (mpi or mpi-layer in --algos). */
+static int has_mpi(const bc_opts_t *o)
+{
+    return o->algos &&
+           (listed(o->algos, "mpi") || listed(o->algos, "mpi-layer"));
+}
+
 /* The algorithms of the run: HOST_CALGO_AUTO ("incoll") and the host ones
- * of the collective that fit size, filtered by list. */
+ * of the collective that fit size, filtered by list, then mpi and
+ * mpi-layer when listed. */
 static int algo_list(const bc_opts_t *o, int size, int *algos)
 {
     int n = 0;
@@ -151,23 +192,22 @@ static int algo_list(const bc_opts_t *o, int size, int *algos)
         } else if (a != HOST_CALGO_AUTO) {
             continue;
         }
-        if (o->algos) {
-            char buf[256], *save = NULL;
-            int found = 0;
-            snprintf(buf, sizeof(buf), "%s", o->algos);
-            for (char *t = strtok_r(buf, ",", &save); t && !found;
-                 t = strtok_r(NULL, ",", &save))
-                found = strcmp(t, name) == 0;
-            if (!found)
-                continue;
-        }
+        if (o->algos && !listed(o->algos, name) &&
+            (a < 0 || !listed(o->algos, "host")))
+            continue;
         algos[n++] = a;
     }
+    if (o->algos && listed(o->algos, "mpi") && n < MAX_ALGOS)
+        algos[n++] = BC_MPI;
+    if (o->algos && listed(o->algos, "mpi-layer") && n < MAX_ALGOS)
+        algos[n++] = BC_LAYER;
     return n;
 }
 
 static const char *algo_label(int a)
 {
+    if (a == BC_MPI || a == BC_LAYER)
+        return a == BC_MPI ? "mpi" : "mpi-layer";
     return a < 0 ? "incoll" : algo_calgo_info((algo_calgo_t)a)->name;
 }
 
@@ -210,7 +250,18 @@ static int one_op(incoll_comm_h comm, const bc_opts_t *o, int a, size_t bytes,
         for (size_t i = 0; i < bytes; i++)
             in[i] = pat(rank, i, it);
     }
-    st = host_coll_run(comm, a, &args);
+    if (a == BC_MPI || a == BC_LAYER) {
+        int rc = (a == BC_MPI ? bc_mpi->coll : bc_mpi->layer_coll)(
+            (int)o->coll, args.sendbuf, args.recvbuf, args.count, root);
+        if (rc != 0) {
+            fprintf(stderr, "bench %s/%s: %zu bytes: MPI error %d\n",
+                    algo_coll_name(o->coll), algo_label(a), bytes, rc);
+            return -1;
+        }
+        st = INCOLL_OK;
+    } else {
+        st = host_coll_run(comm, a, &args);
+    }
     if (st != INCOLL_OK) {
         fprintf(stderr, "bench %s/%s: %zu bytes: %s\n", algo_coll_name(o->coll),
                 algo_label(a), bytes, incoll_status_string(st));
@@ -262,6 +313,11 @@ static incoll_status_t sync_ranks(incoll_comm_h comm)
 
 int bench_coll_rank_main(int argc, char **argv)
 {
+    return bench_coll_rank_run(argc, argv, NULL);
+}
+
+int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
+{
     bc_opts_t o;
     incoll_ctx_h ctx;
     incoll_comm_h comm;
@@ -271,9 +327,24 @@ int bench_coll_rank_main(int argc, char **argv)
 
     if (argc < 2 || parse(argc - 1, argv + 1, &o, 1) != 0)
         return 2;
-    if (incoll_init(&ctx) != INCOLL_OK)
-        return 4;
-    incoll_comm_world(ctx, &comm);
+    if (has_mpi(&o) && mpi == NULL) {
+        fprintf(stderr,
+                "incoll bench %s: mpi and mpi-layer run in the MPI "
+                "worker (" BENCH_MPI_WORKER "), not under `incoll "
+                "run`\n",
+                argv[1]);
+        return 2;
+    }
+    bc_mpi = mpi;
+    if (mpi) {
+        /* libincoll came up from MPI; the MPI layer finalizes it. */
+        ctx = mpi->ctx;
+        comm = mpi->world;
+    } else {
+        if (incoll_init(&ctx) != INCOLL_OK)
+            return 4;
+        incoll_comm_world(ctx, &comm);
+    }
     incoll_comm_rank(comm, &rank);
     incoll_comm_size(comm, &size);
     na = algo_list(&o, size, algos);
@@ -293,22 +364,36 @@ int bench_coll_rank_main(int argc, char **argv)
         size_t cap = (size_t)size * (bytes + 8) + 64;
         uint8_t *in = malloc(cap), *out = malloc(cap);
         double sum_ns[MAX_ALGOS] = {0};
+        /* incoll's bytes sent per operation (in-network engine counters,
+         * headers included): [0] when this rank was the root, [1] not. */
+        double tx[2] = {0, 0}, ntx[2] = {0, 0};
         if (o.coll == ALGO_COLL_REDUCE || o.coll == ALGO_COLL_REDUCE_SCATTER)
             bytes = bytes / 8 * 8;
         for (int it = -2; it < o.iters && ret == 0; it++) {
             for (int k = 0; k < na && ret == 0; k++) {
                 int ai = (k + (it < 0 ? 0 : it)) % na;
-                uint64_t t0;
+                int root = it < 0 ? 0 : it % size;
+                host_engine_t *eng;
+                uint64_t t0, b0 = 0;
                 if (sync_ranks(comm) != INCOLL_OK) {
                     ret = 4;
                     break;
                 }
+                eng = comm->eng;
+                if (eng)
+                    b0 = host_engine_counters(eng)->bytes_sent;
                 t0 = bench_now_ns();
-                if (one_op(comm, &o, algos[ai], bytes, rank, size,
-                           it < 0 ? 0 : it % size, it + 2, in, out) != 0)
+                if (one_op(comm, &o, algos[ai], bytes, rank, size, root, it + 2,
+                           in, out) != 0)
                     ret = 1;
                 if (it >= 0)
                     sum_ns[ai] += (double)(bench_now_ns() - t0);
+                if (it >= 0 && algos[ai] == HOST_CALGO_AUTO && eng &&
+                    eng == comm->eng && host_coll_last_in_net()) {
+                    tx[rank != root] +=
+                        (double)(host_engine_counters(eng)->bytes_sent - b0);
+                    ntx[rank != root]++;
+                }
             }
         }
         for (int k = 0; k < na && ret == 0; k++) {
@@ -316,9 +401,22 @@ int bench_coll_rank_main(int argc, char **argv)
             incoll_allreduce(comm, &avg, &mn, 1, INCOLL_FLOAT64, INCOLL_OP_MIN);
             incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
             incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64, INCOLL_OP_SUM);
+            double txr[2] = {-1, -1};
+            if (algos[k] == HOST_CALGO_AUTO) {
+                /* At the root: the average; elsewhere: the most any
+                 * rank sent (-1: none ran in the network). */
+                double v[2] = {tx[0], ntx[0]},
+                       other = ntx[1] > 0 ? tx[1] / ntx[1] : -1;
+                incoll_allreduce(comm, INCOLL_IN_PLACE, v, 2, INCOLL_FLOAT64,
+                                 INCOLL_OP_SUM);
+                incoll_allreduce(comm, &other, &txr[1], 1, INCOLL_FLOAT64,
+                                 INCOLL_OP_MAX);
+                txr[0] = v[1] > 0 ? v[0] / v[1] : -1;
+            }
             if (res)
-                fprintf(res, "%zu %s %d %.3f %.3f %.3f\n", bytes,
-                        algo_label(algos[k]), o.iters, tot / size, mn, mx);
+                fprintf(res, "%zu %s %d %.3f %.3f %.3f %.0f %.0f\n", bytes,
+                        algo_label(algos[k]), o.iters, tot / size, mn, mx,
+                        txr[0], txr[1]);
         }
         free(in);
         free(out);
@@ -326,8 +424,125 @@ int bench_coll_rank_main(int argc, char **argv)
     if (res)
         fclose(res);
     free(sizes);
-    incoll_finalize(ctx);
+    if (mpi == NULL)
+        incoll_finalize(ctx);
     return ret;
+}
+
+/* One row of the results: a size and an algorithm's average latency. */
+struct bc_row;
+static int plot_rows(const char *path, const char *coll, int hosts,
+                     double link_MBps, const struct bc_row *rows, int n);
+
+typedef struct bc_row {
+    size_t bytes;
+    char algo[32];
+    double avg;
+    double tx_root, tx_other; /* incoll's bytes sent per op, or -1 */
+} bc_row_t;
+
+/* --plot: one curve per algorithm (bench_plot.h). */
+static int plot_rows(const char *path, const char *coll, int hosts,
+                     double link_MBps, const bc_row_t *rows, int n)
+{
+    static double bytes[MAX_ALGOS][64], lat[MAX_ALGOS][64], bw[MAX_ALGOS][64];
+    plot_series_t se[MAX_ALGOS];
+    char title[128];
+    plot_opts_t po = {title, link_MBps, 0, NULL};
+    int ns = 0;
+
+    memset(se, 0, sizeof(se));
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        if (rows[i].bytes == 0 || rows[i].avg <= 0)
+            continue;
+        while (k < ns && strcmp(se[k].name, rows[i].algo) != 0)
+            k++;
+        if (k == ns) {
+            if (ns == MAX_ALGOS)
+                continue;
+            se[ns].name = rows[i].algo;
+            se[ns].bytes = bytes[ns];
+            se[ns].lat_us = lat[ns];
+            se[ns].bw_MBps = bw[ns];
+            ns++;
+        }
+        if (se[k].n < 64) {
+            bytes[k][se[k].n] = (double)rows[i].bytes;
+            lat[k][se[k].n] = rows[i].avg;
+            bw[k][se[k].n] = (double)rows[i].bytes / rows[i].avg;
+            se[k].n++;
+        }
+    }
+    if (ns == 0) {
+        fprintf(stderr,
+                "incoll bench %s: nothing to plot (a barrier has no "
+                "sizes)\n",
+                coll);
+        return -1;
+    }
+    snprintf(title, sizeof(title), "%s, %d hosts", coll, hosts);
+    return bench_plot_write(path, &po, se, ns);
+}
+
+/*
+ * The summary: per size, incoll beside the fastest host-based algorithm
+ * of the run and, when they ran, MPI's own collective and the MPI call
+ * through the layer (x: their latency over incoll's; mpi/lay: MPI's own
+ * over the layer's, > 1 when the layer is faster).
+ */
+static void print_summary(const char *coll, const bc_row_t *rows, int n)
+{
+    int mpi = 0, lay = 0;
+    for (int i = 0; i < n; i++) {
+        mpi |= strcmp(rows[i].algo, "mpi") == 0;
+        lay |= strcmp(rows[i].algo, "mpi-layer") == 0;
+    }
+    printf("\n# %s summary: incoll beside the best host-based algorithm%s%s"
+           " (x: their latency over incoll's); tx: bytes incoll sent per "
+           "operation, headers included (engine counters), at the root and "
+           "the most of any other rank\n",
+           coll, mpi ? ", MPI's own" : "",
+           lay ? " and the MPI call through libincoll_mpi" : "");
+    printf("%9s %10s %9s %9s %10s %-12s %6s", "bytes", "incoll(us)", "tx root",
+           "tx other", "host(us)", "best host", "x");
+    if (mpi)
+        printf(" %10s %6s", "mpi(us)", "x");
+    if (lay)
+        printf(" %10s %7s", "layer(us)", "mpi/lay");
+    printf("\n");
+    for (int i = 0; i < n;) {
+        int j = i;
+        const bc_row_t *inc = NULL, *best = NULL, *pm = NULL, *pl = NULL;
+        for (; j < n && rows[j].bytes == rows[i].bytes; j++) {
+            const bc_row_t *r = &rows[j];
+            if (strcmp(r->algo, "incoll") == 0)
+                inc = r;
+            else if (strcmp(r->algo, "mpi") == 0)
+                pm = r;
+            else if (strcmp(r->algo, "mpi-layer") == 0)
+                pl = r;
+            else if (best == NULL || r->avg < best->avg)
+                best = r;
+        }
+        i = j;
+        if (inc == NULL)
+            continue;
+        printf("%9zu %10.1f %9.0f %9.0f", inc->bytes, inc->avg, inc->tx_root,
+               inc->tx_other);
+        if (best)
+            printf(" %10.1f %-12s %6.2f", best->avg, best->algo,
+                   best->avg / inc->avg);
+        else
+            printf(" %10s %-12s %6s", "-", "-", "-");
+        if (mpi && pm)
+            printf(" %10.1f %6.2f", pm->avg, pm->avg / inc->avg);
+        else if (mpi)
+            printf(" %10s %6s", "-", "-");
+        if (lay && pl)
+            printf(" %10.1f %7.2f", pl->avg, pm ? pm->avg / pl->avg : 0.0);
+        printf("\n");
+    }
 }
 
 int bench_coll_main(int argc, char **argv)
@@ -351,6 +566,16 @@ int bench_coll_main(int argc, char **argv)
     fo.radix = o.radix;
     fo.keep = o.keep;
     fo.who = who;
+    if (has_mpi(&o)) {
+        char why[PATH_MAX + 128];
+        if (bench_mpi_usable(NULL, 0, why, sizeof(why)) != 0) {
+            fprintf(stderr,
+                    "incoll %s: --algos mpi (the MPI library's own %s) needs "
+                    "Open MPI: %s\n",
+                    who, argv[0], why);
+            return 1;
+        }
+    }
     if (bench_fabric_open(&f, &fo) != 0)
         return bench_interrupted() ? 130 : 1;
     {
@@ -376,20 +601,23 @@ int bench_coll_main(int argc, char **argv)
         args[n++] = "--out";
         args[n++] = f.work;
         args[n] = NULL;
-        rc = bench_launch(&f, args, NULL, o.timeout_s);
+        rc = has_mpi(&o) ? bench_launch_mpi(&f, args, NULL, o.timeout_s)
+                         : bench_launch(&f, args, NULL, o.timeout_s);
         if (bench_interrupted()) {
             ret = 130;
             goto out;
         }
         if (rc != 0) {
-            fprintf(stderr, "incoll %s: the run failed (incoll run exited %d)\n",
-                    who, rc);
+            fprintf(stderr, "incoll %s: the run failed (incoll %s exited %d)\n",
+                    who, has_mpi(&o) ? "mpirun" : "run", rc);
             goto out;
         }
     }
     {
         char path[PATH_MAX + 32], line[256], algo[32];
         FILE *in, *csv = NULL;
+        static bc_row_t rows[512];
+        int nrows = 0;
         snprintf(path, sizeof(path), "%s/colls.txt", f.work);
         in = fopen(path, "r");
         if (in == NULL) {
@@ -414,13 +642,21 @@ int bench_coll_main(int argc, char **argv)
         while (fgets(line, sizeof(line), in)) {
             size_t bytes;
             int iters;
-            double avg, mn, mx, bw;
-            if (sscanf(line, "%zu %31s %d %lf %lf %lf", &bytes, algo, &iters,
-                       &avg, &mn, &mx) != 6)
+            double avg, mn, mx, bw, txr = -1, txo = -1;
+            if (sscanf(line, "%zu %31s %d %lf %lf %lf %lf %lf", &bytes, algo,
+                       &iters, &avg, &mn, &mx, &txr, &txo) < 6)
                 continue;
             bw = avg > 0 ? (double)bytes / avg : 0;
             printf("%-14s %9zu %6d %10.1f %10.1f %10.1f %9.2f\n", algo, bytes,
                    iters, avg, mn, mx, bw);
+            if (nrows < 512) {
+                rows[nrows].bytes = bytes;
+                snprintf(rows[nrows].algo, sizeof(rows[nrows].algo), "%s",
+                         algo);
+                rows[nrows].tx_root = txr;
+                rows[nrows].tx_other = txo;
+                rows[nrows++].avg = avg;
+            }
             if (csv)
                 fprintf(csv, "%s,%s,%zu,%d,%.3f,%.3f,%.3f,%.4f,%d,%d\n",
                         argv[0], algo, bytes, iters, avg, mn, mx, bw, f.hosts,
@@ -429,6 +665,11 @@ int bench_coll_main(int argc, char **argv)
         fclose(in);
         if (csv)
             fclose(csv);
+        print_summary(argv[0], rows, nrows);
+        if (o.plot && plot_rows(o.plot, argv[0], f.hosts,
+                                f.emulated ? (double)f.link_rate / 8e6 : 0,
+                                rows, nrows) != 0)
+            goto out;
     }
     ret = 0;
 out:

@@ -44,12 +44,24 @@ typedef struct {
     /* The same call through the MPI layer (libincoll_mpi's MPI_Allreduce:
      * mpi_layer_allreduce, else PMPI_Allreduce): 0, or MPI's error code. */
     int (*layer_allreduce)(const float *send, float *recv, size_t count);
+    /* For `incoll bench <collective>`: the MPI library's own collective
+     * coll (an algo_coll_t) on MPI_COMM_WORLD, count int64 elements (SUM)
+     * for reduce and reduce_scatter, bytes per rank otherwise; and the
+     * same call through the MPI layer (mpi_layer_<coll>, else PMPI_).
+     * 0, or MPI's error code. */
+    int (*coll)(int coll, const void *send, void *recv, size_t count,
+                int root);
+    int (*layer_coll)(int coll, const void *send, void *recv, size_t count,
+                      int root);
 } bench_mpi_t;
 
 /* The rank side of `incoll bench allreduce`: bench_allreduce_rank_main()
  * with mpi NULL (libincoll from the environment of `incoll run`), or
  * called by the MPI worker. */
 int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi);
+/* The rank side of `incoll bench <collective>` (bench_coll_rank_main with
+ * mpi NULL), or called by the MPI worker. */
+int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi);
 
 /* The MPI worker's file name, next to `incoll`. */
 #define BENCH_MPI_WORKER "incoll-bench-mpi"

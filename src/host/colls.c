@@ -12,15 +12,14 @@
  * MPI layer did before, now inside the library so that every caller gets
  * it, with the allreduce's recovery.
  *
- * Failures: before an operation, a group the manager said failed is
- * recovered as before an allreduce (host_comm_recover), so members behind
- * in an allreduce get what they lack. An in-network operation that fails
- * (timeout, group failed) returns its error: the recovery of
- * docs/failures.md hands an allreduce's result from members that have it
- * to those that lack it, which does not carry over to results that differ
- * per rank (gather, scatter, reduce_scatter) or live only at the root; the
- * caller gets the error, never a wrong result. With the recovery, the next
- * call runs on a new group or on the hosts.
+ * Failures (with a manager): before an operation, a group the manager
+ * said failed is recovered as before an allreduce; an in-network
+ * operation that fails (timeout, group failed) goes through the recovery
+ * of docs/failures.md (host_comm_recover_coll) as an allreduce does:
+ * members behind get their result of the operation from what the members
+ * ahead kept (inc_coll.c), or all run it again, on a new group or on the
+ * hosts. Never a wrong or doubled result; an error when the recovery
+ * itself fails.
  */
 #include "host/host_colls.h"
 
@@ -197,6 +196,68 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
     }
 }
 
+/* The call as the recovery sees it. */
+static host_rec_call_t rec_call(const host_coll_args_t *a)
+{
+    host_rec_call_t c = {(int)inc_kind(a->coll),
+                         a->root,
+                         a->count,
+                         a->dtype,
+                         a->op,
+                         a->sendbuf,
+                         a->recvbuf};
+    if (!reduces(a->coll)) {
+        c.dtype = INCOLL_UINT8;
+        c.op = INCOLL_OP_SUM;
+    }
+    return c;
+}
+
+/*
+ * In the network natively, with the recovery after a failure where there
+ * is a manager (as incoll_allreduce's auto_run): INCOLL_OK with the
+ * result, INCOLL_ERR_UNSUPPORTED when the group cannot do it (now, or
+ * after a recovery left the communicator without a group: the caller
+ * falls back), or the error. algo HOST_CALGO_INC returns a failure as it
+ * is. *fetched_p is 1 when the result came from the members ahead in a
+ * recovery (over the hosts), not from the network.
+ */
+static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
+                                         const host_coll_args_t *a,
+                                         incoll_op_t op, incoll_dtype_t dt,
+                                         int *fetched_p)
+{
+    const char *what = algo_coll_name(a->coll);
+    host_rec_call_t c = rec_call(a);
+    incoll_status_t status;
+    int done;
+
+    *fetched_p = 0;
+    for (int attempt = 0;; attempt++) {
+        uint64_t ops = host_engine_counters(comm->eng)->ops;
+        status = inc_run(comm, a);
+        if (status == INCOLL_OK || status == INCOLL_ERR_UNSUPPORTED)
+            return status;
+        incoll_info("%s: in-network operation on group %u failed: %s", what,
+                    comm->group, incoll_status_string(status));
+        if (algo == HOST_CALGO_INC || comm->ctx->info == NULL ||
+            (status != INCOLL_ERR_GROUP_FAILED &&
+             status != INCOLL_ERR_TIMEOUT) ||
+            attempt >= 4)
+            return status;
+        /* An engine that failed before refuses to start (not started). */
+        status = host_comm_recover_coll(
+            comm, host_engine_counters(comm->eng)->ops != ops, &c, &done);
+        *fetched_p = done;
+        if (status != INCOLL_OK || done)
+            return status;
+        /* host_comm_recover_coll() makes at most two new groups, then
+         * leaves the comm without one: the hosts then. */
+        if (!host_inc_coll_usable(comm, inc_kind(a->coll), op, dt))
+            return INCOLL_ERR_UNSUPPORTED;
+    }
+}
+
 /* ---- on the hosts ---- */
 
 static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id,
@@ -329,23 +390,16 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         return INCOLL_ERR_GROUP_FAILED;
     }
     if (host_comm_group_failed(comm)) {
+        host_rec_call_t c = rec_call(a);
         int done = 0;
-        status = host_comm_recover(comm, 0, NULL, 0, &done);
+        status = host_comm_recover_coll(comm, 0, &c, &done);
         if (status != INCOLL_OK)
             return status;
         if (done)
             return INCOLL_ERR_GROUP_FAILED; /* no result to take: not ours */
     }
     last_in_net = 0;
-    /* A failed native operation is recovered only when every member is at
-     * the same operation (docs/failures.md); an allreduce in the network
-     * is recovered in every case. So where failures are recovered (with a
-     * manager) AUTO runs these collectives as an allreduce in the network,
-     * and the native forms serve fabrics without a manager and callers
-     * that ask for them (HOST_CALGO_INC). */
-    usable = algo < 0 &&
-             (algo == HOST_CALGO_INC || !host_comm_recoverable(comm)) &&
-             host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
+    usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
     if (algo == HOST_CALGO_INC && !usable) {
         incoll_comm_offloaded(comm, &why);
         incoll_error("%s: the in-network algorithm was asked for but %s", what,
@@ -356,12 +410,13 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                                         : INCOLL_ERR_NO_RESOURCE;
     }
     if (usable) {
-        status = inc_run(comm, a);
-        last_in_net = status == INCOLL_OK;
+        int fetched;
+        status = inc_run_recovered(comm, algo, a, op, dt, &fetched);
+        last_in_net = status == INCOLL_OK && !fetched;
         if (status != INCOLL_ERR_UNSUPPORTED || algo == HOST_CALGO_INC) {
             if (status != INCOLL_OK)
-                incoll_error("%s: in-network operation on group %u failed: %s",
-                             what, comm->group, incoll_status_string(status));
+                incoll_error("%s: in-network operation failed: %s", what,
+                             incoll_status_string(status));
             return status;
         }
     }

@@ -17,6 +17,7 @@
 #include "host/comm.h"
 
 #include "host/host.h"
+#include "host/inc_coll.h"
 #include "host/mgr_client.h"
 
 #include "common/knobs.h"
@@ -86,6 +87,39 @@ host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
     return has_saved && saved_op == lo ? HOST_REC_SERVE : HOST_REC_FAIL;
 }
 
+void host_comm_keep_sizes(const host_rec_call_t *call, int rank, int size,
+                          size_t *res_bytes, size_t *in_bytes)
+{
+    size_t n = call->count, all = (size_t)size * n;
+    int root = rank == call->root;
+    *res_bytes = *in_bytes = 0;
+    switch (call->kind) {
+    case HOST_COLL_ALLREDUCE:
+        *res_bytes = n * incoll_dtype_size(call->dtype);
+        break;
+    case HOST_COLL_BCAST:
+        *res_bytes = n;
+        break;
+    case HOST_COLL_ALLGATHER:
+        *res_bytes = all;
+        break;
+    case HOST_COLL_REDUCE: /* only a root behind lacks something */
+        *in_bytes = root ? 0 : n * incoll_dtype_size(call->dtype);
+        break;
+    case HOST_COLL_GATHER:
+        *in_bytes = root ? 0 : n;
+        break;
+    case HOST_COLL_SCATTER:
+        *in_bytes = root ? all : 0;
+        break;
+    case HOST_COLL_REDUCE_SCATTER:
+        *in_bytes = all * incoll_dtype_size(call->dtype);
+        break;
+    default: /* a barrier: nothing */
+        break;
+    }
+}
+
 const char *host_recovery_action_name(host_rec_action_t act)
 {
     switch (act) {
@@ -133,7 +167,9 @@ struct host_comm_info {
     int saved; /* res[saved_idx] holds op saved_op's result */
     int saved_idx;
     uint64_t saved_op;
-    size_t saved_bytes;
+    size_t saved_bytes;         /* of result, at the start of res[saved_idx] */
+    size_t saved_in_bytes;      /* of input kept behind it */
+    host_rec_call_t saved_call; /* what op saved_op was (no buffers) */
     struct incoll_comm *shadow; /* the members' recovery channel: its own
                                    host-based engine (see recover_comm) */
     struct incoll_comm *owner;  /* of a shadow: the communicator it serves */
@@ -791,13 +827,35 @@ void *host_comm_result_buf(incoll_comm_h comm, size_t bytes)
     return res_grow(info, next_res(info), bytes);
 }
 
-void host_comm_result_done(incoll_comm_h comm, size_t bytes)
+void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
+                           size_t res_bytes, const void *in, size_t in_bytes)
 {
     struct host_comm_info *info = comm->info;
-    info->saved_idx = next_res(info);
+    int idx = next_res(info);
+    if (in_bytes > 0)
+        memcpy(info->res[idx] + res_bytes, in, in_bytes);
+    info->saved_idx = idx;
     info->saved = 1;
-    info->saved_bytes = bytes;
+    info->saved_bytes = res_bytes;
+    info->saved_in_bytes = in_bytes;
+    info->saved_call = *call;
+    info->saved_call.sendbuf = NULL;
+    info->saved_call.recvbuf = NULL;
     info->saved_op = info->opbase + host_engine_counters(comm->eng)->ops - 1;
+}
+
+/* An allreduce of bytes, as the recovery sees it (count in bytes). */
+static host_rec_call_t allreduce_call(void *recvbuf, size_t bytes)
+{
+    host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0,    bytes,  INCOLL_UINT8,
+                         INCOLL_OP_SUM,       NULL, recvbuf};
+    return c;
+}
+
+void host_comm_result_done(incoll_comm_h comm, size_t bytes)
+{
+    host_rec_call_t c = allreduce_call(NULL, bytes);
+    host_comm_result_kept(comm, &c, bytes, NULL, 0);
 }
 
 #define TAG_RECOVER 0x5245434f56455200ull /* "RECOVER" */
@@ -902,77 +960,221 @@ static incoll_status_t agree_max(incoll_comm_h sh, int64_t *v, size_t n)
                                 INCOLL_OP_MAX);
 }
 
+/* How the members behind get operation lo's result from those ahead. */
+typedef enum {
+    XFER_NONE,   /* nothing to carry: they return without a result */
+    XFER_SAME,   /* every member ahead kept the same result: OR it over */
+    XFER_REDUCE, /* the operation again on the hosts: an allreduce of the
+                    inputs (kept ones from the members ahead) */
+    XFER_OR,     /* a bitwise OR of the blocks each member holds */
+} xfer_t;
+
 /*
- * Members at lo == hi - 1: those at hi (act SERVE) give the result of
- * operation lo they kept to those at lo (act FETCH), who write it into
- * recvbuf (bytes: the size of their operation). First every member checks
- * that the sizes agree and that the copies are identical (their hashes),
- * then a bitwise or over bytes carries them: the servers' identical copies
- * or the fetchers' zeros give each byte exactly.
+ * By kind, and whether the root is among the members behind. A reduce or
+ * a gather whose root got its result needs nothing carried: the others
+ * have no result. Otherwise the root's result was computed from inputs
+ * that only the members hold: those ahead kept theirs, those behind are
+ * still in the call (the inputs are intact until a call returns). A
+ * scatter's blocks all come from the root's vector; a reduce_scatter's
+ * block of a member behind lives nowhere else than in everybody's inputs.
+ */
+static xfer_t xfer_of(int kind, int root_behind)
+{
+    switch (kind) {
+    case HOST_COLL_ALLREDUCE:
+    case HOST_COLL_BCAST:
+    case HOST_COLL_ALLGATHER:
+        return XFER_SAME;
+    case HOST_COLL_REDUCE:
+        return root_behind ? XFER_REDUCE : XFER_NONE;
+    case HOST_COLL_GATHER:
+        return root_behind ? XFER_OR : XFER_NONE;
+    case HOST_COLL_SCATTER:
+        return XFER_OR;
+    case HOST_COLL_REDUCE_SCATTER:
+        return XFER_REDUCE;
+    default:
+        return XFER_NONE;
+    }
+}
+
+/* What operation lo was: agreed with v[1..10] as the largest of each
+ * field and of its negation (all members must say the same). */
+static void call_put(int64_t *v, const host_rec_call_t *c)
+{
+    int64_t f[5] = {c->kind, c->root, (int64_t)c->count, (int64_t)c->dtype,
+                    (int64_t)c->op};
+    for (int i = 0; i < 5; i++) {
+        v[2 * i] = f[i];
+        v[2 * i + 1] = -f[i];
+    }
+}
+
+/*
+ * Members at lo == hi - 1: those at hi (act SERVE) give what they kept of
+ * operation lo to those at lo (act FETCH), who are in that call (call)
+ * and return its result. First every member checks that all describe
+ * operation lo alike (the members ahead by what they kept, those behind
+ * by their call) and, where every member ahead kept the same result,
+ * that the copies are identical (their hashes); then one allreduce on the
+ * hosts carries it (xfer_of): identical copies or'ed with the fetchers'
+ * zeros give each byte exactly; blocks or'ed at their places give every
+ * block; the inputs reduced give the result the members behind lack.
  */
 static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
                                 host_rec_action_t act, uint64_t lo,
-                                void *recvbuf, size_t bytes)
+                                const host_rec_call_t *call)
 {
     struct host_comm_info *info = comm->info;
-    int64_t v[5], nb = 0, h = 0;
+    const host_rec_call_t *d = act == HOST_REC_FETCH   ? call
+                               : act == HOST_REC_SERVE ? &info->saved_call
+                                                       : NULL;
+    int64_t v[14];
+    host_rec_call_t c;
+    size_t rb, ib, len, ds, blk, me;
     incoll_status_t status;
     uint8_t *buf = NULL;
-    int idx = 0;
+    const uint8_t *in = NULL;
+    int idx = 0, fetch = act == HOST_REC_FETCH;
+    xfer_t x;
 
-    if (act == HOST_REC_FETCH) {
-        nb = (int64_t)bytes;
-    } else if (act == HOST_REC_SERVE) {
-        nb = (int64_t)info->saved_bytes;
-        h = result_hash(info->res[info->saved_idx], info->saved_bytes);
+    for (int i = 0; i < 14; i++)
+        v[i] = INT64_MIN;
+    v[0] = d == NULL;
+    if (d) {
+        call_put(v + 1, d);
+        v[11] = fetch && comm->rank == d->root;
     }
-    v[0] = act == HOST_REC_FAIL;
-    v[1] = nb;
-    v[2] = -nb;
-    v[3] = act == HOST_REC_SERVE ? h : INT64_MIN;
-    v[4] = act == HOST_REC_SERVE ? -h : INT64_MIN;
-    status = agree_max(sh, v, 5);
+    if (act == HOST_REC_SERVE && xfer_of(d->kind, 0) == XFER_SAME) {
+        v[12] = result_hash(info->res[info->saved_idx], info->saved_bytes);
+        v[13] = -v[12];
+    }
+    status = agree_max(sh, v, 14);
     if (status != INCOLL_OK)
         return status;
-    if (v[0] != 0 || v[1] != -v[2] || v[1] <= 0 || v[3] != -v[4]) {
+    if (v[0] != 0) {
+        snprintf(info->why, sizeof(info->why),
+                 "after a failure the members at operation %" PRIu64
+                 " cannot take its result from those at %" PRIu64
+                 ": a member ahead kept no result of that operation",
+                 lo, lo + 1);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    for (int i = 1; i < 11; i += 2) {
+        if (v[i] != -v[i + 1]) {
+            snprintf(info->why, sizeof(info->why),
+                     "after a failure the members at operation %" PRIu64
+                     " and at %" PRIu64 " describe operation %" PRIu64
+                     " differently",
+                     lo, lo + 1, lo);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+    }
+    c = allreduce_call(NULL, 0);
+    c.kind = (int)v[1];
+    c.root = (int)v[3];
+    c.count = (size_t)v[5];
+    c.dtype = (incoll_dtype_t)v[7];
+    c.op = (incoll_op_t)v[9];
+    x = xfer_of(c.kind, v[11] > 0);
+    if ((unsigned)c.dtype >= INCOLL_DTYPE_COUNT ||
+        (unsigned)c.op >= INCOLL_OP_COUNT ||
+        (x == XFER_SAME && v[12] != -v[13])) {
         snprintf(info->why, sizeof(info->why),
                  "after a failure the members at operation %" PRIu64
                  " cannot take its result from those at %" PRIu64 ": %s",
                  lo, lo + 1,
-                 v[0] ? "a member ahead kept no result of that operation"
-                 : v[1] != -v[2] || v[1] <= 0 ? "the result sizes differ"
-                                              : "the kept copies differ");
+                 x == XFER_SAME ? "the kept copies differ"
+                                : "the operation's description is invalid");
         return INCOLL_ERR_GROUP_FAILED;
     }
-    if (act == HOST_REC_FETCH) {
-        idx = next_res(info);
-        buf = res_grow(info, idx, bytes);
-        if (buf == NULL)
-            return INCOLL_ERR_NO_MEMORY;
-        memset(buf, 0, bytes);
-    } else {
-        buf = info->res[info->saved_idx];
-    }
-    status =
-        host_allreduce_sched(sh, algo_pick(sh->size, (size_t)v[1], 1), buf, buf,
-                             (size_t)v[1], INCOLL_UINT8, INCOLL_OP_BOR);
-    if (status != INCOLL_OK)
+    ds = incoll_dtype_size(c.dtype);
+    me = (size_t)comm->rank;
+    blk = c.count * (c.kind == HOST_COLL_REDUCE ||
+                             c.kind == HOST_COLL_REDUCE_SCATTER ||
+                             c.kind == HOST_COLL_ALLREDUCE
+                         ? ds
+                         : 1);
+    /* What this member gives: a server its kept input or result, a
+     * fetcher its live input. */
+    if (!fetch)
+        in = info->res[info->saved_idx] + info->saved_bytes;
+    else
+        in = call->sendbuf;
+    host_comm_keep_sizes(&c, comm->rank, comm->size, &rb, &ib);
+    switch (x) {
+    case XFER_NONE:
+        status = INCOLL_OK;
+        break;
+    case XFER_SAME:
+        len = rb;
+        if (fetch) {
+            idx = next_res(info);
+            if ((buf = res_grow(info, idx, len)) == NULL)
+                return INCOLL_ERR_NO_MEMORY;
+            memset(buf, 0, len);
+        } else {
+            buf = info->res[info->saved_idx];
+        }
+        status = host_allreduce_sched(sh, algo_pick(sh->size, len, 1), buf, buf,
+                                      len, INCOLL_UINT8, INCOLL_OP_BOR);
+        if (status == INCOLL_OK && result_hash(buf, len) != v[12]) {
+            snprintf(info->why, sizeof(info->why),
+                     "the result of operation %" PRIu64 " taken from the "
+                     "members ahead does not match their copies",
+                     lo);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        if (status == INCOLL_OK && fetch) {
+            memcpy(call->recvbuf, buf, len);
+            info->saved = 1;
+            info->saved_idx = idx;
+            info->saved_op = lo;
+            info->saved_bytes = len;
+            info->saved_in_bytes = 0;
+            info->saved_call = c;
+        }
         return status;
-    if (result_hash(buf, (size_t)v[1]) != v[3]) {
-        snprintf(info->why, sizeof(info->why),
-                 "the result of operation %" PRIu64 " taken from the members "
-                 "ahead does not match their copies",
-                 lo);
-        return INCOLL_ERR_GROUP_FAILED;
+    case XFER_REDUCE:
+        /* A reduce's root is behind, so every server is a non-root that
+         * kept its input; a reduce_scatter's members all keep theirs. */
+        len = c.kind == HOST_COLL_REDUCE ? c.count : c.count * (size_t)sh->size;
+        if ((buf = res_grow(info, next_res(info), len * ds)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        memcpy(buf, in, len * ds);
+        status = host_allreduce_sched(sh, algo_pick(sh->size, len, ds), buf,
+                                      buf, len, c.dtype, c.op);
+        if (status == INCOLL_OK && fetch) {
+            if (c.kind == HOST_COLL_REDUCE_SCATTER)
+                memcpy(call->recvbuf, buf + me * blk, blk);
+            else if (comm->rank == c.root)
+                memcpy(call->recvbuf, buf, blk);
+        }
+        break;
+    default: /* XFER_OR: a gather whose root is behind, or a scatter */
+        len = c.count * (size_t)sh->size;
+        if ((buf = res_grow(info, next_res(info), len)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        memset(buf, 0, len);
+        if (c.kind == HOST_COLL_GATHER)
+            memcpy(buf + me * blk, in, blk);
+        else if (comm->rank == c.root)
+            memcpy(buf, in, len);
+        status = host_allreduce_sched(sh, algo_pick(sh->size, len, 1), buf, buf,
+                                      len, INCOLL_UINT8, INCOLL_OP_BOR);
+        if (status == INCOLL_OK && fetch) {
+            if (c.kind == HOST_COLL_SCATTER)
+                memcpy(call->recvbuf, buf + me * blk, blk);
+            else if (comm->rank == c.root)
+                memcpy(call->recvbuf, buf, len);
+        }
+        break;
     }
-    if (act == HOST_REC_FETCH) {
-        memcpy(recvbuf, buf, bytes);
-        info->saved = 1;
-        info->saved_idx = idx;
-        info->saved_op = lo;
-        info->saved_bytes = bytes;
-    }
-    return INCOLL_OK;
+    /* The member's kept result is of no use any more: every member is at
+     * hi now, and a later recovery asks for hi or later. */
+    if (status == INCOLL_OK && fetch)
+        info->saved = 0;
+    return status;
 }
 
 /* Drops comm's group and engine (telling the manager when there is one). */
@@ -988,6 +1190,13 @@ static void drop_group(incoll_comm_h comm)
 
 incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
                                   void *recvbuf, size_t bytes, int *done_p)
+{
+    host_rec_call_t c = allreduce_call(recvbuf, bytes);
+    return host_comm_recover_coll(comm, started, &c, done_p);
+}
+
+incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
+                                       const host_rec_call_t *call, int *done_p)
 {
     struct host_comm_info *info = info_of(comm);
     host_mgr_t *mgr = mgr_of(comm->ctx);
@@ -1050,7 +1259,7 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
     act = host_recovery_action(lo, hi, mine, started, info->saved,
                                info->saved_op);
     if (lo != hi && hi - lo == 1) {
-        status = transfer(comm, sh, act, lo, recvbuf, bytes);
+        status = transfer(comm, sh, act, lo, call);
         if (status != INCOLL_OK) {
             if (status != INCOLL_ERR_GROUP_FAILED)
                 snprintf(info->why, sizeof(info->why),

@@ -127,6 +127,50 @@ void *host_comm_result_buf(incoll_comm_h comm, size_t bytes);
 void host_comm_result_done(incoll_comm_h comm, size_t bytes);
 
 /*
+ * A collective as a recovery sees it: what it is (kind is a
+ * host_coll_kind_t of host/inc_coll.h; count in elements of dtype for the
+ * reductions, in bytes per rank otherwise; root 0 where there is none)
+ * and, for a member in the call, its buffers (sendbuf as resolved from
+ * INCOLL_IN_PLACE; NULL where the call has none).
+ */
+typedef struct {
+    int kind;
+    int root;
+    size_t count;
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+    const void *sendbuf;
+    void *recvbuf;
+} host_rec_call_t;
+
+/*
+ * For recoverable comms, after an in-network operation described by call
+ * succeeded: its result is the first res_bytes of host_comm_result_buf()
+ * (which was asked for at least res_bytes + in_bytes), and in_bytes of
+ * input at in are copied behind it, before the caller copies the result
+ * out (so an input that the result overwrites in place is kept as it
+ * was). What each kind keeps is what a recovery needs to give members
+ * behind their result (docs/failures.md): host_comm_keep_sizes().
+ */
+void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
+                           size_t res_bytes, const void *in, size_t in_bytes);
+
+/* The result and input bytes a member keeps for call (comm of size ranks,
+ * this one rank). */
+void host_comm_keep_sizes(const host_rec_call_t *call, int rank, int size,
+                          size_t *res_bytes, size_t *in_bytes);
+
+/*
+ * host_comm_recover() for any collective: a member behind (in call,
+ * started) gets call's result (or nothing, where its rank has none) from
+ * what the members ahead kept, *done_p 1. host_comm_recover(comm, started,
+ * recvbuf, bytes, done_p) is this for an allreduce of bytes.
+ */
+incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
+                                       const host_rec_call_t *call,
+                                       int *done_p);
+
+/*
  * The decision of one member in a recovery, without I/O: the members are
  * at operations lo..hi (agreed), this one at mine, having started it or
  * not, with the kept result of operation saved_op (if has_saved).

@@ -6,15 +6,15 @@
  *
  * On communicators that keep results for recovery (host_comm_recoverable,
  * docs/failures.md) every member that receives a result takes it through
- * the communicator's result buffer, as an allreduce does, and keeps it
- * (host_comm_result_done): a broadcast's data (its root keeps its own
- * too), an allgather's vector, a reduce's and a gather's at the root, a
- * scatter's and a reduce_scatter's block. The recovery's transfer of a
- * kept result to members behind (comm.c) expects every member ahead to
- * hold the same bytes, which is so for a broadcast and an allgather only;
- * for the others such a recovery ends in INCOLL_ERR_GROUP_FAILED (sizes or
- * copies differ, or nothing kept), never in a wrong result. A recovery in
- * which all members are at the same operation runs it again, any kind.
+ * the communicator's result buffer, as an allreduce does, so the caller's
+ * buffers are untouched until success, and after success keeps what a
+ * recovery needs to give members behind their result
+ * (host_comm_keep_sizes, host_comm_result_kept): a broadcast's data (its
+ * root its own), an allgather's vector, the inputs of a reduce's and a
+ * gather's non-roots, a scatter root's vector and every member's input
+ * of a reduce_scatter; a barrier keeps nothing but its number. So a
+ * member that completed an operation can serve it, of any kind, while
+ * others are still in it.
  */
 #include "host/inc_coll.h"
 
@@ -54,6 +54,31 @@ int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
     }
 }
 
+/* The operation as the recovery sees it. */
+static host_rec_call_t rec_call(host_coll_kind_t kind, int root,
+                                const void *sendbuf, void *recvbuf,
+                                size_t count, incoll_dtype_t dtype,
+                                incoll_op_t op)
+{
+    host_rec_call_t c = {(int)kind, root, count, dtype, op, sendbuf, recvbuf};
+    return c;
+}
+
+/*
+ * Recoverable comms: the result buffer for an operation writing out bytes
+ * there, with room behind them for the input it keeps (*in_bytes), or
+ * NULL without memory; (void *)comm when nothing is written nor kept.
+ */
+static void *kept_buf(incoll_comm_h comm, const host_rec_call_t *c, size_t out,
+                      size_t *in_bytes)
+{
+    size_t rb;
+    host_comm_keep_sizes(c, comm->rank, comm->size, &rb, in_bytes);
+    if (out + *in_bytes == 0)
+        return comm;
+    return host_comm_result_buf(comm, out + *in_bytes);
+}
+
 /* One operation of the engine, waited for. */
 static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
                            const void *sendbuf, void *recvbuf, size_t count,
@@ -85,19 +110,23 @@ incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
             memmove(recvbuf, sendbuf, bytes);
         return INCOLL_OK;
     }
-    if (!me)
-        return run(comm, WIRE_COLL_REDUCE, 0, sendbuf, NULL, count, dtype, op);
     if (host_comm_recoverable(comm)) {
-        res = host_comm_result_buf(comm, bytes);
-        if (res == NULL)
+        host_rec_call_t c = rec_call(HOST_COLL_REDUCE, root, sendbuf, recvbuf,
+                                     count, dtype, op);
+        size_t out = me ? bytes : 0, in;
+        if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        status = run(comm, WIRE_COLL_REDUCE, 1, sendbuf, res, count, dtype, op);
+        status = run(comm, WIRE_COLL_REDUCE, me, sendbuf, me ? res : NULL,
+                     count, dtype, op);
         if (status == INCOLL_OK) {
-            memcpy(recvbuf, res, bytes);
-            host_comm_result_done(comm, bytes);
+            host_comm_result_kept(comm, &c, out, sendbuf, in);
+            if (me)
+                memcpy(recvbuf, res, bytes);
         }
         return status;
     }
+    if (!me)
+        return run(comm, WIRE_COLL_REDUCE, 0, sendbuf, NULL, count, dtype, op);
     /* The engine's input stays intact until the result is in (a failed
      * operation may run again): stage an overlapping input. */
     if (overlaps(sendbuf, recvbuf, bytes)) {
@@ -131,11 +160,13 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
     status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
                  bytes, INCOLL_UINT8, INCOLL_OP_SUM);
     if (status == INCOLL_OK) {
+        host_rec_call_t c = rec_call(HOST_COLL_BCAST, root, buf, buf, bytes,
+                                     INCOLL_UINT8, INCOLL_OP_SUM);
         if (me)
             memcpy(res, buf, bytes);
         else
             memcpy(buf, res, bytes);
-        host_comm_result_done(comm, bytes);
+        host_comm_result_kept(comm, &c, bytes, NULL, 0);
     }
     return status;
 }
@@ -145,10 +176,19 @@ incoll_status_t host_inc_barrier(incoll_comm_h comm)
     if (!host_inc_coll_usable(comm, HOST_COLL_BARRIER, INCOLL_OP_SUM,
                               INCOLL_UINT8))
         return INCOLL_ERR_UNSUPPORTED;
+    incoll_status_t status;
+
     if (comm->size == 1)
         return INCOLL_OK;
-    return run(comm, WIRE_COLL_BARRIER, 0, NULL, NULL, 1, INCOLL_UINT8,
-               INCOLL_OP_SUM);
+    status = run(comm, WIRE_COLL_BARRIER, 0, NULL, NULL, 1, INCOLL_UINT8,
+                 INCOLL_OP_SUM);
+    if (status == INCOLL_OK && host_comm_recoverable(comm)) {
+        /* Nothing to keep but that this operation completed here. */
+        host_rec_call_t c = rec_call(HOST_COLL_BARRIER, 0, NULL, NULL, 0,
+                                     INCOLL_UINT8, INCOLL_OP_SUM);
+        host_comm_result_kept(comm, &c, 0, NULL, 0);
+    }
+    return status;
 }
 
 /*
@@ -173,18 +213,24 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
             memmove(recvbuf, sendbuf, bytes);
         return INCOLL_OK;
     }
-    if (me && host_comm_recoverable(comm)) {
-        res = host_comm_result_buf(comm, total);
-        if (res == NULL)
+    if (host_comm_recoverable(comm)) {
+        host_rec_call_t c =
+            rec_call(kind == WIRE_COLL_ALLGATHER ? HOST_COLL_ALLGATHER
+                                                 : HOST_COLL_GATHER,
+                     root < 0 ? 0 : root, sendbuf, recvbuf, bytes, INCOLL_UINT8,
+                     INCOLL_OP_SUM);
+        size_t out = me ? total : 0, in;
+        if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
-                                          sendbuf, off, bytes, res, total,
-                                          host_now_ns());
+                                          sendbuf, off, bytes, me ? res : NULL,
+                                          total, host_now_ns());
         if (status == INCOLL_INPROGRESS)
             status = host_comm_wait(comm);
         if (status == INCOLL_OK) {
-            memcpy(recvbuf, res, total);
-            host_comm_result_done(comm, total);
+            host_comm_result_kept(comm, &c, out, sendbuf, in);
+            if (me)
+                memcpy(recvbuf, res, total);
         }
         return status;
     }
@@ -249,8 +295,12 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         return INCOLL_OK;
     }
     if (host_comm_recoverable(comm)) {
-        res = host_comm_result_buf(comm, count * ds);
-        if (res == NULL)
+        host_rec_call_t c =
+            rec_call(kind == WIRE_COLL_SCATTER ? HOST_COLL_SCATTER
+                                               : HOST_COLL_REDUCE_SCATTER,
+                     root < 0 ? 0 : root, sendbuf, recvbuf, count, dtype, op);
+        size_t in;
+        if ((res = kept_buf(comm, &c, count * ds, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         status = host_engine_start_split(comm->eng, kind, comm->rank == root,
                                          has_vec ? sendbuf : NULL, off, count,
@@ -258,8 +308,8 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         if (status == INCOLL_INPROGRESS)
             status = host_comm_wait(comm);
         if (status == INCOLL_OK) {
+            host_comm_result_kept(comm, &c, count * ds, sendbuf, in);
             memcpy(recvbuf, res, count * ds);
-            host_comm_result_done(comm, count * ds);
         }
         return status;
     }

@@ -4,9 +4,11 @@
  * the world, sleeping between them, and checks every result element by
  * element. A call that fails is counted and the loop goes on (a
  * communicator whose recovery failed fails every later call at once).
+ * With --coll it runs another collective instead (int64 elements, count
+ * per rank, roots rotating), or "mix": all eight in turn.
  *
  *   recover_check [--iters N] [--count C] [--sleep-ms S] [--jitter-ms J]
- *                 [--seed N] [--inplace] [--progress P]
+ *                 [--seed N] [--inplace] [--progress P] [--coll NAME]
  *
  * Rank r sleeps S ms plus a pseudo-random 0..J ms (from seed, rank and
  * iteration) after each call, so members reach their calls at different
@@ -48,9 +50,108 @@ static int64_t input(int r, int it, size_t k)
     return (int64_t)r * 1000003 + (int64_t)it * 7919 + (int64_t)k;
 }
 
+static const char *const coll_names[] = {"allreduce", "reduce",        "bcast",
+                                         "barrier",   "allgather",     "gather",
+                                         "scatter",   "reduce_scatter"};
+
+/* The sum over the members of element k of their inputs. */
+static int64_t sum_of(int size, int it, size_t k)
+{
+    int64_t want = 0;
+    for (int r = 0; r < size; r++)
+        want += input(r, it, k);
+    return want;
+}
+
+/*
+ * Collective c (an index of coll_names) of iteration it: runs it with
+ * inputs from input() and checks what this rank got. Returns the status;
+ * *bad_p is the first wrong element (or count * size when all are right),
+ * *got_p and *want_p its values.
+ */
+static incoll_status_t run_coll(incoll_comm_h world, int c, int rank, int size,
+                                int it, size_t count, int64_t *in, int64_t *out,
+                                size_t *bad_p, int64_t *got_p, int64_t *want_p)
+{
+    size_t all = count * (size_t)size, n = 0, bytes = count * sizeof(int64_t);
+    int root = it % size;
+    incoll_status_t st;
+
+    for (size_t k = 0; k < all; k++) {
+        in[k] = input(rank, it, k);
+        out[k] = -1;
+    }
+    switch (c) {
+    case 1:
+        st = incoll_reduce(world, in, out, count, INCOLL_INT64, INCOLL_OP_SUM,
+                           root);
+        n = rank == root ? count : 0;
+        break;
+    case 2:
+        for (size_t k = 0; k < count; k++)
+            out[k] = rank == root ? input(root, it, k) : -1;
+        st = incoll_bcast(world, out, bytes, root);
+        n = count;
+        break;
+    case 3:
+        st = incoll_barrier(world);
+        break;
+    case 4:
+        st = incoll_allgather(world, in, out, bytes);
+        n = all;
+        break;
+    case 5:
+        st = incoll_gather(world, in, out, bytes, root);
+        n = rank == root ? all : 0;
+        break;
+    case 6:
+        /* The root's vector: block j holds what rank j gets. */
+        for (int j = 0; j < size; j++)
+            for (size_t k = 0; k < count; k++)
+                in[(size_t)j * count + k] = input(j, it, k);
+        st = incoll_scatter(world, in, out, bytes, root);
+        n = count;
+        break;
+    default:
+        st = incoll_reduce_scatter(world, in, out, count, INCOLL_INT64,
+                                   INCOLL_OP_SUM);
+        n = count;
+        break;
+    }
+    *bad_p = all;
+    for (size_t k = 0; st == INCOLL_OK && k < n; k++) {
+        int64_t want;
+        switch (c) {
+        case 1:
+            want = sum_of(size, it, k);
+            break;
+        case 2:
+            want = input(root, it, k);
+            break;
+        case 4:
+        case 5:
+            want = input((int)(k / count), it, k % count);
+            break;
+        case 6:
+            want = input(rank, it, k);
+            break;
+        default:
+            want = sum_of(size, it, (size_t)rank * count + k);
+            break;
+        }
+        if (out[k] != want) {
+            *bad_p = k;
+            *got_p = out[k];
+            *want_p = want;
+            break;
+        }
+    }
+    return st;
+}
+
 int main(int argc, char **argv)
 {
-    int iters = 10, inplace = 0, progress = 0, rank, size;
+    int iters = 10, inplace = 0, progress = 0, rank, size, coll = 0;
     long sleep = 0, jitter = 0;
     size_t count = 100;
     uint64_t seed = 1;
@@ -83,7 +184,18 @@ int main(int argc, char **argv)
             progress = atoi(v);
         else if (strcmp(a, "--seed") == 0)
             seed = strtoull(v, NULL, 10);
-        else {
+        else if (strcmp(a, "--coll") == 0) {
+            coll = -1;
+            for (int c = 0; c < 8; c++)
+                if (strcmp(v, coll_names[c]) == 0)
+                    coll = c;
+            if (strcmp(v, "mix") == 0)
+                coll = 8;
+            if (coll < 0) {
+                fprintf(stderr, "recover_check: unknown collective %s\n", v);
+                return 2;
+            }
+        } else {
             fprintf(stderr, "recover_check: unknown option %s\n", a);
             return 2;
         }
@@ -101,13 +213,31 @@ int main(int argc, char **argv)
     incoll_comm_world(ctx, &world);
     incoll_comm_rank(world, &rank);
     incoll_comm_size(world, &size);
-    in = malloc(count * sizeof(*in));
-    out = malloc(count * sizeof(*out));
+    in = malloc(count * (size_t)size * sizeof(*in));
+    out = malloc(count * (size_t)size * sizeof(*out));
     if (in == NULL || out == NULL)
         return 4;
     for (int it = 0; it < iters; it++) {
         int64_t *res = inplace ? in : out;
         size_t bad = count;
+        int c = coll == 8 ? it % 8 : coll;
+        if (c > 0) {
+            int64_t got = 0, want = 0;
+            status = run_coll(world, c, rank, size, it, count, in, out, &bad,
+                              &got, &want);
+            if (status != INCOLL_OK) {
+                printf("error iter %d (%s): %s\n", it, coll_names[c],
+                       incoll_status_string(status));
+                nerr++;
+            } else if (bad < count * (size_t)size) {
+                printf("WRONG iter %d (%s) element %zu: got %lld want %lld\n",
+                       it, coll_names[c], bad, (long long)got, (long long)want);
+                nwrong++;
+            } else {
+                nok++;
+            }
+            goto next;
+        }
         for (size_t k = 0; k < count; k++)
             in[k] = input(rank, it, k);
         status = incoll_allreduce(world, inplace ? INCOLL_IN_PLACE : in, res,
@@ -134,6 +264,7 @@ int main(int argc, char **argv)
                 nok++;
             }
         }
+    next:
         if (progress > 0 && it % progress == 0)
             printf("progress iter %d\n", it);
         fflush(stdout);

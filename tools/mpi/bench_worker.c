@@ -24,6 +24,8 @@
 #include "mpi/mpi_layer.h"
 #include "common/clock.h"
 
+#include "core/algo.h"
+
 #include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -50,6 +52,76 @@ static int layer_allreduce(const float *send, float *recv, size_t count)
         return ret;
     return PMPI_Allreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM,
                           MPI_COMM_WORLD);
+}
+
+/* The MPI library's own collective for `incoll bench <collective>`
+ * (bench_mpi_t.coll; the algo_coll_t order of core/algo.h). */
+static int mpi_coll(int coll, const void *send, void *recv, size_t count,
+                    int root)
+{
+    int n = (int)count;
+    if (count > INT_MAX)
+        return MPI_ERR_COUNT;
+    switch (coll) {
+    case ALGO_COLL_BCAST:
+        return MPI_Bcast(recv, n, MPI_BYTE, root, MPI_COMM_WORLD);
+    case ALGO_COLL_REDUCE:
+        return MPI_Reduce(send, recv, n, MPI_INT64_T, MPI_SUM, root,
+                          MPI_COMM_WORLD);
+    case ALGO_COLL_BARRIER:
+        return MPI_Barrier(MPI_COMM_WORLD);
+    case ALGO_COLL_ALLGATHER:
+        return MPI_Allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE,
+                             MPI_COMM_WORLD);
+    case ALGO_COLL_GATHER:
+        return MPI_Gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root,
+                          MPI_COMM_WORLD);
+    case ALGO_COLL_SCATTER:
+        return MPI_Scatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root,
+                           MPI_COMM_WORLD);
+    default:
+        return MPI_Reduce_scatter_block(send, recv, n, MPI_INT64_T, MPI_SUM,
+                                        MPI_COMM_WORLD);
+    }
+}
+
+/* The same through the MPI layer (what libincoll_mpi's wrappers run). */
+static int layer_coll(int coll, const void *send, void *recv, size_t count,
+                      int root)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    int n = (int)count, ret = 0, done;
+    if (count > INT_MAX)
+        return MPI_ERR_COUNT;
+    switch (coll) {
+    case ALGO_COLL_BCAST:
+        done = mpi_layer_bcast(recv, n, MPI_BYTE, root, w, &ret);
+        break;
+    case ALGO_COLL_REDUCE:
+        done = mpi_layer_reduce(send, recv, n, MPI_INT64_T, MPI_SUM, root, w,
+                                &ret);
+        break;
+    case ALGO_COLL_BARRIER:
+        done = mpi_layer_barrier(w, &ret);
+        break;
+    case ALGO_COLL_ALLGATHER:
+        done =
+            mpi_layer_allgather(send, n, MPI_BYTE, recv, n, MPI_BYTE, w, &ret);
+        break;
+    case ALGO_COLL_GATHER:
+        done = mpi_layer_gather(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w,
+                                &ret);
+        break;
+    case ALGO_COLL_SCATTER:
+        done = mpi_layer_scatter(send, n, MPI_BYTE, recv, n, MPI_BYTE, root, w,
+                                 &ret);
+        break;
+    default:
+        done = mpi_layer_reduce_scatter_block(send, recv, n, MPI_INT64_T,
+                                              MPI_SUM, w, &ret);
+        break;
+    }
+    return done ? ret : mpi_coll(coll, send, recv, count, root);
 }
 
 /*
@@ -93,14 +165,17 @@ static int overhead(int argc, char **argv, incoll_comm_h world)
 int main(int argc, char **argv)
 {
     bench_mpi_t m = {.allreduce = mpi_allreduce,
-                     .layer_allreduce = layer_allreduce};
+                     .layer_allreduce = layer_allreduce,
+                     .coll = mpi_coll,
+                     .layer_coll = layer_coll};
     const char *why = NULL;
     int rank = 0, ret;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (argc < 2 || (strcmp(argv[1], "_allreduce") != 0 &&
-                     strcmp(argv[1], "_overhead") != 0)) {
+    if (argc < 2 ||
+        (strcmp(argv[1], "_allreduce") != 0 && strcmp(argv[1], "_coll") != 0 &&
+         strcmp(argv[1], "_overhead") != 0)) {
         if (rank == 0)
             fprintf(stderr, "usage: incoll mpirun ... -- " BENCH_MPI_WORKER
                             " _allreduce OPTIONS (started by `incoll bench "
@@ -121,6 +196,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "_overhead") == 0)
         ret = overhead(argc, argv, m.world);
+    else if (strcmp(argv[1], "_coll") == 0)
+        ret = bench_coll_rank_run(argc - 1, argv + 1, &m);
     else
         ret = bench_allreduce_rank_run(argc - 1, argv + 1, &m);
     if (ret != 0) {
