@@ -21,7 +21,7 @@ const knob_t knob_table[] = {
     {"INCOLL_WINDOW", "0", "host",
      "segments in flight per group; 0 uses the group's slot count"},
     {"INCOLL_RTO_INIT_US", "20000", "host", "first retransmission timeout"},
-    {"INCOLL_RTO_MIN_US", "5000", "host",
+    {"INCOLL_RTO_MIN_US", "200", "host",
      "lower bound of the adaptive timeout"},
     {"INCOLL_RTO_MAX_US", "250000", "host",
      "upper bound of the timeout with backoff"},

@@ -48,7 +48,9 @@ typedef struct {
     uint64_t segments;
     uint64_t packets_sent;
     uint64_t bytes_sent;     /* including headers */
-    uint64_t retransmits;
+    uint64_t retransmits;    /* on a timeout */
+    uint64_t fast_retransmits; /* on later segments' results (no timeout) */
+    uint64_t recovered;      /* results of segments sent more than once */
     uint64_t results;
     uint64_t duplicate_results;
     uint64_t dropped;        /* malformed or foreign packets */
