@@ -36,6 +36,7 @@ typedef struct node {
     int kind;
     incoll_ep_t ep;
     double drop;
+    udp_loss_t loss_in; /* the loss process of packets to this node */
     agg_t *agg;
     host_engine_t *eng;
     host_engine_params_t hp;
@@ -79,6 +80,7 @@ struct memnet {
     memnet_tap_fn tap;
     void *tap_arg;
     memnet_stats_t st;
+    udp_loss_t loss_nowhere; /* of packets to no node */
 };
 
 /* ---- PRNG ---- */
@@ -416,8 +418,15 @@ static void node_send(void *arg, incoll_ep_t dst, const void *hdr,
         goto dropped;
     if (to && to->drop > 0 && memnet_rand_unit(&net->rng) < to->drop)
         goto dropped;
-    if (p_drop > 0 && memnet_rand_unit(&net->rng) < p_drop)
-        goto dropped;
+    if (p_drop > 0) {
+        /* Bursts hit what goes to one node, as a full queue toward it
+         * under incast drops whatever arrives until it drains. */
+        udp_loss_t *loss = to ? &to->loss_in : &net->loss_nowhere;
+        loss->p = p_drop;
+        loss->burst = net->cfg.burst;
+        if (udp_loss_next(loss, memnet_rand_unit(&net->rng)))
+            goto dropped;
+    }
     enqueue(net, self->ep, dst, pkt, total, one_delay(net));
     if (net->cfg.dup > 0 && memnet_rand_unit(&net->rng) < net->cfg.dup) {
         net->st.duplicated++;

@@ -24,6 +24,7 @@
 #define INCOLL_TESTS_MEMNET_H
 
 #include "core/agg_core.h"
+#include "common/udp.h"
 #include "core/host_engine.h"
 
 #include <stddef.h>
@@ -84,6 +85,9 @@ typedef struct {
     uint64_t delay_ns;      /* base one-way delay of every packet */
     uint64_t jitter_ns;     /* plus uniform [0, jitter_ns] */
     double drop;            /* probability a packet is lost */
+    double burst;           /* losses come in bursts of this mean length
+                               per destination (udp_loss_t); <= 1:
+                               independent */
     double dup;             /* probability a packet is delivered twice */
     double reorder;         /* probability a packet is held back ... */
     uint64_t reorder_ns;    /* ... by uniform [0, reorder_ns] more */

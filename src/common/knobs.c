@@ -45,6 +45,9 @@ const knob_t knob_table[] = {
      "probability of sending a datagram twice"},
     {"INCOLL_FAULT_REORDER", "0", "fault",
      "probability of holding a datagram behind later ones"},
+    {"INCOLL_FAULT_BURST", "1", "fault",
+     "mean length in datagrams of the bursts INCOLL_FAULT_DROP drops in "
+     "(same loss rate); 1 drops each datagram independently"},
     {"INCOLL_FAULT_SEED", "1", "fault", "seed of the fault injection"},
     {"INCOLL_MPI_ENABLE", "1", "mpi",
      "0 makes libincoll_mpi a pure pass-through to the MPI library"},

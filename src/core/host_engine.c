@@ -68,6 +68,10 @@ struct host_engine {
     int failed;          /* members out of step: no further operations */
     rto_t rto;           /* retransmission timer (core/rto.h) */
     uint64_t tx_seq;     /* transmissions so far */
+    /* Round trip without queueing: the least sample of this operation and
+     * of the one before (0: none yet). Drives the tail probe. */
+    uint64_t min_rtt, min_rtt_prev;
+    int probes;          /* tail probes since the last result */
     host_engine_counters_t ctr;
 };
 
@@ -310,6 +314,10 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->low = 0;
     eng->ndone = 0;
     eng->last_progress_ns = now_ns;
+    eng->probes = 0;
+    if (eng->min_rtt)
+        eng->min_rtt_prev = eng->min_rtt;
+    eng->min_rtt = 0;
     eng->status = INCOLL_INPROGRESS;
     eng->ctr.ops++;
     eng->ctr.segments += eng->nseg;
@@ -350,6 +358,52 @@ static void rack_on_result(host_engine_t *eng, const seg_t *done, uint64_t now)
             fast_retransmit(eng, s, now);
         else if (s->rack_due == 0)
             s->rack_due = now + (reo ? reo : 1);
+    }
+}
+
+/* The round trip without queueing, or 0 before any sample. */
+static uint64_t path_rtt(const host_engine_t *eng)
+{
+    uint64_t a = eng->min_rtt, b = eng->min_rtt_prev;
+    if (a == 0 || (b != 0 && b < a))
+        return b;
+    return a;
+}
+
+/*
+ * When the tail probe is due (UINT64_MAX: none). Results come back in
+ * order and, while a window streams, one every packet time: a silence of
+ * one and a half path round trips (without queueing) after the last
+ * result means the results still missing were lost, most often at the
+ * end of an operation, where no later result can reveal a hole (the
+ * probe of RACK's tail loss probe). Two probes per silence, doubling;
+ * then only the timeout.
+ */
+static uint64_t probe_due(const host_engine_t *eng)
+{
+    uint64_t rtt = path_rtt(eng), pto;
+    if (rtt == 0 || eng->probes >= 2)
+        return UINT64_MAX;
+    pto = (rtt + rtt / 2) << eng->probes;
+    if (pto < eng->rto.min_ns)
+        pto = eng->rto.min_ns;
+    if (pto > eng->rto.rto)
+        return UINT64_MAX; /* the timeout comes first anyway */
+    return eng->last_progress_ns + pto;
+}
+
+/* Resends every segment without a result sent at least a path round trip
+ * ago (the lost ones are among them; the AN answers the others' copies
+ * from what it holds). */
+static void tail_probe(host_engine_t *eng, uint64_t now)
+{
+    uint64_t rtt = path_rtt(eng);
+    eng->probes++;
+    eng->ctr.probes++;
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state == SEG_SENT && now - s->sent_ns >= rtt)
+            fast_retransmit(eng, s, now);
     }
 }
 
@@ -424,13 +478,17 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     s->state = SEG_DONE;
     eng->ctr.results++;
-    if (!s->resent && now_ns >= s->first_ns)
-        rto_sample(&eng->rto, now_ns - s->first_ns);
-    else
+    if (!s->resent && now_ns >= s->first_ns) {
+        uint64_t rtt = now_ns - s->first_ns;
+        rto_sample(&eng->rto, rtt);
+        if (eng->min_rtt == 0 || rtt < eng->min_rtt)
+            eng->min_rtt = rtt ? rtt : 1;
+    } else
         eng->ctr.recovered++;
     if (!s->resent)
         rack_on_result(eng, s, now_ns);
     eng->ndone++;
+    eng->probes = 0;
     if (now_ns > eng->last_progress_ns)
         eng->last_progress_ns = now_ns;
     while (eng->low < eng->next_send &&
@@ -469,6 +527,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due <= now_ns)
             fast_retransmit(eng, s, now_ns);
     }
+    if (now_ns >= probe_due(eng))
+        tail_probe(eng, now_ns);
     if (now_ns < eng->last_progress_ns + eng->rto.rto)
         return; /* results are still coming: none is late yet */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
@@ -545,5 +605,7 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
         if (s->state == SEG_SENT && due < d)
             d = due;
     }
+    if (probe_due(eng) < d)
+        d = probe_due(eng);
     return d;
 }
