@@ -373,7 +373,7 @@ static uint64_t path_rtt(const host_engine_t *eng)
 /*
  * When the tail probe is due (UINT64_MAX: none). Results come back in
  * order and, while a window streams, one every packet time: a silence of
- * one and a half path round trips (without queueing) after the last
+ * two path round trips (without queueing) after the last
  * result means the results still missing were lost, most often at the
  * end of an operation, where no later result can reveal a hole (the
  * probe of RACK's tail loss probe). Two probes per silence, doubling;
@@ -384,7 +384,7 @@ static uint64_t probe_due(const host_engine_t *eng)
     uint64_t rtt = path_rtt(eng), pto;
     if (rtt == 0 || eng->probes >= 2)
         return UINT64_MAX;
-    pto = (rtt + rtt / 2) << eng->probes;
+    pto = (2 * rtt) << eng->probes;
     if (pto < eng->rto.min_ns)
         pto = eng->rto.min_ns;
     if (pto > eng->rto.rto)
@@ -392,18 +392,23 @@ static uint64_t probe_due(const host_engine_t *eng)
     return eng->last_progress_ns + pto;
 }
 
-/* Resends every segment without a result sent at least a path round trip
- * ago (the lost ones are among them; the AN answers the others' copies
- * from what it holds). */
+/* Resends the first segment without a result, if it was sent at least a
+ * path round trip ago: one packet, whatever the window (a silence that
+ * was only a slow member or a descheduled process costs no more). Its
+ * result is progress; the next silence probes the next one. */
 static void tail_probe(host_engine_t *eng, uint64_t now)
 {
     uint64_t rtt = path_rtt(eng);
     eng->probes++;
-    eng->ctr.probes++;
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
-        if (s->state == SEG_SENT && now - s->sent_ns >= rtt)
+        if (s->state != SEG_SENT)
+            continue;
+        if (now - s->sent_ns >= rtt) {
+            eng->ctr.probes++;
             fast_retransmit(eng, s, now);
+        }
+        return;
     }
 }
 
