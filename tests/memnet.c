@@ -79,6 +79,8 @@ struct memnet {
     int group_host[MEMNET_MAX_GROUPS][MEMNET_MAX_HOSTS];
     memnet_tap_fn tap;
     void *tap_arg;
+    memnet_filter_fn filter;
+    void *filter_arg;
     memnet_stats_t st;
     udp_loss_t loss_nowhere; /* of packets to no node */
 };
@@ -414,6 +416,8 @@ static void node_send(void *arg, incoll_ep_t dst, const void *hdr,
     net->st.sent++;
     if (net->tap)
         net->tap(net->tap_arg, self->ep, dst, pkt, total);
+    if (net->filter && net->filter(net->filter_arg, self->ep, dst, pkt, total))
+        goto dropped;
     if (self->drop > 0 && memnet_rand_unit(&net->rng) < self->drop)
         goto dropped;
     if (to && to->drop > 0 && memnet_rand_unit(&net->rng) < to->drop)
@@ -924,6 +928,12 @@ void memnet_advance(memnet_t *net, uint64_t now_ns)
 {
     if (now_ns > net->now)
         net->now = now_ns;
+}
+
+void memnet_set_filter(memnet_t *net, memnet_filter_fn fn, void *arg)
+{
+    net->filter = fn;
+    net->filter_arg = arg;
 }
 
 void memnet_set_node_drop(memnet_t *net, incoll_ep_t ep, double p)

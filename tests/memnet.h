@@ -224,6 +224,12 @@ void memnet_set_node_drop(memnet_t *net, incoll_ep_t ep, double p);
 
 void memnet_set_tap(memnet_t *net, memnet_tap_fn fn, void *arg);
 
+/* Called for every packet after the tap; returning 1 drops it (a loss
+ * placed exactly, on top of the random ones). NULL removes it. */
+typedef int (*memnet_filter_fn)(void *arg, incoll_ep_t src, incoll_ep_t dst,
+                                const uint8_t *pkt, size_t len);
+void memnet_set_filter(memnet_t *net, memnet_filter_fn fn, void *arg);
+
 /* Enqueues a copy of pkt from src to dst, delivered delay_ns from now,
  * bypassing fault injection and the tap. */
 void memnet_inject(memnet_t *net, incoll_ep_t src, incoll_ep_t dst,
