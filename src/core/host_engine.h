@@ -2,9 +2,12 @@
  * The host protocol engine as a sans-I/O state machine: one per (process,
  * group). It cuts a vector into segments that fit one packet, keeps up to a
  * window of them in flight (one slot each), retransmits a segment whose
- * result is late (a timeout after its last transmission and a timeout
- * after the operation's last result: results that queue behind others on
- * a slow link are not late), copies each segment's result into the user's
+ * result is missing while later segments' results came (fast
+ * retransmission), the first missing one after two path round trips of
+ * silence (tail probe), and one whose result is late (a timeout after its
+ * last transmission and a timeout after the operation's last result:
+ * results that queue behind others on a slow link are not late; the
+ * timer is core/rto.h), copies each segment's result into the user's
  * buffer exactly once, and fails the operation with INCOLL_ERR_TIMEOUT
  * after a bounded number of retries or a bounded time without progress.
  *
