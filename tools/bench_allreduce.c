@@ -857,8 +857,10 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 if (!active(&o, ai, sizes[s]))
                     continue;
                 const udp_counters_t *uc = udp_counters(ctx->sock);
+                /* No in-network engine when the communicator could not
+                 * get a group: inc then fails with the reason. */
                 const host_engine_counters_t *hc =
-                    host_engine_counters(comm->eng);
+                    comm->eng ? host_engine_counters(comm->eng) : NULL;
                 uint64_t c0, c1, b0 = 0, p0 = 0, r0, t0, t1, b1 = 0, p1 = 0;
                 int is_mpi = algo == AR_ALGO_MPI, mpi_ret = 0;
                 pattern_t pat;
@@ -884,7 +886,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     b0 = uc->tx_bytes;
                     p0 = uc->tx_packets;
                 }
-                r0 = hc->retransmits + hc->fast_retransmits;
+                r0 = hc ? hc->retransmits + hc->fast_retransmits : 0;
                 t0 = bench_now_ns();
                 if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
                     mpi_ret = is_mpi ? mpi->allreduce(send, recv, count)
@@ -924,7 +926,8 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                         r->tx_bytes = uc->tx_bytes - b0;
                         r->tx_packets = uc->tx_packets - p0;
                         r->retrans =
-                            hc->retransmits + hc->fast_retransmits - r0;
+                            hc ? hc->retransmits + hc->fast_retransmits - r0
+                               : AR_NA;
                     } else if (have_uplink) {
                         r->tx_bytes = b1 - b0;
                         r->tx_packets = p1 - p0;
