@@ -1415,6 +1415,17 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
     }
 }
 
+/* Writes out and closes a CSV file: 0, or -1 after a message. */
+static int close_csv(FILE *fp, const char *path)
+{
+    if (fclose(fp) != 0) {
+        fprintf(stderr, "incoll bench allreduce: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int write_csv(const char *path, const ar_opts_t *o,
                      const bench_fabric_t *f, const size_t *sizes, int nsizes,
                      const ar_stat_t *stats)
@@ -1464,12 +1475,7 @@ static int write_csv(const char *path, const ar_opts_t *o,
                     f->link_rate);
         }
     }
-    if (fclose(fp) != 0) {
-        fprintf(stderr, "incoll bench allreduce: cannot write %s: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_csv(fp, path);
 }
 
 static int write_plot(const char *path, const ar_opts_t *o,
@@ -1641,8 +1647,16 @@ typedef struct {
     size_t n;
 } ar_loss_stat_t;
 
-/* Adds the records of one run at rate index li into acc[(li * nsizes +
- * s) * nalgos + ai]. */
+/* Where rate li, size s and algorithm ai are in the per-rate arrays. */
+static size_t loss_idx(const ar_opts_t *o, int nsizes, int li, int s, int ai)
+{
+    return ((size_t)li * (size_t)nsizes + (size_t)s) * (size_t)o->nalgos +
+           (size_t)ai;
+}
+
+
+/* Adds the records of one run at rate index li into
+ * acc[loss_idx(li, s, ai)]. */
 static int loss_accumulate(const ar_opts_t *o, const size_t *sizes,
                            int nsizes, int nranks, ar_rec_t **recs, int li,
                            ar_loss_acc_t *acc)
@@ -1656,8 +1670,7 @@ static int loss_accumulate(const ar_opts_t *o, const size_t *sizes,
             ar_loss_acc_t *a;
             if (ai >= (uint32_t)o->nalgos)
                 return -1;
-            a = &acc[((size_t)li * (size_t)nsizes + (size_t)s) *
-                         (size_t)o->nalgos + ai];
+            a = &acc[loss_idx(o, nsizes, li, s, (int)ai)];
             for (int r = 0; r < nranks; r++) {
                 const ar_rec_t *rc = &recs[r][p];
                 if (a->n == a->cap) {
@@ -1707,8 +1720,7 @@ static void print_loss_table(const ar_opts_t *o, const bench_fabric_t *f,
         for (int ai = 0; ai < o->nalgos; ai++)
             for (int li = 0; li < o->nloss; li++) {
                 const ar_loss_stat_t *x =
-                    &st[((size_t)li * (size_t)nsizes + (size_t)s) *
-                            (size_t)o->nalgos + (size_t)ai];
+                    &st[loss_idx(o, nsizes, li, s, ai)];
                 if (x->n == 0)
                     continue;
                 printf("%8.2f %-12s %9zu %7zu %11.1f %11.1f %11.1f %9.2f "
@@ -1733,8 +1745,7 @@ static int write_loss_csv(const char *path, const ar_opts_t *o,
         for (int ai = 0; ai < o->nalgos; ai++)
             for (int li = 0; li < o->nloss; li++) {
                 const ar_loss_stat_t *x =
-                    &st[((size_t)li * (size_t)nsizes + (size_t)s) *
-                            (size_t)o->nalgos + (size_t)ai];
+                    &st[loss_idx(o, nsizes, li, s, ai)];
                 char rt[32];
                 if (x->n == 0)
                     continue;
@@ -1750,12 +1761,7 @@ static int write_loss_csv(const char *path, const ar_opts_t *o,
                         x->p50_us, x->p99_us, x->bw_MBps, x->share, rt,
                         f->hosts, f->emulated, f->link_rate);
             }
-    if (fclose(fp) != 0) {
-        fprintf(stderr, "incoll bench allreduce: cannot write %s: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_csv(fp, path);
 }
 
 static int write_loss_plot(const char *path, const ar_opts_t *o,
@@ -1781,8 +1787,7 @@ static int write_loss_plot(const char *path, const ar_opts_t *o,
             int n = 0;
             for (int li = 0; li < o->nloss; li++) {
                 const ar_loss_stat_t *v =
-                    &st[((size_t)li * (size_t)nsizes + (size_t)s) *
-                            (size_t)o->nalgos + (size_t)ai];
+                    &st[loss_idx(o, nsizes, li, s, ai)];
                 if (v->n == 0)
                     continue;
                 x[n] = 100 * o->loss[li];
@@ -1888,12 +1893,10 @@ static int run_loss(const ar_opts_t *o, const size_t *sizes, int nsizes)
     }
     for (int s = 0; s < nsizes; s++)
         for (int ai = 0; ai < o->nalgos; ai++) {
-            size_t b = ((size_t)base_li * (size_t)nsizes + (size_t)s) *
-                           (size_t)o->nalgos + (size_t)ai;
+            size_t b = loss_idx(o, nsizes, base_li, s, ai);
             for (int li = 0; li < o->nloss; li++) {
                 ar_loss_stat_t *x =
-                    &st[((size_t)li * (size_t)nsizes + (size_t)s) *
-                            (size_t)o->nalgos + (size_t)ai];
+                    &st[loss_idx(o, nsizes, li, s, ai)];
                 if (x->n == 0)
                     continue;
                 x->bw_MBps = (double)sizes[s] / x->avg_us;

@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int run_gnuplot(const char *gnuplot, const char *gp);
+static int run_gnuplot(FILE *f, const char *gnuplot, const char *gp);
 
 static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
                                "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"};
@@ -163,20 +163,21 @@ int bench_plot_write(const char *png_path, const plot_opts_t *o,
                "set yrange [*:*]\n");
     put_panel(f, o, s, ns, 1);
     fprintf(f, "unset multiplot\n");
+    return run_gnuplot(f, gnuplot, gp);
+}
+
+/* Closes the script f (written to gp) and runs gnuplot on it. Returns 0
+ * or -1 (printed). */
+static int run_gnuplot(FILE *f, const char *gnuplot, const char *gp)
+{
+    pid_t pid;
+    int st;
+
     if (fclose(f) != 0) {
         fprintf(stderr, "incoll bench: cannot write %s: %s\n", gp,
                 strerror(errno));
         return -1;
     }
-    return run_gnuplot(gnuplot, gp);
-}
-
-/* Runs gnuplot on the script gp. Returns 0 or -1 (printed). */
-static int run_gnuplot(const char *gnuplot, const char *gp)
-{
-    pid_t pid;
-    int st;
-
     fflush(NULL);
     pid = fork();
     if (pid < 0)
@@ -261,10 +262,5 @@ int bench_plot_xy_write(const char *png_path, const char *title,
         put_quoted(f, s[i].name);
     }
     fprintf(f, "\n");
-    if (fclose(f) != 0) {
-        fprintf(stderr, "incoll bench: cannot write %s: %s\n", gp,
-                strerror(errno));
-        return -1;
-    }
-    return run_gnuplot(gnuplot, gp);
+    return run_gnuplot(f, gnuplot, gp);
 }
