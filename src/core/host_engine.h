@@ -40,7 +40,9 @@ typedef struct {
     uint64_t rto_init_ns;    /* first retransmission timeout */
     uint64_t rto_min_ns;
     uint64_t rto_max_ns;
-    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT */
+    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT (and
+                                at least as long as that many backoffs
+                                from rto_init_ns take: core/rto.h) */
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     host_send_cb_t send;
     void *send_arg;
