@@ -48,8 +48,8 @@ uint64_t rto_reo_wnd(const rto_t *r, unsigned mult)
     return (uint64_t)(r->srtt / 4) * mult + (uint64_t)(2 * r->rttvar);
 }
 
-int rto_give_up(const rto_t *r, int retries, int max_retries,
-                uint64_t first_ns, uint64_t now_ns)
+int rto_give_up(const rto_t *r, int retries, int max_retries, uint64_t first_ns,
+                uint64_t now_ns)
 {
     uint64_t span = 0, step = r->init_ns;
 

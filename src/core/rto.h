@@ -18,9 +18,9 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t srtt;    /* smoothed round trip, ns; 0 before the first sample */
-    int64_t rttvar;  /* its mean deviation, ns */
-    uint64_t rto;    /* current timeout, ns */
+    int64_t srtt;   /* smoothed round trip, ns; 0 before the first sample */
+    int64_t rttvar; /* its mean deviation, ns */
+    uint64_t rto;   /* current timeout, ns */
     uint64_t init_ns, min_ns, max_ns;
 } rto_t;
 
@@ -43,7 +43,7 @@ uint64_t rto_reo_wnd(const rto_t *r, unsigned mult);
  * may be given up at now_ns: retries reached max_retries and at least
  * the time max_retries backoffs from the initial timeout take (at most
  * max_retries * max_ns) passed. */
-int rto_give_up(const rto_t *r, int retries, int max_retries,
-                uint64_t first_ns, uint64_t now_ns);
+int rto_give_up(const rto_t *r, int retries, int max_retries, uint64_t first_ns,
+                uint64_t now_ns);
 
 #endif
