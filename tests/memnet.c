@@ -36,6 +36,7 @@ typedef struct node {
     int kind;
     incoll_ep_t ep;
     double drop;
+    udp_loss_t loss_in; /* the loss process of packets to this node */
     agg_t *agg;
     host_engine_t *eng;
     host_engine_params_t hp;
@@ -78,7 +79,10 @@ struct memnet {
     int group_host[MEMNET_MAX_GROUPS][MEMNET_MAX_HOSTS];
     memnet_tap_fn tap;
     void *tap_arg;
+    memnet_filter_fn filter;
+    void *filter_arg;
     memnet_stats_t st;
+    udp_loss_t loss_nowhere; /* of packets to no node */
 };
 
 /* ---- PRNG ---- */
@@ -412,12 +416,21 @@ static void node_send(void *arg, incoll_ep_t dst, const void *hdr,
     net->st.sent++;
     if (net->tap)
         net->tap(net->tap_arg, self->ep, dst, pkt, total);
+    if (net->filter && net->filter(net->filter_arg, self->ep, dst, pkt, total))
+        goto dropped;
     if (self->drop > 0 && memnet_rand_unit(&net->rng) < self->drop)
         goto dropped;
     if (to && to->drop > 0 && memnet_rand_unit(&net->rng) < to->drop)
         goto dropped;
-    if (p_drop > 0 && memnet_rand_unit(&net->rng) < p_drop)
-        goto dropped;
+    if (p_drop > 0) {
+        /* Bursts hit what goes to one node, as a full queue toward it
+         * under incast drops whatever arrives until it drains. */
+        udp_loss_t *loss = to ? &to->loss_in : &net->loss_nowhere;
+        loss->p = p_drop;
+        loss->burst = net->cfg.burst;
+        if (udp_loss_next(loss, memnet_rand_unit(&net->rng)))
+            goto dropped;
+    }
     enqueue(net, self->ep, dst, pkt, total, one_delay(net));
     if (net->cfg.dup > 0 && memnet_rand_unit(&net->rng) < net->cfg.dup) {
         net->st.duplicated++;
@@ -915,6 +928,12 @@ void memnet_advance(memnet_t *net, uint64_t now_ns)
 {
     if (now_ns > net->now)
         net->now = now_ns;
+}
+
+void memnet_set_filter(memnet_t *net, memnet_filter_fn fn, void *arg)
+{
+    net->filter = fn;
+    net->filter_arg = arg;
 }
 
 void memnet_set_node_drop(memnet_t *net, incoll_ep_t ep, double p)

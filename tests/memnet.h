@@ -24,6 +24,7 @@
 #define INCOLL_TESTS_MEMNET_H
 
 #include "core/agg_core.h"
+#include "common/udp.h"
 #include "core/host_engine.h"
 
 #include <stddef.h>
@@ -84,6 +85,9 @@ typedef struct {
     uint64_t delay_ns;      /* base one-way delay of every packet */
     uint64_t jitter_ns;     /* plus uniform [0, jitter_ns] */
     double drop;            /* probability a packet is lost */
+    double burst;           /* losses come in bursts of this mean length
+                               per destination (udp_loss_t); <= 1:
+                               independent */
     double dup;             /* probability a packet is delivered twice */
     double reorder;         /* probability a packet is held back ... */
     uint64_t reorder_ns;    /* ... by uniform [0, reorder_ns] more */
@@ -219,6 +223,12 @@ void memnet_advance(memnet_t *net, uint64_t now_ns);
 void memnet_set_node_drop(memnet_t *net, incoll_ep_t ep, double p);
 
 void memnet_set_tap(memnet_t *net, memnet_tap_fn fn, void *arg);
+
+/* Called for every packet after the tap; returning 1 drops it (a loss
+ * placed exactly, on top of the random ones). NULL removes it. */
+typedef int (*memnet_filter_fn)(void *arg, incoll_ep_t src, incoll_ep_t dst,
+                                const uint8_t *pkt, size_t len);
+void memnet_set_filter(memnet_t *net, memnet_filter_fn fn, void *arg);
 
 /* Enqueues a copy of pkt from src to dst, delivered delay_ns from now,
  * bypassing fault injection and the tap. */

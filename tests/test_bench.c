@@ -206,6 +206,11 @@ TEST(bench_args_parse, TEST_INTEG)
             {"--iters", "0", NULL, "--iters"},
             {"--frobnicate", NULL, NULL, "unknown option"},
             {"-n", "0", NULL, "-n"},
+            {"--loss", "0,abc", NULL, "--loss"},
+            {"--loss", "0.01,0.01", NULL, "--loss"},
+            {"--loss", "0.95", NULL, "--loss"},
+            {"--burst", "4", NULL, "--loss"},
+            {"--loss", "0,0.01", "--burst", "--burst"},
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
             rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run",
@@ -338,6 +343,70 @@ TEST(bench_loopback_csv, TEST_INTEG)
     free(text);
     /* 8 .. 64K is 14 sizes, times 4 algorithms. */
     CHECK_EQ_INT(rows, 14 * 4);
+    return TEST_PASSED;
+}
+
+/* `--loss`: one loopback fabric per drop rate, every daemon and host
+ * dropping in bursts at that rate; every result is verified by the ranks,
+ * the CSV has one row per rate and algorithm, inc's share at the lowest
+ * rate is 1 and it counted retransmissions under loss (the drops were
+ * real), and the plot is drawn. */
+TEST(bench_loopback_loss, TEST_INTEG)
+{
+    char out[PATH_MAX], csv[PATH_MAX], png[PATH_MAX];
+    char *text, *line, *save = NULL;
+    int rc, rows = 0, have_gnuplot = access("/usr/bin/gnuplot", X_OK) == 0;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    tmp_path(csv, sizeof(csv), "loss.csv");
+    tmp_path(png, sizeof(png), "loss.png");
+    rc = incoll(out, NULL, 240, "bench", "allreduce", "-n", "4", "--radix", "2",
+                "--sizes", "64K:64K", "--iters", "4", "--warmup", "1",
+                "--algos", "inc,ring", "--loss", "0,0.05", "--burst", "3",
+                "--csv", csv, have_gnuplot ? "--plot" : NULL, png, NULL);
+    if (rc != 0)
+        show(out);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    text = slurp(out);
+    CHECK(text && strstr(text, "# incoll bench allreduce --loss"));
+    free(text);
+    if (have_gnuplot) {
+        struct stat st;
+        CHECK_MSG(stat(png, &st) == 0 && st.st_size > 10000, "no plot in %s",
+                  png);
+    }
+    text = slurp(csv);
+    CHECK(text != NULL);
+    line = strtok_r(text, "\n", &save);
+    CHECK_MSG(line && strcmp(line, "loss,burst,algo,bytes,samples,avg_us,"
+                                   "p50_us,p99_us,goodput_MBps,goodput_share,"
+                                   "retransmits_per_op,hosts,emulated,"
+                                   "link_rate_bps") == 0,
+              "header is '%s'", line ? line : "");
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        char *f[16];
+        double loss;
+        int inc;
+        CHECK_EQ_INT(csv_split(line, f, 16), 14);
+        loss = atof(f[0]);
+        inc = strcmp(f[2], "inc") == 0;
+        CHECK(inc || strcmp(f[2], "ring") == 0);
+        CHECK(loss == 0 || loss == 0.05);
+        CHECK_EQ_INT(atoi(f[1]), 3);
+        CHECK_EQ_INT(atol(f[3]), 65536);
+        CHECK_EQ_INT(atoi(f[4]), 4 * 4); /* iterations x ranks */
+        CHECK(atof(f[6]) > 0 && atof(f[6]) <= atof(f[7]));
+        if (loss == 0)
+            CHECK(fabs(atof(f[9]) - 1.0) < 1e-9);
+        if (inc && loss > 0)
+            CHECK_MSG(atof(f[10]) > 0, "inc at 5%%: no retransmission");
+        if (!inc)
+            CHECK(f[10][0] == '\0');
+        rows++;
+    }
+    free(text);
+    CHECK_EQ_INT(rows, 4);
     return TEST_PASSED;
 }
 

@@ -250,7 +250,8 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
         memset(w->recv[r], CN_SENT, w->cap);
         before[r] = cw_payload_bytes(w, r);
         rexmit[r] =
-            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits;
+            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
+            host_engine_counters(memnet_host(w->net, w->g, r))->fast_retransmits;
         snd[r] = w->send[r];
         if (root < 0 || r == root)
             rcv[r] = w->recv[r];
@@ -273,7 +274,9 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
                 if (w->recv[r][i] != CN_SENT)
                     CFAIL("gather to %d: rank %d's buffer written", root, r);
         }
-        if (host_engine_counters(memnet_host(w->net, w->g, r))->retransmits !=
+        if (host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
+                host_engine_counters(memnet_host(w->net, w->g, r))
+                    ->fast_retransmits !=
             rexmit[r])
             continue; /* resent pieces count twice */
         if (sent < block || sent > block + WIRE_PIECE_LEN * pieces)
@@ -343,7 +346,8 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
         rcv[r] = w->recv[r];
         before[r] = cw_payload_bytes(w, r);
         rexmit[r] =
-            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits;
+            host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
+            host_engine_counters(memnet_host(w->net, w->g, r))->fast_retransmits;
     }
     memnet_start_split(w->net, w->g, kind, root, snd, rcv, block, dt,
                        INCOLL_OP_SUM);
@@ -362,7 +366,7 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
         if (block * ds < w->cap && w->recv[r][block * ds] != CN_SENT)
             CFAIL("%s: rank %d written past its block of %zu",
                   wire_coll_name(kind), r, block);
-        if (c->retransmits != rexmit[r] || total == 0)
+        if (c->retransmits + c->fast_retransmits != rexmit[r] || total == 0)
             continue;
         if (root >= 0 && r != root && sent != WIRE_PIECE_LEN * pkts)
             CFAIL("scatter: non-root %d sent %" PRIu64 " payload bytes, want "

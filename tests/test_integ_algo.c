@@ -48,6 +48,8 @@ TEST(integ_algo_lossy, TEST_INTEG)
         "INCOLL_FAULT_DROP=0.05 INCOLL_FAULT_SEED=3",
         "INCOLL_FAULT_DROP=0.05 INCOLL_FAULT_DUP=0.05 INCOLL_FAULT_REORDER=0.1 "
         "INCOLL_FAULT_SEED=11",
+        /* Bursts, as a queue overflowing under incast drops them. */
+        "INCOLL_FAULT_DROP=0.05 INCOLL_FAULT_BURST=4 INCOLL_FAULT_SEED=17",
     };
     char out[PATH_MAX];
     if (!have_binaries())

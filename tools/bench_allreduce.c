@@ -73,6 +73,8 @@
 /* `mpi-layer`: MPI_Allreduce through the MPI layer (libincoll_mpi's offload
  * path, on the same libincoll communicator as inc). */
 #define AR_ALGO_MPI_LAYER (INCOLL_ALGO_COUNT + 2)
+/* Loss rates of one --loss run. */
+#define AR_MAX_LOSS 16
 /* A counter the rank could not read (records and stats). */
 #define AR_NA UINT64_MAX
 
@@ -115,6 +117,10 @@ typedef struct {
     int keep;
     int timeout_s;
     int dry_run;
+    double loss[AR_MAX_LOSS]; /* --loss: drop rates, one run each */
+    int nloss;
+    double burst;             /* --burst: mean burst length (1 = none) */
+    int rounds;               /* --rounds: the loss rates this many times */
     /* Rank only. */
     const char *out;
     const char *progress;
@@ -306,6 +312,19 @@ static void usage(FILE *out)
         "--csv`)\n"
         "                    on the same links: adds inc's bandwidth as a\n"
         "                    share of ping-pong's, and its line to the plot\n"
+        "  --loss LIST       drop rates, e.g. 0,0.001,0.01,0.05: one run per\n"
+        "                    rate (a fabric brought up per run, its daemons\n"
+        "                    and hosts dropping what they send at that rate,\n"
+        "                    INCOLL_FAULT_DROP), then a table of goodput\n"
+        "                    (bytes / avg latency, and as a share of the\n"
+        "                    same algorithm's at the lowest rate) and p50/p99\n"
+        "                    latency per rate; --csv and --plot then hold\n"
+        "                    goodput vs loss rate. With --fabric only the\n"
+        "                    ranks drop (the daemons keep their own knobs)\n"
+        "  --burst L         drops in bursts of L datagrams on average\n"
+        "                    (INCOLL_FAULT_BURST; default 1: independent)\n"
+        "  --rounds N        run the list of rates N times, interleaved, and\n"
+        "                    pool the samples (default 1)\n"
         "  --keep            keep the scratch directory (raw records, logs)\n"
         "  --timeout SEC     stop the ranks after SEC seconds (default 1800)\n"
         "\n"
@@ -330,6 +349,9 @@ enum {
     OPT_OUT,
     OPT_PROGRESS,
     OPT_REFERENCE,
+    OPT_LOSS,
+    OPT_BURST,
+    OPT_ROUNDS,
 };
 
 static const struct option ar_longopts[] = {
@@ -350,9 +372,36 @@ static const struct option ar_longopts[] = {
     {"out", required_argument, NULL, OPT_OUT},
     {"progress", required_argument, NULL, OPT_PROGRESS},
     {"reference", required_argument, NULL, OPT_REFERENCE},
+    {"loss", required_argument, NULL, OPT_LOSS},
+    {"burst", required_argument, NULL, OPT_BURST},
+    {"rounds", required_argument, NULL, OPT_ROUNDS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* "0,0.001,0.01": distinct drop rates in [0, 0.9], in the given order. */
+static int parse_loss(const char *text, ar_opts_t *o)
+{
+    const char *p = text;
+    o->nloss = 0;
+    while (*p) {
+        char *end;
+        double v;
+        errno = 0;
+        v = strtod(p, &end);
+        if (errno || end == p || !(v >= 0 && v <= 0.9) ||
+            o->nloss == AR_MAX_LOSS || (*end && *end != ','))
+            return -1;
+        for (int i = 0; i < o->nloss; i++)
+            if (o->loss[i] == v)
+                return -1;
+        o->loss[o->nloss++] = v;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return -1;
+    }
+    return o->nloss > 0 ? 0 : -1;
+}
 
 /* Parses argv into o. Returns 0, 1 after --help, or 2 after a message. */
 static int parse_args(int argc, char **argv, ar_opts_t *o, const char *who)
@@ -466,6 +515,37 @@ static int parse_args(int argc, char **argv, ar_opts_t *o, const char *who)
         case OPT_REFERENCE:
             o->reference = optarg;
             break;
+        case OPT_LOSS:
+            if (parse_loss(optarg, o) != 0) {
+                fprintf(stderr,
+                        "incoll %s: bad --loss '%s' (want up to %d "
+                        "distinct drop rates in [0, 0.9], comma-separated, "
+                        "e.g. 0,0.001,0.01,0.05)\n",
+                        who, optarg, AR_MAX_LOSS);
+                return 2;
+            }
+            break;
+        case OPT_BURST: {
+            char *end;
+            errno = 0;
+            o->burst = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->burst >= 1) ||
+                o->burst > 1000) {
+                fprintf(stderr,
+                        "incoll %s: --burst wants a mean burst length in "
+                        "datagrams, 1..1000, not '%s'\n",
+                        who, optarg);
+                return 2;
+            }
+            break;
+        }
+        case OPT_ROUNDS:
+            if (parse_int(optarg, 1, 100, &o->rounds) != 0) {
+                fprintf(stderr, "incoll %s: --rounds wants 1..100, not '%s'\n",
+                        who, optarg);
+                return 2;
+            }
+            break;
         case 'h':
             usage(stdout);
             return 1;
@@ -498,6 +578,20 @@ static int parse_args(int argc, char **argv, ar_opts_t *o, const char *who)
                 who);
         return 2;
     }
+    if ((o->burst > 0 || o->rounds > 0) && o->nloss == 0) {
+        fprintf(stderr, "incoll %s: --burst and --rounds go with --loss\n",
+                who);
+        return 2;
+    }
+    if (o->nloss > 0 && (has_mpi(o) || o->reference)) {
+        fprintf(stderr,
+                "incoll %s: --loss runs libincoll's algorithms: not with "
+                "mpi, mpi-layer or --reference\n",
+                who);
+        return 2;
+    }
+    if (o->rounds == 0)
+        o->rounds = 1;
     o->min_size = round_size(o->min_size);
     o->max_size = round_size(o->max_size);
     if (o->max_size > (1u << 30)) {
@@ -764,8 +858,10 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 if (!active(&o, ai, sizes[s]))
                     continue;
                 const udp_counters_t *uc = udp_counters(ctx->sock);
+                /* No in-network engine when the communicator could not
+                 * get a group: inc then fails with the reason. */
                 const host_engine_counters_t *hc =
-                    host_engine_counters(comm->eng);
+                    comm->eng ? host_engine_counters(comm->eng) : NULL;
                 uint64_t c0, c1, b0 = 0, p0 = 0, r0, t0, t1, b1 = 0, p1 = 0;
                 int is_mpi = algo == AR_ALGO_MPI, mpi_ret = 0;
                 pattern_t pat;
@@ -791,7 +887,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     b0 = uc->tx_bytes;
                     p0 = uc->tx_packets;
                 }
-                r0 = hc->retransmits;
+                r0 = hc ? hc->retransmits + hc->fast_retransmits : 0;
                 t0 = bench_now_ns();
                 if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
                     mpi_ret = is_mpi ? mpi->allreduce(send, recv, count)
@@ -830,7 +926,9 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     if (!is_mpi) {
                         r->tx_bytes = uc->tx_bytes - b0;
                         r->tx_packets = uc->tx_packets - p0;
-                        r->retrans = hc->retransmits - r0;
+                        r->retrans =
+                            hc ? hc->retransmits + hc->fast_retransmits - r0
+                               : AR_NA;
                     } else if (have_uplink) {
                         r->tx_bytes = b1 - b0;
                         r->tx_packets = p1 - p0;
@@ -1318,6 +1416,17 @@ static void print_table(const ar_opts_t *o, const bench_fabric_t *f,
     }
 }
 
+/* Writes out and closes a CSV file: 0, or -1 after a message. */
+static int close_csv(FILE *fp, const char *path)
+{
+    if (fclose(fp) != 0) {
+        fprintf(stderr, "incoll bench allreduce: cannot write %s: %s\n", path,
+                strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int write_csv(const char *path, const ar_opts_t *o,
                      const bench_fabric_t *f, const size_t *sizes, int nsizes,
                      const ar_stat_t *stats)
@@ -1367,12 +1476,7 @@ static int write_csv(const char *path, const ar_opts_t *o,
                     f->link_rate);
         }
     }
-    if (fclose(fp) != 0) {
-        fprintf(stderr, "incoll bench allreduce: cannot write %s: %s\n", path,
-                strerror(errno));
-        return -1;
-    }
-    return 0;
+    return close_csv(fp, path);
 }
 
 static int write_plot(const char *path, const ar_opts_t *o,
@@ -1429,10 +1533,405 @@ static int write_plot(const char *path, const ar_opts_t *o,
     return ret;
 }
 
-int bench_allreduce_main(int argc, char **argv)
+/*
+ * Gets the fabric (bench_fabric_open: the caller closes it, also on
+ * failure), runs the ranks on it and reads their records into *recs_p
+ * (f->hosts arrays the caller frees). Returns 0, or the exit code (1, or
+ * 130 when interrupted) after a message.
+ */
+static int run_on_fabric(const ar_opts_t *o, const size_t *sizes, int nsizes,
+                         bench_fabric_t *f, ar_rec_t ***recs_p)
 {
     const char *who = "bench allreduce";
     bench_fabric_opts_t fo;
+    uint64_t nrecs = 0;
+    int rc;
+
+    *recs_p = NULL;
+    memset(&fo, 0, sizeof(fo));
+    fo.fabric_dir = o->fabric;
+    fo.emulate = o->emulate;
+    fo.hosts = o->hosts;
+    fo.radix = o->radix;
+    fo.link_rate = o->link_rate;
+    fo.keep = o->keep;
+    fo.who = who;
+    if (bench_fabric_open(f, &fo) != 0)
+        return bench_interrupted() ? 130 : 1;
+    if (o->fabric && f->hosts != o->hosts) {
+        fprintf(stderr, "incoll %s: the fabric in %s has %d hosts, not -n %d\n",
+                who, f->dir, f->hosts, o->hosts);
+        return 1;
+    }
+    {
+        char out[PATH_MAX], progress[PATH_MAX + 16], sz[64], iters[16],
+            warm[16], algos[128], timeout[16];
+        char *args[24];
+        int a = 0;
+        char lo[24], hi[24];
+        snprintf(out, sizeof(out), "%s", f->work);
+        snprintf(progress, sizeof(progress), "%s/progress", f->work);
+        snprintf(sz, sizeof(sz), "%s:%s",
+                 bench_size_str(o->min_size, lo, sizeof(lo)),
+                 bench_size_str(o->max_size, hi, sizeof(hi)));
+        snprintf(iters, sizeof(iters), "%d", o->iters);
+        snprintf(warm, sizeof(warm), "%d", o->warmup);
+        snprintf(timeout, sizeof(timeout), "%d", o->timeout_s);
+        algos_str(o, algos, sizeof(algos));
+        args[a++] = "_allreduce";
+        args[a++] = "--sizes";
+        args[a++] = sz;
+        args[a++] = "--algos";
+        args[a++] = algos;
+        if (o->iters > 0) {
+            args[a++] = "--iters";
+            args[a++] = iters;
+        }
+        if (o->warmup >= 0) {
+            args[a++] = "--warmup";
+            args[a++] = warm;
+        }
+        args[a++] = "--out";
+        args[a++] = out;
+        args[a++] = "--progress";
+        args[a++] = progress;
+        args[a] = NULL;
+        {
+            char desc[256];
+            describe_fabric(f, desc, sizeof(desc));
+            fprintf(stderr, "incoll %s: %s; sizes %s, algorithms %s\n", who,
+                    desc, sz, algos);
+        }
+        if (shm_barrier_create(f->work) != 0) {
+            fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
+                    f->work, strerror(errno));
+            return 1;
+        }
+        /* With mpi the ranks run under mpirun, in the MPI worker. */
+        rc = has_mpi(o) ? bench_launch_mpi(f, args, progress, o->timeout_s)
+                         : bench_launch(f, args, progress, o->timeout_s);
+        if (bench_interrupted()) {
+            fprintf(stderr, "incoll %s: interrupted; tearing down\n", who);
+            return 130;
+        }
+        if (rc != 0) {
+            fprintf(stderr,
+                    "incoll %s: the run failed (incoll %s exited %d; "
+                    "the failing rank said why above): no results\n",
+                    who, has_mpi(o) ? "mpirun" : "run", rc);
+            return 1;
+        }
+    }
+    for (int s = 0; s < nsizes; s++)
+        nrecs +=
+            (uint64_t)iters_for(o, sizes[s]) * (uint64_t)nactive(o, sizes[s]);
+    *recs_p = calloc((size_t)f->hosts, sizeof(**recs_p));
+    if (*recs_p == NULL ||
+        load_records(f->work, f->hosts, nsizes, o->nalgos, nrecs, *recs_p) != 0)
+        return 1;
+    return 0;
+}
+
+/* ---- --loss: goodput and latency against the drop rate --------------- */
+
+/* One (rate, size, algorithm): every rank's latency of every timed
+ * operation, over all rounds. */
+typedef struct {
+    double *lat_us;
+    size_t n, cap;
+    double retrans; /* summed over rank-operations */
+    int retrans_na;
+} ar_loss_acc_t;
+
+typedef struct {
+    double avg_us, p50_us, p99_us, bw_MBps, share, retrans;
+    size_t n;
+} ar_loss_stat_t;
+
+/* Where rate li, size s and algorithm ai are in the per-rate arrays. */
+static size_t loss_idx(const ar_opts_t *o, int nsizes, int li, int s, int ai)
+{
+    return ((size_t)li * (size_t)nsizes + (size_t)s) * (size_t)o->nalgos +
+           (size_t)ai;
+}
+
+
+/* Adds the records of one run at rate index li into
+ * acc[loss_idx(li, s, ai)]. */
+static int loss_accumulate(const ar_opts_t *o, const size_t *sizes,
+                           int nsizes, int nranks, ar_rec_t **recs, int li,
+                           ar_loss_acc_t *acc)
+{
+    uint64_t base = 0;
+    for (int s = 0; s < nsizes; s++) {
+        uint64_t nops = (uint64_t)iters_for(o, sizes[s]) *
+                        (uint64_t)nactive(o, sizes[s]);
+        for (uint64_t p = base; p < base + nops; p++) {
+            uint32_t ai = recs[0][p].algo_idx;
+            ar_loss_acc_t *a;
+            if (ai >= (uint32_t)o->nalgos)
+                return -1;
+            a = &acc[loss_idx(o, nsizes, li, s, (int)ai)];
+            for (int r = 0; r < nranks; r++) {
+                const ar_rec_t *rc = &recs[r][p];
+                if (a->n == a->cap) {
+                    size_t ncap = a->cap ? 2 * a->cap : 256;
+                    double *nl = realloc(a->lat_us, ncap * sizeof(double));
+                    if (nl == NULL)
+                        return -1;
+                    a->lat_us = nl;
+                    a->cap = ncap;
+                }
+                a->lat_us[a->n++] = (double)(rc->end_ns - rc->start_ns) / 1e3;
+                if (rc->retrans == AR_NA || o->algos[ai] != INCOLL_ALGO_INC)
+                    a->retrans_na = 1;
+                else
+                    a->retrans += (double)rc->retrans;
+            }
+        }
+        base += nops;
+    }
+    return 0;
+}
+
+static void print_loss_table(const ar_opts_t *o, const bench_fabric_t *f,
+                             const size_t *sizes, int nsizes, int base_li,
+                             const ar_loss_stat_t *st)
+{
+    char desc[256], rt[32];
+    describe_fabric(f, desc, sizeof(desc));
+    printf("# incoll bench allreduce --loss: %s\n", desc);
+    printf("# every daemon and host drops what it sends with the given "
+           "probability (INCOLL_FAULT_DROP)%s; %d round%s, rates "
+           "interleaved; every result verified\n",
+           o->burst > 1 ? ", in bursts (INCOLL_FAULT_BURST)" : "", o->rounds,
+           o->rounds == 1 ? "" : "s");
+    if (o->burst > 1)
+        printf("# mean burst length %g datagrams\n", o->burst);
+    printf("# latency of every rank's every operation: avg, p50, p99; "
+           "goodput MB/s = bytes / avg latency; share: of the same "
+           "algorithm's goodput at loss %g%%; retr/op: inc's "
+           "retransmissions (timeout, fast and probe) per rank and "
+           "operation\n",
+           100 * o->loss[base_li]);
+    printf("%8s %-12s %9s %7s %11s %11s %11s %9s %7s %8s\n", "loss(%)",
+           "algo", "bytes", "samples", "avg(us)", "p50(us)", "p99(us)",
+           "MB/s", "share", "retr/op");
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < o->nalgos; ai++)
+            for (int li = 0; li < o->nloss; li++) {
+                const ar_loss_stat_t *x =
+                    &st[loss_idx(o, nsizes, li, s, ai)];
+                if (x->n == 0)
+                    continue;
+                printf("%8.2f %-12s %9zu %7zu %11.1f %11.1f %11.1f %9.2f "
+                       "%6.1f%% %8s\n",
+                       100 * o->loss[li], algo_str(o->algos[ai]), sizes[s],
+                       x->n, x->avg_us, x->p50_us, x->p99_us, x->bw_MBps,
+                       100 * x->share, num_str(x->retrans, 2, rt, sizeof(rt)));
+            }
+}
+
+static int write_loss_csv(const char *path, const ar_opts_t *o,
+                          const bench_fabric_t *f, const size_t *sizes,
+                          int nsizes, const ar_loss_stat_t *st)
+{
+    FILE *fp = bench_fopen_out(path, "bench allreduce");
+    if (fp == NULL)
+        return -1;
+    fprintf(fp, "loss,burst,algo,bytes,samples,avg_us,p50_us,p99_us,"
+                "goodput_MBps,goodput_share,retransmits_per_op,hosts,"
+                "emulated,link_rate_bps\n");
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < o->nalgos; ai++)
+            for (int li = 0; li < o->nloss; li++) {
+                const ar_loss_stat_t *x =
+                    &st[loss_idx(o, nsizes, li, s, ai)];
+                char rt[32];
+                if (x->n == 0)
+                    continue;
+                if (isnan(x->retrans))
+                    rt[0] = '\0';
+                else
+                    snprintf(rt, sizeof(rt), "%.3f", x->retrans);
+                fprintf(fp,
+                        "%g,%g,%s,%zu,%zu,%.3f,%.3f,%.3f,%.4f,%.4f,%s,%d,%d,"
+                        "%" PRIu64 "\n",
+                        o->loss[li], o->burst > 1 ? o->burst : 1,
+                        algo_str(o->algos[ai]), sizes[s], x->n, x->avg_us,
+                        x->p50_us, x->p99_us, x->bw_MBps, x->share, rt,
+                        f->hosts, f->emulated, f->link_rate);
+            }
+    return close_csv(fp, path);
+}
+
+static int write_loss_plot(const char *path, const ar_opts_t *o,
+                           const bench_fabric_t *f, const size_t *sizes,
+                           int nsizes, const ar_loss_stat_t *st)
+{
+    int ns = 0, ret;
+    size_t cap = (size_t)nsizes * (size_t)o->nalgos;
+    plot_xy_series_t *series = calloc(cap, sizeof(*series));
+    double *buf = calloc(cap * 2 * (size_t)o->nloss, sizeof(double));
+    char(*names)[48] = calloc(cap, sizeof(*names));
+    char title[400], desc[256], sz[32];
+
+    if (series == NULL || buf == NULL || names == NULL) {
+        free(series);
+        free(buf);
+        free(names);
+        return -1;
+    }
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < o->nalgos; ai++) {
+            double *x = buf + (size_t)ns * 2 * (size_t)o->nloss;
+            int n = 0;
+            for (int li = 0; li < o->nloss; li++) {
+                const ar_loss_stat_t *v =
+                    &st[loss_idx(o, nsizes, li, s, ai)];
+                if (v->n == 0)
+                    continue;
+                x[n] = 100 * o->loss[li];
+                x[o->nloss + n] = 100 * v->share;
+                n++;
+            }
+            if (n == 0)
+                continue;
+            snprintf(names[ns], sizeof(names[ns]), "%s %s",
+                     algo_str(o->algos[ai]),
+                     bench_size_str(sizes[s], sz, sizeof(sz)));
+            series[ns].name = names[ns];
+            series[ns].n = n;
+            series[ns].x = x;
+            series[ns].y = x + o->nloss;
+            ns++;
+        }
+    describe_fabric(f, desc, sizeof(desc));
+    snprintf(title, sizeof(title), "incoll allreduce goodput under loss%s: %s",
+             o->burst > 1 ? " (bursts)" : "", desc);
+    ret = bench_plot_xy_write(path, title, "loss rate (% of datagrams dropped)",
+                              "goodput (% of the same algorithm's at the "
+                              "lowest rate)",
+                              series, ns);
+    free(series);
+    free(buf);
+    free(names);
+    return ret;
+}
+
+/* Sets the fault knobs every process started from now on inherits. */
+static void loss_env(const ar_opts_t *o, double p, int round)
+{
+    char v[64];
+    snprintf(v, sizeof(v), "%.17g", p);
+    setenv("INCOLL_FAULT_DROP", v, 1);
+    snprintf(v, sizeof(v), "%.17g", o->burst > 1 ? o->burst : 1);
+    setenv("INCOLL_FAULT_BURST", v, 1);
+    /* Another seed every round, so the rounds see other drops. */
+    snprintf(v, sizeof(v), "%d", round + 1);
+    setenv("INCOLL_FAULT_SEED", v, 1);
+}
+
+/*
+ * `--loss`: for every round and every rate in turn, a fabric (brought up
+ * with the rate in the environment, so its daemons drop too, or the one
+ * of --fabric), the ranks, and their records pooled per rate; then the
+ * table, the CSV and the plot of goodput vs loss rate.
+ */
+static int run_loss(const ar_opts_t *o, const size_t *sizes, int nsizes)
+{
+    size_t nacc = (size_t)o->nloss * (size_t)nsizes * (size_t)o->nalgos;
+    ar_loss_acc_t *acc = calloc(nacc, sizeof(*acc));
+    ar_loss_stat_t *st = calloc(nacc, sizeof(*st));
+    bench_fabric_t f, last;
+    int ret = 1, base_li = 0;
+
+    memset(&last, 0, sizeof(last));
+    if (acc == NULL || st == NULL)
+        goto out;
+    for (int li = 1; li < o->nloss; li++)
+        if (o->loss[li] < o->loss[base_li])
+            base_li = li;
+    for (int round = 0; round < o->rounds; round++) {
+        for (int li = 0; li < o->nloss; li++) {
+            ar_rec_t **recs = NULL;
+            int rc;
+            fprintf(stderr,
+                    "incoll bench allreduce: round %d/%d, loss %g%%%s\n",
+                    round + 1, o->rounds, 100 * o->loss[li],
+                    o->burst > 1 ? " in bursts" : "");
+            loss_env(o, o->loss[li], round);
+            memset(&f, 0, sizeof(f));
+            rc = run_on_fabric(o, sizes, nsizes, &f, &recs);
+            if (rc == 0 && loss_accumulate(o, sizes, nsizes, f.hosts, recs,
+                                           li, acc) != 0)
+                rc = 1;
+            if (recs)
+                for (int r = 0; r < f.hosts; r++)
+                    free(recs[r]);
+            free(recs);
+            last = f; /* its shape, for the table's heading */
+            bench_fabric_close(&f);
+            if (rc != 0) {
+                ret = rc;
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < nacc; i++) {
+        ar_loss_acc_t *a = &acc[i];
+        double sum = 0;
+        if (a->n == 0)
+            continue;
+        qsort(a->lat_us, a->n, sizeof(double), cmp_double);
+        for (size_t k = 0; k < a->n; k++)
+            sum += a->lat_us[k];
+        st[i].n = a->n;
+        st[i].avg_us = sum / (double)a->n;
+        st[i].p50_us = quantile(a->lat_us, a->n, 0.5);
+        st[i].p99_us = quantile(a->lat_us, a->n, 0.99);
+        st[i].retrans = a->retrans_na ? NAN : a->retrans / (double)a->n;
+    }
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < o->nalgos; ai++) {
+            size_t b = loss_idx(o, nsizes, base_li, s, ai);
+            for (int li = 0; li < o->nloss; li++) {
+                ar_loss_stat_t *x =
+                    &st[loss_idx(o, nsizes, li, s, ai)];
+                if (x->n == 0)
+                    continue;
+                x->bw_MBps = (double)sizes[s] / x->avg_us;
+                x->share = st[b].avg_us > 0 ? st[b].avg_us / x->avg_us : 0;
+            }
+        }
+    print_loss_table(o, &last, sizes, nsizes, base_li, st);
+    fflush(stdout);
+    ret = 0;
+    if (o->csv) {
+        if (write_loss_csv(o->csv, o, &last, sizes, nsizes, st) != 0)
+            ret = 1;
+        else
+            fprintf(stderr, "incoll bench allreduce: wrote %s\n", o->csv);
+    }
+    if (o->plot) {
+        if (write_loss_plot(o->plot, o, &last, sizes, nsizes, st) != 0)
+            ret = 1;
+        else
+            fprintf(stderr, "incoll bench allreduce: wrote %s\n", o->plot);
+    }
+out:
+    for (size_t i = 0; acc && i < nacc; i++)
+        free(acc[i].lat_us);
+    free(acc);
+    free(st);
+    if (bench_interrupted() && ret == 0)
+        ret = 130;
+    return ret;
+}
+
+int bench_allreduce_main(int argc, char **argv)
+{
+    const char *who = "bench allreduce";
     bench_fabric_t f;
     ar_opts_t o;
     size_t *sizes = NULL;
@@ -1440,8 +1939,8 @@ int bench_allreduce_main(int argc, char **argv)
     ar_stat_t *stats = NULL;
     ar_ref_t ref;
     int nsizes, rc, ret = 1;
-    uint64_t nrecs = 0;
 
+    memset(&f, 0, sizeof(f));
     rc = parse_args(argc, argv, &o, who);
     if (rc == 1)
         return 0;
@@ -1478,90 +1977,18 @@ int bench_allreduce_main(int argc, char **argv)
         }
     }
 
-    memset(&fo, 0, sizeof(fo));
-    fo.fabric_dir = o.fabric;
-    fo.emulate = o.emulate;
-    fo.hosts = o.hosts;
-    fo.radix = o.radix;
-    fo.link_rate = o.link_rate;
-    fo.keep = o.keep;
-    fo.who = who;
-    if (bench_fabric_open(&f, &fo) != 0) {
+    if (o.nloss > 0) {
+        ret = run_loss(&o, sizes, nsizes);
         free(sizes);
-        return bench_interrupted() ? 130 : 1;
+        return ret;
     }
-    if (o.fabric && f.hosts != o.hosts) {
-        fprintf(stderr, "incoll %s: the fabric in %s has %d hosts, not -n %d\n",
-                who, f.dir, f.hosts, o.hosts);
+    rc = run_on_fabric(&o, sizes, nsizes, &f, &recs);
+    if (rc != 0) {
+        ret = rc;
         goto out;
     }
-    {
-        char out[PATH_MAX], progress[PATH_MAX + 16], sz[64], iters[16],
-            warm[16], algos[128], timeout[16];
-        char *args[24];
-        int a = 0;
-        char lo[24], hi[24];
-        snprintf(out, sizeof(out), "%s", f.work);
-        snprintf(progress, sizeof(progress), "%s/progress", f.work);
-        snprintf(sz, sizeof(sz), "%s:%s",
-                 bench_size_str(o.min_size, lo, sizeof(lo)),
-                 bench_size_str(o.max_size, hi, sizeof(hi)));
-        snprintf(iters, sizeof(iters), "%d", o.iters);
-        snprintf(warm, sizeof(warm), "%d", o.warmup);
-        snprintf(timeout, sizeof(timeout), "%d", o.timeout_s);
-        algos_str(&o, algos, sizeof(algos));
-        args[a++] = "_allreduce";
-        args[a++] = "--sizes";
-        args[a++] = sz;
-        args[a++] = "--algos";
-        args[a++] = algos;
-        if (o.iters > 0) {
-            args[a++] = "--iters";
-            args[a++] = iters;
-        }
-        if (o.warmup >= 0) {
-            args[a++] = "--warmup";
-            args[a++] = warm;
-        }
-        args[a++] = "--out";
-        args[a++] = out;
-        args[a++] = "--progress";
-        args[a++] = progress;
-        args[a] = NULL;
-        {
-            char desc[256];
-            describe_fabric(&f, desc, sizeof(desc));
-            fprintf(stderr, "incoll %s: %s; sizes %s, algorithms %s\n", who,
-                    desc, sz, algos);
-        }
-        if (shm_barrier_create(f.work) != 0) {
-            fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
-                    f.work, strerror(errno));
-            goto out;
-        }
-        /* With mpi the ranks run under mpirun, in the MPI worker. */
-        rc = has_mpi(&o) ? bench_launch_mpi(&f, args, progress, o.timeout_s)
-                         : bench_launch(&f, args, progress, o.timeout_s);
-        if (bench_interrupted()) {
-            fprintf(stderr, "incoll %s: interrupted; tearing down\n", who);
-            ret = 130;
-            goto out;
-        }
-        if (rc != 0) {
-            fprintf(stderr,
-                    "incoll %s: the run failed (incoll %s exited %d; "
-                    "the failing rank said why above): no results\n",
-                    who, has_mpi(&o) ? "mpirun" : "run", rc);
-            goto out;
-        }
-    }
-    for (int s = 0; s < nsizes; s++)
-        nrecs +=
-            (uint64_t)iters_for(&o, sizes[s]) * (uint64_t)nactive(&o, sizes[s]);
-    recs = calloc((size_t)f.hosts, sizeof(*recs));
     stats = calloc((size_t)nsizes * (size_t)o.nalgos, sizeof(*stats));
-    if (recs == NULL || stats == NULL ||
-        load_records(f.work, f.hosts, nsizes, o.nalgos, nrecs, recs) != 0 ||
+    if (stats == NULL ||
         compute_stats(&o, sizes, nsizes, f.hosts, recs, stats) != 0)
         goto out;
     print_table(&o, &f, sizes, nsizes, stats, o.reference ? &ref : NULL);

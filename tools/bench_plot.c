@@ -13,6 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static int run_gnuplot(FILE *f, const char *gnuplot, const char *gp);
+
+static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
+                               "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"};
+
 static const char *gnuplot_path(void)
 {
     static const char *cands[] = {"/usr/bin/gnuplot", "/usr/local/bin/gnuplot",
@@ -92,15 +97,11 @@ static void put_panel(FILE *f, const plot_opts_t *o, const plot_series_t *s,
 int bench_plot_write(const char *png_path, const plot_opts_t *o,
                      const plot_series_t *s, int ns)
 {
-    static const char *colors[] = {"#d62728", "#1f77b4", "#2ca02c", "#9467bd",
-                                   "#ff7f0e", "#8c564b", "#17becf", "#7f7f7f"};
     char gp[PATH_MAX];
     const char *gnuplot = gnuplot_path();
     size_t len = strlen(png_path);
     double xmin = 0, xmax = 0, lat_min = 0;
     FILE *f;
-    pid_t pid;
-    int st;
 
     if (gnuplot == NULL) {
         fprintf(stderr, "incoll bench: gnuplot not found: install it with "
@@ -162,6 +163,16 @@ int bench_plot_write(const char *png_path, const plot_opts_t *o,
                "set yrange [*:*]\n");
     put_panel(f, o, s, ns, 1);
     fprintf(f, "unset multiplot\n");
+    return run_gnuplot(f, gnuplot, gp);
+}
+
+/* Closes the script f (written to gp) and runs gnuplot on it. Returns 0
+ * or -1 (printed). */
+static int run_gnuplot(FILE *f, const char *gnuplot, const char *gp)
+{
+    pid_t pid;
+    int st;
+
     if (fclose(f) != 0) {
         fprintf(stderr, "incoll bench: cannot write %s: %s\n", gp,
                 strerror(errno));
@@ -189,4 +200,67 @@ int bench_plot_write(const char *png_path, const plot_opts_t *o,
         return -1;
     }
     return 0;
+}
+
+/* Opens png_path's script (png_path with .gp for .png) for writing. */
+static FILE *open_script(const char *png_path, char *gp, size_t gplen)
+{
+    size_t len = strlen(png_path);
+    FILE *f;
+    if (len < 4 || len + 1 > gplen) {
+        fprintf(stderr, "incoll bench: bad plot file name %s\n", png_path);
+        return NULL;
+    }
+    snprintf(gp, gplen, "%.*s.gp", (int)(len - 4), png_path);
+    f = fopen(gp, "w");
+    if (f == NULL)
+        fprintf(stderr, "incoll bench: cannot write %s: %s\n", gp,
+                strerror(errno));
+    return f;
+}
+
+int bench_plot_xy_write(const char *png_path, const char *title,
+                        const char *xlabel, const char *ylabel,
+                        const plot_xy_series_t *s, int ns)
+{
+    char gp[PATH_MAX];
+    const char *gnuplot = gnuplot_path();
+    FILE *f;
+
+    if (gnuplot == NULL) {
+        fprintf(stderr, "incoll bench: gnuplot not found: install it with "
+                        "`apt-get install gnuplot-nox` (or `make deps`)\n");
+        return -1;
+    }
+    f = open_script(png_path, gp, sizeof(gp));
+    if (f == NULL)
+        return -1;
+    for (int i = 0; i < ns; i++) {
+        fprintf(f, "$d%d << EOD\n# x y (%s)\n", i, s[i].name);
+        for (int k = 0; k < s[i].n; k++)
+            fprintf(f, "%.6g %.6g\n", s[i].x[k], s[i].y[k]);
+        fprintf(f, "EOD\n");
+    }
+    fprintf(f, "set terminal pngcairo size 1000,650 enhanced font "
+               "\"DejaVu Sans,11\"\nset output ");
+    put_quoted(f, png_path);
+    fprintf(f, "\nset title ");
+    put_quoted(f, title ? title : "incoll");
+    fprintf(f, "\nset xlabel ");
+    put_quoted(f, xlabel);
+    fprintf(f, "\nset ylabel ");
+    put_quoted(f, ylabel);
+    fprintf(f, "\nset grid\nset key bottom left box opaque\n"
+               "set yrange [0:*]\nset xrange [0:*]\n");
+    for (int i = 0; i < ns; i++)
+        fprintf(f, "set style line %d lc rgb \"%s\" lw 2 pt %d ps 1.2\n",
+                i + 1, colors[i % 8], 5 + 2 * (i % 4));
+    fprintf(f, "plot ");
+    for (int i = 0; i < ns; i++) {
+        fprintf(f, "%s$d%d using 1:2 with linespoints ls %d title ",
+                i ? ", \\\n     " : "", i, i + 1);
+        put_quoted(f, s[i].name);
+    }
+    fprintf(f, "\n");
+    return run_gnuplot(f, gnuplot, gp);
 }

@@ -32,4 +32,21 @@ typedef struct {
 int bench_plot_write(const char *png_path, const plot_opts_t *opts,
                      const plot_series_t *series, int nseries);
 
+/* One curve of an x-y plot (bench_plot_xy_write). */
+typedef struct {
+    const char *name;
+    int n;
+    const double *x;
+    const double *y;
+} plot_xy_series_t;
+
+/*
+ * A plain x-y plot, linear axes, one curve per series: e.g. goodput
+ * against loss rate (`bench allreduce --loss`). Writes png_path and its
+ * .gp script as bench_plot_write does. Returns 0 or -1 (printed).
+ */
+int bench_plot_xy_write(const char *png_path, const char *title,
+                        const char *xlabel, const char *ylabel,
+                        const plot_xy_series_t *series, int nseries);
+
 #endif

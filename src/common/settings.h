@@ -73,7 +73,7 @@
       "segments in flight per group; 0 uses the group's slot count") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
       "first retransmission timeout") \
-    X(RTO_MIN_US, US, "5ms", "1us..60s", "host", \
+    X(RTO_MIN_US, US, "200us", "1us..60s", "host", \
       "lower bound of the adaptive timeout") \
     X(RTO_MAX_US, US, "250ms", "1us..600s", "host", \
       "upper bound of the timeout with backoff") \
@@ -130,6 +130,9 @@
       "probability of sending a datagram twice") \
     X(FAULT_REORDER, REAL, "0", "0..1", "fault", \
       "probability of holding a datagram behind later ones") \
+    X(FAULT_BURST, REAL, "1", "1..1000000", "fault", \
+      "mean length in datagrams of the bursts INCOLL_FAULT_DROP drops in " \
+      "(same loss rate); 1 drops each datagram independently") \
     X(FAULT_SEED, INT, "1", "0..", "fault", "seed of the fault injection") \
     X(AGG_FAULT_DROP_RESULTS, INT, "", "0..", "fault", \
       "an AN drops the result packets of the first group it serves after " \

@@ -56,6 +56,7 @@ struct udp_sock {
 
     /* Fault injection; all zero means off. */
     double p_drop, p_dup, p_reorder;
+    udp_loss_t loss;
     uint64_t rng;
 };
 
@@ -77,6 +78,26 @@ static uint64_t rng_next(uint64_t *state)
 static double rng_unit(uint64_t *state)
 {
     return (double)(rng_next(state) >> 11) * 0x1.0p-53;
+}
+
+int udp_loss_next(udp_loss_t *loss, double u)
+{
+    double start;
+
+    if (loss->p <= 0)
+        return 0;
+    if (loss->burst <= 1 || loss->p >= 1)
+        return u < loss->p;
+    if (loss->bad) {
+        /* Geometric lengths of mean burst: go on with 1 - 1/burst. */
+        loss->bad = u < 1.0 - 1.0 / loss->burst;
+        return loss->bad;
+    }
+    /* Entered at this rate, the chain spends a share p of its datagrams
+     * in bursts: s / (s + 1/burst) = p. */
+    start = loss->p / (loss->burst * (1.0 - loss->p));
+    loss->bad = u < start;
+    return loss->bad;
 }
 
 static void set_bufsize(udp_sock_t *sock, int bufsize)
@@ -160,16 +181,18 @@ udp_sock_t *udp_open(uint32_t ip, uint16_t port, int bufsize, const char *who)
     sock->p_drop = setting_real(SETTING_FAULT_DROP);
     sock->p_dup = setting_real(SETTING_FAULT_DUP);
     sock->p_reorder = setting_real(SETTING_FAULT_REORDER);
+    sock->loss.p = sock->p_drop;
+    sock->loss.burst = setting_real(SETTING_FAULT_BURST);
     seed = setting_u64(SETTING_FAULT_SEED);
     /* Mix in the port so the processes of one run make different choices. */
     sock->rng = seed ^ ((uint64_t)ntohs(sa.sin_port) * 0xd1b54a32d192ed03ull);
     (void)rng_next(&sock->rng);
     if (sock->p_drop > 0 || sock->p_dup > 0 || sock->p_reorder > 0)
-        incoll_info("udp %s: fault injection on %s: drop=%g dup=%g reorder=%g "
-                    "seed=%llu",
+        incoll_info("udp %s: fault injection on %s: drop=%g burst=%g dup=%g "
+                    "reorder=%g seed=%llu",
                     sock->who, ep_text(sock->local, ep, sizeof(ep)),
-                    sock->p_drop, sock->p_dup, sock->p_reorder,
-                    (unsigned long long)seed);
+                    sock->p_drop, sock->loss.burst > 1 ? sock->loss.burst : 1,
+                    sock->p_dup, sock->p_reorder, (unsigned long long)seed);
     incoll_debug("udp %s: bound to %s", sock->who,
                  ep_text(sock->local, ep, sizeof(ep)));
     return sock;
@@ -392,9 +415,13 @@ void udp_send(udp_sock_t *sock, incoll_ep_t dst, const void *hdr,
         sock->ctr.tx_errors++;
         return;
     }
-    if (sock->p_drop > 0 && rng_unit(&sock->rng) < sock->p_drop) {
-        sock->ctr.fault_dropped++;
-        return;
+    if (sock->p_drop > 0) {
+        int was_bad = sock->loss.bad;
+        if (udp_loss_next(&sock->loss, rng_unit(&sock->rng))) {
+            sock->ctr.fault_dropped++;
+            sock->ctr.fault_bursts += !was_bad;
+            return;
+        }
     }
     if (sock->p_dup > 0 && rng_unit(&sock->rng) < sock->p_dup) {
         sock->ctr.fault_duplicated++;

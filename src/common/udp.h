@@ -8,6 +8,11 @@
  *   INCOLL_FAULT_REORDER=P  hold it back behind later ones with probability P
  *                           (held datagrams go out at the latest at the next
  *                           udp_flush() after that: nothing is held forever)
+ *   INCOLL_FAULT_BURST=L    drops come in bursts of L datagrams on average
+ *                           (geometric lengths; the loss rate stays
+ *                           INCOLL_FAULT_DROP), as a full queue under incast
+ *                           drops whatever arrives until it drains; 1 (the
+ *                           default) drops each datagram independently
  *   INCOLL_FAULT_SEED=N     seed (mixed with the local port), for repeatable runs
  */
 #ifndef INCOLL_UDP_H
@@ -20,6 +25,21 @@
 
 typedef struct udp_sock udp_sock_t;
 
+/*
+ * The loss process of the fault injection, shared with the tests'
+ * in-memory network: a two-state (Gilbert) chain whose bad state drops
+ * every datagram and lasts burst datagrams on average, entered so that
+ * the long-run loss rate is p. burst <= 1 is independent loss.
+ */
+typedef struct {
+    double p;     /* long-run loss rate, 0..1 */
+    double burst; /* mean burst length in datagrams, >= 1 */
+    int bad;      /* in a burst */
+} udp_loss_t;
+
+/* 1 when the next datagram is lost; u is uniform in [0, 1). */
+int udp_loss_next(udp_loss_t *loss, double u);
+
 typedef struct {
     incoll_ep_t src;
     size_t len;
@@ -30,6 +50,7 @@ typedef struct {
     uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
     uint64_t tx_errors;
     uint64_t fault_dropped, fault_duplicated, fault_reordered;
+    uint64_t fault_bursts; /* bursts of drops begun (INCOLL_FAULT_BURST) */
 } udp_counters_t;
 
 /*

@@ -45,6 +45,8 @@ typedef struct {
     uint8_t state;
     int arrived;
     uint64_t *seen;   /* one bit per child for the current epoch */
+    uint64_t *asked;  /* children that sent a duplicate since the
+                         aggregate last went up (see on_contrib) */
     uint8_t **contrib; /* per child, from the pool, while collecting */
     uint32_t *want;    /* splits: per child (offset, length) of the
                           segment its subtree wants, of the last epoch
@@ -69,6 +71,7 @@ typedef struct group {
     int seen_words;
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
+    uint64_t *asked_all;   /* as many, for slot_t.asked */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
     uint32_t *want_all;    /* nslots * nchildren * 2 */
     uint8_t *res_all;      /* nslots * 2 * stride bytes */
@@ -136,6 +139,7 @@ static void group_free(group_t *g)
     free(g->contrib_all);
     free(g->want_all);
     free(g->seen_all);
+    free(g->asked_all);
     free(g->res_all);
     free(g->slots);
     free(g->children);
@@ -231,6 +235,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->learned = calloc(nch, 1);
     g->slots = calloc(nslots, sizeof(*g->slots));
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
+    g->asked_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
     g->want_all = calloc(nslots * nch * 2, sizeof(uint32_t));
     g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
@@ -238,7 +243,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
     g->piece = malloc(WIRE_PIECE_LEN + g->stride);
-    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots || !g->seen_all ||
+    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots || !g->seen_all || !g->asked_all ||
         !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
@@ -252,6 +257,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
         sl->epoch = UINT32_MAX;
         sl->state = SLOT_DONE;
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
+        sl->asked = &g->asked_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
         sl->want = &g->want_all[s * nch * 2];
         sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
@@ -757,6 +763,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         sl->state = SLOT_COLLECTING;
         sl->arrived = 0;
         memset(sl->seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
+        memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
         rc = &sl->res[sl->epoch & 1];
         rc->valid = 0;
         rc->epoch = h->epoch;
@@ -791,7 +798,21 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     if (sl->seen[c / 64] & (1ull << (c % 64))) {
         agg->ctr.duplicates_dropped++;
         if (sl->state == SLOT_FORWARDED) {
-            /* Our aggregate or the parent's result was lost. */
+            /* Our aggregate or the parent's result was lost. All the
+             * children notice at about the same time (later results
+             * came, ours did not): the first to ask sends the aggregate
+             * up again, the others' copies wait until one of them asks
+             * again (a round later: the resent aggregate was lost too). */
+            uint64_t bit = 1ull << (c % 64);
+            int any = 0;
+            for (int wi = 0; wi < g->seen_words; wi++)
+                any |= sl->asked[wi] != 0;
+            if (any && !(sl->asked[c / 64] & bit)) {
+                sl->asked[c / 64] |= bit;
+                return;
+            }
+            memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+            sl->asked[c / 64] |= bit;
             agg->ctr.reforwards++;
             forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
         } else if (sl->state == SLOT_DONE) {

@@ -24,7 +24,9 @@
  *
  * Reliability is end to end, driven by the hosts' retransmissions:
  *  - a duplicate contribution for a slot already forwarded re-forwards the
- *    aggregate to the parent (which dedups it the same way);
+ *    aggregate to the parent (which dedups it the same way), once per
+ *    round: the children that ask after the first are not answered until
+ *    one of them asks again (they all notice the same loss at once);
  *  - a duplicate for a slot whose result is known resends the result to
  *    that child only;
  *  - a slot moves to epoch e+1 only when a child sends e+1, which it does

@@ -15,6 +15,7 @@
 #include "core/host_engine.h"
 
 #include "common/log.h"
+#include "core/rto.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -22,12 +23,20 @@
 
 enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
 
+/* Results of segments sent after a missing one that make it lost at once
+ * (as TCP's three duplicate acks); fewer start the reordering timer. */
+#define FAST_RETRANS_THRESH 3
+
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;   /* last transmission */
     uint64_t first_ns;  /* first transmission */
     uint64_t deadline;
-    int retries;
+    uint64_t tx;        /* engine-wide number of the last transmission */
+    uint64_t rack_due;  /* fast retransmission due (0: none) */
+    uint32_t later;     /* results of later transmissions since ours */
+    int retries;        /* silent retransmissions (drive the backoff) */
+    uint8_t resent;     /* sent more than once: no round-trip sample */
     uint8_t state;
 } seg_t;
 
@@ -57,16 +66,19 @@ struct host_engine {
     uint64_t last_progress_ns;
     incoll_status_t status;
     int failed;          /* members out of step: no further operations */
-    /* Retransmission timeout (RFC 6298 style, in ns). */
-    int64_t srtt, rttvar;
-    uint64_t rto;
+    rto_t rto;           /* retransmission timer (core/rto.h) */
+    uint64_t tx_seq;     /* transmissions so far */
+    /* Round trip without queueing: the least sample of this operation and
+     * of the one before (0: none yet). Drives the tail probe. */
+    uint64_t min_rtt, min_rtt_prev;
+    int probes;          /* tail probes since the last result */
     host_engine_counters_t ctr;
 };
 
 void host_engine_params_default(host_engine_params_t *p)
 {
     p->rto_init_ns = 20000000;
-    p->rto_min_ns = 5000000;
+    p->rto_min_ns = 200000;
     p->rto_max_ns = 250000000;
     p->max_retries = 12;
     p->progress_timeout_ns = 3000000000ull;
@@ -92,7 +104,8 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
         free(eng);
         return NULL;
     }
-    eng->rto = params->rto_init_ns;
+    rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
+             params->rto_max_ns);
     eng->status = INCOLL_OK;
     return eng;
 }
@@ -153,7 +166,6 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .total = eng->p.gen, /* CONTRIB carries the generation here */
         .offset = off,
     };
-    uint64_t backoff = eng->rto << (s->retries < 16 ? s->retries : 16);
     const uint8_t *data = eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
 
@@ -200,7 +212,10 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         data = hdr; /* no payload, but never a NULL pointer */
     wire_mac_seal(&eng->p.key, hdr, data, len);
     s->sent_ns = now;
-    s->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
+    s->deadline = now + rto_backoff(&eng->rto, (unsigned)s->retries);
+    s->tx = ++eng->tx_seq;
+    s->later = 0;
+    s->rack_due = 0;
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
     eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
@@ -215,6 +230,7 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->seq = seq;
         s->state = SEG_SENT;
         s->retries = 0;
+        s->resent = 0;
         s->first_ns = now;
         seg_send(eng, s, now, 0);
         eng->next_send++;
@@ -298,6 +314,10 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->low = 0;
     eng->ndone = 0;
     eng->last_progress_ns = now_ns;
+    eng->probes = 0;
+    if (eng->min_rtt)
+        eng->min_rtt_prev = eng->min_rtt;
+    eng->min_rtt = 0;
     eng->status = INCOLL_INPROGRESS;
     eng->ctr.ops++;
     eng->ctr.segments += eng->nseg;
@@ -305,24 +325,91 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     return INCOLL_INPROGRESS;
 }
 
-static void rtt_sample(host_engine_t *eng, uint64_t rtt)
+/* Resends segment s now: its result is missing while later ones came. */
+static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
 {
-    int64_t r = (int64_t)rtt;
-    uint64_t rto;
-    if (eng->srtt == 0) {
-        eng->srtt = r;
-        eng->rttvar = r / 2;
-    } else {
-        int64_t d = r - eng->srtt;
-        eng->rttvar += ((d < 0 ? -d : d) - eng->rttvar) / 4;
-        eng->srtt += d / 8;
+    s->resent = 1;
+    eng->ctr.fast_retransmits++;
+    seg_send(eng, s, now, 1);
+}
+
+/*
+ * Loss detection from the order of results (RACK, RFC 8985, with TCP's
+ * three duplicate acks): every member sends its segments in the same
+ * order and an AN completes a slot as soon as all its children are in, so
+ * results come back in the order the segments went out. A result of a
+ * segment sent after s while s has none says that s, or another member's
+ * s, or the result of s, was lost: s is resent at once after
+ * FAST_RETRANS_THRESH such results, or a reordering window after the
+ * first (when fewer segments are in flight). The AN answers a duplicate
+ * at once (agg_core.h), so the loss costs about one round trip. Only
+ * results of segments sent once count: a retransmitted segment's result
+ * may answer its first transmission.
+ */
+static void rack_on_result(host_engine_t *eng, const seg_t *done, uint64_t now)
+{
+    uint64_t reo = rto_reo_wnd(&eng->rto, 1);
+
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state != SEG_SENT || s->tx >= done->tx)
+            continue;
+        if (++s->later >= FAST_RETRANS_THRESH)
+            fast_retransmit(eng, s, now);
+        else if (s->rack_due == 0)
+            s->rack_due = now + (reo ? reo : 1);
     }
-    rto = (uint64_t)(eng->srtt + 4 * eng->rttvar);
-    if (rto < eng->p.rto_min_ns)
-        rto = eng->p.rto_min_ns;
-    if (rto > eng->p.rto_max_ns)
-        rto = eng->p.rto_max_ns;
-    eng->rto = rto;
+}
+
+/* The round trip without queueing, or 0 before any sample. */
+static uint64_t path_rtt(const host_engine_t *eng)
+{
+    uint64_t a = eng->min_rtt, b = eng->min_rtt_prev;
+    if (a == 0 || (b != 0 && b < a))
+        return b;
+    return a;
+}
+
+/*
+ * When the tail probe is due (UINT64_MAX: none). Results come back in
+ * order and, while a window streams, one every packet time: a silence of
+ * two path round trips (without queueing) after the last
+ * result means the results still missing were lost, most often at the
+ * end of an operation, where no later result can reveal a hole (the
+ * probe of RACK's tail loss probe). Two probes per silence, doubling;
+ * then only the timeout.
+ */
+static uint64_t probe_due(const host_engine_t *eng)
+{
+    uint64_t rtt = path_rtt(eng), pto;
+    if (rtt == 0 || eng->probes >= 2)
+        return UINT64_MAX;
+    pto = (2 * rtt) << eng->probes;
+    if (pto < eng->rto.min_ns)
+        pto = eng->rto.min_ns;
+    if (pto > eng->rto.rto)
+        return UINT64_MAX; /* the timeout comes first anyway */
+    return eng->last_progress_ns + pto;
+}
+
+/* Resends the first segment without a result, if it was sent at least a
+ * path round trip ago: one packet, whatever the window (a silence that
+ * was only a slow member or a descheduled process costs no more). Its
+ * result is progress; the next silence probes the next one. */
+static void tail_probe(host_engine_t *eng, uint64_t now)
+{
+    uint64_t rtt = path_rtt(eng);
+    eng->probes++;
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state != SEG_SENT)
+            continue;
+        if (now - s->sent_ns >= rtt) {
+            eng->ctr.probes++;
+            fast_retransmit(eng, s, now);
+        }
+        return;
+    }
 }
 
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
@@ -396,9 +483,17 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     s->state = SEG_DONE;
     eng->ctr.results++;
-    if (s->retries == 0 && now_ns >= s->first_ns)
-        rtt_sample(eng, now_ns - s->first_ns);
+    if (!s->resent && now_ns >= s->first_ns) {
+        uint64_t rtt = now_ns - s->first_ns;
+        rto_sample(&eng->rto, rtt);
+        if (eng->min_rtt == 0 || rtt < eng->min_rtt)
+            eng->min_rtt = rtt ? rtt : 1;
+    } else
+        eng->ctr.recovered++;
+    if (!s->resent)
+        rack_on_result(eng, s, now_ns);
     eng->ndone++;
+    eng->probes = 0;
     if (now_ns > eng->last_progress_ns)
         eng->last_progress_ns = now_ns;
     while (eng->low < eng->next_send &&
@@ -432,13 +527,21 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
-    if (now_ns < eng->last_progress_ns + eng->rto)
+    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due <= now_ns)
+            fast_retransmit(eng, s, now_ns);
+    }
+    if (now_ns >= probe_due(eng))
+        tail_probe(eng, now_ns);
+    if (now_ns < eng->last_progress_ns + eng->rto.rto)
         return; /* results are still coming: none is late yet */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
         if (s->state != SEG_SENT || s->deadline > now_ns)
             continue;
-        if (s->retries >= eng->p.max_retries) {
+        if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries,
+                        s->first_ns, now_ns)) {
             eng->ctr.timeouts++;
             incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
                          ": no result from an %s after %d retries, giving up",
@@ -449,6 +552,7 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
             return;
         }
         s->retries++;
+        s->resent = 1;
         eng->ctr.retransmits++;
         seg_send(eng, s, now_ns, 1);
     }
@@ -497,12 +601,16 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
         return UINT64_MAX;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
     /* No retransmission before one timeout without results (see top). */
-    quiet = eng->last_progress_ns + eng->rto;
+    quiet = eng->last_progress_ns + eng->rto.rto;
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         const seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
         uint64_t due = s->deadline > quiet ? s->deadline : quiet;
+        if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due < due)
+            due = s->rack_due;
         if (s->state == SEG_SENT && due < d)
             d = due;
     }
+    if (probe_due(eng) < d)
+        d = probe_due(eng);
     return d;
 }

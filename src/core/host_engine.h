@@ -2,9 +2,12 @@
  * The host protocol engine as a sans-I/O state machine: one per (process,
  * group). It cuts a vector into segments that fit one packet, keeps up to a
  * window of them in flight (one slot each), retransmits a segment whose
- * result is late (a timeout after its last transmission and a timeout
- * after the operation's last result: results that queue behind others on
- * a slow link are not late), copies each segment's result into the user's
+ * result is missing while later segments' results came (fast
+ * retransmission), the first missing one after two path round trips of
+ * silence (tail probe), and one whose result is late (a timeout after its
+ * last transmission and a timeout after the operation's last result:
+ * results that queue behind others on a slow link are not late; the
+ * timer is core/rto.h), copies each segment's result into the user's
  * buffer exactly once, and fails the operation with INCOLL_ERR_TIMEOUT
  * after a bounded number of retries or a bounded time without progress.
  *
@@ -37,7 +40,9 @@ typedef struct {
     uint64_t rto_init_ns;    /* first retransmission timeout */
     uint64_t rto_min_ns;
     uint64_t rto_max_ns;
-    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT */
+    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT (and
+                                at least as long as that many backoffs
+                                from rto_init_ns take: core/rto.h) */
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     host_send_cb_t send;
     void *send_arg;
@@ -48,7 +53,10 @@ typedef struct {
     uint64_t segments;
     uint64_t packets_sent;
     uint64_t bytes_sent;     /* including headers */
-    uint64_t retransmits;
+    uint64_t retransmits;    /* on a timeout */
+    uint64_t fast_retransmits; /* on later segments' results (no timeout) */
+    uint64_t recovered;      /* results of segments sent more than once */
+    uint64_t probes;         /* tail probes (their resends count as fast) */
     uint64_t results;
     uint64_t duplicate_results;
     uint64_t dropped;        /* malformed or foreign packets */

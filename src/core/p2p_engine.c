@@ -34,6 +34,7 @@
 
 #include "common/dtype.h"
 #include "common/log.h"
+#include "core/rto.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -58,6 +59,7 @@ enum { SLOT_FREE = 0, SLOT_EARLY = 1, SLOT_ACTIVE = 2 };
 
 typedef struct {
     uint64_t sent_ns;   /* last transmission */
+    uint64_t first_ns;  /* first transmission */
     uint64_t deadline;  /* retransmission due */
     uint64_t tx;        /* engine-wide transmission number of the last send */
     uint32_t retries;   /* silent retransmissions (drives the backoff) */
@@ -142,9 +144,7 @@ struct p2p_engine {
     } refused[REFUSED_MAX];
     int nrefused;
 
-    /* Retransmission timeout (RFC 6298 style, in ns). */
-    int64_t srtt, rttvar;
-    uint64_t rto;
+    rto_t rto;          /* retransmission timer (core/rto.h) */
     /* RACK's reordering window in quarter RTTs: grows on spurious fast
      * retransmissions, shrinks back after 64 calm steps. */
     uint32_t reo_mult;
@@ -156,7 +156,7 @@ struct p2p_engine {
 void p2p_engine_params_default(p2p_engine_params_t *p)
 {
     p->rto_init_ns = 20000000;
-    p->rto_min_ns = 5000000;
+    p->rto_min_ns = 200000;
     p->rto_max_ns = 250000000;
     p->max_retries = 12;
     p->progress_timeout_ns = 3000000000ull;
@@ -193,7 +193,8 @@ p2p_engine_t *p2p_engine_create(const p2p_engine_params_t *params)
         return NULL;
     }
     memcpy(eng->peers, params->peers, (size_t)params->size * sizeof(*eng->peers));
-    eng->rto = params->rto_init_ns ? params->rto_init_ns : params->rto_min_ns;
+    rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
+             params->rto_max_ns);
     eng->reo_mult = 1;
     eng->status = INCOLL_OK;
     eng->send_peer = -1;
@@ -326,7 +327,6 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
     pkt_t *pk = &eng->win[i % eng->p.window];
     size_t stride = eng->p.max_payload;
     size_t n = pkt_len(stride, eng->send_bytes, i);
-    uint64_t backoff = eng->rto << (pk->retries < 16 ? pk->retries : 16);
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_P2P_DATA,
@@ -344,7 +344,7 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
 
     pk->sent_ns = now;
     pk->tx = ++eng->tx_seq;
-    pk->deadline = now + (backoff < eng->p.rto_max_ns ? backoff : eng->p.rto_max_ns);
+    pk->deadline = now + rto_backoff(&eng->rto, pk->retries);
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += n;
     send_pkt(eng, &h, eng->send_buf + (size_t)i * stride, n, eng->send_peer);
@@ -358,29 +358,10 @@ static void fill_window(p2p_engine_t *eng, uint64_t now)
         pk->lost = 0;
         pk->fast_ns = 0;
         pk->retries = 0;
+        pk->first_ns = now;
         send_data(eng, eng->next, now, 0);
         eng->next++;
     }
-}
-
-static void rtt_sample(p2p_engine_t *eng, uint64_t rtt)
-{
-    int64_t r = (int64_t)rtt;
-    uint64_t rto;
-    if (eng->srtt == 0) {
-        eng->srtt = r > 0 ? r : 1;
-        eng->rttvar = r / 2;
-    } else {
-        int64_t d = r - eng->srtt;
-        eng->rttvar += ((d < 0 ? -d : d) - eng->rttvar) / 4;
-        eng->srtt += d / 8;
-    }
-    rto = (uint64_t)(eng->srtt + 4 * eng->rttvar);
-    if (rto < eng->p.rto_min_ns)
-        rto = eng->p.rto_min_ns;
-    if (rto > eng->p.rto_max_ns)
-        rto = eng->p.rto_max_ns;
-    eng->rto = rto;
 }
 
 /* ---- receive slots ---- */
@@ -618,7 +599,7 @@ static void copy_stored(p2p_engine_t *eng, rslot_t *s)
 
 static uint64_t probe_interval(const p2p_engine_t *eng)
 {
-    uint64_t i = 4 * eng->rto;
+    uint64_t i = 4 * eng->rto.rto;
     return i > eng->p.rto_max_ns ? i : eng->p.rto_max_ns;
 }
 
@@ -935,7 +916,7 @@ static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, uint64_t *rtt_p)
     /* Karn: no RTT sample from a packet sent more than once. An ack that
      * comes much sooner than an RTT after a fast retransmission was for
      * the original: the reordering window was too small. */
-    if (pk->fast_ns != 0 && now - pk->fast_ns < (uint64_t)eng->srtt / 2) {
+    if (pk->fast_ns != 0 && now - pk->fast_ns < (uint64_t)eng->rto.srtt / 2) {
         eng->ctr.spurious++;
         if (eng->reo_mult < 16)
             eng->reo_mult++;
@@ -997,7 +978,7 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
         }
     }
     if (rtt)
-        rtt_sample(eng, rtt);
+        rto_sample(&eng->rto, rtt);
     {
         size_t old = eng->low;
         while (eng->low < eng->next && eng->win[eng->low % eng->p.window].acked)
@@ -1015,15 +996,14 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
      * or from on_time, without waiting for the retransmission timeout.
      * With a probe, resend everything not acked that is not brand new. */
     {
-        uint64_t reo = (uint64_t)(eng->srtt / 4) * eng->reo_mult +
-                       (uint64_t)(2 * eng->rttvar);
-        uint64_t wait = (uint64_t)eng->srtt + reo;
+        uint64_t reo = rto_reo_wnd(&eng->rto, eng->reo_mult);
+        uint64_t wait = (uint64_t)eng->rto.srtt + reo;
         for (size_t i = eng->low; i < eng->next; i++) {
             pkt_t *pk = &eng->win[i % eng->p.window];
             uint64_t age = now - pk->sent_ns;
             if (pk->acked)
                 continue;
-            if ((h->flags & WIRE_F_P2P_PROBE) && age >= (uint64_t)eng->srtt) {
+            if ((h->flags & WIRE_F_P2P_PROBE) && age >= (uint64_t)eng->rto.srtt) {
                 retransmit(eng, i, now);
             } else if (pk->tx + FAST_RETRANS_THRESH <= eng->max_acked_tx &&
                        pk->sent_ns <= eng->max_acked_sent_ns) {
@@ -1200,7 +1180,7 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
      * While acks of something new keep coming, nothing is resent on a
      * timeout (see the top of this file). */
     {
-        uint64_t hold = 0, quiet = eng->last_ack_ns + eng->rto;
+        uint64_t hold = 0, quiet = eng->last_ack_ns + eng->rto.rto;
         for (size_t i = eng->low; eng->send_peer >= 0 && i < eng->next; i++) {
             pkt_t *pk = &eng->win[i % eng->p.window];
             if (pk->acked || pk->deadline > now_ns)
@@ -1215,8 +1195,10 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
                 pk->deadline = hold;
                 continue;
             }
-            if ((int)pk->retries >= eng->p.max_retries ||
-                (pk->retries >= PARTNER_SILENT_RETRIES &&
+            if (rto_give_up(&eng->rto, (int)pk->retries, eng->p.max_retries,
+                            pk->first_ns, now_ns) ||
+                (rto_give_up(&eng->rto, (int)pk->retries,
+                             PARTNER_SILENT_RETRIES, pk->first_ns, now_ns) &&
                  partner_has_ours(eng))) {
                 timeout(eng, "no ack from", eng->send_peer, (int)pk->retries,
                         now_ns);
@@ -1245,7 +1227,7 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
     if (!eng->running)
         return UINT64_MAX;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
-    quiet = eng->last_ack_ns + eng->rto;
+    quiet = eng->last_ack_ns + eng->rto.rto;
     for (size_t i = eng->low; eng->send_peer >= 0 && i < eng->next; i++) {
         const pkt_t *pk = &eng->win[i % eng->p.window];
         uint64_t due = pk->lost || pk->deadline > quiet ? pk->deadline : quiet;
@@ -1266,7 +1248,7 @@ uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns)
         return 0;
     if (eng->linger_start_ns == 0) {
         eng->linger_start_ns = now_ns ? now_ns : 1;
-        eng->linger_gap_ns = eng->rto;
+        eng->linger_gap_ns = eng->rto.rto;
         eng->linger_next_ns = now_ns;
     }
     /* Until a peer still retrying has had the chance to be answered: it
@@ -1275,7 +1257,7 @@ uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns)
     quiet = eng->p.rto_max_ns;
     quiet_end = (eng->last_rx_ns > eng->linger_start_ns ? eng->last_rx_ns
                                                          : eng->linger_start_ns) +
-                quiet + 2 * eng->rto;
+                quiet + 2 * eng->rto.rto;
     if (now_ns >= quiet_end)
         return 0;
     if (now_ns >= eng->linger_next_ns) {

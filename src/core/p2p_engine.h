@@ -37,7 +37,8 @@
  * retransmit on an adaptive timeout with backoff (as host_engine: only once
  * acks of anything new have also stopped for a timeout) or at
  * once when three later packets were acked (fast retransmit), and fail
- * with INCOLL_ERR_TIMEOUT after max_retries silent retransmissions or
+ * with INCOLL_ERR_TIMEOUT after max_retries silent retransmissions (and
+ * at least the time that many backoffs from rto_init take, core/rto.h) or
  * progress_timeout without any progress. One exception: when a rank's
  * result is complete and only the ack of its last block is missing, a
  * silent peer has most likely finished and left, so the operation ends

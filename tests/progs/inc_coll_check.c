@@ -210,7 +210,8 @@ int main(int argc, char **argv)
                 for (int g = 0; g < 2; g++) {
                     const host_engine_counters_t *ec =
                         host_engine_counters(comm->eng);
-                    uint64_t rex = ec->retransmits, pk = ec->packets_sent;
+                    uint64_t rex = ec->retransmits + ec->fast_retransmits,
+                             pk = ec->packets_sent;
                     const void *src = blk;
                     size_t tot = n * (size_t)size;
                     before = payload_sent(comm);
@@ -239,7 +240,8 @@ int main(int argc, char **argv)
                             return EXIT_WRONG;
                         }
                     }
-                    if (n > 0 && ec->retransmits == rex &&
+                    if (n > 0 &&
+                        ec->retransmits + ec->fast_retransmits == rex &&
                         (payload_sent(comm) - before < n ||
                          payload_sent(comm) - before >
                              n + 8 * (ec->packets_sent - pk))) {
