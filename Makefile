@@ -36,6 +36,13 @@ ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
 endif
+# hwloc (libhwloc-dev) is optional: it finds the CPU socket of a rank for
+# INCOLL_HIER=socket; without it socket mode runs as node mode.
+HWLOC_OK := $(shell pkg-config --exists hwloc 2>/dev/null && echo 1)
+ifeq ($(HWLOC_OK),1)
+BASEFLAGS += -DINCOLL_HAVE_HWLOC=1
+LDLIBS    += $(shell pkg-config --libs hwloc)
+endif
 
 # Objects depend on the flags they were built with (and so on whether
 # libsodium and SimGrid were found): installing a package rebuilds them.

@@ -84,6 +84,20 @@ const knob_t knob_table[] = {
      "comma-separated hosts of the manager's topology for ranks 0, 1, ... "
      "(repeated modulo their number), for launchers that cannot set "
      "INCOLL_HOST per rank (`incoll mpirun` sets it)"},
+    {"INCOLL_HIER", "node", "host",
+     "node: ranks of a communicator on one host reduce in shared memory into "
+     "one leader that alone talks to the fabric; socket: one leader per CPU "
+     "socket (hwloc, from the rank's binding; unbound ranks run node); flat: "
+     "every rank talks to the fabric"},
+    {"INCOLL_HIER_SEG", "524288", "host",
+     "bytes per pipeline segment of the shared-memory level"},
+    {"INCOLL_HIER_SPIN_US", "0", "host",
+     "microseconds a rank polls the shared segment before it blocks in a "
+     "futex; 0 never polls"},
+    {"INCOLL_HIER_TIMEOUT_MS", "120000", "host",
+     "a rank of the shared-memory level waiting this long for a live "
+     "neighbour on its host fails its collective (a dead one fails it at "
+     "once)"},
     {"INCOLL_GROUP_SLOTS", "0", "host",
      "slots a communicator asks the manager for; 0 uses the manager's "
      "default (INCOLL_MGR_SLOTS)"},

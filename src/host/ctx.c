@@ -7,6 +7,7 @@
 #include "host/host.h"
 
 #include "host/comm.h"
+#include "host/hier.h"
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -94,6 +95,7 @@ static incoll_status_t env_int(const char *name, int min, int max, int *v_p)
 
 void host_comm_free(incoll_comm_h comm)
 {
+    host_hier_free(comm);
     host_comm_p2p_free(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
