@@ -237,7 +237,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
-                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_common.o bench_plot.o emu.o)
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_common.o bench_hier.o bench_plot.o emu.o)
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	@mkdir -p $(dir $@)

@@ -64,6 +64,7 @@ struct host_hier {
     uint32_t seq;  /* segments through the pipeline so far */
     size_t seg;    /* bytes per segment (INCOLL_HIER_SEG), alike on all */
     uint32_t *err; /* in the segment: failed operation's end and status */
+    const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
 };
 
 static uint64_t fnv64(uint64_t h, const char *s)
@@ -231,7 +232,7 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
 /* Makes comm's hierarchy (collective over comm); see the top of the file. */
 static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
 {
-    const char *knob = knob_str("INCOLL_HIER");
+    const char *knob = h->want ? h->want : knob_str("INCOLL_HIER");
     const char *mode = "node";
     uint64_t *v, key;
     int nhosts = 0, maxlocal = 0, leader = -1;
@@ -327,20 +328,26 @@ int host_hier_active(incoll_comm_h comm, incoll_status_t *status_p)
     struct host_hier *h = comm->hier;
 
     *status_p = INCOLL_OK;
-    if (h == NULL) {
-        h = calloc(1, sizeof(*h));
+    if (h == NULL || h->state == HIER_SETUP) {
+        if (h == NULL)
+            h = calloc(1, sizeof(*h));
         if (h == NULL) {
             *status_p = INCOLL_ERR_NO_MEMORY;
             return 0;
         }
-        h->mode = "none";
+        if (h->mode == NULL) {
+            h->mode = "none";
+        } else if (comm->hier == h) {
+            return 0; /* being made: this is one of its exchanges */
+        }
         comm->hier = h;
         *status_p = hier_make(comm, h);
         if (*status_p != INCOLL_OK) {
             /* Every member failed alike (the exchange is an allreduce):
              * the next call tries again. */
-            comm->hier = NULL;
-            free(h);
+            const char *want = h->want;
+            memset(h, 0, sizeof(*h));
+            h->want = want;
             return 0;
         }
     }
@@ -485,6 +492,30 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
             status = host_shm_aborted(h->shm);
     }
     return status;
+}
+
+incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode)
+{
+    static const char *const modes[] = {"node", "socket", "flat"};
+    const char *m = NULL;
+
+    for (int i = 0; i < 3; i++)
+        if (mode && strcmp(mode, modes[i]) == 0)
+            m = modes[i];
+    if (comm == NULL || m == NULL ||
+        (comm->hier != NULL && comm->hier->mode != NULL)) {
+        incoll_error("hier: cannot set mode '%s' on this communicator (node, "
+                     "socket or flat, before its first allreduce)",
+                     mode ? mode : "(null)");
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->hier == NULL) {
+        comm->hier = calloc(1, sizeof(*comm->hier));
+        if (comm->hier == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+    }
+    comm->hier->want = m;
+    return INCOLL_OK;
 }
 
 incoll_comm_h host_hier_leaders(incoll_comm_h comm, int *nlocal_p)

@@ -38,6 +38,11 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                                     size_t count, incoll_dtype_t dtype,
                                     incoll_op_t op);
 
+/* Sets the mode of comm's hierarchy ("node", "socket" or "flat") instead
+ * of INCOLL_HIER; on every member, before comm's first allreduce
+ * (benchmarks compare the modes side by side). */
+incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode);
+
 /* The communicator of leaders comm's allreduces go through, NULL when
  * this rank is not a leader or comm has no hierarchy; for statistics and
  * tests. nlocal_p (may be NULL) gets the ranks of comm on this rank's

@@ -21,6 +21,7 @@
  * cost per call on one rank (docs/benchmarks.md).
  */
 #include "bench_common.h"
+#include "bench_hier.h"
 #include "mpi/mpi_layer.h"
 
 #include <limits.h>
@@ -106,7 +107,8 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (argc < 2 || (strcmp(argv[1], "_allreduce") != 0 &&
-                     strcmp(argv[1], "_overhead") != 0)) {
+                     strcmp(argv[1], "_overhead") != 0 &&
+                     strcmp(argv[1], "_hier") != 0)) {
         if (rank == 0)
             fprintf(stderr, "usage: incoll mpirun ... -- " BENCH_MPI_WORKER
                             " _allreduce OPTIONS (started by `incoll bench "
@@ -127,6 +129,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "_overhead") == 0)
         ret = overhead(argc, argv, m.world);
+    else if (strcmp(argv[1], "_hier") == 0)
+        ret = bench_hier_rank_run(argc - 1, argv + 1, &m); /* --ppn K */
     else
         ret = bench_allreduce_rank_run(argc - 1, argv + 1, &m);
     if (ret != 0) {
