@@ -238,7 +238,9 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     int nhosts = 0, maxlocal = 0, leader = -1;
     incoll_status_t status;
 
-    if (knob && strcmp(knob, "flat") == 0) {
+    /* Without a manager every rank is a host of fabric.conf, with its
+     * own link and group child: nothing to share. */
+    if ((knob && strcmp(knob, "flat") == 0) || comm->ctx->info == NULL) {
         h->mode = "flat";
         h->state = HIER_FLAT;
         return INCOLL_OK;
