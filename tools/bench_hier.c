@@ -369,6 +369,7 @@ int bench_hier_main(int argc, char **argv)
 typedef struct {
     double sum_us, tx;
     double avg, min, max, txavg;
+    int failed; /* the algorithm failed at this size (or before) */
 } hb_cell_t;
 
 static int mode_of(int a, const char **mode_p)
@@ -423,6 +424,8 @@ static int write_outputs(const hb_opts_t *o, const size_t *sizes, int nsizes,
         for (int s = 0; s < nsizes; s++)
             for (int i = 0; i < o->nalgos; i++) {
                 hb_cell_t *c = &cells[s * o->nalgos + i];
+                if (c->failed)
+                    continue;
                 fprintf(fp, "%zu,%s,%.2f,%.2f,%.2f,%.2f,%.0f,%d,%d\n", sizes[s],
                         algo_names[o->algos[i]], c->avg, c->min, c->max,
                         (double)sizes[s] / c->avg, c->txavg, o->hosts, o->ppn);
@@ -439,14 +442,18 @@ static int write_outputs(const hb_opts_t *o, const size_t *sizes, int nsizes,
             return -1;
         for (int i = 0; i < o->nalgos; i++) {
             double *b = buf + (size_t)i * (size_t)nsizes * 3;
+            int k = 0;
             for (int s = 0; s < nsizes; s++) {
                 hb_cell_t *c = &cells[s * o->nalgos + i];
-                b[s] = (double)sizes[s];
-                b[nsizes + s] = c->avg;
-                b[2 * nsizes + s] = (double)sizes[s] / c->avg;
+                if (c->failed)
+                    continue;
+                b[k] = (double)sizes[s];
+                b[nsizes + k] = c->avg;
+                b[2 * nsizes + k] = (double)sizes[s] / c->avg;
+                k++;
             }
             ser[i].name = algo_names[o->algos[i]];
-            ser[i].n = nsizes;
+            ser[i].n = k;
             ser[i].bytes = b;
             ser[i].lat_us = b + nsizes;
             ser[i].bw_MBps = b + 2 * nsizes;
@@ -472,6 +479,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     hb_cell_t *cells = NULL;
     float *send = NULL, *recv = NULL;
     int rank, size, nsizes, ret = 1, bad = 0;
+    uint32_t dead = 0; /* algorithms that failed: skipped from then on */
     incoll_status_t status;
 
     memset(&o, 0, sizeof(o));
@@ -577,6 +585,8 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 const char *mode;
                 int m = mode_of(a, &mode);
                 uint64_t t0, t1, tx0 = 0, tx1 = 0;
+                if (dead & (1u << i))
+                    continue;
                 incoll_barrier(world);
                 tx0 = udp_counters(ctx->sock)->tx_bytes;
                 t0 = bench_now_ns();
@@ -592,13 +602,16 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 t1 = bench_now_ns();
                 tx1 = udp_counters(ctx->sock)->tx_bytes;
                 if (status != INCOLL_OK) {
+                    /* A failed communicator fails on every member (its
+                     * recovery is collective): drop the algorithm from
+                     * here on and go on with the others. */
                     fprintf(stderr,
                             "incoll bench _hier: rank %d: %s of %zu bytes: "
-                            "%s\n",
+                            "%s; dropping it\n",
                             rank, algo_names[a], sizes[s],
                             incoll_status_string(status));
-                    bad = 1;
-                    break;
+                    dead |= 1u << i;
+                    continue;
                 }
                 for (size_t e = 0; e < count; e++) {
                     double want = base + (double)size * (double)(e % 5);
@@ -618,9 +631,16 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 }
             }
         }
+        {
+            int32_t d = (int32_t)dead;
+            incoll_allreduce(world, INCOLL_IN_PLACE, &d, 1, INCOLL_INT32,
+                             INCOLL_OP_BOR);
+            dead = (uint32_t)d;
+        }
         for (int i = 0; i < o.nalgos; i++) {
             cells[s * o.nalgos + i].sum_us /= iters;
             cells[s * o.nalgos + i].tx /= iters;
+            cells[s * o.nalgos + i].failed = (dead >> i) & 1;
         }
     }
     /* Everyone agrees whether all went well, then the statistics. */
@@ -662,9 +682,15 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             for (int s = 0; s < nsizes; s++)
                 for (int i = 0; i < o.nalgos; i++) {
                     hb_cell_t *c = &cells[s * o.nalgos + i];
-                    printf("%10zu %-18s %10.1f %10.1f %10.1f %10.2f %12.0f\n",
-                           sizes[s], algo_names[o.algos[i]], c->avg, c->min,
-                           c->max, (double)sizes[s] / c->avg, c->txavg);
+                    if (c->failed)
+                        printf("%10zu %-18s %10s\n", sizes[s],
+                               algo_names[o.algos[i]], "failed");
+                    else
+                        printf("%10zu %-18s %10.1f %10.1f %10.1f %10.2f "
+                               "%12.0f\n",
+                               sizes[s], algo_names[o.algos[i]], c->avg,
+                               c->min, c->max, (double)sizes[s] / c->avg,
+                               c->txavg);
                 }
             fflush(stdout);
             if (write_outputs(&o, sizes, nsizes, cells, csv, plot, link_bps) !=
