@@ -179,7 +179,7 @@ install: all
 	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libincoll.so
 	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
