@@ -10,9 +10,10 @@
  * the package (else NUMA node) its CPU binding lies in is added, found
  * with hwloc; a rank that is not bound to one package, or a build without
  * hwloc, runs node mode instead and says why once. The members exchange
- * these names (hashed) and their pids in one allreduce on the flat
- * communicator; the ranks of one host in rank order are its local
- * members, the first of them its leader.
+ * these names (hashed) and their pids in one host-based allreduce (not
+ * on the fabric, whose ANs count only the application's operations);
+ * the ranks of one host in rank order are its local members, the first
+ * of them its leader.
  *
  * Allreduce. A vector is cut into segments of INCOLL_HIER_SEG bytes. For
  * each, every member but the leader copies its part into its slot of the
@@ -165,12 +166,20 @@ static uint64_t place_key(incoll_ctx_h ctx, const char **mode_p)
     return h ? h : 1;
 }
 
-/* Sums one int over comm on the flat path: a barrier that also tells
- * everyone whether anyone failed. */
+/* The exchanges that make the level run host to host (recursive
+ * doubling over the members' UDP endpoints, which the manager gave), not
+ * on the fabric: the ANs count only the application's operations. */
+static incoll_status_t exchange(incoll_comm_h comm, void *v, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op)
+{
+    return host_allreduce_sched(comm, ALGO_RD, v, v, count, dtype, op);
+}
+
+/* Sums one int over comm: a barrier that also tells everyone whether
+ * anyone failed. */
 static incoll_status_t sum_flags(incoll_comm_h comm, int32_t *v)
 {
-    return incoll_allreduce(comm, INCOLL_IN_PLACE, v, 1, INCOLL_INT32,
-                            INCOLL_OP_SUM);
+    return exchange(comm, v, 1, INCOLL_INT32, INCOLL_OP_SUM);
 }
 
 static void hier_drop(struct host_hier *h)
@@ -261,8 +270,8 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
         return INCOLL_ERR_NO_MEMORY;
     v[2 * comm->rank] = key;
     v[2 * comm->rank + 1] = (uint64_t)getpid();
-    status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
-                              INCOLL_UINT64, INCOLL_OP_BOR);
+    status = exchange(comm, v, (size_t)comm->size * 2, INCOLL_UINT64,
+                      INCOLL_OP_BOR);
     if (status != INCOLL_OK) {
         incoll_error("hier: exchanging placements failed: %s",
                      incoll_status_string(status));
