@@ -40,6 +40,13 @@ ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
 endif
+# hwloc (libhwloc-dev) is optional: it finds the CPU socket of a rank for
+# INCOLL_HIER=socket; without it socket mode runs as node mode.
+HWLOC_OK := $(shell pkg-config --exists hwloc 2>/dev/null && echo 1)
+ifeq ($(HWLOC_OK),1)
+BASEFLAGS += -DINCOLL_HAVE_HWLOC=1
+LDLIBS    += $(shell pkg-config --libs hwloc)
+endif
 
 # Objects depend on the flags they were built with (and so on whether
 # libsodium and SimGrid were found): installing a package rebuilds them.
@@ -195,7 +202,7 @@ install: all
 	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libincoll.so
 	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -253,7 +260,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
-                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_colls.o bench_common.o bench_plot.o emu.o) \
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_colls.o bench_common.o bench_hier.o bench_plot.o emu.o) \
                   $(addprefix $(BUILD)/obj/tools/,fabric.o cmd_stat.o) $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c

@@ -775,7 +775,39 @@ static int readme_subst(char *buf, size_t len, size_t *off, const char *text,
  * 4 ranks on 2 cores, TCP on loopback only. The job must be right, say no
  * warning, offload its collectives, and every AN must count reductions.
  */
+/* Sum of key=<n> over the "an=" lines of stat output at path. */
+static long an_sum(const char *path, const char *key)
+{
+    char *text = slurp(path), k[64];
+    long total = 0;
+
+    snprintf(k, sizeof(k), " %s=", key);
+    for (const char *p = text; (p = strstr(p, k)); p++)
+        total += strtol(p + strlen(k), NULL, 10);
+    free(text);
+    return total;
+}
+
+/* The README's example, its mpirun line with 2 ranks per host when ppn is
+ * 2 (-n 8 on its 4 hosts: rank r on host r % 4, INCOLL_HOSTS). */
+static int readme_job(int ppn);
+
 TEST(mpi_ompi_readme, TEST_INTEG)
+{
+    return readme_job(1);
+}
+
+/* The README's mpirun line with 8 ranks on its 4 hosts: the ranks of each
+ * host reduce in shared memory and one leader per host offloads (node
+ * mode, the default): every AN counts about 2 contributions per reduction
+ * (one per host at the leaves, one per leaf at the root), as with one rank
+ * per host, where flat would make the leaves count 4. */
+TEST(mpi_ompi_readme_ppn2, TEST_INTEG)
+{
+    return readme_job(2);
+}
+
+static int readme_job(int ppn)
 {
     const char *why = mpi_ready(MPI_OMPI, "colls");
     char fab[PATH_MAX], out[PATH_MAX + 16], stat_out[PATH_MAX + 16];
@@ -810,6 +842,12 @@ TEST(mpi_ompi_readme, TEST_INTEG)
         if (readme_subst(body, sizeof(body), &off, line, fab, app) != 0)
             break;
         found = strncmp(line, "mpirun ", 7) == 0;
+    }
+    if (found && ppn > 1) {
+        char *np = strstr(body, "mpirun -n 4 ");
+        CHECK_MSG(np != NULL, "the README's mpirun line is not -n 4:\n%s",
+                  body);
+        np[strlen("mpirun -n ")] = '8';
     }
     free(line);
     fclose(f);
@@ -855,6 +893,14 @@ TEST(mpi_ompi_readme, TEST_INTEG)
     free(text);
     CHECK_MSG(n > 0 && ans == 3, "%ld reductions, %d of 3 ANs counted some: %s",
               n, ans, stat_out);
+    if (ppn > 1) {
+        double ratio = (double)an_sum(stat_out, "contribs_accepted") /
+                       (double)(n > 0 ? n : 1);
+        CHECK_MSG(ratio >= 2.0 && ratio < 2.2,
+                  "%.3f contributions per reduction, want 2 (one leader per "
+                  "host): %s",
+                  ratio, stat_out);
+    }
     return TEST_PASSED;
 }
 
@@ -896,6 +942,41 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
                   strtol(strstr(text, "groups_made=") + 12, NULL, 10) >= 2,
               "want groups for the world and its sub-communicators: %s", out);
     free(text);
+    return TEST_PASSED;
+}
+
+/* `incoll mpirun --ppn 2`: 4 ranks on a fabric of 2 hosts made for the
+ * job, each host's 2 ranks behind one leader: the job is right against
+ * PMPI_, offloads, and the AN counts one contribution per host. */
+TEST(mpi_incoll_mpirun_ppn2, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "colls");
+    char out[PATH_MAX];
+    char *text;
+    double ratio;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/launcher-ppn.out", test_tmpdir());
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    rc = sh(out,
+            "timeout -k 5 90 '%s/incoll' mpirun -n 4 --ppn 2 --stat -- "
+            "'%s/colls' --quick",
+            test_bindir(), progdir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
+    free(text);
+    ratio = (double)an_sum(out, "contribs_accepted") /
+            (double)(an_sum(out, "reductions") + 1);
+    CHECK_MSG(ratio >= 1.9 && ratio < 2.2,
+              "%.3f contributions per reduction, want 2 (one per host): %s",
+              ratio, out);
     return TEST_PASSED;
 }
 

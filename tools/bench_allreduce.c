@@ -39,6 +39,7 @@
  * iterations (min, quartiles, max).
  */
 #include "bench_common.h"
+#include "bench_hier.h"
 #include "bench_plot.h"
 #include "cli.h"
 #include "emu.h"
@@ -1940,6 +1941,10 @@ int bench_allreduce_main(int argc, char **argv)
     ar_ref_t ref;
     int nsizes, rc, ret = 1;
 
+    /* K ranks per host: tools/bench_hier.c. */
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--ppn") == 0 || strncmp(argv[i], "--ppn=", 6) == 0)
+            return bench_hier_main(argc, argv);
     memset(&f, 0, sizeof(f));
     rc = parse_args(argc, argv, &o, who);
     if (rc == 1)

@@ -7,6 +7,7 @@
 #include "cli.h"
 
 #include "bench_common.h"
+#include "bench_hier.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +35,7 @@ static const bench_kind_t kinds[] = {
      "reduce_scatter, incoll vs host algorithms"},
     {"_allreduce", bench_allreduce_rank_main, NULL},
     {"_coll", bench_coll_rank_main, NULL},
+    {"_hier", bench_hier_rank_main, NULL},
     {"_pingpong", bench_pingpong_rank_main, NULL},
     {NULL, NULL, NULL},
 };

@@ -58,15 +58,17 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll mpirun -n P [--fabric DIR | --emulate [--link-rate R]]\n"
-        "                     [--radix K] [--mpi openmpi|mpich]\n"
+        "usage: incoll mpirun -n P [--ppn K] [--fabric DIR | --emulate\n"
+        "                     [--link-rate R]] [--radix K] [--mpi openmpi|mpich]\n"
         "                     [--lib PATH | --no-preload] [--stat] [--keep]\n"
         "                     [--timeout SEC] -- PROGRAM [ARGS...]\n"
         "\n"
         "Runs PROGRAM on P MPI ranks with libincoll_mpi preloaded, so its\n"
         "collectives run on the fabric.\n"
         "\n"
-        "  -n, --np P        number of ranks (and of fabric hosts)\n"
+        "  -n, --np P        number of ranks\n"
+        "  --ppn K           ranks per host (default 1): rank r on host r/K,\n"
+        "                    the fabric made here has P/K hosts (rounded up)\n"
         "  --fabric DIR      use the running fabric in DIR (default:\n"
         "                    $INCOLL_FABRIC, else a fabric of P hosts made\n"
         "                    for this job and removed after it); on an\n"
@@ -257,7 +259,7 @@ static int run_launcher(char **av, int timeout_s, const struct sigaction old[3])
  * r. Returns 0, or -1 with the cause printed.
  */
 static int write_hostfile(const char *path, const fabric_conf_t *conf,
-                          int mpich)
+                          int mpich, int ppn)
 {
     FILE *f = fopen(path, "w");
 
@@ -267,7 +269,8 @@ static int write_hostfile(const char *path, const fabric_conf_t *conf,
         return -1;
     }
     for (int r = 0; r < conf->nhosts; r++)
-        fprintf(f, mpich ? "%s:1\n" : "%s slots=1\n", conf->hosts[r].netns);
+        fprintf(f, mpich ? "%s:%d\n" : "%s slots=%d\n", conf->hosts[r].netns,
+                ppn);
     if (fclose(f) != 0) {
         fprintf(stderr, "incoll mpirun: cannot write %s: %s\n", path,
                 strerror(errno));
@@ -279,7 +282,7 @@ static int write_hostfile(const char *path, const fabric_conf_t *conf,
 /* Sets INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOSTS (the topology's
  * hosts, comma-separated) for the ranks of a job on the managed fabric
  * in dir. */
-static int mpirun_mgr_env(const char *dir)
+static int mpirun_mgr_env(const char *dir, int ppn)
 {
     char addr[256], secret[PATH_MAX + 32], err[512], *list = NULL;
     char **names = NULL;
@@ -298,16 +301,17 @@ static int mpirun_mgr_env(const char *dir)
         goto out;
     }
     for (int i = 0; i < n; i++)
-        len += strlen(names[i]) + 1;
+        len += (strlen(names[i]) + 1) * (size_t)ppn;
     list = calloc(1, len);
     if (list == NULL) {
         fprintf(stderr, "incoll mpirun: out of memory\n");
         goto out;
     }
-    for (int i = 0; i < n; i++) {
+    /* Each host K times: rank r (entry r of the list) is on host r/K. */
+    for (int i = 0; i < n * ppn; i++) {
         if (i)
             strcat(list, ",");
-        strcat(list, names[i]);
+        strcat(list, names[i / ppn]);
     }
     setenv("INCOLL_MGR", addr, 1);
     setenv("INCOLL_SECRET_FILE", secret, 1);
@@ -321,7 +325,7 @@ out:
 
 int cmd_mpirun(int argc, char **argv)
 {
-    enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT };
+    enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT, OPT_PPN };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"fabric", required_argument, NULL, 'f'},
@@ -334,6 +338,7 @@ int cmd_mpirun(int argc, char **argv)
         {"emulate", no_argument, NULL, 'E'},
         {"link-rate", required_argument, NULL, OPT_LINK_RATE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"ppn", required_argument, NULL, OPT_PPN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -343,7 +348,7 @@ int cmd_mpirun(int argc, char **argv)
     char *av[MPIRUN_MAX_ARGS], *envs[MPIRUN_MAX_ARGS];
     int np = 0, radix = 4, stat = 0, keep = 0, own = 0, opt, nav = 0, nenv = 0;
     int emulate = 0, emulated = 0, preload = 1, timeout_s = 0, mpich, ret = 1;
-    int have_work = 0, prog;
+    int have_work = 0, prog, ppn = 1, nhosts;
     uint64_t link_rate = 0;
     fabric_conf_t conf;
     int have_conf = 0;
@@ -397,6 +402,14 @@ int cmd_mpirun(int argc, char **argv)
                 return 2;
             }
             break;
+        case OPT_PPN:
+            ppn = atoi(optarg);
+            if (ppn < 1) {
+                fprintf(stderr, "incoll mpirun: --ppn wants ranks per host "
+                                ">= 1\n");
+                return 2;
+            }
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -405,6 +418,7 @@ int cmd_mpirun(int argc, char **argv)
             return 2;
         }
     }
+    nhosts = (np + ppn - 1) / ppn;
     if (np < 1 || radix < 2 || optind >= argc ||
         (strcmp(mpi, "openmpi") != 0 && strcmp(mpi, "mpich") != 0)) {
         fprintf(stderr, "incoll mpirun: need -n P >= 1, --radix K >= 2, "
@@ -464,7 +478,7 @@ int cmd_mpirun(int argc, char **argv)
     } else {
         snprintf(fabric, sizeof(fabric), "%s/fabric", work);
         own = 1;
-        if (own_fabric_up(fabric, np, radix, emulate, link_rate) != 0) {
+        if (own_fabric_up(fabric, nhosts, radix, emulate, link_rate) != 0) {
             fprintf(stderr,
                     "incoll mpirun: could not bring up a%s fabric in %s\n",
                     emulate ? "n emulated" : "", fabric);
@@ -482,11 +496,11 @@ int cmd_mpirun(int argc, char **argv)
             goto out;
         }
         have_conf = 1;
-        if (conf.nhosts != np) {
+        if (conf.nhosts != nhosts) {
             fprintf(stderr,
                     "incoll mpirun: the emulated fabric in %s has %d "
-                    "hosts: its ranks are its hosts, so run -n %d\n",
-                    fabric, conf.nhosts, conf.nhosts);
+                    "hosts: with %d ranks per host (--ppn), run -n %d\n",
+                    fabric, conf.nhosts, ppn, conf.nhosts * ppn);
             ret = 2;
             goto out;
         }
@@ -510,7 +524,7 @@ int cmd_mpirun(int argc, char **argv)
             goto out;
         }
         snprintf(hostfile, sizeof(hostfile), "%s/hosts", work);
-        if (write_hostfile(hostfile, &conf, mpich) != 0)
+        if (write_hostfile(hostfile, &conf, mpich, ppn) != 0)
             goto out;
         emulated = 1;
     }
@@ -519,7 +533,7 @@ int cmd_mpirun(int argc, char **argv)
      * order (INCOLL_HOSTS; the launcher cannot set INCOLL_HOST per rank),
      * as `incoll run` gives them. */
     if (mgr_fabric_managed(fabric)) {
-        if (mpirun_mgr_env(fabric) != 0)
+        if (mpirun_mgr_env(fabric, ppn) != 0)
             goto out;
     } else {
         /* A fabric.conf-only fabric's ANs have no secret: the ranks must

@@ -47,8 +47,8 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll run -n N --fabric DIR [--timeout SEC] [--no-mgr] [--] "
-        "PROGRAM [ARGS...]\n"
+        "usage: incoll run -n N --fabric DIR [--ppn K] [--timeout SEC] "
+        "[--no-mgr] [--] PROGRAM [ARGS...]\n"
         "\n"
         "Starts N ranks of PROGRAM with INCOLL_RANK=0..N-1, INCOLL_SIZE=N,\n"
         "INCOLL_FABRIC=DIR (made absolute), INCOLL_JOB (a fresh id unless\n"
@@ -57,6 +57,9 @@ static void usage(FILE *out)
         "the ranks also get INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOST\n"
         "(host r of DIR/topology, modulo its hosts), and N may be any\n"
         "number; --no-mgr runs them on fabric.conf alone (N must match it).\n"
+        "--ppn K puts K ranks on each host (rank r on host r/K): with\n"
+        "INCOLL_HIER=node (the default) they reduce in shared memory and\n"
+        "one leader per host talks to the fabric.\n"
         "If a rank fails, the others are stopped and incoll run exits with\n"
         "that rank's exit status (128+signal if it was killed); after\n"
         "--timeout seconds (default 600) every rank is killed and it exits\n"
@@ -91,8 +94,9 @@ typedef struct {
     int nhosts;
 } run_mgr_t;
 
-static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
-                        const char *gen, const run_mgr_t *m, const char *netns,
+static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
+                        const char *job, const char *gen, const run_mgr_t *m,
+                        const char *netns,
                         const sigset_t *oldmask, char **prog_argv)
 {
     char text[32];
@@ -131,7 +135,7 @@ static pid_t spawn_rank(int rank, int size, const char *fabric, const char *job,
         setenv("INCOLL_MGR", m->mgr, 1);
         setenv("INCOLL_SECRET_FILE", m->secret, 1);
         if (m->nhosts > 0)
-            setenv("INCOLL_HOST", m->hosts[rank % m->nhosts], 1);
+            setenv("INCOLL_HOST", m->hosts[host % m->nhosts], 1);
     } else {
         /* fabric.conf alone, whatever the caller's environment says. The
          * fabric's secret, when it has one, still keys the world group's
@@ -155,13 +159,14 @@ int cmd_run(int argc, char **argv)
         {"fabric", required_argument, NULL, 'f'},
         {"timeout", required_argument, NULL, 't'},
         {"no-mgr", no_argument, NULL, 'M'},
+        {"ppn", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *fabric_arg = NULL;
     char fabric[PATH_MAX], conf_path[PATH_MAX + 16], err[512], why[256];
     char job[32], gen[16];
-    int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd;
+    int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd, ppn = 1;
     int stopping = 0, no_mgr = 0, have_conf;
     run_mgr_t m;
     uint64_t deadline, kill_at = 0;
@@ -185,6 +190,9 @@ int cmd_run(int argc, char **argv)
         case 'M':
             no_mgr = 1;
             break;
+        case 'p':
+            ppn = atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -193,9 +201,10 @@ int cmd_run(int argc, char **argv)
             return 2;
         }
     }
-    if (n < 1 || fabric_arg == NULL || optind >= argc || timeout_s < 1) {
-        fprintf(stderr, "incoll run: need -n N>=1, --fabric DIR and a "
-                        "program\n");
+    if (n < 1 || fabric_arg == NULL || optind >= argc || timeout_s < 1 ||
+        ppn < 1) {
+        fprintf(stderr, "incoll run: need -n N>=1, --fabric DIR, --ppn "
+                        "K>=1 and a program\n");
         usage(stderr);
         return 2;
     }
@@ -237,6 +246,13 @@ int cmd_run(int argc, char **argv)
         return 1;
     }
     /* With a manager any number of ranks fits (hosts are shared). */
+    if (!m.mgr[0] && ppn > 1) {
+        fprintf(stderr, "incoll run: --ppn needs a fabric with a manager "
+                        "(fabric.conf alone has one rank per host)\n");
+        fabric_conf_free(&conf);
+        mgr_fabric_free_names(m.hosts, m.nhosts);
+        return 1;
+    }
     if (!m.mgr[0] && conf.nhosts != n) {
         fprintf(stderr,
                 "incoll run: the fabric in %s has %d hosts but -n is "
@@ -291,11 +307,12 @@ int cmd_run(int argc, char **argv)
 
     running = 0;
     for (int r = 0; r < n; r++) {
-        /* Rank r is on host r (mod the hosts with a manager), in its
-         * namespace on an emulated fabric. */
+        /* Rank r is on host r / ppn (mod the hosts with a manager), in
+         * its namespace on an emulated fabric. */
+        int host = r / ppn;
         ranks[r].pid = spawn_rank(
-            r, n, fabric, job, gen, &m,
-            conf.hosts ? conf.hosts[r % conf.nhosts].netns : "", &oldmask,
+            r, n, host, fabric, job, gen, &m,
+            conf.hosts ? conf.hosts[host % conf.nhosts].netns : "", &oldmask,
             argv + optind);
         if (ranks[r].pid < 0) {
             fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,

@@ -95,6 +95,20 @@
       "host-based algorithm selection: a bcast or reduce of more than this " \
       "many bytes (and more than 2 ranks) runs as a pipelined chain, " \
       "shorter ones as a binomial tree") \
+    X(HIER, ENUM, "node", "node|socket|flat", "host", \
+      "node: ranks of a communicator on one host reduce in shared memory " \
+      "into one leader that alone talks to the fabric; socket: one leader " \
+      "per CPU socket (hwloc, from the rank's binding; unbound ranks run " \
+      "node); flat: every rank talks to the fabric") \
+    X(HIER_SEG, SIZE, "512K", "4K..1G", "host", \
+      "bytes per pipeline segment of the shared-memory level") \
+    X(HIER_SPIN_US, US, "0", "0..1s", "host", \
+      "how long a rank polls the shared segment before it blocks in a " \
+      "futex; 0 never polls") \
+    X(HIER_TIMEOUT_MS, MS, "120s", "1ms..24h", "host", \
+      "a rank of the shared-memory level waiting this long for a live " \
+      "neighbour on its host fails its collective (a dead one fails it at " \
+      "once)") \
     X(MGR, ENDPOINT, "", "", "host", \
       "host:port of the aggregation manager; when set, the fabric and " \
       "every communicator's group come from it (`incoll run` sets it from " \

@@ -22,6 +22,7 @@
 #include "host/host.h"
 
 #include "host/comm.h"
+#include "host/hier.h"
 
 #include "common/log.h"
 
@@ -171,6 +172,13 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
             memmove(recvbuf, sendbuf, bytes);
         return INCOLL_OK;
     }
+    /* Ranks sharing a host go through its leader (src/host/hier.c); the
+     * leaders' communicator does the rest below. */
+    if (host_hier_active(comm, &status))
+        return host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype,
+                                   op);
+    if (status != INCOLL_OK)
+        return status;
     {
         const char *why;
         if (host_comm_broken(comm, &why)) {

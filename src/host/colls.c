@@ -21,6 +21,7 @@
  * hosts. Never a wrong or doubled result; an error when the recovery
  * itself fails.
  */
+#include "host/hier.h"
 #include "host/host_colls.h"
 
 #include "host/comm.h"
@@ -400,6 +401,14 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     }
     last_in_net = 0;
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
+    if (usable && algo == HOST_CALGO_AUTO) {
+        /* Ranks sharing a host reach the fabric through their leader, and
+         * only the allreduce has that level (src/host/hier.c): the native
+         * forms would put every rank on the wire again. */
+        incoll_status_t hs;
+        if (host_hier_active(comm, &hs) && hs == INCOLL_OK)
+            usable = 0;
+    }
     if (algo == HOST_CALGO_INC && !usable) {
         incoll_comm_offloaded(comm, &why);
         incoll_error("%s: the in-network algorithm was asked for but %s", what,

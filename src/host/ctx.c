@@ -7,6 +7,7 @@
 #include "host/host.h"
 
 #include "host/comm.h"
+#include "host/hier.h"
 
 #include "common/clock.h"
 #include "common/settings.h"
@@ -135,6 +136,7 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
 
 void host_comm_free(incoll_comm_h comm)
 {
+    host_hier_free(comm);
     host_comm_p2p_free(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;

@@ -22,6 +22,7 @@
  * group rebuilds (src/host/comm.c, comm.h) use the info pointers below. */
 struct host_comm_info; /* src/host/comm.c */
 struct host_ctx_info;  /* src/host/comm.c */
+struct host_hier;      /* src/host/hier.c */
 
 struct incoll_comm {
     incoll_ctx_h ctx;
@@ -36,6 +37,8 @@ struct incoll_comm {
     uint32_t p2p_id;       /* its id on the wire (host_comm_wire_id) */
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
+    struct host_hier *hier;   /* ranks sharing a host (src/host/hier.c);
+                                 NULL until the first allreduce */
     struct incoll_comm *next; /* the context's list */
 };
 

@@ -766,6 +766,63 @@ static void warn_world_off(const char *why)
                              "INCOLL_LOG_LEVEL=info say more)");
 }
 
+/* The value of name in DIR/fabric.env (NAME=VALUE or NAME='VALUE', as
+ * `incoll fabric up` writes it) into buf; -1 when absent. */
+static int fabric_env_get(const char *dir, const char *name, char *buf,
+                          size_t len)
+{
+    char path[PATH_MAX + 16], line[PATH_MAX + 64];
+    size_t nl = strlen(name);
+    int ret = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (ret != 0 && fgets(line, sizeof(line), f)) {
+        char *v = line + nl + 1;
+        size_t n;
+        if (strncmp(line, name, nl) != 0 || line[nl] != '=')
+            continue;
+        v[strcspn(v, "\n")] = '\0';
+        n = strlen(v);
+        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') {
+            v[n - 1] = '\0';
+            v++;
+        }
+        if (*v != '\0' && strlen(v) < len) {
+            snprintf(buf, len, "%s", v);
+            ret = 0;
+        }
+    }
+    fclose(f);
+    return ret;
+}
+
+/*
+ * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
+ * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
+ * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
+ * and each host's ranks reduce through one leader (src/host/hier.c).
+ * Returns 1 when it set INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOSTS.
+ */
+static int adopt_fabric_mgr(const char *fab)
+{
+    char mgr[256], secret[PATH_MAX], hosts[8192];
+
+    if (fabric_env_get(fab, "INCOLL_MGR", mgr, sizeof(mgr)) != 0 ||
+        fabric_env_get(fab, "INCOLL_SECRET_FILE", secret, sizeof(secret)) !=
+            0)
+        return 0;
+    setenv("INCOLL_MGR", mgr, 1);
+    setenv("INCOLL_SECRET_FILE", secret, 1);
+    if ((setting_str(SETTING_HOSTS) == NULL || !*setting_str(SETTING_HOSTS)) &&
+        fabric_env_get(fab, "INCOLL_HOSTS", hosts, sizeof(hosts)) == 0)
+        setenv("INCOLL_HOSTS", hosts, 1);
+    return 1;
+}
+
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
@@ -803,7 +860,14 @@ static void incoll_up(int local_rank, int local_size)
                      "cannot read the fabric: %.200s", err);
             return;
         }
-        if (conf.nhosts != L.size) {
+        if (conf.nhosts != L.size && adopt_fabric_mgr(fab)) {
+            if (L.rank == 0)
+                incoll_info("mpi: the fabric in %s has %d hosts and "
+                            "MPI_COMM_WORLD %d ranks: using its manager "
+                            "(fabric.env), ranks sharing a host reduce "
+                            "through one leader",
+                            fab, conf.nhosts, L.size);
+        } else if (conf.nhosts != L.size) {
             snprintf(L.why_off, sizeof(L.why_off),
                      "the fabric in %s has %d hosts but MPI_COMM_WORLD has %d "
                      "ranks",

@@ -21,6 +21,7 @@
  * cost per call on one rank (docs/benchmarks.md).
  */
 #include "bench_common.h"
+#include "bench_hier.h"
 #include "mpi/mpi_layer.h"
 #include "common/clock.h"
 
@@ -175,7 +176,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     if (argc < 2 ||
         (strcmp(argv[1], "_allreduce") != 0 && strcmp(argv[1], "_coll") != 0 &&
-         strcmp(argv[1], "_overhead") != 0)) {
+         strcmp(argv[1], "_overhead") != 0 && strcmp(argv[1], "_hier") != 0)) {
         if (rank == 0)
             fprintf(stderr, "usage: incoll mpirun ... -- " BENCH_MPI_WORKER
                             " _allreduce OPTIONS (started by `incoll bench "
@@ -198,6 +199,8 @@ int main(int argc, char **argv)
         ret = overhead(argc, argv, m.world);
     else if (strcmp(argv[1], "_coll") == 0)
         ret = bench_coll_rank_run(argc - 1, argv + 1, &m);
+    else if (strcmp(argv[1], "_hier") == 0)
+        ret = bench_hier_rank_run(argc - 1, argv + 1, &m); /* --ppn K */
     else
         ret = bench_allreduce_rank_run(argc - 1, argv + 1, &m);
     if (ret != 0) {

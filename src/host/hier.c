@@ -1,0 +1,555 @@
+/*
+ * The hierarchy of a communicator: placement of its ranks on hosts (and
+ * sockets), the leaders' communicator, the shared segment, and the
+ * pipelined allreduce through them (see hier.h).
+ *
+ * Placement. Every rank names its host: the fabric host it is attached to
+ * (INCOLL_HOST, or its entry of INCOLL_HOSTS: ranks of a loopback or
+ * emulated fabric share one machine but not one link) and the machine's
+ * name, since only ranks of one machine can share memory. In socket mode
+ * the package (else NUMA node) its CPU binding lies in is added, found
+ * with hwloc; a rank that is not bound to one package, or a build without
+ * hwloc, runs node mode instead and says why once. The members exchange
+ * these names (hashed) and their pids in one host-based allreduce (not
+ * on the fabric, whose ANs count only the application's operations);
+ * the ranks of one host in rank order are its local members, the first
+ * of them its leader.
+ *
+ * Allreduce. A vector is cut into segments of INCOLL_HIER_SEG bytes. For
+ * each, every member but the leader copies its part into its slot of the
+ * segment's pipeline buffer; the leader folds its own input and the slots,
+ * in the order of the members' ranks (so that every run and every rank get
+ * the same bits), runs the leaders' allreduce on it, and publishes the
+ * result, which the members copy out. With two pipeline buffers the
+ * members copy segment i+1 in while the leader's segment i is in the
+ * network.
+ */
+#include "host/hier.h"
+
+#include "host/comm.h"
+#include "host/host.h"
+#include "host/shm.h"
+
+#include "common/dtype.h"
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef INCOLL_HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+typedef enum {
+    HIER_SETUP = 0, /* being made: allreduces on comm run flat */
+    HIER_FLAT,      /* nothing to do: flat */
+    HIER_LEADERS,   /* comm is a leaders' communicator: flat */
+    HIER_ACTIVE,
+    HIER_BROKEN, /* the segment failed: every allreduce fails */
+} hier_state_t;
+
+struct host_hier {
+    hier_state_t state;
+    const char *mode;      /* "node", "socket" or "flat" */
+    incoll_comm_h leaders; /* NULL unless this rank leads its host */
+    incoll_comm_h owner;   /* of a leaders' communicator: whom it serves */
+    host_shm_t *shm;       /* NULL when this rank is alone on its host */
+    int nlocal;
+    int lidx;      /* our index among the local members; 0 leads */
+    uint32_t seq;  /* segments through the pipeline so far */
+    size_t seg;    /* bytes per segment (INCOLL_HIER_SEG), alike on all */
+    uint32_t *err; /* in the segment: failed operation's end and status */
+    const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
+};
+
+static uint64_t fnv64(uint64_t h, const char *s)
+{
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    return h;
+}
+
+/* The socket (package, else NUMA node) the rank's CPU binding lies in, or
+ * -1 with the reason in why. */
+static int socket_of(char *why, size_t len)
+{
+#ifdef INCOLL_HAVE_HWLOC
+    hwloc_topology_t topo;
+    hwloc_bitmap_t bound;
+    hwloc_obj_type_t type = HWLOC_OBJ_PACKAGE;
+    cpu_set_t set;
+    int n, hits = 0, found = -1, all;
+
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) {
+        snprintf(why, len, "cannot read the rank's CPU binding");
+        return -1;
+    }
+    if (hwloc_topology_init(&topo) != 0)
+        goto err_hwloc;
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
+        goto err_hwloc;
+    }
+    bound = hwloc_bitmap_alloc();
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set))
+            hwloc_bitmap_set(bound, (unsigned)c);
+    n = hwloc_get_nbobjs_by_type(topo, type);
+    if (n <= 0) {
+        type = HWLOC_OBJ_NUMANODE;
+        n = hwloc_get_nbobjs_by_type(topo, type);
+    }
+    for (int i = 0; i < n; i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(topo, type, (unsigned)i);
+        if (o && o->cpuset && hwloc_bitmap_intersects(o->cpuset, bound)) {
+            hits++;
+            found = (int)o->logical_index;
+        }
+    }
+    all = hwloc_bitmap_isincluded(hwloc_topology_get_topology_cpuset(topo),
+                                  bound) &&
+          hwloc_bitmap_weight(hwloc_topology_get_topology_cpuset(topo)) > 1;
+    hwloc_bitmap_free(bound);
+    hwloc_topology_destroy(topo);
+    if (hits == 1 && !(all && n > 1))
+        return found;
+    if (hits == 0)
+        snprintf(why, len, "the rank's CPU binding is outside the topology");
+    else
+        snprintf(why, len,
+                 "the rank is not bound to one socket (its CPU binding spans "
+                 "%d of %d)",
+                 hits, n);
+    return -1;
+err_hwloc:
+    snprintf(why, len, "hwloc cannot load the topology");
+    return -1;
+#else
+    snprintf(why, len, "this build has no hwloc (libhwloc-dev)");
+    return -1;
+#endif
+}
+
+/* This rank's placement key (never 0) for mode; socket mode may fall back
+ * to node (mode_p says which). */
+static uint64_t place_key(incoll_ctx_h ctx, const char **mode_p)
+{
+    char label[256] = "", machine[256] = "", why[160];
+    const char *host = knob_str("INCOLL_HOST");
+    uint64_t h = 0xcbf29ce484222325ull;
+
+    if (host != NULL && *host != '\0')
+        snprintf(label, sizeof(label), "%s", host);
+    else
+        host_rank_host(knob_str("INCOLL_HOSTS"), ctx->rank, label,
+                       sizeof(label));
+    gethostname(machine, sizeof(machine) - 1);
+    h = fnv64(fnv64(fnv64(h, label), "@"), machine);
+    if (strcmp(*mode_p, "socket") == 0) {
+        int s = socket_of(why, sizeof(why));
+        if (s >= 0) {
+            h = (h ^ (uint64_t)(s + 1)) * 0x100000001b3ull;
+        } else {
+            static int said;
+            if (!said)
+                incoll_info("hier: INCOLL_HIER=socket runs as node: %s", why);
+            said = 1;
+            *mode_p = "node";
+        }
+    }
+    return h ? h : 1;
+}
+
+/* The exchanges that make the level run host to host (recursive
+ * doubling over the members' UDP endpoints, which the manager gave), not
+ * on the fabric: the ANs count only the application's operations. */
+static incoll_status_t exchange(incoll_comm_h comm, void *v, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op)
+{
+    return host_allreduce_sched(comm, ALGO_RD, v, v, count, dtype, op);
+}
+
+/* Sums one int over comm: a barrier that also tells everyone whether
+ * anyone failed. */
+static incoll_status_t sum_flags(incoll_comm_h comm, int32_t *v)
+{
+    return exchange(comm, v, 1, INCOLL_INT32, INCOLL_OP_SUM);
+}
+
+static void hier_drop(struct host_hier *h)
+{
+    host_shm_detach(h->shm);
+    h->shm = NULL;
+    h->err = NULL;
+    if (h->leaders) {
+        incoll_comm_h l = h->leaders;
+        h->leaders = NULL;
+        if (l->hier)
+            l->hier->owner = NULL;
+        incoll_comm_destroy(l);
+    }
+}
+
+/* Makes the shared segment of our host: the leader creates, the others
+ * attach once it exists, the leader removes the name once all did. Every
+ * member calls it (also those alone on their host) for the barriers. */
+static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
+                                    pid_t leader_pid)
+{
+    char name[96];
+    int32_t bad = 0;
+    size_t seg = h->seg;
+    incoll_status_t status = INCOLL_OK;
+
+    snprintf(name, sizeof(name), "/incoll-%d-%016" PRIx64 "-%08x",
+             (int)leader_pid, host_comm_id(comm), comm->ctx->gen);
+    if (h->nlocal > 1 && h->lidx == 0)
+        status = host_shm_create(name, h->nlocal, seg, &h->shm);
+    bad = status != INCOLL_OK;
+    status = sum_flags(comm, &bad);
+    if (status == INCOLL_OK && bad == 0 && h->nlocal > 1 && h->lidx > 0) {
+        int32_t mine = host_shm_attach(name, h->lidx, &h->shm) != INCOLL_OK;
+        bad = mine;
+    }
+    if (status == INCOLL_OK) {
+        int32_t b2 = bad;
+        status = sum_flags(comm, &b2);
+        bad = b2;
+    }
+    if (h->nlocal > 1 && h->lidx == 0)
+        host_shm_unlink(name);
+    if (status != INCOLL_OK)
+        return status;
+    if (bad) {
+        host_shm_detach(h->shm);
+        h->shm = NULL;
+        return INCOLL_ERR_IO;
+    }
+    /* The leader reduces from its own buffer, so its slots are free: the
+     * first holds the end and status of an operation that failed. */
+    if (h->shm)
+        h->err = host_shm_slot(h->shm, 0, 0);
+    return INCOLL_OK;
+}
+
+/* Makes comm's hierarchy (collective over comm); see the top of the file. */
+static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
+{
+    const char *knob = h->want ? h->want : knob_str("INCOLL_HIER");
+    const char *mode = "node";
+    uint64_t *v, key;
+    int nhosts = 0, maxlocal = 0, leader = -1;
+    incoll_status_t status;
+
+    /* Without a manager every rank is a host of fabric.conf, with its
+     * own link and group child: nothing to share. */
+    if ((knob && strcmp(knob, "flat") == 0) || comm->ctx->info == NULL) {
+        h->mode = "flat";
+        h->state = HIER_FLAT;
+        return INCOLL_OK;
+    }
+    if (knob && strcmp(knob, "socket") == 0)
+        mode = "socket";
+    else if (knob && *knob && strcmp(knob, "node") != 0)
+        incoll_warn("hier: INCOLL_HIER='%s' is not node, socket or flat: "
+                    "using node",
+                    knob);
+    key = place_key(comm->ctx, &mode);
+    h->mode = mode;
+    h->seg = (size_t)knob_u64("INCOLL_HIER_SEG");
+    if (h->seg < 64)
+        h->seg = 64;
+    v = calloc((size_t)comm->size * 2, sizeof(*v));
+    if (v == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    v[2 * comm->rank] = key;
+    v[2 * comm->rank + 1] = (uint64_t)getpid();
+    status = exchange(comm, v, (size_t)comm->size * 2, INCOLL_UINT64,
+                      INCOLL_OP_BOR);
+    if (status != INCOLL_OK) {
+        incoll_error("hier: exchanging placements failed: %s",
+                     incoll_status_string(status));
+        free(v);
+        return status;
+    }
+    for (int r = 0; r < comm->size; r++) {
+        int first = 1, n = 0;
+        for (int q = 0; q < comm->size; q++) {
+            if (v[2 * q] != v[2 * r])
+                continue;
+            first &= q >= r;
+            n++;
+        }
+        nhosts += first;
+        maxlocal = n > maxlocal ? n : maxlocal;
+        if (v[2 * r] == key) {
+            if (leader < 0)
+                leader = r;
+            if (r < comm->rank)
+                h->lidx++;
+            h->nlocal++;
+        }
+    }
+    if (maxlocal <= 1) {
+        free(v);
+        h->state = HIER_FLAT;
+        incoll_debug("hier: one rank per %s: the communicator runs flat",
+                     mode);
+        return INCOLL_OK;
+    }
+    incoll_debug("hier: %s mode: %d %ss, %d local ranks here (member %d)",
+                 mode, nhosts, mode, h->nlocal, h->lidx);
+    status = make_segment(comm, h, (pid_t)v[2 * leader + 1]);
+    free(v);
+    if (status == INCOLL_OK) {
+        incoll_comm_h l = NULL;
+        status = incoll_comm_split(comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
+                                   comm->rank, &l);
+        if (status == INCOLL_OK && l != NULL) {
+            l->hier = calloc(1, sizeof(*l->hier));
+            if (l->hier == NULL) {
+                incoll_comm_destroy(l);
+                status = INCOLL_ERR_NO_MEMORY;
+            } else {
+                l->hier->state = HIER_LEADERS;
+                l->hier->mode = mode;
+                l->hier->owner = comm;
+                h->leaders = l;
+            }
+        }
+    }
+    if (status != INCOLL_OK) {
+        incoll_error("hier: making the %s level failed: %s", mode,
+                     incoll_status_string(status));
+        hier_drop(h);
+        return status;
+    }
+    h->state = HIER_ACTIVE;
+    return INCOLL_OK;
+}
+
+int host_hier_active(incoll_comm_h comm, incoll_status_t *status_p)
+{
+    struct host_hier *h = comm->hier;
+
+    *status_p = INCOLL_OK;
+    if (h == NULL || h->state == HIER_SETUP) {
+        if (h == NULL)
+            h = calloc(1, sizeof(*h));
+        if (h == NULL) {
+            *status_p = INCOLL_ERR_NO_MEMORY;
+            return 0;
+        }
+        if (h->mode == NULL) {
+            h->mode = "none";
+        } else if (comm->hier == h) {
+            return 0; /* being made: this is one of its exchanges */
+        }
+        comm->hier = h;
+        *status_p = hier_make(comm, h);
+        if (*status_p != INCOLL_OK) {
+            /* Every member failed alike (the exchange is an allreduce):
+             * the next call tries again. */
+            const char *want = h->want;
+            memset(h, 0, sizeof(*h));
+            h->want = want;
+            return 0;
+        }
+    }
+    return h->state == HIER_ACTIVE || h->state == HIER_BROKEN;
+}
+
+/* The leader's side of one allreduce: see the top of the file. */
+static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
+                            incoll_algo_t algo, const uint8_t *send,
+                            uint8_t *recv, size_t count, incoll_dtype_t dtype,
+                            incoll_op_t op, uint64_t deadline)
+{
+    size_t dsize = incoll_dtype_size(dtype);
+    size_t per = h->seg / dsize;
+    size_t nseg = (count + per - 1) / per;
+    const void *src[HOST_SHM_MAX_LOCAL];
+    incoll_status_t status;
+
+    (void)comm;
+    for (size_t s = 0; s < nseg; s++) {
+        uint32_t g = h->seq + (uint32_t)s;
+        int b = (int)(g % HOST_SHM_NBUF);
+        size_t off = s * per, n = count - off < per ? count - off : per;
+
+        src[0] = send + off * dsize;
+        for (int m = 1; m < h->nlocal; m++) {
+            status = host_shm_wait(h->shm, HOST_SHM_POSTED, m, g + 1, deadline);
+            if (status != INCOLL_OK)
+                return status;
+            src[m] = host_shm_slot(h->shm, b, m);
+        }
+        /* Alone on the host, in place: nothing to fold. */
+        if (h->nlocal > 1 || src[0] != recv + off * dsize)
+            reduce_n(op, dtype, recv + off * dsize, src, h->nlocal, n);
+        if (h->leaders && h->leaders->size > 1) {
+            status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
+                                           recv + off * dsize, n, dtype, op);
+            if (status != INCOLL_OK && h->shm != NULL) {
+                /* The members end this operation with our status. */
+                uint32_t end = h->seq + (uint32_t)nseg;
+                h->err[1] = (uint32_t)(int32_t)status;
+                atomic_store((_Atomic uint32_t *)&h->err[0], end);
+                host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
+            }
+            if (status != INCOLL_OK)
+                return status;
+        }
+        if (h->shm == NULL)
+            continue;
+        for (int m = 1; m < h->nlocal; m++) {
+            status = host_shm_wait(h->shm, HOST_SHM_CONSUMED, m,
+                                   g + 1 - HOST_SHM_NBUF, deadline);
+            if (status != INCOLL_OK)
+                return status;
+        }
+        memcpy(host_shm_result(h->shm, b), recv + off * dsize, n * dsize);
+        host_shm_set(h->shm, HOST_SHM_DONE, 0, g + 1);
+    }
+    return INCOLL_OK;
+}
+
+/* A member's side of one allreduce. */
+static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
+                              uint8_t *recv, size_t count,
+                              incoll_dtype_t dtype, uint64_t deadline)
+{
+    size_t dsize = incoll_dtype_size(dtype);
+    size_t per = h->seg / dsize;
+    size_t nseg = (count + per - 1) / per;
+    uint32_t end = h->seq + (uint32_t)nseg;
+    incoll_status_t status;
+
+    for (size_t s = 0; s <= nseg; s++) {
+        if (s < nseg) {
+            uint32_t g = h->seq + (uint32_t)s;
+            int b = (int)(g % HOST_SHM_NBUF);
+            size_t off = s * per, n = count - off < per ? count - off : per;
+            /* Our slot of buffer b is free once the leader read it for
+             * segment g - NBUF, which it did before publishing that. */
+            status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
+                                   g + 1 - HOST_SHM_NBUF, deadline);
+            if (status != INCOLL_OK)
+                return status;
+            memcpy(host_shm_slot(h->shm, b, h->lidx), send + off * dsize,
+                   n * dsize);
+            host_shm_set(h->shm, HOST_SHM_POSTED, h->lidx, g + 1);
+        }
+        if (s >= 1) {
+            uint32_t g = h->seq + (uint32_t)s - 1;
+            int b = (int)(g % HOST_SHM_NBUF);
+            size_t off = (s - 1) * per, n = count - off < per ? count - off
+                                                              : per;
+            status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
+            if (status != INCOLL_OK)
+                return status;
+            if (atomic_load((_Atomic uint32_t *)&h->err[0]) == end) {
+                host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, end);
+                return (incoll_status_t)(int32_t)h->err[1];
+            }
+            memcpy(recv + off * dsize, host_shm_result(h->shm, b), n * dsize);
+            host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, g + 1);
+        }
+    }
+    return INCOLL_OK;
+}
+
+incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
+                                    const void *sendbuf, void *recvbuf,
+                                    size_t count, incoll_dtype_t dtype,
+                                    incoll_op_t op)
+{
+    struct host_hier *h = comm->hier;
+    size_t bytes = count * incoll_dtype_size(dtype);
+    uint64_t deadline;
+    incoll_status_t status;
+
+    if (h->state == HIER_BROKEN) {
+        incoll_error("allreduce: the communicator's %s level failed before",
+                     h->mode);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (sendbuf != recvbuf && (const uint8_t *)sendbuf < (uint8_t *)recvbuf +
+                                                             bytes &&
+        (uint8_t *)recvbuf < (const uint8_t *)sendbuf + bytes) {
+        status = host_comm_scratch(comm, bytes);
+        if (status != INCOLL_OK)
+            return status;
+        memcpy(comm->scratch, sendbuf, bytes);
+        sendbuf = comm->scratch;
+    }
+    deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    status = h->lidx == 0 ? lead(comm, h, algo, sendbuf, recvbuf, count, dtype,
+                                 op, deadline)
+                          : follow(h, sendbuf, recvbuf, count, dtype, deadline);
+    {
+        size_t per = h->seg / incoll_dtype_size(dtype);
+        h->seq += (uint32_t)((count + per - 1) / per);
+    }
+    if (h->shm && host_shm_aborted(h->shm) != INCOLL_OK) {
+        h->state = HIER_BROKEN;
+        if (status == INCOLL_OK)
+            status = host_shm_aborted(h->shm);
+    }
+    return status;
+}
+
+incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode)
+{
+    static const char *const modes[] = {"node", "socket", "flat"};
+    const char *m = NULL;
+
+    for (int i = 0; i < 3; i++)
+        if (mode && strcmp(mode, modes[i]) == 0)
+            m = modes[i];
+    if (comm == NULL || m == NULL ||
+        (comm->hier != NULL && comm->hier->mode != NULL)) {
+        incoll_error("hier: cannot set mode '%s' on this communicator (node, "
+                     "socket or flat, before its first allreduce)",
+                     mode ? mode : "(null)");
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->hier == NULL) {
+        comm->hier = calloc(1, sizeof(*comm->hier));
+        if (comm->hier == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+    }
+    comm->hier->want = m;
+    return INCOLL_OK;
+}
+
+incoll_comm_h host_hier_leaders(incoll_comm_h comm, int *nlocal_p)
+{
+    struct host_hier *h = comm ? comm->hier : NULL;
+    if (nlocal_p)
+        *nlocal_p = h && h->state == HIER_ACTIVE ? h->nlocal : 1;
+    return h && h->state == HIER_ACTIVE ? h->leaders : NULL;
+}
+
+const char *host_hier_mode(incoll_comm_h comm)
+{
+    return comm && comm->hier ? comm->hier->mode : "none";
+}
+
+void host_hier_free(incoll_comm_h comm)
+{
+    struct host_hier *h = comm->hier;
+    if (h == NULL)
+        return;
+    comm->hier = NULL;
+    if (h->owner && h->owner->hier)
+        h->owner->hier->leaders = NULL;
+    hier_drop(h);
+    free(h);
+}

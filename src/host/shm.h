@@ -1,0 +1,86 @@
+/*
+ * A shared-memory segment for the ranks of one communicator on one host
+ * (or socket), the intra-host level of the hierarchy (src/host/hier.c).
+ *
+ * Life: the leader makes it (host_shm_create, a POSIX shm name with the
+ * leader's pid and the communicator's id), the others attach by that name
+ * (host_shm_attach), and once all have, the leader removes the name
+ * (host_shm_unlink): from then on the segment exists only as long as one
+ * of its members maps it, so a process that dies leaves nothing in
+ * /dev/shm. Each member holds a robust process-shared mutex of its own
+ * for as long as it is attached: the others learn of its death from that
+ * mutex (EOWNERDEAD), even while it is a zombie that kill(pid, 0) finds.
+ *
+ * Synchronisation is by counters that only grow (32-bit, wrapping): a
+ * member waits for a counter to reach a value in futex waits of bounded
+ * length, checking in between that the member it waits for is alive and
+ * that nobody aborted the segment. No spinning unless INCOLL_HIER_SPIN_US
+ * asks for some before each wait.
+ */
+#ifndef INCOLL_HOST_SHM_H
+#define INCOLL_HOST_SHM_H
+
+#include "incoll.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Most members of one segment (ranks of a communicator on one host). */
+#define HOST_SHM_MAX_LOCAL 256
+/* Pipeline depth: segments of a vector in flight between the members and
+ * the leader. */
+#define HOST_SHM_NBUF 2
+
+typedef struct host_shm host_shm_t;
+
+/*
+ * Makes the segment named name (O_EXCL) for nlocal members with data
+ * slots of slot_bytes, maps it and attaches as member 0. The caller owns
+ * the result and frees it with host_shm_detach(); the name stays until
+ * host_shm_unlink().
+ */
+incoll_status_t host_shm_create(const char *name, int nlocal,
+                                size_t slot_bytes, host_shm_t **shm_p);
+
+/* Maps the segment name made by the leader and attaches as member idx
+ * (1..nlocal-1). */
+incoll_status_t host_shm_attach(const char *name, int idx, host_shm_t **shm_p);
+
+/* Removes the segment's name; mappings stay valid. Harmless when gone. */
+void host_shm_unlink(const char *name);
+
+/* Detaches (releases our liveness mutex) and unmaps; NULL is a no-op. */
+void host_shm_detach(host_shm_t *shm);
+
+/* Data slot of member idx (0 is unused: the leader reduces from its own
+ * buffer) and the result slot, for pipeline buffer buf. */
+void *host_shm_slot(host_shm_t *shm, int buf, int idx);
+void *host_shm_result(host_shm_t *shm, int buf);
+size_t host_shm_slot_bytes(const host_shm_t *shm);
+int host_shm_nlocal(const host_shm_t *shm);
+
+/* The counters: posted[idx] (segments member idx wrote into its slots),
+ * consumed[idx] (results it copied out), done (results the leader
+ * published). */
+typedef enum { HOST_SHM_POSTED, HOST_SHM_CONSUMED, HOST_SHM_DONE } host_shm_ctr_t;
+
+/* Sets a counter and wakes its waiters. */
+void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v);
+
+/*
+ * Waits until counter (ctr, idx) reaches v (wrapping compare). Returns
+ * INCOLL_OK, or an error: the segment was aborted (the status the
+ * aborting member gave), member `owner` of the counter died
+ * (INCOLL_ERR_GROUP_FAILED) or deadline_ns (host_now_ns clock) passed
+ * (INCOLL_ERR_TIMEOUT). Blocks in futex waits.
+ */
+incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
+                              uint32_t v, uint64_t deadline_ns);
+
+/* Marks the segment failed with status (first one wins) and wakes every
+ * waiter; later waits return that status. */
+void host_shm_abort(host_shm_t *shm, incoll_status_t status);
+/* The status the segment was aborted with, or INCOLL_OK. */
+incoll_status_t host_shm_aborted(const host_shm_t *shm);
+
+#endif

@@ -1,0 +1,314 @@
+/*
+ * Integration tests of the node and socket levels (src/host/hier.c):
+ * real daemons from `incoll fabric up`, K ranks per host from `incoll run
+ * --ppn K`, results checked by tests/progs/allreduce_check (every op and
+ * dtype against the reference) and tests/progs/hier_check (a communicator
+ * holding part of each host's ranks, bitwise equal results across ranks
+ * and runs, a rank killed in the middle). The leaf AN's counters must show
+ * one contribution per host (or socket) per reduction, not one per rank.
+ * Socket mode runs on a two-socket host emulated by hwloc
+ * (HWLOC_SYNTHETIC), each rank bound to one of its CPUs with taskset.
+ */
+#include "integ.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int seq;
+
+/* Brings up a fabric of hosts hosts in <tmp>/hierN; its path in dir and
+ * the log file in out. 0 or -1. */
+static int hier_fabric(int hosts, char *dir, size_t dlen, char *out,
+                       size_t olen)
+{
+    snprintf(dir, dlen, "%.900s/hier%d", test_tmpdir(), seq++);
+    snprintf(out, olen, "%s.txt", dir);
+    if (run_cmd_file(out, 60, "'%s/incoll' fabric up --hosts %d --radix 4 "
+                              "--dir '%s'",
+                     test_bindir(), hosts, dir) != 0) {
+        show_tail(out);
+        run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'",
+                     test_bindir(), dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void hier_down(const char *dir, const char *out)
+{
+    run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
+                 dir);
+}
+
+/* Runs prog (in progdir) on n ranks, ppn per host, with env; exit status. */
+static int hier_run(const char *dir, const char *out, int n, int ppn,
+                    const char *env, const char *prog, const char *args)
+{
+    return run_cmd_file(out, 200,
+                        "env INCOLL_JOB=hier-%d-%ld %s '%s/incoll' run -n %d "
+                        "--ppn %d --fabric '%s' --timeout 180 -- %s %s",
+                        seq++, (long)getpid(), env ? env : "", test_bindir(),
+                        n, ppn, dir, prog, args);
+}
+
+/* Contributions per reduction on the fabric's one AN (l0), from `incoll
+ * stat`; -1 when unreadable. */
+static double contribs_per_reduction(const char *dir)
+{
+    char *text;
+    uint64_t c = 0, r = 0;
+    double ratio = -1;
+
+    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                dir) == 0 &&
+        stat_get(text, "l0", "contribs_accepted", &c) == 0 &&
+        stat_get(text, "l0", "reductions", &r) == 0 && r > 0)
+        ratio = (double)c / (double)r;
+    free(text);
+    return ratio;
+}
+
+/*
+ * Every op and dtype in node mode with 3 ranks on one host and 1 on the
+ * other, out of place and in place, counts 0, 1, 7 and several pipeline
+ * segments (INCOLL_HIER_SEG=4096). The AN sees about 2 contributions per
+ * reduction (the flat exchanges that set the level up add a few of 4).
+ */
+TEST(hier_node_ops, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    static const char *const modes[] = {"", "--inplace"};
+    double ratio;
+
+    if (!have_fabric_binaries("allreduce_check"))
+        return test_skip("incoll, incoll-agg or allreduce_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/allreduce_check'", progdir());
+    for (int i = 0; i < 2; i++) {
+        char args[256];
+        int rc;
+        snprintf(args, sizeof(args),
+                 "--sizes 0,1,7,1000,5000 --dtype all --op all %s", modes[i]);
+        rc = hier_run(dir, out, 4, 3, "INCOLL_HIER_SEG=4096", prog, args);
+        if (rc != 0 || !file_has(out, ": ok")) {
+            show_tail(out);
+            hier_down(dir, out);
+            CHECK_MSG(0, "allreduce_check %s exited %d", modes[i], rc);
+        }
+    }
+    ratio = contribs_per_reduction(dir);
+    hier_down(dir, out);
+    CHECK_MSG(ratio >= 2.0 && ratio < 2.1,
+              "the AN saw %.3f contributions per reduction, want 2 (one per "
+              "host): %s",
+              ratio, out);
+    return TEST_PASSED;
+}
+
+/* allreduce_check under 5% loss on every host socket, 2 ranks per host. */
+TEST(hier_node_loss, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    int rc;
+
+    if (!have_fabric_binaries("allreduce_check"))
+        return test_skip("incoll, incoll-agg or allreduce_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/allreduce_check'", progdir());
+    rc = hier_run(dir, out, 4, 2,
+                  "INCOLL_HIER_SEG=16384 INCOLL_FAULT_DROP=0.05 "
+                  "INCOLL_FAULT_SEED=5",
+                  prog,
+                  "--sizes 1,1000,20000 --dtype float32,int64,bfloat16 "
+                  "--op sum,max,bxor --iters 2");
+    hier_down(dir, out);
+    if (rc != 0 || !file_has(out, ": ok"))
+        show_tail(out);
+    CHECK_MSG(rc == 0 && file_has(out, ": ok"), "allreduce_check exited %d",
+              rc);
+    return TEST_PASSED;
+}
+
+/* The hash hier_check prints, or "" when absent. */
+static void hash_of(const char *path, char *buf, size_t len)
+{
+    char *text = slurp(path);
+    const char *p = strstr(text, "hier_check: hash ");
+    buf[0] = '\0';
+    if (p)
+        snprintf(buf, len, "%.16s", p + strlen("hier_check: hash "));
+    free(text);
+}
+
+/*
+ * hier_check on 2 hosts x 4 ranks: a communicator holding 2 of each host's
+ * 4 ranks (its own leader per host) beside the world, exact; float sums
+ * with the same bits on every rank, and in two runs.
+ */
+TEST(hier_node_subset_bitwise, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX], h1[32], h2[32];
+    int rc1, rc2;
+
+    if (!have_fabric_binaries("hier_check"))
+        return test_skip("incoll, incoll-agg or hier_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/hier_check'", progdir());
+    rc1 = hier_run(dir, out, 8, 4, "INCOLL_HIER_SEG=8192", prog,
+                   "--ppn 4 --count 50000 --iters 3");
+    hash_of(out, h1, sizeof(h1));
+    truncate(out, 0);
+    rc2 = hier_run(dir, out, 8, 4, "INCOLL_HIER_SEG=8192", prog,
+                   "--ppn 4 --count 50000 --iters 3");
+    hash_of(out, h2, sizeof(h2));
+    hier_down(dir, out);
+    if (rc1 != 0 || rc2 != 0)
+        show_tail(out);
+    CHECK_MSG(rc1 == 0 && rc2 == 0, "hier_check exited %d and %d", rc1, rc2);
+    CHECK_MSG(h1[0] && strcmp(h1, h2) == 0,
+              "two runs gave different bits: %s and %s", h1, h2);
+    return TEST_PASSED;
+}
+
+/*
+ * Socket mode on a host that hwloc describes as two packages of one CPU
+ * each: ranks bound by taskset to CPU rank % 2, 2 hosts x 4 ranks, so 4
+ * socket leaders: every op and dtype, then 4 contributions per reduction.
+ * An unbound rank runs node mode and says why.
+ */
+TEST(hier_socket_ops, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    const char *topo = "HWLOC_SYNTHETIC='package:2 core:1 pu:1'";
+    double ratio;
+    int rc;
+
+#ifndef INCOLL_HAVE_HWLOC
+    return test_skip("built without hwloc (libhwloc-dev)");
+#endif
+    if (!have_fabric_binaries("allreduce_check"))
+        return test_skip("incoll, incoll-agg or allreduce_check not built");
+    if (system("taskset -c 0 true >/dev/null 2>&1") != 0 ||
+        sysconf(_SC_NPROCESSORS_ONLN) < 2)
+        return test_skip("taskset or a second CPU is missing");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog),
+             "sh -c 'exec taskset -c $((INCOLL_RANK %% 2)) "
+             "%s/allreduce_check \"$@\"' allreduce_check",
+             progdir());
+    {
+        char env[256];
+        snprintf(env, sizeof(env),
+                 "%s INCOLL_HIER=socket INCOLL_HIER_SEG=4096 "
+                 "INCOLL_LOG_LEVEL=debug",
+                 topo);
+        rc = hier_run(dir, out, 8, 4, env, prog,
+                      "--sizes 0,1,1000,3000 --dtype all --op all");
+    }
+    ratio = contribs_per_reduction(dir);
+    if (rc != 0 || !file_has(out, ": ok"))
+        show_tail(out);
+    CHECK_MSG(rc == 0 && file_has(out, ": ok") &&
+                  file_has(out, "socket mode: 4 sockets, 2 local ranks"),
+              "allreduce_check in socket mode exited %d (or no socket "
+              "level): %s",
+              rc, out);
+    CHECK_MSG(ratio >= 4.0 && ratio < 4.2,
+              "the AN saw %.3f contributions per reduction, want 4 (one per "
+              "socket): %s",
+              ratio, out);
+    /* Unbound ranks: node mode, with the reason. */
+    {
+        char env[256];
+        snprintf(env, sizeof(env),
+                 "%s INCOLL_HIER=socket INCOLL_LOG_LEVEL=info", topo);
+        snprintf(prog, sizeof(prog), "'%s/allreduce_check'", progdir());
+        rc = hier_run(dir, out, 4, 2, env, prog, "--sizes 1,100");
+    }
+    hier_down(dir, out);
+    CHECK_MSG(rc == 0 && file_has(out, "INCOLL_HIER=socket runs as node: the "
+                                       "rank is not bound to one socket"),
+              "unbound ranks in socket mode: exit %d, want node mode and its "
+              "reason: %s",
+              rc, out);
+    return TEST_PASSED;
+}
+
+/* 1 when /dev/shm holds a segment of the leader pid (src/host/hier.c
+ * names them /incoll-<leader pid>-...). */
+static int shm_left(pid_t pid)
+{
+    char prefix[32];
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    int found = 0;
+
+    if (d == NULL)
+        return 0;
+    snprintf(prefix, sizeof(prefix), "incoll-%d-", (int)pid);
+    while ((e = readdir(d)) != NULL)
+        found |= strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return found;
+}
+
+/*
+ * 2 hosts x 2 ranks started directly (not by `incoll run`, which would
+ * stop the others itself); one rank kills itself before an allreduce the
+ * others are already in: a member (rank 1), then a leader (rank 2). Every
+ * other rank must fail its collective with an error, in bounded time, and
+ * no segment may stay in /dev/shm.
+ */
+TEST(hier_node_killed, TEST_INTEG)
+{
+    char dir[1024], out[1100];
+    static const int victims[] = {1, 2};
+
+    if (!have_fabric_binaries("hier_check"))
+        return test_skip("incoll, incoll-agg or hier_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    for (int v = 0; v < 2; v++) {
+        proc_t p[4];
+        int rc[4];
+        double t0 = now_s();
+        for (int r = 0; r < 4; r++) {
+            memset(&p[r], 0, sizeof(p[r]));
+            proc_start(&p[r], 60,
+                       "sh -c \". '%s/fabric.env' && exec env INCOLL_RANK=%d "
+                       "INCOLL_SIZE=4 INCOLL_JOB=hierkill-%d-%d-%ld "
+                       "INCOLL_HOST=h%d INCOLL_MGR_OP_TIMEOUT_MS=1000 "
+                       "'%s/hier_check' "
+                       "--ppn 2 --count 1000 --iters 40 --kill %d:20\"",
+                       dir, r, v, seq, (long)getpid(), r / 2, progdir(),
+                       victims[v]);
+        }
+        for (int r = 0; r < 4; r++)
+            rc[r] = proc_wait(&p[r]);
+        for (int r = 0; r < 4; r++) {
+            int want = r == victims[v] ? 128 + SIGKILL : 5;
+            if (rc[r] != want || shm_left(p[r].pid)) {
+                for (int q = 0; q < 4; q++)
+                    fprintf(stderr, "    rank %d exited %d:\n%.1500s\n", q,
+                            rc[q], p[q].out ? p[q].out : "");
+                for (int q = 0; q < 4; q++)
+                    free(p[q].out);
+                hier_down(dir, out);
+                CHECK_MSG(0,
+                          "rank %d killed: rank %d exited %d (want %d) or "
+                          "left its segment in /dev/shm",
+                          victims[v], r, rc[r], want);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            free(p[r].out);
+        CHECK_MSG(now_s() - t0 < 40, "the ranks took %.1f s to fail",
+                  now_s() - t0);
+    }
+    hier_down(dir, out);
+    return TEST_PASSED;
+}
