@@ -554,9 +554,9 @@ static void estimate(const opts_t *o, sim_config_t *cfg,
                      const fabric_conf_t *conf, int algo, uint64_t bytes,
                      int nsim, int nmir, double *est_p, double *mem_p)
 {
-    cfg->data = o->data_opt >= 0 ? o->data_opt
-                                 : (double)nsim * (double)bytes <=
-                                       64.0 * 1024 * 1024;
+    cfg->data = o->data_opt >= 0
+                    ? o->data_opt
+                    : (double)nsim * (double)bytes <= 64.0 * 1024 * 1024;
     *est_p = estimate_msgs(algo, nsim + nmir, bytes, cfg);
     *mem_p = estimate_mem(algo, conf, bytes, cfg, nsim);
 }
@@ -582,9 +582,8 @@ static int refused(const opts_t *o, sim_config_t *cfg,
         }
     }
     estimate(o, cfg, conf, algo, bytes, conf->nhosts, 0, &est, &mem);
-    if (nmir > 0 &&
-        (o->mirror_opt == 1 ||
-         est > (double)cfg->max_msgs || mem > cfg->max_mem)) {
+    if (nmir > 0 && (o->mirror_opt == 1 || est > (double)cfg->max_msgs ||
+                     mem > cfg->max_mem)) {
         cfg->mirror = 1;
         estimate(o, cfg, conf, algo, bytes, nsim, nmir, &est, &mem);
     }

@@ -6,14 +6,14 @@
  * same times, with only the child index in the header (and so the MAC)
  * told apart, because their parent sends each result on all its ports at
  * once. (A server AN's one NIC sends it to one child after another, so
- * its children are not alike: no mirrors then.) So of the AN children of a simulated AN, the first one and every
- * sibling of another shape are simulated; a sibling of the first one's
- * shape is a mirror: nothing below it runs, and whenever the first one
- * sends a packet to the parent, the mirror sends the same packet, with its
- * own child index and MAC, from its own switch over its own links at the
- * same instant (sim_run.c). The parent is a real agg_t receiving every
- * child's packet over the network; results it sends to a mirror go no
- * further.
+ * its children are not alike: no mirrors then.) So of the AN children of a
+ * simulated AN, the first one and every sibling of another shape are simulated;
+ * a sibling of the first one's shape is a mirror: nothing below it runs, and
+ * whenever the first one sends a packet to the parent, the mirror sends the
+ * same packet, with its own child index and MAC, from its own switch over its
+ * own links at the same instant (sim_run.c). The parent is a real agg_t
+ * receiving every child's packet over the network; results it sends to a mirror
+ * go no further.
  */
 #include "sim/sim.h"
 
@@ -50,8 +50,8 @@ static long factor_sum(const tree_t *t, const sim_mirror_t *m, int a)
         if (k < 0)
             s += sim_input_factor(-k - 1);
         else
-            s += factor_sum(t, m, m->state[k] == SIM_MIRROR_COPY ? m->rep[k]
-                                                                 : k);
+            s += factor_sum(t, m,
+                            m->state[k] == SIM_MIRROR_COPY ? m->rep[k] : k);
     }
     return s;
 }
@@ -115,9 +115,9 @@ int sim_mirror_plan(const fabric_conf_t *conf, int on, sim_mirror_t *m)
     m->first = malloc((size_t)na * sizeof(int));
     m->next = malloc((size_t)na * sizeof(int));
     m->index = calloc((size_t)na, sizeof(int));
-    if (t.nkids == NULL || t.kids == NULL || fill == NULL ||
-        m->state == NULL || m->rep == NULL || m->first == NULL ||
-        m->next == NULL || m->index == NULL)
+    if (t.nkids == NULL || t.kids == NULL || fill == NULL || m->state == NULL ||
+        m->rep == NULL || m->first == NULL || m->next == NULL ||
+        m->index == NULL)
         goto out;
     /* Children in fabric_conf_children()'s order: ANs, then hosts, each
      * in index order. */

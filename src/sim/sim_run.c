@@ -325,8 +325,7 @@ static void deliver(outbox_t *ob, uint64_t *rng, incoll_ep_t ep, pkt_t *p)
 {
     /* A result for a mirror goes no further: its subtree does not run,
      * and a switch sends on all its ports at once, independently. */
-    if (ep >= EP_AN_BASE &&
-        S.mir.state[ep - EP_AN_BASE] != SIM_MIRROR_REAL) {
+    if (ep >= EP_AN_BASE && S.mir.state[ep - EP_AN_BASE] != SIM_MIRROR_REAL) {
         pkt_put(p);
         return;
     }
