@@ -12,6 +12,7 @@
  *   sim_calib.c     calibration file written by `incoll bench kernel`
  *   sim_platform.c  SimGrid XML of a k-ary tree of switches
  *   sim_run.c       the actors: hosts, aggregation nodes, NICs, timers
+ *   sim_mirror.c    which subtrees run and which are mirrored (--mirror)
  */
 #ifndef INCOLL_SIM_H
 #define INCOLL_SIM_H
