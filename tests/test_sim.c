@@ -9,6 +9,9 @@
  *  - a run beyond its message or memory budget is refused with the
  *    reason, not started;
  *  - 1 MiB streams at more than 90% of the link rate;
+ *  - mirroring identical subtrees (--mirror) gives the full run's
+ *    latencies to the picosecond, results checked, and stays off where
+ *    it would not be exact (server ANs, loss);
  *  - the same seed gives the same numbers, loss included;
  *  - with 1% of packets lost, every host still gets the right result;
  *  - the host-based algorithms agree within 10% with SMPI's own
@@ -37,6 +40,7 @@ typedef struct {
     int checked;
     long dropped;
     long retransmits;
+    int mirrored; /* its note says it ran with mirrors */
 } row_t;
 
 static int sim_path(char *buf, size_t len)
@@ -96,6 +100,7 @@ static int read_csv(const char *path, row_t *rows, int max)
             fclose(f);
             return -1;
         }
+        r->mirrored = strstr(line, "mirrored:") != NULL;
         n++;
     }
     fclose(f);
@@ -333,6 +338,64 @@ TEST(sim_inc_streams_near_link_rate, TEST_INTEG)
     CHECK_MSG(r[0].bandwidth_MBps > 0.9 * 12500 &&
                   r[0].bandwidth_MBps < 12500.0 * 8192 / 8240,
               "%.1f MB/s", r[0].bandwidth_MBps);
+    return TEST_PASSED;
+}
+
+/*
+ * --mirror is exact: on a 3-level tree of identical subtrees and on an
+ * uneven 4-level one (where only the subtrees of the same shape are
+ * mirrored), with a switch AN latency, from one packet to a stream of 32
+ * with the slot window at work, the mirrored run's latency is the full
+ * run's to the picosecond (the CSV's precision), every simulated host's
+ * result checked. With server ANs, whose NIC sends to one child after
+ * another, and with loss, it does not mirror.
+ */
+TEST(sim_mirror_matches_full_run, TEST_INTEG)
+{
+    static const char *const trees[] = {
+        "--hosts 64 --radix 4 --levels 3 --sizes 8,64K,256K",
+        "--hosts 100 --radix 4 --levels 4 --sizes 8,64K",
+    };
+    row_t full[MAX_ROWS], mir[MAX_ROWS];
+    char args[512];
+
+    SKIP_WITHOUT_SIM();
+    for (int t = 0; t < 2; t++) {
+        int nf, nm;
+        snprintf(args, sizeof(args),
+                 "%s --algos inc --an switch --switch-ns 120 --window 8 "
+                 "--data --mirror off",
+                 trees[t]);
+        nf = sim(args, full, MAX_ROWS);
+        snprintf(args, sizeof(args),
+                 "%s --algos inc --an switch --switch-ns 120 --window 8 "
+                 "--data --mirror on",
+                 trees[t]);
+        nm = sim(args, mir, MAX_ROWS);
+        CHECK(nf >= 2);
+        CHECK_EQ_INT(nf, nm);
+        for (int i = 0; i < nf; i++) {
+            CHECK(strcmp(full[i].outcome, "ok") == 0 && full[i].checked);
+            CHECK(strcmp(mir[i].outcome, "ok") == 0 && mir[i].checked);
+            CHECK_MSG(!full[i].mirrored && mir[i].mirrored,
+                      "%s, %ld bytes: not mirrored as asked", trees[t],
+                      mir[i].bytes);
+            CHECK_MSG(fabs(full[i].latency_us - mir[i].latency_us) < 1.5e-6,
+                      "%s, %ld bytes: full %.6f us, mirrored %.6f us", trees[t],
+                      full[i].bytes, full[i].latency_us, mir[i].latency_us);
+        }
+    }
+    /* No mirrors where they would not be exact. */
+    CHECK_EQ_INT(sim("--hosts 64 --radix 4 --levels 3 --sizes 8 --algos inc "
+                     "--an server --mirror on",
+                     mir, MAX_ROWS),
+                 1);
+    CHECK(strcmp(mir[0].outcome, "ok") == 0 && !mir[0].mirrored);
+    CHECK_EQ_INT(sim("--hosts 64 --radix 4 --levels 3 --sizes 8 --algos inc "
+                     "--drop 0.01 --mirror on",
+                     mir, MAX_ROWS),
+                 1);
+    CHECK(strcmp(mir[0].outcome, "ok") == 0 && !mir[0].mirrored);
     return TEST_PASSED;
 }
 

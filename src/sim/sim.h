@@ -12,6 +12,7 @@
  *   sim_calib.c     calibration file written by `incoll bench kernel`
  *   sim_platform.c  SimGrid XML of a k-ary tree of switches
  *   sim_run.c       the actors: hosts, aggregation nodes, NICs, timers
+ *   sim_mirror.c    which subtrees run and which are mirrored (--mirror)
  */
 #ifndef INCOLL_SIM_H
 #define INCOLL_SIM_H
@@ -71,6 +72,7 @@ typedef struct {
     int p2p_headers;     /* 1: baselines pay a wire header per packet */
     int no_compute;      /* 1: every computation cost is 0 */
     int no_stack_guards; /* 1: actor stacks without guard pages, always */
+    int mirror;          /* 1: mirror identical subtrees (sim_mirror.c) */
     uint64_t max_msgs;   /* refuse a run that would send more messages */
     double max_mem;      /* refuse a run predicted to need more bytes */
     const char *xml_out; /* keep the platform here (NULL: temporary) */
@@ -123,6 +125,32 @@ void sim_calib_defaults(sim_calib_t *calib);
 int sim_calib_load(const char *path, sim_calib_t *calib, char *err,
                    size_t errlen);
 void sim_calib_zero(sim_calib_t *calib);
+
+/* sim_mirror.c */
+enum {
+    SIM_MIRROR_REAL = 1,   /* simulated */
+    SIM_MIRROR_COPY = 2,   /* sends what its first sibling sends */
+    SIM_MIRROR_INSIDE = 3, /* below a mirror: not simulated */
+};
+typedef struct {
+    int *state; /* per AN: SIM_MIRROR_* */
+    int *rep;   /* per mirror: the sibling it copies */
+    int *first; /* per AN: its first mirror, or -1 */
+    int *next;  /* per mirror: the next mirror of the same sibling, or -1 */
+    int *index; /* per AN: its child index at its parent */
+    int hosts;  /* hosts simulated (under simulated leaves) */
+    int mirrors;
+    long suma; /* sum of every host's input factor, mirrors as copies */
+} sim_mirror_t;
+/* Input of rank r, element j, is sim_input_factor(r) * (1 + j % 251). */
+static inline int sim_input_factor(int r)
+{
+    return 1 + (r & 1);
+}
+/* Which ANs a run simulates; with on = 0, all of them. Returns 0 or -1
+ * (out of memory). */
+int sim_mirror_plan(const fabric_conf_t *conf, int on, sim_mirror_t *m);
+void sim_mirror_free(sim_mirror_t *m);
 
 /* sim_platform.c */
 /*

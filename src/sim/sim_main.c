@@ -56,6 +56,7 @@ typedef struct {
     int jobs;       /* measurements run at once */
     int data_opt;   /* -1 auto, 0 off, 1 on */
     int timers_opt; /* -1 auto */
+    int mirror_opt; /* -1 auto, 0 off, 1 on */
     int switch_ns_given;
     double switch_ns;
     sim_config_t cfg;
@@ -138,6 +139,10 @@ static void usage(FILE *out)
         "                       N / 40000 s (default 2e7)\n"
         "  --max-mem B          refuse a run predicted to need more memory\n"
         "                       (default 90%% of MemAvailable), e.g. 8G\n"
+        "  --mirror auto|on|off switch ANs without --drop: simulate one of\n"
+        "                       identical sibling subtrees, the others send\n"
+        "                       copies of its packets (exact; auto: when the\n"
+        "                       full run would be refused; default auto)\n"
         "  --no-stack-guards    actors' stacks without guard pages even when\n"
         "                       they fit (they are dropped on their own when\n"
         "                       2 per actor pass vm.max_map_count)\n"
@@ -168,6 +173,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->an_modes[0] = SIM_AN_SWITCH;
     o->nan = 1;
     o->data_opt = -1;
+    o->mirror_opt = -1;
     o->timers_opt = -1;
     o->jobs = 1;
     c->link_Bps = 100e9 / 8;
@@ -219,6 +225,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (v == NULL) {
             fprintf(stderr, "incoll-sim: %s needs a value (see --help)\n", a);
             return -1;
+        } else if (strcmp(a, "--mirror") == 0) {
+            if (strcmp(v, "auto") == 0)
+                o->mirror_opt = -1;
+            else if (strcmp(v, "on") == 0)
+                o->mirror_opt = 1;
+            else if (strcmp(v, "off") == 0)
+                o->mirror_opt = 0;
+            else
+                return bad(a, v);
         } else if (strcmp(a, "--hosts") == 0) {
             o->nhosts_list = sim_parse_ints(v, o->hosts, MAX_HOSTS_LIST);
             if (o->nhosts_list < 1)
@@ -444,18 +459,18 @@ static double estimate_msgs(int algo, int n, uint64_t bytes,
  * schedules.
  */
 static double estimate_mem(int algo, const fabric_conf_t *conf, uint64_t bytes,
-                           const sim_config_t *c)
+                           const sim_config_t *c, int nsim)
 {
-    double n = conf->nhosts, segs = ceil((double)bytes / c->payload);
+    double n = conf->nhosts, ns = nsim, segs = ceil((double)bytes / c->payload);
     double window = c->window ? c->window : c->slots, mem;
 
     if (segs < 1)
         segs = 1;
     mem = SIM_MEM_BASE + n * SIM_MEM_PER_HOST;
     if (c->data)
-        mem += 2.0 * n * (double)bytes;
+        mem += 2.0 * ns * (double)bytes;
     if (algo == ALGO_INC) {
-        double inflight = n * (segs < window ? segs : window);
+        double inflight = ns * (segs < window ? segs : window);
         mem += inflight * (SIM_MEM_PER_MSG + (c->data ? c->payload : 0));
     } else {
         mem += n * (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
@@ -533,17 +548,46 @@ static int reap_children(int keep)
  * its own peak memory and CPU time. Up to --jobs of them run at once.
  */
 /* Whether a measurement is refused in advance; if so, why, in note. */
+/* Messages and memory of a run that simulates nsim of the hosts and
+ * copies nmir ANs; sets whether it checks data. */
+static void estimate(const opts_t *o, sim_config_t *cfg,
+                     const fabric_conf_t *conf, int algo, uint64_t bytes,
+                     int nsim, int nmir, double *est_p, double *mem_p)
+{
+    cfg->data = o->data_opt >= 0
+                    ? o->data_opt
+                    : (double)nsim * (double)bytes <= 64.0 * 1024 * 1024;
+    *est_p = estimate_msgs(algo, nsim + nmir, bytes, cfg);
+    *mem_p = estimate_mem(algo, conf, bytes, cfg, nsim);
+}
+
+/* Whether a measurement is refused in advance; if so, why, in note. Also
+ * decides whether it mirrors (--mirror) and checks data; *est_p: its
+ * messages. */
 static int refused(const opts_t *o, sim_config_t *cfg,
                    const fabric_conf_t *conf, int algo, uint64_t bytes,
-                   char *note, size_t len)
+                   char *note, size_t len, double *est_p)
 {
     double est, mem;
+    int nsim = conf->nhosts, nmir = 0;
 
-    cfg->data = o->data_opt >= 0 ? o->data_opt
-                                 : (double)conf->nhosts * (double)bytes <=
-                                       64.0 * 1024 * 1024;
-    est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
-    mem = estimate_mem(algo, conf, bytes, cfg);
+    cfg->mirror = 0;
+    if (algo == ALGO_INC && cfg->an == SIM_AN_SWITCH && cfg->drop <= 0 &&
+        o->mirror_opt != 0) {
+        sim_mirror_t m;
+        if (sim_mirror_plan(conf, 1, &m) == 0) {
+            nsim = m.hosts;
+            nmir = m.mirrors;
+            sim_mirror_free(&m);
+        }
+    }
+    estimate(o, cfg, conf, algo, bytes, conf->nhosts, 0, &est, &mem);
+    if (nmir > 0 && (o->mirror_opt == 1 || est > (double)cfg->max_msgs ||
+                     mem > cfg->max_mem)) {
+        cfg->mirror = 1;
+        estimate(o, cfg, conf, algo, bytes, nsim, nmir, &est, &mem);
+    }
+    *est_p = est;
     if (est > (double)cfg->max_msgs)
         snprintf(note, len,
                  "refused: ~%.2g messages (~%.2g min) > --max-msgs %.2g", est,
@@ -562,11 +606,13 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
 {
     msg_t m;
     pid_t pid;
+    double est;
 
     memset(&m, 0, sizeof(m));
     m.kind = 1;
     m.seq = seq;
-    if (refused(o, cfg, conf, algo, bytes, m.row.note, sizeof(m.row.note))) {
+    if (refused(o, cfg, conf, algo, bytes, m.row.note, sizeof(m.row.note),
+                &est)) {
         m.row.algo = algo;
         m.row.an = algo == ALGO_INC ? (int)cfg->an : -1;
         m.row.hosts = conf->nhosts;
@@ -582,7 +628,6 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         return 0;
     }
     {
-        double est = estimate_msgs(algo, conf->nhosts, bytes, cfg);
         if (est / SIM_MSG_RATE > 60 && !o->quiet)
             fprintf(stderr,
                     "incoll-sim: %s on %d hosts, %" PRIu64
@@ -641,8 +686,9 @@ static int child_main(const opts_t *o, int n, int fd)
         for (int s = 0; s < o->nsizes; s++) {
             char note[96];
             cfg.an = (sim_an_mode_t)o->an_modes[0];
+            double est;
             if (refused(o, &cfg, &conf, o->algos[a], o->sizes[s], note,
-                        sizeof(note)))
+                        sizeof(note), &est))
                 continue;
             p2p |= o->algos[a] != ALGO_INC;
             any = 1;

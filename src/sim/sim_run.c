@@ -41,6 +41,7 @@
 #include "common/log.h"
 #include "core/agg_core.h"
 #include "core/host_engine.h"
+#include "common/wire_mac.h"
 
 #include <simgrid/actor.h>
 #include <simgrid/comm.h>
@@ -172,6 +173,9 @@ static struct {
     uint64_t dropped;
     uint64_t late_timers; /* a timer would have fired (timers off) */
     int max_outbox;       /* longest list of unreaped sends (debug) */
+    sim_mirror_t mir;     /* which ANs and hosts run (sim_mirror.c) */
+    wire_key_t gkey;      /* the group's key, to seal mirrors' packets */
+    uint64_t mirror_copies;
     char mbox_name[64];
 } S;
 
@@ -319,6 +323,12 @@ static void pkt_done(pkt_t *p)
 /* Sends a wire packet to ep unless the fault injection loses it. */
 static void deliver(outbox_t *ob, uint64_t *rng, incoll_ep_t ep, pkt_t *p)
 {
+    /* A result for a mirror goes no further: its subtree does not run,
+     * and a switch sends on all its ports at once, independently. */
+    if (ep >= EP_AN_BASE && S.mir.state[ep - EP_AN_BASE] != SIM_MIRROR_REAL) {
+        pkt_put(p);
+        return;
+    }
     S.messages++;
     if (rng_drop(rng)) {
         S.dropped++;
@@ -375,13 +385,14 @@ static double cost_s(double call_ns, double bytes, double gbps)
  * (b has period 251, prime to every segment length). */
 static float input_val(int r, size_t j)
 {
-    return (float)((1 + (r & 1)) * (int)(1 + j % 251));
+    return (float)(sim_input_factor(r) * (int)(1 + j % 251));
 }
 
+/* With mirrors, a mirrored subtree contributes what the one it copies
+ * does (S.mir.suma). */
 static float expect_val(size_t j)
 {
-    long n = S.conf->nhosts, suma = n + n / 2;
-    return (float)(suma * (long)(1 + j % 251));
+    return (float)(S.mir.suma * (long)(1 + j % 251));
 }
 
 static void fill_input(sim_host_t *h)
@@ -413,6 +424,46 @@ static void an_send_cb(void *arg, incoll_ep_t dst, const void *hdr,
     an->pending_tail = &p->next;
 }
 
+/* Hands the mirrors of an AN the packet it is sending to its parent, now:
+ * each sends it from its own switch with its own child index and MAC. */
+static void mirror_copies(const sim_an_t *an, const pkt_t *p)
+{
+    for (int m = S.mir.first[an->idx]; m >= 0; m = S.mir.next[m]) {
+        outq_t *o = &S.ans[m].outq[0];
+        pkt_t *c = pkt_get();
+        uint16_t idx = (uint16_t)S.mir.index[m];
+        int was_empty = o->head == NULL;
+        size_t plen = p->len - WIRE_HDR_LEN;
+
+        c->kind = p->kind;
+        c->src = EP_AN_BASE + (uint64_t)m;
+        c->dst = p->dst;
+        c->len = p->len;
+        c->ready = now_s();
+        memcpy(c->hdr, p->hdr, WIRE_HDR_LEN);
+        c->hdr[12] = (uint8_t)idx; /* child, little-endian (wire.h) */
+        c->hdr[13] = (uint8_t)(idx >> 8);
+        if (p->data) {
+            c->data = malloc(p->len);
+            if (c->data == NULL) {
+                fprintf(stderr, "incoll-sim: out of memory for packets\n");
+                exit(1);
+            }
+            memcpy(c->data, p->data, p->len);
+            memcpy(c->data, c->hdr, WIRE_HDR_LEN);
+            wire_mac_seal(&S.gkey, c->data, c->data + WIRE_HDR_LEN, plen);
+            memcpy(c->hdr, c->data, WIRE_HDR_LEN);
+        } else {
+            wire_mac_seal(&S.gkey, c->hdr, S.zero, plen);
+        }
+        *o->tail = c;
+        o->tail = &c->next;
+        S.mirror_copies++;
+        if (was_empty)
+            sg_sem_release(o->sem);
+    }
+}
+
 /* One way out of an AN (see outq_t). */
 static void outq_actor(int argc, char **argv)
 {
@@ -435,6 +486,9 @@ static void outq_actor(int argc, char **argv)
             } else if (p->ready > now_s()) {
                 sg_actor_sleep_for(p->ready - now_s());
             }
+            if (S.mir.first[q->an->idx] >= 0 &&
+                p->dst == EP_AN_BASE + (uint64_t)S.conf->ans[q->an->idx].parent)
+                mirror_copies(q->an, p);
             deliver(&q->ob, &q->an->rng, p->dst, p);
         }
     }
@@ -965,6 +1019,10 @@ int sim_run_init(int *argc, char **argv, const char *xml,
     xbt_log_control_set("root.thres:warning");
     simgrid_init(&nargs, args);
     simgrid_load_platform(xml);
+    /* A run without actors seals the platform (SimGrid does it on the first
+     * run), here once rather than in every measurement's process: at
+     * 32,768 hosts sealing took 7 s of CPU. */
+    simgrid_run();
     memset(&S, 0, sizeof(S));
     S.cfg = cfg;
     S.conf = conf;
@@ -1013,6 +1071,24 @@ static void spawn(const char *kind, long idx, sg_host_t host,
         sg_actor_daemonize(a);
 }
 
+/* The AN's ways out, fresh for a measurement. */
+static int setup_outq(sim_an_t *an)
+{
+    if (an->outq == NULL)
+        an->outq = calloc(16, sizeof(*an->outq));
+    if (an->outq == NULL)
+        return -1;
+    for (int i = 0; i < an->nout; i++) {
+        outq_t *q = &an->outq[i];
+        q->an = an;
+        q->head = NULL;
+        q->tail = &q->head;
+        q->nic_free = 0;
+        q->sem = sg_sem_init(0);
+    }
+    return 0;
+}
+
 static int setup_ans(uint64_t key)
 {
     const fabric_conf_t *conf = S.conf;
@@ -1027,9 +1103,20 @@ static int setup_ans(uint64_t key)
         agg_params_t ap = {
             .name = conf->ans[a].name, .send = an_send_cb, .send_arg = an};
         agg_group_params_t gp;
-        int n = fabric_conf_children(conf, a, NULL, kinds, maxc);
-        int parent = conf->ans[a].parent;
+        int n, parent = conf->ans[a].parent;
 
+        an->pending = NULL;
+        an->pending_tail = &an->pending;
+        an->port_free = 0;
+        if (S.mir.state[a] != SIM_MIRROR_REAL) {
+            /* A mirror only sends its copies to the parent. */
+            an->agg = NULL;
+            an->nout = S.mir.state[a] == SIM_MIRROR_COPY;
+            if (setup_outq(an) != 0)
+                goto out;
+            continue;
+        }
+        n = fabric_conf_children(conf, a, NULL, kinds, maxc);
         if (n > maxc || n < 1)
             goto out;
         for (int i = 0; i < n; i++)
@@ -1055,24 +1142,11 @@ static int setup_ans(uint64_t key)
                     conf->ans[a].name);
             goto out;
         }
-        an->pending = NULL;
-        an->pending_tail = &an->pending;
-        an->port_free = 0;
         an->nout = S.cfg->an == SIM_AN_SERVER ? 1 : (n + 15) / 16;
         if (an->nout > 16)
             an->nout = 16;
-        if (an->outq == NULL)
-            an->outq = calloc(16, sizeof(*an->outq));
-        if (an->outq == NULL)
+        if (setup_outq(an) != 0)
             goto out;
-        for (int i = 0; i < an->nout; i++) {
-            outq_t *q = &an->outq[i];
-            q->an = an;
-            q->head = NULL;
-            q->tail = &q->head;
-            q->nic_free = 0;
-            q->sem = sg_sem_init(0);
-        }
         an->rng = S.cfg->seed * 0x100000001B3ull + EP_AN_BASE + (uint64_t)a;
     }
     ret = 0;
@@ -1080,6 +1154,12 @@ out:
     free(eps);
     free(kinds);
     return ret;
+}
+
+/* Whether host r runs: not when it is inside a mirrored subtree. */
+static int host_runs(int r)
+{
+    return S.mir.state[S.conf->hosts[r].leaf] == SIM_MIRROR_REAL;
 }
 
 static int setup_host(sim_host_t *h, int inc, uint64_t key)
@@ -1172,6 +1252,11 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     S.count = bytes / 4;
     S.messages = S.clocks = S.dropped = S.late_timers = 0;
     S.max_outbox = 0;
+    S.mirror_copies = 0;
+    sim_mirror_free(&S.mir);
+    if (sim_mirror_plan(conf, inc && !server && cfg->mirror, &S.mir) != 0)
+        return -1;
+    wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &S.gkey);
     if (!cfg->data && S.zero_len < S.count * 4) {
         free(S.zero);
         free(S.scratch_out);
@@ -1184,18 +1269,20 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     if (inc && setup_ans(key) != 0)
         return -1;
     for (int r = 0; r < n; r++)
-        if (setup_host(&S.hosts[r], inc, key) != 0)
+        if (host_runs(r) && setup_host(&S.hosts[r], inc, key) != 0)
             return -1;
 
     if (inc) {
         for (int a = 0; a < conf->nans; a++) {
             sim_an_t *an = &S.ans[a];
             sg_host_t where = server ? an->an_host : an->sx_host;
+            int real = S.mir.state[a] == SIM_MIRROR_REAL;
             an->in_mbox = server ? an->port_mbox : an->mbox;
-            spawn("an", a, where, an_actor, an, 1);
+            if (real)
+                spawn("an", a, where, an_actor, an, 1);
             for (int i = 0; i < an->nout; i++)
                 spawn("out", a, where, outq_actor, &an->outq[i], 1);
-            if (server) {
+            if (server && real) {
                 an->credits = sg_sem_init(PORT_CREDITS);
                 spawn("port", a, an->sx_host, port_actor, an, 1);
             }
@@ -1203,12 +1290,16 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     }
     for (int r = 0; r < n; r++) {
         sim_host_t *h = &S.hosts[r];
+        if (!host_runs(r))
+            continue;
         spawn("h", r, h->host, inc ? host_inc_actor : host_algo_actor, h, 0);
     }
     simgrid_run();
 
     for (int r = 0; r < n; r++) {
         sim_host_t *h = &S.hosts[r];
+        if (!host_runs(r))
+            continue;
         outbox_clear(&h->ob);
         drop_comm(&h->rx_comm);
         drop_comm(&h->nic_comm);
@@ -1272,6 +1363,10 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                  "%d hosts failed, %d wrong elements", failed, wrong);
     } else {
         res->outcome = SIM_OK;
+        if (S.mir.mirrors)
+            snprintf(res->note, sizeof(res->note),
+                     "mirrored: %d of %d hosts simulated, %d ANs copied",
+                     S.mir.hosts, n, S.mir.mirrors);
         if (S.late_timers)
             snprintf(res->note, sizeof(res->note),
                      "%" PRIu64 " results came after the retransmission "
