@@ -29,6 +29,8 @@ const knob_t knob_table[] = {
      "retransmissions of one segment before giving up"},
     {"INCOLL_TIMEOUT_MS", "3000", "host",
      "an operation with no result for this long fails with a timeout"},
+    {"INCOLL_PROGRESS_THREAD", "0", "host",
+     "1: nonblocking collectives run in a library thread that blocks in poll, so computation overlaps them fully"},
     {"INCOLL_P2P_WINDOW", "64", "host",
      "packets in flight per step of the host-based algorithms (1..512)"},
     {"INCOLL_P2P_PAYLOAD", "0", "host",

@@ -436,7 +436,7 @@ static incoll_status_t overlap_error(const char *what)
     return INCOLL_ERR_INVALID_ARG;
 }
 
-INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
+incoll_status_t host_reduce_impl(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op, int root)
@@ -465,7 +465,7 @@ INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
+incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf,
                                         size_t bytes, int root)
 {
     host_coll_args_t a = {ALGO_COLL_BCAST, buf, buf, bytes, INCOLL_UINT8,
@@ -479,7 +479,7 @@ INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
+incoll_status_t host_barrier_impl(incoll_comm_h comm)
 {
     host_coll_args_t a = {ALGO_COLL_BARRIER, NULL, NULL, 0, INCOLL_UINT8,
                           INCOLL_OP_SUM, 0};
@@ -490,7 +490,7 @@ INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
+incoll_status_t host_allgather_impl(incoll_comm_h comm,
                                             const void *sendbuf, void *recvbuf,
                                             size_t bytes)
 {
@@ -515,7 +515,7 @@ INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
+incoll_status_t host_gather_impl(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
                                          size_t bytes, int root)
 {
@@ -548,7 +548,7 @@ INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
+incoll_status_t host_scatter_impl(incoll_comm_h comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t bytes, int root)
 {
@@ -581,7 +581,7 @@ INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
+incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
                                                  const void *sendbuf,
                                                  void *recvbuf, size_t count,
                                                  incoll_dtype_t dtype,

@@ -17,6 +17,7 @@
 #include "host/comm.h"
 
 #include "host/host.h"
+#include "host/req.h"
 #include "host/mgr_client.h"
 
 #include "common/knobs.h"
@@ -553,7 +554,7 @@ static int cmp_member(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
-INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p)
 {
     struct host_comm_info *info;
@@ -620,7 +621,7 @@ INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
     return comm_make(comm->ctx, id, n, wr, me, newcomm_p);
 }
 
-INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
                                               const int *ranks,
                                               incoll_comm_h *newcomm_p)
 {
@@ -692,7 +693,7 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
     return comm_make(comm->ctx, id, nranks, wr, me, newcomm_p);
 }
 
-INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
 {
     incoll_ctx_h ctx;
     host_mgr_t *mgr;
@@ -1128,7 +1129,7 @@ fail:
  * struct incoll_ctx.info, host_comm_free()): communicators other than the
  * world cannot be made. The hooks are no-ops.
  */
-INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p)
 {
     incoll_error("comm_split: not available in this build (host.h lacks the "
@@ -1136,7 +1137,7 @@ INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
     return INCOLL_ERR_UNSUPPORTED;
 }
 
-INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
                                               const int *ranks,
                                               incoll_comm_h *newcomm_p)
 {
@@ -1145,7 +1146,7 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
     return INCOLL_ERR_UNSUPPORTED;
 }
 
-INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
 {
     return INCOLL_ERR_INVALID_ARG;
 }

@@ -39,6 +39,8 @@ struct incoll_comm {
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
     struct incoll_comm *next; /* the context's list */
+    struct host_req_queue *rq; /* its requests (src/host/req.c); NULL
+                                  until its first one */
 };
 
 struct incoll_ctx {
@@ -60,6 +62,8 @@ struct incoll_ctx {
     int has_secret;
     uint64_t mgr_checked_ns;     /* last look at the manager link while
                                     packets kept coming (host_now_ns) */
+    struct host_sync *sync;      /* the library lock, the poller and the
+                                    request threads (src/host/req.c) */
 };
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
