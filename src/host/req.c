@@ -44,6 +44,8 @@ struct host_sync {
     pthread_t owner;
     int owned;
     int depth;
+    uint64_t next_ticket; /* threads take the lock in the order they came */
+    uint64_t serving;
     int polling;       /* a thread is blocked in ppoll on the socket */
     int wakefd;        /* eventfd in the poller's set (host_sync_kick) */
     int progress_thread; /* INCOLL_PROGRESS_THREAD */
@@ -93,15 +95,20 @@ static int held_by_me(const struct host_sync *s)
     return s->owned && pthread_equal(s->owner, pthread_self());
 }
 
-/* With s->mu held. */
+/* With s->mu held. First come, first served: a thread that calls
+ * incoll_req_test in a loop must not keep the request thread, back from
+ * poll with packets, from taking the lock. */
 static void acquire_locked(struct host_sync *s, int depth)
 {
+    uint64_t ticket;
     if (held_by_me(s)) {
         s->depth += depth;
         return;
     }
-    while (s->owned)
+    ticket = s->next_ticket++;
+    while (s->owned || s->serving != ticket)
         pthread_cond_wait(&s->free_cv, &s->mu);
+    s->serving++;
     s->owned = 1;
     s->owner = pthread_self();
     s->depth = depth;

@@ -29,10 +29,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { EXIT_WRONG = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 3, EXIT_ERROR = 4 };
 
 static int rank, size, verbose;
+
+static void phase(const char *what)
+{
+    struct timespec ts;
+    if (!verbose || rank != 0)
+        return;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    printf("%ld.%03ld %s done\n", (long)ts.tv_sec, ts.tv_nsec / 1000000, what);
+    fflush(stdout);
+}
 
 static int fail_status(incoll_status_t st, const char *what)
 {
@@ -290,9 +301,15 @@ static int persistent(incoll_comm_h comm, int iters)
             return fail_status(st, "start bcast");
         if (it % 2) {
             int d = 0;
-            while (!d)
+            /* Computing between tests (not spinning): on an oversubscribed
+             * machine a spinning test starves the request thread. */
+            while (!d) {
+                struct timespec pause = {0, 20000};
                 if ((st = incoll_req_test(ar, &d)) != INCOLL_OK)
                     return fail_status(st, "test persistent");
+                if (!d)
+                    nanosleep(&pause, NULL);
+            }
         } else if ((st = incoll_req_wait(ar)) != INCOLL_OK) {
             return fail_status(st, "wait persistent");
         }
@@ -398,19 +415,25 @@ int main(int argc, char **argv)
         if (verbose && rank == 0)
             printf("many outstanding, mode %d: %s\n", mode, ret ? "wrong" : "ok");
     }
+    phase("many");
     if (!ret) {
         int nh;
         incoll_comm_size(half, &nh);
         ret = many(half, nh, 1);
     }
+    phase("many on half");
     if (!ret)
         ret = interleaved(world, half, dup);
+    phase("interleaved");
     if (!ret)
         ret = others(world);
+    phase("others");
     if (!ret)
         ret = persistent(world, iters);
+    phase("persistent");
     if (!ret && thr)
         ret = threads(half, dup);
+    phase("threads");
     incoll_comm_destroy(half);
     incoll_comm_destroy(dup);
     incoll_finalize(ctx);
