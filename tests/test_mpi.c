@@ -1404,3 +1404,40 @@ TEST(mpi_mpich_fortran_gathers, TEST_INTEG)
         return test_skip("%s", why);
     return offload_job(MPI_MPICH, 3, 2, "f_gathers", "", f_gather_colls);
 }
+
+/* ---- nonblocking collectives (tests/mpi/nbcolls.c) ---- */
+
+static const char *const nb_colls[] = {"allreduce", "reduce", "bcast",
+                                       "barrier", "allgather", NULL};
+
+/* MPI_Iallreduce, Ireduce, Ibcast, Ibarrier, Iallgather and
+ * Ireduce_scatter_block on the fabric, completed by Waitall, Testany,
+ * Waitsome, Wait, Test and Request_get_status over arrays mixing them
+ * with point-to-point requests, and by Request_free; results against
+ * PMPI_. */
+TEST(mpi_ompi_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 4, 2, "nbcolls", "", nb_colls);
+}
+
+TEST(mpi_mpich_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_MPICH, 3, 2, "nbcolls", "", nb_colls);
+}
+
+/* MPI_THREAD_MULTIPLE: the layer stays on (the world's collectives are
+ * offloaded) and two threads run allreduces on two duplicates at once. */
+TEST(mpi_ompi_nb_threads, TEST_INTEG)
+{
+    static const char *const colls[] = {"allreduce", NULL};
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 4, 2, "nbcolls", "--threads", colls);
+}

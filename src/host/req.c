@@ -46,6 +46,10 @@ struct host_sync {
     int depth;
     uint64_t next_ticket; /* threads take the lock in the order they came */
     uint64_t serving;
+    uint64_t ev_seq;   /* counts ev_cv broadcasts */
+    void (*hook_release)(void *); /* an outer lock (host_sync_hooks) */
+    void (*hook_reacquire)(void *);
+    void *hook_arg;
     int polling;       /* a thread is blocked in ppoll on the socket */
     int wakefd;        /* eventfd in the poller's set (host_sync_kick) */
     int progress_thread; /* INCOLL_PROGRESS_THREAD */
@@ -125,19 +129,58 @@ static int release_all_locked(struct host_sync *s)
     return depth;
 }
 
+/* With s->mu held and the lock ours: gives up the lock and the outer
+ * lock (host_sync_hooks; in that order, the reverse of taking them). */
+static int release_for_wait(struct host_sync *s)
+{
+    int depth = release_all_locked(s);
+    if (s->hook_release) {
+        pthread_mutex_unlock(&s->mu);
+        s->hook_release(s->hook_arg);
+        pthread_mutex_lock(&s->mu);
+    }
+    return depth;
+}
+
+/* With s->mu held: takes the outer lock, then ours, back. */
+static void reacquire_after_wait(struct host_sync *s, int depth)
+{
+    if (s->hook_reacquire) {
+        pthread_mutex_unlock(&s->mu);
+        s->hook_reacquire(s->hook_arg);
+        pthread_mutex_lock(&s->mu);
+    }
+    acquire_locked(s, depth);
+}
+
 /* With s->mu held and the lock ours: sleeps until an event or deadline_ns
  * (UINT64_MAX: none), without the lock. */
 static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
 {
-    int depth = release_all_locked(s);
-    if (deadline_ns == UINT64_MAX) {
-        pthread_cond_wait(&s->ev_cv, &s->mu);
-    } else {
-        struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
-                              (long)(deadline_ns % 1000000000ull)};
-        pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
+    uint64_t seq = s->ev_seq;
+    int depth = release_for_wait(s);
+    /* An event while the outer lock was given up is not missed. */
+    if (s->ev_seq == seq) {
+        if (deadline_ns == UINT64_MAX) {
+            pthread_cond_wait(&s->ev_cv, &s->mu);
+        } else {
+            struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
+                                  (long)(deadline_ns % 1000000000ull)};
+            pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
+        }
     }
-    acquire_locked(s, depth);
+    reacquire_after_wait(s, depth);
+}
+
+void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
+                     void (*reacquire)(void *), void *arg)
+{
+    struct host_sync *s = ctx->sync;
+    pthread_mutex_lock(&s->mu);
+    s->hook_release = release;
+    s->hook_reacquire = reacquire;
+    s->hook_arg = arg;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void host_lock(incoll_ctx_h ctx)
@@ -188,6 +231,7 @@ void host_sync_kick(incoll_ctx_h ctx)
     if (s == NULL)
         return;
     pthread_mutex_lock(&s->mu);
+    s->ev_seq++;
     pthread_cond_broadcast(&s->ev_cv);
     poke = s->polling;
     pthread_mutex_unlock(&s->mu);
@@ -226,7 +270,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
         return 0;
     }
     s->polling = 1;
-    depth = release_all_locked(s);
+    depth = release_for_wait(s);
     pthread_mutex_unlock(&s->mu);
 
     memcpy(all, pfd, (size_t)n * sizeof(*pfd));
@@ -245,10 +289,11 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
 
     pthread_mutex_lock(&s->mu);
     s->polling = 0;
-    acquire_locked(s, depth);
     /* Those asleep look again once we have dispatched (they need the lock
      * for that, which we hold until our next wait). */
+    s->ev_seq++;
     pthread_cond_broadcast(&s->ev_cv);
+    reacquire_after_wait(s, depth);
     pthread_mutex_unlock(&s->mu);
     return ret;
 }
@@ -372,8 +417,8 @@ static void complete(incoll_req_h r, incoll_status_t status)
     incoll_ctx_h ctx = r->comm->ctx;
     queue_pop(r->comm);
     r->status = status;
-    r->done = 1;
     r->active = 0;
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
     if (r->detached)
         free(r);
     host_sync_kick(ctx);
@@ -699,6 +744,23 @@ INCOLL_API incoll_status_t incoll_req_test(incoll_req_h req, int *done_p)
         status = reap(req);
     host_unlock(ctx);
     return status;
+}
+
+void host_req_progress(incoll_ctx_h ctx)
+{
+    if (ctx == NULL || ctx->sync == NULL)
+        return;
+    host_enter(ctx, NULL);
+    if (advance_all(ctx) != UINT64_MAX) {
+        host_ctx_progress(ctx, 0);
+        advance_all(ctx);
+    }
+    host_unlock(ctx);
+}
+
+int host_req_done(incoll_req_h req)
+{
+    return __atomic_load_n(&req->done, __ATOMIC_ACQUIRE);
 }
 
 int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p)

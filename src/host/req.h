@@ -83,6 +83,13 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
  * packets were dispatched, a request completed or was queued. */
 void host_sync_kick(incoll_ctx_h ctx);
 
+/* An outer lock (the MPI layer's under MPI_THREAD_MULTIPLE) that a
+ * thread holds around its libincoll calls: libincoll gives it up after its
+ * own whenever it blocks, and takes it back before its own. release must
+ * do nothing in a thread that does not hold it. */
+void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
+                     void (*reacquire)(void *), void *arg);
+
 /* Stops comm's request thread after its requests completed (before comm
  * is freed). */
 void host_req_comm_fini(incoll_comm_h comm);
@@ -114,6 +121,13 @@ typedef struct {
  * else started). */
 incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
                               incoll_req_h *req_p);
+
+/* For the MPI layer, which looks at many requests at a time: progresses
+ * every request of ctx without blocking (one turn of the lock), and says
+ * without the lock whether req completed (then incoll_req_test hands its
+ * status back). */
+void host_req_progress(incoll_ctx_h ctx);
+int host_req_done(incoll_req_h req);
 
 /* Waits up to ns for req, progressing everything; 1 when it completed
  * (then *status_p is its status and a nonpersistent req was released),

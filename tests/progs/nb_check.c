@@ -222,17 +222,32 @@ static int others(incoll_comm_h comm)
     }
     fill(redin, 64, rank, 501);
     fill(arin, 64, rank, 502);
-    if ((st = incoll_ibcast(comm, bc, B, root, &r[0])) != INCOLL_OK ||
+    fill(ar, 64, rank, 0);
+    /* An allreduce on the engine ahead of collectives run by the thread. */
+    if ((st = incoll_iallreduce(comm, arin, ar, 7, INCOLL_INT64,
+                                INCOLL_OP_SUM, &r[4])) != INCOLL_OK ||
+        (st = incoll_ibcast(comm, bc, B, root, &r[0])) != INCOLL_OK ||
         (st = incoll_ireduce(comm, redin, red, 64, INCOLL_INT64, INCOLL_OP_SUM,
                              0, &r[1])) != INCOLL_OK ||
         (st = incoll_ibarrier(comm, &r[2])) != INCOLL_OK ||
         (st = incoll_iallgather(comm, mine, ag, B, &r[3])) != INCOLL_OK)
         return fail_status(st, "start of the other collectives");
+    if (getenv("NB_SPIN")) {
+        for (int j = 4; j >= 0; j--) {
+            int d = 0;
+            while (!d)
+                if ((st = incoll_req_test(r[j], &d)) != INCOLL_OK)
+                    return fail_status(st, "spin test");
+        }
+        for (int j = 0; j < 5; j++)
+            incoll_iallreduce(comm, arin, ar, 7, INCOLL_INT64, INCOLL_OP_SUM,
+                              &r[j]);
+    }
     /* Blocking, behind four outstanding requests. */
     if ((st = incoll_allreduce(comm, arin, ar, 64, INCOLL_INT64,
                                INCOLL_OP_SUM)) != INCOLL_OK)
         return fail_status(st, "blocking allreduce behind requests");
-    for (int j = 0; j < 4; j++) {
+    for (int j = 0; j < 5; j++) {
         int d = 0;
         /* All complete before the blocking call returned. */
         st = incoll_req_test(r[j], &d);
