@@ -36,6 +36,7 @@ typedef struct nb_rec {
     void *st;
     int was_in;
     int err; /* MPI code once complete */
+    int app_freed; /* MPI_Request_free before completion */
     struct nb_rec *next;
 } nb_rec_t;
 
@@ -95,6 +96,11 @@ static void finish(nb_rec_t *r, incoll_status_t status)
     unlink_rec(r);
     r->ireq = NULL;
     r->err = mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in);
+    if (r->app_freed) {
+        PMPI_Grequest_complete(mreq);
+        PMPI_Request_free(&mreq); /* calls free_fn */
+        return;
+    }
     PMPI_Grequest_complete(mreq);
 }
 
@@ -498,6 +504,27 @@ MPI_LAYER_EXPORT int MPI_Testsome(int incount, MPI_Request requests[],
 {
     progress_all();
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);
+}
+
+/* A request of ours freed before completion: MPI (MPICH at least) would
+ * call free_fn at once, under the feet of the running operation; the
+ * layer frees it itself once complete (finish). */
+MPI_LAYER_EXPORT int MPI_Request_free(MPI_Request *request)
+{
+    if (npending > 0 && request != NULL) {
+        nb_rec_t *r;
+        mpi_layer_enter();
+        r = find(*request);
+        if (r) {
+            r->app_freed = 1;
+            *request = MPI_REQUEST_NULL;
+            progress();
+            mpi_layer_leave(0);
+            return MPI_SUCCESS;
+        }
+        mpi_layer_leave(0);
+    }
+    return PMPI_Request_free(request);
 }
 
 MPI_LAYER_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag,
