@@ -137,7 +137,8 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
                             incoll_dtype_t dtype, incoll_op_t op, int root,
                             int persistent, incoll_req_h *req_p)
 {
-    host_req_args_t a = {kind, comm, sendbuf, recvbuf, count, dtype, op, root};
+    host_req_args_t a = {kind, comm, sendbuf, recvbuf, count,
+                         dtype, op, root, INCOLL_ALGO_AUTO};
     if (comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
     if (kind == RQ_ALLREDUCE || kind == RQ_REDUCE ||
@@ -299,4 +300,20 @@ INCOLL_API incoll_status_t incoll_reduce_scatter_init(
 {
     return post(RQ_REDUCE_SCATTER, comm, sendbuf, recvbuf, count, dtype, op, 0,
                 1, req_p);
+}
+
+incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op, incoll_req_h *req_p)
+{
+    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
+                         dtype, op, 0, algo};
+    incoll_status_t status;
+    if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
+        return INCOLL_ERR_INVALID_ARG;
+    status = check_op("iallreduce", dtype, op);
+    if (status != INCOLL_OK)
+        return status;
+    return host_req_post(&a, 0, req_p);
 }

@@ -35,6 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct host_sync {
@@ -72,6 +74,7 @@ struct incoll_req {
     incoll_dtype_t dtype;
     incoll_op_t op;
     int root;
+    incoll_algo_t algo;
     int persistent;
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
@@ -348,7 +351,7 @@ static incoll_status_t run_blocking(incoll_req_h r)
     incoll_comm_h c = r->comm;
     switch (r->kind) {
     case RQ_ALLREDUCE:
-        return host_allreduce_algo_impl(c, INCOLL_ALGO_AUTO, r->sendbuf,
+        return host_allreduce_algo_impl(c, r->algo, r->sendbuf,
                                         r->recvbuf, r->count, r->dtype, r->op);
     case RQ_REDUCE:
         return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
@@ -386,7 +389,9 @@ static int fast_ok(const struct incoll_req *r)
     size_t ds;
     const void *send;
 
-    if (r->kind != RQ_ALLREDUCE || c->size < 2 || c->eng == NULL ||
+    if (r->kind != RQ_ALLREDUCE ||
+        (r->algo != INCOLL_ALGO_AUTO && r->algo != INCOLL_ALGO_INC) ||
+        c->size < 2 || c->eng == NULL ||
         r->count == 0 || r->recvbuf == NULL || r->sendbuf == NULL ||
         (unsigned)r->dtype >= INCOLL_DTYPE_COUNT ||
         (unsigned)r->op >= INCOLL_OP_COUNT || !incoll_op_valid(r->op, r->dtype))
@@ -584,6 +589,14 @@ static void *thread_main(void *arg)
     incoll_ctx_h ctx = comm->ctx;
     struct host_req_queue *q = comm->rq;
 
+    /* The thread sleeps in poll nearly all the time; when packets come it
+     * must run at once, ahead of the computation it overlaps, or the
+     * network waits for the host (a scheduler's share among the
+     * application's threads is not enough). Where the system allows it
+     * (root or CAP_SYS_NICE) it runs at a higher priority. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10) != 0)
+        incoll_debug("requests: thread priority unchanged: %s",
+                     strerror(errno));
     host_lock(ctx);
     for (;;) {
         incoll_req_h r = q->head;
@@ -703,6 +716,7 @@ incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
     r->dtype = a->dtype;
     r->op = a->op;
     r->root = a->root;
+    r->algo = (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
     r->persistent = persistent;
     r->done = 1; /* an inactive persistent request */
     host_enter(a->comm->ctx, NULL);

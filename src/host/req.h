@@ -115,7 +115,15 @@ typedef struct {
     incoll_dtype_t dtype;
     incoll_op_t op;
     int root;
+    incoll_algo_t algo; /* allreduce: INCOLL_ALGO_AUTO unless a benchmark
+                           asks for one */
 } host_req_args_t;
+
+/* incoll_iallreduce with a chosen algorithm (benchmarks). */
+incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op, incoll_req_h *req_p);
 
 /* Makes a request for a (persistent: inactive, for incoll_req_start;
  * else started). */
