@@ -37,10 +37,10 @@ typedef struct {
 static int parse(int argc, char **argv, ia_opts_t *o, int rank_side)
 {
     static const struct option lo[] = {
-        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'}, {"sizes", 1, 0, 's'},
+        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'},  {"sizes", 1, 0, 's'},
         {"iters", 1, 0, 'i'},   {"fabric", 1, 0, 'f'}, {"emulate", 0, 0, 'e'},
-        {"timeout", 1, 0, 't'}, {"keep", 0, 0, 'K'},  {"out", 1, 0, 'o'},
-        {"pt", 1, 0, 'p'},      {"help", 0, 0, 'h'},  {0, 0, 0, 0}};
+        {"timeout", 1, 0, 't'}, {"keep", 0, 0, 'K'},   {"out", 1, 0, 'o'},
+        {"pt", 1, 0, 'p'},      {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
     int c;
     memset(o, 0, sizeof(*o));
     o->hosts = 8;
@@ -52,19 +52,39 @@ static int parse(int argc, char **argv, ia_opts_t *o, int rank_side)
     optind = 1;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
         switch (c) {
-        case 'n': o->hosts = atoi(optarg); break;
-        case 'k': o->radix = atoi(optarg); break;
-        case 'i': o->iters = atoi(optarg); break;
-        case 'f': o->fabric = optarg; break;
-        case 'e': o->emulate = 1; break;
-        case 't': o->timeout_s = atoi(optarg); break;
-        case 'K': o->keep = 1; break;
-        case 'o': o->out = optarg; break;
-        case 'p': o->pt = atoi(optarg); break;
+        case 'n':
+            o->hosts = atoi(optarg);
+            break;
+        case 'k':
+            o->radix = atoi(optarg);
+            break;
+        case 'i':
+            o->iters = atoi(optarg);
+            break;
+        case 'f':
+            o->fabric = optarg;
+            break;
+        case 'e':
+            o->emulate = 1;
+            break;
+        case 't':
+            o->timeout_s = atoi(optarg);
+            break;
+        case 'K':
+            o->keep = 1;
+            break;
+        case 'o':
+            o->out = optarg;
+            break;
+        case 'p':
+            o->pt = atoi(optarg);
+            break;
         case 's':
             if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0) {
-                fprintf(stderr, "incoll bench iallreduce: bad --sizes '%s' "
-                                "(MIN:MAX, e.g. 16K:1M)\n", optarg);
+                fprintf(stderr,
+                        "incoll bench iallreduce: bad --sizes '%s' "
+                        "(MIN:MAX, e.g. 16K:1M)\n",
+                        optarg);
                 return 2;
             }
             break;
@@ -100,9 +120,8 @@ static void compute(uint64_t ns)
 
 /* Average over iters of iallreduce [+ compute(ns)] + wait, in us; -1 on
  * an error. */
-static double timed(incoll_comm_h comm, incoll_algo_t algo,
-                    const double *in, double *out, size_t n, int iters,
-                    uint64_t ns)
+static double timed(incoll_comm_h comm, incoll_algo_t algo, const double *in,
+                    double *out, size_t n, int iters, uint64_t ns)
 {
     double sum = 0;
     for (int it = -2; it < iters; it++) {
@@ -159,7 +178,8 @@ int bench_iallreduce_rank_main(int argc, char **argv)
     nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
     for (int s = 0; s < nsizes && ret == 0; s++) {
         size_t n = sizes[s] / sizeof(double);
-        double *in = malloc(n * sizeof(double)), *out = malloc(n * sizeof(double));
+        double *in = malloc(n * sizeof(double)),
+               *out = malloc(n * sizeof(double));
         for (size_t i = 0; i < n; i++)
             in[i] = rank + 1;
         for (int a = 0; a < 3 && ret == 0; a++) {
@@ -188,8 +208,8 @@ int bench_iallreduce_rank_main(int argc, char **argv)
                 double p = mx[0] / size, t = mx[1] / size, c = p;
                 double ov = 100.0 * (1.0 - (t - c) / p);
                 ov = ov < 0 ? 0 : ov > 100 ? 100 : ov;
-                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt,
-                        labels[a], sizes[s], p, t, c, ov);
+                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt, labels[a],
+                        sizes[s], p, t, c, ov);
                 fflush(res);
             }
         }
@@ -263,8 +283,10 @@ int bench_iallreduce_main(int argc, char **argv)
             goto out;
         }
         if (rc != 0) {
-            fprintf(stderr, "incoll bench iallreduce: the run failed (incoll "
-                            "run exited %d)\n", rc);
+            fprintf(stderr,
+                    "incoll bench iallreduce: the run failed (incoll "
+                    "run exited %d)\n",
+                    rc);
             goto out;
         }
     }

@@ -42,8 +42,8 @@ INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op, int root)
 {
-    LOCKED_CALL(comm, host_reduce_impl(comm, sendbuf, recvbuf, count, dtype,
-                                       op, root));
+    LOCKED_CALL(
+        comm, host_reduce_impl(comm, sendbuf, recvbuf, count, dtype, op, root));
 }
 
 INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
@@ -137,8 +137,8 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
                             incoll_dtype_t dtype, incoll_op_t op, int root,
                             int persistent, incoll_req_h *req_p)
 {
-    host_req_args_t a = {kind, comm, sendbuf, recvbuf, count,
-                         dtype, op, root, INCOLL_ALGO_AUTO};
+    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,         count,
+                         dtype, op,   root,    INCOLL_ALGO_AUTO};
     if (comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
     if (kind == RQ_ALLREDUCE || kind == RQ_REDUCE ||
@@ -161,9 +161,8 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
 #define NOOP INCOLL_UINT8, INCOLL_OP_SUM
 
 INCOLL_API incoll_status_t incoll_iallreduce(incoll_comm_h comm,
-                                             const void *sendbuf,
-                                             void *recvbuf, size_t count,
-                                             incoll_dtype_t dtype,
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t count, incoll_dtype_t dtype,
                                              incoll_op_t op,
                                              incoll_req_h *req_p)
 {
@@ -195,12 +194,10 @@ INCOLL_API incoll_status_t incoll_ibarrier(incoll_comm_h comm,
 }
 
 INCOLL_API incoll_status_t incoll_iallgather(incoll_comm_h comm,
-                                             const void *sendbuf,
-                                             void *recvbuf, size_t bytes,
-                                             incoll_req_h *req_p)
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t bytes, incoll_req_h *req_p)
 {
-    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 0,
-                req_p);
+    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 0, req_p);
 }
 
 INCOLL_API incoll_status_t incoll_igather(incoll_comm_h comm,
@@ -208,8 +205,7 @@ INCOLL_API incoll_status_t incoll_igather(incoll_comm_h comm,
                                           size_t bytes, int root,
                                           incoll_req_h *req_p)
 {
-    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 0,
-                req_p);
+    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 0, req_p);
 }
 
 INCOLL_API incoll_status_t incoll_iscatter(incoll_comm_h comm,
@@ -221,34 +217,25 @@ INCOLL_API incoll_status_t incoll_iscatter(incoll_comm_h comm,
                 req_p);
 }
 
-INCOLL_API incoll_status_t incoll_ireduce_scatter(incoll_comm_h comm,
-                                                  const void *sendbuf,
-                                                  void *recvbuf, size_t count,
-                                                  incoll_dtype_t dtype,
-                                                  incoll_op_t op,
-                                                  incoll_req_h *req_p)
+INCOLL_API incoll_status_t incoll_ireduce_scatter(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
 {
     return post(RQ_REDUCE_SCATTER, comm, sendbuf, recvbuf, count, dtype, op, 0,
                 0, req_p);
 }
 
-INCOLL_API incoll_status_t incoll_allreduce_init(incoll_comm_h comm,
-                                                 const void *sendbuf,
-                                                 void *recvbuf, size_t count,
-                                                 incoll_dtype_t dtype,
-                                                 incoll_op_t op,
-                                                 incoll_req_h *req_p)
+INCOLL_API incoll_status_t incoll_allreduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
 {
     return post(RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype, op, 0, 1,
                 req_p);
 }
 
-INCOLL_API incoll_status_t incoll_reduce_init(incoll_comm_h comm,
-                                              const void *sendbuf,
-                                              void *recvbuf, size_t count,
-                                              incoll_dtype_t dtype,
-                                              incoll_op_t op, int root,
-                                              incoll_req_h *req_p)
+INCOLL_API incoll_status_t incoll_reduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, int root, incoll_req_h *req_p)
 {
     return post(RQ_REDUCE, comm, sendbuf, recvbuf, count, dtype, op, root, 1,
                 req_p);
@@ -272,8 +259,7 @@ INCOLL_API incoll_status_t incoll_allgather_init(incoll_comm_h comm,
                                                  void *recvbuf, size_t bytes,
                                                  incoll_req_h *req_p)
 {
-    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 1,
-                req_p);
+    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 1, req_p);
 }
 
 INCOLL_API incoll_status_t incoll_gather_init(incoll_comm_h comm,
@@ -281,8 +267,7 @@ INCOLL_API incoll_status_t incoll_gather_init(incoll_comm_h comm,
                                               void *recvbuf, size_t bytes,
                                               int root, incoll_req_h *req_p)
 {
-    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 1,
-                req_p);
+    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 1, req_p);
 }
 
 INCOLL_API incoll_status_t incoll_scatter_init(incoll_comm_h comm,
@@ -308,7 +293,7 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      incoll_op_t op, incoll_req_h *req_p)
 {
     host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
-                         dtype, op, 0, algo};
+                         dtype,        op,   0,       algo};
     incoll_status_t status;
     if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;

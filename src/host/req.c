@@ -48,12 +48,12 @@ struct host_sync {
     int depth;
     uint64_t next_ticket; /* threads take the lock in the order they came */
     uint64_t serving;
-    uint64_t ev_seq;   /* counts ev_cv broadcasts */
+    uint64_t ev_seq;              /* counts ev_cv broadcasts */
     void (*hook_release)(void *); /* an outer lock (host_sync_hooks) */
     void (*hook_reacquire)(void *);
     void *hook_arg;
-    int polling;       /* a thread is blocked in ppoll on the socket */
-    int wakefd;        /* eventfd in the poller's set (host_sync_kick) */
+    int polling;         /* a thread is blocked in ppoll on the socket */
+    int wakefd;          /* eventfd in the poller's set (host_sync_kick) */
     int progress_thread; /* INCOLL_PROGRESS_THREAD */
 };
 
@@ -351,8 +351,8 @@ static incoll_status_t run_blocking(incoll_req_h r)
     incoll_comm_h c = r->comm;
     switch (r->kind) {
     case RQ_ALLREDUCE:
-        return host_allreduce_algo_impl(c, r->algo, r->sendbuf,
-                                        r->recvbuf, r->count, r->dtype, r->op);
+        return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
+                                        r->count, r->dtype, r->op);
     case RQ_REDUCE:
         return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
                                 r->op, r->root);
@@ -391,9 +391,8 @@ static int fast_ok(const struct incoll_req *r)
 
     if (r->kind != RQ_ALLREDUCE ||
         (r->algo != INCOLL_ALGO_AUTO && r->algo != INCOLL_ALGO_INC) ||
-        c->size < 2 || c->eng == NULL ||
-        r->count == 0 || r->recvbuf == NULL || r->sendbuf == NULL ||
-        (unsigned)r->dtype >= INCOLL_DTYPE_COUNT ||
+        c->size < 2 || c->eng == NULL || r->count == 0 || r->recvbuf == NULL ||
+        r->sendbuf == NULL || (unsigned)r->dtype >= INCOLL_DTYPE_COUNT ||
         (unsigned)r->op >= INCOLL_OP_COUNT || !incoll_op_valid(r->op, r->dtype))
         return 0;
     ds = dsize_of(r);
@@ -716,7 +715,8 @@ incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
     r->dtype = a->dtype;
     r->op = a->op;
     r->root = a->root;
-    r->algo = (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    r->algo =
+        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
     r->persistent = persistent;
     r->done = 1; /* an inactive persistent request */
     host_enter(a->comm->ctx, NULL);

@@ -26,8 +26,7 @@
 
 /* The implementations of the public functions (allreduce.c, colls.c,
  * comm.c), called with the lock held. */
-incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm,
-                                         incoll_algo_t algo,
+incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
                                          const void *sendbuf, void *recvbuf,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op);
@@ -140,7 +139,6 @@ int host_req_done(incoll_req_h req);
 /* Waits up to ns for req, progressing everything; 1 when it completed
  * (then *status_p is its status and a nonpersistent req was released),
  * 0 when not yet. For the MPI layer, which interleaves its own progress. */
-int host_req_wait_ns(incoll_req_h req, uint64_t ns,
-                     incoll_status_t *status_p);
+int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p);
 
 #endif

@@ -29,13 +29,13 @@
 #include <stdlib.h>
 
 typedef struct nb_rec {
-    MPI_Request mreq;   /* the generalized request */
-    incoll_req_h ireq;  /* NULL once complete */
+    MPI_Request mreq;  /* the generalized request */
+    incoll_req_h ireq; /* NULL once complete */
     mpi_coll_t coll;
     MPI_Comm comm;
     void *st;
     int was_in;
-    int err; /* MPI code once complete */
+    int err;       /* MPI code once complete */
     int app_freed; /* MPI_Request_free before completion */
     struct nb_rec *next;
 } nb_rec_t;
@@ -206,8 +206,8 @@ static int refused(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
 }
 
 /* A zero-byte call on the fabric: a request that is complete at once. */
-static int complete_now(const mpi_nb_plan_t *p, mpi_coll_t coll,
-                        MPI_Comm comm, MPI_Request *request)
+static int complete_now(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
+                        MPI_Request *request)
 {
     nb_rec_t *r = calloc(1, sizeof(*r));
     int ret;
@@ -232,9 +232,8 @@ static int started(incoll_status_t status, incoll_req_h ireq,
 }
 
 MPI_LAYER_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf,
-                                    int count, MPI_Datatype datatype,
-                                    MPI_Op op, MPI_Comm comm,
-                                    MPI_Request *request)
+                                    int count, MPI_Datatype datatype, MPI_Op op,
+                                    MPI_Comm comm, MPI_Request *request)
 {
     mpi_nb_plan_t p;
     incoll_req_h ireq = NULL;
@@ -243,10 +242,10 @@ MPI_LAYER_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf,
     mpi_layer_enter();
     if (!mpi_layer_nb_plan(MPI_COLL_ALLREDUCE, comm, count, datatype, op, 0,
                            &p))
-        return mpi_layer_leave(0) ? 0
-                                  : PMPI_Iallreduce(sendbuf, recvbuf, count,
-                                                    datatype, op, comm,
-                                                    request);
+        return mpi_layer_leave(0)
+                   ? 0
+                   : PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op,
+                                     comm, request);
     if (count == 0) {
         ret = complete_now(&p, MPI_COLL_ALLREDUCE, comm, request);
     } else {
@@ -269,10 +268,10 @@ MPI_LAYER_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
     mpi_layer_enter();
     if (!mpi_layer_nb_plan(MPI_COLL_REDUCE, comm, count, datatype, op, root,
                            &p))
-        return mpi_layer_leave(0) ? 0
-                                  : PMPI_Ireduce(sendbuf, recvbuf, count,
-                                                 datatype, op, root, comm,
-                                                 request);
+        return mpi_layer_leave(0)
+                   ? 0
+                   : PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
+                                  comm, request);
     if (count == 0) {
         ret = complete_now(&p, MPI_COLL_REDUCE, comm, request);
     } else {
@@ -294,9 +293,9 @@ MPI_LAYER_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype,
     mpi_layer_enter();
     if (!mpi_layer_nb_plan(MPI_COLL_BCAST, comm, count, datatype, MPI_OP_NULL,
                            root, &p))
-        return mpi_layer_leave(0) ? 0
-                                  : PMPI_Ibcast(buffer, count, datatype, root,
-                                                comm, request);
+        return mpi_layer_leave(0)
+                   ? 0
+                   : PMPI_Ibcast(buffer, count, datatype, root, comm, request);
     if (p.bytes == 0) {
         ret = complete_now(&p, MPI_COLL_BCAST, comm, request);
     } else {
@@ -342,11 +341,10 @@ MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
     }
     if (!same || !mpi_layer_nb_plan(MPI_COLL_ALLGATHER, comm, recvcount,
                                     recvtype, MPI_OP_NULL, 0, &p))
-        return mpi_layer_leave(0) ? 0
-                                  : PMPI_Iallgather(sendbuf, sendcount,
-                                                    sendtype, recvbuf,
-                                                    recvcount, recvtype, comm,
-                                                    request);
+        return mpi_layer_leave(0)
+                   ? 0
+                   : PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
+                                     recvcount, recvtype, comm, request);
     if (p.bytes == 0) {
         ret = complete_now(&p, MPI_COLL_ALLGATHER, comm, request);
     } else {
@@ -360,8 +358,8 @@ MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
 
 MPI_LAYER_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf,
                                                void *recvbuf, int recvcount,
-                                               MPI_Datatype datatype,
-                                               MPI_Op op, MPI_Comm comm,
+                                               MPI_Datatype datatype, MPI_Op op,
+                                               MPI_Comm comm,
                                                MPI_Request *request)
 {
     mpi_nb_plan_t p;
@@ -371,10 +369,10 @@ MPI_LAYER_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf,
     mpi_layer_enter();
     if (!mpi_layer_nb_plan(MPI_COLL_REDUCE_SCATTER_BLOCK, comm, recvcount,
                            datatype, op, 0, &p))
-        return mpi_layer_leave(0) ? 0
-                                  : PMPI_Ireduce_scatter_block(
-                                        sendbuf, recvbuf, recvcount, datatype,
-                                        op, comm, request);
+        return mpi_layer_leave(0)
+                   ? 0
+                   : PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount,
+                                                datatype, op, comm, request);
     if (recvcount == 0) {
         ret = complete_now(&p, MPI_COLL_REDUCE_SCATTER_BLOCK, comm, request);
     } else {
@@ -446,8 +444,8 @@ MPI_LAYER_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
 /* MPI_Waitany and MPI_Waitsome: MPI's test form until it finds one, with
  * a slice of waiting in libincoll between tries while one of ours is in
  * reqs; MPI's wait once none is. */
-MPI_LAYER_EXPORT int MPI_Waitany(int count, MPI_Request requests[],
-                                 int *index, MPI_Status *status)
+MPI_LAYER_EXPORT int MPI_Waitany(int count, MPI_Request requests[], int *index,
+                                 MPI_Status *status)
 {
     for (;;) {
         int flag = 0, ret, ours;
@@ -491,8 +489,8 @@ MPI_LAYER_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
     }
 }
 
-MPI_LAYER_EXPORT int MPI_Testany(int count, MPI_Request requests[],
-                                 int *index, int *flag, MPI_Status *status)
+MPI_LAYER_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
+                                 int *flag, MPI_Status *status)
 {
     progress_all();
     return PMPI_Testany(count, requests, index, flag, status);

@@ -53,12 +53,15 @@ static void fill(int64_t *v, long n, int k)
 static void mixed(int how, long n)
 {
     enum { NR = 8 };
-    int64_t *in = malloc(n * sizeof(int64_t)), *ar = malloc(n * sizeof(int64_t));
-    int64_t *ref = malloc(n * sizeof(int64_t)), *red = malloc(n * sizeof(int64_t));
+    int64_t *in = malloc(n * sizeof(int64_t)),
+            *ar = malloc(n * sizeof(int64_t));
+    int64_t *ref = malloc(n * sizeof(int64_t)),
+            *red = malloc(n * sizeof(int64_t));
     int64_t *ag = malloc((size_t)size * 64 * sizeof(int64_t));
     int64_t *agref = malloc((size_t)size * 64 * sizeof(int64_t));
     int64_t *rsin = malloc((size_t)size * 16 * sizeof(int64_t));
-    int64_t rs[16], rsref[16], bc[100], bcref[100], sendv = rank * 11, recvv = -1;
+    int64_t rs[16], rsref[16], bc[100], bcref[100], sendv = rank * 11,
+                                                    recvv = -1;
     int64_t agin[64];
     MPI_Request r[NR];
     MPI_Status sts[NR];
@@ -88,7 +91,8 @@ static void mixed(int how, long n)
         while (left > 0) {
             int idx, flag;
             MPI_Testany(NR, r, &idx, &flag, MPI_STATUS_IGNORE);
-            if (getenv("NBCOLLS_NAP")) usleep(50);
+            if (getenv("NBCOLLS_NAP"))
+                usleep(50);
             if (flag && idx != MPI_UNDEFINED)
                 left--;
             else if (flag)
@@ -118,7 +122,8 @@ static void mixed(int how, long n)
     }
     for (int i = 0; i < NR; i++)
         if (r[i] != MPI_REQUEST_NULL) {
-            fprintf(stderr, "nbcolls: rank %d: request %d not freed\n", rank, i);
+            fprintf(stderr, "nbcolls: rank %d: request %d not freed\n", rank,
+                    i);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     PMPI_Allreduce(in, ref, (int)n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
@@ -129,7 +134,8 @@ static void mixed(int how, long n)
     for (int i = 0; i < 100; i++)
         bcref[i] = i * 3 + how;
     same("ibcast", bc, bcref, 100);
-    PMPI_Allgather(agin, 64, MPI_INT64_T, agref, 64, MPI_INT64_T, MPI_COMM_WORLD);
+    PMPI_Allgather(agin, 64, MPI_INT64_T, agref, 64, MPI_INT64_T,
+                   MPI_COMM_WORLD);
     same("iallgather", ag, agref, (long)size * 64);
     PMPI_Reduce_scatter_block(rsin, rsref, 16, MPI_INT64_T, MPI_SUM,
                               MPI_COMM_WORLD);
@@ -152,7 +158,8 @@ static void many(void)
 {
     enum { K = 16, N = 3000 };
     int64_t *buf = malloc((size_t)K * N * sizeof(int64_t));
-    int64_t *in = malloc(N * sizeof(int64_t)), *ref = malloc(N * sizeof(int64_t));
+    int64_t *in = malloc(N * sizeof(int64_t)),
+            *ref = malloc(N * sizeof(int64_t));
     MPI_Request r[K], fr;
     MPI_Status sts[K];
     for (int k = 0; k < K; k++) {
@@ -182,7 +189,8 @@ static void *thr_main(void *arg)
 {
     thr_t *t = arg;
     enum { N = 5000 };
-    int64_t *in = malloc(N * sizeof(int64_t)), *out = malloc(N * sizeof(int64_t));
+    int64_t *in = malloc(N * sizeof(int64_t)),
+            *out = malloc(N * sizeof(int64_t));
     for (int it = 0; it < 30; it++) {
         int k = t->k * 100 + it;
         fill(in, N, k);

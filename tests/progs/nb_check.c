@@ -77,10 +77,9 @@ static int check_sum(const int64_t *v, size_t n, int nr, int k,
 {
     for (size_t i = 0; i < n; i++) {
         if (v[i] != sum(nr, i, k)) {
-            fprintf(stderr,
-                    "rank %d: %s case %d: element %zu is %lld, want %lld\n",
-                    rank, what, k, i, (long long)v[i],
-                    (long long)sum(nr, i, k));
+            fprintf(
+                stderr, "rank %d: %s case %d: element %zu is %lld, want %lld\n",
+                rank, what, k, i, (long long)v[i], (long long)sum(nr, i, k));
             return EXIT_WRONG;
         }
     }
@@ -92,8 +91,8 @@ static int check_sum(const int64_t *v, size_t n, int nr, int k,
 /* 1. Many outstanding on one communicator, every completion order. */
 static int many(incoll_comm_h comm, int nr, int mode)
 {
-    static const size_t sizes[NREQ] = {1,    7,     300,  5000, 1,     70000,
-                                       2,    12345, 64,   999,  40000, 3};
+    static const size_t sizes[NREQ] = {1, 7,     300, 5000, 1,     70000,
+                                       2, 12345, 64,  999,  40000, 3};
     int64_t *in[NREQ], *out[NREQ];
     incoll_req_h req[NREQ];
     incoll_status_t st;
@@ -224,8 +223,8 @@ static int others(incoll_comm_h comm)
     fill(arin, 64, rank, 502);
     fill(ar, 64, rank, 0);
     /* An allreduce on the engine ahead of collectives run by the thread. */
-    if ((st = incoll_iallreduce(comm, arin, ar, 7, INCOLL_INT64,
-                                INCOLL_OP_SUM, &r[4])) != INCOLL_OK ||
+    if ((st = incoll_iallreduce(comm, arin, ar, 7, INCOLL_INT64, INCOLL_OP_SUM,
+                                &r[4])) != INCOLL_OK ||
         (st = incoll_ibcast(comm, bc, B, root, &r[0])) != INCOLL_OK ||
         (st = incoll_ireduce(comm, redin, red, 64, INCOLL_INT64, INCOLL_OP_SUM,
                              0, &r[1])) != INCOLL_OK ||
@@ -252,8 +251,10 @@ static int others(incoll_comm_h comm)
         /* All complete before the blocking call returned. */
         st = incoll_req_test(r[j], &d);
         if (!d || st != INCOLL_OK) {
-            fprintf(stderr, "rank %d: request %d %s after a later blocking "
-                            "call: %s\n", rank, j, d ? "failed" : "not done",
+            fprintf(stderr,
+                    "rank %d: request %d %s after a later blocking "
+                    "call: %s\n",
+                    rank, j, d ? "failed" : "not done",
                     incoll_status_string(st));
             return EXIT_WRONG;
         }
@@ -301,8 +302,7 @@ static int persistent(incoll_comm_h comm, int iters)
     {
         int d = 0;
         if (incoll_req_test(ar, &d) != INCOLL_OK || !d) {
-            fprintf(stderr, "rank %d: an inactive request is not done\n",
-                    rank);
+            fprintf(stderr, "rank %d: an inactive request is not done\n", rank);
             return EXIT_WRONG;
         }
     }
@@ -357,7 +357,8 @@ static void *thr_main(void *arg)
 {
     thr_t *t = arg;
     enum { N = 20000 };
-    int64_t *in = malloc(N * sizeof(int64_t)), *out = malloc(N * sizeof(int64_t));
+    int64_t *in = malloc(N * sizeof(int64_t)),
+            *out = malloc(N * sizeof(int64_t));
     int nr, myr;
     incoll_comm_size(t->comm, &nr);
     incoll_comm_rank(t->comm, &myr);
@@ -428,7 +429,8 @@ int main(int argc, char **argv)
     for (int mode = 0; mode < 4 && !ret; mode++) {
         ret = many(world, size, mode);
         if (verbose && rank == 0)
-            printf("many outstanding, mode %d: %s\n", mode, ret ? "wrong" : "ok");
+            printf("many outstanding, mode %d: %s\n", mode,
+                   ret ? "wrong" : "ok");
     }
     phase("many");
     if (!ret) {
