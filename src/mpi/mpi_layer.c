@@ -2172,7 +2172,6 @@ int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
     reason_t pre = R_COUNT;
     size_t bytes = 0;
     comm_state_t *st;
-    const dt_entry_t *e;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
@@ -2188,13 +2187,7 @@ int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
                                                 &p->iop, &bytes);
         break;
     case MPI_COLL_BCAST:
-        e = dt_find(dtype);
-        if (count < 0 || root < 0)
-            pre = R_ARGS;
-        else if (e == NULL)
-            pre = R_DTYPE;
-        else
-            bytes = (size_t)count * (size_t)e->size;
+        pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);
         break;
     case MPI_COLL_ALLGATHER:
         pre = plan_block(count, dtype, &bytes);
