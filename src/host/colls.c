@@ -80,7 +80,7 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
 
 /* 1 when the last collective ran in the network (natively or over the
  * allreduce), 0 on the hosts: host_coll_last_in_net(). */
-static int last_in_net;
+static _Thread_local int last_in_net;
 
 int host_coll_last_in_net(void)
 {
@@ -95,8 +95,10 @@ int host_coll_last_in_net(void)
 
 /* The buffers of the allreduce-based forms: apart from comm->scratch,
  * which incoll_allreduce may use itself for staging. */
-static void *emu_buf;
-static size_t emu_len;
+static _Thread_local void *emu_buf; /* per thread: collectives of other
+                                       communicators run in other threads
+                                       while this one waits */
+static _Thread_local size_t emu_len;
 
 static void *emu_get(size_t len, int zero)
 {
