@@ -141,12 +141,18 @@ static nb_rec_t *find(MPI_Request req)
  * between slices. */
 static void wait_rec(nb_rec_t *r)
 {
-    while (r->ireq) {
+    MPI_Request mreq = r->mreq;
+
+    for (;;) {
         incoll_status_t status;
-        if (host_req_wait_ns(r->ireq, SLICE_NS, &status))
-            finish(r, status);
-        else
-            progress(); /* may complete r too */
+        if (host_req_wait_ns(r->ireq, SLICE_NS, &status)) {
+            finish(r, status); /* may free r (freed by the program) */
+            return;
+        }
+        /* progress() may complete (and free) r too: look it up again. */
+        progress();
+        if (find(mreq) != r)
+            return;
     }
 }
 
