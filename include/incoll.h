@@ -278,6 +278,116 @@ INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
                                                  incoll_dtype_t dtype,
                                                  incoll_op_t op);
 
+/*
+ * Nonblocking and persistent collectives.
+ *
+ * incoll_iX takes the arguments of incoll_X and returns at once with a
+ * request in *req_p; the buffers belong to the operation until it is
+ * complete. Requests of one communicator complete in the order they were
+ * started (every rank starts a communicator's collectives, blocking or
+ * not, in the same order); requests of different communicators are
+ * independent. A blocking collective waits for the communicator's
+ * earlier requests first.
+ *
+ * Progress: every libincoll call progresses the outstanding requests; an
+ * in-network allreduce runs on the fabric while the caller computes, the
+ * host-based algorithms and the other collectives run in a thread of the
+ * communicator. With INCOLL_PROGRESS_THREAD=1 every request runs in that
+ * thread, which blocks in poll while the network works (no spinning), so
+ * the computation of the caller overlaps all of it.
+ *
+ * Threads: any number of threads may call libincoll, one at a time per
+ * communicator (MPI's rule); different communicators run concurrently.
+ */
+typedef struct incoll_req *incoll_req_h;
+
+/* *done_p is 1 when the request completed: the return value is then the
+ * operation's status and a nonpersistent request is released (a
+ * persistent one becomes inactive). While it runs, *done_p is 0 and the
+ * return value INCOLL_OK. */
+INCOLL_API incoll_status_t incoll_req_test(incoll_req_h req, int *done_p);
+/* Waits until the request completed; returns the operation's status and
+ * releases a nonpersistent request (a persistent one becomes inactive). */
+INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req);
+/* Starts an inactive persistent request again; INCOLL_ERR_BUSY while it
+ * is active. */
+INCOLL_API incoll_status_t incoll_req_start(incoll_req_h req);
+/* Frees a request: a persistent one (after waiting for it when active), or
+ * a nonpersistent one the caller will not test (it completes in the
+ * background and is released then, as MPI_Request_free). */
+INCOLL_API incoll_status_t incoll_req_free(incoll_req_h req);
+
+INCOLL_API incoll_status_t incoll_iallreduce(incoll_comm_h comm,
+                                             const void *sendbuf,
+                                             void *recvbuf, size_t count,
+                                             incoll_dtype_t dtype,
+                                             incoll_op_t op,
+                                             incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_ireduce(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t count, incoll_dtype_t dtype,
+                                          incoll_op_t op, int root,
+                                          incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_ibcast(incoll_comm_h comm, void *buf,
+                                         size_t bytes, int root,
+                                         incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_ibarrier(incoll_comm_h comm,
+                                           incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_iallgather(incoll_comm_h comm,
+                                             const void *sendbuf,
+                                             void *recvbuf, size_t bytes,
+                                             incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_igather(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t bytes, int root,
+                                          incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_iscatter(incoll_comm_h comm,
+                                           const void *sendbuf, void *recvbuf,
+                                           size_t bytes, int root,
+                                           incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_ireduce_scatter(incoll_comm_h comm,
+                                                  const void *sendbuf,
+                                                  void *recvbuf, size_t count,
+                                                  incoll_dtype_t dtype,
+                                                  incoll_op_t op,
+                                                  incoll_req_h *req_p);
+
+/* Persistent forms: the same arguments, an inactive request in *req_p
+ * that incoll_req_start() starts as often as wanted (the arguments are
+ * checked here once) and incoll_req_free() frees. */
+INCOLL_API incoll_status_t incoll_allreduce_init(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t count,
+                                                 incoll_dtype_t dtype,
+                                                 incoll_op_t op,
+                                                 incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_reduce_init(incoll_comm_h comm,
+                                              const void *sendbuf,
+                                              void *recvbuf, size_t count,
+                                              incoll_dtype_t dtype,
+                                              incoll_op_t op, int root,
+                                              incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_bcast_init(incoll_comm_h comm, void *buf,
+                                             size_t bytes, int root,
+                                             incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_barrier_init(incoll_comm_h comm,
+                                               incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_allgather_init(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t bytes,
+                                                 incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_gather_init(incoll_comm_h comm,
+                                              const void *sendbuf,
+                                              void *recvbuf, size_t bytes,
+                                              int root, incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_scatter_init(incoll_comm_h comm,
+                                               const void *sendbuf,
+                                               void *recvbuf, size_t bytes,
+                                               int root, incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_reduce_scatter_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -15,7 +15,8 @@ required=(
   libsodium-dev
 )
 # Each gives a part: the MPI layer and its tests (Open MPI, MPICH,
-# Fortran), the simulator, the plots, hpcc's test, the fuzz harnesses.
+# Fortran), the simulator, the plots, hpcc's test, the fuzz harnesses,
+# mpi4py's test (Python programs use MPI_THREAD_MULTIPLE by default).
 optional=(
   libhwloc-dev
   libopenmpi-dev openmpi-bin
@@ -24,6 +25,7 @@ optional=(
   libsimgrid-dev
   gnuplot-nox
   hpcc
+  python3-mpi4py python3-numpy
   clang libclang-rt-14-dev
 )
 

@@ -1548,3 +1548,82 @@ TEST(mpi_ompi_bench_colls, TEST_INTEG)
     }
     return TEST_PASSED;
 }
+
+/* ---- nonblocking collectives (tests/mpi/nbcolls.c) ---- */
+
+static const char *const nb_colls[] = {"allreduce", "reduce", "bcast",
+                                       "barrier", "allgather", NULL};
+
+/* MPI_Iallreduce, Ireduce, Ibcast, Ibarrier, Iallgather and
+ * Ireduce_scatter_block on the fabric, completed by Waitall, Testany,
+ * Waitsome, Wait, Test and Request_get_status over arrays mixing them
+ * with point-to-point requests, and by Request_free; results against
+ * PMPI_. */
+TEST(mpi_ompi_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 4, 2, "nbcolls", "", nb_colls);
+}
+
+TEST(mpi_mpich_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_MPICH, 3, 2, "nbcolls", "", nb_colls);
+}
+
+/* MPI_THREAD_MULTIPLE: the layer stays on (the world's collectives are
+ * offloaded) and two threads run allreduces on two duplicates at once. */
+TEST(mpi_ompi_nb_threads, TEST_INTEG)
+{
+    static const char *const colls[] = {"allreduce", NULL};
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return offload_job(MPI_OMPI, 4, 2, "nbcolls", "--threads", colls);
+}
+
+/* mpi4py with its default thread level (MPI_THREAD_MULTIPLE): numpy
+ * Allreduce and Iallreduce + Waitall offloaded, every result right. */
+TEST(mpi_ompi_mpi4py, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, NULL);
+    char dir[PATH_MAX], out[PATH_MAX + 16], lib[PATH_MAX];
+    char *text;
+    int rc, ret = TEST_PASSED;
+
+    if (why)
+        return test_skip("%s", why);
+    if (system("/usr/bin/python3 -c 'import mpi4py, numpy' >/dev/null 2>&1") !=
+        0)
+        return test_skip("/usr/bin/python3 lacks mpi4py or numpy "
+                         "(python3-mpi4py, python3-numpy)");
+    snprintf(dir, sizeof(dir), "%s/fabric-mpi4py", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(fabric_up(dir, 4, 2), 0);
+    job_env(MPI_OMPI, dir);
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "timeout -k 5 90 mpirun -n 4 " OMPI_FLAGS
+            " -x LD_PRELOAD='%s' " OMPI_ENV
+            " /usr/bin/python3 '%s/tests/mpi/nb_py.py'",
+            lib, test_srcdir());
+    setenv("LD_PRELOAD", lib, 1);
+    fabric_down(dir);
+    text = slurp(out);
+    if (rc != 0 || !strstr(text, "nb_py: ok 221 checks")) {
+        fprintf(stderr, "    nb_py.py exited %d; output in %s:\n%.2000s\n", rc,
+                out, text);
+        ret = TEST_FAILED;
+    } else if (stat_of(text, "allreduce", "offloaded") < 221) {
+        fprintf(stderr, "    allreduce offloaded=%ld (want 221): %s\n",
+                stat_of(text, "allreduce", "offloaded"), out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}

@@ -667,3 +667,41 @@ TEST(integ_recovery_colls_kill, TEST_INTEG)
     }
     return r;
 }
+
+/* The same with nonblocking allreduces, 4 outstanding at a time: l0 killed
+ * while requests are in flight; every request completes with the right
+ * result (after the recovery, on the hosts) in bounded time. */
+TEST(integ_recovery_leaf_kill_nb, TEST_INTEG)
+{
+    int r = prerequisites();
+    fab_t f;
+    job_t j;
+    char *args[] = {"--iters", "6000", "--count", "64", "--sleep-ms", "0",
+                    "--progress", "500", "--nonblocking", "4", NULL};
+    int ok, nrec = 0;
+    if (r != TEST_PASSED)
+        return r;
+    ok = fab_up(&f, "leafkill-nb", NULL) == 0 &&
+         job_start(&f, &j, "leafkill-nb", 4, 1000, args) == 0;
+    if (ok) {
+        double end = now_s() + 30;
+        char *out = slurp(j.log[0]);
+        while (strstr(out, "progress iter 1000") == NULL &&
+               strstr(out, "summary") == NULL && now_s() < end) {
+            free(out);
+            sleep_s(0.005);
+            out = slurp(j.log[0]);
+        }
+        free(out);
+        sleep_s(0.037);
+        kill(f.an[0], SIGKILL);
+        wait_pid(f.an[0], 5);
+        ok = job_check(&j, 60, 1, "recovered after a failure", &nrec) == 0;
+        if (ok && nrec != 4) {
+            fprintf(stderr, "    %d ranks recovered\n", nrec);
+            ok = 0;
+        }
+    }
+    stop_all();
+    return ok ? TEST_PASSED : TEST_FAILED;
+}

@@ -25,6 +25,8 @@ int bench_pingpong_rank_main(int argc, char **argv);
  * allgather, gather, scatter, reduce_scatter) and its rank side `_coll`
  * (tools/bench_colls.c). */
 int bench_coll_main(int argc, char **argv);
+int bench_iallreduce_main(int argc, char **argv);
+int bench_iallreduce_rank_main(int argc, char **argv);
 int bench_coll_rank_main(int argc, char **argv);
 
 /*

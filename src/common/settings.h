@@ -95,6 +95,10 @@
       "host-based algorithm selection: a bcast or reduce of more than this " \
       "many bytes (and more than 2 ranks) runs as a pipelined chain, " \
       "shorter ones as a binomial tree") \
+    X(PROGRESS_THREAD, BOOL, "0", "", "host", \
+      "1: nonblocking collectives run in a library thread that blocks in " \
+      "poll, so computation overlaps them fully (libincoll_mpi turns it on " \
+      "unless set)") \
     X(HIER, ENUM, "node", "node|socket|flat", "host", \
       "node: ranks of a communicator on one host reduce in shared memory " \
       "into one leader that alone talks to the fabric; socket: one leader " \

@@ -20,6 +20,7 @@
  * returned to the caller as it is.
  */
 #include "host/host.h"
+#include "host/req.h"
 
 #include "host/comm.h"
 #include "host/hier.h"
@@ -132,7 +133,7 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
     }
 }
 
-INCOLL_API incoll_status_t incoll_allreduce_algo(
+incoll_status_t host_allreduce_algo_impl(
     incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
     size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {

@@ -80,7 +80,7 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
 
 /* 1 when the last collective ran in the network (natively or over the
  * allreduce), 0 on the hosts: host_coll_last_in_net(). */
-static int last_in_net;
+static _Thread_local int last_in_net;
 
 int host_coll_last_in_net(void)
 {
@@ -95,8 +95,10 @@ int host_coll_last_in_net(void)
 
 /* The buffers of the allreduce-based forms: apart from comm->scratch,
  * which incoll_allreduce may use itself for staging. */
-static void *emu_buf;
-static size_t emu_len;
+static _Thread_local void *emu_buf; /* per thread: collectives of other
+                                       communicators run in other threads
+                                       while this one waits */
+static _Thread_local size_t emu_len;
 
 static void *emu_get(size_t len, int zero)
 {
@@ -500,7 +502,7 @@ static incoll_status_t overlap_error(const char *what)
     return INCOLL_ERR_INVALID_ARG;
 }
 
-INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
+incoll_status_t host_reduce_impl(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op, int root)
@@ -529,7 +531,7 @@ INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
+incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf,
                                         size_t bytes, int root)
 {
     host_coll_args_t a = {ALGO_COLL_BCAST, buf, buf, bytes, INCOLL_UINT8,
@@ -543,7 +545,7 @@ INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
+incoll_status_t host_barrier_impl(incoll_comm_h comm)
 {
     host_coll_args_t a = {ALGO_COLL_BARRIER, NULL, NULL, 0, INCOLL_UINT8,
                           INCOLL_OP_SUM, 0};
@@ -554,7 +556,7 @@ INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
+incoll_status_t host_allgather_impl(incoll_comm_h comm,
                                             const void *sendbuf, void *recvbuf,
                                             size_t bytes)
 {
@@ -579,7 +581,7 @@ INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
+incoll_status_t host_gather_impl(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
                                          size_t bytes, int root)
 {
@@ -612,7 +614,7 @@ INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
+incoll_status_t host_scatter_impl(incoll_comm_h comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t bytes, int root)
 {
@@ -645,7 +647,7 @@ INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
+incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
                                                  const void *sendbuf,
                                                  void *recvbuf, size_t count,
                                                  incoll_dtype_t dtype,

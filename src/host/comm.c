@@ -18,6 +18,7 @@
 
 #include "host/host.h"
 #include "host/inc_coll.h"
+#include "host/req.h"
 #include "host/mgr_client.h"
 
 #include "common/knobs.h"
@@ -581,7 +582,7 @@ static int cmp_member(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
-INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p)
 {
     struct host_comm_info *info;
@@ -648,7 +649,7 @@ INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
     return comm_make(comm->ctx, id, n, wr, me, newcomm_p);
 }
 
-INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
                                               const int *ranks,
                                               incoll_comm_h *newcomm_p)
 {
@@ -720,7 +721,7 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
     return comm_make(comm->ctx, id, nranks, wr, me, newcomm_p);
 }
 
-INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
 {
     incoll_ctx_h ctx;
     host_mgr_t *mgr;

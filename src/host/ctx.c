@@ -8,6 +8,7 @@
 
 #include "host/comm.h"
 #include "host/hier.h"
+#include "host/req.h"
 
 #include "common/clock.h"
 #include "common/settings.h"
@@ -340,6 +341,9 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
         status = INCOLL_ERR_IO;
         goto err_conf;
     }
+    status = host_sync_create(ctx);
+    if (status != INCOLL_OK)
+        goto err_comms;
     status = mgr ? host_ctx_mgr_init(ctx) : world_create(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
@@ -353,6 +357,7 @@ err_comms:
         ctx->comms = c->next;
         host_comm_free(c);
     }
+    host_sync_destroy(ctx);
     udp_close(ctx->sock);
 err_conf:
     fabric_conf_free(&ctx->conf);
@@ -365,6 +370,8 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
 {
     if (ctx == NULL)
         return INCOLL_ERR_INVALID_ARG;
+    /* Outstanding requests complete first, then their threads stop. */
+    host_req_ctx_fini(ctx);
     /* The manager releases what we still hold on our goodbye. */
     host_ctx_info_free(ctx);
     while (ctx->comms) {
@@ -385,6 +392,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
     udp_flush(ctx->sock);
     udp_close(ctx->sock);
     fabric_conf_free(&ctx->conf);
+    host_sync_destroy(ctx);
     free(ctx);
     return INCOLL_OK;
 }
@@ -459,7 +467,9 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
             tsp = &ts;
         }
         /* poll() skips the manager's entry while its fd is -1. */
-        if (ppoll(pfd, 2, tsp, NULL) > 0 && (pfd[0].revents & POLLIN))
+        /* Gives the library lock up while blocked (src/host/req.c). */
+        if (host_sync_ppoll(ctx, pfd, 2, tsp) > 0 &&
+            (pfd[0].revents & POLLIN))
             n = udp_recv_batch(ctx->sock, msgs, 64);
         if ((pfd[1].fd >= 0 && pfd[1].revents) ||
             (mgr_due != UINT64_MAX && host_now_ns() >= mgr_due)) {
@@ -471,12 +481,16 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
         host_ctx_mgr_on_readable(ctx);
         ctx->mgr_checked_ns = host_now_ns();
     }
-    while (n > 0) {
-        uint64_t now = host_now_ns();
-        for (int i = 0; i < n; i++)
-            dispatch(ctx, &msgs[i], now);
-        udp_flush(ctx->sock);
-        n = n == 64 ? udp_recv_batch(ctx->sock, msgs, 64) : 0;
+    if (n > 0) {
+        while (n > 0) {
+            uint64_t now = host_now_ns();
+            for (int i = 0; i < n; i++)
+                dispatch(ctx, &msgs[i], now);
+            udp_flush(ctx->sock);
+            n = n == 64 ? udp_recv_batch(ctx->sock, msgs, 64) : 0;
+        }
+        /* Other threads may wait for what we dispatched. */
+        host_sync_kick(ctx);
     }
 }
 

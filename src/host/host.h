@@ -40,6 +40,8 @@ struct incoll_comm {
     struct host_hier *hier;   /* ranks sharing a host (src/host/hier.c);
                                  NULL until the first allreduce */
     struct incoll_comm *next; /* the context's list */
+    struct host_req_queue *rq; /* its requests (src/host/req.c); NULL
+                                  until its first one */
 };
 
 struct incoll_ctx {
@@ -60,13 +62,16 @@ struct incoll_ctx {
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
     uint64_t mgr_checked_ns;     /* last look at the manager link while
-                                    packets kept coming (host_now_ns) */    /* Identity from incoll_init_params() or the settings ("" unset;
+                                    packets kept coming (host_now_ns) */
+    /* Identity from incoll_init_params() or the settings ("" unset;
      * local_size 0 when unknown). */
     char job[256];
     char host[256];
     char mgr[256];
     int local_rank;
     int local_size;
+    struct host_sync *sync;      /* the library lock, the poller and the
+                                    request threads (src/host/req.c) */
 };
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.

@@ -117,9 +117,9 @@ static void f_allreduce(const char *twin, const char *self, void *sendbuf,
     allreduce_fn_t *f;
     int ret;
 
-    if (mpi_layer_allreduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
+    if (MPI_LAYER_CALL(mpi_layer_allreduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
                             (int)*count, PMPI_Type_f2c(*datatype),
-                            PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &ret)) {
+                            PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -138,10 +138,10 @@ static void f_reduce(const char *twin, const char *self, void *sendbuf,
     reduce_fn_t *f;
     int ret;
 
-    if (mpi_layer_reduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
+    if (MPI_LAYER_CALL(mpi_layer_reduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
                          (int)*count, PMPI_Type_f2c(*datatype),
                          PMPI_Op_f2c(*op), (int)*root, PMPI_Comm_f2c(*comm),
-                         &ret)) {
+                         &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -159,9 +159,9 @@ static void f_bcast(const char *twin, const char *self, void *buf,
     bcast_fn_t *f;
     int ret;
 
-    if (mpi_layer_bcast((void *)f2c_buf(buf), (int)*count,
+    if (MPI_LAYER_CALL(mpi_layer_bcast((void *)f2c_buf(buf), (int)*count,
                         PMPI_Type_f2c(*datatype), (int)*root,
-                        PMPI_Comm_f2c(*comm), &ret)) {
+                        PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -180,10 +180,10 @@ static void f_allgather(const char *twin, const char *self, void *sendbuf,
     allgather_fn_t *f;
     int ret;
 
-    if (mpi_layer_allgather(f2c_buf(sendbuf), (int)*scount,
+    if (MPI_LAYER_CALL(mpi_layer_allgather(f2c_buf(sendbuf), (int)*scount,
                             PMPI_Type_f2c(*stype), (void *)f2c_buf(recvbuf),
                             (int)*rcount, PMPI_Type_f2c(*rtype),
-                            PMPI_Comm_f2c(*comm), &ret)) {
+                            PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -204,16 +204,16 @@ static void f_rooted(int scatter, const char *twin, const char *self,
     int ret, done;
 
     done = scatter
-               ? mpi_layer_scatter(f2c_buf(sendbuf), (int)*scount,
+               ? MPI_LAYER_CALL(mpi_layer_scatter(f2c_buf(sendbuf), (int)*scount,
                                    PMPI_Type_f2c(*stype),
                                    (void *)f2c_buf(recvbuf), (int)*rcount,
                                    PMPI_Type_f2c(*rtype), (int)*root,
-                                   PMPI_Comm_f2c(*comm), &ret)
-               : mpi_layer_gather(f2c_buf(sendbuf), (int)*scount,
+                                   PMPI_Comm_f2c(*comm), &ret))
+               : MPI_LAYER_CALL(mpi_layer_gather(f2c_buf(sendbuf), (int)*scount,
                                   PMPI_Type_f2c(*stype),
                                   (void *)f2c_buf(recvbuf), (int)*rcount,
                                   PMPI_Type_f2c(*rtype), (int)*root,
-                                  PMPI_Comm_f2c(*comm), &ret);
+                                  PMPI_Comm_f2c(*comm), &ret));
     if (done) {
         set_err(ierr, ret);
         return;
@@ -234,10 +234,10 @@ static void f_reduce_scatter_block(const char *twin, const char *self,
     rsb_fn_t *f;
     int ret;
 
-    if (mpi_layer_reduce_scatter_block(
+    if (MPI_LAYER_CALL(mpi_layer_reduce_scatter_block(
             f2c_buf(sendbuf), (void *)f2c_buf(recvbuf), (int)*count,
             PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm),
-            &ret)) {
+            &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -263,10 +263,10 @@ static void f_reduce_scatter(const char *twin, const char *self,
         int done;
         for (int i = 0; i < size; i++)
             ic[i] = (int)counts[i];
-        done = mpi_layer_reduce_scatter(f2c_buf(sendbuf),
+        done = MPI_LAYER_CALL(mpi_layer_reduce_scatter(f2c_buf(sendbuf),
                                         (void *)f2c_buf(recvbuf), ic,
                                         PMPI_Type_f2c(*datatype),
-                                        PMPI_Op_f2c(*op), c, &ret);
+                                        PMPI_Op_f2c(*op), c, &ret));
         if (ic != stack)
             free(ic);
         if (done) {
@@ -289,7 +289,7 @@ static void f_barrier(const char *twin, const char *self, MPI_Fint *comm,
     barrier_fn_t *f;
     int ret;
 
-    if (mpi_layer_barrier(PMPI_Comm_f2c(*comm), &ret)) {
+    if (MPI_LAYER_CALL(mpi_layer_barrier(PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }

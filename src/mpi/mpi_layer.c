@@ -22,19 +22,23 @@
  *    redo with PMPI_ on every rank when any failed.
  *
  * The layer keeps process-wide state (the MPI library it wraps is itself a
- * process-wide singleton); it is used from one thread at a time:
- * MPI_THREAD_MULTIPLE turns offload off.
+ * process-wide singleton). Under MPI_THREAD_MULTIPLE one lock guards it
+ * (mpi_layer_enter), which libincoll gives up whenever it blocks, so that
+ * threads running collectives on different communicators do not wait for
+ * each other's.
  */
 #include "mpi/mpi_layer.h"
 
 #include "incoll.h"
 #include "host/host_colls.h"
+#include "host/req.h"
 
 #include "common/fabric_conf.h"
 #include "common/knobs.h"
 #include "common/log.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -836,12 +840,6 @@ static void incoll_up(int local_rank, int local_size)
         snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
         return;
     }
-    if (L.thread_multiple) {
-        snprintf(L.why_off, sizeof(L.why_off),
-                 "MPI_THREAD_MULTIPLE (the layer offloads only when one "
-                 "thread at a time calls MPI)");
-        return;
-    }
     if ((fab == NULL || *fab == '\0') && (mgr == NULL || *mgr == '\0')) {
         snprintf(L.why_off, sizeof(L.why_off),
                  "no fabric configured (INCOLL_FABRIC and INCOLL_MGR are "
@@ -905,6 +903,11 @@ static void incoll_up(int local_rank, int local_size)
         params.local_rank = local_rank;
         params.local_size = local_size;
     }
+    /* A program blocks in MPI calls the layer does not see (receives,
+     * MPI's own collectives), during which nobody would progress its
+     * nonblocking collectives: libincoll's request threads run them
+     * (unless INCOLL_PROGRESS_THREAD says otherwise). */
+    setenv("INCOLL_PROGRESS_THREAD", "1", 0);
     status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;
@@ -920,7 +923,62 @@ static void incoll_up(int local_rank, int local_size)
                  incoll_status_string(status));
         return;
     }
+    if (L.thread_multiple)
+        mpi_layer_threads_init(L.ctx);
     L.active = 1;
+}
+
+/* ---- threads ---- */
+
+/* Under MPI_THREAD_MULTIPLE: one recursive lock around the layer's calls
+ * (mpi_layer_enter), given up by libincoll while it blocks (hooks). */
+static pthread_mutex_t layer_mu;
+static int layer_locking;
+static _Thread_local int layer_depth;   /* this thread's holds */
+static _Thread_local int layer_dropped; /* given up while libincoll waits */
+
+static void layer_release(void *arg)
+{
+    (void)arg;
+    layer_dropped = layer_depth;
+    for (int i = 0; i < layer_dropped; i++)
+        pthread_mutex_unlock(&layer_mu);
+}
+
+static void layer_reacquire(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < layer_dropped; i++)
+        pthread_mutex_lock(&layer_mu);
+    layer_dropped = 0;
+}
+
+void mpi_layer_threads_init(incoll_ctx_h ctx)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&layer_mu, &a);
+    pthread_mutexattr_destroy(&a);
+    host_sync_hooks(ctx, layer_release, layer_reacquire, NULL);
+    layer_locking = 1;
+}
+
+void mpi_layer_enter(void)
+{
+    if (!layer_locking)
+        return;
+    pthread_mutex_lock(&layer_mu);
+    layer_depth++;
+}
+
+int mpi_layer_leave(int done)
+{
+    if (layer_locking && layer_depth > 0) {
+        layer_depth--;
+        pthread_mutex_unlock(&layer_mu);
+    }
+    return done;
 }
 
 /* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
@@ -957,7 +1015,7 @@ void mpi_layer_bootstrap(int from_init)
             cfg.job = job_from_env();
         PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
         L.cfg = cfg;
-        if (L.cfg.enable && !L.thread_multiple) {
+        if (L.cfg.enable) {
             /* Placement of ranks on nodes, for libincoll's node level. */
             MPI_Comm node = MPI_COMM_NULL;
             if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
@@ -1125,16 +1183,22 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
         if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) {
             if ((ranks = world_ranks(comm, size)) == NULL)
                 code = C_NOMEM;
+        } else if (cmp == MPI_CONGRUENT && L.thread_multiple) {
+            if ((ranks = world_ranks(comm, size)) == NULL)
+                code = C_NOMEM;
         }
     }
     agreed = code;
     PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
     if (agreed == C_OK) {
         const char *why = NULL;
-        if (cmp == MPI_IDENT || cmp == MPI_CONGRUENT) {
+        if (cmp == MPI_IDENT || (cmp == MPI_CONGRUENT && !L.thread_multiple)) {
             /* Same ranks in the same order as the fabric's world group.
              * Sharing it is safe: blocking collectives are issued in the
-             * same order on every rank, whatever the communicator. */
+             * same order on every rank, whatever the communicator. Under
+             * MPI_THREAD_MULTIPLE threads may run collectives on two
+             * duplicates at once: each gets a libincoll communicator of
+             * its own. */
             st->icomm = L.world;
         } else {
             incoll_comm_h ic = NULL;
@@ -2152,4 +2216,69 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
         return 1;
     *ret_p = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dtype, op, comm);
     return 1;
+}
+
+/* ---- for the nonblocking forms (mpi_nb.c) ---- */
+
+int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
+                      MPI_Datatype dtype, MPI_Op op, int root,
+                      mpi_nb_plan_t *p)
+{
+    reason_t pre = R_COUNT;
+    size_t bytes = 0;
+    comm_state_t *st;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    p->idt = INCOLL_UINT8;
+    p->iop = INCOLL_OP_SUM;
+    switch (coll) {
+    case MPI_COLL_ALLREDUCE:
+    case MPI_COLL_REDUCE:
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+        /* MINLOC and MAXLOC pairs go to MPI's nonblocking forms. */
+        pre = pair_find(dtype) ? R_DTYPE
+                               : plan_reduction(count, dtype, op, &p->idt,
+                                                &p->iop, &bytes);
+        break;
+    case MPI_COLL_BCAST:
+        pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);
+        break;
+    case MPI_COLL_ALLGATHER:
+        pre = plan_block(count, dtype, &bytes);
+        break;
+    case MPI_COLL_BARRIER:
+        break;
+    default:
+        pre = R_ARGS;
+    }
+    /* The agreement after each call is a blocking MPI call of its own. */
+    if (pre == R_COUNT && L.cfg.agree)
+        pre = R_ARGS;
+    st = gate(coll, comm, bytes, pre);
+    if (st == NULL)
+        return 0;
+    if (root >= st->size) {
+        pass(coll, R_ARGS);
+        return 0;
+    }
+    /* The ranks agreed the communicator left the network (switch_to_mpi):
+     * its nonblocking collectives go to MPI, decided alike everywhere. */
+    if (st->to_mpi) {
+        pass(coll, R_LEFT);
+        return 0;
+    }
+    p->st = st;
+    p->icomm = st->icomm;
+    p->bytes = bytes;
+    p->was_in = in_net(st);
+    return 1;
+}
+
+int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
+                        incoll_status_t status, int was_in)
+{
+    int ret = MPI_SUCCESS;
+    settle(st, coll, comm, status, was_in, &ret);
+    return ret;
 }

@@ -104,4 +104,40 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
  */
 incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p);
 
+/*
+ * Threads: under MPI_THREAD_MULTIPLE every call into the layer holds one
+ * recursive lock, which libincoll gives up whenever it blocks (so threads
+ * on different communicators run their collectives concurrently). No-ops
+ * at the other thread levels. MPI_LAYER_CALL(x) evaluates x inside it.
+ */
+void mpi_layer_threads_init(incoll_ctx_h ctx);
+void mpi_layer_enter(void);
+int mpi_layer_leave(int done);
+#define MPI_LAYER_CALL(call) (mpi_layer_enter(), mpi_layer_leave(call))
+
+/* The nonblocking forms (mpi_nb.c): whether a call goes to the fabric,
+ * decided as its blocking form decides (the same knobs and arguments on
+ * every rank), with what libincoll needs. */
+typedef struct {
+    void *st; /* the communicator's state, for mpi_layer_nb_settle */
+    incoll_comm_h icomm;
+    incoll_dtype_t idt;
+    incoll_op_t iop;
+    size_t bytes; /* per rank (bcast: all; allgather: one block) */
+    int was_in;   /* in the network at the start */
+} mpi_nb_plan_t;
+
+/* 1 when the call goes to libincoll (*p filled), 0 when to MPI (the
+ * reason counted). count and dtype: the recv side for allgather. */
+int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
+                      MPI_Datatype dtype, MPI_Op op, int root,
+                      mpi_nb_plan_t *p);
+/* Counts a completed nonblocking call and, for an error, raises it as the
+ * blocking form does; returns the MPI code for its status. */
+int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
+                        incoll_status_t status, int was_in);
+
+/* Completes every outstanding nonblocking call (MPI_Finalize). */
+void mpi_nb_finalize(void);
+
 #endif

@@ -9,12 +9,15 @@
  *
  *   recover_check [--iters N] [--count C] [--sleep-ms S] [--jitter-ms J]
  *                 [--seed N] [--inplace] [--progress P] [--coll NAME]
+ *                 [--nonblocking K]
  *
  * Rank r sleeps S ms plus a pseudo-random 0..J ms (from seed, rank and
  * iteration) after each call, so members reach their calls at different
  * times. It prints one line per wrong or failed call, then
  * "summary ok=A wrong=W errors=E offloaded=0|1"; with --progress, also
  * "progress iter I" every P iterations (for a test to time a fault).
+ * With --nonblocking K the calls are incoll_iallreduce, K outstanding at a
+ * time, waited for in order.
  *
  * Exit status: 0 all correct, 1 a wrong result returned as success,
  * 2 usage, 4 no wrong result but some calls failed.
@@ -160,6 +163,7 @@ int main(int argc, char **argv)
     incoll_comm_h world;
     incoll_status_t status;
     int64_t *in, *out;
+    int nb = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -195,6 +199,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "recover_check: unknown collective %s\n", v);
                 return 2;
             }
+        } else if (strcmp(a, "--nonblocking") == 0) {
+            nb = atoi(v);
         } else {
             fprintf(stderr, "recover_check: unknown option %s\n", a);
             return 2;
@@ -217,6 +223,55 @@ int main(int argc, char **argv)
     out = malloc(count * (size_t)size * sizeof(*out));
     if (in == NULL || out == NULL)
         return 4;
+    if (nb > 0) {
+        /* K requests outstanding; each result checked after its wait. */
+        int64_t *bufs = malloc((size_t)nb * count * 2 * sizeof(int64_t));
+        incoll_req_h *reqs = malloc((size_t)nb * sizeof(*reqs));
+        if (bufs == NULL || reqs == NULL)
+            return 4;
+        for (int it0 = 0; it0 < iters; it0 += nb) {
+            int k = it0 + nb <= iters ? nb : iters - it0;
+            for (int j = 0; j < k; j++) {
+                int64_t *bi = bufs + (size_t)j * count * 2, *bo = bi + count;
+                for (size_t e = 0; e < count; e++)
+                    bi[e] = input(rank, it0 + j, e);
+                status = incoll_iallreduce(world, bi, bo, count, INCOLL_INT64,
+                                           INCOLL_OP_SUM, &reqs[j]);
+                if (status != INCOLL_OK)
+                    reqs[j] = NULL;
+            }
+            for (int j = 0; j < k; j++) {
+                int64_t *bo = bufs + (size_t)j * count * 2 + count;
+                size_t bad = count;
+                status = reqs[j] ? incoll_req_wait(reqs[j]) : INCOLL_ERR_IO;
+                if (status != INCOLL_OK) {
+                    printf("error iter %d: %s\n", it0 + j,
+                           incoll_status_string(status));
+                    nerr++;
+                    continue;
+                }
+                for (size_t e = 0; e < count && bad == count; e++) {
+                    int64_t want = 0;
+                    for (int r = 0; r < size; r++)
+                        want += input(r, it0 + j, e);
+                    if (bo[e] != want)
+                        bad = e;
+                }
+                if (bad < count) {
+                    printf("WRONG iter %d element %zu\n", it0 + j, bad);
+                    nwrong++;
+                } else {
+                    nok++;
+                }
+            }
+            if (progress > 0 && it0 % progress < nb)
+                printf("progress iter %d\n", it0);
+            fflush(stdout);
+        }
+        free(bufs);
+        free(reqs);
+        iters = 0; /* the loop below has nothing left to do */
+    }
     for (int it = 0; it < iters; it++) {
         int64_t *res = inplace ? in : out;
         size_t bad = count;

@@ -1,0 +1,304 @@
+/*
+ * The public functions of the collectives and communicators: each takes
+ * the library lock, progresses the outstanding requests, waits for the
+ * earlier requests of its communicator (collectives of a communicator run
+ * in the order they were called) and calls its implementation (req.h).
+ * Also the nonblocking (incoll_iX) and persistent (incoll_X_init) forms,
+ * which make requests (src/host/req.c).
+ */
+#include "host/host.h"
+#include "host/req.h"
+
+#include "common/log.h"
+
+INCOLL_API incoll_status_t incoll_allreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    host_enter(comm->ctx, comm);
+    status = host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf, count,
+                                      dtype, op);
+    host_unlock(comm->ctx);
+    return status;
+}
+
+/* The body of every blocking wrapper below. */
+#define LOCKED_CALL(comm, call)                                                \
+    do {                                                                       \
+        incoll_status_t status_;                                               \
+        if ((comm) == NULL)                                                    \
+            return INCOLL_ERR_INVALID_ARG;                                     \
+        host_enter((comm)->ctx, (comm));                                       \
+        status_ = (call);                                                      \
+        host_unlock((comm)->ctx);                                              \
+        return status_;                                                        \
+    } while (0)
+
+INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op, int root)
+{
+    LOCKED_CALL(
+        comm, host_reduce_impl(comm, sendbuf, recvbuf, count, dtype, op, root));
+}
+
+INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
+                                        size_t bytes, int root)
+{
+    LOCKED_CALL(comm, host_bcast_impl(comm, buf, bytes, root));
+}
+
+INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
+{
+    LOCKED_CALL(comm, host_barrier_impl(comm));
+}
+
+INCOLL_API incoll_status_t incoll_allgather(incoll_comm_h comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t bytes)
+{
+    LOCKED_CALL(comm, host_allgather_impl(comm, sendbuf, recvbuf, bytes));
+}
+
+INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t bytes, int root)
+{
+    LOCKED_CALL(comm, host_gather_impl(comm, sendbuf, recvbuf, bytes, root));
+}
+
+INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t bytes, int root)
+{
+    LOCKED_CALL(comm, host_scatter_impl(comm, sendbuf, recvbuf, bytes, root));
+}
+
+INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t count,
+                                                 incoll_dtype_t dtype,
+                                                 incoll_op_t op)
+{
+    LOCKED_CALL(comm, host_reduce_scatter_impl(comm, sendbuf, recvbuf, count,
+                                               dtype, op));
+}
+
+INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
+                                             int key, incoll_comm_h *newcomm_p)
+{
+    LOCKED_CALL(comm, host_comm_split_impl(comm, color, key, newcomm_p));
+}
+
+INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
+                                              const int *ranks,
+                                              incoll_comm_h *newcomm_p)
+{
+    LOCKED_CALL(comm, host_comm_create_impl(comm, nranks, ranks, newcomm_p));
+}
+
+INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    incoll_ctx_h ctx;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = comm->ctx;
+    host_enter(ctx, comm);
+    if (comm != ctx->world)
+        host_req_comm_fini(comm);
+    status = host_comm_destroy_impl(comm);
+    host_unlock(ctx);
+    return status;
+}
+
+/* ---- nonblocking and persistent forms ---- */
+
+/* The checks of a reduction's arguments that do not depend on buffers:
+ * a persistent request refuses them at init, as the blocking call would. */
+static incoll_status_t check_op(const char *what, incoll_dtype_t dtype,
+                                incoll_op_t op)
+{
+    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT ||
+        (unsigned)op >= INCOLL_OP_COUNT || !incoll_op_valid(op, dtype)) {
+        incoll_error("%s: op %d does not apply to dtype %d", what, (int)op,
+                     (int)dtype);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    return INCOLL_OK;
+}
+
+static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
+                            const void *sendbuf, void *recvbuf, size_t count,
+                            incoll_dtype_t dtype, incoll_op_t op, int root,
+                            int persistent, incoll_req_h *req_p)
+{
+    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,         count,
+                         dtype, op,   root,    INCOLL_ALGO_AUTO};
+    if (comm == NULL || req_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if (kind == RQ_ALLREDUCE || kind == RQ_REDUCE ||
+        kind == RQ_REDUCE_SCATTER) {
+        incoll_status_t status = check_op("request", dtype, op);
+        if (status != INCOLL_OK)
+            return status;
+    }
+    if ((kind == RQ_REDUCE || kind == RQ_BCAST || kind == RQ_GATHER ||
+         kind == RQ_SCATTER) &&
+        (root < 0 || root >= comm->size)) {
+        incoll_error("request: root %d is not a rank of the communicator "
+                     "(size %d)",
+                     root, comm->size);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    return host_req_post(&a, persistent, req_p);
+}
+
+#define NOOP INCOLL_UINT8, INCOLL_OP_SUM
+
+INCOLL_API incoll_status_t incoll_iallreduce(incoll_comm_h comm,
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t count, incoll_dtype_t dtype,
+                                             incoll_op_t op,
+                                             incoll_req_h *req_p)
+{
+    return post(RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype, op, 0, 0,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_ireduce(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t count, incoll_dtype_t dtype,
+                                          incoll_op_t op, int root,
+                                          incoll_req_h *req_p)
+{
+    return post(RQ_REDUCE, comm, sendbuf, recvbuf, count, dtype, op, root, 0,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_ibcast(incoll_comm_h comm, void *buf,
+                                         size_t bytes, int root,
+                                         incoll_req_h *req_p)
+{
+    return post(RQ_BCAST, comm, buf, buf, bytes, NOOP, root, 0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_ibarrier(incoll_comm_h comm,
+                                           incoll_req_h *req_p)
+{
+    return post(RQ_BARRIER, comm, NULL, NULL, 0, NOOP, 0, 0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_iallgather(incoll_comm_h comm,
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t bytes, incoll_req_h *req_p)
+{
+    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_igather(incoll_comm_h comm,
+                                          const void *sendbuf, void *recvbuf,
+                                          size_t bytes, int root,
+                                          incoll_req_h *req_p)
+{
+    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_iscatter(incoll_comm_h comm,
+                                           const void *sendbuf, void *recvbuf,
+                                           size_t bytes, int root,
+                                           incoll_req_h *req_p)
+{
+    return post(RQ_SCATTER, comm, sendbuf, recvbuf, bytes, NOOP, root, 0,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_ireduce_scatter(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
+{
+    return post(RQ_REDUCE_SCATTER, comm, sendbuf, recvbuf, count, dtype, op, 0,
+                0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_allreduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
+{
+    return post(RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype, op, 0, 1,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_reduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, int root, incoll_req_h *req_p)
+{
+    return post(RQ_REDUCE, comm, sendbuf, recvbuf, count, dtype, op, root, 1,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_bcast_init(incoll_comm_h comm, void *buf,
+                                             size_t bytes, int root,
+                                             incoll_req_h *req_p)
+{
+    return post(RQ_BCAST, comm, buf, buf, bytes, NOOP, root, 1, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_barrier_init(incoll_comm_h comm,
+                                               incoll_req_h *req_p)
+{
+    return post(RQ_BARRIER, comm, NULL, NULL, 0, NOOP, 0, 1, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_allgather_init(incoll_comm_h comm,
+                                                 const void *sendbuf,
+                                                 void *recvbuf, size_t bytes,
+                                                 incoll_req_h *req_p)
+{
+    return post(RQ_ALLGATHER, comm, sendbuf, recvbuf, bytes, NOOP, 0, 1, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_gather_init(incoll_comm_h comm,
+                                              const void *sendbuf,
+                                              void *recvbuf, size_t bytes,
+                                              int root, incoll_req_h *req_p)
+{
+    return post(RQ_GATHER, comm, sendbuf, recvbuf, bytes, NOOP, root, 1, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_scatter_init(incoll_comm_h comm,
+                                               const void *sendbuf,
+                                               void *recvbuf, size_t bytes,
+                                               int root, incoll_req_h *req_p)
+{
+    return post(RQ_SCATTER, comm, sendbuf, recvbuf, bytes, NOOP, root, 1,
+                req_p);
+}
+
+INCOLL_API incoll_status_t incoll_reduce_scatter_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
+{
+    return post(RQ_REDUCE_SCATTER, comm, sendbuf, recvbuf, count, dtype, op, 0,
+                1, req_p);
+}
+
+incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op, incoll_req_h *req_p)
+{
+    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
+                         dtype,        op,   0,       algo};
+    incoll_status_t status;
+    if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
+        return INCOLL_ERR_INVALID_ARG;
+    status = check_op("iallreduce", dtype, op);
+    if (status != INCOLL_OK)
+        return status;
+    return host_req_post(&a, 0, req_p);
+}

@@ -1,0 +1,838 @@
+/*
+ * Requests (nonblocking and persistent collectives) and the library lock
+ * (see req.h for the lock).
+ *
+ * Each communicator keeps a queue of its requests; only the head runs, so
+ * they complete in the order they were started, as on every other rank.
+ * The head runs one of two ways:
+ *   - on the fabric from the caller's thread: an in-network allreduce is
+ *     started on the communicator's engine and every libincoll call
+ *     (test, wait, any other) feeds it the packets that came in and runs
+ *     its timers, without blocking; it runs on while the caller computes
+ *     as far as the window of the engine and the ANs carry it;
+ *   - in the communicator's request thread, which calls the blocking
+ *     collective: every other collective, an allreduce on the hosts, the
+ *     recovery after a failed in-network one, and with
+ *     INCOLL_PROGRESS_THREAD=1 every request. The thread gives the lock up
+ *     while it waits for packets (blocked in poll, or asleep while another
+ *     thread polls) and sleeps on a condition variable while it has no
+ *     work: an idle thread costs nothing.
+ * One thread per communicator, made at its first request that needs one,
+ * lets collectives of different communicators progress independently, as
+ * MPI allows programs to start them in different orders on different
+ * ranks.
+ */
+#include "host/host.h"
+#include "host/req.h"
+
+#include "host/comm.h"
+
+#include "common/knobs.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct host_sync {
+    pthread_mutex_t mu;     /* guards the fields below */
+    pthread_cond_t free_cv; /* the library lock was given up */
+    pthread_cond_t ev_cv;   /* packets dispatched, a request done or new */
+    pthread_t owner;
+    int owned;
+    int depth;
+    uint64_t next_ticket; /* threads take the lock in the order they came */
+    uint64_t serving;
+    uint64_t ev_seq;              /* counts ev_cv broadcasts */
+    void (*hook_release)(void *); /* an outer lock (host_sync_hooks) */
+    void (*hook_reacquire)(void *);
+    void *hook_arg;
+    int polling;         /* a thread is blocked in ppoll on the socket */
+    int wakefd;          /* eventfd in the poller's set (host_sync_kick) */
+    int progress_thread; /* INCOLL_PROGRESS_THREAD */
+};
+
+typedef enum {
+    ST_QUEUED,  /* not started */
+    ST_FAST,    /* on the engine, progressed by every libincoll call */
+    ST_THREAD,  /* for the communicator's thread */
+    ST_RECOVER, /* for the thread: recover a failed fast one */
+    ST_RUNNING, /* the thread runs it */
+} rq_state_t;
+
+struct incoll_req {
+    incoll_comm_h comm;
+    host_req_kind_t kind;
+    const void *sendbuf;
+    void *recvbuf;
+    size_t count; /* elements (reductions) or bytes */
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+    int root;
+    incoll_algo_t algo;
+    int persistent;
+    int active;   /* started and not complete (persistent: may be 0) */
+    int done;     /* complete, status valid */
+    int detached; /* freed by the caller before completion */
+    rq_state_t state;
+    incoll_status_t status;
+    int kept;            /* fast: result into host_comm_result_buf */
+    void *res;           /* fast: where the engine writes the result */
+    size_t bytes;        /* fast: result bytes */
+    uint64_t ops_before; /* fast: engine's op count before the start */
+    struct incoll_req *next;
+};
+
+struct host_req_queue {
+    incoll_req_h head, tail;
+    pthread_t thread;
+    int has_thread;
+    int stop;
+};
+
+/* ---- the library lock ---- */
+
+static int held_by_me(const struct host_sync *s)
+{
+    return s->owned && pthread_equal(s->owner, pthread_self());
+}
+
+/* With s->mu held. First come, first served: a thread that calls
+ * incoll_req_test in a loop must not keep the request thread, back from
+ * poll with packets, from taking the lock. */
+static void acquire_locked(struct host_sync *s, int depth)
+{
+    uint64_t ticket;
+    if (held_by_me(s)) {
+        s->depth += depth;
+        return;
+    }
+    ticket = s->next_ticket++;
+    while (s->owned || s->serving != ticket)
+        pthread_cond_wait(&s->free_cv, &s->mu);
+    s->serving++;
+    s->owned = 1;
+    s->owner = pthread_self();
+    s->depth = depth;
+}
+
+/* With s->mu held and the lock ours: gives it up whole; returns the depth
+ * to take it back with. */
+static int release_all_locked(struct host_sync *s)
+{
+    int depth = s->depth;
+    s->owned = 0;
+    s->depth = 0;
+    pthread_cond_broadcast(&s->free_cv);
+    return depth;
+}
+
+/* With s->mu held and the lock ours: gives up the lock and the outer
+ * lock (host_sync_hooks; in that order, the reverse of taking them). */
+static int release_for_wait(struct host_sync *s)
+{
+    int depth = release_all_locked(s);
+    if (s->hook_release) {
+        pthread_mutex_unlock(&s->mu);
+        s->hook_release(s->hook_arg);
+        pthread_mutex_lock(&s->mu);
+    }
+    return depth;
+}
+
+/* With s->mu held: takes the outer lock, then ours, back. */
+static void reacquire_after_wait(struct host_sync *s, int depth)
+{
+    if (s->hook_reacquire) {
+        pthread_mutex_unlock(&s->mu);
+        s->hook_reacquire(s->hook_arg);
+        pthread_mutex_lock(&s->mu);
+    }
+    acquire_locked(s, depth);
+}
+
+/* With s->mu held and the lock ours: sleeps until an event or deadline_ns
+ * (UINT64_MAX: none), without the lock. */
+static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
+{
+    uint64_t seq = s->ev_seq;
+    int depth = release_for_wait(s);
+    /* An event while the outer lock was given up is not missed. */
+    if (s->ev_seq == seq) {
+        if (deadline_ns == UINT64_MAX) {
+            pthread_cond_wait(&s->ev_cv, &s->mu);
+        } else {
+            struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
+                                  (long)(deadline_ns % 1000000000ull)};
+            pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
+        }
+    }
+    reacquire_after_wait(s, depth);
+}
+
+void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
+                     void (*reacquire)(void *), void *arg)
+{
+    struct host_sync *s = ctx->sync;
+    pthread_mutex_lock(&s->mu);
+    s->hook_release = release;
+    s->hook_reacquire = reacquire;
+    s->hook_arg = arg;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void host_lock(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    acquire_locked(s, 1);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void host_unlock(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (held_by_me(s) && --s->depth == 0) {
+        s->owned = 0;
+        pthread_cond_broadcast(&s->free_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* 1 when the calling thread holds the lock once (not nested). */
+static int outermost(struct host_sync *s)
+{
+    int ret;
+    pthread_mutex_lock(&s->mu);
+    ret = held_by_me(s) && s->depth == 1;
+    pthread_mutex_unlock(&s->mu);
+    return ret;
+}
+
+/* Sleeps (lock given up) until an event or deadline_ns. */
+static void wait_event(struct host_sync *s, uint64_t deadline_ns)
+{
+    pthread_mutex_lock(&s->mu);
+    wait_event_locked(s, deadline_ns);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void host_sync_kick(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    int poke;
+    if (s == NULL)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->ev_seq++;
+    pthread_cond_broadcast(&s->ev_cv);
+    poke = s->polling;
+    pthread_mutex_unlock(&s->mu);
+    if (poke) {
+        uint64_t one = 1;
+        if (write(s->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            incoll_debug("sync: eventfd write: %s", strerror(errno));
+    }
+}
+
+int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
+                    const struct timespec *tsp)
+{
+    struct host_sync *s = ctx->sync;
+    struct pollfd all[8];
+    int depth, ret;
+
+    if (s == NULL || n > 7)
+        return ppoll(pfd, (nfds_t)n, tsp, NULL);
+    pthread_mutex_lock(&s->mu);
+    if (!held_by_me(s)) {
+        /* Called from outside the public functions (a benchmark driving
+         * the loop itself): nothing to give up. */
+        pthread_mutex_unlock(&s->mu);
+        return ppoll(pfd, (nfds_t)n, tsp, NULL);
+    }
+    if (s->polling) {
+        uint64_t until = UINT64_MAX;
+        if (tsp)
+            until = host_now_ns() + (uint64_t)tsp->tv_sec * 1000000000ull +
+                    (uint64_t)tsp->tv_nsec;
+        wait_event_locked(s, until);
+        pthread_mutex_unlock(&s->mu);
+        for (int i = 0; i < n; i++)
+            pfd[i].revents = 0;
+        return 0;
+    }
+    s->polling = 1;
+    depth = release_for_wait(s);
+    pthread_mutex_unlock(&s->mu);
+
+    memcpy(all, pfd, (size_t)n * sizeof(*pfd));
+    all[n].fd = s->wakefd;
+    all[n].events = POLLIN;
+    all[n].revents = 0;
+    ret = ppoll(all, (nfds_t)n + 1, tsp, NULL);
+    if (ret > 0 && (all[n].revents & POLLIN)) {
+        uint64_t v;
+        if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            incoll_debug("sync: eventfd read: %s", strerror(errno));
+        ret--;
+    }
+    for (int i = 0; i < n; i++)
+        pfd[i].revents = all[i].revents;
+
+    pthread_mutex_lock(&s->mu);
+    s->polling = 0;
+    /* Those asleep look again once we have dispatched (they need the lock
+     * for that, which we hold until our next wait). */
+    s->ev_seq++;
+    pthread_cond_broadcast(&s->ev_cv);
+    reacquire_after_wait(s, depth);
+    pthread_mutex_unlock(&s->mu);
+    return ret;
+}
+
+incoll_status_t host_sync_create(incoll_ctx_h ctx)
+{
+    struct host_sync *s = calloc(1, sizeof(*s));
+    pthread_condattr_t ca;
+
+    if (s == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->wakefd < 0) {
+        incoll_error("init: eventfd: %s", strerror(errno));
+        free(s);
+        return INCOLL_ERR_IO;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->free_cv, NULL);
+    pthread_cond_init(&s->ev_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    s->progress_thread = knob_u64("INCOLL_PROGRESS_THREAD") != 0;
+    ctx->sync = s;
+    return INCOLL_OK;
+}
+
+void host_sync_destroy(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx->sync;
+    if (s == NULL)
+        return;
+    close(s->wakefd);
+    pthread_cond_destroy(&s->ev_cv);
+    pthread_cond_destroy(&s->free_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+    ctx->sync = NULL;
+}
+
+/* ---- requests ---- */
+
+static size_t dsize_of(const struct incoll_req *r)
+{
+    return incoll_dtype_size(r->dtype);
+}
+
+/* The blocking collective of r (the thread runs it). */
+static incoll_status_t run_blocking(incoll_req_h r)
+{
+    incoll_comm_h c = r->comm;
+    switch (r->kind) {
+    case RQ_ALLREDUCE:
+        return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
+                                        r->count, r->dtype, r->op);
+    case RQ_REDUCE:
+        return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
+                                r->op, r->root);
+    case RQ_BCAST:
+        return host_bcast_impl(c, r->recvbuf, r->count, r->root);
+    case RQ_BARRIER:
+        return host_barrier_impl(c);
+    case RQ_ALLGATHER:
+        return host_allgather_impl(c, r->sendbuf, r->recvbuf, r->count);
+    case RQ_GATHER:
+        return host_gather_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
+    case RQ_SCATTER:
+        return host_scatter_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
+    case RQ_REDUCE_SCATTER:
+        return host_reduce_scatter_impl(c, r->sendbuf, r->recvbuf, r->count,
+                                        r->dtype, r->op);
+    }
+    return INCOLL_ERR_INVALID_ARG;
+}
+
+static int overlaps(const void *a, const void *b, size_t len)
+{
+    const char *pa = a, *pb = b;
+    return pa < pb + len && pb < pa + len;
+}
+
+/* 1 when r can run on the engine from the caller's thread: an allreduce
+ * with valid arguments on a communicator whose group works. Anything else
+ * (errors included) goes to the blocking path, which says why. */
+static int fast_ok(const struct incoll_req *r)
+{
+    incoll_comm_h c = r->comm;
+    const char *why;
+    size_t ds;
+    const void *send;
+
+    if (r->kind != RQ_ALLREDUCE ||
+        (r->algo != INCOLL_ALGO_AUTO && r->algo != INCOLL_ALGO_INC) ||
+        c->size < 2 || c->eng == NULL || r->count == 0 || r->recvbuf == NULL ||
+        r->sendbuf == NULL || (unsigned)r->dtype >= INCOLL_DTYPE_COUNT ||
+        (unsigned)r->op >= INCOLL_OP_COUNT || !incoll_op_valid(r->op, r->dtype))
+        return 0;
+    ds = dsize_of(r);
+    if (r->count > SIZE_MAX / ds)
+        return 0;
+    send = r->sendbuf == INCOLL_IN_PLACE ? r->recvbuf : r->sendbuf;
+    if (send != r->recvbuf && overlaps(send, r->recvbuf, r->count * ds))
+        return 0;
+    return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
+           host_comm_inc_usable(c, r->op, r->dtype);
+}
+
+static void queue_pop(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    incoll_req_h r = q->head;
+    q->head = r->next;
+    if (q->head == NULL)
+        q->tail = NULL;
+    r->next = NULL;
+}
+
+/* r (the head of its queue) is complete. */
+static void complete(incoll_req_h r, incoll_status_t status)
+{
+    incoll_ctx_h ctx = r->comm->ctx;
+    queue_pop(r->comm);
+    r->status = status;
+    r->active = 0;
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    if (r->detached)
+        free(r);
+    host_sync_kick(ctx);
+}
+
+static void *thread_main(void *arg);
+
+static void ensure_thread(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    int ret;
+    if (q->has_thread)
+        return;
+    ret = pthread_create(&q->thread, NULL, thread_main, comm);
+    if (ret != 0) {
+        incoll_error("requests: cannot start the thread of a communicator: "
+                     "%s",
+                     strerror(ret));
+        return; /* the head is then run by whoever waits for it */
+    }
+    q->has_thread = 1;
+}
+
+/* The engine's work for a fast request: copies the result out on
+ * success; on a failure that a recovery can mend hands r to the thread. */
+static void fast_end(incoll_req_h r, incoll_status_t status)
+{
+    incoll_comm_h c = r->comm;
+    if (status == INCOLL_OK) {
+        if (r->kept) {
+            memcpy(r->recvbuf, r->res, r->bytes);
+            host_comm_result_done(c, r->bytes);
+        }
+        complete(r, INCOLL_OK);
+        return;
+    }
+    if (c->ctx->info != NULL &&
+        (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT)) {
+        incoll_info("allreduce: in-network operation on group %u failed: %s; "
+                    "recovering with the other members",
+                    c->group, incoll_status_string(status));
+        r->state = ST_RECOVER;
+        ensure_thread(c);
+        host_sync_kick(c->ctx);
+        return;
+    }
+    complete(r, status);
+}
+
+static void fast_start(incoll_req_h r)
+{
+    incoll_comm_h c = r->comm;
+    const void *send = r->sendbuf == INCOLL_IN_PLACE ? r->recvbuf : r->sendbuf;
+    incoll_status_t status;
+
+    r->bytes = r->count * dsize_of(r);
+    r->kept = host_comm_recoverable(c);
+    if (r->kept) {
+        r->res = host_comm_result_buf(c, r->bytes);
+        if (r->res == NULL) {
+            complete(r, INCOLL_ERR_NO_MEMORY);
+            return;
+        }
+    } else {
+        r->res = r->recvbuf;
+        if (send == r->recvbuf) {
+            /* The engine needs its input intact until the result is in. */
+            status = host_comm_scratch(c, r->bytes);
+            if (status != INCOLL_OK) {
+                complete(r, status);
+                return;
+            }
+            memcpy(c->scratch, send, r->bytes);
+            send = c->scratch;
+        }
+    }
+    r->ops_before = host_engine_counters(c->eng)->ops;
+    r->state = ST_FAST;
+    status = host_engine_start(c->eng, send, r->res, r->count, r->dtype, r->op,
+                               host_now_ns());
+    udp_flush(c->ctx->sock);
+    if (status != INCOLL_INPROGRESS)
+        fast_end(r, status);
+}
+
+/* Moves comm's queue on as far as it goes without blocking. */
+static void advance(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    while (q && q->head) {
+        incoll_req_h r = q->head;
+        if (r->state == ST_QUEUED) {
+            if (!comm->ctx->sync->progress_thread && fast_ok(r)) {
+                fast_start(r);
+            } else {
+                r->state = ST_THREAD;
+                ensure_thread(comm);
+                host_sync_kick(comm->ctx);
+                return;
+            }
+            continue;
+        }
+        if (r->state != ST_FAST)
+            return;
+        if (host_comm_group_failed(comm)) {
+            fast_end(r, INCOLL_ERR_GROUP_FAILED);
+            continue;
+        }
+        host_engine_on_time(comm->eng, host_now_ns());
+        udp_flush(comm->ctx->sock);
+        if (host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+            return;
+        fast_end(r, host_engine_status(comm->eng));
+    }
+}
+
+/* Progresses every communicator's requests; returns the earliest deadline
+ * of the engines of fast requests (UINT64_MAX when none runs). */
+static uint64_t advance_all(incoll_ctx_h ctx)
+{
+    uint64_t due = UINT64_MAX;
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        if (c->rq == NULL || c->rq->head == NULL)
+            continue;
+        advance(c);
+        if (c->rq->head && c->rq->head->state == ST_FAST) {
+            uint64_t d = host_engine_deadline(c->eng);
+            if (d < due)
+                due = d;
+        }
+    }
+    return due;
+}
+
+/* One round of waiting, lock held: progresses, then blocks until packets,
+ * an event or deadline_ns. */
+static void progress_wait(incoll_ctx_h ctx, uint64_t deadline_ns)
+{
+    uint64_t due = advance_all(ctx);
+    if (due != UINT64_MAX) {
+        host_ctx_progress(ctx, due < deadline_ns ? due : deadline_ns);
+        advance_all(ctx);
+    } else {
+        wait_event(ctx->sync, deadline_ns);
+    }
+}
+
+static incoll_status_t recover_run(incoll_req_h r)
+{
+    incoll_comm_h c = r->comm;
+    int started = host_engine_counters(c->eng)->ops != r->ops_before;
+    int done = 0;
+    incoll_status_t status =
+        host_comm_recover(c, started, r->recvbuf, r->bytes, &done);
+    if (status != INCOLL_OK || done)
+        return status;
+    return run_blocking(r);
+}
+
+static void *thread_main(void *arg)
+{
+    incoll_comm_h comm = arg;
+    incoll_ctx_h ctx = comm->ctx;
+    struct host_req_queue *q = comm->rq;
+
+    /* The thread sleeps in poll nearly all the time; when packets come it
+     * must run at once, ahead of the computation it overlaps, or the
+     * network waits for the host (a scheduler's share among the
+     * application's threads is not enough). Where the system allows it
+     * (root or CAP_SYS_NICE) it runs at a higher priority. */
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10) != 0)
+        incoll_debug("requests: thread priority unchanged: %s",
+                     strerror(errno));
+    host_lock(ctx);
+    for (;;) {
+        incoll_req_h r = q->head;
+        if (r && (r->state == ST_THREAD || r->state == ST_RECOVER)) {
+            int rec = r->state == ST_RECOVER;
+            incoll_status_t status;
+            r->state = ST_RUNNING;
+            status = rec ? recover_run(r) : run_blocking(r);
+            complete(r, status);
+            advance(comm);
+            continue;
+        }
+        if (r && r->state == ST_QUEUED) {
+            advance(comm);
+            continue;
+        }
+        if (r == NULL && q->stop)
+            break;
+        wait_event(ctx->sync, UINT64_MAX);
+    }
+    host_unlock(ctx);
+    return NULL;
+}
+
+/* Lock held. Waits for comm's outstanding requests. */
+static void drain(incoll_comm_h comm)
+{
+    while (comm->rq && comm->rq->head)
+        progress_wait(comm->ctx, UINT64_MAX);
+}
+
+void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
+{
+    if (ctx == NULL || ctx->sync == NULL)
+        return;
+    host_lock(ctx);
+    if (!outermost(ctx->sync))
+        return;
+    advance_all(ctx);
+    if (comm)
+        drain(comm);
+}
+
+void host_req_comm_fini(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    struct host_sync *s = comm->ctx->sync;
+    if (q == NULL)
+        return;
+    drain(comm);
+    if (q->has_thread) {
+        int depth;
+        q->stop = 1;
+        host_sync_kick(comm->ctx);
+        pthread_mutex_lock(&s->mu);
+        depth = release_all_locked(s);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(q->thread, NULL);
+        pthread_mutex_lock(&s->mu);
+        acquire_locked(s, depth);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(q);
+    comm->rq = NULL;
+}
+
+void host_req_ctx_fini(incoll_ctx_h ctx)
+{
+    if (ctx->sync == NULL)
+        return;
+    host_lock(ctx);
+    for (incoll_comm_h c = ctx->comms; c; c = c->next)
+        host_req_comm_fini(c);
+    host_unlock(ctx);
+}
+
+/* Lock held: queues r on its communicator and starts what can start. */
+static incoll_status_t enqueue(incoll_req_h r)
+{
+    incoll_comm_h comm = r->comm;
+    struct host_req_queue *q = comm->rq;
+    if (q == NULL) {
+        q = calloc(1, sizeof(*q));
+        if (q == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        comm->rq = q;
+    }
+    r->active = 1;
+    r->done = 0;
+    r->state = ST_QUEUED;
+    r->next = NULL;
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
+    q->tail = r;
+    advance(comm);
+    return INCOLL_OK;
+}
+
+incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
+                              incoll_req_h *req_p)
+{
+    incoll_req_h r;
+    incoll_status_t status = INCOLL_OK;
+
+    if (a->comm == NULL || req_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    r->comm = a->comm;
+    r->kind = a->kind;
+    r->sendbuf = a->sendbuf;
+    r->recvbuf = a->recvbuf;
+    r->count = a->count;
+    r->dtype = a->dtype;
+    r->op = a->op;
+    r->root = a->root;
+    r->algo =
+        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    r->persistent = persistent;
+    r->done = 1; /* an inactive persistent request */
+    host_enter(a->comm->ctx, NULL);
+    if (!persistent)
+        status = enqueue(r);
+    host_unlock(a->comm->ctx);
+    if (status != INCOLL_OK) {
+        free(r);
+        return status;
+    }
+    *req_p = r;
+    return INCOLL_OK;
+}
+
+/* Lock held: r is done; hands back its status and releases it. */
+static incoll_status_t reap(incoll_req_h r)
+{
+    incoll_status_t status = r->status;
+    if (!r->persistent)
+        free(r);
+    return status;
+}
+
+INCOLL_API incoll_status_t incoll_req_test(incoll_req_h req, int *done_p)
+{
+    incoll_ctx_h ctx;
+    incoll_status_t status = INCOLL_OK;
+
+    if (req == NULL || done_p == NULL || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = req->comm->ctx;
+    host_enter(ctx, NULL);
+    if (!req->done && advance_all(ctx) != UINT64_MAX) {
+        host_ctx_progress(ctx, 0);
+        advance_all(ctx);
+    }
+    *done_p = req->done;
+    if (req->done)
+        status = reap(req);
+    host_unlock(ctx);
+    return status;
+}
+
+void host_req_progress(incoll_ctx_h ctx)
+{
+    if (ctx == NULL || ctx->sync == NULL)
+        return;
+    host_enter(ctx, NULL);
+    if (advance_all(ctx) != UINT64_MAX) {
+        host_ctx_progress(ctx, 0);
+        advance_all(ctx);
+    }
+    host_unlock(ctx);
+}
+
+int host_req_done(incoll_req_h req)
+{
+    return __atomic_load_n(&req->done, __ATOMIC_ACQUIRE);
+}
+
+int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p)
+{
+    incoll_ctx_h ctx = req->comm->ctx;
+    uint64_t until = ns == UINT64_MAX ? UINT64_MAX : host_now_ns() + ns;
+    int done;
+
+    host_enter(ctx, NULL);
+    while (!req->done && host_now_ns() < until)
+        progress_wait(ctx, until);
+    done = req->done;
+    if (done)
+        *status_p = reap(req);
+    host_unlock(ctx);
+    return done;
+}
+
+INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)
+{
+    incoll_status_t status = INCOLL_ERR_INVALID_ARG;
+    if (req == NULL || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    host_req_wait_ns(req, UINT64_MAX, &status);
+    return status;
+}
+
+INCOLL_API incoll_status_t incoll_req_start(incoll_req_h req)
+{
+    incoll_ctx_h ctx;
+    incoll_status_t status;
+
+    if (req == NULL || !req->persistent || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = req->comm->ctx;
+    host_enter(ctx, NULL);
+    status = req->active ? INCOLL_ERR_BUSY : enqueue(req);
+    host_unlock(ctx);
+    return status;
+}
+
+INCOLL_API incoll_status_t incoll_req_free(incoll_req_h req)
+{
+    incoll_ctx_h ctx;
+
+    if (req == NULL || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = req->comm->ctx;
+    host_enter(ctx, NULL);
+    if (req->persistent) {
+        while (!req->done)
+            progress_wait(ctx, UINT64_MAX);
+        free(req);
+    } else if (req->done) {
+        free(req);
+    } else {
+        req->detached = 1; /* complete() frees it */
+    }
+    host_unlock(ctx);
+    return INCOLL_OK;
+}

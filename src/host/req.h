@@ -1,0 +1,144 @@
+/*
+ * Requests and threads in libincoll (src/host/req.c, src/host/api.c).
+ *
+ * The library lock. One lock per context guards everything the context
+ * owns (its socket, its communicators' engines, the manager link, the
+ * requests). It is recursive (a collective may run another inside) and a
+ * thread gives it up while it blocks in poll: so threads that run
+ * collectives on different communicators take turns between packets and
+ * never wait for each other's collectives. Of the threads waiting for the
+ * network one polls the socket; the others sleep on a condition variable
+ * until that one has dispatched what came in (every packet is handed to
+ * its communicator's engine whoever reads it) or until their own deadline.
+ *
+ * The public functions of the collectives and communicators (src/host/
+ * api.c) take the lock, progress the requests, wait for the earlier
+ * requests of their communicator and call the implementations below.
+ */
+#ifndef INCOLL_HOST_REQ_H
+#define INCOLL_HOST_REQ_H
+
+#include "incoll.h"
+
+#include <poll.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The implementations of the public functions (allreduce.c, colls.c,
+ * comm.c), called with the lock held. */
+incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op);
+incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op,
+                                 int root);
+incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf, size_t bytes,
+                                int root);
+incoll_status_t host_barrier_impl(incoll_comm_h comm);
+incoll_status_t host_allgather_impl(incoll_comm_h comm, const void *sendbuf,
+                                    void *recvbuf, size_t bytes);
+incoll_status_t host_gather_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t bytes, int root);
+incoll_status_t host_scatter_impl(incoll_comm_h comm, const void *sendbuf,
+                                  void *recvbuf, size_t bytes, int root);
+incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op);
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
+                                     incoll_comm_h *newcomm_p);
+incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
+                                      const int *ranks,
+                                      incoll_comm_h *newcomm_p);
+incoll_status_t host_comm_destroy_impl(incoll_comm_h comm);
+
+/* Makes ctx->sync (incoll_init); INCOLL_ERR_NO_MEMORY or INCOLL_ERR_IO. */
+incoll_status_t host_sync_create(incoll_ctx_h ctx);
+/* Completes every outstanding request and stops the request threads
+ * (incoll_finalize, before the communicators are freed). */
+void host_req_ctx_fini(incoll_ctx_h ctx);
+/* Frees ctx->sync, last. */
+void host_sync_destroy(incoll_ctx_h ctx);
+
+/* Takes and gives back the library lock (recursive). A NULL ctx or one
+ * without sync is a no-op. host_enter() also progresses the requests and,
+ * when comm is not NULL and the call is not nested, waits for comm's
+ * outstanding requests (collectives of a communicator run in order). */
+void host_lock(incoll_ctx_h ctx);
+void host_unlock(incoll_ctx_h ctx);
+void host_enter(incoll_ctx_h ctx, incoll_comm_h comm);
+
+/*
+ * ppoll() for the progress loop (host_ctx_progress): gives up the lock
+ * while blocked. When another thread already polls the context's socket,
+ * sleeps until it dispatched what it received or until tsp instead, and
+ * returns 0 with no revents. Also wakes when host_sync_kick() is called.
+ */
+int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
+                    const struct timespec *tsp);
+/* Wakes the threads waiting in host_sync_ppoll() and the request threads:
+ * packets were dispatched, a request completed or was queued. */
+void host_sync_kick(incoll_ctx_h ctx);
+
+/* An outer lock (the MPI layer's under MPI_THREAD_MULTIPLE) that a
+ * thread holds around its libincoll calls: libincoll gives it up after its
+ * own whenever it blocks, and takes it back before its own. release must
+ * do nothing in a thread that does not hold it. */
+void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
+                     void (*reacquire)(void *), void *arg);
+
+/* Stops comm's request thread after its requests completed (before comm
+ * is freed). */
+void host_req_comm_fini(incoll_comm_h comm);
+
+/* A request's collective and arguments, as the public call got them. */
+typedef enum {
+    RQ_ALLREDUCE,
+    RQ_REDUCE,
+    RQ_BCAST,
+    RQ_BARRIER,
+    RQ_ALLGATHER,
+    RQ_GATHER,
+    RQ_SCATTER,
+    RQ_REDUCE_SCATTER
+} host_req_kind_t;
+
+typedef struct {
+    host_req_kind_t kind;
+    incoll_comm_h comm;
+    const void *sendbuf;
+    void *recvbuf; /* bcast: buf */
+    size_t count;  /* elements for reductions, else bytes */
+    incoll_dtype_t dtype;
+    incoll_op_t op;
+    int root;
+    incoll_algo_t algo; /* allreduce: INCOLL_ALGO_AUTO unless a benchmark
+                           asks for one */
+} host_req_args_t;
+
+/* incoll_iallreduce with a chosen algorithm (benchmarks). */
+incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
+                                     const void *sendbuf, void *recvbuf,
+                                     size_t count, incoll_dtype_t dtype,
+                                     incoll_op_t op, incoll_req_h *req_p);
+
+/* Makes a request for a (persistent: inactive, for incoll_req_start;
+ * else started). */
+incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
+                              incoll_req_h *req_p);
+
+/* For the MPI layer, which looks at many requests at a time: progresses
+ * every request of ctx without blocking (one turn of the lock), and says
+ * without the lock whether req completed (then incoll_req_test hands its
+ * status back). */
+void host_req_progress(incoll_ctx_h ctx);
+int host_req_done(incoll_req_h req);
+
+/* Waits up to ns for req, progressing everything; 1 when it completed
+ * (then *status_p is its status and a nonpersistent req was released),
+ * 0 when not yet. For the MPI layer, which interleaves its own progress. */
+int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p);
+
+#endif
