@@ -87,7 +87,7 @@ endif
 SO_FILES := $(BUILD)/lib/libincoll.so $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libincoll.so.$(VERSION)
 LIBS := $(SO_FILES) $(BUILD)/lib/libincoll.a
 
-.PHONY: all test test-run unit-test demo demo-run bench install install-sim install-mpi format clean deps sim mpi check-sodium
+.PHONY: all test test-run unit-test demo demo-run bench install install-sim install-mpi format format-check clean deps sim mpi check-sodium
 all: $(LIBS) $(BINS)
 
 deps:
@@ -204,8 +204,15 @@ install: all
 	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
 
+# One clang-format version, so that the check gives the same answer on
+# every machine (CI runs format-check; install-deps installs it).
+CLANG_FORMAT ?= clang-format-14
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h')
+	$(CLANG_FORMAT) -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	@$(CLANG_FORMAT) --dry-run --Werror $$(git ls-files '*.c' '*.h') && \
+	    echo "format-check: every C file is formatted ($(CLANG_FORMAT))"
 
 clean:
 	rm -rf $(BUILD)

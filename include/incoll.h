@@ -39,18 +39,18 @@ extern "C" {
  */
 #define INCOLL_STATUS_LIST(X)                                                  \
     X(INCOLL_OK, 0, "success")                                                 \
-    X(INCOLL_INPROGRESS, 1, "operation in progress")                          \
-    X(INCOLL_ERR_INVALID_ARG, -1, "invalid argument")                         \
-    X(INCOLL_ERR_NO_MEMORY, -2, "out of memory")                              \
-    X(INCOLL_ERR_TIMEOUT, -3, "timed out waiting for the fabric")             \
-    X(INCOLL_ERR_IO, -4, "input/output error")                                \
-    X(INCOLL_ERR_CONFIG, -5, "bad configuration")                             \
-    X(INCOLL_ERR_UNSUPPORTED, -6, "operation not supported")                  \
-    X(INCOLL_ERR_NO_RESOURCE, -7, "no resources in the fabric")               \
-    X(INCOLL_ERR_PROTOCOL, -8, "protocol error")                              \
-    X(INCOLL_ERR_NOT_FOUND, -9, "not found")                                  \
-    X(INCOLL_ERR_BUSY, -10, "resource busy")                                  \
-    X(INCOLL_ERR_AUTH, -11, "authentication failed")                          \
+    X(INCOLL_INPROGRESS, 1, "operation in progress")                           \
+    X(INCOLL_ERR_INVALID_ARG, -1, "invalid argument")                          \
+    X(INCOLL_ERR_NO_MEMORY, -2, "out of memory")                               \
+    X(INCOLL_ERR_TIMEOUT, -3, "timed out waiting for the fabric")              \
+    X(INCOLL_ERR_IO, -4, "input/output error")                                 \
+    X(INCOLL_ERR_CONFIG, -5, "bad configuration")                              \
+    X(INCOLL_ERR_UNSUPPORTED, -6, "operation not supported")                   \
+    X(INCOLL_ERR_NO_RESOURCE, -7, "no resources in the fabric")                \
+    X(INCOLL_ERR_PROTOCOL, -8, "protocol error")                               \
+    X(INCOLL_ERR_NOT_FOUND, -9, "not found")                                   \
+    X(INCOLL_ERR_BUSY, -10, "resource busy")                                   \
+    X(INCOLL_ERR_AUTH, -11, "authentication failed")                           \
     X(INCOLL_ERR_GROUP_FAILED, -12, "group failed")
 
 typedef enum {
@@ -218,20 +218,18 @@ INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
  */
 typedef enum {
     INCOLL_ALGO_AUTO = 0,
-    INCOLL_ALGO_INC = 1,          /* in the network */
-    INCOLL_ALGO_RD = 2,           /* recursive doubling */
-    INCOLL_ALGO_RING = 3,         /* ring reduce-scatter + allgather */
-    INCOLL_ALGO_RABENSEIFNER = 4, /* halving reduce-scatter + doubling allgather */
+    INCOLL_ALGO_INC = 1,  /* in the network */
+    INCOLL_ALGO_RD = 2,   /* recursive doubling */
+    INCOLL_ALGO_RING = 3, /* ring reduce-scatter + allgather */
+    INCOLL_ALGO_RABENSEIFNER =
+        4, /* halving reduce-scatter + doubling allgather */
     INCOLL_ALGO_COUNT
 } incoll_algo_t;
 
 /* incoll_allreduce with a chosen algorithm. */
-INCOLL_API incoll_status_t incoll_allreduce_algo(incoll_comm_h comm,
-                                                 incoll_algo_t algo,
-                                                 const void *sendbuf,
-                                                 void *recvbuf, size_t count,
-                                                 incoll_dtype_t dtype,
-                                                 incoll_op_t op);
+INCOLL_API incoll_status_t incoll_allreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op);
 
 /*
  * The other collectives, with MPI's meaning (MPI_Reduce, MPI_Bcast,
@@ -318,9 +316,8 @@ INCOLL_API incoll_status_t incoll_req_start(incoll_req_h req);
 INCOLL_API incoll_status_t incoll_req_free(incoll_req_h req);
 
 INCOLL_API incoll_status_t incoll_iallreduce(incoll_comm_h comm,
-                                             const void *sendbuf,
-                                             void *recvbuf, size_t count,
-                                             incoll_dtype_t dtype,
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t count, incoll_dtype_t dtype,
                                              incoll_op_t op,
                                              incoll_req_h *req_p);
 INCOLL_API incoll_status_t incoll_ireduce(incoll_comm_h comm,
@@ -334,9 +331,8 @@ INCOLL_API incoll_status_t incoll_ibcast(incoll_comm_h comm, void *buf,
 INCOLL_API incoll_status_t incoll_ibarrier(incoll_comm_h comm,
                                            incoll_req_h *req_p);
 INCOLL_API incoll_status_t incoll_iallgather(incoll_comm_h comm,
-                                             const void *sendbuf,
-                                             void *recvbuf, size_t bytes,
-                                             incoll_req_h *req_p);
+                                             const void *sendbuf, void *recvbuf,
+                                             size_t bytes, incoll_req_h *req_p);
 INCOLL_API incoll_status_t incoll_igather(incoll_comm_h comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t bytes, int root,
@@ -345,28 +341,19 @@ INCOLL_API incoll_status_t incoll_iscatter(incoll_comm_h comm,
                                            const void *sendbuf, void *recvbuf,
                                            size_t bytes, int root,
                                            incoll_req_h *req_p);
-INCOLL_API incoll_status_t incoll_ireduce_scatter(incoll_comm_h comm,
-                                                  const void *sendbuf,
-                                                  void *recvbuf, size_t count,
-                                                  incoll_dtype_t dtype,
-                                                  incoll_op_t op,
-                                                  incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_ireduce_scatter(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
 
 /* Persistent forms: the same arguments, an inactive request in *req_p
  * that incoll_req_start() starts as often as wanted (the arguments are
  * checked here once) and incoll_req_free() frees. */
-INCOLL_API incoll_status_t incoll_allreduce_init(incoll_comm_h comm,
-                                                 const void *sendbuf,
-                                                 void *recvbuf, size_t count,
-                                                 incoll_dtype_t dtype,
-                                                 incoll_op_t op,
-                                                 incoll_req_h *req_p);
-INCOLL_API incoll_status_t incoll_reduce_init(incoll_comm_h comm,
-                                              const void *sendbuf,
-                                              void *recvbuf, size_t count,
-                                              incoll_dtype_t dtype,
-                                              incoll_op_t op, int root,
-                                              incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_allreduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_reduce_init(
+    incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
+    incoll_dtype_t dtype, incoll_op_t op, int root, incoll_req_h *req_p);
 INCOLL_API incoll_status_t incoll_bcast_init(incoll_comm_h comm, void *buf,
                                              size_t bytes, int root,
                                              incoll_req_h *req_p);

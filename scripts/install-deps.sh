@@ -16,7 +16,8 @@ required=(
 )
 # Each gives a part: the MPI layer and its tests (Open MPI, MPICH,
 # Fortran), the simulator, the plots, hpcc's test, the fuzz harnesses,
-# mpi4py's test (Python programs use MPI_THREAD_MULTIPLE by default).
+# mpi4py's test (Python programs use MPI_THREAD_MULTIPLE by default),
+# CI's format check (`make format-check`, pinned to clang-format 14).
 optional=(
   libhwloc-dev
   libopenmpi-dev openmpi-bin
@@ -27,6 +28,7 @@ optional=(
   hpcc
   python3-mpi4py python3-numpy
   clang libclang-rt-14-dev
+  clang-format-14
 )
 
 is_installed() {

@@ -719,8 +719,8 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
 }
 
 void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
-                       const void *const *send, void *const *recv,
-                       size_t count, incoll_dtype_t dtype, incoll_op_t op)
+                       const void *const *send, void *const *recv, size_t count,
+                       incoll_dtype_t dtype, incoll_op_t op)
 {
     for (int r = 0; r < net->tree.nhosts; r++) {
         node_t *n = net->nodes[net->group_host[group][r]];

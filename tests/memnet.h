@@ -173,8 +173,8 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
  * root is the root rank of a reduce or broadcast (-1 for none); send or
  * recv may be NULL (no buffers), or hold NULL for ranks without one. */
 void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
-                       const void *const *send, void *const *recv,
-                       size_t count, incoll_dtype_t dtype, incoll_op_t op);
+                       const void *const *send, void *const *recv, size_t count,
+                       incoll_dtype_t dtype, incoll_op_t op);
 /* An allgather or gather (host_engine_start_gather) of block bytes per
  * rank, rank r's block at r * block of the vector. */
 void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,

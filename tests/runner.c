@@ -33,8 +33,7 @@ static char bindir[PATH_MAX];
 static char tmpdir[PATH_MAX];
 static int skip_fd = -1;
 
-void test_register_limit(const char *name, int kind, test_fn_t fn,
-                         int limit_s)
+void test_register_limit(const char *name, int kind, test_fn_t fn, int limit_s)
 {
     if (ntests < MAX_TESTS)
         tests[ntests++] = (test_entry_t){name, kind, fn, limit_s};
@@ -59,7 +58,10 @@ int test_skip(const char *fmt, ...)
     return TEST_SKIPPED;
 }
 
-const char *test_bindir(void) { return bindir; }
+const char *test_bindir(void)
+{
+    return bindir;
+}
 
 const char *test_tmpdir(void)
 {
@@ -225,11 +227,12 @@ int main(int argc, char **argv)
         if (!match)
             continue;
         if (list) {
-            printf("%s %s\n", t->kind == TEST_UNIT ? "unit " : "integ", t->name);
+            printf("%s %s\n", t->kind == TEST_UNIT ? "unit " : "integ",
+                   t->name);
             continue;
         }
-        limit_s = limit_all > 0  ? limit_all
-                  : t->limit_s > 0 ? t->limit_s
+        limit_s = limit_all > 0          ? limit_all
+                  : t->limit_s > 0       ? t->limit_s
                   : t->kind == TEST_UNIT ? TEST_LIMIT_UNIT_S
                                          : TEST_LIMIT_INTEG_S;
         t0 = now_s();

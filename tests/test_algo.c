@@ -40,7 +40,7 @@ typedef struct {
     uint8_t **work;      /* per rank, count * dsize */
     uint8_t **msg;       /* per rank: the block it sends this round */
     uint8_t *tmp;
-    int nonempty_steps;  /* steps with a send, over all ranks */
+    int nonempty_steps; /* steps with a send, over all ranks */
 } interp_t;
 
 static void interp_free(interp_t *it)
@@ -89,7 +89,8 @@ static int ranges_overlap(size_t a, size_t na, size_t b, size_t nb)
  */
 static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                       incoll_dtype_t dtype, incoll_op_t op,
-                      void (*init)(int rank, size_t i, void *elem, incoll_dtype_t))
+                      void (*init)(int rank, size_t i, void *elem,
+                                   incoll_dtype_t))
 {
     int max = algo_max_steps(kind, size);
 
@@ -118,15 +119,17 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
             init(r, i, it->work[r] + i * it->dsize, dtype);
         n = algo_schedule(kind, r, size, count, it->steps[r], max);
         if (n < 0 || n > max) {
-            fprintf(stderr, "    %s size %d count %zu rank %d: schedule "
-                    "returned %d (max %d)\n", algo_name(kind), size, count, r,
-                    n, max);
+            fprintf(stderr,
+                    "    %s size %d count %zu rank %d: schedule "
+                    "returned %d (max %d)\n",
+                    algo_name(kind), size, count, r, n, max);
             return -1;
         }
         if (it->nsteps != -2 && n != it->nsteps) {
-            fprintf(stderr, "    %s size %d count %zu: rank %d has %d steps, "
-                    "rank 0 has %d\n", algo_name(kind), size, count, r, n,
-                    it->nsteps);
+            fprintf(stderr,
+                    "    %s size %d count %zu: rank %d has %d steps, "
+                    "rank 0 has %d\n",
+                    algo_name(kind), size, count, r, n, it->nsteps);
             return -1;
         }
         it->nsteps = n;
@@ -140,7 +143,8 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 if (st->send_peer >= size || st->send_peer == r ||
                     st->send_count == 0 ||
                     st->send_off + st->send_count > count) {
-                    fprintf(stderr, "    %s size %d count %zu rank %d step "
+                    fprintf(stderr,
+                            "    %s size %d count %zu rank %d step "
                             "%d: bad send (peer %d, %zu+%zu)\n",
                             algo_name(kind), size, count, r, s, st->send_peer,
                             st->send_off, st->send_count);
@@ -148,16 +152,17 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 }
                 pt = &it->steps[st->send_peer][s];
                 if (pt->recv_peer != r || pt->recv_count != st->send_count) {
-                    fprintf(stderr, "    %s size %d count %zu step %d: rank %d "
+                    fprintf(stderr,
+                            "    %s size %d count %zu step %d: rank %d "
                             "sends %zu elements to %d, which receives %zu "
                             "from %d (deadlock or mismatch)\n",
-                            algo_name(kind), size, count, s, r,
-                            st->send_count, st->send_peer, pt->recv_count,
-                            pt->recv_peer);
+                            algo_name(kind), size, count, s, r, st->send_count,
+                            st->send_peer, pt->recv_count, pt->recv_peer);
                     return -1;
                 }
                 if (pt->recv_off != st->send_off) {
-                    fprintf(stderr, "    %s size %d count %zu step %d: rank %d "
+                    fprintf(stderr,
+                            "    %s size %d count %zu step %d: rank %d "
                             "sends block at %zu, rank %d receives it at %zu\n",
                             algo_name(kind), size, count, s, r, st->send_off,
                             st->send_peer, pt->recv_off);
@@ -172,7 +177,8 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 if (st->recv_peer >= size || st->recv_peer == r ||
                     st->recv_count == 0 ||
                     st->recv_off + st->recv_count > count) {
-                    fprintf(stderr, "    %s size %d count %zu rank %d step "
+                    fprintf(stderr,
+                            "    %s size %d count %zu rank %d step "
                             "%d: bad receive (peer %d, %zu+%zu)\n",
                             algo_name(kind), size, count, r, s, st->recv_peer,
                             st->recv_off, st->recv_count);
@@ -180,7 +186,8 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 }
                 pt = &it->steps[st->recv_peer][s];
                 if (pt->send_peer != r) {
-                    fprintf(stderr, "    %s size %d count %zu step %d: rank %d "
+                    fprintf(stderr,
+                            "    %s size %d count %zu step %d: rank %d "
                             "waits for %d, which sends to %d (deadlock)\n",
                             algo_name(kind), size, count, s, r, st->recv_peer,
                             pt->send_peer);
@@ -189,7 +196,8 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 if (!st->recv_reduce &&
                     ranges_overlap(st->recv_off, st->recv_count, st->send_off,
                                    st->send_peer >= 0 ? st->send_count : 0)) {
-                    fprintf(stderr, "    %s size %d count %zu rank %d step %d: "
+                    fprintf(stderr,
+                            "    %s size %d count %zu rank %d step %d: "
                             "copy block overlaps the send block\n",
                             algo_name(kind), size, count, r, s);
                     return -1;
@@ -197,9 +205,11 @@ static int interp_run(interp_t *it, int size, algo_kind_t kind, size_t count,
                 if (st->recv_reduce && st->recv_peer != st->send_peer &&
                     kind != ALGO_RING && st->send_peer >= 0) {
                     /* Only the ring sends and receives to different peers. */
-                    fprintf(stderr, "    %s rank %d step %d: reduce from %d "
-                            "but send to %d\n", algo_name(kind), r, s,
-                            st->recv_peer, st->send_peer);
+                    fprintf(stderr,
+                            "    %s rank %d step %d: reduce from %d "
+                            "but send to %d\n",
+                            algo_name(kind), r, s, st->recv_peer,
+                            st->send_peer);
                     return -1;
                 }
             }
@@ -265,7 +275,8 @@ static void init_prod(int rank, size_t i, void *elem, incoll_dtype_t dt)
 
 static void init_int32(int rank, size_t i, void *elem, incoll_dtype_t dt)
 {
-    int32_t v = (int32_t)(mix64(((uint64_t)rank << 32) ^ i) & 0x7fffffff) - (1 << 30);
+    int32_t v =
+        (int32_t)(mix64(((uint64_t)rank << 32) ^ i) & 0x7fffffff) - (1 << 30);
     memcpy(elem, &v, sizeof(v));
 }
 
@@ -275,9 +286,10 @@ static int check_all_equal(const interp_t *it, const char *what)
 {
     for (int r = 1; r < it->size; r++)
         if (memcmp(it->work[r], it->work[0], it->count * it->dsize) != 0) {
-            fprintf(stderr, "    %s %s size %d count %zu: rank %d differs "
-                    "from rank 0\n", algo_name(it->kind), what, it->size,
-                    it->count, r);
+            fprintf(stderr,
+                    "    %s %s size %d count %zu: rank %d differs "
+                    "from rank 0\n",
+                    algo_name(it->kind), what, it->size, it->count, r);
             return -1;
         }
     return 0;
@@ -300,7 +312,8 @@ static int run_int_sum(algo_kind_t kind, int size, size_t count)
                     want += (int64_t)1 << ((q + (int)(i % 7)) % 62);
                 memcpy(&got, it.work[r] + i * 8, 8);
                 if (got != want) {
-                    fprintf(stderr, "    %s int64 sum size %d count %zu rank "
+                    fprintf(stderr,
+                            "    %s int64 sum size %d count %zu rank "
                             "%d elem %zu: got %#llx want %#llx\n",
                             algo_name(kind), size, count, r, i,
                             (unsigned long long)got, (unsigned long long)want);
@@ -321,8 +334,10 @@ static int run_int_sum(algo_kind_t kind, int size, size_t count)
             uint64_t got;
             memcpy(&got, it.work[r] + i * 8, 8);
             if (got != want) {
-                fprintf(stderr, "    %s uint64 sum size %d count %zu rank %d "
-                        "elem %zu: wrong\n", algo_name(kind), size, count, r, i);
+                fprintf(stderr,
+                        "    %s uint64 sum size %d count %zu rank %d "
+                        "elem %zu: wrong\n",
+                        algo_name(kind), size, count, r, i);
                 goto out;
             }
         }
@@ -370,8 +385,10 @@ static int run_float(algo_kind_t kind, int size, size_t count,
         if (op == INCOLL_OP_PROD)
             tol = (dtype == INCOLL_FLOAT32 ? 1e-6 : 1e-14) * size * 4;
         if (fabs(got - want) > tol) {
-            fprintf(stderr, "    %s %s %s size %d count %zu elem %zu: got %.17g "
-                    "want %.17g\n", algo_name(kind), incoll_dtype_name(dtype),
+            fprintf(stderr,
+                    "    %s %s %s size %d count %zu elem %zu: got %.17g "
+                    "want %.17g\n",
+                    algo_name(kind), incoll_dtype_name(dtype),
                     incoll_op_name(op), size, count, i, got, want);
             goto out;
         }
@@ -401,9 +418,10 @@ static int run_int_max(algo_kind_t kind, int size, size_t count)
             int32_t got;
             memcpy(&got, it.work[r] + i * 4, 4);
             if (got != want) {
-                fprintf(stderr, "    %s int32 max size %d count %zu rank %d "
-                        "elem %zu: %d != %d\n", algo_name(kind), size, count,
-                        r, i, got, want);
+                fprintf(stderr,
+                        "    %s int32 max size %d count %zu rank %d "
+                        "elem %zu: %d != %d\n",
+                        algo_name(kind), size, count, r, i, got, want);
                 goto out;
             }
         }
@@ -416,8 +434,14 @@ out:
 
 static int counts_for(int size, size_t *counts)
 {
-    size_t c[] = {1, 2, 7, (size_t)size > 1 ? (size_t)size - 1 : 3,
-                  (size_t)size, (size_t)size + 1, (size_t)2 * size + 3, 1000,
+    size_t c[] = {1,
+                  2,
+                  7,
+                  (size_t)size > 1 ? (size_t)size - 1 : 3,
+                  (size_t)size,
+                  (size_t)size + 1,
+                  (size_t)2 * size + 3,
+                  1000,
                   1001};
     memcpy(counts, c, sizeof(c));
     return (int)(sizeof(c) / sizeof(c[0]));
@@ -562,11 +586,21 @@ static void init_tricky(int rank, size_t i, void *elem, incoll_dtype_t dt)
 {
     double d;
     switch ((rank * 7 + (int)i) % 5) {
-    case 0: d = 0.0; break;
-    case 1: d = -0.0; break;
-    case 2: d = rank % 3 == 0 ? NAN : 1.0; break;
-    case 3: d = -(double)rank; break;
-    default: d = 1e300 * (rank % 2 ? 1 : -1); break;
+    case 0:
+        d = 0.0;
+        break;
+    case 1:
+        d = -0.0;
+        break;
+    case 2:
+        d = rank % 3 == 0 ? NAN : 1.0;
+        break;
+    case 3:
+        d = -(double)rank;
+        break;
+    default:
+        d = 1e300 * (rank % 2 ? 1 : -1);
+        break;
     }
     memcpy(elem, &d, sizeof(d));
 }
@@ -574,7 +608,8 @@ static void init_tricky(int rank, size_t i, void *elem, incoll_dtype_t dt)
 TEST(algo_order_sensitive_identical, TEST_UNIT)
 {
     int sizes[] = {2, 3, 6, 7, 12, 17};
-    static const incoll_op_t ops[] = {INCOLL_OP_MAX, INCOLL_OP_MIN, INCOLL_OP_SUM};
+    static const incoll_op_t ops[] = {INCOLL_OP_MAX, INCOLL_OP_MIN,
+                                      INCOLL_OP_SUM};
     for (int k = 0; k < 3; k++)
         for (size_t si = 0; si < sizeof(sizes) / sizeof(sizes[0]); si++)
             for (int o = 0; o < 3; o++) {
@@ -683,9 +718,11 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
         }
         n = algo_coll_schedule(id, r, size, root, count, seg, steps[r], max);
         if (n < 0 || n > max || (nsteps != -2 && n != nsteps)) {
-            fprintf(stderr, "    %s/%s size %d rank %d: %d steps (max %d, "
-                    "others %d)\n", algo_coll_name(info->coll), info->name,
-                    size, r, n, max, nsteps);
+            fprintf(stderr,
+                    "    %s/%s size %d rank %d: %d steps (max %d, "
+                    "others %d)\n",
+                    algo_coll_name(info->coll), info->name, size, r, n, max,
+                    nsteps);
             goto out;
         }
         nsteps = n;
@@ -721,15 +758,14 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
         }
         for (int r = 0; r < size; r++) {
             const algo_step_t *st = &steps[r][i];
-            if (st->send_peer >= 0 &&
-                steps[st->send_peer][i].recv_peer != r)
+            if (st->send_peer >= 0 && steps[st->send_peer][i].recv_peer != r)
                 goto bad; /* a send nobody receives */
         }
     }
     for (int r = 0; r < size; r++) {
         int vr = (r - root + size) % size;
-        for (size_t i = 0; i < count || (info->coll == ALGO_COLL_BARRIER &&
-                                         i < 1); i++) {
+        for (size_t i = 0;
+             i < count || (info->coll == ALGO_COLL_BARRIER && i < 1); i++) {
             uint64_t want = 0, got = 0;
             switch (info->coll) {
             case ALGO_COLL_BCAST:
@@ -755,7 +791,8 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
                                     ? (size_t)((q - r + size) % size)
                                     : (size_t)q;
                     if (work[r][at * count + i] != cval(q, i)) {
-                        fprintf(stderr, "    allgather/%s size %d rank %d: "
+                        fprintf(stderr,
+                                "    allgather/%s size %d rank %d: "
                                 "block of rank %d element %zu wrong\n",
                                 info->name, size, r, q, i);
                         goto out;
@@ -768,8 +805,10 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
                 for (int j = 0; j < size; j++)
                     if (work[r][(size_t)j * count + i] !=
                         cval((root + j) % size, i)) {
-                        fprintf(stderr, "    gather size %d root %d: block "
-                                "%d element %zu wrong\n", size, root, j, i);
+                        fprintf(stderr,
+                                "    gather size %d root %d: block "
+                                "%d element %zu wrong\n",
+                                size, root, j, i);
                         goto out;
                     }
                 continue;
@@ -783,9 +822,11 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
                 got = work[r][(size_t)r * count + i];
             }
             if (got != want) {
-                fprintf(stderr, "    %s/%s size %d root %d count %zu: rank %d "
-                        "element %zu wrong\n", algo_coll_name(info->coll),
-                        info->name, size, root, count, r, i);
+                fprintf(stderr,
+                        "    %s/%s size %d root %d count %zu: rank %d "
+                        "element %zu wrong\n",
+                        algo_coll_name(info->coll), info->name, size, root,
+                        count, r, i);
                 goto out;
             }
         }
@@ -793,9 +834,10 @@ static int coll_run(algo_calgo_t id, int size, int root, size_t count,
     ret = 0;
     goto out;
 bad:
-    fprintf(stderr, "    %s/%s size %d root %d count %zu: unmatched or bad "
-            "step\n", algo_coll_name(info->coll), info->name, size, root,
-            count);
+    fprintf(stderr,
+            "    %s/%s size %d root %d count %zu: unmatched or bad "
+            "step\n",
+            algo_coll_name(info->coll), info->name, size, root, count);
 out:
     for (int r = 0; r < size; r++) {
         if (steps)
@@ -831,10 +873,12 @@ TEST(algo_coll_names, TEST_UNIT)
         algo_step_t st[8];
         CHECK_EQ_INT(algo_coll_schedule(CALGO_RS_HALVING, 0, 6, 0, 4, 0, st, 8),
                      -1);
-        CHECK_EQ_INT(algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 6, 4, 0, st,
-                                        8), -1); /* root out of range */
-        CHECK_EQ_INT(algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 0, 4, 0, st,
-                                        1), -1); /* max too small */
+        CHECK_EQ_INT(
+            algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 6, 4, 0, st, 8),
+            -1); /* root out of range */
+        CHECK_EQ_INT(
+            algo_coll_schedule(CALGO_BCAST_BINOMIAL, 0, 6, 0, 4, 0, st, 1),
+            -1); /* max too small */
     }
     return TEST_PASSED;
 }
@@ -853,7 +897,8 @@ TEST(algo_coll_all, TEST_UNIT)
             if (!algo_calgo_fits((algo_calgo_t)id, size))
                 continue;
             for (int ri = 0; ri < 3; ri++)
-                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++)
+                for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]);
+                     ci++)
                     for (size_t seg = 0; seg <= 7; seg += 7) {
                         CHECK_MSG(coll_run((algo_calgo_t)id, size, roots[ri],
                                            counts[ci], seg) == 0,
@@ -872,8 +917,8 @@ TEST(algo_coll_pick, TEST_UNIT)
     for (int c = 0; c < ALGO_COLL_NCOLLS; c++)
         for (int size = 1; size <= 40; size++)
             for (size_t count = 1; count <= (1u << 22); count *= 8) {
-                algo_calgo_t id = algo_coll_pick((algo_coll_t)c, size, count, 8,
-                                                 &seg);
+                algo_calgo_t id =
+                    algo_coll_pick((algo_coll_t)c, size, count, 8, &seg);
                 CHECK(algo_calgo_info(id)->coll == (algo_coll_t)c);
                 CHECK(algo_calgo_fits(id, size));
             }

@@ -251,7 +251,8 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
         before[r] = cw_payload_bytes(w, r);
         rexmit[r] =
             host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
-            host_engine_counters(memnet_host(w->net, w->g, r))->fast_retransmits;
+            host_engine_counters(memnet_host(w->net, w->g, r))
+                ->fast_retransmits;
         snd[r] = w->send[r];
         if (root < 0 || r == root)
             rcv[r] = w->recv[r];
@@ -347,7 +348,8 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
         before[r] = cw_payload_bytes(w, r);
         rexmit[r] =
             host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
-            host_engine_counters(memnet_host(w->net, w->g, r))->fast_retransmits;
+            host_engine_counters(memnet_host(w->net, w->g, r))
+                ->fast_retransmits;
     }
     memnet_start_split(w->net, w->g, kind, root, snd, rcv, block, dt,
                        INCOLL_OP_SUM);

@@ -665,8 +665,8 @@ static int clean_shape(const memnet_tree_t *t)
             const host_engine_counters_t *hc =
                 host_engine_counters(memnet_host(w.net, w.g, r));
             if (hc->retransmits || hc->fast_retransmits ||
-                hc->duplicate_results || hc->dropped ||
-                hc->results != segs || hc->segments != segs) {
+                hc->duplicate_results || hc->dropped || hc->results != segs ||
+                hc->segments != segs) {
                 fprintf(stderr,
                         "    rank %d on a clean network: retransmits %" PRIu64
                         " duplicates %" PRIu64 " results %" PRIu64
@@ -2477,7 +2477,7 @@ TEST(core_stats, TEST_UNIT)
         wire_key_t akey;
         wire_key_derive(NULL, WIRE_KEY_ADMIN, ADMIN_KEY, 0, &akey);
         CHECK(wire_mac_check(&akey, pkt, len)); /* the reply is sealed */
-        CHECK(rep.mac != ADMIN_KEY);           /* and shows no key */
+        CHECK(rep.mac != ADMIN_KEY);            /* and shows no key */
     }
     CHECK_EQ_INT(rep.count, len - WIRE_HDR_LEN);
     memcpy(text, pkt + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
@@ -3707,9 +3707,14 @@ TEST(core_loss_one_segment_fast, TEST_UNIT)
  */
 TEST(core_loss_burst_exactly_once, TEST_UNIT)
 {
-    memnet_cfg_t net = {.seed = 77, .delay_ns = 2 * US, .jitter_ns = 3 * US,
-                        .drop = 0.05, .burst = 4, .dup = 0.02,
-                        .reorder = 0.02, .reorder_ns = 10 * US};
+    memnet_cfg_t net = {.seed = 77,
+                        .delay_ns = 2 * US,
+                        .jitter_ns = 3 * US,
+                        .drop = 0.05,
+                        .burst = 4,
+                        .dup = 0.02,
+                        .reorder = 0.02,
+                        .reorder_ns = 10 * US};
     memnet_group_cfg_t g = lossy_group_cfg(8, 128);
     const size_t count = 16 * 100;
     world_t w;
@@ -3728,8 +3733,8 @@ TEST(core_loss_burst_exactly_once, TEST_UNIT)
                   &w, base, nsegs(n, INCOLL_FLOAT64, g.max_payload)) == 0);
     }
     for (int r = 0; r < w.n; r++)
-        fast += host_engine_counters(memnet_host(w.net, w.g, r))
-                    ->fast_retransmits;
+        fast +=
+            host_engine_counters(memnet_host(w.net, w.g, r))->fast_retransmits;
     CHECK(memnet_stats(w.net)->dropped > 50);
     CHECK(fast > 0);
     world_free(&w);

@@ -28,8 +28,9 @@ static int hier_fabric(int hosts, char *dir, size_t dlen, char *out,
 {
     snprintf(dir, dlen, "%.900s/hier%d", test_tmpdir(), seq++);
     snprintf(out, olen, "%s.txt", dir);
-    if (run_cmd_file(out, 60, "'%s/incoll' fabric up --hosts %d --radix 4 "
-                              "--dir '%s'",
+    if (run_cmd_file(out, 60,
+                     "'%s/incoll' fabric up --hosts %d --radix 4 "
+                     "--dir '%s'",
                      test_bindir(), hosts, dir) != 0) {
         show_tail(out);
         run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'",
@@ -52,8 +53,8 @@ static int hier_run(const char *dir, const char *out, int n, int ppn,
     return run_cmd_file(out, 200,
                         "env INCOLL_JOB=hier-%d-%ld %s '%s/incoll' run -n %d "
                         "--ppn %d --fabric '%s' --timeout 180 -- %s %s",
-                        seq++, (long)getpid(), env ? env : "", test_bindir(),
-                        n, ppn, dir, prog, args);
+                        seq++, (long)getpid(), env ? env : "", test_bindir(), n,
+                        ppn, dir, prog, args);
 }
 
 /* Contributions per reduction on the fabric's one AN (l0), from `incoll

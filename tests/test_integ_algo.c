@@ -13,14 +13,17 @@
 
 #include <limits.h>
 
-static int have_binaries(void) { return have_fabric_binaries("algo_check"); }
+static int have_binaries(void)
+{
+    return have_fabric_binaries("algo_check");
+}
 
 /* run_fabric_check() of algo_check, in <tmp>/fabN, as job algo-N-<pid>. */
 static int run_algo_check(int n, int k, int keep_port0, const char *env,
                           const char *args, char *out, size_t outlen)
 {
-    return run_fabric_check("algo_check", "fab", "algo", n, k, keep_port0,
-                            env, args, out, outlen);
+    return run_fabric_check("algo_check", "fab", "algo", n, k, keep_port0, env,
+                            args, out, outlen);
 }
 
 TEST(integ_algo_clean, TEST_INTEG)
@@ -28,8 +31,9 @@ TEST(integ_algo_clean, TEST_INTEG)
     static const int shapes[][2] = {{2, 2}, {5, 2}, {8, 4}, {7, 3}};
     char out[PATH_MAX];
     if (!have_binaries())
-        return test_skip("build/bin/incoll, incoll-agg or build/tests/algo_check "
-                         "not built");
+        return test_skip(
+            "build/bin/incoll, incoll-agg or build/tests/algo_check "
+            "not built");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         int ret = run_algo_check(shapes[i][0], shapes[i][1], 0, NULL, NULL, out,
                                  sizeof(out));
@@ -53,11 +57,12 @@ TEST(integ_algo_lossy, TEST_INTEG)
     };
     char out[PATH_MAX];
     if (!have_binaries())
-        return test_skip("build/bin/incoll, incoll-agg or build/tests/algo_check "
-                         "not built");
+        return test_skip(
+            "build/bin/incoll, incoll-agg or build/tests/algo_check "
+            "not built");
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
-        int ret = run_algo_check(6, 2, 0, faults[i],
-                                 "--sizes 1,5,6,7,1000,30000", out, sizeof(out));
+        int ret = run_algo_check(
+            6, 2, 0, faults[i], "--sizes 1,5,6,7,1000,30000", out, sizeof(out));
         if (ret != 0 || !file_has(out, "all correct")) {
             show_tail(out);
             CHECK_MSG(0, "%s: algo_check exited %d", faults[i], ret);
@@ -74,8 +79,9 @@ TEST(integ_algo_needs_ports, TEST_INTEG)
     int ret;
 
     if (!have_binaries())
-        return test_skip("build/bin/incoll, incoll-agg or build/tests/algo_check "
-                         "not built");
+        return test_skip(
+            "build/bin/incoll, incoll-agg or build/tests/algo_check "
+            "not built");
     ret = run_algo_check(3, 2, 1, NULL, "--algos ring --sizes 10", out,
                          sizeof(out));
     /* If `incoll fabric up` assigns host ports itself, the run succeeds. */

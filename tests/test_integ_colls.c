@@ -23,14 +23,17 @@ static void show_line(const char *path, const char *text)
         fclose(f);
 }
 
-static int have_binaries(void) { return have_fabric_binaries("coll_check"); }
+static int have_binaries(void)
+{
+    return have_fabric_binaries("coll_check");
+}
 
 /* run_fabric_check() of coll_check, in <tmp>/cfabN, as job coll-N-<pid>. */
 static int run_coll_check(int n, int k, int keep_port0, const char *env,
                           const char *args, char *out, size_t outlen)
 {
-    return run_fabric_check("coll_check", "cfab", "coll", n, k, keep_port0,
-                            env, args, out, outlen);
+    return run_fabric_check("coll_check", "cfab", "coll", n, k, keep_port0, env,
+                            args, out, outlen);
 }
 
 /* Odd and even sizes, 2- and 3-level trees; sizes 0, 1, odd, several
@@ -40,8 +43,9 @@ TEST(integ_colls_clean, TEST_INTEG)
     static const int shapes[][2] = {{2, 2}, {5, 2}, {8, 4}, {7, 3}};
     char out[PATH_MAX];
     if (!have_binaries())
-        return test_skip("build/bin/incoll, incoll-agg or build/tests/coll_check "
-                         "not built");
+        return test_skip(
+            "build/bin/incoll, incoll-agg or build/tests/coll_check "
+            "not built");
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
         int ret = run_coll_check(shapes[i][0], shapes[i][1], 0, NULL,
                                  i == 1 ? "--sizes 0,1,7,9000,3000001"
@@ -66,8 +70,9 @@ TEST(integ_colls_lossy, TEST_INTEG)
     };
     char out[PATH_MAX];
     if (!have_binaries())
-        return test_skip("build/bin/incoll, incoll-agg or build/tests/coll_check "
-                         "not built");
+        return test_skip(
+            "build/bin/incoll, incoll-agg or build/tests/coll_check "
+            "not built");
     for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++) {
         int ret = run_coll_check(6, 2, 0, faults[i], "--sizes 1,7,20000,300001",
                                  out, sizeof(out));

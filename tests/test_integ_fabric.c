@@ -780,10 +780,10 @@ TEST(integ_fabric_lifecycle, TEST_INTEG)
 #define FORGE_SNIFFS 8 /* sniffed packets of each kind to forge from */
 
 typedef struct {
-    int raw;          /* IPPROTO_RAW socket: sends with any source */
-    uint64_t results; /* forged RESULTs sent to hosts */
+    int raw;               /* IPPROTO_RAW socket: sends with any source */
+    uint64_t results;      /* forged RESULTs sent to hosts */
     uint64_t contribs[16]; /* forged CONTRIBs sent, per AN */
-    int nres, ncon;   /* packets sniffed so far */
+    int nres, ncon;        /* packets sniffed so far */
 } forger_t;
 
 static int an_index(const fabric_conf_t *conf, incoll_ep_t ep)
@@ -833,9 +833,8 @@ static void spoof(forger_t *f, incoll_ep_t src, incoll_ep_t dst,
  * an all-zero payload, once keeping the sniffed tag and once sealed under
  * the tag taken as a key (what v1's clear key field would have given).
  */
-static void forge_from(forger_t *f, const fabric_conf_t *conf,
-                       incoll_ep_t src, incoll_ep_t dst, const uint8_t *pkt,
-                       size_t len)
+static void forge_from(forger_t *f, const fabric_conf_t *conf, incoll_ep_t src,
+                       incoll_ep_t dst, const uint8_t *pkt, size_t len)
 {
     static uint8_t c[2048];
     wire_hdr_t h;
@@ -949,14 +948,18 @@ static int forged_body(const char *dir)
     }
     rc = proc_wait(&run);
     if (rc != 0 || strstr(run.out, ": ok") == NULL) {
-        fprintf(stderr, "    incoll run exited %d with forged packets on the "
-                "wire:\n%s", rc, run.out);
+        fprintf(stderr,
+                "    incoll run exited %d with forged packets on the "
+                "wire:\n%s",
+                rc, run.out);
         free(run.out);
         goto out_close;
     }
     free(run.out);
-    fprintf(stderr, "    sniffed %d results and %d contributions, forged %llu "
-            "results\n", f.nres, f.ncon, (unsigned long long)f.results);
+    fprintf(stderr,
+            "    sniffed %d results and %d contributions, forged %llu "
+            "results\n",
+            f.nres, f.ncon, (unsigned long long)f.results);
     CHECK(f.nres == FORGE_SNIFFS && f.ncon == FORGE_SNIFFS && f.results > 0);
     rc = run_cmd(&stat, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
                  dir);

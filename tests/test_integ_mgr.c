@@ -62,8 +62,8 @@ typedef struct {
 static int start_an(fab_t *f, int i, char **env)
 {
     char bin[PATH_MAX], log[PATH_MAX + 64];
-    char *argv[] = {bin, "--name", f->names[i], "--listen", "127.0.0.1:0",
-                    "--mgr", f->addr, "--secret", f->secret, NULL};
+    char *argv[] = {bin,     "--name", f->names[i], "--listen", "127.0.0.1:0",
+                    "--mgr", f->addr,  "--secret",  f->secret,  NULL};
     snprintf(bin, sizeof(bin), "%s/incoll-agg", test_bindir());
     snprintf(log, sizeof(log), "%s/an-%s.log", f->dir, f->names[i]);
     f->an[i] = spawn(log, argv, env);
@@ -365,8 +365,8 @@ static int two_jobs_body(void)
 {
     fab_t f;
     job_t a = {.name = "jobA", .n = 4}, b = {.name = "jobB", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "150", "--count", "1000",
-                    "--create", "--expect-offload", "all", NULL};
+    char *args[] = {"--cols", "2",        "--iters",          "150", "--count",
+                    "1000",   "--create", "--expect-offload", "all", NULL};
     char *text;
 
     CHECK(fab_up(&f, "two_jobs", NULL) == 0);
@@ -383,8 +383,8 @@ static int two_jobs_body(void)
     CHECK_EQ_INT(job_count(&b, "offloaded 1"), 4 + 4 + 4 + 2);
     CHECK(wait_stat(&f, "manager ", "groups", 0, 10) == 0);
     text = stat_text(&f);
-    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "groups_made") == 12,
-              "%s", text);
+    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "groups_made") == 12, "%s",
+              text);
     CHECK(mgr_tool_stat_value(text, "manager ", "groups_released") == 12);
     CHECK(wait_stat(&f, "manager ", "jobs", 0, 10) == 0);
     /* Every AN is free again. */
@@ -393,7 +393,10 @@ static int two_jobs_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_two_jobs, TEST_INTEG) { RUN(two_jobs_body); }
+TEST(integ_mgr_two_jobs, TEST_INTEG)
+{
+    RUN(two_jobs_body);
+}
 
 /* ANs that hold one group each: some communicators get none, run on the
  * hosts, and still get the right results. */
@@ -402,8 +405,8 @@ static int exhaustion_body(void)
     fab_t f;
     job_t a = {.name = "jobX", .n = 4};
     char *an_env[] = {"INCOLL_AGG_GROUPS=1", NULL};
-    char *args[] = {"--cols", "2", "--iters", "40", "--count", "3000",
-                    "--create", NULL};
+    char *args[] = {"--cols",  "2",    "--iters",  "40",
+                    "--count", "3000", "--create", NULL};
     char *text;
 
     CHECK(fab_up(&f, "exhaustion", an_env) == 0);
@@ -425,7 +428,10 @@ static int exhaustion_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_exhaustion, TEST_INTEG) { RUN(exhaustion_body); }
+TEST(integ_mgr_exhaustion, TEST_INTEG)
+{
+    RUN(exhaustion_body);
+}
 
 /* Index of the AN at the root of the world group of the running job. */
 static int world_root(fab_t *f)
@@ -454,8 +460,8 @@ static int an_fails(const char *name, int hung)
 {
     fab_t f;
     job_t a = {.name = "jobK", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "20", "--seconds", "6",
-                    "--count", "500", NULL};
+    char *args[] = {"--cols", "2",       "--iters", "20", "--seconds",
+                    "6",      "--count", "500",     NULL};
     char *text;
     double t0;
     int victim;
@@ -478,11 +484,12 @@ static int an_fails(const char *name, int hung)
     /* Bounded: the run takes its 6 s plus a few seconds of recovery. */
     CHECK_MSG(now_s() - t0 < 6 + 20, "took %.1f s", now_s() - t0);
     CHECK(job_count(&a, "failed: an ") >= 4);
-    CHECK(job_count(&a, "rebuilt on group") + job_count(&a, "run on the hosts") >=
+    CHECK(job_count(&a, "rebuilt on group") +
+              job_count(&a, "run on the hosts") >=
           4);
     text = stat_text(&f);
-    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "groups_failed") >= 1,
-              "%s", text);
+    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "groups_failed") >= 1, "%s",
+              text);
     CHECK(mgr_tool_stat_value(text, "manager ", "ans_up") == f.nans - 1);
     free(text);
     CHECK(wait_stat(&f, "manager ", "groups", 0, 10) == 0);
@@ -501,11 +508,23 @@ static int an_fails(const char *name, int hung)
     return TEST_PASSED;
 }
 
-static int an_killed_body(void) { return an_fails("an_killed", 0); }
-static int an_hung_body(void) { return an_fails("an_hung", 1); }
+static int an_killed_body(void)
+{
+    return an_fails("an_killed", 0);
+}
+static int an_hung_body(void)
+{
+    return an_fails("an_hung", 1);
+}
 
-TEST(integ_mgr_an_hung, TEST_INTEG) { RUN(an_hung_body); }
-TEST(integ_mgr_an_killed, TEST_INTEG) { RUN(an_killed_body); }
+TEST(integ_mgr_an_hung, TEST_INTEG)
+{
+    RUN(an_hung_body);
+}
+TEST(integ_mgr_an_killed, TEST_INTEG)
+{
+    RUN(an_killed_body);
+}
 
 /* A job killed mid-run loses its groups after the grace period, as stat
  * shows, while another job goes on undisturbed. */
@@ -513,10 +532,10 @@ static int job_killed_body(void)
 {
     fab_t f;
     job_t a = {.name = "victim", .n = 4}, b = {.name = "bystander", .n = 4};
-    char *args_a[] = {"--cols", "2", "--iters", "1000000", "--count", "100",
-                      NULL};
-    char *args_b[] = {"--cols", "2", "--iters", "20", "--seconds", "14",
+    char *args_a[] = {"--cols",  "2",   "--iters", "1000000",
                       "--count", "100", NULL};
+    char *args_b[] = {"--cols", "2",       "--iters", "20", "--seconds",
+                      "14",     "--count", "100",     NULL};
     char *text;
     long long groups;
 
@@ -553,7 +572,10 @@ static int job_killed_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_job_killed, TEST_INTEG) { RUN(job_killed_body); }
+TEST(integ_mgr_job_killed, TEST_INTEG)
+{
+    RUN(job_killed_body);
+}
 
 /* A raw TCP connection to the manager. */
 static int raw_connect(const char *addr)
@@ -645,8 +667,9 @@ static int bad_control_body(void)
 {
     fab_t f;
     job_t a = {.name = "calm", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "20", "--seconds", "7",
-                    "--count", "300", "--expect-offload", "all", NULL};
+    char *args[] = {"--cols",           "2",   "--iters", "20",
+                    "--seconds",        "7",   "--count", "300",
+                    "--expect-offload", "all", NULL};
     uint8_t key[MGR_KEY_LEN], wrong[MGR_KEY_LEN], junk[1024];
     char err[256], *text;
     mgr_stream_t st;
@@ -771,7 +794,10 @@ static int bad_control_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_bad_control, TEST_INTEG) { RUN(bad_control_body); }
+TEST(integ_mgr_bad_control, TEST_INTEG)
+{
+    RUN(bad_control_body);
+}
 
 /* The manager restarts under a running job: the ANs keep the groups and
  * report them, the new manager adopts them, the job carries on and
@@ -780,8 +806,9 @@ static int restart_body(void)
 {
     fab_t f;
     job_t a = {.name = "steady", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "20", "--seconds", "8",
-                    "--count", "300", "--expect-offload", "all", NULL};
+    char *args[] = {"--cols",           "2",   "--iters", "20",
+                    "--seconds",        "8",   "--count", "300",
+                    "--expect-offload", "all", NULL};
     char *text, listen[64];
 
     CHECK(fab_up(&f, "restart", NULL) == 0);
@@ -807,7 +834,10 @@ static int restart_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_restart, TEST_INTEG) { RUN(restart_body); }
+TEST(integ_mgr_restart, TEST_INTEG)
+{
+    RUN(restart_body);
+}
 
 /* A free UDP port on 127.0.0.1 (the kernel's pick, released again). */
 static uint16_t free_port(void)
@@ -833,8 +863,8 @@ static int no_manager_body(void)
     fabric_conf_t conf;
     char dir[PATH_MAX], path[PATH_MAX + 32], bin[PATH_MAX];
     job_t a = {.name = "plain", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "30", "--count", "2000",
-                    "--create", NULL};
+    char *args[] = {"--cols",  "2",    "--iters",  "30",
+                    "--count", "2000", "--create", NULL};
     pid_t ans[16];
 
     snprintf(dir, sizeof(dir), "%s/no_manager", test_tmpdir());
@@ -889,7 +919,10 @@ static int no_manager_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_no_manager, TEST_INTEG) { RUN(no_manager_body); }
+TEST(integ_mgr_no_manager, TEST_INTEG)
+{
+    RUN(no_manager_body);
+}
 
 /* Runs the incoll CLI with args (NULL-terminated) and waits up to
  * timeout_s; its output goes to log. Returns its exit status. */
@@ -928,9 +961,21 @@ static int cli_check(const char *dir)
     free(text);
     /* Through the manager: every communicator offloaded. */
     {
-        char *args[] = {"run", "-n", "4", "--fabric", (char *)dir, "--",
-                        prog, "--cols", "2", "--iters", "20", "--create",
-                        "--expect-offload", "all", NULL};
+        char *args[] = {"run",
+                        "-n",
+                        "4",
+                        "--fabric",
+                        (char *)dir,
+                        "--",
+                        prog,
+                        "--cols",
+                        "2",
+                        "--iters",
+                        "20",
+                        "--create",
+                        "--expect-offload",
+                        "all",
+                        NULL};
         int rc = cli(log, 60, args);
         text = slurp(log);
         CHECK_MSG(rc == 0 && count_of(text, "\nok 20") +
@@ -957,9 +1002,9 @@ static int cli_check(const char *dir)
     }
     /* Without the manager only the world has a group. */
     {
-        char *args[] = {"run", "--no-mgr", "-n", "4", "--fabric",
-                        (char *)dir, "--", prog, "--cols", "2", "--iters",
-                        "5", NULL};
+        char *args[] = {"run",       "--no-mgr", "-n", "4",      "--fabric",
+                        (char *)dir, "--",       prog, "--cols", "2",
+                        "--iters",   "5",        NULL};
         int rc = cli(log, 60, args);
         text = slurp(log);
         CHECK_MSG(rc == 0, "exit %d:\n%s", rc, text);
@@ -976,8 +1021,8 @@ static int cli_check(const char *dir)
 static int cli_body(void)
 {
     char dir[PATH_MAX], log[PATH_MAX + 32], path[PATH_MAX + 32], *text;
-    char *up[] = {"fabric", "up", "--hosts", "4", "--radix", "2", "--dir",
-                  dir, NULL};
+    char *up[] = {"fabric", "up",    "--hosts", "4", "--radix",
+                  "2",      "--dir", dir,       NULL};
     char *down[] = {"fabric", "down", "--dir", dir, NULL};
     pid_t mgr_pid;
     int rc, ret;
@@ -1009,7 +1054,10 @@ static int cli_body(void)
     return ret;
 }
 
-TEST(integ_mgr_cli, TEST_INTEG) { RUN(cli_body); }
+TEST(integ_mgr_cli, TEST_INTEG)
+{
+    RUN(cli_body);
+}
 
 /* ---- hostile clients (issue 11) ---- */
 
@@ -1113,8 +1161,9 @@ static int crowd(const char *name, int emfile)
 {
     fab_t f;
     job_t a = {.name = "crowded", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "20", "--count", "300",
-                    "--expect-offload", "all", NULL};
+    char *args[] = {"--cols",  "2",   "--iters",          "20",
+                    "--count", "300", "--expect-offload", "all",
+                    NULL};
     int idle[IDLE_CONNS], rc, lines0, lines, reopened = 0, running;
     double t0, cpu0, cpu, dt;
     char *text;
@@ -1164,8 +1213,8 @@ static int crowd(const char *name, int emfile)
         }
         running = 0;
         for (int r = 0; r < 4; r++)
-            running += proc_running(a.pid[r]) &&
-                       waitpid(a.pid[r], NULL, WNOHANG) == 0;
+            running +=
+                proc_running(a.pid[r]) && waitpid(a.pid[r], NULL, WNOHANG) == 0;
     } while ((running > 0 && now_s() - t0 < 60) || now_s() - t0 < 4);
     cpu = cpu_s(f.mgr) - cpu0;
     dt = now_s() - t0;
@@ -1177,8 +1226,9 @@ static int crowd(const char *name, int emfile)
     CHECK_MSG(cpu < 0.5 * dt, "the manager used %.2f s of CPU in %.2f s", cpu,
               dt);
     CHECK_MSG(lines < 100, "the manager wrote %d log lines", lines);
-    fprintf(stderr, "    manager: %.2f s of CPU in %.2f s, %d log lines; %d "
-                    "idle connections closed by it and reopened\n",
+    fprintf(stderr,
+            "    manager: %.2f s of CPU in %.2f s, %d log lines; %d "
+            "idle connections closed by it and reopened\n",
             cpu, dt, lines, reopened);
     CHECK_MSG(reopened > 0, "the manager never closed an idle connection");
     CHECK(job_wait(&a, 30) == 0);
@@ -1189,8 +1239,7 @@ static int crowd(const char *name, int emfile)
     CHECK(mgr_tool_stat_value(text, "manager ", "ans_up") == f.nans);
     if (emfile) {
         CHECK_MSG(mgr_tool_stat_value(text, "manager ", "conns_shed") > 0 &&
-                      mgr_tool_stat_value(text, "manager ", "max_conns") <
-                          40,
+                      mgr_tool_stat_value(text, "manager ", "max_conns") < 40,
                   "%s", text);
     } else {
         CHECK(mgr_tool_stat_value(text, "manager ", "max_conns") == 64 - 16);
@@ -1203,11 +1252,23 @@ static int crowd(const char *name, int emfile)
     return TEST_PASSED;
 }
 
-static int fd_exhaustion_body(void) { return crowd("fd_exhaustion", 0); }
-static int fd_emfile_body(void) { return crowd("fd_emfile", 1); }
+static int fd_exhaustion_body(void)
+{
+    return crowd("fd_exhaustion", 0);
+}
+static int fd_emfile_body(void)
+{
+    return crowd("fd_emfile", 1);
+}
 
-TEST(integ_mgr_fd_exhaustion, TEST_INTEG) { RUN(fd_exhaustion_body); }
-TEST(integ_mgr_fd_emfile, TEST_INTEG) { RUN(fd_emfile_body); }
+TEST(integ_mgr_fd_exhaustion, TEST_INTEG)
+{
+    RUN(fd_exhaustion_body);
+}
+TEST(integ_mgr_fd_emfile, TEST_INTEG)
+{
+    RUN(fd_emfile_body);
+}
 
 #define PARTIALS 20
 #define PARTIAL_FRAME 2000000u
@@ -1223,8 +1284,9 @@ static int partial_frames_body(void)
 {
     fab_t f;
     job_t a = {.name = "steady", .n = 4};
-    char *args[] = {"--cols", "2", "--iters", "20", "--seconds", "6",
-                    "--count", "300", "--expect-offload", "all", NULL};
+    char *args[] = {"--cols",           "2",   "--iters", "20",
+                    "--seconds",        "6",   "--count", "300",
+                    "--expect-offload", "all", NULL};
     char *env[] = {"INCOLL_MGR_FRAME_MS=4000",
                    "INCOLL_MGR_JOB_RX_BUDGET=3000000", NULL};
     mgr_stream_t st[PARTIALS], hog[2], tool;
@@ -1292,18 +1354,18 @@ static int partial_frames_body(void)
             break;
         sleep_s(0.1);
     }
-    fprintf(stderr, "    manager rss: %ld kB, %ld kB with %d partial frames, "
-                    "%ld kB after they were closed\n",
+    fprintf(stderr,
+            "    manager rss: %ld kB, %ld kB with %d partial frames, "
+            "%ld kB after they were closed\n",
             rss0, rss1, PARTIALS + 1, rss2);
     CHECK_MSG(rss2 < rss0 + 6 * 1024, "rss %ld kB, %ld kB held, %ld kB after",
               rss0, rss1, rss2);
     text = stat_text(&f);
-    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "frames_late") ==
-                      PARTIALS + 1 &&
-                  mgr_tool_stat_value(text, "manager ", "frames_refused") ==
-                      2 &&
-                  mgr_tool_stat_value(text, "manager ", "rx_buffered") == 0,
-              "%s", text);
+    CHECK_MSG(
+        mgr_tool_stat_value(text, "manager ", "frames_late") == PARTIALS + 1 &&
+            mgr_tool_stat_value(text, "manager ", "frames_refused") == 2 &&
+            mgr_tool_stat_value(text, "manager ", "rx_buffered") == 0,
+        "%s", text);
     free(text);
     for (int i = 0; i < PARTIALS; i++)
         mgr_stream_close(&st[i]);
@@ -1320,7 +1382,10 @@ static int partial_frames_body(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_partial_frames, TEST_INTEG) { RUN(partial_frames_body); }
+TEST(integ_mgr_partial_frames, TEST_INTEG)
+{
+    RUN(partial_frames_body);
+}
 
 /*
  * `incoll fabric restart` starts a killed manager again on its address:
@@ -1356,8 +1421,8 @@ static int fabric_restart_steps(void)
 {
     char dir[PATH_MAX], log[PATH_MAX + 32], path[PATH_MAX + 32];
     char prog[PATH_MAX], env0[512], want[160], *text;
-    char *up[] = {"fabric", "up", "--hosts", "4", "--radix", "2", "--dir",
-                  dir, NULL};
+    char *up[] = {"fabric", "up",    "--hosts", "4", "--radix",
+                  "2",      "--dir", dir,       NULL};
     char *restart[] = {"fabric", "restart", "--dir", dir, NULL};
     char *down[] = {"fabric", "down", "--dir", dir, NULL};
     pid_t mgr_pid, job;
@@ -1400,8 +1465,9 @@ static int fabric_restart_steps(void)
             /* A job starts while the manager is gone... */
             char jlog[PATH_MAX + 32];
             char bin[PATH_MAX];
-            char *argv[] = {bin, "run", "-n", "4", "--fabric", dir, "--",
-                            prog, "--cols", "2", "--iters", "20", NULL};
+            char *argv[] = {bin,       "run", "-n", "4",      "--fabric",
+                            dir,       "--",  prog, "--cols", "2",
+                            "--iters", "20",  NULL};
             snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
             snprintf(jlog, sizeof(jlog), "%s-job.log", dir);
             job = spawn(jlog, argv, NULL);
@@ -1436,8 +1502,9 @@ static int fabric_restart_steps(void)
         free(text);
     }
     {
-        char *args[] = {"run", "-n", "4", "--fabric", dir, "--", prog,
-                        "--cols", "2", "--iters", "20", "--expect-offload",
+        char *args[] = {"run", "-n",      "4",  "--fabric",
+                        dir,   "--",      prog, "--cols",
+                        "2",   "--iters", "20", "--expect-offload",
                         "all", NULL};
         rc = cli(log, 60, args);
         text = slurp(log);
@@ -1454,7 +1521,10 @@ static int fabric_restart_steps(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_fabric_restart, TEST_INTEG) { RUN(fabric_restart_body); }
+TEST(integ_mgr_fabric_restart, TEST_INTEG)
+{
+    RUN(fabric_restart_body);
+}
 
 /* Reads pid file dir/name. */
 static pid_t pid_in(const char *dir, const char *name)
@@ -1485,11 +1555,11 @@ static int fabric_keep_steps(void)
 {
     char dir[PATH_MAX], log[PATH_MAX + 32], prog[PATH_MAX], *text;
     char jlog[PATH_MAX + 32], bin[PATH_MAX];
-    char *up[] = {"fabric", "up", "--hosts", "4", "--radix", "2", "--dir",
-                  dir, "--keep", NULL};
+    char *up[] = {"fabric", "up",    "--hosts", "4",      "--radix",
+                  "2",      "--dir", dir,       "--keep", NULL};
     char *down[] = {"fabric", "down", "--dir", dir, NULL};
-    char *argv[] = {bin, "run", "-n", "4", "--fabric", dir, "--", prog,
-                    "--cols", "2", "--iters", "20", NULL};
+    char *argv[] = {bin,  "run",    "-n", "4",       "--fabric", dir, "--",
+                    prog, "--cols", "2",  "--iters", "20",       NULL};
     pid_t mgr_pid, keeper, now_pid = 0, job;
     int rc;
 
@@ -1544,4 +1614,7 @@ static int fabric_keep_steps(void)
     return TEST_PASSED;
 }
 
-TEST(integ_mgr_fabric_keep, TEST_INTEG) { RUN(fabric_keep_body); }
+TEST(integ_mgr_fabric_keep, TEST_INTEG)
+{
+    RUN(fabric_keep_body);
+}

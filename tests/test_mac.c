@@ -218,8 +218,7 @@ static void sniff_tap(void *arg, incoll_ep_t src, incoll_ep_t dst,
 {
     sniff_t *s = arg;
     wire_hdr_t h;
-    if (wire_parse(pkt, len, &h, NULL) != INCOLL_OK ||
-        len > sizeof(s->result))
+    if (wire_parse(pkt, len, &h, NULL) != INCOLL_OK || len > sizeof(s->result))
         return;
     if (h.type == WIRE_RESULT && dst == s->host1) {
         memcpy(s->result, pkt, len);
@@ -264,8 +263,8 @@ TEST(mac_forged_result_memnet, TEST_UNIT)
 {
     memnet_cfg_t cfg = {.seed = 11, .delay_ns = 20000, .jitter_ns = 1000};
     memnet_tree_t t;
-    memnet_group_cfg_t g = {.id = 9, .key = FG_KEY, .gen = 0x600d,
-                            .slots = 4, .max_payload = 1024};
+    memnet_group_cfg_t g = {
+        .id = 9, .key = FG_KEY, .gen = 0x600d, .slots = 4, .max_payload = 1024};
     static int64_t send[FG_HOSTS][FG_COUNT], recv[FG_HOSTS][FG_COUNT];
     const void *sp[FG_HOSTS];
     void *rp[FG_HOSTS];
@@ -295,7 +294,8 @@ TEST(mac_forged_result_memnet, TEST_UNIT)
     for (uint64_t op = 0; op < 4; op++) {
         for (int r = 0; r < FG_HOSTS; r++)
             for (int i = 0; i < FG_COUNT; i++) {
-                send[r][i] = (int64_t)(op * 1000 + (uint64_t)r * 10 + (uint64_t)i);
+                send[r][i] =
+                    (int64_t)(op * 1000 + (uint64_t)r * 10 + (uint64_t)i);
                 recv[r][i] = -1;
             }
         memnet_start_allreduce(net, 0, sp, rp, FG_COUNT, INCOLL_INT64,
@@ -324,11 +324,12 @@ TEST(mac_forged_result_memnet, TEST_UNIT)
             for (int i = 0; i < FG_COUNT; i++) {
                 int64_t want = 0;
                 for (int q = 0; q < FG_HOSTS; q++)
-                    want += (int64_t)(op * 1000 + (uint64_t)q * 10 + (uint64_t)i);
+                    want +=
+                        (int64_t)(op * 1000 + (uint64_t)q * 10 + (uint64_t)i);
                 if (recv[r][i] != want) {
-                    fprintf(stderr, "    op %d rank %d [%d]: got %lld want %lld\n",
-                            (int)op, r, i, (long long)recv[r][i],
-                            (long long)want);
+                    fprintf(
+                        stderr, "    op %d rank %d [%d]: got %lld want %lld\n",
+                        (int)op, r, i, (long long)recv[r][i], (long long)want);
                     goto out;
                 }
             }

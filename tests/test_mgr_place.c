@@ -79,15 +79,17 @@ static int check_group(const topo_t *topo, const place_group_t *g,
                 if (g->ans[i].sw == sw)
                     found = i;
             if (found < 0 || g->ans[found].nchildren != cnt[sw]) {
-                fprintf(stderr, "    switch %s: expected in the group with "
-                                "%d children\n",
+                fprintf(stderr,
+                        "    switch %s: expected in the group with "
+                        "%d children\n",
                         topo->sw[sw].name, cnt[sw]);
                 goto out;
             }
         }
     }
     if (nexpect != g->nans) {
-        fprintf(stderr, "    group has %d ans, expected %d\n", g->nans, nexpect);
+        fprintf(stderr, "    group has %d ans, expected %d\n", g->nans,
+                nexpect);
         goto out;
     }
     for (int i = 0; i < g->nans; i++) {
@@ -98,8 +100,8 @@ static int check_group(const topo_t *topo, const place_group_t *g,
             goto out;
         if (i > 0 && g->ans[a->parent].child[a->index_at_parent] != i)
             goto out;
-        if (a->buffer_bytes != place_an_bytes(g->slots, g->payload,
-                                              a->nchildren))
+        if (a->buffer_bytes !=
+            place_an_bytes(g->slots, g->payload, a->nchildren))
             goto out;
         for (int c = 0; c < a->nchildren; c++) {
             int k = a->child[c];
@@ -214,7 +216,8 @@ static const struct {
      "b.topo:2: duplicate switch 's0' (also line 1)"},
     {"switch s0 level=0\n", "b.topo:1: switch s0: level '0' is not in 1..8"},
     {"switch s0\n", "b.topo:1: switch s0: missing level="},
-    {"switch s0 level=1 colour=red\n", "b.topo:1: switch s0: unknown key 'colour'"},
+    {"switch s0 level=1 colour=red\n",
+     "b.topo:1: switch s0: unknown key 'colour'"},
     {"switch s0 level=1 addr=1.2.3\n", "b.topo:1: switch s0: addr '1.2.3'"},
     {"switch s0 level=1 ops=sum,avg\n", "b.topo:1: ops: 'avg' is not an op"},
     {"switch s0 level=1 dtypes=float128\n",
@@ -252,9 +255,9 @@ TEST(mgr_topo_errors, TEST_UNIT)
         incoll_status_t status =
             topo_parse(bad_topos[i].text, "b.topo", &topo, err, sizeof(err));
         CHECK_MSG(status == INCOLL_ERR_CONFIG, "case %zu parsed", i);
-        CHECK_MSG(strncmp(err, bad_topos[i].want, strlen(bad_topos[i].want)) ==
-                      0,
-                  "case %zu: got '%s', want '%s...'", i, err, bad_topos[i].want);
+        CHECK_MSG(
+            strncmp(err, bad_topos[i].want, strlen(bad_topos[i].want)) == 0,
+            "case %zu: got '%s', want '%s...'", i, err, bad_topos[i].want);
         CHECK(topo.sw == NULL && topo.nswitches == 0);
     }
     return TEST_PASSED;
@@ -397,16 +400,16 @@ TEST(mgr_place_random_shapes, TEST_UNIT)
     static const struct {
         int radix, levels, nhosts, prune;
     } shapes[] = {
-        {4, 2, 0, 1}, {4, 3, 0, 1}, {4, 3, 13, 1}, {6, 3, 50, 1},
-        {8, 2, 29, 1}, {4, 3, 0, 0}, {8, 3, 0, 1}, {2, 3, 0, 1},
+        {4, 2, 0, 1},  {4, 3, 0, 1}, {4, 3, 13, 1}, {6, 3, 50, 1},
+        {8, 2, 29, 1}, {4, 3, 0, 0}, {8, 3, 0, 1},  {2, 3, 0, 1},
     };
     int hosts[64];
 
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         topo_t topo;
         place_t *pl;
-        CHECK(topo_fat_tree(shapes[s].radix, shapes[s].levels,
-                            shapes[s].nhosts, NULL, &topo) == INCOLL_OK);
+        CHECK(topo_fat_tree(shapes[s].radix, shapes[s].levels, shapes[s].nhosts,
+                            NULL, &topo) == INCOLL_OK);
         pl = new_place(&topo, shapes[s].prune);
         CHECK(pl != NULL);
         for (int iter = 0; iter < 200; iter++) {
@@ -878,8 +881,8 @@ TEST(mgr_place_adopt, TEST_UNIT)
     for (int m = 0; m < 6; m++)
         CHECK_EQ_INT(g2->member_child[m], g->member_child[m]);
     CHECK(place_group_adopt(pl2, g->id, g->key, g->tree, g->slots, g->payload,
-                            hosts, 6, &g2, why, sizeof(why)) ==
-          INCOLL_ERR_BUSY);
+                            hosts, 6, &g2, why,
+                            sizeof(why)) == INCOLL_ERR_BUSY);
     /* New ids never collide with adopted ones. */
     {
         place_params_t pp;

@@ -58,12 +58,15 @@ TEST(mgr_proto_codecs, TEST_UNIT)
 
     for (int i = 0; i < 3; i++)
         for (int b = 0; b < 8; b++)
-            children[8 * i + b] = (uint8_t)((0x7f00000100010000ull + (uint64_t)i) >> (8 * b));
+            children[8 * i + b] =
+                (uint8_t)((0x7f00000100010000ull + (uint64_t)i) >> (8 * b));
     for (int i = 0; i < 5; i++) {
         for (int b = 0; b < 4; b++)
             members[4 * i + b] = (uint8_t)((uint32_t)(4 - i) >> (8 * b));
         for (int b = 0; b < 8; b++)
-            peers[8 * i + b] = (uint8_t)((wire_ep(0x7f000001u, (uint16_t)(5000 + i))) >> (8 * b));
+            peers[8 * i + b] =
+                (uint8_t)((wire_ep(0x7f000001u, (uint16_t)(5000 + i))) >>
+                          (8 * b));
     }
 
     /* group_add */
@@ -191,17 +194,20 @@ TEST(mgr_proto_codecs, TEST_UNIT)
               d.opseq_min == 3 && d.opseq_max == 4 && d.nmembers == 5);
         CHECK(mgr_get_u64(d.peers, 4) == wire_ep(0x7f000001u, 5004));
         for (size_t n = 0; n < w.len; n++)
-            CHECK(mgr_dec_group_info(w.buf, n, &d, &why) == INCOLL_ERR_PROTOCOL);
+            CHECK(mgr_dec_group_info(w.buf, n, &d, &why) ==
+                  INCOLL_ERR_PROTOCOL);
         mgr_wbuf_free(&w);
         /* A success without a group, a min above the max. */
         c.group = 0;
         mgr_enc_group_info(&w, &c);
-        CHECK(mgr_dec_group_info(w.buf, w.len, &d, &why) == INCOLL_ERR_PROTOCOL);
+        CHECK(mgr_dec_group_info(w.buf, w.len, &d, &why) ==
+              INCOLL_ERR_PROTOCOL);
         mgr_wbuf_free(&w);
         c.group = 300;
         c.opseq_min = 5;
         mgr_enc_group_info(&w, &c);
-        CHECK(mgr_dec_group_info(w.buf, w.len, &d, &why) == INCOLL_ERR_PROTOCOL);
+        CHECK(mgr_dec_group_info(w.buf, w.len, &d, &why) ==
+              INCOLL_ERR_PROTOCOL);
         mgr_wbuf_free(&w);
     }
     /* an_register with two groups */
@@ -226,7 +232,8 @@ TEST(mgr_proto_codecs, TEST_UNIT)
         mgr_an_group_at(&b, 0, &g);
         CHECK(g.id == 300 && g.rec_len == 7 && memcmp(g.rec, rec, 7) == 0);
         for (size_t n = 0; n < w.len; n++)
-            CHECK(mgr_dec_an_register(w.buf, n, &b, &why) == INCOLL_ERR_PROTOCOL);
+            CHECK(mgr_dec_an_register(w.buf, n, &b, &why) ==
+                  INCOLL_ERR_PROTOCOL);
         mgr_wbuf_free(&w);
         mgr_wbuf_free(&gw);
     }

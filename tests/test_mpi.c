@@ -1430,9 +1430,15 @@ TEST(mpi_mpich_emulated, TEST_INTEG)
     return run_linkbytes(out, "--mpi mpich", 2, 0, 1 << 19, 1 << 20, NULL);
 }
 
-static const char *const gather_colls[] = {
-    "reduce", "bcast", "barrier", "allgather", "gather", "scatter",
-    "reduce_scatter_block", "reduce_scatter", NULL};
+static const char *const gather_colls[] = {"reduce",
+                                           "bcast",
+                                           "barrier",
+                                           "allgather",
+                                           "gather",
+                                           "scatter",
+                                           "reduce_scatter_block",
+                                           "reduce_scatter",
+                                           NULL};
 
 /* tests/mpi/gathers.c: reduce, bcast, barrier, allgather, gather, scatter
  * and both reduce_scatters against PMPI_ on world, dup and odd-sized
@@ -1474,7 +1480,7 @@ TEST(mpi_mpich_gathers, TEST_INTEG)
  * Fortran (`use mpi`), offloaded through the Fortran wrappers with Open
  * MPI and through the C ones with MPICH. */
 static const char *const f_gather_colls[] = {
-    "allgather", "gather", "scatter", "reduce_scatter_block",
+    "allgather",      "gather", "scatter", "reduce_scatter_block",
     "reduce_scatter", NULL};
 
 TEST(mpi_ompi_fortran_gathers, TEST_INTEG)
@@ -1551,8 +1557,8 @@ TEST(mpi_ompi_bench_colls, TEST_INTEG)
 
 /* ---- nonblocking collectives (tests/mpi/nbcolls.c) ---- */
 
-static const char *const nb_colls[] = {"allreduce", "reduce", "bcast",
-                                       "barrier", "allgather", NULL};
+static const char *const nb_colls[] = {"allreduce", "reduce",    "bcast",
+                                       "barrier",   "allgather", NULL};
 
 /* MPI_Iallreduce, Ireduce, Ibcast, Ibarrier, Iallgather and
  * Ireduce_scatter_block on the fabric, completed by Waitall, Testany,

@@ -56,8 +56,8 @@ typedef struct {
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
-    int calgo1;          /* 0: an allreduce; else collective calgo1 - 1
-                          * (uint64 sums, count per block) */
+    int calgo1; /* 0: an allreduce; else collective calgo1 - 1
+                 * (uint64 sums, count per block) */
     int root;
     size_t seg;
 } sim_op_t;
@@ -79,38 +79,38 @@ typedef struct {
     int rank;
     p2p_engine_t *eng;
     int state;
-    int opi;             /* current or next op */
-    uint64_t start_ns;   /* when the next op starts (ABSENT, WAITING) */
+    int opi;           /* current or next op */
+    uint64_t start_ns; /* when the next op starts (ABSENT, WAITING) */
     uint64_t done_ns;
     uint8_t *work;
     incoll_status_t result[SIM_MAX_OPS];
-    int dirty;           /* got packets in this batch */
-    int never_start;     /* a dead process */
-    int stop_after;      /* finalizes after this many ops (0: all) */
+    int dirty;            /* got packets in this batch */
+    int never_start;      /* a dead process */
+    int stop_after;       /* finalizes after this many ops (0: all) */
     uint64_t linger_next; /* LINGER: next call of p2p_engine_linger */
-    uint64_t link_free;  /* its slow link is busy sending until then */
-    udp_loss_t loss_in;  /* bursts of loss toward this rank */
+    uint64_t link_free;   /* its slow link is busy sending until then */
+    udp_loss_t loss_in;   /* bursts of loss toward this rank */
 } sim_rank_t;
 
 typedef struct {
     uint64_t seed;
     double drop, dup, reorder;
-    double drop_ack;     /* extra drop of acks only */
-    double burst;        /* drops in bursts of this mean length toward
-                          * each rank (udp_loss_t); <= 1: independent */
+    double drop_ack; /* extra drop of acks only */
+    double burst;    /* drops in bursts of this mean length toward
+                      * each rank (udp_loss_t); <= 1: independent */
     uint64_t delay_ns, jitter_ns, reorder_ns;
-    uint64_t skew_ns;    /* first op starts up to this late */
-    uint64_t gap_ns;     /* compute between ops, up to this */
+    uint64_t skew_ns; /* first op starts up to this late */
+    uint64_t gap_ns;  /* compute between ops, up to this */
     uint32_t payload, window;
     uint64_t progress_timeout_ns;
     int max_retries;
-    uint64_t link_ns;    /* a slow link: a rank's data packets leave one per
-                          * link_ns, in order, queueing behind each other */
-    uint64_t rto_ns;     /* pins the retransmission timeout when set */
-    int ack_cut_from;    /* with ack_cut_to: every ack from this rank to */
-    int ack_cut_to;      /* that one is lost (-1: none) */
-    int no_linger;       /* a rank leaves the library after its last op
-                          * (into another library's call, say) */
+    uint64_t link_ns; /* a slow link: a rank's data packets leave one per
+                       * link_ns, in order, queueing behind each other */
+    uint64_t rto_ns;  /* pins the retransmission timeout when set */
+    int ack_cut_from; /* with ack_cut_to: every ack from this rank to */
+    int ack_cut_to;   /* that one is lost (-1: none) */
+    int no_linger;    /* a rank leaves the library after its last op
+                       * (into another library's call, say) */
 } sim_cfg_t;
 
 struct sim {
@@ -127,7 +127,7 @@ struct sim {
     uint64_t now;
     uint64_t rng;
     uint64_t sent, dropped, duplicated, delivered;
-    int bad;             /* a result check failed */
+    int bad; /* a result check failed */
 };
 
 /* ---- packet queue (binary heap on (t, order)) ---- */
@@ -318,11 +318,10 @@ static int coll_check(sim_t *s, int rank, int opi, const uint64_t *w)
             if (c == ALGO_COLL_GATHER && rank != root)
                 return 0;
             for (int q = 0; q < size; q++) {
-                size_t at = c == ALGO_COLL_GATHER
-                                ? (size_t)((q - root + size) % size)
-                            : algo_coll_rotated(id)
-                                ? (size_t)((q - rank + size) % size)
-                                : (size_t)q;
+                size_t at =
+                    c == ALGO_COLL_GATHER   ? (size_t)((q - root + size) % size)
+                    : algo_coll_rotated(id) ? (size_t)((q - rank + size) % size)
+                                            : (size_t)q;
                 if (w[at * n + i] != cval(q, opi, i))
                     goto bad;
             }
@@ -341,8 +340,8 @@ static int coll_check(sim_t *s, int rank, int opi, const uint64_t *w)
     }
     return 0;
 bad:
-    fprintf(stderr, "    rank %d op %d (%s/%s count %zu root %d): wrong\n", rank,
-            opi, algo_coll_name(c), algo_calgo_info(id)->name, n, root);
+    fprintf(stderr, "    rank %d op %d (%s/%s count %zu root %d): wrong\n",
+            rank, opi, algo_coll_name(c), algo_calgo_info(id)->name, n, root);
     return -1;
 }
 
@@ -380,9 +379,10 @@ static int check_result(sim_t *s, int rank, int opi, const uint8_t *buf)
                 want += mix64(((uint64_t)q << 40) ^ ((uint64_t)opi << 32) ^ i);
             memcpy(&got, buf + i * 8, 8);
             if (got != want) {
-                fprintf(stderr, "    rank %d op %d (%s, count %zu): element "
-                        "%zu wrong\n", rank, opi, algo_name(op->kind),
-                        op->count, i);
+                fprintf(stderr,
+                        "    rank %d op %d (%s, count %zu): element "
+                        "%zu wrong\n",
+                        rank, opi, algo_name(op->kind), op->count, i);
                 return -1;
             }
         }
@@ -405,13 +405,16 @@ static int check_result(sim_t *s, int rank, int opi, const uint8_t *buf)
         for (size_t i = 0; i < op->count; i++) {
             double want = 0, got;
             for (int q = 0; q < s->n; q++) {
-                uint64_t h = mix64(((uint64_t)q << 40) ^ ((uint64_t)opi << 32) ^ i);
+                uint64_t h =
+                    mix64(((uint64_t)q << 40) ^ ((uint64_t)opi << 32) ^ i);
                 want += ((double)(h >> 11) * 0x1.0p-53 - 0.5) * 100.0;
             }
             memcpy(&got, buf + i * 8, 8);
             if (fabs(got - want) > 1e-9 * s->n * 50) {
-                fprintf(stderr, "    rank %d op %d: float element %zu: %.17g "
-                        "!= %.17g\n", rank, opi, i, got, want);
+                fprintf(stderr,
+                        "    rank %d op %d: float element %zu: %.17g "
+                        "!= %.17g\n",
+                        rank, opi, i, got, want);
                 return -1;
             }
         }
@@ -420,8 +423,10 @@ static int check_result(sim_t *s, int rank, int opi, const uint8_t *buf)
         s->first[opi] = malloc(op->count * ds + 1);
         memcpy(s->first[opi], buf, op->count * ds);
     } else if (memcmp(s->first[opi], buf, op->count * ds) != 0) {
-        fprintf(stderr, "    rank %d op %d (%s): result differs from another "
-                "rank's\n", rank, opi, algo_name(op->kind));
+        fprintf(stderr,
+                "    rank %d op %d (%s): result differs from another "
+                "rank's\n",
+                rank, opi, algo_name(op->kind));
         return -1;
     }
     return 0;
@@ -458,7 +463,8 @@ static sim_t *sim_create(const sim_cfg_t *cfg, int n, const sim_op_t *ops,
         size_t b = ops[k].count * incoll_dtype_size(ops[k].dtype);
         if (ops[k].calgo1)
             b = algo_coll_work_count((algo_calgo_t)(ops[k].calgo1 - 1), n,
-                                     ops[k].count) * 8;
+                                     ops[k].count) *
+                8;
         maxb = b > maxb ? b : maxb;
     }
     for (int i = 0; i < n; i++)
@@ -527,7 +533,8 @@ static void op_ended(sim_t *s, sim_rank_t *rk, incoll_status_t st)
         rk->linger_next = s->now;
     } else {
         rk->state = R_WAITING;
-        rk->start_ns = s->now + (s->cfg.gap_ns ? rnd(&s->rng) % s->cfg.gap_ns : 0);
+        rk->start_ns =
+            s->now + (s->cfg.gap_ns ? rnd(&s->rng) % s->cfg.gap_ns : 0);
     }
 }
 
@@ -582,8 +589,8 @@ static int sim_run(sim_t *s, uint64_t limit_ns)
             if (++spins > 100000) {
                 fprintf(stderr, "    livelock at %.6f s\n", s->now / 1e9);
                 for (int i = 0; i < s->n; i++)
-                    fprintf(stderr, "      rank %d state %d deadline %llu\n",
-                            i, s->r[i].state,
+                    fprintf(stderr, "      rank %d state %d deadline %llu\n", i,
+                            s->r[i].state,
                             (unsigned long long)rank_deadline(s, &s->r[i]));
                 return -1;
             }
@@ -641,7 +648,8 @@ static int sim_run(sim_t *s, uint64_t limit_ns)
                 continue;
             }
             s->delivered++;
-            p2p_engine_on_packet(rk->eng, s->eps[p->src], p->data, p->len, s->now);
+            p2p_engine_on_packet(rk->eng, s->eps[p->src], p->data, p->len,
+                                 s->now);
             rk->dirty = 1;
             free(p);
         }
@@ -697,8 +705,10 @@ static int run_ops(const sim_cfg_t *cfg, int n, const sim_op_t *ops, int nops,
     if (s == NULL)
         return 0;
     if (sim_run(s, limit_ns) != 0) {
-        fprintf(stderr, "    n=%d seed=%llu: hang or over the time limit at "
-                "%.3f s\n", n, (unsigned long long)cfg->seed, s->now / 1e9);
+        fprintf(stderr,
+                "    n=%d seed=%llu: hang or over the time limit at "
+                "%.3f s\n",
+                n, (unsigned long long)cfg->seed, s->now / 1e9);
         for (int i = 0; i < n; i++)
             fprintf(stderr, "      rank %d state %d op %d status %s\n", i,
                     s->r[i].state, s->r[i].opi,
@@ -743,7 +753,6 @@ static void capture_send(void *arg, incoll_ep_t dst, const void *hdr,
         memcpy(last_sent + WIRE_HDR_LEN, payload, len);
 }
 
-
 TEST(p2p_params, TEST_UNIT)
 {
     incoll_ep_t eps[2] = {1, 2};
@@ -760,11 +769,14 @@ TEST(p2p_params, TEST_UNIT)
     CHECK(eng != NULL);
     /* Size 1 and count 0 complete at once; bad arguments are refused. */
     CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_RD, eps, 0, INCOLL_UINT64,
-                                      INCOLL_OP_SUM, 0), INCOLL_OK);
+                                      INCOLL_OP_SUM, 0),
+                 INCOLL_OK);
     CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_INC, eps, 1, INCOLL_UINT64,
-                                      INCOLL_OP_SUM, 0), INCOLL_ERR_INVALID_ARG);
+                                      INCOLL_OP_SUM, 0),
+                 INCOLL_ERR_INVALID_ARG);
     CHECK_EQ_INT(p2p_engine_allreduce(eng, ALGO_RD, eps, 1, INCOLL_FLOAT32,
-                                      INCOLL_OP_BAND, 0), INCOLL_ERR_INVALID_ARG);
+                                      INCOLL_OP_BAND, 0),
+                 INCOLL_ERR_INVALID_ARG);
     CHECK_EQ_INT(p2p_engine_deadline(eng), UINT64_MAX);
     CHECK_EQ_INT(p2p_engine_linger(eng, 1), 0); /* nothing received */
     p2p_engine_destroy(eng);
@@ -790,10 +802,13 @@ TEST(p2p_allreduce_clean, TEST_UNIT)
         int nops = 0;
         for (int k = 0; k < 3; k++) {
             ops[nops++] = (sim_op_t){kinds[k], 1, INCOLL_UINT64, INCOLL_OP_SUM};
-            ops[nops++] = (sim_op_t){kinds[k], (size_t)n - 1 ? (size_t)n - 1 : 1,
-                                     INCOLL_UINT64, INCOLL_OP_SUM};
-            ops[nops++] = (sim_op_t){kinds[k], 3001, INCOLL_FLOAT64, INCOLL_OP_SUM};
-            ops[nops++] = (sim_op_t){kinds[k], 777, INCOLL_INT32, INCOLL_OP_MAX};
+            ops[nops++] =
+                (sim_op_t){kinds[k], (size_t)n - 1 ? (size_t)n - 1 : 1,
+                           INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){kinds[k], 3001, INCOLL_FLOAT64, INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){kinds[k], 777, INCOLL_INT32, INCOLL_OP_MAX};
         }
         CHECK_MSG(run_ops(&cfg, n, ops, nops, 60ull * 1000000000, NULL),
                   "size %d", n);
@@ -833,7 +848,8 @@ TEST(p2p_allreduce_lossy, TEST_UNIT)
                 ops[nops++] = (sim_op_t){kinds[k], (size_t)n + 1,
                                          INCOLL_FLOAT64, INCOLL_OP_SUM};
             }
-            ops[nops++] = (sim_op_t){ALGO_RING, 5000, INCOLL_FLOAT64, INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){ALGO_RING, 5000, INCOLL_FLOAT64, INCOLL_OP_SUM};
             CHECK_MSG(run_ops(&cfg, n, ops, nops, 600ull * 1000000000, &sum),
                       "size %d seed %llu", n, (unsigned long long)cfg.seed);
         }
@@ -874,7 +890,8 @@ TEST(p2p_allreduce_heavy_loss, TEST_UNIT)
         cfg.max_retries = 20;
         cfg.progress_timeout_ns = 20ull * 1000000000;
         for (int k = 0; k < 3; k++) {
-            ops[nops++] = (sim_op_t){kinds[k], 300, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){kinds[k], 300, INCOLL_UINT64, INCOLL_OP_SUM};
             ops[nops++] = (sim_op_t){kinds[k], 2, INCOLL_UINT64, INCOLL_OP_SUM};
         }
         CHECK_MSG(run_ops(&cfg, n, ops, nops, 3600ull * 1000000000, NULL),
@@ -899,9 +916,10 @@ TEST(p2p_allreduce_skew, TEST_UNIT)
         cfg.jitter_ns = 100000;
         cfg.drop = n < 40 ? 0.01 : 0;
         for (int k = 0; k < 3; k++) {
-            ops[2 * k] = (sim_op_t){kinds[k], 1000, INCOLL_UINT64, INCOLL_OP_SUM};
-            ops[2 * k + 1] = (sim_op_t){kinds[k], (size_t)n / 2,
-                                        INCOLL_FLOAT64, INCOLL_OP_SUM};
+            ops[2 * k] =
+                (sim_op_t){kinds[k], 1000, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[2 * k + 1] = (sim_op_t){kinds[k], (size_t)n / 2, INCOLL_FLOAT64,
+                                        INCOLL_OP_SUM};
         }
         CHECK_MSG(run_ops(&cfg, n, ops, 6, 600ull * 1000000000, NULL),
                   "size %d", n);
@@ -936,14 +954,16 @@ TEST(p2p_colls_lossy, TEST_UNIT)
                 size_t count = seed == 2 ? 1 : 300 + (size_t)id;
                 if (!algo_calgo_fits((algo_calgo_t)id, n))
                     continue;
-                ops[nops++] = (sim_op_t){.kind = ALGO_RD, .count = count,
+                ops[nops++] = (sim_op_t){.kind = ALGO_RD,
+                                         .count = count,
                                          .dtype = INCOLL_UINT64,
-                                         .op = INCOLL_OP_SUM, .calgo1 = id + 1,
+                                         .op = INCOLL_OP_SUM,
+                                         .calgo1 = id + 1,
                                          .root = (int)((size_t)id % (size_t)n),
                                          .seg = 64};
             }
-            ops[nops++] = (sim_op_t){ALGO_RING, 500, INCOLL_UINT64,
-                                     INCOLL_OP_SUM, 0, 0, 0};
+            ops[nops++] = (sim_op_t){
+                ALGO_RING, 500, INCOLL_UINT64, INCOLL_OP_SUM, 0, 0, 0};
             CHECK_MSG(run_ops(&cfg, n, ops, nops, 600ull * 1000000000, NULL),
                       "size %d seed %llu", n, (unsigned long long)cfg.seed);
         }
@@ -1039,7 +1059,8 @@ TEST(p2p_late_and_dead_rank, TEST_UNIT)
                     rk = &s->r[i];
             CHECK(rk != NULL);
             CHECK_EQ_INT(p2p_engine_allreduce(rk->eng, ALGO_RD, rk->work, 1,
-                                              INCOLL_UINT64, INCOLL_OP_SUM, s->now),
+                                              INCOLL_UINT64, INCOLL_OP_SUM,
+                                              s->now),
                          INCOLL_ERR_GROUP_FAILED);
         }
         sim_destroy(s);
@@ -1083,7 +1104,8 @@ TEST(p2p_exchange_partner_left, TEST_UNIT)
     for (int i = 0; i < 4; i++)
         assumed += p2p_engine_counters(s->r[i].eng)->assumed_acked;
     CHECK(p2p_engine_counters(s->r[3].eng)->assumed_acked >= 1);
-    CHECK_EQ_INT((int)assumed, (int)p2p_engine_counters(s->r[3].eng)->assumed_acked);
+    CHECK_EQ_INT((int)assumed,
+                 (int)p2p_engine_counters(s->r[3].eng)->assumed_acked);
     sim_destroy(s);
     return TEST_PASSED;
 }
@@ -1144,9 +1166,15 @@ TEST(p2p_bad_packets, TEST_UNIT)
     p2p_engine_params_t p;
     p2p_engine_t *eng;
     uint8_t pkt[WIRE_HDR_LEN + 64];
-    wire_hdr_t h = {.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
-                    .group = 5, .mac = 77, .child = 1, .epoch = 0,
-                    .count = 64, .total = 64, .offset = 0};
+    wire_hdr_t h = {.version = WIRE_VERSION,
+                    .type = WIRE_P2P_DATA,
+                    .group = 5,
+                    .mac = 77,
+                    .child = 1,
+                    .epoch = 0,
+                    .count = 64,
+                    .total = 64,
+                    .offset = 0};
     wire_hdr_t r;
     uint64_t dropped;
 
@@ -1244,8 +1272,11 @@ TEST(p2p_bad_packets, TEST_UNIT)
     /* Acks with an oversize bitmap are dropped. */
     {
         uint8_t big[WIRE_HDR_LEN + P2P_WINDOW_MAX];
-        wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
-                        .group = 5, .mac = 77, .child = 1,
+        wire_hdr_t a = {.version = WIRE_VERSION,
+                        .type = WIRE_P2P_ACK,
+                        .group = 5,
+                        .mac = 77,
+                        .child = 1,
                         .count = P2P_WINDOW_MAX};
         memset(big, 0xff, sizeof(big));
         wire_pack(&a, big);
@@ -1284,9 +1315,15 @@ TEST(p2p_bad_packets, TEST_UNIT)
                      INCOLL_INPROGRESS);
         CHECK_EQ_INT(send_count - sent0, 4);
         CHECK_EQ_INT(p2p_engine_counters(eng)->packets_sent, 4);
-        h = (wire_hdr_t){.version = WIRE_VERSION, .type = WIRE_P2P_DATA,
-                         .group = 5, .mac = 77, .child = 1, .epoch = 0,
-                         .count = 64, .total = 256, .offset = 3};
+        h = (wire_hdr_t){.version = WIRE_VERSION,
+                         .type = WIRE_P2P_DATA,
+                         .group = 5,
+                         .mac = 77,
+                         .child = 1,
+                         .epoch = 0,
+                         .count = 64,
+                         .total = 256,
+                         .offset = 3};
         wire_pack(&h, pkt);
         memcpy(pkt + WIRE_HDR_LEN, peer, 64);
         dropped = p2p_engine_counters(eng)->dropped;
@@ -1311,9 +1348,14 @@ TEST(p2p_bad_packets, TEST_UNIT)
         /* A selective ack of packets 0 and 2, then a cumulative one. */
         {
             uint8_t ack[WIRE_HDR_LEN + 1];
-            wire_hdr_t a = {.version = WIRE_VERSION, .type = WIRE_P2P_ACK,
-                            .group = 5, .mac = 77, .child = 1, .epoch = 0,
-                            .count = 1, .offset = 0};
+            wire_hdr_t a = {.version = WIRE_VERSION,
+                            .type = WIRE_P2P_ACK,
+                            .group = 5,
+                            .mac = 77,
+                            .child = 1,
+                            .epoch = 0,
+                            .count = 1,
+                            .offset = 0};
             wire_pack(&a, ack);
             ack[WIRE_HDR_LEN] = 0x5; /* packets 0 and 2 */
             feed(eng, 11, ack, sizeof(ack), 3);
@@ -1434,10 +1476,10 @@ TEST(p2p_allreduce_burst_loss, TEST_UNIT)
         cfg.window = 32;
         for (int k = 0; k < 3; k++) {
             ops[nops++] = (sim_op_t){kinds[k], 1, INCOLL_UINT64, INCOLL_OP_SUM};
-            ops[nops++] = (sim_op_t){kinds[k], 4000, INCOLL_UINT64,
-                                     INCOLL_OP_SUM};
-            ops[nops++] = (sim_op_t){kinds[k], 3001, INCOLL_FLOAT64,
-                                     INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){kinds[k], 4000, INCOLL_UINT64, INCOLL_OP_SUM};
+            ops[nops++] =
+                (sim_op_t){kinds[k], 3001, INCOLL_FLOAT64, INCOLL_OP_SUM};
         }
         CHECK_MSG(run_ops(&cfg, n, ops, nops, 600ull * 1000000000, &sum),
                   "size %d seed %llu", n, (unsigned long long)cfg.seed);

@@ -676,8 +676,9 @@ TEST(integ_recovery_leaf_kill_nb, TEST_INTEG)
     int r = prerequisites();
     fab_t f;
     job_t j;
-    char *args[] = {"--iters", "6000", "--count", "64", "--sleep-ms", "0",
-                    "--progress", "500", "--nonblocking", "4", NULL};
+    char *args[] = {"--iters",       "6000", "--count",    "64",
+                    "--sleep-ms",    "0",    "--progress", "500",
+                    "--nonblocking", "4",    NULL};
     int ok, nrec = 0;
     if (r != TEST_PASSED)
         return r;

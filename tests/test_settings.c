@@ -56,10 +56,9 @@ TEST(settings_parse_values, TEST_UNIT)
     CHECK(parse(&s, "513", &v, err, sizeof(err)) == -1);
     CHECK(strstr(err, "1..512") != NULL);
     CHECK(parse(&s, "0", &v, err, sizeof(err)) == -1);
-    for (const char *const *b = (const char *const[]){"abc", "12a", "+5", " 5",
-                                                      "5 ", "0x", "0x1g",
-                                                      "99999999999999999999",
-                                                      NULL};
+    for (const char *const *b =
+             (const char *const[]){"abc", "12a", "+5", " 5", "5 ", "0x", "0x1g",
+                                   "99999999999999999999", NULL};
          *b; b++)
         CHECK_MSG(parse(&s, *b, &v, err, sizeof(err)) == -1, "'%s' accepted",
                   *b);
@@ -145,7 +144,7 @@ TEST(settings_parse_values, TEST_UNIT)
  * parse as its type, durations say their unit in the name. */
 TEST(settings_table_consistent, TEST_UNIT)
 {
-    static const char *const comps[] = {"all", "host", "mpi",  "agg",
+    static const char *const comps[] = {"all", "host",  "mpi",  "agg",
                                         "mgr", "fault", "tool", NULL};
     char err[256];
 
@@ -179,8 +178,10 @@ TEST(settings_table_consistent, TEST_UNIT)
     }
     CHECK(setting_find("INCOLL_NO_SUCH") == NULL);
     /* Defaults the code relies on. */
-    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65000", &(setting_value_t){0}, err, sizeof(err)) == INCOLL_OK);
-    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65001", &(setting_value_t){0}, err, sizeof(err)) != INCOLL_OK);
+    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65000",
+                        &(setting_value_t){0}, err, sizeof(err)) == INCOLL_OK);
+    CHECK(setting_parse(&setting_table[SETTING_AGG_PAYLOAD], "65001",
+                        &(setting_value_t){0}, err, sizeof(err)) != INCOLL_OK);
     CHECK_EQ_INT(WIRE_MAX_PAYLOAD, 65000);
     return TEST_PASSED;
 }
@@ -278,8 +279,8 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
     }
     p.rank = 5;
     CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
-    CHECK_MSG(strstr(out, "INCOLL_RANK=5 is not in 0..1") != NULL,
-              "output: %s", out);
+    CHECK_MSG(strstr(out, "INCOLL_RANK=5 is not in 0..1") != NULL, "output: %s",
+              out);
     /* A fabric that does not exist: the params, not the environment, name
      * it (the environment's INCOLL_MGR is ignored with the field set). */
     p.rank = 0;
@@ -340,8 +341,8 @@ TEST_LIMIT(settings_daemons_refuse_bad_values, TEST_INTEG, 60)
                  "env INCOLL_AGG_BUFFER=lots '%s/incoll-agg' --name a "
                  "--listen 127.0.0.1:0 --mgr 127.0.0.1:9",
                  test_bindir());
-    CHECK_MSG(rc == 2 && strstr(out, "INCOLL_AGG_BUFFER='lots'"),
-              "exit %d: %s", rc, out);
+    CHECK_MSG(rc == 2 && strstr(out, "INCOLL_AGG_BUFFER='lots'"), "exit %d: %s",
+              rc, out);
     free(out);
     rc = run_cmd(&out, 30, "'%s/incoll-mgr' --help", test_bindir());
     CHECK(rc == 0 && strstr(out, "\nINCOLL_MGR_HEARTBEAT_MS  duration "
@@ -367,8 +368,7 @@ TEST_LIMIT(settings_no_private_getenv, TEST_INTEG, 60)
                  "grep -rnE 'getenv *\\( *\"INCOLL_' '%s/src' '%s/tools' "
                  "'%s/include' | grep -v '/src/common/settings.c:'",
                  src, src, src);
-    CHECK_MSG(rc == 1 && out[0] == '\0', "getenv outside the table:\n%s",
-              out);
+    CHECK_MSG(rc == 1 && out[0] == '\0', "getenv outside the table:\n%s", out);
     free(out);
     rc = run_cmd(&out, 30,
                  "grep -rhoE 'knob_(str|u64|double)\\(\"INCOLL_[A-Z0-9_]+' "

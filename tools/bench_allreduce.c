@@ -120,8 +120,8 @@ typedef struct {
     int dry_run;
     double loss[AR_MAX_LOSS]; /* --loss: drop rates, one run each */
     int nloss;
-    double burst;             /* --burst: mean burst length (1 = none) */
-    int rounds;               /* --rounds: the loss rates this many times */
+    double burst; /* --burst: mean burst length (1 = none) */
+    int rounds;   /* --rounds: the loss rates this many times */
     /* Rank only. */
     const char *out;
     const char *progress;
@@ -1610,7 +1610,7 @@ static int run_on_fabric(const ar_opts_t *o, const size_t *sizes, int nsizes,
         }
         /* With mpi the ranks run under mpirun, in the MPI worker. */
         rc = has_mpi(o) ? bench_launch_mpi(f, args, progress, o->timeout_s)
-                         : bench_launch(f, args, progress, o->timeout_s);
+                        : bench_launch(f, args, progress, o->timeout_s);
         if (bench_interrupted()) {
             fprintf(stderr, "incoll %s: interrupted; tearing down\n", who);
             return 130;
@@ -1656,17 +1656,16 @@ static size_t loss_idx(const ar_opts_t *o, int nsizes, int li, int s, int ai)
            (size_t)ai;
 }
 
-
 /* Adds the records of one run at rate index li into
  * acc[loss_idx(li, s, ai)]. */
-static int loss_accumulate(const ar_opts_t *o, const size_t *sizes,
-                           int nsizes, int nranks, ar_rec_t **recs, int li,
+static int loss_accumulate(const ar_opts_t *o, const size_t *sizes, int nsizes,
+                           int nranks, ar_rec_t **recs, int li,
                            ar_loss_acc_t *acc)
 {
     uint64_t base = 0;
     for (int s = 0; s < nsizes; s++) {
-        uint64_t nops = (uint64_t)iters_for(o, sizes[s]) *
-                        (uint64_t)nactive(o, sizes[s]);
+        uint64_t nops =
+            (uint64_t)iters_for(o, sizes[s]) * (uint64_t)nactive(o, sizes[s]);
         for (uint64_t p = base; p < base + nops; p++) {
             uint32_t ai = recs[0][p].algo_idx;
             ar_loss_acc_t *a;
@@ -1715,14 +1714,13 @@ static void print_loss_table(const ar_opts_t *o, const bench_fabric_t *f,
            "retransmissions (timeout, fast and probe) per rank and "
            "operation\n",
            100 * o->loss[base_li]);
-    printf("%8s %-12s %9s %7s %11s %11s %11s %9s %7s %8s\n", "loss(%)",
-           "algo", "bytes", "samples", "avg(us)", "p50(us)", "p99(us)",
-           "MB/s", "share", "retr/op");
+    printf("%8s %-12s %9s %7s %11s %11s %11s %9s %7s %8s\n", "loss(%)", "algo",
+           "bytes", "samples", "avg(us)", "p50(us)", "p99(us)", "MB/s", "share",
+           "retr/op");
     for (int s = 0; s < nsizes; s++)
         for (int ai = 0; ai < o->nalgos; ai++)
             for (int li = 0; li < o->nloss; li++) {
-                const ar_loss_stat_t *x =
-                    &st[loss_idx(o, nsizes, li, s, ai)];
+                const ar_loss_stat_t *x = &st[loss_idx(o, nsizes, li, s, ai)];
                 if (x->n == 0)
                     continue;
                 printf("%8.2f %-12s %9zu %7zu %11.1f %11.1f %11.1f %9.2f "
@@ -1746,8 +1744,7 @@ static int write_loss_csv(const char *path, const ar_opts_t *o,
     for (int s = 0; s < nsizes; s++)
         for (int ai = 0; ai < o->nalgos; ai++)
             for (int li = 0; li < o->nloss; li++) {
-                const ar_loss_stat_t *x =
-                    &st[loss_idx(o, nsizes, li, s, ai)];
+                const ar_loss_stat_t *x = &st[loss_idx(o, nsizes, li, s, ai)];
                 char rt[32];
                 if (x->n == 0)
                     continue;
@@ -1788,8 +1785,7 @@ static int write_loss_plot(const char *path, const ar_opts_t *o,
             double *x = buf + (size_t)ns * 2 * (size_t)o->nloss;
             int n = 0;
             for (int li = 0; li < o->nloss; li++) {
-                const ar_loss_stat_t *v =
-                    &st[loss_idx(o, nsizes, li, s, ai)];
+                const ar_loss_stat_t *v = &st[loss_idx(o, nsizes, li, s, ai)];
                 if (v->n == 0)
                     continue;
                 x[n] = 100 * o->loss[li];
@@ -1864,8 +1860,8 @@ static int run_loss(const ar_opts_t *o, const size_t *sizes, int nsizes)
             loss_env(o, o->loss[li], round);
             memset(&f, 0, sizeof(f));
             rc = run_on_fabric(o, sizes, nsizes, &f, &recs);
-            if (rc == 0 && loss_accumulate(o, sizes, nsizes, f.hosts, recs,
-                                           li, acc) != 0)
+            if (rc == 0 &&
+                loss_accumulate(o, sizes, nsizes, f.hosts, recs, li, acc) != 0)
                 rc = 1;
             if (recs)
                 for (int r = 0; r < f.hosts; r++)
@@ -1897,8 +1893,7 @@ static int run_loss(const ar_opts_t *o, const size_t *sizes, int nsizes)
         for (int ai = 0; ai < o->nalgos; ai++) {
             size_t b = loss_idx(o, nsizes, base_li, s, ai);
             for (int li = 0; li < o->nloss; li++) {
-                ar_loss_stat_t *x =
-                    &st[loss_idx(o, nsizes, li, s, ai)];
+                ar_loss_stat_t *x = &st[loss_idx(o, nsizes, li, s, ai)];
                 if (x->n == 0)
                     continue;
                 x->bw_MBps = (double)sizes[s] / x->avg_us;

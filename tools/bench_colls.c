@@ -221,10 +221,11 @@ static int one_op(incoll_comm_h comm, const bc_opts_t *o, int a, size_t bytes,
                   int rank, int size, int root, int it, uint8_t *in,
                   uint8_t *out)
 {
-    int red = o->coll == ALGO_COLL_REDUCE || o->coll == ALGO_COLL_REDUCE_SCATTER;
+    int red =
+        o->coll == ALGO_COLL_REDUCE || o->coll == ALGO_COLL_REDUCE_SCATTER;
     size_t n = red ? bytes / 8 : bytes, all = (size_t)size * bytes;
-    host_coll_args_t args = {o->coll, in, out, n, INCOLL_INT64, INCOLL_OP_SUM,
-                             root};
+    host_coll_args_t args = {o->coll,       in,  out, n, INCOLL_INT64,
+                             INCOLL_OP_SUM, root};
     incoll_status_t st;
     int bad = 0;
 
@@ -400,7 +401,8 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             double avg = sum_ns[k] / o.iters / 1e3, mn, mx, tot;
             incoll_allreduce(comm, &avg, &mn, 1, INCOLL_FLOAT64, INCOLL_OP_MIN);
             incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
-            incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64, INCOLL_OP_SUM);
+            incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64,
+                             INCOLL_OP_SUM);
             double txr[2] = {-1, -1};
             if (algos[k] == HOST_CALGO_AUTO) {
                 /* At the root: the average; elsewhere: the most any

@@ -254,8 +254,9 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
         spec.quiet = 1;
         f->own_fabric = 1;
         if (fabric_up(&spec) != 0) {
-            fprintf(stderr, "incoll %s: cannot bring the fabric up (see "
-                            "above)\n",
+            fprintf(stderr,
+                    "incoll %s: cannot bring the fabric up (see "
+                    "above)\n",
                     f->who);
             goto err;
         }
@@ -282,8 +283,9 @@ void bench_fabric_close(bench_fabric_t *f)
 {
     if (f->own_fabric) {
         if (fabric_stop(f->dir, 1) != 0 || emu_present(f->dir)) {
-            fprintf(stderr, "incoll %s: cannot stop the fabric of %s (see "
-                            "above)\n",
+            fprintf(stderr,
+                    "incoll %s: cannot stop the fabric of %s (see "
+                    "above)\n",
                     f->who, f->dir);
             /* Whatever it left, the emulator can still find and remove. */
             emu_destroy(f->dir, NULL);

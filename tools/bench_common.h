@@ -51,8 +51,7 @@ typedef struct {
      * for reduce and reduce_scatter, bytes per rank otherwise; and the
      * same call through the MPI layer (mpi_layer_<coll>, else PMPI_).
      * 0, or MPI's error code. */
-    int (*coll)(int coll, const void *send, void *recv, size_t count,
-                int root);
+    int (*coll)(int coll, const void *send, void *recv, size_t count, int root);
     int (*layer_coll)(int coll, const void *send, void *recv, size_t count,
                       int root);
 } bench_mpi_t;

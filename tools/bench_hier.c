@@ -60,9 +60,8 @@ enum {
 };
 
 static const char *const algo_names[A_COUNT] = {
-    "inc-node", "inc-socket", "inc-flat",          "rd",
-    "ring",     "rabenseifner", "rd-flat",         "ring-flat",
-    "rabenseifner-flat", "mpi"};
+    "inc-node", "inc-socket", "inc-flat",          "rd", "ring", "rabenseifner",
+    "rd-flat",  "ring-flat",  "rabenseifner-flat", "mpi"};
 
 #define DEFAULT_ALGOS "inc-node,inc-socket,inc-flat,rd,ring,rabenseifner"
 
@@ -80,7 +79,8 @@ static int parse_algos(const char *text, int *algos, int *n_p)
     int n = 0;
 
     snprintf(buf, sizeof(buf), "%s", text);
-    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = strtok_r(buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
         int a;
         for (a = 0; a < A_COUNT && strcmp(t, algo_names[a]) != 0; a++)
             ;
@@ -120,8 +120,7 @@ static void usage(FILE *out)
             "Allreduce (float32 sum) with K ranks on each of HOSTS hosts "
             "(default 4 x 4),\n"
             "every algorithm side by side, every result checked. LIST "
-            "(default\n" DEFAULT_ALGOS
-            "):\n"
+            "(default\n" DEFAULT_ALGOS "):\n"
             "  inc-node      in the network, one leader per host (shared "
             "memory below)\n"
             "  inc-socket    in the network, one leader per CPU socket\n"
@@ -141,8 +140,19 @@ static void usage(FILE *out)
 static int parse_opts(int argc, char **argv, hb_opts_t *o)
 {
     enum {
-        O_PPN = 256, O_FABRIC, O_EMULATE, O_RATE, O_RADIX, O_SIZES, O_ALGOS,
-        O_ITERS, O_CSV, O_PLOT, O_KEEP, O_TIMEOUT, O_SOCKETS
+        O_PPN = 256,
+        O_FABRIC,
+        O_EMULATE,
+        O_RATE,
+        O_RADIX,
+        O_SIZES,
+        O_ALGOS,
+        O_ITERS,
+        O_CSV,
+        O_PLOT,
+        O_KEEP,
+        O_TIMEOUT,
+        O_SOCKETS
     };
     static const struct option lo[] = {
         {"hosts", required_argument, NULL, 'n'},
@@ -252,8 +262,8 @@ static int run_wait(char **argv)
         return -1;
     if (pid == 0) {
         execv(argv[0], argv);
-        fprintf(stderr, "incoll bench allreduce: cannot run %s: %s\n",
-                argv[0], strerror(errno));
+        fprintf(stderr, "incoll bench allreduce: cannot run %s: %s\n", argv[0],
+                strerror(errno));
         _exit(127);
     }
     while (waitpid(pid, &st, 0) < 0)
@@ -268,8 +278,7 @@ int bench_hier_main(int argc, char **argv)
     bench_fabric_opts_t fo;
     bench_fabric_t f;
     char np[16], ppn[16], tmo[16], sizes[64], lo[24], hi[24], iters[16],
-        rate[32], socks[16], hosts[16], worker[PATH_MAX],
-        why[PATH_MAX + 128];
+        rate[32], socks[16], hosts[16], worker[PATH_MAX], why[PATH_MAX + 128];
     char *av[48];
     int a = 0, rc, mpi;
 
@@ -277,7 +286,8 @@ int bench_hier_main(int argc, char **argv)
     if (rc != 0)
         return rc > 0 ? 0 : 2;
     mpi = has_algo(&o, A_MPI);
-    if (mpi && bench_mpi_usable(worker, sizeof(worker), why, sizeof(why)) != 0) {
+    if (mpi &&
+        bench_mpi_usable(worker, sizeof(worker), why, sizeof(why)) != 0) {
         fprintf(stderr,
                 "incoll bench allreduce: --algos mpi needs Open MPI: %s\n",
                 why);
@@ -434,8 +444,8 @@ static int write_outputs(const hb_opts_t *o, const size_t *sizes, int nsizes,
     }
     if (plot) {
         plot_series_t ser[A_COUNT];
-        double *buf = calloc((size_t)o->nalgos * (size_t)nsizes * 3,
-                             sizeof(double));
+        double *buf =
+            calloc((size_t)o->nalgos * (size_t)nsizes * 3, sizeof(double));
         char title[128];
         plot_opts_t po = {0};
         if (buf == NULL)
@@ -554,8 +564,9 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         if (status == INCOLL_OK)
             status = host_hier_set_mode(comms[m], mode);
         if (status != INCOLL_OK) {
-            fprintf(stderr, "incoll bench _hier: rank %d: %s communicator: %s\n",
-                    rank, mode, incoll_status_string(status));
+            fprintf(stderr,
+                    "incoll bench _hier: rank %d: %s communicator: %s\n", rank,
+                    mode, incoll_status_string(status));
             goto out;
         }
     }
@@ -688,9 +699,8 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     else
                         printf("%10zu %-18s %10.1f %10.1f %10.1f %10.2f "
                                "%12.0f\n",
-                               sizes[s], algo_names[o.algos[i]], c->avg,
-                               c->min, c->max, (double)sizes[s] / c->avg,
-                               c->txavg);
+                               sizes[s], algo_names[o.algos[i]], c->avg, c->min,
+                               c->max, (double)sizes[s] / c->avg, c->txavg);
                 }
             fflush(stdout);
             if (write_outputs(&o, sizes, nsizes, cells, csv, plot, link_bps) !=

@@ -253,8 +253,8 @@ int bench_plot_xy_write(const char *png_path, const char *title,
     fprintf(f, "\nset grid\nset key bottom left box opaque\n"
                "set yrange [0:*]\nset xrange [0:*]\n");
     for (int i = 0; i < ns; i++)
-        fprintf(f, "set style line %d lc rgb \"%s\" lw 2 pt %d ps 1.2\n",
-                i + 1, colors[i % 8], 5 + 2 * (i % 4));
+        fprintf(f, "set style line %d lc rgb \"%s\" lw 2 pt %d ps 1.2\n", i + 1,
+                colors[i % 8], 5 + 2 * (i % 4));
     fprintf(f, "plot ");
     for (int i = 0; i < ns; i++) {
         fprintf(f, "%s$d%d using 1:2 with linespoints ls %d title ",

@@ -59,7 +59,8 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: incoll mpirun -n P [--ppn K] [--fabric DIR | --emulate\n"
-        "                     [--link-rate R]] [--radix K] [--mpi openmpi|mpich]\n"
+        "                     [--link-rate R]] [--radix K] [--mpi "
+        "openmpi|mpich]\n"
         "                     [--lib PATH | --no-preload] [--stat] [--keep]\n"
         "                     [--timeout SEC] -- PROGRAM [ARGS...]\n"
         "\n"
@@ -154,7 +155,10 @@ static int own_fabric_up(const char *dir, int np, int radix, int emulate,
     return fabric_up(&spec) == 0 ? 0 : 1;
 }
 
-static void own_fabric_down(const char *dir) { fabric_stop(dir, 0); }
+static void own_fabric_down(const char *dir)
+{
+    fabric_stop(dir, 0);
+}
 
 /* Adds one argument, or fails when the vector is full. */
 static int push(char **av, int *n, char *arg)

@@ -96,8 +96,8 @@ typedef struct {
 
 static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
                         const char *job, const char *gen, const run_mgr_t *m,
-                        const char *netns,
-                        const sigset_t *oldmask, char **prog_argv)
+                        const char *netns, const sigset_t *oldmask,
+                        char **prog_argv)
 {
     char text[32];
     pid_t pid, parent = getpid();
@@ -227,7 +227,8 @@ int cmd_run(int argc, char **argv)
             mgr_fabric_free_names(m.hosts, m.nhosts);
             return 1;
         }
-    }    if (no_mgr && mgr_fabric_managed(fabric)) {
+    }
+    if (no_mgr && mgr_fabric_managed(fabric)) {
         /* Only the secret: the world group's keys are derived from it. */
         if (mgr_fabric_env(fabric, m.mgr, sizeof(m.mgr), m.secret,
                            sizeof(m.secret), err, sizeof(err)) != 0) {
@@ -310,10 +311,10 @@ int cmd_run(int argc, char **argv)
         /* Rank r is on host r / ppn (mod the hosts with a manager), in
          * its namespace on an emulated fabric. */
         int host = r / ppn;
-        ranks[r].pid = spawn_rank(
-            r, n, host, fabric, job, gen, &m,
-            conf.hosts ? conf.hosts[host % conf.nhosts].netns : "", &oldmask,
-            argv + optind);
+        ranks[r].pid =
+            spawn_rank(r, n, host, fabric, job, gen, &m,
+                       conf.hosts ? conf.hosts[host % conf.nhosts].netns : "",
+                       &oldmask, argv + optind);
         if (ranks[r].pid < 0) {
             fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
                     strerror(errno));

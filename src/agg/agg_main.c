@@ -35,11 +35,11 @@
 #define AGG_RX_BATCH 64
 
 typedef struct {
-    fabric_conf_t conf;     /* zeroed without --conf */
-    int me;                 /* index of our AN in conf.ans, -1 without */
+    fabric_conf_t conf; /* zeroed without --conf */
+    int me;             /* index of our AN in conf.ans, -1 without */
     udp_sock_t *sock;
     agg_t *agg;
-    agg_mgr_link_t *link;   /* NULL without --mgr */
+    agg_mgr_link_t *link; /* NULL without --mgr */
     int epfd;
     int sigfd;
     const char *pidfile;
@@ -51,34 +51,35 @@ typedef struct {
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: incoll-agg --name NAME (--conf FILE | --listen IP:PORT)\n"
-            "                  [--mgr HOST:PORT [--secret FILE]]\n"
-            "                  [--pidfile FILE] [--foreground]\n"
-            "\n"
-            "Runs the aggregation node NAME: of the fabric described in the\n"
-            "conf file (written by `incoll fabric up`), serving its world\n"
-            "group, and/or of the fabric of a manager, which gives it groups\n"
-            "at run time (docs/manager.md). One of --conf and --mgr is\n"
-            "needed.\n"
-            "\n"
-            "  --name NAME       which an record of the conf file, and the\n"
-            "                    switch name in the manager's topology\n"
-            "  --conf FILE       fabric description; its an record gives the\n"
-            "                    udp address\n"
-            "  --listen IP:PORT  udp address without --conf (default\n"
-            "                    127.0.0.1:0, any port)\n"
-            "  --mgr HOST:PORT   register with this aggregation manager\n"
-            "  --secret FILE     the fabric secret for the manager (default\n"
-            "                    $INCOLL_SECRET_FILE); with --conf, given here\n"
-            "                    or with --mgr, it also keys the world\n"
-            "                    group's packets (docs/security.md)\n"
-            "  --pidfile FILE    write the daemon's pid there; removed at exit\n"
-            "  --foreground      accepted for compatibility: the daemon never\n"
-            "                    forks by itself (`incoll fabric up` does)\n"
-            "  --help            this text\n"
-            "\n"
-            "Environment (src/common/settings.h; `incoll info` lists all):\n");
+    fprintf(
+        out,
+        "usage: incoll-agg --name NAME (--conf FILE | --listen IP:PORT)\n"
+        "                  [--mgr HOST:PORT [--secret FILE]]\n"
+        "                  [--pidfile FILE] [--foreground]\n"
+        "\n"
+        "Runs the aggregation node NAME: of the fabric described in the\n"
+        "conf file (written by `incoll fabric up`), serving its world\n"
+        "group, and/or of the fabric of a manager, which gives it groups\n"
+        "at run time (docs/manager.md). One of --conf and --mgr is\n"
+        "needed.\n"
+        "\n"
+        "  --name NAME       which an record of the conf file, and the\n"
+        "                    switch name in the manager's topology\n"
+        "  --conf FILE       fabric description; its an record gives the\n"
+        "                    udp address\n"
+        "  --listen IP:PORT  udp address without --conf (default\n"
+        "                    127.0.0.1:0, any port)\n"
+        "  --mgr HOST:PORT   register with this aggregation manager\n"
+        "  --secret FILE     the fabric secret for the manager (default\n"
+        "                    $INCOLL_SECRET_FILE); with --conf, given here\n"
+        "                    or with --mgr, it also keys the world\n"
+        "                    group's packets (docs/security.md)\n"
+        "  --pidfile FILE    write the daemon's pid there; removed at exit\n"
+        "  --foreground      accepted for compatibility: the daemon never\n"
+        "                    forks by itself (`incoll fabric up` does)\n"
+        "  --help            this text\n"
+        "\n"
+        "Environment (src/common/settings.h; `incoll info` lists all):\n");
     settings_print(out, "agg,fault", 0);
 }
 
@@ -333,7 +334,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (name == NULL || optind != argc || (conf_path == NULL && mgr_addr == NULL)) {
+    if (name == NULL || optind != argc ||
+        (conf_path == NULL && mgr_addr == NULL)) {
         if (name != NULL && optind == argc)
             fprintf(stderr, "incoll-agg: need --conf FILE or --mgr HOST:PORT "
                             "(or both)\n");
@@ -345,10 +347,11 @@ int main(int argc, char **argv)
                         "address; use one\n");
         return 2;
     }
-    if (listen_addr && (mgr_parse_addr(listen_addr, &ip, &port) != INCOLL_OK ||
-                        ip == 0)) {
-        fprintf(stderr, "incoll-agg: --listen '%s' is not IP:PORT (a local "
-                        "IPv4 address; port 0 picks one)\n",
+    if (listen_addr &&
+        (mgr_parse_addr(listen_addr, &ip, &port) != INCOLL_OK || ip == 0)) {
+        fprintf(stderr,
+                "incoll-agg: --listen '%s' is not IP:PORT (a local "
+                "IPv4 address; port 0 picks one)\n",
                 listen_addr);
         return 2;
     }
@@ -480,8 +483,8 @@ int main(int argc, char **argv)
         goto out_close_epoll;
 
     if (conf_path)
-        incoll_info("an %s (level %d) serving group %u on %s, parent %s",
-                    name, d.conf.ans[d.me].level, d.conf.group_id,
+        incoll_info("an %s (level %d) serving group %u on %s, parent %s", name,
+                    d.conf.ans[d.me].level, d.conf.group_id,
                     wire_ep_str(udp_local_ep(d.sock), ep, sizeof(ep)),
                     d.conf.ans[d.me].parent < 0
                         ? "none (root)"

@@ -38,19 +38,19 @@ struct agg_mgr_link {
     mgr_caps_t caps;
     agg_t *agg;
     uint8_t key[MGR_KEY_LEN];
-    int epfd;              /* ours: socket + timer */
+    int epfd; /* ours: socket + timer */
     int tfd;
     mgr_stream_t st;
-    int connected;         /* st holds a socket */
+    int connected; /* st holds a socket */
     int registered;
     int watching_out;
     uint32_t retry_ms;
     uint32_t retry_first;
     uint32_t heartbeat_ms;
-    uint64_t next_retry;   /* while disconnected */
-    uint64_t next_beat;    /* while registered */
-    uint64_t last_rx;      /* anything from the manager */
-    uint64_t hs_deadline;  /* handshake and registration */
+    uint64_t next_retry;  /* while disconnected */
+    uint64_t next_beat;   /* while registered */
+    uint64_t last_rx;     /* anything from the manager */
+    uint64_t hs_deadline; /* handshake and registration */
     uint64_t beat_seq;
     uint64_t boot_id;
     lgroup_t *groups;
@@ -119,8 +119,8 @@ static void disconnect(agg_mgr_link_t *l, const char *why)
     l->registered = 0;
     l->watching_out = 0;
     l->next_retry = now_ms() + l->retry_ms;
-    l->retry_ms = l->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS
-                                                 : l->retry_ms * 2;
+    l->retry_ms =
+        l->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : l->retry_ms * 2;
 }
 
 static void try_connect(agg_mgr_link_t *l)
@@ -223,8 +223,7 @@ static void on_group_add(agg_mgr_link_t *l, const uint8_t *body, size_t len)
     lgroup_t *lg;
 
     if (mgr_dec_group_add(body, len, &add, &why) != INCOLL_OK) {
-        incoll_warn("malformed group_add from the manager: %s",
-                    why);
+        incoll_warn("malformed group_add from the manager: %s", why);
         disconnect(l, "malformed group_add");
         return;
     }
@@ -298,8 +297,7 @@ static void on_group_remove(agg_mgr_link_t *l, const uint8_t *body, size_t len)
     }
     forget_group(l, id);
     status = agg_group_remove(l->agg, id);
-    incoll_debug("group %u removed: %s", id,
-                 incoll_status_string(status));
+    incoll_debug("group %u removed: %s", id, incoll_status_string(status));
     send_ack(l, id, 2, status);
 }
 
@@ -409,7 +407,8 @@ void agg_mgr_link_on_event(agg_mgr_link_t *l)
         } else if (l->connected && ev[i].data.fd == l->st.fd) {
             if (ev[i].events & EPOLLOUT && mgr_stream_flush(&l->st) != 0)
                 disconnect(l, "send failed");
-            if (l->connected && (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+            if (l->connected &&
+                (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
                 pump(l);
         }
     }
@@ -510,8 +509,17 @@ void agg_mgr_link_destroy(agg_mgr_link_t *l)
     free(l);
 }
 
-int agg_mgr_link_fd(const agg_mgr_link_t *l) { return l->epfd; }
+int agg_mgr_link_fd(const agg_mgr_link_t *l)
+{
+    return l->epfd;
+}
 
-int agg_mgr_link_up(const agg_mgr_link_t *l) { return l->registered; }
+int agg_mgr_link_up(const agg_mgr_link_t *l)
+{
+    return l->registered;
+}
 
-int agg_mgr_link_groups(const agg_mgr_link_t *l) { return l->ngroups; }
+int agg_mgr_link_groups(const agg_mgr_link_t *l)
+{
+    return l->ngroups;
+}

@@ -26,13 +26,13 @@
 typedef struct agg_mgr_link agg_mgr_link_t;
 
 typedef struct {
-    const char *mgr_addr;     /* "host:port" (INCOLL_MGR) */
-    const char *secret_file;  /* INCOLL_SECRET_FILE */
-    const char *name;         /* the AN's switch name in the topology */
-    incoll_ep_t ep;           /* its UDP endpoint */
-    mgr_caps_t caps;          /* what it offers */
-    agg_t *agg;               /* where groups go; not owned */
-    uint32_t retry_ms;        /* first reconnection delay (doubles to 2 s) */
+    const char *mgr_addr;    /* "host:port" (INCOLL_MGR) */
+    const char *secret_file; /* INCOLL_SECRET_FILE */
+    const char *name;        /* the AN's switch name in the topology */
+    incoll_ep_t ep;          /* its UDP endpoint */
+    mgr_caps_t caps;         /* what it offers */
+    agg_t *agg;              /* where groups go; not owned */
+    uint32_t retry_ms;       /* first reconnection delay (doubles to 2 s) */
 } agg_mgr_link_params_t;
 
 /*

@@ -154,8 +154,8 @@ incoll_status_t fabric_conf_save(const fabric_conf_t *conf, const char *path)
         return INCOLL_ERR_IO;
     fprintf(f, "# incoll fabric, written by `incoll fabric up`; see "
                "docs/fabric-conf.md\n");
-    fprintf(f, "fabric hosts=%d radix=%d levels=%d admin_key=0x%016" PRIx64
-               "\n",
+    fprintf(f,
+            "fabric hosts=%d radix=%d levels=%d admin_key=0x%016" PRIx64 "\n",
             conf->nhosts, conf->radix, conf->levels, conf->admin_key);
     for (int i = 0; i < conf->nans; i++) {
         const fabric_an_t *a = &conf->ans[i];
@@ -293,8 +293,8 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
         if (len > 0 && line[len - 1] == '\n')
             len--;
         if (len > MAX_LINE) {
-            status = perr(&p, "line too long (%zu characters, at most %d)",
-                          len, MAX_LINE);
+            status = perr(&p, "line too long (%zu characters, at most %d)", len,
+                          MAX_LINE);
             goto out;
         }
         if (memchr(line, '\0', len) != NULL) {
@@ -328,7 +328,8 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             if ((status = need_u64(&p, fields, nf, "hosts", 1, 1000000, &v)))
                 goto out;
             conf->nhosts = (int)v;
-            if ((status = need_u64(&p, fields, nf, "radix", 2, AGG_RADIX_MAX, &v)))
+            if ((status =
+                     need_u64(&p, fields, nf, "radix", 2, AGG_RADIX_MAX, &v)))
                 goto out;
             conf->radix = (int)v;
             if ((status = need_u64(&p, fields, nf, "levels", 1, 16, &v)))
@@ -360,7 +361,8 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             }
             if (conf->nans == cap_ans) {
                 int ncap = cap_ans ? 2 * cap_ans : 16;
-                void *na = realloc(conf->ans, (size_t)ncap * sizeof(*conf->ans));
+                void *na =
+                    realloc(conf->ans, (size_t)ncap * sizeof(*conf->ans));
                 void *np = realloc(parents, (size_t)ncap * sizeof(*parents));
                 void *nl = realloc(an_lines, (size_t)ncap * sizeof(int));
                 if (na)
@@ -382,15 +384,17 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                 goto out;
             a->level = (int)v;
             if (addr == NULL || wire_ep_parse(addr, &a->addr) != INCOLL_OK) {
-                status = perr(&p, "an %s: bad or missing addr= (want a.b.c.d:port)",
-                              name);
+                status =
+                    perr(&p, "an %s: bad or missing addr= (want a.b.c.d:port)",
+                         name);
                 goto out;
             }
             /* Hosts and parents know an AN by its address alone. */
             for (int i = 0; i < conf->nans; i++) {
                 if (conf->ans[i].addr == a->addr) {
-                    status = perr(&p, "an %s: addr %s is also an %s's (line %d)",
-                                  name, addr, conf->ans[i].name, an_lines[i]);
+                    status =
+                        perr(&p, "an %s: addr %s is also an %s's (line %d)",
+                             name, addr, conf->ans[i].name, an_lines[i]);
                     goto out;
                 }
             }
@@ -417,8 +421,9 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                                    (uint64_t)conf->nhosts - 1, &v)))
                 goto out;
             if (host_lines[v]) {
-                status = perr(&p, "rank %" PRIu64 " listed twice (also line %d)",
-                              v, host_lines[v]);
+                status =
+                    perr(&p, "rank %" PRIu64 " listed twice (also line %d)", v,
+                         host_lines[v]);
                 goto out;
             }
             if (leaf == NULL || !*leaf || strlen(leaf) >= FABRIC_NAME_MAX) {
@@ -427,13 +432,21 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             }
             if (addr != NULL && strchr(addr, ':') != NULL) {
                 if (wire_ep_parse(addr, &hep) != INCOLL_OK) {
-                    status = perr(&p, "host %" PRIu64 ": bad addr= '%s' (want a.b.c.d or a.b.c.d:port)", v, addr);
+                    status =
+                        perr(&p,
+                             "host %" PRIu64
+                             ": bad addr= '%s' (want a.b.c.d or a.b.c.d:port)",
+                             v, addr);
                     goto out;
                 }
                 conf->hosts[v].ip = (uint32_t)(hep >> 16);
                 conf->hosts[v].port = (uint16_t)(hep & 0xffff);
             } else if (addr == NULL || inet_pton(AF_INET, addr, &in) != 1) {
-                status = perr(&p, "host %" PRIu64 ": bad or missing addr= (want a.b.c.d or a.b.c.d:port)", v);
+                status = perr(
+                    &p,
+                    "host %" PRIu64
+                    ": bad or missing addr= (want a.b.c.d or a.b.c.d:port)",
+                    v);
                 goto out;
             } else {
                 conf->hosts[v].ip = ntohl(in.s_addr);
@@ -462,8 +475,9 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                 goto out;
             conf->payload = (uint32_t)v;
         } else {
-            status = perr(&p, "unknown record '%s' (want fabric, an, host or group)",
-                          fields[0]);
+            status =
+                perr(&p, "unknown record '%s' (want fabric, an, host or group)",
+                     fields[0]);
             goto out;
         }
     }
@@ -518,8 +532,9 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             roots += conf->ans[i].parent < 0;
         p.line = 0;
         if (roots != 1) {
-            status = perr(&p, "the world group needs exactly one root an, found %d",
-                          roots);
+            status =
+                perr(&p, "the world group needs exactly one root an, found %d",
+                     roots);
             goto out;
         }
         for (int i = 0; i < conf->nans; i++) {

@@ -28,21 +28,21 @@
 #include <stdint.h>
 
 #define FABRIC_NAME_MAX 32
-#define AGG_RADIX_MAX 1024 /* children per AN, as AGG_MAX_CHILDREN */
+#define AGG_RADIX_MAX 1024  /* children per AN, as AGG_MAX_CHILDREN */
 #define FABRIC_NETNS_MAX 48 /* network namespace name, with its NUL */
 
 typedef struct {
     char name[FABRIC_NAME_MAX];
-    int level;          /* 1 = leaf switch */
-    incoll_ep_t addr;   /* the AN's UDP endpoint */
-    int parent;         /* index into ans, -1 at the root */
+    int level;                    /* 1 = leaf switch */
+    incoll_ep_t addr;             /* the AN's UDP endpoint */
+    int parent;                   /* index into ans, -1 at the root */
     char netns[FABRIC_NETNS_MAX]; /* "" = the caller's namespace */
 } fabric_an_t;
 
 typedef struct {
-    int leaf;           /* index into ans */
-    uint32_t ip;        /* the host's IPv4 address (host order) */
-    uint16_t port;      /* its UDP port; 0 = any (then ANs learn it) */
+    int leaf;      /* index into ans */
+    uint32_t ip;   /* the host's IPv4 address (host order) */
+    uint16_t port; /* its UDP port; 0 = any (then ANs learn it) */
     char netns[FABRIC_NETNS_MAX]; /* "" = the caller's namespace */
 } fabric_host_t;
 
@@ -85,10 +85,10 @@ int fabric_conf_find_an(const fabric_conf_t *conf, const char *name);
 /*
  * Children of AN an in their fixed order. Writes up to max endpoints
  * into eps: an AN child's address, or a host's endpoint (INCOLL_EP_NONE
- * when it has no fixed port: the AN learns it from its packets); if kinds is not NULL, kinds[i] is
- * the AN index of child i or -(rank + 1) for host rank. A host
- * child's endpoint is its addr:port, or INCOLL_EP_NONE when its port is 0. Returns the number
- * of children.
+ * when it has no fixed port: the AN learns it from its packets); if kinds is
+ * not NULL, kinds[i] is the AN index of child i or -(rank + 1) for host rank. A
+ * host child's endpoint is its addr:port, or INCOLL_EP_NONE when its port is 0.
+ * Returns the number of children.
  */
 int fabric_conf_children(const fabric_conf_t *conf, int an, incoll_ep_t *eps,
                          int *kinds, int max);

@@ -14,8 +14,8 @@
 
 const setting_t setting_table[SETTING_COUNT] = {
 #define SETTING_ENTRY_(name, type, def, range, comp, doc)                      \
-    [SETTING_##name] = {"INCOLL_" #name, SETTING_T_##type, def, range, comp,  \
-                        doc},
+    [SETTING_##                                                                \
+        name] = {"INCOLL_" #name, SETTING_T_##type, def, range, comp, doc},
     INCOLL_SETTINGS(SETTING_ENTRY_)
 #undef SETTING_ENTRY_
 };
@@ -119,12 +119,8 @@ static int parse_duration(const char *t, int64_t unit_ns, int64_t *v_p)
     static const struct {
         const char *suffix;
         int64_t ns;
-    } units[] = {{"ns", 1},
-                 {"us", 1000},
-                 {"ms", 1000000},
-                 {"s", 1000000000},
-                 {"min", 60000000000},
-                 {"h", 3600000000000}};
+    } units[] = {{"ns", 1},         {"us", 1000},         {"ms", 1000000},
+                 {"s", 1000000000}, {"min", 60000000000}, {"h", 3600000000000}};
     const char *end;
     int64_t v, m = unit_ns;
 

@@ -234,7 +234,7 @@ typedef enum {
 #define SETTING_ID_(name, type, def, range, comp, doc) SETTING_##name,
     INCOLL_SETTINGS(SETTING_ID_)
 #undef SETTING_ID_
-    SETTING_COUNT
+        SETTING_COUNT
 } setting_id_t;
 
 typedef enum {
@@ -250,7 +250,7 @@ typedef enum {
 } setting_type_t;
 
 typedef struct {
-    const char *name;      /* environment variable, INCOLL_... */
+    const char *name; /* environment variable, INCOLL_... */
     setting_type_t type;
     const char *def;       /* default as text; "" = unset */
     const char *range;     /* "lo..hi", "a|b|c" or "" */

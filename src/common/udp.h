@@ -13,7 +13,8 @@
  *                           INCOLL_FAULT_DROP), as a full queue under incast
  *                           drops whatever arrives until it drains; 1 (the
  *                           default) drops each datagram independently
- *   INCOLL_FAULT_SEED=N     seed (mixed with the local port), for repeatable runs
+ *   INCOLL_FAULT_SEED=N     seed (mixed with the local port), for repeatable
+ * runs
  */
 #ifndef INCOLL_UDP_H
 #define INCOLL_UDP_H

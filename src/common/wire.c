@@ -20,7 +20,10 @@ static void put64(uint8_t *p, uint64_t v)
     put32(p, (uint32_t)v);
     put32(p + 4, (uint32_t)(v >> 32));
 }
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint16_t get16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
 static uint32_t get32(const uint8_t *p)
 {
     return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
@@ -67,7 +70,8 @@ size_t wire_payload_len(const wire_hdr_t *hdr)
             return WIRE_PIECE_LEN +
                    (size_t)hdr->count *
                        incoll_dtype_size((incoll_dtype_t)hdr->dtype);
-        return (size_t)hdr->count * incoll_dtype_size((incoll_dtype_t)hdr->dtype);
+        return (size_t)hdr->count *
+               incoll_dtype_size((incoll_dtype_t)hdr->dtype);
     default:
         return (size_t)hdr->count;
     }

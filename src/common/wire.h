@@ -41,32 +41,32 @@
 #define WIRE_CHILD_NONE 0xffffu
 
 typedef enum {
-    WIRE_CONTRIB = 1,   /* host or AN -> parent: a contribution for a slot */
-    WIRE_RESULT = 2,    /* AN -> child: the reduced result of a slot */
+    WIRE_CONTRIB = 1,    /* host or AN -> parent: a contribution for a slot */
+    WIRE_RESULT = 2,     /* AN -> child: the reduced result of a slot */
     WIRE_STATS_REQ = 16, /* tool -> AN: send your counters */
     WIRE_STATS_REP = 17, /* AN -> tool: counters as "key=value ..." text */
-    WIRE_P2P_DATA = 32, /* host -> host: host-based algorithm data */
-    WIRE_P2P_ACK = 33,  /* host -> host: acknowledgement */
+    WIRE_P2P_DATA = 32,  /* host -> host: host-based algorithm data */
+    WIRE_P2P_ACK = 33,   /* host -> host: acknowledgement */
 } wire_type_t;
 
 enum {
     WIRE_F_RETRANS = 1u << 0, /* the sender sent this before */
     WIRE_F_LAST = 1u << 1,    /* last segment of the vector */
     /* CONTRIB/RESULT: bits 2..4 the collective kind (wire_coll_t). */
-    WIRE_F_ROOT = 1u << 5,    /* CONTRIB: from the root rank's subtree */
-    WIRE_F_NODATA = 1u << 6,  /* CONTRIB/RESULT: no payload (count still
-                                 describes the segment) */
+    WIRE_F_ROOT = 1u << 5,   /* CONTRIB: from the root rank's subtree */
+    WIRE_F_NODATA = 1u << 6, /* CONTRIB/RESULT: no payload (count still
+                                describes the segment) */
     /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
-    WIRE_F_P2P_DONE = 1u << 8,   /* the whole block of the step arrived */
-    WIRE_F_P2P_PROBE = 1u << 9,  /* receiver waits: resend what it lacks */
+    WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
+    WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */
     WIRE_F_P2P_BEHIND = 1u << 10, /* acker has not reached the step yet */
 };
 
 /* The collective a CONTRIB or RESULT belongs to: flags bits 2..4. */
 typedef enum {
     WIRE_COLL_ALLREDUCE = 0,
-    WIRE_COLL_REDUCE = 1, /* reduced up, the result down to the root only */
-    WIRE_COLL_BCAST = 2,  /* root's data up its path, replicated down */
+    WIRE_COLL_REDUCE = 1,  /* reduced up, the result down to the root only */
+    WIRE_COLL_BCAST = 2,   /* root's data up its path, replicated down */
     WIRE_COLL_BARRIER = 3, /* no payload either way */
     /* Gathers: bytes (uint8) of a vector of size x block bytes, concatenated
      * in rank order by the ANs; a CONTRIB carries a piece (below). */

@@ -163,7 +163,7 @@ void wire_mac_prepare(const wire_key_t *key, const void *payload, size_t len,
 
 void wire_mac_seal_prepared(const wire_mac_state_t *st, uint8_t *hdr)
 {
-    sip_t s = {st->v[0], st->v[1], st->v[2], st->v[3],
+    sip_t s = {st->v[0], st->v[1],  st->v[2], st->v[3],
                st->tail, st->ntail, st->len};
     put_tag(hdr, finish_header(&s, hdr));
 }
@@ -188,8 +188,10 @@ void wire_key_derive(const uint8_t *secret, wire_key_purpose_t purpose,
 {
     /* label (16 bytes) | purpose | a | b, little-endian */
     uint8_t msg[16 + 1 + 8 + 8];
-    static const wire_key_t pub0 = {0x696e636f6c6c2d30ull, 0x7075626c69632d6bull};
-    static const wire_key_t pub1 = {0x696e636f6c6c2d31ull, 0x7075626c69632d6bull};
+    static const wire_key_t pub0 = {0x696e636f6c6c2d30ull,
+                                    0x7075626c69632d6bull};
+    static const wire_key_t pub1 = {0x696e636f6c6c2d31ull,
+                                    0x7075626c69632d6bull};
 
     memcpy(msg, "incoll-wire-key1", 16);
     msg[16] = (uint8_t)purpose;

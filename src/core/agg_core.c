@@ -30,23 +30,23 @@ typedef struct {
     uint32_t epoch;
     uint32_t count;
     uint64_t offset;
-    uint16_t flags;   /* WIRE_F_LAST only */
+    uint16_t flags; /* WIRE_F_LAST only */
     uint8_t op, dtype;
     uint8_t valid;
-    uint8_t kind;     /* wire_coll_t */
-    uint8_t has;      /* buf holds data (NODATA packets carry none) */
-    int rootc;        /* child whose subtree holds the root, or -1 */
+    uint8_t kind;      /* wire_coll_t */
+    uint8_t has;       /* buf holds data (NODATA packets carry none) */
+    int rootc;         /* child whose subtree holds the root, or -1 */
     uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
                           splits: the elements our children want */
 } res_copy_t;
 
 typedef struct {
-    uint32_t epoch;   /* current epoch; UINT32_MAX before first use */
+    uint32_t epoch; /* current epoch; UINT32_MAX before first use */
     uint8_t state;
     int arrived;
-    uint64_t *seen;   /* one bit per child for the current epoch */
-    uint64_t *asked;  /* children that sent a duplicate since the
-                         aggregate last went up (see on_contrib) */
+    uint64_t *seen;    /* one bit per child for the current epoch */
+    uint64_t *asked;   /* children that sent a duplicate since the
+                          aggregate last went up (see on_contrib) */
     uint8_t **contrib; /* per child, from the pool, while collecting */
     uint32_t *want;    /* splits: per child (offset, length) of the
                           segment its subtree wants, of the last epoch
@@ -59,15 +59,15 @@ typedef struct group {
     wire_key_t key;
     int nchildren;
     incoll_ep_t *children;
-    uint8_t *learned;      /* 1 if the child's endpoint is learned */
+    uint8_t *learned; /* 1 if the child's endpoint is learned */
     incoll_ep_t parent;
     uint16_t index_at_parent;
     uint32_t nslots;
     uint32_t max_payload;
-    size_t stride;         /* max_payload rounded up to BUF_ALIGN */
-    uint32_t gen;          /* generation (job) the slots belong to */
+    size_t stride; /* max_payload rounded up to BUF_ALIGN */
+    uint32_t gen;  /* generation (job) the slots belong to */
     int gen_set;
-    uint64_t active_ns;    /* last packet of generation gen accepted */
+    uint64_t active_ns; /* last packet of generation gen accepted */
     int seen_words;
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
@@ -78,9 +78,9 @@ typedef struct group {
     uint8_t **pool;        /* free contribution buffers */
     int pool_free;
     int pool_cap;
-    const void **srcs;     /* scratch for reduce_n, nchildren entries */
-    uint8_t *piece;        /* gathers and splits: a packet's payload being
-                              put together (descriptor + data) */
+    const void **srcs; /* scratch for reduce_n, nchildren entries */
+    uint8_t *piece;    /* gathers and splits: a packet's payload being
+                          put together (descriptor + data) */
 } group_t;
 
 struct agg {
@@ -100,7 +100,10 @@ struct agg {
 
 #define TOMB ((group_t *)1)
 
-static uint32_t hash_id(uint32_t id) { return id * 2654435761u; }
+static uint32_t hash_id(uint32_t id)
+{
+    return id * 2654435761u;
+}
 
 agg_t *agg_create(const agg_params_t *params)
 {
@@ -243,8 +246,9 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
     g->piece = malloc(WIRE_PIECE_LEN + g->stride);
-    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots || !g->seen_all || !g->asked_all ||
-        !g->contrib_all || !g->res_all || !g->pool || !g->srcs) {
+    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots ||
+        !g->seen_all || !g->asked_all || !g->contrib_all || !g->res_all ||
+        !g->pool || !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
     }
@@ -295,7 +299,10 @@ incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
     return INCOLL_ERR_NOT_FOUND;
 }
 
-int agg_group_count(const agg_t *agg) { return (int)agg->ngroups; }
+int agg_group_count(const agg_t *agg)
+{
+    return (int)agg->ngroups;
+}
 
 void agg_set_now(agg_t *agg, uint64_t now_ns)
 {
@@ -303,7 +310,10 @@ void agg_set_now(agg_t *agg, uint64_t now_ns)
     agg->clock_set = 1;
 }
 
-const agg_counters_t *agg_counters(const agg_t *agg) { return &agg->ctr; }
+const agg_counters_t *agg_counters(const agg_t *agg)
+{
+    return &agg->ctr;
+}
 
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
 {
@@ -314,8 +324,7 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
     n = (size_t)snprintf(buf, len, "an=%s", agg->name);
 #define AGG_X_FMT(f)                                                           \
     if (n < len)                                                               \
-        n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64,            \
-                              agg->ctr.f);
+        n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64, agg->ctr.f);
     AGG_COUNTER_LIST(AGG_X_FMT)
 #undef AGG_X_FMT
     return n < len ? n : len - 1;
@@ -323,9 +332,9 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
 
 /* Sends one packet sealed under key, or when st is not NULL under the
  * payload's hash prepared with wire_mac_prepare (replication). */
-static void emit(agg_t *agg, const wire_key_t *key,
-                 const wire_mac_state_t *st, incoll_ep_t dst,
-                 const wire_hdr_t *h, const void *payload, size_t len)
+static void emit(agg_t *agg, const wire_key_t *key, const wire_mac_state_t *st,
+                 incoll_ep_t dst, const wire_hdr_t *h, const void *payload,
+                 size_t len)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     if (len == 0)
@@ -388,8 +397,7 @@ static int result_has_data(const res_copy_t *rc, int c)
 /* Sends result copy rc of slot to child c (if its endpoint is known); st
  * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
-                        const res_copy_t *rc, int c,
-                        const wire_mac_state_t *st)
+                        const res_copy_t *rc, int c, const wire_mac_state_t *st)
 {
     const uint32_t *want = &g->slots[slot].want[2 * c];
     int split = wire_coll_is_split((wire_coll_t)rc->kind);
@@ -428,7 +436,8 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
-static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc)
+static void replicate(agg_t *agg, group_t *g, uint16_t slot,
+                      const res_copy_t *rc)
 {
     /* The copies differ only in their headers: hash the payload once. */
     wire_mac_state_t st;
@@ -440,8 +449,8 @@ static void replicate(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *r
     agg->ctr.results_sent++;
 }
 
-static void forward_up(agg_t *agg, group_t *g, uint16_t slot, const res_copy_t *rc,
-                       uint16_t hops)
+static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
+                       const res_copy_t *rc, uint16_t hops)
 {
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -501,7 +510,8 @@ static void pool_put(group_t *g, uint8_t *buf)
 /* Reduces the slot's contributions in child order into its result copy. */
 static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
 {
-    size_t bytes = (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
+    size_t bytes =
+        (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
     for (int c = 0; c < g->nchildren; c++)
         g->srcs[c] = sl->contrib[c];
     reduce_n((incoll_op_t)rc->op, (incoll_dtype_t)rc->dtype, rc->buf, g->srcs,
@@ -569,8 +579,7 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
             slot_gather(g, sl, rc);
         else if ((rc->kind == WIRE_COLL_BCAST ||
                   rc->kind == WIRE_COLL_SCATTER) &&
-                 rc->rootc >= 0 &&
-            sl->contrib[rc->rootc]) {
+                 rc->rootc >= 0 && sl->contrib[rc->rootc]) {
             memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
             rc->has = 1;
         }
@@ -706,7 +715,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     slot_t *sl;
     res_copy_t *rc;
     int c = h->child;
-    size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (c >= g->nchildren) {
         drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
@@ -777,7 +787,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->rootc = -1;
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
-        if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch) {
+        if (h->epoch == sl->epoch - 1 && prev->valid &&
+            prev->epoch == h->epoch) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
             send_result(agg, g, h->slot, prev, c, NULL);
@@ -833,8 +844,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     if (!(h->flags & WIRE_F_NODATA)) {
         sl->contrib[c] = pool_get(g);
         if (sl->contrib[c] == NULL) {
-            drop(agg, &agg->ctr.malformed_dropped, src, "out of memory",
-                 g->id);
+            drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
             return;
         }
         if (wire_coll_is_gather((wire_coll_t)rc->kind)) {
@@ -880,10 +890,12 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     slot_t *sl;
     res_copy_t *rc;
     int has, want;
-    size_t bytes = (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (g->parent == INCOLL_EP_NONE || src != g->parent) {
-        drop(agg, &agg->ctr.bad_source, src, "result not from the parent", g->id);
+        drop(agg, &agg->ctr.bad_source, src, "result not from the parent",
+             g->id);
         return;
     }
     if (h->slot >= g->nslots) {
@@ -963,13 +975,15 @@ static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h,
     /* The reply echoes the request's slot and epoch, which the tool
      * fills with a random number, so it can tell its answer from a replay
      * of an older one. */
-    wire_hdr_t r = {.version = WIRE_VERSION, .type = WIRE_STATS_REP,
-                    .child = WIRE_CHILD_NONE, .slot = h->slot,
-                    .epoch = h->epoch, .offset = h->offset};
+    wire_hdr_t r = {.version = WIRE_VERSION,
+                    .type = WIRE_STATS_REP,
+                    .child = WIRE_CHILD_NONE,
+                    .slot = h->slot,
+                    .epoch = h->epoch,
+                    .offset = h->offset};
     size_t n;
 
-    if (agg->admin_key == 0 ||
-        !wire_mac_check(&agg->admin_mac_key, buf, len)) {
+    if (agg->admin_key == 0 || !wire_mac_check(&agg->admin_mac_key, buf, len)) {
         drop(agg, &agg->ctr.bad_mac, src, "stats request with a bad mac", 0);
         return;
     }

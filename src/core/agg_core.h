@@ -68,7 +68,7 @@ typedef void (*agg_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
                               const void *payload, size_t len);
 
 typedef struct {
-    const char *name;     /* for logs and counters, e.g. "s0" */
+    const char *name; /* for logs and counters, e.g. "s0" */
     /* The fabric's admin key: a STATS_REQ must carry a mac under the key
      * derived from it (WIRE_KEY_ADMIN), and the reply carries one too; 0
      * refuses all. */
@@ -82,17 +82,17 @@ typedef struct {
 
 typedef struct {
     uint32_t id;
-    wire_key_t key;             /* every packet's mac is checked and made
-                                   with it (wire_mac.h) */
-    int nchildren;              /* 1 .. AGG_MAX_CHILDREN */
+    wire_key_t key; /* every packet's mac is checked and made
+                       with it (wire_mac.h) */
+    int nchildren;  /* 1 .. AGG_MAX_CHILDREN */
     /* Child addresses in child-index order; INCOLL_EP_NONE means "learn it
      * from the child's first packet that carries a valid mac" (hosts with
      * ephemeral ports). Copied. */
     const incoll_ep_t *children;
-    incoll_ep_t parent;         /* INCOLL_EP_NONE at the root */
-    uint16_t index_at_parent;   /* our child index at the parent */
-    uint32_t slots;             /* window: 1 .. 65535 */
-    uint32_t max_payload;       /* bytes per packet, <= WIRE_MAX_PAYLOAD */
+    incoll_ep_t parent;       /* INCOLL_EP_NONE at the root */
+    uint16_t index_at_parent; /* our child index at the parent */
+    uint32_t slots;           /* window: 1 .. 65535 */
+    uint32_t max_payload;     /* bytes per packet, <= WIRE_MAX_PAYLOAD */
 } agg_group_params_t;
 
 #define AGG_MAX_CHILDREN 1024

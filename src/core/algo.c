@@ -21,7 +21,7 @@
 #include <string.h>
 
 static const char *const names[ALGO_COUNT] = {"inc", "rd", "ring",
-                                               "rabenseifner"};
+                                              "rabenseifner"};
 
 static const char *const descs[ALGO_COUNT] = {
     "in the network: the aggregation nodes' reduction tree",
@@ -199,10 +199,10 @@ static int sched_ring(int rank, int size, size_t count, algo_step_t *steps)
     for (int s = 0; s < size - 1; s++) {
         algo_step_t *st = &steps[n++];
         *st = empty_step();
-        block_range(count, (size_t)size, (size_t)((rank - s - 1 + 2 * size) % size),
-                    &soff, &scnt);
-        block_range(count, (size_t)size, (size_t)((rank - s - 2 + 2 * size) % size),
-                    &roff, &rcnt);
+        block_range(count, (size_t)size,
+                    (size_t)((rank - s - 1 + 2 * size) % size), &soff, &scnt);
+        block_range(count, (size_t)size,
+                    (size_t)((rank - s - 2 + 2 * size) % size), &roff, &rcnt);
         set_send(st, next, soff, scnt);
         set_recv(st, prev, roff, rcnt, 1, 1);
     }
@@ -213,8 +213,8 @@ static int sched_ring(int rank, int size, size_t count, algo_step_t *steps)
         *st = empty_step();
         block_range(count, (size_t)size, (size_t)((rank - s + size) % size),
                     &soff, &scnt);
-        block_range(count, (size_t)size, (size_t)((rank - s - 1 + 2 * size) % size),
-                    &roff, &rcnt);
+        block_range(count, (size_t)size,
+                    (size_t)((rank - s - 1 + 2 * size) % size), &roff, &rcnt);
         set_send(st, next, soff, scnt);
         set_recv(st, prev, roff, rcnt, 0, 0);
     }
@@ -222,8 +222,8 @@ static int sched_ring(int rank, int size, size_t count, algo_step_t *steps)
 }
 
 /* Element range of blocks [lo, hi) of pof2 nearly equal blocks. */
-static void blocks_range(size_t count, int pof2, int lo, int hi,
-                         size_t *off_p, size_t *cnt_p)
+static void blocks_range(size_t count, int pof2, int lo, int hi, size_t *off_p,
+                         size_t *cnt_p)
 {
     size_t a, b, ca, cb;
     block_range(count, (size_t)pof2, (size_t)lo, &a, &ca);
@@ -318,8 +318,8 @@ int algo_schedule(algo_kind_t kind, int rank, int size, size_t count,
 /* ---- the other collectives ---- */
 
 static const char *const coll_names[ALGO_COLL_NCOLLS] = {
-    "bcast", "reduce", "barrier", "allgather", "gather", "scatter",
-    "reduce_scatter"};
+    "bcast",  "reduce",  "barrier",       "allgather",
+    "gather", "scatter", "reduce_scatter"};
 
 static const algo_calgo_info_t calgos[CALGO_COUNT] = {
     {CALGO_BCAST_BINOMIAL, ALGO_COLL_BCAST, "binomial",

@@ -43,14 +43,14 @@ typedef enum {
 } algo_kind_t;
 
 typedef struct {
-    int send_peer;      /* -1: nothing to send */
-    size_t send_off;    /* elements */
+    int send_peer;   /* -1: nothing to send */
+    size_t send_off; /* elements */
     size_t send_count;
-    int recv_peer;      /* -1: nothing to receive */
+    int recv_peer; /* -1: nothing to receive */
     size_t recv_off;
     size_t recv_count;
-    int recv_reduce;    /* 1: buf = op(...) with the block, 0: copy it in */
-    int recv_left;      /* 1: received data is the left operand */
+    int recv_reduce; /* 1: buf = op(...) with the block, 0: copy it in */
+    int recv_left;   /* 1: received data is the left operand */
 } algo_step_t;
 
 /* Name ("inc", "rd", "ring", "rabenseifner") and parse; -1 if unknown. */
@@ -130,9 +130,9 @@ typedef enum {
 typedef struct {
     algo_calgo_t id;
     algo_coll_t coll;
-    const char *name;   /* unique within its collective */
+    const char *name; /* unique within its collective */
     const char *desc;
-    int pof2_only;      /* needs a power-of-two size */
+    int pof2_only; /* needs a power-of-two size */
 } algo_calgo_info_t;
 
 /* The collective's name ("bcast", ..., "reduce_scatter"), and parse (-1). */

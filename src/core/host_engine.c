@@ -29,21 +29,21 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
 
 typedef struct {
     uint64_t seq;
-    uint64_t sent_ns;   /* last transmission */
-    uint64_t first_ns;  /* first transmission */
+    uint64_t sent_ns;  /* last transmission */
+    uint64_t first_ns; /* first transmission */
     uint64_t deadline;
-    uint64_t tx;        /* engine-wide number of the last transmission */
-    uint64_t rack_due;  /* fast retransmission due (0: none) */
-    uint32_t later;     /* results of later transmissions since ours */
-    int retries;        /* silent retransmissions (drive the backoff) */
-    uint8_t resent;     /* sent more than once: no round-trip sample */
+    uint64_t tx;       /* engine-wide number of the last transmission */
+    uint64_t rack_due; /* fast retransmission due (0: none) */
+    uint32_t later;    /* results of later transmissions since ours */
+    int retries;       /* silent retransmissions (drive the backoff) */
+    uint8_t resent;    /* sent more than once: no round-trip sample */
     uint8_t state;
 } seg_t;
 
 struct host_engine {
     host_engine_params_t p;
-    uint64_t next_seq;   /* first sequence number of the next operation */
-    seg_t *win;          /* p.slots entries */
+    uint64_t next_seq; /* first sequence number of the next operation */
+    seg_t *win;        /* p.slots entries */
     /* The running operation. */
     const uint8_t *sendbuf;
     uint8_t *recvbuf;
@@ -51,27 +51,27 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
-    int send_data;       /* our contributions carry data */
-    int recv_data;       /* our results carry data */
-    int root;            /* we are the reduce's or broadcast's root */
+    int send_data;           /* our contributions carry data */
+    int recv_data;           /* our results carry data */
+    int root;                /* we are the reduce's or broadcast's root */
     size_t blk_off, blk_len; /* gathers: our block's bytes in the vector */
-    uint8_t *piece;      /* gathers: descriptor + piece being sent */
+    uint8_t *piece;          /* gathers: descriptor + piece being sent */
     size_t dsize;
     size_t seg_elems;
     uint64_t base_seq;
     uint64_t nseg;
-    uint64_t next_send;  /* index of the next segment to send */
-    uint64_t low;        /* index of the lowest segment without result */
+    uint64_t next_send; /* index of the next segment to send */
+    uint64_t low;       /* index of the lowest segment without result */
     uint64_t ndone;
     uint64_t last_progress_ns;
     incoll_status_t status;
-    int failed;          /* members out of step: no further operations */
-    rto_t rto;           /* retransmission timer (core/rto.h) */
-    uint64_t tx_seq;     /* transmissions so far */
+    int failed;      /* members out of step: no further operations */
+    rto_t rto;       /* retransmission timer (core/rto.h) */
+    uint64_t tx_seq; /* transmissions so far */
     /* Round trip without queueing: the least sample of this operation and
      * of the one before (0: none yet). Drives the tail probe. */
     uint64_t min_rtt, min_rtt_prev;
-    int probes;          /* tail probes since the last result */
+    int probes; /* tail probes since the last result */
     host_engine_counters_t ctr;
 };
 
@@ -135,8 +135,9 @@ static void block_span(const host_engine_t *eng, uint64_t off, size_t n,
                        size_t *lo_p, size_t *hi_p)
 {
     size_t lo = off > eng->blk_off ? off : eng->blk_off;
-    size_t hi = off + n < eng->blk_off + eng->blk_len ? off + n
-                                                      : eng->blk_off + eng->blk_len;
+    size_t hi = off + n < eng->blk_off + eng->blk_len
+                    ? off + n
+                    : eng->blk_off + eng->blk_len;
     *lo_p = lo;
     *hi_p = hi > lo ? hi : lo;
 }
@@ -145,8 +146,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
 {
     uint64_t idx = s->seq - eng->base_seq;
     uint64_t off = idx * eng->seg_elems;
-    size_t n = eng->count - off < eng->seg_elems ? eng->count - off
-                                                 : eng->seg_elems;
+    size_t n =
+        eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
     uint8_t hdr[WIRE_HDR_LEN];
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -166,7 +167,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         .total = eng->p.gen, /* CONTRIB carries the generation here */
         .offset = off,
     };
-    const uint8_t *data = eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
+    const uint8_t *data =
+        eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
 
     if (wire_coll_is_split(eng->kind)) {
@@ -224,7 +226,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
 /* Sends every segment the window allows. */
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
-    while (eng->next_send < eng->nseg && eng->next_send < eng->low + eng->p.window) {
+    while (eng->next_send < eng->nseg &&
+           eng->next_send < eng->low + eng->p.window) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->win[seq % eng->p.slots];
         s->seq = seq;
@@ -252,8 +255,8 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
                                   incoll_dtype_t dtype, incoll_op_t op,
                                   uint64_t now_ns)
 {
-    return host_engine_start_coll(eng, WIRE_COLL_ALLREDUCE, 0, sendbuf,
-                                  recvbuf, count, dtype, op, now_ns);
+    return host_engine_start_coll(eng, WIRE_COLL_ALLREDUCE, 0, sendbuf, recvbuf,
+                                  count, dtype, op, now_ns);
 }
 
 incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
@@ -272,18 +275,16 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         return INCOLL_ERR_INVALID_ARG;
     eng->kind = kind;
     eng->root = root && (kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_BCAST ||
-                         kind == WIRE_COLL_GATHER ||
-                         kind == WIRE_COLL_SCATTER);
-    eng->send_data = kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE ||
-                     kind == WIRE_COLL_REDUCE_SCATTER ||
-                     ((kind == WIRE_COLL_BCAST || kind == WIRE_COLL_SCATTER) &&
-                      eng->root);
-    eng->recv_data = kind == WIRE_COLL_ALLREDUCE ||
-                     kind == WIRE_COLL_ALLGATHER ||
-                     ((kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_GATHER) &&
-                      eng->root) ||
-                     (kind == WIRE_COLL_BCAST && !eng->root) ||
-                     (wire_coll_is_split(kind) && eng->blk_len > 0);
+                         kind == WIRE_COLL_GATHER || kind == WIRE_COLL_SCATTER);
+    eng->send_data =
+        kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE ||
+        kind == WIRE_COLL_REDUCE_SCATTER ||
+        ((kind == WIRE_COLL_BCAST || kind == WIRE_COLL_SCATTER) && eng->root);
+    eng->recv_data =
+        kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_ALLGATHER ||
+        ((kind == WIRE_COLL_REDUCE || kind == WIRE_COLL_GATHER) && eng->root) ||
+        (kind == WIRE_COLL_BCAST && !eng->root) ||
+        (wire_coll_is_split(kind) && eng->blk_len > 0);
     if (wire_coll_is_gather(kind)) {
         /* Set by host_engine_start_gather; the sendbuf is the block. */
         eng->send_data = 0;
@@ -422,8 +423,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     int want;
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
-        h.group != eng->p.group || src != eng->p.an ||
-        h.total != eng->p.gen ||
+        h.group != eng->p.group || src != eng->p.an || h.total != eng->p.gen ||
         h.slot >= eng->p.slots) {
         eng->ctr.dropped++;
         return;
@@ -497,7 +497,8 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     if (now_ns > eng->last_progress_ns)
         eng->last_progress_ns = now_ns;
     while (eng->low < eng->next_send &&
-           eng->win[(eng->base_seq + eng->low) % eng->p.slots].state == SEG_DONE)
+           eng->win[(eng->base_seq + eng->low) % eng->p.slots].state ==
+               SEG_DONE)
         eng->low++;
     if (eng->ndone == eng->nseg) {
         finish(eng, INCOLL_OK);
@@ -540,8 +541,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
         if (s->state != SEG_SENT || s->deadline > now_ns)
             continue;
-        if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries,
-                        s->first_ns, now_ns)) {
+        if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries, s->first_ns,
+                        now_ns)) {
             eng->ctr.timeouts++;
             incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
                          ": no result from an %s after %d retries, giving up",
@@ -590,8 +591,8 @@ incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
         return INCOLL_ERR_BUSY;
     eng->blk_off = blk_off;
     eng->blk_len = blk_len;
-    return host_engine_start_coll(eng, kind, root, sendbuf, block, total,
-                                  dtype, op, now_ns);
+    return host_engine_start_coll(eng, kind, root, sendbuf, block, total, dtype,
+                                  op, now_ns);
 }
 
 uint64_t host_engine_deadline(const host_engine_t *eng)

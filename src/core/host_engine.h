@@ -30,19 +30,19 @@ typedef void (*host_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
 
 typedef struct {
     uint32_t group;
-    wire_key_t key;          /* the group's mac key (wire_mac.h) */
-    uint32_t gen;            /* the job's group generation (agg_core.h) */
-    uint16_t child;          /* our child index at the leaf AN */
-    incoll_ep_t an;          /* the leaf AN */
-    uint32_t slots;          /* slots per group, as configured on the ANs */
-    uint32_t window;         /* segments in flight, 1..slots; 0 = slots */
-    uint32_t max_payload;    /* bytes per packet */
-    uint64_t rto_init_ns;    /* first retransmission timeout */
+    wire_key_t key;       /* the group's mac key (wire_mac.h) */
+    uint32_t gen;         /* the job's group generation (agg_core.h) */
+    uint16_t child;       /* our child index at the leaf AN */
+    incoll_ep_t an;       /* the leaf AN */
+    uint32_t slots;       /* slots per group, as configured on the ANs */
+    uint32_t window;      /* segments in flight, 1..slots; 0 = slots */
+    uint32_t max_payload; /* bytes per packet */
+    uint64_t rto_init_ns; /* first retransmission timeout */
     uint64_t rto_min_ns;
     uint64_t rto_max_ns;
-    int max_retries;         /* per segment, then INCOLL_ERR_TIMEOUT (and
-                                at least as long as that many backoffs
-                                from rto_init_ns take: core/rto.h) */
+    int max_retries;              /* per segment, then INCOLL_ERR_TIMEOUT (and
+                                     at least as long as that many backoffs
+                                     from rto_init_ns take: core/rto.h) */
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     host_send_cb_t send;
     void *send_arg;
@@ -52,15 +52,15 @@ typedef struct {
     uint64_t ops;
     uint64_t segments;
     uint64_t packets_sent;
-    uint64_t bytes_sent;     /* including headers */
-    uint64_t retransmits;    /* on a timeout */
+    uint64_t bytes_sent;       /* including headers */
+    uint64_t retransmits;      /* on a timeout */
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
-    uint64_t recovered;      /* results of segments sent more than once */
-    uint64_t probes;         /* tail probes (their resends count as fast) */
+    uint64_t recovered;        /* results of segments sent more than once */
+    uint64_t probes;           /* tail probes (their resends count as fast) */
     uint64_t results;
     uint64_t duplicate_results;
-    uint64_t dropped;        /* malformed or foreign packets */
-    uint64_t bad_mac;        /* results whose mac failed (also in dropped) */
+    uint64_t dropped; /* malformed or foreign packets */
+    uint64_t bad_mac; /* results whose mac failed (also in dropped) */
     uint64_t timeouts;
 } host_engine_counters_t;
 
@@ -132,8 +132,8 @@ incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
                                         uint64_t now_ns);
 
 /* Feeds one received datagram. */
-void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src,
-                           const void *buf, size_t len, uint64_t now_ns);
+void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
+                           size_t len, uint64_t now_ns);
 
 /* Retransmits what is due and checks the time limits. A now_ns earlier
  * than the last packet fed does nothing. */

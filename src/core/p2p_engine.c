@@ -41,10 +41,11 @@
 #include <string.h>
 
 #define ACK_BYTES_MAX (P2P_WINDOW_MAX / 8)
-#define FAST_RETRANS_THRESH 3   /* later transmissions acked before a hole */
-#define REFUSED_MAX 8           /* (peer, transfer) pairs to probe later */
-#define NSLOTS 16               /* receive slots: current block + early ones */
-#define EARLY_MIN_BYTES (4u << 20) /* staging early blocks may take this much */
+#define FAST_RETRANS_THRESH 3 /* later transmissions acked before a hole */
+#define REFUSED_MAX 8         /* (peer, transfer) pairs to probe later */
+#define NSLOTS 16             /* receive slots: current block + early ones */
+/* Staging early blocks may take this much. */
+#define EARLY_MIN_BYTES (4u << 20)
 #define APPLY_CHUNK_BYTES 16384 /* stays in L1 between reduce and copy */
 #define FINAL_MAX 64            /* peers whose last block we re-ack */
 /* An exchange partner whose whole block of the step we hold and that
@@ -58,32 +59,32 @@
 enum { SLOT_FREE = 0, SLOT_EARLY = 1, SLOT_ACTIVE = 2 };
 
 typedef struct {
-    uint64_t sent_ns;   /* last transmission */
-    uint64_t first_ns;  /* first transmission */
-    uint64_t deadline;  /* retransmission due */
-    uint64_t tx;        /* engine-wide transmission number of the last send */
-    uint32_t retries;   /* silent retransmissions (drives the backoff) */
+    uint64_t sent_ns;  /* last transmission */
+    uint64_t first_ns; /* first transmission */
+    uint64_t deadline; /* retransmission due */
+    uint64_t tx;       /* engine-wide transmission number of the last send */
+    uint32_t retries;  /* silent retransmissions (drives the backoff) */
     uint8_t acked;
-    uint8_t lost;       /* judged lost by RACK once its deadline passes */
-    uint64_t fast_ns;   /* last fast retransmission, 0 if none */
+    uint8_t lost;     /* judged lost by RACK once its deadline passes */
+    uint64_t fast_ns; /* last fast retransmission, 0 if none */
 } pkt_t;
 
 typedef struct {
     int state;
-    uint64_t t;         /* transfer number from peer */
-    int peer;           /* the sending rank */
-    uint32_t total;     /* block bytes as announced (low 32 bits) */
-    size_t bytes;       /* block bytes */
+    uint64_t t;     /* transfer number from peer */
+    int peer;       /* the sending rank */
+    uint32_t total; /* block bytes as announced (low 32 bits) */
+    size_t bytes;   /* block bytes */
     size_t npkts;
-    size_t nrecv;       /* packets stored */
-    size_t cum;         /* packets 0..cum-1 all stored */
-    size_t hi;          /* one past the highest packet stored */
-    uint32_t unacked;   /* packets stored since the last ack */
-    uint8_t *buf;       /* staging, cap bytes */
-    uint64_t *bits;     /* cap_pkts bits */
+    size_t nrecv;     /* packets stored */
+    size_t cum;       /* packets 0..cum-1 all stored */
+    size_t hi;        /* one past the highest packet stored */
+    uint32_t unacked; /* packets stored since the last ack */
+    uint8_t *buf;     /* staging, cap bytes */
+    uint64_t *bits;   /* cap_pkts bits */
     size_t cap;
     size_t cap_pkts;
-    uint8_t *dst;       /* ACTIVE: where packets go (buf or working buffer) */
+    uint8_t *dst; /* ACTIVE: where packets go (buf or working buffer) */
 } rslot_t;
 
 struct p2p_engine {
@@ -91,24 +92,24 @@ struct p2p_engine {
     incoll_ep_t *peers;
 
     /* The running operation. */
-    const char *name;   /* its algorithm, for messages */
+    const char *name; /* its algorithm, for messages */
     algo_step_t *steps;
     int steps_cap;
     int nsteps;
-    int idx;            /* current step index */
+    int idx; /* current step index */
     uint8_t *work;
     size_t count;
     incoll_dtype_t dtype;
     incoll_op_t op;
     size_t dsize;
     int running;
-    int failed;         /* the ranks are out of step: no more operations */
+    int failed; /* the ranks are out of step: no more operations */
     incoll_status_t status;
-    uint64_t *tx_next;  /* per peer: number of the next block we send it */
-    uint64_t *rx_next;  /* per peer: number of the next block it sends us */
+    uint64_t *tx_next; /* per peer: number of the next block we send it */
+    uint64_t *rx_next; /* per peer: number of the next block it sends us */
     uint64_t last_progress_ns;
     uint64_t next_probe_ns;
-    uint64_t last_rx_ns;  /* last data or probe: a peer wanted something */
+    uint64_t last_rx_ns; /* last data or probe: a peer wanted something */
 
     /* The last block received from each peer in the last operation: the
      * only acks a peer may still be waiting for once we are done. */
@@ -122,29 +123,29 @@ struct p2p_engine {
     uint64_t linger_gap_ns;
 
     /* Send side of the current step. */
-    int send_peer;      /* -1: nothing to send */
+    int send_peer; /* -1: nothing to send */
     const uint8_t *send_buf;
     size_t send_bytes;
     size_t send_npkts;
-    size_t low;         /* first packet not acked */
-    size_t next;        /* next packet never sent */
+    size_t low;           /* first packet not acked */
+    size_t next;          /* next packet never sent */
     uint64_t last_ack_ns; /* last ack of something new (or the send start) */
-    pkt_t *win;         /* p.window entries */
+    pkt_t *win;           /* p.window entries */
     uint64_t tx_seq;
     uint64_t max_acked_tx;
     uint64_t max_acked_sent_ns; /* latest send time of a packet acked */
 
     /* Receive side. */
     rslot_t slot[NSLOTS];
-    rslot_t *rslot;     /* the current step's, NULL if it receives nothing */
-    size_t max_block;   /* largest block received so far */
+    rslot_t *rslot;   /* the current step's, NULL if it receives nothing */
+    size_t max_block; /* largest block received so far */
     struct {
         int peer;
         uint64_t t;
     } refused[REFUSED_MAX];
     int nrefused;
 
-    rto_t rto;          /* retransmission timer (core/rto.h) */
+    rto_t rto; /* retransmission timer (core/rto.h) */
     /* RACK's reordering window in quarter RTTs: grows on spurious fast
      * retransmissions, shrinks back after 64 calm steps. */
     uint32_t reo_mult;
@@ -192,7 +193,8 @@ p2p_engine_t *p2p_engine_create(const p2p_engine_params_t *params)
         p2p_engine_destroy(eng);
         return NULL;
     }
-    memcpy(eng->peers, params->peers, (size_t)params->size * sizeof(*eng->peers));
+    memcpy(eng->peers, params->peers,
+           (size_t)params->size * sizeof(*eng->peers));
     rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
              params->rto_max_ns);
     eng->reo_mult = 1;
@@ -270,8 +272,8 @@ static size_t pkt_len(size_t stride, size_t bytes, size_t i)
 
 /* ---- sending ---- */
 
-static void send_pkt(p2p_engine_t *eng, const wire_hdr_t *h, const void *payload,
-                     size_t len, int peer)
+static void send_pkt(p2p_engine_t *eng, const wire_hdr_t *h,
+                     const void *payload, size_t len, int peer)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     wire_pack(h, hdr);
@@ -279,8 +281,9 @@ static void send_pkt(p2p_engine_t *eng, const wire_hdr_t *h, const void *payload
     eng->p.send(eng->p.send_arg, eng->peers[peer], hdr, payload, len);
 }
 
-static void emit_ack(p2p_engine_t *eng, int peer, uint32_t epoch, uint16_t flags,
-                     size_t cum, const uint8_t *bitmap, size_t nbytes)
+static void emit_ack(p2p_engine_t *eng, int peer, uint32_t epoch,
+                     uint16_t flags, size_t cum, const uint8_t *bitmap,
+                     size_t nbytes)
 {
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -352,7 +355,8 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
 
 static void fill_window(p2p_engine_t *eng, uint64_t now)
 {
-    while (eng->next < eng->send_npkts && eng->next < eng->low + eng->p.window) {
+    while (eng->next < eng->send_npkts &&
+           eng->next < eng->low + eng->p.window) {
         pkt_t *pk = &eng->win[eng->next % eng->p.window];
         pk->acked = 0;
         pk->lost = 0;
@@ -555,8 +559,8 @@ static void fail_protocol(p2p_engine_t *eng, const char *fmt_why, int peer,
     incoll_error("p2p: group %u %s step %d/%d: rank %d %s (%zu bytes, this "
                  "rank expects %zu): do all ranks call the same collective "
                  "with the same count, dtype and algorithm?",
-                 eng->p.group, eng->name, eng->idx + 1, eng->nsteps,
-                 peer, fmt_why, got, want);
+                 eng->p.group, eng->name, eng->idx + 1, eng->nsteps, peer,
+                 fmt_why, got, want);
     finish(eng, INCOLL_ERR_PROTOCOL);
 }
 
@@ -638,7 +642,8 @@ static int start_step(p2p_engine_t *eng, uint64_t now)
         s->bytes = bytes;
         s->total = (uint32_t)bytes;
         s->npkts = npk;
-        s->dst = st->recv_reduce ? s->buf : eng->work + st->recv_off * eng->dsize;
+        s->dst =
+            st->recv_reduce ? s->buf : eng->work + st->recv_off * eng->dsize;
         if (s->dst != s->buf && s->nrecv)
             copy_stored(eng, s);
         eng->rslot = s;
@@ -714,8 +719,9 @@ static incoll_status_t check_start(const p2p_engine_t *eng, const void *work,
         return INCOLL_ERR_BUSY;
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
-    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT || (unsigned)op >= INCOLL_OP_COUNT ||
-        !incoll_op_valid(op, dtype) || (work == NULL && count > 0) ||
+    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT ||
+        (unsigned)op >= INCOLL_OP_COUNT || !incoll_op_valid(op, dtype) ||
+        (work == NULL && count > 0) ||
         count > SIZE_MAX / incoll_dtype_size(dtype))
         return INCOLL_ERR_INVALID_ARG;
     return INCOLL_OK;
@@ -735,9 +741,8 @@ static incoll_status_t steps_reserve(p2p_engine_t *eng, int max)
 
 /* Runs the n steps in eng->steps. */
 static incoll_status_t start_ops(p2p_engine_t *eng, const char *name, int n,
-                                 void *work, size_t count,
-                                 incoll_dtype_t dtype, incoll_op_t op,
-                                 uint64_t now_ns)
+                                 void *work, size_t count, incoll_dtype_t dtype,
+                                 incoll_op_t op, uint64_t now_ns)
 {
     if (n == 0) {
         eng->status = INCOLL_OK;
@@ -773,7 +778,8 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
     if (kind != ALGO_RD && kind != ALGO_RING && kind != ALGO_RABENSEIFNER)
         return INCOLL_ERR_INVALID_ARG;
     if (eng->p.size == 1 || count == 0)
-        return start_ops(eng, algo_name(kind), 0, work, count, dtype, op, now_ns);
+        return start_ops(eng, algo_name(kind), 0, work, count, dtype, op,
+                         now_ns);
     max = algo_max_steps(kind, eng->p.size);
     status = steps_reserve(eng, max);
     if (status != INCOLL_OK)
@@ -816,8 +822,8 @@ incoll_status_t p2p_engine_coll(p2p_engine_t *eng, algo_calgo_t id, int root,
 
 /* ---- receiving ---- */
 
-static void on_data(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *payload,
-                    uint64_t now)
+static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
+                    const uint8_t *payload, uint64_t now)
 {
     int peer = h->child;
     int32_t d = (int32_t)(h->epoch - (uint32_t)eng->rx_next[peer]);
@@ -939,12 +945,12 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
         /* The peer lives but has not reached this block: keep waiting, and
          * keep the packets from running out of retries. It answers about
          * a block we send it, or one we wait for from it (our probe). */
-        if (eng->running &&
-            ((peer == eng->send_peer && d == 0) ||
-             (eng->rslot != NULL && peer == eng->rslot->peer &&
-              h->epoch == (uint32_t)eng->rslot->t))) {
+        if (eng->running && ((peer == eng->send_peer && d == 0) ||
+                             (eng->rslot != NULL && peer == eng->rslot->peer &&
+                              h->epoch == (uint32_t)eng->rslot->t))) {
             eng->last_progress_ns = now;
-            for (size_t i = eng->low; eng->send_peer == peer && i < eng->next; i++) {
+            for (size_t i = eng->low; eng->send_peer == peer && i < eng->next;
+                 i++) {
                 pkt_t *pk = &eng->win[i % eng->p.window];
                 if (pk->retries > 1)
                     pk->retries = 1;
@@ -1003,7 +1009,8 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
             uint64_t age = now - pk->sent_ns;
             if (pk->acked)
                 continue;
-            if ((h->flags & WIRE_F_P2P_PROBE) && age >= (uint64_t)eng->rto.srtt) {
+            if ((h->flags & WIRE_F_P2P_PROBE) &&
+                age >= (uint64_t)eng->rto.srtt) {
                 retransmit(eng, i, now);
             } else if (pk->tx + FAST_RETRANS_THRESH <= eng->max_acked_tx &&
                        pk->sent_ns <= eng->max_acked_sent_ns) {
@@ -1058,9 +1065,8 @@ void p2p_engine_on_packet(p2p_engine_t *eng, incoll_ep_t src, const void *buf,
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK ||
         (h.type != WIRE_P2P_DATA && h.type != WIRE_P2P_ACK) ||
-        h.group != eng->p.group ||
-        h.child >= eng->p.size || h.child == eng->p.rank ||
-        eng->peers[h.child] != src ||
+        h.group != eng->p.group || h.child >= eng->p.size ||
+        h.child == eng->p.rank || eng->peers[h.child] != src ||
         (h.type == WIRE_P2P_DATA && (h.count == 0 || h.total == 0)) ||
         (h.type == WIRE_P2P_ACK && h.count > ACK_BYTES_MAX)) {
         eng->ctr.dropped++;
@@ -1128,8 +1134,8 @@ static void timeout(p2p_engine_t *eng, const char *why, int peer, int retries,
     if (eng->send_peer == peer && only_ack_missing(eng)) {
         incoll_info("p2p: group %u %s step %d/%d: rank %d never acked the "
                     "last block (it has probably finished); the result here "
-                    "is complete", eng->p.group, eng->name,
-                    eng->idx + 1, eng->nsteps, peer);
+                    "is complete",
+                    eng->p.group, eng->name, eng->idx + 1, eng->nsteps, peer);
         eng->ctr.assumed_acked++;
         eng->low = eng->next = eng->send_npkts;
         advance(eng, now);
@@ -1139,15 +1145,14 @@ static void timeout(p2p_engine_t *eng, const char *why, int peer, int retries,
     if (retries >= 0)
         incoll_error("p2p: group %u %s step %d/%d: %s rank %d (%s) after %d "
                      "retries, giving up",
-                     eng->p.group, eng->name, eng->idx + 1,
-                     eng->nsteps, why, peer,
-                     wire_ep_str(eng->peers[peer], ep, sizeof(ep)), retries);
+                     eng->p.group, eng->name, eng->idx + 1, eng->nsteps, why,
+                     peer, wire_ep_str(eng->peers[peer], ep, sizeof(ep)),
+                     retries);
     else
         incoll_error("p2p: group %u %s step %d/%d: %s rank %d (%s) for %" PRIu64
                      " ms, giving up",
-                     eng->p.group, eng->name, eng->idx + 1,
-                     eng->nsteps, why, peer,
-                     wire_ep_str(eng->peers[peer], ep, sizeof(ep)),
+                     eng->p.group, eng->name, eng->idx + 1, eng->nsteps, why,
+                     peer, wire_ep_str(eng->peers[peer], ep, sizeof(ep)),
                      eng->p.progress_timeout_ns / 1000000);
     finish(eng, INCOLL_ERR_TIMEOUT);
 }
@@ -1168,8 +1173,9 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
         int peer = eng->send_peer >= 0 && eng->low < eng->send_npkts
                        ? eng->send_peer
                        : st->recv_peer;
-        timeout(eng, eng->send_peer == peer ? "no progress sending to"
-                                            : "no data from",
+        timeout(eng,
+                eng->send_peer == peer ? "no progress sending to"
+                                       : "no data from",
                 peer, -1, now_ns);
         return;
     }
@@ -1255,9 +1261,10 @@ uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns)
      * retransmits at least every rto_max (the cap of its backoff), so
      * that long without data or a probe means nobody is waiting for us. */
     quiet = eng->p.rto_max_ns;
-    quiet_end = (eng->last_rx_ns > eng->linger_start_ns ? eng->last_rx_ns
-                                                         : eng->linger_start_ns) +
-                quiet + 2 * eng->rto.rto;
+    quiet_end =
+        (eng->last_rx_ns > eng->linger_start_ns ? eng->last_rx_ns
+                                                : eng->linger_start_ns) +
+        quiet + 2 * eng->rto.rto;
     if (now_ns >= quiet_end)
         return 0;
     if (now_ns >= eng->linger_next_ns) {

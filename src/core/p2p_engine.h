@@ -16,8 +16,8 @@
  * order and a schedule pairs each send with the peer's receive.
  *
  * Protocol (wire.h: WIRE_P2P_DATA, WIRE_P2P_ACK):
- *   DATA  group: the communicator's, mac under its key; child: the sender's rank; epoch:
- *         transfer number (low 32 bits); offset: byte offset in the block,
+ *   DATA  group: the communicator's, mac under its key; child: the sender's
+ * rank; epoch: transfer number (low 32 bits); offset: byte offset in the block,
  *         a multiple of the packet size (max_payload, which must be the
  *         same on every rank); count: payload bytes; total: the block's size
  *         in bytes (low 32 bits), so a receiver expecting another size
@@ -33,10 +33,10 @@
  * every few packets and at the end of each received batch, re-ack a
  * consumed block with DONE whenever its data comes again (the last ack was
  * lost), and keep blocks peers send ahead of time (in a small pool of
- * slots, one always spare for the current step). Senders keep a window of packets in flight,
- * retransmit on an adaptive timeout with backoff (as host_engine: only once
- * acks of anything new have also stopped for a timeout) or at
- * once when three later packets were acked (fast retransmit), and fail
+ * slots, one always spare for the current step). Senders keep a window of
+ * packets in flight, retransmit on an adaptive timeout with backoff (as
+ * host_engine: only once acks of anything new have also stopped for a timeout)
+ * or at once when three later packets were acked (fast retransmit), and fail
  * with INCOLL_ERR_TIMEOUT after max_retries silent retransmissions (and
  * at least the time that many backoffs from rto_init take, core/rto.h) or
  * progress_timeout without any progress. One exception: when a rank's
@@ -55,9 +55,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2P_WINDOW_MAX 512   /* packets in flight per step (ack bitmap bits) */
+#define P2P_WINDOW_MAX 512 /* packets in flight per step (ack bitmap bits) */
 #define P2P_WINDOW_DEFAULT 64
-#define P2P_MAX_RANKS 65535  /* ranks travel in the 16-bit child field */
+#define P2P_MAX_RANKS 65535 /* ranks travel in the 16-bit child field */
 
 typedef struct p2p_engine p2p_engine_t;
 
@@ -67,18 +67,18 @@ typedef void (*p2p_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
                               const void *payload, size_t len);
 
 typedef struct {
-    uint32_t group;          /* the communicator's id on the wire */
-    wire_key_t key;          /* its mac key: secret (wire_mac.h) */
-    int rank;                /* this process's rank in the communicator */
-    int size;                /* 1..P2P_MAX_RANKS */
+    uint32_t group;           /* the communicator's id on the wire */
+    wire_key_t key;           /* its mac key: secret (wire_mac.h) */
+    int rank;                 /* this process's rank in the communicator */
+    int size;                 /* 1..P2P_MAX_RANKS */
     const incoll_ep_t *peers; /* size endpoints, by rank (copied) */
-    uint32_t max_payload;    /* bytes per packet, the same on every rank */
-    uint32_t window;         /* packets in flight, 1..P2P_WINDOW_MAX; 0 = 64 */
-    uint32_t ack_every;      /* ack after this many new packets; 0 = window/8 */
-    uint64_t rto_init_ns;    /* first retransmission timeout */
+    uint32_t max_payload;     /* bytes per packet, the same on every rank */
+    uint32_t window;          /* packets in flight, 1..P2P_WINDOW_MAX; 0 = 64 */
+    uint32_t ack_every;   /* ack after this many new packets; 0 = window/8 */
+    uint64_t rto_init_ns; /* first retransmission timeout */
     uint64_t rto_min_ns;
     uint64_t rto_max_ns;
-    int max_retries;         /* silent retransmissions of one packet */
+    int max_retries;              /* silent retransmissions of one packet */
     uint64_t progress_timeout_ns; /* no progress at all for this long: fail */
     p2p_send_cb_t send;
     void *send_arg;
@@ -87,25 +87,25 @@ typedef struct {
 typedef struct {
     uint64_t ops;
     uint64_t steps;
-    uint64_t packets_sent;      /* data packets, retransmissions included */
-    uint64_t bytes_sent;        /* data payload bytes */
-    uint64_t retransmits;       /* on timeout */
-    uint64_t fast_retransmits;  /* on selective acks or a probe */
-    uint64_t spurious;          /* fast retransmissions found needless */
+    uint64_t packets_sent;     /* data packets, retransmissions included */
+    uint64_t bytes_sent;       /* data payload bytes */
+    uint64_t retransmits;      /* on timeout */
+    uint64_t fast_retransmits; /* on selective acks or a probe */
+    uint64_t spurious;         /* fast retransmissions found needless */
     uint64_t acks_sent;
     uint64_t acks_received;
-    uint64_t data_received;     /* data packets stored */
-    uint64_t duplicates;        /* data packets already stored */
-    uint64_t stale;             /* data of consumed blocks (re-acked) */
-    uint64_t early;             /* data stored ahead of its step */
-    uint64_t refused;           /* data too far ahead or too large to keep */
-    uint64_t probes;            /* probes sent */
-    uint64_t dropped;           /* malformed, foreign or mismatched packets */
-    uint64_t bad_mac;           /* packets whose mac failed (also dropped) */
+    uint64_t data_received; /* data packets stored */
+    uint64_t duplicates;    /* data packets already stored */
+    uint64_t stale;         /* data of consumed blocks (re-acked) */
+    uint64_t early;         /* data stored ahead of its step */
+    uint64_t refused;       /* data too far ahead or too large to keep */
+    uint64_t probes;        /* probes sent */
+    uint64_t dropped;       /* malformed, foreign or mismatched packets */
+    uint64_t bad_mac;       /* packets whose mac failed (also dropped) */
     uint64_t timeouts;
-    uint64_t assumed_acked;     /* last block never acked: peer gone, done */
-    uint64_t after_finalize;    /* data or probes of a later operation
-                                 * while lingering: left unanswered */
+    uint64_t assumed_acked;  /* last block never acked: peer gone, done */
+    uint64_t after_finalize; /* data or probes of a later operation
+                              * while lingering: left unanswered */
 } p2p_engine_counters_t;
 
 /* Fills the timing fields of params with defaults. */

@@ -23,7 +23,8 @@
 
 static void sleep_ms(int ms)
 {
-    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+    struct timespec ts = {.tv_sec = ms / 1000,
+                          .tv_nsec = (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
 }
@@ -60,9 +61,8 @@ static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
         return -1;
     if (pid == 0) {
         int null_fd = open("/dev/null", O_RDONLY);
-        int log_fd = open(log_path,
-                          O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC),
-                          0644);
+        int log_fd = open(
+            log_path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
         setsid();
         if (null_fd >= 0)
             dup2(null_fd, 0);
@@ -217,7 +217,8 @@ static void print_log_tail(const char *path)
 
 int mgr_fabric_up(const mgr_fabric_params_t *p)
 {
-    char topo_path[PATH_MAX + 32], secret[PATH_MAX + 32], port_path[PATH_MAX + 32];
+    char topo_path[PATH_MAX + 32], secret[PATH_MAX + 32],
+        port_path[PATH_MAX + 32];
     char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
     char env_path[PATH_MAX + 32], addr[64] = "", err[512];
     topo_t topo;
@@ -242,9 +243,10 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         }
     } else if (topo_fat_tree(p->radix, p->levels, p->hosts, NULL, &topo) !=
                INCOLL_OK) {
-        fprintf(stderr, "incoll fabric up: cannot build a fat-tree of radix %d "
-                        "and %d levels with %d hosts (radix: even, 2..64; "
-                        "levels: 2 or 3; hosts: at most the ports)\n",
+        fprintf(stderr,
+                "incoll fabric up: cannot build a fat-tree of radix %d "
+                "and %d levels with %d hosts (radix: even, 2..64; "
+                "levels: 2 or 3; hosts: at most the ports)\n",
                 p->radix, p->levels, p->hosts);
         fabric_conf_free(&conf);
         return -1;
@@ -293,8 +295,9 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         goto out;
     }
     if (save_mgr_env(p->dir) != 0)
-        fprintf(stderr, "incoll fabric up: cannot write %s/%s: %s (`fabric "
-                        "restart` will not know the manager's settings)\n",
+        fprintf(stderr,
+                "incoll fabric up: cannot write %s/%s: %s (`fabric "
+                "restart` will not know the manager's settings)\n",
                 p->dir, MGR_ENV_FILE, strerror(errno));
     deadline = now_ms() + (uint64_t)p->wait_s * 1000;
     while (addr[0] == '\0') {
@@ -321,9 +324,9 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
     snprintf(bin, sizeof(bin), "%s/incoll-agg", p->bindir);
     for (int i = 0; i < topo.nswitches; i++) {
         char listen[32] = "127.0.0.1:0";
-        char *argv[] = {bin,    "--name",   topo.sw[i].name, "--listen", listen,
-                        "--mgr", addr,      "--secret",      secret,
-                        "--foreground",    NULL};
+        char *argv[] = {
+            bin,  "--name",   topo.sw[i].name, "--listen",     listen, "--mgr",
+            addr, "--secret", secret,          "--foreground", NULL};
         const char *netns = "";
         int k =
             conf.nans > 0 ? fabric_conf_find_an(&conf, topo.sw[i].name) : -1;
@@ -359,8 +362,9 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         sleep_ms(100);
     }
     if (up != topo.nswitches) {
-        fprintf(stderr, "incoll fabric up: %d of %d ans registered with the "
-                        "manager within %d s\n",
+        fprintf(stderr,
+                "incoll fabric up: %d of %d ans registered with the "
+                "manager within %d s\n",
                 up, topo.nswitches, p->wait_s);
         for (int i = 0; i < topo.nswitches; i++) {
             snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
@@ -469,8 +473,8 @@ int mgr_fabric_env(const char *dir, char *addr, size_t addrlen, char *secret,
         }
     }
     if (addr[0] == '\0' || secret[0] == '\0') {
-        snprintf(err, errlen, "%s:0: needs INCOLL_MGR= and INCOLL_SECRET_FILE=",
-                 path);
+        snprintf(err, errlen,
+                 "%s:0: needs INCOLL_MGR= and INCOLL_SECRET_FILE=", path);
         goto out;
     }
     ret = 0;
@@ -534,8 +538,9 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
 
     if (mgr_fabric_env(p->dir, addr, sizeof(addr), secret, sizeof(secret), err,
                        sizeof(err)) != 0) {
-        fprintf(stderr, "incoll fabric restart: %s has no managed fabric "
-                        "(%s); start one with `incoll fabric up`\n",
+        fprintf(stderr,
+                "incoll fabric restart: %s has no managed fabric "
+                "(%s); start one with `incoll fabric up`\n",
                 p->dir, err);
         return -1;
     }
@@ -566,18 +571,18 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
     load_mgr_env(p->dir);
     f = fopen(log_path, "a");
     if (f) {
-        fprintf(f, "incoll fabric restart: the manager was gone; starting it "
-                   "again on %s\n",
+        fprintf(f,
+                "incoll fabric restart: the manager was gone; starting it "
+                "again on %s\n",
                 addr);
         fclose(f);
     }
     unlink(port_path);
     snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
     {
-        char *argv[] = {bin,         "--topology", topo_path,
-                        "--listen",  addr,         "--port-file",
-                        port_path,   "--secret",   secret,
-                        NULL};
+        char *argv[] = {bin,    "--topology",  topo_path, "--listen",
+                        addr,   "--port-file", port_path, "--secret",
+                        secret, NULL};
         pid = spawn(p, argv, "", log_path, pid_path, 1);
     }
     if (pid < 0) {
@@ -599,8 +604,9 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
         if (got[0])
             break;
         if (!proc_running(pid) || now_ms() > deadline) {
-            fprintf(stderr, "incoll fabric restart: the manager did not start "
-                            "on %s\n",
+            fprintf(stderr,
+                    "incoll fabric restart: the manager did not start "
+                    "on %s\n",
                     addr);
             print_log_tail(log_path);
             if (proc_running(pid))
@@ -625,8 +631,9 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
         sleep_ms(100);
     }
     if (up != topo.nswitches)
-        fprintf(stderr, "incoll fabric restart: %d of %d ans registered again "
-                        "within %d s (see %s/<name>.log)\n",
+        fprintf(stderr,
+                "incoll fabric restart: %d of %d ans registered again "
+                "within %d s (see %s/<name>.log)\n",
                 up < 0 ? 0 : up, topo.nswitches, p->wait_s, p->dir);
     if (!p->quiet)
         printf("manager of %s restarted at %s (pid %d): %d of %d ans "

@@ -28,19 +28,19 @@
 #include <sys/types.h>
 
 typedef struct {
-    const char *dir;       /* absolute, existing, without a running fabric */
-    const char *bindir;    /* where incoll-mgr and incoll-agg are */
-    const char *topology;  /* a topology file, or NULL to generate: */
-    int radix;             /* k-ary fat-tree, 2 or 3 levels */
+    const char *dir;      /* absolute, existing, without a running fabric */
+    const char *bindir;   /* where incoll-mgr and incoll-agg are */
+    const char *topology; /* a topology file, or NULL to generate: */
+    int radix;            /* k-ary fat-tree, 2 or 3 levels */
     int levels;
-    int hosts;             /* 0: every host port */
-    int wait_s;            /* for every AN to register */
-    int quiet;             /* no summary on stdout */
-    const char *conf;      /* a fabric.conf, or NULL: the ANs it names
-                              load it (their address and its world group
-                              come from it), the others bind the topology's
-                              address or any port */
-    const char *listen;    /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
+    int hosts;          /* 0: every host port */
+    int wait_s;         /* for every AN to register */
+    int quiet;          /* no summary on stdout */
+    const char *conf;   /* a fabric.conf, or NULL: the ANs it names
+                           load it (their address and its world group
+                           come from it), the others bind the topology's
+                           address or any port */
+    const char *listen; /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
     /* Moves the calling process into a network namespace (tools'
      * emu_netns_enter): the ANs of conf with a netns= start in theirs.
      * NULL when there are none. */

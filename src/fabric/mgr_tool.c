@@ -77,9 +77,8 @@ incoll_status_t mgr_tool_stat(const char *addr, const char *secret_file,
             if (r == MGR_NEXT_READY && !sent) {
                 mgr_wbuf_t w = {0};
                 mgr_w_u32(&w, 0);
-                if (w.oom ||
-                    mgr_stream_send(&st, MGR_STAT_REQ, w.buf, w.len) !=
-                        INCOLL_OK) {
+                if (w.oom || mgr_stream_send(&st, MGR_STAT_REQ, w.buf, w.len) !=
+                                 INCOLL_OK) {
                     mgr_wbuf_free(&w);
                     mgr_stream_close(&st);
                     snprintf(err, errlen, "out of memory");

@@ -133,9 +133,10 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
     }
 }
 
-incoll_status_t host_allreduce_algo_impl(
-    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
-    size_t count, incoll_dtype_t dtype, incoll_op_t op)
+incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op)
 {
     incoll_status_t status;
     size_t dsize, bytes;

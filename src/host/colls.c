@@ -41,8 +41,8 @@ static int overlaps(const void *a, size_t alen, const void *b, size_t blen)
 static host_coll_kind_t inc_kind(algo_coll_t coll)
 {
     static const host_coll_kind_t k[ALGO_COLL_NCOLLS] = {
-        HOST_COLL_BCAST, HOST_COLL_REDUCE, HOST_COLL_BARRIER,
-        HOST_COLL_ALLGATHER, HOST_COLL_GATHER, HOST_COLL_SCATTER,
+        HOST_COLL_BCAST,         HOST_COLL_REDUCE, HOST_COLL_BARRIER,
+        HOST_COLL_ALLGATHER,     HOST_COLL_GATHER, HOST_COLL_SCATTER,
         HOST_COLL_REDUCE_SCATTER};
     return k[coll];
 }
@@ -60,15 +60,14 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
     case ALGO_COLL_BCAST:
         return host_inc_bcast(comm, a->recvbuf, a->count, a->root);
     case ALGO_COLL_REDUCE:
-        return host_inc_reduce(comm, a->sendbuf, a->recvbuf, a->count,
-                               a->dtype, a->op, a->root);
+        return host_inc_reduce(comm, a->sendbuf, a->recvbuf, a->count, a->dtype,
+                               a->op, a->root);
     case ALGO_COLL_BARRIER:
         return host_inc_barrier(comm);
     case ALGO_COLL_ALLGATHER:
         return host_inc_allgather(comm, a->sendbuf, a->recvbuf, a->count);
     case ALGO_COLL_GATHER:
-        return host_inc_gather(comm, a->sendbuf, a->recvbuf, a->count,
-                               a->root);
+        return host_inc_gather(comm, a->sendbuf, a->recvbuf, a->count, a->root);
     case ALGO_COLL_SCATTER:
         return host_inc_scatter(comm, a->sendbuf, a->recvbuf, a->count,
                                 a->root);
@@ -159,10 +158,9 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
                             : bor(comm, e, a->recvbuf, blk);
     case ALGO_COLL_REDUCE:
         if (rank == root)
-            return incoll_allreduce(comm,
-                                    a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE
-                                                             : a->sendbuf,
-                                    a->recvbuf, a->count, a->dtype, a->op);
+            return incoll_allreduce(
+                comm, a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE : a->sendbuf,
+                a->recvbuf, a->count, a->dtype, a->op);
         if ((e = emu_get(blk, 0)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         return incoll_allreduce(comm, a->sendbuf, e, a->count, a->dtype, a->op);
@@ -189,11 +187,11 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
         memcpy(e + (size_t)rank * blk, a->sendbuf, blk);
         return bor(comm, e, rank == root ? a->recvbuf : e + all, all);
     default: /* ALGO_COLL_SCATTER */
-        status = bor(comm, rank == root ? a->sendbuf : (const void *)e,
-                     e + all, all);
-        if (status == INCOLL_OK && (uint8_t *)a->recvbuf !=
-                                       (const uint8_t *)a->sendbuf +
-                                           (size_t)rank * blk)
+        status = bor(comm, rank == root ? a->sendbuf : (const void *)e, e + all,
+                     all);
+        if (status == INCOLL_OK &&
+            (uint8_t *)a->recvbuf !=
+                (const uint8_t *)a->sendbuf + (size_t)rank * blk)
             memcpy(a->recvbuf, e + all + (size_t)rank * blk, blk);
         return status;
     }
@@ -263,12 +261,13 @@ static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
 
 /* ---- on the hosts ---- */
 
-static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id,
-                                size_t seg, const host_coll_args_t *a)
+static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id, size_t seg,
+                                const host_coll_args_t *a)
 {
     int rank = comm->rank, size = comm->size, root = a->root;
     int vr = (rank - root + size) % size;
-    size_t n = a->count, ds = reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1;
+    size_t n = a->count,
+           ds = reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1;
     size_t blk = n * ds, all = (size_t)size * blk;
     incoll_dtype_t dt = reduces(a->coll) ? a->dtype : INCOLL_UINT8;
     incoll_op_t op = reduces(a->coll) ? a->op : INCOLL_OP_SUM;
@@ -354,7 +353,8 @@ static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id,
 /* One rank: the result is the input, moved where it belongs. */
 static void run_alone(const host_coll_args_t *a)
 {
-    size_t blk = a->count * (reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1);
+    size_t blk =
+        a->count * (reduces(a->coll) ? incoll_dtype_size(a->dtype) : 1);
     if (a->coll == ALGO_COLL_BCAST || a->coll == ALGO_COLL_BARRIER || blk == 0)
         return;
     if (a->recvbuf != a->sendbuf)
@@ -379,8 +379,9 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     }
     if (algo >= 0 && !algo_calgo_fits((algo_calgo_t)algo, comm->size)) {
         incoll_error("%s: algorithm %s needs a power-of-two size, the "
-                     "communicator has %d ranks", what,
-                     algo_calgo_info((algo_calgo_t)algo)->name, comm->size);
+                     "communicator has %d ranks",
+                     what, algo_calgo_info((algo_calgo_t)algo)->name,
+                     comm->size);
         return INCOLL_ERR_INVALID_ARG;
     }
     if (comm->size == 1) {
@@ -436,8 +437,8 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                              reduces(a->coll) ? a->dtype : INCOLL_UINT8)) {
         status = emu_run(comm, a);
         if (status != INCOLL_ERR_UNSUPPORTED) {
-            last_in_net = status == INCOLL_OK &&
-                          incoll_comm_offloaded(comm, NULL);
+            last_in_net =
+                status == INCOLL_OK && incoll_comm_offloaded(comm, NULL);
             return status;
         }
     }
@@ -502,13 +503,12 @@ static incoll_status_t overlap_error(const char *what)
     return INCOLL_ERR_INVALID_ARG;
 }
 
-incoll_status_t host_reduce_impl(incoll_comm_h comm,
-                                         const void *sendbuf, void *recvbuf,
-                                         size_t count, incoll_dtype_t dtype,
-                                         incoll_op_t op, int root)
+incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op, int root)
 {
-    host_coll_args_t a = {ALGO_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op,
-                          root};
+    host_coll_args_t a = {
+        ALGO_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root};
     incoll_status_t status = check_comm(comm, "reduce", root, 1);
     size_t bytes;
 
@@ -531,11 +531,11 @@ incoll_status_t host_reduce_impl(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf,
-                                        size_t bytes, int root)
+incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf, size_t bytes,
+                                int root)
 {
-    host_coll_args_t a = {ALGO_COLL_BCAST, buf, buf, bytes, INCOLL_UINT8,
-                          INCOLL_OP_SUM, root};
+    host_coll_args_t a = {ALGO_COLL_BCAST, buf,           buf, bytes,
+                          INCOLL_UINT8,    INCOLL_OP_SUM, root};
     incoll_status_t status = check_comm(comm, "bcast", root, 1);
 
     if (status != INCOLL_OK || bytes == 0)
@@ -547,8 +547,8 @@ incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf,
 
 incoll_status_t host_barrier_impl(incoll_comm_h comm)
 {
-    host_coll_args_t a = {ALGO_COLL_BARRIER, NULL, NULL, 0, INCOLL_UINT8,
-                          INCOLL_OP_SUM, 0};
+    host_coll_args_t a = {ALGO_COLL_BARRIER, NULL,          NULL, 0,
+                          INCOLL_UINT8,      INCOLL_OP_SUM, 0};
     incoll_status_t status = check_comm(comm, "barrier", 0, 0);
 
     if (status != INCOLL_OK)
@@ -556,12 +556,11 @@ incoll_status_t host_barrier_impl(incoll_comm_h comm)
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-incoll_status_t host_allgather_impl(incoll_comm_h comm,
-                                            const void *sendbuf, void *recvbuf,
-                                            size_t bytes)
+incoll_status_t host_allgather_impl(incoll_comm_h comm, const void *sendbuf,
+                                    void *recvbuf, size_t bytes)
 {
-    host_coll_args_t a = {ALGO_COLL_ALLGATHER, sendbuf, recvbuf, bytes,
-                          INCOLL_UINT8, INCOLL_OP_SUM, 0};
+    host_coll_args_t a = {ALGO_COLL_ALLGATHER, sendbuf,       recvbuf, bytes,
+                          INCOLL_UINT8,        INCOLL_OP_SUM, 0};
     incoll_status_t status = check_comm(comm, "allgather", 0, 0);
 
     if (status != INCOLL_OK || bytes == 0)
@@ -581,12 +580,11 @@ incoll_status_t host_allgather_impl(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-incoll_status_t host_gather_impl(incoll_comm_h comm,
-                                         const void *sendbuf, void *recvbuf,
-                                         size_t bytes, int root)
+incoll_status_t host_gather_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t bytes, int root)
 {
-    host_coll_args_t a = {ALGO_COLL_GATHER, sendbuf, recvbuf, bytes,
-                          INCOLL_UINT8, INCOLL_OP_SUM, root};
+    host_coll_args_t a = {ALGO_COLL_GATHER, sendbuf,       recvbuf, bytes,
+                          INCOLL_UINT8,     INCOLL_OP_SUM, root};
     incoll_status_t status = check_comm(comm, "gather", root, 1);
     int is_root;
 
@@ -614,12 +612,11 @@ incoll_status_t host_gather_impl(incoll_comm_h comm,
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
-incoll_status_t host_scatter_impl(incoll_comm_h comm,
-                                          const void *sendbuf, void *recvbuf,
-                                          size_t bytes, int root)
+incoll_status_t host_scatter_impl(incoll_comm_h comm, const void *sendbuf,
+                                  void *recvbuf, size_t bytes, int root)
 {
-    host_coll_args_t a = {ALGO_COLL_SCATTER, sendbuf, recvbuf, bytes,
-                          INCOLL_UINT8, INCOLL_OP_SUM, root};
+    host_coll_args_t a = {ALGO_COLL_SCATTER, sendbuf,       recvbuf, bytes,
+                          INCOLL_UINT8,      INCOLL_OP_SUM, root};
     incoll_status_t status = check_comm(comm, "scatter", root, 1);
     int is_root;
 
@@ -648,13 +645,12 @@ incoll_status_t host_scatter_impl(incoll_comm_h comm,
 }
 
 incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
-                                                 const void *sendbuf,
-                                                 void *recvbuf, size_t count,
-                                                 incoll_dtype_t dtype,
-                                                 incoll_op_t op)
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op)
 {
-    host_coll_args_t a = {ALGO_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count,
-                          dtype, op, 0};
+    host_coll_args_t a = {
+        ALGO_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, 0};
     incoll_status_t status = check_comm(comm, "reduce_scatter", 0, 0);
     size_t blk;
 

@@ -582,8 +582,8 @@ static int cmp_member(const void *a, const void *b)
     return x->rank - y->rank;
 }
 
-incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color,
-                                             int key, incoll_comm_h *newcomm_p)
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
+                                     incoll_comm_h *newcomm_p)
 {
     struct host_comm_info *info;
     uint64_t *v, seq, id;
@@ -650,8 +650,8 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color,
 }
 
 incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
-                                              const int *ranks,
-                                              incoll_comm_h *newcomm_p)
+                                      const int *ranks,
+                                      incoll_comm_h *newcomm_p)
 {
     struct host_comm_info *info;
     uint64_t h = 0x435245415445ull, id, count = 0;
@@ -1322,4 +1322,3 @@ fail:
                  info->id, mine, host_recovery_action_name(act), info->why);
     return INCOLL_ERR_GROUP_FAILED;
 }
-

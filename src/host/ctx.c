@@ -61,12 +61,10 @@ uint32_t host_job_generation(const char *job)
 /* Copies a string field of params if it is in the mask, else setting id's
  * value, into buf ("" when neither). */
 static void ident_str(const incoll_init_params_t *params, uint64_t field,
-                      const char *given, setting_id_t id, char *buf,
-                      size_t len)
+                      const char *given, setting_id_t id, char *buf, size_t len)
 {
-    const char *v = params && (params->field_mask & field)
-                        ? given
-                        : setting_str(id);
+    const char *v =
+        params && (params->field_mask & field) ? given : setting_str(id);
     snprintf(buf, len, "%s", v ? v : "");
 }
 
@@ -102,24 +100,23 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
     status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE, 1,
                        1 << 24, &ctx->size);
     if (status == INCOLL_OK)
-        status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK,
-                           0, ctx->size - 1, &ctx->rank);
+        status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
+                           ctx->size - 1, &ctx->rank);
     if (status != INCOLL_OK)
         return status;
     if (ctx->size < 0 || ctx->rank < 0) {
         const char *name = ctx->size < 0 ? "INCOLL_SIZE" : "INCOLL_RANK";
-        incoll_error("init: %s is not set (use `incoll run`, or set %s)",
-                     name, name);
+        incoll_error("init: %s is not set (use `incoll run`, or set %s)", name,
+                     name);
         return INCOLL_ERR_CONFIG;
     }
     status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_SIZE, p->local_size,
                        SETTING_LOCAL_SIZE, 1, 1 << 24, &ctx->local_size);
     if (status == INCOLL_OK)
-        status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_RANK, p->local_rank,
-                           SETTING_LOCAL_RANK, 0,
-                           ctx->local_size > 0 ? ctx->local_size - 1
-                                               : (1 << 24) - 1,
-                           &ctx->local_rank);
+        status = ident_int(
+            p, INCOLL_INIT_FIELD_LOCAL_RANK, p->local_rank, SETTING_LOCAL_RANK,
+            0, ctx->local_size > 0 ? ctx->local_size - 1 : (1 << 24) - 1,
+            &ctx->local_rank);
     if (status != INCOLL_OK)
         return status;
     if (ctx->local_size < 0)
@@ -189,7 +186,8 @@ static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
     }
     if (status == INCOLL_ERR_UNSUPPORTED && !with_mgr) {
         incoll_info("init: %s; data packets are authenticated with keys "
-                    "derived from fabric.conf alone", err);
+                    "derived from fabric.conf alone",
+                    err);
         return INCOLL_OK;
     }
     if (with_mgr)
@@ -468,8 +466,7 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
         }
         /* poll() skips the manager's entry while its fd is -1. */
         /* Gives the library lock up while blocked (src/host/req.c). */
-        if (host_sync_ppoll(ctx, pfd, 2, tsp) > 0 &&
-            (pfd[0].revents & POLLIN))
+        if (host_sync_ppoll(ctx, pfd, 2, tsp) > 0 && (pfd[0].revents & POLLIN))
             n = udp_recv_batch(ctx->sock, msgs, 64);
         if ((pfd[1].fd >= 0 && pfd[1].revents) ||
             (mgr_due != UINT64_MAX && host_now_ns() >= mgr_due)) {

@@ -10,8 +10,9 @@
  * operation (or when a peer's packet arrives first). The packets carry the
  * communicator's wire id and a mac under a key derived from the fabric
  * secret, the communicator and the job's generation (p2p_key), so neither
- * a forger nor a straggler from an earlier job on the same ports gets in. Waiting blocks in ppoll (host_ctx_progress) until
- * a packet or the engine's next deadline: no busy-polling.
+ * a forger nor a straggler from an earlier job on the same ports gets in.
+ * Waiting blocks in ppoll (host_ctx_progress) until a packet or the engine's
+ * next deadline: no busy-polling.
  */
 #include "host/host.h"
 
@@ -61,7 +62,8 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
         return INCOLL_OK;
     if (comm->size > P2P_MAX_RANKS) {
         incoll_error("allreduce: host-based algorithms support up to %d ranks, "
-                     "the communicator has %d", P2P_MAX_RANKS, comm->size);
+                     "the communicator has %d",
+                     P2P_MAX_RANKS, comm->size);
         return INCOLL_ERR_UNSUPPORTED;
     }
     peers = malloc((size_t)comm->size * sizeof(*peers));
@@ -82,12 +84,14 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
         payload = ctx->conf.payload ? ctx->conf.payload : 8192;
     if (payload < 8 || payload > WIRE_MAX_PAYLOAD) {
         incoll_warn("init: INCOLL_P2P_PAYLOAD=%" PRIu64 " is outside 8..%d; "
-                    "using 8192", payload, WIRE_MAX_PAYLOAD);
+                    "using 8192",
+                    payload, WIRE_MAX_PAYLOAD);
         payload = 8192;
     }
     if (window < 1 || window > P2P_WINDOW_MAX) {
         incoll_warn("init: INCOLL_P2P_WINDOW=%" PRIu64 " is outside 1..%d; "
-                    "using %d", window, P2P_WINDOW_MAX, P2P_WINDOW_DEFAULT);
+                    "using %d",
+                    window, P2P_WINDOW_MAX, P2P_WINDOW_DEFAULT);
         window = P2P_WINDOW_DEFAULT;
     }
     memset(&p, 0, sizeof(p));
@@ -128,8 +132,8 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
     free(peers);
     if (comm->p2p == NULL) {
         incoll_error("allreduce: cannot create the host-based engine "
-                     "(%d ranks, payload %u, window %u)", p.size,
-                     p.max_payload, p.window);
+                     "(%d ranks, payload %u, window %u)",
+                     p.size, p.max_payload, p.window);
         return INCOLL_ERR_NO_MEMORY;
     }
     comm->p2p_id = p.group;
@@ -167,7 +171,8 @@ static incoll_status_t p2p_wait(incoll_comm_h comm, incoll_status_t status,
     udp_flush(ctx->sock);
     if (status == INCOLL_ERR_GROUP_FAILED)
         incoll_error("%s: an earlier host-based %s failed on this "
-                     "communicator: the ranks are out of step", what, algo);
+                     "communicator: the ranks are out of step",
+                     what, algo);
     return status;
 }
 

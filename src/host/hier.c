@@ -61,10 +61,10 @@ struct host_hier {
     incoll_comm_h owner;   /* of a leaders' communicator: whom it serves */
     host_shm_t *shm;       /* NULL when this rank is alone on its host */
     int nlocal;
-    int lidx;      /* our index among the local members; 0 leads */
-    uint32_t seq;  /* segments through the pipeline so far */
-    size_t seg;    /* bytes per segment (INCOLL_HIER_SEG), alike on all */
-    uint32_t *err; /* in the segment: failed operation's end and status */
+    int lidx;         /* our index among the local members; 0 leads */
+    uint32_t seq;     /* segments through the pipeline so far */
+    size_t seg;       /* bytes per segment (INCOLL_HIER_SEG), alike on all */
+    uint32_t *err;    /* in the segment: failed operation's end and status */
     const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
 };
 
@@ -270,8 +270,8 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
         return INCOLL_ERR_NO_MEMORY;
     v[2 * comm->rank] = key;
     v[2 * comm->rank + 1] = (uint64_t)getpid();
-    status = exchange(comm, v, (size_t)comm->size * 2, INCOLL_UINT64,
-                      INCOLL_OP_BOR);
+    status =
+        exchange(comm, v, (size_t)comm->size * 2, INCOLL_UINT64, INCOLL_OP_BOR);
     if (status != INCOLL_OK) {
         incoll_error("hier: exchanging placements failed: %s",
                      incoll_status_string(status));
@@ -299,12 +299,11 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     if (maxlocal <= 1) {
         free(v);
         h->state = HIER_FLAT;
-        incoll_debug("hier: one rank per %s: the communicator runs flat",
-                     mode);
+        incoll_debug("hier: one rank per %s: the communicator runs flat", mode);
         return INCOLL_OK;
     }
-    incoll_debug("hier: %s mode: %d %ss, %d local ranks here (member %d)",
-                 mode, nhosts, mode, h->nlocal, h->lidx);
+    incoll_debug("hier: %s mode: %d %ss, %d local ranks here (member %d)", mode,
+                 nhosts, mode, h->nlocal, h->lidx);
     status = make_segment(comm, h, (pid_t)v[2 * leader + 1]);
     free(v);
     if (status == INCOLL_OK) {
@@ -422,8 +421,8 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
 
 /* A member's side of one allreduce. */
 static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
-                              uint8_t *recv, size_t count,
-                              incoll_dtype_t dtype, uint64_t deadline)
+                              uint8_t *recv, size_t count, incoll_dtype_t dtype,
+                              uint64_t deadline)
 {
     size_t dsize = incoll_dtype_size(dtype);
     size_t per = h->seg / dsize;
@@ -449,8 +448,8 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
         if (s >= 1) {
             uint32_t g = h->seq + (uint32_t)s - 1;
             int b = (int)(g % HOST_SHM_NBUF);
-            size_t off = (s - 1) * per, n = count - off < per ? count - off
-                                                              : per;
+            size_t off = (s - 1) * per,
+                   n = count - off < per ? count - off : per;
             status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
             if (status != INCOLL_OK)
                 return status;
@@ -480,8 +479,8 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                      h->mode);
         return INCOLL_ERR_GROUP_FAILED;
     }
-    if (sendbuf != recvbuf && (const uint8_t *)sendbuf < (uint8_t *)recvbuf +
-                                                             bytes &&
+    if (sendbuf != recvbuf &&
+        (const uint8_t *)sendbuf < (uint8_t *)recvbuf + bytes &&
         (uint8_t *)recvbuf < (const uint8_t *)sendbuf + bytes) {
         status = host_comm_scratch(comm, bytes);
         if (status != INCOLL_OK)

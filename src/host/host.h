@@ -28,20 +28,20 @@ struct incoll_comm {
     incoll_ctx_h ctx;
     int rank;
     int size;
-    int *world_ranks;      /* member i's rank in the world */
-    uint32_t group;        /* 0 when the communicator has no fabric group */
-    host_engine_t *eng;    /* NULL when it has none: host-based only */
-    void *scratch;         /* staging for in-place and overlapping buffers */
+    int *world_ranks;   /* member i's rank in the world */
+    uint32_t group;     /* 0 when the communicator has no fabric group */
+    host_engine_t *eng; /* NULL when it has none: host-based only */
+    void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
-    p2p_engine_t *p2p;     /* host-based algorithms; made on first use */
-    uint32_t p2p_id;       /* its id on the wire (host_comm_wire_id) */
+    p2p_engine_t *p2p;           /* host-based algorithms; made on first use */
+    uint32_t p2p_id;             /* its id on the wire (host_comm_wire_id) */
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
-    struct host_hier *hier;   /* ranks sharing a host (src/host/hier.c);
-                                 NULL until the first allreduce */
-    struct incoll_comm *next; /* the context's list */
-    struct host_req_queue *rq; /* its requests (src/host/req.c); NULL
-                                  until its first one */
+    struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);
+                                    NULL until the first allreduce */
+    struct incoll_comm *next;    /* the context's list */
+    struct host_req_queue *rq;   /* its requests (src/host/req.c); NULL
+                                    until its first one */
 };
 
 struct incoll_ctx {
@@ -51,18 +51,18 @@ struct incoll_ctx {
     fabric_conf_t conf;
     udp_sock_t *sock;
     struct incoll_comm *world;
-    struct incoll_comm *comms;   /* every communicator, world included */
-    struct host_ctx_info *info;  /* the manager link (comm.c); NULL without
-                                    INCOLL_MGR */
+    struct incoll_comm *comms;  /* every communicator, world included */
+    struct host_ctx_info *info; /* the manager link (comm.c); NULL without
+                                   INCOLL_MGR */
     host_engine_params_t eng_defaults;
-    uint32_t gen;                /* group generation of this job */
+    uint32_t gen; /* group generation of this job */
     /* The fabric master key from INCOLL_SECRET_FILE (mgr_secret_load),
      * from which the data path's mac keys are derived; has_secret is 0
      * without one (docs/security.md says what that protects). */
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
-    uint64_t mgr_checked_ns;     /* last look at the manager link while
-                                    packets kept coming (host_now_ns) */
+    uint64_t mgr_checked_ns; /* last look at the manager link while
+                                packets kept coming (host_now_ns) */
     /* Identity from incoll_init_params() or the settings ("" unset;
      * local_size 0 when unknown). */
     char job[256];
@@ -70,8 +70,8 @@ struct incoll_ctx {
     char mgr[256];
     int local_rank;
     int local_size;
-    struct host_sync *sync;      /* the library lock, the poller and the
-                                    request threads (src/host/req.c) */
+    struct host_sync *sync; /* the library lock, the poller and the
+                               request threads (src/host/req.c) */
 };
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.

@@ -32,8 +32,10 @@ typedef struct {
     int root;
 } host_coll_args_t;
 
-#define HOST_CALGO_AUTO (-1) /* in the network if the group can, else picked */
-#define HOST_CALGO_INC (-2)  /* in the network only */
+#define HOST_CALGO_AUTO                                                        \
+    (-1)                    /* in the network if the group can, else picked    \
+                             */
+#define HOST_CALGO_INC (-2) /* in the network only */
 
 /*
  * Runs one collective with algorithm algo: HOST_CALGO_AUTO (what the

@@ -24,18 +24,28 @@ typedef enum {
     HOST_COLL_COUNT
 } host_coll_kind_t;
 
-/* In-network collectives other than allreduce, on comm's fabric group. Each returns
- * INCOLL_OK with the result in place, INCOLL_ERR_UNSUPPORTED when the group cannot do
- * it (caller falls back to the hosts), or another error from the engine (timeout,
- * group failed) that the caller hands to the recovery like an allreduce's. Arguments
- * are already checked; sendbuf != INCOLL_IN_PLACE (the caller resolved it). */
-int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind, incoll_op_t op, incoll_dtype_t dtype);
-incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count, incoll_dtype_t dtype, incoll_op_t op, int root);
-incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes, int root);
+/* In-network collectives other than allreduce, on comm's fabric group. Each
+ * returns INCOLL_OK with the result in place, INCOLL_ERR_UNSUPPORTED when the
+ * group cannot do it (caller falls back to the hosts), or another error from
+ * the engine (timeout, group failed) that the caller hands to the recovery like
+ * an allreduce's. Arguments are already checked; sendbuf != INCOLL_IN_PLACE
+ * (the caller resolved it). */
+int host_inc_coll_usable(incoll_comm_h comm, host_coll_kind_t kind,
+                         incoll_op_t op, incoll_dtype_t dtype);
+incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op, int root);
+incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
+                               int root);
 incoll_status_t host_inc_barrier(incoll_comm_h comm);
-incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes);
-incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes, int root);
-incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t bytes, int root);
-incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count, incoll_dtype_t dtype, incoll_op_t op);
+incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf,
+                                   void *recvbuf, size_t bytes);
+incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
+                                void *recvbuf, size_t bytes, int root);
+incoll_status_t host_inc_scatter(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t bytes, int root);
+incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf,
+                                        void *recvbuf, size_t count,
+                                        incoll_dtype_t dtype, incoll_op_t op);
 
 #endif

@@ -49,9 +49,9 @@ struct host_mgr {
     uint32_t retry_first;
     uint8_t key[MGR_KEY_LEN];
     mgr_stream_t st;
-    int up;                /* authenticated and joined */
-    int auth_failed;       /* the last attempt failed the handshake */
-    uint64_t hs_deadline;  /* connecting: give up at this time */
+    int up;               /* authenticated and joined */
+    int auth_failed;      /* the last attempt failed the handshake */
+    uint64_t hs_deadline; /* connecting: give up at this time */
     uint64_t next_try;
     uint32_t next_req;
     uint64_t boot_id;
@@ -67,7 +67,10 @@ void host_mgr_group_free(host_mgr_group_t *g)
     g->peers = NULL;
 }
 
-int host_mgr_fd(const host_mgr_t *m) { return m->st.fd; }
+int host_mgr_fd(const host_mgr_t *m)
+{
+    return m->st.fd;
+}
 
 uint64_t host_mgr_deadline_ms(const host_mgr_t *m)
 {
@@ -145,8 +148,8 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
         }
         m->up = 1;
         m->retry_ms = m->retry_first;
-        incoll_debug("manager %s: joined as job %s rank %d/%d", m->addr,
-                     m->job, m->rank, m->size);
+        incoll_debug("manager %s: joined as job %s rank %d/%d", m->addr, m->job,
+                     m->rank, m->size);
         for (outreq_t *o = m->out; o; o = o->next)
             if (mgr_stream_send(&m->st, MGR_GROUP_REQ, o->body, o->len) !=
                 INCOLL_OK)
@@ -312,8 +315,7 @@ static incoll_status_t dial_start(host_mgr_t *m)
     return INCOLL_OK;
 }
 
-incoll_status_t host_mgr_connect(const host_mgr_params_t *p,
-                                 host_mgr_t **mgr_p)
+incoll_status_t host_mgr_connect(const host_mgr_params_t *p, host_mgr_t **mgr_p)
 {
     host_mgr_t *m;
     char err[512];
@@ -529,8 +531,8 @@ incoll_status_t host_mgr_group_release(host_mgr_t *m, uint64_t comm,
         return INCOLL_ERR_IO; /* the manager reclaims it on its own */
     mgr_w_u64(&w, comm);
     mgr_w_u32(&w, group);
-    if (w.oom || mgr_stream_send(&m->st, MGR_GROUP_RELEASE, w.buf, w.len) !=
-                     INCOLL_OK)
+    if (w.oom ||
+        mgr_stream_send(&m->st, MGR_GROUP_RELEASE, w.buf, w.len) != INCOLL_OK)
         status = INCOLL_ERR_NO_MEMORY;
     else if (mgr_stream_flush(&m->st) != 0)
         drop_conn(m, "send failed");

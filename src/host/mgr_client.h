@@ -27,15 +27,15 @@ typedef struct {
     const char *job;         /* INCOLL_JOB */
     int rank;
     int size;
-    const char *host;        /* topology host (INCOLL_HOST); "" = by address */
-    incoll_ep_t ep;          /* our UDP endpoint */
-    uint32_t timeout_ms;     /* connect, authenticate and join within this */
-    uint32_t retry_ms;       /* between reconnection attempts */
+    const char *host;    /* topology host (INCOLL_HOST); "" = by address */
+    incoll_ep_t ep;      /* our UDP endpoint */
+    uint32_t timeout_ms; /* connect, authenticate and join within this */
+    uint32_t retry_ms;   /* between reconnection attempts */
 } host_mgr_params_t;
 
 /* The manager's answer to a group request. */
 typedef struct {
-    incoll_status_t status;  /* INCOLL_OK: a group; else why there is none */
+    incoll_status_t status; /* INCOLL_OK: a group; else why there is none */
     char reason[256];
     uint32_t group;
     uint64_t key;
@@ -43,7 +43,7 @@ typedef struct {
     incoll_ep_t an;
     uint32_t slots;
     uint32_t payload;
-    uint32_t ops;            /* bit (1 << op) for each op the group can do */
+    uint32_t ops; /* bit (1 << op) for each op the group can do */
     uint32_t dtypes;
     /* The smallest and largest opseq the members sent: for logs only. An
      * error answer carries 0 for both, so these never tell where the
@@ -51,8 +51,8 @@ typedef struct {
     uint64_t opseq_min;
     uint64_t opseq_max;
     int nmembers;
-    incoll_ep_t *peers;      /* members' UDP endpoints (malloc'ed; the
-                                caller frees with host_mgr_group_free) */
+    incoll_ep_t *peers; /* members' UDP endpoints (malloc'ed; the
+                           caller frees with host_mgr_group_free) */
 } host_mgr_group_t;
 
 void host_mgr_group_free(host_mgr_group_t *g);

@@ -90,8 +90,8 @@ static host_shm_t *shm_wrap(void *map, size_t len, int idx)
     return shm;
 }
 
-incoll_status_t host_shm_create(const char *name, int nlocal,
-                                size_t slot_bytes, host_shm_t **shm_p)
+incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
+                                host_shm_t **shm_p)
 {
     size_t len;
     pthread_mutexattr_t ma;
@@ -167,8 +167,8 @@ incoll_status_t host_shm_attach(const char *name, int idx, host_shm_t **shm_p)
         close(fd);
         return INCOLL_ERR_PROTOCOL;
     }
-    map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED,
-               fd, 0);
+    map = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+               0);
     close(fd);
     if (map == MAP_FAILED) {
         incoll_error("hier: mmap %s: %s", name, strerror(errno));
@@ -269,8 +269,7 @@ void host_shm_abort(host_shm_t *shm, incoll_status_t status)
 
 incoll_status_t host_shm_aborted(const host_shm_t *shm)
 {
-    return (incoll_status_t)atomic_load(
-        &((shm_hdr_t *)shm->hdr)->abort_status);
+    return (incoll_status_t)atomic_load(&((shm_hdr_t *)shm->hdr)->abort_status);
 }
 
 /* 1 when member idx is still attached (holds its liveness mutex). */
@@ -330,8 +329,8 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
             host_shm_abort(shm, INCOLL_ERR_TIMEOUT);
             return INCOLL_ERR_TIMEOUT;
         }
-        wait = deadline_ns - now < SHM_SLICE_NS ? deadline_ns - now
-                                                : SHM_SLICE_NS;
+        wait =
+            deadline_ns - now < SHM_SLICE_NS ? deadline_ns - now : SHM_SLICE_NS;
         ts.tv_sec = (time_t)(wait / 1000000000ull);
         ts.tv_nsec = (long)(wait % 1000000000ull);
         futex(c, FUTEX_WAIT, cur, &ts);

@@ -39,8 +39,8 @@ typedef struct host_shm host_shm_t;
  * the result and frees it with host_shm_detach(); the name stays until
  * host_shm_unlink().
  */
-incoll_status_t host_shm_create(const char *name, int nlocal,
-                                size_t slot_bytes, host_shm_t **shm_p);
+incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
+                                host_shm_t **shm_p);
 
 /* Maps the segment name made by the leader and attaches as member idx
  * (1..nlocal-1). */
@@ -62,7 +62,11 @@ int host_shm_nlocal(const host_shm_t *shm);
 /* The counters: posted[idx] (segments member idx wrote into its slots),
  * consumed[idx] (results it copied out), done (results the leader
  * published). */
-typedef enum { HOST_SHM_POSTED, HOST_SHM_CONSUMED, HOST_SHM_DONE } host_shm_ctr_t;
+typedef enum {
+    HOST_SHM_POSTED,
+    HOST_SHM_CONSUMED,
+    HOST_SHM_DONE
+} host_shm_ctr_t;
 
 /* Sets a counter and wakes its waiters. */
 void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v);

@@ -18,11 +18,11 @@
  * at either bound the oldest unauthenticated connection that had its
  * chance is evicted, or the listener rests until one has. A spare
  * descriptor sheds the newest connection when accept() still runs out of
- * descriptors, and the bound comes down to the connections it holds. Every frame must be complete within frame_ms of its first
- * byte, its size within its role's limit and the bytes of partial frames
- * within rx_budget (job_rx_budget per job); a receive buffer shrinks back
- * once its frame is taken. Warnings about hostile traffic are rate
- * limited, with a count of what was left out.
+ * descriptors, and the bound comes down to the connections it holds. Every
+ * frame must be complete within frame_ms of its first byte, its size within its
+ * role's limit and the bytes of partial frames within rx_budget (job_rx_budget
+ * per job); a receive buffer shrinks back once its frame is taken. Warnings
+ * about hostile traffic are rate limited, with a count of what was left out.
  *
  * Restarts: the manager keeps no state on disk. ANs keep their groups when
  * the manager goes away and report them, with the manager's record of
@@ -43,23 +43,23 @@
 typedef struct mgr mgr_t;
 
 typedef struct {
-    const char *listen;        /* "IP:PORT"; port 0 picks one */
-    const topo_t *topo;        /* must outlive the manager */
-    uint8_t key[MGR_KEY_LEN];  /* from mgr_secret_load() */
-    uint32_t heartbeat_ms;     /* told to ANs; dead after 5 missed (1 s) */
-    uint32_t host_grace_ms;    /* a host gone this long loses its groups */
-    uint32_t adopt_grace_ms;   /* adopted groups wait this long for hosts */
-    uint32_t recover_ms;       /* adopt what ANs report this long after
-                                  start */
-    uint32_t request_ms;       /* members of a group request must all ask
-                                  within this */
-    uint32_t auth_ms;          /* a connection must authenticate in this */
-    uint32_t frame_ms;         /* a frame once begun must be complete in
-                                  this */
-    uint64_t rx_budget;        /* bytes of partial frames buffered, in all */
-    uint64_t job_rx_budget;    /* ... for the connections of one job */
-    uint32_t tick_ms;          /* timer resolution */
-    int stop_fd;               /* readable: stop (a signalfd), or -1 */
+    const char *listen;       /* "IP:PORT"; port 0 picks one */
+    const topo_t *topo;       /* must outlive the manager */
+    uint8_t key[MGR_KEY_LEN]; /* from mgr_secret_load() */
+    uint32_t heartbeat_ms;    /* told to ANs; dead after 5 missed (1 s) */
+    uint32_t host_grace_ms;   /* a host gone this long loses its groups */
+    uint32_t adopt_grace_ms;  /* adopted groups wait this long for hosts */
+    uint32_t recover_ms;      /* adopt what ANs report this long after
+                                 start */
+    uint32_t request_ms;      /* members of a group request must all ask
+                                 within this */
+    uint32_t auth_ms;         /* a connection must authenticate in this */
+    uint32_t frame_ms;        /* a frame once begun must be complete in
+                                 this */
+    uint64_t rx_budget;       /* bytes of partial frames buffered, in all */
+    uint64_t job_rx_budget;   /* ... for the connections of one job */
+    uint32_t tick_ms;         /* timer resolution */
+    int stop_fd;              /* readable: stop (a signalfd), or -1 */
     place_params_t place;
 } mgr_params_t;
 

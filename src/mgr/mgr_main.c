@@ -73,8 +73,7 @@ static void raise_nofile(void)
                     strerror(errno));
     else
         incoll_debug("mgr: descriptor limit raised from %llu to %llu",
-                     (unsigned long long)old,
-                     (unsigned long long)rl.rlim_max);
+                     (unsigned long long)old, (unsigned long long)rl.rlim_max);
 }
 
 /* Writes text to path through a temporary file and a rename. */
@@ -138,12 +137,24 @@ int main(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:h", longopts,
                               NULL)) != -1) {
         switch (opt) {
-        case 't': topo_path = optarg; break;
-        case 'w': write_topo = optarg; break;
-        case 'L': mp.listen = optarg; break;
-        case 's': secret = optarg; break;
-        case 'P': port_file = optarg; break;
-        case 'p': pidfile = optarg; break;
+        case 't':
+            topo_path = optarg;
+            break;
+        case 'w':
+            write_topo = optarg;
+            break;
+        case 'L':
+            mp.listen = optarg;
+            break;
+        case 's':
+            secret = optarg;
+            break;
+        case 'P':
+            port_file = optarg;
+            break;
+        case 'p':
+            pidfile = optarg;
+            break;
         case 'k':
             if (parse_int(optarg, &radix)) {
                 fprintf(stderr, "incoll-mgr: --radix '%s' is not a number\n",
@@ -202,12 +213,13 @@ int main(int argc, char **argv)
             return 1;
         }
     } else {
-        incoll_status_t status = topo_fat_tree(radix, levels, nhosts, NULL,
-                                               &topo);
+        incoll_status_t status =
+            topo_fat_tree(radix, levels, nhosts, NULL, &topo);
         if (status != INCOLL_OK) {
-            fprintf(stderr, "incoll-mgr: cannot build a fat-tree of radix %d "
-                            "and %d levels with %d hosts: %s (radix: even, "
-                            "2..64; levels: 2 or 3; hosts: at most the ports)\n",
+            fprintf(stderr,
+                    "incoll-mgr: cannot build a fat-tree of radix %d "
+                    "and %d levels with %d hosts: %s (radix: even, "
+                    "2..64; levels: 2 or 3; hosts: at most the ports)\n",
                     radix, levels, nhosts, incoll_status_string(status));
             return 1;
         }

@@ -14,30 +14,30 @@
 struct place {
     const topo_t *topo;
     place_params_t params;
-    place_an_load_t *an;   /* per switch */
+    place_an_load_t *an; /* per switch */
     place_group_t **groups;
     int ngroups;
     int capgroups;
     uint32_t next_id;
     /* Scratch for one tree evaluation, per switch. */
-    uint32_t *stamp;       /* == cur: visited in this evaluation */
+    uint32_t *stamp; /* == cur: visited in this evaluation */
     uint32_t cur;
-    int *nchild;           /* children in the group's part of the tree */
-    int *visited;          /* the visited switches, nvisited of them */
+    int *nchild;  /* children in the group's part of the tree */
+    int *visited; /* the visited switches, nvisited of them */
     int nvisited;
-    int *pos;              /* a kept switch's index in the group's ans[] */
+    int *pos; /* a kept switch's index in the group's ans[] */
 };
 
 /* What one tree offers a group. */
 typedef struct {
-    int reached;           /* the tree reaches every member's leaf */
-    int ok;                /* and can host the group */
+    int reached; /* the tree reaches every member's leaf */
+    int ok;      /* and can host the group */
     uint32_t slots;
     uint32_t payload;
     uint32_t ops;
     uint32_t dtypes;
-    double score_all;      /* smallest free fraction over the group's ANs */
-    double score_upper;    /* the same over its non-leaf ANs (2 if none) */
+    double score_all;   /* smallest free fraction over the group's ANs */
+    double score_upper; /* the same over its non-leaf ANs (2 if none) */
     int nkept;
 } offer_t;
 
@@ -158,7 +158,10 @@ int place_group_uses(const place_group_t *g, int sw)
     return 0;
 }
 
-int place_group_count(const place_t *pl) { return pl->ngroups; }
+int place_group_count(const place_t *pl)
+{
+    return pl->ngroups;
+}
 
 place_group_t *place_group_at(const place_t *pl, int i)
 {
@@ -464,8 +467,8 @@ static incoll_status_t insert(place_t *pl, place_group_t *g)
     return INCOLL_OK;
 }
 
-static incoll_status_t check_members(const place_t *pl, const int *hosts,
-                                     int n, char *why, size_t whylen)
+static incoll_status_t check_members(const place_t *pl, const int *hosts, int n,
+                                     char *why, size_t whylen)
 {
     if (n < 2 || n > PLACE_MAX_MEMBERS) {
         say(why, whylen, "a group needs 2..%d members, not %d",
@@ -568,8 +571,8 @@ incoll_status_t place_group_adopt(place_t *pl, uint32_t id, uint64_t key,
         return status;
     if (tree < 0 || tree >= pl->topo->ntrees || id == 0 || slots < 1 ||
         slots > 65535 || payload < 8 || payload > WIRE_MAX_PAYLOAD) {
-        say(why, whylen, "bad tree %d, id %u, slots %u or payload %u", tree,
-            id, slots, payload);
+        say(why, whylen, "bad tree %d, id %u, slots %u or payload %u", tree, id,
+            slots, payload);
         return INCOLL_ERR_INVALID_ARG;
     }
     if (place_group_find(pl, id)) {

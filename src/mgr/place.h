@@ -53,33 +53,33 @@ typedef struct {
     int parent;               /* index into the group's ans[]; -1 at root */
     uint16_t index_at_parent; /* our child index at the parent */
     int nchildren;
-    int *child;               /* in child order: an index into ans[] (>= 0)
-                                 or -(member + 1) for a member */
-    uint64_t buffer_bytes;    /* charged on this AN */
+    int *child;            /* in child order: an index into ans[] (>= 0)
+                              or -(member + 1) for a member */
+    uint64_t buffer_bytes; /* charged on this AN */
 } place_an_t;
 
 typedef struct {
     uint32_t id;
     uint64_t key;
-    int tree;                 /* index into topo->trees */
+    int tree; /* index into topo->trees */
     uint32_t slots;
     uint32_t payload;
-    uint32_t ops;             /* capabilities every AN of the group has */
+    uint32_t ops; /* capabilities every AN of the group has */
     uint32_t dtypes;
     int nmembers;
-    int *member_host;         /* topology host of each member */
-    int *member_an;           /* index into ans[] of the AN it sends to */
-    uint16_t *member_child;   /* its child index at that AN */
+    int *member_host;       /* topology host of each member */
+    int *member_an;         /* index into ans[] of the AN it sends to */
+    uint16_t *member_child; /* its child index at that AN */
     int nans;
-    place_an_t *ans;          /* ans[0] is the root; parents come before
-                                 their children */
-    void *user;               /* the caller's; place never touches it */
+    place_an_t *ans; /* ans[0] is the root; parents come before
+                        their children */
+    void *user;      /* the caller's; place never touches it */
 } place_group_t;
 
 /* What one AN holds now. */
 typedef struct {
     int up;
-    topo_caps_t caps;         /* the topology's, met with what it reported */
+    topo_caps_t caps; /* the topology's, met with what it reported */
     uint32_t groups;
     uint64_t slots;
     uint64_t buffer_bytes;

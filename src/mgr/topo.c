@@ -38,13 +38,13 @@ void topo_caps_meet(topo_caps_t *dst, const topo_caps_t *a,
     topo_caps_t r;
     r.ops = a->ops & b->ops;
     r.dtypes = a->dtypes & b->dtypes;
-    r.max_payload = a->max_payload < b->max_payload ? a->max_payload
-                                                    : b->max_payload;
+    r.max_payload =
+        a->max_payload < b->max_payload ? a->max_payload : b->max_payload;
     r.slots = a->slots < b->slots ? a->slots : b->slots;
-    r.max_groups = a->max_groups < b->max_groups ? a->max_groups
-                                                 : b->max_groups;
-    r.buffer_bytes = a->buffer_bytes < b->buffer_bytes ? a->buffer_bytes
-                                                       : b->buffer_bytes;
+    r.max_groups =
+        a->max_groups < b->max_groups ? a->max_groups : b->max_groups;
+    r.buffer_bytes =
+        a->buffer_bytes < b->buffer_bytes ? a->buffer_bytes : b->buffer_bytes;
     *dst = r;
 }
 
@@ -64,8 +64,8 @@ static const char *mask_str(uint32_t mask, const char *const *names, int n,
     for (int i = 0; i < n; i++) {
         if (!(mask & (1u << i)))
             continue;
-        int w = snprintf(buf + off, len - off, "%s%s", off ? "," : "",
-                         names[i]);
+        int w =
+            snprintf(buf + off, len - off, "%s%s", off ? "," : "", names[i]);
         if (w < 0 || (size_t)w >= len - off)
             break;
         off += (size_t)w;
@@ -124,8 +124,8 @@ int topo_find_host(const topo_t *topo, const char *name)
  * linear time.
  */
 typedef struct {
-    int *slot;       /* index + 1; 0 = empty */
-    uint32_t cap;    /* power of two */
+    int *slot;    /* index + 1; 0 = empty */
+    uint32_t cap; /* power of two */
     uint32_t n;
 } name_index_t;
 
@@ -143,7 +143,8 @@ static int index_find(const name_index_t *ix, const char *name,
 {
     if (ix->cap == 0)
         return -1;
-    for (uint32_t i = name_hash(name) & (ix->cap - 1);; i = (i + 1) & (ix->cap - 1)) {
+    for (uint32_t i = name_hash(name) & (ix->cap - 1);;
+         i = (i + 1) & (ix->cap - 1)) {
         if (ix->slot[i] == 0)
             return -1;
         if (strcmp(get(arg, ix->slot[i] - 1), name) == 0)
@@ -296,8 +297,7 @@ static int valid_name(const char *s)
     if (n == 0 || n >= TOPO_NAME_MAX)
         return 0;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' &&
-            *s != '.')
+        if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
             return 0;
     return 1;
 }
@@ -328,10 +328,20 @@ static int parse_bytes(const char *s, uint64_t *v_p)
         return -1;
     memcpy(num, s, n + 1);
     switch (num[n - 1]) {
-    case 'k': case 'K': shift = 10; break;
-    case 'm': case 'M': shift = 20; break;
-    case 'g': case 'G': shift = 30; break;
-    default: break;
+    case 'k':
+    case 'K':
+        shift = 10;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        break;
+    default:
+        break;
     }
     if (shift)
         num[n - 1] = '\0';
@@ -399,15 +409,17 @@ static int caps_field(perr_t *p, const char *key, const char *val,
 
     if (strcmp(key, "ops") == 0) {
         if (parse_mask(val, op_names, INCOLL_OP_COUNT, &caps->ops, &bad))
-            *status = perr(p, "ops: %s is not an op (want all, none or "
-                              "sum,prod,min,max,land,lor,lxor,band,bor,bxor)",
+            *status = perr(p,
+                           "ops: %s is not an op (want all, none or "
+                           "sum,prod,min,max,land,lor,lxor,band,bor,bxor)",
                            bad);
     } else if (strcmp(key, "dtypes") == 0) {
         if (parse_mask(val, dtype_names, INCOLL_DTYPE_COUNT, &caps->dtypes,
                        &bad))
-            *status = perr(p, "dtypes: %s is not a dtype (want all, none or "
-                              "int8..int64,uint8..uint64,float16,bfloat16,"
-                              "float32,float64)",
+            *status = perr(p,
+                           "dtypes: %s is not a dtype (want all, none or "
+                           "int8..int64,uint8..uint64,float16,bfloat16,"
+                           "float32,float64)",
                            bad);
     } else if (strcmp(key, "payload") == 0) {
         if (parse_bytes(val, &v) || v < 8 || v > WIRE_MAX_PAYLOAD)
@@ -417,20 +429,21 @@ static int caps_field(perr_t *p, const char *key, const char *val,
             caps->max_payload = (uint32_t)v;
     } else if (strcmp(key, "slots") == 0) {
         if (parse_u64(val, &v) || v < 1 || v > 1u << 24)
-            *status = perr(p, "slots '%s' is not a number in 1..%u", val,
-                           1u << 24);
+            *status =
+                perr(p, "slots '%s' is not a number in 1..%u", val, 1u << 24);
         else
             caps->slots = (uint32_t)v;
     } else if (strcmp(key, "groups") == 0) {
         if (parse_u64(val, &v) || v < 1 || v > 1u << 24)
-            *status = perr(p, "groups '%s' is not a number in 1..%u", val,
-                           1u << 24);
+            *status =
+                perr(p, "groups '%s' is not a number in 1..%u", val, 1u << 24);
         else
             caps->max_groups = (uint32_t)v;
     } else if (strcmp(key, "buffer") == 0) {
         if (parse_bytes(val, &v) || v < 1024)
-            *status = perr(p, "buffer '%s' is not a byte count of at least "
-                              "1024 (suffixes K, M, G)",
+            *status = perr(p,
+                           "buffer '%s' is not a byte count of at least "
+                           "1024 (suffixes K, M, G)",
                            val);
         else
             caps->buffer_bytes = v;
@@ -493,8 +506,9 @@ static incoll_status_t parse_switch(parser_t *ps, char **f, int nf)
         return perr(&ps->p, "switch record needs a name first: switch NAME "
                             "level=N [addr=IP:PORT] [capabilities]");
     if (!valid_name(f[1]))
-        return perr(&ps->p, "switch name '%.40s' must be 1..%d of "
-                            "[A-Za-z0-9_.-]",
+        return perr(&ps->p,
+                    "switch name '%.40s' must be 1..%d of "
+                    "[A-Za-z0-9_.-]",
                     f[1], TOPO_NAME_MAX - 1);
     if (index_find(&ps->sw_ix, f[1], sw_name, topo) >= 0)
         return perr(&ps->p, "duplicate switch '%s' (also line %d)", f[1],
@@ -533,13 +547,15 @@ static incoll_status_t parse_switch(parser_t *ps, char **f, int nf)
                 s->addr = INCOLL_EP_NONE;
             else if (wire_ep_parse(val, &s->addr) != INCOLL_OK ||
                      (s->addr & 0xffff) == 0)
-                return perr(&ps->p, "switch %s: addr '%s' is not IP:PORT "
-                                    "(or - to learn it when the an registers)",
+                return perr(&ps->p,
+                            "switch %s: addr '%s' is not IP:PORT "
+                            "(or - to learn it when the an registers)",
                             s->name, val);
         } else if (!caps_field(&ps->p, key, val, &s->caps, &status)) {
-            return perr(&ps->p, "switch %s: unknown key '%s' (want level, "
-                                "addr, ops, dtypes, payload, slots, groups, "
-                                "buffer)",
+            return perr(&ps->p,
+                        "switch %s: unknown key '%s' (want level, "
+                        "addr, ops, dtypes, payload, slots, groups, "
+                        "buffer)",
                         s->name, key);
         }
         if (status != INCOLL_OK)
@@ -568,10 +584,9 @@ static incoll_status_t parse_host(parser_t *ps, char **f, int nf)
         return perr(&ps->p, "host name '%.40s' must be 1..%d of [A-Za-z0-9_.-]",
                     f[1], TOPO_NAME_MAX - 1);
     if (index_find(&ps->host_ix, f[1], host_name, topo) >= 0)
-        return perr(&ps->p, "duplicate host '%s' (also line %d)", f[1],
-                    ps->hostleaf[index_find(&ps->host_ix, f[1], host_name,
-                                            topo)]
-                        .line);
+        return perr(
+            &ps->p, "duplicate host '%s' (also line %d)", f[1],
+            ps->hostleaf[index_find(&ps->host_ix, f[1], host_name, topo)].line);
     if (topo->nhosts >= TOPO_MAX_HOSTS)
         return perr(&ps->p, "more than %d hosts", TOPO_MAX_HOSTS);
     {
@@ -599,16 +614,18 @@ static incoll_status_t parse_host(parser_t *ps, char **f, int nf)
         val = eq + 1;
         if (strcmp(f[i], "leaf") == 0) {
             if (!valid_name(val))
-                return perr(&ps->p, "host %s: leaf '%.40s' is not a switch "
-                                    "name",
+                return perr(&ps->p,
+                            "host %s: leaf '%.40s' is not a switch "
+                            "name",
                             h->name, val);
             snprintf(ph->leaf, sizeof(ph->leaf), "%s", val);
             have_leaf = 1;
         } else if (strcmp(f[i], "addr") == 0) {
             struct in_addr in;
             if (inet_pton(AF_INET, val, &in) != 1)
-                return perr(&ps->p, "host %s: addr '%.40s' is not an IPv4 "
-                                    "address",
+                return perr(&ps->p,
+                            "host %s: addr '%.40s' is not an IPv4 "
+                            "address",
                             h->name, val);
             h->ip = ntohl(in.s_addr);
         } else {
@@ -665,16 +682,18 @@ static incoll_status_t parse_line(parser_t *ps, char *line)
                 return perr(&ps->p, "defaults: '%.40s' is not key=value", f[i]);
             *eq = '\0';
             if (!caps_field(&ps->p, f[i], eq + 1, &ps->defaults, &status))
-                return perr(&ps->p, "defaults: unknown key '%s' (want ops, "
-                                    "dtypes, payload, slots, groups, buffer)",
+                return perr(&ps->p,
+                            "defaults: unknown key '%s' (want ops, "
+                            "dtypes, payload, slots, groups, buffer)",
                             f[i]);
             if (status != INCOLL_OK)
                 return status;
         }
         return INCOLL_OK;
     }
-    return perr(&ps->p, "unknown record '%.40s' (want defaults, switch, link "
-                        "or host)",
+    return perr(&ps->p,
+                "unknown record '%.40s' (want defaults, switch, link "
+                "or host)",
                 f[0]);
 }
 
@@ -708,10 +727,12 @@ static incoll_status_t finish(parser_t *ps)
         int b = index_find(&ps->sw_ix, l->b, sw_name, topo);
         ps->p.line = l->line;
         if (a < 0 || b < 0)
-            return perr(&ps->p, "link: unknown switch '%s'", a < 0 ? l->a : l->b);
+            return perr(&ps->p, "link: unknown switch '%s'",
+                        a < 0 ? l->a : l->b);
         if (topo->sw[a].level == topo->sw[b].level)
-            return perr(&ps->p, "link %s %s: both switches are on level %d (a "
-                                "link joins two levels)",
+            return perr(&ps->p,
+                        "link %s %s: both switches are on level %d (a "
+                        "link joins two levels)",
                         l->a, l->b, topo->sw[a].level);
         if (topo->sw[a].level > topo->sw[b].level) {
             int t = a;
@@ -761,15 +782,17 @@ static incoll_status_t finish(parser_t *ps)
             break;
         }
         if (topo->sw[leaf].level != 1) {
-            status = perr(&ps->p, "host %s: switch %s is on level %d (hosts "
-                                  "sit under level-1 switches)",
+            status = perr(&ps->p,
+                          "host %s: switch %s is on level %d (hosts "
+                          "sit under level-1 switches)",
                           topo->hosts[h].name, ps->hostleaf[h].leaf,
                           topo->sw[leaf].level);
             break;
         }
         if (++hosts_per_leaf[leaf] > 1024) {
-            status = perr(&ps->p, "host %s: switch %s has more than 1024 "
-                                  "hosts",
+            status = perr(&ps->p,
+                          "host %s: switch %s has more than 1024 "
+                          "hosts",
                           topo->hosts[h].name, ps->hostleaf[h].leaf);
             break;
         }
@@ -784,8 +807,7 @@ static incoll_status_t finish(parser_t *ps)
             if (topo->sw[i].addr != INCOLL_EP_NONE &&
                 topo->sw[i].addr == topo->sw[j].addr)
                 return perr(&ps->p, "switch %s: same addr as %s (line %d)",
-                            topo->sw[i].name, topo->sw[j].name,
-                            ps->sw_line[j]);
+                            topo->sw[i].name, topo->sw[j].name, ps->sw_line[j]);
         }
     }
     if (build_trees(topo) != INCOLL_OK) {
@@ -1023,8 +1045,9 @@ incoll_status_t topo_save(const topo_t *topo, const char *path)
     f = fopen(tmp, "w");
     if (f == NULL)
         return INCOLL_ERR_IO;
-    fprintf(f, "# incoll topology; format: docs/topology.md\n"
-               "# %d switches, %d links, %d hosts, %d trees\n",
+    fprintf(f,
+            "# incoll topology; format: docs/topology.md\n"
+            "# %d switches, %d links, %d hosts, %d trees\n",
             topo->nswitches, topo->nlinks, topo->nhosts, topo->ntrees);
     for (int i = 0; i < topo->nswitches; i++) {
         const topo_switch_t *s = &topo->sw[i];
@@ -1032,8 +1055,9 @@ incoll_status_t topo_save(const topo_t *topo, const char *path)
                 "switch %s level=%d addr=%s ops=%s dtypes=%s payload=%u "
                 "slots=%u groups=%u buffer=%" PRIu64 "\n",
                 s->name, s->level,
-                s->addr == INCOLL_EP_NONE ? "-"
-                                          : wire_ep_str(s->addr, ep, sizeof(ep)),
+                s->addr == INCOLL_EP_NONE
+                    ? "-"
+                    : wire_ep_str(s->addr, ep, sizeof(ep)),
                 topo_ops_str(s->caps.ops, ops, sizeof(ops)),
                 topo_dtypes_str(s->caps.dtypes, dts, sizeof(dts)),
                 s->caps.max_payload, s->caps.slots, s->caps.max_groups,

@@ -49,23 +49,23 @@ typedef struct {
     incoll_ep_t addr; /* the AN's UDP endpoint; INCOLL_EP_NONE: learnt when
                          the AN registers */
     topo_caps_t caps;
-    int nup;          /* higher-level neighbours, in link order */
+    int nup; /* higher-level neighbours, in link order */
     int *up;
-    int ndown;        /* lower-level neighbours, in link order */
+    int ndown; /* lower-level neighbours, in link order */
     int *down;
 } topo_switch_t;
 
 typedef struct {
     char name[TOPO_NAME_MAX];
-    int leaf;         /* index of its switch */
-    uint32_t ip;      /* IPv4 address (host order); 0 = not given */
+    int leaf;    /* index of its switch */
+    uint32_t ip; /* IPv4 address (host order); 0 = not given */
 } topo_host_t;
 
 typedef struct {
-    int root;         /* a switch without uplinks */
-    int *parent;      /* per switch: its parent in this tree, -1 at the
-                         root, -2 when the tree does not reach it */
-    int height;       /* switches on the longest root-to-leaf path */
+    int root;    /* a switch without uplinks */
+    int *parent; /* per switch: its parent in this tree, -1 at the
+                    root, -2 when the tree does not reach it */
+    int height;  /* switches on the longest root-to-leaf path */
 } topo_tree_t;
 
 typedef struct {
@@ -74,10 +74,10 @@ typedef struct {
     int nhosts;
     topo_host_t *hosts;
     int nlinks;
-    int (*links)[2];  /* [0] the lower switch, [1] the upper one */
+    int (*links)[2]; /* [0] the lower switch, [1] the upper one */
     int ntrees;
     topo_tree_t *trees;
-    int levels;       /* highest switch level */
+    int levels; /* highest switch level */
 } topo_t;
 
 /* Defaults of the AN capabilities when neither the file nor the AN says

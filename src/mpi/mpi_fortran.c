@@ -117,9 +117,10 @@ static void f_allreduce(const char *twin, const char *self, void *sendbuf,
     allreduce_fn_t *f;
     int ret;
 
-    if (MPI_LAYER_CALL(mpi_layer_allreduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
-                            (int)*count, PMPI_Type_f2c(*datatype),
-                            PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm), &ret))) {
+    if (MPI_LAYER_CALL(mpi_layer_allreduce(
+            f2c_buf(sendbuf), (void *)f2c_buf(recvbuf), (int)*count,
+            PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm),
+            &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -138,10 +139,10 @@ static void f_reduce(const char *twin, const char *self, void *sendbuf,
     reduce_fn_t *f;
     int ret;
 
-    if (MPI_LAYER_CALL(mpi_layer_reduce(f2c_buf(sendbuf), (void *)f2c_buf(recvbuf),
-                         (int)*count, PMPI_Type_f2c(*datatype),
-                         PMPI_Op_f2c(*op), (int)*root, PMPI_Comm_f2c(*comm),
-                         &ret))) {
+    if (MPI_LAYER_CALL(mpi_layer_reduce(
+            f2c_buf(sendbuf), (void *)f2c_buf(recvbuf), (int)*count,
+            PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), (int)*root,
+            PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -160,8 +161,8 @@ static void f_bcast(const char *twin, const char *self, void *buf,
     int ret;
 
     if (MPI_LAYER_CALL(mpi_layer_bcast((void *)f2c_buf(buf), (int)*count,
-                        PMPI_Type_f2c(*datatype), (int)*root,
-                        PMPI_Comm_f2c(*comm), &ret))) {
+                                       PMPI_Type_f2c(*datatype), (int)*root,
+                                       PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -180,10 +181,10 @@ static void f_allgather(const char *twin, const char *self, void *sendbuf,
     allgather_fn_t *f;
     int ret;
 
-    if (MPI_LAYER_CALL(mpi_layer_allgather(f2c_buf(sendbuf), (int)*scount,
-                            PMPI_Type_f2c(*stype), (void *)f2c_buf(recvbuf),
-                            (int)*rcount, PMPI_Type_f2c(*rtype),
-                            PMPI_Comm_f2c(*comm), &ret))) {
+    if (MPI_LAYER_CALL(mpi_layer_allgather(
+            f2c_buf(sendbuf), (int)*scount, PMPI_Type_f2c(*stype),
+            (void *)f2c_buf(recvbuf), (int)*rcount, PMPI_Type_f2c(*rtype),
+            PMPI_Comm_f2c(*comm), &ret))) {
         set_err(ierr, ret);
         return;
     }
@@ -203,17 +204,16 @@ static void f_rooted(int scatter, const char *twin, const char *self,
     rooted_fn_t *f;
     int ret, done;
 
-    done = scatter
-               ? MPI_LAYER_CALL(mpi_layer_scatter(f2c_buf(sendbuf), (int)*scount,
-                                   PMPI_Type_f2c(*stype),
-                                   (void *)f2c_buf(recvbuf), (int)*rcount,
-                                   PMPI_Type_f2c(*rtype), (int)*root,
-                                   PMPI_Comm_f2c(*comm), &ret))
-               : MPI_LAYER_CALL(mpi_layer_gather(f2c_buf(sendbuf), (int)*scount,
-                                  PMPI_Type_f2c(*stype),
-                                  (void *)f2c_buf(recvbuf), (int)*rcount,
-                                  PMPI_Type_f2c(*rtype), (int)*root,
-                                  PMPI_Comm_f2c(*comm), &ret));
+    done =
+        scatter
+            ? MPI_LAYER_CALL(mpi_layer_scatter(
+                  f2c_buf(sendbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                  (void *)f2c_buf(recvbuf), (int)*rcount, PMPI_Type_f2c(*rtype),
+                  (int)*root, PMPI_Comm_f2c(*comm), &ret))
+            : MPI_LAYER_CALL(mpi_layer_gather(
+                  f2c_buf(sendbuf), (int)*scount, PMPI_Type_f2c(*stype),
+                  (void *)f2c_buf(recvbuf), (int)*rcount, PMPI_Type_f2c(*rtype),
+                  (int)*root, PMPI_Comm_f2c(*comm), &ret));
     if (done) {
         set_err(ierr, ret);
         return;
@@ -228,8 +228,7 @@ static void f_rooted(int scatter, const char *twin, const char *self,
 static void f_reduce_scatter_block(const char *twin, const char *self,
                                    void *sendbuf, void *recvbuf,
                                    MPI_Fint *count, MPI_Fint *datatype,
-                                   MPI_Fint *op, MPI_Fint *comm,
-                                   MPI_Fint *ierr)
+                                   MPI_Fint *op, MPI_Fint *comm, MPI_Fint *ierr)
 {
     rsb_fn_t *f;
     int ret;
@@ -249,8 +248,8 @@ static void f_reduce_scatter_block(const char *twin, const char *self,
 }
 
 /* recvcounts: MPI_Fint, one per rank; the layer takes C ints. */
-static void f_reduce_scatter(const char *twin, const char *self,
-                             void *sendbuf, void *recvbuf, MPI_Fint *counts,
+static void f_reduce_scatter(const char *twin, const char *self, void *sendbuf,
+                             void *recvbuf, MPI_Fint *counts,
                              MPI_Fint *datatype, MPI_Fint *op, MPI_Fint *comm,
                              MPI_Fint *ierr)
 {
@@ -263,10 +262,9 @@ static void f_reduce_scatter(const char *twin, const char *self,
         int done;
         for (int i = 0; i < size; i++)
             ic[i] = (int)counts[i];
-        done = MPI_LAYER_CALL(mpi_layer_reduce_scatter(f2c_buf(sendbuf),
-                                        (void *)f2c_buf(recvbuf), ic,
-                                        PMPI_Type_f2c(*datatype),
-                                        PMPI_Op_f2c(*op), c, &ret));
+        done = MPI_LAYER_CALL(mpi_layer_reduce_scatter(
+            f2c_buf(sendbuf), (void *)f2c_buf(recvbuf), ic,
+            PMPI_Type_f2c(*datatype), PMPI_Op_f2c(*op), c, &ret));
         if (ic != stack)
             free(ic);
         if (done) {

@@ -64,8 +64,8 @@ typedef enum {
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
-    "off", "coll", "args", "dtype", "op", "bytes", "comm", "failed", "left",
-    "unequal"};
+    "off",   "coll", "args",   "dtype", "op",
+    "bytes", "comm", "failed", "left",  "unequal"};
 
 /* After the communicator left the network, reduces, and broadcasts of
  * fewer bytes than this, go to MPI once the ranks agreed on it (see
@@ -79,8 +79,9 @@ static const char *const reason_names[R_COUNT] = {
  * its own; MPI_ERR_OTHER where MPI could not add them. */
 #define ERRCODE_MAX 32
 static const char *const coll_names[MPI_COLL_COUNT] = {
-    "allreduce", "reduce", "bcast", "barrier", "allgather", "gather",
-    "scatter", "reduce_scatter_block", "reduce_scatter"};
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
 
 /* Datatype kinds, after MPI's groups of basic types (MPI 4.0, 6.9.2). */
 enum {
@@ -816,8 +817,7 @@ static int adopt_fabric_mgr(const char *fab)
     char mgr[256], secret[PATH_MAX], hosts[8192];
 
     if (fabric_env_get(fab, "INCOLL_MGR", mgr, sizeof(mgr)) != 0 ||
-        fabric_env_get(fab, "INCOLL_SECRET_FILE", secret, sizeof(secret)) !=
-            0)
+        fabric_env_get(fab, "INCOLL_SECRET_FILE", secret, sizeof(secret)) != 0)
         return 0;
     setenv("INCOLL_MGR", mgr, 1);
     setenv("INCOLL_SECRET_FILE", secret, 1);
@@ -891,8 +891,8 @@ static void incoll_up(int local_rank, int local_size)
     /* libincoll takes its identity from us, not the environment (the
      * application's). */
     memset(&params, 0, sizeof(params));
-    params.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE |
-                        INCOLL_INIT_FIELD_JOB;
+    params.field_mask =
+        INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
     params.rank = L.rank;
     params.size = L.size;
     snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
@@ -1802,8 +1802,8 @@ int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
     } else {
         buf = recvbuf;
         status = incoll_reduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
-                               st->rank == root ? recvbuf : NULL,
-                               (size_t)count, idt, iop, root);
+                               st->rank == root ? recvbuf : NULL, (size_t)count,
+                               idt, iop, root);
     }
     if (settle(st, MPI_COLL_REDUCE, comm, status,
                was_in && host_coll_last_in_net(), ret_p))
@@ -2069,10 +2069,9 @@ int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
     return 1;
 }
 
-int mpi_layer_scatter(const void *sendbuf, int sendcount,
-                      MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                      MPI_Datatype recvtype, int root, MPI_Comm comm,
-                      int *ret_p)
+int mpi_layer_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                      int root, MPI_Comm comm, int *ret_p)
 {
     size_t bytes = 0;
     reason_t pre = R_COUNT;
@@ -2106,8 +2105,8 @@ int mpi_layer_scatter(const void *sendbuf, int sendcount,
     }
     was_in = in_net(st);
     status = incoll_scatter(st->icomm, is_root ? sendbuf : NULL,
-                            in_place ? (void *)INCOLL_IN_PLACE : recvbuf,
-                            bytes, root);
+                            in_place ? (void *)INCOLL_IN_PLACE : recvbuf, bytes,
+                            root);
     if (settle_coll(st, MPI_COLL_SCATTER, comm, status, was_in, ret_p))
         return 1;
     *ret_p = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
@@ -2135,8 +2134,8 @@ static int rs_call(mpi_coll_t coll, comm_state_t *st, const void *sendbuf,
     }
     was_in = in_net(st);
     status = incoll_reduce_scatter(
-        st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-        recvbuf, count, idt, iop);
+        st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf, recvbuf,
+        count, idt, iop);
     if (settle_coll(st, coll, comm, status, was_in, ret_p))
         return 1;
     if (*saved_p)
@@ -2145,8 +2144,8 @@ static int rs_call(mpi_coll_t coll, comm_state_t *st, const void *sendbuf,
 }
 
 int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
-                                   int recvcount, MPI_Datatype dtype,
-                                   MPI_Op op, MPI_Comm comm, int *ret_p)
+                                   int recvcount, MPI_Datatype dtype, MPI_Op op,
+                                   MPI_Comm comm, int *ret_p)
 {
     incoll_dtype_t idt = INCOLL_UINT8;
     incoll_op_t iop = INCOLL_OP_SUM;
@@ -2157,9 +2156,9 @@ int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
-    pre = pair_find(dtype) ? R_DTYPE
-                           : plan_reduction(recvcount, dtype, op, &idt, &iop,
-                                            &bytes);
+    pre = pair_find(dtype)
+              ? R_DTYPE
+              : plan_reduction(recvcount, dtype, op, &idt, &iop, &bytes);
     st = gate(MPI_COLL_REDUCE_SCATTER_BLOCK, comm, bytes, pre);
     if (st == NULL)
         return 0;
@@ -2172,8 +2171,8 @@ int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
                 (size_t)recvcount, idt, iop, bytes / (size_t)recvcount, comm,
                 ret_p, &saved))
         return 1;
-    *ret_p = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dtype, op,
-                                       comm);
+    *ret_p =
+        PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dtype, op, comm);
     return 1;
 }
 
@@ -2211,8 +2210,8 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
         return 1;
     }
     if (rs_call(MPI_COLL_REDUCE_SCATTER, st, sendbuf, recvbuf,
-                (size_t)recvcounts[0], idt, iop,
-                bytes / (size_t)recvcounts[0], comm, ret_p, &saved))
+                (size_t)recvcounts[0], idt, iop, bytes / (size_t)recvcounts[0],
+                comm, ret_p, &saved))
         return 1;
     *ret_p = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dtype, op, comm);
     return 1;
@@ -2221,8 +2220,7 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
 /* ---- for the nonblocking forms (mpi_nb.c) ---- */
 
 int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
-                      MPI_Datatype dtype, MPI_Op op, int root,
-                      mpi_nb_plan_t *p)
+                      MPI_Datatype dtype, MPI_Op op, int root, mpi_nb_plan_t *p)
 {
     reason_t pre = R_COUNT;
     size_t bytes = 0;
@@ -2237,9 +2235,9 @@ int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
     case MPI_COLL_REDUCE:
     case MPI_COLL_REDUCE_SCATTER_BLOCK:
         /* MINLOC and MAXLOC pairs go to MPI's nonblocking forms. */
-        pre = pair_find(dtype) ? R_DTYPE
-                               : plan_reduction(count, dtype, op, &p->idt,
-                                                &p->iop, &bytes);
+        pre = pair_find(dtype)
+                  ? R_DTYPE
+                  : plan_reduction(count, dtype, op, &p->idt, &p->iop, &bytes);
         break;
     case MPI_COLL_BCAST:
         pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);

@@ -80,13 +80,12 @@ int mpi_layer_allgather(const void *sendbuf, int sendcount,
 int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                      void *recvbuf, int recvcount, MPI_Datatype recvtype,
                      int root, MPI_Comm comm, int *ret_p);
-int mpi_layer_scatter(const void *sendbuf, int sendcount,
-                      MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                      MPI_Datatype recvtype, int root, MPI_Comm comm,
-                      int *ret_p);
+int mpi_layer_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                      void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                      int root, MPI_Comm comm, int *ret_p);
 int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
-                                   int recvcount, MPI_Datatype dtype,
-                                   MPI_Op op, MPI_Comm comm, int *ret_p);
+                                   int recvcount, MPI_Datatype dtype, MPI_Op op,
+                                   MPI_Comm comm, int *ret_p);
 /* Equal recvcounts go to the fabric as a reduce_scatter_block; unequal
  * ones to MPI (reason "unequal"). */
 int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,

@@ -98,7 +98,8 @@ MPI_LAYER_EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf,
                                    MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_allreduce(sendbuf, recvbuf, count, datatype, op, comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_allreduce(sendbuf, recvbuf, count, datatype,
+                                           op, comm, &ret)))
         return ret;
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
@@ -108,8 +109,8 @@ MPI_LAYER_EXPORT int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
                                 MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_reduce(sendbuf, recvbuf, count, datatype, op, root, comm,
-                         &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_reduce(sendbuf, recvbuf, count, datatype, op,
+                                        root, comm, &ret)))
         return ret;
     return PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root, comm);
 }
@@ -118,7 +119,8 @@ MPI_LAYER_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype,
                                int root, MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_bcast(buffer, count, datatype, root, comm, &ret)))
+    if (MPI_LAYER_CALL(
+            mpi_layer_bcast(buffer, count, datatype, root, comm, &ret)))
         return ret;
     return PMPI_Bcast(buffer, count, datatype, root, comm);
 }
@@ -137,8 +139,9 @@ MPI_LAYER_EXPORT int MPI_Allgather(const void *sendbuf, int sendcount,
                                    MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                            recvtype, comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_allgather(sendbuf, sendcount, sendtype,
+                                           recvbuf, recvcount, recvtype, comm,
+                                           &ret)))
         return ret;
     return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                           recvtype, comm);
@@ -150,8 +153,8 @@ MPI_LAYER_EXPORT int MPI_Gather(const void *sendbuf, int sendcount,
                                 MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                         recvtype, root, comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_gather(sendbuf, sendcount, sendtype, recvbuf,
+                                        recvcount, recvtype, root, comm, &ret)))
         return ret;
     return PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                        recvtype, root, comm);
@@ -163,8 +166,9 @@ MPI_LAYER_EXPORT int MPI_Scatter(const void *sendbuf, int sendcount,
                                  MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                          recvtype, root, comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_scatter(sendbuf, sendcount, sendtype, recvbuf,
+                                         recvcount, recvtype, root, comm,
+                                         &ret)))
         return ret;
     return PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                         recvtype, root, comm);
@@ -176,8 +180,8 @@ MPI_LAYER_EXPORT int MPI_Reduce_scatter_block(const void *sendbuf,
                                               MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype,
-                                       op, comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_reduce_scatter_block(
+            sendbuf, recvbuf, recvcount, datatype, op, comm, &ret)))
         return ret;
     return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op,
                                      comm);
@@ -189,8 +193,8 @@ MPI_LAYER_EXPORT int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
                                         MPI_Comm comm)
 {
     int ret;
-    if (MPI_LAYER_CALL(mpi_layer_reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
-                                 comm, &ret)))
+    if (MPI_LAYER_CALL(mpi_layer_reduce_scatter(sendbuf, recvbuf, recvcounts,
+                                                datatype, op, comm, &ret)))
         return ret;
     return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
                                comm);

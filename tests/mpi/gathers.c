@@ -5,8 +5,8 @@
  * call gives on the same input in the same run, on MPI_COMM_WORLD, a dup
  * of it and a split into odd-sized halves (keys reversed, so rank order
  * differs from the world's); every root of small communicators, in place
- * and not, counts 0, 1, 7, a multi-packet one under 64 KiB and one of over a megabyte
- * in all (the gathers leave the allreduce for the hosts' algorithms
+ * and not, counts 0, 1, 7, a multi-packet one under 64 KiB and one of over a
+ * megabyte in all (the gathers leave the allreduce for the hosts' algorithms
  * there). MPI_Reduce_scatter with unequal counts must pass through and
  * still be right.
  *
@@ -26,7 +26,8 @@ static long checks;
 static void fail(const char *what, const char *comm, int count, int root,
                  int in_place)
 {
-    fprintf(stderr, "gathers: MISMATCH rank %d: %s on %s, count %d, root %d%s\n",
+    fprintf(stderr,
+            "gathers: MISMATCH rank %d: %s on %s, count %d, root %d%s\n",
             world_rank, what, comm, count, root, in_place ? ", in place" : "");
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
@@ -81,7 +82,8 @@ static void check_comm(MPI_Comm comm, const char *name)
                 memcpy(a, in, blk);
                 memset(b, 0, blk);
                 if (ip && rank == root && inplace_reduce_ok(comm, root, n))
-                    MPI_Reduce(MPI_IN_PLACE, a, n, MPI_INT, MPI_SUM, root, comm);
+                    MPI_Reduce(MPI_IN_PLACE, a, n, MPI_INT, MPI_SUM, root,
+                               comm);
                 else
                     MPI_Reduce(in, a, n, MPI_INT, MPI_SUM, root, comm);
                 PMPI_Reduce(in, b, n, MPI_INT, MPI_SUM, root, comm);

@@ -53,8 +53,8 @@ typedef enum {
 } case_t;
 
 static const char *const case_names[CASE_COUNT] = {
-    "int64 sum", "int32 max", "uint8 bor", "float64 sum", "float64 prod",
-    "float32 sum",
+    "int64 sum",   "int32 max",    "uint8 bor",
+    "float64 sum", "float64 prod", "float32 sum",
 };
 
 typedef struct {
@@ -87,7 +87,7 @@ static uint64_t h3(int rank, size_t i, int c)
 static incoll_dtype_t case_dtype(case_t c)
 {
     static const incoll_dtype_t d[CASE_COUNT] = {
-        INCOLL_INT64, INCOLL_INT32, INCOLL_UINT8,
+        INCOLL_INT64,   INCOLL_INT32,   INCOLL_UINT8,
         INCOLL_FLOAT64, INCOLL_FLOAT64, INCOLL_FLOAT32,
     };
     return d[c];
@@ -96,7 +96,7 @@ static incoll_dtype_t case_dtype(case_t c)
 static incoll_op_t case_op(case_t c)
 {
     static const incoll_op_t o[CASE_COUNT] = {
-        INCOLL_OP_SUM, INCOLL_OP_MAX, INCOLL_OP_BOR,
+        INCOLL_OP_SUM, INCOLL_OP_MAX,  INCOLL_OP_BOR,
         INCOLL_OP_SUM, INCOLL_OP_PROD, INCOLL_OP_SUM,
     };
     return o[c];
@@ -226,8 +226,10 @@ static int same_everywhere(check_t *ck, incoll_algo_t algo, const void *buf,
         return 0;
     }
     if (lo != hi) {
-        fprintf(stderr, "algo_check: rank %d: ranks hold different results "
-                "after %s\n", ck->rank, algo_names[algo]);
+        fprintf(stderr,
+                "algo_check: rank %d: ranks hold different results "
+                "after %s\n",
+                ck->rank, algo_names[algo]);
         *exit_p = EXIT_WRONG;
         return 0;
     }
@@ -262,16 +264,19 @@ static int check_one(check_t *ck, incoll_algo_t algo, case_t c, size_t count,
         return status_exit(st);
     }
     if (!inplace && memcmp(send, orig, bytes) != 0) {
-        fprintf(stderr, "algo_check: rank %d: %s %s count %zu: the send "
-                "buffer was modified\n", ck->rank, algo_names[algo],
-                case_names[c], count);
+        fprintf(stderr,
+                "algo_check: rank %d: %s %s count %zu: the send "
+                "buffer was modified\n",
+                ck->rank, algo_names[algo], case_names[c], count);
         return EXIT_WRONG;
     }
     for (size_t i = 0; i < count; i++)
         if (!expect_ok(c, ck->size, i, recv + i * ds)) {
-            fprintf(stderr, "algo_check: rank %d: %s %s count %zu%s: element "
-                    "%zu is wrong\n", ck->rank, algo_names[algo], case_names[c],
-                    count, inplace ? " in place" : "", i);
+            fprintf(stderr,
+                    "algo_check: rank %d: %s %s count %zu%s: element "
+                    "%zu is wrong\n",
+                    ck->rank, algo_names[algo], case_names[c], count,
+                    inplace ? " in place" : "", i);
             return EXIT_WRONG;
         }
     if (!same_everywhere(ck, algo, recv, bytes, &ex))
@@ -287,7 +292,8 @@ static int parse_list(const char *text, long *out, int max)
 {
     int n = 0;
     char *copy = strdup(text), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
         char *end;
         long v = strtol(t, &end, 10);
         if (*end || v < 0 || n == max) {
@@ -304,7 +310,8 @@ static int parse_algos(const char *text, incoll_algo_t *out, int max)
 {
     int n = 0;
     char *copy = strdup(text), *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    for (char *t = strtok_r(copy, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
         int a = -1;
         for (int k = 0; k < INCOLL_ALGO_COUNT; k++)
             if (strcmp(t, algo_names[k]) == 0)
@@ -340,8 +347,9 @@ static int bench(check_t *ck, const incoll_algo_t *algos, int nalgos,
             double t0, t;
             /* Line the ranks up so each operation is timed from a common
              * start, then time it on every rank and keep the slowest. */
-            st = incoll_allreduce_algo(ck->comm, INCOLL_ALGO_RD, &token, &tok_out,
-                                       1, INCOLL_UINT32, INCOLL_OP_SUM);
+            st = incoll_allreduce_algo(ck->comm, INCOLL_ALGO_RD, &token,
+                                       &tok_out, 1, INCOLL_UINT32,
+                                       INCOLL_OP_SUM);
             t0 = now_us();
             if (st == INCOLL_OK)
                 st = incoll_allreduce_algo(ck->comm, algos[a], s, r, count,
@@ -358,8 +366,8 @@ static int bench(check_t *ck, const incoll_algo_t *algos, int nalgos,
                 continue;
             {
                 double tmax;
-                st = incoll_allreduce_algo(ck->comm, INCOLL_ALGO_RD, &t, &tmax, 1,
-                                           INCOLL_FLOAT64, INCOLL_OP_MAX);
+                st = incoll_allreduce_algo(ck->comm, INCOLL_ALGO_RD, &t, &tmax,
+                                           1, INCOLL_FLOAT64, INCOLL_OP_MAX);
                 if (st != INCOLL_OK)
                     return status_exit(st);
                 sum[a] += tmax;
@@ -430,7 +438,8 @@ int main(int argc, char **argv)
     }
     st = incoll_init(&ctx);
     if (st != INCOLL_OK) {
-        fprintf(stderr, "algo_check: incoll_init: %s\n", incoll_status_string(st));
+        fprintf(stderr, "algo_check: incoll_init: %s\n",
+                incoll_status_string(st));
         return status_exit(st);
     }
     incoll_comm_world(ctx, &ck.comm);
@@ -438,13 +447,15 @@ int main(int argc, char **argv)
     incoll_comm_size(ck.comm, &ck.size);
 
     if (bench_bytes >= 0) {
-        ret = bench(&ck, algos, nalgos, (size_t)bench_bytes, iters < 2 ? 20 : iters);
+        ret = bench(&ck, algos, nalgos, (size_t)bench_bytes,
+                    iters < 2 ? 20 : iters);
         incoll_finalize(ctx);
         return ret;
     }
     if (nsizes == 0) {
-        long def[] = {1, 2, 7, ck.size > 1 ? ck.size - 1 : 3, ck.size,
-                      ck.size + 1, 100, 1000, 4099, 100000};
+        long def[] = {1,       2,           7,   ck.size > 1 ? ck.size - 1 : 3,
+                      ck.size, ck.size + 1, 100, 1000,
+                      4099,    100000};
         nsizes = (int)(sizeof(def) / sizeof(def[0]));
         memcpy(sizes, def, sizeof(def));
     }
@@ -469,8 +480,9 @@ int main(int argc, char **argv)
                 }
     if (ret == 0 && ck.rank == 0)
         printf("algo_check: %d ranks, %d algorithms, %d sizes, %d cases: all "
-               "correct (%llu elements checked)\n", ck.size, nalgos, nsizes,
-               CASE_COUNT, (unsigned long long)ck.checked);
+               "correct (%llu elements checked)\n",
+               ck.size, nalgos, nsizes, CASE_COUNT,
+               (unsigned long long)ck.checked);
     free(send);
     free(orig);
     free(recv);

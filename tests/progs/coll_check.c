@@ -46,7 +46,9 @@ static uint8_t bval(int r, size_t i)
 static int64_t ival(int r, size_t i)
 {
     return (int64_t)(mix64(((uint64_t)r << 40) ^ ((uint64_t)iter << 48) ^ i ^
-                           0x77) >> 8) - (1ll << 54);
+                           0x77) >>
+                     8) -
+           (1ll << 54);
 }
 
 static int fail_status(incoll_status_t st, const char *what)
@@ -60,8 +62,8 @@ static int one(incoll_comm_h comm, algo_coll_t c, int algo, size_t n, int root,
                int in_place)
 {
     int is_root = rank == root;
-    size_t all = (size_t)size * n, es = c == ALGO_COLL_REDUCE ||
-                                          c == ALGO_COLL_REDUCE_SCATTER ? 8 : 1;
+    size_t all = (size_t)size * n,
+           es = c == ALGO_COLL_REDUCE || c == ALGO_COLL_REDUCE_SCATTER ? 8 : 1;
     uint8_t *send = malloc(all * es + 8), *recv = malloc(all * es + 8),
             *copy = malloc(all * es + 8);
     host_coll_args_t a = {c, send, recv, n, INCOLL_INT64, INCOLL_OP_SUM, root};
@@ -138,9 +140,9 @@ static int one(incoll_comm_h comm, algo_coll_t c, int algo, size_t n, int root,
             st = incoll_bcast(comm, recv, n, root);
             break;
         case ALGO_COLL_REDUCE:
-            st = incoll_reduce(comm, in_place && is_root ? INCOLL_IN_PLACE
-                                                         : a.sendbuf,
-                               recv, n, INCOLL_INT64, INCOLL_OP_SUM, root);
+            st = incoll_reduce(
+                comm, in_place && is_root ? INCOLL_IN_PLACE : a.sendbuf, recv,
+                n, INCOLL_INT64, INCOLL_OP_SUM, root);
             break;
         case ALGO_COLL_BARRIER:
             st = incoll_barrier(comm);
@@ -149,15 +151,14 @@ static int one(incoll_comm_h comm, algo_coll_t c, int algo, size_t n, int root,
             st = incoll_allgather(comm, sb, recv, n);
             break;
         case ALGO_COLL_GATHER:
-            st = incoll_gather(comm, in_place && is_root ? INCOLL_IN_PLACE
-                                                         : a.sendbuf,
-                               recv, n, root);
+            st = incoll_gather(
+                comm, in_place && is_root ? INCOLL_IN_PLACE : a.sendbuf, recv,
+                n, root);
             break;
         case ALGO_COLL_SCATTER:
-            st = incoll_scatter(comm, send,
-                                in_place && is_root ? (void *)INCOLL_IN_PLACE
-                                                    : recv,
-                                n, root);
+            st = incoll_scatter(
+                comm, send,
+                in_place && is_root ? (void *)INCOLL_IN_PLACE : recv, n, root);
             break;
         default:
             st = incoll_reduce_scatter(comm, sb, recv, n, INCOLL_INT64,
@@ -172,7 +173,8 @@ static int one(incoll_comm_h comm, algo_coll_t c, int algo, size_t n, int root,
         free(copy);
         return fail_status(st, what);
     }
-    if (memcmp(copy, send, sendlen) != 0 && !(c == ALGO_COLL_SCATTER && in_place)) {
+    if (memcmp(copy, send, sendlen) != 0 &&
+        !(c == ALGO_COLL_SCATTER && in_place)) {
         fprintf(stderr, "rank %d: %s: send buffer changed\n", rank, what);
         bad = 1;
     }
@@ -275,7 +277,7 @@ int main(int argc, char **argv)
             verbose = 1;
         } else {
             fprintf(stderr, "usage: coll_check [--sizes LIST] [--colls LIST] "
-                    "[--verbose]\n");
+                            "[--verbose]\n");
             return EXIT_USAGE;
         }
     }
@@ -297,7 +299,8 @@ int main(int argc, char **argv)
             {incoll_bcast(comm, buf, 8, -1), "bcast negative root"},
             {incoll_bcast(NULL, buf, 8, 0), "bcast null comm"},
             {incoll_bcast(comm, NULL, 8, 0), "bcast null buffer"},
-            {incoll_reduce(comm, v, v + 4, 1, INCOLL_FLOAT32, INCOLL_OP_BAND, 0),
+            {incoll_reduce(comm, v, v + 4, 1, INCOLL_FLOAT32, INCOLL_OP_BAND,
+                           0),
              "reduce BAND on float32"},
             {incoll_reduce(comm, v, v + 4, 1, INCOLL_DTYPE_COUNT, INCOLL_OP_SUM,
                            0),
@@ -331,8 +334,8 @@ int main(int argc, char **argv)
                 n = (n + 7) / 8; /* int64 elements */
             for (int ri = 0; ri < (rooted ? 3 : 1) && ret == 0; ri++)
                 for (int ip = 0; ip < 2 && ret == 0; ip++)
-                    for (int algo = HOST_CALGO_AUTO; algo < CALGO_COUNT && ret == 0;
-                         algo++) {
+                    for (int algo = HOST_CALGO_AUTO;
+                         algo < CALGO_COUNT && ret == 0; algo++) {
                         if (algo >= 0 &&
                             (algo_calgo_info((algo_calgo_t)algo)->coll !=
                                  (algo_coll_t)c ||

@@ -26,8 +26,13 @@
 #include <string.h>
 #include <time.h>
 
-enum { EXIT_WRONG = 1, EXIT_USAGE = 2, EXIT_TIMEOUT = 3, EXIT_ERROR = 4,
-       EXIT_OFFLOAD = 5 };
+enum {
+    EXIT_WRONG = 1,
+    EXIT_USAGE = 2,
+    EXIT_TIMEOUT = 3,
+    EXIT_ERROR = 4,
+    EXIT_OFFLOAD = 5
+};
 
 typedef struct {
     const char *name;
@@ -59,8 +64,8 @@ static int check(grid_comm_t *c, int wrank, int iter, size_t count)
         vi[i] = (int64_t)wrank * 1000003 + (int64_t)i * 7 + iter;
         vd[i] = (double)(wrank + 1) * 0.5 + (double)(i % 97) + iter;
     }
-    status = incoll_allreduce(c->comm, INCOLL_IN_PLACE, vi, count,
-                              INCOLL_INT64, INCOLL_OP_SUM);
+    status = incoll_allreduce(c->comm, INCOLL_IN_PLACE, vi, count, INCOLL_INT64,
+                              INCOLL_OP_SUM);
     if (status == INCOLL_OK)
         status = incoll_allreduce(c->comm, INCOLL_IN_PLACE, vd, count,
                                   INCOLL_FLOAT64, INCOLL_OP_SUM);
@@ -185,12 +190,11 @@ int main(int argc, char **argv)
         incoll_comm_size(comms[c].comm, &csize);
         printf("comm %s rank %d size %d offloaded %d why %s\n", comms[c].name,
                crank, csize, off, off ? "-" : why);
-        if (csize != comms[c].nmembers ||
-            comms[c].members[crank] != rank) {
-            fprintf(stderr, "comm_grid: rank %d: %s has rank %d of %d, want "
-                            "member %d of %d\n",
-                    rank, comms[c].name, crank, csize, rank,
-                    comms[c].nmembers);
+        if (csize != comms[c].nmembers || comms[c].members[crank] != rank) {
+            fprintf(stderr,
+                    "comm_grid: rank %d: %s has rank %d of %d, want "
+                    "member %d of %d\n",
+                    rank, comms[c].name, crank, csize, rank, comms[c].nmembers);
             ret = EXIT_WRONG;
         }
         if ((strcmp(expect, "all") == 0 && !off) ||

@@ -182,8 +182,8 @@ int main(int argc, char **argv)
     incoll_comm_size(world, &size);
 
     bad |= check_floats(world, size, count);
-    CALL("split", incoll_comm_split(world, (rank_g % ppn) < 2 ? 0 : 1, rank_g,
-                                    &part));
+    CALL("split",
+         incoll_comm_split(world, (rank_g % ppn) < 2 ? 0 : 1, rank_g, &part));
     for (int round = 0; round < 2 && !bad; round++) {
         bad |= check_part(part, size, ppn, (rank_g % ppn) < 2 ? 0 : 1,
                           count / 4 + 1, round);

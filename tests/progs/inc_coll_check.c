@@ -101,7 +101,8 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[a], "--iters") == 0 && a + 1 < argc) {
             iters = atoi(argv[++a]);
         } else {
-            fprintf(stderr, "usage: inc_coll_check [--sizes a,b,c] [--iters N]\n");
+            fprintf(stderr,
+                    "usage: inc_coll_check [--sizes a,b,c] [--iters N]\n");
             return EXIT_USAGE;
         }
     }
@@ -152,11 +153,11 @@ int main(int argc, char **argv)
                     return fail_status("bcast", st);
                 for (size_t i = 0; i < n; i++) {
                     if (buf[i] != byte_of(root, n, it, i)) {
-                        fprintf(stderr,
-                                "inc_coll_check: rank %d: bcast of %zu from %d: "
-                                "byte %zu is %u, want %u\n",
-                                rank, n, root, i, buf[i],
-                                byte_of(root, n, it, i));
+                        fprintf(
+                            stderr,
+                            "inc_coll_check: rank %d: bcast of %zu from %d: "
+                            "byte %zu is %u, want %u\n",
+                            rank, n, root, i, buf[i], byte_of(root, n, it, i));
                         return EXIT_WRONG;
                     }
                 }
@@ -188,10 +189,11 @@ int main(int argc, char **argv)
                     int64_t want = 0;
                     if (rank != root) {
                         if (out[i] != 0x5151515151515151ll) {
-                            fprintf(stderr,
-                                    "inc_coll_check: rank %d: reduce to %d wrote "
-                                    "a non-root's buffer\n",
-                                    rank, root);
+                            fprintf(
+                                stderr,
+                                "inc_coll_check: rank %d: reduce to %d wrote "
+                                "a non-root's buffer\n",
+                                rank, root);
                             return EXIT_WRONG;
                         }
                         continue;
@@ -199,10 +201,11 @@ int main(int argc, char **argv)
                     for (int r = 0; r < size; r++)
                         want += elem_of(r, i, it);
                     if (out[i] != want) {
-                        fprintf(stderr,
-                                "inc_coll_check: rank %d: reduce of %zu: element "
-                                "%zu is %lld, want %lld\n",
-                                rank, n, i, (long long)out[i], (long long)want);
+                        fprintf(
+                            stderr,
+                            "inc_coll_check: rank %d: reduce of %zu: element "
+                            "%zu is %lld, want %lld\n",
+                            rank, n, i, (long long)out[i], (long long)want);
                         return EXIT_WRONG;
                     }
                 }
@@ -276,10 +279,11 @@ int main(int argc, char **argv)
                     for (size_t i = 0; i < n; i++) {
                         uint8_t got = ((uint8_t *)dst)[i];
                         if (got != blk_of(rank, n, it + 7, i)) {
-                            fprintf(stderr,
-                                    "inc_coll_check: rank %d: scatter of %zu from "
-                                    "%d: byte %zu is %u\n",
-                                    rank, n, root, i, got);
+                            fprintf(
+                                stderr,
+                                "inc_coll_check: rank %d: scatter of %zu from "
+                                "%d: byte %zu is %u\n",
+                                rank, n, root, i, got);
                             return EXIT_WRONG;
                         }
                     }
@@ -315,11 +319,11 @@ int main(int argc, char **argv)
                         for (int r = 0; r < size; r++)
                             want += elem_of(r, n * (size_t)rank + i, it);
                         if (out[i] != want) {
-                            fprintf(stderr,
-                                    "inc_coll_check: rank %d: reduce_scatter of "
-                                    "%zu: element %zu is %lld, want %lld\n",
-                                    rank, n, i, (long long)out[i],
-                                    (long long)want);
+                            fprintf(
+                                stderr,
+                                "inc_coll_check: rank %d: reduce_scatter of "
+                                "%zu: element %zu is %lld, want %lld\n",
+                                rank, n, i, (long long)out[i], (long long)want);
                             return EXIT_WRONG;
                         }
                     }
