@@ -2012,38 +2012,59 @@ int mpi_layer_allgather(const void *sendbuf, int sendcount,
     return 1;
 }
 
-int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
-                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                     int root, MPI_Comm comm, int *ret_p)
+/*
+ * The start shared by the rooted collectives whose root moves every
+ * rank's block (gather, scatter): the block size comes from the root's
+ * side that holds all blocks (root_count, root_type) at the root and from
+ * the other side (count, type) elsewhere, equal by MPI's rules; a root
+ * not in place checks its other side too. Returns the communicator's
+ * state, or NULL when MPI runs the call (counted).
+ */
+static comm_state_t *rooted_gate(mpi_coll_t coll, MPI_Comm comm, int root,
+                                 int in_place, int root_count,
+                                 MPI_Datatype root_type, int count,
+                                 MPI_Datatype type, size_t *bytes_p,
+                                 int *is_root_p)
 {
-    size_t bytes = 0;
     reason_t pre = R_COUNT;
     comm_state_t *st;
-    incoll_status_t status;
-    int was_in, rank, is_root, in_place = sendbuf == MPI_IN_PLACE;
-    void *saved = NULL;
+    int rank = -1;
 
+    *bytes_p = 0;
     if (!L.booted)
         mpi_layer_bootstrap(0);
     if (root < 0 || comm == MPI_COMM_NULL)
         pre = R_ARGS;
     if (pre == R_COUNT && PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
         pre = R_ARGS;
-    is_root = pre == R_COUNT && rank == root;
-    /* The root's block size comes from its receive side, the others'
-     * from their send side: equal by MPI's rules. */
+    *is_root_p = pre == R_COUNT && rank == root;
     if (pre == R_COUNT)
-        pre = is_root ? plan_block(recvcount, recvtype, &bytes)
-                      : plan_block(sendcount, sendtype, &bytes);
-    if (is_root && !in_place)
-        pre = plan_other(pre, sendcount, sendtype, bytes);
-    st = gate(MPI_COLL_GATHER, comm, bytes, pre);
+        pre = *is_root_p ? plan_block(root_count, root_type, bytes_p)
+                         : plan_block(count, type, bytes_p);
+    if (*is_root_p && !in_place)
+        pre = plan_other(pre, count, type, *bytes_p);
+    st = gate(coll, comm, *bytes_p, pre);
+    if (st != NULL && (root >= st->size || (!*is_root_p && in_place))) {
+        pass(coll, R_ARGS);
+        return NULL;
+    }
+    return st;
+}
+
+int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     int root, MPI_Comm comm, int *ret_p)
+{
+    size_t bytes;
+    comm_state_t *st;
+    incoll_status_t status;
+    int was_in, is_root, in_place = sendbuf == MPI_IN_PLACE;
+    void *saved = NULL;
+
+    st = rooted_gate(MPI_COLL_GATHER, comm, root, in_place, recvcount, recvtype,
+                     sendcount, sendtype, &bytes, &is_root);
     if (st == NULL)
         return 0;
-    if (root >= st->size || (!is_root && in_place)) {
-        pass(MPI_COLL_GATHER, R_ARGS);
-        return 0;
-    }
     if (bytes == 0) {
         L.offloaded[MPI_COLL_GATHER]++;
         *ret_p = MPI_SUCCESS;
@@ -2073,31 +2094,15 @@ int mpi_layer_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       void *recvbuf, int recvcount, MPI_Datatype recvtype,
                       int root, MPI_Comm comm, int *ret_p)
 {
-    size_t bytes = 0;
-    reason_t pre = R_COUNT;
+    size_t bytes;
     comm_state_t *st;
     incoll_status_t status;
-    int was_in, rank, is_root, in_place = recvbuf == MPI_IN_PLACE;
+    int was_in, is_root, in_place = recvbuf == MPI_IN_PLACE;
 
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    if (root < 0 || comm == MPI_COMM_NULL)
-        pre = R_ARGS;
-    if (pre == R_COUNT && PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
-        pre = R_ARGS;
-    is_root = pre == R_COUNT && rank == root;
-    if (pre == R_COUNT)
-        pre = is_root ? plan_block(sendcount, sendtype, &bytes)
-                      : plan_block(recvcount, recvtype, &bytes);
-    if (is_root && !in_place)
-        pre = plan_other(pre, recvcount, recvtype, bytes);
-    st = gate(MPI_COLL_SCATTER, comm, bytes, pre);
+    st = rooted_gate(MPI_COLL_SCATTER, comm, root, in_place, sendcount,
+                     sendtype, recvcount, recvtype, &bytes, &is_root);
     if (st == NULL)
         return 0;
-    if (root >= st->size || (!is_root && in_place)) {
-        pass(MPI_COLL_SCATTER, R_ARGS);
-        return 0;
-    }
     if (bytes == 0) {
         L.offloaded[MPI_COLL_SCATTER]++;
         *ret_p = MPI_SUCCESS;
