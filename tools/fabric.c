@@ -384,22 +384,6 @@ static pid_t spawn_agg(const char *agg_bin, const char *conf_path,
     }
 }
 
-/* Prints the last line of a log file, for a daemon that failed. */
-static void print_log_tail(const char *path)
-{
-    char line[1024], last[1024] = "";
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return;
-    while (fgets(line, sizeof(line), f))
-        if (line[0] != '\n')
-            snprintf(last, sizeof(last), "%s", line);
-    fclose(f);
-    if (last[0])
-        fprintf(stderr, "  %s: %s%s", path, last,
-                last[strlen(last) - 1] == '\n' ? "" : "\n");
-}
-
 static void print_summary(const fabric_conf_t *conf, const char *dir,
                           const pid_t *pids, FILE *out)
 {
@@ -1059,7 +1043,7 @@ int fabric_wait(fabric_t *f)
                             "incoll fabric up: an %s was killed by "
                             "signal %d; see %s\n",
                             conf->ans[i].name, WTERMSIG(st), log_path);
-                print_log_tail(log_path);
+                mgr_fabric_log_tail(log_path);
                 f->pids[i] = -1;
                 return -1;
             }

@@ -200,7 +200,7 @@ static int write_env(const char *path, const char *dir, const char *addr,
     return ret;
 }
 
-static void print_log_tail(const char *path)
+void mgr_fabric_log_tail(const char *path)
 {
     char line[1024], last[1024] = "";
     FILE *f = fopen(path, "r");
@@ -314,7 +314,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
             break;
         if (kill(mgr_pid, 0) != 0 || now_ms() > deadline) {
             fprintf(stderr, "incoll fabric up: the manager did not start\n");
-            print_log_tail(log_path);
+            mgr_fabric_log_tail(log_path);
             goto out;
         }
         sleep_ms(20);
@@ -369,7 +369,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         for (int i = 0; i < topo.nswitches; i++) {
             snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
                      topo.sw[i].name);
-            print_log_tail(log_path);
+            mgr_fabric_log_tail(log_path);
         }
         goto out;
     }
@@ -608,7 +608,7 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
                     "incoll fabric restart: the manager did not start "
                     "on %s\n",
                     addr);
-            print_log_tail(log_path);
+            mgr_fabric_log_tail(log_path);
             if (proc_running(pid))
                 kill(pid, SIGKILL);
             unlink(pid_path);

@@ -89,4 +89,8 @@ int mgr_fabric_host_names(const char *dir, char ***names_p, char *err,
                           size_t errlen);
 void mgr_fabric_free_names(char **names, int n);
 
+/* Prints the last non-blank line of a daemon's log to stderr, to say why
+ * it stopped. */
+void mgr_fabric_log_tail(const char *path);
+
 #endif
