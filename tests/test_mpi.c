@@ -15,6 +15,7 @@
 #define _GNU_SOURCE /* PATH_MAX, setenv */
 #endif
 #include "test.h"
+#include "integ.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -34,7 +35,7 @@
 
 typedef enum { MPI_OMPI, MPI_MPICH } mpi_kind_t;
 
-static char libdir[PATH_MAX], progdir[PATH_MAX];
+static char libdir[PATH_MAX], mpi_progdir[PATH_MAX];
 
 static int have_cmd(const char *cmd)
 {
@@ -48,7 +49,7 @@ static int exists(const char *path)
     return access(path, F_OK) == 0;
 }
 
-/* Fills libdir and progdir; returns NULL when the MPI of kind can run the
+/* Fills libdir and mpi_progdir; returns NULL when the MPI of kind can run the
  * tests (and prog, unless NULL, is built), else the reason to skip. */
 static const char *mpi_ready(mpi_kind_t kind, const char *prog)
 {
@@ -57,8 +58,8 @@ static const char *mpi_ready(mpi_kind_t kind, const char *prog)
     char path[PATH_MAX + 64];
 
     snprintf(libdir, sizeof(libdir), "%s/../lib", test_bindir());
-    snprintf(progdir, sizeof(progdir), "%s/%s", env ? env : "build/tests",
-             kind == MPI_OMPI ? "mpi" : "mpi-mpich");
+    snprintf(mpi_progdir, sizeof(mpi_progdir), "%s/%s",
+             env ? env : "build/tests", kind == MPI_OMPI ? "mpi" : "mpi-mpich");
     if (!have_cmd(kind == MPI_OMPI ? "mpirun" : "mpiexec.mpich"))
         return kind == MPI_OMPI ? "mpirun is not installed"
                                 : "MPICH (mpiexec.mpich) is not installed";
@@ -68,7 +69,7 @@ static const char *mpi_ready(mpi_kind_t kind, const char *prog)
         snprintf(why, sizeof(why), "%s is not built (no MPI compiler?)", path);
         return why;
     }
-    snprintf(path, sizeof(path), "%s/%s", progdir, prog ? prog : "");
+    snprintf(path, sizeof(path), "%s/%s", mpi_progdir, prog ? prog : "");
     if (prog && !exists(path)) {
         snprintf(why, sizeof(why), "%s is not built (no %s?)", path,
                  strstr(prog, "f") == prog ? "mpif90" : "mpicc");
@@ -78,44 +79,6 @@ static const char *mpi_ready(mpi_kind_t kind, const char *prog)
     if (!exists(path))
         return "build/bin/incoll is not built";
     return NULL;
-}
-
-/* Runs a shell command with its output (stdout and stderr) in out.
- * Returns the exit status, or -1 if it could not run. */
-static int sh(const char *out, const char *fmt, ...)
-{
-    char cmd[4096];
-    int n, rc;
-    va_list ap;
-
-    va_start(ap, fmt);
-    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
-        return -1;
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
-    rc = system(cmd);
-    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long len;
-
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
-        if (f)
-            fclose(f);
-        return calloc(1, 1);
-    }
-    rewind(f);
-    buf = calloc(1, (size_t)len + 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
-        buf[0] = '\0';
-    fclose(f);
-    return buf ? buf : calloc(1, 1);
 }
 
 static int count_of(const char *text, const char *needle)
@@ -166,22 +129,6 @@ static long fabric_reductions(const char *dir, const char *out)
     return total;
 }
 
-static int fabric_up(const char *dir, int hosts, int radix)
-{
-    char out[PATH_MAX + 32];
-    snprintf(out, sizeof(out), "%s.up.log", dir);
-    return sh(out, "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
-              test_bindir(), hosts, radix, dir);
-}
-
-static void fabric_down(const char *dir)
-{
-    char out[PATH_MAX + 32];
-    snprintf(out, sizeof(out), "%s.down.log", dir);
-    if (sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), dir) != 0)
-        fprintf(stderr, "    fabric down --dir %s failed (see %s)\n", dir, out);
-}
-
 /* The preload and common knobs for one job; fabric may be NULL. */
 static void job_env(mpi_kind_t kind, const char *fabric)
 {
@@ -214,12 +161,12 @@ static int run_job(mpi_kind_t kind, int np, const char *prog, const char *args,
         rc = sh(out,
                 "timeout -k 5 90 mpirun -n %d " OMPI_FLAGS
                 " -x LD_PRELOAD='%s' " OMPI_ENV " '%s/%s' %s",
-                np, lib, progdir, prog, args);
+                np, lib, mpi_progdir, prog, args);
     else
         rc = sh(out,
                 "timeout -k 5 90 mpiexec.mpich -n %d -genv LD_PRELOAD '%s' "
                 "'%s/%s' %s",
-                np, lib, progdir, prog, args);
+                np, lib, mpi_progdir, prog, args);
     setenv("LD_PRELOAD", lib, 1);
     return rc;
 }
@@ -499,7 +446,7 @@ static int mgr_job(const char *tag, int np, int radix, const char *prog,
     rc = sh(out,
             "timeout -k 5 150 '%s/incoll' mpirun -n %d --fabric '%s' "
             "--timeout 120 -- '%s/%s' %s",
-            test_bindir(), np, dir, progdir, prog, args);
+            test_bindir(), np, dir, mpi_progdir, prog, args);
     fabric_down(dir);
     *text_p = slurp(out);
     if (rc != 0)
@@ -825,7 +772,7 @@ static int readme_job(int ppn)
     snprintf(out, sizeof(out), "%s/readme.out", test_tmpdir());
     snprintf(stat_out, sizeof(stat_out), "%s/stat.out", test_tmpdir());
     snprintf(script, sizeof(script), "%s/readme.sh", test_tmpdir());
-    snprintf(app, sizeof(app), "%s/colls --quick", progdir);
+    snprintf(app, sizeof(app), "%s/colls --quick", mpi_progdir);
     snprintf(readme, sizeof(readme), "%s/README.md", test_srcdir());
 
     /* The code block of README.md that holds a line "mpirun ...". */
@@ -923,7 +870,7 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     unsetenv("LD_PRELOAD");
     setenv("INCOLL_MPI_STATS", "1", 1);
     rc = sh(out, "timeout -k 5 90 '%s/incoll' mpirun -n 3 --stat -- '%s/colls'",
-            test_bindir(), progdir);
+            test_bindir(), mpi_progdir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
     CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
@@ -967,7 +914,7 @@ TEST(mpi_incoll_mpirun_ppn2, TEST_INTEG)
     rc = sh(out,
             "timeout -k 5 90 '%s/incoll' mpirun -n 4 --ppn 2 --stat -- "
             "'%s/colls' --quick",
-            test_bindir(), progdir);
+            test_bindir(), mpi_progdir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
     CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
@@ -1342,7 +1289,7 @@ static int run_linkbytes(const char *out, const char *opts, int np, int layer,
     rc = sh(out,
             "timeout -k 5 120 '%s/incoll' mpirun %s -n %d --emulate "
             "--link-rate 1g -- '%s/linkbytes'",
-            test_bindir(), opts, np, progdir);
+            test_bindir(), opts, np, mpi_progdir);
     unsetenv("INCOLL_MPI_ENABLE");
     text = slurp(out);
     if (rc != 0 || text == NULL || strstr(text, "linkbytes: ok") == NULL) {
