@@ -408,10 +408,14 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     case BENCH_OPT_PAIR: {
         int a, b;
         char c;
-        if (strcmp(arg, "same-leaf") != 0 && strcmp(arg, "cross-leaf") != 0 &&
-            sscanf(arg, "%d,%d%c", &a, &b, &c) != 2)
-            return fail(p, "%s wants same-leaf, cross-leaf or A,B, not '%s'",
-                        name, arg);
+        if (strcmp(arg, "same-leaf") != 0 && strcmp(arg, "cross-leaf") != 0) {
+            if (sscanf(arg, "%d,%d%c", &a, &b, &c) != 2 || a < 0 || b < 0)
+                return fail(p,
+                            "%s wants same-leaf, cross-leaf or A,B, not '%s'",
+                            name, arg);
+            o->a = a;
+            o->b = b;
+        }
         o->pair = arg;
         break;
     }
