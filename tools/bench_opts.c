@@ -391,6 +391,20 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
                         name, bench_size_str(lim, l, sizeof(l)), arg);
         break;
     }
+    case BENCH_OPT_BYTES: {
+        size_t lo, hi;
+        if (bench_sizes_parse(arg, &lo, &hi) != 0 || lo != hi ||
+            (double)lo < min || (double)lo > max)
+            return fail(p,
+                        "%s wants one size in %.0f..%.0f bytes (K/M "
+                        "suffixes), not '%s'",
+                        name, min, max, arg);
+        o->bytes = lo;
+        break;
+    }
+    case BENCH_OPT_CALIB:
+        o->calib = arg;
+        break;
     case BENCH_OPT_ALGOS:
         if (parse_algos(p, arg, &o->algos) != 0)
             return 2;
@@ -620,6 +634,10 @@ static void default_of(bench_opt_id_t id, const bench_opts_t *d, char *buf,
     case BENCH_OPT_TIMEOUT:
         snprintf(buf, len, " (default %d)", d->timeout_s);
         break;
+    case BENCH_OPT_BYTES:
+        if (d->bytes > 0)
+            snprintf(buf, len, " (default %zu)", d->bytes);
+        break;
     case BENCH_OPT_ALGOS:
         if (d->algos_text)
             snprintf(buf, len, " (default %s)", d->algos_text);
@@ -637,7 +655,8 @@ void bench_opts_usage(const bench_cmd_t *cmd, FILE *out)
     bench_opts_defaults(&d);
     if (cmd->defaults)
         cmd->defaults(cmd, &d);
-    fprintf(out, "usage: incoll %s\n", cmd->synopsis);
+    fprintf(out, "usage: incoll ");
+    put_wrapped(out, cmd->synopsis, 14, 20);
     if (cmd->about) {
         fprintf(out, "\n");
         put_wrapped(out, cmd->about, 0, 0);

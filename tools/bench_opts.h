@@ -42,6 +42,7 @@ typedef enum {
     BENCH_ARG_DOUBLE, /* a number in [min, max] */
     BENCH_ARG_STR,    /* any text */
     BENCH_ARG_SIZES,  /* MIN:MAX or one size, K/M/G suffixes */
+    BENCH_ARG_SIZE,   /* one size in [min, max], K/M/G suffixes */
     BENCH_ARG_RATE,   /* a link rate: 100mbit, 1gbit (emu_parse_rate) */
     BENCH_ARG_ALGOS,  /* NAME[:SIZE],...: distinct names of the command */
     BENCH_ARG_LIST,   /* distinct numbers in [min, max], comma-separated */
@@ -68,6 +69,8 @@ typedef enum {
       "switch radix of a fabric brought up")                                   \
     X(SIZES, "sizes", 0, BENCH_ARG_SIZES, 0, 0, "MIN:MAX",                     \
       "bytes, K/M suffixes, doubling")                                         \
+    X(BYTES, "bytes", 0, BENCH_ARG_SIZE, 1, 1 << 30, "B",                      \
+      "bytes of every operation")                                              \
     X(ALGOS, "algos", 0, BENCH_ARG_ALGOS, 0, 0, "LIST",                        \
       "algorithms, side by side")                                              \
     X(ITERS, "iters", 0, BENCH_ARG_INT, 1, 1000000, "N",                       \
@@ -84,6 +87,8 @@ typedef enum {
       "write the results as CSV (header row first)")                           \
     X(PLOT, "plot", 0, BENCH_ARG_STR, 0, 0, "FILE.png",                        \
       "latency and bandwidth vs size (gnuplot)")                               \
+    X(CALIB, "calib", 0, BENCH_ARG_STR, 0, 0, "FILE",                          \
+      "append the simulator's calibration record to FILE")                     \
     X(REFERENCE, "reference", 0, BENCH_ARG_STR, 0, 0, "CSV",                   \
       "ping-pong results (`incoll bench pingpong --csv`) on the same links: "  \
       "adds inc's bandwidth as a share of ping-pong's, and its line to the "   \
@@ -156,12 +161,14 @@ typedef struct {
     int pt;
     uint64_t link_rate; /* bit/s; 0 = not given */
     size_t min_size, max_size;
+    size_t bytes; /* --bytes */
     double burst; /* 0 = not given */
     double loss[BENCH_MAX_LOSS];
     int nloss;
     bench_algos_t algos;
     const char *algos_text; /* as given (or the default) */
     const char *fabric, *csv, *plot, *reference, *pair, *out, *progress;
+    const char *calib;
     uint64_t given; /* BENCH_OPT() mask of the options on the line */
 } bench_opts_t;
 
