@@ -402,6 +402,32 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
         o->bytes = lo;
         break;
     }
+    case BENCH_OPT_POOL: {
+        size_t lo, hi;
+        if (bench_sizes_parse(arg, &lo, &hi) != 0 || lo != hi ||
+            (double)lo < min || (double)lo > max)
+            return fail(p,
+                        "%s wants one size in %.0f..%.0f bytes (K/M/G "
+                        "suffixes), not '%s'",
+                        name, min, max, arg);
+        o->pool = lo;
+        break;
+    }
+    case BENCH_OPT_SECONDS:
+        o->seconds = dv;
+        break;
+    case BENCH_OPT_DTYPE:
+        o->dtype = arg;
+        break;
+    case BENCH_OPT_OP:
+        o->op = arg;
+        break;
+    case BENCH_OPT_NSRC:
+        o->nsrc = arg;
+        break;
+    case BENCH_OPT_IMPL:
+        o->impl = arg;
+        break;
     case BENCH_OPT_CALIB:
         o->calib = arg;
         break;
@@ -637,6 +663,18 @@ static void default_of(bench_opt_id_t id, const bench_opts_t *d, char *buf,
     case BENCH_OPT_BYTES:
         if (d->bytes > 0)
             snprintf(buf, len, " (default %zu)", d->bytes);
+        break;
+    case BENCH_OPT_POOL:
+        if (d->pool > 0)
+            snprintf(buf, len, " (default %zu)", d->pool);
+        break;
+    case BENCH_OPT_SECONDS:
+        if (d->seconds > 0)
+            snprintf(buf, len, " (default %g)", d->seconds);
+        break;
+    case BENCH_OPT_ROUNDS:
+        if (d->rounds > 0)
+            snprintf(buf, len, " (default %d)", d->rounds);
         break;
     case BENCH_OPT_ALGOS:
         if (d->algos_text)

@@ -87,6 +87,18 @@ typedef enum {
       "write the results as CSV (header row first)")                           \
     X(PLOT, "plot", 0, BENCH_ARG_STR, 0, 0, "FILE.png",                        \
       "latency and bandwidth vs size (gnuplot)")                               \
+    X(POOL, "pool", 0, BENCH_ARG_SIZE, 1, 1ull << 34, "B",                     \
+      "bytes of source pool the calls walk through")                           \
+    X(SECONDS, "seconds", 0, BENCH_ARG_DOUBLE, 0.001, 3600, "S",               \
+      "time per contender per row")                                            \
+    X(DTYPE, "dtype", 0, BENCH_ARG_STR, 0, 0, "LIST",                          \
+      "comma-separated datatypes")                                             \
+    X(OP, "op", 0, BENCH_ARG_STR, 0, 0, "NAME", "reduction op")                \
+    X(NSRC, "nsrc", 0, BENCH_ARG_STR, 0, 0, "LIST",                            \
+      "comma-separated source counts")                                         \
+    X(IMPL, "impl", 0, BENCH_ARG_STR, 0, 0, "NAME",                            \
+      "force a kernel variant: avx512, avx2, sse2, scalar (default: the best " \
+      "this CPU runs)")                                                        \
     X(CALIB, "calib", 0, BENCH_ARG_STR, 0, 0, "FILE",                          \
       "append the simulator's calibration record to FILE")                     \
     X(REFERENCE, "reference", 0, BENCH_ARG_STR, 0, 0, "CSV",                   \
@@ -162,13 +174,15 @@ typedef struct {
     uint64_t link_rate; /* bit/s; 0 = not given */
     size_t min_size, max_size;
     size_t bytes; /* --bytes */
+    size_t pool;  /* --pool */
+    double seconds;
     double burst; /* 0 = not given */
     double loss[BENCH_MAX_LOSS];
     int nloss;
     bench_algos_t algos;
     const char *algos_text; /* as given (or the default) */
     const char *fabric, *csv, *plot, *reference, *pair, *out, *progress;
-    const char *calib;
+    const char *calib, *dtype, *op, *nsrc, *impl;
     uint64_t given; /* BENCH_OPT() mask of the options on the line */
 } bench_opts_t;
 
