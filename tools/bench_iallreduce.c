@@ -14,9 +14,11 @@
  * CPU time over one second in which the main thread sleeps).
  */
 #include "bench_common.h"
+#include "bench_rank.h"
 
 #include "incoll.h"
 #include "common/clock.h"
+#include "core/algo.h"
 #include "host/req.h"
 
 #include <limits.h>
@@ -101,11 +103,10 @@ static double cpu_s(void)
 int bench_iallreduce_rank_main(int argc, char **argv)
 {
     bench_opts_t o;
-    incoll_ctx_h ctx;
+    bench_rank_t r;
     incoll_comm_h world;
     static const incoll_algo_t algos[3] = {INCOLL_ALGO_INC, INCOLL_ALGO_RING,
                                            INCOLL_ALGO_RD};
-    const char *labels[3] = {"inc", "ring", "rd"};
     FILE *res = NULL;
     int rank, size, ret = 0;
     size_t *sizes = NULL;
@@ -116,11 +117,11 @@ int bench_iallreduce_rank_main(int argc, char **argv)
                         "--out DIR\n");
         return 2;
     }
-    if (incoll_init(&ctx) != INCOLL_OK)
+    if (bench_rank_start(&r, NULL, ia_cmd.who) != 0)
         return 4;
-    incoll_comm_world(ctx, &world);
-    incoll_comm_rank(world, &rank);
-    incoll_comm_size(world, &size);
+    world = r.world;
+    rank = r.rank;
+    size = r.size;
     if (rank == 0) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/iallreduce.txt", o.out);
@@ -159,8 +160,9 @@ int bench_iallreduce_rank_main(int argc, char **argv)
                 double p = mx[0] / size, t = mx[1] / size, c = p;
                 double ov = 100.0 * (1.0 - (t - c) / p);
                 ov = ov < 0 ? 0 : ov > 100 ? 100 : ov;
-                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt, labels[a],
-                        sizes[s], p, t, c, ov);
+                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt,
+                        algo_name((algo_kind_t)(algos[a] - 1)), sizes[s], p, t,
+                        c, ov);
                 fflush(res);
             }
         }
@@ -181,7 +183,7 @@ int bench_iallreduce_rank_main(int argc, char **argv)
     if (res)
         fclose(res);
     free(sizes);
-    incoll_finalize(ctx);
+    bench_rank_stop(&r);
     return ret;
 }
 

@@ -336,6 +336,7 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     double min, max;
     long long iv = 0;
     double dv = 0;
+    size_t zv = 0;
 
     range_of(p->cmd, id, &min, &max);
     spelt(id, name, sizeof(name));
@@ -347,6 +348,14 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
             iv > (long long)max)
             return fail(p, "%s wants %s in %.0f..%.0f, not '%s'", name, r->meta,
                         min, max, arg);
+    } else if (r->kind == BENCH_ARG_SIZE) {
+        size_t hi;
+        if (bench_sizes_parse(arg, &zv, &hi) != 0 || zv != hi ||
+            (double)zv < min || (double)zv > max)
+            return fail(p,
+                        "%s wants one size in %.0f..%.0f bytes (K/M/G "
+                        "suffixes), not '%s'",
+                        name, min, max, arg);
     } else if (r->kind == BENCH_ARG_DOUBLE) {
         char *end;
         errno = 0;
@@ -391,28 +400,12 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
                         name, bench_size_str(lim, l, sizeof(l)), arg);
         break;
     }
-    case BENCH_OPT_BYTES: {
-        size_t lo, hi;
-        if (bench_sizes_parse(arg, &lo, &hi) != 0 || lo != hi ||
-            (double)lo < min || (double)lo > max)
-            return fail(p,
-                        "%s wants one size in %.0f..%.0f bytes (K/M "
-                        "suffixes), not '%s'",
-                        name, min, max, arg);
-        o->bytes = lo;
+    case BENCH_OPT_BYTES:
+        o->bytes = zv;
         break;
-    }
-    case BENCH_OPT_POOL: {
-        size_t lo, hi;
-        if (bench_sizes_parse(arg, &lo, &hi) != 0 || lo != hi ||
-            (double)lo < min || (double)lo > max)
-            return fail(p,
-                        "%s wants one size in %.0f..%.0f bytes (K/M/G "
-                        "suffixes), not '%s'",
-                        name, min, max, arg);
-        o->pool = lo;
+    case BENCH_OPT_POOL:
+        o->pool = zv;
         break;
-    }
     case BENCH_OPT_SECONDS:
         o->seconds = dv;
         break;
