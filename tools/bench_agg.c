@@ -22,6 +22,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/procstat.h"
+#include "core/algo.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -163,9 +164,11 @@ int bench_agg_main(int argc, char **argv)
     snprintf(iters, sizeof(iters), "%d", o.iters);
     snprintf(sizes, sizeof(sizes), "%zu:%zu", o.bytes, o.bytes);
     {
-        char *args[] = {"allreduce", "--fabric", f.dir,     "-n",  n,
-                        "--sizes",   sizes,      "--algos", "inc", "--iters",
-                        iters,       "--warmup", "0",       NULL};
+        char *args[] = {"allreduce", "--fabric", f.dir,
+                        "-n",        n,          "--sizes",
+                        sizes,       "--algos",  (char *)algo_name(ALGO_INC),
+                        "--iters",   iters,      "--warmup",
+                        "0",         NULL};
         rc = bench_allreduce_main((int)(sizeof(args) / sizeof(args[0])) - 1,
                                   args);
     }
