@@ -330,7 +330,7 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
 static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
                         const char *progress_path, int timeout_s)
 {
-    char hosts[16], timeout[16], worker[PATH_MAX];
+    char hosts[16], ppn[16], timeout[16], worker[PATH_MAX];
     char **argv;
     int nargs = 0, a = 0;
 
@@ -339,12 +339,17 @@ static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
     argv = calloc((size_t)nargs + 16, sizeof(*argv));
     if (argv == NULL)
         return -1;
-    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
+    snprintf(hosts, sizeof(hosts), "%d", f->hosts * (f->ppn > 1 ? f->ppn : 1));
+    snprintf(ppn, sizeof(ppn), "%d", f->ppn);
     snprintf(timeout, sizeof(timeout), "%d", timeout_s);
     argv[a++] = f->self;
     argv[a++] = mpi ? "mpirun" : "run";
     argv[a++] = "-n";
     argv[a++] = hosts;
+    if (f->ppn > 1) {
+        argv[a++] = "--ppn";
+        argv[a++] = ppn;
+    }
     argv[a++] = "--fabric";
     argv[a++] = f->dir;
     if (mpi)

@@ -88,6 +88,7 @@ typedef struct {
     int emulated;
     uint64_t link_rate; /* of a host link in bit/s; 0 = unknown */
     int hosts, radix, levels;
+    int ppn; /* ranks per host bench_launch starts (0 or 1: one) */
     int keep;
     const char *who;
 } bench_fabric_t;
@@ -118,7 +119,8 @@ void bench_fabric_close(bench_fabric_t *f);
 int bench_interrupted(void);
 
 /*
- * Runs `incoll run -n hosts --fabric DIR -- SELF bench _<kind> ARGS` and
+ * Runs `incoll run -n hosts --fabric DIR -- SELF bench _<kind> ARGS` (with
+ * f->ppn > 1: -n hosts*ppn --ppn ppn) and
  * waits, showing rank 0's progress file (progress_path, may be NULL) on
  * stderr. Returns the exit status of incoll run (0 = every rank passed).
  */

@@ -41,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /*
@@ -145,80 +144,32 @@ static int parse_opts(int argc, char **argv, bench_opts_t *o, int *exit_p)
     return 0;
 }
 
-/* Runs argv (argv[0] a path) and waits; its exit status. */
-static int run_wait(char **argv)
-{
-    int st;
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        execv(argv[0], argv);
-        fprintf(stderr, "incoll bench allreduce: cannot run %s: %s\n", argv[0],
-                strerror(errno));
-        _exit(127);
-    }
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 int bench_hier_main(int argc, char **argv)
 {
     bench_opts_t o;
     bench_fabric_t f;
-    char np[16], ppn[16], tmo[16], sizes[64], lo[24], hi[24], iters[16],
-        rate[32], socks[16], hosts[16], worker[PATH_MAX], why[PATH_MAX + 128];
-    char *av[48];
+    char ppn[16], sizes[64], iters[16], rate[32], socks[16], hosts[16],
+        why[PATH_MAX + 128];
+    char *av[32];
     int a = 0, rc, mpi;
 
     if (parse_opts(argc, argv, &o, &rc) != 0)
         return rc;
     mpi = has_algo(&o, A_MPI);
-    if (mpi &&
-        bench_mpi_usable(worker, sizeof(worker), why, sizeof(why)) != 0) {
-        fprintf(stderr,
-                "incoll bench allreduce: --algos mpi needs Open MPI: %s\n",
-                why);
+    if (mpi && bench_mpi_usable(NULL, 0, why, sizeof(why)) != 0) {
+        fprintf(stderr, "incoll %s: --algos mpi needs Open MPI: %s\n",
+                hb_cmd.who, why);
         return 1;
     }
     if (bench_fabric_start(&f, &o, hb_cmd.who) != 0)
         return bench_interrupted() ? 130 : 1;
-    snprintf(np, sizeof(np), "%d", o.hosts * o.ppn);
+    f.ppn = o.ppn;
     snprintf(ppn, sizeof(ppn), "%d", o.ppn);
-    snprintf(tmo, sizeof(tmo), "%d", o.timeout_s);
-    snprintf(sizes, sizeof(sizes), "%s:%s",
-             bench_size_str(o.min_size, lo, sizeof(lo)),
-             bench_size_str(o.max_size, hi, sizeof(hi)));
+    snprintf(hosts, sizeof(hosts), "%d", f.hosts);
+    bench_sizes_str(o.min_size, o.max_size, sizes, sizeof(sizes));
     snprintf(iters, sizeof(iters), "%d", o.iters);
     snprintf(rate, sizeof(rate), "%" PRIu64 "bit", f.link_rate);
     snprintf(socks, sizeof(socks), "%d", o.sockets);
-    av[a++] = f.self;
-    if (mpi) {
-        av[a++] = "mpirun";
-        av[a++] = "--no-preload";
-    } else {
-        av[a++] = "run";
-    }
-    av[a++] = "-n";
-    av[a++] = np;
-    av[a++] = "--ppn";
-    av[a++] = ppn;
-    av[a++] = "--fabric";
-    av[a++] = f.dir;
-    av[a++] = "--timeout";
-    av[a++] = tmo;
-    av[a++] = "--";
-    if (mpi) {
-        av[a++] = worker;
-    } else {
-        av[a++] = f.self;
-        av[a++] = "bench";
-    }
     av[a++] = "_hier";
     av[a++] = "--sizes";
     av[a++] = sizes;
@@ -230,7 +181,6 @@ int bench_hier_main(int argc, char **argv)
     }
     av[a++] = "--ppn";
     av[a++] = ppn;
-    snprintf(hosts, sizeof(hosts), "%d", o.hosts);
     av[a++] = "--hosts";
     av[a++] = hosts;
     if (f.link_rate) {
@@ -251,18 +201,20 @@ int bench_hier_main(int argc, char **argv)
     }
     av[a] = NULL;
     fprintf(stderr,
-            "incoll bench allreduce: %d hosts x %d ranks (%s fabric), sizes "
-            "%s, algorithms %s\n",
-            o.hosts, o.ppn, f.emulated ? "emulated" : "loopback", sizes,
-            o.algos_text);
-    rc = run_wait(av);
-    if (rc != 0)
+            "incoll %s: %d hosts x %d ranks (%s fabric), sizes %s, "
+            "algorithms %s\n",
+            hb_cmd.who, f.hosts, o.ppn, f.emulated ? "emulated" : "loopback",
+            sizes, o.algos_text);
+    /* Rank 0 prints the table and writes the CSV and the plot. */
+    rc = mpi ? bench_launch_mpi(&f, av, NULL, o.timeout_s)
+             : bench_launch(&f, av, NULL, o.timeout_s);
+    if (rc != 0 && !bench_interrupted())
         fprintf(stderr,
-                "incoll bench allreduce: the run failed (exit %d): no "
+                "incoll %s: the run failed (incoll %s exited %d): no "
                 "results\n",
-                rc);
+                hb_cmd.who, mpi ? "mpirun" : "run", rc);
     bench_fabric_close(&f);
-    return rc == 0 ? 0 : 1;
+    return bench_interrupted() ? 130 : rc == 0 ? 0 : 1;
 }
 
 /* ---- the rank side ---- */
