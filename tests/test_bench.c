@@ -1,4 +1,9 @@
 /*
+ * The benchmarks' shared option parser (tools/bench_opts.c) as unit tests:
+ * tables of good command lines and the values they give, and of bad ones,
+ * each of which must give exit code 2 and one line naming the option and
+ * the value; and --help from the table.
+ *
  * `incoll bench allreduce` and `incoll bench pingpong`: argument parsing,
  * the CSV they write, that the per-iteration verification catches a
  * deliberately corrupted result, and (as root) that an emulated fabric's
