@@ -1,5 +1,5 @@
 /*
- * The three parts of `incoll bench allreduce` (one ranks per host; K per
+ * The three parts of `incoll bench allreduce` (one rank per host; K per
  * host is tools/bench_hier.c): the driver (bench_allreduce.c: its command
  * line, the fabric, the launch, --loss), the rank side
  * (bench_allreduce_rank.c: every algorithm side by side, every result
