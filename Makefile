@@ -74,9 +74,18 @@ TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 AGG_LIB_OBJS := $(filter-out %/agg_main.o,$(AGG_OBJS))
 MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
+# The benchmarks' option parser (and the link-rate parser it uses) is unit
+# tested (tests/test_bench.c), so the test binaries link it too.
+TEST_TOOL_SRCS := tools/bench_opts.c tools/emu.c
+TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
+# At -O1 gcc cannot see that emu.c's namespace names fit their buffers
+# (they are checked where they are made) and warns of truncation.
+$(BUILD)/asan/tools/emu.o: ASAN_FLAGS += -Wno-format-truncation
+
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o) $(AGG_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) \
-              $(MGR_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) $(TEST_SRCS:%.c=$(BUILD)/asan/%.o)
+              $(MGR_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) $(TEST_SRCS:%.c=$(BUILD)/asan/%.o) \
+              $(TEST_TOOL_SRCS:%.c=$(BUILD)/asan/%.o)
 
 BINS := $(BUILD)/bin/incoll $(BUILD)/bin/incoll-agg
 ifneq ($(MGR_SRCS),)
@@ -154,9 +163,9 @@ $(BUILD)/bin/incoll: $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
 
-$(BUILD)/tests/incoll-tests: $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A)
+$(BUILD)/tests/incoll-tests: $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(TEST_TOOL_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(TEST_TOOL_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/tests/incoll-tests-asan: $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
@@ -267,7 +276,9 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
-                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_colls.o bench_common.o bench_hier.o bench_plot.o emu.o) \
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
+                  $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
+                  $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o emu.o) \
                   $(addprefix $(BUILD)/obj/tools/,fabric.o cmd_stat.o) $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
@@ -324,10 +335,11 @@ install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
 ifeq ($(SIMGRID_OK),1)
 SIM_CFLAGS := $(shell pkg-config --cflags simgrid)
 SIM_LIBS   := $(shell pkg-config --libs simgrid)
-SIM_OBJS   := $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
+# The plot writer is the benchmarks' (tools/bench_plot.c).
+SIM_OBJS   := $(SIM_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tools/bench_plot.o
 $(BUILD)/obj/src/sim/%.o: src/sim/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(BASEFLAGS) -Itools $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(INTERNAL_A) $(SIM_LIBS) $(LDLIBS)

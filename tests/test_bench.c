@@ -1,4 +1,9 @@
 /*
+ * The benchmarks' shared option parser (tools/bench_opts.c) as unit tests:
+ * tables of good command lines and the values they give, and of bad ones,
+ * each of which must give exit code 2 and one line naming the option and
+ * the value; and --help from the table.
+ *
  * `incoll bench allreduce` and `incoll bench pingpong`: argument parsing,
  * the CSV they write, that the per-iteration verification catches a
  * deliberately corrupted result, and (as root) that an emulated fabric's
@@ -11,7 +16,11 @@
  * These run the built `incoll` (build/bin), so they are integration tests.
  * Every fabric a test brings up is torn down on every path, pass or fail.
  */
+#include "integ.h"
 #include "test.h"
+
+#include "../tools/bench_opts.h"
+#include "core/algo.h"
 
 #include "fabric/mgr_tool.h"
 #include "common/clock.h"
@@ -89,28 +98,6 @@ static int incoll(const char *out_path, const char *env_kv, int timeout_s,
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* The whole file (NUL-terminated, caller frees) or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long len;
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)len + 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf)
-        buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void show(const char *path)
 {
     char *s = slurp(path);
@@ -146,6 +133,234 @@ static int csv_split(char *line, char **fields, int max)
         *p++ = '\0';
     }
     return n;
+}
+
+/* ---- the shared option parser (tools/bench_opts.c), as unit tests ----- */
+
+/* A benchmark taking every option, algorithms from the core's table (ids
+ * are the core's kinds) plus mpi, as the drivers describe themselves. */
+static const char *t_algo_name(const bench_cmd_t *cmd, int id)
+{
+    (void)cmd;
+    if (id < ALGO_COUNT)
+        return algo_name((algo_kind_t)id);
+    return id == ALGO_COUNT ? BENCH_NAME_MPI : NULL;
+}
+
+static void t_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
+{
+    (void)cmd;
+    o->algos_text = "inc,ring";
+}
+
+static const bench_cmd_t t_cmd = {
+    .who = "bench test",
+    .synopsis = "bench test [options]",
+    .accepts = (1ull << BENCH_OPT_COUNT) - 1,
+    .defaults = t_defaults,
+    .algo_name = t_algo_name,
+};
+
+/* The same with fewer options, a range of its own and a smaller size
+ * limit, as `bench pingpong` has. */
+static const bench_range_t t_ranges[] = {{BENCH_OPT_HOSTS, 2, 64}, {0, 1, 0}};
+static const bench_cmd_t t_small = {
+    .who = "bench small",
+    .synopsis = "bench small [options]",
+    .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(SIZES),
+    .ranges = t_ranges,
+    .max_size = 64u << 20,
+};
+
+#define T_MAXARGS 8
+
+/* Parses {"bench", args...} with cmd: the return code, *o and err. */
+static int t_parse(const bench_cmd_t *cmd, const char *const *args,
+                   bench_opts_t *o, char *err, size_t errlen)
+{
+    char *argv[T_MAXARGS + 2];
+    int argc = 0;
+    argv[argc++] = "bench";
+    for (int i = 0; i < T_MAXARGS && args[i]; i++)
+        argv[argc++] = (char *)args[i];
+    argv[argc] = NULL;
+    return bench_opts_parse(cmd, argc, argv, o, err, errlen);
+}
+
+TEST(bench_opts_good, TEST_UNIT)
+{
+    static const struct {
+        const char *args[T_MAXARGS];
+        const char *want; /* fields of the result, checked below */
+    } good[] = {
+        {{NULL}, "hosts=8 radix=4 sizes=8:1M iters=0 warmup=-1 algos=inc,ring"},
+        {{"-n", "16", "--sizes", "8:4M", "--algos", "inc,ring", NULL},
+         "hosts=16 radix=4 sizes=8:4M iters=0 warmup=-1 algos=inc,ring"},
+        {{"--hosts=3", "--radix", "2", "--iters", "7", "--warmup", "0", NULL},
+         "hosts=3 radix=2 sizes=8:1M iters=7 warmup=0 algos=inc,ring"},
+        {{"--algos", "rabenseifner,rd:256K,mpi", "--sizes", "4K", NULL},
+         "hosts=8 radix=4 sizes=4K:4K iters=0 warmup=-1 "
+         "algos=rabenseifner,rd:256K,mpi"},
+        {{"--emulate", "--link-rate", "250mbit", NULL},
+         "hosts=8 radix=4 sizes=8:1M iters=0 warmup=-1 algos=inc,ring"},
+    };
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        bench_opts_t o;
+        char err[512], got[512], sz[64], al[128];
+        int rc = t_parse(&t_cmd, good[i].args, &o, err, sizeof(err));
+        CHECK_MSG(rc == 0, "case %zu: rc %d: %s", i, rc, err);
+        bench_algos_str(&t_cmd, &o.algos, al, sizeof(al));
+        snprintf(got, sizeof(got),
+                 "hosts=%d radix=%d sizes=%s iters=%d warmup=%d algos=%s",
+                 o.hosts, o.radix,
+                 bench_sizes_str(o.min_size, o.max_size, sz, sizeof(sz)),
+                 o.iters, o.warmup, al);
+        CHECK_MSG(strcmp(got, good[i].want) == 0, "case %zu: got '%s'", i, got);
+    }
+    /* Values of the other kinds. */
+    {
+        static const char *const a[] = {
+            "--emulate",    "--link-rate", "1.5gbit", "--loss",
+            "0,0.001,0.05", "--burst",     "2.5",     NULL};
+        static const char *const b[] = {
+            "--pair", "3,5", "--plot", "p.png", "--dry-run", "--keep", NULL};
+        bench_opts_t o;
+        char err[512];
+        CHECK_EQ_INT(t_parse(&t_cmd, a, &o, err, sizeof(err)), 0);
+        CHECK(o.emulate == 1 && o.link_rate == 1500000000ull);
+        CHECK(o.nloss == 3 && o.loss[0] == 0 && o.loss[1] == 0.001 &&
+              o.loss[2] == 0.05);
+        CHECK(o.burst == 2.5);
+        CHECK(bench_opts_given(&o, BENCH_OPT_LOSS) &&
+              !bench_opts_given(&o, BENCH_OPT_HOSTS));
+        CHECK_EQ_INT(t_parse(&t_cmd, b, &o, err, sizeof(err)), 0);
+        CHECK(o.a == 3 && o.b == 5 && strcmp(o.pair, "3,5") == 0);
+        CHECK(strcmp(o.plot, "p.png") == 0 && o.dry_run && o.keep);
+        CHECK(bench_algos_find(&o.algos, ALGO_RING) == 1);
+        CHECK(bench_algos_active(&o.algos, 0, 1u << 30));
+    }
+    /* Iterations by size, and the size helpers. */
+    {
+        bench_opts_t o;
+        size_t lo = 0, hi = 0, *v = NULL;
+        char buf[32];
+        bench_opts_defaults(&o);
+        CHECK_EQ_INT(bench_iters_for(&o, 8, 4u << 20, 4, 100), 100);
+        CHECK_EQ_INT(bench_iters_for(&o, 1u << 20, 4u << 20, 4, 100), 4);
+        CHECK_EQ_INT(bench_iters_for(&o, 64u << 20, 4u << 20, 4, 100), 4);
+        CHECK_EQ_INT(bench_warmup_for(&o, 100), 10);
+        CHECK_EQ_INT(bench_warmup_for(&o, 4), 1);
+        o.iters = 9;
+        o.warmup = 0;
+        CHECK_EQ_INT(bench_iters_for(&o, 8, 4u << 20, 4, 100), 9);
+        CHECK_EQ_INT(bench_warmup_for(&o, 9), 0);
+        CHECK_EQ_INT(bench_sizes_parse("1KiB:2MB", &lo, &hi), 0);
+        CHECK(lo == 1024 && hi == 2u << 20);
+        CHECK_EQ_INT(bench_size_list(8, 64, &v), 4);
+        CHECK(v && v[0] == 8 && v[3] == 64);
+        free(v);
+        CHECK(strcmp(bench_size_str(3u << 20, buf, sizeof(buf)), "3M") == 0);
+        CHECK(strcmp(bench_size_str(1000, buf, sizeof(buf)), "1000") == 0);
+    }
+    return TEST_PASSED;
+}
+
+/* Every bad value: exit code 2 and one line naming the option (and the
+ * value, where there is one). */
+TEST(bench_opts_bad, TEST_UNIT)
+{
+    static const struct {
+        const bench_cmd_t *cmd;
+        const char *args[T_MAXARGS];
+        const char *name, *value; /* both must be in the message */
+    } bad[] = {
+        {&t_cmd, {"-n", "0", NULL}, "-n", "'0'"},
+        {&t_cmd, {"-n", "x", NULL}, "--hosts", "'x'"},
+        {&t_cmd, {"--hosts", "5000", NULL}, "--hosts", "'5000'"},
+        {&t_cmd, {"--radix", "1", NULL}, "--radix", "'1'"},
+        {&t_cmd, {"--iters", "0", NULL}, "--iters", "'0'"},
+        {&t_cmd, {"--iters", "3x", NULL}, "--iters", "'3x'"},
+        {&t_cmd, {"--warmup", "-1", NULL}, "--warmup", "'-1'"},
+        {&t_cmd, {"--timeout", "0", NULL}, "--timeout", "'0'"},
+        {&t_cmd, {"--ppn", "0", NULL}, "--ppn", "'0'"},
+        {&t_cmd, {"--sockets", "65", NULL}, "--sockets", "'65'"},
+        {&t_cmd, {"--rounds", "101", NULL}, "--rounds", "'101'"},
+        {&t_cmd, {"--burst", "0.5", NULL}, "--burst", "'0.5'"},
+        {&t_cmd, {"--burst", "lots", NULL}, "--burst", "'lots'"},
+        {&t_cmd, {"--sizes", "4M:8", NULL}, "--sizes", "'4M:8'"},
+        {&t_cmd, {"--sizes", "8:lots", NULL}, "--sizes", "'8:lots'"},
+        {&t_cmd, {"--sizes", "0", NULL}, "--sizes", "'0'"},
+        {&t_cmd, {"--sizes", "8:2G", NULL}, "--sizes", "'8:2G'"},
+        {&t_cmd, {"--algos", "inc,bogus", NULL}, "--algos", "'bogus'"},
+        {&t_cmd, {"--algos", "ring,ring", NULL}, "--algos", "'ring'"},
+        {&t_cmd, {"--algos", "rd:abc", NULL}, "--algos", "'abc'"},
+        {&t_cmd, {"--algos", ",", NULL}, "--algos", "','"},
+        {&t_cmd, {"--algos", "rab", NULL}, "--algos", "'rab'"},
+        {&t_cmd,
+         {"--emulate", "--link-rate", "7 parsecs", NULL},
+         "--link-rate",
+         "'7 parsecs'"},
+        {&t_cmd, {"--link-rate", "100mbit", NULL}, "--link-rate", "--emulate"},
+        {&t_cmd,
+         {"--fabric", "/x", "--emulate", NULL},
+         "--fabric",
+         "--emulate"},
+        {&t_cmd, {"--plot", "x.jpg", NULL}, "--plot", "'x.jpg'"},
+        {&t_cmd, {"--loss", "0,abc", NULL}, "--loss", "'0,abc'"},
+        {&t_cmd, {"--loss", "0.95", NULL}, "--loss", "'0.95'"},
+        {&t_cmd, {"--loss", "0.01,0.01", NULL}, "--loss", "'0.01,0.01'"},
+        {&t_cmd, {"--loss", "0,", NULL}, "--loss", "'0,'"},
+        {&t_cmd, {"--loss", "", NULL}, "--loss", "''"},
+        {&t_cmd, {"--algos", "", NULL}, "--algos", "''"},
+        {&t_cmd, {"--sizes", "", NULL}, "--sizes", "''"},
+        {&t_cmd, {"--pair", "sideways", NULL}, "--pair", "'sideways'"},
+        {&t_cmd, {"--frobnicate", NULL}, "unknown option", "'--frobnicate'"},
+        {&t_cmd, {"--iters", NULL}, "--iters", "needs a value"},
+        {&t_cmd, {"-n", NULL}, "-n", "needs a value"},
+        {&t_cmd, {"stray", NULL}, "unexpected argument", "'stray'"},
+        /* Another command: its own range and size limit, and an option
+         * it does not take. */
+        {&t_small, {"-n", "1", NULL}, "-n", "2..64"},
+        {&t_small, {"--sizes", "8:128M", NULL}, "--sizes", "64M"},
+        {&t_small, {"--loss", "0", NULL}, "unknown option", "'--loss'"},
+        {&t_small, {"--algos", "inc", NULL}, "unknown option", "'--algos'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        bench_opts_t o;
+        char err[512];
+        int rc = t_parse(bad[i].cmd, bad[i].args, &o, err, sizeof(err));
+        CHECK_MSG(rc == 2, "case %zu (%s %s): rc %d, want 2", i, bad[i].args[0],
+                  bad[i].args[1] ? bad[i].args[1] : "", rc);
+        CHECK_MSG(strncmp(err, "incoll bench ", 13) == 0 &&
+                      strchr(err, '\n') == NULL,
+                  "case %zu: not one line naming the command: '%s'", i, err);
+        CHECK_MSG(strstr(err, bad[i].name) && strstr(err, bad[i].value),
+                  "case %zu: want '%s' and '%s' in '%s'", i, bad[i].name,
+                  bad[i].value, err);
+    }
+    return TEST_PASSED;
+}
+
+/* --help comes from the table: every documented option of the command,
+ * the algorithm names of the core, none of the rank side's options. */
+TEST(bench_opts_usage, TEST_UNIT)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    CHECK(f != NULL);
+    bench_opts_usage(&t_cmd, f);
+    fclose(f);
+    CHECK(strstr(text, "usage: incoll bench test [options]") != NULL);
+    CHECK(strstr(text, "-n, --hosts P") != NULL);
+    CHECK(strstr(text, "--sizes MIN:MAX") != NULL);
+    CHECK(strstr(text, "(default 8:1M)") != NULL);
+    for (int k = 0; k < ALGO_COUNT; k++)
+        CHECK_MSG(strstr(text, algo_name((algo_kind_t)k)) != NULL,
+                  "no %s in --help", algo_name((algo_kind_t)k));
+    CHECK(strstr(text, "--out") == NULL && strstr(text, "--progress") == NULL);
+    free(text);
+    return TEST_PASSED;
 }
 
 /* ---- argument parsing ------------------------------------------------- */
@@ -644,12 +859,6 @@ down:
     CHECK_MSG(!made[0] || access(cmd, F_OK) != 0, "registry entry %s left",
               cmd);
     return ret;
-}
-
-static const char *progdir(void)
-{
-    const char *d = getenv("INCOLL_TEST_PROGDIR");
-    return d && *d ? d : "build/tests";
 }
 
 /*

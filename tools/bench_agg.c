@@ -22,6 +22,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/procstat.h"
+#include "core/algo.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -29,26 +30,42 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef struct {
-    int hosts;
-    int iters;
-    size_t bytes;
-    const char *calib_path;
-} agg_opts_t;
-
-static void usage(FILE *out)
+static void agg_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
-    fprintf(out,
-            "usage: incoll bench agg [-n HOSTS] [--iters N] [--bytes B] "
-            "[--calib FILE]\n"
-            "\n"
-            "CPU time of an aggregation-node daemon per datagram, on a\n"
-            "loopback fabric of HOSTS (default 4, 2..64) hosts under one AN:\n"
-            "N (default 20000) in-network allreduces of B bytes (default 8)\n"
-            "run through it, and its user+sys time is divided by the\n"
-            "datagrams it received and sent. --calib FILE appends the\n"
-            "simulator's record `agg ns_per_packet=X` to FILE.\n");
+    (void)cmd;
+    o->hosts = 4;
+    o->iters = 20000;
+    o->bytes = 8;
 }
+
+static const bench_range_t agg_ranges[] = {
+    {BENCH_OPT_HOSTS, 2, 64},
+    {BENCH_OPT_ITERS, 100, 10000000},
+    {BENCH_OPT_BYTES, 4, 8192},
+    {0, 1, 0},
+};
+
+static const bench_optdoc_t agg_docs[] = {
+    {BENCH_OPT_HOSTS, "hosts under the one AN"},
+    {BENCH_OPT_ITERS, "in-network allreduces run through the AN"},
+    {BENCH_OPT_BYTES, "bytes of each allreduce"},
+    {0, NULL},
+};
+
+static const bench_cmd_t agg_cmd = {
+    .who = "bench agg",
+    .synopsis = "bench agg [-n HOSTS] [--iters N] [--bytes B] [--calib FILE]",
+    .about = "CPU time of an aggregation-node daemon per datagram, on a "
+             "loopback fabric of HOSTS hosts under one AN: N in-network "
+             "allreduces of B bytes run through it, and its user+sys time is "
+             "divided by the datagrams it received and sent. --calib FILE "
+             "appends the simulator's record `agg ns_per_packet=X` to FILE.",
+    .accepts = BENCH_OPT(HOSTS) | BENCH_OPT(ITERS) | BENCH_OPT(BYTES) |
+               BENCH_OPT(CALIB) | BENCH_OPT(HELP),
+    .defaults = agg_defaults,
+    .docs = agg_docs,
+    .ranges = agg_ranges,
+};
 
 /* User + sys time of process pid, in ns, into *ns_p; -1 if it cannot be
  * read. */
@@ -93,54 +110,9 @@ static int sample(const fabric_conf_t *conf, pid_t pid, uint64_t *pkts_p,
     return ret;
 }
 
-static int parse_args(int argc, char **argv, agg_opts_t *o)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        long n;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (v == NULL)
-            goto bad;
-        i++;
-        if (strcmp(a, "--calib") == 0) {
-            o->calib_path = v;
-            continue;
-        }
-        if (strcmp(a, "--bytes") == 0) {
-            size_t lo, hi;
-            if (bench_sizes_parse(v, &lo, &hi) != 0 || lo != hi || lo < 4 ||
-                lo > 8192)
-                goto bad;
-            o->bytes = lo;
-            continue;
-        }
-        errno = 0;
-        n = strtol(v, &end, 10);
-        if (errno || *end || end == v)
-            goto bad;
-        if (strcmp(a, "-n") == 0 && n >= 2 && n <= 64)
-            o->hosts = (int)n;
-        else if (strcmp(a, "--iters") == 0 && n >= 100 && n <= 10000000)
-            o->iters = (int)n;
-        else
-            goto bad;
-        continue;
-    bad:
-        fprintf(stderr, "incoll bench agg: bad option or value: %s %s\n", a,
-                v ? v : "");
-        usage(stderr);
-        return -1;
-    }
-    return 0;
-}
-
 int bench_agg_main(int argc, char **argv)
 {
-    agg_opts_t o = {.hosts = 4, .iters = 20000, .bytes = 8};
+    bench_opts_t o;
     bench_fabric_opts_t fo = {.who = "bench agg"};
     bench_fabric_t f;
     fabric_conf_t conf;
@@ -151,8 +123,8 @@ int bench_agg_main(int argc, char **argv)
     FILE *calib;
     int rc, ret = 1;
 
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
+    if (bench_opts_get(&agg_cmd, argc, argv, &o, &rc) != 0)
+        return rc;
     fo.hosts = o.hosts;
     fo.radix = o.hosts; /* one AN, leaf and root */
     memset(&conf, 0, sizeof(conf));
@@ -192,9 +164,11 @@ int bench_agg_main(int argc, char **argv)
     snprintf(iters, sizeof(iters), "%d", o.iters);
     snprintf(sizes, sizeof(sizes), "%zu:%zu", o.bytes, o.bytes);
     {
-        char *args[] = {"allreduce", "--fabric", f.dir,     "-n",  n,
-                        "--sizes",   sizes,      "--algos", "inc", "--iters",
-                        iters,       "--warmup", "0",       NULL};
+        char *args[] = {"allreduce", "--fabric", f.dir,
+                        "-n",        n,          "--sizes",
+                        sizes,       "--algos",  (char *)algo_name(ALGO_INC),
+                        "--iters",   iters,      "--warmup",
+                        "0",         NULL};
         rc = bench_allreduce_main((int)(sizeof(args) / sizeof(args[0])) - 1,
                                   args);
     }
@@ -225,9 +199,9 @@ int bench_agg_main(int argc, char **argv)
            "cpu(ms)", "ns_per_packet", conf.ans[0].name, pkts1 - pkts0,
            (double)(cpu1 - cpu0) / 1e6, ns);
     ret = 0;
-    if (o.calib_path) {
+    if (o.calib) {
         int bad;
-        calib = fopen(o.calib_path, "a");
+        calib = fopen(o.calib, "a");
         bad = calib == NULL;
         if (!bad) {
             bad = fprintf(calib,
@@ -238,11 +212,11 @@ int bench_agg_main(int argc, char **argv)
             bad |= fclose(calib) != 0;
         }
         if (bad) {
-            fprintf(stderr, "incoll bench agg: cannot write %s: %s\n",
-                    o.calib_path, strerror(errno));
+            fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.calib,
+                    strerror(errno));
             ret = 1;
         } else {
-            fprintf(stderr, "incoll bench agg: appended to %s\n", o.calib_path);
+            fprintf(stderr, "incoll bench agg: appended to %s\n", o.calib);
         }
     }
 out:

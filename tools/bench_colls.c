@@ -26,11 +26,13 @@
  * host-based algorithm and MPI's own at each size.
  */
 #include "bench_common.h"
-#include "bench_plot.h"
+#include "bench_rank.h"
+#include "bench_report.h"
 
+#include "common/clock.h"
+#include "host/counters.h"
 #include "host/host_colls.h"
 
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,115 +47,102 @@
 /* Under MPI: the worker's calls (NULL under `incoll run`). */
 static const bench_mpi_t *bc_mpi;
 
-typedef struct {
-    algo_coll_t coll;
-    size_t min_size, max_size;
-    int iters;
-    int hosts, radix, emulate, keep, timeout_s;
-    const char *fabric, *csv, *algos, *out, *plot;
-} bc_opts_t;
+/* --algos names: ids 0 "incoll" (libincoll's public function), 1 "host"
+ * (every host algorithm), then the core's table of host algorithms
+ * (core/algo.h) for this collective, then mpi and mpi-layer. */
+#define BC_ID_TABLE 2
+#define BC_ID_MPI (BC_ID_TABLE + CALGO_COUNT)
 
-static void usage(FILE *out, const char *coll)
+static const char *bc_algo_name(const bench_cmd_t *cmd, int id)
 {
-    fprintf(
-        out,
-        "usage: incoll bench %s [options]\n"
-        "  -n, --hosts N       ranks (default 8)\n"
-        "      --radix K       fabric radix (default 4)\n"
-        "      --sizes MIN:MAX bytes per rank (default 8:1M; barrier: 0)\n"
-        "      --iters N       timed operations per size (default 20)\n"
-        "      --algos LIST    incoll, host algorithms by name (host: all of\n"
-        "                      them), mpi (MPI's own) and mpi-layer (through\n"
-        "                      libincoll_mpi); default incoll,host\n"
-        "      --fabric DIR    use this fabric instead of bringing one up\n"
-        "      --emulate       emulated links (root)\n"
-        "      --csv PATH      rows for machines\n"
-        "      --plot FILE.png latency and bandwidth vs size (gnuplot)\n"
-        "      --timeout SEC   whole run (default 300)\n"
-        "      --keep          keep the work directory\n",
-        coll);
+    if (id == 0)
+        return "incoll";
+    if (id == 1)
+        return "host";
+    if (id >= BC_ID_TABLE && id < BC_ID_MPI) {
+        const algo_calgo_info_t *in =
+            algo_calgo_info((algo_calgo_t)(id - BC_ID_TABLE));
+        return in && in->coll == (algo_coll_t)cmd->arg ? in->name : NULL;
+    }
+    if (id == BC_ID_MPI)
+        return BENCH_NAME_MPI;
+    if (id == BC_ID_MPI + 1)
+        return BENCH_NAME_MPI_LAYER;
+    return NULL;
 }
 
-static int parse(int argc, char **argv, bc_opts_t *o, int rank_side)
+static void bc_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
-    static const struct option lo[] = {
-        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'}, {"sizes", 1, 0, 's'},
-        {"iters", 1, 0, 'i'},   {"algos", 1, 0, 'a'}, {"fabric", 1, 0, 'f'},
-        {"emulate", 0, 0, 'e'}, {"csv", 1, 0, 'c'},   {"timeout", 1, 0, 't'},
-        {"keep", 0, 0, 'K'},    {"out", 1, 0, 'o'},   {"help", 0, 0, 'h'},
-        {"plot", 1, 0, 'P'},    {0, 0, 0, 0}};
-    int c, coll = algo_coll_parse(argv[0]);
-
-    memset(o, 0, sizeof(*o));
-    if (coll < 0) {
-        fprintf(stderr, "incoll bench: unknown collective '%s'\n", argv[0]);
-        return 2;
-    }
-    o->coll = (algo_coll_t)coll;
-    o->min_size = 8;
-    o->max_size = 1 << 20;
     o->iters = 20;
-    o->hosts = 8;
-    o->radix = 4;
     o->timeout_s = 300;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "n:h", lo, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            o->hosts = atoi(optarg);
-            break;
-        case 'k':
-            o->radix = atoi(optarg);
-            break;
-        case 's':
-            if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0) {
-                fprintf(stderr, "incoll bench %s: bad --sizes '%s'\n", argv[0],
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'i':
-            o->iters = atoi(optarg);
-            break;
-        case 'a':
-            o->algos = optarg;
-            break;
-        case 'f':
-            o->fabric = optarg;
-            break;
-        case 'e':
-            o->emulate = 1;
-            break;
-        case 'c':
-            o->csv = optarg;
-            break;
-        case 't':
-            o->timeout_s = atoi(optarg);
-            break;
-        case 'K':
-            o->keep = 1;
-            break;
-        case 'P':
-            o->plot = optarg;
-            break;
-        case 'o':
-            o->out = optarg;
-            break;
-        case 'h':
-            usage(stdout, argv[0]);
-            return 1;
-        default:
-            usage(stderr, argv[0]);
-            return 2;
-        }
-    }
-    if (o->hosts < 2 || o->iters < 1 || (rank_side && o->out == NULL)) {
-        fprintf(stderr, "incoll bench %s: want -n >= 2 and --iters >= 1\n",
-                argv[0]);
-        return 2;
-    }
-    if (o->coll == ALGO_COLL_BARRIER)
+    o->algos_text = "incoll,host";
+    if (cmd->arg == ALGO_COLL_BARRIER)
         o->min_size = o->max_size = 0;
+}
+
+static const bench_range_t bc_ranges[] = {
+    {BENCH_OPT_HOSTS, 2, 4096},
+    {0, 1, 0},
+};
+
+static const bench_optdoc_t bc_docs[] = {
+    {BENCH_OPT_SIZES, "bytes per rank (a barrier has none)"},
+    {BENCH_OPT_ALGOS, "incoll, host (all host algorithms), host algorithms "
+                      "by name, mpi (MPI's own) and mpi-layer (through "
+                      "libincoll_mpi)"},
+    {BENCH_OPT_ITERS, "timed operations per size"},
+    {BENCH_OPT_TIMEOUT, "the whole run, seconds"},
+    {0, NULL},
+};
+
+/* The command line of `incoll bench <coll>` (coll: argv[0]). NULL with a
+ * message when coll names no collective. */
+static const bench_cmd_t *bc_cmd(const char *coll)
+{
+    static char who[64], synopsis[96];
+    static bench_cmd_t cmd = {
+        .who = who,
+        .synopsis = synopsis,
+        .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(SIZES) | BENCH_OPT(ITERS) |
+                   BENCH_OPT(ALGOS) | BENCH_OPT(CSV) | BENCH_OPT(PLOT) |
+                   BENCH_OPT(OUT),
+        .defaults = bc_defaults,
+        .algo_name = bc_algo_name,
+        .docs = bc_docs,
+        .ranges = bc_ranges,
+    };
+    int c = algo_coll_parse(coll);
+
+    if (c < 0) {
+        fprintf(stderr, "incoll bench: unknown collective '%s'\n", coll);
+        return NULL;
+    }
+    cmd.arg = c;
+    snprintf(who, sizeof(who), "bench %s", algo_coll_name((algo_coll_t)c));
+    snprintf(synopsis, sizeof(synopsis), "bench %s [options]",
+             algo_coll_name((algo_coll_t)c));
+    return &cmd;
+}
+
+typedef struct {
+    algo_coll_t coll;
+    const char *algos; /* --algos as given (names, filtered per size) */
+    bench_opts_t b;
+} bc_opts_t;
+
+/* Parses argv (argv[0] the collective) into o: 0, or the exit code in
+ * *exit_p and non-zero. */
+static int parse(int argc, char **argv, bc_opts_t *o, int *exit_p)
+{
+    const bench_cmd_t *cmd = bc_cmd(argv[0]);
+    if (cmd == NULL) {
+        *exit_p = 2;
+        return 1;
+    }
+    o->coll = (algo_coll_t)cmd->arg;
+    if (bench_opts_get(cmd, argc, argv, &o->b, exit_p) != 0)
+        return 1;
+    o->algos = o->b.algos_text;
     return 0;
 }
 
@@ -320,14 +309,18 @@ int bench_coll_rank_main(int argc, char **argv)
 int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 {
     bc_opts_t o;
-    incoll_ctx_h ctx;
+    bench_rank_t r;
     incoll_comm_h comm;
-    int rank, size, algos[MAX_ALGOS], na, nsizes, ret = 0;
+    int rank, size, algos[MAX_ALGOS], na, nsizes, ret = 0, rc;
     size_t *sizes;
     FILE *res = NULL;
 
-    if (argc < 2 || parse(argc - 1, argv + 1, &o, 1) != 0)
+    if (argc < 2 || parse(argc - 1, argv + 1, &o, &rc) != 0 ||
+        o.b.out == NULL) {
+        fprintf(stderr, "incoll bench _coll: the rank side needs a collective "
+                        "and --out DIR\n");
         return 2;
+    }
     if (has_mpi(&o) && mpi == NULL) {
         fprintf(stderr,
                 "incoll bench %s: mpi and mpi-layer run in the MPI "
@@ -337,27 +330,21 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         return 2;
     }
     bc_mpi = mpi;
-    if (mpi) {
-        /* libincoll came up from MPI; the MPI layer finalizes it. */
-        ctx = mpi->ctx;
-        comm = mpi->world;
-    } else {
-        if (incoll_init(&ctx) != INCOLL_OK)
-            return 4;
-        incoll_comm_world(ctx, &comm);
-    }
-    incoll_comm_rank(comm, &rank);
-    incoll_comm_size(comm, &size);
+    if (bench_rank_start(&r, mpi, "bench _coll") != 0)
+        return 4;
+    comm = r.world;
+    rank = r.rank;
+    size = r.size;
     na = algo_list(&o, size, algos);
     if (o.coll == ALGO_COLL_BARRIER) {
         sizes = calloc(1, sizeof(*sizes));
         nsizes = 1;
     } else {
-        nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
+        nsizes = bench_size_list(o.b.min_size, o.b.max_size, &sizes);
     }
     if (rank == 0) {
         char path[PATH_MAX + 32];
-        snprintf(path, sizeof(path), "%s/colls.txt", o.out);
+        snprintf(path, sizeof(path), "%s/colls.txt", o.b.out);
         res = fopen(path, "w");
     }
     for (int s = 0; s < nsizes && ret == 0; s++) {
@@ -370,35 +357,34 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         double tx[2] = {0, 0}, ntx[2] = {0, 0};
         if (o.coll == ALGO_COLL_REDUCE || o.coll == ALGO_COLL_REDUCE_SCATTER)
             bytes = bytes / 8 * 8;
-        for (int it = -2; it < o.iters && ret == 0; it++) {
+        for (int it = -2; it < o.b.iters && ret == 0; it++) {
             for (int k = 0; k < na && ret == 0; k++) {
                 int ai = (k + (it < 0 ? 0 : it)) % na;
                 int root = it < 0 ? 0 : it % size;
-                host_engine_t *eng;
-                uint64_t t0, b0 = 0;
+                host_counters_t h0, h1;
+                uint64_t t0;
                 if (sync_ranks(comm) != INCOLL_OK) {
                     ret = 4;
                     break;
                 }
-                eng = comm->eng;
-                if (eng)
-                    b0 = host_engine_counters(eng)->bytes_sent;
-                t0 = bench_now_ns();
+                host_counters_read(comm, &h0);
+                t0 = now_ns();
                 if (one_op(comm, &o, algos[ai], bytes, rank, size, root, it + 2,
                            in, out) != 0)
                     ret = 1;
                 if (it >= 0)
-                    sum_ns[ai] += (double)(bench_now_ns() - t0);
-                if (it >= 0 && algos[ai] == HOST_CALGO_AUTO && eng &&
-                    eng == comm->eng && host_coll_last_in_net()) {
+                    sum_ns[ai] += (double)(now_ns() - t0);
+                host_counters_read(comm, &h1);
+                if (it >= 0 && algos[ai] == HOST_CALGO_AUTO && h0.has_engine &&
+                    h1.engine == h0.engine && host_coll_last_in_net()) {
                     tx[rank != root] +=
-                        (double)(host_engine_counters(eng)->bytes_sent - b0);
+                        (double)(h1.eng_bytes_sent - h0.eng_bytes_sent);
                     ntx[rank != root]++;
                 }
             }
         }
         for (int k = 0; k < na && ret == 0; k++) {
-            double avg = sum_ns[k] / o.iters / 1e3, mn, mx, tot;
+            double avg = sum_ns[k] / o.b.iters / 1e3, mn, mx, tot;
             incoll_allreduce(comm, &avg, &mn, 1, INCOLL_FLOAT64, INCOLL_OP_MIN);
             incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
             incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64,
@@ -417,7 +403,7 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             }
             if (res)
                 fprintf(res, "%zu %s %d %.3f %.3f %.3f %.0f %.0f\n", bytes,
-                        algo_label(algos[k]), o.iters, tot / size, mn, mx,
+                        algo_label(algos[k]), o.b.iters, tot / size, mn, mx,
                         txr[0], txr[1]);
         }
         free(in);
@@ -426,65 +412,36 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     if (res)
         fclose(res);
     free(sizes);
-    if (mpi == NULL)
-        incoll_finalize(ctx);
+    bench_rank_stop(&r);
     return ret;
 }
 
 /* One row of the results: a size and an algorithm's average latency. */
-struct bc_row;
-static int plot_rows(const char *path, const char *coll, int hosts,
-                     double link_MBps, const struct bc_row *rows, int n);
-
-typedef struct bc_row {
+typedef struct {
     size_t bytes;
     char algo[32];
     double avg;
     double tx_root, tx_other; /* incoll's bytes sent per op, or -1 */
 } bc_row_t;
 
-/* --plot: one curve per algorithm (bench_plot.h). */
+/* --plot: one curve per algorithm (bench_report.h). */
 static int plot_rows(const char *path, const char *coll, int hosts,
                      double link_MBps, const bc_row_t *rows, int n)
 {
-    static double bytes[MAX_ALGOS][64], lat[MAX_ALGOS][64], bw[MAX_ALGOS][64];
-    plot_series_t se[MAX_ALGOS];
-    char title[128];
+    bench_point_t *pts = calloc((size_t)n + 1, sizeof(*pts));
+    char title[128], who[64];
     plot_opts_t po = {title, link_MBps, 0, NULL};
-    int ns = 0;
+    int ret;
 
-    memset(se, 0, sizeof(se));
-    for (int i = 0; i < n; i++) {
-        int k = 0;
-        if (rows[i].bytes == 0 || rows[i].avg <= 0)
-            continue;
-        while (k < ns && strcmp(se[k].name, rows[i].algo) != 0)
-            k++;
-        if (k == ns) {
-            if (ns == MAX_ALGOS)
-                continue;
-            se[ns].name = rows[i].algo;
-            se[ns].bytes = bytes[ns];
-            se[ns].lat_us = lat[ns];
-            se[ns].bw_MBps = bw[ns];
-            ns++;
-        }
-        if (se[k].n < 64) {
-            bytes[k][se[k].n] = (double)rows[i].bytes;
-            lat[k][se[k].n] = rows[i].avg;
-            bw[k][se[k].n] = (double)rows[i].bytes / rows[i].avg;
-            se[k].n++;
-        }
-    }
-    if (ns == 0) {
-        fprintf(stderr,
-                "incoll bench %s: nothing to plot (a barrier has no "
-                "sizes)\n",
-                coll);
+    if (pts == NULL)
         return -1;
-    }
+    for (int i = 0; i < n; i++)
+        pts[i] = (bench_point_t){rows[i].algo, rows[i].bytes, rows[i].avg};
     snprintf(title, sizeof(title), "%s, %d hosts", coll, hosts);
-    return bench_plot_write(path, &po, se, ns);
+    snprintf(who, sizeof(who), "bench %s", coll);
+    ret = bench_plot_points(path, who, &po, pts, n);
+    free(pts);
+    return ret;
 }
 
 /*
@@ -550,24 +507,13 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
 int bench_coll_main(int argc, char **argv)
 {
     char who[64];
-    bench_fabric_opts_t fo;
     bench_fabric_t f;
     bc_opts_t o;
     int rc, ret = 1;
 
-    rc = parse(argc, argv, &o, 0);
-    if (rc == 1)
-        return 0;
-    if (rc != 0)
-        return 2;
+    if (parse(argc, argv, &o, &rc) != 0)
+        return rc;
     snprintf(who, sizeof(who), "bench %s", argv[0]);
-    memset(&fo, 0, sizeof(fo));
-    fo.fabric_dir = o.fabric;
-    fo.emulate = o.emulate;
-    fo.hosts = o.hosts;
-    fo.radix = o.radix;
-    fo.keep = o.keep;
-    fo.who = who;
     if (has_mpi(&o)) {
         char why[PATH_MAX + 128];
         if (bench_mpi_usable(NULL, 0, why, sizeof(why)) != 0) {
@@ -578,16 +524,16 @@ int bench_coll_main(int argc, char **argv)
             return 1;
         }
     }
-    if (bench_fabric_open(&f, &fo) != 0)
+    if (bench_fabric_start(&f, &o.b, who) != 0)
         return bench_interrupted() ? 130 : 1;
     {
         char sz[64], lo[24], hi[24], iters[16];
         char *args[20];
         int n = 0;
         snprintf(sz, sizeof(sz), "%s:%s",
-                 bench_size_str(o.min_size, lo, sizeof(lo)),
-                 bench_size_str(o.max_size, hi, sizeof(hi)));
-        snprintf(iters, sizeof(iters), "%d", o.iters);
+                 bench_size_str(o.b.min_size, lo, sizeof(lo)),
+                 bench_size_str(o.b.max_size, hi, sizeof(hi)));
+        snprintf(iters, sizeof(iters), "%d", o.b.iters);
         args[n++] = "_coll";
         args[n++] = argv[0];
         if (o.coll != ALGO_COLL_BARRIER) {
@@ -603,8 +549,8 @@ int bench_coll_main(int argc, char **argv)
         args[n++] = "--out";
         args[n++] = f.work;
         args[n] = NULL;
-        rc = has_mpi(&o) ? bench_launch_mpi(&f, args, NULL, o.timeout_s)
-                         : bench_launch(&f, args, NULL, o.timeout_s);
+        rc = has_mpi(&o) ? bench_launch_mpi(&f, args, NULL, o.b.timeout_s)
+                         : bench_launch(&f, args, NULL, o.b.timeout_s);
         if (bench_interrupted()) {
             ret = 130;
             goto out;
@@ -626,21 +572,22 @@ int bench_coll_main(int argc, char **argv)
             fprintf(stderr, "incoll %s: no results in %s\n", who, path);
             goto out;
         }
-        if (o.csv) {
-            csv = bench_fopen_out(o.csv, who);
+        if (o.b.csv) {
+            csv = bench_csv_open(o.b.csv, who,
+                                 "coll,algo,bytes,iters,avg_us,min_us,max_us,"
+                                 "bw_MBps,hosts,emulated");
             if (csv == NULL) {
                 fclose(in);
                 goto out;
             }
-            fprintf(csv, "coll,algo,bytes,iters,avg_us,min_us,max_us,bw_MBps,"
-                         "hosts,emulated\n");
         }
         printf("# incoll bench %s: %d hosts, %s; bytes per rank; latency "
                "avg/min/max over ranks (OSU); MB/s = bytes / avg\n",
                argv[0], f.hosts,
                f.emulated ? "emulated links" : "loopback fabric");
-        printf("%-14s %9s %6s %10s %10s %10s %9s\n", "algorithm", "bytes",
-               "iters", "avg(us)", "min(us)", "max(us)", "MB/s");
+        printf("%-14s ", "algorithm");
+        bench_osu_head(stdout);
+        printf("\n");
         while (fgets(line, sizeof(line), in)) {
             size_t bytes;
             int iters;
@@ -649,8 +596,9 @@ int bench_coll_main(int argc, char **argv)
                        &iters, &avg, &mn, &mx, &txr, &txo) < 6)
                 continue;
             bw = avg > 0 ? (double)bytes / avg : 0;
-            printf("%-14s %9zu %6d %10.1f %10.1f %10.1f %9.2f\n", algo, bytes,
-                   iters, avg, mn, mx, bw);
+            printf("%-14s ", algo);
+            bench_osu_row(stdout, bytes, iters, avg, mn, mx);
+            printf("\n");
             if (nrows < 512) {
                 rows[nrows].bytes = bytes;
                 snprintf(rows[nrows].algo, sizeof(rows[nrows].algo), "%s",
@@ -665,12 +613,12 @@ int bench_coll_main(int argc, char **argv)
                         f.emulated);
         }
         fclose(in);
-        if (csv)
-            fclose(csv);
+        if (csv && bench_csv_close(csv, o.b.csv, who) != 0)
+            goto out;
         print_summary(argv[0], rows, nrows);
-        if (o.plot && plot_rows(o.plot, argv[0], f.hosts,
-                                f.emulated ? (double)f.link_rate / 8e6 : 0,
-                                rows, nrows) != 0)
+        if (o.b.plot && plot_rows(o.b.plot, argv[0], f.hosts,
+                                  f.emulated ? (double)f.link_rate / 8e6 : 0,
+                                  rows, nrows) != 0)
             goto out;
     }
     ret = 0;

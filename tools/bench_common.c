@@ -3,6 +3,7 @@
  */
 #include "bench_common.h"
 
+#include "common/clock.h"
 #include "common/fabric_conf.h"
 #include "emu.h"
 #include "fabric.h"
@@ -32,120 +33,11 @@ int bench_interrupted(void)
     return got_signal != 0;
 }
 
-uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = {.tv_sec = ms / 1000,
                           .tv_nsec = (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL); /* a signal may cut it short: callers loop */
-}
-
-/* ---- sizes ------------------------------------------------------------ */
-
-static int parse_size(const char *s, size_t *v_p)
-{
-    char *end;
-    unsigned long long v;
-    uint64_t mult = 1;
-
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno)
-        return -1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        mult = 1024;
-        end++;
-        break;
-    case 'm':
-    case 'M':
-        mult = 1024 * 1024;
-        end++;
-        break;
-    case 'g':
-    case 'G':
-        mult = 1024ull * 1024 * 1024;
-        end++;
-        break;
-    default:
-        break;
-    }
-    if (*end == 'i' || *end == 'B')
-        end++;
-    if (*end == 'B')
-        end++;
-    if (*end != '\0' || v == 0 || v > (1ull << 40) / mult)
-        return -1;
-    *v_p = (size_t)(v * mult);
-    return 0;
-}
-
-int bench_sizes_parse(const char *text, size_t *min_p, size_t *max_p)
-{
-    char buf[64];
-    char *colon;
-    size_t lo, hi;
-
-    if (text == NULL || strlen(text) >= sizeof(buf))
-        return -1;
-    snprintf(buf, sizeof(buf), "%s", text);
-    colon = strchr(buf, ':');
-    if (colon)
-        *colon = '\0';
-    if (parse_size(buf, &lo) != 0)
-        return -1;
-    hi = lo;
-    if (colon && parse_size(colon + 1, &hi) != 0)
-        return -1;
-    if (hi < lo)
-        return -1;
-    *min_p = lo;
-    *max_p = hi;
-    return 0;
-}
-
-const char *bench_size_str(size_t b, char *buf, size_t len)
-{
-    if (b >= (1u << 30) && b % (1u << 30) == 0)
-        snprintf(buf, len, "%zuG", b >> 30);
-    else if (b >= (1u << 20) && b % (1u << 20) == 0)
-        snprintf(buf, len, "%zuM", b >> 20);
-    else if (b >= 1024 && b % 1024 == 0)
-        snprintf(buf, len, "%zuK", b >> 10);
-    else
-        snprintf(buf, len, "%zu", b);
-    return buf;
-}
-
-int bench_size_list(size_t min, size_t max, size_t **sizes_p)
-{
-    int n = 0;
-    size_t *v;
-    for (size_t s = min; s <= max; s *= 2) {
-        n++;
-        if (s > SIZE_MAX / 2)
-            break;
-    }
-    v = calloc((size_t)n, sizeof(*v));
-    if (v == NULL)
-        return -1;
-    n = 0;
-    for (size_t s = min; s <= max; s *= 2) {
-        v[n++] = s;
-        if (s > SIZE_MAX / 2)
-            break;
-    }
-    *sizes_p = v;
-    return n;
 }
 
 /* ---- processes -------------------------------------------------------- */
@@ -307,7 +199,7 @@ static void show_progress(const char *path, char *last, size_t lastlen,
                           uint64_t *last_print_ms, int tty)
 {
     char line[256];
-    uint64_t now = bench_now_ns() / 1000000;
+    uint64_t now = now_ns() / 1000000;
     FILE *fp;
     size_t n;
 
@@ -341,7 +233,7 @@ static int launch_wait(bench_fabric_t *f, char **argv,
 {
     char last[256] = "";
     int st, tty = isatty(2), sent_term = 0;
-    uint64_t last_print = bench_now_ns() / 1000000;
+    uint64_t last_print = now_ns() / 1000000;
     pid_t pid;
 
     fflush(NULL);
@@ -438,7 +330,7 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
 static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
                         const char *progress_path, int timeout_s)
 {
-    char hosts[16], timeout[16], worker[PATH_MAX];
+    char hosts[16], ppn[16], timeout[16], worker[PATH_MAX];
     char **argv;
     int nargs = 0, a = 0;
 
@@ -447,12 +339,17 @@ static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
     argv = calloc((size_t)nargs + 16, sizeof(*argv));
     if (argv == NULL)
         return -1;
-    snprintf(hosts, sizeof(hosts), "%d", f->hosts);
+    snprintf(hosts, sizeof(hosts), "%d", f->hosts * (f->ppn > 1 ? f->ppn : 1));
+    snprintf(ppn, sizeof(ppn), "%d", f->ppn);
     snprintf(timeout, sizeof(timeout), "%d", timeout_s);
     argv[a++] = f->self;
     argv[a++] = mpi ? "mpirun" : "run";
     argv[a++] = "-n";
     argv[a++] = hosts;
+    if (f->ppn > 1) {
+        argv[a++] = "--ppn";
+        argv[a++] = ppn;
+    }
     argv[a++] = "--fabric";
     argv[a++] = f->dir;
     if (mpi)
@@ -489,7 +386,7 @@ void bench_progress_write(const char *path, int force, const char *fmt, ...)
 {
     static uint64_t last_ns;
     char line[256];
-    uint64_t now = bench_now_ns();
+    uint64_t now = now_ns();
     va_list ap;
     int fd, n;
 
@@ -512,11 +409,34 @@ void bench_progress_write(const char *path, int force, const char *fmt, ...)
     close(fd);
 }
 
-FILE *bench_fopen_out(const char *path, const char *who)
+int bench_fabric_start(bench_fabric_t *f, const bench_opts_t *o,
+                       const char *who)
 {
-    FILE *fp = fopen(path, "w");
-    if (fp == NULL)
-        fprintf(stderr, "incoll %s: cannot write %s: %s\n", who, path,
-                strerror(errno));
-    return fp;
+    bench_fabric_opts_t fo;
+
+    memset(&fo, 0, sizeof(fo));
+    fo.fabric_dir = o->fabric;
+    fo.emulate = o->emulate;
+    fo.hosts = o->hosts;
+    fo.radix = o->radix;
+    fo.link_rate = o->link_rate;
+    fo.keep = o->keep;
+    fo.who = who;
+    return bench_fabric_open(f, &fo);
+}
+
+void bench_fabric_describe(const bench_fabric_t *f, char *buf, size_t len)
+{
+    char rate[32];
+    if (f->emulated)
+        snprintf(buf, len,
+                 "%d hosts (radix %d, %d level%s), emulated links of "
+                 "%s each way, non-blocking uplinks",
+                 f->hosts, f->radix, f->levels, f->levels == 1 ? "" : "s",
+                 emu_rate_str(f->link_rate, rate, sizeof(rate)));
+    else
+        snprintf(buf, len,
+                 "%d hosts (radix %d, %d level%s), loopback fabric "
+                 "(no link rate: every rank on 127.0.0.1)",
+                 f->hosts, f->radix, f->levels, f->levels == 1 ? "" : "s");
 }

@@ -1,12 +1,15 @@
 /*
- * What `incoll bench allreduce` and `incoll bench pingpong` share: size
- * ranges, the fabric a run uses (given with --fabric, or brought up for the
- * run and always torn down, also on failure and SIGINT), launching the
- * ranks with `incoll run`, and a progress line fed by rank 0.
+ * What the fabric benchmarks' drivers share: the fabric a run uses (given
+ * with --fabric, or brought up for the run and always torn down, also on
+ * failure and SIGINT), launching the ranks with `incoll run` or `incoll
+ * mpirun`, and a progress line fed by rank 0. The command line is
+ * bench_opts.h's, the output bench_report.h's, the rank side's helpers
+ * bench_rank.h's.
  */
 #ifndef INCOLL_BENCH_COMMON_H
 #define INCOLL_BENCH_COMMON_H
 
+#include "bench_opts.h"
 #include "incoll.h"
 
 #include <limits.h>
@@ -67,15 +70,6 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi);
 /* The MPI worker's file name, next to `incoll`. */
 #define BENCH_MPI_WORKER "incoll-bench-mpi"
 
-/* Parses "MIN:MAX" (or one size) with optional K, M, G (powers of 1024)
- * suffixes. Returns 0 or -1. */
-int bench_sizes_parse(const char *text, size_t *min_p, size_t *max_p);
-/* "8", "64K", "4M": exact when the size is a whole number of the unit. */
-const char *bench_size_str(size_t bytes, char *buf, size_t len);
-/* Sizes min, 2*min, 4*min, ... <= max into *sizes_p (caller frees);
- * returns how many. */
-int bench_size_list(size_t min, size_t max, size_t **sizes_p);
-
 typedef struct {
     const char *fabric_dir; /* --fabric DIR: use it as it is */
     int emulate;            /* --emulate */
@@ -94,6 +88,7 @@ typedef struct {
     int emulated;
     uint64_t link_rate; /* of a host link in bit/s; 0 = unknown */
     int hosts, radix, levels;
+    int ppn; /* ranks per host bench_launch starts (0 or 1: one) */
     int keep;
     const char *who;
 } bench_fabric_t;
@@ -107,6 +102,15 @@ typedef struct {
  */
 int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *opts);
 
+/* bench_fabric_open with the fabric options of a command line (--fabric,
+ * --emulate, -n, --radix, --link-rate, --keep). */
+int bench_fabric_start(bench_fabric_t *f, const bench_opts_t *o,
+                       const char *who);
+
+/* "8 hosts (radix 4, 2 levels), emulated links of 100 Mbit/s each way,
+ * non-blocking uplinks" or "..., loopback fabric (...)": for headings. */
+void bench_fabric_describe(const bench_fabric_t *f, char *buf, size_t len);
+
 /* Tears down what open brought up and removes the scratch directory
  * (unless keep). Safe to call twice. */
 void bench_fabric_close(bench_fabric_t *f);
@@ -115,7 +119,8 @@ void bench_fabric_close(bench_fabric_t *f);
 int bench_interrupted(void);
 
 /*
- * Runs `incoll run -n hosts --fabric DIR -- SELF bench _<kind> ARGS` and
+ * Runs `incoll run -n hosts --fabric DIR -- SELF bench _<kind> ARGS` (with
+ * f->ppn > 1: -n hosts*ppn --ppn ppn) and
  * waits, showing rank 0's progress file (progress_path, may be NULL) on
  * stderr. Returns the exit status of incoll run (0 = every rank passed).
  */
@@ -144,11 +149,5 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len);
  */
 void bench_progress_write(const char *path, int force, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-
-/* Monotonic clock in ns. */
-uint64_t bench_now_ns(void);
-
-/* Writes text to path (for CSV and small files); 0 or -1 (printed). */
-FILE *bench_fopen_out(const char *path, const char *who);
 
 #endif

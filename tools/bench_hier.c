@@ -25,329 +25,170 @@
  */
 #include "bench_hier.h"
 
-#include "bench_plot.h"
-#include "cli.h"
-#include "emu.h"
+#include "bench_rank.h"
+#include "bench_report.h"
 
-#include "common/udp.h"
+#include "common/clock.h"
+#include "core/algo.h"
+#include "host/counters.h"
 #include "host/hier.h"
-#include "host/host.h"
 #include "incoll.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-enum {
-    A_INC_NODE,
-    A_INC_SOCKET,
-    A_INC_FLAT,
-    A_RD,
-    A_RING,
-    A_RAB,
-    A_RD_FLAT,
-    A_RING_FLAT,
-    A_RAB_FLAT,
-    A_MPI,
-    A_COUNT
-};
+/*
+ * Algorithm ids: the in-network allreduce in its three modes (inc-node,
+ * inc-socket, inc-flat), the core's host-based algorithms (core/algo.h)
+ * over the hierarchy (rd, ring, rabenseifner: shared memory, then the
+ * leaders) and flat (NAME-flat), then the MPI library's own.
+ */
+#define NHOST (ALGO_COUNT - 1) /* host-based algorithms of the core */
+enum { A_INC_NODE, A_INC_SOCKET, A_INC_FLAT, A_HOST };
+#define A_HOST_FLAT (A_HOST + NHOST)
+#define A_MPI (A_HOST + 2 * NHOST)
+#define A_COUNT (A_MPI + 1)
 
-static const char *const algo_names[A_COUNT] = {
-    "inc-node", "inc-socket", "inc-flat",          "rd", "ring", "rabenseifner",
-    "rd-flat",  "ring-flat",  "rabenseifner-flat", "mpi"};
-
-#define DEFAULT_ALGOS "inc-node,inc-socket,inc-flat,rd,ring,rabenseifner"
-
-typedef struct {
-    int hosts, ppn, radix, emulate, keep, timeout_s, iters, sockets;
-    uint64_t link_rate;
-    const char *fabric, *csv, *plot, *algos_text;
-    size_t min_size, max_size;
-    int algos[A_COUNT], nalgos;
-} hb_opts_t;
-
-static int parse_algos(const char *text, int *algos, int *n_p)
+static const char *hb_algo_name(const bench_cmd_t *cmd, int id)
 {
-    char buf[512], *save = NULL;
-    int n = 0;
-
-    snprintf(buf, sizeof(buf), "%s", text);
-    for (char *t = strtok_r(buf, ",", &save); t;
-         t = strtok_r(NULL, ",", &save)) {
-        int a;
-        for (a = 0; a < A_COUNT && strcmp(t, algo_names[a]) != 0; a++)
-            ;
-        if (a == A_COUNT || n == A_COUNT) {
-            fprintf(stderr,
-                    "incoll bench allreduce: unknown algorithm '%s' with "
-                    "--ppn (inc-node, inc-socket, inc-flat, rd, ring, "
-                    "rabenseifner, rd-flat, ring-flat, rabenseifner-flat, "
-                    "mpi)\n",
-                    t);
-            return -1;
-        }
-        algos[n++] = a;
+    static char names[A_COUNT][40];
+    static const char *const modes[] = {"node", "socket", "flat"};
+    (void)cmd;
+    if (id < 0 || id >= A_COUNT)
+        return NULL;
+    if (names[id][0] == '\0') {
+        if (id < A_HOST)
+            snprintf(names[id], sizeof(names[id]), "%s-%s", algo_name(ALGO_INC),
+                     modes[id]);
+        else if (id < A_HOST_FLAT)
+            snprintf(names[id], sizeof(names[id]), "%s",
+                     algo_name((algo_kind_t)(id - A_HOST + 1)));
+        else if (id < A_MPI)
+            snprintf(names[id], sizeof(names[id]), "%s-flat",
+                     algo_name((algo_kind_t)(id - A_HOST_FLAT + 1)));
+        else
+            snprintf(names[id], sizeof(names[id]), "%s", BENCH_NAME_MPI);
     }
-    *n_p = n;
-    return n > 0 ? 0 : -1;
+    return names[id];
 }
 
-static int has_algo(const hb_opts_t *o, int a)
+/* Default: every algorithm but the flat host-based ones and mpi. */
+static void hb_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
-    for (int i = 0; i < o->nalgos; i++)
-        if (o->algos[i] == a)
-            return 1;
-    return 0;
-}
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: incoll bench allreduce --ppn K [-n HOSTS] [--fabric DIR | "
-            "--emulate [--link-rate R]]\n"
-            "                              [--radix R] [--sizes MIN:MAX] "
-            "[--algos LIST] [--iters N]\n"
-            "                              [--sockets N] [--csv FILE] "
-            "[--plot FILE.png] [--keep] [--timeout SEC]\n"
-            "\n"
-            "Allreduce (float32 sum) with K ranks on each of HOSTS hosts "
-            "(default 4 x 4),\n"
-            "every algorithm side by side, every result checked. LIST "
-            "(default\n" DEFAULT_ALGOS "):\n"
-            "  inc-node      in the network, one leader per host (shared "
-            "memory below)\n"
-            "  inc-socket    in the network, one leader per CPU socket\n"
-            "  inc-flat      in the network, every rank a child of its AN\n"
-            "  rd, ring, rabenseifner   host-based: shared memory, then the "
-            "leaders\n"
-            "  rd-flat, ring-flat, rabenseifner-flat   host-based over all "
-            "ranks\n"
-            "  mpi           the MPI library's own MPI_Allreduce (ranks "
-            "under mpirun)\n"
-            "--sockets N: hwloc shows each host as N sockets and the ranks "
-            "are bound\n"
-            "round-robin to the CPUs (socket mode on a one-socket "
-            "machine).\n");
-}
-
-static int parse_opts(int argc, char **argv, hb_opts_t *o)
-{
-    enum {
-        O_PPN = 256,
-        O_FABRIC,
-        O_EMULATE,
-        O_RATE,
-        O_RADIX,
-        O_SIZES,
-        O_ALGOS,
-        O_ITERS,
-        O_CSV,
-        O_PLOT,
-        O_KEEP,
-        O_TIMEOUT,
-        O_SOCKETS
-    };
-    static const struct option lo[] = {
-        {"hosts", required_argument, NULL, 'n'},
-        {"ppn", required_argument, NULL, O_PPN},
-        {"fabric", required_argument, NULL, O_FABRIC},
-        {"emulate", no_argument, NULL, O_EMULATE},
-        {"link-rate", required_argument, NULL, O_RATE},
-        {"radix", required_argument, NULL, O_RADIX},
-        {"sizes", required_argument, NULL, O_SIZES},
-        {"algos", required_argument, NULL, O_ALGOS},
-        {"iters", required_argument, NULL, O_ITERS},
-        {"sockets", required_argument, NULL, O_SOCKETS},
-        {"csv", required_argument, NULL, O_CSV},
-        {"plot", required_argument, NULL, O_PLOT},
-        {"keep", no_argument, NULL, O_KEEP},
-        {"timeout", required_argument, NULL, O_TIMEOUT},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    int opt;
-
-    memset(o, 0, sizeof(*o));
+    static char def[256];
+    if (def[0] == '\0')
+        for (int a = 0; a < A_HOST_FLAT; a++)
+            snprintf(def + strlen(def), sizeof(def) - strlen(def), "%s%s",
+                     a ? "," : "", hb_algo_name(cmd, a));
     o->hosts = 4;
     o->ppn = 4;
-    o->radix = 4;
-    o->timeout_s = 1800;
-    o->min_size = 8;
     o->max_size = 4u << 20;
-    o->algos_text = DEFAULT_ALGOS;
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "n:h", lo, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-            o->hosts = atoi(optarg);
-            break;
-        case O_PPN:
-            o->ppn = atoi(optarg);
-            break;
-        case O_FABRIC:
-            o->fabric = optarg;
-            break;
-        case O_EMULATE:
-            o->emulate = 1;
-            break;
-        case O_RATE:
-            if (emu_parse_rate(optarg, &o->link_rate) != 0)
-                return -1;
-            break;
-        case O_RADIX:
-            o->radix = atoi(optarg);
-            break;
-        case O_SIZES:
-            if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0) {
-                fprintf(stderr, "incoll bench allreduce: bad --sizes '%s'\n",
-                        optarg);
-                return -1;
-            }
-            break;
-        case O_ALGOS:
-            o->algos_text = optarg;
-            break;
-        case O_ITERS:
-            o->iters = atoi(optarg);
-            break;
-        case O_SOCKETS:
-            o->sockets = atoi(optarg);
-            break;
-        case O_CSV:
-            o->csv = optarg;
-            break;
-        case O_PLOT:
-            o->plot = optarg;
-            break;
-        case O_KEEP:
-            o->keep = 1;
-            break;
-        case O_TIMEOUT:
-            o->timeout_s = atoi(optarg);
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        default:
-            usage(stderr);
-            return -1;
-        }
-    }
-    if (parse_algos(o->algos_text, o->algos, &o->nalgos) != 0)
-        return -1;
-    if (o->hosts < 1 || o->ppn < 1 || o->radix < 2 || o->timeout_s < 1 ||
-        o->sockets < 0 || o->min_size < 4) {
-        fprintf(stderr, "incoll bench allreduce: need -n >= 1, --ppn >= 1, "
-                        "--radix >= 2, sizes >= 4 bytes\n");
-        return -1;
-    }
-    return 0;
+    o->algos_text = def;
 }
 
-/* Runs argv (argv[0] a path) and waits; its exit status. */
-static int run_wait(char **argv)
-{
-    int st;
-    pid_t pid;
+static const bench_optdoc_t hb_docs[] = {
+    {BENCH_OPT_HOSTS, "hosts"},
+    {BENCH_OPT_ALGOS, "inc-MODE: in the network, one leader per host "
+                      "(node; shared memory below), per CPU socket, or "
+                      "every rank a child of its AN (flat); rd, ring, "
+                      "rabenseifner: host-based, shared memory then the "
+                      "leaders; NAME-flat: host-based over all ranks; mpi: "
+                      "the MPI library's own MPI_Allreduce (ranks under "
+                      "mpirun)"},
+    {BENCH_OPT_ITERS, "timed iterations per size (default: 4 MiB / size, "
+                      "at least 5, at most 40)"},
+    {0, NULL},
+};
 
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        execv(argv[0], argv);
-        fprintf(stderr, "incoll bench allreduce: cannot run %s: %s\n", argv[0],
-                strerror(errno));
-        _exit(127);
+static const bench_cmd_t hb_cmd = {
+    .who = "bench allreduce",
+    .synopsis = "bench allreduce --ppn K [-n HOSTS] [--fabric DIR | "
+                "--emulate [--link-rate R]] [--radix R] [--sizes MIN:MAX] "
+                "[--algos LIST] [--iters N] [--sockets N] [--csv FILE] "
+                "[--plot FILE.png] [--keep] [--timeout SEC]",
+    .about = "Allreduce (float32 sum) with K ranks on each of HOSTS hosts, "
+             "every algorithm side by side, every result checked.",
+    .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(PPN) | BENCH_OPT(LINK_RATE) |
+               BENCH_OPT(SIZES) | BENCH_OPT(ALGOS) | BENCH_OPT(ITERS) |
+               BENCH_OPT(SOCKETS) | BENCH_OPT(CSV) | BENCH_OPT(PLOT),
+    .defaults = hb_defaults,
+    .algo_name = hb_algo_name,
+    .docs = hb_docs,
+};
+
+static int has_algo(const bench_opts_t *o, int a)
+{
+    return bench_algos_find(&o->algos, a) >= 0;
+}
+
+/* Parses argv; 0, or the exit code in *exit_p and non-zero. The sizes
+ * are whole float32 elements. */
+static int parse_opts(int argc, char **argv, bench_opts_t *o, int *exit_p)
+{
+    if (bench_opts_get(&hb_cmd, argc, argv, o, exit_p) != 0)
+        return 1;
+    if (o->min_size < 4) {
+        fprintf(stderr,
+                "incoll %s: --sizes: at least 4 bytes (one float) "
+                "with --ppn\n",
+                hb_cmd.who);
+        *exit_p = 2;
+        return 1;
     }
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return 0;
 }
 
 int bench_hier_main(int argc, char **argv)
 {
-    hb_opts_t o;
-    bench_fabric_opts_t fo;
+    bench_opts_t o;
     bench_fabric_t f;
-    char np[16], ppn[16], tmo[16], sizes[64], lo[24], hi[24], iters[16],
-        rate[32], socks[16], hosts[16], worker[PATH_MAX], why[PATH_MAX + 128];
-    char *av[48];
+    char ppn[16], sizes[64], iters[16], rate[32], socks[16], hosts[16],
+        why[PATH_MAX + 128];
+    char *av[32];
     int a = 0, rc, mpi;
 
-    rc = parse_opts(argc, argv, &o);
-    if (rc != 0)
-        return rc > 0 ? 0 : 2;
+    if (parse_opts(argc, argv, &o, &rc) != 0)
+        return rc;
     mpi = has_algo(&o, A_MPI);
-    if (mpi &&
-        bench_mpi_usable(worker, sizeof(worker), why, sizeof(why)) != 0) {
-        fprintf(stderr,
-                "incoll bench allreduce: --algos mpi needs Open MPI: %s\n",
-                why);
+    if (mpi && bench_mpi_usable(NULL, 0, why, sizeof(why)) != 0) {
+        fprintf(stderr, "incoll %s: --algos mpi needs Open MPI: %s\n",
+                hb_cmd.who, why);
         return 1;
     }
-    memset(&fo, 0, sizeof(fo));
-    fo.fabric_dir = o.fabric;
-    fo.emulate = o.emulate;
-    fo.hosts = o.hosts;
-    fo.radix = o.radix;
-    fo.link_rate = o.link_rate;
-    fo.keep = o.keep;
-    fo.who = "bench allreduce";
-    if (bench_fabric_open(&f, &fo) != 0)
+    if (bench_fabric_start(&f, &o, hb_cmd.who) != 0)
         return bench_interrupted() ? 130 : 1;
-    snprintf(np, sizeof(np), "%d", o.hosts * o.ppn);
+    f.ppn = o.ppn;
     snprintf(ppn, sizeof(ppn), "%d", o.ppn);
-    snprintf(tmo, sizeof(tmo), "%d", o.timeout_s);
-    snprintf(sizes, sizeof(sizes), "%s:%s",
-             bench_size_str(o.min_size, lo, sizeof(lo)),
-             bench_size_str(o.max_size, hi, sizeof(hi)));
+    snprintf(hosts, sizeof(hosts), "%d", f.hosts);
+    bench_sizes_str(o.min_size, o.max_size, sizes, sizeof(sizes));
     snprintf(iters, sizeof(iters), "%d", o.iters);
-    snprintf(rate, sizeof(rate), "%" PRIu64, f.link_rate);
+    snprintf(rate, sizeof(rate), "%" PRIu64 "bit", f.link_rate);
     snprintf(socks, sizeof(socks), "%d", o.sockets);
-    av[a++] = f.self;
-    if (mpi) {
-        av[a++] = "mpirun";
-        av[a++] = "--no-preload";
-    } else {
-        av[a++] = "run";
-    }
-    av[a++] = "-n";
-    av[a++] = np;
-    av[a++] = "--ppn";
-    av[a++] = ppn;
-    av[a++] = "--fabric";
-    av[a++] = f.dir;
-    av[a++] = "--timeout";
-    av[a++] = tmo;
-    av[a++] = "--";
-    if (mpi) {
-        av[a++] = worker;
-    } else {
-        av[a++] = f.self;
-        av[a++] = "bench";
-    }
     av[a++] = "_hier";
     av[a++] = "--sizes";
     av[a++] = sizes;
     av[a++] = "--algos";
     av[a++] = (char *)o.algos_text;
-    av[a++] = "--iters";
-    av[a++] = iters;
+    if (o.iters > 0) {
+        av[a++] = "--iters";
+        av[a++] = iters;
+    }
     av[a++] = "--ppn";
     av[a++] = ppn;
-    snprintf(hosts, sizeof(hosts), "%d", o.hosts);
     av[a++] = "--hosts";
     av[a++] = hosts;
-    av[a++] = "--link-rate";
-    av[a++] = rate;
+    if (f.link_rate) {
+        /* Only for the plot's limit line (the ranks bring nothing up). */
+        av[a++] = "--emulate";
+        av[a++] = "--link-rate";
+        av[a++] = rate;
+    }
     av[a++] = "--sockets";
     av[a++] = socks;
     if (o.csv) {
@@ -360,18 +201,20 @@ int bench_hier_main(int argc, char **argv)
     }
     av[a] = NULL;
     fprintf(stderr,
-            "incoll bench allreduce: %d hosts x %d ranks (%s fabric), sizes "
-            "%s, algorithms %s\n",
-            o.hosts, o.ppn, f.emulated ? "emulated" : "loopback", sizes,
-            o.algos_text);
-    rc = run_wait(av);
-    if (rc != 0)
+            "incoll %s: %d hosts x %d ranks (%s fabric), sizes %s, "
+            "algorithms %s\n",
+            hb_cmd.who, f.hosts, o.ppn, f.emulated ? "emulated" : "loopback",
+            sizes, o.algos_text);
+    /* Rank 0 prints the table and writes the CSV and the plot. */
+    rc = mpi ? bench_launch_mpi(&f, av, NULL, o.timeout_s)
+             : bench_launch(&f, av, NULL, o.timeout_s);
+    if (rc != 0 && !bench_interrupted())
         fprintf(stderr,
-                "incoll bench allreduce: the run failed (exit %d): no "
+                "incoll %s: the run failed (incoll %s exited %d): no "
                 "results\n",
-                rc);
+                hb_cmd.who, mpi ? "mpirun" : "run", rc);
     bench_fabric_close(&f);
-    return rc == 0 ? 0 : 1;
+    return bench_interrupted() ? 130 : rc == 0 ? 0 : 1;
 }
 
 /* ---- the rank side ---- */
@@ -382,106 +225,87 @@ typedef struct {
     int failed; /* the algorithm failed at this size (or before) */
 } hb_cell_t;
 
+/* The communicator mode of algorithm a: 0 node, 1 socket, 2 flat, 3 MPI. */
 static int mode_of(int a, const char **mode_p)
 {
-    switch (a) {
-    case A_INC_NODE:
-    case A_RD:
-    case A_RING:
-    case A_RAB:
+    if (a == A_INC_NODE || (a >= A_HOST && a < A_HOST_FLAT)) {
         *mode_p = "node";
         return 0;
-    case A_INC_SOCKET:
+    }
+    if (a == A_INC_SOCKET) {
         *mode_p = "socket";
         return 1;
-    case A_MPI:
+    }
+    if (a == A_MPI) {
         *mode_p = "mpi";
         return 3;
-    default:
-        *mode_p = "flat";
-        return 2;
     }
+    *mode_p = "flat";
+    return 2;
 }
 
+/* libincoll's algorithm of a (incoll_algo_t is the core's kind + 1). */
 static incoll_algo_t algo_of(int a)
 {
-    switch (a) {
-    case A_RD:
-    case A_RD_FLAT:
-        return INCOLL_ALGO_RD;
-    case A_RING:
-    case A_RING_FLAT:
-        return INCOLL_ALGO_RING;
-    case A_RAB:
-    case A_RAB_FLAT:
-        return INCOLL_ALGO_RABENSEIFNER;
-    default:
-        return INCOLL_ALGO_INC;
-    }
+    if (a >= A_HOST && a < A_HOST_FLAT)
+        return (incoll_algo_t)(a - A_HOST + 2);
+    if (a >= A_HOST_FLAT && a < A_MPI)
+        return (incoll_algo_t)(a - A_HOST_FLAT + 2);
+    return INCOLL_ALGO_INC;
 }
 
-static int write_outputs(const hb_opts_t *o, const size_t *sizes, int nsizes,
+static int write_outputs(const bench_opts_t *o, const size_t *sizes, int nsizes,
                          hb_cell_t *cells, const char *csv, const char *plot,
                          uint64_t link_bps)
 {
+    const char *who = hb_cmd.who;
     int ret = 0;
     if (csv) {
-        FILE *fp = bench_fopen_out(csv, "bench allreduce");
+        FILE *fp = bench_csv_open(csv, who,
+                                  "bytes,algo,avg_us,min_us,max_us,MBps,"
+                                  "tx_per_host,hosts,ppn");
         if (fp == NULL)
             return -1;
-        fprintf(fp, "bytes,algo,avg_us,min_us,max_us,MBps,tx_per_host,hosts,"
-                    "ppn\n");
         for (int s = 0; s < nsizes; s++)
-            for (int i = 0; i < o->nalgos; i++) {
-                hb_cell_t *c = &cells[s * o->nalgos + i];
+            for (int i = 0; i < o->algos.n; i++) {
+                hb_cell_t *c = &cells[s * o->algos.n + i];
                 if (c->failed)
                     continue;
                 fprintf(fp, "%zu,%s,%.2f,%.2f,%.2f,%.2f,%.0f,%d,%d\n", sizes[s],
-                        algo_names[o->algos[i]], c->avg, c->min, c->max,
-                        (double)sizes[s] / c->avg, c->txavg, o->hosts, o->ppn);
+                        hb_algo_name(NULL, o->algos.id[i]), c->avg, c->min,
+                        c->max, (double)sizes[s] / c->avg, c->txavg, o->hosts,
+                        o->ppn);
             }
-        fclose(fp);
+        if (bench_csv_close(fp, csv, who) != 0)
+            ret = -1;
     }
     if (plot) {
-        plot_series_t ser[A_COUNT];
-        double *buf =
-            calloc((size_t)o->nalgos * (size_t)nsizes * 3, sizeof(double));
+        bench_point_t *pts =
+            calloc((size_t)o->algos.n * (size_t)nsizes + 1, sizeof(*pts));
         char title[128];
-        plot_opts_t po = {0};
-        if (buf == NULL)
+        plot_opts_t po = {title, (double)link_bps / 8e6, 0, NULL};
+        int n = 0;
+        if (pts == NULL)
             return -1;
-        for (int i = 0; i < o->nalgos; i++) {
-            double *b = buf + (size_t)i * (size_t)nsizes * 3;
-            int k = 0;
-            for (int s = 0; s < nsizes; s++) {
-                hb_cell_t *c = &cells[s * o->nalgos + i];
-                if (c->failed)
-                    continue;
-                b[k] = (double)sizes[s];
-                b[nsizes + k] = c->avg;
-                b[2 * nsizes + k] = (double)sizes[s] / c->avg;
-                k++;
-            }
-            ser[i].name = algo_names[o->algos[i]];
-            ser[i].n = k;
-            ser[i].bytes = b;
-            ser[i].lat_us = b + nsizes;
-            ser[i].bw_MBps = b + 2 * nsizes;
-        }
+        for (int i = 0; i < o->algos.n; i++)
+            for (int s = 0; s < nsizes; s++)
+                if (!cells[s * o->algos.n + i].failed)
+                    pts[n++] = (bench_point_t){
+                        hb_algo_name(NULL, o->algos.id[i]), sizes[s],
+                        cells[s * o->algos.n + i].avg};
         snprintf(title, sizeof(title), "allreduce, %d hosts x %d ranks",
                  o->hosts, o->ppn);
-        po.title = title;
-        po.link_MBps = (double)link_bps / 8e6;
-        ret = bench_plot_write(plot, &po, ser, o->nalgos);
-        free(buf);
+        if (bench_plot_points(plot, who, &po, pts, n) != 0)
+            ret = -1;
+        free(pts);
     }
     return ret;
 }
 
 int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 {
-    hb_opts_t o;
-    incoll_ctx_h ctx = NULL;
+    bench_opts_t o;
+    bench_rank_t r;
     incoll_comm_h world, comms[4] = {NULL};
     const char *csv = NULL, *plot = NULL, *synth = NULL;
     uint64_t link_bps = 0;
@@ -492,53 +316,21 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     uint32_t dead = 0; /* algorithms that failed: skipped from then on */
     incoll_status_t status;
 
-    memset(&o, 0, sizeof(o));
-    o.ppn = 1;
-    o.hosts = 1;
-    o.algos_text = DEFAULT_ALGOS;
-    o.min_size = 8;
-    o.max_size = 4u << 20;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        const char *k = argv[i], *v = argv[i + 1];
-        if (strcmp(k, "--sizes") == 0)
-            bench_sizes_parse(v, &o.min_size, &o.max_size);
-        else if (strcmp(k, "--algos") == 0)
-            o.algos_text = v;
-        else if (strcmp(k, "--iters") == 0)
-            o.iters = atoi(v);
-        else if (strcmp(k, "--ppn") == 0)
-            o.ppn = atoi(v);
-        else if (strcmp(k, "--hosts") == 0)
-            o.hosts = atoi(v);
-        else if (strcmp(k, "--link-rate") == 0)
-            link_bps = strtoull(v, NULL, 10);
-        else if (strcmp(k, "--sockets") == 0)
-            o.sockets = atoi(v);
-        else if (strcmp(k, "--csv") == 0)
-            csv = v;
-        else if (strcmp(k, "--plot") == 0)
-            plot = v;
-    }
-    if (parse_algos(o.algos_text, o.algos, &o.nalgos) != 0)
+    if (parse_opts(argc, argv, &o, &ret) != 0)
         return 2;
+    ret = 1;
+    csv = o.csv;
+    plot = o.plot;
+    link_bps = o.link_rate;
     if (has_algo(&o, A_MPI) && mpi == NULL) {
         fprintf(stderr, "incoll bench _hier: mpi runs in the MPI worker\n");
         return 2;
     }
-    if (mpi) {
-        ctx = mpi->ctx;
-        world = mpi->world;
-    } else {
-        status = incoll_init(&ctx);
-        if (status != INCOLL_OK) {
-            fprintf(stderr, "incoll bench _hier: init: %s\n",
-                    incoll_status_string(status));
-            return 1;
-        }
-        incoll_comm_world(ctx, &world);
-    }
-    incoll_comm_rank(world, &rank);
-    incoll_comm_size(world, &size);
+    if (bench_rank_start(&r, mpi, "bench _hier") != 0)
+        return 1;
+    world = r.world;
+    rank = r.rank;
+    size = r.size;
     if (o.sockets > 0) {
         /* N sockets per host to hwloc; local rank i on CPU i mod CPUs. */
         static char topo[64];
@@ -555,9 +347,9 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         sched_setaffinity(0, sizeof(set), &set);
     }
     /* One communicator per mode, all made before any is used. */
-    for (int i = 0; i < o.nalgos; i++) {
+    for (int i = 0; i < o.algos.n; i++) {
         const char *mode;
-        int m = mode_of(o.algos[i], &mode);
+        int m = mode_of(o.algos.id[i], &mode);
         if (m == 3 || comms[m])
             continue;
         status = incoll_comm_split(world, 0, rank, &comms[m]);
@@ -571,7 +363,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         }
     }
     nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
-    cells = calloc((size_t)nsizes * (size_t)o.nalgos, sizeof(*cells));
+    cells = calloc((size_t)nsizes * (size_t)o.algos.n, sizeof(*cells));
     send = malloc(o.max_size + 16);
     recv = malloc(o.max_size + 16);
     if (nsizes <= 0 || cells == NULL || send == NULL || recv == NULL)
@@ -580,27 +372,24 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         send[i] = (float)((rank % 13) + (int)(i % 5));
     for (int s = 0; s < nsizes && !bad; s++) {
         size_t count = sizes[s] / 4;
-        int iters = o.iters > 0 ? o.iters
-                                : (int)((4u << 20) / sizes[s] > 40
-                                            ? 40
-                                            : ((4u << 20) / sizes[s] < 5
-                                                   ? 5
-                                                   : (4u << 20) / sizes[s]));
+        int iters = bench_iters_for(&o, sizes[s], 4u << 20, 5, 40);
         double base = 0;
-        for (int r = 0; r < size; r++)
-            base += (double)(r % 13);
+        for (int q = 0; q < size; q++)
+            base += (double)(q % 13);
         for (int it = -2; it < iters && !bad; it++) { /* 2 warm-up */
-            for (int j = 0; j < o.nalgos && !bad; j++) {
-                int i = (j + (it < 0 ? 0 : it)) % o.nalgos;
-                int a = o.algos[i];
+            for (int j = 0; j < o.algos.n && !bad; j++) {
+                int i = (j + (it < 0 ? 0 : it)) % o.algos.n;
+                int a = o.algos.id[i];
                 const char *mode;
                 int m = mode_of(a, &mode);
                 uint64_t t0, t1, tx0 = 0, tx1 = 0;
+                host_counters_t hc;
                 if (dead & (1u << i))
                     continue;
                 incoll_barrier(world);
-                tx0 = udp_counters(ctx->sock)->tx_bytes;
-                t0 = bench_now_ns();
+                host_counters_read(world, &hc);
+                tx0 = hc.tx_bytes;
+                t0 = now_ns();
                 if (m == 3) {
                     status = mpi->allreduce(send, recv, count) == 0
                                  ? INCOLL_OK
@@ -610,8 +399,9 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                                                    recv, count, INCOLL_FLOAT32,
                                                    INCOLL_OP_SUM);
                 }
-                t1 = bench_now_ns();
-                tx1 = udp_counters(ctx->sock)->tx_bytes;
+                t1 = now_ns();
+                host_counters_read(world, &hc);
+                tx1 = hc.tx_bytes;
                 if (status != INCOLL_OK) {
                     /* A failed communicator fails on every member (its
                      * recovery is collective): drop the algorithm from
@@ -619,7 +409,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     fprintf(stderr,
                             "incoll bench _hier: rank %d: %s of %zu bytes: "
                             "%s; dropping it\n",
-                            rank, algo_names[a], sizes[s],
+                            rank, hb_algo_name(NULL, a), sizes[s],
                             incoll_status_string(status));
                     dead |= 1u << i;
                     continue;
@@ -630,15 +420,15 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                         fprintf(stderr,
                                 "incoll bench _hier: rank %d: %s of %zu "
                                 "bytes: element %zu is %g, want %g\n",
-                                rank, algo_names[a], sizes[s], e,
+                                rank, hb_algo_name(NULL, a), sizes[s], e,
                                 (double)recv[e], want);
                         bad = 1;
                         break;
                     }
                 }
                 if (it >= 0) {
-                    cells[s * o.nalgos + i].sum_us += (double)(t1 - t0) / 1e3;
-                    cells[s * o.nalgos + i].tx += (double)(tx1 - tx0);
+                    cells[s * o.algos.n + i].sum_us += (double)(t1 - t0) / 1e3;
+                    cells[s * o.algos.n + i].tx += (double)(tx1 - tx0);
                 }
             }
         }
@@ -648,10 +438,10 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                              INCOLL_OP_BOR);
             dead = (uint32_t)d;
         }
-        for (int i = 0; i < o.nalgos; i++) {
-            cells[s * o.nalgos + i].sum_us /= iters;
-            cells[s * o.nalgos + i].tx /= iters;
-            cells[s * o.nalgos + i].failed = (dead >> i) & 1;
+        for (int i = 0; i < o.algos.n; i++) {
+            cells[s * o.algos.n + i].sum_us /= iters;
+            cells[s * o.algos.n + i].tx /= iters;
+            cells[s * o.algos.n + i].failed = (dead >> i) & 1;
         }
     }
     /* Everyone agrees whether all went well, then the statistics. */
@@ -662,7 +452,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         bad = b;
     }
     if (!bad) {
-        size_t n = (size_t)nsizes * (size_t)o.nalgos;
+        size_t n = (size_t)nsizes * (size_t)o.algos.n;
         double *v = calloc(n * 4, sizeof(double));
         for (size_t c = 0; c < n; c++) {
             v[c] = v[n + c] = v[2 * n + c] = cells[c].sum_us;
@@ -688,19 +478,21 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                    o.hosts, o.ppn, synth ? " (hwloc: sockets emulated)" : "");
             printf("# tx/host: bytes the ranks' UDP sockets sent per operation "
                    "per host (not counted for mpi)\n");
-            printf("%10s %-18s %10s %10s %10s %10s %12s\n", "bytes", "algo",
-                   "avg(us)", "min(us)", "max(us)", "MB/s", "tx/host");
+            printf("%-18s ", "algo");
+            bench_osu_head(stdout);
+            printf(" %12s\n", "tx/host");
             for (int s = 0; s < nsizes; s++)
-                for (int i = 0; i < o.nalgos; i++) {
-                    hb_cell_t *c = &cells[s * o.nalgos + i];
+                for (int i = 0; i < o.algos.n; i++) {
+                    hb_cell_t *c = &cells[s * o.algos.n + i];
+                    int iters = bench_iters_for(&o, sizes[s], 4u << 20, 5, 40);
+                    printf("%-18s ", hb_algo_name(NULL, o.algos.id[i]));
                     if (c->failed)
-                        printf("%10zu %-18s %10s\n", sizes[s],
-                               algo_names[o.algos[i]], "failed");
-                    else
-                        printf("%10zu %-18s %10.1f %10.1f %10.1f %10.2f "
-                               "%12.0f\n",
-                               sizes[s], algo_names[o.algos[i]], c->avg, c->min,
-                               c->max, (double)sizes[s] / c->avg, c->txavg);
+                        printf("%9zu %6d %10s\n", sizes[s], iters, "failed");
+                    else {
+                        bench_osu_row(stdout, sizes[s], iters, c->avg, c->min,
+                                      c->max);
+                        printf(" %12.0f\n", c->txavg);
+                    }
                 }
             fflush(stdout);
             if (write_outputs(&o, sizes, nsizes, cells, csv, plot, link_bps) !=
@@ -717,8 +509,7 @@ out:
     for (int m = 0; m < 4; m++)
         if (comms[m])
             incoll_comm_destroy(comms[m]);
-    if (!mpi)
-        incoll_finalize(ctx);
+    bench_rank_stop(&r);
     return ret;
 }
 

@@ -14,11 +14,13 @@
  * CPU time over one second in which the main thread sleeps).
  */
 #include "bench_common.h"
+#include "bench_rank.h"
 
 #include "incoll.h"
+#include "common/clock.h"
+#include "core/algo.h"
 #include "host/req.h"
 
-#include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,92 +29,40 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-    int hosts, radix, iters, emulate, keep, timeout_s;
-    size_t min_size, max_size;
-    const char *fabric, *out;
-    int pt;
-} ia_opts_t;
-
-static int parse(int argc, char **argv, ia_opts_t *o, int rank_side)
+static void ia_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
-    static const struct option lo[] = {
-        {"hosts", 1, 0, 'n'},   {"radix", 1, 0, 'k'},  {"sizes", 1, 0, 's'},
-        {"iters", 1, 0, 'i'},   {"fabric", 1, 0, 'f'}, {"emulate", 0, 0, 'e'},
-        {"timeout", 1, 0, 't'}, {"keep", 0, 0, 'K'},   {"out", 1, 0, 'o'},
-        {"pt", 1, 0, 'p'},      {"help", 0, 0, 'h'},   {0, 0, 0, 0}};
-    int c;
-    memset(o, 0, sizeof(*o));
-    o->hosts = 8;
-    o->radix = 4;
+    (void)cmd;
     o->iters = 20;
     o->timeout_s = 300;
     o->min_size = 16384;
-    o->max_size = 1 << 20;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-        switch (c) {
-        case 'n':
-            o->hosts = atoi(optarg);
-            break;
-        case 'k':
-            o->radix = atoi(optarg);
-            break;
-        case 'i':
-            o->iters = atoi(optarg);
-            break;
-        case 'f':
-            o->fabric = optarg;
-            break;
-        case 'e':
-            o->emulate = 1;
-            break;
-        case 't':
-            o->timeout_s = atoi(optarg);
-            break;
-        case 'K':
-            o->keep = 1;
-            break;
-        case 'o':
-            o->out = optarg;
-            break;
-        case 'p':
-            o->pt = atoi(optarg);
-            break;
-        case 's':
-            if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0) {
-                fprintf(stderr,
-                        "incoll bench iallreduce: bad --sizes '%s' "
-                        "(MIN:MAX, e.g. 16K:1M)\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            printf("usage: incoll bench iallreduce [--hosts N] [--radix K] "
-                   "[--sizes MIN:MAX] [--iters N]\n"
-                   "       [--fabric DIR | --emulate] [--timeout S] "
-                   "[--keep]\n");
-            return 1;
-        default:
-            return 2;
-        }
-    }
-    if (o->hosts < 2 || o->iters < 1 || (rank_side && o->out == NULL)) {
-        fprintf(stderr, "incoll bench iallreduce: need --hosts >= 2 and "
-                        "--iters >= 1\n");
-        return 2;
-    }
-    return 0;
 }
+
+static const bench_range_t ia_ranges[] = {
+    {BENCH_OPT_HOSTS, 2, 4096},
+    {0, 1, 0},
+};
+
+static const bench_cmd_t ia_cmd = {
+    .who = "bench iallreduce",
+    .synopsis = "bench iallreduce [-n|--hosts N] [--radix K] [--sizes "
+                "MIN:MAX] [--iters N] [--fabric DIR | --emulate] [--timeout "
+                "S] [--keep]",
+    .about = "How much of a nonblocking allreduce (float64 sum) the hosts "
+             "hide behind computation, OSU-style: in the network, ring and "
+             "recursive doubling, each without and with a progress thread.",
+    .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(SIZES) | BENCH_OPT(ITERS) |
+               BENCH_OPT(OUT) | BENCH_OPT(PT),
+    .defaults = ia_defaults,
+    .ranges = ia_ranges,
+};
 
 /* Computes (arithmetic only, no library call) for ns. */
 static double sink;
 static void compute(uint64_t ns)
 {
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = now_ns();
     double x = 1.0;
-    while (bench_now_ns() - t0 < ns)
+    while (now_ns() - t0 < ns)
         for (int i = 0; i < 2000; i++)
             x = x * 1.0000001 + 1e-9;
     sink += x;
@@ -128,7 +78,7 @@ static double timed(incoll_comm_h comm, incoll_algo_t algo, const double *in,
         incoll_req_h r;
         uint64_t t0;
         incoll_barrier(comm);
-        t0 = bench_now_ns();
+        t0 = now_ns();
         if (host_iallreduce_algo(comm, algo, in, out, n, INCOLL_FLOAT64,
                                  INCOLL_OP_SUM, &r) != INCOLL_OK)
             return -1;
@@ -137,7 +87,7 @@ static double timed(incoll_comm_h comm, incoll_algo_t algo, const double *in,
         if (incoll_req_wait(r) != INCOLL_OK)
             return -1;
         if (it >= 0)
-            sum += (double)(bench_now_ns() - t0);
+            sum += (double)(now_ns() - t0);
     }
     return sum / iters / 1e3;
 }
@@ -152,24 +102,26 @@ static double cpu_s(void)
 
 int bench_iallreduce_rank_main(int argc, char **argv)
 {
-    ia_opts_t o;
-    incoll_ctx_h ctx;
+    bench_opts_t o;
+    bench_rank_t r;
     incoll_comm_h world;
     static const incoll_algo_t algos[3] = {INCOLL_ALGO_INC, INCOLL_ALGO_RING,
                                            INCOLL_ALGO_RD};
-    const char *labels[3] = {"inc", "ring", "rd"};
     FILE *res = NULL;
     int rank, size, ret = 0;
     size_t *sizes = NULL;
     int nsizes;
 
-    if (parse(argc, argv, &o, 1) != 0)
+    if (bench_opts_get(&ia_cmd, argc, argv, &o, &ret) != 0 || o.out == NULL) {
+        fprintf(stderr, "incoll bench _iallreduce: the rank side needs "
+                        "--out DIR\n");
         return 2;
-    if (incoll_init(&ctx) != INCOLL_OK)
+    }
+    if (bench_rank_start(&r, NULL, ia_cmd.who) != 0)
         return 4;
-    incoll_comm_world(ctx, &world);
-    incoll_comm_rank(world, &rank);
-    incoll_comm_size(world, &size);
+    world = r.world;
+    rank = r.rank;
+    size = r.size;
     if (rank == 0) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/iallreduce.txt", o.out);
@@ -208,8 +160,9 @@ int bench_iallreduce_rank_main(int argc, char **argv)
                 double p = mx[0] / size, t = mx[1] / size, c = p;
                 double ov = 100.0 * (1.0 - (t - c) / p);
                 ov = ov < 0 ? 0 : ov > 100 ? 100 : ov;
-                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt, labels[a],
-                        sizes[s], p, t, c, ov);
+                fprintf(res, "%d %s %zu %.1f %.1f %.1f %.1f\n", o.pt,
+                        algo_name((algo_kind_t)(algos[a] - 1)), sizes[s], p, t,
+                        c, ov);
                 fflush(res);
             }
         }
@@ -230,32 +183,21 @@ int bench_iallreduce_rank_main(int argc, char **argv)
     if (res)
         fclose(res);
     free(sizes);
-    incoll_finalize(ctx);
+    bench_rank_stop(&r);
     return ret;
 }
 
 int bench_iallreduce_main(int argc, char **argv)
 {
-    ia_opts_t o;
-    bench_fabric_opts_t fo;
+    bench_opts_t o;
     bench_fabric_t f;
     char path[PATH_MAX + 32], line[256];
     FILE *in;
     int rc, ret = 1;
 
-    rc = parse(argc, argv, &o, 0);
-    if (rc == 1)
-        return 0;
-    if (rc != 0)
-        return 2;
-    memset(&fo, 0, sizeof(fo));
-    fo.fabric_dir = o.fabric;
-    fo.emulate = o.emulate;
-    fo.hosts = o.hosts;
-    fo.radix = o.radix;
-    fo.keep = o.keep;
-    fo.who = "bench iallreduce";
-    if (bench_fabric_open(&f, &fo) != 0)
+    if (bench_opts_get(&ia_cmd, argc, argv, &o, &rc) != 0)
+        return rc;
+    if (bench_fabric_start(&f, &o, ia_cmd.who) != 0)
         return bench_interrupted() ? 130 : 1;
     for (int pt = 0; pt < 2; pt++) {
         char sz[64], lo[24], hi[24], iters[16], pts[4];

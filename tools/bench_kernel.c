@@ -20,6 +20,7 @@
  * ns_per_call = ns_per_packet_overhead + ns_per_byte * bytes (bytes per
  * source) from a small and a full-size payload.
  */
+#include "bench_opts.h"
 #include "cli.h"
 
 #include "common/dtype.h"
@@ -78,48 +79,6 @@ static double now_ns(void)
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(
-        f, "usage: incoll bench kernel [options]\n"
-           "Reduction kernel throughput against memcpy, measured side by\n"
-           "side (default: sum over float32, float64 and int32 with 2, 4\n"
-           "and 8 sources).\n"
-           "\n"
-           "  --dtype LIST   comma-separated dtypes (default\n"
-           "                 float32,float64,int32)\n"
-           "  --op NAME      reduction op (default sum)\n"
-           "  --nsrc LIST    comma-separated source counts, 2..8 (default\n"
-           "                 2,4,8)\n"
-           "  --bytes N      payload bytes per source and call (default 8192,\n"
-           "                 a multiple of 8)\n"
-           "  --pool N       bytes of source pool the calls walk through\n"
-           "                 (default 33554432, larger than L2)\n"
-           "  --seconds S    time per contender per row (default 0.25)\n"
-           "  --iters N      calls per round instead of --seconds\n"
-           "  --rounds R     alternating rounds, median reported (default 5)\n"
-           "  --impl NAME    force reduce_n's variant: avx512, avx2, sse2,\n"
-           "                 scalar (default: the best this CPU runs)\n"
-           "  --csv FILE     also write the rows as CSV\n"
-           "  --calib FILE   write a calibration file for the simulator\n"
-           "  --help         this text\n"
-           "\n"
-           "Reduce GB/s = nsrc * bytes consumed per second; memcpy GB/s =\n"
-           "bytes copied per second; 'vs memcpy' is their ratio.\n");
-}
-
-static int parse_size(const char *s, size_t *v_p)
-{
-    char *end;
-    unsigned long long v;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || end == s || *end != '\0' || s[0] == '-')
-        return -1;
-    *v_p = (size_t)v;
-    return 0;
-}
-
 /* Parses a comma-separated list with parse_one into out[max]; returns the
  * number of items, or -1 on a bad item or too many. */
 static int parse_list(const char *s, int (*parse_one)(const char *), int *out,
@@ -142,78 +101,130 @@ static int parse_list(const char *s, int (*parse_one)(const char *), int *out,
 
 static int parse_nsrc(const char *s)
 {
-    size_t v;
-    if (parse_size(s, &v) != 0 || v < 2 || v > MAX_NSRC)
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 2 || v > MAX_NSRC)
         return -1;
     return (int)v;
 }
 
+static void kernel_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
+{
+    (void)cmd;
+    o->bytes = 8192;
+    o->pool = 32u << 20;
+    o->seconds = 0.25;
+    o->rounds = 5;
+    o->iters = 0;
+}
+
+static const bench_range_t kernel_ranges[] = {
+    {BENCH_OPT_BYTES, 8, 64u << 20},
+    {BENCH_OPT_ITERS, 1, 1000000000},
+    {BENCH_OPT_ROUNDS, 1, MAX_ROUNDS},
+    {0, 1, 0},
+};
+
+static const bench_optdoc_t kernel_docs[] = {
+    {BENCH_OPT_DTYPE, "comma-separated datatypes (default "
+                      "float32,float64,int32)"},
+    {BENCH_OPT_OP, "reduction op (default sum)"},
+    {BENCH_OPT_NSRC, "comma-separated source counts, 2..8 (default 2,4,8)"},
+    {BENCH_OPT_BYTES, "payload bytes per source and call, a multiple of 8"},
+    {BENCH_OPT_POOL, "bytes of source pool the calls walk through (larger "
+                     "than L2)"},
+    {BENCH_OPT_ITERS, "calls per round instead of --seconds"},
+    {BENCH_OPT_ROUNDS, "alternating rounds, median reported"},
+    {BENCH_OPT_CSV, "also write the rows as CSV"},
+    {BENCH_OPT_CALIB, "write a calibration file for the simulator"},
+    {0, NULL},
+};
+
+static const bench_cmd_t kernel_cmd = {
+    .who = "bench kernel",
+    .synopsis = "bench kernel [options]",
+    .about = "Reduction kernel throughput against memcpy, measured side by "
+             "side (default: sum over float32, float64 and int32 with 2, 4 "
+             "and 8 sources).",
+    .accepts = BENCH_OPT(DTYPE) | BENCH_OPT(OP) | BENCH_OPT(NSRC) |
+               BENCH_OPT(BYTES) | BENCH_OPT(POOL) | BENCH_OPT(SECONDS) |
+               BENCH_OPT(ITERS) | BENCH_OPT(ROUNDS) | BENCH_OPT(IMPL) |
+               BENCH_OPT(CSV) | BENCH_OPT(CALIB) | BENCH_OPT(HELP),
+    .defaults = kernel_defaults,
+    .docs = kernel_docs,
+    .ranges = kernel_ranges,
+    .epilog = "Reduce GB/s = nsrc * bytes consumed per second; memcpy GB/s = "
+              "bytes copied per second; 'vs memcpy' is their ratio.",
+};
+
+/* Parses argv with the benchmarks' option table (tools/bench_opts.h), then
+ * the lists of this benchmark. Returns 0, 1 after --help, -1 after a
+ * message. */
 static int parse_opts(int argc, char **argv, opts_t *o)
 {
-    int list[INCOLL_DTYPE_COUNT], cnt;
+    int list[INCOLL_DTYPE_COUNT], cnt, rc;
+    bench_opts_t b;
 
-    *o = (opts_t){.bytes = 8192,
-                  .pool_bytes = 32u << 20,
-                  .seconds = 0.25,
-                  .rounds = 5,
-                  .op = INCOLL_OP_SUM,
+    *o = (opts_t){.op = INCOLL_OP_SUM,
                   .dtypes = {INCOLL_FLOAT32, INCOLL_FLOAT64, INCOLL_INT32},
                   .ndtypes = 3,
                   .nsrcs = {2, 4, 8},
                   .nnsrcs = 3};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t n;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if (v == NULL) {
+    if (bench_opts_get(&kernel_cmd, argc, argv, &b, &rc) != 0)
+        return rc == 0 ? 1 : -1;
+    o->bytes = b.bytes;
+    o->pool_bytes = b.pool;
+    o->seconds = b.seconds;
+    o->iters = b.iters;
+    o->rounds = b.rounds;
+    o->impl = b.impl;
+    o->csv_path = b.csv;
+    o->calib_path = b.calib;
+    if (o->bytes % 8 != 0) {
+        fprintf(stderr,
+                "incoll bench kernel: --bytes wants a multiple of 8, not "
+                "'%zu'\n",
+                o->bytes);
+        return -1;
+    }
+    if (b.dtype) {
+        cnt = parse_list(b.dtype, dtype_parse, list, INCOLL_DTYPE_COUNT);
+        if (cnt < 0) {
             fprintf(stderr,
-                    "incoll bench kernel: %s needs a value (or is "
-                    "unknown); see --help\n",
-                    a);
+                    "incoll bench kernel: --dtype wants datatype "
+                    "names (float32, float64, int32, ...: `incoll info`), "
+                    "not '%s'\n",
+                    b.dtype);
             return -1;
         }
-        i++;
-        if (strcmp(a, "--bytes") == 0 && parse_size(v, &n) == 0 && n > 0 &&
-            n % 8 == 0)
-            o->bytes = n;
-        else if (strcmp(a, "--pool") == 0 && parse_size(v, &n) == 0 && n > 0)
-            o->pool_bytes = n;
-        else if (strcmp(a, "--iters") == 0 && parse_size(v, &n) == 0 && n > 0)
-            o->iters = (long)n;
-        else if (strcmp(a, "--rounds") == 0 && parse_size(v, &n) == 0 &&
-                 n > 0 && n <= MAX_ROUNDS)
-            o->rounds = (int)n;
-        else if (strcmp(a, "--seconds") == 0 && (o->seconds = atof(v)) > 0)
-            ;
-        else if (strcmp(a, "--dtype") == 0 &&
-                 (cnt = parse_list(v, dtype_parse, list, INCOLL_DTYPE_COUNT)) >
-                     0) {
-            o->ndtypes = cnt;
-            for (int k = 0; k < cnt; k++)
-                o->dtypes[k] = (incoll_dtype_t)list[k];
-        } else if (strcmp(a, "--nsrc") == 0 &&
-                   (cnt = parse_list(v, parse_nsrc, list, MAX_NSRC)) > 0) {
-            o->nnsrcs = cnt;
-            memcpy(o->nsrcs, list, (size_t)cnt * sizeof(list[0]));
-        } else if (strcmp(a, "--op") == 0 && (cnt = op_parse(v)) >= 0)
-            o->op = (incoll_op_t)cnt;
-        else if (strcmp(a, "--impl") == 0)
-            o->impl = v;
-        else if (strcmp(a, "--csv") == 0)
-            o->csv_path = v;
-        else if (strcmp(a, "--calib") == 0)
-            o->calib_path = v;
-        else {
+        o->ndtypes = cnt;
+        for (int k = 0; k < cnt; k++)
+            o->dtypes[k] = (incoll_dtype_t)list[k];
+    }
+    if (b.nsrc) {
+        cnt = parse_list(b.nsrc, parse_nsrc, list, MAX_NSRC);
+        if (cnt < 0) {
             fprintf(stderr,
-                    "incoll bench kernel: bad option or value: %s %s; "
-                    "see --help\n",
-                    a, v);
+                    "incoll bench kernel: --nsrc wants source counts in "
+                    "2..%d, comma-separated, not '%s'\n",
+                    MAX_NSRC, b.nsrc);
             return -1;
         }
+        o->nnsrcs = cnt;
+        memcpy(o->nsrcs, list, (size_t)cnt * sizeof(list[0]));
+    }
+    if (b.op) {
+        cnt = op_parse(b.op);
+        if (cnt < 0) {
+            fprintf(stderr,
+                    "incoll bench kernel: --op wants a reduction op (sum, "
+                    "prod, min, max, ...: `incoll info`), not '%s'\n",
+                    b.op);
+            return -1;
+        }
+        o->op = (incoll_op_t)cnt;
     }
     for (int k = 0; k < o->ndtypes; k++) {
         if (!incoll_op_valid(o->op, o->dtypes[k])) {

@@ -16,16 +16,17 @@
  * answers a repeated request again.
  */
 #include "bench_common.h"
+#include "bench_report.h"
 #include "cli.h"
 #include "emu.h"
 
+#include "common/clock.h"
 #include "common/fabric_conf.h"
 #include "common/settings.h"
 #include "common/udp.h"
 #include "common/wire.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -38,255 +39,55 @@
 #define PP_MAX_SIZE (64u << 20)
 #define PP_GIVE_UP_NS 30000000000ull
 
-typedef struct {
-    size_t min_size, max_size;
-    int iters; /* 0 = by size */
-    int warmup;
-    int hosts, radix, emulate;
-    uint64_t link_rate;
-    const char *fabric;
-    const char *pair; /* same-leaf, cross-leaf or "A,B" */
-    const char *csv;
-    int keep, timeout_s, dry_run;
-    /* rank side */
-    int a, b;
-    const char *out, *progress;
-} pp_opts_t;
-
-static int iters_for(const pp_opts_t *o, size_t bytes)
+/* Iterations by size: 8 MiB worth of round trips, 5..200. */
+static int iters_for(const bench_opts_t *o, size_t bytes)
 {
-    size_t n;
-    if (o->iters > 0)
-        return o->iters;
-    n = (8u << 20) / bytes;
-    return n < 5 ? 5 : n > 200 ? 200 : (int)n;
+    return bench_iters_for(o, bytes, 8u << 20, 5, 200);
 }
 
-static int warmup_for(const pp_opts_t *o, size_t bytes)
+static int warmup_for(const bench_opts_t *o, size_t bytes)
 {
-    int w;
-    if (o->warmup >= 0)
-        return o->warmup;
-    w = iters_for(o, bytes) / 10;
-    return w < 1 ? 1 : w;
+    return bench_warmup_for(o, iters_for(o, bytes));
 }
 
-static int parse_int(const char *s, int min, int max, int *v_p)
+static void pp_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
-    char *end;
-    long v;
-    errno = 0;
-    v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < min || v > max)
-        return -1;
-    *v_p = (int)v;
-    return 0;
+    (void)cmd;
+    o->max_size = 4u << 20;
 }
 
-static void usage(FILE *out)
-{
-    fprintf(
-        out,
-        "usage: incoll bench pingpong [--fabric DIR | --emulate "
-        "[--link-rate R]] [-n HOSTS] [--radix K]\n"
-        "                             [--pair same-leaf|cross-leaf|A,B] "
-        "[--sizes MIN:MAX]\n"
-        "                             [--iters N] [--warmup N] [--csv FILE] "
-        "[--keep]\n"
-        "\n"
-        "Bounces messages between two hosts over UDP with the collectives'\n"
-        "packet size and prints latency (half the round trip) and bandwidth\n"
-        "(bytes / latency) per size: the reference for allreduce bandwidth.\n"
-        "\n"
-        "  --pair P         same-leaf (default): two hosts under one leaf,\n"
-        "                   crossing two host links; cross-leaf: hosts under\n"
-        "                   different leaves, crossing the switch links too;\n"
-        "                   or two ranks A,B\n"
-        "  -n, --hosts N    hosts of a fabric brought up (default 8)\n"
-        "  --radix K        its switch radix (default 4)\n"
-        "  --emulate, --link-rate R, --fabric DIR: as for bench allreduce\n"
-        "  --sizes MIN:MAX  bytes, K/M suffixes (default 8:4M)\n"
-        "  --iters N        timed round trips per size (default 8 MiB / size,\n"
-        "                   at least 5, at most 200)\n"
-        "  --warmup N       untimed round trips first (default iters/10)\n"
-        "  --csv FILE       results as CSV with a header row\n");
-}
-
-enum {
-    OPT_FABRIC = 256,
-    OPT_EMULATE,
-    OPT_LINK_RATE,
-    OPT_RADIX,
-    OPT_SIZES,
-    OPT_ITERS,
-    OPT_WARMUP,
-    OPT_CSV,
-    OPT_KEEP,
-    OPT_TIMEOUT,
-    OPT_DRY_RUN,
-    OPT_PAIR,
-    OPT_A,
-    OPT_B,
-    OPT_OUT,
-    OPT_PROGRESS,
+static const bench_range_t pp_ranges[] = {
+    {BENCH_OPT_HOSTS, 2, 4096},
+    {0, 1, 0},
 };
 
-static int parse_args(int argc, char **argv, pp_opts_t *o)
-{
-    static const struct option longopts[] = {
-        {"hosts", required_argument, NULL, 'n'},
-        {"fabric", required_argument, NULL, OPT_FABRIC},
-        {"emulate", no_argument, NULL, OPT_EMULATE},
-        {"link-rate", required_argument, NULL, OPT_LINK_RATE},
-        {"radix", required_argument, NULL, OPT_RADIX},
-        {"sizes", required_argument, NULL, OPT_SIZES},
-        {"iters", required_argument, NULL, OPT_ITERS},
-        {"warmup", required_argument, NULL, OPT_WARMUP},
-        {"csv", required_argument, NULL, OPT_CSV},
-        {"keep", no_argument, NULL, OPT_KEEP},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-        {"pair", required_argument, NULL, OPT_PAIR},
-        {"a", required_argument, NULL, OPT_A},
-        {"b", required_argument, NULL, OPT_B},
-        {"out", required_argument, NULL, OPT_OUT},
-        {"progress", required_argument, NULL, OPT_PROGRESS},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    const char *who = "bench pingpong";
-    int opt;
+static const bench_optdoc_t pp_docs[] = {
+    {BENCH_OPT_HOSTS, "hosts of a fabric brought up"},
+    {BENCH_OPT_ITERS, "timed round trips per size (default 8 MiB / size, at "
+                      "least 5, at most 200)"},
+    {BENCH_OPT_WARMUP, "untimed round trips first (default iters/10)"},
+    {0, NULL},
+};
 
-    memset(o, 0, sizeof(*o));
-    o->min_size = 8;
-    o->max_size = 4u << 20;
-    o->warmup = -1;
-    o->hosts = 8;
-    o->radix = 4;
-    o->pair = "same-leaf";
-    o->timeout_s = 1800;
-    o->a = o->b = -1;
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":n:h", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'n':
-            if (parse_int(optarg, 2, 4096, &o->hosts) != 0) {
-                fprintf(stderr, "incoll %s: -n wants 2..4096 hosts\n", who);
-                return 2;
-            }
-            break;
-        case OPT_FABRIC:
-            o->fabric = optarg;
-            break;
-        case OPT_EMULATE:
-            o->emulate = 1;
-            break;
-        case OPT_LINK_RATE:
-            if (emu_parse_rate(optarg, &o->link_rate) != 0) {
-                fprintf(stderr,
-                        "incoll %s: bad --link-rate '%s' (want e.g. "
-                        "100mbit)\n",
-                        who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_RADIX:
-            if (parse_int(optarg, 2, AGG_RADIX_MAX, &o->radix) != 0) {
-                fprintf(stderr, "incoll %s: bad --radix '%s'\n", who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_SIZES:
-            if (bench_sizes_parse(optarg, &o->min_size, &o->max_size) != 0 ||
-                o->max_size > PP_MAX_SIZE) {
-                fprintf(stderr,
-                        "incoll %s: bad --sizes '%s' (want MIN:MAX, at "
-                        "most 64M)\n",
-                        who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_ITERS:
-            if (parse_int(optarg, 1, 1000000, &o->iters) != 0) {
-                fprintf(stderr, "incoll %s: bad --iters '%s'\n", who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_WARMUP:
-            if (parse_int(optarg, 0, 1000000, &o->warmup) != 0) {
-                fprintf(stderr, "incoll %s: bad --warmup '%s'\n", who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_CSV:
-            o->csv = optarg;
-            break;
-        case OPT_KEEP:
-            o->keep = 1;
-            break;
-        case OPT_TIMEOUT:
-            if (parse_int(optarg, 1, 1000000, &o->timeout_s) != 0) {
-                fprintf(stderr, "incoll %s: bad --timeout '%s'\n", who, optarg);
-                return 2;
-            }
-            break;
-        case OPT_DRY_RUN:
-            o->dry_run = 1;
-            break;
-        case OPT_PAIR:
-            o->pair = optarg;
-            break;
-        case OPT_A:
-            o->a = atoi(optarg);
-            break;
-        case OPT_B:
-            o->b = atoi(optarg);
-            break;
-        case OPT_OUT:
-            o->out = optarg;
-            break;
-        case OPT_PROGRESS:
-            o->progress = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 1;
-        case ':':
-            fprintf(stderr, "incoll %s: %s needs a value\n", who,
-                    argv[optind - 1]);
-            return 2;
-        default:
-            fprintf(stderr, "incoll %s: unknown option '%s' (see --help)\n",
-                    who, argv[optind - 1]);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "incoll %s: unexpected argument '%s'\n", who,
-                argv[optind]);
-        return 2;
-    }
-    if (o->fabric && (o->emulate || o->link_rate)) {
-        fprintf(stderr,
-                "incoll %s: --fabric does not go with --emulate or "
-                "--link-rate\n",
-                who);
-        return 2;
-    }
-    if (o->link_rate && !o->emulate) {
-        fprintf(stderr, "incoll %s: --link-rate needs --emulate\n", who);
-        return 2;
-    }
-    if (strcmp(o->pair, "same-leaf") != 0 &&
-        strcmp(o->pair, "cross-leaf") != 0 &&
-        sscanf(o->pair, "%d,%d", &o->a, &o->b) != 2) {
-        fprintf(stderr,
-                "incoll %s: --pair wants same-leaf, cross-leaf or A,B\n", who);
-        return 2;
-    }
-    return 0;
-}
+static const bench_cmd_t pp_cmd = {
+    .who = "bench pingpong",
+    .synopsis = "bench pingpong [--fabric DIR | --emulate [--link-rate R]] "
+                "[-n HOSTS] [--radix K] [--pair same-leaf|cross-leaf|A,B] "
+                "[--sizes MIN:MAX] [--iters N] [--warmup N] [--csv FILE] "
+                "[--keep]",
+    .about = "Bounces messages between two hosts over UDP with the "
+             "collectives' packet size and prints latency (half the round "
+             "trip) and bandwidth (bytes / latency) per size: the reference "
+             "for allreduce bandwidth.",
+    .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(LINK_RATE) | BENCH_OPT(SIZES) |
+               BENCH_OPT(ITERS) | BENCH_OPT(WARMUP) | BENCH_OPT(CSV) |
+               BENCH_OPT(PAIR) | BENCH_OPT(DRY_RUN) | BENCH_OPT(A) |
+               BENCH_OPT(B) | BENCH_OPT(OUT) | BENCH_OPT(PROGRESS),
+    .defaults = pp_defaults,
+    .docs = pp_docs,
+    .ranges = pp_ranges,
+    .max_size = PP_MAX_SIZE,
+};
 
 /* ---- the rank --------------------------------------------------------- */
 
@@ -345,7 +146,7 @@ static void send_ctl(pp_t *pp, uint16_t flags)
 /* Waits for readability up to deadline (monotonic ns). */
 static void wait_readable(pp_t *pp, uint64_t deadline)
 {
-    uint64_t now = bench_now_ns();
+    uint64_t now = now_ns();
     struct pollfd pfd = {.fd = udp_fd(pp->sock), .events = POLLIN};
     int ms = deadline > now ? (int)((deadline - now + 999999) / 1000000) : 0;
     poll(&pfd, 1, ms > 1000 ? 1000 : ms);
@@ -363,7 +164,7 @@ static int our_packet(const pp_t *pp, const udp_msg_t *m, wire_hdr_t *h)
 static uint64_t round_trip(pp_t *pp, uint32_t seq, size_t size, uint64_t *rto)
 {
     uint32_t n = npackets(pp, size), got = 0;
-    uint64_t t0 = bench_now_ns(), deadline = t0 + *rto, t1;
+    uint64_t t0 = now_ns(), deadline = t0 + *rto, t1;
     udp_msg_t msgs[64];
 
     memset(pp->seen, 0, n);
@@ -385,7 +186,7 @@ static uint64_t round_trip(pp_t *pp, uint32_t seq, size_t size, uint64_t *rto)
         }
         if (got == n)
             break;
-        now = bench_now_ns();
+        now = now_ns();
         if (now >= deadline) {
             if (now - t0 > PP_GIVE_UP_NS)
                 return 0;
@@ -398,7 +199,7 @@ static uint64_t round_trip(pp_t *pp, uint32_t seq, size_t size, uint64_t *rto)
         if (k <= 0)
             wait_readable(pp, deadline);
     }
-    t1 = bench_now_ns();
+    t1 = now_ns();
     /* Next timeout: a few round trips of this size, at least 20 ms. */
     *rto = 4 * (t1 - t0) > 20000000ull ? 4 * (t1 - t0) : 20000000ull;
     return t1 - t0;
@@ -410,7 +211,7 @@ static int ponger(pp_t *pp)
     uint32_t cur = 0, got = 0, n = 0;
     size_t size = 0;
     int answered = 0;
-    uint64_t last_rx = bench_now_ns();
+    uint64_t last_rx = now_ns();
     udp_msg_t msgs[64];
 
     for (;;) {
@@ -420,7 +221,7 @@ static int ponger(pp_t *pp)
             uint64_t idx;
             if (!our_packet(pp, &msgs[i], &h))
                 continue;
-            last_rx = bench_now_ns();
+            last_rx = now_ns();
             if (h.type == WIRE_P2P_ACK && (h.flags & WIRE_F_LAST)) {
                 send_ctl(pp, WIRE_F_LAST);
                 return 0;
@@ -451,12 +252,12 @@ static int ponger(pp_t *pp)
             }
         }
         if (k <= 0) {
-            if (bench_now_ns() - last_rx > PP_GIVE_UP_NS) {
+            if (now_ns() - last_rx > PP_GIVE_UP_NS) {
                 fprintf(stderr, "incoll bench pingpong: the pinger went quiet "
                                 "for 30 s\n");
                 return 1;
             }
-            wait_readable(pp, bench_now_ns() + 1000000000ull);
+            wait_readable(pp, now_ns() + 1000000000ull);
         }
     }
 }
@@ -466,7 +267,7 @@ static int exchange_ports(const char *out, int me, int peer, uint16_t port,
                           uint16_t *peer_port)
 {
     char path[PATH_MAX + 32], tmp[PATH_MAX + 48];
-    uint64_t deadline = bench_now_ns() + 20000000000ull;
+    uint64_t deadline = now_ns() + 20000000000ull;
     FILE *f;
 
     snprintf(tmp, sizeof(tmp), "%s/pp-%d.port.tmp", out, me);
@@ -476,7 +277,7 @@ static int exchange_ports(const char *out, int me, int peer, uint16_t port,
         rename(tmp, path) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/pp-%d.port", out, peer);
-    while (bench_now_ns() < deadline) {
+    while (now_ns() < deadline) {
         unsigned p = 0;
         f = fopen(path, "r");
         if (f) {
@@ -499,16 +300,16 @@ int bench_pingpong_rank_main(int argc, char **argv)
                *rank_s = setting_str(SETTING_RANK);
     char path[PATH_MAX + 32], err[512];
     fabric_conf_t conf;
-    pp_opts_t o;
+    bench_opts_t o;
     pp_t pp;
-    int rank, peer, ret = 1, nsizes;
+    int rank, peer, ret = 1, nsizes, rc;
     size_t *sizes = NULL;
     uint64_t rto = 1000000000ull;
     uint16_t my_port, peer_port;
     FILE *out = NULL;
 
-    if (parse_args(argc, argv, &o) != 0 || o.out == NULL || o.a < 0 ||
-        o.b < 0 || fabric == NULL || rank_s == NULL) {
+    if (bench_opts_get(&pp_cmd, argc, argv, &o, &rc) != 0 || o.out == NULL ||
+        o.a < 0 || o.b < 0 || fabric == NULL || rank_s == NULL) {
         fprintf(stderr,
                 "incoll %s: the rank side needs --a, --b, --out and "
                 "INCOLL_RANK/INCOLL_FABRIC\n",
@@ -610,7 +411,7 @@ int bench_pingpong_rank_main(int argc, char **argv)
             udp_msg_t msgs[16];
             int k, fin = 0;
             send_ctl(&pp, WIRE_F_LAST);
-            wait_readable(&pp, bench_now_ns() + 100000000ull);
+            wait_readable(&pp, now_ns() + 100000000ull);
             k = udp_recv_batch(pp.sock, msgs, 16);
             for (int j = 0; j < k; j++) {
                 wire_hdr_t h;
@@ -644,7 +445,7 @@ out:
 
 /* Picks the pair from the fabric: rank 0 and a host under the same leaf,
  * or under another leaf. */
-static int choose_pair(const bench_fabric_t *f, pp_opts_t *o, char *desc,
+static int choose_pair(const bench_fabric_t *f, bench_opts_t *o, char *desc,
                        size_t len)
 {
     char path[PATH_MAX + 32], err[512];
@@ -708,17 +509,13 @@ static int choose_pair(const bench_fabric_t *f, pp_opts_t *o, char *desc,
 int bench_pingpong_main(int argc, char **argv)
 {
     const char *who = "bench pingpong";
-    bench_fabric_opts_t fo;
     bench_fabric_t f;
-    pp_opts_t o;
+    bench_opts_t o;
     char desc[256], fdesc[256], rate[32];
     int rc, ret = 1;
 
-    rc = parse_args(argc, argv, &o);
-    if (rc == 1)
-        return 0;
-    if (rc != 0)
-        return 2;
+    if (bench_opts_get(&pp_cmd, argc, argv, &o, &rc) != 0)
+        return rc;
     if (o.dry_run) {
         size_t *sizes;
         int n = bench_size_list(o.min_size, o.max_size, &sizes);
@@ -732,15 +529,7 @@ int bench_pingpong_main(int argc, char **argv)
         free(sizes);
         return 0;
     }
-    memset(&fo, 0, sizeof(fo));
-    fo.fabric_dir = o.fabric;
-    fo.emulate = o.emulate;
-    fo.hosts = o.hosts;
-    fo.radix = o.radix;
-    fo.link_rate = o.link_rate;
-    fo.keep = o.keep;
-    fo.who = who;
-    if (bench_fabric_open(&f, &fo) != 0)
+    if (bench_fabric_start(&f, &o, who) != 0)
         return bench_interrupted() ? 130 : 1;
     if (choose_pair(&f, &o, desc, sizeof(desc)) != 0)
         goto out;
@@ -806,20 +595,20 @@ int bench_pingpong_main(int argc, char **argv)
             goto out;
         }
         if (o.csv) {
-            csv = bench_fopen_out(o.csv, who);
+            csv = bench_csv_open(o.csv, who,
+                                 "bytes,iters,avg_us,min_us,max_us,bw_MBps,"
+                                 "link_pct,retransmits,a,b,emulated,"
+                                 "link_rate_bps");
             if (csv == NULL) {
                 fclose(in);
                 goto out;
             }
-            fprintf(csv, "bytes,iters,avg_us,min_us,max_us,bw_MBps,"
-                         "link_pct,retransmits,a,b,emulated,link_rate_bps\n");
         }
         printf("# incoll bench pingpong: %s, %s\n", desc, fdesc);
         printf("# UDP, %s; latency = round trip / 2 (OSU); MB/s = bytes / "
                "latency\n",
                "the collectives' packet size");
-        printf("%9s %6s %10s %10s %10s %9s", "bytes", "iters", "avg(us)",
-               "min(us)", "max(us)", "MB/s");
+        bench_osu_head(stdout);
         if (f.link_rate)
             printf(" %6s", "link%");
         printf(" %7s\n", "retrans");
@@ -833,8 +622,7 @@ int bench_pingpong_main(int argc, char **argv)
                 continue;
             bw = avg > 0 ? (double)bytes / avg : 0;
             pct = link_MBps > 0 ? 100.0 * bw / link_MBps : 0;
-            printf("%9zu %6d %10.1f %10.1f %10.1f %9.2f", bytes, iters, avg, mn,
-                   mx, bw);
+            bench_osu_row(stdout, bytes, iters, avg, mn, mx);
             if (f.link_rate)
                 printf(" %5.1f%%", pct);
             printf(" %7llu\n", rt);
@@ -846,10 +634,8 @@ int bench_pingpong_main(int argc, char **argv)
                         f.emulated, f.link_rate);
         }
         fclose(in);
-        if (csv && fclose(csv) != 0) {
-            fprintf(stderr, "incoll %s: cannot write %s\n", who, o.csv);
+        if (csv && bench_csv_close(csv, o.csv, who) != 0)
             goto out;
-        }
     }
     ret = 0;
 out:

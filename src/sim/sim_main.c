@@ -15,6 +15,9 @@
 
 #include "common/log.h"
 
+/* The plot writer of the benchmarks (tools/bench_plot.c). */
+#include "bench_plot.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -801,23 +804,29 @@ static int write_csv(const char *path, const sim_result_t *rows, int n)
 }
 
 /*
- * Plot: with several host counts, latency of the smallest size and
- * bandwidth of the largest against hosts; with one, both against size.
- * Physical limits: 2 x levels x link latency (a result crosses every level
- * up and down) and the link rate.
+ * Plot (the benchmarks' writer, tools/bench_plot.h): with several host
+ * counts, latency of the smallest size and bandwidth of the largest
+ * against hosts; with one, both against size. Physical limits: 2 x
+ * levels x link latency (a result crosses every level up and down) and
+ * the link rate.
  */
 static int write_plot(const opts_t *o, const char *png,
                       const sim_result_t *rows, int n)
 {
-    char dat[4096], gp[4096];
-    FILE *f;
-    int by_hosts = o->nhosts_list > 1, nseries = 0;
-    int series_algo[16], series_an[16];
+    enum { MAXS = 16 };
+    int by_hosts = o->nhosts_list > 1, nseries = 0, ret = -1;
+    int series_algo[MAXS], series_an[MAXS];
     uint64_t lat_size = o->sizes[0], bw_size = o->sizes[0];
     double linkMBps = o->cfg.link_Bps / 1e6, lat_us = o->cfg.link_lat_s * 1e6;
-    pid_t pid;
-    int status;
+    /* Per series and panel: x and y of its points; the floor last. */
+    double *buf =
+        calloc((size_t)(2 * MAXS + 1) * 2 * (size_t)(n + 1), sizeof(double));
+    plot_curve_t lat[MAXS + 1], bw[MAXS + 1];
+    char names[MAXS][64], link_expr[32], lat_title[96], bw_title[96];
+    int nfloor = 0;
 
+    if (buf == NULL)
+        return -1;
     for (int s = 0; s < o->nsizes; s++) {
         if (o->sizes[s] < lat_size)
             lat_size = o->sizes[s];
@@ -829,22 +838,21 @@ static int write_plot(const opts_t *o, const char *png,
         for (int s = 0; s < nseries; s++)
             if (series_algo[s] == rows[i].algo && series_an[s] == rows[i].an)
                 found = 1;
-        if (!found && nseries < 16) {
+        if (!found && nseries < MAXS) {
             series_algo[nseries] = rows[i].algo;
             series_an[nseries++] = rows[i].an;
         }
     }
-    snprintf(dat, sizeof(dat), "%s.dat", png);
-    snprintf(gp, sizeof(gp), "%s.gp", png);
-    f = fopen(dat, "w");
-    if (f == NULL)
-        return -1;
-    /* Block 2s: latency of series s; block 2s+1: its bandwidth; then the
-     * limits. */
     for (int s = 0; s < nseries; s++) {
+        snprintf(names[s], sizeof(names[s]), "%s%s%s",
+                 algo_name((algo_kind_t)series_algo[s]),
+                 series_algo[s] == ALGO_INC ? " " : "",
+                 series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
         for (int panel = 0; panel < 2; panel++) {
-            fprintf(f, "# %s %s %s\n", algo_name((algo_kind_t)series_algo[s]),
-                    an_name(series_an[s]), panel ? "bandwidth" : "latency");
+            double *x = buf + (size_t)(2 * s + panel) * 2 * (size_t)(n + 1);
+            double *y = x + n + 1;
+            plot_curve_t *c = panel ? &bw[s] : &lat[s];
+            int k = 0;
             for (int i = 0; i < n; i++) {
                 const sim_result_t *r = &rows[i];
                 if (r->algo != series_algo[s] || r->an != series_an[s] ||
@@ -852,85 +860,57 @@ static int write_plot(const opts_t *o, const char *png,
                     continue;
                 if (by_hosts && r->bytes != (panel ? bw_size : lat_size))
                     continue;
-                fprintf(f, "%" PRIu64 " %.6f %.3f\n",
-                        by_hosts ? (uint64_t)r->hosts : r->bytes, r->latency_us,
-                        r->bandwidth_MBps);
+                x[k] = by_hosts ? (double)r->hosts : (double)r->bytes;
+                y[k++] = panel ? r->bandwidth_MBps : r->latency_us;
             }
-            fprintf(f, "\n\n");
+            *c = (plot_curve_t){names[s], PLOT_SERIES, s, k, x, y, NULL};
         }
     }
-    fprintf(f, "# latency floor: 2 x levels x link latency\n");
-    for (int i = 0; i < n; i++) {
-        if (rows[i].algo == ALGO_INC && rows[i].outcome == SIM_OK &&
-            (!by_hosts || rows[i].bytes == lat_size))
-            fprintf(f, "%" PRIu64 " %.6f\n",
-                    by_hosts ? (uint64_t)rows[i].hosts : rows[i].bytes,
-                    2.0 * rows[i].levels * lat_us);
+    {
+        double *x = buf + (size_t)(2 * MAXS) * 2 * (size_t)(n + 1);
+        double *y = x + n + 1;
+        for (int i = 0; i < n; i++)
+            if (rows[i].algo == ALGO_INC && rows[i].outcome == SIM_OK &&
+                (!by_hosts || rows[i].bytes == lat_size)) {
+                x[nfloor] =
+                    by_hosts ? (double)rows[i].hosts : (double)rows[i].bytes;
+                y[nfloor++] = 2.0 * rows[i].levels * lat_us;
+            }
+        lat[nseries] = (plot_curve_t){"floor: 2 x levels x link latency",
+                                      PLOT_LIMIT,
+                                      0,
+                                      nfloor,
+                                      x,
+                                      y,
+                                      NULL};
     }
-    fprintf(f, "\n\n");
-    fclose(f);
-
-    f = fopen(gp, "w");
-    if (f == NULL)
-        return -1;
-    fprintf(f,
-            "set terminal pngcairo size 1400,560 noenhanced font ',11'\n"
-            "set output '%s'\n"
-            "set multiplot layout 1,2\n"
-            "set logscale x 2\nset grid\nset key top left\n",
-            png);
-    fprintf(f,
-            "set xlabel '%s'\nset ylabel 'latency (us)'\nset logscale y\n"
-            "set title 'allreduce latency, %s'\n",
-            by_hosts ? "hosts" : "bytes", by_hosts ? "" : "");
-    if (by_hosts)
-        fprintf(f, "set title 'allreduce of %" PRIu64 " bytes: latency'\n",
-                lat_size);
-    fprintf(f, "plot ");
-    for (int s = 0; s < nseries; s++)
-        fprintf(f, "'%s' index %d using 1:2 with linespoints title '%s%s%s', ",
-                dat, 2 * s, algo_name((algo_kind_t)series_algo[s]),
-                series_algo[s] == ALGO_INC ? " " : "",
-                series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
-    fprintf(f,
-            "'%s' index %d using 1:2 with lines dashtype 2 lw 2 "
-            "title 'floor: 2 x levels x link latency'\n",
-            dat, 2 * nseries);
-    fprintf(f, "set ylabel 'bandwidth (MB/s)'\nset key bottom left\n");
-    if (by_hosts)
-        fprintf(f,
-                "set title 'allreduce of %" PRIu64
-                " bytes: bandwidth (bytes / time)'\n",
-                bw_size);
-    else
-        fprintf(f, "set title 'allreduce bandwidth (bytes / time)'\n");
-    fprintf(f, "set yrange [*:%g]\nplot ", linkMBps * 3);
-    for (int s = 0; s < nseries; s++)
-        fprintf(f, "'%s' index %d using 1:3 with linespoints title '%s%s%s', ",
-                dat, 2 * s + 1, algo_name((algo_kind_t)series_algo[s]),
-                series_algo[s] == ALGO_INC ? " " : "",
-                series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
-    fprintf(f, "%g with lines dashtype 2 lw 2 title 'link rate'\n", linkMBps);
-    fprintf(f, "unset multiplot\n");
-    fclose(f);
-
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        execlp("gnuplot", "gnuplot", gp, (char *)NULL);
-        fprintf(stderr,
-                "incoll-sim: cannot run gnuplot: %s (install gnuplot-nox; "
-                "the data is in %s)\n",
-                strerror(errno), dat);
-        _exit(127);
+    snprintf(link_expr, sizeof(link_expr), "%g", linkMBps);
+    bw[nseries] =
+        (plot_curve_t){"link rate", PLOT_LIMIT, 0, 0, NULL, NULL, link_expr};
+    if (by_hosts) {
+        snprintf(lat_title, sizeof(lat_title),
+                 "allreduce of %" PRIu64 " bytes: latency", lat_size);
+        snprintf(bw_title, sizeof(bw_title),
+                 "allreduce of %" PRIu64 " bytes: bandwidth (bytes / time)",
+                 bw_size);
+    } else {
+        snprintf(lat_title, sizeof(lat_title), "allreduce latency");
+        snprintf(bw_title, sizeof(bw_title),
+                 "allreduce bandwidth (bytes / time)");
     }
-    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) ||
-        WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "incoll-sim: gnuplot failed; script %s, data %s\n", gp,
-                dat);
-        return -1;
+    {
+        const char *xl = by_hosts ? "hosts" : "bytes";
+        plot_panel_t panels[2] = {
+            {lat_title, xl, "latency (us)", 1, !by_hosts, 1, 0, 0, "top left",
+             lat, nseries + 1},
+            {bw_title, xl, "bandwidth (MB/s)", 1, !by_hosts, 1, 0, linkMBps * 3,
+             "bottom left", bw, nseries + 1},
+        };
+        plot_doc_t doc = {"incoll-sim", NULL, 1400, 560};
+        ret = plot_write(png, &doc, panels, 2);
     }
-    return 0;
+    free(buf);
+    return ret;
 }
 
 static int cmp_order(const void *a, const void *b)

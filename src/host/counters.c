@@ -1,0 +1,30 @@
+/*
+ * The measuring tools' view of the library's counters: see counters.h.
+ */
+#include "counters.h"
+
+#include "common/clock.h"
+#include "host.h"
+
+#include <string.h>
+
+void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
+{
+    const udp_counters_t *uc = udp_counters(comm->ctx->sock);
+
+    memset(c_p, 0, sizeof(*c_p));
+    c_p->tx_bytes = uc->tx_bytes;
+    c_p->tx_packets = uc->tx_packets;
+    if (comm->eng) {
+        const host_engine_counters_t *hc = host_engine_counters(comm->eng);
+        c_p->has_engine = 1;
+        c_p->engine = (uintptr_t)comm->eng;
+        c_p->eng_bytes_sent = hc->bytes_sent;
+        c_p->eng_retransmits = hc->retransmits + hc->fast_retransmits;
+    }
+}
+
+void host_counters_progress(incoll_comm_h comm, uint64_t timeout_ns)
+{
+    host_ctx_progress(comm->ctx, timeout_ns ? now_ns() + timeout_ns : 0);
+}
