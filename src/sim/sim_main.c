@@ -667,8 +667,15 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         write_all(fd, &m, sizeof(m));
         return 0;
     }
-    {
-        if (est / SIM_MSG_RATE > 60 && !o->quiet)
+    if (est / SIM_MSG_RATE > 60 && !o->quiet) {
+        if (cfg->recurrence)
+            fprintf(stderr,
+                    "incoll-sim: %s on %d hosts, %" PRIu64
+                    " bytes by its recurrence: up to ~%.0f min (less when "
+                    "its blocks are of one size)\n",
+                    algo_name((algo_kind_t)algo), conf->nhosts, bytes,
+                    est / SIM_MSG_RATE / 60);
+        else
             fprintf(stderr,
                     "incoll-sim: %s on %d hosts, %" PRIu64
                     " bytes: ~%.2g messages, expect ~%.0f min\n",

@@ -246,8 +246,7 @@ static double arrive(const ring_t *g, int r, double start, size_t elems)
 }
 
 /* T_r(i+1) from T_r(i) = mine and T_{r-1}(i) = prev. */
-static double step_time(const ring_t *g, int r, int i, double mine,
-                        double prev)
+static double step_time(const ring_t *g, int r, int i, double mine, double prev)
 {
     algo_step_t st;
     double t = mine;
