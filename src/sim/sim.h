@@ -192,7 +192,7 @@ void sim_ring_step(int rank, int size, size_t count, int i, algo_step_t *st);
  * may be non-empty (count >= size), -2 if max is too small. */
 int sim_ring_active(int rank, int size, size_t count, int *steps, int max);
 /* 0 if sim_ring_step and sim_ring_active agree with algo_schedule() on
- * sample ranks, else -1. */
+ * sample ranks, else -1 with a message on stderr. */
 int sim_ring_check(int size, size_t count);
 /* The ring allreduce of bytes on conf's tree by its step recurrence,
  * without SimGrid; fills *res. Returns 0, or -1 (out of memory). */

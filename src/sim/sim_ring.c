@@ -153,6 +153,11 @@ int sim_ring_check(int size, size_t count)
     }
     ret = 0;
 out:
+    if (ret != 0)
+        fprintf(stderr,
+                "incoll-sim: the ring's steps on %d ranks differ from "
+                "algo_schedule()'s, or no memory to compare them\n",
+                size);
     free(want);
     free(act);
     return ret;
@@ -276,11 +281,8 @@ int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
 
     clock_gettime(CLOCK_MONOTONIC, &w0);
     memset(res, 0, sizeof(*res));
-    if (sim_ring_check(n, count) != 0) {
-        fprintf(stderr, "incoll-sim: the ring's steps differ from "
-                        "algo_schedule()'s\n");
+    if (sim_ring_check(n, count) != 0)
         return -1;
-    }
     if (ring_init(&g, cfg, conf, count) != 0)
         return -1;
     nsteps = sim_ring_nsteps(n, count);
