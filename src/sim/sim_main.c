@@ -41,7 +41,7 @@
 #define SIM_MEM_PER_MSG 1024.0
 #define SIM_MSG_RATE 40000.0
 /* The ring's recurrence (sim_ring.c): rank-steps computed per second. */
-#define SIM_RECUR_RATE 2.0e7
+#define SIM_RECUR_RATE 2.0e8
 
 typedef struct {
     int hosts[MAX_HOSTS_LIST];

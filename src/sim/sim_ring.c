@@ -268,6 +268,37 @@ static double step_time(const ring_t *g, int r, int i, double mine, double prev)
     return t;
 }
 
+/* Every rank's step i at once when every block holds an element (count
+ * >= N): step_time's arithmetic, in the same order, without computing
+ * each rank's step from scratch. A[r] is when rank r's block lands at
+ * r + 1 (and r's send completes); tx[c][r] and red[c] are a block of
+ * class c's transfer time on r's route and reduction time, class 1 the
+ * blocks with one element more. */
+static void dense_step(const ring_t *g, int i, const double *T, double *U,
+                       double *A, double *const tx[2], const double red[2])
+{
+    int n = g->n, rs = i < n - 1, s = rs ? i : i - (n - 1);
+    size_t rem = g->count % (size_t)n;
+    long b = ((-(long)s - (rs ? 1 : 0)) % n + n) % n; /* rank 0's block */
+
+    for (int r = 0; r < n; r++) {
+        A[r] = T[r] + g->lat[r] + tx[(size_t)b < rem][r];
+        if (++b == n)
+            b = 0;
+    }
+    b = ((-(long)s - (rs ? 2 : 1)) % n + n) % n; /* rank 0 receives */
+    for (int r = 0; r < n; r++) {
+        double t = A[r], a = A[r == 0 ? n - 1 : r - 1];
+        if (a > t)
+            t = a;
+        if (rs)
+            t += red[(size_t)b < rem];
+        U[r] = t;
+        if (++b == n)
+            b = 0;
+    }
+}
+
 int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
                  uint64_t bytes, sim_result_t *res)
 {
@@ -294,11 +325,26 @@ int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
     if (count >= (size_t)n) {
         /* Every rank sends and receives in every step. */
         int uniform = count % (size_t)n == 0;
+        double *A = malloc((size_t)n * sizeof(double));
+        double *tx[2] = {malloc((size_t)n * sizeof(double)),
+                         malloc((size_t)n * sizeof(double))};
+        double red[2];
+        if (A == NULL || tx[0] == NULL || tx[1] == NULL) {
+            free(A);
+            free(tx[0]);
+            free(tx[1]);
+            goto out;
+        }
+        for (int c = 0; c < 2; c++) {
+            size_t bytes4 = (count / (size_t)n + (size_t)c) * 4;
+            red[c] = sim_host_reduce_s(cfg, bytes4);
+            for (int r = 0; r < n; r++)
+                tx[c][r] = (double)sim_p2p_len(cfg, bytes4) / g.Bps[r];
+        }
         for (int k = 0; k < total;) {
             int i = k % nsteps, end, same = 1;
             double shift;
-            for (int r = 0; r < n; r++)
-                U[r] = step_time(&g, r, i, T[r], T[(r + n - 1) % n]);
+            dense_step(&g, i, T, U, A, tx, red);
             updates += (uint64_t)n;
             messages += (uint64_t)n;
             shift = U[0] - T[0];
@@ -321,6 +367,9 @@ int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
                 jumped = 1;
             }
         }
+        free(A);
+        free(tx[0]);
+        free(tx[1]);
     } else {
         /* Few elements: each step moves count + 1 ranks at most. */
         int cap = 2 * (int)count + 2, *who = malloc((size_t)cap * sizeof(int));
