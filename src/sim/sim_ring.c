@@ -7,8 +7,8 @@
  * GiB. Step i of rank r is a function of (r, N, count, i) alone, so it is
  * computed when needed (sim_ring_step), and when the vector has fewer
  * elements than there are ranks, most blocks are empty and a rank's
- * non-empty steps are listed directly (sim_ring_active): about 4 per rank
- * for 8 bytes. sim_ring_check proves both equal to algo_schedule() on
+ * non-empty steps are listed directly (sim_ring_active): at most 6 per
+ * rank for 8 bytes. sim_ring_check proves both equal to algo_schedule() on
  * sample ranks before every ring measurement.
  *
  * Recurrence. In the ring each host sends to the next one only and
@@ -31,7 +31,9 @@
  * moves every rank by the same amount it is a fixed point of the max-plus
  * map (max(a + x, b + y) + c is shifted by the shift of a and b), so the
  * rest of the phase is that shift times its steps: the computation jumps
- * there. Equal to the full simulation to the picosecond where both fit
+ * there (shifts equal within 1 fs count as equal: the rounding of the
+ * times' doubles, far below the us by which they differ otherwise). Equal to
+ * the full simulation to the picosecond where both fit
  * (sim_ring_recurrence_matches_full_run).
  */
 #include "sim/sim.h"
@@ -314,8 +316,10 @@ int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
     memset(res, 0, sizeof(*res));
     if (sim_ring_check(n, count) != 0)
         return -1;
-    if (ring_init(&g, cfg, conf, count) != 0)
+    if (ring_init(&g, cfg, conf, count) != 0) {
+        ring_free(&g);
         return -1;
+    }
     nsteps = sim_ring_nsteps(n, count);
     total = nsteps * cfg->iters;
     T = calloc((size_t)n, sizeof(double));
