@@ -13,12 +13,15 @@
  *   sim_platform.c  SimGrid XML of a k-ary tree of switches
  *   sim_run.c       the actors: hosts, aggregation nodes, NICs, timers
  *   sim_mirror.c    which subtrees run and which are mirrored (--mirror)
+ *   sim_ring.c      the ring's steps computed when needed, and the ring by
+ *                   its step recurrence (--recurrence)
  */
 #ifndef INCOLL_SIM_H
 #define INCOLL_SIM_H
 
 #include "common/fabric_conf.h"
 #include "core/algo.h"
+#include "common/wire.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +76,7 @@ typedef struct {
     int no_compute;      /* 1: every computation cost is 0 */
     int no_stack_guards; /* 1: actor stacks without guard pages, always */
     int mirror;          /* 1: mirror identical subtrees (sim_mirror.c) */
+    int recurrence;      /* 1: the ring by its step recurrence (sim_ring.c) */
     uint64_t max_msgs;   /* refuse a run that would send more messages */
     double max_mem;      /* refuse a run predicted to need more bytes */
     const char *xml_out; /* keep the platform here (NULL: temporary) */
@@ -104,7 +108,7 @@ typedef struct {
     uint64_t retransmits;
     uint64_t dropped;
     int order; /* position in the sweep, for sorting */
-    char note[96];
+    char note[128];
 } sim_result_t;
 
 /* sim_parse.c */
@@ -151,6 +155,49 @@ static inline int sim_input_factor(int r)
  * (out of memory). */
 int sim_mirror_plan(const fabric_conf_t *conf, int on, sim_mirror_t *m);
 void sim_mirror_free(sim_mirror_t *m);
+
+/* Bytes on the wire for a block of a host-based algorithm: the payload,
+ * plus with --p2p-headers one wire header per packet of the real
+ * transport. */
+static inline uint64_t sim_p2p_len(const sim_config_t *cfg, uint64_t bytes)
+{
+    uint64_t pkts = (bytes + cfg->payload - 1) / cfg->payload;
+    return bytes + (cfg->p2p_headers ? pkts * WIRE_HDR_LEN : 0);
+}
+
+/* Seconds a computation of bytes at gbps (bytes per ns) plus call_ns
+ * takes; a rate of 0 makes the bytes free (--no-compute). */
+static inline double sim_cost_s(double call_ns, double bytes, double gbps)
+{
+    if (gbps <= 0)
+        return call_ns * 1e-9;
+    return (call_ns + bytes / gbps) * 1e-9;
+}
+
+/* A host folding a received block of bytes into its own: 2 x bytes at the
+ * calibrated 2-source kernel speed. */
+static inline double sim_host_reduce_s(const sim_config_t *cfg, size_t bytes)
+{
+    return sim_cost_s(cfg->calib.host_reduce_call_ns, 2.0 * (double)bytes,
+                      cfg->calib.host_reduce_gbps);
+}
+
+/* sim_ring.c */
+/* Steps of the ring on size ranks (0 if it has none). */
+int sim_ring_nsteps(int size, size_t count);
+/* Step i of rank's ring schedule, as algo_schedule(ALGO_RING) lists it. */
+void sim_ring_step(int rank, int size, size_t count, int i, algo_step_t *st);
+/* With fewer elements than ranks: rank's non-empty steps in order, into
+ * steps (at most 2 x count + 2); returns their number, -1 when every step
+ * may be non-empty (count >= size), -2 if max is too small. */
+int sim_ring_active(int rank, int size, size_t count, int *steps, int max);
+/* 0 if sim_ring_step and sim_ring_active agree with algo_schedule() on
+ * sample ranks, else -1 with a message on stderr. */
+int sim_ring_check(int size, size_t count);
+/* The ring allreduce of bytes on conf's tree by its step recurrence,
+ * without SimGrid; fills *res. Returns 0, or -1 (out of memory). */
+int sim_ring_run(const sim_config_t *cfg, const fabric_conf_t *conf,
+                 uint64_t bytes, sim_result_t *res);
 
 /* sim_platform.c */
 /*

@@ -43,6 +43,8 @@
 #define SIM_MEM_PER_HOST (56.0 * 1024)
 #define SIM_MEM_PER_MSG 1024.0
 #define SIM_MSG_RATE 40000.0
+/* The ring's recurrence (sim_ring.c): rank-steps computed per second. */
+#define SIM_RECUR_RATE 2.0e8
 
 typedef struct {
     int hosts[MAX_HOSTS_LIST];
@@ -60,6 +62,7 @@ typedef struct {
     int data_opt;   /* -1 auto, 0 off, 1 on */
     int timers_opt; /* -1 auto */
     int mirror_opt; /* -1 auto, 0 off, 1 on */
+    int recur_opt;  /* -1 auto, 0 off, 1 on */
     int switch_ns_given;
     double switch_ns;
     sim_config_t cfg;
@@ -146,6 +149,9 @@ static void usage(FILE *out)
         "                       identical sibling subtrees, the others send\n"
         "                       copies of its packets (exact; auto: when the\n"
         "                       full run would be refused; default auto)\n"
+        "  --recurrence auto|on|off  the ring by its step recurrence instead\n"
+        "                       of message by message (exact; auto: when\n"
+        "                       the full run would be refused; default auto)\n"
         "  --no-stack-guards    actors' stacks without guard pages even when\n"
         "                       they fit (they are dropped on their own when\n"
         "                       2 per actor pass vm.max_map_count)\n"
@@ -177,6 +183,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->nan = 1;
     o->data_opt = -1;
     o->mirror_opt = -1;
+    o->recur_opt = -1;
     o->timers_opt = -1;
     o->jobs = 1;
     c->link_Bps = 100e9 / 8;
@@ -228,13 +235,15 @@ static int parse_args(int argc, char **argv, opts_t *o)
         } else if (v == NULL) {
             fprintf(stderr, "incoll-sim: %s needs a value (see --help)\n", a);
             return -1;
-        } else if (strcmp(a, "--mirror") == 0) {
+        } else if (strcmp(a, "--mirror") == 0 ||
+                   strcmp(a, "--recurrence") == 0) {
+            int *opt = a[2] == 'm' ? &o->mirror_opt : &o->recur_opt;
             if (strcmp(v, "auto") == 0)
-                o->mirror_opt = -1;
+                *opt = -1;
             else if (strcmp(v, "on") == 0)
-                o->mirror_opt = 1;
+                *opt = 1;
             else if (strcmp(v, "off") == 0)
-                o->mirror_opt = 0;
+                *opt = 0;
             else
                 return bad(a, v);
         } else if (strcmp(a, "--hosts") == 0) {
@@ -476,8 +485,10 @@ static double estimate_mem(int algo, const fabric_conf_t *conf, uint64_t bytes,
         double inflight = ns * (segs < window ? segs : window);
         mem += inflight * (SIM_MEM_PER_MSG + (c->data ? c->payload : 0));
     } else {
-        mem += n * (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
-               (double)sizeof(algo_step_t);
+        /* The ring computes its steps when needed (sim_ring.c). */
+        if (algo != ALGO_RING)
+            mem += n * (double)algo_max_steps((algo_kind_t)algo, conf->nhosts) *
+                   (double)sizeof(algo_step_t);
         mem += n * (SIM_MEM_PER_MSG + (c->data ? (double)bytes : 0));
     }
     return mem;
@@ -542,15 +553,6 @@ static int reap_children(int keep)
     return ret;
 }
 
-/*
- * One measurement (or its skip record), sent to the parent. Each runs in a
- * process of its own, forked after the platform is loaded: SimGrid keeps
- * the stacks of finished actors mapped until much later, and 16,384 hosts
- * twice over would pass the kernel's limit of mappings; a fresh process
- * also starts every measurement from the same empty network and reports
- * its own peak memory and CPU time. Up to --jobs of them run at once.
- */
-/* Whether a measurement is refused in advance; if so, why, in note. */
 /* Messages and memory of a run that simulates nsim of the hosts and
  * copies nmir ANs; sets whether it checks data. */
 static void estimate(const opts_t *o, sim_config_t *cfg,
@@ -564,9 +566,19 @@ static void estimate(const opts_t *o, sim_config_t *cfg,
     *mem_p = estimate_mem(algo, conf, bytes, cfg, nsim);
 }
 
+/* Rank-steps the ring's recurrence computes, at most (sim_ring.c): every
+ * rank in every step, or count + 1 of them with fewer elements than
+ * ranks. */
+static double estimate_recur(int n, uint64_t bytes, const sim_config_t *c)
+{
+    double count = (double)(bytes / 4), per = count < n ? count + 1 : n;
+    return per * 2.0 * (n - 1) * c->iters;
+}
+
 /* Whether a measurement is refused in advance; if so, why, in note. Also
- * decides whether it mirrors (--mirror) and checks data; *est_p: its
- * messages. */
+ * decides whether it mirrors (--mirror), runs the ring by its recurrence
+ * (--recurrence) and checks data; *est_p: its messages, or for the
+ * recurrence the messages its time stands for. */
 static int refused(const opts_t *o, sim_config_t *cfg,
                    const fabric_conf_t *conf, int algo, uint64_t bytes,
                    char *note, size_t len, double *est_p)
@@ -575,6 +587,7 @@ static int refused(const opts_t *o, sim_config_t *cfg,
     int nsim = conf->nhosts, nmir = 0;
 
     cfg->mirror = 0;
+    cfg->recurrence = 0;
     if (algo == ALGO_INC && cfg->an == SIM_AN_SWITCH && cfg->drop <= 0 &&
         o->mirror_opt != 0) {
         sim_mirror_t m;
@@ -590,19 +603,46 @@ static int refused(const opts_t *o, sim_config_t *cfg,
         cfg->mirror = 1;
         estimate(o, cfg, conf, algo, bytes, nsim, nmir, &est, &mem);
     }
-    *est_p = est;
-    if (est > (double)cfg->max_msgs)
-        snprintf(note, len,
-                 "refused: ~%.2g messages (~%.2g min) > --max-msgs %.2g", est,
-                 est / SIM_MSG_RATE / 60, (double)cfg->max_msgs);
-    else if (mem > cfg->max_mem)
+    if (algo == ALGO_RING && o->recur_opt != 0 &&
+        (o->recur_opt == 1 || est > (double)cfg->max_msgs ||
+         mem > cfg->max_mem)) {
+        double steps = estimate_recur(conf->nhosts, bytes, cfg);
+        cfg->recurrence = 1;
+        cfg->data = 0;
+        *est_p = steps / SIM_RECUR_RATE * SIM_MSG_RATE;
+        mem = SIM_MEM_BASE + 64.0 * conf->nhosts;
+        if (*est_p > (double)cfg->max_msgs) {
+            snprintf(note, len,
+                     "refused: ~%.2g rank-steps of the recurrence (~%.2g "
+                     "min) > --max-msgs %.2g",
+                     steps, steps / SIM_RECUR_RATE / 60, (double)cfg->max_msgs);
+            return 1;
+        }
+    } else {
+        *est_p = est;
+        if (est > (double)cfg->max_msgs) {
+            snprintf(note, len,
+                     "refused: ~%.2g messages (~%.2g min) > --max-msgs %.2g",
+                     est, est / SIM_MSG_RATE / 60, (double)cfg->max_msgs);
+            return 1;
+        }
+    }
+    if (mem > cfg->max_mem) {
         snprintf(note, len, "refused: ~%.1f GiB of memory > --max-mem %.1f GiB",
                  mem / (1u << 30), cfg->max_mem / (1u << 30));
-    else
-        return 0;
-    return 1;
+        return 1;
+    }
+    return 0;
 }
 
+/*
+ * One measurement (or its skip record), sent to the parent. Each runs in a
+ * process of its own, forked after the platform is loaded: SimGrid keeps
+ * the stacks of finished actors mapped until much later, and 16,384 hosts
+ * twice over would pass the kernel's limit of mappings; a fresh process
+ * also starts every measurement from the same empty network and reports
+ * its own peak memory and CPU time. Up to --jobs of them run at once.
+ */
 static int child_run(const opts_t *o, sim_config_t *cfg,
                      const fabric_conf_t *conf, int algo, uint64_t bytes,
                      int seq, int fd)
@@ -630,8 +670,15 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         write_all(fd, &m, sizeof(m));
         return 0;
     }
-    {
-        if (est / SIM_MSG_RATE > 60 && !o->quiet)
+    if (est / SIM_MSG_RATE > 60 && !o->quiet) {
+        if (cfg->recurrence)
+            fprintf(stderr,
+                    "incoll-sim: %s on %d hosts, %" PRIu64
+                    " bytes by its recurrence: up to ~%.0f min (less when "
+                    "its blocks are of one size)\n",
+                    algo_name((algo_kind_t)algo), conf->nhosts, bytes,
+                    est / SIM_MSG_RATE / 60);
+        else
             fprintf(stderr,
                     "incoll-sim: %s on %d hosts, %" PRIu64
                     " bytes: ~%.2g messages, expect ~%.0f min\n",
@@ -687,11 +734,12 @@ static int child_main(const opts_t *o, int n, int fd)
      * no platform at all if every measurement is refused. */
     for (int a = 0; a < o->nalgos; a++) {
         for (int s = 0; s < o->nsizes; s++) {
-            char note[96];
+            char note[128];
             cfg.an = (sim_an_mode_t)o->an_modes[0];
             double est;
             if (refused(o, &cfg, &conf, o->algos[a], o->sizes[s], note,
-                        sizeof(note), &est))
+                        sizeof(note), &est) ||
+                cfg.recurrence)
                 continue;
             p2p |= o->algos[a] != ALGO_INC;
             any = 1;

@@ -369,15 +369,6 @@ static const uint8_t *pkt_bytes(const pkt_t *p)
     return S.rxbuf;
 }
 
-/* Seconds a computation of bytes at gbps (bytes per ns) plus call_ns
- * takes; a rate of 0 makes the bytes free (--no-compute). */
-static double cost_s(double call_ns, double bytes, double gbps)
-{
-    if (gbps <= 0)
-        return call_ns * 1e-9;
-    return (call_ns + bytes / gbps) * 1e-9;
-}
-
 /* ---- inputs and checks ------------------------------------------------ */
 
 /* Input of rank r, element j: a(r) * b(j), small integers, so the float32
@@ -560,9 +551,9 @@ static void an_actor(int argc, char **argv)
             cost = c->agg_pkt_ns * 1e-9 * (double)(1 + sent);
             if (after->contribs_accepted > before.contribs_accepted ||
                 p->hdr[5] == WIRE_RESULT)
-                cost += cost_s(0, payload, c->copy_gbps);
+                cost += sim_cost_s(0, payload, c->copy_gbps);
             if (after->reductions > before.reductions)
-                cost += cost_s(
+                cost += sim_cost_s(
                     c->agg_reduce_call_ns,
                     (double)(after->bytes_reduced - before.bytes_reduced),
                     c->agg_reduce_gbps);
@@ -758,19 +749,10 @@ static pkt_t *recv_step(sim_host_t *h, uint32_t step)
     }
 }
 
-/* Bytes on the wire for a block: the payload, plus with --p2p-headers one
- * wire header per packet of the real transport. */
-static uint32_t p2p_len(size_t bytes)
-{
-    size_t pkts = (bytes + S.cfg->payload - 1) / S.cfg->payload;
-    return (uint32_t)(bytes + (S.cfg->p2p_headers ? pkts * WIRE_HDR_LEN : 0));
-}
-
 /* Applies a received block: reduce (in the schedule's operand order) or
  * copy, charging the reduction's time from the calibration. */
 static void apply_block(sim_host_t *h, const algo_step_t *st, pkt_t *p)
 {
-    const sim_calib_t *c = &S.cfg->calib;
     size_t bytes = st->recv_count * 4;
 
     if (S.cfg->data) {
@@ -791,39 +773,99 @@ static void apply_block(sim_host_t *h, const algo_step_t *st, pkt_t *p)
         }
     }
     if (st->recv_reduce) {
-        double t = cost_s(c->host_reduce_call_ns, 2.0 * (double)bytes,
-                          c->host_reduce_gbps);
+        double t = sim_host_reduce_s(S.cfg, bytes);
         if (t > 0)
             sg_actor_sleep_for(t);
     }
 }
 
+/*
+ * The steps of a host-based algorithm: algo_schedule()'s list, or for the
+ * ring each step computed when needed (sim_ring.c: the list would be
+ * 2(N - 1) steps for each of N hosts), only the non-empty ones when the
+ * vector has fewer elements than there are hosts. Empty steps take no
+ * time, so skipping them changes nothing.
+ */
+typedef struct {
+    int ring;
+    int nsteps;
+    algo_step_t *steps; /* not the ring: every step */
+    int *active;        /* the ring, few elements: the non-empty steps */
+    int nactive;        /* -1: every step */
+    algo_step_t cur;
+} sched_t;
+
+static int sched_init(sched_t *sc, int rank)
+{
+    int n = S.conf->nhosts;
+    memset(sc, 0, sizeof(*sc));
+    sc->ring = S.algo == ALGO_RING;
+    sc->nactive = -1;
+    if (sc->ring) {
+        sc->nsteps = sim_ring_nsteps(n, S.count);
+        if (S.count < (size_t)n) {
+            sc->active = malloc((2 * S.count + 2) * sizeof(int));
+            if (sc->active == NULL)
+                return -1;
+            sc->nactive = sim_ring_active(rank, n, S.count, sc->active,
+                                          (int)(2 * S.count + 2));
+            if (sc->nactive < 0)
+                return -1;
+        }
+        return 0;
+    }
+    {
+        int max = algo_max_steps((algo_kind_t)S.algo, n);
+        sc->steps = malloc((size_t)(max > 0 ? max : 1) * sizeof(algo_step_t));
+        if (sc->steps == NULL)
+            return -1;
+        sc->nsteps = algo_schedule((algo_kind_t)S.algo, rank, n, S.count,
+                                   sc->steps, max);
+    }
+    return sc->nsteps < 0 ? -1 : 0;
+}
+
+/* The j-th step to run; its index into *i_p. */
+static const algo_step_t *sched_get(sched_t *sc, int rank, int j, int *i_p)
+{
+    int i = sc->nactive >= 0 ? sc->active[j] : j;
+    *i_p = i;
+    if (!sc->ring)
+        return &sc->steps[i];
+    sim_ring_step(rank, S.conf->nhosts, S.count, i, &sc->cur);
+    return &sc->cur;
+}
+
+static void sched_free(sched_t *sc)
+{
+    free(sc->steps);
+    free(sc->active);
+}
+
 static void host_algo_actor(int argc, char **argv)
 {
     sim_host_t *h = sg_actor_self_get_data();
-    int n = S.conf->nhosts, max = algo_max_steps((algo_kind_t)S.algo, n),
-        nsteps;
-    algo_step_t *steps = malloc((size_t)max * sizeof(*steps));
+    sched_t sched;
+    int nrun;
     double t0 = now_s();
     (void)argc;
     (void)argv;
 
     sg_mailbox_set_receiver(sg_mailbox_get_name(h->mbox));
-    nsteps = steps ? algo_schedule((algo_kind_t)S.algo, h->rank, n, S.count,
-                                   steps, max)
-                   : -1;
-    if (nsteps < 0) {
+    if (sched_init(&sched, h->rank) != 0) {
         h->status = INCOLL_ERR_NO_MEMORY;
         h->done = 1;
-        free(steps);
+        sched_free(&sched);
         return;
     }
+    nrun = sched.nactive >= 0 ? sched.nactive : sched.nsteps;
     for (int it = 0; it < S.cfg->iters; it++) {
         if (S.cfg->data)
             memcpy(h->recvbuf, h->sendbuf, S.count * 4);
-        for (int i = 0; i < nsteps; i++) {
-            const algo_step_t *st = &steps[i];
-            uint32_t tag = (uint32_t)(it * nsteps + i);
+        for (int j = 0; j < nrun; j++) {
+            int i;
+            const algo_step_t *st = sched_get(&sched, h->rank, j, &i);
+            uint32_t tag = (uint32_t)(it * sched.nsteps + i);
             sg_comm_t sc = NULL;
             pkt_t *rp = NULL;
             if (st->send_peer >= 0) {
@@ -832,7 +874,7 @@ static void host_algo_actor(int argc, char **argv)
                 p->src = (incoll_ep_t)h->rank;
                 p->step = tag;
                 p->nbytes = st->send_count * 4;
-                p->len = p2p_len(p->nbytes);
+                p->len = (uint32_t)sim_p2p_len(S.cfg, p->nbytes);
                 if (S.cfg->data) {
                     p->data = malloc(p->nbytes ? p->nbytes : 1);
                     if (p->data == NULL) {
@@ -860,7 +902,7 @@ static void host_algo_actor(int argc, char **argv)
         if (S.cfg->data)
             h->wrong += check_result(h->recvbuf);
     }
-    free(steps);
+    sched_free(&sched);
     h->status = INCOLL_OK;
     h->t_done = now_s() - t0;
     h->done = 1;
@@ -1245,6 +1287,10 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     double tmax = 0;
     int failed = 0, wrong = 0;
 
+    if (algo == ALGO_RING && cfg->recurrence)
+        return sim_ring_run(cfg, conf, bytes, res);
+    if (algo == ALGO_RING && sim_ring_check(n, bytes / 4) != 0)
+        return -1;
     clock_gettime(CLOCK_MONOTONIC, &w0);
     memset(res, 0, sizeof(*res));
     S.algo = algo;
