@@ -1580,3 +1580,73 @@ TEST(mpi_ompi_mpi4py, TEST_INTEG)
     free(text);
     return ret;
 }
+
+/* ---- persistent collectives, Igather, Iscatter, Ireduce_scatter
+ * (tests/mpi/pcolls.c) ---- */
+
+static const char *const p_colls[] = {
+    "allreduce",      "reduce", "bcast",   "barrier",
+    "allgather",      "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter", NULL};
+
+/* Persistent requests of every offloaded collective made once and started
+ * 100 times on the world (MPI_Startall, MPI_Start, two Startalls; Waitall,
+ * Testany, Waitsome, Wait/Test), with a persistent send/receive ring among
+ * them, and Igather, Iscatter and Ireduce_scatter in one Waitall with
+ * point-to-point requests; every result against PMPI_. The statistics
+ * must show every persistent start and nonblocking call on the fabric. */
+static int pcolls_job(mpi_kind_t kind, int np)
+{
+    char out[PATH_MAX + 32];
+    char *text;
+    int ret = offload_job(kind, np, 2, "pcolls", "", p_colls);
+
+    if (ret != TEST_PASSED)
+        return ret;
+    snprintf(out, sizeof(out), "%s/fabric-pcolls.out", test_tmpdir());
+    text = slurp(out);
+    for (int i = 0; p_colls[i]; i++) {
+        /* allreduce: three persistent requests (in place, zero count) */
+        long want = i == 0 ? 300 : 100;
+        long got = stat_of(text, p_colls[i], "persistent");
+        if (got < want) {
+            fprintf(stderr, "    %s persistent=%ld (want >= %ld): %s\n",
+                    p_colls[i], got, want, out);
+            ret = TEST_FAILED;
+        }
+    }
+    if (stat_of(text, "gather", "nb") < 20 ||
+        stat_of(text, "scatter", "nb") < 20 ||
+        stat_of(text, "reduce_scatter", "nb") < 10 ||
+        stat_of(text, "reduce_scatter", "unequal") < 10) {
+        fprintf(stderr,
+                "    igather nb=%ld (want >= 20), iscatter nb=%ld (20), "
+                "ireduce_scatter nb=%ld (10) unequal=%ld (10): %s\n",
+                stat_of(text, "gather", "nb"), stat_of(text, "scatter", "nb"),
+                stat_of(text, "reduce_scatter", "nb"),
+                stat_of(text, "reduce_scatter", "unequal"), out);
+        ret = TEST_FAILED;
+    }
+    if (stat_of(text, "allreduce", "errors") != 0) {
+        fprintf(stderr, "    errors on the fabric: %s\n", out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+TEST(mpi_ompi_pcolls, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "pcolls");
+    if (why)
+        return test_skip("%s", why);
+    return pcolls_job(MPI_OMPI, 4);
+}
+
+TEST(mpi_mpich_pcolls, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "pcolls");
+    if (why)
+        return test_skip("%s", why);
+    return pcolls_job(MPI_MPICH, 3);
+}

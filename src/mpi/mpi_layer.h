@@ -131,12 +131,30 @@ typedef struct {
 int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
                       MPI_Datatype dtype, MPI_Op op, int root,
                       mpi_nb_plan_t *p);
-/* Counts a completed nonblocking call and, for an error, raises it as the
- * blocking form does; returns the MPI code for its status. */
+/* The same for gather and scatter: the block size from the root's side
+ * that holds every block (root_count, root_type) at the root, from the
+ * other side elsewhere, as the blocking forms take it; *is_root_p says
+ * whether this rank is the root. */
+int mpi_layer_nb_plan_rooted(mpi_coll_t coll, MPI_Comm comm, int root,
+                             int in_place, int root_count,
+                             MPI_Datatype root_type, int count,
+                             MPI_Datatype type, mpi_nb_plan_t *p,
+                             int *is_root_p);
+/* The same for MPI_Ireduce_scatter: equal recvcounts go to libincoll
+ * (recvcounts[0] elements per rank), unequal ones to MPI ("unequal"). */
+int mpi_layer_nb_plan_rs(MPI_Comm comm, const int recvcounts[],
+                         MPI_Datatype dtype, MPI_Op op, mpi_nb_plan_t *p);
+/* 1 while the communicator of a plan's st runs in the network (taken again
+ * at each start of a persistent request). */
+int mpi_layer_nb_in_net(void *st);
+/* Counts a completed nonblocking call (persistent: one start of a
+ * persistent one) and, for an error, raises it as the blocking form does;
+ * returns the MPI code for its status. */
 int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
-                        incoll_status_t status, int was_in);
+                        incoll_status_t status, int was_in, int persistent);
 
-/* Completes every outstanding nonblocking call (MPI_Finalize). */
+/* Completes every outstanding nonblocking call and frees the persistent
+ * ones (MPI_Finalize). */
 void mpi_nb_finalize(void);
 
 #endif
