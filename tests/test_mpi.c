@@ -1650,3 +1650,86 @@ TEST(mpi_mpich_pcolls, TEST_INTEG)
         return test_skip("%s", why);
     return pcolls_job(MPI_MPICH, 3);
 }
+
+/* Each of p_colls has at least want calls of the form field ("nb",
+ * "persistent") on prog's stats line (rank 0). */
+static int form_counts(const char *prog, const char *field, long want)
+{
+    char out[PATH_MAX + 32];
+    char *text;
+    int ret = TEST_PASSED;
+
+    snprintf(out, sizeof(out), "%s/fabric-%s.out", test_tmpdir(), prog);
+    text = slurp(out);
+    for (int i = 0; p_colls[i]; i++) {
+        long got = stat_of(text, p_colls[i], field);
+        if (got < want) {
+            fprintf(stderr, "    %s: %s %s=%ld (want >= %ld): %s\n", prog,
+                    p_colls[i], field, got, want, out);
+            ret = TEST_FAILED;
+        }
+    }
+    free(text);
+    return ret;
+}
+
+static const char *const f08_nb_colls[] = {"allreduce", "bcast",
+                                           "reduce_scatter_block", NULL};
+
+/* tests/mpi/f_nb.f90 (`use mpi`): the nine nonblocking collectives with
+ * point-to-point requests, completed by Waitall, Testany and Wait, and
+ * persistent point-to-point requests by Startall, from Fortran. Under Open
+ * MPI (whose Fortran binding calls PMPI_ directly) only the layer's
+ * Fortran wrappers offload and complete them. Then, Open MPI only,
+ * tests/mpi/ompi/f_pcoll.f90: its MPIX_ persistent collectives from
+ * Fortran, 20 starts each by Startall/Waitall and Start/Testany (compiled
+ * here: MPICH has no MPIX_ names). And tests/mpi/f08_nb.f90 (`use
+ * mpi_f08`, whose wait and test calls go to PMPI_ directly under both
+ * MPIs). Every call offloaded, results right. */
+TEST(mpi_ompi_fortran_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "f_nb");
+    char saved[PATH_MAX], out[PATH_MAX + 32];
+    int ret;
+
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_OMPI, 3, 2, "f_nb", "", p_colls);
+    if (ret == TEST_PASSED)
+        ret = form_counts("f_nb", "nb", 6);
+    if (ret == TEST_PASSED)
+        ret = offload_job(MPI_OMPI, 3, 2, "f08_nb", "", f08_nb_colls);
+    if (ret != TEST_PASSED)
+        return ret;
+    snprintf(out, sizeof(out), "%s/f_pcoll.build", test_tmpdir());
+    if (sh(out,
+           "mpif90 -Wall -O2 -o '%s/f_pcoll' '%s/tests/mpi/ompi/f_pcoll.f90'",
+           test_tmpdir(), test_srcdir()) != 0) {
+        char *text = slurp(out);
+        fprintf(stderr, "    mpif90 failed:\n%.2000s\n", text);
+        free(text);
+        return TEST_FAILED;
+    }
+    snprintf(saved, sizeof(saved), "%s", mpi_progdir);
+    snprintf(mpi_progdir, sizeof(mpi_progdir), "%s", test_tmpdir());
+    ret = offload_job(MPI_OMPI, 3, 2, "f_pcoll", "", p_colls);
+    snprintf(mpi_progdir, sizeof(mpi_progdir), "%s", saved);
+    if (ret == TEST_PASSED)
+        ret = form_counts("f_pcoll", "persistent", 20);
+    return ret;
+}
+
+TEST(mpi_mpich_fortran_nb, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "f_nb");
+    int ret;
+
+    if (why)
+        return test_skip("%s", why);
+    ret = offload_job(MPI_MPICH, 3, 2, "f_nb", "", p_colls);
+    if (ret == TEST_PASSED)
+        ret = form_counts("f_nb", "nb", 6);
+    if (ret == TEST_PASSED)
+        ret = offload_job(MPI_MPICH, 3, 2, "f08_nb", "", f08_nb_colls);
+    return ret;
+}

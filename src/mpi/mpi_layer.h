@@ -153,6 +153,50 @@ int mpi_layer_nb_in_net(void *st);
 int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
                         incoll_status_t status, int was_in, int persistent);
 
+/*
+ * The nonblocking (persistent = 0) and persistent (1) forms, shared by the
+ * C and Fortran entry points (mpi_nb.c). Each returns 1 with the MPI code
+ * in *ret_p when the layer took the call (*request is then its request),
+ * 0 when the MPI library's own function must run (the reason counted).
+ * C handles; MPI_IN_PLACE allowed where MPI allows it. Called with the
+ * layer's lock held (mpi_layer_enter).
+ */
+int mpi_nb_allreduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+                     MPI_Request *request, int *ret_p);
+int mpi_nb_reduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+                 int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
+                   int *ret_p);
+int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     MPI_Comm comm, int persistent, MPI_Request *request,
+                     int *ret_p);
+/* Gather (scatter = 0) or scatter (1). */
+int mpi_nb_rooted(int scatter, const void *sendbuf, int sendcount,
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_rsb(const void *sendbuf, void *recvbuf, int recvcount,
+               MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+               MPI_Request *request, int *ret_p);
+int mpi_nb_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
+              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+              MPI_Request *request, int *ret_p);
+
+/* For the Fortran wait and test family, which calls MPI's own after
+ * these (each takes the layer's lock): whether a request of the layer is
+ * outstanding; progress without blocking; wait for req when it is the
+ * layer's; wait a slice for one of the layer's among reqs (0 when none is
+ * there). */
+int mpi_nb_outstanding(void);
+void mpi_nb_progress(void);
+void mpi_nb_wait(MPI_Request req);
+int mpi_nb_wait_slice(int n, MPI_Request reqs[]);
+
 /* Completes every outstanding nonblocking call and frees the persistent
  * ones (MPI_Finalize). */
 void mpi_nb_finalize(void);

@@ -487,15 +487,11 @@ static int allgather_same(const void *sendbuf, int sendcount,
            (long long)ss * sendcount == (long long)rs * recvcount;
 }
 
-/*
- * The bodies shared by the nonblocking and the persistent entry points.
- * Each returns 1 with the MPI code in *ret_p when the layer took the call
- * (persistent: made the request), 0 when MPI's own function must run.
- * Called with the layer's lock held.
- */
-static int do_allreduce(const void *sendbuf, void *recvbuf, int count,
-                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm,
-                        int persistent, MPI_Request *request, int *ret_p)
+/* The bodies shared by the nonblocking and persistent entry points, C and
+ * Fortran (mpi_layer.h). */
+int mpi_nb_allreduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+                     MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_ALLREDUCE, sendbuf, recvbuf, (size_t)count, 0};
@@ -505,9 +501,9 @@ static int do_allreduce(const void *sendbuf, void *recvbuf, int count,
     return 1;
 }
 
-static int do_reduce(const void *sendbuf, void *recvbuf, int count,
-                     MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
-                     int persistent, MPI_Request *request, int *ret_p)
+int mpi_nb_reduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_REDUCE, sendbuf, recvbuf, (size_t)count, root};
@@ -517,9 +513,8 @@ static int do_reduce(const void *sendbuf, void *recvbuf, int count,
     return 1;
 }
 
-static int do_bcast(void *buf, int count, MPI_Datatype dt, int root,
-                    MPI_Comm comm, int persistent, MPI_Request *request,
-                    int *ret_p)
+int mpi_nb_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+                 int persistent, MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_BCAST, buf, buf, 0, root};
@@ -530,8 +525,8 @@ static int do_bcast(void *buf, int count, MPI_Datatype dt, int root,
     return 1;
 }
 
-static int do_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
-                      int *ret_p)
+int mpi_nb_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
+                   int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_BARRIER, NULL, NULL, 0, 0};
@@ -542,10 +537,10 @@ static int do_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
     return 1;
 }
 
-static int do_allgather(const void *sendbuf, int sendcount,
-                        MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                        MPI_Datatype recvtype, MPI_Comm comm, int persistent,
-                        MPI_Request *request, int *ret_p)
+int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     MPI_Comm comm, int persistent, MPI_Request *request,
+                     int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_ALLGATHER, sendbuf, recvbuf, 0, 0};
@@ -559,10 +554,10 @@ static int do_allgather(const void *sendbuf, int sendcount,
 }
 
 /* Gather (scatter = 0) or scatter (1). */
-static int do_rooted(int scatter, const void *sendbuf, int sendcount,
-                     MPI_Datatype sendtype, void *recvbuf, int recvcount,
-                     MPI_Datatype recvtype, int root, MPI_Comm comm,
-                     int persistent, MPI_Request *request, int *ret_p)
+int mpi_nb_rooted(int scatter, const void *sendbuf, int sendcount,
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {scatter ? MPI_COLL_SCATTER : MPI_COLL_GATHER, sendbuf,
@@ -587,9 +582,9 @@ static int do_rooted(int scatter, const void *sendbuf, int sendcount,
     return 1;
 }
 
-static int do_rsb(const void *sendbuf, void *recvbuf, int recvcount,
-                  MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
-                  MPI_Request *request, int *ret_p)
+int mpi_nb_rsb(const void *sendbuf, void *recvbuf, int recvcount,
+               MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+               MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf,
@@ -600,9 +595,9 @@ static int do_rsb(const void *sendbuf, void *recvbuf, int recvcount,
     return 1;
 }
 
-static int do_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                 MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
-                 MPI_Request *request, int *ret_p)
+int mpi_nb_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
+              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+              MPI_Request *request, int *ret_p)
 {
     mpi_nb_plan_t p;
     nb_call_t c = {MPI_COLL_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0};
@@ -631,8 +626,8 @@ MPI_LAYER_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf,
                                     MPI_Comm comm, MPI_Request *request)
 {
     NB_CALL(
-        do_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 0, request,
-                     &ret),
+        mpi_nb_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 0,
+                         request, &ret),
         PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request));
 }
 
@@ -640,8 +635,8 @@ MPI_LAYER_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                                  MPI_Datatype datatype, MPI_Op op, int root,
                                  MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 0,
-                      request, &ret),
+    NB_CALL(mpi_nb_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 0,
+                          request, &ret),
             PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm,
                          request));
 }
@@ -649,13 +644,14 @@ MPI_LAYER_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
 MPI_LAYER_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype,
                                 int root, MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_bcast(buffer, count, datatype, root, comm, 0, request, &ret),
+    NB_CALL(mpi_nb_bcast(buffer, count, datatype, root, comm, 0, request, &ret),
             PMPI_Ibcast(buffer, count, datatype, root, comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_barrier(comm, 0, request, &ret), PMPI_Ibarrier(comm, request));
+    NB_CALL(mpi_nb_barrier(comm, 0, request, &ret),
+            PMPI_Ibarrier(comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
@@ -663,8 +659,8 @@ MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
                                     int recvcount, MPI_Datatype recvtype,
                                     MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                         recvtype, comm, 0, request, &ret),
+    NB_CALL(mpi_nb_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm, 0, request, &ret),
             PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                             recvtype, comm, request));
 }
@@ -674,8 +670,8 @@ MPI_LAYER_EXPORT int MPI_Igather(const void *sendbuf, int sendcount,
                                  int recvcount, MPI_Datatype recvtype, int root,
                                  MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                      recvtype, root, comm, 0, request, &ret),
+    NB_CALL(mpi_nb_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 0, request, &ret),
             PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                          recvtype, root, comm, request));
 }
@@ -685,8 +681,8 @@ MPI_LAYER_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount,
                                   int recvcount, MPI_Datatype recvtype,
                                   int root, MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                      recvtype, root, comm, 0, request, &ret),
+    NB_CALL(mpi_nb_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 0, request, &ret),
             PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                           recvtype, root, comm, request));
 }
@@ -697,8 +693,8 @@ MPI_LAYER_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf,
                                                MPI_Comm comm,
                                                MPI_Request *request)
 {
-    NB_CALL(do_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 0, request,
-                   &ret),
+    NB_CALL(mpi_nb_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 0,
+                       request, &ret),
             PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype,
                                        op, comm, request));
 }
@@ -708,8 +704,8 @@ MPI_LAYER_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
                                          MPI_Datatype datatype, MPI_Op op,
                                          MPI_Comm comm, MPI_Request *request)
 {
-    NB_CALL(do_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 0, request,
-                  &ret),
+    NB_CALL(mpi_nb_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 0,
+                      request, &ret),
             PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
                                  comm, request));
 }
@@ -731,8 +727,8 @@ MPI_LAYER_EXPORT int P_INIT(Allreduce)(const void *sendbuf, void *recvbuf,
                                        MPI_Op op, MPI_Comm comm, MPI_Info info,
                                        MPI_Request *request)
 {
-    NB_CALL(do_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 1,
-                         request, &ret),
+    NB_CALL(mpi_nb_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 1,
+                             request, &ret),
             PMPI_P_INIT(Allreduce)(sendbuf, recvbuf, count, datatype, op, comm,
                                    info, request));
 }
@@ -742,8 +738,8 @@ MPI_LAYER_EXPORT int P_INIT(Reduce)(const void *sendbuf, void *recvbuf,
                                     int root, MPI_Comm comm, MPI_Info info,
                                     MPI_Request *request)
 {
-    NB_CALL(do_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 1,
-                      request, &ret),
+    NB_CALL(mpi_nb_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 1,
+                          request, &ret),
             PMPI_P_INIT(Reduce)(sendbuf, recvbuf, count, datatype, op, root,
                                 comm, info, request));
 }
@@ -754,14 +750,14 @@ MPI_LAYER_EXPORT int P_INIT(Bcast)(void *buffer, int count,
                                    MPI_Request *request)
 {
     NB_CALL(
-        do_bcast(buffer, count, datatype, root, comm, 1, request, &ret),
+        mpi_nb_bcast(buffer, count, datatype, root, comm, 1, request, &ret),
         PMPI_P_INIT(Bcast)(buffer, count, datatype, root, comm, info, request));
 }
 
 MPI_LAYER_EXPORT int P_INIT(Barrier)(MPI_Comm comm, MPI_Info info,
                                      MPI_Request *request)
 {
-    NB_CALL(do_barrier(comm, 1, request, &ret),
+    NB_CALL(mpi_nb_barrier(comm, 1, request, &ret),
             PMPI_P_INIT(Barrier)(comm, info, request));
 }
 
@@ -771,8 +767,8 @@ MPI_LAYER_EXPORT int P_INIT(Allgather)(const void *sendbuf, int sendcount,
                                        MPI_Comm comm, MPI_Info info,
                                        MPI_Request *request)
 {
-    NB_CALL(do_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                         recvtype, comm, 1, request, &ret),
+    NB_CALL(mpi_nb_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm, 1, request, &ret),
             PMPI_P_INIT(Allgather)(sendbuf, sendcount, sendtype, recvbuf,
                                    recvcount, recvtype, comm, info, request));
 }
@@ -783,8 +779,8 @@ MPI_LAYER_EXPORT int P_INIT(Gather)(const void *sendbuf, int sendcount,
                                     int root, MPI_Comm comm, MPI_Info info,
                                     MPI_Request *request)
 {
-    NB_CALL(do_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                      recvtype, root, comm, 1, request, &ret),
+    NB_CALL(mpi_nb_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 1, request, &ret),
             PMPI_P_INIT(Gather)(sendbuf, sendcount, sendtype, recvbuf,
                                 recvcount, recvtype, root, comm, info,
                                 request));
@@ -796,8 +792,8 @@ MPI_LAYER_EXPORT int P_INIT(Scatter)(const void *sendbuf, int sendcount,
                                      int root, MPI_Comm comm, MPI_Info info,
                                      MPI_Request *request)
 {
-    NB_CALL(do_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                      recvtype, root, comm, 1, request, &ret),
+    NB_CALL(mpi_nb_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 1, request, &ret),
             PMPI_P_INIT(Scatter)(sendbuf, sendcount, sendtype, recvbuf,
                                  recvcount, recvtype, root, comm, info,
                                  request));
@@ -808,8 +804,8 @@ P_INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount,
                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                              MPI_Info info, MPI_Request *request)
 {
-    NB_CALL(do_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 1, request,
-                   &ret),
+    NB_CALL(mpi_nb_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 1,
+                       request, &ret),
             PMPI_P_INIT(Reduce_scatter_block)(sendbuf, recvbuf, recvcount,
                                               datatype, op, comm, info,
                                               request));
@@ -821,8 +817,8 @@ MPI_LAYER_EXPORT int P_INIT(Reduce_scatter)(const void *sendbuf, void *recvbuf,
                                             MPI_Comm comm, MPI_Info info,
                                             MPI_Request *request)
 {
-    NB_CALL(do_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 1, request,
-                  &ret),
+    NB_CALL(mpi_nb_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 1,
+                      request, &ret),
             PMPI_P_INIT(Reduce_scatter)(sendbuf, recvbuf, recvcounts, datatype,
                                         op, comm, info, request));
 }
@@ -857,9 +853,36 @@ MPI_LAYER_EXPORT int MPI_Startall(int count, MPI_Request requests[])
 
 /* ---- completion: the wait and test family ---- */
 
+int mpi_nb_outstanding(void)
+{
+    return npending > 0;
+}
+
+void mpi_nb_wait(MPI_Request req)
+{
+    nb_rec_t *r;
+    if (npending == 0)
+        return;
+    mpi_layer_enter();
+    r = find(req);
+    if (r)
+        wait_rec(r);
+    progress();
+    mpi_layer_leave(0);
+}
+
+int mpi_nb_wait_slice(int n, MPI_Request reqs[])
+{
+    int ours;
+    mpi_layer_enter();
+    ours = wait_slice(n, reqs);
+    mpi_layer_leave(0);
+    return ours;
+}
+
 /* Progresses ours before MPI's test or wait: with the lock, and only when
  * there are any (no cost to programs without them). */
-static void progress_all(void)
+void mpi_nb_progress(void)
 {
     if (npending == 0)
         return;
@@ -900,7 +923,7 @@ MPI_LAYER_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 MPI_LAYER_EXPORT int MPI_Test(MPI_Request *request, int *flag,
                               MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Test(request, flag, status);
 }
 
@@ -922,7 +945,7 @@ MPI_LAYER_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
 MPI_LAYER_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
                                  MPI_Status statuses[])
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testall(count, requests, flag, statuses);
 }
 
@@ -977,7 +1000,7 @@ MPI_LAYER_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
 MPI_LAYER_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
                                  int *flag, MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testany(count, requests, index, flag, status);
 }
 
@@ -985,7 +1008,7 @@ MPI_LAYER_EXPORT int MPI_Testsome(int incount, MPI_Request requests[],
                                   int *outcount, int indices[],
                                   MPI_Status statuses[])
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);
 }
 
@@ -1021,7 +1044,7 @@ MPI_LAYER_EXPORT int MPI_Request_free(MPI_Request *request)
 MPI_LAYER_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag,
                                             MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Request_get_status(request, flag, status);
 }
 

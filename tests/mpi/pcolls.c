@@ -124,7 +124,8 @@ static void persistent(MPI_Comm comm, const char *label)
     int64_t *in = alloc(N), *ar = alloc(N), *ip = alloc(N), *red = alloc(N);
     int64_t *ref = alloc(N), bc[BC], bcref[BC], agin[AG];
     int64_t *ag = alloc((long)size * AG), *agref = alloc((long)size * AG);
-    int64_t gin[GB], *g = alloc((long)size * GB), *gref = alloc((long)size * GB);
+    int64_t gin[GB], *g = alloc((long)size * GB),
+                     *gref = alloc((long)size * GB);
     int64_t *sin = alloc((long)size * GB), sc[GB], scref[GB];
     int64_t *rsin = alloc((long)size * RS), rsb[RS], rsbref[RS], rsv[RS],
             rsvref[RS];
@@ -135,26 +136,28 @@ static void persistent(MPI_Comm comm, const char *label)
 
     for (int i = 0; i < size; i++)
         counts[i] = RS;
-    P_INIT(Allreduce)(in, ar, N, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL,
-                      &r[0]);
-    P_INIT(Allreduce)(MPI_IN_PLACE, ip, N, MPI_INT64_T, MPI_MAX, comm,
-                      MPI_INFO_NULL, &r[1]);
-    P_INIT(Reduce)(in, red, N, MPI_INT64_T, MPI_MIN, rroot, comm,
-                   MPI_INFO_NULL, &r[2]);
+    P_INIT(Allreduce)
+    (in, ar, N, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &r[0]);
+    P_INIT(Allreduce)
+    (MPI_IN_PLACE, ip, N, MPI_INT64_T, MPI_MAX, comm, MPI_INFO_NULL, &r[1]);
+    P_INIT(Reduce)
+    (in, red, N, MPI_INT64_T, MPI_MIN, rroot, comm, MPI_INFO_NULL, &r[2]);
     P_INIT(Bcast)(bc, BC, MPI_INT64_T, 0, comm, MPI_INFO_NULL, &r[3]);
     P_INIT(Barrier)(comm, MPI_INFO_NULL, &r[4]);
-    P_INIT(Allgather)(agin, AG, MPI_INT64_T, ag, AG, MPI_INT64_T, comm,
-                      MPI_INFO_NULL, &r[5]);
-    P_INIT(Gather)(gin, GB, MPI_INT64_T, g, GB, MPI_INT64_T, groot, comm,
-                   MPI_INFO_NULL, &r[6]);
-    P_INIT(Scatter)(sin, GB, MPI_INT64_T, sc, GB, MPI_INT64_T, sroot, comm,
-                    MPI_INFO_NULL, &r[7]);
-    P_INIT(Reduce_scatter_block)(rsin, rsb, RS, MPI_INT64_T, MPI_SUM, comm,
-                                 MPI_INFO_NULL, &r[8]);
-    P_INIT(Reduce_scatter)(rsin, rsv, counts, MPI_INT64_T, MPI_BXOR, comm,
-                           MPI_INFO_NULL, &r[9]);
-    P_INIT(Allreduce)(&zin, &zout, 0, MPI_INT64_T, MPI_SUM, comm,
-                      MPI_INFO_NULL, &r[10]);
+    P_INIT(Allgather)
+    (agin, AG, MPI_INT64_T, ag, AG, MPI_INT64_T, comm, MPI_INFO_NULL, &r[5]);
+    P_INIT(Gather)
+    (gin, GB, MPI_INT64_T, g, GB, MPI_INT64_T, groot, comm, MPI_INFO_NULL,
+     &r[6]);
+    P_INIT(Scatter)
+    (sin, GB, MPI_INT64_T, sc, GB, MPI_INT64_T, sroot, comm, MPI_INFO_NULL,
+     &r[7]);
+    P_INIT(Reduce_scatter_block)
+    (rsin, rsb, RS, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &r[8]);
+    P_INIT(Reduce_scatter)
+    (rsin, rsv, counts, MPI_INT64_T, MPI_BXOR, comm, MPI_INFO_NULL, &r[9]);
+    P_INIT(Allreduce)
+    (&zin, &zout, 0, MPI_INT64_T, MPI_SUM, comm, MPI_INFO_NULL, &r[10]);
     MPI_Send_init(&sendv, 1, MPI_INT64_T, (rank + 1) % size, 9, comm, &r[11]);
     MPI_Recv_init(&recvv, 1, MPI_INT64_T, (rank + size - 1) % size, 9, comm,
                   &r[12]);
@@ -184,8 +187,10 @@ static void persistent(MPI_Comm comm, const char *label)
         complete(round % 4, NR, r);
         for (int i = 0; i < NR; i++)
             if (r[i] == MPI_REQUEST_NULL) {
-                fprintf(stderr, "pcolls: rank %d: persistent request %d "
-                        "freed by a completion call\n", rank, i);
+                fprintf(stderr,
+                        "pcolls: rank %d: persistent request %d "
+                        "freed by a completion call\n",
+                        rank, i);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
         PMPI_Allreduce(in, ref, N, MPI_INT64_T, MPI_SUM, comm);
@@ -204,11 +209,9 @@ static void persistent(MPI_Comm comm, const char *label)
         PMPI_Gather(gin, GB, MPI_INT64_T, gref, GB, MPI_INT64_T, groot, comm);
         if (rank == groot && (comm == MPI_COMM_WORLD || mpi_pcoll_ok))
             same("gather_init", round, g, gref, (long)size * GB);
-        PMPI_Scatter(sin, GB, MPI_INT64_T, scref, GB, MPI_INT64_T, sroot,
-                     comm);
+        PMPI_Scatter(sin, GB, MPI_INT64_T, scref, GB, MPI_INT64_T, sroot, comm);
         same("scatter_init", round, sc, scref, GB);
-        PMPI_Reduce_scatter_block(rsin, rsbref, RS, MPI_INT64_T, MPI_SUM,
-                                  comm);
+        PMPI_Reduce_scatter_block(rsin, rsbref, RS, MPI_INT64_T, MPI_SUM, comm);
         same("reduce_scatter_block_init", round, rsb, rsbref, RS);
         PMPI_Reduce_scatter(rsin, rsvref, counts, MPI_INT64_T, MPI_BXOR, comm);
         same("reduce_scatter_init", round, rsv, rsvref, RS);
@@ -222,8 +225,7 @@ static void persistent(MPI_Comm comm, const char *label)
         if (r[i] != MPI_REQUEST_NULL)
             MPI_Request_free(&r[i]);
         if (r[i] != MPI_REQUEST_NULL) {
-            fprintf(stderr, "pcolls: rank %d: request %d not freed\n", rank,
-                    i);
+            fprintf(stderr, "pcolls: rank %d: request %d not freed\n", rank, i);
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
     }
