@@ -1733,3 +1733,60 @@ TEST(mpi_mpich_fortran_nb, TEST_INTEG)
         ret = offload_job(MPI_MPICH, 3, 2, "f08_nb", "", f08_nb_colls);
     return ret;
 }
+
+/* ---- the application's environment (tests/mpi/envcheck.c) ---- */
+
+/* 4 ranks on a fabric of 2 hosts given by INCOLL_FABRIC alone: the layer
+ * adopts the fabric's manager from fabric.env and turns the progress
+ * thread on, through incoll_init_params. The INCOLL_ variables the
+ * program sees after MPI_Init and offloaded collectives are those it had
+ * before (the layer used to setenv INCOLL_MGR, INCOLL_SECRET_FILE,
+ * INCOLL_HOSTS and INCOLL_PROGRESS_THREAD). */
+static int env_job(mpi_kind_t kind)
+{
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int rc, ret = TEST_PASSED;
+
+    snprintf(dir, sizeof(dir), "%s/fabric-envcheck", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(fabric_up(dir, 2, 2), 0);
+    job_env(kind, dir);
+    unsetenv("INCOLL_PROGRESS_THREAD");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("INCOLL_SECRET_FILE");
+    rc = run_job(kind, 4, "envcheck", "", out);
+    fabric_down(dir);
+    text = slurp(out);
+    if (rc != 0 || !strstr(text, "envcheck: ok")) {
+        fprintf(stderr, "    envcheck exited %d; output in %s:\n%.2000s\n", rc,
+                out, text);
+        ret = TEST_FAILED;
+    } else if (stat_of(text, "allreduce", "offloaded") < 3 ||
+               stat_of(text, "allreduce", "nb") < 1) {
+        fprintf(stderr,
+                "    allreduce offloaded=%ld nb=%ld (want >= 3, 1): "
+                "%s\n",
+                stat_of(text, "allreduce", "offloaded"),
+                stat_of(text, "allreduce", "nb"), out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+TEST(mpi_ompi_env_untouched, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "envcheck");
+    if (why)
+        return test_skip("%s", why);
+    return env_job(MPI_OMPI);
+}
+
+TEST(mpi_mpich_env_untouched, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "envcheck");
+    if (why)
+        return test_skip("%s", why);
+    return env_job(MPI_MPICH);
+}

@@ -821,25 +821,41 @@ static int fabric_env_get(const char *dir, const char *name, char *buf,
     return ret;
 }
 
+/* The fabric's manager as adopt_fabric_mgr() read it from fabric.env:
+ * handed to libincoll through incoll_init_params (the application's
+ * environment is left alone). */
+static struct {
+    char mgr[256];
+    char secret[PATH_MAX];
+    char hosts[8192];
+} adopted;
+
 /*
  * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
  * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
  * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
  * and each host's ranks reduce through one leader (src/host/hier.c).
- * Returns 1 when it set INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOSTS.
+ * Returns 1 when it filled params' manager, secret file and (unless
+ * INCOLL_HOSTS is set) hosts from DIR/fabric.env.
  */
-static int adopt_fabric_mgr(const char *fab)
+static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
 {
-    char mgr[256], secret[PATH_MAX], hosts[8192];
+    const char *own = setting_str(SETTING_HOSTS);
 
-    if (fabric_env_get(fab, "INCOLL_MGR", mgr, sizeof(mgr)) != 0 ||
-        fabric_env_get(fab, "INCOLL_SECRET_FILE", secret, sizeof(secret)) != 0)
+    if (fabric_env_get(fab, "INCOLL_MGR", adopted.mgr, sizeof(adopted.mgr)) !=
+            0 ||
+        fabric_env_get(fab, "INCOLL_SECRET_FILE", adopted.secret,
+                       sizeof(adopted.secret)) != 0)
         return 0;
-    setenv("INCOLL_MGR", mgr, 1);
-    setenv("INCOLL_SECRET_FILE", secret, 1);
-    if ((setting_str(SETTING_HOSTS) == NULL || !*setting_str(SETTING_HOSTS)) &&
-        fabric_env_get(fab, "INCOLL_HOSTS", hosts, sizeof(hosts)) == 0)
-        setenv("INCOLL_HOSTS", hosts, 1);
+    params->field_mask |= INCOLL_INIT_FIELD_MGR | INCOLL_INIT_FIELD_SECRET_FILE;
+    params->mgr = adopted.mgr;
+    params->secret_file = adopted.secret;
+    if ((own == NULL || *own == '\0') &&
+        fabric_env_get(fab, "INCOLL_HOSTS", adopted.hosts,
+                       sizeof(adopted.hosts)) == 0) {
+        params->field_mask |= INCOLL_INIT_FIELD_HOSTS;
+        params->hosts = adopted.hosts;
+    }
     return 1;
 }
 
@@ -851,6 +867,10 @@ static void incoll_up(int local_rank, int local_size)
     incoll_init_params_t params;
     char job[32];
     incoll_status_t status;
+
+    /* libincoll takes what the layer knows from us, not from the
+     * environment (the application's, which the layer does not touch). */
+    memset(&params, 0, sizeof(params));
 
     if (!L.cfg.enable) {
         snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
@@ -874,7 +894,7 @@ static void incoll_up(int local_rank, int local_size)
                      "cannot read the fabric: %.200s", err);
             return;
         }
-        if (conf.nhosts != L.size && adopt_fabric_mgr(fab)) {
+        if (conf.nhosts != L.size && adopt_fabric_mgr(fab, &params)) {
             if (L.rank == 0)
                 incoll_info("mpi: the fabric in %s has %d hosts and "
                             "MPI_COMM_WORLD %d ranks: using its manager "
@@ -904,10 +924,7 @@ static void incoll_up(int local_rank, int local_size)
         }
         fabric_conf_free(&conf);
     }
-    /* libincoll takes its identity from us, not the environment (the
-     * application's). */
-    memset(&params, 0, sizeof(params));
-    params.field_mask =
+    params.field_mask |=
         INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
     params.rank = L.rank;
     params.size = L.size;
@@ -923,7 +940,10 @@ static void incoll_up(int local_rank, int local_size)
      * MPI's own collectives), during which nobody would progress its
      * nonblocking collectives: libincoll's request threads run them
      * (unless INCOLL_PROGRESS_THREAD says otherwise). */
-    setenv("INCOLL_PROGRESS_THREAD", "1", 0);
+    if (!setting_in_env(SETTING_PROGRESS_THREAD)) {
+        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
+        params.progress_thread = 1;
+    }
     status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;
