@@ -1,17 +1,22 @@
 /*
  * libincoll_mpi: a PMPI interposer that runs an unmodified MPI program's
- * collectives on the incoll fabric. This header joins the three parts:
+ * collectives on the incoll fabric. This header joins its parts:
  *
  *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
  *                  as an MPI attribute, the offload paths with their
  *                  collective fallback decision, statistics, cleanup.
  *   mpi_wrap.c     the C entry points (MPI_Init ... MPI_Barrier).
+ *   mpi_nb.c       the nonblocking and persistent collectives (generalized
+ *                  requests, persistent receives the layer completes) and
+ *                  the start, wait and test family that progresses them.
  *   mpi_fortran.c  the Fortran entry points that bypass the C ones
  *                  (Open MPI's mpif.h/`use mpi` and `use mpi_f08`
- *                  bindings call PMPI_ directly).
+ *                  bindings call PMPI_ directly; MPICH's `mpi_f08` does
+ *                  for its start, wait and test calls).
  *
- * Every call into MPI made here is a PMPI_ call. The docs are in
- * docs/mpi.md.
+ * Every call into the MPI library made here is a PMPI_ call (the Fortran
+ * start and request_free go through the layer's own C MPI_Start,
+ * MPI_Startall and MPI_Request_free). The docs are in docs/mpi.md.
  */
 #ifndef INCOLL_MPI_LAYER_H
 #define INCOLL_MPI_LAYER_H
