@@ -68,8 +68,7 @@ int main(int argc, char **argv)
         }
     for (int i = 0; i < na; i++)
         if (!has(before, after[i])) {
-            fprintf(stderr, "envcheck: rank %d: '%s' added\n", rank,
-                    after[i]);
+            fprintf(stderr, "envcheck: rank %d: '%s' added\n", rank, after[i]);
             bad = 1;
         }
     MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
