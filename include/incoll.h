@@ -131,14 +131,20 @@ typedef enum {
     INCOLL_INIT_FIELD_LOCAL_SIZE = 1u << 5,
     INCOLL_INIT_FIELD_FABRIC = 1u << 6,
     INCOLL_INIT_FIELD_MGR = 1u << 7,
+    INCOLL_INIT_FIELD_SECRET_FILE = 1u << 8,
+    INCOLL_INIT_FIELD_HOSTS = 1u << 9,
+    INCOLL_INIT_FIELD_PROGRESS_THREAD = 1u << 10,
 } incoll_init_field_t;
 
 /*
- * What a caller that knows the process's identity (a launcher, an MPI
- * layer) passes to incoll_init_params() instead of setting environment
- * variables. Only the fields named in field_mask are read; the others come
- * from the environment as with incoll_init(), so the struct can grow
- * without breaking callers. Strings are copied.
+ * What a caller that knows the process's identity and fabric (a launcher,
+ * an MPI layer) passes to incoll_init_params() instead of setting
+ * environment variables. Only the fields named in field_mask are read;
+ * the others come from the environment as with incoll_init(), so the
+ * struct can grow without breaking callers (new fields are added at the
+ * end). Each given value is checked as its environment variable would be
+ * (`incoll info` lists type and range): a bad one fails with
+ * INCOLL_ERR_CONFIG naming the setting and the value. Strings are copied.
  */
 typedef struct {
     uint64_t field_mask; /* incoll_init_field_t bits */
@@ -149,7 +155,19 @@ typedef struct {
     int local_rank;      /* INCOLL_LOCAL_RANK: rank on this node */
     int local_size;      /* INCOLL_LOCAL_SIZE: the job's ranks on it */
     const char *fabric;  /* INCOLL_FABRIC: fabric directory */
-    const char *mgr;     /* INCOLL_MGR: host:port of the manager */
+    const char *mgr;     /* INCOLL_MGR: host:port of the manager ("":
+                            none, fabric.conf then) */
+    /* INCOLL_SECRET_FILE: the file holding the fabric secret (`incoll
+     * fabric up` writes DIR/secret); "" for none. */
+    const char *secret_file;
+    /* INCOLL_HOSTS: the manager topology's hosts for ranks 0, 1, ...,
+     * comma-separated (rank r on entry r modulo their number), when host
+     * is not given. */
+    const char *hosts;
+    /* INCOLL_PROGRESS_THREAD: 1 runs the nonblocking collectives in a
+     * library thread blocked in poll (full overlap), 0 progresses them in
+     * the caller's libincoll calls. */
+    int progress_thread;
 } incoll_init_params_t;
 
 /*

@@ -290,6 +290,19 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
     CHECK(init_captured(&p, out, sizeof(out)) != INCOLL_OK);
     CHECK_MSG(strstr(out, "/nonexistent/incoll-fabric") != NULL, "output: %s",
               out);
+    /* The fabric fields go through the settings table's parser too. */
+    p.fabric = "";
+    p.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
+    p.progress_thread = 2;
+    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(out, "INCOLL_PROGRESS_THREAD='2'") != NULL &&
+                  strstr(out, "incoll_init_params") != NULL,
+              "output: %s", out);
+    p.progress_thread = 1;
+    p.mgr = "no-port-here";
+    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(out, "INCOLL_MGR='no-port-here'") != NULL, "output: %s",
+              out);
     log_level_current = level;
     CHECK_EQ_INT(incoll_init_params(&p, NULL), INCOLL_ERR_INVALID_ARG);
     return TEST_PASSED;

@@ -52,6 +52,12 @@ const char *setting_text(setting_id_t id)
     return (unsigned)id < SETTING_COUNT ? text_of(&setting_table[id]) : "";
 }
 
+int setting_in_env(setting_id_t id)
+{
+    return (unsigned)id < SETTING_COUNT &&
+           text_of(&setting_table[id]) != setting_table[id].def;
+}
+
 /* A decimal or 0x hex integer with an optional leading '-', nothing else
  * (no sign '+', no spaces, no octal); *end_p is the first byte after it. */
 static int parse_integer(const char *t, int64_t *v_p, const char **end_p)

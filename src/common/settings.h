@@ -284,6 +284,9 @@ const setting_t *setting_find(const char *name);
  * else the default (maybe ""). Never NULL. */
 const char *setting_text(setting_id_t id);
 
+/* 1 when the environment sets id (non-empty), 0 when its default rules. */
+int setting_in_env(setting_id_t id);
+
 /*
  * The one parsing rule. Parses text as the value of setting s (its type
  * and range); on a bad value writes to err a message naming the setting,

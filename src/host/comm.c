@@ -533,8 +533,8 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
         return INCOLL_ERR_CONFIG;
     }
     if (host == NULL || *host == '\0') {
-        if (host_rank_host(setting_str(SETTING_HOSTS), ctx->rank, hostname,
-                           sizeof(hostname)) != 0)
+        if (host_rank_host(ctx->hosts, ctx->rank, hostname, sizeof(hostname)) !=
+            0)
             gethostname(hostname, sizeof(hostname) - 1);
         host = hostname;
     }
@@ -546,7 +546,7 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
     }
     memset(&mp, 0, sizeof(mp));
     mp.addr = ctx->mgr;
-    mp.secret_file = setting_str(SETTING_SECRET_FILE);
+    mp.secret_file = ctx->secret_file;
     mp.job = job;
     mp.rank = ctx->rank;
     mp.size = ctx->size;

@@ -58,14 +58,53 @@ uint32_t host_job_generation(const char *job)
     return h;
 }
 
-/* Copies a string field of params if it is in the mask, else setting id's
- * value, into buf ("" when neither). */
-static void ident_str(const incoll_init_params_t *params, uint64_t field,
-                      const char *given, setting_id_t id, char *buf, size_t len)
+/* A value the caller gave for setting id, checked by the settings
+ * table's parser as the environment's are (one rule for bad values). */
+static incoll_status_t ident_check(setting_id_t id, const char *text)
 {
-    const char *v =
-        params && (params->field_mask & field) ? given : setting_str(id);
-    snprintf(buf, len, "%s", v ? v : "");
+    setting_value_t v;
+    char err[512];
+
+    if (text == NULL || *text == '\0')
+        return INCOLL_OK; /* unset, as an empty variable */
+    if (setting_parse(&setting_table[id], text, &v, err, sizeof(err)) ==
+        INCOLL_OK)
+        return INCOLL_OK;
+    incoll_error("init: %s (given to incoll_init_params)", err);
+    return INCOLL_ERR_CONFIG;
+}
+
+/* The string field of params if it is in the mask (checked), else setting
+ * id's value; "" when neither. */
+static incoll_status_t ident_text(const incoll_init_params_t *params,
+                                  uint64_t field, const char *given,
+                                  setting_id_t id, const char **v_p)
+{
+    const char *v = setting_str(id);
+    if (params && (params->field_mask & field)) {
+        if (ident_check(id, given) != INCOLL_OK)
+            return INCOLL_ERR_CONFIG;
+        v = given;
+    }
+    *v_p = v ? v : "";
+    return INCOLL_OK;
+}
+
+/* ident_text() into buf; a value that does not fit is an error. */
+static incoll_status_t ident_str(const incoll_init_params_t *params,
+                                 uint64_t field, const char *given,
+                                 setting_id_t id, char *buf, size_t len)
+{
+    const char *v;
+    if (ident_text(params, field, given, id, &v) != INCOLL_OK)
+        return INCOLL_ERR_CONFIG;
+    if (strlen(v) >= len) {
+        incoll_error("init: %s is longer than %zu bytes",
+                     setting_table[id].name, len - 1);
+        return INCOLL_ERR_CONFIG;
+    }
+    snprintf(buf, len, "%s", v);
+    return INCOLL_OK;
 }
 
 /* An int field of params if it is in the mask, else setting id's value
@@ -85,6 +124,30 @@ static incoll_status_t ident_int(const incoll_init_params_t *params,
         return INCOLL_ERR_CONFIG;
     }
     *v_p = (int)v;
+    return INCOLL_OK;
+}
+
+/* The hosts list and the progress thread, from params or the settings. */
+static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
+                                         const incoll_init_params_t *p)
+{
+    const char *hosts;
+
+    if (ident_text(p, INCOLL_INIT_FIELD_HOSTS, p->hosts, SETTING_HOSTS,
+                   &hosts) != INCOLL_OK)
+        return INCOLL_ERR_CONFIG;
+    ctx->hosts = strdup(hosts);
+    if (ctx->hosts == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    if (p->field_mask & INCOLL_INIT_FIELD_PROGRESS_THREAD) {
+        char text[16];
+        snprintf(text, sizeof(text), "%d", p->progress_thread);
+        if (ident_check(SETTING_PROGRESS_THREAD, text) != INCOLL_OK)
+            return INCOLL_ERR_CONFIG;
+        ctx->progress_thread = p->progress_thread != 0;
+    } else {
+        ctx->progress_thread = setting_bool(SETTING_PROGRESS_THREAD);
+    }
     return INCOLL_OK;
 }
 
@@ -121,15 +184,19 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
         return status;
     if (ctx->local_size < 0)
         ctx->local_size = 0;
-    ident_str(p, INCOLL_INIT_FIELD_JOB, p->job, SETTING_JOB, ctx->job,
-              sizeof(ctx->job));
-    ident_str(p, INCOLL_INIT_FIELD_HOST, p->host, SETTING_HOST, ctx->host,
-              sizeof(ctx->host));
-    ident_str(p, INCOLL_INIT_FIELD_MGR, p->mgr, SETTING_MGR, ctx->mgr,
-              sizeof(ctx->mgr));
-    ident_str(p, INCOLL_INIT_FIELD_FABRIC, p->fabric, SETTING_FABRIC,
-              ctx->fabric_dir, sizeof(ctx->fabric_dir));
-    return INCOLL_OK;
+    if (ident_str(p, INCOLL_INIT_FIELD_JOB, p->job, SETTING_JOB, ctx->job,
+                  sizeof(ctx->job)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_HOST, p->host, SETTING_HOST, ctx->host,
+                  sizeof(ctx->host)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_MGR, p->mgr, SETTING_MGR, ctx->mgr,
+                  sizeof(ctx->mgr)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_FABRIC, p->fabric, SETTING_FABRIC,
+                  ctx->fabric_dir, sizeof(ctx->fabric_dir)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_SECRET_FILE, p->secret_file,
+                  SETTING_SECRET_FILE, ctx->secret_file,
+                  sizeof(ctx->secret_file)) != INCOLL_OK)
+        return INCOLL_ERR_CONFIG;
+    return ident_fabric_rest(ctx, p);
 }
 
 void host_comm_free(incoll_comm_h comm)
@@ -154,7 +221,7 @@ void host_comm_free(incoll_comm_h comm)
  */
 static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
 {
-    const char *path = setting_str(SETTING_SECRET_FILE);
+    const char *path = ctx->secret_file;
     char err[PATH_MAX + 128], own[PATH_MAX + 32];
     incoll_status_t status;
 
@@ -360,6 +427,7 @@ err_comms:
 err_conf:
     fabric_conf_free(&ctx->conf);
 err_free:
+    free(ctx->hosts);
     free(ctx);
     return status;
 }
@@ -391,6 +459,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
     udp_close(ctx->sock);
     fabric_conf_free(&ctx->conf);
     host_sync_destroy(ctx);
+    free(ctx->hosts);
     free(ctx);
     return INCOLL_OK;
 }

@@ -141,14 +141,13 @@ err_hwloc:
 static uint64_t place_key(incoll_ctx_h ctx, const char **mode_p)
 {
     char label[256] = "", machine[256] = "", why[160];
-    const char *host = knob_str("INCOLL_HOST");
+    const char *host = ctx->host;
     uint64_t h = 0xcbf29ce484222325ull;
 
     if (host != NULL && *host != '\0')
         snprintf(label, sizeof(label), "%s", host);
     else
-        host_rank_host(knob_str("INCOLL_HOSTS"), ctx->rank, label,
-                       sizeof(label));
+        host_rank_host(ctx->hosts, ctx->rank, label, sizeof(label));
     gethostname(machine, sizeof(machine) - 1);
     h = fnv64(fnv64(fnv64(h, label), "@"), machine);
     if (strcmp(*mode_p, "socket") == 0) {

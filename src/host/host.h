@@ -68,6 +68,9 @@ struct incoll_ctx {
     char job[256];
     char host[256];
     char mgr[256];
+    char secret_file[PATH_MAX];
+    char *hosts; /* INCOLL_HOSTS, malloc'ed ("" when unset) */
+    int progress_thread;
     int local_rank;
     int local_size;
     struct host_sync *sync; /* the library lock, the poller and the

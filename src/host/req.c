@@ -320,7 +320,7 @@ incoll_status_t host_sync_create(incoll_ctx_h ctx)
     pthread_cond_init(&s->free_cv, NULL);
     pthread_cond_init(&s->ev_cv, &ca);
     pthread_condattr_destroy(&ca);
-    s->progress_thread = knob_u64("INCOLL_PROGRESS_THREAD") != 0;
+    s->progress_thread = ctx->progress_thread;
     ctx->sync = s;
     return INCOLL_OK;
 }

@@ -83,6 +83,12 @@ static const char *const coll_names[MPI_COLL_COUNT] = {
     "allgather",     "gather", "scatter", "reduce_scatter_block",
     "reduce_scatter"};
 
+/* The MPI names of the collectives, for messages. */
+static const char *const mpi_names[MPI_COLL_COUNT] = {
+    "Allreduce",     "Reduce", "Bcast",   "Barrier",
+    "Allgather",     "Gather", "Scatter", "Reduce_scatter_block",
+    "Reduce_scatter"};
+
 /* Datatype kinds, after MPI's groups of basic types (MPI 4.0, 6.9.2). */
 enum {
     K_CINT = 1, /* C integer, signed: arithmetic, logical and bitwise ops */
@@ -187,6 +193,10 @@ static struct {
     unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
     unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
     unsigned long errors[MPI_COLL_COUNT];    /* raised as MPI errors */
+    /* Of the calls given to libincoll: nonblocking ones, and starts of
+     * persistent ones (mpi_nb.c). */
+    unsigned long nb[MPI_COLL_COUNT];
+    unsigned long persistent[MPI_COLL_COUNT];
     unsigned long passed[MPI_COLL_COUNT][R_COUNT];
 } L = {.keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID};
 
@@ -650,6 +660,12 @@ static void stats_print(void)
                               "passed=%lu",
                               coll_names[c], L.offloaded[c], L.hosts[c],
                               L.errors[c], total);
+        if (L.nb[c] && n < sizeof(line))
+            n += (size_t)snprintf(line + n, sizeof(line) - n, " nb=%lu",
+                                  L.nb[c]);
+        if (L.persistent[c] && n < sizeof(line))
+            n += (size_t)snprintf(line + n, sizeof(line) - n, " persistent=%lu",
+                                  L.persistent[c]);
         for (int r = 0; r < R_COUNT && n < sizeof(line); r++) {
             if (L.passed[c][r] == 0)
                 continue;
@@ -805,25 +821,41 @@ static int fabric_env_get(const char *dir, const char *name, char *buf,
     return ret;
 }
 
+/* The fabric's manager as adopt_fabric_mgr() read it from fabric.env:
+ * handed to libincoll through incoll_init_params (the application's
+ * environment is left alone). */
+static struct {
+    char mgr[256];
+    char secret[PATH_MAX];
+    char hosts[8192];
+} adopted;
+
 /*
  * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
  * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
  * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
  * and each host's ranks reduce through one leader (src/host/hier.c).
- * Returns 1 when it set INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOSTS.
+ * Returns 1 when it filled params' manager, secret file and (unless
+ * INCOLL_HOSTS is set) hosts from DIR/fabric.env.
  */
-static int adopt_fabric_mgr(const char *fab)
+static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
 {
-    char mgr[256], secret[PATH_MAX], hosts[8192];
+    const char *own = setting_str(SETTING_HOSTS);
 
-    if (fabric_env_get(fab, "INCOLL_MGR", mgr, sizeof(mgr)) != 0 ||
-        fabric_env_get(fab, "INCOLL_SECRET_FILE", secret, sizeof(secret)) != 0)
+    if (fabric_env_get(fab, "INCOLL_MGR", adopted.mgr, sizeof(adopted.mgr)) !=
+            0 ||
+        fabric_env_get(fab, "INCOLL_SECRET_FILE", adopted.secret,
+                       sizeof(adopted.secret)) != 0)
         return 0;
-    setenv("INCOLL_MGR", mgr, 1);
-    setenv("INCOLL_SECRET_FILE", secret, 1);
-    if ((setting_str(SETTING_HOSTS) == NULL || !*setting_str(SETTING_HOSTS)) &&
-        fabric_env_get(fab, "INCOLL_HOSTS", hosts, sizeof(hosts)) == 0)
-        setenv("INCOLL_HOSTS", hosts, 1);
+    params->field_mask |= INCOLL_INIT_FIELD_MGR | INCOLL_INIT_FIELD_SECRET_FILE;
+    params->mgr = adopted.mgr;
+    params->secret_file = adopted.secret;
+    if ((own == NULL || *own == '\0') &&
+        fabric_env_get(fab, "INCOLL_HOSTS", adopted.hosts,
+                       sizeof(adopted.hosts)) == 0) {
+        params->field_mask |= INCOLL_INIT_FIELD_HOSTS;
+        params->hosts = adopted.hosts;
+    }
     return 1;
 }
 
@@ -835,6 +867,10 @@ static void incoll_up(int local_rank, int local_size)
     incoll_init_params_t params;
     char job[32];
     incoll_status_t status;
+
+    /* libincoll takes what the layer knows from us, not from the
+     * environment (the application's, which the layer does not touch). */
+    memset(&params, 0, sizeof(params));
 
     if (!L.cfg.enable) {
         snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
@@ -858,7 +894,7 @@ static void incoll_up(int local_rank, int local_size)
                      "cannot read the fabric: %.200s", err);
             return;
         }
-        if (conf.nhosts != L.size && adopt_fabric_mgr(fab)) {
+        if (conf.nhosts != L.size && adopt_fabric_mgr(fab, &params)) {
             if (L.rank == 0)
                 incoll_info("mpi: the fabric in %s has %d hosts and "
                             "MPI_COMM_WORLD %d ranks: using its manager "
@@ -888,10 +924,7 @@ static void incoll_up(int local_rank, int local_size)
         }
         fabric_conf_free(&conf);
     }
-    /* libincoll takes its identity from us, not the environment (the
-     * application's). */
-    memset(&params, 0, sizeof(params));
-    params.field_mask =
+    params.field_mask |=
         INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
     params.rank = L.rank;
     params.size = L.size;
@@ -907,7 +940,10 @@ static void incoll_up(int local_rank, int local_size)
      * MPI's own collectives), during which nobody would progress its
      * nonblocking collectives: libincoll's request threads run them
      * (unless INCOLL_PROGRESS_THREAD says otherwise). */
-    setenv("INCOLL_PROGRESS_THREAD", "1", 0);
+    if (!setting_in_env(SETTING_PROGRESS_THREAD)) {
+        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
+        params.progress_thread = 1;
+    }
     status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;
@@ -1437,12 +1473,8 @@ static __attribute__((noinline)) int raise_error(comm_state_t *st,
                  "the fabric: %s%s%s; other ranks may have completed it, so "
                  "it is not redone by MPI: raising it through the "
                  "communicator's error handler",
-                 coll == MPI_COLL_ALLREDUCE ? "Allreduce"
-                 : coll == MPI_COLL_REDUCE  ? "Reduce"
-                 : coll == MPI_COLL_BCAST   ? "Bcast"
-                                            : "Barrier",
-                 label, st->rank, st->size, incoll_status_string(status),
-                 why ? ": " : "", why ? why : "");
+                 mpi_names[coll], label, st->rank, st->size,
+                 incoll_status_string(status), why ? ": " : "", why ? why : "");
     PMPI_Comm_call_errhandler(comm, code);
     return code;
 }
@@ -2181,6 +2213,22 @@ int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
     return 1;
 }
 
+/* MPI_Reduce_scatter's recvcounts: equal ones (R_COUNT) go to the fabric
+ * as a reduce_scatter_block. recvcounts is the same array on every rank:
+ * so is the decision. */
+static reason_t rs_counts(MPI_Comm comm, const int recvcounts[])
+{
+    int size = 0;
+
+    if (comm == MPI_COMM_NULL || recvcounts == NULL ||
+        PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size < 1)
+        return R_ARGS;
+    for (int i = 1; i < size; i++)
+        if (recvcounts[i] != recvcounts[0])
+            return R_UNEQUAL;
+    return R_COUNT;
+}
+
 int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
                              const int recvcounts[], MPI_Datatype dtype,
                              MPI_Op op, MPI_Comm comm, int *ret_p)
@@ -2189,19 +2237,12 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
     incoll_op_t iop = INCOLL_OP_SUM;
     size_t bytes = 0;
     comm_state_t *st;
-    reason_t pre = R_COUNT;
-    int size = 0;
+    reason_t pre;
     void *saved;
 
     if (!L.booted)
         mpi_layer_bootstrap(0);
-    /* recvcounts is the same array on every rank: so is the decision. */
-    if (comm == MPI_COMM_NULL || recvcounts == NULL ||
-        PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size < 1)
-        pre = R_ARGS;
-    for (int i = 1; pre == R_COUNT && i < size; i++)
-        if (recvcounts[i] != recvcounts[0])
-            pre = R_UNEQUAL;
+    pre = rs_counts(comm, recvcounts);
     if (pre == R_COUNT)
         pre = pair_find(dtype) ? R_DTYPE
                                : plan_reduction(recvcounts[0], dtype, op, &idt,
@@ -2222,43 +2263,12 @@ int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
     return 1;
 }
 
-/* ---- for the nonblocking forms (mpi_nb.c) ---- */
+/* ---- for the nonblocking and persistent forms (mpi_nb.c) ---- */
 
-int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
-                      MPI_Datatype dtype, MPI_Op op, int root, mpi_nb_plan_t *p)
+/* The end every nonblocking plan shares, once gate() let the call in. */
+static int nb_fill(mpi_coll_t coll, comm_state_t *st, int root, size_t bytes,
+                   mpi_nb_plan_t *p)
 {
-    reason_t pre = R_COUNT;
-    size_t bytes = 0;
-    comm_state_t *st;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    p->idt = INCOLL_UINT8;
-    p->iop = INCOLL_OP_SUM;
-    switch (coll) {
-    case MPI_COLL_ALLREDUCE:
-    case MPI_COLL_REDUCE:
-    case MPI_COLL_REDUCE_SCATTER_BLOCK:
-        /* MINLOC and MAXLOC pairs go to MPI's nonblocking forms. */
-        pre = pair_find(dtype)
-                  ? R_DTYPE
-                  : plan_reduction(count, dtype, op, &p->idt, &p->iop, &bytes);
-        break;
-    case MPI_COLL_BCAST:
-        pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);
-        break;
-    case MPI_COLL_ALLGATHER:
-        pre = plan_block(count, dtype, &bytes);
-        break;
-    case MPI_COLL_BARRIER:
-        break;
-    default:
-        pre = R_ARGS;
-    }
-    /* The agreement after each call is a blocking MPI call of its own. */
-    if (pre == R_COUNT && L.cfg.agree)
-        pre = R_ARGS;
-    st = gate(coll, comm, bytes, pre);
     if (st == NULL)
         return 0;
     if (root >= st->size) {
@@ -2278,10 +2288,95 @@ int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
     return 1;
 }
 
+int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
+                      MPI_Datatype dtype, MPI_Op op, int root, mpi_nb_plan_t *p)
+{
+    reason_t pre = R_COUNT;
+    size_t bytes = 0;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    p->idt = INCOLL_UINT8;
+    p->iop = INCOLL_OP_SUM;
+    switch (coll) {
+    case MPI_COLL_ALLREDUCE:
+    case MPI_COLL_REDUCE:
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+    case MPI_COLL_REDUCE_SCATTER:
+        /* MINLOC and MAXLOC pairs go to MPI's nonblocking forms. */
+        pre = pair_find(dtype)
+                  ? R_DTYPE
+                  : plan_reduction(count, dtype, op, &p->idt, &p->iop, &bytes);
+        break;
+    case MPI_COLL_BCAST:
+        pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);
+        break;
+    case MPI_COLL_ALLGATHER:
+        pre = plan_block(count, dtype, &bytes);
+        break;
+    case MPI_COLL_BARRIER:
+        break;
+    default:
+        pre = R_ARGS;
+    }
+    /* The agreement after each call is a blocking MPI call of its own. */
+    if (pre == R_COUNT && L.cfg.agree)
+        pre = R_ARGS;
+    return nb_fill(coll, gate(coll, comm, bytes, pre), root, bytes, p);
+}
+
+int mpi_layer_nb_plan_rooted(mpi_coll_t coll, MPI_Comm comm, int root,
+                             int in_place, int root_count,
+                             MPI_Datatype root_type, int count,
+                             MPI_Datatype type, mpi_nb_plan_t *p,
+                             int *is_root_p)
+{
+    size_t bytes = 0;
+    comm_state_t *st;
+
+    *is_root_p = 0;
+    p->idt = INCOLL_UINT8;
+    p->iop = INCOLL_OP_SUM;
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (L.cfg.agree) {
+        (void)gate(coll, comm, 0, R_ARGS); /* counts the reason */
+        return 0;
+    }
+    st = rooted_gate(coll, comm, root, in_place, root_count, root_type, count,
+                     type, &bytes, is_root_p);
+    return nb_fill(coll, st, root, bytes, p);
+}
+
+int mpi_layer_nb_plan_rs(MPI_Comm comm, const int recvcounts[],
+                         MPI_Datatype dtype, MPI_Op op, mpi_nb_plan_t *p)
+{
+    reason_t pre;
+
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    pre = rs_counts(comm, recvcounts);
+    if (pre != R_COUNT) {
+        (void)gate(MPI_COLL_REDUCE_SCATTER, comm, 0, pre);
+        return 0;
+    }
+    return mpi_layer_nb_plan(MPI_COLL_REDUCE_SCATTER, comm, recvcounts[0],
+                             dtype, op, 0, p);
+}
+
+int mpi_layer_nb_in_net(void *st)
+{
+    return in_net(st);
+}
+
 int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
-                        incoll_status_t status, int was_in)
+                        incoll_status_t status, int was_in, int persistent)
 {
     int ret = MPI_SUCCESS;
+    if (persistent)
+        L.persistent[coll]++;
+    else
+        L.nb[coll]++;
     settle(st, coll, comm, status, was_in, &ret);
     return ret;
 }

@@ -1,17 +1,22 @@
 /*
  * libincoll_mpi: a PMPI interposer that runs an unmodified MPI program's
- * collectives on the incoll fabric. This header joins the three parts:
+ * collectives on the incoll fabric. This header joins its parts:
  *
  *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
  *                  as an MPI attribute, the offload paths with their
  *                  collective fallback decision, statistics, cleanup.
  *   mpi_wrap.c     the C entry points (MPI_Init ... MPI_Barrier).
+ *   mpi_nb.c       the nonblocking and persistent collectives (generalized
+ *                  requests, persistent receives the layer completes) and
+ *                  the start, wait and test family that progresses them.
  *   mpi_fortran.c  the Fortran entry points that bypass the C ones
  *                  (Open MPI's mpif.h/`use mpi` and `use mpi_f08`
- *                  bindings call PMPI_ directly).
+ *                  bindings call PMPI_ directly; MPICH's `mpi_f08` does
+ *                  for its start, wait and test calls).
  *
- * Every call into MPI made here is a PMPI_ call. The docs are in
- * docs/mpi.md.
+ * Every call into the MPI library made here is a PMPI_ call (the Fortran
+ * start and request_free go through the layer's own C MPI_Start,
+ * MPI_Startall and MPI_Request_free). The docs are in docs/mpi.md.
  */
 #ifndef INCOLL_MPI_LAYER_H
 #define INCOLL_MPI_LAYER_H
@@ -131,12 +136,74 @@ typedef struct {
 int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
                       MPI_Datatype dtype, MPI_Op op, int root,
                       mpi_nb_plan_t *p);
-/* Counts a completed nonblocking call and, for an error, raises it as the
- * blocking form does; returns the MPI code for its status. */
+/* The same for gather and scatter: the block size from the root's side
+ * that holds every block (root_count, root_type) at the root, from the
+ * other side elsewhere, as the blocking forms take it; *is_root_p says
+ * whether this rank is the root. */
+int mpi_layer_nb_plan_rooted(mpi_coll_t coll, MPI_Comm comm, int root,
+                             int in_place, int root_count,
+                             MPI_Datatype root_type, int count,
+                             MPI_Datatype type, mpi_nb_plan_t *p,
+                             int *is_root_p);
+/* The same for MPI_Ireduce_scatter: equal recvcounts go to libincoll
+ * (recvcounts[0] elements per rank), unequal ones to MPI ("unequal"). */
+int mpi_layer_nb_plan_rs(MPI_Comm comm, const int recvcounts[],
+                         MPI_Datatype dtype, MPI_Op op, mpi_nb_plan_t *p);
+/* 1 while the communicator of a plan's st runs in the network (taken again
+ * at each start of a persistent request). */
+int mpi_layer_nb_in_net(void *st);
+/* Counts a completed nonblocking call (persistent: one start of a
+ * persistent one) and, for an error, raises it as the blocking form does;
+ * returns the MPI code for its status. */
 int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
-                        incoll_status_t status, int was_in);
+                        incoll_status_t status, int was_in, int persistent);
 
-/* Completes every outstanding nonblocking call (MPI_Finalize). */
+/*
+ * The nonblocking (persistent = 0) and persistent (1) forms, shared by the
+ * C and Fortran entry points (mpi_nb.c). Each returns 1 with the MPI code
+ * in *ret_p when the layer took the call (*request is then its request),
+ * 0 when the MPI library's own function must run (the reason counted).
+ * C handles; MPI_IN_PLACE allowed where MPI allows it. Called with the
+ * layer's lock held (mpi_layer_enter).
+ */
+int mpi_nb_allreduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+                     MPI_Request *request, int *ret_p);
+int mpi_nb_reduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+                 int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
+                   int *ret_p);
+int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     MPI_Comm comm, int persistent, MPI_Request *request,
+                     int *ret_p);
+/* Gather (scatter = 0) or scatter (1). */
+int mpi_nb_rooted(int scatter, const void *sendbuf, int sendcount,
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p);
+int mpi_nb_rsb(const void *sendbuf, void *recvbuf, int recvcount,
+               MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+               MPI_Request *request, int *ret_p);
+int mpi_nb_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
+              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+              MPI_Request *request, int *ret_p);
+
+/* For the Fortran wait and test family, which calls MPI's own after
+ * these (each takes the layer's lock): whether a request of the layer is
+ * outstanding; progress without blocking; wait for req when it is the
+ * layer's; wait a slice for one of the layer's among reqs (0 when none is
+ * there). */
+int mpi_nb_outstanding(void);
+void mpi_nb_progress(void);
+void mpi_nb_wait(MPI_Request req);
+int mpi_nb_wait_slice(int n, MPI_Request reqs[]);
+
+/* Completes every outstanding nonblocking call and frees the persistent
+ * ones (MPI_Finalize). */
 void mpi_nb_finalize(void);
 
 #endif

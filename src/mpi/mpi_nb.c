@@ -1,26 +1,45 @@
 /*
- * The nonblocking collectives of libincoll_mpi: MPI_Iallreduce, Ireduce,
- * Ibcast, Ibarrier, Iallgather and Ireduce_scatter_block run on the fabric
- * as libincoll requests (incoll_iX) and hand the program a generalized
- * request (MPI_Grequest_start), which it completes with any of MPI's wait
- * and test calls, mixed freely with other requests.
+ * The nonblocking and persistent collectives of libincoll_mpi.
  *
- * MPI completes a generalized request only when told (MPI_Grequest_
- * complete), and has no hook for the layer to progress its own. So the
+ * Nonblocking: MPI_Iallreduce, Ireduce, Ibcast, Ibarrier, Iallgather,
+ * Igather, Iscatter, Ireduce_scatter_block and Ireduce_scatter run on the
+ * fabric as libincoll requests (incoll_iX) and hand the program a
+ * generalized request (MPI_Grequest_start), which it completes with any
+ * of MPI's wait and test calls, mixed freely with other requests.
+ *
+ * Persistent: MPI 4.0's MPI_Allreduce_init family (MPICH 4.0) or Open MPI
+ * 4.1's MPIX_Allreduce_init family (mpi-ext.h) make a persistent libincoll
+ * request (incoll_X_init, prepared once) and hand the program a real
+ * persistent MPI request: a zero-byte receive (MPI_Recv_init) on the
+ * layer's own duplicate of MPI_COMM_SELF with a tag of its own. MPI_Start
+ * and MPI_Startall start the libincoll request and the receive; when the
+ * libincoll request completes the layer sends the receive its zero-byte
+ * message, and MPI's own wait or test completes it and leaves it
+ * inactive, ready for the next start, as MPI defines persistent requests.
+ * (A generalized request cannot be started again.)
+ *
+ * MPI completes a generalized request or that receive only when the layer
+ * says so, and has no hook for the layer to progress its own. So the
  * layer wraps MPI_Wait, Test and the rest of the family, and
  * MPI_Request_get_status: each first progresses the outstanding libincoll
- * requests and completes the generalized requests of those that are done,
- * then lets MPI do the rest. A wait on one of them blocks in libincoll
- * (in poll, in slices of a millisecond between which the others are
+ * requests and completes the MPI requests of those that are done, then
+ * lets MPI do the rest. A wait on one of them blocks in libincoll (in
+ * poll, in slices of a millisecond between which the others are
  * progressed) before MPI's wait sees it complete. With
  * INCOLL_PROGRESS_THREAD=1 libincoll progresses them in the background as
  * well, so that computation between the start and the wait overlaps.
  *
  * The decision to offload is the blocking form's (mpi_layer_nb_plan): the
- * same on every rank. Errors are raised as the blocking forms raise them,
- * and are the request's MPI_ERROR.
+ * same on every rank; a persistent request's is taken once, at init.
+ * Errors are raised as the blocking forms raise them, and are the
+ * request's MPI_ERROR (persistent: MPI_Wait's and MPI_Test's return
+ * value).
  */
 #include "mpi/mpi_layer.h"
+
+#ifdef OPEN_MPI
+#include <mpi-ext.h>
+#endif
 
 #include "host/req.h"
 
@@ -29,22 +48,34 @@
 #include <stdlib.h>
 
 typedef struct nb_rec {
-    MPI_Request mreq;  /* the generalized request */
-    incoll_req_h ireq; /* NULL once complete */
+    MPI_Request mreq;  /* the generalized request, or the persistent
+                          receive */
+    incoll_req_h ireq; /* nonpersistent: NULL once complete; persistent:
+                          its libincoll request (NULL for zero bytes) */
     mpi_coll_t coll;
     MPI_Comm comm;
     void *st;
     int was_in;
-    int err;       /* MPI code once complete */
-    int app_freed; /* MPI_Request_free before completion */
-    struct nb_rec *next;
+    int err;              /* MPI code once complete */
+    int app_freed;        /* MPI_Request_free before completion */
+    int persistent;       /* an MPI_X_init request */
+    int tag;              /* persistent: its receive's tag */
+    int active;           /* persistent: started, not complete */
+    struct nb_rec *next;  /* on the pending list */
+    struct nb_rec *pnext; /* persistent: on the persistent list */
 } nb_rec_t;
 
 static nb_rec_t *pending; /* not yet complete, oldest first */
 static nb_rec_t *pending_tail;
 static int npending;
+static nb_rec_t *persist; /* every persistent request */
+static int npersist;
+static MPI_Comm self_comm = MPI_COMM_NULL; /* the persistent receives' */
+static int next_tag;
 
 #define SLICE_NS 1000000ull
+/* Tags of the persistent receives: MPI guarantees at least this many. */
+#define TAG_LIMIT 32768
 
 static int query_fn(void *extra, MPI_Status *status)
 {
@@ -84,18 +115,63 @@ static void unlink_rec(nb_rec_t *r)
     *pp = r->next;
     if (pending_tail == r)
         pending_tail = prev;
+    r->next = NULL;
     npending--;
 }
 
+static void push_pending(nb_rec_t *r)
+{
+    r->next = NULL;
+    if (pending_tail)
+        pending_tail->next = r;
+    else
+        pending = r;
+    pending_tail = r;
+    npending++;
+}
+
+/* Frees an inactive persistent request: its receive, its libincoll
+ * request and the record. */
+static void persist_destroy(nb_rec_t *r)
+{
+    nb_rec_t **pp = &persist;
+    while (*pp && *pp != r)
+        pp = &(*pp)->pnext;
+    if (*pp) {
+        *pp = r->pnext;
+        npersist--;
+    }
+    if (r->mreq != MPI_REQUEST_NULL)
+        PMPI_Request_free(&r->mreq);
+    if (r->ireq)
+        incoll_req_free(r->ireq);
+    free(r);
+}
+
+/* A start of persistent r is over (its status counted in r->err): the
+ * receive gets its message, so MPI's wait and test see it complete. */
+static void persist_done(nb_rec_t *r)
+{
+    r->active = 0;
+    PMPI_Send(NULL, 0, MPI_BYTE, 0, r->tag, self_comm);
+    if (r->app_freed)
+        persist_destroy(r);
+}
+
 /* r's libincoll request completed with status: counts it, raises an
- * error, completes the generalized request (after which MPI may free r at
- * once, when the program freed its request already). */
+ * error, completes the MPI request (after which MPI may free r at once,
+ * when the program freed its request already). */
 static void finish(nb_rec_t *r, incoll_status_t status)
 {
     MPI_Request mreq = r->mreq;
     unlink_rec(r);
+    r->err = mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in,
+                                 r->persistent);
+    if (r->persistent) {
+        persist_done(r);
+        return;
+    }
     r->ireq = NULL;
-    r->err = mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in);
     if (r->app_freed) {
         PMPI_Grequest_complete(mreq);
         PMPI_Request_free(&mreq); /* calls free_fn */
@@ -114,7 +190,7 @@ static void progress(void)
     /* One turn of libincoll's lock for all, not one per request: a
      * program that tests in a loop must leave the lock to libincoll's
      * request threads. */
-    host_req_progress(pending->ireq ? mpi_layer_incoll(NULL, NULL) : NULL);
+    host_req_progress(mpi_layer_incoll(NULL, NULL));
     for (nb_rec_t *r = pending; r; r = next) {
         int done = 0;
         incoll_status_t status = INCOLL_OK;
@@ -127,11 +203,24 @@ static void progress(void)
     }
 }
 
+/* The outstanding record of req (a nonblocking request, or a started
+ * persistent one), or NULL. */
 static nb_rec_t *find(MPI_Request req)
 {
     if (req == MPI_REQUEST_NULL)
         return NULL;
     for (nb_rec_t *r = pending; r; r = r->next)
+        if (r->mreq == req)
+            return r;
+    return NULL;
+}
+
+/* The persistent record of req, active or not, or NULL. */
+static nb_rec_t *persist_find(MPI_Request req)
+{
+    if (req == MPI_REQUEST_NULL)
+        return NULL;
+    for (nb_rec_t *r = persist; r; r = r->pnext)
         if (r->mreq == req)
             return r;
     return NULL;
@@ -192,12 +281,7 @@ static int track(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
         free(r);
         return ret;
     }
-    if (pending_tail)
-        pending_tail->next = r;
-    else
-        pending = r;
-    pending_tail = r;
-    npending++;
+    push_pending(r);
     *request = r->mreq;
     return MPI_SUCCESS;
 }
@@ -205,10 +289,11 @@ static int track(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
 /* The call was refused by libincoll at once (bad arguments, no memory):
  * raised like a failed blocking call; no request. */
 static int refused(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
-                   incoll_status_t status, MPI_Request *request)
+                   incoll_status_t status, int persistent, MPI_Request *request)
 {
     *request = MPI_REQUEST_NULL;
-    return mpi_layer_nb_settle(p->st, coll, comm, status, p->was_in);
+    return mpi_layer_nb_settle(p->st, coll, comm, status, p->was_in,
+                               persistent);
 }
 
 /* A zero-byte call on the fabric: a request that is complete at once. */
@@ -219,7 +304,7 @@ static int complete_now(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
     int ret;
     if (r == NULL)
         return MPI_ERR_NO_MEM;
-    r->err = mpi_layer_nb_settle(p->st, coll, comm, INCOLL_OK, p->was_in);
+    r->err = mpi_layer_nb_settle(p->st, coll, comm, INCOLL_OK, p->was_in, 0);
     ret = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, request);
     if (ret != MPI_SUCCESS) {
         free(r);
@@ -228,103 +313,345 @@ static int complete_now(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
     return PMPI_Grequest_complete(*request);
 }
 
-static int started(incoll_status_t status, incoll_req_h ireq,
-                   const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
-                   MPI_Request *request)
+/* A tag no live persistent receive has. */
+static int free_tag(void)
 {
-    if (status != INCOLL_OK)
-        return refused(p, coll, comm, status, request);
-    return track(ireq, coll, comm, p, request);
+    for (int tries = 0; tries < TAG_LIMIT; tries++) {
+        int tag = next_tag;
+        next_tag = (next_tag + 1) % TAG_LIMIT;
+        nb_rec_t *r = persist;
+        while (r && r->tag != tag)
+            r = r->pnext;
+        if (r == NULL)
+            return tag;
+    }
+    return -1;
 }
+
+/* Makes the persistent MPI request of a persistent libincoll request
+ * (NULL for a zero-byte call, complete at each start). */
+static int persist_make(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
+                        const mpi_nb_plan_t *p, MPI_Request *request)
+{
+    nb_rec_t *r = calloc(1, sizeof(*r));
+    int ret = MPI_ERR_NO_MEM;
+
+    if (r == NULL)
+        goto err_free_ireq;
+    if (self_comm == MPI_COMM_NULL &&
+        (ret = PMPI_Comm_dup(MPI_COMM_SELF, &self_comm)) != MPI_SUCCESS)
+        goto err_free_rec;
+    r->tag = free_tag();
+    if (r->tag < 0) {
+        incoll_error("mpi: more than %d persistent collectives at once",
+                     TAG_LIMIT);
+        ret = MPI_ERR_INTERN;
+        goto err_free_rec;
+    }
+    ret = PMPI_Recv_init(NULL, 0, MPI_BYTE, 0, r->tag, self_comm, &r->mreq);
+    if (ret != MPI_SUCCESS)
+        goto err_free_rec;
+    r->ireq = ireq;
+    r->coll = coll;
+    r->comm = comm;
+    r->st = p->st;
+    r->persistent = 1;
+    r->pnext = persist;
+    persist = r;
+    npersist++;
+    *request = r->mreq;
+    return MPI_SUCCESS;
+
+err_free_rec:
+    free(r);
+err_free_ireq:
+    if (ireq)
+        incoll_req_free(ireq);
+    return ret;
+}
+
+/* MPI_Start of persistent r. */
+static int persist_start(nb_rec_t *r)
+{
+    incoll_status_t status = INCOLL_OK;
+    int ret;
+
+    if (r->active)
+        return MPI_ERR_REQUEST; /* started twice: erroneous */
+    ret = PMPI_Start(&r->mreq);
+    if (ret != MPI_SUCCESS)
+        return ret;
+    r->active = 1;
+    r->was_in = mpi_layer_nb_in_net(r->st);
+    if (r->ireq)
+        status = incoll_req_start(r->ireq);
+    if (r->ireq == NULL || status != INCOLL_OK) {
+        /* Zero bytes, or refused: over at once. */
+        r->err =
+            mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in, 1);
+        persist_done(r);
+        return MPI_SUCCESS;
+    }
+    push_pending(r);
+    return MPI_SUCCESS;
+}
+
+/* One call the layer gives libincoll: count is elements for the
+ * reductions, bytes for the others (p->bytes). */
+typedef struct {
+    mpi_coll_t coll;
+    const void *sendbuf; /* MPI_IN_PLACE allowed */
+    void *recvbuf;       /* MPI_IN_PLACE allowed (scatter's root) */
+    size_t count;
+    int root;
+} nb_call_t;
+
+static incoll_status_t post(const mpi_nb_plan_t *p, const nb_call_t *c,
+                            int persistent, incoll_req_h *ireq)
+{
+    const void *sb = c->sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : c->sendbuf;
+    void *rb =
+        c->recvbuf == MPI_IN_PLACE ? (void *)INCOLL_IN_PLACE : c->recvbuf;
+    incoll_comm_h ic = p->icomm;
+
+    switch (c->coll) {
+    case MPI_COLL_ALLREDUCE:
+        return persistent ? incoll_allreduce_init(ic, sb, rb, c->count, p->idt,
+                                                  p->iop, ireq)
+                          : incoll_iallreduce(ic, sb, rb, c->count, p->idt,
+                                              p->iop, ireq);
+    case MPI_COLL_REDUCE:
+        return persistent ? incoll_reduce_init(ic, sb, rb, c->count, p->idt,
+                                               p->iop, c->root, ireq)
+                          : incoll_ireduce(ic, sb, rb, c->count, p->idt, p->iop,
+                                           c->root, ireq);
+    case MPI_COLL_BCAST:
+        return persistent ? incoll_bcast_init(ic, rb, c->count, c->root, ireq)
+                          : incoll_ibcast(ic, rb, c->count, c->root, ireq);
+    case MPI_COLL_BARRIER:
+        return persistent ? incoll_barrier_init(ic, ireq)
+                          : incoll_ibarrier(ic, ireq);
+    case MPI_COLL_ALLGATHER:
+        return persistent ? incoll_allgather_init(ic, sb, rb, c->count, ireq)
+                          : incoll_iallgather(ic, sb, rb, c->count, ireq);
+    case MPI_COLL_GATHER:
+        return persistent
+                   ? incoll_gather_init(ic, sb, rb, c->count, c->root, ireq)
+                   : incoll_igather(ic, sb, rb, c->count, c->root, ireq);
+    case MPI_COLL_SCATTER:
+        return persistent
+                   ? incoll_scatter_init(ic, sb, rb, c->count, c->root, ireq)
+                   : incoll_iscatter(ic, sb, rb, c->count, c->root, ireq);
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+    case MPI_COLL_REDUCE_SCATTER:
+        return persistent ? incoll_reduce_scatter_init(ic, sb, rb, c->count,
+                                                       p->idt, p->iop, ireq)
+                          : incoll_ireduce_scatter(ic, sb, rb, c->count, p->idt,
+                                                   p->iop, ireq);
+    default:
+        return INCOLL_ERR_INVALID_ARG;
+    }
+}
+
+/* Gives a planned call to libincoll as a nonblocking (persistent = 0) or
+ * persistent request and makes the MPI request the program gets. */
+static int issue(const mpi_nb_plan_t *p, const nb_call_t *c, MPI_Comm comm,
+                 int persistent, MPI_Request *request)
+{
+    incoll_req_h ireq = NULL;
+    incoll_status_t status = INCOLL_OK;
+    int empty = c->coll != MPI_COLL_BARRIER && (c->count == 0 || p->bytes == 0);
+
+    if (!empty)
+        status = post(p, c, persistent, &ireq);
+    if (status != INCOLL_OK)
+        return refused(p, c->coll, comm, status, persistent, request);
+    if (persistent)
+        return persist_make(ireq, c->coll, comm, p, request);
+    if (empty)
+        return complete_now(p, c->coll, comm, request);
+    return track(ireq, c->coll, comm, p, request);
+}
+
+/* The send side of an allgather, when given, must carry the block's bytes
+ * (checked by the blocking form too): else MPI judges. */
+static int allgather_same(const void *sendbuf, int sendcount,
+                          MPI_Datatype sendtype, int recvcount,
+                          MPI_Datatype recvtype)
+{
+    int ss = 0, rs = 0;
+    if (sendbuf == MPI_IN_PLACE)
+        return 1;
+    return PMPI_Type_size(sendtype, &ss) == MPI_SUCCESS &&
+           PMPI_Type_size(recvtype, &rs) == MPI_SUCCESS &&
+           (long long)ss * sendcount == (long long)rs * recvcount;
+}
+
+/* The bodies shared by the nonblocking and persistent entry points, C and
+ * Fortran (mpi_layer.h). */
+int mpi_nb_allreduce(const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+                     MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_ALLREDUCE, sendbuf, recvbuf, (size_t)count, 0};
+    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, op, 0, &p))
+        return 0;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_reduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_REDUCE, sendbuf, recvbuf, (size_t)count, root};
+    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, op, root, &p))
+        return 0;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
+                 int persistent, MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_BCAST, buf, buf, 0, root};
+    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, MPI_OP_NULL, root, &p))
+        return 0;
+    c.count = p.bytes;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
+                   int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_BARRIER, NULL, NULL, 0, 0};
+    if (!mpi_layer_nb_plan(c.coll, comm, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0,
+                           &p))
+        return 0;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                     void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                     MPI_Comm comm, int persistent, MPI_Request *request,
+                     int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_ALLGATHER, sendbuf, recvbuf, 0, 0};
+    if (!allgather_same(sendbuf, sendcount, sendtype, recvcount, recvtype) ||
+        !mpi_layer_nb_plan(c.coll, comm, recvcount, recvtype, MPI_OP_NULL, 0,
+                           &p))
+        return 0;
+    c.count = p.bytes;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+/* Gather (scatter = 0) or scatter (1). */
+int mpi_nb_rooted(int scatter, const void *sendbuf, int sendcount,
+                  MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  int persistent, MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {scatter ? MPI_COLL_SCATTER : MPI_COLL_GATHER, sendbuf,
+                   recvbuf, 0, root};
+    int is_root = 0, ok;
+
+    ok = scatter ? mpi_layer_nb_plan_rooted(
+                       c.coll, comm, root, recvbuf == MPI_IN_PLACE, sendcount,
+                       sendtype, recvcount, recvtype, &p, &is_root)
+                 : mpi_layer_nb_plan_rooted(
+                       c.coll, comm, root, sendbuf == MPI_IN_PLACE, recvcount,
+                       recvtype, sendcount, sendtype, &p, &is_root);
+    if (!ok)
+        return 0;
+    /* Only the root's side holding every block is read or written. */
+    if (!is_root && scatter)
+        c.sendbuf = NULL;
+    if (!is_root && !scatter)
+        c.recvbuf = NULL;
+    c.count = p.bytes;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_rsb(const void *sendbuf, void *recvbuf, int recvcount,
+               MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+               MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf,
+                   (size_t)recvcount, 0};
+    if (!mpi_layer_nb_plan(c.coll, comm, recvcount, dt, op, 0, &p))
+        return 0;
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+int mpi_nb_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
+              MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
+              MPI_Request *request, int *ret_p)
+{
+    mpi_nb_plan_t p;
+    nb_call_t c = {MPI_COLL_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0};
+    if (!mpi_layer_nb_plan_rs(comm, recvcounts, dt, op, &p))
+        return 0;
+    c.count = (size_t)recvcounts[0];
+    *ret_p = issue(&p, &c, comm, persistent, request);
+    return 1;
+}
+
+/* Runs body (a do_ call ending in &ret) under the layer's lock; when it
+ * declines, the MPI library's own function (fallback). */
+#define NB_CALL(body, fallback)                                                \
+    do {                                                                       \
+        int ret = MPI_SUCCESS;                                                 \
+        mpi_layer_enter();                                                     \
+        if (mpi_layer_leave(body))                                             \
+            return ret;                                                        \
+        return fallback;                                                       \
+    } while (0)
+
+/* ---- the nonblocking entry points ---- */
 
 MPI_LAYER_EXPORT int MPI_Iallreduce(const void *sendbuf, void *recvbuf,
                                     int count, MPI_Datatype datatype, MPI_Op op,
                                     MPI_Comm comm, MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
-    int ret;
-
-    mpi_layer_enter();
-    if (!mpi_layer_nb_plan(MPI_COLL_ALLREDUCE, comm, count, datatype, op, 0,
-                           &p))
-        return mpi_layer_leave(0)
-                   ? 0
-                   : PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op,
-                                     comm, request);
-    if (count == 0) {
-        ret = complete_now(&p, MPI_COLL_ALLREDUCE, comm, request);
-    } else {
-        incoll_status_t status = incoll_iallreduce(
-            p.icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-            recvbuf, (size_t)count, p.idt, p.iop, &ireq);
-        ret = started(status, ireq, &p, MPI_COLL_ALLREDUCE, comm, request);
-    }
-    return mpi_layer_leave(ret);
+    NB_CALL(
+        mpi_nb_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 0,
+                         request, &ret),
+        PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                                  MPI_Datatype datatype, MPI_Op op, int root,
                                  MPI_Comm comm, MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
-    int ret;
-
-    mpi_layer_enter();
-    if (!mpi_layer_nb_plan(MPI_COLL_REDUCE, comm, count, datatype, op, root,
-                           &p))
-        return mpi_layer_leave(0)
-                   ? 0
-                   : PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
-                                  comm, request);
-    if (count == 0) {
-        ret = complete_now(&p, MPI_COLL_REDUCE, comm, request);
-    } else {
-        incoll_status_t status = incoll_ireduce(
-            p.icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-            recvbuf, (size_t)count, p.idt, p.iop, root, &ireq);
-        ret = started(status, ireq, &p, MPI_COLL_REDUCE, comm, request);
-    }
-    return mpi_layer_leave(ret);
+    NB_CALL(mpi_nb_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 0,
+                          request, &ret),
+            PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root, comm,
+                         request));
 }
 
 MPI_LAYER_EXPORT int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype,
                                 int root, MPI_Comm comm, MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
-    int ret;
-
-    mpi_layer_enter();
-    if (!mpi_layer_nb_plan(MPI_COLL_BCAST, comm, count, datatype, MPI_OP_NULL,
-                           root, &p))
-        return mpi_layer_leave(0)
-                   ? 0
-                   : PMPI_Ibcast(buffer, count, datatype, root, comm, request);
-    if (p.bytes == 0) {
-        ret = complete_now(&p, MPI_COLL_BCAST, comm, request);
-    } else {
-        incoll_status_t status =
-            incoll_ibcast(p.icomm, buffer, p.bytes, root, &ireq);
-        ret = started(status, ireq, &p, MPI_COLL_BCAST, comm, request);
-    }
-    return mpi_layer_leave(ret);
+    NB_CALL(mpi_nb_bcast(buffer, count, datatype, root, comm, 0, request, &ret),
+            PMPI_Ibcast(buffer, count, datatype, root, comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
-    incoll_status_t status;
-
-    mpi_layer_enter();
-    if (!mpi_layer_nb_plan(MPI_COLL_BARRIER, comm, 0, MPI_DATATYPE_NULL,
-                           MPI_OP_NULL, 0, &p))
-        return mpi_layer_leave(0) ? 0 : PMPI_Ibarrier(comm, request);
-    status = incoll_ibarrier(p.icomm, &ireq);
-    return mpi_layer_leave(
-        started(status, ireq, &p, MPI_COLL_BARRIER, comm, request));
+    NB_CALL(mpi_nb_barrier(comm, 0, request, &ret),
+            PMPI_Ibarrier(comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
@@ -332,34 +659,32 @@ MPI_LAYER_EXPORT int MPI_Iallgather(const void *sendbuf, int sendcount,
                                     int recvcount, MPI_Datatype recvtype,
                                     MPI_Comm comm, MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
-    int ret, same = 1;
+    NB_CALL(mpi_nb_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm, 0, request, &ret),
+            PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                            recvtype, comm, request));
+}
 
-    mpi_layer_enter();
-    /* The send side must carry the block's bytes (checked by the blocking
-     * form too): else MPI judges. */
-    if (sendbuf != MPI_IN_PLACE) {
-        int ss = 0, rs = 0;
-        same = PMPI_Type_size(sendtype, &ss) == MPI_SUCCESS &&
-               PMPI_Type_size(recvtype, &rs) == MPI_SUCCESS &&
-               (long long)ss * sendcount == (long long)rs * recvcount;
-    }
-    if (!same || !mpi_layer_nb_plan(MPI_COLL_ALLGATHER, comm, recvcount,
-                                    recvtype, MPI_OP_NULL, 0, &p))
-        return mpi_layer_leave(0)
-                   ? 0
-                   : PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
-                                     recvcount, recvtype, comm, request);
-    if (p.bytes == 0) {
-        ret = complete_now(&p, MPI_COLL_ALLGATHER, comm, request);
-    } else {
-        incoll_status_t status = incoll_iallgather(
-            p.icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-            recvbuf, p.bytes, &ireq);
-        ret = started(status, ireq, &p, MPI_COLL_ALLGATHER, comm, request);
-    }
-    return mpi_layer_leave(ret);
+MPI_LAYER_EXPORT int MPI_Igather(const void *sendbuf, int sendcount,
+                                 MPI_Datatype sendtype, void *recvbuf,
+                                 int recvcount, MPI_Datatype recvtype, int root,
+                                 MPI_Comm comm, MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 0, request, &ret),
+            PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                         recvtype, root, comm, request));
+}
+
+MPI_LAYER_EXPORT int MPI_Iscatter(const void *sendbuf, int sendcount,
+                                  MPI_Datatype sendtype, void *recvbuf,
+                                  int recvcount, MPI_Datatype recvtype,
+                                  int root, MPI_Comm comm, MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 0, request, &ret),
+            PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, request));
 }
 
 MPI_LAYER_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf,
@@ -368,34 +693,196 @@ MPI_LAYER_EXPORT int MPI_Ireduce_scatter_block(const void *sendbuf,
                                                MPI_Comm comm,
                                                MPI_Request *request)
 {
-    mpi_nb_plan_t p;
-    incoll_req_h ireq = NULL;
+    NB_CALL(mpi_nb_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 0,
+                       request, &ret),
+            PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, datatype,
+                                       op, comm, request));
+}
+
+MPI_LAYER_EXPORT int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+                                         const int recvcounts[],
+                                         MPI_Datatype datatype, MPI_Op op,
+                                         MPI_Comm comm, MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 0,
+                      request, &ret),
+            PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op,
+                                 comm, request));
+}
+
+/* ---- the persistent entry points ---- */
+
+/* MPI 4.0's names (MPICH 4.0), or Open MPI 4.1's MPIX_ extension. */
+#if defined(OPEN_MPI) && defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
+#define P_INIT(name) MPIX_##name##_init
+#define PMPI_P_INIT(name) PMPIX_##name##_init
+#elif !defined(OPEN_MPI) && MPI_VERSION >= 4
+#define P_INIT(name) MPI_##name##_init
+#define PMPI_P_INIT(name) PMPI_##name##_init
+#endif
+
+#ifdef P_INIT
+MPI_LAYER_EXPORT int P_INIT(Allreduce)(const void *sendbuf, void *recvbuf,
+                                       int count, MPI_Datatype datatype,
+                                       MPI_Op op, MPI_Comm comm, MPI_Info info,
+                                       MPI_Request *request)
+{
+    NB_CALL(mpi_nb_allreduce(sendbuf, recvbuf, count, datatype, op, comm, 1,
+                             request, &ret),
+            PMPI_P_INIT(Allreduce)(sendbuf, recvbuf, count, datatype, op, comm,
+                                   info, request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Reduce)(const void *sendbuf, void *recvbuf,
+                                    int count, MPI_Datatype datatype, MPI_Op op,
+                                    int root, MPI_Comm comm, MPI_Info info,
+                                    MPI_Request *request)
+{
+    NB_CALL(mpi_nb_reduce(sendbuf, recvbuf, count, datatype, op, root, comm, 1,
+                          request, &ret),
+            PMPI_P_INIT(Reduce)(sendbuf, recvbuf, count, datatype, op, root,
+                                comm, info, request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Bcast)(void *buffer, int count,
+                                   MPI_Datatype datatype, int root,
+                                   MPI_Comm comm, MPI_Info info,
+                                   MPI_Request *request)
+{
+    NB_CALL(
+        mpi_nb_bcast(buffer, count, datatype, root, comm, 1, request, &ret),
+        PMPI_P_INIT(Bcast)(buffer, count, datatype, root, comm, info, request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Barrier)(MPI_Comm comm, MPI_Info info,
+                                     MPI_Request *request)
+{
+    NB_CALL(mpi_nb_barrier(comm, 1, request, &ret),
+            PMPI_P_INIT(Barrier)(comm, info, request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Allgather)(const void *sendbuf, int sendcount,
+                                       MPI_Datatype sendtype, void *recvbuf,
+                                       int recvcount, MPI_Datatype recvtype,
+                                       MPI_Comm comm, MPI_Info info,
+                                       MPI_Request *request)
+{
+    NB_CALL(mpi_nb_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, comm, 1, request, &ret),
+            PMPI_P_INIT(Allgather)(sendbuf, sendcount, sendtype, recvbuf,
+                                   recvcount, recvtype, comm, info, request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Gather)(const void *sendbuf, int sendcount,
+                                    MPI_Datatype sendtype, void *recvbuf,
+                                    int recvcount, MPI_Datatype recvtype,
+                                    int root, MPI_Comm comm, MPI_Info info,
+                                    MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rooted(0, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 1, request, &ret),
+            PMPI_P_INIT(Gather)(sendbuf, sendcount, sendtype, recvbuf,
+                                recvcount, recvtype, root, comm, info,
+                                request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Scatter)(const void *sendbuf, int sendcount,
+                                     MPI_Datatype sendtype, void *recvbuf,
+                                     int recvcount, MPI_Datatype recvtype,
+                                     int root, MPI_Comm comm, MPI_Info info,
+                                     MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rooted(1, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                          recvtype, root, comm, 1, request, &ret),
+            PMPI_P_INIT(Scatter)(sendbuf, sendcount, sendtype, recvbuf,
+                                 recvcount, recvtype, root, comm, info,
+                                 request));
+}
+
+MPI_LAYER_EXPORT int
+P_INIT(Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                             MPI_Info info, MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rsb(sendbuf, recvbuf, recvcount, datatype, op, comm, 1,
+                       request, &ret),
+            PMPI_P_INIT(Reduce_scatter_block)(sendbuf, recvbuf, recvcount,
+                                              datatype, op, comm, info,
+                                              request));
+}
+
+MPI_LAYER_EXPORT int P_INIT(Reduce_scatter)(const void *sendbuf, void *recvbuf,
+                                            const int recvcounts[],
+                                            MPI_Datatype datatype, MPI_Op op,
+                                            MPI_Comm comm, MPI_Info info,
+                                            MPI_Request *request)
+{
+    NB_CALL(mpi_nb_rs(sendbuf, recvbuf, recvcounts, datatype, op, comm, 1,
+                      request, &ret),
+            PMPI_P_INIT(Reduce_scatter)(sendbuf, recvbuf, recvcounts, datatype,
+                                        op, comm, info, request));
+}
+#endif /* P_INIT */
+
+MPI_LAYER_EXPORT int MPI_Start(MPI_Request *request)
+{
+    nb_rec_t *r;
     int ret;
 
+    if (npersist == 0 || request == NULL)
+        return PMPI_Start(request);
     mpi_layer_enter();
-    if (!mpi_layer_nb_plan(MPI_COLL_REDUCE_SCATTER_BLOCK, comm, recvcount,
-                           datatype, op, 0, &p))
-        return mpi_layer_leave(0)
-                   ? 0
-                   : PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount,
-                                                datatype, op, comm, request);
-    if (recvcount == 0) {
-        ret = complete_now(&p, MPI_COLL_REDUCE_SCATTER_BLOCK, comm, request);
-    } else {
-        incoll_status_t status = incoll_ireduce_scatter(
-            p.icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-            recvbuf, (size_t)recvcount, p.idt, p.iop, &ireq);
-        ret = started(status, ireq, &p, MPI_COLL_REDUCE_SCATTER_BLOCK, comm,
-                      request);
+    r = persist_find(*request);
+    ret = r ? persist_start(r) : PMPI_Start(request);
+    return mpi_layer_leave(ret);
+}
+
+MPI_LAYER_EXPORT int MPI_Startall(int count, MPI_Request requests[])
+{
+    int ret = MPI_SUCCESS;
+
+    if (npersist == 0)
+        return PMPI_Startall(count, requests);
+    mpi_layer_enter();
+    for (int i = 0; i < count && ret == MPI_SUCCESS; i++) {
+        nb_rec_t *r = persist_find(requests[i]);
+        ret = r ? persist_start(r) : PMPI_Start(&requests[i]);
     }
     return mpi_layer_leave(ret);
 }
 
 /* ---- completion: the wait and test family ---- */
 
+int mpi_nb_outstanding(void)
+{
+    return npending > 0;
+}
+
+void mpi_nb_wait(MPI_Request req)
+{
+    nb_rec_t *r;
+    if (npending == 0)
+        return;
+    mpi_layer_enter();
+    r = find(req);
+    if (r)
+        wait_rec(r);
+    progress();
+    mpi_layer_leave(0);
+}
+
+int mpi_nb_wait_slice(int n, MPI_Request reqs[])
+{
+    int ours;
+    mpi_layer_enter();
+    ours = wait_slice(n, reqs);
+    mpi_layer_leave(0);
+    return ours;
+}
+
 /* Progresses ours before MPI's test or wait: with the lock, and only when
  * there are any (no cost to programs without them). */
-static void progress_all(void)
+void mpi_nb_progress(void)
 {
     if (npending == 0)
         return;
@@ -406,6 +893,9 @@ static void progress_all(void)
 
 MPI_LAYER_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
 {
+    nb_rec_t *pr = NULL;
+    int ret;
+
     if (npending > 0) {
         nb_rec_t *r;
         mpi_layer_enter();
@@ -415,13 +905,25 @@ MPI_LAYER_EXPORT int MPI_Wait(MPI_Request *request, MPI_Status *status)
         progress();
         mpi_layer_leave(0);
     }
-    return PMPI_Wait(request, status);
+    if (npersist > 0) {
+        mpi_layer_enter();
+        pr = persist_find(*request);
+        mpi_layer_leave(0);
+    }
+    ret = PMPI_Wait(request, status);
+    /* A persistent request's error: its receive knows nothing of it. */
+    if (ret == MPI_SUCCESS && pr && pr->err != MPI_SUCCESS) {
+        if (status != MPI_STATUS_IGNORE)
+            status->MPI_ERROR = pr->err;
+        ret = pr->err;
+    }
+    return ret;
 }
 
 MPI_LAYER_EXPORT int MPI_Test(MPI_Request *request, int *flag,
                               MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Test(request, flag, status);
 }
 
@@ -443,7 +945,7 @@ MPI_LAYER_EXPORT int MPI_Waitall(int count, MPI_Request requests[],
 MPI_LAYER_EXPORT int MPI_Testall(int count, MPI_Request requests[], int *flag,
                                  MPI_Status statuses[])
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testall(count, requests, flag, statuses);
 }
 
@@ -498,7 +1000,7 @@ MPI_LAYER_EXPORT int MPI_Waitsome(int incount, MPI_Request requests[],
 MPI_LAYER_EXPORT int MPI_Testany(int count, MPI_Request requests[], int *index,
                                  int *flag, MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testany(count, requests, index, flag, status);
 }
 
@@ -506,16 +1008,17 @@ MPI_LAYER_EXPORT int MPI_Testsome(int incount, MPI_Request requests[],
                                   int *outcount, int indices[],
                                   MPI_Status statuses[])
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Testsome(incount, requests, outcount, indices, statuses);
 }
 
 /* A request of ours freed before completion: MPI (MPICH at least) would
  * call free_fn at once, under the feet of the running operation; the
- * layer frees it itself once complete (finish). */
+ * layer frees it itself once complete (finish). An inactive persistent
+ * one is freed at once, with its libincoll request. */
 MPI_LAYER_EXPORT int MPI_Request_free(MPI_Request *request)
 {
-    if (npending > 0 && request != NULL) {
+    if ((npending > 0 || npersist > 0) && request != NULL) {
         nb_rec_t *r;
         mpi_layer_enter();
         r = find(*request);
@@ -523,6 +1026,13 @@ MPI_LAYER_EXPORT int MPI_Request_free(MPI_Request *request)
             r->app_freed = 1;
             *request = MPI_REQUEST_NULL;
             progress();
+            mpi_layer_leave(0);
+            return MPI_SUCCESS;
+        }
+        r = persist_find(*request);
+        if (r) {
+            persist_destroy(r);
+            *request = MPI_REQUEST_NULL;
             mpi_layer_leave(0);
             return MPI_SUCCESS;
         }
@@ -534,16 +1044,23 @@ MPI_LAYER_EXPORT int MPI_Request_free(MPI_Request *request)
 MPI_LAYER_EXPORT int MPI_Request_get_status(MPI_Request request, int *flag,
                                             MPI_Status *status)
 {
-    progress_all();
+    mpi_nb_progress();
     return PMPI_Request_get_status(request, flag, status);
 }
 
 void mpi_nb_finalize(void)
 {
-    if (npending == 0)
+    if (npending == 0 && npersist == 0)
         return;
     mpi_layer_enter();
     while (pending)
         wait_rec(pending);
+    /* Persistent requests the program did not free: their libincoll
+     * requests go before libincoll does (MPI frees the receives). */
+    for (nb_rec_t *r = persist; r; r = r->pnext) {
+        if (r->ireq)
+            incoll_req_free(r->ireq);
+        r->ireq = NULL;
+    }
     mpi_layer_leave(0);
 }
