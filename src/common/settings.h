@@ -191,6 +191,14 @@
       "groups at once the AN offers the manager") \
     X(AGG_BUFFER, SIZE, "256M", "1K..", "agg", \
       "reduction buffer bytes the AN offers the manager") \
+    X(AGG_STREAM_POOL, SIZE, "64M", "0..", "agg", \
+      "bytes of the AN-wide streaming pool: a group holding the AN's " \
+      "streaming lock gets its window from it (docs/streaming.md); 0 " \
+      "refuses every lock") \
+    X(AGG_LOCK_IDLE_MS, MS, "2s", "0..1h", "agg", \
+      "a streaming lock whose holder sent nothing for this long goes to " \
+      "the next group that asks; a refused group keeps its place in the " \
+      "queue as long; 0: never") \
     /* incoll-mgr */ \
     X(MGR_HEARTBEAT_MS, MS, "200ms", "10ms..1h", "mgr", \
       "AN heartbeat interval; an AN silent for 5 of them is dead") \
