@@ -108,8 +108,8 @@ static int sw_init(sw_t *w, const char *spec, int ngroups, memnet_cfg_t cfg,
 static int sw_run(sw_t *w, uint64_t limit)
 {
     if (memnet_run(w->net, limit) != 0)
-        FAILF("no completion within %" PRIu64 " ms (%d hosts busy)",
-              limit / MS, memnet_busy(w->net));
+        FAILF("no completion within %" PRIu64 " ms (%d hosts busy)", limit / MS,
+              memnet_busy(w->net));
     return 0;
 }
 
@@ -164,8 +164,7 @@ static void fill_i64(sw_t *w, int g, uint64_t seed)
 static void start_allreduce(sw_t *w, int g, incoll_dtype_t dt)
 {
     memnet_start_allreduce(w->net, g, (const void *const *)w->send[g],
-                           (void *const *)w->recv[g], COUNT, dt,
-                           INCOLL_OP_SUM);
+                           (void *const *)w->recv[g], COUNT, dt, INCOLL_OP_SUM);
 }
 
 /* Every rank of group g ended OK with the int64 sum of the inputs. */
@@ -182,7 +181,8 @@ static int check_i64(sw_t *w, int g)
             for (int k = 0; k < w->n; k++)
                 want += ((const int64_t *)w->send[g][k])[i];
             if (got[i] != want)
-                FAILF("group %d rank %d element %zu: %" PRId64 ", want %" PRId64,
+                FAILF("group %d rank %d element %zu: %" PRId64
+                      ", want %" PRId64,
                       g, r, i, got[i], want);
         }
     }

@@ -71,6 +71,17 @@
       "MTU)") \
     X(WINDOW, INT, "0", "0..65535", "host", \
       "segments in flight per group; 0 uses the group's slot count") \
+    X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
+      "allreduces of at least this many bytes lock the tree and stream " \
+      "through the ANs' streaming pools (docs/streaming.md); 0: never, " \
+      "the default until streaming is proven end to end; every rank must " \
+      "use the same value") \
+    X(STREAM_LOCK, STR, "op", "", "host", \
+      "how long a streaming lock is held: op (one operation), comm (until " \
+      "the communicator's group goes or an AN reclaims it) or a number N " \
+      "(N operations, 1..65535)") \
+    X(STREAM_WINDOW, INT, "256", "1..65534", "host", \
+      "stream slots a lock asks for (the ANs may grant fewer)") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
       "first retransmission timeout") \
     X(RTO_MIN_US, US, "200us", "1us..60s", "host", \

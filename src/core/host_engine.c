@@ -116,11 +116,13 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
         eng->p.window = eng->p.slots;
     eng->win = calloc(params->slots, sizeof(*eng->win));
     eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
-    if (params->stream_window > 0)
-        eng->st_segs = calloc(params->stream_window, sizeof(*eng->st_segs));
+    /* Stream slots are numbered after the slots, in 16 bits. */
+    if (eng->p.stream_window > 65535 - params->slots)
+        eng->p.stream_window = 65535 - params->slots;
+    if (eng->p.stream_window > 0)
+        eng->st_segs = calloc(eng->p.stream_window, sizeof(*eng->st_segs));
     if (eng->win == NULL || eng->piece == NULL ||
-        (params->stream_window > 0 && eng->st_segs == NULL) ||
-        params->stream_window > 65535 - params->slots) {
+        (eng->p.stream_window > 0 && eng->st_segs == NULL)) {
         free(eng->st_segs);
         free(eng->win);
         free(eng->piece);
