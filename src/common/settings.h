@@ -82,6 +82,11 @@
       "(N operations, 1..65535)") \
     X(STREAM_WINDOW, INT, "256", "1..65534", "host", \
       "stream slots a lock asks for (the ANs may grant fewer)") \
+    X(STREAM_SLOTS, INT, "8", "1..65535", "host", \
+      "with streaming on (INCOLL_STREAM_THRESHOLD), the slots a " \
+      "communicator asks the manager for: the small low-latency share, " \
+      "large vectors streaming through the ANs' pools instead; " \
+      "INCOLL_GROUP_SLOTS, when set, wins") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
       "first retransmission timeout") \
     X(RTO_MIN_US, US, "200us", "1us..60s", "host", \

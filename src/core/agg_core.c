@@ -397,6 +397,11 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
         n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64, agg->ctr.f);
     AGG_COUNTER_LIST(AGG_X_FMT)
 #undef AGG_X_FMT
+    /* Not counters: the streaming pool and who holds it (0: nobody). */
+    if (n < len)
+        n += (size_t)snprintf(
+            buf + n, len - n, " stream_pool=%zu stream_holder=%" PRIu32,
+            agg->pool_bytes, agg->holder ? agg->holder->id : 0);
     return n < len ? n : len - 1;
 }
 

@@ -195,7 +195,9 @@ void agg_set_now(agg_t *agg, uint64_t now_ns);
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
 
 const agg_counters_t *agg_counters(const agg_t *agg);
-/* Formats "an=<name> key=value ..." into buf, truncated to len - 1 bytes
+/* Formats "an=<name> key=value ..." (the counters, then stream_pool, the
+ * streaming pool's bytes, and stream_holder, the group holding it or 0)
+ * into buf, truncated to len - 1 bytes
  * and terminated; returns the length written (0, writing nothing, when len
  * is 0). */
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len);

@@ -55,8 +55,8 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
         comm->eng == NULL ||
         host_engine_stream_window(comm->eng, NULL, NULL) > 0)
         return INCOLL_OK;
-    status = round_wait(comm, host_engine_lock(comm->eng, ctx->stream_nops,
-                                               host_now_ns()));
+    status = round_wait(
+        comm, host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns()));
     if (status != INCOLL_OK)
         return status;
     if (host_engine_stream_window(comm->eng, NULL, &why) == 0 &&
