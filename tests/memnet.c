@@ -719,6 +719,18 @@ static void host_start(memnet_t *net, node_t *n)
     host_update(net, n);
 }
 
+/* Makes host n start what its fields describe now, or up to the start
+ * skew later. */
+static void schedule_start(memnet_t *net, node_t *n)
+{
+    n->start_status = INCOLL_INPROGRESS;
+    n->start_at = net->now;
+    if (net->cfg.start_skew_ns)
+        n->start_at += memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
+    n->pending = 1;
+    host_update(net, n);
+}
+
 void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
                             void *const *recv, size_t count,
                             incoll_dtype_t dtype, incoll_op_t op)
@@ -741,13 +753,7 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
         n->count = count;
         n->dtype = dtype;
         n->op = op;
-        n->start_status = INCOLL_INPROGRESS;
-        n->start_at = net->now;
-        if (net->cfg.start_skew_ns)
-            n->start_at +=
-                memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
-        n->pending = 1;
-        host_update(net, n);
+        schedule_start(net, n);
     }
 }
 
@@ -758,13 +764,7 @@ static void start_ctl(memnet_t *net, int group, int ctl, uint16_t nops)
         node_t *n = net->nodes[net->group_host[group][r]];
         n->ctl = ctl;
         n->nops = nops;
-        n->start_status = INCOLL_INPROGRESS;
-        n->start_at = net->now;
-        if (net->cfg.start_skew_ns)
-            n->start_at +=
-                memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
-        n->pending = 1;
-        host_update(net, n);
+        schedule_start(net, n);
     }
 }
 

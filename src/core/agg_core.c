@@ -815,7 +815,7 @@ static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
 }
 
 /*
- * Checks a packet from child c (CONTRIB, LOCK, UNLOCK) against the
+ * Checks a packet from child c (CONTRIB, LOCK, UNLOCK): its index, the
  * child's address and the group's generation (agg_core.h), resetting the
  * group for a newer one. Returns 1 to go on, 0 when it was dropped.
  */
@@ -823,6 +823,11 @@ static int child_admit(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h)
 {
     int c = h->child;
+    if (c >= g->nchildren) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
+             g->id);
+        return 0;
+    }
     if (!g->learned[c] && g->children[c] != src) {
         drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
              g->id);
@@ -1127,11 +1132,6 @@ static void on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
 {
     int c = h->child;
 
-    if (c >= g->nchildren) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
-             g->id);
-        return;
-    }
     if (!child_admit(agg, g, src, h))
         return;
     g->lk_active_ns = agg->now_ns;
@@ -1225,11 +1225,6 @@ static void on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
 {
     int c = h->child;
 
-    if (c >= g->nchildren) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
-             g->id);
-        return;
-    }
     if (!child_admit(agg, g, src, h))
         return;
     if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
