@@ -437,6 +437,15 @@ TEST(stream_lossy, TEST_UNIT)
     CHECK_EQ_INT(acc1 - acc0, 20 * nseg * 3);
     CHECK_EQ_INT(stream_ops(&w, 0, 0), 20);
     CHECK(memnet_stats(w.net)->dropped > 0);
+    /* A lock per operation: lock, allreduce, unlock, and at once the next
+     * lock, which some members send while others still wait for their
+     * lost unlock answer. */
+    for (uint64_t k = 0; k < 30; k++) {
+        CHECK(sw_lock(&w, 0, 1, NULL) == WINDOW);
+        CHECK(sw_allreduce(&w, 0, 200 + k) == 0);
+        CHECK(sw_unlock(&w, 0) == 0);
+    }
+    CHECK_EQ_INT(stream_ops(&w, 0, 0), 50);
     sw_free(&w);
     return TEST_PASSED;
 }
@@ -536,5 +545,98 @@ TEST(stream_wire_lock_parse, TEST_UNIT)
     wire_pack(&h, buf);
     CHECK(wire_parse(buf, WIRE_HDR_LEN, &out, &why) != INCOLL_OK);
     CHECK(strcmp(why, "bad lock window") == 0);
+    return TEST_PASSED;
+}
+
+/* ---- one AN driven packet by packet ---- */
+
+typedef struct {
+    int n;
+    incoll_ep_t dst[64];
+    wire_hdr_t h[64];
+} cap_t;
+
+static void cap_send(void *arg, incoll_ep_t dst, const void *hdr,
+                     const void *payload, size_t len)
+{
+    cap_t *c = arg;
+    uint8_t buf[WIRE_HDR_LEN];
+    (void)payload;
+    (void)len;
+    memcpy(buf, hdr, WIRE_HDR_LEN);
+    if (c->n < 64 &&
+        wire_parse(buf, WIRE_HDR_LEN, &c->h[c->n], NULL) == INCOLL_OK)
+        c->dst[c->n++] = dst;
+}
+
+/* Feeds the AN a lock-kind packet from child c (endpoint 100 + c). */
+static void feed(agg_t *agg, const wire_key_t *key, uint8_t type, int c,
+                 uint32_t seq)
+{
+    uint8_t buf[WIRE_HDR_LEN];
+    wire_hdr_t h = {.version = WIRE_VERSION,
+                    .type = type,
+                    .group = 9,
+                    .child = (uint16_t)c,
+                    .epoch = seq,
+                    .count = 16,
+                    .total = 1};
+    wire_pack(&h, buf);
+    wire_mac_seal(key, buf, buf, 0);
+    agg_on_packet(agg, 100 + (incoll_ep_t)c, buf, WIRE_HDR_LEN);
+}
+
+/* 1 when the capture holds a packet of type for lock round seq to child
+ * c. */
+static int sent(const cap_t *cap, uint8_t type, int c, uint32_t seq)
+{
+    for (int i = 0; i < cap->n; i++)
+        if (cap->h[i].type == type && cap->dst[i] == 100 + (incoll_ep_t)c &&
+            cap->h[i].epoch == seq)
+            return 1;
+    return 0;
+}
+
+/* A member whose unlock answer was lost asks again after another member
+ * already started the next lock round: it still gets its answer (else it
+ * would wait for ever while the others wait for it in the new round). */
+TEST(stream_unlock_answer_after_next_lock, TEST_UNIT)
+{
+    cap_t cap = {0};
+    incoll_ep_t kids[2] = {100, 101};
+    agg_params_t ap = {.name = "t",
+                       .send = cap_send,
+                       .send_arg = &cap,
+                       .stream_pool_bytes = POOL};
+    agg_group_params_t gp = {.id = 9,
+                             .nchildren = 2,
+                             .children = kids,
+                             .parent = INCOLL_EP_NONE,
+                             .slots = 4,
+                             .max_payload = 256};
+    agg_t *agg = agg_create(&ap);
+    wire_key_t key;
+
+    CHECK(agg != NULL);
+    wire_key_derive(NULL, WIRE_KEY_GROUP, 9, 77, &key);
+    gp.key = key;
+    CHECK(agg_group_add(agg, &gp) == INCOLL_OK);
+    feed(agg, &key, WIRE_LOCK, 0, 1);
+    feed(agg, &key, WIRE_LOCK, 1, 1);
+    CHECK(sent(&cap, WIRE_LOCK_REP, 0, 1) && sent(&cap, WIRE_LOCK_REP, 1, 1));
+    CHECK_EQ_INT(agg_counters(agg)->locks_granted, 1);
+    feed(agg, &key, WIRE_UNLOCK, 0, 1);
+    feed(agg, &key, WIRE_UNLOCK, 1, 1);
+    CHECK(sent(&cap, WIRE_UNLOCK_REP, 1, 1));
+    /* Child 0 locks again at once; child 1's answer was lost. */
+    feed(agg, &key, WIRE_LOCK, 0, 2);
+    cap.n = 0;
+    feed(agg, &key, WIRE_UNLOCK, 1, 1);
+    CHECK_MSG(sent(&cap, WIRE_UNLOCK_REP, 1, 1),
+              "the repeated unlock got no answer");
+    feed(agg, &key, WIRE_LOCK, 1, 2);
+    CHECK(sent(&cap, WIRE_LOCK_REP, 0, 2) && sent(&cap, WIRE_LOCK_REP, 1, 2));
+    CHECK_EQ_INT(agg_counters(agg)->locks_granted, 2);
+    agg_destroy(agg);
     return TEST_PASSED;
 }

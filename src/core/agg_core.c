@@ -1227,13 +1227,16 @@ static void on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
 
     if (!child_admit(agg, g, src, h))
         return;
-    if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
-        g->rep_why != WIRE_LOCK_OK) {
-        drop(agg, &agg->ctr.stale_dropped, src, "unlock of no granted lock",
-             g->id);
-        return;
-    }
-    if (g->ul_seq != h->epoch) {
+    /* A round already started (or done) is answered whatever came since:
+     * a member whose answer was lost asks again while others, answered,
+     * may have started the next lock round already. */
+    if (g->ul_seq == 0 || g->ul_seq != h->epoch) {
+        if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
+            g->rep_why != WIRE_LOCK_OK) {
+            drop(agg, &agg->ctr.stale_dropped, src, "unlock of no granted lock",
+                 g->id);
+            return;
+        }
         g->ul_seq = h->epoch;
         g->ul_state = LK_COLLECT;
         g->ul_arrived = 0;

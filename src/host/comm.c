@@ -1191,6 +1191,7 @@ static void drop_group(incoll_comm_h comm)
     host_mgr_t *mgr = mgr_of(comm->ctx);
     if (mgr && comm->group)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1225,6 +1226,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         ran = host_engine_counters(comm->eng)->ops;
     /* The operation this member is at: the one that failed, or the next. */
     mine = info->opbase + ran - (started && ran ? 1 : 0);
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;

@@ -136,15 +136,7 @@ void host_comm_free(incoll_comm_h comm)
 {
     host_hier_free(comm);
     host_comm_p2p_free(comm);
-    if (comm->eng) {
-        const host_engine_counters_t *k = host_engine_counters(comm->eng);
-        if (k->locks_granted + k->locks_refused > 0)
-            incoll_info("stream: group %u: %" PRIu64 " of %" PRIu64
-                        " operations streamed (%" PRIu64 " bytes), locks "
-                        "granted %" PRIu64 " refused %" PRIu64 " lost %" PRIu64,
-                        comm->group, k->stream_ops, k->ops, k->stream_bytes,
-                        k->locks_granted, k->locks_refused, k->locks_lost);
-    }
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);

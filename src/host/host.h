@@ -97,6 +97,9 @@ uint32_t host_job_generation(const char *job);
  */
 incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes);
 void host_stream_end(incoll_comm_h comm);
+/* Says at info level what comm's engine streamed (when it ever locked);
+ * called before the engine goes (communicator freed, group rebuilt). */
+void host_stream_report(incoll_comm_h comm);
 /* Parses INCOLL_STREAM_LOCK's value: "op" (1), "comm" (0) or 1..65535;
  * returns INCOLL_ERR_CONFIG for anything else. */
 incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);

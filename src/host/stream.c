@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "common/wire.h"
 
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,4 +87,19 @@ void host_stream_end(incoll_comm_h comm)
     if (status != INCOLL_OK)
         incoll_warn("stream: unlock on group %u failed: %s", comm->group,
                     incoll_status_string(status));
+}
+
+void host_stream_report(incoll_comm_h comm)
+{
+    const host_engine_counters_t *k;
+
+    if (comm->eng == NULL)
+        return;
+    k = host_engine_counters(comm->eng);
+    if (k->locks_granted + k->locks_refused > 0)
+        incoll_info("stream: group %u: %" PRIu64 " of %" PRIu64
+                    " operations streamed (%" PRIu64 " bytes), locks "
+                    "granted %" PRIu64 " refused %" PRIu64 " lost %" PRIu64,
+                    comm->group, k->stream_ops, k->ops, k->stream_bytes,
+                    k->locks_granted, k->locks_refused, k->locks_lost);
 }
