@@ -56,8 +56,10 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
         comm->eng == NULL ||
         host_engine_stream_window(comm->eng, NULL, NULL) > 0)
         return INCOLL_OK;
-    status = round_wait(
-        comm, host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns()));
+    status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
+    if (status == INCOLL_ERR_UNSUPPORTED)
+        return INCOLL_OK; /* no room for stream slots after the group's */
+    status = round_wait(comm, status);
     if (status != INCOLL_OK)
         return status;
     if (host_engine_stream_window(comm->eng, NULL, &why) == 0 &&
