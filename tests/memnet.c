@@ -53,6 +53,8 @@ typedef struct node {
     incoll_op_t op;
     wire_coll_t coll;
     int root;
+    int ctl;       /* the pending start is a lock (1) or unlock (2) round */
+    uint16_t nops; /* the lock's operations */
     size_t blk_off, blk_len; /* gathers */
     incoll_status_t start_status;
     uint64_t done_ns;
@@ -527,7 +529,9 @@ int memnet_add_tree(memnet_t *net, const memnet_tree_t *tree,
                             .send_arg = n,
                             .gen_idle_ns = net->cfg.gen_idle_ns
                                                ? net->cfg.gen_idle_ns
-                                               : UINT64_C(1000000000)};
+                                               : UINT64_C(1000000000),
+                            .stream_pool_bytes = net->cfg.stream_pool_bytes,
+                            .lock_idle_ns = net->cfg.lock_idle_ns};
         n->agg = agg_create(&ap);
         if (n->agg == NULL)
             return -1;
@@ -591,6 +595,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.slots = g->slots;
         hp.window = g->window;
         hp.max_payload = g->max_payload;
+        hp.stream_window = g->stream_window;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)
@@ -695,7 +700,11 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
-    if (wire_coll_is_split(n->coll))
+    if (n->ctl == 1)
+        n->start_status = host_engine_lock(n->eng, n->nops, net->now);
+    else if (n->ctl == 2)
+        n->start_status = host_engine_unlock(n->eng, net->now);
+    else if (wire_coll_is_split(n->coll))
         n->start_status = host_engine_start_split(
             n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
             n->count, n->dtype, n->op, net->now);
@@ -707,6 +716,18 @@ static void host_start(memnet_t *net, node_t *n)
         n->start_status =
             host_engine_start_coll(n->eng, n->coll, n->root, n->send, n->recv,
                                    n->count, n->dtype, n->op, net->now);
+    host_update(net, n);
+}
+
+/* Makes host n start what its fields describe now, or up to the start
+ * skew later. */
+static void schedule_start(memnet_t *net, node_t *n)
+{
+    n->start_status = INCOLL_INPROGRESS;
+    n->start_at = net->now;
+    if (net->cfg.start_skew_ns)
+        n->start_at += memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
+    n->pending = 1;
     host_update(net, n);
 }
 
@@ -725,20 +746,36 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
     for (int r = 0; r < net->tree.nhosts; r++) {
         node_t *n = net->nodes[net->group_host[group][r]];
         n->coll = kind;
+        n->ctl = 0;
         n->root = r == root;
         n->send = send ? send[r] : NULL;
         n->recv = recv ? recv[r] : NULL;
         n->count = count;
         n->dtype = dtype;
         n->op = op;
-        n->start_status = INCOLL_INPROGRESS;
-        n->start_at = net->now;
-        if (net->cfg.start_skew_ns)
-            n->start_at +=
-                memnet_rand_below(&net->rng, net->cfg.start_skew_ns + 1);
-        n->pending = 1;
-        host_update(net, n);
+        schedule_start(net, n);
     }
+}
+
+/* Schedules a lock (ctl 1) or unlock (ctl 2) round on every host. */
+static void start_ctl(memnet_t *net, int group, int ctl, uint16_t nops)
+{
+    for (int r = 0; r < net->tree.nhosts; r++) {
+        node_t *n = net->nodes[net->group_host[group][r]];
+        n->ctl = ctl;
+        n->nops = nops;
+        schedule_start(net, n);
+    }
+}
+
+void memnet_start_lock(memnet_t *net, int group, uint16_t nops)
+{
+    start_ctl(net, group, 1, nops);
+}
+
+void memnet_start_unlock(memnet_t *net, int group)
+{
+    start_ctl(net, group, 2, 0);
 }
 
 void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,

@@ -95,6 +95,9 @@ typedef struct {
     /* The ANs' agg_params_t.gen_idle_ns; 0 = 1 s (INCOLL_AGG_GEN_IDLE_MS's
      * default). Read by memnet_add_tree. */
     uint64_t gen_idle_ns;
+    /* The ANs' streaming pool and lock idle time (agg_params_t). */
+    size_t stream_pool_bytes;
+    uint64_t lock_idle_ns;
 } memnet_cfg_t;
 
 /* One group over the whole tree: configured on every AN, with one host
@@ -110,6 +113,7 @@ typedef struct {
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     int max_retries;
     uint64_t progress_timeout_ns;
+    uint32_t stream_window; /* stream slots a lock asks for (0: none) */
 } memnet_group_cfg_t;
 
 typedef struct {
@@ -185,6 +189,10 @@ void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,
 void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
                         const void *const *send, void *const *recv,
                         size_t block, incoll_dtype_t dtype, incoll_op_t op);
+/* Starts a lock round for nops operations (host_engine_lock), or an
+ * unlock round, on every host of group (with the start skew). */
+void memnet_start_lock(memnet_t *net, int group, uint16_t nops);
+void memnet_start_unlock(memnet_t *net, int group);
 /* What host_engine_start returned for rank's last start (INCOLL_INPROGRESS
  * until it actually started). */
 incoll_status_t memnet_start_status(const memnet_t *net, int group, int rank);

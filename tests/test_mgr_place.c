@@ -11,6 +11,7 @@
 #include "mgr/place.h"
 #include "mgr/topo.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 
 static uint64_t rng_state = 88172645463325252ull;
@@ -901,5 +902,55 @@ TEST(mgr_place_adopt, TEST_UNIT)
     place_destroy(pl2);
     place_destroy(pl);
     topo_free(&topo);
+    return TEST_PASSED;
+}
+
+/* Groups of two members on one leaf that fit before admission refuses,
+ * each asking for slots. */
+static int groups_that_fit(uint32_t slots, place_an_load_t *load_p)
+{
+    topo_t topo;
+    topo_caps_t caps;
+    place_t *pl;
+    place_group_t *g;
+    char why[256];
+    int inside[2] = {0, 1}, n = 0;
+    place_req_t req = {slots, 0, 0};
+
+    topo_caps_default(&caps);
+    if (topo_fat_tree(4, 2, 0, &caps, &topo) != INCOLL_OK)
+        return -1;
+    pl = new_place(&topo, 1);
+    while (n < 100000 && place_group_create(pl, inside, 2, &req, &g, why,
+                                            sizeof(why)) == INCOLL_OK) {
+        if (g->slots != slots)
+            break; /* a smaller share than asked: not a full group */
+        n++;
+    }
+    place_an_load(pl, 0, load_p);
+    place_destroy(pl);
+    topo_free(&topo);
+    return n;
+}
+
+/* With streaming on, a group asks only for its low-latency share
+ * (INCOLL_STREAM_SLOTS, 8) instead of INCOLL_MGR_SLOTS (64): large vectors
+ * stream through the AN's pool, which admission does not charge. With the
+ * default AN quotas at least 4 times as many groups fit on one AN
+ * (docs/streaming.md has the numbers). */
+TEST(mgr_place_stream_share_fits_more, TEST_UNIT)
+{
+    place_an_load_t before_load, after_load;
+    int before = groups_that_fit(64, &before_load);
+    int after = groups_that_fit(8, &after_load);
+
+    fprintf(stderr,
+            "    groups per AN: %d with 64 slots each (slots %" PRIu64
+            ", buffer %" PRIu64 "), %d with 8 (slots %" PRIu64
+            ", buffer %" PRIu64 ")\n",
+            before, before_load.slots, before_load.buffer_bytes, after,
+            after_load.slots, after_load.buffer_bytes);
+    CHECK(before > 0);
+    CHECK_MSG(after >= 4 * before, "%d groups before, %d after", before, after);
     return TEST_PASSED;
 }

@@ -433,6 +433,8 @@ int main(int argc, char **argv)
     ap.send = agg_send;
     ap.send_arg = d.sock;
     ap.gen_idle_ns = setting_ns(SETTING_AGG_GEN_IDLE_MS);
+    ap.stream_pool_bytes = (size_t)setting_u64(SETTING_AGG_STREAM_POOL);
+    ap.lock_idle_ns = setting_ns(SETTING_AGG_LOCK_IDLE_MS);
     d.agg = agg_create(&ap);
     if (d.agg == NULL) {
         incoll_error("cannot create the aggregation core: out of memory");

@@ -71,6 +71,22 @@
       "MTU)") \
     X(WINDOW, INT, "0", "0..65535", "host", \
       "segments in flight per group; 0 uses the group's slot count") \
+    X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
+      "allreduces of at least this many bytes lock the tree and stream " \
+      "through the ANs' streaming pools (docs/streaming.md); 0: never, " \
+      "the default until streaming is proven end to end; every rank must " \
+      "use the same value") \
+    X(STREAM_LOCK, STR, "op", "", "host", \
+      "how long a streaming lock is held: op (one operation), comm (until " \
+      "the communicator's group goes or an AN reclaims it) or a number N " \
+      "(N operations, 1..65535)") \
+    X(STREAM_WINDOW, INT, "256", "1..65534", "host", \
+      "stream slots a lock asks for (the ANs may grant fewer)") \
+    X(STREAM_SLOTS, INT, "8", "1..65535", "host", \
+      "with streaming on (INCOLL_STREAM_THRESHOLD), the slots a " \
+      "communicator asks the manager for: the small low-latency share, " \
+      "large vectors streaming through the ANs' pools instead; " \
+      "INCOLL_GROUP_SLOTS, when set, wins") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
       "first retransmission timeout") \
     X(RTO_MIN_US, US, "200us", "1us..60s", "host", \
@@ -191,6 +207,14 @@
       "groups at once the AN offers the manager") \
     X(AGG_BUFFER, SIZE, "256M", "1K..", "agg", \
       "reduction buffer bytes the AN offers the manager") \
+    X(AGG_STREAM_POOL, SIZE, "64M", "0..", "agg", \
+      "bytes of the AN-wide streaming pool: a group holding the AN's " \
+      "streaming lock gets its window from it (docs/streaming.md); 0 " \
+      "refuses every lock") \
+    X(AGG_LOCK_IDLE_MS, MS, "2s", "0..1h", "agg", \
+      "a streaming lock whose holder sent nothing for this long goes to " \
+      "the next group that asks; a refused group keeps its place in the " \
+      "queue as long; 0: never") \
     /* incoll-mgr */ \
     X(MGR_HEARTBEAT_MS, MS, "200ms", "10ms..1h", "mgr", \
       "AN heartbeat interval; an AN silent for 5 of them is dead") \

@@ -53,6 +53,24 @@ void wire_pack(const wire_hdr_t *hdr, void *buf)
     put64(p + 40, hdr->offset);
 }
 
+const char *wire_lock_why_str(unsigned why)
+{
+    switch (why) {
+    case WIRE_LOCK_OK:
+        return "granted";
+    case WIRE_LOCK_HELD:
+        return "tree held by another group";
+    case WIRE_LOCK_QUEUED:
+        return "another group has waited longer";
+    case WIRE_LOCK_POOL:
+        return "streaming pool too small for one slot";
+    case WIRE_LOCK_NOPOOL:
+        return "an has no streaming pool";
+    default:
+        return "unknown reason";
+    }
+}
+
 size_t wire_payload_len(const wire_hdr_t *hdr)
 {
     switch (hdr->type) {
@@ -72,6 +90,11 @@ size_t wire_payload_len(const wire_hdr_t *hdr)
                        incoll_dtype_size((incoll_dtype_t)hdr->dtype);
         return (size_t)hdr->count *
                incoll_dtype_size((incoll_dtype_t)hdr->dtype);
+    case WIRE_LOCK:
+    case WIRE_LOCK_REP:
+    case WIRE_UNLOCK:
+    case WIRE_UNLOCK_REP:
+        return 0; /* count is the window, not a length */
     default:
         return (size_t)hdr->count;
     }
@@ -86,6 +109,10 @@ static int known_type(uint8_t type)
     case WIRE_STATS_REP:
     case WIRE_P2P_DATA:
     case WIRE_P2P_ACK:
+    case WIRE_LOCK:
+    case WIRE_LOCK_REP:
+    case WIRE_UNLOCK:
+    case WIRE_UNLOCK_REP:
         return 1;
     default:
         return 0;
@@ -153,6 +180,16 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
         if ((uint64_t)h.count * incoll_dtype_size((incoll_dtype_t)h.dtype) >
             WIRE_MAX_PAYLOAD) {
             why = "count too large";
+            goto bad;
+        }
+    }
+    if (wire_is_lock(h.type)) {
+        if (h.op >= WIRE_LOCK_WHY_COUNT || h.dtype != 0) {
+            why = "bad lock reason";
+            goto bad;
+        }
+        if (h.count == 0 || h.count > 65535) {
+            why = "bad lock window";
             goto bad;
         }
     }

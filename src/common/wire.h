@@ -4,6 +4,9 @@
  * replaced v1's clear-text group key by a MAC over the whole packet
  * (common/wire_mac.h). Version 3 added the collective kind and the ROOT and
  * NODATA flags (CONTRIB/RESULT of collectives other than allreduce).
+ * The streaming lock packets (LOCK, LOCK_REP, UNLOCK, UNLOCK_REP) are new
+ * types under the same header and version: an AN of an older build drops
+ * them as "unknown packet type".
  *
  *  off size field
  *   0   4   magic    0x4C434E49 ("INCL" in memory order)
@@ -21,8 +24,8 @@
  *  26   2   hops     hops travelled (debug aid, not trusted)
  *  28   4   epoch    how many times the slot was used before
  *  32   4   count    elements in this packet's payload
- *  36   4   total    CONTRIB/RESULT: the group generation (job); P2P:
- *                    bytes of the whole block
+ *  36   4   total    CONTRIB/RESULT/LOCK*: the group generation (job);
+ *                    P2P: bytes of the whole block
  *  40   8   offset   element offset of this segment in the vector
  *  48       payload  count * dtype_size bytes (STATS: text)
  */
@@ -41,8 +44,18 @@
 #define WIRE_CHILD_NONE 0xffffu
 
 typedef enum {
-    WIRE_CONTRIB = 1,    /* host or AN -> parent: a contribution for a slot */
-    WIRE_RESULT = 2,     /* AN -> child: the reduced result of a slot */
+    WIRE_CONTRIB = 1, /* host or AN -> parent: a contribution for a slot */
+    WIRE_RESULT = 2,  /* AN -> child: the reduced result of a slot */
+    /* Streaming tree lock (docs/streaming.md): no payload; epoch is the
+     * group's lock sequence, count the window of stream slots (asked up,
+     * granted down), offset the group's fairness ticket (0: none), total
+     * the generation, slot the operations the lock is for (0: until
+     * released), op the refusal reason (wire_lock_why_t). */
+    WIRE_LOCK = 3,       /* child -> parent: lock request, collected like a
+                            barrier (WIRE_F_REFUSE: refused below) */
+    WIRE_LOCK_REP = 4,   /* parent -> child: grant, or WIRE_F_REFUSE */
+    WIRE_UNLOCK = 5,     /* child -> parent: release, collected likewise */
+    WIRE_UNLOCK_REP = 6, /* parent -> child: the release is complete */
     WIRE_STATS_REQ = 16, /* tool -> AN: send your counters */
     WIRE_STATS_REP = 17, /* AN -> tool: counters as "key=value ..." text */
     WIRE_P2P_DATA = 32,  /* host -> host: host-based algorithm data */
@@ -60,7 +73,30 @@ enum {
     WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */
     WIRE_F_P2P_BEHIND = 1u << 10, /* acker has not reached the step yet */
+    /* LOCK, LOCK_REP only. */
+    WIRE_F_REFUSE = 1u << 11, /* the lock is refused (reason in op) */
+    WIRE_F_LOST = 1u << 12,   /* LOCK_REP: the group holds no lock here
+                                 (reclaimed): its stream slots are gone */
 };
+
+/* Why a streaming lock was refused: the op byte of a refused LOCK or
+ * LOCK_REP (the first AN that refused says). */
+typedef enum {
+    WIRE_LOCK_OK = 0,
+    WIRE_LOCK_HELD = 1,   /* another group holds or reserves the AN's pool */
+    WIRE_LOCK_QUEUED = 2, /* another group has waited longer (fairness) */
+    WIRE_LOCK_POOL = 3,   /* the AN's pool cannot hold one stream slot */
+    WIRE_LOCK_NOPOOL = 4, /* the AN has no streaming pool (size 0) */
+    WIRE_LOCK_WHY_COUNT = 5,
+} wire_lock_why_t;
+
+/* The reason's text for logs ("tree held by another group", ...). */
+const char *wire_lock_why_str(unsigned why);
+
+static inline int wire_is_lock(uint8_t type)
+{
+    return type >= 3 && type <= 6;
+}
 
 /* The collective a CONTRIB or RESULT belongs to: flags bits 2..4. */
 typedef enum {

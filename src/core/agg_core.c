@@ -52,7 +52,26 @@ typedef struct {
                           segment its subtree wants, of the last epoch
                           it contributed to */
     res_copy_t res[2]; /* indexed by epoch & 1 */
+    uint8_t *fixed;    /* stream slots: the children's contribution
+                          buffers, set aside in the pool (NULL: from the
+                          group's free list) */
 } slot_t;
+
+/* A group's lock and unlock rounds (see agg_core.h). */
+enum {
+    LK_IDLE = 0,    /* no round, or the last one is answered */
+    LK_COLLECT = 1, /* waiting for the children's requests */
+    LK_UP = 2,      /* request forwarded, waiting for the parent's answer */
+};
+
+/* The stream window of a group that holds (or reserved) the pool. */
+typedef struct {
+    uint32_t nslots; /* reserved; at most this many granted */
+    slot_t *slots;
+    uint64_t *seen_all, *asked_all;
+    uint8_t **contrib_all;
+    uint32_t *want_all;
+} stream_win_t;
 
 typedef struct group {
     uint32_t id;
@@ -81,7 +100,31 @@ typedef struct group {
     const void **srcs; /* scratch for reduce_n, nchildren entries */
     uint8_t *piece;    /* gathers and splits: a packet's payload being
                           put together (descriptor + data) */
+    /* Streaming: the lock round (lk_*), the unlock round (ul_*). */
+    uint32_t lk_seq; /* sequence of the last lock round (0: none) */
+    uint8_t lk_state, ul_state;
+    uint8_t lk_why;  /* refused below or here (wire_lock_why_t) */
+    uint8_t rep_why; /* the answer of round lk_seq, once known */
+    int lk_arrived, ul_arrived;
+    uint32_t ul_seq;
+    uint64_t *lk_seen, *ul_seen; /* seen_words each */
+    uint32_t lk_win;             /* window: least asked, then reserved */
+    uint32_t rep_win;            /* window granted */
+    uint16_t lk_nops;
+    uint64_t lk_ticket, rep_ticket;
+    uint64_t lk_active_ns; /* last lock or stream packet accepted */
+    stream_win_t st;       /* while reserved or held (st.nslots > 0) */
+    uint32_t st_win;       /* stream slots granted (0: not locked) */
 } group_t;
+
+/* A refused group waiting for the pool, by ticket (docs/streaming.md). */
+typedef struct {
+    uint32_t gid;
+    uint64_t ticket;
+    uint64_t seen_ns;
+} waiter_t;
+
+#define AGG_MAX_WAITERS 64
 
 struct agg {
     char name[32];
@@ -96,6 +139,14 @@ struct agg {
     uint32_t table_cap;
     uint32_t ngroups;
     agg_counters_t ctr;
+    /* Streaming. */
+    size_t pool_bytes;
+    uint8_t *pool;   /* allocated at the first reservation */
+    group_t *holder; /* reserved or holds the pool, or NULL */
+    uint64_t lock_idle_ns;
+    uint64_t ticket_last;
+    waiter_t waiters[AGG_MAX_WAITERS];
+    int nwaiters;
 };
 
 #define TOMB ((group_t *)1)
@@ -118,6 +169,8 @@ agg_t *agg_create(const agg_params_t *params)
     agg->send = params->send;
     agg->send_arg = params->send_arg;
     agg->gen_idle_ns = params->gen_idle_ns;
+    agg->pool_bytes = params->stream_pool_bytes;
+    agg->lock_idle_ns = params->lock_idle_ns;
     agg->table_cap = 16;
     agg->table = calloc(agg->table_cap, sizeof(*agg->table));
     if (agg->table == NULL) {
@@ -127,10 +180,19 @@ agg_t *agg_create(const agg_params_t *params)
     return agg;
 }
 
+static void stream_free(agg_t *agg, group_t *g);
+
 static void group_free(group_t *g)
 {
     if (g == NULL)
         return;
+    free(g->lk_seen);
+    free(g->ul_seen);
+    free(g->st.slots);
+    free(g->st.seen_all);
+    free(g->st.asked_all);
+    free(g->st.contrib_all);
+    free(g->st.want_all);
     for (int i = 0; i < g->pool_free; i++)
         free(g->pool[i]);
     /* Buffers still held by collecting slots go back too. */
@@ -160,6 +222,7 @@ void agg_destroy(agg_t *agg)
         if (agg->table[i] && agg->table[i] != TOMB)
             group_free(agg->table[i]);
     free(agg->table);
+    free(agg->pool);
     free(agg);
 }
 
@@ -246,9 +309,12 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->pool = calloc((size_t)g->pool_cap, sizeof(uint8_t *));
     g->srcs = calloc(nch, sizeof(void *));
     g->piece = malloc(WIRE_PIECE_LEN + g->stride);
-    if (!g->piece || !g->want_all || !g->children || !g->learned || !g->slots ||
-        !g->seen_all || !g->asked_all || !g->contrib_all || !g->res_all ||
-        !g->pool || !g->srcs) {
+    g->lk_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
+    g->ul_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
+    if (!g->piece || !g->lk_seen || !g->ul_seen || !g->want_all ||
+        !g->children || !g->learned || !g->slots || !g->seen_all ||
+        !g->asked_all || !g->contrib_all || !g->res_all || !g->pool ||
+        !g->srcs) {
         group_free(g);
         return INCOLL_ERR_NO_MEMORY;
     }
@@ -289,6 +355,10 @@ incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
         if (g == NULL)
             break;
         if (g != TOMB && g->id == id) {
+            stream_free(agg, g);
+            for (int w = 0; w < agg->nwaiters; w++)
+                if (agg->waiters[w].gid == id)
+                    agg->waiters[w] = agg->waiters[--agg->nwaiters];
             agg->table[i] = TOMB;
             agg->ngroups--;
             agg->ctr.groups = agg->ngroups;
@@ -327,7 +397,23 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
         n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64, agg->ctr.f);
     AGG_COUNTER_LIST(AGG_X_FMT)
 #undef AGG_X_FMT
+    /* Not counters: the streaming pool and who holds it (0: nobody). */
+    if (n < len)
+        n += (size_t)snprintf(
+            buf + n, len - n, " stream_pool=%zu stream_holder=%" PRIu32,
+            agg->pool_bytes, agg->holder ? agg->holder->id : 0);
     return n < len ? n : len - 1;
+}
+
+/* The slot numbered idx: one of the group's slots, one of its stream
+ * window while it holds a lock here, else NULL. */
+static slot_t *slot_at(group_t *g, uint32_t idx)
+{
+    if (idx < g->nslots)
+        return &g->slots[idx];
+    if (idx - g->nslots < g->st_win)
+        return &g->st.slots[idx - g->nslots];
+    return NULL;
 }
 
 /* Sends one packet sealed under key, or when st is not NULL under the
@@ -399,7 +485,7 @@ static int result_has_data(const res_copy_t *rc, int c)
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
                         const res_copy_t *rc, int c, const wire_mac_state_t *st)
 {
-    const uint32_t *want = &g->slots[slot].want[2 * c];
+    const uint32_t *want = &slot_at(g, slot)->want[2 * c];
     int split = wire_coll_is_split((wire_coll_t)rc->kind);
     int data = split ? rc->has && want[1] > 0 : result_has_data(rc, c);
     wire_hdr_t h = {
@@ -507,6 +593,23 @@ static void pool_put(group_t *g, uint8_t *buf)
     g->pool[g->pool_free++] = buf;
 }
 
+/* Child c's contribution buffer in slot sl: its own in the streaming
+ * pool for a stream slot, else one from the group's free list. */
+static uint8_t *contrib_get(group_t *g, slot_t *sl, int c)
+{
+    if (sl->fixed)
+        return sl->fixed + (size_t)c * (g->stride + BUF_ALIGN);
+    return pool_get(g);
+}
+
+/* Gives child c's contribution buffer of slot sl back, if it has one. */
+static void contrib_put(group_t *g, slot_t *sl, int c)
+{
+    if (sl->contrib[c] && !sl->fixed)
+        pool_put(g, sl->contrib[c]);
+    sl->contrib[c] = NULL;
+}
+
 /* Reduces the slot's contributions in child order into its result copy. */
 static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
 {
@@ -516,10 +619,8 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
         g->srcs[c] = sl->contrib[c];
     reduce_n((incoll_op_t)rc->op, (incoll_dtype_t)rc->dtype, rc->buf, g->srcs,
              g->nchildren, rc->count);
-    for (int c = 0; c < g->nchildren; c++) {
-        pool_put(g, sl->contrib[c]);
-        sl->contrib[c] = NULL;
-    }
+    for (int c = 0; c < g->nchildren; c++)
+        contrib_put(g, sl, c);
     agg->ctr.reductions++;
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
 }
@@ -583,12 +684,8 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
             memcpy(rc->buf, sl->contrib[rc->rootc], res_bytes(rc));
             rc->has = 1;
         }
-        for (int c = 0; c < g->nchildren; c++) {
-            if (sl->contrib[c]) {
-                pool_put(g, sl->contrib[c]);
-                sl->contrib[c] = NULL;
-            }
-        }
+        for (int c = 0; c < g->nchildren; c++)
+            contrib_put(g, sl, c);
         break;
     }
     if (wire_coll_is_split((wire_coll_t)rc->kind)) {
@@ -689,16 +786,24 @@ static int group_quiet(const agg_t *agg, const group_t *g)
  * group) starts its sequence numbers again at 0, so nothing of the old one
  * may be resent to it or counted with it.
  */
-static void group_reset(group_t *g, uint32_t gen)
+static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
 {
+    if (agg->holder == g) {
+        /* The earlier job's lock goes with its slots. */
+        incoll_info("agg %s: group %u: lock of generation %08x reclaimed by "
+                    "generation %08x",
+                    agg->name, g->id, g->gen, gen);
+        agg->ctr.locks_reclaimed++;
+        stream_free(agg, g);
+    }
+    g->lk_seq = 0;
+    g->lk_state = LK_IDLE;
+    g->ul_seq = 0;
+    g->ul_state = LK_IDLE;
     for (uint32_t s = 0; s < g->nslots; s++) {
         slot_t *sl = &g->slots[s];
-        for (int c = 0; c < g->nchildren; c++) {
-            if (sl->contrib[c]) {
-                pool_put(g, sl->contrib[c]);
-                sl->contrib[c] = NULL;
-            }
-        }
+        for (int c = 0; c < g->nchildren; c++)
+            contrib_put(g, sl, c);
         sl->epoch = UINT32_MAX;
         sl->state = SLOT_DONE;
         sl->arrived = 0;
@@ -707,6 +812,474 @@ static void group_reset(group_t *g, uint32_t gen)
     }
     g->gen = gen;
     g->gen_set = 1;
+}
+
+/*
+ * Checks a packet from child c (CONTRIB, LOCK, UNLOCK): its index, the
+ * child's address and the group's generation (agg_core.h), resetting the
+ * group for a newer one. Returns 1 to go on, 0 when it was dropped.
+ */
+static int child_admit(agg_t *agg, group_t *g, incoll_ep_t src,
+                       const wire_hdr_t *h)
+{
+    int c = h->child;
+    if (c >= g->nchildren) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
+             g->id);
+        return 0;
+    }
+    if (!g->learned[c] && g->children[c] != src) {
+        drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
+             g->id);
+        return 0;
+    }
+    if (g->gen_set && h->total != g->gen) {
+        int newer = (int32_t)(h->total - g->gen) > 0;
+        if (!newer && !group_quiet(agg, g)) {
+            /* A straggler of an earlier job: it must neither reset the
+             * running job's slots nor redirect its child's results. */
+            drop(agg, &agg->ctr.gen_dropped, src,
+                 "packet of an older generation", g->id);
+            return 0;
+        }
+        incoll_info("agg %s: group %u: generation %08x replaces %s %08x, "
+                    "slots reset",
+                    agg->name, g->id, h->total, newer ? "older" : "quiet",
+                    g->gen);
+        agg->ctr.generation_resets++;
+        group_reset(agg, g, h->total);
+    } else if (!g->gen_set) {
+        group_reset(agg, g, h->total);
+    }
+    g->active_ns = agg->now_ns;
+    if (g->learned[c])
+        g->children[c] = src; /* hosts: reply to where they send from */
+    return 1;
+}
+
+/* Gives back the group's stream window and, if it has it, the pool. */
+static void stream_free(agg_t *agg, group_t *g)
+{
+    if (agg->holder == g)
+        agg->holder = NULL;
+    free(g->st.slots);
+    free(g->st.seen_all);
+    free(g->st.asked_all);
+    free(g->st.contrib_all);
+    free(g->st.want_all);
+    memset(&g->st, 0, sizeof(g->st));
+    g->st_win = 0;
+}
+
+/* Pool bytes one stream slot of group g takes: two result copies and a
+ * contribution buffer per child. */
+static size_t stream_slot_bytes(const group_t *g)
+{
+    return 2 * g->stride + (size_t)g->nchildren * (g->stride + BUF_ALIGN);
+}
+
+/*
+ * Sets aside a window of n stream slots for g in the pool (allocated now
+ * if it was not yet). The slots start at epoch lk_seq << 16, so that no
+ * packet of an earlier lock's window can count in this one. Returns 0, or
+ * -1 when out of memory.
+ */
+static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
+{
+    size_t nch = (size_t)g->nchildren, per = stream_slot_bytes(g);
+    stream_win_t *w = &g->st;
+    if (agg->pool == NULL) {
+        agg->pool = aligned_alloc(BUF_ALIGN, (agg->pool_bytes + BUF_ALIGN - 1) &
+                                                 ~(size_t)(BUF_ALIGN - 1));
+        if (agg->pool == NULL)
+            return -1;
+    }
+    w->slots = calloc(n, sizeof(*w->slots));
+    w->seen_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
+    w->asked_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
+    w->contrib_all = calloc((size_t)n * nch, sizeof(uint8_t *));
+    w->want_all = calloc((size_t)n * nch * 2, sizeof(uint32_t));
+    if (!w->slots || !w->seen_all || !w->asked_all || !w->contrib_all ||
+        !w->want_all) {
+        stream_free(agg, g);
+        return -1;
+    }
+    w->nslots = n;
+    for (uint32_t s = 0; s < n; s++) {
+        slot_t *sl = &w->slots[s];
+        uint8_t *base = agg->pool + (size_t)s * per;
+        sl->epoch = (g->lk_seq << 16) - 1;
+        sl->state = SLOT_DONE;
+        sl->seen = &w->seen_all[s * (size_t)g->seen_words];
+        sl->asked = &w->asked_all[s * (size_t)g->seen_words];
+        sl->contrib = &w->contrib_all[s * nch];
+        sl->want = &w->want_all[s * nch * 2];
+        sl->res[0].buf = base;
+        sl->res[1].buf = base + g->stride;
+        sl->fixed = base + 2 * g->stride;
+    }
+    return 0;
+}
+
+/* Forgets waiters that did not ask for lock_idle_ns. */
+static void waiters_expire(agg_t *agg)
+{
+    if (!agg->clock_set || agg->lock_idle_ns == 0)
+        return;
+    for (int i = 0; i < agg->nwaiters;) {
+        if (agg->now_ns - agg->waiters[i].seen_ns > agg->lock_idle_ns)
+            agg->waiters[i] = agg->waiters[--agg->nwaiters];
+        else
+            i++;
+    }
+}
+
+/* Records (or refreshes) group gid waiting with ticket. A full queue
+ * keeps the oldest tickets. */
+static void waiter_touch(agg_t *agg, uint32_t gid, uint64_t ticket)
+{
+    int worst = 0;
+    for (int i = 0; i < agg->nwaiters; i++) {
+        if (agg->waiters[i].gid == gid) {
+            agg->waiters[i].ticket = ticket;
+            agg->waiters[i].seen_ns = agg->now_ns;
+            return;
+        }
+        if (agg->waiters[i].ticket > agg->waiters[worst].ticket)
+            worst = i;
+    }
+    if (agg->nwaiters < AGG_MAX_WAITERS)
+        worst = agg->nwaiters++;
+    else if (agg->waiters[worst].ticket < ticket)
+        return;
+    agg->waiters[worst] = (waiter_t){gid, ticket, agg->now_ns};
+}
+
+static void waiter_drop(agg_t *agg, uint32_t gid)
+{
+    for (int i = 0; i < agg->nwaiters; i++)
+        if (agg->waiters[i].gid == gid) {
+            agg->waiters[i] = agg->waiters[--agg->nwaiters];
+            return;
+        }
+}
+
+/* 1 when (ta, a) waits longer than (tb, b); ticket 0 has none. */
+static int ticket_before(uint64_t ta, uint32_t a, uint64_t tb, uint32_t b)
+{
+    ta = ta ? ta : UINT64_MAX;
+    tb = tb ? tb : UINT64_MAX;
+    return ta < tb || (ta == tb && a < b);
+}
+
+/*
+ * Tries to reserve the pool for g, with a window of at most asked stream
+ * slots. Returns WIRE_LOCK_OK with *win_p set, or why not. A holder quiet
+ * for lock_idle_ns loses the pool here.
+ */
+static wire_lock_why_t try_reserve(agg_t *agg, group_t *g, uint32_t asked,
+                                   uint64_t ticket, uint32_t *win_p)
+{
+    size_t cap;
+    uint32_t n;
+
+    if (agg->pool_bytes == 0)
+        return WIRE_LOCK_NOPOOL;
+    if (agg->holder && agg->holder != g) {
+        group_t *h = agg->holder;
+        if (!agg->clock_set || agg->lock_idle_ns == 0 ||
+            agg->now_ns - h->lk_active_ns < agg->lock_idle_ns)
+            return WIRE_LOCK_HELD;
+        incoll_info("agg %s: group %u: lock reclaimed after %" PRIu64
+                    " ms without a packet, for group %u",
+                    agg->name, h->id, (agg->now_ns - h->lk_active_ns) / 1000000,
+                    g->id);
+        agg->ctr.locks_reclaimed++;
+        stream_free(agg, h);
+    }
+    /* All our children asked for a new lock: they are done with the old
+     * one (a lost unlock), so it goes. */
+    stream_free(agg, g);
+    waiters_expire(agg);
+    for (int i = 0; i < agg->nwaiters; i++) {
+        const waiter_t *w = &agg->waiters[i];
+        if (w->gid != g->id && ticket_before(w->ticket, w->gid, ticket, g->id))
+            return WIRE_LOCK_QUEUED;
+    }
+    cap = agg->pool_bytes / stream_slot_bytes(g);
+    if (cap > 65535 - g->nslots)
+        cap = 65535 - g->nslots;
+    if (cap == 0)
+        return WIRE_LOCK_POOL;
+    n = asked < cap ? asked : (uint32_t)cap;
+    if (stream_alloc(agg, g, n) != 0)
+        return WIRE_LOCK_POOL;
+    agg->holder = g;
+    *win_p = n;
+    return WIRE_LOCK_OK;
+}
+
+/* Sends child c the answer of the group's lock round; with lost, the
+ * notice that the group holds no lock here. */
+static void lock_reply(agg_t *agg, group_t *g, int c, unsigned why, int lost)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_LOCK_REP,
+        .op = (uint8_t)why,
+        .group = g->id,
+        .child = (uint16_t)c,
+        .flags =
+            (uint16_t)((why ? WIRE_F_REFUSE : 0) | (lost ? WIRE_F_LOST : 0)),
+        .slot = g->lk_nops,
+        .epoch = g->lk_seq,
+        .count = g->rep_win ? g->rep_win : 1,
+        .total = g->gen,
+        .offset = g->rep_ticket,
+    };
+    if (g->children[c] != INCOLL_EP_NONE)
+        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+}
+
+/* Sends a lock (or unlock) round's request to the parent. */
+static void lock_forward(agg_t *agg, group_t *g, uint8_t type)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = type,
+        .group = g->id,
+        .child = g->index_at_parent,
+        .slot = g->lk_nops,
+        .epoch = type == WIRE_LOCK ? g->lk_seq : g->ul_seq,
+        .count = 1,
+        .total = g->gen,
+    };
+    if (type == WIRE_LOCK) {
+        h.op = g->lk_why;
+        h.flags = g->lk_why ? WIRE_F_REFUSE : 0;
+        h.count = g->lk_win ? g->lk_win : 1;
+        h.offset = g->lk_ticket;
+    }
+    emit(agg, &g->key, NULL, g->parent, &h, NULL, 0);
+}
+
+/* The unlock round's answer to child c. */
+static void unlock_reply(agg_t *agg, group_t *g, int c)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_UNLOCK_REP,
+        .group = g->id,
+        .child = (uint16_t)c,
+        .epoch = g->ul_seq,
+        .count = 1,
+        .total = g->gen,
+    };
+    if (g->children[c] != INCOLL_EP_NONE)
+        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+}
+
+/*
+ * The lock round's answer is known (decided here at the root, or come
+ * from the parent): keep the window (granted) or give the reservation
+ * back and queue the group by its ticket (refused), then tell every
+ * child.
+ */
+static void lock_settle(agg_t *agg, group_t *g, unsigned why, uint32_t win,
+                        uint64_t ticket)
+{
+    if (why == WIRE_LOCK_OK) {
+        g->st_win = win < g->st.nslots ? win : g->st.nslots;
+        waiter_drop(agg, g->id);
+        agg->ctr.locks_granted++;
+        g->lk_active_ns = agg->now_ns;
+    } else {
+        if (agg->holder == g)
+            stream_free(agg, g);
+        if (ticket == 0) {
+            /* First refusal: the root hands out the ticket. */
+            ticket = agg->clock_set ? agg->now_ns : 0;
+            if (ticket <= agg->ticket_last)
+                ticket = agg->ticket_last + 1;
+            agg->ticket_last = ticket;
+        }
+        waiter_touch(agg, g->id, ticket);
+        agg->ctr.locks_refused++;
+        incoll_debug(
+            "agg %s: group %u: lock %u refused: %s (ticket %" PRIu64 ")",
+            agg->name, g->id, g->lk_seq, wire_lock_why_str(why), ticket);
+    }
+    g->rep_why = (uint8_t)why;
+    g->rep_win = why == WIRE_LOCK_OK ? g->st_win : 0;
+    g->rep_ticket = why == WIRE_LOCK_OK ? 0 : ticket;
+    g->lk_state = LK_IDLE;
+    for (int c = 0; c < g->nchildren; c++)
+        lock_reply(agg, g, c, why, 0);
+}
+
+/* Marks child c in a round's bitmap; returns 0 if it was already in. */
+static int round_mark(uint64_t *seen, int c)
+{
+    uint64_t bit = 1ull << (c % 64);
+    if (seen[c / 64] & bit)
+        return 0;
+    seen[c / 64] |= bit;
+    return 1;
+}
+
+static void on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
+                    const wire_hdr_t *h)
+{
+    int c = h->child;
+
+    if (!child_admit(agg, g, src, h))
+        return;
+    g->lk_active_ns = agg->now_ns;
+    if (h->offset != 0 && agg->holder != g)
+        waiter_touch(agg, g->id, h->offset); /* still waiting */
+    if (h->epoch == g->lk_seq + 1 && g->lk_state == LK_IDLE &&
+        (g->ul_state == LK_IDLE || g->ul_seq != g->lk_seq)) {
+        g->lk_seq = h->epoch;
+        g->lk_state = LK_COLLECT;
+        g->lk_arrived = 0;
+        g->lk_why = WIRE_LOCK_OK;
+        g->lk_win = UINT32_MAX;
+        g->lk_ticket = 0;
+        g->lk_nops = h->slot;
+        g->rep_why = WIRE_LOCK_OK;
+        g->rep_win = 0;
+        g->rep_ticket = 0;
+        memset(g->lk_seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
+    } else if (h->epoch != g->lk_seq) {
+        drop(agg, &agg->ctr.stale_dropped, src, "lock round out of order",
+             g->id);
+        return;
+    }
+    if (!round_mark(g->lk_seen, c)) {
+        agg->ctr.duplicates_dropped++;
+        if (g->lk_state == LK_UP)
+            lock_forward(agg, g, WIRE_LOCK); /* ours or the answer lost */
+        else if (g->lk_state == LK_IDLE)
+            lock_reply(agg, g, c, g->rep_why, 0);
+        return;
+    }
+    g->lk_arrived++;
+    if ((h->flags & WIRE_F_REFUSE) && g->lk_why == WIRE_LOCK_OK)
+        g->lk_why = h->op ? h->op : WIRE_LOCK_HELD;
+    if (h->count < g->lk_win)
+        g->lk_win = h->count;
+    if (h->offset > g->lk_ticket)
+        g->lk_ticket = h->offset;
+    if (g->lk_arrived < g->nchildren)
+        return;
+    if (g->lk_why == WIRE_LOCK_OK) {
+        uint32_t win = 0;
+        g->lk_why = (uint8_t)try_reserve(agg, g, g->lk_win, g->lk_ticket, &win);
+        g->lk_win = win;
+    }
+    if (g->parent != INCOLL_EP_NONE) {
+        g->lk_state = LK_UP;
+        lock_forward(agg, g, WIRE_LOCK);
+    } else {
+        lock_settle(agg, g, g->lk_why, g->lk_win, g->lk_ticket);
+    }
+}
+
+static void on_lock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
+                        const wire_hdr_t *h)
+{
+    unsigned why = h->flags & WIRE_F_REFUSE ? h->op : WIRE_LOCK_OK;
+
+    if (g->parent == INCOLL_EP_NONE || src != g->parent) {
+        drop(agg, &agg->ctr.bad_source, src, "lock answer not from the parent",
+             g->id);
+        return;
+    }
+    if (h->total == g->gen && h->epoch == g->lk_seq &&
+        (h->flags & WIRE_F_LOST) && g->st_win > 0) {
+        /* The parent lost our lock (reclaimed): ours goes too, and the
+         * hosts below learn it at once instead of waiting for results. */
+        if (agg->holder == g)
+            stream_free(agg, g);
+        g->st_win = 0;
+        for (int c = 0; c < g->nchildren; c++)
+            lock_reply(agg, g, c, WIRE_LOCK_HELD, 1);
+        return;
+    }
+    if (h->total != g->gen || h->epoch != g->lk_seq || g->lk_state != LK_UP ||
+        (h->flags & WIRE_F_LOST)) {
+        agg->ctr.duplicates_dropped++;
+        return;
+    }
+    if (why == WIRE_LOCK_OK && agg->holder != g) {
+        /* Our reservation was reclaimed while the request climbed. */
+        why = WIRE_LOCK_HELD;
+    }
+    g->lk_active_ns = agg->now_ns;
+    lock_settle(agg, g, why ? why : WIRE_LOCK_OK, h->count,
+                why ? h->offset : 0);
+}
+
+static void on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
+                      const wire_hdr_t *h)
+{
+    int c = h->child;
+
+    if (!child_admit(agg, g, src, h))
+        return;
+    /* A round already started (or done) is answered whatever came since:
+     * a member whose answer was lost asks again while others, answered,
+     * may have started the next lock round already. */
+    if (g->ul_seq == 0 || g->ul_seq != h->epoch) {
+        if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
+            g->rep_why != WIRE_LOCK_OK) {
+            drop(agg, &agg->ctr.stale_dropped, src, "unlock of no granted lock",
+                 g->id);
+            return;
+        }
+        g->ul_seq = h->epoch;
+        g->ul_state = LK_COLLECT;
+        g->ul_arrived = 0;
+        memset(g->ul_seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
+    }
+    if (!round_mark(g->ul_seen, c)) {
+        agg->ctr.duplicates_dropped++;
+        if (g->ul_state == LK_UP)
+            lock_forward(agg, g, WIRE_UNLOCK);
+        else if (g->ul_state == LK_IDLE)
+            unlock_reply(agg, g, c);
+        return;
+    }
+    if (++g->ul_arrived < g->nchildren)
+        return;
+    /* Every child holds every result of the window: it can go. */
+    if (agg->holder == g)
+        stream_free(agg, g);
+    if (g->parent != INCOLL_EP_NONE) {
+        g->ul_state = LK_UP;
+        lock_forward(agg, g, WIRE_UNLOCK);
+        return;
+    }
+    g->ul_state = LK_IDLE;
+    for (int k = 0; k < g->nchildren; k++)
+        unlock_reply(agg, g, k);
+}
+
+static void on_unlock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
+                          const wire_hdr_t *h)
+{
+    if (g->parent == INCOLL_EP_NONE || src != g->parent) {
+        drop(agg, &agg->ctr.bad_source, src,
+             "unlock answer not from the parent", g->id);
+        return;
+    }
+    if (h->total != g->gen || h->epoch != g->ul_seq || g->ul_state != LK_UP) {
+        agg->ctr.duplicates_dropped++;
+        return;
+    }
+    g->ul_state = LK_IDLE;
+    for (int k = 0; k < g->nchildren; k++)
+        unlock_reply(agg, g, k);
 }
 
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
@@ -723,10 +1296,6 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              g->id);
         return;
     }
-    if (h->slot >= g->nslots) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
-        return;
-    }
     if (bytes > g->max_payload) {
         drop(agg, &agg->ctr.malformed_dropped, src,
              "payload larger than the group's", g->id);
@@ -737,34 +1306,25 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              "payload or root flag does not fit the collective", g->id);
         return;
     }
-    if (!g->learned[c] && g->children[c] != src) {
-        drop(agg, &agg->ctr.bad_source, src, "not the child it claims to be",
+    if (!child_admit(agg, g, src, h))
+        return;
+    sl = slot_at(g, h->slot);
+    if (sl == NULL && g->lk_seq > 0 && g->rep_why == WIRE_LOCK_OK) {
+        /* A stream slot of the group's last lock, which we no longer
+         * hold (reclaimed): say so, so the host stops waiting. */
+        drop(agg, &agg->ctr.stale_dropped, src, "stream slot without a lock",
              g->id);
+        lock_reply(agg, g, c, WIRE_LOCK_HELD, 1);
         return;
     }
-    if (g->gen_set && h->total != g->gen) {
-        int newer = (int32_t)(h->total - g->gen) > 0;
-        if (!newer && !group_quiet(agg, g)) {
-            /* A straggler of an earlier job: it must neither reset the
-             * running job's slots nor redirect its child's results. */
-            drop(agg, &agg->ctr.gen_dropped, src,
-                 "contribution of an older generation", g->id);
-            return;
-        }
-        incoll_info("agg %s: group %u: generation %08x replaces %s %08x, "
-                    "slots reset",
-                    agg->name, g->id, h->total, newer ? "older" : "quiet",
-                    g->gen);
-        agg->ctr.generation_resets++;
-        group_reset(g, h->total);
-    } else if (!g->gen_set) {
-        group_reset(g, h->total);
+    if (sl == NULL) {
+        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
+        return;
     }
-    g->active_ns = agg->now_ns;
-    if (g->learned[c])
-        g->children[c] = src; /* hosts: reply to where they send from */
-
-    sl = &g->slots[h->slot];
+    if (h->slot >= g->nslots) {
+        g->lk_active_ns = agg->now_ns;
+        agg->ctr.stream_bytes += bytes;
+    }
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
         /* The child holds the result of sl->epoch: start the next epoch.
          * The copy of this epoch's parity held epoch-1, which every child
@@ -842,7 +1402,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         return;
     }
     if (!(h->flags & WIRE_F_NODATA)) {
-        sl->contrib[c] = pool_get(g);
+        sl->contrib[c] = contrib_get(g, sl, c);
         if (sl->contrib[c] == NULL) {
             drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
             return;
@@ -898,17 +1458,19 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
              g->id);
         return;
     }
-    if (h->slot >= g->nslots) {
+    sl = slot_at(g, h->slot);
+    if (sl == NULL) {
         drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
         return;
     }
-    sl = &g->slots[h->slot];
     if (h->total != g->gen) {
         drop(agg, &agg->ctr.gen_dropped, src, "result of another generation",
              g->id);
         return;
     }
     g->active_ns = agg->now_ns;
+    if (h->slot >= g->nslots)
+        g->lk_active_ns = agg->now_ns;
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
         agg->ctr.duplicates_dropped++;
         return;
@@ -1009,7 +1571,8 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         on_stats(agg, src, &h, buf, len);
         return;
     }
-    if (h.type != WIRE_CONTRIB && h.type != WIRE_RESULT) {
+    if (h.type != WIRE_CONTRIB && h.type != WIRE_RESULT &&
+        !wire_is_lock(h.type)) {
         drop(agg, &agg->ctr.malformed_dropped, src, "packet type not for an an",
              h.group);
         return;
@@ -1023,8 +1586,24 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         drop(agg, &agg->ctr.bad_mac, src, "bad mac", h.group);
         return;
     }
-    if (h.type == WIRE_CONTRIB)
+    switch (h.type) {
+    case WIRE_CONTRIB:
         on_contrib(agg, g, src, &h, (const uint8_t *)buf + WIRE_HDR_LEN);
-    else
+        break;
+    case WIRE_RESULT:
         on_result(agg, g, src, &h, (const uint8_t *)buf + WIRE_HDR_LEN);
+        break;
+    case WIRE_LOCK:
+        on_lock(agg, g, src, &h);
+        break;
+    case WIRE_LOCK_REP:
+        on_lock_rep(agg, g, src, &h);
+        break;
+    case WIRE_UNLOCK:
+        on_unlock(agg, g, src, &h);
+        break;
+    default:
+        on_unlock_rep(agg, g, src, &h);
+        break;
+    }
 }

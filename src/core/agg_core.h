@@ -51,6 +51,24 @@
  * The AN has no clock of its own: the driver tells it the time with
  * agg_set_now(). Until it does, every group counts as quiet (generations
  * are not ordered), as with gen_idle_ns 0.
+ *
+ * Streaming (docs/streaming.md): besides its slots, a group may lock the
+ * AN's streaming pool, which then holds a second, larger window of stream
+ * slots for it: slot numbers slots .. slots + window - 1 of the same
+ * protocol (same dedup, same two result copies, same child-order
+ * reduction), with every child's contribution buffer set aside in the
+ * pool, so a contribution the window allows always has room. A LOCK
+ * climbs the tree like a barrier: when all children asked, the AN
+ * reserves its pool for the group (or notes why not) and forwards the
+ * request; the root grants when nobody refused, and the answer comes back
+ * down, each AN keeping or giving back what it reserved. Nobody waits
+ * for a pool, so nothing deadlocks. One group holds an AN's pool at a
+ * time. Refused groups get a ticket at their root and wait in ticket
+ * order: a request is refused while a group with an older ticket is
+ * waiting here. An UNLOCK is collected like the LOCK: when all children
+ * are done, the pool goes back. A holder quiet for lock_idle_ns loses
+ * the pool to the next group that asks (reclaim, checked only then: the
+ * AN needs no timer).
  */
 #ifndef INCOLL_AGG_CORE_H
 #define INCOLL_AGG_CORE_H
@@ -78,6 +96,14 @@ typedef struct {
     /* A group quiet for this long accepts an older generation
      * (INCOLL_AGG_GEN_IDLE_MS); 0 accepts any other generation at once. */
     uint64_t gen_idle_ns;
+    /* Bytes of the AN-wide streaming pool (INCOLL_AGG_STREAM_POOL),
+     * allocated at the first lock; 0 refuses every lock. */
+    size_t stream_pool_bytes;
+    /* A lock whose holder sent no lock or stream packet for this long is
+     * reclaimed by the next group that asks (INCOLL_AGG_LOCK_IDLE_MS); a
+     * refused group's place in the queue lasts as long. 0: never (and
+     * never without agg_set_now). */
+    uint64_t lock_idle_ns;
 } agg_params_t;
 
 typedef struct {
@@ -129,7 +155,11 @@ typedef struct {
     X(coll_allgather)                                                          \
     X(coll_gather)                                                             \
     X(coll_scatter)                                                            \
-    X(coll_reduce_scatter)
+    X(coll_reduce_scatter)                                                     \
+    X(locks_granted)                                                           \
+    X(locks_refused)                                                           \
+    X(locks_reclaimed)                                                         \
+    X(stream_bytes)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;
@@ -165,7 +195,9 @@ void agg_set_now(agg_t *agg, uint64_t now_ns);
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
 
 const agg_counters_t *agg_counters(const agg_t *agg);
-/* Formats "an=<name> key=value ..." into buf, truncated to len - 1 bytes
+/* Formats "an=<name> key=value ..." (the counters, then stream_pool, the
+ * streaming pool's bytes, and stream_holder, the group holding it or 0)
+ * into buf, truncated to len - 1 bytes
  * and terminated; returns the length written (0, writing nothing, when len
  * is 0). */
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len);

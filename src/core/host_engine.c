@@ -44,6 +44,24 @@ struct host_engine {
     host_engine_params_t p;
     uint64_t next_seq; /* first sequence number of the next operation */
     seg_t *win;        /* p.slots entries */
+    /* Streaming (host_engine_lock): the lock round's state and, while
+     * granted, the stream window of st_n slots numbered from p.slots. */
+    seg_t *st_segs;    /* p.stream_window entries */
+    uint32_t lk_seq;   /* last lock round (the ANs' lk_seq) */
+    uint32_t st_n;     /* stream slots granted (0: not locked) */
+    uint64_t st_seq;   /* next stream sequence number of this lock */
+    uint64_t ticket;   /* fairness ticket of our last refusal */
+    uint32_t ops_left; /* operations the lock is still for (0: any) */
+    uint16_t lk_nops;  /* operations asked for (0: until released) */
+    uint8_t lk_why;    /* last refusal's reason (wire_lock_why_t) */
+    uint8_t ctl;       /* round running: WIRE_LOCK, WIRE_UNLOCK or 0 */
+    uint64_t ctl_first_ns, ctl_deadline;
+    int ctl_retries;
+    /* The running operation's slot space: ow[on] from slot obase, epochs
+     * from oepoch, owin in flight; stream is 1 on the stream window. */
+    seg_t *ow;
+    uint32_t on, obase, oepoch, owin;
+    int stream;
     /* The running operation. */
     const uint8_t *sendbuf;
     uint8_t *recvbuf;
@@ -98,7 +116,14 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
         eng->p.window = eng->p.slots;
     eng->win = calloc(params->slots, sizeof(*eng->win));
     eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
-    if (eng->win == NULL || eng->piece == NULL) {
+    /* Stream slots are numbered after the slots, in 16 bits. */
+    if (eng->p.stream_window > 65535 - params->slots)
+        eng->p.stream_window = 65535 - params->slots;
+    if (eng->p.stream_window > 0)
+        eng->st_segs = calloc(eng->p.stream_window, sizeof(*eng->st_segs));
+    if (eng->win == NULL || eng->piece == NULL ||
+        (eng->p.stream_window > 0 && eng->st_segs == NULL)) {
+        free(eng->st_segs);
         free(eng->win);
         free(eng->piece);
         free(eng);
@@ -115,6 +140,7 @@ void host_engine_destroy(host_engine_t *eng)
     if (eng == NULL)
         return;
     free(eng->win);
+    free(eng->st_segs);
     free(eng->piece);
     free(eng);
 }
@@ -161,8 +187,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
                             (eng->send_data ? 0 : WIRE_F_NODATA)),
-        .slot = (uint16_t)(s->seq % eng->p.slots),
-        .epoch = (uint32_t)(s->seq / eng->p.slots),
+        .slot = (uint16_t)(eng->obase + s->seq % eng->on),
+        .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
         .total = eng->p.gen, /* CONTRIB carries the generation here */
         .offset = off,
@@ -227,9 +253,9 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
     while (eng->next_send < eng->nseg &&
-           eng->next_send < eng->low + eng->p.window) {
+           eng->next_send < eng->low + eng->owin) {
         uint64_t seq = eng->base_seq + eng->next_send;
-        seg_t *s = &eng->win[seq % eng->p.slots];
+        seg_t *s = &eng->ow[seq % eng->on];
         s->seq = seq;
         s->state = SEG_SENT;
         s->retries = 0;
@@ -243,7 +269,12 @@ static void fill_window(host_engine_t *eng, uint64_t now)
 static void finish(host_engine_t *eng, incoll_status_t status)
 {
     eng->status = status;
-    eng->next_seq = eng->base_seq + eng->nseg;
+    if (eng->stream) {
+        eng->st_seq = eng->base_seq + eng->nseg;
+        if (eng->ops_left > 0)
+            eng->ops_left--;
+    } else
+        eng->next_seq = eng->base_seq + eng->nseg;
     if (status != INCOLL_OK)
         eng->failed = 1;
     eng->sendbuf = NULL;
@@ -269,6 +300,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         return INCOLL_ERR_BUSY;
     if (eng->failed)
         return INCOLL_ERR_GROUP_FAILED;
+    eng->ctl = 0;
     if (!incoll_op_valid(op, dtype) || (unsigned)kind >= WIRE_COLL_COUNT ||
         (kind == WIRE_COLL_BARRIER && count != 1) ||
         (wire_coll_is_gather(kind) && dtype != INCOLL_UINT8))
@@ -309,8 +341,30 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->count = count;
     eng->dtype = dtype;
     eng->op = op;
-    eng->base_seq = eng->next_seq;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
+    /* While the group holds a lock every operation streams (all members
+     * hold it together), unless it would run past the 65536 uses of each
+     * stream slot a lock's epochs allow: then it takes the slots, on
+     * every member alike. */
+    eng->stream =
+        eng->st_n > 0 && (eng->st_seq + eng->nseg) / eng->st_n < 65535;
+    if (eng->stream) {
+        eng->ow = eng->st_segs;
+        eng->on = eng->st_n;
+        eng->obase = eng->p.slots;
+        eng->oepoch = eng->lk_seq << 16;
+        eng->owin = eng->st_n;
+        eng->base_seq = eng->st_seq;
+        eng->ctr.stream_ops++;
+        eng->ctr.stream_bytes += count * eng->dsize;
+    } else {
+        eng->ow = eng->win;
+        eng->on = eng->p.slots;
+        eng->obase = 0;
+        eng->oepoch = 0;
+        eng->owin = eng->p.window;
+        eng->base_seq = eng->next_seq;
+    }
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
@@ -352,7 +406,7 @@ static void rack_on_result(host_engine_t *eng, const seg_t *done, uint64_t now)
     uint64_t reo = rto_reo_wnd(&eng->rto, 1);
 
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state != SEG_SENT || s->tx >= done->tx)
             continue;
         if (++s->later >= FAST_RETRANS_THRESH)
@@ -402,7 +456,7 @@ static void tail_probe(host_engine_t *eng, uint64_t now)
     uint64_t rtt = path_rtt(eng);
     eng->probes++;
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state != SEG_SENT)
             continue;
         if (now - s->sent_ns >= rtt) {
@@ -411,6 +465,152 @@ static void tail_probe(host_engine_t *eng, uint64_t now)
         }
         return;
     }
+}
+
+/* Sends the running lock or unlock round's request to the leaf AN. */
+static void ctl_send(host_engine_t *eng, uint64_t now)
+{
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = eng->ctl,
+        .group = eng->p.group,
+        .child = eng->p.child,
+        .slot = eng->lk_nops,
+        .epoch = eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
+        .count = eng->ctl == WIRE_LOCK ? eng->p.stream_window : 1,
+        .total = eng->p.gen,
+        .offset = eng->ctl == WIRE_LOCK ? eng->ticket : 0,
+    };
+    wire_pack(&h, hdr);
+    wire_mac_seal(&eng->p.key, hdr, hdr, 0);
+    eng->ctl_deadline =
+        now + rto_backoff(&eng->rto, (unsigned)eng->ctl_retries);
+    eng->ctr.packets_sent++;
+    eng->ctr.bytes_sent += WIRE_HDR_LEN;
+    eng->p.send(eng->p.send_arg, eng->p.an, hdr, hdr, 0);
+}
+
+/* Starts a lock or unlock round. */
+static incoll_status_t ctl_start(host_engine_t *eng, uint8_t type,
+                                 uint64_t now_ns)
+{
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    if (eng->failed)
+        return INCOLL_ERR_GROUP_FAILED;
+    eng->ctl = type;
+    eng->ctl_retries = 0;
+    eng->ctl_first_ns = now_ns;
+    eng->status = INCOLL_INPROGRESS;
+    ctl_send(eng, now_ns);
+    return INCOLL_INPROGRESS;
+}
+
+incoll_status_t host_engine_lock(host_engine_t *eng, uint16_t nops,
+                                 uint64_t now_ns)
+{
+    if (eng->p.stream_window == 0)
+        return INCOLL_ERR_UNSUPPORTED;
+    if (eng->st_n > 0)
+        return INCOLL_ERR_BUSY;
+    eng->lk_nops = nops;
+    return ctl_start(eng, WIRE_LOCK, now_ns);
+}
+
+incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns)
+{
+    if (eng->st_n == 0)
+        return INCOLL_OK;
+    return ctl_start(eng, WIRE_UNLOCK, now_ns);
+}
+
+uint32_t host_engine_stream_window(const host_engine_t *eng,
+                                   uint32_t *ops_left_p, unsigned *why_p)
+{
+    if (ops_left_p)
+        *ops_left_p = eng->ops_left;
+    if (why_p)
+        *why_p = eng->lk_why;
+    return eng->st_n;
+}
+
+/* A LOCK_REP or UNLOCK_REP from the leaf AN. */
+static void on_lock_answer(host_engine_t *eng, const wire_hdr_t *h,
+                           uint64_t now_ns)
+{
+    (void)now_ns;
+    if (h->type == WIRE_LOCK_REP && (h->flags & WIRE_F_LOST)) {
+        /* An AN gave our window to another group (we were quiet too
+         * long): a stream operation cannot finish any more. */
+        if (eng->st_n == 0 || h->epoch != eng->lk_seq)
+            return;
+        eng->ctr.locks_lost++;
+        eng->st_n = 0;
+        incoll_warn("host: group %u: stream lock %u reclaimed by an an",
+                    eng->p.group, eng->lk_seq);
+        if (eng->status == INCOLL_INPROGRESS && !eng->ctl && eng->stream)
+            finish(eng, INCOLL_ERR_GROUP_FAILED);
+        return;
+    }
+    if (eng->status != INCOLL_INPROGRESS || eng->ctl != h->type - 1 ||
+        h->epoch != (eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq)) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    eng->ctl = 0;
+    eng->status = INCOLL_OK;
+    if (h->type == WIRE_UNLOCK_REP) {
+        eng->st_n = 0;
+        eng->ops_left = 0;
+        return;
+    }
+    eng->lk_seq = h->epoch;
+    if (h->flags & WIRE_F_REFUSE) {
+        eng->lk_why = h->op;
+        eng->ticket = h->offset;
+        eng->ctr.locks_refused++;
+        return;
+    }
+    if (h->count > eng->p.stream_window) {
+        /* Never more than we asked: a broken AN. */
+        eng->ctr.dropped++;
+        finish(eng, INCOLL_ERR_PROTOCOL);
+        return;
+    }
+    eng->lk_why = WIRE_LOCK_OK;
+    eng->ticket = 0;
+    eng->st_n = h->count;
+    eng->st_seq = 0;
+    eng->ops_left = eng->lk_nops;
+    memset(eng->st_segs, 0, eng->p.stream_window * sizeof(*eng->st_segs));
+    eng->ctr.locks_granted++;
+}
+
+/* Resends the round's request when due, or gives up after the retries:
+ * the members may now disagree on the lock, so the group fails. */
+static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
+{
+    char ep[32];
+    if (now_ns < eng->ctl_deadline)
+        return;
+    if (rto_give_up(&eng->rto, eng->ctl_retries, eng->p.max_retries,
+                    eng->ctl_first_ns, now_ns)) {
+        eng->ctr.timeouts++;
+        incoll_error("group %u: no answer to %s %u from an %s after %d "
+                     "retries, giving up",
+                     eng->p.group, eng->ctl == WIRE_LOCK ? "lock" : "unlock",
+                     eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
+                     wire_ep_str(eng->p.an, ep, sizeof(ep)), eng->ctl_retries);
+        eng->ctl = 0;
+        eng->st_n = 0;
+        eng->status = INCOLL_ERR_TIMEOUT;
+        eng->failed = 1;
+        return;
+    }
+    eng->ctl_retries++;
+    eng->ctr.retransmits++;
+    ctl_send(eng, now_ns);
 }
 
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
@@ -422,9 +622,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     size_t n, span_lo = 0, span_n = 0;
     int want;
 
-    if (wire_parse(buf, len, &h, NULL) != INCOLL_OK || h.type != WIRE_RESULT ||
+    if (wire_parse(buf, len, &h, NULL) != INCOLL_OK ||
+        (h.type != WIRE_RESULT && h.type != WIRE_LOCK_REP &&
+         h.type != WIRE_UNLOCK_REP) ||
         h.group != eng->p.group || src != eng->p.an || h.total != eng->p.gen ||
-        h.slot >= eng->p.slots) {
+        (h.type == WIRE_RESULT && h.slot >= eng->p.slots + eng->st_n)) {
         eng->ctr.dropped++;
         return;
     }
@@ -434,12 +636,21 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.bad_mac++;
         return;
     }
-    if (eng->status != INCOLL_INPROGRESS) {
+    if (h.type != WIRE_RESULT) {
+        on_lock_answer(eng, &h, now_ns);
+        return;
+    }
+    if (eng->status != INCOLL_INPROGRESS || eng->ctl) {
         eng->ctr.duplicate_results++; /* late copy of an earlier result */
         return;
     }
-    s = &eng->win[h.slot];
-    if (s->state != SEG_SENT || (uint32_t)(s->seq / eng->p.slots) != h.epoch ||
+    if (h.slot < eng->obase || h.slot - eng->obase >= eng->on) {
+        eng->ctr.duplicate_results++; /* of the other slot space */
+        return;
+    }
+    s = &eng->ow[h.slot - eng->obase];
+    if (s->state != SEG_SENT ||
+        (uint32_t)(eng->oepoch + s->seq / eng->on) != h.epoch ||
         s->seq < eng->base_seq) {
         eng->ctr.duplicate_results++;
         return;
@@ -497,8 +708,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     if (now_ns > eng->last_progress_ns)
         eng->last_progress_ns = now_ns;
     while (eng->low < eng->next_send &&
-           eng->win[(eng->base_seq + eng->low) % eng->p.slots].state ==
-               SEG_DONE)
+           eng->ow[(eng->base_seq + eng->low) % eng->on].state == SEG_DONE)
         eng->low++;
     if (eng->ndone == eng->nseg) {
         finish(eng, INCOLL_OK);
@@ -513,6 +723,10 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
 
     if (eng->status != INCOLL_INPROGRESS)
         return;
+    if (eng->ctl) {
+        ctl_on_time(eng, now_ns);
+        return;
+    }
     /* A driver's clock may lag the time of the last result it fed (two
      * threads reading the clock): nothing is due before the last result. */
     if (now_ns < eng->last_progress_ns)
@@ -522,14 +736,15 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         eng->ctr.timeouts++;
         incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
                      ": no result from an %s for %" PRIu64 " ms, giving up",
-                     eng->p.group, seq % eng->p.slots, seq / eng->p.slots,
+                     eng->p.group, eng->obase + seq % eng->on,
+                     eng->oepoch + seq / eng->on,
                      wire_ep_str(eng->p.an, ep, sizeof(ep)),
                      (now_ns - eng->last_progress_ns) / 1000000);
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due <= now_ns)
             fast_retransmit(eng, s, now_ns);
     }
@@ -538,7 +753,7 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
     if (now_ns < eng->last_progress_ns + eng->rto.rto)
         return; /* results are still coming: none is late yet */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state != SEG_SENT || s->deadline > now_ns)
             continue;
         if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries, s->first_ns,
@@ -546,8 +761,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
             eng->ctr.timeouts++;
             incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
                          ": no result from an %s after %d retries, giving up",
-                         eng->p.group, s->seq % eng->p.slots,
-                         s->seq / eng->p.slots,
+                         eng->p.group, eng->obase + s->seq % eng->on,
+                         eng->oepoch + s->seq / eng->on,
                          wire_ep_str(eng->p.an, ep, sizeof(ep)), s->retries);
             finish(eng, INCOLL_ERR_TIMEOUT);
             return;
@@ -600,11 +815,13 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
     uint64_t d, quiet;
     if (eng->status != INCOLL_INPROGRESS)
         return UINT64_MAX;
+    if (eng->ctl)
+        return eng->ctl_deadline;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
     /* No retransmission before one timeout without results (see top). */
     quiet = eng->last_progress_ns + eng->rto.rto;
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        const seg_t *s = &eng->win[(eng->base_seq + i) % eng->p.slots];
+        const seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         uint64_t due = s->deadline > quiet ? s->deadline : quiet;
         if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due < due)
             due = s->rack_due;

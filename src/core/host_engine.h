@@ -44,6 +44,8 @@ typedef struct {
                                      at least as long as that many backoffs
                                      from rto_init_ns take: core/rto.h) */
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
+    uint32_t stream_window;       /* stream slots a lock asks for; 0: the
+                                     engine never locks */
     host_send_cb_t send;
     void *send_arg;
 } host_engine_params_t;
@@ -62,6 +64,11 @@ typedef struct {
     uint64_t dropped; /* malformed or foreign packets */
     uint64_t bad_mac; /* results whose mac failed (also in dropped) */
     uint64_t timeouts;
+    uint64_t locks_granted;
+    uint64_t locks_refused;
+    uint64_t locks_lost; /* reclaimed by an AN while we held them */
+    uint64_t stream_ops;
+    uint64_t stream_bytes; /* user bytes of operations that streamed */
 } host_engine_counters_t;
 
 /* Fills params with defaults for the timing fields. */
@@ -130,6 +137,30 @@ incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
                                         void *block, size_t total,
                                         incoll_dtype_t dtype, incoll_op_t op,
                                         uint64_t now_ns);
+
+/*
+ * Streaming (docs/streaming.md). host_engine_lock starts a lock round for
+ * a window of params.stream_window stream slots, for nops operations (0:
+ * until host_engine_unlock); every member calls it at the same point of
+ * its sequence of operations. It ends (status INCOLL_OK) granted or
+ * refused; a refusal is no error: operations keep using the slots. While
+ * granted, every operation streams through the window. After the lock's
+ * operations (ops_left reaches 0) or whenever the caller is done, it
+ * calls host_engine_unlock (every member, at the same point). No answer
+ * after the retries: INCOLL_ERR_TIMEOUT and the group fails, as an
+ * operation would. Returns INCOLL_INPROGRESS, INCOLL_ERR_BUSY (running, or
+ * already locked), INCOLL_ERR_UNSUPPORTED (stream_window 0),
+ * INCOLL_ERR_GROUP_FAILED.
+ */
+incoll_status_t host_engine_lock(host_engine_t *eng, uint16_t nops,
+                                 uint64_t now_ns);
+/* Starts the unlock round; INCOLL_OK at once when not locked. */
+incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns);
+/* The stream window granted (0: not locked); *ops_left_p the operations
+ * the lock is still for (0 with a lock until released), *why_p the last
+ * refusal's reason (wire_lock_why_t). Either may be NULL. */
+uint32_t host_engine_stream_window(const host_engine_t *eng,
+                                   uint32_t *ops_left_p, unsigned *why_p);
 
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,

@@ -360,9 +360,16 @@ static incoll_status_t group_ask(incoll_comm_h comm, uint32_t gen,
                                  uint64_t opseq, uint32_t *req_p)
 {
     struct host_comm_info *info = comm->info;
-    incoll_status_t status = host_mgr_group_request(
-        mgr_of(comm->ctx), info->id, gen, comm->world_ranks, comm->size, opseq,
-        (uint32_t)knob_u64("INCOLL_GROUP_SLOTS"), 0, req_p);
+    uint32_t slots = (uint32_t)knob_u64("INCOLL_GROUP_SLOTS");
+    incoll_status_t status;
+
+    /* Streaming carries the large vectors: the group's own share of the
+     * ANs need only serve the small ones (docs/streaming.md). */
+    if (slots == 0 && comm->ctx->stream_threshold > 0)
+        slots = (uint32_t)setting_u64(SETTING_STREAM_SLOTS);
+    status = host_mgr_group_request(mgr_of(comm->ctx), info->id, gen,
+                                    comm->world_ranks, comm->size, opseq, slots,
+                                    0, req_p);
     info->answered = 0;
     if (status != INCOLL_OK)
         snprintf(info->why, sizeof(info->why),
@@ -1184,6 +1191,7 @@ static void drop_group(incoll_comm_h comm)
     host_mgr_t *mgr = mgr_of(comm->ctx);
     if (mgr && comm->group)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1218,6 +1226,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         ran = host_engine_counters(comm->eng)->ops;
     /* The operation this member is at: the one that failed, or the next. */
     mine = info->opbase + ran - (started && ran ? 1 : 0);
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;

@@ -203,6 +203,7 @@ void host_comm_free(incoll_comm_h comm)
 {
     host_hier_free(comm);
     host_comm_p2p_free(comm);
+    host_stream_report(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);
@@ -398,6 +399,14 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->max_retries = (int)setting_int(SETTING_RETRIES);
     p->progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
     p->window = (uint32_t)setting_u64(SETTING_WINDOW);
+    ctx->stream_threshold = (size_t)setting_u64(SETTING_STREAM_THRESHOLD);
+    status = host_stream_lock_parse(setting_str(SETTING_STREAM_LOCK),
+                                    &ctx->stream_nops);
+    if (status != INCOLL_OK)
+        goto err_conf;
+    p->stream_window = ctx->stream_threshold
+                           ? (uint32_t)setting_u64(SETTING_STREAM_WINDOW)
+                           : 0;
     p->send = ctx_send;
     p->send_arg = ctx;
 

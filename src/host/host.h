@@ -42,6 +42,7 @@ struct incoll_comm {
     struct incoll_comm *next;    /* the context's list */
     struct host_req_queue *rq;   /* its requests (src/host/req.c); NULL
                                     until its first one */
+    int stream_said;             /* a lock refusal was logged (stream.c) */
 };
 
 struct incoll_ctx {
@@ -55,6 +56,10 @@ struct incoll_ctx {
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without
                                    INCOLL_MGR */
     host_engine_params_t eng_defaults;
+    /* Streaming (src/host/stream.c): INCOLL_STREAM_THRESHOLD (0: off) and
+     * INCOLL_STREAM_LOCK as operations per lock (0: until released). */
+    size_t stream_threshold;
+    uint16_t stream_nops;
     uint32_t gen; /* group generation of this job */
     /* The fabric master key from INCOLL_SECRET_FILE (mgr_secret_load),
      * from which the data path's mac keys are derived; has_secret is 0
@@ -80,6 +85,27 @@ struct incoll_ctx {
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
  * Every process of a job computes the same value. */
 uint32_t host_job_generation(const char *job);
+
+/*
+ * Streaming (docs/streaming.md). host_stream_begin locks comm's tree
+ * before an in-network operation of bytes when INCOLL_STREAM_THRESHOLD
+ * asks for it and the engine holds no lock; a refusal is no error (the
+ * operation runs on the slots; INCOLL_LOG_LEVEL=info says why, once per
+ * communicator). host_stream_end, after the operation, unlocks when the
+ * lock's operations are used up (INCOLL_STREAM_LOCK). host_stream_begin
+ * returns the engine's error when its round got no answer (the group
+ * failed); an unlock without answer leaves the engine failed for the next
+ * operation. Every member calls them at the same points, as it calls the
+ * operations.
+ */
+incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes);
+void host_stream_end(incoll_comm_h comm);
+/* Says at info level what comm's engine streamed (when it ever locked);
+ * called before the engine goes (communicator freed, group rebuilt). */
+void host_stream_report(incoll_comm_h comm);
+/* Parses INCOLL_STREAM_LOCK's value: "op" (1), "comm" (0) or 1..65535;
+ * returns INCOLL_ERR_CONFIG for anything else. */
+incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);
 
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);

@@ -1,0 +1,107 @@
+/*
+ * The library's side of streaming aggregation (docs/streaming.md): when to
+ * lock the tree and when to let it go. The protocol itself is the host
+ * engine's (host_engine_lock, host_engine_unlock); here are the settings
+ * (INCOLL_STREAM_THRESHOLD, INCOLL_STREAM_LOCK) and the one info line that
+ * says why a lock was refused.
+ */
+#include "host/host.h"
+
+#include "common/log.h"
+#include "common/wire.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p)
+{
+    char *end = NULL;
+    long n;
+
+    if (text == NULL || strcmp(text, "op") == 0) {
+        *nops_p = 1;
+        return INCOLL_OK;
+    }
+    if (strcmp(text, "comm") == 0) {
+        *nops_p = 0;
+        return INCOLL_OK;
+    }
+    n = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < 1 || n > 65535) {
+        incoll_error("init: INCOLL_STREAM_LOCK=%s: expected op, comm or a "
+                     "number of operations 1..65535",
+                     text);
+        return INCOLL_ERR_CONFIG;
+    }
+    *nops_p = (uint16_t)n;
+    return INCOLL_OK;
+}
+
+/* Runs the engine's lock or unlock round to its end. */
+static incoll_status_t round_wait(incoll_comm_h comm, incoll_status_t status)
+{
+    if (status == INCOLL_INPROGRESS)
+        status = host_comm_wait(comm);
+    return status;
+}
+
+incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    incoll_status_t status;
+    unsigned why = 0;
+
+    if (ctx->stream_threshold == 0 || bytes < ctx->stream_threshold ||
+        comm->eng == NULL ||
+        host_engine_stream_window(comm->eng, NULL, NULL) > 0)
+        return INCOLL_OK;
+    status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
+    if (status == INCOLL_ERR_UNSUPPORTED)
+        return INCOLL_OK; /* no room for stream slots after the group's */
+    status = round_wait(comm, status);
+    if (status != INCOLL_OK)
+        return status;
+    if (host_engine_stream_window(comm->eng, NULL, &why) == 0 &&
+        !comm->stream_said) {
+        comm->stream_said = 1;
+        incoll_info("stream: lock refused on group %u: %s; large operations "
+                    "run on the group's slots until a lock is granted "
+                    "(said once)",
+                    comm->group, wire_lock_why_str(why));
+    }
+    return INCOLL_OK;
+}
+
+void host_stream_end(incoll_comm_h comm)
+{
+    uint32_t left = 0;
+    incoll_status_t status;
+
+    if (comm->eng == NULL ||
+        host_engine_stream_window(comm->eng, &left, NULL) == 0 ||
+        comm->ctx->stream_nops == 0 || left > 0)
+        return;
+    /* The operation is done and its result delivered: an unlock that gets
+     * no answer leaves the engine failed, and the next operation recovers
+     * (GROUP_FAILED) rather than this one being run twice. */
+    status = round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
+    if (status != INCOLL_OK)
+        incoll_warn("stream: unlock on group %u failed: %s", comm->group,
+                    incoll_status_string(status));
+}
+
+void host_stream_report(incoll_comm_h comm)
+{
+    const host_engine_counters_t *k;
+
+    if (comm->eng == NULL)
+        return;
+    k = host_engine_counters(comm->eng);
+    if (k->locks_granted + k->locks_refused > 0)
+        incoll_info("stream: group %u: %" PRIu64 " of %" PRIu64
+                    " operations streamed (%" PRIu64 " bytes), locks "
+                    "granted %" PRIu64 " refused %" PRIu64 " lost %" PRIu64,
+                    comm->group, k->stream_ops, k->ops, k->stream_bytes,
+                    k->locks_granted, k->locks_refused, k->locks_lost);
+}
