@@ -13,6 +13,7 @@
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "common/procstat.h"
+#include "common/settings.h"
 #include "emu.h"
 #include "fabric/mgr_fabric.h"
 #include "mgr/topo.h"
@@ -579,7 +580,7 @@ static int topo_to_conf(const topo_t *topo, fabric_conf_t *conf)
             conf->payload = topo->sw[i].caps.max_payload;
     if (conf->payload < 8)
         conf->payload = 8;
-    conf->slots = 64;
+    conf->slots = (uint32_t)setting_default(SETTING_MGR_SLOTS).i;
     conf->admin_key = fabric_random64();
     conf->group_id = 1;
     conf->group_key = fabric_random64();

@@ -1,6 +1,7 @@
 #include "common/fabric_conf.h"
 
 #include "common/kvline.h"
+#include "common/settings.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -139,7 +140,7 @@ incoll_status_t fabric_conf_generate(int nhosts, int radix, fabric_conf_t *conf)
     conf->admin_key = fabric_random64();
     conf->group_id = 1;
     conf->group_key = fabric_random64();
-    conf->slots = 64;
+    conf->slots = (uint32_t)setting_default(SETTING_MGR_SLOTS).i;
     conf->payload = 8192;
     return INCOLL_OK;
 }

@@ -8,6 +8,8 @@
  */
 #include "mgr/mgr.h"
 
+#include "common/settings.h"
+
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "mgr/mgr_core.h"
@@ -99,19 +101,25 @@ struct mgr {
     } ctr;
 };
 
+/* A duration setting's default in milliseconds. */
+static uint32_t default_ms(setting_id_t id)
+{
+    return (uint32_t)(setting_default(id).i / 1000000);
+}
+
 void mgr_params_default(mgr_params_t *p)
 {
     memset(p, 0, sizeof(*p));
     p->listen = "127.0.0.1:0";
-    p->heartbeat_ms = 200;
-    p->host_grace_ms = 3000;
-    p->adopt_grace_ms = 30000;
-    p->recover_ms = 10000;
-    p->request_ms = 30000;
-    p->auth_ms = 5000;
-    p->frame_ms = 10000;
-    p->rx_budget = 64u << 20;
-    p->job_rx_budget = 16u << 20;
+    p->heartbeat_ms = default_ms(SETTING_MGR_HEARTBEAT_MS);
+    p->host_grace_ms = default_ms(SETTING_MGR_HOST_GRACE_MS);
+    p->adopt_grace_ms = default_ms(SETTING_MGR_ADOPT_GRACE_MS);
+    p->recover_ms = default_ms(SETTING_MGR_RECOVER_MS);
+    p->request_ms = default_ms(SETTING_MGR_REQUEST_MS);
+    p->auth_ms = default_ms(SETTING_MGR_AUTH_MS);
+    p->frame_ms = default_ms(SETTING_MGR_FRAME_MS);
+    p->rx_budget = (uint64_t)setting_default(SETTING_MGR_RX_BUDGET).i;
+    p->job_rx_budget = (uint64_t)setting_default(SETTING_MGR_JOB_RX_BUDGET).i;
     p->tick_ms = 100;
     p->stop_fd = -1;
     place_params_default(&p->place);
