@@ -69,8 +69,9 @@ FABRIC_OBJS := $(FABRIC_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 # Tools and daemons share code in src/agg and src/mgr that is not main().
-# src/fabric (bringing fabrics up and talking to their manager) is the
-# CLI's and the tests', never linked into the daemons.
+# src/fabric (the fabric lifecycle, the emulated network, talking to a
+# fabric's manager and ANs) is the CLI's and the tests', never linked into
+# the daemons.
 AGG_LIB_OBJS := $(filter-out %/agg_main.o,$(AGG_OBJS))
 MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
@@ -267,8 +268,8 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
-                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_colls.o bench_common.o bench_hier.o bench_plot.o emu.o) \
-                  $(addprefix $(BUILD)/obj/tools/,fabric.o cmd_stat.o) $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
+                  $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_colls.o bench_common.o bench_hier.o bench_plot.o) \
+                  $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	@mkdir -p $(dir $@)

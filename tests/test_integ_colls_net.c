@@ -68,7 +68,7 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
     }
     dir = test_tmpdir();
     memset(&conf, 0, sizeof(conf));
-    if (fabric_up(dir, hosts, radix) != 0)
+    if (test_fabric_up(dir, hosts, radix) != 0)
         goto out;
     if (load_conf(dir, &conf) != 0)
         goto out;
@@ -149,7 +149,7 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
 out:
     free(out);
     free(stat);
-    fabric_down(dir);
+    test_fabric_down(dir);
     fabric_conf_free(&conf);
     return ret;
 }

@@ -214,12 +214,12 @@ static int fabric_job_test(int hosts, int radix, const job_t *j, int faults,
         setenv("INCOLL_FAULT_REORDER", "0.05", 1);
     }
     dir = test_tmpdir();
-    if (fabric_up(dir, hosts, radix) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, hosts, radix) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = run_job(dir, hosts, radix, j, faults, timeout_s);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -473,12 +473,12 @@ TEST(integ_fabric_garbage, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = garbage_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -549,12 +549,12 @@ TEST(integ_fabric_two_jobs, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = two_jobs_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -650,12 +650,12 @@ TEST(integ_fabric_dead_an, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = dead_an_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -766,12 +766,12 @@ TEST(integ_fabric_lifecycle, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = lifecycle_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -1008,11 +1008,11 @@ TEST(integ_fabric_forged_result, TEST_INTEG)
     if (geteuid() != 0)
         return test_skip("not root: sniffing and spoofing need raw sockets");
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = forged_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }

@@ -42,7 +42,7 @@
 #include "bench_hier.h"
 #include "bench_plot.h"
 #include "cli.h"
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include "common/netdev.h"
 #include "common/settings.h"

@@ -4,8 +4,8 @@
 #include "bench_common.h"
 
 #include "common/fabric_conf.h"
-#include "emu.h"
-#include "fabric.h"
+#include "fabric/emu.h"
+#include "fabric/fabric.h"
 
 #include <errno.h>
 #include <fcntl.h>

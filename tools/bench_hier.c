@@ -27,7 +27,7 @@
 
 #include "bench_plot.h"
 #include "cli.h"
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include "common/udp.h"
 #include "host/hier.h"

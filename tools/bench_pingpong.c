@@ -17,7 +17,7 @@
  */
 #include "bench_common.h"
 #include "cli.h"
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include "common/fabric_conf.h"
 #include "common/settings.h"
