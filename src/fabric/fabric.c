@@ -616,6 +616,12 @@ void fabric_free(fabric_t *f)
     free(f);
 }
 
+const fabric_conf_t *fabric_plan_conf(const fabric_t *f)
+{
+    static const fabric_conf_t none;
+    return f->have_conf ? &f->conf : &none;
+}
+
 void fabric_abort(fabric_t *f)
 {
     close_fds(f->fds, f->nfds);

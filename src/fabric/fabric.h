@@ -79,6 +79,10 @@ void fabric_describe(const fabric_t *fab, FILE *out);
 void fabric_abort(fabric_t *fab);
 /* Frees a plan (the fabric keeps running). */
 void fabric_free(fabric_t *fab);
+/* The plan's fabric.conf (ANs, hosts, addresses, ports, namespaces), as
+ * written to DIR/fabric.conf; valid until fabric_free(). For a topology
+ * that no tree spans whole (no fabric.conf), nans is 0. */
+const fabric_conf_t *fabric_plan_conf(const fabric_t *fab);
 
 /* plan, start, wait, describe (unless quiet), keeper (with keep).
  * 0, or -1 (printed) with everything it started stopped. */
