@@ -407,18 +407,42 @@ char *slurp(const char *path)
     return buf ? buf : calloc(1, 1);
 }
 
-int sh(const char *out, const char *fmt, ...)
+/* sh() and sh_in(): the command grouped, so that the redirection takes
+ * all of its output. */
+static int vsh(const char *dir, const char *out, const char *fmt, va_list ap)
 {
-    char cmd[4096];
-    int n, rc;
-    va_list ap;
+    char cmd[8192];
+    int n = 0, m, rc;
 
-    va_start(ap, fmt);
-    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
+    if (dir)
+        n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", dir);
+    n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "{ ");
+    m = vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    if (m < 0 || (size_t)(n + m) >= sizeof(cmd) - PATH_MAX - 32)
         return -1;
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
+    n += m;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "; } >'%s' 2>&1 </dev/null",
+             out);
     rc = system(cmd);
     return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+int sh(const char *out, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vsh(NULL, out, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int sh_in(const char *dir, const char *out, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vsh(dir, out, fmt, ap);
+    va_end(ap);
+    return rc;
 }

@@ -113,5 +113,8 @@ char *slurp(const char *path);
  * of a signal, or -1 if it could not run. */
 int sh(const char *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* sh() in directory dir (e.g. test_srcdir()). */
+int sh_in(const char *dir, const char *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif
