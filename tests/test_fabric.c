@@ -138,6 +138,37 @@ static int do_plan(void *arg)
     return fabric_plan(&a->spec, &a->fab);
 }
 
+/* A default spec of a fabric in <tmp>/name, the shape given, the
+ * stand-in binaries (with the manager's). */
+static void spec_in(plan_arg_t *a, const char *name, int hosts, int radix,
+                    int levels)
+{
+    static char dirs[4][PATH_MAX];
+    static int k;
+    char *dir = dirs[k++ % 4];
+
+    snprintf(dir, PATH_MAX, "%.4000s/%s", test_tmpdir(), name);
+    fabric_spec_default(&a->spec);
+    a->spec.dir = dir;
+    a->spec.bindir = fake_bindir(1);
+    a->spec.hosts = hosts;
+    a->spec.radix = radix;
+    a->spec.levels = levels;
+}
+
+/* Plans a->spec with its messages kept back; fabric_plan()'s value, the
+ * messages (caller frees) in *text_p, or dropped when text_p is NULL. */
+static int plan(plan_arg_t *a, char **text_p)
+{
+    char *text;
+    int ret = with_stderr(do_plan, a, &text);
+    if (text_p)
+        *text_p = text;
+    else
+        free(text);
+    return ret;
+}
+
 /* Every AN on 127.0.0.1 with its own port, every host with a port of its
  * own (host_ports), all distinct. */
 static int check_ports(const fabric_conf_t *c)
@@ -163,21 +194,17 @@ static int check_ports(const fabric_conf_t *c)
 TEST(fabric_plan_loopback, TEST_UNIT)
 {
     plan_arg_t a;
-    char dir[PATH_MAX], path[PATH_MAX + 32], err[512], *text;
+    char path[PATH_MAX + 32], err[512];
+    const char *dir;
     const fabric_conf_t *c;
     fabric_conf_t back;
     topo_t topo;
 
     /* A tree of 5 hosts, radix 2: leaves l0..l2, s2-0 and s2-1, root. */
-    snprintf(dir, sizeof(dir), "%.4000s/tree", test_tmpdir());
-    fabric_spec_default(&a.spec);
-    a.spec.dir = dir;
-    a.spec.bindir = fake_bindir(1);
-    a.spec.hosts = 5;
-    a.spec.radix = 2;
+    spec_in(&a, "tree", 5, 2, 0);
     a.spec.slots = 16;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), 0);
-    free(text);
+    dir = a.spec.dir;
+    CHECK_EQ_INT(plan(&a, NULL), 0);
     c = fabric_plan_conf(a.fab);
     CHECK_EQ_INT(c->nhosts, 5);
     CHECK_EQ_INT(c->nans, 6);
@@ -210,15 +237,9 @@ TEST(fabric_plan_loopback, TEST_UNIT)
 
     /* A leaf-spine of radix 4 (the manager's own topology): 4 leaves of 2
      * hosts and 2 spines, so 2 trees; fabric.conf takes one of them. */
-    snprintf(dir, sizeof(dir), "%.4000s/fat", test_tmpdir());
-    fabric_spec_default(&a.spec);
-    a.spec.dir = dir;
-    a.spec.bindir = fake_bindir(1);
-    a.spec.hosts = 0;
-    a.spec.radix = 4;
-    a.spec.levels = 2;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), 0);
-    free(text);
+    spec_in(&a, "fat", 0, 4, 2);
+    dir = a.spec.dir;
+    CHECK_EQ_INT(plan(&a, NULL), 0);
     c = fabric_plan_conf(a.fab);
     CHECK_EQ_INT(c->nhosts, 8);
     CHECK_EQ_INT(c->nans, 5);
@@ -239,14 +260,11 @@ TEST(fabric_plan_loopback, TEST_UNIT)
 TEST(fabric_plan_errors, TEST_UNIT)
 {
     plan_arg_t a;
-    char dir[PATH_MAX], topo_path[PATH_MAX + 32], *text;
+    char topo_path[PATH_MAX + 32], *text;
     FILE *f;
 
-    snprintf(dir, sizeof(dir), "%.4000s/err", test_tmpdir());
-    fabric_spec_default(&a.spec);
-    a.spec.dir = dir;
-    a.spec.hosts = 0;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), -1);
+    spec_in(&a, "err", 0, 2, 0);
+    CHECK_EQ_INT(plan(&a, &text), -1);
     CHECK(a.fab == NULL);
     CHECK_MSG(text && strstr(text, "incoll fabric up: need --dir DIR"), "%s",
               text);
@@ -255,15 +273,14 @@ TEST(fabric_plan_errors, TEST_UNIT)
     /* The manager's binary is missing: named, with the way out. */
     a.spec.hosts = 2;
     a.spec.bindir = fake_bindir(0);
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), -1);
+    CHECK_EQ_INT(plan(&a, &text), -1);
     CHECK_MSG(text && strstr(text, "/incoll-mgr: No such file") &&
                   strstr(text, "--no-mgr runs without it"),
               "%s", text);
     free(text);
     /* Without a manager it is not needed. */
     a.spec.managed = 0;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), 0);
-    free(text);
+    CHECK_EQ_INT(plan(&a, NULL), 0);
     CHECK_EQ_INT(fabric_plan_conf(a.fab)->nhosts, 2);
     fabric_free(a.fab);
 
@@ -273,13 +290,9 @@ TEST(fabric_plan_errors, TEST_UNIT)
     CHECK(f != NULL);
     fputs("switch s0 level=1\nswitch s1 level=x\n", f);
     fclose(f);
-    fabric_spec_default(&a.spec);
-    a.spec.dir = dir;
-    a.spec.bindir = fake_bindir(1);
-    a.spec.hosts = 0;
-    a.spec.radix = 0;
+    spec_in(&a, "err", 0, 0, 0);
     a.spec.topology = topo_path;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), -1);
+    CHECK_EQ_INT(plan(&a, &text), -1);
     CHECK_MSG(text && strstr(text, "bad.topo:2: switch s1: level 'x'"), "%s",
               text);
     free(text);
@@ -289,11 +302,11 @@ TEST(fabric_plan_errors, TEST_UNIT)
     a.spec.radix = 4;
     a.spec.levels = 2;
     a.spec.hosts = 9;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), -1);
+    CHECK_EQ_INT(plan(&a, &text), -1);
     CHECK_MSG(text && strstr(text, "cannot build a fat-tree of radix 4"), "%s",
               text);
     free(text);
-    fabric_stop(dir, 1);
+    fabric_stop(a.spec.dir, 1);
     return TEST_PASSED;
 }
 
@@ -328,28 +341,23 @@ static int emulated_checks(const char *dir, const fabric_conf_t *c,
 TEST(fabric_plan_emulated, TEST_INTEG)
 {
     plan_arg_t a;
-    char dir[PATH_MAX], why[256], prefix[32] = "", *text;
+    char why[256], prefix[32] = "";
     int ret;
 
     if (geteuid() != 0)
         return test_skip("not root: emulated fabrics need network namespaces");
     if (emu_usable(why, sizeof(why)) != 0)
         return test_skip("%s", why);
-    snprintf(dir, sizeof(dir), "%.4000s/emu", test_tmpdir());
-    fabric_spec_default(&a.spec);
-    a.spec.dir = dir;
-    a.spec.bindir = fake_bindir(1);
-    a.spec.hosts = 4;
-    a.spec.radix = 2;
+    spec_in(&a, "emu", 4, 2, 0);
     a.spec.emulate = 1;
-    CHECK_EQ_INT(with_stderr(do_plan, &a, &text), 0);
-    free(text);
-    ret = emulated_checks(dir, fabric_plan_conf(a.fab), prefix, sizeof(prefix));
+    CHECK_EQ_INT(plan(&a, NULL), 0);
+    ret = emulated_checks(a.spec.dir, fabric_plan_conf(a.fab), prefix,
+                          sizeof(prefix));
     fabric_abort(a.fab);
     fabric_free(a.fab);
     if (ret != TEST_PASSED)
         return ret;
-    CHECK(!emu_present(dir));
+    CHECK(!emu_present(a.spec.dir));
     CHECK(prefix[0] != '\0');
     CHECK_EQ_INT(emu_count_netns(prefix), 0);
     return TEST_PASSED;

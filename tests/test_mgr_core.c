@@ -374,21 +374,34 @@ TEST(mgr_core_adopt_after_restart, TEST_UNIT)
     RUN_BODY(adopt_body);
 }
 
+/* The fabric up with its group, then the manager restarted while l1 is
+ * away: hung through the restart (it does not register again until it is
+ * well), or killed after it. The group is adopted from s0 and l0. */
+static int restart_l1_away(fab_t *f, uint32_t adopt_grace_ms, int kill)
+{
+    mgrnet_cfg_t cfg = {.adopt_grace_ms = adopt_grace_ms};
+    f->net = NULL;
+    if (fab_up(f, &cfg, 1) != 0)
+        return -1;
+    if (!kill)
+        mgrnet_an_hang(f->net, f->l1, 1);
+    mgrnet_restart_manager(f->net);
+    if (kill)
+        mgrnet_an_kill(f->net, f->l1);
+    mgrnet_run(f->net, 600);
+    CHECK_EQ_INT(counts(f).groups_adopted, 1);
+    CHECK_EQ_INT(counts(f).ans_up, 2);
+    return 0;
+}
+
 /* After a restart, an adopted group whose members never come back is
  * reclaimed after adopt_grace_ms, and a second AN that reports it later
  * is told to remove it (tombstone). */
 static int adopt_orphan_body(fab_t *f)
 {
-    mgrnet_cfg_t cfg = {.adopt_grace_ms = 2000};
-    f->net = NULL;
-    if (fab_up(f, &cfg, 1) != 0)
-        return TEST_FAILED;
     /* l1 hangs (and so does not register again) through the grace. */
-    mgrnet_an_hang(f->net, f->l1, 1);
-    mgrnet_restart_manager(f->net);
-    mgrnet_run(f->net, 600);
-    CHECK_EQ_INT(counts(f).groups_adopted, 1);
-    CHECK_EQ_INT(counts(f).ans_up, 2);
+    if (restart_l1_away(f, 2000, 0) != 0)
+        return TEST_FAILED;
     /* Adopted about 500 ms after the restart: 2000 ms of grace. */
     mgrnet_run(f->net, 1800);
     CHECK_EQ_INT(counts(f).groups, 1);
@@ -420,15 +433,8 @@ TEST(mgr_core_adopt_orphan, TEST_UNIT)
  * answered with the reason, so it falls back to host-based collectives. */
 static int adopt_an_missing_body(fab_t *f)
 {
-    mgrnet_cfg_t cfg = {.adopt_grace_ms = 2000};
-    f->net = NULL;
-    if (fab_up(f, &cfg, 1) != 0)
+    if (restart_l1_away(f, 2000, 1) != 0)
         return TEST_FAILED;
-    mgrnet_restart_manager(f->net);
-    mgrnet_an_kill(f->net, f->l1);
-    mgrnet_run(f->net, 600);
-    CHECK_EQ_INT(counts(f).ans_up, 2);
-    CHECK_EQ_INT(counts(f).groups_adopted, 1);
     for (int i = 0; i < 4; i++)
         mgrnet_host_join(f->net, f->h[i]);
     mgrnet_run(f->net, 10);
@@ -469,15 +475,8 @@ TEST(mgr_core_adopt_an_missing, TEST_UNIT)
  * reported the group. */
 static int adopt_an_late_body(fab_t *f)
 {
-    mgrnet_cfg_t cfg = {.adopt_grace_ms = 5000};
-    f->net = NULL;
-    if (fab_up(f, &cfg, 1) != 0)
+    if (restart_l1_away(f, 5000, 0) != 0)
         return TEST_FAILED;
-    mgrnet_an_hang(f->net, f->l1, 1);
-    mgrnet_restart_manager(f->net);
-    mgrnet_run(f->net, 600);
-    CHECK_EQ_INT(counts(f).ans_up, 2);
-    CHECK_EQ_INT(counts(f).groups_adopted, 1);
     for (int i = 0; i < 4; i++)
         mgrnet_host_join(f->net, f->h[i]);
     mgrnet_run(f->net, 10);
