@@ -284,17 +284,6 @@ static void job_gc(mgr_core_t *m)
 
 /* ---- groups ---- */
 
-static void mgroup_free(mgroup_t *mg)
-{
-    if (mg == NULL)
-        return;
-    free(mg->ranks);
-    free(mg->released);
-    free(mg->confirmed);
-    free(mg->rec);
-    free(mg);
-}
-
 static void pending_free(pending_t *p)
 {
     free(p->opseq);
@@ -302,6 +291,21 @@ static void pending_free(pending_t *p)
     free(p->who);
     free(p->reqid);
     free(p);
+}
+
+/* Frees the manager's side of a group, with requests still held for it
+ * (unanswered: the core is going away, or the caller answered them). */
+static void mgroup_free(mgroup_t *mg)
+{
+    if (mg == NULL)
+        return;
+    if (mg->held)
+        pending_free(mg->held);
+    free(mg->ranks);
+    free(mg->released);
+    free(mg->confirmed);
+    free(mg->rec);
+    free(mg);
 }
 
 static void pending_unlink(mgr_core_t *m, pending_t *p)
