@@ -67,6 +67,10 @@ typedef struct {
  * INCOLL_MGR_ settings, src/common/settings.h, whatever the environment
  * says), listen on 127.0.0.1:0, tick 100 ms, place_params_default(). */
 void mgr_params_default(mgr_params_t *params);
+/* Sets the parameters that have a setting to its current value (the
+ * environment's, else the default). Call settings_check("mgr") first: a
+ * bad value is logged and its default used. */
+void mgr_params_from_env(mgr_params_t *params);
 
 /*
  * Creates the manager and binds its listener. On error writes the cause
