@@ -6,8 +6,6 @@
 #ifndef INCOLL_CLI_H
 #define INCOLL_CLI_H
 
-#include "common/fabric_conf.h"
-
 int cmd_fabric(int argc, char **argv); /* tools/cmd_fabric.c */
 int cmd_run(int argc, char **argv);    /* tools/cmd_run.c */
 int cmd_stat(int argc, char **argv);   /* tools/cmd_stat.c */

@@ -17,23 +17,18 @@
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
-#include "common/wire_mac.h"
 #include "fabric/an_stats.h"
 #include "fabric/emu.h"
 #include "fabric/mgr_fabric.h"
 #include "fabric/mgr_tool.h"
 #include "common/clock.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
