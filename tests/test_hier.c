@@ -1,11 +1,11 @@
 /*
  * Integration tests of the node and socket levels (src/host/hier.c):
- * real daemons from `incoll fabric up`, K ranks per host from `incoll run
- * --ppn K`, results checked by tests/progs/allreduce_check (every op and
- * dtype against the reference) and tests/progs/hier_check (a communicator
- * holding part of each host's ranks, bitwise equal results across ranks
- * and runs, a rank killed in the middle). The leaf AN's counters must show
- * one contribution per host (or socket) per reduction, not one per rank.
+ * real daemons from test_fabric_up (tests/integ.c), K ranks per host from
+ * `incoll run --ppn K`, results checked by tests/progs/allreduce_check (every
+ * op and dtype against the reference) and tests/progs/hier_check (a
+ * communicator holding part of each host's ranks, bitwise equal results across
+ * ranks and runs, a rank killed in the middle). The leaf AN's counters must
+ * show one contribution per host (or socket) per reduction, not one per rank.
  * Socket mode runs on a two-socket host emulated by hwloc
  * (HWLOC_SYNTHETIC), each rank bound to one of its CPUs with taskset.
  */

@@ -1,9 +1,11 @@
 /*
- * Integration tests: real incoll-agg daemons on 127.0.0.1, brought up with
- * `incoll fabric up`, real ranks started with `incoll run`, results checked
- * element by element by tests/progs/allreduce_check, and the daemons'
- * counters read back with `incoll stat` and checked against what the job
- * must have cost. Every test brings its fabric down, also when it fails.
+ * Integration tests: real incoll-agg daemons on 127.0.0.1, brought up by
+ * the fabric lifecycle module (test_fabric_up, tests/integ.c; a few tests
+ * drive the `incoll fabric` CLI itself), real ranks started with `incoll
+ * run`, results checked element by element by tests/progs/allreduce_check,
+ * and the daemons' counters read back with `incoll stat` and checked
+ * against what the job must have cost. Every test brings its fabric down, also
+ * when it fails.
  */
 #include "integ.h"
 
