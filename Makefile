@@ -69,18 +69,19 @@ FABRIC_OBJS := $(FABRIC_SRCS:%.c=$(BUILD)/obj/%.o)
 TOOL_OBJS := $(TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/obj/%.o)
 # Tools and daemons share code in src/agg and src/mgr that is not main().
-# src/fabric (bringing fabrics up and talking to their manager) is the
-# CLI's and the tests', never linked into the daemons.
+# src/fabric (the fabric lifecycle, the emulated network, talking to a
+# fabric's manager and ANs) is the CLI's and the tests', never linked into
+# the daemons.
 AGG_LIB_OBJS := $(filter-out %/agg_main.o,$(AGG_OBJS))
 MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
-# The benchmarks' option parser (and the link-rate parser it uses) is unit
-# tested (tests/test_bench.c), so the test binaries link it too.
-TEST_TOOL_SRCS := tools/bench_opts.c tools/emu.c
+# The benchmarks' option parser is unit tested (tests/test_bench.c), so
+# the test binaries link it too.
+TEST_TOOL_SRCS := tools/bench_opts.c
 TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 # At -O1 gcc cannot see that emu.c's namespace names fit their buffers
 # (they are checked where they are made) and warns of truncation.
-$(BUILD)/asan/tools/emu.o: ASAN_FLAGS += -Wno-format-truncation
+$(BUILD)/asan/src/fabric/emu.o: ASAN_FLAGS += -Wno-format-truncation
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 ASAN_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o) $(AGG_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) \
@@ -278,8 +279,8 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
                   $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
-                  $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o emu.o) \
-                  $(addprefix $(BUILD)/obj/tools/,fabric.o cmd_stat.o) $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
+                  $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o) \
+                  $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	@mkdir -p $(dir $@)
@@ -364,7 +365,7 @@ FUZZ_CC    ?= clang
 FUZZ_TIME  ?= 60
 FUZZ_NAMES := wire mgr_proto fabric_conf topo
 FUZZ_LIB   := src/common/wire.c src/common/wire_mac.c src/common/dtype.c src/common/mgr_codec.c src/common/mgr_auth.c src/common/mgr_stream.c \
-              src/common/fabric_conf.c src/common/log.c src/common/status.c \
+              src/common/fabric_conf.c src/common/kvline.c src/common/log.c src/common/settings.c src/common/status.c \
               src/mgr/topo.c
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined

@@ -3,6 +3,7 @@
 
 #include "incoll.h"
 #include "common/clock.h"
+#include "fabric/fabric.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -239,14 +240,8 @@ int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
 
     snprintf(dir, sizeof(dir), "%.900s/%s%d", test_tmpdir(), dirtag, seq++);
     snprintf(out, outlen, "%s.txt", dir);
-    ret = run_cmd_file(out, 60,
-                       "'%s/incoll' fabric up --hosts %d --radix %d --dir '%s'",
-                       test_bindir(), n, k, dir);
-    if (ret != 0) {
-        fprintf(stderr, "    incoll fabric up failed (%d)\n", ret);
-        show_tail(out);
-        run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'",
-                     test_bindir(), dir);
+    if (test_fabric_up(dir, n, k) != 0) {
+        test_fabric_down(dir);
         return -1;
     }
     if (!keep_port0 && assign_host_ports(dir) != 0) {
@@ -262,32 +257,27 @@ int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
                            test_bindir(), n, dir, progdir(), prog,
                            args ? args : "");
     }
-    run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
-                 dir);
+    test_fabric_down(dir);
     return ret;
 }
 
-int fabric_up(const char *dir, int hosts, int radix)
+int test_fabric_up(const char *dir, int hosts, int radix)
 {
-    char *out;
-    int rc = run_cmd(&out, 30,
-                     "'%s/incoll' fabric up --hosts %d --radix %d "
-                     "--dir '%s'",
-                     test_bindir(), hosts, radix, dir);
-    if (rc != 0)
-        fprintf(stderr, "    incoll fabric up exited %d:\n%s", rc, out);
-    free(out);
-    return rc;
+    fabric_spec_t spec;
+
+    fabric_spec_default(&spec);
+    spec.dir = dir;
+    spec.bindir = test_bindir();
+    spec.hosts = hosts;
+    spec.radix = radix;
+    spec.quiet = 1;
+    return fabric_up(&spec) == 0 ? 0 : -1;
 }
 
-void fabric_down(const char *dir)
+void test_fabric_down(const char *dir)
 {
-    char *out;
-    int rc = run_cmd(&out, 30, "'%s/incoll' fabric down --dir '%s'",
-                     test_bindir(), dir);
-    if (rc != 0)
-        fprintf(stderr, "    incoll fabric down exited %d:\n%s", rc, out);
-    free(out);
+    if (fabric_stop(dir, 1) != 0)
+        fprintf(stderr, "    could not stop the fabric of %s\n", dir);
 }
 
 int stat_get(const char *out, const char *an, const char *key, uint64_t *v)
@@ -417,18 +407,42 @@ char *slurp(const char *path)
     return buf ? buf : calloc(1, 1);
 }
 
-int sh(const char *out, const char *fmt, ...)
+/* sh() and sh_in(): the command grouped, so that the redirection takes
+ * all of its output. */
+static int vsh(const char *dir, const char *out, const char *fmt, va_list ap)
 {
-    char cmd[4096];
-    int n, rc;
-    va_list ap;
+    char cmd[8192];
+    int n = 0, m, rc;
 
-    va_start(ap, fmt);
-    n = vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 16)
+    if (dir)
+        n = snprintf(cmd, sizeof(cmd), "cd '%s' && ", dir);
+    n += snprintf(cmd + n, sizeof(cmd) - (size_t)n, "{ ");
+    m = vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
+    if (m < 0 || (size_t)(n + m) >= sizeof(cmd) - PATH_MAX - 32)
         return -1;
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, " >'%s' 2>&1 </dev/null", out);
+    n += m;
+    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "; } >'%s' 2>&1 </dev/null",
+             out);
     rc = system(cmd);
     return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+int sh(const char *out, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vsh(NULL, out, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int sh_in(const char *dir, const char *out, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+    va_start(ap, fmt);
+    rc = vsh(dir, out, fmt, ap);
+    va_end(ap);
+    return rc;
 }

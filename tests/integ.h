@@ -2,9 +2,10 @@
  * Support code shared by the integration tests (tests/test_integ_*.c and
  * test_recovery.c): where the test programs are, shell commands run with a
  * time limit (their output collected in memory or appended to a file),
- * `incoll fabric up` and `down`, counters out of `incoll stat` output and
- * a fabric's fabric.conf, a check program run on a fresh fabric, and
- * daemons started directly (spawn) that stop_all() stops whatever happens.
+ * fabrics brought up and down through src/fabric/fabric.h, counters out of
+ * `incoll stat` output and a fabric's fabric.conf, a check program run on a
+ * fresh fabric, and daemons started directly (spawn) that stop_all() stops
+ * whatever happens.
  */
 #ifndef INCOLL_TEST_INTEG_H
 #define INCOLL_TEST_INTEG_H
@@ -57,11 +58,13 @@ void show_tail(const char *path);
 /* 1 when a line of the file at path contains text. */
 int file_has(const char *path, const char *text);
 
-/* `incoll fabric up` (hosts, radix) into dir, its output printed when it
- * fails; returns its exit status. */
-int fabric_up(const char *dir, int hosts, int radix);
-/* `incoll fabric down` of dir, its output printed when it fails. */
-void fabric_down(const char *dir);
+/* Brings a managed fabric of hosts hosts (radix) up in dir through the
+ * fabric lifecycle module (src/fabric/fabric.h, as `incoll fabric up
+ * --hosts --radix` does), the daemons from test_bindir(). 0, or -1 after
+ * printing the cause; the caller still calls test_fabric_down(). */
+int test_fabric_up(const char *dir, int hosts, int radix);
+/* Stops the fabric of dir (fabric_stop(), as `incoll fabric down`). */
+void test_fabric_down(const char *dir);
 /* Finds "key=<number>" on the line "an=<an> ..." of stat output. */
 int stat_get(const char *out, const char *an, const char *key, uint64_t *v);
 /* Loads dir/fabric.conf into conf, printing the error; 0 or -1. */
@@ -110,5 +113,8 @@ char *slurp(const char *path);
  * of a signal, or -1 if it could not run. */
 int sh(const char *out, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* sh() in directory dir (e.g. test_srcdir()). */
+int sh_in(const char *dir, const char *out, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 #endif

@@ -7,58 +7,14 @@
  *   - with pkg-config against a tree made by `make install PREFIX=...`,
  * and each build runs under `incoll run` on a loopback fabric: every rank
  * gets the exact sums, the world runs in the network, and the ANs count
- * the reductions.
+ * the reductions. Commands run in the source tree (sh_in), where the
+ * README's lines are meant to be typed.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* PATH_MAX */
-#endif
-#include "test.h"
+#include "integ.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-/* Runs a shell command in the source tree with its output (stdout and
- * stderr) in out. Returns the exit status, or -1 if it could not run. */
-static int sh(const char *out, const char *fmt, ...)
-{
-    char cmd[8192];
-    int n, rc;
-    va_list ap;
-
-    n = snprintf(cmd, sizeof(cmd), "cd '%s' && { ", test_srcdir());
-    va_start(ap, fmt);
-    n += vsnprintf(cmd + n, sizeof(cmd) - (size_t)n, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(cmd) - PATH_MAX - 32)
-        return -1;
-    snprintf(cmd + n, sizeof(cmd) - (size_t)n, "; } >'%s' 2>&1 </dev/null",
-             out);
-    rc = system(cmd);
-    return rc == -1 ? -1 : WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-}
-
-/* The whole file, NUL-terminated (malloc'ed), or an empty string. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long len;
-
-    if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0) {
-        if (f)
-            fclose(f);
-        return calloc(1, 1);
-    }
-    rewind(f);
-    buf = calloc(1, (size_t)len + 1);
-    if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len)
-        buf[0] = '\0';
-    fclose(f);
-    return buf ? buf : calloc(1, 1);
-}
 
 /* Fails the test, showing the command's output file. */
 #define CHECK_OUT(cond, out)                                                   \
@@ -103,7 +59,8 @@ static long reductions(const char *fab, const char *out)
     char *text;
     long total = 0;
 
-    if (sh(out, "build/bin/incoll stat --fabric '%s'", fab) != 0)
+    if (sh_in(test_srcdir(), out, "build/bin/incoll stat --fabric '%s'", fab) !=
+        0)
         return -1;
     text = slurp(out);
     for (const char *p = text; (p = strstr(p, "\nan=")); p++) {
@@ -124,10 +81,10 @@ static int run_app(const char *fab, const char *exe, const char *out)
     int rc;
 
     CHECK_OUT(before >= 0, out);
-    rc = sh(out,
-            "timeout -k 5 60 build/bin/incoll run -n 4 --fabric '%s' -- "
-            "'%s'",
-            fab, exe);
+    rc = sh_in(test_srcdir(), out,
+               "timeout -k 5 60 build/bin/incoll run -n 4 --fabric '%s' -- "
+               "'%s'",
+               fab, exe);
     text = slurp(out);
     if (rc != 0 || strstr(text, "app: ok 4 ranks, offloaded") == NULL) {
         fprintf(stderr, "    %s exited %d:\n%.3000s\n", exe, rc, text);
@@ -156,23 +113,23 @@ static int build_tree_body(const char *fab)
     CHECK_MSG(strstr(cmd, "-lincoll") && strstr(cmd, "-Lbuild/lib"),
               "the README's line does not link -lincoll from build/lib: %s",
               cmd);
-    CHECK_OUT(sh(out, "%s", cmd) == 0, out);
+    CHECK_OUT(sh_in(test_srcdir(), out, "%s", cmd) == 0, out);
     /* Linked against the shared library by its soname, found in build/lib
      * at run time. */
-    CHECK_OUT(sh(out,
-                 "readelf -d '%s' | grep -q 'NEEDED.*\\[libincoll.so.0\\]' "
-                 "&& ldd '%s' | grep -q \"libincoll.so.0 => $(pwd -P)/"
-                 "build/lib/libincoll.so.0\"",
-                 exe, exe) == 0,
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "readelf -d '%s' | grep -q 'NEEDED.*\\[libincoll.so.0\\]' "
+                    "&& ldd '%s' | grep -q \"libincoll.so.0 => $(pwd -P)/"
+                    "build/lib/libincoll.so.0\"",
+                    exe, exe) == 0,
               out);
     CHECK(run_app(fab, exe, out) == TEST_PASSED);
 
     /* 2. An installed tree: the same links, found through pkg-config. */
     snprintf(inst, sizeof(inst), "%s/prefix", test_tmpdir());
-    CHECK_OUT(sh(out,
-                 "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
-                 "PREFIX='%s'",
-                 inst) == 0,
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
+                    "PREFIX='%s'",
+                    inst) == 0,
               out);
     snprintf(path, sizeof(path), "%s/lib/libincoll.so", inst);
     n = readlink(path, link, sizeof(link) - 1);
@@ -189,13 +146,14 @@ static int build_tree_body(const char *fab)
     CHECK_MSG(lstat(path, &sb) == 0 && S_ISREG(sb.st_mode), "%s is not a file",
               path);
     snprintf(exe, sizeof(exe), "%s/app-installed", test_tmpdir());
-    CHECK_OUT(sh(out,
-                 "export PKG_CONFIG_PATH='%s/lib/pkgconfig'; "
-                 "cc tests/user/app.c -o '%s' $(pkg-config --cflags --libs "
-                 "incoll) -Wl,-rpath,'%s/lib' && "
-                 "ldd '%s' | grep -q 'libincoll.so.0 => %s/lib/libincoll.so.0'",
-                 inst, exe, inst, exe, inst) == 0,
-              out);
+    CHECK_OUT(
+        sh_in(test_srcdir(), out,
+              "export PKG_CONFIG_PATH='%s/lib/pkgconfig'; "
+              "cc tests/user/app.c -o '%s' $(pkg-config --cflags --libs "
+              "incoll) -Wl,-rpath,'%s/lib' && "
+              "ldd '%s' | grep -q 'libincoll.so.0 => %s/lib/libincoll.so.0'",
+              inst, exe, inst, exe, inst) == 0,
+        out);
     return run_app(fab, exe, out);
 }
 
@@ -208,12 +166,13 @@ TEST(build_tree_shared_lib, TEST_INTEG)
               test_bindir());
     snprintf(fab, sizeof(fab), "%s/fab", test_tmpdir());
     snprintf(out, sizeof(out), "%s/fabric.out", test_tmpdir());
-    CHECK_OUT(sh(out,
-                 "build/bin/incoll fabric up --hosts 4 --radix 2 --dir '%s'",
-                 fab) == 0,
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "build/bin/incoll fabric up --hosts 4 --radix 2 --dir '%s'",
+                    fab) == 0,
               out);
     ret = build_tree_body(fab);
-    if (sh(out, "build/bin/incoll fabric down --dir '%s'", fab) != 0) {
+    if (sh_in(test_srcdir(), out, "build/bin/incoll fabric down --dir '%s'",
+              fab) != 0) {
         fprintf(stderr, "    fabric down --dir %s failed\n", fab);
         ret = TEST_FAILED;
     }

@@ -771,7 +771,7 @@ TEST(fuzz_topo_nul_line_linear, TEST_UNIT)
     text[SIZE + 1] = 'x';
     CHECK(fuzz_memfd_set(fd, text, SIZE + 2) == 0);
     CHECK_EQ_INT(topo_load(path, &topo, err, sizeof(err)), INCOLL_ERR_CONFIG);
-    snprintf(want, sizeof(want), "%s:%d: NUL byte in the file", path,
+    snprintf(want, sizeof(want), "%s:%d: NUL byte in the line", path,
              SIZE / WIDTH + 1);
     CHECK_MSG(strcmp(err, want) == 0, "'%s'", err);
     free(text);

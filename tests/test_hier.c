@@ -1,11 +1,11 @@
 /*
  * Integration tests of the node and socket levels (src/host/hier.c):
- * real daemons from `incoll fabric up`, K ranks per host from `incoll run
- * --ppn K`, results checked by tests/progs/allreduce_check (every op and
- * dtype against the reference) and tests/progs/hier_check (a communicator
- * holding part of each host's ranks, bitwise equal results across ranks
- * and runs, a rank killed in the middle). The leaf AN's counters must show
- * one contribution per host (or socket) per reduction, not one per rank.
+ * real daemons from test_fabric_up (tests/integ.c), K ranks per host from
+ * `incoll run --ppn K`, results checked by tests/progs/allreduce_check (every
+ * op and dtype against the reference) and tests/progs/hier_check (a
+ * communicator holding part of each host's ranks, bitwise equal results across
+ * ranks and runs, a rank killed in the middle). The leaf AN's counters must
+ * show one contribution per host (or socket) per reduction, not one per rank.
  * Socket mode runs on a two-socket host emulated by hwloc
  * (HWLOC_SYNTHETIC), each rank bound to one of its CPUs with taskset.
  */
@@ -28,13 +28,8 @@ static int hier_fabric(int hosts, char *dir, size_t dlen, char *out,
 {
     snprintf(dir, dlen, "%.900s/hier%d", test_tmpdir(), seq++);
     snprintf(out, olen, "%s.txt", dir);
-    if (run_cmd_file(out, 60,
-                     "'%s/incoll' fabric up --hosts %d --radix 4 "
-                     "--dir '%s'",
-                     test_bindir(), hosts, dir) != 0) {
-        show_tail(out);
-        run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'",
-                     test_bindir(), dir);
+    if (test_fabric_up(dir, hosts, 4) != 0) {
+        test_fabric_down(dir);
         return -1;
     }
     return 0;
@@ -42,8 +37,7 @@ static int hier_fabric(int hosts, char *dir, size_t dlen, char *out,
 
 static void hier_down(const char *dir, const char *out)
 {
-    run_cmd_file(out, 30, "'%s/incoll' fabric down --dir '%s'", test_bindir(),
-                 dir);
+    test_fabric_down(dir);
 }
 
 /* Runs prog (in progdir) on n ranks, ppn per host, with env; exit status. */

@@ -1,13 +1,13 @@
 /*
- * Integration tests of the host-based allreduce algorithms (recursive
- * doubling, ring, Rabenseifner) next to the in-network one: real daemons
- * from `incoll fabric up`, real ranks from `incoll run`, results checked
- * by tests/progs/algo_check, alternating algorithms on one communicator,
- * clean and with loss, duplication and reordering injected on the hosts'
- * sockets (INCOLL_FAULT_*). Host-based algorithms need fixed host ports;
- * when `incoll fabric up` leaves them out (port 0), the test gives every
- * host a free port in fabric.conf before starting the ranks. Every test
- * brings its fabric down, also when it fails.
+ * Integration tests of the host-based allreduce algorithms (recursive doubling,
+ * ring, Rabenseifner) next to the in-network one: real daemons from
+ * test_fabric_up (tests/integ.c), real ranks from `incoll run`, results checked
+ * by tests/progs/algo_check, alternating algorithms on one communicator, clean
+ * and with loss, duplication and reordering injected on the hosts' sockets
+ * (INCOLL_FAULT_*). Host-based algorithms need fixed host ports; when the
+ * fabric leaves them out (port 0), the test gives every host a free port in
+ * fabric.conf before starting the ranks. Every test brings its fabric down,
+ * also when it fails.
  */
 #include "integ.h"
 

@@ -1,11 +1,11 @@
 /*
- * Integration tests of reduce, bcast, barrier, allgather, gather, scatter
- * and reduce_scatter: real daemons from `incoll fabric up`, real ranks
+ * Integration tests of reduce, bcast, barrier, allgather, gather, scatter and
+ * reduce_scatter: real daemons from test_fabric_up (tests/integ.c), real ranks
  * from `incoll run`, results checked by tests/progs/coll_check through the
- * public API and every host-based algorithm, alternating on one
- * communicator, clean and with loss, duplication and reordering injected
- * on the hosts' sockets (INCOLL_FAULT_*). Every test brings its fabric
- * down, also when it fails.
+ * public API and every host-based algorithm, alternating on one communicator,
+ * clean and with loss, duplication and reordering injected on the hosts'
+ * sockets (INCOLL_FAULT_*). Every test brings its fabric down, also when it
+ * fails.
  */
 #include "integ.h"
 

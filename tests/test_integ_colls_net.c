@@ -1,13 +1,12 @@
 /*
- * Integration tests of the in-network reduce, broadcast, barrier,
- * allgather and gather: real incoll-agg daemons on 127.0.0.1 (`incoll
- * fabric up`), real ranks (`incoll run`) running tests/progs/inc_coll_check,
- * which checks every value, that non-roots send no broadcast payload and
- * that gathers send one block plus descriptors; then every AN's counters
- * (`incoll stat`) must show each segment of each collective completed
- * exactly once, on a 2-level and a 3-level tree, clean and under loss,
- * duplication and reordering. Every test brings its fabric down, also when
- * it fails.
+ * Integration tests of the in-network reduce, broadcast, barrier, allgather and
+ * gather: real incoll-agg daemons on 127.0.0.1 (test_fabric_up, tests/integ.c),
+ * real ranks (`incoll run`) running tests/progs/inc_coll_check, which checks
+ * every value, that non-roots send no broadcast payload and that gathers send
+ * one block plus descriptors; then every AN's counters (`incoll stat`) must
+ * show each segment of each collective completed exactly once, on a 2-level and
+ * a 3-level tree, clean and under loss, duplication and reordering. Every test
+ * brings its fabric down, also when it fails.
  */
 #include "integ.h"
 
@@ -68,7 +67,7 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
     }
     dir = test_tmpdir();
     memset(&conf, 0, sizeof(conf));
-    if (fabric_up(dir, hosts, radix) != 0)
+    if (test_fabric_up(dir, hosts, radix) != 0)
         goto out;
     if (load_conf(dir, &conf) != 0)
         goto out;
@@ -149,7 +148,7 @@ static int colls_job(int hosts, int radix, int faults, const size_t *sizes,
 out:
     free(out);
     free(stat);
-    fabric_down(dir);
+    test_fabric_down(dir);
     fabric_conf_free(&conf);
     return ret;
 }

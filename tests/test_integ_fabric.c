@@ -1,9 +1,11 @@
 /*
- * Integration tests: real incoll-agg daemons on 127.0.0.1, brought up with
- * `incoll fabric up`, real ranks started with `incoll run`, results checked
- * element by element by tests/progs/allreduce_check, and the daemons'
- * counters read back with `incoll stat` and checked against what the job
- * must have cost. Every test brings its fabric down, also when it fails.
+ * Integration tests: real incoll-agg daemons on 127.0.0.1, brought up by
+ * the fabric lifecycle module (test_fabric_up, tests/integ.c; a few tests
+ * drive the `incoll fabric` CLI itself), real ranks started with `incoll
+ * run`, results checked element by element by tests/progs/allreduce_check,
+ * and the daemons' counters read back with `incoll stat` and checked
+ * against what the job must have cost. Every test brings its fabric down, also
+ * when it fails.
  */
 #include "integ.h"
 
@@ -234,12 +236,12 @@ static int fabric_job_test(int hosts, int radix, const job_t *j, int faults,
         setenv("INCOLL_FAULT_REORDER", "0.05", 1);
     }
     dir = test_tmpdir();
-    if (fabric_up(dir, hosts, radix) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, hosts, radix) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = run_job(dir, hosts, radix, j, faults, timeout_s);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -504,12 +506,12 @@ TEST(integ_fabric_garbage, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = garbage_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -580,12 +582,12 @@ TEST(integ_fabric_two_jobs, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = two_jobs_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -681,12 +683,12 @@ TEST(integ_fabric_dead_an, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = dead_an_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -797,12 +799,12 @@ TEST(integ_fabric_lifecycle, TEST_INTEG)
     if (!have_binaries(why, sizeof(why)))
         return test_skip("%s", why);
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = lifecycle_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }
 
@@ -1039,11 +1041,11 @@ TEST(integ_fabric_forged_result, TEST_INTEG)
     if (geteuid() != 0)
         return test_skip("not root: sniffing and spoofing need raw sockets");
     dir = test_tmpdir();
-    if (fabric_up(dir, 4, 2) != 0) {
-        fabric_down(dir);
+    if (test_fabric_up(dir, 4, 2) != 0) {
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     ret = forged_body(dir);
-    fabric_down(dir);
+    test_fabric_down(dir);
     return ret;
 }

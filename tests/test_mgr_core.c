@@ -374,21 +374,34 @@ TEST(mgr_core_adopt_after_restart, TEST_UNIT)
     RUN_BODY(adopt_body);
 }
 
+/* The fabric up with its group, then the manager restarted while l1 is
+ * away: hung through the restart (it does not register again until it is
+ * well), or killed after it. The group is adopted from s0 and l0. */
+static int restart_l1_away(fab_t *f, uint32_t adopt_grace_ms, int kill)
+{
+    mgrnet_cfg_t cfg = {.adopt_grace_ms = adopt_grace_ms};
+    f->net = NULL;
+    if (fab_up(f, &cfg, 1) != 0)
+        return -1;
+    if (!kill)
+        mgrnet_an_hang(f->net, f->l1, 1);
+    mgrnet_restart_manager(f->net);
+    if (kill)
+        mgrnet_an_kill(f->net, f->l1);
+    mgrnet_run(f->net, 600);
+    CHECK_EQ_INT(counts(f).groups_adopted, 1);
+    CHECK_EQ_INT(counts(f).ans_up, 2);
+    return 0;
+}
+
 /* After a restart, an adopted group whose members never come back is
  * reclaimed after adopt_grace_ms, and a second AN that reports it later
  * is told to remove it (tombstone). */
 static int adopt_orphan_body(fab_t *f)
 {
-    mgrnet_cfg_t cfg = {.adopt_grace_ms = 2000};
-    f->net = NULL;
-    if (fab_up(f, &cfg, 1) != 0)
-        return TEST_FAILED;
     /* l1 hangs (and so does not register again) through the grace. */
-    mgrnet_an_hang(f->net, f->l1, 1);
-    mgrnet_restart_manager(f->net);
-    mgrnet_run(f->net, 600);
-    CHECK_EQ_INT(counts(f).groups_adopted, 1);
-    CHECK_EQ_INT(counts(f).ans_up, 2);
+    if (restart_l1_away(f, 2000, 0) != 0)
+        return TEST_FAILED;
     /* Adopted about 500 ms after the restart: 2000 ms of grace. */
     mgrnet_run(f->net, 1800);
     CHECK_EQ_INT(counts(f).groups, 1);
@@ -414,37 +427,35 @@ TEST(mgr_core_adopt_orphan, TEST_UNIT)
     RUN_BODY(adopt_orphan_body);
 }
 
-/* After a restart an AN of the group does not come back: the adopted group
- * is torn down when the adopt grace ends, and its members are told. */
+/* After a restart an AN of the group does not come back: the members'
+ * requests wait (an answer now would name an AN without an address), and
+ * when the adopt grace ends the group is torn down and every member is
+ * answered with the reason, so it falls back to host-based collectives. */
 static int adopt_an_missing_body(fab_t *f)
 {
-    mgrnet_cfg_t cfg = {.adopt_grace_ms = 2000};
-    f->net = NULL;
-    if (fab_up(f, &cfg, 1) != 0)
+    if (restart_l1_away(f, 2000, 1) != 0)
         return TEST_FAILED;
-    mgrnet_restart_manager(f->net);
-    mgrnet_an_kill(f->net, f->l1);
-    mgrnet_run(f->net, 600);
-    CHECK_EQ_INT(counts(f).ans_up, 2);
-    CHECK_EQ_INT(counts(f).groups_adopted, 1);
     for (int i = 0; i < 4; i++)
         mgrnet_host_join(f->net, f->h[i]);
     mgrnet_run(f->net, 10);
-    /* Members below l0 are answered with the adopted group. (Those below
-     * l1 get an answer naming no AN, which their decoder refuses.) */
     request_all(f, 0);
-    CHECK_EQ_INT(host(f, 0).status, INCOLL_OK);
-    CHECK_EQ_INT(host(f, 0).group, f->group);
-    CHECK_EQ_INT(host(f, 1).group, f->group);
-    CHECK_EQ_INT(host(f, 2).bad_info, 1);
-    CHECK_EQ_INT(host(f, 3).bad_info, 1);
-    CHECK_EQ_INT(host(f, 0).bad_info, 0);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(host(f, i).answered, 0);
+        CHECK_EQ_INT(host(f, i).bad_info, 0);
+        CHECK_EQ_INT(host(f, i).errors, 0);
+    }
     mgrnet_run(f->net, 1800);
     CHECK_EQ_INT(counts(f).groups, 1);
+    CHECK_EQ_INT(host(f, 0).answered, 0);
     mgrnet_run(f->net, 300);
     CHECK_EQ_INT(counts(f).groups, 0);
     CHECK_EQ_INT(counts(f).groups_failed, 1);
     for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(host(f, i).answered, 1);
+        CHECK_EQ_INT(host(f, i).status, INCOLL_ERR_NO_RESOURCE);
+        CHECK_MSG(strstr(host(f, i).reason, "not every an came back"), "%s",
+                  host(f, i).reason);
+        CHECK_EQ_INT(host(f, i).bad_info, 0);
         CHECK_EQ_INT(host(f, i).failed, 1);
         CHECK_MSG(strstr(host(f, i).failed_reason, "not every an came back"),
                   "%s", host(f, i).failed_reason);
@@ -456,6 +467,41 @@ static int adopt_an_missing_body(fab_t *f)
 TEST(mgr_core_adopt_an_missing, TEST_UNIT)
 {
     RUN_BODY(adopt_an_missing_body);
+}
+
+/* After a restart an AN of the group comes back late (hung through the
+ * restart, then well again, within the grace): the members that asked
+ * meanwhile get the group, with their leaf AN's address, once it has
+ * reported the group. */
+static int adopt_an_late_body(fab_t *f)
+{
+    if (restart_l1_away(f, 5000, 0) != 0)
+        return TEST_FAILED;
+    for (int i = 0; i < 4; i++)
+        mgrnet_host_join(f->net, f->h[i]);
+    mgrnet_run(f->net, 10);
+    request_all(f, 0);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ_INT(host(f, i).answered, 0);
+    mgrnet_an_hang(f->net, f->l1, 0);
+    mgrnet_run(f->net, 2000);
+    CHECK_EQ_INT(counts(f).ans_up, 3);
+    if (check_group(f) != 0)
+        return TEST_FAILED;
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(host(f, i).group, f->group);
+        CHECK_EQ_INT(host(f, i).bad_info, 0);
+        CHECK_EQ_INT(host(f, i).failed, 0);
+    }
+    mgrnet_run(f->net, 5000);
+    CHECK_EQ_INT(counts(f).groups, 1);
+    CHECK_EQ_INT(counts(f).groups_failed, 0);
+    return TEST_PASSED;
+}
+
+TEST(mgr_core_adopt_an_late, TEST_UNIT)
+{
+    RUN_BODY(adopt_an_late_body);
 }
 
 /* A request not every member makes in request_ms fails with a timeout; a

@@ -186,11 +186,11 @@ static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
     snprintf(dir, sizeof(dir), "%s/fabric-%s", test_tmpdir(), prog);
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(stat_out, sizeof(stat_out), "%s.stat", dir);
-    CHECK_EQ_INT(fabric_up(dir, np, radix), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, np, radix), 0);
     job_env(kind, dir);
     rc = run_job(kind, np, prog, args, out);
     reductions = fabric_reductions(dir, stat_out);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     snprintf(ok, sizeof(ok), "%s: ok", prog);
     if (rc != 0 || !strstr(text, ok)) {
@@ -290,12 +290,12 @@ TEST(mpi_ompi_knobs, TEST_INTEG)
         return test_skip("%s", why);
     snprintf(dir, sizeof(dir), "%s/fabric-knobs", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(fabric_up(dir, 3, 4), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 4), 0);
     job_env(MPI_OMPI, dir);
     setenv("INCOLL_MPI_COLLS", "allreduce", 1);
     setenv("INCOLL_MPI_MAX_BYTES", "4096", 1);
     rc = run_job(MPI_OMPI, 3, "colls", "", out);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
     CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%s", out);
@@ -321,7 +321,7 @@ TEST(mpi_ompi_fabric_killed, TEST_INTEG)
         return test_skip("%s", why);
     snprintf(dir, sizeof(dir), "%s/fabric-killed", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(fabric_up(dir, 3, 2), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
     job_env(MPI_OMPI, dir);
     snprintf(cmd, sizeof(cmd), "'%s/incoll' fabric down --dir '%s'",
              test_bindir(), dir);
@@ -331,7 +331,7 @@ TEST(mpi_ompi_fabric_killed, TEST_INTEG)
     /* No manager, so libincoll cannot recover: the opt-in agreement. */
     setenv("INCOLL_MPI_AGREE", "1", 1);
     rc = run_job(MPI_OMPI, 3, "killmid", "", out);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "killmid: ok"), "exit %d, see %s", rc,
               out);
@@ -364,14 +364,14 @@ static int fabric_killed_raise(const char *args, int want_rc, const char *tag)
         return test_skip("%s", why);
     snprintf(dir, sizeof(dir), "%s/fabric-raise-%s", test_tmpdir(), tag);
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(fabric_up(dir, 3, 2), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
     job_env(MPI_OMPI, dir);
     snprintf(cmd, sizeof(cmd), "'%s/incoll' fabric down --dir '%s'",
              test_bindir(), dir);
     setenv("INCOLL_TEST_KILL_CMD", cmd, 1);
     setenv("INCOLL_TIMEOUT_MS", "1000", 1);
     rc = run_job(MPI_OMPI, 3, "killmid", args, out);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(!strstr(text, "MISMATCH"), "a wrong answer: %s", out);
     CHECK_MSG(want_rc ? rc != 0 && rc != 124 : rc == 0, "exit %d, want %s: %s",
@@ -428,7 +428,7 @@ static int mgr_job(const char *tag, int np, int radix, const char *prog,
     snprintf(dir, sizeof(dir), "%s/fabric-%s", test_tmpdir(), tag);
     snprintf(out, sizeof(out), "%s.out", dir);
     *text_p = NULL;
-    if (fabric_up(dir, np, radix) != 0) {
+    if (test_fabric_up(dir, np, radix) != 0) {
         fprintf(stderr, "    cannot bring up a fabric in %s\n", dir);
         return -1;
     }
@@ -447,7 +447,7 @@ static int mgr_job(const char *tag, int np, int radix, const char *prog,
             "timeout -k 5 150 '%s/incoll' mpirun -n %d --fabric '%s' "
             "--timeout 120 -- '%s/%s' %s",
             test_bindir(), np, dir, mpi_progdir, prog, args);
-    fabric_down(dir);
+    test_fabric_down(dir);
     *text_p = slurp(out);
     if (rc != 0)
         fprintf(stderr, "    %s exited %d: %s\n", prog, rc, out);
@@ -830,7 +830,7 @@ static int readme_job(int ppn)
                strtol(r + strlen(" reductions="), NULL, 10) > 0;
     }
     free(text);
-    fabric_down(fab);
+    test_fabric_down(fab);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"),
               "the README's commands exited %d:\n%s\n%.3000s", rc, body, text);
@@ -1556,7 +1556,7 @@ TEST(mpi_ompi_mpi4py, TEST_INTEG)
                          "(python3-mpi4py, python3-numpy)");
     snprintf(dir, sizeof(dir), "%s/fabric-mpi4py", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(fabric_up(dir, 4, 2), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
     job_env(MPI_OMPI, dir);
     snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
     unsetenv("LD_PRELOAD");
@@ -1566,7 +1566,7 @@ TEST(mpi_ompi_mpi4py, TEST_INTEG)
             " /usr/bin/python3 '%s/tests/mpi/nb_py.py'",
             lib, test_srcdir());
     setenv("LD_PRELOAD", lib, 1);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     if (rc != 0 || !strstr(text, "nb_py: ok 221 checks")) {
         fprintf(stderr, "    nb_py.py exited %d; output in %s:\n%.2000s\n", rc,
@@ -1760,13 +1760,13 @@ static int env_job(mpi_kind_t kind)
 
     snprintf(dir, sizeof(dir), "%s/fabric-envcheck", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(fabric_up(dir, 2, 2), 0);
+    CHECK_EQ_INT(test_fabric_up(dir, 2, 2), 0);
     job_env(kind, dir);
     unsetenv("INCOLL_PROGRESS_THREAD");
     unsetenv("INCOLL_HOSTS");
     unsetenv("INCOLL_SECRET_FILE");
     rc = run_job(kind, 4, "envcheck", "", out);
-    fabric_down(dir);
+    test_fabric_down(dir);
     text = slurp(out);
     if (rc != 0 || !strstr(text, "envcheck: ok")) {
         fprintf(stderr, "    envcheck exited %d; output in %s:\n%.2000s\n", rc,

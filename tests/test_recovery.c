@@ -606,11 +606,11 @@ static int colls_kill(const char *victim, double delay)
     snprintf(log, sizeof(log), "%s.out", dir);
     snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
     snprintf(prog, sizeof(prog), "%s/recover_check", progdir());
-    if (fabric_up(dir, 8, 2) != 0)
+    if (test_fabric_up(dir, 8, 2) != 0)
         return TEST_FAILED;
     run = spawn(log, argv, env);
     if (run <= 0) {
-        fabric_down(dir);
+        test_fabric_down(dir);
         return TEST_FAILED;
     }
     /* Once the loop runs: iteration 400 on some rank. */
@@ -630,7 +630,7 @@ static int colls_kill(const char *victim, double delay)
     if (an > 0)
         kill(an, SIGKILL);
     st = wait_pid(run, 100);
-    fabric_down(dir);
+    test_fabric_down(dir);
     out = slurp(log);
     for (const char *p = out; (p = strstr(p, "summary ok=2400 wrong=0 "
                                              "errors=0")) != NULL;

@@ -22,7 +22,10 @@
  */
 #include "test.h"
 
+#include "integ.h"
+
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -52,26 +55,6 @@ static int sim_path(char *buf, size_t len)
 {
     snprintf(buf, len, "%s/incoll-sim", test_bindir());
     return access(buf, X_OK) == 0 ? 0 : -1;
-}
-
-/* Runs a shell command line; returns its exit status, or -1. */
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-    char cmd[4096];
-    va_list ap;
-    int st;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    st = system(cmd);
-    if (st == -1 || !WIFEXITED(st)) {
-        fprintf(stderr, "    command failed: %s\n", cmd);
-        return -1;
-    }
-    if (WEXITSTATUS(st) != 0)
-        fprintf(stderr, "    command exited %d: %s\n", WEXITSTATUS(st), cmd);
-    return WEXITSTATUS(st);
 }
 
 /*
@@ -122,9 +105,12 @@ static int sim(const char *args, row_t *rows, int max)
         return -1;
     snprintf(csv, sizeof(csv), "%s/sim-%d.csv", test_tmpdir(), (int)getpid());
     unlink(csv);
-    if (run("'%s' allreduce %s --quiet --csv '%s' > '%s/sim.out' 2>&1", bin,
-            args, csv, test_tmpdir()) != 0) {
-        run("cat '%s/sim.out' >&2", test_tmpdir());
+    if (sh("/dev/null",
+           "'%s' allreduce %s --quiet --csv '%s' > '%s/sim.out' 2>&1", bin,
+           args, csv, test_tmpdir()) != 0) {
+        char path[PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/sim.out", test_tmpdir());
+        show_tail(path);
         return -1;
     }
     return read_csv(csv, rows, max);
@@ -252,10 +238,11 @@ TEST(sim_guard_refuses_over_budget, TEST_INTEG)
     snprintf(csv, sizeof(csv), "%s/guard.csv", test_tmpdir());
     /* 64 hosts: 8 B is ~256 messages either way; 1 MiB is ~33,000 for
      * inc and ~8,000 for the ring (here not by its recurrence). */
-    CHECK_EQ_INT(run("'%s' allreduce --hosts 64 --radix 8 --sizes 8,1M "
-                     "--algos inc,ring --recurrence off --max-msgs 1000 "
-                     "--csv '%s' > '%s' 2>&1",
-                     bin, csv, out),
+    CHECK_EQ_INT(sh("/dev/null",
+                    "'%s' allreduce --hosts 64 --radix 8 --sizes 8,1M "
+                    "--algos inc,ring --recurrence off --max-msgs 1000 "
+                    "--csv '%s' > '%s' 2>&1",
+                    bin, csv, out),
                  0);
     n = read_csv(csv, r, MAX_ROWS);
     CHECK_EQ_INT(n, 4);
@@ -266,10 +253,11 @@ TEST(sim_guard_refuses_over_budget, TEST_INTEG)
     }
     /* A memory budget of 1 MiB refuses everything, without loading the
      * platform. */
-    CHECK_EQ_INT(run("'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
-                     "--sizes 8 --algos inc,rd --max-mem 1M --csv '%s' >> '%s' "
-                     "2>&1",
-                     bin, csv, out),
+    CHECK_EQ_INT(sh("/dev/null",
+                    "'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
+                    "--sizes 8 --algos inc,rd --max-mem 1M --csv '%s' >> '%s' "
+                    "2>&1",
+                    bin, csv, out),
                  0);
     n = read_csv(csv, r, MAX_ROWS);
     CHECK_EQ_INT(n, 2);
@@ -290,17 +278,19 @@ TEST(sim_guard_refuses_over_budget, TEST_INTEG)
     /* What 65,536 hosts on 3 levels still cannot do within the default
      * budget: a server AN streaming 1 MiB (its subtrees are not alike,
      * so no mirrors); and the ring's recurrence has a budget too. */
-    CHECK_EQ_INT(run("'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
-                     "--sizes 1M --algos inc --an server --csv '%s' > '%s' "
-                     "2>&1",
-                     bin, csv, out),
+    CHECK_EQ_INT(sh("/dev/null",
+                    "'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
+                    "--sizes 1M --algos inc --an server --csv '%s' > '%s' "
+                    "2>&1",
+                    bin, csv, out),
                  0);
     CHECK_EQ_INT(read_csv(csv, r, MAX_ROWS), 1);
     CHECK(strcmp(r[0].outcome, "skipped") == 0 && !r[0].mirrored);
-    CHECK_EQ_INT(run("'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
-                     "--sizes 1M --algos ring --max-msgs 1e5 --csv '%s' >> "
-                     "'%s' 2>&1",
-                     bin, csv, out),
+    CHECK_EQ_INT(sh("/dev/null",
+                    "'%s' allreduce --hosts 65536 --radix 64 --levels 3 "
+                    "--sizes 1M --algos ring --max-msgs 1e5 --csv '%s' >> "
+                    "'%s' 2>&1",
+                    bin, csv, out),
                  0);
     CHECK_EQ_INT(read_csv(csv, r, MAX_ROWS), 1);
     CHECK(strcmp(r[0].outcome, "skipped") == 0);
@@ -337,9 +327,10 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
     snprintf(calib, sizeof(calib), "%s/calib.txt", test_tmpdir());
     snprintf(base, sizeof(base), "%s/calib300.txt", test_tmpdir());
     unlink(calib);
-    CHECK_EQ_INT(run("'%s/incoll' bench agg -n 2 --iters 2000 --calib '%s' > "
-                     "'%s/agg.out' 2>&1",
-                     test_bindir(), calib, test_tmpdir()),
+    CHECK_EQ_INT(sh("/dev/null",
+                    "'%s/incoll' bench agg -n 2 --iters 2000 --calib '%s' > "
+                    "'%s/agg.out' 2>&1",
+                    test_bindir(), calib, test_tmpdir()),
                  0);
     f = fopen(calib, "r");
     CHECK_MSG(f != NULL, "no %s", calib);
@@ -563,12 +554,13 @@ static double smpi_latency(const char *prog, const char *xml,
     int ok = 0;
 
     snprintf(out, sizeof(out), "%s/smpi.out", test_tmpdir());
-    if (run("smpirun -np %d -platform '%s' -hostfile '%s' "
-            "--cfg=smpi/allreduce:%s --cfg=network/model:CM02 "
-            "--cfg=network/crosstraffic:0 --cfg=network/TCP-gamma:1e18 "
-            "--cfg=smpi/simulate-computation:no --log=root.thres:warning "
-            "'%s' %ld > '%s' 2>&1",
-            np, xml, hostfile, algo, prog, bytes, out) != 0)
+    if (sh("/dev/null",
+           "smpirun -np %d -platform '%s' -hostfile '%s' "
+           "--cfg=smpi/allreduce:%s --cfg=network/model:CM02 "
+           "--cfg=network/crosstraffic:0 --cfg=network/TCP-gamma:1e18 "
+           "--cfg=smpi/simulate-computation:no --log=root.thres:warning "
+           "'%s' %ld > '%s' 2>&1",
+           np, xml, hostfile, algo, prog, bytes, out) != 0)
         return -1;
     f = fopen(out, "r");
     if (f == NULL)
@@ -591,7 +583,8 @@ TEST(sim_host_algorithms_match_smpi, TEST_INTEG)
     int n;
 
     SKIP_WITHOUT_SIM();
-    if (run("command -v smpicc >/dev/null && command -v smpirun >/dev/null") !=
+    if (sh("/dev/null",
+           "command -v smpicc >/dev/null && command -v smpirun >/dev/null") !=
         0)
         return test_skip(
             "smpicc/smpirun not found (SimGrid's simgrid package)");
@@ -599,12 +592,14 @@ TEST(sim_host_algorithms_match_smpi, TEST_INTEG)
     snprintf(prog, sizeof(prog), "%s/allreduce_smpi", test_tmpdir());
     snprintf(xml, sizeof(xml), "%s/fabric.xml", test_tmpdir());
     snprintf(hosts, sizeof(hosts), "%s/hosts", test_tmpdir());
-    if (run("smpicc -O2 -o '%s' tests/sim/allreduce_smpi.c > '%s/cc.out' 2>&1",
-            prog, test_tmpdir()) != 0)
+    if (sh("/dev/null",
+           "smpicc -O2 -o '%s' tests/sim/allreduce_smpi.c > '%s/cc.out' 2>&1",
+           prog, test_tmpdir()) != 0)
         return test_skip("smpicc cannot build tests/sim/allreduce_smpi.c");
-    CHECK(run("'%s' platform --hosts 16 --radix 4 --xml '%s' --hostfile '%s' "
-              "> /dev/null",
-              bin, xml, hosts) == 0);
+    CHECK(sh("/dev/null",
+             "'%s' platform --hosts 16 --radix 4 --xml '%s' --hostfile '%s' "
+             "> /dev/null",
+             bin, xml, hosts) == 0);
     /* The same platform, no computation cost and bare payloads: only the
      * algorithms and the network model remain. */
     snprintf(

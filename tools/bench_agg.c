@@ -23,6 +23,7 @@
 #include "common/fabric_conf.h"
 #include "common/procstat.h"
 #include "core/algo.h"
+#include "fabric/an_stats.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -103,7 +104,7 @@ static int sample(const fabric_conf_t *conf, pid_t pid, uint64_t *pkts_p,
     char *reply = NULL;
     int ret = -1;
 
-    if (cli_stat_query(conf, 3, 300, &reply) == 0 &&
+    if (fabric_an_stats(conf, 3, 300, &reply) == 0 &&
         reply_packets(reply, pkts_p) == 0)
         ret = proc_cpu_ns(pid, cpu_p);
     free(reply);

@@ -5,8 +5,8 @@
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"
-#include "emu.h"
-#include "fabric.h"
+#include "fabric/emu.h"
+#include "fabric/fabric.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -3,7 +3,7 @@
  */
 #include "bench_opts.h"
 
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -18,7 +18,7 @@
 #include "bench_common.h"
 #include "bench_report.h"
 #include "cli.h"
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"

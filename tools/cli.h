@@ -6,8 +6,6 @@
 #ifndef INCOLL_CLI_H
 #define INCOLL_CLI_H
 
-#include "common/fabric_conf.h"
-
 int cmd_fabric(int argc, char **argv); /* tools/cmd_fabric.c */
 int cmd_run(int argc, char **argv);    /* tools/cmd_run.c */
 int cmd_stat(int argc, char **argv);   /* tools/cmd_stat.c */
@@ -18,10 +16,5 @@ int cmd_mpirun(int argc, char **argv); /* tools/cmd_mpirun.c */
 
 /* `incoll bench kernel`: tools/bench_kernel.c */
 int bench_kernel_main(int argc, char **argv);
-
-/* Asks every AN of conf for its counters (tools/cmd_stat.c); fills
- * replies[i] for AN i and returns how many did not answer. */
-int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
-                   char **replies);
 
 #endif

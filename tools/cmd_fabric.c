@@ -1,7 +1,7 @@
 /*
  * `incoll fabric up|down|restart`, the command line of the fabric
  * lifecycle (fabric.h): a local fabric on 127.0.0.1 (or, with
- * --emulate, in network namespaces with shaped links: tools/emu.h): an
+ * --emulate, in network namespaces with shaped links: src/fabric/emu.h): an
  * aggregation manager (incoll-mgr, docs/manager.md) and one incoll-agg
  * daemon per aggregation node, described by DIR/topology and
  * DIR/fabric.env for the manager and by DIR/fabric.conf for processes that
@@ -29,10 +29,10 @@
  * `up --keep` leaves a keeper (DIR/keep.pid) that does so whenever it
  * dies, and which `fabric down` stops first. --emulate (the first shape
  * only) runs the manager in the root switch's namespace, on the root AN's
- * address (tools/emu.h).
+ * address (src/fabric/emu.h).
  */
 #include "cli.h"
-#include "fabric.h"
+#include "fabric/fabric.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -77,7 +77,7 @@ static void usage(FILE *out)
         "      without a manager (--hosts N --radix K only).\n"
         "      --emulate puts every host and switch in its own network\n"
         "      namespace, linked by veths shaped to --link-rate (as root;\n"
-        "      see tools/emu.h); the manager runs in the root switch's\n"
+        "      see src/fabric/emu.h); the manager runs in the root switch's\n"
         "      namespace. --keep leaves a keeper behind (DIR/keep.pid,\n"
         "      keep.log) that starts the manager again whenever it dies, as\n"
         "      `fabric restart` does, until `fabric down`.\n"

@@ -6,7 +6,7 @@
  * brings up a fabric of P hosts for the job, in a scratch directory, and
  * takes it down afterwards, also when the job fails, times out or is
  * interrupted: the loopback fabric, or with --emulate the emulated one
- * (tools/emu.h: a network namespace per host and switch, shaped links).
+ * (src/fabric/emu.h: a network namespace per host and switch, shaped links).
  * It then runs Open MPI's mpirun (or MPICH's mpiexec with --mpi mpich)
  * with LD_PRELOAD, INCOLL_FABRIC and every INCOLL_* variable of its own
  * environment passed to the ranks, and exits with the job's status.
@@ -27,8 +27,8 @@
  * fabric.conf (or whatever INCOLL_MGR the caller set).
  */
 #include "cli.h"
-#include "emu.h"
-#include "fabric.h"
+#include "fabric/emu.h"
+#include "fabric/fabric.h"
 #include "fabric/mgr_fabric.h"
 
 #include "common/settings.h"
@@ -50,7 +50,7 @@
 extern char **environ;
 
 #define MPIRUN_MAX_ARGS 4096
-/* The emulated fabric's addresses (tools/emu.h): MPI uses nothing else. */
+/* The emulated fabric's addresses (src/fabric/emu.h): MPI uses nothing else. */
 #define EMU_NET_CIDR "10.77.0.0/16"
 #define KILL_GRACE_S 5
 

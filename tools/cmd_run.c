@@ -17,7 +17,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/settings.h"
-#include "emu.h"
+#include "fabric/emu.h"
 #include "fabric/mgr_fabric.h"
 #include "common/clock.h"
 

@@ -11,7 +11,7 @@
  *   group id=1 key=0x... slots=64 payload=8192
  *
  * Optional, for an emulated fabric (`incoll fabric up --emulate`,
- * tools/emu.c): `netns=NAME` on an and host records names the Linux
+ * src/fabric/emu.c): `netns=NAME` on an and host records names the Linux
  * network namespace the AN daemon or the rank runs in. Without it, the
  * process runs in the caller's namespace.
  *

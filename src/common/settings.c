@@ -407,6 +407,19 @@ static setting_value_t value_of(setting_id_t id)
     return v;
 }
 
+setting_value_t setting_default(setting_id_t id)
+{
+    setting_value_t v = {0};
+    char err[512];
+    if ((unsigned)id < SETTING_COUNT &&
+        setting_parse(&setting_table[id], setting_table[id].def, &v, err,
+                      sizeof(err)) != INCOLL_OK) {
+        incoll_error("default of %s", err);
+        memset(&v, 0, sizeof(v));
+    }
+    return v;
+}
+
 const char *setting_str(setting_id_t id)
 {
     setting_value_t v = value_of(id);

@@ -349,6 +349,14 @@ uint64_t setting_us(setting_id_t id);
 uint64_t setting_ms(setting_id_t id);
 
 /*
+ * The table's default of id, parsed, whatever the environment says: for
+ * the parameter structs of code that takes its values from its caller
+ * (mgr_params_default(), place_params_default()), so that a default is
+ * written once, here. Durations are in nanoseconds (.i).
+ */
+setting_value_t setting_default(setting_id_t id);
+
+/*
  * Prints the settings of components (comma-separated; NULL: all) to out,
  * one block each: name, type and range, default, current value when
  * values is set, component, and the doc indented below. `incoll info` and

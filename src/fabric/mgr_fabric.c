@@ -6,6 +6,7 @@
 #include "common/fabric_conf.h"
 #include "common/mgr_proto.h"
 #include "common/procstat.h"
+#include "fabric/daemon.h"
 #include "fabric/mgr_tool.h"
 #include "mgr/topo.h"
 #include "common/clock.h"
@@ -21,73 +22,14 @@
 #include <time.h>
 #include <unistd.h>
 
-static void sleep_ms(int ms)
+/* Starts a daemon (fabric_spawn) and writes its pid to pid_path. */
+static pid_t spawn(char **argv, const char *netns, const char *log_path,
+                   const char *pid_path, int append)
 {
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-static int write_text(const char *path, const char *text, mode_t mode)
-{
-    char tmp[PATH_MAX + 32];
-    int fd;
-    size_t len = strlen(text);
-    snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-    if (fd < 0)
-        return -1;
-    if (write(fd, text, len) != (ssize_t)len || close(fd) != 0 ||
-        rename(tmp, path) != 0) {
-        unlink(tmp);
-        return -1;
-    }
-    return 0;
-}
-
-/* Starts a daemon detached from us (own session, stdin /dev/null, output
- * to log_path), in network namespace netns unless that is "", and writes
- * its pid to pid_path. */
-static pid_t spawn(const mgr_fabric_params_t *p, char **argv, const char *netns,
-                   const char *log_path, const char *pid_path, int append)
-{
-    char text[32];
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
+    pid_t pid = fabric_spawn(netns, argv, log_path, append);
     if (pid < 0)
         return -1;
-    if (pid == 0) {
-        int null_fd = open("/dev/null", O_RDONLY);
-        int log_fd = open(
-            log_path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC), 0644);
-        setsid();
-        if (null_fd >= 0)
-            dup2(null_fd, 0);
-        if (log_fd >= 0) {
-            dup2(log_fd, 1);
-            dup2(log_fd, 2);
-        }
-        for (int fd = 3; fd < 1024; fd++)
-            close(fd);
-        signal(SIGHUP, SIG_IGN);
-        if (netns[0] &&
-            (p->netns_enter == NULL || p->netns_enter(netns) != 0)) {
-            fprintf(stderr,
-                    "incoll fabric: cannot enter network namespace %s: %s\n",
-                    netns,
-                    p->netns_enter ? strerror(errno) : "no netns_enter given");
-            _exit(127);
-        }
-        execv(argv[0], argv);
-        fprintf(stderr, "incoll fabric: cannot run %s: %s\n", argv[0],
-                strerror(errno));
-        _exit(127);
-    }
-    snprintf(text, sizeof(text), "%d\n", (int)pid);
-    if (write_text(pid_path, text, 0644) != 0) {
+    if (fabric_pidfile_write(pid_path, pid) != 0) {
         kill(pid, SIGKILL);
         return -1;
     }
@@ -195,7 +137,7 @@ static int write_env(const char *path, const char *dir, const char *addr,
         free(text);
         return -1;
     }
-    ret = write_text(path, text, 0644);
+    ret = fabric_write_file(path, text, 0644);
     free(text);
     return ret;
 }
@@ -287,7 +229,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--topology",  topo_path, "--listen",
                         listen, "--port-file", port_path, "--secret",
                         secret, NULL};
-        mgr_pid = spawn(p, argv, "", log_path, pid_path, 0);
+        mgr_pid = spawn(argv, "", log_path, pid_path, 0);
     }
     if (mgr_pid < 0) {
         fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
@@ -300,24 +242,11 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                 "restart` will not know the manager's settings)\n",
                 p->dir, MGR_ENV_FILE, strerror(errno));
     deadline = now_ms() + (uint64_t)p->wait_s * 1000;
-    while (addr[0] == '\0') {
-        FILE *f = fopen(port_path, "r");
-        if (f) {
-            if (fgets(addr, sizeof(addr), f) == NULL ||
-                strchr(addr, '\n') == NULL)
-                addr[0] = '\0';
-            else
-                *strchr(addr, '\n') = '\0';
-            fclose(f);
-        }
-        if (addr[0])
-            break;
-        if (kill(mgr_pid, 0) != 0 || now_ms() > deadline) {
-            fprintf(stderr, "incoll fabric up: the manager did not start\n");
-            mgr_fabric_log_tail(log_path);
-            goto out;
-        }
-        sleep_ms(20);
+    if (fabric_wait_port_file(port_path, mgr_pid, deadline, addr,
+                              sizeof(addr)) != 0) {
+        fprintf(stderr, "incoll fabric up: the manager did not start\n");
+        mgr_fabric_log_tail(log_path);
+        goto out;
     }
 
     /* One AN per switch, registering with the manager. */
@@ -343,24 +272,14 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                  topo.sw[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
                  topo.sw[i].name);
-        pids[i] = spawn(p, argv, netns, log_path, pid_path, 0);
+        pids[i] = spawn(argv, netns, log_path, pid_path, 0);
         if (pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
                     strerror(errno));
             goto out;
         }
     }
-    while (now_ms() <= deadline) {
-        char *stat = NULL;
-        if (mgr_tool_stat(addr, secret, 1000, &stat, err, sizeof(err)) ==
-            INCOLL_OK) {
-            up = (int)mgr_tool_stat_value(stat, "manager ", "ans_up");
-            free(stat);
-            if (up == topo.nswitches)
-                break;
-        }
-        sleep_ms(100);
-    }
+    up = fabric_wait_ans_up(addr, secret, topo.nswitches, deadline);
     if (up != topo.nswitches) {
         fprintf(stderr,
                 "incoll fabric up: %d of %d ans registered with the "
@@ -530,7 +449,6 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
     char topo_path[PATH_MAX + 32], port_path[PATH_MAX + 32];
     char log_path[PATH_MAX + 32], pid_path[PATH_MAX + 32], got[128] = "";
     topo_t topo;
-    proc_stat_t ps;
     pid_t pid;
     uint64_t deadline;
     int up = -1;
@@ -548,21 +466,12 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
     snprintf(port_path, sizeof(port_path), "%s/mgr.port", p->dir);
     snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
     snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
-    f = fopen(pid_path, "r");
-    if (f) {
-        long v = 0;
-        if (fscanf(f, "%ld", &v) == 1 && v > 0 &&
-            proc_stat_read((pid_t)v, &ps) == 0 &&
-            strcmp(ps.comm, "incoll-mgr") == 0 && ps.state != 'Z' &&
-            ps.state != 'X') {
-            fclose(f);
-            if (!p->quiet)
-                printf("manager of %s runs at %s (pid %ld): nothing to "
-                       "restart\n",
-                       p->dir, addr, v);
-            return 0;
-        }
-        fclose(f);
+    pid = fabric_pidfile_read(pid_path);
+    if (fabric_daemon_alive(pid)) {
+        if (!p->quiet)
+            printf("manager of %s runs at %s (pid %d): nothing to restart\n",
+                   p->dir, addr, (int)pid);
+        return 0;
     }
     if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll fabric restart: %s\n", err);
@@ -583,7 +492,7 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--topology",  topo_path, "--listen",
                         addr,   "--port-file", port_path, "--secret",
                         secret, NULL};
-        pid = spawn(p, argv, "", log_path, pid_path, 1);
+        pid = spawn(argv, "", log_path, pid_path, 1);
     }
     if (pid < 0) {
         fprintf(stderr, "incoll fabric restart: cannot start %s: %s\n", bin,
@@ -592,44 +501,22 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
         return -1;
     }
     deadline = now_ms() + (uint64_t)p->wait_s * 1000;
-    while (got[0] == '\0') {
-        f = fopen(port_path, "r");
-        if (f) {
-            if (fgets(got, sizeof(got), f) == NULL || strchr(got, '\n') == NULL)
-                got[0] = '\0';
-            else
-                *strchr(got, '\n') = '\0';
-            fclose(f);
-        }
-        if (got[0])
-            break;
-        if (!proc_running(pid) || now_ms() > deadline) {
-            fprintf(stderr,
-                    "incoll fabric restart: the manager did not start "
-                    "on %s\n",
-                    addr);
-            mgr_fabric_log_tail(log_path);
-            if (proc_running(pid))
-                kill(pid, SIGKILL);
-            unlink(pid_path);
-            topo_free(&topo);
-            return -1;
-        }
-        sleep_ms(20);
+    if (fabric_wait_port_file(port_path, pid, deadline, got, sizeof(got)) !=
+        0) {
+        fprintf(stderr,
+                "incoll fabric restart: the manager did not start on "
+                "%s\n",
+                addr);
+        mgr_fabric_log_tail(log_path);
+        if (proc_running(pid))
+            kill(pid, SIGKILL);
+        unlink(pid_path);
+        topo_free(&topo);
+        return -1;
     }
     /* The ANs come back by themselves (they retry every 2 s at most);
      * running jobs' processes too. */
-    while (now_ms() <= deadline) {
-        char *stat = NULL;
-        if (mgr_tool_stat(addr, secret, 1000, &stat, err, sizeof(err)) ==
-            INCOLL_OK) {
-            up = (int)mgr_tool_stat_value(stat, "manager ", "ans_up");
-            free(stat);
-            if (up == topo.nswitches)
-                break;
-        }
-        sleep_ms(100);
-    }
+    up = fabric_wait_ans_up(addr, secret, topo.nswitches, deadline);
     if (up != topo.nswitches)
         fprintf(stderr,
                 "incoll fabric restart: %d of %d ans registered again "

@@ -14,10 +14,10 @@
  *   DIR/mgr.env      the manager's INCOLL_MGR_* settings at `fabric up`,
  *                    for `incoll fabric restart`
  *
- * The fabric lifecycle (tools/fabric.h) also writes DIR/fabric.conf for
+ * The fabric lifecycle (fabric.h) also writes DIR/fabric.conf for
  * the processes that run without the manager; the ANs it names serve its
  * world group as well as the manager's groups. In an emulated fabric
- * (tools/emu.h) they run in the network namespaces fabric.conf names, and
+ * (emu.h) they run in the network namespaces fabric.conf names, and
  * the manager on an address inside them.
  */
 #ifndef INCOLL_FABRIC_MGR_FABRIC_H
@@ -41,10 +41,6 @@ typedef struct {
                            come from it), the others bind the topology's
                            address or any port */
     const char *listen; /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
-    /* Moves the calling process into a network namespace (tools'
-     * emu_netns_enter): the ANs of conf with a netns= start in theirs.
-     * NULL when there are none. */
-    int (*netns_enter)(const char *name);
 } mgr_fabric_params_t;
 
 /*

@@ -8,6 +8,8 @@
  */
 #include "mgr/mgr.h"
 
+#include "common/settings.h"
+
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "mgr/mgr_core.h"
@@ -99,22 +101,48 @@ struct mgr {
     } ctr;
 };
 
+/* A setting's number: the table's default, or (env) its current value
+ * (the environment's when set). Durations in nanoseconds. */
+static uint64_t setting_num(setting_id_t id, int env)
+{
+    int64_t v = env ? setting_int(id) : setting_default(id).i;
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+/* The one map from the INCOLL_MGR_ settings to the parameters. */
+static void params_from_settings(mgr_params_t *p, int env)
+{
+    const uint64_t ms = 1000000;
+    p->heartbeat_ms =
+        (uint32_t)(setting_num(SETTING_MGR_HEARTBEAT_MS, env) / ms);
+    p->host_grace_ms =
+        (uint32_t)(setting_num(SETTING_MGR_HOST_GRACE_MS, env) / ms);
+    p->adopt_grace_ms =
+        (uint32_t)(setting_num(SETTING_MGR_ADOPT_GRACE_MS, env) / ms);
+    p->recover_ms = (uint32_t)(setting_num(SETTING_MGR_RECOVER_MS, env) / ms);
+    p->request_ms = (uint32_t)(setting_num(SETTING_MGR_REQUEST_MS, env) / ms);
+    p->auth_ms = (uint32_t)(setting_num(SETTING_MGR_AUTH_MS, env) / ms);
+    p->frame_ms = (uint32_t)(setting_num(SETTING_MGR_FRAME_MS, env) / ms);
+    p->rx_budget = setting_num(SETTING_MGR_RX_BUDGET, env);
+    p->job_rx_budget = setting_num(SETTING_MGR_JOB_RX_BUDGET, env);
+    p->place.default_slots = (uint32_t)setting_num(SETTING_MGR_SLOTS, env);
+    p->place.min_slots = (uint32_t)setting_num(SETTING_MGR_MIN_SLOTS, env);
+    p->place.prune = setting_num(SETTING_MGR_PRUNE, env) != 0;
+}
+
 void mgr_params_default(mgr_params_t *p)
 {
     memset(p, 0, sizeof(*p));
+    place_params_default(&p->place);
+    params_from_settings(p, 0);
     p->listen = "127.0.0.1:0";
-    p->heartbeat_ms = 200;
-    p->host_grace_ms = 3000;
-    p->adopt_grace_ms = 30000;
-    p->recover_ms = 10000;
-    p->request_ms = 30000;
-    p->auth_ms = 5000;
-    p->frame_ms = 10000;
-    p->rx_budget = 64u << 20;
-    p->job_rx_budget = 16u << 20;
     p->tick_ms = 100;
     p->stop_fd = -1;
-    place_params_default(&p->place);
+}
+
+void mgr_params_from_env(mgr_params_t *p)
+{
+    params_from_settings(p, 1);
 }
 
 uint16_t mgr_port(const mgr_t *m)

@@ -63,10 +63,14 @@ typedef struct {
     place_params_t place;
 } mgr_params_t;
 
-/* Defaults: heartbeat 200 ms, host grace 3 s, adopt grace 30 s, recover
- * 10 s, request 30 s, auth 5 s, frame 10 s, 64 MiB of partial frames
- * (16 MiB per job), tick 100 ms, place_params_default(). */
+/* Defaults: the settings table's (INCOLL_MGR_HEARTBEAT_MS and the other
+ * INCOLL_MGR_ settings, src/common/settings.h, whatever the environment
+ * says), listen on 127.0.0.1:0, tick 100 ms, place_params_default(). */
 void mgr_params_default(mgr_params_t *params);
+/* Sets the parameters that have a setting to its current value (the
+ * environment's, else the default). Call settings_check("mgr") first: a
+ * bad value is logged and its default used. */
+void mgr_params_from_env(mgr_params_t *params);
 
 /*
  * Creates the manager and binds its listener. On error writes the cause

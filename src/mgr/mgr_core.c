@@ -82,6 +82,8 @@ typedef struct {
     int adopted;
     uint64_t deadline; /* acks, or (adopted) confirmation by every AN */
     pending_t *pend;   /* the request waiting for the acks */
+    pending_t *held;   /* adopted: members' requests waiting for every AN
+                          of the group to report it (group_whole) */
     uint8_t *rec;      /* the record the ANs keep */
     size_t rec_len;
 } mgroup_t;
@@ -282,17 +284,6 @@ static void job_gc(mgr_core_t *m)
 
 /* ---- groups ---- */
 
-static void mgroup_free(mgroup_t *mg)
-{
-    if (mg == NULL)
-        return;
-    free(mg->ranks);
-    free(mg->released);
-    free(mg->confirmed);
-    free(mg->rec);
-    free(mg);
-}
-
 static void pending_free(pending_t *p)
 {
     free(p->opseq);
@@ -300,6 +291,21 @@ static void pending_free(pending_t *p)
     free(p->who);
     free(p->reqid);
     free(p);
+}
+
+/* Frees the manager's side of a group, with requests still held for it
+ * (unanswered: the core is going away, or the caller answered them). */
+static void mgroup_free(mgroup_t *mg)
+{
+    if (mg == NULL)
+        return;
+    if (mg->held)
+        pending_free(mg->held);
+    free(mg->ranks);
+    free(mg->released);
+    free(mg->confirmed);
+    free(mg->rec);
+    free(mg);
 }
 
 static void pending_unlink(mgr_core_t *m, pending_t *p)
@@ -408,6 +414,12 @@ static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
         send_msg(m, a->conn, MGR_GROUP_REMOVE, &w);
         mgr_wbuf_free(&w);
     }
+    if (mg->held) {
+        answer_pending(m, mg->held, NULL, INCOLL_ERR_NO_RESOURCE,
+                       reason ? reason : "group removed");
+        pending_free(mg->held);
+        mg->held = NULL;
+    }
     if (mg->pend) {
         pending_t *p = mg->pend;
         answer_pending(m, p, NULL, INCOLL_ERR_NO_RESOURCE,
@@ -427,6 +439,80 @@ static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
     m->tomb[m->ntomb++ % TOMBSTONES] = id;
     place_group_release(m->pl, id);
     mgroup_free(mg);
+}
+
+/* 1 when every AN of the group holds it. A group adopted after a restart
+ * is whole once each of its ANs has registered again and reported it;
+ * until then an AN may have no address and the group cannot run. */
+static int group_whole(const place_group_t *g, const mgroup_t *mg)
+{
+    for (int i = 0; i < g->nans; i++)
+        if (!mg->confirmed[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * A member asks for an adopted group that is not whole yet: its answer
+ * waits in mg->held until the last AN reports the group (release_held),
+ * or the group is torn down when the adopt grace ends without it
+ * (group_teardown answers with the reason). Answering at once would name
+ * an AN without an address, which no member can use.
+ */
+static void hold_request(mgr_core_t *m, place_group_t *g, mgr_peer_t *c, int me,
+                         uint32_t req)
+{
+    mgroup_t *mg = g->user;
+    pending_t *p = mg->held;
+
+    if (p == NULL) {
+        p = calloc(1, sizeof(*p));
+        if (p == NULL ||
+            (p->ranks = malloc((size_t)g->nmembers * sizeof(int))) == NULL ||
+            (p->who = calloc((size_t)g->nmembers, sizeof(mgr_peer_t *))) ==
+                NULL ||
+            (p->reqid = calloc((size_t)g->nmembers, sizeof(uint32_t))) ==
+                NULL) {
+            if (p)
+                pending_free(p);
+            send_error(m, c, req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            return;
+        }
+        p->job = mg->job;
+        p->comm = mg->comm;
+        p->gen = mg->gen;
+        p->n = g->nmembers;
+        memcpy(p->ranks, mg->ranks, (size_t)g->nmembers * sizeof(int));
+        mg->held = p;
+    }
+    p->who[me] = c;
+    p->reqid[me] = req;
+    mg->released[me] = 0;
+    incoll_debug("group %u (job %s rank %d): held until every an of the "
+                 "group has reported it",
+                 g->id, mg->job->name, c->rank);
+}
+
+/* Answers the held requests of a group that has become whole. */
+static void release_held(mgr_core_t *m, place_group_t *g)
+{
+    mgroup_t *mg = g->user;
+    if (mg->held == NULL || !group_whole(g, mg))
+        return;
+    answer_pending(m, mg->held, g, INCOLL_OK, "");
+    pending_free(mg->held);
+    mg->held = NULL;
+}
+
+/* The peer is gone: requests it made are no longer answered to it. */
+static void pending_forget(pending_t *p, mgr_peer_t *c)
+{
+    for (int i = 0; i < p->n; i++) {
+        if (p->who[i] == c) {
+            p->who[i] = NULL;
+            p->nasked--;
+        }
+    }
 }
 
 static int tombstone(const mgr_core_t *m, uint32_t id)
@@ -530,13 +616,12 @@ static void host_gone(mgr_core_t *m, mgr_peer_t *c)
     job_t *j = c->job;
     rank_t *r = &j->ranks[c->rank];
 
-    for (pending_t *p = m->pend; p; p = p->next) {
-        for (int i = 0; i < p->n; i++) {
-            if (p->who[i] == c) {
-                p->who[i] = NULL;
-                p->nasked--;
-            }
-        }
+    for (pending_t *p = m->pend; p; p = p->next)
+        pending_forget(p, c);
+    for (int i = 0; i < place_group_count(m->pl); i++) {
+        mgroup_t *mg = place_group_at(m->pl, i)->user;
+        if (mg->held)
+            pending_forget(mg->held, c);
     }
     if (r->conn != c)
         return; /* replaced by a newer connection */
@@ -841,6 +926,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
             for (int k = 0; k < g->nans; k++)
                 if (g->ans[k].sw == sw)
                     mg->confirmed[k] = 1;
+            release_held(m, g);
         } else if (g == NULL && now < m->start + m->p.recover_ms &&
                    !tombstone(m, rg.id)) {
             adopt_reported(m, c, &rg);
@@ -1252,6 +1338,10 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         int match = 1;
         for (uint32_t i = 0; i < rq.nmembers; i++)
             match &= mg->ranks[i] == (int)mgr_get_u32(rq.members, i);
+        if (match && !group_whole(same, mg)) {
+            hold_request(m, same, c, me, rq.req);
+            return;
+        }
         if (match) {
             /* Answer this member alone through a view of the group as a
              * request in which only it asked. */

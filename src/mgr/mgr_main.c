@@ -194,18 +194,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "incoll-mgr: %s\n", err);
         return 2;
     }
-    mp.heartbeat_ms = (uint32_t)setting_ms(SETTING_MGR_HEARTBEAT_MS);
-    mp.host_grace_ms = (uint32_t)setting_ms(SETTING_MGR_HOST_GRACE_MS);
-    mp.adopt_grace_ms = (uint32_t)setting_ms(SETTING_MGR_ADOPT_GRACE_MS);
-    mp.recover_ms = (uint32_t)setting_ms(SETTING_MGR_RECOVER_MS);
-    mp.request_ms = (uint32_t)setting_ms(SETTING_MGR_REQUEST_MS);
-    mp.auth_ms = (uint32_t)setting_ms(SETTING_MGR_AUTH_MS);
-    mp.frame_ms = (uint32_t)setting_ms(SETTING_MGR_FRAME_MS);
-    mp.rx_budget = setting_u64(SETTING_MGR_RX_BUDGET);
-    mp.job_rx_budget = setting_u64(SETTING_MGR_JOB_RX_BUDGET);
-    mp.place.default_slots = (uint32_t)setting_u64(SETTING_MGR_SLOTS);
-    mp.place.min_slots = (uint32_t)setting_u64(SETTING_MGR_MIN_SLOTS);
-    mp.place.prune = setting_bool(SETTING_MGR_PRUNE);
+    mgr_params_from_env(&mp);
 
     if (topo_path) {
         if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {

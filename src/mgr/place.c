@@ -3,6 +3,8 @@
  */
 #include "mgr/place.h"
 
+#include "common/settings.h"
+
 #include "common/fabric_conf.h"
 
 #include <inttypes.h>
@@ -44,9 +46,9 @@ typedef struct {
 void place_params_default(place_params_t *params)
 {
     memset(params, 0, sizeof(*params));
-    params->default_slots = 64;
-    params->min_slots = 4;
-    params->prune = 1;
+    params->default_slots = (uint32_t)setting_default(SETTING_MGR_SLOTS).i;
+    params->min_slots = (uint32_t)setting_default(SETTING_MGR_MIN_SLOTS).i;
+    params->prune = (int)setting_default(SETTING_MGR_PRUNE).i;
     params->start_up = 0;
     params->first_id = 256;
 }
@@ -69,7 +71,8 @@ place_t *place_create(const topo_t *topo, const place_params_t *params)
     else
         place_params_default(&pl->params);
     if (pl->params.default_slots == 0)
-        pl->params.default_slots = 64;
+        pl->params.default_slots =
+            (uint32_t)setting_default(SETTING_MGR_SLOTS).i;
     if (pl->params.min_slots == 0)
         pl->params.min_slots = 1;
     if (pl->params.first_id == 0)

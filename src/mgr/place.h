@@ -39,7 +39,8 @@ typedef struct {
     uint32_t first_id;      /* first group id to hand out; 0: 256 */
 } place_params_t;
 
-/* Defaults: 64 slots, at least 4, pruning on, ANs start down. */
+/* Defaults: the settings table's INCOLL_MGR_SLOTS, INCOLL_MGR_MIN_SLOTS and
+ * INCOLL_MGR_PRUNE (src/common/settings.h); ANs start down. */
 void place_params_default(place_params_t *params);
 
 typedef struct {

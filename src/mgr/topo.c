@@ -4,11 +4,12 @@
  */
 #include "mgr/topo.h"
 
+#include "common/kvline.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,30 +268,6 @@ static incoll_status_t build_trees(topo_t *topo)
 
 /* ---- the file format ---- */
 
-typedef struct {
-    const char *path;
-    int line;
-    char *err;
-    size_t errlen;
-} perr_t;
-
-static incoll_status_t perr(perr_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static incoll_status_t perr(perr_t *p, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-    if (p->err == NULL || p->errlen == 0)
-        return INCOLL_ERR_CONFIG;
-    n = snprintf(p->err, p->errlen, "%s:%d: ", p->path, p->line);
-    va_start(ap, fmt);
-    if (n >= 0 && (size_t)n < p->errlen)
-        vsnprintf(p->err + n, p->errlen - (size_t)n, fmt, ap);
-    va_end(ap);
-    return INCOLL_ERR_CONFIG;
-}
-
 static int valid_name(const char *s)
 {
     size_t n = strlen(s);
@@ -300,20 +277,6 @@ static int valid_name(const char *s)
         if (!isalnum((unsigned char)*s) && *s != '_' && *s != '-' && *s != '.')
             return 0;
     return 1;
-}
-
-static int parse_u64(const char *s, uint64_t *v_p)
-{
-    char *end;
-    uint64_t v;
-    if (*s == '\0' || *s == '-' || *s == '+' || isspace((unsigned char)*s))
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 0);
-    if (errno || *end)
-        return -1;
-    *v_p = v;
-    return 0;
 }
 
 /* A byte count with an optional K, M or G suffix (powers of 1024). */
@@ -345,7 +308,7 @@ static int parse_bytes(const char *s, uint64_t *v_p)
     }
     if (shift)
         num[n - 1] = '\0';
-    if (parse_u64(num, &v) != 0 || v > (UINT64_MAX >> shift))
+    if (kvline_u64(num, &v) != 0 || v > (UINT64_MAX >> shift))
         return -1;
     *v_p = v << shift;
     return 0;
@@ -401,7 +364,7 @@ static int parse_mask(const char *s, const char *const *names, int n,
  * was one (and sets *status on a bad value), 0 when key is not a
  * capability.
  */
-static int caps_field(perr_t *p, const char *key, const char *val,
+static int caps_field(kvline_t *p, const char *key, const char *val,
                       topo_caps_t *caps, incoll_status_t *status)
 {
     uint64_t v;
@@ -409,42 +372,46 @@ static int caps_field(perr_t *p, const char *key, const char *val,
 
     if (strcmp(key, "ops") == 0) {
         if (parse_mask(val, op_names, INCOLL_OP_COUNT, &caps->ops, &bad))
-            *status = perr(p,
-                           "ops: %s is not an op (want all, none or "
-                           "sum,prod,min,max,land,lor,lxor,band,bor,bxor)",
-                           bad);
+            *status =
+                kvline_error(p,
+                             "ops: %s is not an op (want all, none or "
+                             "sum,prod,min,max,land,lor,lxor,band,bor,bxor)",
+                             bad);
     } else if (strcmp(key, "dtypes") == 0) {
         if (parse_mask(val, dtype_names, INCOLL_DTYPE_COUNT, &caps->dtypes,
                        &bad))
-            *status = perr(p,
-                           "dtypes: %s is not a dtype (want all, none or "
-                           "int8..int64,uint8..uint64,float16,bfloat16,"
-                           "float32,float64)",
-                           bad);
+            *status =
+                kvline_error(p,
+                             "dtypes: %s is not a dtype (want all, none or "
+                             "int8..int64,uint8..uint64,float16,bfloat16,"
+                             "float32,float64)",
+                             bad);
     } else if (strcmp(key, "payload") == 0) {
         if (parse_bytes(val, &v) || v < 8 || v > WIRE_MAX_PAYLOAD)
-            *status = perr(p, "payload '%s' is not a byte count in 8..%d", val,
-                           WIRE_MAX_PAYLOAD);
+            *status =
+                kvline_error(p, "payload '%s' is not a byte count in 8..%d",
+                             val, WIRE_MAX_PAYLOAD);
         else
             caps->max_payload = (uint32_t)v;
     } else if (strcmp(key, "slots") == 0) {
-        if (parse_u64(val, &v) || v < 1 || v > 1u << 24)
-            *status =
-                perr(p, "slots '%s' is not a number in 1..%u", val, 1u << 24);
+        if (kvline_u64(val, &v) || v < 1 || v > 1u << 24)
+            *status = kvline_error(p, "slots '%s' is not a number in 1..%u",
+                                   val, 1u << 24);
         else
             caps->slots = (uint32_t)v;
     } else if (strcmp(key, "groups") == 0) {
-        if (parse_u64(val, &v) || v < 1 || v > 1u << 24)
-            *status =
-                perr(p, "groups '%s' is not a number in 1..%u", val, 1u << 24);
+        if (kvline_u64(val, &v) || v < 1 || v > 1u << 24)
+            *status = kvline_error(p, "groups '%s' is not a number in 1..%u",
+                                   val, 1u << 24);
         else
             caps->max_groups = (uint32_t)v;
     } else if (strcmp(key, "buffer") == 0) {
         if (parse_bytes(val, &v) || v < 1024)
-            *status = perr(p,
-                           "buffer '%s' is not a byte count of at least "
-                           "1024 (suffixes K, M, G)",
-                           val);
+            *status =
+                kvline_error(p,
+                             "buffer '%s' is not a byte count of at least "
+                             "1024 (suffixes K, M, G)",
+                             val);
         else
             caps->buffer_bytes = v;
     } else {
@@ -453,8 +420,10 @@ static int caps_field(perr_t *p, const char *key, const char *val,
     return 1;
 }
 
+/* Words per record, characters per line but the newline, bytes per file. */
 #define MAX_FIELDS 24
-#define MAX_LINE 4096
+#define MAX_LINE 4095
+#define MAX_FILE (256u << 20)
 
 typedef struct {
     char a[TOPO_NAME_MAX], b[TOPO_NAME_MAX];
@@ -468,7 +437,7 @@ typedef struct {
 
 typedef struct {
     topo_t *topo;
-    perr_t p;
+    kvline_t p;
     topo_caps_t defaults;
     int cap_sw, cap_hosts, cap_links;
     pending_link_t *links;
@@ -503,24 +472,26 @@ static incoll_status_t parse_switch(parser_t *ps, char **f, int nf)
     incoll_status_t status = INCOLL_OK;
 
     if (nf < 2 || strchr(f[1], '=') != NULL)
-        return perr(&ps->p, "switch record needs a name first: switch NAME "
+        return kvline_error(&ps->p,
+                            "switch record needs a name first: switch NAME "
                             "level=N [addr=IP:PORT] [capabilities]");
     if (!valid_name(f[1]))
-        return perr(&ps->p,
-                    "switch name '%.40s' must be 1..%d of "
-                    "[A-Za-z0-9_.-]",
-                    f[1], TOPO_NAME_MAX - 1);
+        return kvline_error(&ps->p,
+                            "switch name '%.40s' must be 1..%d of "
+                            "[A-Za-z0-9_.-]",
+                            f[1], TOPO_NAME_MAX - 1);
     if (index_find(&ps->sw_ix, f[1], sw_name, topo) >= 0)
-        return perr(&ps->p, "duplicate switch '%s' (also line %d)", f[1],
-                    ps->sw_line[index_find(&ps->sw_ix, f[1], sw_name, topo)]);
+        return kvline_error(
+            &ps->p, "duplicate switch '%s' (also line %d)", f[1],
+            ps->sw_line[index_find(&ps->sw_ix, f[1], sw_name, topo)]);
     if (topo->nswitches >= TOPO_MAX_SWITCHES)
-        return perr(&ps->p, "more than %d switches", TOPO_MAX_SWITCHES);
+        return kvline_error(&ps->p, "more than %d switches", TOPO_MAX_SWITCHES);
     {
         int cap_lines = ps->cap_sw;
         if (grow((void **)&topo->sw, &ps->cap_sw, topo->nswitches + 1,
                  sizeof(*topo->sw)) ||
             grow((void **)&ps->sw_line, &cap_lines, ps->cap_sw, sizeof(int)))
-            return perr(&ps->p, "out of memory");
+            return kvline_error(&ps->p, "out of memory");
     }
     s = &topo->sw[topo->nswitches];
     memset(s, 0, sizeof(*s));
@@ -528,18 +499,16 @@ static incoll_status_t parse_switch(parser_t *ps, char **f, int nf)
     s->addr = INCOLL_EP_NONE;
     s->caps = ps->defaults;
     for (int i = 2; i < nf; i++) {
-        char *eq = strchr(f[i], '=');
-        const char *key = f[i], *val;
+        const char *key = f[i], *val = kvline_value(f[i]);
         uint64_t v;
-        if (eq == NULL)
-            return perr(&ps->p, "switch %s: '%.40s' is not key=value", s->name,
-                        f[i]);
-        *eq = '\0';
-        val = eq + 1;
+        if (val == NULL)
+            return kvline_error(&ps->p, "switch %s: '%.40s' is not key=value",
+                                s->name, f[i]);
         if (strcmp(key, "level") == 0) {
-            if (parse_u64(val, &v) || v < 1 || v > TOPO_MAX_LEVELS)
-                return perr(&ps->p, "switch %s: level '%s' is not in 1..%d",
-                            s->name, val, TOPO_MAX_LEVELS);
+            if (kvline_u64(val, &v) || v < 1 || v > TOPO_MAX_LEVELS)
+                return kvline_error(&ps->p,
+                                    "switch %s: level '%s' is not in 1..%d",
+                                    s->name, val, TOPO_MAX_LEVELS);
             s->level = (int)v;
             have_level = 1;
         } else if (strcmp(key, "addr") == 0) {
@@ -547,24 +516,24 @@ static incoll_status_t parse_switch(parser_t *ps, char **f, int nf)
                 s->addr = INCOLL_EP_NONE;
             else if (wire_ep_parse(val, &s->addr) != INCOLL_OK ||
                      (s->addr & 0xffff) == 0)
-                return perr(&ps->p,
-                            "switch %s: addr '%s' is not IP:PORT "
-                            "(or - to learn it when the an registers)",
-                            s->name, val);
+                return kvline_error(&ps->p,
+                                    "switch %s: addr '%s' is not IP:PORT "
+                                    "(or - to learn it when the an registers)",
+                                    s->name, val);
         } else if (!caps_field(&ps->p, key, val, &s->caps, &status)) {
-            return perr(&ps->p,
-                        "switch %s: unknown key '%s' (want level, "
-                        "addr, ops, dtypes, payload, slots, groups, "
-                        "buffer)",
-                        s->name, key);
+            return kvline_error(&ps->p,
+                                "switch %s: unknown key '%s' (want level, "
+                                "addr, ops, dtypes, payload, slots, groups, "
+                                "buffer)",
+                                s->name, key);
         }
         if (status != INCOLL_OK)
             return status;
     }
     if (!have_level)
-        return perr(&ps->p, "switch %s: missing level=", s->name);
+        return kvline_error(&ps->p, "switch %s: missing level=", s->name);
     if (index_add(&ps->sw_ix, s->name, topo->nswitches, sw_name, topo))
-        return perr(&ps->p, "out of memory");
+        return kvline_error(&ps->p, "out of memory");
     ps->sw_line[topo->nswitches] = ps->p.line;
     topo->nswitches++;
     return INCOLL_OK;
@@ -578,24 +547,25 @@ static incoll_status_t parse_host(parser_t *ps, char **f, int nf)
     int have_leaf = 0;
 
     if (nf < 2 || strchr(f[1], '=') != NULL)
-        return perr(&ps->p, "host record needs a name first: host NAME "
-                            "leaf=SWITCH [addr=IP]");
+        return kvline_error(&ps->p, "host record needs a name first: host NAME "
+                                    "leaf=SWITCH [addr=IP]");
     if (!valid_name(f[1]))
-        return perr(&ps->p, "host name '%.40s' must be 1..%d of [A-Za-z0-9_.-]",
-                    f[1], TOPO_NAME_MAX - 1);
+        return kvline_error(&ps->p,
+                            "host name '%.40s' must be 1..%d of [A-Za-z0-9_.-]",
+                            f[1], TOPO_NAME_MAX - 1);
     if (index_find(&ps->host_ix, f[1], host_name, topo) >= 0)
-        return perr(
+        return kvline_error(
             &ps->p, "duplicate host '%s' (also line %d)", f[1],
             ps->hostleaf[index_find(&ps->host_ix, f[1], host_name, topo)].line);
     if (topo->nhosts >= TOPO_MAX_HOSTS)
-        return perr(&ps->p, "more than %d hosts", TOPO_MAX_HOSTS);
+        return kvline_error(&ps->p, "more than %d hosts", TOPO_MAX_HOSTS);
     {
         int cap_leaf = ps->cap_hosts;
         if (grow((void **)&topo->hosts, &ps->cap_hosts, topo->nhosts + 1,
                  sizeof(*topo->hosts)) ||
             grow((void **)&ps->hostleaf, &cap_leaf, ps->cap_hosts,
                  sizeof(*ps->hostleaf)))
-            return perr(&ps->p, "out of memory");
+            return kvline_error(&ps->p, "out of memory");
     }
     h = &topo->hosts[topo->nhosts];
     ph = &ps->hostleaf[topo->nhosts];
@@ -605,56 +575,44 @@ static incoll_status_t parse_host(parser_t *ps, char **f, int nf)
     h->leaf = -1;
     ph->line = ps->p.line;
     for (int i = 2; i < nf; i++) {
-        char *eq = strchr(f[i], '=');
-        const char *val;
-        if (eq == NULL)
-            return perr(&ps->p, "host %s: '%.40s' is not key=value", h->name,
-                        f[i]);
-        *eq = '\0';
-        val = eq + 1;
+        const char *val = kvline_value(f[i]);
+        if (val == NULL)
+            return kvline_error(&ps->p, "host %s: '%.40s' is not key=value",
+                                h->name, f[i]);
         if (strcmp(f[i], "leaf") == 0) {
             if (!valid_name(val))
-                return perr(&ps->p,
-                            "host %s: leaf '%.40s' is not a switch "
-                            "name",
-                            h->name, val);
+                return kvline_error(&ps->p,
+                                    "host %s: leaf '%.40s' is not a switch "
+                                    "name",
+                                    h->name, val);
             snprintf(ph->leaf, sizeof(ph->leaf), "%s", val);
             have_leaf = 1;
         } else if (strcmp(f[i], "addr") == 0) {
             struct in_addr in;
             if (inet_pton(AF_INET, val, &in) != 1)
-                return perr(&ps->p,
-                            "host %s: addr '%.40s' is not an IPv4 "
-                            "address",
-                            h->name, val);
+                return kvline_error(&ps->p,
+                                    "host %s: addr '%.40s' is not an IPv4 "
+                                    "address",
+                                    h->name, val);
             h->ip = ntohl(in.s_addr);
         } else {
-            return perr(&ps->p, "host %s: unknown key '%s' (want leaf, addr)",
-                        h->name, f[i]);
+            return kvline_error(&ps->p,
+                                "host %s: unknown key '%s' (want leaf, addr)",
+                                h->name, f[i]);
         }
     }
     if (!have_leaf)
-        return perr(&ps->p, "host %s: missing leaf=", h->name);
+        return kvline_error(&ps->p, "host %s: missing leaf=", h->name);
     if (index_add(&ps->host_ix, h->name, topo->nhosts, host_name, topo))
-        return perr(&ps->p, "out of memory");
+        return kvline_error(&ps->p, "out of memory");
     topo->nhosts++;
     return INCOLL_OK;
 }
 
-static incoll_status_t parse_line(parser_t *ps, char *line)
+static incoll_status_t parse_line(parser_t *ps, char **f, int nf)
 {
-    char *f[MAX_FIELDS], *save = NULL, *tok;
-    int nf = 0;
     incoll_status_t status = INCOLL_OK;
 
-    for (tok = strtok_r(line, " \t\r", &save); tok;
-         tok = strtok_r(NULL, " \t\r", &save)) {
-        if (nf == MAX_FIELDS)
-            return perr(&ps->p, "more than %d fields", MAX_FIELDS);
-        f[nf++] = tok;
-    }
-    if (nf == 0)
-        return INCOLL_OK;
     if (strcmp(f[0], "switch") == 0)
         return parse_switch(ps, f, nf);
     if (strcmp(f[0], "host") == 0)
@@ -662,13 +620,14 @@ static incoll_status_t parse_line(parser_t *ps, char *line)
     if (strcmp(f[0], "link") == 0) {
         pending_link_t *l;
         if (nf != 3)
-            return perr(&ps->p, "link record wants two switch names: link A B");
+            return kvline_error(&ps->p,
+                                "link record wants two switch names: link A B");
         if (!valid_name(f[1]) || !valid_name(f[2]))
-            return perr(&ps->p, "link: '%.40s' is not a switch name",
-                        valid_name(f[1]) ? f[2] : f[1]);
+            return kvline_error(&ps->p, "link: '%.40s' is not a switch name",
+                                valid_name(f[1]) ? f[2] : f[1]);
         if (grow((void **)&ps->links, &ps->cap_links, ps->nlinks + 1,
                  sizeof(*ps->links)))
-            return perr(&ps->p, "out of memory");
+            return kvline_error(&ps->p, "out of memory");
         l = &ps->links[ps->nlinks++];
         snprintf(l->a, sizeof(l->a), "%s", f[1]);
         snprintf(l->b, sizeof(l->b), "%s", f[2]);
@@ -677,24 +636,24 @@ static incoll_status_t parse_line(parser_t *ps, char *line)
     }
     if (strcmp(f[0], "defaults") == 0) {
         for (int i = 1; i < nf; i++) {
-            char *eq = strchr(f[i], '=');
-            if (eq == NULL)
-                return perr(&ps->p, "defaults: '%.40s' is not key=value", f[i]);
-            *eq = '\0';
-            if (!caps_field(&ps->p, f[i], eq + 1, &ps->defaults, &status))
-                return perr(&ps->p,
-                            "defaults: unknown key '%s' (want ops, "
-                            "dtypes, payload, slots, groups, buffer)",
-                            f[i]);
+            const char *val = kvline_value(f[i]);
+            if (val == NULL)
+                return kvline_error(&ps->p,
+                                    "defaults: '%.40s' is not key=value", f[i]);
+            if (!caps_field(&ps->p, f[i], val, &ps->defaults, &status))
+                return kvline_error(&ps->p,
+                                    "defaults: unknown key '%s' (want ops, "
+                                    "dtypes, payload, slots, groups, buffer)",
+                                    f[i]);
             if (status != INCOLL_OK)
                 return status;
         }
         return INCOLL_OK;
     }
-    return perr(&ps->p,
-                "unknown record '%.40s' (want defaults, switch, link "
-                "or host)",
-                f[0]);
+    return kvline_error(&ps->p,
+                        "unknown record '%.40s' (want defaults, switch, link "
+                        "or host)",
+                        f[0]);
 }
 
 static int cmp_link(const void *a, const void *b, void *arg)
@@ -717,23 +676,23 @@ static incoll_status_t finish(parser_t *ps)
 
     ps->p.line = 0;
     if (topo->nswitches == 0)
-        return perr(&ps->p, "no switch records");
+        return kvline_error(&ps->p, "no switch records");
     topo->links = calloc((size_t)ps->nlinks + 1, sizeof(*topo->links));
     if (topo->links == NULL)
-        return perr(&ps->p, "out of memory");
+        return kvline_error(&ps->p, "out of memory");
     for (int i = 0; i < ps->nlinks; i++) {
         pending_link_t *l = &ps->links[i];
         int a = index_find(&ps->sw_ix, l->a, sw_name, topo);
         int b = index_find(&ps->sw_ix, l->b, sw_name, topo);
         ps->p.line = l->line;
         if (a < 0 || b < 0)
-            return perr(&ps->p, "link: unknown switch '%s'",
-                        a < 0 ? l->a : l->b);
+            return kvline_error(&ps->p, "link: unknown switch '%s'",
+                                a < 0 ? l->a : l->b);
         if (topo->sw[a].level == topo->sw[b].level)
-            return perr(&ps->p,
-                        "link %s %s: both switches are on level %d (a "
-                        "link joins two levels)",
-                        l->a, l->b, topo->sw[a].level);
+            return kvline_error(&ps->p,
+                                "link %s %s: both switches are on level %d (a "
+                                "link joins two levels)",
+                                l->a, l->b, topo->sw[a].level);
         if (topo->sw[a].level > topo->sw[b].level) {
             int t = a;
             a = b;
@@ -748,7 +707,7 @@ static incoll_status_t finish(parser_t *ps)
     {
         int *order = malloc(((size_t)topo->nlinks + 1) * sizeof(int));
         if (order == NULL)
-            return perr(&ps->p, "out of memory");
+            return kvline_error(&ps->p, "out of memory");
         for (int i = 0; i < topo->nlinks; i++)
             order[i] = i;
         qsort_r(order, (size_t)topo->nlinks, sizeof(int), cmp_link,
@@ -759,10 +718,10 @@ static incoll_status_t finish(parser_t *ps)
                 topo->links[x][1] == topo->links[y][1]) {
                 int first = x < y ? x : y, second = x < y ? y : x;
                 ps->p.line = ps->links[second].line;
-                status = perr(&ps->p, "link %s %s: duplicate (also line %d)",
-                              topo->sw[topo->links[x][0]].name,
-                              topo->sw[topo->links[x][1]].name,
-                              ps->links[first].line);
+                status = kvline_error(
+                    &ps->p, "link %s %s: duplicate (also line %d)",
+                    topo->sw[topo->links[x][0]].name,
+                    topo->sw[topo->links[x][1]].name, ps->links[first].line);
                 break;
             }
         }
@@ -772,28 +731,28 @@ static incoll_status_t finish(parser_t *ps)
     }
     hosts_per_leaf = calloc((size_t)topo->nswitches, sizeof(int));
     if (hosts_per_leaf == NULL)
-        return perr(&ps->p, "out of memory");
+        return kvline_error(&ps->p, "out of memory");
     for (int h = 0; h < topo->nhosts; h++) {
         int leaf = index_find(&ps->sw_ix, ps->hostleaf[h].leaf, sw_name, topo);
         ps->p.line = ps->hostleaf[h].line;
         if (leaf < 0) {
-            status = perr(&ps->p, "host %s: unknown leaf switch '%s'",
-                          topo->hosts[h].name, ps->hostleaf[h].leaf);
+            status = kvline_error(&ps->p, "host %s: unknown leaf switch '%s'",
+                                  topo->hosts[h].name, ps->hostleaf[h].leaf);
             break;
         }
         if (topo->sw[leaf].level != 1) {
-            status = perr(&ps->p,
-                          "host %s: switch %s is on level %d (hosts "
-                          "sit under level-1 switches)",
-                          topo->hosts[h].name, ps->hostleaf[h].leaf,
-                          topo->sw[leaf].level);
+            status = kvline_error(&ps->p,
+                                  "host %s: switch %s is on level %d (hosts "
+                                  "sit under level-1 switches)",
+                                  topo->hosts[h].name, ps->hostleaf[h].leaf,
+                                  topo->sw[leaf].level);
             break;
         }
         if (++hosts_per_leaf[leaf] > 1024) {
-            status = perr(&ps->p,
-                          "host %s: switch %s has more than 1024 "
-                          "hosts",
-                          topo->hosts[h].name, ps->hostleaf[h].leaf);
+            status = kvline_error(&ps->p,
+                                  "host %s: switch %s has more than 1024 "
+                                  "hosts",
+                                  topo->hosts[h].name, ps->hostleaf[h].leaf);
             break;
         }
         topo->hosts[h].leaf = leaf;
@@ -806,58 +765,48 @@ static incoll_status_t finish(parser_t *ps)
         for (int j = 0; j < i; j++) {
             if (topo->sw[i].addr != INCOLL_EP_NONE &&
                 topo->sw[i].addr == topo->sw[j].addr)
-                return perr(&ps->p, "switch %s: same addr as %s (line %d)",
-                            topo->sw[i].name, topo->sw[j].name, ps->sw_line[j]);
+                return kvline_error(
+                    &ps->p, "switch %s: same addr as %s (line %d)",
+                    topo->sw[i].name, topo->sw[j].name, ps->sw_line[j]);
         }
     }
     if (build_trees(topo) != INCOLL_OK) {
         ps->p.line = 0;
-        return perr(&ps->p, "out of memory");
+        return kvline_error(&ps->p, "out of memory");
     }
     for (int i = 0; i < topo->nswitches; i++) {
         if (topo->sw[i].ndown > 1024) {
             ps->p.line = ps->sw_line[i];
-            return perr(&ps->p, "switch %s has %d links down (at most 1024)",
-                        topo->sw[i].name, topo->sw[i].ndown);
+            return kvline_error(&ps->p,
+                                "switch %s has %d links down (at most 1024)",
+                                topo->sw[i].name, topo->sw[i].ndown);
         }
     }
     return INCOLL_OK;
 }
 
-incoll_status_t topo_parse(const char *text, const char *name, topo_t *topo,
-                           char *err, size_t errlen)
+/* Parses text[0..len), which may hold NUL bytes (refused with their
+ * line). */
+static incoll_status_t parse_text(const char *text, size_t len,
+                                  const char *name, topo_t *topo, char *err,
+                                  size_t errlen)
 {
     parser_t ps;
-    char line[MAX_LINE];
-    const char *s = text;
-    incoll_status_t status = INCOLL_OK;
+    char *f[MAX_FIELDS];
+    int nf, ret;
+    incoll_status_t status;
 
     memset(topo, 0, sizeof(*topo));
     memset(&ps, 0, sizeof(ps));
     ps.topo = topo;
-    ps.p = (perr_t){name, 0, err, errlen};
     topo_caps_default(&ps.defaults);
-    while (*s) {
-        const char *nl = strchr(s, '\n');
-        size_t len = nl ? (size_t)(nl - s) : strlen(s);
-        char *hash;
-        ps.p.line++;
-        if (len >= sizeof(line)) {
-            status = perr(&ps.p, "line longer than %d bytes", MAX_LINE - 1);
-            break;
-        }
-        memcpy(line, s, len);
-        line[len] = '\0';
-        hash = strchr(line, '#');
-        if (hash)
-            *hash = '\0';
-        status = parse_line(&ps, line);
-        if (status != INCOLL_OK)
-            break;
-        s += len + (nl ? 1 : 0);
-    }
+    status = kvline_init(&ps.p, name, text, len, MAX_LINE, err, errlen);
+    while (status == INCOLL_OK &&
+           (ret = kvline_next(&ps.p, f, MAX_FIELDS, &nf)) != 0)
+        status = ret < 0 ? INCOLL_ERR_CONFIG : parse_line(&ps, f, nf);
     if (status == INCOLL_OK)
         status = finish(&ps);
+    kvline_done(&ps.p);
     free(ps.links);
     free(ps.hostleaf);
     free(ps.sw_line);
@@ -868,62 +817,24 @@ incoll_status_t topo_parse(const char *text, const char *name, topo_t *topo,
     return status;
 }
 
+incoll_status_t topo_parse(const char *text, const char *name, topo_t *topo,
+                           char *err, size_t errlen)
+{
+    return parse_text(text, strlen(text), name, topo, err, errlen);
+}
+
 incoll_status_t topo_load(const char *path, topo_t *topo, char *err,
                           size_t errlen)
 {
-    FILE *f = fopen(path, "r");
-    char *text = NULL;
-    size_t len = 0, cap = 0, n;
+    char *text;
+    size_t len;
     incoll_status_t status;
 
-    if (f == NULL) {
-        snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
-        return INCOLL_ERR_CONFIG;
-    }
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            char *nt;
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (256u << 20)) {
-                snprintf(err, errlen, "%s:0: larger than 256 MiB", path);
-                free(text);
-                fclose(f);
-                return INCOLL_ERR_CONFIG;
-            }
-            nt = realloc(text, cap);
-            if (nt == NULL) {
-                snprintf(err, errlen, "%s:0: out of memory", path);
-                free(text);
-                fclose(f);
-                return INCOLL_ERR_CONFIG;
-            }
-            text = nt;
-        }
-        n = fread(text + len, 1, 4096, f);
-        len += n;
-        if (n < 4096)
-            break;
-    }
-    if (ferror(f)) {
-        snprintf(err, errlen, "%s:0: read error: %s", path, strerror(errno));
-        free(text);
-        fclose(f);
-        return INCOLL_ERR_CONFIG;
-    }
-    fclose(f);
-    text[len] = '\0';
-    if (strlen(text) != len) {
-        /* The length up to the NUL once: in the loop's condition it made
-         * the count quadratic wherever the compiler did not hoist it. */
-        size_t nul = strlen(text);
-        int line = 1;
-        for (size_t i = 0; i < nul; i++)
-            line += text[i] == '\n';
-        snprintf(err, errlen, "%s:%d: NUL byte in the file", path, line);
-        free(text);
-        return INCOLL_ERR_CONFIG;
-    }
-    status = topo_parse(text, path, topo, err, errlen);
+    memset(topo, 0, sizeof(*topo));
+    status = kvline_read_file(path, MAX_FILE, &text, &len, err, errlen);
+    if (status != INCOLL_OK)
+        return status;
+    status = parse_text(text, len, path, topo, err, errlen);
     free(text);
     return status;
 }

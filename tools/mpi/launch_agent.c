@@ -23,7 +23,7 @@
  * has daemonized, and mpirun waits for it for ever.
  *
  * HOST must be a host namespace of an emulated fabric registered in
- * /run/incoll-emu (see tools/emu.h): the agent never enters anything
+ * /run/incoll-emu (see src/fabric/emu.h): the agent never enters anything
  * else. Like ssh, it exits 255 when it cannot run the command.
  *
  * A separate small program, not an `incoll` subcommand, because Hydra
@@ -38,7 +38,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define REGISTRY_DIR "/run/incoll-emu" /* EMU_REGISTRY_DIR of tools/emu.h */
+#define REGISTRY_DIR                                                           \
+    "/run/incoll-emu" /* EMU_REGISTRY_DIR of src/fabric/emu.h */
 #define NETNS_DIR "/run/netns"
 
 /* 1 if name is "inc" + 6 hex digits + "-h" + a rank, and its prefix is a

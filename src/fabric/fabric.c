@@ -5,15 +5,16 @@
  * longer an incoll-agg or incoll-mgr, is stale; so is a manager whose ANs
  * are all gone: fabric_plan() cleans it up and proceeds.
  */
-#include "fabric.h"
-
-#include "cli.h"
+#include "fabric/fabric.h"
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "common/procstat.h"
-#include "emu.h"
+#include "common/settings.h"
+#include "fabric/an_stats.h"
+#include "fabric/daemon.h"
+#include "fabric/emu.h"
 #include "fabric/mgr_fabric.h"
 #include "mgr/topo.h"
 
@@ -37,10 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* tools/cmd_stat.c; see there. */
-int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
-                   char **replies);
-
 #define FABRIC_CONF_FILE "fabric.conf"
 #define AGG_COMM "incoll-agg"
 #define MGR_COMM "incoll-mgr"
@@ -49,52 +46,6 @@ int cli_stat_query(const fabric_conf_t *conf, int attempts, int wait_ms,
 
 static void stop_keeper(const char *dir);
 static pid_t spawn_keeper(const char *dir);
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/*
- * 1 if pid is a running incoll-agg or incoll-mgr. Reads /proc rather than
- * trusting kill(pid, 0): an exited daemon may linger as a zombie when
- * nobody reaps it, and a recycled pid may belong to something else
- * entirely.
- */
-static int agg_alive(pid_t pid)
-{
-    proc_stat_t st;
-
-    if (proc_stat_read(pid, &st) != 0)
-        return 0;
-    if (strcmp(st.comm, AGG_COMM) != 0 && strcmp(st.comm, MGR_COMM) != 0)
-        return 0;
-    return st.state != 'Z' && st.state != 'X';
-}
-
-static pid_t read_pidfile(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    long pid = -1;
-    if (f == NULL)
-        return -1;
-    if (fscanf(f, "%ld", &pid) != 1 || pid <= 0 || pid > INT_MAX)
-        pid = -1;
-    fclose(f);
-    return (pid_t)pid;
-}
-
-static int write_pidfile(const char *path, pid_t pid)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -1;
-    fprintf(f, "%d\n", (int)pid);
-    return fclose(f) == 0 ? 0 : -1;
-}
 
 /* The pid files of a fabric directory. */
 typedef struct {
@@ -144,7 +95,7 @@ static int pidlist_read(const char *dir, pidlist_t *l)
             cap = ncap;
         }
         snprintf(l->path[l->n], PATH_MAX, "%s/%s", dir, de->d_name);
-        l->pid[l->n] = read_pidfile(l->path[l->n]);
+        l->pid[l->n] = fabric_pidfile_read(l->path[l->n]);
         l->n++;
     }
     closedir(d);
@@ -163,7 +114,7 @@ static int stop_daemons(pidlist_t *l, int term_ms, int *stopped_p,
     uint64_t deadline;
 
     for (int i = 0; i < l->n; i++) {
-        if (agg_alive(l->pid[i])) {
+        if (fabric_daemon_alive(l->pid[i])) {
             kill(l->pid[i], SIGTERM);
             live++;
         } else {
@@ -177,18 +128,18 @@ static int stop_daemons(pidlist_t *l, int term_ms, int *stopped_p,
             if (l->pid[i] > 0) {
                 /* Reap it if it is our own child (the failure path of up). */
                 waitpid(l->pid[i], NULL, WNOHANG);
-                left += agg_alive(l->pid[i]);
+                left += fabric_daemon_alive(l->pid[i]);
             }
         }
         if (left == 0 || now_ms() >= deadline)
             break;
-        sleep_ms(20);
+        fabric_sleep_ms(20);
     }
     *stopped_p = live - left;
     *killed_p = left;
     if (left) {
         for (int i = 0; i < l->n; i++)
-            if (l->pid[i] > 0 && agg_alive(l->pid[i]))
+            if (l->pid[i] > 0 && fabric_daemon_alive(l->pid[i]))
                 kill(l->pid[i], SIGKILL);
         deadline = now_ms() + 1000;
         do {
@@ -196,33 +147,16 @@ static int stop_daemons(pidlist_t *l, int term_ms, int *stopped_p,
             for (int i = 0; i < l->n; i++) {
                 if (l->pid[i] > 0) {
                     waitpid(l->pid[i], NULL, WNOHANG);
-                    left += agg_alive(l->pid[i]);
+                    left += fabric_daemon_alive(l->pid[i]);
                 }
             }
             if (left)
-                sleep_ms(20);
+                fabric_sleep_ms(20);
         } while (left && now_ms() < deadline);
     }
     for (int i = 0; i < l->n; i++)
         unlink(l->path[i]);
     return left;
-}
-
-static int mkdir_p(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
 }
 
 #define PORT_RANGE_MIN                                                         \
@@ -327,63 +261,6 @@ static void close_fds(int *fds, int n)
 }
 
 /* Path of incoll-agg: next to this executable. */
-static int find_agg_binary(char *buf, size_t len)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n < 0)
-        return -1;
-    self[n] = '\0';
-    snprintf(buf, len, "%s/%s", dirname(self), AGG_COMM);
-    return access(buf, X_OK);
-}
-
-/* Starts one daemon detached from the terminal, output to its log, in
- * network namespace netns unless that is "". */
-static pid_t spawn_agg(const char *agg_bin, const char *conf_path,
-                       const char *name, const char *netns,
-                       const char *log_path)
-{
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid != 0)
-        return pid;
-    {
-        int null_fd = open("/dev/null", O_RDONLY);
-        int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        char *const args[] = {(char *)AGG_COMM,
-                              "--conf",
-                              (char *)conf_path,
-                              "--name",
-                              (char *)name,
-                              "--foreground",
-                              NULL};
-        setsid();
-        if (null_fd >= 0)
-            dup2(null_fd, 0);
-        if (log_fd >= 0) {
-            dup2(log_fd, 1);
-            dup2(log_fd, 2);
-        }
-        if (netns[0] && emu_netns_enter(netns) != 0) {
-            fprintf(stderr,
-                    "incoll fabric: cannot enter network namespace "
-                    "%s: %s\n",
-                    netns, strerror(errno));
-            _exit(127);
-        }
-        /* Keep nothing of the caller's (a test runner's pipes, say). */
-        close_range(3, ~0u, 0);
-        signal(SIGHUP, SIG_IGN);
-        execv(agg_bin, args);
-        fprintf(stderr, "incoll fabric: cannot run %s: %s\n", agg_bin,
-                strerror(errno));
-        _exit(127);
-    }
-}
-
 static void print_summary(const fabric_conf_t *conf, const char *dir,
                           const pid_t *pids, FILE *out)
 {
@@ -579,7 +456,7 @@ static int topo_to_conf(const topo_t *topo, fabric_conf_t *conf)
             conf->payload = topo->sw[i].caps.max_payload;
     if (conf->payload < 8)
         conf->payload = 8;
-    conf->slots = 64;
+    conf->slots = (uint32_t)setting_default(SETTING_MGR_SLOTS).i;
     conf->admin_key = fabric_random64();
     conf->group_id = 1;
     conf->group_key = fabric_random64();
@@ -625,11 +502,18 @@ static int assign_topo_ports(topo_t *topo, fabric_conf_t *conf, int host_ports,
     return 0;
 }
 
-/* Path of the directory of this executable (where the daemons are). */
-static int bindir_of_self(char *buf, size_t len)
+/* Where the daemons are: dir if given, else the directory of this
+ * executable (incoll's; installed side by side). 0, or -1 with errno. */
+static int bindir_find(const char *dir, char *buf, size_t len)
 {
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ssize_t n;
+
+    if (dir != NULL) {
+        snprintf(buf, len, "%s", dir);
+        return 0;
+    }
+    n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n < 0)
         return -1;
     self[n] = '\0';
@@ -641,7 +525,7 @@ static pid_t read_pid_of(const char *dir, const char *name)
 {
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/%s.pid", dir, name);
-    return read_pidfile(path);
+    return fabric_pidfile_read(path);
 }
 
 /* ---- spec ---- */
@@ -703,7 +587,7 @@ struct fabric {
     char dir[PATH_MAX];
     char conf_path[PATH_MAX + 32];
     char topo_path[PATH_MAX + 32];
-    char agg_bin[PATH_MAX];
+    char agg_bin[PATH_MAX + 32];
     char bindir[PATH_MAX];
     int shaped;
     int have_conf;
@@ -732,6 +616,12 @@ void fabric_free(fabric_t *f)
     free(f);
 }
 
+const fabric_conf_t *fabric_plan_conf(const fabric_t *f)
+{
+    static const fabric_conf_t none;
+    return f->have_conf ? &f->conf : &none;
+}
+
 void fabric_abort(fabric_t *f)
 {
     close_fds(f->fds, f->nfds);
@@ -754,14 +644,20 @@ static int plan_dir(fabric_t *f)
         fprintf(stderr, "incoll fabric up: cannot emulate a fabric: %s\n", why);
         return -1;
     }
-    if (mkdir_p(s->dir) != 0 || realpath(s->dir, f->dir) == NULL) {
+    if (fabric_mkdir_p(s->dir) != 0 || realpath(s->dir, f->dir) == NULL) {
         fprintf(stderr, "incoll fabric up: cannot create %s: %s\n", s->dir,
                 strerror(errno));
         return -1;
     }
     f->spec.dir = f->dir;
-    if (find_agg_binary(f->agg_bin, sizeof(f->agg_bin)) != 0 ||
-        bindir_of_self(f->bindir, sizeof(f->bindir)) != 0) {
+    if (bindir_find(s->bindir, f->bindir, sizeof(f->bindir)) != 0) {
+        fprintf(stderr,
+                "incoll fabric up: cannot find where incoll runs from: %s\n",
+                strerror(errno));
+        return -1;
+    }
+    snprintf(f->agg_bin, sizeof(f->agg_bin), "%s/%s", f->bindir, AGG_COMM);
+    if (access(f->agg_bin, X_OK) != 0) {
         fprintf(stderr,
                 "incoll fabric up: %s: %s (it is installed next to "
                 "incoll)\n",
@@ -787,7 +683,7 @@ static int plan_dir(fabric_t *f)
         return -1;
     }
     for (int i = 0; i < old.n; i++) {
-        if (!is_mgr_pidfile(old.path[i]) && agg_alive(old.pid[i])) {
+        if (!is_mgr_pidfile(old.path[i]) && fabric_daemon_alive(old.pid[i])) {
             fprintf(stderr,
                     "incoll fabric up: %s already runs a fabric (%s: pid %d "
                     "is alive); run `incoll fabric down --dir %s` first\n",
@@ -981,7 +877,6 @@ int fabric_start(fabric_t *f)
                 wire_ep((uint32_t)(conf->ans[root].addr >> 16), EMU_MGR_PORT),
                 listen, sizeof(listen));
             mp.listen = listen;
-            mp.netns_enter = emu_netns_enter;
             if (emu_netns_push(conf->ans[root].netns, &saved) != 0)
                 return -1;
         }
@@ -999,14 +894,16 @@ int fabric_start(fabric_t *f)
                  conf->ans[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", f->dir,
                  conf->ans[i].name);
-        f->pids[i] = spawn_agg(f->agg_bin, f->conf_path, conf->ans[i].name,
-                               conf->ans[i].netns, log_path);
+        char *const argv[] = {f->agg_bin, "--conf",          f->conf_path,
+                              "--name",   conf->ans[i].name, "--foreground",
+                              NULL};
+        f->pids[i] = fabric_spawn(conf->ans[i].netns, argv, log_path, 0);
         if (f->pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot fork: %s\n",
                     strerror(errno));
             return -1;
         }
-        if (write_pidfile(pid_path, f->pids[i]) != 0) {
+        if (fabric_pidfile_write(pid_path, f->pids[i]) != 0) {
             fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", pid_path,
                     strerror(errno));
             kill(f->pids[i], SIGKILL);
@@ -1048,7 +945,7 @@ int fabric_wait(fabric_t *f)
                 return -1;
             }
         }
-        if (cli_stat_query(conf, 1, 100, f->replies) == 0)
+        if (fabric_an_stats(conf, 1, 100, f->replies) == 0)
             return 0;
         if (now_ms() >= deadline) {
             for (int i = 0; i < conf->nans; i++)
@@ -1144,7 +1041,7 @@ int fabric_stop(const char *dir, int quiet)
         return -1;
     }
     for (int i = 0; i < l.n; i++)
-        if (is_mgr_pidfile(l.path[i]) && agg_alive(l.pid[i]))
+        if (is_mgr_pidfile(l.path[i]) && fabric_daemon_alive(l.pid[i]))
             mgr = 1;
     left = stop_daemons(&l, 2000, &stopped, &killed);
     pidlist_free(&l);
@@ -1186,7 +1083,7 @@ int fabric_restart_mgr(const char *dir, int wait_s, int quiet)
     mgr_fabric_params_t mp;
     int saved = -1, rc;
 
-    if (bindir_of_self(bindir, sizeof(bindir)) != 0) {
+    if (bindir_find(NULL, bindir, sizeof(bindir)) != 0) {
         fprintf(stderr,
                 "incoll fabric restart: cannot find where incoll "
                 "runs from: %s\n",
@@ -1213,7 +1110,6 @@ int fabric_restart_mgr(const char *dir, int wait_s, int quiet)
             fabric_conf_free(&conf);
             return -1;
         }
-        mp.netns_enter = emu_netns_enter;
         fabric_conf_free(&conf);
     }
     rc = mgr_fabric_restart(&mp);
@@ -1276,8 +1172,8 @@ static int keep_loop(const char *dir)
         while (waitpid(-1, NULL, WNOHANG) > 0)
             ;
         snprintf(path, sizeof(path), "%s/%s", dir, MGR_PIDFILE);
-        pid = read_pidfile(path);
-        if (pid > 0 && agg_alive(pid)) {
+        pid = fabric_pidfile_read(path);
+        if (pid > 0 && fabric_daemon_alive(pid)) {
             pfd[1].fd = (int)syscall(SYS_pidfd_open, pid, 0);
             n = poll(pfd, 2, pfd[1].fd >= 0 ? -1 : 1000);
             if (pfd[1].fd >= 0)
@@ -1288,7 +1184,7 @@ static int keep_loop(const char *dir)
                 printf("incoll fabric keep: stopped\n");
                 break;
             }
-            if (agg_alive(pid))
+            if (fabric_daemon_alive(pid))
                 continue;
         } else {
             /* A moment for a stopping fabric to show it. */
@@ -1330,23 +1226,12 @@ static pid_t spawn_keeper(const char *dir)
     if (pid < 0)
         return -1;
     if (pid == 0) {
-        int null_fd = open("/dev/null", O_RDONLY);
-        int log_fd;
         snprintf(path, sizeof(path), "%s/keep.log", dir);
-        log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        setsid();
-        if (null_fd >= 0)
-            dup2(null_fd, 0);
-        if (log_fd >= 0) {
-            dup2(log_fd, 1);
-            dup2(log_fd, 2);
-        }
-        close_range(3, ~0u, 0);
-        signal(SIGHUP, SIG_IGN);
+        fabric_detach(path, 1);
         _exit(keep_loop(dir));
     }
     snprintf(path, sizeof(path), "%s/%s", dir, KEEP_PIDFILE);
-    if (write_pidfile(path, pid) != 0) {
+    if (fabric_pidfile_write(path, pid) != 0) {
         kill(pid, SIGTERM);
         return -1;
     }
@@ -1362,7 +1247,7 @@ static void stop_keeper(const char *dir)
     FILE *f;
 
     snprintf(path, sizeof(path), "%s/%s", dir, KEEP_PIDFILE);
-    pid = read_pidfile(path);
+    pid = fabric_pidfile_read(path);
     if (pid <= 0)
         return;
     /* Ours only: an incoll whose command line says `fabric` (a recycled
@@ -1383,7 +1268,7 @@ static void stop_keeper(const char *dir)
         kill(pid, SIGTERM);
         while (proc_running(pid) && now_ms() < deadline) {
             waitpid(pid, NULL, WNOHANG);
-            sleep_ms(20);
+            fabric_sleep_ms(20);
         }
         if (proc_running(pid))
             kill(pid, SIGKILL);

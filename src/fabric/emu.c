@@ -3,7 +3,9 @@
  * shapers made with iproute2. See emu.h for the layout and the rules that
  * keep it self-contained and removable.
  */
-#include "emu.h"
+#include "fabric/emu.h"
+
+#include "fabric/daemon.h"
 
 #include "common/log.h"
 #include "common/clock.h"
@@ -90,14 +92,6 @@ static void sb_free(sbuf_t *b)
 {
     free(b->s);
     memset(b, 0, sizeof(*b));
-}
-
-static void nap_ms(int ms)
-{
-    struct timespec ts = {.tv_sec = ms / 1000,
-                          .tv_nsec = (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
 }
 
 static const char *ip4_str(uint32_t ip, char *buf)
@@ -292,39 +286,6 @@ void emu_netns_leave(int saved_fd)
     close(saved_fd);
 }
 
-pid_t emu_spawn(const char *netns, char *const argv[], const char *log_path)
-{
-    pid_t pid;
-
-    fflush(NULL);
-    pid = fork();
-    if (pid != 0)
-        return pid;
-    if (netns && *netns && emu_netns_enter(netns) != 0) {
-        fprintf(stderr, "incoll: cannot enter network namespace %s: %s\n",
-                netns, strerror(errno));
-        _exit(127);
-    }
-    setsid();
-    {
-        int null_fd = open("/dev/null", O_RDONLY);
-        if (null_fd >= 0)
-            dup2(null_fd, 0);
-        if (log_path) {
-            int log_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-            if (log_fd >= 0) {
-                dup2(log_fd, 1);
-                dup2(log_fd, 2);
-            }
-        }
-    }
-    close_range(3, ~0u, 0);
-    signal(SIGHUP, SIG_IGN);
-    execv(argv[0], argv);
-    fprintf(stderr, "incoll: cannot run %s: %s\n", argv[0], strerror(errno));
-    _exit(127);
-}
-
 /* Writes value to a sysctl file of the current namespace. */
 static int write_sysctl(const char *path, const char *value)
 {
@@ -452,7 +413,7 @@ static int list_netns(const char *prefix, char (**names_p)[FABRIC_NETNS_MAX])
             names = nn;
             cap = ncap;
         }
-        snprintf(names[n++], FABRIC_NETNS_MAX, "%s", de->d_name);
+        memcpy(names[n++], de->d_name, strlen(de->d_name) + 1);
     }
     closedir(d);
     *names_p = names;
@@ -482,11 +443,11 @@ static int remove_netns(char (*names)[FABRIC_NETNS_MAX], int n)
     if (signal_netns_procs(names, n, SIGTERM) > 0) {
         deadline = now_ms() + KILL_GRACE_MS;
         while (signal_netns_procs(names, n, 0) > 0 && now_ms() < deadline)
-            nap_ms(20);
+            fabric_sleep_ms(20);
         if (signal_netns_procs(names, n, SIGKILL) > 0) {
             deadline = now_ms() + 1000;
             while (signal_netns_procs(names, n, 0) > 0 && now_ms() < deadline)
-                nap_ms(20);
+                fabric_sleep_ms(20);
         }
     }
     for (int i = 0; i < n; i++)
@@ -550,7 +511,7 @@ incoll_status_t emu_state_load(const char *dir, emu_state_t *st)
                    &rate, &uplink, &mtu) == 4) {
             if (strlen(prefix) >= EMU_PREFIX_MAX)
                 continue;
-            snprintf(st->prefix, sizeof(st->prefix), "%s", prefix);
+            memcpy(st->prefix, prefix, strlen(prefix) + 1);
             st->link_rate = rate;
             st->uplink_rate = uplink;
             st->mtu = mtu;
@@ -568,7 +529,7 @@ incoll_status_t emu_state_load(const char *dir, emu_state_t *st)
                 st->netns = nn;
                 cap = ncap;
             }
-            snprintf(st->netns[st->nnetns++], FABRIC_NETNS_MAX, "%s", name);
+            memcpy(st->netns[st->nnetns++], name, strlen(name) + 1);
         }
     }
     fclose(f);
@@ -894,23 +855,6 @@ static void tbf_line(sbuf_t *b, const char *dev, uint64_t rate,
               dev, rate, burst, limit);
 }
 
-static int mkdir_p(const char *dir)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof(tmp), "%s", dir);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 /* Picks a prefix no namespace and no registry entry uses yet. */
 static void pick_prefix(char *prefix)
 {
@@ -970,7 +914,7 @@ incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
         topo_free(&t);
         return INCOLL_ERR_NO_MEMORY;
     }
-    if (mkdir_p(EMU_REGISTRY_DIR) != 0) {
+    if (fabric_mkdir_p(EMU_REGISTRY_DIR) != 0) {
         incoll_error("emu: cannot create " EMU_REGISTRY_DIR ": %s",
                      strerror(errno));
         goto out;

@@ -162,17 +162,10 @@ int emu_netns_push(const char *name, int *saved_fd_p);
 void emu_netns_leave(int saved_fd);
 
 /*
- * Starts argv[0] (a path) in namespace netns (NULL or "" = ours), in a new
- * session, stdin from /dev/null and stdout/stderr appended to log_path
- * (NULL: inherited). Returns the child's pid or -1.
- */
-pid_t emu_spawn(const char *netns, char *const argv[], const char *log_path);
-
-/*
  * Path of iproute2's `ip`, or NULL: launchers run a program inside a
  * host's namespace with `ip netns exec NAME PROGRAM ARGS...`, which also
- * gives it that namespace's view of /sys (emu_spawn only switches the
- * network namespace). The string is static.
+ * gives it that namespace's view of /sys (fabric_spawn, daemon.h, only
+ * switches the network namespace). The string is static.
  */
 const char *emu_ip_path(void);
 

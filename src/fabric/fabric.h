@@ -1,10 +1,12 @@
 /*
  * The fabric lifecycle: one module brings every local fabric up and down,
- * loopback (127.0.0.1) and emulated (network namespaces, tools/emu.h)
- * alike, with a manager (src/fabric/mgr_fabric.h) or without. Its users:
- * `incoll fabric up|down|restart` (tools/cmd_fabric.c, and through it the
- * integration tests), `incoll mpirun` (tools/cmd_mpirun.c) and the
- * benchmarks (tools/bench_common.c).
+ * loopback (127.0.0.1) and emulated (network namespaces, emu.h) alike,
+ * with a manager (mgr_fabric.h) or without. Its users: `incoll fabric
+ * up|down|restart` (tools/cmd_fabric.c), `incoll mpirun`
+ * (tools/cmd_mpirun.c), the benchmarks (tools/bench_common.c) and the
+ * integration tests (tests/integ.c). Daemons are started and watched
+ * through daemon.h, the ANs asked whether they are ready through
+ * an_stats.h.
  *
  *   spec      what is wanted (fabric_spec_t): a tree of N hosts with K
  *             children per switch, a k-ary fat-tree (levels), or a
@@ -25,15 +27,17 @@
  * started. DIR's files are described in tools/cmd_fabric.c and
  * src/fabric/mgr_fabric.h.
  */
-#ifndef INCOLL_TOOLS_FABRIC_H
-#define INCOLL_TOOLS_FABRIC_H
+#ifndef INCOLL_FABRIC_FABRIC_H
+#define INCOLL_FABRIC_FABRIC_H
 
-#include "emu.h"
+#include "fabric/emu.h"
 
 #include <stdio.h>
 
 typedef struct {
-    const char *dir; /* created if missing */
+    const char *dir;    /* created if missing */
+    const char *bindir; /* where incoll-agg and incoll-mgr are; NULL: the
+                           directory of the running program (incoll's) */
     /* The shape: hosts and radix (a tree, fabric.conf's), radix and
      * levels (a fat-tree; hosts 0 = every host port), or topology. */
     int hosts;
@@ -75,6 +79,10 @@ void fabric_describe(const fabric_t *fab, FILE *out);
 void fabric_abort(fabric_t *fab);
 /* Frees a plan (the fabric keeps running). */
 void fabric_free(fabric_t *fab);
+/* The plan's fabric.conf (ANs, hosts, addresses, ports, namespaces), as
+ * written to DIR/fabric.conf; valid until fabric_free(). For a topology
+ * that no tree spans whole (no fabric.conf), nans is 0. */
+const fabric_conf_t *fabric_plan_conf(const fabric_t *fab);
 
 /* plan, start, wait, describe (unless quiet), keeper (with keep).
  * 0, or -1 (printed) with everything it started stopped. */
