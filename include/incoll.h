@@ -201,6 +201,8 @@ INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p);
 /* ranks: nranks distinct ranks of comm, in the order of the new
  * communicator. Collective over those ranks only; others must not call.
+ * Not ordered with comm's collectives: it does not wait for comm's
+ * outstanding nonblocking requests.
  */
 INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
                                               const int *ranks,

@@ -31,7 +31,8 @@
     "-x LD_PRELOAD -x INCOLL_FABRIC -x INCOLL_MPI_STATS -x "                   \
     "INCOLL_MPI_VERBOSE "                                                      \
     "-x INCOLL_LOG_LEVEL -x INCOLL_TEST_KILL_CMD -x INCOLL_MPI_COLLS "         \
-    "-x INCOLL_MPI_MAX_BYTES -x INCOLL_MPI_ENABLE"
+    "-x INCOLL_MPI_MAX_BYTES -x INCOLL_MPI_ENABLE -x INCOLL_MGR "              \
+    "-x INCOLL_SECRET_FILE -x INCOLL_HOSTS"
 
 typedef enum { MPI_OMPI, MPI_MPICH } mpi_kind_t;
 
@@ -1526,6 +1527,85 @@ TEST(mpi_mpich_nb, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     return offload_job(MPI_MPICH, 3, 2, "nbcolls", "", nb_colls);
+}
+
+/*
+ * nbcolls with the fabric's manager (the variables of DIR/fabric.env, as
+ * the README's mpirun line passes them): every communicator gets a fabric
+ * group, so the duplicate whose blocking allreduces cross the world's
+ * nonblocking ones on even and odd ranks (cross() in nbcolls.c) runs in
+ * the network on a group of its own, not on the world's.
+ */
+static int nb_mgr_job(mpi_kind_t kind, int np)
+{
+    static const char *const vars[] = {"INCOLL_MGR", "INCOLL_SECRET_FILE",
+                                       "INCOLL_HOSTS"};
+    char dir[PATH_MAX], env[PATH_MAX + 16], out[PATH_MAX + 16];
+    char *text, *line;
+    int rc, ret = TEST_PASSED;
+
+    snprintf(dir, sizeof(dir), "%s/fabric-nbmgr", test_tmpdir());
+    snprintf(env, sizeof(env), "%s/fabric.env", dir);
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, np, 2), 0);
+    job_env(kind, NULL);
+    text = slurp(env);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        char want[64], val[PATH_MAX];
+        const char *at;
+        snprintf(want, sizeof(want), "\n%s=", vars[i]);
+        at = strstr(text, want);
+        if (at == NULL || sscanf(at + strlen(want), "%4095s", val) != 1) {
+            fprintf(stderr, "    %s not in %s\n", vars[i], env);
+            ret = TEST_FAILED;
+            break;
+        }
+        setenv(vars[i], val, 1);
+    }
+    free(text);
+    rc = ret == TEST_PASSED ? run_job(kind, np, "nbcolls", "", out) : -1;
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+    test_fabric_down(dir);
+    if (ret != TEST_PASSED)
+        return ret;
+    text = slurp(out);
+    line = strstr(text, "communicator #2");
+    if (rc != 0 || !strstr(text, "nbcolls: ok")) {
+        fprintf(stderr, "    nbcolls exited %d; output in %s:\n%.2000s\n", rc,
+                out, text);
+        ret = TEST_FAILED;
+    } else if (line == NULL ||
+               strncmp(strchr(line, ':') ? strchr(line, ':') : line,
+                       ": offloaded on its own fabric group", 35) != 0) {
+        fprintf(stderr,
+                "    the duplicate is not offloaded on a group of its own: "
+                "%s\n",
+                out);
+        ret = TEST_FAILED;
+    } else if (stat_of(text, "allreduce", "offloaded") <= 0 ||
+               stat_of(text, "allreduce", "nb") <= 0) {
+        fprintf(stderr, "    allreduces not offloaded: %s\n", out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+TEST(mpi_ompi_nb_mgr, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return nb_mgr_job(MPI_OMPI, 4);
+}
+
+TEST(mpi_mpich_nb_mgr, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "nbcolls");
+    if (why)
+        return test_skip("%s", why);
+    return nb_mgr_job(MPI_MPICH, 3);
 }
 
 /* MPI_THREAD_MULTIPLE: the layer stays on (the world's collectives are

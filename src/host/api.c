@@ -94,11 +94,21 @@ INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
     LOCKED_CALL(comm, host_comm_split_impl(comm, color, key, newcomm_p));
 }
 
+/* Not a collective of comm (the members ask the manager, not comm's
+ * group): comm's outstanding requests are not waited for, or a rank that
+ * started a nonblocking collective on comm before making a communicator
+ * would wait for ranks that make theirs first. */
 INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
                                               const int *ranks,
                                               incoll_comm_h *newcomm_p)
 {
-    LOCKED_CALL(comm, host_comm_create_impl(comm, nranks, ranks, newcomm_p));
+    incoll_status_t status;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    host_enter(comm->ctx, NULL);
+    status = host_comm_create_impl(comm, nranks, ranks, newcomm_p);
+    host_unlock(comm->ctx);
+    return status;
 }
 
 INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)

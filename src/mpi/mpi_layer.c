@@ -1216,25 +1216,22 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
     }
     if (code == C_OK) {
         PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
-        if (cmp != MPI_IDENT && cmp != MPI_CONGRUENT) {
-            if ((ranks = world_ranks(comm, size)) == NULL)
-                code = C_NOMEM;
-        } else if (cmp == MPI_CONGRUENT && L.thread_multiple) {
-            if ((ranks = world_ranks(comm, size)) == NULL)
-                code = C_NOMEM;
-        }
+        if (cmp != MPI_IDENT && (ranks = world_ranks(comm, size)) == NULL)
+            code = C_NOMEM;
     }
     agreed = code;
     PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
     if (agreed == C_OK) {
         const char *why = NULL;
-        if (cmp == MPI_IDENT || (cmp == MPI_CONGRUENT && !L.thread_multiple)) {
-            /* Same ranks in the same order as the fabric's world group.
-             * Sharing it is safe: blocking collectives are issued in the
-             * same order on every rank, whatever the communicator. Under
-             * MPI_THREAD_MULTIPLE threads may run collectives on two
-             * duplicates at once: each gets a libincoll communicator of
-             * its own. */
+        if (cmp == MPI_IDENT) {
+            /* MPI_COMM_WORLD itself: the fabric's world group. Any other
+             * communicator, even one congruent with it (a dup), gets a
+             * libincoll communicator of its own: collectives on two
+             * communicators may be started in different orders on
+             * different ranks (a nonblocking one on the world, then a
+             * blocking one on a dup here, the other way round there), so
+             * two MPI communicators sharing one would match each other's
+             * calls. */
             st->icomm = L.world;
         } else {
             incoll_comm_h ic = NULL;

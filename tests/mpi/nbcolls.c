@@ -9,6 +9,9 @@
  *
  *   nbcolls [--threads]
  *
+ * Then collectives on the world and a duplicate started in different
+ * orders on even and odd ranks.
+ *
  * --threads asks for MPI_THREAD_MULTIPLE and then runs, in two threads at
  * once, allreduces (blocking and not) on two duplicates of the world.
  * Prints "nbcolls: ok N checks" at rank 0 and exits 0, or names the first
@@ -180,6 +183,51 @@ static void many(void)
     free(ref);
 }
 
+/*
+ * Collectives on two communicators started in different orders on
+ * different ranks, as MPI allows (a collective's matching is per
+ * communicator): even ranks start an MPI_Iallreduce on the world and
+ * then a blocking MPI_Allreduce on a duplicate, odd ranks the other way
+ * round. The vectors have the same length, so an offload that matched
+ * the two by start order would return the other call's sums.
+ */
+static void cross(void)
+{
+    enum { N = 4000 };
+    MPI_Comm dup;
+    MPI_Request r;
+    int64_t *a = malloc(N * sizeof(int64_t)), *b = malloc(N * sizeof(int64_t));
+    int64_t *in = malloc(N * sizeof(int64_t)),
+            *ref = malloc(N * sizeof(int64_t));
+
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    for (int it = 0; it < 3; it++) {
+        fill(a, N, 300 + it);
+        fill(b, N, 400 + it);
+        if (rank % 2 == 0) {
+            MPI_Iallreduce(MPI_IN_PLACE, a, N, MPI_INT64_T, MPI_SUM,
+                           MPI_COMM_WORLD, &r);
+            MPI_Allreduce(MPI_IN_PLACE, b, N, MPI_INT64_T, MPI_SUM, dup);
+        } else {
+            MPI_Allreduce(MPI_IN_PLACE, b, N, MPI_INT64_T, MPI_SUM, dup);
+            MPI_Iallreduce(MPI_IN_PLACE, a, N, MPI_INT64_T, MPI_SUM,
+                           MPI_COMM_WORLD, &r);
+        }
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+        fill(in, N, 300 + it);
+        PMPI_Allreduce(in, ref, N, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        same("world's iallreduce beside a dup's allreduce", a, ref, N);
+        fill(in, N, 400 + it);
+        PMPI_Allreduce(in, ref, N, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+        same("dup's allreduce beside the world's iallreduce", b, ref, N);
+    }
+    MPI_Comm_free(&dup);
+    free(a);
+    free(b);
+    free(in);
+    free(ref);
+}
+
 typedef struct {
     MPI_Comm comm;
     int k;
@@ -232,6 +280,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "nbcolls: completion kind %d ok\n", how);
     }
     many();
+    cross();
     if (threads) {
         thr_t t[2];
         pthread_t th[2];
