@@ -394,6 +394,21 @@ typedef struct {
     uint64_t deadline;
 } lead_pipe_t;
 
+/* The leaders' allreduce failed: the members end the whole operation
+ * with its status. */
+static incoll_status_t publish_status(lead_pipe_t *p, incoll_status_t status)
+{
+    struct host_hier *h = p->h;
+    uint32_t end = h->seq + (uint32_t)p->nseg;
+
+    if (h->shm == NULL)
+        return status;
+    h->err[1] = (uint32_t)(int32_t)status;
+    atomic_store((_Atomic uint32_t *)&h->err[0], end);
+    host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
+    return status;
+}
+
 /* Waits for the leaders' allreduce of the oldest unpublished segment and
  * publishes its result to the members; on its failure the members end
  * the whole operation with its status. */
@@ -411,13 +426,8 @@ static incoll_status_t publish(lead_pipe_t *p, int net)
     p->pub++;
     if (h->shm == NULL)
         return status;
-    if (status != INCOLL_OK) {
-        uint32_t end = h->seq + (uint32_t)p->nseg;
-        h->err[1] = (uint32_t)(int32_t)status;
-        atomic_store((_Atomic uint32_t *)&h->err[0], end);
-        host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
-        return status;
-    }
+    if (status != INCOLL_OK)
+        return publish_status(p, status);
     for (int m = 1; m < h->nlocal; m++) {
         status = host_shm_wait(h->shm, HOST_SHM_CONSUMED, m,
                                g + 1 - (uint32_t)h->nbuf, p->deadline);
@@ -451,10 +461,13 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
                      .deadline = deadline};
     incoll_status_t status = INCOLL_OK;
     size_t nbuf = (size_t)h->nbuf;
-    int depth;
+    int depth, inline_net;
 
     p.nseg = (count + h->seg / p.dsize - 1) / (h->seg / p.dsize);
-    depth = host_unlock_all(comm->ctx);
+    /* One segment has nothing to overlap: the leaders' allreduce runs
+     * here, without a hand-over to their thread. */
+    inline_net = p.nseg <= 1;
+    depth = inline_net ? 0 : host_unlock_all(comm->ctx);
     for (size_t s = 0; s < p.nseg && status == INCOLL_OK; s++) {
         uint32_t g = h->seq + (uint32_t)s;
         size_t off, len = seg_len(h, s, count, p.dsize, &off);
@@ -475,7 +488,14 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
         /* Alone on the host, in place: nothing to fold. */
         if (h->nlocal > 1 || src[0] != recv + off)
             reduce_n(op, dtype, recv + off, src, h->nlocal, len / p.dsize);
-        if (net) {
+        if (net && inline_net) {
+            status =
+                incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
+                                      recv + off, len / p.dsize, dtype, op);
+            net = 0; /* publish() has no request to wait for */
+            if (status != INCOLL_OK)
+                (void)publish_status(&p, status);
+        } else if (net) {
             host_req_args_t a = {RQ_ALLREDUCE,
                                  h->leaders,
                                  INCOLL_IN_PLACE,
