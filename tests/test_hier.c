@@ -129,6 +129,32 @@ TEST(hier_node_loss, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* The pipelined leader: 4 ranks per host, 3 segments in flight (a depth
+ * that does not divide the segment counts), vectors of up to 59 segments
+ * of 4 KiB, under 5% loss; every result checked against the reference. */
+TEST(hier_node_pipeline_loss, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    int rc;
+
+    if (!have_fabric_binaries("allreduce_check"))
+        return test_skip("incoll, incoll-agg or allreduce_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/allreduce_check'", progdir());
+    rc = hier_run(dir, out, 8, 4,
+                  "INCOLL_HIER_SEG=4096 INCOLL_HIER_DEPTH=3 "
+                  "INCOLL_FAULT_DROP=0.05 INCOLL_FAULT_SEED=11",
+                  prog,
+                  "--sizes 1,1024,5000,30000 --dtype float32,int64 "
+                  "--op sum,min --iters 2");
+    hier_down(dir, out);
+    if (rc != 0 || !file_has(out, ": ok"))
+        show_tail(out);
+    CHECK_MSG(rc == 0 && file_has(out, ": ok"), "allreduce_check exited %d",
+              rc);
+    return TEST_PASSED;
+}
+
 /* The hash hier_check prints, or "" when absent. */
 static void hash_of(const char *path, char *buf, size_t len)
 {
