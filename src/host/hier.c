@@ -17,12 +17,12 @@
  *
  * Allreduce. A vector is cut into segments of INCOLL_HIER_SEG bytes. For
  * each, every member but the leader copies its part into its slot of the
- * segment's pipeline buffer; the leader folds its own input and the slots,
- * in the order of the members' ranks (so that every run and every rank get
- * the same bits), runs the leaders' allreduce on it, and publishes the
- * result, which the members copy out. With two pipeline buffers the
- * members copy segment i+1 in while the leader's segment i is in the
- * network.
+ * segment's pipeline buffer (up to INCOLL_HIER_DEPTH segments ahead); the
+ * leader folds its own input and the slots, in the order of the members'
+ * ranks (so that every run and every rank get the same bits), queues the
+ * leaders' allreduce of the segment on their communicator's thread and
+ * goes on with the next segments, and publishes each result, which the
+ * members copy out, once its allreduce is done.
  */
 #include "host/hier.h"
 
