@@ -147,6 +147,15 @@ TEST(hier_node_pipeline_loss, TEST_INTEG)
                      "--op sum,min --iters 2");
 }
 
+/* The pipeline with a host-based algorithm among the leaders (their
+ * requests run the ring in their thread), 2 segments in flight. */
+TEST(hier_node_pipeline_ring, TEST_INTEG)
+{
+    return check_run(8, 4, "INCOLL_HIER_SEG=4096 INCOLL_HIER_DEPTH=2",
+                     "--sizes 1,3000,20000 --dtype float32,int32 "
+                     "--op sum,max --algo ring --iters 2");
+}
+
 /* The hash hier_check prints, or "" when absent. */
 static void hash_of(const char *path, char *buf, size_t len)
 {
