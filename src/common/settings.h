@@ -120,8 +120,13 @@
       "into one leader that alone talks to the fabric; socket: one leader " \
       "per CPU socket (hwloc, from the rank's binding; unbound ranks run " \
       "node); flat: every rank talks to the fabric") \
-    X(HIER_SEG, SIZE, "512K", "4K..1G", "host", \
+    X(HIER_SEG, SIZE, "256K", "4K..1G", "host", \
       "bytes per pipeline segment of the shared-memory level") \
+    X(HIER_DEPTH, INT, "4", "2..64", "host", \
+      "segments in the shared-memory pipeline at a time: a leader keeps up " \
+      "to this many of its leaders' allreduces queued while it folds the " \
+      "next segments and publishes earlier results (the segment holds " \
+      "this many buffers of INCOLL_HIER_SEG bytes per local rank)") \
     X(HIER_SPIN_US, US, "0", "0..1s", "host", \
       "how long a rank polls the shared segment before it blocks in a " \
       "futex; 0 never polls") \

@@ -147,8 +147,8 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
                             incoll_dtype_t dtype, incoll_op_t op, int root,
                             int persistent, incoll_req_h *req_p)
 {
-    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,         count,
-                         dtype, op,   root,    INCOLL_ALGO_AUTO};
+    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,          count,
+                         dtype, op,   root,    INCOLL_ALGO_AUTO, 0};
     if (comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
     if (kind == RQ_ALLREDUCE || kind == RQ_REDUCE ||
@@ -303,7 +303,7 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      incoll_op_t op, incoll_req_h *req_p)
 {
     host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
-                         dtype,        op,   0,       algo};
+                         dtype,        op,   0,       algo,    0};
     incoll_status_t status;
     if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;

@@ -17,17 +17,18 @@
  *
  * Allreduce. A vector is cut into segments of INCOLL_HIER_SEG bytes. For
  * each, every member but the leader copies its part into its slot of the
- * segment's pipeline buffer; the leader folds its own input and the slots,
- * in the order of the members' ranks (so that every run and every rank get
- * the same bits), runs the leaders' allreduce on it, and publishes the
- * result, which the members copy out. With two pipeline buffers the
- * members copy segment i+1 in while the leader's segment i is in the
- * network.
+ * segment's pipeline buffer (up to INCOLL_HIER_DEPTH segments ahead); the
+ * leader folds its own input and the slots, in the order of the members'
+ * ranks (so that every run and every rank get the same bits), queues the
+ * leaders' allreduce of the segment on their communicator's thread and
+ * goes on with the next segments, and publishes each result, which the
+ * members copy out, once its allreduce is done.
  */
 #include "host/hier.h"
 
 #include "host/comm.h"
 #include "host/host.h"
+#include "host/req.h"
 #include "host/shm.h"
 
 #include "common/dtype.h"
@@ -45,6 +46,9 @@
 #ifdef INCOLL_HAVE_HWLOC
 #include <hwloc.h>
 #endif
+
+/* Most pipeline buffers (INCOLL_HIER_DEPTH). */
+#define HIER_MAX_DEPTH 64
 
 typedef enum {
     HIER_SETUP = 0, /* being made: allreduces on comm run flat */
@@ -64,6 +68,7 @@ struct host_hier {
     int lidx;         /* our index among the local members; 0 leads */
     uint32_t seq;     /* segments through the pipeline so far */
     size_t seg;       /* bytes per segment (INCOLL_HIER_SEG), alike on all */
+    int nbuf;         /* pipeline buffers of the segment (INCOLL_HIER_DEPTH) */
     uint32_t *err;    /* in the segment: failed operation's end and status */
     const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
 };
@@ -209,7 +214,7 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
     snprintf(name, sizeof(name), "/incoll-%d-%016" PRIx64 "-%08x",
              (int)leader_pid, host_comm_id(comm), comm->ctx->gen);
     if (h->nlocal > 1 && h->lidx == 0)
-        status = host_shm_create(name, h->nlocal, seg, &h->shm);
+        status = host_shm_create(name, h->nlocal, h->nbuf, seg, &h->shm);
     bad = status != INCOLL_OK;
     status = sum_flags(comm, &bad);
     if (status == INCOLL_OK && bad == 0 && h->nlocal > 1 && h->lidx > 0) {
@@ -232,8 +237,10 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
     }
     /* The leader reduces from its own buffer, so its slots are free: the
      * first holds the end and status of an operation that failed. */
-    if (h->shm)
+    if (h->shm) {
         h->err = host_shm_slot(h->shm, 0, 0);
+        h->nbuf = host_shm_nbuf(h->shm);
+    }
     return INCOLL_OK;
 }
 
@@ -264,6 +271,11 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     h->seg = (size_t)knob_u64("INCOLL_HIER_SEG");
     if (h->seg < 64)
         h->seg = 64;
+    h->nbuf = (int)knob_u64("INCOLL_HIER_DEPTH");
+    if (h->nbuf < 2)
+        h->nbuf = 2;
+    if (h->nbuf > HIER_MAX_DEPTH)
+        h->nbuf = HIER_MAX_DEPTH;
     v = calloc((size_t)comm->size * 2, sizeof(*v));
     if (v == NULL)
         return INCOLL_ERR_NO_MEMORY;
@@ -363,102 +375,198 @@ int host_hier_active(incoll_comm_h comm, incoll_status_t *status_p)
     return h->state == HIER_ACTIVE || h->state == HIER_BROKEN;
 }
 
-/* The leader's side of one allreduce: see the top of the file. */
+/* The bytes of segment s of a vector of count elements. */
+static size_t seg_len(const struct host_hier *h, size_t s, size_t count,
+                      size_t dsize, size_t *off_p)
+{
+    size_t per = h->seg / dsize, off = s * per;
+    *off_p = off * dsize;
+    return (count - off < per ? count - off : per) * dsize;
+}
+
+/* The leader's pipeline of one allreduce (see the top of the file). */
+typedef struct {
+    struct host_hier *h;
+    uint8_t *recv;
+    size_t count, dsize, nseg;
+    size_t pub;                       /* segments published so far */
+    incoll_req_h req[HIER_MAX_DEPTH]; /* segment s: req[s % nbuf] */
+    uint64_t deadline;
+} lead_pipe_t;
+
+/* The leaders' allreduce failed: the members end the whole operation
+ * with its status. */
+static incoll_status_t publish_status(lead_pipe_t *p, incoll_status_t status)
+{
+    struct host_hier *h = p->h;
+    uint32_t end = h->seq + (uint32_t)p->nseg;
+
+    if (h->shm == NULL)
+        return status;
+    h->err[1] = (uint32_t)(int32_t)status;
+    atomic_store((_Atomic uint32_t *)&h->err[0], end);
+    host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
+    return status;
+}
+
+/* Waits for the leaders' allreduce of the oldest unpublished segment and
+ * publishes its result to the members; on its failure the members end
+ * the whole operation with its status. */
+static incoll_status_t publish(lead_pipe_t *p, int net)
+{
+    struct host_hier *h = p->h;
+    size_t s = p->pub, off, len = seg_len(h, s, p->count, p->dsize, &off);
+    uint32_t g = h->seq + (uint32_t)s;
+    incoll_status_t status = INCOLL_OK;
+
+    if (net) {
+        status = incoll_req_wait(p->req[s % (size_t)h->nbuf]);
+        p->req[s % (size_t)h->nbuf] = NULL;
+    }
+    p->pub++;
+    if (h->shm == NULL)
+        return status;
+    if (status != INCOLL_OK)
+        return publish_status(p, status);
+    for (int m = 1; m < h->nlocal; m++) {
+        status = host_shm_wait(h->shm, HOST_SHM_CONSUMED, m,
+                               g + 1 - (uint32_t)h->nbuf, p->deadline);
+        if (status != INCOLL_OK)
+            return status;
+    }
+    memcpy(host_shm_result(h->shm, (int)(g % (uint32_t)h->nbuf)), p->recv + off,
+           len);
+    host_shm_set(h->shm, HOST_SHM_DONE, 0, g + 1);
+    return INCOLL_OK;
+}
+
+/* The leader's side of one allreduce. For each segment it waits for the
+ * members' parts, folds them in rank order into recv and queues the
+ * leaders' allreduce of it on their communicator's thread; up to nbuf
+ * segments are queued at a time, and each result goes to the members as
+ * soon as the leader is not waiting for them. The library lock is given
+ * up meanwhile, so that the thread runs the network part while this one
+ * folds and copies. */
 static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
                             incoll_algo_t algo, const uint8_t *send,
                             uint8_t *recv, size_t count, incoll_dtype_t dtype,
                             incoll_op_t op, uint64_t deadline)
 {
-    size_t dsize = incoll_dtype_size(dtype);
-    size_t per = h->seg / dsize;
-    size_t nseg = (count + per - 1) / per;
     const void *src[HOST_SHM_MAX_LOCAL];
-    incoll_status_t status;
+    int net = h->leaders && h->leaders->size > 1;
+    lead_pipe_t p = {.h = h,
+                     .recv = recv,
+                     .count = count,
+                     .dsize = incoll_dtype_size(dtype),
+                     .deadline = deadline};
+    incoll_status_t status = INCOLL_OK;
+    size_t nbuf = (size_t)h->nbuf;
+    int depth, inline_net;
 
-    (void)comm;
-    for (size_t s = 0; s < nseg; s++) {
+    p.nseg = (count + h->seg / p.dsize - 1) / (h->seg / p.dsize);
+    /* One segment has nothing to overlap: the leaders' allreduce runs
+     * here, without a hand-over to their thread. */
+    inline_net = p.nseg <= 1;
+    depth = inline_net ? 0 : host_unlock_all(comm->ctx);
+    for (size_t s = 0; s < p.nseg && status == INCOLL_OK; s++) {
         uint32_t g = h->seq + (uint32_t)s;
-        int b = (int)(g % HOST_SHM_NBUF);
-        size_t off = s * per, n = count - off < per ? count - off : per;
+        size_t off, len = seg_len(h, s, count, p.dsize, &off);
 
-        src[0] = send + off * dsize;
-        for (int m = 1; m < h->nlocal; m++) {
+        /* The members post segment s once segment s - nbuf is out (its
+         * slots are then free); later ones go out when they are done. */
+        while (
+            status == INCOLL_OK && p.pub < s &&
+            (p.pub + nbuf <= s || !net || host_req_done(p.req[p.pub % nbuf])))
+            status = publish(&p, net);
+        src[0] = send + off;
+        for (int m = 1; m < h->nlocal && status == INCOLL_OK; m++) {
             status = host_shm_wait(h->shm, HOST_SHM_POSTED, m, g + 1, deadline);
-            if (status != INCOLL_OK)
-                return status;
-            src[m] = host_shm_slot(h->shm, b, m);
+            src[m] = host_shm_slot(h->shm, (int)(g % (uint32_t)nbuf), m);
         }
+        if (status != INCOLL_OK)
+            break;
         /* Alone on the host, in place: nothing to fold. */
-        if (h->nlocal > 1 || src[0] != recv + off * dsize)
-            reduce_n(op, dtype, recv + off * dsize, src, h->nlocal, n);
-        if (h->leaders && h->leaders->size > 1) {
-            status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
-                                           recv + off * dsize, n, dtype, op);
-            if (status != INCOLL_OK && h->shm != NULL) {
-                /* The members end this operation with our status. */
-                uint32_t end = h->seq + (uint32_t)nseg;
-                h->err[1] = (uint32_t)(int32_t)status;
-                atomic_store((_Atomic uint32_t *)&h->err[0], end);
-                host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
-            }
+        if (h->nlocal > 1 || src[0] != recv + off)
+            reduce_n(op, dtype, recv + off, src, h->nlocal, len / p.dsize);
+        if (net && inline_net) {
+            status =
+                incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
+                                      recv + off, len / p.dsize, dtype, op);
+            net = 0; /* publish() has no request to wait for */
             if (status != INCOLL_OK)
-                return status;
-        }
-        if (h->shm == NULL)
-            continue;
-        for (int m = 1; m < h->nlocal; m++) {
-            status = host_shm_wait(h->shm, HOST_SHM_CONSUMED, m,
-                                   g + 1 - HOST_SHM_NBUF, deadline);
+                (void)publish_status(&p, status);
+        } else if (net) {
+            host_req_args_t a = {RQ_ALLREDUCE,
+                                 h->leaders,
+                                 INCOLL_IN_PLACE,
+                                 recv + off,
+                                 len / p.dsize,
+                                 dtype,
+                                 op,
+                                 0,
+                                 algo,
+                                 1};
+            status = host_req_post(&a, 0, &p.req[s % nbuf]);
             if (status != INCOLL_OK)
-                return status;
+                p.req[s % nbuf] = NULL;
         }
-        memcpy(host_shm_result(h->shm, b), recv + off * dsize, n * dsize);
-        host_shm_set(h->shm, HOST_SHM_DONE, 0, g + 1);
     }
-    return INCOLL_OK;
+    while (status == INCOLL_OK && p.pub < p.nseg)
+        status = publish(&p, net);
+    /* After a failure: the queued allreduces still write into recv. */
+    for (size_t s = p.pub; s < p.nseg; s++) {
+        if (p.req[s % nbuf] != NULL)
+            (void)incoll_req_wait(p.req[s % nbuf]);
+        p.req[s % nbuf] = NULL;
+    }
+    if (status != INCOLL_OK && h->shm != NULL &&
+        atomic_load((_Atomic uint32_t *)&h->err[0]) !=
+            h->seq + (uint32_t)p.nseg)
+        host_shm_abort(h->shm, status);
+    host_relock(comm->ctx, depth);
+    return status;
 }
 
-/* A member's side of one allreduce. */
+/* A member's side of one allreduce: it posts its parts up to nbuf
+ * segments ahead of the result it waits for. */
 static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                               uint8_t *recv, size_t count, incoll_dtype_t dtype,
                               uint64_t deadline)
 {
     size_t dsize = incoll_dtype_size(dtype);
-    size_t per = h->seg / dsize;
-    size_t nseg = (count + per - 1) / per;
+    size_t nseg = (count + h->seg / dsize - 1) / (h->seg / dsize);
+    size_t nbuf = (size_t)h->nbuf, next = 0;
     uint32_t end = h->seq + (uint32_t)nseg;
     incoll_status_t status;
 
-    for (size_t s = 0; s <= nseg; s++) {
-        if (s < nseg) {
-            uint32_t g = h->seq + (uint32_t)s;
-            int b = (int)(g % HOST_SHM_NBUF);
-            size_t off = s * per, n = count - off < per ? count - off : per;
-            /* Our slot of buffer b is free once the leader read it for
-             * segment g - NBUF, which it did before publishing that. */
+    for (size_t s = 0; s < nseg; s++) {
+        uint32_t g = h->seq + (uint32_t)s;
+        size_t off, len;
+
+        for (; next < nseg && next < s + nbuf; next++) {
+            uint32_t gn = h->seq + (uint32_t)next;
+            len = seg_len(h, next, count, dsize, &off);
+            /* Our slot of its buffer is free once the leader published
+             * segment next - nbuf, which it read before. */
             status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
-                                   g + 1 - HOST_SHM_NBUF, deadline);
+                                   gn + 1 - (uint32_t)nbuf, deadline);
             if (status != INCOLL_OK)
                 return status;
-            memcpy(host_shm_slot(h->shm, b, h->lidx), send + off * dsize,
-                   n * dsize);
-            host_shm_set(h->shm, HOST_SHM_POSTED, h->lidx, g + 1);
+            memcpy(host_shm_slot(h->shm, (int)(gn % (uint32_t)nbuf), h->lidx),
+                   send + off, len);
+            host_shm_set(h->shm, HOST_SHM_POSTED, h->lidx, gn + 1);
         }
-        if (s >= 1) {
-            uint32_t g = h->seq + (uint32_t)s - 1;
-            int b = (int)(g % HOST_SHM_NBUF);
-            size_t off = (s - 1) * per,
-                   n = count - off < per ? count - off : per;
-            status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
-            if (status != INCOLL_OK)
-                return status;
-            if (atomic_load((_Atomic uint32_t *)&h->err[0]) == end) {
-                host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, end);
-                return (incoll_status_t)(int32_t)h->err[1];
-            }
-            memcpy(recv + off * dsize, host_shm_result(h->shm, b), n * dsize);
-            host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, g + 1);
+        len = seg_len(h, s, count, dsize, &off);
+        status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
+        if (status != INCOLL_OK)
+            return status;
+        if (atomic_load((_Atomic uint32_t *)&h->err[0]) == end) {
+            host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, end);
+            return (incoll_status_t)(int32_t)h->err[1];
         }
+        memcpy(recv + off, host_shm_result(h->shm, (int)(g % (uint32_t)nbuf)),
+               len);
+        host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, g + 1);
     }
     return INCOLL_OK;
 }

@@ -76,6 +76,7 @@ struct incoll_req {
     int root;
     incoll_algo_t algo;
     int persistent;
+    int threaded; /* host_req_args_t.threaded */
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
     int detached; /* freed by the caller before completion */
@@ -183,6 +184,29 @@ void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
     s->hook_release = release;
     s->hook_reacquire = reacquire;
     s->hook_arg = arg;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int host_unlock_all(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    int depth = 0;
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    if (held_by_me(s))
+        depth = release_for_wait(s);
+    pthread_mutex_unlock(&s->mu);
+    return depth;
+}
+
+void host_relock(incoll_ctx_h ctx, int depth)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    if (s == NULL || depth == 0)
+        return;
+    pthread_mutex_lock(&s->mu);
+    reacquire_after_wait(s, depth);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -515,7 +539,8 @@ static void advance(incoll_comm_h comm)
     while (q && q->head) {
         incoll_req_h r = q->head;
         if (r->state == ST_QUEUED) {
-            if (!comm->ctx->sync->progress_thread && fast_ok(r)) {
+            if (!comm->ctx->sync->progress_thread && !r->threaded &&
+                fast_ok(r)) {
                 fast_start(r);
             } else {
                 r->state = ST_THREAD;
@@ -718,6 +743,7 @@ incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
     r->algo =
         (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
     r->persistent = persistent;
+    r->threaded = a->threaded;
     r->done = 1; /* an inactive persistent request */
     host_enter(a->comm->ctx, NULL);
     if (!persistent)

@@ -116,6 +116,8 @@ typedef struct {
     int root;
     incoll_algo_t algo; /* allreduce: INCOLL_ALGO_AUTO unless a benchmark
                            asks for one */
+    int threaded;       /* 1: runs in the communicator's thread, never on
+                           the caller's (the caller blocks elsewhere) */
 } host_req_args_t;
 
 /* incoll_iallreduce with a chosen algorithm (benchmarks). */
@@ -123,6 +125,12 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      const void *sendbuf, void *recvbuf,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op, incoll_req_h *req_p);
+
+/* Gives the library lock up whole (and the outer lock of
+ * host_sync_hooks) while the calling thread blocks outside the library;
+ * returns the depth that host_relock() takes it back with. */
+int host_unlock_all(incoll_ctx_h ctx);
+void host_relock(incoll_ctx_h ctx, int depth);
 
 /* Makes a request for a (persistent: inactive, for incoll_req_start;
  * else started). */

@@ -28,15 +28,18 @@
  * checked at least this often. */
 #define SHM_SLICE_NS 50000000ull
 
-/* One counter on a cache line of its own. */
+/* One counter on a cache line of its own, with the number of members
+ * asleep on it: a store wakes (a system call) only when someone sleeps. */
 typedef struct {
     _Atomic uint32_t v;
-    char pad[60];
+    _Atomic uint32_t sleepers;
+    char pad[56];
 } shm_line_t;
 
 typedef struct {
     uint32_t magic;
     uint32_t nlocal;
+    uint32_t nbuf; /* pipeline buffers */
     uint64_t slot_bytes;
     uint64_t total; /* bytes of the whole mapping */
     _Atomic int32_t abort_status;
@@ -90,8 +93,8 @@ static host_shm_t *shm_wrap(void *map, size_t len, int idx)
     return shm;
 }
 
-incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
-                                host_shm_t **shm_p)
+incoll_status_t host_shm_create(const char *name, int nlocal, int nbuf,
+                                size_t slot_bytes, host_shm_t **shm_p)
 {
     size_t len;
     pthread_mutexattr_t ma;
@@ -105,8 +108,10 @@ incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
                      nlocal, HOST_SHM_MAX_LOCAL);
         return INCOLL_ERR_UNSUPPORTED;
     }
-    len = data_off() + (size_t)HOST_SHM_NBUF * (size_t)(nlocal + 1) *
-                           slot_stride(slot_bytes);
+    if (nbuf < 2)
+        nbuf = 2;
+    len = data_off() +
+          (size_t)nbuf * (size_t)(nlocal + 1) * slot_stride(slot_bytes);
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
         incoll_error("hier: shm_open %s: %s", name, strerror(errno));
@@ -129,6 +134,7 @@ incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
     }
     hdr = map;
     hdr->nlocal = (uint32_t)nlocal;
+    hdr->nbuf = (uint32_t)nbuf;
     hdr->slot_bytes = slot_bytes;
     hdr->total = len;
     pthread_mutexattr_init(&ma);
@@ -231,23 +237,31 @@ int host_shm_nlocal(const host_shm_t *shm)
     return (int)shm->hdr->nlocal;
 }
 
-static _Atomic uint32_t *ctr_of(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
+int host_shm_nbuf(const host_shm_t *shm)
+{
+    return (int)shm->hdr->nbuf;
+}
+
+static shm_line_t *ctr_of(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
 {
     switch (ctr) {
     case HOST_SHM_POSTED:
-        return &shm->hdr->posted[idx].v;
+        return &shm->hdr->posted[idx];
     case HOST_SHM_CONSUMED:
-        return &shm->hdr->consumed[idx].v;
+        return &shm->hdr->consumed[idx];
     default:
-        return &shm->hdr->done.v;
+        return &shm->hdr->done;
     }
 }
 
 void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v)
 {
-    _Atomic uint32_t *c = ctr_of(shm, ctr, idx);
-    atomic_store_explicit(c, v, memory_order_release);
-    futex(c, FUTEX_WAKE, INT_MAX, NULL);
+    shm_line_t *c = ctr_of(shm, ctr, idx);
+    /* Both sequentially consistent: either the sleeper sees v before it
+     * sleeps, or we see it counted and wake it. */
+    atomic_store(&c->v, v);
+    if (atomic_load(&c->sleepers) != 0)
+        futex(&c->v, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void host_shm_abort(host_shm_t *shm, incoll_status_t status)
@@ -297,7 +311,8 @@ static int member_alive(host_shm_t *shm, int idx)
 incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
                               uint32_t v, uint64_t deadline_ns)
 {
-    _Atomic uint32_t *c = ctr_of(shm, ctr, idx);
+    shm_line_t *line = ctr_of(shm, ctr, idx);
+    _Atomic uint32_t *c = &line->v;
     int owner = ctr == HOST_SHM_DONE ? 0 : idx;
     uint64_t spin_until = shm->spin_ns ? host_now_ns() + shm->spin_ns : 0;
 
@@ -333,6 +348,9 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
             deadline_ns - now < SHM_SLICE_NS ? deadline_ns - now : SHM_SLICE_NS;
         ts.tv_sec = (time_t)(wait / 1000000000ull);
         ts.tv_nsec = (long)(wait % 1000000000ull);
-        futex(c, FUTEX_WAIT, cur, &ts);
+        atomic_fetch_add(&line->sleepers, 1);
+        if (atomic_load(c) == cur)
+            futex(c, FUTEX_WAIT, cur, &ts);
+        atomic_fetch_sub(&line->sleepers, 1);
     }
 }

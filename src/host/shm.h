@@ -27,20 +27,17 @@
 
 /* Most members of one segment (ranks of a communicator on one host). */
 #define HOST_SHM_MAX_LOCAL 256
-/* Pipeline depth: segments of a vector in flight between the members and
- * the leader. */
-#define HOST_SHM_NBUF 2
 
 typedef struct host_shm host_shm_t;
 
 /*
- * Makes the segment named name (O_EXCL) for nlocal members with data
- * slots of slot_bytes, maps it and attaches as member 0. The caller owns
- * the result and frees it with host_shm_detach(); the name stays until
- * host_shm_unlink().
+ * Makes the segment named name (O_EXCL) for nlocal members with nbuf
+ * pipeline buffers (at least 2) of data slots of slot_bytes, maps it and
+ * attaches as member 0. The caller owns the result and frees it with
+ * host_shm_detach(); the name stays until host_shm_unlink().
  */
-incoll_status_t host_shm_create(const char *name, int nlocal, size_t slot_bytes,
-                                host_shm_t **shm_p);
+incoll_status_t host_shm_create(const char *name, int nlocal, int nbuf,
+                                size_t slot_bytes, host_shm_t **shm_p);
 
 /* Maps the segment name made by the leader and attaches as member idx
  * (1..nlocal-1). */
@@ -58,6 +55,9 @@ void *host_shm_slot(host_shm_t *shm, int buf, int idx);
 void *host_shm_result(host_shm_t *shm, int buf);
 size_t host_shm_slot_bytes(const host_shm_t *shm);
 int host_shm_nlocal(const host_shm_t *shm);
+/* Pipeline buffers (segments in flight between the members and the
+ * leader), as the leader made them. */
+int host_shm_nbuf(const host_shm_t *shm);
 
 /* The counters: posted[idx] (segments member idx wrote into its slots),
  * consumed[idx] (results it copied out), done (results the leader
