@@ -3742,3 +3742,78 @@ TEST(core_loss_burst_exactly_once, TEST_UNIT)
     world_free(&w);
     return TEST_PASSED;
 }
+
+/* Sums of the hosts' engine counters. */
+static host_engine_counters_t hosts_ctr(world_t *w)
+{
+    host_engine_counters_t t = {0};
+    for (int r = 0; r < w->n; r++) {
+        const host_engine_counters_t *c =
+            host_engine_counters(memnet_host(w->net, w->g, r));
+        t.packets_sent += c->packets_sent;
+        t.segments += c->segments;
+        t.retransmits += c->retransmits;
+        t.fast_retransmits += c->fast_retransmits;
+        t.probes += c->probes;
+        t.recovered += c->recovered;
+        t.spurious += c->spurious;
+    }
+    return t;
+}
+
+/*
+ * A sweep of sizes over rate-limited links, as the emulated fabric's tbf
+ * (100 Mbit/s, 1 ms of tokens) and nothing lost: the small operations
+ * pass in the bucket, so the engine learns a round trip of microseconds;
+ * a larger one queues its window behind the link, and its results come
+ * one packet time (655 us) apart, longer than the timeout learnt on the
+ * small ones. Those results are late, not lost: the engine must not
+ * resend the window again and again (every segment sent several times
+ * and no round trip ever learnt from them, Karn), but learn the longer
+ * round trip and send the operations' packets about once.
+ */
+TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
+{
+    memnet_cfg_t net = {.seed = 3,
+                        .delay_ns = 20 * US,
+                        .jitter_ns = 5 * US,
+                        .link_rate = 12500000,
+                        .link_burst = 12500};
+    memnet_group_cfg_t g = group_cfg(64, 8192);
+    const size_t big = 65536 / 8;
+    world_t w;
+    agg_counters_t base[MEMNET_MAX_ANS];
+    host_engine_counters_t c0, c1;
+    uint64_t sent, segs;
+
+    CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+    fill_onehot(&w, big);
+    for (int k = 0; k < 50; k++) {
+        CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+        CHECK(memnet_drain(w.net, SEC) == 0);
+    }
+    c0 = hosts_ctr(&w);
+    CHECK(c0.retransmits == 0);
+    for (size_t n = big / 4; n <= big; n *= 2) {
+        for (int k = 0; k < 20; k++) {
+            snapshot_ans(&w, base);
+            CHECK(world_op(&w, n, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+            CHECK(check_onehot(&w, n) == 0);
+            CHECK(memnet_drain(w.net, 10 * SEC) == 0);
+            CHECK(check_an_exactly_once(
+                      &w, base, nsegs(n, INCOLL_UINT64, g.max_payload)) == 0);
+        }
+    }
+    c1 = hosts_ctr(&w);
+    sent = c1.packets_sent - c0.packets_sent;
+    segs = c1.segments - c0.segments;
+    CHECK_MSG(sent * 10 <= segs * 11,
+              "%" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
+              " on a timeout (%" PRIu64 " of them spurious), %" PRIu64
+              " fast, %" PRIu64 " probes",
+              sent, segs, c1.retransmits - c0.retransmits,
+              c1.spurious - c0.spurious,
+              c1.fast_retransmits - c0.fast_retransmits, c1.probes - c0.probes);
+    world_free(&w);
+    return TEST_PASSED;
+}

@@ -59,6 +59,8 @@ typedef struct {
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
     uint64_t recovered;        /* results of segments sent more than once */
     uint64_t probes;           /* tail probes (their resends count as fast) */
+    uint64_t spurious; /* timeouts undone: the first transmission's result
+                          came (also in recovered) */
     uint64_t results;
     uint64_t duplicate_results;
     uint64_t dropped; /* malformed or foreign packets */
