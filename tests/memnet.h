@@ -121,6 +121,7 @@ typedef struct {
     int max_retries;
     uint64_t progress_timeout_ns;
     uint32_t stream_window; /* stream slots a lock asks for (0: none) */
+    uint32_t pace;          /* host_engine_params_t.pace */
 } memnet_group_cfg_t;
 
 typedef struct {

@@ -3817,3 +3817,73 @@ TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
     world_free(&w);
     return TEST_PASSED;
 }
+
+/*
+ * Pacing (host_engine_params_t.pace) over links shaped as the emulated
+ * fabric's (100 Mbit/s, 1 ms of tokens): a window of 64 segments of 8 KiB
+ * would keep a 42 ms queue in each host's link; the delay-based window
+ * sets itself to what the path holds plus a few queued segments, and the
+ * operations stay right and exactly once, their packets sent about once.
+ * Without pace the window stays the configured one.
+ */
+TEST(core_pace_short_queue, TEST_UNIT)
+{
+    memnet_cfg_t net = {.seed = 5,
+                        .delay_ns = 20 * US,
+                        .jitter_ns = 5 * US,
+                        .link_rate = 12500000,
+                        .link_burst = 12500};
+    const size_t big = (1u << 20) / 8;
+    for (int pace = 0; pace <= 4; pace += 4) {
+        memnet_group_cfg_t g = group_cfg(64, 8192);
+        world_t w;
+        agg_counters_t base[MEMNET_MAX_ANS];
+        host_engine_counters_t c0 = {0}, c1;
+        uint64_t cuts = 0;
+
+        g.pace = (uint32_t)pace;
+        CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+        fill_onehot(&w, big);
+        for (int k = 0; k < 10; k++) {
+            CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+            CHECK(memnet_drain(w.net, SEC) == 0);
+        }
+        for (int k = 0; k < 7; k++) {
+            if (k == 3)
+                c0 = hosts_ctr(&w);
+            snapshot_ans(&w, base);
+            CHECK(world_op(&w, big, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) ==
+                  0);
+            CHECK(check_onehot(&w, big) == 0);
+            CHECK(memnet_drain(w.net, 10 * SEC) == 0);
+            CHECK(check_an_exactly_once(
+                      &w, base, nsegs(big, INCOLL_UINT64, g.max_payload)) == 0);
+        }
+        c1 = hosts_ctr(&w);
+        CHECK_MSG(
+            !pace || (c1.packets_sent - c0.packets_sent) * 10 <=
+                         (c1.segments - c0.segments) * 11,
+            "pace %d: %" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
+            " on a timeout (%" PRIu64 " spurious), %" PRIu64 " fast, %" PRIu64
+            " probes",
+            pace, c1.packets_sent - c0.packets_sent, c1.segments - c0.segments,
+            c1.retransmits - c0.retransmits, c1.spurious - c0.spurious,
+            c1.fast_retransmits - c0.fast_retransmits, c1.probes - c0.probes);
+        for (int r = 0; r < w.n; r++) {
+            const host_engine_t *e = memnet_host(w.net, w.g, r);
+            uint32_t win = host_engine_window(e);
+            cuts += host_engine_counters(e)->window_cuts;
+            if (pace)
+                CHECK_MSG(win >= 2 && win <= 16, "rank %d window %u", r,
+                          (unsigned)win);
+            else
+                CHECK_EQ_INT((int)win, 64);
+        }
+        if (pace)
+            CHECK(cuts > 0);
+        else
+            CHECK(cuts == 0);
+        world_free(&w);
+    }
+    return TEST_PASSED;
+}

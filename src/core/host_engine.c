@@ -101,6 +101,9 @@ struct host_engine {
     int64_t sgap, gapvar;
     uint64_t last_result_ns;
     int probes; /* tail probes since the last result */
+    /* Pacing (params.pace): the window in 1/256 segments, kept across
+     * operations. */
+    uint32_t cwnd;
     host_engine_counters_t ctr;
 };
 
@@ -125,6 +128,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     eng->p = *params;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
+    eng->cwnd = eng->p.window * 256u;
     eng->win = calloc(params->slots, sizeof(*eng->win));
     eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
     /* Stream slots are numbered after the slots, in 16 bits. */
@@ -262,11 +266,20 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
 }
 
+/* The segments that may be in flight now (see pace_sample). */
+static uint64_t window_now(const host_engine_t *eng)
+{
+    uint64_t w = eng->owin;
+    if (eng->p.pace != 0 && !eng->stream && eng->cwnd / 256u < w)
+        w = eng->cwnd / 256u;
+    return w;
+}
+
 /* Sends every segment the window allows. */
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
-    while (eng->next_send < eng->nseg &&
-           eng->next_send < eng->low + eng->owin) {
+    uint64_t w = window_now(eng);
+    while (eng->next_send < eng->nseg && eng->next_send < eng->low + w) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->ow[seq % eng->on];
         s->seq = seq;
@@ -578,6 +591,13 @@ incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns)
     return ctl_start(eng, WIRE_UNLOCK, now_ns);
 }
 
+uint32_t host_engine_window(const host_engine_t *eng)
+{
+    if (eng->p.pace != 0 && eng->cwnd / 256u < eng->p.window)
+        return eng->cwnd / 256u;
+    return eng->p.window;
+}
+
 uint32_t host_engine_stream_window(const host_engine_t *eng,
                                    uint32_t *ops_left_p, unsigned *why_p)
 {
@@ -664,6 +684,42 @@ static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
     eng->ctl_retries++;
     eng->ctr.retransmits++;
     ctl_send(eng, now_ns);
+}
+
+/*
+ * Pacing, delay-based as TCP Vegas: a result's round trip rtt against the
+ * path's without queueing (path_rtt) tells how many of the inflight
+ * segments wait in a queue, q = inflight (rtt - base) / rtt. A window
+ * larger than the path holds only lengthens the queue in front of the
+ * slowest link (a 100 Mbit/s link queues 64 segments of 8 KiB for 42 ms),
+ * and a resend waits behind it, and the timer learns its round trip. So
+ * while q < pace the window grows (by one segment per result while
+ * q < pace / 2, as a slow start, else by one per window); when q > 2 pace
+ * it is set to what the path holds without queueing plus pace. At least 2,
+ * at most params.window; kept across operations.
+ */
+static void pace_sample(host_engine_t *eng, uint64_t rtt, uint64_t inflight)
+{
+    uint64_t base = path_rtt(eng), q, w = eng->cwnd, max = eng->p.window * 256u;
+    if (eng->p.pace == 0 || eng->stream || base == 0 || rtt == 0)
+        return;
+    q = rtt > base ? inflight * (rtt - base) / rtt : 0;
+    if (2 * q < eng->p.pace)
+        w += 256;
+    else if (q < eng->p.pace)
+        w += 65536 / (w ? w : 1);
+    else if (q > 2u * eng->p.pace) {
+        uint64_t t = (inflight * base / rtt + eng->p.pace) * 256;
+        if (t < w) {
+            w = t;
+            eng->ctr.window_cuts++;
+        }
+    }
+    if (w < 512)
+        w = 512;
+    if (w > max)
+        w = max;
+    eng->cwnd = (uint32_t)w;
 }
 
 /*
@@ -798,6 +854,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
             rto_smooth(&eng->sgap, &eng->gapvar, gap);
         if (eng->min_rtt == 0 || rtt < eng->min_rtt)
             eng->min_rtt = rtt ? rtt : 1;
+        pace_sample(eng, rtt, eng->next_send - eng->low);
     } else if (now_ns >= s->first_ns) {
         /* Which transmission this answers is not known (Karn), unless it
          * came sooner after the only resend than any round trip: then
