@@ -75,6 +75,7 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
+    int twice;               /* every packet goes twice (copy_bytes) */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -201,7 +202,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
                             (idx + 1 == eng->nseg ? WIRE_F_LAST : 0) |
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
-                            (eng->send_data ? 0 : WIRE_F_NODATA)),
+                            (eng->send_data ? 0 : WIRE_F_NODATA) |
+                            (eng->twice ? WIRE_F_TWICE : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
@@ -264,6 +266,17 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
     eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+    if (eng->twice) {
+        /* A small operation goes twice (params.copy_bytes): one loss then
+         * costs nothing. The AN drops the copy when it has the first. */
+        h.flags |= WIRE_F_COPY;
+        wire_pack(&h, hdr);
+        wire_mac_seal(&eng->p.key, hdr, data, len);
+        eng->ctr.packets_sent++;
+        eng->ctr.copies++;
+        eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
+        eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+    }
 }
 
 /* The segments that may be in flight now (see pace_sample). */
@@ -371,6 +384,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->dtype = dtype;
     eng->op = op;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
+    eng->twice = count * eng->dsize <= eng->p.copy_bytes;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
      * stream slot a lock's epochs allow: then it takes the slots, on
@@ -737,9 +751,9 @@ static void pace_sample(host_engine_t *eng, uint64_t rtt, uint64_t inflight)
 static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
 {
     seg_t *s;
-    if (eng->ow == NULL || h->slot < eng->obase ||
+    if (eng->ow == NULL || (h->flags & WIRE_F_COPY) || h->slot < eng->obase ||
         h->slot - eng->obase >= eng->on)
-        return 0;
+        return 0; /* (the AN's second copy is no answer of its own) */
     s = &eng->ow[h->slot - eng->obase];
     if (s->state != SEG_DONE || s->amb_rtt == 0 ||
         (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch)

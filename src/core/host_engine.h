@@ -46,6 +46,9 @@ typedef struct {
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     uint32_t stream_window;       /* stream slots a lock asks for; 0: the
                                      engine never locks */
+    uint32_t copy_bytes;          /* operations of at most this many bytes send
+                                     every packet twice, and so do the ANs for
+                                     them (WIRE_F_TWICE); 0: never */
     uint32_t pace; /* segments the window may keep queued on the path
                       (delay-based window, see host_engine.c); 0: the
                       window is always `window` */
@@ -62,6 +65,8 @@ typedef struct {
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
     uint64_t recovered;        /* results of segments sent more than once */
     uint64_t probes;           /* tail probes (their resends count as fast) */
+    uint64_t copies;           /* second copies of small operations' packets
+                                  (in packets_sent; params.copy_bytes) */
     uint64_t window_cuts;      /* pacing: the window set down to the path's
                                   measured capacity (params.pace) */
     uint64_t spurious; /* timeouts undone: the first transmission's result
