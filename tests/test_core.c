@@ -3761,6 +3761,47 @@ static host_engine_counters_t hosts_ctr(world_t *w)
     return t;
 }
 
+/* Links shaped as the emulated fabric's tbf: 100 Mbit/s, 1 ms of tokens. */
+static memnet_cfg_t shaped_net(uint64_t seed)
+{
+    memnet_cfg_t net = {.seed = seed,
+                        .delay_ns = 20 * US,
+                        .jitter_ns = 5 * US,
+                        .link_rate = 12500000,
+                        .link_burst = 12500};
+    return net;
+}
+
+/* One allreduce of n one-hot elements: right, drained, exactly once. */
+static int shaped_op(world_t *w, size_t n, uint32_t payload)
+{
+    agg_counters_t base[MEMNET_MAX_ANS];
+    snapshot_ans(w, base);
+    CHECK(world_op(w, n, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+    CHECK(check_onehot(w, n) == 0);
+    CHECK(memnet_drain(w->net, 10 * SEC) == 0);
+    CHECK(check_an_exactly_once(w, base, nsegs(n, INCOLL_UINT64, payload)) ==
+          0);
+    return TEST_PASSED;
+}
+
+/* The hosts sent the segments between counters c0 and c1 about once. */
+static int sent_about_once(const host_engine_counters_t *c0,
+                           const host_engine_counters_t *c1)
+{
+    uint64_t sent = c1->packets_sent - c0->packets_sent,
+             segs = c1->segments - c0->segments;
+    CHECK_MSG(sent * 10 <= segs * 11,
+              "%" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
+              " on a timeout (%" PRIu64 " of them spurious), %" PRIu64
+              " fast, %" PRIu64 " probes",
+              sent, segs, c1->retransmits - c0->retransmits,
+              c1->spurious - c0->spurious,
+              c1->fast_retransmits - c0->fast_retransmits,
+              c1->probes - c0->probes);
+    return TEST_PASSED;
+}
+
 /*
  * A sweep of sizes over rate-limited links, as the emulated fabric's tbf
  * (100 Mbit/s, 1 ms of tokens) and nothing lost: the small operations
@@ -3774,17 +3815,11 @@ static host_engine_counters_t hosts_ctr(world_t *w)
  */
 TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
 {
-    memnet_cfg_t net = {.seed = 3,
-                        .delay_ns = 20 * US,
-                        .jitter_ns = 5 * US,
-                        .link_rate = 12500000,
-                        .link_burst = 12500};
+    memnet_cfg_t net = shaped_net(3);
     memnet_group_cfg_t g = group_cfg(64, 8192);
     const size_t big = 65536 / 8;
     world_t w;
-    agg_counters_t base[MEMNET_MAX_ANS];
     host_engine_counters_t c0, c1;
-    uint64_t sent, segs;
 
     CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
     fill_onehot(&w, big);
@@ -3795,25 +3830,11 @@ TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
     c0 = hosts_ctr(&w);
     CHECK(c0.retransmits == 0);
     for (size_t n = big / 4; n <= big; n *= 2) {
-        for (int k = 0; k < 20; k++) {
-            snapshot_ans(&w, base);
-            CHECK(world_op(&w, n, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
-            CHECK(check_onehot(&w, n) == 0);
-            CHECK(memnet_drain(w.net, 10 * SEC) == 0);
-            CHECK(check_an_exactly_once(
-                      &w, base, nsegs(n, INCOLL_UINT64, g.max_payload)) == 0);
-        }
+        for (int k = 0; k < 20; k++)
+            CHECK(shaped_op(&w, n, g.max_payload) == TEST_PASSED);
     }
     c1 = hosts_ctr(&w);
-    sent = c1.packets_sent - c0.packets_sent;
-    segs = c1.segments - c0.segments;
-    CHECK_MSG(sent * 10 <= segs * 11,
-              "%" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
-              " on a timeout (%" PRIu64 " of them spurious), %" PRIu64
-              " fast, %" PRIu64 " probes",
-              sent, segs, c1.retransmits - c0.retransmits,
-              c1.spurious - c0.spurious,
-              c1.fast_retransmits - c0.fast_retransmits, c1.probes - c0.probes);
+    CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
     world_free(&w);
     return TEST_PASSED;
 }
@@ -3828,16 +3849,11 @@ TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
  */
 TEST(core_pace_short_queue, TEST_UNIT)
 {
-    memnet_cfg_t net = {.seed = 5,
-                        .delay_ns = 20 * US,
-                        .jitter_ns = 5 * US,
-                        .link_rate = 12500000,
-                        .link_burst = 12500};
+    memnet_cfg_t net = shaped_net(5);
     const size_t big = (1u << 20) / 8;
     for (int pace = 0; pace <= 4; pace += 4) {
         memnet_group_cfg_t g = group_cfg(64, 8192);
         world_t w;
-        agg_counters_t base[MEMNET_MAX_ANS];
         host_engine_counters_t c0 = {0}, c1;
         uint64_t cuts = 0;
 
@@ -3848,27 +3864,16 @@ TEST(core_pace_short_queue, TEST_UNIT)
             CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
             CHECK(memnet_drain(w.net, SEC) == 0);
         }
+        /* The first operations learn the queued round trip (see
+         * core_rto_learns_queued_round_trip); then count. */
         for (int k = 0; k < 7; k++) {
             if (k == 3)
                 c0 = hosts_ctr(&w);
-            snapshot_ans(&w, base);
-            CHECK(world_op(&w, big, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) ==
-                  0);
-            CHECK(check_onehot(&w, big) == 0);
-            CHECK(memnet_drain(w.net, 10 * SEC) == 0);
-            CHECK(check_an_exactly_once(
-                      &w, base, nsegs(big, INCOLL_UINT64, g.max_payload)) == 0);
+            CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
         }
         c1 = hosts_ctr(&w);
-        CHECK_MSG(
-            !pace || (c1.packets_sent - c0.packets_sent) * 10 <=
-                         (c1.segments - c0.segments) * 11,
-            "pace %d: %" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
-            " on a timeout (%" PRIu64 " spurious), %" PRIu64 " fast, %" PRIu64
-            " probes",
-            pace, c1.packets_sent - c0.packets_sent, c1.segments - c0.segments,
-            c1.retransmits - c0.retransmits, c1.spurious - c0.spurious,
-            c1.fast_retransmits - c0.fast_retransmits, c1.probes - c0.probes);
+        if (pace)
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
         for (int r = 0; r < w.n; r++) {
             const host_engine_t *e = memnet_host(w.net, w.g, r);
             uint32_t win = host_engine_window(e);
