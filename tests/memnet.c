@@ -31,6 +31,13 @@ typedef struct sink_msg {
     uint8_t data[];
 } sink_msg_t;
 
+/* One shaped link from a node (memnet_cfg_t.link_rate): to dst, the
+ * time the last packet queued on it finished under the pure rate. */
+typedef struct {
+    incoll_ep_t dst;
+    uint64_t vfin;
+} link_t;
+
 typedef struct node {
     struct memnet *net;
     int kind;
@@ -60,6 +67,8 @@ typedef struct node {
     uint64_t done_ns;
     /* Sink. */
     sink_msg_t *head, *tail;
+    link_t *links;
+    size_t nlinks;
 } node_t;
 
 struct memnet {
@@ -397,6 +406,40 @@ static uint64_t one_delay(memnet_t *net)
     return d;
 }
 
+/*
+ * The time a packet of len bytes sent now from self to dst waits in the
+ * link's token bucket. vfin runs at the rate; a bucket of burst bytes
+ * means a packet may finish up to burst / rate ahead of it, which is when
+ * it leaves at once.
+ */
+static uint64_t link_wait(memnet_t *net, node_t *self, incoll_ep_t dst,
+                          size_t len)
+{
+    uint64_t rate = net->cfg.link_rate, burst_ns, tx_ns;
+    link_t *l = NULL;
+
+    if (rate == 0)
+        return 0;
+    for (size_t i = 0; i < self->nlinks; i++)
+        if (self->links[i].dst == dst)
+            l = &self->links[i];
+    if (l == NULL) {
+        link_t *nl = realloc(self->links, (self->nlinks + 1) * sizeof(*nl));
+        if (nl == NULL)
+            return 0;
+        self->links = nl;
+        l = &nl[self->nlinks++];
+        l->dst = dst;
+        l->vfin = 0;
+    }
+    burst_ns = net->cfg.link_burst * 1000000000ull / rate;
+    tx_ns = (uint64_t)len * 1000000000ull / rate;
+    if (l->vfin + burst_ns < net->now)
+        l->vfin = net->now - burst_ns;
+    l->vfin += tx_ns;
+    return l->vfin > net->now ? l->vfin - net->now : 0;
+}
+
 static void node_send(void *arg, incoll_ep_t dst, const void *hdr,
                       const void *payload, size_t len)
 {
@@ -433,10 +476,12 @@ static void node_send(void *arg, incoll_ep_t dst, const void *hdr,
         if (udp_loss_next(loss, memnet_rand_unit(&net->rng)))
             goto dropped;
     }
-    enqueue(net, self->ep, dst, pkt, total, one_delay(net));
+    enqueue(net, self->ep, dst, pkt, total,
+            link_wait(net, self, dst, total) + one_delay(net));
     if (net->cfg.dup > 0 && memnet_rand_unit(&net->rng) < net->cfg.dup) {
         net->st.duplicated++;
-        enqueue(net, self->ep, dst, pkt, total, one_delay(net));
+        enqueue(net, self->ep, dst, pkt, total,
+                link_wait(net, self, dst, total) + one_delay(net));
     }
     goto out;
 dropped:
@@ -476,6 +521,7 @@ void memnet_destroy(memnet_t *net)
         node_t *n = net->nodes[i];
         agg_destroy(n->agg);
         host_engine_destroy(n->eng);
+        free(n->links);
         while (n->head) {
             sink_msg_t *m = n->head;
             n->head = m->next;
@@ -596,6 +642,8 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.window = g->window;
         hp.max_payload = g->max_payload;
         hp.stream_window = g->stream_window;
+        hp.pace = g->pace;
+        hp.copy_bytes = g->copy_bytes;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)

@@ -98,6 +98,13 @@ typedef struct {
     /* The ANs' streaming pool and lock idle time (agg_params_t). */
     size_t stream_pool_bytes;
     uint64_t lock_idle_ns;
+    /* Links shaped as the emulated fabric's tbf: each direction of each
+     * (sender, receiver) pair passes link_rate bytes per second, and a
+     * packet that finds link_burst bytes of tokens passes at once; one
+     * that does not waits in the link's queue (never dropped). The base
+     * delay and jitter come on top. 0: unlimited. */
+    uint64_t link_rate;
+    uint64_t link_burst;
 } memnet_cfg_t;
 
 /* One group over the whole tree: configured on every AN, with one host
@@ -114,6 +121,8 @@ typedef struct {
     int max_retries;
     uint64_t progress_timeout_ns;
     uint32_t stream_window; /* stream slots a lock asks for (0: none) */
+    uint32_t pace;          /* host_engine_params_t.pace */
+    uint32_t copy_bytes;    /* host_engine_params_t.copy_bytes */
 } memnet_group_cfg_t;
 
 typedef struct {

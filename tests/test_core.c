@@ -3742,3 +3742,195 @@ TEST(core_loss_burst_exactly_once, TEST_UNIT)
     world_free(&w);
     return TEST_PASSED;
 }
+
+/* Sums of the hosts' engine counters. */
+static host_engine_counters_t hosts_ctr(world_t *w)
+{
+    host_engine_counters_t t = {0};
+    for (int r = 0; r < w->n; r++) {
+        const host_engine_counters_t *c =
+            host_engine_counters(memnet_host(w->net, w->g, r));
+        t.packets_sent += c->packets_sent;
+        t.segments += c->segments;
+        t.retransmits += c->retransmits;
+        t.fast_retransmits += c->fast_retransmits;
+        t.probes += c->probes;
+        t.recovered += c->recovered;
+        t.spurious += c->spurious;
+    }
+    return t;
+}
+
+/* Links shaped as the emulated fabric's tbf: 100 Mbit/s, 1 ms of tokens. */
+static memnet_cfg_t shaped_net(uint64_t seed)
+{
+    memnet_cfg_t net = {.seed = seed,
+                        .delay_ns = 20 * US,
+                        .jitter_ns = 5 * US,
+                        .link_rate = 12500000,
+                        .link_burst = 12500};
+    return net;
+}
+
+/* One allreduce of n one-hot elements: right, drained, exactly once. */
+static int shaped_op(world_t *w, size_t n, uint32_t payload)
+{
+    agg_counters_t base[MEMNET_MAX_ANS];
+    snapshot_ans(w, base);
+    CHECK(world_op(w, n, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+    CHECK(check_onehot(w, n) == 0);
+    CHECK(memnet_drain(w->net, 10 * SEC) == 0);
+    CHECK(check_an_exactly_once(w, base, nsegs(n, INCOLL_UINT64, payload)) ==
+          0);
+    return TEST_PASSED;
+}
+
+/* The hosts sent the segments between counters c0 and c1 about once. */
+static int sent_about_once(const host_engine_counters_t *c0,
+                           const host_engine_counters_t *c1)
+{
+    uint64_t sent = c1->packets_sent - c0->packets_sent,
+             segs = c1->segments - c0->segments;
+    CHECK_MSG(sent * 10 <= segs * 11,
+              "%" PRIu64 " packets for %" PRIu64 " segments: %" PRIu64
+              " on a timeout (%" PRIu64 " of them spurious), %" PRIu64
+              " fast, %" PRIu64 " probes",
+              sent, segs, c1->retransmits - c0->retransmits,
+              c1->spurious - c0->spurious,
+              c1->fast_retransmits - c0->fast_retransmits,
+              c1->probes - c0->probes);
+    return TEST_PASSED;
+}
+
+/*
+ * A sweep of sizes over rate-limited links, as the emulated fabric's tbf
+ * (100 Mbit/s, 1 ms of tokens) and nothing lost: the small operations
+ * pass in the bucket, so the engine learns a round trip of microseconds;
+ * a larger one queues its window behind the link, and its results come
+ * one packet time (655 us) apart, longer than the timeout learnt on the
+ * small ones. Those results are late, not lost: the engine must not
+ * resend the window again and again (every segment sent several times
+ * and no round trip ever learnt from them, Karn), but learn the longer
+ * round trip and send the operations' packets about once.
+ */
+TEST(core_rto_learns_queued_round_trip, TEST_UNIT)
+{
+    memnet_cfg_t net = shaped_net(3);
+    memnet_group_cfg_t g = group_cfg(64, 8192);
+    const size_t big = 65536 / 8;
+    world_t w;
+    host_engine_counters_t c0, c1;
+
+    CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+    fill_onehot(&w, big);
+    for (int k = 0; k < 50; k++) {
+        CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+        CHECK(memnet_drain(w.net, SEC) == 0);
+    }
+    c0 = hosts_ctr(&w);
+    CHECK(c0.retransmits == 0);
+    for (size_t n = big / 4; n <= big; n *= 2) {
+        for (int k = 0; k < 20; k++)
+            CHECK(shaped_op(&w, n, g.max_payload) == TEST_PASSED);
+    }
+    c1 = hosts_ctr(&w);
+    CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+    world_free(&w);
+    return TEST_PASSED;
+}
+
+/*
+ * Pacing (host_engine_params_t.pace) over links shaped as the emulated
+ * fabric's (100 Mbit/s, 1 ms of tokens): a window of 64 segments of 8 KiB
+ * would keep a 42 ms queue in each host's link; the delay-based window
+ * sets itself to what the path holds plus a few queued segments, and the
+ * operations stay right and exactly once, their packets sent about once.
+ * Without pace the window stays the configured one.
+ */
+TEST(core_pace_short_queue, TEST_UNIT)
+{
+    memnet_cfg_t net = shaped_net(5);
+    const size_t big = (1u << 20) / 8;
+    for (int pace = 0; pace <= 4; pace += 4) {
+        memnet_group_cfg_t g = group_cfg(64, 8192);
+        world_t w;
+        host_engine_counters_t c0 = {0}, c1;
+        uint64_t cuts = 0;
+
+        g.pace = (uint32_t)pace;
+        CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+        fill_onehot(&w, big);
+        for (int k = 0; k < 10; k++) {
+            CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+            CHECK(memnet_drain(w.net, SEC) == 0);
+        }
+        /* The first operations learn the queued round trip (see
+         * core_rto_learns_queued_round_trip); then count. */
+        for (int k = 0; k < 7; k++) {
+            if (k == 3)
+                c0 = hosts_ctr(&w);
+            CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+        }
+        c1 = hosts_ctr(&w);
+        if (pace)
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+        for (int r = 0; r < w.n; r++) {
+            const host_engine_t *e = memnet_host(w.net, w.g, r);
+            uint32_t win = host_engine_window(e);
+            cuts += host_engine_counters(e)->window_cuts;
+            if (pace)
+                CHECK_MSG(win >= 2 && win <= 16, "rank %d window %u", r,
+                          (unsigned)win);
+            else
+                CHECK_EQ_INT((int)win, 64);
+        }
+        if (pace)
+            CHECK(cuts > 0);
+        else
+            CHECK(cuts == 0);
+        world_free(&w);
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * Small operations sent twice (copy_bytes): every host's contribution and
+ * every AN's aggregate and result go twice, the second flagged a copy.
+ * Under 2% loss the results are right, every AN counts each child once
+ * (a copy is never reduced twice, nor taken for a question), and almost
+ * no loss needs a retransmission, where without copies many do.
+ */
+TEST(core_small_ops_twice, TEST_UNIT)
+{
+    memnet_cfg_t net = {
+        .seed = 21, .delay_ns = 10 * US, .jitter_ns = 5 * US, .drop = 0.02};
+    uint64_t resent[2] = {0, 0}, copies[2] = {0, 0};
+    for (int twice = 0; twice < 2; twice++) {
+        memnet_group_cfg_t g = group_cfg(16, 1024);
+        world_t w;
+        agg_counters_t base[MEMNET_MAX_ANS];
+        host_engine_counters_t c;
+
+        g.copy_bytes = twice ? 64 : 0;
+        CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, 64) == 0);
+        fill_onehot(&w, 1);
+        for (int k = 0; k < 300; k++) {
+            snapshot_ans(&w, base);
+            CHECK(world_op(&w, 1, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+            CHECK(check_onehot(&w, 1) == 0);
+            CHECK(memnet_drain(w.net, 10 * SEC) == 0);
+            CHECK(check_an_exactly_once(&w, base, 1) == 0);
+        }
+        c = hosts_ctr(&w);
+        resent[twice] = c.retransmits + c.fast_retransmits;
+        for (int r = 0; r < w.n; r++)
+            copies[twice] +=
+                host_engine_counters(memnet_host(w.net, w.g, r))->copies;
+        world_free(&w);
+    }
+    CHECK(copies[0] == 0 && copies[1] >= 300 * 8);
+    CHECK_MSG(resent[1] * 10 < resent[0],
+              "%" PRIu64 " retransmissions with copies, %" PRIu64 " without",
+              resent[1], resent[0]);
+    return TEST_PASSED;
+}

@@ -71,6 +71,13 @@
       "MTU)") \
     X(WINDOW, INT, "0", "0..65535", "host", \
       "segments in flight per group; 0 uses the group's slot count") \
+    X(COPY_BYTES, SIZE, "64", "0..65000", "host", \
+      "operations of at most this many bytes send every packet twice (the " \
+      "ANs too): one lost packet then costs no round trip; 0: never") \
+    X(PACE, INT, "0", "0..65535", "host", \
+      "segments the window may keep queued on the path: the window follows " \
+      "the measured round trip (delay-based, as TCP Vegas) up to " \
+      "INCOLL_WINDOW; 0: always INCOLL_WINDOW") \
     X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
       "allreduces of at least this many bytes lock the tree and stream " \
       "through the ANs' streaming pools (docs/streaming.md); 0: never, " \

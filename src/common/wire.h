@@ -77,6 +77,12 @@ enum {
     WIRE_F_REFUSE = 1u << 11, /* the lock is refused (reason in op) */
     WIRE_F_LOST = 1u << 12,   /* LOCK_REP: the group holds no lock here
                                  (reclaimed): its stream slots are gone */
+    /* CONTRIB/RESULT: redundancy for small operations. TWICE: the sender
+     * sends this packet twice and asks the receiver to send what the slot
+     * gives twice too; COPY: this is the second of the two, which a
+     * receiver that has the first drops without answering. */
+    WIRE_F_TWICE = 1u << 13,
+    WIRE_F_COPY = 1u << 14,
 };
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or

@@ -433,6 +433,12 @@ static void emit(agg_t *agg, const wire_key_t *key, const wire_mac_state_t *st,
     agg->ctr.packets_out++;
     agg->ctr.bytes_out += WIRE_HDR_LEN + len;
     agg->send(agg->send_arg, dst, hdr, payload, len);
+    if ((h->flags & (WIRE_F_TWICE | WIRE_F_COPY)) == WIRE_F_TWICE) {
+        /* The slot's contributions came twice: so does what it gives. */
+        wire_hdr_t c = *h;
+        c.flags |= WIRE_F_COPY;
+        emit(agg, key, st, dst, &c, payload, len);
+    }
 }
 
 /* Writes a piece descriptor (offset, length; little-endian). */
@@ -1348,7 +1354,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
         if (h->epoch == sl->epoch - 1 && prev->valid &&
-            prev->epoch == h->epoch) {
+            prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
             send_result(agg, g, h->slot, prev, c, NULL);
@@ -1368,6 +1374,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (sl->seen[c / 64] & (1ull << (c % 64))) {
         agg->ctr.duplicates_dropped++;
+        if (h->flags & WIRE_F_COPY)
+            return; /* the second of two, not a question */
         if (sl->state == SLOT_FORWARDED) {
             /* Our aggregate or the parent's result was lost. All the
              * children notice at about the same time (later results
@@ -1427,6 +1435,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (h->flags & WIRE_F_ROOT)
         rc->rootc = c;
+    rc->flags |= h->flags & WIRE_F_TWICE;
     sl->seen[c / 64] |= 1ull << (c % 64);
     sl->arrived++;
     agg->ctr.contribs_accepted++;

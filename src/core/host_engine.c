@@ -35,8 +35,14 @@ typedef struct {
     uint64_t tx;       /* engine-wide number of the last transmission */
     uint64_t rack_due; /* fast retransmission due (0: none) */
     uint32_t later;    /* results of later transmissions since ours */
-    int retries;       /* silent retransmissions (drive the backoff) */
-    uint8_t resent;    /* sent more than once: no round-trip sample */
+    /* Resent, with its result: the round trip from the first
+     * transmission and the gap since the result before, if the result
+     * answered the first transmission (late_duplicate tells); 0: none. */
+    uint64_t amb_rtt, amb_gap;
+    int retries;    /* silent retransmissions (drive the backoff) */
+    uint16_t ntx;   /* transmissions */
+    uint16_t dups;  /* results after the first */
+    uint8_t resent; /* sent more than once: no round-trip sample */
     uint8_t state;
 } seg_t;
 
@@ -69,6 +75,7 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
+    int twice;               /* every packet goes twice (copy_bytes) */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -89,7 +96,15 @@ struct host_engine {
     /* Round trip without queueing: the least sample of this operation and
      * of the one before (0: none yet). Drives the tail probe. */
     uint64_t min_rtt, min_rtt_prev;
+    /* The pace of results while segments queue behind each other: the
+     * smoothed time between two results of an operation and its mean
+     * deviation (0: none yet), and this operation's last result. */
+    int64_t sgap, gapvar;
+    uint64_t last_result_ns;
     int probes; /* tail probes since the last result */
+    /* Pacing (params.pace): the window in 1/256 segments, kept across
+     * operations. */
+    uint32_t cwnd;
     host_engine_counters_t ctr;
 };
 
@@ -114,6 +129,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     eng->p = *params;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
+    eng->cwnd = eng->p.window * 256u;
     eng->win = calloc(params->slots, sizeof(*eng->win));
     eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
     /* Stream slots are numbered after the slots, in 16 bits. */
@@ -186,7 +202,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
                             (idx + 1 == eng->nseg ? WIRE_F_LAST : 0) |
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
-                            (eng->send_data ? 0 : WIRE_F_NODATA)),
+                            (eng->send_data ? 0 : WIRE_F_NODATA) |
+                            (eng->twice ? WIRE_F_TWICE : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
@@ -242,24 +259,49 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     s->sent_ns = now;
     s->deadline = now + rto_backoff(&eng->rto, (unsigned)s->retries);
     s->tx = ++eng->tx_seq;
+    if (s->ntx < UINT16_MAX)
+        s->ntx++;
     s->later = 0;
     s->rack_due = 0;
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
     eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+    if (eng->twice) {
+        /* A small operation goes twice (params.copy_bytes): one loss then
+         * costs nothing. The AN drops the copy when it has the first. */
+        h.flags |= WIRE_F_COPY;
+        wire_pack(&h, hdr);
+        wire_mac_seal(&eng->p.key, hdr, data, len);
+        eng->ctr.packets_sent++;
+        eng->ctr.copies++;
+        eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
+        eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+    }
+}
+
+/* The segments that may be in flight now (see pace_sample). */
+static uint64_t window_now(const host_engine_t *eng)
+{
+    uint64_t w = eng->owin;
+    if (eng->p.pace != 0 && !eng->stream && eng->cwnd / 256u < w)
+        w = eng->cwnd / 256u;
+    return w;
 }
 
 /* Sends every segment the window allows. */
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
-    while (eng->next_send < eng->nseg &&
-           eng->next_send < eng->low + eng->owin) {
+    uint64_t w = window_now(eng);
+    while (eng->next_send < eng->nseg && eng->next_send < eng->low + w) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->ow[seq % eng->on];
         s->seq = seq;
         s->state = SEG_SENT;
         s->retries = 0;
         s->resent = 0;
+        s->ntx = 0;
+        s->dups = 0;
+        s->amb_rtt = 0;
         s->first_ns = now;
         seg_send(eng, s, now, 0);
         eng->next_send++;
@@ -342,6 +384,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->dtype = dtype;
     eng->op = op;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
+    eng->twice = count * eng->dsize <= eng->p.copy_bytes;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
      * stream slot a lock's epochs allow: then it takes the slots, on
@@ -370,6 +413,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->ndone = 0;
     eng->last_progress_ns = now_ns;
     eng->probes = 0;
+    eng->last_result_ns = 0;
     if (eng->min_rtt)
         eng->min_rtt_prev = eng->min_rtt;
     eng->min_rtt = 0;
@@ -426,23 +470,59 @@ static uint64_t path_rtt(const host_engine_t *eng)
 }
 
 /*
+ * 1 when the first segment still without a result was last sent before
+ * this operation's last result: it waits behind the results that come in
+ * at the pace of the slowest link (one packet time apart), not only for a
+ * round trip of its own.
+ */
+static int queued(const host_engine_t *eng)
+{
+    const seg_t *s;
+    if (eng->last_result_ns == 0 || eng->low >= eng->next_send)
+        return 0;
+    s = &eng->ow[(eng->base_seq + eng->low) % eng->on];
+    return s->state == SEG_SENT && s->sent_ns < eng->last_result_ns;
+}
+
+/*
+ * How long no result may come before the segments without one are late:
+ * the timer (core/rto.h), and while segments queue, two gaps between
+ * results and four of their deviations. A timer learnt on short round
+ * trips (small operations that pass a shaper's bucket at once) may be
+ * shorter than one packet time of a slow link; results that come at that
+ * pace are not late.
+ */
+static uint64_t quiet_ns(const host_engine_t *eng)
+{
+    uint64_t t = rto_backoff(&eng->rto, 0);
+    if (queued(eng)) {
+        uint64_t g = (uint64_t)(2 * eng->sgap + 4 * eng->gapvar);
+        if (g > t)
+            t = g;
+    }
+    return t;
+}
+
+/*
  * When the tail probe is due (UINT64_MAX: none). Results come back in
  * order and, while a window streams, one every packet time: a silence of
- * two path round trips (without queueing) after the last
- * result means the results still missing were lost, most often at the
- * end of an operation, where no later result can reveal a hole (the
- * probe of RACK's tail loss probe). Two probes per silence, doubling;
- * then only the timeout.
+ * two path round trips (without queueing), or of two gaps between
+ * results while segments queue, after the last result means the results
+ * still missing were lost, most often at the end of an operation, where
+ * no later result can reveal a hole (the probe of RACK's tail loss
+ * probe). Two probes per silence, doubling; then only the timeout.
  */
 static uint64_t probe_due(const host_engine_t *eng)
 {
     uint64_t rtt = path_rtt(eng), pto;
     if (rtt == 0 || eng->probes >= 2)
         return UINT64_MAX;
+    if (queued(eng) && (uint64_t)eng->sgap > rtt)
+        rtt = (uint64_t)eng->sgap;
     pto = (2 * rtt) << eng->probes;
     if (pto < eng->rto.min_ns)
         pto = eng->rto.min_ns;
-    if (pto > eng->rto.rto)
+    if (pto > quiet_ns(eng))
         return UINT64_MAX; /* the timeout comes first anyway */
     return eng->last_progress_ns + pto;
 }
@@ -523,6 +603,13 @@ incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns)
     if (eng->st_n == 0)
         return INCOLL_OK;
     return ctl_start(eng, WIRE_UNLOCK, now_ns);
+}
+
+uint32_t host_engine_window(const host_engine_t *eng)
+{
+    if (eng->p.pace != 0 && eng->cwnd / 256u < eng->p.window)
+        return eng->cwnd / 256u;
+    return eng->p.window;
 }
 
 uint32_t host_engine_stream_window(const host_engine_t *eng,
@@ -613,6 +700,74 @@ static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
     ctl_send(eng, now_ns);
 }
 
+/*
+ * Pacing, delay-based as TCP Vegas: a result's round trip rtt against the
+ * path's without queueing (path_rtt) tells how many of the inflight
+ * segments wait in a queue, q = inflight (rtt - base) / rtt. A window
+ * larger than the path holds only lengthens the queue in front of the
+ * slowest link (a 100 Mbit/s link queues 64 segments of 8 KiB for 42 ms),
+ * and a resend waits behind it, and the timer learns its round trip. So
+ * while q < pace the window grows (by one segment per result while
+ * q < pace / 2, as a slow start, else by one per window); when q > 2 pace
+ * it is set to what the path holds without queueing plus pace. At least 2,
+ * at most params.window; kept across operations.
+ */
+static void pace_sample(host_engine_t *eng, uint64_t rtt, uint64_t inflight)
+{
+    uint64_t base = path_rtt(eng), q, w = eng->cwnd, max = eng->p.window * 256u;
+    if (eng->p.pace == 0 || eng->stream || base == 0 || rtt == 0)
+        return;
+    q = rtt > base ? inflight * (rtt - base) / rtt : 0;
+    if (2 * q < eng->p.pace)
+        w += 256;
+    else if (q < eng->p.pace)
+        w += 65536 / (w ? w : 1);
+    else if (q > 2u * eng->p.pace) {
+        uint64_t t = (inflight * base / rtt + eng->p.pace) * 256;
+        if (t < w) {
+            w = t;
+            eng->ctr.window_cuts++;
+        }
+    }
+    if (w < 512)
+        w = 512;
+    if (w > max)
+        w = max;
+    eng->cwnd = (uint32_t)w;
+}
+
+/*
+ * A further result of a segment that was resent: the leaf AN answers a
+ * duplicate contribution of a slot it holds the result of, and only that
+ * (a result from above is never passed down twice). Once every
+ * transmission has been answered so, all of them reached the AN, so the
+ * first result answered the first transmission: the resends were
+ * spurious (as TCP's DSACK shows) and the round trip and gap it measured
+ * are samples after all. This is what teaches the timers a round trip
+ * that every segment outlived: a window queued behind a slow link, all of
+ * it resent on timers learnt on smaller operations whose packets passed
+ * at once. Returns 1 when h was such a result.
+ */
+static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
+{
+    seg_t *s;
+    if (eng->ow == NULL || (h->flags & WIRE_F_COPY) || h->slot < eng->obase ||
+        h->slot - eng->obase >= eng->on)
+        return 0; /* (the AN's second copy is no answer of its own) */
+    s = &eng->ow[h->slot - eng->obase];
+    if (s->state != SEG_DONE || s->amb_rtt == 0 ||
+        (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch)
+        return 0;
+    if (++s->dups + 1 < s->ntx)
+        return 1;
+    rto_sample(&eng->rto, s->amb_rtt);
+    if (s->amb_gap)
+        rto_smooth(&eng->sgap, &eng->gapvar, s->amb_gap);
+    s->amb_rtt = 0;
+    eng->ctr.spurious += s->ntx - 1u;
+    return 1;
+}
+
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns)
 {
@@ -620,6 +775,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     seg_t *s;
     uint64_t idx, off;
     size_t n, span_lo = 0, span_n = 0;
+    uint64_t gap = 0;
     int want;
 
     if (wire_parse(buf, len, &h, NULL) != INCOLL_OK ||
@@ -638,6 +794,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     if (h.type != WIRE_RESULT) {
         on_lock_answer(eng, &h, now_ns);
+        return;
+    }
+    if (late_duplicate(eng, &h)) {
+        eng->ctr.duplicate_results++;
         return;
     }
     if (eng->status != INCOLL_INPROGRESS || eng->ctl) {
@@ -694,11 +854,37 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     s->state = SEG_DONE;
     eng->ctr.results++;
+    /* The gap since the last result, when the segment was in flight all
+     * along: the pace of results. */
+    if (eng->last_result_ns != 0 && s->first_ns < eng->last_result_ns &&
+        now_ns > eng->last_result_ns)
+        gap = now_ns - eng->last_result_ns;
+    if (now_ns > eng->last_result_ns)
+        eng->last_result_ns = now_ns;
     if (!s->resent && now_ns >= s->first_ns) {
         uint64_t rtt = now_ns - s->first_ns;
         rto_sample(&eng->rto, rtt);
+        if (gap)
+            rto_smooth(&eng->sgap, &eng->gapvar, gap);
         if (eng->min_rtt == 0 || rtt < eng->min_rtt)
             eng->min_rtt = rtt ? rtt : 1;
+        pace_sample(eng, rtt, eng->next_send - eng->low);
+    } else if (now_ns >= s->first_ns) {
+        /* Which transmission this answers is not known (Karn), unless it
+         * came sooner after the only resend than any round trip: then
+         * the first one, which the resend only joined. Otherwise the
+         * late duplicates may tell. */
+        uint64_t rtt = now_ns - s->first_ns, prtt = path_rtt(eng);
+        eng->ctr.recovered++;
+        if (s->ntx == 2 && prtt != 0 && now_ns - s->sent_ns < prtt) {
+            eng->ctr.spurious++;
+            rto_sample(&eng->rto, rtt);
+            if (gap)
+                rto_smooth(&eng->sgap, &eng->gapvar, gap);
+        } else {
+            s->amb_rtt = rtt ? rtt : 1;
+            s->amb_gap = gap;
+        }
     } else
         eng->ctr.recovered++;
     if (!s->resent)
@@ -720,6 +906,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
 void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
 {
     char ep[32];
+    int fired = 0;
 
     if (eng->status != INCOLL_INPROGRESS)
         return;
@@ -750,12 +937,16 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
     }
     if (now_ns >= probe_due(eng))
         tail_probe(eng, now_ns);
-    if (now_ns < eng->last_progress_ns + eng->rto.rto)
+    if (now_ns < eng->last_progress_ns + quiet_ns(eng))
         return; /* results are still coming: none is late yet */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state != SEG_SENT || s->deadline > now_ns)
             continue;
+        if (!fired) {
+            rto_timeout(&eng->rto);
+            fired = 1;
+        }
         if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries, s->first_ns,
                         now_ns)) {
             eng->ctr.timeouts++;
@@ -819,7 +1010,7 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
         return eng->ctl_deadline;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
     /* No retransmission before one timeout without results (see top). */
-    quiet = eng->last_progress_ns + eng->rto.rto;
+    quiet = eng->last_progress_ns + quiet_ns(eng);
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         const seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         uint64_t due = s->deadline > quiet ? s->deadline : quiet;

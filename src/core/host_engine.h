@@ -46,6 +46,12 @@ typedef struct {
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     uint32_t stream_window;       /* stream slots a lock asks for; 0: the
                                      engine never locks */
+    uint32_t copy_bytes;          /* operations of at most this many bytes send
+                                     every packet twice, and so do the ANs for
+                                     them (WIRE_F_TWICE); 0: never */
+    uint32_t pace; /* segments the window may keep queued on the path
+                      (delay-based window, see host_engine.c); 0: the
+                      window is always `window` */
     host_send_cb_t send;
     void *send_arg;
 } host_engine_params_t;
@@ -59,6 +65,12 @@ typedef struct {
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
     uint64_t recovered;        /* results of segments sent more than once */
     uint64_t probes;           /* tail probes (their resends count as fast) */
+    uint64_t copies;           /* second copies of small operations' packets
+                                  (in packets_sent; params.copy_bytes) */
+    uint64_t window_cuts;      /* pacing: the window set down to the path's
+                                  measured capacity (params.pace) */
+    uint64_t spurious; /* timeouts undone: the first transmission's result
+                          came (also in recovered) */
     uint64_t results;
     uint64_t duplicate_results;
     uint64_t dropped; /* malformed or foreign packets */
@@ -156,6 +168,10 @@ incoll_status_t host_engine_lock(host_engine_t *eng, uint16_t nops,
                                  uint64_t now_ns);
 /* Starts the unlock round; INCOLL_OK at once when not locked. */
 incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns);
+/* The segments the window lets be in flight now (params.pace moves it
+ * within 2..params.window). */
+uint32_t host_engine_window(const host_engine_t *eng);
+
 /* The stream window granted (0: not locked); *ops_left_p the operations
  * the lock is still for (0 with a lock until released), *why_p the last
  * refusal's reason (wire_lock_why_t). Either may be NULL. */

@@ -12,34 +12,51 @@ void rto_init(rto_t *r, uint64_t init_ns, uint64_t min_ns, uint64_t max_ns)
     r->max_ns = max_ns;
     r->init_ns = init_ns ? init_ns : min_ns;
     r->rto = r->init_ns;
+    r->backoff = 0;
+}
+
+void rto_smooth(int64_t *mean, int64_t *dev, uint64_t x_ns)
+{
+    int64_t x = x_ns > 0 ? (int64_t)x_ns : 1;
+
+    if (*mean == 0) {
+        *mean = x;
+        *dev = x / 2;
+    } else {
+        int64_t d = x - *mean;
+        *dev += ((d < 0 ? -d : d) - *dev) / 4;
+        *mean += d / 8;
+        if (*mean < 1)
+            *mean = 1;
+    }
 }
 
 void rto_sample(rto_t *r, uint64_t rtt_ns)
 {
-    int64_t x = rtt_ns > 0 ? (int64_t)rtt_ns : 1;
     uint64_t rto;
 
-    if (r->srtt == 0) {
-        r->srtt = x;
-        r->rttvar = x / 2;
-    } else {
-        int64_t d = x - r->srtt;
-        r->rttvar += ((d < 0 ? -d : d) - r->rttvar) / 4;
-        r->srtt += d / 8;
-        if (r->srtt < 1)
-            r->srtt = 1;
-    }
+    rto_smooth(&r->srtt, &r->rttvar, rtt_ns);
     rto = (uint64_t)(r->srtt + 4 * r->rttvar);
     if (rto < r->min_ns)
         rto = r->min_ns;
     if (rto > r->max_ns)
         rto = r->max_ns;
     r->rto = rto;
+    r->backoff = 0;
+}
+
+void rto_timeout(rto_t *r)
+{
+    if (r->backoff < 16)
+        r->backoff++;
 }
 
 uint64_t rto_backoff(const rto_t *r, unsigned retries)
 {
-    uint64_t t = r->rto << (retries < 16 ? retries : 16);
+    uint64_t t;
+    if (retries < r->backoff)
+        retries = r->backoff;
+    t = r->rto << (retries < 16 ? retries : 16);
     return t < r->max_ns ? t : r->max_ns;
 }
 

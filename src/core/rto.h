@@ -22,17 +22,32 @@ typedef struct {
     int64_t rttvar; /* its mean deviation, ns */
     uint64_t rto;   /* current timeout, ns */
     uint64_t init_ns, min_ns, max_ns;
+    unsigned backoff; /* timeouts since the last sample (rto_timeout) */
 } rto_t;
 
 /* Starts the estimator with timeout init_ns (min_ns when 0), bounded by
  * [min_ns, max_ns]. */
 void rto_init(rto_t *r, uint64_t init_ns, uint64_t min_ns, uint64_t max_ns);
 
-/* Feeds one round-trip sample (Karn: never of a retransmitted packet). */
+/* Feeds sample x into a smoothed mean and its mean deviation with RFC
+ * 6298's gains (1/8, 1/4); the first sample (*mean 0) sets them to x and
+ * x / 2. */
+void rto_smooth(int64_t *mean, int64_t *dev, uint64_t x);
+
+/* Feeds one round-trip sample (Karn: never of a retransmitted packet,
+ * unless it is known which transmission was answered). Ends a backoff. */
 void rto_sample(rto_t *r, uint64_t rtt_ns);
 
-/* The timeout after retries silent retransmissions: rto doubled per
- * retry, at most max_ns. */
+/* A timeout fired: the timer stays doubled, for every packet, until the
+ * next sample (RFC 6298, 5.5 and 5.7). A timeout learnt on short round
+ * trips that fires on packets still queued behind a slow link then grows
+ * past the queue instead of firing again and again, without a sample
+ * ever coming (every packet it fired on was resent). */
+void rto_timeout(rto_t *r);
+
+/* The timeout after retries silent retransmissions of a packet, or the
+ * timeouts since the last sample if more: rto doubled per retry, at most
+ * max_ns. rto_backoff(r, 0) is the timer now. */
 uint64_t rto_backoff(const rto_t *r, unsigned retries);
 
 /* RACK's reordering window: a quarter round trip times mult (grown on
