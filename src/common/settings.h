@@ -71,9 +71,10 @@
       "MTU)") \
     X(WINDOW, INT, "0", "0..65535", "host", \
       "segments in flight per group; 0 uses the group's slot count") \
-    X(COPY_BYTES, SIZE, "64", "0..65000", "host", \
+    X(COPY_BYTES, SIZE, "0", "0..65000", "host", \
       "operations of at most this many bytes send every packet twice (the " \
-      "ANs too): one lost packet then costs no round trip; 0: never") \
+      "ANs too): one lost packet then costs no round trip, each operation " \
+      "twice the packets; 0: never (for lossy fabrics, e.g. 64)") \
     X(PACE, INT, "0", "0..65535", "host", \
       "segments the window may keep queued on the path: the window follows " \
       "the measured round trip (delay-based, as TCP Vegas) up to " \
