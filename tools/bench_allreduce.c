@@ -35,8 +35,8 @@
 
 /* ---- the command line ------------------------------------------------- */
 
-/* Ids are incoll_algo_t (the core's algo_kind_t + 1), then mpi and
- * mpi-layer. */
+/* Ids are incoll_algo_t (the core's algo_kind_t + 1), then mpi,
+ * mpi-layer and inc-stream. */
 static const char *algo_name_of(const bench_cmd_t *cmd, int id)
 {
     (void)cmd;
@@ -46,6 +46,8 @@ static const char *algo_name_of(const bench_cmd_t *cmd, int id)
         return BENCH_NAME_MPI;
     if (id == AR_ALGO_MPI_LAYER)
         return BENCH_NAME_MPI_LAYER;
+    if (id == AR_ALGO_INC_STREAM)
+        return ALGO_INC_STREAM_NAME;
     return NULL;
 }
 
@@ -72,7 +74,10 @@ static const bench_optdoc_t ar_docs[] = {
      "libincoll's algorithms, and mpi (the MPI library's own "
      "MPI_Allreduce: the ranks then run under Open MPI's mpirun) and "
      "mpi-layer (the same call through libincoll_mpi, as a preloaded "
-     "program makes it); ALGO:SIZE runs ALGO only up to SIZE (rd:256K)"},
+     "program makes it); inc-stream: inc streaming through a locked tree "
+     "(docs/streaming.md; inc then stays on the slots, and the library's "
+     "streaming settings apply: INCOLL_STREAM_LOCK, _WINDOW, _SLOTS); "
+     "ALGO:SIZE runs ALGO only up to SIZE (rd:256K)"},
     {BENCH_OPT_ITERS, "timed iterations per size (default: 4 MiB / size, "
                       "at least 4, at most 100)"},
     {0, NULL},
@@ -174,6 +179,16 @@ uint64_t ar_nrecs(const bench_opts_t *o, const size_t *sizes, int nsizes)
 
 /* ---- one run ---------------------------------------------------------- */
 
+void ar_stream_env(const bench_opts_t *o)
+{
+    const char *t = getenv("INCOLL_STREAM_THRESHOLD");
+    /* inc-stream needs streaming on in the ranks' library (a stream window
+     * in their engines); the ranks then pick per operation. */
+    if (bench_algos_find(&o->algos, AR_ALGO_INC_STREAM) >= 0 &&
+        (t == NULL || *t == '\0' || strcmp(t, "0") == 0))
+        setenv("INCOLL_STREAM_THRESHOLD", "1", 1);
+}
+
 /*
  * Gets the fabric (bench_fabric_start: the caller closes it, also on
  * failure), runs the ranks on it and reads their records into *recs_p
@@ -198,6 +213,7 @@ static int run_on_fabric(const bench_opts_t *o, const size_t *sizes, int nsizes,
         return 1;
     }
     snprintf(progress, sizeof(progress), "%s/progress", f->work);
+    ar_stream_env(o);
     bench_sizes_str(o->min_size, o->max_size, sz, sizeof(sz));
     snprintf(iters, sizeof(iters), "%d", o->iters);
     snprintf(warm, sizeof(warm), "%d", o->warmup);

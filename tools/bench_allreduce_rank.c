@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/settings.h"
 #include "host/counters.h"
+#include "host/host.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -92,6 +93,7 @@ typedef struct {
     float *send, *recv;
     int have_uplink; /* an emulated host's link to count MPI's traffic */
     int corrupt_result, corrupt_input, corrupted;
+    int streams; /* inc-stream is listed: inc and it set the stream mode */
 } ar_rank_t;
 
 /*
@@ -130,15 +132,19 @@ static int one_op(ar_rank_t *k, const size_t *sizes, int s, int it, int warm,
         bench_netdev_tx("uplink", &b0, &p0);
     c0 = bench_cpu_ns();
     host_counters_read(k->r.world, &h0);
+    /* inc-stream streams; the others stay on the slots beside it. */
+    if (k->streams && !is_mpi)
+        host_stream_mode(k->r.world, algo == AR_ALGO_INC_STREAM ? 1 : -1);
     t0 = now_ns();
     if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
         mpi_ret = is_mpi ? k->mpi->allreduce(k->send, k->recv, count)
                          : k->mpi->layer_allreduce(k->send, k->recv, count);
         status = mpi_ret == 0 ? INCOLL_OK : INCOLL_ERR_IO;
     } else {
-        status = incoll_allreduce_algo(k->r.world, (incoll_algo_t)algo, k->send,
-                                       k->recv, count, INCOLL_FLOAT32,
-                                       INCOLL_OP_SUM);
+        status = incoll_allreduce_algo(
+            k->r.world,
+            algo == AR_ALGO_INC_STREAM ? INCOLL_ALGO_INC : (incoll_algo_t)algo,
+            k->send, k->recv, count, INCOLL_FLOAT32, INCOLL_OP_SUM);
     }
     t1 = now_ns();
     host_counters_read(k->r.world, &h1);
@@ -245,6 +251,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     memset(&k, 0, sizeof(k));
     k.o = &o;
     k.mpi = mpi;
+    k.streams = bench_algos_find(&o.algos, AR_ALGO_INC_STREAM) >= 0;
     if (corrupt && *corrupt && strcmp(corrupt, "0") != 0) {
         k.corrupt_input = strcmp(corrupt, "input") == 0;
         k.corrupt_result = !k.corrupt_input;
