@@ -116,6 +116,11 @@ typedef enum {
     X(ROUNDS, "rounds", 0, BENCH_ARG_INT, 1, 100, "N",                         \
       "run the list of rates N times, interleaved, and pool the samples "      \
       "(default 1)")                                                           \
+    X(JOBS, "jobs", 0, BENCH_ARG_INT, 1, 64, "J",                              \
+      "J jobs at once on the fabric, job j on hosts j, j+J, ... (every job "   \
+      "under every leaf, so they share the ANs), each with P/J ranks; then "   \
+      "each job's bandwidth, their sum and the least job's share of a fair "   \
+      "one")                                                                   \
     X(KEEP, "keep", 0, BENCH_ARG_FLAG, 0, 0, NULL,                             \
       "keep the scratch directory (raw records, logs)")                        \
     X(TIMEOUT, "timeout", 0, BENCH_ARG_INT, 1, 1000000, "SEC",                 \
@@ -169,6 +174,7 @@ typedef struct {
     int warmup; /* -1 = by iterations */
     int timeout_s;
     int rounds; /* 0 = not given */
+    int jobs;   /* --jobs; 0 = not given (one) */
     int a, b;   /* -1 = not given */
     int pt;
     uint64_t link_rate; /* bit/s; 0 = not given */
