@@ -144,6 +144,8 @@ static const char *t_algo_name(const bench_cmd_t *cmd, int id)
     (void)cmd;
     if (id < ALGO_COUNT)
         return algo_name((algo_kind_t)id);
+    if (id == ALGO_COUNT + 1)
+        return ALGO_INC_STREAM_NAME;
     return id == ALGO_COUNT ? BENCH_NAME_MPI : NULL;
 }
 
@@ -203,6 +205,9 @@ TEST(bench_opts_good, TEST_UNIT)
          "algos=rabenseifner,rd:256K,mpi"},
         {{"--emulate", "--link-rate", "250mbit", NULL},
          "hosts=8 radix=4 sizes=8:1M iters=0 warmup=-1 algos=inc,ring"},
+        {{"-n", "16", "--jobs", "4", "--algos", "inc-stream,inc", NULL},
+         "hosts=16 radix=4 sizes=8:1M iters=0 warmup=-1 "
+         "algos=inc-stream,inc"},
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         bench_opts_t o;
@@ -238,6 +243,22 @@ TEST(bench_opts_good, TEST_UNIT)
         CHECK(strcmp(o.plot, "p.png") == 0 && o.dry_run && o.keep);
         CHECK(bench_algos_find(&o.algos, ALGO_RING) == 1);
         CHECK(bench_algos_active(&o.algos, 0, 1u << 30));
+    }
+    /* --jobs: the number, and one job when it is not given. */
+    {
+        static const char *const a[] = {"--jobs=3", "--algos", "inc-stream",
+                                        NULL};
+        static const char *const b[] = {NULL};
+        bench_opts_t o;
+        char err[512];
+        CHECK_EQ_INT(t_parse(&t_cmd, a, &o, err, sizeof(err)), 0);
+        CHECK_EQ_INT(o.jobs, 3);
+        CHECK(bench_opts_given(&o, BENCH_OPT_JOBS));
+        CHECK_EQ_INT(o.algos.n, 1);
+        CHECK_EQ_INT(o.algos.id[0], ALGO_COUNT + 1);
+        CHECK_EQ_INT(t_parse(&t_cmd, b, &o, err, sizeof(err)), 0);
+        CHECK_EQ_INT(o.jobs, 0);
+        CHECK(!bench_opts_given(&o, BENCH_OPT_JOBS));
     }
     /* Iterations by size, and the size helpers. */
     {
@@ -285,6 +306,18 @@ TEST(bench_opts_bad, TEST_UNIT)
         {&t_cmd, {"--ppn", "0", NULL}, "--ppn", "'0'"},
         {&t_cmd, {"--sockets", "65", NULL}, "--sockets", "'65'"},
         {&t_cmd, {"--rounds", "101", NULL}, "--rounds", "'101'"},
+        {&t_cmd, {"--jobs", "0", NULL}, "--jobs", "'0'"},
+        {&t_cmd, {"--jobs", "65", NULL}, "--jobs", "'65'"},
+        {&t_cmd, {"--jobs", "two", NULL}, "--jobs", "'two'"},
+        {&t_cmd, {"--jobs", NULL}, "--jobs", "needs a value"},
+        {&t_cmd,
+         {"--algos", "inc-streaming", NULL},
+         "--algos",
+         "'inc-streaming'"},
+        {&t_cmd,
+         {"--algos", "inc-stream,inc-stream", NULL},
+         "--algos",
+         "'inc-stream'"},
         {&t_cmd, {"--burst", "0.5", NULL}, "--burst", "'0.5'"},
         {&t_cmd, {"--burst", "lots", NULL}, "--burst", "'lots'"},
         {&t_cmd, {"--sizes", "4M:8", NULL}, "--sizes", "'4M:8'"},
@@ -324,6 +357,7 @@ TEST(bench_opts_bad, TEST_UNIT)
         {&t_small, {"--sizes", "8:128M", NULL}, "--sizes", "64M"},
         {&t_small, {"--loss", "0", NULL}, "unknown option", "'--loss'"},
         {&t_small, {"--algos", "inc", NULL}, "unknown option", "'--algos'"},
+        {&t_small, {"--jobs", "2", NULL}, "unknown option", "'--jobs'"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         bench_opts_t o;
@@ -358,6 +392,8 @@ TEST(bench_opts_usage, TEST_UNIT)
     for (int k = 0; k < ALGO_COUNT; k++)
         CHECK_MSG(strstr(text, algo_name((algo_kind_t)k)) != NULL,
                   "no %s in --help", algo_name((algo_kind_t)k));
+    CHECK(strstr(text, ALGO_INC_STREAM_NAME) != NULL);
+    CHECK(strstr(text, "--jobs J") != NULL);
     CHECK(strstr(text, "--out") == NULL && strstr(text, "--progress") == NULL);
     free(text);
     return TEST_PASSED;
@@ -404,11 +440,26 @@ TEST(bench_args_parse, TEST_INTEG)
     CHECK(strstr(text, "algos=inc,ring:64K,mpi csv=") != NULL);
     free(text);
 
+    /* Streaming beside the slots, four jobs at once. */
+    rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run", "-n", "16",
+                "--jobs", "4", "--algos", "inc,inc-stream", "--sizes", "4M",
+                NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "dry run exited %d", rc);
+    CHECK(text &&
+          strstr(text, "algos=inc,inc-stream csv=- plot=- jobs=4") != NULL);
+    free(text);
+
     /* Bad input: exit 2 with a message naming the option. */
     {
         static const struct {
             const char *a, *b, *c, *word;
         } bad[] = {
+            {"--jobs", "3", NULL, "multiple of J"},
+            {"--jobs", "8", NULL, "two ranks per job"},
+            {"--jobs", "2", "--csv=r.csv", "--jobs 2"},
+            {"--jobs", "0", NULL, "--jobs"},
+            {"--algos", "inc-stream,bogus", NULL, "--algos"},
             {"--sizes", "4M:8", NULL, "--sizes"},
             {"--sizes", "8:lots", NULL, "--sizes"},
             {"--algos", "inc,bogus", NULL, "--algos"},

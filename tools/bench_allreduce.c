@@ -564,10 +564,10 @@ static void print_plan(const bench_opts_t *o, const size_t *sizes, int nsizes)
     char al[256];
     bench_algos_str(&ar_cmd, &o->algos, al, sizeof(al));
     printf("hosts=%d radix=%d emulate=%d link_rate=%" PRIu64
-           " fabric=%s algos=%s jobs=%d csv=%s plot=%s\n",
+           " fabric=%s algos=%s csv=%s plot=%s jobs=%d\n",
            o->hosts, o->radix, o->emulate, o->link_rate,
-           o->fabric ? o->fabric : "-", al, o->jobs, o->csv ? o->csv : "-",
-           o->plot ? o->plot : "-");
+           o->fabric ? o->fabric : "-", al, o->csv ? o->csv : "-",
+           o->plot ? o->plot : "-", o->jobs);
     for (int s = 0; s < nsizes; s++)
         printf("size=%zu iters=%d warmup=%d\n", sizes[s],
                ar_iters_for(o, sizes[s]), ar_warmup_for(o, sizes[s]));
