@@ -529,6 +529,46 @@ static int leftover_work_dirs(void)
     return n;
 }
 
+/* inc-stream beside inc: every inc-stream operation streams (a lock per
+ * operation) and no inc one does, every result checked by the ranks; the
+ * crossover table. Then --jobs 2: two jobs at once, each job's row and
+ * the sum. */
+TEST(bench_loopback_stream_jobs, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, "INCOLL_LOG_LEVEL=info", 180, "bench", "allreduce", "-n",
+                "4", "--radix", "2", "--sizes", "64K", "--algos",
+                "inc,inc-stream", "--iters", "3", "--warmup", "1", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "bench exited %d: %s", rc, text ? text : "");
+    CHECK(strstr(text, "# streaming (inc-stream") != NULL);
+    CHECK(strstr(text, "# crossover: streaming ") != NULL);
+    /* 4 of each algorithm per rank, only inc-stream's streamed. */
+    CHECK_MSG(count_lines_with(text, ": 4 of 8 operations streamed") == 4,
+              "not every rank streamed exactly inc-stream's 4: %s", text);
+    free(text);
+
+    rc = incoll(out, NULL, 180, "bench", "allreduce", "-n", "4", "--radix", "2",
+                "--jobs", "2", "--sizes", "16K", "--algos", "inc,inc-stream",
+                "--iters", "3", "--warmup", "1", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "bench --jobs exited %d: %s", rc,
+              text ? text : "");
+    CHECK(strstr(text, "# incoll bench allreduce --jobs 2:") != NULL);
+    CHECK(strstr(text, "# job 0: window") && strstr(text, "# job 1: window"));
+    /* One row per job and algorithm, then one sum row per algorithm. */
+    CHECK(strstr(text, "inc-stream       16384    0 ") != NULL);
+    CHECK(strstr(text, "inc-stream       16384    1 ") != NULL);
+    CHECK(strstr(text, "least/fair") != NULL);
+    free(text);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
+}
+
 TEST(bench_loopback_csv, TEST_INTEG)
 {
     char out[PATH_MAX], csv[PATH_MAX], png[PATH_MAX];
@@ -609,6 +649,71 @@ TEST(bench_loopback_csv, TEST_INTEG)
     free(text);
     /* 8 .. 64K is 14 sizes, times 4 algorithms. */
     CHECK_EQ_INT(rows, 14 * 4);
+    return TEST_PASSED;
+}
+
+/* `--jobs 2` on a loopback fabric: two jobs of two ranks each at once, every
+ * result verified by the ranks; a row per job and algorithm with its
+ * iterations, a sum per algorithm that is the jobs' rows added up, and
+ * streaming really locked the tree (the ranks' info lines). */
+TEST(bench_loopback_jobs, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text, *p;
+    int rc, rows = 0, sums = 0, lines = 0, streamed = 0;
+    double bw_sum[2] = {0, 0};
+
+    tmp_path(out, sizeof(out), "jobs.txt");
+    rc = incoll(out, "INCOLL_LOG_LEVEL=info", 240, "bench", "allreduce", "-n",
+                "4", "--radix", "2", "--jobs", "2", "--sizes", "64K:64K",
+                "--iters", "3", "--warmup", "1", "--algos", "inc,inc-stream",
+                NULL);
+    if (rc != 0)
+        show(out);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    text = slurp(out);
+    CHECK(text != NULL);
+    CHECK(strstr(text, "# job 0: window") && strstr(text, "# job 1: window"));
+    for (p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        char algo[32];
+        long bytes;
+        int job, iters;
+        double avg, bw, fair, least, share;
+        int ai;
+        if (sscanf(p, "%31s %ld %d %d %lf %lf", algo, &bytes, &job, &iters,
+                   &avg, &bw) == 6 &&
+            (strcmp(algo, "inc") == 0 || strcmp(algo, "inc-stream") == 0)) {
+            ai = strcmp(algo, "inc") == 0 ? 0 : 1;
+            CHECK_EQ_INT((int)bytes, 65536);
+            CHECK(job == 0 || job == 1);
+            CHECK_EQ_INT(iters, 3);
+            CHECK(avg > 0 && fabs(bw - 65536.0 / avg) <= 0.01 * bw + 1e-3);
+            bw_sum[ai] += bw;
+            rows++;
+        } else if (sscanf(p, "%31s %ld %lf %lf %lf %lf", algo, &bytes, &bw,
+                          &fair, &least, &share) == 6 &&
+                   (strcmp(algo, "inc") == 0 ||
+                    strcmp(algo, "inc-stream") == 0)) {
+            ai = strcmp(algo, "inc") == 0 ? 0 : 1;
+            CHECK_MSG(fabs(bw - bw_sum[ai]) <= 0.02 + 0.001 * bw,
+                      "%s: sum %g, rows add up to %g", algo, bw, bw_sum[ai]);
+            CHECK(fabs(fair - bw / 2) <= 0.01 + 0.001 * bw);
+            CHECK(least > 0 && least <= fair + 0.01 && share <= 1.0 + 1e-3);
+            sums++;
+        }
+    }
+    CHECK_EQ_INT(rows, 2 * 2);
+    CHECK_EQ_INT(sums, 2);
+    /* Each rank says what its group streamed when it frees it. */
+    for (p = strstr(text, "locks granted "); p;
+         p = strstr(p + 1, "locks granted ")) {
+        lines++;
+        streamed += atoi(p + strlen("locks granted ")) > 0;
+    }
+    CHECK_EQ_INT(lines, 4);
+    CHECK_MSG(streamed > 0, "no rank's group was ever granted a lock");
+    free(text);
     return TEST_PASSED;
 }
 
