@@ -531,9 +531,8 @@ static int leftover_work_dirs(void)
 
 /* inc-stream beside inc: every inc-stream operation streams (a lock per
  * operation) and no inc one does, every result checked by the ranks; the
- * crossover table. Then --jobs 2: two jobs at once, each job's row and
- * the sum. */
-TEST(bench_loopback_stream_jobs, TEST_INTEG)
+ * crossover table. (--jobs: bench_loopback_jobs.) */
+TEST(bench_loopback_stream, TEST_INTEG)
 {
     char out[PATH_MAX];
     char *text;
@@ -552,19 +551,6 @@ TEST(bench_loopback_stream_jobs, TEST_INTEG)
               "not every rank streamed exactly inc-stream's 4: %s", text);
     free(text);
 
-    rc = incoll(out, NULL, 180, "bench", "allreduce", "-n", "4", "--radix", "2",
-                "--jobs", "2", "--sizes", "16K", "--algos", "inc,inc-stream",
-                "--iters", "3", "--warmup", "1", NULL);
-    text = slurp(out);
-    CHECK_MSG(rc == 0 && text, "bench --jobs exited %d: %s", rc,
-              text ? text : "");
-    CHECK(strstr(text, "# incoll bench allreduce --jobs 2:") != NULL);
-    CHECK(strstr(text, "# job 0: window") && strstr(text, "# job 1: window"));
-    /* One row per job and algorithm, then one sum row per algorithm. */
-    CHECK(strstr(text, "inc-stream       16384    0 ") != NULL);
-    CHECK(strstr(text, "inc-stream       16384    1 ") != NULL);
-    CHECK(strstr(text, "least/fair") != NULL);
-    free(text);
     CHECK_EQ_INT(leftover_work_dirs(), 0);
     return TEST_PASSED;
 }
