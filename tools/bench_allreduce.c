@@ -104,7 +104,7 @@ const bench_cmd_t ar_cmd = {
                BENCH_OPT(CSV) | BENCH_OPT(PLOT) | BENCH_OPT(REFERENCE) |
                BENCH_OPT(LOSS) | BENCH_OPT(BURST) | BENCH_OPT(ROUNDS) |
                BENCH_OPT(JOBS) | BENCH_OPT(DRY_RUN) | BENCH_OPT(OUT) |
-               BENCH_OPT(PROGRESS),
+               BENCH_OPT(GATE) | BENCH_OPT(PROGRESS),
     .defaults = ar_defaults,
     .algo_name = algo_name_of,
     .docs = ar_docs,
@@ -143,7 +143,7 @@ int ar_parse(int argc, char **argv, bench_opts_t *o, int *exit_p)
         if (o->nloss > 0 || ar_has_mpi(o) || o->reference || o->csv || o->plot)
             why = "it does not go with --loss, mpi, mpi-layer, --reference, "
                   "--csv or --plot";
-        else if (o->fabric == NULL &&
+        else if (o->fabric == NULL && o->gate == NULL &&
                  (o->hosts % o->jobs != 0 || o->hosts / o->jobs < 2))
             why = "-n must be a multiple of J with at least two ranks per job";
         if (why) {
@@ -208,12 +208,12 @@ void ar_stream_env(const bench_opts_t *o)
 
 /* The rank side's command line (NULL-terminated, strings in *b). */
 typedef struct {
-    char sz[64], iters[16], warm[16], algos[256];
-    char *args[24];
+    char sz[64], iters[16], warm[16], algos[256], jobs[16];
+    char *args[28];
 } ar_args_t;
 
 static char **rank_args(const bench_opts_t *o, const char *out,
-                        const char *progress, ar_args_t *b)
+                        const char *progress, const char *gate, ar_args_t *b)
 {
     int a = 0;
     bench_sizes_str(o->min_size, o->max_size, b->sz, sizeof(b->sz));
@@ -238,6 +238,13 @@ static char **rank_args(const bench_opts_t *o, const char *out,
     if (progress) {
         b->args[a++] = "--progress";
         b->args[a++] = (char *)progress;
+    }
+    if (gate) {
+        snprintf(b->jobs, sizeof(b->jobs), "%d", o->jobs);
+        b->args[a++] = "--jobs";
+        b->args[a++] = b->jobs;
+        b->args[a++] = "--gate";
+        b->args[a++] = (char *)gate;
     }
     b->args[a] = NULL;
     return b->args;
@@ -268,7 +275,7 @@ static int run_on_fabric(const bench_opts_t *o, const size_t *sizes, int nsizes,
     }
     snprintf(progress, sizeof(progress), "%s/progress", f->work);
     ar_stream_env(o);
-    args = rank_args(o, f->work, progress, &b);
+    args = rank_args(o, f->work, progress, NULL, &b);
     bench_fabric_describe(f, desc, sizeof(desc));
     fprintf(stderr, "incoll %s: %s; sizes %s, algorithms %s\n", who, desc, b.sz,
             b.algos);
@@ -407,6 +414,13 @@ static int run_jobs(const bench_opts_t *o, const size_t *sizes, int nsizes)
     }
     per = f.hosts / J;
     ar_stream_env(o);
+    /* The gate: every job's ranks meet before their first timed
+     * operation, so the jobs' timed operations run at once. */
+    if (bench_barrier_create(f.work) != 0) {
+        fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
+                f.work, strerror(errno));
+        goto out;
+    }
     snprintf(progress, sizeof(progress), "%s/progress", f.work);
     for (int j = 0; j < J; j++) {
         snprintf(dirs[j], sizeof(dirs[j]), "%s/job-%d", f.work, j);
@@ -415,7 +429,8 @@ static int run_jobs(const bench_opts_t *o, const size_t *sizes, int nsizes)
                     strerror(errno));
             goto out;
         }
-        args[j] = rank_args(o, dirs[j], j == 0 ? progress : NULL, &b[j]);
+        args[j] =
+            rank_args(o, dirs[j], j == 0 ? progress : NULL, f.work, &b[j]);
     }
     bench_fabric_describe(&f, desc, sizeof(desc));
     fprintf(stderr,

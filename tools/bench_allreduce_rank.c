@@ -234,6 +234,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     bench_opts_t o;
     size_t *sizes = NULL;
     ar_rec_t *recs = NULL;
+    bench_barrier_t *gate = NULL;
     uint64_t nrecs, ri = 0, total_ops = 0, done_ops = 0, nb, np;
     int nsizes, ret = 1, rc;
 
@@ -273,6 +274,11 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     k.recv = malloc(sizes[nsizes - 1]);
     recs = calloc(nrecs, sizeof(*recs));
     k.bar = bench_barrier_open(o.out);
+    if (o.gate && o.jobs > 1 && (gate = bench_barrier_open(o.gate)) == NULL) {
+        fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
+                k.r.rank, o.gate, strerror(errno));
+        goto out;
+    }
     if (k.bar == NULL) {
         fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
                 k.r.rank, o.out, strerror(errno));
@@ -293,6 +299,11 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 ar_rec_t rec;
                 if (!bench_algos_active(&o.algos, ai, sizes[s]))
                     continue;
+                if (gate && s == 0 && it == warm && j == 0) {
+                    /* --jobs: every job's ranks, warmed up (their groups
+                     * made), start timing together. */
+                    bench_barrier_wait(gate, k.r.size * o.jobs, k.r.world);
+                }
                 rc = one_op(&k, sizes, s, it, warm, ai, &rec);
                 if (rc != 0) {
                     ret = rc;
@@ -316,6 +327,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         goto out;
     ret = 0;
 out:
+    bench_barrier_close(gate);
     bench_barrier_close(k.bar);
     free(k.send);
     free(k.recv);

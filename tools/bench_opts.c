@@ -491,6 +491,9 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     case BENCH_OPT_OUT:
         o->out = arg;
         break;
+    case BENCH_OPT_GATE:
+        o->gate = arg;
+        break;
     case BENCH_OPT_PROGRESS:
         o->progress = arg;
         break;

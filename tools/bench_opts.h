@@ -128,6 +128,7 @@ typedef enum {
     X(DRY_RUN, "dry-run", 0, BENCH_ARG_FLAG, 0, 0, NULL,                       \
       "print the parsed plan and exit")                                        \
     X(OUT, "out", 0, BENCH_ARG_STR, 0, 0, "DIR", NULL)                         \
+    X(GATE, "gate", 0, BENCH_ARG_STR, 0, 0, "DIR", NULL)                       \
     X(PROGRESS, "progress", 0, BENCH_ARG_STR, 0, 0, "FILE", NULL)              \
     X(A, "a", 0, BENCH_ARG_INT, 0, 1 << 20, "RANK", NULL)                      \
     X(B, "b", 0, BENCH_ARG_INT, 0, 1 << 20, "RANK", NULL)                      \
@@ -188,6 +189,8 @@ typedef struct {
     bench_algos_t algos;
     const char *algos_text; /* as given (or the default) */
     const char *fabric, *csv, *plot, *reference, *pair, *out, *progress;
+    const char *gate; /* --jobs: DIR of the barrier every job's ranks meet
+                         at before timing (the rank side's) */
     const char *calib, *dtype, *op, *nsrc, *impl;
     uint64_t given; /* BENCH_OPT() mask of the options on the line */
 } bench_opts_t;
