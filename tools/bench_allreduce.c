@@ -24,6 +24,7 @@
 #include "bench_hier.h"
 #include "bench_rank.h"
 
+#include "common/settings.h"
 #include "core/algo.h"
 
 #include <errno.h>
@@ -198,11 +199,10 @@ uint64_t ar_nrecs(const bench_opts_t *o, const size_t *sizes, int nsizes)
 
 void ar_stream_env(const bench_opts_t *o)
 {
-    const char *t = getenv("INCOLL_STREAM_THRESHOLD");
     /* inc-stream needs streaming on in the ranks' library (a stream window
      * in their engines); the ranks then pick per operation. */
     if (bench_algos_find(&o->algos, AR_ALGO_INC_STREAM) >= 0 &&
-        (t == NULL || *t == '\0' || strcmp(t, "0") == 0))
+        setting_u64(SETTING_STREAM_THRESHOLD) == 0)
         setenv("INCOLL_STREAM_THRESHOLD", "1", 1);
 }
 
