@@ -144,6 +144,8 @@ static const char *t_algo_name(const bench_cmd_t *cmd, int id)
     (void)cmd;
     if (id < ALGO_COUNT)
         return algo_name((algo_kind_t)id);
+    if (id == ALGO_COUNT + 1)
+        return ALGO_INC_STREAM_NAME;
     return id == ALGO_COUNT ? BENCH_NAME_MPI : NULL;
 }
 
@@ -203,6 +205,9 @@ TEST(bench_opts_good, TEST_UNIT)
          "algos=rabenseifner,rd:256K,mpi"},
         {{"--emulate", "--link-rate", "250mbit", NULL},
          "hosts=8 radix=4 sizes=8:1M iters=0 warmup=-1 algos=inc,ring"},
+        {{"-n", "16", "--jobs", "4", "--algos", "inc-stream,inc", NULL},
+         "hosts=16 radix=4 sizes=8:1M iters=0 warmup=-1 "
+         "algos=inc-stream,inc"},
     };
     for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
         bench_opts_t o;
@@ -238,6 +243,22 @@ TEST(bench_opts_good, TEST_UNIT)
         CHECK(strcmp(o.plot, "p.png") == 0 && o.dry_run && o.keep);
         CHECK(bench_algos_find(&o.algos, ALGO_RING) == 1);
         CHECK(bench_algos_active(&o.algos, 0, 1u << 30));
+    }
+    /* --jobs: the number, and one job when it is not given. */
+    {
+        static const char *const a[] = {"--jobs=3", "--algos", "inc-stream",
+                                        NULL};
+        static const char *const b[] = {NULL};
+        bench_opts_t o;
+        char err[512];
+        CHECK_EQ_INT(t_parse(&t_cmd, a, &o, err, sizeof(err)), 0);
+        CHECK_EQ_INT(o.jobs, 3);
+        CHECK(bench_opts_given(&o, BENCH_OPT_JOBS));
+        CHECK_EQ_INT(o.algos.n, 1);
+        CHECK_EQ_INT(o.algos.id[0], ALGO_COUNT + 1);
+        CHECK_EQ_INT(t_parse(&t_cmd, b, &o, err, sizeof(err)), 0);
+        CHECK_EQ_INT(o.jobs, 0);
+        CHECK(!bench_opts_given(&o, BENCH_OPT_JOBS));
     }
     /* Iterations by size, and the size helpers. */
     {
@@ -285,6 +306,18 @@ TEST(bench_opts_bad, TEST_UNIT)
         {&t_cmd, {"--ppn", "0", NULL}, "--ppn", "'0'"},
         {&t_cmd, {"--sockets", "65", NULL}, "--sockets", "'65'"},
         {&t_cmd, {"--rounds", "101", NULL}, "--rounds", "'101'"},
+        {&t_cmd, {"--jobs", "0", NULL}, "--jobs", "'0'"},
+        {&t_cmd, {"--jobs", "65", NULL}, "--jobs", "'65'"},
+        {&t_cmd, {"--jobs", "two", NULL}, "--jobs", "'two'"},
+        {&t_cmd, {"--jobs", NULL}, "--jobs", "needs a value"},
+        {&t_cmd,
+         {"--algos", "inc-streaming", NULL},
+         "--algos",
+         "'inc-streaming'"},
+        {&t_cmd,
+         {"--algos", "inc-stream,inc-stream", NULL},
+         "--algos",
+         "'inc-stream'"},
         {&t_cmd, {"--burst", "0.5", NULL}, "--burst", "'0.5'"},
         {&t_cmd, {"--burst", "lots", NULL}, "--burst", "'lots'"},
         {&t_cmd, {"--sizes", "4M:8", NULL}, "--sizes", "'4M:8'"},
@@ -324,6 +357,7 @@ TEST(bench_opts_bad, TEST_UNIT)
         {&t_small, {"--sizes", "8:128M", NULL}, "--sizes", "64M"},
         {&t_small, {"--loss", "0", NULL}, "unknown option", "'--loss'"},
         {&t_small, {"--algos", "inc", NULL}, "unknown option", "'--algos'"},
+        {&t_small, {"--jobs", "2", NULL}, "unknown option", "'--jobs'"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         bench_opts_t o;
@@ -358,6 +392,8 @@ TEST(bench_opts_usage, TEST_UNIT)
     for (int k = 0; k < ALGO_COUNT; k++)
         CHECK_MSG(strstr(text, algo_name((algo_kind_t)k)) != NULL,
                   "no %s in --help", algo_name((algo_kind_t)k));
+    CHECK(strstr(text, ALGO_INC_STREAM_NAME) != NULL);
+    CHECK(strstr(text, "--jobs J") != NULL);
     CHECK(strstr(text, "--out") == NULL && strstr(text, "--progress") == NULL);
     free(text);
     return TEST_PASSED;
@@ -404,11 +440,26 @@ TEST(bench_args_parse, TEST_INTEG)
     CHECK(strstr(text, "algos=inc,ring:64K,mpi csv=") != NULL);
     free(text);
 
+    /* Streaming beside the slots, four jobs at once. */
+    rc = incoll(out, NULL, 30, "bench", "allreduce", "--dry-run", "-n", "16",
+                "--jobs", "4", "--algos", "inc,inc-stream", "--sizes", "4M",
+                NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "dry run exited %d", rc);
+    CHECK(text &&
+          strstr(text, "algos=inc,inc-stream csv=- plot=- jobs=4") != NULL);
+    free(text);
+
     /* Bad input: exit 2 with a message naming the option. */
     {
         static const struct {
             const char *a, *b, *c, *word;
         } bad[] = {
+            {"--jobs", "3", NULL, "multiple of J"},
+            {"--jobs", "8", NULL, "two ranks per job"},
+            {"--jobs", "2", "--csv=r.csv", "--jobs 2"},
+            {"--jobs", "0", NULL, "--jobs"},
+            {"--algos", "inc-stream,bogus", NULL, "--algos"},
             {"--sizes", "4M:8", NULL, "--sizes"},
             {"--sizes", "8:lots", NULL, "--sizes"},
             {"--algos", "inc,bogus", NULL, "--algos"},
@@ -476,6 +527,32 @@ static int leftover_work_dirs(void)
         n += strncmp(de->d_name, "incoll-bench-", 13) == 0;
     closedir(d);
     return n;
+}
+
+/* inc-stream beside inc: every inc-stream operation streams (a lock per
+ * operation) and no inc one does, every result checked by the ranks; the
+ * crossover table. (--jobs: bench_loopback_jobs.) */
+TEST(bench_loopback_stream, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, "INCOLL_LOG_LEVEL=info", 180, "bench", "allreduce", "-n",
+                "4", "--radix", "2", "--sizes", "64K", "--algos",
+                "inc,inc-stream", "--iters", "3", "--warmup", "1", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "bench exited %d: %s", rc, text ? text : "");
+    CHECK(strstr(text, "# streaming (inc-stream") != NULL);
+    CHECK(strstr(text, "# crossover: streaming ") != NULL);
+    /* 4 of each algorithm per rank, only inc-stream's streamed. */
+    CHECK_MSG(count_lines_with(text, ": 4 of 8 operations streamed") == 4,
+              "not every rank streamed exactly inc-stream's 4: %s", text);
+    free(text);
+
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
 }
 
 TEST(bench_loopback_csv, TEST_INTEG)
@@ -558,6 +635,71 @@ TEST(bench_loopback_csv, TEST_INTEG)
     free(text);
     /* 8 .. 64K is 14 sizes, times 4 algorithms. */
     CHECK_EQ_INT(rows, 14 * 4);
+    return TEST_PASSED;
+}
+
+/* `--jobs 2` on a loopback fabric: two jobs of two ranks each at once, every
+ * result verified by the ranks; a row per job and algorithm with its
+ * iterations, a sum per algorithm that is the jobs' rows added up, and
+ * streaming really locked the tree (the ranks' info lines). */
+TEST(bench_loopback_jobs, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text, *p;
+    int rc, rows = 0, sums = 0, lines = 0, streamed = 0;
+    double bw_sum[2] = {0, 0};
+
+    tmp_path(out, sizeof(out), "jobs.txt");
+    rc = incoll(out, "INCOLL_LOG_LEVEL=info", 240, "bench", "allreduce", "-n",
+                "4", "--radix", "2", "--jobs", "2", "--sizes", "64K:64K",
+                "--iters", "3", "--warmup", "1", "--algos", "inc,inc-stream",
+                NULL);
+    if (rc != 0)
+        show(out);
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    text = slurp(out);
+    CHECK(text != NULL);
+    CHECK(strstr(text, "# job 0: window") && strstr(text, "# job 1: window"));
+    for (p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        char algo[32];
+        long bytes;
+        int job, iters;
+        double avg, bw, fair, least, share;
+        int ai;
+        if (sscanf(p, "%31s %ld %d %d %lf %lf", algo, &bytes, &job, &iters,
+                   &avg, &bw) == 6 &&
+            (strcmp(algo, "inc") == 0 || strcmp(algo, "inc-stream") == 0)) {
+            ai = strcmp(algo, "inc") == 0 ? 0 : 1;
+            CHECK_EQ_INT((int)bytes, 65536);
+            CHECK(job == 0 || job == 1);
+            CHECK_EQ_INT(iters, 3);
+            CHECK(avg > 0 && fabs(bw - 65536.0 / avg) <= 0.01 * bw + 1e-3);
+            bw_sum[ai] += bw;
+            rows++;
+        } else if (sscanf(p, "%31s %ld %lf %lf %lf %lf", algo, &bytes, &bw,
+                          &fair, &least, &share) == 6 &&
+                   (strcmp(algo, "inc") == 0 ||
+                    strcmp(algo, "inc-stream") == 0)) {
+            ai = strcmp(algo, "inc") == 0 ? 0 : 1;
+            CHECK_MSG(fabs(bw - bw_sum[ai]) <= 0.02 + 0.001 * bw,
+                      "%s: sum %g, rows add up to %g", algo, bw, bw_sum[ai]);
+            CHECK(fabs(fair - bw / 2) <= 0.01 + 0.001 * bw);
+            CHECK(least > 0 && least <= fair + 0.01 && share <= 1.0 + 1e-3);
+            sums++;
+        }
+    }
+    CHECK_EQ_INT(rows, 2 * 2);
+    CHECK_EQ_INT(sums, 2);
+    /* Each rank says what its group streamed when it frees it. */
+    for (p = strstr(text, "locks granted "); p;
+         p = strstr(p + 1, "locks granted ")) {
+        lines++;
+        streamed += atoi(p + strlen("locks granted ")) > 0;
+    }
+    CHECK_EQ_INT(lines, 4);
+    CHECK_MSG(streamed > 0, "no rank's group was ever granted a lock");
+    free(text);
     return TEST_PASSED;
 }
 

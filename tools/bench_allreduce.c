@@ -24,6 +24,7 @@
 #include "bench_hier.h"
 #include "bench_rank.h"
 
+#include "common/settings.h"
 #include "core/algo.h"
 
 #include <errno.h>
@@ -32,11 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- the command line ------------------------------------------------- */
 
-/* Ids are incoll_algo_t (the core's algo_kind_t + 1), then mpi and
- * mpi-layer. */
+/* Ids are incoll_algo_t (the core's algo_kind_t + 1), then mpi,
+ * mpi-layer and inc-stream. */
 static const char *algo_name_of(const bench_cmd_t *cmd, int id)
 {
     (void)cmd;
@@ -46,6 +48,8 @@ static const char *algo_name_of(const bench_cmd_t *cmd, int id)
         return BENCH_NAME_MPI;
     if (id == AR_ALGO_MPI_LAYER)
         return BENCH_NAME_MPI_LAYER;
+    if (id == AR_ALGO_INC_STREAM)
+        return ALGO_INC_STREAM_NAME;
     return NULL;
 }
 
@@ -72,7 +76,10 @@ static const bench_optdoc_t ar_docs[] = {
      "libincoll's algorithms, and mpi (the MPI library's own "
      "MPI_Allreduce: the ranks then run under Open MPI's mpirun) and "
      "mpi-layer (the same call through libincoll_mpi, as a preloaded "
-     "program makes it); ALGO:SIZE runs ALGO only up to SIZE (rd:256K)"},
+     "program makes it); inc-stream: inc streaming through a locked tree "
+     "(docs/streaming.md; inc then stays on the slots, and the library's "
+     "streaming settings apply: INCOLL_STREAM_LOCK, _WINDOW, _SLOTS); "
+     "ALGO:SIZE runs ALGO only up to SIZE (rd:256K)"},
     {BENCH_OPT_ITERS, "timed iterations per size (default: 4 MiB / size, "
                       "at least 4, at most 100)"},
     {0, NULL},
@@ -82,8 +89,8 @@ const bench_cmd_t ar_cmd = {
     .who = "bench allreduce",
     .synopsis = "bench allreduce [-n P] [--fabric DIR | --emulate "
                 "[--link-rate R]] [--radix K] [--sizes MIN:MAX] [--algos "
-                "LIST] [--iters N] [--warmup N] [--csv FILE] [--plot "
-                "FILE.png] [--keep] [--timeout SEC]",
+                "LIST] [--iters N] [--warmup N] [--jobs J] [--csv FILE] "
+                "[--plot FILE.png] [--keep] [--timeout SEC]",
     .about = "Runs allreduce (float32 sum) over P ranks for every size from "
              "MIN to MAX (doubling) with each algorithm, side by side "
              "(alternating per iteration), checks every result, and prints "
@@ -97,7 +104,8 @@ const bench_cmd_t ar_cmd = {
                BENCH_OPT(ALGOS) | BENCH_OPT(ITERS) | BENCH_OPT(WARMUP) |
                BENCH_OPT(CSV) | BENCH_OPT(PLOT) | BENCH_OPT(REFERENCE) |
                BENCH_OPT(LOSS) | BENCH_OPT(BURST) | BENCH_OPT(ROUNDS) |
-               BENCH_OPT(DRY_RUN) | BENCH_OPT(OUT) | BENCH_OPT(PROGRESS),
+               BENCH_OPT(JOBS) | BENCH_OPT(DRY_RUN) | BENCH_OPT(OUT) |
+               BENCH_OPT(GATE) | BENCH_OPT(PROGRESS),
     .defaults = ar_defaults,
     .algo_name = algo_name_of,
     .docs = ar_docs,
@@ -131,6 +139,21 @@ int ar_parse(int argc, char **argv, bench_opts_t *o, int *exit_p)
                 who);
         return 1;
     }
+    if (o->jobs > 1) {
+        const char *why = NULL;
+        if (o->nloss > 0 || ar_has_mpi(o) || o->reference || o->csv || o->plot)
+            why = "it does not go with --loss, mpi, mpi-layer, --reference, "
+                  "--csv or --plot";
+        else if (o->fabric == NULL && o->gate == NULL &&
+                 (o->hosts % o->jobs != 0 || o->hosts / o->jobs < 2))
+            why = "-n must be a multiple of J with at least two ranks per job";
+        if (why) {
+            fprintf(stderr, "incoll %s: --jobs %d: %s\n", who, o->jobs, why);
+            return 1;
+        }
+    }
+    if (o->jobs == 0)
+        o->jobs = 1;
     if (o->rounds == 0)
         o->rounds = 1;
     o->min_size = round_size(o->min_size);
@@ -174,6 +197,59 @@ uint64_t ar_nrecs(const bench_opts_t *o, const size_t *sizes, int nsizes)
 
 /* ---- one run ---------------------------------------------------------- */
 
+void ar_stream_env(const bench_opts_t *o)
+{
+    /* inc-stream needs streaming on in the ranks' library (a stream window
+     * in their engines); the ranks then pick per operation. */
+    if (bench_algos_find(&o->algos, AR_ALGO_INC_STREAM) >= 0 &&
+        setting_u64(SETTING_STREAM_THRESHOLD) == 0)
+        setenv("INCOLL_STREAM_THRESHOLD", "1", 1);
+}
+
+/* The rank side's command line (NULL-terminated, strings in *b). */
+typedef struct {
+    char sz[64], iters[16], warm[16], algos[256], jobs[16];
+    char *args[28];
+} ar_args_t;
+
+static char **rank_args(const bench_opts_t *o, const char *out,
+                        const char *progress, const char *gate, ar_args_t *b)
+{
+    int a = 0;
+    bench_sizes_str(o->min_size, o->max_size, b->sz, sizeof(b->sz));
+    snprintf(b->iters, sizeof(b->iters), "%d", o->iters);
+    snprintf(b->warm, sizeof(b->warm), "%d", o->warmup);
+    bench_algos_str(&ar_cmd, &o->algos, b->algos, sizeof(b->algos));
+    b->args[a++] = "_allreduce";
+    b->args[a++] = "--sizes";
+    b->args[a++] = b->sz;
+    b->args[a++] = "--algos";
+    b->args[a++] = b->algos;
+    if (o->iters > 0) {
+        b->args[a++] = "--iters";
+        b->args[a++] = b->iters;
+    }
+    if (o->warmup >= 0) {
+        b->args[a++] = "--warmup";
+        b->args[a++] = b->warm;
+    }
+    b->args[a++] = "--out";
+    b->args[a++] = (char *)out;
+    if (progress) {
+        b->args[a++] = "--progress";
+        b->args[a++] = (char *)progress;
+    }
+    if (gate) {
+        snprintf(b->jobs, sizeof(b->jobs), "%d", o->jobs);
+        b->args[a++] = "--jobs";
+        b->args[a++] = b->jobs;
+        b->args[a++] = "--gate";
+        b->args[a++] = (char *)gate;
+    }
+    b->args[a] = NULL;
+    return b->args;
+}
+
 /*
  * Gets the fabric (bench_fabric_start: the caller closes it, also on
  * failure), runs the ranks on it and reads their records into *recs_p
@@ -184,10 +260,10 @@ static int run_on_fabric(const bench_opts_t *o, const size_t *sizes, int nsizes,
                          bench_fabric_t *f, ar_rec_t ***recs_p)
 {
     const char *who = ar_cmd.who;
-    char progress[PATH_MAX + 16], sz[64], iters[16], warm[16], algos[256],
-        desc[256];
-    char *args[24];
-    int a = 0, rc;
+    char progress[PATH_MAX + 16], desc[256];
+    ar_args_t b;
+    char **args;
+    int rc;
 
     *recs_p = NULL;
     if (bench_fabric_start(f, o, who) != 0)
@@ -198,31 +274,11 @@ static int run_on_fabric(const bench_opts_t *o, const size_t *sizes, int nsizes,
         return 1;
     }
     snprintf(progress, sizeof(progress), "%s/progress", f->work);
-    bench_sizes_str(o->min_size, o->max_size, sz, sizeof(sz));
-    snprintf(iters, sizeof(iters), "%d", o->iters);
-    snprintf(warm, sizeof(warm), "%d", o->warmup);
-    bench_algos_str(&ar_cmd, &o->algos, algos, sizeof(algos));
-    args[a++] = "_allreduce";
-    args[a++] = "--sizes";
-    args[a++] = sz;
-    args[a++] = "--algos";
-    args[a++] = algos;
-    if (o->iters > 0) {
-        args[a++] = "--iters";
-        args[a++] = iters;
-    }
-    if (o->warmup >= 0) {
-        args[a++] = "--warmup";
-        args[a++] = warm;
-    }
-    args[a++] = "--out";
-    args[a++] = f->work;
-    args[a++] = "--progress";
-    args[a++] = progress;
-    args[a] = NULL;
+    ar_stream_env(o);
+    args = rank_args(o, f->work, progress, NULL, &b);
     bench_fabric_describe(f, desc, sizeof(desc));
-    fprintf(stderr, "incoll %s: %s; sizes %s, algorithms %s\n", who, desc, sz,
-            algos);
+    fprintf(stderr, "incoll %s: %s; sizes %s, algorithms %s\n", who, desc, b.sz,
+            b.algos);
     if (bench_barrier_create(f->work) != 0) {
         fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
                 f->work, strerror(errno));
@@ -255,6 +311,180 @@ static void free_records(ar_rec_t **recs, int nranks)
     for (int r = 0; recs && r < nranks; r++)
         free(recs[r]);
     free(recs);
+}
+
+/* ---- --jobs ----------------------------------------------------------- */
+
+/* Each job's bandwidth per size and algorithm, their sum, the least job
+ * against a fair share, and how much the jobs overlapped in time. */
+static void print_jobs(const bench_opts_t *o, const bench_fabric_t *f, int per,
+                       const size_t *sizes, int nsizes, ar_stat_t **stats,
+                       const uint64_t *t0, const uint64_t *t1)
+{
+    uint64_t first = UINT64_MAX, last_start = 0, first_end = UINT64_MAX;
+    uint64_t longest = 0;
+    char desc[256];
+    int J = o->jobs, n = o->algos.n;
+
+    for (int j = 0; j < J; j++) {
+        first = t0[j] < first ? t0[j] : first;
+        last_start = t0[j] > last_start ? t0[j] : last_start;
+        first_end = t1[j] < first_end ? t1[j] : first_end;
+        longest = t1[j] - t0[j] > longest ? t1[j] - t0[j] : longest;
+    }
+    bench_fabric_describe(f, desc, sizeof(desc));
+    printf("# incoll bench allreduce --jobs %d: %s\n", J, desc);
+    printf("# %d jobs of %d ranks at once, job j on hosts j, j+%d, ... (all "
+           "under every leaf); float32 sum; every result verified\n",
+           J, per, J);
+    printf("# MB/s: bytes / the job's avg latency; window: the job's timed "
+           "operations, first start to last end (s after the earliest)\n");
+    for (int j = 0; j < J; j++)
+        printf("# job %d: window %.3f .. %.3f s\n", j,
+               (double)(t0[j] - first) / 1e9, (double)(t1[j] - first) / 1e9);
+    printf("# all %d jobs ran at once for %.3f s, %.0f%% of the longest "
+           "window\n",
+           J,
+           first_end > last_start ? (double)(first_end - last_start) / 1e9 : 0,
+           first_end > last_start && longest
+               ? 100.0 * (double)(first_end - last_start) / (double)longest
+               : 0);
+    printf("%-12s %9s %4s %6s %10s %9s\n", "algo", "bytes", "job", "iters",
+           "avg(us)", "MB/s");
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < n; ai++)
+            for (int j = 0; j < J; j++) {
+                const ar_stat_t *st = &stats[j][s * n + ai];
+                if (st->iters > 0)
+                    printf("%-12s %9zu %4d %6d %10.1f %9.2f\n",
+                           ar_algo_str(o->algos.id[ai]), sizes[s], j, st->iters,
+                           st->avg_us, st->bw_MBps);
+            }
+    printf("\n# sum: the jobs' MB/s added up; fair: sum / %d; least/fair: the "
+           "slowest job's MB/s over fair\n",
+           J);
+    printf("%-12s %9s %10s %9s %9s %10s\n", "algo", "bytes", "sum MB/s", "fair",
+           "least", "least/fair");
+    for (int s = 0; s < nsizes; s++)
+        for (int ai = 0; ai < n; ai++) {
+            double sum = 0, least = -1;
+            for (int j = 0; j < J; j++) {
+                double bw = stats[j][s * n + ai].bw_MBps;
+                sum += bw;
+                least = least < 0 || bw < least ? bw : least;
+            }
+            if (stats[0][s * n + ai].iters == 0)
+                continue;
+            printf("%-12s %9zu %10.2f %9.2f %9.2f %9.2f\n",
+                   ar_algo_str(o->algos.id[ai]), sizes[s], sum, sum / J, least,
+                   sum > 0 ? least / (sum / J) : 0);
+        }
+}
+
+/* --jobs J: one fabric, J jobs at once (bench_launch_jobs), each job's
+ * records into its own statistics. */
+static int run_jobs(const bench_opts_t *o, const size_t *sizes, int nsizes)
+{
+    const char *who = ar_cmd.who;
+    int J = o->jobs, per, ret = 1, rc;
+    uint64_t nrecs = ar_nrecs(o, sizes, nsizes);
+    char progress[PATH_MAX + 16], desc[256];
+    char(*dirs)[PATH_MAX + 16] = calloc((size_t)J, sizeof(*dirs));
+    ar_args_t *b = calloc((size_t)J, sizeof(*b));
+    char ***args = calloc((size_t)J, sizeof(*args));
+    ar_rec_t ***recs = calloc((size_t)J, sizeof(*recs));
+    ar_stat_t **stats = calloc((size_t)J, sizeof(*stats));
+    uint64_t *t0 = calloc((size_t)J, sizeof(*t0));
+    uint64_t *t1 = calloc((size_t)J, sizeof(*t1));
+    bench_fabric_t f;
+
+    memset(&f, 0, sizeof(f));
+    if (!dirs || !b || !args || !recs || !stats || !t0 || !t1)
+        goto out;
+    if (bench_fabric_start(&f, o, who) != 0) {
+        ret = bench_interrupted() ? 130 : 1;
+        goto out;
+    }
+    if (f.hosts % J != 0 || f.hosts / J < 2) {
+        fprintf(stderr,
+                "incoll %s: --jobs %d: the fabric's %d hosts are not a "
+                "multiple of %d with two or more per job\n",
+                who, J, f.hosts, J);
+        goto out;
+    }
+    per = f.hosts / J;
+    ar_stream_env(o);
+    /* The gate: every job's ranks meet before their first timed
+     * operation, so the jobs' timed operations run at once. */
+    if (bench_barrier_create(f.work) != 0) {
+        fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
+                f.work, strerror(errno));
+        goto out;
+    }
+    snprintf(progress, sizeof(progress), "%s/progress", f.work);
+    for (int j = 0; j < J; j++) {
+        snprintf(dirs[j], sizeof(dirs[j]), "%s/job-%d", f.work, j);
+        if (mkdir(dirs[j], 0755) != 0 || bench_barrier_create(dirs[j]) != 0) {
+            fprintf(stderr, "incoll %s: cannot make %s: %s\n", who, dirs[j],
+                    strerror(errno));
+            goto out;
+        }
+        args[j] =
+            rank_args(o, dirs[j], j == 0 ? progress : NULL, f.work, &b[j]);
+    }
+    bench_fabric_describe(&f, desc, sizeof(desc));
+    fprintf(stderr,
+            "incoll %s: %s; %d jobs of %d ranks; sizes %s, "
+            "algorithms %s\n",
+            who, desc, J, per, b[0].sz, b[0].algos);
+    rc = bench_launch_jobs(&f, J, args, progress, o->timeout_s);
+    if (bench_interrupted()) {
+        fprintf(stderr, "incoll %s: interrupted; tearing down\n", who);
+        ret = 130;
+        goto out;
+    }
+    if (rc != 0) {
+        fprintf(stderr,
+                "incoll %s: a job failed (incoll run exited %d; the failing "
+                "rank said why above): no results\n",
+                who, rc);
+        goto out;
+    }
+    for (int j = 0; j < J; j++) {
+        recs[j] = calloc((size_t)per, sizeof(**recs));
+        stats[j] = calloc((size_t)nsizes * (size_t)o->algos.n, sizeof(**stats));
+        if (recs[j] == NULL || stats[j] == NULL ||
+            ar_load_records(dirs[j], per, nsizes, o->algos.n, nrecs, recs[j]) !=
+                0 ||
+            ar_compute_stats(o, sizes, nsizes, per, recs[j], stats[j]) != 0)
+            goto out;
+        t0[j] = UINT64_MAX;
+        for (int r = 0; r < per; r++)
+            for (uint64_t i = 0; i < nrecs; i++) {
+                const ar_rec_t *rc1 = &recs[j][r][i];
+                t0[j] = rc1->start_ns < t0[j] ? rc1->start_ns : t0[j];
+                t1[j] = rc1->end_ns > t1[j] ? rc1->end_ns : t1[j];
+            }
+    }
+    print_jobs(o, &f, per, sizes, nsizes, stats, t0, t1);
+    fflush(stdout);
+    ret = 0;
+out:
+    for (int j = 0; recs && stats && j < J; j++) {
+        free_records(recs[j], f.hosts / J);
+        free(stats[j]);
+    }
+    free(dirs);
+    free(b);
+    free(args);
+    free(recs);
+    free(stats);
+    free(t0);
+    free(t1);
+    bench_fabric_close(&f);
+    if (bench_interrupted() && ret == 0)
+        ret = 130;
+    return ret;
 }
 
 /* ---- --loss ----------------------------------------------------------- */
@@ -349,10 +579,10 @@ static void print_plan(const bench_opts_t *o, const size_t *sizes, int nsizes)
     char al[256];
     bench_algos_str(&ar_cmd, &o->algos, al, sizeof(al));
     printf("hosts=%d radix=%d emulate=%d link_rate=%" PRIu64
-           " fabric=%s algos=%s csv=%s plot=%s\n",
+           " fabric=%s algos=%s csv=%s plot=%s jobs=%d\n",
            o->hosts, o->radix, o->emulate, o->link_rate,
            o->fabric ? o->fabric : "-", al, o->csv ? o->csv : "-",
-           o->plot ? o->plot : "-");
+           o->plot ? o->plot : "-", o->jobs);
     for (int s = 0; s < nsizes; s++)
         printf("size=%zu iters=%d warmup=%d\n", sizes[s],
                ar_iters_for(o, sizes[s]), ar_warmup_for(o, sizes[s]));
@@ -396,6 +626,11 @@ int bench_allreduce_main(int argc, char **argv)
             free(sizes);
             return 1;
         }
+    }
+    if (o.jobs > 1) {
+        ret = run_jobs(&o, sizes, nsizes);
+        free(sizes);
+        return ret;
     }
     if (o.nloss > 0) {
         ret = run_loss(&o, sizes, nsizes);

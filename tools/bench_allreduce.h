@@ -23,6 +23,9 @@
 /* `mpi-layer`: MPI_Allreduce through the MPI layer (libincoll_mpi's offload
  * path, on the same libincoll communicator as inc). */
 #define AR_ALGO_MPI_LAYER (INCOLL_ALGO_COUNT + 2)
+/* `inc-stream`: the in-network allreduce streaming through a locked tree
+ * (docs/streaming.md); beside it, `inc` runs on the group's slots. */
+#define AR_ALGO_INC_STREAM (INCOLL_ALGO_COUNT + 3)
 /* A counter the rank could not read (records and stats). */
 #define AR_NA UINT64_MAX
 
@@ -72,6 +75,11 @@ int ar_parse(int argc, char **argv, bench_opts_t *o, int *exit_p);
 
 /* "inc", "rd", ..., "mpi", "mpi-layer" (the core's names for libincoll's). */
 const char *ar_algo_str(int algo);
+/* With inc-stream in the list, turns streaming on in the environment the
+ * ranks inherit (INCOLL_STREAM_THRESHOLD=1 unless set to a size): the rank
+ * side then tells the library per operation which of inc and inc-stream
+ * it runs (host_stream_mode). */
+void ar_stream_env(const bench_opts_t *o);
 /* 1 if mpi or mpi-layer is in the list (the ranks then run under MPI). */
 int ar_has_mpi(const bench_opts_t *o);
 /* Timed and warm-up iterations at a size; algorithms running at it. */
@@ -90,6 +98,11 @@ int ar_load_records(const char *dir, int nranks, int nsizes, int nalgos,
 int ar_compute_stats(const bench_opts_t *o, const size_t *sizes, int nsizes,
                      int nranks, ar_rec_t **recs, ar_stat_t *stats);
 int ar_load_reference(const char *path, ar_ref_t *ref);
+/* With inc and inc-stream in the list: the smallest size from which
+ * inc-stream's average latency is below inc's at every larger size that
+ * both ran; 0 when it is not below at the largest. */
+size_t ar_crossover(const bench_opts_t *o, const size_t *sizes, int nsizes,
+                    const ar_stat_t *stats);
 void ar_print_table(const bench_opts_t *o, const bench_fabric_t *f,
                     const size_t *sizes, int nsizes, const ar_stat_t *stats,
                     const ar_ref_t *ref);

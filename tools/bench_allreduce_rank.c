@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/settings.h"
 #include "host/counters.h"
+#include "host/host.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -92,6 +93,7 @@ typedef struct {
     float *send, *recv;
     int have_uplink; /* an emulated host's link to count MPI's traffic */
     int corrupt_result, corrupt_input, corrupted;
+    int streams; /* inc-stream is listed: inc and it set the stream mode */
 } ar_rank_t;
 
 /*
@@ -130,15 +132,19 @@ static int one_op(ar_rank_t *k, const size_t *sizes, int s, int it, int warm,
         bench_netdev_tx("uplink", &b0, &p0);
     c0 = bench_cpu_ns();
     host_counters_read(k->r.world, &h0);
+    /* inc-stream streams; the others stay on the slots beside it. */
+    if (k->streams && !is_mpi)
+        host_stream_mode(k->r.world, algo == AR_ALGO_INC_STREAM ? 1 : -1);
     t0 = now_ns();
     if (is_mpi || algo == AR_ALGO_MPI_LAYER) {
         mpi_ret = is_mpi ? k->mpi->allreduce(k->send, k->recv, count)
                          : k->mpi->layer_allreduce(k->send, k->recv, count);
         status = mpi_ret == 0 ? INCOLL_OK : INCOLL_ERR_IO;
     } else {
-        status = incoll_allreduce_algo(k->r.world, (incoll_algo_t)algo, k->send,
-                                       k->recv, count, INCOLL_FLOAT32,
-                                       INCOLL_OP_SUM);
+        status = incoll_allreduce_algo(
+            k->r.world,
+            algo == AR_ALGO_INC_STREAM ? INCOLL_ALGO_INC : (incoll_algo_t)algo,
+            k->send, k->recv, count, INCOLL_FLOAT32, INCOLL_OP_SUM);
     }
     t1 = now_ns();
     host_counters_read(k->r.world, &h1);
@@ -228,6 +234,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     bench_opts_t o;
     size_t *sizes = NULL;
     ar_rec_t *recs = NULL;
+    bench_barrier_t *gate = NULL;
     uint64_t nrecs, ri = 0, total_ops = 0, done_ops = 0, nb, np;
     int nsizes, ret = 1, rc;
 
@@ -245,6 +252,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     memset(&k, 0, sizeof(k));
     k.o = &o;
     k.mpi = mpi;
+    k.streams = bench_algos_find(&o.algos, AR_ALGO_INC_STREAM) >= 0;
     if (corrupt && *corrupt && strcmp(corrupt, "0") != 0) {
         k.corrupt_input = strcmp(corrupt, "input") == 0;
         k.corrupt_result = !k.corrupt_input;
@@ -266,6 +274,11 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     k.recv = malloc(sizes[nsizes - 1]);
     recs = calloc(nrecs, sizeof(*recs));
     k.bar = bench_barrier_open(o.out);
+    if (o.gate && o.jobs > 1 && (gate = bench_barrier_open(o.gate)) == NULL) {
+        fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
+                k.r.rank, o.gate, strerror(errno));
+        goto out;
+    }
     if (k.bar == NULL) {
         fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
                 k.r.rank, o.out, strerror(errno));
@@ -286,6 +299,11 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 ar_rec_t rec;
                 if (!bench_algos_active(&o.algos, ai, sizes[s]))
                     continue;
+                if (gate && s == 0 && it == warm && j == 0) {
+                    /* --jobs: every job's ranks, warmed up (their groups
+                     * made), start timing together. */
+                    bench_barrier_wait(gate, k.r.size * o.jobs, k.r.world);
+                }
                 rc = one_op(&k, sizes, s, it, warm, ai, &rec);
                 if (rc != 0) {
                     ret = rc;
@@ -309,6 +327,7 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         goto out;
     ret = 0;
 out:
+    bench_barrier_close(gate);
     bench_barrier_close(k.bar);
     free(k.send);
     free(k.recv);

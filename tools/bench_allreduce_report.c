@@ -217,6 +217,12 @@ static int inc_index(const bench_opts_t *o)
     return -1;
 }
 
+/* Index of the inc-stream algorithm in o->algos, or -1. */
+static int stream_index(const bench_opts_t *o)
+{
+    return bench_algos_find(&o->algos, AR_ALGO_INC_STREAM);
+}
+
 /* Index of the mpi baseline in o->algos, or -1. */
 static int mpi_index(const bench_opts_t *o)
 {
@@ -242,6 +248,7 @@ static int best_host(const bench_opts_t *o, const ar_stat_t *stats, int s)
     int best = -1;
     for (int i = 0; i < o->algos.n; i++) {
         if (o->algos.id[i] == INCOLL_ALGO_INC ||
+            o->algos.id[i] == AR_ALGO_INC_STREAM ||
             o->algos.id[i] == AR_ALGO_MPI_LAYER ||
             stats[s * o->algos.n + i].iters == 0)
             continue;
@@ -285,6 +292,79 @@ static void print_layer_table(const bench_opts_t *o, const size_t *sizes,
         else
             printf(" %10s %9s\n", "-", "-");
     }
+}
+
+size_t ar_crossover(const bench_opts_t *o, const size_t *sizes, int nsizes,
+                    const ar_stat_t *stats)
+{
+    int inc = inc_index(o), st = stream_index(o);
+    size_t from = 0;
+
+    if (inc < 0 || st < 0)
+        return 0;
+    /* From the largest size down, as long as streaming is faster. */
+    for (int s = nsizes - 1; s >= 0; s--) {
+        const ar_stat_t *si = &stats[s * o->algos.n + inc];
+        const ar_stat_t *ss = &stats[s * o->algos.n + st];
+        if (si->iters == 0 || ss->iters == 0)
+            continue;
+        if (ss->avg_us >= si->avg_us)
+            break;
+        from = sizes[s];
+    }
+    return from;
+}
+
+/* inc (the slots) against inc-stream (streaming) at every size they both
+ * ran, and where streaming starts to win. */
+static void print_stream_table(const bench_opts_t *o, const bench_fabric_t *f,
+                               const size_t *sizes, int nsizes,
+                               const ar_stat_t *stats, const ar_ref_t *ref)
+{
+    int inc = inc_index(o), st = stream_index(o);
+    size_t from = ar_crossover(o, sizes, nsizes, stats);
+    double link_MBps = (double)f->link_rate / 8e6;
+    char sz[32];
+
+    printf("\n# streaming (inc-stream: the tree locked, INCOLL_STREAM_LOCK) "
+           "against the slots (inc) at each size; stream/slots: ratio of avg "
+           "latencies (< 1: streaming is faster)%s%s\n",
+           f->link_rate ? "; link%: bandwidth / link rate" : "",
+           ref ? "; pp%: bandwidth / ping-pong bandwidth" : "");
+    printf("%9s %6s %10s %10s %9s %12s %12s", "bytes", "", "inc(us)",
+           "stream(us)", "stream/", "inc MB/s", "stream MB/s");
+    if (f->link_rate)
+        printf(" %6s %6s", "link%", "link%");
+    if (ref)
+        printf(" %6s %6s", "pp%", "pp%");
+    printf("\n%9s %6s %10s %10s %9s\n", "", "", "", "", "slots");
+    for (int s = 0; s < nsizes; s++) {
+        const ar_stat_t *si = &stats[s * o->algos.n + inc];
+        const ar_stat_t *ss = &stats[s * o->algos.n + st];
+        double pp = ref ? ref_bw(ref, sizes[s]) : 0;
+        if (si->iters == 0 || ss->iters == 0)
+            continue;
+        printf("%9zu %6s %10.1f %10.1f %8.3f %12.2f %12.2f", sizes[s],
+               bench_size_str(sizes[s], sz, sizeof(sz)), si->avg_us, ss->avg_us,
+               si->avg_us > 0 ? ss->avg_us / si->avg_us : 0, si->bw_MBps,
+               ss->bw_MBps);
+        if (f->link_rate)
+            printf(" %5.1f%% %5.1f%%", 100.0 * si->bw_MBps / link_MBps,
+                   100.0 * ss->bw_MBps / link_MBps);
+        if (ref && pp > 0)
+            printf(" %5.1f%% %5.1f%%", 100.0 * si->bw_MBps / pp,
+                   100.0 * ss->bw_MBps / pp);
+        else if (ref)
+            printf(" %6s %6s", "-", "-");
+        printf("\n");
+    }
+    if (from)
+        printf("# crossover: streaming is faster from %zu bytes (%s) up, at "
+               "every size measured\n",
+               from, bench_size_str(from, sz, sizeof(sz)));
+    else
+        printf("# crossover: streaming is not faster at the largest size "
+               "measured\n");
 }
 
 void ar_print_table(const bench_opts_t *o, const bench_fabric_t *f,
@@ -338,8 +418,15 @@ void ar_print_table(const bench_opts_t *o, const bench_fabric_t *f,
     }
     if (layer_index(o) >= 0)
         print_layer_table(o, sizes, nsizes, stats);
+    if (inc >= 0 && stream_index(o) >= 0)
+        print_stream_table(o, f, sizes, nsizes, stats, ref);
     if (inc < 0 || o->algos.n < 2)
         return;
+    for (int s = 0, any = 0; !any; s++) {
+        if (s == nsizes)
+            return; /* no host-based algorithm to compare with */
+        any = best_host(o, stats, s) >= 0;
+    }
     printf("\n# speedup of inc over the best host-based algorithm at each size "
            "(ratio of avg latencies)%s%s\n",
            f->link_rate ? "; link%: inc bandwidth / link rate" : "",

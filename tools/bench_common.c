@@ -226,14 +226,10 @@ static void show_progress(const char *path, char *last, size_t lastlen,
     snprintf(last, lastlen, "%s", line);
 }
 
-/* Runs argv (our own `incoll run` or `incoll mpirun`) and waits for it,
- * showing rank 0's progress; frees argv. Returns its exit status. */
-static int launch_wait(bench_fabric_t *f, char **argv,
-                       const char *progress_path)
+/* Forks and execs argv (our own `incoll run` or `incoll mpirun`); frees
+ * argv. Returns the pid, or -1 after a message. */
+static pid_t launch_start(bench_fabric_t *f, char **argv)
 {
-    char last[256] = "";
-    int st, tty = isatty(2), sent_term = 0;
-    uint64_t last_print = now_ns() / 1000000;
     pid_t pid;
 
     fflush(NULL);
@@ -252,18 +248,49 @@ static int launch_wait(bench_fabric_t *f, char **argv,
         _exit(127);
     }
     free(argv);
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
+    return pid;
+}
+
+/* Waits for the n launchers in pids (a pid <= 0 is none), showing rank 0's
+ * progress; the first that fails has the others stopped. Returns 0 when
+ * every one exited 0, else the first failure's status (128 + signal). */
+static int launch_wait_all(pid_t *pids, int n, const char *progress_path)
+{
+    char last[256] = "";
+    int tty = isatty(2), sent_term = 0, ret = 0, left = 0;
+    uint64_t last_print = now_ns() / 1000000;
+
+    for (int i = 0; i < n; i++)
+        left += pids[i] > 0;
+    while (left > 0) {
+        int st;
+        pid_t w = waitpid(-1, &st, WNOHANG);
+        if (w < 0 && errno != EINTR && errno != ECHILD)
             break;
-        if (w < 0 && errno != EINTR) {
-            st = 1 << 8;
-            break;
+        for (int i = 0; w > 0 && i < n; i++) {
+            int rc;
+            if (pids[i] != w)
+                continue;
+            pids[i] = 0;
+            left--;
+            rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+            if (rc != 0 && ret == 0) {
+                ret = rc;
+                for (int j = 0; j < n; j++)
+                    if (pids[j] > 0)
+                        kill(pids[j], SIGTERM);
+            }
         }
+        if (w > 0)
+            continue;
+        if (w < 0 && errno == ECHILD)
+            break;
         if (bench_interrupted() && !sent_term) {
             /* A terminal's ^C reached incoll run too; a SIGTERM aimed at
              * us alone did not: pass it on so the ranks stop. */
-            kill(pid, SIGTERM);
+            for (int j = 0; j < n; j++)
+                if (pids[j] > 0)
+                    kill(pids[j], SIGTERM);
             sent_term = 1;
         }
         show_progress(progress_path, last, sizeof(last), &last_print, tty);
@@ -271,7 +298,17 @@ static int launch_wait(bench_fabric_t *f, char **argv,
     }
     if (tty && last[0])
         fprintf(stderr, "\r%-78s\r", "");
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return left > 0 && ret == 0 ? 1 : ret;
+}
+
+/* Runs argv and waits for it (launch_start, launch_wait_all). */
+static int launch_wait(bench_fabric_t *f, char **argv,
+                       const char *progress_path)
+{
+    pid_t pid = launch_start(f, argv);
+    if (pid < 0)
+        return -1;
+    return launch_wait_all(&pid, 1, progress_path);
 }
 
 /* The MPI worker's path, next to this executable. */
@@ -326,40 +363,51 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
 }
 
 /* The ranks' command line: `incoll run ... -- incoll bench RANK_ARGS`, or
- * with mpi `incoll mpirun ... --no-preload -- WORKER RANK_ARGS`. */
-static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
-                        const char *progress_path, int timeout_s)
-{
+ * with mpi `incoll mpirun ... --no-preload -- WORKER RANK_ARGS`; nranks
+ * ranks (0: the fabric's hosts times f->ppn), placed by place (NULL: from
+ * host 0). Its strings live in *b. NULL when out of memory. */
+typedef struct {
     char hosts[16], ppn[16], timeout[16], worker[PATH_MAX];
+} launch_buf_t;
+
+static char **ranks_argv(bench_fabric_t *f, int mpi, char *const rank_args[],
+                         int nranks, const char *place, int timeout_s,
+                         launch_buf_t *b)
+{
     char **argv;
     int nargs = 0, a = 0;
 
     while (rank_args[nargs])
         nargs++;
-    argv = calloc((size_t)nargs + 16, sizeof(*argv));
+    argv = calloc((size_t)nargs + 18, sizeof(*argv));
     if (argv == NULL)
-        return -1;
-    snprintf(hosts, sizeof(hosts), "%d", f->hosts * (f->ppn > 1 ? f->ppn : 1));
-    snprintf(ppn, sizeof(ppn), "%d", f->ppn);
-    snprintf(timeout, sizeof(timeout), "%d", timeout_s);
+        return NULL;
+    snprintf(b->hosts, sizeof(b->hosts), "%d",
+             nranks ? nranks : f->hosts * (f->ppn > 1 ? f->ppn : 1));
+    snprintf(b->ppn, sizeof(b->ppn), "%d", f->ppn);
+    snprintf(b->timeout, sizeof(b->timeout), "%d", timeout_s);
     argv[a++] = f->self;
     argv[a++] = mpi ? "mpirun" : "run";
     argv[a++] = "-n";
-    argv[a++] = hosts;
+    argv[a++] = b->hosts;
     if (f->ppn > 1) {
         argv[a++] = "--ppn";
-        argv[a++] = ppn;
+        argv[a++] = b->ppn;
+    }
+    if (place) {
+        argv[a++] = "--place";
+        argv[a++] = (char *)place;
     }
     argv[a++] = "--fabric";
     argv[a++] = f->dir;
     if (mpi)
         argv[a++] = "--no-preload";
     argv[a++] = "--timeout";
-    argv[a++] = timeout;
+    argv[a++] = b->timeout;
     argv[a++] = "--";
     if (mpi) {
-        mpi_worker_path(worker, sizeof(worker));
-        argv[a++] = worker;
+        mpi_worker_path(b->worker, sizeof(b->worker));
+        argv[a++] = b->worker;
     } else {
         argv[a++] = f->self;
         argv[a++] = "bench";
@@ -367,7 +415,49 @@ static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
     for (int i = 0; i < nargs; i++)
         argv[a++] = rank_args[i];
     argv[a] = NULL;
+    return argv;
+}
+
+static int launch_ranks(bench_fabric_t *f, int mpi, char *const rank_args[],
+                        const char *progress_path, int timeout_s)
+{
+    launch_buf_t b;
+    char **argv = ranks_argv(f, mpi, rank_args, 0, NULL, timeout_s, &b);
+    if (argv == NULL)
+        return -1;
     return launch_wait(f, argv, progress_path);
+}
+
+int bench_launch_jobs(bench_fabric_t *f, int njobs, char **const job_args[],
+                      const char *progress_path, int timeout_s)
+{
+    launch_buf_t *b = calloc((size_t)njobs, sizeof(*b));
+    pid_t *pids = calloc((size_t)njobs, sizeof(*pids));
+    char place[32];
+    int ret = -1, started = 0;
+
+    if (b == NULL || pids == NULL)
+        goto out;
+    for (int j = 0; j < njobs; j++) {
+        char **argv;
+        snprintf(place, sizeof(place), "%d:%d", j, njobs);
+        argv = ranks_argv(f, 0, job_args[j], f->hosts / njobs, place, timeout_s,
+                          &b[j]);
+        pids[j] = argv ? launch_start(f, argv) : -1;
+        if (pids[j] < 0)
+            break;
+        started++;
+    }
+    if (started < njobs)
+        for (int j = 0; j < started; j++)
+            kill(pids[j], SIGTERM);
+    ret = launch_wait_all(pids, started, progress_path);
+    if (started < njobs && ret == 0)
+        ret = 1;
+out:
+    free(b);
+    free(pids);
+    return ret;
 }
 
 int bench_launch(bench_fabric_t *f, char *const rank_args[],

@@ -137,6 +137,16 @@ int bench_launch_mpi(bench_fabric_t *f, char *const rank_args[],
                      const char *progress_path, int timeout_s);
 
 /*
+ * J jobs at once on one fabric: job j is `incoll run -n hosts/J --place
+ * j:J` (its ranks on hosts j, j+J, j+2J, ...: every job under every leaf)
+ * with job_args[j] as its rank arguments; all started, then waited for
+ * (the first to fail has the others stopped). progress_path is one job's.
+ * Returns 0 when every job passed, else the first failure's status.
+ */
+int bench_launch_jobs(bench_fabric_t *f, int njobs, char **const job_args[],
+                      const char *progress_path, int timeout_s);
+
+/*
  * 0 when this machine can run the MPI worker: mpirun in PATH and the
  * worker built next to this executable (path in worker, may be NULL);
  * otherwise -1 with the reason in why.

@@ -476,6 +476,9 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     case BENCH_OPT_ROUNDS:
         o->rounds = (int)iv;
         break;
+    case BENCH_OPT_JOBS:
+        o->jobs = (int)iv;
+        break;
     case BENCH_OPT_KEEP:
         o->keep = 1;
         break;
@@ -487,6 +490,9 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
         break;
     case BENCH_OPT_OUT:
         o->out = arg;
+        break;
+    case BENCH_OPT_GATE:
+        o->gate = arg;
         break;
     case BENCH_OPT_PROGRESS:
         o->progress = arg;

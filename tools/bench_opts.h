@@ -116,6 +116,11 @@ typedef enum {
     X(ROUNDS, "rounds", 0, BENCH_ARG_INT, 1, 100, "N",                         \
       "run the list of rates N times, interleaved, and pool the samples "      \
       "(default 1)")                                                           \
+    X(JOBS, "jobs", 0, BENCH_ARG_INT, 1, 64, "J",                              \
+      "J jobs at once on the fabric, job j on hosts j, j+J, ... (every job "   \
+      "under every leaf, so they share the ANs), each with P/J ranks; then "   \
+      "each job's bandwidth, their sum and the least job's share of a fair "   \
+      "one")                                                                   \
     X(KEEP, "keep", 0, BENCH_ARG_FLAG, 0, 0, NULL,                             \
       "keep the scratch directory (raw records, logs)")                        \
     X(TIMEOUT, "timeout", 0, BENCH_ARG_INT, 1, 1000000, "SEC",                 \
@@ -123,6 +128,7 @@ typedef enum {
     X(DRY_RUN, "dry-run", 0, BENCH_ARG_FLAG, 0, 0, NULL,                       \
       "print the parsed plan and exit")                                        \
     X(OUT, "out", 0, BENCH_ARG_STR, 0, 0, "DIR", NULL)                         \
+    X(GATE, "gate", 0, BENCH_ARG_STR, 0, 0, "DIR", NULL)                       \
     X(PROGRESS, "progress", 0, BENCH_ARG_STR, 0, 0, "FILE", NULL)              \
     X(A, "a", 0, BENCH_ARG_INT, 0, 1 << 20, "RANK", NULL)                      \
     X(B, "b", 0, BENCH_ARG_INT, 0, 1 << 20, "RANK", NULL)                      \
@@ -169,6 +175,7 @@ typedef struct {
     int warmup; /* -1 = by iterations */
     int timeout_s;
     int rounds; /* 0 = not given */
+    int jobs;   /* --jobs; 0 = not given (one) */
     int a, b;   /* -1 = not given */
     int pt;
     uint64_t link_rate; /* bit/s; 0 = not given */
@@ -182,6 +189,8 @@ typedef struct {
     bench_algos_t algos;
     const char *algos_text; /* as given (or the default) */
     const char *fabric, *csv, *plot, *reference, *pair, *out, *progress;
+    const char *gate; /* --jobs: DIR of the barrier every job's ranks meet
+                         at before timing (the rank side's) */
     const char *calib, *dtype, *op, *nsrc, *impl;
     uint64_t given; /* BENCH_OPT() mask of the options on the line */
 } bench_opts_t;

@@ -48,7 +48,7 @@ static void usage(FILE *out)
     fprintf(
         out,
         "usage: incoll run -n N --fabric DIR [--ppn K] [--timeout SEC] "
-        "[--no-mgr] [--] PROGRAM [ARGS...]\n"
+        "[--no-mgr] [--place FIRST:STRIDE] [--] PROGRAM [ARGS...]\n"
         "\n"
         "Starts N ranks of PROGRAM with INCOLL_RANK=0..N-1, INCOLL_SIZE=N,\n"
         "INCOLL_FABRIC=DIR (made absolute), INCOLL_JOB (a fresh id unless\n"
@@ -60,6 +60,9 @@ static void usage(FILE *out)
         "--ppn K puts K ranks on each host (rank r on host r/K): with\n"
         "INCOLL_HIER=node (the default) they reduce in shared memory and\n"
         "one leader per host talks to the fabric.\n"
+        "--place FIRST:STRIDE puts host h of the job (rank r / K) on the\n"
+        "fabric's host FIRST + h * STRIDE (modulo its hosts; needs the\n"
+        "manager): several jobs side by side, e.g. 0:4 and 1:4.\n"
         "If a rank fails, the others are stopped and incoll run exits with\n"
         "that rank's exit status (128+signal if it was killed); after\n"
         "--timeout seconds (default 600) every rank is killed and it exits\n"
@@ -160,6 +163,7 @@ int cmd_run(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"no-mgr", no_argument, NULL, 'M'},
         {"ppn", required_argument, NULL, 'p'},
+        {"place", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -167,7 +171,8 @@ int cmd_run(int argc, char **argv)
     char fabric[PATH_MAX], conf_path[PATH_MAX + 16], err[512], why[256];
     char job[32], gen[16];
     int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd, ppn = 1;
-    int stopping = 0, no_mgr = 0, have_conf;
+    int stopping = 0, no_mgr = 0, have_conf, first = 0, stride = 1;
+    int placed = 0;
     run_mgr_t m;
     uint64_t deadline, kill_at = 0;
     rank_proc_t *ranks;
@@ -193,6 +198,19 @@ int cmd_run(int argc, char **argv)
         case 'p':
             ppn = atoi(optarg);
             break;
+        case 'P': {
+            char c;
+            if (sscanf(optarg, "%d:%d%c", &first, &stride, &c) != 2 ||
+                first < 0 || stride < 1) {
+                fprintf(stderr,
+                        "incoll run: --place wants FIRST:STRIDE, FIRST >= 0 "
+                        "and STRIDE >= 1 (e.g. 1:4), not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            placed = 1;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 0;
@@ -254,6 +272,13 @@ int cmd_run(int argc, char **argv)
         mgr_fabric_free_names(m.hosts, m.nhosts);
         return 1;
     }
+    if (!m.mgr[0] && placed) {
+        fprintf(stderr, "incoll run: --place needs a fabric with a manager "
+                        "(fabric.conf alone has one rank per host)\n");
+        fabric_conf_free(&conf);
+        mgr_fabric_free_names(m.hosts, m.nhosts);
+        return 1;
+    }
     if (!m.mgr[0] && conf.nhosts != n) {
         fprintf(stderr,
                 "incoll run: the fabric in %s has %d hosts but -n is "
@@ -308,9 +333,9 @@ int cmd_run(int argc, char **argv)
 
     running = 0;
     for (int r = 0; r < n; r++) {
-        /* Rank r is on host r / ppn (mod the hosts with a manager), in
-         * its namespace on an emulated fabric. */
-        int host = r / ppn;
+        /* Rank r is on host r / ppn (mod the hosts with a manager; moved
+         * by --place), in its namespace on an emulated fabric. */
+        int host = first + r / ppn * stride;
         ranks[r].pid =
             spawn_rank(r, n, host, fabric, job, gen, &m,
                        conf.hosts ? conf.hosts[host % conf.nhosts].netns : "",

@@ -82,8 +82,9 @@
     X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
       "allreduces of at least this many bytes lock the tree and stream " \
       "through the ANs' streaming pools (docs/streaming.md); 0: never, " \
-      "the default until streaming is proven end to end; every rank must " \
-      "use the same value") \
+      "the default: on the emulated fabric streaming measured slower than " \
+      "the slots at every size from 16K to 4M; every rank must use the " \
+      "same value") \
     X(STREAM_LOCK, STR, "op", "", "host", \
       "how long a streaming lock is held: op (one operation), comm (until " \
       "the communicator's group goes or an AN reclaims it) or a number N " \

@@ -53,6 +53,15 @@ typedef struct {
     int recv_left;   /* 1: received data is the left operand */
 } algo_step_t;
 
+/* The in-network allreduce streaming through a locked tree
+ * (docs/streaming.md) rather than on the group's slots: not a kind of its
+ * own (the library picks it by size, INCOLL_STREAM_THRESHOLD), the name
+ * benchmarks run it under beside "inc". */
+#define ALGO_INC_STREAM_NAME "inc-stream"
+#define ALGO_INC_STREAM_DESC                                                   \
+    "in the network, streaming: the tree locked, a large window from the "     \
+    "ANs' streaming pools"
+
 /* Name ("inc", "rd", "ring", "rabenseifner") and parse; -1 if unknown. */
 const char *algo_name(algo_kind_t kind);
 int algo_parse(const char *name);

@@ -43,6 +43,8 @@ struct incoll_comm {
     struct host_req_queue *rq;   /* its requests (src/host/req.c); NULL
                                     until its first one */
     int stream_said;             /* a lock refusal was logged (stream.c) */
+    int stream_mode; /* host_stream_mode(): 0 by the threshold, 1 always,
+                        -1 never */
 };
 
 struct incoll_ctx {
@@ -100,6 +102,16 @@ uint32_t host_job_generation(const char *job);
  */
 incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes);
 void host_stream_end(incoll_comm_h comm);
+/*
+ * How comm's in-network allreduces choose (a benchmark runs both side by
+ * side): 0 (the default) by INCOLL_STREAM_THRESHOLD; 1 every one locks and
+ * streams; -1 none does (a lock still held is released first, by the
+ * next allreduce). Streaming must be on in the context (a threshold at
+ * init) for 1 to lock: otherwise the engine has no stream window and the
+ * operations run on the slots. Every member sets the same mode at the
+ * same point.
+ */
+void host_stream_mode(incoll_comm_h comm, int mode);
 /* Says at info level what comm's engine streamed (when it ever locked);
  * called before the engine goes (communicator freed, group rebuilt). */
 void host_stream_report(incoll_comm_h comm);

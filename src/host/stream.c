@@ -46,15 +46,30 @@ static incoll_status_t round_wait(incoll_comm_h comm, incoll_status_t status)
     return status;
 }
 
+void host_stream_mode(incoll_comm_h comm, int mode)
+{
+    comm->stream_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
+}
+
 incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
 {
     incoll_ctx_h ctx = comm->ctx;
+    size_t threshold = comm->stream_mode > 0   ? 1
+                       : comm->stream_mode < 0 ? 0
+                                               : ctx->stream_threshold;
     incoll_status_t status;
     unsigned why = 0;
 
-    if (ctx->stream_threshold == 0 || bytes < ctx->stream_threshold ||
-        comm->eng == NULL ||
-        host_engine_stream_window(comm->eng, NULL, NULL) > 0)
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    if (host_engine_stream_window(comm->eng, NULL, NULL) > 0) {
+        /* Locked for several operations: they all stream, unless the
+         * communicator was told not to, which lets the lock go. */
+        if (comm->stream_mode >= 0)
+            return INCOLL_OK;
+        return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
+    }
+    if (threshold == 0 || bytes < threshold)
         return INCOLL_OK;
     status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED)
