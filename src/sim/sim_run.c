@@ -1590,6 +1590,12 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
         tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
     res->stream = cfg->stream;
     res->groups = S.ngroups;
+    if (cfg->stream) {
+        size_t len = strlen(res->note);
+        snprintf(res->note + len, sizeof(res->note) - len,
+                 "%sstreamed %" PRIu64 " of %" PRIu64 " host operations",
+                 len ? "; " : "", res->stream_ops, res->ops);
+    }
     for (int g = 0; g < S.ngroups && g < SIM_MAX_GROUPS; g++) {
         sim_job_result_t *j = &res->jobs[g];
         j->latency_us /= cfg->iters;
