@@ -979,21 +979,27 @@ static int write_plot(const opts_t *o, const char *png,
         if (o->sizes[s] > bw_size)
             bw_size = o->sizes[s];
     }
+    /* A series is an algorithm, an AN mode and, in the network, a
+     * protocol: series_an holds the mode and SERIES_STREAM. */
+#define SERIES_AN(r) ((r)->an + ((r)->stream ? 0x100 : 0))
     for (int i = 0; i < n; i++) {
         int found = 0;
         for (int s = 0; s < nseries; s++)
-            if (series_algo[s] == rows[i].algo && series_an[s] == rows[i].an)
+            if (series_algo[s] == rows[i].algo &&
+                series_an[s] == SERIES_AN(&rows[i]))
                 found = 1;
         if (!found && nseries < MAXS) {
             series_algo[nseries] = rows[i].algo;
-            series_an[nseries++] = rows[i].an;
+            series_an[nseries++] = SERIES_AN(&rows[i]);
         }
     }
     for (int s = 0; s < nseries; s++) {
-        snprintf(names[s], sizeof(names[s]), "%s%s%s",
+        snprintf(names[s], sizeof(names[s]), "%s%s%s%s",
                  algo_name((algo_kind_t)series_algo[s]),
+                 series_an[s] >= 0x100 ? "-stream" : "",
                  series_algo[s] == ALGO_INC ? " " : "",
-                 series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
+                 series_algo[s] == ALGO_INC ? an_name(series_an[s] & 0xff)
+                                            : "");
         for (int panel = 0; panel < 2; panel++) {
             double *x = buf + (size_t)(2 * s + panel) * 2 * (size_t)(n + 1);
             double *y = x + n + 1;
@@ -1001,7 +1007,7 @@ static int write_plot(const opts_t *o, const char *png,
             int k = 0;
             for (int i = 0; i < n; i++) {
                 const sim_result_t *r = &rows[i];
-                if (r->algo != series_algo[s] || r->an != series_an[s] ||
+                if (r->algo != series_algo[s] || SERIES_AN(r) != series_an[s] ||
                     r->outcome != SIM_OK)
                     continue;
                 if (by_hosts && r->bytes != (panel ? bw_size : lat_size))
