@@ -381,18 +381,25 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* Runs one measurement that must give one row, right and checked. */
+#define SIM_ONE_OK(args, row)                                                  \
+    do {                                                                       \
+        row_t rows_[MAX_ROWS];                                                 \
+        CHECK_EQ_INT(sim(args, rows_, MAX_ROWS), 1);                           \
+        CHECK_MSG(strcmp(rows_[0].outcome, "ok") == 0, "%s",                   \
+                  rows_[0].outcome);                                           \
+        CHECK_EQ_INT(rows_[0].checked, 1);                                     \
+        *(row) = rows_[0];                                                     \
+    } while (0)
+
 TEST(sim_inc_streams_near_link_rate, TEST_INTEG)
 {
-    row_t r[MAX_ROWS];
-    int n;
+    row_t r[1];
 
     SKIP_WITHOUT_SIM();
-    n = sim("--hosts 64 --radix 8 --link-rate 100Gbps --link-latency 1us "
-            "--sizes 1M --algos inc --data",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
-    CHECK_EQ_INT(r[0].checked, 1);
+    SIM_ONE_OK("--hosts 64 --radix 8 --link-rate 100Gbps --link-latency 1us "
+               "--sizes 1M --algos inc --data",
+               r);
     /* Header overhead alone caps it at 8192/8240 of 12500 MB/s. */
     CHECK_MSG(r[0].bandwidth_MBps > 0.9 * 12500 &&
                   r[0].bandwidth_MBps < 12500.0 * 8192 / 8240,
@@ -589,13 +596,10 @@ TEST(sim_stream_same_results_as_slots, TEST_INTEG)
             CHECK_EQ_INT(r[i].ops, -1);
         }
     }
-    n = sim("--hosts 32 --radix 8 --algos inc --sizes 512K --slots 8 "
-            "--stream-window 32 --proto stream --stream-lock comm --iters 3 "
-            "--drop 0.01 --seed 5 --data",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
-    CHECK_EQ_INT(r[0].checked, 1);
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 512K --slots 8 "
+               "--stream-window 32 --proto stream --stream-lock comm "
+               "--iters 3 --drop 0.01 --seed 5 --data",
+               r);
     CHECK(r[0].dropped > 0);
     CHECK(r[0].retransmits > 0);
     CHECK_EQ_INT(r[0].streamed, 96);
@@ -606,16 +610,12 @@ TEST(sim_stream_same_results_as_slots, TEST_INTEG)
  * operation streams, every result is still right. */
 TEST(sim_stream_no_pool_falls_back, TEST_INTEG)
 {
-    row_t r[MAX_ROWS];
-    int n;
+    row_t r[1];
 
     SKIP_WITHOUT_SIM();
-    n = sim("--hosts 16 --radix 4 --algos inc --sizes 64K --proto stream "
-            "--stream-pool 0 --data --iters 2",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
-    CHECK_EQ_INT(r[0].checked, 1);
+    SIM_ONE_OK("--hosts 16 --radix 4 --algos inc --sizes 64K --proto stream "
+               "--stream-pool 0 --data --iters 2",
+               r);
     CHECK_EQ_INT(r[0].ops, 32);
     CHECK_EQ_INT(r[0].streamed, 0);
     return TEST_PASSED;
@@ -663,17 +663,13 @@ static int read_jobs(job_row_t *jobs, int max)
  */
 TEST(sim_stream_two_jobs_contend, TEST_INTEG)
 {
-    row_t r[MAX_ROWS];
+    row_t r[1];
     job_row_t j[4];
-    int n;
 
     SKIP_WITHOUT_SIM();
-    n = sim("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
-            "--proto stream --groups 2 --data",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
-    CHECK_EQ_INT(r[0].checked, 1);
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
+               "--proto stream --groups 2 --data",
+               r);
     CHECK_EQ_INT(read_jobs(j, 4), 2);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ_INT(j[i].hosts, 16);
@@ -684,11 +680,9 @@ TEST(sim_stream_two_jobs_contend, TEST_INTEG)
     CHECK_EQ_INT(j[0].granted + j[1].granted, 1);
     CHECK_EQ_INT(j[0].streamed + j[1].streamed, 1);
 
-    n = sim("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
-            "--proto stream --groups 2 --iters 2 --data",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
+               "--proto stream --groups 2 --iters 2 --data",
+               r);
     CHECK_EQ_INT(read_jobs(j, 4), 2);
     for (int i = 0; i < 2; i++) {
         CHECK(strcmp(j[i].ok, "ok") == 0);
