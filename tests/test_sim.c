@@ -18,7 +18,8 @@
  *  - the same seed gives the same numbers, loss included;
  *  - with 1% of packets lost, every host still gets the right result;
  *  - streaming (--proto stream) runs through the same cores: every
- *    result is the exact sum, as on the slots, without and with loss;
+ *    result is the exact sum, as on the slots, without and with loss,
+ *    and the library's threshold and lock length hold;
  *    with no streaming pool every lock is refused and the operations run
  *    on the slots, as the AN daemon does;
  *  - two jobs racing for one tree (--groups 2): one is granted, the
@@ -603,6 +604,17 @@ TEST(sim_stream_same_results_as_slots, TEST_INTEG)
     CHECK(r[0].dropped > 0);
     CHECK(r[0].retransmits > 0);
     CHECK_EQ_INT(r[0].streamed, 96);
+    /* The threshold is the library's: 4 KiB stays on the slots, 16 KiB
+     * locks; with locks of 3 operations, every one of 7 streams. */
+    n = sim("--hosts 16 --radix 4 --algos inc --sizes 4K,16K --proto stream "
+            "--stream-threshold 8K --stream-lock 3 --iters 7 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 2);
+    for (int i = 0; i < n; i++) {
+        CHECK(strcmp(r[i].outcome, "ok") == 0);
+        CHECK_EQ_INT(r[i].ops, 112);
+        CHECK_EQ_INT(r[i].streamed, i == 0 ? 0 : 112);
+    }
     return TEST_PASSED;
 }
 
