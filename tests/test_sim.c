@@ -17,6 +17,14 @@
  *    size and of two, and takes over from a full run the guard refuses;
  *  - the same seed gives the same numbers, loss included;
  *  - with 1% of packets lost, every host still gets the right result;
+ *  - streaming (--proto stream) runs through the same cores: every
+ *    result is the exact sum, as on the slots, without and with loss,
+ *    and the library's threshold and lock length hold;
+ *    with no streaming pool every lock is refused and the operations run
+ *    on the slots, as the AN daemon does;
+ *  - two jobs racing for one tree (--groups 2): one is granted, the
+ *    other refused and falls back, both right; the refused one gets the
+ *    tree next (its ticket is older);
  *  - the host-based algorithms agree within 10% with SMPI's own
  *    implementations on the same platform (skips without smpicc/smpirun).
  */
@@ -49,6 +57,8 @@ typedef struct {
     int mirrored;  /* its note says it ran with mirrors */
     int recurrent; /* its note says it ran by the ring's recurrence */
     int jumped;    /* ... and jumped over steady phases */
+    long streamed; /* its note: host operations that streamed, of ops */
+    long ops;      /* -1 when the note does not say */
 } row_t;
 
 static int sim_path(char *buf, size_t len)
@@ -91,6 +101,13 @@ static int read_csv(const char *path, row_t *rows, int max)
         r->mirrored = strstr(line, "mirrored:") != NULL;
         r->recurrent = strstr(line, "recurrence:") != NULL;
         r->jumped = strstr(line, "steady phases jumped") != NULL;
+        {
+            const char *st = strstr(line, "streamed ");
+            r->streamed = r->ops = -1;
+            if (st == NULL ||
+                sscanf(st, "streamed %ld of %ld", &r->streamed, &r->ops) != 2)
+                r->streamed = r->ops = -1;
+        }
         n++;
     }
     fclose(f);
@@ -365,18 +382,25 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* Runs one measurement that must give one row, right and checked. */
+#define SIM_ONE_OK(args, row)                                                  \
+    do {                                                                       \
+        row_t rows_[MAX_ROWS];                                                 \
+        CHECK_EQ_INT(sim(args, rows_, MAX_ROWS), 1);                           \
+        CHECK_MSG(strcmp(rows_[0].outcome, "ok") == 0, "%s",                   \
+                  rows_[0].outcome);                                           \
+        CHECK_EQ_INT(rows_[0].checked, 1);                                     \
+        *(row) = rows_[0];                                                     \
+    } while (0)
+
 TEST(sim_inc_streams_near_link_rate, TEST_INTEG)
 {
-    row_t r[MAX_ROWS];
-    int n;
+    row_t r[1];
 
     SKIP_WITHOUT_SIM();
-    n = sim("--hosts 64 --radix 8 --link-rate 100Gbps --link-latency 1us "
-            "--sizes 1M --algos inc --data",
-            r, MAX_ROWS);
-    CHECK_EQ_INT(n, 1);
-    CHECK(strcmp(r[0].outcome, "ok") == 0);
-    CHECK_EQ_INT(r[0].checked, 1);
+    SIM_ONE_OK("--hosts 64 --radix 8 --link-rate 100Gbps --link-latency 1us "
+               "--sizes 1M --algos inc --data",
+               r);
     /* Header overhead alone caps it at 8192/8240 of 12500 MB/s. */
     CHECK_MSG(r[0].bandwidth_MBps > 0.9 * 12500 &&
                   r[0].bandwidth_MBps < 12500.0 * 8192 / 8240,
@@ -543,6 +567,144 @@ TEST(sim_loss_still_correct, TEST_INTEG)
     /* The loss happened and was recovered by retransmission. */
     CHECK(dropped > 0);
     CHECK(retrans >= dropped);
+    return TEST_PASSED;
+}
+
+/*
+ * Streaming through the simulator runs the host engine's lock round and
+ * the ANs' pool: on a 2-level tree of 32 hosts, from one packet to 64,
+ * every host's result is the exact sum on the slots and streamed, every
+ * operation streamed (lock per operation and for the whole run), and the
+ * same with 1% loss, recovered by the same retransmissions.
+ */
+TEST(sim_stream_same_results_as_slots, TEST_INTEG)
+{
+    row_t r[MAX_ROWS];
+    int n;
+
+    SKIP_WITHOUT_SIM();
+    n = sim("--hosts 32 --radix 8 --algos inc --sizes 4K,512K --slots 8 "
+            "--stream-window 32 --proto ll,stream --data --iters 2",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 4);
+    for (int i = 0; i < n; i++) {
+        int stream = strcmp(r[i].algo, "inc-stream") == 0;
+        CHECK_MSG(strcmp(r[i].outcome, "ok") == 0, "%s %ld bytes: %s",
+                  r[i].algo, r[i].bytes, r[i].outcome);
+        CHECK_EQ_INT(r[i].checked, 1);
+        CHECK_EQ_INT(stream, i >= 2);
+        if (stream) {
+            CHECK_EQ_INT(r[i].ops, 64);
+            CHECK_EQ_INT(r[i].streamed, 64);
+        } else {
+            CHECK_EQ_INT(r[i].ops, -1);
+        }
+    }
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 512K --slots 8 "
+               "--stream-window 32 --proto stream --stream-lock comm "
+               "--iters 3 --drop 0.01 --seed 5 --data",
+               r);
+    CHECK(r[0].dropped > 0);
+    CHECK(r[0].retransmits > 0);
+    CHECK_EQ_INT(r[0].streamed, 96);
+    /* The threshold is the library's: 4 KiB stays on the slots, 16 KiB
+     * locks; with locks of 3 operations, every one of 7 streams. */
+    n = sim("--hosts 16 --radix 4 --algos inc --sizes 4K,16K --proto stream "
+            "--stream-threshold 8K --stream-lock 3 --iters 7 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 2);
+    for (int i = 0; i < n; i++) {
+        CHECK(strcmp(r[i].outcome, "ok") == 0);
+        CHECK_EQ_INT(r[i].ops, 112);
+        CHECK_EQ_INT(r[i].streamed, i == 0 ? 0 : 112);
+    }
+    return TEST_PASSED;
+}
+
+/* As incoll-agg with INCOLL_AGG_STREAM_POOL=0: every lock is refused, no
+ * operation streams, every result is still right. */
+TEST(sim_stream_no_pool_falls_back, TEST_INTEG)
+{
+    row_t r[1];
+
+    SKIP_WITHOUT_SIM();
+    SIM_ONE_OK("--hosts 16 --radix 4 --algos inc --sizes 64K --proto stream "
+               "--stream-pool 0 --data --iters 2",
+               r);
+    CHECK_EQ_INT(r[0].ops, 32);
+    CHECK_EQ_INT(r[0].streamed, 0);
+    return TEST_PASSED;
+}
+
+typedef struct {
+    int hosts;
+    char ok[8];
+    long streamed, ops, granted, refused;
+} job_row_t;
+
+/* The per-job lines incoll-sim printed in its last run (sim()). */
+static int read_jobs(job_row_t *jobs, int max)
+{
+    char path[PATH_MAX + 16], line[512];
+    FILE *f;
+    int n = 0;
+
+    snprintf(path, sizeof(path), "%s/sim.out", test_tmpdir());
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (n < max && fgets(line, sizeof(line), f)) {
+        job_row_t *j = &jobs[n];
+        int g;
+        double lat, bw;
+        if (sscanf(line,
+                   "#   job %d: %d hosts %lf %lf %7s streamed %ld of %ld "
+                   "ops, locks granted %ld refused %ld",
+                   &g, &j->hosts, &lat, &bw, j->ok, &j->streamed, &j->ops,
+                   &j->granted, &j->refused) == 9 &&
+            g == n)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/*
+ * Two jobs of 16 hosts, each on two leaves of a radix-8 tree, so both
+ * rooted at the one root AN, lock it at once: one is granted and streams,
+ * the other is refused and runs on its slots; both results are right.
+ * The refusal gave the loser a ticket, so the next time round it gets
+ * the tree and the winner is refused: each streams exactly once.
+ */
+TEST(sim_stream_two_jobs_contend, TEST_INTEG)
+{
+    row_t r[1];
+    job_row_t j[4];
+
+    SKIP_WITHOUT_SIM();
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
+               "--proto stream --groups 2 --data",
+               r);
+    CHECK_EQ_INT(read_jobs(j, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ_INT(j[i].hosts, 16);
+        CHECK(strcmp(j[i].ok, "ok") == 0);
+        CHECK_EQ_INT(j[i].ops, 1);
+        CHECK_EQ_INT(j[i].granted + j[i].refused, 1);
+    }
+    CHECK_EQ_INT(j[0].granted + j[1].granted, 1);
+    CHECK_EQ_INT(j[0].streamed + j[1].streamed, 1);
+
+    SIM_ONE_OK("--hosts 32 --radix 8 --algos inc --sizes 256K --slots 8 "
+               "--proto stream --groups 2 --iters 2 --data",
+               r);
+    CHECK_EQ_INT(read_jobs(j, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        CHECK(strcmp(j[i].ok, "ok") == 0);
+        CHECK_EQ_INT(j[i].granted, 1);
+        CHECK_EQ_INT(j[i].refused, 1);
+        CHECK_EQ_INT(j[i].streamed, 1);
+    }
     return TEST_PASSED;
 }
 

@@ -622,6 +622,38 @@ uint32_t host_engine_stream_window(const host_engine_t *eng,
     return eng->st_n;
 }
 
+int host_stream_policy_parse(const char *text, uint16_t *nops_p)
+{
+    char *end = NULL;
+    long n;
+
+    if (text == NULL || strcmp(text, "op") == 0) {
+        *nops_p = 1;
+        return 0;
+    }
+    if (strcmp(text, "comm") == 0) {
+        *nops_p = 0;
+        return 0;
+    }
+    n = strtol(text, &end, 10);
+    if (end == text || *end != '\0' || n < 1 || n > 65535)
+        return -1;
+    *nops_p = (uint16_t)n;
+    return 0;
+}
+
+int host_engine_stream_wants_lock(const host_engine_t *eng, size_t threshold,
+                                  size_t bytes)
+{
+    return threshold > 0 && bytes >= threshold && eng->p.stream_window > 0 &&
+           eng->st_n == 0;
+}
+
+int host_engine_stream_wants_unlock(const host_engine_t *eng, uint16_t nops)
+{
+    return eng->st_n > 0 && nops > 0 && eng->ops_left == 0;
+}
+
 /* A LOCK_REP or UNLOCK_REP from the leaf AN. */
 static void on_lock_answer(host_engine_t *eng, const wire_hdr_t *h,
                            uint64_t now_ns)

@@ -178,6 +178,22 @@ uint32_t host_engine_window(const host_engine_t *eng);
 uint32_t host_engine_stream_window(const host_engine_t *eng,
                                    uint32_t *ops_left_p, unsigned *why_p);
 
+/*
+ * The streaming policy of libincoll's blocking allreduce (docs/streaming.md,
+ * "In libincoll"), here so that the library and the simulator run the
+ * same one. host_stream_policy_parse reads INCOLL_STREAM_LOCK's text:
+ * "op" (or NULL) is 1 operation, "comm" 0 (until released), or a number
+ * 1..65535; returns -1 on anything else. host_engine_stream_wants_lock:
+ * an operation of bytes locks first when threshold is set, bytes reach it
+ * and no lock is held. host_engine_stream_wants_unlock: after an
+ * operation, the lock goes when it was for nops > 0 operations and they
+ * are used up.
+ */
+int host_stream_policy_parse(const char *text, uint16_t *nops_p);
+int host_engine_stream_wants_lock(const host_engine_t *eng, size_t threshold,
+                                  size_t bytes);
+int host_engine_stream_wants_unlock(const host_engine_t *eng, uint16_t nops);
+
 /* Feeds one received datagram. */
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns);

@@ -11,30 +11,15 @@
 #include "common/wire.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
-#include <string.h>
 
 incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p)
 {
-    char *end = NULL;
-    long n;
-
-    if (text == NULL || strcmp(text, "op") == 0) {
-        *nops_p = 1;
-        return INCOLL_OK;
-    }
-    if (strcmp(text, "comm") == 0) {
-        *nops_p = 0;
-        return INCOLL_OK;
-    }
-    n = strtol(text, &end, 10);
-    if (end == text || *end != '\0' || n < 1 || n > 65535) {
+    if (host_stream_policy_parse(text, nops_p) != 0) {
         incoll_error("init: INCOLL_STREAM_LOCK=%s: expected op, comm or a "
                      "number of operations 1..65535",
                      text);
         return INCOLL_ERR_CONFIG;
     }
-    *nops_p = (uint16_t)n;
     return INCOLL_OK;
 }
 
@@ -69,7 +54,7 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
             return INCOLL_OK;
         return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
     }
-    if (threshold == 0 || bytes < threshold)
+    if (!host_engine_stream_wants_lock(comm->eng, threshold, bytes))
         return INCOLL_OK;
     status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED)
@@ -90,12 +75,10 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
 
 void host_stream_end(incoll_comm_h comm)
 {
-    uint32_t left = 0;
     incoll_status_t status;
 
     if (comm->eng == NULL ||
-        host_engine_stream_window(comm->eng, &left, NULL) == 0 ||
-        comm->ctx->stream_nops == 0 || left > 0)
+        !host_engine_stream_wants_unlock(comm->eng, comm->ctx->stream_nops))
         return;
     /* The operation is done and its result delivered: an unlock that gets
      * no answer leaves the engine failed, and the next operation recovers

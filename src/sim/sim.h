@@ -80,8 +80,35 @@ typedef struct {
     uint64_t max_msgs;   /* refuse a run that would send more messages */
     double max_mem;      /* refuse a run predicted to need more bytes */
     const char *xml_out; /* keep the platform here (NULL: temporary) */
+    /* Streaming (docs/streaming.md), the library's policy
+     * (host_engine_stream_wants_lock): with stream set, an allreduce of at
+     * least stream_threshold bytes locks the tree first, for stream_nops
+     * operations (0: until the end), asking for stream_window stream
+     * slots; every AN has a pool of stream_pool bytes. */
+    int stream;
+    uint64_t stream_threshold;
+    uint32_t stream_window;
+    uint16_t stream_nops;
+    uint64_t stream_pool;
+    /* Jobs on the fabric at once: the hosts split into this many
+     * consecutive blocks, each a group of its own rooted at the lowest AN
+     * above all of its hosts, all starting together. */
+    int groups;
     sim_calib_t calib;
 } sim_config_t;
+
+#define SIM_MAX_GROUPS 16
+
+/* One job of a run with several (sim_config_t.groups). */
+typedef struct {
+    int hosts;
+    double latency_us; /* its last host's time per operation */
+    double bandwidth_MBps;
+    uint64_t ops, stream_ops; /* operations of its first host, and those
+                                 that streamed */
+    uint64_t locks_granted, locks_refused; /* its first host's */
+    int failed;
+} sim_job_result_t;
 
 typedef enum {
     SIM_OK = 0,      /* ran, and if checked, every result was right */
@@ -107,8 +134,12 @@ typedef struct {
     uint64_t messages;     /* SimGrid messages sent */
     uint64_t retransmits;
     uint64_t dropped;
-    int order; /* position in the sweep, for sorting */
+    int order;                /* position in the sweep, for sorting */
+    int stream;               /* 1: streaming on (sim_config_t.stream) */
+    int groups;               /* jobs at once; jobs[] holds each when above 1 */
+    uint64_t stream_ops, ops; /* over every host: operations streamed */
     char note[128];
+    sim_job_result_t jobs[SIM_MAX_GROUPS];
 } sim_result_t;
 
 /* sim_parse.c */

@@ -13,7 +13,9 @@
  */
 #include "sim/sim.h"
 
+#include "common/knobs.h"
 #include "common/log.h"
+#include "core/host_engine.h"
 
 /* The plot writer of the benchmarks (tools/bench_plot.c). */
 #include "bench_plot.h"
@@ -56,6 +58,8 @@ typedef struct {
     int nalgos;
     int an_modes[SIM_AN_COUNT];
     int nan;
+    int protos[2]; /* in-network: 0 the slots only, 1 streaming */
+    int nproto;
     const char *csv, *plot, *calib_path, *hostfile;
     int quiet;
     int jobs;       /* measurements run at once */
@@ -132,6 +136,19 @@ static void usage(FILE *out)
         "P\n"
         "  --seed S             seed of the loss (default 1)\n"
         "  --timers             run retransmission timers without --drop too\n"
+        "  --proto P[,P]        in-network protocol: ll (the group's slots "
+        "only)\n"
+        "                       or stream (lock the tree and stream, as\n"
+        "                       INCOLL_STREAM_THRESHOLD) (default ll)\n"
+        "  --stream-threshold B stream allreduces of at least B bytes\n"
+        "                       (default: every size)\n"
+        "  --stream-window W    stream slots a lock asks for (default 256)\n"
+        "  --stream-lock L      op, comm or N operations per lock (default "
+        "op)\n"
+        "  --stream-pool B      every AN's streaming pool (default 64M)\n"
+        "  --groups G           G jobs at once, each a group of its own on\n"
+        "                       consecutive hosts, in-network only (default "
+        "1)\n"
         "costs:\n"
         "  --calib FILE         from `incoll bench kernel --calib FILE`\n"
         "  --switch-ns NS       latency of a switch AN per packet (default 0)\n"
@@ -181,6 +198,12 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->nalgos = ALGO_COUNT;
     o->an_modes[0] = SIM_AN_SWITCH;
     o->nan = 1;
+    o->nproto = 1;
+    c->stream_threshold = 1;
+    c->stream_window = (uint32_t)setting_u64(SETTING_STREAM_WINDOW);
+    c->stream_nops = 1;
+    c->stream_pool = setting_u64(SETTING_AGG_STREAM_POOL);
+    c->groups = 1;
     o->data_opt = -1;
     o->mirror_opt = -1;
     o->recur_opt = -1;
@@ -310,6 +333,39 @@ static int parse_args(int argc, char **argv, opts_t *o)
             }
             if (o->nan == 0)
                 return bad(a, v);
+        } else if (strcmp(a, "--proto") == 0) {
+            char buf[64], *save = NULL, *t;
+            snprintf(buf, sizeof(buf), "%s", v);
+            o->nproto = 0;
+            for (t = strtok_r(buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                int m = strcmp(t, "ll") == 0       ? 0
+                        : strcmp(t, "stream") == 0 ? 1
+                                                   : -1;
+                if (m < 0 || o->nproto >= 2)
+                    return bad(a, v);
+                o->protos[o->nproto++] = m;
+            }
+            if (o->nproto == 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--stream-threshold") == 0) {
+            if (sim_parse_bytes(v, &c->stream_threshold) != 0 ||
+                c->stream_threshold == 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--stream-window") == 0) {
+            c->stream_window = (uint32_t)atoi(v);
+            if (c->stream_window < 1 || c->stream_window > 65535)
+                return bad(a, v);
+        } else if (strcmp(a, "--stream-lock") == 0) {
+            if (host_stream_policy_parse(v, &c->stream_nops) != 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--stream-pool") == 0) {
+            if (sim_parse_bytes(v, &c->stream_pool) != 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--groups") == 0) {
+            c->groups = atoi(v);
+            if (c->groups < 1 || c->groups > SIM_MAX_GROUPS)
+                return bad(a, v);
         } else if (strcmp(a, "--drop") == 0) {
             char *end;
             c->drop = strtod(v, &end);
@@ -372,6 +428,22 @@ static int parse_args(int argc, char **argv, opts_t *o)
     }
     if (c->window > c->slots)
         return bad("--window", "larger than --slots");
+    if (c->groups > 1) {
+        for (int i = 0; i < o->nalgos; i++)
+            if (o->algos[i] != ALGO_INC) {
+                fprintf(stderr, "incoll-sim: --groups runs the in-network "
+                                "algorithm only: add --algos inc\n");
+                return -1;
+            }
+        for (int i = 0; i < o->nhosts_list; i++)
+            if (o->hosts[i] < c->groups) {
+                fprintf(stderr,
+                        "incoll-sim: --groups %d needs at least as many "
+                        "hosts\n",
+                        c->groups);
+                return -1;
+            }
+    }
     if (o->calib_path) {
         char err[512];
         if (sim_calib_load(o->calib_path, &c->calib, err, sizeof(err)) != 0) {
@@ -662,6 +734,7 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         m.row.levels = conf->levels;
         m.row.radix = conf->radix;
         m.row.bytes = bytes;
+        m.row.stream = cfg->stream;
         m.row.outcome = SIM_SKIPPED;
         fprintf(stderr,
                 "incoll-sim: %s on %d hosts, %" PRIu64 " bytes: %s (see "
@@ -778,12 +851,16 @@ static int child_main(const opts_t *o, int n, int fd)
 
     for (int a = 0; a < o->nalgos; a++) {
         int algo = o->algos[a], nmodes = algo == ALGO_INC ? o->nan : 1;
+        int nproto = algo == ALGO_INC ? o->nproto : 1;
         for (int mi = 0; mi < nmodes; mi++) {
             cfg.an = (sim_an_mode_t)o->an_modes[mi];
-            for (int s = 0; s < o->nsizes; s++)
-                if (child_run(o, &cfg, &conf, algo, o->sizes[s], seq++, fd) !=
-                    0)
-                    return 1;
+            for (int pi = 0; pi < nproto; pi++) {
+                cfg.stream = algo == ALGO_INC && o->protos[pi];
+                for (int s = 0; s < o->nsizes; s++)
+                    if (child_run(o, &cfg, &conf, algo, o->sizes[s], seq++,
+                                  fd) != 0)
+                        return 1;
+            }
         }
     }
     if (reap_children(0) != 0)
@@ -799,18 +876,39 @@ static const char *an_name(int an)
                                  : "host";
 }
 
+/* The row's algorithm: the in-network one streaming is "inc-stream". */
+static const char *row_name(const sim_result_t *r)
+{
+    return r->stream ? "inc-stream" : algo_name((algo_kind_t)r->algo);
+}
+
+/* With several jobs, a line for each under its row. */
+static void print_jobs(FILE *out, const sim_result_t *r)
+{
+    for (int g = 0; r->groups > 1 && g < r->groups && g < SIM_MAX_GROUPS; g++) {
+        const sim_job_result_t *j = &r->jobs[g];
+        fprintf(out,
+                "#   job %2d: %5d hosts %14.3f %16.1f %6s  streamed %" PRIu64
+                " of %" PRIu64 " ops, locks granted %" PRIu64
+                " refused %" PRIu64 "\n",
+                g, j->hosts, j->latency_us, j->bandwidth_MBps,
+                j->failed ? "FAIL" : "ok", j->stream_ops, j->ops,
+                j->locks_granted, j->locks_refused);
+    }
+}
+
 static void print_row(FILE *out, const sim_result_t *r)
 {
     if (r->outcome == SIM_SKIPPED) {
         fprintf(out, "%-13s %-6s %6d %10" PRIu64 " %14s %16s %6s %8s %8s  %s\n",
-                algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts,
-                r->bytes, "-", "-", "skip", "-", "-", r->note);
+                row_name(r), an_name(r->an), r->hosts, r->bytes, "-", "-",
+                "skip", "-", "-", r->note);
         return;
     }
     fprintf(out,
             "%-13s %-6s %6d %10" PRIu64 " %14.3f %16.1f %6s %8.2f %8.0f  %s\n",
-            algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts, r->bytes,
-            r->latency_us, r->bandwidth_MBps,
+            row_name(r), an_name(r->an), r->hosts, r->bytes, r->latency_us,
+            r->bandwidth_MBps,
             r->outcome == SIM_FAILED ? "FAIL"
             : r->checked             ? "ok"
                                      : "-",
@@ -834,8 +932,8 @@ static int write_csv(const char *path, const sim_result_t *rows, int n)
         fprintf(f,
                 "%s,%s,%d,%" PRIu64 ",%.6f,%.3f,%d,%d,%s,%d,%" PRIu64
                 ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%.1f,\"%s\"\n",
-                algo_name((algo_kind_t)r->algo), an_name(r->an), r->hosts,
-                r->bytes, r->outcome == SIM_SKIPPED ? 0.0 : r->latency_us,
+                row_name(r), an_name(r->an), r->hosts, r->bytes,
+                r->outcome == SIM_SKIPPED ? 0.0 : r->latency_us,
                 r->outcome == SIM_SKIPPED ? 0.0 : r->bandwidth_MBps, r->levels,
                 r->radix,
                 r->outcome == SIM_OK        ? "ok"
@@ -881,21 +979,27 @@ static int write_plot(const opts_t *o, const char *png,
         if (o->sizes[s] > bw_size)
             bw_size = o->sizes[s];
     }
+    /* A series is an algorithm, an AN mode and, in the network, a
+     * protocol: series_an holds the mode and SERIES_STREAM. */
+#define SERIES_AN(r) ((r)->an + ((r)->stream ? 0x100 : 0))
     for (int i = 0; i < n; i++) {
         int found = 0;
         for (int s = 0; s < nseries; s++)
-            if (series_algo[s] == rows[i].algo && series_an[s] == rows[i].an)
+            if (series_algo[s] == rows[i].algo &&
+                series_an[s] == SERIES_AN(&rows[i]))
                 found = 1;
         if (!found && nseries < MAXS) {
             series_algo[nseries] = rows[i].algo;
-            series_an[nseries++] = rows[i].an;
+            series_an[nseries++] = SERIES_AN(&rows[i]);
         }
     }
     for (int s = 0; s < nseries; s++) {
-        snprintf(names[s], sizeof(names[s]), "%s%s%s",
+        snprintf(names[s], sizeof(names[s]), "%s%s%s%s",
                  algo_name((algo_kind_t)series_algo[s]),
+                 series_an[s] >= 0x100 ? "-stream" : "",
                  series_algo[s] == ALGO_INC ? " " : "",
-                 series_algo[s] == ALGO_INC ? an_name(series_an[s]) : "");
+                 series_algo[s] == ALGO_INC ? an_name(series_an[s] & 0xff)
+                                            : "");
         for (int panel = 0; panel < 2; panel++) {
             double *x = buf + (size_t)(2 * s + panel) * 2 * (size_t)(n + 1);
             double *y = x + n + 1;
@@ -903,7 +1007,7 @@ static int write_plot(const opts_t *o, const char *png,
             int k = 0;
             for (int i = 0; i < n; i++) {
                 const sim_result_t *r = &rows[i];
-                if (r->algo != series_algo[s] || r->an != series_an[s] ||
+                if (r->algo != series_algo[s] || SERIES_AN(r) != series_an[s] ||
                     r->outcome != SIM_OK)
                     continue;
                 if (by_hosts && r->bytes != (panel ? bw_size : lat_size))
@@ -1110,6 +1214,7 @@ int main(int argc, char **argv)
                         msg.hosts, msg.radix, msg.levels, msg.setup_s);
             } else {
                 print_row(stdout, &msg.row);
+                print_jobs(stdout, &msg.row);
                 if (msg.row.outcome == SIM_FAILED)
                     failed++;
                 if (nrows < MAX_ROWS) {

@@ -102,6 +102,8 @@ typedef struct {
     sg_mailbox_t rto_mbox; /* clock messages of the timers */
     outbox_t ob;
     host_engine_t *eng;
+    int job;        /* its group among cfg->groups */
+    uint16_t child; /* its child index at its leaf, in its group's tree */
     uint64_t rng;
     /* Posted receives and what they deliver into. */
     sg_comm_t rx_comm, nic_comm, rto_comm;
@@ -176,6 +178,12 @@ static struct {
     sim_mirror_t mir;     /* which ANs and hosts run (sim_mirror.c) */
     wire_key_t gkey;      /* the group's key, to seal mirrors' packets */
     uint64_t mirror_copies;
+    /* Jobs (cfg->groups): job g is the hosts [first[g], first[g + 1]),
+     * group conf->group_id + g, rooted at AN root[g]; below[g * nans + a]
+     * its hosts under AN a; suma[g] the sum of their input factors. */
+    int ngroups;
+    int *first, *root, *below;
+    long *suma;
     char mbox_name[64];
 } S;
 
@@ -379,11 +387,12 @@ static float input_val(int r, size_t j)
     return (float)(sim_input_factor(r) * (int)(1 + j % 251));
 }
 
-/* With mirrors, a mirrored subtree contributes what the one it copies
- * does (S.mir.suma). */
-static float expect_val(size_t j)
+/* The sum of a job's inputs: with mirrors, a mirrored subtree
+ * contributes what the one it copies does (S.mir.suma). */
+static float expect_val(int job, size_t j)
 {
-    return (float)(S.mir.suma * (long)(1 + j % 251));
+    long a = S.ngroups > 1 ? S.suma[job] : S.mir.suma;
+    return (float)(a * (long)(1 + j % 251));
 }
 
 static void fill_input(sim_host_t *h)
@@ -393,12 +402,12 @@ static void fill_input(sim_host_t *h)
         v[j] = input_val(h->rank, j);
 }
 
-static int check_result(const uint8_t *buf)
+static int check_result(int job, const uint8_t *buf)
 {
     const float *v = (const float *)buf;
     int wrong = 0;
     for (size_t j = 0; j < S.count; j++)
-        if (v[j] != expect_val(j))
+        if (v[j] != expect_val(job, j))
             wrong++;
     return wrong;
 }
@@ -541,6 +550,7 @@ static void an_actor(int argc, char **argv)
             continue;
         }
         before = *agg_counters(an->agg);
+        agg_set_now(an->agg, now_ns());
         agg_on_packet(an->agg, p->src, pkt_bytes(p), p->len);
         after = agg_counters(an->agg);
         if (server) {
@@ -648,75 +658,98 @@ static void rto_arm(sim_host_t *h)
     clock_msg(h, h->rto_mbox, PKT_RTO, (double)at * 1e-9);
 }
 
+/* Runs the engine's operation (or lock round) that returned st until it
+ * ends; its status. */
+static incoll_status_t host_wait(sim_host_t *h, incoll_status_t st)
+{
+    while (st == INCOLL_INPROGRESS) {
+        sg_comm_t comms[3];
+        void **slots[3];
+        int n = 0;
+        ssize_t which = 0;
+        pkt_t *p;
+
+        rto_arm(h);
+        outbox_reap(&h->ob);
+        /* Wait for a packet, the NIC's clock or the timers' clock. */
+        if (h->rx_comm == NULL)
+            h->rx_comm = sg_mailbox_get_async(h->mbox, &h->rx_pkt);
+        if (h->nic_comm == NULL && h->txq)
+            h->nic_comm = sg_mailbox_get_async(h->nic_mbox, &h->nic_pkt);
+        if (h->rto_comm == NULL && h->rto_at != UINT64_MAX)
+            h->rto_comm = sg_mailbox_get_async(h->rto_mbox, &h->rto_pkt);
+        comms[n] = h->rx_comm;
+        slots[n++] = &h->rx_pkt;
+        if (h->nic_comm) {
+            comms[n] = h->nic_comm;
+            slots[n++] = &h->nic_pkt;
+        }
+        if (h->rto_comm) {
+            comms[n] = h->rto_comm;
+            slots[n++] = &h->rto_pkt;
+        }
+        if (n == 1)
+            sg_comm_wait(comms[0]);
+        else
+            which = sg_comm_wait_any(comms, (size_t)n);
+        p = *slots[which];
+        if (slots[which] == &h->rx_pkt)
+            h->rx_comm = NULL;
+        else if (slots[which] == &h->nic_pkt)
+            h->nic_comm = NULL;
+        else
+            h->rto_comm = NULL;
+        if (p->run != S.run) {
+            pkt_done(p);
+            continue;
+        }
+        if (p->kind == PKT_NIC) {
+            if (h->txq)
+                nic_send(h);
+        } else if (p->kind == PKT_RTO) {
+            h->rto_at = UINT64_MAX;
+            host_engine_on_time(h->eng, now_ns());
+        } else {
+            if (!S.cfg->timers && now_ns() > host_engine_deadline(h->eng))
+                S.late_timers++;
+            host_engine_on_packet(h->eng, p->src, pkt_bytes(p), p->len,
+                                  now_ns());
+        }
+        pkt_done(p);
+        st = host_engine_status(h->eng);
+    }
+    return st;
+}
+
+/* The library's blocking allreduce (src/host/allreduce.c with
+ * src/host/stream.c): lock first when the streaming policy says so (a
+ * refusal is no error: the operation runs on the slots), the operation,
+ * then the unlock when the lock's operations are used up. */
 static void host_inc_actor(int argc, char **argv)
 {
     sim_host_t *h = sg_actor_self_get_data();
+    const sim_config_t *cfg = S.cfg;
     double t0 = now_s();
     incoll_status_t st = INCOLL_OK;
     (void)argc;
     (void)argv;
     sg_mailbox_set_receiver(sg_mailbox_get_name(h->mbox));
-    for (int it = 0; it < S.cfg->iters && st == INCOLL_OK; it++) {
-        st = host_engine_start(h->eng, h->sendbuf, h->recvbuf, S.count,
-                               INCOLL_FLOAT32, INCOLL_OP_SUM, now_ns());
-        while (st == INCOLL_INPROGRESS) {
-            sg_comm_t comms[3];
-            void **slots[3];
-            int n = 0;
-            ssize_t which = 0;
-            pkt_t *p;
-
-            rto_arm(h);
-            outbox_reap(&h->ob);
-            /* Wait for a packet, the NIC's clock or the timers' clock. */
-            if (h->rx_comm == NULL)
-                h->rx_comm = sg_mailbox_get_async(h->mbox, &h->rx_pkt);
-            if (h->nic_comm == NULL && h->txq)
-                h->nic_comm = sg_mailbox_get_async(h->nic_mbox, &h->nic_pkt);
-            if (h->rto_comm == NULL && h->rto_at != UINT64_MAX)
-                h->rto_comm = sg_mailbox_get_async(h->rto_mbox, &h->rto_pkt);
-            comms[n] = h->rx_comm;
-            slots[n++] = &h->rx_pkt;
-            if (h->nic_comm) {
-                comms[n] = h->nic_comm;
-                slots[n++] = &h->nic_pkt;
-            }
-            if (h->rto_comm) {
-                comms[n] = h->rto_comm;
-                slots[n++] = &h->rto_pkt;
-            }
-            if (n == 1)
-                sg_comm_wait(comms[0]);
-            else
-                which = sg_comm_wait_any(comms, (size_t)n);
-            p = *slots[which];
-            if (slots[which] == &h->rx_pkt)
-                h->rx_comm = NULL;
-            else if (slots[which] == &h->nic_pkt)
-                h->nic_comm = NULL;
-            else
-                h->rto_comm = NULL;
-            if (p->run != S.run) {
-                pkt_done(p);
-                continue;
-            }
-            if (p->kind == PKT_NIC) {
-                if (h->txq)
-                    nic_send(h);
-            } else if (p->kind == PKT_RTO) {
-                h->rto_at = UINT64_MAX;
-                host_engine_on_time(h->eng, now_ns());
-            } else {
-                if (!S.cfg->timers && now_ns() > host_engine_deadline(h->eng))
-                    S.late_timers++;
-                host_engine_on_packet(h->eng, p->src, pkt_bytes(p), p->len,
-                                      now_ns());
-            }
-            pkt_done(p);
-            st = host_engine_status(h->eng);
+    for (int it = 0; it < cfg->iters && st == INCOLL_OK; it++) {
+        if (cfg->stream && host_engine_stream_wants_lock(
+                               h->eng, cfg->stream_threshold, S.count * 4)) {
+            st = host_wait(
+                h, host_engine_lock(h->eng, cfg->stream_nops, now_ns()));
+            if (st != INCOLL_OK)
+                break;
         }
-        if (st == INCOLL_OK && S.cfg->data)
-            h->wrong += check_result(h->recvbuf);
+        st = host_wait(h, host_engine_start(h->eng, h->sendbuf, h->recvbuf,
+                                            S.count, INCOLL_FLOAT32,
+                                            INCOLL_OP_SUM, now_ns()));
+        if (st == INCOLL_OK && cfg->data)
+            h->wrong += check_result(h->job, h->recvbuf);
+        if (st == INCOLL_OK &&
+            host_engine_stream_wants_unlock(h->eng, cfg->stream_nops))
+            st = host_wait(h, host_engine_unlock(h->eng, now_ns()));
     }
     h->status = st;
     h->t_done = now_s() - t0;
@@ -900,7 +933,7 @@ static void host_algo_actor(int argc, char **argv)
             }
         }
         if (S.cfg->data)
-            h->wrong += check_result(h->recvbuf);
+            h->wrong += check_result(h->job, h->recvbuf);
     }
     sched_free(&sched);
     h->status = INCOLL_OK;
@@ -1131,6 +1164,113 @@ static int setup_outq(sim_an_t *an)
     return 0;
 }
 
+/* Splits the hosts into cfg->groups jobs and finds each job's tree (S's
+ * jobs fields). Returns 0 or -1 (out of memory). */
+static int plan_groups(void)
+{
+    const fabric_conf_t *conf = S.conf;
+    int G = S.cfg->groups > 1 ? S.cfg->groups : 1, n = conf->nhosts;
+
+    free(S.first);
+    free(S.root);
+    free(S.below);
+    free(S.suma);
+    S.ngroups = G;
+    S.first = calloc((size_t)G + 1, sizeof(*S.first));
+    S.root = calloc((size_t)G, sizeof(*S.root));
+    S.below = calloc((size_t)G * (size_t)conf->nans, sizeof(*S.below));
+    S.suma = calloc((size_t)G, sizeof(*S.suma));
+    if (S.first == NULL || S.root == NULL || S.below == NULL || S.suma == NULL)
+        return -1;
+    for (int g = 0; g <= G; g++)
+        S.first[g] = (int)((long)g * n / G);
+    for (int g = 0; g < G; g++) {
+        for (int r = S.first[g]; r < S.first[g + 1]; r++) {
+            S.hosts[r].job = g;
+            S.suma[g] += sim_input_factor(r);
+            for (int a = conf->hosts[r].leaf; a >= 0; a = conf->ans[a].parent)
+                S.below[g * conf->nans + a]++;
+        }
+        /* One job on the whole fabric is rooted at the fabric's root; of
+         * several, each at the lowest AN above all of its hosts, where the
+         * manager would put it. */
+        for (int a = conf->hosts[S.first[g]].leaf; a >= 0;
+             a = conf->ans[a].parent) {
+            S.root[g] = a;
+            if (G > 1 &&
+                S.below[g * conf->nans + a] == S.first[g + 1] - S.first[g])
+                break;
+        }
+    }
+    return 0;
+}
+
+/* Whether AN a is in job g's tree: hosts of the job below, at or under
+ * its root. */
+static int in_group(int g, int a)
+{
+    if (S.below[g * S.conf->nans + a] == 0)
+        return 0;
+    for (; a >= 0; a = S.conf->ans[a].parent)
+        if (a == S.root[g])
+            return 1;
+    return 0;
+}
+
+/* AN a's children in job g's tree, in the fabric's order (kinds as
+ * fabric_conf_children gives them): the job's hosts and the ANs with its
+ * hosts below. Returns their number, or -1 when more than maxc. */
+static int group_children(int g, int a, int *kinds, int maxc)
+{
+    int n = fabric_conf_children(S.conf, a, NULL, kinds, maxc), k = 0;
+
+    if (n > maxc || n < 1)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        int c = kinds[i], r = -c - 1;
+        if (c >= 0 ? S.below[g * S.conf->nans + c] > 0
+                   : r >= S.first[g] && r < S.first[g + 1])
+            kinds[k++] = c;
+    }
+    return k;
+}
+
+/* Adds job g's group to AN a. */
+static int add_group(sim_an_t *an, int g, uint64_t key, int *kinds,
+                     incoll_ep_t *eps, int maxc)
+{
+    const fabric_conf_t *conf = S.conf;
+    int a = an->idx, parent = conf->ans[a].parent, n;
+    agg_group_params_t gp;
+
+    n = group_children(g, a, kinds, maxc);
+    if (n < 1)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (kinds[i] >= 0) {
+            eps[i] = EP_AN_BASE + (uint64_t)kinds[i];
+        } else {
+            eps[i] = (incoll_ep_t)(-kinds[i] - 1);
+            S.hosts[eps[i]].child = (uint16_t)i;
+        }
+    }
+    memset(&gp, 0, sizeof(gp));
+    gp.id = conf->group_id + (uint32_t)g;
+    wire_key_derive(NULL, WIRE_KEY_GROUP, gp.id, key, &gp.key);
+    gp.nchildren = n;
+    gp.children = eps;
+    gp.parent = a == S.root[g] ? INCOLL_EP_NONE : EP_AN_BASE + (uint64_t)parent;
+    gp.slots = S.cfg->slots;
+    gp.max_payload = S.cfg->payload;
+    if (a != S.root[g]) {
+        int pn = group_children(g, parent, kinds, maxc);
+        for (int i = 0; i < pn; i++)
+            if (kinds[i] == a)
+                gp.index_at_parent = (uint16_t)i;
+    }
+    return agg_group_add(an->agg, &gp) == INCOLL_OK ? 0 : -1;
+}
+
 static int setup_ans(uint64_t key)
 {
     const fabric_conf_t *conf = S.conf;
@@ -1142,10 +1282,13 @@ static int setup_ans(uint64_t key)
         goto out;
     for (int a = 0; a < conf->nans; a++) {
         sim_an_t *an = &S.ans[a];
-        agg_params_t ap = {
-            .name = conf->ans[a].name, .send = an_send_cb, .send_arg = an};
-        agg_group_params_t gp;
-        int n, parent = conf->ans[a].parent;
+        agg_params_t ap = {.name = conf->ans[a].name,
+                           .send = an_send_cb,
+                           .send_arg = an,
+                           .stream_pool_bytes = (size_t)S.cfg->stream_pool,
+                           .lock_idle_ns =
+                               setting_ns(SETTING_AGG_LOCK_IDLE_MS)};
+        int n;
 
         an->pending = NULL;
         an->pending_tail = &an->pending;
@@ -1161,28 +1304,15 @@ static int setup_ans(uint64_t key)
         n = fabric_conf_children(conf, a, NULL, kinds, maxc);
         if (n > maxc || n < 1)
             goto out;
-        for (int i = 0; i < n; i++)
-            eps[i] = kinds[i] >= 0 ? EP_AN_BASE + (uint64_t)kinds[i]
-                                   : (incoll_ep_t)(-kinds[i] - 1);
-        memset(&gp, 0, sizeof(gp));
-        gp.id = conf->group_id;
-        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &gp.key);
-        gp.nchildren = n;
-        gp.children = eps;
-        gp.parent = parent < 0 ? INCOLL_EP_NONE : EP_AN_BASE + (uint64_t)parent;
-        gp.slots = S.cfg->slots;
-        gp.max_payload = S.cfg->payload;
-        if (parent >= 0) {
-            int pn = fabric_conf_children(conf, parent, NULL, kinds, maxc);
-            for (int i = 0; i < pn && i < maxc; i++)
-                if (kinds[i] == a)
-                    gp.index_at_parent = (uint16_t)i;
-        }
         an->agg = agg_create(&ap);
-        if (an->agg == NULL || agg_group_add(an->agg, &gp) != INCOLL_OK) {
-            fprintf(stderr, "incoll-sim: cannot set up an %s\n",
-                    conf->ans[a].name);
+        if (an->agg == NULL)
             goto out;
+        for (int g = 0; g < S.ngroups; g++) {
+            if (in_group(g, a) && add_group(an, g, key, kinds, eps, maxc)) {
+                fprintf(stderr, "incoll-sim: cannot set up an %s\n",
+                        conf->ans[a].name);
+                goto out;
+            }
         }
         an->nout = S.cfg->an == SIM_AN_SERVER ? 1 : (n + 15) / 16;
         if (an->nout > 16)
@@ -1243,9 +1373,10 @@ static int setup_host(sim_host_t *h, int inc, uint64_t key)
         p.rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
         p.max_retries = (int)setting_int(SETTING_RETRIES);
         p.progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
-        p.group = conf->group_id;
-        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &p.key);
-        p.child = (uint16_t)fabric_conf_host_child(conf, h->rank);
+        p.group = conf->group_id + (uint32_t)h->job;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, p.group, key, &p.key);
+        p.child = h->child;
+        p.stream_window = cfg->stream ? cfg->stream_window : 0;
         p.an = EP_AN_BASE + (uint64_t)conf->hosts[h->rank].leaf;
         p.slots = cfg->slots;
         p.window = cfg->window;
@@ -1258,6 +1389,29 @@ static int setup_host(sim_host_t *h, int inc, uint64_t key)
             return -1;
     }
     return 0;
+}
+
+/* Adds host h's time and counters to its job's row (before its engine
+ * goes); latency_us holds the job's longest time until the end. */
+static void job_account(sim_result_t *res, const sim_host_t *h)
+{
+    sim_job_result_t *j;
+
+    if (h->job >= SIM_MAX_GROUPS)
+        return;
+    j = &res->jobs[h->job];
+    j->hosts++;
+    if (!h->done || h->status != INCOLL_OK || h->wrong)
+        j->failed++;
+    else if (h->t_done * 1e6 > j->latency_us)
+        j->latency_us = h->t_done * 1e6;
+    if (h->eng && h->rank == S.first[h->job]) {
+        const host_engine_counters_t *k = host_engine_counters(h->eng);
+        j->ops = k->ops;
+        j->stream_ops = k->stream_ops;
+        j->locks_granted = k->locks_granted;
+        j->locks_refused = k->locks_refused;
+    }
 }
 
 static void drop_comm(sg_comm_t *c)
@@ -1300,7 +1454,11 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     S.max_outbox = 0;
     S.mirror_copies = 0;
     sim_mirror_free(&S.mir);
-    if (sim_mirror_plan(conf, inc && !server && cfg->mirror, &S.mir) != 0)
+    if (sim_mirror_plan(conf,
+                        inc && !server && cfg->mirror && !cfg->stream &&
+                            cfg->groups <= 1,
+                        &S.mir) != 0 ||
+        plan_groups() != 0)
         return -1;
     wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, key, &S.gkey);
     if (!cfg->data && S.zero_len < S.count * 4) {
@@ -1350,13 +1508,17 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
         drop_comm(&h->rx_comm);
         drop_comm(&h->nic_comm);
         drop_comm(&h->rto_comm);
+        job_account(res, h);
         if (!h->done || h->status != INCOLL_OK)
             failed++;
         else if (h->t_done > tmax)
             tmax = h->t_done;
         wrong += h->wrong;
         if (h->eng) {
-            res->retransmits += host_engine_counters(h->eng)->retransmits;
+            const host_engine_counters_t *k = host_engine_counters(h->eng);
+            res->retransmits += k->retransmits;
+            res->ops += k->ops;
+            res->stream_ops += k->stream_ops;
             host_engine_destroy(h->eng);
             h->eng = NULL;
         }
@@ -1426,5 +1588,19 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     res->latency_us = tmax * 1e6 / cfg->iters;
     res->bandwidth_MBps =
         tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
+    res->stream = cfg->stream;
+    res->groups = S.ngroups;
+    if (cfg->stream) {
+        size_t len = strlen(res->note);
+        snprintf(res->note + len, sizeof(res->note) - len,
+                 "%sstreamed %" PRIu64 " of %" PRIu64 " host operations",
+                 len ? "; " : "", res->stream_ops, res->ops);
+    }
+    for (int g = 0; g < S.ngroups && g < SIM_MAX_GROUPS; g++) {
+        sim_job_result_t *j = &res->jobs[g];
+        j->latency_us /= cfg->iters;
+        j->bandwidth_MBps =
+            j->latency_us > 0 ? (double)bytes / j->latency_us : 0;
+    }
     return 0;
 }
