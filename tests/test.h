@@ -92,4 +92,14 @@ void test_register_limit(const char *name, int kind, test_fn_t fn, int limit_s);
         }                                                                      \
     } while (0)
 
+/* Prints a failure line with file and line and returns -1 from a helper
+ * (CHECK returns TEST_FAILED from a test function). */
+#define FAILF(...)                                                             \
+    do {                                                                       \
+        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                    \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+        return -1;                                                             \
+    } while (0)
+
 #endif

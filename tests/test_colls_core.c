@@ -30,14 +30,6 @@
 #define CN_MS UINT64_C(1000000)
 #define CN_SEC UINT64_C(1000000000)
 
-#define CFAIL(...)                                                             \
-    do {                                                                       \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                    \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return -1;                                                             \
-    } while (0)
-
 typedef struct {
     memnet_t *net;
     memnet_tree_t tree;
@@ -83,15 +75,15 @@ static int cw_init(cworld_t *w, const memnet_tree_t *t, const memnet_cfg_t *cfg,
     memnet_tree_str(t, w->name, sizeof(w->name));
     w->net = memnet_create(cfg);
     if (w->net == NULL || memnet_add_tree(w->net, t, 0xAD) != 0)
-        CFAIL("memnet setup failed");
+        FAILF("memnet setup failed");
     w->g = memnet_add_group(w->net, &g);
     if (w->g < 0)
-        CFAIL("memnet_add_group failed");
+        FAILF("memnet_add_group failed");
     for (int r = 0; r < w->n; r++) {
         w->send[r] = malloc(cap);
         w->recv[r] = malloc(cap);
         if (!w->send[r] || !w->recv[r])
-            CFAIL("out of memory");
+            FAILF("out of memory");
     }
     w->ref = malloc(cap);
     w->ref2 = malloc(cap);
@@ -101,12 +93,12 @@ static int cw_init(cworld_t *w, const memnet_tree_t *t, const memnet_cfg_t *cfg,
 static int cw_run(cworld_t *w, const char *what)
 {
     if (memnet_run(w->net, 600 * CN_SEC) != 0)
-        CFAIL("%s on %s: no completion (%d hosts busy)", what, w->name,
+        FAILF("%s on %s: no completion (%d hosts busy)", what, w->name,
               memnet_busy(w->net));
     for (int r = 0; r < w->n; r++) {
         incoll_status_t st = host_engine_status(memnet_host(w->net, w->g, r));
         if (st != INCOLL_OK)
-            CFAIL("%s on %s: rank %d: %s", what, w->name, r,
+            FAILF("%s on %s: rank %d: %s", what, w->name, r,
                   incoll_status_string(st));
     }
     return 0;
@@ -147,19 +139,19 @@ static int cw_bcast(cworld_t *w, size_t bytes, int root, uint64_t *rng)
         if (r == root) {
             for (size_t i = 0; i < w->cap; i++)
                 if (w->recv[r][i] != CN_SENT)
-                    CFAIL("bcast on %s: root %d's receive buffer written",
+                    FAILF("bcast on %s: root %d's receive buffer written",
                           w->name, root);
             if (sent < bytes)
-                CFAIL("bcast: root sent %" PRIu64 " of %zu bytes", sent, bytes);
+                FAILF("bcast: root sent %" PRIu64 " of %zu bytes", sent, bytes);
             continue;
         }
         if (memcmp(w->recv[r], w->send[root], bytes) != 0)
-            CFAIL("bcast of %zu bytes from %d on %s: rank %d differs", bytes,
+            FAILF("bcast of %zu bytes from %d on %s: rank %d differs", bytes,
                   root, w->name, r);
         if (bytes < w->cap && w->recv[r][bytes] != CN_SENT)
-            CFAIL("bcast: rank %d written past the end", r);
+            FAILF("bcast: rank %d written past the end", r);
         if (sent != 0)
-            CFAIL("bcast: non-root %d sent %" PRIu64 " payload bytes", r, sent);
+            FAILF("bcast: non-root %d sent %" PRIu64 " payload bytes", r, sent);
     }
     return 0;
 }
@@ -216,12 +208,12 @@ static int cw_reduce(cworld_t *w, size_t count, incoll_dtype_t dt, int root,
     if (cw_run(w, "reduce") != 0)
         return -1;
     if (memcmp(w->recv[root], w->ref, bytes) != 0)
-        CFAIL("reduce of %zu %s to %d on %s: wrong result", count,
+        FAILF("reduce of %zu %s to %d on %s: wrong result", count,
               incoll_dtype_name(dt), root, w->name);
     for (int r = 0; r < w->n; r++)
         for (size_t i = (r == root ? bytes : 0); i < w->cap; i++)
             if (w->recv[r][i] != CN_SENT)
-                CFAIL("reduce on %s: rank %d's buffer written at %zu", w->name,
+                FAILF("reduce on %s: rank %d's buffer written at %zu", w->name,
                       r, i);
     return 0;
 }
@@ -241,7 +233,7 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
     void *rcv[CN_MAX] = {0};
 
     if (total > w->cap)
-        CFAIL("gather of %zu bytes does not fit", total);
+        FAILF("gather of %zu bytes does not fit", total);
     for (int r = 0; r < w->n; r++) {
         for (size_t i = 0; i < block; i++) {
             w->send[r][i] = (uint8_t)memnet_rand(rng);
@@ -265,15 +257,15 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
         uint64_t pieces = block / (w->payload - WIRE_PIECE_LEN) + 2;
         if (root < 0 || r == root) {
             if (memcmp(w->recv[r], w->ref, total) != 0)
-                CFAIL("%s of %zu bytes per rank on %s: rank %d differs",
+                FAILF("%s of %zu bytes per rank on %s: rank %d differs",
                       wire_coll_name(kind), block, w->name, r);
             if (total < w->cap && w->recv[r][total] != CN_SENT)
-                CFAIL("%s: rank %d written past the end", wire_coll_name(kind),
+                FAILF("%s: rank %d written past the end", wire_coll_name(kind),
                       r);
         } else {
             for (size_t i = 0; i < w->cap; i++)
                 if (w->recv[r][i] != CN_SENT)
-                    CFAIL("gather to %d: rank %d's buffer written", root, r);
+                    FAILF("gather to %d: rank %d's buffer written", root, r);
         }
         if (host_engine_counters(memnet_host(w->net, w->g, r))->retransmits +
                 host_engine_counters(memnet_host(w->net, w->g, r))
@@ -281,7 +273,7 @@ static int cw_gather(cworld_t *w, size_t block, int root, uint64_t *rng)
             rexmit[r])
             continue; /* resent pieces count twice */
         if (sent < block || sent > block + WIRE_PIECE_LEN * pieces)
-            CFAIL("%s: rank %d sent %" PRIu64 " payload bytes for a block "
+            FAILF("%s: rank %d sent %" PRIu64 " payload bytes for a block "
                   "of %zu",
                   wire_coll_name(kind), r, sent, block);
     }
@@ -305,7 +297,7 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
     uint64_t before[CN_MAX], rexmit[CN_MAX];
 
     if (total * ds > w->cap)
-        CFAIL("split of %zu does not fit", total);
+        FAILF("split of %zu does not fit", total);
     if (root >= 0) {
         dt = INCOLL_UINT8;
         for (size_t i = 0; i < total; i++)
@@ -363,19 +355,19 @@ static int cw_split(cworld_t *w, size_t block, int root, incoll_dtype_t dt,
         uint64_t pkts = (total + seg - 1) / seg;
         if (memcmp(w->recv[r], w->ref + (size_t)r * block * ds, block * ds) !=
             0)
-            CFAIL("%s of %zu per rank from %d on %s: rank %d differs",
+            FAILF("%s of %zu per rank from %d on %s: rank %d differs",
                   wire_coll_name(kind), block, root, w->name, r);
         if (block * ds < w->cap && w->recv[r][block * ds] != CN_SENT)
-            CFAIL("%s: rank %d written past its block of %zu",
+            FAILF("%s: rank %d written past its block of %zu",
                   wire_coll_name(kind), r, block);
         if (c->retransmits + c->fast_retransmits != rexmit[r] || total == 0)
             continue;
         if (root >= 0 && r != root && sent != WIRE_PIECE_LEN * pkts)
-            CFAIL("scatter: non-root %d sent %" PRIu64 " payload bytes, want "
+            FAILF("scatter: non-root %d sent %" PRIu64 " payload bytes, want "
                   "%" PRIu64 " (descriptors)",
                   r, sent, WIRE_PIECE_LEN * pkts);
         if (root < 0 && sent != total * ds + WIRE_PIECE_LEN * pkts)
-            CFAIL("reduce_scatter: rank %d sent %" PRIu64 " payload bytes "
+            FAILF("reduce_scatter: rank %d sent %" PRIu64 " payload bytes "
                   "for a vector of %zu",
                   r, sent, total * ds);
     }
@@ -393,7 +385,7 @@ static int cw_barrier(cworld_t *w)
         return -1;
     for (int r = 0; r < w->n; r++)
         if (cw_payload_bytes(w, r) != before[r])
-            CFAIL("barrier: rank %d sent payload", r);
+            FAILF("barrier: rank %d sent payload", r);
     return 0;
 }
 

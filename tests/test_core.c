@@ -38,14 +38,6 @@
 
 /* Prints a failure line and returns -1 from a helper (CHECK returns
  * TEST_FAILED from a test function). */
-#define FAILF(...)                                                             \
-    do {                                                                       \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                    \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return -1;                                                             \
-    } while (0)
-
 /* ------------------------------------------------------------------ */
 /* A world: one memnet with one tree and one group, and buffers per rank. */
 

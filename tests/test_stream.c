@@ -30,14 +30,6 @@
 #define WINDOW 64    /* stream slots a lock asks for */
 #define POOL (4u << 20)
 
-#define FAILF(...)                                                             \
-    do {                                                                       \
-        fprintf(stderr, "    %s:%d: ", __FILE__, __LINE__);                    \
-        fprintf(stderr, __VA_ARGS__);                                          \
-        fprintf(stderr, "\n");                                                 \
-        return -1;                                                             \
-    } while (0)
-
 /* One memnet tree with up to NG groups over all its hosts, and buffers. */
 typedef struct {
     memnet_t *net;
