@@ -11,31 +11,27 @@
 
 #include "common/log.h"
 
-INCOLL_API incoll_status_t incoll_allreduce_algo(
-    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
-    size_t count, incoll_dtype_t dtype, incoll_op_t op)
-{
-    incoll_status_t status;
-    if (comm == NULL)
-        return INCOLL_ERR_INVALID_ARG;
-    host_enter(comm->ctx, comm);
-    status = host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf, count,
-                                      dtype, op);
-    host_unlock(comm->ctx);
-    return status;
-}
-
 /* The body of every blocking wrapper below. */
-#define LOCKED_CALL(comm, call)                                                \
+#define LOCKED_CALL_AFTER(comm, drain, call)                                   \
     do {                                                                       \
         incoll_status_t status_;                                               \
         if ((comm) == NULL)                                                    \
             return INCOLL_ERR_INVALID_ARG;                                     \
-        host_enter((comm)->ctx, (comm));                                       \
+        host_enter((comm)->ctx, (drain));                                      \
         status_ = (call);                                                      \
         host_unlock((comm)->ctx);                                              \
         return status_;                                                        \
     } while (0)
+/* A collective of comm: after comm's outstanding requests. */
+#define LOCKED_CALL(comm, call) LOCKED_CALL_AFTER(comm, comm, call)
+
+INCOLL_API incoll_status_t incoll_allreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op)
+{
+    LOCKED_CALL(comm, host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf,
+                                               count, dtype, op));
+}
 
 INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
@@ -102,13 +98,8 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
                                               const int *ranks,
                                               incoll_comm_h *newcomm_p)
 {
-    incoll_status_t status;
-    if (comm == NULL)
-        return INCOLL_ERR_INVALID_ARG;
-    host_enter(comm->ctx, NULL);
-    status = host_comm_create_impl(comm, nranks, ranks, newcomm_p);
-    host_unlock(comm->ctx);
-    return status;
+    LOCKED_CALL_AFTER(comm, NULL,
+                      host_comm_create_impl(comm, nranks, ranks, newcomm_p));
 }
 
 INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
