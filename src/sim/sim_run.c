@@ -175,6 +175,7 @@ static struct {
     uint64_t dropped;
     uint64_t late_timers; /* a timer would have fired (timers off) */
     int max_outbox;       /* longest list of unreaped sends (debug) */
+    long recv_failed;     /* receives failed: sender gone (recv_pkt) */
     sim_mirror_t mir;     /* which ANs and hosts run (sim_mirror.c) */
     wire_key_t gkey;      /* the group's key, to seal mirrors' packets */
     uint64_t mirror_copies;
@@ -464,6 +465,25 @@ static void mirror_copies(const sim_an_t *an, const pkt_t *p)
     }
 }
 
+/*
+ * Receives the next packet of mbox, or NULL when SimGrid failed its
+ * communication ("Link failure"): that happens when the sender's actor
+ * ended with the packet still on its way (a host that has its result and
+ * leaves while a copy of its contribution waits at a switch port). The
+ * receiver takes it as a packet lost; the sender's outbox keeps the
+ * packet until the measurement ends.
+ */
+static pkt_t *recv_pkt(sg_mailbox_t mbox)
+{
+    void *data = NULL;
+    sg_comm_t c = sg_mailbox_get_async(mbox, &data);
+    if (sg_comm_wait(c) != SG_OK) {
+        S.recv_failed++;
+        return NULL;
+    }
+    return data;
+}
+
 /* One way out of an AN (see outq_t). */
 static void outq_actor(int argc, char **argv)
 {
@@ -506,7 +526,11 @@ static void port_actor(int argc, char **argv)
     for (;;) {
         pkt_t *p, *q;
         sg_sem_acquire(an->credits);
-        p = sg_mailbox_get(an->port_mbox);
+        p = recv_pkt(an->port_mbox);
+        if (p == NULL) {
+            sg_sem_release(an->credits);
+            continue;
+        }
         if (p->run != S.run) {
             pkt_done(p);
             sg_sem_release(an->credits);
@@ -541,10 +565,12 @@ static void an_actor(int argc, char **argv)
         agg_counters_t before;
         const agg_counters_t *after;
 
-        p = sg_mailbox_get(an->mbox);
+        p = recv_pkt(an->mbox);
 
         if (server)
             sg_sem_release(an->credits);
+        if (p == NULL)
+            continue;
         if (p->run != S.run) {
             pkt_done(p);
             continue;
@@ -770,7 +796,9 @@ static pkt_t *recv_step(sim_host_t *h, uint32_t step)
         }
     }
     for (;;) {
-        pkt_t *p = sg_mailbox_get(h->mbox);
+        pkt_t *p = recv_pkt(h->mbox);
+        if (p == NULL)
+            continue;
         if (p->run != S.run || p->kind != PKT_P2P) {
             pkt_put(p);
             continue;
@@ -1452,6 +1480,7 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     S.count = bytes / 4;
     S.messages = S.clocks = S.dropped = S.late_timers = 0;
     S.max_outbox = 0;
+    S.recv_failed = 0;
     S.mirror_copies = 0;
     sim_mirror_free(&S.mir);
     if (sim_mirror_plan(conf,
@@ -1551,9 +1580,10 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     }
     clock_gettime(CLOCK_MONOTONIC, &w1);
     incoll_debug("sim: %s %" PRIu64 " bytes: %" PRIu64 " messages, %" PRIu64
-                 " clock messages, longest outbox %d",
+                 " clock messages, longest outbox %d, %ld packets still on "
+                 "their way when their sender ended",
                  algo_name((algo_kind_t)algo), bytes, S.messages, S.clocks,
-                 S.max_outbox);
+                 S.max_outbox, S.recv_failed);
     res->algo = algo;
     res->an = inc ? (int)cfg->an : -1;
     res->hosts = n;
