@@ -270,23 +270,30 @@ void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v)
         futex(&c->v, FUTEX_WAKE, INT_MAX, NULL);
 }
 
+uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
+{
+    return atomic_load(&ctr_of(shm, ctr, idx)->v);
+}
+
 void host_shm_post(host_shm_t *shm, int idx, uint32_t v)
 {
     shm_hdr_t *h = shm->hdr;
-    uint32_t cur;
+    uint32_t cur, low = v;
 
-    /* Sequentially consistent store, then loads: of members posting v at
-     * once, the last store's member sees every other's, so one of them
-     * always raises arrived. */
+    /* Sequentially consistent store, then loads: of members posting at
+     * once, the one whose store comes last sees every other's, so the
+     * member completing a segment always raises arrived to it. */
     atomic_store(&h->posted[idx].v, v);
-    for (uint32_t m = 1; m < h->nlocal; m++)
-        if ((int32_t)(atomic_load(&h->posted[m].v) - v) < 0)
-            return; /* a later member completes v */
+    for (uint32_t m = 1; m < h->nlocal; m++) {
+        uint32_t p = atomic_load(&h->posted[m].v);
+        if ((int32_t)(p - low) < 0)
+            low = p; /* the slowest member: every one posted this far */
+    }
     cur = atomic_load(&h->arrived.v);
     do {
-        if ((int32_t)(cur - v) >= 0)
-            return; /* raised already, by us for a later v or another */
-    } while (!atomic_compare_exchange_weak(&h->arrived.v, &cur, v));
+        if ((int32_t)(cur - low) >= 0)
+            return; /* nothing new complete, or raised already */
+    } while (!atomic_compare_exchange_weak(&h->arrived.v, &cur, low));
     if (atomic_load(&h->arrived.sleepers) != 0)
         futex(&h->arrived.v, FUTEX_WAKE, INT_MAX, NULL);
 }

@@ -73,11 +73,14 @@ typedef enum {
 /* Sets a counter and wakes its waiters. */
 void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v);
 
+/* The value of a counter now. */
+uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx);
+
 /* Member idx (1..nlocal-1) has posted its slots of the segments before
- * v: sets posted[idx] to v and, when that completes v (every member has
- * posted as far), raises arrived to v and wakes the leader if it sleeps
- * on it. Whoever posts last wakes the leader, once; the others make no
- * system call. */
+ * v: sets posted[idx] to v and raises arrived to the lowest posted
+ * counter of the members when that grew (this post completed segments),
+ * waking the leader if it sleeps on it. Whoever posts last wakes the
+ * leader, once; the others make no system call. */
 void host_shm_post(host_shm_t *shm, int idx, uint32_t v);
 
 /*
