@@ -152,3 +152,48 @@ TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
     free(text);
     return TEST_PASSED;
 }
+
+/* fabric.conf alone (no manager) with 2 hosts, and 4 ranks, 2 per host:
+ * the world cannot be placed (each rank would need a fabric.conf host of
+ * its own), so nothing is offloaded; every answer is still right and
+ * rank 0 warns once, naming the missing manager and how to get one. */
+TEST(mpi_setup_warns_ppn_without_mgr, TEST_INTEG)
+{
+    char colls[PATH_MAX], fab[PATH_MAX], out[PATH_MAX + 16];
+    char lib[PATH_MAX + 32];
+    const char *why = ready(colls, sizeof(colls));
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    job_env();
+    snprintf(lib, sizeof(lib), "%s/../lib/libincoll_mpi.so", test_bindir());
+    snprintf(fab, sizeof(fab), "%s/fab2ppn", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/job.out", test_tmpdir());
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up --no-mgr --hosts 2 --radix 2 "
+                 "--dir '%s'",
+                 test_bindir(), fab) == 0,
+              "fabric up failed: %s", out);
+    setenv("INCOLL_FABRIC", fab, 1);
+    rc = sh(out,
+            "timeout -k 5 120 mpirun -n 4 --oversubscribe --bind-to none "
+            "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
+            "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
+            "-x INCOLL_MPI_STATS '%s' --quick",
+            lib, colls);
+    text = slurp(out);
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(count_of(text, ": warn: ") == 1 &&
+                  strstr(text, "has 2 hosts but MPI_COMM_WORLD has 4 ranks, "
+                               "several per host, and it has no manager") &&
+                  strstr(text, "to fix: run 2 ranks (one per host), or bring "
+                               "the fabric up with its manager"),
+              "want one warning with reason and fix: %.3000s", text);
+    CHECK_MSG(allreduces_offloaded(text) == 0, "%.3000s", text);
+    free(text);
+    return TEST_PASSED;
+}
