@@ -8,8 +8,16 @@
  * show one contribution per host (or socket) per reduction, not one per rank.
  * Socket mode runs on a two-socket host emulated by hwloc
  * (HWLOC_SYNTHETIC), each rank bound to one of its CPUs with taskset.
+ * Unit tests of the segment's arrival counter (src/host/shm.c): its value
+ * after posts in every order, and threads posting against a waiting
+ * leader.
  */
 #include "integ.h"
+
+#include "host/host.h"
+#include "host/shm.h"
+
+#include <pthread.h>
 
 #include <dirent.h>
 #include <limits.h>
@@ -20,6 +28,131 @@
 #include <unistd.h>
 
 static int seq;
+
+/* A segment of 4 members, all attached from this process: shm[0] the
+ * leader's mapping, shm[1..3] the members'. 0 or -1. */
+static int shm_four(host_shm_t **shm, char *name, size_t len)
+{
+    snprintf(name, len, "/incoll-test-%d-%d", (int)getpid(), seq++);
+    if (host_shm_create(name, 4, 2, 64, &shm[0]) != INCOLL_OK)
+        return -1;
+    for (int m = 1; m < 4; m++)
+        if (host_shm_attach(name, m, &shm[m]) != INCOLL_OK)
+            return -1;
+    host_shm_unlink(name);
+    return 0;
+}
+
+static void shm_four_free(host_shm_t **shm)
+{
+    for (int m = 3; m >= 0; m--)
+        host_shm_detach(shm[m]);
+}
+
+/*
+ * arrived is the newest segment every member posted: members posting in
+ * any order, some ahead of others, raise it exactly when the last of
+ * them gets there, never past the slowest, and never lower it.
+ */
+TEST(hier_shm_arrived, TEST_UNIT)
+{
+    /* member, posted value, arrived after it */
+    static const uint32_t steps[][3] = {
+        {1, 1, 0}, {3, 1, 0}, {2, 1, 1}, /* the last one completes 1 */
+        {2, 2, 1}, {2, 3, 1}, {1, 2, 1}, /* 2 ahead; 3 still at 1 */
+        {3, 3, 2}, /* 3 jumps past 2: completes 2, not 3 (1 is at 2) */
+        {1, 3, 3}, {3, 4, 3}, {1, 4, 3}, {2, 4, 4},
+    };
+    host_shm_t *shm[4] = {NULL};
+    char name[64];
+    int bad = -1;
+    uint32_t got = 0;
+
+    CHECK(shm_four(shm, name, sizeof(name)) == 0);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        int m = (int)steps[i][0];
+        host_shm_post(shm[m], m, steps[i][1]);
+        if (host_shm_get(shm[0], HOST_SHM_ARRIVED, 0) != steps[i][2] ||
+            host_shm_get(shm[0], HOST_SHM_POSTED, m) != steps[i][1]) {
+            bad = (int)i;
+            break;
+        }
+    }
+    /* Counters wrap: 0xffffffff then 0 is one step forward (forward in
+     * steps of less than 2^31, as the pipeline moves). */
+    for (int k = 0; k < 3; k++) {
+        static const uint32_t at[] = {0x70000000u, 0xe0000000u, 0xffffffffu};
+        for (int m = 1; bad < 0 && m < 4; m++)
+            host_shm_post(shm[m], m, at[k]);
+        if (bad < 0 && host_shm_get(shm[0], HOST_SHM_ARRIVED, 0) != at[k])
+            bad = 100 + k;
+    }
+    for (int m = 1; bad < 0 && m < 4; m++)
+        host_shm_post(shm[m], m, 0);
+    if (bad < 0 && host_shm_get(shm[0], HOST_SHM_ARRIVED, 0) != 0)
+        bad = 103;
+    if (bad < 0 && host_shm_wait(shm[0], HOST_SHM_ARRIVED, 0, 0,
+                                 host_now_ns() + 1000000000ull) != INCOLL_OK)
+        bad = 104;
+    got = host_shm_get(shm[0], HOST_SHM_ARRIVED, 0);
+    shm_four_free(shm);
+    CHECK_MSG(bad < 0, "step %d: arrived %u", bad, got);
+    return TEST_PASSED;
+}
+
+typedef struct {
+    host_shm_t *shm;
+    int idx;
+    uint32_t n;
+} poster_t;
+
+static void *poster_main(void *arg)
+{
+    poster_t *p = arg;
+    for (uint32_t v = 1; v <= p->n; v++) {
+        host_shm_post(p->shm, p->idx, v);
+        if (v % 7 == (uint32_t)p->idx)
+            sched_yield(); /* vary who comes last */
+    }
+    return NULL;
+}
+
+/*
+ * Three member threads post 20000 segments each while the leader waits
+ * for each in turn on arrived alone: every wait ends (no wake is lost:
+ * a lost one would stall until the deadline) and each time every member
+ * has posted at least that far.
+ */
+TEST(hier_shm_arrived_threads, TEST_UNIT)
+{
+    enum { N = 20000 };
+    host_shm_t *shm[4] = {NULL};
+    poster_t p[4];
+    pthread_t th[4];
+    char name[64];
+    uint32_t bad_at = 0;
+    incoll_status_t status = INCOLL_OK;
+    uint64_t deadline;
+
+    CHECK(shm_four(shm, name, sizeof(name)) == 0);
+    for (int m = 1; m < 4; m++) {
+        p[m] = (poster_t){shm[m], m, N};
+        CHECK(pthread_create(&th[m], NULL, poster_main, &p[m]) == 0);
+    }
+    deadline = host_now_ns() + 120000000000ull;
+    for (uint32_t g = 1; g <= N && status == INCOLL_OK && !bad_at; g++) {
+        status = host_shm_wait(shm[0], HOST_SHM_ARRIVED, 0, g, deadline);
+        for (int m = 1; m < 4 && status == INCOLL_OK; m++)
+            if (host_shm_get(shm[0], HOST_SHM_POSTED, m) < g)
+                bad_at = g;
+    }
+    for (int m = 1; m < 4; m++)
+        pthread_join(th[m], NULL);
+    shm_four_free(shm);
+    CHECK_MSG(status == INCOLL_OK, "wait: %s", incoll_status_string(status));
+    CHECK_MSG(bad_at == 0, "arrived %u before every member posted it", bad_at);
+    return TEST_PASSED;
+}
 
 /* Brings up a fabric of hosts hosts in <tmp>/hierN; its path in dir and
  * the log file in out. 0 or -1. */

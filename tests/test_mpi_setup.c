@@ -110,10 +110,14 @@ TEST(mpi_setup_mgr_over_host_count, TEST_INTEG)
     return TEST_PASSED;
 }
 
-/* fabric.conf alone (no manager) with 4 hosts, and 3 ranks: nothing is
- * offloaded, every answer is still right, and rank 0 warns once (at the
- * default log level) with the reason and the fix. */
-TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
+/*
+ * fabric.conf alone (no manager) with hosts hosts and ranks MPI ranks
+ * that do not match: nothing is offloaded, every answer is still right,
+ * and rank 0 warns once (at the default log level) with the reason
+ * (want_why) and the fix (want_fix).
+ */
+static int warns_not_offloaded(int hosts, int ranks, const char *want_why,
+                               const char *want_fix)
 {
     char colls[PATH_MAX], fab[PATH_MAX], out[PATH_MAX + 16];
     char lib[PATH_MAX + 32];
@@ -125,30 +129,50 @@ TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
         return test_skip("%s", why);
     job_env();
     snprintf(lib, sizeof(lib), "%s/../lib/libincoll_mpi.so", test_bindir());
-    snprintf(fab, sizeof(fab), "%s/fab4", test_tmpdir());
+    snprintf(fab, sizeof(fab), "%s/fab%dx%d", test_tmpdir(), hosts, ranks);
     snprintf(out, sizeof(out), "%s/job.out", test_tmpdir());
     CHECK_MSG(sh(out,
-                 "'%s/incoll' fabric up --no-mgr --hosts 4 --radix 2 "
+                 "'%s/incoll' fabric up --no-mgr --hosts %d --radix 2 "
                  "--dir '%s'",
-                 test_bindir(), fab) == 0,
+                 test_bindir(), hosts, fab) == 0,
               "fabric up failed: %s", out);
     setenv("INCOLL_FABRIC", fab, 1);
     rc = sh(out,
-            "timeout -k 5 120 mpirun -n 3 --oversubscribe --bind-to none "
+            "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
             "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
             "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
             "-x INCOLL_MPI_STATS '%s' --quick",
-            lib, colls);
+            ranks, lib, colls);
     text = slurp(out);
     sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
               text);
     CHECK_MSG(count_of(text, ": warn: ") == 1 &&
                   count_of(text, "MPI_COMM_WORLD is not offloaded") == 1 &&
-                  strstr(text, "has 4 hosts but MPI_COMM_WORLD has 3 ranks") &&
-                  strstr(text, "to fix: run 4 ranks"),
+                  strstr(text, want_why) && strstr(text, want_fix),
               "want one warning with reason and fix: %.3000s", text);
     CHECK_MSG(allreduces_offloaded(text) == 0, "%.3000s", text);
     free(text);
     return TEST_PASSED;
+}
+
+/* 4 hosts and 3 ranks. */
+TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
+{
+    return warns_not_offloaded(4, 3,
+                               "has 4 hosts but MPI_COMM_WORLD has 3 ranks",
+                               "to fix: run 4 ranks");
+}
+
+/* 2 hosts and 4 ranks, 2 per host: the world cannot be placed (each rank
+ * would need a fabric.conf host of its own); the warning names the
+ * missing manager and how to get one. */
+TEST(mpi_setup_warns_ppn_without_mgr, TEST_INTEG)
+{
+    return warns_not_offloaded(
+        2, 4,
+        "has 2 hosts but MPI_COMM_WORLD has 4 ranks, several per host, and "
+        "it has no manager",
+        "to fix: run 2 ranks (one per host), or bring the fabric up with its "
+        "manager");
 }

@@ -440,6 +440,66 @@ static incoll_status_t publish(lead_pipe_t *p, int net)
     return INCOLL_OK;
 }
 
+/* Waits until every member has posted segment g (one wake at most: by
+ * the member that posts last) and points src at the leader's part and
+ * the members' slots, in rank order. */
+static incoll_status_t gather_slots(struct host_hier *h, uint32_t g,
+                                    const void *mine, const void **src,
+                                    uint64_t deadline)
+{
+    incoll_status_t status = INCOLL_OK;
+
+    src[0] = mine;
+    if (h->shm == NULL)
+        return INCOLL_OK;
+    status = host_shm_wait(h->shm, HOST_SHM_ARRIVED, 0, g + 1, deadline);
+    for (int m = 1; m < h->nlocal; m++)
+        src[m] = host_shm_slot(h->shm, (int)(g % (uint32_t)h->nbuf), m);
+    return status;
+}
+
+/*
+ * The leader's side of an allreduce of one segment, the small ones: the
+ * leader folds straight into the segment's result buffer and runs the
+ * leaders' allreduce in place there, on this thread, so the result is
+ * published by one store and one wake the moment it is in, before the
+ * leader copies it into its own buffer.
+ */
+static incoll_status_t lead_one(struct host_hier *h, incoll_algo_t algo,
+                                const uint8_t *send, uint8_t *recv,
+                                size_t count, incoll_dtype_t dtype,
+                                incoll_op_t op, uint64_t deadline)
+{
+    const void *src[HOST_SHM_MAX_LOCAL];
+    uint32_t g = h->seq, nbuf = (uint32_t)h->nbuf;
+    size_t len = count * incoll_dtype_size(dtype);
+    lead_pipe_t p = {.h = h, .nseg = 1};
+    incoll_status_t status;
+    uint8_t *res;
+
+    status = gather_slots(h, g, send, src, deadline);
+    /* The result buffer is free once every member copied the result
+     * that used it nbuf segments ago. */
+    for (int m = 1; m < h->nlocal && status == INCOLL_OK; m++)
+        status =
+            host_shm_wait(h->shm, HOST_SHM_CONSUMED, m, g + 1 - nbuf, deadline);
+    if (status != INCOLL_OK) {
+        host_shm_abort(h->shm, status);
+        return status;
+    }
+    res = host_shm_result(h->shm, (int)(g % nbuf));
+    reduce_n(op, dtype, res, src, h->nlocal, count);
+    if (h->leaders && h->leaders->size > 1) {
+        status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE, res,
+                                       count, dtype, op);
+        if (status != INCOLL_OK)
+            return publish_status(&p, status);
+    }
+    host_shm_set(h->shm, HOST_SHM_DONE, 0, g + 1);
+    memcpy(recv, res, len);
+    return INCOLL_OK;
+}
+
 /* The leader's side of one allreduce. For each segment it waits for the
  * members' parts, folds them in rank order into recv and queues the
  * leaders' allreduce of it on their communicator's thread; up to nbuf
@@ -478,11 +538,7 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
             status == INCOLL_OK && p.pub < s &&
             (p.pub + nbuf <= s || !net || host_req_done(p.req[p.pub % nbuf])))
             status = publish(&p, net);
-        src[0] = send + off;
-        for (int m = 1; m < h->nlocal && status == INCOLL_OK; m++) {
-            status = host_shm_wait(h->shm, HOST_SHM_POSTED, m, g + 1, deadline);
-            src[m] = host_shm_slot(h->shm, (int)(g % (uint32_t)nbuf), m);
-        }
+        status = gather_slots(h, g, send + off, src, deadline);
         if (status != INCOLL_OK)
             break;
         /* Alone on the host, in place: nothing to fold. */
@@ -554,7 +610,7 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                 return status;
             memcpy(host_shm_slot(h->shm, (int)(gn % (uint32_t)nbuf), h->lidx),
                    send + off, len);
-            host_shm_set(h->shm, HOST_SHM_POSTED, h->lidx, gn + 1);
+            host_shm_post(h->shm, h->lidx, gn + 1);
         }
         len = seg_len(h, s, count, dsize, &off);
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
@@ -596,9 +652,14 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
-    status = h->lidx == 0 ? lead(comm, h, algo, sendbuf, recvbuf, count, dtype,
-                                 op, deadline)
-                          : follow(h, sendbuf, recvbuf, count, dtype, deadline);
+    if (h->lidx > 0)
+        status = follow(h, sendbuf, recvbuf, count, dtype, deadline);
+    else if (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))
+        status =
+            lead_one(h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
+    else
+        status =
+            lead(comm, h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
     {
         size_t per = h->seg / incoll_dtype_size(dtype);
         h->seq += (uint32_t)((count + per - 1) / per);

@@ -47,6 +47,10 @@ typedef struct {
     shm_line_t posted[HOST_SHM_MAX_LOCAL];
     shm_line_t consumed[HOST_SHM_MAX_LOCAL];
     shm_line_t done;
+    /* The newest segment every member has posted (host_shm_post): the
+     * leader sleeps on it alone and is woken once per segment, by the
+     * member that completes it. */
+    shm_line_t arrived;
     shm_line_t aborted; /* 1 after an abort: its futex wakes nobody, the
                            others' are woken */
 } shm_hdr_t;
@@ -249,6 +253,8 @@ static shm_line_t *ctr_of(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
         return &shm->hdr->posted[idx];
     case HOST_SHM_CONSUMED:
         return &shm->hdr->consumed[idx];
+    case HOST_SHM_ARRIVED:
+        return &shm->hdr->arrived;
     default:
         return &shm->hdr->done;
     }
@@ -262,6 +268,34 @@ void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v)
     atomic_store(&c->v, v);
     if (atomic_load(&c->sleepers) != 0)
         futex(&c->v, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
+{
+    return atomic_load(&ctr_of(shm, ctr, idx)->v);
+}
+
+void host_shm_post(host_shm_t *shm, int idx, uint32_t v)
+{
+    shm_hdr_t *h = shm->hdr;
+    uint32_t cur, low = v;
+
+    /* Sequentially consistent store, then loads: of members posting at
+     * once, the one whose store comes last sees every other's, so the
+     * member completing a segment always raises arrived to it. */
+    atomic_store(&h->posted[idx].v, v);
+    for (uint32_t m = 1; m < h->nlocal; m++) {
+        uint32_t p = atomic_load(&h->posted[m].v);
+        if ((int32_t)(p - low) < 0)
+            low = p; /* the slowest member: every one posted this far */
+    }
+    cur = atomic_load(&h->arrived.v);
+    do {
+        if ((int32_t)(cur - low) >= 0)
+            return; /* nothing new complete, or raised already */
+    } while (!atomic_compare_exchange_weak(&h->arrived.v, &cur, low));
+    if (atomic_load(&h->arrived.sleepers) != 0)
+        futex(&h->arrived.v, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void host_shm_abort(host_shm_t *shm, incoll_status_t status)
@@ -279,6 +313,7 @@ void host_shm_abort(host_shm_t *shm, incoll_status_t status)
         futex(&h->consumed[i].v, FUTEX_WAKE, INT_MAX, NULL);
     }
     futex(&h->done.v, FUTEX_WAKE, INT_MAX, NULL);
+    futex(&h->arrived.v, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 incoll_status_t host_shm_aborted(const host_shm_t *shm)
@@ -308,12 +343,32 @@ static int member_alive(host_shm_t *shm, int idx)
     return 0;
 }
 
+/* The first member (other than us) that is no longer attached, or -1. */
+static int first_dead(host_shm_t *shm)
+{
+    for (int m = 1; m < (int)shm->hdr->nlocal; m++)
+        if (!member_alive(shm, m))
+            return m;
+    return -1;
+}
+
+/* The first member that has not posted segment v - 1 yet (1 if none). */
+static int first_behind(host_shm_t *shm, uint32_t v)
+{
+    for (int m = 1; m < (int)shm->hdr->nlocal; m++)
+        if ((int32_t)(atomic_load(&shm->hdr->posted[m].v) - v) < 0)
+            return m;
+    return 1;
+}
+
 incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
                               uint32_t v, uint64_t deadline_ns)
 {
     shm_line_t *line = ctr_of(shm, ctr, idx);
     _Atomic uint32_t *c = &line->v;
-    int owner = ctr == HOST_SHM_DONE ? 0 : idx;
+    /* Whose death ends the wait: the leader's for done, every member's
+     * for arrived. */
+    int owner = ctr == HOST_SHM_DONE ? 0 : ctr == HOST_SHM_ARRIVED ? -1 : idx;
     uint64_t spin_until = shm->spin_ns ? host_now_ns() + shm->spin_ns : 0;
 
     for (;;) {
@@ -321,6 +376,7 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
         uint64_t now, wait;
         struct timespec ts;
         incoll_status_t status;
+        int dead;
 
         if ((int32_t)(cur - v) >= 0)
             return INCOLL_OK;
@@ -330,17 +386,19 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
         now = host_now_ns();
         if (spin_until && now < spin_until)
             continue; /* INCOLL_HIER_SPIN_US asked for it */
-        if (!member_alive(shm, owner)) {
+        dead = owner >= 0 ? (member_alive(shm, owner) ? -1 : owner)
+                          : first_dead(shm);
+        if (dead >= 0) {
             incoll_error("hier: local member %d of the segment died or left "
                          "in the middle of a collective",
-                         owner);
+                         dead);
             host_shm_abort(shm, INCOLL_ERR_GROUP_FAILED);
             return INCOLL_ERR_GROUP_FAILED;
         }
         if (now >= deadline_ns) {
             incoll_error("hier: local member %d made no progress before the "
                          "deadline (INCOLL_HIER_TIMEOUT_MS)",
-                         owner);
+                         owner >= 0 ? owner : first_behind(shm, v));
             host_shm_abort(shm, INCOLL_ERR_TIMEOUT);
             return INCOLL_ERR_TIMEOUT;
         }

@@ -61,15 +61,27 @@ int host_shm_nbuf(const host_shm_t *shm);
 
 /* The counters: posted[idx] (segments member idx wrote into its slots),
  * consumed[idx] (results it copied out), done (results the leader
- * published). */
+ * published), arrived (segments every member 1..nlocal-1 has posted:
+ * the leader waits on it alone, see host_shm_post). */
 typedef enum {
     HOST_SHM_POSTED,
     HOST_SHM_CONSUMED,
-    HOST_SHM_DONE
+    HOST_SHM_DONE,
+    HOST_SHM_ARRIVED
 } host_shm_ctr_t;
 
 /* Sets a counter and wakes its waiters. */
 void host_shm_set(host_shm_t *shm, host_shm_ctr_t ctr, int idx, uint32_t v);
+
+/* The value of a counter now. */
+uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx);
+
+/* Member idx (1..nlocal-1) has posted its slots of the segments before
+ * v: sets posted[idx] to v and raises arrived to the lowest posted
+ * counter of the members when that grew (this post completed segments),
+ * waking the leader if it sleeps on it. Whoever posts last wakes the
+ * leader, once; the others make no system call. */
+void host_shm_post(host_shm_t *shm, int idx, uint32_t v);
 
 /*
  * Waits until counter (ctr, idx) reaches v (wrapping compare). Returns

@@ -902,12 +902,32 @@ static void incoll_up(int local_rank, int local_size)
                             "through one leader",
                             fab, conf.nhosts, L.size);
         } else if (conf.nhosts != L.size) {
+            /* Several ranks per host need the manager: without one, each
+             * rank is a host of fabric.conf (its UDP port, its child at
+             * the leaf AN), and the ranks of one host would have neither
+             * (docs/hierarchy.md, "Without a manager"). */
+            int ppn = conf.nhosts > 0 && L.size > conf.nhosts &&
+                              L.size % conf.nhosts == 0
+                          ? L.size / conf.nhosts
+                          : 0;
             snprintf(L.why_off, sizeof(L.why_off),
                      "the fabric in %s has %d hosts but MPI_COMM_WORLD has %d "
-                     "ranks",
-                     fab, conf.nhosts, L.size);
+                     "ranks%s",
+                     fab, conf.nhosts, L.size,
+                     ppn ? ", several per host, and it has no manager: "
+                           "without one each rank must be a fabric.conf "
+                           "host of its own (port, child at its leaf AN)"
+                         : "");
             snprintf(path, sizeof(path), "%s/fabric.env", fab);
-            if (access(path, R_OK) == 0)
+            if (ppn && access(path, R_OK) != 0)
+                snprintf(off_fix, sizeof(off_fix),
+                         "run %d ranks (one per host), or bring the fabric "
+                         "up with its manager (`incoll fabric up` without "
+                         "--no-mgr: the layer takes it from DIR/fabric.env "
+                         "and %d ranks per host reduce through one leader), "
+                         "or use `incoll mpirun --ppn %d`",
+                         conf.nhosts, ppn, ppn);
+            else if (access(path, R_OK) == 0)
                 snprintf(off_fix, sizeof(off_fix),
                          "run %d ranks, or give the ranks the fabric's "
                          "manager (`. %s/fabric.env`, then mpirun -x "
