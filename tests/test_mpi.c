@@ -1194,13 +1194,18 @@ TEST(mpi_mpich_minloc, TEST_INTEG)
 
 /* ---- `incoll mpirun --emulate` (root) --------------------------------- */
 
-/* Emulated fabrics registered from an `incoll mpirun` scratch directory:
- * none may outlive the command. */
+/* Emulated fabrics registered from the scratch directory of an `incoll
+ * mpirun` of this test (run with TMPDIR set to the test's directory, so
+ * other people's fabrics on the machine do not count): none may outlive
+ * the command. */
 static int mpirun_fabrics_left(void)
 {
     DIR *d = opendir("/run/incoll-emu");
     struct dirent *de;
+    char prefix[PATH_MAX];
     int n = 0;
+
+    snprintf(prefix, sizeof(prefix), "%s/incoll-mpirun-", test_tmpdir());
 
     if (d == NULL)
         return 0;
@@ -1211,7 +1216,7 @@ static int mpirun_fabrics_left(void)
             continue;
         snprintf(path, sizeof(path), "/run/incoll-emu/%s", de->d_name);
         text = slurp(path);
-        n += strncmp(text, "/tmp/incoll-mpirun-", 19) == 0;
+        n += text != NULL && strncmp(text, prefix, strlen(prefix)) == 0;
         free(text);
     }
     closedir(d);
@@ -1299,9 +1304,9 @@ static int run_linkbytes(const char *out, const char *opts, int np, int layer,
     if (!layer)
         setenv("INCOLL_MPI_ENABLE", "0", 1);
     rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun %s -n %d --emulate "
-            "--link-rate 1g -- '%s/linkbytes'",
-            test_bindir(), opts, np, mpi_progdir);
+            "TMPDIR='%s' timeout -k 5 120 '%s/incoll' mpirun %s -n %d "
+            "--emulate --link-rate 1g -- '%s/linkbytes'",
+            test_tmpdir(), test_bindir(), opts, np, mpi_progdir);
     unsetenv("INCOLL_MPI_ENABLE");
     text = slurp(out);
     if (rc != 0 || text == NULL || strstr(text, "linkbytes: ok") == NULL) {
@@ -1363,11 +1368,24 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
               "got %ld: %s",
               most, out);
 
+    /* The fabric of a run is registered under the run's own scratch
+     * directory in $TMPDIR while the job runs (what
+     * mpirun_fabrics_left looks for), and is gone afterwards. */
+    rc = sh(out,
+            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun -n 1 --emulate "
+            "--no-preload -- grep -rl '%s/incoll-mpirun-' /run/incoll-emu",
+            test_tmpdir(), test_bindir(), test_tmpdir());
+    CHECK_MSG(rc == 0,
+              "exit %d: no fabric registered under %s while the "
+              "job ran: %s",
+              rc, test_tmpdir(), out);
+    CHECK_EQ_INT(mpirun_fabrics_left(), 0);
+
     /* A job that never ends: stopped, and the fabric still removed. */
     rc = sh(out,
-            "timeout -k 5 60 '%s/incoll' mpirun -n 2 --emulate --no-preload "
-            "--timeout 2 -- sleep 30",
-            test_bindir());
+            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun -n 2 --emulate "
+            "--no-preload --timeout 2 -- sleep 30",
+            test_tmpdir(), test_bindir());
     CHECK_MSG(rc == 124, "exit %d, want 124: %s", rc, out);
     CHECK_EQ_INT(mpirun_fabrics_left(), 0);
     return TEST_PASSED;

@@ -347,7 +347,7 @@ int cmd_mpirun(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *fabric_arg = NULL, *mpi = "openmpi";
-    char lib[PATH_MAX], work[] = "/tmp/incoll-mpirun-XXXXXX", npbuf[16];
+    char lib[PATH_MAX], work[128], npbuf[16];
     char fabric[PATH_MAX], hostfile[PATH_MAX], agent[PATH_MAX], why[256];
     char *av[MPIRUN_MAX_ARGS], *envs[MPIRUN_MAX_ARGS];
     int np = 0, radix = 4, stat = 0, keep = 0, own = 0, opt, nav = 0, nenv = 0;
@@ -465,6 +465,14 @@ int cmd_mpirun(int argc, char **argv)
                 "loopback fabric instead\n",
                 why);
         emulate = 0;
+    }
+    /* The scratch directory goes into $TMPDIR as other tools' do (short
+     * paths only: MPI puts its sockets under it too). */
+    {
+        const char *tmp = getenv("TMPDIR");
+        if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64)
+            tmp = "/tmp";
+        snprintf(work, sizeof(work), "%s/incoll-mpirun-XXXXXX", tmp);
     }
     if (mkdtemp(work) == NULL) {
         fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", strerror(errno));
