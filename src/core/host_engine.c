@@ -90,8 +90,14 @@ struct host_engine {
     uint64_t ndone;
     uint64_t last_progress_ns;
     incoll_status_t status;
-    int failed;      /* members out of step: no further operations */
-    rto_t rto;       /* retransmission timer (core/rto.h) */
+    int failed; /* members out of step: no further operations */
+    /* The retransmission timer (core/rto.h) of the running operation's
+     * slot space, and the other space's, swapped in when an operation
+     * runs on the other (st_timer: rto is the stream window's). A window
+     * of stream slots queues far more behind a slow link than the slots
+     * do, so each learns its own round trip. */
+    rto_t rto, rto_other;
+    int st_timer;
     uint64_t tx_seq; /* transmissions so far */
     /* Round trip without queueing: the least sample of this operation and
      * of the one before (0: none yet). Drives the tail probe. */
@@ -147,6 +153,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     }
     rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
              params->rto_max_ns);
+    eng->rto_other = eng->rto;
     eng->status = INCOLL_OK;
     return eng;
 }
@@ -407,6 +414,12 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->oepoch = 0;
         eng->owin = eng->p.window;
         eng->base_seq = eng->next_seq;
+    }
+    if (eng->st_timer != eng->stream) {
+        rto_t t = eng->rto;
+        eng->rto = eng->rto_other;
+        eng->rto_other = t;
+        eng->st_timer = eng->stream;
     }
     eng->next_send = 0;
     eng->low = 0;
