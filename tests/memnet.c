@@ -728,6 +728,24 @@ incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank)
     return (incoll_ep_t)net->group_host[group][rank] + 1;
 }
 
+host_engine_counters_t memnet_group_counters(const memnet_t *net, int group)
+{
+    host_engine_counters_t t = {0};
+    for (int r = 0; r < net->tree.nhosts; r++) {
+        const host_engine_counters_t *c =
+            host_engine_counters(memnet_host(net, group, r));
+        t.packets_sent += c->packets_sent;
+        t.segments += c->segments;
+        t.retransmits += c->retransmits;
+        t.fast_retransmits += c->fast_retransmits;
+        t.probes += c->probes;
+        t.recovered += c->recovered;
+        t.spurious += c->spurious;
+        t.timeouts += c->timeouts;
+    }
+    return t;
+}
+
 /* Recomputes a host's busy flag and wake-up time after anything happened
  * to it (its engine's deadline changes only when the engine is called). */
 static void host_update(memnet_t *net, node_t *n)

@@ -172,6 +172,10 @@ agg_t *memnet_an(const memnet_t *net, int an);
 incoll_ep_t memnet_an_ep(const memnet_t *net, int an);
 host_engine_t *memnet_host(const memnet_t *net, int group, int rank);
 incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank);
+/* The loss-recovery counters of group's engines, summed over its ranks:
+ * packets_sent, segments, retransmits, fast_retransmits, probes,
+ * recovered, spurious, timeouts (the other fields stay 0). */
+host_engine_counters_t memnet_group_counters(const memnet_t *net, int group);
 
 /*
  * Starts an allreduce on every host of group (send[r], recv[r] for rank

@@ -442,6 +442,57 @@ TEST(stream_lossy, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/*
+ * Streamed operations alternating with operations on the slots, over
+ * links shaped as the emulated fabric's tbf (50 Mbit/s, two frames of
+ * tokens), nothing lost. The slots keep 8 segments in flight and learn a
+ * round trip of a few packet times; a streamed operation queues its whole
+ * window behind each host's link, and its hosts start it up to 6 ms apart
+ * (ranks that each send a window at once on a shared CPU do). A segment of
+ * the window outlives the slots' timer by far without being late, so each
+ * slot space has a timer of its own: the streamed operations must not
+ * resend their window on the timer the slots learnt just before (each
+ * alternation did, which halved streaming's bandwidth in a sweep of both).
+ * Every result is checked; no segment is resent on a timeout.
+ */
+TEST(stream_alternate_keeps_timers, TEST_UNIT)
+{
+    sw_t w;
+    memnet_cfg_t cfg = {.seed = 23,
+                        .delay_ns = 20 * US,
+                        .jitter_ns = 5 * US,
+                        .link_rate = 6250000,
+                        .link_burst = 2 * (PAYLOAD + 64)},
+                 skew = cfg;
+    host_engine_counters_t c0 = {0}, c1;
+
+    skew.start_skew_ns = 6 * MS;
+    CHECK(sw_init(&w, "[4]", 1, cfg, 0) == 0);
+    for (uint64_t k = 0; k < 8; k++) {
+        CHECK(sw_allreduce(&w, 0, 300 + k) == 0);
+        CHECK(sw_lock(&w, 0, 1, NULL) == WINDOW);
+        memnet_set_faults(w.net, &skew);
+        CHECK(sw_allreduce(&w, 0, 400 + k) == 0);
+        memnet_set_faults(w.net, &cfg);
+        CHECK(sw_unlock(&w, 0) == 0);
+        CHECK(memnet_drain(w.net, SEC) == 0);
+        if (k == 0)
+            c0 = memnet_group_counters(w.net, 0);
+    }
+    c1 = memnet_group_counters(w.net, 0);
+    CHECK_EQ_INT(stream_ops(&w, 0, 0), 8);
+    /* No timer fired; a tail probe may resend one segment per silence
+     * (two per operation at most) while a late host has not started. */
+    CHECK_MSG(c1.retransmits == c0.retransmits &&
+                  c1.fast_retransmits - c0.fast_retransmits <= 2 * 14 * 4,
+              "%" PRIu64 " resent on a timeout (%" PRIu64 " spurious), %" PRIu64
+              " fast, %" PRIu64 " probes",
+              c1.retransmits - c0.retransmits, c1.spurious - c0.spurious,
+              c1.fast_retransmits - c0.fast_retransmits, c1.probes - c0.probes);
+    sw_free(&w);
+    return TEST_PASSED;
+}
+
 /* Streamed float sums: the same bits on every rank, in every run whatever
  * the network does, and the same as the slots' (child-order reduction). */
 static int float_run(uint64_t seed, int stream, float *out)

@@ -90,9 +90,21 @@ struct host_engine {
     uint64_t ndone;
     uint64_t last_progress_ns;
     incoll_status_t status;
-    int failed;      /* members out of step: no further operations */
-    rto_t rto;       /* retransmission timer (core/rto.h) */
+    int failed; /* members out of step: no further operations */
+    /* The retransmission timer (core/rto.h) of the running operation's
+     * slot space, and the other space's, swapped in when an operation
+     * runs on the other (st_timer: rto is the stream window's). A window
+     * of stream slots queues far more behind a slow link than the slots
+     * do, so each learns its own round trip. */
+    rto_t rto, rto_other;
+    int st_timer;
     uint64_t tx_seq; /* transmissions so far */
+    /* Lower bounds of the earliest fast retransmission (rack_due) and
+     * timeout (deadline) of the segments in flight, UINT64_MAX for none:
+     * host_engine_deadline reads them instead of walking a window of
+     * hundreds of stream slots on every wait; on_time walks the window
+     * only when one is due and then makes them exact again. */
+    uint64_t rack_next, dl_next;
     /* Round trip without queueing: the least sample of this operation and
      * of the one before (0: none yet). Drives the tail probe. */
     uint64_t min_rtt, min_rtt_prev;
@@ -147,6 +159,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     }
     rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
              params->rto_max_ns);
+    eng->rto_other = eng->rto;
     eng->status = INCOLL_OK;
     return eng;
 }
@@ -258,6 +271,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     wire_mac_seal(&eng->p.key, hdr, data, len);
     s->sent_ns = now;
     s->deadline = now + rto_backoff(&eng->rto, (unsigned)s->retries);
+    if (s->deadline < eng->dl_next)
+        eng->dl_next = s->deadline;
     s->tx = ++eng->tx_seq;
     if (s->ntx < UINT16_MAX)
         s->ntx++;
@@ -408,9 +423,17 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->owin = eng->p.window;
         eng->base_seq = eng->next_seq;
     }
+    if (eng->st_timer != eng->stream) {
+        rto_t t = eng->rto;
+        eng->rto = eng->rto_other;
+        eng->rto_other = t;
+        eng->st_timer = eng->stream;
+    }
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
+    eng->rack_next = UINT64_MAX;
+    eng->dl_next = UINT64_MAX;
     eng->last_progress_ns = now_ns;
     eng->probes = 0;
     eng->last_result_ns = 0;
@@ -444,19 +467,27 @@ static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
  * at once (agg_core.h), so the loss costs about one round trip. Only
  * results of segments sent once count: a retransmitted segment's result
  * may answer its first transmission.
+ *
+ * done was sent once, in index order, so every segment after it was first
+ * sent after it: only the segments between the lowest without a result
+ * and done can have been sent before it. In order (no hole) that is none,
+ * so a result costs O(1) whatever the window, not a walk of it.
  */
 static void rack_on_result(host_engine_t *eng, const seg_t *done, uint64_t now)
 {
-    uint64_t reo = rto_reo_wnd(&eng->rto, 1);
+    uint64_t reo = rto_reo_wnd(&eng->rto, 1), end = done->seq - eng->base_seq;
 
-    for (uint64_t i = eng->low; i < eng->next_send; i++) {
+    for (uint64_t i = eng->low; i < end; i++) {
         seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
         if (s->state != SEG_SENT || s->tx >= done->tx)
             continue;
         if (++s->later >= FAST_RETRANS_THRESH)
             fast_retransmit(eng, s, now);
-        else if (s->rack_due == 0)
+        else if (s->rack_due == 0) {
             s->rack_due = now + (reo ? reo : 1);
+            if (s->rack_due < eng->rack_next)
+                eng->rack_next = s->rack_due;
+        }
     }
 }
 
@@ -962,17 +993,29 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
-    for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
-        if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due <= now_ns)
-            fast_retransmit(eng, s, now_ns);
+    if (now_ns >= eng->rack_next) {
+        uint64_t next = UINT64_MAX;
+        for (uint64_t i = eng->low; i < eng->next_send; i++) {
+            seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
+            if (s->state != SEG_SENT || s->rack_due == 0)
+                continue;
+            if (s->rack_due <= now_ns)
+                fast_retransmit(eng, s, now_ns);
+            else if (s->rack_due < next)
+                next = s->rack_due;
+        }
+        eng->rack_next = next;
     }
     if (now_ns >= probe_due(eng))
         tail_probe(eng, now_ns);
-    if (now_ns < eng->last_progress_ns + quiet_ns(eng))
-        return; /* results are still coming: none is late yet */
+    if (now_ns < eng->last_progress_ns + quiet_ns(eng) || now_ns < eng->dl_next)
+        return; /* results are still coming, or none is late yet */
+    eng->dl_next = UINT64_MAX; /* exact again below (and in seg_send) */
     for (uint64_t i = eng->low; i < eng->next_send; i++) {
         seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
+        if (s->state == SEG_SENT && s->deadline > now_ns &&
+            s->deadline < eng->dl_next)
+            eng->dl_next = s->deadline;
         if (s->state != SEG_SENT || s->deadline > now_ns)
             continue;
         if (!fired) {
@@ -1041,16 +1084,17 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
     if (eng->ctl)
         return eng->ctl_deadline;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
-    /* No retransmission before one timeout without results (see top). */
+    /* No retransmission before one timeout without results (see top). The
+     * bounds may be early (a segment's result came since), never late: an
+     * early call of on_time walks the window and makes them exact. */
     quiet = eng->last_progress_ns + quiet_ns(eng);
-    for (uint64_t i = eng->low; i < eng->next_send; i++) {
-        const seg_t *s = &eng->ow[(eng->base_seq + i) % eng->on];
-        uint64_t due = s->deadline > quiet ? s->deadline : quiet;
-        if (s->state == SEG_SENT && s->rack_due != 0 && s->rack_due < due)
-            due = s->rack_due;
-        if (s->state == SEG_SENT && due < d)
+    if (eng->dl_next != UINT64_MAX) {
+        uint64_t due = eng->dl_next > quiet ? eng->dl_next : quiet;
+        if (due < d)
             d = due;
     }
+    if (eng->rack_next < d)
+        d = eng->rack_next;
     if (probe_due(eng) < d)
         d = probe_due(eng);
     return d;
