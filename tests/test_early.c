@@ -43,8 +43,7 @@ static int run_early(int n, int k, const char *env, const char *args,
     }
     if (ret != 0 || found != n) {
         show_tail(out);
-        CHECK_MSG(0,
-                  "%s: early_check exited %d, %d of %d ranks all correct%s",
+        CHECK_MSG(0, "%s: early_check exited %d, %d of %d ranks all correct%s",
                   what, ret, found, n,
                   found < 0 ? " (no warning of the failure)" : "");
     }

@@ -246,7 +246,8 @@ int main(int argc, char **argv)
                         bad = (size_t)r * count + k;
                 break;
             case 2:
-                if (rank != root && (got = out[k]) != (want = input(root, it, k)))
+                if (rank != root &&
+                    (got = out[k]) != (want = input(root, it, k)))
                     bad = k;
                 break;
             default:
@@ -265,8 +266,8 @@ int main(int argc, char **argv)
             nwrong++;
     }
     if (fail_at >= 0) {
-        int ret = nwrong || nerr ? 1 : fail_run(world, rank, fail_at, count,
-                                                in, out);
+        int ret =
+            nwrong || nerr ? 1 : fail_run(world, rank, fail_at, count, in, out);
         incoll_finalize(ctx);
         return ret;
     }
