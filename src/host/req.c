@@ -113,6 +113,12 @@ struct host_req_queue {
     int stop;
     early_slot_t early[EARLY_RING];
     unsigned early_next;
+    /* The thread, idle, sleeps on work_cv (with the sync's mu) until its
+     * queue has work for it (work_seq counts the wakes): not on every
+     * packet dispatched, which would have every idle thread of the
+     * process queue for the lock at each packet. */
+    pthread_cond_t work_cv;
+    uint64_t work_seq;
 };
 
 /* ---- the library lock ---- */
@@ -452,8 +458,14 @@ static int fast_ok(const struct incoll_req *r)
  * memory). */
 static struct host_req_queue *queue_of(incoll_comm_h comm)
 {
-    if (comm->rq == NULL)
-        comm->rq = calloc(1, sizeof(*comm->rq));
+    if (comm->rq == NULL) {
+        struct host_req_queue *q = calloc(1, sizeof(*q));
+        if (q == NULL || pthread_cond_init(&q->work_cv, NULL) != 0) {
+            free(q);
+            return NULL;
+        }
+        comm->rq = q;
+    }
     return comm->rq;
 }
 
@@ -534,6 +546,36 @@ static void ensure_thread(incoll_comm_h comm)
     q->has_thread = 1;
 }
 
+/* Lock held: comm's head is for its thread, or the thread must stop:
+ * makes the thread if needed and wakes it. */
+static void thread_wake(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    struct host_sync *s = comm->ctx->sync;
+    ensure_thread(comm);
+    pthread_mutex_lock(&s->mu);
+    q->work_seq++;
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The thread, lock held, with nothing to do: sleeps until thread_wake()
+ * (the queue only changes under the lock, so no wake is missed). */
+static void thread_idle(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    struct host_sync *s = comm->ctx->sync;
+    uint64_t seq;
+    int depth;
+    pthread_mutex_lock(&s->mu);
+    seq = q->work_seq;
+    depth = release_for_wait(s);
+    if (q->work_seq == seq)
+        pthread_cond_wait(&q->work_cv, &s->mu);
+    reacquire_after_wait(s, depth);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* The engine's work for a fast request: copies the result out on
  * success; on a failure that a recovery can mend hands r to the thread. */
 static void fast_end(incoll_req_h r, incoll_status_t status)
@@ -553,7 +595,7 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
                     "recovering with the other members",
                     c->group, incoll_status_string(status));
         r->state = ST_RECOVER;
-        ensure_thread(c);
+        thread_wake(c);
         host_sync_kick(c->ctx);
         return;
     }
@@ -608,7 +650,7 @@ static void advance(incoll_comm_h comm)
                 fast_start(r);
             } else {
                 r->state = ST_THREAD;
-                ensure_thread(comm);
+                thread_wake(comm);
                 host_sync_kick(comm->ctx);
                 return;
             }
@@ -703,7 +745,7 @@ static void *thread_main(void *arg)
         }
         if (r == NULL && q->stop)
             break;
-        wait_event(ctx->sync, UINT64_MAX);
+        thread_idle(comm);
     }
     host_unlock(ctx);
     return NULL;
@@ -900,7 +942,7 @@ void host_req_comm_fini(incoll_comm_h comm)
     if (q->has_thread) {
         int depth;
         q->stop = 1;
-        host_sync_kick(comm->ctx);
+        thread_wake(comm);
         pthread_mutex_lock(&s->mu);
         depth = release_all_locked(s);
         pthread_mutex_unlock(&s->mu);
@@ -909,6 +951,7 @@ void host_req_comm_fini(incoll_comm_h comm)
         acquire_locked(s, depth);
         pthread_mutex_unlock(&s->mu);
     }
+    pthread_cond_destroy(&q->work_cv);
     free(q);
     comm->rq = NULL;
 }
