@@ -770,6 +770,23 @@ void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
         drain(comm);
 }
 
+/* r, cleared, with a's collective and arguments. */
+static void req_fill(incoll_req_h r, const host_req_args_t *a)
+{
+    memset(r, 0, sizeof(*r));
+    r->comm = a->comm;
+    r->kind = a->kind;
+    r->sendbuf = a->sendbuf;
+    r->recvbuf = a->recvbuf;
+    r->count = a->count;
+    r->dtype = a->dtype;
+    r->op = a->op;
+    r->root = a->root;
+    r->algo =
+        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    r->threaded = a->threaded;
+}
+
 /* The bytes a member returning early from a's call keeps (what the
  * operation still needs of its buffers), or 0 when this member does not
  * return early from this call (it has a result to wait for, or the
@@ -850,14 +867,8 @@ static int early_post(const host_req_args_t *a)
     }
     memcpy(e->buf, a->sendbuf, keep);
     r = &e->req;
-    memset(r, 0, sizeof(*r));
-    r->comm = c;
-    r->kind = a->kind;
+    req_fill(r, a);
     r->sendbuf = e->buf;
-    r->count = a->count;
-    r->dtype = a->dtype;
-    r->op = a->op;
-    r->root = a->root;
     r->algo = INCOLL_ALGO_AUTO;
     r->threaded = 1;
     r->early = 1;
@@ -994,21 +1005,11 @@ incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
 
     if (a->comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    r = calloc(1, sizeof(*r));
+    r = malloc(sizeof(*r));
     if (r == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    r->comm = a->comm;
-    r->kind = a->kind;
-    r->sendbuf = a->sendbuf;
-    r->recvbuf = a->recvbuf;
-    r->count = a->count;
-    r->dtype = a->dtype;
-    r->op = a->op;
-    r->root = a->root;
-    r->algo =
-        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    req_fill(r, a);
     r->persistent = persistent;
-    r->threaded = a->threaded;
     r->done = 1; /* an inactive persistent request */
     host_enter(a->comm->ctx, NULL);
     if (!persistent)
