@@ -134,6 +134,7 @@ typedef enum {
     INCOLL_INIT_FIELD_SECRET_FILE = 1u << 8,
     INCOLL_INIT_FIELD_HOSTS = 1u << 9,
     INCOLL_INIT_FIELD_PROGRESS_THREAD = 1u << 10,
+    INCOLL_INIT_FIELD_EARLY_MAX = 1u << 11,
 } incoll_init_field_t;
 
 /*
@@ -168,6 +169,12 @@ typedef struct {
      * library thread blocked in poll (full overlap), 0 progresses them in
      * the caller's libincoll calls. */
     int progress_thread;
+    /* INCOLL_EARLY_MAX: bytes up to which a reduce's and a gather's
+     * non-roots and a bcast's and a scatter's root return early (the
+     * operation completes in the background, docs/nonblocking.md); 0 off.
+     * An MPI layer that checks each call's outcome on every rank before
+     * returning (INCOLL_MPI_AGREE=1) sets 0. */
+    size_t early_max;
 } incoll_init_params_t;
 
 /*

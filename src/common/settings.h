@@ -124,6 +124,14 @@
       "1: nonblocking collectives run in a library thread that blocks in " \
       "poll, so computation overlaps them fully (libincoll_mpi turns it on " \
       "unless set)") \
+    X(EARLY_MAX, SIZE, "4M", "0..1G", "host", \
+      "a reduce's and a gather's non-roots and a bcast's and a scatter's " \
+      "root return from the blocking call as soon as libincoll has copied " \
+      "what the operation still needs (at most this many bytes) and the " \
+      "operation runs in the network; it completes in the communicator's " \
+      "request thread, an error comes back from the next call on the " \
+      "communicator; each communicator keeps up to four such copies, " \
+      "grown to the calls made; 0: off") \
     X(HIER, ENUM, "node", "node|socket|flat", "host", \
       "node: ranks of a communicator on one host reduce in shared memory " \
       "into one leader that alone talks to the fabric; socket: one leader " \

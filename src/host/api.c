@@ -19,11 +19,25 @@
             return INCOLL_ERR_INVALID_ARG;                                     \
         host_enter((comm)->ctx, (drain));                                      \
         status_ = (call);                                                      \
-        host_unlock((comm)->ctx);                                              \
-        return status_;                                                        \
+        return host_leave((comm), status_);                                    \
     } while (0)
 /* A collective of comm: after comm's outstanding requests. */
 #define LOCKED_CALL(comm, call) LOCKED_CALL_AFTER(comm, comm, call)
+
+/* A rooted collective from which some members return early
+ * (host_enter_early): the call as a request, and the blocking call. */
+#define EARLY_CALL(kind, comm, send, recv, count, dtype, op, root, call)       \
+    do {                                                                       \
+        host_req_args_t a_ = {(kind),           (comm),  (send), (recv),       \
+                              (count),          (dtype), (op),   (root),       \
+                              INCOLL_ALGO_AUTO, 1};                            \
+        incoll_status_t status_ = INCOLL_OK;                                   \
+        if ((comm) == NULL)                                                    \
+            return INCOLL_ERR_INVALID_ARG;                                     \
+        if (!host_enter_early(&a_, &status_))                                  \
+            status_ = (call);                                                  \
+        return host_leave((comm), status_);                                    \
+    } while (0)
 
 INCOLL_API incoll_status_t incoll_allreduce_algo(
     incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
@@ -38,14 +52,16 @@ INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op, int root)
 {
-    LOCKED_CALL(
-        comm, host_reduce_impl(comm, sendbuf, recvbuf, count, dtype, op, root));
+    EARLY_CALL(
+        RQ_REDUCE, comm, sendbuf, recvbuf, count, dtype, op, root,
+        host_reduce_impl(comm, sendbuf, recvbuf, count, dtype, op, root));
 }
 
 INCOLL_API incoll_status_t incoll_bcast(incoll_comm_h comm, void *buf,
                                         size_t bytes, int root)
 {
-    LOCKED_CALL(comm, host_bcast_impl(comm, buf, bytes, root));
+    EARLY_CALL(RQ_BCAST, comm, buf, buf, bytes, INCOLL_UINT8, INCOLL_OP_SUM,
+               root, host_bcast_impl(comm, buf, bytes, root));
 }
 
 INCOLL_API incoll_status_t incoll_barrier(incoll_comm_h comm)
@@ -64,14 +80,18 @@ INCOLL_API incoll_status_t incoll_gather(incoll_comm_h comm,
                                          const void *sendbuf, void *recvbuf,
                                          size_t bytes, int root)
 {
-    LOCKED_CALL(comm, host_gather_impl(comm, sendbuf, recvbuf, bytes, root));
+    EARLY_CALL(RQ_GATHER, comm, sendbuf, recvbuf, bytes, INCOLL_UINT8,
+               INCOLL_OP_SUM, root,
+               host_gather_impl(comm, sendbuf, recvbuf, bytes, root));
 }
 
 INCOLL_API incoll_status_t incoll_scatter(incoll_comm_h comm,
                                           const void *sendbuf, void *recvbuf,
                                           size_t bytes, int root)
 {
-    LOCKED_CALL(comm, host_scatter_impl(comm, sendbuf, recvbuf, bytes, root));
+    EARLY_CALL(RQ_SCATTER, comm, sendbuf, recvbuf, bytes, INCOLL_UINT8,
+               INCOLL_OP_SUM, root,
+               host_scatter_impl(comm, sendbuf, recvbuf, bytes, root));
 }
 
 INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
@@ -104,17 +124,19 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
 
 INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
 {
-    incoll_status_t status;
+    incoll_status_t status, early;
     incoll_ctx_h ctx;
     if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
     ctx = comm->ctx;
     host_enter(ctx, comm);
+    /* The error of an operation that returned early, not taken yet. */
+    early = host_early_take(comm, INCOLL_OK);
     if (comm != ctx->world)
         host_req_comm_fini(comm);
     status = host_comm_destroy_impl(comm);
     host_unlock(ctx);
-    return status;
+    return status == INCOLL_OK ? early : status;
 }
 
 /* ---- nonblocking and persistent forms ---- */

@@ -259,6 +259,32 @@ static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
     }
 }
 
+int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
+                       incoll_op_t op, incoll_dtype_t dtype)
+{
+    const char *why;
+    int red = reduces(coll);
+    incoll_dtype_t dt = red ? dtype : INCOLL_UINT8;
+
+    if (comm->size < 2 || comm->eng == NULL || host_comm_broken(comm, &why) ||
+        host_comm_group_failed(comm))
+        return 0;
+    if (!host_inc_coll_usable(comm, inc_kind(coll), red ? op : INCOLL_OP_SUM,
+                              dt) &&
+        !host_comm_inc_usable(comm, red ? op : INCOLL_OP_BOR, dt))
+        return 0;
+    /* Without a native form, gathers and scatters ride on the allreduce
+     * only up to EMU_MAX_BYTES in all (host_coll_run). Ranks sharing a
+     * host may yet send a native one there (a hierarchy is made at the
+     * first allreduce): it then completes on the hosts, in the thread. */
+    if ((coll == ALGO_COLL_GATHER || coll == ALGO_COLL_SCATTER) &&
+        !host_inc_coll_usable(comm, inc_kind(coll), INCOLL_OP_SUM, dt) &&
+        count > EMU_MAX_BYTES / (size_t)comm->size)
+        return 0;
+    last_in_net = 1;
+    return 1;
+}
+
 /* ---- on the hosts ---- */
 
 static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id, size_t seg,

@@ -31,6 +31,12 @@ typedef struct {
     uintptr_t engine;         /* identity of the engine (see above) */
     uint64_t eng_bytes_sent;  /* datagrams of the engine, headers included */
     uint64_t eng_retransmits; /* timeout and fast retransmissions */
+    /* Blocking calls on the communicator that returned early
+     * (INCOLL_EARLY_MAX), and how many of them first waited for the
+     * oldest of the communicator's outstanding early operations (its ring
+     * of copies was full). */
+    uint64_t early_returns;
+    uint64_t early_waits;
 } host_counters_t;
 
 /* Fills *c_p with comm's (and its context's) counters now. Cheap: no

@@ -148,6 +148,15 @@ static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
     } else {
         ctx->progress_thread = setting_bool(SETTING_PROGRESS_THREAD);
     }
+    if (p->field_mask & INCOLL_INIT_FIELD_EARLY_MAX) {
+        char text[32];
+        snprintf(text, sizeof(text), "%zu", p->early_max);
+        if (ident_check(SETTING_EARLY_MAX, text) != INCOLL_OK)
+            return INCOLL_ERR_CONFIG;
+        ctx->early_max = p->early_max;
+    } else {
+        ctx->early_max = (size_t)setting_u64(SETTING_EARLY_MAX);
+    }
     return INCOLL_OK;
 }
 

@@ -42,7 +42,14 @@ struct incoll_comm {
     struct incoll_comm *next;    /* the context's list */
     struct host_req_queue *rq;   /* its requests (src/host/req.c); NULL
                                     until its first one */
-    int stream_said;             /* a lock refusal was logged (stream.c) */
+    /* Early returns (src/host/req.c): how many this member made, how
+     * often one waited for a slot of the communicator's ring, and the
+     * error of one that failed in the background, which the next call on
+     * the communicator returns (INCOLL_OK: none). */
+    uint64_t early_returns;
+    uint64_t early_waits;
+    incoll_status_t early_error;
+    int stream_said; /* a lock refusal was logged (stream.c) */
     int stream_mode; /* host_stream_mode(): 0 by the threshold, 1 always,
                         -1 never */
 };
@@ -78,6 +85,7 @@ struct incoll_ctx {
     char secret_file[PATH_MAX];
     char *hosts; /* INCOLL_HOSTS, malloc'ed ("" when unset) */
     int progress_thread;
+    size_t early_max; /* INCOLL_EARLY_MAX: 0 no early returns */
     int local_rank;
     int local_size;
     struct host_sync *sync; /* the library lock, the poller and the

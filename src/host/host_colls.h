@@ -51,4 +51,15 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
  * layer's statistics. */
 int host_coll_last_in_net(void);
 
+/*
+ * 1 when a member of comm may return early from coll (count: elements of
+ * a reduce, bytes per rank otherwise): comm is usable and its group runs
+ * coll in the network, natively or as an allreduce (the operation may
+ * still end on the hosts after a failure: it completes in the
+ * communicator's thread either way). Sets host_coll_last_in_net() to 1
+ * when it returns 1. For the early returns of src/host/req.c.
+ */
+int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
+                       incoll_op_t op, incoll_dtype_t dtype);
+
 #endif

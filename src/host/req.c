@@ -26,6 +26,7 @@
 #include "host/req.h"
 
 #include "host/comm.h"
+#include "host/host_colls.h"
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -80,6 +81,8 @@ struct incoll_req {
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
     int detached; /* freed by the caller before completion */
+    int early;    /* a blocking call that returned early (host_early_post):
+                     owned by its communicator's ring, never reaped */
     rq_state_t state;
     incoll_status_t status;
     int kept;            /* fast: result into host_comm_result_buf */
@@ -89,11 +92,33 @@ struct incoll_req {
     struct incoll_req *next;
 };
 
+/* Blocking calls that returned early (host_early_post) take their
+ * request and the copy of their data from a small ring per communicator,
+ * reused: no malloc per call once the copies are as large as the calls
+ * need. A slot is free again when its request completed; the next
+ * blocking call that does not return early waits for all of them anyway
+ * (collectives of a communicator run in order). */
+#define EARLY_RING 4
+
+typedef struct {
+    struct incoll_req req;
+    void *buf; /* the member's data the operation still needs */
+    size_t cap;
+} early_slot_t;
+
 struct host_req_queue {
     incoll_req_h head, tail;
     pthread_t thread;
     int has_thread;
     int stop;
+    early_slot_t early[EARLY_RING];
+    unsigned early_next;
+    /* The thread, idle, sleeps on work_cv (with the sync's mu) until its
+     * queue has work for it (work_seq counts the wakes): not on every
+     * packet dispatched, which would have every idle thread of the
+     * process queue for the lock at each packet. */
+    pthread_cond_t work_cv;
+    uint64_t work_seq;
 };
 
 /* ---- the library lock ---- */
@@ -429,6 +454,21 @@ static int fast_ok(const struct incoll_req *r)
            host_comm_inc_usable(c, r->op, r->dtype);
 }
 
+/* Lock held: comm's queue, made at its first request (NULL without
+ * memory). */
+static struct host_req_queue *queue_of(incoll_comm_h comm)
+{
+    if (comm->rq == NULL) {
+        struct host_req_queue *q = calloc(1, sizeof(*q));
+        if (q == NULL || pthread_cond_init(&q->work_cv, NULL) != 0) {
+            free(q);
+            return NULL;
+        }
+        comm->rq = q;
+    }
+    return comm->rq;
+}
+
 static void queue_pop(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
@@ -439,10 +479,45 @@ static void queue_pop(incoll_comm_h comm)
     r->next = NULL;
 }
 
+static const char *kind_name(host_req_kind_t kind)
+{
+    static const char *const names[] = {"allreduce", "reduce",        "bcast",
+                                        "barrier",   "allgather",     "gather",
+                                        "scatter",   "reduce_scatter"};
+    return (unsigned)kind < sizeof(names) / sizeof(names[0]) ? names[kind]
+                                                             : "collective";
+}
+
+/* The error of an operation that returned early does not vanish: it is
+ * said once here and handed to the next call on the communicator (the
+ * next request to complete, or host_leave()). */
+static incoll_status_t early_error(incoll_req_h r, incoll_status_t status)
+{
+    incoll_comm_h c = r->comm;
+    if (r->early) {
+        if (status != INCOLL_OK) {
+            incoll_warn("%s: the operation this member returned early from "
+                        "failed: %s; the next call on the communicator "
+                        "returns the error",
+                        kind_name(r->kind), incoll_status_string(status));
+            if (c->early_error == INCOLL_OK)
+                c->early_error = status;
+        }
+        return status;
+    }
+    if (c->early_error != INCOLL_OK) {
+        if (status == INCOLL_OK)
+            status = c->early_error;
+        c->early_error = INCOLL_OK;
+    }
+    return status;
+}
+
 /* r (the head of its queue) is complete. */
 static void complete(incoll_req_h r, incoll_status_t status)
 {
     incoll_ctx_h ctx = r->comm->ctx;
+    status = early_error(r, status);
     queue_pop(r->comm);
     r->status = status;
     r->active = 0;
@@ -453,6 +528,7 @@ static void complete(incoll_req_h r, incoll_status_t status)
 }
 
 static void *thread_main(void *arg);
+static incoll_status_t enqueue(incoll_req_h r);
 
 static void ensure_thread(incoll_comm_h comm)
 {
@@ -468,6 +544,36 @@ static void ensure_thread(incoll_comm_h comm)
         return; /* the head is then run by whoever waits for it */
     }
     q->has_thread = 1;
+}
+
+/* Lock held: comm's head is for its thread, or the thread must stop:
+ * makes the thread if needed and wakes it. */
+static void thread_wake(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    struct host_sync *s = comm->ctx->sync;
+    ensure_thread(comm);
+    pthread_mutex_lock(&s->mu);
+    q->work_seq++;
+    pthread_cond_signal(&q->work_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The thread, lock held, with nothing to do: sleeps until thread_wake()
+ * (the queue only changes under the lock, so no wake is missed). */
+static void thread_idle(incoll_comm_h comm)
+{
+    struct host_req_queue *q = comm->rq;
+    struct host_sync *s = comm->ctx->sync;
+    uint64_t seq;
+    int depth;
+    pthread_mutex_lock(&s->mu);
+    seq = q->work_seq;
+    depth = release_for_wait(s);
+    if (q->work_seq == seq)
+        pthread_cond_wait(&q->work_cv, &s->mu);
+    reacquire_after_wait(s, depth);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* The engine's work for a fast request: copies the result out on
@@ -489,7 +595,7 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
                     "recovering with the other members",
                     c->group, incoll_status_string(status));
         r->state = ST_RECOVER;
-        ensure_thread(c);
+        thread_wake(c);
         host_sync_kick(c->ctx);
         return;
     }
@@ -544,7 +650,7 @@ static void advance(incoll_comm_h comm)
                 fast_start(r);
             } else {
                 r->state = ST_THREAD;
-                ensure_thread(comm);
+                thread_wake(comm);
                 host_sync_kick(comm->ctx);
                 return;
             }
@@ -639,7 +745,7 @@ static void *thread_main(void *arg)
         }
         if (r == NULL && q->stop)
             break;
-        wait_event(ctx->sync, UINT64_MAX);
+        thread_idle(comm);
     }
     host_unlock(ctx);
     return NULL;
@@ -664,6 +770,173 @@ void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
         drain(comm);
 }
 
+/* r, cleared, with a's collective and arguments. */
+static void req_fill(incoll_req_h r, const host_req_args_t *a)
+{
+    memset(r, 0, sizeof(*r));
+    r->comm = a->comm;
+    r->kind = a->kind;
+    r->sendbuf = a->sendbuf;
+    r->recvbuf = a->recvbuf;
+    r->count = a->count;
+    r->dtype = a->dtype;
+    r->op = a->op;
+    r->root = a->root;
+    r->algo =
+        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    r->threaded = a->threaded;
+}
+
+/* The bytes a member returning early from a's call keeps (what the
+ * operation still needs of its buffers), or 0 when this member does not
+ * return early from this call (it has a result to wait for, or the
+ * arguments are not plainly valid: the blocking call then says why). */
+static size_t early_bytes(const host_req_args_t *a, algo_coll_t *coll_p)
+{
+    incoll_comm_h c = a->comm;
+    int root = c->rank == a->root;
+    size_t ds, all;
+
+    if (c->size < 2 || a->root < 0 || a->root >= c->size || a->count == 0 ||
+        a->sendbuf == NULL || a->sendbuf == INCOLL_IN_PLACE)
+        return 0;
+    switch (a->kind) {
+    case RQ_REDUCE:
+        *coll_p = ALGO_COLL_REDUCE;
+        if (root || (unsigned)a->dtype >= INCOLL_DTYPE_COUNT ||
+            (unsigned)a->op >= INCOLL_OP_COUNT ||
+            !incoll_op_valid(a->op, a->dtype))
+            return 0;
+        ds = incoll_dtype_size(a->dtype);
+        return a->count <= SIZE_MAX / ds ? a->count * ds : 0;
+    case RQ_GATHER:
+        *coll_p = ALGO_COLL_GATHER;
+        return root ? 0 : a->count;
+    case RQ_BCAST:
+        *coll_p = ALGO_COLL_BCAST;
+        return root ? a->count : 0;
+    case RQ_SCATTER:
+        *coll_p = ALGO_COLL_SCATTER;
+        if (!root || a->recvbuf == NULL ||
+            a->count > SIZE_MAX / (size_t)c->size)
+            return 0;
+        all = a->count * (size_t)c->size;
+        if (a->recvbuf != (void *)INCOLL_IN_PLACE &&
+            (const char *)a->recvbuf < (const char *)a->sendbuf + all &&
+            (const char *)a->sendbuf < (const char *)a->recvbuf + a->count)
+            return 0; /* erroneous: the blocking call says so */
+        return all;
+    default:
+        return 0;
+    }
+}
+
+/*
+ * Lock held, outermost: makes a's call return early when it can (see
+ * host_enter_early): copies what the operation still needs into a slot
+ * of comm's ring and queues the slot's request, for the communicator's
+ * thread. 1 when done; 0 when the call must run as usual.
+ */
+static int early_post(const host_req_args_t *a)
+{
+    incoll_comm_h c = a->comm;
+    algo_coll_t coll = ALGO_COLL_BCAST;
+    size_t keep = early_bytes(a, &coll);
+    struct host_req_queue *q;
+    early_slot_t *e;
+    incoll_req_h r;
+
+    if (keep == 0 || keep > c->ctx->early_max ||
+        !host_coll_early_ok(c, coll, a->count, a->op, a->dtype) ||
+        (q = queue_of(c)) == NULL)
+        return 0;
+    e = &q->early[q->early_next % EARLY_RING];
+    if (e->req.active) {
+        /* EARLY_RING operations of comm are outstanding: the oldest must
+         * complete before its slot is used again. */
+        c->early_waits++;
+        while (e->req.active)
+            progress_wait(c->ctx, UINT64_MAX);
+    }
+    if (e->cap < keep) {
+        void *p = realloc(e->buf, keep);
+        if (p == NULL)
+            return 0;
+        e->buf = p;
+        e->cap = keep;
+    }
+    memcpy(e->buf, a->sendbuf, keep);
+    r = &e->req;
+    req_fill(r, a);
+    r->sendbuf = e->buf;
+    r->algo = INCOLL_ALGO_AUTO;
+    r->threaded = 1;
+    r->early = 1;
+    switch (a->kind) {
+    case RQ_BCAST:
+        r->recvbuf = e->buf; /* the root's data, which stays as it is */
+        break;
+    case RQ_SCATTER:
+        /* The root's own block is its result now; the operation writes
+         * the same bytes into the copy. */
+        if (a->recvbuf != (void *)INCOLL_IN_PLACE)
+            memcpy(a->recvbuf,
+                   (const char *)a->sendbuf + (size_t)c->rank * a->count,
+                   a->count);
+        r->recvbuf = (void *)INCOLL_IN_PLACE;
+        break;
+    default:
+        r->recvbuf = NULL; /* a non-root has no result */
+        break;
+    }
+    q->early_next++;
+    c->early_returns++;
+    enqueue(r); /* cannot fail: the queue exists */
+    return 1;
+}
+
+int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
+{
+    incoll_ctx_h ctx = a->comm->ctx;
+    if (ctx->sync == NULL)
+        return 0;
+    host_lock(ctx);
+    if (!outermost(ctx->sync))
+        return 0;
+    advance_all(ctx);
+    if (early_post(a)) {
+        *status_p = INCOLL_OK;
+        return 1;
+    }
+    drain(a->comm);
+    return 0;
+}
+
+void host_req_drain(incoll_comm_h comm)
+{
+    host_enter(comm->ctx, comm);
+    host_unlock(comm->ctx);
+}
+
+incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    if (ctx->sync != NULL && outermost(ctx->sync) &&
+        comm->early_error != INCOLL_OK) {
+        if (status == INCOLL_OK)
+            status = comm->early_error;
+        comm->early_error = INCOLL_OK;
+    }
+    return status;
+}
+
+incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status)
+{
+    status = host_early_take(comm, status);
+    host_unlock(comm->ctx);
+    return status;
+}
+
 void host_req_comm_fini(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
@@ -671,10 +944,16 @@ void host_req_comm_fini(incoll_comm_h comm)
     if (q == NULL)
         return;
     drain(comm);
+    if (comm->early_error != INCOLL_OK)
+        incoll_warn("requests: communicator freed with the error of an "
+                    "operation that returned early untaken: %s",
+                    incoll_status_string(comm->early_error));
+    for (int i = 0; i < EARLY_RING; i++)
+        free(q->early[i].buf);
     if (q->has_thread) {
         int depth;
         q->stop = 1;
-        host_sync_kick(comm->ctx);
+        thread_wake(comm);
         pthread_mutex_lock(&s->mu);
         depth = release_all_locked(s);
         pthread_mutex_unlock(&s->mu);
@@ -683,6 +962,7 @@ void host_req_comm_fini(incoll_comm_h comm)
         acquire_locked(s, depth);
         pthread_mutex_unlock(&s->mu);
     }
+    pthread_cond_destroy(&q->work_cv);
     free(q);
     comm->rq = NULL;
 }
@@ -701,13 +981,9 @@ void host_req_ctx_fini(incoll_ctx_h ctx)
 static incoll_status_t enqueue(incoll_req_h r)
 {
     incoll_comm_h comm = r->comm;
-    struct host_req_queue *q = comm->rq;
-    if (q == NULL) {
-        q = calloc(1, sizeof(*q));
-        if (q == NULL)
-            return INCOLL_ERR_NO_MEMORY;
-        comm->rq = q;
-    }
+    struct host_req_queue *q = queue_of(comm);
+    if (q == NULL)
+        return INCOLL_ERR_NO_MEMORY;
     r->active = 1;
     r->done = 0;
     r->state = ST_QUEUED;
@@ -729,21 +1005,11 @@ incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
 
     if (a->comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    r = calloc(1, sizeof(*r));
+    r = malloc(sizeof(*r));
     if (r == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    r->comm = a->comm;
-    r->kind = a->kind;
-    r->sendbuf = a->sendbuf;
-    r->recvbuf = a->recvbuf;
-    r->count = a->count;
-    r->dtype = a->dtype;
-    r->op = a->op;
-    r->root = a->root;
-    r->algo =
-        (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
+    req_fill(r, a);
     r->persistent = persistent;
-    r->threaded = a->threaded;
     r->done = 1; /* an inactive persistent request */
     host_enter(a->comm->ctx, NULL);
     if (!persistent)

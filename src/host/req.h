@@ -120,6 +120,30 @@ typedef struct {
                            the caller's (the caller blocks elsewhere) */
 } host_req_args_t;
 
+/*
+ * Early returns (INCOLL_EARLY_MAX, docs/nonblocking.md). host_enter() for
+ * the blocking reduce, gather, bcast and scatter (a: the call as a
+ * request): takes the lock and progresses the requests, then, when this
+ * member has no result to wait for (a reduce's or gather's non-root, a
+ * bcast's or scatter's root), the operation runs in the network and the
+ * bytes it still needs of the member's buffers are at most the
+ * context's early_max, copies them into the communicator's ring and
+ * queues the operation for the communicator's thread: returns 1 with
+ * *status_p INCOLL_OK (a scatter's root has its block already). Else
+ * waits for the communicator's earlier requests, as host_enter(), and
+ * returns 0: the caller runs the call. Either way host_leave() ends it.
+ */
+int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p);
+/* host_unlock() after a call on comm that returned status: the error of
+ * an operation that returned early and failed since (said at warn level
+ * when it failed) replaces INCOLL_OK, once (outermost calls only). */
+incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status);
+/* Waits for comm's outstanding requests (early operations included),
+ * locally: for a benchmark that counts an early operation's packets. */
+void host_req_drain(incoll_comm_h comm);
+/* host_leave() without the unlock. */
+incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status);
+
 /* incoll_iallreduce with a chosen algorithm (benchmarks). */
 incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      const void *sendbuf, void *recvbuf,

@@ -964,6 +964,13 @@ static void incoll_up(int local_rank, int local_size)
         params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
         params.progress_thread = 1;
     }
+    /* The agreement after each call checks that the operation completed
+     * on every rank: a member that returned early (INCOLL_EARLY_MAX) has
+     * not seen its end. */
+    if (L.cfg.agree) {
+        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
+        params.early_max = 0;
+    }
     status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;

@@ -8,7 +8,10 @@
  * and not, counts 0, 1, 7, a multi-packet one under 64 KiB and one of over a
  * megabyte in all (the gathers leave the allreduce for the hosts' algorithms
  * there). MPI_Reduce_scatter with unequal counts must pass through and
- * still be right.
+ * still be right. The members that may return early (a reduce's and a
+ * gather's non-roots, a bcast's and a scatter's root; INCOLL_EARLY_MAX)
+ * overwrite their buffers right after the call, and the results must
+ * still be those PMPI_ computed from the inputs before.
  *
  * Prints "gathers: ok N checks" at rank 0 and exits 0, or names the first
  * mismatch and aborts the job.
@@ -81,25 +84,35 @@ static void check_comm(MPI_Comm comm, const char *name)
                     in[i] = val(rank, i, salt);
                 memcpy(a, in, blk);
                 memset(b, 0, blk);
+                PMPI_Reduce(in, b, n, MPI_INT, MPI_SUM, root, comm);
                 if (ip && rank == root && inplace_reduce_ok(comm, root, n))
                     MPI_Reduce(MPI_IN_PLACE, a, n, MPI_INT, MPI_SUM, root,
                                comm);
                 else
                     MPI_Reduce(in, a, n, MPI_INT, MPI_SUM, root, comm);
-                PMPI_Reduce(in, b, n, MPI_INT, MPI_SUM, root, comm);
+                /* A non-root's input is its own again once the call
+                 * returned (the layer's may return before the root got the
+                 * result): the root's result must not change. */
+                if (rank != root)
+                    memset(in, 0x77, blk);
                 if (rank == root)
                     same(a, b, blk, "reduce", name, n, root, ip);
-                /* Bcast (in place by nature) */
+                /* Bcast (in place by nature); the root's buffer is its own
+                 * again once the call returned. */
                 for (int i = 0; i < n; i++)
                     a[i] = b[i] = rank == root ? val(root, i, salt + 1) : -1;
-                MPI_Bcast(a, n, MPI_INT, root, comm);
                 PMPI_Bcast(b, n, MPI_INT, root, comm);
-                same(a, b, blk, "bcast", name, n, root, ip);
+                MPI_Bcast(a, n, MPI_INT, root, comm);
+                if (rank == root)
+                    memset(a, 0x77, blk);
+                else
+                    same(a, b, blk, "bcast", name, n, root, ip);
                 /* Gather */
                 for (int i = 0; i < n; i++)
                     in[i] = val(rank, i, salt + 2);
                 memset(a, 0x5a, all);
                 memset(b, 0x5a, all);
+                PMPI_Gather(in, n, MPI_INT, b, n, MPI_INT, root, comm);
                 if (ip && rank == root) {
                     memcpy((char *)a + (size_t)rank * blk, in, blk);
                     MPI_Gather(MPI_IN_PLACE, n, MPI_INT, a, n, MPI_INT, root,
@@ -107,7 +120,8 @@ static void check_comm(MPI_Comm comm, const char *name)
                 } else {
                     MPI_Gather(in, n, MPI_INT, a, n, MPI_INT, root, comm);
                 }
-                PMPI_Gather(in, n, MPI_INT, b, n, MPI_INT, root, comm);
+                if (rank != root)
+                    memset(in, 0x77, blk);
                 if (rank == root)
                     same(a, b, all, "gather", name, n, root, ip);
                 /* Scatter */
@@ -115,6 +129,7 @@ static void check_comm(MPI_Comm comm, const char *name)
                     in[i] = val(rank, (int)i, salt + 3);
                 memset(a, 0x5a, blk);
                 memset(b, 0x5a, blk);
+                PMPI_Scatter(in, n, MPI_INT, b, n, MPI_INT, root, comm);
                 if (ip && rank == root) {
                     MPI_Scatter(in, n, MPI_INT, MPI_IN_PLACE, n, MPI_INT, root,
                                 comm);
@@ -122,7 +137,8 @@ static void check_comm(MPI_Comm comm, const char *name)
                 } else {
                     MPI_Scatter(in, n, MPI_INT, a, n, MPI_INT, root, comm);
                 }
-                PMPI_Scatter(in, n, MPI_INT, b, n, MPI_INT, root, comm);
+                if (rank == root)
+                    memset(in, 0x77, all);
                 same(a, b, blk, "scatter", name, n, root, ip);
             }
             MPI_Barrier(comm);

@@ -19,6 +19,7 @@
 #include "incoll.h"
 
 #include "host/host_colls.h"
+#include "host/req.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +166,10 @@ static int one(incoll_comm_h comm, algo_coll_t c, int algo, size_t n, int root,
                                        INCOLL_OP_SUM);
         }
     } else {
+        /* host_coll_run() is the implementation under the public
+         * functions, without their queue: a public call that returned
+         * early (INCOLL_EARLY_MAX) must have completed first. */
+        host_req_drain(comm);
         st = host_coll_run(comm, algo, &a);
     }
     if (st != INCOLL_OK) {
