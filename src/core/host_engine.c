@@ -784,54 +784,50 @@ static void on_lock_answer(host_engine_t *eng, const wire_hdr_t *h,
     eng->ctr.locks_granted++;
 }
 
-/* Resends the round's request when due, or gives up after the retries:
- * the members may now disagree on the lock, so the group fails. */
-static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
+/* Resends a lock or unlock round's request (type) when due; after the
+ * retries says so, fails the group (the members may now disagree on the
+ * lock) and returns -1. */
+static int round_timer(host_engine_t *eng, uint8_t type, uint64_t first_ns,
+                       int *retries, uint64_t *deadline, uint64_t now_ns)
 {
     char ep[32];
-    if (now_ns < eng->ctl_deadline)
-        return;
-    if (rto_give_up(&eng->rto, eng->ctl_retries, eng->p.max_retries,
-                    eng->ctl_first_ns, now_ns)) {
+    if (now_ns < *deadline)
+        return 0;
+    if (rto_give_up(&eng->rto, *retries, eng->p.max_retries, first_ns,
+                    now_ns)) {
         eng->ctr.timeouts++;
         incoll_error("group %u: no answer to %s %u from an %s after %d "
                      "retries, giving up",
-                     eng->p.group, eng->ctl == WIRE_LOCK ? "lock" : "unlock",
-                     eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
-                     wire_ep_str(eng->p.an, ep, sizeof(ep)), eng->ctl_retries);
+                     eng->p.group, type == WIRE_LOCK ? "lock" : "unlock",
+                     type == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
+                     wire_ep_str(eng->p.an, ep, sizeof(ep)), *retries);
+        eng->failed = 1;
+        return -1;
+    }
+    (*retries)++;
+    eng->ctr.retransmits++;
+    *deadline = ctl_send_type(eng, type, *retries, now_ns);
+    return 0;
+}
+
+/* The running round's timer: no answer ends it with INCOLL_ERR_TIMEOUT. */
+static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
+{
+    if (round_timer(eng, eng->ctl, eng->ctl_first_ns, &eng->ctl_retries,
+                    &eng->ctl_deadline, now_ns) < 0) {
         eng->ctl = 0;
         eng->st_n = 0;
         eng->status = INCOLL_ERR_TIMEOUT;
-        eng->failed = 1;
-        return;
     }
-    eng->ctl_retries++;
-    eng->ctr.retransmits++;
-    ctl_send(eng, now_ns);
 }
 
-/* The background unlock: resent when due; no answer after the retries
- * fails the group (the members may disagree on the lock), so that the
- * next operation recovers. The running operation, if any, goes on. */
+/* The background unlock's timer: no answer leaves the group failed for
+ * the next operation, which recovers; the running one, if any, goes on. */
 static void ul_on_time(host_engine_t *eng, uint64_t now_ns)
 {
-    char ep[32];
-    if (now_ns < eng->ul_deadline)
-        return;
-    if (rto_give_up(&eng->rto, eng->ul_retries, eng->p.max_retries,
-                    eng->ul_first_ns, now_ns)) {
-        eng->ctr.timeouts++;
-        incoll_error("group %u: no answer to unlock %u from an %s after %d "
-                     "retries, giving up",
-                     eng->p.group, eng->lk_seq,
-                     wire_ep_str(eng->p.an, ep, sizeof(ep)), eng->ul_retries);
+    if (round_timer(eng, WIRE_UNLOCK, eng->ul_first_ns, &eng->ul_retries,
+                    &eng->ul_deadline, now_ns) < 0)
         eng->ul_bg = 0;
-        eng->failed = 1;
-        return;
-    }
-    eng->ul_retries++;
-    eng->ctr.retransmits++;
-    eng->ul_deadline = ctl_send_type(eng, WIRE_UNLOCK, eng->ul_retries, now_ns);
 }
 
 /*
