@@ -60,7 +60,8 @@ typedef struct node {
     incoll_op_t op;
     wire_coll_t coll;
     int root;
-    int ctl;       /* the pending start is a lock (1) or unlock (2) round */
+    int ctl;       /* the pending start is a lock (1), unlock (2) or background
+                    * unlock (3) round */
     uint16_t nops; /* the lock's operations */
     size_t blk_off, blk_len; /* gathers */
     incoll_status_t start_status;
@@ -758,9 +759,12 @@ static void host_update(memnet_t *net, node_t *n)
         net->busy++;
     }
     n->busy = busy;
-    n->wake_at = !busy        ? UINT64_MAX
-                 : n->pending ? n->start_at
-                              : host_engine_deadline(n->eng);
+    /* A background unlock's timer runs while the host is idle too, as
+     * the library's next call would drive it. */
+    n->wake_at = n->pending ? n->start_at
+                 : busy || host_engine_unlock_pending(n->eng)
+                     ? host_engine_deadline(n->eng)
+                     : UINT64_MAX;
 }
 
 static void host_start(memnet_t *net, node_t *n)
@@ -770,6 +774,8 @@ static void host_start(memnet_t *net, node_t *n)
         n->start_status = host_engine_lock(n->eng, n->nops, net->now);
     else if (n->ctl == 2)
         n->start_status = host_engine_unlock(n->eng, net->now);
+    else if (n->ctl == 3)
+        n->start_status = host_engine_unlock_bg(n->eng, net->now);
     else if (wire_coll_is_split(n->coll))
         n->start_status = host_engine_start_split(
             n->eng, n->coll, n->root, n->send, n->blk_off, n->blk_len, n->recv,
@@ -842,6 +848,20 @@ void memnet_start_lock(memnet_t *net, int group, uint16_t nops)
 void memnet_start_unlock(memnet_t *net, int group)
 {
     start_ctl(net, group, 2, 0);
+}
+
+void memnet_start_unlock_bg(memnet_t *net, int group)
+{
+    start_ctl(net, group, 3, 0);
+}
+
+int memnet_unlock_pending(const memnet_t *net, int group)
+{
+    int k = 0;
+    for (int r = 0; r < net->tree.nhosts; r++)
+        k += host_engine_unlock_pending(
+            net->nodes[net->group_host[group][r]]->eng);
+    return k;
 }
 
 void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,

@@ -206,6 +206,12 @@ void memnet_start_split(memnet_t *net, int group, wire_coll_t kind, int root,
  * unlock round, on every host of group (with the start skew). */
 void memnet_start_lock(memnet_t *net, int group, uint16_t nops);
 void memnet_start_unlock(memnet_t *net, int group);
+/* Starts host_engine_unlock_bg on every host of group (with the start
+ * skew): a host is idle again once it started it, while the round runs
+ * on (its timer is driven all the same); memnet_unlock_pending counts the
+ * hosts of group whose background unlock has no answer yet. */
+void memnet_start_unlock_bg(memnet_t *net, int group);
+int memnet_unlock_pending(const memnet_t *net, int group);
 /* What host_engine_start returned for rank's last start (INCOLL_INPROGRESS
  * until it actually started). */
 incoll_status_t memnet_start_status(const memnet_t *net, int group, int rank);

@@ -63,6 +63,11 @@ struct host_engine {
     uint8_t ctl;       /* round running: WIRE_LOCK, WIRE_UNLOCK or 0 */
     uint64_t ctl_first_ns, ctl_deadline;
     int ctl_retries;
+    /* An unlock round in the background (host_engine_unlock_bg): running
+     * while ul_bg, beside the operations that do not need the lock. */
+    uint8_t ul_bg;
+    uint64_t ul_first_ns, ul_deadline;
+    int ul_retries;
     /* The running operation's slot space: ow[on] from slot obase, epochs
      * from oepoch, owin in flight; stream is 1 on the stream window. */
     seg_t *ow;
@@ -578,28 +583,35 @@ static void tail_probe(host_engine_t *eng, uint64_t now)
     }
 }
 
-/* Sends the running lock or unlock round's request to the leaf AN. */
-static void ctl_send(host_engine_t *eng, uint64_t now)
+/* Sends a lock (type WIRE_LOCK) or unlock round's request to the leaf
+ * AN, its retries-th retransmission; returns when to resend it. */
+static uint64_t ctl_send_type(host_engine_t *eng, uint8_t type, int retries,
+                              uint64_t now)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     wire_hdr_t h = {
         .version = WIRE_VERSION,
-        .type = eng->ctl,
+        .type = type,
         .group = eng->p.group,
         .child = eng->p.child,
         .slot = eng->lk_nops,
-        .epoch = eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
-        .count = eng->ctl == WIRE_LOCK ? eng->p.stream_window : 1,
+        .epoch = type == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
+        .count = type == WIRE_LOCK ? eng->p.stream_window : 1,
         .total = eng->p.gen,
-        .offset = eng->ctl == WIRE_LOCK ? eng->ticket : 0,
+        .offset = type == WIRE_LOCK ? eng->ticket : 0,
     };
     wire_pack(&h, hdr);
     wire_mac_seal(&eng->p.key, hdr, hdr, 0);
-    eng->ctl_deadline =
-        now + rto_backoff(&eng->rto, (unsigned)eng->ctl_retries);
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += WIRE_HDR_LEN;
     eng->p.send(eng->p.send_arg, eng->p.an, hdr, hdr, 0);
+    return now + rto_backoff(&eng->rto, (unsigned)retries);
+}
+
+/* Sends the running lock or unlock round's request to the leaf AN. */
+static void ctl_send(host_engine_t *eng, uint64_t now)
+{
+    eng->ctl_deadline = ctl_send_type(eng, eng->ctl, eng->ctl_retries, now);
 }
 
 /* Starts a lock or unlock round. */
@@ -623,7 +635,7 @@ incoll_status_t host_engine_lock(host_engine_t *eng, uint16_t nops,
 {
     if (eng->p.stream_window == 0)
         return INCOLL_ERR_UNSUPPORTED;
-    if (eng->st_n > 0)
+    if (eng->st_n > 0 || eng->ul_bg)
         return INCOLL_ERR_BUSY;
     eng->lk_nops = nops;
     return ctl_start(eng, WIRE_LOCK, now_ns);
@@ -634,6 +646,31 @@ incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns)
     if (eng->st_n == 0)
         return INCOLL_OK;
     return ctl_start(eng, WIRE_UNLOCK, now_ns);
+}
+
+incoll_status_t host_engine_unlock_bg(host_engine_t *eng, uint64_t now_ns)
+{
+    if (eng->st_n == 0)
+        return INCOLL_OK;
+    if (eng->status == INCOLL_INPROGRESS)
+        return INCOLL_ERR_BUSY;
+    if (eng->failed)
+        return INCOLL_ERR_GROUP_FAILED;
+    /* Nothing streams any more: operations from now on take the slots,
+     * on every member alike (all unlock at the same point), and the
+     * stream slots' late results are dropped as of no window. */
+    eng->st_n = 0;
+    eng->ops_left = 0;
+    eng->ul_bg = 1;
+    eng->ul_retries = 0;
+    eng->ul_first_ns = now_ns;
+    eng->ul_deadline = ctl_send_type(eng, WIRE_UNLOCK, 0, now_ns);
+    return INCOLL_INPROGRESS;
+}
+
+int host_engine_unlock_pending(const host_engine_t *eng)
+{
+    return eng->ul_bg;
 }
 
 uint32_t host_engine_window(const host_engine_t *eng)
@@ -703,6 +740,16 @@ static void on_lock_answer(host_engine_t *eng, const wire_hdr_t *h,
             finish(eng, INCOLL_ERR_GROUP_FAILED);
         return;
     }
+    if (h->type == WIRE_UNLOCK_REP && eng->ul_bg) {
+        /* The background unlock's answer (no other round runs with it:
+         * host_engine_lock waits for it, the unlock needs a lock). */
+        if (h->epoch != eng->lk_seq) {
+            eng->ctr.duplicate_results++;
+            return;
+        }
+        eng->ul_bg = 0;
+        return;
+    }
     if (eng->status != INCOLL_INPROGRESS || eng->ctl != h->type - 1 ||
         h->epoch != (eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq)) {
         eng->ctr.duplicate_results++;
@@ -737,30 +784,50 @@ static void on_lock_answer(host_engine_t *eng, const wire_hdr_t *h,
     eng->ctr.locks_granted++;
 }
 
-/* Resends the round's request when due, or gives up after the retries:
- * the members may now disagree on the lock, so the group fails. */
-static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
+/* Resends a lock or unlock round's request (type) when due; after the
+ * retries says so, fails the group (the members may now disagree on the
+ * lock) and returns -1. */
+static int round_timer(host_engine_t *eng, uint8_t type, uint64_t first_ns,
+                       int *retries, uint64_t *deadline, uint64_t now_ns)
 {
     char ep[32];
-    if (now_ns < eng->ctl_deadline)
-        return;
-    if (rto_give_up(&eng->rto, eng->ctl_retries, eng->p.max_retries,
-                    eng->ctl_first_ns, now_ns)) {
+    if (now_ns < *deadline)
+        return 0;
+    if (rto_give_up(&eng->rto, *retries, eng->p.max_retries, first_ns,
+                    now_ns)) {
         eng->ctr.timeouts++;
         incoll_error("group %u: no answer to %s %u from an %s after %d "
                      "retries, giving up",
-                     eng->p.group, eng->ctl == WIRE_LOCK ? "lock" : "unlock",
-                     eng->ctl == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
-                     wire_ep_str(eng->p.an, ep, sizeof(ep)), eng->ctl_retries);
+                     eng->p.group, type == WIRE_LOCK ? "lock" : "unlock",
+                     type == WIRE_LOCK ? eng->lk_seq + 1 : eng->lk_seq,
+                     wire_ep_str(eng->p.an, ep, sizeof(ep)), *retries);
+        eng->failed = 1;
+        return -1;
+    }
+    (*retries)++;
+    eng->ctr.retransmits++;
+    *deadline = ctl_send_type(eng, type, *retries, now_ns);
+    return 0;
+}
+
+/* The running round's timer: no answer ends it with INCOLL_ERR_TIMEOUT. */
+static void ctl_on_time(host_engine_t *eng, uint64_t now_ns)
+{
+    if (round_timer(eng, eng->ctl, eng->ctl_first_ns, &eng->ctl_retries,
+                    &eng->ctl_deadline, now_ns) < 0) {
         eng->ctl = 0;
         eng->st_n = 0;
         eng->status = INCOLL_ERR_TIMEOUT;
-        eng->failed = 1;
-        return;
     }
-    eng->ctl_retries++;
-    eng->ctr.retransmits++;
-    ctl_send(eng, now_ns);
+}
+
+/* The background unlock's timer: no answer leaves the group failed for
+ * the next operation, which recovers; the running one, if any, goes on. */
+static void ul_on_time(host_engine_t *eng, uint64_t now_ns)
+{
+    if (round_timer(eng, WIRE_UNLOCK, eng->ul_first_ns, &eng->ul_retries,
+                    &eng->ul_deadline, now_ns) < 0)
+        eng->ul_bg = 0;
 }
 
 /*
@@ -971,6 +1038,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
     char ep[32];
     int fired = 0;
 
+    if (eng->ul_bg)
+        ul_on_time(eng, now_ns);
     if (eng->status != INCOLL_INPROGRESS)
         return;
     if (eng->ctl) {
@@ -1078,9 +1147,9 @@ incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
 
 uint64_t host_engine_deadline(const host_engine_t *eng)
 {
-    uint64_t d, quiet;
+    uint64_t d, quiet, ul = eng->ul_bg ? eng->ul_deadline : UINT64_MAX;
     if (eng->status != INCOLL_INPROGRESS)
-        return UINT64_MAX;
+        return ul;
     if (eng->ctl)
         return eng->ctl_deadline;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
@@ -1097,5 +1166,5 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
         d = eng->rack_next;
     if (probe_due(eng) < d)
         d = probe_due(eng);
-    return d;
+    return ul < d ? ul : d;
 }

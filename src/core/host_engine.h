@@ -168,6 +168,18 @@ incoll_status_t host_engine_lock(host_engine_t *eng, uint16_t nops,
                                  uint64_t now_ns);
 /* Starts the unlock round; INCOLL_OK at once when not locked. */
 incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns);
+/*
+ * Starts the unlock round in the background (docs/streaming.md, *Unlock*):
+ * the lock is no longer used at once (operations take the slots, on every
+ * member alike), the round runs beside them, progressed by on_packet and
+ * on_time (host_engine_deadline includes it), and host_engine_unlock_pending
+ * says 1 until its answer is in. host_engine_lock returns INCOLL_ERR_BUSY
+ * until then. No answer after the retries fails the group. Returns
+ * INCOLL_INPROGRESS, INCOLL_OK at once when not locked, INCOLL_ERR_BUSY
+ * while an operation or round runs, INCOLL_ERR_GROUP_FAILED.
+ */
+incoll_status_t host_engine_unlock_bg(host_engine_t *eng, uint64_t now_ns);
+int host_engine_unlock_pending(const host_engine_t *eng);
 /* The segments the window lets be in flight now (params.pace moves it
  * within 2..params.window). */
 uint32_t host_engine_window(const host_engine_t *eng);

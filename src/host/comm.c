@@ -741,6 +741,8 @@ incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
                      "context");
         return INCOLL_ERR_INVALID_ARG;
     }
+    /* A background unlock ends while the group is still there. */
+    (void)host_comm_settle(comm);
     mgr = mgr_of(ctx);
     if (mgr && comm->group && comm->info)
         host_mgr_group_release(mgr, comm->info->id, comm->group);

@@ -458,7 +458,10 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         return INCOLL_ERR_INVALID_ARG;
     /* Outstanding requests complete first, then their threads stop. */
     host_req_ctx_fini(ctx);
-    /* The manager releases what we still hold on our goodbye. */
+    /* A background unlock ends first (the group is still there), then
+     * the manager releases what we still hold on our goodbye. */
+    for (incoll_comm_h c = ctx->comms; c; c = c->next)
+        (void)host_comm_settle(c);
     host_ctx_info_free(ctx);
     while (ctx->comms) {
         incoll_comm_h c = ctx->comms;
@@ -580,10 +583,13 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
     }
 }
 
-incoll_status_t host_comm_wait(incoll_comm_h comm)
+/* Progresses comm's engine while its operation runs or, with unlock, while
+ * its background unlock does. */
+static incoll_status_t comm_wait_for(incoll_comm_h comm, int unlock)
 {
     incoll_ctx_h ctx = comm->ctx;
-    while (host_engine_status(comm->eng) == INCOLL_INPROGRESS) {
+    while (unlock ? host_engine_unlock_pending(comm->eng)
+                  : host_engine_status(comm->eng) == INCOLL_INPROGRESS) {
         /* The manager said the group is gone: its operations cannot end. */
         if (host_comm_group_failed(comm)) {
             udp_flush(ctx->sock);
@@ -594,6 +600,18 @@ incoll_status_t host_comm_wait(incoll_comm_h comm)
     }
     udp_flush(ctx->sock);
     return host_engine_status(comm->eng);
+}
+
+incoll_status_t host_comm_wait(incoll_comm_h comm)
+{
+    return comm_wait_for(comm, 0);
+}
+
+incoll_status_t host_comm_settle(incoll_comm_h comm)
+{
+    if (comm->eng == NULL || !host_engine_unlock_pending(comm->eng))
+        return INCOLL_OK;
+    return comm_wait_for(comm, 1);
 }
 
 incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len)

@@ -102,7 +102,9 @@ uint32_t host_job_generation(const char *job);
  * asks for it and the engine holds no lock; a refusal is no error (the
  * operation runs on the slots; INCOLL_LOG_LEVEL=info says why, once per
  * communicator). host_stream_end, after the operation, unlocks when the
- * lock's operations are used up (INCOLL_STREAM_LOCK). host_stream_begin
+ * lock's operations are used up (INCOLL_STREAM_LOCK), in the background
+ * (host_engine_unlock_bg; host_stream_begin waits for it before the next
+ * lock, host_comm_settle). host_stream_begin
  * returns the engine's error when its round got no answer (the group
  * failed); an unlock without answer leaves the engine failed for the next
  * operation. Every member calls them at the same points, as it calls the
@@ -141,6 +143,9 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
  * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
  * failed (the caller rebuilds, src/host/comm.h). */
 incoll_status_t host_comm_wait(incoll_comm_h comm);
+/* Runs comm's background unlock (host_stream_end) to its end, if one is
+ * pending: before the next lock, and before the group goes. */
+incoll_status_t host_comm_settle(incoll_comm_h comm);
 
 /* Frees a communicator that is no longer on its context's list: its
  * host-based engine (after lingering for peers), its fabric engine, what

@@ -56,6 +56,11 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
     }
     if (!host_engine_stream_wants_lock(comm->eng, threshold, bytes))
         return INCOLL_OK;
+    /* The last lock's unlock, left running by host_stream_end, ends
+     * before the next lock round (the ANs take that round only then). */
+    status = host_comm_settle(comm);
+    if (status != INCOLL_OK)
+        return status;
     status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED)
         return INCOLL_OK; /* no room for stream slots after the group's */
@@ -80,11 +85,14 @@ void host_stream_end(incoll_comm_h comm)
     if (comm->eng == NULL ||
         !host_engine_stream_wants_unlock(comm->eng, comm->ctx->stream_nops))
         return;
-    /* The operation is done and its result delivered: an unlock that gets
-     * no answer leaves the engine failed, and the next operation recovers
-     * (GROUP_FAILED) rather than this one being run twice. */
-    status = round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
-    if (status != INCOLL_OK)
+    /* The operation is done and its result delivered: the unlock round
+     * runs in the background (the next lock, comm_destroy and finalize
+     * wait for it, host_comm_settle; operations on the slots run beside
+     * it). One that gets no answer leaves the engine failed, and the next
+     * operation recovers (GROUP_FAILED) rather than this one being run
+     * twice. */
+    status = host_engine_unlock_bg(comm->eng, host_now_ns());
+    if (status != INCOLL_OK && status != INCOLL_INPROGRESS)
         incoll_warn("stream: unlock on group %u failed: %s", comm->group,
                     incoll_status_string(status));
 }
