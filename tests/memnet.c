@@ -644,6 +644,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.stream_window = g->stream_window;
         hp.pace = g->pace;
         hp.copy_bytes = g->copy_bytes;
+        hp.copy_adapt_bytes = g->copy_adapt_bytes;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)

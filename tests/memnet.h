@@ -120,9 +120,10 @@ typedef struct {
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     int max_retries;
     uint64_t progress_timeout_ns;
-    uint32_t stream_window; /* stream slots a lock asks for (0: none) */
-    uint32_t pace;          /* host_engine_params_t.pace */
-    uint32_t copy_bytes;    /* host_engine_params_t.copy_bytes */
+    uint32_t stream_window;    /* stream slots a lock asks for (0: none) */
+    uint32_t pace;             /* host_engine_params_t.pace */
+    uint32_t copy_bytes;       /* host_engine_params_t.copy_bytes */
+    uint32_t copy_adapt_bytes; /* host_engine_params_t.copy_adapt_bytes */
 } memnet_group_cfg_t;
 
 typedef struct {

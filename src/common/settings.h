@@ -75,6 +75,12 @@
       "operations of at most this many bytes send every packet twice (the " \
       "ANs too): one lost packet then costs no round trip, each operation " \
       "twice the packets; 0: never (for lossy fabrics, e.g. 64)") \
+    X(COPY_ADAPT, SIZE, "64", "0..65000", "host", \
+      "operations of at most this many bytes (one packet) go twice, as " \
+      "with INCOLL_COPY_BYTES, but only while the engine sees loss: two " \
+      "operations that needed a resend (or lost a result's copy) within " \
+      "64 turn copies on, 256 without turn them off; a fabric that does " \
+      "not drop never pays; 0: never") \
     X(PACE, INT, "0", "0..65535", "host", \
       "segments the window may keep queued on the path: the window follows " \
       "the measured round trip (delay-based, as TCP Vegas) up to " \

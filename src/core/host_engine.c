@@ -27,6 +27,20 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
  * (as TCP's three duplicate acks); fewer start the reordering timer. */
 #define FAST_RETRANS_THRESH 3
 
+/*
+ * Adaptive copies (params.copy_adapt_bytes): a one-packet operation is
+ * sent twice, as with copy_bytes, but only while the engine sees loss.
+ * A sign of loss is an operation of that size whose segment had to be
+ * resent or, while copies are on, whose result came once where the AN
+ * sent it twice. Two signs within COPY_ON_WITHIN such operations turn
+ * copies on (one alone may be a timer that fired early on a busy
+ * machine); COPY_HOLD operations without a sign turn them off. A fabric
+ * that does not drop never pays for copies; one that drops 1% shows a
+ * missing copy every 50 operations or so, and keeps them on.
+ */
+#define COPY_ON_WITHIN 64
+#define COPY_HOLD 256
+
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;  /* last transmission */
@@ -44,6 +58,10 @@ typedef struct {
     uint16_t dups;  /* results after the first */
     uint8_t resent; /* sent more than once: no round-trip sample */
     uint8_t state;
+    uint8_t twice;  /* sent twice (copy_bytes or adaptive copies) */
+    uint8_t adapt;  /* of an operation copy_adapt_bytes covers */
+    uint8_t nres;   /* results received: 2 when no copy was lost */
+    uint8_t judged; /* counted by copy_judge */
 } seg_t;
 
 struct host_engine {
@@ -75,7 +93,12 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
-    int twice;               /* every packet goes twice (copy_bytes) */
+    int twice; /* every packet goes twice (copy_bytes) */
+    int adapt; /* copy_adapt_bytes covers this operation */
+    /* Adaptive copies: on/off, operations covered so far, and the
+     * operation count of the last sign of loss (0: none yet). */
+    int copying;
+    uint64_t aops, last_sign;
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -279,6 +302,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     }
 }
 
+static void copy_judge(host_engine_t *eng, seg_t *s);
+
 /* The segments that may be in flight now (see pace_sample). */
 static uint64_t window_now(const host_engine_t *eng)
 {
@@ -295,6 +320,7 @@ static void fill_window(host_engine_t *eng, uint64_t now)
     while (eng->next_send < eng->nseg && eng->next_send < eng->low + w) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->ow[seq % eng->on];
+        copy_judge(eng, s); /* the slot's last segment, if not yet */
         s->seq = seq;
         s->state = SEG_SENT;
         s->retries = 0;
@@ -302,6 +328,10 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->ntx = 0;
         s->dups = 0;
         s->amb_rtt = 0;
+        s->twice = (uint8_t)eng->twice;
+        s->adapt = (uint8_t)eng->adapt;
+        s->nres = 0;
+        s->judged = 0;
         s->first_ns = now;
         seg_send(eng, s, now, 0);
         eng->next_send++;
@@ -321,6 +351,74 @@ static void finish(host_engine_t *eng, incoll_status_t status)
         eng->failed = 1;
     eng->sendbuf = NULL;
     eng->recvbuf = NULL;
+}
+
+int host_engine_copying(const host_engine_t *eng)
+{
+    return eng->copying;
+}
+
+/* A sign of loss on an operation copy_adapt_bytes covers: the second
+ * within COPY_ON_WITHIN operations turns copies on. */
+static void copy_loss_sign(host_engine_t *eng)
+{
+    eng->ctr.loss_signs++;
+    if (!eng->copying && eng->last_sign != 0 &&
+        eng->aops - eng->last_sign <= COPY_ON_WITHIN) {
+        eng->copying = 1;
+        eng->ctr.copy_on++;
+        incoll_debug("host: group %u: loss seen, small operations go twice",
+                     eng->p.group);
+    }
+    eng->last_sign = eng->aops;
+}
+
+/* Judges a finished segment of an operation copy_adapt_bytes covers,
+ * once: fewer results than it was due is a sign of loss. Due are two
+ * for the first transmission when it went twice (the AN's result and
+ * its copy), one otherwise, and one for every resend (the AN answers a
+ * duplicate from the result it holds, and a copy not at all), so a
+ * resend that only a slow machine caused (a tail probe or a timer that
+ * fired early) is no sign. Called when the results had time to come (an
+ * operation later: the AN sends them back to back, before the next
+ * operation's). */
+static void copy_judge(host_engine_t *eng, seg_t *s)
+{
+    unsigned due;
+    if (s->state != SEG_DONE || !s->adapt || s->judged)
+        return;
+    s->judged = 1;
+    due = (s->twice ? 2u : 1u) + (s->ntx > 0 ? s->ntx - 1u : 0u);
+    if (s->nres < due)
+        copy_loss_sign(eng);
+}
+
+/* Whether the operation about to start goes twice: always when it is at
+ * most copy_bytes; while losses are seen when at most copy_adapt_bytes
+ * and one packet. */
+static void copy_decide(host_engine_t *eng, size_t bytes)
+{
+    eng->adapt = eng->p.copy_adapt_bytes != 0 &&
+                 bytes <= eng->p.copy_adapt_bytes && eng->nseg == 1 &&
+                 eng->ow == eng->win;
+    if (eng->adapt) {
+        eng->aops++;
+        /* The operation two before this one had its copies' time. */
+        if (eng->base_seq >= 2 && eng->on > 2) {
+            seg_t *s = &eng->win[(eng->base_seq - 2) % eng->on];
+            if (s->seq == eng->base_seq - 2)
+                copy_judge(eng, s);
+        }
+        if (eng->copying && eng->aops - eng->last_sign > COPY_HOLD) {
+            eng->copying = 0;
+            eng->ctr.copy_off++;
+            incoll_debug("host: group %u: no loss for %d operations, small "
+                         "operations go once",
+                         eng->p.group, COPY_HOLD);
+        }
+    }
+    eng->twice =
+        bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying != 0);
 }
 
 incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
@@ -384,7 +482,6 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->dtype = dtype;
     eng->op = op;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
-    eng->twice = count * eng->dsize <= eng->p.copy_bytes;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
      * stream slot a lock's epochs allow: then it takes the slots, on
@@ -408,6 +505,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->owin = eng->p.window;
         eng->base_seq = eng->next_seq;
     }
+    copy_decide(eng, count * eng->dsize);
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
@@ -800,6 +898,20 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
     return 1;
 }
 
+/* A further result of a finished segment of an operation copy_adapt_bytes
+ * covers: the copy of its result, or the answer to a resend
+ * (copy_judge). */
+static void copy_count(host_engine_t *eng, const wire_hdr_t *h)
+{
+    seg_t *s;
+    if (eng->ow != eng->win || h->slot >= eng->on)
+        return;
+    s = &eng->win[h->slot];
+    if (s->state == SEG_DONE && s->adapt && s->nres < UINT8_MAX &&
+        (uint32_t)(s->seq / eng->on) == h->epoch)
+        s->nres++;
+}
+
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns)
 {
@@ -828,6 +940,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         on_lock_answer(eng, &h, now_ns);
         return;
     }
+    copy_count(eng, &h);
     if (late_duplicate(eng, &h)) {
         eng->ctr.duplicate_results++;
         return;
@@ -885,6 +998,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
     }
     s->state = SEG_DONE;
+    s->nres = 1;
     eng->ctr.results++;
     /* The gap since the last result, when the segment was in flight all
      * along: the pace of results. */

@@ -49,6 +49,10 @@ typedef struct {
     uint32_t copy_bytes;          /* operations of at most this many bytes send
                                      every packet twice, and so do the ANs for
                                      them (WIRE_F_TWICE); 0: never */
+    uint32_t copy_adapt_bytes;    /* operations of at most this many bytes
+                                     (one packet) go twice while the engine
+                                     sees loss (host_engine.c, adaptive
+                                     copies); 0: never */
     uint32_t pace; /* segments the window may keep queued on the path
                       (delay-based window, see host_engine.c); 0: the
                       window is always `window` */
@@ -67,6 +71,11 @@ typedef struct {
     uint64_t probes;           /* tail probes (their resends count as fast) */
     uint64_t copies;           /* second copies of small operations' packets
                                   (in packets_sent; params.copy_bytes) */
+    uint64_t copy_on;          /* adaptive copies turned on (copy_adapt_bytes:
+                                  two signs of loss close together) */
+    uint64_t copy_off;         /* ... and off (no sign for COPY_HOLD ops) */
+    uint64_t loss_signs;       /* of the operations copy_adapt_bytes covers:
+                                  resent, or a result's copy missing */
     uint64_t window_cuts;      /* pacing: the window set down to the path's
                                   measured capacity (params.pace) */
     uint64_t spurious; /* timeouts undone: the first transmission's result
@@ -82,6 +91,9 @@ typedef struct {
     uint64_t stream_ops;
     uint64_t stream_bytes; /* user bytes of operations that streamed */
 } host_engine_counters_t;
+
+/* 1 while operations of at most params.copy_adapt_bytes go twice. */
+int host_engine_copying(const host_engine_t *eng);
 
 /* Fills params with defaults for the timing fields. */
 void host_engine_params_default(host_engine_params_t *params);

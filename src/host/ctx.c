@@ -401,6 +401,7 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->window = (uint32_t)setting_u64(SETTING_WINDOW);
     p->pace = (uint32_t)setting_u64(SETTING_PACE);
     p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
+    p->copy_adapt_bytes = (uint32_t)setting_u64(SETTING_COPY_ADAPT);
     ctx->stream_threshold = (size_t)setting_u64(SETTING_STREAM_THRESHOLD);
     status = host_stream_lock_parse(setting_str(SETTING_STREAM_LOCK),
                                     &ctx->stream_nops);
