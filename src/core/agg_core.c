@@ -528,6 +528,24 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
+/* Answers child c's query (WIRE_F_QUERY) q for a slot still collecting
+ * without its contribution: a RESULT flagged QUERY, without data, that
+ * asks the child to send its contribution again. */
+static void ask_child(agg_t *agg, group_t *g, const wire_hdr_t *q, int c)
+{
+    wire_hdr_t h = *q;
+    h.type = WIRE_RESULT;
+    h.flags = (uint16_t)(WIRE_F_QUERY | WIRE_F_NODATA |
+                         wire_kind_flags(wire_flags_kind(q->flags)));
+    h.total = g->gen;
+    h.hops = 0;
+    agg->ctr.asks++;
+    incoll_debug("agg %s: group %u slot %u epoch %u: child %d's contribution "
+                 "is missing, asking for it",
+                 agg->name, g->id, q->slot, q->epoch, c);
+    emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+}
+
 static void replicate(agg_t *agg, group_t *g, uint16_t slot,
                       const res_copy_t *rc)
 {
@@ -752,6 +770,9 @@ static int contrib_well_formed(const wire_hdr_t *h)
     if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
         kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
         return 0;
+    if (h->flags & WIRE_F_QUERY)
+        return !has &&
+               (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE);
     if (kind == WIRE_COLL_REDUCE_SCATTER)
         return has;
     if (kind == WIRE_COLL_SCATTER)
@@ -1402,6 +1423,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (sl->state != SLOT_COLLECTING) {
         drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
+        return;
+    }
+    if (h->flags & WIRE_F_QUERY) {
+        /* A query where the child's contribution never came: ask. */
+        ask_child(agg, g, h, c);
         return;
     }
     if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {

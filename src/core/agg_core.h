@@ -137,6 +137,7 @@ typedef struct {
     X(results_sent)                                                            \
     X(results_resent)                                                          \
     X(reforwards)                                                              \
+    X(asks)                                                                    \
     X(duplicates_dropped)                                                      \
     X(stale_dropped)                                                           \
     X(gen_dropped)                                                             \

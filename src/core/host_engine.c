@@ -207,7 +207,29 @@ static void block_span(const host_engine_t *eng, uint64_t off, size_t n,
     *hi_p = hi > lo ? hi : lo;
 }
 
-static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
+/*
+ * A fast resend of a segment of at least params.ask_bytes asks the AN
+ * instead of
+ * carrying the data again (WIRE_F_QUERY): a missing result most often
+ * lacks another member's contribution or was lost above or below the
+ * leaf AN, not ours, and every member's resend of the whole segment
+ * would then only queue on the host links (at 5% loss about half the
+ * segments of a large vector miss a result at every host). When our
+ * contribution is the one missing the AN asks for it, which costs one
+ * round trip to the leaf AN more.
+ */
+
+/* The bytes of our data in segment s. */
+static size_t seg_bytes(const host_engine_t *eng, const seg_t *s)
+{
+    uint64_t off = (s->seq - eng->base_seq) * eng->seg_elems;
+    size_t n =
+        eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    return n * eng->dsize;
+}
+
+static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
+                     int ask)
 {
     uint64_t idx = s->seq - eng->base_seq;
     uint64_t off = idx * eng->seg_elems;
@@ -237,7 +259,12 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
 
-    if (wire_coll_is_split(eng->kind)) {
+    if (ask) {
+        h.flags |= WIRE_F_QUERY | WIRE_F_NODATA;
+        data = NULL;
+        len = 0;
+        eng->ctr.queries++;
+    } else if (wire_coll_is_split(eng->kind)) {
         /* Which elements of the segment we want, then our data if any. */
         size_t lo, hi;
         uint32_t po, pn;
@@ -313,11 +340,18 @@ static uint64_t window_now(const host_engine_t *eng)
     return w;
 }
 
-/* Sends every segment the window allows. */
+/*
+ * Sends every segment the window allows: at most the window's segments
+ * without a result in flight, and none whose slot still holds a segment
+ * without one (seq - slots). The window counts segments in flight, not
+ * the span from the oldest one without a result: while a lost segment
+ * is repaired the segments after it keep the link busy, up to the slots.
+ */
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
     uint64_t w = window_now(eng);
-    while (eng->next_send < eng->nseg && eng->next_send < eng->low + w) {
+    while (eng->next_send < eng->nseg && eng->next_send < eng->low + eng->on &&
+           eng->next_send - eng->ndone < w) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->ow[seq % eng->on];
         copy_judge(eng, s); /* the slot's last segment, if not yet */
@@ -333,7 +367,7 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->nres = 0;
         s->judged = 0;
         s->first_ns = now;
-        seg_send(eng, s, now, 0);
+        seg_send(eng, s, now, 0, 0);
         eng->next_send++;
     }
 }
@@ -522,12 +556,41 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     return INCOLL_INPROGRESS;
 }
 
-/* Resends segment s now: its result is missing while later ones came. */
+/* Resends segment s now: its result is missing while later ones came.
+ * The first fast resend of a large allreduce or reduce segment asks
+ * (params.ask_bytes); a second, or one after a timeout, carries the
+ * data. */
 static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
 {
+    int ask =
+        !s->resent && eng->send_data && !eng->twice &&
+        (eng->kind == WIRE_COLL_ALLREDUCE || eng->kind == WIRE_COLL_REDUCE) &&
+        eng->p.ask_bytes != 0 && seg_bytes(eng, s) >= eng->p.ask_bytes;
     s->resent = 1;
     eng->ctr.fast_retransmits++;
-    seg_send(eng, s, now, 1);
+    seg_send(eng, s, now, 1, ask);
+}
+
+/* The AN lacks our contribution to the segment in h's slot (it answered
+ * a query, WIRE_F_QUERY): send it again at once. */
+static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
+{
+    seg_t *s;
+    if (eng->status != INCOLL_INPROGRESS || eng->ctl || h->slot < eng->obase ||
+        h->slot - eng->obase >= eng->on) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    s = &eng->ow[h->slot - eng->obase];
+    if (s->state != SEG_SENT ||
+        (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch ||
+        s->seq < eng->base_seq) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    eng->ctr.asked++;
+    s->resent = 1;
+    seg_send(eng, s, now, 1, 0);
 }
 
 /*
@@ -940,6 +1003,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         on_lock_answer(eng, &h, now_ns);
         return;
     }
+    if (h.flags & WIRE_F_QUERY) {
+        on_ask(eng, &h, now_ns);
+        return;
+    }
     copy_count(eng, &h);
     if (late_duplicate(eng, &h)) {
         eng->ctr.duplicate_results++;
@@ -1107,7 +1174,7 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         s->retries++;
         s->resent = 1;
         eng->ctr.retransmits++;
-        seg_send(eng, s, now_ns, 1);
+        seg_send(eng, s, now_ns, 1, 0);
     }
 }
 

@@ -53,9 +53,13 @@ typedef struct {
                                      (one packet) go twice while the engine
                                      sees loss (host_engine.c, adaptive
                                      copies); 0: never */
-    uint32_t pace; /* segments the window may keep queued on the path
-                      (delay-based window, see host_engine.c); 0: the
-                      window is always `window` */
+    uint32_t ask_bytes; /* a first fast resend of an allreduce or reduce
+                           segment of at least this many bytes asks the AN
+                           for the result instead of carrying the data
+                           (WIRE_F_QUERY); 0: never */
+    uint32_t pace;      /* segments the window may keep queued on the path
+                           (delay-based window, see host_engine.c); 0: the
+                           window is always `window` */
     host_send_cb_t send;
     void *send_arg;
 } host_engine_params_t;
@@ -69,6 +73,11 @@ typedef struct {
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
     uint64_t recovered;        /* results of segments sent more than once */
     uint64_t probes;           /* tail probes (their resends count as fast) */
+    uint64_t queries;          /* fast resends that asked the AN instead of
+                                  carrying the data (WIRE_F_QUERY; in
+                                  fast_retransmits) */
+    uint64_t asked;            /* the AN lacked our contribution: resent (not in
+                                  the retransmission counters) */
     uint64_t copies;           /* second copies of small operations' packets
                                   (in packets_sent; params.copy_bytes) */
     uint64_t copy_on;          /* adaptive copies turned on (copy_adapt_bytes:
