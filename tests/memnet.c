@@ -645,6 +645,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.pace = g->pace;
         hp.copy_bytes = g->copy_bytes;
         hp.copy_adapt_bytes = g->copy_adapt_bytes;
+        hp.ask_bytes = g->ask_bytes;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)
