@@ -30,15 +30,16 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
 /*
  * Adaptive copies (params.copy_adapt_bytes): a one-packet operation is
  * sent twice, as with copy_bytes, but only while the engine sees loss.
- * A sign of loss is an operation of that size whose segment had to be
- * resent or, while copies are on, whose result came once where the AN
- * sent it twice. Two signs within COPY_ON_WITHIN such operations turn
- * copies on (one alone may be a timer that fired early on a busy
- * machine); COPY_HOLD operations without a sign turn them off. A fabric
- * that does not drop never pays for copies; one that drops 1% shows a
- * missing copy every 50 operations or so, and keeps them on.
+ * A sign of loss is an operation of that size that got fewer results
+ * than it was due (copy_judge): a resend the AN never answered, or,
+ * while copies are on, a result whose copy did not come. Two signs
+ * within COPY_ON_WITHIN such operations turn copies on (one alone may
+ * be a probe that a slow member's silence caused); COPY_HOLD operations
+ * without a sign turn them off. A fabric that does not drop never pays
+ * for copies; one that drops 1% shows a missing copy every 50
+ * operations or so, and keeps them on.
  */
-#define COPY_ON_WITHIN 64
+#define COPY_ON_WITHIN 256
 #define COPY_HOLD 256
 
 typedef struct {
@@ -61,6 +62,7 @@ typedef struct {
     uint8_t twice;  /* sent twice (copy_bytes or adaptive copies) */
     uint8_t adapt;  /* of an operation copy_adapt_bytes covers */
     uint8_t nres;   /* results received: 2 when no copy was lost */
+    uint8_t rtwice; /* the first result said the AN sends them twice */
     uint8_t judged; /* counted by copy_judge */
 } seg_t;
 
@@ -408,13 +410,13 @@ static void copy_loss_sign(host_engine_t *eng)
 }
 
 /* Judges a finished segment of an operation copy_adapt_bytes covers,
- * once: fewer results than it was due is a sign of loss. Due are two
- * for the first transmission when it went twice (the AN's result and
- * its copy), one otherwise, and one for every resend (the AN answers a
- * duplicate from the result it holds, and a copy not at all), so a
- * resend that only a slow machine caused (a tail probe or a timer that
- * fired early) is no sign. Called when the results had time to come (an
- * operation later: the AN sends them back to back, before the next
+ * once: fewer results than it was due is a sign of loss. Due is one per
+ * transmission (the AN answers a duplicate from the result it holds,
+ * and a copy not at all), two when the result came flagged TWICE (we or
+ * another member sent twice: the AN sends every result and answer
+ * twice), so a resend that only a slow machine caused (a tail probe or
+ * a timer that fired early) is no sign. Called when the results had time to
+ * come (an operation later: the AN sends them back to back, before the next
  * operation's). */
 static void copy_judge(host_engine_t *eng, seg_t *s)
 {
@@ -422,7 +424,7 @@ static void copy_judge(host_engine_t *eng, seg_t *s)
     if (s->state != SEG_DONE || !s->adapt || s->judged)
         return;
     s->judged = 1;
-    due = (s->twice ? 2u : 1u) + (s->ntx > 0 ? s->ntx - 1u : 0u);
+    due = (s->rtwice ? 2u : 1u) * (s->ntx > 0 ? s->ntx : 1u);
     if (s->nres < due)
         copy_loss_sign(eng);
 }
@@ -451,8 +453,7 @@ static void copy_decide(host_engine_t *eng, size_t bytes)
                          eng->p.group, COPY_HOLD);
         }
     }
-    eng->twice =
-        bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying != 0);
+    eng->twice = bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying);
 }
 
 incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
@@ -1066,6 +1067,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     s->state = SEG_DONE;
     s->nres = 1;
+    s->rtwice = (h.flags & WIRE_F_TWICE) != 0;
     eng->ctr.results++;
     /* The gap since the last result, when the segment was in flight all
      * along: the pace of results. */
