@@ -1309,6 +1309,27 @@ static void on_unlock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
         unlock_reply(agg, g, k);
 }
 
+/* A child asks again for a slot still collecting: the loss is another
+ * child's contribution (that child resends it, or is asked for it);
+ * names the first child missing. */
+static void log_missing(const agg_t *agg, const group_t *g, const slot_t *sl,
+                        const wire_hdr_t *h, int c)
+{
+    char ep[32];
+    int m = 0;
+    if ((int)LOG_LEVEL_DEBUG > log_level_current)
+        return;
+    while (m < g->nchildren && (sl->seen[m / 64] & (1ull << (m % 64))))
+        m++;
+    if (m == g->nchildren)
+        return;
+    incoll_debug("agg %s: group %u slot %u epoch %u: child %d asks again; "
+                 "waiting for child %d (%s), %d of %d in",
+                 agg->name, g->id, h->slot, h->epoch, c, m,
+                 wire_ep_str(g->children[m], ep, sizeof(ep)), sl->arrived,
+                 g->nchildren);
+}
+
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h, const uint8_t *payload)
 {
@@ -1418,6 +1439,9 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
             send_result(agg, g, h->slot, rc, c, NULL);
+        } else {
+            agg->ctr.waits++;
+            log_missing(agg, g, sl, h, c);
         }
         return;
     }

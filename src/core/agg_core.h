@@ -138,6 +138,7 @@ typedef struct {
     X(results_resent)                                                          \
     X(reforwards)                                                              \
     X(asks)                                                                    \
+    X(waits)                                                                   \
     X(duplicates_dropped)                                                      \
     X(stale_dropped)                                                           \
     X(gen_dropped)                                                             \
