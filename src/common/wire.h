@@ -88,6 +88,10 @@ enum {
      * receiver that has the first drops without answering. */
     WIRE_F_TWICE = 1u << 13,
     WIRE_F_COPY = 1u << 14,
+    /* RESULT with QUERY: the AN holds the child's contribution (or has
+     * sent the aggregate up again for another child) and waits for the
+     * others: an answer to a duplicate, no request. */
+    WIRE_F_WAIT = 1u << 15,
 };
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or

@@ -528,21 +528,28 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
-/* Answers child c's query (WIRE_F_QUERY) q for a slot still collecting
- * without its contribution: a RESULT flagged QUERY, without data, that
- * asks the child to send its contribution again. */
-static void ask_child(agg_t *agg, group_t *g, const wire_hdr_t *q, int c)
+/* Answers child c's duplicate or query q without a result: a RESULT
+ * flagged QUERY, without data. With wait 0 it asks the child to send its
+ * contribution again (a query for a slot still collecting without it);
+ * with wait 1 (WIRE_F_WAIT) it says the AN holds it and waits for other
+ * children, so that the child knows its resend arrived (twice when the
+ * slot's packets go twice). */
+static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
+                         int wait, uint16_t twice)
 {
     wire_hdr_t h = *q;
     h.type = WIRE_RESULT;
-    h.flags = (uint16_t)(WIRE_F_QUERY | WIRE_F_NODATA |
+    h.flags = (uint16_t)(WIRE_F_QUERY | WIRE_F_NODATA | twice |
+                         (wait ? WIRE_F_WAIT : 0) |
                          wire_kind_flags(wire_flags_kind(q->flags)));
     h.total = g->gen;
     h.hops = 0;
-    agg->ctr.asks++;
-    incoll_debug("agg %s: group %u slot %u epoch %u: child %d's contribution "
-                 "is missing, asking for it",
-                 agg->name, g->id, q->slot, q->epoch, c);
+    if (!wait) {
+        agg->ctr.asks++;
+        incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
+                     "contribution is missing, asking for it",
+                     agg->name, g->id, q->slot, q->epoch, c);
+    }
     emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
 }
 
@@ -1430,6 +1437,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                 any |= sl->asked[wi] != 0;
             if (any && !(sl->asked[c / 64] & bit)) {
                 sl->asked[c / 64] |= bit;
+                answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
                 return;
             }
             memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
@@ -1442,6 +1450,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         } else {
             agg->ctr.waits++;
             log_missing(agg, g, sl, h, c);
+            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         }
         return;
     }
@@ -1451,7 +1460,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (h->flags & WIRE_F_QUERY) {
         /* A query where the child's contribution never came: ask. */
-        ask_child(agg, g, h, c);
+        answer_query(agg, g, h, c, 0, 0);
         return;
     }
     if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {
@@ -1530,7 +1539,9 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     g->active_ns = agg->now_ns;
     if (h->slot >= g->nslots)
         g->lk_active_ns = agg->now_ns;
-    if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
+    if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED ||
+        (h->flags & WIRE_F_QUERY)) {
+        /* (a QUERY answer from the parent carries no result) */
         agg->ctr.duplicates_dropped++;
         return;
     }

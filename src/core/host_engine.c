@@ -332,6 +332,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
 }
 
 static void copy_judge(host_engine_t *eng, seg_t *s);
+static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent);
 
 /* The segments that may be in flight now (see pace_sample). */
 static uint64_t window_now(const host_engine_t *eng)
@@ -573,10 +574,16 @@ static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
 }
 
 /* The AN lacks our contribution to the segment in h's slot (it answered
- * a query, WIRE_F_QUERY): send it again at once. */
+ * a query, WIRE_F_QUERY): send it again at once. With WIRE_F_WAIT it
+ * holds it and waits for another member: our resend arrived, which
+ * copy_judge counts as its answer. */
 static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
 {
     seg_t *s;
+    if (h->flags & WIRE_F_WAIT) {
+        copy_count(eng, h, 1);
+        return;
+    }
     if (eng->status != INCOLL_INPROGRESS || eng->ctl || h->slot < eng->obase ||
         h->slot - eng->obase >= eng->on) {
         eng->ctr.duplicate_results++;
@@ -962,17 +969,18 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
     return 1;
 }
 
-/* A further result of a finished segment of an operation copy_adapt_bytes
- * covers: the copy of its result, or the answer to a resend
- * (copy_judge). */
-static void copy_count(host_engine_t *eng, const wire_hdr_t *h)
+/* A further answer for a segment of an operation copy_adapt_bytes
+ * covers (copy_judge): of a finished one, the copy of its result or the
+ * answer to a resend; with sent 1 (a WIRE_F_WAIT answer) also of one
+ * still without a result. */
+static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent)
 {
     seg_t *s;
     if (eng->ow != eng->win || h->slot >= eng->on)
         return;
     s = &eng->win[h->slot];
-    if (s->state == SEG_DONE && s->adapt && s->nres < UINT8_MAX &&
-        (uint32_t)(s->seq / eng->on) == h->epoch)
+    if ((s->state == SEG_DONE || (sent && s->state == SEG_SENT)) && s->adapt &&
+        s->nres < UINT8_MAX && (uint32_t)(s->seq / eng->on) == h->epoch)
         s->nres++;
 }
 
@@ -1008,7 +1016,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         on_ask(eng, &h, now_ns);
         return;
     }
-    copy_count(eng, &h);
+    copy_count(eng, &h, 0);
     if (late_duplicate(eng, &h)) {
         eng->ctr.duplicate_results++;
         return;
@@ -1066,7 +1074,8 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
     }
     s->state = SEG_DONE;
-    s->nres = 1;
+    if (s->nres < UINT8_MAX)
+        s->nres++;
     s->rtwice = (h.flags & WIRE_F_TWICE) != 0;
     eng->ctr.results++;
     /* The gap since the last result, when the segment was in flight all
