@@ -1742,12 +1742,17 @@ TEST(core_an_protocol, TEST_UNIT)
     CHECK(cap.macok[0]); /* sealed under the group's key */
     for (int i = 0; i < 8; i++)
         CHECK_EQ_INT(((int64_t *)cap.payload[0])[i], a[i] + b[i]);
-    /* A duplicate now re-forwards the aggregate. */
+    /* A duplicate now re-forwards the aggregate, and tells the child
+     * its resend arrived (WAIT). */
     FEED(12, h, b, 64);
     CHECK_EQ_INT(c->reforwards, 1);
-    CHECK_EQ_INT(cap.n, 2);
+    CHECK_EQ_INT(cap.n, 3);
     CHECK_EQ_INT(cap.dst[1], 99);
     CHECK(memcmp(cap.payload[1], cap.payload[0], 64) == 0);
+    CHECK_EQ_INT(cap.dst[2], 12);
+    CHECK_EQ_INT(cap.h[2].flags & (WIRE_F_QUERY | WIRE_F_WAIT),
+                 WIRE_F_QUERY | WIRE_F_WAIT);
+    cap.n = 2; /* (the checks below count from the aggregates) */
     /* Epoch 1 before the result of epoch 0: impossible for a correct
      * child, dropped as stale. */
     h = contrib_hdr(1, 42, 0, 0, 1, 8);

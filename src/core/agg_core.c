@@ -1444,6 +1444,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             sl->asked[c / 64] |= bit;
             agg->ctr.reforwards++;
             forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
             send_result(agg, g, h->slot, rc, c, NULL);
