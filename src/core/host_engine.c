@@ -42,6 +42,14 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
 #define COPY_ON_WITHIN 256
 #define COPY_HOLD 256
 
+/* A result flagged TWICE to an operation we did not flag so says another
+ * member copies: we follow for COPY_FOLLOW operations (renewed by every
+ * such result), sending twice without the flag, so that followers never
+ * keep each other copying. Members see loss on their own links only (a
+ * resend the AN answers with WAIT, another member's loss, is no sign),
+ * and one member sending once loses for all. */
+#define COPY_FOLLOW 64
+
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;  /* last transmission */
@@ -59,7 +67,7 @@ typedef struct {
     uint16_t dups;  /* results after the first */
     uint8_t resent; /* sent more than once: no round-trip sample */
     uint8_t state;
-    uint8_t twice;  /* sent twice (copy_bytes or adaptive copies) */
+    uint8_t twice;  /* eng->twice when sent */
     uint8_t adapt;  /* of an operation copy_adapt_bytes covers */
     uint8_t nres;   /* results received: 2 when no copy was lost */
     uint8_t rtwice; /* the first result said the AN sends them twice */
@@ -95,12 +103,16 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
-    int twice; /* every packet goes twice (copy_bytes) */
+    int twice; /* every packet goes twice: 1 flagged TWICE (copy_bytes,
+                  or adaptive copies on), so the ANs send theirs twice
+                  too; 2 without the flag (following another member's
+                  copies, COPY_FOLLOW) */
     int adapt; /* copy_adapt_bytes covers this operation */
     /* Adaptive copies: on/off, operations covered so far, and the
      * operation count of the last sign of loss (0: none yet). */
     int copying;
     uint64_t aops, last_sign;
+    uint64_t follow_until;   /* operations up to this one follow copies */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -250,7 +262,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
                             (eng->send_data ? 0 : WIRE_F_NODATA) |
-                            (eng->twice ? WIRE_F_TWICE : 0)),
+                            (eng->twice == 1 ? WIRE_F_TWICE : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
@@ -392,7 +404,7 @@ static void finish(host_engine_t *eng, incoll_status_t status)
 
 int host_engine_copying(const host_engine_t *eng)
 {
-    return eng->copying;
+    return eng->copying || eng->aops < eng->follow_until;
 }
 
 /* A sign of loss on an operation copy_adapt_bytes covers: the second
@@ -454,7 +466,12 @@ static void copy_decide(host_engine_t *eng, size_t bytes)
                          eng->p.group, COPY_HOLD);
         }
     }
-    eng->twice = bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying);
+    if (bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying))
+        eng->twice = 1;
+    else if (eng->adapt && eng->aops <= eng->follow_until)
+        eng->twice = 2;
+    else
+        eng->twice = 0;
 }
 
 incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
@@ -1077,6 +1094,8 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     if (s->nres < UINT8_MAX)
         s->nres++;
     s->rtwice = (h.flags & WIRE_F_TWICE) != 0;
+    if (s->adapt && s->rtwice && s->twice != 1)
+        eng->follow_until = eng->aops + COPY_FOLLOW;
     eng->ctr.results++;
     /* The gap since the last result, when the segment was in flight all
      * along: the pace of results. */

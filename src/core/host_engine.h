@@ -101,7 +101,8 @@ typedef struct {
     uint64_t stream_bytes; /* user bytes of operations that streamed */
 } host_engine_counters_t;
 
-/* 1 while operations of at most params.copy_adapt_bytes go twice. */
+/* 1 while operations of at most params.copy_adapt_bytes go twice: the
+ * engine saw loss, or follows another member that did. */
 int host_engine_copying(const host_engine_t *eng);
 
 /* Fills params with defaults for the timing fields. */
