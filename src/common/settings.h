@@ -82,8 +82,9 @@
       "with INCOLL_COPY_BYTES, but only while the engine sees loss: two " \
       "such operations within 256 that got fewer results than they were " \
       "due (a lost packet, not a resend a slow machine caused) turn " \
-      "copies on, 256 without turn them off; a fabric that does not drop " \
-      "never pays; 0: never") \
+      "copies on, 256 without turn them off, and a member whose results " \
+      "come flagged twice follows; a fabric that does not drop never " \
+      "pays; 0: never") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
       "many bytes asks the leaf AN first (a header; the AN answers with " \
