@@ -550,11 +550,10 @@ TEST(sim_loss_still_correct, TEST_INTEG)
     long dropped = 0, retrans = 0;
 
     SKIP_WITHOUT_SIM();
-    /* Seeds 3, 5 and 6 abort in SimGrid ("Link failure" in a server AN's
-     * port actor, a packet still on its way when a host's actor ends);
-     * 7 runs through. */
+    /* (Seeds 3, 5 and 6 aborted in SimGrid until the server AN's port
+     * actor took a packet whose sender ended on its way as lost.) */
     n = sim("--hosts 64 --radix 8 --sizes 8,64K,256K --algos inc "
-            "--an switch,server --drop 0.01 --seed 7 --data",
+            "--an switch,server --drop 0.01 --seed 3 --data",
             r, MAX_ROWS);
     CHECK_EQ_INT(n, 6);
     for (int i = 0; i < n; i++) {
@@ -564,9 +563,11 @@ TEST(sim_loss_still_correct, TEST_INTEG)
         dropped += r[i].dropped;
         retrans += r[i].retransmits;
     }
-    /* The loss happened and was recovered by retransmission. */
+    /* The loss happened and was recovered by retransmission (not one
+     * per lost packet: a lost WAIT answer, or a result's copy to a host
+     * that already has it, needs none). */
     CHECK(dropped > 0);
-    CHECK(retrans >= dropped);
+    CHECK(retrans > 0);
     return TEST_PASSED;
 }
 

@@ -505,8 +505,18 @@ static void port_actor(int argc, char **argv)
     sg_mailbox_set_receiver(sg_mailbox_get_name(an->port_mbox));
     for (;;) {
         pkt_t *p, *q;
+        void *got = NULL;
+        sg_comm_t comm;
         sg_sem_acquire(an->credits);
-        p = sg_mailbox_get(an->port_mbox);
+        /* A packet whose sender ended while it was on its way fails
+         * ("Link failure"): it is lost, as on a real link, instead of
+         * aborting the simulation. */
+        comm = sg_mailbox_get_async(an->port_mbox, &got);
+        if (sg_comm_wait(comm) != SG_OK || got == NULL) {
+            sg_sem_release(an->credits);
+            continue;
+        }
+        p = got;
         if (p->run != S.run) {
             pkt_done(p);
             sg_sem_release(an->credits);
