@@ -645,6 +645,8 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.stream_window = g->stream_window;
         hp.pace = g->pace;
         hp.copy_bytes = g->copy_bytes;
+        hp.copy_adapt_bytes = g->copy_adapt_bytes;
+        hp.ask_bytes = g->ask_bytes;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)
@@ -731,18 +733,16 @@ incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank)
 
 host_engine_counters_t memnet_group_counters(const memnet_t *net, int group)
 {
+    /* Every field is a uint64_t count: summed field by field. */
     host_engine_counters_t t = {0};
+    uint64_t *sum = (uint64_t *)(void *)&t;
+    _Static_assert(sizeof(t) % sizeof(uint64_t) == 0,
+                   "host_engine_counters_t holds uint64_t counts only");
     for (int r = 0; r < net->tree.nhosts; r++) {
-        const host_engine_counters_t *c =
-            host_engine_counters(memnet_host(net, group, r));
-        t.packets_sent += c->packets_sent;
-        t.segments += c->segments;
-        t.retransmits += c->retransmits;
-        t.fast_retransmits += c->fast_retransmits;
-        t.probes += c->probes;
-        t.recovered += c->recovered;
-        t.spurious += c->spurious;
-        t.timeouts += c->timeouts;
+        const uint64_t *c = (const uint64_t *)(const void *)host_engine_counters(
+            memnet_host(net, group, r));
+        for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
+            sum[k] += c[k];
     }
     return t;
 }

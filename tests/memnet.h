@@ -120,9 +120,11 @@ typedef struct {
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     int max_retries;
     uint64_t progress_timeout_ns;
-    uint32_t stream_window; /* stream slots a lock asks for (0: none) */
-    uint32_t pace;          /* host_engine_params_t.pace */
-    uint32_t copy_bytes;    /* host_engine_params_t.copy_bytes */
+    uint32_t stream_window;    /* stream slots a lock asks for (0: none) */
+    uint32_t pace;             /* host_engine_params_t.pace */
+    uint32_t copy_bytes;       /* host_engine_params_t.copy_bytes */
+    uint32_t copy_adapt_bytes; /* host_engine_params_t.copy_adapt_bytes */
+    uint32_t ask_bytes;        /* host_engine_params_t.ask_bytes */
 } memnet_group_cfg_t;
 
 typedef struct {
@@ -172,9 +174,7 @@ agg_t *memnet_an(const memnet_t *net, int an);
 incoll_ep_t memnet_an_ep(const memnet_t *net, int an);
 host_engine_t *memnet_host(const memnet_t *net, int group, int rank);
 incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank);
-/* The loss-recovery counters of group's engines, summed over its ranks:
- * packets_sent, segments, retransmits, fast_retransmits, probes,
- * recovered, spurious, timeouts (the other fields stay 0). */
+/* The counters of group's engines, every field summed over its ranks. */
 host_engine_counters_t memnet_group_counters(const memnet_t *net, int group);
 
 /*

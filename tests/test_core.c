@@ -1714,12 +1714,19 @@ TEST(core_an_protocol, TEST_UNIT)
     h.offset = 0;
     FEED(13, h, b, 64);
     CHECK_EQ_INT(c->bad_source, 1);
-    /* Child 0 again while collecting: a duplicate, nothing sent. */
+    /* Child 0 again while collecting: a duplicate, answered with a
+     * WAIT (its resend arrived; no data, no result). */
     h = contrib_hdr(1, 42, 0, 0, 0, 8);
     FEED(11, h, a, 64);
     CHECK_EQ_INT(c->duplicates_dropped, 1);
-    CHECK_EQ_INT(cap.n, 0);
+    CHECK_EQ_INT(c->waits, 1);
+    CHECK_EQ_INT(cap.n, 1);
+    CHECK_EQ_INT(cap.dst[0], 11);
+    CHECK_EQ_INT(cap.h[0].type, WIRE_RESULT);
+    CHECK_EQ_INT(cap.h[0].flags & (WIRE_F_QUERY | WIRE_F_WAIT | WIRE_F_NODATA),
+                 WIRE_F_QUERY | WIRE_F_WAIT | WIRE_F_NODATA);
     CHECK_EQ_INT(c->contribs_accepted, 1);
+    cap.n = 0;
     /* Child 1: the slot is reduced and forwarded to the parent. */
     h = contrib_hdr(1, 42, 1, 0, 0, 8);
     FEED(12, h, b, 64);
@@ -1735,12 +1742,17 @@ TEST(core_an_protocol, TEST_UNIT)
     CHECK(cap.macok[0]); /* sealed under the group's key */
     for (int i = 0; i < 8; i++)
         CHECK_EQ_INT(((int64_t *)cap.payload[0])[i], a[i] + b[i]);
-    /* A duplicate now re-forwards the aggregate. */
+    /* A duplicate now re-forwards the aggregate, and tells the child
+     * its resend arrived (WAIT). */
     FEED(12, h, b, 64);
     CHECK_EQ_INT(c->reforwards, 1);
-    CHECK_EQ_INT(cap.n, 2);
+    CHECK_EQ_INT(cap.n, 3);
     CHECK_EQ_INT(cap.dst[1], 99);
     CHECK(memcmp(cap.payload[1], cap.payload[0], 64) == 0);
+    CHECK_EQ_INT(cap.dst[2], 12);
+    CHECK_EQ_INT(cap.h[2].flags & (WIRE_F_QUERY | WIRE_F_WAIT),
+                 WIRE_F_QUERY | WIRE_F_WAIT);
+    cap.n = 2; /* (the checks below count from the aggregates) */
     /* Epoch 1 before the result of epoch 0: impossible for a correct
      * child, dropped as stale. */
     h = contrib_hdr(1, 42, 0, 0, 1, 8);
@@ -3912,5 +3924,194 @@ TEST(core_small_ops_twice, TEST_UNIT)
     CHECK_MSG(resent[1] * 10 < resent[0],
               "%" PRIu64 " retransmissions with copies, %" PRIu64 " without",
               resent[1], resent[0]);
+    return TEST_PASSED;
+}
+
+/* Runs k allreduces of one uint64 on w, each checked exact and counted
+ * once by every AN; 0 on success. */
+static int small_ops_checked(world_t *w, int k)
+{
+    agg_counters_t base[MEMNET_MAX_ANS];
+    for (int i = 0; i < k; i++) {
+        snapshot_ans(w, base);
+        CHECK(world_op(w, 1, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+        CHECK(check_onehot(w, 1) == 0);
+        CHECK(memnet_drain(w->net, 10 * SEC) == 0);
+        CHECK(check_an_exactly_once(w, base, 1) == 0);
+    }
+    return 0;
+}
+
+/* Timeout and fast resends in c. */
+static uint64_t resends(const host_engine_counters_t *c)
+{
+    return c->retransmits + c->fast_retransmits;
+}
+
+/*
+ * Adaptive copies (copy_adapt_bytes): on a clean network small
+ * operations never go twice; under 2% loss every host turns copies on
+ * and then needs far fewer resends; when the loss stops, every host
+ * turns them off again and sends each packet once. Results are exact
+ * and every AN counts each child once throughout, and two runs with the
+ * same seed count the same.
+ */
+TEST(core_copies_adaptive, TEST_UNIT)
+{
+    memnet_cfg_t clean = {.seed = 23, .delay_ns = 10 * US, .jitter_ns = 2 * US};
+    memnet_cfg_t lossy = clean;
+    uint64_t signs[2] = {0, 0};
+    lossy.drop = 0.02;
+    for (int run = 0; run < 2; run++) {
+        memnet_group_cfg_t g = group_cfg(16, 1024);
+        world_t w;
+        host_engine_counters_t c0, c1;
+
+        g.copy_adapt_bytes = 64;
+        CHECK(world_from_spec(&w, "[[4][4]]", &clean, &g, 64) == 0);
+        fill_onehot(&w, 1);
+        /* Clean: never on. */
+        CHECK(small_ops_checked(&w, 300) == 0);
+        c0 = hosts_ctr(&w);
+        CHECK(c0.copies == 0 && c0.copy_on == 0);
+        /* Lossy: on at every host within the first 100 operations. */
+        memnet_set_faults(w.net, &lossy);
+        CHECK(small_ops_checked(&w, 100) == 0);
+        for (int r = 0; r < w.n; r++)
+            CHECK_MSG(host_engine_copying(memnet_host(w.net, w.g, r)),
+                      "rank %d sends once under 2%% loss", r);
+        c0 = hosts_ctr(&w);
+        CHECK(small_ops_checked(&w, 300) == 0);
+        c1 = hosts_ctr(&w);
+        CHECK(c1.copies >= c0.copies + 300 * 8 * 9 / 10);
+        /* 300 operations once at 2% lose ~one in four (13 packets each
+         * on the way of a host's result); with copies almost none. */
+        CHECK_MSG(resends(&c1) - resends(&c0) < 40,
+                  "%" PRIu64 " resends in 300 operations with copies on",
+                  resends(&c1) - resends(&c0));
+        signs[run] = c1.loss_signs;
+        /* Clean again: off after COPY_HOLD (256) operations, and the
+         * members that followed COPY_FOLLOW (64) after the last. */
+        memnet_set_faults(w.net, &clean);
+        CHECK(small_ops_checked(&w, 340) == 0);
+        for (int r = 0; r < w.n; r++) {
+            host_engine_t *e = memnet_host(w.net, w.g, r);
+            CHECK_MSG(!host_engine_copying(e), "rank %d still copies", r);
+            CHECK(host_engine_counters(e)->copy_off >= 1);
+        }
+        c0 = hosts_ctr(&w);
+        CHECK(small_ops_checked(&w, 50) == 0);
+        c1 = hosts_ctr(&w);
+        CHECK(c1.copies == c0.copies && resends(&c1) == resends(&c0));
+        world_free(&w);
+    }
+    CHECK(signs[0] > 0 && signs[0] == signs[1]);
+    return TEST_PASSED;
+}
+
+/* The sum over the ANs of one counter (by offset) since base. */
+static uint64_t ans_sum(const world_t *w, const agg_counters_t *base,
+                        size_t off)
+{
+    uint64_t t = 0;
+    for (int a = 0; a < memnet_tree(w->net)->nans; a++) {
+        agg_counters_t c = an_ctr(w->net, a);
+        t += *(const uint64_t *)(const void *)((const char *)&c + off) -
+             *(const uint64_t *)(const void *)((const char *)&base[a] + off);
+    }
+    return t;
+}
+
+/*
+ * Fast resends that ask (ask_bytes, WIRE_F_QUERY). One rank's lost
+ * contribution: every rank's first resend of the segment is a header;
+ * the leaf AN asks that rank alone for its data (one ask, one data
+ * resend) and the others' questions wait for it. One lost result: the
+ * AN answers the question with the result, and asks nothing. Then 5%
+ * loss on every link: results exact, every AN counts each child once,
+ * and most fast resends were questions. No timeout in the single-loss
+ * cases.
+ */
+TEST(core_loss_ask, TEST_UNIT)
+{
+    memnet_group_cfg_t g = group_cfg(16, 1024);
+    const size_t count = 40 * 128; /* 40 segments of 128 uint64 */
+    memnet_cfg_t lossy = {
+        .seed = 31, .delay_ns = 2 * US, .jitter_ns = 1 * US, .drop = 0.05};
+    world_t w;
+    agg_counters_t base[MEMNET_MAX_ANS];
+    host_engine_counters_t c0, c1;
+
+    g.rto_init_ns = g.rto_min_ns = 5 * MS;
+    g.rto_max_ns = 50 * MS;
+    g.ask_bytes = 1024;
+    CHECK(world_from_spec(&w, "[[4][4]]", &CLEAN_NET, &g, count * 8) == 0);
+    fill_onehot(&w, count);
+    CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+    CHECK(check_onehot(&w, count) == 0);
+    for (int k = 0; k < 2; k++) {
+        one_loss_t l = {.type = WIRE_CONTRIB};
+        uint64_t asks, asked, queries;
+        if (k == 0) { /* rank 3's contribution of segment 5 */
+            l.src = memnet_host_ep(w.net, w.g, 3);
+            l.offset = 5 * 128;
+        } else { /* the result of segment 7 to rank 6 */
+            l.type = WIRE_RESULT;
+            l.dst = memnet_host_ep(w.net, w.g, 6);
+            l.offset = 7 * 128;
+        }
+        memnet_set_filter(w.net, drop_one, &l);
+        snapshot_ans(&w, base);
+        c0 = hosts_ctr(&w);
+        CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+        CHECK_MSG(l.done, "case %d: the packet to lose never went", k);
+        CHECK(check_onehot(&w, count) == 0);
+        CHECK(memnet_drain(w.net, SEC) == 0);
+        CHECK(check_an_exactly_once(&w, base, count / 128) == 0);
+        c1 = hosts_ctr(&w);
+        asks = ans_sum(&w, base, offsetof(agg_counters_t, asks));
+        asked = c1.asked - c0.asked;
+        queries = c1.queries - c0.queries;
+        CHECK_MSG(c1.retransmits == c0.retransmits,
+                  "case %d: %" PRIu64 " timeouts", k,
+                  c1.retransmits - c0.retransmits);
+        CHECK_MSG(queries >= 1 &&
+                      queries == c1.fast_retransmits - c0.fast_retransmits,
+                  "case %d: %" PRIu64 " of %" PRIu64 " fast resends asked", k,
+                  queries, c1.fast_retransmits - c0.fast_retransmits);
+        if (k == 0) {
+            CHECK_MSG(asks == 1 && asked == 1,
+                      "case 0: %" PRIu64 " asks, %" PRIu64 " answered", asks,
+                      asked);
+            CHECK(host_engine_counters(memnet_host(w.net, w.g, 3))->asked == 1);
+        } else {
+            CHECK_MSG(asks == 0 && asked == 0,
+                      "case 1: %" PRIu64 " asks for a lost result", asks);
+        }
+        memnet_set_filter(w.net, NULL, NULL);
+    }
+    world_free(&w);
+
+    /* 5% loss everywhere. */
+    g = lossy_group_cfg(16, 1024);
+    g.ask_bytes = 1024;
+    CHECK(world_from_spec(&w, "[[4][4]]", &lossy, &g, count * 8) == 0);
+    fill_onehot(&w, count);
+    c0 = hosts_ctr(&w);
+    for (int k = 0; k < 10; k++) {
+        snapshot_ans(&w, base);
+        CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, 100 * SEC) ==
+              0);
+        CHECK(check_onehot(&w, count) == 0);
+        CHECK(memnet_drain(w.net, 10 * SEC) == 0);
+        CHECK(check_an_exactly_once(&w, base, count / 128) == 0);
+    }
+    c1 = hosts_ctr(&w);
+    CHECK_MSG(c1.asked > 0 && 2 * c1.queries > c1.fast_retransmits,
+              "%" PRIu64 " questions of %" PRIu64 " fast resends, %" PRIu64
+              " asked",
+              c1.queries, c1.fast_retransmits, c1.asked);
+    (void)c0;
+    world_free(&w);
     return TEST_PASSED;
 }

@@ -69,12 +69,27 @@
     X(PAYLOAD, SIZE, "0", "0..65535", "host", \
       "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte " \
       "MTU)") \
-    X(WINDOW, INT, "0", "0..65535", "host", \
-      "segments in flight per group; 0 uses the group's slot count") \
+    X(WINDOW, INT, "16", "0..65535", "host", \
+      "segments in flight (without a result) per group, at most the " \
+      "group's slot count; 0 uses the slot count. While a lost segment " \
+      "is repaired later ones keep going, up to the slots") \
     X(COPY_BYTES, SIZE, "0", "0..65000", "host", \
       "operations of at most this many bytes send every packet twice (the " \
       "ANs too): one lost packet then costs no round trip, each operation " \
       "twice the packets; 0: never (for lossy fabrics, e.g. 64)") \
+    X(COPY_ADAPT, SIZE, "64", "0..65000", "host", \
+      "operations of at most this many bytes (one packet) go twice, as " \
+      "with INCOLL_COPY_BYTES, but only while the engine sees loss: two " \
+      "such operations within 256 that got fewer results than they were " \
+      "due (a lost packet, not a resend a slow machine caused) turn " \
+      "copies on, 256 without turn them off, and a member whose results " \
+      "come flagged twice follows; a fabric that does not drop never " \
+      "pays; 0: never") \
+    X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
+      "a fast resend of an allreduce or reduce segment of at least this " \
+      "many bytes asks the leaf AN first (a header; the AN answers with " \
+      "the result, or asks for our data when ours is what it lacks) " \
+      "instead of sending the data again; 0: always the data") \
     X(PACE, INT, "0", "0..65535", "host", \
       "segments the window may keep queued on the path: the window follows " \
       "the measured round trip (delay-based, as TCP Vegas) up to " \

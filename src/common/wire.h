@@ -69,6 +69,11 @@ enum {
     WIRE_F_ROOT = 1u << 5,   /* CONTRIB: from the root rank's subtree */
     WIRE_F_NODATA = 1u << 6, /* CONTRIB/RESULT: no payload (count still
                                 describes the segment) */
+    /* CONTRIB (allreduce, reduce; with NODATA): a resend that asks instead
+     * of carrying the data again: the AN answers as to any duplicate if
+     * it holds the child's contribution, and with a RESULT flagged QUERY
+     * (no data, no result: "send me your contribution") if not. */
+    WIRE_F_QUERY = 1u << 7,
     /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
     WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */
@@ -83,6 +88,10 @@ enum {
      * receiver that has the first drops without answering. */
     WIRE_F_TWICE = 1u << 13,
     WIRE_F_COPY = 1u << 14,
+    /* RESULT with QUERY: the AN holds the child's contribution (or has
+     * sent the aggregate up again for another child) and waits for the
+     * others: an answer to a duplicate, no request. */
+    WIRE_F_WAIT = 1u << 15,
 };
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or

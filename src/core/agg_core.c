@@ -528,6 +528,31 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
 }
 
+/* Answers child c's duplicate or query q without a result: a RESULT
+ * flagged QUERY, without data. With wait 0 it asks the child to send its
+ * contribution again (a query for a slot still collecting without it);
+ * with wait 1 (WIRE_F_WAIT) it says the AN holds it and waits for other
+ * children, so that the child knows its resend arrived (twice when the
+ * slot's packets go twice). */
+static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
+                         int wait, uint16_t twice)
+{
+    wire_hdr_t h = *q;
+    h.type = WIRE_RESULT;
+    h.flags = (uint16_t)(WIRE_F_QUERY | WIRE_F_NODATA | twice |
+                         (wait ? WIRE_F_WAIT : 0) |
+                         wire_kind_flags(wire_flags_kind(q->flags)));
+    h.total = g->gen;
+    h.hops = 0;
+    if (!wait) {
+        agg->ctr.asks++;
+        incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
+                     "contribution is missing, asking for it",
+                     agg->name, g->id, q->slot, q->epoch, c);
+    }
+    emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+}
+
 static void replicate(agg_t *agg, group_t *g, uint16_t slot,
                       const res_copy_t *rc)
 {
@@ -752,6 +777,9 @@ static int contrib_well_formed(const wire_hdr_t *h)
     if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
         kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
         return 0;
+    if (h->flags & WIRE_F_QUERY)
+        return !has &&
+               (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE);
     if (kind == WIRE_COLL_REDUCE_SCATTER)
         return has;
     if (kind == WIRE_COLL_SCATTER)
@@ -1288,6 +1316,27 @@ static void on_unlock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
         unlock_reply(agg, g, k);
 }
 
+/* A child asks again for a slot still collecting: the loss is another
+ * child's contribution (that child resends it, or is asked for it);
+ * names the first child missing. */
+static void log_missing(const agg_t *agg, const group_t *g, const slot_t *sl,
+                        const wire_hdr_t *h, int c)
+{
+    char ep[32];
+    int m = 0;
+    if ((int)LOG_LEVEL_DEBUG > log_level_current)
+        return;
+    while (m < g->nchildren && (sl->seen[m / 64] & (1ull << (m % 64))))
+        m++;
+    if (m == g->nchildren)
+        return;
+    incoll_debug("agg %s: group %u slot %u epoch %u: child %d asks again; "
+                 "waiting for child %d (%s), %d of %d in",
+                 agg->name, g->id, h->slot, h->epoch, c, m,
+                 wire_ep_str(g->children[m], ep, sizeof(ep)), sl->arrived,
+                 g->nchildren);
+}
+
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h, const uint8_t *payload)
 {
@@ -1388,20 +1437,31 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                 any |= sl->asked[wi] != 0;
             if (any && !(sl->asked[c / 64] & bit)) {
                 sl->asked[c / 64] |= bit;
+                answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
                 return;
             }
             memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
             sl->asked[c / 64] |= bit;
             agg->ctr.reforwards++;
             forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
             send_result(agg, g, h->slot, rc, c, NULL);
+        } else {
+            agg->ctr.waits++;
+            log_missing(agg, g, sl, h, c);
+            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         }
         return;
     }
     if (sl->state != SLOT_COLLECTING) {
         drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
+        return;
+    }
+    if (h->flags & WIRE_F_QUERY) {
+        /* A query where the child's contribution never came: ask. */
+        answer_query(agg, g, h, c, 0, 0);
         return;
     }
     if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {
@@ -1480,7 +1540,9 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     g->active_ns = agg->now_ns;
     if (h->slot >= g->nslots)
         g->lk_active_ns = agg->now_ns;
-    if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED) {
+    if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED ||
+        (h->flags & WIRE_F_QUERY)) {
+        /* (a QUERY answer from the parent carries no result) */
         agg->ctr.duplicates_dropped++;
         return;
     }

@@ -137,6 +137,8 @@ typedef struct {
     X(results_sent)                                                            \
     X(results_resent)                                                          \
     X(reforwards)                                                              \
+    X(asks)                                                                    \
+    X(waits)                                                                   \
     X(duplicates_dropped)                                                      \
     X(stale_dropped)                                                           \
     X(gen_dropped)                                                             \

@@ -27,6 +27,29 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
  * (as TCP's three duplicate acks); fewer start the reordering timer. */
 #define FAST_RETRANS_THRESH 3
 
+/*
+ * Adaptive copies (params.copy_adapt_bytes): a one-packet operation is
+ * sent twice, as with copy_bytes, but only while the engine sees loss.
+ * A sign of loss is an operation of that size that got fewer results
+ * than it was due (copy_judge): a resend the AN never answered, or,
+ * while copies are on, a result whose copy did not come. Two signs
+ * within COPY_ON_WITHIN such operations turn copies on (one alone may
+ * be a probe that a slow member's silence caused); COPY_HOLD operations
+ * without a sign turn them off. A fabric that does not drop never pays
+ * for copies; one that drops 1% shows a missing copy every 50
+ * operations or so, and keeps them on.
+ */
+#define COPY_ON_WITHIN 256
+#define COPY_HOLD 256
+
+/* A result flagged TWICE to an operation we did not flag so says another
+ * member copies: we follow for COPY_FOLLOW operations (renewed by every
+ * such result), sending twice without the flag, so that followers never
+ * keep each other copying. Members see loss on their own links only (a
+ * resend the AN answers with WAIT, another member's loss, is no sign),
+ * and one member sending once loses for all. */
+#define COPY_FOLLOW 64
+
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;  /* last transmission */
@@ -44,6 +67,11 @@ typedef struct {
     uint16_t dups;  /* results after the first */
     uint8_t resent; /* sent more than once: no round-trip sample */
     uint8_t state;
+    uint8_t twice;  /* eng->twice when sent */
+    uint8_t adapt;  /* of an operation copy_adapt_bytes covers */
+    uint8_t nres;   /* results received: 2 when no copy was lost */
+    uint8_t rtwice; /* the first result said the AN sends them twice */
+    uint8_t judged; /* counted by copy_judge */
 } seg_t;
 
 struct host_engine {
@@ -80,7 +108,16 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
-    int twice;               /* every packet goes twice (copy_bytes) */
+    int twice; /* every packet goes twice: 1 flagged TWICE (copy_bytes,
+                  or adaptive copies on), so the ANs send theirs twice
+                  too; 2 without the flag (following another member's
+                  copies, COPY_FOLLOW) */
+    int adapt; /* copy_adapt_bytes covers this operation */
+    /* Adaptive copies: on/off, operations covered so far, and the
+     * operation count of the last sign of loss (0: none yet). */
+    int copying;
+    uint64_t aops, last_sign;
+    uint64_t follow_until;   /* operations up to this one follow copies */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -202,7 +239,29 @@ static void block_span(const host_engine_t *eng, uint64_t off, size_t n,
     *hi_p = hi > lo ? hi : lo;
 }
 
-static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
+/*
+ * A fast resend of a segment of at least params.ask_bytes asks the AN
+ * instead of
+ * carrying the data again (WIRE_F_QUERY): a missing result most often
+ * lacks another member's contribution or was lost above or below the
+ * leaf AN, not ours, and every member's resend of the whole segment
+ * would then only queue on the host links (at 5% loss about half the
+ * segments of a large vector miss a result at every host). When our
+ * contribution is the one missing the AN asks for it, which costs one
+ * round trip to the leaf AN more.
+ */
+
+/* The bytes of our data in segment s. */
+static size_t seg_bytes(const host_engine_t *eng, const seg_t *s)
+{
+    uint64_t off = (s->seq - eng->base_seq) * eng->seg_elems;
+    size_t n =
+        eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    return n * eng->dsize;
+}
+
+static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
+                     int ask)
 {
     uint64_t idx = s->seq - eng->base_seq;
     uint64_t off = idx * eng->seg_elems;
@@ -221,7 +280,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
                             (eng->send_data ? 0 : WIRE_F_NODATA) |
-                            (eng->twice ? WIRE_F_TWICE : 0)),
+                            (eng->twice == 1 ? WIRE_F_TWICE : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
@@ -232,7 +291,12 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
         eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
 
-    if (wire_coll_is_split(eng->kind)) {
+    if (ask) {
+        h.flags |= WIRE_F_QUERY | WIRE_F_NODATA;
+        data = NULL;
+        len = 0;
+        eng->ctr.queries++;
+    } else if (wire_coll_is_split(eng->kind)) {
         /* Which elements of the segment we want, then our data if any. */
         size_t lo, hi;
         uint32_t po, pn;
@@ -299,6 +363,9 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans)
     }
 }
 
+static void copy_judge(host_engine_t *eng, seg_t *s);
+static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent);
+
 /* The segments that may be in flight now (see pace_sample). */
 static uint64_t window_now(const host_engine_t *eng)
 {
@@ -308,13 +375,21 @@ static uint64_t window_now(const host_engine_t *eng)
     return w;
 }
 
-/* Sends every segment the window allows. */
+/*
+ * Sends every segment the window allows: at most the window's segments
+ * without a result in flight, and none whose slot still holds a segment
+ * without one (seq - slots). The window counts segments in flight, not
+ * the span from the oldest one without a result: while a lost segment
+ * is repaired the segments after it keep the link busy, up to the slots.
+ */
 static void fill_window(host_engine_t *eng, uint64_t now)
 {
     uint64_t w = window_now(eng);
-    while (eng->next_send < eng->nseg && eng->next_send < eng->low + w) {
+    while (eng->next_send < eng->nseg && eng->next_send < eng->low + eng->on &&
+           eng->next_send - eng->ndone < w) {
         uint64_t seq = eng->base_seq + eng->next_send;
         seg_t *s = &eng->ow[seq % eng->on];
+        copy_judge(eng, s); /* the slot's last segment, if not yet */
         s->seq = seq;
         s->state = SEG_SENT;
         s->retries = 0;
@@ -322,8 +397,12 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->ntx = 0;
         s->dups = 0;
         s->amb_rtt = 0;
+        s->twice = (uint8_t)eng->twice;
+        s->adapt = (uint8_t)eng->adapt;
+        s->nres = 0;
+        s->judged = 0;
         s->first_ns = now;
-        seg_send(eng, s, now, 0);
+        seg_send(eng, s, now, 0, 0);
         eng->next_send++;
     }
 }
@@ -341,6 +420,78 @@ static void finish(host_engine_t *eng, incoll_status_t status)
         eng->failed = 1;
     eng->sendbuf = NULL;
     eng->recvbuf = NULL;
+}
+
+int host_engine_copying(const host_engine_t *eng)
+{
+    return eng->copying || eng->aops < eng->follow_until;
+}
+
+/* A sign of loss on an operation copy_adapt_bytes covers: the second
+ * within COPY_ON_WITHIN operations turns copies on. */
+static void copy_loss_sign(host_engine_t *eng)
+{
+    eng->ctr.loss_signs++;
+    if (!eng->copying && eng->last_sign != 0 &&
+        eng->aops - eng->last_sign <= COPY_ON_WITHIN) {
+        eng->copying = 1;
+        eng->ctr.copy_on++;
+        incoll_debug("host: group %u: loss seen, small operations go twice",
+                     eng->p.group);
+    }
+    eng->last_sign = eng->aops;
+}
+
+/* Judges a finished segment of an operation copy_adapt_bytes covers,
+ * once: fewer results than it was due is a sign of loss. Due is one per
+ * transmission (the AN answers a duplicate from the result it holds,
+ * and a copy not at all), two when the result came flagged TWICE (we or
+ * another member sent twice: the AN sends every result and answer
+ * twice), so a resend that only a slow machine caused (a tail probe or
+ * a timer that fired early) is no sign. Called when the results had time to
+ * come (an operation later: the AN sends them back to back, before the next
+ * operation's). */
+static void copy_judge(host_engine_t *eng, seg_t *s)
+{
+    unsigned due;
+    if (s->state != SEG_DONE || !s->adapt || s->judged)
+        return;
+    s->judged = 1;
+    due = (s->rtwice ? 2u : 1u) * (s->ntx > 0 ? s->ntx : 1u);
+    if (s->nres < due)
+        copy_loss_sign(eng);
+}
+
+/* Whether the operation about to start goes twice: always when it is at
+ * most copy_bytes; while losses are seen when at most copy_adapt_bytes
+ * and one packet. */
+static void copy_decide(host_engine_t *eng, size_t bytes)
+{
+    eng->adapt = eng->p.copy_adapt_bytes != 0 &&
+                 bytes <= eng->p.copy_adapt_bytes && eng->nseg == 1 &&
+                 eng->ow == eng->win;
+    if (eng->adapt) {
+        eng->aops++;
+        /* The operation two before this one had its copies' time. */
+        if (eng->base_seq >= 2 && eng->on > 2) {
+            seg_t *s = &eng->win[(eng->base_seq - 2) % eng->on];
+            if (s->seq == eng->base_seq - 2)
+                copy_judge(eng, s);
+        }
+        if (eng->copying && eng->aops - eng->last_sign > COPY_HOLD) {
+            eng->copying = 0;
+            eng->ctr.copy_off++;
+            incoll_debug("host: group %u: no loss for %d operations, small "
+                         "operations go once",
+                         eng->p.group, COPY_HOLD);
+        }
+    }
+    if (bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying))
+        eng->twice = 1;
+    else if (eng->adapt && eng->aops <= eng->follow_until)
+        eng->twice = 2;
+    else
+        eng->twice = 0;
 }
 
 incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
@@ -404,7 +555,6 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->dtype = dtype;
     eng->op = op;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
-    eng->twice = count * eng->dsize <= eng->p.copy_bytes;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
      * stream slot a lock's epochs allow: then it takes the slots, on
@@ -434,6 +584,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->rto_other = t;
         eng->st_timer = eng->stream;
     }
+    copy_decide(eng, count * eng->dsize);
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
@@ -452,12 +603,47 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     return INCOLL_INPROGRESS;
 }
 
-/* Resends segment s now: its result is missing while later ones came. */
+/* Resends segment s now: its result is missing while later ones came.
+ * The first fast resend of a large allreduce or reduce segment asks
+ * (params.ask_bytes); a second, or one after a timeout, carries the
+ * data. */
 static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
 {
+    int ask =
+        !s->resent && eng->send_data && !eng->twice &&
+        (eng->kind == WIRE_COLL_ALLREDUCE || eng->kind == WIRE_COLL_REDUCE) &&
+        eng->p.ask_bytes != 0 && seg_bytes(eng, s) >= eng->p.ask_bytes;
     s->resent = 1;
     eng->ctr.fast_retransmits++;
-    seg_send(eng, s, now, 1);
+    seg_send(eng, s, now, 1, ask);
+}
+
+/* The AN lacks our contribution to the segment in h's slot (it answered
+ * a query, WIRE_F_QUERY): send it again at once. With WIRE_F_WAIT it
+ * holds it and waits for another member: our resend arrived, which
+ * copy_judge counts as its answer. */
+static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
+{
+    seg_t *s;
+    if (h->flags & WIRE_F_WAIT) {
+        copy_count(eng, h, 1);
+        return;
+    }
+    if (eng->status != INCOLL_INPROGRESS || eng->ctl || h->slot < eng->obase ||
+        h->slot - eng->obase >= eng->on) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    s = &eng->ow[h->slot - eng->obase];
+    if (s->state != SEG_SENT ||
+        (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch ||
+        s->seq < eng->base_seq) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    eng->ctr.asked++;
+    s->resent = 1;
+    seg_send(eng, s, now, 1, 0);
 }
 
 /*
@@ -898,6 +1084,21 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
     return 1;
 }
 
+/* A further answer for a segment of an operation copy_adapt_bytes
+ * covers (copy_judge): of a finished one, the copy of its result or the
+ * answer to a resend; with sent 1 (a WIRE_F_WAIT answer) also of one
+ * still without a result. */
+static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent)
+{
+    seg_t *s;
+    if (eng->ow != eng->win || h->slot >= eng->on)
+        return;
+    s = &eng->win[h->slot];
+    if ((s->state == SEG_DONE || (sent && s->state == SEG_SENT)) && s->adapt &&
+        s->nres < UINT8_MAX && (uint32_t)(s->seq / eng->on) == h->epoch)
+        s->nres++;
+}
+
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns)
 {
@@ -926,6 +1127,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         on_lock_answer(eng, &h, now_ns);
         return;
     }
+    if (h.flags & WIRE_F_QUERY) {
+        on_ask(eng, &h, now_ns);
+        return;
+    }
+    copy_count(eng, &h, 0);
     if (late_duplicate(eng, &h)) {
         eng->ctr.duplicate_results++;
         return;
@@ -983,6 +1189,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
     }
     s->state = SEG_DONE;
+    if (s->nres < UINT8_MAX)
+        s->nres++;
+    s->rtwice = (h.flags & WIRE_F_TWICE) != 0;
+    if (s->adapt && s->rtwice && s->twice != 1)
+        eng->follow_until = eng->aops + COPY_FOLLOW;
     eng->ctr.results++;
     /* The gap since the last result, when the segment was in flight all
      * along: the pace of results. */
@@ -1105,7 +1316,7 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         s->retries++;
         s->resent = 1;
         eng->ctr.retransmits++;
-        seg_send(eng, s, now_ns, 1);
+        seg_send(eng, s, now_ns, 1, 0);
     }
 }
 

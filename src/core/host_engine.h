@@ -49,9 +49,17 @@ typedef struct {
     uint32_t copy_bytes;          /* operations of at most this many bytes send
                                      every packet twice, and so do the ANs for
                                      them (WIRE_F_TWICE); 0: never */
-    uint32_t pace; /* segments the window may keep queued on the path
-                      (delay-based window, see host_engine.c); 0: the
-                      window is always `window` */
+    uint32_t copy_adapt_bytes;    /* operations of at most this many bytes
+                                     (one packet) go twice while the engine
+                                     sees loss (host_engine.c, adaptive
+                                     copies); 0: never */
+    uint32_t ask_bytes; /* a first fast resend of an allreduce or reduce
+                           segment of at least this many bytes asks the AN
+                           for the result instead of carrying the data
+                           (WIRE_F_QUERY); 0: never */
+    uint32_t pace;      /* segments the window may keep queued on the path
+                           (delay-based window, see host_engine.c); 0: the
+                           window is always `window` */
     host_send_cb_t send;
     void *send_arg;
 } host_engine_params_t;
@@ -65,8 +73,18 @@ typedef struct {
     uint64_t fast_retransmits; /* on later segments' results (no timeout) */
     uint64_t recovered;        /* results of segments sent more than once */
     uint64_t probes;           /* tail probes (their resends count as fast) */
+    uint64_t queries;          /* fast resends that asked the AN instead of
+                                  carrying the data (WIRE_F_QUERY; in
+                                  fast_retransmits) */
+    uint64_t asked;            /* the AN lacked our contribution: resent (not in
+                                  the retransmission counters) */
     uint64_t copies;           /* second copies of small operations' packets
                                   (in packets_sent; params.copy_bytes) */
+    uint64_t copy_on;          /* adaptive copies turned on (copy_adapt_bytes:
+                                  two signs of loss close together) */
+    uint64_t copy_off;         /* ... and off (no sign for COPY_HOLD ops) */
+    uint64_t loss_signs;       /* of the operations copy_adapt_bytes covers:
+                                  resent, or a result's copy missing */
     uint64_t window_cuts;      /* pacing: the window set down to the path's
                                   measured capacity (params.pace) */
     uint64_t spurious; /* timeouts undone: the first transmission's result
@@ -82,6 +100,10 @@ typedef struct {
     uint64_t stream_ops;
     uint64_t stream_bytes; /* user bytes of operations that streamed */
 } host_engine_counters_t;
+
+/* 1 while operations of at most params.copy_adapt_bytes go twice: the
+ * engine saw loss, or follows another member that did. */
+int host_engine_copying(const host_engine_t *eng);
 
 /* Fills params with defaults for the timing fields. */
 void host_engine_params_default(host_engine_params_t *params);

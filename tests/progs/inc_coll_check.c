@@ -214,7 +214,7 @@ int main(int argc, char **argv)
                     const host_engine_counters_t *ec =
                         host_engine_counters(comm->eng);
                     uint64_t rex = ec->retransmits + ec->fast_retransmits,
-                             pk = ec->packets_sent;
+                             pk = ec->packets_sent, cp = ec->copies;
                     const void *src = blk;
                     size_t tot = n * (size_t)size;
                     before = payload_sent(comm);
@@ -247,7 +247,8 @@ int main(int argc, char **argv)
                         ec->retransmits + ec->fast_retransmits == rex &&
                         (payload_sent(comm) - before < n ||
                          payload_sent(comm) - before >
-                             n + 8 * (ec->packets_sent - pk))) {
+                             n * (1 + ec->copies - cp) +
+                                 8 * (ec->packets_sent - pk))) {
                         fprintf(
                             stderr,
                             "inc_coll_check: rank %d: %s of %zu: sent %llu "
