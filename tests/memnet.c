@@ -739,8 +739,9 @@ host_engine_counters_t memnet_group_counters(const memnet_t *net, int group)
     _Static_assert(sizeof(t) % sizeof(uint64_t) == 0,
                    "host_engine_counters_t holds uint64_t counts only");
     for (int r = 0; r < net->tree.nhosts; r++) {
-        const uint64_t *c = (const uint64_t *)(const void *)host_engine_counters(
-            memnet_host(net, group, r));
+        const uint64_t *c =
+            (const uint64_t *)(const void *)host_engine_counters(
+                memnet_host(net, group, r));
         for (size_t k = 0; k < sizeof(t) / sizeof(uint64_t); k++)
             sum[k] += c[k];
     }
