@@ -618,6 +618,31 @@ static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
     seg_send(eng, s, now, 1, ask);
 }
 
+/* The segment of the running slot space in h's slot when h carries its
+ * epoch; NULL otherwise (the other slot space, or another epoch). */
+static seg_t *seg_of(host_engine_t *eng, const wire_hdr_t *h)
+{
+    seg_t *s;
+    if (eng->ow == NULL || h->slot < eng->obase ||
+        h->slot - eng->obase >= eng->on)
+        return NULL;
+    s = &eng->ow[h->slot - eng->obase];
+    return (uint32_t)(eng->oepoch + s->seq / eng->on) == h->epoch ? s : NULL;
+}
+
+/* The running operation's segment still without a result that h (a
+ * result, or the AN's question) is for; NULL for anything else: a late
+ * copy of an earlier result, one of the other slot space, or of a
+ * segment that has its result. */
+static seg_t *awaited_seg(host_engine_t *eng, const wire_hdr_t *h)
+{
+    seg_t *s;
+    if (eng->status != INCOLL_INPROGRESS || eng->ctl)
+        return NULL;
+    s = seg_of(eng, h);
+    return s && s->state == SEG_SENT && s->seq >= eng->base_seq ? s : NULL;
+}
+
 /* The AN lacks our contribution to the segment in h's slot (it answered
  * a query, WIRE_F_QUERY): send it again at once. With WIRE_F_WAIT it
  * holds it and waits for another member: our resend arrived, which
@@ -629,15 +654,7 @@ static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
         copy_count(eng, h, 1);
         return;
     }
-    if (eng->status != INCOLL_INPROGRESS || eng->ctl || h->slot < eng->obase ||
-        h->slot - eng->obase >= eng->on) {
-        eng->ctr.duplicate_results++;
-        return;
-    }
-    s = &eng->ow[h->slot - eng->obase];
-    if (s->state != SEG_SENT ||
-        (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch ||
-        s->seq < eng->base_seq) {
+    if ((s = awaited_seg(eng, h)) == NULL) {
         eng->ctr.duplicate_results++;
         return;
     }
@@ -1067,12 +1084,10 @@ static void pace_sample(host_engine_t *eng, uint64_t rtt, uint64_t inflight)
 static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
 {
     seg_t *s;
-    if (eng->ow == NULL || (h->flags & WIRE_F_COPY) || h->slot < eng->obase ||
-        h->slot - eng->obase >= eng->on)
+    if (h->flags & WIRE_F_COPY)
         return 0; /* (the AN's second copy is no answer of its own) */
-    s = &eng->ow[h->slot - eng->obase];
-    if (s->state != SEG_DONE || s->amb_rtt == 0 ||
-        (uint32_t)(eng->oepoch + s->seq / eng->on) != h->epoch)
+    s = seg_of(eng, h);
+    if (s == NULL || s->state != SEG_DONE || s->amb_rtt == 0)
         return 0;
     if (++s->dups + 1 < s->ntx)
         return 1;
@@ -1136,18 +1151,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.duplicate_results++;
         return;
     }
-    if (eng->status != INCOLL_INPROGRESS || eng->ctl) {
-        eng->ctr.duplicate_results++; /* late copy of an earlier result */
-        return;
-    }
-    if (h.slot < eng->obase || h.slot - eng->obase >= eng->on) {
-        eng->ctr.duplicate_results++; /* of the other slot space */
-        return;
-    }
-    s = &eng->ow[h.slot - eng->obase];
-    if (s->state != SEG_SENT ||
-        (uint32_t)(eng->oepoch + s->seq / eng->on) != h.epoch ||
-        s->seq < eng->base_seq) {
+    if ((s = awaited_seg(eng, &h)) == NULL) {
         eng->ctr.duplicate_results++;
         return;
     }

@@ -488,6 +488,18 @@ static const char *kind_name(host_req_kind_t kind)
                                                              : "collective";
 }
 
+/* status, or in its place (when INCOLL_OK) the error of an operation of
+ * c that returned early and failed, which is then taken. */
+static incoll_status_t early_take_error(incoll_comm_h c, incoll_status_t status)
+{
+    if (c->early_error != INCOLL_OK) {
+        if (status == INCOLL_OK)
+            status = c->early_error;
+        c->early_error = INCOLL_OK;
+    }
+    return status;
+}
+
 /* The error of an operation that returned early does not vanish: it is
  * said once here and handed to the next call on the communicator (the
  * next request to complete, or host_leave()). */
@@ -505,12 +517,7 @@ static incoll_status_t early_error(incoll_req_h r, incoll_status_t status)
         }
         return status;
     }
-    if (c->early_error != INCOLL_OK) {
-        if (status == INCOLL_OK)
-            status = c->early_error;
-        c->early_error = INCOLL_OK;
-    }
-    return status;
+    return early_take_error(c, status);
 }
 
 /* r (the head of its queue) is complete. */
@@ -921,13 +928,9 @@ void host_req_drain(incoll_comm_h comm)
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status)
 {
     incoll_ctx_h ctx = comm->ctx;
-    if (ctx->sync != NULL && outermost(ctx->sync) &&
-        comm->early_error != INCOLL_OK) {
-        if (status == INCOLL_OK)
-            status = comm->early_error;
-        comm->early_error = INCOLL_OK;
-    }
-    return status;
+    if (ctx->sync == NULL || !outermost(ctx->sync))
+        return status;
+    return early_take_error(comm, status);
 }
 
 incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status)
