@@ -124,6 +124,7 @@ typedef struct {
     uint32_t pace;             /* host_engine_params_t.pace */
     uint32_t copy_bytes;       /* host_engine_params_t.copy_bytes */
     uint32_t copy_adapt_bytes; /* host_engine_params_t.copy_adapt_bytes */
+    uint32_t hedge_pct;        /* host_engine_params_t.hedge_pct */
     uint32_t ask_bytes;        /* host_engine_params_t.ask_bytes */
 } memnet_group_cfg_t;
 

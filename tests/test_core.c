@@ -4022,6 +4022,138 @@ static uint64_t ans_sum(const world_t *w, const agg_counters_t *base,
     return t;
 }
 
+/* Runs one allreduce of one uint64 on w while filter l drops its one
+ * packet, checked exact and counted once by every AN; 0 on success. */
+static int small_op_losing(world_t *w, one_loss_t *l)
+{
+    agg_counters_t base[MEMNET_MAX_ANS];
+    snapshot_ans(w, base);
+    l->done = 0;
+    memnet_set_filter(w->net, drop_one, l);
+    CHECK(world_op(w, 1, INCOLL_UINT64, INCOLL_OP_SUM, 10 * SEC) == 0);
+    memnet_set_filter(w->net, NULL, NULL);
+    CHECK_MSG(l->done, "the packet to lose never went");
+    CHECK(check_onehot(w, 1) == 0);
+    CHECK(memnet_drain(w->net, 10 * SEC) == 0);
+    CHECK(check_an_exactly_once(w, base, 1) == 0);
+    return 0;
+}
+
+/*
+ * Hedges (hedge_pct): while copies are on, a one-packet operation's copy
+ * goes only when its result is late. Two lost contributions of rank 3
+ * (recovered by its tail probe; the timeout floor, 5 ms, is far above
+ * the round trip) turn its copies on, and no other rank's. On the clean
+ * network that follows no hedge goes (the results come in time), nor any
+ * immediate copy. Then one lost contribution of rank 3 and one lost
+ * result to it are each repaired by rank 3's one hedge, with no
+ * retransmission or probe anywhere; the late contribution is counted
+ * once and the lost result is answered from the one the leaf AN keeps.
+ */
+TEST(core_loss_hedge, TEST_UNIT)
+{
+    memnet_group_cfg_t g = group_cfg(16, 1024);
+    world_t w;
+    host_engine_t *e3;
+    host_engine_counters_t c0, c1;
+    one_loss_t l = {.type = WIRE_CONTRIB};
+
+    g.rto_init_ns = g.rto_min_ns = 5 * MS;
+    g.rto_max_ns = 50 * MS;
+    g.copy_adapt_bytes = 64;
+    g.hedge_pct = 150;
+    CHECK(world_from_spec(&w, "[[4][4]]", &CLEAN_NET, &g, 64) == 0);
+    fill_onehot(&w, 1);
+    e3 = memnet_host(w.net, w.g, 3);
+    l.src = memnet_host_ep(w.net, w.g, 3);
+    CHECK(small_ops_checked(&w, 20) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(small_op_losing(&w, &l) == 0);
+        CHECK(small_ops_checked(&w, 3) == 0); /* judged two later */
+    }
+    for (int r = 0; r < w.n; r++)
+        CHECK_MSG(host_engine_copying(memnet_host(w.net, w.g, r)) == (r == 3),
+                  "rank %d copies: %d", r,
+                  host_engine_copying(memnet_host(w.net, w.g, r)));
+    c0 = hosts_ctr(&w);
+    CHECK(small_ops_checked(&w, 50) == 0);
+    c1 = hosts_ctr(&w);
+    CHECK_MSG(c1.hedges == 0 && c1.copies == 0 &&
+                  c1.packets_sent == c0.packets_sent + 50 * 8,
+              "%" PRIu64 " hedges, %" PRIu64 " copies on a clean network",
+              c1.hedges, c1.copies);
+    CHECK(host_engine_copying(e3));
+
+    for (int k = 0; k < 2; k++) {
+        agg_counters_t base[MEMNET_MAX_ANS];
+        uint64_t resent = 0;
+        if (k == 1) { /* the result on its way to rank 3 */
+            l.type = WIRE_RESULT;
+            l.src = 0;
+            l.dst = memnet_host_ep(w.net, w.g, 3);
+        }
+        snapshot_ans(&w, base);
+        c0 = hosts_ctr(&w);
+        CHECK(small_op_losing(&w, &l) == 0);
+        c1 = hosts_ctr(&w);
+        CHECK_MSG(c1.hedges == c0.hedges + 1 &&
+                      host_engine_counters(e3)->hedges == (uint64_t)k + 1,
+                  "case %d: %" PRIu64 " hedges", k, c1.hedges - c0.hedges);
+        CHECK_MSG(resends(&c1) == resends(&c0) && c1.probes == c0.probes &&
+                      c1.timeouts == c0.timeouts,
+                  "case %d: %" PRIu64 " resends besides the hedge", k,
+                  resends(&c1) - resends(&c0));
+        resent = ans_sum(&w, base, offsetof(agg_counters_t, results_resent));
+        CHECK_MSG(resent == (uint64_t)k, "case %d: %" PRIu64 " results resent",
+                  k, resent);
+        CHECK(small_ops_checked(&w, 3) == 0);
+    }
+    world_free(&w);
+    return TEST_PASSED;
+}
+
+/*
+ * Hedges under 5% loss, independent and in bursts of 3: every host turns
+ * them on, results stay exact and every AN counts each child once, no
+ * copy goes at once, and two runs with the same seed count the same.
+ */
+TEST(core_loss_hedge_lossy, TEST_UNIT)
+{
+    for (int b = 0; b < 2; b++) {
+        host_engine_counters_t c[2];
+        for (int run = 0; run < 2; run++) {
+            memnet_cfg_t net = {.seed = 41,
+                                .delay_ns = 10 * US,
+                                .jitter_ns = 2 * US,
+                                .drop = 0.05,
+                                .burst = b ? 3.0 : 0.0};
+            memnet_group_cfg_t g = lossy_group_cfg(16, 1024);
+            world_t w;
+            g.copy_adapt_bytes = 64;
+            g.hedge_pct = 100;
+            CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, 64) == 0);
+            fill_onehot(&w, 1);
+            CHECK(small_ops_checked(&w, 300) == 0);
+            c[run] = hosts_ctr(&w);
+            for (int r = 0; r < w.n; r++)
+                CHECK_MSG(
+                    host_engine_counters(memnet_host(w.net, w.g, r))->copy_on >=
+                        1,
+                    "burst %d: rank %d never hedged", b, r);
+            world_free(&w);
+        }
+        CHECK_MSG(c[0].hedges > 0 && c[0].copies == 0,
+                  "burst %d: %" PRIu64 " hedges, %" PRIu64 " copies", b,
+                  c[0].hedges, c[0].copies);
+        CHECK_MSG(c[0].hedges == c[1].hedges &&
+                      c[0].packets_sent == c[1].packets_sent &&
+                      resends(&c[0]) == resends(&c[1]),
+                  "burst %d: runs differ: %" PRIu64 "/%" PRIu64 " hedges", b,
+                  c[0].hedges, c[1].hedges);
+    }
+    return TEST_PASSED;
+}
+
 /*
  * Fast resends that ask (ask_bytes, WIRE_F_QUERY). One rank's lost
  * contribution: every rank's first resend of the segment is a header;

@@ -85,6 +85,13 @@
       "copies on, 256 without turn them off, and a member whose results " \
       "come flagged twice follows; a fabric that does not drop never " \
       "pays; 0: never") \
+    X(HEDGE_PCT, INT, "0", "0..1000", "host", \
+      "while INCOLL_COPY_ADAPT's copies are on, the copy of a one-packet " \
+      "operation waits: it goes only if the result has not come this many " \
+      "percent of the smoothed round trip after the first send (a hedge), " \
+      "so operations answered in time send once, but one that lost a " \
+      "packet waits that long (the 1% p99 measured worse: README, Loss); " \
+      "0, the default: the copy goes at once and the ANs send theirs twice") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
       "many bytes asks the leaf AN first (a header; the AN answers with " \

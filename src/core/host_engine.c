@@ -50,6 +50,26 @@ enum { SEG_FREE = 0, SEG_SENT = 1, SEG_DONE = 2 };
  * and one member sending once loses for all. */
 #define COPY_FOLLOW 64
 
+/*
+ * Hedges (params.hedge_pct): while copies are on, the copy of a one-packet
+ * operation waits. It goes, as a plain resend, only if the result has not
+ * come hedge_pct percent of the smoothed round trip after the first
+ * transmission; an operation whose result comes in time sends once, and
+ * the ANs answer once (no TWICE flag). A lost packet of ours, or our lost
+ * result, then costs that wait and one round trip instead of the tail
+ * probe's two (and at least INCOLL_RTO_MIN_US); another member's loss is
+ * that member's hedge to repair (the AN answers ours with WAIT). The AN
+ * counts a hedge as it does any resend: once, and answered from the
+ * result it keeps when it comes late. A hedge is one more transmission,
+ * so copy_judge counts its answer as due: a lost packet of ours is still
+ * a sign of loss, a slow member's is not. Its round-trip sample is taken
+ * from the first transmission (the hedge does not make the segment
+ * resent, Karn's rule aside): most hedges answer a slow, not a lost,
+ * first transmission, and leaving their samples out would teach the
+ * estimator a shorter round trip and hedge ever more; a lost one
+ * overstates its sample by one wait, once in a hundred operations at 1%.
+ */
+
 typedef struct {
     uint64_t seq;
     uint64_t sent_ns;  /* last transmission */
@@ -118,6 +138,8 @@ struct host_engine {
     int copying;
     uint64_t aops, last_sign;
     uint64_t follow_until;   /* operations up to this one follow copies */
+    int hedging;             /* this operation's copy waits (hedge_pct) */
+    uint64_t hedge_due;      /* when it goes (UINT64_MAX: none pending) */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -202,6 +224,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     rto_init(&eng->rto, params->rto_init_ns, params->rto_min_ns,
              params->rto_max_ns);
     eng->rto_other = eng->rto;
+    eng->hedge_due = UINT64_MAX;
     eng->status = INCOLL_OK;
     return eng;
 }
@@ -420,6 +443,7 @@ static void finish(host_engine_t *eng, incoll_status_t status)
         eng->failed = 1;
     eng->sendbuf = NULL;
     eng->recvbuf = NULL;
+    eng->hedge_due = UINT64_MAX;
 }
 
 int host_engine_copying(const host_engine_t *eng)
@@ -462,6 +486,26 @@ static void copy_judge(host_engine_t *eng, seg_t *s)
         copy_loss_sign(eng);
 }
 
+/* How long a hedged operation's copy waits for the result (see the top):
+ * hedge_pct percent of the smoothed round trip; no wait before the first
+ * sample. */
+static uint64_t hedge_wait(const host_engine_t *eng)
+{
+    return (uint64_t)eng->rto.srtt / 100u * eng->p.hedge_pct;
+}
+
+/* The hedge of the running one-packet operation is due: its copy goes
+ * unless its result came or the segment was resent already. */
+static void hedge_send(host_engine_t *eng, uint64_t now)
+{
+    seg_t *s = &eng->ow[eng->base_seq % eng->on];
+    eng->hedge_due = UINT64_MAX;
+    if (s->state != SEG_SENT || s->seq != eng->base_seq || s->ntx != 1)
+        return;
+    eng->ctr.hedges++;
+    seg_send(eng, s, now, 1, 0);
+}
+
 /* Whether the operation about to start goes twice: always when it is at
  * most copy_bytes; while losses are seen when at most copy_adapt_bytes
  * and one packet. */
@@ -486,7 +530,13 @@ static void copy_decide(host_engine_t *eng, size_t bytes)
                          eng->p.group, COPY_HOLD);
         }
     }
-    if (bytes <= eng->p.copy_bytes || (eng->adapt && eng->copying))
+    eng->hedging = 0;
+    if (bytes <= eng->p.copy_bytes)
+        eng->twice = 1;
+    else if (eng->adapt && eng->copying && eng->p.hedge_pct != 0) {
+        eng->twice = 0;
+        eng->hedging = 1;
+    } else if (eng->adapt && eng->copying)
         eng->twice = 1;
     else if (eng->adapt && eng->aops <= eng->follow_until)
         eng->twice = 2;
@@ -600,6 +650,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->ctr.ops++;
     eng->ctr.segments += eng->nseg;
     fill_window(eng, now_ns);
+    eng->hedge_due = eng->hedging ? now_ns + hedge_wait(eng) : UINT64_MAX;
     return INCOLL_INPROGRESS;
 }
 
@@ -1277,6 +1328,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
+    if (now_ns >= eng->hedge_due)
+        hedge_send(eng, now_ns);
     if (now_ns >= eng->rack_next) {
         uint64_t next = UINT64_MAX;
         for (uint64_t i = eng->low; i < eng->next_send; i++) {
@@ -1379,6 +1432,8 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
     }
     if (eng->rack_next < d)
         d = eng->rack_next;
+    if (eng->hedge_due < d)
+        d = eng->hedge_due;
     if (probe_due(eng) < d)
         d = probe_due(eng);
     return ul < d ? ul : d;

@@ -53,6 +53,12 @@ typedef struct {
                                      (one packet) go twice while the engine
                                      sees loss (host_engine.c, adaptive
                                      copies); 0: never */
+    uint32_t hedge_pct;           /* while adaptive copies are on, the copy
+                                     of a one-packet operation goes only if
+                                     its result has not come this many
+                                     percent of the smoothed round trip after
+                                     the first transmission (a hedge);
+                                     0: at once, flagged TWICE */
     uint32_t ask_bytes; /* a first fast resend of an allreduce or reduce
                            segment of at least this many bytes asks the AN
                            for the result instead of carrying the data
@@ -83,6 +89,9 @@ typedef struct {
     uint64_t copy_on;          /* adaptive copies turned on (copy_adapt_bytes:
                                   two signs of loss close together) */
     uint64_t copy_off;         /* ... and off (no sign for COPY_HOLD ops) */
+    uint64_t hedges;           /* delayed copies (params.hedge_pct): results
+                                  late while copies were on (in packets_sent,
+                                  not in the retransmission counters) */
     uint64_t loss_signs;       /* of the operations copy_adapt_bytes covers:
                                   resent, or a result's copy missing */
     uint64_t window_cuts;      /* pacing: the window set down to the path's

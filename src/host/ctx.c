@@ -411,6 +411,7 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->pace = (uint32_t)setting_u64(SETTING_PACE);
     p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
     p->copy_adapt_bytes = (uint32_t)setting_u64(SETTING_COPY_ADAPT);
+    p->hedge_pct = (uint32_t)setting_int(SETTING_HEDGE_PCT);
     p->ask_bytes = (uint32_t)setting_u64(SETTING_ASK_BYTES);
     ctx->stream_threshold = (size_t)setting_u64(SETTING_STREAM_THRESHOLD);
     status = host_stream_lock_parse(setting_str(SETTING_STREAM_LOCK),
@@ -474,12 +475,12 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
                 " packets_sent=%" PRIu64 " retransmits=%" PRIu64
                 " fast_retransmits=%" PRIu64 " probes=%" PRIu64
                 " queries=%" PRIu64 " asked=%" PRIu64 " spurious=%" PRIu64
-                " copies=%" PRIu64 " copy_on=%" PRIu64 " copy_off=%" PRIu64
-                " duplicate_results=%" PRIu64 " bad_mac=%" PRIu64
-                " timeouts=%" PRIu64,
+                " copies=%" PRIu64 " hedges=%" PRIu64 " copy_on=%" PRIu64
+                " copy_off=%" PRIu64 " duplicate_results=%" PRIu64
+                " bad_mac=%" PRIu64 " timeouts=%" PRIu64,
                 c->group, k->ops, k->segments, k->packets_sent, k->retransmits,
                 k->fast_retransmits, k->probes, k->queries, k->asked,
-                k->spurious, k->copies, k->copy_on, k->copy_off,
+                k->spurious, k->copies, k->hedges, k->copy_on, k->copy_off,
                 k->duplicate_results, k->bad_mac, k->timeouts);
         }
         ctx->comms = c->next;
