@@ -84,6 +84,7 @@ static incoll_status_t lock_round(incoll_comm_h comm, uint16_t nops,
     status = host_comm_settle(comm);
     if (status != INCOLL_OK)
         return status;
+    comm->stream_nops = nops; /* before the round: host_comm_wait reads it */
     status = host_engine_lock(comm->eng, nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED) {
         say_refused(comm, "no room for stream slots after the group's");
@@ -92,7 +93,6 @@ static incoll_status_t lock_round(incoll_comm_h comm, uint16_t nops,
     status = round_wait(comm, status);
     if (status != INCOLL_OK)
         return status;
-    comm->stream_nops = nops;
     if (host_engine_stream_window(comm->eng, NULL, &why) > 0)
         *granted_p = 1;
     else
