@@ -57,8 +57,8 @@ static int verify(const int64_t *v, size_t count, int size, int k)
             want += (int64_t)((i * 7 + (size_t)k * 13) % 1000) * (r + 1) - r;
         if (v[i] != want) {
             fprintf(stderr,
-                    "lock_check: call %d element %zu: %lld, want %lld\n", k,
-                    i, (long long)v[i], (long long)want);
+                    "lock_check: call %d element %zu: %lld, want %lld\n", k, i,
+                    (long long)v[i], (long long)want);
             return -1;
         }
     }
