@@ -319,7 +319,8 @@ INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
  * no streaming pool, the communicator has no fabric group): a refusal is
  * not an error, the later operations simply run on the slots, and
  * INCOLL_LOG_LEVEL=info says why once per communicator. granted_p may be
- * NULL. Every member gets the same answer. While the lock is held, every
+ * NULL. Every member gets the same answer (a group that fails during the
+ * round is recovered by the next operation). While the lock is held, every
  * in-network operation larger than what the group's slots carry in one
  * round (slots x payload bytes, 64 KiB with the default share) streams,
  * whatever INCOLL_STREAM_THRESHOLD says, and counts toward nops; smaller
