@@ -5,7 +5,7 @@
  * every allreduce element by element. Run it under a manager (it splits
  * the world); it uses only the public API.
  *
- *   lock_check [--count N] [--iters N]
+ *   lock_check [--count N] [--iters N] [--world-only]
  *
  * Each round, on every rank:
  *   1. world locks until released: granted; a large allreduce streams, a
@@ -22,6 +22,11 @@
  * So per round world streams 1 + 2 + 1 operations and the other 2; the
  * test reads those numbers back from the library's info lines
  * (INCOLL_LOG_LEVEL=info) and the ANs' counters.
+ *
+ * --world-only (a fabric without a manager, ranks sharing hosts or not):
+ * world locks until released (granted), a large and a small allreduce,
+ * unlocks; locks for 1 operation (granted), two large allreduces, the
+ * second after the lock went; every rank must get the same answers.
  *
  * Exit status: 0 all correct ("ok" printed), 1 wrong result or lock
  * answer, 2 usage, 4 an incoll error.
@@ -185,6 +190,27 @@ static int round_run(run_t *r, incoll_comm_h world, incoll_comm_h other,
     return 0;
 }
 
+/* --world-only: the rounds on world alone. */
+static int world_run(run_t *r, incoll_comm_h world, size_t count)
+{
+    int ret;
+#define STEP(x)                                                                \
+    do {                                                                       \
+        if ((ret = (x)) != 0)                                                  \
+            return ret;                                                        \
+    } while (0)
+    STEP(lock(world, 0, 1, "world lock"));
+    STEP(ar(r, world, count));
+    STEP(ar(r, world, 8));
+    STEP(unlock(world));
+    STEP(lock(world, 1, 1, "world lock for 1 operation"));
+    STEP(ar(r, world, count));
+    STEP(ar(r, world, count));
+    STEP(unlock(world));
+#undef STEP
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     incoll_ctx_h ctx;
@@ -192,15 +218,18 @@ int main(int argc, char **argv)
     incoll_status_t status;
     run_t r = {0};
     size_t count = 40000; /* 320 KB: more than the slots carry at once */
-    int iters = 2, ret = 0;
+    int iters = 2, ret = 0, world_only = 0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--count") == 0 && i + 1 < argc)
             count = (size_t)atol(argv[++i]);
         else if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
             iters = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--world-only") == 0)
+            world_only = 1;
         else {
-            fprintf(stderr, "usage: lock_check [--count N] [--iters N]\n");
+            fprintf(stderr, "usage: lock_check [--count N] [--iters N] "
+                            "[--world-only]\n");
             return EXIT_USAGE;
         }
     }
@@ -212,6 +241,20 @@ int main(int argc, char **argv)
     incoll_comm_world(ctx, &world);
     incoll_comm_rank(world, &r.rank);
     incoll_comm_size(world, &r.size);
+    r.v = malloc(count * sizeof(*r.v));
+    if (r.v == NULL)
+        return fail("buffer", INCOLL_ERR_NO_MEMORY);
+    if (world_only) {
+        for (int it = 0; it < iters && ret == 0; it++)
+            ret = world_run(&r, world, count);
+        free(r.v);
+        status = incoll_finalize(ctx);
+        if (ret == 0 && status != INCOLL_OK)
+            ret = fail("finalize", status);
+        if (ret == 0)
+            printf("\nok %d rounds, %d allreduces\n", iters, r.calls);
+        return ret;
+    }
     status = incoll_comm_split(world, 0, r.rank, &other);
     if (status != INCOLL_OK)
         return fail("split", status);
@@ -220,9 +263,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "lock_check: a communicator is not offloaded\n");
         return EXIT_WRONG;
     }
-    r.v = malloc(count * sizeof(*r.v));
-    if (r.v == NULL)
-        return fail("buffer", INCOLL_ERR_NO_MEMORY);
     if (lock(world, 70000, 0, "bad nops") != EXIT_ERROR)
         ret = EXIT_WRONG; /* INCOLL_ERR_INVALID_ARG expected */
     for (int it = 0; it < iters && ret == 0; it++)
