@@ -304,6 +304,44 @@ INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
                                                  incoll_op_t op);
 
 /*
+ * Streaming (docs/streaming.md). Every communicator with a fabric group
+ * has a small share of slots on its ANs for low latency; a large vector
+ * goes faster when the group locks the tree and streams through the ANs'
+ * shared streaming pools. incoll_allreduce locks by itself for vectors of
+ * INCOLL_STREAM_THRESHOLD bytes or more; these calls let the caller hold
+ * a lock over a phase of large operations instead.
+ *
+ * incoll_comm_lock asks for the lock now, for nops operations (1..65535;
+ * 0: until incoll_comm_unlock). Collective over comm, in order with its
+ * other collectives (it waits for comm's outstanding requests first). It
+ * returns INCOLL_OK both when the lock is granted (*granted_p 1) and when
+ * it is refused (*granted_p 0: another group holds the tree, the ANs have
+ * no streaming pool, the communicator has no fabric group): a refusal is
+ * not an error, the later operations simply run on the slots, and
+ * INCOLL_LOG_LEVEL=info says why once per communicator. granted_p may be
+ * NULL. Every member gets the same answer (a group that fails during the
+ * round is recovered by the next operation). While the lock is held, every
+ * in-network operation larger than what the group's slots carry in one
+ * round (slots x payload bytes, 64 KiB with the default share) streams,
+ * whatever INCOLL_STREAM_THRESHOLD says, and counts toward nops; smaller
+ * ones keep the slots and do not count. After nops such operations the
+ * lock goes by itself. A lock held when incoll_comm_lock is called again
+ * is let go first. Errors: INCOLL_ERR_INVALID_ARG (nops above 65535), or
+ * the group's failure when the lock round got no answer and no manager
+ * can rebuild the group.
+ *
+ * incoll_comm_unlock lets the lock go now (collective; waits for comm's
+ * outstanding requests first); INCOLL_OK also when comm holds none. A
+ * lock still held when a communicator is destroyed goes with its group
+ * (the manager removes it from the ANs); one of a fabric without a manager
+ * goes to the next group that asks once it is quiet for
+ * INCOLL_AGG_LOCK_IDLE_MS.
+ */
+INCOLL_API incoll_status_t incoll_comm_lock(incoll_comm_h comm, unsigned nops,
+                                            int *granted_p);
+INCOLL_API incoll_status_t incoll_comm_unlock(incoll_comm_h comm);
+
+/*
  * Nonblocking and persistent collectives.
  *
  * incoll_iX takes the arguments of incoll_X and returns at once with a

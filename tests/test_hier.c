@@ -467,3 +467,59 @@ TEST(hier_node_killed, TEST_INTEG)
     hier_down(dir, out);
     return TEST_PASSED;
 }
+
+/* Operations streamed, summed over the info lines ("stream: group G: S of
+ * N operations streamed") in the file at path. */
+static unsigned long long streamed_in_file(const char *path)
+{
+    char *text = slurp(path);
+    unsigned long long sum = 0, n;
+    for (char *p = text; p && (p = strstr(p, "stream: group ")) != NULL; p++)
+        if (sscanf(p, "stream: group %*u: %llu of", &n) == 1)
+            sum += n;
+    free(text);
+    return sum;
+}
+
+/*
+ * incoll_comm_lock and incoll_comm_unlock on a fabric without a manager
+ * (tests/progs/lock_check --world-only): 4 ranks, 2 per host (the
+ * leaders' communicator locks, an allreduce tells the others) and 1 per
+ * host (flat), each under 5% loss on every host socket. Every rank must
+ * be granted both locks, every result right, and exactly the large
+ * operations streamed (the leaders' pieces of the node pipeline in the
+ * first case).
+ */
+TEST(hier_lock_api, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    static const int ppn[] = {2, 1};
+
+    if (!have_fabric_binaries("lock_check"))
+        return test_skip("incoll, incoll-agg or lock_check not built");
+    snprintf(prog, sizeof(prog), "'%s/lock_check' --world-only", progdir());
+    for (int i = 0; i < 2; i++) {
+        unsigned long long streamed;
+        int rc;
+        CHECK(hier_fabric(4 / ppn[i], dir, sizeof(dir), out, sizeof(out)) == 0);
+        rc = hier_run(dir, out, 4, ppn[i],
+                      "INCOLL_LOG_LEVEL=info INCOLL_FAULT_DROP=0.05 "
+                      "INCOLL_FAULT_SEED=3",
+                      prog, "");
+        hier_down(dir, out);
+        streamed = streamed_in_file(out);
+        fprintf(stderr, "    %d per host: %llu operations streamed\n", ppn[i],
+                streamed);
+        if (rc != 0 || !file_has(out, "ok 2 rounds"))
+            show_tail(out);
+        CHECK_MSG(rc == 0 && file_has(out, "ok 2 rounds"),
+                  "lock_check, %d per host, exited %d", ppn[i], rc);
+        /* per round and streaming rank (the leaders, or every rank):
+         * one large operation under each of the two locks; with 2 per
+         * host the leaders' operations are the node pipeline's pieces
+         * (INCOLL_HIER_SEG, 256 KiB), of which the last, 57856 bytes,
+         * keeps the slots */
+        CHECK_EQ_INT((int)streamed, 2 * 2 * (4 / ppn[i]));
+    }
+    return TEST_PASSED;
+}

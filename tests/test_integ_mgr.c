@@ -228,15 +228,17 @@ typedef struct {
 } job_t;
 
 /* For the next job_start(): more environment for every rank (at most 4
- * entries), or NULL. */
+ * entries), or NULL; and the program the ranks run (NULL: comm_grid). */
 static char **job_env;
+static const char *job_prog;
 
 static int job_start(fab_t *f, job_t *j, char **args, const char *log_level)
 {
     char bin[PATH_MAX];
     char *argv[24];
     int na = 0;
-    snprintf(bin, sizeof(bin), "%s/comm_grid", progdir());
+    snprintf(bin, sizeof(bin), "%s/%s", progdir(),
+             job_prog ? job_prog : "comm_grid");
     argv[na++] = bin;
     for (int i = 0; args && args[i] && na < 22; i++)
         argv[na++] = args[i];
@@ -438,7 +440,10 @@ static int stream_two_jobs_body(void)
     char *args[] = {"--cols", "2",        "--iters",          "60",  "--count",
                     "1000",   "--create", "--expect-offload", "all", NULL};
     char *an_env[] = {"INCOLL_AGG_STREAM_POOL=4M", NULL};
-    char *env[] = {"INCOLL_STREAM_THRESHOLD=4K", "INCOLL_STREAM_LOCK=op", NULL};
+    /* 8000 bytes stream only when the group's slots carry less at once:
+     * 8 slots of 512 bytes. */
+    char *env[] = {"INCOLL_STREAM_THRESHOLD=4K", "INCOLL_STREAM_LOCK=op",
+                   "INCOLL_PAYLOAD=512", NULL};
     uint64_t sa, oa, sb, ob;
     int ret;
 
@@ -471,6 +476,120 @@ static int stream_two_jobs_body(void)
 TEST(integ_mgr_stream_two_jobs, TEST_INTEG)
 {
     RUN(stream_two_jobs_body);
+}
+
+/* The sum of key=N over every line of text. */
+static long long sum_key(const char *text, const char *key)
+{
+    char pat[64];
+    long long sum = 0;
+    snprintf(pat, sizeof(pat), " %s=", key);
+    for (const char *p = text; (p = strstr(p, pat)) != NULL; p++)
+        sum += strtoll(p + strlen(pat), NULL, 10);
+    return sum;
+}
+
+/* Sums "locks granted G refused R" of the info lines over a job's logs. */
+static void job_locks(job_t *j, uint64_t *granted_p, uint64_t *refused_p)
+{
+    *granted_p = *refused_p = 0;
+    for (int r = 0; r < j->n; r++) {
+        char *out = slurp(j->log[r]);
+        for (char *p = out; (p = strstr(p, "locks granted ")) != NULL; p++) {
+            unsigned long long g, f;
+            if (sscanf(p, "locks granted %llu refused %llu", &g, &f) == 2) {
+                *granted_p += g;
+                *refused_p += f;
+            }
+        }
+        free(out);
+    }
+}
+
+/*
+ * The public lock calls with real daemons (tests/progs/lock_check.c): one
+ * job of four ranks, two per leaf, world and a split of the same ranks
+ * whose groups share the leaves; streaming by size off
+ * (INCOLL_STREAM_THRESHOLD=0), so only the calls' locks stream. Each of
+ * the two rounds: world granted and streams; the other refused while
+ * world holds the tree, its allreduce right on its slots; granted once
+ * world unlocked; a lock for 2 operations goes by itself after them; a
+ * nonblocking allreduce in flight when the lock is asked, and one under
+ * it. Every result is checked by the program; here the numbers: per
+ * round and rank world streams 4 operations with 4 locks, the other 2
+ * with 2 locks and 1 refusal, and the ANs saw grants, refusals and
+ * streamed bytes. lossy: 5% loss, 2% duplicates and 5% reordering on
+ * every host's and AN's socket.
+ */
+static int lock_api_body(int lossy)
+{
+    fab_t f;
+    job_t a = {.name = lossy ? "lockL" : "lockA", .n = 4};
+    char *args[] = {"--iters", "2", NULL};
+    char *an_plain[] = {"INCOLL_AGG_STREAM_POOL=16M", NULL};
+    char *an_lossy[] = {"INCOLL_AGG_STREAM_POOL=16M", "INCOLL_FAULT_DROP=0.05",
+                        "INCOLL_FAULT_DUP=0.02", "INCOLL_FAULT_REORDER=0.05",
+                        NULL};
+    char *env_plain[] = {"INCOLL_STREAM_THRESHOLD=0", NULL};
+    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=0", "INCOLL_FAULT_DROP=0.05",
+                         "INCOLL_FAULT_DUP=0.02", "INCOLL_FAULT_REORDER=0.05",
+                         NULL};
+    uint64_t streamed, ops, granted, refused;
+    char *text;
+    int ret;
+
+    CHECK(fab_up(&f, lossy ? "lock_api_lossy" : "lock_api",
+                 lossy ? an_lossy : an_plain) == 0);
+    /* h0 h1 h2 h3: two per leaf, so that the leaves stay in both groups'
+     * trees (a leaf of one member is pruned) and the groups share them */
+    for (int r = 0; r < 4; r++)
+        a.hosts[r] = r;
+    job_env = lossy ? env_lossy : env_plain;
+    job_prog = "lock_check";
+    ret = job_start(&f, &a, args, "info") == 0;
+    job_env = NULL;
+    job_prog = NULL;
+    CHECK(ret);
+    CHECK(job_wait(&a, 240) == 0);
+    job_streamed(&a, &streamed, &ops);
+    job_locks(&a, &granted, &refused);
+    fprintf(stderr,
+            "    %" PRIu64 " of %" PRIu64 " operations streamed, locks granted "
+            "%" PRIu64 " refused %" PRIu64 "\n",
+            streamed, ops, granted, refused);
+    /* 2 rounds x 4 ranks x (world 4 + other 2) */
+    CHECK_EQ_INT((int)streamed, 2 * 4 * (4 + 2));
+    CHECK_EQ_INT((int)granted, 2 * 4 * (4 + 2));
+    CHECK_EQ_INT((int)refused, 2 * 4 * 1);
+    /* the refusal said once per communicator and rank */
+    CHECK_EQ_INT(job_count(&a, "stream: lock refused"), 4);
+    text = stat_text(&f);
+    CHECK_MSG(sum_key(text, "locks_granted") > 0 &&
+                  sum_key(text, "locks_refused") > 0 &&
+                  sum_key(text, "stream_bytes") > 0,
+              "%s", text);
+    free(text);
+    return TEST_PASSED;
+}
+
+static int lock_api_plain(void)
+{
+    return lock_api_body(0);
+}
+
+static int lock_api_lossy(void)
+{
+    return lock_api_body(1);
+}
+
+TEST(integ_mgr_lock_api, TEST_INTEG)
+{
+    RUN(lock_api_plain);
+}
+
+TEST(integ_mgr_lock_api_lossy, TEST_INTEG)
+{
+    RUN(lock_api_lossy);
 }
 
 /* ANs that hold one group each: some communicators get none, run on the

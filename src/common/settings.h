@@ -102,11 +102,13 @@
       "the measured round trip (delay-based, as TCP Vegas) up to " \
       "INCOLL_WINDOW; 0: always INCOLL_WINDOW") \
     X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
-      "allreduces of at least this many bytes lock the tree and stream " \
-      "through the ANs' streaming pools (docs/streaming.md); 0: never, " \
-      "the default: on the emulated fabric streaming measured slower than " \
-      "the slots at every size from 16K to 4M; every rank must use the " \
-      "same value") \
+      "allreduces (blocking or not) of at least this many bytes, and " \
+      "more than the group's slots carry at once, lock the tree and " \
+      "stream through the ANs' streaming pools (docs/streaming.md); 0: " \
+      "only under incoll_comm_lock, the default: on the emulated fabric " \
+      "with the default 8-slot share streaming measured slower than the " \
+      "slots at every size from 128K to 4M (1.02-1.12x), so no crossover; " \
+      "every rank must use the same value") \
     X(STREAM_LOCK, STR, "op", "", "host", \
       "how long a streaming lock is held: op (one operation), comm (until " \
       "the communicator's group goes or an AN reclaims it) or a number N " \
@@ -114,10 +116,10 @@
     X(STREAM_WINDOW, INT, "256", "1..65534", "host", \
       "stream slots a lock asks for (the ANs may grant fewer)") \
     X(STREAM_SLOTS, INT, "8", "1..65535", "host", \
-      "with streaming on (INCOLL_STREAM_THRESHOLD), the slots a " \
-      "communicator asks the manager for: the small low-latency share, " \
-      "large vectors streaming through the ANs' pools instead; " \
-      "INCOLL_GROUP_SLOTS, when set, wins") \
+      "the slots a communicator asks the manager for: the small " \
+      "low-latency share held for the group's life (large vectors stream " \
+      "through the ANs' pools while locked); INCOLL_GROUP_SLOTS, when " \
+      "set, wins") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
       "first retransmission timeout") \
     X(RTO_MIN_US, US, "200us", "1us..60s", "host", \
@@ -189,8 +191,8 @@
       "(repeated modulo their number), for launchers that cannot set " \
       "INCOLL_HOST per rank (`incoll mpirun` sets it)") \
     X(GROUP_SLOTS, INT, "0", "0..65535", "host", \
-      "slots a communicator asks the manager for; 0 uses the manager's " \
-      "default (INCOLL_MGR_SLOTS)") \
+      "slots a communicator asks the manager for; 0 uses " \
+      "INCOLL_STREAM_SLOTS (8)") \
     X(MGR_CONNECT_MS, MS, "5s", "1ms..24h", "host", \
       "connecting, authenticating and joining the manager must finish " \
       "within this") \
@@ -286,7 +288,8 @@
       "bytes of partial frames the manager buffers for the connections of " \
       "one job") \
     X(MGR_SLOTS, INT, "64", "1..65535", "mgr", \
-      "slots a group gets by default") \
+      "slots a group gets when its request names none (libincoll names " \
+      "INCOLL_STREAM_SLOTS, 8, unless INCOLL_GROUP_SLOTS is set)") \
     X(MGR_MIN_SLOTS, INT, "4", "1..65535", "mgr", \
       "a group gets at least this many slots or none") \
     X(MGR_PRUNE, BOOL, "1", "", "mgr", \

@@ -112,7 +112,7 @@ typedef struct group {
     uint32_t rep_win;            /* window granted */
     uint16_t lk_nops;
     uint64_t lk_ticket, rep_ticket;
-    uint64_t lk_active_ns; /* last lock or stream packet accepted */
+    uint64_t lk_active_ns; /* last lock, stream or slot packet accepted */
     stream_win_t st;       /* while reserved or held (st.nslots > 0) */
     uint32_t st_win;       /* stream slots granted (0: not locked) */
 } group_t;
@@ -1376,10 +1376,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
         return;
     }
-    if (h->slot >= g->nslots) {
-        g->lk_active_ns = agg->now_ns;
+    /* Any contribution shows the group alive: a holder whose small
+     * operations keep the slots while it holds the lock is not quiet. */
+    g->lk_active_ns = agg->now_ns;
+    if (h->slot >= g->nslots)
         agg->ctr.stream_bytes += bytes;
-    }
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
         /* The child holds the result of sl->epoch: start the next epoch.
          * The copy of this epoch's parity held epoch-1, which every child

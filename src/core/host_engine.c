@@ -607,10 +607,13 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
-     * stream slot a lock's epochs allow: then it takes the slots, on
-     * every member alike. */
-    eng->stream =
-        eng->st_n > 0 && (eng->st_seq + eng->nseg) / eng->st_n < 65535;
+     * stream slot a lock's epochs allow, or it is small (stream_large_only:
+     * no more segments than the group's slots, which carry it in one
+     * round): then it takes the slots, on every member alike (the same
+     * operation has the same segments on every member). */
+    eng->stream = eng->st_n > 0 &&
+                  (eng->st_seq + eng->nseg) / eng->st_n < 65535 &&
+                  (!eng->p.stream_large_only || eng->nseg > eng->p.slots);
     if (eng->stream) {
         eng->ow = eng->st_segs;
         eng->on = eng->st_n;
@@ -968,7 +971,9 @@ int host_engine_stream_wants_lock(const host_engine_t *eng, size_t threshold,
                                   size_t bytes)
 {
     return threshold > 0 && bytes >= threshold && eng->p.stream_window > 0 &&
-           eng->st_n == 0;
+           eng->st_n == 0 &&
+           (!eng->p.stream_large_only ||
+            bytes > (size_t)eng->p.slots * eng->p.max_payload);
 }
 
 int host_engine_stream_wants_unlock(const host_engine_t *eng, uint16_t nops)

@@ -46,6 +46,11 @@ typedef struct {
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
     uint32_t stream_window;       /* stream slots a lock asks for; 0: the
                                      engine never locks */
+    int stream_large_only;        /* while locked, only operations of more
+                                     segments than the group's slots stream
+                                     (smaller ones take the slots, which
+                                     carry them in one round); 0: every
+                                     operation streams */
     uint32_t copy_bytes;          /* operations of at most this many bytes send
                                      every packet twice, and so do the ANs for
                                      them (WIRE_F_TWICE); 0: never */
@@ -227,10 +232,11 @@ uint32_t host_engine_stream_window(const host_engine_t *eng,
  * same one. host_stream_policy_parse reads INCOLL_STREAM_LOCK's text:
  * "op" (or NULL) is 1 operation, "comm" 0 (until released), or a number
  * 1..65535; returns -1 on anything else. host_engine_stream_wants_lock:
- * an operation of bytes locks first when threshold is set, bytes reach it
- * and no lock is held. host_engine_stream_wants_unlock: after an
- * operation, the lock goes when it was for nops > 0 operations and they
- * are used up.
+ * an operation of bytes locks first when threshold is set, bytes reach it,
+ * no lock is held and the operation would stream (stream_large_only: more
+ * bytes than the group's slots carry in one round).
+ * host_engine_stream_wants_unlock: after an operation, the lock goes when it
+ * was for nops > 0 operations and they are used up.
  */
 int host_stream_policy_parse(const char *text, uint16_t *nops_p);
 int host_engine_stream_wants_lock(const host_engine_t *eng, size_t threshold,

@@ -104,6 +104,17 @@ INCOLL_API incoll_status_t incoll_reduce_scatter(incoll_comm_h comm,
                                                dtype, op));
 }
 
+INCOLL_API incoll_status_t incoll_comm_lock(incoll_comm_h comm, unsigned nops,
+                                            int *granted_p)
+{
+    LOCKED_CALL(comm, host_comm_lock_impl(comm, nops, granted_p));
+}
+
+INCOLL_API incoll_status_t incoll_comm_unlock(incoll_comm_h comm)
+{
+    LOCKED_CALL(comm, host_comm_unlock_impl(comm));
+}
+
 INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p)
 {

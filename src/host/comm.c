@@ -365,7 +365,7 @@ static incoll_status_t group_ask(incoll_comm_h comm, uint32_t gen,
 
     /* Streaming carries the large vectors: the group's own share of the
      * ANs need only serve the small ones (docs/streaming.md). */
-    if (slots == 0 && comm->ctx->stream_threshold > 0)
+    if (slots == 0)
         slots = (uint32_t)setting_u64(SETTING_STREAM_SLOTS);
     status = host_mgr_group_request(mgr_of(comm->ctx), info->id, gen,
                                     comm->world_ranks, comm->size, opseq, slots,

@@ -418,9 +418,10 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
                                     &ctx->stream_nops);
     if (status != INCOLL_OK)
         goto err_conf;
-    p->stream_window = ctx->stream_threshold
-                           ? (uint32_t)setting_u64(SETTING_STREAM_WINDOW)
-                           : 0;
+    /* Every engine can stream: by the threshold, or under a lock the
+     * caller takes (incoll_comm_lock); small operations keep the slots. */
+    p->stream_window = (uint32_t)setting_u64(SETTING_STREAM_WINDOW);
+    p->stream_large_only = 1;
     p->send = ctx_send;
     p->send_arg = ctx;
 
@@ -612,7 +613,12 @@ static incoll_status_t comm_wait_for(incoll_comm_h comm, int unlock)
 
 incoll_status_t host_comm_wait(incoll_comm_h comm)
 {
-    return comm_wait_for(comm, 0);
+    incoll_status_t status = comm_wait_for(comm, 0);
+    /* A lock whose operations are used up goes now, whichever
+     * collective used the last one. */
+    if (status == INCOLL_OK)
+        host_stream_end(comm);
+    return status;
 }
 
 incoll_status_t host_comm_settle(incoll_comm_h comm)

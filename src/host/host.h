@@ -49,9 +49,12 @@ struct incoll_comm {
     uint64_t early_returns;
     uint64_t early_waits;
     incoll_status_t early_error;
-    int stream_said; /* a lock refusal was logged (stream.c) */
-    int stream_mode; /* host_stream_mode(): 0 by the threshold, 1 always,
-                        -1 never */
+    int stream_said;      /* a lock refusal was logged (stream.c) */
+    int stream_mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
+                             -1 never */
+    uint16_t stream_nops; /* operations the held lock is for (0: until
+                             released): INCOLL_STREAM_LOCK's, or
+                             incoll_comm_lock's */
 };
 
 struct incoll_ctx {
@@ -112,6 +115,15 @@ uint32_t host_job_generation(const char *job);
  */
 incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes);
 void host_stream_end(incoll_comm_h comm);
+/* 1 when an in-network allreduce of bytes on comm would lock the tree
+ * first (host_stream_begin would run a lock round): nonblocking ones then
+ * run in the communicator's thread (src/host/req.c). */
+int host_stream_would_lock(incoll_comm_h comm, size_t bytes);
+/* incoll_comm_lock and incoll_comm_unlock (include/incoll.h), called with
+ * the library lock held after comm's outstanding requests. */
+incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
+                                    int *granted_p);
+incoll_status_t host_comm_unlock_impl(incoll_comm_h comm);
 /*
  * How comm's in-network allreduces choose (a benchmark runs both side by
  * side): 0 (the default) by INCOLL_STREAM_THRESHOLD; 1 every one locks and

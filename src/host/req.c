@@ -450,8 +450,11 @@ static int fast_ok(const struct incoll_req *r)
     send = r->sendbuf == INCOLL_IN_PLACE ? r->recvbuf : r->sendbuf;
     if (send != r->recvbuf && overlaps(send, r->recvbuf, r->count * ds))
         return 0;
+    /* One that locks the tree first (INCOLL_STREAM_THRESHOLD) runs the
+     * blocking way in the communicator's thread: lock, stream, unlock. */
     return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
-           host_comm_inc_usable(c, r->op, r->dtype);
+           host_comm_inc_usable(c, r->op, r->dtype) &&
+           !host_stream_would_lock(c, r->count * ds);
 }
 
 /* Lock held: comm's queue, made at its first request (NULL without
@@ -589,6 +592,7 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
 {
     incoll_comm_h c = r->comm;
     if (status == INCOLL_OK) {
+        host_stream_end(c); /* streamed under a lock of N operations */
         if (r->kept) {
             memcpy(r->recvbuf, r->res, r->bytes);
             host_comm_result_done(c, r->bytes);

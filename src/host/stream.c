@@ -2,10 +2,14 @@
  * The library's side of streaming aggregation (docs/streaming.md): when to
  * lock the tree and when to let it go. The protocol itself is the host
  * engine's (host_engine_lock, host_engine_unlock); here are the settings
- * (INCOLL_STREAM_THRESHOLD, INCOLL_STREAM_LOCK) and the one info line that
- * says why a lock was refused.
+ * (INCOLL_STREAM_THRESHOLD, INCOLL_STREAM_LOCK), the caller's own locks
+ * (incoll_comm_lock, incoll_comm_unlock) and the one info line that says
+ * why a lock was refused.
  */
 #include "host/host.h"
+#include "host/req.h"
+
+#include "host/hier.h"
 
 #include "common/log.h"
 #include "common/wire.h"
@@ -36,46 +40,84 @@ void host_stream_mode(incoll_comm_h comm, int mode)
     comm->stream_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
 }
 
-incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
+/* The threshold comm's allreduces lock by (0: none locks). */
+static size_t threshold_of(incoll_comm_h comm)
 {
-    incoll_ctx_h ctx = comm->ctx;
-    size_t threshold = comm->stream_mode > 0   ? 1
-                       : comm->stream_mode < 0 ? 0
-                                               : ctx->stream_threshold;
+    return comm->stream_mode > 0   ? 1
+           : comm->stream_mode < 0 ? 0
+                                   : comm->ctx->stream_threshold;
+}
+
+int host_stream_would_lock(incoll_comm_h comm, size_t bytes)
+{
+    return comm->eng != NULL &&
+           (host_engine_stream_wants_lock(comm->eng, threshold_of(comm),
+                                          bytes) ||
+            (comm->stream_mode < 0 &&
+             host_engine_stream_window(comm->eng, NULL, NULL) > 0));
+}
+
+/* Says once per communicator, at info level, why a lock was refused. */
+static void say_refused(incoll_comm_h comm, const char *why)
+{
+    if (comm->stream_said)
+        return;
+    comm->stream_said = 1;
+    incoll_info("stream: lock refused on group %u: %s; large operations "
+                "run on the group's slots until a lock is granted (said "
+                "once)",
+                comm->group, why);
+}
+
+/* A lock round for nops operations on comm's engine, after the last
+ * lock's unlock; *granted_p 1 when granted. A refusal (also: no room for
+ * stream slots after the group's) is INCOLL_OK with *granted_p 0. */
+static incoll_status_t lock_round(incoll_comm_h comm, uint16_t nops,
+                                  int *granted_p)
+{
     incoll_status_t status;
     unsigned why = 0;
 
-    if (comm->eng == NULL)
-        return INCOLL_OK;
-    if (host_engine_stream_window(comm->eng, NULL, NULL) > 0) {
-        /* Locked for several operations: they all stream, unless the
-         * communicator was told not to, which lets the lock go. */
-        if (comm->stream_mode >= 0)
-            return INCOLL_OK;
-        return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
-    }
-    if (!host_engine_stream_wants_lock(comm->eng, threshold, bytes))
-        return INCOLL_OK;
+    *granted_p = 0;
     /* The last lock's unlock, left running by host_stream_end, ends
      * before the next lock round (the ANs take that round only then). */
     status = host_comm_settle(comm);
     if (status != INCOLL_OK)
         return status;
-    status = host_engine_lock(comm->eng, ctx->stream_nops, host_now_ns());
-    if (status == INCOLL_ERR_UNSUPPORTED)
-        return INCOLL_OK; /* no room for stream slots after the group's */
+    comm->stream_nops = nops; /* before the round: host_comm_wait reads it */
+    status = host_engine_lock(comm->eng, nops, host_now_ns());
+    if (status == INCOLL_ERR_UNSUPPORTED) {
+        say_refused(comm, "no room for stream slots after the group's");
+        return INCOLL_OK;
+    }
     status = round_wait(comm, status);
     if (status != INCOLL_OK)
         return status;
-    if (host_engine_stream_window(comm->eng, NULL, &why) == 0 &&
-        !comm->stream_said) {
-        comm->stream_said = 1;
-        incoll_info("stream: lock refused on group %u: %s; large operations "
-                    "run on the group's slots until a lock is granted "
-                    "(said once)",
-                    comm->group, wire_lock_why_str(why));
-    }
+    if (host_engine_stream_window(comm->eng, NULL, &why) > 0)
+        *granted_p = 1;
+    else
+        say_refused(comm, wire_lock_why_str(why));
     return INCOLL_OK;
+}
+
+incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
+{
+    int granted;
+
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    if (host_engine_stream_window(comm->eng, NULL, NULL) > 0) {
+        /* Locked (for several operations, or by incoll_comm_lock): large
+         * operations stream, small ones take the slots (the engine's
+         * stream_large_only), unless the communicator was told not to
+         * stream, which lets the lock go. */
+        if (comm->stream_mode >= 0)
+            return INCOLL_OK;
+        return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
+    }
+    if (!host_engine_stream_wants_lock(comm->eng, threshold_of(comm), bytes))
+        return INCOLL_OK;
+    return lock_round(comm, comm->ctx->stream_nops, &granted);
 }
 
 void host_stream_end(incoll_comm_h comm)
@@ -83,7 +125,7 @@ void host_stream_end(incoll_comm_h comm)
     incoll_status_t status;
 
     if (comm->eng == NULL ||
-        !host_engine_stream_wants_unlock(comm->eng, comm->ctx->stream_nops))
+        !host_engine_stream_wants_unlock(comm->eng, comm->stream_nops))
         return;
     /* The operation is done and its result delivered: the unlock round
      * runs in the background (the next lock, comm_destroy and finalize
@@ -110,4 +152,105 @@ void host_stream_report(incoll_comm_h comm)
                     "granted %" PRIu64 " refused %" PRIu64 " lost %" PRIu64,
                     comm->group, k->stream_ops, k->ops, k->stream_bytes,
                     k->locks_granted, k->locks_refused, k->locks_lost);
+}
+
+/* Lets comm's lock go now, if it holds one (and ends a background
+ * unlock), so that when every member returned the tree is free. */
+static incoll_status_t unlock_round(incoll_comm_h comm)
+{
+    incoll_status_t status;
+
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    status = host_comm_settle(comm);
+    if (status != INCOLL_OK)
+        return status;
+    return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
+}
+
+/* A lock round that failed with the group: with a manager the next
+ * operation recovers with the other members (the engine stays failed),
+ * so the lock is only refused; without one the error is the caller's. */
+static incoll_status_t lock_failed(incoll_comm_h comm, incoll_status_t status)
+{
+    if (comm->ctx->info == NULL ||
+        (status != INCOLL_ERR_GROUP_FAILED && status != INCOLL_ERR_TIMEOUT))
+        return status;
+    incoll_info("stream: lock round on group %u failed: %s; the next "
+                "operation recovers the group",
+                comm->group, incoll_status_string(status));
+    return INCOLL_OK;
+}
+
+/* The lock on comm's own engine (no hierarchy in the way). */
+static incoll_status_t comm_lock(incoll_comm_h comm, uint16_t nops,
+                                 int *granted_p)
+{
+    incoll_status_t status;
+
+    *granted_p = 0;
+    if (comm->eng == NULL) {
+        say_refused(comm, "the communicator has no fabric group");
+        return INCOLL_OK;
+    }
+    /* A lock held already goes first: the new one is for nops operations
+     * from now (and a group that waits gets its turn before it). */
+    status = unlock_round(comm);
+    if (status == INCOLL_OK)
+        status = lock_round(comm, nops, granted_p);
+    return status == INCOLL_OK ? status : lock_failed(comm, status);
+}
+
+incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
+                                    int *granted_p)
+{
+    incoll_status_t status = INCOLL_OK, agreed;
+    incoll_comm_h leaders;
+    int32_t granted = 0;
+    int g = 0;
+
+    if (nops > 65535) {
+        incoll_error("comm_lock: %u operations: at most 65535 (0: until "
+                     "incoll_comm_unlock)",
+                     nops);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->size < 2) {
+        /* Nothing to stream with: refused. */
+    } else if (host_hier_active(comm, &status)) {
+        /* Ranks sharing a host go through their leader: the leaders'
+         * communicator locks, and every member learns its answer. */
+        leaders = host_hier_leaders(comm, NULL);
+        if (leaders != NULL)
+            status = comm_lock(leaders, (uint16_t)nops, &g);
+        granted = g;
+        agreed =
+            host_allreduce_algo_impl(comm, INCOLL_ALGO_AUTO, &granted, &granted,
+                                     1, INCOLL_INT32, INCOLL_OP_MAX);
+        if (status == INCOLL_OK)
+            status = agreed;
+    } else if (status == INCOLL_OK) {
+        status = comm_lock(comm, (uint16_t)nops, &g);
+        granted = g;
+    }
+    if (status == INCOLL_OK && granted_p != NULL)
+        *granted_p = granted != 0;
+    return status;
+}
+
+incoll_status_t host_comm_unlock_impl(incoll_comm_h comm)
+{
+    incoll_status_t status = INCOLL_OK;
+    incoll_comm_h leaders;
+
+    if (comm->size < 2)
+        return INCOLL_OK;
+    if (comm->hier != NULL) {
+        leaders = host_hier_leaders(comm, NULL);
+        if (leaders != NULL)
+            status = unlock_round(leaders);
+    }
+    if (status == INCOLL_OK)
+        status = unlock_round(comm);
+    return status;
 }
