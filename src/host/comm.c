@@ -256,6 +256,11 @@ incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
     if (comm->info && comm->info->peers)
         return comm->info->peers[rank];
     w = comm->world_ranks[rank];
+    /* Ranks sharing fabric.conf's hosts: the world's from their leaders
+     * (src/host/rdv.c). */
+    if (ctx->world && ctx->world != comm && ctx->world->info &&
+        ctx->world->info->peers && w >= 0 && w < ctx->world->size)
+        return ctx->world->info->peers[w];
     if (ctx->conf.hosts == NULL || w < 0 || w >= ctx->conf.nhosts)
         return INCOLL_EP_NONE;
     return fabric_conf_host_ep(&ctx->conf, w);
@@ -500,6 +505,58 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
     ctx->comms = c;
     *comm_p = c;
     return INCOLL_OK;
+}
+
+incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
+                               int *world_ranks, int me, incoll_ep_t *peers,
+                               incoll_comm_h *comm_p)
+{
+    incoll_comm_h c = calloc(1, sizeof(*c));
+    struct host_comm_info *info = calloc(1, sizeof(*info));
+
+    if (c == NULL || info == NULL) {
+        free(c);
+        free(info);
+        free(world_ranks);
+        free(peers);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    c->ctx = ctx;
+    c->rank = me;
+    c->size = n;
+    c->world_ranks = world_ranks;
+    c->info = info;
+    info->id = id;
+    info->peers = peers;
+    info->ops = (1u << INCOLL_OP_COUNT) - 1;
+    info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+    snprintf(info->why, sizeof(info->why), "no fabric group");
+    c->next = ctx->comms;
+    ctx->comms = c;
+    *comm_p = c;
+    return INCOLL_OK;
+}
+
+incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host)
+{
+    struct host_comm_info *info = info_of(comm);
+    incoll_status_t status;
+
+    if (info == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = host_world_engine(comm->ctx, host, &comm->eng);
+    if (status != INCOLL_OK)
+        return status;
+    comm->group = comm->ctx->conf.group_id;
+    info->ops = (1u << INCOLL_OP_COUNT) - 1;
+    info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+    info->why[0] = '\0';
+    return INCOLL_OK;
+}
+
+int host_comm_via_leaders(incoll_comm_h comm)
+{
+    return comm != NULL && comm == comm->ctx->world && comm->ctx->via_leaders;
 }
 
 /* The rank-th entry (modulo their number) of a comma-separated host list
@@ -764,6 +821,8 @@ INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
     } else if (comm->eng && comm->group &&
                (comm->info == NULL ||
                 (!comm->info->failed && !comm->info->broken))) {
+        return 1;
+    } else if (host_comm_via_leaders(comm)) {
         return 1;
     } else if (comm->info && comm->info->why[0]) {
         why = comm->info->why;
