@@ -37,19 +37,19 @@
 #include <string.h>
 
 #define RDV_GROUP 0x52445600u          /* "RDV" */
-#define RDV_TAG 0x5244565f5441424cull /* "RDV_TABL" */
+#define RDV_TAG 0x5244565f5441424cull  /* "RDV_TABL" */
 #define RDV_CHUNK 1000                 /* table entries per TABLE packet */
 #define RDV_RESEND_MIN_NS 10000000ull  /* first HELLO resend: 10 ms */
 #define RDV_RESEND_MAX_NS 200000000ull /* then doubling up to 200 ms */
 #define RDV_TIMEOUT_S 120              /* 120 s for the whole exchange */
 
 struct host_rdv {
-    int leader;        /* world rank of our host's leader */
-    incoll_ep_t lead;  /* its endpoint (fabric.conf) */
-    uint64_t *eps;     /* ctx->size entries, 0 while unknown */
-    int known;         /* entries of eps known */
-    int need_local;    /* a leader: ranks of its host still to be heard */
-    int done;          /* the table is complete */
+    int leader;       /* world rank of our host's leader */
+    incoll_ep_t lead; /* its endpoint (fabric.conf) */
+    uint64_t *eps;    /* ctx->size entries, 0 while unknown */
+    int known;        /* entries of eps known */
+    int need_local;   /* a leader: ranks of its host still to be heard */
+    int done;         /* the table is complete */
     wire_key_t key;
 };
 
@@ -93,8 +93,8 @@ incoll_status_t host_rdv_map(incoll_ctx_h ctx, const char *text)
             errno = 0;
             v = strtol(p, &end, 10);
             if (end == p || errno != 0 || v < 0 || v >= h ||
-                (*end != ',' && *end != '\0') ||
-                (*end == '\0' && r != n - 1) || (*end == ',' && r == n - 1)) {
+                (*end != ',' && *end != '\0') || (*end == '\0' && r != n - 1) ||
+                (*end == ',' && r == n - 1)) {
                 incoll_error("init: INCOLL_HOST_MAP must list the fabric.conf "
                              "host (0..%d) of each of the %d ranks, "
                              "comma-separated; entry %d is not one, or the "
@@ -194,8 +194,9 @@ void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     }
     if (h->type == WIRE_RDV_HELLO) {
         uint64_t r = h->offset;
-        if (leader_of(ctx, ctx->fabric_host) != ctx->rank || r >= (uint64_t)ctx->size ||
-            ctx->host_map[r] != ctx->fabric_host || (int)r == ctx->rank)
+        if (leader_of(ctx, ctx->fabric_host) != ctx->rank ||
+            r >= (uint64_t)ctx->size || ctx->host_map[r] != ctx->fabric_host ||
+            (int)r == ctx->rank)
             return;
         if (v->eps[r] == 0) {
             v->eps[r] = m->src;
@@ -244,9 +245,9 @@ static incoll_status_t leaders_or(incoll_ctx_h ctx)
     status = host_comm_bare(ctx, RDV_TAG, nh, wr, ctx->fabric_host, peers, &lc);
     if (status != INCOLL_OK)
         return status;
-    status = host_allreduce_sched(lc, ALGO_RD, ctx->rdv->eps, ctx->rdv->eps,
-                                  (size_t)ctx->size, INCOLL_UINT64,
-                                  INCOLL_OP_BOR);
+    status =
+        host_allreduce_sched(lc, ALGO_RD, ctx->rdv->eps, ctx->rdv->eps,
+                             (size_t)ctx->size, INCOLL_UINT64, INCOLL_OP_BOR);
     host_comm_destroy_impl(lc);
     return status;
 }
@@ -254,8 +255,8 @@ static incoll_status_t leaders_or(incoll_ctx_h ctx)
 incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p)
 {
     struct host_rdv *v = calloc(1, sizeof(*v));
-    uint64_t now = host_now_ns(), deadline =
-        now + (uint64_t)RDV_TIMEOUT_S * 1000000000ull;
+    uint64_t now = host_now_ns(),
+             deadline = now + (uint64_t)RDV_TIMEOUT_S * 1000000000ull;
     uint64_t resend = RDV_RESEND_MIN_NS, next = now;
     incoll_status_t status = INCOLL_OK;
     incoll_ep_t *eps;
@@ -281,8 +282,7 @@ incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p)
         if (v->need_local > 0) {
             incoll_error("init: %d rank(s) of fabric host %d did not say "
                          "hello within %d s",
-                         v->need_local, ctx->fabric_host,
-                         RDV_TIMEOUT_S);
+                         v->need_local, ctx->fabric_host, RDV_TIMEOUT_S);
             return INCOLL_ERR_TIMEOUT;
         }
         status = leaders_or(ctx);
