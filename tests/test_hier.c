@@ -513,7 +513,8 @@ static int nomgr_run(const char *dir, const char *out, int n, int ppn,
  * reference, in place and not, through several segments; every other
  * collective (coll_check); a communicator of part of each host's ranks
  * (hier_check: a split, which runs on the hosts without a manager) and
- * float sums with the same bits on every rank. The leaf AN counts exactly
+ * float sums with the same bits on every rank; 30% loss on every socket
+ * (the endpoint exchange at init included). The leaf AN counts exactly
  * one contribution per host per reduction: only the hosts' leaders are its
  * children, and the exchanges that set the level up run host to host.
  */
@@ -521,20 +522,24 @@ TEST(hier_nomgr_ops, TEST_INTEG)
 {
     static const struct {
         int n, ppn;
-        const char *prog, *args;
+        const char *prog, *args, *env;
     } runs[] = {
         {4, 2, "allreduce_check",
-         "--sizes 0,1,7,1000,5000 --dtype all --op all"},
+         "--sizes 0,1,7,1000,5000 --dtype all --op all", ""},
         {4, 2, "allreduce_check",
-         "--sizes 1,1000,5000 --dtype all --op all --inplace"},
+         "--sizes 1,1000,5000 --dtype all --op all --inplace", ""},
         {5, 3, "allreduce_check",
-         "--sizes 1,7,5000 --dtype float32,int64,uint8 --op all"},
+         "--sizes 1,7,5000 --dtype float32,int64,uint8 --op all", ""},
         {3, 2, "allreduce_check",
-         "--sizes 1,7,5000 --dtype float64,int32 --op sum,min,bor"},
-        {4, 2, "coll_check", ""},
-        {4, 2, "hier_check", "--ppn 2 --count 5000 --iters 3"},
+         "--sizes 1,7,5000 --dtype float64,int32 --op sum,min,bor", ""},
+        {4, 2, "coll_check", "", ""},
+        {4, 2, "hier_check", "--ppn 2 --count 5000 --iters 3", ""},
+        /* A third of every packet lost, the endpoint exchange's too. */
+        {5, 3, "allreduce_check",
+         "--sizes 1,5000 --dtype float32,int64 --op sum,max",
+         "INCOLL_FAULT_DROP=0.3 INCOLL_FAULT_SEED=7"},
     };
-    char dir[1024], out[1100], *text = NULL;
+    char dir[1024], out[1100], env[160], *text = NULL;
     uint64_t c0 = 0, r0 = 0, c1 = 0, r1 = 0;
 
     if (!have_fabric_binaries("allreduce_check") ||
@@ -554,8 +559,9 @@ TEST(hier_nomgr_ops, TEST_INTEG)
             CHECK_MSG(0, "incoll stat failed");
         }
         free(text);
-        rc = nomgr_run(dir, out, runs[i].n, runs[i].ppn, "INCOLL_HIER_SEG=4096",
-                       runs[i].prog, runs[i].args);
+        snprintf(env, sizeof(env), "INCOLL_HIER_SEG=4096 %s", runs[i].env);
+        rc = nomgr_run(dir, out, runs[i].n, runs[i].ppn, env, runs[i].prog,
+                       runs[i].args);
         if (rc != 0 || (!file_has(out, ": ok") && !file_has(out, ": all "
                                                                  "correct"))) {
             show_tail(out);
