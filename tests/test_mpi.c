@@ -1407,6 +1407,55 @@ TEST(mpi_mpich_emulated, TEST_INTEG)
     return run_linkbytes(out, "--mpi mpich", 2, 0, 1 << 19, 1 << 20, NULL);
 }
 
+/* `incoll mpirun --ppn 2` on an emulated fabric of 2 hosts without a
+ * manager (`incoll fabric up --emulate --no-mgr`): each host's 2 ranks run
+ * in its network namespace, the layer places them there, and the first
+ * of them binds the host's port and leads; right against PMPI_,
+ * offloaded, one contribution per host at the AN. */
+TEST(mpi_emulated_ppn_without_mgr, TEST_INTEG)
+{
+    const char *why = emulate_ready(MPI_OMPI);
+    char out[PATH_MAX], fab[PATH_MAX], colls[PATH_MAX + 16];
+    char *text;
+    long c, r;
+    int rc;
+
+    snprintf(colls, sizeof(colls), "%s/colls", mpi_progdir);
+    if (why == NULL && !exists(colls))
+        why = "colls is not built (no mpicc?)";
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/emu-nomgr.out", test_tmpdir());
+    snprintf(fab, sizeof(fab), "%s/emu-nomgr", test_tmpdir());
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+    rc = sh(out,
+            "'%s/incoll' fabric up --emulate --no-mgr --hosts 2 --radix 2 "
+            "--dir '%s'",
+            test_bindir(), fab);
+    CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric '%s' "
+            "--stat -- '%s/colls' --quick",
+            test_bindir(), fab, mpi_progdir);
+    text = slurp(out);
+    c = an_sum(out, "contribs_accepted");
+    r = an_sum(out, "reductions");
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%.3000s", text);
+    free(text);
+    CHECK_MSG(r > 0 && c == 2 * r,
+              "%ld contributions in %ld reductions, want 2 per reduction "
+              "(one per host)",
+              c, r);
+    return TEST_PASSED;
+}
+
 static const char *const gather_colls[] = {"reduce",
                                            "bcast",
                                            "barrier",
