@@ -72,9 +72,9 @@ incoll_status_t host_rdv_map(incoll_ctx_h ctx, const char *text)
         incoll_error("init: the fabric in %s has %d hosts but INCOLL_SIZE=%d: "
                      "without a manager every host of fabric.conf is a member "
                      "of the world group, so the job needs at least %d ranks "
-                     "(or bring the fabric up with its manager, or with %d "
-                     "hosts)",
-                     ctx->fabric_dir, h, n, h, n);
+                     "(or bring the fabric up with its manager, or with as "
+                     "many hosts as ranks)",
+                     ctx->fabric_dir, h, n, h);
         return INCOLL_ERR_CONFIG;
     }
     map = malloc((size_t)n * sizeof(*map));
