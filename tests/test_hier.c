@@ -495,6 +495,21 @@ static int nomgr_fabric(int hosts, char *dir, size_t dlen, char *out,
     return 0;
 }
 
+/* Contributions accepted and reductions of the fabric's AN l0 so far;
+ * 0, or -1 when unreadable. */
+static int an_counts(const char *dir, uint64_t *c_p, uint64_t *r_p)
+{
+    char *text = NULL;
+    int ret = -1;
+    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                dir) == 0 &&
+        stat_get(text, "l0", "contribs_accepted", c_p) == 0 &&
+        stat_get(text, "l0", "reductions", r_p) == 0)
+        ret = 0;
+    free(text);
+    return ret;
+}
+
 /* `incoll run --no-mgr -n n --ppn ppn -- prog args`; exit status. */
 static int nomgr_run(const char *dir, const char *out, int n, int ppn,
                      const char *env, const char *prog, const char *args)
@@ -539,7 +554,7 @@ TEST(hier_nomgr_ops, TEST_INTEG)
          "--sizes 1,5000 --dtype float32,int64 --op sum,max",
          "INCOLL_FAULT_DROP=0.3 INCOLL_FAULT_SEED=7"},
     };
-    char dir[1024], out[1100], env[160], *text = NULL;
+    char dir[1024], out[1100], env[160];
     uint64_t c0 = 0, r0 = 0, c1 = 0, r1 = 0;
 
     if (!have_fabric_binaries("allreduce_check") ||
@@ -550,15 +565,10 @@ TEST(hier_nomgr_ops, TEST_INTEG)
     CHECK(nomgr_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
         int rc;
-        if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
-                    dir) != 0 ||
-            stat_get(text, "l0", "contribs_accepted", &c0) != 0 ||
-            stat_get(text, "l0", "reductions", &r0) != 0) {
-            free(text);
+        if (an_counts(dir, &c0, &r0) != 0) {
             test_fabric_down(dir);
             CHECK_MSG(0, "incoll stat failed");
         }
-        free(text);
         snprintf(env, sizeof(env), "INCOLL_HIER_SEG=4096 %s", runs[i].env);
         rc = nomgr_run(dir, out, runs[i].n, runs[i].ppn, env, runs[i].prog,
                        runs[i].args);
@@ -569,15 +579,10 @@ TEST(hier_nomgr_ops, TEST_INTEG)
             CHECK_MSG(0, "%s %s on %d ranks, %d per host, exited %d",
                       runs[i].prog, runs[i].args, runs[i].n, runs[i].ppn, rc);
         }
-        if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
-                    dir) != 0 ||
-            stat_get(text, "l0", "contribs_accepted", &c1) != 0 ||
-            stat_get(text, "l0", "reductions", &r1) != 0) {
-            free(text);
+        if (an_counts(dir, &c1, &r1) != 0) {
             test_fabric_down(dir);
             CHECK_MSG(0, "incoll stat failed");
         }
-        free(text);
         if (r1 <= r0 || c1 - c0 != 2 * (r1 - r0)) {
             test_fabric_down(dir);
             CHECK_MSG(0,

@@ -469,21 +469,20 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     return INCOLL_OK;
 }
 
-/* Makes a communicator of n members (world_ranks, taken over) in which we
- * are rank me, with id, and links it to the context. */
-static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
-                                 int *world_ranks, int me,
-                                 incoll_comm_h *comm_p)
+/* A communicator of n members (world_ranks, taken over, freed on
+ * failure) in which we are rank me, with id and no group yet; not linked
+ * to the context. */
+static incoll_comm_h comm_alloc(incoll_ctx_h ctx, uint64_t id, int n,
+                                int *world_ranks, int me)
 {
     incoll_comm_h c = calloc(1, sizeof(*c));
     struct host_comm_info *info = calloc(1, sizeof(*info));
-    uint32_t req;
 
     if (c == NULL || info == NULL) {
         free(c);
         free(info);
         free(world_ranks);
-        return INCOLL_ERR_NO_MEMORY;
+        return NULL;
     }
     c->ctx = ctx;
     c->rank = me;
@@ -491,19 +490,39 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
     c->world_ranks = world_ranks;
     c->info = info;
     info->id = id;
+    return c;
+}
+
+static void comm_link(incoll_comm_h c, incoll_comm_h *comm_p)
+{
+    c->next = c->ctx->comms;
+    c->ctx->comms = c;
+    *comm_p = c;
+}
+
+/* Makes a communicator of n members (world_ranks, taken over) in which we
+ * are rank me, with id, and links it to the context. */
+static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
+                                 int *world_ranks, int me,
+                                 incoll_comm_h *comm_p)
+{
+    incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
+    uint32_t req;
+
+    if (c == NULL)
+        return INCOLL_ERR_NO_MEMORY;
     if (n == 1)
-        snprintf(info->why, sizeof(info->why), "a single rank needs no group");
+        snprintf(c->info->why, sizeof(c->info->why),
+                 "a single rank needs no group");
     else if (mgr_of(ctx) && group_ask(c, 0, 0, &req) == INCOLL_OK)
         group_take(c, req);
     else
-        snprintf(info->why, sizeof(info->why),
+        snprintf(c->info->why, sizeof(c->info->why),
                  "no manager (INCOLL_MGR is not set): only the world of "
                  "fabric.conf has a fabric group");
     if (c->eng == NULL)
         say_why(c);
-    c->next = ctx->comms;
-    ctx->comms = c;
-    *comm_p = c;
+    comm_link(c, comm_p);
     return INCOLL_OK;
 }
 
@@ -511,29 +530,17 @@ incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
                                int *world_ranks, int me, incoll_ep_t *peers,
                                incoll_comm_h *comm_p)
 {
-    incoll_comm_h c = calloc(1, sizeof(*c));
-    struct host_comm_info *info = calloc(1, sizeof(*info));
+    incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
 
-    if (c == NULL || info == NULL) {
-        free(c);
-        free(info);
-        free(world_ranks);
+    if (c == NULL) {
         free(peers);
         return INCOLL_ERR_NO_MEMORY;
     }
-    c->ctx = ctx;
-    c->rank = me;
-    c->size = n;
-    c->world_ranks = world_ranks;
-    c->info = info;
-    info->id = id;
-    info->peers = peers;
-    info->ops = (1u << INCOLL_OP_COUNT) - 1;
-    info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
-    snprintf(info->why, sizeof(info->why), "no fabric group");
-    c->next = ctx->comms;
-    ctx->comms = c;
-    *comm_p = c;
+    c->info->peers = peers;
+    c->info->ops = (1u << INCOLL_OP_COUNT) - 1;
+    c->info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+    snprintf(c->info->why, sizeof(c->info->why), "no fabric group");
+    comm_link(c, comm_p);
     return INCOLL_OK;
 }
 
