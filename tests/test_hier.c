@@ -495,21 +495,6 @@ static int nomgr_fabric(int hosts, char *dir, size_t dlen, char *out,
     return 0;
 }
 
-/* Contributions accepted and reductions of the fabric's AN l0 so far;
- * 0, or -1 when unreadable. */
-static int an_counts(const char *dir, uint64_t *c_p, uint64_t *r_p)
-{
-    char *text = NULL;
-    int ret = -1;
-    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
-                dir) == 0 &&
-        stat_get(text, "l0", "contribs_accepted", c_p) == 0 &&
-        stat_get(text, "l0", "reductions", r_p) == 0)
-        ret = 0;
-    free(text);
-    return ret;
-}
-
 /* `incoll run --no-mgr -n n --ppn ppn -- prog args`; exit status. */
 static int nomgr_run(const char *dir, const char *out, int n, int ppn,
                      const char *env, const char *prog, const char *args)
@@ -565,7 +550,7 @@ TEST(hier_nomgr_ops, TEST_INTEG)
     CHECK(nomgr_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
         int rc;
-        if (an_counts(dir, &c0, &r0) != 0) {
+        if (an_counts(dir, "l0", &c0, &r0) != 0) {
             test_fabric_down(dir);
             CHECK_MSG(0, "incoll stat failed");
         }
@@ -579,7 +564,7 @@ TEST(hier_nomgr_ops, TEST_INTEG)
             CHECK_MSG(0, "%s %s on %d ranks, %d per host, exited %d",
                       runs[i].prog, runs[i].args, runs[i].n, runs[i].ppn, rc);
         }
-        if (an_counts(dir, &c1, &r1) != 0) {
+        if (an_counts(dir, "l0", &c1, &r1) != 0) {
             test_fabric_down(dir);
             CHECK_MSG(0, "incoll stat failed");
         }

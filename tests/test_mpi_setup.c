@@ -168,21 +168,6 @@ TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
                                "to fix: run at least 4 ranks");
 }
 
-/* Contributions and reductions of the fabric's AN l0 so far; -1 when
- * unreadable. */
-static int an_counts(const char *fab, uint64_t *c_p, uint64_t *r_p)
-{
-    char *text = NULL;
-    int ret = -1;
-    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
-                fab) == 0 &&
-        stat_get(text, "l0", "contribs_accepted", c_p) == 0 &&
-        stat_get(text, "l0", "reductions", r_p) == 0)
-        ret = 0;
-    free(text);
-    return ret;
-}
-
 /*
  * fabric.conf alone (no manager), 2 hosts and more MPI ranks, all on this
  * machine: rank r is on host r * 2 / ranks, each host's ranks reduce
@@ -224,7 +209,7 @@ static int ppn_without_mgr(int mpich, int ranks)
                  test_bindir(), fab) == 0,
               "fabric up failed: %s", out);
     setenv("INCOLL_FABRIC", fab, 1);
-    if (an_counts(fab, &c0, &r0) != 0) {
+    if (an_counts(fab, "l0", &c0, &r0) != 0) {
         sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
         CHECK_MSG(0, "incoll stat failed");
     }
@@ -241,7 +226,7 @@ static int ppn_without_mgr(int mpich, int ranks)
                 "-x INCOLL_MPI_STATS '%s' --quick",
                 ranks, lib, colls);
     text = slurp(out);
-    if (an_counts(fab, &c1, &r1) != 0)
+    if (an_counts(fab, "l0", &c1, &r1) != 0)
         c1 = r1 = 0;
     sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
