@@ -178,16 +178,13 @@ void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                        const wire_hdr_t *h)
 {
     struct host_rdv *v = ctx->rdv;
-    uint8_t hdr[WIRE_HDR_LEN];
     const uint8_t *pl = (const uint8_t *)m->data + WIRE_HDR_LEN;
     char ep[32];
 
     if (v == NULL || h->group != RDV_GROUP || h->epoch != ctx->gen ||
         h->total != (uint32_t)ctx->size)
         return;
-    memcpy(hdr, m->data, WIRE_HDR_LEN);
-    wire_mac_seal(&v->key, hdr, pl, h->count);
-    if (memcmp(hdr + 16, (const uint8_t *)m->data + 16, 8) != 0) {
+    if (!wire_mac_check(&v->key, m->data, m->len)) {
         incoll_debug("rdv: drop packet from %s: bad mac",
                      wire_ep_str(m->src, ep, sizeof(ep)));
         return;
