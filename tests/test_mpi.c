@@ -1608,6 +1608,61 @@ TEST(mpi_mpich_nb, TEST_INTEG)
 }
 
 /*
+ * nbcolls with 2 ranks per host (`incoll mpirun --ppn 2`, with the
+ * fabric's manager, then on a fabric without one): the world's
+ * nonblocking allreduce and a duplicate's blocking one, started in
+ * different orders on even and odd ranks, go through both communicators'
+ * node levels (a leader waiting for its host's member gives the library
+ * lock up, so that the other communicator's call runs meanwhile); then,
+ * with --threads, two threads at once. Right against PMPI_ every time.
+ */
+TEST(mpi_ompi_nb_ppn2, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    char out[PATH_MAX], fab[PATH_MAX];
+    static const char *const args[] = {"", "--threads"};
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/nb-ppn2.out", test_tmpdir());
+    snprintf(fab, sizeof(fab), "%s/nb-ppn2-fab", test_tmpdir());
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("LD_PRELOAD");
+    for (int i = 0; i < 2; i++) {
+        rc = sh(out,
+                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --timeout "
+                "100 -- '%s/nbcolls' %s",
+                test_bindir(), mpi_progdir, args[i]);
+        CHECK_MSG(rc == 0 && file_has(out, "nbcolls: ok"),
+                  "with a manager, nbcolls %s: exit %d, see %s", args[i], rc,
+                  out);
+    }
+    rc =
+        sh(out, "'%s/incoll' fabric up --no-mgr --hosts 2 --radix 2 --dir '%s'",
+           test_bindir(), fab);
+    CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
+    for (int i = 0; i < 2; i++) {
+        rc = sh(out,
+                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric "
+                "'%s' --timeout 100 -- '%s/nbcolls' %s",
+                test_bindir(), fab, mpi_progdir, args[i]);
+        if (rc != 0 || !file_has(out, "nbcolls: ok"))
+            break;
+    }
+    {
+        char down[PATH_MAX + 16];
+        snprintf(down, sizeof(down), "%s/down.out", test_tmpdir());
+        sh(down, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    }
+    CHECK_MSG(rc == 0 && file_has(out, "nbcolls: ok"),
+              "without a manager: exit %d, see %s", rc, out);
+    return TEST_PASSED;
+}
+
+/*
  * nbcolls with the fabric's manager (the variables of DIR/fabric.env, as
  * the README's mpirun line passes them): every communicator gets a fabric
  * group, so the duplicate whose blocking allreduces cross the world's

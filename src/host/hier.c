@@ -690,14 +690,23 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
-    if (h->lidx > 0)
-        status = follow(h, sendbuf, recvbuf, count, dtype, deadline);
-    else if (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))
-        status =
-            lead_one(h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
-    else
+    if (h->lidx > 0 ||
+        (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
+        /* Waiting for the host's other members gives the library lock up,
+         * as waiting for packets does: a collective of another
+         * communicator that one of them must finish first (a nonblocking
+         * one in our request thread, a blocking one in another thread)
+         * runs meanwhile. lead() gives it up itself. */
+        int depth = host_unlock_all(comm->ctx);
+        status = h->lidx > 0
+                     ? follow(h, sendbuf, recvbuf, count, dtype, deadline)
+                     : lead_one(h, algo, sendbuf, recvbuf, count, dtype, op,
+                                deadline);
+        host_relock(comm->ctx, depth);
+    } else {
         status =
             lead(comm, h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
+    }
     {
         size_t per = h->seg / incoll_dtype_size(dtype);
         h->seq += (uint32_t)((count + per - 1) / per);
