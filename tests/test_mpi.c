@@ -747,6 +747,18 @@ static long an_sum(const char *path, const char *key)
     return total;
 }
 
+/* The environment of a job that `incoll mpirun` configures itself: none
+ * of the caller's fabric, manager, hosts or preload, the layer's
+ * statistics on. */
+static void launcher_env(void)
+{
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+}
+
 /* The README's example, its mpirun line with 2 ranks per host when ppn is
  * 2 (-n 8 on its 4 hosts: rank r on host r % 4, INCOLL_HOSTS). */
 static int readme_job(int ppn);
@@ -918,11 +930,7 @@ TEST(mpi_incoll_mpirun_ppn2, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/launcher-ppn.out", test_tmpdir());
-    unsetenv("INCOLL_FABRIC");
-    unsetenv("INCOLL_MGR");
-    unsetenv("INCOLL_HOSTS");
-    unsetenv("LD_PRELOAD");
-    setenv("INCOLL_MPI_STATS", "1", 1);
+    launcher_env();
     rc = sh(out,
             "timeout -k 5 90 '%s/incoll' mpirun -n 4 --ppn 2 --stat -- "
             "'%s/colls' --quick",
@@ -1427,11 +1435,7 @@ TEST(mpi_emulated_ppn_without_mgr, TEST_INTEG)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/emu-nomgr.out", test_tmpdir());
     snprintf(fab, sizeof(fab), "%s/emu-nomgr", test_tmpdir());
-    unsetenv("INCOLL_FABRIC");
-    unsetenv("INCOLL_MGR");
-    unsetenv("INCOLL_HOSTS");
-    unsetenv("LD_PRELOAD");
-    setenv("INCOLL_MPI_STATS", "1", 1);
+    launcher_env();
     rc = sh(out,
             "'%s/incoll' fabric up --emulate --no-mgr --hosts 2 --radix 2 "
             "--dir '%s'",
@@ -1627,10 +1631,7 @@ TEST(mpi_ompi_nb_ppn2, TEST_INTEG)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/nb-ppn2.out", test_tmpdir());
     snprintf(fab, sizeof(fab), "%s/nb-ppn2-fab", test_tmpdir());
-    unsetenv("INCOLL_FABRIC");
-    unsetenv("INCOLL_MGR");
-    unsetenv("INCOLL_HOSTS");
-    unsetenv("LD_PRELOAD");
+    launcher_env();
     for (int i = 0; i < 2; i++) {
         rc = sh(out,
                 "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --timeout "

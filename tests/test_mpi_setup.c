@@ -113,6 +113,25 @@ TEST(mpi_setup_mgr_over_host_count, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* `colls --quick` on ranks MPI ranks of Open MPI (mpich: MPICH) on this
+ * machine with the layer lib preloaded and INCOLL_FABRIC passed on; the
+ * exit status, the output in out. */
+static int colls_job(int mpich, const char *out, int ranks, const char *lib,
+                     const char *colls)
+{
+    if (mpich)
+        return sh(out,
+                  "timeout -k 5 120 mpiexec.mpich -n %d -genv LD_PRELOAD '%s' "
+                  "'%s' --quick",
+                  ranks, lib, colls);
+    return sh(out,
+              "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
+              "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
+              "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
+              "-x INCOLL_MPI_STATS '%s' --quick",
+              ranks, lib, colls);
+}
+
 /*
  * fabric.conf alone (no manager) with hosts hosts and ranks MPI ranks
  * that do not match: nothing is offloaded, every answer is still right,
@@ -140,12 +159,7 @@ static int warns_not_offloaded(int hosts, int ranks, const char *want_why,
                  test_bindir(), hosts, fab) == 0,
               "fabric up failed: %s", out);
     setenv("INCOLL_FABRIC", fab, 1);
-    rc = sh(out,
-            "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
-            "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
-            "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
-            "-x INCOLL_MPI_STATS '%s' --quick",
-            ranks, lib, colls);
+    rc = colls_job(0, out, ranks, lib, colls);
     text = slurp(out);
     sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
@@ -213,18 +227,7 @@ static int ppn_without_mgr(int mpich, int ranks)
         sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
         CHECK_MSG(0, "incoll stat failed");
     }
-    if (mpich)
-        rc = sh(out,
-                "timeout -k 5 120 mpiexec.mpich -n %d -genv LD_PRELOAD '%s' "
-                "'%s' --quick",
-                ranks, lib, colls);
-    else
-        rc = sh(out,
-                "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
-                "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
-                "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
-                "-x INCOLL_MPI_STATS '%s' --quick",
-                ranks, lib, colls);
+    rc = colls_job(mpich, out, ranks, lib, colls);
     text = slurp(out);
     if (an_counts(fab, "l0", &c1, &r1) != 0)
         c1 = r1 = 0;
