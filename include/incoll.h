@@ -135,6 +135,7 @@ typedef enum {
     INCOLL_INIT_FIELD_HOSTS = 1u << 9,
     INCOLL_INIT_FIELD_PROGRESS_THREAD = 1u << 10,
     INCOLL_INIT_FIELD_EARLY_MAX = 1u << 11,
+    INCOLL_INIT_FIELD_HOST_MAP = 1u << 12,
 } incoll_init_field_t;
 
 /*
@@ -175,6 +176,10 @@ typedef struct {
      * An MPI layer that checks each call's outcome on every rank before
      * returning (INCOLL_MPI_AGREE=1) sets 0. */
     size_t early_max;
+    /* INCOLL_HOST_MAP: on a fabric without a manager whose fabric.conf
+     * has fewer hosts than the world has ranks, the fabric.conf host of
+     * ranks 0, 1, ..., comma-separated (docs/hierarchy.md). */
+    const char *host_map;
 } incoll_init_params_t;
 
 /*

@@ -280,6 +280,20 @@ void test_fabric_down(const char *dir)
         fprintf(stderr, "    could not stop the fabric of %s\n", dir);
 }
 
+int an_counts(const char *dir, const char *an, uint64_t *contribs_p,
+              uint64_t *reductions_p)
+{
+    char *text = NULL;
+    int ret = -1;
+    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                dir) == 0 &&
+        stat_get(text, an, "contribs_accepted", contribs_p) == 0 &&
+        stat_get(text, an, "reductions", reductions_p) == 0)
+        ret = 0;
+    free(text);
+    return ret;
+}
+
 int stat_get(const char *out, const char *an, const char *key, uint64_t *v)
 {
     char prefix[64], pat[64];

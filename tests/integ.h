@@ -67,6 +67,10 @@ int test_fabric_up(const char *dir, int hosts, int radix);
 void test_fabric_down(const char *dir);
 /* Finds "key=<number>" on the line "an=<an> ..." of stat output. */
 int stat_get(const char *out, const char *an, const char *key, uint64_t *v);
+/* Contributions accepted and reductions so far of the AN an of the fabric
+ * in dir (`incoll stat`); 0, or -1 when unreadable. */
+int an_counts(const char *dir, const char *an, uint64_t *contribs_p,
+              uint64_t *reductions_p);
 /* Loads dir/fabric.conf into conf, printing the error; 0 or -1. */
 int load_conf(const char *dir, fabric_conf_t *conf);
 /*

@@ -2310,7 +2310,7 @@ TEST(core_wire_format, TEST_UNIT)
     for (int t = 0; t < 256; t++) {
         wire_hdr_t q = h;
         int known =
-            (t >= 1 && t <= 6) || t == 16 || t == 17 || t == 32 || t == 33;
+            (t >= 1 && t <= 6) || t == 16 || t == 17 || (t >= 32 && t <= 35);
         q.type = (uint8_t)t;
         q.count = 4;
         if (wire_is_lock(q.type))

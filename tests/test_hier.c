@@ -14,12 +14,14 @@
  */
 #include "integ.h"
 
+#include "fabric/fabric.h"
 #include "host/host.h"
 #include "host/shm.h"
 
 #include <pthread.h>
 
 #include <dirent.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -521,5 +523,159 @@ TEST(hier_lock_api, TEST_INTEG)
          * keeps the slots */
         CHECK_EQ_INT((int)streamed, 2 * 2 * (4 / ppn[i]));
     }
+    return TEST_PASSED;
+}
+
+/* ---- without a manager (src/host/rdv.c) ---- */
+
+/* A fabric.conf-only fabric (`incoll fabric up --no-mgr`) of hosts hosts
+ * in <tmp>/hierN; 0 or -1. */
+static int nomgr_fabric(int hosts, char *dir, size_t dlen, char *out,
+                        size_t olen)
+{
+    fabric_spec_t spec;
+
+    snprintf(dir, dlen, "%.900s/hier%d", test_tmpdir(), seq++);
+    snprintf(out, olen, "%s.txt", dir);
+    fabric_spec_default(&spec);
+    spec.dir = dir;
+    spec.bindir = test_bindir();
+    spec.hosts = hosts;
+    spec.radix = 4;
+    spec.managed = 0;
+    spec.quiet = 1;
+    if (fabric_up(&spec) != 0) {
+        test_fabric_down(dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* `incoll run --no-mgr -n n --ppn ppn -- prog args`; exit status. */
+static int nomgr_run(const char *dir, const char *out, int n, int ppn,
+                     const char *env, const char *prog, const char *args)
+{
+    return run_cmd_file(out, 200,
+                        "env INCOLL_JOB=nomgr-%d-%ld %s '%s/incoll' run "
+                        "--no-mgr -n %d --ppn %d --fabric '%s' --timeout 180 "
+                        "-- '%s/%s' %s",
+                        seq++, (long)getpid(), env ? env : "", test_bindir(), n,
+                        ppn, dir, progdir(), prog, args);
+}
+
+/*
+ * Without a manager, 2 hosts of fabric.conf and 2 ranks on each (then 3
+ * and 2, then 2 and 1): every op and dtype of allreduce against the
+ * reference, in place and not, through several segments; every other
+ * collective (coll_check); a communicator of part of each host's ranks
+ * (hier_check: a split, which runs on the hosts without a manager) and
+ * float sums with the same bits on every rank; 30% loss on every socket
+ * (the endpoint exchange at init included). The leaf AN counts exactly
+ * one contribution per host per reduction: only the hosts' leaders are its
+ * children, and the exchanges that set the level up run host to host.
+ */
+TEST(hier_nomgr_ops, TEST_INTEG)
+{
+    static const struct {
+        int n, ppn;
+        const char *prog, *args, *env;
+    } runs[] = {
+        {4, 2, "allreduce_check",
+         "--sizes 0,1,7,1000,5000 --dtype all --op all", ""},
+        {4, 2, "allreduce_check",
+         "--sizes 1,1000,5000 --dtype all --op all --inplace", ""},
+        {5, 3, "allreduce_check",
+         "--sizes 1,7,5000 --dtype float32,int64,uint8 --op all", ""},
+        {3, 2, "allreduce_check",
+         "--sizes 1,7,5000 --dtype float64,int32 --op sum,min,bor", ""},
+        {4, 2, "coll_check", "", ""},
+        {4, 2, "hier_check", "--ppn 2 --count 5000 --iters 3", ""},
+        /* A third of every packet lost, the endpoint exchange's too. */
+        {5, 3, "allreduce_check",
+         "--sizes 1,5000 --dtype float32,int64 --op sum,max",
+         "INCOLL_FAULT_DROP=0.3 INCOLL_FAULT_SEED=7"},
+    };
+    char dir[1024], out[1100], env[160];
+    uint64_t c0 = 0, r0 = 0, c1 = 0, r1 = 0;
+
+    if (!have_fabric_binaries("allreduce_check") ||
+        !have_fabric_binaries("coll_check") ||
+        !have_fabric_binaries("hier_check"))
+        return test_skip("incoll, incoll-agg or the check programs not "
+                         "built");
+    CHECK(nomgr_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+        int rc;
+        if (an_counts(dir, "l0", &c0, &r0) != 0) {
+            test_fabric_down(dir);
+            CHECK_MSG(0, "incoll stat failed");
+        }
+        snprintf(env, sizeof(env), "INCOLL_HIER_SEG=4096 %s", runs[i].env);
+        rc = nomgr_run(dir, out, runs[i].n, runs[i].ppn, env, runs[i].prog,
+                       runs[i].args);
+        if (rc != 0 || (!file_has(out, ": ok") && !file_has(out, ": all "
+                                                                 "correct"))) {
+            show_tail(out);
+            test_fabric_down(dir);
+            CHECK_MSG(0, "%s %s on %d ranks, %d per host, exited %d",
+                      runs[i].prog, runs[i].args, runs[i].n, runs[i].ppn, rc);
+        }
+        if (an_counts(dir, "l0", &c1, &r1) != 0) {
+            test_fabric_down(dir);
+            CHECK_MSG(0, "incoll stat failed");
+        }
+        if (r1 <= r0 || c1 - c0 != 2 * (r1 - r0)) {
+            test_fabric_down(dir);
+            CHECK_MSG(0,
+                      "%s on %d ranks: the AN saw %" PRIu64
+                      " contributions in %" PRIu64 " reductions, want 2 per "
+                      "reduction (one per host)",
+                      runs[i].prog, runs[i].n, c1 - c0, r1 - r0);
+        }
+    }
+    test_fabric_down(dir);
+    return TEST_PASSED;
+}
+
+/* Without a manager: what cannot work fails at once, naming the file and
+ * the cause. Fewer ranks than hosts (a host of the world group without a
+ * rank), a map naming a host fabric.conf does not have, and `incoll run`
+ * with a --ppn that does not fill fabric.conf's hosts. */
+TEST(hier_nomgr_errors, TEST_INTEG)
+{
+    char dir[1024], out[1100];
+    int rc;
+
+    if (!have_fabric_binaries("allreduce_check"))
+        return test_skip("incoll, incoll-agg or allreduce_check not built");
+    CHECK(nomgr_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    rc = run_cmd_file(out, 60,
+                      "env INCOLL_FABRIC='%s' INCOLL_RANK=0 INCOLL_SIZE=1 "
+                      "'%s/allreduce_check' --sizes 1",
+                      dir, progdir());
+    if (rc == 0 || !file_has(out, "has 2 hosts but INCOLL_SIZE=1") ||
+        !file_has(out, "at least 2 ranks")) {
+        show_tail(out);
+        test_fabric_down(dir);
+        CHECK_MSG(0, "1 rank on 2 hosts: exit %d", rc);
+    }
+    rc = run_cmd_file(out, 60,
+                      "env INCOLL_FABRIC='%s' INCOLL_RANK=0 INCOLL_SIZE=4 "
+                      "INCOLL_HOST_MAP=0,0,1,2 '%s/allreduce_check' --sizes 1",
+                      dir, progdir());
+    if (rc == 0 || !file_has(out, "INCOLL_HOST_MAP must list the fabric.conf "
+                                  "host (0..1)")) {
+        show_tail(out);
+        test_fabric_down(dir);
+        CHECK_MSG(0, "a map naming host 2 of 2: exit %d", rc);
+    }
+    rc = nomgr_run(dir, out, 6, 2, NULL, "allreduce_check", "--sizes 1");
+    test_fabric_down(dir);
+    if (rc == 0 || !file_has(out, "has 2 hosts but -n 6 with 2 ranks per "
+                                  "host"))
+        show_tail(out);
+    CHECK_MSG(rc != 0 && file_has(out, "has 2 hosts but -n 6 with 2 ranks per "
+                                       "host"),
+              "-n 6 --ppn 2 on 2 hosts: exit %d", rc);
     return TEST_PASSED;
 }

@@ -747,6 +747,18 @@ static long an_sum(const char *path, const char *key)
     return total;
 }
 
+/* The environment of a job that `incoll mpirun` configures itself: none
+ * of the caller's fabric, manager, hosts or preload, the layer's
+ * statistics on. */
+static void launcher_env(void)
+{
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("INCOLL_HOSTS");
+    unsetenv("LD_PRELOAD");
+    setenv("INCOLL_MPI_STATS", "1", 1);
+}
+
 /* The README's example, its mpirun line with 2 ranks per host when ppn is
  * 2 (-n 8 on its 4 hosts: rank r on host r % 4, INCOLL_HOSTS). */
 static int readme_job(int ppn);
@@ -918,11 +930,7 @@ TEST(mpi_incoll_mpirun_ppn2, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     snprintf(out, sizeof(out), "%s/launcher-ppn.out", test_tmpdir());
-    unsetenv("INCOLL_FABRIC");
-    unsetenv("INCOLL_MGR");
-    unsetenv("INCOLL_HOSTS");
-    unsetenv("LD_PRELOAD");
-    setenv("INCOLL_MPI_STATS", "1", 1);
+    launcher_env();
     rc = sh(out,
             "timeout -k 5 90 '%s/incoll' mpirun -n 4 --ppn 2 --stat -- "
             "'%s/colls' --quick",
@@ -1407,6 +1415,51 @@ TEST(mpi_mpich_emulated, TEST_INTEG)
     return run_linkbytes(out, "--mpi mpich", 2, 0, 1 << 19, 1 << 20, NULL);
 }
 
+/* `incoll mpirun --ppn 2` on an emulated fabric of 2 hosts without a
+ * manager (`incoll fabric up --emulate --no-mgr`): each host's 2 ranks run
+ * in its network namespace, the layer places them there, and the first
+ * of them binds the host's port and leads; right against PMPI_,
+ * offloaded, one contribution per host at the AN. */
+TEST(mpi_emulated_ppn_without_mgr, TEST_INTEG)
+{
+    const char *why = emulate_ready(MPI_OMPI);
+    char out[PATH_MAX], fab[PATH_MAX], colls[PATH_MAX + 16];
+    char *text;
+    long c, r;
+    int rc;
+
+    snprintf(colls, sizeof(colls), "%s/colls", mpi_progdir);
+    if (why == NULL && !exists(colls))
+        why = "colls is not built (no mpicc?)";
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/emu-nomgr.out", test_tmpdir());
+    snprintf(fab, sizeof(fab), "%s/emu-nomgr", test_tmpdir());
+    launcher_env();
+    rc = sh(out,
+            "'%s/incoll' fabric up --emulate --no-mgr --hosts 2 --radix 2 "
+            "--dir '%s'",
+            test_bindir(), fab);
+    CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
+    rc = sh(out,
+            "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric '%s' "
+            "--stat -- '%s/colls' --quick",
+            test_bindir(), fab, mpi_progdir);
+    text = slurp(out);
+    c = an_sum(out, "contribs_accepted");
+    r = an_sum(out, "reductions");
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(stat_of(text, "allreduce", "offloaded") > 0, "%.3000s", text);
+    free(text);
+    CHECK_MSG(r > 0 && c == 2 * r,
+              "%ld contributions in %ld reductions, want 2 per reduction "
+              "(one per host)",
+              c, r);
+    return TEST_PASSED;
+}
+
 static const char *const gather_colls[] = {"reduce",
                                            "bcast",
                                            "barrier",
@@ -1556,6 +1609,58 @@ TEST(mpi_mpich_nb, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     return offload_job(MPI_MPICH, 3, 2, "nbcolls", "", nb_colls);
+}
+
+/*
+ * nbcolls with 2 ranks per host (`incoll mpirun --ppn 2`, with the
+ * fabric's manager, then on a fabric without one): the world's
+ * nonblocking allreduce and a duplicate's blocking one, started in
+ * different orders on even and odd ranks, go through both communicators'
+ * node levels (a leader waiting for its host's member gives the library
+ * lock up, so that the other communicator's call runs meanwhile); then,
+ * with --threads, two threads at once. Right against PMPI_ every time.
+ */
+TEST(mpi_ompi_nb_ppn2, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "nbcolls");
+    char out[PATH_MAX], fab[PATH_MAX];
+    static const char *const args[] = {"", "--threads"};
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(out, sizeof(out), "%s/nb-ppn2.out", test_tmpdir());
+    snprintf(fab, sizeof(fab), "%s/nb-ppn2-fab", test_tmpdir());
+    launcher_env();
+    for (int i = 0; i < 2; i++) {
+        rc = sh(out,
+                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --timeout "
+                "100 -- '%s/nbcolls' %s",
+                test_bindir(), mpi_progdir, args[i]);
+        CHECK_MSG(rc == 0 && file_has(out, "nbcolls: ok"),
+                  "with a manager, nbcolls %s: exit %d, see %s", args[i], rc,
+                  out);
+    }
+    rc =
+        sh(out, "'%s/incoll' fabric up --no-mgr --hosts 2 --radix 2 --dir '%s'",
+           test_bindir(), fab);
+    CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
+    for (int i = 0; i < 2; i++) {
+        rc = sh(out,
+                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric "
+                "'%s' --timeout 100 -- '%s/nbcolls' %s",
+                test_bindir(), fab, mpi_progdir, args[i]);
+        if (rc != 0 || !file_has(out, "nbcolls: ok"))
+            break;
+    }
+    {
+        char down[PATH_MAX + 16];
+        snprintf(down, sizeof(down), "%s/down.out", test_tmpdir());
+        sh(down, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    }
+    CHECK_MSG(rc == 0 && file_has(out, "nbcolls: ok"),
+              "without a manager: exit %d, see %s", rc, out);
+    return TEST_PASSED;
 }
 
 /*

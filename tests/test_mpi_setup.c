@@ -4,7 +4,9 @@
  *   - with a manager the world group comes from it for any number of
  *     ranks: `incoll mpirun -n 4 --fabric DIR` on a 16-host fabric
  *     offloads, fabric.conf's host count notwithstanding;
- *   - with fabric.conf alone and another number of ranks nothing can be
+ *   - with fabric.conf alone and more ranks than hosts, ranks share the
+ *     hosts and reduce through one leader per host, offloaded;
+ *   - with fabric.conf alone and fewer ranks than hosts nothing can be
  *     offloaded, and rank 0 says so once at the default log level, with
  *     the reason and the fix.
  * Open MPI jobs of tests/mpi/colls on loopback; skipped, saying why, when
@@ -16,6 +18,7 @@
 #include "integ.h"
 #include "test.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/wait.h>
@@ -110,6 +113,25 @@ TEST(mpi_setup_mgr_over_host_count, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* `colls --quick` on ranks MPI ranks of Open MPI (mpich: MPICH) on this
+ * machine with the layer lib preloaded and INCOLL_FABRIC passed on; the
+ * exit status, the output in out. */
+static int colls_job(int mpich, const char *out, int ranks, const char *lib,
+                     const char *colls)
+{
+    if (mpich)
+        return sh(out,
+                  "timeout -k 5 120 mpiexec.mpich -n %d -genv LD_PRELOAD '%s' "
+                  "'%s' --quick",
+                  ranks, lib, colls);
+    return sh(out,
+              "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
+              "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
+              "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
+              "-x INCOLL_MPI_STATS '%s' --quick",
+              ranks, lib, colls);
+}
+
 /*
  * fabric.conf alone (no manager) with hosts hosts and ranks MPI ranks
  * that do not match: nothing is offloaded, every answer is still right,
@@ -137,12 +159,7 @@ static int warns_not_offloaded(int hosts, int ranks, const char *want_why,
                  test_bindir(), hosts, fab) == 0,
               "fabric up failed: %s", out);
     setenv("INCOLL_FABRIC", fab, 1);
-    rc = sh(out,
-            "timeout -k 5 120 mpirun -n %d --oversubscribe --bind-to none "
-            "--mca btl tcp,self --mca btl_tcp_if_include lo --mca "
-            "oob_tcp_if_include lo -x LD_PRELOAD='%s' -x INCOLL_FABRIC "
-            "-x INCOLL_MPI_STATS '%s' --quick",
-            ranks, lib, colls);
+    rc = colls_job(0, out, ranks, lib, colls);
     text = slurp(out);
     sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
@@ -156,23 +173,86 @@ static int warns_not_offloaded(int hosts, int ranks, const char *want_why,
     return TEST_PASSED;
 }
 
-/* 4 hosts and 3 ranks. */
+/* 4 hosts and 3 ranks: host 3 of the world group would have no rank. */
 TEST(mpi_setup_warns_when_world_not_offloaded, TEST_INTEG)
 {
     return warns_not_offloaded(4, 3,
-                               "has 4 hosts but MPI_COMM_WORLD has 3 ranks",
-                               "to fix: run 4 ranks");
+                               "has 4 hosts but MPI_COMM_WORLD has only 3 "
+                               "ranks",
+                               "to fix: run at least 4 ranks");
 }
 
-/* 2 hosts and 4 ranks, 2 per host: the world cannot be placed (each rank
- * would need a fabric.conf host of its own); the warning names the
- * missing manager and how to get one. */
-TEST(mpi_setup_warns_ppn_without_mgr, TEST_INTEG)
+/*
+ * fabric.conf alone (no manager), 2 hosts and more MPI ranks, all on this
+ * machine: rank r is on host r * 2 / ranks, each host's ranks reduce
+ * through its first one, which alone is the AN's child. colls (every
+ * collective on the world, a dup and a split, against PMPI_) is right, the
+ * world is offloaded without a warning, and the AN counts exactly one
+ * contribution per host per reduction. mpich: MPICH instead of Open MPI.
+ */
+static int ppn_without_mgr(int mpich, int ranks)
 {
-    return warns_not_offloaded(
-        2, 4,
-        "has 2 hosts but MPI_COMM_WORLD has 4 ranks, several per host, and "
-        "it has no manager",
-        "to fix: run 2 ranks (one per host), or bring the fabric up with its "
-        "manager");
+    char colls[PATH_MAX], fab[PATH_MAX], out[PATH_MAX + 16];
+    char lib[PATH_MAX + 32];
+    const char *why = ready(colls, sizeof(colls));
+    uint64_t c0 = 0, r0 = 0, c1 = 0, r1 = 0;
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (mpich && system("command -v mpiexec.mpich >/dev/null 2>&1") != 0)
+        return test_skip("MPICH (mpiexec.mpich) is not installed");
+    job_env();
+    snprintf(lib, sizeof(lib), "%s/../lib/libincoll_mpi%s.so", test_bindir(),
+             mpich ? "_mpich" : "");
+    if (mpich) {
+        const char *env = getenv("INCOLL_TEST_PROGDIR");
+        snprintf(colls, sizeof(colls), "%s/mpi-mpich/colls",
+                 env ? env : "build/tests");
+        if (access(lib, F_OK) != 0 || access(colls, X_OK) != 0)
+            return test_skip("%s or %s is not built (no mpicc.mpich?)", lib,
+                             colls);
+    }
+    snprintf(fab, sizeof(fab), "%s/fab2x%d%s", test_tmpdir(), ranks,
+             mpich ? "m" : "");
+    snprintf(out, sizeof(out), "%s/job.out", test_tmpdir());
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up --no-mgr --hosts 2 --radix 2 "
+                 "--dir '%s'",
+                 test_bindir(), fab) == 0,
+              "fabric up failed: %s", out);
+    setenv("INCOLL_FABRIC", fab, 1);
+    if (an_counts(fab, "l0", &c0, &r0) != 0) {
+        sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+        CHECK_MSG(0, "incoll stat failed");
+    }
+    rc = colls_job(mpich, out, ranks, lib, colls);
+    text = slurp(out);
+    if (an_counts(fab, "l0", &c1, &r1) != 0)
+        c1 = r1 = 0;
+    sh(out, "'%s/incoll' fabric down --dir '%s'", test_bindir(), fab);
+    CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d: %.3000s", rc,
+              text);
+    CHECK_MSG(strstr(text, ": warn: ") == NULL, "a warning: %.3000s", text);
+    CHECK_MSG(allreduces_offloaded(text) > 0, "nothing offloaded: %.3000s",
+              text);
+    CHECK_MSG(r1 > r0 && c1 - c0 == 2 * (r1 - r0),
+              "the AN saw %" PRIu64 " contributions in %" PRIu64
+              " reductions, want 2 per reduction (one per host)",
+              c1 - c0, r1 - r0);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* Open MPI, 4 ranks on 2 hosts: 2 per host. */
+TEST(mpi_setup_ppn_without_mgr, TEST_INTEG)
+{
+    return ppn_without_mgr(0, 4);
+}
+
+/* MPICH, 5 ranks on 2 hosts: 3 on one, 2 on the other. */
+TEST(mpi_setup_mpich_odd_ppn_without_mgr, TEST_INTEG)
+{
+    return ppn_without_mgr(1, 5);
 }

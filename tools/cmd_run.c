@@ -56,10 +56,12 @@ static void usage(FILE *out)
         "them. When DIR/fabric.env names a manager (`incoll fabric up`)\n"
         "the ranks also get INCOLL_MGR, INCOLL_SECRET_FILE and INCOLL_HOST\n"
         "(host r of DIR/topology, modulo its hosts), and N may be any\n"
-        "number; --no-mgr runs them on fabric.conf alone (N must match it).\n"
+        "number; --no-mgr runs them on fabric.conf alone (N must fill its\n"
+        "hosts: one rank each, or K each with --ppn K).\n"
         "--ppn K puts K ranks on each host (rank r on host r/K): with\n"
-        "INCOLL_HIER=node (the default) they reduce in shared memory and\n"
-        "one leader per host talks to the fabric.\n"
+        "INCOLL_HIER=node (the default, and always without a manager) they\n"
+        "reduce in shared memory and one leader per host talks to the\n"
+        "fabric.\n"
         "--place FIRST:STRIDE puts host h of the job (rank r / K) on the\n"
         "fabric's host FIRST + h * STRIDE (modulo its hosts; needs the\n"
         "manager): several jobs side by side, e.g. 0:4 and 1:4.\n"
@@ -97,10 +99,25 @@ typedef struct {
     int nhosts;
 } run_mgr_t;
 
+/* "0,0,1,1,...": rank r on host r / ppn, for INCOLL_HOST_MAP. */
+static int run_host_map(int n, int ppn, char **map_p)
+{
+    size_t len = (size_t)n * 12 + 1, off = 0;
+    char *map = malloc(len);
+
+    if (map == NULL)
+        return -1;
+    for (int r = 0; r < n; r++)
+        off += (size_t)snprintf(map + off, len - off, "%s%d", r ? "," : "",
+                                r / ppn);
+    *map_p = map;
+    return 0;
+}
+
 static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
                         const char *job, const char *gen, const run_mgr_t *m,
-                        const char *netns, const sigset_t *oldmask,
-                        char **prog_argv)
+                        const char *host_map, const char *netns,
+                        const sigset_t *oldmask, char **prog_argv)
 {
     char text[32];
     pid_t pid, parent = getpid();
@@ -144,6 +161,10 @@ static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
          * fabric's secret, when it has one, still keys the world group's
          * packets (its ANs have it: docs/security.md). */
         unsetenv("INCOLL_MGR");
+        if (host_map)
+            setenv("INCOLL_HOST_MAP", host_map, 1);
+        else
+            unsetenv("INCOLL_HOST_MAP");
         if (m->secret[0])
             setenv("INCOLL_SECRET_FILE", m->secret, 1);
         else
@@ -173,6 +194,7 @@ int cmd_run(int argc, char **argv)
     int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd, ppn = 1;
     int stopping = 0, no_mgr = 0, have_conf, first = 0, stride = 1;
     int placed = 0;
+    char *host_map = NULL;
     run_mgr_t m;
     uint64_t deadline, kill_at = 0;
     rank_proc_t *ranks;
@@ -264,14 +286,6 @@ int cmd_run(int argc, char **argv)
         mgr_fabric_free_names(m.hosts, m.nhosts);
         return 1;
     }
-    /* With a manager any number of ranks fits (hosts are shared). */
-    if (!m.mgr[0] && ppn > 1) {
-        fprintf(stderr, "incoll run: --ppn needs a fabric with a manager "
-                        "(fabric.conf alone has one rank per host)\n");
-        fabric_conf_free(&conf);
-        mgr_fabric_free_names(m.hosts, m.nhosts);
-        return 1;
-    }
     if (!m.mgr[0] && placed) {
         fprintf(stderr, "incoll run: --place needs a fabric with a manager "
                         "(fabric.conf alone has one rank per host)\n");
@@ -279,11 +293,22 @@ int cmd_run(int argc, char **argv)
         mgr_fabric_free_names(m.hosts, m.nhosts);
         return 1;
     }
-    if (!m.mgr[0] && conf.nhosts != n) {
+    /* Without a manager rank r is fabric.conf's host r, or with --ppn K
+     * host r / K (INCOLL_HOST_MAP, src/host/rdv.c): every host needs a
+     * rank, and there is no host beyond fabric.conf's. */
+    if (!m.mgr[0] && (n + ppn - 1) / ppn != conf.nhosts) {
         fprintf(stderr,
-                "incoll run: the fabric in %s has %d hosts but -n is "
-                "%d\n",
-                fabric, conf.nhosts, n);
+                "incoll run: the fabric in %s has %d hosts but -n %d with "
+                "%d rank%s per host (--ppn) needs %d; without a manager "
+                "every host of fabric.conf needs a rank: run -n %d..%d\n",
+                fabric, conf.nhosts, n, ppn, ppn == 1 ? "" : "s",
+                (n + ppn - 1) / ppn, (conf.nhosts - 1) * ppn + 1,
+                conf.nhosts * ppn);
+        fabric_conf_free(&conf);
+        return 1;
+    }
+    if (!m.mgr[0] && ppn > 1 && run_host_map(n, ppn, &host_map) != 0) {
+        fprintf(stderr, "incoll run: out of memory\n");
         fabric_conf_free(&conf);
         return 1;
     }
@@ -337,7 +362,7 @@ int cmd_run(int argc, char **argv)
          * by --place), in its namespace on an emulated fabric. */
         int host = first + r / ppn * stride;
         ranks[r].pid =
-            spawn_rank(r, n, host, fabric, job, gen, &m,
+            spawn_rank(r, n, host, fabric, job, gen, &m, host_map,
                        conf.hosts ? conf.hosts[host % conf.nhosts].netns : "",
                        &oldmask, argv + optind);
         if (ranks[r].pid < 0) {
@@ -414,6 +439,7 @@ int cmd_run(int argc, char **argv)
     close(sigfd);
 out_mask:
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
+    free(host_map);
     free(ranks);
     fabric_conf_free(&conf);
     mgr_fabric_free_names(m.hosts, m.nhosts);

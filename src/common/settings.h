@@ -62,6 +62,11 @@
       "processes of the job on this node (libincoll_mpi passes it)") \
     X(FABRIC, STR, "", "", "host", \
       "fabric directory holding fabric.conf") \
+    X(HOST_MAP, STR, "", "", "host", \
+      "without a manager, when fabric.conf has fewer hosts than the world " \
+      "has ranks: the fabric.conf host of ranks 0, 1, ..., comma-separated " \
+      "(`incoll run --ppn` and libincoll_mpi set it); unset: rank r on " \
+      "host r * hosts / ranks") \
     X(GEN, INT, "", "1..0xffffffff", "host", \
       "generation of this job's groups (decimal or 0x hex, non-zero); " \
       "`incoll run` sets it from the clock so newer jobs win; unset uses " \

@@ -109,6 +109,8 @@ static int known_type(uint8_t type)
     case WIRE_STATS_REP:
     case WIRE_P2P_DATA:
     case WIRE_P2P_ACK:
+    case WIRE_RDV_HELLO:
+    case WIRE_RDV_TABLE:
     case WIRE_LOCK:
     case WIRE_LOCK_REP:
     case WIRE_UNLOCK:

@@ -60,6 +60,11 @@ typedef enum {
     WIRE_STATS_REP = 17, /* AN -> tool: counters as "key=value ..." text */
     WIRE_P2P_DATA = 32,  /* host -> host: host-based algorithm data */
     WIRE_P2P_ACK = 33,   /* host -> host: acknowledgement */
+    /* Without a manager, ranks that share a fabric.conf host learn every
+     * rank's endpoint from their host's leader (src/host/rdv.c): */
+    WIRE_RDV_HELLO = 34, /* rank -> its leader: my endpoint (offset: rank) */
+    WIRE_RDV_TABLE = 35, /* leader -> rank: endpoints (offset: first rank,
+                            count: bytes, 8 per rank, total: ranks) */
 } wire_type_t;
 
 enum {

@@ -458,9 +458,12 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
             return status;
         }
     }
+    /* A world that reaches the fabric only through its hosts' leaders
+     * (no manager, src/host/rdv.c) has the allreduce alone there. */
     if (algo == HOST_CALGO_AUTO &&
-        host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
-                             reduces(a->coll) ? a->dtype : INCOLL_UINT8)) {
+        (host_comm_via_leaders(comm) ||
+         host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
+                              reduces(a->coll) ? a->dtype : INCOLL_UINT8))) {
         status = emu_run(comm, a);
         if (status != INCOLL_ERR_UNSUPPORTED) {
             last_in_net =

@@ -256,6 +256,11 @@ incoll_ep_t host_comm_peer_ep(incoll_comm_h comm, int rank)
     if (comm->info && comm->info->peers)
         return comm->info->peers[rank];
     w = comm->world_ranks[rank];
+    /* Ranks sharing fabric.conf's hosts: the world's from their leaders
+     * (src/host/rdv.c). */
+    if (ctx->world && ctx->world != comm && ctx->world->info &&
+        ctx->world->info->peers && w >= 0 && w < ctx->world->size)
+        return ctx->world->info->peers[w];
     if (ctx->conf.hosts == NULL || w < 0 || w >= ctx->conf.nhosts)
         return INCOLL_EP_NONE;
     return fabric_conf_host_ep(&ctx->conf, w);
@@ -464,21 +469,20 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     return INCOLL_OK;
 }
 
-/* Makes a communicator of n members (world_ranks, taken over) in which we
- * are rank me, with id, and links it to the context. */
-static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
-                                 int *world_ranks, int me,
-                                 incoll_comm_h *comm_p)
+/* A communicator of n members (world_ranks, taken over, freed on
+ * failure) in which we are rank me, with id and no group yet; not linked
+ * to the context. */
+static incoll_comm_h comm_alloc(incoll_ctx_h ctx, uint64_t id, int n,
+                                int *world_ranks, int me)
 {
     incoll_comm_h c = calloc(1, sizeof(*c));
     struct host_comm_info *info = calloc(1, sizeof(*info));
-    uint32_t req;
 
     if (c == NULL || info == NULL) {
         free(c);
         free(info);
         free(world_ranks);
-        return INCOLL_ERR_NO_MEMORY;
+        return NULL;
     }
     c->ctx = ctx;
     c->rank = me;
@@ -486,20 +490,80 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
     c->world_ranks = world_ranks;
     c->info = info;
     info->id = id;
+    return c;
+}
+
+static void comm_link(incoll_comm_h c, incoll_comm_h *comm_p)
+{
+    c->next = c->ctx->comms;
+    c->ctx->comms = c;
+    *comm_p = c;
+}
+
+/* Makes a communicator of n members (world_ranks, taken over) in which we
+ * are rank me, with id, and links it to the context. */
+static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
+                                 int *world_ranks, int me,
+                                 incoll_comm_h *comm_p)
+{
+    incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
+    uint32_t req;
+
+    if (c == NULL)
+        return INCOLL_ERR_NO_MEMORY;
     if (n == 1)
-        snprintf(info->why, sizeof(info->why), "a single rank needs no group");
+        snprintf(c->info->why, sizeof(c->info->why),
+                 "a single rank needs no group");
     else if (mgr_of(ctx) && group_ask(c, 0, 0, &req) == INCOLL_OK)
         group_take(c, req);
     else
-        snprintf(info->why, sizeof(info->why),
+        snprintf(c->info->why, sizeof(c->info->why),
                  "no manager (INCOLL_MGR is not set): only the world of "
                  "fabric.conf has a fabric group");
     if (c->eng == NULL)
         say_why(c);
-    c->next = ctx->comms;
-    ctx->comms = c;
-    *comm_p = c;
+    comm_link(c, comm_p);
     return INCOLL_OK;
+}
+
+incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
+                               int *world_ranks, int me, incoll_ep_t *peers,
+                               incoll_comm_h *comm_p)
+{
+    incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
+
+    if (c == NULL) {
+        free(peers);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    c->info->peers = peers;
+    c->info->ops = (1u << INCOLL_OP_COUNT) - 1;
+    c->info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+    snprintf(c->info->why, sizeof(c->info->why), "no fabric group");
+    comm_link(c, comm_p);
+    return INCOLL_OK;
+}
+
+incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host)
+{
+    struct host_comm_info *info = info_of(comm);
+    incoll_status_t status;
+
+    if (info == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = host_world_engine(comm->ctx, host, &comm->eng);
+    if (status != INCOLL_OK)
+        return status;
+    comm->group = comm->ctx->conf.group_id;
+    info->ops = (1u << INCOLL_OP_COUNT) - 1;
+    info->dtypes = (1u << INCOLL_DTYPE_COUNT) - 1;
+    info->why[0] = '\0';
+    return INCOLL_OK;
+}
+
+int host_comm_via_leaders(incoll_comm_h comm)
+{
+    return comm != NULL && comm == comm->ctx->world && comm->ctx->via_leaders;
 }
 
 /* The rank-th entry (modulo their number) of a comma-separated host list
@@ -764,6 +828,8 @@ INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p)
     } else if (comm->eng && comm->group &&
                (comm->info == NULL ||
                 (!comm->info->failed && !comm->info->broken))) {
+        return 1;
+    } else if (host_comm_via_leaders(comm)) {
         return 1;
     } else if (comm->info && comm->info->why[0]) {
         why = comm->info->why;

@@ -198,4 +198,27 @@ uint64_t host_comm_id(incoll_comm_h comm);
 uint32_t host_comm_wire_id(incoll_comm_h comm);
 uint64_t host_comm_wire_key(incoll_comm_h comm);
 
+/*
+ * Makes a communicator without a fabric group whose n members (world
+ * ranks world_ranks, taken over; we are rank me) have the UDP endpoints
+ * peers (taken over), and links it to the context. For the world and
+ * the leaders' exchange of a fabric whose hosts ranks share without a
+ * manager (src/host/rdv.c). Freed by host_comm_destroy_impl or with the
+ * context.
+ */
+incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
+                               int *world_ranks, int me, incoll_ep_t *peers,
+                               incoll_comm_h *comm_p);
+
+/* Gives comm, the communicator of the world's host leaders without a
+ * manager (one member per fabric.conf host, in host order), fabric.conf's
+ * world group as fabric host host (src/host/hier.c). */
+incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host);
+
+/* 1 when comm is a world whose ranks share fabric.conf's hosts without a
+ * manager and whose node level is made: its collectives reach the fabric
+ * through the hosts' leaders (they are offloaded, with no group of its
+ * own). */
+int host_comm_via_leaders(incoll_comm_h comm);
+
 #endif

@@ -273,34 +273,21 @@ static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
     return status;
 }
 
-/* Makes the world communicator on the fabric's world group. */
-static incoll_status_t world_create(incoll_ctx_h ctx)
+incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
+                                  host_engine_t **eng_p)
 {
-    incoll_comm_h comm = calloc(1, sizeof(*comm));
     const fabric_conf_t *conf = &ctx->conf;
     host_engine_params_t p = ctx->eng_defaults;
     uint64_t payload = setting_u64(SETTING_PAYLOAD);
+    host_engine_t *eng;
 
-    if (comm == NULL)
-        return INCOLL_ERR_NO_MEMORY;
-    comm->ctx = ctx;
-    comm->rank = ctx->rank;
-    comm->size = ctx->size;
-    comm->world_ranks = malloc((size_t)ctx->size * sizeof(int));
-    if (comm->world_ranks == NULL) {
-        free(comm);
-        return INCOLL_ERR_NO_MEMORY;
-    }
-    for (int i = 0; i < ctx->size; i++)
-        comm->world_ranks[i] = i;
-    comm->group = conf->group_id;
     p.group = conf->group_id;
     p.gen = ctx->gen;
     /* The ANs of fabric.conf derive the same key (src/agg/agg_main.c). */
     wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_GROUP,
                     conf->group_id, conf->group_key, &p.key);
-    p.child = (uint16_t)fabric_conf_host_child(conf, ctx->rank);
-    p.an = conf->ans[conf->hosts[ctx->rank].leaf].addr;
+    p.child = (uint16_t)fabric_conf_host_child(conf, host);
+    p.an = conf->ans[conf->hosts[host].leaf].addr;
     p.slots = conf->slots;
     p.max_payload = conf->payload;
     if (payload != 0) {
@@ -315,14 +302,83 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
                         : payload < 8           ? 8
                                                 : (uint32_t)payload;
     }
-    comm->eng = host_engine_create(&p);
-    if (comm->eng == NULL) {
-        host_comm_free(comm);
+    eng = host_engine_create(&p);
+    if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
+    *eng_p = eng;
+    return INCOLL_OK;
+}
+
+/* Makes the world communicator on the fabric's world group. */
+static incoll_status_t world_create(incoll_ctx_h ctx)
+{
+    incoll_comm_h comm = calloc(1, sizeof(*comm));
+    incoll_status_t status;
+
+    if (comm == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    comm->ctx = ctx;
+    comm->rank = ctx->rank;
+    comm->size = ctx->size;
+    comm->world_ranks = malloc((size_t)ctx->size * sizeof(int));
+    if (comm->world_ranks == NULL) {
+        free(comm);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < ctx->size; i++)
+        comm->world_ranks[i] = i;
+    comm->group = ctx->conf.group_id;
+    status = host_world_engine(ctx, ctx->rank, &comm->eng);
+    if (status != INCOLL_OK) {
+        host_comm_free(comm);
+        return status;
     }
     ctx->world = comm;
     comm->next = ctx->comms;
     ctx->comms = comm;
+    return INCOLL_OK;
+}
+
+/*
+ * The world of a fabric whose hosts its ranks share, without a manager
+ * (src/host/rdv.c): every rank's endpoint from the rendezvous, no group of
+ * its own, and its node level made now, whose leaders' communicator
+ * takes fabric.conf's world group (src/host/hier.c). Collective.
+ */
+static incoll_status_t world_create_shared(incoll_ctx_h ctx)
+{
+    incoll_ep_t *eps = NULL;
+    int *wr = malloc((size_t)ctx->size * sizeof(int));
+    incoll_status_t status;
+
+    if (wr == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    status = host_rdv_run(ctx, &eps);
+    if (status != INCOLL_OK) {
+        free(wr);
+        return status;
+    }
+    for (int i = 0; i < ctx->size; i++)
+        wr[i] = i;
+    status = host_comm_bare(ctx, 0, ctx->size, wr, ctx->rank, eps, &ctx->world);
+    if (status != INCOLL_OK)
+        return status;
+    host_lock(ctx);
+    if (!host_hier_active(ctx->world, &status) && status == INCOLL_OK)
+        status = INCOLL_ERR_CONFIG;
+    host_unlock(ctx);
+    if (status != INCOLL_OK) {
+        incoll_error("init: %d ranks on the %d hosts of the fabric in %s: "
+                     "their node level could not be made: %s",
+                     ctx->size, ctx->conf.nhosts, ctx->fabric_dir,
+                     incoll_status_string(status));
+        return status;
+    }
+    ctx->via_leaders = 1;
+    incoll_debug("init: fabric host %d, %s; the world reaches the fabric "
+                 "through the hosts' leaders",
+                 ctx->fabric_host,
+                 host_rdv_is_leader(ctx) ? "its leader" : "not its leader");
     return INCOLL_OK;
 }
 
@@ -381,15 +437,25 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
             incoll_error("init: %s", err);
             goto err_free;
         }
+        /* More ranks than hosts: they share them (src/host/rdv.c); the
+         * first rank of each host binds its port, the others any port on
+         * its address. */
         if (ctx->conf.nhosts != ctx->size) {
-            incoll_error("init: the fabric in %s has %d hosts but "
-                         "INCOLL_SIZE=%d",
-                         dir, ctx->conf.nhosts, ctx->size);
-            status = INCOLL_ERR_CONFIG;
-            goto err_conf;
+            const char *map;
+            status = ident_text(params, INCOLL_INIT_FIELD_HOST_MAP,
+                                params ? params->host_map : NULL,
+                                SETTING_HOST_MAP, &map);
+            if (status == INCOLL_OK)
+                status = host_rdv_map(ctx, map);
+            if (status != INCOLL_OK)
+                goto err_conf;
         }
-        ip = ctx->conf.hosts[ctx->rank].ip;
-        port = ctx->conf.hosts[ctx->rank].port;
+        ip = ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank].ip;
+        port =
+            ctx->host_map && !host_rdv_is_leader(ctx)
+                ? 0
+                : ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank]
+                      .port;
     }
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
@@ -433,7 +499,9 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     status = host_sync_create(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
-    status = mgr ? host_ctx_mgr_init(ctx) : world_create(ctx);
+    status = mgr             ? host_ctx_mgr_init(ctx)
+             : ctx->host_map ? world_create_shared(ctx)
+                             : world_create(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
     *ctx_p = ctx;
@@ -449,6 +517,7 @@ err_comms:
     host_sync_destroy(ctx);
     udp_close(ctx->sock);
 err_conf:
+    host_rdv_free(ctx);
     fabric_conf_free(&ctx->conf);
 err_free:
     free(ctx->hosts);
@@ -489,6 +558,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
     }
     udp_flush(ctx->sock);
     udp_close(ctx->sock);
+    host_rdv_free(ctx);
     fabric_conf_free(&ctx->conf);
     host_sync_destroy(ctx);
     free(ctx->hosts);
@@ -532,6 +602,10 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
     }
     if (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) {
         host_p2p_dispatch(ctx, m, &h, now);
+        return;
+    }
+    if (h.type == WIRE_RDV_HELLO || h.type == WIRE_RDV_TABLE) {
+        host_rdv_dispatch(ctx, m, &h);
         return;
     }
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {

@@ -149,7 +149,11 @@ static uint64_t place_key(incoll_ctx_h ctx, const char **mode_p)
     const char *host = ctx->host;
     uint64_t h = 0xcbf29ce484222325ull;
 
-    if (host != NULL && *host != '\0')
+    /* Without a manager the map of ranks to fabric.conf's hosts says
+     * (src/host/rdv.c). */
+    if (ctx->host_map != NULL)
+        snprintf(label, sizeof(label), "fabric.conf host %d", ctx->fabric_host);
+    else if (host != NULL && *host != '\0')
         snprintf(label, sizeof(label), "%s", host);
     else
         host_rank_host(ctx->hosts, ctx->rank, label, sizeof(label));
@@ -251,11 +255,26 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     const char *mode = "node";
     uint64_t *v, key;
     int nhosts = 0, maxlocal = 0, leader = -1;
+    /* The world of ranks sharing fabric.conf's hosts without a manager:
+     * only its host leaders have a port and a child in the world group,
+     * so it runs node mode whatever INCOLL_HIER says. */
+    int shared = comm->ctx->host_map != NULL && comm == comm->ctx->world;
     incoll_status_t status;
 
-    /* Without a manager every rank is a host of fabric.conf, with its
-     * own link and group child: nothing to share. */
-    if ((knob && strcmp(knob, "flat") == 0) || comm->ctx->info == NULL) {
+    if (shared && knob && *knob && strcmp(knob, "node") != 0) {
+        static int said;
+        if (!said)
+            incoll_info("hier: INCOLL_HIER=%s runs as node on the world: "
+                        "without a manager only one rank per fabric.conf "
+                        "host has a child in the world group",
+                        knob);
+        said = 1;
+        knob = "node";
+    }
+    /* Without a manager every other communicator has no group: its
+     * ranks run host-based algorithms among themselves. */
+    if ((knob && strcmp(knob, "flat") == 0) ||
+        (comm->ctx->info == NULL && !shared)) {
         h->mode = "flat";
         h->state = HIER_FLAT;
         return INCOLL_OK;
@@ -307,7 +326,16 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
             h->nlocal++;
         }
     }
-    if (maxlocal <= 1) {
+    if (shared && nhosts != comm->ctx->conf.nhosts) {
+        incoll_error("hier: the %d ranks are on %d hosts but the fabric in %s "
+                     "has %d: the ranks of one fabric.conf host must share a "
+                     "machine (INCOLL_HOST_MAP)",
+                     comm->size, nhosts, comm->ctx->fabric_dir,
+                     comm->ctx->conf.nhosts);
+        free(v);
+        return INCOLL_ERR_CONFIG;
+    }
+    if (maxlocal <= 1 && !shared) {
         free(v);
         h->state = HIER_FLAT;
         incoll_debug("hier: one rank per %s: the communicator runs flat", mode);
@@ -319,8 +347,18 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     free(v);
     if (status == INCOLL_OK) {
         incoll_comm_h l = NULL;
-        status = incoll_comm_split(comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
-                                   comm->rank, &l);
+        /* The leaders of a shared world in host order: member h is
+         * fabric.conf's host h in the world group. */
+        status =
+            incoll_comm_split(comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
+                              shared ? comm->ctx->fabric_host : comm->rank, &l);
+        if (status == INCOLL_OK && l != NULL && shared) {
+            status = host_comm_take_world_group(l, comm->ctx->fabric_host);
+            if (status != INCOLL_OK) {
+                incoll_comm_destroy(l);
+                l = NULL;
+            }
+        }
         if (status == INCOLL_OK && l != NULL) {
             l->hier = calloc(1, sizeof(*l->hier));
             if (l->hier == NULL) {
@@ -652,14 +690,23 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
-    if (h->lidx > 0)
-        status = follow(h, sendbuf, recvbuf, count, dtype, deadline);
-    else if (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))
-        status =
-            lead_one(h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
-    else
+    if (h->lidx > 0 ||
+        (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
+        /* Waiting for the host's other members gives the library lock up,
+         * as waiting for packets does: a collective of another
+         * communicator that one of them must finish first (a nonblocking
+         * one in our request thread, a blocking one in another thread)
+         * runs meanwhile. lead() gives it up itself. */
+        int depth = host_unlock_all(comm->ctx);
+        status = h->lidx > 0
+                     ? follow(h, sendbuf, recvbuf, count, dtype, deadline)
+                     : lead_one(h, algo, sendbuf, recvbuf, count, dtype, op,
+                                deadline);
+        host_relock(comm->ctx, depth);
+    } else {
         status =
             lead(comm, h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
+    }
     {
         size_t per = h->seg / incoll_dtype_size(dtype);
         h->seq += (uint32_t)((count + per - 1) / per);

@@ -93,7 +93,37 @@ struct incoll_ctx {
     int local_size;
     struct host_sync *sync; /* the library lock, the poller and the
                                request threads (src/host/req.c) */
+    /* Without a manager, ranks sharing fabric.conf's hosts (rdv.c):
+     * host_map[r] is rank r's host (NULL when each rank is a host of its
+     * own), fabric_host ours; rdv the endpoint exchange; via_leaders 1
+     * once the world's node level is made (its collectives reach the
+     * fabric through the hosts' leaders). */
+    int *host_map;
+    int fabric_host;
+    struct host_rdv *rdv;
+    int via_leaders;
 };
+
+/*
+ * Ranks sharing fabric.conf's hosts without a manager (src/host/rdv.c).
+ * host_rdv_map sets ctx->host_map and ctx->fabric_host from text
+ * (INCOLL_HOST_MAP; NULL or "": rank r on host r * hosts / ranks), with
+ * a clear error when the map cannot work. host_rdv_is_leader says whether
+ * this rank binds its host's port. host_rdv_run, once the socket is
+ * bound, exchanges every rank's endpoint (collective over the world) and
+ * returns them in *eps_p (malloc'ed, ctx->size entries). host_rdv_dispatch
+ * takes a HELLO or TABLE packet; host_rdv_free frees what these made.
+ */
+incoll_status_t host_rdv_map(incoll_ctx_h ctx, const char *text);
+int host_rdv_is_leader(incoll_ctx_h ctx);
+incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p);
+void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                       const wire_hdr_t *h);
+void host_rdv_free(incoll_ctx_h ctx);
+
+/* An engine on fabric.conf's world group as its host host (src/host/ctx.c). */
+incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
+                                  host_engine_t **eng_p);
 
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
  * Every process of a job computes the same value. */

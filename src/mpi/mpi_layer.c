@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Why a call went to the MPI library: the reasons the statistics count. */
@@ -159,6 +160,11 @@ static struct {
     int finalized;
     int active; /* libincoll is up: communicators may be offloaded */
     char why_off[256];
+    /* Without a manager, MPI_COMM_WORLD on fewer fabric.conf hosts than
+     * ranks: each rank's host (INCOLL_HOST_MAP, made at MPI_Init by
+     * world_host_map), or why there is none (map_why). */
+    char *host_map;
+    char map_why[256];
     int rank;
     int size;
     int thread_multiple;
@@ -859,6 +865,108 @@ static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
     return 1;
 }
 
+/* The host of an emulated fabric this rank runs in (the one whose network
+ * namespace is ours), or -1. */
+static int netns_host(const fabric_conf_t *conf)
+{
+    struct stat me, ns;
+    char path[PATH_MAX];
+
+    if (stat("/proc/self/ns/net", &me) != 0)
+        return -1;
+    for (int h = 0; h < conf->nhosts; h++) {
+        if (conf->hosts[h].netns[0] == '\0')
+            return -1;
+        snprintf(path, sizeof(path), "/run/netns/%s", conf->hosts[h].netns);
+        if (stat(path, &ns) == 0 && ns.st_ino == me.st_ino &&
+            ns.st_dev == me.st_dev)
+            return h;
+    }
+    return -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * At MPI_Init (collective over MPI_COMM_WORLD): where each rank is, for a
+ * fabric without a manager whose fabric.conf has fewer hosts than
+ * MPI_COMM_WORLD has ranks. node_id is the lowest world rank of this
+ * rank's node (MPI_COMM_TYPE_SHARED). On an emulated fabric a rank is on
+ * the host whose network namespace it runs in; otherwise each node is one
+ * fabric.conf host, in the order of their lowest ranks, or, when all ranks
+ * share one machine (a loopback fabric), libincoll's default (rank r on
+ * host r * hosts / ranks). Sets L.host_map, or L.map_why.
+ */
+static void world_host_map(int node_id)
+{
+    const char *fab = setting_str(SETTING_FABRIC);
+    const char *mgr = setting_str(SETTING_MGR);
+    char path[PATH_MAX + 16], err[256];
+    int mine[2] = {node_id, -1}, *all, *nodes, n = L.size, nnodes = 0;
+    int use = 0, emulated = 1;
+    fabric_conf_t conf;
+
+    memset(&conf, 0, sizeof(conf));
+    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
+        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
+        use = fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK;
+        if (use)
+            mine[1] = netns_host(&conf);
+    }
+    all = malloc((size_t)n * 2 * sizeof(int));
+    nodes = malloc((size_t)n * sizeof(int));
+    if (all == NULL || nodes == NULL) {
+        /* The others are in the exchange already: nothing else is safe. */
+        incoll_error("mpi: out of memory at MPI_Init");
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    if (!use || conf.nhosts >= n)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        emulated &= all[2 * r + 1] >= 0;
+        nodes[r] = all[2 * r];
+    }
+    qsort(nodes, (size_t)n, sizeof(int), cmp_int);
+    for (int r = 0; r < n; r++)
+        if (r == 0 || nodes[r] != nodes[r - 1])
+            nodes[nnodes++] = nodes[r];
+    if (!emulated && nnodes == 1)
+        goto out; /* one machine: libincoll's blocks */
+    if (!emulated && nnodes != conf.nhosts) {
+        snprintf(L.map_why, sizeof(L.map_why),
+                 "MPI_COMM_WORLD spans %d nodes but the fabric in %.100s has "
+                 "%d hosts and no manager: each node must be one fabric.conf "
+                 "host (or every rank on one machine)",
+                 nnodes, fab, conf.nhosts);
+        goto out;
+    }
+    L.host_map = malloc((size_t)n * 12 + 1);
+    if (L.host_map == NULL) {
+        snprintf(L.map_why, sizeof(L.map_why), "out of memory at MPI_Init");
+        goto out;
+    }
+    {
+        size_t off = 0, len = (size_t)n * 12 + 1;
+        for (int r = 0; r < n; r++) {
+            int h = all[2 * r + 1];
+            if (!emulated)
+                for (h = 0; nodes[h] != all[2 * r]; h++)
+                    ;
+            off += (size_t)snprintf(L.host_map + off, len - off, "%s%d",
+                                    r ? "," : "", h);
+        }
+    }
+out:
+    free(all);
+    free(nodes);
+    fabric_conf_free(&conf);
+}
+
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
@@ -901,46 +1009,42 @@ static void incoll_up(int local_rank, int local_size)
                             "(fabric.env), ranks sharing a host reduce "
                             "through one leader",
                             fab, conf.nhosts, L.size);
-        } else if (conf.nhosts != L.size) {
-            /* Several ranks per host need the manager: without one, each
-             * rank is a host of fabric.conf (its UDP port, its child at
-             * the leaf AN), and the ranks of one host would have neither
-             * (docs/hierarchy.md, "Without a manager"). */
-            int ppn = conf.nhosts > 0 && L.size > conf.nhosts &&
-                              L.size % conf.nhosts == 0
-                          ? L.size / conf.nhosts
-                          : 0;
+        } else if (conf.nhosts > L.size) {
+            /* Without a manager every host of fabric.conf is a member of
+             * the world group: one without a rank would never contribute. */
             snprintf(L.why_off, sizeof(L.why_off),
-                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has %d "
-                     "ranks%s",
-                     fab, conf.nhosts, L.size,
-                     ppn ? ", several per host, and it has no manager: "
-                           "without one each rank must be a fabric.conf "
-                           "host of its own (port, child at its leaf AN)"
-                         : "");
-            snprintf(path, sizeof(path), "%s/fabric.env", fab);
-            if (ppn && access(path, R_OK) != 0)
-                snprintf(off_fix, sizeof(off_fix),
-                         "run %d ranks (one per host), or bring the fabric "
-                         "up with its manager (`incoll fabric up` without "
-                         "--no-mgr: the layer takes it from DIR/fabric.env "
-                         "and %d ranks per host reduce through one leader), "
-                         "or use `incoll mpirun --ppn %d`",
-                         conf.nhosts, ppn, ppn);
-            else if (access(path, R_OK) == 0)
-                snprintf(off_fix, sizeof(off_fix),
-                         "run %d ranks, or give the ranks the fabric's "
-                         "manager (`. %s/fabric.env`, then mpirun -x "
-                         "INCOLL_MGR -x INCOLL_SECRET_FILE -x INCOLL_HOSTS), "
-                         "or use `incoll mpirun`",
-                         conf.nhosts, fab);
-            else
-                snprintf(off_fix, sizeof(off_fix),
-                         "run %d ranks, or bring up a fabric of %d hosts "
-                         "(`incoll fabric up --hosts %d`)",
-                         conf.nhosts, L.size, L.size);
+                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has "
+                     "only %d ranks: without a manager every host of "
+                     "fabric.conf needs a rank",
+                     fab, conf.nhosts, L.size);
+            snprintf(off_fix, sizeof(off_fix),
+                     "run at least %d ranks, or bring up a fabric of %d hosts "
+                     "(`incoll fabric up --hosts %d`)",
+                     conf.nhosts, L.size, L.size);
             fabric_conf_free(&conf);
             return;
+        } else if (conf.nhosts < L.size) {
+            /* Ranks share the hosts: libincoll's node level reduces each
+             * host's ranks into the one that binds its port
+             * (docs/hierarchy.md, "Without a manager"). */
+            if (L.map_why[0]) {
+                snprintf(L.why_off, sizeof(L.why_off), "%s", L.map_why);
+                snprintf(off_fix, sizeof(off_fix),
+                         "place the ranks of each fabric.conf host on one "
+                         "node (or all on one machine), or give the ranks "
+                         "the fabric's manager");
+                fabric_conf_free(&conf);
+                return;
+            }
+            if (L.host_map) {
+                params.field_mask |= INCOLL_INIT_FIELD_HOST_MAP;
+                params.host_map = L.host_map;
+            }
+            if (L.rank == 0)
+                incoll_info("mpi: the fabric in %s has %d hosts and "
+                            "MPI_COMM_WORLD %d ranks, no manager: ranks "
+                            "sharing a host reduce through one leader",
+                            fab, conf.nhosts, L.size);
         }
         fabric_conf_free(&conf);
     }
@@ -1081,14 +1185,17 @@ void mpi_layer_bootstrap(int from_init)
         if (L.cfg.enable) {
             /* Placement of ranks on nodes, for libincoll's node level. */
             MPI_Comm node = MPI_COMM_NULL;
+            int node_id = L.rank;
             if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
                                      L.rank, MPI_INFO_NULL,
                                      &node) == MPI_SUCCESS &&
                 node != MPI_COMM_NULL) {
                 PMPI_Comm_rank(node, &local_rank);
                 PMPI_Comm_size(node, &local_size);
+                PMPI_Allreduce(&L.rank, &node_id, 1, MPI_INT, MPI_MIN, node);
                 PMPI_Comm_free(&node);
             }
+            world_host_map(node_id);
         }
     } else {
         L.cfg.job = job_from_env();

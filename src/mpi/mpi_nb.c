@@ -56,11 +56,13 @@ typedef struct nb_rec {
     MPI_Comm comm;
     void *st;
     int was_in;
-    int err;              /* MPI code once complete */
-    int app_freed;        /* MPI_Request_free before completion */
-    int persistent;       /* an MPI_X_init request */
-    int tag;              /* persistent: its receive's tag */
-    int active;           /* persistent: started, not complete */
+    int err;        /* MPI code once complete */
+    int app_freed;  /* MPI_Request_free before completion */
+    int persistent; /* an MPI_X_init request */
+    int tag;        /* persistent: its receive's tag */
+    int active;     /* persistent: started, not complete */
+    int waiting;    /* a thread blocks on ireq in libincoll, which gives the
+                       layer lock up meanwhile: no other thread tests it */
     struct nb_rec *next;  /* on the pending list */
     struct nb_rec *pnext; /* persistent: on the persistent list */
 } nb_rec_t;
@@ -195,7 +197,7 @@ static void progress(void)
         int done = 0;
         incoll_status_t status = INCOLL_OK;
         next = r->next;
-        if (!host_req_done(r->ireq))
+        if (r->waiting || !host_req_done(r->ireq))
             continue;
         status = incoll_req_test(r->ireq, &done);
         if (done)
@@ -234,7 +236,11 @@ static void wait_rec(nb_rec_t *r)
 
     for (;;) {
         incoll_status_t status;
-        if (host_req_wait_ns(r->ireq, SLICE_NS, &status)) {
+        int done;
+        r->waiting = 1;
+        done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
+        r->waiting = 0;
+        if (done) {
             finish(r, status); /* may free r (freed by the program) */
             return;
         }
@@ -253,7 +259,11 @@ static int wait_slice(int n, MPI_Request reqs[])
         incoll_status_t status;
         if (r == NULL)
             continue;
-        if (host_req_wait_ns(r->ireq, SLICE_NS, &status))
+        int done;
+        r->waiting = 1;
+        done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
+        r->waiting = 0;
+        if (done)
             finish(r, status);
         return 1;
     }
