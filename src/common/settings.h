@@ -85,6 +85,13 @@
       "copies on, 256 without turn them off, and a member whose results " \
       "come flagged twice follows; a fabric that does not drop never " \
       "pays; 0: never") \
+    X(BCAST_AHEAD, SIZE, "16384", "0..4194304", "host", \
+      "a broadcast of at most this many bytes has the ANs send the root's " \
+      "data on at once, down to the other members and up toward the rest " \
+      "of the tree, without waiting for every member to arrive; a member " \
+      "returns once its data is in (the round's acknowledgement is " \
+      "awaited before its communicator's next operation); larger ones " \
+      "send their data down each link once; 0: never") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
       "many bytes asks the leaf AN first (a header; the AN answers with " \

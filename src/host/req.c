@@ -83,6 +83,8 @@ struct incoll_req {
     int detached; /* freed by the caller before completion */
     int early;    /* a blocking call that returned early (host_early_post):
                      owned by its communicator's ring, never reaped */
+    int finish;   /* only runs the engine's operation to its end
+                     (host_req_finish_later; also early) */
     rq_state_t state;
     incoll_status_t status;
     int kept;            /* fast: result into host_comm_result_buf */
@@ -113,6 +115,7 @@ struct host_req_queue {
     int stop;
     early_slot_t early[EARLY_RING];
     unsigned early_next;
+    struct incoll_req fin; /* host_req_finish_later's */
     /* The thread, idle, sleeps on work_cv (with the sync's mu) until its
      * queue has work for it (work_seq counts the wakes): not on every
      * packet dispatched, which would have every idle thread of the
@@ -398,6 +401,10 @@ static size_t dsize_of(const struct incoll_req *r)
 static incoll_status_t run_blocking(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
+    if (r->finish) {
+        host_comm_finish_op(c);
+        return INCOLL_OK;
+    }
     switch (r->kind) {
     case RQ_ALLREDUCE:
         return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
@@ -451,6 +458,7 @@ static int fast_ok(const struct incoll_req *r)
     if (send != r->recvbuf && overlaps(send, r->recvbuf, r->count * ds))
         return 0;
     return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
+           host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype);
 }
 
@@ -917,6 +925,27 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
     }
     drain(a->comm);
     return 0;
+}
+
+void host_req_finish_later(incoll_comm_h comm)
+{
+    struct host_req_queue *q;
+    incoll_req_h r;
+    /* The thread takes it only from a caller holding the library lock
+     * (every public call): the queue changes under that lock alone. */
+    if (comm->ctx->sync == NULL || !held_by_me(comm->ctx->sync) ||
+        (q = queue_of(comm)) == NULL || q->fin.active) {
+        host_comm_finish_op(comm);
+        return;
+    }
+    r = &q->fin;
+    memset(r, 0, sizeof(*r));
+    r->comm = comm;
+    r->kind = RQ_BCAST;
+    r->threaded = 1;
+    r->early = 1;
+    r->finish = 1;
+    enqueue(r); /* cannot fail: the queue exists */
 }
 
 void host_req_drain(incoll_comm_h comm)

@@ -141,6 +141,13 @@ incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status);
 /* Waits for comm's outstanding requests (early operations included),
  * locally: for a benchmark that counts an early operation's packets. */
 void host_req_drain(incoll_comm_h comm);
+
+/* Lock held: comm's engine still runs an operation whose caller returns
+ * now (a broadcast's non-root with its data in, host_comm_wait_data): the
+ * communicator's thread runs it to its end, retransmitting as needed,
+ * while the caller goes on; comm's next call waits for it (its requests
+ * drain first). Without a thread, waits for it here. */
+void host_req_finish_later(incoll_comm_h comm);
 /* host_leave() without the unlock. */
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status);
 
