@@ -641,6 +641,7 @@ incoll_status_t host_comm_wait_data(incoll_comm_h comm)
 void host_comm_finish_op(incoll_comm_h comm)
 {
     incoll_status_t status;
+    comm->linger = 0;
     if (comm->eng == NULL || host_engine_status(comm->eng) != INCOLL_INPROGRESS)
         return;
     /* A broadcast that returned with its data (host_comm_wait_data): its

@@ -49,6 +49,11 @@ struct incoll_comm {
     uint64_t early_returns;
     uint64_t early_waits;
     incoll_status_t early_error;
+    /* A broadcast returned with its data while its engine operation
+     * waits for the round (host_req_finish_later): the next operation on
+     * the engine ends it, or the request thread after linger_due. */
+    int linger;
+    uint64_t linger_due;
     int stream_said; /* a lock refusal was logged (stream.c) */
     int stream_mode; /* host_stream_mode(): 0 by the threshold, 1 always,
                         -1 never */

@@ -38,6 +38,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 struct host_sync {
@@ -83,8 +84,6 @@ struct incoll_req {
     int detached; /* freed by the caller before completion */
     int early;    /* a blocking call that returned early (host_early_post):
                      owned by its communicator's ring, never reaped */
-    int finish;   /* only runs the engine's operation to its end
-                     (host_req_finish_later; also early) */
     rq_state_t state;
     incoll_status_t status;
     int kept;            /* fast: result into host_comm_result_buf */
@@ -102,6 +101,13 @@ struct incoll_req {
  * (collectives of a communicator run in order). */
 #define EARLY_RING 4
 
+/* How long a broadcast that returned with its data leaves its round to
+ * the communicator's next operation before the request thread takes it
+ * on (host_req_finish_later): a member that goes elsewhere holds the
+ * others' round up at most this long (it only matters when its own
+ * contribution or result was lost). */
+#define LINGER_NS 20000000ull
+
 typedef struct {
     struct incoll_req req;
     void *buf; /* the member's data the operation still needs */
@@ -115,7 +121,7 @@ struct host_req_queue {
     int stop;
     early_slot_t early[EARLY_RING];
     unsigned early_next;
-    struct incoll_req fin; /* host_req_finish_later's */
+    int idle_timed; /* the idle thread sleeps until a linger's due time */
     /* The thread, idle, sleeps on work_cv (with the sync's mu) until its
      * queue has work for it (work_seq counts the wakes): not on every
      * packet dispatched, which would have every idle thread of the
@@ -401,10 +407,6 @@ static size_t dsize_of(const struct incoll_req *r)
 static incoll_status_t run_blocking(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
-    if (r->finish) {
-        host_comm_finish_op(c);
-        return INCOLL_OK;
-    }
     switch (r->kind) {
     case RQ_ALLREDUCE:
         return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
@@ -580,13 +582,29 @@ static void thread_idle(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
     struct host_sync *s = comm->ctx->sync;
-    uint64_t seq;
+    uint64_t seq, now = host_now_ns();
     int depth;
+    struct timespec ts;
     pthread_mutex_lock(&s->mu);
     seq = q->work_seq;
+    /* While a broadcast lingers (host_req_finish_later), until its due
+     * time: work_cv runs on the realtime clock. */
+    q->idle_timed = comm->linger && comm->linger_due > now;
+    if (q->idle_timed) {
+        uint64_t left = comm->linger_due - now, ns;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ns = (uint64_t)ts.tv_nsec + left % 1000000000ull;
+        ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+    }
     depth = release_for_wait(s);
-    if (q->work_seq == seq)
-        pthread_cond_wait(&q->work_cv, &s->mu);
+    if (q->work_seq == seq) {
+        if (q->idle_timed)
+            pthread_cond_timedwait(&q->work_cv, &s->mu, &ts);
+        else
+            pthread_cond_wait(&q->work_cv, &s->mu);
+    }
+    q->idle_timed = 0;
     reacquire_after_wait(s, depth);
     pthread_mutex_unlock(&s->mu);
 }
@@ -760,6 +778,11 @@ static void *thread_main(void *arg)
         }
         if (r == NULL && q->stop)
             break;
+        if (r == NULL && comm->linger && host_now_ns() >= comm->linger_due) {
+            /* Its caller went elsewhere: the round goes on here. */
+            host_comm_finish_op(comm);
+            continue;
+        }
         thread_idle(comm);
     }
     host_unlock(ctx);
@@ -930,22 +953,29 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
 void host_req_finish_later(incoll_comm_h comm)
 {
     struct host_req_queue *q;
-    incoll_req_h r;
-    /* The thread takes it only from a caller holding the library lock
-     * (every public call): the queue changes under that lock alone. */
-    if (comm->ctx->sync == NULL || !held_by_me(comm->ctx->sync) ||
-        (q = queue_of(comm)) == NULL || q->fin.active) {
+    struct host_sync *s = comm->ctx->sync;
+    /* Only from a caller holding the library lock (every public call):
+     * the thread reads the linger under that lock alone. */
+    if (s == NULL || !held_by_me(s) || (q = queue_of(comm)) == NULL) {
         host_comm_finish_op(comm);
         return;
     }
-    r = &q->fin;
-    memset(r, 0, sizeof(*r));
-    r->comm = comm;
-    r->kind = RQ_BCAST;
-    r->threaded = 1;
-    r->early = 1;
-    r->finish = 1;
-    enqueue(r); /* cannot fail: the queue exists */
+    comm->linger = 1;
+    comm->linger_due = host_now_ns() + LINGER_NS;
+    ensure_thread(comm);
+    if (!q->has_thread) {
+        host_comm_finish_op(comm);
+        return;
+    }
+    /* An idle thread asleep without a due time learns of this one; one
+     * asleep until an earlier linger's due time wakes then and looks
+     * again, so a broadcast after another costs it no wake. */
+    pthread_mutex_lock(&s->mu);
+    if (!q->idle_timed) {
+        q->work_seq++;
+        pthread_cond_signal(&q->work_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 void host_req_drain(incoll_comm_h comm)
