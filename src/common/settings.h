@@ -90,7 +90,8 @@
       "data on at once, down to the other members and up toward the rest " \
       "of the tree, without waiting for every member to arrive; a member " \
       "returns once its data is in (the round's acknowledgement is " \
-      "awaited before its communicator's next operation); larger ones " \
+      "awaited by its communicator's next operation in the network, or " \
+      "its request thread after 20 ms); larger ones " \
       "send their data down each link once; 0: never") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
