@@ -648,6 +648,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.copy_adapt_bytes = g->copy_adapt_bytes;
         hp.hedge_pct = g->hedge_pct;
         hp.ask_bytes = g->ask_bytes;
+        hp.ahead_bytes = g->ahead_bytes;
         if (g->rto_init_ns)
             hp.rto_init_ns = g->rto_init_ns;
         if (g->rto_min_ns)

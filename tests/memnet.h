@@ -126,6 +126,7 @@ typedef struct {
     uint32_t copy_adapt_bytes; /* host_engine_params_t.copy_adapt_bytes */
     uint32_t hedge_pct;        /* host_engine_params_t.hedge_pct */
     uint32_t ask_bytes;        /* host_engine_params_t.ask_bytes */
+    uint32_t ahead_bytes;      /* host_engine_params_t.ahead_bytes */
 } memnet_group_cfg_t;
 
 typedef struct {

@@ -97,6 +97,16 @@
       "so operations answered in time send once, but one that lost a " \
       "packet waits that long (the 1% p99 measured worse: README, Loss); " \
       "0, the default: the copy goes at once and the ANs send theirs twice") \
+    X(BCAST_AHEAD, SIZE, "0", "0..4194304", "host", \
+      "a broadcast of at most this many bytes has the ANs send the root's " \
+      "data on at once, down to the other members and up toward the rest " \
+      "of the tree, without waiting for every member to arrive; a member " \
+      "returns once its data is in (the round's acknowledgement is " \
+      "awaited by its communicator's next operation in the network, or " \
+      "its request thread after 20 ms); larger ones " \
+      "send their data down each link once; 0, the default: never (with " \
+      "it on, a lost result and an AN failure at once can end the " \
+      "recovery in an error: docs/failures.md)") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
       "many bytes asks the leaf AN first (a header; the AN answers with " \

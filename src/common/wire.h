@@ -79,6 +79,17 @@ enum {
      * it holds the child's contribution, and with a RESULT flagged QUERY
      * (no data, no result: "send me your contribution") if not. */
     WIRE_F_QUERY = 1u << 7,
+    /* CONTRIB/RESULT of a broadcast: the root's data sent ahead of the
+     * round, not waiting for the other members (agg_core.h): up from the
+     * root's side (a CONTRIB, also ROOT) and down to every other child (a
+     * RESULT). Neither an arrival nor the round's result: a member takes
+     * the data from it and still waits for the round's result. */
+    WIRE_F_AHEAD = 1u << 8,
+    /* CONTRIB of a broadcast's root: its ANs send the data ahead
+     * (WIRE_F_AHEAD); the root sets it on operations of at most
+     * INCOLL_BCAST_AHEAD bytes, larger ones would send the data twice
+     * down every link. */
+    WIRE_F_PUSH = 1u << 9,
     /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
     WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */

@@ -55,6 +55,8 @@ typedef struct {
     uint8_t *fixed;    /* stream slots: the children's contribution
                           buffers, set aside in the pool (NULL: from the
                           group's free list) */
+    uint32_t ahead;    /* broadcasts: 1 + the epoch whose data this AN
+                          sent ahead of the round (send_ahead); 0: none */
 } slot_t;
 
 /* A group's lock and unlock rounds (see agg_core.h). */
@@ -501,7 +503,8 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
         .dtype = rc->dtype,
         .group = g->id,
         .child = (uint16_t)c,
-        .flags = (uint16_t)(rc->flags | wire_kind_flags((wire_coll_t)rc->kind) |
+        .flags = (uint16_t)((rc->flags & ~WIRE_F_PUSH) |
+                            wire_kind_flags((wire_coll_t)rc->kind) |
                             (data ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .epoch = rc->epoch,
@@ -777,6 +780,9 @@ static int contrib_well_formed(const wire_hdr_t *h)
     if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
         kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
         return 0;
+    if ((h->flags & (WIRE_F_PUSH | WIRE_F_AHEAD)) &&
+        (kind != WIRE_COLL_BCAST || !root || !has))
+        return 0; /* only a broadcast root's data goes ahead */
     if (h->flags & WIRE_F_QUERY)
         return !has &&
                (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE);
@@ -841,6 +847,7 @@ static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
         sl->epoch = UINT32_MAX;
         sl->state = SLOT_DONE;
         sl->arrived = 0;
+        sl->ahead = 0;
         sl->res[0].valid = 0;
         sl->res[1].valid = 0;
     }
@@ -1337,6 +1344,67 @@ static void log_missing(const agg_t *agg, const group_t *g, const slot_t *sl,
                  g->nchildren);
 }
 
+/*
+ * Broadcasts ahead of the round (wire.h, WIRE_F_AHEAD): the root's data
+ * for epoch h->epoch of a slot, come from child `from` (-1: from the
+ * parent), goes at once down to every other child and, from a child, up
+ * to the parent, which does the same: the members get the data without
+ * waiting for the others to arrive, the root's siblings in two hops. Only
+ * once per epoch (the round's own packets carry the data again when it
+ * completes); the slot's round is not touched. sl->epoch is the slot's
+ * epoch or the one before (the round of h->epoch not started here yet).
+ */
+static void send_ahead(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
+                       const uint8_t *payload, int from)
+{
+    wire_mac_state_t st;
+    wire_hdr_t d = *h;
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+
+    if (sl->ahead == h->epoch + 1u ||
+        (h->epoch != sl->epoch && h->epoch != sl->epoch + 1u))
+        return;
+    sl->ahead = h->epoch + 1u;
+    agg->ctr.ahead_sent++;
+    d.version = WIRE_VERSION;
+    d.flags = (uint16_t)((h->flags & (WIRE_F_LAST | WIRE_F_KIND_MASK)) |
+                         WIRE_F_AHEAD);
+    d.total = g->gen;
+    d.hops = 0;
+    wire_mac_prepare(&g->key, payload, bytes, &st);
+    d.type = WIRE_RESULT;
+    for (int c = 0; c < g->nchildren; c++) {
+        if (c == from || g->children[c] == INCOLL_EP_NONE)
+            continue;
+        d.child = (uint16_t)c;
+        emit(agg, &g->key, &st, g->children[c], &d, payload, bytes);
+    }
+    if (from >= 0 && g->parent != INCOLL_EP_NONE) {
+        d.type = WIRE_CONTRIB;
+        d.child = g->index_at_parent;
+        d.flags |= WIRE_F_ROOT;
+        emit(agg, &g->key, &st, g->parent, &d, payload, bytes);
+    }
+}
+
+/* A broadcast's data sent ahead (WIRE_F_AHEAD) by child c or, with c -1,
+ * by the parent: checked against the slot, then passed on. */
+static void on_ahead(agg_t *agg, group_t *g, const wire_hdr_t *h,
+                     const uint8_t *payload, int c)
+{
+    slot_t *sl = slot_at(g, h->slot);
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+    if (sl == NULL || wire_flags_kind(h->flags) != WIRE_COLL_BCAST ||
+        (h->flags & (WIRE_F_NODATA | WIRE_F_QUERY)) ||
+        (c >= 0 && !(h->flags & WIRE_F_ROOT)) || bytes > g->max_payload) {
+        agg->ctr.malformed_dropped++;
+        return;
+    }
+    send_ahead(agg, g, sl, h, payload, c);
+}
+
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h, const uint8_t *payload)
 {
@@ -1363,6 +1431,10 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (!child_admit(agg, g, src, h))
         return;
+    if (h->flags & WIRE_F_AHEAD) {
+        on_ahead(agg, g, h, payload, c);
+        return;
+    }
     sl = slot_at(g, h->slot);
     if (sl == NULL && g->lk_seq > 0 && g->rep_why == WIRE_LOCK_OK) {
         /* A stream slot of the group's last lock, which we no longer
@@ -1500,6 +1572,10 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     sl->seen[c / 64] |= 1ull << (c % 64);
     sl->arrived++;
     agg->ctr.contribs_accepted++;
+    rc->flags |= h->flags & WIRE_F_PUSH;
+    if ((h->flags & WIRE_F_PUSH) &&
+        (sl->arrived < g->nchildren || g->parent != INCOLL_EP_NONE))
+        send_ahead(agg, g, sl, h, payload, c);
     if (sl->arrived < g->nchildren)
         return;
 
@@ -1541,6 +1617,10 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     g->active_ns = agg->now_ns;
     if (h->slot >= g->nslots)
         g->lk_active_ns = agg->now_ns;
+    if (h->flags & WIRE_F_AHEAD) {
+        on_ahead(agg, g, h, payload, -1);
+        return;
+    }
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED ||
         (h->flags & WIRE_F_QUERY)) {
         /* (a QUERY answer from the parent carries no result) */

@@ -137,6 +137,7 @@ typedef struct {
     X(results_sent)                                                            \
     X(results_resent)                                                          \
     X(reforwards)                                                              \
+    X(ahead_sent)                                                              \
     X(asks)                                                                    \
     X(waits)                                                                   \
     X(duplicates_dropped)                                                      \

@@ -92,6 +92,7 @@ typedef struct {
     uint8_t nres;   /* results received: 2 when no copy was lost */
     uint8_t rtwice; /* the first result said the AN sends them twice */
     uint8_t judged; /* counted by copy_judge */
+    uint8_t ahead;  /* a broadcast's data came ahead of the result */
 } seg_t;
 
 struct host_engine {
@@ -133,6 +134,7 @@ struct host_engine {
                   too; 2 without the flag (following another member's
                   copies, COPY_FOLLOW) */
     int adapt; /* copy_adapt_bytes covers this operation */
+    int push;  /* a broadcast's root asks for its data sent ahead */
     /* Adaptive copies: on/off, operations covered so far, and the
      * operation count of the last sign of loss (0: none yet). */
     int copying;
@@ -152,6 +154,7 @@ struct host_engine {
     uint64_t next_send; /* index of the next segment to send */
     uint64_t low;       /* index of the lowest segment without result */
     uint64_t ndone;
+    uint64_t ndata; /* segments whose data is in recvbuf (recv_data) */
     uint64_t last_progress_ns;
     incoll_status_t status;
     int failed; /* members out of step: no further operations */
@@ -303,7 +306,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             wire_kind_flags(eng->kind) |
                             (eng->root ? WIRE_F_ROOT : 0) |
                             (eng->send_data ? 0 : WIRE_F_NODATA) |
-                            (eng->twice == 1 ? WIRE_F_TWICE : 0)),
+                            (eng->twice == 1 ? WIRE_F_TWICE : 0) |
+                            (eng->push ? WIRE_F_PUSH : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
@@ -424,6 +428,7 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->adapt = (uint8_t)eng->adapt;
         s->nres = 0;
         s->judged = 0;
+        s->ahead = 0;
         s->first_ns = now;
         seg_send(eng, s, now, 0, 0);
         eng->next_send++;
@@ -638,9 +643,12 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->st_timer = eng->stream;
     }
     copy_decide(eng, count * eng->dsize);
+    eng->push = kind == WIRE_COLL_BCAST && eng->root &&
+                count * eng->dsize <= eng->p.ahead_bytes;
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
+    eng->ndata = 0;
     eng->rack_next = UINT64_MAX;
     eng->dl_next = UINT64_MAX;
     eng->last_progress_ns = now_ns;
@@ -1170,12 +1178,81 @@ static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent)
         s->nres++;
 }
 
+/* The segment of the running operation that result h is for, with its
+ * offset and elements, if h describes it (offset, count, dtype, op,
+ * kind); NULL otherwise (counted as dropped when it is awaited). */
+static seg_t *result_seg(host_engine_t *eng, const wire_hdr_t *h,
+                         uint64_t *off_p, size_t *n_p)
+{
+    seg_t *s = awaited_seg(eng, h);
+    uint64_t off;
+    size_t n;
+    if (s == NULL)
+        return NULL;
+    off = (s->seq - eng->base_seq) * eng->seg_elems;
+    n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    if (h->offset != off || h->count != n || h->dtype != eng->dtype ||
+        h->op != eng->op || wire_flags_kind(h->flags) != eng->kind) {
+        eng->ctr.dropped++;
+        incoll_debug("host: group %u slot %u: result does not match the "
+                     "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
+                     eng->p.group, h->slot, h->offset, off, h->count, n);
+        return NULL;
+    }
+    *off_p = off;
+    *n_p = n;
+    return s;
+}
+
+/* A broadcast's data ahead of the round's result (WIRE_F_AHEAD): into
+ * the receive buffer, once; the segment still waits for its result. */
+static void on_ahead(host_engine_t *eng, const wire_hdr_t *h, const void *buf)
+{
+    seg_t *s;
+    uint64_t off;
+    size_t n;
+    if (eng->kind != WIRE_COLL_BCAST || !eng->recv_data ||
+        (h->flags & WIRE_F_NODATA) ||
+        (s = result_seg(eng, h, &off, &n)) == NULL || s->ahead) {
+        eng->ctr.duplicate_results++;
+        return;
+    }
+    memcpy(eng->recvbuf + off * eng->dsize, (const uint8_t *)buf + WIRE_HDR_LEN,
+           n * eng->dsize);
+    s->ahead = 1;
+    eng->ndata++;
+    eng->ctr.ahead++;
+}
+
+int host_engine_data_in(const host_engine_t *eng)
+{
+    return eng->status == INCOLL_INPROGRESS && !eng->ctl &&
+           eng->kind == WIRE_COLL_BCAST && eng->recv_data &&
+           eng->ndata == eng->nseg;
+}
+
+void host_engine_resume(host_engine_t *eng, uint64_t now_ns)
+{
+    uint64_t quiet = quiet_ns(eng);
+    if (eng->status != INCOLL_INPROGRESS || now_ns < eng->last_progress_ns)
+        return;
+    if (now_ns - eng->last_progress_ns > quiet)
+        eng->last_progress_ns = now_ns - quiet;
+}
+
+void host_engine_abandon(host_engine_t *eng, incoll_status_t status)
+{
+    if (eng->status == INCOLL_INPROGRESS && status != INCOLL_OK &&
+        status != INCOLL_INPROGRESS)
+        finish(eng, status);
+}
+
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns)
 {
     wire_hdr_t h;
     seg_t *s;
-    uint64_t idx, off;
+    uint64_t off;
     size_t n, span_lo = 0, span_n = 0;
     uint64_t gap = 0;
     int want;
@@ -1202,18 +1279,21 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         on_ask(eng, &h, now_ns);
         return;
     }
+    if (h.flags & WIRE_F_AHEAD) {
+        on_ahead(eng, &h, buf);
+        return;
+    }
     copy_count(eng, &h, 0);
     if (late_duplicate(eng, &h)) {
         eng->ctr.duplicate_results++;
         return;
     }
-    if ((s = awaited_seg(eng, &h)) == NULL) {
+    if (awaited_seg(eng, &h) == NULL) {
         eng->ctr.duplicate_results++;
         return;
     }
-    idx = s->seq - eng->base_seq;
-    off = idx * eng->seg_elems;
-    n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    if ((s = result_seg(eng, &h, &off, &n)) == NULL)
+        return;
     want = eng->recv_data;
     if (wire_coll_is_split(eng->kind)) {
         size_t lo, hi;
@@ -1222,13 +1302,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         span_n = hi - lo;
         want = span_n > 0;
     }
-    if (h.offset != off || h.count != n || h.dtype != eng->dtype ||
-        h.op != eng->op || wire_flags_kind(h.flags) != eng->kind ||
-        (!(h.flags & WIRE_F_NODATA)) != want) {
+    if ((!(h.flags & WIRE_F_NODATA)) != want) {
         eng->ctr.dropped++;
-        incoll_debug("host: group %u slot %u: result does not match the "
-                     "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
-                     eng->p.group, h.slot, h.offset, off, h.count, n);
+        incoll_debug("host: group %u slot %u: result %s data", eng->p.group,
+                     h.slot, want ? "without" : "with");
         return;
     }
     if (wire_coll_is_split(eng->kind) && want) {
@@ -1244,9 +1321,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         }
         memcpy(eng->recvbuf + (span_lo - eng->blk_off) * eng->dsize,
                pl + WIRE_PIECE_LEN, span_n * eng->dsize);
-    } else if (want && !wire_coll_is_split(eng->kind)) {
+    } else if (want && !s->ahead) {
         memcpy(eng->recvbuf + off * eng->dsize,
                (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
+        eng->ndata++;
     }
     s->state = SEG_DONE;
     if (s->nres < UINT8_MAX)

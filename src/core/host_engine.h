@@ -64,13 +64,17 @@ typedef struct {
                                      percent of the smoothed round trip after
                                      the first transmission (a hedge);
                                      0: at once, flagged TWICE */
-    uint32_t ask_bytes; /* a first fast resend of an allreduce or reduce
-                           segment of at least this many bytes asks the AN
-                           for the result instead of carrying the data
-                           (WIRE_F_QUERY); 0: never */
-    uint32_t pace;      /* segments the window may keep queued on the path
-                           (delay-based window, see host_engine.c); 0: the
-                           window is always `window` */
+    uint32_t ask_bytes;   /* a first fast resend of an allreduce or reduce
+                             segment of at least this many bytes asks the AN
+                             for the result instead of carrying the data
+                             (WIRE_F_QUERY); 0: never */
+    uint32_t ahead_bytes; /* a broadcast's root asks the ANs to send its
+                             data ahead of the round (WIRE_F_PUSH) for
+                             operations of at most this many bytes; 0:
+                             never */
+    uint32_t pace;        /* segments the window may keep queued on the path
+                             (delay-based window, see host_engine.c); 0: the
+                             window is always `window` */
     host_send_cb_t send;
     void *send_arg;
 } host_engine_params_t;
@@ -104,6 +108,8 @@ typedef struct {
     uint64_t spurious; /* timeouts undone: the first transmission's result
                           came (also in recovered) */
     uint64_t results;
+    uint64_t ahead; /* broadcast segments whose data came ahead of the
+                       round's result (WIRE_F_AHEAD) */
     uint64_t duplicate_results;
     uint64_t dropped; /* malformed or foreign packets */
     uint64_t bad_mac; /* results whose mac failed (also in dropped) */
@@ -256,6 +262,28 @@ uint64_t host_engine_deadline(const host_engine_t *eng);
 
 /* INCOLL_INPROGRESS while running, else the result of the last operation. */
 incoll_status_t host_engine_status(const host_engine_t *eng);
+
+/*
+ * 1 while the running operation is a broadcast's at a non-root whose every
+ * segment has its data (come ahead of the round, WIRE_F_AHEAD, or with
+ * its result): the caller may return with the data while the operation
+ * still waits for the round's results (the ANs' acknowledgement that
+ * lets the slots be used again). Nothing is written to the receive buffer
+ * any more; the operation must still run to its end (host_engine_status)
+ * before the next one starts.
+ */
+int host_engine_data_in(const host_engine_t *eng);
+
+/* The running operation was left unattended until now_ns (its data was
+ * in, host_engine_data_in): that time counts neither toward its progress
+ * timeout nor as silence that makes results late twice over; a segment
+ * whose retransmission is due goes at once. */
+void host_engine_resume(host_engine_t *eng, uint64_t now_ns);
+
+/* Ends the running operation with status (not INCOLL_OK): the group
+ * failed under it. The engine then refuses further operations, as after
+ * any failure. */
+void host_engine_abandon(host_engine_t *eng, incoll_status_t status);
 
 const host_engine_counters_t *host_engine_counters(const host_engine_t *eng);
 

@@ -49,10 +49,11 @@ static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
                                void *recvbuf, size_t count,
                                incoll_dtype_t dtype, incoll_op_t op)
 {
+    incoll_status_t status;
+    host_comm_finish_op(comm);
     /* Large enough: lock the tree and stream (a refusal runs it on the
      * slots), then let the lock go when its operations are done. */
-    incoll_status_t status =
-        host_stream_begin(comm, count * incoll_dtype_size(dtype));
+    status = host_stream_begin(comm, count * incoll_dtype_size(dtype));
     if (status != INCOLL_OK)
         return status;
     status = host_engine_start(comm->eng, sendbuf, recvbuf, count, dtype, op,

@@ -479,6 +479,7 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->copy_adapt_bytes = (uint32_t)setting_u64(SETTING_COPY_ADAPT);
     p->hedge_pct = (uint32_t)setting_int(SETTING_HEDGE_PCT);
     p->ask_bytes = (uint32_t)setting_u64(SETTING_ASK_BYTES);
+    p->ahead_bytes = (uint32_t)setting_u64(SETTING_BCAST_AHEAD);
     ctx->stream_threshold = (size_t)setting_u64(SETTING_STREAM_THRESHOLD);
     status = host_stream_lock_parse(setting_str(SETTING_STREAM_LOCK),
                                     &ctx->stream_nops);
@@ -666,13 +667,29 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
     }
 }
 
-/* Progresses comm's engine while its operation runs or, with unlock, while
- * its background unlock does. */
-static incoll_status_t comm_wait_for(incoll_comm_h comm, int unlock)
+enum { WAIT_OP, WAIT_UNLOCK, WAIT_DATA };
+
+/* 1 while comm_wait_for waits (what: WAIT_*). */
+static int comm_waits(const host_engine_t *eng, int what)
+{
+    switch (what) {
+    case WAIT_UNLOCK:
+        return host_engine_unlock_pending(eng);
+    case WAIT_DATA:
+        return host_engine_status(eng) == INCOLL_INPROGRESS &&
+               !host_engine_data_in(eng);
+    default:
+        return host_engine_status(eng) == INCOLL_INPROGRESS;
+    }
+}
+
+/* Progresses comm's engine while its operation runs (WAIT_OP), while its
+ * background unlock does (WAIT_UNLOCK), or until a broadcast's data is in
+ * (WAIT_DATA: INCOLL_OK then, the operation still running). */
+static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
 {
     incoll_ctx_h ctx = comm->ctx;
-    while (unlock ? host_engine_unlock_pending(comm->eng)
-                  : host_engine_status(comm->eng) == INCOLL_INPROGRESS) {
+    while (comm_waits(comm->eng, what)) {
         /* The manager said the group is gone: its operations cannot end. */
         if (host_comm_group_failed(comm)) {
             udp_flush(ctx->sock);
@@ -682,12 +699,14 @@ static incoll_status_t comm_wait_for(incoll_comm_h comm, int unlock)
         host_engine_on_time(comm->eng, host_now_ns());
     }
     udp_flush(ctx->sock);
+    if (what == WAIT_DATA && host_engine_data_in(comm->eng))
+        return INCOLL_OK;
     return host_engine_status(comm->eng);
 }
 
 incoll_status_t host_comm_wait(incoll_comm_h comm)
 {
-    incoll_status_t status = comm_wait_for(comm, 0);
+    incoll_status_t status = comm_wait_for(comm, WAIT_OP);
     /* A lock whose operations are used up goes now, whichever
      * collective used the last one. */
     if (status == INCOLL_OK)
@@ -695,11 +714,36 @@ incoll_status_t host_comm_wait(incoll_comm_h comm)
     return status;
 }
 
+incoll_status_t host_comm_wait_data(incoll_comm_h comm)
+{
+    return comm_wait_for(comm, WAIT_DATA);
+}
+
+void host_comm_finish_op(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    comm->linger = 0;
+    if (comm->eng == NULL || host_engine_status(comm->eng) != INCOLL_INPROGRESS)
+        return;
+    /* A broadcast that returned with its data (host_comm_wait_data): its
+     * result only acknowledges the round now. Its failure is the group's,
+     * which the next operation finds (the engine refuses it). */
+    host_engine_resume(comm->eng, host_now_ns());
+    status = comm_wait_for(comm, WAIT_OP);
+    if (status != INCOLL_OK) {
+        incoll_info("group %u: the round of a broadcast whose data was in "
+                    "failed: %s",
+                    comm->group, incoll_status_string(status));
+        host_engine_abandon(comm->eng, status);
+    }
+}
+
 incoll_status_t host_comm_settle(incoll_comm_h comm)
 {
+    host_comm_finish_op(comm);
     if (comm->eng == NULL || !host_engine_unlock_pending(comm->eng))
         return INCOLL_OK;
-    return comm_wait_for(comm, 1);
+    return comm_wait_for(comm, WAIT_UNLOCK);
 }
 
 incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len)

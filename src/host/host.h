@@ -49,6 +49,11 @@ struct incoll_comm {
     uint64_t early_returns;
     uint64_t early_waits;
     incoll_status_t early_error;
+    /* A broadcast returned with its data while its engine operation
+     * waits for the round (host_req_finish_later): the next operation on
+     * the engine ends it, or the request thread after linger_due. */
+    int linger;
+    uint64_t linger_due;
     int stream_said;      /* a lock refusal was logged (stream.c) */
     int stream_mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
                              -1 never */
@@ -185,8 +190,19 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
  * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
  * failed (the caller rebuilds, src/host/comm.h). */
 incoll_status_t host_comm_wait(incoll_comm_h comm);
-/* Runs comm's background unlock (host_stream_end) to its end, if one is
- * pending: before the next lock, and before the group goes. */
+/* As host_comm_wait, but returns INCOLL_OK as soon as a broadcast's data
+ * is in at a non-root (host_engine_data_in, INCOLL_BCAST_AHEAD): the
+ * operation then still runs until its round's result, which
+ * host_comm_finish_op waits for before the engine's next operation. */
+incoll_status_t host_comm_wait_data(incoll_comm_h comm);
+/* Runs comm's engine's operation to its end if one is still running (a
+ * broadcast that returned with its data): before each new operation of
+ * the engine. A failure leaves the engine failed, so that the next
+ * operation recovers (docs/failures.md). */
+void host_comm_finish_op(incoll_comm_h comm);
+/* Runs comm's engine's last operation (host_comm_finish_op) and its
+ * background unlock (host_stream_end) to their ends, if pending: before
+ * the next lock, and before the group goes. */
 incoll_status_t host_comm_settle(incoll_comm_h comm);
 
 /* Frees a communicator that is no longer on its context's list: its

@@ -20,6 +20,7 @@
 
 #include "host/comm.h"
 #include "host/host.h"
+#include "host/req.h"
 
 #include "common/dtype.h"
 
@@ -79,16 +80,19 @@ static void *kept_buf(incoll_comm_h comm, const host_rec_call_t *c, size_t out,
     return host_comm_result_buf(comm, out + *in_bytes);
 }
 
-/* One operation of the engine, waited for. */
+/* One operation of the engine, waited for: until its result, or a
+ * broadcast's non-root until its data is in (host_comm_wait_data). */
 static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
                            const void *sendbuf, void *recvbuf, size_t count,
                            incoll_dtype_t dtype, incoll_op_t op)
 {
-    incoll_status_t status =
-        host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf, count,
-                               dtype, op, host_now_ns());
+    incoll_status_t status;
+    host_comm_finish_op(comm);
+    status = host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf,
+                                    count, dtype, op, host_now_ns());
     if (status == INCOLL_INPROGRESS)
-        status = host_comm_wait(comm);
+        status = kind == WIRE_COLL_BCAST && !root ? host_comm_wait_data(comm)
+                                                  : host_comm_wait(comm);
     return status;
 }
 
@@ -151,14 +155,22 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
         return INCOLL_ERR_UNSUPPORTED;
     if (bytes == 0 || comm->size == 1)
         return INCOLL_OK;
-    if (!host_comm_recoverable(comm))
-        return run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : buf,
-                   bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    if (!host_comm_recoverable(comm)) {
+        status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL,
+                     me ? NULL : buf, bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+        if (status == INCOLL_OK &&
+            host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+            host_req_finish_later(comm);
+        return status;
+    }
     res = host_comm_result_buf(comm, bytes);
     if (res == NULL)
         return INCOLL_ERR_NO_MEMORY;
     status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
                  bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    if (status == INCOLL_OK &&
+        host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+        host_req_finish_later(comm);
     if (status == INCOLL_OK) {
         host_rec_call_t c = rec_call(HOST_COLL_BCAST, root, buf, buf, bytes,
                                      INCOLL_UINT8, INCOLL_OP_SUM);
@@ -222,6 +234,7 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         size_t out = me ? total : 0, in;
         if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
+        host_comm_finish_op(comm);
         status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
                                           sendbuf, off, bytes, me ? res : NULL,
                                           total, host_now_ns());
@@ -242,6 +255,7 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
+    host_comm_finish_op(comm);
     status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
                                       sendbuf, off, bytes, me ? recvbuf : NULL,
                                       total, host_now_ns());
@@ -302,6 +316,7 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         size_t in;
         if ((res = kept_buf(comm, &c, count * ds, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
+        host_comm_finish_op(comm);
         status = host_engine_start_split(comm->eng, kind, comm->rank == root,
                                          has_vec ? sendbuf : NULL, off, count,
                                          res, total, dtype, op, host_now_ns());
@@ -321,6 +336,7 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         memcpy(comm->scratch, sendbuf, total * ds);
         sendbuf = comm->scratch;
     }
+    host_comm_finish_op(comm);
     status = host_engine_start_split(comm->eng, kind, comm->rank == root,
                                      has_vec ? sendbuf : NULL, off, count,
                                      recvbuf, total, dtype, op, host_now_ns());

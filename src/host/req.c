@@ -38,6 +38,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 struct host_sync {
@@ -100,6 +101,13 @@ struct incoll_req {
  * (collectives of a communicator run in order). */
 #define EARLY_RING 4
 
+/* How long a broadcast that returned with its data leaves its round to
+ * the communicator's next operation before the request thread takes it
+ * on (host_req_finish_later): a member that goes elsewhere holds the
+ * others' round up at most this long (it only matters when its own
+ * contribution or result was lost). */
+#define LINGER_NS 20000000ull
+
 typedef struct {
     struct incoll_req req;
     void *buf; /* the member's data the operation still needs */
@@ -113,6 +121,7 @@ struct host_req_queue {
     int stop;
     early_slot_t early[EARLY_RING];
     unsigned early_next;
+    int idle_timed; /* the idle thread sleeps until a linger's due time */
     /* The thread, idle, sleeps on work_cv (with the sync's mu) until its
      * queue has work for it (work_seq counts the wakes): not on every
      * packet dispatched, which would have every idle thread of the
@@ -453,6 +462,7 @@ static int fast_ok(const struct incoll_req *r)
     /* One that locks the tree first (INCOLL_STREAM_THRESHOLD) runs the
      * blocking way in the communicator's thread: lock, stream, unlock. */
     return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
+           host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype) &&
            !host_stream_would_lock(c, r->count * ds);
 }
@@ -575,13 +585,29 @@ static void thread_idle(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
     struct host_sync *s = comm->ctx->sync;
-    uint64_t seq;
+    uint64_t seq, now = host_now_ns();
     int depth;
+    struct timespec ts;
     pthread_mutex_lock(&s->mu);
     seq = q->work_seq;
+    /* While a broadcast lingers (host_req_finish_later), until its due
+     * time: work_cv runs on the realtime clock. */
+    q->idle_timed = comm->linger && comm->linger_due > now;
+    if (q->idle_timed) {
+        uint64_t left = comm->linger_due - now, ns;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ns = (uint64_t)ts.tv_nsec + left % 1000000000ull;
+        ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+    }
     depth = release_for_wait(s);
-    if (q->work_seq == seq)
-        pthread_cond_wait(&q->work_cv, &s->mu);
+    if (q->work_seq == seq) {
+        if (q->idle_timed)
+            pthread_cond_timedwait(&q->work_cv, &s->mu, &ts);
+        else
+            pthread_cond_wait(&q->work_cv, &s->mu);
+    }
+    q->idle_timed = 0;
     reacquire_after_wait(s, depth);
     pthread_mutex_unlock(&s->mu);
 }
@@ -756,6 +782,11 @@ static void *thread_main(void *arg)
         }
         if (r == NULL && q->stop)
             break;
+        if (r == NULL && comm->linger && host_now_ns() >= comm->linger_due) {
+            /* Its caller went elsewhere: the round goes on here. */
+            host_comm_finish_op(comm);
+            continue;
+        }
         thread_idle(comm);
     }
     host_unlock(ctx);
@@ -921,6 +952,34 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
     }
     drain(a->comm);
     return 0;
+}
+
+void host_req_finish_later(incoll_comm_h comm)
+{
+    struct host_req_queue *q;
+    struct host_sync *s = comm->ctx->sync;
+    /* Only from a caller holding the library lock (every public call):
+     * the thread reads the linger under that lock alone. */
+    if (s == NULL || !held_by_me(s) || (q = queue_of(comm)) == NULL) {
+        host_comm_finish_op(comm);
+        return;
+    }
+    comm->linger = 1;
+    comm->linger_due = host_now_ns() + LINGER_NS;
+    ensure_thread(comm);
+    if (!q->has_thread) {
+        host_comm_finish_op(comm);
+        return;
+    }
+    /* An idle thread asleep without a due time learns of this one; one
+     * asleep until an earlier linger's due time wakes then and looks
+     * again, so a broadcast after another costs it no wake. */
+    pthread_mutex_lock(&s->mu);
+    if (!q->idle_timed) {
+        q->work_seq++;
+        pthread_cond_signal(&q->work_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
 }
 
 void host_req_drain(incoll_comm_h comm)

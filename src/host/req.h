@@ -141,6 +141,15 @@ incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status);
 /* Waits for comm's outstanding requests (early operations included),
  * locally: for a benchmark that counts an early operation's packets. */
 void host_req_drain(incoll_comm_h comm);
+
+/* Lock held: comm's engine still runs an operation whose caller returns
+ * now (a broadcast's non-root with its data in, host_comm_wait_data):
+ * comm's next operation on the engine runs it to its end first
+ * (host_comm_finish_op), or, if that does not come within LINGER_NS, the
+ * communicator's thread does, retransmitting as needed, so that a
+ * member that goes on to other work never holds the others up for long.
+ * Without the lock or a thread, waits for it here. */
+void host_req_finish_later(incoll_comm_h comm);
 /* host_leave() without the unlock. */
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status);
 
