@@ -460,3 +460,14 @@ int sh_in(const char *dir, const char *out, const char *fmt, ...)
     va_end(ap);
     return rc;
 }
+
+unsigned long long streamed_in(const char *path)
+{
+    char *text = slurp(path);
+    unsigned long long sum = 0, n;
+    for (char *p = text; p && (p = strstr(p, "stream: group ")) != NULL; p++)
+        if (sscanf(p, "stream: group %*u: %llu of", &n) == 1)
+            sum += n;
+    free(text);
+    return sum;
+}

@@ -112,6 +112,9 @@ void stop_all(void);
 /* The whole file (NUL-terminated, caller frees); "" when it cannot be
  * opened. */
 char *slurp(const char *path);
+/* Operations streamed, summed over the info lines ("stream: group G: S of
+ * N operations streamed") in the file at path. */
+unsigned long long streamed_in(const char *path);
 /* Runs a shell command (no time limit: for quick ones) with stdout and
  * stderr written to the file out. Returns the exit status, 128 when it died
  * of a signal, or -1 if it could not run. */

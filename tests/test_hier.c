@@ -470,19 +470,6 @@ TEST(hier_node_killed, TEST_INTEG)
     return TEST_PASSED;
 }
 
-/* Operations streamed, summed over the info lines ("stream: group G: S of
- * N operations streamed") in the file at path. */
-static unsigned long long streamed_in_file(const char *path)
-{
-    char *text = slurp(path);
-    unsigned long long sum = 0, n;
-    for (char *p = text; p && (p = strstr(p, "stream: group ")) != NULL; p++)
-        if (sscanf(p, "stream: group %*u: %llu of", &n) == 1)
-            sum += n;
-    free(text);
-    return sum;
-}
-
 /*
  * incoll_comm_lock and incoll_comm_unlock on a fabric without a manager
  * (tests/progs/lock_check --world-only): 4 ranks, 2 per host (the
@@ -509,7 +496,7 @@ TEST(hier_lock_api, TEST_INTEG)
                       "INCOLL_FAULT_SEED=3",
                       prog, "");
         hier_down(dir, out);
-        streamed = streamed_in_file(out);
+        streamed = streamed_in(out);
         fprintf(stderr, "    %d per host: %llu operations streamed\n", ppn[i],
                 streamed);
         if (rc != 0 || !file_has(out, "ok 2 rounds"))

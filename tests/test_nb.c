@@ -50,19 +50,6 @@ TEST(nb_progress_thread, TEST_INTEG)
                   "--iters 100 --threads", "6 hosts, progress thread, 5% loss");
 }
 
-/* Operations streamed, summed over the info lines ("stream: group G: S of
- * N operations streamed") of a run's output. */
-static unsigned long long streamed_in(const char *path)
-{
-    char *text = slurp(path);
-    unsigned long long sum = 0, n;
-    for (char *p = text; p && (p = strstr(p, "stream: group ")) != NULL; p++)
-        if (sscanf(p, "stream: group %*u: %llu of", &n) == 1)
-            sum += n;
-    free(text);
-    return sum;
-}
-
 /* Nonblocking allreduces of 64 KiB and more lock the tree and stream
  * (with payloads of 1 KiB the 64 slots carry 64 KiB at once): they run
  * in the communicator's thread, lock, stream and unlock, among requests

@@ -332,7 +332,11 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     rank = r.rank;
     size = r.size;
     if (o.sockets > 0) {
-        /* N sockets per host to hwloc; local rank i on CPU i mod CPUs. */
+        /* N sockets per host to hwloc; local rank i of host h on CPU
+         * (i + h) mod CPUs: the emulated hosts share this machine's CPUs,
+         * and without the host's offset every host's leader (local rank
+         * 0) would sit on CPU 0 with the others' leaders, where real hosts
+         * each have CPUs of their own. */
         static char topo[64];
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         cpu_set_t set;
@@ -343,7 +347,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         synth = topo;
         setenv("HWLOC_SYNTHETIC", synth, 1);
         CPU_ZERO(&set);
-        CPU_SET((int)((rank % o.ppn) % ncpu), &set);
+        CPU_SET((int)((rank % o.ppn + rank / o.ppn) % ncpu), &set);
         sched_setaffinity(0, sizeof(set), &set);
     }
     /* One communicator per mode, all made before any is used. */

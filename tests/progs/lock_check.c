@@ -148,15 +148,17 @@ static int nonblocking(run_t *r, incoll_comm_h world, size_t count)
     return ret != 0 ? ret : unlock(world);
 }
 
-static int round_run(run_t *r, incoll_comm_h world, incoll_comm_h other,
-                     size_t count)
-{
-    int ret;
+/* Returns from the function at the first step that fails. */
 #define STEP(x)                                                                \
     do {                                                                       \
         if ((ret = (x)) != 0)                                                  \
             return ret;                                                        \
     } while (0)
+
+static int round_run(run_t *r, incoll_comm_h world, incoll_comm_h other,
+                     size_t count)
+{
+    int ret;
     /* 1 */
     STEP(lock(world, 0, 1, "world lock"));
     STEP(ar(r, world, count));
@@ -186,7 +188,6 @@ static int round_run(run_t *r, incoll_comm_h world, incoll_comm_h other,
     STEP(unlock(world));
     /* 5 */
     STEP(nonblocking(r, world, count));
-#undef STEP
     return 0;
 }
 
@@ -194,11 +195,6 @@ static int round_run(run_t *r, incoll_comm_h world, incoll_comm_h other,
 static int world_run(run_t *r, incoll_comm_h world, size_t count)
 {
     int ret;
-#define STEP(x)                                                                \
-    do {                                                                       \
-        if ((ret = (x)) != 0)                                                  \
-            return ret;                                                        \
-    } while (0)
     STEP(lock(world, 0, 1, "world lock"));
     STEP(ar(r, world, count));
     STEP(ar(r, world, 8));
@@ -207,7 +203,6 @@ static int world_run(run_t *r, incoll_comm_h world, size_t count)
     STEP(ar(r, world, count));
     STEP(ar(r, world, count));
     STEP(unlock(world));
-#undef STEP
     return 0;
 }
 
