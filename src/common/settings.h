@@ -145,6 +145,11 @@
       "retransmissions of one segment before giving up") \
     X(TIMEOUT_MS, MS, "3s", "1ms..24h", "host", \
       "an operation with no result for this long fails with a timeout") \
+    X(P2P_RTO_MIN_US, US, "5ms", "1us..60s", "host", \
+      "lower bound of the host-based algorithms' adaptive timeout (their " \
+      "bursts queue on slow links and their ranks wait to be scheduled: " \
+      "a floor near the round trip resends what was only late); the " \
+      "greater of it and INCOLL_RTO_MIN_US") \
     X(P2P_WINDOW, INT, "64", "1..512", "host", \
       "packets in flight per step of the host-based algorithms") \
     X(P2P_PAYLOAD, SIZE, "0", "0..65535", "host", \
