@@ -89,3 +89,13 @@ TEST(early_rooted_fail_next_call, TEST_INTEG)
                      "--fail-at 8 --count 16", "4 hosts, a failure",
                      "the operation this member returned early from failed");
 }
+
+/* A communicator whose thread cannot be started (the system out of
+ * threads): its blocking calls run as usual without returning early, its
+ * nonblocking bcast fails at once with INCOLL_ERR_NO_MEMORY on every rank,
+ * and the reason is said. */
+TEST(early_rooted_no_thread, TEST_INTEG)
+{
+    return run_early(4, 2, "INCOLL_FAULT_NO_THREAD=1", "--iters 40 --count 16",
+                     "4 hosts, no thread", "cannot start the thread");
+}

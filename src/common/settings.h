@@ -234,6 +234,10 @@
       "mean length in datagrams of the bursts INCOLL_FAULT_DROP drops in " \
       "(same loss rate); 1 drops each datagram independently") \
     X(FAULT_SEED, INT, "1", "0..", "fault", "seed of the fault injection") \
+    X(FAULT_NO_THREAD, BOOL, "0", "", "fault", \
+      "1: a communicator's request thread cannot be started, as when the " \
+      "system is out of threads (its nonblocking collectives then fail, " \
+      "its blocking ones do not return early)") \
     X(AGG_FAULT_DROP_RESULTS, INT, "", "0..", "fault", \
       "an AN drops the result packets of the first group it serves after " \
       "this many of them; unset: off") \

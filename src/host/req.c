@@ -118,6 +118,7 @@ struct host_req_queue {
     incoll_req_h head, tail;
     pthread_t thread;
     int has_thread;
+    int thread_said; /* that it could not be started: said once */
     int stop;
     early_slot_t early[EARLY_RING];
     unsigned early_next;
@@ -556,27 +557,37 @@ static void ensure_thread(incoll_comm_h comm)
     int ret;
     if (q->has_thread)
         return;
-    ret = pthread_create(&q->thread, NULL, thread_main, comm);
+    ret = setting_bool(SETTING_FAULT_NO_THREAD)
+              ? EAGAIN
+              : pthread_create(&q->thread, NULL, thread_main, comm);
     if (ret != 0) {
-        incoll_error("requests: cannot start the thread of a communicator: "
-                     "%s",
-                     strerror(ret));
-        return; /* the head is then run by whoever waits for it */
+        if (!q->thread_said)
+            incoll_error("requests: cannot start the thread of a "
+                         "communicator: %s; its nonblocking collectives "
+                         "fail and its blocking ones do not return early",
+                         strerror(ret));
+        q->thread_said = 1;
+        return; /* its requests then fail (thread_wake) */
     }
     q->has_thread = 1;
 }
 
 /* Lock held: comm's head is for its thread, or the thread must stop:
- * makes the thread if needed and wakes it. */
-static void thread_wake(incoll_comm_h comm)
+ * makes the thread if needed and wakes it. 0 when there is no thread
+ * (it could not be made): the head must then end here, as nobody else
+ * would ever run it. */
+static int thread_wake(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
     struct host_sync *s = comm->ctx->sync;
     ensure_thread(comm);
+    if (!q->has_thread)
+        return 0;
     pthread_mutex_lock(&s->mu);
     q->work_seq++;
     pthread_cond_signal(&q->work_cv);
     pthread_mutex_unlock(&s->mu);
+    return 1;
 }
 
 /* The thread, lock held, with nothing to do: sleeps until thread_wake()
@@ -632,9 +643,13 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
                     "recovering with the other members",
                     c->group, incoll_status_string(status));
         r->state = ST_RECOVER;
-        thread_wake(c);
-        host_sync_kick(c->ctx);
-        return;
+        if (thread_wake(c)) {
+            host_sync_kick(c->ctx);
+            return;
+        }
+        incoll_error("allreduce: group %u: no thread to recover in; the "
+                     "operation fails",
+                     c->group);
     }
     complete(r, status);
 }
@@ -687,9 +702,12 @@ static void advance(incoll_comm_h comm)
                 fast_start(r);
             } else {
                 r->state = ST_THREAD;
-                thread_wake(comm);
-                host_sync_kick(comm->ctx);
-                return;
+                if (thread_wake(comm)) {
+                    host_sync_kick(comm->ctx);
+                    return;
+                }
+                /* ensure_thread said why. */
+                complete(r, INCOLL_ERR_NO_MEMORY);
             }
             continue;
         }
@@ -892,6 +910,10 @@ static int early_post(const host_req_args_t *a)
         !host_coll_early_ok(c, coll, a->count, a->op, a->dtype) ||
         (q = queue_of(c)) == NULL)
         return 0;
+    /* Only the thread completes an operation its caller left. */
+    ensure_thread(c);
+    if (!q->has_thread)
+        return 0;
     e = &q->early[q->early_next % EARLY_RING];
     if (e->req.active) {
         /* EARLY_RING operations of comm are outstanding: the oldest must
@@ -1019,7 +1041,7 @@ void host_req_comm_fini(incoll_comm_h comm)
     if (q->has_thread) {
         int depth;
         q->stop = 1;
-        thread_wake(comm);
+        (void)thread_wake(comm);
         pthread_mutex_lock(&s->mu);
         depth = release_all_locked(s);
         pthread_mutex_unlock(&s->mu);

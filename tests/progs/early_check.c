@@ -24,6 +24,12 @@
  * and both barriers an error (the first one the early operation's, the
  * second one the broken communicator's); the root's three calls errors.
  *
+ * With INCOLL_FAULT_NO_THREAD=1 (the communicator's thread cannot be
+ * started) no call may return early, and after the iterations a
+ * nonblocking bcast, which needs the thread, must fail with
+ * INCOLL_ERR_NO_MEMORY on every rank and a blocking allreduce after it
+ * must be right.
+ *
  * Prints "summary ok=A wrong=W errors=E early=R expected=X" and "all
  * correct" when every call was right and, on an offloaded communicator,
  * the early returns counted by libincoll are the calls that could return
@@ -92,6 +98,34 @@ static uint64_t early_count(incoll_comm_h comm)
     return c.early_returns;
 }
 
+/* Without the communicator's thread (see the header): 0 when right. */
+static int nothread_run(incoll_comm_h world, int rank, int size, int64_t *buf,
+                        size_t count)
+{
+    incoll_req_h req = NULL;
+    incoll_status_t status;
+    int64_t sum = rank + 1;
+
+    status = incoll_ibcast(world, buf, count * sizeof(*buf), 0, &req);
+    if (status == INCOLL_OK)
+        status = incoll_req_wait(req);
+    if (status != INCOLL_ERR_NO_MEMORY) {
+        printf("no thread: ibcast returned %s, want %s\n",
+               incoll_status_string(status),
+               incoll_status_string(INCOLL_ERR_NO_MEMORY));
+        return 1;
+    }
+    status = incoll_allreduce(world, INCOLL_IN_PLACE, &sum, 1, INCOLL_INT64,
+                              INCOLL_OP_SUM);
+    if (status != INCOLL_OK || sum != (int64_t)size * (size + 1) / 2) {
+        printf("no thread: allreduce after it: %s, sum %lld want %lld\n",
+               incoll_status_string(status), (long long)sum,
+               (long long)size * (size + 1) / 2);
+        return 1;
+    }
+    return 0;
+}
+
 /* The failure run (--fail-at): see the header. */
 static int fail_run(incoll_comm_h world, int rank, int it, size_t count,
                     int64_t *in, int64_t *out)
@@ -120,7 +154,7 @@ static int fail_run(incoll_comm_h world, int rank, int it, size_t count,
 int main(int argc, char **argv)
 {
     int iters = 40, fail_at = -1, rank, size, nok = 0, nwrong = 0, nerr = 0;
-    int notearly = 0;
+    int notearly = 0, nothread;
     size_t count = 16;
     const char *dir = NULL;
     incoll_ctx_h ctx;
@@ -163,7 +197,9 @@ int main(int argc, char **argv)
     offloaded = incoll_comm_offloaded(world, NULL);
     {
         const char *max = getenv("INCOLL_EARLY_MAX");
-        on = !(max && strcmp(max, "0") == 0);
+        const char *nt = getenv("INCOLL_FAULT_NO_THREAD");
+        nothread = nt && strcmp(nt, "1") == 0;
+        on = !(max && strcmp(max, "0") == 0) && !nothread;
     }
     early0 = early_count(world);
     for (int it = 0; it < (fail_at >= 0 ? fail_at : iters); it++) {
@@ -273,6 +309,8 @@ int main(int argc, char **argv)
     }
     /* A barrier: every early operation of this rank completed. */
     if (incoll_barrier(world) != INCOLL_OK)
+        nerr++;
+    if (nothread && nothread_run(world, rank, size, out, count) != 0)
         nerr++;
     {
         uint64_t early = early_count(world) - early0;
