@@ -564,8 +564,8 @@ __attribute__((constructor)) static void reduce_init(void)
  * Forces the variant reduce_n() uses: "avx512", "avx2", "sse2", "scalar",
  * or NULL for the best one the CPU supports. Returns 0, or -1 (and changes
  * nothing) if the name is unknown or the CPU lacks it. Not thread-safe: for
- * tests and benchmarks, before any reduction runs.
- * TODO(lead): declare in src/common/dtype.h.
+ * tests and benchmarks, before any reduction runs (declared in
+ * common/dtype.h).
  */
 int reduce_select_impl(const char *name)
 {
