@@ -77,7 +77,7 @@ MGR_LIB_OBJS := $(filter-out %/mgr_main.o,$(MGR_OBJS)) $(FABRIC_OBJS)
 
 # The benchmarks' option parser is unit tested (tests/test_bench.c), so
 # the test binaries link it too.
-TEST_TOOL_SRCS := tools/bench_opts.c
+TEST_TOOL_SRCS := tools/bench_opts.c tools/bench_rank.c
 TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 # At -O1 gcc cannot see that emu.c's namespace names fit their buffers
 # (they are checked where they are made) and warns of truncation.

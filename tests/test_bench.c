@@ -20,6 +20,7 @@
 #include "test.h"
 
 #include "../tools/bench_opts.h"
+#include "../tools/bench_rank.h"
 #include "core/algo.h"
 
 #include "fabric/mgr_tool.h"
@@ -187,6 +188,47 @@ static int t_parse(const bench_cmd_t *cmd, const char *const *args,
         argv[argc++] = (char *)args[i];
     argv[argc] = NULL;
     return bench_opts_parse(cmd, argc, argv, o, err, errlen);
+}
+
+/* The order the benchmarks run their algorithms in: each iteration a
+ * permutation; over many iterations every algorithm runs at every position
+ * and right after every other one about equally often (a rotation, or a
+ * rotation reversed every other block, gives some pairs none). */
+TEST(bench_run_order_fair, TEST_UNIT)
+{
+    enum { N = 6, ITERS = 6000 };
+    int pos[N][N] = {{0}}, after[N][N] = {{0}}, prev = -1;
+
+    CHECK_EQ_INT(bench_run_order(1, 7, 0), 0);
+    for (int it = -2; it < ITERS; it++) {
+        int seen = 0;
+        for (int k = 0; k < N; k++) {
+            int a = bench_run_order(N, it, k);
+            CHECK(a >= 0 && a < N);
+            CHECK_MSG(!(seen & (1 << a)), "iteration %d: %d twice", it, a);
+            seen |= 1 << a;
+            if (it >= 0) {
+                pos[a][k]++;
+                if (prev >= 0)
+                    after[prev][a]++;
+            }
+            prev = a;
+        }
+        /* the same order on every call, as on every rank */
+        CHECK_EQ_INT(bench_run_order(N, it, 0), bench_run_order(N, it, 0));
+    }
+    for (int a = 0; a < N; a++) {
+        for (int b = 0; b < N; b++) {
+            /* expected ITERS / N = 1000 at each position; a follows b
+             * (a != b) about ITERS * N / (N * (N - 1)) = 1200 times */
+            CHECK_MSG(pos[a][b] > 850 && pos[a][b] < 1150,
+                      "algorithm %d at position %d %d times", a, b, pos[a][b]);
+            if (a != b)
+                CHECK_MSG(after[a][b] > 1000 && after[a][b] < 1400,
+                          "%d right after %d %d times", b, a, after[a][b]);
+        }
+    }
+    return TEST_PASSED;
 }
 
 TEST(bench_opts_good, TEST_UNIT)

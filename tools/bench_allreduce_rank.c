@@ -3,7 +3,7 @@
  * _allreduce`, or the MPI worker: bench_allreduce_rank_run).
  *
  * For every size and iteration each rank runs every algorithm once, in an
- * order rotated by the iteration and reversed every other round
+ * order drawn for the iteration
  * (bench_run_order) so no algorithm always follows the same one; before
  * each operation the ranks meet in a barrier in shared memory (not timed,
  * bench_rank.h). Around the operation it reads the monotonic clock,

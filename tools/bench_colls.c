@@ -9,11 +9,11 @@
  * links with --emulate, else loopback, always torn down) and starts the
  * ranks with `incoll run` running the hidden `incoll bench _coll`. Each
  * rank, for every size and iteration, runs every algorithm once in an
- * order rotated by the iteration, each after an untimed allreduce of one
- * byte (a barrier), and times it on the monotonic clock. Per algorithm and
- * size the latency is each rank's average, then avg/min/max over ranks (as
- * OSU does); MB/s = bytes per rank / avg latency. Every operation's result
- * is checked (a bcast's bytes, an allgather's, gather's and scatter's
+ * order drawn for the iteration (bench_run_order), each after an untimed
+ * allreduce of one byte (a barrier), and times it on the monotonic clock. Per
+ * algorithm and size the latency is each rank's average, then avg/min/max over
+ * ranks (as OSU does); MB/s = bytes per rank / avg latency. Every operation's
+ * result is checked (a bcast's bytes, an allgather's, gather's and scatter's
  * blocks, integer sums of reduce and reduce_scatter) and a wrong one fails
  * the run. Sizes are bytes per rank (elements of int64 for the
  * reductions: size / 8 of them).
@@ -387,7 +387,7 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             bytes = bytes / 8 * 8;
         for (int it = -2; it < o.b.iters && ret == 0; it++) {
             for (int k = 0; k < na && ret == 0; k++) {
-                int ai = (k + (it < 0 ? 0 : it)) % na;
+                int ai = bench_run_order(na, it, k);
                 int root = it < 0 ? 0 : it % size;
                 host_counters_t h0, h1;
                 uint64_t t0;

@@ -11,13 +11,13 @@
  * --ppn K` running the hidden `incoll bench _hier`, or, with mpi, with
  * `incoll mpirun -n P --ppn K` running the MPI worker. Each rank makes one
  * communicator per mode (host_hier_set_mode) and, for every size and
- * iteration, runs every algorithm once in an order rotated by the
- * iteration, each after a barrier (not timed); it checks every result
- * (float32 small integers: exact). Latency is averaged per rank, then
- * avg/min/max over ranks; bandwidth = bytes / avg latency; tx/host is
- * what the ranks' UDP sockets sent per operation, summed and divided by
- * the hosts (MPI's own traffic is not counted). Rank 0 prints the table
- * and writes the CSV and the plot.
+ * iteration, runs every algorithm once in an order drawn for the
+ * iteration (bench_run_order), each after a barrier (not timed); it checks
+ * every result (float32 small integers: exact). Latency is averaged per rank,
+ * then avg/min/max over ranks; bandwidth = bytes / avg latency; tx/host is what
+ * the ranks' UDP sockets sent per operation, summed and divided by the hosts
+ * (MPI's own traffic is not counted). Rank 0 prints the table and writes the
+ * CSV and the plot.
  *
  * --sockets N makes every host look like N sockets to hwloc
  * (HWLOC_SYNTHETIC) and binds local rank i to CPU i modulo the CPUs, so
@@ -382,7 +382,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             base += (double)(q % 13);
         for (int it = -2; it < iters && !bad; it++) { /* 2 warm-up */
             for (int j = 0; j < o.algos.n && !bad; j++) {
-                int i = (j + (it < 0 ? 0 : it)) % o.algos.n;
+                int i = bench_run_order(o.algos.n, it, j);
                 int a = o.algos.id[i];
                 const char *mode;
                 int m = mode_of(a, &mode);

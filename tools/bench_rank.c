@@ -118,8 +118,30 @@ int bench_barrier_create(const char *dir)
 
 int bench_run_order(int n, int it, int k)
 {
-    int pos = (it / n) % 2 ? n - 1 - k : k;
-    return (pos + it) % n;
+    int perm[64];
+    /* splitmix64 from the iteration: the same order on every rank */
+    uint64_t x = (uint64_t)(uint32_t)it * 0x9e3779b97f4a7c15ull;
+
+    if (n <= 1)
+        return 0;
+    if (n > (int)(sizeof(perm) / sizeof(perm[0])))
+        return (int)(((unsigned)k + (unsigned)it) % (unsigned)n);
+    for (int i = 0; i < n; i++)
+        perm[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        uint64_t z;
+        int j, t;
+        x += 0x9e3779b97f4a7c15ull;
+        z = x;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        j = (int)(z % (uint64_t)(i + 1));
+        t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    return perm[k];
 }
 
 uint64_t bench_cpu_ns(void)

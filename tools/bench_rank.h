@@ -51,12 +51,15 @@ void bench_barrier_wait(bench_barrier_t *b, int size, incoll_comm_h comm);
 void bench_barrier_close(bench_barrier_t *b);
 
 /*
- * Which of n algorithms runs k-th in iteration it: the list rotated by
- * it, and in every other block of n iterations reversed. A rotation alone
- * keeps the cyclic order, so with three or more algorithms each would
- * always follow the same one (and pay for what it leaves behind: MPI's
- * TCP acknowledgements and progress); with the reversed blocks each
- * follows every other one equally often.
+ * Which of n algorithms runs k-th in iteration it: a permutation of the
+ * n drawn afresh for each iteration from a generator seeded by it (the
+ * same on every rank). A rotation keeps the cyclic order, so each
+ * algorithm would always follow the same one (and pay for what that one
+ * leaves behind: MPI's polling ranks late out of their call, its TCP
+ * acknowledgements); reversing every other block of n iterations still
+ * leaves each with only two predecessors when there are four or more.
+ * Here each follows every other one equally often on average, and runs
+ * at each position equally often.
  */
 int bench_run_order(int n, int it, int k);
 
