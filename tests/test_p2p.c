@@ -1454,6 +1454,57 @@ TEST(p2p_slow_link_no_retransmit, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/* A slow link and a peer that comes late: its partner's block queues on
+ * the link, its first packet is resent on a timeout while only queued,
+ * and the peer's ack of the first transmission comes with the packets
+ * queued behind it still on their way. The ack says they all came in
+ * their first transmission (WIRE_F_P2P_FIRST), so nothing behind the
+ * resent packet is taken for a hole: no fast retransmission, and the
+ * timeout's resend is counted needless. Taken for the resend's ack, it
+ * made every packet queued behind a hole and resent them all into the
+ * same queue, where they outlived the operation. */
+TEST(p2p_slow_link_resend_acked_first, TEST_UNIT)
+{
+    sim_op_t op = {ALGO_RD, 2048, INCOLL_UINT64, INCOLL_OP_SUM};
+    p2p_engine_counters_t sum;
+    sim_cfg_t cfg;
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    cfg.payload = 1024; /* 16 packets a block */
+    cfg.window = 64;
+    cfg.jitter_ns = 0;
+    cfg.link_ns = 1000000; /* 1 ms a packet */
+    cfg.rto_ns = 3000000;  /* shorter than the block's 16 ms on the link */
+    s = sim_create(&cfg, 2, &op, 1);
+    CHECK(s != NULL);
+    s->r[1].start_ns = 5000000; /* rank 0's packets 0-3 wait for it */
+    CHECK(sim_run(s, 10ull * 1000000000) == 0);
+    CHECK(all_ok(s));
+    memset(&sum, 0, sizeof(sum));
+    for (int i = 0; i < 2; i++) {
+        const p2p_engine_counters_t *c = p2p_engine_counters(s->r[i].eng);
+        sum.packets_sent += c->packets_sent;
+        sum.retransmits += c->retransmits;
+        sum.fast_retransmits += c->fast_retransmits;
+        sum.needless += c->needless;
+    }
+    sim_destroy(s);
+    printf("    packets %llu, retransmits %llu timeout + %llu fast, %llu "
+           "needless\n",
+           (unsigned long long)sum.packets_sent,
+           (unsigned long long)sum.retransmits,
+           (unsigned long long)sum.fast_retransmits,
+           (unsigned long long)sum.needless);
+    CHECK(sum.retransmits > 0); /* the timeout fired on a queued packet */
+    CHECK_MSG(sum.fast_retransmits == 0,
+              "%llu fast retransmissions on a link that loses nothing",
+              (unsigned long long)sum.fast_retransmits);
+    CHECK(sum.needless > 0);
+    CHECK(sum.packets_sent == 32 + sum.retransmits);
+    return TEST_PASSED;
+}
+
 /* Loss in bursts (a queue toward a rank overflowing under incast drops a
  * run of packets): every algorithm still gives each rank the exact result
  * once, bitwise the same on every rank, and the holes the bursts leave

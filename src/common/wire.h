@@ -94,6 +94,9 @@ enum {
     WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */
     WIRE_F_P2P_BEHIND = 1u << 10, /* acker has not reached the step yet */
+    /* every packet of the block the ack reports came in its first
+     * transmission (none stored from a RETRANS one) */
+    WIRE_F_P2P_FIRST = 1u << 11,
     /* LOCK, LOCK_REP only. */
     WIRE_F_REFUSE = 1u << 11, /* the lock is refused (reason in op) */
     WIRE_F_LOST = 1u << 12,   /* LOCK_REP: the group holds no lock here

@@ -63,6 +63,7 @@ typedef struct {
     uint64_t first_ns; /* first transmission */
     uint64_t deadline; /* retransmission due */
     uint64_t tx;       /* engine-wide transmission number of the last send */
+    uint64_t first_tx; /* ... and of the first */
     uint32_t retries;  /* silent retransmissions (drives the backoff) */
     uint8_t acked;
     uint8_t lost;     /* judged lost by RACK once its deadline passes */
@@ -76,12 +77,14 @@ typedef struct {
     uint32_t total; /* block bytes as announced (low 32 bits) */
     size_t bytes;   /* block bytes */
     size_t npkts;
-    size_t nrecv;     /* packets stored */
-    size_t cum;       /* packets 0..cum-1 all stored */
-    size_t hi;        /* one past the highest packet stored */
-    uint32_t unacked; /* packets stored since the last ack */
-    uint8_t *buf;     /* staging, cap bytes */
-    uint64_t *bits;   /* cap_pkts bits */
+    size_t nrecv;      /* packets stored */
+    size_t cum;        /* packets 0..cum-1 all stored */
+    size_t hi;         /* one past the highest packet stored */
+    uint32_t unacked;  /* packets stored since the last ack */
+    uint8_t resent_in; /* a packet was stored from a retransmission: acks
+                        * no longer say WIRE_F_P2P_FIRST */
+    uint8_t *buf;      /* staging, cap bytes */
+    uint64_t *bits;    /* cap_pkts bits */
     size_t cap;
     size_t cap_pkts;
     uint8_t *dst; /* ACTIVE: where packets go (buf or working buffer) */
@@ -301,13 +304,16 @@ static void emit_ack(p2p_engine_t *eng, int peer, uint32_t epoch,
     send_pkt(eng, &h, bitmap, nbytes, peer);
 }
 
-/* Acks what slot s holds: DONE when complete, else cumulative + bitmap. */
+/* Acks what slot s holds: DONE when complete, else cumulative + bitmap;
+ * FIRST while every packet of the block came in its first transmission. */
 static void send_ack(p2p_engine_t *eng, rslot_t *s, uint16_t flags)
 {
     uint8_t bm[ACK_BYTES_MAX];
     size_t nbits = 0, nbytes;
 
     s->unacked = 0;
+    if (!s->resent_in)
+        flags |= WIRE_F_P2P_FIRST;
     if (s->nrecv == s->npkts) {
         emit_ack(eng, s->peer, (uint32_t)s->t, flags | WIRE_F_P2P_DONE,
                  s->npkts, NULL, 0);
@@ -364,6 +370,7 @@ static void fill_window(p2p_engine_t *eng, uint64_t now)
         pk->retries = 0;
         pk->first_ns = now;
         send_data(eng, eng->next, now, 0);
+        pk->first_tx = pk->tx;
         eng->next++;
     }
 }
@@ -454,6 +461,7 @@ static void slot_init(p2p_engine_t *eng, rslot_t *s, int state, int peer,
     s->npkts = npkts_of(eng, bytes);
     s->nrecv = s->cum = s->hi = 0;
     s->unacked = 0;
+    s->resent_in = 0;
     s->dst = s->buf;
     bits_clear(s->bits, 0, s->npkts);
 }
@@ -877,6 +885,8 @@ static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
     memcpy(s->dst + h->offset, payload, h->count);
     bit_set(s->bits, idx);
     s->nrecv++;
+    if (h->flags & WIRE_F_RETRANS)
+        s->resent_in = 1;
     if (idx >= s->hi)
         s->hi = idx + 1;
     while (s->cum < s->npkts && bit_get(s->bits, s->cum))
@@ -905,20 +915,43 @@ static void retransmit(p2p_engine_t *eng, size_t i, uint64_t now)
     send_data(eng, i, now, 1);
 }
 
-static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, uint64_t *rtt_p)
+/*
+ * Packet i is acked; first: the ack says it came in its first
+ * transmission (WIRE_F_P2P_FIRST). Which transmission arrived is what
+ * RACK measures from (max_acked_tx, max_acked_sent_ns): a resent packet
+ * is taken as delivered by its last transmission unless the ack says
+ * otherwise. On a slow link a packet resent on a timeout while its
+ * first transmission was only queued is acked when the first arrives;
+ * taken for the resend, that ack, newer than every packet queued behind
+ * the first, would make each of them a hole and resend them all, into
+ * the same queue, where they outlive the operation and delay the next
+ * one on the link (the in-network allreduce after recursive doubling).
+ * The round trip from the first transmission is then a sample too
+ * (Karn's rule is for acks of unknown transmissions).
+ */
+static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, int first,
+                    uint64_t *rtt_p)
 {
     pkt_t *pk = &eng->win[i % eng->p.window];
+    int resent = pk->retries != 0 || pk->fast_ns != 0;
+    uint64_t tx = pk->tx, sent = pk->sent_ns;
+
     if (pk->acked)
         return;
+    if (resent && first) {
+        tx = pk->first_tx;
+        sent = pk->first_ns;
+        eng->ctr.needless++;
+    }
     pk->acked = 1;
     if (now > eng->last_ack_ns)
         eng->last_ack_ns = now;
     if (now > eng->last_progress_ns)
         eng->last_progress_ns = now;
-    if (pk->tx > eng->max_acked_tx)
-        eng->max_acked_tx = pk->tx;
-    if (pk->sent_ns > eng->max_acked_sent_ns)
-        eng->max_acked_sent_ns = pk->sent_ns;
+    if (tx > eng->max_acked_tx)
+        eng->max_acked_tx = tx;
+    if (sent > eng->max_acked_sent_ns)
+        eng->max_acked_sent_ns = sent;
     /* Karn: no RTT sample from a packet sent more than once. An ack that
      * comes much sooner than an RTT after a fast retransmission was for
      * the original: the reordering window was too small. */
@@ -928,8 +961,8 @@ static void ack_one(p2p_engine_t *eng, size_t i, uint64_t now, uint64_t *rtt_p)
             eng->reo_mult++;
         eng->reo_calm = 0;
     }
-    if (pk->retries == 0 && pk->fast_ns == 0 && now >= pk->sent_ns)
-        *rtt_p = now - pk->sent_ns;
+    if ((!resent || first) && now >= sent)
+        *rtt_p = now - sent;
 }
 
 static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
@@ -939,6 +972,7 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
     int32_t d = (int32_t)(h->epoch - (uint32_t)eng->tx_next[peer]);
     size_t lim, cum;
     uint64_t rtt = 0;
+    int first = (h->flags & WIRE_F_P2P_FIRST) != 0;
 
     eng->ctr.acks_received++;
     if (h->flags & WIRE_F_P2P_BEHIND) {
@@ -970,17 +1004,17 @@ static void on_ack(p2p_engine_t *eng, const wire_hdr_t *h, const uint8_t *bm,
     lim = eng->next;
     if (h->flags & WIRE_F_P2P_DONE) {
         for (size_t i = eng->low; i < lim; i++)
-            ack_one(eng, i, now, &rtt);
+            ack_one(eng, i, now, first, &rtt);
     } else {
         cum = h->offset < lim ? (size_t)h->offset : lim;
         for (size_t i = eng->low; i < cum; i++)
-            ack_one(eng, i, now, &rtt);
+            ack_one(eng, i, now, first, &rtt);
         for (size_t b = 0; b < (size_t)h->count * 8; b++) {
             size_t i = cum + b;
             if (i >= lim)
                 break;
             if (i >= eng->low && ((bm[b / 8] >> (b % 8)) & 1))
-                ack_one(eng, i, now, &rtt);
+                ack_one(eng, i, now, first, &rtt);
         }
     }
     if (rtt)

@@ -26,9 +26,11 @@
  *         cumulative ack (packets 0..offset-1 all arrived); payload (count
  *         bytes): a bitmap of the packets offset, offset+1, ... that arrived
  *         (selective acks). Flags: WIRE_F_P2P_DONE (the whole block arrived,
- *         no bitmap), WIRE_F_P2P_PROBE (the receiver is waiting: resend what
- *         it lacks now), WIRE_F_P2P_BEHIND (the acknowledging rank has not
- *         reached that block yet: it is alive, keep waiting).
+ *         no bitmap), WIRE_F_P2P_FIRST (every packet of the block stored
+ *         so far came in its first transmission: a resend of any of them
+ *         was needless), WIRE_F_P2P_PROBE (the receiver is waiting: resend
+ *         what it lacks now), WIRE_F_P2P_BEHIND (the acknowledging rank
+ *         has not reached that block yet: it is alive, keep waiting).
  * Receivers store a packet once (a bitmap per block) at its offset, ack
  * every few packets and at the end of each received batch, re-ack a
  * consumed block with DONE whenever its data comes again (the last ack was
@@ -92,6 +94,7 @@ typedef struct {
     uint64_t retransmits;      /* on timeout */
     uint64_t fast_retransmits; /* on selective acks or a probe */
     uint64_t spurious;         /* fast retransmissions found needless */
+    uint64_t needless;         /* resent packets acked with WIRE_F_P2P_FIRST */
     uint64_t acks_sent;
     uint64_t acks_received;
     uint64_t data_received; /* data packets stored */

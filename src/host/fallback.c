@@ -273,13 +273,16 @@ void host_comm_p2p_free(incoll_comm_h comm)
     }
     {
         const p2p_engine_counters_t *k = p2p_engine_counters(comm->p2p);
-        incoll_debug("p2p %08x: ops=%" PRIu64 " steps=%" PRIu64
-                     " packets_sent=%" PRIu64 " retransmits=%" PRIu64
-                     " fast_retransmits=%" PRIu64 " duplicates=%" PRIu64
-                     " early=%" PRIu64 " refused=%" PRIu64 " timeouts=%" PRIu64,
-                     comm->p2p_id, k->ops, k->steps, k->packets_sent,
-                     k->retransmits, k->fast_retransmits, k->duplicates,
-                     k->early, k->refused, k->timeouts);
+        incoll_debug(
+            "p2p %08x: ops=%" PRIu64 " steps=%" PRIu64 " packets_sent=%" PRIu64
+            " retransmits=%" PRIu64 " fast_retransmits=%" PRIu64
+            " spurious=%" PRIu64 " needless=%" PRIu64 " probes=%" PRIu64
+            " duplicates=%" PRIu64 " stale=%" PRIu64 " early=%" PRIu64
+            " refused=%" PRIu64 " assumed_acked=%" PRIu64 " timeouts=%" PRIu64,
+            comm->p2p_id, k->ops, k->steps, k->packets_sent, k->retransmits,
+            k->fast_retransmits, k->spurious, k->needless, k->probes,
+            k->duplicates, k->stale, k->early, k->refused, k->assumed_acked,
+            k->timeouts);
     }
     p2p_engine_destroy(comm->p2p);
     comm->p2p = NULL;

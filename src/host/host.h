@@ -169,8 +169,9 @@ incoll_status_t host_comm_unlock_impl(incoll_comm_h comm);
  * same point.
  */
 void host_stream_mode(incoll_comm_h comm, int mode);
-/* Says at info level what comm's engine streamed (when it ever locked);
- * called before the engine goes (communicator freed, group rebuilt). */
+/* Says at debug level what comm's engine sent and resent, and at info
+ * level what it streamed (when it ever locked); called before the engine
+ * goes (communicator freed, group rebuilt). */
 void host_stream_report(incoll_comm_h comm);
 /* Parses INCOLL_STREAM_LOCK's value: "op" (1), "comm" (0) or 1..65535;
  * returns INCOLL_ERR_CONFIG for anything else. */

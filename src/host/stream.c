@@ -146,6 +146,14 @@ void host_stream_report(incoll_comm_h comm)
     if (comm->eng == NULL)
         return;
     k = host_engine_counters(comm->eng);
+    incoll_debug("engine: group %u: ops=%" PRIu64 " segments=%" PRIu64
+                 " packets_sent=%" PRIu64 " retransmits=%" PRIu64
+                 " fast_retransmits=%" PRIu64 " probes=%" PRIu64
+                 " queries=%" PRIu64 " spurious=%" PRIu64
+                 " duplicate_results=%" PRIu64 " timeouts=%" PRIu64,
+                 comm->group, k->ops, k->segments, k->packets_sent,
+                 k->retransmits, k->fast_retransmits, k->probes, k->queries,
+                 k->spurious, k->duplicate_results, k->timeouts);
     if (k->locks_granted + k->locks_refused > 0)
         incoll_info("stream: group %u: %" PRIu64 " of %" PRIu64
                     " operations streamed (%" PRIu64 " bytes), locks "
