@@ -380,7 +380,11 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         double base = 0;
         for (int q = 0; q < size; q++)
             base += (double)(q % 13);
-        for (int it = -2; it < iters && !bad; it++) { /* 2 warm-up */
+        /* Warm-up: a tenth of the timed operations, as the allreduce
+         * benchmark's default, and at least two (MPI's own sets up its
+         * connections on first use). */
+        int warm = iters / 10 < 2 ? 2 : iters / 10;
+        for (int it = -warm; it < iters && !bad; it++) {
             for (int j = 0; j < o.algos.n && !bad; j++) {
                 int i = bench_run_order(o.algos.n, it, j);
                 int a = o.algos.id[i];
