@@ -204,8 +204,8 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
     if (host_comm_group_failed(comm)) {
         int done;
         status = host_comm_recover(comm, 0, recvbuf, bytes, &done);
-        if (status != INCOLL_OK)
-            return status;
+        if (status != INCOLL_OK || done)
+            return status; /* done: this call's result, from those ahead */
     }
     if (algo == INCOLL_ALGO_INC && !host_comm_inc_usable(comm, op, dtype)) {
         const char *why = "";

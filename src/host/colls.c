@@ -425,8 +425,14 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         status = host_comm_recover_coll(comm, 0, &c, &done);
         if (status != INCOLL_OK)
             return status;
-        if (done)
-            return INCOLL_ERR_GROUP_FAILED; /* no result to take: not ours */
+        if (done) {
+            /* This member had not started the operation the others
+             * completed (a broadcast ahead of its round returns before
+             * every member has called): the recovery took this call's
+             * result from them. */
+            last_in_net = 0;
+            return INCOLL_OK;
+        }
     }
     last_in_net = 0;
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
