@@ -9,7 +9,7 @@
  *
  *   recover_check [--iters N] [--count C] [--sleep-ms S] [--jitter-ms J]
  *                 [--seed N] [--inplace] [--progress P] [--coll NAME]
- *                 [--nonblocking K]
+ *                 [--nonblocking K] [--late R:I:MS]
  *
  * Rank r sleeps S ms plus a pseudo-random 0..J ms (from seed, rank and
  * iteration) after each call, so members reach their calls at different
@@ -17,12 +17,17 @@
  * "summary ok=A wrong=W errors=E offloaded=0|1"; with --progress, also
  * "progress iter I" every P iterations (for a test to time a fault).
  * With --nonblocking K the calls are incoll_iallreduce, K outstanding at a
- * time, waited for in order.
+ * time, waited for in order. With --late R:I:MS rank R prints "late iter
+ * I" and waits MS ms before its call of iteration I, answering the
+ * library meanwhile (so it hears of a failure before it calls), for a
+ * test to fail an AN while the others wait for it.
  *
  * Exit status: 0 all correct, 1 a wrong result returned as success,
  * 2 usage, 4 no wrong result but some calls failed.
  */
 #include "incoll.h"
+
+#include "host/counters.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -163,7 +168,8 @@ int main(int argc, char **argv)
     incoll_comm_h world;
     incoll_status_t status;
     int64_t *in, *out;
-    int nb = 0;
+    int nb = 0, late_rank = -1, late_iter = -1;
+    long late_ms = 0;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -201,6 +207,11 @@ int main(int argc, char **argv)
             }
         } else if (strcmp(a, "--nonblocking") == 0) {
             nb = atoi(v);
+        } else if (strcmp(a, "--late") == 0) {
+            if (sscanf(v, "%d:%d:%ld", &late_rank, &late_iter, &late_ms) != 3) {
+                fprintf(stderr, "recover_check: --late wants R:I:MS\n");
+                return 2;
+            }
         } else {
             fprintf(stderr, "recover_check: unknown option %s\n", a);
             return 2;
@@ -276,6 +287,18 @@ int main(int argc, char **argv)
         int64_t *res = inplace ? in : out;
         size_t bad = count;
         int c = coll == 8 ? it % 8 : coll;
+        if (rank == late_rank && it == late_iter) {
+            struct timespec t0, t1;
+            printf("late iter %d\n", it);
+            fflush(stdout);
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            do {
+                host_counters_progress(world, 10000000ull);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+            } while ((t1.tv_sec - t0.tv_sec) * 1000L +
+                         (t1.tv_nsec - t0.tv_nsec) / 1000000L <
+                     late_ms);
+        }
         if (c > 0) {
             int64_t got = 0, want = 0;
             status = run_coll(world, c, rank, size, it, count, in, out, &bad,
