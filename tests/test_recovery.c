@@ -601,10 +601,62 @@ TEST(integ_recovery_colls_partition, TEST_INTEG)
  * other tree). Where the kill falls decides whether members end up one
  * operation apart (some fetch) or together (all redo); both are right.
  */
+/* For a job in dir: its output file (dir.out, PATH_MAX + 16 bytes), the
+ * incoll command and recover_check (PATH_MAX bytes each). */
+static void job_paths(const char *dir, char *log, char *bin, char *prog)
+{
+    snprintf(log, PATH_MAX + 16, "%s.out", dir);
+    snprintf(bin, PATH_MAX, "%s/incoll", test_bindir());
+    snprintf(prog, PATH_MAX, "%s/recover_check", progdir());
+}
+
+/*
+ * Runs argv (`incoll run` of recover_check) with env on an 8-host fabric
+ * of radix 2 brought up in dir, its output in log; once the output has
+ * needle (or a summary, or after 60 s), waits delay seconds and kills AN
+ * victim. Returns the job's output (to free), or NULL when the fabric or
+ * the job did not start; *st_p the job's exit status, *an_p the AN's pid
+ * (0 when it had none).
+ */
+static char *run_and_kill(const char *dir, const char *log, char **argv,
+                          char **env, const char *needle, double delay,
+                          const char *victim, int *st_p, pid_t *an_p)
+{
+    char pidf[PATH_MAX + 64], *out = NULL, *pidtext;
+    double end;
+    pid_t run;
+
+    *an_p = 0;
+    if (test_fabric_up(dir, 8, 2) != 0)
+        return NULL;
+    run = spawn(log, argv, env);
+    if (run <= 0) {
+        test_fabric_down(dir);
+        return NULL;
+    }
+    end = now_s() + 60;
+    do {
+        free(out);
+        sleep_s(0.005);
+        out = slurp(log);
+    } while (strstr(out, needle) == NULL && strstr(out, "summary") == NULL &&
+             now_s() < end);
+    free(out);
+    sleep_s(delay);
+    snprintf(pidf, sizeof(pidf), "%s/%s.pid", dir, victim);
+    pidtext = slurp(pidf);
+    *an_p = (pid_t)atoi(pidtext);
+    free(pidtext);
+    if (*an_p > 0)
+        kill(*an_p, SIGKILL);
+    *st_p = wait_pid(run, 100);
+    test_fabric_down(dir);
+    return slurp(log);
+}
+
 static int colls_kill(const char *victim, double delay)
 {
     char dir[PATH_MAX], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX];
-    char pidf[PATH_MAX + 64];
     char *argv[] = {bin,      "run",        "-n",      "8",    "--fabric",
                     dir,      "--timeout",  "90",      "--",   prog,
                     "--coll", "mix",        "--iters", "2400", "--count",
@@ -613,41 +665,17 @@ static int colls_kill(const char *victim, double delay)
      * kills also fall while non-roots are done before their round. */
     char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
                    "INCOLL_LOG_LEVEL=info", "INCOLL_BCAST_AHEAD=16K", NULL};
-    char *out = NULL, *pidtext;
-    double end;
-    pid_t run, an;
+    char *out;
+    pid_t an;
     int st, n = 0, nrec = 0, ret = TEST_PASSED;
 
     snprintf(dir, sizeof(dir), "%s/colls-kill-%s", test_tmpdir(), victim);
-    snprintf(log, sizeof(log), "%s.out", dir);
-    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
-    snprintf(prog, sizeof(prog), "%s/recover_check", progdir());
-    if (test_fabric_up(dir, 8, 2) != 0)
-        return TEST_FAILED;
-    run = spawn(log, argv, env);
-    if (run <= 0) {
-        test_fabric_down(dir);
-        return TEST_FAILED;
-    }
+    job_paths(dir, log, bin, prog);
     /* Once the loop runs: iteration 400 on some rank. */
-    end = now_s() + 60;
-    do {
-        free(out);
-        sleep_s(0.005);
-        out = slurp(log);
-    } while (strstr(out, "progress iter 400") == NULL &&
-             strstr(out, "summary") == NULL && now_s() < end);
-    free(out);
-    sleep_s(delay);
-    snprintf(pidf, sizeof(pidf), "%s/%s.pid", dir, victim);
-    pidtext = slurp(pidf);
-    an = (pid_t)atoi(pidtext);
-    free(pidtext);
-    if (an > 0)
-        kill(an, SIGKILL);
-    st = wait_pid(run, 100);
-    test_fabric_down(dir);
-    out = slurp(log);
+    out = run_and_kill(dir, log, argv, env, "progress iter 400", delay, victim,
+                       &st, &an);
+    if (out == NULL)
+        return TEST_FAILED;
     for (const char *p = out; (p = strstr(p, "summary ok=2400 wrong=0 "
                                              "errors=0")) != NULL;
          p++)
@@ -696,50 +724,25 @@ TEST(integ_recovery_colls_kill, TEST_INTEG)
 TEST(integ_recovery_bcast_late_member, TEST_INTEG)
 {
     char dir[PATH_MAX], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX];
-    char pidf[PATH_MAX + 64];
     char *argv[] = {bin,      "run",       "-n",        "8",  "--fabric",
                     dir,      "--timeout", "60",        "--", prog,
                     "--coll", "bcast",     "--iters",   "40", "--count",
                     "16",     "--late",    "5:20:1500", NULL};
     char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
                    "INCOLL_LOG_LEVEL=info", "INCOLL_BCAST_AHEAD=16K", NULL};
-    char *out = NULL, *pidtext;
-    double end;
-    pid_t run, an = 0;
+    char *out;
+    pid_t an;
     int r = prerequisites(), st, n = 0;
 
     if (r != TEST_PASSED)
         return r;
     snprintf(dir, sizeof(dir), "%s/bcast-late", test_tmpdir());
-    snprintf(log, sizeof(log), "%s.out", dir);
-    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
-    snprintf(prog, sizeof(prog), "%s/recover_check", progdir());
-    if (test_fabric_up(dir, 8, 2) != 0)
-        return TEST_FAILED;
-    run = spawn(log, argv, env);
-    if (run <= 0) {
-        test_fabric_down(dir);
-        return TEST_FAILED;
-    }
-    end = now_s() + 60;
-    do {
-        free(out);
-        sleep_s(0.005);
-        out = slurp(log);
-    } while (strstr(out, "late iter 20") == NULL &&
-             strstr(out, "summary") == NULL && now_s() < end);
-    free(out);
+    job_paths(dir, log, bin, prog);
     /* The others get broadcast 20's data and wait in 21 meanwhile. */
-    sleep_s(0.3);
-    snprintf(pidf, sizeof(pidf), "%s/root.pid", dir);
-    pidtext = slurp(pidf);
-    an = (pid_t)atoi(pidtext);
-    free(pidtext);
-    if (an > 0)
-        kill(an, SIGKILL);
-    st = wait_pid(run, 90);
-    test_fabric_down(dir);
-    out = slurp(log);
+    out = run_and_kill(dir, log, argv, env, "late iter 20", 0.3, "root", &st,
+                       &an);
+    if (out == NULL)
+        return TEST_FAILED;
     for (const char *p = out;
          (p = strstr(p, "summary ok=40 wrong=0 errors=0")) != NULL; p++)
         n++;
