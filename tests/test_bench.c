@@ -1478,3 +1478,52 @@ TEST(bench_mpi_emulated, TEST_INTEG)
     CHECK_EQ_INT(leftover_work_dirs(), 0);
     return ret;
 }
+
+/* The tx/host column of algo's row for bytes in a --ppn table ("algo
+ * bytes iters avg min max MB/s tx/host"), or -1 when there is none. */
+static double ppn_tx(const char *text, const char *algo, unsigned long bytes)
+{
+    for (const char *p = text; p && *p;
+         p = strchr(p, '\n'), p = p ? p + 1 : p) {
+        char a[32];
+        unsigned long b;
+        double v[6];
+        if (sscanf(p, "%31s %lu %lf %lf %lf %lf %lf %lf", a, &b, &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5]) == 8 &&
+            strcmp(a, algo) == 0 && b == bytes)
+            return v[5];
+    }
+    return -1;
+}
+
+/* `incoll bench allreduce --ppn`: 2 ranks on each of 2 loopback hosts,
+ * node and flat mode and hierarchical recursive doubling side by side;
+ * every row there (the ranks check every result), and node mode sends
+ * about half of flat mode's bytes per host (one vector, not two). */
+TEST(bench_loopback_ppn, TEST_INTEG)
+{
+    static const unsigned long sizes[] = {8, 1024, 65536};
+    char out[PATH_MAX];
+    char *text;
+    int rc;
+
+    tmp_path(out, sizeof(out), "out.txt");
+    rc = incoll(out, NULL, 180, "bench", "allreduce", "--ppn", "2", "-n", "2",
+                "--sizes", "8:64K", "--algos", "inc-node,inc-flat,rd",
+                "--iters", "3", "--warmup", "1", NULL);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && text, "bench exited %d: %s", rc, text ? text : "");
+    CHECK_MSG(strstr(text, "failed") == NULL, "a row failed: %s", text);
+    for (int i = 0; i < 3; i++) {
+        double tn = ppn_tx(text, "inc-node", sizes[i]);
+        double tf = ppn_tx(text, "inc-flat", sizes[i]);
+        CHECK_MSG(tn > 0 && tf > 0 && ppn_tx(text, "rd", sizes[i]) > 0,
+                  "a row missing at %lu B: %s", sizes[i], text);
+        CHECK_MSG(tn < 0.65 * tf,
+                  "%lu B: node sent %.0f bytes a host, flat %.0f: %s", sizes[i],
+                  tn, tf, text);
+    }
+    free(text);
+    CHECK_EQ_INT(leftover_work_dirs(), 0);
+    return TEST_PASSED;
+}

@@ -103,6 +103,8 @@ static const bench_optdoc_t hb_docs[] = {
                       "mpirun)"},
     {BENCH_OPT_ITERS, "timed iterations per size (default: 4 MiB / size, "
                       "at least 5, at most 40)"},
+    {BENCH_OPT_WARMUP, "untimed iterations before each size's timed ones "
+                       "(default: a tenth of them, at least 2)"},
     {0, NULL},
 };
 
@@ -110,13 +112,15 @@ static const bench_cmd_t hb_cmd = {
     .who = "bench allreduce",
     .synopsis = "bench allreduce --ppn K [-n HOSTS] [--fabric DIR | "
                 "--emulate [--link-rate R]] [--radix R] [--sizes MIN:MAX] "
-                "[--algos LIST] [--iters N] [--sockets N] [--csv FILE] "
+                "[--algos LIST] [--iters N] [--warmup N] [--sockets N] "
+                "[--csv FILE] "
                 "[--plot FILE.png] [--keep] [--timeout SEC]",
     .about = "Allreduce (float32 sum) with K ranks on each of HOSTS hosts, "
              "every algorithm side by side, every result checked.",
     .accepts = BENCH_OPTS_FABRIC | BENCH_OPT(PPN) | BENCH_OPT(LINK_RATE) |
                BENCH_OPT(SIZES) | BENCH_OPT(ALGOS) | BENCH_OPT(ITERS) |
-               BENCH_OPT(SOCKETS) | BENCH_OPT(CSV) | BENCH_OPT(PLOT),
+               BENCH_OPT(WARMUP) | BENCH_OPT(SOCKETS) | BENCH_OPT(CSV) |
+               BENCH_OPT(PLOT),
     .defaults = hb_defaults,
     .algo_name = hb_algo_name,
     .docs = hb_docs,
@@ -148,8 +152,8 @@ int bench_hier_main(int argc, char **argv)
 {
     bench_opts_t o;
     bench_fabric_t f;
-    char ppn[16], sizes[64], iters[16], rate[32], socks[16], hosts[16],
-        why[PATH_MAX + 128];
+    char ppn[16], sizes[64], iters[16], warm[16], rate[32], socks[16],
+        hosts[16], why[PATH_MAX + 128];
     char *av[32];
     int a = 0, rc, mpi;
 
@@ -178,6 +182,11 @@ int bench_hier_main(int argc, char **argv)
     if (o.iters > 0) {
         av[a++] = "--iters";
         av[a++] = iters;
+    }
+    if (o.warmup >= 0) {
+        snprintf(warm, sizeof(warm), "%d", o.warmup);
+        av[a++] = "--warmup";
+        av[a++] = warm;
     }
     av[a++] = "--ppn";
     av[a++] = ppn;
@@ -380,10 +389,10 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         double base = 0;
         for (int q = 0; q < size; q++)
             base += (double)(q % 13);
-        /* Warm-up: a tenth of the timed operations, as the allreduce
-         * benchmark's default, and at least two (MPI's own sets up its
-         * connections on first use). */
-        int warm = iters / 10 < 2 ? 2 : iters / 10;
+        /* Warm-up: --warmup, else a tenth of the timed operations, as
+         * the allreduce benchmark, and at least two (MPI's own sets up
+         * its connections on first use). */
+        int warm = o.warmup >= 0 ? o.warmup : iters / 10 < 2 ? 2 : iters / 10;
         for (int it = -warm; it < iters && !bad; it++) {
             for (int j = 0; j < o.algos.n && !bad; j++) {
                 int i = bench_run_order(o.algos.n, it, j);
