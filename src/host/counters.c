@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "host.h"
+#include "req.h"
 
 #include <string.h>
 
@@ -29,5 +30,10 @@ void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
 
 void host_counters_progress(incoll_comm_h comm, uint64_t timeout_ns)
 {
+    /* Under the library lock, as every public call: a communicator's
+     * request thread may be finishing an operation that returned early
+     * (it gives the lock up while it waits in poll, and so does this). */
+    host_lock(comm->ctx);
     host_ctx_progress(comm->ctx, timeout_ns ? now_ns() + timeout_ns : 0);
+    host_unlock(comm->ctx);
 }
