@@ -611,17 +611,21 @@ static void job_paths(const char *dir, char *log, char *bin, char *prog)
 }
 
 /*
- * Runs argv (`incoll run` of recover_check) with env on an 8-host fabric
- * of radix 2 brought up in dir, its output in log; once the output has
- * needle (or a summary, or after 60 s), waits delay seconds and kills AN
- * victim. Returns the job's output (to free), or NULL when the fabric or
- * the job did not start; *st_p the job's exit status, *an_p the AN's pid
- * (0 when it had none).
+ * Runs argv (`incoll run` of recover_check) on an 8-host fabric of radix
+ * 2 brought up in dir, its output in log, with 1 s timeouts, info lines
+ * and broadcasts ahead of their round (off by default: on, so that a
+ * failure also falls while non-roots are done before their round); once
+ * the output has needle (or a summary, or after 60 s), waits delay
+ * seconds and kills AN victim. Returns the job's output (to free), or
+ * NULL when the fabric or the job did not start; *st_p the job's exit
+ * status, *an_p the AN's pid (0 when it had none).
  */
 static char *run_and_kill(const char *dir, const char *log, char **argv,
-                          char **env, const char *needle, double delay,
-                          const char *victim, int *st_p, pid_t *an_p)
+                          const char *needle, double delay, const char *victim,
+                          int *st_p, pid_t *an_p)
 {
+    char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
+                   "INCOLL_LOG_LEVEL=info", "INCOLL_BCAST_AHEAD=16K", NULL};
     char pidf[PATH_MAX + 64], *out = NULL, *pidtext;
     double end;
     pid_t run;
@@ -661,10 +665,6 @@ static int colls_kill(const char *victim, double delay)
                     dir,      "--timeout",  "90",      "--",   prog,
                     "--coll", "mix",        "--iters", "2400", "--count",
                     "100",    "--progress", "200",     NULL};
-    /* Broadcasts ahead of the round (off by default) on, so that the
-     * kills also fall while non-roots are done before their round. */
-    char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
-                   "INCOLL_LOG_LEVEL=info", "INCOLL_BCAST_AHEAD=16K", NULL};
     char *out;
     pid_t an;
     int st, n = 0, nrec = 0, ret = TEST_PASSED;
@@ -672,8 +672,8 @@ static int colls_kill(const char *victim, double delay)
     snprintf(dir, sizeof(dir), "%s/colls-kill-%s", test_tmpdir(), victim);
     job_paths(dir, log, bin, prog);
     /* Once the loop runs: iteration 400 on some rank. */
-    out = run_and_kill(dir, log, argv, env, "progress iter 400", delay, victim,
-                       &st, &an);
+    out = run_and_kill(dir, log, argv, "progress iter 400", delay, victim, &st,
+                       &an);
     if (out == NULL)
         return TEST_FAILED;
     for (const char *p = out; (p = strstr(p, "summary ok=2400 wrong=0 "
@@ -728,8 +728,6 @@ TEST(integ_recovery_bcast_late_member, TEST_INTEG)
                     dir,      "--timeout", "60",        "--", prog,
                     "--coll", "bcast",     "--iters",   "40", "--count",
                     "16",     "--late",    "5:20:1500", NULL};
-    char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
-                   "INCOLL_LOG_LEVEL=info", "INCOLL_BCAST_AHEAD=16K", NULL};
     char *out;
     pid_t an;
     int r = prerequisites(), st, n = 0;
@@ -739,8 +737,7 @@ TEST(integ_recovery_bcast_late_member, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/bcast-late", test_tmpdir());
     job_paths(dir, log, bin, prog);
     /* The others get broadcast 20's data and wait in 21 meanwhile. */
-    out = run_and_kill(dir, log, argv, env, "late iter 20", 0.3, "root", &st,
-                       &an);
+    out = run_and_kill(dir, log, argv, "late iter 20", 0.3, "root", &st, &an);
     if (out == NULL)
         return TEST_FAILED;
     for (const char *p = out;

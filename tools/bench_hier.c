@@ -392,7 +392,9 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         /* Warm-up: --warmup, else a tenth of the timed operations, as
          * the allreduce benchmark, and at least two (MPI's own sets up
          * its connections on first use). */
-        int warm = o.warmup >= 0 ? o.warmup : iters / 10 < 2 ? 2 : iters / 10;
+        int warm = bench_warmup_for(&o, iters);
+        if (o.warmup < 0 && warm < 2)
+            warm = 2;
         for (int it = -warm; it < iters && !bad; it++) {
             for (int j = 0; j < o.algos.n && !bad; j++) {
                 int i = bench_run_order(o.algos.n, it, j);

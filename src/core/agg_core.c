@@ -1355,12 +1355,10 @@ static void log_missing(const agg_t *agg, const group_t *g, const slot_t *sl,
  * epoch or the one before (the round of h->epoch not started here yet).
  */
 static void send_ahead(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
-                       const uint8_t *payload, int from)
+                       const uint8_t *payload, size_t bytes, int from)
 {
     wire_mac_state_t st;
     wire_hdr_t d = *h;
-    size_t bytes =
-        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (sl->ahead == h->epoch + 1u ||
         (h->epoch != sl->epoch && h->epoch != sl->epoch + 1u))
@@ -1388,21 +1386,20 @@ static void send_ahead(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     }
 }
 
-/* A broadcast's data sent ahead (WIRE_F_AHEAD) by child c or, with c -1,
- * by the parent: checked against the slot, then passed on. */
+/* A broadcast's data sent ahead (WIRE_F_AHEAD), bytes of payload, by
+ * child c or, with c -1, by the parent: checked against the slot, then
+ * passed on. */
 static void on_ahead(agg_t *agg, group_t *g, const wire_hdr_t *h,
-                     const uint8_t *payload, int c)
+                     const uint8_t *payload, size_t bytes, int c)
 {
     slot_t *sl = slot_at(g, h->slot);
-    size_t bytes =
-        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
     if (sl == NULL || wire_flags_kind(h->flags) != WIRE_COLL_BCAST ||
         (h->flags & (WIRE_F_NODATA | WIRE_F_QUERY)) ||
         (c >= 0 && !(h->flags & WIRE_F_ROOT)) || bytes > g->max_payload) {
         agg->ctr.malformed_dropped++;
         return;
     }
-    send_ahead(agg, g, sl, h, payload, c);
+    send_ahead(agg, g, sl, h, payload, bytes, c);
 }
 
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
@@ -1432,7 +1429,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     if (!child_admit(agg, g, src, h))
         return;
     if (h->flags & WIRE_F_AHEAD) {
-        on_ahead(agg, g, h, payload, c);
+        on_ahead(agg, g, h, payload, bytes, c);
         return;
     }
     sl = slot_at(g, h->slot);
@@ -1575,7 +1572,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     rc->flags |= h->flags & WIRE_F_PUSH;
     if ((h->flags & WIRE_F_PUSH) &&
         (sl->arrived < g->nchildren || g->parent != INCOLL_EP_NONE))
-        send_ahead(agg, g, sl, h, payload, c);
+        send_ahead(agg, g, sl, h, payload, bytes, c);
     if (sl->arrived < g->nchildren)
         return;
 
@@ -1618,7 +1615,7 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     if (h->slot >= g->nslots)
         g->lk_active_ns = agg->now_ns;
     if (h->flags & WIRE_F_AHEAD) {
-        on_ahead(agg, g, h, payload, -1);
+        on_ahead(agg, g, h, payload, bytes, -1);
         return;
     }
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED ||

@@ -140,8 +140,8 @@ struct host_engine {
     int copying;
     uint64_t aops, last_sign;
     uint64_t follow_until;   /* operations up to this one follow copies */
-    int hedging;             /* this operation's copy waits (hedge_pct) */
-    uint64_t hedge_due;      /* when it goes (UINT64_MAX: none pending) */
+    uint64_t hedge_due;      /* when this operation's waiting copy goes
+                                (hedge_pct; UINT64_MAX: none pending) */
     int send_data;           /* our contributions carry data */
     int recv_data;           /* our results carry data */
     int root;                /* we are the reduce's or broadcast's root */
@@ -511,10 +511,11 @@ static void hedge_send(host_engine_t *eng, uint64_t now)
     seg_send(eng, s, now, 1, 0);
 }
 
-/* Whether the operation about to start goes twice: always when it is at
- * most copy_bytes; while losses are seen when at most copy_adapt_bytes
- * and one packet. */
-static void copy_decide(host_engine_t *eng, size_t bytes)
+/* Whether the operation about to start at now goes twice: always when it
+ * is at most copy_bytes; while losses are seen when at most
+ * copy_adapt_bytes and one packet (then, with hedge_pct, its copy waits
+ * until hedge_due). */
+static void copy_decide(host_engine_t *eng, size_t bytes, uint64_t now)
 {
     eng->adapt = eng->p.copy_adapt_bytes != 0 &&
                  bytes <= eng->p.copy_adapt_bytes && eng->nseg == 1 &&
@@ -535,12 +536,12 @@ static void copy_decide(host_engine_t *eng, size_t bytes)
                          eng->p.group, COPY_HOLD);
         }
     }
-    eng->hedging = 0;
+    eng->hedge_due = UINT64_MAX;
     if (bytes <= eng->p.copy_bytes)
         eng->twice = 1;
     else if (eng->adapt && eng->copying && eng->p.hedge_pct != 0) {
         eng->twice = 0;
-        eng->hedging = 1;
+        eng->hedge_due = now + hedge_wait(eng);
     } else if (eng->adapt && eng->copying)
         eng->twice = 1;
     else if (eng->adapt && eng->aops <= eng->follow_until)
@@ -642,7 +643,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->rto_other = t;
         eng->st_timer = eng->stream;
     }
-    copy_decide(eng, count * eng->dsize);
+    copy_decide(eng, count * eng->dsize, now_ns);
     eng->push = kind == WIRE_COLL_BCAST && eng->root &&
                 count * eng->dsize <= eng->p.ahead_bytes;
     eng->next_send = 0;
@@ -661,7 +662,6 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->ctr.ops++;
     eng->ctr.segments += eng->nseg;
     fill_window(eng, now_ns);
-    eng->hedge_due = eng->hedging ? now_ns + hedge_wait(eng) : UINT64_MAX;
     return INCOLL_INPROGRESS;
 }
 
@@ -1178,30 +1178,27 @@ static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent)
         s->nres++;
 }
 
-/* The segment of the running operation that result h is for, with its
- * offset and elements, if h describes it (offset, count, dtype, op,
- * kind); NULL otherwise (counted as dropped when it is awaited). */
-static seg_t *result_seg(host_engine_t *eng, const wire_hdr_t *h,
-                         uint64_t *off_p, size_t *n_p)
+/* Whether result h describes s, the awaited segment it is for (offset,
+ * count, dtype, op, kind), with the segment's offset and elements; a
+ * result that does not is counted as dropped. */
+static int result_fits(host_engine_t *eng, const wire_hdr_t *h, const seg_t *s,
+                       uint64_t *off_p, size_t *n_p)
 {
-    seg_t *s = awaited_seg(eng, h);
-    uint64_t off;
-    size_t n;
-    if (s == NULL)
-        return NULL;
-    off = (s->seq - eng->base_seq) * eng->seg_elems;
-    n = eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+    uint64_t off = (s->seq - eng->base_seq) * eng->seg_elems;
+    size_t n =
+        eng->count - off < eng->seg_elems ? eng->count - off : eng->seg_elems;
+
     if (h->offset != off || h->count != n || h->dtype != eng->dtype ||
         h->op != eng->op || wire_flags_kind(h->flags) != eng->kind) {
         eng->ctr.dropped++;
         incoll_debug("host: group %u slot %u: result does not match the "
                      "segment (offset %" PRIu64 "/%" PRIu64 ", count %u/%zu)",
                      eng->p.group, h->slot, h->offset, off, h->count, n);
-        return NULL;
+        return 0;
     }
     *off_p = off;
     *n_p = n;
-    return s;
+    return 1;
 }
 
 /* A broadcast's data ahead of the round's result (WIRE_F_AHEAD): into
@@ -1212,11 +1209,13 @@ static void on_ahead(host_engine_t *eng, const wire_hdr_t *h, const void *buf)
     uint64_t off;
     size_t n;
     if (eng->kind != WIRE_COLL_BCAST || !eng->recv_data ||
-        (h->flags & WIRE_F_NODATA) ||
-        (s = result_seg(eng, h, &off, &n)) == NULL || s->ahead) {
+        (h->flags & WIRE_F_NODATA) || (s = awaited_seg(eng, h)) == NULL ||
+        s->ahead) {
         eng->ctr.duplicate_results++;
         return;
     }
+    if (!result_fits(eng, h, s, &off, &n))
+        return;
     memcpy(eng->recvbuf + off * eng->dsize, (const uint8_t *)buf + WIRE_HDR_LEN,
            n * eng->dsize);
     s->ahead = 1;
@@ -1288,11 +1287,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.duplicate_results++;
         return;
     }
-    if (awaited_seg(eng, &h) == NULL) {
+    if ((s = awaited_seg(eng, &h)) == NULL) {
         eng->ctr.duplicate_results++;
         return;
     }
-    if ((s = result_seg(eng, &h, &off, &n)) == NULL)
+    if (!result_fits(eng, &h, s, &off, &n))
         return;
     want = eng->recv_data;
     if (wire_coll_is_split(eng->kind)) {

@@ -81,7 +81,8 @@ static void *kept_buf(incoll_comm_h comm, const host_rec_call_t *c, size_t out,
 }
 
 /* One operation of the engine, waited for: until its result, or a
- * broadcast's non-root until its data is in (host_comm_wait_data). */
+ * broadcast's non-root until its data is in (host_comm_wait_data; its
+ * round then ends later, host_req_finish_later). */
 static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
                            const void *sendbuf, void *recvbuf, size_t count,
                            incoll_dtype_t dtype, incoll_op_t op)
@@ -93,6 +94,9 @@ static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
     if (status == INCOLL_INPROGRESS)
         status = kind == WIRE_COLL_BCAST && !root ? host_comm_wait_data(comm)
                                                   : host_comm_wait(comm);
+    if (status == INCOLL_OK &&
+        host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+        host_req_finish_later(comm);
     return status;
 }
 
@@ -155,22 +159,14 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
         return INCOLL_ERR_UNSUPPORTED;
     if (bytes == 0 || comm->size == 1)
         return INCOLL_OK;
-    if (!host_comm_recoverable(comm)) {
-        status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL,
-                     me ? NULL : buf, bytes, INCOLL_UINT8, INCOLL_OP_SUM);
-        if (status == INCOLL_OK &&
-            host_engine_status(comm->eng) == INCOLL_INPROGRESS)
-            host_req_finish_later(comm);
-        return status;
-    }
+    if (!host_comm_recoverable(comm))
+        return run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : buf,
+                   bytes, INCOLL_UINT8, INCOLL_OP_SUM);
     res = host_comm_result_buf(comm, bytes);
     if (res == NULL)
         return INCOLL_ERR_NO_MEMORY;
     status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
                  bytes, INCOLL_UINT8, INCOLL_OP_SUM);
-    if (status == INCOLL_OK &&
-        host_engine_status(comm->eng) == INCOLL_INPROGRESS)
-        host_req_finish_later(comm);
     if (status == INCOLL_OK) {
         host_rec_call_t c = rec_call(HOST_COLL_BCAST, root, buf, buf, bytes,
                                      INCOLL_UINT8, INCOLL_OP_SUM);

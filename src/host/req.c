@@ -551,12 +551,13 @@ static void complete(incoll_req_h r, incoll_status_t status)
 static void *thread_main(void *arg);
 static incoll_status_t enqueue(incoll_req_h r);
 
-static void ensure_thread(incoll_comm_h comm)
+/* Makes comm's thread if there is none yet; 1 when it has one. */
+static int ensure_thread(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
     int ret;
     if (q->has_thread)
-        return;
+        return 1;
     ret = setting_bool(SETTING_FAULT_NO_THREAD)
               ? EAGAIN
               : pthread_create(&q->thread, NULL, thread_main, comm);
@@ -567,9 +568,10 @@ static void ensure_thread(incoll_comm_h comm)
                          "fail and its blocking ones do not return early",
                          strerror(ret));
         q->thread_said = 1;
-        return; /* its requests then fail (thread_wake) */
+        return 0; /* its requests then fail (thread_wake) */
     }
     q->has_thread = 1;
+    return 1;
 }
 
 /* Lock held: comm's head is for its thread, or the thread must stop:
@@ -580,8 +582,7 @@ static int thread_wake(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
     struct host_sync *s = comm->ctx->sync;
-    ensure_thread(comm);
-    if (!q->has_thread)
+    if (!ensure_thread(comm))
         return 0;
     pthread_mutex_lock(&s->mu);
     q->work_seq++;
@@ -911,8 +912,7 @@ static int early_post(const host_req_args_t *a)
         (q = queue_of(c)) == NULL)
         return 0;
     /* Only the thread completes an operation its caller left. */
-    ensure_thread(c);
-    if (!q->has_thread)
+    if (!ensure_thread(c))
         return 0;
     e = &q->early[q->early_next % EARLY_RING];
     if (e->req.active) {
@@ -988,8 +988,7 @@ void host_req_finish_later(incoll_comm_h comm)
     }
     comm->linger = 1;
     comm->linger_due = host_now_ns() + LINGER_NS;
-    ensure_thread(comm);
-    if (!q->has_thread) {
+    if (!ensure_thread(comm)) {
         host_comm_finish_op(comm);
         return;
     }

@@ -228,6 +228,21 @@ static nb_rec_t *persist_find(MPI_Request req)
     return NULL;
 }
 
+/* Waits in libincoll for r for a slice, marked as waited for (no other
+ * thread tests it meanwhile); finishes it when it is done (which may free
+ * it). 1 when done. */
+static int slice_rec(nb_rec_t *r)
+{
+    incoll_status_t status;
+    int done;
+    r->waiting = 1;
+    done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
+    r->waiting = 0;
+    if (done)
+        finish(r, status);
+    return done;
+}
+
 /* Blocks (in libincoll) until r completes, progressing the others
  * between slices. */
 static void wait_rec(nb_rec_t *r)
@@ -235,15 +250,8 @@ static void wait_rec(nb_rec_t *r)
     MPI_Request mreq = r->mreq;
 
     for (;;) {
-        incoll_status_t status;
-        int done;
-        r->waiting = 1;
-        done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
-        r->waiting = 0;
-        if (done) {
-            finish(r, status); /* may free r (freed by the program) */
-            return;
-        }
+        if (slice_rec(r))
+            return; /* r may be freed (freed by the program) */
         /* progress() may complete (and free) r too: look it up again. */
         progress();
         if (find(mreq) != r)
@@ -256,15 +264,9 @@ static int wait_slice(int n, MPI_Request reqs[])
 {
     for (int i = 0; i < n; i++) {
         nb_rec_t *r = find(reqs[i]);
-        incoll_status_t status;
         if (r == NULL)
             continue;
-        int done;
-        r->waiting = 1;
-        done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
-        r->waiting = 0;
-        if (done)
-            finish(r, status);
+        (void)slice_rec(r);
         return 1;
     }
     return 0;

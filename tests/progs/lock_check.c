@@ -242,30 +242,24 @@ int main(int argc, char **argv)
     if (world_only) {
         for (int it = 0; it < iters && ret == 0; it++)
             ret = world_run(&r, world, count);
-        free(r.v);
-        status = incoll_finalize(ctx);
+    } else {
+        status = incoll_comm_split(world, 0, r.rank, &other);
+        if (status != INCOLL_OK)
+            return fail("split", status);
+        if (!incoll_comm_offloaded(world, NULL) ||
+            !incoll_comm_offloaded(other, NULL)) {
+            fprintf(stderr, "lock_check: a communicator is not offloaded\n");
+            return EXIT_WRONG;
+        }
+        if (lock(world, 70000, 0, "bad nops") != EXIT_ERROR)
+            ret = EXIT_WRONG; /* INCOLL_ERR_INVALID_ARG expected */
+        for (int it = 0; it < iters && ret == 0; it++)
+            ret = round_run(&r, world, other, count);
+        status = incoll_comm_destroy(other);
         if (ret == 0 && status != INCOLL_OK)
-            ret = fail("finalize", status);
-        if (ret == 0)
-            printf("\nok %d rounds, %d allreduces\n", iters, r.calls);
-        return ret;
+            ret = fail("destroy", status);
     }
-    status = incoll_comm_split(world, 0, r.rank, &other);
-    if (status != INCOLL_OK)
-        return fail("split", status);
-    if (!incoll_comm_offloaded(world, NULL) ||
-        !incoll_comm_offloaded(other, NULL)) {
-        fprintf(stderr, "lock_check: a communicator is not offloaded\n");
-        return EXIT_WRONG;
-    }
-    if (lock(world, 70000, 0, "bad nops") != EXIT_ERROR)
-        ret = EXIT_WRONG; /* INCOLL_ERR_INVALID_ARG expected */
-    for (int it = 0; it < iters && ret == 0; it++)
-        ret = round_run(&r, world, other, count);
     free(r.v);
-    status = incoll_comm_destroy(other);
-    if (ret == 0 && status != INCOLL_OK)
-        ret = fail("destroy", status);
     status = incoll_finalize(ctx);
     if (ret == 0 && status != INCOLL_OK)
         ret = fail("finalize", status);
