@@ -18,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_TESTS 512
-
 typedef struct {
     const char *name;
     int kind;
@@ -27,16 +25,28 @@ typedef struct {
     int limit_s; /* 0: the default of its kind */
 } test_entry_t;
 
-static test_entry_t tests[MAX_TESTS];
-static int ntests;
+/* Grown as constructors register tests (before main); a registration that
+ * cannot be stored is remembered and fails the run, never dropped. */
+static test_entry_t *tests;
+static int ntests, tests_cap;
+static int tests_lost;
 static char bindir[PATH_MAX];
 static char tmpdir[PATH_MAX];
 static int skip_fd = -1;
 
 void test_register_limit(const char *name, int kind, test_fn_t fn, int limit_s)
 {
-    if (ntests < MAX_TESTS)
-        tests[ntests++] = (test_entry_t){name, kind, fn, limit_s};
+    if (ntests == tests_cap) {
+        int ncap = tests_cap ? tests_cap * 2 : 256;
+        test_entry_t *nt = realloc(tests, (size_t)ncap * sizeof(*nt));
+        if (nt == NULL) {
+            tests_lost++;
+            return;
+        }
+        tests = nt;
+        tests_cap = ncap;
+    }
+    tests[ntests++] = (test_entry_t){name, kind, fn, limit_s};
 }
 
 void test_register(const char *name, int kind, test_fn_t fn)
@@ -211,7 +221,14 @@ int main(int argc, char **argv)
     env = getenv("INCOLL_TEST_LIMIT_S");
     if (env)
         limit_all = atoi(env);
-    qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
+    if (tests_lost > 0) {
+        printf(
+            "FAIL runner: %d test%s could not be registered (out of memory)\n",
+            tests_lost, tests_lost == 1 ? "" : "s");
+        failed += tests_lost;
+    }
+    if (ntests > 0)
+        qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
 
     for (int i = 0; i < ntests; i++) {
         const test_entry_t *t = &tests[i];
