@@ -1,25 +1,50 @@
-# incoll: one plain GNU Makefile. `make`, `make test`, `make demo`,
-# `make bench`, `make install PREFIX=...`, `make format`, `make clean`,
-# `make deps`, `make fuzz` (and `make fuzz-run`: each parser harness for
-# FUZZ_TIME s).
+# incoll: one plain GNU Makefile. `make`, `make test`, `make check`,
+# `make demo`, `make bench`, `make install`, `make uninstall`, `make format`,
+# `make clean`, `make deps`, `make tests`, `make fuzz` (and `make fuzz-run`:
+# each parser harness for FUZZ_TIME s).
 #
-# What the build includes (libsodium, SimGrid, each MPI) is decided when
-# make reads this file. So `make demo` and `make test`, a newcomer's first
-# commands, install the missing packages first (scripts/install-deps.sh)
-# and only then run a second make (demo-run, test-run) that reads this file
-# again and sees them.
+# What the build includes (libsodium, SimGrid, hwloc, each MPI) is decided
+# when make reads this file. So `make demo` and `make test`, a newcomer's
+# first commands, install the missing packages first
+# (scripts/install-deps.sh) and only then run a second make (demo-run,
+# check) that reads this file again and sees them. `make check` is the
+# test run alone, without apt-get: what a package build runs.
+#
+# For packagers: CC, CPPFLAGS, CFLAGS and LDFLAGS are honoured (the
+# project's own flags come on top of them), the GNU installation
+# directories below can each be set, and DESTDIR is prefixed to every
+# installed path. WITH_HWLOC, WITH_SIMGRID and WITH_MPI are each `auto`
+# (the default: built when found), `yes` (the build stops when it is
+# missing) or `no` (never built, even when installed).
 
-PREFIX   ?= /usr/local
+# Installation directories (PREFIX is the older spelling of prefix).
+PREFIX       ?= /usr/local
+prefix       ?= $(PREFIX)
+exec_prefix  ?= $(prefix)
+bindir       ?= $(exec_prefix)/bin
+libdir       ?= $(exec_prefix)/lib
+libexecdir   ?= $(exec_prefix)/libexec
+includedir   ?= $(prefix)/include
+pkgconfigdir ?= $(libdir)/pkgconfig
+
 CC       ?= cc
 BUILD    := build
 CFLAGS   ?= -O2 -g
+CPPFLAGS ?=
+LDFLAGS  ?=
 WARN     := -Wall -Wextra -Wshadow -Wno-unused-parameter
 # WERROR=1 (CI: .ci/run) makes every warning an error.
 ifeq ($(WERROR),1)
 WARN     += -Werror
 endif
-BASEFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -Iinclude -Isrc $(WARN)
+BASEFLAGS := -std=c11 -D_GNU_SOURCE -fvisibility=hidden -Iinclude -Isrc $(WARN) $(CPPFLAGS)
 LDLIBS   := -lm -lpthread
+
+WITH_HWLOC   ?= auto
+WITH_SIMGRID ?= auto
+WITH_MPI     ?= auto
+# $(call with_found,WITH,found): found unless WITH is no.
+with_found = $(if $(filter no,$(1)),,$(2))
 
 # The version of libincoll: libincoll.so.$(VERSION), soname
 # libincoll.so.$(SOVERSION), incoll.pc. Major and minor come from
@@ -28,7 +53,7 @@ VERSION   := $(shell sed -n 's/^\#define INCOLL_VERSION_MAJOR \([0-9]*\).*/\1/p'
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 SONAME    := libincoll.so.$(SOVERSION)
 
-SIMGRID_OK := $(shell pkg-config --exists simgrid 2>/dev/null && echo 1)
+SIMGRID_OK := $(call with_found,$(WITH_SIMGRID),$(shell pkg-config --exists simgrid 2>/dev/null && echo 1))
 SODIUM_OK  := $(shell pkg-config --exists libsodium 2>/dev/null && echo 1)
 # libsodium is required: without it the manager's control channel has no
 # authentication, so `incoll fabric up` cannot make the fabric's secret
@@ -42,7 +67,7 @@ LDLIBS    += -lsodium
 endif
 # hwloc (libhwloc-dev) is optional: it finds the CPU socket of a rank for
 # INCOLL_HIER=socket; without it socket mode runs as node mode.
-HWLOC_OK := $(shell pkg-config --exists hwloc 2>/dev/null && echo 1)
+HWLOC_OK := $(call with_found,$(WITH_HWLOC),$(shell pkg-config --exists hwloc 2>/dev/null && echo 1))
 ifeq ($(HWLOC_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_HWLOC=1
 LDLIBS    += $(shell pkg-config --libs hwloc)
@@ -51,7 +76,7 @@ endif
 # Objects depend on the flags they were built with (and so on whether
 # libsodium and SimGrid were found): installing a package rebuilds them.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(BASEFLAGS) $(CFLAGS) $(LDLIBS) simgrid=$(SIMGRID_OK)
+FLAGS_NOW   := $(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) $(LDLIBS) simgrid=$(SIMGRID_OK) mpi=$(WITH_MPI)
 $(shell mkdir -p $(BUILD) && echo '$(FLAGS_NOW)' | cmp -s - $(FLAGS_STAMP) || echo '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
 LIB_SRCS  := $(sort $(wildcard src/common/*.c src/core/*.c src/host/*.c))
@@ -97,8 +122,16 @@ endif
 SO_FILES := $(BUILD)/lib/libincoll.so $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libincoll.so.$(VERSION)
 LIBS := $(SO_FILES) $(BUILD)/lib/libincoll.a
 
-.PHONY: all test test-run unit-test demo demo-run bench install install-sim install-mpi format format-check clean deps sim mpi check-sodium
+.PHONY: all test test-run check tests unit-test demo demo-run bench install uninstall install-sim install-mpi format format-check clean deps sim mpi check-sodium
 all: $(LIBS) $(BINS)
+
+# tools/paths.c finds the installed libraries and helper programs there:
+# it alone is rebuilt when the directories change (DIRS_STAMP).
+DIRS_STAMP := $(BUILD)/.dirs
+DIRS_NOW   := libdir=$(libdir) libexecdir=$(libexecdir)
+$(shell mkdir -p $(BUILD) && echo '$(DIRS_NOW)' | cmp -s - $(DIRS_STAMP) || echo '$(DIRS_NOW)' > $(DIRS_STAMP))
+$(BUILD)/obj/tools/paths.o: $(DIRS_STAMP)
+$(BUILD)/obj/tools/paths.o: BASEFLAGS += -DINCOLL_LIBDIR='"$(libdir)"' -DINCOLL_LIBEXECDIR='"$(libexecdir)"'
 
 deps:
 	@bash scripts/install-deps.sh
@@ -112,9 +145,19 @@ ifneq ($(NO_SODIUM),1)
 	@exit 1
 endif
 endif
+ifeq ($(WITH_HWLOC)-$(HWLOC_OK),yes-)
+	@echo "make: WITH_HWLOC=yes but pkg-config finds no hwloc (libhwloc-dev; make deps)" >&2; exit 1
+endif
+ifeq ($(WITH_SIMGRID)-$(SIMGRID_OK),yes-)
+	@echo "make: WITH_SIMGRID=yes but pkg-config finds no simgrid (libsimgrid-dev; make deps)" >&2; exit 1
+endif
+ifeq ($(WITH_MPI),yes)
+	@command -v $(MPICC) >/dev/null 2>&1 || { echo "make: WITH_MPI=yes but there is no $(MPICC) (libopenmpi-dev; make deps)" >&2; exit 1; }
+endif
 
 # Every object waits for check-sodium (order-only: it does not make them
-# out of date), so a missing libsodium stops the build before it starts.
+# out of date), so a missing libsodium, or a missing part that WITH_...=yes
+# asks for, stops the build before it starts.
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | check-sodium
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) -fPIC -MMD -MP -c $< -o $@
@@ -144,7 +187,7 @@ $(BUILD)/lib/libincoll.a: $(LIB_OBJS)
 
 $(BUILD)/lib/libincoll.so.$(VERSION): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SONAME) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/lib/$(SONAME): $(BUILD)/lib/libincoll.so.$(VERSION)
 	ln -sfn libincoll.so.$(VERSION) $@
@@ -154,19 +197,19 @@ $(BUILD)/lib/libincoll.so: $(BUILD)/lib/$(SONAME)
 
 $(BUILD)/bin/incoll-agg: $(AGG_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(AGG_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(AGG_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/bin/incoll-mgr: $(MGR_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(MGR_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(MGR_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/bin/incoll: $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TOOL_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/tests/incoll-tests: $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(TEST_TOOL_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(TEST_TOOL_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(TEST_OBJS) $(AGG_LIB_OBJS) $(MGR_LIB_OBJS) $(TEST_TOOL_OBJS) $(INTERNAL_A) $(LDLIBS)
 
 $(BUILD)/tests/incoll-tests-asan: $(ASAN_OBJS)
 	@mkdir -p $(dir $@)
@@ -177,18 +220,23 @@ TESTPROG_SRCS := $(sort $(wildcard tests/progs/*.c))
 TESTPROGS := $(TESTPROG_SRCS:tests/progs/%.c=$(BUILD)/tests/%)
 $(BUILD)/tests/%: tests/progs/%.c $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
 
 # `make test` and `make demo`: the packages first, then a make that sees
 # them (see the top of this file). Without root, install-deps only lists
 # what is missing and the demo stops; so do the tests when a required
 # package is missing, while a missing optional one only makes the tests
-# that need it skip.
+# that need it skip. `make check` runs the tests without installing
+# anything (a package build's test step); test-run is its older name.
 test:
 	@bash scripts/install-deps.sh --optional-ok
-	@$(MAKE) --no-print-directory test-run
+	@$(MAKE) --no-print-directory check
 
-test-run: all $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan $(TESTPROGS)
+TEST_BINS := $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan $(TESTPROGS)
+# Every test binary and test program, built and not run.
+tests: all $(TEST_BINS)
+
+check test-run: all $(TEST_BINS)
 	@bash scripts/run-tests.sh
 
 unit-test: $(BUILD)/tests/incoll-tests
@@ -204,15 +252,31 @@ demo-run: all
 bench: all
 	$(BUILD)/bin/incoll bench kernel
 
+# What `make install` puts where (each under DESTDIR): the programs in
+# bindir, the libraries in libdir, the programs only incoll itself runs
+# in libexecdir/incoll, the header in includedir, incoll.pc in
+# pkgconfigdir. The programs find the libraries and helpers there when
+# they are not beside them as in the build tree (tools/paths.c).
+INSTALL_PC_REQUIRES := $(if $(filter 1,$(SODIUM_OK)),libsodium) $(if $(filter 1,$(HWLOC_OK)),hwloc)
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(BUILD)/lib/libincoll.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(BUILD)/lib/libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
-	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libincoll.so
-	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
+	install -m 755 $(BINS) $(DESTDIR)$(bindir)/
+	install -m 644 $(BUILD)/lib/libincoll.a $(DESTDIR)$(libdir)/
+	install -m 755 $(BUILD)/lib/libincoll.so.$(VERSION) $(DESTDIR)$(libdir)/
+	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(libdir)/$(SONAME)
+	ln -sfn $(SONAME) $(DESTDIR)$(libdir)/libincoll.so
+	install -m 644 include/incoll.h $(DESTDIR)$(includedir)/
+	sed -e 's|@PREFIX@|$(prefix)|' -e 's|@LIBDIR@|$(libdir)|' -e 's|@INCLUDEDIR@|$(includedir)|' \
+	    -e 's|@VERSION@|$(VERSION)|' -e 's|@REQUIRES_PRIVATE@|$(strip $(INSTALL_PC_REQUIRES))|' \
+	    incoll.pc.in > $(DESTDIR)$(pkgconfigdir)/incoll.pc
+
+# Removes what install put there (the same variables must be given).
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(BINS)) incoll-sim)
+	rm -f $(addprefix $(DESTDIR)$(libdir)/,libincoll.a libincoll.so $(SONAME) libincoll.so.$(VERSION) libincoll_mpi.so libincoll_mpi_mpich.so)
+	rm -f $(addprefix $(DESTDIR)$(libexecdir)/incoll/,incoll-launch-agent incoll-bench-mpi)
+	-rmdir $(DESTDIR)$(libexecdir)/incoll 2>/dev/null
+	rm -f $(DESTDIR)$(includedir)/incoll.h $(DESTDIR)$(pkgconfigdir)/incoll.pc
 
 # One clang-format version, so that the check gives the same answer on
 # every machine (CI runs format-check; install-deps installs it).
@@ -241,7 +305,7 @@ MPICC        ?= mpicc
 MPIF90       ?= mpif90
 MPICC_MPICH  ?= mpicc.mpich
 MPIF90_MPICH ?= mpif90.mpich
-MPI_HAVE = $(shell command -v $(1) >/dev/null 2>&1 && echo 1)
+MPI_HAVE = $(call with_found,$(WITH_MPI),$(shell command -v $(1) >/dev/null 2>&1 && echo 1))
 MPI_SRCS    := $(sort $(wildcard src/mpi/*.c))
 MPI_CFLAGS  := $(BASEFLAGS) $(CFLAGS) -fPIC
 MPI_SOFLAGS := -shared -Wl,--version-script=src/mpi/exports.map -Wl,-z,defs
@@ -251,6 +315,8 @@ MPI_TEST_FFLAGS := -Wall $(CFLAGS)
 MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
 MPI_TEST_F  := $(sort $(wildcard tests/mpi/*.f90))
 MPI_TARGETS :=
+# The MPI test programs: built by `make tests` and the test run, not `all`.
+MPI_TEST_TARGETS :=
 
 # The remote shell through which `incoll mpirun --emulate` starts MPI's
 # daemons inside the emulated hosts (tools/mpi/launch_agent.c). Plain C:
@@ -258,17 +324,18 @@ MPI_TARGETS :=
 MPI_TARGETS += $(BUILD)/bin/incoll-launch-agent
 $(BUILD)/bin/incoll-launch-agent: tools/mpi/launch_agent.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASEFLAGS) $(CFLAGS) -o $@ $<
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 ifeq ($(call MPI_HAVE,$(MPICC)),1)
 MPI_OBJS_DEF := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-default/%.o)
-MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
+MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so
+MPI_TEST_TARGETS += $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
 $(BUILD)/obj/mpi-default/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(INTERNAL_A) src/mpi/exports.map
 	@mkdir -p $(dir $@)
-	$(MPICC) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
+	$(MPICC) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
 # (they may include header-only helpers of src/common, e.g. netdev.h)
 $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 	@mkdir -p $(dir $@)
@@ -279,7 +346,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o \
                   $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
-                  $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o) \
+                  $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o paths.o) \
                   $(FABRIC_OBJS) $(BUILD)/obj/src/mgr/topo.o
 MPI_TARGETS  += $(BUILD)/bin/incoll-bench-mpi
 $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
@@ -287,9 +354,9 @@ $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 	$(MPICC) $(MPI_CFLAGS) -Itools -MMD -MP -c $< -o $@
 $(BUILD)/bin/incoll-bench-mpi: $(BENCH_MPI_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CFLAGS) -o $@ $(BENCH_MPI_OBJS) $(INTERNAL_A) $(LDLIBS)
+	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $(BENCH_MPI_OBJS) $(INTERNAL_A) $(LDLIBS)
 ifeq ($(call MPI_HAVE,$(MPIF90)),1)
-MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
+MPI_TEST_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
 $(BUILD)/tests/mpi/%: tests/mpi/%.f90
 	@mkdir -p $(dir $@)
 	$(MPIF90) $(MPI_TEST_FFLAGS) -o $@ $<
@@ -298,18 +365,19 @@ endif
 
 ifeq ($(call MPI_HAVE,$(MPICC_MPICH)),1)
 MPI_OBJS_MPICH := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-mpich/%.o)
-MPI_TARGETS    += $(BUILD)/lib/libincoll_mpi_mpich.so $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi-mpich/%)
+MPI_TARGETS    += $(BUILD)/lib/libincoll_mpi_mpich.so
+MPI_TEST_TARGETS += $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi-mpich/%)
 $(BUILD)/obj/mpi-mpich/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(INTERNAL_A) src/mpi/exports.map
 	@mkdir -p $(dir $@)
-	$(MPICC_MPICH) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
+	$(MPICC_MPICH) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
 $(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_TEST_CFLAGS) -o $@ $<
 ifeq ($(call MPI_HAVE,$(MPIF90_MPICH)),1)
-MPI_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi-mpich/%)
+MPI_TEST_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi-mpich/%)
 $(BUILD)/tests/mpi-mpich/%: tests/mpi/%.f90
 	@mkdir -p $(dir $@)
 	$(MPIF90_MPICH) $(MPI_TEST_FFLAGS) -o $@ $<
@@ -319,12 +387,13 @@ endif
 .PHONY: mpi install-mpi
 mpi: $(MPI_TARGETS)
 all: $(MPI_TARGETS)
-test-run: $(MPI_TARGETS)
+tests: $(MPI_TARGETS) $(MPI_TEST_TARGETS)
+check test-run: $(MPI_TARGETS) $(MPI_TEST_TARGETS)
 install: install-mpi
 install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	$(if $(filter %.so,$^),install -m 755 $(filter %.so,$^) $(DESTDIR)$(PREFIX)/lib/,@true)
-	$(if $(filter $(BUILD)/bin/%,$^),install -m 755 $(filter $(BUILD)/bin/%,$^) $(DESTDIR)$(PREFIX)/bin/,@true)
+	install -d $(DESTDIR)$(libdir) $(DESTDIR)$(libexecdir)/incoll
+	$(if $(filter %.so,$^),install -m 755 $(filter %.so,$^) $(DESTDIR)$(libdir)/,@true)
+	$(if $(filter $(BUILD)/bin/%,$^),install -m 755 $(filter $(BUILD)/bin/%,$^) $(DESTDIR)$(libexecdir)/incoll/,@true)
 # --- end MPI layer ---
 
 # --- simulator (src/sim) ---
@@ -343,13 +412,13 @@ $(BUILD)/obj/src/sim/%.o: src/sim/%.c $(FLAGS_STAMP)
 	$(CC) $(BASEFLAGS) -Itools $(SIM_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 $(BUILD)/bin/incoll-sim: $(SIM_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $(SIM_OBJS) $(INTERNAL_A) $(SIM_LIBS) $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(SIM_OBJS) $(INTERNAL_A) $(SIM_LIBS) $(LDLIBS)
 sim: $(BUILD)/bin/incoll-sim
 all: $(BUILD)/bin/incoll-sim
 install: install-sim
 install-sim: $(BUILD)/bin/incoll-sim
-	install -d $(DESTDIR)$(PREFIX)/bin
-	install -m 755 $(BUILD)/bin/incoll-sim $(DESTDIR)$(PREFIX)/bin/
+	install -d $(DESTDIR)$(bindir)
+	install -m 755 $(BUILD)/bin/incoll-sim $(DESTDIR)$(bindir)/
 else
 sim:
 	@echo "make sim: SimGrid not found by pkg-config; install libsimgrid-dev and simgrid (scripts/install-deps.sh)" >&2; exit 1

@@ -178,3 +178,60 @@ TEST(build_tree_shared_lib, TEST_INTEG)
     }
     return ret;
 }
+
+/* A packager's install: DESTDIR, prefix and libdir of their own put each
+ * file where its directory variable says (the helper programs under
+ * libexecdir/incoll), incoll.pc names that libdir and the packages a
+ * static link needs (Requires.private), and `make uninstall` with the
+ * same variables removes every file it put there. */
+TEST(build_tree_install_dirs, TEST_INTEG)
+{
+    char dest[PATH_MAX], out[PATH_MAX + 32], vars[3 * PATH_MAX];
+    char *text;
+
+    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s (README.md)",
+              test_bindir());
+    snprintf(dest, sizeof(dest), "%s/dest", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/install.out", test_tmpdir());
+    snprintf(vars, sizeof(vars),
+             "DESTDIR='%s' prefix=/usr libdir=/usr/lib/x86_64-linux-gnu "
+             "libexecdir=/usr/lib",
+             dest);
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
+                    "%s",
+                    vars) == 0,
+              out);
+    static const char *const want[] = {
+        "usr/bin/incoll",
+        "usr/bin/incoll-agg",
+        "usr/lib/x86_64-linux-gnu/libincoll.so.0",
+        "usr/lib/x86_64-linux-gnu/libincoll.a",
+        "usr/lib/x86_64-linux-gnu/pkgconfig/incoll.pc",
+        "usr/include/incoll.h",
+    };
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", dest, want[i]);
+        CHECK_MSG(access(path, F_OK) == 0, "make install did not make %s",
+                  path);
+    }
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "export PKG_CONFIG_PATH='%s/usr/lib/x86_64-linux-gnu/"
+                    "pkgconfig'; pkg-config --variable=libdir incoll; "
+                    "pkg-config --print-requires-private incoll",
+                    dest) == 0,
+              out);
+    text = slurp(out);
+    CHECK_MSG(strstr(text, "/usr/lib/x86_64-linux-gnu\n") != NULL &&
+                  strstr(text, "libsodium") != NULL,
+              "incoll.pc: libdir or Requires.private wrong:\n%s", text);
+    free(text);
+    CHECK_OUT(sh_in(test_srcdir(), out,
+                    "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s "
+                    "uninstall %s && test -z \"$(find '%s' -type f -o -type "
+                    "l)\" || find '%s' -type f -o -type l",
+                    vars, dest, dest) == 0,
+              out);
+    return TEST_PASSED;
+}

@@ -2,6 +2,7 @@
  * Shared plumbing of the fabric benchmarks: see bench_common.h.
  */
 #include "bench_common.h"
+#include "cli.h"
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"
@@ -311,17 +312,11 @@ static int launch_wait(bench_fabric_t *f, char **argv,
     return launch_wait_all(&pid, 1, progress_path);
 }
 
-/* The MPI worker's path, next to this executable. */
+/* The MPI worker's path: beside this executable, or in libexecdir. */
 static void mpi_worker_path(char *buf, size_t len)
 {
-    char self[PATH_MAX], *slash;
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-
-    self[n > 0 ? n : 0] = '\0';
-    slash = strrchr(self, '/');
-    if (slash)
-        *slash = '\0';
-    snprintf(buf, len, "%.4000s/" BENCH_MPI_WORKER, self);
+    if (cli_companion_path(CLI_PLACE_LIBEXEC, BENCH_MPI_WORKER, buf, len) != 0)
+        snprintf(buf, len, "%s", BENCH_MPI_WORKER);
 }
 
 /* 1 if prog is an executable in PATH. */

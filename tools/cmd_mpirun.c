@@ -96,35 +96,14 @@ static void usage(FILE *out)
         "INCOLL_MPI_STATS=1, ...) is passed to the ranks.\n");
 }
 
-/* This executable's directory. */
-static int self_dir(char *buf, size_t len)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    char *slash;
-
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    slash = strrchr(self, '/');
-    if (slash == NULL)
-        return -1;
-    *slash = '\0';
-    snprintf(buf, len, "%s", self);
-    return 0;
-}
-
-/* The interposer for mpi, in this executable's ../lib. */
+/* The interposer for mpi, in this executable's ../lib or libdir. */
 static int default_lib(const char *mpi, char *buf, size_t len)
 {
-    char dir[PATH_MAX];
-
-    if (self_dir(dir, sizeof(dir)) != 0)
-        return -1;
-    snprintf(buf, len, "%.3900s/../lib/%s", dir,
-             strcmp(mpi, "mpich") == 0 ? "libincoll_mpi_mpich.so"
-                                       : "libincoll_mpi.so");
-    return 0;
+    return cli_companion_path(CLI_PLACE_LIB,
+                              strcmp(mpi, "mpich") == 0
+                                  ? "libincoll_mpi_mpich.so"
+                                  : "libincoll_mpi.so",
+                              buf, len);
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag,
@@ -501,7 +480,7 @@ int cmd_mpirun(int argc, char **argv)
 
     /* An emulated fabric (made here or given): rank r in host r. */
     if (emu_present(fabric)) {
-        char path[PATH_MAX + 32], err[256], dir[PATH_MAX];
+        char path[PATH_MAX + 32], err[256];
         snprintf(path, sizeof(path), "%s/fabric.conf", fabric);
         if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
             fprintf(stderr, "incoll mpirun: %s\n", err);
@@ -523,11 +502,11 @@ int cmd_mpirun(int argc, char **argv)
                     fabric, why);
             goto out;
         }
-        if (self_dir(dir, sizeof(dir)) != 0) {
+        if (cli_companion_path(CLI_PLACE_LIBEXEC, "incoll-launch-agent", agent,
+                               sizeof(agent)) != 0) {
             fprintf(stderr, "incoll mpirun: cannot find my own directory\n");
             goto out;
         }
-        snprintf(agent, sizeof(agent), "%.4000s/incoll-launch-agent", dir);
         if (access(agent, X_OK) != 0) {
             fprintf(stderr,
                     "incoll mpirun: %s: %s (the launch agent; built by "

@@ -13,31 +13,13 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Writes "<directory of this executable>/incoll-sim" into buf. */
-static int sim_binary(char *buf, size_t len)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    char *slash;
-
-    if (n <= 0)
-        return -1;
-    self[n] = '\0';
-    slash = strrchr(self, '/');
-    if (slash == NULL)
-        return -1;
-    *slash = '\0';
-    if ((size_t)snprintf(buf, len, "%s/incoll-sim", self) >= len)
-        return -1;
-    return 0;
-}
-
 int cmd_sim(int argc, char **argv)
 {
     char path[PATH_MAX];
     char **args;
 
-    if (sim_binary(path, sizeof(path)) != 0) {
+    if (cli_companion_path(CLI_PLACE_BIN, "incoll-sim", path, sizeof(path)) !=
+        0) {
         fprintf(stderr, "incoll sim: cannot find the directory of the incoll "
                         "binary (/proc/self/exe)\n");
         return 1;
