@@ -450,3 +450,26 @@ fuzz-run: fuzz
 	  (cd $(BUILD)/fuzz && ./fuzz_$$h -jobs=1 -max_total_time=$(FUZZ_TIME) $$dict corpus/$$h); \
 	done
 # --- end fuzzing ---
+
+# --- operations (docs/deployment.md) ---
+# The manager's metrics endpoint (src/mgr/mgr_http.c) uses libmicrohttpd
+# (libmicrohttpd-dev, optional: without it `incoll-mgr --metrics` says so
+# and its tests skip). WITH_MHD is auto, yes or no like the others. Only
+# the programs that hold a manager link it, never libincoll.
+WITH_MHD ?= auto
+MHD_OK := $(call with_found,$(WITH_MHD),$(shell pkg-config --exists libmicrohttpd 2>/dev/null && echo 1))
+MHD_STAMP := $(BUILD)/.mhd
+$(shell mkdir -p $(BUILD) && echo 'mhd=$(MHD_OK)' | cmp -s - $(MHD_STAMP) || echo 'mhd=$(MHD_OK)' > $(MHD_STAMP))
+ifeq ($(MHD_OK),1)
+MHD_CFLAGS := -DINCOLL_HAVE_MHD=1 $(shell pkg-config --cflags libmicrohttpd)
+MHD_LIBS   := $(shell pkg-config --libs libmicrohttpd)
+endif
+.PHONY: check-mhd
+check-mhd:
+ifeq ($(WITH_MHD)-$(MHD_OK),yes-)
+	@echo "make: WITH_MHD=yes but pkg-config finds no libmicrohttpd (libmicrohttpd-dev; make deps)" >&2; exit 1
+endif
+$(BUILD)/obj/src/mgr/mgr_http.o $(BUILD)/asan/src/mgr/mgr_http.o: $(MHD_STAMP) | check-mhd
+$(BUILD)/obj/src/mgr/mgr_http.o $(BUILD)/asan/src/mgr/mgr_http.o: BASEFLAGS += $(MHD_CFLAGS)
+$(BUILD)/bin/incoll-mgr $(BUILD)/bin/incoll $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan: LDLIBS += $(MHD_LIBS)
+# --- end operations ---

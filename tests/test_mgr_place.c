@@ -417,7 +417,7 @@ TEST(mgr_place_random_shapes, TEST_UNIT)
             place_group_t *g;
             char why[256] = "";
             int n = random_members(&topo, hosts, 40);
-            place_req_t req = {8, 1, 0};
+            place_req_t req = {.slots = 8, .min_slots = 1, .payload = 0};
             incoll_status_t status =
                 place_group_create(pl, hosts, n, &req, &g, why, sizeof(why));
             CHECK_MSG(status == INCOLL_OK, "shape %zu iter %d: %s", s, iter,
@@ -581,7 +581,7 @@ TEST(mgr_place_least_loaded, TEST_UNIT)
      * evens out. */
     pl = new_place(&topo, 1);
     {
-        place_req_t big = {512, 4, 0};
+        place_req_t big = {.slots = 512, .min_slots = 4, .payload = 0};
         CHECK(place_group_create(pl, hosts, 2, &big, &g, why, sizeof(why)) ==
               INCOLL_OK);
         CHECK_EQ_INT(g->ans[0].sw, 4);
@@ -663,7 +663,7 @@ TEST(mgr_place_exhaustion, TEST_UNIT)
     pl = new_place(&topo, 1);
     n = 0;
     {
-        place_req_t req = {10, 4, 0};
+        place_req_t req = {.slots = 10, .min_slots = 4, .payload = 0};
         uint32_t got = 0;
         place_an_load_t l;
         while (place_group_create(pl, inside, 2, &req, &g, why, sizeof(why)) ==
@@ -714,7 +714,7 @@ TEST(mgr_place_many_groups, TEST_UNIT)
     pl = new_place(&topo, 1);
     for (int iter = 0; iter < 2000; iter++) {
         int n = random_members(&topo, hosts, 16);
-        place_req_t req = {16, 4, 0};
+        place_req_t req = {.slots = 16, .min_slots = 4, .payload = 0};
         incoll_status_t status =
             place_group_create(pl, hosts, n, &req, &g, why, sizeof(why));
         if (status == INCOLL_OK) {
@@ -769,7 +769,7 @@ TEST(mgr_place_caps_and_down, TEST_UNIT)
     char err[256], why[256];
     int across[2] = {0, 1}; /* l0 and l1 */
     topo_caps_t rep;
-    place_req_t req = {16, 4, 0};
+    place_req_t req = {.slots = 16, .min_slots = 4, .payload = 0};
 
     CHECK(topo_parse(good_topo, "t", &topo, err, sizeof(err)) == INCOLL_OK);
     pl = new_place(&topo, 1);
@@ -854,7 +854,7 @@ TEST(mgr_place_adopt, TEST_UNIT)
     place_group_t *g, *g2;
     char why[256];
     int hosts[6] = {9, 1, 14, 2, 3, 8};
-    place_req_t req = {32, 4, 4096};
+    place_req_t req = {.slots = 32, .min_slots = 4, .payload = 4096};
 
     CHECK(topo_fat_tree(4, 3, 0, NULL, &topo) == INCOLL_OK);
     pl = new_place(&topo, 1);
@@ -915,7 +915,7 @@ static int groups_that_fit(uint32_t slots, place_an_load_t *load_p)
     place_group_t *g;
     char why[256];
     int inside[2] = {0, 1}, n = 0;
-    place_req_t req = {slots, 0, 0};
+    place_req_t req = {.slots = slots, .min_slots = 0, .payload = 0};
 
     topo_caps_default(&caps);
     if (topo_fat_tree(4, 2, 0, &caps, &topo) != INCOLL_OK)

@@ -215,7 +215,7 @@ mgr_auth_check_auth(const uint8_t key[MGR_KEY_LEN],
         *why_p = "unsupported protocol version";
         return INCOLL_ERR_PROTOCOL;
     }
-    if (role < MGR_ROLE_AN || role > MGR_ROLE_TOOL) {
+    if (role < MGR_ROLE_AN || role > MGR_ROLE_ADMIN) {
         *why_p = "unknown role";
         return INCOLL_ERR_PROTOCOL;
     }

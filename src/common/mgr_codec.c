@@ -503,6 +503,14 @@ const char *mgr_msg_name(uint16_t type)
         return "stat_req";
     case MGR_STAT_REP:
         return "stat_rep";
+    case MGR_JOB_REGISTER:
+        return "job_register";
+    case MGR_JOB_REGISTER_OK:
+        return "job_register_ok";
+    case MGR_JOB_END:
+        return "job_end";
+    case MGR_JOB_END_OK:
+        return "job_end_ok";
     default:
         return "unknown";
     }

@@ -31,6 +31,10 @@ typedef enum {
     MGR_ROLE_AN = 1,
     MGR_ROLE_HOST = 2,
     MGR_ROLE_TOOL = 3,
+    /* The workload manager's side (the Slurm plugin) and the operator's
+     * tools: registers jobs with their quotas and ends them. It proves the
+     * manager's admin secret (the fabric secret when none is set). */
+    MGR_ROLE_ADMIN = 4,
 } mgr_role_t;
 
 typedef enum {
@@ -58,9 +62,20 @@ typedef enum {
     MGR_GROUP_RELEASE = 0x24,
     MGR_GROUP_FAILED = 0x25,
     /* tools */
-    MGR_STAT_REQ = 0x30,
+    MGR_STAT_REQ = 0x30, /* u32 flags (MGR_STAT_F_*) */
     MGR_STAT_REP = 0x31,
+    /* admin */
+    MGR_JOB_REGISTER = 0x40,    /* str job, u32 groups, u32 slots, u32 flags */
+    MGR_JOB_REGISTER_OK = 0x41, /* u32 gen, u32 groups, u32 slots */
+    MGR_JOB_END = 0x42,         /* str job, str reason */
+    MGR_JOB_END_OK = 0x43,      /* u32 jobs, u32 groups released */
 } mgr_msg_type_t;
+
+/* stat_req flags: the answer as the metrics (what the manager's HTTP
+ * endpoint serves) instead of `incoll stat`'s lines, in the OpenMetrics
+ * text format or the Prometheus text format 0.0.4. */
+#define MGR_STAT_F_OPENMETRICS 1u
+#define MGR_STAT_F_PROMETHEUS 2u
 
 /* ---- codec ---- */
 

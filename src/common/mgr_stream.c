@@ -249,6 +249,10 @@ static mgr_next_t handshake(mgr_stream_t *st, uint16_t type,
             *why_p = "expected auth";
             return MGR_NEXT_ERROR;
         }
+        /* An admin proves the admin secret (body: u16 version, u8 role):
+         * the session keys then derive from it too. */
+        if (st->admin_key && len > 2 && body[2] == MGR_ROLE_ADMIN)
+            memcpy(st->key, st->admin_key, MGR_KEY_LEN);
         status = mgr_auth_check_auth(st->key, st->snonce, body, len, &role,
                                      st->cnonce, pr, why_p);
         if (status == INCOLL_ERR_AUTH) {

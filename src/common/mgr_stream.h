@@ -46,7 +46,11 @@ typedef struct {
     size_t tx_off;    /* bytes of tx already written */
     size_t tx_limit;  /* refuse to queue beyond this (slow peer) */
     size_t max_frame; /* after the handshake; 0: MGR_MAX_FRAME */
-    char why[96];     /* an error reason with numbers in it */
+    /* Manager side: the key an admin (MGR_ROLE_ADMIN) must prove instead
+     * of key, or NULL for key itself; the caller's, it must outlive the
+     * handshake. */
+    const uint8_t *admin_key;
+    char why[96]; /* an error reason with numbers in it */
 } mgr_stream_t;
 
 typedef enum {

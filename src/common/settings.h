@@ -318,6 +318,32 @@
       "a group gets at least this many slots or none") \
     X(MGR_PRUNE, BOOL, "1", "", "mgr", \
       "1 leaves out of a group the ANs that would have a single child") \
+    X(MGR_JOB_SHARE, REAL, "0.5", "0..1", "mgr", \
+      "the share of every AN's groups and slots one job may hold when its " \
+      "registration names no quota (or it has none): one job cannot take " \
+      "an AN whole") \
+    X(MGR_JOBS, ENUM, "open", "open|registered", "mgr", \
+      "open: any process with the secret may join under any job name; " \
+      "registered: only jobs an admin registered (the Slurm plugin) may " \
+      "join") \
+    X(MGR_JOB_LINGER_MS, MS, "24h", "1s..720h", "mgr", \
+      "a registered job with no process and no group for this long is " \
+      "forgotten, as if it had ended") \
+    X(MGR_STATE_BUDGET, SIZE, "256M", "1M..", "mgr", \
+      "bytes of state (jobs, ranks, requests, groups, registrations) the " \
+      "manager keeps in all; a join or request beyond is refused") \
+    X(MGR_JOB_STATE_BUDGET, SIZE, "64M", "64K..", "mgr", \
+      "bytes of state the manager keeps for one job; a join or request " \
+      "beyond is refused") \
+    X(MGR_TX_BUDGET, SIZE, "64M", "1M..", "mgr", \
+      "bytes queued to peers that did not read them yet, in all; beyond, " \
+      "the connection holding the most is closed") \
+    X(MGR_ADMIN_SECRET_FILE, STR, "", "", "mgr", \
+      "file holding the admin secret that job registration (the Slurm " \
+      "plugin, `incoll job`) must prove; unset: the fabric secret") \
+    X(MGR_METRICS, ENDPOINT, "", "", "mgr", \
+      "IP:PORT where the manager serves its metrics over HTTP (OpenMetrics " \
+      "text, /metrics); unset: not served") \
     /* the incoll CLI and benchmarks */ \
     X(BENCH_CORRUPT, ENUM, "", "0|1|result|input", "tool", \
       "test of the benchmark's checks: 1 or result makes the last rank " \

@@ -10,10 +10,11 @@
 
 #include "common/settings.h"
 
+#include "common/clock.h"
 #include "common/fabric_conf.h"
 #include "common/log.h"
 #include "mgr/mgr_core.h"
-#include "common/clock.h"
+#include "mgr/mgr_http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -34,8 +35,9 @@
 #define MAX_CONNS 8192
 #define FD_RESERVE 16 /* descriptors kept for everything but connections */
 #define MIN_CONNS 8
-#define EVICT_MS 500       /* an unauthenticated connection's least chance */
+#define ACCEPT_BATCH 128   /* connections accepted per loop turn */
 #define LISTEN_REST_MS 100 /* out of descriptors: rest the listener */
+#define MAX_OVER 16        /* addresses over their share, tracked */
 #define RATE_MS 10000      /* hostile-traffic warnings: a burst per interval */
 #define TOOL_MAX_FRAME (64u << 10)
 #define HOST_MAX_FRAME (2u << 20)
@@ -48,16 +50,27 @@ typedef struct conn {
     char peer[32];
     uint32_t peer_ip;
     int dead;
-    int unauth;             /* counted in mgr.nunauth */
-    int watching_out;       /* EPOLLOUT armed */
-    uint64_t accepted;      /* when */
-    uint64_t partial_since; /* the frame in progress began, or 0 */
-    uint64_t reserved;      /* bytes of it, charged to the budgets */
-    uint64_t *res_job;      /* the job's counter charged too, or NULL */
-    uint64_t deadline;      /* authentication deadline, 0 once authenticated */
-    mgr_peer_t *core;       /* the core's peer, once authenticated */
+    int unauth; /* counted in mgr.nunauth, in the lists below */
+    struct conn *u_prev, *u_next; /* unauthenticated, oldest first */
+    struct conn *s_prev, *s_next; /* ... of the same address */
+    uint64_t txq;                 /* bytes queued to it, counted in tx_queued */
+    int watching_out;             /* EPOLLOUT armed */
+    uint64_t accepted;            /* when */
+    uint64_t partial_since;       /* the frame in progress began, or 0 */
+    uint64_t reserved;            /* bytes of it, charged to the budgets */
+    uint64_t *res_job;            /* the job's counter charged too, or NULL */
+    uint64_t deadline; /* authentication deadline, 0 once authenticated */
+    mgr_peer_t *core;  /* the core's peer, once authenticated */
     struct conn *next;
 } conn_t;
+
+/* The unauthenticated connections of one address, oldest first (an entry
+ * of the open-addressing table mgr.src). */
+typedef struct {
+    uint32_t ip;
+    int count; /* 0: a free entry */
+    conn_t *head, *tail;
+} src_t;
 
 /* Rate limits a kind of warning to `burst` lines per RATE_MS, counting
  * what it leaves out for the next line that goes through. */
@@ -82,6 +95,15 @@ struct mgr {
     int nunauth;
     int max_conns; /* from RLIMIT_NOFILE */
     int max_unauth;
+    int src_share;           /* unauthenticated ones an address may hold
+                                before its own are evicted first */
+    conn_t *u_head, *u_tail; /* unauthenticated, oldest first */
+    src_t *src;              /* per address, cap a power of two */
+    uint32_t src_cap;
+    uint32_t over[MAX_OVER]; /* addresses holding more than src_share */
+    int nover;
+    uint64_t tx_queued; /* bytes queued to every peer */
+    mgr_http_t *http;
     int spare_fd;           /* /dev/null, given up to shed a connection */
     int listen_resting;     /* the listener is out of the epoll set */
     uint64_t listen_resume; /* until then */
@@ -94,6 +116,7 @@ struct mgr {
         uint64_t conns_refused;
         uint64_t conns_evicted;
         uint64_t conns_shed;
+        uint64_t conns_slow;
         uint64_t frames_late;
         uint64_t frames_refused;
         uint64_t auth_failures;
@@ -125,6 +148,15 @@ static void params_from_settings(mgr_params_t *p, int env)
     p->frame_ms = (uint32_t)(setting_num(SETTING_MGR_FRAME_MS, env) / ms);
     p->rx_budget = setting_num(SETTING_MGR_RX_BUDGET, env);
     p->job_rx_budget = setting_num(SETTING_MGR_JOB_RX_BUDGET, env);
+    p->tx_budget = setting_num(SETTING_MGR_TX_BUDGET, env);
+    p->state_budget = setting_num(SETTING_MGR_STATE_BUDGET, env);
+    p->job_state_budget = setting_num(SETTING_MGR_JOB_STATE_BUDGET, env);
+    p->job_linger_ms =
+        (uint32_t)(setting_num(SETTING_MGR_JOB_LINGER_MS, env) / ms);
+    p->job_share = env ? setting_real(SETTING_MGR_JOB_SHARE)
+                       : setting_default(SETTING_MGR_JOB_SHARE).d;
+    p->registered_only = setting_num(SETTING_MGR_JOBS, env) == 1;
+    p->metrics = env ? setting_str(SETTING_MGR_METRICS) : NULL;
     p->place.default_slots = (uint32_t)setting_num(SETTING_MGR_SLOTS, env);
     p->place.min_slots = (uint32_t)setting_num(SETTING_MGR_MIN_SLOTS, env);
     p->place.prune = setting_num(SETTING_MGR_PRUNE, env) != 0;
@@ -148,6 +180,11 @@ void mgr_params_from_env(mgr_params_t *p)
 uint16_t mgr_port(const mgr_t *m)
 {
     return m->port;
+}
+
+uint16_t mgr_metrics_port(const mgr_t *m)
+{
+    return m->http ? mgr_http_port(m->http) : 0;
 }
 
 /* ---- rate-limited warnings ---- */
@@ -191,7 +228,161 @@ static void rate_warn(ratelog_t *rl, const char *fmt, ...)
         incoll_warn("%s", text);
 }
 
+/* ---- unauthenticated connections, by age and by address ---- */
+
+static uint32_t src_hash(const mgr_t *m, uint32_t ip)
+{
+    return (ip * 2654435761u) & (m->src_cap - 1);
+}
+
+/* The entry of ip, or the free one where it would go. */
+static src_t *src_slot(mgr_t *m, uint32_t ip)
+{
+    uint32_t i = src_hash(m, ip);
+    while (m->src[i].count && m->src[i].ip != ip)
+        i = (i + 1) & (m->src_cap - 1);
+    return &m->src[i];
+}
+
+/* Frees entry i of the table: entries after it whose home is not between
+ * it and them move up, so that no lookup stops short (linear probing's
+ * deletion). */
+static void src_delete(mgr_t *m, uint32_t i)
+{
+    uint32_t j = i, mask = m->src_cap - 1;
+    m->src[i].count = 0;
+    for (;;) {
+        uint32_t k;
+        j = (j + 1) & mask;
+        if (m->src[j].count == 0)
+            return;
+        k = src_hash(m, m->src[j].ip);
+        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+            continue;
+        m->src[i] = m->src[j];
+        m->src[j].count = 0;
+        i = j;
+    }
+}
+
+static void over_add(mgr_t *m, uint32_t ip)
+{
+    for (int i = 0; i < m->nover; i++)
+        if (m->over[i] == ip)
+            return;
+    if (m->nover < MAX_OVER)
+        m->over[m->nover++] = ip;
+}
+
+static void over_del(mgr_t *m, uint32_t ip)
+{
+    for (int i = 0; i < m->nover; i++) {
+        if (m->over[i] == ip) {
+            m->over[i] = m->over[--m->nover];
+            return;
+        }
+    }
+}
+
+/* c has not authenticated yet: the newest of all and of its address. */
+static void unauth_add(mgr_t *m, conn_t *c)
+{
+    src_t *e = src_slot(m, c->peer_ip);
+    c->unauth = 1;
+    m->nunauth++;
+    c->u_prev = m->u_tail;
+    c->u_next = NULL;
+    if (m->u_tail)
+        m->u_tail->u_next = c;
+    else
+        m->u_head = c;
+    m->u_tail = c;
+    if (e->count == 0) {
+        e->ip = c->peer_ip;
+        e->head = e->tail = NULL;
+    }
+    c->s_prev = e->tail;
+    c->s_next = NULL;
+    if (e->tail)
+        e->tail->s_next = c;
+    else
+        e->head = c;
+    e->tail = c;
+    if (++e->count == m->src_share + 1)
+        over_add(m, c->peer_ip);
+}
+
+/* c authenticated or is closing. */
+static void unauth_del(mgr_t *m, conn_t *c)
+{
+    src_t *e;
+    if (!c->unauth)
+        return;
+    c->unauth = 0;
+    m->nunauth--;
+    if (c->u_prev)
+        c->u_prev->u_next = c->u_next;
+    else
+        m->u_head = c->u_next;
+    if (c->u_next)
+        c->u_next->u_prev = c->u_prev;
+    else
+        m->u_tail = c->u_prev;
+    e = src_slot(m, c->peer_ip);
+    if (e->count == 0)
+        return; /* cannot happen: it was counted */
+    if (c->s_prev)
+        c->s_prev->s_next = c->s_next;
+    else
+        e->head = c->s_next;
+    if (c->s_next)
+        c->s_next->s_prev = c->s_prev;
+    else
+        e->tail = c->s_prev;
+    if (--e->count == m->src_share)
+        over_del(m, e->ip);
+    if (e->count == 0)
+        src_delete(m, (uint32_t)(e - m->src));
+}
+
+/* Sets the share of an address from the bound of unauthenticated
+ * connections, and the addresses over it (after the bound changed). */
+static void set_share(mgr_t *m)
+{
+    m->src_share = m->max_unauth / 8 > 2 ? m->max_unauth / 8 : 2;
+    m->nover = 0;
+    for (uint32_t i = 0; m->src && i < m->src_cap; i++)
+        if (m->src[i].count > m->src_share)
+            over_add(m, m->src[i].ip);
+}
+
+/*
+ * The unauthenticated connection a newcomer replaces: the oldest of the
+ * addresses holding more than their share, when there are such, else the
+ * oldest of all. An address flooding the manager thus only pushes out its
+ * own connections, and everybody else's handshakes go through.
+ */
+static conn_t *pick_victim(mgr_t *m)
+{
+    conn_t *v = NULL;
+    for (int i = 0; i < m->nover; i++) {
+        src_t *e = src_slot(m, m->over[i]);
+        if (e->count > m->src_share && e->head &&
+            (v == NULL || e->head->accepted < v->accepted))
+            v = e->head;
+    }
+    return v ? v : m->u_head;
+}
+
 /* ---- connections ---- */
+
+/* Counts what is queued to c in tx_queued. */
+static void conn_tx_note(mgr_t *m, conn_t *c)
+{
+    uint64_t q = c->dead || c->st.fd < 0 ? 0 : mgr_stream_pending(&c->st);
+    m->tx_queued = m->tx_queued - c->txq + q;
+    c->txq = q;
+}
 
 static void conn_watch_out(mgr_t *m, conn_t *c)
 {
@@ -236,10 +427,7 @@ static void conn_close(mgr_t *m, conn_t *c, const char *why)
 {
     c->dead = 1;
     conn_charge(m, c, 0, NULL);
-    if (c->unauth) {
-        c->unauth = 0;
-        m->nunauth--;
-    }
+    unauth_del(m, c);
     /* A freed descriptor may be what the listener waits for. */
     if (m->listen_resting)
         m->listen_resume = 0;
@@ -248,6 +436,7 @@ static void conn_close(mgr_t *m, conn_t *c, const char *why)
     /* Let queued frames (an auth_fail, an error) leave if they can. */
     mgr_stream_flush(&c->st);
     mgr_stream_close(&c->st);
+    conn_tx_note(m, c);
     for (conn_t **pc = &m->conns; *pc; pc = &(*pc)->next) {
         if (*pc == c) {
             *pc = c->next;
@@ -293,6 +482,7 @@ static void core_send(void *arg, void *user, uint16_t type, const void *body,
         conn_kill(m, c, "send failed");
         return;
     }
+    conn_tx_note(m, c);
     conn_watch_out(m, c);
 }
 
@@ -314,6 +504,8 @@ static void core_io_stats(void *arg, mgr_io_stats_t *s)
     s->conns_evicted = m->ctr.conns_evicted;
     s->conns_shed = m->ctr.conns_shed;
     s->rx_buffered = m->rx_reserved;
+    s->tx_queued = m->tx_queued;
+    s->conns_slow = m->ctr.conns_slow;
     s->frames_late = m->ctr.frames_late;
     s->frames_refused = m->ctr.frames_refused;
     s->auth_failures = m->ctr.auth_failures;
@@ -415,8 +607,7 @@ static void on_readable(mgr_t *m, conn_t *c)
         if (r == MGR_NEXT_READY) {
             c->deadline = 0;
             if (c->unauth) {
-                c->unauth = 0;
-                m->nunauth--;
+                unauth_del(m, c);
                 if (m->listen_resting)
                     m->listen_resume = 0;
             }
@@ -445,6 +636,7 @@ static void on_readable(mgr_t *m, conn_t *c)
         conn_kill(m, c, "send failed");
         return;
     }
+    conn_tx_note(m, c);
     conn_watch_out(m, c);
     if (closed)
         conn_kill(m, c, close_why);
@@ -479,46 +671,40 @@ static void listener_wake(mgr_t *m)
 
 /*
  * Makes room for one more connection when the manager is at its bound of
- * connections or of unauthenticated ones: evicts the oldest
- * unauthenticated connection if it has had EVICT_MS to authenticate.
- * Returns 1 when there is room, else 0 with *wait_p the ms until there may
- * be (0: until a connection goes).
+ * connections or of unauthenticated ones: a connection that has not
+ * authenticated gives its place (pick_victim), after what it sent is read
+ * (it may be the handshake that lets it stay). Returns 1 when there is
+ * room, 0 when every connection has authenticated (the listener then
+ * rests until one goes).
  */
-static int make_room(mgr_t *m, uint64_t *wait_p)
+static int make_room(mgr_t *m)
 {
-    uint64_t now = now_ms();
-    conn_t *oldest = NULL;
-    uint32_t evict_ms = m->p.auth_ms < EVICT_MS ? m->p.auth_ms : EVICT_MS;
-
-    if (m->nconns < m->max_conns && m->nunauth < m->max_unauth)
-        return 1;
-    /* The list runs newest first. */
-    for (conn_t *c = m->conns; c; c = c->next)
-        if (c->unauth)
-            oldest = c;
-    if (oldest == NULL) {
-        rate_warn(&m->rl_accept,
-                  "at the limit of %d connections (RLIMIT_NOFILE); new ones "
-                  "wait in the listen queue",
-                  m->max_conns);
-        *wait_p = 0;
-        return 0;
+    for (int tries = 0; tries < 16; tries++) {
+        uint64_t now = now_ms();
+        conn_t *v;
+        if (m->nconns < m->max_conns && m->nunauth < m->max_unauth)
+            return 1;
+        if (m->nunauth == 0) {
+            rate_warn(&m->rl_accept,
+                      "at the limit of %d connections (RLIMIT_NOFILE), all "
+                      "authenticated; new ones wait in the listen queue",
+                      m->max_conns);
+            return 0;
+        }
+        v = pick_victim(m);
+        on_readable(m, v);
+        if (v->dead || !v->unauth)
+            continue; /* it went, or it authenticated: look again */
+        m->ctr.conns_evicted++;
+        rate_warn(&m->rl_conn,
+                  "conn %u (%s): evicted after %" PRIu64 " ms without "
+                  "authenticating: %d of %d connections, %d of %d "
+                  "unauthenticated",
+                  v->id, v->peer, now - v->accepted, m->nconns, m->max_conns,
+                  m->nunauth, m->max_unauth);
+        conn_kill(m, v, "evicted: not authenticated while the manager is full");
     }
-    if (now < oldest->accepted + evict_ms) {
-        *wait_p = oldest->accepted + evict_ms - now;
-        return 0;
-    }
-    m->ctr.conns_evicted++;
-    rate_warn(&m->rl_conn,
-              "conn %u (%s): evicted after %" PRIu64 " ms without "
-              "authenticating: %d of %d connections, %d of %d "
-              "unauthenticated",
-              oldest->id, oldest->peer, now - oldest->accepted, m->nconns,
-              m->max_conns, m->nunauth, m->max_unauth);
-    conn_kill(m, oldest,
-              "evicted: unauthenticated for too long while the "
-              "manager is full");
-    return 1;
+    return m->nconns < m->max_conns && m->nunauth < m->max_unauth;
 }
 
 /* accept() ran out of descriptors: accepts the newest connection on the
@@ -531,6 +717,7 @@ static void shed_one(mgr_t *m, int err)
     if (m->nconns < m->max_conns) {
         m->max_conns = m->nconns > MIN_CONNS ? m->nconns : MIN_CONNS;
         m->max_unauth = m->max_conns / 2;
+        set_share(m);
         incoll_warn("accept: %s: from now on at most %d connections, %d of "
                     "them unauthenticated",
                     strerror(err), m->max_conns, m->max_unauth);
@@ -556,7 +743,9 @@ static void shed_one(mgr_t *m, int err)
 
 static void on_accept(mgr_t *m)
 {
-    for (;;) {
+    /* A batch per loop turn: the listener stays readable, and the
+     * connections that are in get served between batches. */
+    for (int batch = 0; batch < ACCEPT_BATCH; batch++) {
         struct sockaddr_in sa;
         socklen_t sl = sizeof(sa);
         int fd;
@@ -564,10 +753,9 @@ static void on_accept(mgr_t *m)
         struct epoll_event ev;
         int one = 1;
         char ip[INET_ADDRSTRLEN];
-        uint64_t wait = 0;
 
-        if (!make_room(m, &wait)) {
-            listener_rest(m, wait ? wait : 60000);
+        if (!make_room(m)) {
+            listener_rest(m, 60000);
             return;
         }
         fd = accept4(m->lfd, (struct sockaddr *)&sa, &sl,
@@ -607,6 +795,8 @@ static void on_accept(mgr_t *m)
             free(c);
             continue;
         }
+        if (m->p.has_admin_key)
+            c->st.admin_key = m->p.admin_key;
         /* Handshake frames are small: so is the buffer until then. */
         c->st.max_frame = MGR_MAX_HS_FRAME;
         ev.events = EPOLLIN;
@@ -619,12 +809,13 @@ static void on_accept(mgr_t *m)
         c->next = m->conns;
         m->conns = c;
         m->nconns++;
-        c->unauth = 1;
-        m->nunauth++;
-        if (mgr_stream_flush(&c->st) != 0)
+        unauth_add(m, c);
+        if (mgr_stream_flush(&c->st) != 0) {
             conn_kill(m, c, "cannot send hello");
-        else
+        } else {
+            conn_tx_note(m, c);
             conn_watch_out(m, c);
+        }
     }
 }
 
@@ -691,6 +882,37 @@ static void on_tick(mgr_t *m)
     mgr_core_tick(m->core, now);
 }
 
+/* Closes the connections holding the most of what is queued to peers,
+ * while the send budget is exceeded: a peer that does not read cannot
+ * grow the manager (checked after every loop turn). */
+static void tx_shed(mgr_t *m)
+{
+    while (m->p.tx_budget && m->tx_queued > m->p.tx_budget) {
+        conn_t *big = NULL;
+        char why[160];
+        for (conn_t *c = m->conns; c; c = c->next)
+            if (!c->dead && (big == NULL || c->txq > big->txq))
+                big = c;
+        if (big == NULL || big->txq == 0)
+            return;
+        m->ctr.conns_slow++;
+        snprintf(why, sizeof(why),
+                 "peer does not read: %" PRIu64 " bytes queued to it, the "
+                 "most of any, with the send budget of %" PRIu64 " full",
+                 big->txq, m->p.tx_budget);
+        rate_warn(&m->rl_conn, "conn %u (%s): closed: %s", big->id, big->peer,
+                  why);
+        conn_kill(m, big, why);
+    }
+}
+
+/* The metrics page, for the HTTP endpoint. */
+static char *http_page(void *arg, int om)
+{
+    mgr_t *m = arg;
+    return mgr_core_metrics_text(m->core, now_ms(), om);
+}
+
 /* ---- life cycle ---- */
 
 mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
@@ -727,6 +949,15 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
         m->max_conns = n < MAX_CONNS ? (int)n : MAX_CONNS;
         m->max_unauth = m->max_conns / 2;
     }
+    m->src_cap = 16;
+    while (m->src_cap < 2 * (uint32_t)m->max_unauth + 2)
+        m->src_cap *= 2;
+    m->src = calloc(m->src_cap, sizeof(*m->src));
+    if (m->src == NULL) {
+        snprintf(err, errlen, "out of memory");
+        goto err;
+    }
+    set_share(m);
     m->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     snprintf(m->listen, sizeof(m->listen), "%s", params->listen);
     if (m->p.tick_ms == 0)
@@ -747,7 +978,7 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
     sa.sin_addr.s_addr = htonl(ip);
     sa.sin_port = htons(port);
     if (bind(m->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(m->lfd, 512) != 0) {
+        listen(m->lfd, SOMAXCONN) != 0) {
         snprintf(err, errlen, "cannot listen on %s: %s", params->listen,
                  strerror(errno));
         goto err;
@@ -772,6 +1003,19 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
         cp.request_ms = m->p.request_ms;
         cp.boot_id = fabric_random64();
         cp.place = m->p.place;
+        cp.job_share = m->p.job_share;
+        cp.registered_only = m->p.registered_only;
+        cp.job_linger_ms = m->p.job_linger_ms;
+        cp.state_budget = m->p.state_budget;
+        cp.job_state_budget = m->p.job_state_budget;
+        {
+            /* Generations follow the wall clock in ms (mod 2^32), as
+             * `incoll run`'s: a later job's is newer. */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            cp.gen_base = (uint32_t)((uint64_t)ts.tv_sec * 1000 +
+                                     (uint64_t)ts.tv_nsec / 1000000);
+        }
         /* Group ids start at a random point so a restarted manager rarely
          * meets ids of groups it has not heard of yet. */
         if (cp.place.first_id == 0 || cp.place.first_id == 256)
@@ -804,6 +1048,17 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
             goto err;
         }
     }
+    if (m->p.metrics && m->p.metrics[0]) {
+        m->http = mgr_http_start(m->p.metrics, http_page, m, err, errlen);
+        if (m->http == NULL)
+            goto err;
+        ev.events = EPOLLIN;
+        ev.data.ptr = &m->http;
+        if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, mgr_http_fd(m->http), &ev) != 0) {
+            snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+            goto err;
+        }
+    }
     return m;
 err:
     mgr_destroy(m);
@@ -827,6 +1082,9 @@ int mgr_run(mgr_t *m)
                 "%d connections, %d of them unauthenticated",
                 m->listen, m->topo->nswitches, m->topo->ntrees, m->topo->nhosts,
                 m->max_conns, m->max_unauth);
+    if (m->http)
+        incoll_info("metrics at http://%s/metrics (port %u)", m->p.metrics,
+                    (unsigned)mgr_http_port(m->http));
     for (;;) {
         struct epoll_event ev[64];
         uint64_t now = now_ms(), due = next_tick;
@@ -834,6 +1092,11 @@ int mgr_run(mgr_t *m)
         if (m->listen_resting && m->listen_resume < due)
             due = m->listen_resume;
         timeout = due > now ? (int)(due - now) : 0;
+        if (m->http) {
+            uint64_t t = mgr_http_timeout_ms(m->http);
+            if (t != UINT64_MAX && (uint64_t)timeout > t)
+                timeout = (int)t;
+        }
         n = epoll_wait(m->epfd, ev, 64, timeout);
         if (n < 0) {
             if (errno == EINTR)
@@ -845,6 +1108,8 @@ int mgr_run(mgr_t *m)
             void *ptr = ev[i].data.ptr;
             if (ptr == &m->lfd) {
                 on_accept(m);
+            } else if (ptr == &m->http) {
+                mgr_http_run(m->http);
             } else if (ptr == &m->p.stop_fd) {
                 incoll_info("stopping");
                 return 0;
@@ -855,13 +1120,18 @@ int mgr_run(mgr_t *m)
                 if (ev[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
                     on_readable(m, c);
                 if (!c->dead && (ev[i].events & EPOLLOUT)) {
-                    if (mgr_stream_flush(&c->st) != 0)
+                    if (mgr_stream_flush(&c->st) != 0) {
                         conn_kill(m, c, "send failed");
-                    else
+                    } else {
+                        conn_tx_note(m, c);
                         conn_watch_out(m, c);
+                    }
                 }
             }
         }
+        if (m->http && mgr_http_timeout_ms(m->http) == 0)
+            mgr_http_run(m->http);
+        tx_shed(m);
         bury(m);
         now = now_ms();
         if (now >= next_tick) {
@@ -884,7 +1154,9 @@ void mgr_destroy(mgr_t *m)
         free(c);
     }
     bury(m);
+    mgr_http_stop(m->http);
     mgr_core_destroy(m->core);
+    free(m->src);
     if (m->lfd >= 0)
         close(m->lfd);
     if (m->epfd >= 0)

@@ -14,15 +14,24 @@
  * deadlines, grace periods and request timeouts); it never spins.
  *
  * Hostile clients: connections are bounded by the descriptor limit
- * (RLIMIT_NOFILE less a reserve), unauthenticated ones by half of that;
- * at either bound the oldest unauthenticated connection that had its
- * chance is evicted, or the listener rests until one has. A spare
- * descriptor sheds the newest connection when accept() still runs out of
- * descriptors, and the bound comes down to the connections it holds. Every
- * frame must be complete within frame_ms of its first byte, its size within its
- * role's limit and the bytes of partial frames within rx_budget (job_rx_budget
- * per job); a receive buffer shrinks back once its frame is taken. Warnings
- * about hostile traffic are rate limited, with a count of what was left out.
+ * (RLIMIT_NOFILE less a reserve), unauthenticated ones by half of that.
+ * The listener is drained at once, a batch per loop turn, so the kernel's
+ * queue never holds a newcomer back: at either bound a new connection
+ * takes the place of the oldest unauthenticated one of the addresses
+ * holding more than their share (an eighth of the unauthenticated bound),
+ * else of the oldest of all, once what that one sent was read (a client
+ * that just answered the handshake stays). Only when every connection has
+ * authenticated does the listener rest. A spare descriptor sheds the
+ * newest connection when accept() still runs out of descriptors, and the
+ * bound comes down to the connections it holds. Every frame must be
+ * complete within frame_ms of its first byte, its size within its role's
+ * limit and the bytes of partial frames within rx_budget (job_rx_budget
+ * per job); a receive buffer shrinks back once its frame is taken. What is
+ * queued to peers that do not read is bounded by tx_budget in all (the
+ * connection holding the most is closed beyond). Warnings about hostile
+ * traffic are rate limited, with a count of what was left out.
+ *
+ * Metrics: with a metrics address the loop also serves HTTP (mgr_http.h).
  *
  * Restarts: the manager keeps no state on disk. ANs keep their groups when
  * the manager goes away and report them, with the manager's record of
@@ -58,8 +67,17 @@ typedef struct {
                                  this */
     uint64_t rx_budget;       /* bytes of partial frames buffered, in all */
     uint64_t job_rx_budget;   /* ... for the connections of one job */
-    uint32_t tick_ms;         /* timer resolution */
-    int stop_fd;              /* readable: stop (a signalfd), or -1 */
+    uint64_t tx_budget;       /* bytes queued to peers, in all */
+    uint64_t state_budget;    /* the core's state, in all (mgr_core.h) */
+    uint64_t job_state_budget;
+    double job_share;    /* of an AN a job without a quota may hold */
+    int registered_only; /* only registered jobs may join */
+    uint32_t job_linger_ms;
+    int has_admin_key; /* admins prove admin_key, else key */
+    uint8_t admin_key[MGR_KEY_LEN];
+    const char *metrics; /* "IP:PORT" to serve metrics on, or NULL */
+    uint32_t tick_ms;    /* timer resolution */
+    int stop_fd;         /* readable: stop (a signalfd), or -1 */
     place_params_t place;
 } mgr_params_t;
 
@@ -81,6 +99,8 @@ void mgr_destroy(mgr_t *mgr);
 
 /* The listening port (useful with port 0). */
 uint16_t mgr_port(const mgr_t *mgr);
+/* The metrics endpoint's port, 0 without one. */
+uint16_t mgr_metrics_port(const mgr_t *mgr);
 
 /* Runs the loop until stop_fd is readable. Returns 0, or 1 if the loop
  * itself failed. */

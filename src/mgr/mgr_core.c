@@ -3,7 +3,7 @@
  * and restarts, with no I/O. See mgr_core.h and docs/manager.md; the
  * daemon's event loop around it is mgr.c.
  */
-#include "mgr/mgr_core.h"
+#include "mgr/mgr_state.h"
 
 #include "common/log.h"
 
@@ -14,122 +14,7 @@
 #include <string.h>
 
 #define GROUP_ACK_MS 5000
-#define TOMBSTONES 4096 /* ids of groups this manager tore down, remembered */
 #define REC_VERSION 1
-
-typedef struct job job_t;
-
-/* An authenticated connection, as the core sees it. */
-struct mgr_peer {
-    void *user; /* the driver's */
-    uint32_t id;
-    char name[32];
-    uint32_t peer_ip;
-    int role;
-    int dead;
-    uint64_t hb_deadline; /* ANs: the next heartbeat is due by then */
-    int an;               /* switch index of a registered AN, else -1 */
-    job_t *job;           /* a joined host's job */
-    int rank;
-    int bye; /* the host said goodbye */
-    struct mgr_peer *prev, *next;
-};
-
-typedef struct {
-    mgr_peer_t *conn; /* NULL while down */
-    incoll_ep_t ep;
-    char counters[4096]; /* from the last heartbeat */
-    uint64_t up_since;
-    uint64_t last_seen;
-    uint32_t registrations;
-    uint32_t reported_groups;
-} an_state_t;
-
-enum { R_NONE = 0, R_UP, R_LOST, R_LEFT, R_ADOPTED, R_DEAD };
-static const char *const rank_state_names[] = {"none", "up",      "lost",
-                                               "left", "adopted", "dead"};
-
-typedef struct {
-    mgr_peer_t *conn;
-    int state;
-    int host; /* topology host, -1 unknown */
-    incoll_ep_t ep;
-    uint32_t pid;
-    uint64_t deadline; /* LOST/ADOPTED: reclaimed after this */
-} rank_t;
-
-struct job {
-    char name[MGR_NAME_MAX];
-    int size;
-    rank_t *ranks;
-    uint64_t created;
-    uint64_t driver_bytes; /* the driver's (mgr_core_peer_job) */
-    struct job *next;
-};
-
-typedef struct pending pending_t;
-
-/* The manager's side of a placed group (place_group_t.user). */
-typedef struct {
-    job_t *job;
-    uint64_t comm;
-    uint32_t gen;
-    int *ranks; /* world rank of each member */
-    uint8_t *released;
-    uint8_t *confirmed; /* per AN of the group: it holds the group */
-    int unacked;        /* ANs still to acknowledge the add */
-    int active;
-    int adopted;
-    uint64_t deadline; /* acks, or (adopted) confirmation by every AN */
-    pending_t *pend;   /* the request waiting for the acks */
-    pending_t *held;   /* adopted: members' requests waiting for every AN
-                          of the group to report it (group_whole) */
-    uint8_t *rec;      /* the record the ANs keep */
-    size_t rec_len;
-} mgroup_t;
-
-struct pending {
-    job_t *job;
-    uint64_t comm;
-    uint32_t gen;
-    uint32_t slots;
-    uint32_t payload;
-    int n;
-    int *ranks;
-    mgr_peer_t **who;
-    uint32_t *reqid;
-    uint64_t *opseq;
-    int nasked;
-    uint64_t deadline;
-    place_group_t *g; /* placed, waiting for the ANs' acks */
-    struct pending *next;
-};
-
-struct mgr_core {
-    mgr_core_params_t p;
-    const topo_t *topo;
-    place_t *pl;
-    char listen[64];
-    uint64_t now; /* of the call in progress */
-    int depth;    /* calls into the core in progress */
-    mgr_peer_t *peers;
-    mgr_peer_t *graveyard; /* closed, freed when the outermost call ends */
-    an_state_t *an;
-    job_t *jobs;
-    pending_t *pend;
-    uint64_t start;
-    uint32_t tomb[TOMBSTONES]; /* never adopt these again */
-    uint64_t ntomb;
-    struct {
-        uint64_t malformed;
-        uint64_t groups_made;
-        uint64_t groups_refused;
-        uint64_t groups_failed;
-        uint64_t groups_released;
-        uint64_t groups_reclaimed;
-        uint64_t groups_adopted;
-    } ctr;
-};
 
 /* Every entry point brackets its work with enter/leave: peers closed
  * during a call are freed only when the outermost one ends, since callers
@@ -155,8 +40,8 @@ static void peer_kill(mgr_core_t *m, mgr_peer_t *c, const char *why);
 
 /* Hands a message to the driver. A peer that does not read may be closed
  * by it meanwhile (then c->dead is set on return). */
-static void send_msg(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
-                     const mgr_wbuf_t *w)
+void mgr_send_msg(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
+                  const mgr_wbuf_t *w)
 {
     if (c == NULL || c->dead)
         return;
@@ -168,12 +53,8 @@ static void send_msg(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
     m->p.send(m->p.arg, c->user, type, w->buf, w->len);
 }
 
-static void send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
-                       incoll_status_t status, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
-static void send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
-                       incoll_status_t status, const char *fmt, ...)
+void mgr_send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
+                    incoll_status_t status, const char *fmt, ...)
 {
     char reason[256];
     mgr_wbuf_t w = {0};
@@ -184,7 +65,7 @@ static void send_error(mgr_core_t *m, mgr_peer_t *c, uint32_t req,
     mgr_w_u32(&w, req);
     mgr_w_u32(&w, (uint32_t)status);
     mgr_w_str(&w, reason);
-    send_msg(m, c, MGR_ERROR, &w);
+    mgr_send_msg(m, c, MGR_ERROR, &w);
     mgr_wbuf_free(&w);
 }
 
@@ -218,74 +99,20 @@ static int encode_rec(mgr_core_t *m, const place_group_t *g, const mgroup_t *mg)
     return 0;
 }
 
-/* ---- jobs ---- */
-
-static job_t *job_find(mgr_core_t *m, const char *name)
-{
-    for (job_t *j = m->jobs; j; j = j->next)
-        if (strcmp(j->name, name) == 0)
-            return j;
-    return NULL;
-}
-
-static job_t *job_create(mgr_core_t *m, const char *name, int size)
-{
-    job_t *j = calloc(1, sizeof(*j));
-    if (j == NULL)
-        return NULL;
-    j->ranks = calloc((size_t)size, sizeof(*j->ranks));
-    if (j->ranks == NULL) {
-        free(j);
-        return NULL;
-    }
-    snprintf(j->name, sizeof(j->name), "%s", name);
-    j->size = size;
-    j->created = m->now;
-    for (int r = 0; r < size; r++) {
-        j->ranks[r].host = -1;
-        j->ranks[r].ep = INCOLL_EP_NONE;
-    }
-    j->next = m->jobs;
-    m->jobs = j;
-    return j;
-}
-
-static int job_busy(const mgr_core_t *m, const job_t *j)
-{
-    for (int r = 0; r < j->size; r++)
-        if (j->ranks[r].state == R_UP || j->ranks[r].state == R_LOST ||
-            j->ranks[r].state == R_ADOPTED)
-            return 1;
-    for (int i = 0; i < place_group_count(m->pl); i++) {
-        const mgroup_t *mg = place_group_at(m->pl, i)->user;
-        if (mg->job == j)
-            return 1;
-    }
-    for (const pending_t *p = m->pend; p; p = p->next)
-        if (p->job == j)
-            return 1;
-    return 0;
-}
-
-static void job_gc(mgr_core_t *m)
-{
-    for (job_t **pj = &m->jobs; *pj;) {
-        job_t *j = *pj;
-        if (job_busy(m, j)) {
-            pj = &j->next;
-            continue;
-        }
-        incoll_info("job %s: gone, nothing left of it", j->name);
-        *pj = j->next;
-        free(j->ranks);
-        free(j);
-    }
-}
-
 /* ---- groups ---- */
 
-static void pending_free(pending_t *p)
+/* What a request of n members is charged (its arrays). */
+static uint64_t pending_bytes(int n)
 {
+    return sizeof(pending_t) +
+           (uint64_t)n * (sizeof(int) + sizeof(mgr_peer_t *) +
+                          sizeof(uint32_t) + sizeof(uint64_t));
+}
+
+/* Frees a request (unlinked by the caller) and gives back its charge. */
+static void pending_free(mgr_core_t *m, pending_t *p)
+{
+    mgr_uncharge(m, p->job, p->mem);
     free(p->opseq);
     free(p->ranks);
     free(p->who);
@@ -294,13 +121,18 @@ static void pending_free(pending_t *p)
 }
 
 /* Frees the manager's side of a group, with requests still held for it
- * (unanswered: the core is going away, or the caller answered them). */
-static void mgroup_free(mgroup_t *mg)
+ * (unanswered: the core is going away, or the caller answered them), and
+ * gives back its charge. */
+static void mgroup_free(mgr_core_t *m, mgroup_t *mg)
 {
     if (mg == NULL)
         return;
     if (mg->held)
-        pending_free(mg->held);
+        pending_free(m, mg->held);
+    if (mg->job) {
+        mg->job->ngroups--;
+        mgr_uncharge(m, mg->job, mg->mem);
+    }
     free(mg->ranks);
     free(mg->released);
     free(mg->confirmed);
@@ -313,6 +145,7 @@ static void pending_unlink(mgr_core_t *m, pending_t *p)
     for (pending_t **pp = &m->pend; *pp; pp = &(*pp)->next) {
         if (*pp == p) {
             *pp = p->next;
+            p->job->npending--;
             return;
         }
     }
@@ -340,7 +173,8 @@ static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
         return;
     }
     for (int i = 0; i < p->n; i++) {
-        uint64_t ep = p->job->ranks[p->ranks[i]].ep;
+        const rank_t *rk = mgr_rank_find(p->job, p->ranks[i]);
+        uint64_t ep = rk ? rk->ep : INCOLL_EP_NONE;
         for (int k = 0; k < 8; k++)
             peers[8 * i + k] = (uint8_t)(ep >> (8 * k));
     }
@@ -372,7 +206,7 @@ static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
             gi.dtypes = g->dtypes;
         }
         mgr_enc_group_info(&w, &gi);
-        send_msg(m, p->who[i], MGR_GROUP_INFO, &w);
+        mgr_send_msg(m, p->who[i], MGR_GROUP_INFO, &w);
         mgr_wbuf_free(&w);
     }
     free(peers);
@@ -382,16 +216,43 @@ static void notify_failed(mgr_core_t *m, const place_group_t *g,
                           const mgroup_t *mg, const char *reason)
 {
     for (int i = 0; i < g->nmembers; i++) {
-        rank_t *r = &mg->job->ranks[mg->ranks[i]];
+        const rank_t *r = mgr_rank_find(mg->job, mg->ranks[i]);
         mgr_wbuf_t w = {0};
-        if (r->state != R_UP || r->conn == NULL || mg->released[i])
+        if (r == NULL || r->state != R_UP || r->conn == NULL || mg->released[i])
             continue;
         mgr_w_u32(&w, g->id);
         mgr_w_u64(&w, mg->comm);
         mgr_w_u32(&w, mg->gen);
         mgr_w_str(&w, reason);
-        send_msg(m, r->conn, MGR_GROUP_FAILED, &w);
+        mgr_send_msg(m, r->conn, MGR_GROUP_FAILED, &w);
         mgr_wbuf_free(&w);
+    }
+}
+
+/* Why a group is torn down, for the counters. */
+enum { T_NONE, T_FAILED, T_RELEASED, T_RECLAIMED, T_REFUSED };
+
+static void count_teardown(mgr_core_t *m, job_t *job, int kind)
+{
+    switch (kind) {
+    case T_FAILED:
+        m->ctr.groups_failed++;
+        job->ctr.groups_failed++;
+        break;
+    case T_RELEASED:
+        m->ctr.groups_released++;
+        job->ctr.groups_released++;
+        break;
+    case T_RECLAIMED:
+        m->ctr.groups_reclaimed++;
+        job->ctr.groups_reclaimed++;
+        break;
+    case T_REFUSED:
+        m->ctr.groups_refused++;
+        job->ctr.groups_refused++;
+        break;
+    default:
+        break;
     }
 }
 
@@ -400,24 +261,26 @@ static void notify_failed(mgr_core_t *m, const place_group_t *g,
  * the group failed: members still using it hear GROUP_FAILED, and a
  * request still waiting for it gets the reason.
  */
-static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
+static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason,
+                           int kind)
 {
     mgroup_t *mg = g->user;
     uint32_t id = g->id;
 
+    count_teardown(m, mg->job, kind);
     for (int i = 0; i < g->nans; i++) {
         an_state_t *a = &m->an[g->ans[i].sw];
         mgr_wbuf_t w = {0};
         if (a->conn == NULL)
             continue;
         mgr_w_u32(&w, id);
-        send_msg(m, a->conn, MGR_GROUP_REMOVE, &w);
+        mgr_send_msg(m, a->conn, MGR_GROUP_REMOVE, &w);
         mgr_wbuf_free(&w);
     }
     if (mg->held) {
         answer_pending(m, mg->held, NULL, INCOLL_ERR_NO_RESOURCE,
                        reason ? reason : "group removed");
-        pending_free(mg->held);
+        pending_free(m, mg->held);
         mg->held = NULL;
     }
     if (mg->pend) {
@@ -425,7 +288,7 @@ static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
         answer_pending(m, p, NULL, INCOLL_ERR_NO_RESOURCE,
                        reason ? reason : "group removed");
         pending_unlink(m, p);
-        pending_free(p);
+        pending_free(m, p);
         mg->pend = NULL;
     } else if (reason) {
         notify_failed(m, g, mg, reason);
@@ -436,9 +299,11 @@ static void group_teardown(mgr_core_t *m, place_group_t *g, const char *reason)
     else
         incoll_debug("group %u (job %s comm %016" PRIx64 "): released", id,
                      mg->job->name, mg->comm);
-    m->tomb[m->ntomb++ % TOMBSTONES] = id;
+    m->tomb[m->ntomb++ % MGR_TOMBSTONES] = id;
+    if (mg->q)
+        mgr_quota_give(mg->q, g);
     place_group_release(m->pl, id);
-    mgroup_free(mg);
+    mgroup_free(m, mg);
 }
 
 /* 1 when every AN of the group holds it. A group adopted after a restart
@@ -464,18 +329,32 @@ static void hold_request(mgr_core_t *m, place_group_t *g, mgr_peer_t *c, int me,
 {
     mgroup_t *mg = g->user;
     pending_t *p = mg->held;
+    char why[256];
 
     if (p == NULL) {
+        uint64_t bytes = pending_bytes(g->nmembers);
+        if (mgr_charge(m, mg->job, bytes, why, sizeof(why)) != 0) {
+            m->ctr.budget_refused++;
+            mg->job->ctr.budget_refused++;
+            mgr_send_error(m, c, req, INCOLL_ERR_NO_RESOURCE, "%s", why);
+            return;
+        }
         p = calloc(1, sizeof(*p));
+        if (p)
+            p->mem = bytes;
+        else
+            mgr_uncharge(m, mg->job, bytes);
         if (p == NULL ||
             (p->ranks = malloc((size_t)g->nmembers * sizeof(int))) == NULL ||
             (p->who = calloc((size_t)g->nmembers, sizeof(mgr_peer_t *))) ==
                 NULL ||
             (p->reqid = calloc((size_t)g->nmembers, sizeof(uint32_t))) ==
                 NULL) {
-            if (p)
-                pending_free(p);
-            send_error(m, c, req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            if (p) {
+                p->job = mg->job;
+                pending_free(m, p);
+            }
+            mgr_send_error(m, c, req, INCOLL_ERR_NO_MEMORY, "out of memory");
             return;
         }
         p->job = mg->job;
@@ -500,7 +379,7 @@ static void release_held(mgr_core_t *m, place_group_t *g)
     if (mg->held == NULL || !group_whole(g, mg))
         return;
     answer_pending(m, mg->held, g, INCOLL_OK, "");
-    pending_free(mg->held);
+    pending_free(m, mg->held);
     mg->held = NULL;
 }
 
@@ -517,7 +396,7 @@ static void pending_forget(pending_t *p, mgr_peer_t *c)
 
 static int tombstone(const mgr_core_t *m, uint32_t id)
 {
-    int n = m->ntomb < TOMBSTONES ? (int)m->ntomb : TOMBSTONES;
+    int n = m->ntomb < MGR_TOMBSTONES ? (int)m->ntomb : MGR_TOMBSTONES;
     for (int i = 0; i < n; i++)
         if (m->tomb[i] == id)
             return 1;
@@ -529,16 +408,16 @@ static int tombstone(const mgr_core_t *m, uint32_t id)
 typedef int (*group_pred_t)(const mgr_core_t *m, const place_group_t *g,
                             const void *arg);
 
-static void teardown_where(mgr_core_t *m, group_pred_t pred, const void *arg,
-                           const char *reason, uint64_t *ctr)
+static int teardown_where(mgr_core_t *m, group_pred_t pred, const void *arg,
+                          const char *reason, int kind)
 {
-    int n = place_group_count(m->pl), k = 0;
+    int n = place_group_count(m->pl), k = 0, done = 0;
     uint32_t *ids;
     if (n == 0)
-        return;
+        return 0;
     ids = malloc((size_t)n * sizeof(*ids));
     if (ids == NULL)
-        return;
+        return 0;
     for (int i = 0; i < n; i++) {
         const place_group_t *g = place_group_at(m->pl, i);
         if (pred(m, g, arg))
@@ -547,12 +426,12 @@ static void teardown_where(mgr_core_t *m, group_pred_t pred, const void *arg,
     for (int i = 0; i < k; i++) {
         place_group_t *g = place_group_find(m->pl, ids[i]);
         if (g) {
-            group_teardown(m, g, reason);
-            if (ctr)
-                (*ctr)++;
+            group_teardown(m, g, reason, kind);
+            done++;
         }
     }
     free(ids);
+    return done;
 }
 
 static int pred_uses_an(const mgr_core_t *m, const place_group_t *g,
@@ -584,7 +463,9 @@ static int group_done(const place_group_t *g)
 {
     const mgroup_t *mg = g->user;
     for (int i = 0; i < g->nmembers; i++) {
-        int st = mg->job->ranks[mg->ranks[i]].state;
+        /* A rank without a record left or died, and was forgotten. */
+        const rank_t *rk = mgr_rank_find(mg->job, mg->ranks[i]);
+        int st = rk ? rk->state : R_DEAD;
         if (!mg->released[i] && st != R_LEFT && st != R_DEAD)
             return 0;
     }
@@ -603,18 +484,20 @@ static void an_down(mgr_core_t *m, int sw, const char *why)
     an_state_t *a = &m->an[sw];
     char reason[160];
     a->conn = NULL;
+    a->failures++;
+    m->ctr.an_failures++;
     place_an_down(m->pl, sw);
     incoll_warn("an %s down: %s", m->topo->sw[sw].name, why);
     snprintf(reason, sizeof(reason), "an %s failed: %s", m->topo->sw[sw].name,
              why);
-    teardown_where(m, pred_uses_an, &sw, reason, &m->ctr.groups_failed);
+    teardown_where(m, pred_uses_an, &sw, reason, T_FAILED);
 }
 
 /* A host connection ended: clean (bye) or not. */
 static void host_gone(mgr_core_t *m, mgr_peer_t *c)
 {
     job_t *j = c->job;
-    rank_t *r = &j->ranks[c->rank];
+    rank_t *r = mgr_rank_find(j, c->rank);
 
     for (pending_t *p = m->pend; p; p = p->next)
         pending_forget(p, c);
@@ -623,15 +506,15 @@ static void host_gone(mgr_core_t *m, mgr_peer_t *c)
         if (mg->held)
             pending_forget(mg->held, c);
     }
-    if (r->conn != c)
+    if (r == NULL || r->conn != c)
         return; /* replaced by a newer connection */
     r->conn = NULL;
     if (c->bye) {
-        r->state = R_LEFT;
+        mgr_rank_set_state(j, r, R_LEFT);
         incoll_debug("job %s rank %d: left", j->name, c->rank);
-        teardown_where(m, pred_done, j, NULL, &m->ctr.groups_released);
+        teardown_where(m, pred_done, j, NULL, T_RELEASED);
     } else {
-        r->state = R_LOST;
+        mgr_rank_set_state(j, r, R_LOST);
         r->deadline = m->now + m->p.host_grace_ms;
         incoll_info("job %s rank %d: connection lost; its groups are "
                     "reclaimed in %u ms unless it comes back",
@@ -713,6 +596,26 @@ uint64_t *mgr_core_peer_job(mgr_peer_t *c, const char **name_p, int *rank_p)
 
 /* ---- AN messages ---- */
 
+/* What a group is charged: the manager's side and placement's arrays. */
+static uint64_t group_bytes(const place_group_t *g, const mgroup_t *mg)
+{
+    return sizeof(place_group_t) + sizeof(mgroup_t) + mg->rec_len +
+           (uint64_t)g->nmembers *
+               (4 * sizeof(int) + sizeof(uint16_t) + sizeof(uint8_t)) +
+           (uint64_t)g->nans * (sizeof(place_an_t) + sizeof(int) + 1);
+}
+
+/* Charges a group, once its record is made, to its job. */
+static int group_charge(mgr_core_t *m, const place_group_t *g, mgroup_t *mg,
+                        char *why, size_t whylen)
+{
+    uint64_t bytes = group_bytes(g, mg);
+    if (mgr_charge(m, mg->job, bytes, why, whylen) != 0)
+        return -1;
+    mg->mem = bytes;
+    return 0;
+}
+
 static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
                            const mgr_an_group_t *rg)
 {
@@ -758,10 +661,11 @@ static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
     }
     if (mgr_r_done(&r))
         goto stale;
-    j = job_find(m, jobname);
+    j = mgr_job_find(m, jobname);
     if (j != NULL && j->size != (int)jsize)
         goto stale;
-    if (j == NULL && (j = job_create(m, jobname, (int)jsize)) == NULL)
+    if (j == NULL &&
+        (j = mgr_job_get(m, jobname, (int)jsize, 1, why, sizeof(why))) == NULL)
         goto stale;
     if (place_group_adopt(m->pl, rg->id, rg->key, tree, slots, payload, hosts,
                           (int)n, &g, why, sizeof(why)) != INCOLL_OK) {
@@ -780,18 +684,24 @@ static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
     }
     g->user = mg;
     mg->job = j;
+    j->ngroups++;
     mg->comm = comm;
     mg->gen = gen;
     mg->ranks = ranks;
     ranks = NULL;
     mg->active = 1;
     mg->adopted = 1;
+    mg->made = now;
     mg->deadline = now + m->p.adopt_grace_ms;
-    if (encode_rec(m, g, mg) != 0) {
+    if (encode_rec(m, g, mg) != 0 ||
+        group_charge(m, g, mg, why, sizeof(why)) != 0) {
         place_group_release(m->pl, rg->id);
-        mgroup_free(mg);
+        mgroup_free(m, mg);
         goto stale;
     }
+    /* It holds what it holds, whatever the quota says. */
+    mg->q = mgr_job_quota(j);
+    mgr_quota_take(mg->q, g);
     for (int i = 0; i < g->nans; i++)
         if (g->ans[i].sw == c->an)
             mg->confirmed[i] = 1;
@@ -803,15 +713,14 @@ static void adopt_reported(mgr_core_t *m, mgr_peer_t *c,
             snprintf(reason, sizeof(reason), "an %s does not hold it",
                      topo->sw[g->ans[i].sw].name);
             free(hosts);
-            group_teardown(m, g, reason);
-            m->ctr.groups_failed++;
+            group_teardown(m, g, reason, T_FAILED);
             return;
         }
     }
     for (uint32_t i = 0; i < n; i++) {
-        rank_t *rk = &j->ranks[mg->ranks[i]];
-        if (rk->state == R_NONE) {
-            rk->state = R_ADOPTED;
+        rank_t *rk = mgr_rank_get(m, j, mg->ranks[i], why, sizeof(why));
+        if (rk && rk->state == R_NONE) {
+            mgr_rank_set_state(j, rk, R_ADOPTED);
             rk->host = hosts[i];
             rk->deadline = now + m->p.adopt_grace_ms;
         }
@@ -830,7 +739,7 @@ stale:
         incoll_info("an %s holds unknown group %u: removing it",
                     topo->sw[c->an].name, rg->id);
         mgr_w_u32(&w, rg->id);
-        send_msg(m, c, MGR_GROUP_REMOVE, &w);
+        mgr_send_msg(m, c, MGR_GROUP_REMOVE, &w);
         mgr_wbuf_free(&w);
     }
 }
@@ -848,7 +757,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     uint64_t now = m->now;
 
     if (c->an >= 0) {
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already registered");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already registered");
         return;
     }
     if (mgr_dec_an_register(body, len, &reg, &why) != INCOLL_OK) {
@@ -862,8 +771,8 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     if (sw < 0) {
         incoll_warn("conn %u (%s): an '%s' is not in the topology", c->id,
                     c->name, reg.name);
-        send_error(m, c, 0, INCOLL_ERR_NOT_FOUND,
-                   "an '%s' is not in the topology", reg.name);
+        mgr_send_error(m, c, 0, INCOLL_ERR_NOT_FOUND,
+                       "an '%s' is not in the topology", reg.name);
         peer_kill(m, c, "unknown an");
         return;
     }
@@ -871,16 +780,17 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         incoll_warn("an %s registers udp %s but the topology says %s", reg.name,
                     wire_ep_str(reg.ep, ep, sizeof(ep)),
                     wire_ep_str(topo->sw[sw].addr, want, sizeof(want)));
-        send_error(m, c, 0, INCOLL_ERR_CONFIG,
-                   "an %s: udp endpoint %s differs from the topology's %s",
-                   reg.name, ep, want);
+        mgr_send_error(m, c, 0, INCOLL_ERR_CONFIG,
+                       "an %s: udp endpoint %s differs from the topology's %s",
+                       reg.name, ep, want);
         peer_kill(m, c, "wrong endpoint");
         return;
     }
     for (int i = 0; i < topo->nswitches; i++) {
         if (i != sw && m->an[i].conn && m->an[i].ep == reg.ep) {
-            send_error(m, c, 0, INCOLL_ERR_BUSY, "udp endpoint %s is an %s's",
-                       wire_ep_str(reg.ep, ep, sizeof(ep)), topo->sw[i].name);
+            mgr_send_error(
+                m, c, 0, INCOLL_ERR_BUSY, "udp endpoint %s is an %s's",
+                wire_ep_str(reg.ep, ep, sizeof(ep)), topo->sw[i].name);
             peer_kill(m, c, "endpoint in use");
             return;
         }
@@ -910,7 +820,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         mgr_wbuf_t w = {0};
         mgr_w_u32(&w, m->p.heartbeat_ms);
         mgr_w_u64(&w, m->p.boot_id);
-        send_msg(m, c, MGR_AN_REGISTER_OK, &w);
+        mgr_send_msg(m, c, MGR_AN_REGISTER_OK, &w);
         mgr_wbuf_free(&w);
     }
     if (c->dead)
@@ -935,7 +845,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
             incoll_info("an %s holds stale group %u: removing it", reg.name,
                         rg.id);
             mgr_w_u32(&w, rg.id);
-            send_msg(m, c, MGR_GROUP_REMOVE, &w);
+            mgr_send_msg(m, c, MGR_GROUP_REMOVE, &w);
             mgr_wbuf_free(&w);
         }
     }
@@ -965,8 +875,7 @@ static void on_an_register(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                 continue;
             snprintf(reason, sizeof(reason), "an %s restarted and lost it",
                      reg.name);
-            group_teardown(m, g, reason);
-            m->ctr.groups_failed++;
+            group_teardown(m, g, reason, T_FAILED);
         }
         free(lost);
     }
@@ -986,7 +895,7 @@ static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     text = mgr_r_text(&r, 65536, &n);
     if (text == NULL || mgr_r_done(&r)) {
         m->ctr.malformed++;
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed heartbeat");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed heartbeat");
         return;
     }
     if (n >= sizeof(a->counters))
@@ -999,7 +908,7 @@ static void on_heartbeat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     a->last_seen = m->now;
     c->hb_deadline = a->last_seen + MGR_HB_MISSED * (uint64_t)m->p.heartbeat_ms;
     mgr_w_u64(&w, seq);
-    send_msg(m, c, MGR_AN_PONG, &w);
+    mgr_send_msg(m, c, MGR_AN_PONG, &w);
     mgr_wbuf_free(&w);
 }
 
@@ -1015,7 +924,7 @@ static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
 
     if (mgr_r_done(&r) || (op != 1 && op != 2)) {
         m->ctr.malformed++;
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_ack");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_ack");
         return;
     }
     if (op == 2) {
@@ -1037,8 +946,7 @@ static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
             snprintf(reason, sizeof(reason), "an %s refused the group: %s",
                      m->topo->sw[c->an].name,
                      incoll_status_string((incoll_status_t)status));
-            m->ctr.groups_refused++;
-            group_teardown(m, g, reason);
+            group_teardown(m, g, reason, T_REFUSED);
             return;
         }
         mg->confirmed[i] = 1;
@@ -1049,10 +957,11 @@ static void on_group_ack(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         mg->active = 1;
         mg->pend = NULL;
         m->ctr.groups_made++;
+        mg->job->ctr.groups_made++;
         if (p) {
             answer_pending(m, p, g, INCOLL_OK, "");
             pending_unlink(m, p);
-            pending_free(p);
+            pending_free(m, p);
         }
         incoll_info("group %u (job %s comm %016" PRIx64
                     " gen %u): %d members on tree %s, %d ans, %u slots, "
@@ -1071,28 +980,39 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     const topo_t *topo = m->topo;
     mgr_join_t jn;
     const char *why = NULL;
+    char refused[256];
     job_t *j;
     rank_t *r;
     int host = -1;
 
     if (c->job) {
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already joined");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "already joined");
         return;
     }
     if (mgr_dec_join(body, len, &jn, &why) != INCOLL_OK) {
         m->ctr.malformed++;
         incoll_warn("conn %u (%s): malformed join: %s", c->id, c->name, why);
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed join: %s", why);
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed join: %s", why);
         return;
     }
-    j = job_find(m, jn.job);
+    j = mgr_job_find(m, jn.job);
     if (j && j->size != jn.size) {
-        send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
-                   "job %s has %d ranks, not %d", jn.job, j->size, jn.size);
+        mgr_send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
+                       "job %s has %d ranks, not %d", jn.job, j->size, jn.size);
         return;
     }
-    if (j == NULL && (j = job_create(m, jn.job, jn.size)) == NULL) {
-        send_error(m, c, 0, INCOLL_ERR_NO_MEMORY, "out of memory");
+    if (j && j->ended) {
+        m->ctr.joins_refused++;
+        mgr_send_error(m, c, 0, INCOLL_ERR_NO_RESOURCE, "job %s has ended",
+                       jn.job);
+        return;
+    }
+    if (j == NULL && (j = mgr_job_get(m, jn.job, jn.size, 0, refused,
+                                      sizeof(refused))) == NULL) {
+        m->ctr.joins_refused++;
+        incoll_info("conn %u (%s): join of job %s rank %d refused: %s", c->id,
+                    c->name, jn.job, jn.rank, refused);
+        mgr_send_error(m, c, 0, INCOLL_ERR_NO_RESOURCE, "%s", refused);
         return;
     }
     if (jn.host[0])
@@ -1113,11 +1033,17 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         incoll_warn("job %s rank %d: host '%s' (%s) is not in the "
                     "topology; its communicators will not be offloaded",
                     jn.job, jn.rank, jn.host, c->name);
-    r = &j->ranks[jn.rank];
-    if (r->conn && r->conn != c)
+    r = mgr_rank_find(j, jn.rank);
+    if (r && r->conn && r->conn != c)
         peer_kill(m, r->conn, "replaced by a new connection of the rank");
+    r = mgr_rank_get(m, j, jn.rank, refused, sizeof(refused));
+    if (r == NULL) {
+        m->ctr.joins_refused++;
+        mgr_send_error(m, c, 0, INCOLL_ERR_NO_RESOURCE, "%s", refused);
+        return;
+    }
     r->conn = c;
-    r->state = R_UP;
+    mgr_rank_set_state(j, r, R_UP);
     r->host = host;
     r->ep = jn.ep;
     r->pid = jn.pid;
@@ -1129,7 +1055,7 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         mgr_wbuf_t w = {0};
         mgr_w_u64(&w, m->p.boot_id);
         mgr_w_u32(&w, 0);
-        send_msg(m, c, MGR_JOIN_OK, &w);
+        mgr_send_msg(m, c, MGR_JOIN_OK, &w);
         mgr_wbuf_free(&w);
     }
 }
@@ -1165,12 +1091,13 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
 {
     const topo_t *topo = m->topo;
     int *hosts = malloc((size_t)p->n * sizeof(int));
-    char why[256] = "";
-    place_req_t req = {p->slots, 0, p->payload};
+    char why[320] = "", who[200];
+    place_req_t req = {.slots = p->slots, .payload = p->payload};
     place_group_t *g = NULL;
     mgroup_t *mg;
+    quota_t *q = mgr_job_quota(p->job);
     incoll_status_t status = INCOLL_OK;
-    int older;
+    int older, quota_hit = 0;
 
     if (hosts == NULL) {
         answer_pending(m, p, NULL, INCOLL_ERR_NO_MEMORY, "out of memory");
@@ -1179,13 +1106,14 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
     /* A rebuild replaces the communicator's earlier group. */
     find_comm_group(m, p->job, p->comm, &older, p->gen);
     if (older)
-        teardown_where(m, pred_older_gen, p, NULL, &m->ctr.groups_released);
+        teardown_where(m, pred_older_gen, p, NULL, T_RELEASED);
     for (int i = 0; i < p->n; i++) {
-        hosts[i] = p->job->ranks[p->ranks[i]].host;
+        const rank_t *rk = mgr_rank_find(p->job, p->ranks[i]);
+        hosts[i] = rk ? rk->host : -1;
         if (hosts[i] < 0) {
             snprintf(why, sizeof(why),
-                     "rank %d is on a host not in the "
-                     "topology",
+                     rk ? "rank %d is on a host not in the topology"
+                        : "rank %d is gone",
                      p->ranks[i]);
             status = INCOLL_ERR_NO_RESOURCE;
             break;
@@ -1196,13 +1124,22 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
             snprintf(why, sizeof(why), "one member needs no group");
             status = INCOLL_ERR_NO_RESOURCE;
         } else {
+            mgr_quota_left(m, p->job, q, who, sizeof(who));
+            req.quota_groups = m->q_groups_left;
+            req.quota_slots = m->q_slots_left;
+            req.quota_who = who;
+            req.quota_hit_p = &quota_hit;
             status = place_group_create(m->pl, hosts, p->n, &req, &g, why,
                                         sizeof(why));
         }
     }
     free(hosts);
     if (status != INCOLL_OK) {
-        m->ctr.groups_refused++;
+        count_teardown(m, p->job, T_REFUSED);
+        if (quota_hit) {
+            m->ctr.quota_refused++;
+            p->job->ctr.quota_refused++;
+        }
         incoll_info("job %s comm %016" PRIx64 " gen %u (%d members): no "
                     "group: %s",
                     p->job->name, p->comm, p->gen, p->n, why);
@@ -1214,22 +1151,32 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         (mg->ranks = malloc((size_t)p->n * sizeof(int))) == NULL ||
         (mg->released = calloc((size_t)p->n, 1)) == NULL ||
         (mg->confirmed = calloc((size_t)g->nans, 1)) == NULL) {
-        mgroup_free(mg);
+        mgroup_free(m, mg);
         place_group_release(m->pl, g->id);
         answer_pending(m, p, NULL, INCOLL_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
     g->user = mg;
     mg->job = p->job;
+    p->job->ngroups++;
     mg->comm = p->comm;
     mg->gen = p->gen;
     memcpy(mg->ranks, p->ranks, (size_t)p->n * sizeof(int));
     mg->unacked = g->nans;
+    mg->made = m->now;
     mg->deadline = m->now + GROUP_ACK_MS;
     mg->pend = p;
     p->g = g;
+    mg->q = q;
+    mgr_quota_take(q, g);
     if (encode_rec(m, g, mg) != 0) {
-        group_teardown(m, g, "out of memory");
+        group_teardown(m, g, "out of memory", T_REFUSED);
+        return;
+    }
+    if (group_charge(m, g, mg, why, sizeof(why)) != 0) {
+        m->ctr.budget_refused++;
+        p->job->ctr.budget_refused++;
+        group_teardown(m, g, why, T_REFUSED);
         return;
     }
     for (int i = 0; i < g->nans; i++) {
@@ -1238,13 +1185,16 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         mgr_group_add_t add;
         mgr_wbuf_t w = {0};
         if (eps == NULL) {
-            group_teardown(m, g, "out of memory");
+            group_teardown(m, g, "out of memory", T_REFUSED);
             return;
         }
         for (int k = 0; k < a->nchildren; k++) {
             int ch = a->child[k];
+            const rank_t *rk =
+                ch >= 0 ? NULL : mgr_rank_find(p->job, mg->ranks[-ch - 1]);
             uint64_t ep = ch >= 0 ? m->an[g->ans[ch].sw].ep
-                                  : p->job->ranks[mg->ranks[-ch - 1]].ep;
+                          : rk    ? rk->ep
+                                  : INCOLL_EP_NONE;
             for (int b = 0; b < 8; b++)
                 eps[8 * k + b] = (uint8_t)(ep >> (8 * b));
         }
@@ -1262,7 +1212,7 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         add.rec_len = mg->rec_len;
         mgr_enc_group_add(&w, &add);
         free(eps);
-        send_msg(m, m->an[a->sw].conn, MGR_GROUP_ADD, &w);
+        mgr_send_msg(m, m->an[a->sw].conn, MGR_GROUP_ADD, &w);
         mgr_wbuf_free(&w);
         /* A send failure kills the AN's connection, which tears the group
          * down and answers the request. */
@@ -1276,7 +1226,7 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
     return;
 done:
     pending_unlink(m, p);
-    pending_free(p);
+    pending_free(m, p);
 }
 
 static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
@@ -1290,43 +1240,49 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     place_group_t *same;
 
     if (j == NULL) {
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "group_req before join");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "group_req before join");
         return;
     }
     if (mgr_dec_group_req(body, len, &rq, &why) != INCOLL_OK) {
         m->ctr.malformed++;
         incoll_warn("job %s rank %d: malformed group_req: %s", j->name, c->rank,
                     why);
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_req: %s",
-                   why);
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_req: %s",
+                       why);
         return;
     }
-    /* Members: distinct ranks of the job, including the asker. */
+    if (j->ended) {
+        mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_RESOURCE, "job %s has ended",
+                       j->name);
+        return;
+    }
+    /* Members: distinct ranks of the job, including the asker (a bit per
+     * rank of the job: at most MGR_MAX_MEMBERS / 8 bytes, for a moment). */
     {
-        uint8_t *seen = calloc((size_t)j->size, 1);
+        uint64_t *seen = calloc(((size_t)j->size + 63) / 64, sizeof(*seen));
         if (seen == NULL) {
-            send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
             return;
         }
         for (uint32_t i = 0; i < rq.nmembers; i++) {
             uint32_t r = mgr_get_u32(rq.members, i);
-            if (r >= (uint32_t)j->size || seen[r]) {
+            if (r >= (uint32_t)j->size || (seen[r / 64] >> (r % 64)) & 1) {
                 free(seen);
                 m->ctr.malformed++;
-                send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
-                           "member %u: rank %u is out of range or repeated", i,
-                           r);
+                mgr_send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                               "member %u: rank %u is out of range or repeated",
+                               i, r);
                 return;
             }
-            seen[r] = 1;
+            seen[r / 64] |= 1ull << (r % 64);
             if ((int)r == c->rank)
                 me = (int)i;
         }
         free(seen);
     }
     if (me < 0) {
-        send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
-                   "rank %d is not among the members", c->rank);
+        mgr_send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                       "rank %d is not among the members", c->rank);
         return;
     }
     /* Asked again for a group that exists (e.g. after a reconnection):
@@ -1361,7 +1317,8 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                 mg->released[me] = 0;
                 answer_pending(m, &one, same, INCOLL_OK, "");
             } else {
-                send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+                mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY,
+                               "out of memory");
             }
             free(whos);
             free(reqs);
@@ -1372,15 +1329,32 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         if (p->job == j && p->comm == rq.comm && p->gen == rq.gen)
             break;
     if (p == NULL) {
+        uint64_t bytes = pending_bytes((int)rq.nmembers);
+        char refused[256];
+        if (mgr_charge(m, j, bytes, refused, sizeof(refused)) != 0) {
+            m->ctr.budget_refused++;
+            j->ctr.budget_refused++;
+            count_teardown(m, j, T_REFUSED);
+            incoll_info("job %s rank %d: group request refused: %s", j->name,
+                        c->rank, refused);
+            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_RESOURCE, "%s", refused);
+            return;
+        }
         p = calloc(1, sizeof(*p));
+        if (p)
+            p->mem = bytes;
+        else
+            mgr_uncharge(m, j, bytes);
         if (p == NULL ||
             (p->ranks = malloc(rq.nmembers * sizeof(int))) == NULL ||
             (p->who = calloc(rq.nmembers, sizeof(mgr_peer_t *))) == NULL ||
             (p->reqid = calloc(rq.nmembers, sizeof(uint32_t))) == NULL ||
             (p->opseq = calloc(rq.nmembers, sizeof(uint64_t))) == NULL) {
-            if (p)
-                pending_free(p);
-            send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
+            if (p) {
+                p->job = j;
+                pending_free(m, p);
+            }
+            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
             return;
         }
         p->job = j;
@@ -1394,6 +1368,7 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         p->deadline = m->now + m->p.request_ms;
         p->next = m->pend;
         m->pend = p;
+        j->npending++;
         /* The first request of a newer generation comes from a member
          * recovering from a failure: the older group is torn down now and
          * its other members are told, so that those outside a collective
@@ -1403,18 +1378,17 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
             snprintf(reason, sizeof(reason),
                      "rank %d asked for generation %u of the communicator",
                      c->rank, rq.gen);
-            teardown_where(m, pred_older_gen, p, reason,
-                           &m->ctr.groups_released);
+            teardown_where(m, pred_older_gen, p, reason, T_RELEASED);
         }
     } else {
         int match = p->n == (int)rq.nmembers;
         for (int i = 0; match && i < p->n; i++)
             match = p->ranks[i] == (int)mgr_get_u32(rq.members, i);
         if (!match) {
-            send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
-                       "comm %016" PRIx64 ": members differ from another "
-                       "rank's request",
-                       rq.comm);
+            mgr_send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
+                           "comm %016" PRIx64 ": members differ from another "
+                           "rank's request",
+                           rq.comm);
             return;
         }
     }
@@ -1439,7 +1413,7 @@ static void on_group_release(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
 
     if (c->job == NULL || mgr_r_done(&r)) {
         m->ctr.malformed++;
-        send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_release");
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed group_release");
         return;
     }
     g = place_group_find(m->pl, id);
@@ -1447,193 +1421,55 @@ static void on_group_release(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         return; /* failed or reclaimed before: nothing to do */
     mg = g->user;
     if (mg->job != c->job || mg->comm != comm) {
-        send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
-                   "group %u is not comm %016" PRIx64 "'s of job %s", id, comm,
-                   c->job->name);
+        mgr_send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
+                       "group %u is not comm %016" PRIx64 "'s of job %s", id,
+                       comm, c->job->name);
         return;
     }
     for (int i = 0; i < g->nmembers; i++)
         if (mg->ranks[i] == c->rank)
             mg->released[i] = 1;
     if (mg->active && group_done(g)) {
-        group_teardown(m, g, NULL);
-        m->ctr.groups_released++;
+        group_teardown(m, g, NULL, T_RELEASED);
     }
 }
 
-/* ---- stat ---- */
-
-typedef struct {
-    char *buf;
-    size_t len, cap;
-} sbuf_t;
-
-static void sb_printf(sbuf_t *s, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void sb_printf(sbuf_t *s, const char *fmt, ...)
+/* stat_req: u32 flags (an empty body is flags 0, as older tools send). */
+static void on_stat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                    size_t len)
 {
-    va_list ap;
-    int n;
-    if (s->buf == NULL && s->cap != 0)
-        return;
-    for (;;) {
-        size_t room = s->cap - s->len;
-        va_start(ap, fmt);
-        n = vsnprintf(s->buf ? s->buf + s->len : NULL, s->buf ? room : 0, fmt,
-                      ap);
-        va_end(ap);
-        if (n < 0)
-            return;
-        if (s->buf && (size_t)n < room) {
-            s->len += (size_t)n;
-            return;
-        }
-        {
-            size_t ncap = s->cap ? s->cap * 2 : 8192;
-            char *nb;
-            while (ncap < s->len + (size_t)n + 1)
-                ncap *= 2;
-            nb = realloc(s->buf, ncap);
-            if (nb == NULL) {
-                free(s->buf);
-                s->buf = NULL;
-                s->cap = 1;
-                return;
-            }
-            s->buf = nb;
-            s->cap = ncap;
-        }
-    }
-}
-
-char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
-{
-    const topo_t *topo = m->topo;
-    sbuf_t s = {0};
-    int ans_up = 0, njobs = 0;
-    mgr_io_stats_t io = {0};
-    char ep[32], ops[160], dts[200];
-
-    if (m->p.io_stats)
-        m->p.io_stats(m->p.arg, &io);
-
-    for (int i = 0; i < topo->nswitches; i++)
-        ans_up += m->an[i].conn != NULL;
-    for (const job_t *j = m->jobs; j; j = j->next)
-        njobs++;
-    sb_printf(
-        &s,
-        "manager listen=%s uptime_ms=%" PRIu64 " ans=%d ans_up=%d "
-        "trees=%d hosts=%d jobs=%d groups=%d conns=%d max_conns=%d "
-        "conns_unauth=%d conns_accepted=%" PRIu64 " conns_refused=%" PRIu64
-        " conns_evicted=%" PRIu64 " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64
-        " frames_late=%" PRIu64 " frames_refused=%" PRIu64
-        " auth_failures=%" PRIu64 " malformed=%" PRIu64 " groups_made=%" PRIu64
-        " groups_refused=%" PRIu64 " groups_failed=%" PRIu64
-        " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
-        " groups_adopted=%" PRIu64 "\n",
-        m->listen, now - m->start, topo->nswitches, ans_up, topo->ntrees,
-        topo->nhosts, njobs, place_group_count(m->pl), io.conns, io.max_conns,
-        io.conns_unauth, io.conns_accepted, io.conns_refused, io.conns_evicted,
-        io.conns_shed, io.rx_buffered, io.frames_late, io.frames_refused,
-        io.auth_failures, io.malformed + m->ctr.malformed, m->ctr.groups_made,
-        m->ctr.groups_refused, m->ctr.groups_failed, m->ctr.groups_released,
-        m->ctr.groups_reclaimed, m->ctr.groups_adopted);
-    for (int t = 0; t < topo->ntrees; t++) {
-        int leaves = 0, sws = 0;
-        for (int i = 0; i < topo->nswitches; i++) {
-            if (topo->trees[t].parent[i] == -2)
-                continue;
-            sws++;
-            leaves += topo->sw[i].level == 1;
-        }
-        sb_printf(&s, "tree id=%d root=%s height=%d switches=%d leaves=%d\n", t,
-                  topo->sw[topo->trees[t].root].name, topo->trees[t].height,
-                  sws, leaves);
-    }
-    for (int i = 0; i < topo->nswitches; i++) {
-        place_an_load_t l;
-        const an_state_t *a = &m->an[i];
-        double f = 1.0, x;
-        place_an_load(m->pl, i, &l);
-        x = l.caps.max_groups ? 1.0 - (double)l.groups / l.caps.max_groups : 0;
-        f = x < f ? x : f;
-        x = l.caps.slots ? 1.0 - (double)l.slots / l.caps.slots : 0;
-        f = x < f ? x : f;
-        x = l.caps.buffer_bytes
-                ? 1.0 - (double)l.buffer_bytes / (double)l.caps.buffer_bytes
-                : 0;
-        f = x < f ? x : f;
-        sb_printf(
-            &s,
-            "an name=%s level=%d addr=%s state=%s groups=%u "
-            "max_groups=%u slots=%" PRIu64 " max_slots=%u buffer=%" PRIu64
-            " max_buffer=%" PRIu64 " free=%.3f payload=%u ops=%s "
-            "dtypes=%s registrations=%u\n",
-            topo->sw[i].name, topo->sw[i].level,
-            a->ep == INCOLL_EP_NONE || a->ep == 0
-                ? "-"
-                : wire_ep_str(a->ep, ep, sizeof(ep)),
-            a->conn ? "up" : "down", l.groups, l.caps.max_groups, l.slots,
-            l.caps.slots, l.buffer_bytes, l.caps.buffer_bytes, f < 0 ? 0 : f,
-            l.caps.max_payload, topo_ops_str(l.caps.ops, ops, sizeof(ops)),
-            topo_dtypes_str(l.caps.dtypes, dts, sizeof(dts)), a->registrations);
-        if (a->conn && a->counters[0])
-            sb_printf(&s, "counters %s\n", a->counters);
-    }
-    for (const job_t *j = m->jobs; j; j = j->next) {
-        int cnt[6] = {0}, ng = 0;
-        for (int r = 0; r < j->size; r++)
-            cnt[j->ranks[r].state]++;
-        for (int i = 0; i < place_group_count(m->pl); i++)
-            ng += ((const mgroup_t *)place_group_at(m->pl, i)->user)->job == j;
-        sb_printf(&s,
-                  "job name=%s size=%d up=%d lost=%d left=%d adopted=%d "
-                  "dead=%d groups=%d\n",
-                  j->name, j->size, cnt[R_UP], cnt[R_LOST], cnt[R_LEFT],
-                  cnt[R_ADOPTED], cnt[R_DEAD], ng);
-        for (int r = 0; r < j->size; r++) {
-            const rank_t *rk = &j->ranks[r];
-            if (rk->state == R_UP || rk->state == R_NONE)
-                continue;
-            sb_printf(&s, "rank job=%s rank=%d state=%s\n", j->name, r,
-                      rank_state_names[rk->state]);
-        }
-    }
-    for (int i = 0; i < place_group_count(m->pl); i++) {
-        const place_group_t *g = place_group_at(m->pl, i);
-        const mgroup_t *mg = g->user;
-        sb_printf(&s,
-                  "group id=%u job=%s comm=%016" PRIx64 " gen=%u members=%d "
-                  "tree=%s slots=%u payload=%u state=%s ans=",
-                  g->id, mg->job->name, mg->comm, mg->gen, g->nmembers,
-                  topo->sw[topo->trees[g->tree].root].name, g->slots,
-                  g->payload,
-                  mg->active ? (mg->adopted ? "adopted" : "active") : "adding");
-        for (int k = 0; k < g->nans; k++)
-            sb_printf(&s, "%s%s", k ? "," : "", topo->sw[g->ans[k].sw].name);
-        sb_printf(&s, "\n");
-    }
-    for (const pending_t *p = m->pend; p; p = p->next)
-        sb_printf(&s,
-                  "request job=%s comm=%016" PRIx64 " gen=%u members=%d "
-                  "asked=%d\n",
-                  p->job->name, p->comm, p->gen, p->n, p->nasked);
-    return s.buf;
-}
-
-static void on_stat(mgr_core_t *m, mgr_peer_t *c)
-{
-    char *text = mgr_core_stat_text(m, m->now);
+    mgr_rbuf_t r = {body, len, 0, 0};
+    uint32_t flags = len ? mgr_r_u32(&r) : 0;
+    char *text;
+    size_t n;
     mgr_wbuf_t w = {0};
-    if (text == NULL) {
-        send_error(m, c, 0, INCOLL_ERR_NO_MEMORY, "out of memory");
+
+    if (len && mgr_r_done(&r)) {
+        m->ctr.malformed++;
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed stat_req");
         return;
     }
-    mgr_w_text(&w, text, strlen(text));
+    if (flags & (MGR_STAT_F_OPENMETRICS | MGR_STAT_F_PROMETHEUS))
+        text = mgr_core_metrics_text(m, m->now,
+                                     (flags & MGR_STAT_F_OPENMETRICS) != 0);
+    else
+        text = mgr_core_stat_text(m, m->now);
+    if (text == NULL) {
+        mgr_send_error(m, c, 0, INCOLL_ERR_NO_MEMORY, "out of memory");
+        return;
+    }
+    n = strlen(text);
+    if (n > MGR_MAX_FRAME - 4096) {
+        free(text);
+        mgr_send_error(m, c, 0, INCOLL_ERR_NO_RESOURCE,
+                       "the answer has %zu bytes, more than a frame holds "
+                       "(the metrics endpoint has no such bound)",
+                       n);
+        return;
+    }
+    mgr_w_text(&w, text, n);
     free(text);
-    send_msg(m, c, MGR_STAT_REP, &w);
+    mgr_send_msg(m, c, MGR_STAT_REP, &w);
     mgr_wbuf_free(&w);
 }
 
@@ -1675,13 +1511,22 @@ static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
         else if (type == MGR_GROUP_RELEASE)
             on_group_release(m, c, body, len);
         else if (type == MGR_STAT_REQ)
-            on_stat(m, c);
+            on_stat(m, c, body, len);
         else
             goto unexpected;
         return;
     }
-    if (role == MGR_ROLE_TOOL && type == MGR_STAT_REQ) {
-        on_stat(m, c);
+    if ((role == MGR_ROLE_TOOL || role == MGR_ROLE_ADMIN) &&
+        type == MGR_STAT_REQ) {
+        on_stat(m, c, body, len);
+        return;
+    }
+    if (role == MGR_ROLE_ADMIN && type == MGR_JOB_REGISTER) {
+        mgr_on_job_register(m, c, body, len);
+        return;
+    }
+    if (role == MGR_ROLE_ADMIN && type == MGR_JOB_END) {
+        mgr_on_job_end(m, c, body, len);
         return;
     }
 unexpected:
@@ -1689,8 +1534,8 @@ unexpected:
     incoll_warn("conn %u (%s): unexpected %s (type 0x%x) from a role %d "
                 "peer",
                 c->id, c->name, mgr_msg_name(type), type, role);
-    send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "unexpected message type 0x%x",
-               type);
+    mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "unexpected message type 0x%x",
+                   type);
 }
 
 void mgr_core_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
@@ -1726,22 +1571,27 @@ void mgr_core_tick(mgr_core_t *m, uint64_t now)
                 peer_kill(m, late[i], "heartbeats missed");
         free(late);
     }
+    /* Ranks lost or adopted for too long: tearing their groups down does
+     * not touch the rank tables. */
     for (job_t *j = m->jobs; j; j = j->next) {
-        for (int r = 0; r < j->size; r++) {
-            rank_t *rk = &j->ranks[r];
-            job_rank_t jr = {j, r};
+        if (j->nstate[R_LOST] + j->nstate[R_ADOPTED] == 0)
+            continue;
+        for (uint32_t i = 0; i < j->cap; i++) {
+            rank_t *rk = &j->tab[i];
+            job_rank_t jr = {j, rk->rank};
             char reason[160];
-            if ((rk->state != R_LOST && rk->state != R_ADOPTED) ||
+            if (rk->rank < 0 ||
+                (rk->state != R_LOST && rk->state != R_ADOPTED) ||
                 now < rk->deadline)
                 continue;
-            snprintf(reason, sizeof(reason), "rank %d of job %s is gone", r,
-                     j->name);
+            snprintf(reason, sizeof(reason), "rank %d of job %s is gone",
+                     (int)rk->rank, j->name);
             incoll_info("job %s rank %d: gone for good (%s); reclaiming "
                         "its groups",
-                        j->name, r, rank_state_names[rk->state]);
-            rk->state = R_DEAD;
-            teardown_where(m, pred_has_rank, &jr, reason,
-                           &m->ctr.groups_reclaimed);
+                        j->name, (int)rk->rank,
+                        mgr_rank_state_names[rk->state]);
+            mgr_rank_set_state(j, rk, R_DEAD);
+            teardown_where(m, pred_has_rank, &jr, reason, T_RECLAIMED);
         }
     }
     for (pending_t *p = m->pend, *next; p; p = next) {
@@ -1753,11 +1603,12 @@ void mgr_core_tick(mgr_core_t *m, uint64_t now)
                         m->p.request_ms);
             for (int i = 0; i < p->n; i++)
                 if (p->who[i])
-                    send_error(m, p->who[i], p->reqid[i], INCOLL_ERR_TIMEOUT,
-                               "only %d of %d members asked for the group",
-                               p->nasked, p->n);
+                    mgr_send_error(m, p->who[i], p->reqid[i],
+                                   INCOLL_ERR_TIMEOUT,
+                                   "only %d of %d members asked for the group",
+                                   p->nasked, p->n);
             pending_unlink(m, p);
-            pending_free(p);
+            pending_free(m, p);
         }
     }
     {
@@ -1783,14 +1634,37 @@ void mgr_core_tick(mgr_core_t *m, uint64_t now)
                 group_teardown(m, g,
                                ((mgroup_t *)g->user)->active
                                    ? "not every an came back"
-                                   : "an an did not acknowledge it");
-                m->ctr.groups_failed++;
+                                   : "an an did not acknowledge it",
+                               T_FAILED);
             }
         }
         free(overdue);
     }
-    job_gc(m);
+    mgr_jobs_gc(m);
     leave(m);
+}
+
+static int pred_job(const mgr_core_t *m, const place_group_t *g,
+                    const void *arg)
+{
+    return ((const mgroup_t *)g->user)->job == arg;
+}
+
+int mgr_job_teardown(mgr_core_t *m, job_t *job, const char *reason)
+{
+    int n = teardown_where(m, pred_job, job, reason, T_RELEASED);
+    for (pending_t *p = m->pend, *next; p; p = next) {
+        next = p->next;
+        if (p->job != job)
+            continue;
+        for (int i = 0; i < p->n; i++)
+            if (p->who[i])
+                mgr_send_error(m, p->who[i], p->reqid[i],
+                               INCOLL_ERR_NO_RESOURCE, "%s", reason);
+        pending_unlink(m, p);
+        pending_free(m, p);
+    }
+    return n;
 }
 
 /* ---- life cycle ---- */
@@ -1817,8 +1691,14 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
              params->listen ? params->listen : "-");
     m->p.listen = m->listen;
     m->an = calloc((size_t)m->topo->nswitches + 1, sizeof(*m->an));
+    m->q_groups_left =
+        calloc((size_t)m->topo->nswitches + 1, sizeof(*m->q_groups_left));
+    m->q_slots_left =
+        calloc((size_t)m->topo->nswitches + 1, sizeof(*m->q_slots_left));
     m->pl = place_create(m->topo, &m->p.place);
-    if (m->an == NULL || m->pl == NULL) {
+    m->last_gen = m->p.gen_base - 1;
+    if (m->an == NULL || m->pl == NULL || m->q_groups_left == NULL ||
+        m->q_slots_left == NULL) {
         snprintf(err, errlen, "out of memory");
         mgr_core_destroy(m);
         return NULL;
@@ -1845,20 +1725,17 @@ void mgr_core_destroy(mgr_core_t *m)
     while (m->pend) {
         pending_t *p = m->pend;
         m->pend = p->next;
-        pending_free(p);
+        pending_free(m, p);
     }
     if (m->pl) {
         for (int i = 0; i < place_group_count(m->pl); i++)
-            mgroup_free(place_group_at(m->pl, i)->user);
+            mgroup_free(m, place_group_at(m->pl, i)->user);
         place_destroy(m->pl);
     }
-    while (m->jobs) {
-        job_t *j = m->jobs;
-        m->jobs = j->next;
-        free(j->ranks);
-        free(j);
-    }
+    mgr_jobs_free(m);
     free(m->an);
+    free(m->q_groups_left);
+    free(m->q_slots_left);
     free(m);
 }
 
@@ -1867,8 +1744,11 @@ void mgr_core_counts(const mgr_core_t *m, mgr_core_counts_t *out)
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < m->topo->nswitches; i++)
         out->ans_up += m->an[i].conn != NULL;
-    for (const job_t *j = m->jobs; j; j = j->next)
-        out->jobs++;
+    out->jobs = m->njobs;
+    out->registrations = m->nregs;
+    out->state_bytes = m->mem;
+    out->quota_refused = m->ctr.quota_refused;
+    out->budget_refused = m->ctr.budget_refused;
     for (const pending_t *p = m->pend; p; p = p->next)
         out->requests++;
     out->groups = place_group_count(m->pl);

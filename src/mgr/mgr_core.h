@@ -14,6 +14,16 @@
  *  - ANs: one per topology switch, up while its registration's peer lives
  *    and its heartbeats arrive (dead after HB_MISSED heartbeat_ms without
  *    one); their capabilities feed placement (place.h).
+ *  - registrations: jobs an admin peer (the Slurm plugin) announced, with
+ *    their quota, until it ends them or they linger unused too long. A
+ *    job "A.B" with no registration of its own is governed by A's.
+ *  - quotas: the groups and slots a job's groups hold on each AN, bounded
+ *    by its registration's quota or else by job_share of the AN.
+ *  - memory: every job, rank record, request, group and registration is
+ *    charged to state_budget (and its job's to job_state_budget); what
+ *    would go over is refused with the reason, so no client can grow the
+ *    manager without bound. Ranks are kept sparsely (only those that
+ *    joined), so a job's declared size costs nothing.
  *  - jobs and their ranks: a rank is up while its host's peer lives, lost
  *    for host_grace_ms after its connection broke (its groups are then
  *    reclaimed), left after a goodbye, adopted (after a restart, from an
@@ -72,6 +82,8 @@ typedef struct {
     uint64_t conns_evicted;
     uint64_t conns_shed;
     uint64_t rx_buffered;
+    uint64_t tx_queued;
+    uint64_t conns_slow; /* closed for not reading (send budget) */
     uint64_t frames_late;
     uint64_t frames_refused;
     uint64_t auth_failures;
@@ -90,8 +102,18 @@ typedef struct {
                                 creation */
     uint32_t request_ms;     /* members must all ask within this */
     uint64_t boot_id;        /* told to peers; a new one per start */
-    place_params_t place;    /* first_id: the first group id (the daemon
-                                picks it at random) */
+    /* Jobs (docs/manager.md, "Jobs and quotas"). */
+    double job_share;          /* of each AN's groups and slots a job
+                                  without a quota may hold; 0: all */
+    int registered_only;       /* 1: only registered jobs may join */
+    uint32_t job_linger_ms;    /* an idle registration is forgotten after
+                                  this; 0: 24 h */
+    uint32_t gen_base;         /* the first registered job's generation
+                                  (the daemon: the wall clock in ms) */
+    uint64_t state_budget;     /* bytes of state in all; 0: no bound */
+    uint64_t job_state_budget; /* ... for one job; 0: no bound */
+    place_params_t place;      /* first_id: the first group id (the daemon
+                                  picks it at random) */
     mgr_core_send_cb_t send;
     mgr_core_close_cb_t close;
     mgr_core_io_stats_cb_t io_stats; /* may be NULL */
@@ -140,12 +162,22 @@ uint64_t *mgr_core_peer_job(mgr_peer_t *peer, const char **name_p, int *rank_p);
  * caller frees it. NULL when out of memory. */
 char *mgr_core_stat_text(const mgr_core_t *core, uint64_t now);
 
+/* The metrics (docs/manager.md, "Metrics"): the manager's own, each AN's
+ * (from its heartbeats), each job's and each group's, in the OpenMetrics
+ * text format 1.0 (om = 1) or the Prometheus text format 0.0.4 (om = 0).
+ * malloc'ed, the caller frees it; NULL when out of memory. */
+char *mgr_core_metrics_text(const mgr_core_t *core, uint64_t now, int om);
+
 /* Counts, for tests and logs. */
 typedef struct {
     int ans_up;
     int jobs;
     int groups;
     int requests;
+    int registrations;
+    uint64_t state_bytes; /* charged to the state budget */
+    uint64_t quota_refused;
+    uint64_t budget_refused;
     uint64_t groups_made;
     uint64_t groups_refused;
     uint64_t groups_failed;

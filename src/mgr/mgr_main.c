@@ -30,6 +30,7 @@ static void usage(FILE *out)
             "                  [--listen IP:PORT] [--secret FILE] "
             "[--port-file FILE]\n"
             "                  [--pidfile FILE] [--write-topology FILE]\n"
+            "                  [--admin-secret FILE] [--metrics IP:PORT]\n"
             "\n"
             "Runs the aggregation manager of a fabric: it defines the\n"
             "reduction trees, admits and places groups for communicators,\n"
@@ -44,6 +45,14 @@ static void usage(FILE *out)
             "port)\n"
             "  --secret FILE          fabric secret (default "
             "$INCOLL_SECRET_FILE)\n"
+            "  --admin-secret FILE    secret job registration proves "
+            "(default\n"
+            "                         $INCOLL_MGR_ADMIN_SECRET_FILE, else "
+            "the fabric secret)\n"
+            "  --metrics IP:PORT      serve metrics over HTTP there "
+            "(default\n"
+            "                         $INCOLL_MGR_METRICS; unset: not "
+            "served)\n"
             "  --port-file FILE       write IP:PORT there once listening\n"
             "  --pidfile FILE         write the pid there; removed at exit\n"
             "  --help                 this text\n"
@@ -120,11 +129,14 @@ int main(int argc, char **argv)
         {"secret", required_argument, NULL, 's'},
         {"port-file", required_argument, NULL, 'P'},
         {"pidfile", required_argument, NULL, 'p'},
+        {"admin-secret", required_argument, NULL, 'A'},
+        {"metrics", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *topo_path = NULL, *write_topo = NULL, *secret = NULL;
     const char *port_file = NULL, *pidfile = NULL;
+    const char *admin_secret = NULL, *metrics = NULL;
     int radix = 0, levels = 0, nhosts = 0, opt, ret = 1;
     mgr_params_t mp;
     topo_t topo;
@@ -134,7 +146,7 @@ int main(int argc, char **argv)
     int sigfd;
 
     mgr_params_default(&mp);
-    while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:h", longopts,
+    while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:A:M:h", longopts,
                               NULL)) != -1) {
         switch (opt) {
         case 't':
@@ -154,6 +166,12 @@ int main(int argc, char **argv)
             break;
         case 'p':
             pidfile = optarg;
+            break;
+        case 'A':
+            admin_secret = optarg;
+            break;
+        case 'M':
+            metrics = optarg;
             break;
         case 'k':
             if (parse_int(optarg, &radix)) {
@@ -195,6 +213,8 @@ int main(int argc, char **argv)
         return 2;
     }
     mgr_params_from_env(&mp);
+    if (metrics)
+        mp.metrics = metrics;
 
     if (topo_path) {
         if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
@@ -223,6 +243,16 @@ int main(int argc, char **argv)
     if (mgr_secret_load(secret, mp.key, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll-mgr: %s\n", err);
         goto out_topo;
+    }
+    if (admin_secret == NULL)
+        admin_secret = setting_str(SETTING_MGR_ADMIN_SECRET_FILE);
+    if (admin_secret) {
+        if (mgr_secret_load(admin_secret, mp.admin_key, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll-mgr: admin secret: %s\n", err);
+            goto out_topo;
+        }
+        mp.has_admin_key = 1;
     }
 
     raise_nofile();

@@ -34,6 +34,7 @@ struct place {
 typedef struct {
     int reached; /* the tree reaches every member's leaf */
     int ok;      /* and can host the group */
+    int quota;   /* it cannot for the owner's quota */
     uint32_t slots;
     uint32_t payload;
     uint32_t ops;
@@ -346,6 +347,22 @@ static void evaluate(place_t *pl, int t, const int *hosts, int n,
                 topo->sw[sw].name, buf, min_slots);
             return;
         }
+        if (req->quota_groups && req->quota_groups[sw] == 0) {
+            say(why, whylen, "%s has no group left on an %s",
+                req->quota_who ? req->quota_who : "the quota",
+                topo->sw[sw].name);
+            offer->quota = 1;
+            return;
+        }
+        if (req->quota_slots && req->quota_slots[sw] < min_slots) {
+            say(why, whylen, "%s leaves %u slots on an %s, a group needs %u",
+                req->quota_who ? req->quota_who : "the quota",
+                req->quota_slots[sw], topo->sw[sw].name, min_slots);
+            offer->quota = 1;
+            return;
+        }
+        if (req->quota_slots && req->quota_slots[sw] < slots)
+            slots = req->quota_slots[sw];
         if (free_slots < slots)
             slots = free_slots;
         if (fit < slots)
@@ -494,10 +511,11 @@ incoll_status_t place_group_create(place_t *pl, const int *hosts, int nmembers,
                                    size_t whylen)
 {
     const topo_t *topo = pl->topo;
-    place_req_t none = {0, 0, 0};
+    place_req_t none = {0};
     offer_t best = {0}, offer;
     int best_tree = -1, reached = 0;
     char first_why[320] = "", reach_why[256] = "", tree_why[256];
+    char quota_why[320] = "";
     place_group_t *g;
     incoll_status_t status;
 
@@ -516,6 +534,9 @@ incoll_status_t place_group_create(place_t *pl, const int *hosts, int nmembers,
             continue;
         }
         if (!offer.ok) {
+            if (offer.quota && quota_why[0] == '\0')
+                snprintf(quota_why, sizeof(quota_why), "tree %s: %s",
+                         topo->sw[topo->trees[t].root].name, tree_why);
             if (first_why[0] == '\0')
                 snprintf(first_why, sizeof(first_why), "tree %s: %s",
                          topo->sw[topo->trees[t].root].name, tree_why);
@@ -534,9 +555,15 @@ incoll_status_t place_group_create(place_t *pl, const int *hosts, int nmembers,
         if (reached == 0)
             say(why, whylen, "no tree reaches all %d members (%s)", nmembers,
                 reach_why[0] ? reach_why : "no trees");
+        else if (quota_why[0] != '\0')
+            say(why, whylen, "over the quota (%d trees tried): %s", reached,
+                quota_why);
         else
             say(why, whylen, "no tree can host the group (%d tried): %s",
                 reached, first_why);
+        /* A quota is what stopped it when raising it would have helped. */
+        if (req->quota_hit_p)
+            *req->quota_hit_p = reached > 0 && quota_why[0] != '\0';
         return INCOLL_ERR_NO_RESOURCE;
     }
     /* Evaluate the winner again to refill the scratch, then build it. */
@@ -563,7 +590,7 @@ incoll_status_t place_group_adopt(place_t *pl, uint32_t id, uint64_t key,
                                   place_group_t **group_p, char *why,
                                   size_t whylen)
 {
-    place_req_t req = {slots, slots, payload};
+    place_req_t req = {.slots = slots, .min_slots = slots, .payload = payload};
     offer_t offer;
     place_group_t *g;
     incoll_status_t status;

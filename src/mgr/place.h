@@ -10,12 +10,13 @@
  *
  * Placement tries every tree that reaches every member's leaf and whose
  * ANs are up, keeps those that can host the group (capabilities, children
- * per AN, and the per-AN quotas of groups, slots and buffer bytes), and
- * picks the one with the most free resources: the largest smallest free
- * fraction over the group's ANs, then over its upper (non-leaf) ANs, then
- * the lowest tree index. The winner gets an id, a random 64-bit key and a
- * slot count (the wanted count, lowered to what every AN of the group can
- * give, never below the minimum), charged on each of its ANs until release.
+ * per AN, the per-AN quotas of groups, slots and buffer bytes, and the
+ * quota of the group's owner when one is given), and picks the one with the
+ * most free resources: the largest smallest free fraction over the group's ANs,
+ * then over its upper (non-leaf) ANs, then the lowest tree index. The winner
+ * gets an id, a random 64-bit key and a slot count (the wanted count, lowered
+ * to what every AN of the group can give, never below the minimum), charged on
+ * each of its ANs until release.
  */
 #ifndef INCOLL_MGR_PLACE_H
 #define INCOLL_MGR_PLACE_H
@@ -47,6 +48,17 @@ typedef struct {
     uint32_t slots;     /* wanted; 0 = the default */
     uint32_t min_slots; /* 0 = the default */
     uint32_t payload;   /* bytes per packet wanted; 0 = what all ANs allow */
+    /* A quota (the manager's per-job one), or NULL: per switch, how many
+     * more groups and slots the group's owner may take on that AN. A tree
+     * on one of whose ANs either is used up is not a candidate, and the
+     * group's slots are lowered to what every AN's quota leaves (never
+     * below min_slots). quota_who names the quota in reasons ("job j1
+     * (2 groups and 64 slots per an)"); *quota_hit_p, when given, is set
+     * to 1 when the group was refused for the quota on some tree. */
+    const uint32_t *quota_groups;
+    const uint32_t *quota_slots;
+    const char *quota_who;
+    int *quota_hit_p;
 } place_req_t;
 
 typedef struct {
