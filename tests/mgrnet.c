@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_HOSTS 256
+#define MAX_HOSTS 512
 #define MAX_HELD 64
 
 typedef struct node node_t;
@@ -29,6 +29,7 @@ typedef struct {
 
 struct node {
     int is_an;
+    int is_admin;
     int index;
     link_t *link; /* the open connection, or NULL */
     /* AN */
@@ -76,6 +77,7 @@ struct mgrnet {
     node_t *ans;   /* one per switch */
     node_t hosts[MAX_HOSTS];
     int nhosts;
+    char stat[1 << 16]; /* the last stat answer */
 };
 
 /* ---- the queue ---- */
@@ -177,7 +179,9 @@ static void link_open(mgrnet_t *net, node_t *n)
     snprintf(name, sizeof(name), "127.0.0.1:%u",
              (unsigned)(n->is_an ? 30000 + n->index : 40000 + n->index));
     l->peer = mgr_core_peer_open(net->core, l, (uint32_t)net->seq++,
-                                 n->is_an ? MGR_ROLE_AN : MGR_ROLE_HOST,
+                                 n->is_an      ? MGR_ROLE_AN
+                                 : n->is_admin ? MGR_ROLE_ADMIN
+                                               : MGR_ROLE_HOST,
                                  0x7f000001u, name, net->now);
     if (l->peer == NULL)
         abort();
@@ -375,7 +379,6 @@ static void host_receive(mgrnet_t *net, node_t *h, uint16_t type,
                          const uint8_t *body, size_t len)
 {
     mgr_rbuf_t r = {body, len, 0, 0};
-    (void)net;
     switch (type) {
     case MGR_JOIN_OK:
         h->hv.boot_id = mgr_r_u64(&r);
@@ -412,9 +415,88 @@ static void host_receive(mgrnet_t *net, node_t *h, uint16_t type,
         h->hv.error_status = (int32_t)mgr_r_u32(&r);
         mgr_r_str(&r, h->hv.error, sizeof(h->hv.error));
         break;
+    case MGR_JOB_REGISTER_OK:
+        h->hv.reg_ok++;
+        h->hv.reg_gen = mgr_r_u32(&r);
+        h->hv.reg_groups = mgr_r_u32(&r);
+        h->hv.reg_slots = mgr_r_u32(&r);
+        break;
+    case MGR_JOB_END_OK:
+        h->hv.end_ok++;
+        h->hv.end_jobs = mgr_r_u32(&r);
+        h->hv.end_groups = mgr_r_u32(&r);
+        break;
+    case MGR_STAT_REP: {
+        size_t n = 0;
+        const char *t = mgr_r_text(&r, MGR_MAX_FRAME, &n);
+        if (t == NULL)
+            break;
+        if (n >= sizeof(net->stat))
+            n = sizeof(net->stat) - 1;
+        memcpy(net->stat, t, n);
+        net->stat[n] = '\0';
+        break;
+    }
     default:
         break;
     }
+}
+
+int mgrnet_admin_add(mgrnet_t *net)
+{
+    int a = mgrnet_host_add(net, "", 0, 1, "");
+    net->hosts[a].is_admin = 1;
+    return a;
+}
+
+/* An admin's connection, opened on first use. */
+static node_t *admin(mgrnet_t *net, int a)
+{
+    node_t *h = &net->hosts[a];
+    if (h->link == NULL) {
+        link_open(net, h);
+        h->hv.connected = 1;
+    }
+    return h;
+}
+
+void mgrnet_admin_register(mgrnet_t *net, int a, const char *job,
+                           uint32_t groups, uint32_t slots)
+{
+    mgr_wbuf_t w = {0};
+    mgr_w_str(&w, job);
+    mgr_w_u32(&w, groups);
+    mgr_w_u32(&w, slots);
+    mgr_w_u32(&w, 0);
+    node_send(net, admin(net, a), MGR_JOB_REGISTER, &w);
+    mgr_wbuf_free(&w);
+}
+
+void mgrnet_admin_end(mgrnet_t *net, int a, const char *job)
+{
+    mgr_wbuf_t w = {0};
+    mgr_w_str(&w, job);
+    mgr_w_str(&w, "test");
+    node_send(net, admin(net, a), MGR_JOB_END, &w);
+    mgr_wbuf_free(&w);
+}
+
+const char *mgrnet_stat_text(const mgrnet_t *net)
+{
+    return net->stat;
+}
+
+void mgrnet_host_set_rank(mgrnet_t *net, int hi, int rank)
+{
+    net->hosts[hi].rank = rank;
+}
+
+void mgrnet_admin_stat(mgrnet_t *net, int a, uint32_t flags)
+{
+    mgr_wbuf_t w = {0};
+    mgr_w_u32(&w, flags);
+    node_send(net, admin(net, a), MGR_STAT_REQ, &w);
+    mgr_wbuf_free(&w);
 }
 
 int mgrnet_host_add(mgrnet_t *net, const char *job, int rank, int size,
@@ -458,6 +540,13 @@ void mgrnet_host_join(mgrnet_t *net, int hi)
 void mgrnet_host_request(mgrnet_t *net, int hi, uint64_t comm, uint32_t gen,
                          const int *members, int n)
 {
+    mgrnet_host_request_slots(net, hi, comm, gen, members, n, 0);
+}
+
+void mgrnet_host_request_slots(mgrnet_t *net, int hi, uint64_t comm,
+                               uint32_t gen, const int *members, int n,
+                               uint32_t slots)
+{
     node_t *h = &net->hosts[hi];
     mgr_group_req_t rq;
     mgr_wbuf_t mem = {0}, w = {0};
@@ -467,10 +556,13 @@ void mgrnet_host_request(mgrnet_t *net, int hi, uint64_t comm, uint32_t gen,
     rq.req = ++h->next_req;
     rq.comm = comm;
     rq.gen = gen;
+    rq.slots = slots;
     rq.nmembers = (uint32_t)n;
     rq.members = mem.buf;
     mgr_enc_group_req(&w, &rq);
     h->hv.answered = 0;
+    h->hv.status = 0;
+    h->hv.group = 0;
     node_send(net, h, MGR_GROUP_REQ, &w);
     mgr_wbuf_free(&w);
     mgr_wbuf_free(&mem);
@@ -525,6 +617,12 @@ static int core_make(mgrnet_t *net)
     cp.adopt_grace_ms = net->cfg.adopt_grace_ms;
     cp.recover_ms = net->cfg.recover_ms;
     cp.request_ms = net->cfg.request_ms;
+    cp.job_share = net->cfg.job_share;
+    cp.registered_only = net->cfg.registered_only;
+    cp.job_linger_ms = net->cfg.job_linger_ms;
+    cp.state_budget = net->cfg.state_budget;
+    cp.job_state_budget = net->cfg.job_state_budget;
+    cp.gen_base = 1000;
     cp.boot_id = 0x1000u + net->restarts;
     place_params_default(&cp.place);
     cp.place.first_id = 256 + 100000 * net->restarts;

@@ -39,6 +39,12 @@ typedef struct {
     uint32_t tick_ms;        /* 0 = 100 */
     uint32_t delay_ms;       /* one-way delay of every message; 0 = 1 */
     uint32_t reconnect_ms;   /* an AN retries after this; 0 = 500 */
+    /* Jobs and quotas (mgr_core_params_t): 0 leaves each unbounded. */
+    double job_share;
+    int registered_only;
+    uint32_t job_linger_ms;
+    uint64_t state_budget;
+    uint64_t job_state_budget;
 } mgrnet_cfg_t;
 
 /* Parses the topology text (docs/topology.md) and creates the manager at
@@ -100,17 +106,36 @@ int mgrnet_an_holds(const mgrnet_t *net, int an, uint32_t id);
  * index. Not connected until mgrnet_host_join. */
 int mgrnet_host_add(mgrnet_t *net, const char *job, int rank, int size,
                     const char *host);
+/* Gives node h another rank (before it joins again). */
+void mgrnet_host_set_rank(mgrnet_t *net, int h, int rank);
 /* Connects (again) and sends JOIN. */
 void mgrnet_host_join(mgrnet_t *net, int h);
 /* Asks for the group of comm (gen) over members (world ranks, comm
  * order), forgetting the previous answer. */
 void mgrnet_host_request(mgrnet_t *net, int h, uint64_t comm, uint32_t gen,
                          const int *members, int n);
+/* ... asking for slots (0: the manager's default). */
+void mgrnet_host_request_slots(mgrnet_t *net, int h, uint64_t comm,
+                               uint32_t gen, const int *members, int n,
+                               uint32_t slots);
 void mgrnet_host_release(mgrnet_t *net, int h, uint64_t comm, uint32_t group);
 /* Sends BYE and closes. */
 void mgrnet_host_bye(mgrnet_t *net, int h);
 /* The process dies: the connection breaks without a goodbye. */
 void mgrnet_host_crash(mgrnet_t *net, int h);
+/* An admin peer (the Slurm plugin's side): a node whose connection,
+ * opened by its first call below, is of MGR_ROLE_ADMIN. Its answers go
+ * into its host view (reg_*, end_*, stat, errors). */
+int mgrnet_admin_add(mgrnet_t *net);
+void mgrnet_admin_register(mgrnet_t *net, int a, const char *job,
+                           uint32_t groups, uint32_t slots);
+void mgrnet_admin_end(mgrnet_t *net, int a, const char *job);
+/* Asks for the stat text (flags: MGR_STAT_F_*); the answer is kept for
+ * mgrnet_stat_text(). */
+void mgrnet_admin_stat(mgrnet_t *net, int a, uint32_t flags);
+/* The last stat answer any admin got ("" before one). */
+const char *mgrnet_stat_text(const mgrnet_t *net);
+
 /* Sends any frame (malformed input tests). */
 void mgrnet_host_send_raw(mgrnet_t *net, int h, uint16_t type, const void *body,
                           size_t len);
@@ -135,6 +160,11 @@ typedef struct {
     char error[256];
     uint32_t bad_info; /* group_info its decoder refused */
     char bad_why[64];  /* why, the last time */
+    /* admins */
+    uint32_t reg_ok; /* job_register_ok received, in all */
+    uint32_t reg_gen, reg_groups, reg_slots;
+    uint32_t end_ok; /* job_end_ok received, in all */
+    uint32_t end_jobs, end_groups;
 } mgrnet_host_view_t;
 
 void mgrnet_host_view(const mgrnet_t *net, int h, mgrnet_host_view_t *view);

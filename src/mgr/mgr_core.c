@@ -499,8 +499,16 @@ static void host_gone(mgr_core_t *m, mgr_peer_t *c)
     job_t *j = c->job;
     rank_t *r = mgr_rank_find(j, c->rank);
 
-    for (pending_t *p = m->pend; p; p = p->next)
+    for (pending_t *p = m->pend, *next; p; p = next) {
+        next = p->next;
         pending_forget(p, c);
+        /* A request nobody waits for any more is dropped now rather than
+         * when it times out: its memory is the job's to use. */
+        if (p->nasked == 0 && p->g == NULL) {
+            pending_unlink(m, p);
+            pending_free(m, p);
+        }
+    }
     for (int i = 0; i < place_group_count(m->pl); i++) {
         mgroup_t *mg = place_group_at(m->pl, i)->user;
         if (mg->held)

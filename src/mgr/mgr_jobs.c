@@ -139,9 +139,10 @@ void mgr_quota_left(mgr_core_t *m, const job_t *job, const quota_t *q,
         else
             snprintf(ss, sizeof(ss), "%.0f%% of the slots",
                      100 * m->p.job_share);
+        int other = owner && strcmp(owner->name, job->name) != 0;
         snprintf(who, wholen, "job %s's quota (%s and %s per an%s%s)",
-                 job->name, gs, ss, owner ? ", registered as " : "",
-                 owner ? owner->name : "");
+                 job->name, gs, ss, other ? ", that of " : "",
+                 other ? owner->name : "");
     } else if (m->p.job_share > 0 && m->p.job_share < 1) {
         snprintf(who, wholen,
                  "job %s's share (%.0f%% of each an's groups and slots, "
