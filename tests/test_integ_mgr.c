@@ -1812,3 +1812,306 @@ TEST(integ_mgr_fabric_keep, TEST_INTEG)
 {
     RUN(fabric_keep_body);
 }
+
+/* ---- floods and a client with the secret ---- */
+
+/* A flooder's connection: non-blocking, from src (an address of 127/8),
+ * connecting to ip:port. -1 when the socket cannot be made. */
+static int flood_connect(uint32_t src, uint32_t ip, uint16_t port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    sa.sin_addr.s_addr = htonl(src);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    sa.sin_addr.s_addr = htonl(ip);
+    sa.sin_port = htons(port);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
+        errno != EINPROGRESS) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/*
+ * The flooder (a child process): n connections that never say a word,
+ * held open, or (reopen) opened again as soon as the manager closes one.
+ * Writes a byte to ready once the first n are made; runs until killed.
+ */
+static void flood_run(const char *addr, const char *src, int n, int reopen,
+                      int ready)
+{
+    struct rlimit rl;
+    struct in_addr in;
+    uint32_t ip;
+    uint16_t port;
+    struct pollfd *pfd = calloc((size_t)n, sizeof(*pfd));
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (pfd == NULL || mgr_parse_addr(addr, &ip, &port) != INCOLL_OK ||
+        inet_pton(AF_INET, src, &in) != 1)
+        _exit(1);
+    for (int i = 0; i < n; i++) {
+        pfd[i].fd = flood_connect(ntohl(in.s_addr), ip, port);
+        pfd[i].events = POLLIN;
+    }
+    if (write(ready, "r", 1) != 1)
+        _exit(1);
+    for (;;) {
+        if (poll(pfd, (nfds_t)n, 200) < 0 && errno != EINTR)
+            _exit(1);
+        for (int i = 0; i < n; i++) {
+            char buf[512];
+            ssize_t k;
+            if (pfd[i].fd < 0 ||
+                !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            k = recv(pfd[i].fd, buf, sizeof(buf), 0);
+            if (k > 0 || (k < 0 && (errno == EAGAIN || errno == EINTR)))
+                continue;
+            close(pfd[i].fd);
+            pfd[i].fd = reopen ? flood_connect(ntohl(in.s_addr), ip, port) : -1;
+        }
+    }
+}
+
+/* Starts the flooder; its pid once its connections are made, or -1. */
+static pid_t flood_start(const char *addr, const char *src, int n, int reopen)
+{
+    int p[2];
+    pid_t pid;
+    struct pollfd pfd;
+    char c;
+
+    if (pipe(p) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        flood_run(addr, src, n, reopen, p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return -1;
+    }
+    track_pid(pid);
+    pfd = (struct pollfd){.fd = p[0], .events = POLLIN};
+    if (poll(&pfd, 1, 10000) != 1 || read(p[0], &c, 1) != 1) {
+        close(p[0]);
+        return -1;
+    }
+    close(p[0]);
+    return pid;
+}
+
+/*
+ * A manager with 64 descriptors under a flood of 300 connections that
+ * never authenticate, held open (from the job's own address) or reopened
+ * as soon as they are closed (from another address): a job started
+ * after it joins with the default INCOLL_MGR_CONNECT_MS (5 s) and runs
+ * offloaded. Before, the flood sat in the listen queue, evicted one at a
+ * time every half second, and every rank timed out.
+ */
+static int flood(const char *name, const char *src, int reopen)
+{
+    fab_t f;
+    job_t a = {.name = "afterflood", .n = 4};
+    char *args[] = {"--cols",  "2",   "--iters",          "20",
+                    "--count", "300", "--expect-offload", "all",
+                    NULL};
+    pid_t flooder;
+    double t0;
+    char *text;
+    int rc;
+
+    mgr_nofile = 64;
+    rc = fab_up(&f, name, NULL);
+    mgr_nofile = 0;
+    CHECK(rc == 0);
+    flooder = flood_start(f.addr, src, 300, reopen);
+    CHECK(flooder > 0);
+    sleep_s(0.3);
+    for (int r = 0; r < 4; r++)
+        a.hosts[r] = r;
+    t0 = now_s();
+    CHECK(getenv("INCOLL_MGR_CONNECT_MS") == NULL);
+    CHECK(job_start(&f, &a, args, "warn") == 0);
+    rc = job_wait(&a, 60);
+    fprintf(stderr, "    the job ran in %.2f s under the flood\n",
+            now_s() - t0);
+    CHECK(rc == 0);
+    CHECK_EQ_INT(job_count(&a, "offloaded 1"), 4 + 4 + 4);
+    CHECK(proc_running(flooder));
+    text = stat_text(&f);
+    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "conns_evicted") > 0, "%s",
+              text);
+    CHECK(mgr_tool_stat_value(text, "manager ", "ans_up") == f.nans);
+    free(text);
+    return TEST_PASSED;
+}
+
+static int flood_held_body(void)
+{
+    return flood("flood_held", "127.0.0.1", 0);
+}
+
+static int flood_reopen_body(void)
+{
+    return flood("flood_reopen", "127.0.0.2", 1);
+}
+
+TEST(integ_mgr_flood_held, TEST_INTEG)
+{
+    RUN(flood_held_body);
+}
+
+TEST(integ_mgr_flood_reopen, TEST_INTEG)
+{
+    RUN(flood_reopen_body);
+}
+
+#define FAT_JOBS 40
+#define FAT_STATE_MIB 32
+
+/* Reads what arrived on st without waiting: the type of the first frame,
+ * or 0; with an error frame, its reason into why. */
+static int peek_reply(mgr_stream_t *st, char *why, size_t len)
+{
+    const char *w = NULL;
+    uint16_t type;
+    const uint8_t *body;
+    size_t n;
+    if (mgr_stream_read(st, &w) != 0)
+        return -1;
+    if (mgr_stream_next(st, &type, &body, &n, &w) != MGR_NEXT_FRAME)
+        return 0;
+    if (type == MGR_ERROR) {
+        mgr_rbuf_t r = {body, n, 0, 0};
+        mgr_r_u32(&r);
+        mgr_r_u32(&r);
+        mgr_r_str(&r, why, len);
+    }
+    return type;
+}
+
+/*
+ * A client with the secret joins 40 jobs of 2^18 ranks each and asks,
+ * for each, for a group of all 2^18 (1 MiB requests), two for one job,
+ * and keeps the connections: the manager's memory grows by less than its
+ * state budget (32 MiB here), the requests beyond are refused naming it,
+ * its ANs stay up, a real job runs offloaded meanwhile, and the memory
+ * charged goes back once the client goes. Before, every join allocated
+ * and wrote 2^18 rank records (10 MB), every request a seen-array of the
+ * job's size, and the ticks walked every rank of every job.
+ */
+static int secret_memory_body(void)
+{
+    fab_t f;
+    job_t a = {.name = "meanwhile", .n = 4};
+    char *args[] = {"--cols",  "2",   "--iters",          "20",
+                    "--count", "300", "--expect-offload", "all",
+                    NULL};
+    char *env[] = {"INCOLL_MGR_STATE_BUDGET=32M",
+                   "INCOLL_MGR_JOB_STATE_BUDGET=16M", NULL};
+    mgr_stream_t st[FAT_JOBS];
+    uint8_t key[MGR_KEY_LEN];
+    char err[256], why[256], *text;
+    mgr_wbuf_t mem = {0}, w = {0};
+    mgr_group_req_t rq = {0};
+    long rss0, rss1;
+    int refused = 0, rc;
+
+    mgr_env = env;
+    rc = fab_up(&f, "secret_memory", NULL);
+    mgr_env = NULL;
+    CHECK(rc == 0);
+    CHECK(mgr_secret_load(f.secret, key, err, sizeof(err)) == INCOLL_OK);
+    rss0 = rss_kb(f.mgr);
+    CHECK(rss0 > 0);
+    for (uint32_t i = 0; i < MGR_MAX_MEMBERS; i++)
+        mgr_w_u32(&mem, i);
+    rq.nmembers = MGR_MAX_MEMBERS;
+    rq.members = mem.buf;
+    for (int i = 0; i < FAT_JOBS; i++) {
+        mgr_join_t jn = {0};
+        CHECK(hostile_ready(f.addr, key, MGR_ROLE_HOST, &st[i]) == 0);
+        snprintf(jn.job, sizeof(jn.job), "fat%d", i);
+        jn.size = MGR_MAX_MEMBERS;
+        jn.ep = wire_ep(0x7f000001u, (uint16_t)(41000 + i));
+        w.len = 0;
+        mgr_enc_join(&w, &jn);
+        CHECK_EQ_INT(ask(&st[i], MGR_JOIN, &w), MGR_JOIN_OK);
+        for (int k = 0; k < (i == 0 ? 2 : 1); k++) {
+            rq.req = 1 + (uint32_t)k;
+            rq.comm = 100 + (uint64_t)k;
+            w.len = 0;
+            mgr_enc_group_req(&w, &rq);
+            CHECK(mgr_stream_send(&st[i], MGR_GROUP_REQ, w.buf, w.len) ==
+                  INCOLL_OK);
+            CHECK(send_all(st[i].fd, st[i].tx + st[i].tx_off,
+                           st[i].tx_len - st[i].tx_off, 10) == 0);
+            st[i].tx_off = st[i].tx_len = 0;
+        }
+    }
+    mgr_wbuf_free(&w);
+    mgr_wbuf_free(&mem);
+    sleep_s(1);
+    for (int i = 0; i < FAT_JOBS; i++) {
+        why[0] = '\0';
+        if (peek_reply(&st[i], why, sizeof(why)) == MGR_ERROR) {
+            refused++;
+            CHECK_MSG(strstr(why, "state is full"), "%s", why);
+        }
+    }
+    rss1 = rss_kb(f.mgr);
+    fprintf(stderr,
+            "    manager: %ld KiB before, %ld KiB with %d jobs of %d ranks "
+            "(%d requests refused)\n",
+            rss0, rss1, FAT_JOBS, MGR_MAX_MEMBERS, refused);
+    CHECK_MSG(rss1 - rss0 < (FAT_STATE_MIB + 16) * 1024,
+              "the manager grew by %ld KiB", rss1 - rss0);
+    CHECK(refused >= FAT_JOBS - 32 / 6);
+    text = stat_text(&f);
+    CHECK_MSG(mgr_tool_stat_value(text, "manager ", "state_bytes") <=
+                  (long long)FAT_STATE_MIB << 20,
+              "%s", text);
+    CHECK(mgr_tool_stat_value(text, "manager ", "jobs") == FAT_JOBS);
+    free(text);
+    /* A real job meanwhile, its groups within what is left. */
+    for (int r = 0; r < 4; r++)
+        a.hosts[r] = r;
+    CHECK(job_start(&f, &a, args, "warn") == 0);
+    CHECK(job_wait(&a, 60) == 0);
+    CHECK_EQ_INT(job_count(&a, "offloaded 1"), 4 + 4 + 4);
+    CHECK(stat_value(&f, "manager ", "ans_up") == f.nans);
+    text = slurp(f.mgr_log);
+    CHECK_MSG(strstr(text, " down:") == NULL, "%s", text);
+    free(text);
+    for (int i = 0; i < FAT_JOBS; i++)
+        mgr_stream_close(&st[i]);
+    {
+        /* The requests and ranks go with the client's connections. */
+        double end = now_s() + 5;
+        long long bytes = -1;
+        while (now_s() < end &&
+               (bytes = stat_value(&f, "manager ", "state_bytes")) >= 1 << 20)
+            sleep_s(0.1);
+        CHECK_MSG(bytes >= 0 && bytes < 1 << 20, "%lld bytes left", bytes);
+    }
+    return TEST_PASSED;
+}
+
+TEST(integ_mgr_secret_memory, TEST_INTEG)
+{
+    RUN(secret_memory_body);
+}

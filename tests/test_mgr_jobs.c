@@ -82,8 +82,7 @@ static int ask(fab_t *f, const int h[2], uint64_t comm, uint32_t slots)
 }
 
 /* The value of key on the first line of text starting with prefix. */
-static long long stat_val(const char *text, const char *prefix,
-                          const char *key)
+static long long stat_val(const char *text, const char *prefix, const char *key)
 {
     char k[64];
     const char *line = strstr(text, prefix), *p, *end;
@@ -237,8 +236,7 @@ TEST(mgr_jobs_registered_only, TEST_UNIT)
     mgrnet_run(f.net, 10);
     v = view(&f, x);
     CHECK(!v.joined);
-    CHECK_MSG(strstr(v.error, "job stranger is not registered"), "%s",
-              v.error);
+    CHECK_MSG(strstr(v.error, "job stranger is not registered"), "%s", v.error);
     adm = mgrnet_admin_add(f.net);
     mgrnet_admin_register(f.net, adm, "r1", 0, 0);
     mgrnet_admin_register(f.net, adm, "idle", 0, 0);
@@ -360,10 +358,9 @@ TEST(mgr_jobs_ranks_do_not_pile_up, TEST_UNIT)
         mgrnet_run(f.net, 100);
     }
     mgrnet_run(f.net, 200);
-    CHECK_MSG(counts(&f).state_bytes <= before + 1024,
-              "%llu bytes, %llu before",
-              (unsigned long long)counts(&f).state_bytes,
-              (unsigned long long)before);
+    CHECK_MSG(
+        counts(&f).state_bytes <= before + 1024, "%llu bytes, %llu before",
+        (unsigned long long)counts(&f).state_bytes, (unsigned long long)before);
     adm = mgrnet_admin_add(f.net);
     mgrnet_admin_stat(f.net, adm, 0);
     mgrnet_run(f.net, 5);

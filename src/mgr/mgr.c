@@ -358,20 +358,23 @@ static void set_share(mgr_t *m)
 
 /*
  * The unauthenticated connection a newcomer replaces: the oldest of the
- * addresses holding more than their share, when there are such, else the
- * oldest of all. An address flooding the manager thus only pushes out its
- * own connections, and everybody else's handshakes go through.
+ * address holding the most of them when it holds more than its share,
+ * else the oldest of all. An address flooding the manager thus only
+ * pushes out its own connections, and the handshakes of everybody else
+ * (a host starting several ranks at once too) go through.
  */
 static conn_t *pick_victim(mgr_t *m)
 {
-    conn_t *v = NULL;
+    src_t *big = NULL;
     for (int i = 0; i < m->nover; i++) {
         src_t *e = src_slot(m, m->over[i]);
-        if (e->count > m->src_share && e->head &&
-            (v == NULL || e->head->accepted < v->accepted))
-            v = e->head;
+        if (e->count <= m->src_share || e->head == NULL)
+            continue;
+        if (big == NULL || e->count > big->count ||
+            (e->count == big->count && e->head->accepted < big->head->accepted))
+            big = e;
     }
-    return v ? v : m->u_head;
+    return big ? big->head : m->u_head;
 }
 
 /* ---- connections ---- */
