@@ -1,5 +1,6 @@
 /*
- * `incoll stat --fabric DIR`: when DIR/fabric.env names a manager, asks it
+ * `incoll stat --fabric DIR` (or `--mgr HOST:PORT` for a manager of a real
+ * deployment): when DIR/fabric.env names a manager, asks it
  * for its view (docs/manager.md, "incoll stat format": trees, jobs and
  * their groups, per-AN state, load and free resources, and each AN's
  * counters from its last heartbeat); then asks every AN of fabric.conf for
@@ -12,11 +13,17 @@
  *
  * On an emulated fabric the manager and the ANs are reached from inside
  * the fabric's namespaces (src/fabric/emu.h).
+ *
+ * `--format openmetrics` (or `prometheus`) prints the manager's metrics
+ * instead, as its HTTP endpoint serves them (docs/manager.md, "Metrics"):
+ * for node-exporter's textfile collector, `promtool check metrics` and
+ * scripts.
  */
 #include "cli.h"
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "fabric/an_stats.h"
 #include "fabric/emu.h"
 #include "fabric/mgr_fabric.h"
@@ -37,7 +44,8 @@
  * namespace it listens in when the fabric is emulated. Returns 0, or -1
  * after printing the cause.
  */
-static int mgr_query(const char *dir, int timeout_ms, char **text_p)
+static int mgr_query(const char *dir, const char *mgr, const char *key,
+                     uint32_t flags, int timeout_ms, char **text_p)
 {
     char addr[256], secret[PATH_MAX + 32], path[PATH_MAX + 32], err[512];
     char netns[FABRIC_NETNS_MAX] = "";
@@ -45,11 +53,17 @@ static int mgr_query(const char *dir, int timeout_ms, char **text_p)
     int saved = -1;
     incoll_status_t status;
 
-    if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret), err,
-                       sizeof(err)) != 0) {
+    if (mgr) {
+        snprintf(addr, sizeof(addr), "%s", mgr);
+        snprintf(secret, sizeof(secret), "%s", key ? key : "");
+        dir = NULL;
+    } else if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret),
+                              err, sizeof(err)) != 0) {
         fprintf(stderr, "incoll stat: %s\n", err);
         return -1;
     }
+    if (dir == NULL)
+        goto ask;
     snprintf(path, sizeof(path), "%s/fabric.conf", dir);
     if (fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK) {
         int root = emu_mgr_an(&conf);
@@ -59,8 +73,9 @@ static int mgr_query(const char *dir, int timeout_ms, char **text_p)
     }
     if (netns[0] && emu_netns_push(netns, &saved) != 0)
         return -1; /* logged */
-    status = mgr_tool_stat(addr, secret, (uint32_t)timeout_ms, text_p, err,
-                           sizeof(err));
+ask:
+    status = mgr_tool_stat_flags(addr, secret, flags, (uint32_t)timeout_ms,
+                                 text_p, err, sizeof(err));
     emu_netns_leave(saved);
     if (status != INCOLL_OK) {
         fprintf(stderr, "incoll stat: manager %s: %s\n", addr, err);
@@ -101,7 +116,9 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: incoll stat --fabric DIR [--attempts N] [--wait-ms MS]\n"
+        "usage: incoll stat (--fabric DIR | --mgr HOST:PORT [--secret FILE])\n"
+        "                   [--format text|openmetrics|prometheus]\n"
+        "                   [--attempts N] [--wait-ms MS]\n"
         "\n"
         "When DIR/fabric.env names a manager, prints its view first, one\n"
         "record per line \"kind key=value ...\" (docs/manager.md): the\n"
@@ -117,7 +134,17 @@ static void usage(FILE *out)
         "A node that does not answer (after --attempts requests, default\n"
         "3, each waiting --wait-ms, default 1000) prints\n"
         "\"an=<name> error=no-answer\" and the command exits 1; so does an\n"
-        "unreachable manager.\n");
+        "unreachable manager.\n"
+        "\n"
+        "--mgr HOST:PORT asks a manager that no fabric directory describes\n"
+        "(a deployment), proving the secret of --secret (default\n"
+        "$INCOLL_SECRET_FILE); only its view is printed.\n"
+        "\n"
+        "--format openmetrics prints the manager's metrics in the\n"
+        "OpenMetrics text format, as its HTTP endpoint serves them to\n"
+        "Prometheus; --format prometheus the same in the Prometheus text\n"
+        "format 0.0.4, which node-exporter's textfile collector and\n"
+        "`promtool check metrics` read (docs/manager.md, \"Metrics\").\n");
 }
 
 int cmd_stat(int argc, char **argv)
@@ -126,10 +153,14 @@ int cmd_stat(int argc, char **argv)
         {"fabric", required_argument, NULL, 'f'},
         {"attempts", required_argument, NULL, 'a'},
         {"wait-ms", required_argument, NULL, 'w'},
+        {"mgr", required_argument, NULL, 'm'},
+        {"secret", required_argument, NULL, 's'},
+        {"format", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dir = NULL;
+    const char *dir = NULL, *mgr = NULL, *secret = NULL;
+    uint32_t flags = 0;
     char path[PATH_MAX], err[512];
     fabric_conf_t conf;
     char **replies, *mgr_text = NULL;
@@ -147,6 +178,25 @@ int cmd_stat(int argc, char **argv)
         case 'w':
             wait_ms = atoi(optarg);
             break;
+        case 'm':
+            mgr = optarg;
+            break;
+        case 's':
+            secret = optarg;
+            break;
+        case 'F':
+            if (strcmp(optarg, "openmetrics") == 0) {
+                flags = MGR_STAT_F_OPENMETRICS;
+            } else if (strcmp(optarg, "prometheus") == 0) {
+                flags = MGR_STAT_F_PROMETHEUS;
+            } else if (strcmp(optarg, "text") != 0) {
+                fprintf(stderr,
+                        "incoll stat: --format '%s': one of text, "
+                        "openmetrics, prometheus\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -155,12 +205,31 @@ int cmd_stat(int argc, char **argv)
             return 2;
         }
     }
-    if (dir == NULL || optind != argc || attempts < 1 || wait_ms < 1) {
+    if ((dir == NULL) == (mgr == NULL) || optind != argc || attempts < 1 ||
+        wait_ms < 1) {
         usage(stderr);
         return 2;
     }
+    if (mgr && secret == NULL)
+        secret = setting_str(SETTING_SECRET_FILE);
+    if (mgr || flags) {
+        /* The manager alone: its view or its metrics. */
+        if (dir && !mgr_fabric_managed(dir)) {
+            fprintf(stderr,
+                    "incoll stat: the fabric in %s has no manager, and the "
+                    "metrics are the manager's\n",
+                    dir);
+            return 1;
+        }
+        if (mgr_query(dir, mgr, secret, flags, attempts * wait_ms,
+                      &mgr_text) != 0)
+            return 1;
+        fputs(mgr_text, stdout);
+        free(mgr_text);
+        return 0;
+    }
     if (mgr_fabric_managed(dir) &&
-        mgr_query(dir, attempts * wait_ms, &mgr_text) != 0)
+        mgr_query(dir, NULL, NULL, 0, attempts * wait_ms, &mgr_text) != 0)
         mgr_failed = 1;
     snprintf(path, sizeof(path), "%s/fabric.conf", dir);
     if (mgr_text && access(path, F_OK) != 0) {

@@ -22,6 +22,7 @@ static const cli_cmd_t commands[] = {
     {"run", cmd_run, "launch N ranks of a program on a fabric"},
     {"mpirun", cmd_mpirun, "run an MPI program with its collectives offloaded"},
     {"stat", cmd_stat, "print the counters of every aggregation node"},
+    {"job", cmd_job, "register a job with the manager, or end it"},
     {"bench", cmd_bench, "run a benchmark (kernel, allreduce, pingpong)"},
     {"sim", cmd_sim, "simulate allreduce on large fat-trees (SimGrid)"},
     {"info", cmd_info,
