@@ -472,4 +472,54 @@ endif
 $(BUILD)/obj/src/mgr/mgr_http.o $(BUILD)/asan/src/mgr/mgr_http.o: $(MHD_STAMP) | check-mhd
 $(BUILD)/obj/src/mgr/mgr_http.o $(BUILD)/asan/src/mgr/mgr_http.o: BASEFLAGS += $(MHD_CFLAGS)
 $(BUILD)/bin/incoll-mgr $(BUILD)/bin/incoll $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan: LDLIBS += $(MHD_LIBS)
+
+# The Slurm plugin (contrib/slurm/spank_incoll.c), when slurm/spank.h is
+# there (libslurm-dev, optional): build/lib/spank_incoll.so, libincoll's
+# protocol and the admin client linked in whole, only the plugin's entry
+# points exported (contrib/slurm/spank.map). WITH_SLURM=auto|yes|no.
+WITH_SLURM ?= auto
+SLURM_OK := $(call with_found,$(WITH_SLURM),$(shell test -f /usr/include/slurm/spank.h && echo 1))
+SPANK_SO := $(BUILD)/lib/spank_incoll.so
+.PHONY: check-slurm
+check-slurm:
+ifeq ($(WITH_SLURM)-$(SLURM_OK),yes-)
+	@echo "make: WITH_SLURM=yes but there is no slurm/spank.h (libslurm-dev; make deps)" >&2; exit 1
+endif
+ifeq ($(SLURM_OK),1)
+all: $(SPANK_SO)
+$(SPANK_SO): contrib/slurm/spank_incoll.c contrib/slurm/spank.map $(BUILD)/obj/src/fabric/mgr_tool.o $(INTERNAL_A) | check-slurm
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -fPIC -shared -Wl,--version-script=contrib/slurm/spank.map \
+	    -o $@ $< $(BUILD)/obj/src/fabric/mgr_tool.o $(INTERNAL_A) $(LDLIBS)
+endif
+
+# Installed for a deployment (docs/deployment.md), each under DESTDIR:
+# the systemd units in systemdunitdir, the configuration examples in
+# sysconfdir/incoll (never over a file that is there), the Slurm plugin
+# where Debian's Slurm looks for plugins, the deployment docs.
+sysconfdir     ?= $(if $(filter /usr,$(prefix)),/etc,$(prefix)/etc)
+systemdunitdir ?= /lib/systemd/system
+slurmplugindir ?= /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
+docdir         ?= $(prefix)/share/doc/incoll
+OPS_UNITS  := contrib/systemd/incoll-mgr.service contrib/systemd/incoll-agg@.service
+OPS_CONFIG := $(wildcard contrib/etc/*)
+install: install-ops
+.PHONY: install-ops uninstall-ops
+install-ops: all
+	install -d $(DESTDIR)$(systemdunitdir) $(DESTDIR)$(sysconfdir)/incoll $(DESTDIR)$(docdir)
+	for u in $(OPS_UNITS); do sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' -e 's|@DOCDIR@|$(docdir)|g' \
+	    $$u > $(DESTDIR)$(systemdunitdir)/$$(basename $$u) && chmod 644 $(DESTDIR)$(systemdunitdir)/$$(basename $$u); done
+	for f in $(OPS_CONFIG); do t=$(DESTDIR)$(sysconfdir)/incoll/$$(basename $$f); \
+	    if [ -e $$t ]; then echo "install: keeping $$t"; else sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
+	    -e 's|@LIBDIR@|$(libdir)|g' -e 's|@SLURMPLUGINDIR@|$(slurmplugindir)|g' $$f > $$t && chmod 644 $$t; fi; done
+	install -m 644 docs/deployment.md docs/manager.md docs/security.md $(DESTDIR)$(docdir)/
+ifeq ($(SLURM_OK),1)
+	install -d $(DESTDIR)$(slurmplugindir)
+	install -m 755 $(SPANK_SO) $(DESTDIR)$(slurmplugindir)/
+endif
+uninstall: uninstall-ops
+uninstall-ops:
+	rm -f $(addprefix $(DESTDIR)$(systemdunitdir)/,$(notdir $(OPS_UNITS))) $(DESTDIR)$(slurmplugindir)/spank_incoll.so
+	rm -f $(addprefix $(DESTDIR)$(docdir)/,deployment.md manager.md security.md)
+	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
 # --- end operations ---

@@ -113,9 +113,9 @@ TEST(mgr_jobs_default_share, TEST_UNIT)
         made += ask(&f, a, c, 16) == 0;
     CHECK_EQ_INT(made, 8);
     v = view(&f, a[0]);
-    CHECK_MSG(strstr(v.reason, "over the quota") &&
-                  strstr(v.reason, "job hog's share (50%") &&
-                  strstr(v.reason, "an l0"),
+    CHECK_MSG(strcmp(v.reason, "over job hog's share (50% of an an, "
+                               "INCOLL_MGR_JOB_SHARE): no group left on an "
+                               "l0") == 0,
               "%s", v.reason);
     CHECK_EQ_INT(counts(&f).quota_refused, 8);
     CHECK(job_pair(&f, "next", b) == 0);
@@ -158,7 +158,8 @@ TEST(mgr_jobs_registered_quota, TEST_UNIT)
     CHECK_EQ_INT(view(&f, s[0]).status, INCOLL_OK);
     CHECK(ask(&f, a, 3, 8) != 0);
     v = view(&f, a[0]);
-    CHECK_MSG(strstr(v.reason, "job q1's quota (2 groups and 24 slots per an)"),
+    CHECK_MSG(strcmp(v.reason, "over job q1's quota (2 groups, 24 slots per "
+                               "an): no group left on an l0") == 0,
               "%s", v.reason);
     CHECK_EQ_INT(counts(&f).quota_refused, 1);
     /* Registering again returns the same generation. */

@@ -221,8 +221,8 @@ int cmd_stat(int argc, char **argv)
                     dir);
             return 1;
         }
-        if (mgr_query(dir, mgr, secret, flags, attempts * wait_ms,
-                      &mgr_text) != 0)
+        if (mgr_query(dir, mgr, secret, flags, attempts * wait_ms, &mgr_text) !=
+            0)
             return 1;
         fputs(mgr_text, stdout);
         free(mgr_text);

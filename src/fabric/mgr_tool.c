@@ -182,9 +182,9 @@ incoll_status_t mgr_tool_stat(const char *addr, const char *secret_file,
 }
 
 incoll_status_t mgr_tool_job_register(const char *addr,
-                                      const char *admin_secret,
-                                      const char *job, uint32_t groups,
-                                      uint32_t slots, uint32_t timeout_ms,
+                                      const char *admin_secret, const char *job,
+                                      uint32_t groups, uint32_t slots,
+                                      uint32_t timeout_ms,
                                       mgr_tool_reg_t *reg_p, char *err,
                                       size_t errlen)
 {

@@ -517,7 +517,8 @@ static void host_gone(mgr_core_t *m, mgr_peer_t *c)
     if (r == NULL || r->conn != c)
         return; /* replaced by a newer connection */
     r->conn = NULL;
-    if (c->bye) {
+    /* A rank of a job that ended is not waited for. */
+    if (c->bye || j->ended) {
         mgr_rank_set_state(j, r, R_LEFT);
         incoll_debug("job %s rank %d: left", j->name, c->rank);
         teardown_where(m, pred_done, j, NULL, T_RELEASED);

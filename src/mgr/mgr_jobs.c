@@ -128,9 +128,11 @@ void mgr_quota_left(mgr_core_t *m, const job_t *job, const quota_t *q,
         m->q_slots_left[sw] = s > q->s_used[sw] ? s - q->s_used[sw] : 0;
     }
     if (q->groups || q->slots) {
-        char gs[32], ss[32];
+        char gs[40], ss[40];
+        int other = owner && strcmp(owner->name, job->name) != 0;
         if (q->groups)
-            snprintf(gs, sizeof(gs), "%u groups", q->groups);
+            snprintf(gs, sizeof(gs), "%u group%s", q->groups,
+                     q->groups == 1 ? "" : "s");
         else
             snprintf(gs, sizeof(gs), "%.0f%% of the groups",
                      100 * m->p.job_share);
@@ -139,14 +141,12 @@ void mgr_quota_left(mgr_core_t *m, const job_t *job, const quota_t *q,
         else
             snprintf(ss, sizeof(ss), "%.0f%% of the slots",
                      100 * m->p.job_share);
-        int other = owner && strcmp(owner->name, job->name) != 0;
-        snprintf(who, wholen, "job %s's quota (%s and %s per an%s%s)",
-                 job->name, gs, ss, other ? ", that of " : "",
-                 other ? owner->name : "");
+        snprintf(who, wholen, "job %s's quota (%s, %s per an%s%s%s)", job->name,
+                 gs, ss, other ? ", " : "", other ? owner->name : "",
+                 other ? "'s" : "");
     } else if (m->p.job_share > 0 && m->p.job_share < 1) {
         snprintf(who, wholen,
-                 "job %s's share (%.0f%% of each an's groups and slots, "
-                 "INCOLL_MGR_JOB_SHARE)",
+                 "job %s's share (%.0f%% of an an, INCOLL_MGR_JOB_SHARE)",
                  job->name, 100 * m->p.job_share);
     } else {
         snprintf(who, wholen, "job %s", job->name);
@@ -345,6 +345,12 @@ void mgr_on_job_end(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         njobs++;
         j->ended = 1;
         ngroups += (uint32_t)mgr_job_teardown(m, j, text);
+        /* Ranks whose connection was lost are not waited for any more:
+         * the job is gone as soon as its live ones are. */
+        for (uint32_t i = 0; i < j->cap; i++)
+            if (j->tab[i].rank >= 0 &&
+                (j->tab[i].state == R_LOST || j->tab[i].state == R_ADOPTED))
+                mgr_rank_set_state(j, &j->tab[i], R_DEAD);
     }
     for (reg_t *r = m->regs, *next; r; r = next) {
         next = r->next;

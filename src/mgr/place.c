@@ -348,14 +348,15 @@ static void evaluate(place_t *pl, int t, const int *hosts, int n,
             return;
         }
         if (req->quota_groups && req->quota_groups[sw] == 0) {
-            say(why, whylen, "%s has no group left on an %s",
+            say(why, whylen, "over %s: no group left on an %s",
                 req->quota_who ? req->quota_who : "the quota",
                 topo->sw[sw].name);
             offer->quota = 1;
             return;
         }
         if (req->quota_slots && req->quota_slots[sw] < min_slots) {
-            say(why, whylen, "%s leaves %u slots on an %s, a group needs %u",
+            say(why, whylen,
+                "over %s: %u slots left on an %s, a group needs %u",
                 req->quota_who ? req->quota_who : "the quota",
                 req->quota_slots[sw], topo->sw[sw].name, min_slots);
             offer->quota = 1;
@@ -535,8 +536,7 @@ incoll_status_t place_group_create(place_t *pl, const int *hosts, int nmembers,
         }
         if (!offer.ok) {
             if (offer.quota && quota_why[0] == '\0')
-                snprintf(quota_why, sizeof(quota_why), "tree %s: %s",
-                         topo->sw[topo->trees[t].root].name, tree_why);
+                snprintf(quota_why, sizeof(quota_why), "%s", tree_why);
             if (first_why[0] == '\0')
                 snprintf(first_why, sizeof(first_why), "tree %s: %s",
                          topo->sw[topo->trees[t].root].name, tree_why);
@@ -556,8 +556,7 @@ incoll_status_t place_group_create(place_t *pl, const int *hosts, int nmembers,
             say(why, whylen, "no tree reaches all %d members (%s)", nmembers,
                 reach_why[0] ? reach_why : "no trees");
         else if (quota_why[0] != '\0')
-            say(why, whylen, "over the quota (%d trees tried): %s", reached,
-                quota_why);
+            say(why, whylen, "%s", quota_why);
         else
             say(why, whylen, "no tree can host the group (%d tried): %s",
                 reached, first_why);

@@ -123,9 +123,11 @@ typedef struct {
 #define PAIR_MAX 8
 
 /* Knobs as rank 0 saw them; broadcast at MPI_Init so all ranks decide
- * alike. Plain integers only: it travels as bytes. */
+ * alike. Plain integers and characters only: it travels as bytes. */
 typedef struct {
     uint64_t job;
+    char job_name[64]; /* INCOLL_JOB as rank 0 saw it (a launcher's, such as
+                          the Slurm plugin's, for its quota), or "" */
     uint64_t max_bytes;
     int32_t enable;
     int32_t colls; /* bit per mpi_coll_t */
@@ -147,7 +149,7 @@ typedef struct comm_state {
     int left;      /* said that its libincoll communicator left the network */
     int want_mpi;  /* this rank saw it leave: asks at the next barrier */
     int to_mpi;    /* all ranks agreed: small bcast and reduce go to MPI */
-    char why[192]; /* why not offloaded */
+    char why[512]; /* why not offloaded (the manager's reason in it) */
     void *scratch; /* saved inputs (INCOLL_MPI_AGREE=1), MINLOC pairs */
     size_t scratch_len;
     uint64_t key; /* the MPI_Comm handle, in the lookup table */
@@ -370,6 +372,10 @@ static void cfg_read(mpi_cfg_t *cfg)
     }
     cfg->enable = setting_bool(SETTING_MPI_ENABLE);
     cfg->colls = parse_colls(setting_text(SETTING_MPI_COLLS));
+    if (setting_str(SETTING_JOB) &&
+        strlen(setting_str(SETTING_JOB)) < sizeof(cfg->job_name))
+        snprintf(cfg->job_name, sizeof(cfg->job_name), "%s",
+                 setting_str(SETTING_JOB));
     cfg->min_ranks = (int32_t)setting_int(SETTING_MPI_MIN_RANKS);
     cfg->max_bytes = setting_u64(SETTING_MPI_MAX_BYTES);
     cfg->verbose = setting_bool(SETTING_MPI_VERBOSE);
@@ -1052,8 +1058,14 @@ static void incoll_up(int local_rank, int local_size)
         INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
     params.rank = L.rank;
     params.size = L.size;
-    snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
-    params.job = job;
+    /* The launcher's job name when it gave one (its manager knows the job
+     * by it: quotas), else rank 0's random id. */
+    if (L.cfg.job_name[0])
+        params.job = L.cfg.job_name;
+    else {
+        snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
+        params.job = job;
+    }
     if (local_size > 0) {
         params.field_mask |=
             INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
@@ -1315,7 +1327,7 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
     comm_state_t *st = calloc(1, sizeof(*st));
     int inter = 0, code = C_OK, agreed, cmp = MPI_UNEQUAL, *ranks = NULL;
     int rank = 0, size = 0;
-    char local_why[160] = "", label[MPI_MAX_OBJECT_NAME];
+    char local_why[384] = "", label[MPI_MAX_OBJECT_NAME];
     comm_state_t *set;
 
     PMPI_Comm_test_inter(comm, &inter);
