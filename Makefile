@@ -495,31 +495,41 @@ endif
 
 # Installed for a deployment (docs/deployment.md), each under DESTDIR:
 # the systemd units in systemdunitdir, the configuration examples in
-# sysconfdir/incoll (never over a file that is there), the Slurm plugin
-# where Debian's Slurm looks for plugins, the deployment docs.
+# sysconfdir/incoll (never over a file that is there; uninstall removes
+# only those nobody changed), the Slurm plugin where Debian's Slurm looks
+# for plugins and its plugstack.conf example beside Slurm's, the docs.
 sysconfdir     ?= $(if $(filter /usr,$(prefix)),/etc,$(prefix)/etc)
 systemdunitdir ?= /lib/systemd/system
 slurmplugindir ?= /usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm
+slurmconfdir   ?= /etc/slurm
 docdir         ?= $(prefix)/share/doc/incoll
 OPS_UNITS  := contrib/systemd/incoll-mgr.service contrib/systemd/incoll-agg@.service
-OPS_CONFIG := $(wildcard contrib/etc/*)
+OPS_CONFIG := $(sort $(wildcard contrib/etc/*))
+OPS_DOCS   := docs/deployment.md docs/manager.md docs/security.md
+# contrib/*: @VARS@ replaced by where things were installed.
+OPS_SUBST = sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' -e 's|@LIBDIR@|$(libdir)|g' \
+                -e 's|@DOCDIR@|$(docdir)|g' -e 's|@SLURMPLUGINDIR@|$(slurmplugindir)|g'
+# $(call ops_conf,SOURCE,TARGET): TARGET from SOURCE unless it exists.
+ops_conf = t='$(DESTDIR)$(2)'; if [ -e "$$t" ]; then echo "install: keeping $$t"; else $(OPS_SUBST) $(1) > "$$t" && chmod 644 "$$t"; fi
+# $(call ops_unconf,SOURCE,TARGET): TARGET removed if it is what install made.
+ops_unconf = t='$(DESTDIR)$(2)'; if [ -e "$$t" ] && $(OPS_SUBST) $(1) | cmp -s - "$$t"; then rm -f "$$t"; elif [ -e "$$t" ]; then echo "uninstall: keeping $$t (changed)"; fi
 install: install-ops
 .PHONY: install-ops uninstall-ops
 install-ops: all
 	install -d $(DESTDIR)$(systemdunitdir) $(DESTDIR)$(sysconfdir)/incoll $(DESTDIR)$(docdir)
-	for u in $(OPS_UNITS); do sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' -e 's|@DOCDIR@|$(docdir)|g' \
-	    $$u > $(DESTDIR)$(systemdunitdir)/$$(basename $$u) && chmod 644 $(DESTDIR)$(systemdunitdir)/$$(basename $$u); done
-	for f in $(OPS_CONFIG); do t=$(DESTDIR)$(sysconfdir)/incoll/$$(basename $$f); \
-	    if [ -e $$t ]; then echo "install: keeping $$t"; else sed -e 's|@BINDIR@|$(bindir)|g' -e 's|@SYSCONFDIR@|$(sysconfdir)|g' \
-	    -e 's|@LIBDIR@|$(libdir)|g' -e 's|@SLURMPLUGINDIR@|$(slurmplugindir)|g' $$f > $$t && chmod 644 $$t; fi; done
-	install -m 644 docs/deployment.md docs/manager.md docs/security.md $(DESTDIR)$(docdir)/
+	$(foreach u,$(OPS_UNITS),$(OPS_SUBST) $(u) > $(DESTDIR)$(systemdunitdir)/$(notdir $(u)) && chmod 644 $(DESTDIR)$(systemdunitdir)/$(notdir $(u));)
+	@$(foreach f,$(OPS_CONFIG),$(call ops_conf,$(f),$(sysconfdir)/incoll/$(notdir $(f)));)
+	install -m 644 $(OPS_DOCS) $(DESTDIR)$(docdir)/
 ifeq ($(SLURM_OK),1)
-	install -d $(DESTDIR)$(slurmplugindir)
+	install -d $(DESTDIR)$(slurmplugindir) $(DESTDIR)$(slurmconfdir)/plugstack.conf.d
 	install -m 755 $(SPANK_SO) $(DESTDIR)$(slurmplugindir)/
+	@$(call ops_conf,contrib/slurm/plugstack.conf,$(slurmconfdir)/plugstack.conf.d/incoll.conf.example)
 endif
 uninstall: uninstall-ops
 uninstall-ops:
 	rm -f $(addprefix $(DESTDIR)$(systemdunitdir)/,$(notdir $(OPS_UNITS))) $(DESTDIR)$(slurmplugindir)/spank_incoll.so
-	rm -f $(addprefix $(DESTDIR)$(docdir)/,deployment.md manager.md security.md)
-	-rmdir $(DESTDIR)$(docdir) 2>/dev/null
+	rm -f $(addprefix $(DESTDIR)$(docdir)/,$(notdir $(OPS_DOCS)))
+	@$(foreach f,$(OPS_CONFIG),$(call ops_unconf,$(f),$(sysconfdir)/incoll/$(notdir $(f)));)
+	@$(call ops_unconf,contrib/slurm/plugstack.conf,$(slurmconfdir)/plugstack.conf.d/incoll.conf.example)
+	-rmdir $(DESTDIR)$(docdir) $(DESTDIR)$(sysconfdir)/incoll $(DESTDIR)$(slurmconfdir)/plugstack.conf.d 2>/dev/null
 # --- end operations ---

@@ -17,7 +17,11 @@ required=(
 # Each gives a part: the MPI layer and its tests (Open MPI, MPICH,
 # Fortran), the simulator, the plots, hpcc's test, the fuzz harnesses,
 # mpi4py's test (Python programs use MPI_THREAD_MULTIPLE by default),
-# CI's format check (`make format-check`, pinned to clang-format 14).
+# CI's format check (`make format-check`, pinned to clang-format 14);
+# for operating a fabric (docs/deployment.md): the manager's metrics
+# endpoint (libmicrohttpd), Prometheus and promtool for its test, the Slurm
+# plugin (libslurm-dev) and the Slurm and munge its test starts, systemd's
+# systemd-analyze for the units' test.
 optional=(
   libhwloc-dev
   libopenmpi-dev openmpi-bin
@@ -29,6 +33,10 @@ optional=(
   python3-mpi4py python3-numpy
   clang libclang-rt-14-dev
   clang-format-14
+  libmicrohttpd-dev
+  prometheus
+  libslurm-dev slurm-wlm munge
+  systemd
 )
 
 is_installed() {

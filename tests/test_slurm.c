@@ -110,8 +110,8 @@ static long submit(cluster_t *c, const char *opts, const char *script,
     char cmd[8192], *text = NULL;
     long id = -1;
     const char *p;
-    snprintf(cmd, sizeof(cmd), "sbatch %s -o %s/%s --wrap \"%s\"", opts,
-             c->dir, out, script);
+    snprintf(cmd, sizeof(cmd), "sbatch %s -o %s/%s --wrap \"%s\"", opts, c->dir,
+             out, script);
     if (sh_out(&text, 30, cmd) == 0 &&
         (p = strstr(text, "Submitted batch job ")) != NULL)
         id = strtol(p + 20, NULL, 10);
@@ -251,30 +251,29 @@ static int cluster_up(cluster_t *c)
     for (int i = 0; i < 100 && access(sock, F_OK) != 0; i++)
         sleep_s(0.05);
     CHECK_MSG(access(sock, F_OK) == 0, "munged did not start");
-    snprintf(
-        text, sizeof(text),
-        "ClusterName=incolltest\n"
-        "SlurmctldHost=%s(127.0.0.1)\n"
-        "SlurmctldPort=%d\nSlurmdPort=%d\n"
-        "AuthType=auth/munge\nCredType=cred/munge\n"
-        "AuthInfo=socket=%s\n"
-        "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
-        "SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
-        "SlurmUser=root\nSlurmdUser=root\n"
-        "StateSaveLocation=%s/state\nSlurmdSpoolDir=%s/spool\n"
-        "SlurmctldPidFile=%s/ctld.pid\nSlurmdPidFile=%s/d.pid\n"
-        "SlurmctldLogFile=%s/ctld.log\nSlurmdLogFile=%s/d.log\n"
-        "PlugStackConfig=%s/plugstack.conf\n"
-        "MpiDefault=pmix\nReturnToService=2\n"
-        "JobAcctGatherType=jobacct_gather/none\n"
-        "AccountingStorageType=accounting_storage/none\n"
-        "SlurmdParameters=config_overrides\n"
-        "SchedulerParameters=sched_interval=1\n"
-        "NodeName=%s NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN\n"
-        "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE "
-        "State=UP OverSubscribe=FORCE\n",
-        host, c->ctld_port, c->d_port, sock, c->dir, c->dir, c->dir, c->dir,
-        c->dir, c->dir, c->dir, host, host);
+    snprintf(text, sizeof(text),
+             "ClusterName=incolltest\n"
+             "SlurmctldHost=%s(127.0.0.1)\n"
+             "SlurmctldPort=%d\nSlurmdPort=%d\n"
+             "AuthType=auth/munge\nCredType=cred/munge\n"
+             "AuthInfo=socket=%s\n"
+             "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n"
+             "SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n"
+             "SlurmUser=root\nSlurmdUser=root\n"
+             "StateSaveLocation=%s/state\nSlurmdSpoolDir=%s/spool\n"
+             "SlurmctldPidFile=%s/ctld.pid\nSlurmdPidFile=%s/d.pid\n"
+             "SlurmctldLogFile=%s/ctld.log\nSlurmdLogFile=%s/d.log\n"
+             "PlugStackConfig=%s/plugstack.conf\n"
+             "MpiDefault=pmix\nReturnToService=2\n"
+             "JobAcctGatherType=jobacct_gather/none\n"
+             "AccountingStorageType=accounting_storage/none\n"
+             "SlurmdParameters=config_overrides\n"
+             "SchedulerParameters=sched_interval=1\n"
+             "NodeName=%s NodeAddr=127.0.0.1 CPUs=16 State=UNKNOWN\n"
+             "PartitionName=debug Nodes=%s Default=YES MaxTime=INFINITE "
+             "State=UP OverSubscribe=FORCE\n",
+             host, c->ctld_port, c->d_port, sock, c->dir, c->dir, c->dir,
+             c->dir, c->dir, c->dir, c->dir, host, host);
     snprintf(path, sizeof(path), "%s/state", c->dir);
     mkdir(path, 0755);
     snprintf(path, sizeof(path), "%s/spool", c->dir);
@@ -404,8 +403,7 @@ static int slurm_body(cluster_t *c)
             if (pb && pq && num_after(pb, "quota_groups=") == 8 &&
                 num_after(pb, "quota_slots=") == 256 &&
                 num_after(pq, "quota_groups=") == 0 &&
-                count_lines_with(st, "job=slurm-") >= 4 &&
-                strstr(st, gb))
+                count_lines_with(st, "job=slurm-") >= 4 && strstr(st, gb))
                 seen = 1;
             free(st);
             if (!seen)
@@ -533,10 +531,10 @@ TEST_LIMIT(integ_slurm, TEST_INTEG, 240)
                  progdir());
         snprintf(c.lib, sizeof(c.lib), "%.*s/../lib", PATH_MAX - 16,
                  test_bindir());
-        if (realpath(rel, c.prog) == NULL ||
-            realpath(c.lib, rel) == NULL) {
-            fprintf(stderr, "    %s/mpi/loop_allreduce or %s/../lib is not "
-                            "built (`make test` builds them)\n",
+        if (realpath(rel, c.prog) == NULL || realpath(c.lib, rel) == NULL) {
+            fprintf(stderr,
+                    "    %s/mpi/loop_allreduce or %s/../lib is not "
+                    "built (`make test` builds them)\n",
                     progdir(), test_bindir());
             return TEST_FAILED;
         }

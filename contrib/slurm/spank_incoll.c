@@ -9,7 +9,9 @@
  *    slots per AN, and the step as PREFIX-JOBID.STEPID (sharing the job's
  *    quota), proving the admin secret;
  *  - gives the step's tasks what libincoll and libincoll_mpi need:
- *    INCOLL_MGR, INCOLL_SECRET_FILE, INCOLL_JOB (the step's name),
+ *    INCOLL_MGR, INCOLL_SECRET_FILE (a copy of the fabric secret that only
+ *    the job's user can read, in state_dir, removed when the job ends: the
+ *    secret itself stays root's), INCOLL_JOB (the step's name),
  *    INCOLL_GEN (the manager's generation for it), the site's env= values
  *    and, with preload=, libincoll_mpi in LD_PRELOAD: an MPI program gets
  *    its collectives offloaded with no other step;
@@ -24,7 +26,7 @@
  * Site settings are the plugin's arguments in plugstack.conf
  * (contrib/slurm/plugstack.conf, docs/deployment.md):
  *   mgr=HOST:PORT          the manager (required)
- *   secret=FILE            the fabric secret the tasks use (required)
+ *   secret=FILE            the fabric secret (required; root's, 0600)
  *   admin_secret=FILE      the admin secret registration proves (root
  *                          only); default: secret
  *   quota=NAME:GROUPS:SLOTS  a quota users may name (repeatable; 0: the
@@ -37,8 +39,9 @@
  *                          (repeatable; a user's own value wins)
  *   prefix=NAME            job names are NAME-JOBID (default slurm)
  *   timeout_ms=N           for each request to the manager (default 3000)
- *   state_dir=DIR          where a job's "told" mark lives on a node
- *                          (default /run/incoll; root's)
+ *   state_dir=DIR          where a job's copy of the secret and its
+ *                          "told" mark live on a node (default
+ *                          /run/incoll; root's, on a tmpfs)
  *
  * The plugin never fails a job or drains a node for the manager's sake:
  * only a bad --incoll value stops srun/sbatch, with the quotas there are.
@@ -77,11 +80,11 @@ typedef struct {
 
 static struct {
     char mgr[256];
-    char secret[1024];
-    char admin_secret[1024];
+    char secret[256];
+    char admin_secret[256];
     char preload[1024];
     char prefix[24]; /* names PREFIX-JOBID.STEPID fit NAME_LEN */
-    char state_dir[512];
+    char state_dir[256];
     char default_quota[NAME_LEN];
     int always;
     unsigned timeout_ms;
@@ -101,16 +104,19 @@ static struct {
 
 static int registered; /* this slurmstepd registered its step */
 static char step_name[NAME_LEN];
-static char why_off[1024]; /* why this step runs without offload, or "" */
+static char why_off[1536]; /* why this step runs without offload, or "" */
 static char fam_name[NAME_LEN - 8];
 
 static int opt_cb(int val, const char *optarg, int remote);
 
 static struct spank_option incoll_opt = {
-    "incoll", "[quota]",
+    "incoll",
+    "[quota]",
     "Offload this job's collectives to the incoll fabric (quota: one the "
     "site defines; off: none even where every job gets it)",
-    2, 0, opt_cb};
+    2,
+    0,
+    opt_cb};
 
 /* ---- site settings ---- */
 
@@ -187,8 +193,7 @@ static void parse_site(int ac, char **av)
             r = set_str(site.admin_secret, sizeof(site.admin_secret),
                         "admin_secret", v);
         else if (KEY("state_dir"))
-            r = set_str(site.state_dir, sizeof(site.state_dir), "state_dir",
-                        v);
+            r = set_str(site.state_dir, sizeof(site.state_dir), "state_dir", v);
         else if (KEY("preload"))
             r = set_str(site.preload, sizeof(site.preload), "preload", v);
         else if (KEY("prefix"))
@@ -198,8 +203,8 @@ static void parse_site(int ac, char **av)
                         "default_quota", v);
         else if (KEY("quota"))
             r = parse_quota(v);
-        else if (KEY("mode") && (strcmp(v, "always") == 0 ||
-                                 strcmp(v, "option") == 0))
+        else if (KEY("mode") &&
+                 (strcmp(v, "always") == 0 || strcmp(v, "option") == 0))
             site.always = strcmp(v, "always") == 0;
         else if (KEY("timeout_ms") && atoi(v) > 0)
             site.timeout_ms = (unsigned)atoi(v);
@@ -319,6 +324,51 @@ static void mark_path(uint32_t id, char *buf, size_t len)
     snprintf(buf, len, "%s/told-%u", site.state_dir, id);
 }
 
+/* The path of job id's copy of the secret. */
+static void secret_path(uint32_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s/secret-%u", site.state_dir, id);
+}
+
+/*
+ * Copies the fabric secret for job id into a file only its user (uid,
+ * gid) can read, once per node (steps share it); its path into out.
+ * Returns 0, or -1 with the cause in err.
+ */
+static int job_secret(uint32_t id, uid_t uid, gid_t gid, char *out,
+                      size_t outlen, char *err, size_t errlen)
+{
+    char buf[4096], tmp[760];
+    ssize_t n;
+    int in, fd;
+
+    secret_path(id, out, outlen);
+    if (access(out, F_OK) == 0)
+        return 0;
+    mkdir(site.state_dir, 0711);
+    in = open(site.secret, O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        snprintf(err, errlen, "cannot read %s: %s", site.secret,
+                 strerror(errno));
+        return -1;
+    }
+    n = read(in, buf, sizeof(buf));
+    close(in);
+    snprintf(tmp, sizeof(tmp), "%s.%d", out, (int)getpid());
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (n <= 0 || fd < 0 || write(fd, buf, (size_t)n) != n ||
+        fchown(fd, uid, gid) != 0 || close(fd) != 0 || rename(tmp, out) != 0) {
+        snprintf(err, errlen, "cannot copy the secret for the job into %s: %s",
+                 site.state_dir, strerror(errno));
+        if (fd >= 0)
+            unlink(tmp);
+        memset(buf, 0, sizeof(buf));
+        return -1;
+    }
+    memset(buf, 0, sizeof(buf));
+    return 0;
+}
+
 /* 1 for the first step of job id on this node to be refused: it tells the
  * user; later ones find the mark. */
 static int first_to_tell(uint32_t id)
@@ -334,13 +384,12 @@ static int first_to_tell(uint32_t id)
     return 1;
 }
 
-static int register_job(const char *name, const quota_t *q,
-                        mgr_tool_reg_t *reg, char *err, size_t errlen)
+static int register_job(const char *name, const quota_t *q, mgr_tool_reg_t *reg,
+                        char *err, size_t errlen)
 {
     return mgr_tool_job_register(site.mgr, site.admin_secret, name,
                                  q ? q->groups : 0, q ? q->slots : 0,
-                                 site.timeout_ms, reg, err,
-                                 errlen) == INCOLL_OK
+                                 site.timeout_ms, reg, err, errlen) == INCOLL_OK
                ? 0
                : -1;
 }
@@ -389,7 +438,9 @@ API int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 API int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
     uint32_t id, step;
-    char gen[16], err[512];
+    uid_t uid = 0;
+    gid_t gid = 0;
+    char gen[16], err[1024], secret[700];
     mgr_tool_reg_t reg;
     quota_t q;
     (void)ac;
@@ -406,8 +457,12 @@ API int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
         snprintf(step_name, sizeof(step_name), "%s.batch", fam_name);
     else
         snprintf(step_name, sizeof(step_name), "%s.%u", fam_name, step);
+    spank_get_item(sp, S_JOB_UID, &uid);
+    spank_get_item(sp, S_JOB_GID, &gid);
     if (register_job(fam_name, &q, &reg, err, sizeof(err)) != 0 ||
-        register_job(step_name, NULL, &reg, err, sizeof(err)) != 0) {
+        register_job(step_name, NULL, &reg, err, sizeof(err)) != 0 ||
+        job_secret(id, uid, gid, secret, sizeof(secret), err, sizeof(err)) !=
+            0) {
         /* Said by its task 0 (slurm_spank_task_init), on the task's own
          * stderr (what slurmstepd logs here reaches only slurmd's log),
          * once per job. */
@@ -424,7 +479,7 @@ API int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     registered = 1;
     snprintf(gen, sizeof(gen), "%u", reg.gen);
     spank_setenv(sp, "INCOLL_MGR", site.mgr, 1);
-    spank_setenv(sp, "INCOLL_SECRET_FILE", site.secret, 1);
+    spank_setenv(sp, "INCOLL_SECRET_FILE", secret, 1);
     spank_setenv(sp, "INCOLL_JOB", step_name, 1);
     spank_setenv(sp, "INCOLL_GEN", gen, 1);
     for (int i = 0; i < site.nenv; i++) {
@@ -439,7 +494,8 @@ API int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (site.preload[0]) {
         char cur[4096], val[4096 + 1100];
-        if (spank_getenv(sp, "LD_PRELOAD", cur, sizeof(cur)) == ESPANK_SUCCESS &&
+        if (spank_getenv(sp, "LD_PRELOAD", cur, sizeof(cur)) ==
+                ESPANK_SUCCESS &&
             cur[0])
             snprintf(val, sizeof(val), "%s:%s", site.preload, cur);
         else
@@ -491,9 +547,11 @@ API int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     if (!active(sp, 1) || job_id(sp, &id) != 0)
         return 0;
     {
-        char mark[600];
-        mark_path(id, mark, sizeof(mark));
-        unlink(mark);
+        char path[700];
+        mark_path(id, path, sizeof(path));
+        unlink(path);
+        secret_path(id, path, sizeof(path));
+        unlink(path);
     }
     snprintf(name, sizeof(name), "%s-%u", site.prefix, id);
     if (mgr_tool_job_end(site.mgr, site.admin_secret, name, "job ended",

@@ -91,8 +91,7 @@ int main(int argc, char **argv)
     }
     MPI_Comm_free(&half);
     if (rank == 0)
-        printf("loop_allreduce: ok %d iterations on %d ranks\n", it + 1,
-               size);
+        printf("loop_allreduce: ok %d iterations on %d ranks\n", it + 1, size);
     MPI_Finalize();
     return 0;
 }
