@@ -532,4 +532,12 @@ uninstall-ops:
 	@$(foreach f,$(OPS_CONFIG),$(call ops_unconf,$(f),$(sysconfdir)/incoll/$(notdir $(f)));)
 	@$(call ops_unconf,contrib/slurm/plugstack.conf,$(slurmconfdir)/plugstack.conf.d/incoll.conf.example)
 	-rmdir $(DESTDIR)$(docdir) $(DESTDIR)$(sysconfdir)/incoll $(DESTDIR)$(slurmconfdir)/plugstack.conf.d 2>/dev/null
+
+# The manager's probe (tests/probe/mgr_flood.c): long, not in `make test`.
+PROBE_MGR := $(BUILD)/tests/probe/mgr_flood
+.PHONY: probe-mgr
+probe-mgr: all $(TEST_BINS) $(PROBE_MGR)
+$(PROBE_MGR): tests/probe/mgr_flood.c $(BUILD)/obj/tests/flood.o $(MGR_LIB_OBJS) $(INTERNAL_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/flood.o $(MGR_LIB_OBJS) $(INTERNAL_A) $(LDLIBS) $(MHD_LIBS)
 # --- end operations ---

@@ -14,6 +14,8 @@
  */
 #include "integ.h"
 
+#include "flood.h"
+
 #include "incoll.h"
 
 #include "common/fabric_conf.h"
@@ -1815,105 +1817,6 @@ TEST(integ_mgr_fabric_keep, TEST_INTEG)
 
 /* ---- floods and a client with the secret ---- */
 
-/* A flooder's connection: non-blocking, from src (an address of 127/8),
- * connecting to ip:port. -1 when the socket cannot be made. */
-static int flood_connect(uint32_t src, uint32_t ip, uint16_t port)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    sa.sin_addr.s_addr = htonl(src);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-        close(fd);
-        return -1;
-    }
-    sa.sin_addr.s_addr = htonl(ip);
-    sa.sin_port = htons(port);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
-        errno != EINPROGRESS) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/*
- * The flooder (a child process): n connections that never say a word,
- * held open, or (reopen) opened again as soon as the manager closes one.
- * Writes a byte to ready once the first n are made; runs until killed.
- */
-static void flood_run(const char *addr, const char *src, int n, int reopen,
-                      int ready)
-{
-    struct rlimit rl;
-    struct in_addr in;
-    uint32_t ip;
-    uint16_t port;
-    struct pollfd *pfd = calloc((size_t)n, sizeof(*pfd));
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-        rl.rlim_cur = rl.rlim_max;
-        setrlimit(RLIMIT_NOFILE, &rl);
-    }
-    if (pfd == NULL || mgr_parse_addr(addr, &ip, &port) != INCOLL_OK ||
-        inet_pton(AF_INET, src, &in) != 1)
-        _exit(1);
-    for (int i = 0; i < n; i++) {
-        pfd[i].fd = flood_connect(ntohl(in.s_addr), ip, port);
-        pfd[i].events = POLLIN;
-    }
-    if (write(ready, "r", 1) != 1)
-        _exit(1);
-    for (;;) {
-        if (poll(pfd, (nfds_t)n, 200) < 0 && errno != EINTR)
-            _exit(1);
-        for (int i = 0; i < n; i++) {
-            char buf[512];
-            ssize_t k;
-            if (pfd[i].fd < 0 ||
-                !(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            k = recv(pfd[i].fd, buf, sizeof(buf), 0);
-            if (k > 0 || (k < 0 && (errno == EAGAIN || errno == EINTR)))
-                continue;
-            close(pfd[i].fd);
-            pfd[i].fd = reopen ? flood_connect(ntohl(in.s_addr), ip, port) : -1;
-        }
-    }
-}
-
-/* Starts the flooder; its pid once its connections are made, or -1. */
-static pid_t flood_start(const char *addr, const char *src, int n, int reopen)
-{
-    int p[2];
-    pid_t pid;
-    struct pollfd pfd;
-    char c;
-
-    if (pipe(p) != 0)
-        return -1;
-    pid = fork();
-    if (pid == 0) {
-        close(p[0]);
-        flood_run(addr, src, n, reopen, p[1]);
-        _exit(0);
-    }
-    close(p[1]);
-    if (pid < 0) {
-        close(p[0]);
-        return -1;
-    }
-    track_pid(pid);
-    pfd = (struct pollfd){.fd = p[0], .events = POLLIN};
-    if (poll(&pfd, 1, 10000) != 1 || read(p[0], &c, 1) != 1) {
-        close(p[0]);
-        return -1;
-    }
-    close(p[0]);
-    return pid;
-}
-
 /*
  * A manager with 64 descriptors under a flood of 300 connections that
  * never authenticate, held open (from the job's own address) or reopened
@@ -1940,6 +1843,7 @@ static int flood(const char *name, const char *src, int reopen)
     CHECK(rc == 0);
     flooder = flood_start(f.addr, src, 300, reopen);
     CHECK(flooder > 0);
+    track_pid(flooder);
     sleep_s(0.3);
     for (int r = 0; r < 4; r++)
         a.hosts[r] = r;

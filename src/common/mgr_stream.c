@@ -18,6 +18,7 @@
 
 #define RX_CHUNK 65536u
 #define TX_LIMIT_DEFAULT (64u << 20)
+#define TX_KEEP 4096u /* a send buffer kept when all was sent */
 
 static void session_keys(mgr_stream_t *st)
 {
@@ -212,14 +213,16 @@ void mgr_stream_trim(mgr_stream_t *st)
     size_t avail = st->rx_len - st->rx_off, want;
     uint8_t *nb;
 
-    if (st->rx_cap <= 2 * RX_CHUNK)
-        return;
+    /* Nothing pending: a connection that waits holds no buffer at all
+     * (what a frame it took touched would stay resident otherwise). */
     if (avail == 0) {
         free(st->rx);
         st->rx = NULL;
         st->rx_len = st->rx_cap = st->rx_off = 0;
         return;
     }
+    if (st->rx_cap <= 2 * RX_CHUNK)
+        return;
     want = 2 * RX_CHUNK;
     while (want < avail + RX_CHUNK)
         want *= 2;
@@ -233,6 +236,15 @@ void mgr_stream_trim(mgr_stream_t *st)
         st->rx = nb;
         st->rx_cap = want;
     }
+}
+
+void mgr_stream_trim_tx(mgr_stream_t *st)
+{
+    if (st->tx_off < st->tx_len || st->tx_cap <= TX_KEEP)
+        return;
+    free(st->tx);
+    st->tx = NULL;
+    st->tx_len = st->tx_cap = st->tx_off = 0;
 }
 
 /* Handles one handshake frame. Returns MGR_NEXT_NONE to go on,

@@ -92,9 +92,12 @@ size_t mgr_stream_partial(const mgr_stream_t *st, size_t *frame_p);
 
 /* Gives back the receive buffer's memory beyond what the frame in progress
  * needs (all of it when nothing is pending). Call after mgr_stream_next()
- * returned MGR_NEXT_NONE, so a connection that once sent a big frame does
- * not keep its buffer. */
+ * returned MGR_NEXT_NONE (bodies it returned point into the buffer), so a
+ * connection that once sent a big frame does not keep its buffer. */
 void mgr_stream_trim(mgr_stream_t *st);
+/* Gives back the send buffer when everything was sent and it grew beyond
+ * a page, so a peer once sent a big answer does not keep it. */
+void mgr_stream_trim_tx(mgr_stream_t *st);
 
 /* Queues one application frame (READY only); returns INCOLL_ERR_BUSY when
  * the peer does not read and the queue is over its limit. */

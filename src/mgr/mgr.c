@@ -385,6 +385,8 @@ static void conn_tx_note(mgr_t *m, conn_t *c)
     uint64_t q = c->dead || c->st.fd < 0 ? 0 : mgr_stream_pending(&c->st);
     m->tx_queued = m->tx_queued - c->txq + q;
     c->txq = q;
+    if (q == 0)
+        mgr_stream_trim_tx(&c->st);
 }
 
 static void conn_watch_out(mgr_t *m, conn_t *c)
@@ -882,7 +884,21 @@ static void on_tick(mgr_t *m)
             }
         }
     }
-    mgr_core_tick(m->core, now);
+    /* A heartbeat already in an AN's socket is not a missed one: a loop
+     * kept busy (a flood of connections) reads them before the core looks
+     * at the deadlines. */
+    {
+        int nan = 0;
+        conn_t **ans = malloc((size_t)(m->nconns + 1) * sizeof(*ans));
+        for (conn_t *c = m->conns; ans && c; c = c->next)
+            if (!c->dead && c->core && c->st.role == MGR_ROLE_AN)
+                ans[nan++] = c;
+        for (int i = 0; i < nan; i++)
+            if (!ans[i]->dead)
+                on_readable(m, ans[i]);
+        free(ans);
+    }
+    mgr_core_tick(m->core, now_ms());
 }
 
 /* Closes the connections holding the most of what is queued to peers,
