@@ -111,4 +111,3 @@ pid_t flood_start(const char *addr, const char *src, int n, int reopen)
     close(p[0]);
     return pid;
 }
-

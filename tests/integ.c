@@ -230,6 +230,20 @@ int have_fabric_binaries(const char *prog)
     return access(a, X_OK) == 0 && access(b, X_OK) == 0 && access(c, X_OK) == 0;
 }
 
+int free_tcp_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+    sa.sin_addr.s_addr = htonl(0x7f000001u);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
 int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
                      int n, int k, int keep_port0, const char *env,
                      const char *args, char *out, size_t outlen)

@@ -96,6 +96,8 @@ int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
                      int n, int k, int keep_port0, const char *env,
                      const char *args, char *out, size_t outlen);
 
+/* A TCP port of 127.0.0.1 nobody uses now (for daemons given a port). */
+int free_tcp_port(void);
 /* Sleeps s seconds (also when interrupted). */
 void sleep_s(double s);
 /* Starts argv[0] with argv, env added to the environment and stdout and

@@ -26,21 +26,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* A port nobody uses now. */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    sa.sin_addr.s_addr = htonl(0x7f000001u);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /*
  * GET path from ip:port (HTTP/1.0) with an Accept header (or none); the
  * status, and the body and Content-Type into *body_p (caller frees) and
@@ -140,7 +125,7 @@ static int fab_up(fab_t *f, const char *name)
 {
     char path[PATH_MAX + 32], addr[64], *env;
     snprintf(f->dir, sizeof(f->dir), "%s/%s", test_tmpdir(), name);
-    f->mport = free_port();
+    f->mport = free_tcp_port();
     CHECK(f->mport > 0);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->mport);
     setenv("INCOLL_MGR_METRICS", addr, 1);
@@ -269,7 +254,7 @@ static int prometheus_body(void)
     free(body);
 
     /* A real Prometheus server scraping it every second. */
-    pport = free_port();
+    pport = free_tcp_port();
     snprintf(conf, sizeof(conf),
              "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
              "scrape_configs:\n  - job_name: incoll\n    static_configs:\n"

@@ -55,21 +55,6 @@ typedef struct {
     double t0;
 } cluster_t;
 
-/* A port nobody uses now. */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t sl = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    sa.sin_addr.s_addr = htonl(0x7f000001u);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static int write_file(const char *path, const char *text, mode_t mode)
 {
     FILE *f = fopen(path, "w");
@@ -212,8 +197,8 @@ static int cluster_up(cluster_t *c)
     if (gethostname(host, sizeof(host)) != 0)
         return -1;
     host[sizeof(host) - 1] = '\0';
-    c->ctld_port = free_port();
-    c->d_port = free_port();
+    c->ctld_port = free_tcp_port();
+    c->d_port = free_tcp_port();
     CHECK(c->ctld_port > 0 && c->d_port > 0 && c->ctld_port != c->d_port);
     snprintf(path, sizeof(path), "%s/munge", c->dir);
     CHECK(mkdir(path, 0700) == 0);

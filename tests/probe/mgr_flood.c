@@ -192,8 +192,9 @@ static int case_flood(void)
         for (int i = 0; i < 100 && proc_running(old); i++)
             usleep(20000);
         snprintf(log, sizeof(log), "%s.log", fab);
-        if (run(log, "prlimit --nofile=%d:%d build/bin/incoll fabric restart "
-                     "--dir '%s'",
+        if (run(log,
+                "prlimit --nofile=%d:%d build/bin/incoll fabric restart "
+                "--dir '%s'",
                 opt.nofile, opt.nofile, fab) != 0) {
             fprintf(stderr, "mgr_flood: fabric restart failed (see %s)\n", log);
             fabric_down();
@@ -234,8 +235,8 @@ static int case_flood(void)
     printf("mgr_flood: flood: %d connections from %s %s %d s (manager "
            "descriptors: %s): %d of %d jobs joined and ran offloaded, the "
            "slowest in %.2f s; %lld connections evicted\n",
-           opt.conns, opt.src, opt.reopen ? "reopened for" : "held",
-           opt.hold, nofile, ok, opt.jobs, worst, evicted);
+           opt.conns, opt.src, opt.reopen ? "reopened for" : "held", opt.hold,
+           nofile, ok, opt.jobs, worst, evicted);
     fabric_down();
     return ok == opt.jobs ? 0 : 1;
 }
@@ -274,8 +275,8 @@ static int case_memory(void)
         int fd = mgr_connect(mgr_addr, err, sizeof(err));
         double end = now() + 5;
         int ready = 0;
-        if (fd < 0 || mgr_stream_init(&st[i], fd, 0, MGR_ROLE_HOST, key) !=
-                          INCOLL_OK)
+        if (fd < 0 ||
+            mgr_stream_init(&st[i], fd, 0, MGR_ROLE_HOST, key) != INCOLL_OK)
             break;
         opened++;
         while (!ready && now() < end) {
@@ -354,8 +355,8 @@ static int case_memory(void)
 
 /* A connection of role host, authenticated, joined as rank of job on
  * host; 0 or -1. */
-static int join(mgr_stream_t *st, const uint8_t *key, const char *job,
-                int rank, int size, const char *host, uint16_t port)
+static int join(mgr_stream_t *st, const uint8_t *key, const char *job, int rank,
+                int size, const char *host, uint16_t port)
 {
     char err[256];
     mgr_join_t jn = {0};
