@@ -239,3 +239,45 @@ TEST(kvline_both_parsers, TEST_UNIT)
     CHECK_MSG(strncmp(err, want, strlen(want)) == 0, "'%s'", err);
     return TEST_PASSED;
 }
+
+/* The fabric record's levels= is the tree's: its root is on that level
+ * and no AN above it, each refused with the line at fault. */
+TEST(fabric_conf_levels_agree, TEST_UNIT)
+{
+    static const char body[] = "an name=root level=2 addr=127.0.0.1:4000 "
+                               "parent=-\n"
+                               "an name=l0 level=1 addr=127.0.0.1:4001 "
+                               "parent=root\n"
+                               "host rank=0 leaf=l0 addr=127.0.0.1\n"
+                               "group id=1 key=2 slots=4 payload=1024\n";
+    char path[512], err[600], want[700], text[1024];
+    fabric_conf_t conf;
+
+    snprintf(text, sizeof(text),
+             "fabric hosts=1 radix=2 levels=5 admin_key=1\n%s", body);
+    CHECK(put_file("levels.conf", text, path, sizeof(path)) == 0);
+    CHECK_EQ_INT(fabric_conf_load(path, &conf, err, sizeof(err)),
+                 INCOLL_ERR_CONFIG);
+    snprintf(want, sizeof(want),
+             "%s:1: the fabric record says levels=5 but the root an root is "
+             "on level 2",
+             path);
+    CHECK_MSG(strcmp(err, want) == 0, "'%s'", err);
+
+    snprintf(text, sizeof(text),
+             "fabric hosts=1 radix=2 levels=1 admin_key=1\n%s", body);
+    CHECK(put_file("levels.conf", text, path, sizeof(path)) == 0);
+    CHECK_EQ_INT(fabric_conf_load(path, &conf, err, sizeof(err)),
+                 INCOLL_ERR_CONFIG);
+    snprintf(want, sizeof(want),
+             "%s:2: an root: level 2 is above the fabric's levels=1", path);
+    CHECK_MSG(strcmp(err, want) == 0, "'%s'", err);
+
+    snprintf(text, sizeof(text),
+             "fabric hosts=1 radix=2 levels=2 admin_key=1\n%s", body);
+    CHECK(put_file("levels.conf", text, path, sizeof(path)) == 0);
+    CHECK_EQ_INT(fabric_conf_load(path, &conf, err, sizeof(err)), INCOLL_OK);
+    CHECK_EQ_INT(conf.levels, 2);
+    fabric_conf_free(&conf);
+    return TEST_PASSED;
+}

@@ -306,7 +306,36 @@ out:
     return ret;
 }
 
-int cmd_mpirun(int argc, char **argv)
+/* What the command line asks for. */
+typedef struct {
+    const char *fabric_arg; /* --fabric or INCOLL_FABRIC; NULL: make one */
+    const char *mpi;        /* "openmpi" or "mpich" */
+    char lib[PATH_MAX];     /* the interposer to preload */
+    int np, ppn, nhosts, radix;
+    int stat, keep, emulate, preload, timeout_s, mpich;
+    uint64_t link_rate;
+    int prog; /* argv index of the program */
+} mpirun_opts_t;
+
+/* The job as planned: its scratch directory, its fabric, and for an
+ * emulated fabric the hostfile and launch agent. */
+typedef struct {
+    char work[128];
+    char fabric[PATH_MAX], hostfile[PATH_MAX], agent[PATH_MAX];
+    int have_work, own, emulated, have_conf;
+    fabric_conf_t conf;
+    struct sigaction old_sigs[3];
+} mpirun_job_t;
+
+/* The launcher's argument vector; envs are the strings it owns. */
+typedef struct {
+    char *av[MPIRUN_MAX_ARGS], *envs[MPIRUN_MAX_ARGS];
+    int nav, nenv;
+    char npbuf[16];
+} mpirun_argv_t;
+
+/* Parses argv into o. 0 to go on; else the exit status (0 after --help). */
+static int parse_opts(int argc, char **argv, mpirun_opts_t *o, int *exit_p)
 {
     enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT, OPT_PPN };
     static const struct option longopts[] = {
@@ -325,338 +354,397 @@ int cmd_mpirun(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *fabric_arg = NULL, *mpi = "openmpi";
-    char lib[PATH_MAX], work[128], npbuf[16];
-    char fabric[PATH_MAX], hostfile[PATH_MAX], agent[PATH_MAX], why[256];
-    char *av[MPIRUN_MAX_ARGS], *envs[MPIRUN_MAX_ARGS];
-    int np = 0, radix = 4, stat = 0, keep = 0, own = 0, opt, nav = 0, nenv = 0;
-    int emulate = 0, emulated = 0, preload = 1, timeout_s = 0, mpich, ret = 1;
-    int have_work = 0, prog, ppn = 1, nhosts;
-    uint64_t link_rate = 0;
-    fabric_conf_t conf;
-    int have_conf = 0;
-    struct sigaction old_sigs[3];
+    int opt;
 
-    lib[0] = '\0';
+    memset(o, 0, sizeof(*o));
+    o->mpi = "openmpi";
+    o->radix = 4;
+    o->preload = 1;
+    o->ppn = 1;
     optind = 1;
+    *exit_p = 2;
     while ((opt = getopt_long(argc, argv, "+n:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n':
-            np = atoi(optarg);
+            o->np = atoi(optarg);
             break;
         case 'f':
-            fabric_arg = optarg;
+            o->fabric_arg = optarg;
             break;
         case 'k':
-            radix = atoi(optarg);
+            o->radix = atoi(optarg);
             break;
         case 'm':
-            mpi = optarg;
+            o->mpi = optarg;
             break;
         case 'l':
-            snprintf(lib, sizeof(lib), "%s", optarg);
+            snprintf(o->lib, sizeof(o->lib), "%s", optarg);
             break;
         case OPT_NO_PRELOAD:
-            preload = 0;
+            o->preload = 0;
             break;
         case 's':
-            stat = 1;
+            o->stat = 1;
             break;
         case 'K':
-            keep = 1;
+            o->keep = 1;
             break;
         case 'E':
-            emulate = 1;
+            o->emulate = 1;
             break;
         case OPT_LINK_RATE:
-            if (emu_parse_rate(optarg, &link_rate) != 0) {
+            if (emu_parse_rate(optarg, &o->link_rate) != 0) {
                 fprintf(stderr,
                         "incoll mpirun: bad --link-rate '%s' (want e.g. "
                         "100mbit, 1g)\n",
                         optarg);
-                return 2;
+                return -1;
             }
             break;
         case OPT_TIMEOUT:
-            timeout_s = atoi(optarg);
-            if (timeout_s < 1) {
+            o->timeout_s = atoi(optarg);
+            if (o->timeout_s < 1) {
                 fprintf(stderr, "incoll mpirun: --timeout wants seconds >= "
                                 "1\n");
-                return 2;
+                return -1;
             }
             break;
         case OPT_PPN:
-            ppn = atoi(optarg);
-            if (ppn < 1) {
+            o->ppn = atoi(optarg);
+            if (o->ppn < 1) {
                 fprintf(stderr, "incoll mpirun: --ppn wants ranks per host "
                                 ">= 1\n");
-                return 2;
+                return -1;
             }
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            *exit_p = 0;
+            return -1;
         default:
             usage(stderr);
-            return 2;
+            return -1;
         }
     }
-    nhosts = (np + ppn - 1) / ppn;
-    if (np < 1 || radix < 2 || optind >= argc ||
-        (strcmp(mpi, "openmpi") != 0 && strcmp(mpi, "mpich") != 0)) {
+    o->nhosts = (o->np + o->ppn - 1) / o->ppn;
+    if (o->np < 1 || o->radix < 2 || optind >= argc ||
+        (strcmp(o->mpi, "openmpi") != 0 && strcmp(o->mpi, "mpich") != 0)) {
         fprintf(stderr, "incoll mpirun: need -n P >= 1, --radix K >= 2, "
                         "--mpi openmpi|mpich and a program after --\n");
         usage(stderr);
-        return 2;
+        return -1;
     }
-    if (fabric_arg && emulate) {
+    if (o->fabric_arg && o->emulate) {
         fprintf(stderr, "incoll mpirun: --fabric uses a fabric as it is "
                         "(an emulated one is detected): it does not go "
                         "with --emulate\n");
-        return 2;
+        return -1;
     }
-    if (link_rate && !emulate) {
+    if (o->link_rate && !o->emulate) {
         fprintf(stderr, "incoll mpirun: --link-rate needs --emulate\n");
+        return -1;
+    }
+    o->mpich = strcmp(o->mpi, "mpich") == 0;
+    o->prog = optind; /* cmd_fabric and cmd_stat reuse getopt's optind */
+    if (o->fabric_arg == NULL && !o->emulate)
+        o->fabric_arg = setting_str(SETTING_FABRIC);
+    return 0;
+}
+
+/* The interposer to preload, checked; 0, or -1 with the cause printed. */
+static int find_lib(mpirun_opts_t *o)
+{
+    if (!o->preload)
+        return 0;
+    if (o->lib[0] == '\0' && default_lib(o->mpi, o->lib, sizeof(o->lib)) != 0) {
+        fprintf(stderr,
+                "incoll mpirun: cannot find libincoll_mpi; use --lib\n");
+        return -1;
+    }
+    if (access(o->lib, R_OK) != 0) {
+        fprintf(stderr,
+                "incoll mpirun: %s: %s (built by `make` when %s is "
+                "installed)\n",
+                o->lib, strerror(errno), o->mpich ? "mpicc.mpich" : "mpicc");
+        return -1;
+    }
+    return 0;
+}
+
+/* For an emulated fabric: its conf, the hostfile naming its hosts and the
+ * launch agent. 0, or the exit status with the cause printed. */
+static int plan_emulated(const mpirun_opts_t *o, mpirun_job_t *j)
+{
+    char path[PATH_MAX + 32], err[256], why[256];
+
+    snprintf(path, sizeof(path), "%s/fabric.conf", j->fabric);
+    if (fabric_conf_load(path, &j->conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll mpirun: %s\n", err);
+        return 1;
+    }
+    j->have_conf = 1;
+    if (j->conf.nhosts != o->nhosts) {
+        fprintf(stderr,
+                "incoll mpirun: the emulated fabric in %s has %d "
+                "hosts: with %d ranks per host (--ppn), run -n %d\n",
+                j->fabric, j->conf.nhosts, o->ppn, j->conf.nhosts * o->ppn);
         return 2;
     }
-    mpich = strcmp(mpi, "mpich") == 0;
-    prog = optind; /* cmd_fabric and cmd_stat reuse getopt's optind */
-    if (fabric_arg == NULL && !emulate) {
-        fabric_arg = setting_str(SETTING_FABRIC);
+    if (emu_usable(why, sizeof(why)) != 0 || emu_ip_path() == NULL) {
+        fprintf(stderr,
+                "incoll mpirun: the fabric in %s is emulated but its "
+                "namespaces cannot be entered: %s\n",
+                j->fabric, why);
+        return 1;
     }
-    if (preload) {
-        if (lib[0] == '\0' && default_lib(mpi, lib, sizeof(lib)) != 0) {
-            fprintf(stderr,
-                    "incoll mpirun: cannot find libincoll_mpi; use --lib\n");
-            return 1;
-        }
-        if (access(lib, R_OK) != 0) {
-            fprintf(stderr,
-                    "incoll mpirun: %s: %s (built by `make` when %s is "
-                    "installed)\n",
-                    lib, strerror(errno), mpich ? "mpicc.mpich" : "mpicc");
-            return 1;
-        }
+    if (cli_companion_path(CLI_PLACE_LIBEXEC, "incoll-launch-agent", j->agent,
+                           sizeof(j->agent)) != 0) {
+        fprintf(stderr, "incoll mpirun: cannot find my own directory\n");
+        return 1;
     }
-    if (emulate && emu_usable(why, sizeof(why)) != 0) {
+    if (access(j->agent, X_OK) != 0) {
+        fprintf(stderr,
+                "incoll mpirun: %s: %s (the launch agent; built by "
+                "`make`)\n",
+                j->agent, strerror(errno));
+        return 1;
+    }
+    snprintf(j->hostfile, sizeof(j->hostfile), "%s/hosts", j->work);
+    if (write_hostfile(j->hostfile, &j->conf, o->mpich, o->ppn) != 0)
+        return 1;
+    j->emulated = 1;
+    return 0;
+}
+
+/*
+ * Plans the job: a scratch directory, the fabric (given, or brought up
+ * here), the emulated fabric's hostfile, and the ranks' environment.
+ * From here on the signals only set got_signal (job_end undoes it all).
+ * 0, or the exit status with the cause printed.
+ */
+static int plan_job(mpirun_opts_t *o, mpirun_job_t *j)
+{
+    const char *tmp = getenv("TMPDIR");
+    char why[256];
+    int ret;
+
+    if (o->emulate && emu_usable(why, sizeof(why)) != 0) {
         fprintf(stderr,
                 "incoll mpirun: cannot emulate links: %s; using the "
                 "loopback fabric instead\n",
                 why);
-        emulate = 0;
+        o->emulate = 0;
     }
     /* The scratch directory goes into $TMPDIR as other tools' do (short
      * paths only: MPI puts its sockets under it too). */
-    {
-        const char *tmp = getenv("TMPDIR");
-        if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64)
-            tmp = "/tmp";
-        snprintf(work, sizeof(work), "%s/incoll-mpirun-XXXXXX", tmp);
-    }
-    if (mkdtemp(work) == NULL) {
+    if (tmp == NULL || tmp[0] != '/' || strlen(tmp) > 64)
+        tmp = "/tmp";
+    snprintf(j->work, sizeof(j->work), "%s/incoll-mpirun-XXXXXX", tmp);
+    if (mkdtemp(j->work) == NULL) {
         fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", strerror(errno));
         return 1;
     }
-    have_work = 1;
+    j->have_work = 1;
     got_signal = 0;
-    signals_catch(old_sigs);
-    if (fabric_arg) {
-        if (realpath(fabric_arg, fabric) == NULL) {
-            fprintf(stderr, "incoll mpirun: fabric %s: %s\n", fabric_arg,
+    signals_catch(j->old_sigs);
+    if (o->fabric_arg) {
+        if (realpath(o->fabric_arg, j->fabric) == NULL) {
+            fprintf(stderr, "incoll mpirun: fabric %s: %s\n", o->fabric_arg,
                     strerror(errno));
-            goto out;
+            return 1;
         }
     } else {
-        snprintf(fabric, sizeof(fabric), "%s/fabric", work);
-        own = 1;
-        if (own_fabric_up(fabric, nhosts, radix, emulate, link_rate) != 0) {
+        snprintf(j->fabric, sizeof(j->fabric), "%s/fabric", j->work);
+        j->own = 1;
+        if (own_fabric_up(j->fabric, o->nhosts, o->radix, o->emulate,
+                          o->link_rate) != 0) {
             fprintf(stderr,
                     "incoll mpirun: could not bring up a%s fabric in %s\n",
-                    emulate ? "n emulated" : "", fabric);
-            ret = got_signal ? 128 + got_signal : 1;
-            goto out;
+                    o->emulate ? "n emulated" : "", j->fabric);
+            return got_signal ? 128 + got_signal : 1;
         }
     }
-
     /* An emulated fabric (made here or given): rank r in host r. */
-    if (emu_present(fabric)) {
-        char path[PATH_MAX + 32], err[256];
-        snprintf(path, sizeof(path), "%s/fabric.conf", fabric);
-        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
-            fprintf(stderr, "incoll mpirun: %s\n", err);
-            goto out;
-        }
-        have_conf = 1;
-        if (conf.nhosts != nhosts) {
-            fprintf(stderr,
-                    "incoll mpirun: the emulated fabric in %s has %d "
-                    "hosts: with %d ranks per host (--ppn), run -n %d\n",
-                    fabric, conf.nhosts, ppn, conf.nhosts * ppn);
-            ret = 2;
-            goto out;
-        }
-        if (emu_usable(why, sizeof(why)) != 0 || emu_ip_path() == NULL) {
-            fprintf(stderr,
-                    "incoll mpirun: the fabric in %s is emulated but its "
-                    "namespaces cannot be entered: %s\n",
-                    fabric, why);
-            goto out;
-        }
-        if (cli_companion_path(CLI_PLACE_LIBEXEC, "incoll-launch-agent", agent,
-                               sizeof(agent)) != 0) {
-            fprintf(stderr, "incoll mpirun: cannot find my own directory\n");
-            goto out;
-        }
-        if (access(agent, X_OK) != 0) {
-            fprintf(stderr,
-                    "incoll mpirun: %s: %s (the launch agent; built by "
-                    "`make`)\n",
-                    agent, strerror(errno));
-            goto out;
-        }
-        snprintf(hostfile, sizeof(hostfile), "%s/hosts", work);
-        if (write_hostfile(hostfile, &conf, mpich, ppn) != 0)
-            goto out;
-        emulated = 1;
-    }
+    if (emu_present(j->fabric) && (ret = plan_emulated(o, j)) != 0)
+        return ret;
     /* With a manager every communicator can get a group: the ranks get
      * its address and secret, and their hosts in its topology in rank
      * order (INCOLL_HOSTS; the launcher cannot set INCOLL_HOST per rank),
      * as `incoll run` gives them. */
-    if (mgr_fabric_managed(fabric)) {
-        if (mpirun_mgr_env(fabric, ppn) != 0)
-            goto out;
+    if (mgr_fabric_managed(j->fabric)) {
+        if (mpirun_mgr_env(j->fabric, o->ppn) != 0)
+            return 1;
     } else {
         /* A fabric.conf-only fabric's ANs have no secret: the ranks must
          * not key the world group's packets with one from the caller's
          * environment (docs/security.md), as `incoll run` does. */
         unsetenv("INCOLL_SECRET_FILE");
     }
-
     if (geteuid() == 0) {
         /* Open MPI refuses root without these; harmless for MPICH. */
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     }
-    setenv("INCOLL_FABRIC", fabric, 1);
-    snprintf(npbuf, sizeof(npbuf), "%d", np);
-    if (emulated) {
+    setenv("INCOLL_FABRIC", j->fabric, 1);
+    return 0;
+}
+
+/* Pushes the n strings of list. */
+static void push_all(mpirun_argv_t *a, char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        push(a->av, &a->nav, list[i]);
+}
+
+/* MPICH's mpiexec (Hydra), which passes the whole environment: the
+ * variables added here are named with -genv. */
+static void argv_mpich(const mpirun_opts_t *o, mpirun_job_t *j,
+                       mpirun_argv_t *a)
+{
+    char *fixed[] = {"mpiexec.mpich", "-n", a->npbuf};
+    /* UCX would use shared memory between ranks of one machine: TCP on
+     * the host's link only. */
+    char *emu[] = {
+        "-f",       j->hostfile,      "-iface",          "uplink", "-launcher",
+        "rsh",      "-launcher-exec", j->agent,          "-genv",  "UCX_TLS",
+        "tcp,self", "-genv",          "UCX_NET_DEVICES", "uplink"};
+
+    push_all(a, fixed, sizeof(fixed) / sizeof(fixed[0]));
+    if (j->emulated)
+        push_all(a, emu, sizeof(emu) / sizeof(emu[0]));
+    if (o->preload) {
+        char *pre[] = {"-genv", "LD_PRELOAD", (char *)o->lib};
+        push_all(a, pre, sizeof(pre) / sizeof(pre[0]));
+    }
+    char *fab[] = {"-genv", "INCOLL_FABRIC", j->fabric};
+    push_all(a, fab, sizeof(fab) / sizeof(fab[0]));
+}
+
+/* Open MPI's mpirun: TCP only, on the fabric's addresses; -x for the
+ * preload (so mpirun itself is not preloaded) and every INCOLL_*. */
+static void argv_openmpi(const mpirun_opts_t *o, mpirun_job_t *j,
+                         mpirun_argv_t *a)
+{
+    char *fixed[] = {"mpirun",          "-n",        a->npbuf,
+                     "--oversubscribe", "--bind-to", "none",
+                     "--mca",           "btl",       "tcp,self"};
+    char *loop[] = {"--mca", "btl_tcp_if_include", "lo",
+                    "--mca", "oob_tcp_if_include", "lo"};
+    char *emu[] = {"--hostfile", j->hostfile, "--mca", "plm_rsh_agent",
+                   j->agent, "--mca", "plm_rsh_no_tree_spawn", "1", "--mca",
+                   "btl_tcp_if_include", EMU_NET_CIDR, "--mca",
+                   "oob_tcp_if_include", EMU_NET_CIDR,
+                   /* One slot per emulated host, so Open MPI would spin
+                    * without yielding; the hosts share this machine's
+                    * cores. */
+                   "--mca", "mpi_yield_when_idle", "1"};
+
+    push_all(a, fixed, sizeof(fixed) / sizeof(fixed[0]));
+    if (j->emulated)
+        push_all(a, emu, sizeof(emu) / sizeof(emu[0]));
+    else
+        push_all(a, loop, sizeof(loop) / sizeof(loop[0]));
+    if (o->preload) {
+        a->envs[a->nenv] = malloc(strlen(o->lib) + 16);
+        if (a->envs[a->nenv]) {
+            sprintf(a->envs[a->nenv], "LD_PRELOAD=%s", o->lib);
+            push(a->av, &a->nav, "-x");
+            push(a->av, &a->nav, a->envs[a->nenv++]);
+        }
+    }
+    for (char **e = environ; *e && a->nenv < MPIRUN_MAX_ARGS - 1; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "INCOLL_", 7) != 0 || eq == NULL)
+            continue;
+        a->envs[a->nenv] = strndup(*e, (size_t)(eq - *e));
+        if (a->envs[a->nenv] == NULL)
+            continue;
+        push(a->av, &a->nav, "-x");
+        push(a->av, &a->nav, a->envs[a->nenv++]);
+    }
+}
+
+/* The launcher's whole command line, the program's last. 0, or -1 when
+ * it does not fit. */
+static int build_argv(const mpirun_opts_t *o, mpirun_job_t *j, int argc,
+                      char **argv, mpirun_argv_t *a)
+{
+    snprintf(a->npbuf, sizeof(a->npbuf), "%d", o->np);
+    if (j->emulated) {
         /* The launcher runs in host 0: every daemon reaches it there. */
         char *pre[] = {(char *)emu_ip_path(), "netns", "exec",
-                       conf.hosts[0].netns};
-        for (size_t i = 0; i < sizeof(pre) / sizeof(pre[0]); i++)
-            push(av, &nav, pre[i]);
+                       j->conf.hosts[0].netns};
+        push_all(a, pre, sizeof(pre) / sizeof(pre[0]));
     }
-    if (mpich) {
-        /* Hydra passes the whole environment; name the ones we add. */
-        char *fixed[] = {"mpiexec.mpich", "-n", npbuf};
-        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-            push(av, &nav, fixed[i]);
-        if (emulated) {
-            /* UCX would use shared memory between ranks of one machine:
-             * TCP on the host's link only. */
-            char *emu[] = {"-f",
-                           hostfile,
-                           "-iface",
-                           "uplink",
-                           "-launcher",
-                           "rsh",
-                           "-launcher-exec",
-                           agent,
-                           "-genv",
-                           "UCX_TLS",
-                           "tcp,self",
-                           "-genv",
-                           "UCX_NET_DEVICES",
-                           "uplink"};
-            for (size_t i = 0; i < sizeof(emu) / sizeof(emu[0]); i++)
-                push(av, &nav, emu[i]);
-        }
-        if (preload) {
-            push(av, &nav, "-genv");
-            push(av, &nav, "LD_PRELOAD");
-            push(av, &nav, lib);
-        }
-        push(av, &nav, "-genv");
-        push(av, &nav, "INCOLL_FABRIC");
-        push(av, &nav, fabric);
-    } else {
-        char *fixed[] = {"mpirun",          "-n",        npbuf,
-                         "--oversubscribe", "--bind-to", "none",
-                         "--mca",           "btl",       "tcp,self"};
-        char *loop[] = {"--mca", "btl_tcp_if_include", "lo",
-                        "--mca", "oob_tcp_if_include", "lo"};
-        char *emu[] = {"--hostfile", hostfile, "--mca", "plm_rsh_agent", agent,
-                       "--mca", "plm_rsh_no_tree_spawn", "1", "--mca",
-                       "btl_tcp_if_include", EMU_NET_CIDR, "--mca",
-                       "oob_tcp_if_include", EMU_NET_CIDR,
-                       /* One slot per emulated host, so Open MPI would
-                        * spin without yielding; the hosts share this
-                        * machine's cores. */
-                       "--mca", "mpi_yield_when_idle", "1"};
-        for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-            push(av, &nav, fixed[i]);
-        if (emulated)
-            for (size_t i = 0; i < sizeof(emu) / sizeof(emu[0]); i++)
-                push(av, &nav, emu[i]);
-        else
-            for (size_t i = 0; i < sizeof(loop) / sizeof(loop[0]); i++)
-                push(av, &nav, loop[i]);
-        /* -x NAME=VALUE for the preload, so mpirun itself is not
-         * preloaded; -x NAME for every INCOLL_* variable. */
-        if (preload) {
-            envs[nenv] = malloc(strlen(lib) + 16);
-            if (envs[nenv]) {
-                sprintf(envs[nenv], "LD_PRELOAD=%s", lib);
-                push(av, &nav, "-x");
-                push(av, &nav, envs[nenv++]);
-            }
-        }
-        for (char **e = environ; *e && nenv < MPIRUN_MAX_ARGS - 1; e++) {
-            const char *eq = strchr(*e, '=');
-            if (strncmp(*e, "INCOLL_", 7) != 0 || eq == NULL)
-                continue;
-            envs[nenv] = strndup(*e, (size_t)(eq - *e));
-            if (envs[nenv] == NULL)
-                continue;
-            push(av, &nav, "-x");
-            push(av, &nav, envs[nenv++]);
-        }
-    }
-    for (int i = prog; i < argc; i++) {
-        if (push(av, &nav, argv[i]) != 0) {
+    if (o->mpich)
+        argv_mpich(o, j, a);
+    else
+        argv_openmpi(o, j, a);
+    for (int i = o->prog; i < argc; i++) {
+        if (push(a->av, &a->nav, argv[i]) != 0) {
             fprintf(stderr, "incoll mpirun: too many arguments\n");
-            ret = 2;
-            goto out_env;
+            return -1;
         }
     }
-    if (got_signal) {
-        ret = 128 + got_signal;
-        goto out_env;
-    }
-    ret = run_launcher(av, timeout_s, old_sigs);
-    if (stat && !got_signal) {
-        char *sargv[] = {"stat", "--fabric", fabric, NULL};
-        fflush(NULL);
-        if (cmd_stat(3, sargv) != 0)
-            fprintf(stderr, "incoll mpirun: incoll stat failed\n");
-    }
-out_env:
-    for (int i = 0; i < nenv; i++)
-        free(envs[i]);
-out:
-    if (have_conf)
-        fabric_conf_free(&conf);
+    return 0;
+}
+
+/* Undoes plan_job: the fabric made here, the scratch directory (unless
+ * --keep), the signal dispositions. */
+static void job_end(const mpirun_opts_t *o, mpirun_job_t *j)
+{
+    if (j->have_conf)
+        fabric_conf_free(&j->conf);
     fflush(NULL);
-    if (own)
-        own_fabric_down(fabric);
-    if (have_work) {
-        if (keep)
+    if (j->own)
+        own_fabric_down(j->fabric);
+    if (j->have_work) {
+        if (o->keep)
             fprintf(stderr, "incoll mpirun: scratch directory kept: %s\n",
-                    work);
+                    j->work);
         else
-            nftw(work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-        signals_restore(old_sigs);
+            nftw(j->work, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        signals_restore(j->old_sigs);
     }
+}
+
+int cmd_mpirun(int argc, char **argv)
+{
+    mpirun_opts_t o;
+    mpirun_job_t *j;
+    mpirun_argv_t *a;
+    int ret;
+
+    if (parse_opts(argc, argv, &o, &ret) != 0)
+        return ret;
+    if (find_lib(&o) != 0)
+        return 1;
+    j = calloc(1, sizeof(*j));
+    a = calloc(1, sizeof(*a));
+    if (j == NULL || a == NULL) {
+        fprintf(stderr, "incoll mpirun: out of memory\n");
+        free(j);
+        free(a);
+        return 1;
+    }
+    ret = plan_job(&o, j);
+    if (ret == 0 && build_argv(&o, j, argc, argv, a) != 0)
+        ret = 2;
+    if (ret == 0 && got_signal)
+        ret = 128 + got_signal;
+    if (ret == 0) {
+        ret = run_launcher(a->av, o.timeout_s, j->old_sigs);
+        if (o.stat && !got_signal) {
+            char *sargv[] = {"stat", "--fabric", j->fabric, NULL};
+            fflush(NULL);
+            if (cmd_stat(3, sargv) != 0)
+                fprintf(stderr, "incoll mpirun: incoll stat failed\n");
+        }
+    }
+    for (int i = 0; i < a->nenv; i++)
+        free(a->envs[i]);
+    job_end(&o, j);
+    free(j);
+    free(a);
     return ret;
 }

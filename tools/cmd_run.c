@@ -114,11 +114,27 @@ static int run_host_map(int n, int ppn, char **map_p)
     return 0;
 }
 
-static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
-                        const char *job, const char *gen, const run_mgr_t *m,
-                        const char *host_map, const char *netns,
-                        const sigset_t *oldmask, char **prog_argv)
+/* What the command line asks for. */
+typedef struct {
+    const char *fabric_arg;
+    int n, ppn, timeout_s, no_mgr, first, stride, placed;
+    int prog; /* argv index of the program */
+} run_opts_t;
+
+/* The job as planned: the fabric, what the ranks get, their ids. */
+typedef struct {
+    char fabric[PATH_MAX];
+    run_mgr_t m;
+    fabric_conf_t conf;
+    char *host_map; /* INCOLL_HOST_MAP without a manager and --ppn > 1 */
+    char job[32], gen[16];
+} run_plan_t;
+
+static pid_t spawn_rank(int rank, int size, int host, const run_plan_t *p,
+                        const char *netns, const sigset_t *oldmask,
+                        char **prog_argv)
 {
+    const run_mgr_t *m = &p->m;
     char text[32];
     pid_t pid, parent = getpid();
 
@@ -148,9 +164,9 @@ static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
     setenv("INCOLL_RANK", text, 1);
     snprintf(text, sizeof(text), "%d", size);
     setenv("INCOLL_SIZE", text, 1);
-    setenv("INCOLL_FABRIC", fabric, 1);
-    setenv("INCOLL_JOB", job, 1);
-    setenv("INCOLL_GEN", gen, 1);
+    setenv("INCOLL_FABRIC", p->fabric, 1);
+    setenv("INCOLL_JOB", p->job, 1);
+    setenv("INCOLL_GEN", p->gen, 1);
     if (m->mgr[0]) {
         setenv("INCOLL_MGR", m->mgr, 1);
         setenv("INCOLL_SECRET_FILE", m->secret, 1);
@@ -161,8 +177,8 @@ static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
          * fabric's secret, when it has one, still keys the world group's
          * packets (its ANs have it: docs/security.md). */
         unsetenv("INCOLL_MGR");
-        if (host_map)
-            setenv("INCOLL_HOST_MAP", host_map, 1);
+        if (p->host_map)
+            setenv("INCOLL_HOST_MAP", p->host_map, 1);
         else
             unsetenv("INCOLL_HOST_MAP");
         if (m->secret[0])
@@ -176,7 +192,9 @@ static pid_t spawn_rank(int rank, int size, int host, const char *fabric,
     _exit(127);
 }
 
-int cmd_run(int argc, char **argv)
+/* Parses argv into o. 0 to go on; else -1 with *exit_p the status (0
+ * after --help). */
+static int parse_opts(int argc, char **argv, run_opts_t *o, int *exit_p)
 {
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
@@ -188,158 +206,294 @@ int cmd_run(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *fabric_arg = NULL;
-    char fabric[PATH_MAX], conf_path[PATH_MAX + 16], err[512], why[256];
-    char job[32], gen[16];
-    int n = 0, opt, timeout_s = 600, running, ret = 0, sigfd, ppn = 1;
-    int stopping = 0, no_mgr = 0, have_conf, first = 0, stride = 1;
-    int placed = 0;
-    char *host_map = NULL;
-    run_mgr_t m;
-    uint64_t deadline, kill_at = 0;
-    rank_proc_t *ranks;
-    fabric_conf_t conf;
-    sigset_t mask, oldmask;
+    int opt;
+    char c;
 
+    memset(o, 0, sizeof(*o));
+    o->timeout_s = 600;
+    o->ppn = 1;
+    o->stride = 1;
+    *exit_p = 2;
     optind = 1;
     /* '+': options end at the program name, whose own options are its. */
     while ((opt = getopt_long(argc, argv, "+n:f:t:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'n':
-            n = atoi(optarg);
+            o->n = atoi(optarg);
             break;
         case 'f':
-            fabric_arg = optarg;
+            o->fabric_arg = optarg;
             break;
         case 't':
-            timeout_s = atoi(optarg);
+            o->timeout_s = atoi(optarg);
             break;
         case 'M':
-            no_mgr = 1;
+            o->no_mgr = 1;
             break;
         case 'p':
-            ppn = atoi(optarg);
+            o->ppn = atoi(optarg);
             break;
-        case 'P': {
-            char c;
-            if (sscanf(optarg, "%d:%d%c", &first, &stride, &c) != 2 ||
-                first < 0 || stride < 1) {
+        case 'P':
+            if (sscanf(optarg, "%d:%d%c", &o->first, &o->stride, &c) != 2 ||
+                o->first < 0 || o->stride < 1) {
                 fprintf(stderr,
                         "incoll run: --place wants FIRST:STRIDE, FIRST >= 0 "
                         "and STRIDE >= 1 (e.g. 1:4), not '%s'\n",
                         optarg);
-                return 2;
+                return -1;
             }
-            placed = 1;
+            o->placed = 1;
             break;
-        }
         case 'h':
             usage(stdout);
-            return 0;
+            *exit_p = 0;
+            return -1;
         default:
             usage(stderr);
-            return 2;
+            return -1;
         }
     }
-    if (n < 1 || fabric_arg == NULL || optind >= argc || timeout_s < 1 ||
-        ppn < 1) {
+    if (o->n < 1 || o->fabric_arg == NULL || optind >= argc ||
+        o->timeout_s < 1 || o->ppn < 1) {
         fprintf(stderr, "incoll run: need -n N>=1, --fabric DIR, --ppn "
                         "K>=1 and a program\n");
         usage(stderr);
-        return 2;
+        return -1;
     }
-    if (realpath(fabric_arg, fabric) == NULL) {
-        fprintf(stderr, "incoll run: fabric %s: %s\n", fabric_arg,
-                strerror(errno));
-        return 1;
-    }
-    memset(&m, 0, sizeof(m));
-    if (!no_mgr && mgr_fabric_managed(fabric)) {
-        if (mgr_fabric_env(fabric, m.mgr, sizeof(m.mgr), m.secret,
-                           sizeof(m.secret), err, sizeof(err)) != 0) {
-            fprintf(stderr, "incoll run: %s\n", err);
-            return 1;
-        }
-        m.nhosts = mgr_fabric_host_names(fabric, &m.hosts, err, sizeof(err));
-        if (m.nhosts < 1) {
-            fprintf(stderr, "incoll run: %s\n",
-                    m.nhosts < 0 ? err : "the topology has no hosts");
-            mgr_fabric_free_names(m.hosts, m.nhosts);
-            return 1;
-        }
-    }
-    if (no_mgr && mgr_fabric_managed(fabric)) {
-        /* Only the secret: the world group's keys are derived from it. */
-        if (mgr_fabric_env(fabric, m.mgr, sizeof(m.mgr), m.secret,
-                           sizeof(m.secret), err, sizeof(err)) != 0) {
-            fprintf(stderr, "incoll run: %s\n", err);
-            return 1;
-        }
-        m.mgr[0] = '\0';
-    }
-    snprintf(conf_path, sizeof(conf_path), "%s/fabric.conf", fabric);
-    memset(&conf, 0, sizeof(conf));
-    have_conf = access(conf_path, F_OK) == 0 || !m.mgr[0];
-    if (have_conf &&
-        fabric_conf_load(conf_path, &conf, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "incoll run: %s\n", err);
-        mgr_fabric_free_names(m.hosts, m.nhosts);
-        return 1;
-    }
-    if (!m.mgr[0] && placed) {
-        fprintf(stderr, "incoll run: --place needs a fabric with a manager "
-                        "(fabric.conf alone has one rank per host)\n");
-        fabric_conf_free(&conf);
-        mgr_fabric_free_names(m.hosts, m.nhosts);
-        return 1;
-    }
-    /* Without a manager rank r is fabric.conf's host r, or with --ppn K
-     * host r / K (INCOLL_HOST_MAP, src/host/rdv.c): every host needs a
-     * rank, and there is no host beyond fabric.conf's. */
-    if (!m.mgr[0] && (n + ppn - 1) / ppn != conf.nhosts) {
-        fprintf(stderr,
-                "incoll run: the fabric in %s has %d hosts but -n %d with "
-                "%d rank%s per host (--ppn) needs %d; without a manager "
-                "every host of fabric.conf needs a rank: run -n %d..%d\n",
-                fabric, conf.nhosts, n, ppn, ppn == 1 ? "" : "s",
-                (n + ppn - 1) / ppn, (conf.nhosts - 1) * ppn + 1,
-                conf.nhosts * ppn);
-        fabric_conf_free(&conf);
-        return 1;
-    }
-    if (!m.mgr[0] && ppn > 1 && run_host_map(n, ppn, &host_map) != 0) {
-        fprintf(stderr, "incoll run: out of memory\n");
-        fabric_conf_free(&conf);
-        return 1;
-    }
+    o->prog = optind;
+    return 0;
+}
 
-    /* The job id tells the ANs that a new job reuses the world group (its
-     * generation), so nothing of an earlier job on this fabric can reach
-     * this one. A caller's own INCOLL_JOB wins. */
+/* The manager's address and secret for the ranks (only the secret with
+ * --no-mgr: the world group's keys are derived from it), and the
+ * topology's hosts. 0, or -1 with the cause printed. */
+static int plan_mgr(const run_opts_t *o, run_plan_t *p)
+{
+    run_mgr_t *m = &p->m;
+    char err[512];
+
+    if (!mgr_fabric_managed(p->fabric))
+        return 0;
+    if (mgr_fabric_env(p->fabric, m->mgr, sizeof(m->mgr), m->secret,
+                       sizeof(m->secret), err, sizeof(err)) != 0) {
+        fprintf(stderr, "incoll run: %s\n", err);
+        return -1;
+    }
+    if (o->no_mgr) {
+        m->mgr[0] = '\0';
+        return 0;
+    }
+    m->nhosts = mgr_fabric_host_names(p->fabric, &m->hosts, err, sizeof(err));
+    if (m->nhosts < 1) {
+        fprintf(stderr, "incoll run: %s\n",
+                m->nhosts < 0 ? err : "the topology has no hosts");
+        return -1;
+    }
+    return 0;
+}
+
+/* The job id tells the ANs that a new job reuses the world group (its
+ * generation), so nothing of an earlier job on this fabric can reach this
+ * one; the generation orders jobs on the ANs: a newer one takes a group
+ * over at once. The wall clock in ms (mod 2^32) is newer for every later
+ * job. A caller's own INCOLL_JOB and INCOLL_GEN win. */
+static void plan_ids(run_plan_t *p)
+{
     if (setting_str(SETTING_JOB) != NULL)
-        snprintf(job, sizeof(job), "%s", setting_str(SETTING_JOB));
+        snprintf(p->job, sizeof(p->job), "%s", setting_str(SETTING_JOB));
     else
-        snprintf(job, sizeof(job), "run-%016llx",
+        snprintf(p->job, sizeof(p->job), "run-%016llx",
                  (unsigned long long)fabric_random64());
-    /* The generation orders jobs on the ANs: a newer one takes a group
-     * over at once. The wall clock in ms (mod 2^32) is newer for every
-     * later job. A caller's own INCOLL_GEN wins. */
     if (setting_str(SETTING_GEN) != NULL) {
-        snprintf(gen, sizeof(gen), "%s", setting_text(SETTING_GEN));
+        snprintf(p->gen, sizeof(p->gen), "%s", setting_text(SETTING_GEN));
     } else {
         struct timespec ts;
         uint32_t g;
         clock_gettime(CLOCK_REALTIME, &ts);
         g = (uint32_t)((uint64_t)ts.tv_sec * 1000 +
                        (uint64_t)ts.tv_nsec / 1000000);
-        snprintf(gen, sizeof(gen), "%u", g ? g : 1u);
+        snprintf(p->gen, sizeof(p->gen), "%u", g ? g : 1u);
     }
+}
 
-    ranks = calloc((size_t)n, sizeof(*ranks));
-    if (ranks == NULL) {
+/* Plans the job: the fabric, the manager's environment, fabric.conf
+ * (always without a manager) and the ids. 0, or -1 with the cause
+ * printed; plan_free undoes it either way. */
+static int plan_job(const run_opts_t *o, run_plan_t *p)
+{
+    char conf_path[PATH_MAX + 16], err[512];
+    const run_mgr_t *m = &p->m;
+
+    if (realpath(o->fabric_arg, p->fabric) == NULL) {
+        fprintf(stderr, "incoll run: fabric %s: %s\n", o->fabric_arg,
+                strerror(errno));
+        return -1;
+    }
+    if (plan_mgr(o, p) != 0)
+        return -1;
+    snprintf(conf_path, sizeof(conf_path), "%s/fabric.conf", p->fabric);
+    if ((access(conf_path, F_OK) == 0 || !m->mgr[0]) &&
+        fabric_conf_load(conf_path, &p->conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll run: %s\n", err);
+        return -1;
+    }
+    if (!m->mgr[0] && o->placed) {
+        fprintf(stderr, "incoll run: --place needs a fabric with a manager "
+                        "(fabric.conf alone has one rank per host)\n");
+        return -1;
+    }
+    /* Without a manager rank r is fabric.conf's host r, or with --ppn K
+     * host r / K (INCOLL_HOST_MAP, src/host/rdv.c): every host needs a
+     * rank, and there is no host beyond fabric.conf's. */
+    if (!m->mgr[0] && (o->n + o->ppn - 1) / o->ppn != p->conf.nhosts) {
+        fprintf(stderr,
+                "incoll run: the fabric in %s has %d hosts but -n %d with "
+                "%d rank%s per host (--ppn) needs %d; without a manager "
+                "every host of fabric.conf needs a rank: run -n %d..%d\n",
+                p->fabric, p->conf.nhosts, o->n, o->ppn, o->ppn == 1 ? "" : "s",
+                (o->n + o->ppn - 1) / o->ppn, (p->conf.nhosts - 1) * o->ppn + 1,
+                p->conf.nhosts * o->ppn);
+        return -1;
+    }
+    if (!m->mgr[0] && o->ppn > 1 &&
+        run_host_map(o->n, o->ppn, &p->host_map) != 0) {
         fprintf(stderr, "incoll run: out of memory\n");
-        fabric_conf_free(&conf);
-        mgr_fabric_free_names(m.hosts, m.nhosts);
+        return -1;
+    }
+    plan_ids(p);
+    return 0;
+}
+
+static void plan_free(run_plan_t *p)
+{
+    free(p->host_map);
+    fabric_conf_free(&p->conf);
+    mgr_fabric_free_names(p->m.hosts, p->m.nhosts);
+}
+
+/* The launcher's state while the ranks run. */
+typedef struct {
+    rank_proc_t *ranks;
+    int n, running, stopping, ret;
+    uint64_t kill_at;
+} run_job_t;
+
+/* Stops every rank (SIGTERM, SIGKILL after the grace) with ret as the
+ * job's status. */
+static void job_stop(run_job_t *j, int ret)
+{
+    j->ret = ret;
+    j->stopping = 1;
+    j->kill_at = now_ms() + RUN_KILL_GRACE_MS;
+    signal_all(j->ranks, j->n, SIGTERM);
+}
+
+/* Forks every rank: rank r is on host r / ppn (mod the hosts with a
+ * manager; moved by --place), in its namespace on an emulated fabric. */
+static void launch(const run_opts_t *o, const run_plan_t *p, run_job_t *j,
+                   const sigset_t *oldmask, char **prog_argv)
+{
+    for (int r = 0; r < o->n; r++) {
+        int host = o->first + r / o->ppn * o->stride;
+        j->ranks[r].pid = spawn_rank(
+            r, o->n, host, p,
+            p->conf.hosts ? p->conf.hosts[host % p->conf.nhosts].netns : "",
+            oldmask, prog_argv);
+        if (j->ranks[r].pid < 0) {
+            fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
+                    strerror(errno));
+            j->ranks[r].pid = 0;
+            job_stop(j, 1);
+            return;
+        }
+        j->running++;
+    }
+}
+
+/* Reaps the ranks that ended; the first to fail stops the others. */
+static void reap(run_job_t *j)
+{
+    char why[256];
+    pid_t pid;
+    int st;
+
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        int r;
+        for (r = 0; r < j->n && j->ranks[r].pid != pid; r++)
+            ;
+        if (r == j->n)
+            continue;
+        j->ranks[r].pid = 0;
+        j->ranks[r].status = st;
+        j->running--;
+        if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || j->stopping)
+            continue;
+        describe(r, st, why, sizeof(why));
+        fprintf(stderr, "incoll run: %s%s\n", why,
+                j->running ? "; stopping the other ranks" : "");
+        job_stop(j, WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+}
+
+/* Waits for every rank, in poll() on the signalfd: the time limit, a
+ * signal to us or a failed rank stops them all. */
+static void supervise(const run_opts_t *o, run_job_t *j, int sigfd)
+{
+    uint64_t deadline = now_ms() + (uint64_t)o->timeout_s * 1000;
+
+    while (j->running > 0) {
+        struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
+        uint64_t now = now_ms(), until = j->stopping ? j->kill_at : deadline;
+        struct signalfd_siginfo si;
+
+        if (now >= until) {
+            if (j->stopping) {
+                /* Grace is over: SIGKILL, then keep reaping. */
+                signal_all(j->ranks, j->n, SIGKILL);
+                j->kill_at = UINT64_MAX / 2;
+            } else {
+                fprintf(stderr,
+                        "incoll run: timed out after %d s; stopping "
+                        "%d rank%s\n",
+                        o->timeout_s, j->running, j->running == 1 ? "" : "s");
+                job_stop(j, RUN_EXIT_TIMEOUT);
+            }
+            continue;
+        }
+        if (poll(&pfd, 1, (int)(until - now > 60000 ? 60000 : until - now)) <=
+            0)
+            continue;
+        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            if (si.ssi_signo == SIGCHLD || j->stopping)
+                continue;
+            fprintf(stderr, "incoll run: got signal %u; stopping the ranks\n",
+                    si.ssi_signo);
+            job_stop(j, 128 + (int)si.ssi_signo);
+        }
+        reap(j);
+    }
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts_t o;
+    run_plan_t p;
+    run_job_t j = {0};
+    sigset_t mask, oldmask;
+    int sigfd, ret;
+
+    if (parse_opts(argc, argv, &o, &ret) != 0)
+        return ret;
+    memset(&p, 0, sizeof(p));
+    if (plan_job(&o, &p) != 0) {
+        plan_free(&p);
+        return 1;
+    }
+    j.n = o.n;
+    j.ranks = calloc((size_t)o.n, sizeof(*j.ranks));
+    if (j.ranks == NULL) {
+        fprintf(stderr, "incoll run: out of memory\n");
+        plan_free(&p);
         return 1;
     }
     sigemptyset(&mask);
@@ -352,96 +506,14 @@ int cmd_run(int argc, char **argv)
     if (sigfd < 0) {
         fprintf(stderr, "incoll run: cannot create a signalfd: %s\n",
                 strerror(errno));
-        ret = 1;
-        goto out_mask;
+        j.ret = 1;
+    } else {
+        launch(&o, &p, &j, &oldmask, argv + o.prog);
+        supervise(&o, &j, sigfd);
+        close(sigfd);
     }
-
-    running = 0;
-    for (int r = 0; r < n; r++) {
-        /* Rank r is on host r / ppn (mod the hosts with a manager; moved
-         * by --place), in its namespace on an emulated fabric. */
-        int host = first + r / ppn * stride;
-        ranks[r].pid =
-            spawn_rank(r, n, host, fabric, job, gen, &m, host_map,
-                       conf.hosts ? conf.hosts[host % conf.nhosts].netns : "",
-                       &oldmask, argv + optind);
-        if (ranks[r].pid < 0) {
-            fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
-                    strerror(errno));
-            ranks[r].pid = 0;
-            ret = 1;
-            stopping = 1;
-            kill_at = now_ms() + RUN_KILL_GRACE_MS;
-            signal_all(ranks, n, SIGTERM);
-            break;
-        }
-        running++;
-    }
-
-    deadline = now_ms() + (uint64_t)timeout_s * 1000;
-    while (running > 0) {
-        struct pollfd pfd = {.fd = sigfd, .events = POLLIN};
-        uint64_t now = now_ms(), until = stopping ? kill_at : deadline;
-        struct signalfd_siginfo si;
-        pid_t pid;
-        int st;
-
-        if (now >= until) {
-            if (stopping) {
-                /* Grace is over: SIGKILL, then keep reaping. */
-                signal_all(ranks, n, SIGKILL);
-                kill_at = UINT64_MAX / 2;
-            } else {
-                fprintf(stderr,
-                        "incoll run: timed out after %d s; stopping "
-                        "%d rank%s\n",
-                        timeout_s, running, running == 1 ? "" : "s");
-                ret = RUN_EXIT_TIMEOUT;
-                stopping = 1;
-                kill_at = now + RUN_KILL_GRACE_MS;
-                signal_all(ranks, n, SIGTERM);
-            }
-            continue;
-        }
-        if (poll(&pfd, 1, (int)(until - now > 60000 ? 60000 : until - now)) <=
-            0)
-            continue;
-        while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-            if (si.ssi_signo == SIGCHLD || stopping)
-                continue;
-            fprintf(stderr, "incoll run: got signal %u; stopping the ranks\n",
-                    si.ssi_signo);
-            ret = 128 + (int)si.ssi_signo;
-            stopping = 1;
-            kill_at = now_ms() + RUN_KILL_GRACE_MS;
-            signal_all(ranks, n, SIGTERM);
-        }
-        while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-            int r;
-            for (r = 0; r < n && ranks[r].pid != pid; r++)
-                ;
-            if (r == n)
-                continue;
-            ranks[r].pid = 0;
-            ranks[r].status = st;
-            running--;
-            if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || stopping)
-                continue;
-            describe(r, st, why, sizeof(why));
-            fprintf(stderr, "incoll run: %s%s\n", why,
-                    running ? "; stopping the other ranks" : "");
-            ret = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-            stopping = 1;
-            kill_at = now_ms() + RUN_KILL_GRACE_MS;
-            signal_all(ranks, n, SIGTERM);
-        }
-    }
-    close(sigfd);
-out_mask:
     sigprocmask(SIG_SETMASK, &oldmask, NULL);
-    free(host_map);
-    free(ranks);
-    fabric_conf_free(&conf);
-    mgr_fabric_free_names(m.hosts, m.nhosts);
-    return ret;
+    free(j.ranks);
+    plan_free(&p);
+    return j.ret;
 }

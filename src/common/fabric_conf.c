@@ -230,280 +230,329 @@ static incoll_status_t opt_netns(kvline_t *lx, char **f, int nf, char *buf)
 #define MAX_LINE 1023
 #define MAX_FILE (256u << 20)
 
+/* What fabric_conf_load keeps while it reads: names are resolved after the
+ * last record, so each AN's parent and each host's leaf is kept as text,
+ * with the line it came from for the messages. */
+typedef struct {
+    kvline_t lx;
+    fabric_conf_t *conf;
+    char (*parents)[FABRIC_NAME_MAX]; /* per AN */
+    char (*leaves)[FABRIC_NAME_MAX];  /* per host */
+    int *an_lines, *host_lines;
+    int seen_fabric, seen_group, cap_ans, nhosts_seen;
+    int fabric_line;
+} conf_parse_t;
+
+/* "fabric hosts= radix= levels= admin_key=": once, before any host. */
+static incoll_status_t parse_fabric(conf_parse_t *p, char **f, int nf)
+{
+    fabric_conf_t *conf = p->conf;
+    incoll_status_t status;
+    uint64_t v;
+
+    if (p->seen_fabric++)
+        return kvline_error(&p->lx, "second fabric record");
+    p->fabric_line = p->lx.line;
+    if ((status = need_u64(&p->lx, f, nf, "hosts", 1, 1000000, &v)))
+        return status;
+    conf->nhosts = (int)v;
+    if ((status = need_u64(&p->lx, f, nf, "radix", 2, AGG_RADIX_MAX, &v)))
+        return status;
+    conf->radix = (int)v;
+    if ((status = need_u64(&p->lx, f, nf, "levels", 1, 16, &v)))
+        return status;
+    conf->levels = (int)v;
+    if ((status = need_u64(&p->lx, f, nf, "admin_key", 1, UINT64_MAX,
+                           &conf->admin_key)))
+        return status;
+    conf->hosts = calloc((size_t)conf->nhosts, sizeof(*conf->hosts));
+    p->leaves = calloc((size_t)conf->nhosts, sizeof(*p->leaves));
+    p->host_lines = calloc((size_t)conf->nhosts, sizeof(*p->host_lines));
+    if (!conf->hosts || !p->leaves || !p->host_lines)
+        return kvline_error(&p->lx, "out of memory");
+    return INCOLL_OK;
+}
+
+/* Room for one more AN in conf->ans and the parse's per-AN arrays. */
+static incoll_status_t grow_ans(conf_parse_t *p)
+{
+    fabric_conf_t *conf = p->conf;
+    int ncap;
+    void *na, *np, *nl;
+
+    if (conf->nans < p->cap_ans)
+        return INCOLL_OK;
+    ncap = p->cap_ans ? 2 * p->cap_ans : 16;
+    na = realloc(conf->ans, (size_t)ncap * sizeof(*conf->ans));
+    if (na)
+        conf->ans = na;
+    np = realloc(p->parents, (size_t)ncap * sizeof(*p->parents));
+    if (np)
+        p->parents = np;
+    nl = realloc(p->an_lines, (size_t)ncap * sizeof(*p->an_lines));
+    if (nl)
+        p->an_lines = nl;
+    if (!na || !np || !nl)
+        return kvline_error(&p->lx, "out of memory");
+    p->cap_ans = ncap;
+    return INCOLL_OK;
+}
+
+/* "an name= level= addr= parent= [netns=]". */
+static incoll_status_t parse_an(conf_parse_t *p, char **f, int nf)
+{
+    fabric_conf_t *conf = p->conf;
+    const char *name = kvline_get(f, nf, 1, "name");
+    const char *addr = kvline_get(f, nf, 1, "addr");
+    const char *parent = kvline_get(f, nf, 1, "parent");
+    incoll_status_t status;
+    fabric_an_t *a;
+    uint64_t v;
+
+    if (!name || !*name || strlen(name) >= FABRIC_NAME_MAX)
+        return kvline_error(&p->lx, "an record needs name= of 1..%d characters",
+                            FABRIC_NAME_MAX - 1);
+    if (fabric_conf_find_an(conf, name) >= 0)
+        return kvline_error(&p->lx, "duplicate an name '%s'", name);
+    if ((status = grow_ans(p)))
+        return status;
+    a = &conf->ans[conf->nans];
+    memset(a, 0, sizeof(*a));
+    snprintf(a->name, FABRIC_NAME_MAX, "%s", name);
+    if ((status = need_u64(&p->lx, f, nf, "level", 1, 16, &v)))
+        return status;
+    a->level = (int)v;
+    if (addr == NULL || wire_ep_parse(addr, &a->addr) != INCOLL_OK)
+        return kvline_error(
+            &p->lx, "an %s: bad or missing addr= (want a.b.c.d:port)", name);
+    /* Hosts and parents know an AN by its address alone. */
+    for (int i = 0; i < conf->nans; i++)
+        if (conf->ans[i].addr == a->addr)
+            return kvline_error(&p->lx,
+                                "an %s: addr %s is also an %s's (line %d)",
+                                name, addr, conf->ans[i].name, p->an_lines[i]);
+    if (parent == NULL || strlen(parent) >= FABRIC_NAME_MAX)
+        return kvline_error(
+            &p->lx, "an %s: bad or missing parent= (a name or -)", name);
+    if ((status = opt_netns(&p->lx, f, nf, a->netns)))
+        return status;
+    snprintf(p->parents[conf->nans], FABRIC_NAME_MAX, "%s", parent);
+    p->an_lines[conf->nans] = p->lx.line;
+    conf->nans++;
+    return INCOLL_OK;
+}
+
+/* "host rank= leaf= addr=a.b.c.d[:port] [netns=]": after the fabric. */
+static incoll_status_t parse_host(conf_parse_t *p, char **f, int nf)
+{
+    fabric_conf_t *conf = p->conf;
+    const char *leaf = kvline_get(f, nf, 1, "leaf");
+    const char *addr = kvline_get(f, nf, 1, "addr");
+    incoll_status_t status;
+    struct in_addr in;
+    incoll_ep_t hep = 0;
+    uint64_t v;
+
+    if (!p->seen_fabric)
+        return kvline_error(&p->lx, "host record before the fabric record");
+    if ((status = need_u64(&p->lx, f, nf, "rank", 0, (uint64_t)conf->nhosts - 1,
+                           &v)))
+        return status;
+    if (p->host_lines[v])
+        return kvline_error(&p->lx,
+                            "rank %" PRIu64 " listed twice (also line %d)", v,
+                            p->host_lines[v]);
+    if (leaf == NULL || !*leaf || strlen(leaf) >= FABRIC_NAME_MAX)
+        return kvline_error(&p->lx,
+                            "host %" PRIu64 ": bad or missing leaf=", v);
+    if (addr != NULL && strchr(addr, ':') != NULL) {
+        if (wire_ep_parse(addr, &hep) != INCOLL_OK)
+            return kvline_error(
+                &p->lx,
+                "host %" PRIu64
+                ": bad addr= '%s' (want a.b.c.d or a.b.c.d:port)",
+                v, addr);
+        conf->hosts[v].ip = (uint32_t)(hep >> 16);
+        conf->hosts[v].port = (uint16_t)(hep & 0xffff);
+    } else if (addr == NULL || inet_pton(AF_INET, addr, &in) != 1) {
+        return kvline_error(
+            &p->lx,
+            "host %" PRIu64
+            ": bad or missing addr= (want a.b.c.d or a.b.c.d:port)",
+            v);
+    } else {
+        conf->hosts[v].ip = ntohl(in.s_addr);
+    }
+    if ((status = opt_netns(&p->lx, f, nf, conf->hosts[v].netns)))
+        return status;
+    snprintf(p->leaves[v], FABRIC_NAME_MAX, "%s", leaf);
+    p->host_lines[v] = p->lx.line;
+    p->nhosts_seen++;
+    return INCOLL_OK;
+}
+
+/* "group id= key= slots= payload=": the world group, once. */
+static incoll_status_t parse_group(conf_parse_t *p, char **f, int nf)
+{
+    fabric_conf_t *conf = p->conf;
+    incoll_status_t status;
+    uint64_t v;
+
+    if (p->seen_group++)
+        return kvline_error(&p->lx, "second group record");
+    if ((status = need_u64(&p->lx, f, nf, "id", 1, UINT32_MAX, &v)))
+        return status;
+    conf->group_id = (uint32_t)v;
+    if ((status =
+             need_u64(&p->lx, f, nf, "key", 1, UINT64_MAX, &conf->group_key)))
+        return status;
+    if ((status = need_u64(&p->lx, f, nf, "slots", 1, 65535, &v)))
+        return status;
+    conf->slots = (uint32_t)v;
+    if ((status = need_u64(&p->lx, f, nf, "payload", 8, WIRE_MAX_PAYLOAD, &v)))
+        return status;
+    conf->payload = (uint32_t)v;
+    return INCOLL_OK;
+}
+
+static const struct {
+    const char *kind;
+    incoll_status_t (*parse)(conf_parse_t *p, char **f, int nf);
+} record_kinds[] = {
+    {"fabric", parse_fabric},
+    {"an", parse_an},
+    {"host", parse_host},
+    {"group", parse_group},
+};
+
+/* One record: every field key=value, then its kind's parser. */
+static incoll_status_t parse_record(conf_parse_t *p, char **f, int nf)
+{
+    for (int i = 1; i < nf; i++)
+        if (strchr(f[i], '=') == NULL)
+            return kvline_error(&p->lx, "field '%s' is not key=value", f[i]);
+    for (size_t k = 0; k < sizeof(record_kinds) / sizeof(record_kinds[0]); k++)
+        if (strcmp(f[0], record_kinds[k].kind) == 0)
+            return record_kinds[k].parse(p, f, nf);
+    return kvline_error(
+        &p->lx, "unknown record '%s' (want fabric, an, host or group)", f[0]);
+}
+
+/* After the last record: each AN's parent and each host's leaf named by
+ * an AN, parents above their children. */
+static incoll_status_t resolve_names(conf_parse_t *p)
+{
+    fabric_conf_t *conf = p->conf;
+
+    for (int i = 0; i < conf->nans; i++) {
+        fabric_an_t *a = &conf->ans[i];
+        p->lx.line = p->an_lines[i];
+        if (strcmp(p->parents[i], "-") == 0) {
+            a->parent = -1;
+            continue;
+        }
+        a->parent = fabric_conf_find_an(conf, p->parents[i]);
+        if (a->parent < 0)
+            return kvline_error(&p->lx, "an %s: unknown parent '%s'", a->name,
+                                p->parents[i]);
+        if (conf->ans[a->parent].level <= a->level)
+            return kvline_error(&p->lx,
+                                "an %s: parent %s must be on a higher level",
+                                a->name, p->parents[i]);
+    }
+    for (int r = 0; r < conf->nhosts; r++) {
+        p->lx.line = p->host_lines[r];
+        conf->hosts[r].leaf = fabric_conf_find_an(conf, p->leaves[r]);
+        if (conf->hosts[r].leaf < 0)
+            return kvline_error(&p->lx, "host %d: unknown leaf '%s'", r,
+                                p->leaves[r]);
+    }
+    return INCOLL_OK;
+}
+
+/* The tree as a whole: one root, on the fabric's top level, no AN above
+ * that level, every AN with 1..AGG_RADIX_MAX children. */
+static incoll_status_t check_tree(conf_parse_t *p)
+{
+    fabric_conf_t *conf = p->conf;
+    int roots = 0, root = -1;
+
+    for (int i = 0; i < conf->nans; i++) {
+        if (conf->ans[i].parent < 0) {
+            roots++;
+            root = i;
+        }
+        if (conf->ans[i].level > conf->levels) {
+            p->lx.line = p->an_lines[i];
+            return kvline_error(
+                &p->lx, "an %s: level %d is above the fabric's levels=%d",
+                conf->ans[i].name, conf->ans[i].level, conf->levels);
+        }
+    }
+    p->lx.line = p->fabric_line;
+    if (roots != 1)
+        return kvline_error(
+            &p->lx, "the world group needs exactly one root an, found %d",
+            roots);
+    if (conf->ans[root].level != conf->levels)
+        return kvline_error(&p->lx,
+                            "the fabric record says levels=%d but the root an "
+                            "%s is on level %d",
+                            conf->levels, conf->ans[root].name,
+                            conf->ans[root].level);
+    for (int i = 0; i < conf->nans; i++) {
+        int n = fabric_conf_children(conf, i, NULL, NULL, 0);
+        p->lx.line = p->an_lines[i];
+        if (n == 0)
+            return kvline_error(&p->lx, "an %s has no children",
+                                conf->ans[i].name);
+        if (n > AGG_RADIX_MAX)
+            return kvline_error(&p->lx, "an %s has %d children (at most %d)",
+                                conf->ans[i].name, n, AGG_RADIX_MAX);
+    }
+    return INCOLL_OK;
+}
+
 incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
                                  char *err, size_t errlen)
 {
-    kvline_t lx;
+    conf_parse_t p = {.conf = conf};
     char *text = NULL, *fields[MAX_FIELDS];
     size_t len;
-    char(*parents)[FABRIC_NAME_MAX] = NULL;
-    char(*leaves)[FABRIC_NAME_MAX] = NULL;
-    int *an_lines = NULL, *host_lines = NULL;
-    int seen_fabric = 0, seen_group = 0, cap_ans = 0, nhosts_seen = 0, nf, ret;
+    int nf, ret;
     incoll_status_t status;
 
     memset(conf, 0, sizeof(*conf));
     status = kvline_read_file(path, MAX_FILE, &text, &len, err, errlen);
     if (status != INCOLL_OK)
         return status;
-    status = kvline_init(&lx, path, text, len, MAX_LINE, err, errlen);
+    status = kvline_init(&p.lx, path, text, len, MAX_LINE, err, errlen);
     if (status != INCOLL_OK)
         goto out;
-    while ((ret = kvline_next(&lx, fields, MAX_FIELDS, &nf)) > 0) {
-        uint64_t v;
-
-        for (int i = 1; i < nf; i++) {
-            if (strchr(fields[i], '=') == NULL) {
-                status =
-                    kvline_error(&lx, "field '%s' is not key=value", fields[i]);
-                goto out;
-            }
-        }
-        if (strcmp(fields[0], "fabric") == 0) {
-            if (seen_fabric++) {
-                status = kvline_error(&lx, "second fabric record");
-                goto out;
-            }
-            if ((status = need_u64(&lx, fields, nf, "hosts", 1, 1000000, &v)))
-                goto out;
-            conf->nhosts = (int)v;
-            if ((status =
-                     need_u64(&lx, fields, nf, "radix", 2, AGG_RADIX_MAX, &v)))
-                goto out;
-            conf->radix = (int)v;
-            if ((status = need_u64(&lx, fields, nf, "levels", 1, 16, &v)))
-                goto out;
-            conf->levels = (int)v;
-            if ((status = need_u64(&lx, fields, nf, "admin_key", 1, UINT64_MAX,
-                                   &conf->admin_key)))
-                goto out;
-            conf->hosts = calloc((size_t)conf->nhosts, sizeof(*conf->hosts));
-            leaves = calloc((size_t)conf->nhosts, sizeof(*leaves));
-            host_lines = calloc((size_t)conf->nhosts, sizeof(*host_lines));
-            if (!conf->hosts || !leaves || !host_lines) {
-                status = kvline_error(&lx, "out of memory");
-                goto out;
-            }
-        } else if (strcmp(fields[0], "an") == 0) {
-            const char *name = kvline_get(fields, nf, 1, "name");
-            const char *addr = kvline_get(fields, nf, 1, "addr");
-            const char *parent = kvline_get(fields, nf, 1, "parent");
-            fabric_an_t *a;
-            if (!name || !*name || strlen(name) >= FABRIC_NAME_MAX) {
-                status = kvline_error(
-                    &lx, "an record needs name= of 1..%d characters",
-                    FABRIC_NAME_MAX - 1);
-                goto out;
-            }
-            if (fabric_conf_find_an(conf, name) >= 0) {
-                status = kvline_error(&lx, "duplicate an name '%s'", name);
-                goto out;
-            }
-            if (conf->nans == cap_ans) {
-                int ncap = cap_ans ? 2 * cap_ans : 16;
-                void *na =
-                    realloc(conf->ans, (size_t)ncap * sizeof(*conf->ans));
-                void *np = realloc(parents, (size_t)ncap * sizeof(*parents));
-                void *nl = realloc(an_lines, (size_t)ncap * sizeof(int));
-                if (na)
-                    conf->ans = na;
-                if (np)
-                    parents = np;
-                if (nl)
-                    an_lines = nl;
-                if (!na || !np || !nl) {
-                    status = kvline_error(&lx, "out of memory");
-                    goto out;
-                }
-                cap_ans = ncap;
-            }
-            a = &conf->ans[conf->nans];
-            memset(a, 0, sizeof(*a));
-            snprintf(a->name, FABRIC_NAME_MAX, "%s", name);
-            if ((status = need_u64(&lx, fields, nf, "level", 1, 16, &v)))
-                goto out;
-            a->level = (int)v;
-            if (addr == NULL || wire_ep_parse(addr, &a->addr) != INCOLL_OK) {
-                status = kvline_error(
-                    &lx, "an %s: bad or missing addr= (want a.b.c.d:port)",
-                    name);
-                goto out;
-            }
-            /* Hosts and parents know an AN by its address alone. */
-            for (int i = 0; i < conf->nans; i++) {
-                if (conf->ans[i].addr == a->addr) {
-                    status = kvline_error(
-                        &lx, "an %s: addr %s is also an %s's (line %d)", name,
-                        addr, conf->ans[i].name, an_lines[i]);
-                    goto out;
-                }
-            }
-            if (parent == NULL || strlen(parent) >= FABRIC_NAME_MAX) {
-                status = kvline_error(
-                    &lx, "an %s: bad or missing parent= (a name or -)", name);
-                goto out;
-            }
-            if ((status = opt_netns(&lx, fields, nf, a->netns)))
-                goto out;
-            snprintf(parents[conf->nans], FABRIC_NAME_MAX, "%s", parent);
-            an_lines[conf->nans] = lx.line;
-            conf->nans++;
-        } else if (strcmp(fields[0], "host") == 0) {
-            const char *leaf = kvline_get(fields, nf, 1, "leaf");
-            const char *addr = kvline_get(fields, nf, 1, "addr");
-            struct in_addr in;
-            incoll_ep_t hep = 0;
-            if (!seen_fabric) {
-                status =
-                    kvline_error(&lx, "host record before the fabric record");
-                goto out;
-            }
-            if ((status = need_u64(&lx, fields, nf, "rank", 0,
-                                   (uint64_t)conf->nhosts - 1, &v)))
-                goto out;
-            if (host_lines[v]) {
-                status = kvline_error(
-                    &lx, "rank %" PRIu64 " listed twice (also line %d)", v,
-                    host_lines[v]);
-                goto out;
-            }
-            if (leaf == NULL || !*leaf || strlen(leaf) >= FABRIC_NAME_MAX) {
-                status = kvline_error(
-                    &lx, "host %" PRIu64 ": bad or missing leaf=", v);
-                goto out;
-            }
-            if (addr != NULL && strchr(addr, ':') != NULL) {
-                if (wire_ep_parse(addr, &hep) != INCOLL_OK) {
-                    status = kvline_error(
-                        &lx,
-                        "host %" PRIu64
-                        ": bad addr= '%s' (want a.b.c.d or a.b.c.d:port)",
-                        v, addr);
-                    goto out;
-                }
-                conf->hosts[v].ip = (uint32_t)(hep >> 16);
-                conf->hosts[v].port = (uint16_t)(hep & 0xffff);
-            } else if (addr == NULL || inet_pton(AF_INET, addr, &in) != 1) {
-                status = kvline_error(
-                    &lx,
-                    "host %" PRIu64
-                    ": bad or missing addr= (want a.b.c.d or a.b.c.d:port)",
-                    v);
-                goto out;
-            } else {
-                conf->hosts[v].ip = ntohl(in.s_addr);
-            }
-            if ((status = opt_netns(&lx, fields, nf, conf->hosts[v].netns)))
-                goto out;
-            snprintf(leaves[v], FABRIC_NAME_MAX, "%s", leaf);
-            host_lines[v] = lx.line;
-            nhosts_seen++;
-        } else if (strcmp(fields[0], "group") == 0) {
-            if (seen_group++) {
-                status = kvline_error(&lx, "second group record");
-                goto out;
-            }
-            if ((status = need_u64(&lx, fields, nf, "id", 1, UINT32_MAX, &v)))
-                goto out;
-            conf->group_id = (uint32_t)v;
-            if ((status = need_u64(&lx, fields, nf, "key", 1, UINT64_MAX,
-                                   &conf->group_key)))
-                goto out;
-            if ((status = need_u64(&lx, fields, nf, "slots", 1, 65535, &v)))
-                goto out;
-            conf->slots = (uint32_t)v;
-            if ((status = need_u64(&lx, fields, nf, "payload", 8,
-                                   WIRE_MAX_PAYLOAD, &v)))
-                goto out;
-            conf->payload = (uint32_t)v;
-        } else {
-            status = kvline_error(
-                &lx, "unknown record '%s' (want fabric, an, host or group)",
-                fields[0]);
+    while ((ret = kvline_next(&p.lx, fields, MAX_FIELDS, &nf)) > 0)
+        if ((status = parse_record(&p, fields, nf)) != INCOLL_OK)
             goto out;
-        }
-    }
     if (ret < 0) {
         status = INCOLL_ERR_CONFIG;
         goto out;
     }
-    lx.line = 0;
-    if (!seen_fabric) {
-        status = kvline_error(&lx, "no fabric record");
-        goto out;
-    }
-    if (!seen_group) {
-        status = kvline_error(&lx, "no group record");
-        goto out;
-    }
-    if (nhosts_seen != conf->nhosts) {
-        status = kvline_error(&lx, "fabric has hosts=%d but %d host records",
-                              conf->nhosts, nhosts_seen);
-        goto out;
-    }
-    /* Resolve names now that every AN is known. */
-    for (int i = 0; i < conf->nans; i++) {
-        lx.line = an_lines[i];
-        if (strcmp(parents[i], "-") == 0) {
-            conf->ans[i].parent = -1;
-            continue;
-        }
-        conf->ans[i].parent = fabric_conf_find_an(conf, parents[i]);
-        if (conf->ans[i].parent < 0) {
-            status = kvline_error(&lx, "an %s: unknown parent '%s'",
-                                  conf->ans[i].name, parents[i]);
-            goto out;
-        }
-        if (conf->ans[conf->ans[i].parent].level <= conf->ans[i].level) {
-            status =
-                kvline_error(&lx, "an %s: parent %s must be on a higher level",
-                             conf->ans[i].name, parents[i]);
-            goto out;
-        }
-    }
-    for (int r = 0; r < conf->nhosts; r++) {
-        lx.line = host_lines[r];
-        conf->hosts[r].leaf = fabric_conf_find_an(conf, leaves[r]);
-        if (conf->hosts[r].leaf < 0) {
-            status =
-                kvline_error(&lx, "host %d: unknown leaf '%s'", r, leaves[r]);
-            goto out;
-        }
-    }
-    {
-        int roots = 0;
-        for (int i = 0; i < conf->nans; i++)
-            roots += conf->ans[i].parent < 0;
-        lx.line = 0;
-        if (roots != 1) {
-            status = kvline_error(
-                &lx, "the world group needs exactly one root an, found %d",
-                roots);
-            goto out;
-        }
-        for (int i = 0; i < conf->nans; i++) {
-            int n = fabric_conf_children(conf, i, NULL, NULL, 0);
-            if (n == 0) {
-                lx.line = an_lines[i];
-                status = kvline_error(&lx, "an %s has no children",
-                                      conf->ans[i].name);
-                goto out;
-            }
-            if (n > AGG_RADIX_MAX) {
-                lx.line = an_lines[i];
-                status = kvline_error(&lx, "an %s has %d children (at most %d)",
-                                      conf->ans[i].name, n, AGG_RADIX_MAX);
-                goto out;
-            }
-        }
-    }
+    p.lx.line = 0;
+    if (!p.seen_fabric)
+        status = kvline_error(&p.lx, "no fabric record");
+    else if (!p.seen_group)
+        status = kvline_error(&p.lx, "no group record");
+    else if (p.nhosts_seen != conf->nhosts)
+        status = kvline_error(&p.lx, "fabric has hosts=%d but %d host records",
+                              conf->nhosts, p.nhosts_seen);
+    else if ((status = resolve_names(&p)) == INCOLL_OK)
+        status = check_tree(&p);
 out:
-    kvline_done(&lx);
+    kvline_done(&p.lx);
     free(text);
-    free(parents);
-    free(leaves);
-    free(an_lines);
-    free(host_lines);
+    free(p.parents);
+    free(p.leaves);
+    free(p.an_lines);
+    free(p.host_lines);
     if (status != INCOLL_OK)
         fabric_conf_free(conf);
     return status;
