@@ -1381,9 +1381,9 @@ static int crowd(const char *name, int emfile)
     cpu0 = cpu_s(f.mgr);
     for (int r = 0; r < 4; r++)
         a.hosts[r] = r;
-    /* Its ranks wait in the listen queue behind the crowd, half a second
-     * per round of evictions; on a loaded machine a rank may need more
-     * than one try, so give them time (the default is 5 s). */
+    /* Its ranks take the places of the crowd's oldest connections (they
+     * share its address); on a loaded machine a rank may need more than
+     * one try, so give them time (integ_mgr_flood_* hold the default). */
     setenv("INCOLL_MGR_CONNECT_MS", "30000", 1);
     rc = job_start(&f, &a, args, "warn");
     unsetenv("INCOLL_MGR_CONNECT_MS");
@@ -1407,10 +1407,11 @@ static int crowd(const char *name, int emfile)
             CHECK(idle[i] >= 0);
             reopened++;
         }
+        /* A rank that exited stays a zombie (not running) for job_wait to
+         * reap with its status. */
         running = 0;
         for (int r = 0; r < 4; r++)
-            running +=
-                proc_running(a.pid[r]) && waitpid(a.pid[r], NULL, WNOHANG) == 0;
+            running += proc_running(a.pid[r]);
     } while ((running > 0 && now_s() - t0 < 60) || now_s() - t0 < 4);
     cpu = cpu_s(f.mgr) - cpu0;
     dt = now_s() - t0;
