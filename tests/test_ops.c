@@ -119,6 +119,17 @@ typedef struct {
     int mport;
 } fab_t;
 
+/* The fabric fab_up() brought up last, brought down by the test whatever
+ * its body returned. */
+static char last_fab[PATH_MAX];
+
+static void last_fab_down(void)
+{
+    if (last_fab[0])
+        test_fabric_down(last_fab);
+    last_fab[0] = '\0';
+}
+
 /* A managed fabric of 4 hosts (ANs root, l0, l1) with its metrics on
  * 127.0.0.1:mport. */
 static int fab_up(fab_t *f, const char *name)
@@ -128,6 +139,7 @@ static int fab_up(fab_t *f, const char *name)
     f->mport = free_tcp_port();
     CHECK(f->mport > 0);
     snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->mport);
+    snprintf(last_fab, sizeof(last_fab), "%s", f->dir);
     setenv("INCOLL_MGR_METRICS", addr, 1);
     CHECK(test_fabric_up(f->dir, 4, 2) == 0);
     unsetenv("INCOLL_MGR_METRICS");
@@ -312,7 +324,6 @@ static int prometheus_body(void)
     free(job.out);
     free(om);
     free(pr);
-    test_fabric_down(f.dir);
     return TEST_PASSED;
 }
 
@@ -327,6 +338,7 @@ TEST_LIMIT(integ_ops_prometheus, TEST_INTEG, 120)
                          "(scripts/install-deps.sh)");
     r = prometheus_body();
     stop_all();
+    last_fab_down();
     return r;
 }
 
@@ -511,7 +523,6 @@ static int load_body(void)
     }
     free(om);
     free(cli);
-    test_fabric_down(f.dir);
     return TEST_PASSED;
 }
 
@@ -523,6 +534,7 @@ TEST_LIMIT(integ_ops_metrics_load, TEST_INTEG, 120)
                          "(scripts/install-deps.sh)");
     r = load_body();
     stop_all();
+    last_fab_down();
     return r;
 }
 
