@@ -38,6 +38,8 @@
 #define ACCEPT_BATCH 128   /* connections accepted per loop turn */
 #define LISTEN_REST_MS 100 /* out of descriptors: rest the listener */
 #define MAX_OVER 16        /* addresses over their share, tracked */
+#define EVICT_RATE 4000    /* evictions a second, at most, on average */
+#define EVICT_BURST 512    /* ... and in a burst */
 #define RATE_MS 10000      /* hostile-traffic warnings: a burst per interval */
 #define TOOL_MAX_FRAME (64u << 10)
 #define HOST_MAX_FRAME (2u << 20)
@@ -102,7 +104,9 @@ struct mgr {
     uint32_t src_cap;
     uint32_t over[MAX_OVER]; /* addresses holding more than src_share */
     int nover;
-    uint64_t tx_queued; /* bytes queued to every peer */
+    uint64_t tx_queued;    /* bytes queued to every peer */
+    double evict_tokens;   /* evictions allowed now (a token bucket) */
+    uint64_t evict_refill; /* ms of the last refill */
     mgr_http_t *http;
     int spare_fd;           /* /dev/null, given up to shed a connection */
     int listen_resting;     /* the listener is out of the epoll set */
@@ -678,11 +682,15 @@ static void listener_wake(mgr_t *m)
  * Makes room for one more connection when the manager is at its bound of
  * connections or of unauthenticated ones: a connection that has not
  * authenticated gives its place (pick_victim), after what it sent is read
- * (it may be the handshake that lets it stay). Returns 1 when there is
- * room, 0 when every connection has authenticated (the listener then
- * rests until one goes).
+ * (it may be the handshake that lets it stay). Evictions are paced
+ * (EVICT_RATE a second, EVICT_BURST at once): a client that reopens its
+ * connections as soon as they are closed cannot make the manager spin,
+ * and newcomers wait meanwhile in the listen queue, which drains at that
+ * pace. Returns 1 when there is room, else 0 with *wait_p the ms until
+ * there may be (0: until a connection goes, every one having
+ * authenticated).
  */
-static int make_room(mgr_t *m)
+static int make_room(mgr_t *m, uint64_t *wait_p)
 {
     for (int tries = 0; tries < 16; tries++) {
         uint64_t now = now_ms();
@@ -694,12 +702,22 @@ static int make_room(mgr_t *m)
                       "at the limit of %d connections (RLIMIT_NOFILE), all "
                       "authenticated; new ones wait in the listen queue",
                       m->max_conns);
+            *wait_p = 0;
+            return 0;
+        }
+        m->evict_tokens += (double)(now - m->evict_refill) * EVICT_RATE / 1000;
+        if (m->evict_tokens > EVICT_BURST)
+            m->evict_tokens = EVICT_BURST;
+        m->evict_refill = now;
+        if (m->evict_tokens < 1) {
+            *wait_p = (uint64_t)((1 - m->evict_tokens) * 1000 / EVICT_RATE) + 1;
             return 0;
         }
         v = pick_victim(m);
         on_readable(m, v);
         if (v->dead || !v->unauth)
             continue; /* it went, or it authenticated: look again */
+        m->evict_tokens -= 1;
         m->ctr.conns_evicted++;
         rate_warn(&m->rl_conn,
                   "conn %u (%s): evicted after %" PRIu64 " ms without "
@@ -709,6 +727,7 @@ static int make_room(mgr_t *m)
                   m->nunauth, m->max_unauth);
         conn_kill(m, v, "evicted: not authenticated while the manager is full");
     }
+    *wait_p = 1;
     return m->nconns < m->max_conns && m->nunauth < m->max_unauth;
 }
 
@@ -758,9 +777,10 @@ static void on_accept(mgr_t *m)
         struct epoll_event ev;
         int one = 1;
         char ip[INET_ADDRSTRLEN];
+        uint64_t wait = 0;
 
-        if (!make_room(m)) {
-            listener_rest(m, 60000);
+        if (!make_room(m, &wait)) {
+            listener_rest(m, wait ? wait : 60000);
             return;
         }
         fd = accept4(m->lfd, (struct sockaddr *)&sa, &sl,
@@ -972,6 +992,8 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
     while (m->src_cap < 2 * (uint32_t)m->max_unauth + 2)
         m->src_cap *= 2;
     m->src = calloc(m->src_cap, sizeof(*m->src));
+    m->evict_tokens = EVICT_BURST;
+    m->evict_refill = now_ms();
     if (m->src == NULL) {
         snprintf(err, errlen, "out of memory");
         goto err;
