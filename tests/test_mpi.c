@@ -2083,6 +2083,7 @@ static const char *const conform_sections[] = {
     "zero nonblocking",
     "zero persistent",
     "order persistent",
+    "mix nonblocking",
     "mpi blocking",
     NULL};
 

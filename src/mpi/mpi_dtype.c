@@ -256,12 +256,12 @@ const mpi_pair_t *mpi_pair_find(MPI_Datatype dt)
 int mpi_op_map(MPI_Op op, incoll_op_t *iop_p)
 {
     static const incoll_op_t iops[] = {
-        INCOLL_OP_SUM,  INCOLL_OP_PROD, INCOLL_OP_MIN, INCOLL_OP_MAX,
+        INCOLL_OP_SUM,  INCOLL_OP_PROD, INCOLL_OP_MIN,  INCOLL_OP_MAX,
         INCOLL_OP_LAND, INCOLL_OP_LOR,  INCOLL_OP_LXOR, INCOLL_OP_BAND,
         INCOLL_OP_BOR,  INCOLL_OP_BXOR};
     /* Handles are not constant expressions in every MPI. */
-    const MPI_Op ops[] = {MPI_SUM,  MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
-                          MPI_LOR,  MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
+    const MPI_Op ops[] = {MPI_SUM, MPI_PROD, MPI_MIN,  MPI_MAX, MPI_LAND,
+                          MPI_LOR, MPI_LXOR, MPI_BAND, MPI_BOR, MPI_BXOR};
 
     for (size_t i = 0; i < sizeof(iops) / sizeof(iops[0]); i++) {
         if (ops[i] == op) {

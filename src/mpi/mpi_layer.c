@@ -7,9 +7,13 @@
  * Two rules keep every answer right:
  *  - A call is offloaded only when every rank of the communicator will
  *    offload it too. Whether a communicator is offloaded is agreed once,
- *    collectively, when its state is made; the per-call checks (datatype,
- *    op, size, collective enabled) depend only on arguments MPI requires to
- *    match on every rank and on knobs rank 0 broadcast at MPI_Init.
+ *    collectively, when its state is made; the per-call decision
+ *    (mpi_call_plan) depends only on what every rank knows alike: the
+ *    bytes of the type signature of the data-moving collectives, the
+ *    predefined datatype and op of the reductions, the root, and knobs
+ *    rank 0 broadcast at MPI_Init. Never on a rank's layout: a side that
+ *    libincoll cannot use where it is gets packed into, or unpacked from,
+ *    a buffer of the call (mpi_dtype.c), on that rank alone.
  *  - An offloaded call is one libincoll collective, and libincoll returns
  *    on every rank the right result once, or an error, in bounded time
  *    (after a failure its members agree among themselves on the recovery:

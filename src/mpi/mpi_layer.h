@@ -3,8 +3,12 @@
  * collectives on the incoll fabric. This header joins its parts:
  *
  *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
- *                  as an MPI attribute, the offload paths with their
- *                  collective fallback decision, statistics, cleanup.
+ *                  as an MPI attribute, the planning of a call (one
+ *                  decision on every rank, this rank's staging), the
+ *                  blocking offload paths, statistics, cleanup.
+ *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and
+ *                  what one side of a call is (signature bytes, dense or
+ *                  packed through a buffer of the call).
  *   mpi_wrap.c     the C entry points (MPI_Init ... MPI_Barrier).
  *   mpi_nb.c       the nonblocking and persistent collectives (generalized
  *                  requests, persistent receives the layer completes) and

@@ -29,8 +29,13 @@
  * INCOLL_PROGRESS_THREAD=1 libincoll progresses them in the background as
  * well, so that computation between the start and the wait overlaps.
  *
- * The decision to offload is the blocking form's (mpi_layer_nb_plan): the
- * same on every rank; a persistent request's is taken once, at init.
+ * The decision to offload is the blocking form's (mpi_call_plan): the
+ * same on every rank; a persistent request's is taken once, at init, and
+ * the request gets a libincoll communicator of its own, so that requests
+ * started in different orders on different ranks still match. Sides that
+ * are not dense are packed when a call is issued (persistent: at each
+ * start) and unpacked when it completes, with duplicates of their
+ * datatypes the layer keeps.
  * Errors are raised as the blocking forms raise them, and are the
  * request's MPI_ERROR (persistent: MPI_Wait's and MPI_Test's return
  * value).
@@ -243,16 +248,21 @@ static int slice_rec(nb_rec_t *r)
     return done;
 }
 
+/* A tag nobody is likely to wait for (MPI guarantees tags up to 32767). */
+#define PROGRESS_TAG 32761
+
 /* Lets the MPI library progress its own pending operations. Its
  * nonblocking collectives move only inside MPI calls of every rank: a
  * rank that blocked in libincoll alone could hold up another rank that
  * waits in MPI for one of them, while that rank's part of the layer's
  * request (which the one here waits for) comes only after it. An
- * MPI_Iprobe runs MPI's progress engine and takes no message. */
+ * MPI_Iprobe that finds nothing runs MPI's progress engine and takes no
+ * message; on MPI_COMM_WORLD, since MPICH's probe on MPI_COMM_SELF looks
+ * at that communicator alone. */
 static void mpi_progress(void)
 {
     int flag = 0;
-    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag,
+    PMPI_Iprobe(MPI_ANY_SOURCE, PROGRESS_TAG, MPI_COMM_WORLD, &flag,
                 MPI_STATUS_IGNORE);
 }
 

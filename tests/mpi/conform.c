@@ -17,7 +17,10 @@
  *  - datatypes (and a user op, which MPI runs) freed by the program while
  *    a nonblocking call or the last start of a persistent one is pending;
  *  - persistent requests started in a different order on odd and even
- *    ranks (MPI matches them by their initialization).
+ *    ranks (MPI matches them by their initialization);
+ *  - an MPI_Iallreduce (the layer's) waited for while another rank waits
+ *    in MPI for an MPI_Ialltoall (MPI's own) posted before it, and posts
+ *    its MPI_Iallreduce only after that.
  *
  * Each result is checked against its closed form over the whole buffer:
  * the ints a layout leaves out must still hold what the program put there.
@@ -66,13 +69,23 @@ typedef enum {
     S_BARRIER,
     S_ZERO,
     S_ORDER, /* persistent requests started out of order */
+    S_MIX,   /* the layer's and MPI's own nonblocking calls together */
     S_MPI,   /* calls the layer leaves to MPI */
     S_COUNT
 } section_t;
-static const char *const section_names[S_COUNT] = {
-    "bcast", "gather",         "scatter", "allgather",
-    "allreduce", "reduce",     "reduce_scatter_block",
-    "reduce_scatter", "barrier", "zero", "order", "mpi"};
+static const char *const section_names[S_COUNT] = {"bcast",
+                                                   "gather",
+                                                   "scatter",
+                                                   "allgather",
+                                                   "allreduce",
+                                                   "reduce",
+                                                   "reduce_scatter_block",
+                                                   "reduce_scatter",
+                                                   "barrier",
+                                                   "zero",
+                                                   "order",
+                                                   "mix",
+                                                   "mpi"};
 
 static int wrank;
 static long nchk[S_COUNT][F_COUNT];
@@ -336,11 +349,13 @@ static void do_gather(MPI_Comm comm, form_t f, int kr, int ko, int root,
 #ifdef P_INIT
     if (f == F_PERS) {
         if (isroot)
-            P_INIT(Gather)(sarg, scount, stype, rbuf, lr.count, lr.dt, root,
-                           comm, MPI_INFO_NULL, &req);
+            P_INIT(Gather)
+            (sarg, scount, stype, rbuf, lr.count, lr.dt, root, comm,
+             MPI_INFO_NULL, &req);
         else
-            P_INIT(Gather)(sarg, scount, stype, NULL, -1, MPI_DATATYPE_NULL,
-                           root, comm, MPI_INFO_NULL, &req);
+            P_INIT(Gather)
+            (sarg, scount, stype, NULL, -1, MPI_DATATYPE_NULL, root, comm,
+             MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -423,11 +438,13 @@ static void do_scatter(MPI_Comm comm, form_t f, int kr, int ko, int root,
 #ifdef P_INIT
     if (f == F_PERS) {
         if (isroot)
-            P_INIT(Scatter)(sbuf, ls.count, ls.dt, rarg, rcount, rtype, root,
-                            comm, MPI_INFO_NULL, &req);
+            P_INIT(Scatter)
+            (sbuf, ls.count, ls.dt, rarg, rcount, rtype, root, comm,
+             MPI_INFO_NULL, &req);
         else
-            P_INIT(Scatter)(NULL, -1, MPI_DATATYPE_NULL, rarg, rcount, rtype,
-                            root, comm, MPI_INFO_NULL, &req);
+            P_INIT(Scatter)
+            (NULL, -1, MPI_DATATYPE_NULL, rarg, rcount, rtype, root, comm,
+             MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -501,8 +518,8 @@ static void do_allgather(MPI_Comm comm, form_t f, const int *ks, const int *kr,
     stype = in_place ? MPI_DATATYPE_NULL : ls.dt;
 #ifdef P_INIT
     if (f == F_PERS) {
-        P_INIT(Allgather)(sarg, scount, stype, rbuf, lr.count, lr.dt, comm,
-                          MPI_INFO_NULL, &req);
+        P_INIT(Allgather)
+        (sarg, scount, stype, rbuf, lr.count, lr.dt, comm, MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -577,17 +594,17 @@ static void do_reduction(MPI_Comm comm, form_t f, red_t which, int root,
     if (f == F_PERS) {
         void *o = has_out ? out : NULL;
         if (which == R_ALLREDUCE)
-            P_INIT(Allreduce)(sarg, o, n, MPI_INT, MPI_SUM, comm,
-                              MPI_INFO_NULL, &req);
+            P_INIT(Allreduce)
+            (sarg, o, n, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
         else if (which == R_REDUCE)
-            P_INIT(Reduce)(sarg, o, n, MPI_INT, MPI_SUM, root, comm,
-                           MPI_INFO_NULL, &req);
+            P_INIT(Reduce)
+            (sarg, o, n, MPI_INT, MPI_SUM, root, comm, MPI_INFO_NULL, &req);
         else if (which == R_RSB)
-            P_INIT(Reduce_scatter_block)(sarg, o, BLK, MPI_INT, MPI_SUM, comm,
-                                         MPI_INFO_NULL, &req);
+            P_INIT(Reduce_scatter_block)
+            (sarg, o, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
         else
-            P_INIT(Reduce_scatter)(sarg, o, counts, MPI_INT, MPI_SUM, comm,
-                                   MPI_INFO_NULL, &req);
+            P_INIT(Reduce_scatter)
+            (sarg, o, counts, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -739,16 +756,20 @@ static void do_zero(MPI_Comm comm, form_t f)
 #ifdef P_INIT
         if (f == F_PERS) {
             P_INIT(Bcast)(buf, 4, empty, root, comm, MPI_INFO_NULL, &req[n++]);
-            P_INIT(Allreduce)(MPI_IN_PLACE, buf, 0, MPI_INT, MPI_SUM, comm,
-                              MPI_INFO_NULL, &req[n++]);
+            P_INIT(Allreduce)
+            (MPI_IN_PLACE, buf, 0, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
+             &req[n++]);
             if (rank == root)
-                P_INIT(Gather)(MPI_IN_PLACE, -1, MPI_DATATYPE_NULL, NULL, 0,
-                               MPI_BYTE, root, comm, MPI_INFO_NULL, &req[n++]);
+                P_INIT(Gather)
+                (MPI_IN_PLACE, -1, MPI_DATATYPE_NULL, NULL, 0, MPI_BYTE, root,
+                 comm, MPI_INFO_NULL, &req[n++]);
             else
-                P_INIT(Gather)(NULL, 0, MPI_BYTE, NULL, -1, MPI_DATATYPE_NULL,
-                               root, comm, MPI_INFO_NULL, &req[n++]);
-            P_INIT(Allgather)(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm,
-                              MPI_INFO_NULL, &req[n++]);
+                P_INIT(Gather)
+                (NULL, 0, MPI_BYTE, NULL, -1, MPI_DATATYPE_NULL, root, comm,
+                 MPI_INFO_NULL, &req[n++]);
+            P_INIT(Allgather)
+            (NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm, MPI_INFO_NULL,
+             &req[n++]);
             MPI_Startall(n, req);
         }
 #endif
@@ -762,8 +783,7 @@ static void do_zero(MPI_Comm comm, form_t f)
             else
                 MPI_Igather(NULL, 0, MPI_BYTE, NULL, -1, MPI_DATATYPE_NULL,
                             root, comm, &req[n++]);
-            MPI_Iallgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm,
-                           &req[n++]);
+            MPI_Iallgather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm, &req[n++]);
         }
         MPI_Type_free(&empty);
         MPI_Waitall(n, req, st);
@@ -809,10 +829,10 @@ static void do_pers_order(MPI_Comm comm)
     }
     P_INIT(Bcast)(bb, lb.count, lb.dt, root, comm, MPI_INFO_NULL, &req[0]);
     P_INIT(Barrier)(comm, MPI_INFO_NULL, &req[1]);
-    P_INIT(Allreduce)(ain, aout, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
-                      &req[2]);
-    P_INIT(Gather)(gs, BLK, MPI_INT, gb, lg.count, lg.dt, root, comm,
-                   MPI_INFO_NULL, &req[3]);
+    P_INIT(Allreduce)
+    (ain, aout, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req[2]);
+    P_INIT(Gather)
+    (gs, BLK, MPI_INT, gb, lg.count, lg.dt, root, comm, MPI_INFO_NULL, &req[3]);
     for (int r = 0; r < ROUNDS; r++) {
         for (int i = 0; i < span(&lb) + 4; i++)
             bb[i] = bw[i] = SENT;
@@ -839,13 +859,13 @@ static void do_pers_order(MPI_Comm comm)
             aw[i] = (int)s;
         }
         li.count = BLK;
-        same("persistent allreduce (started out of order)", comm, aout, aw,
-             &li, 1);
+        same("persistent allreduce (started out of order)", comm, aout, aw, &li,
+             1);
         if (rank == root) {
             for (int b = 0; b < size; b++)
                 put(&lg, gw, b, b, r + 1);
-            same("persistent gather (started out of order)", comm, gb, gw,
-                 &lg, size);
+            same("persistent gather (started out of order)", comm, gb, gw, &lg,
+                 size);
         }
     }
     for (int k = 0; k < NREQ; k++)
@@ -858,6 +878,64 @@ static void do_pers_order(MPI_Comm comm)
     free(gw);
 }
 #endif
+
+/*
+ * MPI's own nonblocking collective and the layer's on one communicator:
+ * every rank posts an MPI_Ialltoall (64 KiB to each rank: MPI moves it
+ * only inside MPI calls of both sides), then even ranks post an
+ * MPI_Iallreduce and wait for it first, odd ranks wait for the alltoall
+ * first and post the allreduce after. The even ranks' wait for the
+ * allreduce must let MPI progress the alltoall, or the odd ranks never
+ * post theirs.
+ */
+static void do_mix(MPI_Comm comm)
+{
+    enum { N = 16384 };
+    int rank, size, *sa, *ra, *rw, in[BLK], out[BLK + 4], want[BLK + 4];
+    layout_t la = {L_INT, MPI_INT, 0, 1}, lb = {L_INT, MPI_INT, BLK, 1};
+    MPI_Request x, y;
+
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    la.count = N * size;
+    sa = malloc(((size_t)N * size + 4) * sizeof(int));
+    ra = malloc(((size_t)N * size + 4) * sizeof(int));
+    rw = malloc(((size_t)N * size + 4) * sizeof(int));
+    if (!sa || !ra || !rw)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    for (int p = 0; p < size; p++)
+        for (int i = 0; i < N; i++) {
+            sa[p * N + i] = val(rank, i, p);
+            rw[p * N + i] = val(p, i, rank);
+        }
+    for (int i = 0; i < 4; i++)
+        ra[N * size + i] = rw[N * size + i] = SENT;
+    for (int i = 0; i < BLK; i++)
+        in[i] = val(rank, i, 9);
+    for (int i = 0; i < BLK + 4; i++)
+        out[i] = want[i] = SENT;
+    MPI_Ialltoall(sa, N, MPI_INT, ra, N, MPI_INT, comm, &x);
+    if (rank % 2 == 0) {
+        MPI_Iallreduce(in, out, BLK, MPI_INT, MPI_SUM, comm, &y);
+        MPI_Wait(&y, MPI_STATUS_IGNORE);
+        MPI_Wait(&x, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Wait(&x, MPI_STATUS_IGNORE);
+        MPI_Iallreduce(in, out, BLK, MPI_INT, MPI_SUM, comm, &y);
+        MPI_Wait(&y, MPI_STATUS_IGNORE);
+    }
+    for (int i = 0; i < BLK; i++) {
+        long sum = 0;
+        for (int p = 0; p < size; p++)
+            sum += val(p, i, 9);
+        want[i] = (int)sum;
+    }
+    same("iallreduce next to MPI's ialltoall", comm, out, want, &lb, 1);
+    same("MPI's ialltoall next to an iallreduce", comm, ra, rw, &la, 1);
+    free(sa);
+    free(ra);
+    free(rw);
+}
 
 /* ---- the run ---- */
 
@@ -934,6 +1012,8 @@ static void run_comm(MPI_Comm comm)
     if (section(S_ORDER, F_PERS))
         do_pers_order(comm);
 #endif
+    if (section(S_MIX, F_NB))
+        do_mix(comm);
     if (section(S_MPI, F_BLOCK))
         do_mpi_side(comm);
 }
