@@ -47,6 +47,17 @@
 #elif !defined(OPEN_MPI) && MPI_VERSION >= 4
 #define P_INIT(name) MPI_##name##_init
 #endif
+#ifdef P_INIT
+#define BCAST_INIT P_INIT(Bcast)
+#define GATHER_INIT P_INIT(Gather)
+#define SCATTER_INIT P_INIT(Scatter)
+#define ALLGATHER_INIT P_INIT(Allgather)
+#define ALLREDUCE_INIT P_INIT(Allreduce)
+#define REDUCE_INIT P_INIT(Reduce)
+#define RSB_INIT P_INIT(Reduce_scatter_block)
+#define RS_INIT P_INIT(Reduce_scatter)
+#define BARRIER_INIT P_INIT(Barrier)
+#endif
 
 #define BLK 6     /* ints in one rank's block */
 #define ROUNDS 3  /* starts of each persistent request */
@@ -291,7 +302,7 @@ static void do_bcast(MPI_Comm comm, form_t f, int kr, int ko, int root)
     want = buf_new(&l, 1);
 #ifdef P_INIT
     if (f == F_PERS) {
-        P_INIT(Bcast)(buf, l.count, l.dt, root, comm, MPI_INFO_NULL, &req);
+        BCAST_INIT(buf, l.count, l.dt, root, comm, MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -348,14 +359,13 @@ static void do_gather(MPI_Comm comm, form_t f, int kr, int ko, int root,
     stype = isroot && in_place ? MPI_DATATYPE_NULL : ls.dt;
 #ifdef P_INIT
     if (f == F_PERS) {
-        if (isroot)
-            P_INIT(Gather)
-            (sarg, scount, stype, rbuf, lr.count, lr.dt, root, comm,
-             MPI_INFO_NULL, &req);
-        else
-            P_INIT(Gather)
-            (sarg, scount, stype, NULL, -1, MPI_DATATYPE_NULL, root, comm,
-             MPI_INFO_NULL, &req);
+        if (isroot) {
+            GATHER_INIT(sarg, scount, stype, rbuf, lr.count, lr.dt, root, comm,
+                        MPI_INFO_NULL, &req);
+        } else {
+            GATHER_INIT(sarg, scount, stype, NULL, -1, MPI_DATATYPE_NULL, root,
+                        comm, MPI_INFO_NULL, &req);
+        }
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -437,14 +447,13 @@ static void do_scatter(MPI_Comm comm, form_t f, int kr, int ko, int root,
     rtype = isroot && in_place ? MPI_DATATYPE_NULL : lr.dt;
 #ifdef P_INIT
     if (f == F_PERS) {
-        if (isroot)
-            P_INIT(Scatter)
-            (sbuf, ls.count, ls.dt, rarg, rcount, rtype, root, comm,
-             MPI_INFO_NULL, &req);
-        else
-            P_INIT(Scatter)
-            (NULL, -1, MPI_DATATYPE_NULL, rarg, rcount, rtype, root, comm,
-             MPI_INFO_NULL, &req);
+        if (isroot) {
+            SCATTER_INIT(sbuf, ls.count, ls.dt, rarg, rcount, rtype, root, comm,
+                         MPI_INFO_NULL, &req);
+        } else {
+            SCATTER_INIT(NULL, -1, MPI_DATATYPE_NULL, rarg, rcount, rtype, root,
+                         comm, MPI_INFO_NULL, &req);
+        }
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -518,8 +527,8 @@ static void do_allgather(MPI_Comm comm, form_t f, const int *ks, const int *kr,
     stype = in_place ? MPI_DATATYPE_NULL : ls.dt;
 #ifdef P_INIT
     if (f == F_PERS) {
-        P_INIT(Allgather)
-        (sarg, scount, stype, rbuf, lr.count, lr.dt, comm, MPI_INFO_NULL, &req);
+        ALLGATHER_INIT(sarg, scount, stype, rbuf, lr.count, lr.dt, comm,
+                       MPI_INFO_NULL, &req);
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -593,18 +602,18 @@ static void do_reduction(MPI_Comm comm, form_t f, red_t which, int root,
 #ifdef P_INIT
     if (f == F_PERS) {
         void *o = has_out ? out : NULL;
-        if (which == R_ALLREDUCE)
-            P_INIT(Allreduce)
-            (sarg, o, n, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
-        else if (which == R_REDUCE)
-            P_INIT(Reduce)
-            (sarg, o, n, MPI_INT, MPI_SUM, root, comm, MPI_INFO_NULL, &req);
-        else if (which == R_RSB)
-            P_INIT(Reduce_scatter_block)
-            (sarg, o, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
-        else
-            P_INIT(Reduce_scatter)
-            (sarg, o, counts, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
+        if (which == R_ALLREDUCE) {
+            ALLREDUCE_INIT(sarg, o, n, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
+                           &req);
+        } else if (which == R_REDUCE)
+            REDUCE_INIT(sarg, o, n, MPI_INT, MPI_SUM, root, comm, MPI_INFO_NULL,
+                        &req);
+        else if (which == R_RSB) {
+            RSB_INIT(sarg, o, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req);
+        } else {
+            RS_INIT(sarg, o, counts, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
+                    &req);
+        }
     }
 #endif
     for (int r = 0; r < rounds; r++) {
@@ -755,21 +764,18 @@ static void do_zero(MPI_Comm comm, form_t f)
     } else {
 #ifdef P_INIT
         if (f == F_PERS) {
-            P_INIT(Bcast)(buf, 4, empty, root, comm, MPI_INFO_NULL, &req[n++]);
-            P_INIT(Allreduce)
-            (MPI_IN_PLACE, buf, 0, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
-             &req[n++]);
-            if (rank == root)
-                P_INIT(Gather)
-                (MPI_IN_PLACE, -1, MPI_DATATYPE_NULL, NULL, 0, MPI_BYTE, root,
-                 comm, MPI_INFO_NULL, &req[n++]);
-            else
-                P_INIT(Gather)
-                (NULL, 0, MPI_BYTE, NULL, -1, MPI_DATATYPE_NULL, root, comm,
-                 MPI_INFO_NULL, &req[n++]);
-            P_INIT(Allgather)
-            (NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm, MPI_INFO_NULL,
-             &req[n++]);
+            BCAST_INIT(buf, 4, empty, root, comm, MPI_INFO_NULL, &req[n++]);
+            ALLREDUCE_INIT(MPI_IN_PLACE, buf, 0, MPI_INT, MPI_SUM, comm,
+                           MPI_INFO_NULL, &req[n++]);
+            if (rank == root) {
+                GATHER_INIT(MPI_IN_PLACE, -1, MPI_DATATYPE_NULL, NULL, 0,
+                            MPI_BYTE, root, comm, MPI_INFO_NULL, &req[n++]);
+            } else {
+                GATHER_INIT(NULL, 0, MPI_BYTE, NULL, -1, MPI_DATATYPE_NULL,
+                            root, comm, MPI_INFO_NULL, &req[n++]);
+            }
+            ALLGATHER_INIT(NULL, 0, MPI_INT, NULL, 0, MPI_INT, comm,
+                           MPI_INFO_NULL, &req[n++]);
             MPI_Startall(n, req);
         }
 #endif
@@ -827,12 +833,12 @@ static void do_pers_order(MPI_Comm comm)
         gb = buf_new(&lg, size);
         gw = buf_new(&lg, size);
     }
-    P_INIT(Bcast)(bb, lb.count, lb.dt, root, comm, MPI_INFO_NULL, &req[0]);
-    P_INIT(Barrier)(comm, MPI_INFO_NULL, &req[1]);
-    P_INIT(Allreduce)
-    (ain, aout, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL, &req[2]);
-    P_INIT(Gather)
-    (gs, BLK, MPI_INT, gb, lg.count, lg.dt, root, comm, MPI_INFO_NULL, &req[3]);
+    BCAST_INIT(bb, lb.count, lb.dt, root, comm, MPI_INFO_NULL, &req[0]);
+    BARRIER_INIT(comm, MPI_INFO_NULL, &req[1]);
+    ALLREDUCE_INIT(ain, aout, BLK, MPI_INT, MPI_SUM, comm, MPI_INFO_NULL,
+                   &req[2]);
+    GATHER_INIT(gs, BLK, MPI_INT, gb, lg.count, lg.dt, root, comm,
+                MPI_INFO_NULL, &req[3]);
     for (int r = 0; r < ROUNDS; r++) {
         for (int i = 0; i < span(&lb) + 4; i++)
             bb[i] = bw[i] = SENT;
@@ -995,7 +1001,7 @@ static void run_comm(MPI_Comm comm)
                 MPI_Barrier(comm);
 #ifdef P_INIT
             if (f == F_PERS) {
-                P_INIT(Barrier)(comm, MPI_INFO_NULL, &req);
+                BARRIER_INIT(comm, MPI_INFO_NULL, &req);
                 for (int r = 0; r < ROUNDS; r++)
                     start_wait(&req, 0, NULL, NULL);
                 MPI_Request_free(&req);
