@@ -310,7 +310,7 @@ if [ "$layers" = "on off" ]; then
   echo "== entries whose verdict differs with and without the layer"
   awk -F'\t' '{ k = $1 "\t" $3 "\t" $4 "\t" $5; if ($2 == "on") on[k] = $6 "\t" $7; else off[k] = $6 }
     END { for (k in on) { split(on[k], a, "\t"); if (a[1] != off[k]) {
-            split(k, f, "\t"); printf "   %-8s %-20s %2s %-26s on: %s (%s), off: %s\n",
-            f[1], f[2], f[3], f[4], a[1], a[2], off[k] } } }' "$results" | sort
+            split(k, f, "\t"); printf "   %-8s %-20s %2s %-26s on: %s%s, off: %s\n",
+            f[1], f[2], f[3], f[4], a[1], a[2] == "" ? "" : " (" a[2] ")", off[k] } } }' "$results" | sort
 fi
 echo "results: $results; logs: $out/logs"

@@ -176,13 +176,6 @@ static struct {
     } * table;
     size_t table_cap; /* 0 or a power of two */
     size_t table_n;
-    /* Reused by every call: bcast's zeros (never written, so they stay
-     * zero) and the discarded results of reduce's non-roots and bcast's
-     * root. Grown, never shrunk: no allocation once the sizes repeat. */
-    void *zeros;
-    size_t zeros_len;
-    void *sink;
-    size_t sink_len;
     int errcode[ERRCODE_MAX];
     unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
     unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
