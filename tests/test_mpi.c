@@ -183,11 +183,50 @@ static int run_job(mpi_kind_t kind, int np, const char *prog, const char *args,
     return run_job_env(kind, np, prog, args, out, NULL);
 }
 
-/* One job of prog on its own fabric of np hosts: checks the program's
+/* prog on np ranks through `incoll mpirun --fabric dir`, which gives the
+ * ranks the fabric's manager: every communicator, and every persistent
+ * collective, can get a fabric group of its own. */
+static int run_mgr_job(mpi_kind_t kind, int np, const char *dir,
+                       const char *prog, const char *args, const char *out)
+{
+    char lib[PATH_MAX];
+    int rc;
+
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "timeout -k 5 150 '%s/incoll' mpirun -n %d --mpi %s --fabric '%s' "
+            "--timeout 120 -- '%s/%s' %s",
+            test_bindir(), np, kind == MPI_OMPI ? "openmpi" : "mpich", dir,
+            mpi_progdir, prog, args);
+    setenv("LD_PRELOAD", lib, 1);
+    return rc;
+}
+
+/*
+ * The tests of the layer's persistent collectives run through the
+ * fabric's manager, which gives each persistent request a group of its
+ * own. On this loaded 2-core machine an AN now and then goes unheard for
+ * over a second (the manager's default: 5 heartbeats of 200 ms), and the
+ * manager then fails every group on it, which is what failure tests are
+ * for, not these: their manager (started by test_fabric_up, which passes
+ * the environment on) waits 5 heartbeats of 2 s.
+ */
+static void mgr_patient(int on)
+{
+    if (on)
+        setenv("INCOLL_MGR_HEARTBEAT_MS", "2000", 1);
+    else
+        unsetenv("INCOLL_MGR_HEARTBEAT_MS");
+}
+
+/* One job of prog on its own fabric of np hosts (with_mgr: through its
+ * manager, else on fabric.conf's world group): checks the program's
  * verdict, that each listed collective was offloaded at least once, and
  * that the ANs reduced something. */
-static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
-                       const char *args, const char *const *colls)
+static int offload_job_on(mpi_kind_t kind, int np, int radix, const char *prog,
+                          const char *args, const char *const *colls,
+                          int with_mgr)
 {
     char dir[PATH_MAX], out[PATH_MAX + 16], stat_out[PATH_MAX + 16];
     char ok[64];
@@ -200,7 +239,8 @@ static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
     snprintf(stat_out, sizeof(stat_out), "%s.stat", dir);
     CHECK_EQ_INT(test_fabric_up(dir, np, radix), 0);
     job_env(kind, dir);
-    rc = run_job(kind, np, prog, args, out);
+    rc = with_mgr ? run_mgr_job(kind, np, dir, prog, args, out)
+                  : run_job(kind, np, prog, args, out);
     reductions = fabric_reductions(dir, stat_out);
     test_fabric_down(dir);
     text = slurp(out);
@@ -232,12 +272,18 @@ static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
     return ret;
 }
 
+static int offload_job(mpi_kind_t kind, int np, int radix, const char *prog,
+                       const char *args, const char *const *colls)
+{
+    return offload_job_on(kind, np, radix, prog, args, colls, 0);
+}
+
 static const char *const all_colls[] = {"allreduce", "reduce", "bcast",
                                         "barrier", NULL};
 
 /* Every collective, datatype and op on world, dup and odd-sized splits
- * (5 ranks: halves of 3 and 2) against PMPI_; a derived type, a user op
- * and MINLOC pass through. */
+ * (5 ranks: halves of 3 and 2) against PMPI_; a reduction on a derived
+ * type and a user op pass through, MINLOC is offloaded. */
 TEST(mpi_ompi_colls, TEST_INTEG)
 {
     const char *why = mpi_ready(MPI_OMPI, "colls");
@@ -256,7 +302,6 @@ TEST(mpi_ompi_colls, TEST_INTEG)
     text = slurp(out);
     CHECK_MSG(stat_of(text, "allreduce", "dtype") > 0, "%s", out);
     CHECK_MSG(stat_of(text, "allreduce", "op") > 0, "%s", out);
-    CHECK_MSG(stat_of(text, "bcast", "dtype") > 0, "%s", out);
     CHECK_MSG(strstr(text, "'MPI_COMM_WORLD' (first collective, 5 ranks): "
                            "offloaded"),
               "%s", out);
@@ -1804,7 +1849,9 @@ static int pcolls_job(mpi_kind_t kind, int np)
      * "no result from an"), so the job gets a longer limit. */
     setenv("INCOLL_TIMEOUT_MS", "30000", 1);
     setenv("INCOLL_RETRIES", "200", 1);
-    ret = offload_job(kind, np, 2, "pcolls", "", p_colls);
+    mgr_patient(1);
+    ret = offload_job_on(kind, np, 2, "pcolls", "", p_colls, 1);
+    mgr_patient(0);
     unsetenv("INCOLL_TIMEOUT_MS");
     unsetenv("INCOLL_RETRIES");
     if (ret != TEST_PASSED)
@@ -1889,7 +1936,8 @@ static const char *const f08_nb_colls[] = {"allreduce", "bcast",
  * Fortran wrappers offload and complete them. Then, Open MPI only,
  * tests/mpi/ompi/f_pcoll.f90: its MPIX_ persistent collectives from
  * Fortran, 20 starts each by Startall/Waitall and Start/Testany (compiled
- * here: MPICH has no MPIX_ names). And tests/mpi/f08_nb.f90 (`use
+ * here: MPICH has no MPIX_ names; through the fabric's manager, which
+ * gives each persistent request a group). And tests/mpi/f08_nb.f90 (`use
  * mpi_f08`, whose wait and test calls go to PMPI_ directly under both
  * MPIs). Every call offloaded, results right. */
 TEST(mpi_ompi_fortran_nb, TEST_INTEG)
@@ -1918,7 +1966,10 @@ TEST(mpi_ompi_fortran_nb, TEST_INTEG)
     }
     snprintf(saved, sizeof(saved), "%s", mpi_progdir);
     snprintf(mpi_progdir, sizeof(mpi_progdir), "%s", test_tmpdir());
-    ret = offload_job(MPI_OMPI, 3, 2, "f_pcoll", "", p_colls);
+    /* Persistent collectives get fabric groups of their own: a manager. */
+    mgr_patient(1);
+    ret = offload_job_on(MPI_OMPI, 3, 2, "f_pcoll", "", p_colls, 1);
+    mgr_patient(0);
     snprintf(mpi_progdir, sizeof(mpi_progdir), "%s", saved);
     if (ret == TEST_PASSED)
         ret = form_counts("f_pcoll", "persistent", 20);
@@ -1995,4 +2046,183 @@ TEST(mpi_mpich_env_untouched, TEST_INTEG)
     if (why)
         return test_skip("%s", why);
     return env_job(MPI_MPICH);
+}
+
+/* ---- conformance: tests/mpi/conform.c with the layer and without ---- */
+
+/* The sections conform.c must report with the layer (name form). */
+static const char *const conform_sections[] = {
+    "bcast blocking",
+    "bcast nonblocking",
+    "bcast persistent",
+    "gather blocking",
+    "gather nonblocking",
+    "gather persistent",
+    "scatter blocking",
+    "scatter nonblocking",
+    "scatter persistent",
+    "allgather blocking",
+    "allgather nonblocking",
+    "allgather persistent",
+    "allreduce blocking",
+    "allreduce nonblocking",
+    "allreduce persistent",
+    "reduce blocking",
+    "reduce nonblocking",
+    "reduce persistent",
+    "reduce_scatter_block blocking",
+    "reduce_scatter_block nonblocking",
+    "reduce_scatter_block persistent",
+    "reduce_scatter blocking",
+    "reduce_scatter nonblocking",
+    "reduce_scatter persistent",
+    "barrier blocking",
+    "barrier nonblocking",
+    "barrier persistent",
+    "zero blocking",
+    "zero nonblocking",
+    "zero persistent",
+    "order persistent",
+    "mix nonblocking",
+    "mpi blocking",
+    NULL};
+
+/* Every "conform: ..." section line of the run without the layer (off)
+ * must be in the run with it (on), and on must have every section. */
+static int conform_compare(const char *on, const char *off, const char *out_on,
+                           const char *out_off)
+{
+    int ret = TEST_PASSED, nsame = 0;
+
+    for (int i = 0; conform_sections[i]; i++) {
+        char key[96];
+        snprintf(key, sizeof(key), "conform: %s: ", conform_sections[i]);
+        if (!strstr(on, key)) {
+            fprintf(stderr, "    no '%s' line with the layer: %s\n",
+                    conform_sections[i], out_on);
+            ret = TEST_FAILED;
+        }
+    }
+    for (const char *p = off; (p = strstr(p, "conform: ")) != NULL; p++) {
+        const char *end = strchr(p, '\n');
+        char line[512];
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n >= sizeof(line) || !strstr(p, " checks digest") ||
+            (end && strstr(p, " checks digest") > end))
+            continue;
+        memcpy(line, p, n);
+        line[n] = '\0';
+        if (!strstr(on, line)) {
+            fprintf(stderr,
+                    "    without the layer '%s', not so with it:\n"
+                    "    %s\n    %s\n",
+                    line, out_off, out_on);
+            ret = TEST_FAILED;
+        }
+        nsame++;
+    }
+    if (nsame < 20) {
+        fprintf(stderr, "    only %d sections ran without the layer: %s\n",
+                nsame, out_off);
+        ret = TEST_FAILED;
+    }
+    return ret;
+}
+
+/*
+ * tests/mpi/conform.c on a fabric with a manager (`incoll mpirun
+ * --fabric`): every offloaded collective in its three forms with layouts
+ * that differ between the root and the others, MPI_IN_PLACE at the root
+ * with the ignored arguments -1 and MPI_DATATYPE_NULL, zero-byte calls,
+ * datatypes freed while pending, persistent requests started out of order.
+ * Run with the layer and without it (INCOLL_MPI_ENABLE=0; off_args leave
+ * out what the MPI's own implementation gets wrong): the same answers,
+ * section by section. With the layer, every collective ran on the fabric
+ * in each form and none went to MPI for its arguments or datatypes.
+ */
+static int conform_job(mpi_kind_t kind, int np, const char *off_args)
+{
+    static const char *const colls[] = {
+        "allreduce",      "reduce", "bcast",   "barrier",
+        "allgather",      "gather", "scatter", "reduce_scatter_block",
+        "reduce_scatter", NULL};
+    char dir[PATH_MAX], out_on[PATH_MAX + 16], out_off[PATH_MAX + 16];
+    char *on, *off;
+    int rc_on, rc_off, ret = TEST_PASSED;
+
+    snprintf(dir, sizeof(dir), "%s/fabric-conform", test_tmpdir());
+    snprintf(out_on, sizeof(out_on), "%s.on", dir);
+    snprintf(out_off, sizeof(out_off), "%s.off", dir);
+    mgr_patient(1);
+    rc_on = test_fabric_up(dir, np, 2);
+    mgr_patient(0);
+    CHECK_EQ_INT(rc_on, 0);
+    job_env(kind, dir);
+    rc_on = run_mgr_job(kind, np, dir, "conform", "", out_on);
+    setenv("INCOLL_MPI_ENABLE", "0", 1);
+    rc_off = run_mgr_job(kind, np, dir, "conform", off_args, out_off);
+    unsetenv("INCOLL_MPI_ENABLE");
+    test_fabric_down(dir);
+    on = slurp(out_on);
+    off = slurp(out_off);
+    if (rc_on != 0 || !strstr(on, "conform: ok")) {
+        fprintf(stderr, "    with the layer: exit %d:\n%.3000s\n", rc_on, on);
+        ret = TEST_FAILED;
+    }
+    if (rc_off != 0 || !strstr(off, "conform: ok")) {
+        fprintf(stderr, "    without the layer: exit %d:\n%.3000s\n", rc_off,
+                off);
+        ret = TEST_FAILED;
+    }
+    if (ret == TEST_PASSED)
+        ret = conform_compare(on, off, out_on, out_off);
+    for (int i = 0; ret == TEST_PASSED && colls[i]; i++) {
+        long offl = stat_of(on, colls[i], "offloaded");
+        long nb = stat_of(on, colls[i], "nb");
+        long pers = stat_of(on, colls[i], "persistent");
+        long args = stat_of(on, colls[i], "args");
+        long dtype = stat_of(on, colls[i], "dtype");
+        long errors = stat_of(on, colls[i], "errors");
+        long hosts = stat_of(on, colls[i], "hosts");
+        if (offl < 10 || nb < 2 || pers < 2 || args != 0 || dtype != 0 ||
+            errors != 0 || hosts != 0) {
+            fprintf(stderr,
+                    "    %s: offloaded=%ld (want >= 10) nb=%ld persistent=%ld "
+                    "(>= 2) args=%ld dtype=%ld errors=%ld hosts=%ld (0): %s\n",
+                    colls[i], offl, nb, pers, args, dtype, errors, hosts,
+                    out_on);
+            ret = TEST_FAILED;
+        }
+    }
+    for (int i = 0; ret == TEST_PASSED && colls[i]; i++) {
+        if (stat_of(off, colls[i], "offloaded") > 0) {
+            fprintf(stderr, "    %s offloaded with INCOLL_MPI_ENABLE=0: %s\n",
+                    colls[i], out_off);
+            ret = TEST_FAILED;
+        }
+    }
+    free(on);
+    free(off);
+    return ret;
+}
+
+TEST(mpi_ompi_conform, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "conform");
+    if (why)
+        return test_skip("%s", why);
+    return conform_job(MPI_OMPI, 4, "");
+}
+
+/* MPICH 4.0.2's own persistent gather gathers nothing and its persistent
+ * scatter ends in "Invalid communicator" (measured without the layer), so
+ * the run without the layer leaves those out. */
+TEST(mpi_mpich_conform, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_MPICH, "conform");
+    if (why)
+        return test_skip("%s", why);
+    return conform_job(MPI_MPICH, 3,
+                       "--skip gather:persistent --skip scatter:persistent "
+                       "--skip order:persistent");
 }

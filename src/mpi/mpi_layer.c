@@ -7,9 +7,13 @@
  * Two rules keep every answer right:
  *  - A call is offloaded only when every rank of the communicator will
  *    offload it too. Whether a communicator is offloaded is agreed once,
- *    collectively, when its state is made; the per-call checks (datatype,
- *    op, size, collective enabled) depend only on arguments MPI requires to
- *    match on every rank and on knobs rank 0 broadcast at MPI_Init.
+ *    collectively, when its state is made; the per-call decision
+ *    (mpi_call_plan) depends only on what every rank knows alike: the
+ *    bytes of the type signature of the data-moving collectives, the
+ *    predefined datatype and op of the reductions, the root, and knobs
+ *    rank 0 broadcast at MPI_Init. Never on a rank's layout: a side that
+ *    libincoll cannot use where it is gets packed into, or unpacked from,
+ *    a buffer of the call (mpi_dtype.c), on that rank alone.
  *  - An offloaded call is one libincoll collective, and libincoll returns
  *    on every rank the right result once, or an error, in bounded time
  *    (after a failure its members agree among themselves on the recovery:
@@ -90,38 +94,6 @@ static const char *const mpi_names[MPI_COLL_COUNT] = {
     "Allgather",     "Gather", "Scatter", "Reduce_scatter_block",
     "Reduce_scatter"};
 
-/* Datatype kinds, after MPI's groups of basic types (MPI 4.0, 6.9.2). */
-enum {
-    K_CINT = 1, /* C integer, signed: arithmetic, logical and bitwise ops */
-    K_CUINT,    /* C integer, unsigned */
-    K_FINT,     /* Fortran integer: arithmetic and bitwise ops */
-    K_FLOAT,    /* floating point: arithmetic ops */
-    K_BOOL,     /* C bool: logical ops */
-    K_BYTE,     /* MPI_BYTE: bitwise ops */
-    K_BCAST,    /* any other contiguous predefined type: broadcast only */
-};
-
-typedef struct {
-    MPI_Datatype dt;
-    int kind;
-    int size;
-    incoll_dtype_t idt; /* valid unless kind == K_BCAST */
-} dt_entry_t;
-
-#define DT_MAX 64
-
-/* MPI's pair types for MINLOC and MAXLOC (MPI 4.0, 6.9.4): a value and an
- * int index, laid out as the C struct {T value; int index;}. */
-typedef struct {
-    MPI_Datatype dt;
-    incoll_dtype_t vdt; /* the value's type in incoll */
-    int vsize;          /* bytes of the value */
-    size_t ioff;        /* offset of the index in a pair */
-    size_t extent;      /* bytes of one pair, padding included */
-} pair_entry_t;
-
-#define PAIR_MAX 8
-
 /* Knobs as rank 0 saw them; broadcast at MPI_Init so all ranks decide
  * alike. Plain integers and characters only: it travels as bytes. */
 typedef struct {
@@ -138,6 +110,25 @@ typedef struct {
     int32_t agree;
 } mpi_cfg_t;
 
+/*
+ * The libincoll communicators of a communicator's persistent collectives
+ * (persist_icomm): made collectively at an init, so slot i is the same
+ * communicator on every rank; kept when their request is freed and taken
+ * again by a later init (destroying one costs libincoll a linger of a
+ * few hundred milliseconds). Which are busy is each rank's own (a
+ * request is freed locally): an init takes the first slot free on every
+ * rank, agreed with one allreduce. When the MPI communicator goes, the
+ * idle ones go with it and the pool stays (orphan) until the last
+ * request using one of its slots is freed.
+ */
+#define POOL_MAX 64
+typedef struct {
+    incoll_comm_h ic[POOL_MAX];
+    uint64_t busy;
+    int n;
+    int orphan;
+} persist_pool_t;
+
 /* The state cached on each communicator the layer has looked at. */
 typedef struct comm_state {
     incoll_comm_h icomm; /* NULL when not offloaded */
@@ -150,9 +141,10 @@ typedef struct comm_state {
     int want_mpi;  /* this rank saw it leave: asks at the next barrier */
     int to_mpi;    /* all ranks agreed: small bcast and reduce go to MPI */
     char why[512]; /* why not offloaded (the manager's reason in it) */
-    void *scratch; /* saved inputs (INCOLL_MPI_AGREE=1), MINLOC pairs */
+    void *scratch; /* MINLOC/MAXLOC's values and indices */
     size_t scratch_len;
-    uint64_t key; /* the MPI_Comm handle, in the lookup table */
+    persist_pool_t *pool; /* persistent collectives' communicators */
+    uint64_t key;         /* the MPI_Comm handle, in the lookup table */
     struct comm_state *next;
     struct comm_state *prev;
 } comm_state_t;
@@ -176,10 +168,6 @@ static struct {
     int self_keyval; /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
     incoll_ctx_h ctx;
     incoll_comm_h world;
-    dt_entry_t dts[DT_MAX];
-    int ndts;
-    pair_entry_t pairs[PAIR_MAX];
-    int npairs;
     comm_state_t *states;
     /* MPI_Comm handle -> state, open addressing with linear probing:
      * the per-call lookup, O(1) and without an MPI call (the attribute
@@ -190,13 +178,6 @@ static struct {
     } * table;
     size_t table_cap; /* 0 or a power of two */
     size_t table_n;
-    /* Reused by every call: bcast's zeros (never written, so they stay
-     * zero) and the discarded results of reduce's non-roots and bcast's
-     * root. Grown, never shrunk: no allocation once the sizes repeat. */
-    void *zeros;
-    size_t zeros_len;
-    void *sink;
-    size_t sink_len;
     int errcode[ERRCODE_MAX];
     unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
     unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
@@ -404,256 +385,6 @@ static uint64_t job_from_env(void)
 }
 
 /* ------------------------------------------------------------------ */
-/* Datatypes and ops                                                   */
-
-static void dt_add(MPI_Datatype dt, int kind)
-{
-    dt_entry_t *e;
-    int size = 0;
-    MPI_Aint lb = 0, extent = 0;
-
-    if (dt == MPI_DATATYPE_NULL || L.ndts >= DT_MAX)
-        return;
-    for (int i = 0; i < L.ndts; i++)
-        if (L.dts[i].dt == dt)
-            return; /* an alias such as MPI_LONG_LONG_INT */
-    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0 ||
-        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS || lb != 0 ||
-        extent != size)
-        return;
-    e = &L.dts[L.ndts];
-    e->dt = dt;
-    e->kind = kind;
-    e->size = size;
-    e->idt = INCOLL_DTYPE_COUNT;
-    switch (kind) {
-    case K_CINT:
-    case K_FINT:
-        e->idt = size == 1   ? INCOLL_INT8
-                 : size == 2 ? INCOLL_INT16
-                 : size == 4 ? INCOLL_INT32
-                 : size == 8 ? INCOLL_INT64
-                             : INCOLL_DTYPE_COUNT;
-        break;
-    case K_CUINT:
-        e->idt = size == 1   ? INCOLL_UINT8
-                 : size == 2 ? INCOLL_UINT16
-                 : size == 4 ? INCOLL_UINT32
-                 : size == 8 ? INCOLL_UINT64
-                             : INCOLL_DTYPE_COUNT;
-        break;
-    case K_FLOAT:
-        e->idt = size == 4   ? INCOLL_FLOAT32
-                 : size == 8 ? INCOLL_FLOAT64
-                             : INCOLL_DTYPE_COUNT;
-        break;
-    case K_BOOL:
-    case K_BYTE:
-        e->idt = size == 1 ? INCOLL_UINT8 : INCOLL_DTYPE_COUNT;
-        break;
-    default:
-        break;
-    }
-    if (e->idt == INCOLL_DTYPE_COUNT)
-        e->kind = K_BCAST;
-    L.ndts++;
-}
-
-/* The predefined datatypes the layer knows, most used first. MPI_CHAR is
- * not a C integer for MPI's reductions (MPI 4.0, 6.9.2), so it is
- * broadcast only, as MPI_WCHAR and the Fortran non-numeric types are. */
-static void dt_table_build(void)
-{
-    L.ndts = 0;
-    dt_add(MPI_DOUBLE, K_FLOAT);
-    dt_add(MPI_INT, K_CINT);
-    dt_add(MPI_FLOAT, K_FLOAT);
-    dt_add(MPI_LONG, K_CINT);
-    dt_add(MPI_UNSIGNED, K_CUINT);
-    dt_add(MPI_UNSIGNED_LONG, K_CUINT);
-    dt_add(MPI_LONG_LONG, K_CINT);
-    dt_add(MPI_LONG_LONG_INT, K_CINT);
-    dt_add(MPI_UNSIGNED_LONG_LONG, K_CUINT);
-    dt_add(MPI_SHORT, K_CINT);
-    dt_add(MPI_UNSIGNED_SHORT, K_CUINT);
-    dt_add(MPI_SIGNED_CHAR, K_CINT);
-    dt_add(MPI_UNSIGNED_CHAR, K_CUINT);
-    dt_add(MPI_INT8_T, K_CINT);
-    dt_add(MPI_INT16_T, K_CINT);
-    dt_add(MPI_INT32_T, K_CINT);
-    dt_add(MPI_INT64_T, K_CINT);
-    dt_add(MPI_UINT8_T, K_CUINT);
-    dt_add(MPI_UINT16_T, K_CUINT);
-    dt_add(MPI_UINT32_T, K_CUINT);
-    dt_add(MPI_UINT64_T, K_CUINT);
-    dt_add(MPI_AINT, K_CINT);
-    dt_add(MPI_OFFSET, K_CINT);
-    dt_add(MPI_COUNT, K_CINT);
-    dt_add(MPI_C_BOOL, K_BOOL);
-    dt_add(MPI_BYTE, K_BYTE);
-    dt_add(MPI_INTEGER, K_FINT);
-    dt_add(MPI_REAL, K_FLOAT);
-    dt_add(MPI_DOUBLE_PRECISION, K_FLOAT);
-    /* MPICH defines the optional Fortran types as MPI_DATATYPE_NULL when
-     * the compiler lacks them: dt_add skips those. */
-    dt_add(MPI_INTEGER1, K_FINT);
-    dt_add(MPI_INTEGER2, K_FINT);
-    dt_add(MPI_INTEGER4, K_FINT);
-    dt_add(MPI_INTEGER8, K_FINT);
-    dt_add(MPI_REAL4, K_FLOAT);
-    dt_add(MPI_REAL8, K_FLOAT);
-    dt_add(MPI_CHAR, K_BCAST);
-    dt_add(MPI_WCHAR, K_BCAST);
-    dt_add(MPI_PACKED, K_BCAST);
-    dt_add(MPI_C_FLOAT_COMPLEX, K_BCAST);
-    dt_add(MPI_C_DOUBLE_COMPLEX, K_BCAST);
-    dt_add(MPI_LOGICAL, K_BCAST);
-    dt_add(MPI_CHARACTER, K_BCAST);
-    dt_add(MPI_COMPLEX, K_BCAST);
-    dt_add(MPI_DOUBLE_COMPLEX, K_BCAST);
-}
-
-static const dt_entry_t *dt_find(MPI_Datatype dt)
-{
-    for (int i = 0; i < L.ndts; i++)
-        if (L.dts[i].dt == dt)
-            return &L.dts[i];
-    return NULL;
-}
-
-/* The C layouts MPI defines for its pair types. */
-typedef struct {
-    int v, i;
-} pair_2int_t;
-typedef struct {
-    float v;
-    int i;
-} pair_float_int_t;
-typedef struct {
-    double v;
-    int i;
-} pair_double_int_t;
-typedef struct {
-    long v;
-    int i;
-} pair_long_int_t;
-typedef struct {
-    short v;
-    int i;
-} pair_short_int_t;
-
-/* Adds a pair type whose value is an incoll vdt of vsize bytes, if MPI
- * lays it out as the C struct (size without padding, extent with). */
-static void pair_add(MPI_Datatype dt, incoll_dtype_t vdt, int vsize,
-                     size_t ioff, size_t extent)
-{
-    MPI_Aint lb = 0, ext = 0;
-    int size = 0;
-
-    if (dt == MPI_DATATYPE_NULL || L.npairs >= PAIR_MAX ||
-        vdt == INCOLL_DTYPE_COUNT)
-        return;
-    if (PMPI_Type_size(dt, &size) != MPI_SUCCESS ||
-        size != vsize + (int)sizeof(int) ||
-        PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS || lb != 0 ||
-        (size_t)ext != extent)
-        return;
-    L.pairs[L.npairs++] = (pair_entry_t){dt, vdt, vsize, ioff, extent};
-}
-
-static incoll_dtype_t int_dtype(size_t size)
-{
-    return size == 2   ? INCOLL_INT16
-           : size == 4 ? INCOLL_INT32
-           : size == 8 ? INCOLL_INT64
-                       : INCOLL_DTYPE_COUNT;
-}
-
-#define PAIR_ADD(dt, type, vdt)                                                \
-    pair_add(dt, vdt, (int)sizeof(((type *)0)->v), offsetof(type, i),          \
-             sizeof(type))
-
-/* MPI_2INT, MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_LONG_INT, MPI_SHORT_INT.
- * (MPI_LONG_DOUBLE_INT and the Fortran pairs, whose index is of the
- * value's type, stay with MPI.) */
-static void pair_table_build(void)
-{
-    L.npairs = 0;
-    PAIR_ADD(MPI_2INT, pair_2int_t, int_dtype(sizeof(int)));
-    PAIR_ADD(MPI_FLOAT_INT, pair_float_int_t, INCOLL_FLOAT32);
-    PAIR_ADD(MPI_DOUBLE_INT, pair_double_int_t, INCOLL_FLOAT64);
-    PAIR_ADD(MPI_LONG_INT, pair_long_int_t, int_dtype(sizeof(long)));
-    PAIR_ADD(MPI_SHORT_INT, pair_short_int_t, int_dtype(sizeof(short)));
-}
-
-static const pair_entry_t *pair_find(MPI_Datatype dt)
-{
-    for (int i = 0; i < L.npairs; i++)
-        if (L.pairs[i].dt == dt)
-            return &L.pairs[i];
-    return NULL;
-}
-
-/* incoll's op for a predefined MPI op; 0 when there is none. */
-static int op_map(MPI_Op op, incoll_op_t *iop_p)
-{
-    static const struct {
-        int which;
-        incoll_op_t iop;
-    } ops[] = {{0, INCOLL_OP_SUM},  {1, INCOLL_OP_PROD}, {2, INCOLL_OP_MIN},
-               {3, INCOLL_OP_MAX},  {4, INCOLL_OP_LAND}, {5, INCOLL_OP_LOR},
-               {6, INCOLL_OP_LXOR}, {7, INCOLL_OP_BAND}, {8, INCOLL_OP_BOR},
-               {9, INCOLL_OP_BXOR}};
-    MPI_Op mpi_ops[10];
-
-    mpi_ops[0] = MPI_SUM;
-    mpi_ops[1] = MPI_PROD;
-    mpi_ops[2] = MPI_MIN;
-    mpi_ops[3] = MPI_MAX;
-    mpi_ops[4] = MPI_LAND;
-    mpi_ops[5] = MPI_LOR;
-    mpi_ops[6] = MPI_LXOR;
-    mpi_ops[7] = MPI_BAND;
-    mpi_ops[8] = MPI_BOR;
-    mpi_ops[9] = MPI_BXOR;
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        if (mpi_ops[ops[i].which] == op) {
-            *iop_p = ops[i].iop;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* 1 if MPI defines op on datatypes of this kind and incoll can do it. */
-static int op_applies(incoll_op_t iop, const dt_entry_t *e)
-{
-    int k = e->kind, ok;
-
-    switch (iop) {
-    case INCOLL_OP_SUM:
-    case INCOLL_OP_PROD:
-    case INCOLL_OP_MIN:
-    case INCOLL_OP_MAX:
-        ok = k == K_CINT || k == K_CUINT || k == K_FINT || k == K_FLOAT;
-        break;
-    case INCOLL_OP_LAND:
-    case INCOLL_OP_LOR:
-    case INCOLL_OP_LXOR:
-        ok = k == K_CINT || k == K_CUINT || k == K_BOOL;
-        break;
-    case INCOLL_OP_BAND:
-    case INCOLL_OP_BOR:
-    case INCOLL_OP_BXOR:
-        ok = k == K_CINT || k == K_CUINT || k == K_FINT || k == K_BYTE;
-        break;
-    default:
-        ok = 0;
-    }
-    return ok && incoll_op_valid(iop, e->idt);
-}
-
-/* ------------------------------------------------------------------ */
 /* Finalize and statistics                                             */
 
 static void stats_print(void)
@@ -737,6 +468,36 @@ static void atexit_cb(void)
     layer_end();
 }
 
+/* The MPI communicator of pool went: its idle libincoll communicators go
+ * now, the busy ones with their requests (pool_put). */
+static void pool_orphan(persist_pool_t *pool)
+{
+    if (pool == NULL)
+        return;
+    for (int i = 0; i < pool->n; i++) {
+        if (!(pool->busy & (1ull << i)) && pool->ic[i] && L.ctx)
+            incoll_comm_destroy(pool->ic[i]);
+        if (!(pool->busy & (1ull << i)))
+            pool->ic[i] = NULL;
+    }
+    pool->orphan = 1;
+    if (pool->busy == 0)
+        free(pool);
+}
+
+/* A persistent request gives slot back to pool (mpi_call_free). */
+static void pool_put(persist_pool_t *pool, int slot)
+{
+    pool->busy &= ~(1ull << slot);
+    if (!pool->orphan)
+        return;
+    if (pool->ic[slot] && L.ctx)
+        incoll_comm_destroy(pool->ic[slot]);
+    pool->ic[slot] = NULL;
+    if (pool->busy == 0)
+        free(pool);
+}
+
 static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     comm_state_t *st = attr;
@@ -752,6 +513,7 @@ static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
         table_del(st->key);
     if (st->owned && st->icomm && L.ctx)
         incoll_comm_destroy(st->icomm);
+    pool_orphan(st->pool);
     if (st->prev)
         st->prev->next = st->next;
     else
@@ -973,6 +735,9 @@ out:
     fabric_conf_free(&conf);
 }
 
+/* MPI_Pack gives a side's bytes as they are (mpi_dtype_init). */
+static int pack_ok;
+
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
@@ -988,6 +753,13 @@ static void incoll_up(int local_rank, int local_size)
 
     if (!L.cfg.enable) {
         snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
+        return;
+    }
+    if (!pack_ok) {
+        /* Every rank runs the same library: all find this alike. */
+        snprintf(L.why_off, sizeof(L.why_off),
+                 "this MPI's MPI_Pack does not give a datatype's bytes as "
+                 "they are, which the layer needs to stage buffers");
         return;
     }
     if ((fab == NULL || *fab == '\0') && (mgr == NULL || *mgr == '\0')) {
@@ -1212,8 +984,7 @@ void mpi_layer_bootstrap(int from_init)
     } else {
         L.cfg.job = job_from_env();
     }
-    dt_table_build();
-    pair_table_build();
+    pack_ok = mpi_dtype_init();
     errcodes_init();
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_cb, &L.keyval,
                             NULL);
@@ -1492,8 +1263,9 @@ static void *scratch(comm_state_t *st, size_t len)
 /*
  * The checks every offloaded call shares: layer up, collective enabled,
  * communicator offloaded. Counts the reason and returns NULL when the call
- * must go to MPI. Everything before comm_state() is local and the same on
- * every rank, so the collective setup runs only when all ranks reach it.
+ * must go to MPI. Everything before comm_state() is the same on every rank
+ * of a conforming program, so the collective setup runs only when all
+ * ranks reach it.
  */
 static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
                           reason_t pre)
@@ -1623,6 +1395,28 @@ static __attribute__((noinline)) int raise_error(comm_state_t *st,
 }
 
 /*
+ * An error of this rank's own arguments or memory, found after the call
+ * took the path every rank takes (so MPI's own function cannot run it):
+ * its two sides carry different bytes (an erroneous program; the rank
+ * took part with zeros), a staging buffer could not be allocated, or MPI
+ * could not pack or unpack a side. Raised through comm's error handler.
+ */
+static __attribute__((noinline)) int raise_local(mpi_call_t *c, int code,
+                                                 const char *what)
+{
+    comm_state_t *st = c->st;
+    char label[MPI_MAX_OBJECT_NAME];
+
+    L.errors[c->coll]++;
+    comm_label(c->comm, st->seq, label, sizeof(label));
+    incoll_error("mpi: MPI_%s on communicator '%s' (rank %d of %d): %s: "
+                 "raising it through the communicator's error handler",
+                 mpi_names[c->coll], label, st->rank, st->size, what);
+    PMPI_Comm_call_errhandler(c->comm, code);
+    return code;
+}
+
+/*
  * After an offloaded call: did the fabric deliver on every rank? With
  * INCOLL_MPI_AGREE=1 the ranks agree with one PMPI_Allreduce of an int;
  * on any failure the communicator stops being offloaded and the caller
@@ -1664,71 +1458,43 @@ static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
     return 0;
 }
 
-/*
- * Ends an offloaded call whose libincoll status is status; was_in is
- * in_net() before the call. The fast path (default): INCOLL_OK is the
- * answer on every rank (libincoll's guarantee), counted as offloaded when
- * it ran in the network and under hosts when libincoll ran it on the
- * hosts; an error is raised (raise_error). No MPI call on success.
- * Returns 1 with *ret_p set, or 0 (INCOLL_MPI_AGREE=1 only) when every
- * rank agreed that the fabric failed and the caller must redo the call
- * with PMPI_.
- */
-static inline int settle(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
-                         incoll_status_t status, int was_in, int *ret_p)
+int mpi_call_in_net(const mpi_call_t *c)
 {
+    return incoll_comm_offloaded(c->icomm, NULL);
+}
+
+/*
+ * Ends a call whose libincoll status is status. The fast path (default):
+ * INCOLL_OK is the answer on every rank (libincoll's guarantee), counted
+ * as offloaded when it ran in the network from start to end (c->was_in)
+ * and under hosts when libincoll ran it on the hosts; an error is raised
+ * (raise_error). No MPI call on success. Returns 1 with *ret_p set, or 0
+ * (INCOLL_MPI_AGREE=1 only) when every rank agreed that the fabric failed
+ * and the caller must redo the call with PMPI_ (its buffers untouched).
+ */
+static int settle(mpi_call_t *c, incoll_status_t status, int *ret_p)
+{
+    comm_state_t *st = c->st;
+
     if (L.cfg.agree) {
-        if (!agree(st, coll, comm, status))
+        if (!agree(st, c->coll, c->comm, status))
             return 0;
     }
     if (status != INCOLL_OK) {
-        *ret_p = raise_error(st, coll, comm, status);
+        *ret_p = raise_error(st, c->coll, c->comm, status);
         return 1;
     }
-    if (was_in && in_net(st))
-        L.offloaded[coll]++;
+    if (c->was_in && mpi_call_in_net(c))
+        L.offloaded[c->coll]++;
+    else if (c->icomm != st->icomm)
+        L.hosts[c->coll]++; /* a persistent request's own */
     else
-        note_left(st, coll, comm);
+        note_left(st, c->coll, c->comm);
     *ret_p = MPI_SUCCESS;
     return 1;
 }
 
-/* Plans a reduction: the mapped datatype and op, or the reason not. */
-static reason_t plan_reduction(int count, MPI_Datatype dtype, MPI_Op op,
-                               incoll_dtype_t *idt_p, incoll_op_t *iop_p,
-                               size_t *bytes_p)
-{
-    const dt_entry_t *e;
-
-    if (count < 0)
-        return R_ARGS;
-    e = dt_find(dtype);
-    if (e == NULL || e->kind == K_BCAST)
-        return R_DTYPE;
-    if (!op_map(op, iop_p) || !op_applies(*iop_p, e))
-        return R_OP;
-    *idt_p = e->idt;
-    *bytes_p = (size_t)count * (size_t)e->size;
-    return R_COUNT;
-}
-
-/* Plans MINLOC/MAXLOC on a pair type pe: the op, or the reason not. */
-static reason_t plan_pairs(int count, const pair_entry_t *pe, MPI_Op op,
-                           incoll_op_t *iop_p, size_t *bytes_p)
-{
-    if (count < 0)
-        return R_ARGS;
-    if (op == MPI_MINLOC)
-        *iop_p = INCOLL_OP_MIN;
-    else if (op == MPI_MAXLOC)
-        *iop_p = INCOLL_OP_MAX;
-    else
-        return R_OP; /* MPI defines only MINLOC and MAXLOC on pairs */
-    if (!incoll_op_valid(*iop_p, pe->vdt))
-        return R_OP;
-    *bytes_p = (size_t)count * pe->extent;
-    return R_COUNT;
-}
+/* ---- MINLOC and MAXLOC ---- */
 
 static int value_eq(incoll_dtype_t vdt, const void *a, const void *b)
 {
@@ -1784,7 +1550,7 @@ static size_t round8(size_t n)
  * allreduces are always issued, so a rank whose first one failed does not
  * leave the others waiting in the second.
  */
-static incoll_status_t pairs_reduce(comm_state_t *st, const pair_entry_t *pe,
+static incoll_status_t pairs_reduce(comm_state_t *st, const mpi_pair_t *pe,
                                     incoll_op_t iop, const void *in, size_t n,
                                     const char **vals_p, const int32_t **idx_p)
 {
@@ -1820,7 +1586,7 @@ static incoll_status_t pairs_reduce(comm_state_t *st, const pair_entry_t *pe,
 
 /* Writes the pairs pairs_reduce() left in scratch into out: the value and
  * the index of each; the padding between pairs is not touched. */
-static void pairs_store(const pair_entry_t *pe, const char *vals,
+static void pairs_store(const mpi_pair_t *pe, const char *vals,
                         const int32_t *idx, void *out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -1831,211 +1597,676 @@ static void pairs_store(const pair_entry_t *pe, const char *vals,
     }
 }
 
-/* MINLOC/MAXLOC of coll on the fabric: 1 when done (out written, unless
- * NULL, or the error raised; *ret_p set), 0 when every rank agreed that
- * the fabric failed (INCOLL_MPI_AGREE=1) and the caller must redo the call
- * with PMPI_ (its buffers are untouched). */
-static int pairs_call(mpi_coll_t coll, comm_state_t *st, MPI_Comm comm,
-                      const pair_entry_t *pe, incoll_op_t iop, const void *in,
-                      void *out, size_t n, int *ret_p)
+/* ---- planning: the decision every rank takes alike ---- */
+
+/* A buffer of the call, freed with it; zeroed. NULL when out of memory
+ * (c->fail set). */
+static char *call_tmp(mpi_call_t *c, size_t len)
+{
+    for (int i = 0; i < 3; i++) {
+        if (c->tmp[i] == NULL) {
+            c->tmp[i] = calloc(1, len ? len : 1);
+            if (c->tmp[i] == NULL)
+                c->fail = MPI_ERR_NO_MEM;
+            return c->tmp[i];
+        }
+    }
+    c->fail = MPI_ERR_INTERN;
+    return NULL;
+}
+
+/* Where libincoll reads side s: its bytes where they are when dense
+ * (except with INCOLL_MPI_AGREE=1 in place, whose redo needs the input
+ * untouched), else a buffer of the call, which s is packed into at each
+ * start. */
+static const void *read_side(mpi_call_t *c, const mpi_side_t *s)
+{
+    char *t;
+    if (s->data)
+        return s->data;
+    t = call_tmp(c, s->bytes);
+    c->in.side = *s;
+    c->in.at = t;
+    c->in.on = t != NULL;
+    return t;
+}
+
+/* Where libincoll writes side s: where it is when dense, else a buffer of
+ * the call, unpacked into s after success. */
+static void *write_side(mpi_call_t *c, const mpi_side_t *s)
+{
+    char *t;
+    if (s->data)
+        return s->data;
+    t = call_tmp(c, s->bytes);
+    c->out.side = *s;
+    c->out.at = t;
+    c->out.on = t != NULL;
+    return t;
+}
+
+/* In place with side s as both input and output (allreduce, reduce's
+ * root, the reduce_scatters with out, the first part of s, as output):
+ * libincoll works on s where it is when dense, else on a buffer of the
+ * call that s is packed into and out unpacked from. */
+static void inplace_side(mpi_call_t *c, const mpi_side_t *s,
+                         const mpi_side_t *out)
+{
+    char *t;
+    c->sbuf = INCOLL_IN_PLACE;
+    if (s->data && !L.cfg.agree) {
+        c->rbuf = s->data;
+        return;
+    }
+    t = call_tmp(c, s->bytes);
+    c->rbuf = t;
+    if (t == NULL)
+        return;
+    c->in = (mpi_stage_t){*s, t, 1};
+    c->out = (mpi_stage_t){*out, t, 1};
+}
+
+/* The elements of the root's or every rank's gathered blocks, size blocks
+ * of count elements of dt each (gather and allgather at their receivers,
+ * scatter at its root), and rank r's block of them (r < 0: not needed).
+ * -1 when dt is not a valid datatype. */
+static int blocks_side(const mpi_call_t *c, void *buf, int count,
+                       MPI_Datatype dt, int r, mpi_side_t *all,
+                       mpi_side_t *mine)
+{
+    MPI_Aint lb = 0, extent = 0;
+    if (mpi_side_make(buf, count * c->size, dt, all) != 0)
+        return -1;
+    if (r < 0)
+        return 0;
+    if (count > 0 && PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS)
+        return -1;
+    return mpi_side_make(
+        (char *)((uintptr_t)buf +
+                 (uintptr_t)r * (uintptr_t)count * (uintptr_t)extent),
+        count, dt, mine);
+}
+
+/* The reductions' decision: their datatype, the same on every rank (MPI
+ * requires the same count, datatype and op there), and the op. Only
+ * predefined datatypes: Open MPI and MPICH refuse MPI's predefined ops on
+ * derived ones (MPI_ERR_OP), so those go to MPI, which says so. */
+static reason_t decide_reduction(mpi_call_t *c, const mpi_side_t *s, MPI_Op op,
+                                 mpi_form_t form)
+{
+    const mpi_dt_entry_t *e;
+    const mpi_pair_t *pe;
+
+    c->count = s->nbasic;
+    c->bytes = s->bytes;
+    if (s->bytes == 0)
+        return R_COUNT; /* nothing to reduce: done without communication */
+    pe = mpi_pair_find(s->dt);
+    if (pe) {
+        /* MINLOC/MAXLOC: blocking allreduce and reduce only. */
+        if (form != MPI_FORM_BLOCKING ||
+            (c->coll != MPI_COLL_ALLREDUCE && c->coll != MPI_COLL_REDUCE))
+            return R_DTYPE;
+        if (op == MPI_MINLOC)
+            c->iop = INCOLL_OP_MIN;
+        else if (op == MPI_MAXLOC)
+            c->iop = INCOLL_OP_MAX;
+        else
+            return R_OP; /* MPI defines only MINLOC and MAXLOC on pairs */
+        if (!incoll_op_valid(c->iop, pe->vdt))
+            return R_OP;
+        c->pe = pe;
+        return R_COUNT;
+    }
+    e = mpi_dt_find(s->dt);
+    if (!mpi_dt_reducible(e))
+        return R_DTYPE;
+    if (!mpi_op_map(op, &c->iop) || !mpi_op_applies(c->iop, e))
+        return R_OP;
+    c->idt = e->idt;
+    return R_COUNT;
+}
+
+/* The largest buffer a staged side of the call may need: packing goes
+ * through MPI_Pack's int sizes. The same on every rank. */
+static reason_t fits(size_t total)
+{
+    return total > (size_t)INT32_MAX ? R_BYTES : R_COUNT;
+}
+
+/*
+ * The decision, from what every rank knows alike: for the reductions the
+ * signature's basic type and element count and the op; for the others
+ * the bytes of one rank's block, taken from whichever side the rank's
+ * role makes significant (gather: the root's receive side, the others'
+ * send side; scatter the other way round), which MPI's type matching
+ * makes equal. Then this rank's staging (stage_call). R_ARGS only for
+ * arguments that are erroneous where MPI reads them.
+ */
+static reason_t decide(mpi_call_t *c, const mpi_args_t *a, mpi_form_t form)
+{
+    mpi_side_t s;
+    size_t n = (size_t)c->size;
+    reason_t r;
+
+    switch (c->coll) {
+    case MPI_COLL_BARRIER:
+        c->bytes = 1;
+        return R_COUNT;
+    case MPI_COLL_ALLREDUCE:
+    case MPI_COLL_REDUCE:
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        r = decide_reduction(c, &s, a->op, form);
+        return r == R_COUNT ? fits(s.bytes) : r;
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+    case MPI_COLL_REDUCE_SCATTER:
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        r = decide_reduction(c, &s, a->op, form);
+        return r == R_COUNT ? fits(s.bytes * n) : r;
+    case MPI_COLL_BCAST:
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        c->count = c->bytes = s.bytes;
+        return fits(s.bytes);
+    case MPI_COLL_ALLGATHER:
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        break;
+    case MPI_COLL_GATHER:
+        if ((c->is_root
+                 ? mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s)
+                 : mpi_side_make(a->sendbuf, a->sendcount, a->sendtype, &s)) !=
+            0)
+            return R_ARGS;
+        break;
+    case MPI_COLL_SCATTER:
+        if ((c->is_root
+                 ? mpi_side_make(a->sendbuf, a->sendcount, a->sendtype, &s)
+                 : mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s)) !=
+            0)
+            return R_ARGS;
+        break;
+    default:
+        return R_ARGS;
+    }
+    c->count = c->bytes = s.bytes;
+    return fits(s.bytes * n);
+}
+
+/* A send side whose bytes differ from the block every rank agreed on (an
+ * erroneous program): the rank takes part with zeros and gets an error
+ * afterwards, instead of leaving the others waiting. */
+static const void *mismatched_input(mpi_call_t *c)
+{
+    c->mismatch = 1;
+    return call_tmp(c, c->count);
+}
+
+/*
+ * This rank's staging of a call decide() let in: sbuf and rbuf as
+ * libincoll gets them, and the sides packed before each start (c->in) or
+ * unpacked after success (c->out). Sides libincoll can use where they
+ * are are used there. Returns R_ARGS for an argument erroneous where MPI
+ * reads it, found only now (the caller then leaves the call to MPI, which
+ * says so); c->fail when this rank cannot take part.
+ */
+static reason_t stage_call(mpi_call_t *c, const mpi_args_t *a)
+{
+    int in_place = a->sendbuf == MPI_IN_PLACE;
+    mpi_side_t s, all, mine;
+
+    memset(&s, 0, sizeof(s));
+
+    switch (c->coll) {
+    case MPI_COLL_BARRIER:
+        return R_COUNT;
+    case MPI_COLL_ALLREDUCE:
+    case MPI_COLL_REDUCE: {
+        int has_out = c->coll == MPI_COLL_ALLREDUCE || c->is_root;
+        mpi_side_t out;
+        if (in_place && !has_out)
+            return R_ARGS; /* MPI_IN_PLACE at a reduce's non-root */
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &out) != 0 ||
+            (!in_place &&
+             mpi_side_make(a->sendbuf, a->sendcount, a->sendtype, &s) != 0))
+            return R_ARGS;
+        if (c->pe) {
+            /* MINLOC/MAXLOC read and write the pairs themselves. */
+            c->pin = in_place ? out : s;
+            c->pout = out;
+            if (!has_out)
+                c->pout.buf = NULL;
+            return R_COUNT;
+        }
+        if (in_place) {
+            inplace_side(c, &out, &out);
+            return R_COUNT;
+        }
+        c->sbuf = read_side(c, &s);
+        c->rbuf = has_out ? write_side(c, &out) : NULL;
+        return R_COUNT;
+    }
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+    case MPI_COLL_REDUCE_SCATTER: {
+        mpi_side_t out, whole;
+        /* recvcount (checked by decide) times size fits an int: fits(). */
+        int all_count = a->recvcount * c->size;
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &out) != 0 ||
+            mpi_side_make(in_place ? a->recvbuf : a->sendbuf, all_count,
+                          a->recvtype, &whole) != 0)
+            return R_ARGS;
+        if (in_place) {
+            inplace_side(c, &whole, &out);
+            return R_COUNT;
+        }
+        c->sbuf = read_side(c, &whole);
+        c->rbuf = write_side(c, &out);
+        return R_COUNT;
+    }
+    case MPI_COLL_BCAST:
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        c->rbuf = c->is_root ? (void *)read_side(c, &s) : write_side(c, &s);
+        return R_COUNT;
+    case MPI_COLL_ALLGATHER:
+    case MPI_COLL_GATHER: {
+        int gets = c->coll == MPI_COLL_ALLGATHER || c->is_root;
+        if (in_place && !gets)
+            return R_ARGS; /* MPI_IN_PLACE at a gather's non-root */
+        if (!gets) {
+            c->rbuf = NULL;
+        } else {
+            int me = c->coll == MPI_COLL_ALLGATHER ? c->rank : c->root;
+            if (blocks_side(c, a->recvbuf, a->recvcount, a->recvtype,
+                            in_place ? me : -1, &all, &mine) != 0)
+                return R_ARGS;
+            if (in_place && L.cfg.agree)
+                all.data = NULL; /* a redo needs our block untouched */
+            c->rbuf = write_side(c, &all);
+            if (in_place) {
+                c->sbuf = INCOLL_IN_PLACE;
+                if (c->rbuf != all.data && c->rbuf) {
+                    /* Our block goes into the call's buffer first. */
+                    c->in = (mpi_stage_t){
+                        mine, (char *)c->rbuf + (size_t)me * c->count, 1};
+                }
+                return R_COUNT;
+            }
+        }
+        if (mpi_side_make(a->sendbuf, a->sendcount, a->sendtype, &s) != 0)
+            return R_ARGS;
+        c->sbuf = s.bytes == c->count ? read_side(c, &s) : mismatched_input(c);
+        return R_COUNT;
+    }
+    case MPI_COLL_SCATTER: {
+        int recv_in_place = a->recvbuf == MPI_IN_PLACE;
+        if (recv_in_place && !c->is_root)
+            return R_ARGS; /* MPI_IN_PLACE at a scatter's non-root */
+        if (c->is_root) {
+            if (blocks_side(c, (void *)a->sendbuf, a->sendcount, a->sendtype,
+                            -1, &all, &mine) != 0)
+                return R_ARGS;
+            c->sbuf = read_side(c, &all);
+            if (recv_in_place) {
+                c->rbuf = (void *)INCOLL_IN_PLACE;
+                return R_COUNT;
+            }
+        }
+        if (mpi_side_make(a->recvbuf, a->recvcount, a->recvtype, &s) != 0)
+            return R_ARGS;
+        if (s.bytes != c->count) {
+            c->mismatch = 1;
+            c->rbuf = call_tmp(c, c->count);
+            return R_COUNT;
+        }
+        c->rbuf = write_side(c, &s);
+        return R_COUNT;
+    }
+    default:
+        return R_ARGS;
+    }
+}
+
+/*
+ * A libincoll communicator of a persistent request's own, so that its
+ * starts match those of the same request on the other ranks whatever
+ * order the requests are started in (MPI matches persistent collectives
+ * by their initialization). Collective over comm: the ranks agree on a
+ * communicator of the pool free on all of them, else make one with the
+ * agreement of comm_setup (every rank made it and it runs in the
+ * network). 0 when there is none (then MPI's own persistent collective
+ * serves, on every rank).
+ */
+static int persist_icomm(mpi_call_t *c)
+{
+    comm_state_t *st = c->st;
+    persist_pool_t *pool = st->pool;
+    uint64_t idle = 0;
+    int code = C_OK, agreed, *ranks = NULL, slot;
+    incoll_comm_h ic = NULL;
+
+    if (pool == NULL)
+        pool = st->pool = calloc(1, sizeof(*pool));
+    if (pool)
+        for (int i = 0; i < pool->n; i++)
+            if (pool->ic[i] && !(pool->busy & (1ull << i)))
+                idle |= 1ull << i;
+    /* A rank without a pool offers nothing and cannot keep a new one. */
+    PMPI_Allreduce(MPI_IN_PLACE, &idle, 1, MPI_UINT64_T, MPI_BAND, c->comm);
+    if (idle) {
+        slot = __builtin_ctzll(idle);
+        pool->busy |= 1ull << slot;
+        c->icomm = pool->ic[slot];
+        c->pool = pool;
+        c->pool_slot = slot;
+        return 1;
+    }
+    slot = pool ? pool->n : POOL_MAX; /* the same on every rank with one */
+    ranks = world_ranks(c->comm, st->size);
+    if (ranks == NULL)
+        code = C_NOMEM;
+    agreed = code;
+    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
+    if (agreed == C_OK) {
+        if (incoll_comm_create(L.world, st->size, ranks, &ic) != INCOLL_OK ||
+            ic == NULL)
+            code = C_CREATE;
+        else if (!incoll_comm_offloaded(ic, NULL))
+            code = C_HOST;
+        agreed = code;
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
+    }
+    free(ranks);
+    if (agreed != C_OK) {
+        if (ic)
+            incoll_comm_destroy(ic);
+        if (st->rank == 0)
+            incoll_info("mpi: a persistent MPI_%s_init runs as MPI's own: "
+                        "it gets no fabric group of its own (%s)",
+                        mpi_names[c->coll], code_text[agreed]);
+        return 0;
+    }
+    c->icomm = ic;
+    if (pool && slot < POOL_MAX) {
+        pool->ic[slot] = ic;
+        pool->n = slot + 1;
+        pool->busy |= 1ull << slot;
+        c->pool = pool;
+        c->pool_slot = slot;
+    } else {
+        c->own_icomm = 1; /* no room to keep it: it goes with the request */
+    }
+    return 1;
+}
+
+int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
+                  mpi_call_t *c)
+{
+    reason_t pre = R_COUNT;
+    comm_state_t *st;
+
+    memset(c, 0, sizeof(*c));
+    c->coll = coll;
+    c->comm = a->comm;
+    c->root = a->root;
+    c->idt = INCOLL_UINT8;
+    c->iop = INCOLL_OP_SUM;
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (L.booted && !L.finalized && L.active && a->comm != MPI_COMM_NULL &&
+        (L.cfg.colls & (1 << coll))) {
+        int rooted = coll == MPI_COLL_REDUCE || coll == MPI_COLL_BCAST ||
+                     coll == MPI_COLL_GATHER || coll == MPI_COLL_SCATTER;
+        /* A communicator seen before knows its rank and size: no MPI call
+         * on the fast path. */
+        comm_state_t *known = table_find(comm_key(a->comm));
+        if (known) {
+            c->rank = known->rank;
+            c->size = known->size;
+        } else if (PMPI_Comm_rank(a->comm, &c->rank) != MPI_SUCCESS ||
+                   PMPI_Comm_size(a->comm, &c->size) != MPI_SUCCESS) {
+            pre = R_ARGS;
+        }
+        if (rooted && (a->root < 0 || a->root >= c->size))
+            pre = R_ARGS;
+        c->is_root = rooted && c->rank == a->root;
+        if (pre == R_COUNT && coll == MPI_COLL_REDUCE_SCATTER) {
+            /* Equal recvcounts go to the fabric as a reduce_scatter_block;
+             * recvcounts is the same array on every rank: so is this. */
+            if (a->recvcounts == NULL)
+                pre = R_ARGS;
+            for (int i = 1; pre == R_COUNT && i < c->size; i++)
+                if (a->recvcounts[i] != a->recvcounts[0])
+                    pre = R_UNEQUAL;
+        }
+        if (pre == R_COUNT)
+            pre = decide(c, a, form);
+        /* The agreement after each call is a blocking MPI call. */
+        if (pre == R_COUNT && form != MPI_FORM_BLOCKING && L.cfg.agree)
+            pre = R_ARGS;
+    }
+    st = gate(coll, a->comm, c->bytes, pre);
+    if (st == NULL)
+        return 0;
+    /* The ranks agreed the communicator left the network (switch_to_mpi):
+     * its reduces, small broadcasts and nonblocking and persistent
+     * collectives go to MPI, decided alike everywhere. */
+    if (st->to_mpi && (form != MPI_FORM_BLOCKING || coll == MPI_COLL_REDUCE ||
+                       (coll == MPI_COLL_BCAST && c->bytes < LEFT_MPI_BYTES))) {
+        pass(coll, R_LEFT);
+        return 0;
+    }
+    c->st = st;
+    c->icomm = st->icomm;
+    if (form == MPI_FORM_PERSISTENT &&
+        (c->count > 0 || coll == MPI_COLL_BARRIER) && !persist_icomm(c)) {
+        pass(coll, R_COMM);
+        return 0;
+    }
+    if (c->count > 0 && stage_call(c, a) != R_COUNT) {
+        /* Erroneous where MPI reads it: MPI's own says so. */
+        mpi_call_free(c);
+        pass(coll, R_ARGS);
+        return 0;
+    }
+    c->was_in = mpi_call_in_net(c);
+    return 1;
+}
+
+int mpi_call_pack(mpi_call_t *c)
+{
+    if (!c->in.on)
+        return MPI_SUCCESS;
+    return mpi_side_pack(&c->in.side, c->in.at);
+}
+
+int mpi_call_keep(mpi_call_t *c)
+{
+    int ret = MPI_SUCCESS;
+    if (c->in.on)
+        ret = mpi_side_keep(&c->in.side);
+    if (ret == MPI_SUCCESS && c->out.on)
+        ret = mpi_side_keep(&c->out.side);
+    return ret;
+}
+
+void mpi_call_free(mpi_call_t *c)
+{
+    mpi_side_release(&c->in.side);
+    mpi_side_release(&c->out.side);
+    c->in.on = c->out.on = 0;
+    for (int i = 0; i < 3; i++) {
+        free(c->tmp[i]);
+        c->tmp[i] = NULL;
+    }
+    if (c->own_icomm && c->icomm && L.ctx)
+        incoll_comm_destroy(c->icomm);
+    c->own_icomm = 0;
+    if (c->pool)
+        pool_put(c->pool, c->pool_slot);
+    c->pool = NULL;
+}
+
+/* After success: the output side unpacked, or this rank's own error. */
+static int call_finish(mpi_call_t *c)
+{
+    int ret = MPI_SUCCESS;
+    if (c->out.on &&
+        (ret = mpi_side_unpack(&c->out.side, c->out.at)) != MPI_SUCCESS)
+        return raise_local(c, ret, "MPI_Unpack failed on the received data");
+    if (c->mismatch)
+        return raise_local(c, MPI_ERR_TRUNCATE,
+                           "its send and receive sides carry different "
+                           "bytes (the type signatures do not match): it "
+                           "took part with zeros");
+    return ret;
+}
+
+int mpi_call_done(mpi_call_t *c, incoll_status_t status, mpi_form_t form)
+{
+    int ret = MPI_SUCCESS;
+    if (form == MPI_FORM_PERSISTENT)
+        L.persistent[c->coll]++;
+    else if (form == MPI_FORM_NB)
+        L.nb[c->coll]++;
+    if (c->fail)
+        return raise_local(c, c->fail, "cannot stage its buffers");
+    settle(c, status, &ret);
+    if (status == INCOLL_OK)
+        ret = call_finish(c);
+    return ret;
+}
+
+/* ---- the blocking forms ---- */
+
+/* MINLOC/MAXLOC of a blocking allreduce or reduce (c->pe): 1 when done
+ * (the output written, or the error raised; *ret_p set), 0 when every
+ * rank agreed that the fabric failed (INCOLL_MPI_AGREE=1) and the caller
+ * must redo the call with PMPI_ (its buffers are untouched). */
+static int pairs_call(mpi_call_t *c, int *ret_p)
 {
     const char *vals = NULL;
     const int32_t *idx = NULL;
-    int was_in = in_net(st);
-    incoll_status_t status = pairs_reduce(st, pe, iop, in, n, &vals, &idx);
+    incoll_status_t status;
 
-    if (!settle(st, coll, comm, status, was_in, ret_p))
+    status =
+        pairs_reduce(c->st, c->pe, c->iop, c->pin.buf, c->count, &vals, &idx);
+    if (!settle(c, status, ret_p))
         return 0;
-    if (status == INCOLL_OK && out)
-        pairs_store(pe, vals, idx, out, n);
+    if (status == INCOLL_OK && c->pout.buf)
+        pairs_store(c->pe, vals, idx, c->pout.buf, c->count);
     return 1;
+}
+
+/* libincoll's blocking collective for c. */
+static incoll_status_t run_blocking(mpi_call_t *c)
+{
+    incoll_comm_h ic = c->icomm;
+    incoll_status_t status;
+
+    switch (c->coll) {
+    case MPI_COLL_ALLREDUCE:
+        return incoll_allreduce(ic, c->sbuf, c->rbuf, c->count, c->idt, c->iop);
+    case MPI_COLL_REDUCE:
+        status = incoll_reduce(ic, c->sbuf, c->rbuf, c->count, c->idt, c->iop,
+                               c->root);
+        break;
+    case MPI_COLL_BCAST:
+        status = incoll_bcast(ic, c->rbuf, c->count, c->root);
+        break;
+    case MPI_COLL_ALLGATHER:
+        status = incoll_allgather(ic, c->sbuf, c->rbuf, c->count);
+        break;
+    case MPI_COLL_GATHER:
+        status = incoll_gather(ic, c->sbuf, c->rbuf, c->count, c->root);
+        break;
+    case MPI_COLL_SCATTER:
+        status = incoll_scatter(ic, c->sbuf, c->rbuf, c->count, c->root);
+        break;
+    case MPI_COLL_REDUCE_SCATTER_BLOCK:
+    case MPI_COLL_REDUCE_SCATTER:
+        status = incoll_reduce_scatter(ic, c->sbuf, c->rbuf, c->count, c->idt,
+                                       c->iop);
+        break;
+    default:
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    /* The library's word on where the collective ran. */
+    c->was_in = c->was_in && host_coll_last_in_net();
+    return status;
+}
+
+/*
+ * A blocking collective: planned (0: MPI's own runs it, the reason
+ * counted), staged, run, settled. 1 with *ret_p set when the layer
+ * carried it out; 0 also when every rank agreed to redo it with PMPI_
+ * (INCOLL_MPI_AGREE=1, buffers untouched).
+ */
+static int blocking(mpi_coll_t coll, const mpi_args_t *a, int *ret_p)
+{
+    mpi_call_t c;
+    incoll_status_t status;
+    int ret, done = 1;
+
+    if (!mpi_call_plan(coll, a, MPI_FORM_BLOCKING, &c))
+        return 0;
+    if (c.count == 0) {
+        /* Zero bytes on every rank: nothing moves, no communication. */
+        L.offloaded[coll]++;
+        *ret_p = MPI_SUCCESS;
+        mpi_call_free(&c);
+        return 1;
+    }
+    if (c.pe) {
+        done = pairs_call(&c, ret_p);
+        mpi_call_free(&c);
+        return done;
+    }
+    ret = c.fail ? c.fail : mpi_call_pack(&c);
+    if (ret != MPI_SUCCESS) {
+        /* Cannot take part: the others get an error in bounded time. */
+        c.fail = ret;
+        *ret_p = mpi_call_done(&c, INCOLL_OK, MPI_FORM_BLOCKING);
+        mpi_call_free(&c);
+        return 1;
+    }
+    status = run_blocking(&c);
+    if (settle(&c, status, ret_p)) {
+        if (status == INCOLL_OK)
+            *ret_p = call_finish(&c);
+    } else {
+        done = 0;
+    }
+    mpi_call_free(&c);
+    return done;
 }
 
 int mpi_layer_allreduce(const void *sendbuf, void *recvbuf, int count,
                         MPI_Datatype dtype, MPI_Op op, MPI_Comm comm,
                         int *ret_p)
 {
-    incoll_dtype_t idt = INCOLL_UINT8;
-    incoll_op_t iop = INCOLL_OP_SUM;
-    size_t bytes = 0;
-    reason_t pre;
-    comm_state_t *st;
-    incoll_status_t status;
-    void *saved = NULL;
-    const pair_entry_t *pe;
-    int was_in;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    pe = pair_find(dtype);
-    pre = pe ? plan_pairs(count, pe, op, &iop, &bytes)
-             : plan_reduction(count, dtype, op, &idt, &iop, &bytes);
-    st = gate(MPI_COLL_ALLREDUCE, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (count == 0) {
-        L.offloaded[MPI_COLL_ALLREDUCE]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    if (pe) {
-        if (!pairs_call(MPI_COLL_ALLREDUCE, st, comm, pe, iop,
-                        sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf, recvbuf,
-                        (size_t)count, ret_p))
-            *ret_p = PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
-        return 1;
-    }
-    was_in = in_net(st);
-    if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
-        /* Keep the input for a redo: a failed call leaves recvbuf
-         * unspecified. */
-        saved = scratch(st, bytes);
-        if (saved == NULL)
-            status = INCOLL_ERR_NO_MEMORY;
-        else {
-            memcpy(saved, recvbuf, bytes);
-            status = incoll_allreduce(st->icomm, saved, recvbuf, (size_t)count,
-                                      idt, iop);
-        }
-    } else {
-        /* In place, libincoll keeps what it needs for its own retries. */
-        status = incoll_allreduce(
-            st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf,
-            recvbuf, (size_t)count, idt, iop);
-    }
-    if (settle(st, MPI_COLL_ALLREDUCE, comm, status, was_in, ret_p))
-        return 1;
-    if (sendbuf == MPI_IN_PLACE) {
-        if (saved == NULL) {
-            /* No copy of the input: let MPI report the failure honestly
-             * instead of reducing a clobbered buffer. */
-            *ret_p = MPI_ERR_NO_MEM;
-            return 1;
-        }
-        memcpy(recvbuf, saved, bytes);
-    }
-    *ret_p = PMPI_Allreduce(sendbuf, recvbuf, count, dtype, op, comm);
-    return 1;
+    mpi_args_t a = {sendbuf, count, dtype, recvbuf, count,
+                    dtype,   NULL,  op,    0,       comm};
+    return blocking(MPI_COLL_ALLREDUCE, &a, ret_p);
 }
 
 int mpi_layer_reduce(const void *sendbuf, void *recvbuf, int count,
                      MPI_Datatype dtype, MPI_Op op, int root, MPI_Comm comm,
                      int *ret_p)
 {
-    incoll_dtype_t idt = INCOLL_UINT8;
-    incoll_op_t iop = INCOLL_OP_SUM;
-    size_t bytes = 0;
-    reason_t pre;
-    comm_state_t *st;
-    incoll_status_t status = INCOLL_ERR_NO_MEMORY;
-    int in_place, was_in;
-    void *buf;
-    const pair_entry_t *pe;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    pe = pair_find(dtype);
-    pre = pe ? plan_pairs(count, pe, op, &iop, &bytes)
-             : plan_reduction(count, dtype, op, &idt, &iop, &bytes);
-    if (pre == R_COUNT && root < 0)
-        pre = R_ARGS;
-    st = gate(MPI_COLL_REDUCE, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (root >= st->size || (st->rank != root && sendbuf == MPI_IN_PLACE)) {
-        /* Erroneous: MPI says so (with the same call on every rank). */
-        pass(MPI_COLL_REDUCE, R_ARGS);
-        return 0;
-    }
-    if (st->to_mpi) {
-        pass(MPI_COLL_REDUCE, R_LEFT);
-        return 0;
-    }
-    if (count == 0) {
-        L.offloaded[MPI_COLL_REDUCE]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    in_place = st->rank == root && sendbuf == MPI_IN_PLACE;
-    if (pe) {
-        if (!pairs_call(MPI_COLL_REDUCE, st, comm, pe, iop,
-                        in_place ? recvbuf : sendbuf,
-                        st->rank == root ? recvbuf : NULL, (size_t)count,
-                        ret_p))
-            *ret_p =
-                PMPI_Reduce(sendbuf, recvbuf, count, dtype, op, root, comm);
-        return 1;
-    }
-    was_in = in_net(st);
-    if (in_place && L.cfg.agree) {
-        buf = scratch(st, bytes); /* the input, kept for a redo */
-        if (buf) {
-            memcpy(buf, recvbuf, bytes);
-            status = incoll_reduce(st->icomm, buf, recvbuf, (size_t)count, idt,
-                                   iop, root);
-        }
-    } else {
-        buf = recvbuf;
-        status = incoll_reduce(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
-                               st->rank == root ? recvbuf : NULL, (size_t)count,
-                               idt, iop, root);
-    }
-    if (settle(st, MPI_COLL_REDUCE, comm, status,
-               was_in && host_coll_last_in_net(), ret_p))
-        return 1;
-    if (in_place) {
-        if (buf == NULL) {
-            *ret_p = MPI_ERR_NO_MEM;
-            return 1;
-        }
-        memcpy(recvbuf, buf, bytes);
-    }
-    *ret_p = PMPI_Reduce(sendbuf, recvbuf, count, dtype, op, root, comm);
-    return 1;
+    mpi_args_t a = {sendbuf, count, dtype, recvbuf, count,
+                    dtype,   NULL,  op,    root,    comm};
+    return blocking(MPI_COLL_REDUCE, &a, ret_p);
 }
 
 int mpi_layer_bcast(void *buf, int count, MPI_Datatype dtype, int root,
                     MPI_Comm comm, int *ret_p)
 {
-    const dt_entry_t *e;
-    reason_t pre = R_COUNT;
-    size_t bytes = 0;
-    comm_state_t *st;
-    incoll_status_t status;
-    int was_in;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    e = dt_find(dtype);
-    if (count < 0 || root < 0)
-        pre = R_ARGS;
-    else if (e == NULL)
-        pre = R_DTYPE;
-    else
-        bytes = (size_t)count * (size_t)e->size;
-    st = gate(MPI_COLL_BCAST, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (root >= st->size) {
-        pass(MPI_COLL_BCAST, R_ARGS);
-        return 0;
-    }
-    if (st->to_mpi && bytes < LEFT_MPI_BYTES) {
-        pass(MPI_COLL_BCAST, R_LEFT);
-        return 0;
-    }
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_BCAST]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    was_in = in_net(st);
-    status = incoll_bcast(st->icomm, buf, bytes, root);
-    if (settle(st, MPI_COLL_BCAST, comm, status,
-               was_in && host_coll_last_in_net(), ret_p))
-        return 1;
-    *ret_p = PMPI_Bcast(buf, count, dtype, root, comm);
-    return 1;
+    mpi_args_t a = {buf,   count, dtype,       buf,  count,
+                    dtype, NULL,  MPI_OP_NULL, root, comm};
+    return blocking(MPI_COLL_BCAST, &a, ret_p);
 }
 
 /*
@@ -2065,14 +2296,18 @@ static __attribute__((noinline)) void switch_to_mpi(comm_state_t *st,
 
 int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
 {
+    mpi_args_t a = {NULL, 0,           MPI_DATATYPE_NULL,
+                    NULL, 0,           MPI_DATATYPE_NULL,
+                    NULL, MPI_OP_NULL, 0,
+                    comm};
     comm_state_t *st;
+    mpi_call_t c;
     incoll_status_t status;
     uint8_t in, out = 0;
-    int was_in;
 
-    st = gate(MPI_COLL_BARRIER, comm, 1, R_COUNT);
-    if (st == NULL)
+    if (!mpi_call_plan(MPI_COLL_BARRIER, &a, MPI_FORM_BLOCKING, &c))
         return 0;
+    st = c.st;
     /*
      * No rank gets an allreduce's result before every rank contributed.
      * Its byte carries, for free, whether this rank saw the communicator
@@ -2082,444 +2317,71 @@ int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
      * while: the manager's failure notice reaches each at its own time).
      */
     in = (uint8_t)(st->want_mpi && !st->to_mpi);
-    was_in = in_net(st);
     if (st->to_mpi) {
         /* Agreed already: nothing more to carry. */
         status = incoll_barrier(st->icomm);
-        was_in = was_in && host_coll_last_in_net();
+        c.was_in = c.was_in && host_coll_last_in_net();
     } else {
         status = incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8,
                                   INCOLL_OP_BOR);
     }
-    if (settle(st, MPI_COLL_BARRIER, comm, status, was_in, ret_p)) {
+    if (settle(&c, status, ret_p)) {
         if (status == INCOLL_OK && (out & 1) && !st->to_mpi)
             switch_to_mpi(st, comm);
         return 1;
     }
-    *ret_p = PMPI_Barrier(comm);
-    return 1;
-}
-
-/* ------------------------------------------------------------------ */
-/* Gathers, scatters and reduce_scatters                               */
-
-/* The bytes of count elements of a contiguous predefined datatype, or the
- * reason not. */
-static reason_t plan_block(int count, MPI_Datatype dt, size_t *bytes_p)
-{
-    const dt_entry_t *e;
-    if (count < 0)
-        return R_ARGS;
-    e = dt_find(dt);
-    if (e == NULL)
-        return R_DTYPE;
-    *bytes_p = (size_t)count * (size_t)e->size;
-    return R_COUNT;
-}
-
-/* The other side of a gather or scatter, when given, must carry the same
- * bytes (MPI's type signatures match; different bytes are erroneous). */
-static reason_t plan_other(reason_t pre, int count, MPI_Datatype dt,
-                           size_t bytes)
-{
-    size_t other = 0;
-    reason_t r;
-    if (pre != R_COUNT)
-        return pre;
-    r = plan_block(count, dt, &other);
-    if (r != R_COUNT)
-        return r;
-    return other == bytes ? R_COUNT : R_ARGS;
-}
-
-/* Ends a data-moving call: settles it (see settle) with the library's word
- * on where it ran. */
-static int settle_coll(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
-                       incoll_status_t status, int was_in, int *ret_p)
-{
-    return settle(st, coll, comm, status, was_in && host_coll_last_in_net(),
-                  ret_p);
+    return 0;
 }
 
 int mpi_layer_allgather(const void *sendbuf, int sendcount,
                         MPI_Datatype sendtype, void *recvbuf, int recvcount,
                         MPI_Datatype recvtype, MPI_Comm comm, int *ret_p)
 {
-    size_t bytes = 0;
-    reason_t pre;
-    comm_state_t *st;
-    incoll_status_t status;
-    void *saved = NULL;
-    int was_in, in_place = sendbuf == MPI_IN_PLACE;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    /* recvcount and recvtype count on every rank: the same decision. */
-    pre = plan_block(recvcount, recvtype, &bytes);
-    if (!in_place)
-        pre = plan_other(pre, sendcount, sendtype, bytes);
-    st = gate(MPI_COLL_ALLGATHER, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_ALLGATHER]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    if (in_place && L.cfg.agree) {
-        /* Keep this rank's block for a redo. */
-        saved = scratch(st, bytes);
-        if (saved == NULL) {
-            pass(MPI_COLL_ALLGATHER, R_ARGS);
-            return 0;
-        }
-        memcpy(saved, (char *)recvbuf + (size_t)st->rank * bytes, bytes);
-    }
-    was_in = in_net(st);
-    status = incoll_allgather(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
-                              recvbuf, bytes);
-    if (settle_coll(st, MPI_COLL_ALLGATHER, comm, status, was_in, ret_p))
-        return 1;
-    if (saved)
-        memcpy((char *)recvbuf + (size_t)st->rank * bytes, saved, bytes);
-    *ret_p = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                            recvtype, comm);
-    return 1;
-}
-
-/*
- * The start shared by the rooted collectives whose root moves every
- * rank's block (gather, scatter): the block size comes from the root's
- * side that holds all blocks (root_count, root_type) at the root and from
- * the other side (count, type) elsewhere, equal by MPI's rules; a root
- * not in place checks its other side too. Returns the communicator's
- * state, or NULL when MPI runs the call (counted).
- */
-static comm_state_t *rooted_gate(mpi_coll_t coll, MPI_Comm comm, int root,
-                                 int in_place, int root_count,
-                                 MPI_Datatype root_type, int count,
-                                 MPI_Datatype type, size_t *bytes_p,
-                                 int *is_root_p)
-{
-    reason_t pre = R_COUNT;
-    comm_state_t *st;
-    int rank = -1;
-
-    *bytes_p = 0;
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    if (root < 0 || comm == MPI_COMM_NULL)
-        pre = R_ARGS;
-    if (pre == R_COUNT && PMPI_Comm_rank(comm, &rank) != MPI_SUCCESS)
-        pre = R_ARGS;
-    *is_root_p = pre == R_COUNT && rank == root;
-    if (pre == R_COUNT)
-        pre = *is_root_p ? plan_block(root_count, root_type, bytes_p)
-                         : plan_block(count, type, bytes_p);
-    if (*is_root_p && !in_place)
-        pre = plan_other(pre, count, type, *bytes_p);
-    st = gate(coll, comm, *bytes_p, pre);
-    if (st != NULL && (root >= st->size || (!*is_root_p && in_place))) {
-        pass(coll, R_ARGS);
-        return NULL;
-    }
-    return st;
+    mpi_args_t a = {sendbuf,  sendcount, sendtype,    recvbuf, recvcount,
+                    recvtype, NULL,      MPI_OP_NULL, 0,       comm};
+    return blocking(MPI_COLL_ALLGATHER, &a, ret_p);
 }
 
 int mpi_layer_gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                      void *recvbuf, int recvcount, MPI_Datatype recvtype,
                      int root, MPI_Comm comm, int *ret_p)
 {
-    size_t bytes;
-    comm_state_t *st;
-    incoll_status_t status;
-    int was_in, is_root, in_place = sendbuf == MPI_IN_PLACE;
-    void *saved = NULL;
-
-    st = rooted_gate(MPI_COLL_GATHER, comm, root, in_place, recvcount, recvtype,
-                     sendcount, sendtype, &bytes, &is_root);
-    if (st == NULL)
-        return 0;
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_GATHER]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    if (in_place && L.cfg.agree) {
-        saved = scratch(st, bytes);
-        if (saved == NULL) {
-            pass(MPI_COLL_GATHER, R_ARGS);
-            return 0;
-        }
-        memcpy(saved, (char *)recvbuf + (size_t)root * bytes, bytes);
-    }
-    was_in = in_net(st);
-    status = incoll_gather(st->icomm, in_place ? INCOLL_IN_PLACE : sendbuf,
-                           is_root ? recvbuf : NULL, bytes, root);
-    if (settle_coll(st, MPI_COLL_GATHER, comm, status, was_in, ret_p))
-        return 1;
-    if (saved)
-        memcpy((char *)recvbuf + (size_t)root * bytes, saved, bytes);
-    *ret_p = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                         recvtype, root, comm);
-    return 1;
+    mpi_args_t a = {sendbuf,  sendcount, sendtype,    recvbuf, recvcount,
+                    recvtype, NULL,      MPI_OP_NULL, root,    comm};
+    return blocking(MPI_COLL_GATHER, &a, ret_p);
 }
 
 int mpi_layer_scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       void *recvbuf, int recvcount, MPI_Datatype recvtype,
                       int root, MPI_Comm comm, int *ret_p)
 {
-    size_t bytes;
-    comm_state_t *st;
-    incoll_status_t status;
-    int was_in, is_root, in_place = recvbuf == MPI_IN_PLACE;
-
-    st = rooted_gate(MPI_COLL_SCATTER, comm, root, in_place, sendcount,
-                     sendtype, recvcount, recvtype, &bytes, &is_root);
-    if (st == NULL)
-        return 0;
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_SCATTER]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    was_in = in_net(st);
-    status = incoll_scatter(st->icomm, is_root ? sendbuf : NULL,
-                            in_place ? (void *)INCOLL_IN_PLACE : recvbuf, bytes,
-                            root);
-    if (settle_coll(st, MPI_COLL_SCATTER, comm, status, was_in, ret_p))
-        return 1;
-    *ret_p = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount,
-                          recvtype, root, comm);
-    return 1;
-}
-
-/* Both reduce_scatters once planned: count elements per rank. */
-static int rs_call(mpi_coll_t coll, comm_state_t *st, const void *sendbuf,
-                   void *recvbuf, size_t count, incoll_dtype_t idt,
-                   incoll_op_t iop, size_t esize, MPI_Comm comm, int *ret_p,
-                   void **saved_p)
-{
-    size_t all = count * esize * (size_t)st->size;
-    incoll_status_t status;
-    int was_in;
-
-    *saved_p = NULL;
-    if (sendbuf == MPI_IN_PLACE && L.cfg.agree) {
-        *saved_p = scratch(st, all);
-        if (*saved_p == NULL)
-            status = INCOLL_ERR_NO_MEMORY;
-        else
-            memcpy(*saved_p, recvbuf, all);
-    }
-    was_in = in_net(st);
-    status = incoll_reduce_scatter(
-        st->icomm, sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : sendbuf, recvbuf,
-        count, idt, iop);
-    if (settle_coll(st, coll, comm, status, was_in, ret_p))
-        return 1;
-    if (*saved_p)
-        memcpy(recvbuf, *saved_p, all);
-    return 0;
+    mpi_args_t a = {sendbuf,  sendcount, sendtype,    recvbuf, recvcount,
+                    recvtype, NULL,      MPI_OP_NULL, root,    comm};
+    return blocking(MPI_COLL_SCATTER, &a, ret_p);
 }
 
 int mpi_layer_reduce_scatter_block(const void *sendbuf, void *recvbuf,
                                    int recvcount, MPI_Datatype dtype, MPI_Op op,
                                    MPI_Comm comm, int *ret_p)
 {
-    incoll_dtype_t idt = INCOLL_UINT8;
-    incoll_op_t iop = INCOLL_OP_SUM;
-    size_t bytes = 0;
-    comm_state_t *st;
-    reason_t pre;
-    void *saved;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    pre = pair_find(dtype)
-              ? R_DTYPE
-              : plan_reduction(recvcount, dtype, op, &idt, &iop, &bytes);
-    st = gate(MPI_COLL_REDUCE_SCATTER_BLOCK, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_REDUCE_SCATTER_BLOCK]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    if (rs_call(MPI_COLL_REDUCE_SCATTER_BLOCK, st, sendbuf, recvbuf,
-                (size_t)recvcount, idt, iop, bytes / (size_t)recvcount, comm,
-                ret_p, &saved))
-        return 1;
-    *ret_p =
-        PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dtype, op, comm);
-    return 1;
-}
-
-/* MPI_Reduce_scatter's recvcounts: equal ones (R_COUNT) go to the fabric
- * as a reduce_scatter_block. recvcounts is the same array on every rank:
- * so is the decision. */
-static reason_t rs_counts(MPI_Comm comm, const int recvcounts[])
-{
-    int size = 0;
-
-    if (comm == MPI_COMM_NULL || recvcounts == NULL ||
-        PMPI_Comm_size(comm, &size) != MPI_SUCCESS || size < 1)
-        return R_ARGS;
-    for (int i = 1; i < size; i++)
-        if (recvcounts[i] != recvcounts[0])
-            return R_UNEQUAL;
-    return R_COUNT;
+    mpi_args_t a = {sendbuf, recvcount, dtype, recvbuf, recvcount,
+                    dtype,   NULL,      op,    0,       comm};
+    return blocking(MPI_COLL_REDUCE_SCATTER_BLOCK, &a, ret_p);
 }
 
 int mpi_layer_reduce_scatter(const void *sendbuf, void *recvbuf,
                              const int recvcounts[], MPI_Datatype dtype,
                              MPI_Op op, MPI_Comm comm, int *ret_p)
 {
-    incoll_dtype_t idt = INCOLL_UINT8;
-    incoll_op_t iop = INCOLL_OP_SUM;
-    size_t bytes = 0;
-    comm_state_t *st;
-    reason_t pre;
-    void *saved;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    pre = rs_counts(comm, recvcounts);
-    if (pre == R_COUNT)
-        pre = pair_find(dtype) ? R_DTYPE
-                               : plan_reduction(recvcounts[0], dtype, op, &idt,
-                                                &iop, &bytes);
-    st = gate(MPI_COLL_REDUCE_SCATTER, comm, bytes, pre);
-    if (st == NULL)
-        return 0;
-    if (bytes == 0) {
-        L.offloaded[MPI_COLL_REDUCE_SCATTER]++;
-        *ret_p = MPI_SUCCESS;
-        return 1;
-    }
-    if (rs_call(MPI_COLL_REDUCE_SCATTER, st, sendbuf, recvbuf,
-                (size_t)recvcounts[0], idt, iop, bytes / (size_t)recvcounts[0],
-                comm, ret_p, &saved))
-        return 1;
-    *ret_p = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dtype, op, comm);
-    return 1;
-}
-
-/* ---- for the nonblocking and persistent forms (mpi_nb.c) ---- */
-
-/* The end every nonblocking plan shares, once gate() let the call in. */
-static int nb_fill(mpi_coll_t coll, comm_state_t *st, int root, size_t bytes,
-                   mpi_nb_plan_t *p)
-{
-    if (st == NULL)
-        return 0;
-    if (root >= st->size) {
-        pass(coll, R_ARGS);
-        return 0;
-    }
-    /* The ranks agreed the communicator left the network (switch_to_mpi):
-     * its nonblocking collectives go to MPI, decided alike everywhere. */
-    if (st->to_mpi) {
-        pass(coll, R_LEFT);
-        return 0;
-    }
-    p->st = st;
-    p->icomm = st->icomm;
-    p->bytes = bytes;
-    p->was_in = in_net(st);
-    return 1;
-}
-
-int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
-                      MPI_Datatype dtype, MPI_Op op, int root, mpi_nb_plan_t *p)
-{
-    reason_t pre = R_COUNT;
-    size_t bytes = 0;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    p->idt = INCOLL_UINT8;
-    p->iop = INCOLL_OP_SUM;
-    switch (coll) {
-    case MPI_COLL_ALLREDUCE:
-    case MPI_COLL_REDUCE:
-    case MPI_COLL_REDUCE_SCATTER_BLOCK:
-    case MPI_COLL_REDUCE_SCATTER:
-        /* MINLOC and MAXLOC pairs go to MPI's nonblocking forms. */
-        pre = pair_find(dtype)
-                  ? R_DTYPE
-                  : plan_reduction(count, dtype, op, &p->idt, &p->iop, &bytes);
-        break;
-    case MPI_COLL_BCAST:
-        pre = root < 0 ? R_ARGS : plan_block(count, dtype, &bytes);
-        break;
-    case MPI_COLL_ALLGATHER:
-        pre = plan_block(count, dtype, &bytes);
-        break;
-    case MPI_COLL_BARRIER:
-        break;
-    default:
-        pre = R_ARGS;
-    }
-    /* The agreement after each call is a blocking MPI call of its own. */
-    if (pre == R_COUNT && L.cfg.agree)
-        pre = R_ARGS;
-    return nb_fill(coll, gate(coll, comm, bytes, pre), root, bytes, p);
-}
-
-int mpi_layer_nb_plan_rooted(mpi_coll_t coll, MPI_Comm comm, int root,
-                             int in_place, int root_count,
-                             MPI_Datatype root_type, int count,
-                             MPI_Datatype type, mpi_nb_plan_t *p,
-                             int *is_root_p)
-{
-    size_t bytes = 0;
-    comm_state_t *st;
-
-    *is_root_p = 0;
-    p->idt = INCOLL_UINT8;
-    p->iop = INCOLL_OP_SUM;
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    if (L.cfg.agree) {
-        (void)gate(coll, comm, 0, R_ARGS); /* counts the reason */
-        return 0;
-    }
-    st = rooted_gate(coll, comm, root, in_place, root_count, root_type, count,
-                     type, &bytes, is_root_p);
-    return nb_fill(coll, st, root, bytes, p);
-}
-
-int mpi_layer_nb_plan_rs(MPI_Comm comm, const int recvcounts[],
-                         MPI_Datatype dtype, MPI_Op op, mpi_nb_plan_t *p)
-{
-    reason_t pre;
-
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    pre = rs_counts(comm, recvcounts);
-    if (pre != R_COUNT) {
-        (void)gate(MPI_COLL_REDUCE_SCATTER, comm, 0, pre);
-        return 0;
-    }
-    return mpi_layer_nb_plan(MPI_COLL_REDUCE_SCATTER, comm, recvcounts[0],
-                             dtype, op, 0, p);
-}
-
-int mpi_layer_nb_in_net(void *st)
-{
-    return in_net(st);
-}
-
-int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
-                        incoll_status_t status, int was_in, int persistent)
-{
-    int ret = MPI_SUCCESS;
-    if (persistent)
-        L.persistent[coll]++;
-    else
-        L.nb[coll]++;
-    settle(st, coll, comm, status, was_in, &ret);
-    return ret;
+    mpi_args_t a = {sendbuf,
+                    recvcounts ? recvcounts[0] : 0,
+                    dtype,
+                    recvbuf,
+                    recvcounts ? recvcounts[0] : 0,
+                    dtype,
+                    recvcounts,
+                    op,
+                    0,
+                    comm};
+    return blocking(MPI_COLL_REDUCE_SCATTER, &a, ret_p);
 }

@@ -3,8 +3,12 @@
  * collectives on the incoll fabric. This header joins its parts:
  *
  *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
- *                  as an MPI attribute, the offload paths with their
- *                  collective fallback decision, statistics, cleanup.
+ *                  as an MPI attribute, the planning of a call (one
+ *                  decision on every rank, this rank's staging), the
+ *                  blocking offload paths, statistics, cleanup.
+ *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and
+ *                  what one side of a call is (signature bytes, dense or
+ *                  packed through a buffer of the call).
  *   mpi_wrap.c     the C entry points (MPI_Init ... MPI_Barrier).
  *   mpi_nb.c       the nonblocking and persistent collectives (generalized
  *                  requests, persistent receives the layer completes) and
@@ -119,44 +123,165 @@ void mpi_layer_enter(void);
 int mpi_layer_leave(int done);
 #define MPI_LAYER_CALL(call) (mpi_layer_enter(), mpi_layer_leave(call))
 
-/* The nonblocking forms (mpi_nb.c): whether a call goes to the fabric,
- * decided as its blocking form decides (the same knobs and arguments on
- * every rank), with what libincoll needs. */
+/* ---- datatypes and ops (mpi_dtype.c) ---- */
+
+/* A predefined datatype incoll knows: its kind (after MPI's groups of
+ * basic types), size, and incoll type when it can be reduced. */
 typedef struct {
-    void *st; /* the communicator's state, for mpi_layer_nb_settle */
-    incoll_comm_h icomm;
+    MPI_Datatype dt;
+    int kind;
+    int size;
+    incoll_dtype_t idt;
+} mpi_dt_entry_t;
+
+/* MPI's pair types for MINLOC and MAXLOC (MPI 4.0, 6.9.4): a value and an
+ * int index, laid out as the C struct {T value; int index;}. */
+typedef struct {
+    MPI_Datatype dt;
+    incoll_dtype_t vdt; /* the value's type in incoll */
+    int vsize;          /* bytes of the value */
+    size_t ioff;        /* offset of the index in a pair */
+    size_t extent;      /* bytes of one pair, padding included */
+} mpi_pair_t;
+
+/* Builds the tables and the analysis cache's keyval (bootstrap, after
+ * MPI_Init). Returns 0 when this MPI's MPI_Pack does not give a side's
+ * bytes as they are (then the layer cannot stage buffers and stays off). */
+int mpi_dtype_init(void);
+const mpi_dt_entry_t *mpi_dt_find(MPI_Datatype dt);
+/* 1 when e (may be NULL) is a type incoll reduces. */
+int mpi_dt_reducible(const mpi_dt_entry_t *e);
+const mpi_pair_t *mpi_pair_find(MPI_Datatype dt);
+/* 1 when dt is a predefined (named) datatype. */
+int mpi_dt_predefined(MPI_Datatype dt);
+/* incoll's op for a predefined MPI op; 0 when there is none. */
+int mpi_op_map(MPI_Op op, incoll_op_t *iop_p);
+/* 1 if MPI defines iop on datatypes of e's kind and incoll can do it. */
+int mpi_op_applies(incoll_op_t iop, const mpi_dt_entry_t *e);
+
+/*
+ * One side of a call as this rank gives it: count elements of dt at buf.
+ * bytes is its type signature's size (equal on the ranks whose sides MPI
+ * matches); basic the one basic type the signature repeats, nbasic times
+ * (MPI_DATATYPE_NULL when it mixes types); data, when not NULL, where the
+ * bytes lie in signature order without gaps (buf plus the type's true
+ * lower bound), so that libincoll can use them in place. Otherwise they
+ * are packed and unpacked through a buffer of the call.
+ */
+typedef struct {
+    void *buf;
+    int count;
+    MPI_Datatype dt; /* a duplicate of the caller's after mpi_side_keep */
+    size_t bytes;
+    MPI_Datatype basic;
+    size_t nbasic;
+    char *data;
+    int owned; /* dt is the layer's duplicate */
+} mpi_side_t;
+
+/* Describes count elements of dt at buf (a zero count never looks at dt,
+ * which may then be MPI_DATATYPE_NULL). 0, or -1 for a negative count or
+ * an invalid datatype. Local; MPI calls only for derived datatypes not
+ * seen before. */
+int mpi_side_make(const void *buf, int count, MPI_Datatype dt, mpi_side_t *s);
+/* Copies the side's bytes, in signature order, to dst / from src. MPI
+ * codes. */
+int mpi_side_pack(const mpi_side_t *s, void *dst);
+int mpi_side_unpack(const mpi_side_t *s, const void *src);
+/* For a side used after the MPI call returns (nonblocking, persistent):
+ * holds a duplicate of a derived datatype it will pack or unpack, so the
+ * program may free its own (MPI allows that while the operation is
+ * pending); mpi_side_release frees it. */
+int mpi_side_keep(mpi_side_t *s);
+void mpi_side_release(mpi_side_t *s);
+
+/* ---- one call, planned alike on every rank (mpi_layer.c) ---- */
+
+/* The MPI arguments of a collective, C handles. Reductions and broadcast
+ * give their count and datatype as both sides (sendcount/sendtype and
+ * recvcount/recvtype), MPI_Reduce_scatter its recvcounts. */
+typedef struct {
+    const void *sendbuf; /* MPI_IN_PLACE allowed where MPI allows it */
+    int sendcount;
+    MPI_Datatype sendtype;
+    void *recvbuf; /* MPI_IN_PLACE allowed (scatter's root) */
+    int recvcount;
+    MPI_Datatype recvtype;
+    const int *recvcounts;
+    MPI_Op op;
+    int root;
+    MPI_Comm comm;
+} mpi_args_t;
+
+/* The forms of a collective. */
+typedef enum {
+    MPI_FORM_BLOCKING = 0,
+    MPI_FORM_NB,
+    MPI_FORM_PERSISTENT
+} mpi_form_t;
+
+/* A side staged through the call's own buffer: packed into at before each
+ * start (input), or unpacked from at after a successful completion
+ * (output). */
+typedef struct {
+    mpi_side_t side;
+    char *at;
+    int on;
+} mpi_stage_t;
+
+/*
+ * A call the layer gives libincoll. The decision (offload or MPI's own,
+ * and what libincoll gets: count, incoll type and op) depends only on what
+ * every rank knows alike; the staging (sbuf, rbuf, in, out) is this
+ * rank's own layout.
+ */
+typedef struct {
+    mpi_coll_t coll;
+    MPI_Comm comm;
+    void *st;            /* the communicator's state */
+    incoll_comm_h icomm; /* where it runs (persistent: its own) */
+    int own_icomm;       /* icomm is the request's, destroyed with it */
+    void *pool;          /* persistent: the pool icomm was taken from */
+    int pool_slot;       /* and its place there */
+    int root;
+    int is_root;
+    int rank;
+    int size;
     incoll_dtype_t idt;
     incoll_op_t iop;
-    size_t bytes; /* per rank (bcast: all; allgather: one block) */
-    int was_in;   /* in the network at the start */
-} mpi_nb_plan_t;
+    size_t count;         /* elements (reductions) or bytes of a block */
+    size_t bytes;         /* per rank, for INCOLL_MPI_MAX_BYTES */
+    const mpi_pair_t *pe; /* MINLOC/MAXLOC (blocking only) */
+    const void *sbuf;     /* libincoll's input: INCOLL_IN_PLACE, or NULL */
+    void *rbuf;           /* libincoll's output: INCOLL_IN_PLACE, or NULL */
+    mpi_stage_t in;
+    mpi_stage_t out;
+    mpi_side_t pin, pout; /* MINLOC/MAXLOC's sides (pout.buf NULL: none) */
+    void *tmp[3];         /* the call's own buffers */
+    int mismatch;         /* this rank's two sides differ: an error after */
+    int fail;             /* an MPI code: this rank cannot take part */
+    int was_in;           /* in the network at the start */
+} mpi_call_t;
 
-/* 1 when the call goes to libincoll (*p filled), 0 when to MPI (the
- * reason counted). count and dtype: the recv side for allgather. */
-int mpi_layer_nb_plan(mpi_coll_t coll, MPI_Comm comm, int count,
-                      MPI_Datatype dtype, MPI_Op op, int root,
-                      mpi_nb_plan_t *p);
-/* The same for gather and scatter: the block size from the root's side
- * that holds every block (root_count, root_type) at the root, from the
- * other side elsewhere, as the blocking forms take it; *is_root_p says
- * whether this rank is the root. */
-int mpi_layer_nb_plan_rooted(mpi_coll_t coll, MPI_Comm comm, int root,
-                             int in_place, int root_count,
-                             MPI_Datatype root_type, int count,
-                             MPI_Datatype type, mpi_nb_plan_t *p,
-                             int *is_root_p);
-/* The same for MPI_Ireduce_scatter: equal recvcounts go to libincoll
- * (recvcounts[0] elements per rank), unequal ones to MPI ("unequal"). */
-int mpi_layer_nb_plan_rs(MPI_Comm comm, const int recvcounts[],
-                         MPI_Datatype dtype, MPI_Op op, mpi_nb_plan_t *p);
-/* 1 while the communicator of a plan's st runs in the network (taken again
- * at each start of a persistent request). */
-int mpi_layer_nb_in_net(void *st);
-/* Counts a completed nonblocking call (persistent: one start of a
- * persistent one) and, for an error, raises it as the blocking form does;
- * returns the MPI code for its status. */
-int mpi_layer_nb_settle(void *st, mpi_coll_t coll, MPI_Comm comm,
-                        incoll_status_t status, int was_in, int persistent);
+/* Plans coll: 1 when libincoll runs it (c filled), 0 when MPI's own
+ * function must (the reason counted). Collective only where every rank
+ * reaches it alike (a communicator's first call; a persistent init,
+ * which gets a libincoll communicator of its own). Layer lock held. */
+int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
+                  mpi_call_t *c);
+/* Before each start: packs the input side that is staged. MPI code. */
+int mpi_call_pack(mpi_call_t *c);
+/* Keeps the datatypes of staged sides (mpi_side_keep). MPI code. */
+int mpi_call_keep(mpi_call_t *c);
+/* 1 while the call's libincoll communicator runs in the network. */
+int mpi_call_in_net(const mpi_call_t *c);
+/* After libincoll completed a start of c with status: unpacks the output
+ * on success, counts the call under form, raises an error through the
+ * communicator's error handler as the blocking forms do; returns the MPI
+ * code. */
+int mpi_call_done(mpi_call_t *c, incoll_status_t status, mpi_form_t form);
+/* Frees the call's buffers, kept datatypes and own communicator. */
+void mpi_call_free(mpi_call_t *c);
 
 /*
  * The nonblocking (persistent = 0) and persistent (1) forms, shared by the

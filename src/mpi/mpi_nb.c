@@ -29,8 +29,13 @@
  * INCOLL_PROGRESS_THREAD=1 libincoll progresses them in the background as
  * well, so that computation between the start and the wait overlaps.
  *
- * The decision to offload is the blocking form's (mpi_layer_nb_plan): the
- * same on every rank; a persistent request's is taken once, at init.
+ * The decision to offload is the blocking form's (mpi_call_plan): the
+ * same on every rank; a persistent request's is taken once, at init, and
+ * the request gets a libincoll communicator of its own, so that requests
+ * started in different orders on different ranks still match. Sides that
+ * are not dense are packed when a call is issued (persistent: at each
+ * start) and unpacked when it completes, with duplicates of their
+ * datatypes the layer keeps.
  * Errors are raised as the blocking forms raise them, and are the
  * request's MPI_ERROR (persistent: MPI_Wait's and MPI_Test's return
  * value).
@@ -52,17 +57,14 @@ typedef struct nb_rec {
                           receive */
     incoll_req_h ireq; /* nonpersistent: NULL once complete; persistent:
                           its libincoll request (NULL for zero bytes) */
-    mpi_coll_t coll;
-    MPI_Comm comm;
-    void *st;
-    int was_in;
-    int err;        /* MPI code once complete */
-    int app_freed;  /* MPI_Request_free before completion */
-    int persistent; /* an MPI_X_init request */
-    int tag;        /* persistent: its receive's tag */
-    int active;     /* persistent: started, not complete */
-    int waiting;    /* a thread blocks on ireq in libincoll, which gives the
-                       layer lock up meanwhile: no other thread tests it */
+    mpi_call_t call;   /* the planned call, its staging and kept types */
+    int err;           /* MPI code once complete */
+    int app_freed;     /* MPI_Request_free before completion */
+    int persistent;    /* an MPI_X_init request */
+    int tag;           /* persistent: its receive's tag */
+    int active;        /* persistent: started, not complete */
+    int waiting;       /* a thread blocks on ireq in libincoll, which gives the
+                          layer lock up meanwhile: no other thread tests it */
     struct nb_rec *next;  /* on the pending list */
     struct nb_rec *pnext; /* persistent: on the persistent list */
 } nb_rec_t;
@@ -92,7 +94,9 @@ static int query_fn(void *extra, MPI_Status *status)
 
 static int free_fn(void *extra)
 {
-    free(extra);
+    nb_rec_t *r = extra;
+    mpi_call_free(&r->call);
+    free(r);
     return MPI_SUCCESS;
 }
 
@@ -147,6 +151,7 @@ static void persist_destroy(nb_rec_t *r)
         PMPI_Request_free(&r->mreq);
     if (r->ireq)
         incoll_req_free(r->ireq);
+    mpi_call_free(&r->call); /* and the request's libincoll communicator */
     free(r);
 }
 
@@ -167,8 +172,8 @@ static void finish(nb_rec_t *r, incoll_status_t status)
 {
     MPI_Request mreq = r->mreq;
     unlink_rec(r);
-    r->err = mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in,
-                                 r->persistent);
+    r->err = mpi_call_done(&r->call, status,
+                           r->persistent ? MPI_FORM_PERSISTENT : MPI_FORM_NB);
     if (r->persistent) {
         persist_done(r);
         return;
@@ -243,8 +248,26 @@ static int slice_rec(nb_rec_t *r)
     return done;
 }
 
-/* Blocks (in libincoll) until r completes, progressing the others
- * between slices. */
+/* A tag nobody is likely to wait for (MPI guarantees tags up to 32767). */
+#define PROGRESS_TAG 32761
+
+/* Lets the MPI library progress its own pending operations. Its
+ * nonblocking collectives move only inside MPI calls of every rank: a
+ * rank that blocked in libincoll alone could hold up another rank that
+ * waits in MPI for one of them, while that rank's part of the layer's
+ * request (which the one here waits for) comes only after it. An
+ * MPI_Iprobe that finds nothing runs MPI's progress engine and takes no
+ * message; on MPI_COMM_WORLD, since MPICH's probe on MPI_COMM_SELF looks
+ * at that communicator alone. */
+static void mpi_progress(void)
+{
+    int flag = 0;
+    PMPI_Iprobe(MPI_ANY_SOURCE, PROGRESS_TAG, MPI_COMM_WORLD, &flag,
+                MPI_STATUS_IGNORE);
+}
+
+/* Blocks (in libincoll) until r completes, progressing the others and
+ * MPI's own operations between slices. */
 static void wait_rec(nb_rec_t *r)
 {
     MPI_Request mreq = r->mreq;
@@ -256,6 +279,7 @@ static void wait_rec(nb_rec_t *r)
         progress();
         if (find(mreq) != r)
             return;
+        mpi_progress();
     }
 }
 
@@ -272,9 +296,9 @@ static int wait_slice(int n, MPI_Request reqs[])
     return 0;
 }
 
-/* Makes the generalized request of a started libincoll request. */
-static int track(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
-                 const mpi_nb_plan_t *p, MPI_Request *request)
+/* Makes the generalized request of a started libincoll request (c is
+ * the record's from now on). */
+static int track(incoll_req_h ireq, const mpi_call_t *c, MPI_Request *request)
 {
     nb_rec_t *r = calloc(1, sizeof(*r));
     int ret;
@@ -283,10 +307,7 @@ static int track(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
         return MPI_ERR_NO_MEM;
     }
     r->ireq = ireq;
-    r->coll = coll;
-    r->comm = comm;
-    r->st = p->st;
-    r->was_in = p->was_in;
+    r->call = *c;
     ret = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, &r->mreq);
     if (ret != MPI_SUCCESS) {
         incoll_req_wait(ireq);
@@ -298,25 +319,21 @@ static int track(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
     return MPI_SUCCESS;
 }
 
-/* The call was refused by libincoll at once (bad arguments, no memory):
- * raised like a failed blocking call; no request. */
-static int refused(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
-                   incoll_status_t status, int persistent, MPI_Request *request)
-{
-    *request = MPI_REQUEST_NULL;
-    return mpi_layer_nb_settle(p->st, coll, comm, status, p->was_in,
-                               persistent);
-}
-
-/* A zero-byte call on the fabric: a request that is complete at once. */
-static int complete_now(const mpi_nb_plan_t *p, mpi_coll_t coll, MPI_Comm comm,
+/* A call that ends at once (zero bytes on every rank, or refused or
+ * failed on this rank): counted, an error raised, and a request complete
+ * from the start (MPI_REQUEST_NULL for an error). */
+static int complete_now(mpi_call_t *c, incoll_status_t status,
                         MPI_Request *request)
 {
-    nb_rec_t *r = calloc(1, sizeof(*r));
-    int ret;
+    nb_rec_t *r;
+    int ret, err = mpi_call_done(c, status, MPI_FORM_NB);
+
+    *request = MPI_REQUEST_NULL;
+    if (err != MPI_SUCCESS)
+        return err;
+    r = calloc(1, sizeof(*r));
     if (r == NULL)
         return MPI_ERR_NO_MEM;
-    r->err = mpi_layer_nb_settle(p->st, coll, comm, INCOLL_OK, p->was_in, 0);
     ret = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, r, request);
     if (ret != MPI_SUCCESS) {
         free(r);
@@ -341,9 +358,9 @@ static int free_tag(void)
 }
 
 /* Makes the persistent MPI request of a persistent libincoll request
- * (NULL for a zero-byte call, complete at each start). */
-static int persist_make(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
-                        const mpi_nb_plan_t *p, MPI_Request *request)
+ * (NULL for a zero-byte call, complete at each start); c is the record's
+ * from now on, or freed on failure. */
+static int persist_make(incoll_req_h ireq, mpi_call_t *c, MPI_Request *request)
 {
     nb_rec_t *r = calloc(1, sizeof(*r));
     int ret = MPI_ERR_NO_MEM;
@@ -364,9 +381,7 @@ static int persist_make(incoll_req_h ireq, mpi_coll_t coll, MPI_Comm comm,
     if (ret != MPI_SUCCESS)
         goto err_free_rec;
     r->ireq = ireq;
-    r->coll = coll;
-    r->comm = comm;
-    r->st = p->st;
+    r->call = *c;
     r->persistent = 1;
     r->pnext = persist;
     persist = r;
@@ -379,10 +394,15 @@ err_free_rec:
 err_free_ireq:
     if (ireq)
         incoll_req_free(ireq);
+    mpi_call_free(c);
+    *request = MPI_REQUEST_NULL;
     return ret;
 }
 
-/* MPI_Start of persistent r. */
+/* MPI_Start of persistent r: its input packed as it is now, then the
+ * libincoll request started (on the request's own libincoll
+ * communicator, so that requests started in different orders on
+ * different ranks still match). */
 static int persist_start(nb_rec_t *r)
 {
     incoll_status_t status = INCOLL_OK;
@@ -394,13 +414,16 @@ static int persist_start(nb_rec_t *r)
     if (ret != MPI_SUCCESS)
         return ret;
     r->active = 1;
-    r->was_in = mpi_layer_nb_in_net(r->st);
-    if (r->ireq)
-        status = incoll_req_start(r->ireq);
-    if (r->ireq == NULL || status != INCOLL_OK) {
+    r->call.was_in = mpi_call_in_net(&r->call);
+    if (r->ireq) {
+        r->call.fail = mpi_call_pack(&r->call);
+        if (r->call.fail == MPI_SUCCESS)
+            status = incoll_req_start(r->ireq);
+    }
+    if (r->ireq == NULL || r->call.fail || status != INCOLL_OK) {
         /* Zero bytes, or refused: over at once. */
-        r->err =
-            mpi_layer_nb_settle(r->st, r->coll, r->comm, status, r->was_in, 1);
+        r->err = mpi_call_done(&r->call, status, MPI_FORM_PERSISTENT);
+        r->call.fail = MPI_SUCCESS;
         persist_done(r);
         return MPI_SUCCESS;
     }
@@ -408,34 +431,24 @@ static int persist_start(nb_rec_t *r)
     return MPI_SUCCESS;
 }
 
-/* One call the layer gives libincoll: count is elements for the
- * reductions, bytes for the others (p->bytes). */
-typedef struct {
-    mpi_coll_t coll;
-    const void *sendbuf; /* MPI_IN_PLACE allowed */
-    void *recvbuf;       /* MPI_IN_PLACE allowed (scatter's root) */
-    size_t count;
-    int root;
-} nb_call_t;
-
-static incoll_status_t post(const mpi_nb_plan_t *p, const nb_call_t *c,
-                            int persistent, incoll_req_h *ireq)
+/* libincoll's nonblocking or persistent request for planned call c. */
+static incoll_status_t post(const mpi_call_t *c, int persistent,
+                            incoll_req_h *ireq)
 {
-    const void *sb = c->sendbuf == MPI_IN_PLACE ? INCOLL_IN_PLACE : c->sendbuf;
-    void *rb =
-        c->recvbuf == MPI_IN_PLACE ? (void *)INCOLL_IN_PLACE : c->recvbuf;
-    incoll_comm_h ic = p->icomm;
+    incoll_comm_h ic = c->icomm;
+    const void *sb = c->sbuf;
+    void *rb = c->rbuf;
 
     switch (c->coll) {
     case MPI_COLL_ALLREDUCE:
-        return persistent ? incoll_allreduce_init(ic, sb, rb, c->count, p->idt,
-                                                  p->iop, ireq)
-                          : incoll_iallreduce(ic, sb, rb, c->count, p->idt,
-                                              p->iop, ireq);
+        return persistent ? incoll_allreduce_init(ic, sb, rb, c->count, c->idt,
+                                                  c->iop, ireq)
+                          : incoll_iallreduce(ic, sb, rb, c->count, c->idt,
+                                              c->iop, ireq);
     case MPI_COLL_REDUCE:
-        return persistent ? incoll_reduce_init(ic, sb, rb, c->count, p->idt,
-                                               p->iop, c->root, ireq)
-                          : incoll_ireduce(ic, sb, rb, c->count, p->idt, p->iop,
+        return persistent ? incoll_reduce_init(ic, sb, rb, c->count, c->idt,
+                                               c->iop, c->root, ireq)
+                          : incoll_ireduce(ic, sb, rb, c->count, c->idt, c->iop,
                                            c->root, ireq);
     case MPI_COLL_BCAST:
         return persistent ? incoll_bcast_init(ic, rb, c->count, c->root, ireq)
@@ -457,46 +470,53 @@ static incoll_status_t post(const mpi_nb_plan_t *p, const nb_call_t *c,
     case MPI_COLL_REDUCE_SCATTER_BLOCK:
     case MPI_COLL_REDUCE_SCATTER:
         return persistent ? incoll_reduce_scatter_init(ic, sb, rb, c->count,
-                                                       p->idt, p->iop, ireq)
-                          : incoll_ireduce_scatter(ic, sb, rb, c->count, p->idt,
-                                                   p->iop, ireq);
+                                                       c->idt, c->iop, ireq)
+                          : incoll_ireduce_scatter(ic, sb, rb, c->count, c->idt,
+                                                   c->iop, ireq);
     default:
         return INCOLL_ERR_INVALID_ARG;
     }
 }
 
-/* Gives a planned call to libincoll as a nonblocking (persistent = 0) or
- * persistent request and makes the MPI request the program gets. */
-static int issue(const mpi_nb_plan_t *p, const nb_call_t *c, MPI_Comm comm,
-                 int persistent, MPI_Request *request)
+/* Plans coll with the arguments a and, when the layer takes it, gives it
+ * to libincoll as a nonblocking (persistent = 0) or persistent request
+ * and makes the MPI request the program gets. 0 when MPI's own function
+ * must run (the reason counted). */
+static int issue(mpi_coll_t coll, const mpi_args_t *a, int persistent,
+                 MPI_Request *request, int *ret_p)
 {
+    mpi_form_t form = persistent ? MPI_FORM_PERSISTENT : MPI_FORM_NB;
     incoll_req_h ireq = NULL;
     incoll_status_t status = INCOLL_OK;
-    int empty = c->coll != MPI_COLL_BARRIER && (c->count == 0 || p->bytes == 0);
+    mpi_call_t c;
+    int empty;
 
-    if (!empty)
-        status = post(p, c, persistent, &ireq);
-    if (status != INCOLL_OK)
-        return refused(p, c->coll, comm, status, persistent, request);
-    if (persistent)
-        return persist_make(ireq, c->coll, comm, p, request);
-    if (empty)
-        return complete_now(p, c->coll, comm, request);
-    return track(ireq, c->coll, comm, p, request);
-}
-
-/* The send side of an allgather, when given, must carry the block's bytes
- * (checked by the blocking form too): else MPI judges. */
-static int allgather_same(const void *sendbuf, int sendcount,
-                          MPI_Datatype sendtype, int recvcount,
-                          MPI_Datatype recvtype)
-{
-    int ss = 0, rs = 0;
-    if (sendbuf == MPI_IN_PLACE)
+    if (!mpi_call_plan(coll, a, form, &c))
+        return 0;
+    empty = coll != MPI_COLL_BARRIER && c.count == 0;
+    /* The program may free its datatypes while the call is pending: the
+     * staged sides keep their own. A nonblocking call reads its input
+     * now; a persistent one at each start. */
+    if (!c.fail)
+        c.fail = mpi_call_keep(&c);
+    if (!c.fail && !persistent)
+        c.fail = mpi_call_pack(&c);
+    if (!empty && !c.fail)
+        status = post(&c, persistent, &ireq);
+    if (c.fail || status != INCOLL_OK) {
+        *request = MPI_REQUEST_NULL;
+        *ret_p = mpi_call_done(&c, status, form);
+        mpi_call_free(&c);
         return 1;
-    return PMPI_Type_size(sendtype, &ss) == MPI_SUCCESS &&
-           PMPI_Type_size(recvtype, &rs) == MPI_SUCCESS &&
-           (long long)ss * sendcount == (long long)rs * recvcount;
+    }
+    if (persistent)
+        *ret_p = persist_make(ireq, &c, request);
+    else if (empty) {
+        *ret_p = complete_now(&c, INCOLL_OK, request);
+        mpi_call_free(&c);
+    } else
+        *ret_p = track(ireq, &c, request);
+    return 1;
 }
 
 /* The bodies shared by the nonblocking and persistent entry points, C and
@@ -505,48 +525,35 @@ int mpi_nb_allreduce(const void *sendbuf, void *recvbuf, int count,
                      MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
                      MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_ALLREDUCE, sendbuf, recvbuf, (size_t)count, 0};
-    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, op, 0, &p))
-        return 0;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {sendbuf, count, dt, recvbuf, count, dt, NULL, op, 0, comm};
+    return issue(MPI_COLL_ALLREDUCE, &a, persistent, request, ret_p);
 }
 
 int mpi_nb_reduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm,
                   int persistent, MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_REDUCE, sendbuf, recvbuf, (size_t)count, root};
-    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, op, root, &p))
-        return 0;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {sendbuf, count, dt, recvbuf, count,
+                    dt,      NULL,  op, root,    comm};
+    return issue(MPI_COLL_REDUCE, &a, persistent, request, ret_p);
 }
 
 int mpi_nb_bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm,
                  int persistent, MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_BCAST, buf, buf, 0, root};
-    if (!mpi_layer_nb_plan(c.coll, comm, count, dt, MPI_OP_NULL, root, &p))
-        return 0;
-    c.count = p.bytes;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {buf, count, dt,          buf,  count,
+                    dt,  NULL,  MPI_OP_NULL, root, comm};
+    return issue(MPI_COLL_BCAST, &a, persistent, request, ret_p);
 }
 
 int mpi_nb_barrier(MPI_Comm comm, int persistent, MPI_Request *request,
                    int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_BARRIER, NULL, NULL, 0, 0};
-    if (!mpi_layer_nb_plan(c.coll, comm, 0, MPI_DATATYPE_NULL, MPI_OP_NULL, 0,
-                           &p))
-        return 0;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {NULL, 0,           MPI_DATATYPE_NULL,
+                    NULL, 0,           MPI_DATATYPE_NULL,
+                    NULL, MPI_OP_NULL, 0,
+                    comm};
+    return issue(MPI_COLL_BARRIER, &a, persistent, request, ret_p);
 }
 
 int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -554,15 +561,9 @@ int mpi_nb_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                      MPI_Comm comm, int persistent, MPI_Request *request,
                      int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_ALLGATHER, sendbuf, recvbuf, 0, 0};
-    if (!allgather_same(sendbuf, sendcount, sendtype, recvcount, recvtype) ||
-        !mpi_layer_nb_plan(c.coll, comm, recvcount, recvtype, MPI_OP_NULL, 0,
-                           &p))
-        return 0;
-    c.count = p.bytes;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {sendbuf,  sendcount, sendtype,    recvbuf, recvcount,
+                    recvtype, NULL,      MPI_OP_NULL, 0,       comm};
+    return issue(MPI_COLL_ALLGATHER, &a, persistent, request, ret_p);
 }
 
 /* Gather (scatter = 0) or scatter (1). */
@@ -571,53 +572,28 @@ int mpi_nb_rooted(int scatter, const void *sendbuf, int sendcount,
                   MPI_Datatype recvtype, int root, MPI_Comm comm,
                   int persistent, MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {scatter ? MPI_COLL_SCATTER : MPI_COLL_GATHER, sendbuf,
-                   recvbuf, 0, root};
-    int is_root = 0, ok;
-
-    ok = scatter ? mpi_layer_nb_plan_rooted(
-                       c.coll, comm, root, recvbuf == MPI_IN_PLACE, sendcount,
-                       sendtype, recvcount, recvtype, &p, &is_root)
-                 : mpi_layer_nb_plan_rooted(
-                       c.coll, comm, root, sendbuf == MPI_IN_PLACE, recvcount,
-                       recvtype, sendcount, sendtype, &p, &is_root);
-    if (!ok)
-        return 0;
-    /* Only the root's side holding every block is read or written. */
-    if (!is_root && scatter)
-        c.sendbuf = NULL;
-    if (!is_root && !scatter)
-        c.recvbuf = NULL;
-    c.count = p.bytes;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {sendbuf,  sendcount, sendtype,    recvbuf, recvcount,
+                    recvtype, NULL,      MPI_OP_NULL, root,    comm};
+    return issue(scatter ? MPI_COLL_SCATTER : MPI_COLL_GATHER, &a, persistent,
+                 request, ret_p);
 }
 
 int mpi_nb_rsb(const void *sendbuf, void *recvbuf, int recvcount,
                MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
                MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_REDUCE_SCATTER_BLOCK, sendbuf, recvbuf,
-                   (size_t)recvcount, 0};
-    if (!mpi_layer_nb_plan(c.coll, comm, recvcount, dt, op, 0, &p))
-        return 0;
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    mpi_args_t a = {sendbuf, recvcount, dt, recvbuf, recvcount,
+                    dt,      NULL,      op, 0,       comm};
+    return issue(MPI_COLL_REDUCE_SCATTER_BLOCK, &a, persistent, request, ret_p);
 }
 
 int mpi_nb_rs(const void *sendbuf, void *recvbuf, const int recvcounts[],
               MPI_Datatype dt, MPI_Op op, MPI_Comm comm, int persistent,
               MPI_Request *request, int *ret_p)
 {
-    mpi_nb_plan_t p;
-    nb_call_t c = {MPI_COLL_REDUCE_SCATTER, sendbuf, recvbuf, 0, 0};
-    if (!mpi_layer_nb_plan_rs(comm, recvcounts, dt, op, &p))
-        return 0;
-    c.count = (size_t)recvcounts[0];
-    *ret_p = issue(&p, &c, comm, persistent, request);
-    return 1;
+    int rc = recvcounts ? recvcounts[0] : 0;
+    mpi_args_t a = {sendbuf, rc, dt, recvbuf, rc, dt, recvcounts, op, 0, comm};
+    return issue(MPI_COLL_REDUCE_SCATTER, &a, persistent, request, ret_p);
 }
 
 /* Runs body (a do_ call ending in &ret) under the layer's lock; when it
@@ -1068,11 +1044,13 @@ void mpi_nb_finalize(void)
     while (pending)
         wait_rec(pending);
     /* Persistent requests the program did not free: their libincoll
-     * requests go before libincoll does (MPI frees the receives). */
+     * requests and communicators go before libincoll does (MPI frees the
+     * receives). */
     for (nb_rec_t *r = persist; r; r = r->pnext) {
         if (r->ireq)
             incoll_req_free(r->ireq);
         r->ireq = NULL;
+        mpi_call_free(&r->call);
     }
     mpi_layer_leave(0);
 }

@@ -6,9 +6,10 @@
  * vector. Each result is compared, byte for byte, with what PMPI_ computes
  * from the same input in the same run (integers exactly; floating-point
  * inputs are small integers, so every sum and product is exact in any
- * order). A derived datatype and a user-defined op must pass through and
- * still be right; one MINLOC (offloaded as two allreduces, see minloc.c)
- * is checked too.
+ * order). A reduction on a derived datatype and a user-defined op must
+ * pass through and still be right, a broadcast of a derived datatype is
+ * offloaded (its bytes); one MINLOC (offloaded as two allreduces, see
+ * minloc.c) is checked too.
  *
  * Prints "colls: ok N checks" at rank 0 and exits 0, or names the first
  * mismatch and aborts the job. "--quick" tests one datatype per kind and
@@ -217,9 +218,10 @@ static void user_sum(void *in, void *inout, int *len, MPI_Datatype *dt)
         ((int *)inout)[i] += ((int *)in)[i];
 }
 
-/* Calls that must pass through: a derived datatype (in a broadcast, and
- * with a user op, since MPI's predefined ops need predefined types), a
- * user-defined op. Then one MINLOC. */
+/* Calls that must pass through: a reduction on a derived datatype (with a
+ * user op, since MPI's predefined ops need predefined types), a
+ * user-defined op. A broadcast of a derived datatype (offloaded: the
+ * bytes of its signature). Then one MINLOC. */
 static void check_passthrough(MPI_Comm comm, const char *cname)
 {
     int r, n;
