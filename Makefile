@@ -40,6 +40,15 @@ ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
 endif
+# OpenSSL's libcrypto (libssl-dev) is optional: with it the poly1305 and
+# gmac data-path MACs (the default is poly1305) take their payload digests
+# from its vectorized code, several times libsodium's speed on 8 KiB
+# packets; without it libsodium computes the same bits.
+OPENSSL_OK := $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1)
+ifeq ($(OPENSSL_OK),1)
+BASEFLAGS += -DINCOLL_HAVE_OPENSSL=1
+LDLIBS    += $(shell pkg-config --libs libcrypto)
+endif
 # hwloc (libhwloc-dev) is optional: it finds the CPU socket of a rank for
 # INCOLL_HIER=socket; without it socket mode runs as node mode.
 HWLOC_OK := $(shell pkg-config --exists hwloc 2>/dev/null && echo 1)
@@ -212,7 +221,7 @@ install: all
 	ln -sfn libincoll.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sfn $(SONAME) $(DESTDIR)$(PREFIX)/lib/libincoll.so
 	install -m 644 include/incoll.h $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' -e 's|@HWLOC_LIBS@|$(if $(filter 1,$(HWLOC_OK)),-lhwloc,)|' -e 's|@CRYPTO_LIBS@|$(if $(filter 1,$(OPENSSL_OK)),-lcrypto,)|' incoll.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/incoll.pc
 
 # One clang-format version, so that the check gives the same answer on
 # every machine (CI runs format-check; install-deps installs it).

@@ -1367,7 +1367,7 @@ static uint64_t drops_total(const agg_counters_t *c)
 {
     return c->malformed_dropped + c->unknown_group + c->bad_mac +
            c->bad_source + c->mismatch_dropped + c->stale_dropped +
-           c->duplicates_dropped;
+           c->duplicates_dropped + c->version_mismatch + c->mac_mismatch;
 }
 
 TEST(core_an_garbage, TEST_UNIT)
@@ -1416,6 +1416,7 @@ TEST(core_an_garbage, TEST_UNIT)
             break;
         case 4:
             bc.what = "bad version";
+            bc.ctr_off = CTR(version_mismatch);
             break;
         case 5:
             bc.what = "type 0";
@@ -2197,7 +2198,8 @@ TEST(core_wire_format, TEST_UNIT)
                     .flags = 0x0003,
                     .mac = 0x0102030405060708ull,
                     .slot = 0xBEEF,
-                    .hops = 0x5566,
+                    .hops = 0x55,
+                    .mac_alg = 2,
                     .epoch = 0xCAFEBABEu,
                     .count = 3,
                     .total = 0x11223344u,
@@ -2214,7 +2216,7 @@ TEST(core_wire_format, TEST_UNIT)
     /* Every field at its documented offset, little-endian. */
     CHECK(memcmp(buf, "INCL", 4) == 0);
     CHECK_EQ_INT(le_at(buf + 0, 4), WIRE_MAGIC);
-    CHECK_EQ_INT(buf[4], 3);
+    CHECK_EQ_INT(buf[4], 4);
     CHECK_EQ_INT(buf[5], WIRE_CONTRIB);
     CHECK_EQ_INT(buf[6], INCOLL_OP_BXOR);
     CHECK_EQ_INT(buf[7], INCOLL_UINT32);
@@ -2223,7 +2225,8 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK_EQ_INT(le_at(buf + 14, 2), 0x0003);
     CHECK(le_at(buf + 16, 8) == 0x0102030405060708ull);
     CHECK_EQ_INT(le_at(buf + 24, 2), 0xBEEF);
-    CHECK_EQ_INT(le_at(buf + 26, 2), 0x5566);
+    CHECK_EQ_INT(buf[26], 0x55);
+    CHECK_EQ_INT(buf[27], 2);
     CHECK_EQ_INT(le_at(buf + 28, 4), 0xCAFEBABEu);
     CHECK_EQ_INT(le_at(buf + 32, 4), 3);
     CHECK_EQ_INT(le_at(buf + 36, 4), 0x11223344u);
@@ -2242,6 +2245,7 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK(p.mac == h.mac);
     CHECK_EQ_INT(p.slot, h.slot);
     CHECK_EQ_INT(p.hops, h.hops);
+    CHECK_EQ_INT(p.mac_alg, h.mac_alg);
     CHECK_EQ_INT(p.epoch, h.epoch);
     CHECK_EQ_INT(p.count, h.count);
     CHECK_EQ_INT(p.total, h.total);
@@ -2275,7 +2279,8 @@ TEST(core_wire_format, TEST_UNIT)
         }
         q.mac = memnet_rand(&rng);
         q.slot = (uint16_t)memnet_rand(&rng);
-        q.hops = (uint16_t)memnet_rand(&rng);
+        q.hops = (uint8_t)memnet_rand(&rng);
+        q.mac_alg = (uint8_t)memnet_rand_below(&rng, WIRE_MAC_ALGS);
         q.epoch = (uint32_t)memnet_rand(&rng);
         q.count = 1 + (uint32_t)memnet_rand_below(&rng, 64);
         q.total = (uint32_t)memnet_rand(&rng);
@@ -2286,8 +2291,8 @@ TEST(core_wire_format, TEST_UNIT)
         CHECK(memcmp(&p.type, &q.type, 3) == 0);
         CHECK(p.group == q.group && p.child == q.child && p.flags == q.flags &&
               p.mac == q.mac && p.slot == q.slot && p.hops == q.hops &&
-              p.epoch == q.epoch && p.count == q.count && p.total == q.total &&
-              p.offset == q.offset);
+              p.mac_alg == q.mac_alg && p.epoch == q.epoch &&
+              p.count == q.count && p.total == q.total && p.offset == q.offset);
         /* One byte more or less is always refused. */
         CHECK(why_is(buf, WIRE_HDR_LEN + plen + 1,
                      "payload length does not match count") == 0);
@@ -2306,6 +2311,14 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
     buf[4] = 0;
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
+    buf[4] = 3; /* v3 had no mac algorithm: refused, and the version said */
+    CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
+    CHECK_EQ_INT(wire_peek_version(buf, WIRE_HDR_LEN + 12), 3);
+    buf[4] = WIRE_VERSION;
+    for (int a = WIRE_MAC_ALGS; a < 256; a++) {
+        buf[WIRE_MACALG_OFF] = (uint8_t)a;
+        CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unknown mac algorithm") == 0);
+    }
     buf[4] = 1;
     for (int t = 0; t < 256; t++) {
         wire_hdr_t q = h;

@@ -885,7 +885,7 @@ static void forge_from(forger_t *f, const fabric_conf_t *conf, incoll_ep_t src,
                 wire_pack(&q, c);
                 memset(c + WIRE_HDR_LEN, 0, len - WIRE_HDR_LEN);
                 if (way == 1) {
-                    wire_key_t k = {h.mac, h.mac};
+                    wire_key_t k = {.k0 = h.mac, .k1 = h.mac};
                     wire_mac_seal(&k, c, c + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
                 }
                 spoof(f, src, dst, c, len);

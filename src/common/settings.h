@@ -51,6 +51,24 @@
       "(`incoll fabric up` writes DIR/secret)") \
     X(UDP_BUF, SIZE, "8M", "4K..1G", "all", \
       "socket buffer bytes asked of the kernel") \
+    X(UDP_GSO, ENUM, "auto", "auto|on|off", "all", \
+      "segmentation offload on send (UDP_SEGMENT): datagrams queued for one " \
+      "destination leave in one system call and one buffer of up to 64 KiB, " \
+      "each still its own datagram on the wire; auto uses it where the " \
+      "kernel has it and falls back when a send is refused, on asks for it " \
+      "(an error at start where the kernel lacks it), off sends one " \
+      "datagram at a time") \
+    X(UDP_GRO, ENUM, "auto", "auto|on|off", "all", \
+      "receive offload (UDP_GRO): the kernel hands over datagrams of one " \
+      "sender that arrived together in one buffer, split again here; auto " \
+      "uses it where the kernel has it, on asks for it (an error at start " \
+      "where the kernel lacks it), off reads one datagram per buffer") \
+    X(MAC, ENUM, "poly1305", "siphash|poly1305|gmac|none", "all", \
+      "data packets' authentication (docs/security.md): poly1305 and gmac " \
+      "tag payloads of 256 bytes and more through a Poly1305 or GMAC digest " \
+      "under SipHash, siphash hashes every byte with SipHash-2-4, none sends " \
+      "no tag and checks none (switches and hosts trusted; `incoll stat` " \
+      "shows it); every host and AN of a fabric must use the same") \
     /* libincoll */ \
     X(RANK, INT, "", "0..16777215", "host", \
       "rank of this process in the world") \
