@@ -323,13 +323,29 @@ static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
 }
 
 typedef struct {
-    uint64_t malformed, unknown_group, bad_mac;
+    uint64_t malformed, unknown_group, bad_mac, version, mac_alg;
 } garbage_count_t;
+
+/* 1 when a line of the file at path holds text, 0 when none, -1 when it
+ * cannot be read. */
+static int file_has_line_with(const char *path, const char *text)
+{
+    char line[4096];
+    int found = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
 
 /*
  * One round of hostile packets to ep: random bytes, a truncated header, a
  * wrong version, a count that does not match the length, an oversized
- * datagram, an unknown group, and the right group with a wrong key.
+ * datagram, an unknown group, the right group with a wrong key, and the
+ * right key under another mac algorithm than the fabric's.
  */
 static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
                          uint64_t *rng, garbage_count_t *c)
@@ -363,7 +379,7 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     buf[4] = WIRE_VERSION + 1;
     memset(buf + WIRE_HDR_LEN, 0, 16);
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
-    c->malformed++;
+    c->version++;
 
     /* A count that does not match the payload. */
     h.count = 1000;
@@ -396,6 +412,20 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     }
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
     c->bad_mac++;
+
+    /* The right key (fabric.conf's, no secret) under siphash where the
+     * fabric uses the default algorithm. */
+    wire_pack(&h, buf);
+    {
+        wire_key_t key;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, conf->group_key,
+                        &key);
+        wire_key_set_alg(&key, key.alg == WIRE_MAC_SIPHASH ? WIRE_MAC_POLY1305
+                                                           : WIRE_MAC_SIPHASH);
+        wire_mac_seal(&key, buf, buf + WIRE_HDR_LEN, 16);
+    }
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->mac_alg++;
 }
 
 static int garbage_body(const char *dir)
@@ -459,14 +489,17 @@ static int garbage_body(const char *dir)
         fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
         goto out_conf;
     }
-    fprintf(stderr, "    %d rounds of 7 hostile packets to each of %d ans\n",
+    fprintf(stderr, "    %d rounds of 8 hostile packets to each of %d ans\n",
             rounds, conf.nans);
     for (int i = 0; i < conf.nans; i++) {
         const char *an = conf.ans[i].name;
-        uint64_t malformed, unknown, bad_mac, red;
+        uint64_t malformed, unknown, bad_mac, version, mac_alg, red;
+        char path[PATH_MAX + 64], want[2][160];
         if (stat_get(stat, an, "malformed_dropped", &malformed) != 0 ||
             stat_get(stat, an, "unknown_group", &unknown) != 0 ||
             stat_get(stat, an, "bad_mac", &bad_mac) != 0 ||
+            stat_get(stat, an, "version_mismatch", &version) != 0 ||
+            stat_get(stat, an, "mac_mismatch", &mac_alg) != 0 ||
             stat_get(stat, an, "reductions", &red) != 0) {
             fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
             goto out_conf;
@@ -475,19 +508,42 @@ static int garbage_body(const char *dir)
          * exactly ours. */
         if (malformed != sent[i].malformed ||
             unknown != sent[i].unknown_group || bad_mac != sent[i].bad_mac ||
+            version != sent[i].version || mac_alg != sent[i].mac_alg ||
             red == 0) {
             fprintf(stderr,
                     "    an %s: malformed_dropped=%llu unknown_group="
-                    "%llu bad_mac=%llu reductions=%llu, want %llu %llu "
-                    "%llu >0\n%s",
+                    "%llu bad_mac=%llu version_mismatch=%llu "
+                    "mac_mismatch=%llu reductions=%llu, want %llu %llu "
+                    "%llu %llu %llu >0\n%s",
                     an, (unsigned long long)malformed,
                     (unsigned long long)unknown, (unsigned long long)bad_mac,
+                    (unsigned long long)version, (unsigned long long)mac_alg,
                     (unsigned long long)red,
                     (unsigned long long)sent[i].malformed,
                     (unsigned long long)sent[i].unknown_group,
-                    (unsigned long long)sent[i].bad_mac, stat);
+                    (unsigned long long)sent[i].bad_mac,
+                    (unsigned long long)sent[i].version,
+                    (unsigned long long)sent[i].mac_alg, stat);
             goto out_conf;
         }
+        /* The peer of another version and of another algorithm are
+         * errors in the AN's log, naming both values. */
+        snprintf(path, sizeof(path), "%s/%s.log", dir, an);
+        snprintf(want[0], sizeof(want[0]),
+                 "speaks wire version %d, this an speaks %d", WIRE_VERSION + 1,
+                 WIRE_VERSION);
+        snprintf(want[1], sizeof(want[1]),
+                 "is authenticated with %s, this an with %s",
+                 wire_mac_alg_name(wire_mac_alg_default() == WIRE_MAC_SIPHASH
+                                       ? WIRE_MAC_POLY1305
+                                       : WIRE_MAC_SIPHASH),
+                 wire_mac_alg_name(wire_mac_alg_default()));
+        for (int k = 0; k < 2; k++)
+            if (file_has_line_with(path, want[k]) != 1) {
+                fprintf(stderr, "    %s: no error line with '%s'\n", path,
+                        want[k]);
+                goto out_conf;
+            }
     }
     ret = TEST_PASSED;
 out_conf:
@@ -885,7 +941,9 @@ static void forge_from(forger_t *f, const fabric_conf_t *conf, incoll_ep_t src,
                 wire_pack(&q, c);
                 memset(c + WIRE_HDR_LEN, 0, len - WIRE_HDR_LEN);
                 if (way == 1) {
+                    /* Under the algorithm the packet names. */
                     wire_key_t k = {.k0 = h.mac, .k1 = h.mac};
+                    wire_key_set_alg(&k, (wire_mac_alg_t)h.mac_alg);
                     wire_mac_seal(&k, c, c + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
                 }
                 spoof(f, src, dst, c, len);

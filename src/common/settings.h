@@ -299,6 +299,11 @@
       "bytes of the AN-wide streaming pool: a group holding the AN's " \
       "streaming lock gets its window from it (docs/streaming.md); 0 " \
       "refuses every lock") \
+    X(AGG_THREADS, INT, "1", "1..64", "agg", \
+      "threads of the AN, each with a socket on the AN's port (the kernel " \
+      "spreads senders over them) and a share of every group's slots (slot " \
+      "modulo threads); a packet read by another thread is handed to its " \
+      "owner; lock rounds and the streaming window stay on the first") \
     X(AGG_LOCK_IDLE_MS, MS, "2s", "0..1h", "agg", \
       "a streaming lock whose holder sent nothing for this long goes to " \
       "the next group that asks; a refused group keeps its place in the " \

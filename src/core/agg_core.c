@@ -45,11 +45,14 @@ typedef struct {
     uint16_t flags; /* WIRE_F_LAST only */
     uint8_t op, dtype;
     uint8_t valid;
-    uint8_t kind;      /* wire_coll_t */
-    uint8_t has;       /* buf holds data (NODATA packets carry none) */
-    int rootc;         /* child whose subtree holds the root, or -1 */
-    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
-                          splits: the elements our children want */
+    uint8_t kind;        /* wire_coll_t */
+    uint8_t has;         /* buf holds data (NODATA packets carry none) */
+    int rootc;           /* child whose subtree holds the root, or -1 */
+    uint32_t plo, phi;   /* gathers: bytes [plo, phi) of buf hold pieces;
+                            splits: the elements our children want */
+    uint8_t st_valid;    /* st is buf's prepared mac (replicate) */
+    wire_mac_state_t st; /* for resends: a digest per result, not per
+                            resend */
 } res_copy_t;
 
 typedef struct {
@@ -323,7 +326,44 @@ static incoll_status_t table_insert(agg_t *agg, group_t *g)
     }
 }
 
+static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p);
+static incoll_status_t group_remove_one(agg_t *agg, uint32_t id);
+
+/* 1 when agg is the first of shards that know each other: adding and
+ * removing a group there does it on every shard. */
+static int primary(const agg_t *agg)
+{
+    return agg->npeers > 1 && agg->peers[0] == agg;
+}
+
 incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
+{
+    incoll_status_t status;
+    if (!primary(agg))
+        return group_add_one(agg, p);
+    for (int i = 0; i < agg->npeers; i++) {
+        status = group_add_one(agg->peers[i], p);
+        if (status != INCOLL_OK) {
+            while (i-- > 0)
+                group_remove_one(agg->peers[i], p->id);
+            return status;
+        }
+    }
+    return INCOLL_OK;
+}
+
+incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
+{
+    incoll_status_t status;
+    if (!primary(agg))
+        return group_remove_one(agg, id);
+    status = group_remove_one(agg, id);
+    for (int i = 1; i < agg->npeers; i++)
+        group_remove_one(agg->peers[i], id);
+    return status;
+}
+
+static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
 {
     group_t *g;
     size_t nslots, nch;
@@ -400,7 +440,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     return INCOLL_OK;
 }
 
-incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
+static incoll_status_t group_remove_one(agg_t *agg, uint32_t id)
 {
     uint32_t mask = agg->table_cap - 1;
     for (uint32_t i = hash_id(id) & mask, n = 0; n < agg->table_cap;
@@ -474,7 +514,11 @@ size_t agg_format(const agg_t *agg, const agg_counters_t *ctr, char *buf,
 
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
 {
-    return agg_format(agg, &agg->ctr, buf, len);
+    agg_counters_t sum = agg->ctr;
+    if (primary(agg))
+        for (int i = 1; i < agg->npeers; i++)
+            agg_counters_add(&sum, &agg->peers[i]->ctr);
+    return agg_format(agg, &sum, buf, len);
 }
 
 /* The slot numbered idx: one of the group's slots, one of its stream
@@ -639,16 +683,16 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
     emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
 }
 
-static void replicate(agg_t *agg, group_t *g, uint16_t slot,
-                      const res_copy_t *rc)
+static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
 {
-    /* The copies differ only in their headers: hash the payload once. */
-    wire_mac_state_t st;
+    /* The copies differ only in their headers: hash the payload once, and
+     * keep the hash for the resends. */
     int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
     if (same)
-        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &st);
+        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &rc->st);
+    rc->st_valid = (uint8_t)same;
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, same ? &st : NULL);
+        send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
     agg->ctr.results_sent++;
 }
 
@@ -973,8 +1017,8 @@ static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
         sl->state = SLOT_DONE;
         sl->arrived = 0;
         sl->ahead = 0;
-        sl->res[0].valid = 0;
-        sl->res[1].valid = 0;
+        sl->res[0].valid = sl->res[0].st_valid = 0;
+        sl->res[1].valid = sl->res[1].st_valid = 0;
     }
     g->gen = gen;
     g->gen_set = 1;
@@ -1589,6 +1633,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
         rc = &sl->res[sl->epoch & 1];
         rc->valid = 0;
+        rc->st_valid = 0;
         rc->epoch = h->epoch;
         rc->op = h->op;
         rc->dtype = h->dtype;
@@ -1604,7 +1649,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, prev, c, NULL);
+            send_result(agg, g, h->slot, prev, c,
+                        prev->st_valid ? &prev->st : NULL);
             return;
         }
         drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
@@ -1645,7 +1691,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c, NULL);
+            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
         } else {
             agg->ctr.waits++;
             log_missing(agg, g, sl, h, c);

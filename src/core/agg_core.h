@@ -244,11 +244,13 @@ void agg_on_batch(agg_t *agg, const agg_pkt_t *pkts, int n);
  * rounds, the stream window's slots, STATS, unknown groups, malformed
  * packets) to shard 0, so the streaming rules run on one core as before.
  * agg may be any of the shards (they hold the same groups).
- * agg_set_peers tells a shard the others (peers[i], i != self, may be
- * read), whose packets count toward a group's activity: a group quiet on
- * this shard but busy on another is not quiet (generations, lock
- * reclaim). The caller adds and removes groups on all of them at once,
- * while none of them runs (a group table is read by its peers).
+ * agg_set_peers tells a shard all the shards (peers[0] is the first,
+ * the one that gets shard 0's packets), whose packets count toward a
+ * group's activity: a group quiet on this shard but busy on another is
+ * not quiet (generations, lock reclaim). On the first shard,
+ * agg_group_add and agg_group_remove act on every shard, and
+ * agg_format_counters sums them; the caller makes sure none of the
+ * others runs meanwhile (their group tables and counters are read).
  */
 int agg_shard_of(const agg_t *agg, const void *buf, size_t len, int nshards);
 void agg_set_peers(agg_t *agg, agg_t *const *peers, int npeers);
