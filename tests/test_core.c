@@ -391,7 +391,7 @@ static uint64_t nsegs(size_t count, incoll_dtype_t dt, uint32_t payload)
 
 static agg_counters_t an_ctr(const memnet_t *net, int an)
 {
-    return *agg_counters(memnet_an(net, an));
+    return memnet_an_counters(net, an);
 }
 
 static int an_nchildren(const memnet_tree_t *t, int an)
@@ -769,7 +769,15 @@ static size_t random_count(uint64_t *rng, size_t max)
 /* What the random rounds went through, to show the faults happened. */
 static struct {
     uint64_t dropped, duplicated, reordered, retransmits;
+    uint64_t inplace, copied;       /* contributions reduced where they arrived,
+                                       and accepted (the rest were copied) */
+    uint64_t accepted, first_shard; /* contributions accepted, and by the
+                                       ANs' first shards */
 } random_faults;
+
+/* memnet_cfg_t.an_batch_ns and an_shards of the random rounds. */
+static uint64_t round_batch_ns;
+static int round_shards;
 
 /* One round: a random tree and network, then nops operations. Returns the
  * number of operations run, or -1. */
@@ -792,6 +800,8 @@ static int random_round(uint64_t round_seed, int nops, int max_hosts,
     memnet_tree_random(&t, &rng, max_hosts,
                        1 + (int)memnet_rand_below(&rng, 4));
     cfg = random_net(&rng, round_seed);
+    cfg.an_batch_ns = round_batch_ns;
+    cfg.an_shards = round_shards;
     slots = 1 + (uint32_t)memnet_rand_below(&rng, 8);
     payload = payloads[memnet_rand_below(&rng, 6)];
     g = lossy_group_cfg(slots, payload);
@@ -858,11 +868,72 @@ static int random_round(uint64_t round_seed, int nops, int max_hosts,
                 host_engine_counters(memnet_host(w.net, w.g, r))->retransmits +
                 host_engine_counters(memnet_host(w.net, w.g, r))
                     ->fast_retransmits;
+        for (int a = 0; a < t.nans; a++) {
+            agg_counters_t c = an_ctr(w.net, a);
+            random_faults.inplace += c.rx_inplace;
+            random_faults.copied += c.contribs_accepted - c.rx_inplace;
+            random_faults.accepted += c.contribs_accepted;
+            random_faults.first_shard +=
+                agg_counters(memnet_an(w.net, a))->contribs_accepted;
+        }
     }
     rc = nops;
 out:
     world_free(&w);
     return rc;
+}
+
+/*
+ * The same rounds with the ANs taking what arrives within 50 us as one
+ * batch (agg_on_batch), as the daemon's receive does: contributions are
+ * reduced from where they arrived or copied aside at the end of the
+ * batch, under the same drop, duplication and reordering, with the same
+ * results exactly once.
+ */
+TEST(core_batch_lossy, TEST_UNIT)
+{
+    int total = 0;
+    round_batch_ns = 50000;
+    for (uint64_t round = 1; round <= 25; round++) {
+        int n = random_round(round, 40, 40, 300);
+        CHECK_MSG(n > 0, "round %" PRIu64, round);
+        total += n;
+    }
+    CHECK(total >= 900);
+    CHECK(random_faults.dropped > 300 && random_faults.duplicated > 300 &&
+          random_faults.reordered > 300);
+    /* Both ways were taken: reduced where it arrived, and copied. */
+    CHECK(random_faults.inplace > 1000);
+    CHECK(random_faults.copied > 1000);
+    return TEST_PASSED;
+}
+
+/*
+ * ANs of 2 and 4 shards (incoll-agg's threads, agg_shard_of), each owning
+ * its share of every group's slots, under drop, duplication and
+ * reordering, with and without batches: every segment reduced exactly
+ * once at every AN, every result right.
+ */
+TEST(core_shards_lossy, TEST_UNIT)
+{
+    static const int shards[] = {2, 4};
+    int total = 0;
+    for (int k = 0; k < 2; k++) {
+        round_shards = shards[k];
+        for (uint64_t round = 1; round <= 12; round++) {
+            int n;
+            round_batch_ns = round % 2 ? 50000 : 0;
+            n = random_round(round + 100 * (uint64_t)k, 30, 30, 300);
+            CHECK_MSG(n > 0, "%d shards, round %" PRIu64, shards[k], round);
+            total += n;
+        }
+    }
+    CHECK(total >= 600);
+    CHECK(random_faults.dropped > 200 && random_faults.duplicated > 200 &&
+          random_faults.reordered > 200);
+    /* The other shards did their share of the slots. */
+    CHECK(random_faults.first_shard < random_faults.accepted * 3 / 4);
+    return TEST_PASSED;
 }
 
 TEST(core_random_lossy, TEST_UNIT)

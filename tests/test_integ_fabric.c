@@ -111,6 +111,78 @@ static void job_cost(const job_t *j, uint32_t payload, uint64_t *segs_p,
     *ncases_p = ncases;
 }
 
+/* What run_job also wants of every AN's counters (NULL or 0: nothing):
+ * its udp path (incoll stat's udp=), segmented sends and coalesced
+ * receives (several datagrams per buffer), its threads, and datagrams
+ * handed between them. */
+static const char *expect_udp;
+static int expect_offload, expect_threads;
+
+/* Checks stat's lines for the ANs of conf against the expectations
+ * above; 0, or -1 with the cause printed. */
+static int check_datapath(const fabric_conf_t *conf, const char *stat)
+{
+    uint64_t handed = 0;
+    for (int i = 0; i < conf->nans; i++) {
+        const char *an = conf->ans[i].name, *line;
+        char key[64], want[96];
+        uint64_t txp, txw, rxp, rxr, h = 0;
+        snprintf(key, sizeof(key), "an=%s ", an);
+        line = strstr(stat, key);
+        if (line == NULL)
+            return -1;
+        if (expect_udp) {
+            snprintf(want, sizeof(want), " udp=%s ", expect_udp);
+            if (strstr(line, want) == NULL ||
+                strstr(line, want) > strchr(line, '\n')) {
+                fprintf(stderr, "    an %s: not on the path%s:\n%s", an, want,
+                        stat);
+                return -1;
+            }
+        }
+        if (stat_get(stat, an, "udp_tx_packets", &txp) != 0 ||
+            stat_get(stat, an, "udp_tx_writes", &txw) != 0 ||
+            stat_get(stat, an, "udp_rx_packets", &rxp) != 0 ||
+            stat_get(stat, an, "udp_rx_reads", &rxr) != 0 ||
+            stat_get(stat, an, "handed", &h) != 0) {
+            fprintf(stderr, "    an %s: no udp counters:\n%s", an, stat);
+            return -1;
+        }
+        if (expect_offload > 0 && (txw >= txp || rxr >= rxp)) {
+            fprintf(stderr,
+                    "    an %s: offloads on, but %llu datagrams sent in %llu "
+                    "buffers, %llu received in %llu\n",
+                    an, (unsigned long long)txp, (unsigned long long)txw,
+                    (unsigned long long)rxp, (unsigned long long)rxr);
+            return -1;
+        }
+        if (expect_offload < 0 && (txw != txp || rxr != rxp)) {
+            fprintf(stderr,
+                    "    an %s: offloads off, but %llu datagrams sent in %llu "
+                    "buffers, %llu received in %llu\n",
+                    an, (unsigned long long)txp, (unsigned long long)txw,
+                    (unsigned long long)rxp, (unsigned long long)rxr);
+            return -1;
+        }
+        if (expect_threads) {
+            snprintf(want, sizeof(want), " threads=%d ", expect_threads);
+            if (strstr(line, want) == NULL) {
+                fprintf(stderr, "    an %s: not%s:\n%s", an, want, stat);
+                return -1;
+            }
+        }
+        handed += h;
+    }
+    if (expect_threads > 1 && handed == 0) {
+        fprintf(stderr,
+                "    %d threads, but no datagram was handed from one "
+                "to another:\n%s",
+                expect_threads, stat);
+        return -1;
+    }
+    return 0;
+}
+
 /* Runs the job on a fresh fabric and checks the results and counters.
  * faults: the counters must show that loss recovery was exercised. */
 static int run_job(const char *dir, int hosts, int radix, const job_t *j,
@@ -212,6 +284,8 @@ static int run_job(const char *dir, int hosts, int radix, const job_t *j,
                 stat);
         goto out;
     }
+    if (check_datapath(&conf, stat) != 0)
+        goto out;
     ret = TEST_PASSED;
 out:
     free(out);
@@ -307,6 +381,69 @@ TEST(integ_fabric_tree9_stream_faults, TEST_INTEG)
     job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
     setenv("INCOLL_STREAM_THRESHOLD", "4K", 1);
     setenv("INCOLL_STREAM_LOCK", "3", 1);
+    return fabric_job_test(9, 3, &j, 1, 120);
+}
+
+/*
+ * (e) The kernel's offloads forced on and then off on every host and AN
+ * (INCOLL_UDP_GSO, INCOLL_UDP_GRO), with the same loss, duplication and
+ * reordering: the same results, each segment reduced once per AN; the ANs
+ * say which path they are on, and on the offloaded one they sent and
+ * received several datagrams per kernel buffer (a loss among them costs
+ * one datagram: the faults drop datagram by datagram as they are queued).
+ */
+TEST(integ_fabric_udp_paths_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    for (int on = 1; on >= 0; on--) {
+        int ret;
+        setenv("INCOLL_UDP_GSO", on ? "on" : "off", 1);
+        setenv("INCOLL_UDP_GRO", on ? "on" : "off", 1);
+        expect_udp = on ? "send=gso,recv=gro" : "send=sendmmsg,recv=recvmmsg";
+        expect_offload = on ? 1 : -1;
+        ret = fabric_job_test(9, 3, &j, 1, 120);
+        if (ret != TEST_PASSED) {
+            fprintf(stderr, "    with the offloads %s\n", on ? "on" : "off");
+            return ret;
+        }
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * (f) ANs of 2 and 4 threads (INCOLL_AGG_THREADS), each a shard of the
+ * slots, with the faults: every segment reduced exactly once per AN
+ * (their counters summed over the threads), every result right, and
+ * datagrams handed from the thread that read them to their owner.
+ */
+TEST(integ_fabric_threads_faults, TEST_INTEG)
+{
+    static const int threads[] = {2, 4};
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    for (int k = 0; k < 2; k++) {
+        char v[8];
+        int ret;
+        snprintf(v, sizeof(v), "%d", threads[k]);
+        setenv("INCOLL_AGG_THREADS", v, 1);
+        expect_threads = threads[k];
+        ret = fabric_job_test(9, 3, &j, 1, 120);
+        if (ret != TEST_PASSED) {
+            fprintf(stderr, "    with %d threads\n", threads[k]);
+            return ret;
+        }
+    }
+    return TEST_PASSED;
+}
+
+/* (g) The same with streaming: the lock rounds and the stream window on
+ * the first thread, the slots on all four. */
+TEST(integ_fabric_threads_stream_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    setenv("INCOLL_AGG_THREADS", "4", 1);
+    setenv("INCOLL_STREAM_THRESHOLD", "4K", 1);
+    setenv("INCOLL_STREAM_LOCK", "3", 1);
+    expect_threads = 4;
     return fabric_job_test(9, 3, &j, 1, 120);
 }
 

@@ -296,16 +296,54 @@ static void unlock_all(agg_daemon_t *d, int except)
             pthread_mutex_unlock(&d->w[i].lock);
 }
 
-/* The text of a STATS reply: every shard's counters summed. Called by
- * shard 0's core in worker 0, which holds its own lock. */
+/* The sockets' counters, summed over the workers (with the handoffs). */
+static void udp_sum(const agg_daemon_t *d, udp_counters_t *u,
+                    uint64_t *handed_p, uint64_t *hdrop_p)
+{
+    memset(u, 0, sizeof(*u));
+    *handed_p = *hdrop_p = 0;
+    for (int i = 0; i < d->nworkers; i++) {
+        const udp_counters_t *c = udp_counters(d->w[i].sock);
+        u->rx_packets += c->rx_packets;
+        u->rx_bytes += c->rx_bytes;
+        u->rx_reads += c->rx_reads;
+        u->tx_packets += c->tx_packets;
+        u->tx_bytes += c->tx_bytes;
+        u->tx_writes += c->tx_writes;
+        u->tx_errors += c->tx_errors;
+        u->gso_refused += c->gso_refused;
+        u->fault_dropped += c->fault_dropped;
+        u->fault_duplicated += c->fault_duplicated;
+        u->fault_reordered += c->fault_reordered;
+        *handed_p += d->w[i].handed;
+        *hdrop_p += d->w[i].handoff_dropped;
+    }
+}
+
+/* The text of a STATS reply: every shard's counters summed, then the
+ * sockets' (how many datagrams each buffer the kernel handed over or
+ * took carried: the offloads at work). Called by shard 0's core in
+ * worker 0, which holds its own lock. */
 static size_t stats_text(void *arg, char *buf, size_t len)
 {
     agg_daemon_t *d = arg;
+    udp_counters_t u;
+    uint64_t handed, hdrop;
     size_t n;
     lock_all(d, 0);
     n = agg_format_counters(d->shards[0], buf, len);
+    udp_sum(d, &u, &handed, &hdrop);
     unlock_all(d, 0);
-    return n;
+    if (n + 1 < len)
+        n += (size_t)snprintf(
+            buf + n, len - n,
+            " udp_rx_packets=%" PRIu64 " udp_rx_reads=%" PRIu64
+            " udp_tx_packets=%" PRIu64 " udp_tx_writes=%" PRIu64
+            " udp_tx_errors=%" PRIu64 " udp_gso_refused=%" PRIu64
+            " handed=%" PRIu64 " handoff_dropped=%" PRIu64,
+            u.rx_packets, u.rx_reads, u.tx_packets, u.tx_writes, u.tx_errors,
+            u.gso_refused, handed, hdrop);
+    return n < len ? n : len - 1;
 }
 
 /* Relay mode: every CONTRIB back to its sender as a RESULT, from where it
@@ -545,7 +583,7 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
     ap.send = agg_send;
     ap.send_ref = agg_send_ref;
     ap.send_arg = w->sock;
-    ap.stats = d->nworkers > 1 ? stats_text : NULL;
+    ap.stats = stats_text;
     ap.stats_arg = d;
     ap.info = info;
     ap.gen_idle_ns = setting_ns(SETTING_AGG_GEN_IDLE_MS);
@@ -582,25 +620,9 @@ static void log_counters(const agg_daemon_t *d)
 {
     char text[2048];
     udp_counters_t u;
-    uint64_t handed = 0, hdrop = 0;
+    uint64_t handed, hdrop;
 
-    memset(&u, 0, sizeof(u));
-    for (int i = 0; i < d->nworkers; i++) {
-        const udp_counters_t *c = udp_counters(d->w[i].sock);
-        u.rx_packets += c->rx_packets;
-        u.rx_bytes += c->rx_bytes;
-        u.rx_reads += c->rx_reads;
-        u.tx_packets += c->tx_packets;
-        u.tx_bytes += c->tx_bytes;
-        u.tx_writes += c->tx_writes;
-        u.tx_errors += c->tx_errors;
-        u.gso_refused += c->gso_refused;
-        u.fault_dropped += c->fault_dropped;
-        u.fault_duplicated += c->fault_duplicated;
-        u.fault_reordered += c->fault_reordered;
-        handed += d->w[i].handed;
-        hdrop += d->w[i].handoff_dropped;
-    }
+    udp_sum(d, &u, &handed, &hdrop);
     if (!d->relay) {
         agg_format_counters(d->shards[0], text, sizeof(text));
         incoll_info("counters: %s", text);
