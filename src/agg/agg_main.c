@@ -199,6 +199,18 @@ static void agg_send_ref(void *arg, incoll_ep_t dst, const void *hdr,
     udp_send_ref(sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
 
+/* A contribution kept where it arrived until its slot is done with it
+ * (agg_core.h, retain): its receive buffer stays out of the next reads. */
+static int agg_retain(void *arg, const void *data)
+{
+    return udp_retain(arg, data);
+}
+
+static void agg_release(void *arg, const void *data)
+{
+    udp_release(arg, data);
+}
+
 static int write_pidfile(const char *path)
 {
     char tmp[4096], text[32];
@@ -307,6 +319,7 @@ static void udp_sum(const agg_daemon_t *d, udp_counters_t *u,
         u->rx_packets += c->rx_packets;
         u->rx_bytes += c->rx_bytes;
         u->rx_reads += c->rx_reads;
+        u->rx_retained += c->rx_retained;
         u->tx_packets += c->tx_packets;
         u->tx_bytes += c->tx_bytes;
         u->tx_writes += c->tx_writes;
@@ -338,10 +351,12 @@ static size_t stats_text(void *arg, char *buf, size_t len)
         n += (size_t)snprintf(
             buf + n, len - n,
             " udp_rx_packets=%" PRIu64 " udp_rx_reads=%" PRIu64
+            " udp_rx_retained=%" PRIu64
             " udp_tx_packets=%" PRIu64 " udp_tx_writes=%" PRIu64
             " udp_tx_errors=%" PRIu64 " udp_gso_refused=%" PRIu64
             " handed=%" PRIu64 " handoff_dropped=%" PRIu64,
-            u.rx_packets, u.rx_reads, u.tx_packets, u.tx_writes, u.tx_errors,
+            u.rx_packets, u.rx_reads, u.rx_retained, u.tx_packets, u.tx_writes,
+            u.tx_errors,
             u.gso_refused, handed, hdrop);
     return n < len ? n : len - 1;
 }
@@ -558,7 +573,8 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
         }
     }
     w->sock = udp_open_flags(ip, port, (int)setting_u64(SETTING_UDP_BUF), who,
-                             d->nworkers > 1 ? UDP_OPEN_REUSEPORT : 0);
+                             (d->nworkers > 1 ? UDP_OPEN_REUSEPORT : 0) |
+                                 (d->relay ? 0 : UDP_OPEN_RETAIN));
     if (w->sock == NULL)
         return -1;
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -582,6 +598,8 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
     ap.admin_key = d->conf.admin_key;
     ap.send = agg_send;
     ap.send_ref = agg_send_ref;
+    ap.retain = agg_retain;
+    ap.release = agg_release;
     ap.send_arg = w->sock;
     ap.stats = stats_text;
     ap.stats_arg = d;

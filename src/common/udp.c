@@ -36,6 +36,7 @@
 #endif
 
 #define UDP_RX_BUFS 64         /* kernel buffers per recvmmsg */
+#define UDP_RX_SPARE 256       /* spare buffers with UDP_OPEN_RETAIN */
 #define UDP_BUF_LEN 65536      /* bytes per receive buffer */
 #define UDP_QUEUE 1024         /* datagrams queued before a flush */
 #define UDP_ARENA (4u << 20)   /* bytes of copied datagrams queued */
@@ -76,8 +77,18 @@ struct udp_sock {
                            refused them) */
 
     /* Receive side: the buffers udp_msg_t.data points into, and where
-     * the last recvmmsg's buffers have been handed out to. */
+     * the last recvmmsg's buffers have been handed out to. rx_data holds
+     * nbufs buffers: the UDP_RX_BUFS the kernel fills (rx_iov), and with
+     * UDP_OPEN_RETAIN spare ones that replace a buffer a caller retained
+     * (udp_retain) before the next recvmmsg; refs counts the retains of
+     * each buffer, free_bufs lists the unused spares. */
     uint8_t *rx_data;
+    int nbufs;
+    uint32_t *refs;
+    uint8_t *in_rx; /* the buffer is one the kernel fills (in rx_iov) */
+    int *free_bufs;
+    int nfree;
+    int need; /* buffers in rx_iov retained: spares the next read takes */
     struct mmsghdr rx_hdr[UDP_RX_BUFS];
     struct iovec rx_iov[UDP_RX_BUFS];
     struct sockaddr_in rx_addr[UDP_RX_BUFS];
@@ -266,12 +277,20 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
         return NULL;
     }
     snprintf(sock->who, sizeof(sock->who), "%s", who ? who : "");
-    sock->rx_data = malloc((size_t)UDP_RX_BUFS * UDP_BUF_LEN);
+    sock->nbufs = UDP_RX_BUFS + (flags & UDP_OPEN_RETAIN ? UDP_RX_SPARE : 0);
+    /* 64 KiB-aligned: a datagram's buffer is its address rounded down. */
+    sock->rx_data = aligned_alloc(UDP_BUF_LEN, (size_t)sock->nbufs * UDP_BUF_LEN);
     sock->dest = calloc(UDP_DEST_TAB, sizeof(*sock->dest));
-    if (sock->rx_data == NULL || sock->dest == NULL) {
+    sock->refs = calloc((size_t)sock->nbufs, sizeof(*sock->refs));
+    sock->in_rx = calloc((size_t)sock->nbufs, 1);
+    sock->free_bufs = calloc((size_t)sock->nbufs, sizeof(*sock->free_bufs));
+    if (sock->rx_data == NULL || sock->dest == NULL || sock->refs == NULL ||
+        sock->in_rx == NULL || sock->free_bufs == NULL) {
         incoll_error("udp %s: out of memory for receive buffers", sock->who);
         goto err_free;
     }
+    for (int i = UDP_RX_BUFS; i < sock->nbufs; i++)
+        sock->free_bufs[sock->nfree++] = i;
     sock->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sock->fd < 0) {
         incoll_error("udp %s: cannot create a socket: %s", sock->who,
@@ -308,6 +327,7 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
     for (int i = 0; i < UDP_RX_BUFS; i++) {
         sock->rx_iov[i].iov_base = sock->rx_data + (size_t)i * UDP_BUF_LEN;
         sock->rx_iov[i].iov_len = UDP_BUF_LEN;
+        sock->in_rx[i] = 1;
     }
 
     sock->p_drop = setting_real(SETTING_FAULT_DROP);
@@ -334,6 +354,9 @@ err_close_fd:
 err_free:
     free(sock->rx_data);
     free(sock->dest);
+    free(sock->refs);
+    free(sock->in_rx);
+    free(sock->free_bufs);
     free(sock);
     return NULL;
 }
@@ -345,6 +368,9 @@ void udp_close(udp_sock_t *sock)
     close(sock->fd);
     free(sock->rx_data);
     free(sock->dest);
+    free(sock->refs);
+    free(sock->in_rx);
+    free(sock->free_bufs);
     free(sock->arena);
     free(sock->hold_data);
     free(sock);
@@ -365,12 +391,63 @@ const udp_counters_t *udp_counters(const udp_sock_t *sock)
     return &sock->ctr;
 }
 
+/* The index of the receive buffer holding p. */
+static int buf_index(const udp_sock_t *sock, const void *p)
+{
+    return (int)(((const uint8_t *)p - sock->rx_data) / UDP_BUF_LEN);
+}
+
+int udp_retain(udp_sock_t *sock, const void *data)
+{
+    const uint8_t *p = data;
+    int b;
+    if (p < sock->rx_data ||
+        p >= sock->rx_data + (size_t)sock->nbufs * UDP_BUF_LEN)
+        return -1; /* not ours (a copy, another socket's) */
+    b = buf_index(sock, p);
+    /* Each retained buffer the kernel fills takes a spare at the next
+     * read: there must be one for it. */
+    if (sock->refs[b] == 0 && sock->in_rx[b]) {
+        if (sock->nfree <= sock->need)
+            return -1;
+        sock->need++;
+    }
+    sock->refs[b]++;
+    sock->ctr.rx_retained++;
+    return 0;
+}
+
+void udp_release(udp_sock_t *sock, const void *data)
+{
+    int b = buf_index(sock, data);
+    if (--sock->refs[b] > 0)
+        return;
+    /* Back to the spares, unless the kernel still fills it (then the next
+     * read keeps it). */
+    if (sock->in_rx[b])
+        sock->need--;
+    else
+        sock->free_bufs[sock->nfree++] = b;
+}
+
 /* Reads the next kernel batch into the receive buffers; returns how many
  * buffers (0 when none wait, -1 on an error, logged). */
 static int read_batch(udp_sock_t *sock)
 {
     int n;
 
+    /* A retained buffer stays with its retainer: a spare takes its place
+     * (udp_retain kept enough of them). */
+    for (int i = 0; i < UDP_RX_BUFS && sock->need > 0; i++) {
+        int b = buf_index(sock, sock->rx_iov[i].iov_base);
+        if (sock->refs[b] > 0) {
+            sock->in_rx[b] = 0;
+            b = sock->free_bufs[--sock->nfree];
+            sock->in_rx[b] = 1;
+            sock->rx_iov[i].iov_base = sock->rx_data + (size_t)b * UDP_BUF_LEN;
+            sock->need--;
+        }
+    }
     for (int i = 0; i < UDP_RX_BUFS; i++) {
         struct msghdr *mh = &sock->rx_hdr[i].msg_hdr;
         memset(mh, 0, sizeof(*mh));

@@ -75,6 +75,8 @@ typedef struct {
     uint64_t rx_calls, tx_calls; /* recvmmsg and sendmmsg calls */
     uint64_t gso_refused;        /* segmented sends the kernel refused
                                     (resent one datagram at a time) */
+    uint64_t rx_retained;        /* datagrams kept in their receive buffer
+                                    past the next receive (udp_retain) */
     uint64_t fault_dropped, fault_duplicated, fault_reordered;
     uint64_t fault_bursts; /* bursts of drops begun (INCOLL_FAULT_BURST) */
 } udp_counters_t;
@@ -84,6 +86,9 @@ enum {
     UDP_OPEN_REUSEPORT = 1, /* SO_REUSEPORT: several sockets on one address
                                (incoll-agg's threads), the kernel spreads
                                senders over them */
+    UDP_OPEN_RETAIN = 2,    /* spare receive buffers (16 MiB): a received
+                               datagram may be kept where it lies
+                               (udp_retain) */
 };
 
 /*
@@ -116,6 +121,18 @@ const char *udp_offloads(void);
  * buffer of the kernel's (receive offload) may come over several calls;
  * each call's data stays valid until the next call. */
 int udp_recv_batch(udp_sock_t *sock, udp_msg_t *msgs, int max);
+
+/*
+ * Keeps the receive buffer holding data (a datagram of the last receive,
+ * or any byte of it) out of the next receives until udp_release(data):
+ * the kernel fills a spare buffer in its place. Returns 0, or -1 (keep a
+ * copy instead) when data is not in this socket's buffers, the socket
+ * has no spares (opened without UDP_OPEN_RETAIN) or too few are left.
+ * Several datagrams of one buffer may be retained; each retain needs its
+ * release. Not thread-safe: the socket's receiving thread only.
+ */
+int udp_retain(udp_sock_t *sock, const void *data);
+void udp_release(udp_sock_t *sock, const void *data);
 
 /* Queues hdr+payload for dst (copied), applying fault injection; flushes
  * by itself when the queue is full. */

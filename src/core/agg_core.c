@@ -64,6 +64,8 @@ typedef struct {
                           aggregate last went up (see on_contrib) */
     uint64_t *lent;    /* children whose contrib points into the batch's
                           buffers (agg_on_batch), not into a pool buffer */
+    uint64_t *kept;    /* of those, the ones whose buffer the driver keeps
+                          past the batch (agg_params_t.retain) */
     uint8_t **contrib; /* per child, from the pool, while collecting */
     uint32_t *want;    /* splits: per child (offset, length) of the
                           segment its subtree wants, of the last epoch
@@ -87,7 +89,7 @@ enum {
 typedef struct {
     uint32_t nslots; /* reserved; at most this many granted */
     slot_t *slots;
-    uint64_t *seen_all, *asked_all, *lent_all;
+    uint64_t *seen_all, *asked_all, *lent_all, *kept_all;
     uint8_t **contrib_all;
     uint32_t *want_all;
 } stream_win_t;
@@ -111,6 +113,8 @@ typedef struct group {
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
     uint64_t *asked_all;   /* as many, for slot_t.asked */
     uint64_t *lent_all;    /* as many, for slot_t.lent */
+    uint64_t *kept_all;    /* as many, for slot_t.kept */
+    int ready;             /* the slots point into the arrays above */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
     uint32_t *want_all;    /* nslots * nchildren * 2 */
     uint8_t *res_all;      /* nslots * 2 * stride bytes */
@@ -164,6 +168,8 @@ struct agg {
     wire_key_t admin_mac_key;
     agg_send_cb_t send, send_ref;
     void *send_arg;
+    int (*retain)(void *arg, const void *data);
+    void (*release)(void *arg, const void *data);
     agg_stats_cb_t stats;
     void *stats_arg;
     /* The batch being handled and what it lent (see the top). */
@@ -214,6 +220,8 @@ agg_t *agg_create(const agg_params_t *params)
     agg->send = params->send;
     agg->send_ref = params->send_ref ? params->send_ref : params->send;
     agg->send_arg = params->send_arg;
+    agg->retain = params->retain;
+    agg->release = params->release;
     agg->stats = params->stats;
     agg->stats_arg = params->stats_arg;
     agg->gen_idle_ns = params->gen_idle_ns;
@@ -232,33 +240,32 @@ agg_t *agg_create(const agg_params_t *params)
 }
 
 static void stream_free(agg_t *agg, group_t *g);
+static void contrib_put(agg_t *agg, group_t *g, slot_t *sl, int c);
 
-static void group_free(group_t *g)
+static void group_free(agg_t *agg, group_t *g)
 {
     if (g == NULL)
         return;
+    /* Buffers still held by collecting slots go back too, and the
+     * driver's buffers kept for them (never one only lent by a batch:
+     * groups change between batches only). */
+    if (g->ready) {
+        stream_free(agg, g);
+        for (uint32_t s = 0; s < g->nslots; s++)
+            for (int c = 0; c < g->nchildren; c++)
+                contrib_put(agg, g, &g->slots[s], c);
+    }
     free(g->lk_seen);
     free(g->ul_seen);
-    free(g->st.slots);
-    free(g->st.seen_all);
-    free(g->st.asked_all);
-    free(g->st.lent_all);
-    free(g->st.contrib_all);
-    free(g->st.want_all);
     for (int i = 0; i < g->pool_free; i++)
         free(g->pool[i]);
-    /* Buffers still held by collecting slots go back too (never one lent
-     * by a batch: groups change between batches only). */
-    if (g->contrib_all) {
-        for (size_t i = 0; i < (size_t)g->nslots * (size_t)g->nchildren; i++)
-            free(g->contrib_all[i]);
-    }
     free(g->pool);
     free(g->contrib_all);
     free(g->want_all);
     free(g->seen_all);
     free(g->asked_all);
     free(g->lent_all);
+    free(g->kept_all);
     free(g->res_all);
     free(g->slots);
     free(g->children);
@@ -274,7 +281,7 @@ void agg_destroy(agg_t *agg)
         return;
     for (uint32_t i = 0; i < agg->table_cap; i++)
         if (agg->table[i] && agg->table[i] != TOMB)
-            group_free(agg->table[i]);
+            group_free(agg, agg->table[i]);
     free(agg->table);
     free(agg->pool);
     free(agg->borrows);
@@ -395,6 +402,7 @@ static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->asked_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->lent_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
+    g->kept_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
     g->want_all = calloc(nslots * nch * 2, sizeof(uint32_t));
     g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
@@ -406,9 +414,9 @@ static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
     g->ul_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
     if (!g->piece || !g->lk_seen || !g->ul_seen || !g->want_all ||
         !g->children || !g->learned || !g->slots || !g->seen_all ||
-        !g->asked_all || !g->lent_all || !g->contrib_all || !g->res_all ||
-        !g->pool || !g->srcs) {
-        group_free(g);
+        !g->asked_all || !g->lent_all || !g->kept_all || !g->contrib_all ||
+        !g->res_all || !g->pool || !g->srcs) {
+        group_free(agg, g);
         return INCOLL_ERR_NO_MEMORY;
     }
     for (size_t c = 0; c < nch; c++) {
@@ -422,13 +430,15 @@ static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
         sl->asked = &g->asked_all[s * (size_t)g->seen_words];
         sl->lent = &g->lent_all[s * (size_t)g->seen_words];
+        sl->kept = &g->kept_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
         sl->want = &g->want_all[s * nch * 2];
         sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
         sl->res[1].buf = &g->res_all[(2 * s + 1) * g->stride];
     }
+    g->ready = 1;
     if (table_insert(agg, g) != INCOLL_OK) {
-        group_free(g);
+        group_free(agg, g);
         return INCOLL_ERR_NO_MEMORY;
     }
     agg->ctr.groups = agg->ngroups;
@@ -456,7 +466,7 @@ static incoll_status_t group_remove_one(agg_t *agg, uint32_t id)
             agg->table[i] = TOMB;
             agg->ngroups--;
             agg->ctr.groups = agg->ngroups;
-            group_free(g);
+            group_free(agg, g);
             return INCOLL_OK;
         }
     }
@@ -772,13 +782,20 @@ static int lent(const slot_t *sl, int c)
 }
 
 /* Gives child c's contribution buffer of slot sl back, if it has one (a
- * contribution the batch lent only lets go of it). */
-static void contrib_put(group_t *g, slot_t *sl, int c)
+ * contribution the batch lent only lets go of it; one the driver kept
+ * goes back to the driver). */
+static void contrib_put(agg_t *agg, group_t *g, slot_t *sl, int c)
 {
-    if (lent(sl, c))
-        sl->lent[c / 64] &= ~(1ull << (c % 64));
-    else if (sl->contrib[c] && !sl->fixed)
+    uint64_t bit = 1ull << (c % 64);
+    if (lent(sl, c)) {
+        sl->lent[c / 64] &= ~bit;
+        if (sl->kept[c / 64] & bit) {
+            sl->kept[c / 64] &= ~bit;
+            agg->release(agg->send_arg, sl->contrib[c]);
+        }
+    } else if (sl->contrib[c] && !sl->fixed) {
         pool_put(g, sl->contrib[c]);
+    }
     sl->contrib[c] = NULL;
 }
 
@@ -794,7 +811,7 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
     reduce_n((incoll_op_t)rc->op, (incoll_dtype_t)rc->dtype, rc->buf, g->srcs,
              g->nchildren, rc->count);
     for (int c = 0; c < g->nchildren; c++)
-        contrib_put(g, sl, c);
+        contrib_put(agg, g, sl, c);
     agg->ctr.reductions++;
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
 }
@@ -859,7 +876,7 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
             rc->has = 1;
         }
         for (int c = 0; c < g->nchildren; c++)
-            contrib_put(g, sl, c);
+            contrib_put(agg, g, sl, c);
         break;
     }
     if (wire_coll_is_split((wire_coll_t)rc->kind)) {
@@ -1012,7 +1029,7 @@ static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
     for (uint32_t s = 0; s < g->nslots; s++) {
         slot_t *sl = &g->slots[s];
         for (int c = 0; c < g->nchildren; c++)
-            contrib_put(g, sl, c);
+            contrib_put(agg, g, sl, c);
         sl->epoch = UINT32_MAX;
         sl->state = SLOT_DONE;
         sl->arrived = 0;
@@ -1072,10 +1089,14 @@ static void stream_free(agg_t *agg, group_t *g)
 {
     if (agg->holder == g)
         agg->holder = NULL;
+    for (uint32_t s = 0; s < g->st.nslots && g->st.slots; s++)
+        for (int c = 0; c < g->nchildren; c++)
+            contrib_put(agg, g, &g->st.slots[s], c);
     free(g->st.slots);
     free(g->st.seen_all);
     free(g->st.asked_all);
     free(g->st.lent_all);
+    free(g->st.kept_all);
     free(g->st.contrib_all);
     free(g->st.want_all);
     memset(&g->st, 0, sizeof(g->st));
@@ -1109,10 +1130,11 @@ static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
     w->seen_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
     w->asked_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
     w->lent_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
+    w->kept_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
     w->contrib_all = calloc((size_t)n * nch, sizeof(uint8_t *));
     w->want_all = calloc((size_t)n * nch * 2, sizeof(uint32_t));
     if (!w->slots || !w->seen_all || !w->asked_all || !w->lent_all ||
-        !w->contrib_all || !w->want_all) {
+        !w->kept_all || !w->contrib_all || !w->want_all) {
         stream_free(agg, g);
         return -1;
     }
@@ -1125,6 +1147,7 @@ static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
         sl->seen = &w->seen_all[s * (size_t)g->seen_words];
         sl->asked = &w->asked_all[s * (size_t)g->seen_words];
         sl->lent = &w->lent_all[s * (size_t)g->seen_words];
+        sl->kept = &w->kept_all[s * (size_t)g->seen_words];
         sl->contrib = &w->contrib_all[s * nch];
         sl->want = &w->want_all[s * nch * 2];
         sl->res[0].buf = base;
@@ -1939,6 +1962,13 @@ static void unborrow(agg_t *agg)
             sl->contrib[c] != b->data)
             continue;
         rc = &sl->res[sl->epoch & 1];
+        if (agg->retain && !sl->fixed &&
+            agg->retain(agg->send_arg, b->data) == 0) {
+            /* The driver keeps its buffer: no copy (released by
+             * contrib_put when the slot is done with it). */
+            sl->kept[c / 64] |= 1ull << (c % 64);
+            continue;
+        }
         sl->lent[c / 64] &= ~(1ull << (c % 64));
         buf = contrib_get(g, sl, c);
         if (buf == NULL) {

@@ -110,6 +110,13 @@ typedef struct {
      * driver may send it without copying. hdr is valid only during the
      * call. NULL: every datagram goes through send. */
     agg_send_cb_t send_ref;
+    /* Optional, both or neither: keeps the driver's receive buffer that
+     * holds data (a contribution of the batch just handled) until
+     * release(send_arg, data), so that a contribution whose slot waits
+     * for other children is kept where it arrived instead of copied;
+     * retain returns 0, or -1 when the driver cannot (then it is copied). */
+    int (*retain)(void *arg, const void *data);
+    void (*release)(void *arg, const void *data);
     /* Optional: makes the text of a STATS reply (a daemon whose counters
      * are spread over several cores sums them); NULL: agg_format_counters
      * of this AN. */
