@@ -582,6 +582,15 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         host_comm_free(c);
     }
     udp_flush(ctx->sock);
+    {
+        const udp_counters_t *u = udp_counters(ctx->sock);
+        incoll_debug("udp: %s rx_packets=%" PRIu64 " rx_reads=%" PRIu64
+                     " tx_packets=%" PRIu64 " tx_writes=%" PRIu64
+                     " tx_errors=%" PRIu64 " gso_refused=%" PRIu64,
+                     udp_path(ctx->sock), u->rx_packets, u->rx_reads,
+                     u->tx_packets, u->tx_writes, u->tx_errors,
+                     u->gso_refused);
+    }
     udp_close(ctx->sock);
     host_rdv_free(ctx);
     fabric_conf_free(&ctx->conf);
