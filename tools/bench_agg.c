@@ -225,23 +225,6 @@ static int gen_open(gen_t *g, const fabric_conf_t *conf, const char *dir,
 
 static void gen_close(gen_t *g)
 {
-    for (int i = 0; i < g->n && getenv("BENCH_AGG_DEBUG"); i++)
-        for (int t = 0; t < T_COUNT; t++) {
-            const host_engine_counters_t *k;
-            if (g->h[i].eng[t] == NULL)
-                continue;
-            k = host_engine_counters(g->h[i].eng[t]);
-            fprintf(stderr,
-                    "host %d %s: segments %llu sent %llu rto %llu fast %llu "
-                    "probes %llu queries %llu spurious %llu\n",
-                    i, target_name[t], (unsigned long long)k->segments,
-                    (unsigned long long)k->packets_sent,
-                    (unsigned long long)k->retransmits,
-                    (unsigned long long)k->fast_retransmits,
-                    (unsigned long long)k->probes,
-                    (unsigned long long)k->queries,
-                    (unsigned long long)k->spurious);
-        }
     for (int i = 0; i < g->n; i++) {
         for (int t = 0; t < T_COUNT; t++)
             host_engine_destroy(g->h[i].eng[t]);

@@ -351,13 +351,12 @@ static size_t stats_text(void *arg, char *buf, size_t len)
         n += (size_t)snprintf(
             buf + n, len - n,
             " udp_rx_packets=%" PRIu64 " udp_rx_reads=%" PRIu64
-            " udp_rx_retained=%" PRIu64
-            " udp_tx_packets=%" PRIu64 " udp_tx_writes=%" PRIu64
-            " udp_tx_errors=%" PRIu64 " udp_gso_refused=%" PRIu64
-            " handed=%" PRIu64 " handoff_dropped=%" PRIu64,
+            " udp_rx_retained=%" PRIu64 " udp_tx_packets=%" PRIu64
+            " udp_tx_writes=%" PRIu64 " udp_tx_errors=%" PRIu64
+            " udp_gso_refused=%" PRIu64 " handed=%" PRIu64
+            " handoff_dropped=%" PRIu64,
             u.rx_packets, u.rx_reads, u.rx_retained, u.tx_packets, u.tx_writes,
-            u.tx_errors,
-            u.gso_refused, handed, hdrop);
+            u.tx_errors, u.gso_refused, handed, hdrop);
     return n < len ? n : len - 1;
 }
 

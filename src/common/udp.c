@@ -279,7 +279,8 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
     snprintf(sock->who, sizeof(sock->who), "%s", who ? who : "");
     sock->nbufs = UDP_RX_BUFS + (flags & UDP_OPEN_RETAIN ? UDP_RX_SPARE : 0);
     /* 64 KiB-aligned: a datagram's buffer is its address rounded down. */
-    sock->rx_data = aligned_alloc(UDP_BUF_LEN, (size_t)sock->nbufs * UDP_BUF_LEN);
+    sock->rx_data =
+        aligned_alloc(UDP_BUF_LEN, (size_t)sock->nbufs * UDP_BUF_LEN);
     sock->dest = calloc(UDP_DEST_TAB, sizeof(*sock->dest));
     sock->refs = calloc((size_t)sock->nbufs, sizeof(*sock->refs));
     sock->in_rx = calloc((size_t)sock->nbufs, 1);

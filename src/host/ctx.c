@@ -588,8 +588,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
                      " tx_packets=%" PRIu64 " tx_writes=%" PRIu64
                      " tx_errors=%" PRIu64 " gso_refused=%" PRIu64,
                      udp_path(ctx->sock), u->rx_packets, u->rx_reads,
-                     u->tx_packets, u->tx_writes, u->tx_errors,
-                     u->gso_refused);
+                     u->tx_packets, u->tx_writes, u->tx_errors, u->gso_refused);
     }
     udp_close(ctx->sock);
     host_rdv_free(ctx);
