@@ -413,15 +413,13 @@ static void wake_owners(agg_worker_t *w)
     }
 }
 
-/* Hands the core a batch of ours, under the shard's lock. */
+/* Hands the core a batch of ours; the caller holds the shard's lock. */
 static void run_batch(agg_worker_t *w, int n)
 {
     if (n <= 0)
         return;
-    pthread_mutex_lock(&w->lock);
     agg_set_now(w->agg, now_ns());
     agg_on_batch(w->agg, w->pkts, n);
-    pthread_mutex_unlock(&w->lock);
 }
 
 /* The datagrams other workers handed us, in batches; a batch's ring space
@@ -449,7 +447,9 @@ static void drain_rings(agg_worker_t *w)
             }
             if (n == 0)
                 break;
+            pthread_mutex_lock(&w->lock);
             run_batch(w, n);
+            pthread_mutex_unlock(&w->lock);
             udp_flush(w->sock);
             agg_ring_release(r, pos);
             n = 0;
@@ -469,12 +469,17 @@ static void on_readable(agg_worker_t *w)
         if (n > 0 && w->d->relay) {
             relay_batch(w, n);
         } else if (n > 0) {
-            int own = w->d->nworkers > 1 ? sort_batch(w, n) : n;
+            int own;
+            /* The lock covers the sorting too: it reads the shard's group
+             * table, which the manager link changes under every lock. */
+            pthread_mutex_lock(&w->lock);
+            own = w->d->nworkers > 1 ? sort_batch(w, n) : n;
             if (w->d->nworkers == 1)
                 for (int i = 0; i < n; i++)
                     w->pkts[i] = (agg_pkt_t){w->msgs[i].src, w->msgs[i].data,
                                              w->msgs[i].len};
             run_batch(w, own);
+            pthread_mutex_unlock(&w->lock);
             wake_owners(w);
         }
         udp_flush(w->sock);
