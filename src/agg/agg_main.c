@@ -449,8 +449,8 @@ static void drain_rings(agg_worker_t *w)
                 break;
             pthread_mutex_lock(&w->lock);
             run_batch(w, n);
-            pthread_mutex_unlock(&w->lock);
             udp_flush(w->sock);
+            pthread_mutex_unlock(&w->lock);
             agg_ring_release(r, pos);
             n = 0;
         }
@@ -459,30 +459,30 @@ static void drain_rings(agg_worker_t *w)
 
 /* Drains the socket a batch at a time, flushing the replies after each
  * batch (before the next receive reuses the buffers they may point into)
- * so they leave while the next batch is read. */
+ * so they leave while the next batch is read. The shard's lock covers a
+ * batch from its receive to its flush: the sorting reads the shard's
+ * group table, which the manager link changes under every lock, and
+ * worker 0 reads the socket's counters under it (stats_text). */
 static void on_readable(agg_worker_t *w)
 {
     int n, rounds = 0;
 
     do {
+        pthread_mutex_lock(&w->lock);
         n = udp_recv_batch(w->sock, w->msgs, AGG_RX_BATCH);
         if (n > 0 && w->d->relay) {
             relay_batch(w, n);
         } else if (n > 0) {
-            int own;
-            /* The lock covers the sorting too: it reads the shard's group
-             * table, which the manager link changes under every lock. */
-            pthread_mutex_lock(&w->lock);
-            own = w->d->nworkers > 1 ? sort_batch(w, n) : n;
+            int own = w->d->nworkers > 1 ? sort_batch(w, n) : n;
             if (w->d->nworkers == 1)
                 for (int i = 0; i < n; i++)
                     w->pkts[i] = (agg_pkt_t){w->msgs[i].src, w->msgs[i].data,
                                              w->msgs[i].len};
             run_batch(w, own);
-            pthread_mutex_unlock(&w->lock);
-            wake_owners(w);
         }
         udp_flush(w->sock);
+        pthread_mutex_unlock(&w->lock);
+        wake_owners(w);
     } while (n > 0 && ++rounds < AGG_RX_ROUNDS);
 }
 
@@ -518,9 +518,9 @@ static int worker_loop(agg_worker_t *w)
                        fd == agg_mgr_link_fd(d->link)) {
                 lock_all(d, -1);
                 agg_mgr_link_on_event(d->link);
-                unlock_all(d, -1);
                 /* Group commands may have queued packets (none today). */
                 udp_flush(w->sock);
+                unlock_all(d, -1);
             } else if (fd == w->evfd) {
                 uint64_t v;
                 if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
