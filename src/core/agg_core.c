@@ -693,6 +693,13 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
     emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
 }
 
+/*
+ * Sends a slot's result to every child: one header per child, sealed from
+ * the payload's hash made once, and one payload, the slot's result buffer,
+ * which send_ref passes to the driver by reference for each of them. A
+ * driver that can multicast would take the same single buffer to one
+ * group address with one header, without copying it either.
+ */
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
 {
     /* The copies differ only in their headers: hash the payload once, and
