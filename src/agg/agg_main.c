@@ -53,7 +53,7 @@
 
 /* Datagrams handed to the core at once, and batches read before the loop
  * looks at its other descriptors again. */
-#define AGG_RX_BATCH 1024
+#define AGG_RX_BATCH 64
 #define AGG_RX_ROUNDS 64
 #define AGG_MAX_THREADS 64
 #define AGG_RING_BYTES (4u << 20)
