@@ -576,11 +576,17 @@ int bench_agg_main(int argc, char **argv)
             double by = (double)y->bytes / (double)y->pkts;
             double nx = (double)x->cpu_ns / (double)x->pkts;
             double ny = (double)y->cpu_ns / (double)y->pkts;
-            double b = by > bx ? (ny - nx) / (by - bx) : 0;
+            /* A slope only across sizes far enough apart that it is not
+             * the noise of two small ones; else the mean cost. */
+            double b = by > bx + 1024 ? (ny - nx) / (by - bx) : 0;
             if (b < 0)
                 b = 0;
             fit[t][1] = b;
-            fit[t][0] = nx - b * bx > 0 ? nx - b * bx : 0;
+            fit[t][0] =
+                b > 0 ? nx - b * bx
+                      : (x->cpu_ns + y->cpu_ns) / (double)(x->pkts + y->pkts);
+            if (fit[t][0] < 0)
+                fit[t][0] = 0;
         }
         if (!bad) {
             bad = fprintf(cf,
