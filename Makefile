@@ -65,6 +65,15 @@ ifeq ($(SODIUM_OK),1)
 BASEFLAGS += -DINCOLL_HAVE_SODIUM=1
 LDLIBS    += -lsodium
 endif
+# OpenSSL's libcrypto (libssl-dev) is optional: with it the poly1305 and
+# gmac data-path MACs (the default is poly1305) take their payload digests
+# from its vectorized code, several times libsodium's speed on 8 KiB
+# packets; without it libsodium computes the same bits.
+OPENSSL_OK := $(shell pkg-config --exists libcrypto 2>/dev/null && echo 1)
+ifeq ($(OPENSSL_OK),1)
+BASEFLAGS += -DINCOLL_HAVE_OPENSSL=1
+LDLIBS    += $(shell pkg-config --libs libcrypto)
+endif
 # hwloc (libhwloc-dev) is optional: it finds the CPU socket of a rank for
 # INCOLL_HIER=socket; without it socket mode runs as node mode.
 HWLOC_OK := $(call with_found,$(WITH_HWLOC),$(shell pkg-config --exists hwloc 2>/dev/null && echo 1))
@@ -257,7 +266,7 @@ bench: all
 # in libexecdir/incoll, the header in includedir, incoll.pc in
 # pkgconfigdir. The programs find the libraries and helpers there when
 # they are not beside them as in the build tree (tools/paths.c).
-INSTALL_PC_REQUIRES := $(if $(filter 1,$(SODIUM_OK)),libsodium) $(if $(filter 1,$(HWLOC_OK)),hwloc)
+INSTALL_PC_REQUIRES := $(if $(filter 1,$(SODIUM_OK)),libsodium) $(if $(filter 1,$(HWLOC_OK)),hwloc) $(if $(filter 1,$(OPENSSL_OK)),libcrypto)
 install: all
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir) $(DESTDIR)$(includedir) $(DESTDIR)$(pkgconfigdir)
 	install -m 755 $(BINS) $(DESTDIR)$(bindir)/

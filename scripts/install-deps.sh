@@ -14,7 +14,8 @@ required=(
   iproute2 procps psmisc
   libsodium-dev
 )
-# Each gives a part: the MPI layer and its tests (Open MPI, MPICH,
+# Each gives a part: the fastest data-path MAC (OpenSSL's libcrypto),
+# the MPI layer and its tests (Open MPI, MPICH,
 # Fortran), the simulator, the plots, hpcc's test, the fuzz harnesses,
 # mpi4py's test (Python programs use MPI_THREAD_MULTIPLE by default),
 # CI's format check (`make format-check`, pinned to clang-format 14);
@@ -24,6 +25,7 @@ required=(
 # systemd-analyze for the units' test.
 optional=(
   libhwloc-dev
+  libssl-dev
   libopenmpi-dev openmpi-bin
   mpich libmpich-dev
   gfortran

@@ -44,7 +44,9 @@ typedef struct node {
     incoll_ep_t ep;
     double drop;
     udp_loss_t loss_in; /* the loss process of packets to this node */
-    agg_t *agg;
+    agg_t *agg;         /* the AN, or its first shard */
+    agg_t *shard[MEMNET_MAX_SHARDS];
+    int nshards;
     host_engine_t *eng;
     host_engine_params_t hp;
     int group, rank;
@@ -520,6 +522,8 @@ void memnet_destroy(memnet_t *net)
     free(net->heap);
     for (size_t i = 0; i < net->nnodes; i++) {
         node_t *n = net->nodes[i];
+        for (int k = 1; k < n->nshards; k++)
+            agg_destroy(n->shard[k]);
         agg_destroy(n->agg);
         host_engine_destroy(n->eng);
         free(n->links);
@@ -579,9 +583,15 @@ int memnet_add_tree(memnet_t *net, const memnet_tree_t *tree,
                                                : UINT64_C(1000000000),
                             .stream_pool_bytes = net->cfg.stream_pool_bytes,
                             .lock_idle_ns = net->cfg.lock_idle_ns};
-        n->agg = agg_create(&ap);
-        if (n->agg == NULL)
+        n->nshards = net->cfg.an_shards > 1 ? net->cfg.an_shards : 1;
+        if (n->nshards > MEMNET_MAX_SHARDS)
             return -1;
+        for (int k = 0; k < n->nshards; k++)
+            if ((n->shard[k] = agg_create(&ap)) == NULL)
+                return -1;
+        n->agg = n->shard[0];
+        for (int k = 0; k < n->nshards && n->nshards > 1; k++)
+            agg_set_peers(n->shard[k], n->shard, n->nshards);
         net->an_node[i] = (int)(n->ep - 1);
     }
     return 0;
@@ -716,6 +726,15 @@ const memnet_tree_t *memnet_tree(const memnet_t *net)
 agg_t *memnet_an(const memnet_t *net, int an)
 {
     return net->nodes[net->an_node[an]]->agg;
+}
+
+agg_counters_t memnet_an_counters(const memnet_t *net, int an)
+{
+    const node_t *n = net->nodes[net->an_node[an]];
+    agg_counters_t c = *agg_counters(n->agg);
+    for (int k = 1; k < n->nshards; k++)
+        agg_counters_add(&c, agg_counters(n->shard[k]));
+    return c;
 }
 
 incoll_ep_t memnet_an_ep(const memnet_t *net, int an)
@@ -930,10 +949,12 @@ static void deliver(memnet_t *net, pkt_t *p)
     }
     net->st.delivered++;
     switch (n->kind) {
-    case NODE_AN:
-        agg_set_now(n->agg, net->now);
-        agg_on_packet(n->agg, p->src, p->data, p->len);
+    case NODE_AN: {
+        int k = agg_shard_of(n->agg, p->data, p->len, n->nshards);
+        agg_set_now(n->shard[k], net->now);
+        agg_on_packet(n->shard[k], p->src, p->data, p->len);
         break;
+    }
     case NODE_HOST:
         host_engine_on_packet(n->eng, p->src, p->data, p->len, net->now);
         host_update(net, n);
@@ -958,6 +979,38 @@ static void deliver(memnet_t *net, pkt_t *p)
     }
 }
 
+#define MEMNET_BATCH_MAX 256
+
+/* first, and the packets right behind it for the same AN within
+ * cfg.an_batch_ns, to the AN as one batch (memnet_cfg_t.an_batch_ns). */
+static void deliver_batch(memnet_t *net, node_t *an, pkt_t *first)
+{
+    static pkt_t b[MEMNET_BATCH_MAX];
+    static agg_pkt_t ap[MEMNET_BATCH_MAX];
+    int n = 0;
+
+    b[n++] = *first;
+    while (n < MEMNET_BATCH_MAX && net->nheap &&
+           net->heap[0].dst == first->dst &&
+           net->heap[0].t <= first->t + net->cfg.an_batch_ns)
+        b[n++] = heap_pop(net);
+    if (b[n - 1].t > net->now)
+        net->now = b[n - 1].t;
+    net->st.delivered += (uint64_t)n;
+    /* Each shard its share of the batch, in order. */
+    for (int k = 0; k < an->nshards; k++) {
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (agg_shard_of(an->agg, b[i].data, b[i].len, an->nshards) == k)
+                ap[m++] = (agg_pkt_t){b[i].src, b[i].data, b[i].len};
+        agg_set_now(an->shard[k], net->now);
+        if (m > 0)
+            agg_on_batch(an->shard[k], ap, m);
+    }
+    for (int i = 0; i < n; i++)
+        free(b[i].data);
+}
+
 /* Processes the earliest event if it is due by end. Returns 1 if it did,
  * 0 if there was nothing to do, -1 if the next event is after end. */
 static int step_until(memnet_t *net, uint64_t end)
@@ -967,11 +1020,17 @@ static int step_until(memnet_t *net, uint64_t end)
 
     if (net->nheap && (tn == NULL || net->heap[0].t <= tt)) {
         pkt_t p;
+        node_t *an;
         if (net->heap[0].t > end)
             return -1;
         p = heap_pop(net);
         if (p.t > net->now)
             net->now = p.t;
+        an = node_of(net, p.dst);
+        if (net->cfg.an_batch_ns && an && an->kind == NODE_AN) {
+            deliver_batch(net, an, &p);
+            return 1;
+        }
         deliver(net, &p);
         free(p.data);
         return 1;

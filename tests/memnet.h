@@ -105,7 +105,18 @@ typedef struct {
      * delay and jitter come on top. 0: unlimited. */
     uint64_t link_rate;
     uint64_t link_burst;
+    /* ANs take what arrives together as a batch (agg_on_batch), as a
+     * daemon's receive does: with a packet for an AN come the packets
+     * right behind it in delivery order that are for the same AN and due
+     * within this many ns of it. 0: one packet at a time. */
+    uint64_t an_batch_ns;
+    /* Each AN runs as this many shards (incoll-agg's INCOLL_AGG_THREADS,
+     * agg_shard_of): one agg_t each, packets routed to their owner.
+     * 0 or 1: one. At most MEMNET_MAX_SHARDS. */
+    int an_shards;
 } memnet_cfg_t;
+
+#define MEMNET_MAX_SHARDS 8
 
 /* One group over the whole tree: configured on every AN, with one host
  * engine per rank. Timing fields of host_engine_params_default() are used
@@ -173,6 +184,8 @@ incoll_ep_t memnet_add_sink(memnet_t *net);
 
 const memnet_tree_t *memnet_tree(const memnet_t *net);
 agg_t *memnet_an(const memnet_t *net, int an);
+/* AN an's counters, summed over its shards (memnet_cfg_t.an_shards). */
+agg_counters_t memnet_an_counters(const memnet_t *net, int an);
 incoll_ep_t memnet_an_ep(const memnet_t *net, int an);
 host_engine_t *memnet_host(const memnet_t *net, int group, int rank);
 incoll_ep_t memnet_host_ep(const memnet_t *net, int group, int rank);

@@ -391,7 +391,7 @@ static uint64_t nsegs(size_t count, incoll_dtype_t dt, uint32_t payload)
 
 static agg_counters_t an_ctr(const memnet_t *net, int an)
 {
-    return *agg_counters(memnet_an(net, an));
+    return memnet_an_counters(net, an);
 }
 
 static int an_nchildren(const memnet_tree_t *t, int an)
@@ -769,7 +769,15 @@ static size_t random_count(uint64_t *rng, size_t max)
 /* What the random rounds went through, to show the faults happened. */
 static struct {
     uint64_t dropped, duplicated, reordered, retransmits;
+    uint64_t inplace, copied;       /* contributions reduced where they arrived,
+                                       and accepted (the rest were copied) */
+    uint64_t accepted, first_shard; /* contributions accepted, and by the
+                                       ANs' first shards */
 } random_faults;
+
+/* memnet_cfg_t.an_batch_ns and an_shards of the random rounds. */
+static uint64_t round_batch_ns;
+static int round_shards;
 
 /* One round: a random tree and network, then nops operations. Returns the
  * number of operations run, or -1. */
@@ -792,6 +800,8 @@ static int random_round(uint64_t round_seed, int nops, int max_hosts,
     memnet_tree_random(&t, &rng, max_hosts,
                        1 + (int)memnet_rand_below(&rng, 4));
     cfg = random_net(&rng, round_seed);
+    cfg.an_batch_ns = round_batch_ns;
+    cfg.an_shards = round_shards;
     slots = 1 + (uint32_t)memnet_rand_below(&rng, 8);
     payload = payloads[memnet_rand_below(&rng, 6)];
     g = lossy_group_cfg(slots, payload);
@@ -858,11 +868,72 @@ static int random_round(uint64_t round_seed, int nops, int max_hosts,
                 host_engine_counters(memnet_host(w.net, w.g, r))->retransmits +
                 host_engine_counters(memnet_host(w.net, w.g, r))
                     ->fast_retransmits;
+        for (int a = 0; a < t.nans; a++) {
+            agg_counters_t c = an_ctr(w.net, a);
+            random_faults.inplace += c.rx_inplace;
+            random_faults.copied += c.contribs_accepted - c.rx_inplace;
+            random_faults.accepted += c.contribs_accepted;
+            random_faults.first_shard +=
+                agg_counters(memnet_an(w.net, a))->contribs_accepted;
+        }
     }
     rc = nops;
 out:
     world_free(&w);
     return rc;
+}
+
+/*
+ * The same rounds with the ANs taking what arrives within 50 us as one
+ * batch (agg_on_batch), as the daemon's receive does: contributions are
+ * reduced from where they arrived or copied aside at the end of the
+ * batch, under the same drop, duplication and reordering, with the same
+ * results exactly once.
+ */
+TEST(core_batch_lossy, TEST_UNIT)
+{
+    int total = 0;
+    round_batch_ns = 50000;
+    for (uint64_t round = 1; round <= 25; round++) {
+        int n = random_round(round, 40, 40, 300);
+        CHECK_MSG(n > 0, "round %" PRIu64, round);
+        total += n;
+    }
+    CHECK(total >= 900);
+    CHECK(random_faults.dropped > 300 && random_faults.duplicated > 300 &&
+          random_faults.reordered > 300);
+    /* Both ways were taken: reduced where it arrived, and copied. */
+    CHECK(random_faults.inplace > 1000);
+    CHECK(random_faults.copied > 1000);
+    return TEST_PASSED;
+}
+
+/*
+ * ANs of 2 and 4 shards (incoll-agg's threads, agg_shard_of), each owning
+ * its share of every group's slots, under drop, duplication and
+ * reordering, with and without batches: every segment reduced exactly
+ * once at every AN, every result right.
+ */
+TEST(core_shards_lossy, TEST_UNIT)
+{
+    static const int shards[] = {2, 4};
+    int total = 0;
+    for (int k = 0; k < 2; k++) {
+        round_shards = shards[k];
+        for (uint64_t round = 1; round <= 12; round++) {
+            int n;
+            round_batch_ns = round % 2 ? 50000 : 0;
+            n = random_round(round + 100 * (uint64_t)k, 30, 30, 300);
+            CHECK_MSG(n > 0, "%d shards, round %" PRIu64, shards[k], round);
+            total += n;
+        }
+    }
+    CHECK(total >= 600);
+    CHECK(random_faults.dropped > 200 && random_faults.duplicated > 200 &&
+          random_faults.reordered > 200);
+    /* The other shards did their share of the slots. */
+    CHECK(random_faults.first_shard < random_faults.accepted * 3 / 4);
+    return TEST_PASSED;
 }
 
 TEST(core_random_lossy, TEST_UNIT)
@@ -1367,7 +1438,7 @@ static uint64_t drops_total(const agg_counters_t *c)
 {
     return c->malformed_dropped + c->unknown_group + c->bad_mac +
            c->bad_source + c->mismatch_dropped + c->stale_dropped +
-           c->duplicates_dropped;
+           c->duplicates_dropped + c->version_mismatch + c->mac_mismatch;
 }
 
 TEST(core_an_garbage, TEST_UNIT)
@@ -1416,6 +1487,7 @@ TEST(core_an_garbage, TEST_UNIT)
             break;
         case 4:
             bc.what = "bad version";
+            bc.ctr_off = CTR(version_mismatch);
             break;
         case 5:
             bc.what = "type 0";
@@ -2197,7 +2269,8 @@ TEST(core_wire_format, TEST_UNIT)
                     .flags = 0x0003,
                     .mac = 0x0102030405060708ull,
                     .slot = 0xBEEF,
-                    .hops = 0x5566,
+                    .hops = 0x55,
+                    .mac_alg = 2,
                     .epoch = 0xCAFEBABEu,
                     .count = 3,
                     .total = 0x11223344u,
@@ -2214,7 +2287,7 @@ TEST(core_wire_format, TEST_UNIT)
     /* Every field at its documented offset, little-endian. */
     CHECK(memcmp(buf, "INCL", 4) == 0);
     CHECK_EQ_INT(le_at(buf + 0, 4), WIRE_MAGIC);
-    CHECK_EQ_INT(buf[4], 3);
+    CHECK_EQ_INT(buf[4], 4);
     CHECK_EQ_INT(buf[5], WIRE_CONTRIB);
     CHECK_EQ_INT(buf[6], INCOLL_OP_BXOR);
     CHECK_EQ_INT(buf[7], INCOLL_UINT32);
@@ -2223,7 +2296,8 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK_EQ_INT(le_at(buf + 14, 2), 0x0003);
     CHECK(le_at(buf + 16, 8) == 0x0102030405060708ull);
     CHECK_EQ_INT(le_at(buf + 24, 2), 0xBEEF);
-    CHECK_EQ_INT(le_at(buf + 26, 2), 0x5566);
+    CHECK_EQ_INT(buf[26], 0x55);
+    CHECK_EQ_INT(buf[27], 2);
     CHECK_EQ_INT(le_at(buf + 28, 4), 0xCAFEBABEu);
     CHECK_EQ_INT(le_at(buf + 32, 4), 3);
     CHECK_EQ_INT(le_at(buf + 36, 4), 0x11223344u);
@@ -2242,6 +2316,7 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK(p.mac == h.mac);
     CHECK_EQ_INT(p.slot, h.slot);
     CHECK_EQ_INT(p.hops, h.hops);
+    CHECK_EQ_INT(p.mac_alg, h.mac_alg);
     CHECK_EQ_INT(p.epoch, h.epoch);
     CHECK_EQ_INT(p.count, h.count);
     CHECK_EQ_INT(p.total, h.total);
@@ -2275,7 +2350,8 @@ TEST(core_wire_format, TEST_UNIT)
         }
         q.mac = memnet_rand(&rng);
         q.slot = (uint16_t)memnet_rand(&rng);
-        q.hops = (uint16_t)memnet_rand(&rng);
+        q.hops = (uint8_t)memnet_rand(&rng);
+        q.mac_alg = (uint8_t)memnet_rand_below(&rng, WIRE_MAC_ALGS);
         q.epoch = (uint32_t)memnet_rand(&rng);
         q.count = 1 + (uint32_t)memnet_rand_below(&rng, 64);
         q.total = (uint32_t)memnet_rand(&rng);
@@ -2286,8 +2362,8 @@ TEST(core_wire_format, TEST_UNIT)
         CHECK(memcmp(&p.type, &q.type, 3) == 0);
         CHECK(p.group == q.group && p.child == q.child && p.flags == q.flags &&
               p.mac == q.mac && p.slot == q.slot && p.hops == q.hops &&
-              p.epoch == q.epoch && p.count == q.count && p.total == q.total &&
-              p.offset == q.offset);
+              p.mac_alg == q.mac_alg && p.epoch == q.epoch &&
+              p.count == q.count && p.total == q.total && p.offset == q.offset);
         /* One byte more or less is always refused. */
         CHECK(why_is(buf, WIRE_HDR_LEN + plen + 1,
                      "payload length does not match count") == 0);
@@ -2306,6 +2382,14 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
     buf[4] = 0;
     CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
+    buf[4] = 3; /* v3 had no mac algorithm: refused, and the version said */
+    CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unsupported version") == 0);
+    CHECK_EQ_INT(wire_peek_version(buf, WIRE_HDR_LEN + 12), 3);
+    buf[4] = WIRE_VERSION;
+    for (int a = WIRE_MAC_ALGS; a < 256; a++) {
+        buf[WIRE_MACALG_OFF] = (uint8_t)a;
+        CHECK(why_is(buf, WIRE_HDR_LEN + 12, "unknown mac algorithm") == 0);
+    }
     buf[4] = 1;
     for (int t = 0; t < 256; t++) {
         wire_hdr_t q = h;

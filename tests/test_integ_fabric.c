@@ -111,6 +111,78 @@ static void job_cost(const job_t *j, uint32_t payload, uint64_t *segs_p,
     *ncases_p = ncases;
 }
 
+/* What run_job also wants of every AN's counters (NULL or 0: nothing):
+ * its udp path (incoll stat's udp=), segmented sends and coalesced
+ * receives (several datagrams per buffer), its threads, and datagrams
+ * handed between them. */
+static const char *expect_udp;
+static int expect_offload, expect_threads;
+
+/* Checks stat's lines for the ANs of conf against the expectations
+ * above; 0, or -1 with the cause printed. */
+static int check_datapath(const fabric_conf_t *conf, const char *stat)
+{
+    uint64_t handed = 0;
+    for (int i = 0; i < conf->nans; i++) {
+        const char *an = conf->ans[i].name, *line;
+        char key[64], want[96];
+        uint64_t txp, txw, rxp, rxr, h = 0;
+        snprintf(key, sizeof(key), "an=%s ", an);
+        line = strstr(stat, key);
+        if (line == NULL)
+            return -1;
+        if (expect_udp) {
+            snprintf(want, sizeof(want), " udp=%s ", expect_udp);
+            if (strstr(line, want) == NULL ||
+                strstr(line, want) > strchr(line, '\n')) {
+                fprintf(stderr, "    an %s: not on the path%s:\n%s", an, want,
+                        stat);
+                return -1;
+            }
+        }
+        if (stat_get(stat, an, "udp_tx_packets", &txp) != 0 ||
+            stat_get(stat, an, "udp_tx_writes", &txw) != 0 ||
+            stat_get(stat, an, "udp_rx_packets", &rxp) != 0 ||
+            stat_get(stat, an, "udp_rx_reads", &rxr) != 0 ||
+            stat_get(stat, an, "handed", &h) != 0) {
+            fprintf(stderr, "    an %s: no udp counters:\n%s", an, stat);
+            return -1;
+        }
+        if (expect_offload > 0 && (txw >= txp || rxr >= rxp)) {
+            fprintf(stderr,
+                    "    an %s: offloads on, but %llu datagrams sent in %llu "
+                    "buffers, %llu received in %llu\n",
+                    an, (unsigned long long)txp, (unsigned long long)txw,
+                    (unsigned long long)rxp, (unsigned long long)rxr);
+            return -1;
+        }
+        if (expect_offload < 0 && (txw != txp || rxr != rxp)) {
+            fprintf(stderr,
+                    "    an %s: offloads off, but %llu datagrams sent in %llu "
+                    "buffers, %llu received in %llu\n",
+                    an, (unsigned long long)txp, (unsigned long long)txw,
+                    (unsigned long long)rxp, (unsigned long long)rxr);
+            return -1;
+        }
+        if (expect_threads) {
+            snprintf(want, sizeof(want), " threads=%d ", expect_threads);
+            if (strstr(line, want) == NULL) {
+                fprintf(stderr, "    an %s: not%s:\n%s", an, want, stat);
+                return -1;
+            }
+        }
+        handed += h;
+    }
+    if (expect_threads > 1 && handed == 0) {
+        fprintf(stderr,
+                "    %d threads, but no datagram was handed from one "
+                "to another:\n%s",
+                expect_threads, stat);
+        return -1;
+    }
+    return 0;
+}
+
 /* Runs the job on a fresh fabric and checks the results and counters.
  * faults: the counters must show that loss recovery was exercised. */
 static int run_job(const char *dir, int hosts, int radix, const job_t *j,
@@ -212,6 +284,8 @@ static int run_job(const char *dir, int hosts, int radix, const job_t *j,
                 stat);
         goto out;
     }
+    if (check_datapath(&conf, stat) != 0)
+        goto out;
     ret = TEST_PASSED;
 out:
     free(out);
@@ -310,6 +384,69 @@ TEST(integ_fabric_tree9_stream_faults, TEST_INTEG)
     return fabric_job_test(9, 3, &j, 1, 120);
 }
 
+/*
+ * (e) The kernel's offloads forced on and then off on every host and AN
+ * (INCOLL_UDP_GSO, INCOLL_UDP_GRO), with the same loss, duplication and
+ * reordering: the same results, each segment reduced once per AN; the ANs
+ * say which path they are on, and on the offloaded one they sent and
+ * received several datagrams per kernel buffer (a loss among them costs
+ * one datagram: the faults drop datagram by datagram as they are queued).
+ */
+TEST(integ_fabric_udp_paths_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    for (int on = 1; on >= 0; on--) {
+        int ret;
+        setenv("INCOLL_UDP_GSO", on ? "on" : "off", 1);
+        setenv("INCOLL_UDP_GRO", on ? "on" : "off", 1);
+        expect_udp = on ? "send=gso,recv=gro" : "send=sendmmsg,recv=recvmmsg";
+        expect_offload = on ? 1 : -1;
+        ret = fabric_job_test(9, 3, &j, 1, 120);
+        if (ret != TEST_PASSED) {
+            fprintf(stderr, "    with the offloads %s\n", on ? "on" : "off");
+            return ret;
+        }
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * (f) ANs of 2 and 4 threads (INCOLL_AGG_THREADS), each a shard of the
+ * slots, with the faults: every segment reduced exactly once per AN
+ * (their counters summed over the threads), every result right, and
+ * datagrams handed from the thread that read them to their owner.
+ */
+TEST(integ_fabric_threads_faults, TEST_INTEG)
+{
+    static const int threads[] = {2, 4};
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    for (int k = 0; k < 2; k++) {
+        char v[8];
+        int ret;
+        snprintf(v, sizeof(v), "%d", threads[k]);
+        setenv("INCOLL_AGG_THREADS", v, 1);
+        expect_threads = threads[k];
+        ret = fabric_job_test(9, 3, &j, 1, 120);
+        if (ret != TEST_PASSED) {
+            fprintf(stderr, "    with %d threads\n", threads[k]);
+            return ret;
+        }
+    }
+    return TEST_PASSED;
+}
+
+/* (g) The same with streaming: the lock rounds and the stream window on
+ * the first thread, the slots on all four. */
+TEST(integ_fabric_threads_stream_faults, TEST_INTEG)
+{
+    job_t j = {fault_dts, 2, fault_ops, 2, fault_sizes, 3, 1, 0};
+    setenv("INCOLL_AGG_THREADS", "4", 1);
+    setenv("INCOLL_STREAM_THRESHOLD", "4K", 1);
+    setenv("INCOLL_STREAM_LOCK", "3", 1);
+    expect_threads = 4;
+    return fabric_job_test(9, 3, &j, 1, 120);
+}
+
 /* Sends one datagram of len bytes to ep. */
 static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
 {
@@ -323,13 +460,29 @@ static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
 }
 
 typedef struct {
-    uint64_t malformed, unknown_group, bad_mac;
+    uint64_t malformed, unknown_group, bad_mac, version, mac_alg;
 } garbage_count_t;
+
+/* 1 when a line of the file at path holds text, 0 when none, -1 when it
+ * cannot be read. */
+static int file_has_line_with(const char *path, const char *text)
+{
+    char line[4096];
+    int found = 0;
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, text) != NULL;
+    fclose(f);
+    return found;
+}
 
 /*
  * One round of hostile packets to ep: random bytes, a truncated header, a
  * wrong version, a count that does not match the length, an oversized
- * datagram, an unknown group, and the right group with a wrong key.
+ * datagram, an unknown group, the right group with a wrong key, and the
+ * right key under another mac algorithm than the fabric's.
  */
 static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
                          uint64_t *rng, garbage_count_t *c)
@@ -363,7 +516,7 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     buf[4] = WIRE_VERSION + 1;
     memset(buf + WIRE_HDR_LEN, 0, 16);
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
-    c->malformed++;
+    c->version++;
 
     /* A count that does not match the payload. */
     h.count = 1000;
@@ -396,6 +549,20 @@ static void send_garbage(int fd, incoll_ep_t ep, const fabric_conf_t *conf,
     }
     send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
     c->bad_mac++;
+
+    /* The right key (fabric.conf's, no secret) under siphash where the
+     * fabric uses the default algorithm. */
+    wire_pack(&h, buf);
+    {
+        wire_key_t key;
+        wire_key_derive(NULL, WIRE_KEY_GROUP, conf->group_id, conf->group_key,
+                        &key);
+        wire_key_set_alg(&key, key.alg == WIRE_MAC_SIPHASH ? WIRE_MAC_POLY1305
+                                                           : WIRE_MAC_SIPHASH);
+        wire_mac_seal(&key, buf, buf + WIRE_HDR_LEN, 16);
+    }
+    send_to(fd, ep, buf, WIRE_HDR_LEN + 16);
+    c->mac_alg++;
 }
 
 static int garbage_body(const char *dir)
@@ -459,14 +626,17 @@ static int garbage_body(const char *dir)
         fprintf(stderr, "    incoll stat exited %d:\n%s", rc, stat);
         goto out_conf;
     }
-    fprintf(stderr, "    %d rounds of 7 hostile packets to each of %d ans\n",
+    fprintf(stderr, "    %d rounds of 8 hostile packets to each of %d ans\n",
             rounds, conf.nans);
     for (int i = 0; i < conf.nans; i++) {
         const char *an = conf.ans[i].name;
-        uint64_t malformed, unknown, bad_mac, red;
+        uint64_t malformed, unknown, bad_mac, version, mac_alg, red;
+        char path[PATH_MAX + 64], want[2][160];
         if (stat_get(stat, an, "malformed_dropped", &malformed) != 0 ||
             stat_get(stat, an, "unknown_group", &unknown) != 0 ||
             stat_get(stat, an, "bad_mac", &bad_mac) != 0 ||
+            stat_get(stat, an, "version_mismatch", &version) != 0 ||
+            stat_get(stat, an, "mac_mismatch", &mac_alg) != 0 ||
             stat_get(stat, an, "reductions", &red) != 0) {
             fprintf(stderr, "    no counters for an %s in:\n%s", an, stat);
             goto out_conf;
@@ -475,19 +645,42 @@ static int garbage_body(const char *dir)
          * exactly ours. */
         if (malformed != sent[i].malformed ||
             unknown != sent[i].unknown_group || bad_mac != sent[i].bad_mac ||
+            version != sent[i].version || mac_alg != sent[i].mac_alg ||
             red == 0) {
             fprintf(stderr,
                     "    an %s: malformed_dropped=%llu unknown_group="
-                    "%llu bad_mac=%llu reductions=%llu, want %llu %llu "
-                    "%llu >0\n%s",
+                    "%llu bad_mac=%llu version_mismatch=%llu "
+                    "mac_mismatch=%llu reductions=%llu, want %llu %llu "
+                    "%llu %llu %llu >0\n%s",
                     an, (unsigned long long)malformed,
                     (unsigned long long)unknown, (unsigned long long)bad_mac,
+                    (unsigned long long)version, (unsigned long long)mac_alg,
                     (unsigned long long)red,
                     (unsigned long long)sent[i].malformed,
                     (unsigned long long)sent[i].unknown_group,
-                    (unsigned long long)sent[i].bad_mac, stat);
+                    (unsigned long long)sent[i].bad_mac,
+                    (unsigned long long)sent[i].version,
+                    (unsigned long long)sent[i].mac_alg, stat);
             goto out_conf;
         }
+        /* The peer of another version and of another algorithm are
+         * errors in the AN's log, naming both values. */
+        snprintf(path, sizeof(path), "%s/%s.log", dir, an);
+        snprintf(want[0], sizeof(want[0]),
+                 "speaks wire version %d, this an speaks %d", WIRE_VERSION + 1,
+                 WIRE_VERSION);
+        snprintf(want[1], sizeof(want[1]),
+                 "is authenticated with %s, this an with %s",
+                 wire_mac_alg_name(wire_mac_alg_default() == WIRE_MAC_SIPHASH
+                                       ? WIRE_MAC_POLY1305
+                                       : WIRE_MAC_SIPHASH),
+                 wire_mac_alg_name(wire_mac_alg_default()));
+        for (int k = 0; k < 2; k++)
+            if (file_has_line_with(path, want[k]) != 1) {
+                fprintf(stderr, "    %s: no error line with '%s'\n", path,
+                        want[k]);
+                goto out_conf;
+            }
     }
     ret = TEST_PASSED;
 out_conf:
@@ -885,7 +1078,9 @@ static void forge_from(forger_t *f, const fabric_conf_t *conf, incoll_ep_t src,
                 wire_pack(&q, c);
                 memset(c + WIRE_HDR_LEN, 0, len - WIRE_HDR_LEN);
                 if (way == 1) {
-                    wire_key_t k = {h.mac, h.mac};
+                    /* Under the algorithm the packet names. */
+                    wire_key_t k = {.k0 = h.mac, .k1 = h.mac};
+                    wire_key_set_alg(&k, (wire_mac_alg_t)h.mac_alg);
                     wire_mac_seal(&k, c, c + WIRE_HDR_LEN, len - WIRE_HDR_LEN);
                 }
                 spoof(f, src, dst, c, len);

@@ -435,17 +435,23 @@ static void job_streamed(job_t *j, uint64_t *streamed_p, uint64_t *ops_p)
  * share the ANs: some locks are refused and those operations run on the
  * slots. Every result is checked (comm_grid); some operations streamed;
  * a refusal is said at most once per communicator. */
-static int stream_two_jobs_body(void)
+static int stream_two_jobs_run(char **an_env, int lossy)
 {
     fab_t f;
     job_t a = {.name = "sjobA", .n = 4}, b = {.name = "sjobB", .n = 4};
     char *args[] = {"--cols", "2",        "--iters",          "60",  "--count",
                     "1000",   "--create", "--expect-offload", "all", NULL};
-    char *an_env[] = {"INCOLL_AGG_STREAM_POOL=4M", NULL};
     /* 8000 bytes stream only when the group's slots carry less at once:
      * 8 slots of 512 bytes. */
     char *env[] = {"INCOLL_STREAM_THRESHOLD=4K", "INCOLL_STREAM_LOCK=op",
                    "INCOLL_PAYLOAD=512", NULL};
+    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=4K",
+                         "INCOLL_STREAM_LOCK=op",
+                         "INCOLL_PAYLOAD=512",
+                         "INCOLL_FAULT_DROP=0.02",
+                         "INCOLL_FAULT_DUP=0.01",
+                         "INCOLL_FAULT_REORDER=0.02",
+                         NULL};
     uint64_t sa, oa, sb, ob;
     int ret;
 
@@ -454,7 +460,7 @@ static int stream_two_jobs_body(void)
         a.hosts[r] = 2 * r;
         b.hosts[r] = 7 - 2 * r;
     }
-    job_env = env;
+    job_env = lossy ? env_lossy : env;
     ret = job_start(&f, &a, args, "info") == 0 &&
           job_start(&f, &b, args, "info") == 0;
     job_env = NULL;
@@ -475,9 +481,32 @@ static int stream_two_jobs_body(void)
     return TEST_PASSED;
 }
 
+static int stream_two_jobs_body(void)
+{
+    char *an_env[] = {"INCOLL_AGG_STREAM_POOL=4M", NULL};
+    return stream_two_jobs_run(an_env, 0);
+}
+
 TEST(integ_mgr_stream_two_jobs, TEST_INTEG)
 {
     RUN(stream_two_jobs_body);
+}
+
+/* The same with ANs of 4 threads (INCOLL_AGG_THREADS, each a shard of
+ * every group's slots; lock rounds and stream windows on the first) and
+ * 2% loss, 1% duplicates and 2% reordering on the hosts' sockets: two
+ * groups at once, streaming and not, every result right. */
+static int threads_two_jobs_body(void)
+{
+    char *an_env[] = {"INCOLL_AGG_STREAM_POOL=4M", "INCOLL_AGG_THREADS=4",
+                      "INCOLL_FAULT_DROP=0.02",    "INCOLL_FAULT_DUP=0.01",
+                      "INCOLL_FAULT_REORDER=0.02", NULL};
+    return stream_two_jobs_run(an_env, 1);
+}
+
+TEST(integ_mgr_threads_two_jobs, TEST_INTEG)
+{
+    RUN(threads_two_jobs_body);
 }
 
 /* The sum of key=N over every line of text. */

@@ -443,8 +443,9 @@ TEST(lib_static_symbols, TEST_INTEG)
     fclose(f);
     rc = run_cmd(&out, 120,
                  "cc -std=c11 -I'%s/include' -o '%s/app' '%s' '%s' "
-                 "$(pkg-config --libs libsodium hwloc 2>/dev/null || "
-                 "pkg-config --libs libsodium 2>/dev/null) -lm -lpthread",
+                 "$(pkg-config --libs libsodium 2>/dev/null) "
+                 "$(pkg-config --libs hwloc 2>/dev/null) "
+                 "$(pkg-config --libs libcrypto 2>/dev/null) -lm -lpthread",
                  test_srcdir(), dir, app, lib);
     CHECK_MSG(rc == 0, "link: exit %d: %s", rc, out);
     free(out);

@@ -328,8 +328,8 @@ TEST(sim_guard_refuses_over_budget, TEST_INTEG)
 
 /*
  * The calibration comes from the real daemons: `incoll bench agg` measures
- * an incoll-agg's CPU time per datagram and appends the record the
- * simulator reads. A server AN charged that cost is slower than one
+ * an incoll-agg's CPU time per datagram and byte and appends the record
+ * the simulator reads. A server AN charged that cost is slower than one
  * charged 300 ns by at least the difference on each of the 2 x levels - 1
  * AN visits of the critical path.
  */
@@ -345,8 +345,8 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
     snprintf(base, sizeof(base), "%s/calib300.txt", test_tmpdir());
     unlink(calib);
     CHECK_EQ_INT(sh("/dev/null",
-                    "'%s/incoll' bench agg -n 2 --iters 2000 --calib '%s' > "
-                    "'%s/agg.out' 2>&1",
+                    "'%s/incoll' bench agg -n 2 --sizes 8:64 --seconds 0.2 "
+                    "--rounds 1 --calib '%s' > '%s/agg.out' 2>&1",
                     test_bindir(), calib, test_tmpdir()),
                  0);
     f = fopen(calib, "r");
@@ -356,6 +356,30 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
             break;
     fclose(f);
     CHECK_MSG(ns > 0, "no positive agg ns_per_packet in %s", calib);
+    CHECK(strstr(line, " ns_per_byte=") && strstr(line, " threads=1 ") &&
+          strstr(line, " relay_ns_per_packet="));
+    /* The AN and the relay side by side at every size, then the ratios. */
+    {
+        char path[1300];
+        int an = 0, relay = 0, ratio = 0;
+        snprintf(path, sizeof(path), "%s/agg.out", test_tmpdir());
+        f = fopen(path, "r");
+        CHECK(f != NULL);
+        while (fgets(line, sizeof(line), f)) {
+            unsigned long long b;
+            char who[16];
+            if (sscanf(line, "%llu %15s", &b, who) == 2) {
+                an += strcmp(who, "an") == 0;
+                relay += strcmp(who, "relay") == 0;
+            }
+            ratio +=
+                strstr(line, "# an/relay: cpu per datagram at 8 bytes") != NULL;
+        }
+        fclose(f);
+        CHECK_MSG(an == 4 && relay == 4 && ratio == 1,
+                  "%d an rows, %d relay rows, %d ratio lines", an, relay,
+                  ratio);
+    }
     f = fopen(base, "w");
     CHECK(f != NULL);
     fprintf(f, "agg ns_per_packet=300\n");
@@ -379,6 +403,62 @@ TEST(sim_calib_from_daemon, TEST_INTEG)
         CHECK_MSG(slow_us - fast_us >= 3 * (ns - 300) * 1e-3 * 0.999,
                   "%.2f us against %.2f us: less than 3 x %.0f ns apart",
                   slow_us, fast_us, ns - 300);
+    return TEST_PASSED;
+}
+
+/*
+ * Cores of a server AN (--an-cores): the record measured with that many
+ * threads is the one used (the costs line says so), and a large vector,
+ * where the AN's CPU is the limit, goes about that many times faster
+ * than on one core; a count of cores the file has no record of takes the
+ * one-thread record.
+ */
+TEST(sim_an_cores, TEST_INTEG)
+{
+    char calib[1200], args[1600], out[1300], line[512];
+    double bw[3];
+    static const int cores[3] = {1, 4, 2};
+    row_t r[MAX_ROWS];
+    FILE *f;
+
+    SKIP_WITHOUT_SIM();
+    snprintf(calib, sizeof(calib), "%s/calib.txt", test_tmpdir());
+    f = fopen(calib, "w");
+    CHECK(f != NULL);
+    fprintf(f, "agg ns_per_packet=1000 ns_per_byte=0.2 threads=1\n"
+               "agg ns_per_packet=1200 ns_per_byte=0.25 threads=4\n");
+    fclose(f);
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof(args),
+                 "--hosts 8 --radix 4 --sizes 4M --algos inc --an server "
+                 "--link-rate 400Gbps --calib '%s' --an-cores %d",
+                 calib, cores[i]);
+        CHECK_EQ_INT(sim(args, r, MAX_ROWS), 1);
+        CHECK(strcmp(r[0].outcome, "ok") == 0);
+        bw[i] = r[0].bandwidth_MBps;
+    }
+    fprintf(stderr,
+            "    1 core %.0f MB/s, 4 cores %.0f MB/s, 2 cores %.0f MB/s\n",
+            bw[0], bw[1], bw[2]);
+    /* 4 cores at 1200 + 0.25/byte against 1 at 1000 + 0.2: 3.2x the
+     * rate of datagrams, the links not yet the limit. */
+    CHECK(bw[1] > 2.5 * bw[0] && bw[1] < 4.2 * bw[0]);
+    CHECK(bw[2] > 1.7 * bw[0] && bw[2] < 2.3 * bw[0]);
+    snprintf(out, sizeof(out), "%s/cores.out", test_tmpdir());
+    CHECK_EQ_INT(sh(out,
+                    "'%s/incoll' sim allreduce --hosts 8 --radix 4 --sizes 8 "
+                    "--algos inc --an server --calib '%s' --an-cores 4",
+                    test_bindir(), calib),
+                 0);
+    f = fopen(out, "r");
+    CHECK(f != NULL);
+    line[0] = '\0';
+    while (fgets(line, sizeof(line), f) && strstr(line, "# costs") == NULL)
+        ;
+    fclose(f);
+    CHECK_MSG(strstr(line, "server an of 4 cores 1200 ns/datagram + 0.25 "
+                           "ns/byte") != NULL,
+              "%s", line);
     return TEST_PASSED;
 }
 

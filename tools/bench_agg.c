@@ -1,71 +1,101 @@
 /*
- * `incoll bench agg`: what one datagram costs a software aggregation node,
- * the `agg ns_per_packet` record of the simulator's calibration file
- * (docs/simulator.md, "Calibration").
+ * `incoll bench agg`: what an aggregation node costs per datagram and per
+ * byte, beside a plain UDP relay on the same path: the limit of the
+ * kernel's path on this machine. The `agg` record of the simulator's
+ * calibration file (docs/simulator.md, "Calibration") comes from it.
  *
  * It brings up a loopback fabric of N hosts under one AN (radix N: the AN
- * is leaf and root at once), runs `incoll bench allreduce --algos inc` of
- * small vectors on it, and divides the CPU time the AN daemon spent during
- * the run (user + sys, /proc/PID/stat) by the datagrams it received and
- * sent (its packets_in and packets_out counters). Small vectors make the
- * reduction itself negligible, so what is left is the per-datagram work of
- * the daemon: the system calls, epoll, parsing, the slot table and the
- * replication. The simulator charges the payload's bytes separately, at
- * the kernel and memcpy rates of `incoll bench kernel --calib`.
+ * is leaf and root at once) and starts a relay (`incoll-agg --relay`: the
+ * same daemon, sockets, batches and offloads, which sends every
+ * contribution straight back to its sender as a result, with no mac, no
+ * reduction and no state). The hosts are host engines in this process,
+ * one socket each at the fabric's host addresses, running float32 sum
+ * allreduces back to back with the group's whole window of slots in
+ * flight; against the AN every result is checked, against the relay a
+ * host takes its own data back (its packets carry no tag there: mac
+ * none). For each size the two take turns for --rounds rounds of
+ * --seconds each, and each daemon's user+sys time (/proc/PID/stat) over
+ * its turns is divided by the datagrams it received and sent (the hosts'
+ * socket counters: on loopback nothing is lost).
  *
- * With --calib FILE the record is appended to FILE, so that
+ * With --calib FILE the fit of the AN's cost per datagram against its
+ * size, ns = ns_per_packet + ns_per_byte * bytes, from the smallest and
+ * the largest size, is appended to FILE (with the relay's), so that
  *   incoll bench kernel --calib F && incoll bench agg --calib F
  * makes a whole calibration file.
  */
 #include "bench_common.h"
+#include "bench_report.h"
 #include "cli.h"
 
+#include "common/clock.h"
 #include "common/fabric_conf.h"
+#include "common/mgr_auth.h"
 #include "common/procstat.h"
-#include "core/algo.h"
-#include "fabric/an_stats.h"
+#include "common/udp.h"
+#include "common/wire_mac.h"
+#include "core/host_engine.h"
+#include "fabric/daemon.h"
+#include "fabric/mgr_fabric.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#define AGG_MAX_HOSTS 64
+#define AGG_MAX_SIZES 24
 
 static void agg_defaults(const bench_cmd_t *cmd, bench_opts_t *o)
 {
     (void)cmd;
     o->hosts = 4;
-    o->iters = 20000;
-    o->bytes = 8;
+    o->seconds = 2;
+    o->rounds = 3;
+    o->threads = 1;
 }
 
 static const bench_range_t agg_ranges[] = {
-    {BENCH_OPT_HOSTS, 2, 64},
-    {BENCH_OPT_ITERS, 100, 10000000},
-    {BENCH_OPT_BYTES, 4, 8192},
+    {BENCH_OPT_HOSTS, 2, AGG_MAX_HOSTS},
     {0, 1, 0},
 };
 
 static const bench_optdoc_t agg_docs[] = {
     {BENCH_OPT_HOSTS, "hosts under the one AN"},
-    {BENCH_OPT_ITERS, "in-network allreduces run through the AN"},
-    {BENCH_OPT_BYTES, "bytes of each allreduce"},
+    {BENCH_OPT_SIZES, "bytes of the allreduces, doubling (default: 8, 8K "
+                      "and 4M)"},
+    {BENCH_OPT_SECONDS, "seconds of each daemon's turn at each size"},
+    {BENCH_OPT_ROUNDS, "turns of each daemon at each size, alternating"},
+    {BENCH_OPT_THREADS, "worker threads of the AN and of the relay"},
+    {BENCH_OPT_CALIB, "append the simulator's `agg` record (the AN's cost "
+                      "per datagram and per byte) to FILE"},
     {0, NULL},
 };
 
 static const bench_cmd_t agg_cmd = {
     .who = "bench agg",
-    .synopsis = "bench agg [-n HOSTS] [--iters N] [--bytes B] [--calib FILE]",
-    .about = "CPU time of an aggregation-node daemon per datagram, on a "
-             "loopback fabric of HOSTS hosts under one AN: N in-network "
-             "allreduces of B bytes run through it, and its user+sys time is "
-             "divided by the datagrams it received and sent. --calib FILE "
-             "appends the simulator's record `agg ns_per_packet=X` to FILE.",
-    .accepts = BENCH_OPT(HOSTS) | BENCH_OPT(ITERS) | BENCH_OPT(BYTES) |
-               BENCH_OPT(CALIB) | BENCH_OPT(HELP),
+    .synopsis = "bench agg [-n HOSTS] [--sizes MIN:MAX] [--seconds S] "
+                "[--rounds N] [--threads N] [--csv FILE] [--calib FILE]",
+    .about = "CPU time of an aggregation-node daemon per datagram and per "
+             "byte, beside a plain relay (the same daemon sending every "
+             "contribution back to its sender unreduced and unchecked) on "
+             "the same loopback path, taking turns: HOSTS hosts under one "
+             "AN run float32 sum allreduces back to back, every result "
+             "checked, and each daemon's user+sys time is divided by the "
+             "datagrams and bytes it moved.",
+    .accepts = BENCH_OPT(HOSTS) | BENCH_OPT(SIZES) | BENCH_OPT(SECONDS) |
+               BENCH_OPT(ROUNDS) | BENCH_OPT(THREADS) | BENCH_OPT(CSV) |
+               BENCH_OPT(CALIB) | BENCH_OPT(KEEP) | BENCH_OPT(HELP),
     .defaults = agg_defaults,
     .docs = agg_docs,
     .ranges = agg_ranges,
+    .max_size = 64u << 20,
 };
 
 /* User + sys time of process pid, in ns, into *ns_p; -1 if it cannot be
@@ -81,34 +111,315 @@ static int proc_cpu_ns(pid_t pid, uint64_t *ns_p)
     return 0;
 }
 
-/* packets_in + packets_out from a stats reply "an=NAME key=value ...". */
-static int reply_packets(const char *reply, uint64_t *pkts_p)
-{
-    static const char *const keys[] = {" packets_in=", " packets_out="};
-    uint64_t sum = 0;
+enum { T_AN, T_RELAY, T_COUNT };
+static const char *const target_name[T_COUNT] = {"an", "relay"};
 
-    for (int i = 0; i < 2; i++) {
-        const char *p = reply ? strstr(reply, keys[i]) : NULL;
-        if (p == NULL)
+/* One host: its socket, and an engine per target (the relay's seals
+ * nothing and checks nothing). */
+typedef struct {
+    udp_sock_t *sock;
+    host_engine_t *eng[T_COUNT];
+    float *send, *recv;
+} host_t;
+
+typedef struct {
+    int n;
+    host_t h[AGG_MAX_HOSTS];
+    incoll_ep_t ep[T_COUNT];
+    pid_t pid[T_COUNT];
+    float *want;
+    size_t max_count;
+} gen_t;
+
+/* What one turn measured. */
+typedef struct {
+    uint64_t ops, pkts, bytes, cpu_ns, wall_ns;
+} turn_t;
+
+/* A host engine's sends: from its send buffer, which stays unchanged
+ * until the operation ends, after the flush that follows every round. */
+static void host_send(void *arg, incoll_ep_t dst, const void *hdr,
+                      const void *payload, size_t len)
+{
+    udp_send_ref(arg, dst, hdr, WIRE_HDR_LEN, payload, len);
+}
+
+static int gen_open(gen_t *g, const fabric_conf_t *conf, const char *dir,
+                    size_t max_bytes)
+{
+    uint8_t secret[WIRE_SECRET_LEN];
+    int has_secret = 0;
+    char path[PATH_MAX + 32], err[512];
+    wire_key_t key;
+    incoll_ep_t kids[AGG_MAX_HOSTS];
+    uint32_t gen = (uint32_t)(now_ns() / 1000000) | 1;
+
+    /* The AN keys the world group with the fabric's secret when the
+     * fabric has a manager, as its ranks do (docs/security.md). */
+    if (mgr_fabric_managed(dir)) {
+        snprintf(path, sizeof(path), "%s/secret", dir);
+        if (mgr_secret_load(path, secret, err, sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll bench agg: %s\n", err);
             return -1;
-        sum += strtoull(p + strlen(keys[i]), NULL, 10);
+        }
+        has_secret = 1;
     }
-    *pkts_p = sum;
+    wire_key_derive(has_secret ? secret : NULL, WIRE_KEY_GROUP, conf->group_id,
+                    conf->group_key, &key);
+    memset(secret, 0, sizeof(secret));
+    g->max_count = max_bytes / sizeof(float);
+    g->want = calloc(g->max_count, sizeof(float));
+    if (g->want == NULL)
+        return -1;
+    /* The AN's children in its order: the hosts, by child index. */
+    if (fabric_conf_children(conf, 0, kids, NULL, AGG_MAX_HOSTS) != g->n) {
+        fprintf(stderr,
+                "incoll bench agg: the an does not have the %d hosts as "
+                "children\n",
+                g->n);
+        return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        host_t *h = &g->h[i];
+        host_engine_params_t p;
+        char who[32];
+        snprintf(who, sizeof(who), "bench host %d", i);
+        h->sock = udp_open((uint32_t)(kids[i] >> 16),
+                           (uint16_t)(kids[i] & 0xffff), 32 << 20, who);
+        h->send = malloc(g->max_count * sizeof(float));
+        h->recv = malloc(g->max_count * sizeof(float));
+        if (h->sock == NULL || h->send == NULL || h->recv == NULL)
+            return -1;
+        /* Small integers: every sum is exact, in any order. */
+        for (size_t e = 0; e < g->max_count; e++) {
+            h->send[e] = (float)((int)(e % 1000) + 1000 * i);
+            g->want[e] += h->send[e];
+        }
+        memset(&p, 0, sizeof(p));
+        host_engine_params_default(&p);
+        p.group = conf->group_id;
+        p.gen = gen;
+        p.child = (uint16_t)i;
+        p.slots = conf->slots;
+        p.window = conf->slots; /* the whole window in flight */
+        p.max_payload = conf->payload;
+        /* Nothing is lost on loopback: a resend would only be the
+         * scheduler's delay on these shared cores, and work for the
+         * daemon that no target needs. */
+        p.rto_init_ns = 50000000;
+        p.rto_min_ns = 20000000;
+        p.send = host_send;
+        p.send_arg = h->sock;
+        for (int t = 0; t < T_COUNT; t++) {
+            p.key = key;
+            if (t == T_RELAY)
+                wire_key_set_alg(&p.key, WIRE_MAC_NONE);
+            p.an = g->ep[t];
+            h->eng[t] = host_engine_create(&p);
+            if (h->eng[t] == NULL)
+                return -1;
+        }
+    }
     return 0;
 }
 
-/* The AN's counters and CPU time now. */
-static int sample(const fabric_conf_t *conf, pid_t pid, uint64_t *pkts_p,
-                  uint64_t *cpu_p)
+static void gen_close(gen_t *g)
 {
-    char *reply = NULL;
-    int ret = -1;
+    for (int i = 0; i < g->n; i++) {
+        for (int t = 0; t < T_COUNT; t++)
+            host_engine_destroy(g->h[i].eng[t]);
+        udp_close(g->h[i].sock);
+        free(g->h[i].send);
+        free(g->h[i].recv);
+    }
+    free(g->want);
+}
 
-    if (fabric_an_stats(conf, 3, 300, &reply) == 0 &&
-        reply_packets(reply, pkts_p) == 0)
-        ret = proc_cpu_ns(pid, cpu_p);
-    free(reply);
-    return ret;
+/* Runs one allreduce of count floats on every host against target t.
+ * Returns 0, or -1 when an engine failed or (against the AN) a result
+ * is wrong. */
+static int gen_op(gen_t *g, int t, size_t count)
+{
+    struct pollfd pfd[AGG_MAX_HOSTS];
+    uint64_t now = now_ns();
+    int left = g->n;
+
+    for (int i = 0; i < g->n; i++) {
+        incoll_status_t st =
+            host_engine_start(g->h[i].eng[t], g->h[i].send, g->h[i].recv, count,
+                              INCOLL_FLOAT32, INCOLL_OP_SUM, now);
+        if (st != INCOLL_INPROGRESS && st != INCOLL_OK) {
+            fprintf(stderr, "incoll bench agg: host %d: %s\n", i,
+                    incoll_status_string(st));
+            return -1;
+        }
+        udp_flush(g->h[i].sock);
+        pfd[i] = (struct pollfd){.fd = udp_fd(g->h[i].sock), .events = POLLIN};
+    }
+    while (left > 0) {
+        uint64_t due = UINT64_MAX;
+        int ms;
+        for (int i = 0; i < g->n; i++) {
+            uint64_t d = host_engine_deadline(g->h[i].eng[t]);
+            due = d < due ? d : due;
+        }
+        now = now_ns();
+        ms = due == UINT64_MAX ? 1000
+             : due <= now      ? 0
+                               : (int)((due - now) / 1000000 + 1);
+        if (poll(pfd, (nfds_t)g->n, ms) < 0 && errno != EINTR)
+            return -1;
+        now = now_ns();
+        left = 0;
+        for (int i = 0; i < g->n; i++) {
+            host_t *h = &g->h[i];
+            udp_msg_t m[64];
+            int k;
+            if (pfd[i].revents & POLLIN)
+                while ((k = udp_recv_batch(h->sock, m, 64)) > 0)
+                    for (int j = 0; j < k; j++)
+                        host_engine_on_packet(h->eng[t], m[j].src, m[j].data,
+                                              m[j].len, now);
+            host_engine_on_time(h->eng[t], now);
+            udp_flush(h->sock);
+            left += host_engine_status(h->eng[t]) == INCOLL_INPROGRESS;
+        }
+        if (bench_interrupted())
+            return -1;
+    }
+    for (int i = 0; i < g->n; i++) {
+        incoll_status_t st = host_engine_status(g->h[i].eng[t]);
+        if (st != INCOLL_OK) {
+            fprintf(stderr, "incoll bench agg: host %d against the %s: %s\n", i,
+                    target_name[t], incoll_status_string(st));
+            return -1;
+        }
+        if (t == T_AN &&
+            memcmp(g->h[i].recv, g->want, count * sizeof(float)) != 0) {
+            fprintf(stderr,
+                    "incoll bench agg: host %d: wrong result from the an\n", i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The hosts' datagrams and bytes so far: what the target received and
+ * sent. */
+static void gen_traffic(const gen_t *g, uint64_t *pkts_p, uint64_t *bytes_p)
+{
+    uint64_t p = 0, b = 0;
+    for (int i = 0; i < g->n; i++) {
+        const udp_counters_t *c = udp_counters(g->h[i].sock);
+        p += c->tx_packets + c->rx_packets;
+        b += c->tx_bytes + c->rx_bytes;
+    }
+    *pkts_p = p;
+    *bytes_p = b;
+}
+
+/* One turn of target t at count floats for about seconds; adds what it
+ * measured to *tn. */
+static int gen_turn(gen_t *g, int t, size_t count, double seconds, turn_t *tn)
+{
+    uint64_t p0, b0, p1, b1, c0, c1, t0 = now_ns(), end;
+
+    /* Two operations first: the AN's slots and the caches warm. */
+    for (int w = 0; w < 2; w++)
+        if (gen_op(g, t, count) != 0)
+            return -1;
+    gen_traffic(g, &p0, &b0);
+    if (proc_cpu_ns(g->pid[t], &c0) != 0)
+        return -1;
+    t0 = now_ns();
+    end = t0 + (uint64_t)(seconds * 1e9);
+    do {
+        if (gen_op(g, t, count) != 0)
+            return -1;
+        tn->ops++;
+    } while (now_ns() < end);
+    if (proc_cpu_ns(g->pid[t], &c1) != 0)
+        return -1;
+    gen_traffic(g, &p1, &b1);
+    tn->wall_ns += now_ns() - t0;
+    tn->cpu_ns += c1 - c0;
+    tn->pkts += p1 - p0;
+    tn->bytes += b1 - b0;
+    return 0;
+}
+
+/* A free UDP port on 127.0.0.1 for the relay. */
+static uint16_t free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    uint16_t port = 0;
+    sa.sin_addr.s_addr = htonl(0x7f000001u);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Starts the relay (the AN's daemon with --relay) on 127.0.0.1:port,
+ * its log in work; waits until its pid file is there. */
+static pid_t relay_start(const bench_fabric_t *f, uint16_t port)
+{
+    char bin[PATH_MAX + 16], listen[32], log[1100], pidfile[1100];
+    char *argv[] = {bin,    "--name",    "relay", "--relay", "--listen",
+                    listen, "--pidfile", pidfile, NULL};
+    const char *slash = strrchr(f->self, '/');
+    pid_t pid;
+
+    snprintf(bin, sizeof(bin), "%.*s/incoll-agg",
+             slash ? (int)(slash - f->self) : 1, slash ? f->self : ".");
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", port);
+    snprintf(log, sizeof(log), "%s/relay.log", f->work);
+    snprintf(pidfile, sizeof(pidfile), "%s/relay.pid", f->work);
+    pid = fabric_spawn(NULL, argv, log, 0);
+    if (pid < 0) {
+        fprintf(stderr, "incoll bench agg: cannot start %s: %s\n", bin,
+                strerror(errno));
+        return -1;
+    }
+    for (int i = 0; i < 500; i++) {
+        if (fabric_pidfile_read(pidfile) == pid)
+            return pid;
+        if (waitpid(pid, NULL, WNOHANG) == pid)
+            break;
+        fabric_sleep_ms(10);
+    }
+    fprintf(stderr, "incoll bench agg: the relay did not start (see %s)\n",
+            log);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void relay_stop(pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    waitpid(pid, NULL, 0);
+}
+
+/* The sizes of the run: --sizes, doubling, or 8, 8 KiB and 4 MiB. */
+static int sizes_of(const bench_opts_t *o, size_t *sizes)
+{
+    int n = 0;
+    if (!bench_opts_given(o, BENCH_OPT_SIZES)) {
+        sizes[0] = 8;
+        sizes[1] = 8192;
+        sizes[2] = 4u << 20;
+        return 3;
+    }
+    for (size_t b = o->min_size; b <= o->max_size && n < AGG_MAX_SIZES; b *= 2)
+        sizes[n++] = b;
+    return n;
 }
 
 int bench_agg_main(int argc, char **argv)
@@ -117,100 +428,179 @@ int bench_agg_main(int argc, char **argv)
     bench_fabric_opts_t fo = {.who = "bench agg"};
     bench_fabric_t f;
     fabric_conf_t conf;
-    char path[PATH_MAX + 128], err[512], n[16], iters[16], sizes[48];
-    uint64_t pkts0, pkts1, cpu0, cpu1;
-    double ns;
-    pid_t pid;
-    FILE *calib;
-    int rc, ret = 1;
+    static gen_t g;
+    char path[PATH_MAX + 128], err[512], threads[16];
+    size_t sizes[AGG_MAX_SIZES];
+    turn_t res[AGG_MAX_SIZES][T_COUNT];
+    FILE *csv = NULL;
+    int nsizes, rc, ret = 1;
+    uint16_t port;
 
     if (bench_opts_get(&agg_cmd, argc, argv, &o, &rc) != 0)
         return rc;
+    nsizes = sizes_of(&o, sizes);
+    for (int i = 0; i < nsizes; i++)
+        if (sizes[i] < 4 || sizes[i] % 4 != 0) {
+            fprintf(stderr,
+                    "incoll bench agg: sizes are float32 vectors: multiples "
+                    "of 4 bytes, not %zu\n",
+                    sizes[i]);
+            return 2;
+        }
+    /* The AN's daemon (started by the fabric) and the relay run with the
+     * same threads. */
+    snprintf(threads, sizeof(threads), "%d", o.threads);
+    setenv("INCOLL_AGG_THREADS", threads, 1);
     fo.hosts = o.hosts;
     fo.radix = o.hosts; /* one AN, leaf and root */
+    fo.keep = o.keep;
     memset(&conf, 0, sizeof(conf));
+    memset(&g, 0, sizeof(g));
+    memset(res, 0, sizeof(res));
     if (bench_fabric_open(&f, &fo) != 0)
         return bench_interrupted() ? 130 : 1;
+    g.pid[T_RELAY] = -1;
     snprintf(path, sizeof(path), "%s/fabric.conf", f.dir);
     if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll bench agg: %s\n", err);
         goto out;
     }
-    if (conf.nans != 1) {
-        fprintf(stderr, "incoll bench agg: want one AN, the fabric has %d\n",
-                conf.nans);
+    if (conf.nans != 1 || conf.nhosts != o.hosts) {
+        fprintf(stderr, "incoll bench agg: want one AN over %d hosts\n",
+                o.hosts);
         goto out;
     }
     snprintf(path, sizeof(path), "%s/%s.pid", f.dir, conf.ans[0].name);
-    {
-        FILE *pf = fopen(path, "r");
-        int v = 0;
-        if (pf == NULL || fscanf(pf, "%d", &v) != 1 || v <= 0) {
-            fprintf(stderr, "incoll bench agg: no pid in %s\n", path);
-            if (pf)
-                fclose(pf);
-            goto out;
-        }
-        fclose(pf);
-        pid = (pid_t)v;
+    g.pid[T_AN] = fabric_pidfile_read(path);
+    if (g.pid[T_AN] <= 0) {
+        fprintf(stderr, "incoll bench agg: no pid in %s\n", path);
+        goto out;
     }
-    if (sample(&conf, pid, &pkts0, &cpu0) != 0) {
-        fprintf(stderr, "incoll bench agg: an %s does not answer\n",
-                conf.ans[0].name);
+    port = free_port();
+    g.pid[T_RELAY] = port ? relay_start(&f, port) : -1;
+    if (g.pid[T_RELAY] < 0)
+        goto out;
+    g.n = o.hosts;
+    g.ep[T_AN] = conf.ans[0].addr;
+    g.ep[T_RELAY] = wire_ep(0x7f000001u, port);
+    if (gen_open(&g, &conf, f.dir, sizes[nsizes - 1]) != 0) {
+        fprintf(stderr, "incoll bench agg: cannot set up the hosts\n");
+        goto out;
+    }
+    if (o.csv && (csv = fopen(o.csv, "w")) == NULL) {
+        fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.csv,
+                strerror(errno));
         goto out;
     }
 
-    /* The load: the allreduce benchmark on this fabric, inc only. */
-    snprintf(n, sizeof(n), "%d", o.hosts);
-    snprintf(iters, sizeof(iters), "%d", o.iters);
-    snprintf(sizes, sizeof(sizes), "%zu:%zu", o.bytes, o.bytes);
+    printf("# incoll bench agg: an %s over %d hosts and a plain relay (no "
+           "mac, no reduction) on the same loopback path, %d thread%s each; "
+           "%s mac, %s\n",
+           conf.ans[0].name, o.hosts, o.threads, o.threads > 1 ? "s" : "",
+           wire_mac_alg_name(wire_mac_alg_default()), udp_path(g.h[0].sock));
+    printf("# float32 sum allreduces back to back, window of %u slots; turns "
+           "of %.1f s alternating, %d rounds; an results checked\n",
+           conf.slots, o.seconds, o.rounds);
+    printf("# cpu: the daemon's user+sys; packets, bytes: datagrams it "
+           "received and sent; per cpu-s: per second of its cpu\n");
+    printf("%9s %-6s %8s %10s %9s %9s %12s %10s %10s\n", "bytes", "daemon",
+           "ops", "packets", "cpu(ms)", "ns/pkt", "kpkt/cpu-s", "MB/cpu-s",
+           "us/op");
+    if (csv)
+        fprintf(csv, "bytes,daemon,ops,packets,bytes_moved,cpu_ns,wall_ns,"
+                     "ns_per_packet,packets_per_cpu_s,bytes_per_cpu_s\n");
+    for (int s = 0; s < nsizes; s++) {
+        size_t count = sizes[s] / sizeof(float);
+        for (int r = 0; r < o.rounds; r++)
+            for (int k = 0; k < T_COUNT; k++) {
+                /* Who goes first alternates from round to round. */
+                int t = (k + r) % T_COUNT;
+                if (gen_turn(&g, t, count, o.seconds, &res[s][t]) != 0) {
+                    fprintf(stderr,
+                            "incoll bench agg: the %s's turn at %zu bytes "
+                            "failed\n",
+                            target_name[t], sizes[s]);
+                    goto out;
+                }
+            }
+        for (int t = 0; t < T_COUNT; t++) {
+            const turn_t *tn = &res[s][t];
+            double cpu_s = (double)tn->cpu_ns / 1e9;
+            double ns = tn->pkts ? (double)tn->cpu_ns / (double)tn->pkts : 0;
+            double pps = cpu_s > 0 ? (double)tn->pkts / cpu_s : 0;
+            double bps = cpu_s > 0 ? (double)tn->bytes / cpu_s : 0;
+            printf("%9zu %-6s %8" PRIu64 " %10" PRIu64
+                   " %9.1f %9.1f %12.1f %10.1f %10.1f\n",
+                   sizes[s], target_name[t], tn->ops, tn->pkts,
+                   (double)tn->cpu_ns / 1e6, ns, pps / 1e3, bps / 1e6,
+                   tn->ops ? (double)tn->wall_ns / 1e3 / (double)tn->ops : 0);
+            if (csv)
+                fprintf(csv,
+                        "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                        ",%" PRIu64 ",%.1f,%.0f,%.0f\n",
+                        sizes[s], target_name[t], tn->ops, tn->pkts, tn->bytes,
+                        tn->cpu_ns, tn->wall_ns, ns, pps, bps);
+        }
+        fflush(stdout);
+        if (res[s][T_AN].cpu_ns == 0 || res[s][T_RELAY].cpu_ns == 0) {
+            fprintf(stderr,
+                    "incoll bench agg: a daemon used less than one clock "
+                    "tick at %zu bytes: run longer --seconds\n",
+                    sizes[s]);
+            goto out;
+        }
+    }
+    /* The targets of docs/benchmarks.md: the AN against the relay. */
     {
-        char *args[] = {"allreduce", "--fabric", f.dir,
-                        "-n",        n,          "--sizes",
-                        sizes,       "--algos",  (char *)algo_name(ALGO_INC),
-                        "--iters",   iters,      "--warmup",
-                        "0",         NULL};
-        rc = bench_allreduce_main((int)(sizeof(args) / sizeof(args[0])) - 1,
-                                  args);
+        const turn_t *a0 = &res[0][T_AN], *r0 = &res[0][T_RELAY];
+        const turn_t *a1 = &res[nsizes - 1][T_AN],
+                     *r1 = &res[nsizes - 1][T_RELAY];
+        double ns_a = (double)a0->cpu_ns / (double)a0->pkts;
+        double ns_r = (double)r0->cpu_ns / (double)r0->pkts;
+        double bps_a = (double)a1->bytes / (double)a1->cpu_ns;
+        double bps_r = (double)r1->bytes / (double)r1->cpu_ns;
+        printf("# an/relay: cpu per datagram at %zu bytes %.2fx; bytes per "
+               "cpu-second at %zu bytes %.2fx\n",
+               sizes[0], ns_a / ns_r, sizes[nsizes - 1], bps_a / bps_r);
     }
-    if (rc != 0) {
-        fprintf(stderr, "incoll bench agg: the allreduce run failed (%d)\n",
-                rc);
-        ret = rc;
-        goto out;
-    }
-    if (sample(&conf, pid, &pkts1, &cpu1) != 0 || pkts1 <= pkts0) {
-        fprintf(stderr, "incoll bench agg: no datagrams counted at an %s\n",
-                conf.ans[0].name);
-        goto out;
-    }
-    if (cpu1 == cpu0) {
-        fprintf(stderr,
-                "incoll bench agg: the an used less than one clock tick of "
-                "cpu for %" PRIu64 " datagrams: run more --iters\n",
-                pkts1 - pkts0);
-        goto out;
-    }
-    ns = (double)(cpu1 - cpu0) / (double)(pkts1 - pkts0);
-    printf("# incoll bench agg: an %s, %d hosts, %d allreduces of %zu bytes\n"
-           "# cpu = user+sys of the daemon over the run; packets = "
-           "packets_in + packets_out\n"
-           "%-8s %12s %12s %14s\n%-8s %12" PRIu64 " %12.1f %14.1f\n",
-           conf.ans[0].name, o.hosts, o.iters, o.bytes, "an", "packets",
-           "cpu(ms)", "ns_per_packet", conf.ans[0].name, pkts1 - pkts0,
-           (double)(cpu1 - cpu0) / 1e6, ns);
     ret = 0;
     if (o.calib) {
-        int bad;
-        calib = fopen(o.calib, "a");
-        bad = calib == NULL;
+        /* ns per datagram = a + b * bytes per datagram, through the
+         * smallest and the largest size. */
+        FILE *cf = fopen(o.calib, "a");
+        int bad = cf == NULL;
+        double fit[T_COUNT][2];
+        for (int t = 0; t < T_COUNT; t++) {
+            const turn_t *x = &res[0][t], *y = &res[nsizes - 1][t];
+            double bx = (double)x->bytes / (double)x->pkts;
+            double by = (double)y->bytes / (double)y->pkts;
+            double nx = (double)x->cpu_ns / (double)x->pkts;
+            double ny = (double)y->cpu_ns / (double)y->pkts;
+            /* A slope only across sizes far enough apart that it is not
+             * the noise of two small ones; else the mean cost. */
+            double b = by > bx + 1024 ? (ny - nx) / (by - bx) : 0;
+            if (b < 0)
+                b = 0;
+            fit[t][1] = b;
+            fit[t][0] =
+                b > 0 ? nx - b * bx
+                      : (x->cpu_ns + y->cpu_ns) / (double)(x->pkts + y->pkts);
+            if (fit[t][0] < 0)
+                fit[t][0] = 0;
+        }
         if (!bad) {
-            bad = fprintf(calib,
-                          "# incoll bench agg: %d hosts, %d allreduces of "
-                          "%zu bytes, %" PRIu64
-                          " datagrams\nagg ns_per_packet=%.1f\n",
-                          o.hosts, o.iters, o.bytes, pkts1 - pkts0, ns) < 0;
-            bad |= fclose(calib) != 0;
+            bad = fprintf(cf,
+                          "# incoll bench agg: %d hosts, %d thread%s, %zu to "
+                          "%zu bytes, %s mac; ns per datagram = "
+                          "ns_per_packet + ns_per_byte * datagram bytes\n"
+                          "agg ns_per_packet=%.1f ns_per_byte=%.5f threads=%d "
+                          "relay_ns_per_packet=%.1f relay_ns_per_byte=%.5f\n",
+                          o.hosts, o.threads, o.threads > 1 ? "s" : "",
+                          sizes[0], sizes[nsizes - 1],
+                          wire_mac_alg_name(wire_mac_alg_default()),
+                          fit[T_AN][0], fit[T_AN][1], o.threads,
+                          fit[T_RELAY][0], fit[T_RELAY][1]) < 0;
+            bad |= fclose(cf) != 0;
         }
         if (bad) {
             fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.calib,
@@ -221,6 +611,12 @@ int bench_agg_main(int argc, char **argv)
         }
     }
 out:
+    if (csv && fclose(csv) != 0) {
+        fprintf(stderr, "incoll bench agg: cannot write %s\n", o.csv);
+        ret = 1;
+    }
+    gen_close(&g);
+    relay_stop(g.pid[T_RELAY]);
     fabric_conf_free(&conf);
     bench_fabric_close(&f);
     return ret;

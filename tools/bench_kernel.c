@@ -15,21 +15,38 @@
  * (reduce_n, reduce_n_scalar, memcpy) run alternately for --rounds rounds
  * and each row reports the median round.
  *
+ * Then the data path's MACs (docs/security.md): each candidate tags
+ * packets of 64 B, 1 KiB and 8 KiB walking the same pool, the
+ * candidates alternating round after round: the wire algorithms as a
+ * packet is sealed (wire_mac_seal: header and payload), and the
+ * primitives behind them from each library, with keyed BLAKE2b and
+ * HMAC-SHA-256 beside them.
+ *
  * --calib FILE writes what the simulator needs to charge an AN for a
  * reduction: per (dtype, nsrc), a straight-line fit
  * ns_per_call = ns_per_packet_overhead + ns_per_byte * bytes (bytes per
- * source) from a small and a full-size payload.
+ * source) from a small and a full-size payload; and per wire MAC the same
+ * fit of a packet's tag from 64 B to 8 KiB.
  */
 #include "bench_opts.h"
 #include "cli.h"
 
 #include "common/dtype.h"
+#include "common/wire_mac.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#ifdef INCOLL_HAVE_SODIUM
+#include <sodium.h>
+#endif
+#ifdef INCOLL_HAVE_OPENSSL
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#endif
 
 /* Defined in src/common/reduce.c; not yet declared in common/dtype.h. */
 
@@ -369,6 +386,222 @@ static FILE *open_out(const char *path)
     return f;
 }
 
+/* ---- MACs ---------------------------------------------------------------- */
+
+enum {
+    MAC_WIRE_SIPHASH,
+    MAC_WIRE_POLY1305,
+    MAC_WIRE_GMAC,
+    MAC_POLY_OSSL,
+    MAC_POLY_SODIUM,
+    MAC_GMAC_OSSL,
+    MAC_GMAC_SODIUM,
+    MAC_BLAKE2B,
+    MAC_HMAC_SHA256,
+    MAC_COUNT
+};
+
+static const struct {
+    const char *name, *what;
+} mac_rows[MAC_COUNT] = {
+    {"siphash", "wire: SipHash-2-4 over payload and header"},
+    {"poly1305", "wire: SipHash over a Poly1305 digest and the header"},
+    {"gmac", "wire: SipHash over a GMAC digest and the header"},
+    {"poly1305-openssl", "Poly1305 alone, OpenSSL libcrypto"},
+    {"poly1305-sodium", "Poly1305 alone, libsodium"},
+    {"gmac-openssl", "AES-256-GCM tag of associated data, OpenSSL"},
+    {"gmac-sodium", "AES-256-GCM tag of associated data, libsodium"},
+    {"blake2b", "keyed BLAKE2b-128, libsodium"},
+    {"hmac-sha256", "HMAC-SHA-256, OpenSSL libcrypto"},
+};
+
+#define MAC_SIZES 3
+static const size_t mac_sizes[MAC_SIZES] = {64, 1024, 8192};
+
+typedef struct {
+    unsigned char *pool;
+    size_t pool_bytes, off;
+    wire_key_t key[3]; /* the wire algorithms' keys */
+    uint64_t sink;
+} macb_t;
+
+/* 1 when this build and CPU can run candidate m (forcing the library of
+ * the primitives' rows). */
+static int mac_can(int m)
+{
+    switch (m) {
+    case MAC_WIRE_SIPHASH:
+        return 1;
+    case MAC_WIRE_POLY1305:
+        return wire_mac_alg_available(WIRE_MAC_POLY1305, NULL);
+    case MAC_WIRE_GMAC:
+        return wire_mac_alg_available(WIRE_MAC_GMAC, NULL);
+    case MAC_POLY_OSSL:
+    case MAC_GMAC_OSSL:
+    case MAC_HMAC_SHA256:
+#ifdef INCOLL_HAVE_OPENSSL
+        return m == MAC_HMAC_SHA256 ||
+               wire_mac_set_impl(m == MAC_POLY_OSSL ? WIRE_MAC_POLY1305
+                                                    : WIRE_MAC_GMAC,
+                                 "openssl") == 0;
+#else
+        return 0;
+#endif
+    default:
+#ifdef INCOLL_HAVE_SODIUM
+        return m == MAC_BLAKE2B ||
+               wire_mac_set_impl(m == MAC_POLY_SODIUM ? WIRE_MAC_POLY1305
+                                                      : WIRE_MAC_GMAC,
+                                 "libsodium") == 0;
+#else
+        return 0;
+#endif
+    }
+}
+
+/* calls tags of candidate m over packets of bytes walking the pool. */
+static void mac_calls(macb_t *b, int m, size_t bytes, long calls)
+{
+    uint8_t out[64];
+    for (long c = 0; c < calls; c++) {
+        uint8_t *p;
+        if (b->off + bytes + WIRE_HDR_LEN > b->pool_bytes)
+            b->off = 0;
+        p = b->pool + b->off;
+        b->off += (bytes + WIRE_HDR_LEN + 63) & ~(size_t)63;
+        switch (m) {
+        case MAC_WIRE_SIPHASH:
+        case MAC_WIRE_POLY1305:
+        case MAC_WIRE_GMAC:
+            /* p: a header, then the payload, as a datagram. */
+            wire_mac_seal(&b->key[m - MAC_WIRE_SIPHASH], p, p + WIRE_HDR_LEN,
+                          bytes);
+            b->sink += p[16];
+            continue;
+        case MAC_POLY_OSSL:
+        case MAC_POLY_SODIUM:
+            wire_mac_digest(&b->key[1], p, bytes, out);
+            break;
+        case MAC_GMAC_OSSL:
+        case MAC_GMAC_SODIUM:
+            wire_mac_digest(&b->key[2], p, bytes, out);
+            break;
+#ifdef INCOLL_HAVE_SODIUM
+        case MAC_BLAKE2B:
+            crypto_generichash(out, 16, p, bytes, b->key[1].dk, 32);
+            break;
+#endif
+#ifdef INCOLL_HAVE_OPENSSL
+        case MAC_HMAC_SHA256: {
+            unsigned int ol = sizeof(out);
+            HMAC(EVP_sha256(), b->key[1].dk, 32, p, bytes, out, &ol);
+            break;
+        }
+#endif
+        default:
+            break;
+        }
+        b->sink += out[0];
+    }
+}
+
+/* One round of candidate m: ns per tag. */
+static double mac_round(macb_t *b, int m, size_t bytes, const opts_t *o)
+{
+    double t0, t, budget = o->seconds * 1e9 / o->rounds / 2;
+    long calls = 0;
+    /* The primitives' rows force their library for the run. */
+    if (m == MAC_POLY_OSSL || m == MAC_GMAC_OSSL)
+        wire_mac_set_impl(
+            m == MAC_POLY_OSSL ? WIRE_MAC_POLY1305 : WIRE_MAC_GMAC, "openssl");
+    else if (m == MAC_POLY_SODIUM || m == MAC_GMAC_SODIUM)
+        wire_mac_set_impl(m == MAC_POLY_SODIUM ? WIRE_MAC_POLY1305
+                                               : WIRE_MAC_GMAC,
+                          "libsodium");
+    mac_calls(b, m, bytes, 16);
+    t0 = now_ns();
+    if (o->iters > 0) {
+        mac_calls(b, m, bytes, o->iters);
+        return (now_ns() - t0) / (double)o->iters;
+    }
+    do {
+        mac_calls(b, m, bytes, 32);
+        calls += 32;
+        t = now_ns();
+    } while (t - t0 < budget);
+    return (t - t0) / (double)calls;
+}
+
+/* Measures every candidate at every size, alternating; prints the table
+ * and, with calib, the wire algorithms' fits. */
+static void run_macs(const opts_t *o, unsigned char *pool, FILE *calib)
+{
+    static double ns[MAC_COUNT][MAC_SIZES][MAX_ROUNDS];
+    static const char *fastest_impl[2];
+    int can[MAC_COUNT];
+    macb_t b;
+    double med[MAC_COUNT][MAC_SIZES];
+
+    memset(&b, 0, sizeof(b));
+    b.pool = pool;
+    b.pool_bytes = o->pool_bytes;
+    for (int a = 0; a < 3; a++) {
+        wire_key_derive(NULL, WIRE_KEY_GROUP, 1, 0x1234567890abcdefull,
+                        &b.key[a]);
+        wire_key_set_alg(&b.key[a], (wire_mac_alg_t)a);
+    }
+    /* The library the wire algorithms run on by default (restored after
+     * the primitives' rows force one or the other). */
+    fastest_impl[0] = wire_mac_alg_impl(WIRE_MAC_POLY1305);
+    fastest_impl[1] = wire_mac_alg_impl(WIRE_MAC_GMAC);
+    for (int m = 0; m < MAC_COUNT; m++)
+        can[m] = mac_can(m);
+    for (int r = 0; r < o->rounds; r++)
+        for (int m = 0; m < MAC_COUNT; m++)
+            for (int z = 0; z < MAC_SIZES && can[m]; z++) {
+                ns[m][z][r] = mac_round(&b, m, mac_sizes[z], o);
+                wire_mac_set_impl(WIRE_MAC_POLY1305, fastest_impl[0]);
+                wire_mac_set_impl(WIRE_MAC_GMAC, fastest_impl[1]);
+            }
+    printf("\n# data-path MACs: ns per tag and GB/s of payload at each "
+           "size, median of %d alternating rounds; wire rows tag a "
+           "whole packet (a %d-byte header and the payload; digests "
+           "from %d bytes)\n",
+           o->rounds, WIRE_HDR_LEN, WIRE_MAC_DIGEST_MIN);
+    printf("%-17s %9s %7s %9s %7s %9s %7s  %s\n", "# mac", "64B ns", "GB/s",
+           "1K ns", "GB/s", "8K ns", "GB/s", "what");
+    for (int m = 0; m < MAC_COUNT; m++) {
+        if (!can[m]) {
+            printf("%-17s %s\n", mac_rows[m].name,
+                   "(not in this build or CPU)");
+            continue;
+        }
+        printf("%-17s", mac_rows[m].name);
+        for (int z = 0; z < MAC_SIZES; z++) {
+            med[m][z] = median(ns[m][z], o->rounds);
+            printf(" %9.1f %7.2f", med[m][z], (double)mac_sizes[z] / med[m][z]);
+        }
+        printf("  %s\n", mac_rows[m].what);
+    }
+    printf("# (wire poly1305 and gmac here: %s and %s; sink %llu)\n",
+           fastest_impl[0], fastest_impl[1], (unsigned long long)(b.sink & 1));
+    if (calib == NULL)
+        return;
+    for (int m = MAC_WIRE_SIPHASH; m <= MAC_WIRE_GMAC; m++) {
+        double per_byte, over;
+        if (!can[m])
+            continue;
+        per_byte = (med[m][MAC_SIZES - 1] - med[m][0]) /
+                   (double)(mac_sizes[MAC_SIZES - 1] - mac_sizes[0]);
+        over = med[m][0] - per_byte * (double)mac_sizes[0];
+        fprintf(calib,
+                "mac alg=%s ns_per_packet=%.1f ns_per_byte=%.5f "
+                "ns_8k=%.1f\n",
+                mac_rows[m].name, over > 0 ? over : 0,
+                per_byte > 0 ? per_byte : 0, med[m][MAC_SIZES - 1]);
+    }
+}
+
 int bench_kernel_main(int argc, char **argv)
 {
     opts_t o;
@@ -500,6 +733,8 @@ int bench_kernel_main(int argc, char **argv)
         fprintf(calib, "memcpy bytes=%zu gbps=%.3f ns_per_call=%.1f\n", o.bytes,
                 (double)o.bytes / ns, ns);
     }
+    if (o.pool_bytes >= 2 * (8192 + WIRE_HDR_LEN))
+        run_macs(&o, b.pool, calib);
     ret = 0;
     if (calib && fclose(calib) != 0) {
         fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n",

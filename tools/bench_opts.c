@@ -479,6 +479,9 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     case BENCH_OPT_JOBS:
         o->jobs = (int)iv;
         break;
+    case BENCH_OPT_THREADS:
+        o->threads = (int)iv;
+        break;
     case BENCH_OPT_KEEP:
         o->keep = 1;
         break;

@@ -121,6 +121,8 @@ typedef enum {
       "under every leaf, so they share the ANs), each with P/J ranks; then "   \
       "each job's bandwidth, their sum and the least job's share of a fair "   \
       "one")                                                                   \
+    X(THREADS, "threads", 0, BENCH_ARG_INT, 1, 64, "N",                        \
+      "worker threads of the AN (INCOLL_AGG_THREADS)")                         \
     X(KEEP, "keep", 0, BENCH_ARG_FLAG, 0, 0, NULL,                             \
       "keep the scratch directory (raw records, logs)")                        \
     X(TIMEOUT, "timeout", 0, BENCH_ARG_INT, 1, 1000000, "SEC",                 \
@@ -174,9 +176,10 @@ typedef struct {
     int iters;  /* 0 = by size */
     int warmup; /* -1 = by iterations */
     int timeout_s;
-    int rounds; /* 0 = not given */
-    int jobs;   /* --jobs; 0 = not given (one) */
-    int a, b;   /* -1 = not given */
+    int rounds;  /* 0 = not given */
+    int jobs;    /* --jobs; 0 = not given (one) */
+    int threads; /* --threads; 0 = not given */
+    int a, b;    /* -1 = not given */
     int pt;
     uint64_t link_rate; /* bit/s; 0 = not given */
     size_t min_size, max_size;

@@ -11,6 +11,8 @@
 
 #include "common/dtype.h"
 #include "common/settings.h"
+#include "common/udp.h"
+#include "common/wire_mac.h"
 #include "core/algo.h"
 
 #include <stdio.h>
@@ -19,7 +21,8 @@
 static void usage(FILE *out)
 {
     fprintf(out, "usage: incoll info\n\n"
-                 "Prints the version, the reduction implementation, every "
+                 "Prints the version, the reduction implementation, the "
+                 "data path's mac and\nthe kernel's udp offloads, every "
                  "setting (environment\nvariable) with its type, range, "
                  "default, current value, component and meaning,\nand the "
                  "algorithms of each collective.\n");
@@ -54,6 +57,16 @@ int cmd_info(int argc, char **argv)
     }
     printf("incoll %d.%d\n", INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR);
     printf("reduction kernels: %s\n", reduce_impl_name());
+    printf("data-path mac: %s (%s; INCOLL_MAC); available:",
+           wire_mac_alg_name(wire_mac_alg_default()),
+           wire_mac_alg_impl(wire_mac_alg_default()));
+    for (int a = 0; a < WIRE_MAC_COUNT; a++)
+        if (wire_mac_alg_available((wire_mac_alg_t)a, NULL))
+            printf(" %s", wire_mac_alg_name((unsigned)a));
+    printf("\nudp offloads of this kernel: %s (INCOLL_UDP_GSO=%s, "
+           "INCOLL_UDP_GRO=%s)\n",
+           udp_offloads(), setting_text(SETTING_UDP_GSO),
+           setting_text(SETTING_UDP_GRO));
     printf("\nsettings (name, type and range, default, value, component; "
            "src/common/settings.h):\n");
     settings_print(stdout, NULL, 1);

@@ -51,6 +51,24 @@
       "(`incoll fabric up` writes DIR/secret)") \
     X(UDP_BUF, SIZE, "8M", "4K..1G", "all", \
       "socket buffer bytes asked of the kernel") \
+    X(UDP_GSO, ENUM, "auto", "auto|on|off", "all", \
+      "segmentation offload on send (UDP_SEGMENT): datagrams queued for one " \
+      "destination leave in one system call and one buffer of up to 64 KiB, " \
+      "each still its own datagram on the wire; auto uses it where the " \
+      "kernel has it and falls back when a send is refused, on asks for it " \
+      "(an error at start where the kernel lacks it), off sends one " \
+      "datagram at a time") \
+    X(UDP_GRO, ENUM, "auto", "auto|on|off", "all", \
+      "receive offload (UDP_GRO): the kernel hands over datagrams of one " \
+      "sender that arrived together in one buffer, split again here; auto " \
+      "uses it where the kernel has it, on asks for it (an error at start " \
+      "where the kernel lacks it), off reads one datagram per buffer") \
+    X(MAC, ENUM, "poly1305", "siphash|poly1305|gmac|none", "all", \
+      "data packets' authentication (docs/security.md): poly1305 and gmac " \
+      "tag payloads of 256 bytes and more through a Poly1305 or GMAC digest " \
+      "under SipHash, siphash hashes every byte with SipHash-2-4, none sends " \
+      "no tag and checks none (switches and hosts trusted; `incoll stat` " \
+      "shows it); every host and AN of a fabric must use the same") \
     /* libincoll */ \
     X(RANK, INT, "", "0..16777215", "host", \
       "rank of this process in the world") \
@@ -281,6 +299,11 @@
       "bytes of the AN-wide streaming pool: a group holding the AN's " \
       "streaming lock gets its window from it (docs/streaming.md); 0 " \
       "refuses every lock") \
+    X(AGG_THREADS, INT, "1", "1..64", "agg", \
+      "threads of the AN, each with a socket on the AN's port (the kernel " \
+      "spreads senders over them) and a share of every group's slots (slot " \
+      "modulo threads); a packet read by another thread is handed to its " \
+      "owner; lock rounds and the streaming window stay on the first") \
     X(AGG_LOCK_IDLE_MS, MS, "2s", "0..1h", "agg", \
       "a streaming lock whose holder sent nothing for this long goes to " \
       "the next group that asks; a refused group keeps its place in the " \

@@ -46,7 +46,8 @@ void wire_pack(const wire_hdr_t *hdr, void *buf)
     put16(p + 14, hdr->flags);
     put64(p + 16, hdr->mac);
     put16(p + 24, hdr->slot);
-    put16(p + 26, hdr->hops);
+    p[26] = hdr->hops;
+    p[WIRE_MACALG_OFF] = hdr->mac_alg;
     put32(p + 28, hdr->epoch);
     put32(p + 32, hdr->count);
     put32(p + 36, hdr->total);
@@ -149,13 +150,18 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
     h.flags = get16(p + 14);
     h.mac = get64(p + 16);
     h.slot = get16(p + 24);
-    h.hops = get16(p + 26);
+    h.hops = p[26];
+    h.mac_alg = p[WIRE_MACALG_OFF];
     h.epoch = get32(p + 28);
     h.count = get32(p + 32);
     h.total = get32(p + 36);
     h.offset = get64(p + 40);
     if (!known_type(h.type)) {
         why = "unknown packet type";
+        goto bad;
+    }
+    if (h.mac_alg >= WIRE_MAC_ALGS) {
+        why = "unknown mac algorithm";
         goto bad;
     }
     if (h.type == WIRE_CONTRIB || h.type == WIRE_RESULT) {
@@ -235,6 +241,28 @@ bad:
     if (why_p)
         *why_p = why;
     return INCOLL_ERR_PROTOCOL;
+}
+
+int wire_peek_version(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (len < 5 || get32(p) != WIRE_MAGIC)
+        return -1;
+    return p[4];
+}
+
+int wire_once(wire_once_t *once, uint64_t key)
+{
+    for (unsigned i = 0; i < once->n; i++)
+        if (once->key[i] == key)
+            return 0;
+    if (once->n < WIRE_ONCE_MAX) {
+        once->key[once->n++] = key;
+    } else {
+        once->key[once->next] = key;
+        once->next = (once->next + 1) % WIRE_ONCE_MAX;
+    }
+    return 1;
 }
 
 const char *wire_coll_name(wire_coll_t kind)

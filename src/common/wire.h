@@ -1,16 +1,18 @@
 /*
- * Wire format v3: a fixed 48-byte little-endian header inside a UDP
+ * Wire format v4: a fixed 48-byte little-endian header inside a UDP
  * datagram, followed by the payload. See docs/wire-format.md. Version 2
  * replaced v1's clear-text group key by a MAC over the whole packet
  * (common/wire_mac.h). Version 3 added the collective kind and the ROOT and
  * NODATA flags (CONTRIB/RESULT of collectives other than allreduce).
- * The streaming lock packets (LOCK, LOCK_REP, UNLOCK, UNLOCK_REP) are new
- * types under the same header and version: an AN of an older build drops
- * them as "unknown packet type".
+ * Version 4 names the MAC algorithm in the header (macalg), where v3's
+ * hops field had its high byte: a receiver of another algorithm refuses
+ * the packet and says so, instead of counting a bad tag.
+ * The streaming lock packets (LOCK, LOCK_REP, UNLOCK, UNLOCK_REP) are
+ * types under the same header and version.
  *
  *  off size field
  *   0   4   magic    0x4C434E49 ("INCL" in memory order)
- *   4   1   version  3
+ *   4   1   version  4
  *   5   1   type     wire_type_t
  *   6   1   op       incoll_op_t
  *   7   1   dtype    incoll_dtype_t
@@ -18,10 +20,11 @@
  *  12   2   child    sender's child index at the receiver (CONTRIB), or
  *                    the receiver's index (RESULT); 0xffff when unused
  *  14   2   flags    WIRE_F_*
- *  16   8   mac      SipHash-2-4 tag of the packet under the group's
+ *  16   8   mac      tag of the packet (wire_mac.h) under the group's
  *                    (P2P: communicator's; STATS: admin) key
  *  24   2   slot     slot in the group's window
- *  26   2   hops     hops travelled (debug aid, not trusted)
+ *  26   1   hops     hops travelled (debug aid, not trusted)
+ *  27   1   macalg   the tag's algorithm (wire_mac_alg_t)
  *  28   4   epoch    how many times the slot was used before
  *  32   4   count    elements in this packet's payload
  *  36   4   total    CONTRIB/RESULT/LOCK*: the group generation (job);
@@ -38,8 +41,10 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x4C434E49u
-#define WIRE_VERSION 3
+#define WIRE_VERSION 4
 #define WIRE_HDR_LEN 48
+#define WIRE_MACALG_OFF 27     /* the macalg byte */
+#define WIRE_MAC_ALGS 4        /* macalg values 0..3 (wire_mac_alg_t) */
 #define WIRE_MAX_PAYLOAD 65000 /* fits a loopback or jumbo datagram */
 #define WIRE_CHILD_NONE 0xffffu
 
@@ -188,7 +193,8 @@ typedef struct {
     uint16_t flags;
     uint64_t mac; /* as received; wire_pack writes it, wire_mac_seal sets it */
     uint16_t slot;
-    uint16_t hops;
+    uint8_t hops;
+    uint8_t mac_alg; /* as received; wire_mac_seal sets it */
     uint32_t epoch;
     uint32_t count;
     uint32_t total;
@@ -200,6 +206,7 @@ void wire_pack(const wire_hdr_t *hdr, void *buf);
 
 /*
  * Parses and checks a datagram of len bytes: magic, version, known type,
+ * a known mac algorithm,
  * for CONTRIB/RESULT a valid op/dtype pair, a known collective kind and a
  * payload of exactly count * dtype_size bytes (none with WIRE_F_NODATA)
  * no larger than WIRE_MAX_PAYLOAD. On success
@@ -209,6 +216,27 @@ void wire_pack(const wire_hdr_t *hdr, void *buf);
  */
 incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p);
+
+/*
+ * The version byte of a datagram whose magic is ours, else -1: for the
+ * error that names a peer of another version (wire_parse only says
+ * "unsupported version").
+ */
+int wire_peek_version(const void *buf, size_t len);
+
+/*
+ * Remembers which (peer, cause) pairs were already reported, so that a
+ * misconfigured peer is named once at the default log level and not once
+ * per packet. wire_once returns 1 the first time it sees key (any 64-bit
+ * value made of the peer and the cause), 0 after; a full table forgets
+ * the oldest.
+ */
+#define WIRE_ONCE_MAX 16
+typedef struct {
+    uint64_t key[WIRE_ONCE_MAX];
+    unsigned n, next;
+} wire_once_t;
+int wire_once(wire_once_t *once, uint64_t key);
 
 /* Payload length a header of this type and count must carry; for a
  * piece (a gather kind's CONTRIB with data, a split kind's RESULT with

@@ -5,6 +5,18 @@
  * grows to the number of contributions in flight and is then reused.
  * Every buffer starts on a 64-byte boundary (BUF_ALIGN), whatever the
  * payload size, so the reduction kernels see aligned elements.
+ *
+ * Copies: within a batch (agg_on_batch) a contribution is not copied when
+ * it arrives; its slot points into the caller's buffer (the child's bit in
+ * the slot's lent bitmap says so), and a slot that completes in the same
+ * batch reduces straight from there. At the end of the batch the
+ * contributions still lent are copied into the free list's buffers
+ * (unborrow). Results and aggregates leave from the slot's result buffer
+ * through the driver's send_ref, which may send them without copying:
+ * nothing in a batch overwrites a buffer it sent (a result copy is reused
+ * only two epochs later, when every child has acknowledged it by
+ * contributing to the next one; a re-forwarded aggregate, which a late
+ * result of the same batch could overwrite, goes through send).
  */
 #include "core/agg_core.h"
 
@@ -33,11 +45,14 @@ typedef struct {
     uint16_t flags; /* WIRE_F_LAST only */
     uint8_t op, dtype;
     uint8_t valid;
-    uint8_t kind;      /* wire_coll_t */
-    uint8_t has;       /* buf holds data (NODATA packets carry none) */
-    int rootc;         /* child whose subtree holds the root, or -1 */
-    uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
-                          splits: the elements our children want */
+    uint8_t kind;        /* wire_coll_t */
+    uint8_t has;         /* buf holds data (NODATA packets carry none) */
+    int rootc;           /* child whose subtree holds the root, or -1 */
+    uint32_t plo, phi;   /* gathers: bytes [plo, phi) of buf hold pieces;
+                            splits: the elements our children want */
+    uint8_t st_valid;    /* st is buf's prepared mac (replicate) */
+    wire_mac_state_t st; /* for resends: a digest per result, not per
+                            resend */
 } res_copy_t;
 
 typedef struct {
@@ -47,6 +62,10 @@ typedef struct {
     uint64_t *seen;    /* one bit per child for the current epoch */
     uint64_t *asked;   /* children that sent a duplicate since the
                           aggregate last went up (see on_contrib) */
+    uint64_t *lent;    /* children whose contrib points into the batch's
+                          buffers (agg_on_batch), not into a pool buffer */
+    uint64_t *kept;    /* of those, the ones whose buffer the driver keeps
+                          past the batch (agg_params_t.retain) */
     uint8_t **contrib; /* per child, from the pool, while collecting */
     uint32_t *want;    /* splits: per child (offset, length) of the
                           segment its subtree wants, of the last epoch
@@ -70,7 +89,7 @@ enum {
 typedef struct {
     uint32_t nslots; /* reserved; at most this many granted */
     slot_t *slots;
-    uint64_t *seen_all, *asked_all;
+    uint64_t *seen_all, *asked_all, *lent_all, *kept_all;
     uint8_t **contrib_all;
     uint32_t *want_all;
 } stream_win_t;
@@ -93,6 +112,9 @@ typedef struct group {
     slot_t *slots;
     uint64_t *seen_all;    /* nslots * seen_words bitmap words */
     uint64_t *asked_all;   /* as many, for slot_t.asked */
+    uint64_t *lent_all;    /* as many, for slot_t.lent */
+    uint64_t *kept_all;    /* as many, for slot_t.kept */
+    int ready;             /* the slots point into the arrays above */
     uint8_t **contrib_all; /* nslots * nchildren pointers */
     uint32_t *want_all;    /* nslots * nchildren * 2 */
     uint8_t *res_all;      /* nslots * 2 * stride bytes */
@@ -128,12 +150,37 @@ typedef struct {
 
 #define AGG_MAX_WAITERS 64
 
+/* A contribution lent by the batch (agg_on_batch): where it is kept. */
+typedef struct {
+    group_t *g;
+    const uint8_t *data;
+    uint32_t epoch;
+    uint16_t slot;
+    uint16_t child;
+} borrow_t;
+
+#define AGG_BORROW_MAX 4096
+
 struct agg {
     char name[32];
+    char info[192];
     uint64_t admin_key;
     wire_key_t admin_mac_key;
-    agg_send_cb_t send;
+    agg_send_cb_t send, send_ref;
     void *send_arg;
+    int (*retain)(void *arg, const void *data);
+    void (*release)(void *arg, const void *data);
+    agg_stats_cb_t stats;
+    void *stats_arg;
+    /* The batch being handled and what it lent (see the top). */
+    int in_batch;
+    borrow_t *borrows;
+    int nborrow;
+    /* The other shards of a daemon with several cores (agg_set_peers). */
+    agg_t *const *peers;
+    int npeers;
+    /* Peers already told about (wire version, mac algorithm). */
+    wire_once_t once;
     uint64_t gen_idle_ns;
     uint64_t now_ns;
     int clock_set;   /* agg_set_now() was called */
@@ -165,17 +212,27 @@ agg_t *agg_create(const agg_params_t *params)
         return NULL;
     snprintf(agg->name, sizeof(agg->name), "%s",
              params->name ? params->name : "an");
+    snprintf(agg->info, sizeof(agg->info), "%s",
+             params->info ? params->info : "");
     agg->admin_key = params->admin_key;
     wire_key_derive(NULL, WIRE_KEY_ADMIN, params->admin_key, 0,
                     &agg->admin_mac_key);
     agg->send = params->send;
+    agg->send_ref = params->send_ref ? params->send_ref : params->send;
     agg->send_arg = params->send_arg;
+    agg->retain = params->retain;
+    agg->release = params->release;
+    agg->stats = params->stats;
+    agg->stats_arg = params->stats_arg;
     agg->gen_idle_ns = params->gen_idle_ns;
     agg->pool_bytes = params->stream_pool_bytes;
     agg->lock_idle_ns = params->lock_idle_ns;
     agg->table_cap = 16;
     agg->table = calloc(agg->table_cap, sizeof(*agg->table));
-    if (agg->table == NULL) {
+    agg->borrows = calloc(AGG_BORROW_MAX, sizeof(*agg->borrows));
+    if (agg->table == NULL || agg->borrows == NULL) {
+        free(agg->table);
+        free(agg->borrows);
         free(agg);
         return NULL;
     }
@@ -183,30 +240,32 @@ agg_t *agg_create(const agg_params_t *params)
 }
 
 static void stream_free(agg_t *agg, group_t *g);
+static void contrib_put(agg_t *agg, group_t *g, slot_t *sl, int c);
 
-static void group_free(group_t *g)
+static void group_free(agg_t *agg, group_t *g)
 {
     if (g == NULL)
         return;
+    /* Buffers still held by collecting slots go back too, and the
+     * driver's buffers kept for them (never one only lent by a batch:
+     * groups change between batches only). */
+    if (g->ready) {
+        stream_free(agg, g);
+        for (uint32_t s = 0; s < g->nslots; s++)
+            for (int c = 0; c < g->nchildren; c++)
+                contrib_put(agg, g, &g->slots[s], c);
+    }
     free(g->lk_seen);
     free(g->ul_seen);
-    free(g->st.slots);
-    free(g->st.seen_all);
-    free(g->st.asked_all);
-    free(g->st.contrib_all);
-    free(g->st.want_all);
     for (int i = 0; i < g->pool_free; i++)
         free(g->pool[i]);
-    /* Buffers still held by collecting slots go back too. */
-    if (g->contrib_all) {
-        for (size_t i = 0; i < (size_t)g->nslots * (size_t)g->nchildren; i++)
-            free(g->contrib_all[i]);
-    }
     free(g->pool);
     free(g->contrib_all);
     free(g->want_all);
     free(g->seen_all);
     free(g->asked_all);
+    free(g->lent_all);
+    free(g->kept_all);
     free(g->res_all);
     free(g->slots);
     free(g->children);
@@ -222,9 +281,10 @@ void agg_destroy(agg_t *agg)
         return;
     for (uint32_t i = 0; i < agg->table_cap; i++)
         if (agg->table[i] && agg->table[i] != TOMB)
-            group_free(agg->table[i]);
+            group_free(agg, agg->table[i]);
     free(agg->table);
     free(agg->pool);
+    free(agg->borrows);
     free(agg);
 }
 
@@ -273,7 +333,44 @@ static incoll_status_t table_insert(agg_t *agg, group_t *g)
     }
 }
 
+static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p);
+static incoll_status_t group_remove_one(agg_t *agg, uint32_t id);
+
+/* 1 when agg is the first of shards that know each other: adding and
+ * removing a group there does it on every shard. */
+static int primary(const agg_t *agg)
+{
+    return agg->npeers > 1 && agg->peers[0] == agg;
+}
+
 incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
+{
+    incoll_status_t status;
+    if (!primary(agg))
+        return group_add_one(agg, p);
+    for (int i = 0; i < agg->npeers; i++) {
+        status = group_add_one(agg->peers[i], p);
+        if (status != INCOLL_OK) {
+            while (i-- > 0)
+                group_remove_one(agg->peers[i], p->id);
+            return status;
+        }
+    }
+    return INCOLL_OK;
+}
+
+incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
+{
+    incoll_status_t status;
+    if (!primary(agg))
+        return group_remove_one(agg, id);
+    status = group_remove_one(agg, id);
+    for (int i = 1; i < agg->npeers; i++)
+        group_remove_one(agg->peers[i], id);
+    return status;
+}
+
+static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
 {
     group_t *g;
     size_t nslots, nch;
@@ -304,6 +401,8 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->slots = calloc(nslots, sizeof(*g->slots));
     g->seen_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->asked_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
+    g->lent_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
+    g->kept_all = calloc(nslots * (size_t)g->seen_words, sizeof(uint64_t));
     g->contrib_all = calloc(nslots * nch, sizeof(uint8_t *));
     g->want_all = calloc(nslots * nch * 2, sizeof(uint32_t));
     g->res_all = aligned_alloc(BUF_ALIGN, nslots * 2 * g->stride);
@@ -315,9 +414,9 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     g->ul_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
     if (!g->piece || !g->lk_seen || !g->ul_seen || !g->want_all ||
         !g->children || !g->learned || !g->slots || !g->seen_all ||
-        !g->asked_all || !g->contrib_all || !g->res_all || !g->pool ||
-        !g->srcs) {
-        group_free(g);
+        !g->asked_all || !g->lent_all || !g->kept_all || !g->contrib_all ||
+        !g->res_all || !g->pool || !g->srcs) {
+        group_free(agg, g);
         return INCOLL_ERR_NO_MEMORY;
     }
     for (size_t c = 0; c < nch; c++) {
@@ -330,13 +429,16 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
         sl->state = SLOT_DONE;
         sl->seen = &g->seen_all[s * (size_t)g->seen_words];
         sl->asked = &g->asked_all[s * (size_t)g->seen_words];
+        sl->lent = &g->lent_all[s * (size_t)g->seen_words];
+        sl->kept = &g->kept_all[s * (size_t)g->seen_words];
         sl->contrib = &g->contrib_all[s * nch];
         sl->want = &g->want_all[s * nch * 2];
         sl->res[0].buf = &g->res_all[(2 * s) * g->stride];
         sl->res[1].buf = &g->res_all[(2 * s + 1) * g->stride];
     }
+    g->ready = 1;
     if (table_insert(agg, g) != INCOLL_OK) {
-        group_free(g);
+        group_free(agg, g);
         return INCOLL_ERR_NO_MEMORY;
     }
     agg->ctr.groups = agg->ngroups;
@@ -348,7 +450,7 @@ incoll_status_t agg_group_add(agg_t *agg, const agg_group_params_t *p)
     return INCOLL_OK;
 }
 
-incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
+static incoll_status_t group_remove_one(agg_t *agg, uint32_t id)
 {
     uint32_t mask = agg->table_cap - 1;
     for (uint32_t i = hash_id(id) & mask, n = 0; n < agg->table_cap;
@@ -364,7 +466,7 @@ incoll_status_t agg_group_remove(agg_t *agg, uint32_t id)
             agg->table[i] = TOMB;
             agg->ngroups--;
             agg->ctr.groups = agg->ngroups;
-            group_free(g);
+            group_free(agg, g);
             return INCOLL_OK;
         }
     }
@@ -387,7 +489,17 @@ const agg_counters_t *agg_counters(const agg_t *agg)
     return &agg->ctr;
 }
 
-size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
+void agg_counters_add(agg_counters_t *sum, const agg_counters_t *c)
+{
+    uint64_t groups = sum->groups;
+#define AGG_X_ADD(f) sum->f += c->f;
+    AGG_COUNTER_LIST(AGG_X_ADD)
+#undef AGG_X_ADD
+    sum->groups = groups;
+}
+
+size_t agg_format(const agg_t *agg, const agg_counters_t *ctr, char *buf,
+                  size_t len)
 {
     size_t n;
 
@@ -396,15 +508,27 @@ size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
     n = (size_t)snprintf(buf, len, "an=%s", agg->name);
 #define AGG_X_FMT(f)                                                           \
     if (n < len)                                                               \
-        n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64, agg->ctr.f);
+        n += (size_t)snprintf(buf + n, len - n, " " #f "=%" PRIu64, ctr->f);
     AGG_COUNTER_LIST(AGG_X_FMT)
 #undef AGG_X_FMT
-    /* Not counters: the streaming pool and who holds it (0: nobody). */
+    /* Not counters: the streaming pool and who holds it (0: nobody), then
+     * what the driver says of itself. */
     if (n < len)
         n += (size_t)snprintf(
             buf + n, len - n, " stream_pool=%zu stream_holder=%" PRIu32,
             agg->pool_bytes, agg->holder ? agg->holder->id : 0);
+    if (n < len && agg->info[0])
+        n += (size_t)snprintf(buf + n, len - n, " %s", agg->info);
     return n < len ? n : len - 1;
+}
+
+size_t agg_format_counters(const agg_t *agg, char *buf, size_t len)
+{
+    agg_counters_t sum = agg->ctr;
+    if (primary(agg))
+        for (int i = 1; i < agg->npeers; i++)
+            agg_counters_add(&sum, &agg->peers[i]->ctr);
+    return agg_format(agg, &sum, buf, len);
 }
 
 /* The slot numbered idx: one of the group's slots, one of its stream
@@ -419,10 +543,13 @@ static slot_t *slot_at(group_t *g, uint32_t idx)
 }
 
 /* Sends one packet sealed under key, or when st is not NULL under the
- * payload's hash prepared with wire_mac_prepare (replication). */
-static void emit(agg_t *agg, const wire_key_t *key, const wire_mac_state_t *st,
-                 incoll_ep_t dst, const wire_hdr_t *h, const void *payload,
-                 size_t len)
+ * payload's hash prepared with wire_mac_prepare (replication). With ref,
+ * the payload is a slot's buffer that nothing changes before the driver's
+ * next flush (see the top): it may leave without a copy. */
+static void emit_as(agg_t *agg, const wire_key_t *key,
+                    const wire_mac_state_t *st, incoll_ep_t dst,
+                    const wire_hdr_t *h, const void *payload, size_t len,
+                    int ref)
 {
     uint8_t hdr[WIRE_HDR_LEN];
     if (len == 0)
@@ -434,13 +561,23 @@ static void emit(agg_t *agg, const wire_key_t *key, const wire_mac_state_t *st,
         wire_mac_seal(key, hdr, payload, len);
     agg->ctr.packets_out++;
     agg->ctr.bytes_out += WIRE_HDR_LEN + len;
-    agg->send(agg->send_arg, dst, hdr, payload, len);
+    if (ref && len)
+        agg->send_ref(agg->send_arg, dst, hdr, payload, len);
+    else
+        agg->send(agg->send_arg, dst, hdr, payload, len);
     if ((h->flags & (WIRE_F_TWICE | WIRE_F_COPY)) == WIRE_F_TWICE) {
         /* The slot's contributions came twice: so does what it gives. */
         wire_hdr_t c = *h;
         c.flags |= WIRE_F_COPY;
-        emit(agg, key, st, dst, &c, payload, len);
+        emit_as(agg, key, st, dst, &c, payload, len, ref);
     }
+}
+
+static void emit(agg_t *agg, const wire_key_t *key, const wire_mac_state_t *st,
+                 incoll_ep_t dst, const wire_hdr_t *h, const void *payload,
+                 size_t len)
+{
+    emit_as(agg, key, st, dst, h, payload, len, 0);
 }
 
 /* Writes a piece descriptor (offset, length; little-endian). */
@@ -528,7 +665,7 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
              WIRE_PIECE_LEN + (size_t)want[1] * ds);
         return;
     }
-    emit(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc));
+    emit_as(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc), 1);
 }
 
 /* Answers child c's duplicate or query q without a result: a RESULT
@@ -556,21 +693,31 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
     emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
 }
 
-static void replicate(agg_t *agg, group_t *g, uint16_t slot,
-                      const res_copy_t *rc)
+/*
+ * Sends a slot's result to every child: one header per child, sealed from
+ * the payload's hash made once, and one payload, the slot's result buffer,
+ * which send_ref passes to the driver by reference for each of them. A
+ * driver that can multicast would take the same single buffer to one
+ * group address with one header, without copying it either.
+ */
+static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
 {
-    /* The copies differ only in their headers: hash the payload once. */
-    wire_mac_state_t st;
+    /* The copies differ only in their headers: hash the payload once, and
+     * keep the hash for the resends. */
     int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
     if (same)
-        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &st);
+        wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &rc->st);
+    rc->st_valid = (uint8_t)same;
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, same ? &st : NULL);
+        send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
     agg->ctr.results_sent++;
 }
 
+/* Sends the slot's aggregate to the parent; first is 1 when the slot has
+ * just completed (0: a re-forward, which a late result of the same batch
+ * may overwrite before the driver flushes: copied). */
 static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
-                       const res_copy_t *rc, uint16_t hops)
+                       const res_copy_t *rc, uint16_t hops, int first)
 {
     wire_hdr_t h = {
         .version = WIRE_VERSION,
@@ -583,7 +730,7 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
                             (rc->rootc >= 0 ? WIRE_F_ROOT : 0) |
                             (rc->has ? 0 : WIRE_F_NODATA)),
         .slot = slot,
-        .hops = hops,
+        .hops = (uint8_t)(hops > 255 ? 255 : hops),
         .epoch = rc->epoch,
         .count = rc->count,
         .offset = rc->offset,
@@ -607,8 +754,8 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
              WIRE_PIECE_LEN + (rc->has ? res_bytes(rc) : 0));
         return;
     }
-    emit(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
-         rc->has ? res_bytes(rc) : 0);
+    emit_as(agg, &g->key, NULL, g->parent, &h, rc->has ? rc->buf : NULL,
+            rc->has ? res_bytes(rc) : 0, first);
 }
 
 static uint8_t *pool_get(group_t *g)
@@ -636,11 +783,26 @@ static uint8_t *contrib_get(group_t *g, slot_t *sl, int c)
     return pool_get(g);
 }
 
-/* Gives child c's contribution buffer of slot sl back, if it has one. */
-static void contrib_put(group_t *g, slot_t *sl, int c)
+static int lent(const slot_t *sl, int c)
 {
-    if (sl->contrib[c] && !sl->fixed)
+    return (sl->lent[c / 64] >> (c % 64)) & 1;
+}
+
+/* Gives child c's contribution buffer of slot sl back, if it has one (a
+ * contribution the batch lent only lets go of it; one the driver kept
+ * goes back to the driver). */
+static void contrib_put(agg_t *agg, group_t *g, slot_t *sl, int c)
+{
+    uint64_t bit = 1ull << (c % 64);
+    if (lent(sl, c)) {
+        sl->lent[c / 64] &= ~bit;
+        if (sl->kept[c / 64] & bit) {
+            sl->kept[c / 64] &= ~bit;
+            agg->release(agg->send_arg, sl->contrib[c]);
+        }
+    } else if (sl->contrib[c] && !sl->fixed) {
         pool_put(g, sl->contrib[c]);
+    }
     sl->contrib[c] = NULL;
 }
 
@@ -649,12 +811,14 @@ static void slot_reduce(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
 {
     size_t bytes =
         (size_t)rc->count * incoll_dtype_size((incoll_dtype_t)rc->dtype);
-    for (int c = 0; c < g->nchildren; c++)
+    for (int c = 0; c < g->nchildren; c++) {
         g->srcs[c] = sl->contrib[c];
+        agg->ctr.rx_inplace += (uint64_t)lent(sl, c);
+    }
     reduce_n((incoll_op_t)rc->op, (incoll_dtype_t)rc->dtype, rc->buf, g->srcs,
              g->nchildren, rc->count);
     for (int c = 0; c < g->nchildren; c++)
-        contrib_put(g, sl, c);
+        contrib_put(agg, g, sl, c);
     agg->ctr.reductions++;
     agg->ctr.bytes_reduced += bytes * (uint64_t)g->nchildren;
 }
@@ -719,7 +883,7 @@ static void slot_combine(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc)
             rc->has = 1;
         }
         for (int c = 0; c < g->nchildren; c++)
-            contrib_put(g, sl, c);
+            contrib_put(agg, g, sl, c);
         break;
     }
     if (wire_coll_is_split((wire_coll_t)rc->kind)) {
@@ -808,6 +972,34 @@ static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
                  wire_ep_str(src, ep, sizeof(ep)), why, group);
 }
 
+/* Activity stamps are read by the other shards (agg_set_peers). */
+static void stamp(uint64_t *field, uint64_t now)
+{
+    __atomic_store_n(field, now, __ATOMIC_RELAXED);
+}
+
+/* The latest of a group's stamps (lk: lk_active_ns, else active_ns) on
+ * this shard and its peers. */
+static uint64_t group_active(const agg_t *agg, const group_t *g, int lk)
+{
+    uint64_t t = __atomic_load_n(lk ? &g->lk_active_ns : &g->active_ns,
+                                 __ATOMIC_RELAXED);
+    for (int i = 0; i < agg->npeers; i++) {
+        const group_t *pg;
+        uint64_t u;
+        if (agg->peers[i] == agg || agg->peers[i] == NULL)
+            continue;
+        pg = group_find(agg->peers[i], g->id);
+        if (pg == NULL)
+            continue;
+        u = __atomic_load_n(lk ? &pg->lk_active_ns : &pg->active_ns,
+                            __ATOMIC_RELAXED);
+        if (u > t)
+            t = u;
+    }
+    return t;
+}
+
 /*
  * 1 when the group has accepted no packet of its generation for the idle
  * period, so that an older generation may take it over. Without a clock
@@ -815,10 +1007,11 @@ static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
  */
 static int group_quiet(const agg_t *agg, const group_t *g)
 {
+    uint64_t active;
     if (agg->gen_idle_ns == 0 || !agg->clock_set)
         return 1;
-    return agg->now_ns >= g->active_ns &&
-           agg->now_ns - g->active_ns >= agg->gen_idle_ns;
+    active = group_active(agg, g, 0);
+    return agg->now_ns >= active && agg->now_ns - active >= agg->gen_idle_ns;
 }
 
 /*
@@ -843,13 +1036,13 @@ static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
     for (uint32_t s = 0; s < g->nslots; s++) {
         slot_t *sl = &g->slots[s];
         for (int c = 0; c < g->nchildren; c++)
-            contrib_put(g, sl, c);
+            contrib_put(agg, g, sl, c);
         sl->epoch = UINT32_MAX;
         sl->state = SLOT_DONE;
         sl->arrived = 0;
         sl->ahead = 0;
-        sl->res[0].valid = 0;
-        sl->res[1].valid = 0;
+        sl->res[0].valid = sl->res[0].st_valid = 0;
+        sl->res[1].valid = sl->res[1].st_valid = 0;
     }
     g->gen = gen;
     g->gen_set = 1;
@@ -892,7 +1085,7 @@ static int child_admit(agg_t *agg, group_t *g, incoll_ep_t src,
     } else if (!g->gen_set) {
         group_reset(agg, g, h->total);
     }
-    g->active_ns = agg->now_ns;
+    stamp(&g->active_ns, agg->now_ns);
     if (g->learned[c])
         g->children[c] = src; /* hosts: reply to where they send from */
     return 1;
@@ -903,9 +1096,14 @@ static void stream_free(agg_t *agg, group_t *g)
 {
     if (agg->holder == g)
         agg->holder = NULL;
+    for (uint32_t s = 0; s < g->st.nslots && g->st.slots; s++)
+        for (int c = 0; c < g->nchildren; c++)
+            contrib_put(agg, g, &g->st.slots[s], c);
     free(g->st.slots);
     free(g->st.seen_all);
     free(g->st.asked_all);
+    free(g->st.lent_all);
+    free(g->st.kept_all);
     free(g->st.contrib_all);
     free(g->st.want_all);
     memset(&g->st, 0, sizeof(g->st));
@@ -938,10 +1136,12 @@ static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
     w->slots = calloc(n, sizeof(*w->slots));
     w->seen_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
     w->asked_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
+    w->lent_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
+    w->kept_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
     w->contrib_all = calloc((size_t)n * nch, sizeof(uint8_t *));
     w->want_all = calloc((size_t)n * nch * 2, sizeof(uint32_t));
-    if (!w->slots || !w->seen_all || !w->asked_all || !w->contrib_all ||
-        !w->want_all) {
+    if (!w->slots || !w->seen_all || !w->asked_all || !w->lent_all ||
+        !w->kept_all || !w->contrib_all || !w->want_all) {
         stream_free(agg, g);
         return -1;
     }
@@ -953,6 +1153,8 @@ static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
         sl->state = SLOT_DONE;
         sl->seen = &w->seen_all[s * (size_t)g->seen_words];
         sl->asked = &w->asked_all[s * (size_t)g->seen_words];
+        sl->lent = &w->lent_all[s * (size_t)g->seen_words];
+        sl->kept = &w->kept_all[s * (size_t)g->seen_words];
         sl->contrib = &w->contrib_all[s * nch];
         sl->want = &w->want_all[s * nch * 2];
         sl->res[0].buf = base;
@@ -1028,13 +1230,13 @@ static wire_lock_why_t try_reserve(agg_t *agg, group_t *g, uint32_t asked,
         return WIRE_LOCK_NOPOOL;
     if (agg->holder && agg->holder != g) {
         group_t *h = agg->holder;
+        uint64_t active = group_active(agg, h, 1);
         if (!agg->clock_set || agg->lock_idle_ns == 0 ||
-            agg->now_ns - h->lk_active_ns < agg->lock_idle_ns)
+            agg->now_ns - active < agg->lock_idle_ns)
             return WIRE_LOCK_HELD;
         incoll_info("agg %s: group %u: lock reclaimed after %" PRIu64
                     " ms without a packet, for group %u",
-                    agg->name, h->id, (agg->now_ns - h->lk_active_ns) / 1000000,
-                    g->id);
+                    agg->name, h->id, (agg->now_ns - active) / 1000000, g->id);
         agg->ctr.locks_reclaimed++;
         stream_free(agg, h);
     }
@@ -1133,7 +1335,7 @@ static void lock_settle(agg_t *agg, group_t *g, unsigned why, uint32_t win,
         g->st_win = win < g->st.nslots ? win : g->st.nslots;
         waiter_drop(agg, g->id);
         agg->ctr.locks_granted++;
-        g->lk_active_ns = agg->now_ns;
+        stamp(&g->lk_active_ns, agg->now_ns);
     } else {
         if (agg->holder == g)
             stream_free(agg, g);
@@ -1175,7 +1377,7 @@ static void on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
 
     if (!child_admit(agg, g, src, h))
         return;
-    g->lk_active_ns = agg->now_ns;
+    stamp(&g->lk_active_ns, agg->now_ns);
     if (h->offset != 0 && agg->holder != g)
         waiter_touch(agg, g->id, h->offset); /* still waiting */
     if (h->epoch == g->lk_seq + 1 && g->lk_state == LK_IDLE &&
@@ -1256,7 +1458,7 @@ static void on_lock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
         /* Our reservation was reclaimed while the request climbed. */
         why = WIRE_LOCK_HELD;
     }
-    g->lk_active_ns = agg->now_ns;
+    stamp(&g->lk_active_ns, agg->now_ns);
     lock_settle(agg, g, why ? why : WIRE_LOCK_OK, h->count,
                 why ? h->offset : 0);
 }
@@ -1447,7 +1649,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     /* Any contribution shows the group alive: a holder whose small
      * operations keep the slots while it holds the lock is not quiet. */
-    g->lk_active_ns = agg->now_ns;
+    stamp(&g->lk_active_ns, agg->now_ns);
     if (h->slot >= g->nslots)
         agg->ctr.stream_bytes += bytes;
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
@@ -1461,6 +1663,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
         rc = &sl->res[sl->epoch & 1];
         rc->valid = 0;
+        rc->st_valid = 0;
         rc->epoch = h->epoch;
         rc->op = h->op;
         rc->dtype = h->dtype;
@@ -1476,7 +1679,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, prev, c, NULL);
+            send_result(agg, g, h->slot, prev, c,
+                        prev->st_valid ? &prev->st : NULL);
             return;
         }
         drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
@@ -1513,11 +1717,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
             sl->asked[c / 64] |= bit;
             agg->ctr.reforwards++;
-            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
             answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c, NULL);
+            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
         } else {
             agg->ctr.waits++;
             log_missing(agg, g, sl, h, c);
@@ -1539,7 +1743,21 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
              "a second child claims the root", g->id);
         return;
     }
-    if (!(h->flags & WIRE_F_NODATA)) {
+    if (!(h->flags & WIRE_F_NODATA) &&
+        !wire_coll_is_gather((wire_coll_t)rc->kind) && agg->in_batch &&
+        agg->nborrow < AGG_BORROW_MAX) {
+        /* Kept where it lies until the batch ends (see the top). */
+        const uint8_t *data = wire_coll_is_split((wire_coll_t)rc->kind)
+                                  ? payload + WIRE_PIECE_LEN
+                                  : payload;
+        sl->contrib[c] = (uint8_t *)(uintptr_t)data;
+        sl->lent[c / 64] |= 1ull << (c % 64);
+        agg->borrows[agg->nborrow++] = (borrow_t){.g = g,
+                                                  .data = data,
+                                                  .epoch = h->epoch,
+                                                  .slot = h->slot,
+                                                  .child = (uint16_t)c};
+    } else if (!(h->flags & WIRE_F_NODATA)) {
         sl->contrib[c] = contrib_get(g, sl, c);
         if (sl->contrib[c] == NULL) {
             drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
@@ -1583,7 +1801,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         replicate(agg, g, h->slot, rc);
     } else {
         sl->state = SLOT_FORWARDED;
-        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1));
+        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 1);
     }
 }
 
@@ -1611,9 +1829,9 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
              g->id);
         return;
     }
-    g->active_ns = agg->now_ns;
+    stamp(&g->active_ns, agg->now_ns);
     if (h->slot >= g->nslots)
-        g->lk_active_ns = agg->now_ns;
+        stamp(&g->lk_active_ns, agg->now_ns);
     if (h->flags & WIRE_F_AHEAD) {
         on_ahead(agg, g, h, payload, bytes, -1);
         return;
@@ -1699,12 +1917,134 @@ static void on_stats(agg_t *agg, incoll_ep_t src, const wire_hdr_t *h,
         return;
     }
     agg->ctr.stats_requests++;
-    n = agg_format_counters(agg, text, sizeof(text));
+    n = agg->stats ? agg->stats(agg->stats_arg, text, sizeof(text))
+                   : agg_format_counters(agg, text, sizeof(text));
     r.count = (uint32_t)n;
     emit(agg, &agg->admin_mac_key, NULL, src, &r, text, n);
 }
 
+/* A packet of another wire version: an error the first time a peer
+ * sends one, for it is a misconfiguration (hosts and ANs of different
+ * builds), not noise. */
+static void drop_version(agg_t *agg, incoll_ep_t src, int version)
+{
+    char ep[32];
+    agg->ctr.version_mismatch++;
+    if (wire_once(&agg->once,
+                  src ^ ((uint64_t)(unsigned)version << 48) ^ (1ull << 62)))
+        incoll_error("agg %s: packet from %s speaks wire version %d, this an "
+                     "speaks %d: hosts and ANs must run the same incoll "
+                     "(dropped; counted in version_mismatch)",
+                     agg->name, wire_ep_str(src, ep, sizeof(ep)), version,
+                     WIRE_VERSION);
+}
+
+/* A packet authenticated with another algorithm than the group's: an
+ * error the first time, as drop_version. */
+static void drop_mac_alg(agg_t *agg, const group_t *g, incoll_ep_t src,
+                         unsigned alg)
+{
+    char ep[32];
+    agg->ctr.mac_mismatch++;
+    if (wire_once(&agg->once, src ^ ((uint64_t)alg << 48) ^ (2ull << 62)))
+        incoll_error("agg %s: packet from %s (group %u) is authenticated "
+                     "with %s, this an with %s: set INCOLL_MAC alike on "
+                     "every host and AN (dropped; counted in mac_mismatch)",
+                     agg->name, wire_ep_str(src, ep, sizeof(ep)), g->id,
+                     wire_mac_alg_name(alg), wire_mac_alg_name(g->key.alg));
+}
+
+/* The batch has ended: every contribution it lent that a slot still
+ * holds is copied into a buffer of the slot's own (see the top). */
+static void unborrow(agg_t *agg)
+{
+    for (int i = 0; i < agg->nborrow; i++) {
+        const borrow_t *b = &agg->borrows[i];
+        group_t *g = b->g;
+        slot_t *sl = slot_at(g, b->slot);
+        int c = b->child;
+        res_copy_t *rc;
+        uint8_t *buf;
+        if (sl == NULL || sl->epoch != b->epoch || !lent(sl, c) ||
+            sl->contrib[c] != b->data)
+            continue;
+        rc = &sl->res[sl->epoch & 1];
+        if (agg->retain && !sl->fixed &&
+            agg->retain(agg->send_arg, b->data) == 0) {
+            /* The driver keeps its buffer: no copy (released by
+             * contrib_put when the slot is done with it). */
+            sl->kept[c / 64] |= 1ull << (c % 64);
+            continue;
+        }
+        sl->lent[c / 64] &= ~(1ull << (c % 64));
+        buf = contrib_get(g, sl, c);
+        if (buf == NULL) {
+            /* Forgotten, as if never received: the child sends it again. */
+            incoll_debug("agg %s: group %u slot %u: out of memory for child "
+                         "%d's contribution",
+                         agg->name, g->id, b->slot, c);
+            sl->contrib[c] = NULL;
+            sl->seen[c / 64] &= ~(1ull << (c % 64));
+            sl->arrived--;
+            agg->ctr.contribs_accepted--;
+            if (rc->rootc == c)
+                rc->rootc = -1;
+            continue;
+        }
+        memcpy(buf, b->data, res_bytes(rc));
+        sl->contrib[c] = buf;
+    }
+    agg->nborrow = 0;
+}
+
+void agg_on_batch(agg_t *agg, const agg_pkt_t *pkts, int n)
+{
+    agg->in_batch = 1;
+    for (int i = 0; i < n; i++)
+        agg_on_packet(agg, pkts[i].src, pkts[i].buf, pkts[i].len);
+    agg->in_batch = 0;
+    unborrow(agg);
+}
+
+static void on_one(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
+
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
+{
+    if (agg->in_batch) {
+        on_one(agg, src, buf, len);
+        return;
+    }
+    /* A batch of one: lent for its own handling, then kept if need be. */
+    agg->in_batch = 1;
+    on_one(agg, src, buf, len);
+    agg->in_batch = 0;
+    unborrow(agg);
+}
+
+int agg_shard_of(const agg_t *agg, const void *buf, size_t len, int nshards)
+{
+    const uint8_t *p = buf;
+    const group_t *g;
+    uint16_t slot;
+    if (nshards <= 1 || len < WIRE_HDR_LEN ||
+        wire_peek_version(buf, len) != WIRE_VERSION ||
+        (p[5] != WIRE_CONTRIB && p[5] != WIRE_RESULT))
+        return 0;
+    g = group_find(agg, (uint32_t)p[8] | (uint32_t)p[9] << 8 |
+                            (uint32_t)p[10] << 16 | (uint32_t)p[11] << 24);
+    slot = (uint16_t)(p[24] | p[25] << 8);
+    if (g == NULL || slot >= g->nslots)
+        return 0;
+    return slot % nshards;
+}
+
+void agg_set_peers(agg_t *agg, agg_t *const *peers, int npeers)
+{
+    agg->peers = peers;
+    agg->npeers = npeers;
+}
+
+static void on_one(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
 {
     wire_hdr_t h;
     const char *why = NULL;
@@ -1713,7 +2053,11 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
     agg->ctr.packets_in++;
     agg->ctr.bytes_in += len;
     if (wire_parse(buf, len, &h, &why) != INCOLL_OK) {
-        drop(agg, &agg->ctr.malformed_dropped, src, why, 0);
+        int version = wire_peek_version(buf, len);
+        if (version >= 0 && version != WIRE_VERSION)
+            drop_version(agg, src, version);
+        else
+            drop(agg, &agg->ctr.malformed_dropped, src, why, 0);
         return;
     }
     if (h.type == WIRE_STATS_REQ) {
@@ -1732,7 +2076,10 @@ void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         return;
     }
     if (!wire_mac_check(&g->key, buf, len)) {
-        drop(agg, &agg->ctr.bad_mac, src, "bad mac", h.group);
+        if (h.mac_alg != g->key.alg)
+            drop_mac_alg(agg, g, src, h.mac_alg);
+        else
+            drop(agg, &agg->ctr.bad_mac, src, "bad mac", h.group);
         return;
     }
     switch (h.type) {

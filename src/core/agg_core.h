@@ -85,6 +85,17 @@ typedef struct agg agg_t;
 typedef void (*agg_send_cb_t)(void *arg, incoll_ep_t dst, const void *hdr,
                               const void *payload, size_t len);
 
+/* Formats the text of a STATS reply into buf (at most len - 1 bytes and a
+ * terminator); returns its length. */
+typedef size_t (*agg_stats_cb_t)(void *arg, char *buf, size_t len);
+
+/* One received datagram of a batch (agg_on_batch). */
+typedef struct {
+    incoll_ep_t src;
+    const void *buf;
+    size_t len;
+} agg_pkt_t;
+
 typedef struct {
     const char *name; /* for logs and counters, e.g. "s0" */
     /* The fabric's admin key: a STATS_REQ must carry a mac under the key
@@ -93,6 +104,27 @@ typedef struct {
     uint64_t admin_key;
     agg_send_cb_t send;
     void *send_arg;
+    /* Optional: sends a datagram whose payload stays where it is, unchanged,
+     * until the driver's next flush (a slot's result or aggregate: the
+     * driver flushes after each batch, before it receives again), so the
+     * driver may send it without copying. hdr is valid only during the
+     * call. NULL: every datagram goes through send. */
+    agg_send_cb_t send_ref;
+    /* Optional, both or neither: keeps the driver's receive buffer that
+     * holds data (a contribution of the batch just handled) until
+     * release(send_arg, data), so that a contribution whose slot waits
+     * for other children is kept where it arrived instead of copied;
+     * retain returns 0, or -1 when the driver cannot (then it is copied). */
+    int (*retain)(void *arg, const void *data);
+    void (*release)(void *arg, const void *data);
+    /* Optional: makes the text of a STATS reply (a daemon whose counters
+     * are spread over several cores sums them); NULL: agg_format_counters
+     * of this AN. */
+    agg_stats_cb_t stats;
+    void *stats_arg;
+    /* Text appended to the counters (agg_format_counters), e.g. "mac=poly1305
+     * udp=gso,gro threads=1"; NULL: none. Copied (at most 191 bytes). */
+    const char *info;
     /* A group quiet for this long accepts an older generation
      * (INCOLL_AGG_GEN_IDLE_MS); 0 accepts any other generation at once. */
     uint64_t gen_idle_ns;
@@ -148,6 +180,8 @@ typedef struct {
     X(bad_mac)                                                                 \
     X(bad_source)                                                              \
     X(mismatch_dropped)                                                        \
+    X(mac_mismatch)                                                            \
+    X(version_mismatch)                                                        \
     X(stats_requests)                                                          \
     X(generation_resets)                                                       \
     X(groups)                                                                  \
@@ -162,7 +196,8 @@ typedef struct {
     X(locks_granted)                                                           \
     X(locks_refused)                                                           \
     X(locks_reclaimed)                                                         \
-    X(stream_bytes)
+    X(stream_bytes)                                                            \
+    X(rx_inplace)
 
 typedef struct {
 #define AGG_X_FIELD(name) uint64_t name;
@@ -193,14 +228,51 @@ void agg_set_now(agg_t *agg, uint64_t now_ns);
 /*
  * Handles one received datagram from src. Never trusts it: a packet that
  * fails any check is counted and dropped, with a debug log line naming the
- * peer and the field.
+ * peer and the field (an error line, once per peer, for a peer of another
+ * wire version or mac algorithm: a misconfiguration, not noise).
  */
 void agg_on_packet(agg_t *agg, incoll_ep_t src, const void *buf, size_t len);
 
+/*
+ * Handles n datagrams received together, in order, as agg_on_packet does
+ * each. A contribution is reduced where it lies, in the caller's buffer,
+ * when every child of its slot is in by the end of the batch: only the
+ * contributions of slots still waiting for a child are copied aside
+ * (counter rx_inplace: the ones that were not). The buffers must stay
+ * valid and unchanged until the call returns.
+ */
+void agg_on_batch(agg_t *agg, const agg_pkt_t *pkts, int n);
+
+/*
+ * Several cores (incoll-agg with INCOLL_AGG_THREADS): one agg_t each,
+ * every one holding every group, each owning a share of the slots.
+ * agg_shard_of says which of nshards owns a datagram: a CONTRIB or RESULT
+ * of one of a group's slots goes to slot % nshards; everything else (lock
+ * rounds, the stream window's slots, STATS, unknown groups, malformed
+ * packets) to shard 0, so the streaming rules run on one core as before.
+ * agg may be any of the shards (they hold the same groups).
+ * agg_set_peers tells a shard all the shards (peers[0] is the first,
+ * the one that gets shard 0's packets), whose packets count toward a
+ * group's activity: a group quiet on this shard but busy on another is
+ * not quiet (generations, lock reclaim). On the first shard,
+ * agg_group_add and agg_group_remove act on every shard, and
+ * agg_format_counters sums them; the caller makes sure none of the
+ * others runs meanwhile (their group tables and counters are read).
+ */
+int agg_shard_of(const agg_t *agg, const void *buf, size_t len, int nshards);
+void agg_set_peers(agg_t *agg, agg_t *const *peers, int npeers);
+
 const agg_counters_t *agg_counters(const agg_t *agg);
+/* Adds c's counters to sum, except groups (the same on every shard):
+ * sum keeps its own. */
+void agg_counters_add(agg_counters_t *sum, const agg_counters_t *c);
+/* Formats counters as agg_format_counters does, for agg's name, pool and
+ * info. */
+size_t agg_format(const agg_t *agg, const agg_counters_t *ctr, char *buf,
+                  size_t len);
 /* Formats "an=<name> key=value ..." (the counters, then stream_pool, the
- * streaming pool's bytes, and stream_holder, the group holding it or 0)
- * into buf, truncated to len - 1 bytes
+ * streaming pool's bytes, and stream_holder, the group holding it or 0,
+ * then the info text of the parameters) into buf, truncated to len - 1 bytes
  * and terminated; returns the length written (0, writing nothing, when len
  * is 0). */
 size_t agg_format_counters(const agg_t *agg, char *buf, size_t len);

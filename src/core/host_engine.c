@@ -317,6 +317,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
     const uint8_t *data =
         eng->send_data ? eng->sendbuf + off * eng->dsize : NULL;
     size_t len = eng->send_data ? n * eng->dsize : 0;
+    /* From the send buffer (not the piece scratch): may leave uncopied. */
+    host_send_cb_t send = eng->p.send;
 
     if (ask) {
         h.flags |= WIRE_F_QUERY | WIRE_F_NODATA;
@@ -364,6 +366,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
     wire_pack(&h, hdr);
     if (data == NULL)
         data = hdr; /* no payload, but never a NULL pointer */
+    else if (data != eng->piece && eng->p.send_ref && eng->p.flush)
+        send = eng->p.send_ref;
     wire_mac_seal(&eng->p.key, hdr, data, len);
     s->sent_ns = now;
     s->deadline = now + rto_backoff(&eng->rto, (unsigned)s->retries);
@@ -376,7 +380,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
     s->rack_due = 0;
     eng->ctr.packets_sent++;
     eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
-    eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+    send(eng->p.send_arg, eng->p.an, hdr, data, len);
     if (eng->twice) {
         /* A small operation goes twice (params.copy_bytes): one loss then
          * costs nothing. The AN drops the copy when it has the first. */
@@ -386,7 +390,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
         eng->ctr.packets_sent++;
         eng->ctr.copies++;
         eng->ctr.bytes_sent += WIRE_HDR_LEN + len;
-        eng->p.send(eng->p.send_arg, eng->p.an, hdr, data, len);
+        send(eng->p.send_arg, eng->p.an, hdr, data, len);
     }
 }
 
@@ -437,6 +441,10 @@ static void fill_window(host_engine_t *eng, uint64_t now)
 
 static void finish(host_engine_t *eng, incoll_status_t status)
 {
+    /* What is queued may point into the operation's buffers (send_ref):
+     * it leaves before they go back to the caller. */
+    if (eng->p.send_ref && eng->p.flush)
+        eng->p.flush(eng->p.send_arg);
     eng->status = status;
     if (eng->stream) {
         eng->st_seq = eng->base_seq + eng->nseg;
@@ -1267,6 +1275,18 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     if (!wire_mac_check(&eng->p.key, buf, len)) {
         /* Forged, or of another group under the same id: never used. */
         eng->ctr.dropped++;
+        if (h.mac_alg != eng->p.key.alg) {
+            /* A misconfiguration, said once. */
+            char ep[32];
+            if (eng->ctr.mac_mismatch++ == 0)
+                incoll_error("host: group %u: packets from the an at %s are "
+                             "authenticated with %s, this process with %s: "
+                             "set INCOLL_MAC alike on every host and AN",
+                             eng->p.group, wire_ep_str(src, ep, sizeof(ep)),
+                             wire_mac_alg_name(h.mac_alg),
+                             wire_mac_alg_name(eng->p.key.alg));
+            return;
+        }
         eng->ctr.bad_mac++;
         return;
     }

@@ -77,6 +77,14 @@ typedef struct {
                              window is always `window` */
     host_send_cb_t send;
     void *send_arg;
+    /* Optional, with flush: sends a contribution whose payload is the
+     * operation's send buffer, which stays unchanged until the operation
+     * ends, so the driver may send it without copying; flush(send_arg) is
+     * called as an operation ends (done or failed), after which nothing
+     * queued may point into its buffers. NULL: every packet goes through
+     * send. */
+    host_send_cb_t send_ref;
+    void (*flush)(void *arg);
 } host_engine_params_t;
 
 typedef struct {
@@ -111,8 +119,10 @@ typedef struct {
     uint64_t ahead; /* broadcast segments whose data came ahead of the
                        round's result (WIRE_F_AHEAD) */
     uint64_t duplicate_results;
-    uint64_t dropped; /* malformed or foreign packets */
-    uint64_t bad_mac; /* results whose mac failed (also in dropped) */
+    uint64_t dropped;      /* malformed or foreign packets */
+    uint64_t bad_mac;      /* results whose mac failed (also in dropped) */
+    uint64_t mac_mismatch; /* results of another mac algorithm (also in
+                              dropped; an error the first time) */
     uint64_t timeouts;
     uint64_t locks_granted;
     uint64_t locks_refused;

@@ -37,6 +37,21 @@ static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
     udp_send(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
 
+/* A contribution from the operation's send buffer: sent from where it is
+ * (the engine flushes before the operation ends, ctx_flush). */
+static void ctx_send_ref(void *arg, incoll_ep_t dst, const void *hdr,
+                         const void *payload, size_t len)
+{
+    incoll_ctx_h ctx = arg;
+    udp_send_ref(ctx->sock, dst, hdr, WIRE_HDR_LEN, payload, len);
+}
+
+static void ctx_flush(void *arg)
+{
+    incoll_ctx_h ctx = arg;
+    udp_flush(ctx->sock);
+}
+
 uint32_t host_job_generation(const char *job)
 {
     uint32_t h = 2166136261u; /* FNV-1a */
@@ -490,6 +505,8 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->stream_window = (uint32_t)setting_u64(SETTING_STREAM_WINDOW);
     p->stream_large_only = 1;
     p->send = ctx_send;
+    p->send_ref = ctx_send_ref;
+    p->flush = ctx_flush;
     p->send_arg = ctx;
 
     ctx->sock = udp_open(ip, port, (int)setting_u64(SETTING_UDP_BUF), who);
@@ -497,6 +514,13 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
         status = INCOLL_ERR_IO;
         goto err_conf;
     }
+    incoll_debug("init: data path: mac %s (%s), %s",
+                 wire_mac_alg_name(wire_mac_alg_default()),
+                 wire_mac_alg_impl(wire_mac_alg_default()),
+                 udp_path(ctx->sock));
+    if (wire_mac_alg_default() == WIRE_MAC_NONE && ctx->rank == 0)
+        incoll_warn("init: INCOLL_MAC=none: data packets are neither "
+                    "authenticated nor checked");
     status = host_sync_create(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
@@ -558,6 +582,14 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         host_comm_free(c);
     }
     udp_flush(ctx->sock);
+    {
+        const udp_counters_t *u = udp_counters(ctx->sock);
+        incoll_debug("udp: %s rx_packets=%" PRIu64 " rx_reads=%" PRIu64
+                     " tx_packets=%" PRIu64 " tx_writes=%" PRIu64
+                     " tx_errors=%" PRIu64 " gso_refused=%" PRIu64,
+                     udp_path(ctx->sock), u->rx_packets, u->rx_reads,
+                     u->tx_packets, u->tx_writes, u->tx_errors, u->gso_refused);
+    }
     udp_close(ctx->sock);
     host_rdv_free(ctx);
     fabric_conf_free(&ctx->conf);
@@ -597,8 +629,17 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
     wire_hdr_t h;
     if (wire_parse(m->data, m->len, &h, NULL) != INCOLL_OK) {
         char ep[32];
-        incoll_debug("drop packet from %s: malformed",
-                     wire_ep_str(m->src, ep, sizeof(ep)));
+        int version = wire_peek_version(m->data, m->len);
+        if (version >= 0 && version != WIRE_VERSION &&
+            wire_once(&ctx->peers_told, m->src ^ ((uint64_t)version << 48)))
+            incoll_error("packet from %s speaks wire version %d, this "
+                         "process speaks %d: hosts and ANs must run the same "
+                         "incoll",
+                         wire_ep_str(m->src, ep, sizeof(ep)), version,
+                         WIRE_VERSION);
+        else
+            incoll_debug("drop packet from %s: malformed",
+                         wire_ep_str(m->src, ep, sizeof(ep)));
         return;
     }
     if (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) {

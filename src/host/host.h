@@ -68,6 +68,7 @@ struct incoll_ctx {
     char fabric_dir[PATH_MAX];
     fabric_conf_t conf;
     udp_sock_t *sock;
+    wire_once_t peers_told; /* peers of another wire version, named once */
     struct incoll_comm *world;
     struct incoll_comm *comms;  /* every communicator, world included */
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without

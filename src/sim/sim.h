@@ -53,6 +53,16 @@ typedef struct {
     double host_reduce_gbps;
     /* Switch AN: pipeline latency added to each packet through the AN. */
     double switch_ns;
+    /* Server AN measured whole (`incoll bench agg --calib`): CPU ns per
+     * datagram it receives or sends = pkt_ns + byte_ns * datagram bytes
+     * (system calls, copies, mac, reduction, all in), per count of
+     * threads measured. When the record for the run's cores (or for one
+     * thread) is there, it replaces agg_pkt_ns, copy and reduction. */
+    struct {
+        int threads;
+        double pkt_ns, byte_ns;
+    } agg_fit[8];
+    int nagg_fit;
     char source[256]; /* file name, or "defaults" */
 } sim_calib_t;
 
@@ -94,6 +104,10 @@ typedef struct {
      * consecutive blocks, each a group of its own rooted at the lowest AN
      * above all of its hosts, all starting together. */
     int groups;
+    /* Cores of a server AN: its datagrams are handled this many at a
+     * time (the cost of one divided by it), at the per-datagram cost
+     * measured with that many threads when the calibration has it. */
+    int an_cores;
     sim_calib_t calib;
 } sim_config_t;
 
@@ -160,6 +174,11 @@ void sim_calib_defaults(sim_calib_t *calib);
 int sim_calib_load(const char *path, sim_calib_t *calib, char *err,
                    size_t errlen);
 void sim_calib_zero(sim_calib_t *calib);
+/* The measured server AN cost for cores cores (agg_fit): 1 with the
+ * record of that many threads, else of one thread, in *pkt_ns_p and
+ * *byte_ns_p; 0 when the calibration has none. */
+int sim_calib_agg_fit(const sim_calib_t *calib, int cores, double *pkt_ns_p,
+                      double *byte_ns_p);
 
 /* sim_mirror.c */
 enum {

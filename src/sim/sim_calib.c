@@ -6,10 +6,16 @@
  *          ns_per_packet_overhead=... ns_per_byte=...
  *   memcpy bytes=8192 gbps=... ns_per_call=...
  *
- * and may carry two more records, written by hand or by a daemon
- * benchmark:
+ * and may carry more records, written by hand or by a daemon benchmark:
  *
  *   agg ns_per_packet=300       fixed cost of one datagram on a server AN
+ *   agg ns_per_packet=A ns_per_byte=B threads=N
+ *                               `incoll bench agg --calib`: the whole CPU
+ *                               cost of a datagram (in or out) on an AN
+ *                               of N threads, A + B * its bytes; replaces
+ *                               the fixed cost, the copy and the
+ *                               reduction (they are in it); one record
+ *                               per N, the last one of each N wins
  *   switch ns_per_packet=0      pipeline latency of a switch AN
  *
  * Only float32 sum kernels are used (the simulated operation); the AN's
@@ -45,6 +51,27 @@ void sim_calib_zero(sim_calib_t *c)
     c->host_reduce_call_ns = 0;
     c->host_reduce_gbps = 0;
     c->switch_ns = 0;
+    c->nagg_fit = 0;
+}
+
+int sim_calib_agg_fit(const sim_calib_t *c, int cores, double *pkt_ns_p,
+                      double *byte_ns_p)
+{
+    int one = -1;
+    for (int i = 0; i < c->nagg_fit; i++) {
+        if (c->agg_fit[i].threads == cores) {
+            *pkt_ns_p = c->agg_fit[i].pkt_ns;
+            *byte_ns_p = c->agg_fit[i].byte_ns;
+            return 1;
+        }
+        if (c->agg_fit[i].threads == 1)
+            one = i;
+    }
+    if (one < 0)
+        return 0;
+    *pkt_ns_p = c->agg_fit[one].pkt_ns;
+    *byte_ns_p = c->agg_fit[one].byte_ns;
+    return 1;
 }
 
 /* Value of key=... in the record, or NULL. */
@@ -135,8 +162,31 @@ int sim_calib_load(const char *path, sim_calib_t *c, char *err, size_t errlen)
             }
             c->copy_gbps = v;
         } else if (strcmp(toks[0], "agg") == 0) {
-            if (num(field(toks, ntok, "ns_per_packet"), &v) == 0)
+            double per_byte, threads = 1;
+            if (num(field(toks, ntok, "ns_per_packet"), &v) != 0)
+                continue;
+            if (num(field(toks, ntok, "ns_per_byte"), &per_byte) == 0) {
+                int k = 0;
+                if (field(toks, ntok, "threads") &&
+                    (num(field(toks, ntok, "threads"), &threads) != 0 ||
+                     threads < 1 || threads > 1024)) {
+                    snprintf(err, errlen,
+                             "%s:%d: agg record: bad threads=", path, lineno);
+                    fclose(f);
+                    return -1;
+                }
+                while (k < c->nagg_fit && c->agg_fit[k].threads != (int)threads)
+                    k++;
+                if (k == c->nagg_fit && c->nagg_fit < 8)
+                    c->nagg_fit++;
+                if (k < c->nagg_fit) {
+                    c->agg_fit[k].threads = (int)threads;
+                    c->agg_fit[k].pkt_ns = v;
+                    c->agg_fit[k].byte_ns = per_byte;
+                }
+            } else {
                 c->agg_pkt_ns = v;
+            }
         } else if (strcmp(toks[0], "switch") == 0) {
             if (num(field(toks, ntok, "ns_per_packet"), &v) == 0)
                 c->switch_ns = v;

@@ -150,7 +150,11 @@ static void usage(FILE *out)
         "                       consecutive hosts, in-network only (default "
         "1)\n"
         "costs:\n"
-        "  --calib FILE         from `incoll bench kernel --calib FILE`\n"
+        "  --calib FILE         from `incoll bench kernel --calib FILE` (and\n"
+        "                       `incoll bench agg --calib FILE`)\n"
+        "  --an-cores N         cores of a server AN: N datagrams at a time,\n"
+        "                       at the cost measured with N threads when the\n"
+        "                       calibration has it (default 1)\n"
         "  --switch-ns NS       latency of a switch AN per packet (default 0)\n"
         "  --no-compute         every computation is free (SMPI comparisons)\n"
         "  --no-p2p-headers     host algorithms send bare payloads\n"
@@ -204,6 +208,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     c->stream_nops = 1;
     c->stream_pool = setting_u64(SETTING_AGG_STREAM_POOL);
     c->groups = 1;
+    c->an_cores = 1;
     o->data_opt = -1;
     o->mirror_opt = -1;
     o->recur_opt = -1;
@@ -391,6 +396,10 @@ static int parse_args(int argc, char **argv, opts_t *o)
                 return bad(a, v);
         } else if (strcmp(a, "--calib") == 0) {
             o->calib_path = v;
+        } else if (strcmp(a, "--an-cores") == 0) {
+            c->an_cores = atoi(v);
+            if (c->an_cores < 1 || c->an_cores > 1024)
+                return bad(a, v);
         } else if (strcmp(a, "--switch-ns") == 0) {
             char *end;
             o->switch_ns = strtod(v, &end);
@@ -1161,12 +1170,26 @@ int main(int argc, char **argv)
         o.cfg.link_lat_s * 1e6, o.cfg.oversub, o.cfg.slots, o.cfg.payload,
         o.cfg.window ? o.cfg.window : o.cfg.slots, o.cfg.drop, o.cfg.seed,
         o.cfg.iters);
-    printf("# costs (%s): server an %g ns/packet, copy %g GB/s, reduce %g GB/s "
-           "+ %g ns; hosts reduce %g GB/s + %g ns; switch an %g ns\n",
-           o.cfg.calib.source, o.cfg.calib.agg_pkt_ns, o.cfg.calib.copy_gbps,
-           o.cfg.calib.agg_reduce_gbps, o.cfg.calib.agg_reduce_call_ns,
-           o.cfg.calib.host_reduce_gbps, o.cfg.calib.host_reduce_call_ns,
-           o.cfg.calib.switch_ns);
+    {
+        double pkt_ns, byte_ns;
+        if (sim_calib_agg_fit(&o.cfg.calib, o.cfg.an_cores, &pkt_ns, &byte_ns))
+            printf("# costs (%s): server an of %d core%s %g ns/datagram + %g "
+                   "ns/byte (measured whole); hosts reduce %g GB/s + %g ns; "
+                   "switch an %g ns\n",
+                   o.cfg.calib.source, o.cfg.an_cores,
+                   o.cfg.an_cores > 1 ? "s" : "", pkt_ns, byte_ns,
+                   o.cfg.calib.host_reduce_gbps,
+                   o.cfg.calib.host_reduce_call_ns, o.cfg.calib.switch_ns);
+        else
+            printf("# costs (%s): server an of %d core%s %g ns/packet, copy "
+                   "%g GB/s, reduce %g GB/s + %g ns; hosts reduce %g GB/s + "
+                   "%g ns; switch an %g ns\n",
+                   o.cfg.calib.source, o.cfg.an_cores,
+                   o.cfg.an_cores > 1 ? "s" : "", o.cfg.calib.agg_pkt_ns,
+                   o.cfg.calib.copy_gbps, o.cfg.calib.agg_reduce_gbps,
+                   o.cfg.calib.agg_reduce_call_ns, o.cfg.calib.host_reduce_gbps,
+                   o.cfg.calib.host_reduce_call_ns, o.cfg.calib.switch_ns);
+    }
     printf("%-13s %-6s %6s %10s %14s %16s %6s %8s %8s\n", "# algorithm", "an",
            "hosts", "bytes", "latency(us)", "bandwidth(MB/s)", "check",
            "wall(s)", "mem(MiB)");

@@ -580,19 +580,30 @@ static void an_actor(int argc, char **argv)
         agg_on_packet(an->agg, p->src, pkt_bytes(p), p->len);
         after = agg_counters(an->agg);
         if (server) {
-            /* One CPU: receive, copy the contribution (or the result) in,
-             * reduce when the slot is complete, send what came out. */
-            double payload = p->len - WIRE_HDR_LEN, cost;
+            /* The CPU: receive, copy the contribution (or the result) in,
+             * reduce when the slot is complete, send what came out; or,
+             * measured whole (`incoll bench agg`), a cost per datagram in
+             * and out and per byte of each. Several cores take several
+             * datagrams at a time. */
+            double payload = p->len - WIRE_HDR_LEN, cost, pkt_ns, byte_ns;
             uint64_t sent = after->packets_out - before.packets_out;
-            cost = c->agg_pkt_ns * 1e-9 * (double)(1 + sent);
-            if (after->contribs_accepted > before.contribs_accepted ||
-                p->hdr[5] == WIRE_RESULT)
-                cost += sim_cost_s(0, payload, c->copy_gbps);
-            if (after->reductions > before.reductions)
-                cost += sim_cost_s(
-                    c->agg_reduce_call_ns,
-                    (double)(after->bytes_reduced - before.bytes_reduced),
-                    c->agg_reduce_gbps);
+            int cores = S.cfg->an_cores > 1 ? S.cfg->an_cores : 1;
+            if (sim_calib_agg_fit(c, cores, &pkt_ns, &byte_ns)) {
+                double bytes = (double)p->len +
+                               (double)(after->bytes_out - before.bytes_out);
+                cost = (pkt_ns * (double)(1 + sent) + byte_ns * bytes) * 1e-9;
+            } else {
+                cost = c->agg_pkt_ns * 1e-9 * (double)(1 + sent);
+                if (after->contribs_accepted > before.contribs_accepted ||
+                    p->hdr[5] == WIRE_RESULT)
+                    cost += sim_cost_s(0, payload, c->copy_gbps);
+                if (after->reductions > before.reductions)
+                    cost += sim_cost_s(
+                        c->agg_reduce_call_ns,
+                        (double)(after->bytes_reduced - before.bytes_reduced),
+                        c->agg_reduce_gbps);
+            }
+            cost /= cores;
             if (cost > 0)
                 sg_actor_sleep_for(cost);
         }

@@ -106,8 +106,8 @@ static inline const char *fuzz_check_file_error(const char *err,
 /* ---- wire format ---- */
 
 /* The key the seeds are sealed under (wire_mac.h). */
-static const wire_key_t fuzz_wire_key = {0x0706050403020100ull,
-                                         0x0f0e0d0c0b0a0908ull};
+static const wire_key_t fuzz_wire_key = {.k0 = 0x0706050403020100ull,
+                                         .k1 = 0x0f0e0d0c0b0a0908ull};
 
 /*
  * The mac of an accepted datagram (wire_mac_check): deterministic; after
@@ -117,8 +117,8 @@ static const wire_key_t fuzz_wire_key = {0x0706050403020100ull,
  */
 static inline const char *fuzz_check_wire_mac(const uint8_t *buf, size_t len)
 {
-    static const wire_key_t other = {0x0706050403020100ull,
-                                     0x0f0e0d0c0b0a0909ull};
+    static const wire_key_t other = {.k0 = 0x0706050403020100ull,
+                                     .k1 = 0x0f0e0d0c0b0a0909ull};
     uint8_t *c = malloc(len);
     size_t at[3] = {0, len / 2, len - 1};
     const char *why = NULL;
