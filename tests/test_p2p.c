@@ -1110,8 +1110,9 @@ TEST(p2p_exchange_partner_left, TEST_UNIT)
     return TEST_PASSED;
 }
 
-/* Ranks called with different counts: the block sizes disagree and both
- * sides fail with a protocol error instead of computing garbage. */
+/* Ranks called with different counts: the calls disagree and both sides
+ * fail with INCOLL_ERR_MISMATCH (different sizes) instead of computing
+ * garbage. */
 TEST(p2p_count_mismatch, TEST_UNIT)
 {
     sim_cfg_t cfg;
@@ -1128,8 +1129,10 @@ TEST(p2p_count_mismatch, TEST_UNIT)
                                       INCOLL_UINT64, INCOLL_OP_SUM, 0),
                  INCOLL_INPROGRESS);
     CHECK(sim_run(s, 100ull * 1000000000) == 0);
-    CHECK_EQ_INT(s->r[0].result[0], INCOLL_ERR_PROTOCOL);
-    CHECK_EQ_INT(s->r[1].result[0], INCOLL_ERR_PROTOCOL);
+    CHECK_EQ_INT(s->r[0].result[0], INCOLL_ERR_MISMATCH);
+    CHECK_EQ_INT(s->r[1].result[0], INCOLL_ERR_MISMATCH);
+    CHECK_EQ_INT(p2p_engine_mismatch(s->r[0].eng), WIRE_MISMATCH_SIZE);
+    CHECK_EQ_INT(p2p_engine_mismatch(s->r[1].eng), WIRE_MISMATCH_SIZE);
     sim_destroy(s);
     return TEST_PASSED;
 }
@@ -1324,6 +1327,13 @@ TEST(p2p_bad_packets, TEST_UNIT)
                          .count = 64,
                          .total = 256,
                          .offset = 3};
+        /* The peer's call is ours: what our own data packets say. */
+        CHECK(wire_parse(last_sent, WIRE_HDR_LEN + 64, &r, NULL) == INCOLL_OK);
+        CHECK_EQ_INT(r.type, WIRE_P2P_DATA);
+        h.op = r.op;
+        h.dtype = r.dtype;
+        h.slot = r.slot;
+        h.hops = r.hops;
         wire_pack(&h, pkt);
         memcpy(pkt + WIRE_HDR_LEN, peer, 64);
         dropped = p2p_engine_counters(eng)->dropped;

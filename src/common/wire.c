@@ -71,6 +71,24 @@ const char *wire_lock_why_str(unsigned why)
     }
 }
 
+const char *wire_mismatch_str(unsigned why)
+{
+    switch (why) {
+    case WIRE_MISMATCH_KIND:
+        return "different collectives";
+    case WIRE_MISMATCH_OP:
+        return "different reduction operations";
+    case WIRE_MISMATCH_DTYPE:
+        return "different datatypes";
+    case WIRE_MISMATCH_SIZE:
+        return "different sizes";
+    case WIRE_MISMATCH_ROOT:
+        return "different roots";
+    default:
+        return "different calls";
+    }
+}
+
 size_t wire_payload_len(const wire_hdr_t *hdr)
 {
     switch (hdr->type) {

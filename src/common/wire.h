@@ -21,7 +21,9 @@
  *  16   8   mac      SipHash-2-4 tag of the packet under the group's
  *                    (P2P: communicator's; STATS: admin) key
  *  24   2   slot     slot in the group's window
- *  26   2   hops     hops travelled (debug aid, not trusted)
+ *  26   2   hops     CONTRIB/RESULT: the call's root rank (rooted
+ *                    collectives; 0 otherwise), or with WIRE_F_ERROR the
+ *                    mismatch's reason; P2P_DATA: the call's hash
  *  28   4   epoch    how many times the slot was used before
  *  32   4   count    elements in this packet's payload
  *  36   4   total    CONTRIB/RESULT/LOCK*: the group generation (job);
@@ -111,7 +113,30 @@ enum {
      * sent the aggregate up again for another child) and waits for the
      * others: an answer to a duplicate, no request. */
     WIRE_F_WAIT = 1u << 15,
+    /* CONTRIB/RESULT (with NODATA): the members' calls do not match (an
+     * AN saw children of one slot describe it differently,
+     * wire_mismatch_t in hops): an AN forwards it up as its aggregate and
+     * sends it down as the slot's result, so every member's operation
+     * fails with the reason. */
+    WIRE_F_ERROR = 1u << 10,
 };
+
+/* Why the members' calls of a slot do not match (the hops field of a
+ * CONTRIB or RESULT flagged WIRE_F_ERROR): the first field in which a
+ * child's contribution differs from the slot's first one. */
+typedef enum {
+    WIRE_MISMATCH_NONE = 0,
+    WIRE_MISMATCH_KIND = 1,  /* different collectives */
+    WIRE_MISMATCH_OP = 2,    /* different reduction operations */
+    WIRE_MISMATCH_DTYPE = 3, /* different datatypes */
+    WIRE_MISMATCH_SIZE = 4,  /* different sizes (count, offset or the
+                                vector's last segment) */
+    WIRE_MISMATCH_ROOT = 5,  /* different roots, or two members claim it */
+    WIRE_MISMATCH_COUNT = 6,
+} wire_mismatch_t;
+
+/* The reason's text for messages ("different datatypes", ...). */
+const char *wire_mismatch_str(unsigned why);
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or
  * LOCK_REP (the first AN that refused says). */
@@ -188,7 +213,8 @@ typedef struct {
     uint16_t flags;
     uint64_t mac; /* as received; wire_pack writes it, wire_mac_seal sets it */
     uint16_t slot;
-    uint16_t hops;
+    uint16_t hops; /* the call's root, a mismatch's reason, or a hash of
+                      the call: see the layout above */
     uint32_t epoch;
     uint32_t count;
     uint32_t total;

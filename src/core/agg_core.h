@@ -148,6 +148,7 @@ typedef struct {
     X(bad_mac)                                                                 \
     X(bad_source)                                                              \
     X(mismatch_dropped)                                                        \
+    X(calls_mismatched)                                                        \
     X(stats_requests)                                                          \
     X(generation_resets)                                                       \
     X(groups)                                                                  \
