@@ -248,7 +248,10 @@ typedef struct {
     int root[MM_RANKS];
 } mm_case_t;
 
-#define ALL4(x) {x, x, x, x}
+#define ALL4(x)                                                                \
+    {                                                                          \
+        x, x, x, x                                                             \
+    }
 #define AR WIRE_COLL_ALLREDUCE
 
 /* Runs one case on a fresh [[2][2]] tree (payload 64, 4 slots; a lossy
@@ -292,9 +295,9 @@ static int mm_run(const mm_case_t *c, int lossy)
                     (kind == WIRE_COLL_BCAST && me);
         int recvs = kind == AR || (kind == WIRE_COLL_REDUCE && me) ||
                     (kind == WIRE_COLL_BCAST && !me);
-        memnet_start_one(net, grp, r, kind, c->root[r],
-                         sends ? send[r] : NULL, recvs ? recv[r] : NULL,
-                         c->count[r], c->dtype[r], c->op[r]);
+        memnet_start_one(net, grp, r, kind, c->root[r], sends ? send[r] : NULL,
+                         recvs ? recv[r] : NULL, c->count[r], c->dtype[r],
+                         c->op[r]);
     }
     if (memnet_run(net, 60 * MM_SEC) != 0) {
         fprintf(stderr, "    %s: the ranks hang\n", c->name);
@@ -335,43 +338,50 @@ static int mm_run(const mm_case_t *c, int lossy)
 TEST(mismatch_engines, TEST_UNIT)
 {
     static const mm_case_t cases[] = {
-        {"datatype of the same size", WIRE_MISMATCH_DTYPE,
+        {"datatype of the same size",
+         WIRE_MISMATCH_DTYPE,
          ALL4(AR),
          ALL4(16),
          {INCOLL_INT32, INCOLL_INT32, INCOLL_INT32, INCOLL_FLOAT32},
          ALL4(INCOLL_OP_SUM),
          ALL4(-1)},
-        {"op", WIRE_MISMATCH_OP,
+        {"op",
+         WIRE_MISMATCH_OP,
          ALL4(AR),
          ALL4(16),
          ALL4(INCOLL_INT64),
          {INCOLL_OP_SUM, INCOLL_OP_SUM, INCOLL_OP_MAX, INCOLL_OP_SUM},
          ALL4(-1)},
-        {"count", WIRE_MISMATCH_SIZE,
+        {"count",
+         WIRE_MISMATCH_SIZE,
          ALL4(AR),
          {6, 6, 6, 5},
          ALL4(INCOLL_INT64),
          ALL4(INCOLL_OP_SUM),
          ALL4(-1)},
-        {"count over segments", WIRE_MISMATCH_SIZE,
+        {"count over segments",
+         WIRE_MISMATCH_SIZE,
          ALL4(AR),
          {40, 40, 48, 40},
          ALL4(INCOLL_INT64),
          ALL4(INCOLL_OP_SUM),
          ALL4(-1)},
-        {"bcast against allreduce", WIRE_MISMATCH_KIND,
+        {"bcast against allreduce",
+         WIRE_MISMATCH_KIND,
          {AR, WIRE_COLL_BCAST, AR, AR},
          ALL4(64),
          ALL4(INCOLL_UINT8),
          ALL4(INCOLL_OP_SUM),
          {-1, 0, -1, -1}},
-        {"two bcast roots", WIRE_MISMATCH_ROOT,
+        {"two bcast roots",
+         WIRE_MISMATCH_ROOT,
          ALL4(WIRE_COLL_BCAST),
          ALL4(64),
          ALL4(INCOLL_UINT8),
          ALL4(INCOLL_OP_SUM),
          {0, 0, 2, 0}},
-        {"reduce roots", WIRE_MISMATCH_ROOT,
+        {"reduce roots",
+         WIRE_MISMATCH_ROOT,
          ALL4(WIRE_COLL_REDUCE),
          ALL4(8),
          ALL4(INCOLL_INT64),

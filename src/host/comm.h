@@ -23,6 +23,7 @@
 
 #include "incoll.h"
 
+#include "common/udp.h"
 #include "common/wire.h"
 
 #include <stddef.h>
@@ -77,9 +78,24 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
                          incoll_dtype_t dtype);
 
 /*
+ * Why a member enters a recovery although no fabric failure stopped it
+ * (an erroneous call): every member then returns an error for the call it
+ * is in and the communicator goes on (docs/failures.md, "Erroneous
+ * programs"). 1 .. WIRE_MISMATCH_COUNT - 1: the members' calls differ
+ * (wire_mismatch_t, an AN or a peer saw it).
+ */
+enum {
+    HOST_ABORT_NONE = 0,      /* a failure: recover, and run the call */
+    HOST_ABORT_ARG = 16,      /* this member refused its arguments */
+    HOST_ABORT_DEADLINE = 17, /* this member's INCOLL_DEADLINE_MS passed */
+};
+
+/*
  * Recovery after an in-network operation on comm failed (started = 1: it
  * timed out or its group failed), or before starting one on a group the
- * manager said failed (started = 0). Every member must call it; the
+ * manager said failed (started = 0), or when another member's recovery
+ * pulled this one in (host_comm_pulled), or after an erroneous call (why,
+ * above; HOST_ABORT_NONE for a failure). Every member must call it; the
  * members meet on the hosts (docs/failures.md):
  *   1. with a manager, it asks for the next generation's group first (the
  *      manager then tears the failed group down and tells the members
@@ -98,7 +114,9 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
  * the hosts.
  */
 incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
-                                  void *recvbuf, size_t bytes, int *done_p);
+                                  void *recvbuf, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op, int why,
+                                  int *done_p);
 
 /* 1 if comm has a fabric group the manager said failed: call
  * host_comm_recover(comm, 0, ...) before the next operation (the other
@@ -124,7 +142,8 @@ int host_comm_recoverable(incoll_comm_h comm);
  * members behind may ask for in a recovery.
  */
 void *host_comm_result_buf(incoll_comm_h comm, size_t bytes);
-void host_comm_result_done(incoll_comm_h comm, size_t bytes);
+void host_comm_result_done(incoll_comm_h comm, size_t count,
+                           incoll_dtype_t dtype, incoll_op_t op);
 
 /*
  * A collective as a recovery sees it: what it is (kind is a
@@ -167,8 +186,43 @@ void host_comm_keep_sizes(const host_rec_call_t *call, int rank, int size,
  * recvbuf, bytes, done_p) is this for an allreduce of bytes.
  */
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call,
+                                       const host_rec_call_t *call, int why,
                                        int *done_p);
+
+/*
+ * After an operation on comm ended with status: the reason to recover
+ * with (HOST_ABORT_NONE for a failure, a wire_mismatch_t when the
+ * members' calls differ, HOST_ABORT_DEADLINE), or -1 when status is
+ * returned as it is (success, or a failure without a manager). net: the
+ * operation ran in the network (else on the host-based engine).
+ */
+int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net);
+
+/*
+ * This member refused its arguments of a call on comm (said already, with
+ * status): unless alone, it still takes part, in a recovery with reason
+ * HOST_ABORT_ARG, so that the others' calls of it fail too and every
+ * member's next call pairs with the others' next call. Returns status,
+ * or INCOLL_ERR_GROUP_FAILED when the members could not agree.
+ */
+incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status);
+
+/* 1 when another member of comm started a recovery (its recovery
+ * channel's data came) that this one must join: a call in progress gives
+ * its operation up, the next call recovers first (host_comm_recover_coll
+ * with HOST_ABORT_NONE). */
+int host_comm_pulled(incoll_comm_h comm);
+
+/* For the context's dispatch: a host-based packet of no communicator's
+ * engine; when it is another member's recovery data for a communicator
+ * whose recovery channel this process has not made yet, makes it, feeds
+ * the packet and marks the communicator pulled. 1 when it took it. */
+int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                              const wire_hdr_t *h, uint64_t now_ns);
+/* After a packet went to comm's engine c->p2p: when c is a recovery
+ * channel that is idle and the packet is data of an agreement it has not
+ * started (early: held or refused), marks its communicator pulled. */
+void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before);
 
 /*
  * The decision of one member in a recovery, without I/O: the members are

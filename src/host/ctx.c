@@ -30,6 +30,36 @@ uint64_t host_now_ns(void)
     return now_ns();
 }
 
+uint64_t host_wait_ns(void)
+{
+    return setting_ns(SETTING_WAIT_MS);
+}
+
+void host_call_begin(incoll_comm_h comm)
+{
+    if (comm->call_depth++ == 0)
+        comm->call_deadline =
+            comm->ctx->deadline_ns ? host_now_ns() + comm->ctx->deadline_ns : 0;
+}
+
+void host_call_end(incoll_comm_h comm)
+{
+    if (comm->call_depth > 0 && --comm->call_depth == 0)
+        comm->call_deadline = 0;
+}
+
+int host_call_expired(incoll_comm_h comm)
+{
+    return comm->call_deadline != 0 && host_now_ns() >= comm->call_deadline;
+}
+
+uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns)
+{
+    return comm->call_deadline != 0 && comm->call_deadline < due_ns
+               ? comm->call_deadline
+               : due_ns;
+}
+
 static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
                      const void *payload, size_t len)
 {
@@ -473,6 +503,8 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
     p->max_retries = (int)setting_int(SETTING_RETRIES);
     p->progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
+    p->wait_ns = host_wait_ns();
+    ctx->deadline_ns = setting_ns(SETTING_DEADLINE_MS);
     p->window = (uint32_t)setting_u64(SETTING_WINDOW);
     p->pace = (uint32_t)setting_u64(SETTING_PACE);
     p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
@@ -690,12 +722,19 @@ static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
 {
     incoll_ctx_h ctx = comm->ctx;
     while (comm_waits(comm->eng, what)) {
-        /* The manager said the group is gone: its operations cannot end. */
-        if (host_comm_group_failed(comm)) {
+        /* The manager said the group is gone (its operations cannot
+         * end), another member recovers (it left them), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (what != WAIT_UNLOCK && host_call_expired(comm))) {
             udp_flush(ctx->sock);
+            if (what != WAIT_UNLOCK)
+                host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
             return INCOLL_ERR_GROUP_FAILED;
         }
-        host_ctx_progress(ctx, host_engine_deadline(comm->eng));
+        host_ctx_progress(ctx,
+                          host_call_due(comm, host_engine_deadline(comm->eng)));
         host_engine_on_time(comm->eng, host_now_ns());
     }
     udp_flush(ctx->sock);

@@ -158,14 +158,23 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                        const wire_hdr_t *h, uint64_t now_ns)
 {
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        const p2p_engine_counters_t *k;
+        uint64_t before;
         if (c->p2p ? c->p2p_id != h->group : host_comm_wire_id(c) != h->group)
             continue;
         /* A peer ahead of us: make the engine now so its data is kept. */
         if (c->p2p == NULL && host_comm_p2p(c) != INCOLL_OK)
             return;
+        k = p2p_engine_counters(c->p2p);
+        before = k->early + k->refused;
         p2p_engine_on_packet(c->p2p, m->src, m->data, m->len, now_ns);
+        /* Another member's recovery data: this member joins it. */
+        host_comm_shadow_fed(c, before);
         return;
     }
+    /* The first recovery data of a communicator whose recovery channel
+     * is not made here yet. */
+    (void)host_comm_shadow_dispatch(ctx, m, h, now_ns);
 }
 
 /* Runs comm's engine until the operation it started ends (status is what
@@ -176,17 +185,31 @@ static incoll_status_t p2p_wait(incoll_comm_h comm, incoll_status_t status,
     incoll_ctx_h ctx = comm->ctx;
 
     while (status == INCOLL_INPROGRESS) {
-        host_ctx_progress(ctx, p2p_engine_deadline(comm->p2p));
+        /* Another member recovers the communicator (this operation
+         * cannot complete any more: the member left it), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_pulled(comm) || host_call_expired(comm)) {
+            p2p_engine_abandon(comm->p2p, INCOLL_ERR_GROUP_FAILED);
+            udp_flush(ctx->sock);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        host_ctx_progress(ctx,
+                          host_call_due(comm, p2p_engine_deadline(comm->p2p)));
         p2p_engine_on_time(comm->p2p, host_now_ns());
         status = p2p_engine_status(comm->p2p);
     }
     /* Ack what peers ahead of us already sent for the next operation. */
     p2p_engine_on_time(comm->p2p, host_now_ns());
     udp_flush(ctx->sock);
-    if (status == INCOLL_ERR_GROUP_FAILED)
-        incoll_error("%s: an earlier host-based %s failed on this "
-                     "communicator: the ranks are out of step",
-                     what, algo);
+    if (status == INCOLL_ERR_GROUP_FAILED && comm->p2p_failed_what) {
+        incoll_error("%s: the host-based operations of this communicator "
+                     "are out of step since a %s (%s) failed on it",
+                     what, comm->p2p_failed_what, comm->p2p_failed_algo);
+    } else if (status != INCOLL_OK && status != INCOLL_ERR_GROUP_FAILED) {
+        comm->p2p_failed_what = what;
+        comm->p2p_failed_algo = algo;
+    }
     return status;
 }
 

@@ -689,7 +689,8 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
-    deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    deadline = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    deadline = host_now_ns() + (deadline ? deadline : host_wait_ns());
     if (h->lidx > 0 ||
         (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
         /* Waiting for the host's other members gives the library lock up,
@@ -717,6 +718,13 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
             status = host_shm_aborted(h->shm);
     }
     return status;
+}
+
+int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
+{
+    *status_p = INCOLL_OK;
+    (void)comm;
+    return 0;
 }
 
 incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode)

@@ -60,6 +60,14 @@ struct incoll_comm {
     uint16_t stream_nops; /* operations the held lock is for (0: until
                              released): INCOLL_STREAM_LOCK's, or
                              incoll_comm_lock's */
+    /* The running call's deadline (INCOLL_DEADLINE_MS; 0: none), set by
+     * the outermost call on the communicator (host_call_begin). */
+    int call_depth;
+    uint64_t call_deadline;
+    /* The host-based operation (collective, algorithm) that failed and
+     * left its engine out of step, for the messages of the calls after
+     * it (constant strings; NULL: none). */
+    const char *p2p_failed_what, *p2p_failed_algo;
 };
 
 struct incoll_ctx {
@@ -93,7 +101,8 @@ struct incoll_ctx {
     char secret_file[PATH_MAX];
     char *hosts; /* INCOLL_HOSTS, malloc'ed ("" when unset) */
     int progress_thread;
-    size_t early_max; /* INCOLL_EARLY_MAX: 0 no early returns */
+    size_t early_max;     /* INCOLL_EARLY_MAX: 0 no early returns */
+    uint64_t deadline_ns; /* INCOLL_DEADLINE_MS in ns: 0 none */
     int local_rank;
     int local_size;
     struct host_sync *sync; /* the library lock, the poller and the
@@ -179,6 +188,23 @@ incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);
 
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);
+
+/* INCOLL_WAIT_MS in ns: how long a collective waits for members that have
+ * not called it yet (a late rank), then fails. */
+uint64_t host_wait_ns(void);
+
+/*
+ * The per-call deadline (INCOLL_DEADLINE_MS). host_call_begin at the
+ * start of a collective on comm sets it when the call is the outermost on
+ * comm (a collective made of others keeps its own), host_call_end after
+ * it. host_call_expired says it passed (the call's operations are given
+ * up and the members recover together, HOST_ABORT_DEADLINE);
+ * host_call_due(comm, d) is d, or the deadline when that comes first.
+ */
+void host_call_begin(incoll_comm_h comm);
+void host_call_end(incoll_comm_h comm);
+int host_call_expired(incoll_comm_h comm);
+uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns);
 
 /*
  * Receives what is waiting, or blocks until a packet arrives or deadline_ns

@@ -90,6 +90,9 @@ struct incoll_req {
     void *res;           /* fast: where the engine writes the result */
     size_t bytes;        /* fast: result bytes */
     uint64_t ops_before; /* fast: engine's op count before the start */
+    uint64_t deadline;   /* fast: INCOLL_DEADLINE_MS from its start (0:
+                            none) */
+    int why;             /* ST_RECOVER: the reason (host_comm_fail_why) */
     struct incoll_req *next;
 };
 
@@ -633,13 +636,16 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
         host_stream_end(c); /* streamed under a lock of N operations */
         if (r->kept) {
             memcpy(r->recvbuf, r->res, r->bytes);
-            host_comm_result_done(c, r->bytes);
+            host_comm_result_done(c, r->count, r->dtype, r->op);
         }
         complete(r, INCOLL_OK);
         return;
     }
-    if (c->ctx->info != NULL &&
-        (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT)) {
+    if (r->deadline != 0 && host_now_ns() >= r->deadline)
+        r->why = HOST_ABORT_DEADLINE;
+    else
+        r->why = host_comm_fail_why(c, status, 1);
+    if (r->why >= 0) {
         incoll_info("allreduce: in-network operation on group %u failed: %s; "
                     "recovering with the other members",
                     c->group, incoll_status_string(status));
@@ -683,6 +689,7 @@ static void fast_start(incoll_req_h r)
         }
     }
     r->ops_before = host_engine_counters(c->eng)->ops;
+    r->deadline = c->ctx->deadline_ns ? host_now_ns() + c->ctx->deadline_ns : 0;
     r->state = ST_FAST;
     status = host_engine_start(c->eng, send, r->res, r->count, r->dtype, r->op,
                                host_now_ns());
@@ -714,7 +721,9 @@ static void advance(incoll_comm_h comm)
         }
         if (r->state != ST_FAST)
             return;
-        if (host_comm_group_failed(comm)) {
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (r->deadline != 0 && host_now_ns() >= r->deadline)) {
+            host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
             fast_end(r, INCOLL_ERR_GROUP_FAILED);
             continue;
         }
@@ -760,10 +769,11 @@ static void progress_wait(incoll_ctx_h ctx, uint64_t deadline_ns)
 static incoll_status_t recover_run(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
-    int started = host_engine_counters(c->eng)->ops != r->ops_before;
+    int started =
+        c->eng != NULL && host_engine_counters(c->eng)->ops != r->ops_before;
     int done = 0;
-    incoll_status_t status =
-        host_comm_recover(c, started, r->recvbuf, r->bytes, &done);
+    incoll_status_t status = host_comm_recover(c, started, r->recvbuf, r->count,
+                                               r->dtype, r->op, r->why, &done);
     if (status != INCOLL_OK || done)
         return status;
     return run_blocking(r);
