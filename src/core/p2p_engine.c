@@ -117,6 +117,7 @@ struct p2p_engine {
     int failed; /* the ranks are out of step: no more operations */
     incoll_status_t status;
     call_sig_t sig;    /* the running operation's call (call_sig_t) */
+    uint16_t next_tag; /* p2p_engine_set_tag */
     unsigned mismatch; /* why the last operation failed with
                           INCOLL_ERR_MISMATCH (wire_mismatch_t) */
     uint64_t *tx_next; /* per peer: number of the next block we send it */
@@ -868,7 +869,8 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
     n = algo_schedule(kind, eng->p.rank, eng->p.size, count, eng->steps, max);
     if (n <= 0)
         return INCOLL_ERR_INVALID_ARG;
-    sig_set(eng, (unsigned)kind, 0, count, dtype, op);
+    sig_set(eng, (unsigned)kind, eng->next_tag, count, dtype, op);
+    eng->next_tag = 0;
     return start_ops(eng, algo_name(kind), n, work, count, dtype, op, now_ns);
 }
 
@@ -1400,6 +1402,11 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
         eng->next_probe_ns < d)
         d = eng->next_probe_ns;
     return d;
+}
+
+void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag)
+{
+    eng->next_tag = tag;
 }
 
 void p2p_engine_abandon(p2p_engine_t *eng, incoll_status_t status)

@@ -167,6 +167,11 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng);
 /* INCOLL_INPROGRESS while running, else the result of the last operation. */
 incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
 
+/* A tag of the next operation started (an allreduce that carries
+ * another collective: its kind and root), carried as its root so that
+ * receivers whose tag differs fail; 0 for none. */
+void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag);
+
 /* Ends the running operation with status (an error): the caller gives
  * it up (another member recovers the communicator). The engine then
  * refuses further operations, as after any failure. */

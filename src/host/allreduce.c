@@ -56,6 +56,7 @@ static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
     status = host_stream_begin(comm, count * incoll_dtype_size(dtype));
     if (status != INCOLL_OK)
         return status;
+    host_engine_set_root(comm->eng, comm->call_tag);
     status = host_engine_start(comm->eng, sendbuf, recvbuf, count, dtype, op,
                                host_now_ns());
     if (status == INCOLL_INPROGRESS)
@@ -169,6 +170,8 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
 
     if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
+    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
+        return status;
     /* A bad argument is refused on every rank: one rank alone leaving
      * the call would put the communicator out of step (host_comm_refuse). */
     if ((unsigned)algo >= INCOLL_ALGO_COUNT) {
@@ -204,6 +207,13 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     bytes = count * dsize;
     if (sendbuf == INCOLL_IN_PLACE)
         sendbuf = recvbuf;
+    /* As every collective: the same buffer is in place, any other
+     * overlap is refused (MPI forbids it). */
+    if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, bytes)) {
+        incoll_error("allreduce: sendbuf and recvbuf overlap (use "
+                     "INCOLL_IN_PLACE)");
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
+    }
     if (comm->size == 1) {
         if (sendbuf != recvbuf)
             memmove(recvbuf, sendbuf, bytes);
@@ -214,8 +224,19 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     if (host_hier_active(comm, &status))
         return host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype,
                                    op);
-    if (status != INCOLL_OK)
-        return status;
+    if (status != INCOLL_OK) {
+        /* Making the level failed: with every member alike, or because
+         * another member recovers (a member refused this first call):
+         * this one joins it. */
+        int done;
+        if (!host_comm_pulled(comm))
+            return status;
+        status = host_comm_recover(comm, 0, recvbuf, count, dtype, op,
+                                   HOST_ABORT_PULLED, &done);
+        if (status != INCOLL_OK || done)
+            return status;
+        return allreduce_call(comm, algo, sendbuf, recvbuf, count, dtype, op);
+    }
     {
         const char *why;
         if (host_comm_broken(comm, &why)) {
@@ -229,8 +250,10 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
      * members behind can get the result they lack from this one. */
     if (host_comm_group_failed(comm) || host_comm_pulled(comm)) {
         int done;
-        status = host_comm_recover(comm, 0, recvbuf, count, dtype, op,
-                                   HOST_ABORT_NONE, &done);
+        status = host_comm_recover(
+            comm, 0, recvbuf, count, dtype, op,
+            host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
+            &done);
         if (status != INCOLL_OK || done)
             return status; /* done: this call's result, from those ahead */
     }
@@ -255,8 +278,7 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     host = algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
            algo == INCOLL_ALGO_RABENSEIFNER ||
            (algo == INCOLL_ALGO_AUTO && !host_comm_inc_usable(comm, op, dtype));
-    if ((in_place && (host || !host_comm_recoverable(comm))) ||
-        (!in_place && overlaps(sendbuf, recvbuf, bytes))) {
+    if (in_place && (host || !host_comm_recoverable(comm))) {
         status = host_comm_scratch(comm, bytes);
         if (status != INCOLL_OK)
             return status;
@@ -271,8 +293,7 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
             /* A peer's call differs, this call's deadline passed or
              * another member recovers: all go on together. */
             int why = host_comm_fail_why(comm, status, 0), done;
-            if (status != INCOLL_OK && why >= 0 &&
-                (why != HOST_ABORT_NONE || host_comm_pulled(comm))) {
+            if (status != INCOLL_OK && why > HOST_ABORT_NONE) {
                 incoll_status_t rec = host_comm_recover(comm, 0, recvbuf, count,
                                                         dtype, op, why, &done);
                 if (rec != INCOLL_OK || done)

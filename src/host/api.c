@@ -30,7 +30,7 @@
     do {                                                                       \
         host_req_args_t a_ = {(kind),           (comm),  (send), (recv),       \
                               (count),          (dtype), (op),   (root),       \
-                              INCOLL_ALGO_AUTO, 1};                            \
+                              INCOLL_ALGO_AUTO, 1,       NULL,   0};           \
         incoll_status_t status_ = INCOLL_OK;                                   \
         if ((comm) == NULL)                                                    \
             return INCOLL_ERR_INVALID_ARG;                                     \
@@ -157,8 +157,8 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
                             incoll_dtype_t dtype, incoll_op_t op, int root,
                             int persistent, incoll_req_h *req_p)
 {
-    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,          count,
-                         dtype, op,   root,    INCOLL_ALGO_AUTO, 0};
+    host_req_args_t a = {kind, comm, sendbuf,          recvbuf, count, dtype,
+                         op,   root, INCOLL_ALGO_AUTO, 0,       NULL,  0};
     if (comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
     /* The arguments are checked when the request runs, in its turn among
@@ -303,8 +303,8 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op, incoll_req_h *req_p)
 {
-    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
-                         dtype,        op,   0,       algo,    0};
+    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype,
+                         op,           0,    algo,    0,       NULL,  0};
     if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;
     return host_req_post(&a, 0, req_p);

@@ -268,10 +268,12 @@ int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
     int red = reduces(coll);
     incoll_dtype_t dt = red ? dtype : INCOLL_UINT8;
 
-    if (comm->size < 2 || comm->eng == NULL || host_comm_broken(comm, &why) ||
-        host_comm_group_failed(comm))
+    if (comm->size < 2 || (comm->eng == NULL && !host_comm_via_leaders(comm)) ||
+        host_comm_broken(comm, &why) || host_comm_group_failed(comm) ||
+        host_comm_pulled(comm))
         return 0;
-    if (!host_inc_coll_usable(comm, inc_kind(coll), red ? op : INCOLL_OP_SUM,
+    if (!host_comm_via_leaders(comm) &&
+        !host_inc_coll_usable(comm, inc_kind(coll), red ? op : INCOLL_OP_SUM,
                               dt) &&
         !host_comm_inc_usable(comm, red ? op : INCOLL_OP_BOR, dt))
         return 0;
@@ -415,6 +417,8 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
     incoll_status_t status;
     int usable, algo0 = algo;
 
+    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
+        return status;
     if (algo >= 0 && (algo >= CALGO_COUNT ||
                       algo_calgo_info((algo_calgo_t)algo)->coll != a->coll)) {
         incoll_error("%s: algorithm %d is not one of this collective's", what,
@@ -440,7 +444,10 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
     if (host_comm_group_failed(comm) || host_comm_pulled(comm)) {
         host_rec_call_t c = rec_call(a);
         int done = 0;
-        status = host_comm_recover_coll(comm, 0, &c, HOST_ABORT_NONE, &done);
+        status = host_comm_recover_coll(
+            comm, 0, &c,
+            host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
+            &done);
         if (status != INCOLL_OK)
             return status;
         if (done) {
@@ -488,7 +495,10 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         (host_comm_via_leaders(comm) ||
          host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
                               reduces(a->coll) ? a->dtype : INCOLL_UINT8))) {
+        uint16_t tag = comm->call_tag;
+        comm->call_tag = host_call_tag((int)inc_kind(a->coll), a->root);
         status = emu_run(comm, a);
+        comm->call_tag = tag;
         if (status != INCOLL_ERR_UNSUPPORTED) {
             last_in_net =
                 status == INCOLL_OK && incoll_comm_offloaded(comm, NULL);
@@ -507,8 +517,7 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
          * together, and this call runs again unless it failed (its input
          * is intact: host_run works beside it). */
         int fail = host_comm_fail_why(comm, status, 0), done = 0;
-        if (status != INCOLL_OK && fail >= 0 &&
-            (fail != HOST_ABORT_NONE || host_comm_pulled(comm))) {
+        if (status != INCOLL_OK && fail > HOST_ABORT_NONE) {
             host_rec_call_t c = rec_call(a);
             status = host_comm_recover_coll(comm, 0, &c, fail, &done);
             if (status != INCOLL_OK || done)

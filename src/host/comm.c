@@ -179,9 +179,14 @@ struct host_comm_info {
     struct incoll_comm *shadow; /* the members' recovery channel: its own
                                    host-based engine (see recover_comm) */
     struct incoll_comm *owner;  /* of a shadow: the communicator it serves */
-    int pulled;         /* another member started a recovery (its recovery
-                           channel's data came): this one joins it */
-    int recovering;     /* in host_comm_recover_coll */
+    int pulled;     /* another member started a recovery (its recovery
+                       channel's data came): this one joins it */
+    int recovering; /* in host_comm_recover_coll */
+    /* The member's next call on the communicator fails with this status,
+     * unrun (INCOLL_OK: none): an erroneous call that the others are in,
+     * while this member recovered the call before it (see
+     * host_comm_recover_coll). */
+    incoll_status_t doomed;
     uint32_t p2p_epoch; /* host-based engines made so far, less one: each
                            recovery starts a fresh one (host_comm_wire_id) */
 };
@@ -584,9 +589,25 @@ incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host)
     return INCOLL_OK;
 }
 
+static void drop_group(incoll_comm_h comm);
+
 int host_comm_via_leaders(incoll_comm_h comm)
 {
-    return comm != NULL && comm == comm->ctx->world && comm->ctx->via_leaders;
+    return comm != NULL &&
+           ((comm == comm->ctx->world && comm->ctx->via_leaders) ||
+            host_hier_on(comm));
+}
+
+void host_comm_leave_group(incoll_comm_h comm)
+{
+    if (comm->eng == NULL || comm->info == NULL)
+        return;
+    (void)host_comm_settle(comm);
+    incoll_debug("comm %016" PRIx64 ": its collectives go through its hosts' "
+                 "leaders: group %u released",
+                 comm->info->id, comm->group);
+    drop_group(comm);
+    comm->info->failed = 0;
 }
 
 /* The rank-th entry (modulo their number) of a comma-separated host list
@@ -958,25 +979,33 @@ int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net)
     if (host_call_expired(comm))
         return HOST_ABORT_DEADLINE;
     if (host_comm_pulled(comm))
-        return HOST_ABORT_NONE;
+        return net && (host_comm_group_failed(comm) ||
+                       status == INCOLL_ERR_TIMEOUT)
+                   ? HOST_ABORT_NONE
+                   : HOST_ABORT_PULLED;
     if (net && comm->ctx->info != NULL &&
         (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT))
         return HOST_ABORT_NONE;
     return -1;
 }
 
-incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status)
+incoll_status_t host_comm_abort_call(incoll_comm_h comm, int why)
 {
     host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0,    0,   INCOLL_UINT8,
                          INCOLL_OP_SUM,       NULL, NULL};
-    incoll_status_t rec;
     int done;
+    return host_comm_recover_coll(comm, 0, &c, why, &done);
+}
+
+incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status)
+{
+    incoll_status_t rec;
 
     if (comm == NULL || comm->size < 2 || host_comm_broken(comm, NULL))
         return status;
     if (host_hier_refuse(comm, &rec))
         return rec == INCOLL_OK ? status : rec;
-    rec = host_comm_recover_coll(comm, 0, &c, HOST_ABORT_ARG, &done);
+    rec = host_comm_abort_call(comm, HOST_ABORT_ARG);
     return rec == INCOLL_ERR_GROUP_FAILED ? rec : status;
 }
 
@@ -991,7 +1020,8 @@ static host_rec_call_t allreduce_call(void *recvbuf, size_t bytes)
 void host_comm_result_done(incoll_comm_h comm, size_t count,
                            incoll_dtype_t dtype, incoll_op_t op)
 {
-    host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0, count, dtype, op, NULL, NULL};
+    host_rec_call_t c = {
+        HOST_COLL_ALLREDUCE, comm->call_tag, count, dtype, op, NULL, NULL};
     host_comm_result_kept(comm, &c, count * incoll_dtype_size(dtype), NULL, 0);
 }
 
@@ -1100,6 +1130,24 @@ int host_comm_pulled(incoll_comm_h comm)
     return comm->info != NULL && comm->info->pulled;
 }
 
+int host_comm_doomed_pending(incoll_comm_h comm)
+{
+    return comm->info != NULL && comm->info->doomed != INCOLL_OK;
+}
+
+incoll_status_t host_comm_doomed(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    if (comm->info == NULL || comm->info->doomed == INCOLL_OK)
+        return INCOLL_OK;
+    status = comm->info->doomed;
+    comm->info->doomed = INCOLL_OK;
+    incoll_error("comm %016" PRIx64 ": this call is the one the other ranks "
+                 "failed: %s",
+                 comm->info->id, incoll_status_string(status));
+    return status;
+}
+
 /* Another member's recovery data reached the recovery channel of owner
  * while it was not in a recovery: it joins at once. */
 static void pull(incoll_comm_h owner)
@@ -1134,10 +1182,14 @@ int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         incoll_comm_h sh;
         uint64_t before;
-        if (c->info == NULL || c->info->owner != NULL ||
-            c->info->shadow != NULL || c->size < 2 || c->info->broken ||
-            shadow_wire_id(c->info) != h->group)
+        struct host_comm_info none = {0};
+        const struct host_comm_info *ci = c->info ? c->info : &none;
+        if (ci->owner != NULL || ci->shadow != NULL || c->size < 2 ||
+            ci->broken || shadow_wire_id(ci) != h->group)
             continue;
+        /* (A world made from fabric.conf has its info made on demand.) */
+        if (info_of(c) == NULL)
+            return 1;
         sh = recover_comm(c);
         if (sh == NULL || sh->p2p == NULL)
             return 1;
@@ -1443,8 +1495,10 @@ incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
                                   incoll_dtype_t dtype, incoll_op_t op, int why,
                                   int *done_p)
 {
+    /* An allreduce that carries another collective names it as its root
+     * (incoll_comm.call_tag), as its packets do. */
     host_rec_call_t c = {
-        HOST_COLL_ALLREDUCE, 0, count, dtype, op, NULL, recvbuf};
+        HOST_COLL_ALLREDUCE, comm->call_tag, count, dtype, op, NULL, recvbuf};
     return host_comm_recover_coll(comm, started, &c, why, done_p);
 }
 
@@ -1545,8 +1599,9 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     uint64_t ran = 0, mine, lo = 0, hi = 0;
     uint32_t req = 0;
     int asked = 0, failure = why == HOST_ABORT_NONE, mismatch;
+    int joined = why == HOST_ABORT_PULLED;
     incoll_comm_h sh;
-    int64_t v[14], code;
+    int64_t v[17], code, apos;
 
     *done_p = 0;
     if (info == NULL)
@@ -1590,14 +1645,20 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
      * call (the reason and who saw it), whether one asked the manager
      * for a new group, and every member's call. Only this agreement says
      * so, never the manager. */
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 17; i++)
         v[i] = INT64_MIN;
     v[0] = (int64_t)mine;
     v[1] = -(int64_t)mine;
-    v[2] = failure ? -1 : (int64_t)why << 24 | comm->rank;
-    v[3] = asked || (failure && mgr == NULL);
+    v[2] = failure || joined ? -1 : (int64_t)why << 24 | comm->rank;
+    v[3] = failure; /* this member gave its group up */
     call_put(v + 4, call);
-    status = agree_max(sh, v, 14);
+    /* The call the erroneous one is (its member's position), and whether
+     * a member cannot give the result of the operation before its own
+     * (none kept: members behind then cannot take it). */
+    v[14] = failure || joined ? INT64_MIN : (int64_t)mine;
+    v[15] = !(info->saved && info->saved_op + 1 == mine);
+    v[16] = INT64_MIN;
+    status = agree_max(sh, v, 17);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
                  "the members did not agree where they are after a failure: "
@@ -1614,83 +1675,96 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     mismatch = lo == hi ? call_differs(v + 4) : WIRE_MISMATCH_NONE;
     if (code < 0 && mismatch != WIRE_MISMATCH_NONE)
         code = (int64_t)mismatch << 24 | comm->rank;
-    if (code >= 0) {
-        /* An erroneous call: every member returns an error for the call
-         * it is in, and the communicator goes on; with a new group if a
-         * member gave the old one up (it failed there too), else on the
-         * same group with a fresh engine. */
+    apos = v[14];
+    if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
+        /* An erroneous call, which the members at lo are in: they return
+         * its error; those at hi completed it (a member with nothing to
+         * receive, a broadcast's root) and run their call again. */
+        if (mine == lo)
+            status = abort_status(comm, code);
+        else
+            status = INCOLL_OK;
+    } else if (code >= 0) {
+        /* The erroneous call is hi's: those at hi return its error; those
+         * at lo, whose call the others completed, take its result from
+         * what they kept where they can (else an error too), and fail
+         * their next call, hi, unrun: so every member's next call pairs
+         * with the others' again. */
         status = abort_status(comm, code);
-        info->opbase = hi;
-        renew_p2p(comm);
-        if (v[3] > 0) {
-            if (comm->eng != NULL)
-                forget_engine(comm);
+        if (v[15] == 0) {
+            act = host_recovery_action(lo, hi, mine, started, info->saved,
+                                       info->saved_op);
+            if (transfer(comm, sh, act, lo, call) != INCOLL_OK)
+                goto fail;
+            if (mine == lo) {
+                *done_p = 1;
+                info->doomed = status;
+                status = INCOLL_OK;
+            }
+        } else if (mine == lo) {
+            info->doomed = status;
+        }
+    } else {
+        act = host_recovery_action(lo, hi, mine, started, info->saved,
+                                   info->saved_op);
+        if (lo != hi && hi - lo == 1) {
+            status = transfer(comm, sh, act, lo, call);
+            if (status != INCOLL_OK) {
+                if (status != INCOLL_ERR_GROUP_FAILED)
+                    snprintf(info->why, sizeof(info->why),
+                             "the members at operation %" PRIu64 " could not "
+                             "take its result from those at %" PRIu64 ": %s",
+                             lo, hi, incoll_status_string(status));
+                goto fail;
+            }
+        } else if (act == HOST_REC_FAIL) {
+            status = INCOLL_ERR_GROUP_FAILED;
+            snprintf(info->why, sizeof(info->why),
+                     "after a failure the members are at operations %" PRIu64
+                     "..%" PRIu64,
+                     lo, hi);
+            goto fail;
+        }
+        *done_p = act == HOST_REC_FETCH;
+        status = INCOLL_OK;
+    }
+    info->opbase = hi;
+    renew_p2p(comm);
+    if (v[3] > 0) {
+        /* A member gave the group up (it failed there): all do, and ask
+         * for a new one (those that have not yet), or go on the hosts. */
+        if (comm->eng != NULL) {
+            forget_engine(comm);
             if (!asked && mgr && info->rebuilt < 2) {
                 info->rebuilt++;
                 info->gen++;
                 asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
             }
-        } else if (renew_engine(comm) != INCOLL_OK) {
-            snprintf(info->why, sizeof(info->why),
-                     "out of memory for a new engine");
-            status = INCOLL_ERR_NO_MEMORY;
-            goto fail;
         }
-        if (v[3] > 0 && groups_agree(comm, sh, mgr, &asked, req) != INCOLL_OK) {
+        if (groups_agree(comm, sh, mgr, &asked, req) != INCOLL_OK) {
             status = INCOLL_ERR_GROUP_FAILED;
             goto fail;
         }
-        info->recovering = 0;
-        return status;
-    }
-    act = host_recovery_action(lo, hi, mine, started, info->saved,
-                               info->saved_op);
-    if (lo != hi && hi - lo == 1) {
-        status = transfer(comm, sh, act, lo, call);
-        if (status != INCOLL_OK) {
-            if (status != INCOLL_ERR_GROUP_FAILED)
-                snprintf(info->why, sizeof(info->why),
-                         "the members at operation %" PRIu64 " could not "
-                         "take its result from those at %" PRIu64 ": %s",
-                         lo, hi, incoll_status_string(status));
-            goto fail;
-        }
-    } else if (act == HOST_REC_FAIL) {
-        status = INCOLL_ERR_GROUP_FAILED;
+    } else if (renew_engine(comm) != INCOLL_OK) {
+        /* The group works: the same group, a fresh engine of the next
+         * generation (the ANs forget the slots the call left). */
         snprintf(info->why, sizeof(info->why),
-                 "after a failure the members are at operations %" PRIu64
-                 "..%" PRIu64,
-                 lo, hi);
+                 "out of memory for a new engine");
+        status = INCOLL_ERR_NO_MEMORY;
         goto fail;
     }
-    *done_p = act == HOST_REC_FETCH;
-    info->opbase = hi;
-    renew_p2p(comm);
-    /* A member pulled into the recovery by another's failure still has
-     * the group: it gives it up as the others did (a member gave it up,
-     * so it failed somewhere), and asks for the new one too. */
-    if (comm->eng != NULL) {
-        forget_engine(comm);
-        if (!asked && mgr && info->rebuilt < 2) {
-            info->rebuilt++;
-            info->gen++;
-            asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
-        }
-    }
-    if (groups_agree(comm, sh, mgr, &asked, req) != INCOLL_OK) {
-        status = INCOLL_ERR_GROUP_FAILED;
-        goto fail;
-    }
+    info->recovering = 0;
+    if (code >= 0)
+        return status; /* OK without done: hi's members run the call */
     incoll_info("comm %016" PRIx64 ": recovered after a failure: members at "
                 "operations %" PRIu64 "..%" PRIu64 ", this one at %" PRIu64
                 " (%s)",
                 info->id, lo, hi, mine, host_recovery_action_name(act));
     if (comm->eng)
-        incoll_info("comm %016" PRIx64 ": rebuilt on group %u", info->id,
-                    comm->group);
+        incoll_info("comm %016" PRIx64 ": %s group %u", info->id,
+                    v[3] > 0 ? "rebuilt on" : "goes on on", comm->group);
     else
         say_why(comm);
-    info->recovering = 0;
     return INCOLL_OK;
 
 fail:

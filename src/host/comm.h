@@ -88,6 +88,10 @@ enum {
     HOST_ABORT_NONE = 0,      /* a failure: recover, and run the call */
     HOST_ABORT_ARG = 16,      /* this member refused its arguments */
     HOST_ABORT_DEADLINE = 17, /* this member's INCOLL_DEADLINE_MS passed */
+    /* No failure here: another member's recovery pulled this one in (its
+     * group may be fine: it is given up only if the agreement says a
+     * member gave it up). */
+    HOST_ABORT_PULLED = 18,
 };
 
 /*
@@ -207,11 +211,23 @@ int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net);
  */
 incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status);
 
+/* The call this member is in on comm fails on every member, for why
+ * (HOST_ABORT_ARG, a wire_mismatch_t, HOST_ABORT_DEADLINE): a recovery
+ * with that reason. Returns this member's status of the call. */
+incoll_status_t host_comm_abort_call(incoll_comm_h comm, int why);
+
 /* 1 when another member of comm started a recovery (its recovery
  * channel's data came) that this one must join: a call in progress gives
  * its operation up, the next call recovers first (host_comm_recover_coll
  * with HOST_ABORT_NONE). */
 int host_comm_pulled(incoll_comm_h comm);
+
+/* The status this member's next call on comm fails with, unrun, after a
+ * recovery in which the others are in an erroneous call that this one
+ * had not reached (INCOLL_OK: none); taken once. _pending says without
+ * taking it. */
+incoll_status_t host_comm_doomed(incoll_comm_h comm);
+int host_comm_doomed_pending(incoll_comm_h comm);
 
 /* For the context's dispatch: a host-based packet of no communicator's
  * engine; when it is another member's recovery data for a communicator
@@ -269,10 +285,17 @@ incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
  * world group as fabric host host (src/host/hier.c). */
 incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host);
 
-/* 1 when comm is a world whose ranks share fabric.conf's hosts without a
- * manager and whose node level is made: its collectives reach the fabric
- * through the hosts' leaders (they are offloaded, with no group of its
- * own). */
+/* 1 when comm's collectives reach the fabric through its hosts' leaders
+ * (its node or socket level is made, src/host/hier.c; the world of ranks
+ * that share fabric.conf's hosts without a manager is one): they are
+ * offloaded, with no group of its own. */
 int host_comm_via_leaders(incoll_comm_h comm);
+
+/* comm's level of hosts' leaders is made: its own group, which no
+ * collective of it uses any more, goes back to the manager, so that a
+ * failure of its ANs makes no recovery among all its members (the
+ * leaders recover on their own communicator and tell their hosts'
+ * members). */
+void host_comm_leave_group(incoll_comm_h comm);
 
 #endif

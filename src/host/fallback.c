@@ -224,6 +224,7 @@ incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
         return status;
     if (recvbuf != sendbuf)
         memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
+    p2p_engine_set_tag(comm->p2p, comm->call_tag);
     status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
                                   host_now_ns());
     return p2p_wait(comm, status, "allreduce", algo_name(kind));

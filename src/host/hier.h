@@ -48,6 +48,10 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
  */
 int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p);
 
+/* 1 when comm's collectives go through its hierarchy (made, active or
+ * broken); never makes it. */
+int host_hier_on(incoll_comm_h comm);
+
 /* Sets the mode of comm's hierarchy ("node", "socket" or "flat") instead
  * of INCOLL_HIER; on every member, before comm's first allreduce
  * (benchmarks compare the modes side by side). */

@@ -60,6 +60,12 @@ struct incoll_comm {
     uint16_t stream_nops; /* operations the held lock is for (0: until
                              released): INCOLL_STREAM_LOCK's, or
                              incoll_comm_lock's */
+    /* While a collective runs as an allreduce (an emulated broadcast,
+     * reduce, gather, scatter or barrier, src/host/colls.c): its kind and
+     * root (host_call_tag), which the allreduce's packets and its node
+     * level's records carry so that members whose calls differ in them
+     * are told apart. 0 for a plain allreduce. */
+    uint16_t call_tag;
     /* The running call's deadline (INCOLL_DEADLINE_MS; 0: none), set by
      * the outermost call on the communicator (host_call_begin). */
     int call_depth;
@@ -202,6 +208,15 @@ uint64_t host_wait_ns(void);
  * host_call_due(comm, d) is d, or the deadline when that comes first.
  */
 void host_call_begin(incoll_comm_h comm);
+
+/* The call tag (incoll_comm.call_tag) of a collective of kind
+ * (host_coll_kind_t) with root, never 0. */
+static inline uint16_t host_call_tag(int kind, int root)
+{
+    uint32_t t = (uint32_t)(kind + 1) * 0x9e37u ^ (uint32_t)root * 0x85ebu;
+    t ^= t >> 16;
+    return (uint16_t)(t ? t : 1);
+}
 void host_call_end(incoll_comm_h comm);
 int host_call_expired(incoll_comm_h comm);
 uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns);

@@ -78,7 +78,9 @@ struct incoll_req {
     int root;
     incoll_algo_t algo;
     int persistent;
-    int threaded; /* host_req_args_t.threaded */
+    int threaded;           /* host_req_args_t.threaded */
+    incoll_status_t *chain; /* host_req_args_t.chain */
+    uint16_t tag;           /* host_req_args_t.tag */
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
     int detached; /* freed by the caller before completion */
@@ -411,10 +413,14 @@ static size_t dsize_of(const struct incoll_req *r)
 static incoll_status_t run_blocking(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
+    incoll_status_t status;
     switch (r->kind) {
     case RQ_ALLREDUCE:
-        return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
-                                        r->count, r->dtype, r->op);
+        c->call_tag = r->tag;
+        status = host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
+                                          r->count, r->dtype, r->op);
+        c->call_tag = 0;
+        return status;
     case RQ_REDUCE:
         return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
                                 r->op, r->root);
@@ -466,6 +472,7 @@ static int fast_ok(const struct incoll_req *r)
     /* One that locks the tree first (INCOLL_STREAM_THRESHOLD) runs the
      * blocking way in the communicator's thread: lock, stream, unlock. */
     return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
+           !host_comm_pulled(c) && !host_comm_doomed_pending(c) &&
            host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype) &&
            !host_stream_would_lock(c, r->count * ds);
@@ -800,7 +807,12 @@ static void *thread_main(void *arg)
             int rec = r->state == ST_RECOVER;
             incoll_status_t status;
             r->state = ST_RUNNING;
-            status = rec ? recover_run(r) : run_blocking(r);
+            if (r->chain && *r->chain != INCOLL_OK)
+                status = *r->chain;
+            else
+                status = rec ? recover_run(r) : run_blocking(r);
+            if (r->chain && status != INCOLL_OK && *r->chain == INCOLL_OK)
+                *r->chain = status;
             complete(r, status);
             advance(comm);
             continue;
@@ -856,6 +868,8 @@ static void req_fill(incoll_req_h r, const host_req_args_t *a)
     r->algo =
         (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
     r->threaded = a->threaded;
+    r->chain = a->chain;
+    r->tag = a->tag;
 }
 
 /* The bytes a member returning early from a's call keeps (what the
