@@ -256,6 +256,7 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
             &done);
         if (status != INCOLL_OK || done)
             return status; /* done: this call's result, from those ahead */
+        host_call_restart(comm);
     }
     if (algo == INCOLL_ALGO_INC && !host_comm_inc_usable(comm, op, dtype)) {
         const char *why = "";

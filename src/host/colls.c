@@ -458,6 +458,7 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
             last_in_net = 0;
             return INCOLL_OK;
         }
+        host_call_restart(comm);
     }
     last_in_net = 0;
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);

@@ -187,6 +187,11 @@ struct host_comm_info {
      * while this member recovered the call before it (see
      * host_comm_recover_coll). */
     incoll_status_t doomed;
+    /* A call of this member failed alone (its INCOLL_DEADLINE_MS passed:
+     * the others may still be in it): at its next call the members agree
+     * that call failed (pending_why, at position pending_pos). */
+    int pending_why;
+    uint64_t pending_pos;
     uint32_t p2p_epoch; /* host-based engines made so far, less one: each
                            recovery starts a fresh one (host_comm_wire_id) */
 };
@@ -1127,7 +1132,8 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
 
 int host_comm_pulled(incoll_comm_h comm)
 {
-    return comm->info != NULL && comm->info->pulled;
+    return comm->info != NULL &&
+           (comm->info->pulled || comm->info->pending_why != HOST_ABORT_NONE);
 }
 
 int host_comm_doomed_pending(incoll_comm_h comm)
@@ -1598,8 +1604,8 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     host_rec_action_t act = HOST_REC_FAIL;
     uint64_t ran = 0, mine, lo = 0, hi = 0;
     uint32_t req = 0;
-    int asked = 0, failure = why == HOST_ABORT_NONE, mismatch;
-    int joined = why == HOST_ABORT_PULLED;
+    int asked = 0, failure, mismatch, joined;
+    uint64_t epos;
     incoll_comm_h sh;
     int64_t v[17], code, apos;
 
@@ -1608,12 +1614,34 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         return INCOLL_ERR_NO_MEMORY;
     if (info->broken)
         return INCOLL_ERR_GROUP_FAILED;
-    info->pulled = 0;
-    info->recovering = 1;
     if (comm->eng)
         ran = host_engine_counters(comm->eng)->ops;
     /* The operation this member is at: the one that failed, or the next. */
     mine = info->opbase + ran - (started && ran ? 1 : 0);
+    epos = mine;
+    if (why == HOST_ABORT_DEADLINE && info->pending_why == HOST_ABORT_NONE) {
+        /* The call returns now, as its deadline says; its operation is
+         * given up here. The members agree at this member's next call
+         * that it failed (the others may be in it still, or have it). */
+        info->pending_why = why;
+        info->pending_pos = mine;
+        incoll_error("comm %016" PRIx64 ": the call's deadline passed "
+                     "(INCOLL_DEADLINE_MS): it fails; the ranks agree on "
+                     "it at the next call",
+                     info->id);
+        return INCOLL_ERR_TIMEOUT;
+    }
+    if (info->pending_why != HOST_ABORT_NONE) {
+        /* This member's earlier call failed alone: that is the erroneous
+         * one, at its position. */
+        why = info->pending_why;
+        epos = info->pending_pos;
+        info->pending_why = HOST_ABORT_NONE;
+    }
+    failure = why == HOST_ABORT_NONE;
+    joined = why == HOST_ABORT_PULLED;
+    info->pulled = 0;
+    info->recovering = 1;
     /* A failure: the group is no more. First tell the manager (a request
      * of the next generation makes it tear the failed group down and tell
      * the members outside a call, who then join at their next call); the
@@ -1655,7 +1683,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     /* The call the erroneous one is (its member's position), and whether
      * a member cannot give the result of the operation before its own
      * (none kept: members behind then cannot take it). */
-    v[14] = failure || joined ? INT64_MIN : (int64_t)mine;
+    v[14] = failure || joined ? INT64_MIN : (int64_t)epos;
     v[15] = !(info->saved && info->saved_op + 1 == mine);
     v[16] = INT64_MIN;
     status = agree_max(sh, v, 17);
@@ -1676,7 +1704,12 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     if (code < 0 && mismatch != WIRE_MISMATCH_NONE)
         code = (int64_t)mismatch << 24 | comm->rank;
     apos = v[14];
-    if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
+    if (code >= 0 && apos < (int64_t)lo) {
+        /* The erroneous call is behind every member (its member returned
+         * at its deadline, the others completed it since): everyone runs
+         * its call again. */
+        status = INCOLL_OK;
+    } else if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
         /* An erroneous call, which the members at lo are in: they return
          * its error; those at hi completed it (a member with nothing to
          * receive, a broadcast's root) and run their call again. */

@@ -48,6 +48,12 @@ void host_call_end(incoll_comm_h comm)
         comm->call_deadline = 0;
 }
 
+void host_call_restart(incoll_comm_h comm)
+{
+    if (comm->call_depth == 1 && comm->call_deadline != 0)
+        comm->call_deadline = host_now_ns() + comm->ctx->deadline_ns;
+}
+
 int host_call_expired(incoll_comm_h comm)
 {
     return comm->call_deadline != 0 && host_now_ns() >= comm->call_deadline;

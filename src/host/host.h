@@ -219,6 +219,9 @@ static inline uint16_t host_call_tag(int kind, int root)
 }
 void host_call_end(incoll_comm_h comm);
 int host_call_expired(incoll_comm_h comm);
+/* The outermost call's deadline counts again from now: after a recovery
+ * at the start of the call, which waited for the others' earlier call. */
+void host_call_restart(incoll_comm_h comm);
 uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns);
 
 /*
