@@ -111,6 +111,10 @@ typedef struct {
     int ack_cut_to;   /* that one is lost (-1: none) */
     int no_linger;    /* a rank leaves the library after its last op
                        * (into another library's call, say) */
+    int drop_absent;  /* packets to a rank that has not started its first
+                       * op are lost (its engine does not exist yet: a
+                       * recovery channel made on its first recovery),
+                       * instead of waiting in its socket */
 } sim_cfg_t;
 
 struct sim {
@@ -638,7 +642,8 @@ static int sim_run(sim_t *s, uint64_t limit_ns)
             }
             if (rk->state == R_ABSENT || rk->state == R_WAITING) {
                 /* Not in the library: the packet waits in the socket. */
-                if (rk->never_start) {
+                if (rk->never_start ||
+                    (s->cfg.drop_absent && rk->state == R_ABSENT)) {
                     free(p);
                     continue;
                 }
@@ -1009,6 +1014,41 @@ TEST(p2p_finalize_while_peer_waits, TEST_UNIT)
             CHECK(after > 0);
             sim_destroy(s);
         }
+    return TEST_PASSED;
+}
+
+/*
+ * An exchange partner that comes late and drops what came before it
+ * (a member joining a recovery seconds after the others: its recovery
+ * channel does not exist until then): the early rank's block was lost
+ * however often it went, so the partner's arrival, not the silence
+ * before it, starts the count after which a silent partner is taken to
+ * have our block. Before, the early rank took its block as delivered the
+ * moment the partner's came, left, and the late rank waited for it in
+ * vain. Both must complete, right, with the operation's long limits (a
+ * manager's: the recovery waits as long as INCOLL_WAIT_MS).
+ */
+TEST(p2p_late_partner_dropped, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 16, INCOLL_UINT64, INCOLL_OP_MAX};
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    cfg.drop_absent = 1;
+    cfg.progress_timeout_ns = 600ull * 1000000000;
+    cfg.max_retries = 2408; /* what 600 s over a 250 ms backoff cap asks */
+    for (int late = 1; late < 4; late++) {
+        s = sim_create(&cfg, 4, &op, 1);
+        CHECK(s != NULL);
+        s->r[late].start_ns = 5ull * 1000000000; /* 5 s late */
+        CHECK(sim_run(s, 700ull * 1000000000) == 0);
+        CHECK_MSG(all_ok(s), "rank %d late", late);
+        /* Done soon after the late rank came, not at a timeout. */
+        CHECK_MSG(s->now < 10ull * 1000000000, "ended at %.1f s",
+                  (double)s->now / 1e9);
+        sim_destroy(s);
+    }
     return TEST_PASSED;
 }
 

@@ -1404,6 +1404,16 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
     return d;
 }
 
+int p2p_engine_early_held(const p2p_engine_t *eng)
+{
+    if (eng->nrefused > 0)
+        return 1;
+    for (int i = 0; i < NSLOTS; i++)
+        if (eng->slot[i].state == SLOT_EARLY)
+            return 1;
+    return 0;
+}
+
 void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag)
 {
     eng->next_tag = tag;

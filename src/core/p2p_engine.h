@@ -172,6 +172,10 @@ incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
  * receivers whose tag differs fail; 0 for none. */
 void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag);
 
+/* 1 when the engine holds data of a block it has not started (a peer
+ * is in an operation this rank has not reached), or refused some. */
+int p2p_engine_early_held(const p2p_engine_t *eng);
+
 /* Ends the running operation with status (an error): the caller gives
  * it up (another member recovers the communicator). The engine then
  * refuses further operations, as after any failure. */

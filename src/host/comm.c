@@ -502,6 +502,38 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     return INCOLL_OK;
 }
 
+/*
+ * The group of a new communicator: the manager answers when every member
+ * asked, with the group or why there is none, and the members' endpoints
+ * either way. A request that expires before every member asked (a rank
+ * that starts, or reaches its split, later than the manager's request
+ * time, INCOLL_MGR_REQUEST_MS) or that the manager does not answer in
+ * time brings no endpoints: the member asks again, as long as
+ * INCOLL_WAIT_MS allows, so that a late rank is waited for as MPI waits.
+ */
+static void group_make(incoll_comm_h c)
+{
+    uint64_t end = host_now_ns() + host_wait_ns();
+    uint32_t req;
+    int tries = 0;
+
+    for (;;) {
+        incoll_status_t status;
+        if (group_ask(c, 0, 0, &req) != INCOLL_OK)
+            return;
+        status = group_take(c, req);
+        tries++;
+        if (status != INCOLL_ERR_TIMEOUT || c->info->peers != NULL ||
+            host_now_ns() >= end)
+            return;
+        if (tries == 1)
+            incoll_info("comm %016" PRIx64 ": not every member has asked the "
+                        "manager for the group yet (%s); asking again, up "
+                        "to INCOLL_WAIT_MS",
+                        c->info->id, c->info->why);
+    }
+}
+
 /* A communicator of n members (world_ranks, taken over, freed on
  * failure) in which we are rank me, with id and no group yet; not linked
  * to the context. */
@@ -540,21 +572,33 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
                                  incoll_comm_h *comm_p)
 {
     incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
-    uint32_t req;
 
     if (c == NULL)
         return INCOLL_ERR_NO_MEMORY;
     if (n == 1)
         snprintf(c->info->why, sizeof(c->info->why),
                  "a single rank needs no group");
-    else if (mgr_of(ctx) && group_ask(c, 0, 0, &req) == INCOLL_OK)
-        group_take(c, req);
+    else if (mgr_of(ctx))
+        group_make(c);
     else
         snprintf(c->info->why, sizeof(c->info->why),
                  "no manager (INCOLL_MGR is not set): only the world of "
                  "fabric.conf has a fabric group");
     if (c->eng == NULL)
         say_why(c);
+    if (n > 1 && c->info->peers == NULL && mgr_of(ctx)) {
+        /* Without the members' endpoints nothing can run, not even on
+         * the hosts: every call would fail. */
+        incoll_error("comm %016" PRIx64 ": not every member asked the "
+                     "manager for the communicator's group within "
+                     "INCOLL_WAIT_MS (%" PRIu64 " ms): a rank did not "
+                     "start or called something else; its collectives "
+                     "fail",
+                     id, host_wait_ns() / 1000000);
+        snprintf(c->info->why, sizeof(c->info->why),
+                 "not every member asked the manager for its group");
+        c->info->broken = 1;
+    }
     comm_link(c, comm_p);
     return INCOLL_OK;
 }
@@ -1594,6 +1638,16 @@ static incoll_status_t groups_agree(incoll_comm_h comm, incoll_comm_h sh,
     return INCOLL_OK;
 }
 
+/* The end of a recovery: another member's next recovery may have begun
+ * while this one ended (its data is held on the recovery channel): this
+ * member joins it at its next call, or in the call it goes on with. */
+static void recovery_end(incoll_comm_h comm, incoll_comm_h sh)
+{
+    comm->info->recovering = 0;
+    if (sh != NULL && sh->p2p != NULL && p2p_engine_early_held(sh->p2p))
+        pull(comm);
+}
+
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
                                        const host_rec_call_t *call, int why,
                                        int *done_p)
@@ -1786,7 +1840,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         status = INCOLL_ERR_NO_MEMORY;
         goto fail;
     }
-    info->recovering = 0;
+    recovery_end(comm, sh);
     if (code >= 0)
         return status; /* OK without done: hi's members run the call */
     incoll_info("comm %016" PRIx64 ": recovered after a failure: members at "
