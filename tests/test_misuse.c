@@ -54,8 +54,8 @@ static int fab_up(char *dir, size_t len, const char *tag, int managed)
 
 /* Runs misuse_check with args (and env before it) as n ranks, ppn a host,
  * on the fabric in dir; 0 when it exited 0, else prints its output. */
-static int misuse(const char *dir, int managed, int n, int ppn,
-                  const char *env, const char *args)
+static int misuse(const char *dir, int managed, int n, int ppn, const char *env,
+                  const char *args)
 {
     char out[PATH_MAX + 64];
     static int seq;
@@ -101,9 +101,8 @@ static int cases(const char *tag, int managed, int ppn,
 TEST(integ_misuse_calls, TEST_INTEG)
 {
     static const char *const names[] = {
-        "root-null", "inplace-recv", "overlap",         "dtype",
-        "op",        "count",        "bcast-roots",     "bcast-allreduce",
-        "reduce-roots", "skip"};
+        "root-null", "inplace-recv", "overlap",         "dtype",        "op",
+        "count",     "bcast-roots",  "bcast-allreduce", "reduce-roots", "skip"};
     return cases("misuse-mgr", 1, 1, names, 10);
 }
 
@@ -210,8 +209,8 @@ TEST(integ_world_request_late_rank, TEST_INTEG)
     /* INCOLL_MGR=..., INCOLL_SECRET_FILE=... from fabric.env */
     {
         char mgr[256] = "", sec[PATH_MAX] = "";
-        const char *m = strstr(text, "INCOLL_MGR="), *s = strstr(text,
-                                                               "INCOLL_SECRET_FILE=");
+        const char *m = strstr(text, "INCOLL_MGR="),
+                   *s = strstr(text, "INCOLL_SECRET_FILE=");
         if (m)
             sscanf(m, "INCOLL_MGR=%255s", mgr);
         if (s)
@@ -260,10 +259,10 @@ TEST(integ_node_an_kill, TEST_INTEG)
     char *env[] = {"INCOLL_MGR_OP_TIMEOUT_MS=1000", "INCOLL_TIMEOUT_MS=1000",
                    "INCOLL_LOG_LEVEL=info", NULL};
     char bin[PATH_MAX], prog[PATH_MAX];
-    char *argv[] = {bin,      "run",     "-n",      "8",     "--ppn",
-                    "2",      "--fabric", dir,      "--timeout", "90",
-                    "--",     prog,      "--coll",  "bcast", "--iters",
-                    "1500",   "--count", "100",     "--progress", "100",
+    char *argv[] = {bin,    "run",      "-n",     "8",          "--ppn",
+                    "2",    "--fabric", dir,      "--timeout",  "90",
+                    "--",   prog,       "--coll", "bcast",      "--iters",
+                    "1500", "--count",  "100",    "--progress", "100",
                     NULL};
     int r = have_binaries(), st, n = 0;
     pid_t run, an;

@@ -192,6 +192,7 @@ struct host_comm_info {
      * that call failed (pending_why, at position pending_pos). */
     int pending_why;
     uint64_t pending_pos;
+    uint64_t group_key; /* the manager's random key of the group (0: none) */
     uint32_t p2p_epoch; /* host-based engines made so far, less one: each
                            recovery starts a fresh one (host_comm_wire_id) */
 };
@@ -492,6 +493,7 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     }
     comm->group = g.group;
     info->ops = g.ops;
+    info->group_key = g.key;
     info->dtypes = g.dtypes;
     info->failed = 0;
     info->why[0] = '\0';
@@ -1172,6 +1174,36 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
     comm->next = sh;
     info->shadow = sh;
     return sh;
+}
+
+static void renew_p2p(incoll_comm_h comm);
+
+int host_comm_group_key(incoll_comm_h comm, uint64_t *key_p)
+{
+    if (comm->eng == NULL || comm->info == NULL || comm->info->group_key == 0)
+        return 0;
+    *key_p = comm->info->group_key;
+    return 1;
+}
+
+incoll_status_t host_comm_rekey(incoll_comm_h comm)
+{
+    host_engine_params_t p;
+    host_engine_t *eng;
+
+    if (info_of(comm) == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    renew_p2p(comm);
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    p = *host_engine_params(comm->eng);
+    p.gen = comm->ctx->gen;
+    eng = host_engine_create(&p);
+    if (eng == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    host_engine_destroy(comm->eng);
+    comm->eng = eng;
+    return INCOLL_OK;
 }
 
 int host_comm_pulled(incoll_comm_h comm)

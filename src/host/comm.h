@@ -216,6 +216,14 @@ incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status);
  * with that reason. Returns this member's status of the call. */
 incoll_status_t host_comm_abort_call(incoll_comm_h comm, int why);
 
+/* 1 and the manager's random key of comm's group in *key_p when comm
+ * has a group from a manager. */
+int host_comm_group_key(incoll_comm_h comm, uint64_t *key_p);
+
+/* The job's generation and key changed (host_job_key): comm's engines
+ * are made again with them, on every member at the same point. */
+incoll_status_t host_comm_rekey(incoll_comm_h comm);
+
 /* 1 when another member of comm started a recovery (its recovery
  * channel's data came) that this one must join: a call in progress gives
  * its operation up, the next call recovers first (host_comm_recover_coll

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +93,93 @@ uint32_t host_job_generation(const char *job)
     for (const char *c = job; *c; c++)
         h = (h ^ (uint8_t)*c) * 16777619u;
     return h;
+}
+
+/* splitmix64 */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* 64 random bits (the kernel's; the clock and pid if it has none). */
+static uint64_t random64(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = mix64((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^
+                  (uint64_t)getpid() << 48);
+    }
+    return r;
+}
+
+static void job_key_set(incoll_ctx_h ctx, uint64_t key, uint32_t gen)
+{
+    ctx->job_key = key;
+    ctx->gen = gen ? gen : 1;
+    incoll_debug("init: the job's generation is %08x", ctx->gen);
+}
+
+incoll_status_t host_job_key(incoll_ctx_h ctx)
+{
+    incoll_comm_h w = ctx->world;
+    uint64_t r[2], gk;
+    int64_t c[4];
+    incoll_status_t status;
+
+    if (ctx->size == 1) {
+        uint64_t k = random64();
+        job_key_set(ctx, k, (uint32_t)k);
+    } else if (host_comm_group_key(w, &gk)) {
+        /* The manager's random key of the world's group: every job has a
+         * group of its own (its ANs' slots, too), so nothing needs
+         * ordering; mixed with the job id. */
+        uint64_t k = mix64(gk ^ mix64(host_job_generation(ctx->job)));
+        job_key_set(ctx, k, (uint32_t)(k >> 32));
+    } else {
+        /* On the hosts: the XOR of a random number of every rank, and the
+         * first rank's clock in ms, which orders the generations of jobs
+         * that follow one another on a fabric.conf group (an AN lets a
+         * newer one take it over at once). Then every rank checks that
+         * all got the same, with the largest of each value and of its
+         * negation: a packet of an earlier job's exchange (its key is
+         * the launcher's) can only make them differ, and then init fails. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r[0] = random64();
+        r[1] = ctx->rank == 0
+                   ? (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000
+                   : 0;
+        status = host_allreduce_sched(w, ALGO_RD, r, r, 2, INCOLL_UINT64,
+                                      INCOLL_OP_BXOR);
+        if (status == INCOLL_OK) {
+            c[0] = (int64_t)(r[0] >> 1);
+            c[1] = -c[0];
+            c[2] = (int64_t)(r[1] & 0x3fffffffffffffffull);
+            c[3] = -c[2];
+            status = host_allreduce_sched(w, ALGO_RD, c, c, 4, INCOLL_INT64,
+                                          INCOLL_OP_MAX);
+        }
+        if (status != INCOLL_OK) {
+            incoll_error("init: the ranks could not agree on the job's key: "
+                         "%s",
+                         incoll_status_string(status));
+            return status;
+        }
+        if (c[0] != -c[1] || c[2] != -c[3]) {
+            incoll_error("init: the ranks did not agree on the job's key "
+                         "(packets of another job, or forged ones, came in "
+                         "the exchange)");
+            return INCOLL_ERR_PROTOCOL;
+        }
+        job_key_set(ctx, mix64(r[0] ^ r[1]),
+                    (uint32_t)(r[1] << 12) | (uint32_t)(r[0] & 0xfff));
+    }
+    return host_comm_rekey(w);
 }
 
 /* A value the caller gave for setting id, checked by the settings
@@ -400,7 +488,9 @@ static incoll_status_t world_create_shared(incoll_ctx_h ctx)
     if (status != INCOLL_OK)
         return status;
     host_lock(ctx);
-    if (!host_hier_active(ctx->world, &status) && status == INCOLL_OK)
+    status = host_job_key(ctx);
+    if (status == INCOLL_OK && !host_hier_active(ctx->world, &status) &&
+        status == INCOLL_OK)
         status = INCOLL_ERR_CONFIG;
     host_unlock(ctx);
     if (status != INCOLL_OK) {
@@ -496,11 +586,9 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
         goto err_conf;
-    ctx->gen = host_job_generation(ctx->job);
-    if (ctx->job[0] == '\0')
-        incoll_info("init: INCOLL_JOB is not set: jobs that share a fabric "
-                    "one after another must each set a distinct INCOLL_JOB "
-                    "(`incoll run` does)");
+    ctx->gen0 = host_job_generation(ctx->job);
+    ctx->gen = ctx->gen0;
+    ctx->job_key = ctx->gen0;
     p = &ctx->eng_defaults;
     memset(p, 0, sizeof(*p));
     host_engine_params_default(p);
@@ -541,6 +629,12 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     status = mgr             ? host_ctx_mgr_init(ctx)
              : ctx->host_map ? world_create_shared(ctx)
                              : world_create(ctx);
+    if (status == INCOLL_OK && !ctx->host_map) {
+        /* (the shared world's is made before its node level) */
+        host_lock(ctx);
+        status = host_job_key(ctx);
+        host_unlock(ctx);
+    }
     if (status != INCOLL_OK)
         goto err_comms;
     *ctx_p = ctx;

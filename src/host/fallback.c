@@ -46,8 +46,8 @@ static void p2p_key(incoll_comm_h comm, wire_key_t *key_p)
 {
     incoll_ctx_h ctx = comm->ctx;
     wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_P2P,
-                    host_comm_wire_key(comm) ^ ctx->conf.group_key, ctx->gen,
-                    key_p);
+                    host_comm_wire_key(comm) ^ ctx->conf.group_key,
+                    ctx->job_key, key_p);
 }
 
 incoll_status_t host_comm_p2p(incoll_comm_h comm)

@@ -91,7 +91,14 @@ struct incoll_ctx {
      * INCOLL_STREAM_LOCK as operations per lock (0: until released). */
     size_t stream_threshold;
     uint16_t stream_nops;
-    uint32_t gen; /* group generation of this job */
+    /* The job's generation (CONTRIB/RESULT carry it; agg_core.h) and key
+     * (the host-based algorithms' mac keys are derived from it): unique
+     * to this job whatever its launcher set (host_job_key, at init);
+     * gen0 is what the launcher's INCOLL_GEN or INCOLL_JOB gave, which the
+     * exchanges before the key use. */
+    uint32_t gen;
+    uint32_t gen0;
+    uint64_t job_key;
     /* The fabric master key from INCOLL_SECRET_FILE (mgr_secret_load),
      * from which the data path's mac keys are derived; has_secret is 0
      * without one (docs/security.md says what that protects). */
@@ -148,6 +155,18 @@ incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
  * Every process of a job computes the same value. */
 uint32_t host_job_generation(const char *job);
+
+/*
+ * The job's generation and key (incoll_ctx.gen, job_key), once the world
+ * exists and before anything else runs on it: with a manager, from the
+ * world group's random key (every job gets a group of its own); else the
+ * ranks agree on them on the hosts (a random number of each, the first
+ * rank's clock), and check that they agree. No earlier job had them, so
+ * packets of an earlier job never count in this one whatever the
+ * launcher set (docs/security.md, "Replays across jobs"). Collective over
+ * the world; INCOLL_ERR_PROTOCOL when the ranks did not agree.
+ */
+incoll_status_t host_job_key(incoll_ctx_h ctx);
 
 /*
  * Streaming (docs/streaming.md). host_stream_begin locks comm's tree

@@ -40,7 +40,12 @@
  * case asks for).
  *
  *   misuse_check --case NAME [--iters N] [--at I] [--who R] [--count C]
- *                [--late-ms MS]
+ *                [--late-ms MS] [--seed S] [--algo inc|rd] [--gap-ms G]
+ *
+ * --seed S changes every input (two jobs with different seeds never
+ * have a result in common: a test replaying one job's packets into
+ * another sees them); --algo rd runs the allreduces on the hosts
+ * (recursive doubling); --gap-ms G computes G ms after each call.
  *
  * Exit status: 0 as expected, 1 a wrong result returned as success,
  * 2 usage, 3 an outcome other than expected (a call that had to fail
@@ -76,9 +81,13 @@ enum {
     C_N
 };
 
+static int64_t seed;
+static incoll_algo_t algo = INCOLL_ALGO_AUTO;
+
 static int64_t input(int r, int it, size_t k)
 {
-    return (int64_t)r * 1000003 + (int64_t)it * 7919 + (int64_t)k;
+    return (int64_t)r * 1000003 + (int64_t)it * 7919 + (int64_t)k +
+           seed * 104729;
 }
 
 static void sleep_ms(long ms)
@@ -104,8 +113,8 @@ static int allreduce_it(incoll_comm_h world, int rank, int size, int it,
         in[k] = input(rank, it, k);
         out[k] = -1;
     }
-    *st_p =
-        incoll_allreduce(world, in, out, count, INCOLL_INT64, INCOLL_OP_SUM);
+    *st_p = incoll_allreduce_algo(world, algo, in, out, count, INCOLL_INT64,
+                                  INCOLL_OP_SUM);
     if (*st_p != INCOLL_OK)
         return -1;
     for (size_t k = 0; k < count; k++) {
@@ -180,7 +189,7 @@ int main(int argc, char **argv)
 {
     int iters = 8, at = 2, who = 1, c = -1, rank, size;
     int nok = 0, nwrong = 0, nerr = 0, nexp = 0, nunexp = 0, deferred = 0;
-    long late_ms = 3000;
+    long late_ms = 3000, gap_ms = 0;
     size_t count = 64;
     incoll_ctx_h ctx;
     incoll_comm_h world;
@@ -203,6 +212,12 @@ int main(int argc, char **argv)
             count = (size_t)strtoull(v, NULL, 10);
         } else if (strcmp(a, "--late-ms") == 0) {
             late_ms = atol(v);
+        } else if (strcmp(a, "--gap-ms") == 0) {
+            gap_ms = atol(v);
+        } else if (strcmp(a, "--seed") == 0) {
+            seed = atol(v);
+        } else if (strcmp(a, "--algo") == 0) {
+            algo = strcmp(v, "rd") == 0 ? INCOLL_ALGO_RD : INCOLL_ALGO_AUTO;
         } else {
             fprintf(stderr, "misuse_check: unknown option %s\n", a);
             return 2;
@@ -240,6 +255,8 @@ int main(int argc, char **argv)
         /* The late rank of deadline may find its call complete (the
          * others' parts were in when they gave up): then it is right. */
         int may_pass = it == at && c == C_DEADLINE && rank == who;
+        if (gap_ms > 0 && it > 0)
+            sleep_ms(gap_ms);
         int r;
         if (it == at && (c == C_LATE || c == C_DEADLINE) && rank == who) {
             printf("late iter %d: %ld ms\n", it, late_ms);
