@@ -105,9 +105,8 @@ static void rec_take(recorder_t *r, int type_a, int type_b)
         memcpy(&a, buf + 12, 4);
         memcpy(&p, buf + ihl, 2);
         q->src = wire_ep(ntohl(a), ntohs(p));
-        q->src_rank = h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK
-                          ? h.child
-                          : -1;
+        q->src_rank =
+            h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK ? h.child : -1;
         if (q->src_rank >= 0 && q->src_rank < 4)
             r->ep_a[q->src_rank] = q->src;
         memcpy(&a, buf + 16, 4);
@@ -136,8 +135,7 @@ static void rec_learn(recorder_t *r)
         if ((size_t)n < ihl + 8 ||
             wire_parse(buf + ihl + 8, (size_t)n - ihl - 8, &h, NULL) !=
                 INCOLL_OK ||
-            (h.type != WIRE_P2P_DATA && h.type != WIRE_P2P_ACK) ||
-            h.child >= 4)
+            (h.type != WIRE_P2P_DATA && h.type != WIRE_P2P_ACK) || h.child >= 4)
             continue;
         memcpy(&a, buf + 12, 4);
         memcpy(&p, buf + ihl, 2);
@@ -281,8 +279,9 @@ static int record_replay(const char *env, const char *args, int type_a,
             done &= !running(p[i].pid);
     }
     ret = job_wait(p, "job B");
-    fprintf(stderr, "    %d packets of job A, replayed %llu times into job "
-                    "B\n",
+    fprintf(stderr,
+            "    %d packets of job A, replayed %llu times into job "
+            "B\n",
             r.n, (unsigned long long)r.replayed);
 out:
     rec_close(&r);
@@ -315,8 +314,8 @@ static int replay_test(void)
         return TEST_FAILED;
     }
     snprintf(env, sizeof(env), "INCOLL_FABRIC=%s", dir);
-    ret = record_replay(env, "--iters 150 --gap-ms 4", WIRE_RESULT,
-                        WIRE_CONTRIB);
+    ret =
+        record_replay(env, "--iters 150 --gap-ms 4", WIRE_RESULT, WIRE_CONTRIB);
     test_fabric_down(dir);
     return ret == 0 ? TEST_PASSED : TEST_FAILED;
 }

@@ -324,8 +324,17 @@ int cmd_run(int argc, char **argv)
     /* The generation orders jobs on the ANs: a newer one takes a group
      * over at once. The wall clock in ms (mod 2^32) is newer for every
      * later job. A caller's own INCOLL_GEN wins. */
-    if (setting_str(SETTING_GEN) != NULL) {
-        snprintf(gen, sizeof(gen), "%s", setting_text(SETTING_GEN));
+    setting_value_t genv;
+    char gen_err[256];
+    /* The ranks refuse a bad one: so does the launcher, at once. */
+    if (setting_get(SETTING_GEN, &genv, gen_err, sizeof(gen_err)) !=
+        INCOLL_OK) {
+        fprintf(stderr, "incoll run: %s\n", gen_err);
+        fabric_conf_free(&conf);
+        return 2;
+    }
+    if (genv.set) {
+        snprintf(gen, sizeof(gen), "%s", genv.text);
     } else {
         struct timespec ts;
         uint32_t g;

@@ -240,6 +240,7 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
     char(*leaves)[FABRIC_NAME_MAX] = NULL;
     int *an_lines = NULL, *host_lines = NULL;
     int seen_fabric = 0, seen_group = 0, cap_ans = 0, nhosts_seen = 0, nf, ret;
+    int fabric_line = 0;
     incoll_status_t status;
 
     memset(conf, 0, sizeof(*conf));
@@ -274,6 +275,7 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
             if ((status = need_u64(&lx, fields, nf, "levels", 1, 16, &v)))
                 goto out;
             conf->levels = (int)v;
+            fabric_line = lx.line;
             if ((status = need_u64(&lx, fields, nf, "admin_key", 1, UINT64_MAX,
                                    &conf->admin_key)))
                 goto out;
@@ -474,6 +476,17 @@ incoll_status_t fabric_conf_load(const char *path, fabric_conf_t *conf,
         int roots = 0;
         for (int i = 0; i < conf->nans; i++)
             roots += conf->ans[i].parent < 0;
+        int top = 0;
+        for (int i = 0; i < conf->nans; i++)
+            top = conf->ans[i].level > top ? conf->ans[i].level : top;
+        if (top != conf->levels) {
+            lx.line = fabric_line;
+            status = kvline_error(&lx,
+                                  "fabric has levels=%d but its ANs' highest "
+                                  "level is %d",
+                                  conf->levels, top);
+            goto out;
+        }
         lx.line = 0;
         if (roots != 1) {
             status = kvline_error(

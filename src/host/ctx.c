@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/settings.h"
 #include "common/log.h"
+#include "common/mgr_codec.h"
 #include "common/mgr_proto.h"
 
 #include <errno.h>
@@ -284,6 +285,30 @@ static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
     return INCOLL_OK;
 }
 
+/* A name the manager is told (the job's, the host's): printable and
+ * short enough for its join message (MGR_NAME_MAX), so that a bad one
+ * fails here, naming it, and not later at the manager. */
+static incoll_status_t ident_name(const char *setting, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= MGR_NAME_MAX) {
+        incoll_error("init: %s is %zu bytes long; the manager takes names "
+                     "of at most %d",
+                     setting, n, MGR_NAME_MAX - 1);
+        return INCOLL_ERR_CONFIG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c < 0x20 || c == 0x7f) {
+            incoll_error("init: %s has a control character (byte 0x%02x at "
+                         "%zu): use printable characters",
+                         setting, c, i);
+            return INCOLL_ERR_CONFIG;
+        }
+    }
+    return INCOLL_OK;
+}
+
 /* Sets ctx's identity from params and the settings. */
 static incoll_status_t ident_load(incoll_ctx_h ctx,
                                   const incoll_init_params_t *p)
@@ -295,15 +320,22 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
         p = &none;
     status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE, 1,
                        1 << 24, &ctx->size);
-    if (status == INCOLL_OK)
-        status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
-                           ctx->size - 1, &ctx->rank);
     if (status != INCOLL_OK)
         return status;
-    if (ctx->size < 0 || ctx->rank < 0) {
-        const char *name = ctx->size < 0 ? "INCOLL_SIZE" : "INCOLL_RANK";
-        incoll_error("init: %s is not set (use `incoll run`, or set %s)", name,
-                     name);
+    if (ctx->size < 0) {
+        /* (before the rank: its range comes from the size) */
+        incoll_error("init: INCOLL_SIZE is not set (use `incoll run`, or set "
+                     "INCOLL_SIZE to the number of ranks)");
+        return INCOLL_ERR_CONFIG;
+    }
+    status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
+                       ctx->size - 1, &ctx->rank);
+    if (status != INCOLL_OK)
+        return status;
+    if (ctx->rank < 0) {
+        incoll_error("init: INCOLL_RANK is not set (use `incoll run`, or set "
+                     "INCOLL_RANK to this process's rank, 0..%d)",
+                     ctx->size - 1);
         return INCOLL_ERR_CONFIG;
     }
     status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_SIZE, p->local_size,
@@ -327,7 +359,9 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
                   ctx->fabric_dir, sizeof(ctx->fabric_dir)) != INCOLL_OK ||
         ident_str(p, INCOLL_INIT_FIELD_SECRET_FILE, p->secret_file,
                   SETTING_SECRET_FILE, ctx->secret_file,
-                  sizeof(ctx->secret_file)) != INCOLL_OK)
+                  sizeof(ctx->secret_file)) != INCOLL_OK ||
+        ident_name("INCOLL_JOB", ctx->job) != INCOLL_OK ||
+        ident_name("INCOLL_HOST", ctx->host) != INCOLL_OK)
         return INCOLL_ERR_CONFIG;
     return ident_fabric_rest(ctx, p);
 }

@@ -126,14 +126,13 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
         p.max_retries = d->max_retries;
     if (d->progress_timeout_ns)
         p.progress_timeout_ns = d->progress_timeout_ns;
-    /* With a manager watching the ANs, as for the in-network engine
-     * (attach_group in comm.c): a member that is merely late (outside the
-     * library, computing or in the MPI library's own collective, or in
-     * another communicator's recovery) must not look like a failure
-     * before INCOLL_MGR_OP_TIMEOUT_MS. */
-    if (ctx->info != NULL) {
-        uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
-        uint64_t timeout_ns = (op_ms ? op_ms : 30000) * 1000000ull;
+    /* A peer that is silent may merely be late: outside the library,
+     * computing or writing a checkpoint, in the MPI library's own
+     * collective or in another communicator's recovery. Its socket keeps
+     * what we send, and nothing tells it from a dead one; so, as MPI
+     * does, it is waited for, up to INCOLL_WAIT_MS. */
+    {
+        uint64_t timeout_ns = host_wait_ns();
         uint64_t rto = p.rto_max_ns ? p.rto_max_ns : 250000000ull;
         if (p.progress_timeout_ns < timeout_ns)
             p.progress_timeout_ns = timeout_ns;
