@@ -107,8 +107,8 @@ TEST(messages_init_settings, TEST_UNIT)
     /* A job id the manager would refuse is refused at init. */
     setenv("INCOLL_JOB", "job\001x", 1);
     CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_ERR_CONFIG);
-    CHECK_MSG(strstr(out, "INCOLL_JOB has a control character") != NULL,
-              "%s", out);
+    CHECK_MSG(strstr(out, "INCOLL_JOB has a control character") != NULL, "%s",
+              out);
     unsetenv("INCOLL_JOB");
     CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_OK);
     env_clear();
@@ -147,21 +147,20 @@ TEST(messages_bad_arguments, TEST_UNIT)
     CHECK_EQ_INT(incoll_allreduce(w, buf, (void *)INCOLL_IN_PLACE, 4,
                                   INCOLL_INT64, INCOLL_OP_SUM),
                  INCOLL_ERR_INVALID_ARG);
-    CHECK_EQ_INT(incoll_reduce(w, buf, (void *)INCOLL_IN_PLACE, 4,
-                               INCOLL_INT64, INCOLL_OP_SUM, 0),
+    CHECK_EQ_INT(incoll_reduce(w, buf, (void *)INCOLL_IN_PLACE, 4, INCOLL_INT64,
+                               INCOLL_OP_SUM, 0),
                  INCOLL_ERR_INVALID_ARG);
     CHECK_EQ_INT(incoll_bcast(w, (void *)INCOLL_IN_PLACE, 8, 0),
                  INCOLL_ERR_INVALID_ARG);
     /* Overlap other than in place: refused by the allreduce as by the
      * reduce_scatter. */
-    CHECK_EQ_INT(incoll_allreduce(w, buf, buf + 1, 4, INCOLL_INT64,
-                                  INCOLL_OP_SUM),
-                 INCOLL_ERR_INVALID_ARG);
-    CHECK_EQ_INT(incoll_reduce_scatter(w, buf, buf + 1, 4, INCOLL_INT64,
-                                       INCOLL_OP_SUM),
-                 INCOLL_ERR_INVALID_ARG);
-    CHECK_EQ_INT(incoll_allreduce(w, buf, buf, 4, INCOLL_INT64,
-                                  INCOLL_OP_SUM),
+    CHECK_EQ_INT(
+        incoll_allreduce(w, buf, buf + 1, 4, INCOLL_INT64, INCOLL_OP_SUM),
+        INCOLL_ERR_INVALID_ARG);
+    CHECK_EQ_INT(
+        incoll_reduce_scatter(w, buf, buf + 1, 4, INCOLL_INT64, INCOLL_OP_SUM),
+        INCOLL_ERR_INVALID_ARG);
+    CHECK_EQ_INT(incoll_allreduce(w, buf, buf, 4, INCOLL_INT64, INCOLL_OP_SUM),
                  INCOLL_OK); /* the same buffer: in place */
     /* A size no buffer has: an invalid argument, not "out of memory". */
     CHECK_EQ_INT(incoll_bcast(w, buf, SIZE_MAX, 0), INCOLL_ERR_INVALID_ARG);
