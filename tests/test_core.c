@@ -1726,7 +1726,7 @@ TEST(core_an_protocol, TEST_UNIT)
     CHECK_EQ_INT(cap.h[0].slot, 0);
     CHECK_EQ_INT(cap.h[0].epoch, 0);
     CHECK_EQ_INT(cap.h[0].count, 8);
-    CHECK_EQ_INT(cap.h[0].hops, 0); /* the call's root: none */
+    CHECK_EQ_INT(cap.h[0].root, 0); /* the call's root: none */
     CHECK(cap.macok[0]);            /* sealed under the group's key */
     for (int i = 0; i < 8; i++)
         CHECK_EQ_INT(((int64_t *)cap.payload[0])[i], a[i] + b[i]);
@@ -2185,7 +2185,7 @@ TEST(core_wire_format, TEST_UNIT)
                     .flags = 0x0003,
                     .mac = 0x0102030405060708ull,
                     .slot = 0xBEEF,
-                    .hops = 0x5566,
+                    .root = 0x5566,
                     .epoch = 0xCAFEBABEu,
                     .count = 3,
                     .total = 0x11223344u,
@@ -2229,7 +2229,7 @@ TEST(core_wire_format, TEST_UNIT)
     CHECK_EQ_INT(p.flags, h.flags);
     CHECK(p.mac == h.mac);
     CHECK_EQ_INT(p.slot, h.slot);
-    CHECK_EQ_INT(p.hops, h.hops);
+    CHECK_EQ_INT(p.root, h.root);
     CHECK_EQ_INT(p.epoch, h.epoch);
     CHECK_EQ_INT(p.count, h.count);
     CHECK_EQ_INT(p.total, h.total);
@@ -2263,7 +2263,19 @@ TEST(core_wire_format, TEST_UNIT)
         }
         q.mac = memnet_rand(&rng);
         q.slot = (uint16_t)memnet_rand(&rng);
-        q.hops = (uint16_t)memnet_rand(&rng);
+        /* The call's fields, where each type carries them. */
+        q.root = q.call_hash = 0;
+        q.why = 0;
+        if ((q.type == WIRE_CONTRIB || q.type == WIRE_RESULT) &&
+            (q.flags & WIRE_F_ERROR))
+            q.why = (uint16_t)memnet_rand(&rng);
+        else if (q.type == WIRE_CONTRIB || q.type == WIRE_RESULT)
+            q.root = (uint16_t)memnet_rand(&rng);
+        if (q.type == WIRE_P2P_DATA) {
+            q.slot = 0;
+            q.root = (uint16_t)memnet_rand(&rng);
+            q.call_hash = (uint16_t)memnet_rand(&rng);
+        }
         q.epoch = (uint32_t)memnet_rand(&rng);
         q.count = 1 + (uint32_t)memnet_rand_below(&rng, 64);
         q.total = (uint32_t)memnet_rand(&rng);
@@ -2273,7 +2285,8 @@ TEST(core_wire_format, TEST_UNIT)
         CHECK_EQ_INT(wire_parse(buf, WIRE_HDR_LEN + plen, &p, NULL), INCOLL_OK);
         CHECK(memcmp(&p.type, &q.type, 3) == 0);
         CHECK(p.group == q.group && p.child == q.child && p.flags == q.flags &&
-              p.mac == q.mac && p.slot == q.slot && p.hops == q.hops &&
+              p.mac == q.mac && p.slot == q.slot && p.root == q.root &&
+              p.why == q.why && p.call_hash == q.call_hash &&
               p.epoch == q.epoch && p.count == q.count && p.total == q.total &&
               p.offset == q.offset);
         /* One byte more or less is always refused. */

@@ -3,7 +3,7 @@
  * operation differ (another collective, datatype, op, size or root; MPI
  * forbids it, programs do it by mistake). An AN that sees the children of
  * a slot describe it differently makes the slot's result an error
- * (WIRE_F_ERROR, the reason in hops), which every member's engine gets:
+ * (WIRE_F_ERROR, the reason in why), which every member's engine gets:
  * each fails its operation with INCOLL_ERR_MISMATCH and the reason, none
  * returns a result, and the slot is used again normally afterwards.
  */
@@ -87,7 +87,7 @@ static int mm_results(const mm_cap_t *cap, int from, unsigned why)
         if (why) {
             CHECK_EQ_INT(cap->h[k].flags & (WIRE_F_ERROR | WIRE_F_NODATA),
                          WIRE_F_ERROR | WIRE_F_NODATA);
-            CHECK_EQ_INT(cap->h[k].hops, why);
+            CHECK_EQ_INT(cap->h[k].why, why);
             CHECK_EQ_INT(cap->len[k], 0);
         } else {
             CHECK(!(cap->h[k].flags & WIRE_F_ERROR));
@@ -142,7 +142,7 @@ TEST(mismatch_an_slot, TEST_UNIT)
     cases[n].why = WIRE_MISMATCH_ROOT; /* a reduce to root 0 and to 1 */
     cases[n].h = mm_contrib(1, 0);
     cases[n].h.flags |= wire_kind_flags(WIRE_COLL_REDUCE);
-    cases[n].h.hops = 1;
+    cases[n].h.root = 1;
     n++;
     cases[n].why = WIRE_MISMATCH_ROOT; /* both claim the root of a reduce */
     cases[n].h = mm_contrib(1, 0);
@@ -154,7 +154,7 @@ TEST(mismatch_an_slot, TEST_UNIT)
         h1.epoch = e;
         if (i >= 5) {
             h0.flags |= wire_kind_flags(WIRE_COLL_REDUCE) | WIRE_F_ROOT;
-            h0.hops = 0;
+            h0.root = 0;
         }
         cap.n = 0;
         mm_feed(agg, 11, &h0);
@@ -170,7 +170,7 @@ TEST(mismatch_an_slot, TEST_UNIT)
         CHECK_EQ_INT(cap.n, 3);
         CHECK_EQ_INT(cap.dst[2], 12);
         CHECK(cap.h[2].flags & WIRE_F_ERROR);
-        CHECK_EQ_INT(cap.h[2].hops, cases[i].why);
+        CHECK_EQ_INT(cap.h[2].why, cases[i].why);
     }
     CHECK_EQ_INT(agg_counters(agg)->calls_mismatched, (uint64_t)n);
     CHECK_EQ_INT(agg_counters(agg)->reductions, 0);
@@ -219,13 +219,13 @@ TEST(mismatch_an_forward, TEST_UNIT)
     CHECK_EQ_INT(cap.h[0].child, 3);
     CHECK_EQ_INT(cap.h[0].flags & (WIRE_F_ERROR | WIRE_F_NODATA),
                  WIRE_F_ERROR | WIRE_F_NODATA);
-    CHECK_EQ_INT(cap.h[0].hops, WIRE_MISMATCH_DTYPE);
+    CHECK_EQ_INT(cap.h[0].why, WIRE_MISMATCH_DTYPE);
     CHECK_EQ_INT(cap.len[0], 0);
     /* The parent's answer (another subtree's reason wins there). */
     r = cap.h[0];
     r.type = WIRE_RESULT;
     r.child = 3;
-    r.hops = WIRE_MISMATCH_KIND;
+    r.why = WIRE_MISMATCH_KIND;
     mm_feed(agg, 99, &r);
     CHECK(mm_results(&cap, 1, WIRE_MISMATCH_KIND) == TEST_PASSED);
     agg_destroy(agg);

@@ -101,9 +101,10 @@ static int cases(const char *tag, int managed, int ppn,
 TEST(integ_misuse_calls, TEST_INTEG)
 {
     static const char *const names[] = {
-        "root-null", "inplace-recv", "overlap",         "dtype",        "op",
-        "count",     "bcast-roots",  "bcast-allreduce", "reduce-roots", "skip"};
-    return cases("misuse-mgr", 1, 1, names, 10);
+        "root-null",    "inplace-recv",  "overlap",     "dtype",
+        "op",           "count",         "bcast-roots", "bcast-allreduce",
+        "reduce-roots", "reduce-noroot", "skip"};
+    return cases("misuse-mgr", 1, 1, names, 11);
 }
 
 /* Node mode (two ranks a host): ranks of one host whose calls differ are

@@ -1052,6 +1052,38 @@ TEST(p2p_late_partner_dropped, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/*
+ * A peer that took our block, sent us its block of a later step and left
+ * the library (it waits elsewhere and reads no packets), every ack it
+ * sent us lost: that later block proves it has ours. Rank 0 of a 5-rank
+ * recursive doubling sends its input to rank 1 first and gets the result
+ * from it last. With the long limits of INCOLL_WAIT_MS rank 0 waited for
+ * the ack until they ran out (a job's init hung so, its rank 0 in an
+ * exchange the others had left); before those limits it failed at its
+ * first timeout.
+ */
+TEST(p2p_peer_past_step, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 16, INCOLL_UINT64, INCOLL_OP_SUM};
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    cfg.no_linger = 1;
+    cfg.ack_cut_from = 1;
+    cfg.ack_cut_to = 0;
+    cfg.progress_timeout_ns = 600ull * 1000000000;
+    cfg.max_retries = 2408;
+    s = sim_create(&cfg, 5, &op, 1);
+    CHECK(s != NULL);
+    CHECK(sim_run(s, 700ull * 1000000000) == 0);
+    CHECK(all_ok(s));
+    CHECK_MSG(s->now < 10ull * 1000000000, "ended at %.1f s",
+              (double)s->now / 1e9);
+    sim_destroy(s);
+    return TEST_PASSED;
+}
+
 /* A rank that arrives a second late is waited for; one that never comes
  * makes the others fail with a timeout, and later calls report the group
  * as failed. */
@@ -1372,8 +1404,8 @@ TEST(p2p_bad_packets, TEST_UNIT)
         CHECK_EQ_INT(r.type, WIRE_P2P_DATA);
         h.op = r.op;
         h.dtype = r.dtype;
-        h.slot = r.slot;
-        h.hops = r.hops;
+        h.root = r.root;
+        h.call_hash = r.call_hash;
         wire_pack(&h, pkt);
         memcpy(pkt + WIRE_HDR_LEN, peer, 64);
         dropped = p2p_engine_counters(eng)->dropped;

@@ -344,7 +344,7 @@ TEST(job_key_unique, TEST_UNIT)
     snprintf(conf, sizeof(conf), "%s/fabric.conf", test_tmpdir());
     f = fopen(conf, "w");
     CHECK(f != NULL);
-    fprintf(f, "fabric hosts=1 radix=2 levels=2 admin_key=0x1\n"
+    fprintf(f, "fabric hosts=1 radix=2 levels=1 admin_key=0x1\n"
                "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n"
                "host rank=0 leaf=l0 addr=127.0.0.1\n"
                "group id=1 key=0x5b98bc66794275c9 slots=8 payload=8192\n");

@@ -46,7 +46,14 @@ void wire_pack(const wire_hdr_t *hdr, void *buf)
     put16(p + 14, hdr->flags);
     put64(p + 16, hdr->mac);
     put16(p + 24, hdr->slot);
-    put16(p + 26, hdr->hops);
+    put16(p + 26, (uint16_t)wire_call_bits(hdr->root));
+    if ((hdr->type == WIRE_CONTRIB || hdr->type == WIRE_RESULT) &&
+        (hdr->flags & WIRE_F_ERROR)) {
+        put16(p + 26, hdr->why);
+    } else if (hdr->type == WIRE_P2P_DATA) {
+        put16(p + 24, (uint16_t)wire_call_bits(hdr->root));
+        put16(p + 26, (uint16_t)wire_call_bits(hdr->call_hash));
+    }
     put32(p + 28, hdr->epoch);
     put32(p + 32, hdr->count);
     put32(p + 36, hdr->total);
@@ -143,7 +150,7 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p)
 {
     const uint8_t *p = buf;
-    wire_hdr_t h;
+    wire_hdr_t h = {0};
     const char *why = NULL;
 
     if (len < WIRE_HDR_LEN) {
@@ -167,7 +174,16 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
     h.flags = get16(p + 14);
     h.mac = get64(p + 16);
     h.slot = get16(p + 24);
-    h.hops = get16(p + 26);
+    h.root = get16(p + 26);
+    if ((h.type == WIRE_CONTRIB || h.type == WIRE_RESULT) &&
+        (h.flags & WIRE_F_ERROR)) {
+        h.why = get16(p + 26);
+        h.root = 0;
+    } else if (h.type == WIRE_P2P_DATA) {
+        h.root = h.slot;
+        h.slot = 0;
+        h.call_hash = get16(p + 26);
+    }
     h.epoch = get32(p + 28);
     h.count = get32(p + 32);
     h.total = get32(p + 36);

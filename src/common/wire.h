@@ -21,9 +21,10 @@
  *  16   8   mac      SipHash-2-4 tag of the packet under the group's
  *                    (P2P: communicator's; STATS: admin) key
  *  24   2   slot     slot in the group's window
- *  26   2   hops     CONTRIB/RESULT: the call's root rank (rooted
- *                    collectives; 0 otherwise), or with WIRE_F_ERROR the
- *                    mismatch's reason; P2P_DATA: the call's hash
+ *  26   2   call     CONTRIB/RESULT: the call's root (wire_hdr_t.root),
+ *                    or with WIRE_F_ERROR the mismatch's reason (.why);
+ *                    P2P_DATA: the call's hash (.call_hash; its root is
+ *                    in slot's place)
  *  28   4   epoch    how many times the slot was used before
  *  32   4   count    elements in this packet's payload
  *  36   4   total    CONTRIB/RESULT/LOCK*: the group generation (job);
@@ -115,13 +116,13 @@ enum {
     WIRE_F_WAIT = 1u << 15,
     /* CONTRIB/RESULT (with NODATA): the members' calls do not match (an
      * AN saw children of one slot describe it differently,
-     * wire_mismatch_t in hops): an AN forwards it up as its aggregate and
+     * wire_mismatch_t in why): an AN forwards it up as its aggregate and
      * sends it down as the slot's result, so every member's operation
      * fails with the reason. */
     WIRE_F_ERROR = 1u << 10,
 };
 
-/* Why the members' calls of a slot do not match (the hops field of a
+/* Why the members' calls of a slot do not match (wire_hdr_t.why of a
  * CONTRIB or RESULT flagged WIRE_F_ERROR): the first field in which a
  * child's contribution differs from the slot's first one. */
 typedef enum {
@@ -137,6 +138,13 @@ typedef enum {
 
 /* The reason's text for messages ("different datatypes", ...). */
 const char *wire_mismatch_str(unsigned why);
+
+/* What this version's header keeps of a call's root or hash (16 bits):
+ * a receiver compares its own call's values through it. */
+static inline uint32_t wire_call_bits(uint32_t v)
+{
+    return v & 0xffffu;
+}
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or
  * LOCK_REP (the first AN that refused says). */
@@ -213,8 +221,18 @@ typedef struct {
     uint16_t flags;
     uint64_t mac; /* as received; wire_pack writes it, wire_mac_seal sets it */
     uint16_t slot;
-    uint16_t hops; /* the call's root, a mismatch's reason, or a hash of
-                      the call: see the layout above */
+    /* The call the packet belongs to (docs/wire-format.md, "Calls that
+     * differ"). Only wire_pack() and wire_parse() map these onto the
+     * header's bytes, which keep wire_call_bits() of root and call_hash:
+     *   CONTRIB/RESULT  root at bytes 26-27; with WIRE_F_ERROR, why there
+     *   P2P_DATA        root at bytes 24-25 (no slot), call_hash at 26-27
+     *   other types     root at bytes 26-27 (0: unused) */
+    uint32_t root;      /* the call's root rank (rooted collectives), or
+                           the collective an allreduce carries (its tag) */
+    uint32_t call_hash; /* P2P_DATA: a hash of the sender's schedule and
+                           count */
+    uint16_t why;       /* CONTRIB/RESULT with WIRE_F_ERROR:
+                           wire_mismatch_t */
     uint32_t epoch;
     uint32_t count;
     uint32_t total;

@@ -36,7 +36,7 @@ typedef struct {
     uint8_t kind;      /* wire_coll_t */
     uint8_t has;       /* buf holds data (NODATA packets carry none) */
     int rootc;         /* child whose subtree holds the root, or -1 */
-    uint16_t root;     /* the call's root rank (the hops field) */
+    uint32_t root;     /* the call's root (wire_hdr_t.root) */
     uint8_t err;       /* the children's calls differ: wire_mismatch_t
                           (the slot's result is an error for every child) */
     uint32_t plo, phi; /* gathers: bytes [plo, phi) of buf hold pieces;
@@ -520,7 +520,7 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     if (rc->err) {
         /* The members' calls differ: every child's operation fails. */
         h.flags |= WIRE_F_ERROR | WIRE_F_NODATA;
-        h.hops = rc->err;
+        h.why = rc->err;
         emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
         return;
     }
@@ -556,7 +556,7 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
                          (wait ? WIRE_F_WAIT : 0) |
                          wire_kind_flags(wire_flags_kind(q->flags)));
     h.total = g->gen;
-    h.hops = 0;
+    h.root = 0;
     if (!wait) {
         agg->ctr.asks++;
         incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
@@ -593,7 +593,7 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
                             (rc->rootc >= 0 ? WIRE_F_ROOT : 0) |
                             (rc->has ? 0 : WIRE_F_NODATA)),
         .slot = slot,
-        .hops = rc->root,
+        .root = rc->root,
         .epoch = rc->epoch,
         .count = rc->count,
         .offset = rc->offset,
@@ -605,7 +605,7 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
         h.flags = (uint16_t)((rc->flags & (WIRE_F_LAST | WIRE_F_TWICE)) |
                              wire_kind_flags((wire_coll_t)rc->kind) |
                              WIRE_F_NODATA | WIRE_F_ERROR);
-        h.hops = rc->err;
+        h.why = rc->err;
         memset(g->piece, 0, WIRE_PIECE_LEN);
         emit(agg, &g->key, NULL, g->parent, &h, g->piece,
              wire_coll_is_split((wire_coll_t)rc->kind) ? WIRE_PIECE_LEN : 0);
@@ -1394,7 +1394,7 @@ static void send_ahead(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     d.flags = (uint16_t)((h->flags & (WIRE_F_LAST | WIRE_F_KIND_MASK)) |
                          WIRE_F_AHEAD);
     d.total = g->gen;
-    d.hops = 0;
+    d.root = 0;
     wire_mac_prepare(&g->key, payload, bytes, &st);
     d.type = WIRE_RESULT;
     for (int c = 0; c < g->nchildren; c++) {
@@ -1437,8 +1437,8 @@ static void on_ahead(agg_t *agg, group_t *g, const wire_hdr_t *h,
 static unsigned call_differs(const wire_hdr_t *h, const res_copy_t *rc)
 {
     if (h->flags & WIRE_F_ERROR)
-        return h->hops > WIRE_MISMATCH_NONE && h->hops < WIRE_MISMATCH_COUNT
-                   ? h->hops
+        return h->why > WIRE_MISMATCH_NONE && h->why < WIRE_MISMATCH_COUNT
+                   ? h->why
                    : WIRE_MISMATCH_KIND;
     if (wire_flags_kind(h->flags) != rc->kind)
         return WIRE_MISMATCH_KIND;
@@ -1449,7 +1449,7 @@ static unsigned call_differs(const wire_hdr_t *h, const res_copy_t *rc)
     if (h->count != rc->count || h->offset != rc->offset ||
         (h->flags & WIRE_F_LAST) != (rc->flags & WIRE_F_LAST))
         return WIRE_MISMATCH_SIZE;
-    if (h->hops != rc->root || ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0))
+    if (h->root != rc->root || ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0))
         return WIRE_MISMATCH_ROOT;
     return WIRE_MISMATCH_NONE;
 }
@@ -1544,7 +1544,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->kind = (uint8_t)wire_flags_kind(h->flags);
         rc->has = 0;
         rc->rootc = -1;
-        rc->root = h->flags & WIRE_F_ERROR ? 0 : h->hops;
+        rc->root = h->flags & WIRE_F_ERROR ? 0 : h->root;
         rc->err = 0;
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
@@ -1706,8 +1706,8 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
     if (h->flags & WIRE_F_ERROR) {
         /* Members elsewhere in the tree called something else: every
          * child's operation fails. */
-        rc->err = h->hops > WIRE_MISMATCH_NONE && h->hops < WIRE_MISMATCH_COUNT
-                      ? (uint8_t)h->hops
+        rc->err = h->why > WIRE_MISMATCH_NONE && h->why < WIRE_MISMATCH_COUNT
+                      ? (uint8_t)h->why
                       : WIRE_MISMATCH_KIND;
         rc->has = 0;
         rc->valid = 1;

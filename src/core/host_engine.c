@@ -160,7 +160,7 @@ struct host_engine {
     uint64_t last_progress_ns;
     incoll_status_t status;
     int failed; /* members out of step: no further operations */
-    uint16_t call_root, next_root; /* the running and the next operation's
+    uint32_t call_root, next_root; /* the running and the next operation's
                                       root rank (host_engine_set_root) */
     unsigned mismatch;             /* the last failure's wire_mismatch_t */
     uint64_t alive_ns; /* the leaf AN last said it holds our contribution
@@ -317,7 +317,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             (eng->twice == 1 ? WIRE_F_TWICE : 0) |
                             (eng->push ? WIRE_F_PUSH : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
-        .hops = eng->call_root, /* the ANs check that members agree */
+        .root = eng->call_root, /* the ANs check that members agree */
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
         .total = eng->p.gen, /* CONTRIB carries the generation here */
@@ -1261,7 +1261,7 @@ void host_engine_resume(host_engine_t *eng, uint64_t now_ns)
         eng->last_progress_ns = now_ns - quiet;
 }
 
-void host_engine_set_root(host_engine_t *eng, uint16_t root)
+void host_engine_set_root(host_engine_t *eng, uint32_t root)
 {
     eng->next_root = root;
 }
@@ -1327,8 +1327,8 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
             return;
         }
         eng->mismatch =
-            h.hops > WIRE_MISMATCH_NONE && h.hops < WIRE_MISMATCH_COUNT
-                ? h.hops
+            h.why > WIRE_MISMATCH_NONE && h.why < WIRE_MISMATCH_COUNT
+                ? h.why
                 : WIRE_MISMATCH_KIND;
         eng->ctr.mismatches++;
         incoll_debug("host: group %u slot %u: the members' calls differ "

@@ -298,7 +298,7 @@ void host_engine_abandon(host_engine_t *eng, incoll_status_t status);
  * gather's or scatter's; every member passes the same), carried in its
  * contributions so that the ANs can tell members that disagree about it;
  * 0 for an operation started without it. */
-void host_engine_set_root(host_engine_t *eng, uint16_t root);
+void host_engine_set_root(host_engine_t *eng, uint32_t root);
 
 /* Why the last operation failed with INCOLL_ERR_MISMATCH (an AN saw the
  * members' calls differ: wire_mismatch_t), else WIRE_MISMATCH_NONE. */

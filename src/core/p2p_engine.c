@@ -70,12 +70,19 @@ typedef struct {
     uint64_t fast_ns; /* last fast retransmission, 0 if none */
 } pkt_t;
 
-/* What a data packet says of the sender's call (wire.h: op, dtype, slot,
- * hops of P2P_DATA): every member's must be the same. */
+/* What a data packet says of the sender's call (wire_hdr_t: op, dtype,
+ * root and call_hash of P2P_DATA, as far as the header keeps them,
+ * wire_call_bits): every member's must be the same. The hash holds 8 bits
+ * of the schedule's (collective, algorithm) above 8 of the count in each
+ * 16-bit half (SIG_KIND, SIG_SIZE), so that what the header keeps of it
+ * still tells the two apart. */
 typedef struct {
     uint8_t op, dtype;
-    uint16_t root, hash;
+    uint32_t root, hash;
 } call_sig_t;
+
+#define SIG_KIND 0xff00ff00u
+#define SIG_SIZE 0x00ff00ffu
 
 typedef struct {
     int state;
@@ -360,8 +367,8 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
         .child = (uint16_t)eng->p.rank,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
                             (i + 1 == eng->send_npkts ? WIRE_F_LAST : 0)),
-        .slot = eng->sig.root,
-        .hops = eng->sig.hash,
+        .root = eng->sig.root,
+        .call_hash = eng->sig.hash,
         .epoch = (uint32_t)eng->tx_next[eng->send_peer],
         .count = (uint32_t)n,
         .total = (uint32_t)eng->send_bytes,
@@ -595,9 +602,9 @@ static void fail_protocol(p2p_engine_t *eng, const char *fmt_why, int peer,
  * differs (wire_mismatch_t), or WIRE_MISMATCH_NONE. */
 static unsigned sig_differs(const call_sig_t *a, const call_sig_t *b)
 {
-    if ((a->hash >> 8) != (b->hash >> 8))
+    if ((a->hash ^ b->hash) & SIG_KIND)
         return WIRE_MISMATCH_KIND; /* collective or algorithm */
-    if ((a->hash & 0xff) != (b->hash & 0xff))
+    if ((a->hash ^ b->hash) & SIG_SIZE)
         return WIRE_MISMATCH_SIZE;
     if (a->op != b->op)
         return WIRE_MISMATCH_OP;
@@ -808,17 +815,20 @@ static incoll_status_t steps_reserve(p2p_engine_t *eng, int max)
 }
 
 /* The call an operation's packets carry: op and dtype, root, and a hash
- * of the schedule (tag: the algorithm) in the high byte and of the count
- * in the low one. */
-static void sig_set(p2p_engine_t *eng, unsigned tag, int root, size_t count,
-                    incoll_dtype_t dtype, incoll_op_t op)
+ * of the schedule (tag: the algorithm; below 256 one to one) and of the
+ * count (call_sig_t), as far as the header keeps them. */
+static void sig_set(p2p_engine_t *eng, unsigned tag, uint32_t root,
+                    size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {
     uint64_t c = (uint64_t)count * 0x9e3779b97f4a7c15ull;
+    uint32_t t = ((tag & 0xffu) * 0x9du + 0x5bu) & 0xffu;
+    uint32_t t2 = ((tag >> 8) * 0x9du + 0x5bu) & 0xffu;
+    uint32_t k = (uint32_t)(c >> 56 ^ c >> 32 ^ c >> 8) & 0xffu;
+    uint32_t k2 = (uint32_t)(c >> 48 ^ c >> 24 ^ c) & 0xffu;
     eng->sig.op = (uint8_t)op;
     eng->sig.dtype = (uint8_t)dtype;
-    eng->sig.root = (uint16_t)root;
-    eng->sig.hash = (uint16_t)(((tag * 0x9du + 0x5bu) & 0xff) << 8 |
-                               (uint8_t)(c >> 56 ^ c >> 32 ^ c >> 8));
+    eng->sig.root = wire_call_bits(root);
+    eng->sig.hash = wire_call_bits(t2 << 24 | k2 << 16 | t << 8 | k);
 }
 
 /* Runs the n steps in eng->steps. */
@@ -928,7 +938,7 @@ static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
     int peer = h->child;
     int32_t d = (int32_t)(h->epoch - (uint32_t)eng->rx_next[peer]);
     size_t stride = eng->p.max_payload, idx;
-    call_sig_t sig = {h->op, h->dtype, h->slot, h->hops};
+    call_sig_t sig = {h->op, h->dtype, h->root, h->call_hash};
     unsigned why;
     uint64_t t;
     rslot_t *s;
@@ -1271,16 +1281,58 @@ static int partner_silent(const p2p_engine_t *eng, const pkt_t *pk,
                        from > pk->first_ns ? from : pk->first_ns, now);
 }
 
+/* We hold a block that the step's send peer sent us for a later step
+ * (kept early, or refused for want of room): the schedules pair a send of
+ * step j with the peer's receive of step j, so it sent that only after
+ * its step here, in which it took our block. It has it; our acks of it
+ * were lost (and it may wait elsewhere now, not reading its socket). */
+static int peer_past_step(const p2p_engine_t *eng)
+{
+    for (int i = 0; i < NSLOTS; i++)
+        if (eng->slot[i].state == SLOT_EARLY &&
+            eng->slot[i].peer == eng->send_peer)
+            return 1;
+    for (int i = 0; i < eng->nrefused; i++)
+        if (eng->refused[i].peer == eng->send_peer)
+            return 1;
+    return 0;
+}
+
 static int only_ack_missing(const p2p_engine_t *eng)
 {
     if (eng->rslot != NULL && eng->rslot->nrecv < eng->rslot->npkts)
         return 0;
-    if (partner_has_ours(eng))
+    if (partner_has_ours(eng) || peer_past_step(eng))
         return 1;
     for (int j = eng->idx + 1; j < eng->nsteps; j++)
         if (eng->steps[j].send_peer >= 0 || eng->steps[j].recv_peer >= 0)
             return 0;
     return 1;
+}
+
+/* Whether to stop waiting for the ack of pk, the current step's: its
+ * partner was silent (partner_silent), the peer is past the step
+ * (peer_past_step), or this is the operation's last
+ * step, only its ack is missing and the peer stayed silent through
+ * PARTNER_SILENT_RETRIES of our retransmissions. Such a peer has most
+ * likely finished and waits elsewhere without reading its socket (in
+ * shared memory, say); one that is merely late finds one of those copies
+ * in its socket when it comes. Waiting for all of max_retries (stretched
+ * to INCOLL_WAIT_MS) would hold this rank that long. */
+static int ack_hopeless(const p2p_engine_t *eng, const pkt_t *pk,
+                        uint64_t now)
+{
+    if (partner_silent(eng, pk, now))
+        return 1;
+    if (!only_ack_missing(eng))
+        return 0;
+    if (peer_past_step(eng))
+        return 1;
+    if (partner_has_ours(eng))
+        return 0;
+    return pk->retries >= PARTNER_SILENT_RETRIES &&
+           rto_give_up(&eng->rto, (int)pk->retries, PARTNER_SILENT_RETRIES,
+                       pk->first_ns, now);
 }
 
 /* Fails the operation; retries < 0 means no progress for the whole
@@ -1361,7 +1413,7 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
             }
             if (rto_give_up(&eng->rto, (int)pk->retries, eng->p.max_retries,
                             pk->first_ns, now_ns) ||
-                partner_silent(eng, pk, now_ns)) {
+                ack_hopeless(eng, pk, now_ns)) {
                 timeout(eng, "no ack from", eng->send_peer, (int)pk->retries,
                         now_ns);
                 return;

@@ -17,7 +17,7 @@
  *
  * Protocol (wire.h: WIRE_P2P_DATA, WIRE_P2P_ACK):
  *   DATA  group: the communicator's, mac under its key; child: the sender's
- *         rank; op, dtype, slot (the root) and hops (a hash of the
+ *         rank; op, dtype, root and call_hash (a hash of the
  *         schedule and the count): the sender's call, which the receiver
  *         compares with its own (different calls fail with
  *         INCOLL_ERR_MISMATCH, their data never used);

@@ -1564,7 +1564,9 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
 static void renew_p2p(incoll_comm_h comm)
 {
     if (comm->p2p != NULL) {
-        p2p_engine_destroy(comm->p2p);
+        p2p_engine_destroy(comm->p2p_retired);
+        comm->p2p_retired = comm->p2p;
+        comm->p2p_retired_id = comm->p2p_id;
         comm->p2p = NULL;
     }
     comm->info->p2p_epoch++;

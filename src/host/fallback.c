@@ -159,6 +159,11 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         const p2p_engine_counters_t *k;
         uint64_t before;
+        if (c->p2p_retired != NULL && c->p2p_retired_id == h->group) {
+            p2p_engine_on_packet(c->p2p_retired, m->src, m->data, m->len,
+                                 now_ns);
+            return;
+        }
         if (c->p2p ? c->p2p_id != h->group : host_comm_wire_id(c) != h->group)
             continue;
         /* A peer ahead of us: make the engine now so its data is kept. */
@@ -282,6 +287,8 @@ void host_comm_p2p_free(incoll_comm_h comm)
 {
     uint64_t next;
 
+    p2p_engine_destroy(comm->p2p_retired);
+    comm->p2p_retired = NULL;
     if (comm->p2p == NULL)
         return;
     if (comm->ctx->sock != NULL) {

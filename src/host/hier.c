@@ -129,14 +129,30 @@ static int rec_differs(uint64_t mine, uint64_t theirs)
 
 /* Leader: the operation starting at h->seq (nseg segments here) fails on
  * every local member with status; all go on from the same segment. */
+/* How long a rank of the level waits for its neighbours from now:
+ * INCOLL_HIER_TIMEOUT_MS, or INCOLL_WAIT_MS when 0. */
+static uint64_t wait_deadline(void)
+{
+    uint64_t ns = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    return host_now_ns() + (ns ? ns : host_wait_ns());
+}
+
 static incoll_status_t fail_op(struct host_hier *h, size_t nseg,
                                incoll_status_t status)
 {
     uint32_t next = h->seq + (uint32_t)nseg + (uint32_t)h->nbuf + 1;
+    uint64_t deadline;
     h->failed = 1;
     h->next = next;
     if (h->shm == NULL)
         return status;
+    /* The record is overwritten only once every member is past the
+     * operation before (a member still there must find that one's). */
+    deadline = wait_deadline();
+    for (int m = 1; m < h->nlocal; m++)
+        if (host_shm_wait(h->shm, HOST_SHM_CONSUMED, m, h->seq, deadline) !=
+            INCOLL_OK)
+            break;
     h->err[1] = (uint32_t)(int32_t)status;
     h->err[2] = next;
     atomic_store((_Atomic uint32_t *)&h->err[0], h->seq + 1);
@@ -819,8 +835,7 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     h->failed = 0;
-    deadline = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
-    deadline = host_now_ns() + (deadline ? deadline : host_wait_ns());
+    deadline = wait_deadline();
     if (h->lidx > 0 ||
         (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
         /* Waiting for the host's other members gives the library lock up,
@@ -879,13 +894,16 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
         if (h->leaders && h->leaders->size > 1)
             status = host_comm_abort_call(h->leaders, HOST_ABORT_ARG);
         (void)fail_op(h, 0, INCOLL_ERR_MISMATCH);
+        /* (its own status is the refusal, unless the call broke the
+         * communicator) */
+        if (status != INCOLL_ERR_GROUP_FAILED)
+            status = INCOLL_OK;
     } else if (h->shm != NULL) {
         /* A member: it posts the call's first segment with the refusal in
          * its record; its leader fails the call on every rank. */
-        uint64_t deadline = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+        uint64_t deadline = wait_deadline();
         uint32_t g = h->seq;
         int depth;
-        deadline = host_now_ns() + (deadline ? deadline : host_wait_ns());
         atomic_store(
             rec_of(h, h->lidx),
             call_rec(0, 0, INCOLL_UINT8, INCOLL_OP_SUM, INCOLL_ALGO_AUTO, 1));

@@ -35,6 +35,11 @@ struct incoll_comm {
     size_t scratch_len;
     p2p_engine_t *p2p;           /* host-based algorithms; made on first use */
     uint32_t p2p_id;             /* its id on the wire (host_comm_wire_id) */
+    /* The engine before the last renewal (a recovery, the job's key):
+     * it still answers a peer that missed its last acks (that peer
+     * retries under the old id until it has them). */
+    p2p_engine_t *p2p_retired;
+    uint32_t p2p_retired_id;
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
     struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);

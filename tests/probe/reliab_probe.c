@@ -159,8 +159,8 @@ static int fabric_up(const char *name, int hosts, int radix, int managed,
     sh("'%s/incoll' fabric down --dir '%s' >/dev/null 2>&1", bindir, dir);
     return sh("env %s '%s/incoll' fabric up --hosts %d --radix %d %s --dir "
               "'%s' >'%s.up' 2>&1",
-              env ? env : "", bindir, hosts, radix,
-              managed ? "" : "--no-mgr", dir, dir) == 0
+              env ? env : "", bindir, hosts, radix, managed ? "" : "--no-mgr",
+              dir, dir) == 0
                ? 0
                : -1;
 }
@@ -252,8 +252,8 @@ static void run_job(tally_t *t, const char *dir, const char *env, int n,
     st = finish(run, limit_s + 30);
     {
         char *out = slurp(log);
-        snprintf(what, sizeof(what), "%s%s%s %s", prog,
-                 victim ? " " : "", victim ? victim : "", args);
+        snprintf(what, sizeof(what), "%s%s%s %s", prog, victim ? " " : "",
+                 victim ? victim : "", args);
         count(t, out, st, what);
         free(out);
     }
@@ -270,7 +270,8 @@ static void probe_kill(int reps)
                 continue;
             run_job(t, dir, "INCOLL_BCAST_AHEAD=16K", 8, 1, 1, "recover_check",
                     "--coll mix --iters 3000 --count 100 --progress 100",
-                    "progress iter 400", 0.003 * r, victims[v], SIGKILL, 0, 180);
+                    "progress iter 400", 0.003 * r, victims[v], SIGKILL, 0,
+                    180);
             fabric_down(dir);
         }
         if (fabric_up("kill-node", 8, 2, 1, NULL, dir, sizeof(dir)) == 0) {
@@ -367,9 +368,9 @@ static void probe_partition(int reps)
 static void probe_mismatch(void)
 {
     static const char *const cases[] = {
-        "root-null", "inplace-recv", "overlap",         "dtype",
-        "op",        "count",        "bcast-roots",     "bcast-allreduce",
-        "reduce-roots", "skip"};
+        "root-null",    "inplace-recv",  "overlap",     "dtype",
+        "op",           "count",         "bcast-roots", "bcast-allreduce",
+        "reduce-roots", "reduce-noroot", "skip"};
     char dir[600];
     tally_t *t = tally("mismatch");
     for (int managed = 1; managed >= 0; managed--) {

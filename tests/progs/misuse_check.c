@@ -16,6 +16,10 @@
  *   bcast-allreduce who broadcasts (root 0) while the others allreduce
  *   reduce-roots    a reduce: the lower half of the ranks says root 0,
  *                   the upper half root size-1
+ *   reduce-noroot   a reduce: the lower half says root size-1, the upper
+ *                   half root 0, so that no rank takes itself for the
+ *                   root: none has a result, and each must get the error
+ *                   at the call or (having returned early) at its next
  *   skip            who skips a broadcast the others make before the
  *                   allreduce of that iteration (and makes an extra
  *                   barrier at the end, so that every rank has as many
@@ -40,12 +44,14 @@
  * case asks for).
  *
  *   misuse_check --case NAME [--iters N] [--at I] [--who R] [--count C]
- *                [--late-ms MS] [--seed S] [--algo inc|rd] [--gap-ms G]
+ *                [--late-ms MS] [--seed S] [--algo auto|inc|rd]
+ *                [--gap-ms G]
  *
  * --seed S changes every input (two jobs with different seeds never
  * have a result in common: a test replaying one job's packets into
  * another sees them); --algo rd runs the allreduces on the hosts
- * (recursive doubling); --gap-ms G computes G ms after each call.
+ * (recursive doubling), --algo inc in the network only (no fallback,
+ * no recovery); --gap-ms G computes G ms after each call.
  *
  * Exit status: 0 as expected, 1 a wrong result returned as success,
  * 2 usage, 3 an outcome other than expected (a call that had to fail
@@ -61,9 +67,11 @@
 #include <time.h>
 
 static const char *const cases[] = {
-    "none", "root-null", "inplace-recv", "overlap",         "dtype",
-    "op",   "count",     "bcast-roots",  "bcast-allreduce", "reduce-roots",
-    "skip", "late",      "deadline"};
+    "none",         "root-null",     "inplace-recv",
+    "overlap",      "dtype",         "op",
+    "count",        "bcast-roots",   "bcast-allreduce",
+    "reduce-roots", "reduce-noroot", "skip",
+    "late",         "deadline"};
 enum {
     C_NONE,
     C_ROOT_NULL,
@@ -75,6 +83,7 @@ enum {
     C_BCAST_ROOTS,
     C_BCAST_ALLREDUCE,
     C_REDUCE_ROOTS,
+    C_REDUCE_NOROOT,
     C_SKIP,
     C_LATE,
     C_DEADLINE,
@@ -174,8 +183,9 @@ static incoll_status_t special(incoll_comm_h world, int c, int rank, int size,
         }
         return incoll_allreduce(world, in, out, count, INCOLL_INT64,
                                 INCOLL_OP_SUM);
-    case C_REDUCE_ROOTS: {
-        int root = rank < size / 2 ? 0 : size - 1;
+    case C_REDUCE_ROOTS:
+    case C_REDUCE_NOROOT: {
+        int root = (rank < size / 2) == (c == C_REDUCE_ROOTS) ? 0 : size - 1;
         *has_result_p = rank == root;
         return incoll_reduce(world, in, out, count, INCOLL_INT64, INCOLL_OP_SUM,
                              root);
@@ -189,6 +199,7 @@ int main(int argc, char **argv)
 {
     int iters = 8, at = 2, who = 1, c = -1, rank, size;
     int nok = 0, nwrong = 0, nerr = 0, nexp = 0, nunexp = 0, deferred = 0;
+    int must_next = 0;
     long late_ms = 3000, gap_ms = 0;
     size_t count = 64;
     incoll_ctx_h ctx;
@@ -217,7 +228,9 @@ int main(int argc, char **argv)
         } else if (strcmp(a, "--seed") == 0) {
             seed = atol(v);
         } else if (strcmp(a, "--algo") == 0) {
-            algo = strcmp(v, "rd") == 0 ? INCOLL_ALGO_RD : INCOLL_ALGO_AUTO;
+            algo = strcmp(v, "rd") == 0    ? INCOLL_ALGO_RD
+                   : strcmp(v, "inc") == 0 ? INCOLL_ALGO_INC
+                                           : INCOLL_ALGO_AUTO;
         } else {
             fprintf(stderr, "misuse_check: unknown option %s\n", a);
             return 2;
@@ -293,6 +306,8 @@ int main(int argc, char **argv)
             } else {
                 nok++; /* no result here: success tells nothing wrong */
                 deferred = 1;
+                /* (unless no rank has one: then the error comes next) */
+                must_next = c == C_REDUCE_NOROOT;
             }
             continue;
         }
@@ -309,13 +324,13 @@ int main(int argc, char **argv)
                     nexp++;
                 else
                     nunexp++;
-            } else if (must_fail && !may_pass) {
+            } else if ((must_fail && !may_pass) || must_next) {
                 printf("UNEXPECTED iter %d: success where it must fail\n", it);
                 nunexp++;
             } else {
                 nok++;
             }
-            deferred = 0;
+            deferred = must_next = 0;
         }
     }
     if (c == C_SKIP && rank == who) {
