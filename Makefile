@@ -131,7 +131,7 @@ endif
 SO_FILES := $(BUILD)/lib/libincoll.so $(BUILD)/lib/$(SONAME) $(BUILD)/lib/libincoll.so.$(VERSION)
 LIBS := $(SO_FILES) $(BUILD)/lib/libincoll.a
 
-.PHONY: all test test-run check tests unit-test demo demo-run bench install uninstall install-sim install-mpi format format-check clean deps sim mpi check-sodium
+.PHONY: all test test-run check tests unit-test demo demo-run bench install uninstall install-sim install-mpi format format-check clean deps sim mpi check-sodium probe
 all: $(LIBS) $(BINS)
 
 # tools/paths.c finds the installed libraries and helper programs there:
@@ -230,6 +230,16 @@ TESTPROGS := $(TESTPROG_SRCS:tests/progs/%.c=$(BUILD)/tests/%)
 $(BUILD)/tests/%: tests/progs/%.c $(INTERNAL_A)
 	@mkdir -p $(dir $@)
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
+
+# The probes (tests/probe/*.c): long runs that check what `make test`
+# checks at small scale, outside it (`make probe`, then run them).
+PROBE_SRCS := $(sort $(wildcard tests/probe/*.c))
+PROBES := $(PROBE_SRCS:tests/probe/%.c=$(BUILD)/tests/probe/%)
+$(BUILD)/tests/probe/%: tests/probe/%.c $(INTERNAL_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(INTERNAL_A) $(LDLIBS)
+
+probe: all $(BUILD)/tests/incoll-tests $(TESTPROGS) $(PROBES)
 
 # `make test` and `make demo`: the packages first, then a make that sees
 # them (see the top of this file). Without root, install-deps only lists

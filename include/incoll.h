@@ -51,7 +51,8 @@ extern "C" {
     X(INCOLL_ERR_NOT_FOUND, -9, "not found")                                   \
     X(INCOLL_ERR_BUSY, -10, "resource busy")                                   \
     X(INCOLL_ERR_AUTH, -11, "authentication failed")                           \
-    X(INCOLL_ERR_GROUP_FAILED, -12, "group failed")
+    X(INCOLL_ERR_GROUP_FAILED, -12, "group failed")                            \
+    X(INCOLL_ERR_MISMATCH, -13, "the ranks' calls do not match")
 
 typedef enum {
 #define INCOLL_X_ENUM(name, value, text) name = value,

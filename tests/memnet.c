@@ -62,6 +62,7 @@ typedef struct node {
     incoll_op_t op;
     wire_coll_t coll;
     int root;
+    int root_rank; /* the call's root rank (host_engine_set_root), or -1 */
     int ctl;       /* the pending start is a lock (1), unlock (2) or background
                     * unlock (3) round */
     uint16_t nops; /* the lock's operations */
@@ -792,6 +793,8 @@ static void host_update(memnet_t *net, node_t *n)
 static void host_start(memnet_t *net, node_t *n)
 {
     n->pending = 0;
+    if (n->ctl == 0 && n->root_rank >= 0)
+        host_engine_set_root(n->eng, (uint16_t)n->root_rank);
     if (n->ctl == 1)
         n->start_status = host_engine_lock(n->eng, n->nops, net->now);
     else if (n->ctl == 2)
@@ -842,6 +845,7 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
         n->coll = kind;
         n->ctl = 0;
         n->root = r == root;
+        n->root_rank = root;
         n->send = send ? send[r] : NULL;
         n->recv = recv ? recv[r] : NULL;
         n->count = count;
@@ -849,6 +853,23 @@ void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
         n->op = op;
         schedule_start(net, n);
     }
+}
+
+void memnet_start_one(memnet_t *net, int group, int rank, wire_coll_t kind,
+                      int root, const void *send, void *recv, size_t count,
+                      incoll_dtype_t dtype, incoll_op_t op)
+{
+    node_t *n = net->nodes[net->group_host[group][rank]];
+    n->coll = kind;
+    n->ctl = 0;
+    n->root = rank == root;
+    n->root_rank = root;
+    n->send = send;
+    n->recv = recv;
+    n->count = count;
+    n->dtype = dtype;
+    n->op = op;
+    schedule_start(net, n);
 }
 
 /* Schedules a lock (ctl 1) or unlock (ctl 2) round on every host. */

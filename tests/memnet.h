@@ -207,6 +207,12 @@ void memnet_start_allreduce(memnet_t *net, int group, const void *const *send,
 void memnet_start_coll(memnet_t *net, int group, wire_coll_t kind, int root,
                        const void *const *send, void *const *recv, size_t count,
                        incoll_dtype_t dtype, incoll_op_t op);
+/* memnet_start_coll for one rank alone, with its own arguments (a test
+ * of members whose calls differ): root is the call's root rank as this
+ * rank sees it (-1: none). */
+void memnet_start_one(memnet_t *net, int group, int rank, wire_coll_t kind,
+                      int root, const void *send, void *recv, size_t count,
+                      incoll_dtype_t dtype, incoll_op_t op);
 /* An allgather or gather (host_engine_start_gather) of block bytes per
  * rank, rank r's block at r * block of the vector. */
 void memnet_start_gather(memnet_t *net, int group, wire_coll_t kind, int root,

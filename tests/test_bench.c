@@ -19,6 +19,8 @@
 #include "integ.h"
 #include "test.h"
 
+#include "common/wire.h"
+
 #include "../tools/bench_opts.h"
 #include "../tools/bench_rank.h"
 #include "core/algo.h"
@@ -656,11 +658,12 @@ TEST(bench_loopback_csv, TEST_INTEG)
         /* Bandwidth is bytes / avg latency. */
         CHECK(fabs(bw - (double)bytes / avg) <= 0.01 * bw + 1e-3);
         /* Counters, not a formula: inc sends at least the vector and one
-         * 48-byte header per 8192-byte packet; every algorithm sends
+         * WIRE_HDR_LEN-byte header per 8192-byte packet; every algorithm sends
          * something. */
         if (ai == 0) {
             double min_pkts = (double)((bytes + 8191) / 8192);
-            CHECK_MSG(tx >= (double)bytes + 48.0 * min_pkts && pkts >= min_pkts,
+            CHECK_MSG(tx >= (double)bytes + (double)WIRE_HDR_LEN * min_pkts &&
+                          pkts >= min_pkts,
                       "inc %ld bytes: tx %g pkts %g", bytes, tx, pkts);
             CHECK(atof(f[16]) > 0);   /* speedup */
             CHECK(strlen(f[17]) > 0); /* best host algorithm */

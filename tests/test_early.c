@@ -85,6 +85,7 @@ TEST(early_rooted_fail_next_call, TEST_INTEG)
 {
     return run_early(4, 2,
                      "INCOLL_TIMEOUT_MS=500 INCOLL_MGR_OP_TIMEOUT_MS=500 "
+                     "INCOLL_WAIT_MS=1000 INCOLL_MGR_TIMEOUT_MS=2000 "
                      "INCOLL_LOG_LEVEL=warn",
                      "--fail-at 8 --count 16", "4 hosts, a failure",
                      "the operation this member returned early from failed");

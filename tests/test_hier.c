@@ -419,7 +419,8 @@ static int shm_left(pid_t pid)
  * stop the others itself); one rank kills itself before an allreduce the
  * others are already in: a member (rank 1), then a leader (rank 2). Every
  * other rank must fail its collective with an error, in bounded time, and
- * no segment may stay in /dev/shm.
+ * no segment may stay in /dev/shm. (The other host cannot tell a dead
+ * rank from a late one: it waits INCOLL_WAIT_MS, 3 s here.)
  */
 TEST(hier_node_killed, TEST_INTEG)
 {
@@ -439,6 +440,7 @@ TEST(hier_node_killed, TEST_INTEG)
                        "sh -c \". '%s/fabric.env' && exec env INCOLL_RANK=%d "
                        "INCOLL_SIZE=4 INCOLL_JOB=hierkill-%d-%d-%ld "
                        "INCOLL_HOST=h%d INCOLL_MGR_OP_TIMEOUT_MS=1000 "
+                       "INCOLL_WAIT_MS=3000 "
                        "'%s/hier_check' "
                        "--ppn 2 --count 1000 --iters 40 --kill %d:20\"",
                        dir, r, v, seq, (long)getpid(), r / 2, progdir(),

@@ -111,6 +111,10 @@ typedef struct {
     int ack_cut_to;   /* that one is lost (-1: none) */
     int no_linger;    /* a rank leaves the library after its last op
                        * (into another library's call, say) */
+    int drop_absent;  /* packets to a rank that has not started its first
+                       * op are lost (its engine does not exist yet: a
+                       * recovery channel made on its first recovery),
+                       * instead of waiting in its socket */
 } sim_cfg_t;
 
 struct sim {
@@ -638,7 +642,8 @@ static int sim_run(sim_t *s, uint64_t limit_ns)
             }
             if (rk->state == R_ABSENT || rk->state == R_WAITING) {
                 /* Not in the library: the packet waits in the socket. */
-                if (rk->never_start) {
+                if (rk->never_start ||
+                    (s->cfg.drop_absent && rk->state == R_ABSENT)) {
                     free(p);
                     continue;
                 }
@@ -1012,6 +1017,73 @@ TEST(p2p_finalize_while_peer_waits, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/*
+ * An exchange partner that comes late and drops what came before it
+ * (a member joining a recovery seconds after the others: its recovery
+ * channel does not exist until then): the early rank's block was lost
+ * however often it went, so the partner's arrival, not the silence
+ * before it, starts the count after which a silent partner is taken to
+ * have our block. Before, the early rank took its block as delivered the
+ * moment the partner's came, left, and the late rank waited for it in
+ * vain. Both must complete, right, with the operation's long limits (a
+ * manager's: the recovery waits as long as INCOLL_WAIT_MS).
+ */
+TEST(p2p_late_partner_dropped, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 16, INCOLL_UINT64, INCOLL_OP_MAX};
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    cfg.drop_absent = 1;
+    cfg.progress_timeout_ns = 600ull * 1000000000;
+    cfg.max_retries = 2408; /* what 600 s over a 250 ms backoff cap asks */
+    for (int late = 1; late < 4; late++) {
+        s = sim_create(&cfg, 4, &op, 1);
+        CHECK(s != NULL);
+        s->r[late].start_ns = 5ull * 1000000000; /* 5 s late */
+        CHECK(sim_run(s, 700ull * 1000000000) == 0);
+        CHECK_MSG(all_ok(s), "rank %d late", late);
+        /* Done soon after the late rank came, not at a timeout. */
+        CHECK_MSG(s->now < 10ull * 1000000000, "ended at %.1f s",
+                  (double)s->now / 1e9);
+        sim_destroy(s);
+    }
+    return TEST_PASSED;
+}
+
+/*
+ * A peer that took our block, sent us its block of a later step and left
+ * the library (it waits elsewhere and reads no packets), every ack it
+ * sent us lost: that later block proves it has ours. Rank 0 of a 5-rank
+ * recursive doubling sends its input to rank 1 first and gets the result
+ * from it last. With the long limits of INCOLL_WAIT_MS rank 0 waited for
+ * the ack until they ran out (a job's init hung so, its rank 0 in an
+ * exchange the others had left); before those limits it failed at its
+ * first timeout.
+ */
+TEST(p2p_peer_past_step, TEST_UNIT)
+{
+    sim_cfg_t cfg;
+    sim_op_t op = {ALGO_RD, 16, INCOLL_UINT64, INCOLL_OP_SUM};
+    sim_t *s;
+
+    sim_cfg_default(&cfg);
+    cfg.no_linger = 1;
+    cfg.ack_cut_from = 1;
+    cfg.ack_cut_to = 0;
+    cfg.progress_timeout_ns = 600ull * 1000000000;
+    cfg.max_retries = 2408;
+    s = sim_create(&cfg, 5, &op, 1);
+    CHECK(s != NULL);
+    CHECK(sim_run(s, 700ull * 1000000000) == 0);
+    CHECK(all_ok(s));
+    CHECK_MSG(s->now < 10ull * 1000000000, "ended at %.1f s",
+              (double)s->now / 1e9);
+    sim_destroy(s);
+    return TEST_PASSED;
+}
+
 /* A rank that arrives a second late is waited for; one that never comes
  * makes the others fail with a timeout, and later calls report the group
  * as failed. */
@@ -1110,8 +1182,9 @@ TEST(p2p_exchange_partner_left, TEST_UNIT)
     return TEST_PASSED;
 }
 
-/* Ranks called with different counts: the block sizes disagree and both
- * sides fail with a protocol error instead of computing garbage. */
+/* Ranks called with different counts: the calls disagree and both sides
+ * fail with INCOLL_ERR_MISMATCH (different sizes) instead of computing
+ * garbage. */
 TEST(p2p_count_mismatch, TEST_UNIT)
 {
     sim_cfg_t cfg;
@@ -1128,8 +1201,10 @@ TEST(p2p_count_mismatch, TEST_UNIT)
                                       INCOLL_UINT64, INCOLL_OP_SUM, 0),
                  INCOLL_INPROGRESS);
     CHECK(sim_run(s, 100ull * 1000000000) == 0);
-    CHECK_EQ_INT(s->r[0].result[0], INCOLL_ERR_PROTOCOL);
-    CHECK_EQ_INT(s->r[1].result[0], INCOLL_ERR_PROTOCOL);
+    CHECK_EQ_INT(s->r[0].result[0], INCOLL_ERR_MISMATCH);
+    CHECK_EQ_INT(s->r[1].result[0], INCOLL_ERR_MISMATCH);
+    CHECK_EQ_INT(p2p_engine_mismatch(s->r[0].eng), WIRE_MISMATCH_SIZE);
+    CHECK_EQ_INT(p2p_engine_mismatch(s->r[1].eng), WIRE_MISMATCH_SIZE);
     sim_destroy(s);
     return TEST_PASSED;
 }
@@ -1324,6 +1399,13 @@ TEST(p2p_bad_packets, TEST_UNIT)
                          .count = 64,
                          .total = 256,
                          .offset = 3};
+        /* The peer's call is ours: what our own data packets say. */
+        CHECK(wire_parse(last_sent, WIRE_HDR_LEN + 64, &r, NULL) == INCOLL_OK);
+        CHECK_EQ_INT(r.type, WIRE_P2P_DATA);
+        h.op = r.op;
+        h.dtype = r.dtype;
+        h.root = r.root;
+        h.call_hash = r.call_hash;
         wire_pack(&h, pkt);
         memcpy(pkt + WIRE_HDR_LEN, peer, 64);
         dropped = p2p_engine_counters(eng)->dropped;

@@ -30,6 +30,8 @@
  */
 #include "test.h"
 
+#include "common/wire.h"
+
 #include "integ.h"
 
 #include <errno.h>
@@ -158,14 +160,14 @@ static int sim_two_ways(const char *base, const char *way_a, const char *way_b,
 
 /*
  * The hand calculation of docs/simulator.md for a switch AN: a packet of
- * 48 + b bytes crosses 2 x levels links, each costing its latency plus the
- * packet's transmission time, and 2 x levels - 1 AN visits (leaf up, ...,
- * root, ..., leaf down) each add the switch AN's latency.
+ * WIRE_HDR_LEN + b bytes crosses 2 x levels links, each costing its latency
+ * plus the packet's transmission time, and 2 x levels - 1 AN visits (leaf up,
+ * ..., root, ..., leaf down) each add the switch AN's latency.
  */
 static double hand_us(int levels, double lat_s, double Bps, long bytes,
                       double switch_ns)
 {
-    double hop = lat_s + (48.0 + (double)bytes) / Bps;
+    double hop = lat_s + ((double)WIRE_HDR_LEN + (double)bytes) / Bps;
     return (2.0 * levels * hop + (2.0 * levels - 1) * switch_ns * 1e-9) * 1e6;
 }
 

@@ -296,16 +296,25 @@ static int plan_mgr(const run_opts_t *o, run_plan_t *p)
  * generation), so nothing of an earlier job on this fabric can reach this
  * one; the generation orders jobs on the ANs: a newer one takes a group
  * over at once. The wall clock in ms (mod 2^32) is newer for every later
- * job. A caller's own INCOLL_JOB and INCOLL_GEN win. */
-static void plan_ids(run_plan_t *p)
+ * job. A caller's own INCOLL_JOB and INCOLL_GEN win. 0, or 2 with a bad
+ * INCOLL_GEN printed (the ranks would refuse it). */
+static int plan_ids(run_plan_t *p)
 {
+    setting_value_t genv;
+    char err[256];
+
     if (setting_str(SETTING_JOB) != NULL)
         snprintf(p->job, sizeof(p->job), "%s", setting_str(SETTING_JOB));
     else
         snprintf(p->job, sizeof(p->job), "run-%016llx",
                  (unsigned long long)fabric_random64());
-    if (setting_str(SETTING_GEN) != NULL) {
-        snprintf(p->gen, sizeof(p->gen), "%s", setting_text(SETTING_GEN));
+    /* The ranks refuse a bad INCOLL_GEN: so does the launcher, at once. */
+    if (setting_get(SETTING_GEN, &genv, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll run: %s\n", err);
+        return 2;
+    }
+    if (genv.set) {
+        snprintf(p->gen, sizeof(p->gen), "%s", genv.text);
     } else {
         struct timespec ts;
         uint32_t g;
@@ -314,11 +323,13 @@ static void plan_ids(run_plan_t *p)
                        (uint64_t)ts.tv_nsec / 1000000);
         snprintf(p->gen, sizeof(p->gen), "%u", g ? g : 1u);
     }
+    return 0;
 }
 
 /* Plans the job: the fabric, the manager's environment, fabric.conf
  * (always without a manager) and the ids. 0, or -1 with the cause
- * printed; plan_free undoes it either way. */
+ * printed (2: a bad setting, as for a bad option); plan_free undoes it
+ * either way. */
 static int plan_job(const run_opts_t *o, run_plan_t *p)
 {
     char conf_path[PATH_MAX + 16], err[512];
@@ -360,8 +371,7 @@ static int plan_job(const run_opts_t *o, run_plan_t *p)
         fprintf(stderr, "incoll run: out of memory\n");
         return -1;
     }
-    plan_ids(p);
-    return 0;
+    return plan_ids(p);
 }
 
 static void plan_free(run_plan_t *p)
@@ -485,9 +495,9 @@ int cmd_run(int argc, char **argv)
     if (parse_opts(argc, argv, &o, &ret) != 0)
         return ret;
     memset(&p, 0, sizeof(p));
-    if (plan_job(&o, &p) != 0) {
+    if ((ret = plan_job(&o, &p)) != 0) {
         plan_free(&p);
-        return 1;
+        return ret > 0 ? ret : 1;
     }
     j.n = o.n;
     j.ranks = calloc((size_t)o.n, sizeof(*j.ranks));

@@ -21,10 +21,18 @@ void log_set_name(const char *name)
 
 void log_init_from_env(void)
 {
-    /* Set first: a bad INCOLL_LOG_LEVEL is logged, which lands here. */
+    setting_value_t v;
+    char err[256];
+
+    /* Set first: logging below lands here again. A bad INCOLL_LOG_LEVEL
+     * leaves the level as it is, silently: the component's check of its
+     * settings refuses it, naming it (libincoll's init fails, a daemon
+     * exits), rather than a message here that it was taken as the
+     * default. */
     log_env_read = 1;
-    if (setting_str(SETTING_LOG_LEVEL) != NULL)
-        log_level_current = setting_enum(SETTING_LOG_LEVEL);
+    if (setting_get(SETTING_LOG_LEVEL, &v, err, sizeof(err)) == INCOLL_OK &&
+        v.set)
+        log_level_current = (int)v.i;
 }
 
 void log_emit(log_level_t level, const char *fmt, ...)

@@ -162,7 +162,22 @@
     X(RETRIES, INT, "12", "1..100000", "host", \
       "retransmissions of one segment before giving up") \
     X(TIMEOUT_MS, MS, "3s", "1ms..24h", "host", \
-      "an operation with no result for this long fails with a timeout") \
+      "an in-network operation without any answer from its AN for this " \
+      "long fails with a timeout (a fault on the path; with a manager, " \
+      "INCOLL_MGR_OP_TIMEOUT_MS when longer)") \
+    X(WAIT_MS, MS, "600s", "1ms..24h", "host", \
+      "how long a collective waits for members that have not called it " \
+      "yet (a rank computing or writing a checkpoint), as MPI waits: an " \
+      "in-network operation while its leaf AN says it holds this rank's " \
+      "part and waits for the others, a host-based one and a recovery's " \
+      "agreement while a peer is silent, a group request while not every " \
+      "member asked the manager, a rank of the shared-memory level for its " \
+      "neighbours; then the call fails with INCOLL_ERR_TIMEOUT") \
+    X(DEADLINE_MS, MS, "0", "0..24h", "host", \
+      "a collective not complete this long after its call fails with " \
+      "INCOLL_ERR_TIMEOUT, and so do the other ranks' calls of it (the " \
+      "communicator stays usable); each rank counts from its own call; " \
+      "0: no deadline") \
     X(P2P_RTO_MIN_US, US, "5ms", "1us..60s", "host", \
       "lower bound of the host-based algorithms' adaptive timeout (their " \
       "bursts queue on slow links and their ranks wait to be scheduled: " \
@@ -209,10 +224,10 @@
     X(HIER_SPIN_US, US, "0", "0..1s", "host", \
       "how long a rank polls the shared segment before it blocks in a " \
       "futex; 0 never polls") \
-    X(HIER_TIMEOUT_MS, MS, "120s", "1ms..24h", "host", \
+    X(HIER_TIMEOUT_MS, MS, "0", "0..24h", "host", \
       "a rank of the shared-memory level waiting this long for a live " \
       "neighbour on its host fails its collective (a dead one fails it at " \
-      "once)") \
+      "once); 0: INCOLL_WAIT_MS") \
     X(MGR, ENDPOINT, "", "", "host", \
       "host:port of the aggregation manager; when set, the fabric and " \
       "every communicator's group come from it (`incoll run` sets it from " \

@@ -52,6 +52,11 @@ void wire_pack(const wire_hdr_t *hdr, void *buf)
     put32(p + 32, hdr->count);
     put32(p + 36, hdr->total);
     put64(p + 40, hdr->offset);
+    put32(p + 48, (hdr->type == WIRE_CONTRIB || hdr->type == WIRE_RESULT) &&
+                          (hdr->flags & WIRE_F_ERROR)
+                      ? hdr->why
+                      : hdr->root);
+    put32(p + 52, hdr->call_hash);
 }
 
 const char *wire_lock_why_str(unsigned why)
@@ -69,6 +74,24 @@ const char *wire_lock_why_str(unsigned why)
         return "an has no streaming pool";
     default:
         return "unknown reason";
+    }
+}
+
+const char *wire_mismatch_str(unsigned why)
+{
+    switch (why) {
+    case WIRE_MISMATCH_KIND:
+        return "different collectives";
+    case WIRE_MISMATCH_OP:
+        return "different reduction operations";
+    case WIRE_MISMATCH_DTYPE:
+        return "different datatypes";
+    case WIRE_MISMATCH_SIZE:
+        return "different sizes";
+    case WIRE_MISMATCH_ROOT:
+        return "different roots";
+    default:
+        return "different calls";
     }
 }
 
@@ -126,7 +149,7 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
                            const char **why_p)
 {
     const uint8_t *p = buf;
-    wire_hdr_t h;
+    wire_hdr_t h = {0};
     const char *why = NULL;
 
     if (len < WIRE_HDR_LEN) {
@@ -156,6 +179,15 @@ incoll_status_t wire_parse(const void *buf, size_t len, wire_hdr_t *hdr_p,
     h.count = get32(p + 32);
     h.total = get32(p + 36);
     h.offset = get64(p + 40);
+    h.root = get32(p + 48);
+    h.call_hash = get32(p + 52);
+    if ((h.type == WIRE_CONTRIB || h.type == WIRE_RESULT) &&
+        (h.flags & WIRE_F_ERROR)) {
+        /* A reason, not a root; out of range is a kind mismatch to the
+         * AN (call_differs). */
+        h.why = (uint16_t)(h.root > 0xffffu ? 0xffffu : h.root);
+        h.root = 0;
+    }
     if (!known_type(h.type)) {
         why = "unknown packet type";
         goto bad;

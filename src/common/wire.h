@@ -1,12 +1,15 @@
 /*
- * Wire format v4: a fixed 48-byte little-endian header inside a UDP
+ * Wire format v4: a fixed 56-byte little-endian header inside a UDP
  * datagram, followed by the payload. See docs/wire-format.md. Version 2
  * replaced v1's clear-text group key by a MAC over the whole packet
  * (common/wire_mac.h). Version 3 added the collective kind and the ROOT and
  * NODATA flags (CONTRIB/RESULT of collectives other than allreduce).
  * Version 4 names the MAC algorithm in the header (macalg), where v3's
  * hops field had its high byte: a receiver of another algorithm refuses
- * the packet and says so, instead of counting a bad tag.
+ * the packet and says so, instead of counting a bad tag; and it carries
+ * the sender's call (its root, a mismatch's reason, a P2P call's hash) in
+ * 8 more bytes, so that members whose calls differ fail together instead
+ * of being reduced into a wrong result.
  * The streaming lock packets (LOCK, LOCK_REP, UNLOCK, UNLOCK_REP) are
  * types under the same header and version.
  *
@@ -30,7 +33,13 @@
  *  36   4   total    CONTRIB/RESULT/LOCK*: the group generation (job);
  *                    P2P: bytes of the whole block
  *  40   8   offset   element offset of this segment in the vector
- *  48       payload  count * dtype_size bytes (STATS: text)
+ *  48   4   call     CONTRIB/RESULT/P2P_DATA: the call's root rank
+ *                    (rooted collectives; an allreduce's carried
+ *                    collective), or with WIRE_F_ERROR the mismatch's
+ *                    reason (wire_mismatch_t); 0 otherwise
+ *  52   4   hash     P2P_DATA: a hash of the sender's schedule and
+ *                    count; 0 otherwise
+ *  56       payload  count * dtype_size bytes (STATS: text)
  */
 #ifndef INCOLL_WIRE_H
 #define INCOLL_WIRE_H
@@ -42,7 +51,7 @@
 
 #define WIRE_MAGIC 0x4C434E49u
 #define WIRE_VERSION 4
-#define WIRE_HDR_LEN 48
+#define WIRE_HDR_LEN 56
 #define WIRE_MACALG_OFF 27     /* the macalg byte */
 #define WIRE_MAC_ALGS 4        /* macalg values 0..3 (wire_mac_alg_t) */
 #define WIRE_MAX_PAYLOAD 65000 /* fits a loopback or jumbo datagram */
@@ -116,7 +125,30 @@ enum {
      * sent the aggregate up again for another child) and waits for the
      * others: an answer to a duplicate, no request. */
     WIRE_F_WAIT = 1u << 15,
+    /* CONTRIB/RESULT (with NODATA): the members' calls do not match (an
+     * AN saw children of one slot describe it differently,
+     * wire_mismatch_t in why): an AN forwards it up as its aggregate and
+     * sends it down as the slot's result, so every member's operation
+     * fails with the reason. */
+    WIRE_F_ERROR = 1u << 10,
 };
+
+/* Why the members' calls of a slot do not match (wire_hdr_t.why of a
+ * CONTRIB or RESULT flagged WIRE_F_ERROR): the first field in which a
+ * child's contribution differs from the slot's first one. */
+typedef enum {
+    WIRE_MISMATCH_NONE = 0,
+    WIRE_MISMATCH_KIND = 1,  /* different collectives */
+    WIRE_MISMATCH_OP = 2,    /* different reduction operations */
+    WIRE_MISMATCH_DTYPE = 3, /* different datatypes */
+    WIRE_MISMATCH_SIZE = 4,  /* different sizes (count, offset or the
+                                vector's last segment) */
+    WIRE_MISMATCH_ROOT = 5,  /* different roots, or two members claim it */
+    WIRE_MISMATCH_COUNT = 6,
+} wire_mismatch_t;
+
+/* The reason's text for messages ("different datatypes", ...). */
+const char *wire_mismatch_str(unsigned why);
 
 /* Why a streaming lock was refused: the op byte of a refused LOCK or
  * LOCK_REP (the first AN that refused says). */
@@ -195,6 +227,16 @@ typedef struct {
     uint16_t slot;
     uint8_t hops;
     uint8_t mac_alg; /* as received; wire_mac_seal sets it */
+    /* The call the packet belongs to (docs/wire-format.md, "Calls that
+     * differ"); only wire_pack() and wire_parse() map them onto bytes:
+     * root (or with WIRE_F_ERROR, why) at 48, call_hash at 52. */
+    uint32_t root;      /* CONTRIB/RESULT/P2P_DATA: the call's root rank
+                           (rooted collectives), or the collective an
+                           allreduce carries (its tag) */
+    uint32_t call_hash; /* P2P_DATA: a hash of the sender's schedule and
+                           count */
+    uint16_t why;       /* CONTRIB/RESULT with WIRE_F_ERROR:
+                           wire_mismatch_t */
     uint32_t epoch;
     uint32_t count;
     uint32_t total;

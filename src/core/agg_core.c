@@ -48,6 +48,9 @@ typedef struct {
     uint8_t kind;        /* wire_coll_t */
     uint8_t has;         /* buf holds data (NODATA packets carry none) */
     int rootc;           /* child whose subtree holds the root, or -1 */
+    uint32_t root;       /* the call's root (wire_hdr_t.root) */
+    uint8_t err;         /* the children's calls differ: wire_mismatch_t
+                            (the slot's result is an error for every child) */
     uint32_t plo, phi;   /* gathers: bytes [plo, phi) of buf hold pieces;
                             splits: the elements our children want */
     uint8_t st_valid;    /* st is buf's prepared mac (replicate) */
@@ -651,6 +654,13 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
     if (g->children[c] == INCOLL_EP_NONE)
         return;
+    if (rc->err) {
+        /* The members' calls differ: every child's operation fails. */
+        h.flags |= WIRE_F_ERROR | WIRE_F_NODATA;
+        h.why = rc->err;
+        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
+        return;
+    }
     if (!data) {
         emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
         return;
@@ -683,7 +693,7 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
                          (wait ? WIRE_F_WAIT : 0) |
                          wire_kind_flags(wire_flags_kind(q->flags)));
     h.total = g->gen;
-    h.hops = 0;
+    h.root = 0;
     if (!wait) {
         agg->ctr.asks++;
         incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
@@ -731,11 +741,24 @@ static void forward_up(agg_t *agg, group_t *g, uint16_t slot,
                             (rc->has ? 0 : WIRE_F_NODATA)),
         .slot = slot,
         .hops = (uint8_t)(hops > 255 ? 255 : hops),
+        .root = rc->root,
         .epoch = rc->epoch,
         .count = rc->count,
         .offset = rc->offset,
     };
     h.total = g->gen;
+    if (rc->err) {
+        /* Our children's calls differ: the error goes up as our
+         * aggregate (a split's with an empty descriptor). */
+        h.flags = (uint16_t)((rc->flags & (WIRE_F_LAST | WIRE_F_TWICE)) |
+                             wire_kind_flags((wire_coll_t)rc->kind) |
+                             WIRE_F_NODATA | WIRE_F_ERROR);
+        h.why = rc->err;
+        memset(g->piece, 0, WIRE_PIECE_LEN);
+        emit(agg, &g->key, NULL, g->parent, &h, g->piece,
+             wire_coll_is_split((wire_coll_t)rc->kind) ? WIRE_PIECE_LEN : 0);
+        return;
+    }
     if (rc->has && wire_coll_is_gather((wire_coll_t)rc->kind)) {
         /* The pieces below us, as one piece (holes between them zero:
          * the parent ORs pieces together, see slot_combine). */
@@ -941,6 +964,9 @@ static int contrib_well_formed(const wire_hdr_t *h)
 {
     wire_coll_t kind = wire_flags_kind(h->flags);
     int has = !(h->flags & WIRE_F_NODATA), root = !!(h->flags & WIRE_F_ROOT);
+    if (h->flags & WIRE_F_ERROR) /* an AN's: its children's calls differ */
+        return !has && !(h->flags & (WIRE_F_QUERY | WIRE_F_PUSH | WIRE_F_AHEAD |
+                                     WIRE_F_ROOT));
     if (root && kind != WIRE_COLL_REDUCE && kind != WIRE_COLL_BCAST &&
         kind != WIRE_COLL_GATHER && kind != WIRE_COLL_SCATTER)
         return 0;
@@ -1571,7 +1597,7 @@ static void send_ahead(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     d.flags = (uint16_t)((h->flags & (WIRE_F_LAST | WIRE_F_KIND_MASK)) |
                          WIRE_F_AHEAD);
     d.total = g->gen;
-    d.hops = 0;
+    d.root = 0;
     wire_mac_prepare(&g->key, payload, bytes, &st);
     d.type = WIRE_RESULT;
     for (int c = 0; c < g->nchildren; c++) {
@@ -1602,6 +1628,56 @@ static void on_ahead(agg_t *agg, group_t *g, const wire_hdr_t *h,
         return;
     }
     send_ahead(agg, g, sl, h, payload, bytes, c);
+}
+
+/*
+ * Why contribution h does not belong to the slot's call rc (the first
+ * field that differs, wire_mismatch_t), or WIRE_MISMATCH_NONE: members
+ * that called different collectives, or one with different datatypes,
+ * ops, sizes or roots, must not be reduced together. An ERROR
+ * contribution (a child AN's children differ) carries its reason.
+ */
+static unsigned call_differs(const wire_hdr_t *h, const res_copy_t *rc)
+{
+    if (h->flags & WIRE_F_ERROR)
+        return h->why > WIRE_MISMATCH_NONE && h->why < WIRE_MISMATCH_COUNT
+                   ? h->why
+                   : WIRE_MISMATCH_KIND;
+    if (wire_flags_kind(h->flags) != rc->kind)
+        return WIRE_MISMATCH_KIND;
+    if (h->op != rc->op)
+        return WIRE_MISMATCH_OP;
+    if (h->dtype != rc->dtype)
+        return WIRE_MISMATCH_DTYPE;
+    if (h->count != rc->count || h->offset != rc->offset ||
+        (h->flags & WIRE_F_LAST) != (rc->flags & WIRE_F_LAST))
+        return WIRE_MISMATCH_SIZE;
+    if (h->root != rc->root || ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0))
+        return WIRE_MISMATCH_ROOT;
+    return WIRE_MISMATCH_NONE;
+}
+
+/* Every child of the slot is in: the aggregate goes up, or at the root
+ * the result goes down (an error when the children's calls differ). */
+static void slot_complete(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                          uint16_t slot, uint16_t hops)
+{
+    if (rc->err) {
+        for (int c = 0; c < g->nchildren; c++)
+            contrib_put(agg, g, sl, c);
+        rc->has = 0;
+        rc->st_valid = 0;
+    } else {
+        slot_combine(agg, g, sl, rc);
+    }
+    if (g->parent == INCOLL_EP_NONE) {
+        sl->state = SLOT_DONE;
+        rc->valid = 1;
+        replicate(agg, g, slot, rc);
+    } else {
+        sl->state = SLOT_FORWARDED;
+        forward_up(agg, g, slot, rc, hops, 1);
+    }
 }
 
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
@@ -1673,6 +1749,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         rc->kind = (uint8_t)wire_flags_kind(h->flags);
         rc->has = 0;
         rc->rootc = -1;
+        rc->root = h->flags & WIRE_F_ERROR ? 0 : h->root;
+        rc->err = 0;
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
         if (h->epoch == sl->epoch - 1 && prev->valid &&
@@ -1688,13 +1766,6 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
 
     rc = &sl->res[sl->epoch & 1];
-    if (h->op != rc->op || h->dtype != rc->dtype || h->count != rc->count ||
-        h->offset != rc->offset || wire_flags_kind(h->flags) != rc->kind) {
-        drop(agg, &agg->ctr.mismatch_dropped, src,
-             "collective, op, dtype, count or offset differ from the slot's",
-             g->id);
-        return;
-    }
     if (sl->seen[c / 64] & (1ull << (c % 64))) {
         agg->ctr.duplicates_dropped++;
         if (h->flags & WIRE_F_COPY)
@@ -1738,10 +1809,28 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         answer_query(agg, g, h, c, 0, 0);
         return;
     }
-    if ((h->flags & WIRE_F_ROOT) && rc->rootc >= 0) {
-        drop(agg, &agg->ctr.mismatch_dropped, src,
-             "a second child claims the root", g->id);
-        return;
+    {
+        unsigned why = call_differs(h, rc);
+        if (why != WIRE_MISMATCH_NONE) {
+            /* The members called different collectives, or the same
+             * with different arguments: the child counts as in, its data
+             * is not used, and the slot's result is an error for all. */
+            if (rc->err == WIRE_MISMATCH_NONE) {
+                rc->err = (uint8_t)why;
+                if (!(h->flags & WIRE_F_ERROR))
+                    agg->ctr.calls_mismatched++;
+                incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
+                             "call differs from the slot's (%s)",
+                             agg->name, g->id, h->slot, h->epoch, c,
+                             wire_mismatch_str(why));
+            }
+            sl->seen[c / 64] |= 1ull << (c % 64);
+            sl->arrived++;
+            agg->ctr.contribs_accepted++;
+            if (sl->arrived == g->nchildren)
+                slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
+            return;
+        }
     }
     if (!(h->flags & WIRE_F_NODATA) &&
         !wire_coll_is_gather((wire_coll_t)rc->kind) && agg->in_batch &&
@@ -1793,16 +1882,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         send_ahead(agg, g, sl, h, payload, bytes, c);
     if (sl->arrived < g->nchildren)
         return;
-
-    slot_combine(agg, g, sl, rc);
-    if (g->parent == INCOLL_EP_NONE) {
-        sl->state = SLOT_DONE;
-        rc->valid = 1;
-        replicate(agg, g, h->slot, rc);
-    } else {
-        sl->state = SLOT_FORWARDED;
-        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 1);
-    }
+    slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
 }
 
 static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
@@ -1843,6 +1923,18 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
         return;
     }
     rc = &sl->res[sl->epoch & 1];
+    if (h->flags & WIRE_F_ERROR) {
+        /* Members elsewhere in the tree called something else: every
+         * child's operation fails. */
+        rc->err = h->why > WIRE_MISMATCH_NONE && h->why < WIRE_MISMATCH_COUNT
+                      ? (uint8_t)h->why
+                      : WIRE_MISMATCH_KIND;
+        rc->has = 0;
+        rc->valid = 1;
+        sl->state = SLOT_DONE;
+        replicate(agg, g, h->slot, rc);
+        return;
+    }
     has = !(h->flags & WIRE_F_NODATA);
     switch ((wire_coll_t)rc->kind) {
     case WIRE_COLL_ALLREDUCE:

@@ -182,6 +182,7 @@ typedef struct {
     X(mismatch_dropped)                                                        \
     X(mac_mismatch)                                                            \
     X(version_mismatch)                                                        \
+    X(calls_mismatched)                                                        \
     X(stats_requests)                                                          \
     X(generation_resets)                                                       \
     X(groups)                                                                  \

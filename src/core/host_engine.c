@@ -93,6 +93,8 @@ typedef struct {
     uint8_t rtwice; /* the first result said the AN sends them twice */
     uint8_t judged; /* counted by copy_judge */
     uint8_t ahead;  /* a broadcast's data came ahead of the result */
+    uint8_t held;   /* the AN said it holds our contribution and waits for
+                       other members (WIRE_F_WAIT) */
 } seg_t;
 
 struct host_engine {
@@ -158,6 +160,12 @@ struct host_engine {
     uint64_t last_progress_ns;
     incoll_status_t status;
     int failed; /* members out of step: no further operations */
+    uint32_t call_root, next_root; /* the running and the next operation's
+                                      root rank (host_engine_set_root) */
+    unsigned mismatch;             /* the last failure's wire_mismatch_t */
+    uint64_t alive_ns; /* the leaf AN last said it holds our contribution
+                          of a segment without result and waits (0: never
+                          in this operation) */
     /* The retransmission timer (core/rto.h) of the running operation's
      * slot space, and the other space's, swapped in when an operation
      * runs on the other (st_timer: rto is the stream window's). A window
@@ -309,6 +317,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             (eng->twice == 1 ? WIRE_F_TWICE : 0) |
                             (eng->push ? WIRE_F_PUSH : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
+        .root = eng->call_root, /* the ANs check that members agree */
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
         .count = (uint32_t)n,
         .total = eng->p.gen, /* CONTRIB carries the generation here */
@@ -433,6 +442,7 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->nres = 0;
         s->judged = 0;
         s->ahead = 0;
+        s->held = 0;
         s->first_ns = now;
         seg_send(eng, s, now, 0, 0);
         eng->next_send++;
@@ -604,6 +614,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         (eng->recv_data && recvbuf == NULL))
         return INCOLL_ERR_INVALID_ARG;
     if (count == 0) {
+        eng->next_root = 0;
         eng->status = INCOLL_OK;
         eng->ctr.ops++;
         return INCOLL_OK;
@@ -618,6 +629,10 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->count = count;
     eng->dtype = dtype;
     eng->op = op;
+    eng->call_root = eng->next_root;
+    eng->next_root = 0;
+    eng->mismatch = WIRE_MISMATCH_NONE;
+    eng->alive_ns = 0;
     eng->nseg = (count + eng->seg_elems - 1) / eng->seg_elems;
     /* While the group holds a lock every operation streams (all members
      * hold it together), unless it would run past the 65536 uses of each
@@ -722,6 +737,13 @@ static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
     seg_t *s;
     if (h->flags & WIRE_F_WAIT) {
         copy_count(eng, h, 1);
+        /* The path to the AN works both ways and it has our part: the
+         * result waits for another member, which may be late. */
+        if ((s = awaited_seg(eng, h)) != NULL) {
+            s->held = 1;
+            eng->alive_ns = now;
+            eng->ctr.waits++;
+        }
         return;
     }
     if ((s = awaited_seg(eng, h)) == NULL) {
@@ -1247,6 +1269,21 @@ void host_engine_resume(host_engine_t *eng, uint64_t now_ns)
         eng->last_progress_ns = now_ns - quiet;
 }
 
+void host_engine_set_root(host_engine_t *eng, uint32_t root)
+{
+    eng->next_root = root;
+}
+
+unsigned host_engine_mismatch(const host_engine_t *eng)
+{
+    return eng->mismatch;
+}
+
+const host_engine_params_t *host_engine_params(const host_engine_t *eng)
+{
+    return &eng->p;
+}
+
 void host_engine_abandon(host_engine_t *eng, incoll_status_t status)
 {
     if (eng->status == INCOLL_INPROGRESS && status != INCOLL_OK &&
@@ -1300,6 +1337,24 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     }
     if (h.flags & WIRE_F_AHEAD) {
         on_ahead(eng, &h, buf);
+        return;
+    }
+    if (h.flags & WIRE_F_ERROR) {
+        /* The members' calls differ (an AN compared them): the
+         * operation fails on every member, with the reason. */
+        if (awaited_seg(eng, &h) == NULL) {
+            eng->ctr.duplicate_results++;
+            return;
+        }
+        eng->mismatch =
+            h.why > WIRE_MISMATCH_NONE && h.why < WIRE_MISMATCH_COUNT
+                ? h.why
+                : WIRE_MISMATCH_KIND;
+        eng->ctr.mismatches++;
+        incoll_debug("host: group %u slot %u: the members' calls differ "
+                     "(%s)",
+                     eng->p.group, h.slot, wire_mismatch_str(eng->mismatch));
+        finish(eng, INCOLL_ERR_MISMATCH);
         return;
     }
     copy_count(eng, &h, 0);
@@ -1401,6 +1456,20 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     fill_window(eng, now_ns);
 }
 
+/*
+ * 1 while the operation waits for a member that has not called it yet:
+ * the leaf AN said lately (within a progress timeout) that it holds our
+ * part and waits, and no result is later than params.wait_ns. Such an
+ * operation neither times out nor gives up on retries (a late member is
+ * waited for, as MPI waits); silence from the AN still fails it.
+ */
+static int waiting_for_member(const host_engine_t *eng, uint64_t now_ns)
+{
+    return eng->p.wait_ns > eng->p.progress_timeout_ns && eng->alive_ns != 0 &&
+           now_ns < eng->alive_ns + eng->p.progress_timeout_ns &&
+           now_ns < eng->last_progress_ns + eng->p.wait_ns;
+}
+
 void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
 {
     char ep[32];
@@ -1418,15 +1487,27 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
      * threads reading the clock): nothing is due before the last result. */
     if (now_ns < eng->last_progress_ns)
         return;
-    if (now_ns - eng->last_progress_ns >= eng->p.progress_timeout_ns) {
+    if (now_ns - eng->last_progress_ns >= eng->p.progress_timeout_ns &&
+        !waiting_for_member(eng, now_ns)) {
         uint64_t seq = eng->base_seq + eng->low;
         eng->ctr.timeouts++;
-        incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
-                     ": no result from an %s for %" PRIu64 " ms, giving up",
-                     eng->p.group, eng->obase + seq % eng->on,
-                     eng->oepoch + seq / eng->on,
-                     wire_ep_str(eng->p.an, ep, sizeof(ep)),
-                     (now_ns - eng->last_progress_ns) / 1000000);
+        if (eng->alive_ns != 0 &&
+            now_ns < eng->alive_ns + eng->p.progress_timeout_ns)
+            incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
+                         ": no result for %" PRIu64 " ms: an %s holds this "
+                         "member's part and still waits for other members "
+                         "(INCOLL_WAIT_MS), giving up",
+                         eng->p.group, eng->obase + seq % eng->on,
+                         eng->oepoch + seq / eng->on,
+                         (now_ns - eng->last_progress_ns) / 1000000,
+                         wire_ep_str(eng->p.an, ep, sizeof(ep)));
+        else
+            incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
+                         ": no result from an %s for %" PRIu64 " ms, giving up",
+                         eng->p.group, eng->obase + seq % eng->on,
+                         eng->oepoch + seq / eng->on,
+                         wire_ep_str(eng->p.an, ep, sizeof(ep)),
+                         (now_ns - eng->last_progress_ns) / 1000000);
         finish(eng, INCOLL_ERR_TIMEOUT);
         return;
     }
@@ -1462,7 +1543,8 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
             fired = 1;
         }
         if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries, s->first_ns,
-                        now_ns)) {
+                        now_ns) &&
+            !waiting_for_member(eng, now_ns)) {
             eng->ctr.timeouts++;
             incoll_error("group %u slot %" PRIu64 " epoch %" PRIu64
                          ": no result from an %s after %d retries, giving up",
@@ -1475,7 +1557,12 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
         s->retries++;
         s->resent = 1;
         eng->ctr.retransmits++;
-        seg_send(eng, s, now_ns, 1, 0);
+        /* A part the AN said it holds is asked about, not sent again
+         * (the kinds whose resends may ask). */
+        seg_send(eng, s, now_ns, 1,
+                 s->held && eng->send_data && !eng->twice &&
+                     (eng->kind == WIRE_COLL_ALLREDUCE ||
+                      eng->kind == WIRE_COLL_REDUCE));
     }
 }
 
@@ -1523,6 +1610,14 @@ uint64_t host_engine_deadline(const host_engine_t *eng)
     if (eng->ctl)
         return eng->ctl_deadline;
     d = eng->last_progress_ns + eng->p.progress_timeout_ns;
+    if (waiting_for_member(eng, d)) {
+        /* Waiting for a late member: until the AN's word gets old, or
+         * the wait's end. */
+        uint64_t w = eng->last_progress_ns + eng->p.wait_ns;
+        d = eng->alive_ns + eng->p.progress_timeout_ns;
+        if (w < d)
+            d = w;
+    }
     /* No retransmission before one timeout without results (see top). The
      * bounds may be early (a segment's result came since), never late: an
      * early call of on_time walks the window and makes them exact. */

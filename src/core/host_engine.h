@@ -44,6 +44,11 @@ typedef struct {
                                      at least as long as that many backoffs
                                      from rto_init_ns take: core/rto.h) */
     uint64_t progress_timeout_ns; /* no result at all for this long: fail */
+    uint64_t wait_ns;             /* while the leaf AN answers that it holds our
+                                     contribution and waits for other members
+                                     (WIRE_F_WAIT: a member is late, the path works),
+                                     an operation waits up to this long without a
+                                     result before it fails; 0: progress_timeout_ns */
     uint32_t stream_window;       /* stream slots a lock asks for; 0: the
                                      engine never locks */
     int stream_large_only;        /* while locked, only operations of more
@@ -124,6 +129,10 @@ typedef struct {
     uint64_t mac_mismatch; /* results of another mac algorithm (also in
                               dropped; an error the first time) */
     uint64_t timeouts;
+    uint64_t waits;      /* answers that the AN holds our contribution
+                            and waits for other members (WIRE_F_WAIT) */
+    uint64_t mismatches; /* operations the ANs failed: the members'
+                            calls differ (WIRE_F_ERROR) */
     uint64_t locks_granted;
     uint64_t locks_refused;
     uint64_t locks_lost; /* reclaimed by an AN while we held them */
@@ -294,6 +303,20 @@ void host_engine_resume(host_engine_t *eng, uint64_t now_ns);
  * failed under it. The engine then refuses further operations, as after
  * any failure. */
 void host_engine_abandon(host_engine_t *eng, incoll_status_t status);
+
+/* The root rank of the next operation started (a reduce's, broadcast's,
+ * gather's or scatter's; every member passes the same), carried in its
+ * contributions so that the ANs can tell members that disagree about it;
+ * 0 for an operation started without it. */
+void host_engine_set_root(host_engine_t *eng, uint32_t root);
+
+/* Why the last operation failed with INCOLL_ERR_MISMATCH (an AN saw the
+ * members' calls differ: wire_mismatch_t), else WIRE_MISMATCH_NONE. */
+unsigned host_engine_mismatch(const host_engine_t *eng);
+
+/* The parameters the engine was made with (to make another on the same
+ * group, e.g. with another generation). */
+const host_engine_params_t *host_engine_params(const host_engine_t *eng);
 
 const host_engine_counters_t *host_engine_counters(const host_engine_t *eng);
 

@@ -70,10 +70,24 @@ typedef struct {
     uint64_t fast_ns; /* last fast retransmission, 0 if none */
 } pkt_t;
 
+/* What a data packet says of the sender's call (wire_hdr_t: op, dtype,
+ * root and call_hash of P2P_DATA): every member's must be the same. The
+ * hash holds 8 bits of the schedule's (collective, algorithm) above 8 of
+ * the count in each 16-bit half (SIG_KIND, SIG_SIZE), so that a
+ * difference tells which of the two differs. */
+typedef struct {
+    uint8_t op, dtype;
+    uint32_t root, hash;
+} call_sig_t;
+
+#define SIG_KIND 0xff00ff00u
+#define SIG_SIZE 0x00ff00ffu
+
 typedef struct {
     int state;
     uint64_t t;     /* transfer number from peer */
     int peer;       /* the sending rank */
+    call_sig_t sig; /* the sender's call, from its first packet */
     uint32_t total; /* block bytes as announced (low 32 bits) */
     size_t bytes;   /* block bytes */
     size_t npkts;
@@ -108,6 +122,10 @@ struct p2p_engine {
     int running;
     int failed; /* the ranks are out of step: no more operations */
     incoll_status_t status;
+    call_sig_t sig;    /* the running operation's call (call_sig_t) */
+    uint16_t next_tag; /* p2p_engine_set_tag */
+    unsigned mismatch; /* why the last operation failed with
+                          INCOLL_ERR_MISMATCH (wire_mismatch_t) */
     uint64_t *tx_next; /* per peer: number of the next block we send it */
     uint64_t *rx_next; /* per peer: number of the next block it sends us */
     uint64_t last_progress_ns;
@@ -137,6 +155,9 @@ struct p2p_engine {
     uint64_t tx_seq;
     uint64_t max_acked_tx;
     uint64_t max_acked_sent_ns; /* latest send time of a packet acked */
+    uint64_t partner_ns;        /* the step's partner sent its whole block (0:
+                                   not yet): it is in the step from then on */
+    uint32_t partner_tx;        /* our timeout retransmissions since then */
 
     /* Receive side. */
     rslot_t slot[NSLOTS];
@@ -339,12 +360,14 @@ static void send_data(p2p_engine_t *eng, size_t i, uint64_t now, int retrans)
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_P2P_DATA,
-        .op = INCOLL_OP_SUM,
-        .dtype = INCOLL_UINT8,
+        .op = eng->sig.op,
+        .dtype = eng->sig.dtype,
         .group = eng->p.group,
         .child = (uint16_t)eng->p.rank,
         .flags = (uint16_t)((retrans ? WIRE_F_RETRANS : 0) |
                             (i + 1 == eng->send_npkts ? WIRE_F_LAST : 0)),
+        .root = eng->sig.root,
+        .call_hash = eng->sig.hash,
         .epoch = (uint32_t)eng->tx_next[eng->send_peer],
         .count = (uint32_t)n,
         .total = (uint32_t)eng->send_bytes,
@@ -554,6 +577,7 @@ static void finish(p2p_engine_t *eng, incoll_status_t status)
         return;
     }
     eng->nfinal = 0;
+    eng->mismatch = WIRE_MISMATCH_NONE;
     /* The ranks are out of step: forget partial receives. */
     eng->failed = 1;
     eng->rslot = NULL;
@@ -569,7 +593,41 @@ static void fail_protocol(p2p_engine_t *eng, const char *fmt_why, int peer,
                  "with the same count, dtype and algorithm?",
                  eng->p.group, eng->name, eng->idx + 1, eng->nsteps, peer,
                  fmt_why, got, want);
-    finish(eng, INCOLL_ERR_PROTOCOL);
+    finish(eng, INCOLL_ERR_MISMATCH);
+    eng->mismatch = WIRE_MISMATCH_SIZE;
+}
+
+/* Why call b (a peer's) is not call a (ours): the first field that
+ * differs (wire_mismatch_t), or WIRE_MISMATCH_NONE. */
+static unsigned sig_differs(const call_sig_t *a, const call_sig_t *b)
+{
+    if ((a->hash ^ b->hash) & SIG_KIND)
+        return WIRE_MISMATCH_KIND; /* collective or algorithm */
+    if ((a->hash ^ b->hash) & SIG_SIZE)
+        return WIRE_MISMATCH_SIZE;
+    if (a->op != b->op)
+        return WIRE_MISMATCH_OP;
+    if (a->dtype != b->dtype)
+        return WIRE_MISMATCH_DTYPE;
+    if (a->root != b->root)
+        return WIRE_MISMATCH_ROOT;
+    return WIRE_MISMATCH_NONE;
+}
+
+/* The peer's call differs from ours (why, wire_mismatch_t): the
+ * operation fails with INCOLL_ERR_MISMATCH, its data never used. */
+static void fail_mismatch(p2p_engine_t *eng, int peer, unsigned why,
+                          const call_sig_t *theirs)
+{
+    incoll_error("p2p: group %u %s step %d/%d: rank %d called something else "
+                 "(%s: op %d dtype %d root %u there, op %d dtype %d root %u "
+                 "here): do all ranks call the same collective with the same "
+                 "count, dtype, op and root?",
+                 eng->p.group, eng->name, eng->idx + 1, eng->nsteps, peer,
+                 wire_mismatch_str(why), theirs->op, theirs->dtype,
+                 theirs->root, eng->sig.op, eng->sig.dtype, eng->sig.root);
+    finish(eng, INCOLL_ERR_MISMATCH);
+    eng->mismatch = why;
 }
 
 /* Folds the received block of a completed step into the working buffer. */
@@ -623,6 +681,8 @@ static int start_step(p2p_engine_t *eng, uint64_t now)
 
     eng->send_peer = -1;
     eng->rslot = NULL;
+    eng->partner_ns = 0;
+    eng->partner_tx = 0;
     if (st->recv_peer >= 0) {
         int q = st->recv_peer;
         uint64_t t = eng->rx_next[q];
@@ -631,6 +691,11 @@ static int start_step(p2p_engine_t *eng, uint64_t now)
         if (bytes > eng->max_block)
             eng->max_block = bytes;
         if (s != NULL) {
+            unsigned why = sig_differs(&eng->sig, &s->sig);
+            if (why != WIRE_MISMATCH_NONE) {
+                fail_mismatch(eng, q, why, &s->sig);
+                return -1;
+            }
             if (s->total != (uint32_t)bytes) {
                 fail_protocol(eng, "sends a block of another size", q, s->total,
                               bytes);
@@ -645,6 +710,7 @@ static int start_step(p2p_engine_t *eng, uint64_t now)
             if (s == NULL)
                 goto err_memory;
             slot_init(eng, s, SLOT_ACTIVE, q, t, bytes);
+            s->sig = eng->sig;
         }
         s->state = SLOT_ACTIVE;
         s->bytes = bytes;
@@ -747,6 +813,23 @@ static incoll_status_t steps_reserve(p2p_engine_t *eng, int max)
     return INCOLL_OK;
 }
 
+/* The call an operation's packets carry: op and dtype, root, and a hash
+ * of the schedule (tag: the algorithm; below 256 one to one) and of the
+ * count (call_sig_t). */
+static void sig_set(p2p_engine_t *eng, unsigned tag, uint32_t root,
+                    size_t count, incoll_dtype_t dtype, incoll_op_t op)
+{
+    uint64_t c = (uint64_t)count * 0x9e3779b97f4a7c15ull;
+    uint32_t t = ((tag & 0xffu) * 0x9du + 0x5bu) & 0xffu;
+    uint32_t t2 = ((tag >> 8) * 0x9du + 0x5bu) & 0xffu;
+    uint32_t k = (uint32_t)(c >> 56 ^ c >> 32 ^ c >> 8) & 0xffu;
+    uint32_t k2 = (uint32_t)(c >> 48 ^ c >> 24 ^ c) & 0xffu;
+    eng->sig.op = (uint8_t)op;
+    eng->sig.dtype = (uint8_t)dtype;
+    eng->sig.root = root;
+    eng->sig.hash = t2 << 24 | k2 << 16 | t << 8 | k;
+}
+
 /* Runs the n steps in eng->steps. */
 static incoll_status_t start_ops(p2p_engine_t *eng, const char *name, int n,
                                  void *work, size_t count, incoll_dtype_t dtype,
@@ -795,6 +878,8 @@ incoll_status_t p2p_engine_allreduce(p2p_engine_t *eng, algo_kind_t kind,
     n = algo_schedule(kind, eng->p.rank, eng->p.size, count, eng->steps, max);
     if (n <= 0)
         return INCOLL_ERR_INVALID_ARG;
+    sig_set(eng, (unsigned)kind, eng->next_tag, count, dtype, op);
+    eng->next_tag = 0;
     return start_ops(eng, algo_name(kind), n, work, count, dtype, op, now_ns);
 }
 
@@ -825,10 +910,26 @@ incoll_status_t p2p_engine_coll(p2p_engine_t *eng, algo_calgo_t id, int root,
                            eng->steps, max);
     if (n < 0)
         return INCOLL_ERR_INVALID_ARG;
+    sig_set(eng, 64u + (unsigned)id, root, count, dtype, op);
     return start_ops(eng, info->name, n, work, wc, dtype, op, now_ns);
 }
 
 /* ---- receiving ---- */
+
+/*
+ * The partner of an exchange step sent its whole block while ours is not
+ * acked: it has reached the step now. What we sent before may have found
+ * no one there (a late rank whose engine did not exist yet drops it), so
+ * the silence that partner_has_ours() reads counts from now
+ * (partner_ns), in retransmissions sent since (partner_tx).
+ */
+static void partner_arrived(p2p_engine_t *eng, uint64_t now)
+{
+    if (eng->partner_ns == 0) {
+        eng->partner_ns = now ? now : 1;
+        eng->partner_tx = 0;
+    }
+}
 
 static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
                     const uint8_t *payload, uint64_t now)
@@ -836,6 +937,8 @@ static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
     int peer = h->child;
     int32_t d = (int32_t)(h->epoch - (uint32_t)eng->rx_next[peer]);
     size_t stride = eng->p.max_payload, idx;
+    call_sig_t sig = {h->op, h->dtype, h->root, h->call_hash};
+    unsigned why;
     uint64_t t;
     rslot_t *s;
 
@@ -859,6 +962,17 @@ static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
             return;
         }
         slot_init(eng, s, SLOT_EARLY, peer, t, h->total);
+        s->sig = sig;
+    }
+    if (s->state == SLOT_ACTIVE &&
+        (why = sig_differs(&eng->sig, &sig)) != WIRE_MISMATCH_NONE) {
+        eng->ctr.dropped++;
+        fail_mismatch(eng, peer, why, &sig);
+        return;
+    }
+    if (sig_differs(&s->sig, &sig) != WIRE_MISMATCH_NONE) {
+        eng->ctr.dropped++; /* packets of one block that disagree */
+        return;
     }
     if (s->total != h->total) {
         eng->ctr.dropped++;
@@ -900,6 +1014,9 @@ static void on_data(p2p_engine_t *eng, const wire_hdr_t *h,
         eng->next_probe_ns = now + probe_interval(eng);
     if (s->nrecv == s->npkts) {
         send_ack(eng, s, 0);
+        if (s->state == SLOT_ACTIVE && eng->send_peer == peer &&
+            eng->low < eng->send_npkts)
+            partner_arrived(eng, now);
         if (s->state == SLOT_ACTIVE)
             advance(eng, now);
     } else if (s->unacked >= eng->p.ack_every) {
@@ -1147,16 +1264,73 @@ static int partner_has_ours(const p2p_engine_t *eng)
            eng->rslot->peer == eng->send_peer;
 }
 
+/* partner_has_ours(), and the partner has been silent through
+ * PARTNER_SILENT_RETRIES of our retransmissions since it reached the
+ * step (what we sent before it did proves nothing). */
+static int partner_silent(const p2p_engine_t *eng, const pkt_t *pk,
+                          uint64_t now)
+{
+    uint64_t from = eng->partner_ns;
+    if (!partner_has_ours(eng))
+        return 0;
+    if (from == 0) /* complete before the step started: there since */
+        from = pk->first_ns;
+    return eng->partner_tx >= PARTNER_SILENT_RETRIES &&
+           rto_give_up(&eng->rto, (int)eng->partner_tx, PARTNER_SILENT_RETRIES,
+                       from > pk->first_ns ? from : pk->first_ns, now);
+}
+
+/* We hold a block that the step's send peer sent us for a later step
+ * (kept early, or refused for want of room): the schedules pair a send of
+ * step j with the peer's receive of step j, so it sent that only after
+ * its step here, in which it took our block. It has it; our acks of it
+ * were lost (and it may wait elsewhere now, not reading its socket). */
+static int peer_past_step(const p2p_engine_t *eng)
+{
+    for (int i = 0; i < NSLOTS; i++)
+        if (eng->slot[i].state == SLOT_EARLY &&
+            eng->slot[i].peer == eng->send_peer)
+            return 1;
+    for (int i = 0; i < eng->nrefused; i++)
+        if (eng->refused[i].peer == eng->send_peer)
+            return 1;
+    return 0;
+}
+
 static int only_ack_missing(const p2p_engine_t *eng)
 {
     if (eng->rslot != NULL && eng->rslot->nrecv < eng->rslot->npkts)
         return 0;
-    if (partner_has_ours(eng))
+    if (partner_has_ours(eng) || peer_past_step(eng))
         return 1;
     for (int j = eng->idx + 1; j < eng->nsteps; j++)
         if (eng->steps[j].send_peer >= 0 || eng->steps[j].recv_peer >= 0)
             return 0;
     return 1;
+}
+
+/* Whether to stop waiting for the ack of pk, the current step's: its
+ * partner was silent (partner_silent), the peer is past the step
+ * (peer_past_step), or this is the operation's last
+ * step, only its ack is missing and the peer stayed silent through
+ * PARTNER_SILENT_RETRIES of our retransmissions. Such a peer has most
+ * likely finished and waits elsewhere without reading its socket (in
+ * shared memory, say); one that is merely late finds one of those copies
+ * in its socket when it comes. Waiting for all of max_retries (stretched
+ * to INCOLL_WAIT_MS) would hold this rank that long. */
+static int ack_hopeless(const p2p_engine_t *eng, const pkt_t *pk, uint64_t now)
+{
+    if (partner_silent(eng, pk, now))
+        return 1;
+    if (!only_ack_missing(eng))
+        return 0;
+    if (peer_past_step(eng))
+        return 1;
+    if (partner_has_ours(eng))
+        return 0;
+    return pk->retries >= PARTNER_SILENT_RETRIES &&
+           rto_give_up(&eng->rto, (int)pk->retries, PARTNER_SILENT_RETRIES,
+                       pk->first_ns, now);
 }
 
 /* Fails the operation; retries < 0 means no progress for the whole
@@ -1237,14 +1411,14 @@ void p2p_engine_on_time(p2p_engine_t *eng, uint64_t now_ns)
             }
             if (rto_give_up(&eng->rto, (int)pk->retries, eng->p.max_retries,
                             pk->first_ns, now_ns) ||
-                (rto_give_up(&eng->rto, (int)pk->retries,
-                             PARTNER_SILENT_RETRIES, pk->first_ns, now_ns) &&
-                 partner_has_ours(eng))) {
+                ack_hopeless(eng, pk, now_ns)) {
                 timeout(eng, "no ack from", eng->send_peer, (int)pk->retries,
                         now_ns);
                 return;
             }
             pk->retries++;
+            if (eng->partner_ns != 0 || partner_has_ours(eng))
+                eng->partner_tx++;
             eng->ctr.retransmits++;
             send_data(eng, i, now_ns, 1);
             hold = pk->deadline;
@@ -1278,6 +1452,32 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng)
         eng->next_probe_ns < d)
         d = eng->next_probe_ns;
     return d;
+}
+
+int p2p_engine_early_held(const p2p_engine_t *eng)
+{
+    if (eng->nrefused > 0)
+        return 1;
+    for (int i = 0; i < NSLOTS; i++)
+        if (eng->slot[i].state == SLOT_EARLY)
+            return 1;
+    return 0;
+}
+
+void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag)
+{
+    eng->next_tag = tag;
+}
+
+void p2p_engine_abandon(p2p_engine_t *eng, incoll_status_t status)
+{
+    if (eng->running && status != INCOLL_OK && status != INCOLL_INPROGRESS)
+        finish(eng, status);
+}
+
+unsigned p2p_engine_mismatch(const p2p_engine_t *eng)
+{
+    return eng->mismatch;
 }
 
 uint64_t p2p_engine_linger(p2p_engine_t *eng, uint64_t now_ns)

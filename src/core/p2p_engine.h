@@ -17,14 +17,17 @@
  *
  * Protocol (wire.h: WIRE_P2P_DATA, WIRE_P2P_ACK):
  *   DATA  group: the communicator's, mac under its key; child: the sender's
- * rank; epoch: transfer number (low 32 bits); offset: byte offset in the block,
- *         a multiple of the packet size (max_payload, which must be the
- *         same on every rank); count: payload bytes; total: the block's size
- *         in bytes (low 32 bits), so a receiver expecting another size
- *         (ranks called with different counts) fails loudly.
- *   ACK   child: the acknowledging rank; epoch: the transfer; offset:
- *         cumulative ack (packets 0..offset-1 all arrived); payload (count
- *         bytes): a bitmap of the packets offset, offset+1, ... that arrived
+ *         rank; op, dtype, root and call_hash (a hash of the
+ *         schedule and the count): the sender's call, which the receiver
+ *         compares with its own (different calls fail with
+ *         INCOLL_ERR_MISMATCH, their data never used);
+ *         epoch: transfer number (low 32 bits); offset: byte offset in the
+ * block, a multiple of the packet size (max_payload, which must be the same on
+ * every rank); count: payload bytes; total: the block's size in bytes (low 32
+ * bits), so a receiver expecting another size (ranks called with different
+ * counts) fails loudly. ACK   child: the acknowledging rank; epoch: the
+ * transfer; offset: cumulative ack (packets 0..offset-1 all arrived); payload
+ * (count bytes): a bitmap of the packets offset, offset+1, ... that arrived
  *         (selective acks). Flags: WIRE_F_P2P_DONE (the whole block arrived,
  *         no bitmap), WIRE_F_P2P_FIRST (every packet of the block stored
  *         so far came in its first transmission: a resend of any of them
@@ -163,6 +166,25 @@ uint64_t p2p_engine_deadline(const p2p_engine_t *eng);
 
 /* INCOLL_INPROGRESS while running, else the result of the last operation. */
 incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
+
+/* A tag of the next operation started (an allreduce that carries
+ * another collective: its kind and root), carried as its root so that
+ * receivers whose tag differs fail; 0 for none. */
+void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag);
+
+/* 1 when the engine holds data of a block it has not started (a peer
+ * is in an operation this rank has not reached), or refused some. */
+int p2p_engine_early_held(const p2p_engine_t *eng);
+
+/* Ends the running operation with status (an error): the caller gives
+ * it up (another member recovers the communicator). The engine then
+ * refuses further operations, as after any failure. */
+void p2p_engine_abandon(p2p_engine_t *eng, incoll_status_t status);
+
+/* Why the last operation failed with INCOLL_ERR_MISMATCH: a peer's call
+ * (its data packets' op, dtype, root and schedule) differs from this
+ * rank's (wire_mismatch_t); WIRE_MISMATCH_NONE otherwise. */
+unsigned p2p_engine_mismatch(const p2p_engine_t *eng);
 
 /*
  * Finalize: keeps answering peers whose last ack from us was lost before

@@ -56,6 +56,7 @@ static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
     status = host_stream_begin(comm, count * incoll_dtype_size(dtype));
     if (status != INCOLL_OK)
         return status;
+    host_engine_set_root(comm->eng, comm->call_tag);
     status = host_engine_start(comm->eng, sendbuf, recvbuf, count, dtype, op,
                                host_now_ns());
     if (status == INCOLL_INPROGRESS)
@@ -75,15 +76,6 @@ static incoll_status_t host_run(incoll_comm_h comm, const void *sendbuf,
     return host_allreduce_sched(comm, kind, sendbuf, recvbuf, count, dtype, op);
 }
 
-/* 1 when a failed in-network operation may be run again after a rebuild:
- * with a manager watching the ANs, when the group failed or the operation
- * made no progress for its whole timeout. */
-static int may_retry(incoll_comm_h comm, incoll_status_t status)
-{
-    return comm->ctx->info != NULL &&
-           (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT);
-}
-
 /* One in-network allreduce whose result goes through the communicator's
  * result buffer (recoverable comms): recvbuf is written only on success,
  * so sendbuf may be recvbuf. */
@@ -100,7 +92,7 @@ static incoll_status_t inc_run_kept(incoll_comm_h comm, const void *sendbuf,
     status = inc_run(comm, sendbuf, res, count, dtype, op);
     if (status == INCOLL_OK) {
         memcpy(recvbuf, res, bytes);
-        host_comm_result_done(comm, bytes);
+        host_comm_result_done(comm, count, dtype, op);
     }
     return status;
 }
@@ -119,28 +111,39 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
     int done;
 
     for (int attempt = 0;; attempt++) {
-        uint64_t ops;
-        int started;
-        if (!host_comm_inc_usable(comm, op, dtype))
-            return host_run(comm, sendbuf, recvbuf, count, dtype, op);
-        ops = host_engine_counters(comm->eng)->ops;
-        status = kept ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
-                      : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        uint64_t ops = 0;
+        int started = 0, why, net = host_comm_inc_usable(comm, op, dtype);
+        if (net) {
+            ops = host_engine_counters(comm->eng)->ops;
+            status =
+                kept ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
+                     : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+            /* An engine that failed before refuses to start. */
+            started = comm->eng != NULL &&
+                      host_engine_counters(comm->eng)->ops != ops;
+        } else {
+            status = host_run(comm, sendbuf, recvbuf, count, dtype, op);
+        }
+        why = host_comm_fail_why(comm, status, net);
         /* host_comm_recover() makes at most two new groups, then leaves
          * the comm without one: the loop ends on the hosts. */
-        if (status == INCOLL_OK || !may_retry(comm, status) || attempt >= 4)
+        if (status == INCOLL_OK || why < 0 || attempt >= 4)
             return status;
-        incoll_info("allreduce: in-network operation on group %u failed: %s; "
-                    "recovering with the other members",
-                    comm->group, incoll_status_string(status));
-        /* An engine that failed before refuses to start (not started). */
-        started = host_engine_counters(comm->eng)->ops != ops;
-        status = host_comm_recover(comm, started, recvbuf,
-                                   count * incoll_dtype_size(dtype), &done);
+        if (net)
+            incoll_info("allreduce: in-network operation on group %u failed: "
+                        "%s; recovering with the other members",
+                        comm->group, incoll_status_string(status));
+        status = host_comm_recover(comm, started, recvbuf, count, dtype, op,
+                                   why, &done);
         if (status != INCOLL_OK || done)
             return status;
     }
 }
+
+static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, incoll_dtype_t dtype,
+                                      incoll_op_t op);
 
 incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
                                          const void *sendbuf, void *recvbuf,
@@ -148,36 +151,69 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
                                          incoll_op_t op)
 {
     incoll_status_t status;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    host_call_begin(comm);
+    status = allreduce_call(comm, algo, sendbuf, recvbuf, count, dtype, op);
+    host_call_end(comm);
+    return status;
+}
+
+static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, incoll_dtype_t dtype,
+                                      incoll_op_t op)
+{
+    incoll_status_t status;
     size_t dsize, bytes;
     int in_place, host;
 
-    if (comm == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
+    if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
+    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
+        return status;
+    /* A bad argument is refused on every rank: one rank alone leaving
+     * the call would put the communicator out of step (host_comm_refuse). */
+    if ((unsigned)algo >= INCOLL_ALGO_COUNT) {
+        incoll_error("allreduce: unknown algorithm %d", (int)algo);
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
+    }
     if ((unsigned)dtype >= INCOLL_DTYPE_COUNT ||
         (unsigned)op >= INCOLL_OP_COUNT) {
         incoll_error("allreduce: unknown %s %d",
                      (unsigned)dtype >= INCOLL_DTYPE_COUNT ? "dtype" : "op",
                      (unsigned)dtype >= INCOLL_DTYPE_COUNT ? (int)dtype
                                                            : (int)op);
-        return INCOLL_ERR_INVALID_ARG;
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
     if (!incoll_op_valid(op, dtype)) {
         incoll_error("allreduce: op %s does not apply to dtype %s",
                      incoll_op_name(op), incoll_dtype_name(dtype));
-        return INCOLL_ERR_INVALID_ARG;
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
     if (count == 0)
         return INCOLL_OK;
     dsize = incoll_dtype_size(dtype);
-    if (count > SIZE_MAX / dsize || recvbuf == NULL || sendbuf == NULL) {
-        incoll_error("allreduce: %s", recvbuf == NULL || sendbuf == NULL
-                                          ? "null buffer"
-                                          : "count too large");
-        return INCOLL_ERR_INVALID_ARG;
+    if (count > SIZE_MAX / dsize || recvbuf == NULL || sendbuf == NULL ||
+        recvbuf == (void *)INCOLL_IN_PLACE) {
+        incoll_error("allreduce: %s",
+                     recvbuf == NULL || sendbuf == NULL ? "null buffer"
+                     : recvbuf == (void *)INCOLL_IN_PLACE
+                         ? "INCOLL_IN_PLACE is for sendbuf (recvbuf holds the "
+                           "input then)"
+                         : "count too large");
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
     bytes = count * dsize;
     if (sendbuf == INCOLL_IN_PLACE)
         sendbuf = recvbuf;
+    /* As every collective: the same buffer is in place, any other
+     * overlap is refused (MPI forbids it). */
+    if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, bytes)) {
+        incoll_error("allreduce: sendbuf and recvbuf overlap (use "
+                     "INCOLL_IN_PLACE)");
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
+    }
     if (comm->size == 1) {
         if (sendbuf != recvbuf)
             memmove(recvbuf, sendbuf, bytes);
@@ -188,8 +224,19 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
     if (host_hier_active(comm, &status))
         return host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype,
                                    op);
-    if (status != INCOLL_OK)
-        return status;
+    if (status != INCOLL_OK) {
+        /* Making the level failed: with every member alike, or because
+         * another member recovers (a member refused this first call):
+         * this one joins it. */
+        int done;
+        if (!host_comm_pulled(comm))
+            return status;
+        status = host_comm_recover(comm, 0, recvbuf, count, dtype, op,
+                                   HOST_ABORT_PULLED, &done);
+        if (status != INCOLL_OK || done)
+            return status;
+        return allreduce_call(comm, algo, sendbuf, recvbuf, count, dtype, op);
+    }
     {
         const char *why;
         if (host_comm_broken(comm, &why)) {
@@ -197,15 +244,19 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
             return INCOLL_ERR_GROUP_FAILED;
         }
     }
-    /* A group the manager said failed: every member recovers before its
-     * next operation (those inside one fail on it and recover too), also
-     * before a host-based one, so that members behind can get the result
-     * they lack from this one. */
-    if (host_comm_group_failed(comm)) {
+    /* A group the manager said failed, or another member recovering:
+     * every member recovers before its next operation (those inside one
+     * fail on it and recover too), also before a host-based one, so that
+     * members behind can get the result they lack from this one. */
+    if (host_comm_group_failed(comm) || host_comm_pulled(comm)) {
         int done;
-        status = host_comm_recover(comm, 0, recvbuf, bytes, &done);
+        status = host_comm_recover(
+            comm, 0, recvbuf, count, dtype, op,
+            host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
+            &done);
         if (status != INCOLL_OK || done)
             return status; /* done: this call's result, from those ahead */
+        host_call_restart(comm);
     }
     if (algo == INCOLL_ALGO_INC && !host_comm_inc_usable(comm, op, dtype)) {
         const char *why = "";
@@ -218,15 +269,17 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
         return comm->eng && comm->group ? INCOLL_ERR_UNSUPPORTED
                                         : INCOLL_ERR_NO_RESOURCE;
     }
-    /* Host-based algorithms work in recvbuf, so in place they need no
-     * staging; only a partial overlap is staged. The in-network engine
-     * needs its input intact until the result is in (and for a retry). */
+    /* Every algorithm needs its input intact until the result is in: the
+     * in-network engine to resend it, and either to run the call again
+     * after a recovery (the host-based algorithms work in recvbuf, and a
+     * member pulled into a recovery redoes its call). Only an in-network
+     * operation through the communicator's result buffer
+     * (host_comm_recoverable) needs no staging in place. */
     in_place = sendbuf == recvbuf;
     host = algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
            algo == INCOLL_ALGO_RABENSEIFNER ||
            (algo == INCOLL_ALGO_AUTO && !host_comm_inc_usable(comm, op, dtype));
-    if ((in_place && !host && !host_comm_recoverable(comm)) ||
-        (!in_place && overlaps(sendbuf, recvbuf, bytes))) {
+    if (in_place && (host || !host_comm_recoverable(comm))) {
         status = host_comm_scratch(comm, bytes);
         if (status != INCOLL_OK)
             return status;
@@ -234,9 +287,24 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     if (algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
-        algo == INCOLL_ALGO_RABENSEIFNER)
-        return host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
-                                    recvbuf, count, dtype, op);
+        algo == INCOLL_ALGO_RABENSEIFNER) {
+        status = host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
+                                      recvbuf, count, dtype, op);
+        {
+            /* A peer's call differs, this call's deadline passed or
+             * another member recovers: all go on together. */
+            int why = host_comm_fail_why(comm, status, 0), done;
+            if (status != INCOLL_OK && why > HOST_ABORT_NONE) {
+                incoll_status_t rec = host_comm_recover(comm, 0, recvbuf, count,
+                                                        dtype, op, why, &done);
+                if (rec != INCOLL_OK || done)
+                    return rec;
+                return host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
+                                            recvbuf, count, dtype, op);
+            }
+        }
+        return status;
+    }
     if (algo == INCOLL_ALGO_INC)
         return host_comm_recoverable(comm)
                    ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)

@@ -30,7 +30,7 @@
     do {                                                                       \
         host_req_args_t a_ = {(kind),           (comm),  (send), (recv),       \
                               (count),          (dtype), (op),   (root),       \
-                              INCOLL_ALGO_AUTO, 1};                            \
+                              INCOLL_ALGO_AUTO, 1,       NULL,   0};           \
         incoll_status_t status_ = INCOLL_OK;                                   \
         if ((comm) == NULL)                                                    \
             return INCOLL_ERR_INVALID_ARG;                                     \
@@ -152,43 +152,20 @@ INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
 
 /* ---- nonblocking and persistent forms ---- */
 
-/* The checks of a reduction's arguments that do not depend on buffers:
- * a persistent request refuses them at init, as the blocking call would. */
-static incoll_status_t check_op(const char *what, incoll_dtype_t dtype,
-                                incoll_op_t op)
-{
-    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT ||
-        (unsigned)op >= INCOLL_OP_COUNT || !incoll_op_valid(op, dtype)) {
-        incoll_error("%s: op %d does not apply to dtype %d", what, (int)op,
-                     (int)dtype);
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    return INCOLL_OK;
-}
-
 static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
                             const void *sendbuf, void *recvbuf, size_t count,
                             incoll_dtype_t dtype, incoll_op_t op, int root,
                             int persistent, incoll_req_h *req_p)
 {
-    host_req_args_t a = {kind,  comm, sendbuf, recvbuf,          count,
-                         dtype, op,   root,    INCOLL_ALGO_AUTO, 0};
+    host_req_args_t a = {kind, comm, sendbuf,          recvbuf, count, dtype,
+                         op,   root, INCOLL_ALGO_AUTO, 0,       NULL,  0};
     if (comm == NULL || req_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    if (kind == RQ_ALLREDUCE || kind == RQ_REDUCE ||
-        kind == RQ_REDUCE_SCATTER) {
-        incoll_status_t status = check_op("request", dtype, op);
-        if (status != INCOLL_OK)
-            return status;
-    }
-    if ((kind == RQ_REDUCE || kind == RQ_BCAST || kind == RQ_GATHER ||
-         kind == RQ_SCATTER) &&
-        (root < 0 || root >= comm->size)) {
-        incoll_error("request: root %d is not a rank of the communicator "
-                     "(size %d)",
-                     root, comm->size);
-        return INCOLL_ERR_INVALID_ARG;
-    }
+    /* The arguments are checked when the request runs, in its turn among
+     * the communicator's calls: a bad one then fails the request on every
+     * rank (host_comm_refuse), which refusing it here on one rank would
+     * not (that rank's later calls would pair with the others' earlier
+     * ones). */
     return host_req_post(&a, persistent, req_p);
 }
 
@@ -326,13 +303,9 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op, incoll_req_h *req_p)
 {
-    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count,
-                         dtype,        op,   0,       algo,    0};
-    incoll_status_t status;
+    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype,
+                         op,           0,    algo,    0,       NULL,  0};
     if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;
-    status = check_op("iallreduce", dtype, op);
-    if (status != INCOLL_OK)
-        return status;
     return host_req_post(&a, 0, req_p);
 }

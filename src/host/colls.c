@@ -29,6 +29,8 @@
 
 #include "common/log.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -236,19 +238,19 @@ static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
     *fetched_p = 0;
     for (int attempt = 0;; attempt++) {
         uint64_t ops = host_engine_counters(comm->eng)->ops;
+        int why, started;
         status = inc_run(comm, a);
         if (status == INCOLL_OK || status == INCOLL_ERR_UNSUPPORTED)
             return status;
         incoll_info("%s: in-network operation on group %u failed: %s", what,
                     comm->group, incoll_status_string(status));
-        if (algo == HOST_CALGO_INC || comm->ctx->info == NULL ||
-            (status != INCOLL_ERR_GROUP_FAILED &&
-             status != INCOLL_ERR_TIMEOUT) ||
+        why = host_comm_fail_why(comm, status, 1);
+        if (why < 0 || (algo == HOST_CALGO_INC && why == HOST_ABORT_NONE) ||
             attempt >= 4)
             return status;
         /* An engine that failed before refuses to start (not started). */
-        status = host_comm_recover_coll(
-            comm, host_engine_counters(comm->eng)->ops != ops, &c, &done);
+        started = comm->eng && host_engine_counters(comm->eng)->ops != ops;
+        status = host_comm_recover_coll(comm, started, &c, why, &done);
         *fetched_p = done;
         if (status != INCOLL_OK || done)
             return status;
@@ -266,10 +268,12 @@ int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
     int red = reduces(coll);
     incoll_dtype_t dt = red ? dtype : INCOLL_UINT8;
 
-    if (comm->size < 2 || comm->eng == NULL || host_comm_broken(comm, &why) ||
-        host_comm_group_failed(comm))
+    if (comm->size < 2 || (comm->eng == NULL && !host_comm_via_leaders(comm)) ||
+        host_comm_broken(comm, &why) || host_comm_group_failed(comm) ||
+        host_comm_pulled(comm))
         return 0;
-    if (!host_inc_coll_usable(comm, inc_kind(coll), red ? op : INCOLL_OP_SUM,
+    if (!host_comm_via_leaders(comm) &&
+        !host_inc_coll_usable(comm, inc_kind(coll), red ? op : INCOLL_OP_SUM,
                               dt) &&
         !host_comm_inc_usable(comm, red ? op : INCOLL_OP_BOR, dt))
         return 0;
@@ -309,7 +313,7 @@ static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id, size_t seg,
         return host_coll_sched(comm, id, 0, token, 0, 0, dt, op);
     }
     case ALGO_COLL_REDUCE:
-        if (rank == root) {
+        if (rank == root && out != in) {
             work = out;
         } else {
             if ((status = host_comm_scratch(comm, blk)) != INCOLL_OK)
@@ -318,7 +322,10 @@ static incoll_status_t host_run(incoll_comm_h comm, algo_calgo_t id, size_t seg,
         }
         if (work != in)
             memcpy(work, in, blk);
-        return host_coll_sched(comm, id, root, work, n, seg, dt, op);
+        status = host_coll_sched(comm, id, root, work, n, seg, dt, op);
+        if (status == INCOLL_OK && rank == root && work != out)
+            memcpy(out, work, blk);
+        return status;
     case ALGO_COLL_ALLGATHER:
         if (!algo_coll_rotated(id)) {
             if (out + (size_t)rank * blk != in)
@@ -387,28 +394,43 @@ static void run_alone(const host_coll_args_t *a)
         memmove(a->recvbuf, a->sendbuf, blk);
 }
 
+static incoll_status_t coll_run(incoll_comm_h comm, int algo,
+                                const host_coll_args_t *a);
+
 incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                               const host_coll_args_t *a)
+{
+    incoll_status_t status;
+    host_call_begin(comm);
+    status = coll_run(comm, algo, a);
+    host_call_end(comm);
+    return status;
+}
+
+static incoll_status_t coll_run(incoll_comm_h comm, int algo,
+                                const host_coll_args_t *a)
 {
     const char *what = algo_coll_name(a->coll), *why;
     incoll_dtype_t dt = reduces(a->coll) ? a->dtype : INCOLL_UINT8;
     incoll_op_t op = reduces(a->coll) ? a->op : INCOLL_OP_SUM;
     size_t seg = 0;
     incoll_status_t status;
-    int usable;
+    int usable, algo0 = algo;
 
+    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
+        return status;
     if (algo >= 0 && (algo >= CALGO_COUNT ||
                       algo_calgo_info((algo_calgo_t)algo)->coll != a->coll)) {
         incoll_error("%s: algorithm %d is not one of this collective's", what,
                      algo);
-        return INCOLL_ERR_INVALID_ARG;
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
     if (algo >= 0 && !algo_calgo_fits((algo_calgo_t)algo, comm->size)) {
         incoll_error("%s: algorithm %s needs a power-of-two size, the "
                      "communicator has %d ranks",
                      what, algo_calgo_info((algo_calgo_t)algo)->name,
                      comm->size);
-        return INCOLL_ERR_INVALID_ARG;
+        return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
     if (comm->size == 1) {
         run_alone(a);
@@ -419,10 +441,13 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         incoll_error("%s: the communicator cannot be used: %s", what, why);
         return INCOLL_ERR_GROUP_FAILED;
     }
-    if (host_comm_group_failed(comm)) {
+    if (host_comm_group_failed(comm) || host_comm_pulled(comm)) {
         host_rec_call_t c = rec_call(a);
         int done = 0;
-        status = host_comm_recover_coll(comm, 0, &c, &done);
+        status = host_comm_recover_coll(
+            comm, 0, &c,
+            host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
+            &done);
         if (status != INCOLL_OK)
             return status;
         if (done) {
@@ -433,6 +458,7 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
             last_in_net = 0;
             return INCOLL_OK;
         }
+        host_call_restart(comm);
     }
     last_in_net = 0;
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
@@ -470,7 +496,10 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
         (host_comm_via_leaders(comm) ||
          host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
                               reduces(a->coll) ? a->dtype : INCOLL_UINT8))) {
+        uint16_t tag = comm->call_tag;
+        comm->call_tag = host_call_tag((int)inc_kind(a->coll), a->root);
         status = emu_run(comm, a);
+        comm->call_tag = tag;
         if (status != INCOLL_ERR_UNSUPPORTED) {
             last_in_net =
                 status == INCOLL_OK && incoll_comm_offloaded(comm, NULL);
@@ -482,60 +511,105 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                                    incoll_dtype_size(dt), &seg);
     else if (algo == CALGO_BCAST_PIPELINE || algo == CALGO_REDUCE_PIPELINE)
         seg = ALGO_SEG_BYTES / incoll_dtype_size(dt);
-    return host_run(comm, (algo_calgo_t)algo, seg, a);
+    status = host_run(comm, (algo_calgo_t)algo, seg, a);
+    {
+        /* A peer's call differs, this call's deadline passed or another
+         * member recovers (this operation was given up): all go on
+         * together, and this call runs again unless it failed (its input
+         * is intact: host_run works beside it). */
+        int fail = host_comm_fail_why(comm, status, 0), done = 0;
+        if (status != INCOLL_OK && fail > HOST_ABORT_NONE) {
+            host_rec_call_t c = rec_call(a);
+            status = host_comm_recover_coll(comm, 0, &c, fail, &done);
+            if (status != INCOLL_OK || done)
+                return status;
+            return coll_run(comm, algo0, a);
+        }
+    }
+    return status;
 }
 
 /* ---- the public functions ---- */
 
-static incoll_status_t check_comm(incoll_comm_h comm, const char *what,
-                                  int root, int has_root)
+/*
+ * Argument checks. A check that fails on one rank only (a NULL buffer at
+ * the root, an overlap) must not leave that rank out of the collective
+ * while the others run it: every later call would pair with the wrong
+ * one. So a refusal goes through host_comm_refuse(), which makes the
+ * other ranks' calls fail too (INCOLL_ERR_MISMATCH, naming this rank)
+ * and keeps the communicator in step. Only a NULL communicator is
+ * refused alone: there is nobody to tell.
+ */
+
+static incoll_status_t refuse(incoll_comm_h comm, const char *what,
+                              const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static incoll_status_t refuse(incoll_comm_h comm, const char *what,
+                              const char *fmt, ...)
 {
-    if (comm == NULL) {
-        incoll_error("%s: null communicator", what);
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    if (has_root && (root < 0 || root >= comm->size)) {
-        incoll_error("%s: root %d is not a rank of the communicator (size %d)",
-                     what, root, comm->size);
-        return INCOLL_ERR_INVALID_ARG;
-    }
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    incoll_error("%s: %s", what, text);
+    return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
+}
+
+static incoll_status_t check_root(incoll_comm_h comm, const char *what,
+                                  int root)
+{
+    if (root < 0 || root >= comm->size)
+        return refuse(comm, what,
+                      "root %d is not a rank of the communicator (size %d)",
+                      root, comm->size);
     return INCOLL_OK;
 }
 
-static incoll_status_t check_reduction(const char *what, size_t count,
-                                       incoll_dtype_t dtype, incoll_op_t op,
-                                       size_t mult)
+static incoll_status_t check_reduction(incoll_comm_h comm, const char *what,
+                                       size_t count, incoll_dtype_t dtype,
+                                       incoll_op_t op, size_t mult)
 {
-    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT) {
-        incoll_error("%s: unknown dtype %d", what, (int)dtype);
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    if ((unsigned)op >= INCOLL_OP_COUNT) {
-        incoll_error("%s: unknown op %d", what, (int)op);
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    if (!incoll_op_valid(op, dtype)) {
-        incoll_error("%s: op %s does not apply to dtype %s", what,
-                     incoll_op_name(op), incoll_dtype_name(dtype));
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    if (count > SIZE_MAX / incoll_dtype_size(dtype) / mult) {
-        incoll_error("%s: count %zu too large", what, count);
-        return INCOLL_ERR_INVALID_ARG;
-    }
+    if ((unsigned)dtype >= INCOLL_DTYPE_COUNT)
+        return refuse(comm, what, "unknown dtype %d", (int)dtype);
+    if ((unsigned)op >= INCOLL_OP_COUNT)
+        return refuse(comm, what, "unknown op %d", (int)op);
+    if (!incoll_op_valid(op, dtype))
+        return refuse(comm, what, "op %s does not apply to dtype %s",
+                      incoll_op_name(op), incoll_dtype_name(dtype));
+    if (count > SIZE_MAX / incoll_dtype_size(dtype) / mult)
+        return refuse(comm, what, "count %zu too large", count);
     return INCOLL_OK;
 }
 
-static incoll_status_t null_buffer(const char *what, const char *which)
+/* bytes per rank times the communicator's size must fit, and (a
+ * broadcast's) the whole vector an in-network operation's segments
+ * count. */
+static incoll_status_t check_bytes(incoll_comm_h comm, const char *what,
+                                   size_t bytes, size_t mult)
 {
-    incoll_error("%s: %s is NULL", what, which);
-    return INCOLL_ERR_INVALID_ARG;
+    if (bytes > SIZE_MAX / mult / 2)
+        return refuse(comm, what, "%zu bytes per rank is too large", bytes);
+    return INCOLL_OK;
 }
 
-static incoll_status_t overlap_error(const char *what)
+static incoll_status_t null_buffer(incoll_comm_h comm, const char *what,
+                                   const char *which)
 {
-    incoll_error("%s: sendbuf and recvbuf overlap (use INCOLL_IN_PLACE)", what);
-    return INCOLL_ERR_INVALID_ARG;
+    return refuse(comm, what, "%s is NULL", which);
+}
+
+static incoll_status_t overlap_error(incoll_comm_h comm, const char *what)
+{
+    return refuse(comm, what,
+                  "sendbuf and recvbuf overlap (use INCOLL_IN_PLACE)");
+}
+
+static incoll_status_t in_place_error(incoll_comm_h comm, const char *what,
+                                      const char *which)
+{
+    return refuse(comm, what, "INCOLL_IN_PLACE is not a valid %s here", which);
 }
 
 incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
@@ -544,24 +618,32 @@ incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
 {
     host_coll_args_t a = {
         ALGO_COLL_REDUCE, sendbuf, recvbuf, count, dtype, op, root};
-    incoll_status_t status = check_comm(comm, "reduce", root, 1);
+    incoll_status_t status;
     size_t bytes;
 
-    if (status != INCOLL_OK ||
-        (status = check_reduction("reduce", count, dtype, op, 1)) != INCOLL_OK)
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if ((status = check_root(comm, "reduce", root)) != INCOLL_OK ||
+        (status = check_reduction(comm, "reduce", count, dtype, op, 1)) !=
+            INCOLL_OK)
         return status;
     if (count == 0)
         return INCOLL_OK;
     bytes = count * incoll_dtype_size(dtype);
-    if (sendbuf == INCOLL_IN_PLACE)
+    if (recvbuf == (void *)INCOLL_IN_PLACE)
+        return in_place_error(comm, "reduce", "recvbuf");
+    if (sendbuf == INCOLL_IN_PLACE) {
+        if (comm->rank != root)
+            return in_place_error(comm, "reduce", "sendbuf at a non-root");
         a.sendbuf = recvbuf;
+    }
     if (a.sendbuf == NULL)
-        return null_buffer("reduce", "sendbuf");
+        return null_buffer(comm, "reduce", "sendbuf");
     if (comm->rank == root) {
         if (recvbuf == NULL)
-            return null_buffer("reduce", "recvbuf at the root");
+            return null_buffer(comm, "reduce", "recvbuf at the root");
         if (a.sendbuf != recvbuf && overlaps(a.sendbuf, bytes, recvbuf, bytes))
-            return overlap_error("reduce");
+            return overlap_error(comm, "reduce");
     }
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
@@ -571,12 +653,18 @@ incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf, size_t bytes,
 {
     host_coll_args_t a = {ALGO_COLL_BCAST, buf,           buf, bytes,
                           INCOLL_UINT8,    INCOLL_OP_SUM, root};
-    incoll_status_t status = check_comm(comm, "bcast", root, 1);
+    incoll_status_t status;
 
-    if (status != INCOLL_OK || bytes == 0)
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if ((status = check_root(comm, "bcast", root)) != INCOLL_OK ||
+        (status = check_bytes(comm, "bcast", bytes, 1)) != INCOLL_OK ||
+        bytes == 0)
         return status;
     if (buf == NULL)
-        return null_buffer("bcast", "buf");
+        return null_buffer(comm, "bcast", "buf");
+    if (buf == (void *)INCOLL_IN_PLACE)
+        return in_place_error(comm, "bcast", "buf");
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
@@ -584,10 +672,9 @@ incoll_status_t host_barrier_impl(incoll_comm_h comm)
 {
     host_coll_args_t a = {ALGO_COLL_BARRIER, NULL,          NULL, 0,
                           INCOLL_UINT8,      INCOLL_OP_SUM, 0};
-    incoll_status_t status = check_comm(comm, "barrier", 0, 0);
 
-    if (status != INCOLL_OK)
-        return status;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
@@ -596,22 +683,25 @@ incoll_status_t host_allgather_impl(incoll_comm_h comm, const void *sendbuf,
 {
     host_coll_args_t a = {ALGO_COLL_ALLGATHER, sendbuf,       recvbuf, bytes,
                           INCOLL_UINT8,        INCOLL_OP_SUM, 0};
-    incoll_status_t status = check_comm(comm, "allgather", 0, 0);
+    incoll_status_t status;
 
-    if (status != INCOLL_OK || bytes == 0)
-        return status;
-    if (bytes > SIZE_MAX / (size_t)comm->size) {
-        incoll_error("allgather: %zu bytes per rank too large", bytes);
+    if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    }
+    if ((status = check_bytes(comm, "allgather", bytes, (size_t)comm->size)) !=
+            INCOLL_OK ||
+        bytes == 0)
+        return status;
     if (recvbuf == NULL)
-        return null_buffer("allgather", "recvbuf");
+        return null_buffer(comm, "allgather", "recvbuf");
+    if (recvbuf == (void *)INCOLL_IN_PLACE)
+        return in_place_error(comm, "allgather", "recvbuf");
     if (sendbuf == INCOLL_IN_PLACE)
         a.sendbuf = (uint8_t *)recvbuf + (size_t)comm->rank * bytes;
     else if (sendbuf == NULL)
-        return null_buffer("allgather", "sendbuf");
-    else if (overlaps(sendbuf, bytes, recvbuf, (size_t)comm->size * bytes))
-        return overlap_error("allgather");
+        return null_buffer(comm, "allgather", "sendbuf");
+    else if (sendbuf != (uint8_t *)recvbuf + (size_t)comm->rank * bytes &&
+             overlaps(sendbuf, bytes, recvbuf, (size_t)comm->size * bytes))
+        return overlap_error(comm, "allgather");
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
 
@@ -620,29 +710,31 @@ incoll_status_t host_gather_impl(incoll_comm_h comm, const void *sendbuf,
 {
     host_coll_args_t a = {ALGO_COLL_GATHER, sendbuf,       recvbuf, bytes,
                           INCOLL_UINT8,     INCOLL_OP_SUM, root};
-    incoll_status_t status = check_comm(comm, "gather", root, 1);
+    incoll_status_t status;
     int is_root;
 
-    if (status != INCOLL_OK || bytes == 0)
-        return status;
-    if (bytes > SIZE_MAX / (size_t)comm->size) {
-        incoll_error("gather: %zu bytes per rank too large", bytes);
+    if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    }
+    if ((status = check_root(comm, "gather", root)) != INCOLL_OK ||
+        (status = check_bytes(comm, "gather", bytes, (size_t)comm->size)) !=
+            INCOLL_OK ||
+        bytes == 0)
+        return status;
     is_root = comm->rank == root;
     if (is_root && recvbuf == NULL)
-        return null_buffer("gather", "recvbuf at the root");
+        return null_buffer(comm, "gather", "recvbuf at the root");
+    if (is_root && recvbuf == (void *)INCOLL_IN_PLACE)
+        return in_place_error(comm, "gather", "recvbuf");
     if (sendbuf == INCOLL_IN_PLACE) {
-        if (!is_root) {
-            incoll_error("gather: INCOLL_IN_PLACE is for the root only");
-            return INCOLL_ERR_INVALID_ARG;
-        }
+        if (!is_root)
+            return in_place_error(comm, "gather", "sendbuf at a non-root");
         a.sendbuf = (uint8_t *)recvbuf + (size_t)root * bytes;
     } else if (sendbuf == NULL) {
-        return null_buffer("gather", "sendbuf");
+        return null_buffer(comm, "gather", "sendbuf");
     } else if (is_root &&
+               sendbuf != (uint8_t *)recvbuf + (size_t)root * bytes &&
                overlaps(sendbuf, bytes, recvbuf, (size_t)comm->size * bytes)) {
-        return overlap_error("gather");
+        return overlap_error(comm, "gather");
     }
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
@@ -652,29 +744,29 @@ incoll_status_t host_scatter_impl(incoll_comm_h comm, const void *sendbuf,
 {
     host_coll_args_t a = {ALGO_COLL_SCATTER, sendbuf,       recvbuf, bytes,
                           INCOLL_UINT8,      INCOLL_OP_SUM, root};
-    incoll_status_t status = check_comm(comm, "scatter", root, 1);
+    incoll_status_t status;
     int is_root;
 
-    if (status != INCOLL_OK || bytes == 0)
-        return status;
-    if (bytes > SIZE_MAX / (size_t)comm->size) {
-        incoll_error("scatter: %zu bytes per rank too large", bytes);
+    if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    }
+    if ((status = check_root(comm, "scatter", root)) != INCOLL_OK ||
+        (status = check_bytes(comm, "scatter", bytes, (size_t)comm->size)) !=
+            INCOLL_OK ||
+        bytes == 0)
+        return status;
     is_root = comm->rank == root;
     if (is_root && (sendbuf == NULL || sendbuf == INCOLL_IN_PLACE))
-        return null_buffer("scatter", "sendbuf at the root");
+        return null_buffer(comm, "scatter", "sendbuf at the root");
     if (recvbuf == (void *)INCOLL_IN_PLACE) {
-        if (!is_root) {
-            incoll_error("scatter: INCOLL_IN_PLACE is for the root only");
-            return INCOLL_ERR_INVALID_ARG;
-        }
+        if (!is_root)
+            return in_place_error(comm, "scatter", "recvbuf at a non-root");
         a.recvbuf = (uint8_t *)sendbuf + (size_t)root * bytes;
     } else if (recvbuf == NULL) {
-        return null_buffer("scatter", "recvbuf");
+        return null_buffer(comm, "scatter", "recvbuf");
     } else if (is_root &&
+               recvbuf != (uint8_t *)sendbuf + (size_t)root * bytes &&
                overlaps(sendbuf, (size_t)comm->size * bytes, recvbuf, bytes)) {
-        return overlap_error("scatter");
+        return overlap_error(comm, "scatter");
     }
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }
@@ -686,23 +778,26 @@ incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
 {
     host_coll_args_t a = {
         ALGO_COLL_REDUCE_SCATTER, sendbuf, recvbuf, count, dtype, op, 0};
-    incoll_status_t status = check_comm(comm, "reduce_scatter", 0, 0);
+    incoll_status_t status;
     size_t blk;
 
-    if (status != INCOLL_OK ||
-        (status = check_reduction("reduce_scatter", count, dtype, op,
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if ((status = check_reduction(comm, "reduce_scatter", count, dtype, op,
                                   (size_t)comm->size)) != INCOLL_OK)
         return status;
     if (count == 0)
         return INCOLL_OK;
     blk = count * incoll_dtype_size(dtype);
     if (recvbuf == NULL)
-        return null_buffer("reduce_scatter", "recvbuf");
-    if (sendbuf == INCOLL_IN_PLACE)
-        a.sendbuf = recvbuf;
+        return null_buffer(comm, "reduce_scatter", "recvbuf");
+    if (recvbuf == (void *)INCOLL_IN_PLACE)
+        return in_place_error(comm, "reduce_scatter", "recvbuf");
+    if (sendbuf == INCOLL_IN_PLACE || sendbuf == recvbuf)
+        a.sendbuf = recvbuf; /* the input is at recvbuf */
     else if (sendbuf == NULL)
-        return null_buffer("reduce_scatter", "sendbuf");
+        return null_buffer(comm, "reduce_scatter", "sendbuf");
     else if (overlaps(sendbuf, (size_t)comm->size * blk, recvbuf, blk))
-        return overlap_error("reduce_scatter");
+        return overlap_error(comm, "reduce_scatter");
     return host_coll_run(comm, HOST_CALGO_AUTO, &a);
 }

@@ -17,6 +17,7 @@
 #include "host/comm.h"
 
 #include "host/host.h"
+#include "host/hier.h"
 #include "host/inc_coll.h"
 #include "host/req.h"
 #include "host/mgr_client.h"
@@ -178,6 +179,22 @@ struct host_comm_info {
     struct incoll_comm *shadow; /* the members' recovery channel: its own
                                    host-based engine (see recover_comm) */
     struct incoll_comm *owner;  /* of a shadow: the communicator it serves */
+    int pulled;     /* another member started a recovery (its recovery
+                       channel's data came): this one joins it */
+    int recovering; /* in host_comm_recover_coll */
+    /* The member's next call on the communicator fails with this status,
+     * unrun (INCOLL_OK: none): an erroneous call that the others are in,
+     * while this member recovered the call before it (see
+     * host_comm_recover_coll). */
+    incoll_status_t doomed;
+    /* A call of this member failed alone (its INCOLL_DEADLINE_MS passed:
+     * the others may still be in it): at its next call the members agree
+     * that call failed (pending_why, at position pending_pos). */
+    int pending_why;
+    uint64_t pending_pos;
+    uint64_t group_key; /* the manager's random key of the group (0: none) */
+    uint32_t p2p_epoch; /* host-based engines made so far, less one: each
+                           recovery starts a fresh one (host_comm_wire_id) */
 };
 
 struct host_ctx_info {
@@ -238,16 +255,29 @@ uint64_t host_comm_id(incoll_comm_h comm)
     return comm->info ? comm->info->id : 0;
 }
 
-uint32_t host_comm_wire_id(incoll_comm_h comm)
+/* The id the wire id and key are made from: the communicator's, and the
+ * host-based engine's epoch (a recovery starts a fresh engine whose
+ * packets the old one's never match). */
+static uint64_t wire_base(incoll_comm_h comm)
+{
+    uint32_t epoch = comm->info ? comm->info->p2p_epoch : 0;
+    return host_comm_id(comm) ^ (epoch ? mix(0x45504f4348ull + epoch) : 0);
+}
+
+static uint32_t wire_id_of(uint64_t base)
 {
     return 0x80000000u |
-           (uint32_t)(mix(host_comm_id(comm) ^ 0x5032505f4944ull) &
-                      0x7fffffffu);
+           (uint32_t)(mix(base ^ 0x5032505f4944ull) & 0x7fffffffu);
+}
+
+uint32_t host_comm_wire_id(incoll_comm_h comm)
+{
+    return wire_id_of(wire_base(comm));
 }
 
 uint64_t host_comm_wire_key(incoll_comm_h comm)
 {
-    uint64_t k = mix(host_comm_id(comm) ^ 0x503250504b4559ull);
+    uint64_t k = mix(wire_base(comm) ^ 0x503250504b4559ull);
     return k ? k : 1;
 }
 
@@ -463,6 +493,7 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     }
     comm->group = g.group;
     info->ops = g.ops;
+    info->group_key = g.key;
     info->dtypes = g.dtypes;
     info->failed = 0;
     info->why[0] = '\0';
@@ -471,6 +502,38 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
                  "%u",
                  info->id, comm->group, p.child, p.slots, p.max_payload);
     return INCOLL_OK;
+}
+
+/*
+ * The group of a new communicator: the manager answers when every member
+ * asked, with the group or why there is none, and the members' endpoints
+ * either way. A request that expires before every member asked (a rank
+ * that starts, or reaches its split, later than the manager's request
+ * time, INCOLL_MGR_REQUEST_MS) or that the manager does not answer in
+ * time brings no endpoints: the member asks again, as long as
+ * INCOLL_WAIT_MS allows, so that a late rank is waited for as MPI waits.
+ */
+static void group_make(incoll_comm_h c)
+{
+    uint64_t end = host_now_ns() + host_wait_ns();
+    uint32_t req;
+    int tries = 0;
+
+    for (;;) {
+        incoll_status_t status;
+        if (group_ask(c, 0, 0, &req) != INCOLL_OK)
+            return;
+        status = group_take(c, req);
+        tries++;
+        if (status != INCOLL_ERR_TIMEOUT || c->info->peers != NULL ||
+            host_now_ns() >= end)
+            return;
+        if (tries == 1)
+            incoll_info("comm %016" PRIx64 ": not every member has asked the "
+                        "manager for the group yet (%s); asking again, up "
+                        "to INCOLL_WAIT_MS",
+                        c->info->id, c->info->why);
+    }
 }
 
 /* A communicator of n members (world_ranks, taken over, freed on
@@ -511,21 +574,33 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
                                  incoll_comm_h *comm_p)
 {
     incoll_comm_h c = comm_alloc(ctx, id, n, world_ranks, me);
-    uint32_t req;
 
     if (c == NULL)
         return INCOLL_ERR_NO_MEMORY;
     if (n == 1)
         snprintf(c->info->why, sizeof(c->info->why),
                  "a single rank needs no group");
-    else if (mgr_of(ctx) && group_ask(c, 0, 0, &req) == INCOLL_OK)
-        group_take(c, req);
+    else if (mgr_of(ctx))
+        group_make(c);
     else
         snprintf(c->info->why, sizeof(c->info->why),
                  "no manager (INCOLL_MGR is not set): only the world of "
                  "fabric.conf has a fabric group");
     if (c->eng == NULL)
         say_why(c);
+    if (n > 1 && c->info->peers == NULL && mgr_of(ctx)) {
+        /* Without the members' endpoints nothing can run, not even on
+         * the hosts: every call would fail. */
+        incoll_error("comm %016" PRIx64 ": not every member asked the "
+                     "manager for the communicator's group within "
+                     "INCOLL_WAIT_MS (%" PRIu64 " ms): a rank did not "
+                     "start or called something else; its collectives "
+                     "fail",
+                     id, host_wait_ns() / 1000000);
+        snprintf(c->info->why, sizeof(c->info->why),
+                 "not every member asked the manager for its group");
+        c->info->broken = 1;
+    }
     comm_link(c, comm_p);
     return INCOLL_OK;
 }
@@ -565,9 +640,25 @@ incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host)
     return INCOLL_OK;
 }
 
+static void drop_group(incoll_comm_h comm);
+
 int host_comm_via_leaders(incoll_comm_h comm)
 {
-    return comm != NULL && comm == comm->ctx->world && comm->ctx->via_leaders;
+    return comm != NULL &&
+           ((comm == comm->ctx->world && comm->ctx->via_leaders) ||
+            host_hier_on(comm));
+}
+
+void host_comm_leave_group(incoll_comm_h comm)
+{
+    if (comm->eng == NULL || comm->info == NULL)
+        return;
+    (void)host_comm_settle(comm);
+    incoll_debug("comm %016" PRIx64 ": its collectives go through its hosts' "
+                 "leaders: group %u released",
+                 comm->info->id, comm->group);
+    drop_group(comm);
+    comm->info->failed = 0;
 }
 
 /* The rank-th entry (modulo their number) of a comma-separated host list
@@ -924,6 +1015,51 @@ void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
     info->saved_op = info->opbase + host_engine_counters(comm->eng)->ops - 1;
 }
 
+int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net)
+{
+    if (status == INCOLL_OK)
+        return -1;
+    if (status == INCOLL_ERR_MISMATCH) {
+        unsigned m = WIRE_MISMATCH_NONE;
+        if (net && comm->eng != NULL)
+            m = host_engine_mismatch(comm->eng);
+        else if (!net && comm->p2p != NULL)
+            m = p2p_engine_mismatch(comm->p2p);
+        return m != WIRE_MISMATCH_NONE ? (int)m : WIRE_MISMATCH_KIND;
+    }
+    if (host_call_expired(comm))
+        return HOST_ABORT_DEADLINE;
+    if (host_comm_pulled(comm))
+        return net && (host_comm_group_failed(comm) ||
+                       status == INCOLL_ERR_TIMEOUT)
+                   ? HOST_ABORT_NONE
+                   : HOST_ABORT_PULLED;
+    if (net && comm->ctx->info != NULL &&
+        (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT))
+        return HOST_ABORT_NONE;
+    return -1;
+}
+
+incoll_status_t host_comm_abort_call(incoll_comm_h comm, int why)
+{
+    host_rec_call_t c = {HOST_COLL_ALLREDUCE, 0,    0,   INCOLL_UINT8,
+                         INCOLL_OP_SUM,       NULL, NULL};
+    int done;
+    return host_comm_recover_coll(comm, 0, &c, why, &done);
+}
+
+incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status)
+{
+    incoll_status_t rec;
+
+    if (comm == NULL || comm->size < 2 || host_comm_broken(comm, NULL))
+        return status;
+    if (host_hier_refuse(comm, &rec))
+        return rec == INCOLL_OK ? status : rec;
+    rec = host_comm_abort_call(comm, HOST_ABORT_ARG);
+    return rec == INCOLL_ERR_GROUP_FAILED ? rec : status;
+}
+
 /* An allreduce of bytes, as the recovery sees it (count in bytes). */
 static host_rec_call_t allreduce_call(void *recvbuf, size_t bytes)
 {
@@ -932,10 +1068,12 @@ static host_rec_call_t allreduce_call(void *recvbuf, size_t bytes)
     return c;
 }
 
-void host_comm_result_done(incoll_comm_h comm, size_t bytes)
+void host_comm_result_done(incoll_comm_h comm, size_t count,
+                           incoll_dtype_t dtype, incoll_op_t op)
 {
-    host_rec_call_t c = allreduce_call(NULL, bytes);
-    host_comm_result_kept(comm, &c, bytes, NULL, 0);
+    host_rec_call_t c = {
+        HOST_COLL_ALLREDUCE, comm->call_tag, count, dtype, op, NULL, NULL};
+    host_comm_result_kept(comm, &c, count * incoll_dtype_size(dtype), NULL, 0);
 }
 
 #define TAG_RECOVER 0x5245434f56455200ull /* "RECOVER" */
@@ -967,25 +1105,31 @@ static void shadow_free(incoll_comm_h shadow)
     host_comm_free(shadow);
 }
 
+/* The wire id of comm's recovery channel (recover_comm), made or not. */
+static uint32_t shadow_wire_id(const struct host_comm_info *info)
+{
+    return wire_id_of(mix(info->id ^ TAG_RECOVER));
+}
+
 /*
- * The recovery channel of comm, made on its first recovery: a hidden
- * communicator with the same members whose host-based engine carries only
- * the recovery agreements (its own wire id and key). Agreements therefore
- * never share steps with the host-based operations of the caller's program
- * on comm, which members one operation apart may be running or about to
- * run (a member that completed an in-network operation may have started a
+ * The recovery channel of comm, made on its first recovery (or when
+ * another member's recovery data comes first): a hidden communicator with
+ * the same members whose host-based engine carries only the recovery
+ * agreements (its own wire id and key). Agreements therefore never share
+ * steps with the host-based operations of the caller's program on comm,
+ * which members one operation apart may be running or about to run (a
+ * member that completed an in-network operation may have started a
  * host-based one while another is still recovering): on one engine the
  * blocks of two different operations would be paired. Its engine waits up
- * to twice INCOLL_MGR_OP_TIMEOUT_MS for the slowest member, as an
- * in-network operation waits for it up to once that.
+ * to INCOLL_WAIT_MS for the slowest member, which may be computing before
+ * its next call.
  */
 static incoll_comm_h recover_comm(incoll_comm_h comm)
 {
     struct host_comm_info *info = comm->info;
     incoll_ctx_h ctx = comm->ctx;
     host_engine_params_t keep = ctx->eng_defaults;
-    uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
-    uint64_t wait_ns = 2 * (op_ms ? op_ms : 30000) * 1000000ull;
+    uint64_t wait_ns = host_wait_ns();
     uint64_t rto = keep.rto_max_ns ? keep.rto_max_ns : 250000000ull;
     incoll_comm_h sh;
     incoll_status_t status;
@@ -1030,6 +1174,113 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
     comm->next = sh;
     info->shadow = sh;
     return sh;
+}
+
+static void renew_p2p(incoll_comm_h comm);
+
+int host_comm_group_key(incoll_comm_h comm, uint64_t *key_p)
+{
+    if (comm->eng == NULL || comm->info == NULL || comm->info->group_key == 0)
+        return 0;
+    *key_p = comm->info->group_key;
+    return 1;
+}
+
+incoll_status_t host_comm_rekey(incoll_comm_h comm)
+{
+    host_engine_params_t p;
+    host_engine_t *eng;
+
+    if (info_of(comm) == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    renew_p2p(comm);
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    p = *host_engine_params(comm->eng);
+    p.gen = comm->ctx->gen;
+    eng = host_engine_create(&p);
+    if (eng == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    host_engine_destroy(comm->eng);
+    comm->eng = eng;
+    return INCOLL_OK;
+}
+
+int host_comm_pulled(incoll_comm_h comm)
+{
+    return comm->info != NULL &&
+           (comm->info->pulled || comm->info->pending_why != HOST_ABORT_NONE);
+}
+
+int host_comm_doomed_pending(incoll_comm_h comm)
+{
+    return comm->info != NULL && comm->info->doomed != INCOLL_OK;
+}
+
+incoll_status_t host_comm_doomed(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    if (comm->info == NULL || comm->info->doomed == INCOLL_OK)
+        return INCOLL_OK;
+    status = comm->info->doomed;
+    comm->info->doomed = INCOLL_OK;
+    incoll_error("comm %016" PRIx64 ": this call is the one the other ranks "
+                 "failed: %s",
+                 comm->info->id, incoll_status_string(status));
+    return status;
+}
+
+/* Another member's recovery data reached the recovery channel of owner
+ * while it was not in a recovery: it joins at once. */
+static void pull(incoll_comm_h owner)
+{
+    struct host_comm_info *info = owner->info;
+    if (info == NULL || info->recovering || info->pulled || info->broken)
+        return;
+    info->pulled = 1;
+    incoll_info("comm %016" PRIx64 ": another member is recovering; this one "
+                "joins",
+                info->id);
+}
+
+static uint64_t early_count(const p2p_engine_t *eng)
+{
+    const p2p_engine_counters_t *k = p2p_engine_counters(eng);
+    return k->early + k->refused;
+}
+
+void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before)
+{
+    if (c->info == NULL || c->info->owner == NULL || c->p2p == NULL)
+        return;
+    if (p2p_engine_status(c->p2p) != INCOLL_INPROGRESS &&
+        early_count(c->p2p) != early_before)
+        pull(c->info->owner);
+}
+
+int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                              const wire_hdr_t *h, uint64_t now_ns)
+{
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        incoll_comm_h sh;
+        uint64_t before;
+        struct host_comm_info none = {0};
+        const struct host_comm_info *ci = c->info ? c->info : &none;
+        if (ci->owner != NULL || ci->shadow != NULL || c->size < 2 ||
+            ci->broken || shadow_wire_id(ci) != h->group)
+            continue;
+        /* (A world made from fabric.conf has its info made on demand.) */
+        if (info_of(c) == NULL)
+            return 1;
+        sh = recover_comm(c);
+        if (sh == NULL || sh->p2p == NULL)
+            return 1;
+        before = early_count(sh->p2p);
+        p2p_engine_on_packet(sh->p2p, m->src, m->data, m->len, now_ns);
+        host_comm_shadow_fed(sh, before);
+        return 1;
+    }
+    return 0;
 }
 
 /* The largest of each of n values over the members, on the recovery
@@ -1141,12 +1392,14 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         return INCOLL_ERR_GROUP_FAILED;
     }
     for (int i = 1; i < 11; i += 2) {
+        static const char *const field[5] = {"collective", "root", "count",
+                                             "datatype", "op"};
         if (v[i] != -v[i + 1]) {
             snprintf(info->why, sizeof(info->why),
                      "after a failure the members at operation %" PRIu64
                      " and at %" PRIu64 " describe operation %" PRIu64
-                     " differently",
-                     lo, lo + 1, lo);
+                     " differently (its %s: %" PRId64 " and %" PRId64 ")",
+                     lo, lo + 1, lo, field[i / 2], -v[i + 1], v[i]);
             return INCOLL_ERR_GROUP_FAILED;
         }
     }
@@ -1269,15 +1522,169 @@ static void drop_group(incoll_comm_h comm)
     comm->group = 0;
 }
 
-incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
-                                  void *recvbuf, size_t bytes, int *done_p)
+/* Forgets comm's engine without telling the manager (its group failed). */
+static void forget_engine(incoll_comm_h comm)
 {
-    host_rec_call_t c = allreduce_call(recvbuf, bytes);
-    return host_comm_recover_coll(comm, started, &c, done_p);
+    host_stream_report(comm);
+    host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    comm->group = 0;
+}
+
+/*
+ * The members go on with comm's group after an erroneous call: a fresh
+ * engine on the same group, with the next generation, so that the ANs
+ * forget the slots the failed call left (a newer generation resets them)
+ * and every member numbers its segments from 0 again. Alike on every
+ * member: each replaces its engine at the same point.
+ */
+static incoll_status_t renew_engine(incoll_comm_h comm)
+{
+    host_engine_params_t p;
+    host_engine_t *eng;
+
+    if (comm->eng == NULL)
+        return INCOLL_OK;
+    p = *host_engine_params(comm->eng);
+    p.gen++;
+    host_stream_report(comm);
+    eng = host_engine_create(&p);
+    host_engine_destroy(comm->eng);
+    comm->eng = eng;
+    if (eng == NULL) {
+        comm->group = 0;
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    return INCOLL_OK;
+}
+
+/* A fresh host-based engine for comm after a recovery: members pulled out
+ * of a host-based operation left theirs out of step, so every member
+ * starts a new one (another wire id and key) at the same point. */
+static void renew_p2p(incoll_comm_h comm)
+{
+    if (comm->p2p != NULL) {
+        p2p_engine_destroy(comm->p2p_retired);
+        comm->p2p_retired = comm->p2p;
+        comm->p2p_retired_id = comm->p2p_id;
+        comm->p2p = NULL;
+    }
+    comm->info->p2p_epoch++;
+    comm->p2p_failed_what = NULL;
+    comm->p2p_failed_algo = NULL;
+}
+
+incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
+                                  void *recvbuf, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op, int why,
+                                  int *done_p)
+{
+    /* An allreduce that carries another collective names it as its root
+     * (incoll_comm.call_tag), as its packets do. */
+    host_rec_call_t c = {
+        HOST_COLL_ALLREDUCE, comm->call_tag, count, dtype, op, NULL, recvbuf};
+    return host_comm_recover_coll(comm, started, &c, why, done_p);
+}
+
+/* The agreed reason of an erroneous call (its encoding in the first
+ * agreement: reason << 24 | rank) as this member's status, said once. */
+static incoll_status_t abort_status(incoll_comm_h comm, int64_t code)
+{
+    int why = (int)(code >> 24), who = (int)(code & 0xffffff);
+    const char *text;
+    incoll_status_t status;
+
+    switch (why) {
+    case HOST_ABORT_ARG:
+        text = "refused its arguments";
+        status =
+            who == comm->rank ? INCOLL_ERR_INVALID_ARG : INCOLL_ERR_MISMATCH;
+        break;
+    case HOST_ABORT_DEADLINE:
+        text = "reached the call's deadline (INCOLL_DEADLINE_MS)";
+        status = INCOLL_ERR_TIMEOUT;
+        break;
+    default:
+        text = wire_mismatch_str((unsigned)why);
+        status = INCOLL_ERR_MISMATCH;
+        break;
+    }
+    if (why == HOST_ABORT_ARG || why == HOST_ABORT_DEADLINE)
+        incoll_error("comm %016" PRIx64 ": the call fails on every rank: "
+                     "rank %d %s",
+                     comm->info->id, who, text);
+    else
+        incoll_error("comm %016" PRIx64 ": the ranks' calls do not match (%s, "
+                     "seen by rank %d): do all ranks call the same collectives "
+                     "in the same order with the same count, datatype, op and "
+                     "root? The call fails on every rank",
+                     comm->info->id, text, who);
+    return status;
+}
+
+/* Which field of two call descriptions (call_put's, agreed as the largest
+ * of each value and of its negation in v) differs first: a reason of
+ * wire_mismatch_t, or WIRE_MISMATCH_NONE when every member said the same. */
+static int call_differs(const int64_t *v)
+{
+    static const int why[5] = {WIRE_MISMATCH_KIND, WIRE_MISMATCH_ROOT,
+                               WIRE_MISMATCH_SIZE, WIRE_MISMATCH_DTYPE,
+                               WIRE_MISMATCH_OP};
+    for (int i = 0; i < 5; i++)
+        if (v[2 * i] != -v[2 * i + 1])
+            return why[i];
+    return WIRE_MISMATCH_NONE;
+}
+
+/*
+ * Step 4 of a recovery (docs/failures.md): every member that asked takes
+ * the manager's answer (all asked, so the request completes), then a last
+ * agreement (the largest of "I got no group") makes every member drop the
+ * new group if any member lacks it: a new group for all, or the hosts for
+ * all. INCOLL_OK, or an error when the agreement failed.
+ */
+static incoll_status_t groups_agree(incoll_comm_h comm, incoll_comm_h sh,
+                                    host_mgr_t *mgr, int *asked_p, uint32_t req)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_status_t status;
+    int64_t w[1];
+    int got = 0;
+
+    (void)mgr;
+    if (*asked_p) {
+        got = group_take(comm, req) == INCOLL_OK;
+        *asked_p = 0; /* answered or forgotten */
+    }
+    w[0] = !got;
+    status = agree_max(sh, w, 1);
+    if (status != INCOLL_OK) {
+        snprintf(info->why, sizeof(info->why),
+                 "the members did not agree on a new group: %s",
+                 incoll_status_string(status));
+        return status;
+    }
+    if (got && w[0] != 0) {
+        drop_group(comm);
+        snprintf(info->why, sizeof(info->why),
+                 "after a failure another member got no new fabric group");
+    }
+    return INCOLL_OK;
+}
+
+/* The end of a recovery: another member's next recovery may have begun
+ * while this one ended (its data is held on the recovery channel): this
+ * member joins it at its next call, or in the call it goes on with. */
+static void recovery_end(incoll_comm_h comm, incoll_comm_h sh)
+{
+    comm->info->recovering = 0;
+    if (sh != NULL && sh->p2p != NULL && p2p_engine_early_held(sh->p2p))
+        pull(comm);
 }
 
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call, int *done_p)
+                                       const host_rec_call_t *call, int why,
+                                       int *done_p)
 {
     struct host_comm_info *info = info_of(comm);
     host_mgr_t *mgr = mgr_of(comm->ctx);
@@ -1285,9 +1692,10 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     host_rec_action_t act = HOST_REC_FAIL;
     uint64_t ran = 0, mine, lo = 0, hi = 0;
     uint32_t req = 0;
-    int asked = 0, got = 0;
+    int asked = 0, failure, mismatch, joined;
+    uint64_t epos;
     incoll_comm_h sh;
-    int64_t v[2], w[1];
+    int64_t v[17], code, apos;
 
     *done_p = 0;
     if (info == NULL)
@@ -1298,23 +1706,48 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         ran = host_engine_counters(comm->eng)->ops;
     /* The operation this member is at: the one that failed, or the next. */
     mine = info->opbase + ran - (started && ran ? 1 : 0);
-    host_stream_report(comm);
-    host_engine_destroy(comm->eng);
-    comm->eng = NULL;
-    comm->group = 0;
-    /* First tell the manager (a request of the next generation makes it
-     * tear the failed group down and tell the members outside a call, who
-     * then join at their next call); the answer is taken after the
-     * agreement, when every member has asked. */
-    if (mgr && info->rebuilt < 2) {
-        info->rebuilt++;
-        info->gen++;
-        asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
-    } else {
-        snprintf(info->why, sizeof(info->why), "%s",
-                 mgr == NULL ? "its fabric group failed and there is no "
-                               "manager to make another"
-                             : "its fabric groups failed three times");
+    epos = mine;
+    if (why == HOST_ABORT_DEADLINE && info->pending_why == HOST_ABORT_NONE) {
+        /* The call returns now, as its deadline says; its operation is
+         * given up here. The members agree at this member's next call
+         * that it failed (the others may be in it still, or have it). */
+        info->pending_why = why;
+        info->pending_pos = mine;
+        incoll_error("comm %016" PRIx64 ": the call's deadline passed "
+                     "(INCOLL_DEADLINE_MS): it fails; the ranks agree on "
+                     "it at the next call",
+                     info->id);
+        return INCOLL_ERR_TIMEOUT;
+    }
+    if (info->pending_why != HOST_ABORT_NONE) {
+        /* This member's earlier call failed alone: that is the erroneous
+         * one, at its position. */
+        why = info->pending_why;
+        epos = info->pending_pos;
+        info->pending_why = HOST_ABORT_NONE;
+    }
+    failure = why == HOST_ABORT_NONE;
+    joined = why == HOST_ABORT_PULLED;
+    info->pulled = 0;
+    info->recovering = 1;
+    /* A failure: the group is no more. First tell the manager (a request
+     * of the next generation makes it tear the failed group down and tell
+     * the members outside a call, who then join at their next call); the
+     * answer is taken after the agreement, when every member has asked.
+     * An erroneous call leaves the group as it is until the members agree
+     * (below). */
+    if (failure) {
+        forget_engine(comm);
+        if (mgr && info->rebuilt < 2) {
+            info->rebuilt++;
+            info->gen++;
+            asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
+        } else {
+            snprintf(info->why, sizeof(info->why), "%s",
+                     mgr == NULL ? "its fabric group failed and there is no "
+                                   "manager to make another"
+                                 : "its fabric groups failed three times");
+        }
     }
     sh = recover_comm(comm);
     if (sh == NULL) {
@@ -1323,12 +1756,25 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
                  "no recovery channel (no memory, or no peer endpoints)");
         goto fail;
     }
-    /* Where every member is: with blocking collectives at most one
-     * operation apart (docs/failures.md). Only this agreement says so,
-     * never the manager. */
+    /* Where every member is (with blocking collectives at most one
+     * operation apart, docs/failures.md), whether one saw an erroneous
+     * call (the reason and who saw it), whether one asked the manager
+     * for a new group, and every member's call. Only this agreement says
+     * so, never the manager. */
+    for (int i = 0; i < 17; i++)
+        v[i] = INT64_MIN;
     v[0] = (int64_t)mine;
     v[1] = -(int64_t)mine;
-    status = agree_max(sh, v, 2);
+    v[2] = failure || joined ? -1 : (int64_t)why << 24 | comm->rank;
+    v[3] = failure; /* this member gave its group up */
+    call_put(v + 4, call);
+    /* The call the erroneous one is (its member's position), and whether
+     * a member cannot give the result of the operation before its own
+     * (none kept: members behind then cannot take it). */
+    v[14] = failure || joined ? INT64_MIN : (int64_t)epos;
+    v[15] = !(info->saved && info->saved_op + 1 == mine);
+    v[16] = INT64_MIN;
+    status = agree_max(sh, v, 17);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
                  "the members did not agree where they are after a failure: "
@@ -1338,55 +1784,106 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     }
     hi = (uint64_t)v[0];
     lo = (uint64_t)-v[1];
-    act = host_recovery_action(lo, hi, mine, started, info->saved,
-                               info->saved_op);
-    if (lo != hi && hi - lo == 1) {
-        status = transfer(comm, sh, act, lo, call);
-        if (status != INCOLL_OK) {
-            if (status != INCOLL_ERR_GROUP_FAILED)
-                snprintf(info->why, sizeof(info->why),
-                         "the members at operation %" PRIu64 " could not "
-                         "take its result from those at %" PRIu64 ": %s",
-                         lo, hi, incoll_status_string(status));
+    code = v[2];
+    /* Members at one operation that describe it differently called
+     * different collectives, or the same with different arguments: that
+     * call fails on every member, never run again on the hosts. */
+    mismatch = lo == hi ? call_differs(v + 4) : WIRE_MISMATCH_NONE;
+    if (code < 0 && mismatch != WIRE_MISMATCH_NONE)
+        code = (int64_t)mismatch << 24 | comm->rank;
+    apos = v[14];
+    if (code >= 0 && apos < (int64_t)lo) {
+        /* The erroneous call is behind every member (its member returned
+         * at its deadline, the others completed it since): everyone runs
+         * its call again. */
+        status = INCOLL_OK;
+    } else if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
+        /* An erroneous call, which the members at lo are in: they return
+         * its error; those at hi completed it (a member with nothing to
+         * receive, a broadcast's root) and run their call again. */
+        if (mine == lo)
+            status = abort_status(comm, code);
+        else
+            status = INCOLL_OK;
+    } else if (code >= 0) {
+        /* The erroneous call is hi's: those at hi return its error; those
+         * at lo, whose call the others completed, take its result from
+         * what they kept where they can (else an error too), and fail
+         * their next call, hi, unrun: so every member's next call pairs
+         * with the others' again. */
+        status = abort_status(comm, code);
+        if (v[15] == 0) {
+            act = host_recovery_action(lo, hi, mine, started, info->saved,
+                                       info->saved_op);
+            if (transfer(comm, sh, act, lo, call) != INCOLL_OK)
+                goto fail;
+            if (mine == lo) {
+                *done_p = 1;
+                info->doomed = status;
+                status = INCOLL_OK;
+            }
+        } else if (mine == lo) {
+            info->doomed = status;
+        }
+    } else {
+        act = host_recovery_action(lo, hi, mine, started, info->saved,
+                                   info->saved_op);
+        if (lo != hi && hi - lo == 1) {
+            status = transfer(comm, sh, act, lo, call);
+            if (status != INCOLL_OK) {
+                if (status != INCOLL_ERR_GROUP_FAILED)
+                    snprintf(info->why, sizeof(info->why),
+                             "the members at operation %" PRIu64 " could not "
+                             "take its result from those at %" PRIu64 ": %s",
+                             lo, hi, incoll_status_string(status));
+                goto fail;
+            }
+        } else if (act == HOST_REC_FAIL) {
+            status = INCOLL_ERR_GROUP_FAILED;
+            snprintf(info->why, sizeof(info->why),
+                     "after a failure the members are at operations %" PRIu64
+                     "..%" PRIu64,
+                     lo, hi);
             goto fail;
         }
-    } else if (act == HOST_REC_FAIL) {
-        status = INCOLL_ERR_GROUP_FAILED;
-        snprintf(info->why, sizeof(info->why),
-                 "after a failure the members are at operations %" PRIu64
-                 "..%" PRIu64,
-                 lo, hi);
-        goto fail;
+        *done_p = act == HOST_REC_FETCH;
+        status = INCOLL_OK;
     }
-    *done_p = act == HOST_REC_FETCH;
     info->opbase = hi;
-    /* A new group, or the hosts for everyone: every member asked at the
-     * same point, so the request completes; then all check that all got
-     * it. */
-    if (asked) {
-        got = group_take(comm, req) == INCOLL_OK;
-        asked = 0; /* answered or forgotten */
-    }
-    w[0] = !got;
-    status = agree_max(sh, w, 1);
-    if (status != INCOLL_OK) {
+    renew_p2p(comm);
+    if (v[3] > 0) {
+        /* A member gave the group up (it failed there): all do, and ask
+         * for a new one (those that have not yet), or go on the hosts. */
+        if (comm->eng != NULL) {
+            forget_engine(comm);
+            if (!asked && mgr && info->rebuilt < 2) {
+                info->rebuilt++;
+                info->gen++;
+                asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
+            }
+        }
+        if (groups_agree(comm, sh, mgr, &asked, req) != INCOLL_OK) {
+            status = INCOLL_ERR_GROUP_FAILED;
+            goto fail;
+        }
+    } else if (renew_engine(comm) != INCOLL_OK) {
+        /* The group works: the same group, a fresh engine of the next
+         * generation (the ANs forget the slots the call left). */
         snprintf(info->why, sizeof(info->why),
-                 "the members did not agree on a new group: %s",
-                 incoll_status_string(status));
+                 "out of memory for a new engine");
+        status = INCOLL_ERR_NO_MEMORY;
         goto fail;
     }
-    if (got && w[0] != 0) {
-        drop_group(comm);
-        snprintf(info->why, sizeof(info->why),
-                 "after a failure another member got no new fabric group");
-    }
+    recovery_end(comm, sh);
+    if (code >= 0)
+        return status; /* OK without done: hi's members run the call */
     incoll_info("comm %016" PRIx64 ": recovered after a failure: members at "
                 "operations %" PRIu64 "..%" PRIu64 ", this one at %" PRIu64
                 " (%s)",
                 info->id, lo, hi, mine, host_recovery_action_name(act));
     if (comm->eng)
-        incoll_info("comm %016" PRIx64 ": rebuilt on group %u", info->id,
-                    comm->group);
+        incoll_info("comm %016" PRIx64 ": %s group %u", info->id,
+                    v[3] > 0 ? "rebuilt on" : "goes on on", comm->group);
     else
         say_why(comm);
     return INCOLL_OK;
@@ -1397,6 +1894,7 @@ fail:
         host_mgr_forget(mgr, req);
     drop_group(comm);
     info->broken = 1;
+    info->recovering = 0;
     incoll_error("comm %016" PRIx64 ": recovery after a failed in-network "
                  "operation failed (this member at operation %" PRIu64
                  ", %s): %s; every later collective on it fails",

@@ -23,6 +23,7 @@
 
 #include "incoll.h"
 
+#include "common/udp.h"
 #include "common/wire.h"
 
 #include <stddef.h>
@@ -77,9 +78,28 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
                          incoll_dtype_t dtype);
 
 /*
+ * Why a member enters a recovery although no fabric failure stopped it
+ * (an erroneous call): every member then returns an error for the call it
+ * is in and the communicator goes on (docs/failures.md, "Erroneous
+ * programs"). 1 .. WIRE_MISMATCH_COUNT - 1: the members' calls differ
+ * (wire_mismatch_t, an AN or a peer saw it).
+ */
+enum {
+    HOST_ABORT_NONE = 0,      /* a failure: recover, and run the call */
+    HOST_ABORT_ARG = 16,      /* this member refused its arguments */
+    HOST_ABORT_DEADLINE = 17, /* this member's INCOLL_DEADLINE_MS passed */
+    /* No failure here: another member's recovery pulled this one in (its
+     * group may be fine: it is given up only if the agreement says a
+     * member gave it up). */
+    HOST_ABORT_PULLED = 18,
+};
+
+/*
  * Recovery after an in-network operation on comm failed (started = 1: it
  * timed out or its group failed), or before starting one on a group the
- * manager said failed (started = 0). Every member must call it; the
+ * manager said failed (started = 0), or when another member's recovery
+ * pulled this one in (host_comm_pulled), or after an erroneous call (why,
+ * above; HOST_ABORT_NONE for a failure). Every member must call it; the
  * members meet on the hosts (docs/failures.md):
  *   1. with a manager, it asks for the next generation's group first (the
  *      manager then tears the failed group down and tells the members
@@ -98,7 +118,9 @@ int host_comm_inc_usable(incoll_comm_h comm, incoll_op_t op,
  * the hosts.
  */
 incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
-                                  void *recvbuf, size_t bytes, int *done_p);
+                                  void *recvbuf, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op, int why,
+                                  int *done_p);
 
 /* 1 if comm has a fabric group the manager said failed: call
  * host_comm_recover(comm, 0, ...) before the next operation (the other
@@ -124,7 +146,8 @@ int host_comm_recoverable(incoll_comm_h comm);
  * members behind may ask for in a recovery.
  */
 void *host_comm_result_buf(incoll_comm_h comm, size_t bytes);
-void host_comm_result_done(incoll_comm_h comm, size_t bytes);
+void host_comm_result_done(incoll_comm_h comm, size_t count,
+                           incoll_dtype_t dtype, incoll_op_t op);
 
 /*
  * A collective as a recovery sees it: what it is (kind is a
@@ -167,8 +190,63 @@ void host_comm_keep_sizes(const host_rec_call_t *call, int rank, int size,
  * recvbuf, bytes, done_p) is this for an allreduce of bytes.
  */
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call,
+                                       const host_rec_call_t *call, int why,
                                        int *done_p);
+
+/*
+ * After an operation on comm ended with status: the reason to recover
+ * with (HOST_ABORT_NONE for a failure, a wire_mismatch_t when the
+ * members' calls differ, HOST_ABORT_DEADLINE), or -1 when status is
+ * returned as it is (success, or a failure without a manager). net: the
+ * operation ran in the network (else on the host-based engine).
+ */
+int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net);
+
+/*
+ * This member refused its arguments of a call on comm (said already, with
+ * status): unless alone, it still takes part, in a recovery with reason
+ * HOST_ABORT_ARG, so that the others' calls of it fail too and every
+ * member's next call pairs with the others' next call. Returns status,
+ * or INCOLL_ERR_GROUP_FAILED when the members could not agree.
+ */
+incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status);
+
+/* The call this member is in on comm fails on every member, for why
+ * (HOST_ABORT_ARG, a wire_mismatch_t, HOST_ABORT_DEADLINE): a recovery
+ * with that reason. Returns this member's status of the call. */
+incoll_status_t host_comm_abort_call(incoll_comm_h comm, int why);
+
+/* 1 and the manager's random key of comm's group in *key_p when comm
+ * has a group from a manager. */
+int host_comm_group_key(incoll_comm_h comm, uint64_t *key_p);
+
+/* The job's generation and key changed (host_job_key): comm's engines
+ * are made again with them, on every member at the same point. */
+incoll_status_t host_comm_rekey(incoll_comm_h comm);
+
+/* 1 when another member of comm started a recovery (its recovery
+ * channel's data came) that this one must join: a call in progress gives
+ * its operation up, the next call recovers first (host_comm_recover_coll
+ * with HOST_ABORT_NONE). */
+int host_comm_pulled(incoll_comm_h comm);
+
+/* The status this member's next call on comm fails with, unrun, after a
+ * recovery in which the others are in an erroneous call that this one
+ * had not reached (INCOLL_OK: none); taken once. _pending says without
+ * taking it. */
+incoll_status_t host_comm_doomed(incoll_comm_h comm);
+int host_comm_doomed_pending(incoll_comm_h comm);
+
+/* For the context's dispatch: a host-based packet of no communicator's
+ * engine; when it is another member's recovery data for a communicator
+ * whose recovery channel this process has not made yet, makes it, feeds
+ * the packet and marks the communicator pulled. 1 when it took it. */
+int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
+                              const wire_hdr_t *h, uint64_t now_ns);
+/* After a packet went to comm's engine c->p2p: when c is a recovery
+ * channel that is idle and the packet is data of an agreement it has not
+ * started (early: held or refused), marks its communicator pulled. */
+void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before);
 
 /*
  * The decision of one member in a recovery, without I/O: the members are
@@ -215,10 +293,17 @@ incoll_status_t host_comm_bare(incoll_ctx_h ctx, uint64_t id, int n,
  * world group as fabric host host (src/host/hier.c). */
 incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host);
 
-/* 1 when comm is a world whose ranks share fabric.conf's hosts without a
- * manager and whose node level is made: its collectives reach the fabric
- * through the hosts' leaders (they are offloaded, with no group of its
- * own). */
+/* 1 when comm's collectives reach the fabric through its hosts' leaders
+ * (its node or socket level is made, src/host/hier.c; the world of ranks
+ * that share fabric.conf's hosts without a manager is one): they are
+ * offloaded, with no group of its own. */
 int host_comm_via_leaders(incoll_comm_h comm);
+
+/* comm's level of hosts' leaders is made: its own group, which no
+ * collective of it uses any more, goes back to the manager, so that a
+ * failure of its ANs makes no recovery among all its members (the
+ * leaders recover on their own communicator and tell their hosts'
+ * members). */
+void host_comm_leave_group(incoll_comm_h comm);
 
 #endif

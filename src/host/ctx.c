@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/settings.h"
 #include "common/log.h"
+#include "common/mgr_codec.h"
 #include "common/mgr_proto.h"
 
 #include <errno.h>
@@ -22,12 +23,49 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 uint64_t host_now_ns(void)
 {
     return now_ns();
+}
+
+uint64_t host_wait_ns(void)
+{
+    return setting_ns(SETTING_WAIT_MS);
+}
+
+void host_call_begin(incoll_comm_h comm)
+{
+    if (comm->call_depth++ == 0)
+        comm->call_deadline =
+            comm->ctx->deadline_ns ? host_now_ns() + comm->ctx->deadline_ns : 0;
+}
+
+void host_call_end(incoll_comm_h comm)
+{
+    if (comm->call_depth > 0 && --comm->call_depth == 0)
+        comm->call_deadline = 0;
+}
+
+void host_call_restart(incoll_comm_h comm)
+{
+    if (comm->call_depth == 1 && comm->call_deadline != 0)
+        comm->call_deadline = host_now_ns() + comm->ctx->deadline_ns;
+}
+
+int host_call_expired(incoll_comm_h comm)
+{
+    return comm->call_deadline != 0 && host_now_ns() >= comm->call_deadline;
+}
+
+uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns)
+{
+    return comm->call_deadline != 0 && comm->call_deadline < due_ns
+               ? comm->call_deadline
+               : due_ns;
 }
 
 static void ctx_send(void *arg, incoll_ep_t dst, const void *hdr,
@@ -71,6 +109,93 @@ uint32_t host_job_generation(const char *job)
     for (const char *c = job; *c; c++)
         h = (h ^ (uint8_t)*c) * 16777619u;
     return h;
+}
+
+/* splitmix64 */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* 64 random bits (the kernel's; the clock and pid if it has none). */
+static uint64_t random64(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = mix64((uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 30 ^
+                  (uint64_t)getpid() << 48);
+    }
+    return r;
+}
+
+static void job_key_set(incoll_ctx_h ctx, uint64_t key, uint32_t gen)
+{
+    ctx->job_key = key;
+    ctx->gen = gen ? gen : 1;
+    incoll_debug("init: the job's generation is %08x", ctx->gen);
+}
+
+incoll_status_t host_job_key(incoll_ctx_h ctx)
+{
+    incoll_comm_h w = ctx->world;
+    uint64_t r[2], gk;
+    int64_t c[4];
+    incoll_status_t status;
+
+    if (ctx->size == 1) {
+        uint64_t k = random64();
+        job_key_set(ctx, k, (uint32_t)k);
+    } else if (host_comm_group_key(w, &gk)) {
+        /* The manager's random key of the world's group: every job has a
+         * group of its own (its ANs' slots, too), so nothing needs
+         * ordering; mixed with the job id. */
+        uint64_t k = mix64(gk ^ mix64(host_job_generation(ctx->job)));
+        job_key_set(ctx, k, (uint32_t)(k >> 32));
+    } else {
+        /* On the hosts: the XOR of a random number of every rank, and the
+         * first rank's clock in ms, which orders the generations of jobs
+         * that follow one another on a fabric.conf group (an AN lets a
+         * newer one take it over at once). Then every rank checks that
+         * all got the same, with the largest of each value and of its
+         * negation: a packet of an earlier job's exchange (its key is
+         * the launcher's) can only make them differ, and then init fails. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r[0] = random64();
+        r[1] = ctx->rank == 0
+                   ? (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000
+                   : 0;
+        status = host_allreduce_sched(w, ALGO_RD, r, r, 2, INCOLL_UINT64,
+                                      INCOLL_OP_BXOR);
+        if (status == INCOLL_OK) {
+            c[0] = (int64_t)(r[0] >> 1);
+            c[1] = -c[0];
+            c[2] = (int64_t)(r[1] & 0x3fffffffffffffffull);
+            c[3] = -c[2];
+            status = host_allreduce_sched(w, ALGO_RD, c, c, 4, INCOLL_INT64,
+                                          INCOLL_OP_MAX);
+        }
+        if (status != INCOLL_OK) {
+            incoll_error("init: the ranks could not agree on the job's key: "
+                         "%s",
+                         incoll_status_string(status));
+            return status;
+        }
+        if (c[0] != -c[1] || c[2] != -c[3]) {
+            incoll_error("init: the ranks did not agree on the job's key "
+                         "(packets of another job, or forged ones, came in "
+                         "the exchange)");
+            return INCOLL_ERR_PROTOCOL;
+        }
+        job_key_set(ctx, mix64(r[0] ^ r[1]),
+                    (uint32_t)(r[1] << 12) | (uint32_t)(r[0] & 0xfff));
+    }
+    return host_comm_rekey(w);
 }
 
 /* A value the caller gave for setting id, checked by the settings
@@ -175,6 +300,30 @@ static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
     return INCOLL_OK;
 }
 
+/* A name the manager is told (the job's, the host's): printable and
+ * short enough for its join message (MGR_NAME_MAX), so that a bad one
+ * fails here, naming it, and not later at the manager. */
+static incoll_status_t ident_name(const char *setting, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= MGR_NAME_MAX) {
+        incoll_error("init: %s is %zu bytes long; the manager takes names "
+                     "of at most %d",
+                     setting, n, MGR_NAME_MAX - 1);
+        return INCOLL_ERR_CONFIG;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c < 0x20 || c == 0x7f) {
+            incoll_error("init: %s has a control character (byte 0x%02x at "
+                         "%zu): use printable characters",
+                         setting, c, i);
+            return INCOLL_ERR_CONFIG;
+        }
+    }
+    return INCOLL_OK;
+}
+
 /* Sets ctx's identity from params and the settings. */
 static incoll_status_t ident_load(incoll_ctx_h ctx,
                                   const incoll_init_params_t *p)
@@ -186,15 +335,22 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
         p = &none;
     status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE, 1,
                        1 << 24, &ctx->size);
-    if (status == INCOLL_OK)
-        status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
-                           ctx->size - 1, &ctx->rank);
     if (status != INCOLL_OK)
         return status;
-    if (ctx->size < 0 || ctx->rank < 0) {
-        const char *name = ctx->size < 0 ? "INCOLL_SIZE" : "INCOLL_RANK";
-        incoll_error("init: %s is not set (use `incoll run`, or set %s)", name,
-                     name);
+    if (ctx->size < 0) {
+        /* (before the rank: its range comes from the size) */
+        incoll_error("init: INCOLL_SIZE is not set (use `incoll run`, or set "
+                     "INCOLL_SIZE to the number of ranks)");
+        return INCOLL_ERR_CONFIG;
+    }
+    status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
+                       ctx->size - 1, &ctx->rank);
+    if (status != INCOLL_OK)
+        return status;
+    if (ctx->rank < 0) {
+        incoll_error("init: INCOLL_RANK is not set (use `incoll run`, or set "
+                     "INCOLL_RANK to this process's rank, 0..%d)",
+                     ctx->size - 1);
         return INCOLL_ERR_CONFIG;
     }
     status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_SIZE, p->local_size,
@@ -218,7 +374,9 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
                   ctx->fabric_dir, sizeof(ctx->fabric_dir)) != INCOLL_OK ||
         ident_str(p, INCOLL_INIT_FIELD_SECRET_FILE, p->secret_file,
                   SETTING_SECRET_FILE, ctx->secret_file,
-                  sizeof(ctx->secret_file)) != INCOLL_OK)
+                  sizeof(ctx->secret_file)) != INCOLL_OK ||
+        ident_name("INCOLL_JOB", ctx->job) != INCOLL_OK ||
+        ident_name("INCOLL_HOST", ctx->host) != INCOLL_OK)
         return INCOLL_ERR_CONFIG;
     return ident_fabric_rest(ctx, p);
 }
@@ -379,7 +537,9 @@ static incoll_status_t world_create_shared(incoll_ctx_h ctx)
     if (status != INCOLL_OK)
         return status;
     host_lock(ctx);
-    if (!host_hier_active(ctx->world, &status) && status == INCOLL_OK)
+    status = host_job_key(ctx);
+    if (status == INCOLL_OK && !host_hier_active(ctx->world, &status) &&
+        status == INCOLL_OK)
         status = INCOLL_ERR_CONFIG;
     host_unlock(ctx);
     if (status != INCOLL_OK) {
@@ -475,11 +635,9 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
         goto err_conf;
-    ctx->gen = host_job_generation(ctx->job);
-    if (ctx->job[0] == '\0')
-        incoll_info("init: INCOLL_JOB is not set: jobs that share a fabric "
-                    "one after another must each set a distinct INCOLL_JOB "
-                    "(`incoll run` does)");
+    ctx->gen0 = host_job_generation(ctx->job);
+    ctx->gen = ctx->gen0;
+    ctx->job_key = ctx->gen0;
     p = &ctx->eng_defaults;
     memset(p, 0, sizeof(*p));
     host_engine_params_default(p);
@@ -488,6 +646,8 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     p->rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
     p->max_retries = (int)setting_int(SETTING_RETRIES);
     p->progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
+    p->wait_ns = host_wait_ns();
+    ctx->deadline_ns = setting_ns(SETTING_DEADLINE_MS);
     p->window = (uint32_t)setting_u64(SETTING_WINDOW);
     p->pace = (uint32_t)setting_u64(SETTING_PACE);
     p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
@@ -527,6 +687,12 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     status = mgr             ? host_ctx_mgr_init(ctx)
              : ctx->host_map ? world_create_shared(ctx)
                              : world_create(ctx);
+    if (status == INCOLL_OK && !ctx->host_map) {
+        /* (the shared world's is made before its node level) */
+        host_lock(ctx);
+        status = host_job_key(ctx);
+        host_unlock(ctx);
+    }
     if (status != INCOLL_OK)
         goto err_comms;
     *ctx_p = ctx;
@@ -731,12 +897,19 @@ static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
 {
     incoll_ctx_h ctx = comm->ctx;
     while (comm_waits(comm->eng, what)) {
-        /* The manager said the group is gone: its operations cannot end. */
-        if (host_comm_group_failed(comm)) {
+        /* The manager said the group is gone (its operations cannot
+         * end), another member recovers (it left them), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (what != WAIT_UNLOCK && host_call_expired(comm))) {
             udp_flush(ctx->sock);
+            if (what != WAIT_UNLOCK)
+                host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
             return INCOLL_ERR_GROUP_FAILED;
         }
-        host_ctx_progress(ctx, host_engine_deadline(comm->eng));
+        host_ctx_progress(ctx,
+                          host_call_due(comm, host_engine_deadline(comm->eng)));
         host_engine_on_time(comm->eng, host_now_ns());
     }
     udp_flush(ctx->sock);

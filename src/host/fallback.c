@@ -46,8 +46,8 @@ static void p2p_key(incoll_comm_h comm, wire_key_t *key_p)
 {
     incoll_ctx_h ctx = comm->ctx;
     wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_P2P,
-                    host_comm_wire_key(comm) ^ ctx->conf.group_key, ctx->gen,
-                    key_p);
+                    host_comm_wire_key(comm) ^ ctx->conf.group_key,
+                    ctx->job_key, key_p);
 }
 
 incoll_status_t host_comm_p2p(incoll_comm_h comm)
@@ -126,14 +126,13 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
         p.max_retries = d->max_retries;
     if (d->progress_timeout_ns)
         p.progress_timeout_ns = d->progress_timeout_ns;
-    /* With a manager watching the ANs, as for the in-network engine
-     * (attach_group in comm.c): a member that is merely late (outside the
-     * library, computing or in the MPI library's own collective, or in
-     * another communicator's recovery) must not look like a failure
-     * before INCOLL_MGR_OP_TIMEOUT_MS. */
-    if (ctx->info != NULL) {
-        uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
-        uint64_t timeout_ns = (op_ms ? op_ms : 30000) * 1000000ull;
+    /* A peer that is silent may merely be late: outside the library,
+     * computing or writing a checkpoint, in the MPI library's own
+     * collective or in another communicator's recovery. Its socket keeps
+     * what we send, and nothing tells it from a dead one; so, as MPI
+     * does, it is waited for, up to INCOLL_WAIT_MS. */
+    {
+        uint64_t timeout_ns = host_wait_ns();
         uint64_t rto = p.rto_max_ns ? p.rto_max_ns : 250000000ull;
         if (p.progress_timeout_ns < timeout_ns)
             p.progress_timeout_ns = timeout_ns;
@@ -158,14 +157,28 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                        const wire_hdr_t *h, uint64_t now_ns)
 {
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        const p2p_engine_counters_t *k;
+        uint64_t before;
+        if (c->p2p_retired != NULL && c->p2p_retired_id == h->group) {
+            p2p_engine_on_packet(c->p2p_retired, m->src, m->data, m->len,
+                                 now_ns);
+            return;
+        }
         if (c->p2p ? c->p2p_id != h->group : host_comm_wire_id(c) != h->group)
             continue;
         /* A peer ahead of us: make the engine now so its data is kept. */
         if (c->p2p == NULL && host_comm_p2p(c) != INCOLL_OK)
             return;
+        k = p2p_engine_counters(c->p2p);
+        before = k->early + k->refused;
         p2p_engine_on_packet(c->p2p, m->src, m->data, m->len, now_ns);
+        /* Another member's recovery data: this member joins it. */
+        host_comm_shadow_fed(c, before);
         return;
     }
+    /* The first recovery data of a communicator whose recovery channel
+     * is not made here yet. */
+    (void)host_comm_shadow_dispatch(ctx, m, h, now_ns);
 }
 
 /* Runs comm's engine until the operation it started ends (status is what
@@ -176,17 +189,31 @@ static incoll_status_t p2p_wait(incoll_comm_h comm, incoll_status_t status,
     incoll_ctx_h ctx = comm->ctx;
 
     while (status == INCOLL_INPROGRESS) {
-        host_ctx_progress(ctx, p2p_engine_deadline(comm->p2p));
+        /* Another member recovers the communicator (this operation
+         * cannot complete any more: the member left it), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_pulled(comm) || host_call_expired(comm)) {
+            p2p_engine_abandon(comm->p2p, INCOLL_ERR_GROUP_FAILED);
+            udp_flush(ctx->sock);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        host_ctx_progress(ctx,
+                          host_call_due(comm, p2p_engine_deadline(comm->p2p)));
         p2p_engine_on_time(comm->p2p, host_now_ns());
         status = p2p_engine_status(comm->p2p);
     }
     /* Ack what peers ahead of us already sent for the next operation. */
     p2p_engine_on_time(comm->p2p, host_now_ns());
     udp_flush(ctx->sock);
-    if (status == INCOLL_ERR_GROUP_FAILED)
-        incoll_error("%s: an earlier host-based %s failed on this "
-                     "communicator: the ranks are out of step",
-                     what, algo);
+    if (status == INCOLL_ERR_GROUP_FAILED && comm->p2p_failed_what) {
+        incoll_error("%s: the host-based operations of this communicator "
+                     "are out of step since a %s (%s) failed on it",
+                     what, comm->p2p_failed_what, comm->p2p_failed_algo);
+    } else if (status != INCOLL_OK && status != INCOLL_ERR_GROUP_FAILED) {
+        comm->p2p_failed_what = what;
+        comm->p2p_failed_algo = algo;
+    }
     return status;
 }
 
@@ -201,6 +228,7 @@ incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
         return status;
     if (recvbuf != sendbuf)
         memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
+    p2p_engine_set_tag(comm->p2p, comm->call_tag);
     status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
                                   host_now_ns());
     return p2p_wait(comm, status, "allreduce", algo_name(kind));
@@ -259,6 +287,8 @@ void host_comm_p2p_free(incoll_comm_h comm)
 {
     uint64_t next;
 
+    p2p_engine_destroy(comm->p2p_retired);
+    comm->p2p_retired = NULL;
     if (comm->p2p == NULL)
         return;
     if (comm->ctx->sock != NULL) {

@@ -69,9 +69,142 @@ struct host_hier {
     uint32_t seq;     /* segments through the pipeline so far */
     size_t seg;       /* bytes per segment (INCOLL_HIER_SEG), alike on all */
     int nbuf;         /* pipeline buffers of the segment (INCOLL_HIER_DEPTH) */
-    uint32_t *err;    /* in the segment: failed operation's end and status */
+    uint32_t *err;    /* in the segment: the failed operation's record and
+                         the members' calls (see fail_op) */
     const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
+    int failed;       /* the running operation failed (fail_op, op_failed):
+                         every member goes on from segment next */
+    uint32_t next;
 };
+
+/*
+ * The record of a failed operation, in the leader's free slot (h->err):
+ * err[0] the operation's first segment + 1 (0: none yet), err[1] its
+ * status, err[2] the segment every member goes on from, beyond anything a
+ * member may have posted for the operation (so that members whose calls
+ * cut it into different numbers of segments are in step again). Then one
+ * 64-bit word per member, its call (call_rec), written before it posts
+ * the call's first segment: the leader compares them there, so that
+ * ranks of one host whose calls differ, or one of which refused its
+ * arguments, fail the call on every rank (host_hier_refuse).
+ */
+#define ERR_WORDS 4
+
+static _Atomic uint64_t *rec_of(const struct host_hier *h, int m)
+{
+    return (_Atomic uint64_t *)(void *)(h->err + ERR_WORDS) + m;
+}
+
+/* A member's call as its record says it: the count (its low 36 bits),
+ * the call's tag (incoll_comm.call_tag: the collective an allreduce
+ * carries, and its root), algorithm, dtype and op; refused: it refused
+ * its arguments (the other fields are then of no matter). */
+static uint64_t call_rec(size_t count, uint16_t tag, incoll_dtype_t dtype,
+                         incoll_op_t op, incoll_algo_t algo, int refused)
+{
+    return (uint64_t)count << 28 | (uint64_t)tag << 12 |
+           (uint64_t)((unsigned)algo & 7u) << 9 |
+           (uint64_t)((unsigned)dtype & 15u) << 5 |
+           (uint64_t)((unsigned)op & 15u) << 1 | (refused ? 1u : 0u);
+}
+
+/* Why member calls theirs and mine differ: HOST_ABORT_ARG when one was
+ * refused, a wire_mismatch_t, or WIRE_MISMATCH_NONE. */
+static int rec_differs(uint64_t mine, uint64_t theirs)
+{
+    if ((mine | theirs) & 1u)
+        return HOST_ABORT_ARG;
+    if (((mine >> 12) & 0xffffu) != ((theirs >> 12) & 0xffffu))
+        return WIRE_MISMATCH_KIND; /* the collective, or its root */
+    if ((mine >> 28) != (theirs >> 28))
+        return WIRE_MISMATCH_SIZE;
+    if (((mine >> 9) & 7u) != ((theirs >> 9) & 7u))
+        return WIRE_MISMATCH_KIND;
+    if (((mine >> 5) & 15u) != ((theirs >> 5) & 15u))
+        return WIRE_MISMATCH_DTYPE;
+    if (((mine >> 1) & 15u) != ((theirs >> 1) & 15u))
+        return WIRE_MISMATCH_OP;
+    return WIRE_MISMATCH_NONE;
+}
+
+/* Leader: the operation starting at h->seq (nseg segments here) fails on
+ * every local member with status; all go on from the same segment. */
+/* How long a rank of the level waits for its neighbours from now:
+ * INCOLL_HIER_TIMEOUT_MS, or INCOLL_WAIT_MS when 0. */
+static uint64_t wait_deadline(void)
+{
+    uint64_t ns = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    return host_now_ns() + (ns ? ns : host_wait_ns());
+}
+
+static incoll_status_t fail_op(struct host_hier *h, size_t nseg,
+                               incoll_status_t status)
+{
+    uint32_t next = h->seq + (uint32_t)nseg + (uint32_t)h->nbuf + 1;
+    uint64_t deadline;
+    h->failed = 1;
+    h->next = next;
+    if (h->shm == NULL)
+        return status;
+    /* The record is overwritten only once every member is past the
+     * operation before (a member still there must find that one's). */
+    deadline = wait_deadline();
+    for (int m = 1; m < h->nlocal; m++)
+        if (host_shm_wait(h->shm, HOST_SHM_CONSUMED, m, h->seq, deadline) !=
+            INCOLL_OK)
+            break;
+    h->err[1] = (uint32_t)(int32_t)status;
+    h->err[2] = next;
+    atomic_store((_Atomic uint32_t *)&h->err[0], h->seq + 1);
+    host_shm_set(h->shm, HOST_SHM_DONE, 0, next);
+    return status;
+}
+
+/* Member: 1 (and *status_p) when the leader failed the operation that
+ * starts at h->seq; the member then goes on from where the leader says. */
+static int op_failed(struct host_hier *h, incoll_status_t *status_p)
+{
+    if (atomic_load((_Atomic uint32_t *)&h->err[0]) != h->seq + 1)
+        return 0;
+    h->failed = 1;
+    h->next = h->err[2];
+    host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, h->next);
+    *status_p = (incoll_status_t)(int32_t)h->err[1];
+    return 1;
+}
+
+/* Leader, after every member posted the operation's first segment: the
+ * members' calls against its own (mine). A member whose call differs, or
+ * that refused its arguments, makes the call fail on every rank: the
+ * leaders' communicator fails it there (host_comm_abort_call, which the
+ * other leaders join wherever they are in it), and every member here
+ * (fail_op). Returns INCOLL_OK when all match. */
+static incoll_status_t check_calls(incoll_comm_h comm, struct host_hier *h,
+                                   uint64_t mine, size_t nseg)
+{
+    int why = WIRE_MISMATCH_NONE, who = 0;
+    incoll_ctx_h ctx = comm->ctx;
+
+    if (h->shm == NULL)
+        return INCOLL_OK;
+    for (int m = 1; m < h->nlocal && why == WIRE_MISMATCH_NONE; m++) {
+        why = rec_differs(mine, atomic_load(rec_of(h, m)));
+        who = m;
+    }
+    if (why == WIRE_MISMATCH_NONE)
+        return INCOLL_OK;
+    incoll_error("hier: member %d of this host's ranks %s: the call fails on "
+                 "every rank",
+                 who,
+                 why == HOST_ABORT_ARG ? "refused its arguments"
+                                       : wire_mismatch_str((unsigned)why));
+    if (h->leaders && h->leaders->size > 1) {
+        host_lock(ctx);
+        (void)host_comm_abort_call(h->leaders, why);
+        host_unlock(ctx);
+    }
+    return fail_op(h, nseg, INCOLL_ERR_MISMATCH);
+}
 
 static uint64_t fnv64(uint64_t h, const char *s)
 {
@@ -288,8 +421,8 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     key = place_key(comm->ctx, &mode);
     h->mode = mode;
     h->seg = (size_t)knob_u64("INCOLL_HIER_SEG");
-    if (h->seg < 64)
-        h->seg = 64;
+    if (h->seg < 4096) /* the failure record and the calls fit a slot */
+        h->seg = 4096;
     h->nbuf = (int)knob_u64("INCOLL_HIER_DEPTH");
     if (h->nbuf < 2)
         h->nbuf = 2;
@@ -379,6 +512,9 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
         return status;
     }
     h->state = HIER_ACTIVE;
+    /* Its own group serves no collective any more (they go through the
+     * leaders): it goes back, and its failures mean nothing here. */
+    host_comm_leave_group(comm);
     return INCOLL_OK;
 }
 
@@ -436,15 +572,7 @@ typedef struct {
  * with its status. */
 static incoll_status_t publish_status(lead_pipe_t *p, incoll_status_t status)
 {
-    struct host_hier *h = p->h;
-    uint32_t end = h->seq + (uint32_t)p->nseg;
-
-    if (h->shm == NULL)
-        return status;
-    h->err[1] = (uint32_t)(int32_t)status;
-    atomic_store((_Atomic uint32_t *)&h->err[0], end);
-    host_shm_set(h->shm, HOST_SHM_DONE, 0, end);
-    return status;
+    return fail_op(p->h, p->nseg, status);
 }
 
 /* Waits for the leaders' allreduce of the oldest unpublished segment and
@@ -503,10 +631,11 @@ static incoll_status_t gather_slots(struct host_hier *h, uint32_t g,
  * published by one store and one wake the moment it is in, before the
  * leader copies it into its own buffer.
  */
-static incoll_status_t lead_one(struct host_hier *h, incoll_algo_t algo,
-                                const uint8_t *send, uint8_t *recv,
-                                size_t count, incoll_dtype_t dtype,
-                                incoll_op_t op, uint64_t deadline)
+static incoll_status_t lead_one(incoll_comm_h comm, struct host_hier *h,
+                                incoll_algo_t algo, const uint8_t *send,
+                                uint8_t *recv, size_t count,
+                                incoll_dtype_t dtype, incoll_op_t op,
+                                uint64_t deadline)
 {
     const void *src[HOST_SHM_MAX_LOCAL];
     uint32_t g = h->seq, nbuf = (uint32_t)h->nbuf;
@@ -516,6 +645,11 @@ static incoll_status_t lead_one(struct host_hier *h, incoll_algo_t algo,
     uint8_t *res;
 
     status = gather_slots(h, g, send, src, deadline);
+    if (status == INCOLL_OK &&
+        (status = check_calls(
+             comm, h, call_rec(count, comm->call_tag, dtype, op, algo, 0),
+             1)) != INCOLL_OK)
+        return status;
     /* The result buffer is free once every member copied the result
      * that used it nbuf segments ago. */
     for (int m = 1; m < h->nlocal && status == INCOLL_OK; m++)
@@ -528,8 +662,10 @@ static incoll_status_t lead_one(struct host_hier *h, incoll_algo_t algo,
     res = host_shm_result(h->shm, (int)(g % nbuf));
     reduce_n(op, dtype, res, src, h->nlocal, count);
     if (h->leaders && h->leaders->size > 1) {
+        h->leaders->call_tag = comm->call_tag;
         status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE, res,
                                        count, dtype, op);
+        h->leaders->call_tag = 0;
         if (status != INCOLL_OK)
             return publish_status(&p, status);
     }
@@ -558,6 +694,11 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
                      .dsize = incoll_dtype_size(dtype),
                      .deadline = deadline};
     incoll_status_t status = INCOLL_OK;
+    /* The segments' allreduces are one call on every leader: once one
+     * fails (every leader's fails with it: a recovery fails the call each
+     * is in), the later ones fail at once, on every leader alike, instead
+     * of running without the leaders that stopped. */
+    incoll_status_t chain = INCOLL_OK;
     size_t nbuf = (size_t)h->nbuf;
     int depth, inline_net;
 
@@ -577,15 +718,21 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
             (p.pub + nbuf <= s || !net || host_req_done(p.req[p.pub % nbuf])))
             status = publish(&p, net);
         status = gather_slots(h, g, send + off, src, deadline);
+        if (status == INCOLL_OK && s == 0)
+            status = check_calls(
+                comm, h, call_rec(count, comm->call_tag, dtype, op, algo, 0),
+                p.nseg);
         if (status != INCOLL_OK)
             break;
         /* Alone on the host, in place: nothing to fold. */
         if (h->nlocal > 1 || src[0] != recv + off)
             reduce_n(op, dtype, recv + off, src, h->nlocal, len / p.dsize);
         if (net && inline_net) {
+            h->leaders->call_tag = comm->call_tag;
             status =
                 incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
                                       recv + off, len / p.dsize, dtype, op);
+            h->leaders->call_tag = 0;
             net = 0; /* publish() has no request to wait for */
             if (status != INCOLL_OK)
                 (void)publish_status(&p, status);
@@ -599,7 +746,9 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
                                  op,
                                  0,
                                  algo,
-                                 1};
+                                 1,
+                                 &chain,
+                                 comm->call_tag};
             status = host_req_post(&a, 0, &p.req[s % nbuf]);
             if (status != INCOLL_OK)
                 p.req[s % nbuf] = NULL;
@@ -613,9 +762,7 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
             (void)incoll_req_wait(p.req[s % nbuf]);
         p.req[s % nbuf] = NULL;
     }
-    if (status != INCOLL_OK && h->shm != NULL &&
-        atomic_load((_Atomic uint32_t *)&h->err[0]) !=
-            h->seq + (uint32_t)p.nseg)
+    if (status != INCOLL_OK && h->shm != NULL && !h->failed)
         host_shm_abort(h->shm, status);
     host_relock(comm->ctx, depth);
     return status;
@@ -625,14 +772,16 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
  * segments ahead of the result it waits for. */
 static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                               uint8_t *recv, size_t count, incoll_dtype_t dtype,
+                              incoll_op_t op, incoll_algo_t algo, uint16_t tag,
                               uint64_t deadline)
 {
     size_t dsize = incoll_dtype_size(dtype);
     size_t nseg = (count + h->seg / dsize - 1) / (h->seg / dsize);
     size_t nbuf = (size_t)h->nbuf, next = 0;
-    uint32_t end = h->seq + (uint32_t)nseg;
     incoll_status_t status;
 
+    /* Our call, for the leader to compare before it reduces anything. */
+    atomic_store(rec_of(h, h->lidx), call_rec(count, tag, dtype, op, algo, 0));
     for (size_t s = 0; s < nseg; s++) {
         uint32_t g = h->seq + (uint32_t)s;
         size_t off, len;
@@ -644,7 +793,7 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
              * segment next - nbuf, which it read before. */
             status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
                                    gn + 1 - (uint32_t)nbuf, deadline);
-            if (status != INCOLL_OK)
+            if (status != INCOLL_OK || op_failed(h, &status))
                 return status;
             memcpy(host_shm_slot(h->shm, (int)(gn % (uint32_t)nbuf), h->lidx),
                    send + off, len);
@@ -652,12 +801,8 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
         }
         len = seg_len(h, s, count, dsize, &off);
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
-        if (status != INCOLL_OK)
+        if (status != INCOLL_OK || op_failed(h, &status))
             return status;
-        if (atomic_load((_Atomic uint32_t *)&h->err[0]) == end) {
-            host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, end);
-            return (incoll_status_t)(int32_t)h->err[1];
-        }
         memcpy(recv + off, host_shm_result(h->shm, (int)(g % (uint32_t)nbuf)),
                len);
         host_shm_set(h->shm, HOST_SHM_CONSUMED, h->lidx, g + 1);
@@ -689,7 +834,8 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
-    deadline = host_now_ns() + knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
+    h->failed = 0;
+    deadline = wait_deadline();
     if (h->lidx > 0 ||
         (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
         /* Waiting for the host's other members gives the library lock up,
@@ -698,18 +844,21 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
          * one in our request thread, a blocking one in another thread)
          * runs meanwhile. lead() gives it up itself. */
         int depth = host_unlock_all(comm->ctx);
-        status = h->lidx > 0
-                     ? follow(h, sendbuf, recvbuf, count, dtype, deadline)
-                     : lead_one(h, algo, sendbuf, recvbuf, count, dtype, op,
-                                deadline);
+        status = h->lidx > 0 ? follow(h, sendbuf, recvbuf, count, dtype, op,
+                                      algo, comm->call_tag, deadline)
+                             : lead_one(comm, h, algo, sendbuf, recvbuf, count,
+                                        dtype, op, deadline);
         host_relock(comm->ctx, depth);
     } else {
         status =
             lead(comm, h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
     }
     {
+        /* After a failed operation every member goes on from where its
+         * leader said (fail_op): they may have cut it differently. */
         size_t per = h->seg / incoll_dtype_size(dtype);
-        h->seq += (uint32_t)((count + per - 1) / per);
+        h->seq =
+            h->failed ? h->next : h->seq + (uint32_t)((count + per - 1) / per);
     }
     if (h->shm && host_shm_aborted(h->shm) != INCOLL_OK) {
         h->state = HIER_BROKEN;
@@ -717,6 +866,69 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
             status = host_shm_aborted(h->shm);
     }
     return status;
+}
+
+int host_hier_on(incoll_comm_h comm)
+{
+    const struct host_hier *h = comm ? comm->hier : NULL;
+    return h != NULL && (h->state == HIER_ACTIVE || h->state == HIER_BROKEN);
+}
+
+int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
+{
+    struct host_hier *h = comm->hier;
+    incoll_status_t status = INCOLL_OK;
+
+    *status_p = INCOLL_OK;
+    if (h == NULL || (h->state != HIER_ACTIVE && h->state != HIER_BROKEN))
+        return 0;
+    if (h->state == HIER_BROKEN) {
+        *status_p = INCOLL_ERR_GROUP_FAILED;
+        return 1;
+    }
+    h->failed = 0;
+    if (h->lidx == 0) {
+        /* The leader refused: the leaders fail the call, and so does
+         * every member here (they posted, or will post, a call that the
+         * record tells them failed). */
+        if (h->leaders && h->leaders->size > 1)
+            status = host_comm_abort_call(h->leaders, HOST_ABORT_ARG);
+        (void)fail_op(h, 0, INCOLL_ERR_MISMATCH);
+        /* (its own status is the refusal, unless the call broke the
+         * communicator) */
+        if (status != INCOLL_ERR_GROUP_FAILED)
+            status = INCOLL_OK;
+    } else if (h->shm != NULL) {
+        /* A member: it posts the call's first segment with the refusal in
+         * its record; its leader fails the call on every rank. */
+        uint64_t deadline = wait_deadline();
+        uint32_t g = h->seq;
+        int depth;
+        atomic_store(
+            rec_of(h, h->lidx),
+            call_rec(0, 0, INCOLL_UINT8, INCOLL_OP_SUM, INCOLL_ALGO_AUTO, 1));
+        depth = host_unlock_all(comm->ctx);
+        status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
+                               g + 1 - (uint32_t)h->nbuf, deadline);
+        if (status == INCOLL_OK && !op_failed(h, &status)) {
+            host_shm_post(h->shm, h->lidx, g + 1);
+            status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
+            if (status == INCOLL_OK && !op_failed(h, &status))
+                status = INCOLL_ERR_PROTOCOL; /* the leader did not see it */
+        }
+        host_relock(comm->ctx, depth);
+        if (!h->failed)
+            host_shm_abort(h->shm, status);
+        status = h->failed ? INCOLL_OK : status;
+    }
+    if (h->failed)
+        h->seq = h->next;
+    if (h->shm && host_shm_aborted(h->shm) != INCOLL_OK) {
+        h->state = HIER_BROKEN;
+        status = host_shm_aborted(h->shm);
+    }
+    *status_p = status == INCOLL_ERR_INVALID_ARG ? INCOLL_OK : status;
+    return 1;
 }
 
 incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode)

@@ -38,6 +38,20 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                                     size_t count, incoll_dtype_t dtype,
                                     incoll_op_t op);
 
+/*
+ * A member of comm refused its arguments of a call (host_comm_refuse):
+ * when comm's collectives go through its hierarchy, the call fails on
+ * every member through it (the leaders' communicator refuses the call,
+ * every leader tells its members) and 1 is returned with *status_p the
+ * outcome (INCOLL_OK: refused on every member). 0 when comm has no
+ * hierarchy: the caller refuses on comm itself.
+ */
+int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p);
+
+/* 1 when comm's collectives go through its hierarchy (made, active or
+ * broken); never makes it. */
+int host_hier_on(incoll_comm_h comm);
+
 /* Sets the mode of comm's hierarchy ("node", "socket" or "flat") instead
  * of INCOLL_HIER; on every member, before comm's first allreduce
  * (benchmarks compare the modes side by side). */

@@ -33,8 +33,13 @@ struct incoll_comm {
     host_engine_t *eng; /* NULL when it has none: host-based only */
     void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
-    p2p_engine_t *p2p;           /* host-based algorithms; made on first use */
-    uint32_t p2p_id;             /* its id on the wire (host_comm_wire_id) */
+    p2p_engine_t *p2p; /* host-based algorithms; made on first use */
+    uint32_t p2p_id;   /* its id on the wire (host_comm_wire_id) */
+    /* The engine before the last renewal (a recovery, the job's key):
+     * it still answers a peer that missed its last acks (that peer
+     * retries under the old id until it has them). */
+    p2p_engine_t *p2p_retired;
+    uint32_t p2p_retired_id;
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
     struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);
@@ -60,6 +65,20 @@ struct incoll_comm {
     uint16_t stream_nops; /* operations the held lock is for (0: until
                              released): INCOLL_STREAM_LOCK's, or
                              incoll_comm_lock's */
+    /* While a collective runs as an allreduce (an emulated broadcast,
+     * reduce, gather, scatter or barrier, src/host/colls.c): its kind and
+     * root (host_call_tag), which the allreduce's packets and its node
+     * level's records carry so that members whose calls differ in them
+     * are told apart. 0 for a plain allreduce. */
+    uint16_t call_tag;
+    /* The running call's deadline (INCOLL_DEADLINE_MS; 0: none), set by
+     * the outermost call on the communicator (host_call_begin). */
+    int call_depth;
+    uint64_t call_deadline;
+    /* The host-based operation (collective, algorithm) that failed and
+     * left its engine out of step, for the messages of the calls after
+     * it (constant strings; NULL: none). */
+    const char *p2p_failed_what, *p2p_failed_algo;
 };
 
 struct incoll_ctx {
@@ -78,7 +97,14 @@ struct incoll_ctx {
      * INCOLL_STREAM_LOCK as operations per lock (0: until released). */
     size_t stream_threshold;
     uint16_t stream_nops;
-    uint32_t gen; /* group generation of this job */
+    /* The job's generation (CONTRIB/RESULT carry it; agg_core.h) and key
+     * (the host-based algorithms' mac keys are derived from it): unique
+     * to this job whatever its launcher set (host_job_key, at init);
+     * gen0 is what the launcher's INCOLL_GEN or INCOLL_JOB gave, which the
+     * exchanges before the key use. */
+    uint32_t gen;
+    uint32_t gen0;
+    uint64_t job_key;
     /* The fabric master key from INCOLL_SECRET_FILE (mgr_secret_load),
      * from which the data path's mac keys are derived; has_secret is 0
      * without one (docs/security.md says what that protects). */
@@ -94,7 +120,8 @@ struct incoll_ctx {
     char secret_file[PATH_MAX];
     char *hosts; /* INCOLL_HOSTS, malloc'ed ("" when unset) */
     int progress_thread;
-    size_t early_max; /* INCOLL_EARLY_MAX: 0 no early returns */
+    size_t early_max;     /* INCOLL_EARLY_MAX: 0 no early returns */
+    uint64_t deadline_ns; /* INCOLL_DEADLINE_MS in ns: 0 none */
     int local_rank;
     int local_size;
     struct host_sync *sync; /* the library lock, the poller and the
@@ -134,6 +161,18 @@ incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
 /* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
  * Every process of a job computes the same value. */
 uint32_t host_job_generation(const char *job);
+
+/*
+ * The job's generation and key (incoll_ctx.gen, job_key), once the world
+ * exists and before anything else runs on it: with a manager, from the
+ * world group's random key (every job gets a group of its own); else the
+ * ranks agree on them on the hosts (a random number of each, the first
+ * rank's clock), and check that they agree. No earlier job had them, so
+ * packets of an earlier job never count in this one whatever the
+ * launcher set (docs/security.md, "Replays across jobs"). Collective over
+ * the world; INCOLL_ERR_PROTOCOL when the ranks did not agree.
+ */
+incoll_status_t host_job_key(incoll_ctx_h ctx);
 
 /*
  * Streaming (docs/streaming.md). host_stream_begin locks comm's tree
@@ -180,6 +219,35 @@ incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);
 
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);
+
+/* INCOLL_WAIT_MS in ns: how long a collective waits for members that have
+ * not called it yet (a late rank), then fails. */
+uint64_t host_wait_ns(void);
+
+/*
+ * The per-call deadline (INCOLL_DEADLINE_MS). host_call_begin at the
+ * start of a collective on comm sets it when the call is the outermost on
+ * comm (a collective made of others keeps its own), host_call_end after
+ * it. host_call_expired says it passed (the call's operations are given
+ * up and the members recover together, HOST_ABORT_DEADLINE);
+ * host_call_due(comm, d) is d, or the deadline when that comes first.
+ */
+void host_call_begin(incoll_comm_h comm);
+
+/* The call tag (incoll_comm.call_tag) of a collective of kind
+ * (host_coll_kind_t) with root, never 0. */
+static inline uint16_t host_call_tag(int kind, int root)
+{
+    uint32_t t = (uint32_t)(kind + 1) * 0x9e37u ^ (uint32_t)root * 0x85ebu;
+    t ^= t >> 16;
+    return (uint16_t)(t ? t : 1);
+}
+void host_call_end(incoll_comm_h comm);
+int host_call_expired(incoll_comm_h comm);
+/* The outermost call's deadline counts again from now: after a recovery
+ * at the start of the call, which waited for the others' earlier call. */
+void host_call_restart(incoll_comm_h comm);
+uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns);
 
 /*
  * Receives what is waiting, or blocks until a packet arrives or deadline_ns

@@ -80,15 +80,25 @@ static void *kept_buf(incoll_comm_h comm, const host_rec_call_t *c, size_t out,
     return host_comm_result_buf(comm, out + *in_bytes);
 }
 
+/* The engine's next operation: its root rank rides in its packets, so
+ * that the ANs fail the call when members disagree about it
+ * (docs/failures.md, "Erroneous programs"). */
+static void finish_and_root(incoll_comm_h comm, int root_rank)
+{
+    host_comm_finish_op(comm);
+    host_engine_set_root(comm->eng, root_rank < 0 ? 0 : (uint32_t)root_rank);
+}
+
 /* One operation of the engine, waited for: until its result, or a
  * broadcast's non-root until its data is in (host_comm_wait_data; its
- * round then ends later, host_req_finish_later). */
+ * round then ends later, host_req_finish_later). root: whether this rank
+ * is the root; root_rank: the call's root. */
 static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
-                           const void *sendbuf, void *recvbuf, size_t count,
-                           incoll_dtype_t dtype, incoll_op_t op)
+                           int root_rank, const void *sendbuf, void *recvbuf,
+                           size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {
     incoll_status_t status;
-    host_comm_finish_op(comm);
+    finish_and_root(comm, root_rank);
     status = host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf,
                                     count, dtype, op, host_now_ns());
     if (status == INCOLL_INPROGRESS)
@@ -124,7 +134,7 @@ incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
         size_t out = me ? bytes : 0, in;
         if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        status = run(comm, WIRE_COLL_REDUCE, me, sendbuf, me ? res : NULL,
+        status = run(comm, WIRE_COLL_REDUCE, me, root, sendbuf, me ? res : NULL,
                      count, dtype, op);
         if (status == INCOLL_OK) {
             host_comm_result_kept(comm, &c, out, sendbuf, in);
@@ -134,7 +144,8 @@ incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
         return status;
     }
     if (!me)
-        return run(comm, WIRE_COLL_REDUCE, 0, sendbuf, NULL, count, dtype, op);
+        return run(comm, WIRE_COLL_REDUCE, 0, root, sendbuf, NULL, count, dtype,
+                   op);
     /* The engine's input stays intact until the result is in (a failed
      * operation may run again): stage an overlapping input. */
     if (overlaps(sendbuf, recvbuf, bytes)) {
@@ -144,7 +155,8 @@ incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
-    return run(comm, WIRE_COLL_REDUCE, 1, sendbuf, recvbuf, count, dtype, op);
+    return run(comm, WIRE_COLL_REDUCE, 1, root, sendbuf, recvbuf, count, dtype,
+               op);
 }
 
 incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
@@ -160,13 +172,13 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
     if (bytes == 0 || comm->size == 1)
         return INCOLL_OK;
     if (!host_comm_recoverable(comm))
-        return run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : buf,
-                   bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+        return run(comm, WIRE_COLL_BCAST, me, root, me ? buf : NULL,
+                   me ? NULL : buf, bytes, INCOLL_UINT8, INCOLL_OP_SUM);
     res = host_comm_result_buf(comm, bytes);
     if (res == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    status = run(comm, WIRE_COLL_BCAST, me, me ? buf : NULL, me ? NULL : res,
-                 bytes, INCOLL_UINT8, INCOLL_OP_SUM);
+    status = run(comm, WIRE_COLL_BCAST, me, root, me ? buf : NULL,
+                 me ? NULL : res, bytes, INCOLL_UINT8, INCOLL_OP_SUM);
     if (status == INCOLL_OK) {
         host_rec_call_t c = rec_call(HOST_COLL_BCAST, root, buf, buf, bytes,
                                      INCOLL_UINT8, INCOLL_OP_SUM);
@@ -188,7 +200,7 @@ incoll_status_t host_inc_barrier(incoll_comm_h comm)
 
     if (comm->size == 1)
         return INCOLL_OK;
-    status = run(comm, WIRE_COLL_BARRIER, 0, NULL, NULL, 1, INCOLL_UINT8,
+    status = run(comm, WIRE_COLL_BARRIER, 0, 0, NULL, NULL, 1, INCOLL_UINT8,
                  INCOLL_OP_SUM);
     if (status == INCOLL_OK && host_comm_recoverable(comm)) {
         /* Nothing to keep but that this operation completed here. */
@@ -230,7 +242,7 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         size_t out = me ? total : 0, in;
         if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        host_comm_finish_op(comm);
+        finish_and_root(comm, root);
         status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
                                           sendbuf, off, bytes, me ? res : NULL,
                                           total, host_now_ns());
@@ -251,7 +263,7 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
-    host_comm_finish_op(comm);
+    finish_and_root(comm, root);
     status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
                                       sendbuf, off, bytes, me ? recvbuf : NULL,
                                       total, host_now_ns());
@@ -312,7 +324,7 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         size_t in;
         if ((res = kept_buf(comm, &c, count * ds, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        host_comm_finish_op(comm);
+        finish_and_root(comm, root);
         status = host_engine_start_split(comm->eng, kind, comm->rank == root,
                                          has_vec ? sendbuf : NULL, off, count,
                                          res, total, dtype, op, host_now_ns());
@@ -332,7 +344,7 @@ static incoll_status_t split_run(incoll_comm_h comm, wire_coll_t kind,
         memcpy(comm->scratch, sendbuf, total * ds);
         sendbuf = comm->scratch;
     }
-    host_comm_finish_op(comm);
+    finish_and_root(comm, root);
     status = host_engine_start_split(comm->eng, kind, comm->rank == root,
                                      has_vec ? sendbuf : NULL, off, count,
                                      recvbuf, total, dtype, op, host_now_ns());

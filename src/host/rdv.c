@@ -147,7 +147,7 @@ static void rdv_send(incoll_ctx_h ctx, incoll_ep_t dst, wire_type_t type,
                     .type = (uint8_t)type,
                     .group = RDV_GROUP,
                     .child = WIRE_CHILD_NONE,
-                    .epoch = ctx->gen,
+                    .epoch = ctx->gen0,
                     .count = len,
                     .total = (uint32_t)ctx->size,
                     .offset = offset};
@@ -181,7 +181,7 @@ void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     const uint8_t *pl = (const uint8_t *)m->data + WIRE_HDR_LEN;
     char ep[32];
 
-    if (v == NULL || h->group != RDV_GROUP || h->epoch != ctx->gen ||
+    if (v == NULL || h->group != RDV_GROUP || h->epoch != ctx->gen0 ||
         h->total != (uint32_t)ctx->size)
         return;
     if (!wire_mac_check(&v->key, m->data, m->len)) {
@@ -265,7 +265,7 @@ incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p)
     }
     ctx->rdv = v;
     wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_P2P,
-                    ctx->conf.group_key ^ RDV_TAG, ctx->gen, &v->key);
+                    ctx->conf.group_key ^ RDV_TAG, ctx->gen0, &v->key);
     v->leader = leader_of(ctx, ctx->fabric_host);
     v->lead = fabric_conf_host_ep(&ctx->conf, ctx->fabric_host);
     v->eps[ctx->rank] = udp_local_ep(ctx->sock);

@@ -78,7 +78,9 @@ struct incoll_req {
     int root;
     incoll_algo_t algo;
     int persistent;
-    int threaded; /* host_req_args_t.threaded */
+    int threaded;           /* host_req_args_t.threaded */
+    incoll_status_t *chain; /* host_req_args_t.chain */
+    uint16_t tag;           /* host_req_args_t.tag */
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
     int detached; /* freed by the caller before completion */
@@ -90,6 +92,9 @@ struct incoll_req {
     void *res;           /* fast: where the engine writes the result */
     size_t bytes;        /* fast: result bytes */
     uint64_t ops_before; /* fast: engine's op count before the start */
+    uint64_t deadline;   /* fast: INCOLL_DEADLINE_MS from its start (0:
+                            none) */
+    int why;             /* ST_RECOVER: the reason (host_comm_fail_why) */
     struct incoll_req *next;
 };
 
@@ -408,10 +413,14 @@ static size_t dsize_of(const struct incoll_req *r)
 static incoll_status_t run_blocking(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
+    incoll_status_t status;
     switch (r->kind) {
     case RQ_ALLREDUCE:
-        return host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
-                                        r->count, r->dtype, r->op);
+        c->call_tag = r->tag;
+        status = host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
+                                          r->count, r->dtype, r->op);
+        c->call_tag = 0;
+        return status;
     case RQ_REDUCE:
         return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
                                 r->op, r->root);
@@ -463,6 +472,7 @@ static int fast_ok(const struct incoll_req *r)
     /* One that locks the tree first (INCOLL_STREAM_THRESHOLD) runs the
      * blocking way in the communicator's thread: lock, stream, unlock. */
     return !host_comm_broken(c, &why) && !host_comm_group_failed(c) &&
+           !host_comm_pulled(c) && !host_comm_doomed_pending(c) &&
            host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype) &&
            !host_stream_would_lock(c, r->count * ds);
@@ -633,13 +643,16 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
         host_stream_end(c); /* streamed under a lock of N operations */
         if (r->kept) {
             memcpy(r->recvbuf, r->res, r->bytes);
-            host_comm_result_done(c, r->bytes);
+            host_comm_result_done(c, r->count, r->dtype, r->op);
         }
         complete(r, INCOLL_OK);
         return;
     }
-    if (c->ctx->info != NULL &&
-        (status == INCOLL_ERR_GROUP_FAILED || status == INCOLL_ERR_TIMEOUT)) {
+    if (r->deadline != 0 && host_now_ns() >= r->deadline)
+        r->why = HOST_ABORT_DEADLINE;
+    else
+        r->why = host_comm_fail_why(c, status, 1);
+    if (r->why >= 0) {
         incoll_info("allreduce: in-network operation on group %u failed: %s; "
                     "recovering with the other members",
                     c->group, incoll_status_string(status));
@@ -683,6 +696,7 @@ static void fast_start(incoll_req_h r)
         }
     }
     r->ops_before = host_engine_counters(c->eng)->ops;
+    r->deadline = c->ctx->deadline_ns ? host_now_ns() + c->ctx->deadline_ns : 0;
     r->state = ST_FAST;
     status = host_engine_start(c->eng, send, r->res, r->count, r->dtype, r->op,
                                host_now_ns());
@@ -714,7 +728,9 @@ static void advance(incoll_comm_h comm)
         }
         if (r->state != ST_FAST)
             return;
-        if (host_comm_group_failed(comm)) {
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (r->deadline != 0 && host_now_ns() >= r->deadline)) {
+            host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
             fast_end(r, INCOLL_ERR_GROUP_FAILED);
             continue;
         }
@@ -760,10 +776,11 @@ static void progress_wait(incoll_ctx_h ctx, uint64_t deadline_ns)
 static incoll_status_t recover_run(incoll_req_h r)
 {
     incoll_comm_h c = r->comm;
-    int started = host_engine_counters(c->eng)->ops != r->ops_before;
+    int started =
+        c->eng != NULL && host_engine_counters(c->eng)->ops != r->ops_before;
     int done = 0;
-    incoll_status_t status =
-        host_comm_recover(c, started, r->recvbuf, r->bytes, &done);
+    incoll_status_t status = host_comm_recover(c, started, r->recvbuf, r->count,
+                                               r->dtype, r->op, r->why, &done);
     if (status != INCOLL_OK || done)
         return status;
     return run_blocking(r);
@@ -790,7 +807,12 @@ static void *thread_main(void *arg)
             int rec = r->state == ST_RECOVER;
             incoll_status_t status;
             r->state = ST_RUNNING;
-            status = rec ? recover_run(r) : run_blocking(r);
+            if (r->chain && *r->chain != INCOLL_OK)
+                status = *r->chain;
+            else
+                status = rec ? recover_run(r) : run_blocking(r);
+            if (r->chain && status != INCOLL_OK && *r->chain == INCOLL_OK)
+                *r->chain = status;
             complete(r, status);
             advance(comm);
             continue;
@@ -846,6 +868,8 @@ static void req_fill(incoll_req_h r, const host_req_args_t *a)
     r->algo =
         (unsigned)a->algo < INCOLL_ALGO_COUNT ? a->algo : INCOLL_ALGO_AUTO;
     r->threaded = a->threaded;
+    r->chain = a->chain;
+    r->tag = a->tag;
 }
 
 /* The bytes a member returning early from a's call keeps (what the

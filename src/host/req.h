@@ -118,6 +118,11 @@ typedef struct {
                            asks for one */
     int threaded;       /* 1: runs in the communicator's thread, never on
                            the caller's (the caller blocks elsewhere) */
+    /* Requests that make one call together (the segments of a leader's
+     * allreduce, src/host/hier.c) share a status: once one failed, the
+     * later ones complete at once with that status, unrun. NULL: none. */
+    incoll_status_t *chain;
+    uint16_t tag; /* the call's tag (incoll_comm.call_tag) while it runs */
 } host_req_args_t;
 
 /*

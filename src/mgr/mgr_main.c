@@ -225,11 +225,16 @@ int main(int argc, char **argv)
         incoll_status_t status =
             topo_fat_tree(radix, levels, nhosts, NULL, &topo);
         if (status != INCOLL_OK) {
+            char hosts[48];
+            if (nhosts > 0)
+                snprintf(hosts, sizeof(hosts), "%d hosts", nhosts);
+            else
+                snprintf(hosts, sizeof(hosts), "a host on every port");
             fprintf(stderr,
                     "incoll-mgr: cannot build a fat-tree of radix %d "
-                    "and %d levels with %d hosts: %s (radix: even, "
+                    "and %d levels with %s: %s (radix: even, "
                     "2..64; levels: 2 or 3; hosts: at most the ports)\n",
-                    radix, levels, nhosts, incoll_status_string(status));
+                    radix, levels, hosts, incoll_status_string(status));
             return 1;
         }
     }

@@ -2,7 +2,7 @@
  * The SimGrid side of the simulator: one actor per host, one per
  * aggregation node (AN), and in server mode one per server NIC and one per
  * switch port towards the server. Actors exchange the project's real
- * datagrams (48-byte wire header + payload) as SimGrid messages of exactly
+ * datagrams (56-byte wire header + payload) as SimGrid messages of exactly
  * that size; the AN logic is agg_t, the host logic host_engine_t, the
  * host-based algorithms algo_schedule(), the data reduce_n(): the same code
  * the daemons and the library run.
@@ -68,7 +68,7 @@ enum {
     PKT_P2P = 3,  /* a block of a host-based algorithm */
 };
 
-/* One SimGrid message. A wire packet carries its 48 header bytes and, with
+/* One SimGrid message. A wire packet carries its 56 header bytes and, with
  * --data, its payload; without, receivers see a zero payload of the right
  * length (rxbuf below), which the cores copy and reduce as usual. */
 typedef struct pkt {

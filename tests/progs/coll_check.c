@@ -291,11 +291,12 @@ int main(int argc, char **argv)
     incoll_comm_world(ctx, &comm);
     incoll_comm_rank(comm, &rank);
     incoll_comm_size(comm, &size);
-    /* Bad arguments, the same on every rank: a clear error at once, no
-     * communication. */
+    /* Bad arguments, the same on every rank: a clear error at once on
+     * every rank (the ranks agree on it: a refusal on some ranks only
+     * fails the others' calls with INCOLL_ERR_MISMATCH). */
     {
         uint8_t buf[64];
-        int64_t v[8];
+        int64_t v[130];
         struct {
             incoll_status_t got;
             const char *what;
@@ -311,10 +312,11 @@ int main(int argc, char **argv)
                            0),
              "reduce unknown dtype"},
             {incoll_allgather(comm, NULL, buf, 1), "allgather null sendbuf"},
-            {incoll_allgather(comm, buf, buf, 1), "allgather overlapping"},
+            {incoll_allgather(comm, buf + 1, buf, 2), "allgather overlapping"},
             {incoll_scatter(comm, buf, buf, 1, size + 3),
              "scatter root out of range"},
-            {incoll_reduce_scatter(comm, v, v, 1, INCOLL_INT64, INCOLL_OP_SUM),
+            {incoll_reduce_scatter(comm, (uint8_t *)v + 4, v, 1, INCOLL_INT64,
+                                   INCOLL_OP_SUM),
              "reduce_scatter overlapping"},
             {incoll_barrier(NULL), "barrier null comm"},
         };

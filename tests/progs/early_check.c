@@ -19,8 +19,9 @@
  *
  * --fail-at K: iterations 0..K-1 as above; then a reduce whose root
  * (rank 0) sleeps 4 s before it calls, so that the non-roots' operation,
- * which returned early, fails in the background (timeouts of 500 ms
- * expected), then two barriers. A non-root's reduce must return INCOLL_OK
+ * which returned early, fails in the background (INCOLL_WAIT_MS of 1 s
+ * and timeouts of 500 ms expected: a late rank is waited for that long),
+ * then two barriers. A non-root's reduce must return INCOLL_OK
  * and both barriers an error (the first one the early operation's, the
  * second one the broken communicator's); the root's three calls errors.
  *
