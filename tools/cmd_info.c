@@ -11,6 +11,7 @@
 
 #include "common/dtype.h"
 #include "common/settings.h"
+#include "common/tune.h"
 #include "common/udp.h"
 #include "common/wire_mac.h"
 #include "core/algo.h"
@@ -24,8 +25,9 @@ static void usage(FILE *out)
                  "Prints the version, the reduction implementation, the "
                  "data path's mac and\nthe kernel's udp offloads, every "
                  "setting (environment\nvariable) with its type, range, "
-                 "default, current value, component and meaning,\nand the "
-                 "algorithms of each collective.\n");
+                 "default, current value, component and meaning,\nthe "
+                 "algorithms of each collective, and the MPI layer's "
+                 "selection\ntable in force and where it came from.\n");
 }
 
 static void print_algorithms(void)
@@ -43,6 +45,36 @@ static void print_algorithms(void)
         printf("  %-15s %-2d %-14s %s\n", algo_coll_name(a->coll), (int)a->id,
                a->name, a->desc);
     }
+}
+
+/* The MPI layer's selection table as a job started from this environment
+ * would get it (rank 0's: INCOLL_TUNE_FILE, $INCOLL_FABRIC/tune.conf or
+ * the built-in one, INCOLL_TUNE before it). */
+static void print_tune(void)
+{
+    static tune_table_t t;
+    char err[512];
+
+    printf("\nselection table of the MPI layer (docs/tuning.md; first match "
+           "decides, no match: inc):\n");
+    if (tune_load(&t, setting_str(SETTING_TUNE_FILE),
+                  setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
+                  sizeof(err)) != 0) {
+        printf("  error: %s (the MPI layer stays off)\n", err);
+        return;
+    }
+    printf("  from: %s%s%s\n", t.source, t.env[0] ? ", INCOLL_TUNE=" : "",
+           t.env);
+    if (t.shape[0])
+        printf("  measured on: %s\n", t.shape);
+    for (uint32_t i = 0; i < t.n; i++) {
+        char line[256], where[320];
+        tune_entry_format(&t.e[i], line, sizeof(line));
+        tune_entry_where(&t, (int)i, where, sizeof(where));
+        printf("  %-44s # %s\n", line, where);
+    }
+    if (t.n == 0)
+        printf("  (no entries: every collective in libincoll)\n");
 }
 
 int cmd_info(int argc, char **argv)
@@ -72,5 +104,6 @@ int cmd_info(int argc, char **argv)
     settings_print(stdout, NULL, 1);
     printf("\n");
     print_algorithms();
+    print_tune();
     return 0;
 }

@@ -292,6 +292,17 @@
     X(MPI_EAGER, BOOL, "0", "", "mpi", \
       "1 sets up a communicator's fabric group when it is created, not at " \
       "its first collective") \
+    X(TUNE_FILE, STR, "", "", "mpi", \
+      "selection table of the MPI layer: where each collective runs per " \
+      "form and size (docs/tuning.md); unset: $INCOLL_FABRIC/tune.conf, " \
+      "else the built-in table; none: no table (every call in libincoll)") \
+    X(TUNE, STR, "", "", "mpi", \
+      "entries put before the selection table's, " \
+      "COLL[:FORM]:BYTES:PATH[:ranks=R] separated by commas " \
+      "(bcast:0-4K:mpi,allgather:nb:1K-16K:inc)") \
+    X(MPI_TUNE_DEBUG, BOOL, "0", "", "mpi", \
+      "1 prints a line per call of the MPI layer: collective, form, size, " \
+      "the path the selection table gave and its entry") \
     X(MPI_AGREE, BOOL, "0", "", "mpi", \
       "1 agrees after each offloaded call (one MPI allreduce of an int) so " \
       "a fabric failure on any rank is redone by MPI, for fabrics without " \

@@ -38,6 +38,7 @@
 #include "host/req.h"
 
 #include "common/fabric_conf.h"
+#include "common/tune.h"
 #include "common/knobs.h"
 #include "common/log.h"
 
@@ -65,12 +66,13 @@ typedef enum {
     R_FAILED,  /* the fabric failed; redone with PMPI_ (INCOLL_MPI_AGREE=1) */
     R_LEFT,    /* left the network; MPI's is faster than the hosts' here */
     R_UNEQUAL, /* MPI_Reduce_scatter with unequal counts */
+    R_TUNE,    /* the selection table says MPI's own is faster */
     R_COUNT
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
     "off",   "coll", "args",   "dtype", "op",
-    "bytes", "comm", "failed", "left",  "unequal"};
+    "bytes", "comm", "failed", "left",  "unequal", "tune"};
 
 /* After the communicator left the network, reduces, and broadcasts of
  * fewer bytes than this, go to MPI once the ranks agreed on it (see
@@ -108,7 +110,14 @@ typedef struct {
     int32_t stats;
     int32_t eager;
     int32_t agree;
+    int32_t tune_debug;
 } mpi_cfg_t;
+
+_Static_assert(TUNE_COLL_COUNT == MPI_COLL_COUNT &&
+                   TUNE_FORM_BLOCKING == MPI_FORM_BLOCKING &&
+                   TUNE_FORM_NB == MPI_FORM_NB &&
+                   TUNE_FORM_PERSISTENT == MPI_FORM_PERSISTENT,
+               "the selection table's collectives and forms are the layer's");
 
 /*
  * The libincoll communicators of a communicator's persistent collectives
@@ -163,6 +172,7 @@ static struct {
     int size;
     int thread_multiple;
     mpi_cfg_t cfg;
+    tune_table_t tune; /* the selection table, rank 0's (cfg_read) */
     int nsetups;     /* communicators set up so far */
     int keyval;      /* per-communicator state */
     int self_keyval; /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
@@ -363,6 +373,13 @@ static void cfg_read(mpi_cfg_t *cfg)
     cfg->stats = setting_bool(SETTING_MPI_STATS);
     cfg->eager = setting_bool(SETTING_MPI_EAGER);
     cfg->agree = setting_bool(SETTING_MPI_AGREE);
+    cfg->tune_debug = setting_bool(SETTING_MPI_TUNE_DEBUG);
+    if (tune_load(&L.tune, setting_str(SETTING_TUNE_FILE),
+                  setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
+                  sizeof(err)) != 0) {
+        incoll_error("mpi: selection table: %s: offload off", err);
+        cfg->enable = 0;
+    }
 }
 
 /* A job id when MPI_Init was not seen (so no broadcast is possible): the
@@ -966,6 +983,11 @@ void mpi_layer_bootstrap(int from_init)
             cfg.job = job_from_env();
         PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
         L.cfg = cfg;
+        /* And rank 0's selection table: a call's path is then the same
+         * function of the same values on every rank. */
+        if (L.cfg.enable)
+            PMPI_Bcast(&L.tune, (int)sizeof(L.tune), MPI_BYTE, 0,
+                       MPI_COMM_WORLD);
         if (L.cfg.enable) {
             /* Placement of ranks on nodes, for libincoll's node level. */
             MPI_Comm node = MPI_COMM_NULL;
@@ -1727,6 +1749,37 @@ static reason_t decide_reduction(mpi_call_t *c, const mpi_side_t *s, MPI_Op op,
     return R_COUNT;
 }
 
+/* A call's line under INCOLL_MPI_TUNE_DEBUG=1, at the communicator's
+ * rank 0. */
+static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
+                                               mpi_form_t form, uint64_t bytes,
+                                               int path, int entry)
+{
+    char where[320];
+    if (c->rank != 0)
+        return;
+    tune_entry_where(&L.tune, entry, where, sizeof(where));
+    log_emit(LOG_LEVEL_INFO, "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
+             coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
+             tune_path_name(path), where);
+}
+
+/* 1 when the selection table sends the call to MPI's own. Its arguments
+ * (collective, form, the size decide() found and the communicator's
+ * size) and rank 0's table are the same on every rank: so is the path. */
+static int tuned_to_mpi(const mpi_call_t *c, mpi_form_t form)
+{
+    uint64_t bytes = c->coll == MPI_COLL_BARRIER ? 0 : c->bytes;
+    int entry, path;
+    if (L.tune.n == 0 && !L.cfg.tune_debug)
+        return 0;
+    path = tune_lookup(&L.tune, (int)c->coll, (int)form, bytes,
+                       (uint32_t)c->size, &entry);
+    if (L.cfg.tune_debug)
+        tune_say(c, form, bytes, path, entry);
+    return path == TUNE_PATH_MPI;
+}
+
 /* The largest buffer a staged side of the call may need: packing goes
  * through MPI_Pack's int sizes. The same on every rank. */
 static reason_t fits(size_t total)
@@ -2043,6 +2096,8 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
         }
         if (pre == R_COUNT)
             pre = decide(c, a, form);
+        if (pre == R_COUNT && tuned_to_mpi(c, form))
+            pre = R_TUNE;
         /* The agreement after each call is a blocking MPI call. */
         if (pre == R_COUNT && form != MPI_FORM_BLOCKING && L.cfg.agree)
             pre = R_ARGS;

@@ -1,0 +1,482 @@
+/*
+ * The selection table (tune.h): parsing, loading, formatting. Lookups are
+ * tune_lookup() in the header, inline at each call of the MPI layer.
+ */
+#include "common/tune.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const coll_names[TUNE_COLL_COUNT] = {
+    "allreduce", "reduce",  "bcast",
+    "barrier",   "allgather", "gather",
+    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+static const char *const form_names[TUNE_FORM_COUNT] = {"blocking", "nb",
+                                                        "persistent"};
+static const char *const path_names[TUNE_PATH_COUNT] = {"inc", "mpi"};
+
+/*
+ * The default table, used when no tuned one exists. Made by `incoll tune`
+ * on the emulated fabric (8 hosts, radix 4, 50 Mbit/s links, Open MPI
+ * 4.1.4): docs/tuning.md has the command and the measurements.
+ */
+const char tune_default_text[] =
+#include "common/tune_default.inc"
+    ;
+
+const char *tune_coll_name(int coll)
+{
+    if (coll == TUNE_COLL_ALL)
+        return "all";
+    return coll >= 0 && coll < TUNE_COLL_COUNT ? coll_names[coll] : "?";
+}
+
+const char *tune_form_name(int form)
+{
+    return form >= 0 && form < TUNE_FORM_COUNT ? form_names[form] : "?";
+}
+
+const char *tune_path_name(int path)
+{
+    return path >= 0 && path < TUNE_PATH_COUNT ? path_names[path] : "?";
+}
+
+void tune_init(tune_table_t *t, const char *source)
+{
+    memset(t, 0, sizeof(*t));
+    if (source)
+        snprintf(t->source, sizeof(t->source), "%.*s",
+                 (int)sizeof(t->source) - 1, source);
+}
+
+static void say(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    if (err == NULL || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* A size with an optional binary K, M, G or T suffix, all of s. */
+static int parse_size(const char *s, size_t n, uint64_t *v_p)
+{
+    char buf[32];
+    char *end;
+    unsigned long long v;
+    int shift = 0;
+
+    if (n == 0 || n >= sizeof(buf) || !isdigit((unsigned char)s[0]))
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    errno = 0;
+    v = strtoull(buf, &end, 0);
+    if (errno != 0)
+        return -1;
+    switch (*end) {
+    case '\0':
+        break;
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: return -1;
+    }
+    if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
+        return -1;
+    *v_p = (uint64_t)v << shift;
+    return 0;
+}
+
+/* LO-HI, LO-, N or "*" into [*lo_p, *hi_p]; max is the open end. */
+static int parse_range(const char *s, uint64_t max, uint64_t *lo_p,
+                       uint64_t *hi_p)
+{
+    const char *dash = strchr(s, '-');
+    uint64_t lo, hi;
+
+    if (strcmp(s, "*") == 0) {
+        *lo_p = 0;
+        *hi_p = max;
+        return 0;
+    }
+    if (dash == NULL) {
+        if (parse_size(s, strlen(s), &lo) != 0 || lo > max)
+            return -1;
+        *lo_p = *hi_p = lo;
+        return 0;
+    }
+    if (parse_size(s, (size_t)(dash - s), &lo) != 0)
+        return -1;
+    if (dash[1] == '\0')
+        hi = max;
+    else if (parse_size(dash + 1, strlen(dash + 1), &hi) != 0)
+        return -1;
+    if (lo > hi || hi > max)
+        return -1;
+    *lo_p = lo;
+    *hi_p = hi;
+    return 0;
+}
+
+/* COLL[:FORM] into e. */
+static int parse_what(const char *s, tune_entry_t *e, char *err, size_t errlen)
+{
+    const char *colon = strchr(s, ':');
+    size_t n = colon ? (size_t)(colon - s) : strlen(s);
+    int c;
+
+    e->coll = 0;
+    for (c = 0; c < TUNE_COLL_COUNT; c++)
+        if (strlen(coll_names[c]) == n && strncmp(s, coll_names[c], n) == 0)
+            break;
+    if (c < TUNE_COLL_COUNT) {
+        e->coll = (uint8_t)c;
+    } else if (n == 3 && strncmp(s, "all", 3) == 0) {
+        e->coll = TUNE_COLL_ALL;
+    } else {
+        say(err, errlen,
+            "unknown collective '%.*s' (allreduce, reduce, bcast, barrier, "
+            "allgather, gather, scatter, reduce_scatter_block, "
+            "reduce_scatter or all)",
+            (int)n, s);
+        return -1;
+    }
+    e->forms = TUNE_FORMS_ALL;
+    if (colon == NULL)
+        return 0;
+    for (int f = 0; f < TUNE_FORM_COUNT; f++)
+        if (strcmp(colon + 1, form_names[f]) == 0) {
+            e->forms = (uint8_t)(1u << f);
+            return 0;
+        }
+    say(err, errlen, "unknown form '%s' (blocking, nb or persistent)",
+        colon + 1);
+    return -1;
+}
+
+/*
+ * One entry from its fields: what, bytes, path and optionally ranks=R.
+ * nf fields in f. 0 or -1 with err (the cause only).
+ */
+static int parse_entry(char **f, int nf, tune_entry_t *e, char *err,
+                       size_t errlen)
+{
+    uint64_t rlo = 1, rhi = UINT32_MAX;
+
+    memset(e, 0, sizeof(*e));
+    if (nf < 3 || nf > 4) {
+        say(err, errlen,
+            "want COLL[:FORM] BYTES PATH [ranks=R], got %d field%s", nf,
+            nf == 1 ? "" : "s");
+        return -1;
+    }
+    if (parse_what(f[0], e, err, errlen) != 0)
+        return -1;
+    if (parse_range(f[1], UINT64_MAX, &e->lo, &e->hi) != 0) {
+        say(err, errlen,
+            "bad size range '%s' (LO-HI, LO-, N or *, with K, M, G "
+            "suffixes; LO <= HI)",
+            f[1]);
+        return -1;
+    }
+    e->path = TUNE_PATH_COUNT;
+    for (int p = 0; p < TUNE_PATH_COUNT; p++)
+        if (strcmp(f[2], path_names[p]) == 0)
+            e->path = (uint8_t)p;
+    if (e->path == TUNE_PATH_COUNT) {
+        say(err, errlen, "unknown path '%s' (inc or mpi)", f[2]);
+        return -1;
+    }
+    if (nf == 4) {
+        if (strncmp(f[3], "ranks=", 6) != 0 ||
+            parse_range(f[3] + 6, UINT32_MAX, &rlo, &rhi) != 0 || rlo == 0) {
+            say(err, errlen,
+                "bad '%s' (ranks=LO-HI, LO- or N, at least 1)", f[3]);
+            return -1;
+        }
+    }
+    e->rlo = (uint32_t)rlo;
+    e->rhi = (uint32_t)rhi;
+    return 0;
+}
+
+/* Splits s in place at any of seps; at most max fields. Returns the
+ * count, or max + 1 when there are more. */
+static int split(char *s, const char *seps, char **f, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(s, seps, &save); tok;
+         tok = strtok_r(NULL, seps, &save)) {
+        if (n == max)
+            return max + 1;
+        f[n++] = tok;
+    }
+    return n;
+}
+
+int tune_parse_text(tune_table_t *t, const char *text, const char *name,
+                    char *err, size_t errlen)
+{
+    const char *p = text;
+    unsigned line = 0;
+
+    while (*p) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char buf[512], why[256], *f[8], *hash;
+        int nf;
+
+        line++;
+        if (n >= sizeof(buf)) {
+            say(err, errlen, "%s:%u: line longer than %zu bytes", name, line,
+                sizeof(buf) - 1);
+            return -1;
+        }
+        memcpy(buf, p, n);
+        buf[n] = '\0';
+        p += n + (eol != NULL);
+        if ((hash = strchr(buf, '#')) != NULL)
+            *hash = '\0';
+        nf = split(buf, " \t\r", f, 6);
+        if (nf == 0)
+            continue;
+        if (strcmp(f[0], "shape") == 0) {
+            /* Informational: kept as written for `incoll info`. */
+            size_t k = 0;
+            t->shape[0] = '\0';
+            for (int i = 1; i < nf && i <= 6; i++)
+                k += (size_t)snprintf(t->shape + k,
+                                      k < sizeof(t->shape)
+                                          ? sizeof(t->shape) - k
+                                          : 0,
+                                      "%s%s", i > 1 ? " " : "", f[i]);
+            continue;
+        }
+        if (t->n == TUNE_MAX) {
+            say(err, errlen, "%s:%u: more than %d entries", name, line,
+                TUNE_MAX);
+            return -1;
+        }
+        if (parse_entry(f, nf, &t->e[t->n], why, sizeof(why)) != 0) {
+            say(err, errlen, "%s:%u: %s", name, line, why);
+            return -1;
+        }
+        t->e[t->n].line = line < TUNE_NO_LINE ? (uint16_t)line : TUNE_NO_LINE;
+        t->n++;
+    }
+    return 0;
+}
+
+int tune_parse_file(tune_table_t *t, const char *path, char *err,
+                    size_t errlen)
+{
+    FILE *fp = fopen(path, "r");
+    char *text;
+    long len = 0;
+    int ret;
+
+    if (fp == NULL) {
+        say(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) < 0 ||
+        fseek(fp, 0, SEEK_SET) != 0 || len > (1 << 20)) {
+        say(err, errlen, "%s: %s", path,
+            len > (1 << 20) ? "larger than 1 MiB" : strerror(errno));
+        fclose(fp);
+        return -1;
+    }
+    text = malloc((size_t)len + 1);
+    if (text == NULL || fread(text, 1, (size_t)len, fp) != (size_t)len) {
+        say(err, errlen, "%s: %s", path,
+            text ? "cannot read it" : "out of memory");
+        free(text);
+        fclose(fp);
+        return -1;
+    }
+    fclose(fp);
+    text[len] = '\0';
+    if (memchr(text, '\0', (size_t)len)) {
+        say(err, errlen, "%s: not a text file (a NUL byte in it)", path);
+        free(text);
+        return -1;
+    }
+    ret = tune_parse_text(t, text, path, err, errlen);
+    free(text);
+    return ret;
+}
+
+int tune_parse_override(tune_table_t *t, const char *spec, char *err,
+                        size_t errlen)
+{
+    tune_entry_t add[TUNE_MAX];
+    char copy[1024], *items[TUNE_MAX + 1], why[256];
+    int n;
+
+    if (strlen(spec) >= sizeof(copy)) {
+        say(err, errlen, "INCOLL_TUNE: longer than %zu bytes",
+            sizeof(copy) - 1);
+        return -1;
+    }
+    snprintf(copy, sizeof(copy), "%s", spec);
+    n = split(copy, ",", items, TUNE_MAX);
+    if (n > TUNE_MAX || (uint32_t)n + t->n > TUNE_MAX) {
+        say(err, errlen, "INCOLL_TUNE: more than %d entries in all",
+            TUNE_MAX);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        char item[256], *f[8];
+        int nf, what_colon;
+        snprintf(item, sizeof(item), "%s", items[i]);
+        /* COLL[:FORM]:BYTES:PATH[:ranks=R]: the form is there when the
+         * second field is one of the form names. */
+        nf = split(items[i], ":", f, 6);
+        what_colon = nf >= 2 && (strcmp(f[1], "blocking") == 0 ||
+                                 strcmp(f[1], "nb") == 0 ||
+                                 strcmp(f[1], "persistent") == 0);
+        if (what_colon) {
+            f[1][-1] = ':'; /* join COLL:FORM back */
+            for (int k = 1; k + 1 < nf; k++)
+                f[k] = f[k + 1];
+            nf--;
+        }
+        if (nf > 4 || parse_entry(f, nf, &add[i], why, sizeof(why)) != 0) {
+            if (nf > 4)
+                snprintf(why, sizeof(why),
+                         "want COLL[:FORM]:BYTES:PATH[:ranks=R]");
+            say(err, errlen, "INCOLL_TUNE item %d '%s': %s", i + 1, item, why);
+            return -1;
+        }
+        add[i].line = (uint16_t)(i + 1);
+        add[i].from_env = 1;
+    }
+    memmove(&t->e[n], &t->e[0], t->n * sizeof(t->e[0]));
+    memcpy(&t->e[0], add, (size_t)n * sizeof(add[0]));
+    t->n += (uint32_t)n;
+    snprintf(t->env, sizeof(t->env), "%s", spec);
+    return 0;
+}
+
+int tune_load(tune_table_t *t, const char *file, const char *fabric_dir,
+              const char *override, char *err, size_t errlen)
+{
+    char path[4096];
+    struct stat sb;
+    int ret = 0;
+
+    if (file && *file) {
+        if (strcmp(file, "none") == 0) {
+            tune_init(t, "none (INCOLL_TUNE_FILE=none)");
+        } else {
+            tune_init(t, file);
+            ret = tune_parse_file(t, file, err, errlen);
+        }
+    } else if (fabric_dir && *fabric_dir &&
+               snprintf(path, sizeof(path), "%s/tune.conf", fabric_dir) <
+                   (int)sizeof(path) &&
+               stat(path, &sb) == 0) {
+        tune_init(t, path);
+        ret = tune_parse_file(t, path, err, errlen);
+    } else {
+        tune_init(t, "built-in");
+        ret = tune_parse_text(t, tune_default_text, "built-in", err,
+                              errlen);
+    }
+    if (ret == 0 && override && *override)
+        ret = tune_parse_override(t, override, err, errlen);
+    if (ret != 0)
+        tune_init(t, "none (an error)");
+    return ret;
+}
+
+void tune_entry_where(const tune_table_t *t, int i, char *buf, size_t len)
+{
+    if (i < 0 || (uint32_t)i >= t->n) {
+        snprintf(buf, len, "no entry (the default, inc)");
+        return;
+    }
+    if (t->e[i].from_env)
+        snprintf(buf, len, "INCOLL_TUNE item %u", t->e[i].line);
+    else
+        snprintf(buf, len, "%s:%u", t->source, t->e[i].line);
+}
+
+/* A size in the file's syntax: with a suffix when it divides evenly. */
+static void fmt_size(uint64_t v, char *buf, size_t len)
+{
+    static const char sfx[] = "KMGT";
+    int s = -1;
+    while (v && s < 3 && (v & 1023) == 0) {
+        v >>= 10;
+        s++;
+    }
+    if (s < 0)
+        snprintf(buf, len, "%" PRIu64, v);
+    else
+        snprintf(buf, len, "%" PRIu64 "%c", v, sfx[s]);
+}
+
+static void fmt_range(uint64_t lo, uint64_t hi, uint64_t max, char *buf,
+                      size_t len)
+{
+    char a[32], b[32];
+    fmt_size(lo, a, sizeof(a));
+    fmt_size(hi, b, sizeof(b));
+    if (lo == 0 && hi == max)
+        snprintf(buf, len, "*");
+    else if (lo == hi)
+        snprintf(buf, len, "%s", a);
+    else if (hi == max)
+        snprintf(buf, len, "%s-", a);
+    else
+        snprintf(buf, len, "%s-%s", a, b);
+}
+
+void tune_entry_format(const tune_entry_t *e, char *buf, size_t len)
+{
+    char what[64], bytes[80], ranks[96] = "";
+    int form = -1;
+
+    for (int f = 0; f < TUNE_FORM_COUNT; f++)
+        if (e->forms == (1u << f))
+            form = f;
+    if (form >= 0)
+        snprintf(what, sizeof(what), "%s:%s", tune_coll_name(e->coll),
+                 form_names[form]);
+    else
+        snprintf(what, sizeof(what), "%s", tune_coll_name(e->coll));
+    fmt_range(e->lo, e->hi, UINT64_MAX, bytes, sizeof(bytes));
+    if (e->rlo != 1 || e->rhi != UINT32_MAX) {
+        char r[80];
+        fmt_range(e->rlo, e->rhi, UINT32_MAX, r, sizeof(r));
+        snprintf(ranks, sizeof(ranks), " ranks=%s", r);
+    }
+    snprintf(buf, len, "%s %s %s%s", what, bytes, tune_path_name(e->path),
+             ranks);
+}
+
+void tune_write(const tune_table_t *t, FILE *out, int comments)
+{
+    if (t->shape[0])
+        fprintf(out, "shape %s\n", t->shape);
+    for (uint32_t i = 0; i < t->n; i++) {
+        char line[256], where[320];
+        tune_entry_format(&t->e[i], line, sizeof(line));
+        if (comments) {
+            tune_entry_where(t, (int)i, where, sizeof(where));
+            fprintf(out, "%-44s # %s\n", line, where);
+        } else {
+            fprintf(out, "%s\n", line);
+        }
+    }
+}

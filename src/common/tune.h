@@ -1,0 +1,148 @@
+/*
+ * The selection table: where each collective runs, per form, size and
+ * communicator size. Read by the MPI layer once at MPI_Init (rank 0 reads
+ * it and broadcasts it, so every rank decides from the same table), shown
+ * by `incoll info`, written by `incoll tune` (docs/tuning.md). No MPI in
+ * here: any component that interposes on a programming model's
+ * collectives can use it.
+ *
+ * A table is a text file, one entry a line, the first entry that matches
+ * a call deciding it ('#' starts a comment):
+ *
+ *   shape hosts=8 ranks=8 ppn=1          what it was measured on (optional)
+ *   COLL[:FORM] BYTES PATH [ranks=R]
+ *
+ *   COLL   allreduce reduce bcast barrier allgather gather scatter
+ *          reduce_scatter_block reduce_scatter, or all
+ *   FORM   blocking, nb or persistent; absent: every form
+ *   BYTES  LO-HI (inclusive), LO- (LO and more), N, or * (every size);
+ *          K, M, G suffixes are binary. The size is what the MPI layer
+ *          plans with: the whole vector of an allreduce, reduce and bcast,
+ *          one rank's block of an allgather, gather and scatter, one
+ *          rank's result of a reduce_scatter(_block); 0 for a barrier
+ *   PATH   inc (libincoll: in the network, its host-based algorithms when
+ *          the group cannot) or mpi (the MPI library's own)
+ *   R      communicator sizes, LO-HI, LO- or N (default: every size)
+ *
+ * A call no entry matches goes to libincoll (inc). The override setting
+ * (INCOLL_TUNE) is a comma-separated list of the same entries with ':'
+ * between the fields, "bcast:0-4K:mpi,allgather:nb:1K-16K:mpi,
+ * gather:*:inc:ranks=2-4", put before the file's entries.
+ */
+#ifndef INCOLL_TUNE_H
+#define INCOLL_TUNE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* The collectives, in the MPI layer's order (mpi_coll_t). */
+#define TUNE_COLL_COUNT 9
+#define TUNE_COLL_ALL 255
+
+/* The forms, as bits of an entry's forms. */
+#define TUNE_FORM_BLOCKING 0
+#define TUNE_FORM_NB 1
+#define TUNE_FORM_PERSISTENT 2
+#define TUNE_FORM_COUNT 3
+#define TUNE_FORMS_ALL 7
+
+typedef enum { TUNE_PATH_INC = 0, TUNE_PATH_MPI = 1, TUNE_PATH_COUNT } tune_path_t;
+
+#define TUNE_MAX 256
+#define TUNE_NO_LINE 0xffff
+
+/* One entry. Plain integers: a table travels as bytes (MPI_Bcast). */
+typedef struct {
+    uint64_t lo, hi;   /* bytes, inclusive */
+    uint32_t rlo, rhi; /* communicator sizes, inclusive */
+    uint16_t line;     /* in its source: file line, or override item */
+    uint8_t coll;      /* 0..TUNE_COLL_COUNT-1, or TUNE_COLL_ALL */
+    uint8_t forms;     /* bits 1 << TUNE_FORM_* */
+    uint8_t path;      /* tune_path_t */
+    uint8_t from_env;  /* 1: from the override setting */
+    uint8_t pad[2];
+} tune_entry_t;
+
+typedef struct {
+    uint32_t n;
+    uint32_t pad;
+    char source[256]; /* where the file entries came from */
+    char shape[128];  /* its shape line, or "" */
+    char env[256];    /* the override as given (clipped), or "" */
+    tune_entry_t e[TUNE_MAX];
+} tune_table_t;
+
+/* The table shipped, measured on the emulated fabric (docs/tuning.md). */
+extern const char tune_default_text[];
+
+/* Names: collective (TUNE_COLL_ALL: "all"), form, path. */
+const char *tune_coll_name(int coll);
+const char *tune_form_name(int form);
+const char *tune_path_name(int path);
+
+/* An empty table (every call inc). */
+void tune_init(tune_table_t *t, const char *source);
+
+/*
+ * Appends the entries of text (a file's contents) to t, naming name:line
+ * in errors. 0, or -1 with "NAME:LINE: what is wrong" in err.
+ */
+int tune_parse_text(tune_table_t *t, const char *text, const char *name,
+                    char *err, size_t errlen);
+
+/* Reads and appends a file (tune_parse_text). 0 or -1 with err. */
+int tune_parse_file(tune_table_t *t, const char *path, char *err,
+                    size_t errlen);
+
+/*
+ * Puts the override's entries (INCOLL_TUNE's syntax) before t's. 0, or -1
+ * with "INCOLL_TUNE item N 'ITEM': what is wrong" in err (t unchanged).
+ */
+int tune_parse_override(tune_table_t *t, const char *spec, char *err,
+                        size_t errlen);
+
+/*
+ * The table in force for a process: file (INCOLL_TUNE_FILE's value) when
+ * set ("none": no file entries), else DIR/tune.conf when fabric_dir has
+ * one, else tune_default_text; then override (INCOLL_TUNE) before them.
+ * 0, or -1 with the error in err (t is then an empty table).
+ */
+int tune_load(tune_table_t *t, const char *file, const char *fabric_dir,
+              const char *override, char *err, size_t errlen);
+
+/*
+ * The path of a call: collective coll, form, bytes (as BYTES above) on a
+ * communicator of ranks members. *entry_p (may be NULL) gets the deciding
+ * entry's index, or -1 when none matched (then TUNE_PATH_INC). Pure: the
+ * same arguments give the same answer on every rank.
+ */
+static inline int tune_lookup(const tune_table_t *t, int coll, int form,
+                              uint64_t bytes, uint32_t ranks, int *entry_p)
+{
+    for (uint32_t i = 0; i < t->n; i++) {
+        const tune_entry_t *e = &t->e[i];
+        if ((e->coll == coll || e->coll == TUNE_COLL_ALL) &&
+            (e->forms & (1u << form)) && bytes >= e->lo && bytes <= e->hi &&
+            ranks >= e->rlo && ranks <= e->rhi) {
+            if (entry_p)
+                *entry_p = (int)i;
+            return e->path;
+        }
+    }
+    if (entry_p)
+        *entry_p = -1;
+    return TUNE_PATH_INC;
+}
+
+/* Where entry i came from, "FILE:LINE" or "INCOLL_TUNE item N". */
+void tune_entry_where(const tune_table_t *t, int i, char *buf, size_t len);
+
+/* Writes t as a table file (its entries, with where each came from as a
+ * comment when comments is 1). */
+void tune_write(const tune_table_t *t, FILE *out, int comments);
+
+/* One entry in the file syntax, "bcast:blocking 1K-8K mpi". */
+void tune_entry_format(const tune_entry_t *e, char *buf, size_t len);
+
+#endif
