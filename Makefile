@@ -293,7 +293,7 @@ install: all
 uninstall:
 	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(BINS)) incoll-sim)
 	rm -f $(addprefix $(DESTDIR)$(libdir)/,libincoll.a libincoll.so $(SONAME) libincoll.so.$(VERSION) libincoll_mpi.so libincoll_mpi_mpich.so)
-	rm -f $(addprefix $(DESTDIR)$(libexecdir)/incoll/,incoll-launch-agent incoll-bench-mpi)
+	rm -f $(addprefix $(DESTDIR)$(libexecdir)/incoll/,incoll-launch-agent incoll-bench-mpi incoll-tune-mpi)
 	-rmdir $(DESTDIR)$(libexecdir)/incoll 2>/dev/null
 	rm -f $(DESTDIR)$(includedir)/incoll.h $(DESTDIR)$(pkgconfigdir)/incoll.pc
 
@@ -374,6 +374,12 @@ $(BUILD)/obj/mpi-tools/%.o: tools/mpi/%.c
 $(BUILD)/bin/incoll-bench-mpi: $(BENCH_MPI_OBJS) $(INTERNAL_A)
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $(BENCH_MPI_OBJS) $(INTERNAL_A) $(LDLIBS)
+# The ranks of `incoll tune` (tools/mpi/tune_worker.c): a plain MPI
+# program, run with the layer preloaded.
+MPI_TARGETS  += $(BUILD)/bin/incoll-tune-mpi
+$(BUILD)/bin/incoll-tune-mpi: $(BUILD)/obj/mpi-tools/tune_worker.o
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) $(LDFLAGS) -o $@ $<
 ifeq ($(call MPI_HAVE,$(MPIF90)),1)
 MPI_TEST_TARGETS += $(MPI_TEST_F:tests/mpi/%.f90=$(BUILD)/tests/mpi/%)
 $(BUILD)/tests/mpi/%: tests/mpi/%.f90

@@ -16,6 +16,7 @@ int cmd_info(int argc, char **argv);   /* tools/cmd_info.c */
 int cmd_sim(int argc, char **argv);    /* tools/cmd_sim.c: runs incoll-sim */
 int cmd_mpirun(int argc, char **argv); /* tools/cmd_mpirun.c */
 int cmd_job(int argc, char **argv);    /* tools/cmd_job.c */
+int cmd_tune(int argc, char **argv);   /* tools/cmd_tune.c */
 
 /* Where a program or library that ships with incoll is (tools/paths.c). */
 typedef enum {

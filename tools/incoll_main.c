@@ -24,6 +24,8 @@ static const cli_cmd_t commands[] = {
     {"stat", cmd_stat, "print the counters of every aggregation node"},
     {"job", cmd_job, "register a job with the manager, or end it"},
     {"bench", cmd_bench, "run a benchmark (kernel, allreduce, pingpong)"},
+    {"tune", cmd_tune,
+     "measure where each MPI collective is fastest, write the table"},
     {"sim", cmd_sim, "simulate allreduce on large fat-trees (SimGrid)"},
     {"info", cmd_info,
      "print the version, the reduction kernels and every knob"},

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 
 static const char *const coll_names[TUNE_COLL_COUNT] = {
-    "allreduce", "reduce",  "bcast",
-    "barrier",   "allgather", "gather",
-    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
 static const char *const form_names[TUNE_FORM_COUNT] = {"blocking", "nb",
                                                         "persistent"};
 static const char *const path_names[TUNE_PATH_COUNT] = {"inc", "mpi"};
@@ -83,11 +83,28 @@ static int parse_size(const char *s, size_t n, uint64_t *v_p)
     switch (*end) {
     case '\0':
         break;
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: return -1;
+    case 'k':
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'm':
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'g':
+    case 'G':
+        shift = 30;
+        end++;
+        break;
+    case 't':
+    case 'T':
+        shift = 40;
+        end++;
+        break;
+    default:
+        return -1;
     }
     if (*end != '\0' || (shift && v > (UINT64_MAX >> shift)))
         return -1;
@@ -198,8 +215,8 @@ static int parse_entry(char **f, int nf, tune_entry_t *e, char *err,
     if (nf == 4) {
         if (strncmp(f[3], "ranks=", 6) != 0 ||
             parse_range(f[3] + 6, UINT32_MAX, &rlo, &rhi) != 0 || rlo == 0) {
-            say(err, errlen,
-                "bad '%s' (ranks=LO-HI, LO- or N, at least 1)", f[3]);
+            say(err, errlen, "bad '%s' (ranks=LO-HI, LO- or N, at least 1)",
+                f[3]);
             return -1;
         }
     }
@@ -254,11 +271,10 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
             size_t k = 0;
             t->shape[0] = '\0';
             for (int i = 1; i < nf && i <= 6; i++)
-                k += (size_t)snprintf(t->shape + k,
-                                      k < sizeof(t->shape)
-                                          ? sizeof(t->shape) - k
-                                          : 0,
-                                      "%s%s", i > 1 ? " " : "", f[i]);
+                k += (size_t)snprintf(
+                    t->shape + k,
+                    k < sizeof(t->shape) ? sizeof(t->shape) - k : 0, "%s%s",
+                    i > 1 ? " " : "", f[i]);
             continue;
         }
         if (t->n == TUNE_MAX) {
@@ -276,8 +292,7 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
     return 0;
 }
 
-int tune_parse_file(tune_table_t *t, const char *path, char *err,
-                    size_t errlen)
+int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "r");
     char *text;
@@ -330,8 +345,7 @@ int tune_parse_override(tune_table_t *t, const char *spec, char *err,
     snprintf(copy, sizeof(copy), "%s", spec);
     n = split(copy, ",", items, TUNE_MAX);
     if (n > TUNE_MAX || (uint32_t)n + t->n > TUNE_MAX) {
-        say(err, errlen, "INCOLL_TUNE: more than %d entries in all",
-            TUNE_MAX);
+        say(err, errlen, "INCOLL_TUNE: more than %d entries in all", TUNE_MAX);
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -389,8 +403,7 @@ int tune_load(tune_table_t *t, const char *file, const char *fabric_dir,
         ret = tune_parse_file(t, path, err, errlen);
     } else {
         tune_init(t, "built-in");
-        ret = tune_parse_text(t, tune_default_text, "built-in", err,
-                              errlen);
+        ret = tune_parse_text(t, tune_default_text, "built-in", err, errlen);
     }
     if (ret == 0 && override && *override)
         ret = tune_parse_override(t, override, err, errlen);

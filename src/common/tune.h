@@ -47,7 +47,11 @@
 #define TUNE_FORM_COUNT 3
 #define TUNE_FORMS_ALL 7
 
-typedef enum { TUNE_PATH_INC = 0, TUNE_PATH_MPI = 1, TUNE_PATH_COUNT } tune_path_t;
+typedef enum {
+    TUNE_PATH_INC = 0,
+    TUNE_PATH_MPI = 1,
+    TUNE_PATH_COUNT
+} tune_path_t;
 
 #define TUNE_MAX 256
 #define TUNE_NO_LINE 0xffff

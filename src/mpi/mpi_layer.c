@@ -71,8 +71,8 @@ typedef enum {
 } reason_t;
 
 static const char *const reason_names[R_COUNT] = {
-    "off",   "coll", "args",   "dtype", "op",
-    "bytes", "comm", "failed", "left",  "unequal", "tune"};
+    "off",  "coll",   "args", "dtype",   "op",  "bytes",
+    "comm", "failed", "left", "unequal", "tune"};
 
 /* After the communicator left the network, reduces, and broadcasts of
  * fewer bytes than this, go to MPI once the ranks agreed on it (see
@@ -173,9 +173,9 @@ static struct {
     int thread_multiple;
     mpi_cfg_t cfg;
     tune_table_t tune; /* the selection table, rank 0's (cfg_read) */
-    int nsetups;     /* communicators set up so far */
-    int keyval;      /* per-communicator state */
-    int self_keyval; /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
+    int nsetups;       /* communicators set up so far */
+    int keyval;        /* per-communicator state */
+    int self_keyval;   /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
     incoll_ctx_h ctx;
     incoll_comm_h world;
     comm_state_t *states;
@@ -1759,7 +1759,8 @@ static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
     if (c->rank != 0)
         return;
     tune_entry_where(&L.tune, entry, where, sizeof(where));
-    log_emit(LOG_LEVEL_INFO, "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
+    log_emit(LOG_LEVEL_INFO,
+             "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
              coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
              tune_path_name(path), where);
 }

@@ -1,0 +1,407 @@
+/*
+ * incoll-tune-mpi: the ranks of `incoll tune` (tools/cmd_tune.c). An MPI
+ * program run through `incoll mpirun` with libincoll_mpi preloaded: for
+ * each collective, form (blocking, nonblocking) and size it times the
+ * program's MPI_ call (through the layer) and the MPI library's own (its
+ * PMPI_ twin) side by side, OSU-style: every iteration runs both, in an
+ * order that alternates, each after an untimed PMPI_Barrier; latency is
+ * averaged per rank over the iterations, then over ranks. Every result is
+ * checked outside the timing (a wrong one aborts the job).
+ *
+ *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--colls LIST]
+ *                   [--forms blocking,nb] [--out FILE] [--shape TEXT]
+ *                   [--cmd TEXT]
+ *
+ * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
+ * selection table uses (src/common/tune.h): the whole vector of an
+ * allreduce, reduce and bcast, a rank's block of an allgather, gather and
+ * scatter, a rank's result of a reduce_scatter(_block); the barrier once.
+ * Ints (MPI_SUM), roots 0. Rank 0 prints a line per measurement
+ *
+ *   tune: bcast blocking 1024 layer_us 201.3 mpi_us 402.7 mpi/layer 2.00 inc
+ *
+ * and with --out writes the selection table: for each collective and
+ * form, the size ranges where MPI's own was faster ("mpi") or not
+ * ("inc"); a measured size decides the sizes up to the next one, the
+ * first from 0, the last and up; the nonblocking decision stands for the
+ * persistent form too. `incoll tune` runs it with INCOLL_TUNE=all:*:inc,
+ * so the layer's column is the call in libincoll; run with the layer's
+ * defaults it measures the table in force against MPI's own.
+ */
+#include <mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum {
+    C_ALLREDUCE,
+    C_REDUCE,
+    C_BCAST,
+    C_BARRIER,
+    C_ALLGATHER,
+    C_GATHER,
+    C_SCATTER,
+    C_RSB,
+    C_RS,
+    C_COUNT
+};
+/* The selection table's names (src/common/tune.h). */
+static const char *const names[C_COUNT] = {
+    "allreduce", "reduce",  "bcast",
+    "barrier",   "allgather", "gather",
+    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+static const char *const form_names[2] = {"blocking", "nb"};
+
+#define MAX_SIZES 32
+
+static int rank, size;
+static int *sendb, *recvb, *counts;
+
+static void die(const char *what, const char *form, long bytes, long i)
+{
+    fprintf(stderr,
+            "tune: rank %d: WRONG %s %s of %ld bytes at element %ld\n", rank,
+            what, form, bytes, i);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* One call of collective c, n ints per unit; layer: the MPI_ call (through
+ * the layer), else PMPI_; nb: the nonblocking form and its wait. */
+static void run(int c, int n, int layer, int nb)
+{
+    MPI_Comm w = MPI_COMM_WORLD;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    int ret = MPI_SUCCESS;
+
+#define CALL(B, I, ...)                                                        \
+    do {                                                                       \
+        if (nb)                                                                \
+            ret = layer ? MPI_##I(__VA_ARGS__, &rq) : PMPI_##I(__VA_ARGS__, &rq); \
+        else                                                                   \
+            ret = layer ? MPI_##B(__VA_ARGS__) : PMPI_##B(__VA_ARGS__);        \
+    } while (0)
+    switch (c) {
+    case C_ALLREDUCE:
+        CALL(Allreduce, Iallreduce, sendb, recvb, n, MPI_INT, MPI_SUM, w);
+        break;
+    case C_REDUCE:
+        CALL(Reduce, Ireduce, sendb, recvb, n, MPI_INT, MPI_SUM, 0, w);
+        break;
+    case C_BCAST:
+        CALL(Bcast, Ibcast, recvb, n, MPI_INT, 0, w);
+        break;
+    case C_BARRIER:
+        if (nb)
+            ret = layer ? MPI_Ibarrier(w, &rq) : PMPI_Ibarrier(w, &rq);
+        else
+            ret = layer ? MPI_Barrier(w) : PMPI_Barrier(w);
+        break;
+    case C_ALLGATHER:
+        CALL(Allgather, Iallgather, sendb, n, MPI_INT, recvb, n, MPI_INT, w);
+        break;
+    case C_GATHER:
+        CALL(Gather, Igather, sendb, n, MPI_INT, recvb, n, MPI_INT, 0, w);
+        break;
+    case C_SCATTER:
+        CALL(Scatter, Iscatter, sendb, n, MPI_INT, recvb, n, MPI_INT, 0, w);
+        break;
+    case C_RSB:
+        CALL(Reduce_scatter_block, Ireduce_scatter_block, sendb, recvb, n,
+             MPI_INT, MPI_SUM, w);
+        break;
+    default:
+        CALL(Reduce_scatter, Ireduce_scatter, sendb, recvb, counts, MPI_INT,
+             MPI_SUM, w);
+    }
+#undef CALL
+    if (ret == MPI_SUCCESS && nb)
+        ret = MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    if (ret != MPI_SUCCESS)
+        die(names[c], nb ? "nb" : "blocking", (long)n * 4, -1);
+}
+
+/* Rank r's i-th int of iteration it. */
+static int val(int r, long i, int it)
+{
+    return (int)((r * 3 + i + it) % 101);
+}
+
+static long in_ints(int c, int n)
+{
+    return c == C_SCATTER || c == C_RSB || c == C_RS ? (long)n * size : n;
+}
+
+static void prepare(int c, int n, int it)
+{
+    long k = in_ints(c, n);
+    for (long i = 0; i < k; i++)
+        sendb[i] = val(rank, i, it);
+    if (c == C_BCAST)
+        for (long i = 0; i < n; i++)
+            recvb[i] = rank == 0 ? val(0, i, it) : -1;
+    else
+        memset(recvb, 0xee, (size_t)n * size * sizeof(int));
+}
+
+static void verify(int c, int n, int it, int nb)
+{
+    long bytes = (long)n * 4;
+    const char *f = form_names[nb];
+    switch (c) {
+    case C_BARRIER:
+        return;
+    case C_BCAST:
+        for (long i = 0; i < n; i++)
+            if (recvb[i] != val(0, i, it))
+                die(names[c], f, bytes, i);
+        return;
+    case C_ALLREDUCE:
+    case C_REDUCE:
+    case C_RSB:
+    case C_RS: {
+        long off = c == C_RSB || c == C_RS ? (long)rank * n : 0;
+        if (c == C_REDUCE && rank != 0)
+            return;
+        for (long i = 0; i < n; i++) {
+            int want = 0;
+            for (int r = 0; r < size; r++)
+                want += val(r, off + i, it);
+            if (recvb[i] != want)
+                die(names[c], f, bytes, i);
+        }
+        return;
+    }
+    case C_ALLGATHER:
+    case C_GATHER:
+        if (c == C_GATHER && rank != 0)
+            return;
+        for (int r = 0; r < size; r++)
+            for (long i = 0; i < n; i++)
+                if (recvb[(long)r * n + i] != val(r, i, it))
+                    die(names[c], f, bytes, (long)r * n + i);
+        return;
+    default: /* scatter */
+        for (long i = 0; i < n; i++)
+            if (recvb[i] != val(0, (long)rank * n + i, it))
+                die(names[c], f, bytes, i);
+    }
+}
+
+/* Average latency over ranks in us of the layer's call (t[1]) and MPI's
+ * own (t[0]) for c, form nb, n ints. */
+static void measure(int c, int n, int nb, int iters, double avg[2])
+{
+    double t[2] = {0, 0};
+    int warm = iters / 10 < 2 ? 2 : iters / 10;
+
+    for (int it = 0; it < warm + iters; it++) {
+        for (int k = 0; k < 2; k++) {
+            int layer = (k + it) % 2;
+            double t0, t1;
+            prepare(c, n, it);
+            PMPI_Barrier(MPI_COMM_WORLD);
+            t0 = MPI_Wtime();
+            run(c, n, layer, nb);
+            t1 = MPI_Wtime();
+            if (it >= warm)
+                t[layer] += t1 - t0;
+            verify(c, n, it, nb);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        t[k] = t[k] / iters * 1e6;
+    PMPI_Allreduce(t, avg, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    avg[0] /= size;
+    avg[1] /= size;
+}
+
+/* A size with an optional binary suffix. */
+static long parse_size(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*end == 'K' || *end == 'k')
+        v <<= 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        v <<= 20, end++;
+    return *end == '\0' || *end == ':' ? v : -1;
+}
+
+static void fmt_size(long v, char *buf, size_t len)
+{
+    if (v >= 1024 && v % (1 << 20) == 0)
+        snprintf(buf, len, "%ldM", v >> 20);
+    else if (v >= 1024 && v % 1024 == 0)
+        snprintf(buf, len, "%ldK", v >> 10);
+    else
+        snprintf(buf, len, "%ld", v);
+}
+
+/* The entries of one collective and form: the sizes' decisions (1: mpi)
+ * as ranges, adjacent equal ones merged. */
+static void write_entries(FILE *out, int c, const char *form,
+                          const long *sizes, const int *mpi, int ns)
+{
+    for (int i = 0; i < ns;) {
+        int j = i;
+        char lo[32], hi[32];
+        while (j + 1 < ns && mpi[j + 1] == mpi[i])
+            j++;
+        fmt_size(i == 0 ? 0 : sizes[i], lo, sizeof(lo));
+        if (j + 1 == ns) {
+            if (i == 0)
+                fprintf(out, "%s:%s * %s\n", names[c], form,
+                        mpi[i] ? "mpi" : "inc");
+            else
+                fprintf(out, "%s:%s %s- %s\n", names[c], form, lo,
+                        mpi[i] ? "mpi" : "inc");
+        } else {
+            fmt_size(sizes[j + 1] - 1, hi, sizeof(hi));
+            fprintf(out, "%s:%s %s-%s %s\n", names[c], form, lo, hi,
+                    mpi[i] ? "mpi" : "inc");
+        }
+        i = j + 1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    long lo = 4, hi = 1 << 20, sizes[MAX_SIZES];
+    int iters = 50, ns = 0, want[C_COUNT], forms[2] = {1, 1};
+    int mpi[C_COUNT][2][MAX_SIZES];
+    const char *out_path = NULL, *shape = "", *cmd = "";
+    FILE *out = NULL;
+
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int c = 0; c < C_COUNT; c++)
+        want[c] = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v && strcmp(a, "--sizes") == 0) {
+            const char *colon = strchr(v, ':');
+            lo = parse_size(v);
+            hi = colon ? parse_size(colon + 1) : lo;
+            i++;
+        } else if (v && strcmp(a, "--iters") == 0) {
+            iters = atoi(v);
+            i++;
+        } else if (v && strcmp(a, "--out") == 0) {
+            out_path = v;
+            i++;
+        } else if (v && strcmp(a, "--shape") == 0) {
+            shape = v;
+            i++;
+        } else if (v && strcmp(a, "--cmd") == 0) {
+            cmd = v;
+            i++;
+        } else if (v && strcmp(a, "--forms") == 0) {
+            forms[0] = strstr(v, "blocking") != NULL;
+            forms[1] = strstr(v, "nb") != NULL;
+            i++;
+        } else if (v && strcmp(a, "--colls") == 0) {
+            for (int c = 0; c < C_COUNT; c++) {
+                const char *p = v;
+                size_t n = strlen(names[c]);
+                want[c] = 0;
+                while ((p = strstr(p, names[c])) != NULL) {
+                    if ((p == v || p[-1] == ',') &&
+                        (p[n] == '\0' || p[n] == ','))
+                        want[c] = 1;
+                    p += n;
+                }
+            }
+            i++;
+        } else {
+            if (rank == 0)
+                fprintf(stderr, "tune: bad argument '%s'\n", a);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    }
+    if (lo < 4 || hi < lo || hi > (64l << 20) || iters < 1) {
+        if (rank == 0)
+            fprintf(stderr, "tune: bad --sizes or --iters\n");
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (long s = lo; s <= hi && ns < MAX_SIZES; s *= 4)
+        sizes[ns++] = s & ~3l;
+    sendb = malloc((size_t)hi * size + 64);
+    recvb = malloc((size_t)hi * size + 64);
+    counts = malloc(sizeof(int) * (size_t)size);
+    if (sendb == NULL || recvb == NULL || counts == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    memset(mpi, 0, sizeof(mpi));
+    for (int c = 0; c < C_COUNT; c++) {
+        for (int nb = 0; nb < 2; nb++) {
+            if (!want[c] || !forms[nb])
+                continue;
+            for (int k = 0; k < ns; k++) {
+                int n = (int)(sizes[k] / 4);
+                /* Fewer iterations for the large sizes (OSU does too). */
+                long it_n = (long)iters * 4096 / (sizes[k] > 4096 ? sizes[k] : 4096);
+                int it = it_n < 4 ? 4 : (int)it_n;
+                double avg[2];
+                if (c == C_BARRIER && k > 0) {
+                    mpi[c][nb][k] = mpi[c][nb][0];
+                    continue;
+                }
+                for (int r = 0; r < size; r++)
+                    counts[r] = n;
+                measure(c, n, nb, it, avg);
+                mpi[c][nb][k] = avg[0] < avg[1];
+                if (rank == 0) {
+                    printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
+                           "%10.1f mpi/layer %5.2f %s\n",
+                           names[c], form_names[nb],
+                           c == C_BARRIER ? 0 : sizes[k], avg[1], avg[0],
+                           avg[1] > 0 ? avg[0] / avg[1] : 0,
+                           mpi[c][nb][k] ? "mpi" : "inc");
+                    fflush(stdout);
+                }
+            }
+        }
+    }
+    if (rank == 0 && out_path) {
+        time_t now = time(NULL);
+        char when[64];
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+        out = fopen(out_path, "w");
+        if (out == NULL) {
+            perror(out_path);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        fprintf(out,
+                "# incoll selection table (src/common/tune.h), made by\n"
+                "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
+                "above 4 KiB)\n",
+                cmd[0] ? cmd : "incoll-tune-mpi", when, size, iters);
+        fprintf(out, "shape %s%sranks=%d\n", shape, shape[0] ? " " : "",
+                size);
+        for (int c = 0; c < C_COUNT; c++) {
+            int nsz = c == C_BARRIER ? 1 : ns;
+            if (!want[c])
+                continue;
+            if (forms[0])
+                write_entries(out, c, "blocking", sizes, mpi[c][0], nsz);
+            if (forms[1]) {
+                write_entries(out, c, "nb", sizes, mpi[c][1], nsz);
+                write_entries(out, c, "persistent", sizes, mpi[c][1], nsz);
+            }
+        }
+        if (fclose(out) != 0) {
+            perror(out_path);
+            MPI_Abort(MPI_COMM_WORLD, 3);
+        }
+        printf("tune: wrote %s\n", out_path);
+    }
+    if (rank == 0)
+        printf("tune: ok\n");
+    free(sendb);
+    free(recvb);
+    free(counts);
+    MPI_Finalize();
+    return 0;
+}
