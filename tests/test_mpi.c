@@ -17,6 +17,8 @@
 #include "test.h"
 #include "integ.h"
 
+#include "common/tune.h"
+
 #include <dirent.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -144,6 +146,11 @@ static void job_env(mpi_kind_t kind, const char *fabric)
     unsetenv("INCOLL_MGR");
     setenv("INCOLL_MPI_STATS", "1", 1);
     setenv("INCOLL_MPI_VERBOSE", "1", 1);
+    /* These jobs test the offload paths: every call goes to libincoll,
+     * whatever the selection table would choose (the tune tests below
+     * test the table). */
+    setenv("INCOLL_TUNE_FILE", "none", 1);
+    unsetenv("INCOLL_TUNE");
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
 }
@@ -2225,4 +2232,212 @@ TEST(mpi_mpich_conform, TEST_INTEG)
     return conform_job(MPI_MPICH, 3,
                        "--skip gather:persistent --skip scatter:persistent "
                        "--skip order:persistent");
+}
+
+/* ---- the selection table: tests/mpi/tune.c ---- */
+
+/*
+ * The paths the layer must have taken in a run of tests/mpi/tune.c on
+ * ranks ranks under table t: for each collective, the calls the table
+ * puts in libincoll (offloaded + hosts: every call and persistent start)
+ * and in MPI's own (tune: every call and persistent init), from the
+ * program's "tune: calls" lines. Checks the stats line against them, and
+ * that the program checked its results. *both_p: every collective went
+ * both ways.
+ */
+static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
+                            const char *out, int *both_p)
+{
+    long in[TUNE_COLL_COUNT] = {0}, mpi[TUNE_COLL_COUNT] = {0};
+    int ret = TEST_PASSED, lines = 0;
+
+    *both_p = 1;
+    if (!strstr(text, "tune: ok")) {
+        fprintf(stderr, "    the program did not finish: %s\n", out);
+        return TEST_FAILED;
+    }
+    for (const char *p = text; (p = strstr(p, "tune: calls ")) != NULL; p++) {
+        char coll[32], form[16];
+        long bytes, n;
+        int c = -1, f = -1;
+        if (sscanf(p, "tune: calls %31s %15s %ld %ld", coll, form, &bytes,
+                   &n) != 4)
+            continue;
+        for (int k = 0; k < TUNE_COLL_COUNT; k++)
+            if (strcmp(coll, tune_coll_name(k)) == 0)
+                c = k;
+        for (int k = 0; k < TUNE_FORM_COUNT; k++)
+            if (strcmp(form, tune_form_name(k)) == 0)
+                f = k;
+        if (c < 0 || f < 0)
+            continue;
+        lines++;
+        if (tune_lookup(t, c, f, strcmp(coll, "barrier") == 0 ? 0 : bytes,
+                        (uint32_t)ranks, NULL) == TUNE_PATH_MPI)
+            mpi[c] += f == TUNE_FORM_PERSISTENT ? n / 2 : n;
+        else
+            in[c] += n;
+    }
+    if (lines < TUNE_COLL_COUNT * 2) {
+        fprintf(stderr, "    only %d 'tune: calls' lines: %s\n", lines, out);
+        return TEST_FAILED;
+    }
+    for (int c = 0; c < TUNE_COLL_COUNT; c++) {
+        const char *name = tune_coll_name(c);
+        long got_in =
+            stat_of(text, name, "offloaded") + stat_of(text, name, "hosts");
+        long got_mpi = stat_of(text, name, "tune");
+        if (got_in != in[c] || got_mpi != mpi[c] ||
+            stat_of(text, name, "errors") != 0) {
+            fprintf(stderr,
+                    "    %s: %ld calls in libincoll, %ld to MPI by the table; "
+                    "the table says %ld and %ld: %s\n",
+                    name, got_in, got_mpi, in[c], mpi[c], out);
+            ret = TEST_FAILED;
+        }
+        if (in[c] == 0 || mpi[c] == 0)
+            *both_p = 0;
+    }
+    return ret;
+}
+
+/*
+ * The table from INCOLL_TUNE, different on one rank: every collective in
+ * each form at 4, 64 and 1024 bytes, switching between sizes on
+ * consecutive calls, so each switches between libincoll and MPI's own
+ * from one call to the next. Rank 1 starts with INCOLL_TUNE=all:*:mpi
+ * and rank 2 with a table file of its own that would send everything to
+ * MPI: rank 0's table rules on every rank (broadcast at MPI_Init), the
+ * job completes with right answers and the statistics count the paths
+ * rank 0's table gives. On the code before the table the job hangs or
+ * counts no "tune" pass.
+ */
+TEST(mpi_ompi_tune_switch, TEST_INTEG)
+{
+    static const char spec[] =
+        "allreduce:0-64:mpi,reduce:nb:1K-:mpi,reduce:blocking:4:mpi,"
+        "reduce:persistent:64:mpi,bcast:64:mpi,barrier:nb:*:mpi,"
+        "allgather:4-4:mpi,gather:persistent:*:mpi,gather:4:mpi,"
+        "scatter:1K-:mpi,reduce_scatter_block:64:mpi,"
+        "reduce_scatter:4:mpi";
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], other[PATH_MAX + 32], err[512];
+    static tune_table_t t;
+    char *text;
+    int rc, both = 0, ret;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    CHECK(tune_load(&t, "none", NULL, spec, err, sizeof(err)) == 0);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-switch", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(other, sizeof(other), "%s.rank2.conf", dir);
+    f = fopen(other, "w");
+    CHECK(f != NULL);
+    fputs("all * mpi\n", f);
+    fclose(f);
+    mgr_patient(1);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    CHECK_EQ_INT(rc, 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_TUNE", spec, 1);
+    {
+        char args[2 * PATH_MAX];
+        snprintf(args, sizeof(args),
+                 "--rank-env 1:INCOLL_TUNE=all:*:mpi "
+                 "--rank-env '2:INCOLL_TUNE_FILE=%s' --rank-env "
+                 "2:INCOLL_TUNE= 4 64 1024",
+                 other);
+        rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", args, out);
+    }
+    unsetenv("INCOLL_TUNE");
+    test_fabric_down(dir);
+    unlink(other);
+    text = slurp(out);
+    if (rc != 0) {
+        fprintf(stderr, "    the job exited %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    ret = tune_check_paths(&t, 3, text, out, &both);
+    if (ret == TEST_PASSED && !both) {
+        fprintf(stderr, "    a collective took one path only: %s\n", out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+/*
+ * `incoll tune` on a loopback fabric of 3 hosts (small sizes, few
+ * iterations) writes DIR/tune.conf; a job on that fabric then reads it
+ * (no setting names it) and its statistics count, per collective, the
+ * calls in libincoll and in MPI's own exactly as the table written says;
+ * `incoll info` with INCOLL_FABRIC=DIR shows that table.
+ */
+TEST(mpi_ompi_tune_follow, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16], err[512];
+    static tune_table_t t;
+    char *text;
+    int rc, both = 0, ret;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-follow", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(table, sizeof(table), "%s/tune.conf", dir);
+    mgr_patient(1);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    CHECK_EQ_INT(rc, 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "timeout -k 5 200 '%s/incoll' tune -n 3 --fabric '%s' --sizes "
+            "4:1K --iters 3 --timeout 180",
+            test_bindir(), dir);
+    if (rc != 0) {
+        text = slurp(out);
+        test_fabric_down(dir);
+        fprintf(stderr, "    incoll tune exited %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    tune_init(&t, table);
+    if (tune_parse_file(&t, table, err, sizeof(err)) != 0 || t.n < 18) {
+        test_fabric_down(dir);
+        fprintf(stderr, "    the table written: %s (%u entries)\n", err, t.n);
+        return TEST_FAILED;
+    }
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "4 64 1024", out);
+    text = slurp(out);
+    if (rc != 0) {
+        test_fabric_down(dir);
+        fprintf(stderr, "    the job exited %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    ret = tune_check_paths(&t, 3, text, out, &both);
+    free(text);
+    unsetenv("LD_PRELOAD");
+    if (ret == TEST_PASSED && sh(out, "INCOLL_FABRIC='%s' '%s/incoll' info",
+                                 dir, test_bindir()) == 0) {
+        text = slurp(out);
+        if (!strstr(text, "from: ") || !strstr(text, table) ||
+            !strstr(text, "reduce_scatter:persistent")) {
+            fprintf(stderr, "    incoll info does not show %s: %s\n", table,
+                    out);
+            ret = TEST_FAILED;
+        }
+        free(text);
+    }
+    test_fabric_down(dir);
+    return ret;
 }

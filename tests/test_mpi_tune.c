@@ -100,7 +100,8 @@ TEST(mpi_tune_format_errors, TEST_UNIT)
         {"bcast -5 mpi\n", "t.conf:1: bad size range '-5'"},
         {"bcast 99999999999999999999 mpi\n", "bad size range"},
         {"bcast 1K host\n", "t.conf:1: unknown path 'host'"},
-        {"bcast 1K\n", "t.conf:1: want COLL[:FORM] BYTES PATH [ranks=R], got 2"},
+        {"bcast 1K\n",
+         "t.conf:1: want COLL[:FORM] BYTES PATH [ranks=R], got 2"},
         {"\n\nbcast 1K mpi ranks=0\n", "t.conf:3: bad 'ranks=0'"},
         {"bcast 1K mpi size=4\n", "t.conf:1: bad 'size=4'"},
         {"bcast 1K mpi ranks=4 x\n", "got 5 fields"},
@@ -202,8 +203,8 @@ TEST(mpi_tune_load, TEST_UNIT)
     /* An explicit file must be there and be right. */
     CHECK(tune_load(&t, "/nonexistent/tune.conf", dir, NULL, err,
                     sizeof(err)) == -1);
-    CHECK_MSG(strstr(err, "/nonexistent/tune.conf: No such file") != NULL,
-              "%s", err);
+    CHECK_MSG(strstr(err, "/nonexistent/tune.conf: No such file") != NULL, "%s",
+              err);
     CHECK_EQ_INT((int)t.n, 0);
     f = fopen(path, "w");
     CHECK(f != NULL);

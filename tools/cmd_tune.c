@@ -95,25 +95,53 @@ int cmd_tune(int argc, char **argv)
     optind = 1;
     while ((opt = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
         switch (opt) {
-        case 'n': np = optarg; break;
-        case 'f': fabric = optarg; break;
-        case 'e': emulate = 1; break;
-        case 'l': link_rate = optarg; break;
-        case 'r': radix = optarg; break;
-        case 'p': ppn = optarg; break;
-        case 's': sizes = optarg; break;
-        case 'i': iters = optarg; break;
-        case 'c': colls = optarg; break;
-        case 'F': forms = optarg; break;
-        case 'o': out = optarg; break;
-        case 't': timeout = optarg; break;
-        case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        case 'n':
+            np = optarg;
+            break;
+        case 'f':
+            fabric = optarg;
+            break;
+        case 'e':
+            emulate = 1;
+            break;
+        case 'l':
+            link_rate = optarg;
+            break;
+        case 'r':
+            radix = optarg;
+            break;
+        case 'p':
+            ppn = optarg;
+            break;
+        case 's':
+            sizes = optarg;
+            break;
+        case 'i':
+            iters = optarg;
+            break;
+        case 'c':
+            colls = optarg;
+            break;
+        case 'F':
+            forms = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 't':
+            timeout = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
     if (np == NULL || atoi(np) < 2 || optind != argc) {
         fprintf(stderr, "incoll tune: %s\n",
-                np == NULL ? "-n P is required"
+                np == NULL       ? "-n P is required"
                 : optind != argc ? "unexpected arguments"
                                  : "-n wants at least 2 ranks");
         usage(stderr);
@@ -139,7 +167,9 @@ int cmd_tune(int argc, char **argv)
         return 1;
     }
     snprintf(shape, sizeof(shape), "%s%s ppn=%s%s%s",
-             fabric ? "fabric=" : emulate ? "emulated radix=" : "loopback radix=",
+             fabric    ? "fabric="
+             : emulate ? "emulated radix="
+                       : "loopback radix=",
              fabric ? fabric : radix, ppn, link_rate ? " link-rate=" : "",
              link_rate ? link_rate : "");
     for (int i = 0; i < argc && k < sizeof(cmdline); i++)
@@ -209,8 +239,9 @@ int cmd_tune(int argc, char **argv)
             return 1;
         }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        fprintf(stderr, "incoll tune: the measuring job failed (%s %d): no "
-                        "table written\n",
+        fprintf(stderr,
+                "incoll tune: the measuring job failed (%s %d): no "
+                "table written\n",
                 WIFEXITED(st) ? "exit" : "signal",
                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 1;

@@ -49,9 +49,9 @@ enum {
 };
 /* The selection table's names (src/common/tune.h). */
 static const char *const names[C_COUNT] = {
-    "allreduce", "reduce",  "bcast",
-    "barrier",   "allgather", "gather",
-    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
 static const char *const form_names[2] = {"blocking", "nb"};
 
 #define MAX_SIZES 32
@@ -61,9 +61,8 @@ static int *sendb, *recvb, *counts;
 
 static void die(const char *what, const char *form, long bytes, long i)
 {
-    fprintf(stderr,
-            "tune: rank %d: WRONG %s %s of %ld bytes at element %ld\n", rank,
-            what, form, bytes, i);
+    fprintf(stderr, "tune: rank %d: WRONG %s %s of %ld bytes at element %ld\n",
+            rank, what, form, bytes, i);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -78,7 +77,8 @@ static void run(int c, int n, int layer, int nb)
 #define CALL(B, I, ...)                                                        \
     do {                                                                       \
         if (nb)                                                                \
-            ret = layer ? MPI_##I(__VA_ARGS__, &rq) : PMPI_##I(__VA_ARGS__, &rq); \
+            ret = layer ? MPI_##I(__VA_ARGS__, &rq)                            \
+                        : PMPI_##I(__VA_ARGS__, &rq);                          \
         else                                                                   \
             ret = layer ? MPI_##B(__VA_ARGS__) : PMPI_##B(__VA_ARGS__);        \
     } while (0)
@@ -241,8 +241,8 @@ static void fmt_size(long v, char *buf, size_t len)
 
 /* The entries of one collective and form: the sizes' decisions (1: mpi)
  * as ranges, adjacent equal ones merged. */
-static void write_entries(FILE *out, int c, const char *form,
-                          const long *sizes, const int *mpi, int ns)
+static void write_entries(FILE *out, int c, const char *form, const long *sizes,
+                          const int *mpi, int ns)
 {
     for (int i = 0; i < ns;) {
         int j = i;
@@ -341,7 +341,8 @@ int main(int argc, char **argv)
             for (int k = 0; k < ns; k++) {
                 int n = (int)(sizes[k] / 4);
                 /* Fewer iterations for the large sizes (OSU does too). */
-                long it_n = (long)iters * 4096 / (sizes[k] > 4096 ? sizes[k] : 4096);
+                long it_n =
+                    (long)iters * 4096 / (sizes[k] > 4096 ? sizes[k] : 4096);
                 int it = it_n < 4 ? 4 : (int)it_n;
                 double avg[2];
                 if (c == C_BARRIER && k > 0) {
@@ -378,8 +379,7 @@ int main(int argc, char **argv)
                 "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
                 "above 4 KiB)\n",
                 cmd[0] ? cmd : "incoll-tune-mpi", when, size, iters);
-        fprintf(out, "shape %s%sranks=%d\n", shape, shape[0] ? " " : "",
-                size);
+        fprintf(out, "shape %s%sranks=%d\n", shape, shape[0] ? " " : "", size);
         for (int c = 0; c < C_COUNT; c++) {
             int nsz = c == C_BARRIER ? 1 : ns;
             if (!want[c])
