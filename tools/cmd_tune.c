@@ -31,6 +31,7 @@ static void usage(FILE *out)
             "R]]\n"
             "                   [--radix K] [--ppn K] [--sizes LO:HI] "
             "[--iters N]\n"
+            "                   [--passes N] [--margin PCT]\n"
             "                   [--colls LIST] [--forms blocking,nb] [--out "
             "FILE]\n"
             "                   [--timeout SEC]\n"
@@ -54,6 +55,11 @@ static void usage(FILE *out)
             "  --sizes LO:HI    bytes (K, M suffixes; default 4:1M)\n"
             "  --iters N        iterations a size up to 4 KiB (default 50; "
             "fewer above)\n"
+            "  --passes N       measure each size N times, keep the least "
+            "(default 2)\n"
+            "  --margin PCT     MPI's own must be faster by more than PCT "
+            "percent to\n"
+            "                   take a call from libincoll (default 5)\n"
             "  --colls LIST     collectives (default all of them)\n"
             "  --forms LIST     blocking, nb or both (default both; nb "
             "stands for the\n"
@@ -75,6 +81,8 @@ int cmd_tune(int argc, char **argv)
         {"ppn", required_argument, NULL, 'p'},
         {"sizes", required_argument, NULL, 's'},
         {"iters", required_argument, NULL, 'i'},
+        {"passes", required_argument, NULL, 'P'},
+        {"margin", required_argument, NULL, 'm'},
         {"colls", required_argument, NULL, 'c'},
         {"forms", required_argument, NULL, 'F'},
         {"out", required_argument, NULL, 'o'},
@@ -83,6 +91,7 @@ int cmd_tune(int argc, char **argv)
         {NULL, 0, NULL, 0}};
     const char *np = NULL, *fabric = NULL, *link_rate = NULL, *radix = "4";
     const char *ppn = "1", *sizes = "4:1M", *iters = "50", *colls = NULL;
+    const char *passes = "2", *margin = "5";
     const char *forms = "blocking,nb", *out = NULL, *timeout = "3600";
     char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
     char shape[256], cmdline[1024], err[512];
@@ -118,6 +127,12 @@ int cmd_tune(int argc, char **argv)
             break;
         case 'i':
             iters = optarg;
+            break;
+        case 'P':
+            passes = optarg;
+            break;
+        case 'm':
+            margin = optarg;
             break;
         case 'c':
             colls = optarg;
@@ -203,6 +218,10 @@ int cmd_tune(int argc, char **argv)
     args[a++] = (char *)sizes;
     args[a++] = "--iters";
     args[a++] = (char *)iters;
+    args[a++] = "--passes";
+    args[a++] = (char *)passes;
+    args[a++] = "--margin";
+    args[a++] = (char *)margin;
     args[a++] = "--forms";
     args[a++] = (char *)forms;
     if (colls) {

@@ -46,9 +46,9 @@ enum {
     C_COUNT
 };
 static const char *const names[C_COUNT] = {
-    "allreduce", "reduce",  "bcast",
-    "barrier",   "allgather", "gather",
-    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
 static const char *const forms[3] = {"blocking", "nb", "persistent"};
 
 #define MAX_SIZES 16
@@ -57,8 +57,9 @@ static int rank, size, *sendb, *recvb, *counts;
 
 static void fail(int c, int f, long bytes, long i, int got, int want)
 {
-    fprintf(stderr, "tune: rank %d: %s %s of %ld bytes: int %ld is %d, want %d\n",
-            rank, names[c], forms[f], bytes, i, got, want);
+    fprintf(stderr,
+            "tune: rank %d: %s %s of %ld bytes: int %ld is %d, want %d\n", rank,
+            names[c], forms[f], bytes, i, got, want);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
@@ -90,14 +91,14 @@ static int start(int c, int f, int n, MPI_Request *rq)
     case C_BCAST:
         GO(Bcast, Ibcast, Bcast, recvb, n, MPI_INT, 0, w);
     case C_BARRIER:
-        return f == 0 ? MPI_Barrier(w) : f == 1 ? MPI_Ibarrier(w, rq)
-                                                : PI(Barrier, w);
+        return f == 0   ? MPI_Barrier(w)
+               : f == 1 ? MPI_Ibarrier(w, rq)
+                        : PI(Barrier, w);
     case C_ALLGATHER:
         GO(Allgather, Iallgather, Allgather, sendb, n, MPI_INT, recvb, n,
            MPI_INT, w);
     case C_GATHER:
-        GO(Gather, Igather, Gather, sendb, n, MPI_INT, recvb, n, MPI_INT, 0,
-           w);
+        GO(Gather, Igather, Gather, sendb, n, MPI_INT, recvb, n, MPI_INT, 0, w);
     case C_SCATTER:
         GO(Scatter, Iscatter, Scatter, sendb, n, MPI_INT, recvb, n, MPI_INT, 0,
            w);
@@ -241,8 +242,9 @@ int main(int argc, char **argv)
                     calls[c][f][s]++;
                 }
                 if (rc != MPI_SUCCESS) {
-                    fprintf(stderr, "tune: rank %d: %s %s of %ld bytes: "
-                                    "error %d\n",
+                    fprintf(stderr,
+                            "tune: rank %d: %s %s of %ld bytes: "
+                            "error %d\n",
                             rank, names[c], forms[f], sizes[s], rc);
                     MPI_Abort(MPI_COMM_WORLD, 1);
                 }

@@ -8,9 +8,9 @@
  * averaged per rank over the iterations, then over ranks. Every result is
  * checked outside the timing (a wrong one aborts the job).
  *
- *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--colls LIST]
- *                   [--forms blocking,nb] [--out FILE] [--shape TEXT]
- *                   [--cmd TEXT]
+ *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--passes N]
+ *                   [--margin PCT] [--colls LIST] [--forms blocking,nb]
+ *                   [--out FILE] [--shape TEXT] [--cmd TEXT]
  *
  * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
  * selection table uses (src/common/tune.h): the whole vector of an
@@ -20,13 +20,16 @@
  *
  *   tune: bcast blocking 1024 layer_us 201.3 mpi_us 402.7 mpi/layer 2.00 inc
  *
- * and with --out writes the selection table: for each collective and
- * form, the size ranges where MPI's own was faster ("mpi") or not
- * ("inc"); a measured size decides the sizes up to the next one, the
- * first from 0, the last and up; the nonblocking decision stands for the
- * persistent form too. `incoll tune` runs it with INCOLL_TUNE=all:*:inc,
- * so the layer's column is the call in libincoll; run with the layer's
- * defaults it measures the table in force against MPI's own.
+ * (each column the least of --passes measurements, default 2: a pass
+ * slowed by other work on the machine does not decide) and with --out
+ * writes the selection table: for each collective and form, the size
+ * ranges where MPI's own was faster by more than --margin percent
+ * (default 5, the run-to-run noise here: within it the network keeps
+ * the call) ("mpi") or not ("inc"); a measured size decides the sizes up to the
+ * next one, the first from 0, the last and up; the nonblocking decision stands
+ * for the persistent form too. `incoll tune` runs it with
+ * INCOLL_TUNE=all:*:inc, so the layer's column is the call in libincoll; run
+ * with the layer's defaults it measures the table in force against MPI's own.
  */
 #include <mpi.h>
 
@@ -269,7 +272,8 @@ static void write_entries(FILE *out, int c, const char *form, const long *sizes,
 int main(int argc, char **argv)
 {
     long lo = 4, hi = 1 << 20, sizes[MAX_SIZES];
-    int iters = 50, ns = 0, want[C_COUNT], forms[2] = {1, 1};
+    int iters = 50, ns = 0, want[C_COUNT], forms[2] = {1, 1}, passes = 2;
+    double margin = 5;
     int mpi[C_COUNT][2][MAX_SIZES];
     const char *out_path = NULL, *shape = "", *cmd = "";
     FILE *out = NULL;
@@ -288,6 +292,12 @@ int main(int argc, char **argv)
             i++;
         } else if (v && strcmp(a, "--iters") == 0) {
             iters = atoi(v);
+            i++;
+        } else if (v && strcmp(a, "--passes") == 0) {
+            passes = atoi(v);
+            i++;
+        } else if (v && strcmp(a, "--margin") == 0) {
+            margin = atof(v);
             i++;
         } else if (v && strcmp(a, "--out") == 0) {
             out_path = v;
@@ -321,9 +331,11 @@ int main(int argc, char **argv)
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    if (lo < 4 || hi < lo || hi > (64l << 20) || iters < 1) {
+    if (lo < 4 || hi < lo || hi > (64l << 20) || iters < 1 || passes < 1 ||
+        passes > 100 || margin < 0 || margin > 1000) {
         if (rank == 0)
-            fprintf(stderr, "tune: bad --sizes or --iters\n");
+            fprintf(stderr, "tune: bad --sizes, --iters, --passes or "
+                            "--margin\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     for (long s = lo; s <= hi && ns < MAX_SIZES; s *= 4)
@@ -344,15 +356,20 @@ int main(int argc, char **argv)
                 long it_n =
                     (long)iters * 4096 / (sizes[k] > 4096 ? sizes[k] : 4096);
                 int it = it_n < 4 ? 4 : (int)it_n;
-                double avg[2];
+                double avg[2] = {0, 0};
                 if (c == C_BARRIER && k > 0) {
                     mpi[c][nb][k] = mpi[c][nb][0];
                     continue;
                 }
                 for (int r = 0; r < size; r++)
                     counts[r] = n;
-                measure(c, n, nb, it, avg);
-                mpi[c][nb][k] = avg[0] < avg[1];
+                for (int p = 0; p < passes; p++) {
+                    double one[2];
+                    measure(c, n, nb, it, one);
+                    for (int q = 0; q < 2; q++)
+                        avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
+                }
+                mpi[c][nb][k] = avg[0] * (1 + margin / 100) < avg[1];
                 if (rank == 0) {
                     printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
                            "%10.1f mpi/layer %5.2f %s\n",
@@ -377,8 +394,9 @@ int main(int argc, char **argv)
         fprintf(out,
                 "# incoll selection table (src/common/tune.h), made by\n"
                 "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
-                "above 4 KiB)\n",
-                cmd[0] ? cmd : "incoll-tune-mpi", when, size, iters);
+                "above 4 KiB), least of %d passes, margin %g%%\n",
+                cmd[0] ? cmd : "incoll-tune-mpi", when, size, iters, passes,
+                margin);
         fprintf(out, "shape %s%sranks=%d\n", shape, shape[0] ? " " : "", size);
         for (int c = 0; c < C_COUNT; c++) {
             int nsz = c == C_BARRIER ? 1 : ns;
