@@ -340,6 +340,7 @@ static int slurm_body(cluster_t *c)
              "admin_secret=%s/admin.secret preload=%s/libincoll_mpi.so "
              "quota=default:0:0 quota=tiny:1:8 quota=big:8:256 "
              "env=INCOLL_HOSTS=h0,h1,h2,h3 env=INCOLL_MPI_STATS=1 "
+             "env=INCOLL_TUNE_FILE=none "
              "timeout_ms=2000 state_dir=%s/incoll-state\n",
              c->lib, c->mgr, c->secret, c->dir, c->lib, c->dir);
     snprintf(path, sizeof(path), "%s/plugstack.conf", c->dir);
