@@ -60,6 +60,11 @@ static const char *mpi_ready(mpi_kind_t kind, const char *prog)
     const char *env = getenv("INCOLL_TEST_PROGDIR");
     char path[PATH_MAX + 64];
 
+    /* The jobs of these tests exercise the offload paths: every call goes
+     * to libincoll whatever the built-in selection table would choose
+     * (the tune tests set their own table). */
+    setenv("INCOLL_TUNE_FILE", "none", 1);
+    unsetenv("INCOLL_TUNE");
     snprintf(libdir, sizeof(libdir), "%s/../lib", test_bindir());
     snprintf(mpi_progdir, sizeof(mpi_progdir), "%s/%s",
              env ? env : "build/tests", kind == MPI_OMPI ? "mpi" : "mpi-mpich");
@@ -146,10 +151,7 @@ static void job_env(mpi_kind_t kind, const char *fabric)
     unsetenv("INCOLL_MGR");
     setenv("INCOLL_MPI_STATS", "1", 1);
     setenv("INCOLL_MPI_VERBOSE", "1", 1);
-    /* These jobs test the offload paths: every call goes to libincoll,
-     * whatever the selection table would choose (the tune tests below
-     * test the table). */
-    setenv("INCOLL_TUNE_FILE", "none", 1);
+    setenv("INCOLL_TUNE_FILE", "none", 1); /* as in mpi_ready */
     unsetenv("INCOLL_TUNE");
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
