@@ -2461,3 +2461,46 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
     test_fabric_down(dir);
     return ret;
 }
+
+/*
+ * A bad INCOLL_TUNE entry at rank 0: the error names the item and what is
+ * wrong, once, at the default log level; the layer stays off on every
+ * rank (nothing offloaded, reason off) and the program's answers are
+ * right. The other ranks say rank 0 decides.
+ */
+TEST(mpi_ompi_tune_bad, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int rc, ret = TEST_PASSED;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-bad", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_MPI_VERBOSE");
+    unsetenv("INCOLL_TUNE_FILE");
+    setenv("INCOLL_TUNE", "bcast:0-4K:mpi,gather:nb:1K-:host", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "64", out);
+    unsetenv("INCOLL_TUNE");
+    test_fabric_down(dir);
+    text = slurp(out);
+    if (rc != 0 || !strstr(text, "tune: ok") ||
+        count_of(text, "rank 0: error: mpi: selection table: INCOLL_TUNE "
+                       "item 2 'gather:nb:1K-:host': unknown path 'host' "
+                       "(inc or mpi): offload off") != 1 ||
+        count_of(text, "rank 0's settings decide") != 2 ||
+        stat_of(text, "bcast", "off") <= 0 ||
+        stat_of(text, "allreduce", "offloaded") != 0) {
+        fprintf(stderr,
+                "    exit %d, want the error once and nothing "
+                "offloaded: %.3000s\n",
+                rc, text);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}

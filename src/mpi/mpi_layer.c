@@ -350,7 +350,10 @@ static int32_t parse_colls(const char *text)
     return mask;
 }
 
-static void cfg_read(mpi_cfg_t *cfg)
+/* follow: rank 0's knobs and table will replace these (a rank other
+ * than 0 at MPI_Init): a table this rank cannot read is then only
+ * noted (rank 0's own says what happens). */
+static void cfg_read(mpi_cfg_t *cfg, int follow)
 {
     char err[512];
 
@@ -377,8 +380,13 @@ static void cfg_read(mpi_cfg_t *cfg)
     if (tune_load(&L.tune, setting_str(SETTING_TUNE_FILE),
                   setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
                   sizeof(err)) != 0) {
-        incoll_error("mpi: selection table: %s: offload off", err);
-        cfg->enable = 0;
+        if (follow) {
+            incoll_warn("mpi: selection table: %s: rank 0's settings decide",
+                        err);
+        } else {
+            incoll_error("mpi: selection table: %s: offload off", err);
+            cfg->enable = 0;
+        }
     }
 }
 
@@ -974,7 +982,7 @@ void mpi_layer_bootstrap(int from_init)
     log_set_name(who);
     PMPI_Query_thread(&provided);
     L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
-    cfg_read(&L.cfg);
+    cfg_read(&L.cfg, from_init && L.rank != 0);
     if (from_init) {
         /* Rank 0's job id and knobs rule, so every rank decides alike. */
         mpi_cfg_t cfg = L.cfg;
