@@ -149,6 +149,8 @@ static void params_from_settings(mgr_params_t *p, int env)
     p->recover_ms = (uint32_t)(setting_num(SETTING_MGR_RECOVER_MS, env) / ms);
     p->request_ms = (uint32_t)(setting_num(SETTING_MGR_REQUEST_MS, env) / ms);
     p->auth_ms = (uint32_t)(setting_num(SETTING_MGR_AUTH_MS, env) / ms);
+    p->peer_timeout_ms =
+        (uint32_t)(setting_num(SETTING_MGR_PEER_TIMEOUT_MS, env) / ms);
     p->frame_ms = (uint32_t)(setting_num(SETTING_MGR_FRAME_MS, env) / ms);
     p->rx_budget = setting_num(SETTING_MGR_RX_BUDGET, env);
     p->job_rx_budget = setting_num(SETTING_MGR_JOB_RX_BUDGET, env);
@@ -651,6 +653,30 @@ static void on_readable(mgr_t *m, conn_t *c)
         conn_kill(m, c, close_why);
 }
 
+/*
+ * A peer whose machine dies or is cut off sends no FIN: without probes
+ * its connection would sit idle for ever and its job's groups with it
+ * (the connection's end is what starts INCOLL_MGR_HOST_GRACE_MS). TCP
+ * keepalive probes an idle connection from half the timeout on, three
+ * times in the other half, and TCP_USER_TIMEOUT closes one whose data or
+ * probes stay unanswered for the timeout; a live peer's kernel answers
+ * the probes, whatever its process does.
+ */
+static void peer_timeout(int fd, uint32_t ms)
+{
+    int on = 1, idle = (int)(ms / 2000), intvl = (int)(ms / 6000), cnt = 3;
+    unsigned tmo = ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
+}
+
 /* Takes the listener out of the epoll set for ms (0: until a connection
 
  * goes or authenticates), so a full house does not wake the loop. */
@@ -808,6 +834,7 @@ static void on_accept(mgr_t *m)
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        peer_timeout(fd, m->p.peer_timeout_ms);
         c->id = ++m->next_conn_id;
         c->peer_ip = ntohl(sa.sin_addr.s_addr);
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
@@ -978,6 +1005,8 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
     m->rl_frame = (ratelog_t){"frame warnings", 10, 0, 0, 0};
     if (m->p.frame_ms == 0)
         m->p.frame_ms = 10000;
+    if (m->p.peer_timeout_ms == 0)
+        m->p.peer_timeout_ms = 15000;
     {
         /* Connections get what the descriptor limit leaves. */
         struct rlimit rl;
