@@ -2226,6 +2226,7 @@ static int vanish_body(void)
     CHECK_MSG(took >= 0, "12 s after its machine vanished the manager still "
                          "held the job");
     CHECK(stat_value(&f, "manager ", "groups") == 0);
+    CHECK(stat_value(&f, "manager ", "conns_timed_out") == 2);
     for (int r = 0; r < 2; r++) {
         /* Reset, not a FIN that would be sent again for minutes. */
         struct linger lg = {1, 0};

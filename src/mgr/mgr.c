@@ -121,6 +121,7 @@ struct mgr {
         uint64_t conns_evicted;
         uint64_t conns_shed;
         uint64_t conns_slow;
+        uint64_t conns_timed_out;
         uint64_t frames_late;
         uint64_t frames_refused;
         uint64_t auth_failures;
@@ -471,6 +472,15 @@ static void conn_kill(mgr_t *m, conn_t *c, const char *why)
         mgr_core_peer_closed(m->core, peer, why, now_ms());
 }
 
+/* Sending to c failed: closes it, counting a peer that stopped answering
+ * (peer_timeout()). */
+static void conn_send_failed(mgr_t *m, conn_t *c)
+{
+    if (errno == ETIMEDOUT)
+        m->ctr.conns_timed_out++;
+    conn_kill(m, c, "send failed");
+}
+
 /* ---- the core's callbacks ---- */
 
 /* Queues a message; a peer that stopped reading is dropped. */
@@ -490,7 +500,7 @@ static void core_send(void *arg, void *user, uint16_t type, const void *body,
         return;
     }
     if (mgr_stream_flush(&c->st) != 0) {
-        conn_kill(m, c, "send failed");
+        conn_send_failed(m, c);
         return;
     }
     conn_tx_note(m, c);
@@ -517,6 +527,7 @@ static void core_io_stats(void *arg, mgr_io_stats_t *s)
     s->rx_buffered = m->rx_reserved;
     s->tx_queued = m->tx_queued;
     s->conns_slow = m->ctr.conns_slow;
+    s->conns_timed_out = m->ctr.conns_timed_out;
     s->frames_late = m->ctr.frames_late;
     s->frames_refused = m->ctr.frames_refused;
     s->auth_failures = m->ctr.auth_failures;
@@ -594,6 +605,10 @@ static void on_readable(mgr_t *m, conn_t *c)
     const char *close_why = why;
     int frames = 0;
 
+    /* The peer stopped answering (peer_timeout()). */
+    if (closed && why && strcmp(why, strerror(ETIMEDOUT)) == 0)
+        m->ctr.conns_timed_out++;
+
     /* Frames that arrived before an end of stream still count. */
     for (;;) {
         uint16_t type;
@@ -644,7 +659,7 @@ static void on_readable(mgr_t *m, conn_t *c)
     if (!closed && conn_account(m, c, frames > 0) != 0)
         return;
     if (mgr_stream_flush(&c->st) != 0) {
-        conn_kill(m, c, "send failed");
+        conn_send_failed(m, c);
         return;
     }
     conn_tx_note(m, c);
@@ -1191,7 +1206,7 @@ int mgr_run(mgr_t *m)
                     on_readable(m, c);
                 if (!c->dead && (ev[i].events & EPOLLOUT)) {
                     if (mgr_stream_flush(&c->st) != 0) {
-                        conn_kill(m, c, "send failed");
+                        conn_send_failed(m, c);
                     } else {
                         conn_tx_note(m, c);
                         conn_watch_out(m, c);
