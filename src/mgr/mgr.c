@@ -598,6 +598,30 @@ static int conn_account(mgr_t *m, conn_t *c, int began)
     return 0;
 }
 
+/*
+ * A peer whose machine dies or is cut off sends no FIN: without probes
+ * its connection would sit idle for ever and its job's groups with it
+ * (the connection's end is what starts INCOLL_MGR_HOST_GRACE_MS). TCP
+ * keepalive probes an idle connection from half the timeout on, three
+ * times in the other half, and TCP_USER_TIMEOUT closes one whose data or
+ * probes stay unanswered for the timeout; a live peer's kernel answers
+ * the probes, whatever its process does.
+ */
+static void peer_timeout(int fd, uint32_t ms)
+{
+    int on = 1, idle = (int)(ms / 2000), intvl = (int)(ms / 6000), cnt = 3;
+    unsigned tmo = ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
+}
+
 static void on_readable(mgr_t *m, conn_t *c)
 {
     const char *why = NULL;
@@ -637,6 +661,9 @@ static void on_readable(mgr_t *m, conn_t *c)
                 if (m->listen_resting)
                     m->listen_resume = 0;
             }
+            /* Probed from now on; until now the handshake's deadline
+             * bounds it (and a flood costs no more system calls). */
+            peer_timeout(c->st.fd, m->p.peer_timeout_ms);
             c->st.max_frame = role_max_frame(c->st.role);
             if (c->st.role == MGR_ROLE_TOOL)
                 c->st.tx_limit = TOOL_TX_LIMIT;
@@ -666,30 +693,6 @@ static void on_readable(mgr_t *m, conn_t *c)
     conn_watch_out(m, c);
     if (closed)
         conn_kill(m, c, close_why);
-}
-
-/*
- * A peer whose machine dies or is cut off sends no FIN: without probes
- * its connection would sit idle for ever and its job's groups with it
- * (the connection's end is what starts INCOLL_MGR_HOST_GRACE_MS). TCP
- * keepalive probes an idle connection from half the timeout on, three
- * times in the other half, and TCP_USER_TIMEOUT closes one whose data or
- * probes stay unanswered for the timeout; a live peer's kernel answers
- * the probes, whatever its process does.
- */
-static void peer_timeout(int fd, uint32_t ms)
-{
-    int on = 1, idle = (int)(ms / 2000), intvl = (int)(ms / 6000), cnt = 3;
-    unsigned tmo = ms;
-    if (idle < 1)
-        idle = 1;
-    if (intvl < 1)
-        intvl = 1;
-    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
 }
 
 /* Takes the listener out of the epoll set for ms (0: until a connection
@@ -849,7 +852,6 @@ static void on_accept(mgr_t *m)
             continue;
         }
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        peer_timeout(fd, m->p.peer_timeout_ms);
         c->id = ++m->next_conn_id;
         c->peer_ip = ntohl(sa.sin_addr.s_addr);
         inet_ntop(AF_INET, &sa.sin_addr, ip, sizeof(ip));
