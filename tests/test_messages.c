@@ -33,11 +33,10 @@ static void one_host_fabric(void)
     f = fopen(conf, "w");
     if (f == NULL)
         return;
-    fprintf(f,
-            "fabric hosts=1 radix=2 levels=1 admin_key=0x1\n"
-            "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n"
-            "host rank=0 leaf=l0 addr=127.0.0.1\n"
-            "group id=1 key=0x5b98bc66794275c9 slots=8 payload=8192\n");
+    fprintf(f, "fabric hosts=1 radix=2 levels=1 admin_key=0x1\n"
+               "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n"
+               "host rank=0 leaf=l0 addr=127.0.0.1\n"
+               "group id=1 key=0x5b98bc66794275c9 slots=8 payload=8192\n");
     fclose(f);
     setenv("INCOLL_FABRIC", test_tmpdir(), 1);
     setenv("INCOLL_RANK", "0", 1);
