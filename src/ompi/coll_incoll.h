@@ -131,6 +131,9 @@ void ci_module_progress_off(void);
 /* Brings libincoll up at the world's enable (collective over the world,
  * through the module below's broadcast); 0 or -1 with off_why set. */
 int ci_context_up(mca_coll_incoll_module_t *m);
+/* Every rank of comm gets the minimum of the ranks' *v (min = 1) or rank
+ * 0's (0), by point-to-point messages; at enable. OMPI code. */
+int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min);
 /* Counts a call. */
 void ci_count(ci_coll_t coll, ci_where_t where);
 /* "coll/incoll: ..." on stderr when the component's verbosity is at least

@@ -339,7 +339,7 @@ int ci_context_up(mca_coll_incoll_module_t *m)
 {
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     incoll_init_params_t params;
-    uint64_t job = 0;
+    int64_t job = 0;
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     incoll_status_t status;
@@ -347,8 +347,7 @@ int ci_context_up(mca_coll_incoll_module_t *m)
 
     if (m->rank == 0 && getrandom(&job, sizeof(job), 0) != sizeof(job))
         job = (uint64_t)getpid() << 20 ^ (uint64_t)time(NULL);
-    rc = m->below.bcast(&job, 1, MPI_UINT64_T, 0, m->comm,
-                        m->below.bcast_module);
+    rc = ci_exchange(m->comm, &job, 0);
     if (rc != OMPI_SUCCESS) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "the job id's broadcast failed (%d)", rc);
@@ -359,7 +358,7 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     params.rank = m->rank;
     params.size = m->size;
     if (getenv("INCOLL_JOB") == NULL) {
-        snprintf(cm->job, sizeof(cm->job), "0x%016" PRIx64, job);
+        snprintf(cm->job, sizeof(cm->job), "0x%016" PRIx64, (uint64_t)job);
         params.field_mask |= INCOLL_INIT_FIELD_JOB;
         params.job = cm->job;
     }

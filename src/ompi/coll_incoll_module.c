@@ -27,6 +27,8 @@
 #include "mpi/mpi_layer.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/group/group.h"
+#include "ompi/mca/coll/base/coll_tags.h"
+#include "ompi/mca/pml/pml.h"
 #include "opal/runtime/opal_progress.h"
 
 /* ---- datatypes (the MPI layer's tables, built at the first call) ---- */
@@ -359,7 +361,12 @@ typedef struct ci_req {
     int freed;  /* the program freed it while active */
     struct ci_req *next;
 } ci_req_t;
-static OBJ_CLASS_INSTANCE(ci_req_t, ompi_request_t, NULL, NULL);
+/* OBJ_NEW does not zero: the fields after super start cleared. */
+static void req_construct(ci_req_t *r)
+{
+    memset((char *)r + sizeof(r->super), 0, sizeof(*r) - sizeof(r->super));
+}
+static OBJ_CLASS_INSTANCE(ci_req_t, ompi_request_t, req_construct, NULL);
 
 static pthread_mutex_t active_mu = PTHREAD_MUTEX_INITIALIZER;
 static ci_req_t *active_head;
@@ -367,6 +374,7 @@ static int progress_on;
 
 static void req_release(ci_req_t *r)
 {
+
     if (r->ireq && r->super.req_persistent)
         incoll_req_free(r->ireq);
     r->ireq = NULL;
@@ -914,6 +922,81 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
 CI_ROOTED(gather, CI_GATHER)
 CI_ROOTED(scatter, CI_SCATTER)
 
+
+/* ---- agreeing at enable ---- */
+
+/* The tag of the component's messages at enable (one below the range
+ * Open MPI gives coll/hcoll). */
+#define CI_TAG (MCA_COLL_BASE_TAG_HCOLL_END + 1)
+
+static int wait_all(ompi_request_t **reqs, int n)
+{
+    int rc = OMPI_SUCCESS;
+    for (int i = 0; i < n; i++) {
+        while (!REQUEST_COMPLETE(reqs[i]))
+            opal_progress();
+        if (reqs[i]->req_status.MPI_ERROR != MPI_SUCCESS)
+            rc = reqs[i]->req_status.MPI_ERROR;
+        ompi_request_free(&reqs[i]);
+    }
+    return rc;
+}
+
+/*
+ * Every rank of comm gets the minimum of the ranks' *v (min = 1) or rank
+ * 0's (min = 0). Point-to-point through the PML, progressed here: enable
+ * runs inside opal_progress when a communicator is activated (dup, split),
+ * where a blocking collective of the module below would wait for a
+ * progress that never comes under MPI_THREAD_MULTIPLE.
+ */
+int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
+{
+    int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm);
+    ompi_request_t **reqs;
+    int64_t *vals;
+    int rc = OMPI_SUCCESS;
+
+    if (rank != 0) {
+        ompi_request_t *req[1];
+        rc = MCA_PML_CALL(isend(v, 1, MPI_INT64_T, 0, CI_TAG,
+                                MCA_PML_BASE_SEND_STANDARD, comm, &req[0]));
+        if (rc == OMPI_SUCCESS)
+            rc = wait_all(req, 1);
+        if (rc == OMPI_SUCCESS)
+            rc = MCA_PML_CALL(irecv(v, 1, MPI_INT64_T, 0, CI_TAG, comm, &req[0]));
+        if (rc == OMPI_SUCCESS)
+            rc = wait_all(req, 1);
+        return rc;
+    }
+    reqs = malloc(sizeof(*reqs) * (size_t)size);
+    vals = malloc(sizeof(*vals) * (size_t)size);
+    if (reqs == NULL || vals == NULL) {
+        /* the others wait for an answer: give one */
+        *v = 0;
+        rc = OMPI_ERR_OUT_OF_RESOURCE;
+    }
+    for (int r = 1; r < size && reqs && vals; r++)
+        if (MCA_PML_CALL(irecv(&vals[r], 1, MPI_INT64_T, r, CI_TAG, comm,
+                               &reqs[r - 1])) != OMPI_SUCCESS)
+            return OMPI_ERROR;
+    if (reqs && vals) {
+        rc = wait_all(reqs, size - 1);
+        for (int r = 1; r < size && min; r++)
+            if (vals[r] < *v)
+                *v = vals[r];
+        for (int r = 1; r < size; r++)
+            if (MCA_PML_CALL(isend(v, 1, MPI_INT64_T, r, CI_TAG,
+                                   MCA_PML_BASE_SEND_STANDARD, comm,
+                                   &reqs[r - 1])) != OMPI_SUCCESS)
+                return OMPI_ERROR;
+        if (wait_all(reqs, size - 1) != OMPI_SUCCESS)
+            rc = OMPI_ERROR;
+    }
+    free(reqs);
+    free(vals);
+    return rc;
+}
+
 /* ---- enable, and the module's life ---- */
 
 #define CI_EACH(X)                                                             \
@@ -996,7 +1079,8 @@ static int module_enable(mca_coll_base_module_t *module,
     mca_coll_incoll_module_t *m = M(module);
     int world = comm == &ompi_mpi_comm_world.comm;
     const char *why = NULL;
-    int ok, all = 0, rc;
+    int ok;
+    int64_t all;
 
     m->comm = comm;
     m->rank = ompi_comm_rank(comm);
@@ -1014,9 +1098,6 @@ static int module_enable(mca_coll_base_module_t *module,
 #undef CI_HAS
     if (!ok) {
         why = "the component below lacks a collective";
-        /* the world must still agree: the allreduce below is there */
-        if (m->below.allreduce == NULL)
-            return OMPI_ERROR;
     } else {
         m->icomm = icomm_make(m, &why);
         ok = m->icomm != NULL;
@@ -1024,9 +1105,8 @@ static int module_enable(mca_coll_base_module_t *module,
             ok = 0;
     }
     /* one decision on every rank */
-    rc = m->below.allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm,
-                            m->below.allreduce_module);
-    if (rc != OMPI_SUCCESS)
+    all = ok;
+    if (ci_exchange(comm, &all, 1) != OMPI_SUCCESS)
         all = 0;
     if (!all) {
         if (ok)
@@ -1040,7 +1120,12 @@ static int module_enable(mca_coll_base_module_t *module,
                 incoll_finalize(cm->ctx);
             cm->ctx = NULL;
             cm->world = NULL;
-            snprintf(cm->off_why, sizeof(cm->off_why), "%s", why);
+            if (why != cm->off_why) {
+                char tmp[sizeof(cm->off_why)];
+                snprintf(tmp, sizeof(tmp), "%s", why);
+                snprintf(cm->off_why, sizeof(cm->off_why), "%s", tmp);
+            }
+            why = cm->off_why;
             if (m->rank == 0 && !cm->warned) {
                 ci_log(0,
                        "a fabric is configured but MPI_COMM_WORLD is not "
