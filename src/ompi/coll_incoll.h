@@ -67,6 +67,7 @@ typedef struct {
     uint32_t colls_mask;
     char off_why[1024]; /* why the component is off in this process */
     int warned;
+    int layer_aside; /* the PMPI layer is preloaded */
     incoll_ctx_h ctx;
     incoll_comm_h world;
     char job[32];
@@ -122,8 +123,7 @@ typedef struct {
 OBJ_CLASS_DECLARATION(mca_coll_incoll_module_t);
 
 /* The module for comm, or NULL with the reason given (verbose). */
-mca_coll_base_module_t *ci_comm_query(ompi_communicator_t *comm,
-                                      int *priority);
+mca_coll_base_module_t *ci_comm_query(ompi_communicator_t *comm, int *priority);
 /* A new module for comm (enabled later by Open MPI), or NULL. */
 mca_coll_base_module_t *ci_module_new(ompi_communicator_t *comm);
 /* Stops the progress callback (the component's close). */

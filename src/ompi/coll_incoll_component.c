@@ -21,9 +21,9 @@
 #include "opal/mca/base/mca_base_var.h"
 
 static const char *const coll_names[CI_COUNT] = {
-    "allreduce", "reduce",  "bcast",
-    "barrier",   "allgather", "gather",
-    "scatter",   "reduce_scatter_block", "reduce_scatter"};
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
 
 static char default_colls[] =
     "allreduce,reduce,bcast,barrier,allgather,gather,scatter,"
@@ -73,7 +73,8 @@ static int64_t parse_colls(const char *text)
             found = 1;
         }
         for (int c = 0; c < CI_COUNT && !found; c++)
-            if (strlen(coll_names[c]) == n && strncmp(p, coll_names[c], n) == 0) {
+            if (strlen(coll_names[c]) == n &&
+                strncmp(p, coll_names[c], n) == 0) {
                 mask |= 1u << c;
                 found = 1;
             }
@@ -149,9 +150,9 @@ static int incoll_register(void)
         MCA_BASE_VAR_SCOPE_READONLY, &cm->max_bytes);
     cm->min_ranks = 2;
     (void)mca_base_component_var_register(
-        c, "min_ranks",
-        "Smallest communicator coll/incoll takes", MCA_BASE_VAR_TYPE_INT, NULL,
-        0, 0, OPAL_INFO_LVL_4, MCA_BASE_VAR_SCOPE_READONLY, &cm->min_ranks);
+        c, "min_ranks", "Smallest communicator coll/incoll takes",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &cm->min_ranks);
     cm->stats = false;
     (void)mca_base_component_var_register(
         c, "stats",
@@ -250,11 +251,14 @@ static int incoll_init_query(bool enable_progress_threads,
         major != OMPI_MAJOR_VERSION || minor != OMPI_MINOR_VERSION) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "built against Open MPI %d.%d but running under '%.100s': "
-                 "rebuild incoll against this Open MPI, or use the PMPI "
-                 "layer (incoll mpirun --layer pmpi)",
+                 "coll/incoll stands aside (rebuild incoll against this Open "
+                 "MPI, or preload the PMPI layer libincoll_mpi.so instead, "
+                 "docs/ompi.md)",
                  OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION, text);
-        cm->warned = 0;
-        ci_log(0, "%s", cm->off_why);
+        /* once per job: the launcher numbers the processes */
+        if (getenv("OMPI_COMM_WORLD_RANK") == NULL ||
+            strcmp(getenv("OMPI_COMM_WORLD_RANK"), "0") == 0)
+            ci_log(0, "%s", cm->off_why);
         cm->warned = 1;
         return OMPI_SUCCESS;
     }
@@ -263,6 +267,7 @@ static int incoll_init_query(bool enable_progress_threads,
                  "the PMPI layer %.300s is preloaded and runs the "
                  "collectives itself; coll/incoll stands aside",
                  path);
+        cm->layer_aside = 1;
         return OMPI_SUCCESS;
     }
     mask = parse_colls(cm->colls);
@@ -275,8 +280,8 @@ static int incoll_init_query(bool enable_progress_threads,
         return OMPI_SUCCESS;
     }
     cm->colls_mask = (uint32_t)mask;
-    if (cm->fabric[0] == '\0' && cm->mgr[0] == '\0' && !getenv("INCOLL_FABRIC") &&
-        !getenv("INCOLL_MGR")) {
+    if (cm->fabric[0] == '\0' && cm->mgr[0] == '\0' &&
+        !getenv("INCOLL_FABRIC") && !getenv("INCOLL_MGR")) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "no fabric configured (coll_incoll_fabric, coll_incoll_mgr, "
                  "INCOLL_FABRIC and INCOLL_MGR are unset)");
@@ -313,10 +318,13 @@ mca_coll_base_module_t *ci_comm_query(ompi_communicator_t *comm, int *priority)
         why = "libincoll is not up on MPI_COMM_WORLD";
     if (why) {
         if (world && !cm->warned && offload_wanted() && my_rank == 0) {
-            ci_log(0,
-                   "a fabric is configured but MPI_COMM_WORLD is not "
-                   "offloaded, Open MPI's own collectives run: %s",
-                   why);
+            if (cm->layer_aside)
+                ci_log(0, "%s", why);
+            else
+                ci_log(0,
+                       "a fabric is configured but MPI_COMM_WORLD is not "
+                       "offloaded, Open MPI's own collectives run: %s",
+                       why);
             cm->warned = 1;
         } else {
             ci_log(world ? 1 : 2, "%s (%d ranks): not taken: %s",
@@ -398,8 +406,8 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     if (status != INCOLL_OK) {
         incoll_finalize(cm->ctx);
         cm->ctx = NULL;
-        snprintf(cm->off_why, sizeof(cm->off_why),
-                 "no world communicator: %s", incoll_status_string(status));
+        snprintf(cm->off_why, sizeof(cm->off_why), "no world communicator: %s",
+                 incoll_status_string(status));
         return -1;
     }
     return 0;

@@ -277,8 +277,8 @@ static incoll_status_t launch(incoll_comm_h ic, const ci_plan_t *p,
     size_t n = p->count;
 
 #define CI_FORMS(blocking, nb, init, ...)                                      \
-    (form == F_BLOCKING ? blocking(__VA_ARGS__)                               \
-     : form == F_NB     ? nb(__VA_ARGS__, req_p)                              \
+    (form == F_BLOCKING ? blocking(__VA_ARGS__)                                \
+     : form == F_NB     ? nb(__VA_ARGS__, req_p)                               \
                         : init(__VA_ARGS__, req_p))
     switch (p->coll) {
     case CI_ALLREDUCE:
@@ -330,8 +330,8 @@ static int finish(mca_coll_incoll_module_t *m, ci_plan_t *p,
         rc = mpi_side_unpack(&p->out.side, p->out.at);
     ci_count(p->coll, incoll_comm_offloaded(m->icomm, NULL) ? CI_NET : CI_HOST);
     if (status != INCOLL_OK)
-        ci_log(0, "%s on %s failed: %s", ci_coll_name(p->coll),
-               m->comm->c_name, incoll_status_string(status));
+        ci_log(0, "%s on %s failed: %s", ci_coll_name(p->coll), m->comm->c_name,
+               incoll_status_string(status));
     return rc;
 }
 
@@ -676,8 +676,8 @@ static int ci_reduce_init(const void *sbuf, void *rbuf, int count,
 {
     ci_plan_t p;
     if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
-        return BELOW(M(mod), reduce_init, sbuf, rbuf, count, dt, op, root,
-                     comm, info, req);
+        return BELOW(M(mod), reduce_init, sbuf, rbuf, count, dt, op, root, comm,
+                     info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -740,25 +740,26 @@ static int ci_rsb_init(const void *sbuf, void *rbuf, int count,
 }
 
 static int ci_rs(const void *sbuf, void *rbuf, const int *counts,
-                 ompi_datatype_t *dt, struct ompi_op_t *op, ompi_communicator_t *comm,
-                 mca_coll_base_module_t *mod)
+                 ompi_datatype_t *dt, struct ompi_op_t *op,
+                 ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
-    if (count < 0 || !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count,
-                               dt, op, &p))
+    if (count < 0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
     return run(M(mod), &p, F_BLOCKING, NULL);
 }
 
 static int ci_irs(const void *sbuf, void *rbuf, const int *counts,
-                  ompi_datatype_t *dt, struct ompi_op_t *op, ompi_communicator_t *comm,
-                  ompi_request_t **req, mca_coll_base_module_t *mod)
+                  ompi_datatype_t *dt, struct ompi_op_t *op,
+                  ompi_communicator_t *comm, ompi_request_t **req,
+                  mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
-    if (count < 0 || !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count,
-                               dt, op, &p))
+    if (count < 0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), ireduce_scatter, sbuf, rbuf, counts, dt, op, comm,
                      req);
     return run(M(mod), &p, F_NB, req);
@@ -771,8 +772,8 @@ static int ci_rs_init(const void *sbuf, void *rbuf, const int *counts,
 {
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
-    if (count < 0 || !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count,
-                               dt, op, &p))
+    if (count < 0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), reduce_scatter_init, sbuf, rbuf, counts, dt, op,
                      comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -883,7 +884,7 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
 
 /* gather and scatter: the same three forms */
 #define CI_ROOTED(name, COLL)                                                  \
-    static int ci_##name(const void *sbuf, int scount, ompi_datatype_t *sdt,  \
+    static int ci_##name(const void *sbuf, int scount, ompi_datatype_t *sdt,   \
                          void *rbuf, int rcount, ompi_datatype_t *rdt,         \
                          int root, ompi_communicator_t *comm,                  \
                          mca_coll_base_module_t *mod)                          \
@@ -895,7 +896,7 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                          root, comm);                                          \
         return run(M(mod), &p, F_BLOCKING, NULL);                              \
     }                                                                          \
-    static int ci_i##name(const void *sbuf, int scount, ompi_datatype_t *sdt, \
+    static int ci_i##name(const void *sbuf, int scount, ompi_datatype_t *sdt,  \
                           void *rbuf, int rcount, ompi_datatype_t *rdt,        \
                           int root, ompi_communicator_t *comm,                 \
                           ompi_request_t **req, mca_coll_base_module_t *mod)   \
@@ -921,7 +922,6 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
     }
 CI_ROOTED(gather, CI_GATHER)
 CI_ROOTED(scatter, CI_SCATTER)
-
 
 /* ---- agreeing at enable ---- */
 
@@ -963,7 +963,8 @@ int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
         if (rc == OMPI_SUCCESS)
             rc = wait_all(req, 1);
         if (rc == OMPI_SUCCESS)
-            rc = MCA_PML_CALL(irecv(v, 1, MPI_INT64_T, 0, CI_TAG, comm, &req[0]));
+            rc = MCA_PML_CALL(
+                irecv(v, 1, MPI_INT64_T, 0, CI_TAG, comm, &req[0]));
         if (rc == OMPI_SUCCESS)
             rc = wait_all(req, 1);
         return rc;
@@ -1000,13 +1001,15 @@ int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
 /* ---- enable, and the module's life ---- */
 
 #define CI_EACH(X)                                                             \
-    X(allreduce) X(reduce) X(bcast) X(barrier) X(allgather) X(gather)         \
-    X(scatter) X(reduce_scatter_block) X(reduce_scatter) X(iallreduce)        \
-    X(ireduce) X(ibcast) X(ibarrier) X(iallgather) X(igather) X(iscatter)     \
-    X(ireduce_scatter_block) X(ireduce_scatter) X(allreduce_init)             \
-    X(reduce_init) X(bcast_init) X(barrier_init) X(allgather_init)            \
-    X(gather_init) X(scatter_init) X(reduce_scatter_block_init)               \
-    X(reduce_scatter_init)
+    X(allreduce)                                                               \
+    X(reduce) X(bcast) X(barrier) X(allgather) X(gather) X(scatter)            \
+        X(reduce_scatter_block) X(reduce_scatter) X(iallreduce) X(ireduce)     \
+            X(ibcast) X(ibarrier) X(iallgather) X(igather) X(iscatter)         \
+                X(ireduce_scatter_block) X(ireduce_scatter) X(allreduce_init)  \
+                    X(reduce_init) X(bcast_init) X(barrier_init)               \
+                        X(allgather_init) X(gather_init) X(scatter_init)       \
+                            X(reduce_scatter_block_init)                       \
+                                X(reduce_scatter_init)
 
 static void module_construct(mca_coll_incoll_module_t *m)
 {
@@ -1134,14 +1137,15 @@ static int module_enable(mca_coll_base_module_t *module,
                 cm->warned = 1;
             }
         } else if (m->rank == 0)
-            ci_log(1, "%s (%d ranks): not offloaded, the component below "
-                      "runs it: %s",
+            ci_log(1,
+                   "%s (%d ranks): not offloaded, the component below "
+                   "runs it: %s",
                    comm->c_name, m->size, why);
         return OMPI_ERROR;
     }
     if (m->rank == 0)
-        ci_log(1, "%s (%d ranks): offloaded", world ? "MPI_COMM_WORLD" :
-               comm->c_name, m->size);
+        ci_log(1, "%s (%d ranks): offloaded",
+               world ? "MPI_COMM_WORLD" : comm->c_name, m->size);
     return OMPI_SUCCESS;
 }
 
@@ -1156,15 +1160,16 @@ mca_coll_base_module_t *ci_module_new(ompi_communicator_t *comm)
     b = &m->super;
     b->coll_module_enable = module_enable;
 #define CI_SET(fn) b->coll_##fn = ci_##fn;
-    CI_SET(allreduce) CI_SET(reduce) CI_SET(bcast) CI_SET(barrier)
-    CI_SET(allgather) CI_SET(gather) CI_SET(scatter)
-    CI_SET(iallreduce) CI_SET(ireduce) CI_SET(ibcast) CI_SET(ibarrier)
-    CI_SET(iallgather) CI_SET(igather) CI_SET(iscatter)
-    CI_SET(allreduce_init) CI_SET(reduce_init) CI_SET(bcast_init)
-    CI_SET(barrier_init) CI_SET(allgather_init) CI_SET(gather_init)
-    CI_SET(scatter_init)
+    CI_SET(allreduce)
+    CI_SET(reduce) CI_SET(bcast) CI_SET(barrier) CI_SET(allgather)
+        CI_SET(gather) CI_SET(scatter) CI_SET(iallreduce) CI_SET(ireduce)
+            CI_SET(ibcast) CI_SET(ibarrier) CI_SET(iallgather) CI_SET(igather)
+                CI_SET(iscatter) CI_SET(allreduce_init) CI_SET(reduce_init)
+                    CI_SET(bcast_init) CI_SET(barrier_init)
+                        CI_SET(allgather_init) CI_SET(gather_init)
+                            CI_SET(scatter_init)
 #undef CI_SET
-    b->coll_reduce_scatter_block = ci_rsb;
+                                b->coll_reduce_scatter_block = ci_rsb;
     b->coll_ireduce_scatter_block = ci_irsb;
     b->coll_reduce_scatter_block_init = ci_rsb_init;
     b->coll_reduce_scatter = ci_rs;

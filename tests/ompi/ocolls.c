@@ -62,7 +62,8 @@ static void check_allreduce(MPI_Comm comm, form_t form)
     MPI_Comm_size(comm, &size);
     for (int s = 0; s < NSIZES; s++) {
         int n = sizes[s];
-        double *in = malloc(sizeof(double) * n), *out = malloc(sizeof(double) * n);
+        double *in = malloc(sizeof(double) * n),
+               *out = malloc(sizeof(double) * n);
         int *iv = malloc(sizeof(int) * n);
         MPI_Request req;
         for (int i = 0; i < n; i++) {
@@ -128,7 +129,8 @@ static void check_reduce(MPI_Comm comm, form_t form)
         if (rank == root)
             for (int i = 0; i < n; i++) {
                 long want = (long)size * (size + 1) / 2 + (long)size * i;
-                EXPECT(out[i] == want, "%s reduce n=%d root=%d [%d]=%ld want %ld",
+                EXPECT(out[i] == want,
+                       "%s reduce n=%d root=%d [%d]=%ld want %ld",
                        form_name[form], n, root, i, out[i], want);
                 if (out[i] != want)
                     break;
@@ -233,7 +235,8 @@ static void check_gathers(MPI_Comm comm, form_t form)
         }
         /* gather, in place at the root when inplace */
         for (int i = 0; i < n * size; i++)
-            all[i] = rank == root && inplace && i / n == rank ? mine[i % n] : -1;
+            all[i] =
+                rank == root && inplace && i / n == rank ? mine[i % n] : -1;
         sb = rank == root && inplace ? MPI_IN_PLACE : mine;
         if (form == BLOCKING)
             MPI_Gather(sb, n, MPI_INT, all, n, MPI_INT, root, comm);
@@ -284,7 +287,8 @@ static void check_rsb(MPI_Comm comm, form_t form)
     MPI_Comm_size(comm, &size);
     for (int s = 0; s < 3; s++) {
         int n = sizes[s];
-        float *in = malloc(sizeof(float) * n * size), *out = malloc(sizeof(float) * n);
+        float *in = malloc(sizeof(float) * n * size),
+              *out = malloc(sizeof(float) * n);
         int *counts = malloc(sizeof(int) * size);
         MPI_Request req;
         for (int i = 0; i < n * size; i++)
@@ -293,16 +297,18 @@ static void check_rsb(MPI_Comm comm, form_t form)
             counts[r] = n;
         for (int k = 0; k < 2; k++) {
             if (form == BLOCKING)
-                k ? MPI_Reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, comm)
-                  : MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM, comm);
+                k ? MPI_Reduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM,
+                                       comm)
+                  : MPI_Reduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM,
+                                             comm);
             else if (form == NB)
-                k ? MPI_Ireduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM, comm,
-                                        &req)
+                k ? MPI_Ireduce_scatter(in, out, counts, MPI_FLOAT, MPI_SUM,
+                                        comm, &req)
                   : MPI_Ireduce_scatter_block(in, out, n, MPI_FLOAT, MPI_SUM,
                                               comm, &req);
             else
-                k ? MPIX_Reduce_scatter_init(in, out, counts, MPI_FLOAT, MPI_SUM,
-                                             comm, MPI_INFO_NULL, &req)
+                k ? MPIX_Reduce_scatter_init(in, out, counts, MPI_FLOAT,
+                                             MPI_SUM, comm, MPI_INFO_NULL, &req)
                   : MPIX_Reduce_scatter_block_init(in, out, n, MPI_FLOAT,
                                                    MPI_SUM, comm, MPI_INFO_NULL,
                                                    &req);
@@ -310,7 +316,8 @@ static void check_rsb(MPI_Comm comm, form_t form)
             for (int i = 0; i < n; i++) {
                 int g = rank * n + i;
                 float want = (float)(size * (g % 97) + size * (size - 1) / 2);
-                EXPECT(out[i] == want, "%s reduce_scatter%s n=%d [%d]=%g want %g",
+                EXPECT(out[i] == want,
+                       "%s reduce_scatter%s n=%d [%d]=%g want %g",
                        form_name[form], k ? "" : "_block", n, i, out[i], want);
                 if (out[i] != want)
                     break;
@@ -385,7 +392,7 @@ static int first_form(void)
 #define STEP(call)                                                             \
     do {                                                                       \
         if (getenv("OCOLLS_TRACE"))                                            \
-            fprintf(stderr, "ocolls: rank %d: %s\n", wrank, #call);           \
+            fprintf(stderr, "ocolls: rank %d: %s\n", wrank, #call);            \
         call;                                                                  \
     } while (0)
 
