@@ -452,9 +452,10 @@ $(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(INTERNAL_A) src/ompi/exports.map
 	$(CC) $(LDFLAGS) -shared -Wl,--version-script=src/ompi/exports.map -Wl,-z,defs -o $@ \
 	    $(OMPI_COMP_OBJS) -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) $(OMPI_COMP_LIBS)
 # Its test programs (tests/ompi, tests/test_ompi.c): ocolls, and liboprof.so,
-# a PMPI profiler preloaded beside the component.
-OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/liboprof.so
-$(BUILD)/tests/ompi/ocolls: tests/ompi/ocolls.c
+# a PMPI profiler preloaded beside the component; osu_coll, the benchmark
+# of docs/ompi.md.
+OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/liboprof.so
+$(BUILD)/tests/ompi/%: tests/ompi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
 $(BUILD)/tests/ompi/liboprof.so: tests/ompi/oprof.c
