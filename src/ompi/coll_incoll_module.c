@@ -118,7 +118,7 @@ static int plan_reduction(mca_coll_incoll_module_t *m, ci_coll_t coll,
 
 /* A side of a data-moving call staged through a buffer of the call when
  * it is not dense: its address for libincoll, or NULL on failure. */
-static void *side_at(ci_plan_t *p, ci_stage_t *st, int slot, int in, int out)
+static void *side_at(ci_plan_t *p, ci_stage_t *st, int slot)
 {
     if (st->side.data)
         return st->side.data;
@@ -127,8 +127,6 @@ static void *side_at(ci_plan_t *p, ci_stage_t *st, int slot, int in, int out)
         return NULL;
     st->at = p->tmp[slot];
     st->on = 1;
-    (void)in;
-    (void)out;
     return st->at;
 }
 
@@ -199,7 +197,8 @@ static int plan_move(mca_coll_incoll_module_t *m, ci_coll_t coll,
     switch (coll) {
     case CI_BCAST:
         /* one buffer: the root's input, the others' output */
-        p->rbuf = side_at(p, &p->out, 1, 0, 1);
+        if ((p->rbuf = side_at(p, &p->out, 1)) == NULL)
+            goto nomem;
         if (p->out.at) {
             p->out.on = !is_root;
             if (is_root) {
@@ -214,7 +213,7 @@ static int plan_move(mca_coll_incoll_module_t *m, ci_coll_t coll,
     case CI_ALLGATHER:
     case CI_GATHER:
         if (rcv.side.buf || rcv.side.count) {
-            p->rbuf = side_at(p, &p->out, 1, 0, 1);
+            p->rbuf = side_at(p, &p->out, 1);
             if (p->rbuf == NULL)
                 goto nomem;
         }
@@ -228,20 +227,20 @@ static int plan_move(mca_coll_incoll_module_t *m, ci_coll_t coll,
                 p->in.on = 1;
             }
         } else {
-            p->sbuf = side_at(p, &p->in, 0, 1, 0);
+            p->sbuf = side_at(p, &p->in, 0);
             if (p->sbuf == NULL)
                 goto nomem;
         }
         break;
     case CI_SCATTER:
         if (is_root) {
-            p->sbuf = side_at(p, &p->in, 0, 1, 0);
+            p->sbuf = side_at(p, &p->in, 0);
             if (p->sbuf == NULL)
                 goto nomem;
         }
         if (is_root && rin)
             p->rbuf = (void *)INCOLL_IN_PLACE;
-        else if ((p->rbuf = side_at(p, &p->out, 1, 0, 1)) == NULL)
+        else if ((p->rbuf = side_at(p, &p->out, 1)) == NULL)
             goto nomem;
         break;
     default:
@@ -1002,7 +1001,8 @@ int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
 
 #define CI_EACH(X)                                                             \
     X(allreduce)                                                               \
-    X(reduce) X(bcast) X(barrier) X(allgather) X(gather) X(scatter)            \
+    X(reduce)                                                                  \
+    X(bcast) X(barrier) X(allgather) X(gather) X(scatter)                      \
         X(reduce_scatter_block) X(reduce_scatter) X(iallreduce) X(ireduce)     \
             X(ibcast) X(ibarrier) X(iallgather) X(igather) X(iscatter)         \
                 X(ireduce_scatter_block) X(ireduce_scatter) X(allreduce_init)  \
@@ -1161,15 +1161,15 @@ mca_coll_base_module_t *ci_module_new(ompi_communicator_t *comm)
     b->coll_module_enable = module_enable;
 #define CI_SET(fn) b->coll_##fn = ci_##fn;
     CI_SET(allreduce)
-    CI_SET(reduce) CI_SET(bcast) CI_SET(barrier) CI_SET(allgather)
-        CI_SET(gather) CI_SET(scatter) CI_SET(iallreduce) CI_SET(ireduce)
-            CI_SET(ibcast) CI_SET(ibarrier) CI_SET(iallgather) CI_SET(igather)
-                CI_SET(iscatter) CI_SET(allreduce_init) CI_SET(reduce_init)
-                    CI_SET(bcast_init) CI_SET(barrier_init)
-                        CI_SET(allgather_init) CI_SET(gather_init)
-                            CI_SET(scatter_init)
+    CI_SET(reduce)
+    CI_SET(bcast) CI_SET(barrier) CI_SET(allgather) CI_SET(gather)
+        CI_SET(scatter) CI_SET(iallreduce) CI_SET(ireduce) CI_SET(ibcast)
+            CI_SET(ibarrier) CI_SET(iallgather) CI_SET(igather) CI_SET(iscatter)
+                CI_SET(allreduce_init) CI_SET(reduce_init) CI_SET(bcast_init)
+                    CI_SET(barrier_init) CI_SET(allgather_init)
+                        CI_SET(gather_init) CI_SET(scatter_init)
 #undef CI_SET
-                                b->coll_reduce_scatter_block = ci_rsb;
+                            b->coll_reduce_scatter_block = ci_rsb;
     b->coll_ireduce_scatter_block = ci_irsb;
     b->coll_reduce_scatter_block_init = ci_rsb_init;
     b->coll_reduce_scatter = ci_rs;

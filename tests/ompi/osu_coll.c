@@ -53,8 +53,9 @@ static void check(int coll, int *buf, int *out, int bytes, int it)
         if ((coll == 0 || coll == 2 || (coll == 1 && rank == 0)) &&
             got != want) {
             if (bad++ < 5)
-                fprintf(stderr, "osu_coll: rank %d coll %d bytes %d [%d]=%d "
-                                "want %d\n",
+                fprintf(stderr,
+                        "osu_coll: rank %d coll %d bytes %d [%d]=%d "
+                        "want %d\n",
                         rank, coll, bytes, i, got, want);
             break;
         }
@@ -84,8 +85,7 @@ int main(int argc, char **argv)
                 break;
             for (int it = -2; it < iters; it++) {
                 for (int i = 0; i < bytes / 4; i++)
-                    buf[i] = coll == 2 ? (rank == 0 ? i * 7 + it : -1)
-                                       : i + it;
+                    buf[i] = coll == 2 ? (rank == 0 ? i * 7 + it : -1) : i + it;
                 double t = timed(coll, buf, out, bytes);
                 if (it >= 0)
                     sum += t;
