@@ -7,8 +7,9 @@
  * then over ranks (avg) and its max. MPI_INT with MPI_SUM for the
  * reductions (Reduce rooted at 0), MPI_BYTE for Bcast (root 0), sizes
  * 4 B to MAX (default 1 MiB) by factors of 4; every result is checked
- * outside the timing. Prints, at rank 0,
- *   osu_coll: allreduce 1024 avg_us 201.3 max_us 230.1
+ * outside the timing. Also each rank's median, averaged over ranks (med_us:
+ * robust to the stalls of a loaded machine). Prints, at rank 0,
+ *   osu_coll: allreduce 1024 avg_us 201.3 max_us 230.1 med_us 190.2
  * and "osu_coll: ok" when every check held on every rank.
  *
  *   osu_coll [MAX_BYTES [ITERS]]
@@ -18,6 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
 
 static int rank, size, bad;
 
@@ -68,6 +75,7 @@ int main(int argc, char **argv)
                                         "barrier"};
     int max = 1 << 20, iters = 20;
     int *buf, *out;
+    double *times;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -78,26 +86,33 @@ int main(int argc, char **argv)
         iters = atoi(argv[2]);
     buf = malloc((size_t)max);
     out = malloc((size_t)max);
+    times = malloc(sizeof(double) * (size_t)iters);
     for (int coll = 0; coll < 4; coll++)
         for (int bytes = 4; bytes <= max; bytes *= 4) {
-            double sum = 0, avg = 0, mx = 0, mine;
+            double sum = 0, avg = 0, mx = 0, med = 0, mine, mymed;
             if (coll == 3 && bytes > 4)
                 break;
             for (int it = -2; it < iters; it++) {
                 for (int i = 0; i < bytes / 4; i++)
                     buf[i] = coll == 2 ? (rank == 0 ? i * 7 + it : -1) : i + it;
                 double t = timed(coll, buf, out, bytes);
-                if (it >= 0)
+                if (it >= 0) {
                     sum += t;
+                    times[it] = t;
+                }
                 if (coll < 3)
                     check(coll, buf, out, bytes, it);
             }
             mine = sum / iters * 1e6;
+            qsort(times, (size_t)iters, sizeof(double), cmp_double);
+            mymed = times[iters / 2] * 1e6;
             MPI_Reduce(&mine, &avg, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+            MPI_Reduce(&mymed, &med, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
             MPI_Reduce(&mine, &mx, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
             if (rank == 0)
-                printf("osu_coll: %s %d avg_us %.1f max_us %.1f\n", names[coll],
-                       coll == 3 ? 0 : bytes, avg / size, mx);
+                printf("osu_coll: %s %d avg_us %.1f max_us %.1f med_us %.1f\n",
+                       names[coll], coll == 3 ? 0 : bytes, avg / size, mx,
+                       med / size);
             fflush(stdout);
         }
     {

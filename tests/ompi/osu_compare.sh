@@ -4,11 +4,12 @@
 # alternate, ROUNDS times: coll/incoll (stock Open MPI, the component found
 # through mca_base_component_path, nothing preloaded), the PMPI layer
 # (libincoll_mpi.so preloaded) and Open MPI alone. Prints each job's rows
-# as "<config> <coll> <bytes> <avg_us>" and then, per collective and size,
-# the mean over the rounds of each configuration and the ratios.
+# as "<config> <coll> <bytes> <us>" and then, per collective and size, the
+# mean over the rounds of each configuration and the ratios. STAT=avg_us
+# (default, OSU's average) or med_us (each rank's median).
 # Run from the source tree after `make tests`.
 set -e
-dir=$1 np=$2 rounds=$3 max=${4:-1048576} iters=${5:-20}
+dir=$1 np=$2 rounds=$3 max=${4:-1048576} iters=${5:-20} stat=${STAT:-avg_us}
 bin=build/bin prog=build/tests/ompi/osu_coll
 path="$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'):$PWD/build/lib/openmpi"
 out=$(mktemp)
@@ -20,7 +21,7 @@ for r in $(seq "$rounds"); do
         layer)     "$bin/incoll" mpirun -n "$np" --fabric "$dir" --timeout 600 -- "$prog" "$max" "$iters" ;;
         ompi)      OMPI_MCA_coll_incoll_enable=0 \
                    "$bin/incoll" mpirun -n "$np" --fabric "$dir" --no-preload --timeout 600 -- "$prog" "$max" "$iters" ;;
-        esac 2>&1 | awk -v c=$cfg '/^osu_coll: ok/ {ok=1} /avg_us/ {print c, $2, $3, $5} END {if (!ok) print c, "FAILED"}' | tee -a "$out"
+        esac 2>&1 | awk -v c=$cfg -v st="$stat" '/^osu_coll: ok/ {ok=1} /avg_us/ {for (i = 4; i < NF; i++) if ($i == st) print c, $2, $3, $(i + 1)} END {if (!ok) print c, "FAILED"}' | tee -a "$out"
     done
 done
 awk '$2 != "FAILED" {k=$2" "$3; s[k" "$1]+=$4; n[k" "$1]++; keys[k]=1}
