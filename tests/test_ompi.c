@@ -367,3 +367,49 @@ TEST(ompi_component_other_ompi, TEST_INTEG)
     free(text);
     return TEST_PASSED;
 }
+
+/*
+ * An AN killed during a job with a manager: every result stays right
+ * (osu_coll checks each), the calls after the failure run on libincoll's
+ * host algorithms (counted host=), and rank 0 says so once.
+ */
+TEST(ompi_component_an_killed, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
+    char cmd[6 * PATH_MAX];
+    char *text;
+    int rc, n = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(osu, sizeof(osu), "%s/ompi/osu_coll", progdir());
+    snprintf(dir, sizeof(dir), "%s/ompi-kill", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(cmd, sizeof(cmd),
+             ". '%s/fabric.env' && timeout -k 5 120 mpirun -n 4 " FLAGS
+             " --mca mca_base_component_path " COMPONENT_PATH
+             " --mca coll_incoll_stats 1 -x INCOLL_MGR -x INCOLL_SECRET_FILE "
+             "-x INCOLL_HOSTS -x OSU_COLL_KILL_CMD=\"kill $(cat '%s/l0.pid')\" "
+             "'%s' 4096 10",
+             dir, compdir, dir, osu);
+    rc = sh(out, "%s", cmd);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "osu_coll: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "net") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "host") +
+                          stat_of(text, "allreduce", "net") >
+                      0 &&
+                  stat_of(text, "bcast", "host") > 0,
+              "no call on the hosts after the failure: %s", out);
+    for (const char *p = text; (p = strstr(p, "no longer runs in the network"));
+         p++)
+        n++;
+    CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
+    free(text);
+    return TEST_PASSED;
+}

@@ -89,6 +89,7 @@ typedef struct {
     incoll_comm_h icomm; /* NULL: everything goes below */
     int own_icomm;       /* 0 for the world's (the context owns it) */
     int rank, size;
+    int said_host;        /* told that it left the network */
     pthread_mutex_t lock; /* one libincoll call on icomm at a time */
     struct {
         CI_SAVED(allreduce);

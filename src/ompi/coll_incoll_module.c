@@ -327,7 +327,16 @@ static int finish(mca_coll_incoll_module_t *m, ci_plan_t *p,
 
     if (status == INCOLL_OK && p->out.on)
         rc = mpi_side_unpack(&p->out.side, p->out.at);
-    ci_count(p->coll, incoll_comm_offloaded(m->icomm, NULL) ? CI_NET : CI_HOST);
+    const char *why = NULL;
+    int net = incoll_comm_offloaded(m->icomm, &why);
+
+    ci_count(p->coll, net ? CI_NET : CI_HOST);
+    if (!net && !__atomic_exchange_n(&m->said_host, 1, __ATOMIC_RELAXED) &&
+        m->rank == 0)
+        ci_log(0,
+               "%s (%d ranks) no longer runs in the network (%s): its "
+               "collectives go on on libincoll's host-based algorithms",
+               m->comm->c_name, m->size, why ? why : "the fabric failed");
     if (status != INCOLL_OK)
         ci_log(0, "%s on %s failed: %s", ci_coll_name(p->coll), m->comm->c_name,
                incoll_status_string(status));
@@ -1002,12 +1011,14 @@ int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
 #define CI_EACH(X)                                                             \
     X(allreduce)                                                               \
     X(reduce)                                                                  \
-    X(bcast) X(barrier) X(allgather) X(gather) X(scatter)                      \
-        X(reduce_scatter_block) X(reduce_scatter) X(iallreduce) X(ireduce)     \
-            X(ibcast) X(ibarrier) X(iallgather) X(igather) X(iscatter)         \
-                X(ireduce_scatter_block) X(ireduce_scatter) X(allreduce_init)  \
-                    X(reduce_init) X(bcast_init) X(barrier_init)               \
-                        X(allgather_init) X(gather_init) X(scatter_init)       \
+    X(bcast)                                                                   \
+    X(barrier)                                                                 \
+    X(allgather) X(gather) X(scatter) X(reduce_scatter_block)                  \
+        X(reduce_scatter) X(iallreduce) X(ireduce) X(ibcast) X(ibarrier)       \
+            X(iallgather) X(igather) X(iscatter) X(ireduce_scatter_block)      \
+                X(ireduce_scatter) X(allreduce_init) X(reduce_init)            \
+                    X(bcast_init) X(barrier_init) X(allgather_init)            \
+                        X(gather_init) X(scatter_init)                         \
                             X(reduce_scatter_block_init)                       \
                                 X(reduce_scatter_init)
 
@@ -1017,6 +1028,7 @@ static void module_construct(mca_coll_incoll_module_t *m)
     m->icomm = NULL;
     m->own_icomm = 0;
     memset(&m->below, 0, sizeof(m->below));
+    m->said_host = 0;
     pthread_mutex_init(&m->lock, NULL);
 }
 
@@ -1162,12 +1174,14 @@ mca_coll_base_module_t *ci_module_new(ompi_communicator_t *comm)
 #define CI_SET(fn) b->coll_##fn = ci_##fn;
     CI_SET(allreduce)
     CI_SET(reduce)
-    CI_SET(bcast) CI_SET(barrier) CI_SET(allgather) CI_SET(gather)
-        CI_SET(scatter) CI_SET(iallreduce) CI_SET(ireduce) CI_SET(ibcast)
-            CI_SET(ibarrier) CI_SET(iallgather) CI_SET(igather) CI_SET(iscatter)
-                CI_SET(allreduce_init) CI_SET(reduce_init) CI_SET(bcast_init)
-                    CI_SET(barrier_init) CI_SET(allgather_init)
-                        CI_SET(gather_init) CI_SET(scatter_init)
+    CI_SET(bcast)
+    CI_SET(barrier)
+    CI_SET(allgather) CI_SET(gather) CI_SET(scatter) CI_SET(iallreduce)
+        CI_SET(ireduce) CI_SET(ibcast) CI_SET(ibarrier) CI_SET(iallgather)
+            CI_SET(igather) CI_SET(iscatter) CI_SET(allreduce_init)
+                CI_SET(reduce_init) CI_SET(bcast_init) CI_SET(barrier_init)
+                    CI_SET(allgather_init) CI_SET(gather_init)
+                        CI_SET(scatter_init)
 #undef CI_SET
                             b->coll_reduce_scatter_block = ci_rsb;
     b->coll_ireduce_scatter_block = ci_irsb;

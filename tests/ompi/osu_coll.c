@@ -13,6 +13,9 @@
  * and "osu_coll: ok" when every check held on every rank.
  *
  *   osu_coll [MAX_BYTES [ITERS]]
+ *
+ * With OSU_COLL_KILL_CMD set, rank 0 runs it (e.g. kills an AN) after the
+ * first timed allreduce: the rest must still be right.
  */
 #include <mpi.h>
 
@@ -102,6 +105,10 @@ int main(int argc, char **argv)
                 }
                 if (coll < 3)
                     check(coll, buf, out, bytes, it);
+                if (coll == 0 && bytes == 4 && it == 0 && rank == 0 &&
+                    getenv("OSU_COLL_KILL_CMD") &&
+                    system(getenv("OSU_COLL_KILL_CMD")) != 0)
+                    fprintf(stderr, "osu_coll: the kill command failed\n");
             }
             mine = sum / iters * 1e6;
             qsort(times, (size_t)iters, sizeof(double), cmp_double);
