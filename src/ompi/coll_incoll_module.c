@@ -1008,19 +1008,18 @@ int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
 
 /* ---- enable, and the module's life ---- */
 
+// clang-format off
+/* one collective a line (clang-format has no stable
+ * layout for a list of macro calls) */
 #define CI_EACH(X)                                                             \
-    X(allreduce)                                                               \
-    X(reduce)                                                                  \
-    X(bcast)                                                                   \
-    X(barrier)                                                                 \
-    X(allgather) X(gather) X(scatter) X(reduce_scatter_block)                  \
-        X(reduce_scatter) X(iallreduce) X(ireduce) X(ibcast) X(ibarrier)       \
-            X(iallgather) X(igather) X(iscatter) X(ireduce_scatter_block)      \
-                X(ireduce_scatter) X(allreduce_init) X(reduce_init)            \
-                    X(bcast_init) X(barrier_init) X(allgather_init)            \
-                        X(gather_init) X(scatter_init)                         \
-                            X(reduce_scatter_block_init)                       \
-                                X(reduce_scatter_init)
+    X(allreduce) X(reduce) X(bcast) X(barrier) X(allgather) X(gather)         \
+    X(scatter) X(reduce_scatter_block) X(reduce_scatter)                      \
+    X(iallreduce) X(ireduce) X(ibcast) X(ibarrier) X(iallgather) X(igather)   \
+    X(iscatter) X(ireduce_scatter_block) X(ireduce_scatter)                   \
+    X(allreduce_init) X(reduce_init) X(bcast_init) X(barrier_init)            \
+    X(allgather_init) X(gather_init) X(scatter_init)                          \
+    X(reduce_scatter_block_init) X(reduce_scatter_init)
+// clang-format on
 
 static void module_construct(mca_coll_incoll_module_t *m)
 {
@@ -1171,19 +1170,28 @@ mca_coll_base_module_t *ci_module_new(ompi_communicator_t *comm)
     m->comm = comm;
     b = &m->super;
     b->coll_module_enable = module_enable;
-#define CI_SET(fn) b->coll_##fn = ci_##fn;
-    CI_SET(allreduce)
-    CI_SET(reduce)
-    CI_SET(bcast)
-    CI_SET(barrier)
-    CI_SET(allgather) CI_SET(gather) CI_SET(scatter) CI_SET(iallreduce)
-        CI_SET(ireduce) CI_SET(ibcast) CI_SET(ibarrier) CI_SET(iallgather)
-            CI_SET(igather) CI_SET(iscatter) CI_SET(allreduce_init)
-                CI_SET(reduce_init) CI_SET(bcast_init) CI_SET(barrier_init)
-                    CI_SET(allgather_init) CI_SET(gather_init)
-                        CI_SET(scatter_init)
-#undef CI_SET
-                            b->coll_reduce_scatter_block = ci_rsb;
+    b->coll_allreduce = ci_allreduce;
+    b->coll_reduce = ci_reduce;
+    b->coll_bcast = ci_bcast;
+    b->coll_barrier = ci_barrier;
+    b->coll_allgather = ci_allgather;
+    b->coll_gather = ci_gather;
+    b->coll_scatter = ci_scatter;
+    b->coll_iallreduce = ci_iallreduce;
+    b->coll_ireduce = ci_ireduce;
+    b->coll_ibcast = ci_ibcast;
+    b->coll_ibarrier = ci_ibarrier;
+    b->coll_iallgather = ci_iallgather;
+    b->coll_igather = ci_igather;
+    b->coll_iscatter = ci_iscatter;
+    b->coll_allreduce_init = ci_allreduce_init;
+    b->coll_reduce_init = ci_reduce_init;
+    b->coll_bcast_init = ci_bcast_init;
+    b->coll_barrier_init = ci_barrier_init;
+    b->coll_allgather_init = ci_allgather_init;
+    b->coll_gather_init = ci_gather_init;
+    b->coll_scatter_init = ci_scatter_init;
+    b->coll_reduce_scatter_block = ci_rsb;
     b->coll_ireduce_scatter_block = ci_irsb;
     b->coll_reduce_scatter_block_init = ci_rsb_init;
     b->coll_reduce_scatter = ci_rs;
