@@ -109,6 +109,15 @@ typedef struct incoll_comm *incoll_comm_h;
 INCOLL_API size_t incoll_dtype_size(incoll_dtype_t dtype);
 INCOLL_API const char *incoll_dtype_name(incoll_dtype_t dtype);
 INCOLL_API const char *incoll_op_name(incoll_op_t op);
+
+/*
+ * 1 when the environment gives the setting called name (an INCOLL_...
+ * variable that `incoll info` lists) a value, 0 when its default rules,
+ * -1 when there is no such setting. For front ends (an MPI component, a
+ * launcher) that decide from what libincoll will read, without reading
+ * its variables themselves.
+ */
+INCOLL_API int incoll_setting_given(const char *name);
 /* 1 if op applies to dtype under MPI's rules, else 0. */
 INCOLL_API int incoll_op_valid(incoll_op_t op, incoll_dtype_t dtype);
 

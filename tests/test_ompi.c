@@ -328,7 +328,7 @@ TEST(ompi_component_profiler, TEST_INTEG)
 }
 
 /* Another Open MPI than the one it was built against (the test hook
- * INCOLL_TEST_OMPI_VERSION stands for its version string): the component
+ * COLL_INCOLL_TEST_OMPI_VERSION stands for its version string): the component
  * says so once and stands aside; the job runs on Open MPI's own. */
 TEST(ompi_component_other_ompi, TEST_INTEG)
 {
@@ -344,10 +344,11 @@ TEST(ompi_component_other_ompi, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/ompi-other", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 2, 2), 0);
-    snprintf(extra, sizeof(extra),
-             "-x INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test' "
-             "--mca coll_incoll_fabric '%s'",
-             dir);
+    snprintf(
+        extra, sizeof(extra),
+        "-x COLL_INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test' "
+        "--mca coll_incoll_fabric '%s'",
+        dir);
     rc = job(out, 2, extra);
     test_fabric_down(dir);
     text = slurp(out);

@@ -254,6 +254,22 @@ static incoll_status_t init_captured(const incoll_init_params_t *params,
 
 /* A bad value fails incoll_init with INCOLL_ERR_CONFIG and a message
  * naming it; so does a bad identity in the params. */
+/* incoll_setting_given: what front ends ask instead of reading the
+ * variables themselves. */
+TEST(settings_given_public, TEST_UNIT)
+{
+    CHECK_EQ_INT(incoll_setting_given("INCOLL_NO_SUCH_SETTING"), -1);
+    CHECK_EQ_INT(incoll_setting_given(NULL), -1);
+    unsetenv("INCOLL_JOB");
+    CHECK_EQ_INT(incoll_setting_given("INCOLL_JOB"), 0);
+    setenv("INCOLL_JOB", "", 1);
+    CHECK_EQ_INT(incoll_setting_given("INCOLL_JOB"), 0); /* empty: unset */
+    setenv("INCOLL_JOB", "job-7", 1);
+    CHECK_EQ_INT(incoll_setting_given("INCOLL_JOB"), 1);
+    unsetenv("INCOLL_JOB");
+    return TEST_PASSED;
+}
+
 TEST(settings_init_refuses_bad_values, TEST_UNIT)
 {
     incoll_init_params_t p = {0};

@@ -10,6 +10,7 @@
 #include "host/req.h"
 
 #include "common/log.h"
+#include "common/settings.h"
 
 /* The body of every blocking wrapper below. */
 #define LOCKED_CALL_AFTER(comm, drain, call)                                   \
@@ -308,4 +309,12 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
     if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
         return INCOLL_ERR_INVALID_ARG;
     return host_req_post(&a, 0, req_p);
+}
+
+int incoll_setting_given(const char *name)
+{
+    const setting_t *s = name ? setting_find(name) : NULL;
+    if (s == NULL)
+        return -1;
+    return setting_in_env((setting_id_t)(s - setting_table));
 }

@@ -199,12 +199,12 @@ static int incoll_close(void)
 }
 
 /* The major.minor of the running Open MPI ("Open MPI v4.1.4, ..."); the
- * test hook INCOLL_TEST_OMPI_VERSION stands for another library. */
+ * test hook COLL_INCOLL_TEST_OMPI_VERSION stands for another library. */
 static int running_version(int *major_p, int *minor_p, char *text, size_t len)
 {
     char buf[MPI_MAX_LIBRARY_VERSION_STRING];
     int n = 0;
-    const char *v = getenv("INCOLL_TEST_OMPI_VERSION");
+    const char *v = getenv("COLL_INCOLL_TEST_OMPI_VERSION");
 
     if (v == NULL) {
         if (PMPI_Get_library_version(buf, &n) != MPI_SUCCESS)
@@ -281,7 +281,8 @@ static int incoll_init_query(bool enable_progress_threads,
     }
     cm->colls_mask = (uint32_t)mask;
     if (cm->fabric[0] == '\0' && cm->mgr[0] == '\0' &&
-        !getenv("INCOLL_FABRIC") && !getenv("INCOLL_MGR")) {
+        incoll_setting_given("INCOLL_FABRIC") != 1 &&
+        incoll_setting_given("INCOLL_MGR") != 1) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "no fabric configured (coll_incoll_fabric, coll_incoll_mgr, "
                  "INCOLL_FABRIC and INCOLL_MGR are unset)");
@@ -296,7 +297,8 @@ static int offload_wanted(void)
 {
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     return cm->enable && (cm->fabric[0] || cm->mgr[0] ||
-                          getenv("INCOLL_FABRIC") || getenv("INCOLL_MGR"));
+                          incoll_setting_given("INCOLL_FABRIC") == 1 ||
+                          incoll_setting_given("INCOLL_MGR") == 1);
 }
 
 mca_coll_base_module_t *ci_comm_query(ompi_communicator_t *comm, int *priority)
@@ -365,12 +367,12 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     params.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE;
     params.rank = m->rank;
     params.size = m->size;
-    if (getenv("INCOLL_JOB") == NULL) {
+    if (incoll_setting_given("INCOLL_JOB") != 1) {
         snprintf(cm->job, sizeof(cm->job), "0x%016" PRIx64, (uint64_t)job);
         params.field_mask |= INCOLL_INIT_FIELD_JOB;
         params.job = cm->job;
     }
-    if (lr && ls && getenv("INCOLL_LOCAL_RANK") == NULL) {
+    if (lr && ls && incoll_setting_given("INCOLL_LOCAL_RANK") != 1) {
         params.field_mask |=
             INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
         params.local_rank = atoi(lr);
@@ -391,7 +393,7 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     /* A program blocks in calls the component does not see (receives,
      * waits on other requests), during which nobody would progress its
      * nonblocking collectives: libincoll's threads run them. */
-    if (getenv("INCOLL_PROGRESS_THREAD") == NULL) {
+    if (incoll_setting_given("INCOLL_PROGRESS_THREAD") != 1) {
         params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
         params.progress_thread = 1;
     }
