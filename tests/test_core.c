@@ -3974,6 +3974,73 @@ TEST(core_pace_short_queue, TEST_UNIT)
 }
 
 /*
+ * The moving window with a floor (window_min, no pace: the library's
+ * defaults, INCOLL_WINDOW_MIN 8 and 64 slots). It starts at the floor; on
+ * fast links with nothing lost it grows to the slots (a path that
+ * sustains more gets more in flight); on links shaped as the emulated
+ * fabric's 100 Mbit/s it grows above the floor, and the timer follows
+ * the longer queue: packets still go about once. A loss halves it,
+ * never below the floor, and the results stay right and exactly once.
+ */
+TEST(core_window_grows_from_floor, TEST_UNIT)
+{
+    const size_t big = (1u << 20) / 8;
+    for (int net_kind = 0; net_kind < 3; net_kind++) {
+        memnet_cfg_t net = net_kind == 1 ? shaped_net(7) : CLEAN_NET;
+        memnet_group_cfg_t g =
+            net_kind == 2 ? lossy_group_cfg(64, 8192) : group_cfg(64, 8192);
+        world_t w;
+        host_engine_counters_t c0, c1;
+        uint64_t cuts = 0;
+        uint32_t lo = UINT32_MAX, hi = 0;
+
+        g.window_min = 8;
+        CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+        fill_onehot(&w, big);
+        for (int r = 0; r < w.n; r++)
+            CHECK_EQ_INT((int)host_engine_window(memnet_host(w.net, w.g, r)),
+                         8);
+        c0 = hosts_ctr(&w);
+        for (int k = 0; k < 4; k++)
+            CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+        c1 = hosts_ctr(&w);
+        if (net_kind == 2) {
+            /* Every rank at 64, then a few packets lost. */
+            for (int a = 0; a < 3; a++)
+                memnet_set_node_drop(w.net, memnet_an_ep(w.net, a), 0.002);
+            for (int k = 0; k < 4; k++)
+                CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+        }
+        for (int r = 0; r < w.n; r++) {
+            const host_engine_t *e = memnet_host(w.net, w.g, r);
+            uint32_t win = host_engine_window(e);
+            cuts += host_engine_counters(e)->window_cuts;
+            lo = win < lo ? win : lo;
+            hi = win > hi ? win : hi;
+        }
+        fprintf(stderr, "    %s: window %u..%u, %" PRIu64 " cuts\n",
+                net_kind == 0   ? "fast links"
+                : net_kind == 1 ? "100 Mbit/s links"
+                                : "fast links, then 0.2% lost",
+                lo, hi, cuts);
+        CHECK(lo >= 8);
+        if (net_kind == 0) {
+            CHECK_EQ_INT((int)lo, 64);
+            CHECK(cuts == 0);
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+        } else if (net_kind == 1) {
+            CHECK_MSG(hi > 8, "window %u..%u", lo, hi);
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+        } else {
+            CHECK(cuts > 0);
+            CHECK_MSG(lo < 64, "no window halved: %u..%u", lo, hi);
+        }
+        world_free(&w);
+    }
+    return TEST_PASSED;
+}
+
+/*
  * Small operations sent twice (copy_bytes): every host's contribution and
  * every AN's aggregate and result go twice, the second flagged a copy.
  * Under 2% loss the results are right, every AN counts each child once
