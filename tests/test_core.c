@@ -3974,8 +3974,9 @@ TEST(core_pace_short_queue, TEST_UNIT)
 }
 
 /*
- * The moving window with a floor (window_min, no pace: the library's
- * defaults, INCOLL_WINDOW_MIN 8 and 64 slots). It starts at the floor; on
+ * The moving window with a floor (window_min, no pace: as the library's
+ * defaults, 64 slots and INCOLL_WINDOW_MIN, here 8). It starts at the
+ * floor; on
  * fast links with nothing lost it grows to the slots (a path that
  * sustains more gets more in flight); on links shaped as the emulated
  * fabric's 100 Mbit/s it grows above the floor, and the timer follows

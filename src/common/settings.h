@@ -96,7 +96,7 @@
       "the most segments in flight (without a result) per group, at most " \
       "the group's slot count; 0 uses the slot count. While a lost " \
       "segment is repaired later ones keep going, up to the slots") \
-    X(WINDOW_MIN, INT, "8", "0..65535", "host", \
+    X(WINDOW_MIN, INT, "32", "0..65535", "host", \
       "the window starts at this many segments and never goes below: it " \
       "grows toward INCOLL_WINDOW by a segment per result (as TCP's " \
       "congestion window, slower after a loss) and a loss halves it back " \

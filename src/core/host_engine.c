@@ -195,6 +195,7 @@ struct host_engine {
     uint32_t ssthresh; /* below it the window grows by one segment a
                           result, above by one a window (1/256 segments) */
     uint64_t cut_ns;   /* the last loss that halved it: one cut per round */
+    uint32_t undo_cwnd, undo_ssthresh; /* before that cut (0: none to undo) */
     host_engine_counters_t ctr;
 };
 
@@ -1214,6 +1215,8 @@ static void pace_loss(host_engine_t *eng, const seg_t *s, uint64_t now)
     if (!paced(eng) || eng->stream || s->first_ns <= eng->cut_ns)
         return;
     eng->cut_ns = now;
+    eng->undo_cwnd = eng->cwnd;
+    eng->undo_ssthresh = eng->ssthresh;
     eng->ssthresh = (uint32_t)(w < min ? min : w);
     if (w < min)
         w = min;
@@ -1249,6 +1252,13 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
         rto_smooth(&eng->sgap, &eng->gapvar, s->amb_gap);
     s->amb_rtt = 0;
     eng->ctr.spurious += s->ntx - 1u;
+    /* The loss that cut the window was none (a late result, as TCP's
+     * DSACK shows): the cut is undone. */
+    if (eng->undo_cwnd > eng->cwnd) {
+        eng->cwnd = eng->undo_cwnd;
+        eng->ssthresh = eng->undo_ssthresh;
+    }
+    eng->undo_cwnd = 0;
     return 1;
 }
 
