@@ -412,6 +412,7 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
 
 static void copy_judge(host_engine_t *eng, seg_t *s);
 static void pace_loss(host_engine_t *eng, const seg_t *s, uint64_t now);
+static void pace_undo(host_engine_t *eng);
 
 /* Whether the window moves (params.pace or params.window_min). */
 static int paced(const host_engine_t *eng)
@@ -1225,6 +1226,17 @@ static void pace_loss(host_engine_t *eng, const seg_t *s, uint64_t now)
     eng->cwnd = (uint32_t)w;
 }
 
+/* A resend was spurious (its segment's first transmission was late, not
+ * lost, as TCP's DSACK shows): the cut it made is undone. */
+static void pace_undo(host_engine_t *eng)
+{
+    if (eng->undo_cwnd > eng->cwnd) {
+        eng->cwnd = eng->undo_cwnd;
+        eng->ssthresh = eng->undo_ssthresh;
+    }
+    eng->undo_cwnd = 0;
+}
+
 /*
  * A further result of a segment that was resent: the leaf AN answers a
  * duplicate contribution of a slot it holds the result of, and only that
@@ -1252,13 +1264,7 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
         rto_smooth(&eng->sgap, &eng->gapvar, s->amb_gap);
     s->amb_rtt = 0;
     eng->ctr.spurious += s->ntx - 1u;
-    /* The loss that cut the window was none (a late result, as TCP's
-     * DSACK shows): the cut is undone. */
-    if (eng->undo_cwnd > eng->cwnd) {
-        eng->cwnd = eng->undo_cwnd;
-        eng->ssthresh = eng->undo_ssthresh;
-    }
-    eng->undo_cwnd = 0;
+    pace_undo(eng);
     return 1;
 }
 
@@ -1500,6 +1506,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.recovered++;
         if (s->ntx == 2 && prtt != 0 && now_ns - s->sent_ns < prtt) {
             eng->ctr.spurious++;
+            pace_undo(eng);
             rto_sample(&eng->rto, rtt);
             if (gap)
                 rto_smooth(&eng->sgap, &eng->gapvar, gap);
