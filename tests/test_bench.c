@@ -697,7 +697,7 @@ TEST(bench_loopback_jobs, TEST_INTEG)
 
     tmp_path(out, sizeof(out), "jobs.txt");
     rc = incoll(out, "INCOLL_LOG_LEVEL=info", 240, "bench", "allreduce", "-n",
-                "4", "--radix", "2", "--jobs", "2", "--sizes", "128K:128K",
+                "4", "--radix", "2", "--jobs", "2", "--sizes", "1M:1M",
                 "--iters", "3", "--warmup", "1", "--algos", "inc,inc-stream",
                 NULL);
     if (rc != 0)
@@ -717,10 +717,10 @@ TEST(bench_loopback_jobs, TEST_INTEG)
                    &avg, &bw) == 6 &&
             (strcmp(algo, "inc") == 0 || strcmp(algo, "inc-stream") == 0)) {
             ai = strcmp(algo, "inc") == 0 ? 0 : 1;
-            CHECK_EQ_INT((int)bytes, 131072);
+            CHECK_EQ_INT((int)bytes, 1048576);
             CHECK(job == 0 || job == 1);
             CHECK_EQ_INT(iters, 3);
-            CHECK(avg > 0 && fabs(bw - 131072.0 / avg) <= 0.01 * bw + 1e-3);
+            CHECK(avg > 0 && fabs(bw - 1048576.0 / avg) <= 0.01 * bw + 1e-3);
             bw_sum[ai] += bw;
             rows++;
         } else if (sscanf(p, "%31s %ld %lf %lf %lf %lf", algo, &bytes, &bw,
