@@ -655,6 +655,7 @@ int memnet_add_group(memnet_t *net, const memnet_group_cfg_t *g)
         hp.max_payload = g->max_payload;
         hp.stream_window = g->stream_window;
         hp.pace = g->pace;
+        hp.window_min = g->window_min;
         hp.copy_bytes = g->copy_bytes;
         hp.copy_adapt_bytes = g->copy_adapt_bytes;
         hp.hedge_pct = g->hedge_pct;

@@ -133,6 +133,7 @@ typedef struct {
     uint64_t progress_timeout_ns;
     uint32_t stream_window;    /* stream slots a lock asks for (0: none) */
     uint32_t pace;             /* host_engine_params_t.pace */
+    uint32_t window_min;       /* host_engine_params_t.window_min */
     uint32_t copy_bytes;       /* host_engine_params_t.copy_bytes */
     uint32_t copy_adapt_bytes; /* host_engine_params_t.copy_adapt_bytes */
     uint32_t hedge_pct;        /* host_engine_params_t.hedge_pct */

@@ -575,8 +575,8 @@ static int leftover_work_dirs(void)
 
 /* inc-stream beside inc: every inc-stream operation streams (a lock per
  * operation) and no inc one does, every result checked by the ranks; the
- * crossover table. 128 KiB: more than the group's 8 slots of 8 KiB carry
- * in one round (64 KiB would stay on them). (--jobs: bench_loopback_jobs.) */
+ * crossover table. 1 MiB: more than the group's 64 slots of 8 KiB carry
+ * in one round (512 KiB would stay on them). (--jobs: bench_loopback_jobs.) */
 TEST(bench_loopback_stream, TEST_INTEG)
 {
     char out[PATH_MAX];
@@ -585,7 +585,7 @@ TEST(bench_loopback_stream, TEST_INTEG)
 
     tmp_path(out, sizeof(out), "out.txt");
     rc = incoll(out, "INCOLL_LOG_LEVEL=info", 180, "bench", "allreduce", "-n",
-                "4", "--radix", "2", "--sizes", "128K", "--algos",
+                "4", "--radix", "2", "--sizes", "1M", "--algos",
                 "inc,inc-stream", "--iters", "3", "--warmup", "1", NULL);
     text = slurp(out);
     CHECK_MSG(rc == 0 && text, "bench exited %d: %s", rc, text ? text : "");
@@ -697,7 +697,7 @@ TEST(bench_loopback_jobs, TEST_INTEG)
 
     tmp_path(out, sizeof(out), "jobs.txt");
     rc = incoll(out, "INCOLL_LOG_LEVEL=info", 240, "bench", "allreduce", "-n",
-                "4", "--radix", "2", "--jobs", "2", "--sizes", "128K:128K",
+                "4", "--radix", "2", "--jobs", "2", "--sizes", "1M:1M",
                 "--iters", "3", "--warmup", "1", "--algos", "inc,inc-stream",
                 NULL);
     if (rc != 0)
@@ -717,10 +717,10 @@ TEST(bench_loopback_jobs, TEST_INTEG)
                    &avg, &bw) == 6 &&
             (strcmp(algo, "inc") == 0 || strcmp(algo, "inc-stream") == 0)) {
             ai = strcmp(algo, "inc") == 0 ? 0 : 1;
-            CHECK_EQ_INT((int)bytes, 131072);
+            CHECK_EQ_INT((int)bytes, 1048576);
             CHECK(job == 0 || job == 1);
             CHECK_EQ_INT(iters, 3);
-            CHECK(avg > 0 && fabs(bw - 131072.0 / avg) <= 0.01 * bw + 1e-3);
+            CHECK(avg > 0 && fabs(bw - 1048576.0 / avg) <= 0.01 * bw + 1e-3);
             bw_sum[ai] += bw;
             rows++;
         } else if (sscanf(p, "%31s %ld %lf %lf %lf %lf", algo, &bytes, &bw,

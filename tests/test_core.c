@@ -3974,6 +3974,137 @@ TEST(core_pace_short_queue, TEST_UNIT)
 }
 
 /*
+ * The moving window with a floor (window_min, no pace: as the library's
+ * defaults, 64 slots and INCOLL_WINDOW_MIN, here 8). It starts at the
+ * floor; on
+ * fast links with nothing lost it grows to the slots (a path that
+ * sustains more gets more in flight); on links shaped as the emulated
+ * fabric's 100 Mbit/s it grows above the floor, and the timer follows
+ * the longer queue: packets still go about once. A loss halves it,
+ * never below the floor, and the results stay right and exactly once.
+ */
+TEST(core_window_grows_from_floor, TEST_UNIT)
+{
+    const size_t big = (1u << 20) / 8;
+    for (int net_kind = 0; net_kind < 3; net_kind++) {
+        memnet_cfg_t net = net_kind == 1 ? shaped_net(7) : CLEAN_NET;
+        memnet_group_cfg_t g =
+            net_kind == 2 ? lossy_group_cfg(64, 8192) : group_cfg(64, 8192);
+        world_t w;
+        host_engine_counters_t c0, c1;
+        uint64_t cuts = 0;
+        uint32_t lo = UINT32_MAX, hi = 0;
+
+        g.window_min = 8;
+        CHECK(world_from_spec(&w, "[[4][4]]", &net, &g, big * 8) == 0);
+        fill_onehot(&w, big);
+        for (int r = 0; r < w.n; r++)
+            CHECK_EQ_INT((int)host_engine_window(memnet_host(w.net, w.g, r)),
+                         8);
+        c0 = hosts_ctr(&w);
+        for (int k = 0; k < 4; k++)
+            CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+        c1 = hosts_ctr(&w);
+        if (net_kind == 2) {
+            /* Every rank at 64, then a few packets lost. */
+            for (int a = 0; a < 3; a++)
+                memnet_set_node_drop(w.net, memnet_an_ep(w.net, a), 0.002);
+            for (int k = 0; k < 4; k++)
+                CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+        }
+        for (int r = 0; r < w.n; r++) {
+            const host_engine_t *e = memnet_host(w.net, w.g, r);
+            uint32_t win = host_engine_window(e);
+            cuts += host_engine_counters(e)->window_cuts;
+            lo = win < lo ? win : lo;
+            hi = win > hi ? win : hi;
+        }
+        fprintf(stderr, "    %s: window %u..%u, %" PRIu64 " cuts\n",
+                net_kind == 0   ? "fast links"
+                : net_kind == 1 ? "100 Mbit/s links"
+                                : "fast links, then 0.2% lost",
+                lo, hi, cuts);
+        CHECK(lo >= 8);
+        if (net_kind == 0) {
+            CHECK_EQ_INT((int)lo, 64);
+            CHECK(cuts == 0);
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+        } else if (net_kind == 1) {
+            CHECK_MSG(hi > 8, "window %u..%u", lo, hi);
+            CHECK(sent_about_once(&c0, &c1) == TEST_PASSED);
+        } else {
+            CHECK(cuts > 0);
+            CHECK_MSG(lo < 64, "no window halved: %u..%u", lo, hi);
+        }
+        world_free(&w);
+    }
+    return TEST_PASSED;
+}
+
+/* Holds back the first packet drop_one would drop and delivers it
+ * delay_ns later: a packet late, not lost. */
+typedef struct {
+    one_loss_t l;
+    memnet_t *net;
+    uint64_t delay_ns;
+} one_late_t;
+
+static int delay_one(void *arg, incoll_ep_t src, incoll_ep_t dst,
+                     const uint8_t *pkt, size_t len)
+{
+    one_late_t *d = arg;
+    if (!drop_one(&d->l, src, dst, pkt, len))
+        return 0;
+    memnet_inject(d->net, src, dst, pkt, len, d->delay_ns);
+    return 1;
+}
+
+/*
+ * A contribution late, not lost, on fast links: the window (grown to the
+ * slots) is halved by the fast resend it causes, and when the late
+ * original's answer shows the resend was spurious, the cut is undone:
+ * the window is the slots again at once, not a slow climb from half.
+ */
+TEST(core_window_spurious_cut_undone, TEST_UNIT)
+{
+    const size_t big = (1u << 20) / 8;
+    memnet_group_cfg_t g = group_cfg(64, 8192);
+    world_t w;
+    one_late_t d = {.l = {.type = WIRE_CONTRIB}, .delay_ns = 50 * US};
+    const host_engine_t *e;
+    uint64_t cuts0, spurious0;
+
+    g.window_min = 8;
+    g.ask_bytes = 0; /* a resend carries the data: the AN answers both */
+    CHECK(world_from_spec(&w, "[[4][4]]", &CLEAN_NET, &g, big * 8) == 0);
+    fill_onehot(&w, big);
+    for (int k = 0; k < 3; k++)
+        CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+    e = memnet_host(w.net, w.g, 2);
+    CHECK_EQ_INT((int)host_engine_window(e), 64);
+    cuts0 = host_engine_counters(e)->window_cuts;
+    spurious0 = host_engine_counters(e)->spurious;
+    d.net = w.net;
+    d.l.src = memnet_host_ep(w.net, w.g, 2);
+    d.l.offset = 120 * 1024; /* segment 120 of 128: its slot is not reused */
+    memnet_set_filter(w.net, delay_one, &d);
+    CHECK(shaped_op(&w, big, g.max_payload) == TEST_PASSED);
+    memnet_set_filter(w.net, NULL, NULL);
+    CHECK(d.l.done);
+    fprintf(stderr,
+            "    rank 2: %" PRIu64 " cuts, %" PRIu64
+            " spurious resends, window %u\n",
+            host_engine_counters(e)->window_cuts - cuts0,
+            host_engine_counters(e)->spurious - spurious0,
+            host_engine_window(e));
+    CHECK(host_engine_counters(e)->window_cuts > cuts0);
+    CHECK(host_engine_counters(e)->spurious > spurious0);
+    CHECK_EQ_INT((int)host_engine_window(e), 64);
+    world_free(&w);
+    return TEST_PASSED;
+}
+
+/*
  * Small operations sent twice (copy_bytes): every host's contribution and
  * every AN's aggregate and result go twice, the second flagged a copy.
  * Under 2% loss the results are right, every AN counts each child once

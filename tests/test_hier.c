@@ -495,7 +495,7 @@ TEST(hier_lock_api, TEST_INTEG)
         CHECK(hier_fabric(4 / ppn[i], dir, sizeof(dir), out, sizeof(out)) == 0);
         rc = hier_run(dir, out, 4, ppn[i],
                       "INCOLL_LOG_LEVEL=info INCOLL_FAULT_DROP=0.05 "
-                      "INCOLL_FAULT_SEED=3",
+                      "INCOLL_FAULT_SEED=3 INCOLL_STREAM_SLOTS=8",
                       prog, "");
         hier_down(dir, out);
         streamed = streamed_in(out);
@@ -509,7 +509,7 @@ TEST(hier_lock_api, TEST_INTEG)
          * one large operation under each of the two locks; with 2 per
          * host the leaders' operations are the node pipeline's pieces
          * (INCOLL_HIER_SEG, 256 KiB), of which the last, 57856 bytes,
-         * keeps the slots */
+         * keeps the 8 slots the run asks for */
         CHECK_EQ_INT((int)streamed, 2 * 2 * (4 / ppn[i]));
     }
     return TEST_PASSED;

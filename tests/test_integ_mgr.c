@@ -445,14 +445,11 @@ static int stream_two_jobs_run(char **an_env, int lossy)
     /* 8000 bytes stream only when the group's slots carry less at once:
      * 8 slots of 512 bytes. */
     char *env[] = {"INCOLL_STREAM_THRESHOLD=4K", "INCOLL_STREAM_LOCK=op",
-                   "INCOLL_PAYLOAD=512", NULL};
-    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=4K",
-                         "INCOLL_STREAM_LOCK=op",
-                         "INCOLL_PAYLOAD=512",
-                         "INCOLL_FAULT_DROP=0.02",
-                         "INCOLL_FAULT_DUP=0.01",
-                         "INCOLL_FAULT_REORDER=0.02",
-                         NULL};
+                   "INCOLL_PAYLOAD=512", "INCOLL_STREAM_SLOTS=8", NULL};
+    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=4K", "INCOLL_STREAM_LOCK=op",
+                         "INCOLL_PAYLOAD=512",         "INCOLL_STREAM_SLOTS=8",
+                         "INCOLL_FAULT_DROP=0.02",     "INCOLL_FAULT_DUP=0.01",
+                         "INCOLL_FAULT_REORDER=0.02",  NULL};
     uint64_t sa, oa, sb, ob;
     int ret;
 
@@ -562,10 +559,12 @@ static int lock_api_body(int lossy)
     char *an_lossy[] = {"INCOLL_AGG_STREAM_POOL=16M", "INCOLL_FAULT_DROP=0.05",
                         "INCOLL_FAULT_DUP=0.02", "INCOLL_FAULT_REORDER=0.05",
                         NULL};
-    char *env_plain[] = {"INCOLL_STREAM_THRESHOLD=0", NULL};
-    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=0", "INCOLL_FAULT_DROP=0.05",
-                         "INCOLL_FAULT_DUP=0.02", "INCOLL_FAULT_REORDER=0.05",
+    /* (the program's vectors are more than 8 slots carry at once) */
+    char *env_plain[] = {"INCOLL_STREAM_THRESHOLD=0", "INCOLL_STREAM_SLOTS=8",
                          NULL};
+    char *env_lossy[] = {"INCOLL_STREAM_THRESHOLD=0", "INCOLL_STREAM_SLOTS=8",
+                         "INCOLL_FAULT_DROP=0.05",    "INCOLL_FAULT_DUP=0.02",
+                         "INCOLL_FAULT_REORDER=0.05", NULL};
     uint64_t streamed, ops, granted, refused;
     char *text;
     int ret;

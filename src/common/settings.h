@@ -92,10 +92,16 @@
     X(PAYLOAD, SIZE, "0", "0..65535", "host", \
       "payload bytes per packet; 0 uses the group's (8192, for a 9000-byte " \
       "MTU)") \
-    X(WINDOW, INT, "16", "0..65535", "host", \
-      "segments in flight (without a result) per group, at most the " \
-      "group's slot count; 0 uses the slot count. While a lost segment " \
-      "is repaired later ones keep going, up to the slots") \
+    X(WINDOW, INT, "0", "0..65535", "host", \
+      "the most segments in flight (without a result) per group, at most " \
+      "the group's slot count; 0 uses the slot count. While a lost " \
+      "segment is repaired later ones keep going, up to the slots") \
+    X(WINDOW_MIN, INT, "32", "0..65535", "host", \
+      "the window starts at this many segments and never goes below: it " \
+      "grows toward INCOLL_WINDOW by a segment per result (as TCP's " \
+      "congestion window, slower after a loss) and a loss halves it back " \
+      "toward this; 0: a fixed window of INCOLL_WINDOW (with INCOLL_PACE " \
+      "it starts there and may go down to 2)") \
     X(COPY_BYTES, SIZE, "0", "0..65000", "host", \
       "operations of at most this many bytes send every packet twice (the " \
       "ANs too): one lost packet then costs no round trip, each operation " \
@@ -132,14 +138,15 @@
       "instead of sending the data again; 0: always the data") \
     X(PACE, INT, "0", "0..65535", "host", \
       "segments the window may keep queued on the path: the window follows " \
-      "the measured round trip (delay-based, as TCP Vegas) up to " \
-      "INCOLL_WINDOW; 0: always INCOLL_WINDOW") \
+      "the measured round trip (delay-based, as TCP Vegas) between " \
+      "INCOLL_WINDOW_MIN (or 2) and INCOLL_WINDOW, and a loss halves it; " \
+      "0: only losses hold it back (INCOLL_WINDOW_MIN)") \
     X(STREAM_THRESHOLD, SIZE, "0", "0..", "host", \
       "allreduces (blocking or not) of at least this many bytes, and " \
       "more than the group's slots carry at once, lock the tree and " \
       "stream through the ANs' streaming pools (docs/streaming.md); 0: " \
       "only under incoll_comm_lock, the default: on the emulated fabric " \
-      "with the default 8-slot share streaming measured slower than the " \
+      "with an 8-slot share streaming measured slower than the " \
       "slots at every size from 128K to 4M (1.02-1.12x), so no crossover; " \
       "every rank must use the same value") \
     X(STREAM_LOCK, STR, "op", "", "host", \
@@ -148,9 +155,10 @@
       "(N operations, 1..65535)") \
     X(STREAM_WINDOW, INT, "256", "1..65534", "host", \
       "stream slots a lock asks for (the ANs may grant fewer)") \
-    X(STREAM_SLOTS, INT, "8", "1..65535", "host", \
-      "the slots a communicator asks the manager for: the small " \
-      "low-latency share held for the group's life (large vectors stream " \
+    X(STREAM_SLOTS, INT, "64", "1..65535", "host", \
+      "the slots a communicator asks the manager for, held for the " \
+      "group's life: they bound the paced window (INCOLL_PACE), 512 KiB " \
+      "in flight per host at 8 KiB a slot (large vectors may also stream " \
       "through the ANs' pools while locked); INCOLL_GROUP_SLOTS, when " \
       "set, wins") \
     X(RTO_INIT_US, US, "20ms", "1us..60s", "host", \
@@ -245,7 +253,7 @@
       "INCOLL_HOST per rank (`incoll mpirun` sets it)") \
     X(GROUP_SLOTS, INT, "0", "0..65535", "host", \
       "slots a communicator asks the manager for; 0 uses " \
-      "INCOLL_STREAM_SLOTS (8)") \
+      "INCOLL_STREAM_SLOTS (64)") \
     X(MGR_CONNECT_MS, MS, "5s", "1ms..24h", "host", \
       "connecting, authenticating and joining the manager must finish " \
       "within this") \
@@ -315,7 +323,7 @@
       "once") \
     X(AGG_PAYLOAD, SIZE, "65000", "8..65000", "agg", \
       "largest payload per packet the AN offers the manager") \
-    X(AGG_SLOTS, INT, "1024", "1..0xffffffff", "agg", \
+    X(AGG_SLOTS, INT, "4096", "1..0xffffffff", "agg", \
       "slots the AN offers the manager, shared by its groups") \
     X(AGG_GROUPS, INT, "64", "1..0xffffffff", "agg", \
       "groups at once the AN offers the manager") \
@@ -366,7 +374,7 @@
       "one job") \
     X(MGR_SLOTS, INT, "64", "1..65535", "mgr", \
       "slots a group gets when its request names none (libincoll names " \
-      "INCOLL_STREAM_SLOTS, 8, unless INCOLL_GROUP_SLOTS is set)") \
+      "INCOLL_STREAM_SLOTS, 64, unless INCOLL_GROUP_SLOTS is set)") \
     X(MGR_MIN_SLOTS, INT, "4", "1..65535", "mgr", \
       "a group gets at least this many slots or none") \
     X(MGR_PRUNE, BOOL, "1", "", "mgr", \

@@ -192,6 +192,10 @@ struct host_engine {
     /* Pacing (params.pace): the window in 1/256 segments, kept across
      * operations. */
     uint32_t cwnd;
+    uint32_t ssthresh; /* below it the window grows by one segment a
+                          result, above by one a window (1/256 segments) */
+    uint64_t cut_ns;   /* the last loss that halved it: one cut per round */
+    uint32_t undo_cwnd, undo_ssthresh; /* before that cut (0: none to undo) */
     host_engine_counters_t ctr;
 };
 
@@ -216,7 +220,10 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     eng->p = *params;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
-    eng->cwnd = eng->p.window * 256u;
+    if (eng->p.window_min > eng->p.window)
+        eng->p.window_min = eng->p.window;
+    eng->cwnd = (eng->p.window_min ? eng->p.window_min : eng->p.window) * 256u;
+    eng->ssthresh = UINT32_MAX;
     eng->win = calloc(params->slots, sizeof(*eng->win));
     eng->piece = malloc(WIRE_PIECE_LEN + params->max_payload);
     /* Stream slots are numbered after the slots, in 16 bits. */
@@ -404,13 +411,21 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
 }
 
 static void copy_judge(host_engine_t *eng, seg_t *s);
+static void pace_loss(host_engine_t *eng, const seg_t *s, uint64_t now);
+static void pace_undo(host_engine_t *eng);
+
+/* Whether the window moves (params.pace or params.window_min). */
+static int paced(const host_engine_t *eng)
+{
+    return eng->p.pace != 0 || eng->p.window_min != 0;
+}
 static void copy_count(host_engine_t *eng, const wire_hdr_t *h, int sent);
 
 /* The segments that may be in flight now (see pace_sample). */
 static uint64_t window_now(const host_engine_t *eng)
 {
     uint64_t w = eng->owin;
-    if (eng->p.pace != 0 && !eng->stream && eng->cwnd / 256u < w)
+    if (paced(eng) && !eng->stream && eng->cwnd / 256u < w)
         w = eng->cwnd / 256u;
     return w;
 }
@@ -700,6 +715,7 @@ static void fast_retransmit(host_engine_t *eng, seg_t *s, uint64_t now)
         eng->p.ask_bytes != 0 && seg_bytes(eng, s) >= eng->p.ask_bytes;
     s->resent = 1;
     eng->ctr.fast_retransmits++;
+    pace_loss(eng, s, now);
     seg_send(eng, s, now, 1, ask);
 }
 
@@ -970,7 +986,7 @@ int host_engine_unlock_pending(const host_engine_t *eng)
 
 uint32_t host_engine_window(const host_engine_t *eng)
 {
-    if (eng->p.pace != 0 && eng->cwnd / 256u < eng->p.window)
+    if (paced(eng) && eng->cwnd / 256u < eng->p.window)
         return eng->cwnd / 256u;
     return eng->p.window;
 }
@@ -1127,40 +1143,98 @@ static void ul_on_time(host_engine_t *eng, uint64_t now_ns)
         eng->ul_bg = 0;
 }
 
+/* The least paced window, in 1/256 segments: params.window_min, else 2. */
+static uint64_t pace_floor(const host_engine_t *eng)
+{
+    return (eng->p.window_min > 2 ? eng->p.window_min : 2) * 256u;
+}
+
 /*
- * Pacing, delay-based as TCP Vegas: a result's round trip rtt against the
- * path's without queueing (path_rtt) tells how many of the inflight
+ * The moving window, kept across operations, between pace_floor and
+ * params.window, for each result that gives a round trip rtt with
+ * inflight segments in flight.
+ *
+ * With params.window_min and no pace, loss-based as TCP Reno: the window
+ * starts at the floor and grows by a segment per result (doubling every
+ * round trip) up to the threshold the last loss left, then by one
+ * segment per window; a loss halves it (pace_loss). A path that sustains
+ * more (10 Gbit/s links: the window a 100 Mbit/s link needs keeps them
+ * a sixth busy) gets the slots in flight after a few round trips; a
+ * lossy one keeps it near the floor, where a resend waits behind few
+ * segments.
+ *
+ * With pace, delay-based as TCP Vegas: a result's round trip rtt against
+ * the path's without queueing (path_rtt) tells how many of the inflight
  * segments wait in a queue, q = inflight (rtt - base) / rtt. A window
  * larger than the path holds only lengthens the queue in front of the
  * slowest link (a 100 Mbit/s link queues 64 segments of 8 KiB for 42 ms),
  * and a resend waits behind it, and the timer learns its round trip. So
  * while q < pace the window grows (by one segment per result while
  * q < pace / 2, as a slow start, else by one per window); when q > 2 pace
- * it is set to what the path holds without queueing plus pace. At least 2,
- * at most params.window; kept across operations.
+ * it is set to what the path holds without queueing plus pace.
  */
 static void pace_sample(host_engine_t *eng, uint64_t rtt, uint64_t inflight)
 {
     uint64_t base = path_rtt(eng), q, w = eng->cwnd, max = eng->p.window * 256u;
-    if (eng->p.pace == 0 || eng->stream || base == 0 || rtt == 0)
+    uint64_t min = pace_floor(eng);
+    if (!paced(eng) || eng->stream)
         return;
-    q = rtt > base ? inflight * (rtt - base) / rtt : 0;
-    if (2 * q < eng->p.pace)
-        w += 256;
-    else if (q < eng->p.pace)
-        w += 65536 / (w ? w : 1);
-    else if (q > 2u * eng->p.pace) {
-        uint64_t t = (inflight * base / rtt + eng->p.pace) * 256;
-        if (t < w) {
-            w = t;
-            eng->ctr.window_cuts++;
+    if (eng->p.pace == 0) {
+        /* Loss-based, as TCP Reno: slow start up to the threshold the
+         * last loss left, then one segment a window. */
+        w += w < eng->ssthresh ? 256 : 65536 / (w ? w : 1);
+    } else {
+        if (base == 0 || rtt == 0)
+            return;
+        q = rtt > base ? inflight * (rtt - base) / rtt : 0;
+        if (2 * q < eng->p.pace)
+            w += 256;
+        else if (q < eng->p.pace)
+            w += 65536 / (w ? w : 1);
+        else if (q > 2u * eng->p.pace) {
+            uint64_t t = (inflight * base / rtt + eng->p.pace) * 256;
+            if (t < w) {
+                w = t;
+                eng->ctr.window_cuts++;
+            }
         }
     }
-    if (w < 512)
-        w = 512;
+    if (w < min)
+        w = min;
     if (w > max)
         w = max;
     eng->cwnd = (uint32_t)w;
+}
+
+/* A segment was lost (a fast resend or a timeout): as TCP's congestion
+ * window, the paced window halves, down to its floor. */
+static void pace_loss(host_engine_t *eng, const seg_t *s, uint64_t now)
+{
+    uint64_t w = eng->cwnd / 2u, min = pace_floor(eng);
+    /* Segments sent before the last cut were in flight with the larger
+     * window: their losses are the same event. */
+    if (!paced(eng) || eng->stream || s->first_ns <= eng->cut_ns)
+        return;
+    eng->cut_ns = now;
+    eng->undo_cwnd = eng->cwnd;
+    eng->undo_ssthresh = eng->ssthresh;
+    eng->ssthresh = (uint32_t)(w < min ? min : w);
+    if (w < min)
+        w = min;
+    if (w < eng->cwnd)
+        eng->ctr.window_cuts++;
+    eng->cwnd = (uint32_t)w;
+}
+
+/* A resend was spurious (its segment's first transmission was late, not
+ * lost, as TCP's DSACK shows): the cut it made is undone. */
+static void pace_undo(host_engine_t *eng)
+{
+    if (eng->undo_cwnd > eng->cwnd) {
+        eng->cwnd = eng->undo_cwnd;
+        eng->ssthresh = eng->undo_ssthresh;
+    }
+    eng->undo_cwnd = 0;
 }
 
 /*
@@ -1190,6 +1264,7 @@ static int late_duplicate(host_engine_t *eng, const wire_hdr_t *h)
         rto_smooth(&eng->sgap, &eng->gapvar, s->amb_gap);
     s->amb_rtt = 0;
     eng->ctr.spurious += s->ntx - 1u;
+    pace_undo(eng);
     return 1;
 }
 
@@ -1431,6 +1506,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.recovered++;
         if (s->ntx == 2 && prtt != 0 && now_ns - s->sent_ns < prtt) {
             eng->ctr.spurious++;
+            pace_undo(eng);
             rto_sample(&eng->rto, rtt);
             if (gap)
                 rto_smooth(&eng->sgap, &eng->gapvar, gap);
@@ -1540,6 +1616,7 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns)
             continue;
         if (!fired) {
             rto_timeout(&eng->rto);
+            pace_loss(eng, s, now_ns);
             fired = 1;
         }
         if (rto_give_up(&eng->rto, s->retries, eng->p.max_retries, s->first_ns,

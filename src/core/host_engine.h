@@ -80,6 +80,9 @@ typedef struct {
     uint32_t pace;        /* segments the window may keep queued on the path
                              (delay-based window, see host_engine.c); 0: the
                              window is always `window` */
+    uint32_t window_min;  /* with pace: the window starts here and never goes
+                             below (a loss halves it down to this); 0: it
+                             starts at `window` and goes down to 2 */
     host_send_cb_t send;
     void *send_arg;
     /* Optional, with flush: sends a contribution whose payload is the
@@ -242,7 +245,7 @@ incoll_status_t host_engine_unlock(host_engine_t *eng, uint64_t now_ns);
 incoll_status_t host_engine_unlock_bg(host_engine_t *eng, uint64_t now_ns);
 int host_engine_unlock_pending(const host_engine_t *eng);
 /* The segments the window lets be in flight now (params.pace moves it
- * within 2..params.window). */
+ * within params.window_min (or 2)..params.window). */
 uint32_t host_engine_window(const host_engine_t *eng);
 
 /* The stream window granted (0: not locked); *ops_left_p the operations

@@ -650,6 +650,7 @@ incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
     ctx->deadline_ns = setting_ns(SETTING_DEADLINE_MS);
     p->window = (uint32_t)setting_u64(SETTING_WINDOW);
     p->pace = (uint32_t)setting_u64(SETTING_PACE);
+    p->window_min = (uint32_t)setting_u64(SETTING_WINDOW_MIN);
     p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
     p->copy_adapt_bytes = (uint32_t)setting_u64(SETTING_COPY_ADAPT);
     p->hedge_pct = (uint32_t)setting_int(SETTING_HEDGE_PCT);

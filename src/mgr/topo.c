@@ -28,7 +28,7 @@ void topo_caps_default(topo_caps_t *caps)
     caps->ops = TOPO_OPS_ALL;
     caps->dtypes = TOPO_DTYPES_ALL;
     caps->max_payload = 8192;
-    caps->slots = 1024;
+    caps->slots = 4096;
     caps->max_groups = 64;
     caps->buffer_bytes = 256ull << 20;
 }
