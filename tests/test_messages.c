@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 /* A fabric.conf of one host (no daemon needed for a world of one rank)
- * in the test's directory, with fabric's levels= as given; the
- * environment set for a world of one rank on it. */
-static void one_host_fabric(int levels)
+ * in the test's directory; the environment set for a world of one rank
+ * on it. */
+static void one_host_fabric(void)
 {
     char conf[PATH_MAX + 32];
     FILE *f;
@@ -32,12 +32,10 @@ static void one_host_fabric(int levels)
     f = fopen(conf, "w");
     if (f == NULL)
         return;
-    fprintf(f,
-            "fabric hosts=1 radix=2 levels=%d admin_key=0x1\n"
-            "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n"
-            "host rank=0 leaf=l0 addr=127.0.0.1\n"
-            "group id=1 key=0x5b98bc66794275c9 slots=8 payload=8192\n",
-            levels);
+    fprintf(f, "fabric hosts=1 radix=2 levels=1 admin_key=0x1\n"
+               "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n"
+               "host rank=0 leaf=l0 addr=127.0.0.1\n"
+               "group id=1 key=0x5b98bc66794275c9 slots=8 payload=8192\n");
     fclose(f);
     setenv("INCOLL_FABRIC", test_tmpdir(), 1);
     setenv("INCOLL_RANK", "0", 1);
@@ -88,7 +86,7 @@ TEST(messages_init_settings, TEST_UNIT)
 {
     char out[4096];
 
-    one_host_fabric(1);
+    one_host_fabric();
     /* The rank without the size: the size is what is missing. */
     unsetenv("INCOLL_SIZE");
     CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_ERR_CONFIG);
@@ -115,23 +113,6 @@ TEST(messages_init_settings, TEST_UNIT)
     return TEST_PASSED;
 }
 
-/* fabric.conf's levels= must be the tree's. */
-TEST(messages_fabric_conf_levels, TEST_UNIT)
-{
-    char path[PATH_MAX + 32], err[512];
-    fabric_conf_t conf;
-
-    one_host_fabric(5);
-    snprintf(path, sizeof(path), "%s/fabric.conf", test_tmpdir());
-    CHECK_EQ_INT(fabric_conf_load(path, &conf, err, sizeof(err)),
-                 INCOLL_ERR_CONFIG);
-    CHECK_MSG(strstr(err, "fabric.conf:1: fabric has levels=5 but its ANs' "
-                          "highest level is 1") != NULL,
-              "%s", err);
-    env_clear();
-    return TEST_PASSED;
-}
-
 /* Arguments: refused with INCOLL_ERR_INVALID_ARG, never a crash, and
  * overlapping buffers alike for every collective. */
 TEST(messages_bad_arguments, TEST_UNIT)
@@ -140,7 +121,7 @@ TEST(messages_bad_arguments, TEST_UNIT)
     incoll_comm_h w;
     int64_t buf[16] = {0};
 
-    one_host_fabric(1);
+    one_host_fabric();
     CHECK_EQ_INT(incoll_init(&ctx), INCOLL_OK);
     CHECK_EQ_INT(incoll_comm_world(ctx, &w), INCOLL_OK);
     /* INCOLL_IN_PLACE where only sendbuf may be. */
@@ -187,7 +168,7 @@ TEST(integ_messages_tools, TEST_INTEG)
 
     if (access(test_bindir(), X_OK) != 0)
         return test_skip("%s not built", test_bindir());
-    one_host_fabric(1);
+    one_host_fabric();
     st = run_cmd(&out, 30,
                  "env INCOLL_GEN=abc '%s/incoll' run -n 1 --no-mgr "
                  "--fabric '%s' -- /bin/true",
