@@ -137,8 +137,10 @@ static int rec_differs(call_rec_t mine, call_rec_t theirs)
     uint64_t a = mine.w[1], b = theirs.w[1];
     if ((mine.w[0] | theirs.w[0]) & 1u)
         return HOST_ABORT_ARG;
+    if (a >> 56 != b >> 56)
+        return WIRE_MISMATCH_KIND; /* the collective (host_call_tag) */
     if (a >> 32 != b >> 32)
-        return WIRE_MISMATCH_KIND; /* the collective, or its root */
+        return WIRE_MISMATCH_ROOT;
     if (mine.w[0] != theirs.w[0])
         return WIRE_MISMATCH_SIZE;
     if ((a >> 16 & 0xffu) != (b >> 16 & 0xffu))
