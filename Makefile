@@ -415,6 +415,68 @@ install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
 	$(if $(filter $(BUILD)/bin/%,$^),install -m 755 $(filter $(BUILD)/bin/%,$^) $(DESTDIR)$(libexecdir)/incoll/,@true)
 # --- end MPI layer ---
 
+# --- Open MPI component (src/ompi) ---
+# build/lib/openmpi/mca_coll_incoll.so, the native Open MPI collective
+# component coll/incoll (docs/ompi.md), when the default `mpicc` is Open
+# MPI and its development headers (ompi/mca/coll/coll.h, libopenmpi-dev)
+# are there. Built against those headers, libincoll's objects linked in
+# whole, only the component's symbol exported (src/ompi/exports.map); it
+# shares the MPI layer's datatype tables (src/mpi/mpi_dtype.c). `make
+# install` puts it in Open MPI's component directory (OMPI_COMPDIR, from
+# `ompi_info --path pkglibdir`). WITH_OMPI_COMPONENT=auto|yes|no.
+WITH_OMPI_COMPONENT ?= auto
+OMPI_INCDIRS := $(if $(filter 1,$(call MPI_HAVE,$(MPICC))),$(shell $(MPICC) --showme:incdirs 2>/dev/null))
+OMPI_INCDIR  := $(firstword $(foreach d,$(OMPI_INCDIRS),$(if $(wildcard $(d)/ompi/mca/coll/coll.h),$(d))))
+OMPI_COMP_OK := $(call with_found,$(WITH_OMPI_COMPONENT),$(if $(OMPI_INCDIR),1))
+OMPI_COMPONENT := $(BUILD)/lib/openmpi/mca_coll_incoll.so
+OMPI_COMP_SRCS := $(sort $(wildcard src/ompi/*.c))
+.PHONY: ompi install-ompi check-ompi
+check-ompi:
+ifeq ($(WITH_OMPI_COMPONENT)-$(OMPI_COMP_OK),yes-)
+	@echo "make: WITH_OMPI_COMPONENT=yes but no Open MPI development headers (ompi/mca/coll/coll.h; libopenmpi-dev)" >&2; exit 1
+endif
+ifeq ($(OMPI_COMP_OK),1)
+OMPI_COMPDIR ?= $(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p')
+OMPI_COMP_CFLAGS := $(filter-out -std=c11,$(BASEFLAGS)) -std=gnu11 $(CFLAGS) -fPIC \
+                    $(addprefix -isystem ,$(OMPI_INCDIRS))
+OMPI_COMP_LIBS := $(shell $(MPICC) --showme:link) -lopen-pal
+OMPI_COMP_OBJS := $(OMPI_COMP_SRCS:src/ompi/%.c=$(BUILD)/obj/ompi/%.o) $(BUILD)/obj/ompi/mpi_dtype.o
+$(BUILD)/obj/ompi/%.o: src/ompi/%.c $(FLAGS_STAMP) | check-ompi
+	@mkdir -p $(dir $@)
+	$(CC) $(OMPI_COMP_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/obj/ompi/mpi_dtype.o: src/mpi/mpi_dtype.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(OMPI_COMP_CFLAGS) -MMD -MP -c $< -o $@
+$(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(INTERNAL_A) src/ompi/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,--version-script=src/ompi/exports.map -Wl,-z,defs -o $@ \
+	    $(OMPI_COMP_OBJS) -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) $(OMPI_COMP_LIBS)
+# Its test programs (tests/ompi, tests/test_ompi.c): ocolls, and liboprof.so,
+# a PMPI profiler preloaded beside the component; osu_coll, the benchmark
+# of docs/ompi.md.
+OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/liboprof.so
+$(BUILD)/tests/ompi/%: tests/ompi/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
+$(BUILD)/tests/ompi/liboprof.so: tests/ompi/oprof.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_TEST_CFLAGS) -fPIC -shared -o $@ $<
+ompi: $(OMPI_COMPONENT)
+all: $(OMPI_COMPONENT)
+tests check test-run: $(OMPI_COMPONENT) $(OMPI_TEST_TARGETS)
+install: install-ompi
+install-ompi: $(OMPI_COMPONENT)
+	install -d $(DESTDIR)$(OMPI_COMPDIR)
+	install -m 755 $(OMPI_COMPONENT) $(DESTDIR)$(OMPI_COMPDIR)/
+uninstall: uninstall-ompi
+uninstall-ompi:
+	rm -f $(DESTDIR)$(OMPI_COMPDIR)/mca_coll_incoll.so
+else
+ompi: check-ompi
+	@echo "make ompi: no Open MPI development headers (ompi/mca/coll/coll.h, libopenmpi-dev): coll/incoll not built" >&2
+endif
+# --- end Open MPI component ---
+
 # --- simulator (src/sim) ---
 # build/bin/incoll-sim (docs/simulator.md): the AN and host cores on
 # SimGrid, built from src/sim/*.c and libincoll's objects (src/sim is not

@@ -31,6 +31,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/resource.h>
@@ -861,13 +862,22 @@ static int client_ready(mgr_stream_t *st, double timeout_s)
 
 /* Sends one frame and returns the type of the answer (0 for none, -1 when
  * the manager closed the connection). */
+static int await_frame(mgr_stream_t *st);
+
 static int ask(mgr_stream_t *st, uint16_t type, const mgr_wbuf_t *w)
 {
-    double end = now_s() + 2;
     if (mgr_stream_send(st, type, w ? w->buf : NULL, w ? w->len : 0) !=
             INCOLL_OK ||
         mgr_stream_flush(st) != 0)
         return -1;
+    return await_frame(st);
+}
+
+/* The type of the next frame on st within 2 s, 0 when none came, -1 on
+ * an error. */
+static int await_frame(mgr_stream_t *st)
+{
+    double end = now_s() + 2;
     while (now_s() < end) {
         struct pollfd pfd = {.fd = st->fd, .events = POLLIN};
         const char *why = NULL;
@@ -2048,4 +2058,194 @@ static int secret_memory_body(void)
 TEST(integ_mgr_secret_memory, TEST_INTEG)
 {
     RUN(secret_memory_body);
+}
+
+/* ---- a machine that vanishes ---- */
+
+static char vanish_ns[64];
+
+static void vanish_net_down(void)
+{
+    char out[PATH_MAX];
+    if (vanish_ns[0] == '\0')
+        return;
+    snprintf(out, sizeof(out), "%s/netns.out", test_tmpdir());
+    /* The veth first: a namespace whose sockets linger outlives its
+     * deletion, and its veth with it. */
+    sh(out, "ip link del ivn%da; ip netns del %s", (int)getpid(), vanish_ns);
+    vanish_ns[0] = '\0';
+}
+
+/* Runs fn(arg) with the calling thread in network namespace ns (sockets
+ * made there stay there). */
+static int in_netns(const char *ns, int (*fn)(void *), void *arg)
+{
+    char path[128];
+    int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC), there, r;
+    snprintf(path, sizeof(path), "/var/run/netns/%s", ns);
+    there = open(path, O_RDONLY | O_CLOEXEC);
+    if (self < 0 || there < 0 || setns(there, CLONE_NEWNET) != 0) {
+        r = -1;
+    } else {
+        r = fn(arg);
+        if (setns(self, CLONE_NEWNET) != 0)
+            abort(); /* the rest of the tests would run elsewhere */
+    }
+    if (self >= 0)
+        close(self);
+    if (there >= 0)
+        close(there);
+    return r;
+}
+
+typedef struct {
+    fab_t *f;
+    uint8_t key[MGR_KEY_LEN];
+    mgr_stream_t st[2];
+} vanish_t;
+
+/* Two ranks of job "vanish" join from hosts h0 and h1 and ask for the
+ * group of both. */
+static int vanish_join(void *arg)
+{
+    vanish_t *v = arg;
+    mgr_wbuf_t w = {0}, mem = {0};
+    mgr_group_req_t rq = {.req = 1, .comm = 7};
+    int got = 0;
+
+    for (uint32_t i = 0; i < 2; i++)
+        mgr_w_u32(&mem, i);
+    rq.nmembers = 2;
+    rq.members = mem.buf;
+    for (int r = 0; r < 2; r++) {
+        mgr_join_t jn = {.rank = r, .size = 2, .pid = 1000u + (uint32_t)r};
+        snprintf(jn.job, sizeof(jn.job), "vanish");
+        snprintf(jn.host, sizeof(jn.host), "h%d", r);
+        jn.ep = wire_ep(0x0a4e0002u, (uint16_t)(42000 + r));
+        if (hostile_ready(v->f->addr, v->key, MGR_ROLE_HOST, &v->st[r]) != 0)
+            goto out;
+        w.len = 0;
+        mgr_enc_join(&w, &jn);
+        if (ask(&v->st[r], MGR_JOIN, &w) != MGR_JOIN_OK)
+            goto out;
+    }
+    /* The manager answers when both asked. */
+    w.len = 0;
+    mgr_enc_group_req(&w, &rq);
+    if (mgr_stream_send(&v->st[0], MGR_GROUP_REQ, w.buf, w.len) != INCOLL_OK ||
+        mgr_stream_flush(&v->st[0]) != 0)
+        goto out;
+    got += ask(&v->st[1], MGR_GROUP_REQ, &w) == MGR_GROUP_INFO;
+    got += await_frame(&v->st[0]) == MGR_GROUP_INFO;
+out:
+    mgr_wbuf_free(&w);
+    mgr_wbuf_free(&mem);
+    return got == 2 ? 0 : -1;
+}
+
+/*
+ * The machine of a job's processes vanishes without a word (its link goes
+ * down, as when a node dies or is cut off: no FIN, no RST): the manager
+ * closes their connections within INCOLL_MGR_PEER_TIMEOUT_MS (3 s here,
+ * TCP keepalive) and, INCOLL_MGR_HOST_GRACE_MS (1 s here) later, holds
+ * nothing of the job. Before, the idle connections of a dead machine were
+ * kept for ever, and the job's groups with them. The ranks connect from a
+ * network namespace of the test's own, over a veth pair (10.78.X.0/30)
+ * that it makes and always removes.
+ */
+static int vanish_body(void)
+{
+    fab_t f;
+    vanish_t v = {.f = &f};
+    char out[PATH_MAX], listen[64], *text;
+    char *env[] = {"INCOLL_MGR_PEER_TIMEOUT_MS=3000",
+                   "INCOLL_MGR_HOST_GRACE_MS=1000", NULL};
+    int x = (int)(getpid() % 250), rc;
+    double t0, took = -1;
+
+    snprintf(vanish_ns, sizeof(vanish_ns), "incoll-vanish-%d", (int)getpid());
+    snprintf(out, sizeof(out), "%s/netns.out", test_tmpdir());
+    rc = sh(out,
+            "ip netns add %s && ip link add ivn%da type veth peer name ivn%db "
+            "netns %s && ip addr add 10.78.%d.1/30 dev ivn%da && ip link set "
+            "ivn%da up && ip -n %s addr add 10.78.%d.2/30 dev ivn%db && ip -n "
+            "%s link set ivn%db up && ip -n %s link set lo up",
+            vanish_ns, (int)getpid(), (int)getpid(), vanish_ns, x,
+            (int)getpid(), (int)getpid(), vanish_ns, x, (int)getpid(),
+            vanish_ns, (int)getpid(), vanish_ns);
+    if (rc != 0)
+        show_tail(out);
+    CHECK(rc == 0);
+
+    /* The manager on the veth's address, its ANs on 127.0.0.1. */
+    memset(&f, 0, sizeof(f));
+    snprintf(f.dir, sizeof(f.dir), "%s/vanish", test_tmpdir());
+    mkdir(f.dir, 0755);
+    snprintf(f.secret, sizeof(f.secret), "%s/secret", f.dir);
+    snprintf(f.topo, sizeof(f.topo), "%s/topology", f.dir);
+    snprintf(f.mgr_log, sizeof(f.mgr_log), "%s/mgr.log", f.dir);
+    CHECK(mgr_secret_generate(f.secret) == INCOLL_OK);
+    snprintf(listen, sizeof(listen), "10.78.%d.1:0", x);
+    mgr_env = env;
+    rc = start_mgr(&f, listen, NULL);
+    mgr_env = NULL;
+    CHECK_MSG(rc == 0, "incoll-mgr did not start (%s)", f.mgr_log);
+    text = slurp(f.topo);
+    for (char *p = text; (p = strstr(p, "switch ")) != NULL && f.nans < 64;) {
+        if (p == text || p[-1] == '\n')
+            sscanf(p + 7, "%31s", f.names[f.nans++]);
+        p += 7;
+    }
+    free(text);
+    for (int i = 0; i < f.nans; i++)
+        CHECK(start_an(&f, i, NULL) == 0);
+    CHECK(wait_stat(&f, "manager ", "ans_up", f.nans, 10) == 0);
+
+    CHECK(mgr_secret_load(f.secret, v.key, out, sizeof(out)) == INCOLL_OK);
+    v.st[0].fd = v.st[1].fd = -1;
+    rc = in_netns(vanish_ns, vanish_join, &v);
+    CHECK_MSG(rc == 0, "the ranks did not join and get their group");
+    CHECK(stat_value(&f, "job name=vanish ", "groups") == 1);
+
+    /* The machine's link goes down; the ranks' sockets stay open. */
+    CHECK(sh(out, "ip -n %s link set ivn%db down", vanish_ns, (int)getpid()) ==
+          0);
+    t0 = now_s();
+    while (now_s() - t0 < 12) {
+        text = stat_text(&f);
+        if (text[0] && strstr(text, "job name=vanish ") == NULL) {
+            took = now_s() - t0;
+            free(text);
+            break;
+        }
+        free(text);
+        sleep_s(0.2);
+    }
+    fprintf(stderr, "    the manager let go of the vanished job in %.1f s\n",
+            took);
+    CHECK_MSG(took >= 0, "12 s after its machine vanished the manager still "
+                         "held the job");
+    CHECK(stat_value(&f, "manager ", "groups") == 0);
+    CHECK(stat_value(&f, "manager ", "conns_timed_out") == 2);
+    for (int r = 0; r < 2; r++) {
+        /* Reset, not a FIN that would be sent again for minutes. */
+        struct linger lg = {1, 0};
+        setsockopt(v.st[r].fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+        mgr_stream_close(&v.st[r]);
+    }
+    return TEST_PASSED;
+}
+
+TEST(integ_mgr_peer_vanishes, TEST_INTEG)
+{
+    int r;
+    if (geteuid() != 0)
+        return test_skip("not root: the test needs a network namespace");
+    r = prerequisites();
+    if (r != TEST_PASSED)
+        return r;
+    r = vanish_body();
+    stop_all();
+    vanish_net_down();
+    return r;
 }

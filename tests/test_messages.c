@@ -6,8 +6,9 @@
  * refused by another, "out of memory" for a broadcast of SIZE_MAX bytes,
  * "INCOLL_RANK=0 is not in 0..-2" without INCOLL_SIZE, "using the default"
  * before init failed on INCOLL_LOG_LEVEL, a job id with a control
- * character that passed init and then failed at the manager, a
- * fabric.conf whose levels= did not match its tree, `incoll run` going on
+ * character that passed init and then failed at the manager (a
+ * fabric.conf whose levels= did not match its tree: test_kvline.c),
+ * `incoll run` going on
  * with a bad INCOLL_GEN that every rank then refused, and the manager's
  * "with 0 hosts".
  */

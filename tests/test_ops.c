@@ -603,8 +603,10 @@ static int lines_starting(const char *text, const char *prefix)
  * put and keeps what an operator changed. */
 TEST(integ_ops_install, TEST_INTEG)
 {
-    char dest[PATH_MAX], out[PATH_MAX + 32], vars[3 * PATH_MAX];
-    char path[2 * PATH_MAX], *text;
+    char dest[PATH_MAX], out[PATH_MAX + 32], vars[3 * PATH_MAX + 64];
+    char path[2 * PATH_MAX], *text, want_preload[1100];
+    char libdir[1024] = "/usr/lib/x86_64-linux-gnu",
+         libexecdir[1024] = "/usr/lib";
     int slurm = access("/usr/include/slurm/spank.h", F_OK) == 0;
     static const char *const want[] = {
         "lib/systemd/system/incoll-mgr.service",
@@ -618,10 +620,31 @@ TEST(integ_ops_install, TEST_INTEG)
     CHECK(test_srcdir()[0] != '\0');
     snprintf(dest, sizeof(dest), "%s/dest", test_tmpdir());
     snprintf(out, sizeof(out), "%s/install.out", test_tmpdir());
-    snprintf(vars, sizeof(vars),
-             "DESTDIR='%s' prefix=/usr libdir=/usr/lib/x86_64-linux-gnu "
-             "libexecdir=/usr/lib",
-             dest);
+    {
+        /* What the tree was built with, or make rebuilds it under the
+         * other tests: the flags (a WERROR=1 build run by hand, not from
+         * make: every object) and the library directories compiled into
+         * the programs (build/.dirs: they are relinked). */
+        char stamp[PATH_MAX + 16], *flags, *dirs, *p;
+        snprintf(stamp, sizeof(stamp), "%.*s/../.flags", PATH_MAX - 16,
+                 test_bindir());
+        flags = slurp(stamp);
+        snprintf(stamp, sizeof(stamp), "%.*s/../.dirs", PATH_MAX - 16,
+                 test_bindir());
+        dirs = slurp(stamp);
+        if ((p = strstr(dirs, "libdir=")) != NULL)
+            sscanf(p + 7, "%1023s", libdir);
+        if ((p = strstr(dirs, "libexecdir=")) != NULL)
+            sscanf(p + 11, "%1023s", libexecdir);
+        snprintf(vars, sizeof(vars),
+                 "DESTDIR='%s' prefix=/usr libdir='%s' libexecdir='%s'%s", dest,
+                 libdir, libexecdir,
+                 getenv("WERROR") == NULL && strstr(flags, " -Werror ")
+                     ? " WERROR=1"
+                     : "");
+        free(flags);
+        free(dirs);
+    }
     CHECK(sh(out,
              "mkdir -p '%s/etc/incoll' && echo 'MGR_LISTEN=mine' > "
              "'%s/etc/incoll/mgr.env'",
@@ -652,6 +675,8 @@ TEST(integ_ops_install, TEST_INTEG)
               "install wrote over a configuration: %s", text);
     free(text);
     if (slurm) {
+        snprintf(want_preload, sizeof(want_preload),
+                 "preload=%s/libincoll_mpi.so", libdir);
         snprintf(path, sizeof(path),
                  "%s/usr/lib/x86_64-linux-gnu/slurm-wlm/spank_incoll.so", dest);
         CHECK_MSG(access(path, F_OK) == 0, "no %s", path);
@@ -660,8 +685,7 @@ TEST(integ_ops_install, TEST_INTEG)
         text = slurp(path);
         CHECK_MSG(strstr(text, "optional /usr/lib/x86_64-linux-gnu/slurm-wlm/"
                                "spank_incoll.so mgr=") &&
-                      strstr(text, "preload=/usr/lib/x86_64-linux-gnu/"
-                                   "libincoll_mpi.so"),
+                      strstr(text, want_preload),
                   "%s", text);
         free(text);
     }

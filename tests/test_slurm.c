@@ -22,9 +22,10 @@
  *  - the manager unreachable: the job runs, without offload, and is told
  *    why once.
  *
- * Skips when slurm-wlm, munge or libslurm-dev (the plugin) is missing, or
- * without root (slurmd runs jobs as their users). Everything it starts is
- * stopped: jobs cancelled, daemons killed.
+ * Skips when slurm-wlm, munge, libslurm-dev (the plugin) or Open MPI
+ * (openmpi-bin, libopenmpi-dev: the jobs) is missing, or without root (slurmd
+ * runs jobs as their users). Everything it starts is stopped: jobs cancelled,
+ * daemons killed.
  */
 #include "integ.h"
 
@@ -75,6 +76,9 @@ static const char *missing(void)
         {"/usr/bin/srun", "slurm-wlm (slurm-client)"},
         {"/usr/sbin/munged", "munge"},
         {"/usr/include/slurm/spank.h", "libslurm-dev"},
+        /* The jobs are Open MPI programs under srun (PMIx). */
+        {"/usr/bin/mpirun.openmpi", "openmpi-bin"},
+        {"/usr/lib/x86_64-linux-gnu/openmpi/include/mpi.h", "libopenmpi-dev"},
     };
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
         if (access(need[i][0], F_OK) != 0)

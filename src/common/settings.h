@@ -340,6 +340,10 @@
     X(MGR_AUTH_MS, MS, "5s", "10ms..24h", "mgr", \
       "a connection to the manager must complete its handshake within " \
       "this") \
+    X(MGR_PEER_TIMEOUT_MS, MS, "15s", "1s..24h", "mgr", \
+      "a connection whose peer stopped answering (its machine died or " \
+      "was cut off) is closed within this (TCP keepalive and user " \
+      "timeout)") \
     X(MGR_FRAME_MS, MS, "10s", "10ms..24h", "mgr", \
       "a frame to the manager must be complete this long after its first " \
       "byte, or its connection is closed") \

@@ -121,6 +121,7 @@ struct mgr {
         uint64_t conns_evicted;
         uint64_t conns_shed;
         uint64_t conns_slow;
+        uint64_t conns_timed_out;
         uint64_t frames_late;
         uint64_t frames_refused;
         uint64_t auth_failures;
@@ -149,6 +150,8 @@ static void params_from_settings(mgr_params_t *p, int env)
     p->recover_ms = (uint32_t)(setting_num(SETTING_MGR_RECOVER_MS, env) / ms);
     p->request_ms = (uint32_t)(setting_num(SETTING_MGR_REQUEST_MS, env) / ms);
     p->auth_ms = (uint32_t)(setting_num(SETTING_MGR_AUTH_MS, env) / ms);
+    p->peer_timeout_ms =
+        (uint32_t)(setting_num(SETTING_MGR_PEER_TIMEOUT_MS, env) / ms);
     p->frame_ms = (uint32_t)(setting_num(SETTING_MGR_FRAME_MS, env) / ms);
     p->rx_budget = setting_num(SETTING_MGR_RX_BUDGET, env);
     p->job_rx_budget = setting_num(SETTING_MGR_JOB_RX_BUDGET, env);
@@ -469,6 +472,15 @@ static void conn_kill(mgr_t *m, conn_t *c, const char *why)
         mgr_core_peer_closed(m->core, peer, why, now_ms());
 }
 
+/* Sending to c failed: closes it, counting a peer that stopped answering
+ * (peer_timeout()). */
+static void conn_send_failed(mgr_t *m, conn_t *c)
+{
+    if (errno == ETIMEDOUT)
+        m->ctr.conns_timed_out++;
+    conn_kill(m, c, "send failed");
+}
+
 /* ---- the core's callbacks ---- */
 
 /* Queues a message; a peer that stopped reading is dropped. */
@@ -488,7 +500,7 @@ static void core_send(void *arg, void *user, uint16_t type, const void *body,
         return;
     }
     if (mgr_stream_flush(&c->st) != 0) {
-        conn_kill(m, c, "send failed");
+        conn_send_failed(m, c);
         return;
     }
     conn_tx_note(m, c);
@@ -515,6 +527,7 @@ static void core_io_stats(void *arg, mgr_io_stats_t *s)
     s->rx_buffered = m->rx_reserved;
     s->tx_queued = m->tx_queued;
     s->conns_slow = m->ctr.conns_slow;
+    s->conns_timed_out = m->ctr.conns_timed_out;
     s->frames_late = m->ctr.frames_late;
     s->frames_refused = m->ctr.frames_refused;
     s->auth_failures = m->ctr.auth_failures;
@@ -585,12 +598,40 @@ static int conn_account(mgr_t *m, conn_t *c, int began)
     return 0;
 }
 
+/*
+ * A peer whose machine dies or is cut off sends no FIN: without probes
+ * its connection would sit idle for ever and its job's groups with it
+ * (the connection's end is what starts INCOLL_MGR_HOST_GRACE_MS). TCP
+ * keepalive probes an idle connection from half the timeout on, three
+ * times in the other half, and TCP_USER_TIMEOUT closes one whose data or
+ * probes stay unanswered for the timeout; a live peer's kernel answers
+ * the probes, whatever its process does.
+ */
+static void peer_timeout(int fd, uint32_t ms)
+{
+    int on = 1, idle = (int)(ms / 2000), intvl = (int)(ms / 6000), cnt = 3;
+    unsigned tmo = ms;
+    if (idle < 1)
+        idle = 1;
+    if (intvl < 1)
+        intvl = 1;
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &tmo, sizeof(tmo));
+}
+
 static void on_readable(mgr_t *m, conn_t *c)
 {
     const char *why = NULL;
     int closed = mgr_stream_read(&c->st, &why) != 0;
     const char *close_why = why;
     int frames = 0;
+
+    /* The peer stopped answering (peer_timeout()). */
+    if (closed && why && strcmp(why, strerror(ETIMEDOUT)) == 0)
+        m->ctr.conns_timed_out++;
 
     /* Frames that arrived before an end of stream still count. */
     for (;;) {
@@ -620,6 +661,9 @@ static void on_readable(mgr_t *m, conn_t *c)
                 if (m->listen_resting)
                     m->listen_resume = 0;
             }
+            /* Probed from now on; until now the handshake's deadline
+             * bounds it (and a flood costs no more system calls). */
+            peer_timeout(c->st.fd, m->p.peer_timeout_ms);
             c->st.max_frame = role_max_frame(c->st.role);
             if (c->st.role == MGR_ROLE_TOOL)
                 c->st.tx_limit = TOOL_TX_LIMIT;
@@ -642,7 +686,7 @@ static void on_readable(mgr_t *m, conn_t *c)
     if (!closed && conn_account(m, c, frames > 0) != 0)
         return;
     if (mgr_stream_flush(&c->st) != 0) {
-        conn_kill(m, c, "send failed");
+        conn_send_failed(m, c);
         return;
     }
     conn_tx_note(m, c);
@@ -978,6 +1022,8 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
     m->rl_frame = (ratelog_t){"frame warnings", 10, 0, 0, 0};
     if (m->p.frame_ms == 0)
         m->p.frame_ms = 10000;
+    if (m->p.peer_timeout_ms == 0)
+        m->p.peer_timeout_ms = 15000;
     {
         /* Connections get what the descriptor limit leaves. */
         struct rlimit rl;
@@ -1162,7 +1208,7 @@ int mgr_run(mgr_t *m)
                     on_readable(m, c);
                 if (!c->dead && (ev[i].events & EPOLLOUT)) {
                     if (mgr_stream_flush(&c->st) != 0) {
-                        conn_kill(m, c, "send failed");
+                        conn_send_failed(m, c);
                     } else {
                         conn_tx_note(m, c);
                         conn_watch_out(m, c);

@@ -63,6 +63,8 @@ typedef struct {
     uint32_t request_ms;      /* members of a group request must all ask
                                  within this */
     uint32_t auth_ms;         /* a connection must authenticate in this */
+    uint32_t peer_timeout_ms; /* a silent peer's connection is closed
+                                 within this (TCP keepalive) */
     uint32_t frame_ms;        /* a frame once begun must be complete in
                                  this */
     uint64_t rx_budget;       /* bytes of partial frames buffered, in all */

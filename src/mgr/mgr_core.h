@@ -83,7 +83,8 @@ typedef struct {
     uint64_t conns_shed;
     uint64_t rx_buffered;
     uint64_t tx_queued;
-    uint64_t conns_slow; /* closed for not reading (send budget) */
+    uint64_t conns_slow;      /* closed for not reading (send budget) */
+    uint64_t conns_timed_out; /* closed: the peer stopped answering */
     uint64_t frames_late;
     uint64_t frames_refused;
     uint64_t auth_failures;

@@ -103,23 +103,24 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
         "max_conns=%d conns_unauth=%d conns_accepted=%" PRIu64
         " conns_refused=%" PRIu64 " conns_evicted=%" PRIu64
         " conns_shed=%" PRIu64 " rx_buffered=%" PRIu64 " tx_queued=%" PRIu64
-        " conns_slow=%" PRIu64 " frames_late=%" PRIu64
-        " frames_refused=%" PRIu64 " auth_failures=%" PRIu64
-        " malformed=%" PRIu64 " state_bytes=%" PRIu64 " groups_made=%" PRIu64
-        " groups_refused=%" PRIu64 " quota_refused=%" PRIu64
-        " budget_refused=%" PRIu64 " joins_refused=%" PRIu64
-        " groups_failed=%" PRIu64 " groups_released=%" PRIu64
-        " groups_reclaimed=%" PRIu64 " groups_adopted=%" PRIu64
-        " an_failures=%" PRIu64 "\n",
+        " conns_slow=%" PRIu64 " conns_timed_out=%" PRIu64
+        " frames_late=%" PRIu64 " frames_refused=%" PRIu64
+        " auth_failures=%" PRIu64 " malformed=%" PRIu64 " state_bytes=%" PRIu64
+        " groups_made=%" PRIu64 " groups_refused=%" PRIu64
+        " quota_refused=%" PRIu64 " budget_refused=%" PRIu64
+        " joins_refused=%" PRIu64 " groups_failed=%" PRIu64
+        " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
+        " groups_adopted=%" PRIu64 " an_failures=%" PRIu64 "\n",
         m->listen, now - m->start, topo->nswitches, ans_up(m), topo->ntrees,
         topo->nhosts, m->njobs, m->nregs, place_group_count(m->pl), io.conns,
         io.max_conns, io.conns_unauth, io.conns_accepted, io.conns_refused,
         io.conns_evicted, io.conns_shed, io.rx_buffered, io.tx_queued,
-        io.conns_slow, io.frames_late, io.frames_refused, io.auth_failures,
-        io.malformed + m->ctr.malformed, m->mem, m->ctr.groups_made,
-        m->ctr.groups_refused, m->ctr.quota_refused, m->ctr.budget_refused,
-        m->ctr.joins_refused, m->ctr.groups_failed, m->ctr.groups_released,
-        m->ctr.groups_reclaimed, m->ctr.groups_adopted, m->ctr.an_failures);
+        io.conns_slow, io.conns_timed_out, io.frames_late, io.frames_refused,
+        io.auth_failures, io.malformed + m->ctr.malformed, m->mem,
+        m->ctr.groups_made, m->ctr.groups_refused, m->ctr.quota_refused,
+        m->ctr.budget_refused, m->ctr.joins_refused, m->ctr.groups_failed,
+        m->ctr.groups_released, m->ctr.groups_reclaimed, m->ctr.groups_adopted,
+        m->ctr.an_failures);
     for (int t = 0; t < topo->ntrees; t++) {
         int leaves = 0, sws = 0;
         for (int i = 0; i < topo->nswitches; i++) {
@@ -676,6 +677,8 @@ static void manager_metrics(mw_t *w, const mgr_core_t *m, uint64_t now)
            "reason=\"frame_late\"", io.frames_late);
     sample(w, "incoll_manager_connections_closed", M_COUNTER,
            "reason=\"frame_refused\"", io.frames_refused);
+    sample(w, "incoll_manager_connections_closed", M_COUNTER,
+           "reason=\"peer_timeout\"", io.conns_timed_out);
     single(w, "incoll_manager_auth_failures", M_COUNTER, "",
            "Handshakes that failed or timed out.", io.auth_failures);
     single(w, "incoll_manager_malformed_messages", M_COUNTER, "",

@@ -26,6 +26,7 @@
  */
 #include "incoll.h"
 
+#include "common/wire.h"
 #include "core/host_engine.h"
 #include "host/host.h"
 #include "host/inc_coll.h"
@@ -70,7 +71,7 @@ static uint8_t blk_of(int rank, size_t n, int iter, size_t i)
 static uint64_t payload_sent(incoll_comm_h comm)
 {
     const host_engine_counters_t *c = host_engine_counters(comm->eng);
-    return c->bytes_sent - c->packets_sent * 48u;
+    return c->bytes_sent - c->packets_sent * WIRE_HDR_LEN;
 }
 
 int main(int argc, char **argv)

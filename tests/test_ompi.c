@@ -1,0 +1,415 @@
+/*
+ * Integration tests of coll/incoll, the native Open MPI collective
+ * component (build/lib/openmpi/mca_coll_incoll.so): `ompi_info` lists it,
+ * and real, stock `mpirun` jobs (the component found through
+ * --mca mca_base_component_path, nothing preloaded) of tests/ompi/ocolls
+ * run every collective in its blocking, nonblocking and persistent forms
+ * with checked results, while the component's statistics and `incoll stat`
+ * show that they ran on the ANs. Also: communicators and calls it leaves
+ * to Open MPI, a PMPI profiler preloaded beside it, the PMPI layer
+ * preloaded too, another Open MPI. They skip only when Open MPI or its
+ * development headers are missing.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "test.h"
+#include "integ.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#define OMPI_HEADER                                                            \
+    "/usr/lib/x86_64-linux-gnu/openmpi/include/openmpi/ompi/mca/coll/coll.h"
+#define FLAGS                                                                  \
+    "--oversubscribe --bind-to none --mca btl tcp,self "                       \
+    "--mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
+/* Open MPI's own components, then ours. */
+#define COMPONENT_PATH                                                         \
+    "\"$(ompi_info --path pkglibdir --parsable | "                             \
+    "sed -n 's/^path:pkglibdir://p'):%s\""
+
+static char compdir[PATH_MAX], prog[PATH_MAX + 32], prof[PATH_MAX + 32];
+
+/* NULL when the tests can run, else why they skip. A component that is
+ * missing while Open MPI's headers are there is a failure of the build,
+ * not a skip: the caller checks compdir. */
+static const char *ready(void)
+{
+    char inc[PATH_MAX + 64];
+    if (system("command -v mpirun >/dev/null 2>&1 && "
+               "command -v ompi_info >/dev/null 2>&1") != 0)
+        return "Open MPI (mpirun, ompi_info) is not installed";
+    snprintf(inc, sizeof(inc),
+             "mpicc --showme:incdirs 2>/dev/null | tr ' ' '\\n' | "
+             "while read d; do test -f \"$d/ompi/mca/coll/coll.h\" && "
+             "echo yes; done | grep -q yes");
+    if (system(inc) != 0 && access(OMPI_HEADER, F_OK) != 0)
+        return "Open MPI's development headers (ompi/mca/coll/coll.h, "
+               "libopenmpi-dev) are missing";
+    snprintf(compdir, sizeof(compdir), "%s/../lib/openmpi", test_bindir());
+    snprintf(prog, sizeof(prog), "%s/ompi/ocolls", progdir());
+    snprintf(prof, sizeof(prof), "%s/ompi/liboprof.so", progdir());
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    unsetenv("LD_PRELOAD");
+    return NULL;
+}
+
+static int built(void)
+{
+    char so[PATH_MAX + 32];
+    snprintf(so, sizeof(so), "%s/mca_coll_incoll.so", compdir);
+    if (access(so, F_OK) != 0 || access(prog, X_OK) != 0) {
+        fprintf(stderr,
+                "    Open MPI's headers are installed but %s or %s is not "
+                "built\n",
+                so, prog);
+        return 0;
+    }
+    return 1;
+}
+
+/* ocolls on np ranks with the component's path, stats on, and extra
+ * mpirun arguments; the output in out. */
+static int job(const char *out, int np, const char *extra)
+{
+    return sh(out,
+              "timeout -k 5 120 mpirun -n %d " FLAGS
+              " --mca mca_base_component_path " COMPONENT_PATH
+              " --mca coll_incoll_stats 1 %s '%s'",
+              np, compdir, extra, prog);
+}
+
+/* The value of "<coll> net=N" (field net, host or fallback) on rank 0's
+ * stats line; -1 when absent. */
+static long stat_of(const char *text, const char *coll, const char *field)
+{
+    const char *line = strstr(text, "coll/incoll: stats rank 0:");
+    char key[64];
+    const char *p, *end;
+
+    if (line == NULL)
+        return -1;
+    end = strchr(line, '\n');
+    snprintf(key, sizeof(key), " %s %s=", coll, field);
+    p = strstr(line, key);
+    if (p == NULL || (end && p > end)) {
+        /* fields after the collective's name: " coll net=.. host=.." */
+        snprintf(key, sizeof(key), " %s net=", coll);
+        p = strstr(line, key);
+        if (p == NULL || (end && p > end))
+            return -1;
+        snprintf(key, sizeof(key), " %s=", field);
+        p = strstr(p, key);
+        if (p == NULL || (end && p > end))
+            return -1;
+    }
+    return strtol(strstr(p, "=") + 1, NULL, 10);
+}
+
+static long fabric_reductions(const char *dir, const char *out)
+{
+    char *text;
+    long total = 0;
+    if (sh(out, "'%s/incoll' stat --fabric '%s'", test_bindir(), dir) != 0)
+        return -1;
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, " reductions=")); p++)
+        total += strtol(p + strlen(" reductions="), NULL, 10);
+    free(text);
+    return total;
+}
+
+static const char *const colls[] = {
+    "allreduce",      "reduce", "bcast",   "barrier",
+    "allgather",      "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter", NULL};
+
+/* `ompi_info` lists the component and its parameters. */
+TEST(ompi_component_info, TEST_INTEG)
+{
+    const char *why = ready();
+    char out[PATH_MAX], *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(out, sizeof(out), "%s/ompi_info.out", test_tmpdir());
+    rc = sh(out,
+            "OMPI_MCA_mca_base_component_path=" COMPONENT_PATH
+            " ompi_info && OMPI_MCA_mca_base_component_path=" COMPONENT_PATH
+            " ompi_info --param coll incoll --level 9",
+            compdir, compdir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0, "ompi_info exited %d: %s", rc, out);
+    CHECK_MSG(strstr(text, "MCA coll: incoll ("), "no 'MCA coll: incoll' in %s",
+              out);
+    static const char *const params[] = {"coll_incoll_enable",
+                                         "coll_incoll_priority",
+                                         "coll_incoll_verbose",
+                                         "coll_incoll_fabric",
+                                         "coll_incoll_mgr",
+                                         "coll_incoll_secret_file",
+                                         "coll_incoll_colls",
+                                         "coll_incoll_max_bytes",
+                                         "coll_incoll_min_ranks",
+                                         "coll_incoll_stats",
+                                         NULL};
+    for (int i = 0; params[i]; i++)
+        CHECK_MSG(strstr(text, params[i]), "no %s in %s", params[i], out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * A stock mpirun, nothing preloaded, the fabric given by an MCA parameter:
+ * every collective and form right (ocolls checks), each one run on the
+ * ANs (the component's counts, `incoll stat`), the user op and MAXLOC and
+ * unequal reduce_scatter counts left to Open MPI, and the dup and split,
+ * which a fabric without a manager cannot host, left to Open MPI whole,
+ * saying why.
+ */
+TEST(ompi_component_colls, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], st[PATH_MAX + 16],
+        extra[PATH_MAX + 64];
+    char *text;
+    long red;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dir, sizeof(dir), "%s/ompi-fabric", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(st, sizeof(st), "%s.stat", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(extra, sizeof(extra),
+             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1", dir);
+    rc = job(out, 4, extra);
+    red = fabric_reductions(dir, st);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(strstr(text, "MPI_COMM_WORLD (4 ranks): offloaded"), "%s", out);
+    CHECK_MSG(strstr(text, "SPLIT FROM 0 (2 ranks): not offloaded"), "%s", out);
+    for (int i = 0; colls[i]; i++)
+        CHECK_MSG(stat_of(text, colls[i], "net") > 0, "%s net=%ld: %s",
+                  colls[i], stat_of(text, colls[i], "net"), out);
+    /* the user op and MAXLOC; unequal counts */
+    CHECK_MSG(stat_of(text, "allreduce", "fallback") == 2, "%s", out);
+    CHECK_MSG(stat_of(text, "reduce_scatter", "fallback") == 1, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "host") == 0, "%s", out);
+    CHECK_MSG(red > 0, "incoll stat shows %ld reductions: %s", red, st);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * With the fabric's manager (its fabric.env: INCOLL_MGR, INCOLL_SECRET_FILE,
+ * INCOLL_HOSTS, libincoll's own settings) every communicator gets a fabric
+ * group: the dup and both halves of the split run on the ANs too.
+ */
+TEST(ompi_component_mgr, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dir, sizeof(dir), "%s/ompi-mgr", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(extra, sizeof(extra),
+             "-x INCOLL_MGR -x INCOLL_SECRET_FILE -x INCOLL_HOSTS "
+             "--mca coll_incoll_verbose 1");
+    {
+        char cmd[6 * PATH_MAX];
+        snprintf(cmd, sizeof(cmd),
+                 ". '%s/fabric.env' && timeout -k 5 120 "
+                 "mpirun -n 4 " FLAGS
+                 " --mca mca_base_component_path " COMPONENT_PATH
+                 " --mca coll_incoll_stats 1 %s '%s'",
+                 dir, compdir, extra, prog);
+        rc = sh(out, "%s", cmd);
+    }
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(strstr(text, "DUP FROM 0 (4 ranks): offloaded"), "%s", out);
+    CHECK_MSG(strstr(text, "SPLIT FROM 0 (2 ranks): offloaded"), "%s", out);
+    CHECK_MSG(!strstr(text, "not offloaded"), "%s", out);
+    for (int i = 0; colls[i]; i++)
+        CHECK_MSG(stat_of(text, colls[i], "net") > 0, "%s: %s", colls[i], out);
+    free(text);
+    return TEST_PASSED;
+}
+
+static long prof_calls(const char *text)
+{
+    const char *p = strstr(text, "oprof: rank 0 calls=");
+    return p ? strtol(p + strlen("oprof: rank 0 calls="), NULL, 10) : -1;
+}
+
+/*
+ * A PMPI profiler preloaded beside the component sees every MPI call (the
+ * same counts as under Open MPI alone) while the collectives run on the
+ * ANs; and the PMPI layer preloaded too runs the collectives itself, the
+ * component standing aside and saying so once.
+ */
+TEST(ompi_component_profiler, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], base[PATH_MAX + 16];
+    char lay[PATH_MAX + 16], extra[3 * PATH_MAX];
+    char *text, *btext;
+    int rc, brc, lrc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    CHECK_MSG(access(prof, F_OK) == 0, "%s is not built", prof);
+    snprintf(dir, sizeof(dir), "%s/ompi-prof", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(base, sizeof(base), "%s.base", dir);
+    snprintf(lay, sizeof(lay), "%s.layer", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(extra, sizeof(extra),
+             "-x LD_PRELOAD='%s' --mca coll_incoll_fabric '%s'", prof, dir);
+    rc = job(out, 4, extra);
+    /* the same program under Open MPI alone */
+    snprintf(extra, sizeof(extra),
+             "-x LD_PRELOAD='%s' --mca coll_incoll_enable 0", prof);
+    brc = job(base, 4, extra);
+    /* the PMPI layer preloaded as well */
+    snprintf(extra, sizeof(extra),
+             "-x LD_PRELOAD='%s/../lib/libincoll_mpi.so' -x INCOLL_FABRIC='%s' "
+             "-x INCOLL_MPI_STATS=1",
+             test_bindir(), dir);
+    lrc = job(lay, 4, extra);
+    test_fabric_down(dir);
+    text = slurp(out);
+    btext = slurp(base);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(brc == 0 && strstr(btext, "ocolls: ok"), "exit %d: %s", brc,
+              base);
+    CHECK_MSG(prof_calls(text) > 100 && prof_calls(text) == prof_calls(btext),
+              "the profiler counted %ld calls with the component, %ld "
+              "without: %s %s",
+              prof_calls(text), prof_calls(btext), out, base);
+    CHECK_MSG(stat_of(text, "allreduce", "net") > 0, "%s", out);
+    CHECK_MSG(stat_of(btext, "allreduce", "net") <= 0, "%s", base);
+    free(text);
+    free(btext);
+    text = slurp(lay);
+    CHECK_MSG(lrc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", lrc, lay);
+    CHECK_MSG(strstr(text, "is preloaded and runs the collectives itself; "
+                           "coll/incoll stands aside"),
+              "%s", lay);
+    CHECK_MSG(strstr(text, "mpi: stats rank 0: allreduce offloaded="), "%s",
+              lay);
+    CHECK_MSG(!strstr(text, "allreduce offloaded=0 "), "%s", lay);
+    CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
+              lay);
+    free(text);
+    return TEST_PASSED;
+}
+
+/* Another Open MPI than the one it was built against (the test hook
+ * INCOLL_TEST_OMPI_VERSION stands for its version string): the component
+ * says so once and stands aside; the job runs on Open MPI's own. */
+TEST(ompi_component_other_ompi, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dir, sizeof(dir), "%s/ompi-other", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 2, 2), 0);
+    snprintf(extra, sizeof(extra),
+             "-x INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test' "
+             "--mca coll_incoll_fabric '%s'",
+             dir);
+    rc = job(out, 2, extra);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(strstr(text, "built against Open MPI 4.1 but running under "
+                           "'Open MPI v5.0.3'") ||
+                  strstr(text, "but running under 'Open MPI v5.0.3'"),
+              "%s", out);
+    {
+        int n = 0;
+        for (const char *p = text; (p = strstr(p, "but running under")); p++)
+            n++;
+        CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
+    }
+    CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
+              out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * An AN killed during a job with a manager: every result stays right
+ * (osu_coll checks each), the calls after the failure run on libincoll's
+ * host algorithms (counted host=), and rank 0 says so once.
+ */
+TEST(ompi_component_an_killed, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
+    char cmd[6 * PATH_MAX];
+    char *text;
+    int rc, n = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(osu, sizeof(osu), "%s/ompi/osu_coll", progdir());
+    snprintf(dir, sizeof(dir), "%s/ompi-kill", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(cmd, sizeof(cmd),
+             ". '%s/fabric.env' && timeout -k 5 120 mpirun -n 4 " FLAGS
+             " --mca mca_base_component_path " COMPONENT_PATH
+             " --mca coll_incoll_stats 1 -x INCOLL_MGR -x INCOLL_SECRET_FILE "
+             "-x INCOLL_HOSTS -x OSU_COLL_KILL_CMD=\"kill $(cat '%s/l0.pid')\" "
+             "'%s' 4096 10",
+             dir, compdir, dir, osu);
+    rc = sh(out, "%s", cmd);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "osu_coll: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "net") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "host") +
+                          stat_of(text, "allreduce", "net") >
+                      0 &&
+                  stat_of(text, "bcast", "host") > 0,
+              "no call on the hosts after the failure: %s", out);
+    for (const char *p = text; (p = strstr(p, "no longer runs in the network"));
+         p++)
+        n++;
+    CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
+    free(text);
+    return TEST_PASSED;
+}
