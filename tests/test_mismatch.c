@@ -13,9 +13,12 @@
 #include "common/wire_mac.h"
 #include "core/agg_core.h"
 #include "core/host_engine.h"
+#include "host/host.h"
+#include "host/inc_coll.h"
 #include "memnet.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MM_SEC UINT64_C(1000000000)
@@ -183,6 +186,70 @@ TEST(mismatch_an_slot, TEST_UNIT)
         CHECK(mm_results(&cap, 0, 0) == TEST_PASSED);
         CHECK_EQ_INT(agg_counters(agg)->reductions, 1);
     }
+    agg_destroy(agg);
+    return TEST_PASSED;
+}
+
+static int mm_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The tag an allreduce carries for the collective it runs (a broadcast, a
+ * reduce... run as an allreduce: incoll_comm.call_tag) names the
+ * collective and its root exactly: no two (kind, root) share one and none
+ * is a plain allreduce's 0, so that the ANs (and the node level) tell
+ * apart members whose calls differ in either, a broadcast from rank 68
+ * and one from rank 479 say; an AN fails a slot whose members carry two. */
+TEST(mismatch_call_tags, TEST_UNIT)
+{
+    enum { ROOTS = 1 << 16 };
+    static uint32_t tags[HOST_COLL_COUNT * ROOTS];
+    static mm_cap_t cap;
+    incoll_ep_t kids[2] = {11, 12};
+    agg_params_t ap = {.name = "root", .send = mm_send, .send_arg = &cap};
+    agg_group_params_t gp = {.nchildren = 2,
+                             .id = 1,
+                             .children = kids,
+                             .parent = INCOLL_EP_NONE,
+                             .slots = 1,
+                             .max_payload = 64};
+    wire_hdr_t h0 = mm_contrib(0, 0), h1 = mm_contrib(1, 0);
+    size_t n = 0;
+    agg_t *agg;
+
+    for (int k = 0; k < HOST_COLL_COUNT; k++)
+        for (int r = 0; r < ROOTS; r++)
+            tags[n++] = host_call_tag(k, r);
+    qsort(tags, n, sizeof(tags[0]), mm_cmp_u32);
+    CHECK(tags[0] != 0);
+    for (size_t i = 1; i < n; i++)
+        CHECK_MSG(tags[i] != tags[i - 1], "tag %#x for two calls", tags[i]);
+    /* The highest rank INCOLL_SIZE allows. */
+    CHECK(host_call_tag(HOST_COLL_BCAST, (1 << 24) - 1) !=
+          host_call_tag(HOST_COLL_BCAST, 0));
+    CHECK(host_call_tag(HOST_COLL_BCAST, (1 << 24) - 1) !=
+          host_call_tag(HOST_COLL_GATHER, 0));
+
+    wire_key_derive(NULL, WIRE_KEY_GROUP, 1, 42, &mm_key);
+    gp.key = mm_key;
+    agg = agg_create(&ap);
+    CHECK(agg != NULL);
+    CHECK_EQ_INT(agg_group_add(agg, &gp), INCOLL_OK);
+    h0.root = host_call_tag(HOST_COLL_BCAST, 68);
+    h1.root = host_call_tag(HOST_COLL_BCAST, 479);
+    cap.n = 0;
+    mm_feed(agg, 11, &h0);
+    mm_feed(agg, 12, &h1);
+    {
+        int r = mm_results(&cap, 0, WIRE_MISMATCH_ROOT);
+        if (r != TEST_PASSED) {
+            agg_destroy(agg);
+            return r;
+        }
+    }
+    CHECK_EQ_INT(agg_counters(agg)->reductions, 0);
     agg_destroy(agg);
     return TEST_PASSED;
 }

@@ -127,6 +127,47 @@ TEST(integ_misuse_calls_nomgr, TEST_INTEG)
 }
 
 /*
+ * Without a manager nothing recovers a host-based operation that failed:
+ * its communicator's host-based engine stays out of step, and every
+ * later call there fails at once, its message naming the operation that
+ * failed, collective and algorithm (before: "an earlier host-based rd
+ * failed", whatever had). A split runs on the hosts there; its second
+ * broadcast after a peer left must fail too, and say why.
+ */
+TEST(integ_misuse_peer_gone_nomgr, TEST_INTEG)
+{
+    char dir[PATH_MAX], out[PATH_MAX + 64];
+    char *text;
+    int st, r = have_binaries();
+    if (r != TEST_PASSED)
+        return r;
+    if (fab_up(dir, sizeof(dir), "gone-nomgr", 0) != 0) {
+        test_fabric_down(dir);
+        return TEST_FAILED;
+    }
+    snprintf(out, sizeof(out), "%s.txt", dir);
+    st = run_cmd_file(out, 60,
+                      "env INCOLL_WAIT_MS=1500 '%s/incoll' run --no-mgr -n 4 "
+                      "--fabric '%s' --timeout 50 -- '%s/misuse_check' --case "
+                      "gone --who 1",
+                      test_bindir(), dir, progdir());
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK(text != NULL);
+    if (st != 0 || strstr(text, "gone: first broadcast: ") == NULL ||
+        strstr(text, "gone: second broadcast: ") == NULL ||
+        strstr(text, "bcast: the host-based operations of this communicator "
+                     "are out of step since a bcast (") == NULL) {
+        fprintf(stderr, "    exit %d\n", st);
+        show_tail(out);
+        free(text);
+        return TEST_FAILED;
+    }
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
  * A rank that computes for 4 s before its call while the others wait in
  * it: with operation timeouts of 1 s, the others must wait (the leaf AN
  * says it holds their parts, INCOLL_WAIT_MS) and every call be right.

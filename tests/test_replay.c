@@ -14,6 +14,7 @@
 
 #include "common/wire.h"
 #include "fabric/fabric.h"
+#include "fabric/mgr_fabric.h"
 #include "host/host.h"
 
 #include <arpa/inet.h>
@@ -288,10 +289,14 @@ out:
     return ret;
 }
 
-static int replay_test(void)
+/* Two jobs replayed one into the other on a fabric of 4 hosts: without
+ * a manager, fabric.conf's world group in the network (results and
+ * contributions replayed); with one, the same INCOLL_JOB in both and the
+ * host-based allreduce (its data and acks replayed). */
+static int replay_test(int managed)
 {
     fabric_spec_t spec;
-    char dir[PATH_MAX], env[PATH_MAX + 32], path[PATH_MAX + 32];
+    char dir[PATH_MAX], env[3 * PATH_MAX], path[PATH_MAX + 32];
     int ret;
 
     if (geteuid() != 0)
@@ -300,22 +305,39 @@ static int replay_test(void)
     snprintf(path, sizeof(path), "%s/misuse_check", progdir());
     if (access(path, X_OK) != 0)
         return test_skip("%s not built", path);
-    snprintf(dir, sizeof(dir), "%s/replay", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s/replay%s", test_tmpdir(),
+             managed ? "-mgr" : "");
     fabric_spec_default(&spec);
     spec.dir = dir;
     spec.bindir = test_bindir();
     spec.hosts = 4;
     spec.radix = 2;
-    spec.managed = 0;
-    spec.host_ports = 1;
+    spec.managed = managed;
+    spec.host_ports = !managed;
     spec.quiet = 1;
     if (fabric_up(&spec) != 0) {
         test_fabric_down(dir);
         return TEST_FAILED;
     }
-    snprintf(env, sizeof(env), "INCOLL_FABRIC=%s", dir);
-    ret =
-        record_replay(env, "--iters 150 --gap-ms 4", WIRE_RESULT, WIRE_CONTRIB);
+    if (managed) {
+        char addr[256], secret[PATH_MAX], err[256];
+        if (mgr_fabric_env(dir, addr, sizeof(addr), secret, sizeof(secret), err,
+                           sizeof(err)) != 0) {
+            fprintf(stderr, "    %s\n", err);
+            test_fabric_down(dir);
+            return TEST_FAILED;
+        }
+        snprintf(env, sizeof(env),
+                 "INCOLL_FABRIC=%s INCOLL_MGR=%s INCOLL_SECRET_FILE=%s "
+                 "INCOLL_JOB=same",
+                 dir, addr, secret);
+        ret = record_replay(env, "--iters 150 --gap-ms 4 --algo rd",
+                            WIRE_P2P_DATA, WIRE_P2P_ACK);
+    } else {
+        snprintf(env, sizeof(env), "INCOLL_FABRIC=%s", dir);
+        ret = record_replay(env, "--iters 150 --gap-ms 4", WIRE_RESULT,
+                            WIRE_CONTRIB);
+    }
     test_fabric_down(dir);
     return ret == 0 ? TEST_PASSED : TEST_FAILED;
 }
@@ -324,7 +346,16 @@ static int replay_test(void)
  * gets the first one's results and contributions replayed. */
 TEST(integ_replay_jobs_nomgr, TEST_INTEG)
 {
-    return replay_test();
+    return replay_test(0);
+}
+
+/* With a manager, both jobs under the same INCOLL_JOB: the second job's
+ * host-based allreduces get the first one's data and acks replayed, each
+ * rank's from and to that rank's new address. Before, the host-based key
+ * came from the job id, the same in both jobs. */
+TEST(integ_replay_jobs_mgr_hosts, TEST_INTEG)
+{
+    return replay_test(1);
 }
 
 /*

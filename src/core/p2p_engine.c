@@ -123,7 +123,7 @@ struct p2p_engine {
     int failed; /* the ranks are out of step: no more operations */
     incoll_status_t status;
     call_sig_t sig;    /* the running operation's call (call_sig_t) */
-    uint16_t next_tag; /* p2p_engine_set_tag */
+    uint32_t next_tag; /* p2p_engine_set_tag */
     unsigned mismatch; /* why the last operation failed with
                           INCOLL_ERR_MISMATCH (wire_mismatch_t) */
     uint64_t *tx_next; /* per peer: number of the next block we send it */
@@ -1464,7 +1464,7 @@ int p2p_engine_early_held(const p2p_engine_t *eng)
     return 0;
 }
 
-void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag)
+void p2p_engine_set_tag(p2p_engine_t *eng, uint32_t tag)
 {
     eng->next_tag = tag;
 }

@@ -170,7 +170,7 @@ incoll_status_t p2p_engine_status(const p2p_engine_t *eng);
 /* A tag of the next operation started (an allreduce that carries
  * another collective: its kind and root), carried as its root so that
  * receivers whose tag differs fail; 0 for none. */
-void p2p_engine_set_tag(p2p_engine_t *eng, uint16_t tag);
+void p2p_engine_set_tag(p2p_engine_t *eng, uint32_t tag);
 
 /* 1 when the engine holds data of a block it has not started (a peer
  * is in an operation this rank has not reached), or refused some. */

@@ -496,7 +496,7 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         (host_comm_via_leaders(comm) ||
          host_comm_inc_usable(comm, reduces(a->coll) ? a->op : INCOLL_OP_BOR,
                               reduces(a->coll) ? a->dtype : INCOLL_UINT8))) {
-        uint16_t tag = comm->call_tag;
+        uint32_t tag = comm->call_tag;
         comm->call_tag = host_call_tag((int)inc_kind(a->coll), a->root);
         status = emu_run(comm, a);
         comm->call_tag = tag;

@@ -71,6 +71,8 @@ struct host_hier {
     int nbuf;         /* pipeline buffers of the segment (INCOLL_HIER_DEPTH) */
     uint32_t *err;    /* in the segment: the failed operation's record and
                          the members' calls (see fail_op) */
+    uint64_t *calls2; /* in the segment: the second words of the members'
+                         calls (call_rec) */
     const char *want; /* host_hier_set_mode(), else NULL: INCOLL_HIER */
     int failed;       /* the running operation failed (fail_op, op_failed):
                          every member goes on from segment next */
@@ -82,47 +84,70 @@ struct host_hier {
  * err[0] the operation's first segment + 1 (0: none yet), err[1] its
  * status, err[2] the segment every member goes on from, beyond anything a
  * member may have posted for the operation (so that members whose calls
- * cut it into different numbers of segments are in step again). Then one
- * 64-bit word per member, its call (call_rec), written before it posts
+ * cut it into different numbers of segments are in step again). Then the
+ * first word of each member's call (call_rec; the second words are in the
+ * leader's slot of the second buffer, h->calls2), written before it posts
  * the call's first segment: the leader compares them there, so that
  * ranks of one host whose calls differ, or one of which refused its
  * arguments, fail the call on every rank (host_hier_refuse).
  */
 #define ERR_WORDS 4
 
-static _Atomic uint64_t *rec_of(const struct host_hier *h, int m)
+/* A member's call as its record says it, two words: the count (<< 1),
+ * bit 0 set when it refused its arguments (the other fields are then of
+ * no matter); and the call's tag (incoll_comm.call_tag: the collective an
+ * allreduce carries, and its root, exactly) << 32, its algorithm, dtype
+ * and op. */
+typedef struct {
+    uint64_t w[2];
+} call_rec_t;
+
+static call_rec_t call_rec(size_t count, uint32_t tag, incoll_dtype_t dtype,
+                           incoll_op_t op, incoll_algo_t algo, int refused)
 {
-    return (_Atomic uint64_t *)(void *)(h->err + ERR_WORDS) + m;
+    call_rec_t r = {{(uint64_t)count << 1 | (refused ? 1u : 0u),
+                     (uint64_t)tag << 32 |
+                         (uint64_t)((unsigned)algo & 0xffu) << 16 |
+                         (uint64_t)((unsigned)dtype & 0xffu) << 8 |
+                         (uint64_t)((unsigned)op & 0xffu)}};
+    return r;
 }
 
-/* A member's call as its record says it: the count (its low 36 bits),
- * the call's tag (incoll_comm.call_tag: the collective an allreduce
- * carries, and its root), algorithm, dtype and op; refused: it refused
- * its arguments (the other fields are then of no matter). */
-static uint64_t call_rec(size_t count, uint16_t tag, incoll_dtype_t dtype,
-                         incoll_op_t op, incoll_algo_t algo, int refused)
+/* Member m's record: its first word behind the failure record, its second
+ * in the leader's (free) slot of the second buffer. Written before the
+ * member posts the call's first segment, read by the leader after. */
+static void rec_put(const struct host_hier *h, int m, call_rec_t r)
 {
-    return (uint64_t)count << 28 | (uint64_t)tag << 12 |
-           (uint64_t)((unsigned)algo & 7u) << 9 |
-           (uint64_t)((unsigned)dtype & 15u) << 5 |
-           (uint64_t)((unsigned)op & 15u) << 1 | (refused ? 1u : 0u);
+    atomic_store((_Atomic uint64_t *)(void *)(h->err + ERR_WORDS) + m, r.w[0]);
+    atomic_store((_Atomic uint64_t *)(void *)h->calls2 + m, r.w[1]);
+}
+
+static call_rec_t rec_get(const struct host_hier *h, int m)
+{
+    call_rec_t r = {
+        {atomic_load((_Atomic uint64_t *)(void *)(h->err + ERR_WORDS) + m),
+         atomic_load((_Atomic uint64_t *)(void *)h->calls2 + m)}};
+    return r;
 }
 
 /* Why member calls theirs and mine differ: HOST_ABORT_ARG when one was
  * refused, a wire_mismatch_t, or WIRE_MISMATCH_NONE. */
-static int rec_differs(uint64_t mine, uint64_t theirs)
+static int rec_differs(call_rec_t mine, call_rec_t theirs)
 {
-    if ((mine | theirs) & 1u)
+    uint64_t a = mine.w[1], b = theirs.w[1];
+    if ((mine.w[0] | theirs.w[0]) & 1u)
         return HOST_ABORT_ARG;
-    if (((mine >> 12) & 0xffffu) != ((theirs >> 12) & 0xffffu))
-        return WIRE_MISMATCH_KIND; /* the collective, or its root */
-    if ((mine >> 28) != (theirs >> 28))
+    if (a >> 56 != b >> 56)
+        return WIRE_MISMATCH_KIND; /* the collective (host_call_tag) */
+    if (a >> 32 != b >> 32)
+        return WIRE_MISMATCH_ROOT;
+    if (mine.w[0] != theirs.w[0])
         return WIRE_MISMATCH_SIZE;
-    if (((mine >> 9) & 7u) != ((theirs >> 9) & 7u))
+    if ((a >> 16 & 0xffu) != (b >> 16 & 0xffu))
         return WIRE_MISMATCH_KIND;
-    if (((mine >> 5) & 15u) != ((theirs >> 5) & 15u))
+    if ((a >> 8 & 0xffu) != (b >> 8 & 0xffu))
         return WIRE_MISMATCH_DTYPE;
-    if (((mine >> 1) & 15u) != ((theirs >> 1) & 15u))
+    if ((a & 0xffu) != (b & 0xffu))
         return WIRE_MISMATCH_OP;
     return WIRE_MISMATCH_NONE;
 }
@@ -180,7 +205,7 @@ static int op_failed(struct host_hier *h, incoll_status_t *status_p)
  * other leaders join wherever they are in it), and every member here
  * (fail_op). Returns INCOLL_OK when all match. */
 static incoll_status_t check_calls(incoll_comm_h comm, struct host_hier *h,
-                                   uint64_t mine, size_t nseg)
+                                   call_rec_t mine, size_t nseg)
 {
     int why = WIRE_MISMATCH_NONE, who = 0;
     incoll_ctx_h ctx = comm->ctx;
@@ -188,7 +213,7 @@ static incoll_status_t check_calls(incoll_comm_h comm, struct host_hier *h,
     if (h->shm == NULL)
         return INCOLL_OK;
     for (int m = 1; m < h->nlocal && why == WIRE_MISMATCH_NONE; m++) {
-        why = rec_differs(mine, atomic_load(rec_of(h, m)));
+        why = rec_differs(mine, rec_get(h, m));
         who = m;
     }
     if (why == WIRE_MISMATCH_NONE)
@@ -328,6 +353,7 @@ static void hier_drop(struct host_hier *h)
     host_shm_detach(h->shm);
     h->shm = NULL;
     h->err = NULL;
+    h->calls2 = NULL;
     if (h->leaders) {
         incoll_comm_h l = h->leaders;
         h->leaders = NULL;
@@ -373,9 +399,11 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
         return INCOLL_ERR_IO;
     }
     /* The leader reduces from its own buffer, so its slots are free: the
-     * first holds the end and status of an operation that failed. */
+     * first holds the end and status of an operation that failed and the
+     * members' calls, the second the calls' second words. */
     if (h->shm) {
         h->err = host_shm_slot(h->shm, 0, 0);
+        h->calls2 = host_shm_slot(h->shm, 1, 0);
         h->nbuf = host_shm_nbuf(h->shm);
     }
     return INCOLL_OK;
@@ -772,7 +800,7 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
  * segments ahead of the result it waits for. */
 static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                               uint8_t *recv, size_t count, incoll_dtype_t dtype,
-                              incoll_op_t op, incoll_algo_t algo, uint16_t tag,
+                              incoll_op_t op, incoll_algo_t algo, uint32_t tag,
                               uint64_t deadline)
 {
     size_t dsize = incoll_dtype_size(dtype);
@@ -781,7 +809,7 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
     incoll_status_t status;
 
     /* Our call, for the leader to compare before it reduces anything. */
-    atomic_store(rec_of(h, h->lidx), call_rec(count, tag, dtype, op, algo, 0));
+    rec_put(h, h->lidx, call_rec(count, tag, dtype, op, algo, 0));
     for (size_t s = 0; s < nseg; s++) {
         uint32_t g = h->seq + (uint32_t)s;
         size_t off, len;
@@ -904,8 +932,8 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
         uint64_t deadline = wait_deadline();
         uint32_t g = h->seq;
         int depth;
-        atomic_store(
-            rec_of(h, h->lidx),
+        rec_put(
+            h, h->lidx,
             call_rec(0, 0, INCOLL_UINT8, INCOLL_OP_SUM, INCOLL_ALGO_AUTO, 1));
         depth = host_unlock_all(comm->ctx);
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,

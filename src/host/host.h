@@ -70,7 +70,7 @@ struct incoll_comm {
      * root (host_call_tag), which the allreduce's packets and its node
      * level's records carry so that members whose calls differ in them
      * are told apart. 0 for a plain allreduce. */
-    uint16_t call_tag;
+    uint32_t call_tag;
     /* The running call's deadline (INCOLL_DEADLINE_MS; 0: none), set by
      * the outermost call on the communicator (host_call_begin). */
     int call_depth;
@@ -235,12 +235,13 @@ uint64_t host_wait_ns(void);
 void host_call_begin(incoll_comm_h comm);
 
 /* The call tag (incoll_comm.call_tag) of a collective of kind
- * (host_coll_kind_t) with root, never 0. */
-static inline uint16_t host_call_tag(int kind, int root)
+ * (host_coll_kind_t) with root: the kind + 1 in the high byte, the root
+ * (a rank, below INCOLL_SIZE's bound of 2^24) in the low three, so that
+ * two calls have the same tag only when they are the same collective with
+ * the same root; never 0 (a plain allreduce's). */
+static inline uint32_t host_call_tag(int kind, int root)
 {
-    uint32_t t = (uint32_t)(kind + 1) * 0x9e37u ^ (uint32_t)root * 0x85ebu;
-    t ^= t >> 16;
-    return (uint16_t)(t ? t : 1);
+    return (uint32_t)(kind + 1) << 24 | ((uint32_t)root & 0xffffffu);
 }
 void host_call_end(incoll_comm_h comm);
 int host_call_expired(incoll_comm_h comm);

@@ -80,7 +80,7 @@ struct incoll_req {
     int persistent;
     int threaded;           /* host_req_args_t.threaded */
     incoll_status_t *chain; /* host_req_args_t.chain */
-    uint16_t tag;           /* host_req_args_t.tag */
+    uint32_t tag;           /* host_req_args_t.tag */
     int active;   /* started and not complete (persistent: may be 0) */
     int done;     /* complete, status valid */
     int detached; /* freed by the caller before completion */

@@ -122,7 +122,7 @@ typedef struct {
      * allreduce, src/host/hier.c) share a status: once one failed, the
      * later ones complete at once with that status, unrun. NULL: none. */
     incoll_status_t *chain;
-    uint16_t tag; /* the call's tag (incoll_comm.call_tag) while it runs */
+    uint32_t tag; /* the call's tag (incoll_comm.call_tag) while it runs */
 } host_req_args_t;
 
 /*

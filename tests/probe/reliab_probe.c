@@ -496,6 +496,7 @@ int main(int argc, char **argv)
     mkdir(workdir, 0755);
     printf("reliab_probe: work in %s, %d repetitions, a rank %ld ms late\n",
            workdir, reps, late_ms);
+    fflush(stdout); /* (not again in the children it forks) */
 #define CASE(n, call)                                                          \
     if (only == NULL || strcmp(only, n) == 0)                                  \
     call

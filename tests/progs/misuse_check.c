@@ -29,6 +29,14 @@
  *                   library): everybody must wait for it
  *   deadline        as late, with INCOLL_DEADLINE_MS below --late-ms: the
  *                   call must fail on every rank with INCOLL_ERR_TIMEOUT
+ *   gone            (no loop) the ranks split the world into one
+ *                   communicator (without a manager it runs on the
+ *                   hosts); who exits at once; the others broadcast from
+ *                   rank 0 on it twice. A rank whose first broadcast
+ *                   fails (its peer is gone: after INCOLL_WAIT_MS) must
+ *                   fail the second too, saying "gone: second broadcast:
+ *                   STATUS"; the library's log names the first as the
+ *                   call that put the communicator out of step
  *
  * A call of a case that must fail (every case but none and late, from
  * --at on for skip) and returns success with data on a rank that has a
@@ -65,13 +73,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const cases[] = {
     "none",         "root-null",     "inplace-recv",
     "overlap",      "dtype",         "op",
     "count",        "bcast-roots",   "bcast-allreduce",
     "reduce-roots", "reduce-noroot", "skip",
-    "late",         "deadline"};
+    "late",         "deadline",      "gone"};
 enum {
     C_NONE,
     C_ROOT_NULL,
@@ -87,6 +96,7 @@ enum {
     C_SKIP,
     C_LATE,
     C_DEADLINE,
+    C_GONE,
     C_N
 };
 
@@ -195,6 +205,26 @@ static incoll_status_t special(incoll_comm_h world, int c, int rank, int size,
     }
 }
 
+/* Case gone (above). 0 as expected, 3 otherwise. */
+static int gone(incoll_comm_h world, int rank, int who, int64_t *buf,
+                size_t bytes)
+{
+    incoll_comm_h sub;
+    incoll_status_t st = incoll_comm_split(world, 0, rank, &sub), st2;
+    if (st != INCOLL_OK) {
+        printf("gone: split: %s\n", incoll_status_string(st));
+        return 3;
+    }
+    if (rank == who)
+        _exit(0); /* without a word to anybody */
+    st = incoll_bcast(sub, buf, bytes, 0);
+    printf("gone: first broadcast: %s\n", incoll_status_string(st));
+    st2 = incoll_bcast(sub, buf, bytes, 0);
+    printf("gone: second broadcast: %s\n", incoll_status_string(st2));
+    fflush(stdout);
+    return st != INCOLL_OK && st2 == INCOLL_OK ? 3 : 0;
+}
+
 int main(int argc, char **argv)
 {
     int iters = 8, at = 2, who = 1, c = -1, rank, size;
@@ -259,6 +289,8 @@ int main(int argc, char **argv)
     out = calloc(2 * count + 2, sizeof(*out));
     if (in == NULL || out == NULL)
         return 3;
+    if (c == C_GONE)
+        return gone(world, rank, who, in, count * sizeof(int64_t));
     for (int it = 0; it < iters; it++) {
         /* For skip, counts differ from one iteration to the next. */
         size_t n = c == C_SKIP ? count + (size_t)(it % 3) : count;
