@@ -232,6 +232,15 @@ static int layer_preloaded(char *path, size_t len)
     return 1;
 }
 
+/* 1 when an MCA parameter or libincoll's settings name a fabric or a
+ * manager. */
+static int fabric_configured(const mca_coll_incoll_component_t *cm)
+{
+    return cm->fabric[0] || cm->mgr[0] ||
+           incoll_setting_given("INCOLL_FABRIC") == 1 ||
+           incoll_setting_given("INCOLL_MGR") == 1;
+}
+
 static int incoll_init_query(bool enable_progress_threads,
                              bool enable_mpi_threads)
 {
@@ -280,9 +289,7 @@ static int incoll_init_query(bool enable_progress_threads,
         return OMPI_SUCCESS;
     }
     cm->colls_mask = (uint32_t)mask;
-    if (cm->fabric[0] == '\0' && cm->mgr[0] == '\0' &&
-        incoll_setting_given("INCOLL_FABRIC") != 1 &&
-        incoll_setting_given("INCOLL_MGR") != 1) {
+    if (!fabric_configured(cm)) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "no fabric configured (coll_incoll_fabric, coll_incoll_mgr, "
                  "INCOLL_FABRIC and INCOLL_MGR are unset)");
@@ -296,9 +303,7 @@ static int incoll_init_query(bool enable_progress_threads,
 static int offload_wanted(void)
 {
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
-    return cm->enable && (cm->fabric[0] || cm->mgr[0] ||
-                          incoll_setting_given("INCOLL_FABRIC") == 1 ||
-                          incoll_setting_given("INCOLL_MGR") == 1);
+    return cm->enable && fabric_configured(cm);
 }
 
 mca_coll_base_module_t *ci_comm_query(ompi_communicator_t *comm, int *priority)
