@@ -383,6 +383,9 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         /* incoll's bytes sent per operation (in-network engine counters,
          * headers included): [0] when this rank was the root, [1] not. */
         double tx[2] = {0, 0}, ntx[2] = {0, 0};
+        /* Its cost counted (host_counters_t): datagrams this rank sent and
+         * received, and its wake-ups, over the nops in-network operations. */
+        double cost[4] = {0, 0, 0, 0};
         if (o.coll == ALGO_COLL_REDUCE || o.coll == ALGO_COLL_REDUCE_SCATTER)
             bytes = bytes / 8 * 8;
         for (int it = -2; it < o.b.iters && ret == 0; it++) {
@@ -414,6 +417,10 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     tx[rank != root] +=
                         (double)(h1.eng_bytes_sent - h0.eng_bytes_sent);
                     ntx[rank != root]++;
+                    cost[0] += (double)(h1.tx_packets - h0.tx_packets);
+                    cost[1] += (double)(h1.rx_packets - h0.rx_packets);
+                    cost[2] += (double)(h1.wakeups - h0.wakeups);
+                    cost[3]++;
                 }
             }
         }
@@ -423,8 +430,17 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
             incoll_allreduce(comm, &avg, &mx, 1, INCOLL_FLOAT64, INCOLL_OP_MAX);
             incoll_allreduce(comm, &avg, &tot, 1, INCOLL_FLOAT64,
                              INCOLL_OP_SUM);
-            double txr[2] = {-1, -1};
+            double txr[2] = {-1, -1}, pk[3] = {-1, -1, -1};
             if (algos[k] == HOST_CALGO_AUTO) {
+                /* Datagrams per operation sent and received by all the
+                 * hosts together, wake-ups per operation of one rank. */
+                incoll_allreduce(comm, INCOLL_IN_PLACE, cost, 4, INCOLL_FLOAT64,
+                                 INCOLL_OP_SUM);
+                if (cost[3] > 0) {
+                    pk[0] = cost[0] * size / cost[3];
+                    pk[1] = cost[1] * size / cost[3];
+                    pk[2] = cost[2] / cost[3];
+                }
                 /* At the root: the average; elsewhere: the most any
                  * rank sent (-1: none ran in the network). */
                 double v[2] = {tx[0], ntx[0]},
@@ -436,9 +452,10 @@ int bench_coll_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 txr[0] = v[1] > 0 ? v[0] / v[1] : -1;
             }
             if (res)
-                fprintf(res, "%zu %s %d %.3f %.3f %.3f %.0f %.0f\n", bytes,
-                        algo_label(algos[k]), o.b.iters, tot / size, mn, mx,
-                        txr[0], txr[1]);
+                fprintf(res,
+                        "%zu %s %d %.3f %.3f %.3f %.0f %.0f %.2f %.2f %.2f\n",
+                        bytes, algo_label(algos[k]), o.b.iters, tot / size, mn,
+                        mx, txr[0], txr[1], pk[0], pk[1], pk[2]);
         }
         free(in);
         free(out);
@@ -456,6 +473,9 @@ typedef struct {
     char algo[32];
     double avg;
     double tx_root, tx_other; /* incoll's bytes sent per op, or -1 */
+    /* incoll's datagrams per op sent and received by all hosts together,
+     * its wake-ups per op and rank (host_counters_t), or -1 */
+    double dg_tx, dg_rx, wakeups;
 } bc_row_t;
 
 /* --plot: one curve per algorithm (bench_report.h). */
@@ -494,11 +514,14 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
     printf("\n# %s summary: incoll beside the best host-based algorithm%s%s"
            " (x: their latency over incoll's); tx: bytes incoll sent per "
            "operation, headers included (engine counters), at the root and "
-           "the most of any other rank\n",
+           "the most of any other rank; dg tx/rx: datagrams per operation "
+           "all hosts sent (into the leaf ANs) and received; wake: returns "
+           "from blocking waits per operation and rank\n",
            coll, mpi ? ", MPI's own" : "",
            lay ? " and the MPI call through libincoll_mpi" : "");
-    printf("%9s %10s %9s %9s %10s %-12s %6s", "bytes", "incoll(us)", "tx root",
-           "tx other", "host(us)", "best host", "x");
+    printf("%9s %10s %9s %9s %6s %6s %5s %10s %-12s %6s", "bytes", "incoll(us)",
+           "tx root", "tx other", "dg tx", "dg rx", "wake", "host(us)",
+           "best host", "x");
     if (mpi)
         printf(" %10s %6s", "mpi(us)", "x");
     if (lay)
@@ -521,8 +544,9 @@ static void print_summary(const char *coll, const bc_row_t *rows, int n)
         i = j;
         if (inc == NULL)
             continue;
-        printf("%9zu %10.1f %9.0f %9.0f", inc->bytes, inc->avg, inc->tx_root,
-               inc->tx_other);
+        printf("%9zu %10.1f %9.0f %9.0f %6.2f %6.2f %5.2f", inc->bytes,
+               inc->avg, inc->tx_root, inc->tx_other, inc->dg_tx, inc->dg_rx,
+               inc->wakeups);
         if (best)
             printf(" %10.1f %-12s %6.2f", best->avg, best->algo,
                    best->avg / inc->avg);
@@ -625,9 +649,11 @@ int bench_coll_main(int argc, char **argv)
         while (fgets(line, sizeof(line), in)) {
             size_t bytes;
             int iters;
-            double avg, mn, mx, bw, txr = -1, txo = -1;
-            if (sscanf(line, "%zu %31s %d %lf %lf %lf %lf %lf", &bytes, algo,
-                       &iters, &avg, &mn, &mx, &txr, &txo) < 6)
+            double avg, mn, mx, bw, txr = -1, txo = -1, dtx = -1, drx = -1,
+                                    wk = -1;
+            if (sscanf(line, "%zu %31s %d %lf %lf %lf %lf %lf %lf %lf %lf",
+                       &bytes, algo, &iters, &avg, &mn, &mx, &txr, &txo, &dtx,
+                       &drx, &wk) < 6)
                 continue;
             bw = avg > 0 ? (double)bytes / avg : 0;
             printf("%-14s ", algo);
@@ -639,6 +665,9 @@ int bench_coll_main(int argc, char **argv)
                          algo);
                 rows[nrows].tx_root = txr;
                 rows[nrows].tx_other = txo;
+                rows[nrows].dg_tx = dtx;
+                rows[nrows].dg_rx = drx;
+                rows[nrows].wakeups = wk;
                 rows[nrows++].avg = avg;
             }
             if (csv)

@@ -143,6 +143,18 @@ static int held_by_me(const struct host_sync *s)
     return s->owned && pthread_equal(s->owner, pthread_self());
 }
 
+static _Thread_local uint64_t wakeups;
+
+void host_wakeup_note(void)
+{
+    wakeups++;
+}
+
+uint64_t host_wakeups(void)
+{
+    return wakeups;
+}
+
 /* With s->mu held. First come, first served: a thread that calls
  * incoll_req_test in a loop must not keep the request thread, back from
  * poll with packets, from taking the lock. */
@@ -154,8 +166,10 @@ static void acquire_locked(struct host_sync *s, int depth)
         return;
     }
     ticket = s->next_ticket++;
-    while (s->owned || s->serving != ticket)
+    while (s->owned || s->serving != ticket) {
         pthread_cond_wait(&s->free_cv, &s->mu);
+        wakeups++;
+    }
     s->serving++;
     s->owned = 1;
     s->owner = pthread_self();
@@ -212,6 +226,7 @@ static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
                                   (long)(deadline_ns % 1000000000ull)};
             pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
         }
+        wakeups++;
     }
     reacquire_after_wait(s, depth);
 }
@@ -309,6 +324,14 @@ void host_sync_kick(incoll_ctx_h ctx)
     }
 }
 
+static int counted_ppoll(struct pollfd *pfd, int n, const struct timespec *tsp)
+{
+    int ret = ppoll(pfd, (nfds_t)n, tsp, NULL);
+    if (tsp == NULL || tsp->tv_sec || tsp->tv_nsec)
+        wakeups++; /* it may have slept (a zero timeout only looks) */
+    return ret;
+}
+
 int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
                     const struct timespec *tsp)
 {
@@ -317,13 +340,13 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
     int depth, ret;
 
     if (s == NULL || n > 7)
-        return ppoll(pfd, (nfds_t)n, tsp, NULL);
+        return counted_ppoll(pfd, n, tsp);
     pthread_mutex_lock(&s->mu);
     if (!held_by_me(s)) {
         /* Called from outside the public functions (a benchmark driving
          * the loop itself): nothing to give up. */
         pthread_mutex_unlock(&s->mu);
-        return ppoll(pfd, (nfds_t)n, tsp, NULL);
+        return counted_ppoll(pfd, n, tsp);
     }
     if (s->polling) {
         uint64_t until = UINT64_MAX;
@@ -344,7 +367,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
     all[n].fd = s->wakefd;
     all[n].events = POLLIN;
     all[n].revents = 0;
-    ret = ppoll(all, (nfds_t)n + 1, tsp, NULL);
+    ret = counted_ppoll(all, n + 1, tsp);
     if (ret > 0 && (all[n].revents & POLLIN)) {
         uint64_t v;
         if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)

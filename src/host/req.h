@@ -78,6 +78,16 @@ void host_enter(incoll_ctx_h ctx, incoll_comm_h comm);
  */
 int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
                     const struct timespec *tsp);
+/*
+ * Wake-ups of the calling thread: how many times it came back from a
+ * blocking wait of the library (ppoll on the context's socket, a wait on
+ * the library lock's condition, a futex wait in node mode's shared
+ * memory), whether woken or timed out. Per thread, so a rank's count is
+ * that of the thread that runs its operations; never reset.
+ */
+void host_wakeup_note(void);
+uint64_t host_wakeups(void);
+
 /* Wakes the threads waiting in host_sync_ppoll() and the request threads:
  * packets were dispatched, a request completed or was queued. */
 void host_sync_kick(incoll_ctx_h ctx);

@@ -5,6 +5,7 @@
 #include "host/shm.h"
 
 #include "host/host.h"
+#include "host/req.h"
 
 #include "common/knobs.h"
 #include "common/log.h"
@@ -407,8 +408,10 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
         ts.tv_sec = (time_t)(wait / 1000000000ull);
         ts.tv_nsec = (long)(wait % 1000000000ull);
         atomic_fetch_add(&line->sleepers, 1);
-        if (atomic_load(c) == cur)
+        if (atomic_load(c) == cur) {
             futex(c, FUTEX_WAIT, cur, &ts);
+            host_wakeup_note();
+        }
         atomic_fetch_sub(&line->sleepers, 1);
     }
 }
