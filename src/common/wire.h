@@ -104,6 +104,14 @@ enum {
      * INCOLL_BCAST_AHEAD bytes, larger ones would send the data twice
      * down every link. */
     WIRE_F_PUSH = 1u << 9,
+    /* CONTRIB/RESULT of a one-packet broadcast acknowledged cumulatively
+     * (docs/wire-format.md, "One-way broadcasts"): the root's data (a
+     * CONTRIB with ROOT and PUSH) completes the slot's epoch at every AN
+     * it passes, which sends it down as the slot's result at once; the
+     * other members send nothing unless they lack the result (a NODATA
+     * resend), and the AN at the tree's root acknowledges the data to the
+     * root (a NODATA RESULT down its path). */
+    WIRE_F_ONEWAY = 1u << 12,
     /* P2P_ACK only (field usage of P2P packets: core/p2p_engine.h). */
     WIRE_F_P2P_DONE = 1u << 8,    /* the whole block of the step arrived */
     WIRE_F_P2P_PROBE = 1u << 9,   /* receiver waits: resend what it lacks */

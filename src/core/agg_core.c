@@ -42,7 +42,8 @@ typedef struct {
     uint32_t epoch;
     uint32_t count;
     uint64_t offset;
-    uint16_t flags; /* WIRE_F_LAST only */
+    uint16_t flags; /* WIRE_F_LAST, TWICE, PUSH, ONEWAY (the slot's epoch
+                       is a one-way broadcast: on_oneway) */
     uint8_t op, dtype;
     uint8_t valid;
     uint8_t kind;        /* wire_coll_t */
@@ -973,6 +974,9 @@ static int contrib_well_formed(const wire_hdr_t *h)
     if ((h->flags & (WIRE_F_PUSH | WIRE_F_AHEAD)) &&
         (kind != WIRE_COLL_BCAST || !root || !has))
         return 0; /* only a broadcast root's data goes ahead */
+    if ((h->flags & WIRE_F_ONEWAY) &&
+        (kind != WIRE_COLL_BCAST || (h->flags & WIRE_F_AHEAD)))
+        return 0;
     if (h->flags & WIRE_F_QUERY)
         return !has &&
                (kind == WIRE_COLL_ALLREDUCE || kind == WIRE_COLL_REDUCE);
@@ -1680,6 +1684,103 @@ static void slot_complete(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
     }
 }
 
+/* Starts epoch h->epoch of slot sl, collecting, described by h. The copy
+ * of this epoch's parity held epoch-1, which every child has (they all
+ * contributed to sl->epoch, or it was a one-way broadcast). */
+static void slot_start(group_t *g, slot_t *sl, const wire_hdr_t *h)
+{
+    res_copy_t *rc;
+    sl->epoch = h->epoch;
+    sl->state = SLOT_COLLECTING;
+    sl->arrived = 0;
+    memset(sl->seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
+    memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+    rc = &sl->res[sl->epoch & 1];
+    rc->valid = 0;
+    rc->st_valid = 0;
+    rc->epoch = h->epoch;
+    rc->op = h->op;
+    rc->dtype = h->dtype;
+    rc->count = h->count;
+    rc->offset = h->offset;
+    rc->flags = h->flags & WIRE_F_LAST;
+    rc->kind = (uint8_t)wire_flags_kind(h->flags);
+    rc->has = 0;
+    rc->rootc = -1;
+    rc->root = h->flags & WIRE_F_ERROR ? 0 : h->root;
+    rc->err = 0;
+}
+
+/*
+ * One-way broadcasts (wire.h, WIRE_F_ONEWAY): the root's data h, come
+ * from child c (-1: from the parent), completes epoch h->epoch of the
+ * slot here without waiting for the other children: every child but c
+ * gets it as the slot's result at once; from a child it goes up too (the
+ * parent does the same), and the AN at the tree's root acknowledges it
+ * with a NODATA result down the root's path (result_has_data), which
+ * completes the epoch on that path. The other members send nothing
+ * unless they lack the result; their resends find the result kept (two
+ * epochs per slot, as for any round). The slot may already collect the
+ * epoch (members that lacked the data resent first): their calls are
+ * compared as for any contribution. Returns 0 when the packet is none of
+ * this (another epoch, a call that differs): the ordinary path takes it.
+ */
+static int on_oneway(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
+                     const uint8_t *payload, size_t bytes, int c)
+{
+    res_copy_t *rc;
+    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE)
+        slot_start(g, sl, h);
+    else if (h->epoch != sl->epoch)
+        return 0;
+    rc = &sl->res[sl->epoch & 1];
+    if (rc->flags & WIRE_F_ONEWAY) {
+        /* Again: the root resends (its acknowledgement was lost), or a
+         * parent resends to a child AN that asked. */
+        if (c < 0 || sl->state == SLOT_COLLECTING || (h->flags & WIRE_F_COPY)) {
+            agg->ctr.duplicates_dropped++;
+        } else if (c == rc->rootc && sl->state == SLOT_FORWARDED) {
+            agg->ctr.reforwards++;
+            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
+        } else {
+            agg->ctr.results_resent++;
+            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+        }
+        return 1;
+    }
+    if (sl->state == SLOT_DONE || (sl->state == SLOT_FORWARDED && c >= 0) ||
+        (sl->arrived > 0 && call_differs(h, rc) != WIRE_MISMATCH_NONE))
+        return 0;
+    for (int k = 0; k < g->nchildren; k++) {
+        contrib_put(agg, g, sl, k);
+        sl->seen[k / 64] |= 1ull << (k % 64);
+    }
+    sl->arrived = g->nchildren;
+    memcpy(rc->buf, payload, bytes);
+    rc->has = 1;
+    rc->rootc = c;
+    rc->root = h->root;
+    rc->flags =
+        (uint16_t)((h->flags & (WIRE_F_LAST | WIRE_F_TWICE)) | WIRE_F_ONEWAY);
+    rc->valid = 1;
+    agg->ctr.contribs_accepted++;
+    agg->ctr.coll_bcast++;
+    if (c < 0 || g->parent == INCOLL_EP_NONE) {
+        sl->state = SLOT_DONE;
+        replicate(agg, g, h->slot, rc);
+        return 1;
+    }
+    sl->state = SLOT_FORWARDED;
+    wire_mac_prepare(&g->key, rc->buf, bytes, &rc->st);
+    rc->st_valid = 1;
+    for (int k = 0; k < g->nchildren; k++)
+        if (k != c)
+            send_result(agg, g, h->slot, rc, k, &rc->st);
+    agg->ctr.results_sent++;
+    forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 1);
+    return 1;
+}
+
 static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
                        const wire_hdr_t *h, const uint8_t *payload)
 {
@@ -1728,29 +1829,14 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     stamp(&g->lk_active_ns, agg->now_ns);
     if (h->slot >= g->nslots)
         agg->ctr.stream_bytes += bytes;
+    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_ROOT) &&
+        on_oneway(agg, g, sl, h, payload, bytes, c))
+        return;
     if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
         /* The child holds the result of sl->epoch: start the next epoch.
          * The copy of this epoch's parity held epoch-1, which every child
          * has (they all contributed to sl->epoch). */
-        sl->epoch = h->epoch;
-        sl->state = SLOT_COLLECTING;
-        sl->arrived = 0;
-        memset(sl->seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
-        memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
-        rc = &sl->res[sl->epoch & 1];
-        rc->valid = 0;
-        rc->st_valid = 0;
-        rc->epoch = h->epoch;
-        rc->op = h->op;
-        rc->dtype = h->dtype;
-        rc->count = h->count;
-        rc->offset = h->offset;
-        rc->flags = h->flags & WIRE_F_LAST;
-        rc->kind = (uint8_t)wire_flags_kind(h->flags);
-        rc->has = 0;
-        rc->rootc = -1;
-        rc->root = h->flags & WIRE_F_ERROR ? 0 : h->root;
-        rc->err = 0;
+        slot_start(g, sl, h);
     } else if (h->epoch != sl->epoch) {
         res_copy_t *prev = &sl->res[h->epoch & 1];
         if (h->epoch == sl->epoch - 1 && prev->valid &&
@@ -1770,7 +1856,11 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         agg->ctr.duplicates_dropped++;
         if (h->flags & WIRE_F_COPY)
             return; /* the second of two, not a question */
-        if (sl->state == SLOT_FORWARDED) {
+        if ((rc->flags & WIRE_F_ONEWAY) && c != rc->rootc) {
+            /* A one-way broadcast's member that lacks the data. */
+            agg->ctr.results_resent++;
+            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+        } else if (sl->state == SLOT_FORWARDED) {
             /* Our aggregate or the parent's result was lost. All the
              * children notice at about the same time (later results
              * came, ours did not): the first to ask sends the aggregate
@@ -1914,6 +2004,23 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
         stamp(&g->lk_active_ns, agg->now_ns);
     if (h->flags & WIRE_F_AHEAD) {
         on_ahead(agg, g, h, payload, bytes, -1);
+        return;
+    }
+    if ((h->flags & WIRE_F_ONEWAY) && !(h->flags & WIRE_F_NODATA) &&
+        bytes <= g->max_payload && !(h->flags & WIRE_F_QUERY) &&
+        wire_flags_kind(h->flags) == WIRE_COLL_BCAST &&
+        on_oneway(agg, g, sl, h, payload, bytes, -1))
+        return;
+    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_NODATA) &&
+        h->epoch == sl->epoch && sl->state == SLOT_FORWARDED &&
+        (sl->res[sl->epoch & 1].flags & WIRE_F_ONEWAY)) {
+        /* The acknowledgement of a one-way broadcast, down the root's
+         * path: only the root's side waits for it. */
+        rc = &sl->res[sl->epoch & 1];
+        sl->state = SLOT_DONE;
+        send_result(agg, g, h->slot, rc, rc->rootc,
+                    rc->st_valid ? &rc->st : NULL);
+        agg->ctr.results_sent++;
         return;
     }
     if (h->epoch != sl->epoch || sl->state != SLOT_FORWARDED ||

@@ -93,6 +93,9 @@ typedef struct {
     uint8_t rtwice; /* the first result said the AN sends them twice */
     uint8_t judged; /* counted by copy_judge */
     uint8_t ahead;  /* a broadcast's data came ahead of the result */
+    uint8_t silent; /* a one-way broadcast's non-root: not sent, waits for
+                       the data (eng->oneway); its result is no round-trip
+                       sample */
     uint8_t held;   /* the AN said it holds our contribution and waits for
                        other members (WIRE_F_WAIT) */
 } seg_t;
@@ -131,12 +134,15 @@ struct host_engine {
     incoll_dtype_t dtype;
     incoll_op_t op;
     wire_coll_t kind;
-    int twice; /* every packet goes twice: 1 flagged TWICE (copy_bytes,
-                  or adaptive copies on), so the ANs send theirs twice
-                  too; 2 without the flag (following another member's
-                  copies, COPY_FOLLOW) */
-    int adapt; /* copy_adapt_bytes covers this operation */
-    int push;  /* a broadcast's root asks for its data sent ahead */
+    int twice;  /* every packet goes twice: 1 flagged TWICE (copy_bytes,
+                   or adaptive copies on), so the ANs send theirs twice
+                   too; 2 without the flag (following another member's
+                   copies, COPY_FOLLOW) */
+    int adapt;  /* copy_adapt_bytes covers this operation */
+    int push;   /* a broadcast's root asks for its data sent ahead */
+    int oneway; /* a one-way broadcast (host_engine_oneway_every): the
+                   root's data completes it, the others send nothing
+                   unless their result is late */
     /* Adaptive copies: on/off, operations covered so far, and the
      * operation count of the last sign of loss (0: none yet). */
     int copying;
@@ -198,6 +204,15 @@ struct host_engine {
     uint32_t undo_cwnd, undo_ssthresh; /* before that cut (0: none to undo) */
     host_engine_counters_t ctr;
 };
+
+uint32_t host_engine_oneway_every(const host_engine_params_t *p)
+{
+    /* A round at least once every `slots` segments: see the header. */
+    uint32_t every = HOST_ONEWAY_EVERY;
+    if (p->ahead_bytes == 0 || p->slots < 2)
+        return 0;
+    return p->slots < every ? p->slots : every;
+}
 
 void host_engine_params_default(host_engine_params_t *p)
 {
@@ -322,7 +337,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             (eng->root ? WIRE_F_ROOT : 0) |
                             (eng->send_data ? 0 : WIRE_F_NODATA) |
                             (eng->twice == 1 ? WIRE_F_TWICE : 0) |
-                            (eng->push ? WIRE_F_PUSH : 0)),
+                            (eng->push ? WIRE_F_PUSH : 0) |
+                            (eng->oneway ? WIRE_F_ONEWAY : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .root = eng->call_root, /* the ANs check that members agree */
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
@@ -459,7 +475,19 @@ static void fill_window(host_engine_t *eng, uint64_t now)
         s->ahead = 0;
         s->held = 0;
         s->first_ns = now;
-        seg_send(eng, s, now, 0, 0);
+        s->silent = (uint8_t)(eng->oneway && !eng->root);
+        if (s->silent) {
+            /* Nothing to send: the data comes, or the timer resends. */
+            s->sent_ns = now;
+            s->deadline = now + rto_backoff(&eng->rto, 0);
+            if (s->deadline < eng->dl_next)
+                eng->dl_next = s->deadline;
+            s->tx = ++eng->tx_seq;
+            s->later = 0;
+            s->rack_due = 0;
+        } else {
+            seg_send(eng, s, now, 0, 0);
+        }
         eng->next_send++;
     }
 }
@@ -684,6 +712,14 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     copy_decide(eng, count * eng->dsize, now_ns);
     eng->push = kind == WIRE_COLL_BCAST && eng->root &&
                 count * eng->dsize <= eng->p.ahead_bytes;
+    {
+        /* Every member decides alike: same kind, size and sequence. */
+        uint32_t every = host_engine_oneway_every(&eng->p);
+        eng->oneway = kind == WIRE_COLL_BCAST && every > 1 && !eng->stream &&
+                      eng->nseg == 1 &&
+                      count * eng->dsize <= eng->p.ahead_bytes &&
+                      eng->base_seq % every != 0;
+    }
     eng->next_send = 0;
     eng->low = 0;
     eng->ndone = 0;
@@ -862,8 +898,8 @@ static uint64_t quiet_ns(const host_engine_t *eng)
 static uint64_t probe_due(const host_engine_t *eng)
 {
     uint64_t rtt = path_rtt(eng), pto;
-    if (rtt == 0 || eng->probes >= 2)
-        return UINT64_MAX;
+    if (rtt == 0 || eng->probes >= 2 || (eng->oneway && !eng->root))
+        return UINT64_MAX; /* (a one-way member waits for the root) */
     if (queued(eng) && (uint64_t)eng->sgap > rtt)
         rtt = (uint64_t)eng->sgap;
     pto = (2 * rtt) << eng->probes;
@@ -1489,7 +1525,9 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         gap = now_ns - eng->last_result_ns;
     if (now_ns > eng->last_result_ns)
         eng->last_result_ns = now_ns;
-    if (!s->resent && now_ns >= s->first_ns) {
+    if (s->silent && !s->resent) {
+        /* It waited for the root's data, not for a round trip. */
+    } else if (!s->resent && now_ns >= s->first_ns) {
         uint64_t rtt = now_ns - s->first_ns;
         rto_sample(&eng->rto, rtt);
         if (gap)
@@ -1516,7 +1554,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         }
     } else
         eng->ctr.recovered++;
-    if (!s->resent)
+    if (!s->resent && !s->silent)
         rack_on_result(eng, s, now_ns);
     eng->ndone++;
     eng->probes = 0;

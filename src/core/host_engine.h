@@ -95,6 +95,24 @@ typedef struct {
     void (*flush)(void *arg);
 } host_engine_params_t;
 
+/*
+ * One-way broadcasts, acknowledged cumulatively (docs/wire-format.md,
+ * "One-way broadcasts"): a broadcast of one packet of at most
+ * ahead_bytes whose sequence number is not a multiple of
+ * host_engine_oneway_every() is complete at its root once the AN at the
+ * tree's root has the data (its acknowledgement), and at every other
+ * member once the data is in; those send nothing unless their result is
+ * late. The other operations (every `every`-th sequence number at least)
+ * are rounds that every member joins, and a member joins one only after
+ * it has every earlier result: a round acknowledges all the one-way
+ * broadcasts before it, and holds a root that runs ahead (the window).
+ * With every <= slots, an AN still holds a one-way result (two epochs
+ * per slot) until every member has it, so a member that lost one gets
+ * it resent. 0: never one-way (ahead_bytes 0, or one slot).
+ */
+#define HOST_ONEWAY_EVERY 4
+uint32_t host_engine_oneway_every(const host_engine_params_t *p);
+
 typedef struct {
     uint64_t ops;
     uint64_t segments;

@@ -1,0 +1,288 @@
+/*
+ * The cost of small broadcasts, counted exactly on the sans-I/O cores
+ * (memnet), and one-way broadcasts (wire.h, WIRE_F_ONEWAY;
+ * docs/wire-format.md, "One-way broadcasts") under loss and with a root
+ * that runs ahead of a slow member:
+ *  - small_bcast_datagrams: 1,000 broadcasts of 8 bytes, root rotating,
+ *    on 8 hosts radix 4 send at most 10 datagrams into the ANs on
+ *    average (the ANs' packets_in), every result right;
+ *  - small_bcast_oneway_loss: the data alone lost (every tenth packet
+ *    that carries it, up or down) and the acknowledgements alone lost
+ *    (every third NODATA result of a one-way broadcast): every result
+ *    right, exactly once;
+ *  - small_bcast_window: a member that stops after the first broadcast
+ *    while the root broadcasts on holds the root within the window (the
+ *    root completes host_engine_oneway_every one-way broadcasts and waits
+ *    in the round after them), and once it goes on, all complete with the
+ *    right data.
+ */
+#include "test.h"
+
+#include "common/wire.h"
+#include "core/agg_core.h"
+#include "core/host_engine.h"
+#include "memnet.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SC_US UINT64_C(1000)
+#define SC_SEC UINT64_C(1000000000)
+#define SC_N 8
+#define SC_BYTES 8
+
+typedef struct {
+    memnet_t *net;
+    memnet_tree_t tree;
+    int g;
+    uint8_t buf[SC_N][SC_BYTES];
+} sc_world_t;
+
+static int sc_init(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead)
+{
+    memnet_group_cfg_t g = {.id = 9,
+                            .key = 0x5111A11,
+                            .gen = 3,
+                            .slots = 4,
+                            .max_payload = 1024,
+                            .ahead_bytes = ahead,
+                            .rto_init_ns = 300 * SC_US,
+                            .rto_min_ns = 100 * SC_US,
+                            .rto_max_ns = 2000 * SC_US,
+                            .max_retries = 100,
+                            .progress_timeout_ns = 10 * SC_SEC};
+    memset(w, 0, sizeof(*w));
+    if (memnet_tree_radix(&w->tree, SC_N, 4) != 0)
+        FAILF("tree");
+    w->net = memnet_create(cfg);
+    if (w->net == NULL || memnet_add_tree(w->net, &w->tree, 1) != 0)
+        FAILF("memnet setup failed");
+    w->g = memnet_add_group(w->net, &g);
+    if (w->g < 0)
+        FAILF("memnet_add_group failed");
+    return 0;
+}
+
+static uint64_t an_packets_in(const sc_world_t *w)
+{
+    uint64_t n = 0;
+    for (int a = 0; a < w->tree.nans; a++)
+        n += memnet_an_counters(w->net, a).packets_in;
+    return n;
+}
+
+/* The data of operation op: its bytes differ from every other's. */
+static void sc_data(uint8_t *b, int op)
+{
+    for (int i = 0; i < SC_BYTES; i++)
+        b[i] = (uint8_t)(op * 7 + i * 13 + 1);
+}
+
+/* ops broadcasts on every member, root rotating; each result checked. */
+static int sc_bcasts(sc_world_t *w, int ops)
+{
+    uint8_t want[SC_BYTES];
+    for (int op = 0; op < ops; op++) {
+        const void *snd[SC_N] = {0};
+        void *rcv[SC_N] = {0};
+        int root = op % SC_N;
+        sc_data(w->buf[root], op);
+        memcpy(want, w->buf[root], SC_BYTES);
+        for (int r = 0; r < SC_N; r++) {
+            if (r == root) {
+                snd[r] = w->buf[r];
+                continue;
+            }
+            memset(w->buf[r], 0xEE, SC_BYTES);
+            rcv[r] = w->buf[r];
+        }
+        memnet_start_coll(w->net, w->g, WIRE_COLL_BCAST, root, snd, rcv,
+                          SC_BYTES, INCOLL_UINT8, INCOLL_OP_SUM);
+        if (memnet_run(w->net, 60 * SC_SEC) != 0)
+            FAILF("bcast %d: no completion (%d hosts busy)", op,
+                  memnet_busy(w->net));
+        for (int r = 0; r < SC_N; r++) {
+            incoll_status_t st =
+                host_engine_status(memnet_host(w->net, w->g, r));
+            if (st != INCOLL_OK)
+                FAILF("bcast %d: rank %d: %s", op, r,
+                      incoll_status_string(st));
+            if (memcmp(w->buf[r], want, SC_BYTES) != 0)
+                FAILF("bcast %d from %d: rank %d has the wrong data", op, root,
+                      r);
+        }
+    }
+    return 0;
+}
+
+TEST(small_bcast_datagrams, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 5,
+                        .delay_ns = 5 * SC_US,
+                        .jitter_ns = 5 * SC_US,
+                        .start_skew_ns = 20 * SC_US};
+    sc_world_t w;
+    uint64_t in0, ahead = 0;
+    double per_op;
+    int ops = 1000;
+
+    CHECK(sc_init(&w, &cfg, 16384) == 0);
+    CHECK(host_engine_oneway_every(&(host_engine_params_t){
+              .slots = 4, .ahead_bytes = 16384}) == 4);
+    in0 = an_packets_in(&w);
+    CHECK(sc_bcasts(&w, ops) == 0);
+    per_op = (double)(an_packets_in(&w) - in0) / ops;
+    for (int a = 0; a < w.tree.nans; a++) {
+        agg_counters_t c = memnet_an_counters(w.net, a);
+        CHECK_EQ_INT(c.malformed_dropped, 0);
+        CHECK_EQ_INT(c.mismatch_dropped, 0);
+        ahead += c.ahead_sent;
+    }
+    printf("  %.2f datagrams into the ANs per 8-byte bcast on 8 hosts radix "
+           "4 (%" PRIu64 " data sent ahead by ANs)\n",
+           per_op, ahead);
+    CHECK_MSG(per_op <= 10.0, "%.2f datagrams into the ANs per bcast",
+              per_op);
+    memnet_destroy(w.net);
+
+    /* Without the one-way broadcasts (INCOLL_BCAST_AHEAD=0): every
+     * member's arrival, the leaves' aggregates and the root's results. */
+    CHECK(sc_init(&w, &cfg, 0) == 0);
+    in0 = an_packets_in(&w);
+    CHECK(sc_bcasts(&w, 100) == 0);
+    CHECK_EQ_INT(an_packets_in(&w) - in0, 100 * 12);
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
+/* Loss placed exactly: the data of one-way broadcasts, or their
+ * acknowledgements. */
+typedef struct {
+    int acks; /* 1: drop acknowledgements, 0: drop data */
+    int every;
+    uint64_t seen, dropped;
+} sc_loss_t;
+
+static int sc_filter(void *arg, incoll_ep_t src, incoll_ep_t dst,
+                     const uint8_t *pkt, size_t len)
+{
+    sc_loss_t *l = arg;
+    wire_hdr_t h;
+    int ack;
+    (void)src;
+    (void)dst;
+    if (wire_parse(pkt, len, &h, NULL) != INCOLL_OK ||
+        !(h.flags & WIRE_F_ONEWAY) || (h.flags & WIRE_F_QUERY))
+        return 0;
+    ack = h.type == WIRE_RESULT && (h.flags & WIRE_F_NODATA);
+    if (l->acks ? !ack : (h.flags & WIRE_F_NODATA) != 0)
+        return 0;
+    if (++l->seen % (uint64_t)l->every != 0)
+        return 0;
+    l->dropped++;
+    return 1;
+}
+
+TEST(small_bcast_oneway_loss, TEST_UNIT)
+{
+    for (int acks = 0; acks <= 1; acks++) {
+        memnet_cfg_t cfg = {.seed = 17 + (uint64_t)acks,
+                            .delay_ns = 5 * SC_US,
+                            .jitter_ns = 5 * SC_US,
+                            .start_skew_ns = 20 * SC_US};
+        sc_loss_t loss = {.acks = acks, .every = acks ? 3 : 10};
+        host_engine_counters_t hc;
+        sc_world_t w;
+        CHECK(sc_init(&w, &cfg, 16384) == 0);
+        memnet_set_filter(w.net, sc_filter, &loss);
+        CHECK_MSG(sc_bcasts(&w, 300) == 0, "%s lost",
+                  acks ? "acknowledgements" : "data");
+        hc = memnet_group_counters(w.net, w.g);
+        printf("  %s lost: %" PRIu64 " dropped, %" PRIu64
+               " retransmissions\n",
+               acks ? "acknowledgements" : "data", loss.dropped,
+               hc.retransmits + hc.fast_retransmits);
+        CHECK_MSG(loss.dropped >= 20, "only %" PRIu64 " packets dropped",
+                  loss.dropped);
+        CHECK(hc.retransmits + hc.fast_retransmits > 0);
+        memnet_destroy(w.net);
+    }
+    return TEST_PASSED;
+}
+
+TEST(small_bcast_window, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 23, .delay_ns = 5 * SC_US};
+    sc_world_t w;
+    int next[SC_N] = {0}, ops = 40, slow = 6, held_at = -1;
+    uint64_t steps = 0, t0;
+    uint32_t every;
+
+    CHECK(sc_init(&w, &cfg, 16384) == 0);
+    every = host_engine_oneway_every(&(host_engine_params_t){
+        .slots = 4, .ahead_bytes = 16384});
+    /* Root 0 broadcasts ops times; rank `slow` stops after the first
+     * until the others can go no further. */
+    t0 = memnet_now(w.net);
+    for (int pass = 0; pass < 2; pass++) {
+        for (;;) {
+            int started = 0;
+            for (int r = 0; r < SC_N; r++) {
+                host_engine_t *e = memnet_host(w.net, w.g, r);
+                if ((r == slow && pass == 0 && next[r] >= 1) || next[r] >= ops ||
+                    host_engine_status(e) == INCOLL_INPROGRESS ||
+                    host_engine_counters(e)->ops < (uint64_t)next[r])
+                    continue;
+                if (next[r] > 0 && host_engine_status(e) != INCOLL_OK)
+                    FAILF("rank %d op %d: %s", r, next[r] - 1,
+                          incoll_status_string(host_engine_status(e)));
+                if (r != 0 && next[r] > 0) {
+                    uint8_t want[SC_BYTES];
+                    sc_data(want, next[r] - 1);
+                    if (memcmp(w.buf[r], want, SC_BYTES) != 0)
+                        FAILF("rank %d op %d: wrong data", r, next[r] - 1);
+                }
+                if (r == 0)
+                    sc_data(w.buf[0], next[0]);
+                else
+                    memset(w.buf[r], 0xEE, SC_BYTES);
+                memnet_start_one(w.net, w.g, r, WIRE_COLL_BCAST, 0,
+                                 r == 0 ? w.buf[0] : NULL,
+                                 r == 0 ? NULL : w.buf[r], SC_BYTES,
+                                 INCOLL_UINT8, INCOLL_OP_SUM);
+                next[r]++;
+                started = 1;
+            }
+            if (!started && !memnet_step(w.net))
+                break;
+            if (pass == 0 && memnet_now(w.net) > t0 + 30 * 1000 * SC_US)
+                break; /* 30 ms: the others wait for `slow` */
+            if (++steps > 10000000)
+                FAILF("no end");
+        }
+        if (pass == 0) {
+            held_at = next[0];
+            CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, 0)),
+                         INCOLL_INPROGRESS);
+        }
+    }
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    printf("  the root started %d of %d broadcasts while a member did only "
+           "the first (window %u)\n",
+           held_at, ops, every);
+    CHECK_MSG(held_at == 1 + (int)every,
+              "root started %d broadcasts ahead of a member", held_at);
+    for (int r = 0; r < SC_N; r++) {
+        uint8_t want[SC_BYTES];
+        CHECK_EQ_INT(next[r], ops);
+        CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, r)), INCOLL_OK);
+        sc_data(want, ops - 1);
+        if (r != 0)
+            CHECK_MSG(memcmp(w.buf[r], want, SC_BYTES) == 0,
+                      "rank %d: wrong data of the last broadcast", r);
+    }
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
