@@ -16,6 +16,7 @@
  *    in the round after them), and once it goes on, all complete with the
  *    right data.
  */
+#include "integ.h"
 #include "test.h"
 
 #include "common/wire.h"
@@ -26,6 +27,8 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define SC_US UINT64_C(1000)
@@ -107,8 +110,7 @@ static int sc_bcasts(sc_world_t *w, int ops)
             incoll_status_t st =
                 host_engine_status(memnet_host(w->net, w->g, r));
             if (st != INCOLL_OK)
-                FAILF("bcast %d: rank %d: %s", op, r,
-                      incoll_status_string(st));
+                FAILF("bcast %d: rank %d: %s", op, r, incoll_status_string(st));
             if (memcmp(w->buf[r], want, SC_BYTES) != 0)
                 FAILF("bcast %d from %d: rank %d has the wrong data", op, root,
                       r);
@@ -129,8 +131,8 @@ TEST(small_bcast_datagrams, TEST_UNIT)
     int ops = 1000;
 
     CHECK(sc_init(&w, &cfg, 16384) == 0);
-    CHECK(host_engine_oneway_every(&(host_engine_params_t){
-              .slots = 4, .ahead_bytes = 16384}) == 4);
+    CHECK(host_engine_oneway_every(
+              &(host_engine_params_t){.slots = 4, .ahead_bytes = 16384}) == 4);
     in0 = an_packets_in(&w);
     CHECK(sc_bcasts(&w, ops) == 0);
     per_op = (double)(an_packets_in(&w) - in0) / ops;
@@ -143,8 +145,7 @@ TEST(small_bcast_datagrams, TEST_UNIT)
     printf("  %.2f datagrams into the ANs per 8-byte bcast on 8 hosts radix "
            "4 (%" PRIu64 " data sent ahead by ANs)\n",
            per_op, ahead);
-    CHECK_MSG(per_op <= 10.0, "%.2f datagrams into the ANs per bcast",
-              per_op);
+    CHECK_MSG(per_op <= 10.0, "%.2f datagrams into the ANs per bcast", per_op);
     memnet_destroy(w.net);
 
     /* Without the one-way broadcasts (INCOLL_BCAST_AHEAD=0): every
@@ -200,8 +201,7 @@ TEST(small_bcast_oneway_loss, TEST_UNIT)
         CHECK_MSG(sc_bcasts(&w, 300) == 0, "%s lost",
                   acks ? "acknowledgements" : "data");
         hc = memnet_group_counters(w.net, w.g);
-        printf("  %s lost: %" PRIu64 " dropped, %" PRIu64
-               " retransmissions\n",
+        printf("  %s lost: %" PRIu64 " dropped, %" PRIu64 " retransmissions\n",
                acks ? "acknowledgements" : "data", loss.dropped,
                hc.retransmits + hc.fast_retransmits);
         CHECK_MSG(loss.dropped >= 20, "only %" PRIu64 " packets dropped",
@@ -221,8 +221,8 @@ TEST(small_bcast_window, TEST_UNIT)
     uint32_t every;
 
     CHECK(sc_init(&w, &cfg, 16384) == 0);
-    every = host_engine_oneway_every(&(host_engine_params_t){
-        .slots = 4, .ahead_bytes = 16384});
+    every = host_engine_oneway_every(
+        &(host_engine_params_t){.slots = 4, .ahead_bytes = 16384});
     /* Root 0 broadcasts ops times; rank `slow` stops after the first
      * until the others can go no further. */
     t0 = memnet_now(w.net);
@@ -231,7 +231,8 @@ TEST(small_bcast_window, TEST_UNIT)
             int started = 0;
             for (int r = 0; r < SC_N; r++) {
                 host_engine_t *e = memnet_host(w.net, w.g, r);
-                if ((r == slow && pass == 0 && next[r] >= 1) || next[r] >= ops ||
+                if ((r == slow && pass == 0 && next[r] >= 1) ||
+                    next[r] >= ops ||
                     host_engine_status(e) == INCOLL_INPROGRESS ||
                     host_engine_counters(e)->ops < (uint64_t)next[r])
                     continue;
@@ -284,5 +285,79 @@ TEST(small_bcast_window, TEST_UNIT)
                       "rank %d: wrong data of the last broadcast", r);
     }
     memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
+/* The counts of one cost_check line of kind for rank (-1: not found). */
+static int cost_line(const char *text, int rank, const char *kind, long v[5])
+{
+    char key[64];
+    const char *p;
+    snprintf(key, sizeof(key), "cost rank=%d kind=%s ", rank, kind);
+    p = strstr(text, key);
+    if (p == NULL ||
+        sscanf(p + strlen(key), "ops=%ld tx=%ld rx=%ld wake=%ld resent=%ld",
+               &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return -1;
+    return 0;
+}
+
+/*
+ * The counters on real daemons (tests/progs/cost_check, 8 hosts radix 4,
+ * flat, one-way broadcasts on, adaptive copies off so that every
+ * datagram is a first transmission or a counted resend): per rank, an
+ * allreduce of one packet sends exactly one datagram and receives
+ * exactly one (plus one per resend and its answer), and wakes at most
+ * once (twice when it resent: its timer, then the result); over all
+ * ranks 40 broadcasts of 8 bytes (root rotating) send
+ * exactly 11 datagrams per four (three one-way broadcasts: their roots'
+ * data; one round: every member), plus the barrier after them and the
+ * resends.
+ */
+TEST(integ_small_cost_counts, TEST_INTEG)
+{
+    char out[PATH_MAX];
+    char *text;
+    int ret, n = 8, iters = 40;
+    long btx = 0, bresent = 0, wake = 0;
+
+    if (!have_fabric_binaries("cost_check"))
+        return test_skip("build/bin/incoll, incoll-agg or "
+                         "build/tests/cost_check not built");
+    ret = run_fabric_check("cost_check", "costfab", "cost", n, 4, 0,
+                           "INCOLL_BCAST_AHEAD=16K INCOLL_COPY_ADAPT=0",
+                           "--iters 40", out, sizeof(out));
+    text = slurp(out);
+    if (ret != 0 || strstr(text, "summary ok=80 wrong=0") == NULL) {
+        show_tail(out);
+        free(text);
+        FAILF("cost_check failed (%d)", ret);
+    }
+    for (int r = 0; r < n; r++) {
+        long a[5], b[5];
+        if (cost_line(text, r, "allreduce", a) != 0 ||
+            cost_line(text, r, "bcast", b) != 0) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no cost lines", r);
+        }
+        printf("  rank %d: allreduce tx %ld rx %ld wake %ld resent %ld; "
+               "bcast tx %ld rx %ld wake %ld resent %ld\n",
+               r, a[1], a[2], a[3], a[4], b[1], b[2], b[3], b[4]);
+        CHECK_EQ_INT(a[0], iters);
+        CHECK_EQ_INT(a[1], iters + a[4]);
+        CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4],
+                  "rank %d: %ld datagrams received", r, a[2]);
+        CHECK_MSG(a[3] <= iters + 2 * a[4],
+                  "rank %d: %ld wake-ups for %d allreduces", r, a[3], iters);
+        btx += b[1];
+        bresent += b[4];
+        wake += a[3];
+    }
+    free(text);
+    CHECK_MSG(wake > 0, "no wake-up counted");
+    CHECK_MSG(btx == iters / 4 * 11 + n + bresent,
+              "%ld datagrams for %d broadcasts (%ld resent), want %d", btx,
+              iters, bresent, iters / 4 * 11 + n);
     return TEST_PASSED;
 }

@@ -1763,8 +1763,10 @@ static int on_oneway(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     rc->flags =
         (uint16_t)((h->flags & (WIRE_F_LAST | WIRE_F_TWICE)) | WIRE_F_ONEWAY);
     rc->valid = 1;
-    agg->ctr.contribs_accepted++;
-    agg->ctr.coll_bcast++;
+    if (c >= 0)
+        agg->ctr.contribs_accepted++;
+    if (sl->state == SLOT_COLLECTING)
+        agg->ctr.coll_bcast++; /* (a forwarded slot was counted then) */
     if (c < 0 || g->parent == INCOLL_EP_NONE) {
         sl->state = SLOT_DONE;
         replicate(agg, g, h->slot, rc);
