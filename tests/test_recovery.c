@@ -796,3 +796,63 @@ TEST(integ_recovery_leaf_kill_nb, TEST_INTEG)
     stop_all();
     return ok ? TEST_PASSED : TEST_FAILED;
 }
+
+/*
+ * A reduce's non-roots return early (INCOLL_EARLY_MAX) while the root
+ * (rank 0) sleeps before it calls; an AN is killed then: rank 0's leaf
+ * (l0) or the tree's root. The root's reduce must return the right sum
+ * (the non-roots' kept inputs, served by their communicators' threads in
+ * the recovery) or an error, and then every rank's next call an error
+ * too; never a wrong sum (tests/progs/early_check --kill-run).
+ */
+static int early_kill(const char *victim)
+{
+    char dir[PATH_MAX], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX];
+    char *argv[] = {bin,         "run", "-n",         "8",  "--fabric", dir,
+                    "--timeout", "60",  "--",         prog, "--iters",  "8",
+                    "--count",   "16",  "--kill-run", "8",  NULL};
+    char *out;
+    const char *p;
+    pid_t an;
+    int st, err = 0, nall = 0, ret = TEST_PASSED, root_ok;
+
+    snprintf(dir, sizeof(dir), "%s/early-kill-%s", test_tmpdir(), victim);
+    job_paths(dir, log, bin, prog);
+    snprintf(prog, PATH_MAX, "%s/early_check", progdir());
+    out = run_and_kill(dir, log, argv, "early returned from reduce 8", 0.2,
+                       victim, &st, &an);
+    if (out == NULL)
+        return TEST_FAILED;
+    root_ok = strstr(out, "kill run: reduce success right 1") != NULL;
+    for (p = out; (p = strstr(p, ", allreduce ")) != NULL; p++) {
+        if (strncmp(p, ", allreduce success right 1", 27) != 0)
+            err++;
+        nall++;
+    }
+    if (an <= 0 || strstr(out, "WRONG") || nall != 8 ||
+        (root_ok ? err != 0 : err != 8)) {
+        fprintf(stderr,
+                "    %s killed while the root sleeps: exit %d, root's reduce "
+                "%s, %d of %d next calls failed; %s:\n%.3000s\n",
+                victim, st, root_ok ? "right" : "failed", err, nall, log, out);
+        ret = TEST_FAILED;
+    } else {
+        fprintf(stderr, "    %s killed: the root's reduce %s\n", victim,
+                root_ok ? "right" : "failed on every rank");
+    }
+    free(out);
+    return ret;
+}
+
+TEST(integ_recovery_early_kill, TEST_INTEG)
+{
+    static const char *const victims[] = {"l0", "root"};
+    int r = prerequisites();
+    if (r != TEST_PASSED)
+        return r;
+    for (int i = 0; i < 2 && r == TEST_PASSED; i++) {
+        r = early_kill(victims[i]);
+        stop_all();
+    }
+    return r;
+}

@@ -25,6 +25,15 @@
  * and both barriers an error (the first one the early operation's, the
  * second one the broken communicator's); the root's three calls errors.
  *
+ * --kill-run K: iterations 0..K-1 as above; then a reduce whose root
+ * (rank 0) sleeps 1.2 s before it calls: each non-root prints "early
+ * returned from reduce K" once its call returned (the test kills an AN
+ * then) and overwrites its input. Then an allreduce. The root's reduce
+ * must return the right sum or an error; when it returns an error, every
+ * rank's allreduce must fail too (the communicator is broken on all),
+ * else the allreduce must be right on every rank. Prints "kill run:
+ * reduce S right R, allreduce S right R" and "all correct" when so.
+ *
  * With INCOLL_FAULT_NO_THREAD=1 (the communicator's thread cannot be
  * started) no call may return early, and after the iterations a
  * nonblocking bcast, which needs the thread, must fail with
@@ -127,6 +136,50 @@ static int nothread_run(incoll_comm_h world, int rank, int size, int64_t *buf,
     return 0;
 }
 
+/* The AN failure run (--kill-run): see the header. */
+static int kill_run(incoll_comm_h world, int rank, int size, int it,
+                    size_t count, int64_t *in, int64_t *out)
+{
+    incoll_status_t s[2];
+    int right[2] = {1, 1};
+    int64_t one = rank, all = -1;
+    for (size_t k = 0; k < count; k++) {
+        in[k] = input(rank, it, k);
+        out[k] = -1;
+    }
+    if (rank == 0)
+        sleep_ms(1200);
+    s[0] = incoll_reduce(world, in, out, count, INCOLL_INT64, INCOLL_OP_SUM, 0);
+    if (rank != 0) {
+        printf("early returned from reduce %d: %s\n", it,
+               incoll_status_string(s[0]));
+        fflush(stdout);
+        memset(in, 0x5a, count * sizeof(*in));
+    }
+    for (size_t k = 0; rank == 0 && s[0] == INCOLL_OK && k < count; k++) {
+        int64_t want = 0;
+        for (int r = 0; r < size; r++)
+            want += input(r, it, k);
+        if (out[k] != want) {
+            printf("WRONG kill run: reduce element %zu: got %lld want %lld\n",
+                   k, (long long)out[k], (long long)want);
+            right[0] = 0;
+            break;
+        }
+    }
+    s[1] = incoll_allreduce(world, &one, &all, 1, INCOLL_INT64, INCOLL_OP_SUM);
+    if (s[1] == INCOLL_OK && all != (int64_t)size * (size - 1) / 2) {
+        printf("WRONG kill run: allreduce %lld\n", (long long)all);
+        right[1] = 0;
+    }
+    printf("kill run: reduce %s right %d, allreduce %s right %d\n",
+           incoll_status_string(s[0]), right[0], incoll_status_string(s[1]),
+           right[1]);
+    if (right[0] && right[1])
+        printf("all correct\n");
+    return right[0] && right[1] ? 0 : 1;
+}
+
 /* The failure run (--fail-at): see the header. */
 static int fail_run(incoll_comm_h world, int rank, int it, size_t count,
                     int64_t *in, int64_t *out)
@@ -154,7 +207,8 @@ static int fail_run(incoll_comm_h world, int rank, int it, size_t count,
 
 int main(int argc, char **argv)
 {
-    int iters = 40, fail_at = -1, rank, size, nok = 0, nwrong = 0, nerr = 0;
+    int iters = 40, fail_at = -1, kill_at = -1, rank, size, nok = 0, nwrong = 0,
+        nerr = 0;
     int notearly = 0, nothread;
     size_t count = 16;
     const char *dir = NULL;
@@ -178,6 +232,8 @@ int main(int argc, char **argv)
             dir = v;
         else if (strcmp(a, "--fail-at") == 0)
             fail_at = atoi(v);
+        else if (strcmp(a, "--kill-run") == 0)
+            fail_at = kill_at = atoi(v);
         else {
             fprintf(stderr, "early_check: unknown option %s\n", a);
             return 2;
@@ -303,8 +359,10 @@ int main(int argc, char **argv)
             nwrong++;
     }
     if (fail_at >= 0) {
-        int ret =
-            nwrong || nerr ? 1 : fail_run(world, rank, fail_at, count, in, out);
+        int ret = nwrong || nerr ? 1
+                  : kill_at >= 0
+                      ? kill_run(world, rank, size, kill_at, count, in, out)
+                      : fail_run(world, rank, fail_at, count, in, out);
         incoll_finalize(ctx);
         return ret;
     }
