@@ -229,8 +229,8 @@ int bench_hier_main(int argc, char **argv)
 /* ---- the rank side ---- */
 
 typedef struct {
-    double sum_us, tx;
-    double avg, min, max, txavg;
+    double sum_us, tx, wake;
+    double avg, min, max, txavg, wakeavg;
     int failed; /* the algorithm failed at this size (or before) */
 } hb_cell_t;
 
@@ -401,13 +401,14 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 int a = o.algos.id[i];
                 const char *mode;
                 int m = mode_of(a, &mode);
-                uint64_t t0, t1, tx0 = 0, tx1 = 0;
+                uint64_t t0, t1, tx0 = 0, tx1 = 0, wk0, wk1;
                 host_counters_t hc;
                 if (dead & (1u << i))
                     continue;
                 incoll_barrier(world);
                 host_counters_read(world, &hc);
                 tx0 = hc.tx_bytes;
+                wk0 = hc.wakeups;
                 t0 = now_ns();
                 if (m == 3) {
                     status = mpi->allreduce(send, recv, count) == 0
@@ -421,6 +422,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 t1 = now_ns();
                 host_counters_read(world, &hc);
                 tx1 = hc.tx_bytes;
+                wk1 = hc.wakeups;
                 if (status != INCOLL_OK) {
                     /* A failed communicator fails on every member (its
                      * recovery is collective): drop the algorithm from
@@ -448,6 +450,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                 if (it >= 0) {
                     cells[s * o.algos.n + i].sum_us += (double)(t1 - t0) / 1e3;
                     cells[s * o.algos.n + i].tx += (double)(tx1 - tx0);
+                    cells[s * o.algos.n + i].wake += (double)(wk1 - wk0);
                 }
             }
         }
@@ -460,6 +463,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
         for (int i = 0; i < o.algos.n; i++) {
             cells[s * o.algos.n + i].sum_us /= iters;
             cells[s * o.algos.n + i].tx /= iters;
+            cells[s * o.algos.n + i].wake /= iters;
             cells[s * o.algos.n + i].failed = (dead >> i) & 1;
         }
     }
@@ -472,10 +476,11 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     }
     if (!bad) {
         size_t n = (size_t)nsizes * (size_t)o.algos.n;
-        double *v = calloc(n * 4, sizeof(double));
+        double *v = calloc(n * 5, sizeof(double));
         for (size_t c = 0; c < n; c++) {
             v[c] = v[n + c] = v[2 * n + c] = cells[c].sum_us;
             v[3 * n + c] = cells[c].tx;
+            v[4 * n + c] = cells[c].wake;
         }
         incoll_allreduce(world, INCOLL_IN_PLACE, v, n, INCOLL_FLOAT64,
                          INCOLL_OP_SUM);
@@ -483,23 +488,26 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                          INCOLL_OP_MIN);
         incoll_allreduce(world, INCOLL_IN_PLACE, v + 2 * n, n, INCOLL_FLOAT64,
                          INCOLL_OP_MAX);
-        incoll_allreduce(world, INCOLL_IN_PLACE, v + 3 * n, n, INCOLL_FLOAT64,
-                         INCOLL_OP_SUM);
+        incoll_allreduce(world, INCOLL_IN_PLACE, v + 3 * n, 2 * n,
+                         INCOLL_FLOAT64, INCOLL_OP_SUM);
         for (size_t c = 0; c < n; c++) {
             cells[c].avg = v[c] / size;
             cells[c].min = v[n + c];
             cells[c].max = v[2 * n + c];
             cells[c].txavg = v[3 * n + c] / o.hosts;
+            cells[c].wakeavg = v[4 * n + c] / size;
         }
         free(v);
         if (rank == 0) {
             printf("# allreduce float32 sum, %d hosts x %d ranks per host%s\n",
                    o.hosts, o.ppn, synth ? " (hwloc: sockets emulated)" : "");
             printf("# tx/host: bytes the ranks' UDP sockets sent per operation "
-                   "per host (not counted for mpi)\n");
+                   "per host (not counted for mpi); wake/rank: a rank's "
+                   "returns from blocking waits per operation (ppoll, "
+                   "futex, lock; libincoll's only)\n");
             printf("%-18s ", "algo");
             bench_osu_head(stdout);
-            printf(" %12s\n", "tx/host");
+            printf(" %12s %9s\n", "tx/host", "wake/rank");
             for (int s = 0; s < nsizes; s++)
                 for (int i = 0; i < o.algos.n; i++) {
                     hb_cell_t *c = &cells[s * o.algos.n + i];
@@ -510,7 +518,7 @@ int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
                     else {
                         bench_osu_row(stdout, sizes[s], iters, c->avg, c->min,
                                       c->max);
-                        printf(" %12.0f\n", c->txavg);
+                        printf(" %12.0f %9.2f\n", c->txavg, c->wakeavg);
                     }
                 }
             fflush(stdout);
