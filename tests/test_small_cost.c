@@ -348,7 +348,8 @@ TEST(integ_small_cost_counts, TEST_INTEG)
         CHECK_EQ_INT(a[1], iters + a[4]);
         CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4],
                   "rank %d: %ld datagrams received", r, a[2]);
-        CHECK_MSG(a[3] <= iters + 2 * a[4],
+        /* (+2: the manager's heartbeat may be due during the run) */
+        CHECK_MSG(a[3] <= iters + 2 * a[4] + 2,
                   "rank %d: %ld wake-ups for %d allreduces", r, a[3], iters);
         btx += b[1];
         bresent += b[4];
