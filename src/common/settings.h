@@ -127,7 +127,10 @@
       "of the tree, without waiting for every member to arrive; a member " \
       "returns once its data is in (the round's acknowledgement is " \
       "awaited by its communicator's next operation in the network, or " \
-      "its request thread after 20 ms); larger ones " \
+      "its request thread after 20 ms); one-packet broadcasts then go " \
+      "one-way, but at least every fourth segment: no round, the root's " \
+      "data completes them at the ANs and the rounds between acknowledge " \
+      "them (docs/wire-format.md); larger ones " \
       "send their data down each link once; 0, the default: never (with " \
       "it on, a lost result and an AN failure at once can end the " \
       "recovery in an error: docs/failures.md)") \
