@@ -547,6 +547,9 @@ static void copy_judge(host_engine_t *eng, seg_t *s)
     if (s->state != SEG_DONE || !s->adapt || s->judged)
         return;
     s->judged = 1;
+    if (s->silent)
+        return; /* its resends asked for data a late root had not sent:
+                   the answers it got say nothing about loss */
     due = (s->rtwice ? 2u : 1u) * (s->ntx > 0 ? s->ntx : 1u);
     if (s->nres < due)
         copy_loss_sign(eng);
