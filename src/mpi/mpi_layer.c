@@ -34,8 +34,6 @@
 #include "mpi/mpi_layer.h"
 
 #include "incoll.h"
-#include "host/host_colls.h"
-#include "host/req.h"
 
 #include "common/fabric_conf.h"
 #include "common/tune.h"
@@ -171,6 +169,7 @@ static struct {
     int rank;
     int size;
     int thread_multiple;
+    incoll_thread_mode_t thread_mode; /* MPI's thread level */
     mpi_cfg_t cfg;
     tune_table_t tune; /* the selection table, rank 0's (cfg_read) */
     int nsetups;       /* communicators set up so far */
@@ -762,6 +761,7 @@ out:
 
 /* MPI_Pack gives a side's bytes as they are (mpi_dtype_init). */
 static int pack_ok;
+static int layer_locking; /* the layer's lock is in use (threads) */
 
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
@@ -884,6 +884,12 @@ static void incoll_up(int local_rank, int local_size)
         params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
         params.early_max = 0;
     }
+    /* MPI's thread level; under MPI_THREAD_MULTIPLE libincoll gives the
+     * layer's lock up whenever it blocks (mpi_layer_threads_init). */
+    params.field_mask |= INCOLL_INIT_FIELD_THREAD_MODE;
+    params.thread_mode = L.thread_mode;
+    if (L.thread_multiple)
+        mpi_layer_threads_init(&params);
     status = incoll_init_params(&params, &L.ctx);
     if (status != INCOLL_OK) {
         L.ctx = NULL;
@@ -900,7 +906,7 @@ static void incoll_up(int local_rank, int local_size)
         return;
     }
     if (L.thread_multiple)
-        mpi_layer_threads_init(L.ctx);
+        layer_locking = 1;
     L.active = 1;
 }
 
@@ -909,7 +915,6 @@ static void incoll_up(int local_rank, int local_size)
 /* Under MPI_THREAD_MULTIPLE: one recursive lock around the layer's calls
  * (mpi_layer_enter), given up by libincoll while it blocks (hooks). */
 static pthread_mutex_t layer_mu;
-static int layer_locking;
 static _Thread_local int layer_depth;   /* this thread's holds */
 static _Thread_local int layer_dropped; /* given up while libincoll waits */
 
@@ -929,15 +934,17 @@ static void layer_reacquire(void *arg)
     layer_dropped = 0;
 }
 
-void mpi_layer_threads_init(incoll_ctx_h ctx)
+void mpi_layer_threads_init(incoll_init_params_t *params)
 {
     pthread_mutexattr_t a;
     pthread_mutexattr_init(&a);
     pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&layer_mu, &a);
     pthread_mutexattr_destroy(&a);
-    host_sync_hooks(ctx, layer_release, layer_reacquire, NULL);
-    layer_locking = 1;
+    params->field_mask |= INCOLL_INIT_FIELD_OUTER_LOCK;
+    params->outer_lock.release = layer_release;
+    params->outer_lock.reacquire = layer_reacquire;
+    params->outer_lock.arg = NULL;
 }
 
 void mpi_layer_enter(void)
@@ -982,6 +989,11 @@ void mpi_layer_bootstrap(int from_init)
     log_set_name(who);
     PMPI_Query_thread(&provided);
     L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
+    L.thread_mode = provided == MPI_THREAD_MULTIPLE ? INCOLL_THREAD_MULTIPLE
+                    : provided == MPI_THREAD_SERIALIZED
+                        ? INCOLL_THREAD_SERIALIZED
+                    : provided == MPI_THREAD_FUNNELED ? INCOLL_THREAD_FUNNELED
+                                                      : INCOLL_THREAD_SINGLE;
     cfg_read(&L.cfg, from_init && L.rank != 0);
     if (from_init) {
         /* Rank 0's job id and knobs rule, so every rank decides alike. */
@@ -2224,6 +2236,14 @@ static int pairs_call(mpi_call_t *c, int *ret_p)
     return 1;
 }
 
+/* 1 when comm's last blocking collective ran in the network (libincoll's
+ * word: incoll_comm_where). */
+static int ran_in_net(incoll_comm_h comm)
+{
+    incoll_where_t w;
+    return incoll_comm_where(comm, &w) == INCOLL_OK && w.in_network;
+}
+
 /* libincoll's blocking collective for c. */
 static incoll_status_t run_blocking(mpi_call_t *c)
 {
@@ -2258,7 +2278,7 @@ static incoll_status_t run_blocking(mpi_call_t *c)
         return INCOLL_ERR_INVALID_ARG;
     }
     /* The library's word on where the collective ran. */
-    c->was_in = c->was_in && host_coll_last_in_net();
+    c->was_in = c->was_in && ran_in_net(ic);
     return status;
 }
 
@@ -2384,7 +2404,7 @@ int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
     if (st->to_mpi) {
         /* Agreed already: nothing more to carry. */
         status = incoll_barrier(st->icomm);
-        c.was_in = c.was_in && host_coll_last_in_net();
+        c.was_in = c.was_in && ran_in_net(st->icomm);
     } else {
         status = incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8,
                                   INCOLL_OP_BOR);

@@ -114,11 +114,12 @@ incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p);
 
 /*
  * Threads: under MPI_THREAD_MULTIPLE every call into the layer holds one
- * recursive lock, which libincoll gives up whenever it blocks (so threads
+ * recursive lock, which libincoll gives up whenever it blocks (its outer
+ * lock: mpi_layer_threads_init puts it in the init parameters; so threads
  * on different communicators run their collectives concurrently). No-ops
  * at the other thread levels. MPI_LAYER_CALL(x) evaluates x inside it.
  */
-void mpi_layer_threads_init(incoll_ctx_h ctx);
+void mpi_layer_threads_init(incoll_init_params_t *params);
 void mpi_layer_enter(void);
 int mpi_layer_leave(int done);
 #define MPI_LAYER_CALL(call) (mpi_layer_enter(), mpi_layer_leave(call))
