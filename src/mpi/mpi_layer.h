@@ -2,10 +2,14 @@
  * libincoll_mpi: a PMPI interposer that runs an unmodified MPI program's
  * collectives on the incoll fabric. This header joins its parts:
  *
- *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
- *                  as an MPI attribute, the planning of a call (one
- *                  decision on every rank, this rank's staging), the
- *                  blocking offload paths, statistics, cleanup.
+ *   mpi_boot.c     knobs (rank 0's for every rank), the bootstrap from
+ *                  MPI at MPI_Init (libincoll's context, on include/incoll.h
+ *                  alone), the layer's lock under MPI_THREAD_MULTIPLE.
+ *   mpi_layer.c    per-communicator state cached as an MPI attribute, the
+ *                  planning of a call (one decision on every rank, this
+ *                  rank's staging), the blocking offload paths,
+ *                  statistics, cleanup.
+ *   mpi_state.h    the state the two share (private to the layer).
  *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and
  *                  what one side of a call is (signature bytes, dense or
  *                  packed through a buffer of the call).
