@@ -201,12 +201,12 @@ typedef enum {
  * An outer lock (incoll_init_params_t.outer_lock): a lock of the caller's
  * (an MPI layer's under MPI_THREAD_MULTIPLE) that its threads hold around
  * their libincoll calls. Whenever a libincoll call blocks (waiting for
- * packets, for the library lock, for a request), it calls release(arg)
- * after giving up its own lock and reacquire(arg) before taking its own
- * back, so that other threads of the caller can run meanwhile and the two
- * locks are always taken in the same order (outer first). release must do
- * nothing in a thread that does not hold the outer lock (libincoll's own
- * threads call it too).
+ * packets or for a request), it calls release(arg) after giving up its
+ * own lock and reacquire(arg) before taking its own back, so that other
+ * threads of the caller can run meanwhile and the two locks are always
+ * taken in the same order (outer first). release must do nothing in a
+ * thread that does not hold the outer lock (libincoll's own threads call
+ * it too).
  */
 typedef struct {
     void (*release)(void *arg);

@@ -49,10 +49,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *const reason_names[R_COUNT] = {
-    "off",  "coll",   "args", "dtype",   "op",  "bytes",
-    "comm", "failed", "left", "unequal", "tune"};
-
 const char *const mpi_coll_names[MPI_COLL_COUNT] = {
     "allreduce",     "reduce", "bcast",   "barrier",
     "allgather",     "gather", "scatter", "reduce_scatter_block",
@@ -176,44 +172,6 @@ static void table_del(uint64_t key)
 /* ------------------------------------------------------------------ */
 /* Finalize and statistics                                             */
 
-static void stats_print(void)
-{
-    char line[4096];
-    size_t n = 0;
-
-    n += (size_t)snprintf(line + n, sizeof(line) - n, "mpi: stats rank 0:");
-    for (int c = 0; c < MPI_COLL_COUNT && n < sizeof(line); c++) {
-        unsigned long total = 0;
-        int first = 1;
-        for (int r = 0; r < R_COUNT; r++)
-            total += L.passed[c][r];
-        n += (size_t)snprintf(line + n, sizeof(line) - n,
-                              " %s offloaded=%lu hosts=%lu errors=%lu "
-                              "passed=%lu",
-                              mpi_coll_names[c], L.offloaded[c], L.hosts[c],
-                              L.errors[c], total);
-        if (L.nb[c] && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " nb=%lu",
-                                  L.nb[c]);
-        if (L.persistent[c] && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " persistent=%lu",
-                                  L.persistent[c]);
-        for (int r = 0; r < R_COUNT && n < sizeof(line); r++) {
-            if (L.passed[c][r] == 0)
-                continue;
-            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s=%lu",
-                                  first ? " (" : " ", reason_names[r],
-                                  L.passed[c][r]);
-            first = 0;
-        }
-        if (!first && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, ")");
-        if (c + 1 < MPI_COLL_COUNT && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, ";");
-    }
-    log_emit(LOG_LEVEL_INFO, "%s", line);
-}
-
 /* Ends the layer: statistics, then libincoll (which frees every
  * communicator it still holds). No MPI calls, so it can also run from
  * atexit after MPI is gone. States stay allocated until MPI deletes their
@@ -224,7 +182,7 @@ static void layer_end(void)
         return;
     L.finalized = 1;
     if (L.cfg.stats && L.rank == 0)
-        stats_print();
+        mpi_stats_print();
     for (comm_state_t *st = L.states; st; st = st->next) {
         st->icomm = NULL;
         st->owned = 0;

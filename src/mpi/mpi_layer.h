@@ -7,9 +7,9 @@
  *                  alone), the layer's lock under MPI_THREAD_MULTIPLE.
  *   mpi_layer.c    per-communicator state cached as an MPI attribute, the
  *                  planning of a call (one decision on every rank, this
- *                  rank's staging), the blocking offload paths,
- *                  statistics, cleanup.
- *   mpi_state.h    the state the two share (private to the layer).
+ *                  rank's staging), the blocking offload paths, cleanup.
+ *   mpi_stats.c    the statistics line (INCOLL_MPI_STATS=1).
+ *   mpi_state.h    the state these share (private to the layer).
  *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and
  *                  what one side of a call is (signature bytes, dense or
  *                  packed through a buffer of the call).

@@ -161,6 +161,8 @@ extern mpi_state_t L;
             log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
     } while (0)
 
+/* Prints rank 0's statistics line (mpi_stats.c). */
+void mpi_stats_print(void);
 /* Says at warn level, once, why MPI_COMM_WORLD is not offloaded and how
  * to get offload (mpi_boot.c). */
 void mpi_warn_world_off(const char *why);
