@@ -5,9 +5,12 @@
  *   mpi_boot.c     knobs (rank 0's for every rank), the bootstrap from
  *                  MPI at MPI_Init (libincoll's context, on include/incoll.h
  *                  alone), the layer's lock under MPI_THREAD_MULTIPLE.
- *   mpi_layer.c    per-communicator state cached as an MPI attribute, the
- *                  planning of a call (one decision on every rank, this
- *                  rank's staging), the blocking offload paths, cleanup.
+ *   mpi_comm.c     per-communicator state cached as an MPI attribute
+ *                  (agreed at the first collective), its lookup, the
+ *                  pools of persistent collectives' communicators.
+ *   mpi_layer.c    the planning of a call (one decision on every rank,
+ *                  this rank's staging), the blocking offload paths,
+ *                  cleanup.
  *   mpi_stats.c    the statistics line (INCOLL_MPI_STATS=1).
  *   mpi_state.h    the state these share (private to the layer).
  *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and

@@ -107,8 +107,10 @@ typedef struct comm_state {
     struct comm_state *prev;
 } comm_state_t;
 
-/* The collectives' names in INCOLL_MPI_COLLS and the statistics. */
+/* The collectives' names in INCOLL_MPI_COLLS and the statistics, and
+ * their MPI names for messages ("Allreduce"). */
 extern const char *const mpi_coll_names[MPI_COLL_COUNT];
+extern const char *const mpi_call_names[MPI_COLL_COUNT];
 
 typedef struct {
     int booted;
@@ -161,6 +163,19 @@ extern mpi_state_t L;
             log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
     } while (0)
 
+/* The communicators (mpi_comm.c). mpi_comm_state: comm's state, made
+ * collectively at its first collective (how: for messages); never NULL
+ * (a state that says why it is not offloaded). mpi_comm_known: the state
+ * of a communicator seen before, without an MPI call, or NULL.
+ * mpi_comm_label: its MPI name or "communicator #k". mpi_comm_persist: a
+ * libincoll communicator of a persistent request's own (collective over
+ * c->comm; 0 when there is none, then MPI's own serves). mpi_pool_put:
+ * a persistent request gives its pool slot back. */
+comm_state_t *mpi_comm_state(MPI_Comm comm, const char *how);
+comm_state_t *mpi_comm_known(MPI_Comm comm);
+void mpi_comm_label(MPI_Comm comm, int seq, char *buf, size_t len);
+int mpi_comm_persist(mpi_call_t *c);
+void mpi_pool_put(persist_pool_t *pool, int slot);
 /* Prints rank 0's statistics line (mpi_stats.c). */
 void mpi_stats_print(void);
 /* Says at warn level, once, why MPI_COMM_WORLD is not offloaded and how
