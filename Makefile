@@ -361,8 +361,9 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
 # The MPI worker of `incoll bench allreduce --algos ...,mpi`
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
-# layer's bootstrap (mpi_layer.o, not its MPI_ wrappers), default MPI.
-BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o $(BUILD)/obj/mpi-default/mpi_layer.o $(BUILD)/obj/mpi-default/mpi_dtype.o \
+# layer's bootstrap (its objects but the MPI_ wrappers), default MPI.
+BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o \
+                  $(addprefix $(BUILD)/obj/mpi-default/,mpi_boot.o mpi_comm.o mpi_layer.o mpi_stats.o mpi_dtype.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o paths.o) \

@@ -30,8 +30,20 @@ extern "C" {
 #define INCOLL_API
 #endif
 
+/*
+ * The version of this header. A library of the same major version and the
+ * same or a later minor version runs a program built against it:
+ * incoll_init() and incoll_init_params() pass these numbers to
+ * incoll_init_version(), which refuses any other library with
+ * INCOLL_ERR_VERSION (and says which two versions met). New functions and
+ * new fields at the end of incoll_init_params_t raise the minor version.
+ */
 #define INCOLL_VERSION_MAJOR 0
-#define INCOLL_VERSION_MINOR 1
+#define INCOLL_VERSION_MINOR 2
+/* One number for comparisons: INCOLL_VERSION >= INCOLL_VERSION_OF(0, 2). */
+#define INCOLL_VERSION_OF(major, minor) (((major) << 16) | (minor))
+#define INCOLL_VERSION                                                         \
+    INCOLL_VERSION_OF(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR)
 
 /*
  * Status codes: one list, so the enum and incoll_status_string() can't drift.
@@ -40,6 +52,8 @@ extern "C" {
 #define INCOLL_STATUS_LIST(X)                                                  \
     X(INCOLL_OK, 0, "success")                                                 \
     X(INCOLL_INPROGRESS, 1, "operation in progress")                           \
+    X(INCOLL_WAIT_TIMEOUT, 2,                                                  \
+      "wait timed out; the operation is still in progress")                    \
     X(INCOLL_ERR_INVALID_ARG, -1, "invalid argument")                          \
     X(INCOLL_ERR_NO_MEMORY, -2, "out of memory")                               \
     X(INCOLL_ERR_TIMEOUT, -3, "timed out waiting for the fabric")              \
@@ -52,7 +66,9 @@ extern "C" {
     X(INCOLL_ERR_BUSY, -10, "resource busy")                                   \
     X(INCOLL_ERR_AUTH, -11, "authentication failed")                           \
     X(INCOLL_ERR_GROUP_FAILED, -12, "group failed")                            \
-    X(INCOLL_ERR_MISMATCH, -13, "the ranks' calls do not match")
+    X(INCOLL_ERR_MISMATCH, -13, "the ranks' calls do not match")               \
+    X(INCOLL_ERR_VERSION, -14,                                                 \
+      "incoll.h and libincoll are of incompatible versions")
 
 typedef enum {
 #define INCOLL_X_ENUM(name, value, text) name = value,
@@ -62,6 +78,15 @@ typedef enum {
 
 /* Returns a constant, human-readable string for any status value. */
 INCOLL_API const char *incoll_status_string(incoll_status_t status);
+
+/*
+ * The version of the library the program runs with (which may be newer
+ * than the header it was built against): major and minor (either pointer
+ * may be NULL); returns INCOLL_VERSION_OF(major, minor).
+ */
+INCOLL_API unsigned incoll_get_version(unsigned *major_p, unsigned *minor_p);
+/* The same as a constant string, "MAJOR.MINOR". */
+INCOLL_API const char *incoll_get_version_string(void);
 
 /* Element types. Values are part of the wire format: never renumber. */
 typedef enum {
@@ -128,8 +153,10 @@ INCOLL_API int incoll_op_valid(incoll_op_t op, incoll_dtype_t dtype);
  * INCOLL_MGR; every setting is checked first (`incoll info` lists them),
  * and a bad one fails with INCOLL_ERR_CONFIG naming it.
  * The caller owns *ctx_p and frees it with incoll_finalize().
+ * A macro: it passes this header's version to incoll_init_version().
  */
-INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p);
+INCOLL_API incoll_status_t(incoll_init)(incoll_ctx_h *ctx_p);
+#define incoll_init(ctx_p) incoll_init_params(NULL, (ctx_p))
 
 /* Fields of incoll_init_params_t that the caller set (its field_mask). */
 typedef enum {
@@ -146,7 +173,79 @@ typedef enum {
     INCOLL_INIT_FIELD_PROGRESS_THREAD = 1u << 10,
     INCOLL_INIT_FIELD_EARLY_MAX = 1u << 11,
     INCOLL_INIT_FIELD_HOST_MAP = 1u << 12,
+    INCOLL_INIT_FIELD_THREAD_MODE = 1u << 13,
+    INCOLL_INIT_FIELD_OUTER_LOCK = 1u << 14,
+    INCOLL_INIT_FIELD_OOB = 1u << 15,
 } incoll_init_field_t;
+
+/*
+ * Thread modes, as MPI's thread levels (incoll_init_params_t.thread_mode;
+ * INCOLL_THREAD_MULTIPLE when not given). The library is thread safe in
+ * every mode (its own lock, its own request threads); the mode is what
+ * the caller promises about its own threads:
+ *   SINGLE, FUNNELED  one thread (the one that called init) makes every
+ *                     call;
+ *   SERIALIZED        any thread, one at a time;
+ *   MULTIPLE          any threads at once, one at a time per communicator
+ *                     (MPI's rule); different communicators run
+ *                     concurrently. Only this mode takes an outer lock.
+ */
+typedef enum {
+    INCOLL_THREAD_SINGLE = 0,
+    INCOLL_THREAD_FUNNELED = 1,
+    INCOLL_THREAD_SERIALIZED = 2,
+    INCOLL_THREAD_MULTIPLE = 3,
+} incoll_thread_mode_t;
+
+/*
+ * An outer lock (incoll_init_params_t.outer_lock): a lock of the caller's
+ * (an MPI layer's under MPI_THREAD_MULTIPLE) that its threads hold around
+ * their libincoll calls. Whenever a libincoll call blocks (waiting for
+ * packets or for a request), it calls release(arg) after giving up its
+ * own lock and reacquire(arg) before taking its own back, so that other
+ * threads of the caller can run meanwhile and the two locks are always
+ * taken in the same order (outer first). release must do nothing in a
+ * thread that does not hold the outer lock (libincoll's own threads call
+ * it too).
+ */
+typedef struct {
+    void (*release)(void *arg);
+    void (*reacquire)(void *arg);
+    void *arg;
+} incoll_outer_lock_t;
+
+/*
+ * Out-of-band bootstrap (incoll_init_params_t.oob), as UCC and SHARP take
+ * it: a caller that already connects its processes (an MPI library, a
+ * launcher, a test) gives the world's rank and size and two blocking
+ * collectives over its own channel, and init needs no INCOLL_RANK,
+ * INCOLL_SIZE or INCOLL_JOB. They are called by every rank of the world,
+ * in the same order on every rank, from the thread that calls
+ * incoll_init_params() or incoll_finalize(), and only there:
+ *   allgather  sbuf's len bytes of every rank, in rank order, into rbuf
+ *              (size * len bytes); twice in init;
+ *   barrier    returns when every rank called it; once in
+ *              incoll_finalize(), before the context's socket closes, so
+ *              that no rank leaves while another may still need its
+ *              retransmissions (may be NULL: an allgather of one byte
+ *              stands in).
+ * Each returns 0 on success; anything else fails init with INCOLL_ERR_IO.
+ * Init agrees through them on the job's id (the one given to rank 0, by
+ * the job field or INCOLL_JOB, else a random one of rank 0's: unique per
+ * job, as `incoll run` makes it), checks that every rank has the same
+ * size and a distinct rank and that no rank was given another job, and
+ * returns the same status on every rank, after every rank's endpoint is
+ * up: a rank that fails makes every rank fail, naming it. coll_info must
+ * stay valid until incoll_finalize(). The fabric is still named by the
+ * fabric or mgr field (or the environment).
+ */
+typedef struct {
+    int (*allgather)(void *coll_info, const void *sbuf, void *rbuf, size_t len);
+    int (*barrier)(void *coll_info);
+    void *coll_info; /* passed to both */
+    int rank;        /* 0..size-1 */
+    int size;        /* ranks in the world */
+} incoll_oob_t;
 
 /*
  * What a caller that knows the process's identity and fabric (a launcher,
@@ -190,15 +289,38 @@ typedef struct {
      * has fewer hosts than the world has ranks, the fabric.conf host of
      * ranks 0, 1, ..., comma-separated (docs/hierarchy.md). */
     const char *host_map;
+    /* Added in 0.2. */
+    incoll_thread_mode_t thread_mode; /* INCOLL_INIT_FIELD_THREAD_MODE */
+    incoll_outer_lock_t outer_lock;   /* INCOLL_INIT_FIELD_OUTER_LOCK:
+                                         MULTIPLE only */
+    incoll_oob_t oob; /* INCOLL_INIT_FIELD_OOB: rank and size from it (a
+                         rank or size also given must agree) */
 } incoll_init_params_t;
 
 /*
  * incoll_init() with the identity given by params (NULL: all from the
  * environment). A bad value, given or from the environment, fails with
- * INCOLL_ERR_CONFIG and an error message naming it.
+ * INCOLL_ERR_CONFIG and an error message naming it. A macro: it passes
+ * this header's version to incoll_init_version().
+ */
+INCOLL_API
+incoll_status_t(incoll_init_params)(const incoll_init_params_t *params,
+                                    incoll_ctx_h *ctx_p);
+#define incoll_init_params(params, ctx_p)                                      \
+    incoll_init_version(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, (params),  \
+                        (ctx_p))
+
+/*
+ * incoll_init_params() for a program built against incoll.h version
+ * major.minor: INCOLL_ERR_VERSION, with an error message naming both
+ * versions, when this library cannot run it (another major version, or an
+ * older minor one that lacks what the header declares). The
+ * incoll_init() and incoll_init_params() macros call it; a binding that
+ * loads the library at run time passes the version it was written for.
  */
 INCOLL_API incoll_status_t
-incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p);
+incoll_init_version(unsigned major, unsigned minor,
+                    const incoll_init_params_t *params, incoll_ctx_h *ctx_p);
 
 /* Frees the context and every communicator still attached to it. */
 INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx);
@@ -234,6 +356,49 @@ INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm);
 /* 1 if comm's collectives run in the network, 0 if on the hosts; why_p (may
  * be NULL) gets a constant reason when 0. */
 INCOLL_API int incoll_comm_offloaded(incoll_comm_h comm, const char **why_p);
+
+/*
+ * Where a collective ran, and why not in the network: what
+ * incoll_comm_where() and incoll_req_where() report. A collective counts
+ * as in the network (in_network 1) when it ran there from start to end,
+ * natively or over the in-network allreduce, and also when the
+ * communicator has one rank (nothing to exchange).
+ */
+typedef enum {
+    INCOLL_WHY_NONE = 0,    /* no collective completed yet */
+    INCOLL_WHY_NETWORK,     /* ran in the network */
+    INCOLL_WHY_ALONE,       /* one rank: nothing to exchange (in_network 1) */
+    INCOLL_WHY_NO_GROUP,    /* the communicator has no fabric group, or lost
+                               it (text: incoll_comm_offloaded's reason) */
+    INCOLL_WHY_UNSUPPORTED, /* its group cannot run this collective with
+                               this op and dtype */
+    INCOLL_WHY_TOO_LARGE,   /* a gather or scatter larger than the
+                               in-network allreduce carries for it */
+    INCOLL_WHY_ALGO,        /* the caller asked for a host-based algorithm */
+    INCOLL_WHY_RECOVERED,   /* the group failed during the call: the result
+                               came from the hosts */
+    INCOLL_WHY_COUNT
+} incoll_why_t;
+
+typedef struct {
+    int in_network; /* 1 in the network, 0 on the hosts */
+    incoll_why_t why;
+    char text[160]; /* why in words (incoll_why_string, and for
+                       INCOLL_WHY_NO_GROUP the communicator's reason) */
+} incoll_where_t;
+
+/* A constant text for why. */
+INCOLL_API const char *incoll_why_string(incoll_why_t why);
+
+/*
+ * Per call: where the last blocking collective that returned on comm (in
+ * this process) ran. Call it after the collective, from the thread that
+ * made it, before the next collective of comm (MPI's rule of one thread at
+ * a time per communicator makes that well defined). INCOLL_WHY_NONE
+ * before any.
+ */
+INCOLL_API incoll_status_t incoll_comm_where(incoll_comm_h comm,
+                                             incoll_where_t *where_p);
 
 /*
  * Reduces count elements of dtype from every rank of comm with op and
@@ -387,6 +552,38 @@ INCOLL_API incoll_status_t incoll_req_test(incoll_req_h req, int *done_p);
 /* Waits until the request completed; returns the operation's status and
  * releases a nonpersistent request (a persistent one becomes inactive). */
 INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req);
+/*
+ * incoll_req_wait() for at most timeout_ns nanoseconds: the operation's
+ * status when it completed in time (and the request is released as by
+ * incoll_req_wait), else INCOLL_WAIT_TIMEOUT: the request is still
+ * running and still the caller's, to test, wait for or free later. 0
+ * polls once. Everything outstanding progresses while it waits.
+ */
+INCOLL_API incoll_status_t incoll_req_wait_timeout(incoll_req_h req,
+                                                   uint64_t timeout_ns);
+/*
+ * Explicit progress: one turn of the library, without blocking. Feeds
+ * every outstanding request of the context the packets that came in and
+ * runs its timers, and hands completed ones over (for incoll_req_test).
+ * For a front end that polls its own engine and libincoll in one loop.
+ */
+INCOLL_API incoll_status_t incoll_progress(incoll_ctx_h ctx);
+/*
+ * 1 when req completed (incoll_req_test and incoll_req_wait then return
+ * at once), 0 while it runs. Takes no lock and progresses nothing: for a
+ * front end that looks at many requests after one incoll_progress().
+ */
+INCOLL_API int incoll_req_completed(incoll_req_h req);
+/*
+ * Per request: where req's collective ran, once it completed: for a
+ * nonpersistent request after its completion (incoll_req_completed)
+ * and before the test or wait that releases it; for a persistent one
+ * whenever it is inactive after a start (its last run).
+ * INCOLL_INPROGRESS while it runs; INCOLL_WHY_NONE for a persistent
+ * request never started.
+ */
+INCOLL_API incoll_status_t incoll_req_where(incoll_req_h req,
+                                            incoll_where_t *where_p);
 /* Starts an inactive persistent request again; INCOLL_ERR_BUSY while it
  * is active. */
 INCOLL_API incoll_status_t incoll_req_start(incoll_req_h req);

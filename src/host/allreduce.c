@@ -24,6 +24,7 @@
 
 #include "host/comm.h"
 #include "host/hier.h"
+#include "host/host_colls.h"
 
 #include "common/log.h"
 
@@ -124,6 +125,13 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
         } else {
             status = host_run(comm, sendbuf, recvbuf, count, dtype, op);
         }
+        if (status == INCOLL_OK)
+            host_where_note(net && attempt == 0,
+                            attempt > 0 ? INCOLL_WHY_RECOVERED
+                            : net       ? INCOLL_WHY_NETWORK
+                            : incoll_comm_offloaded(comm, NULL)
+                                ? INCOLL_WHY_UNSUPPORTED
+                                : INCOLL_WHY_NO_GROUP);
         why = host_comm_fail_why(comm, status, net);
         /* host_comm_recover() makes at most two new groups, then leaves
          * the comm without one: the loop ends on the hosts. */
@@ -135,8 +143,10 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
                         comm->group, incoll_status_string(status));
         status = host_comm_recover(comm, started, recvbuf, count, dtype, op,
                                    why, &done);
-        if (status != INCOLL_OK || done)
+        if (status != INCOLL_OK || done) {
+            host_where_note(0, INCOLL_WHY_RECOVERED);
             return status;
+        }
     }
 }
 
@@ -217,6 +227,7 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     if (comm->size == 1) {
         if (sendbuf != recvbuf)
             memmove(recvbuf, sendbuf, bytes);
+        host_where_note(1, INCOLL_WHY_ALONE);
         return INCOLL_OK;
     }
     /* Ranks sharing a host go through its leader (src/host/hier.c); the
@@ -254,6 +265,8 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
             comm, 0, recvbuf, count, dtype, op,
             host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
             &done);
+        if (done)
+            host_where_note(0, INCOLL_WHY_RECOVERED);
         if (status != INCOLL_OK || done)
             return status; /* done: this call's result, from those ahead */
         host_call_restart(comm);
@@ -288,6 +301,7 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     }
     if (algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
         algo == INCOLL_ALGO_RABENSEIFNER) {
+        host_where_note(0, INCOLL_WHY_ALGO);
         status = host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
                                       recvbuf, count, dtype, op);
         {
@@ -305,6 +319,8 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
         }
         return status;
     }
+    if (algo == INCOLL_ALGO_INC)
+        host_where_note(1, INCOLL_WHY_NETWORK);
     if (algo == INCOLL_ALGO_INC)
         return host_comm_recoverable(comm)
                    ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)

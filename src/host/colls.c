@@ -79,13 +79,53 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
     }
 }
 
-/* 1 when the last collective ran in the network (natively or over the
- * allreduce), 0 on the hosts: host_coll_last_in_net(). */
-static _Thread_local int last_in_net;
+/* Where this thread's collective ran (host_where_note). */
+static _Thread_local host_where_t where_now = {0, INCOLL_WHY_NONE};
+
+void host_where_begin(void)
+{
+    where_now.in_net = 0;
+    where_now.why = INCOLL_WHY_NONE;
+}
+
+void host_where_note(int in_net, incoll_why_t why)
+{
+    where_now.in_net = in_net;
+    where_now.why = why;
+}
+
+host_where_t host_where_end(incoll_comm_h comm)
+{
+    host_where_t w = where_now;
+    if (w.why == INCOLL_WHY_NONE) {
+        w.in_net = incoll_comm_offloaded(comm, NULL);
+        w.why = w.in_net ? INCOLL_WHY_NETWORK : INCOLL_WHY_NO_GROUP;
+    }
+    return w;
+}
 
 int host_coll_last_in_net(void)
 {
-    return last_in_net;
+    return where_now.in_net;
+}
+
+/* Notes a collective that runs on the hosts by the host-based algorithm
+ * algo (>= 0 when the caller asked for it): why not in the network. */
+static void note_hosts(incoll_comm_h comm, int algo, const host_coll_args_t *a,
+                       incoll_op_t op, incoll_dtype_t dt)
+{
+    incoll_why_t why = INCOLL_WHY_ALGO;
+    if (algo < 0) {
+        if (!incoll_comm_offloaded(comm, NULL))
+            why = INCOLL_WHY_NO_GROUP;
+        else if ((a->coll == ALGO_COLL_GATHER ||
+                  a->coll == ALGO_COLL_SCATTER) &&
+                 host_comm_inc_usable(comm, op, dt))
+            why = INCOLL_WHY_TOO_LARGE;
+        else
+            why = INCOLL_WHY_UNSUPPORTED;
+    }
+    host_where_note(0, why);
 }
 
 /* ---- in the network, over the allreduce ---- */
@@ -285,7 +325,7 @@ int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
         !host_inc_coll_usable(comm, inc_kind(coll), INCOLL_OP_SUM, dt) &&
         count > EMU_MAX_BYTES / (size_t)comm->size)
         return 0;
-    last_in_net = 1;
+    host_where_note(1, INCOLL_WHY_NETWORK);
     return 1;
 }
 
@@ -434,7 +474,7 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
     }
     if (comm->size == 1) {
         run_alone(a);
-        last_in_net = 1; /* nothing to send: as good as the network */
+        host_where_note(1, INCOLL_WHY_ALONE); /* as good as the network */
         return INCOLL_OK;
     }
     if (host_comm_broken(comm, &why)) {
@@ -455,12 +495,12 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
              * completed (a broadcast ahead of its round returns before
              * every member has called): the recovery took this call's
              * result from them. */
-            last_in_net = 0;
+            host_where_note(0, INCOLL_WHY_RECOVERED);
             return INCOLL_OK;
         }
         host_call_restart(comm);
     }
-    last_in_net = 0;
+    host_where_note(0, INCOLL_WHY_NONE);
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
     if (usable && algo == HOST_CALGO_AUTO) {
         /* Ranks sharing a host reach the fabric through their leader, and
@@ -482,7 +522,8 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
     if (usable) {
         int fetched;
         status = inc_run_recovered(comm, algo, a, op, dt, &fetched);
-        last_in_net = status == INCOLL_OK && !fetched;
+        host_where_note(status == INCOLL_OK && !fetched,
+                        fetched ? INCOLL_WHY_RECOVERED : INCOLL_WHY_NETWORK);
         if (status != INCOLL_ERR_UNSUPPORTED || algo == HOST_CALGO_INC) {
             if (status != INCOLL_OK)
                 incoll_error("%s: in-network operation failed: %s", what,
@@ -501,8 +542,8 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         status = emu_run(comm, a);
         comm->call_tag = tag;
         if (status != INCOLL_ERR_UNSUPPORTED) {
-            last_in_net =
-                status == INCOLL_OK && incoll_comm_offloaded(comm, NULL);
+            int in = status == INCOLL_OK && incoll_comm_offloaded(comm, NULL);
+            host_where_note(in, in ? INCOLL_WHY_NETWORK : INCOLL_WHY_NO_GROUP);
             return status;
         }
     }
@@ -511,6 +552,7 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
                                    incoll_dtype_size(dt), &seg);
     else if (algo == CALGO_BCAST_PIPELINE || algo == CALGO_REDUCE_PIPELINE)
         seg = ALGO_SEG_BYTES / incoll_dtype_size(dt);
+    note_hosts(comm, algo0, a, op, dt);
     status = host_run(comm, (algo_calgo_t)algo, seg, a);
     {
         /* A peer's call differs, this call's deadline passed or another

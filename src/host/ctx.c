@@ -27,6 +27,11 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The header makes these macros that pass its version (incoll.h): here
+ * they are the functions that programs built before the check call. */
+#undef incoll_init
+#undef incoll_init_params
+
 uint64_t host_now_ns(void)
 {
     return now_ns();
@@ -324,6 +329,37 @@ static incoll_status_t ident_name(const char *setting, const char *v)
     return INCOLL_OK;
 }
 
+/* The thread mode and the outer lock, from params. */
+static incoll_status_t ident_threads(incoll_ctx_h ctx,
+                                     const incoll_init_params_t *p)
+{
+    ctx->thread_mode = INCOLL_THREAD_MULTIPLE;
+    if (p->field_mask & INCOLL_INIT_FIELD_THREAD_MODE) {
+        if ((unsigned)p->thread_mode > INCOLL_THREAD_MULTIPLE) {
+            incoll_error("init: thread_mode %d is not one of "
+                         "INCOLL_THREAD_SINGLE..INCOLL_THREAD_MULTIPLE (0..3)",
+                         (int)p->thread_mode);
+            return INCOLL_ERR_CONFIG;
+        }
+        ctx->thread_mode = p->thread_mode;
+    }
+    if (p->field_mask & INCOLL_INIT_FIELD_OUTER_LOCK) {
+        if (p->outer_lock.release == NULL || p->outer_lock.reacquire == NULL) {
+            incoll_error("init: outer_lock needs both release and reacquire");
+            return INCOLL_ERR_CONFIG;
+        }
+        if (ctx->thread_mode != INCOLL_THREAD_MULTIPLE) {
+            incoll_error("init: an outer lock is for INCOLL_THREAD_MULTIPLE "
+                         "(thread_mode is %d: one thread at a time calls, "
+                         "nothing to give up while it blocks)",
+                         (int)ctx->thread_mode);
+            return INCOLL_ERR_CONFIG;
+        }
+        ctx->outer_lock = p->outer_lock;
+    }
+    return INCOLL_OK;
+}
+
 /* Sets ctx's identity from params and the settings. */
 static incoll_status_t ident_load(incoll_ctx_h ctx,
                                   const incoll_init_params_t *p)
@@ -378,6 +414,9 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
         ident_name("INCOLL_JOB", ctx->job) != INCOLL_OK ||
         ident_name("INCOLL_HOST", ctx->host) != INCOLL_OK)
         return INCOLL_ERR_CONFIG;
+    status = ident_threads(ctx, p);
+    if (status != INCOLL_OK)
+        return status;
     return ident_fabric_rest(ctx, p);
 }
 
@@ -557,6 +596,11 @@ static incoll_status_t world_create_shared(incoll_ctx_h ctx)
     return INCOLL_OK;
 }
 
+static incoll_status_t init_plain(const incoll_init_params_t *params,
+                                  incoll_ctx_h *ctx_p);
+static incoll_status_t init_oob(const incoll_init_params_t *params,
+                                incoll_ctx_h *ctx_p);
+
 INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
 {
     return incoll_init_params(NULL, ctx_p);
@@ -564,6 +608,164 @@ INCOLL_API incoll_status_t incoll_init(incoll_ctx_h *ctx_p)
 
 INCOLL_API incoll_status_t
 incoll_init_params(const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
+{
+    if (params && (params->field_mask & INCOLL_INIT_FIELD_OOB))
+        return init_oob(params, ctx_p);
+    return init_plain(params, ctx_p);
+}
+
+INCOLL_API incoll_status_t
+incoll_init_version(unsigned major, unsigned minor,
+                    const incoll_init_params_t *params, incoll_ctx_h *ctx_p)
+{
+    if (major != INCOLL_VERSION_MAJOR || minor > INCOLL_VERSION_MINOR) {
+        log_init_from_env();
+        incoll_error("init: this program was built against incoll.h %u.%u "
+                     "but runs with libincoll %s, which %s: rebuild it "
+                     "against the incoll.h of this libincoll, or run it with "
+                     "a libincoll %u.x of at least %u.%u",
+                     major, minor, incoll_get_version_string(),
+                     major != INCOLL_VERSION_MAJOR
+                         ? "is another major version"
+                         : "is older and lacks what that header declares",
+                     major, major, minor);
+        return INCOLL_ERR_VERSION;
+    }
+    return incoll_init_params(params, ctx_p);
+}
+
+/* ---- out-of-band bootstrap (incoll_oob_t) ---- */
+
+/* What each rank tells the others first: who it thinks it is, whether
+ * its arguments were good, and the job it was given ("" none). */
+typedef struct {
+    int32_t rank;
+    int32_t size;
+    int32_t status;
+    char job[256];
+} oob_rec_t;
+
+/* Checks the records of every rank (the same on every rank, so every
+ * rank decides alike); rank 0's job (or its random one) into job. */
+static incoll_status_t oob_agree(const oob_rec_t *all, int size, char *job,
+                                 size_t len)
+{
+    for (int r = 0; r < size; r++) {
+        if (all[r].status != INCOLL_OK) {
+            incoll_error("init: rank %d's arguments were refused (%s): no "
+                         "rank starts",
+                         r, incoll_status_string(all[r].status));
+            return INCOLL_ERR_CONFIG;
+        }
+        if (all[r].rank != r || all[r].size != size) {
+            incoll_error("init: out-of-band bootstrap: entry %d of the "
+                         "allgather says rank %d of %d, not rank %d of %d "
+                         "(every rank must give its own distinct rank and the "
+                         "same size)",
+                         r, (int)all[r].rank, (int)all[r].size, r, size);
+            return INCOLL_ERR_CONFIG;
+        }
+        if (all[r].job[0] && strcmp(all[r].job, all[0].job) != 0) {
+            incoll_error("init: rank %d was given job \"%.64s\" but rank 0 "
+                         "\"%.64s\": the ranks of one world share a job",
+                         r, all[r].job, all[0].job);
+            return INCOLL_ERR_CONFIG;
+        }
+    }
+    snprintf(job, len, "%s", all[0].job);
+    return INCOLL_OK;
+}
+
+static incoll_status_t init_oob(const incoll_init_params_t *params,
+                                incoll_ctx_h *ctx_p)
+{
+    const incoll_oob_t *oob = &params->oob;
+    incoll_init_params_t p = *params;
+    oob_rec_t mine, *all;
+    int32_t st, *sts;
+    incoll_status_t status = INCOLL_OK;
+    incoll_ctx_h ctx = NULL;
+    char job[256];
+    const char *given;
+
+    log_init_from_env();
+    if (ctx_p == NULL || oob->allgather == NULL || oob->size < 1 ||
+        oob->rank < 0 || oob->rank >= oob->size) {
+        incoll_error("init: out-of-band bootstrap needs an allgather and a "
+                     "rank in 0..size-1 (rank %d, size %d)",
+                     oob->rank, oob->size);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    memset(&mine, 0, sizeof(mine));
+    mine.rank = oob->rank;
+    mine.size = oob->size;
+    if (((params->field_mask & INCOLL_INIT_FIELD_RANK) &&
+         params->rank != oob->rank) ||
+        ((params->field_mask & INCOLL_INIT_FIELD_SIZE) &&
+         params->size != oob->size)) {
+        incoll_error("init: rank/size %d/%d given beside the out-of-band "
+                     "bootstrap's %d/%d",
+                     params->rank, params->size, oob->rank, oob->size);
+        mine.status = INCOLL_ERR_CONFIG;
+    }
+    given = (params->field_mask & INCOLL_INIT_FIELD_JOB)
+                ? params->job
+                : setting_str(SETTING_JOB);
+    if (given && *given)
+        snprintf(mine.job, sizeof(mine.job), "%s", given);
+    else if (oob->rank == 0)
+        snprintf(mine.job, sizeof(mine.job), "oob-%016" PRIx64, random64());
+    all = calloc((size_t)oob->size, sizeof(*all));
+    sts = calloc((size_t)oob->size, sizeof(*sts));
+    if (all == NULL || sts == NULL) {
+        free(all);
+        free(sts);
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    if (oob->allgather(oob->coll_info, &mine, all, sizeof(mine)) != 0) {
+        incoll_error("init: the out-of-band allgather failed");
+        status = INCOLL_ERR_IO;
+        goto out;
+    }
+    status = oob_agree(all, oob->size, job, sizeof(job));
+    if (status != INCOLL_OK)
+        goto out;
+    p.field_mask |=
+        INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
+    p.rank = oob->rank;
+    p.size = oob->size;
+    p.job = job;
+    status = init_plain(&p, &ctx);
+    /* No rank returns before every rank's endpoint is up, and all return
+     * the same: a rank that failed fails them all. */
+    st = status;
+    if (oob->allgather(oob->coll_info, &st, sts, sizeof(st)) != 0) {
+        incoll_error("init: the out-of-band allgather failed");
+        status = INCOLL_ERR_IO;
+    } else {
+        for (int r = 0; r < oob->size && status == INCOLL_OK; r++)
+            if (sts[r] != INCOLL_OK) {
+                incoll_error("init: rank %d could not start (%s)", r,
+                             incoll_status_string(sts[r]));
+                status = sts[r];
+            }
+    }
+    if (status != INCOLL_OK && ctx != NULL) {
+        incoll_finalize(ctx);
+        ctx = NULL;
+    }
+    if (ctx != NULL) {
+        ctx->oob = *oob;
+        *ctx_p = ctx;
+    }
+out:
+    free(all);
+    free(sts);
+    return status;
+}
+
+static incoll_status_t init_plain(const incoll_init_params_t *params,
+                                  incoll_ctx_h *ctx_p)
 {
     incoll_ctx_h ctx;
     incoll_status_t status;
@@ -723,6 +925,18 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         return INCOLL_ERR_INVALID_ARG;
     /* Outstanding requests complete first, then their threads stop. */
     host_req_ctx_fini(ctx);
+    /* Bootstrapped out of band: no rank closes its socket while another
+     * may still need its retransmissions. */
+    if (ctx->oob.barrier != NULL) {
+        if (ctx->oob.barrier(ctx->oob.coll_info) != 0)
+            incoll_warn("finalize: the out-of-band barrier failed");
+    } else if (ctx->oob.allgather != NULL) {
+        char b = 0, *all = malloc((size_t)ctx->oob.size);
+        if (all == NULL ||
+            ctx->oob.allgather(ctx->oob.coll_info, &b, all, 1) != 0)
+            incoll_warn("finalize: the out-of-band allgather failed");
+        free(all);
+    }
     /* A background unlock ends first (the group is still there), then
      * the manager releases what we still hold on our goodbye. */
     for (incoll_comm_h c = ctx->comms; c; c = c->next)

@@ -24,6 +24,12 @@ struct host_comm_info; /* src/host/comm.c */
 struct host_ctx_info;  /* src/host/comm.c */
 struct host_hier;      /* src/host/hier.c */
 
+/* Where a collective ran: incoll_where_t without its text. */
+typedef struct {
+    int in_net;
+    incoll_why_t why;
+} host_where_t;
+
 struct incoll_comm {
     incoll_ctx_h ctx;
     int rank;
@@ -45,8 +51,10 @@ struct incoll_comm {
     struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);
                                     NULL until the first allreduce */
     struct incoll_comm *next;    /* the context's list */
-    struct host_req_queue *rq;   /* its requests (src/host/req.c); NULL
-                                    until its first one */
+    host_where_t where;        /* the last blocking collective's, as it returned
+                                  (incoll_comm_where; src/host/api.c) */
+    struct host_req_queue *rq; /* its requests (src/host/req.c); NULL
+                                  until its first one */
     /* Early returns (src/host/req.c): how many this member made, how
      * often one waited for a slot of the communicator's ring, and the
      * error of one that failed in the background, which the next call on
@@ -120,6 +128,10 @@ struct incoll_ctx {
     char secret_file[PATH_MAX];
     char *hosts; /* INCOLL_HOSTS, malloc'ed ("" when unset) */
     int progress_thread;
+    incoll_thread_mode_t thread_mode; /* what the caller promised */
+    incoll_outer_lock_t outer_lock;   /* release NULL: none */
+    incoll_oob_t oob;     /* allgather NULL: not bootstrapped out of band; else
+                             its barrier runs at incoll_finalize */
     size_t early_max;     /* INCOLL_EARLY_MAX: 0 no early returns */
     uint64_t deadline_ns; /* INCOLL_DEADLINE_MS in ns: 0 none */
     int local_rank;

@@ -46,9 +46,22 @@ typedef struct {
 incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                               const host_coll_args_t *a);
 
-/* 1 when the last collective host_coll_run() completed ran in the network
- * (natively or as an allreduce there), 0 when on the hosts: for the MPI
- * layer's statistics. */
+/*
+ * Where the collective that the calling thread runs now ran (the public
+ * queries incoll_comm_where and incoll_req_where take it from here):
+ * host_where_begin() before it, host_where_note() where the algorithms
+ * decide, host_where_end() after it, which says, when nothing was noted,
+ * what the communicator's state says (in the network when offloaded).
+ * Per thread: a blocking call runs in its caller's thread, a request in
+ * its communicator's.
+ */
+void host_where_begin(void);
+void host_where_note(int in_net, incoll_why_t why);
+host_where_t host_where_end(incoll_comm_h comm);
+/* w as the public incoll_where_t (its text from comm's state). */
+void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out);
+/* 1 when the last collective host_coll_run() completed in this thread ran
+ * in the network (natively or as an allreduce there): for the benchmarks. */
 int host_coll_last_in_net(void);
 
 /*
@@ -56,7 +69,7 @@ int host_coll_last_in_net(void);
  * a reduce, bytes per rank otherwise): comm is usable and its group runs
  * coll in the network, natively or as an allreduce (the operation may
  * still end on the hosts after a failure: it completes in the
- * communicator's thread either way). Sets host_coll_last_in_net() to 1
+ * communicator's thread either way). Notes the network (host_where_note)
  * when it returns 1. For the early returns of src/host/req.c.
  */
 int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,

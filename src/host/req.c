@@ -51,7 +51,8 @@ struct host_sync {
     uint64_t next_ticket; /* threads take the lock in the order they came */
     uint64_t serving;
     uint64_t ev_seq;              /* counts ev_cv broadcasts */
-    void (*hook_release)(void *); /* an outer lock (host_sync_hooks) */
+    void (*hook_release)(void *); /* the caller's outer lock
+                                     (incoll_init_params_t.outer_lock) */
     void (*hook_reacquire)(void *);
     void *hook_arg;
     int polling;         /* a thread is blocked in ppoll on the socket */
@@ -95,6 +96,7 @@ struct incoll_req {
     uint64_t deadline;   /* fast: INCOLL_DEADLINE_MS from its start (0:
                             none) */
     int why;             /* ST_RECOVER: the reason (host_comm_fail_why) */
+    host_where_t where;  /* where it ran, once done (incoll_req_where) */
     struct incoll_req *next;
 };
 
@@ -188,7 +190,7 @@ static int release_all_locked(struct host_sync *s)
 }
 
 /* With s->mu held and the lock ours: gives up the lock and the outer
- * lock (host_sync_hooks; in that order, the reverse of taking them). */
+ * lock (the caller's outer lock; in that order, the reverse of taking them). */
 static int release_for_wait(struct host_sync *s)
 {
     int depth = release_all_locked(s);
@@ -229,17 +231,6 @@ static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
         wakeups++;
     }
     reacquire_after_wait(s, depth);
-}
-
-void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
-                     void (*reacquire)(void *), void *arg)
-{
-    struct host_sync *s = ctx->sync;
-    pthread_mutex_lock(&s->mu);
-    s->hook_release = release;
-    s->hook_reacquire = reacquire;
-    s->hook_arg = arg;
-    pthread_mutex_unlock(&s->mu);
 }
 
 int host_unlock_all(incoll_ctx_h ctx)
@@ -408,6 +399,9 @@ incoll_status_t host_sync_create(incoll_ctx_h ctx)
     pthread_cond_init(&s->ev_cv, &ca);
     pthread_condattr_destroy(&ca);
     s->progress_thread = ctx->progress_thread;
+    s->hook_release = ctx->outer_lock.release;
+    s->hook_reacquire = ctx->outer_lock.reacquire;
+    s->hook_arg = ctx->outer_lock.arg;
     ctx->sync = s;
     return INCOLL_OK;
 }
@@ -668,6 +662,8 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
             memcpy(r->recvbuf, r->res, r->bytes);
             host_comm_result_done(c, r->count, r->dtype, r->op);
         }
+        r->where.in_net = 1;
+        r->where.why = INCOLL_WHY_NETWORK;
         complete(r, INCOLL_OK);
         return;
     }
@@ -830,10 +826,16 @@ static void *thread_main(void *arg)
             int rec = r->state == ST_RECOVER;
             incoll_status_t status;
             r->state = ST_RUNNING;
+            host_where_begin();
+            if (rec)
+                host_where_note(0, INCOLL_WHY_RECOVERED);
             if (r->chain && *r->chain != INCOLL_OK)
                 status = *r->chain;
             else
                 status = rec ? recover_run(r) : run_blocking(r);
+            r->where = host_where_end(comm);
+            if (rec && r->where.why == INCOLL_WHY_NETWORK)
+                r->where = (host_where_t){0, INCOLL_WHY_RECOVERED};
             if (r->chain && status != INCOLL_OK && *r->chain == INCOLL_OK)
                 *r->chain = status;
             complete(r, status);
@@ -1186,21 +1188,45 @@ INCOLL_API incoll_status_t incoll_req_test(incoll_req_h req, int *done_p)
     return status;
 }
 
-void host_req_progress(incoll_ctx_h ctx)
+INCOLL_API incoll_status_t incoll_progress(incoll_ctx_h ctx)
 {
     if (ctx == NULL || ctx->sync == NULL)
-        return;
+        return INCOLL_ERR_INVALID_ARG;
     host_enter(ctx, NULL);
     if (advance_all(ctx) != UINT64_MAX) {
         host_ctx_progress(ctx, 0);
         advance_all(ctx);
     }
     host_unlock(ctx);
+    return INCOLL_OK;
 }
 
 int host_req_done(incoll_req_h req)
 {
     return __atomic_load_n(&req->done, __ATOMIC_ACQUIRE);
+}
+
+INCOLL_API int incoll_req_completed(incoll_req_h req)
+{
+    return req != NULL && host_req_done(req);
+}
+
+INCOLL_API incoll_status_t incoll_req_where(incoll_req_h req,
+                                            incoll_where_t *where_p)
+{
+    incoll_ctx_h ctx;
+    incoll_status_t status = INCOLL_OK;
+
+    if (req == NULL || where_p == NULL || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    ctx = req->comm->ctx;
+    host_lock(ctx);
+    if (req->done)
+        host_where_fill(req->comm, req->where, where_p);
+    else
+        status = INCOLL_INPROGRESS;
+    host_unlock(ctx);
+    return status;
 }
 
 int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p)
@@ -1217,6 +1243,22 @@ int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p)
         *status_p = reap(req);
     host_unlock(ctx);
     return done;
+}
+
+INCOLL_API incoll_status_t incoll_req_wait_timeout(incoll_req_h req,
+                                                   uint64_t timeout_ns)
+{
+    incoll_status_t status = INCOLL_ERR_INVALID_ARG;
+    if (req == NULL || req->detached)
+        return INCOLL_ERR_INVALID_ARG;
+    if (timeout_ns == 0) {
+        int done = 0;
+        status = incoll_req_test(req, &done);
+        return done || status != INCOLL_OK ? status : INCOLL_WAIT_TIMEOUT;
+    }
+    if (!host_req_wait_ns(req, timeout_ns, &status))
+        return INCOLL_WAIT_TIMEOUT;
+    return status;
 }
 
 INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)

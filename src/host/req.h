@@ -92,13 +92,6 @@ uint64_t host_wakeups(void);
  * packets were dispatched, a request completed or was queued. */
 void host_sync_kick(incoll_ctx_h ctx);
 
-/* An outer lock (the MPI layer's under MPI_THREAD_MULTIPLE) that a
- * thread holds around its libincoll calls: libincoll gives it up after its
- * own whenever it blocks, and takes it back before its own. release must
- * do nothing in a thread that does not hold it. */
-void host_sync_hooks(incoll_ctx_h ctx, void (*release)(void *),
-                     void (*reacquire)(void *), void *arg);
-
 /* Stops comm's request thread after its requests completed (before comm
  * is freed). */
 void host_req_comm_fini(incoll_comm_h comm);
@@ -174,9 +167,9 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op, incoll_req_h *req_p);
 
-/* Gives the library lock up whole (and the outer lock of
- * host_sync_hooks) while the calling thread blocks outside the library;
- * returns the depth that host_relock() takes it back with. */
+/* Gives the library lock up whole (and the caller's outer lock) while
+ * the calling thread blocks outside the library; returns the depth that
+ * host_relock() takes it back with. */
 int host_unlock_all(incoll_ctx_h ctx);
 void host_relock(incoll_ctx_h ctx, int depth);
 
@@ -185,16 +178,12 @@ void host_relock(incoll_ctx_h ctx, int depth);
 incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
                               incoll_req_h *req_p);
 
-/* For the MPI layer, which looks at many requests at a time: progresses
- * every request of ctx without blocking (one turn of the lock), and says
- * without the lock whether req completed (then incoll_req_test hands its
- * status back). */
-void host_req_progress(incoll_ctx_h ctx);
+/* Says without the lock whether req completed (incoll_req_completed). */
 int host_req_done(incoll_req_h req);
 
 /* Waits up to ns for req, progressing everything; 1 when it completed
  * (then *status_p is its status and a nonpersistent req was released),
- * 0 when not yet. For the MPI layer, which interleaves its own progress. */
+ * 0 when not yet (incoll_req_wait, incoll_req_wait_timeout). */
 int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p);
 
 #endif

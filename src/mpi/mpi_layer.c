@@ -1,8 +1,8 @@
 /*
- * The heart of libincoll_mpi: bootstrap from MPI, knobs, per-communicator
- * state, the offload paths and their fallback decision, statistics and
- * cleanup. See mpi_layer.h for the parts and docs/mpi.md for the user's
- * view.
+ * The heart of libincoll_mpi: the offload paths and their fallback
+ * decision, and cleanup (the start from MPI is mpi_boot.c's, the
+ * communicators' state mpi_comm.c's, the statistics mpi_stats.c's). See
+ * mpi_layer.h for the parts and docs/mpi.md for the user's view.
  *
  * Two rules keep every answer right:
  *  - A call is offloaded only when every rank of the communicator will
@@ -31,16 +31,11 @@
  * threads running collectives on different communicators do not wait for
  * each other's.
  */
-#include "mpi/mpi_layer.h"
+#include "mpi/mpi_state.h"
 
 #include "incoll.h"
-#include "host/host_colls.h"
-#include "host/req.h"
 
-#include "common/fabric_conf.h"
-#include "common/tune.h"
 #include "common/knobs.h"
-#include "common/log.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -54,164 +49,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Why a call went to the MPI library: the reasons the statistics count. */
-typedef enum {
-    R_OFF = 0, /* the layer is inactive (no fabric, disabled, ...) */
-    R_COLL,    /* the collective is not in INCOLL_MPI_COLLS */
-    R_ARGS,    /* arguments the layer leaves to MPI to judge */
-    R_DTYPE,   /* datatype not predefined or not mapped */
-    R_OP,      /* user-defined op, or not valid for the datatype */
-    R_BYTES,   /* larger than INCOLL_MPI_MAX_BYTES */
-    R_COMM,    /* the communicator is not offloaded */
-    R_FAILED,  /* the fabric failed; redone with PMPI_ (INCOLL_MPI_AGREE=1) */
-    R_LEFT,    /* left the network; MPI's is faster than the hosts' here */
-    R_UNEQUAL, /* MPI_Reduce_scatter with unequal counts */
-    R_TUNE,    /* the selection table says MPI's own is faster */
-    R_COUNT
-} reason_t;
-
-static const char *const reason_names[R_COUNT] = {
-    "off",  "coll",   "args", "dtype",   "op",  "bytes",
-    "comm", "failed", "left", "unequal", "tune"};
-
-/* After the communicator left the network, reduces, and broadcasts of
- * fewer bytes than this, go to MPI once the ranks agreed on it (see
- * mpi_layer_barrier): MPI's own are faster than an allreduce on the hosts
- * there (MPI's non-roots of a reduce and root of a broadcast return
- * early; measured with tests/mpi/osu_side.c, docs/mpi.md). */
-#define LEFT_MPI_BYTES 65536
-
-/* Error codes the layer raises through a communicator's error handler,
- * one per negative incoll_status_t (index -status), in an error class of
- * its own; MPI_ERR_OTHER where MPI could not add them. */
-#define ERRCODE_MAX 32
-static const char *const coll_names[MPI_COLL_COUNT] = {
+const char *const mpi_coll_names[MPI_COLL_COUNT] = {
     "allreduce",     "reduce", "bcast",   "barrier",
     "allgather",     "gather", "scatter", "reduce_scatter_block",
     "reduce_scatter"};
 
 /* The MPI names of the collectives, for messages. */
-static const char *const mpi_names[MPI_COLL_COUNT] = {
+const char *const mpi_call_names[MPI_COLL_COUNT] = {
     "Allreduce",     "Reduce", "Bcast",   "Barrier",
     "Allgather",     "Gather", "Scatter", "Reduce_scatter_block",
     "Reduce_scatter"};
 
-/* Knobs as rank 0 saw them; broadcast at MPI_Init so all ranks decide
- * alike. Plain integers and characters only: it travels as bytes. */
-typedef struct {
-    uint64_t job;
-    char job_name[64]; /* INCOLL_JOB as rank 0 saw it (a launcher's, such as
-                          the Slurm plugin's, for its quota), or "" */
-    uint64_t max_bytes;
-    int32_t enable;
-    int32_t colls; /* bit per mpi_coll_t */
-    int32_t min_ranks;
-    int32_t verbose;
-    int32_t stats;
-    int32_t eager;
-    int32_t agree;
-    int32_t tune_debug;
-} mpi_cfg_t;
-
-_Static_assert(TUNE_COLL_COUNT == MPI_COLL_COUNT &&
-                   TUNE_FORM_BLOCKING == MPI_FORM_BLOCKING &&
-                   TUNE_FORM_NB == MPI_FORM_NB &&
-                   TUNE_FORM_PERSISTENT == MPI_FORM_PERSISTENT,
-               "the selection table's collectives and forms are the layer's");
-
-/*
- * The libincoll communicators of a communicator's persistent collectives
- * (persist_icomm): made collectively at an init, so slot i is the same
- * communicator on every rank; kept when their request is freed and taken
- * again by a later init (destroying one costs libincoll a linger of a
- * few hundred milliseconds). Which are busy is each rank's own (a
- * request is freed locally): an init takes the first slot free on every
- * rank, agreed with one allreduce. When the MPI communicator goes, the
- * idle ones go with it and the pool stays (orphan) until the last
- * request using one of its slots is freed.
- */
-#define POOL_MAX 64
-typedef struct {
-    incoll_comm_h ic[POOL_MAX];
-    uint64_t busy;
-    int n;
-    int orphan;
-} persist_pool_t;
-
-/* The state cached on each communicator the layer has looked at. */
-typedef struct comm_state {
-    incoll_comm_h icomm; /* NULL when not offloaded */
-    int owned;           /* made by incoll_comm_create: destroy with comm */
-    int offloaded;
-    int rank;
-    int size;
-    int seq;       /* order of setup on this rank, for messages */
-    int left;      /* said that its libincoll communicator left the network */
-    int want_mpi;  /* this rank saw it leave: asks at the next barrier */
-    int to_mpi;    /* all ranks agreed: small bcast and reduce go to MPI */
-    char why[512]; /* why not offloaded (the manager's reason in it) */
-    void *scratch; /* MINLOC/MAXLOC's values and indices */
-    size_t scratch_len;
-    persist_pool_t *pool; /* persistent collectives' communicators */
-    uint64_t key;         /* the MPI_Comm handle, in the lookup table */
-    struct comm_state *next;
-    struct comm_state *prev;
-} comm_state_t;
-
-static struct {
-    int booted;
-    int finalized;
-    int active; /* libincoll is up: communicators may be offloaded */
-    char why_off[256];
-    /* Without a manager, MPI_COMM_WORLD on fewer fabric.conf hosts than
-     * ranks: each rank's host (INCOLL_HOST_MAP, made at MPI_Init by
-     * world_host_map), or why there is none (map_why). */
-    char *host_map;
-    char map_why[256];
-    int rank;
-    int size;
-    int thread_multiple;
-    mpi_cfg_t cfg;
-    tune_table_t tune; /* the selection table, rank 0's (cfg_read) */
-    int nsetups;       /* communicators set up so far */
-    int keyval;        /* per-communicator state */
-    int self_keyval;   /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
-    incoll_ctx_h ctx;
-    incoll_comm_h world;
-    comm_state_t *states;
-    /* MPI_Comm handle -> state, open addressing with linear probing:
-     * the per-call lookup, O(1) and without an MPI call (the attribute
-     * stays the owner: its delete callback removes the entry). */
-    struct comm_slot {
-        uint64_t key;
-        comm_state_t *st; /* NULL: empty */
-    } * table;
-    size_t table_cap; /* 0 or a power of two */
-    size_t table_n;
-    int errcode[ERRCODE_MAX];
-    unsigned long offloaded[MPI_COLL_COUNT]; /* completed in the network */
-    unsigned long hosts[MPI_COLL_COUNT];     /* by libincoll on the hosts */
-    unsigned long errors[MPI_COLL_COUNT];    /* raised as MPI errors */
-    /* Of the calls given to libincoll: nonblocking ones, and starts of
-     * persistent ones (mpi_nb.c). */
-    unsigned long nb[MPI_COLL_COUNT];
-    unsigned long persistent[MPI_COLL_COUNT];
-    unsigned long passed[MPI_COLL_COUNT][R_COUNT];
-} L = {.keyval = MPI_KEYVAL_INVALID, .self_keyval = MPI_KEYVAL_INVALID};
-
-/* A state for communicators whose own state could not be allocated: it
- * says "not offloaded" and is never freed, so such a rank still answers
- * consistently after the collective setup. */
-static comm_state_t nomem_state = {.why = "out of memory in the MPI layer"};
-
-/* Verbose lines are printed whatever INCOLL_LOG_LEVEL says. */
-#define verbose(...)                                                           \
-    do {                                                                       \
-        if (L.cfg.verbose)                                                     \
-            log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
-    } while (0)
-
-static void errcodes_init(void);
+mpi_state_t L = {.keyval = MPI_KEYVAL_INVALID,
+                 .self_keyval = MPI_KEYVAL_INVALID};
 
 static void pass(mpi_coll_t coll, reason_t why)
 {
@@ -219,236 +69,7 @@ static void pass(mpi_coll_t coll, reason_t why)
 }
 
 /* ------------------------------------------------------------------ */
-/* Communicator lookup                                                 */
-
-/* The handle's bits: a pointer in Open MPI, an int in MPICH. */
-static uint64_t comm_key(MPI_Comm comm)
-{
-    uint64_t k = 0;
-    memcpy(&k, &comm, sizeof(comm) < sizeof(k) ? sizeof(comm) : sizeof(k));
-    return k;
-}
-
-static size_t slot_of(uint64_t key, size_t cap)
-{
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return (size_t)key & (cap - 1);
-}
-
-static comm_state_t *table_find(uint64_t key)
-{
-    if (L.table_cap == 0)
-        return NULL;
-    for (size_t i = slot_of(key, L.table_cap);;
-         i = (i + 1) & (L.table_cap - 1)) {
-        if (L.table[i].st == NULL)
-            return NULL;
-        if (L.table[i].key == key)
-            return L.table[i].st;
-    }
-}
-
-/* Adds key -> st (at setup, not per call). Returns 0, or -1 when out of
- * memory (the caller then finds the state through its attribute). */
-static int table_put(uint64_t key, comm_state_t *st)
-{
-    size_t i;
-
-    if ((L.table_n + 1) * 2 > L.table_cap) {
-        size_t cap = L.table_cap ? L.table_cap * 2 : 64;
-        struct comm_slot *t = calloc(cap, sizeof(*t)), *old = L.table;
-        if (t == NULL)
-            return -1;
-        for (size_t j = 0; j < L.table_cap; j++) {
-            if (old[j].st == NULL)
-                continue;
-            for (i = slot_of(old[j].key, cap); t[i].st; i = (i + 1) & (cap - 1))
-                ;
-            t[i] = old[j];
-        }
-        L.table = t;
-        L.table_cap = cap;
-        free(old);
-    }
-    for (i = slot_of(key, L.table_cap); L.table[i].st;
-         i = (i + 1) & (L.table_cap - 1)) {
-        if (L.table[i].key == key) {
-            L.table[i].st = st; /* a handle MPI reused */
-            return 0;
-        }
-    }
-    L.table[i].key = key;
-    L.table[i].st = st;
-    L.table_n++;
-    return 0;
-}
-
-/* Removes key, moving later entries of its probe run back so that lookups
- * never stop at the hole. */
-static void table_del(uint64_t key)
-{
-    size_t mask = L.table_cap - 1, i, j;
-
-    if (L.table_cap == 0)
-        return;
-    for (i = slot_of(key, L.table_cap);; i = (i + 1) & mask) {
-        if (L.table[i].st == NULL)
-            return;
-        if (L.table[i].key == key)
-            break;
-    }
-    L.table[i].st = NULL;
-    L.table_n--;
-    for (j = (i + 1) & mask; L.table[j].st; j = (j + 1) & mask) {
-        size_t home = slot_of(L.table[j].key, L.table_cap);
-        /* Move j into the hole i unless its home lies cyclically in
-         * (i, j]. */
-        if ((j > i && (home <= i || home > j)) ||
-            (j < i && (home <= i && home > j))) {
-            L.table[i] = L.table[j];
-            L.table[j].st = NULL;
-            i = j;
-        }
-    }
-}
-
-/* ------------------------------------------------------------------ */
-/* Knobs                                                               */
-
-static int32_t parse_colls(const char *text)
-{
-    char buf[256], *save = NULL, *tok;
-    int32_t mask = 0;
-
-    snprintf(buf, sizeof(buf), "%s", text ? text : "");
-    for (tok = strtok_r(buf, ", ", &save); tok;
-         tok = strtok_r(NULL, ", ", &save)) {
-        int found = 0;
-        if (strcmp(tok, "all") == 0) {
-            mask = (1 << MPI_COLL_COUNT) - 1;
-            continue;
-        }
-        if (strcmp(tok, "none") == 0) {
-            mask = 0;
-            continue;
-        }
-        for (int c = 0; c < MPI_COLL_COUNT; c++) {
-            if (strcmp(tok, coll_names[c]) == 0) {
-                mask |= 1 << c;
-                found = 1;
-            }
-        }
-        if (!found)
-            incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
-                        "(known: allreduce, reduce, bcast, barrier, "
-                        "allgather, gather, scatter, reduce_scatter_block, "
-                        "reduce_scatter, all, none)",
-                        tok);
-    }
-    return mask;
-}
-
-/* follow: rank 0's knobs and table will replace these (a rank other
- * than 0 at MPI_Init): a table this rank cannot read is then only
- * noted (rank 0's own says what happens). */
-static void cfg_read(mpi_cfg_t *cfg, int follow)
-{
-    char err[512];
-
-    memset(cfg, 0, sizeof(*cfg));
-    /* The one rule for a bad setting: an error naming it, and here MPI's
-     * own collectives run (the application still works). */
-    if (settings_check("mpi", err, sizeof(err)) != INCOLL_OK) {
-        incoll_error("mpi: %s: offload off", err);
-        return;
-    }
-    cfg->enable = setting_bool(SETTING_MPI_ENABLE);
-    cfg->colls = parse_colls(setting_text(SETTING_MPI_COLLS));
-    if (setting_str(SETTING_JOB) &&
-        strlen(setting_str(SETTING_JOB)) < sizeof(cfg->job_name))
-        snprintf(cfg->job_name, sizeof(cfg->job_name), "%s",
-                 setting_str(SETTING_JOB));
-    cfg->min_ranks = (int32_t)setting_int(SETTING_MPI_MIN_RANKS);
-    cfg->max_bytes = setting_u64(SETTING_MPI_MAX_BYTES);
-    cfg->verbose = setting_bool(SETTING_MPI_VERBOSE);
-    cfg->stats = setting_bool(SETTING_MPI_STATS);
-    cfg->eager = setting_bool(SETTING_MPI_EAGER);
-    cfg->agree = setting_bool(SETTING_MPI_AGREE);
-    cfg->tune_debug = setting_bool(SETTING_MPI_TUNE_DEBUG);
-    if (tune_load(&L.tune, setting_str(SETTING_TUNE_FILE),
-                  setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
-                  sizeof(err)) != 0) {
-        if (follow) {
-            incoll_warn("mpi: selection table: %s: rank 0's settings decide",
-                        err);
-        } else {
-            incoll_error("mpi: selection table: %s: offload off", err);
-            cfg->enable = 0;
-        }
-    }
-}
-
-/* A job id when MPI_Init was not seen (so no broadcast is possible): the
- * launcher's own job name, hashed (FNV-1a), the same on every rank. */
-static uint64_t job_from_env(void)
-{
-    static const char *const vars[] = {"PMIX_NAMESPACE",
-                                       "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME",
-                                       "PMI_JOBID", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        uint64_t h = 0xcbf29ce484222325ull;
-        if (v == NULL || *v == '\0')
-            continue;
-        for (; *v; v++)
-            h = (h ^ (unsigned char)*v) * 0x100000001b3ull;
-        return h;
-    }
-    return 0;
-}
-
-/* ------------------------------------------------------------------ */
 /* Finalize and statistics                                             */
-
-static void stats_print(void)
-{
-    char line[4096];
-    size_t n = 0;
-
-    n += (size_t)snprintf(line + n, sizeof(line) - n, "mpi: stats rank 0:");
-    for (int c = 0; c < MPI_COLL_COUNT && n < sizeof(line); c++) {
-        unsigned long total = 0;
-        int first = 1;
-        for (int r = 0; r < R_COUNT; r++)
-            total += L.passed[c][r];
-        n += (size_t)snprintf(line + n, sizeof(line) - n,
-                              " %s offloaded=%lu hosts=%lu errors=%lu "
-                              "passed=%lu",
-                              coll_names[c], L.offloaded[c], L.hosts[c],
-                              L.errors[c], total);
-        if (L.nb[c] && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " nb=%lu",
-                                  L.nb[c]);
-        if (L.persistent[c] && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, " persistent=%lu",
-                                  L.persistent[c]);
-        for (int r = 0; r < R_COUNT && n < sizeof(line); r++) {
-            if (L.passed[c][r] == 0)
-                continue;
-            n += (size_t)snprintf(line + n, sizeof(line) - n, "%s%s=%lu",
-                                  first ? " (" : " ", reason_names[r],
-                                  L.passed[c][r]);
-            first = 0;
-        }
-        if (!first && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, ")");
-        if (c + 1 < MPI_COLL_COUNT && n < sizeof(line))
-            n += (size_t)snprintf(line + n, sizeof(line) - n, ";");
-    }
-    log_emit(LOG_LEVEL_INFO, "%s", line);
-}
 
 /* Ends the layer: statistics, then libincoll (which frees every
  * communicator it still holds). No MPI calls, so it can also run from
@@ -460,7 +81,7 @@ static void layer_end(void)
         return;
     L.finalized = 1;
     if (L.cfg.stats && L.rank == 0)
-        stats_print();
+        mpi_stats_print();
     for (comm_state_t *st = L.states; st; st = st->next) {
         st->icomm = NULL;
         st->owned = 0;
@@ -478,7 +99,7 @@ static void layer_end(void)
 /* MPI deletes MPI_COMM_SELF's attributes first thing in MPI_Finalize,
  * while MPI still works, whichever binding called it (MPICH's mpi_f08
  * finalize does not go through the C MPI_Finalize). */
-static int self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
+int mpi_self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     (void)comm;
     (void)keyval;
@@ -488,791 +109,9 @@ static int self_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
     return MPI_SUCCESS;
 }
 
-static void atexit_cb(void)
+void mpi_atexit_cb(void)
 {
     layer_end();
-}
-
-/* The MPI communicator of pool went: its idle libincoll communicators go
- * now, the busy ones with their requests (pool_put). */
-static void pool_orphan(persist_pool_t *pool)
-{
-    if (pool == NULL)
-        return;
-    for (int i = 0; i < pool->n; i++) {
-        if (!(pool->busy & (1ull << i)) && pool->ic[i] && L.ctx)
-            incoll_comm_destroy(pool->ic[i]);
-        if (!(pool->busy & (1ull << i)))
-            pool->ic[i] = NULL;
-    }
-    pool->orphan = 1;
-    if (pool->busy == 0)
-        free(pool);
-}
-
-/* A persistent request gives slot back to pool (mpi_call_free). */
-static void pool_put(persist_pool_t *pool, int slot)
-{
-    pool->busy &= ~(1ull << slot);
-    if (!pool->orphan)
-        return;
-    if (pool->ic[slot] && L.ctx)
-        incoll_comm_destroy(pool->ic[slot]);
-    pool->ic[slot] = NULL;
-    if (pool->busy == 0)
-        free(pool);
-}
-
-static int comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
-{
-    comm_state_t *st = attr;
-
-    (void)keyval;
-    (void)extra;
-    if (st == NULL || st == &nomem_state) {
-        if (table_find(comm_key(comm)) == st)
-            table_del(comm_key(comm));
-        return MPI_SUCCESS;
-    }
-    if (table_find(st->key) == st)
-        table_del(st->key);
-    if (st->owned && st->icomm && L.ctx)
-        incoll_comm_destroy(st->icomm);
-    pool_orphan(st->pool);
-    if (st->prev)
-        st->prev->next = st->next;
-    else
-        L.states = st->next;
-    if (st->next)
-        st->next->prev = st->prev;
-    free(st->scratch);
-    free(st);
-    return MPI_SUCCESS;
-}
-
-/* ------------------------------------------------------------------ */
-/* Bootstrap                                                           */
-
-/* How to get offload when the world is not offloaded: set with L.why_off
- * where a better hint than the generic one is known. */
-static char off_fix[384];
-
-/*
- * Says once, at warn level (rank 0 calls it), that a fabric is configured
- * but MPI_COMM_WORLD is not offloaded, so MPI's own collectives run: the
- * reason and how to fix it. A fix-less call gives the generic hint.
- */
-static void warn_world_off(const char *why)
-{
-    static int warned;
-    const char *hosts = setting_str(SETTING_HOSTS);
-    const char *host = setting_str(SETTING_HOST);
-    const char *mgr = setting_str(SETTING_MGR);
-
-    if (warned)
-        return;
-    warned = 1;
-    if (off_fix[0] == '\0' && mgr && *mgr && (!hosts || !*hosts) &&
-        (!host || !*host))
-        snprintf(off_fix, sizeof(off_fix),
-                 "each rank must name its host of the manager's topology: "
-                 "`. DIR/fabric.env` (it sets INCOLL_HOSTS) and pass "
-                 "-x INCOLL_HOSTS to mpirun, or use `incoll mpirun`");
-    incoll_warn("mpi: a fabric is configured but MPI_COMM_WORLD is not "
-                "offloaded, MPI's own collectives run: %s; to fix: %s",
-                why,
-                off_fix[0] ? off_fix
-                           : "see docs/mpi.md (INCOLL_MPI_VERBOSE=1 and "
-                             "INCOLL_LOG_LEVEL=info say more)");
-}
-
-/* The value of name in DIR/fabric.env (NAME=VALUE or NAME='VALUE', as
- * `incoll fabric up` writes it) into buf; -1 when absent. */
-static int fabric_env_get(const char *dir, const char *name, char *buf,
-                          size_t len)
-{
-    char path[PATH_MAX + 16], line[PATH_MAX + 64];
-    size_t nl = strlen(name);
-    int ret = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/fabric.env", dir);
-    f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    while (ret != 0 && fgets(line, sizeof(line), f)) {
-        char *v = line + nl + 1;
-        size_t n;
-        if (strncmp(line, name, nl) != 0 || line[nl] != '=')
-            continue;
-        v[strcspn(v, "\n")] = '\0';
-        n = strlen(v);
-        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') {
-            v[n - 1] = '\0';
-            v++;
-        }
-        if (*v != '\0' && strlen(v) < len) {
-            snprintf(buf, len, "%s", v);
-            ret = 0;
-        }
-    }
-    fclose(f);
-    return ret;
-}
-
-/* The fabric's manager as adopt_fabric_mgr() read it from fabric.env:
- * handed to libincoll through incoll_init_params (the application's
- * environment is left alone). */
-static struct {
-    char mgr[256];
-    char secret[PATH_MAX];
-    char hosts[8192];
-} adopted;
-
-/*
- * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
- * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
- * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
- * and each host's ranks reduce through one leader (src/host/hier.c).
- * Returns 1 when it filled params' manager, secret file and (unless
- * INCOLL_HOSTS is set) hosts from DIR/fabric.env.
- */
-static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
-{
-    const char *own = setting_str(SETTING_HOSTS);
-
-    if (fabric_env_get(fab, "INCOLL_MGR", adopted.mgr, sizeof(adopted.mgr)) !=
-            0 ||
-        fabric_env_get(fab, "INCOLL_SECRET_FILE", adopted.secret,
-                       sizeof(adopted.secret)) != 0)
-        return 0;
-    params->field_mask |= INCOLL_INIT_FIELD_MGR | INCOLL_INIT_FIELD_SECRET_FILE;
-    params->mgr = adopted.mgr;
-    params->secret_file = adopted.secret;
-    if ((own == NULL || *own == '\0') &&
-        fabric_env_get(fab, "INCOLL_HOSTS", adopted.hosts,
-                       sizeof(adopted.hosts)) == 0) {
-        params->field_mask |= INCOLL_INIT_FIELD_HOSTS;
-        params->hosts = adopted.hosts;
-    }
-    return 1;
-}
-
-/* The host of an emulated fabric this rank runs in (the one whose network
- * namespace is ours), or -1. */
-static int netns_host(const fabric_conf_t *conf)
-{
-    struct stat me, ns;
-    char path[PATH_MAX];
-
-    if (stat("/proc/self/ns/net", &me) != 0)
-        return -1;
-    for (int h = 0; h < conf->nhosts; h++) {
-        if (conf->hosts[h].netns[0] == '\0')
-            return -1;
-        snprintf(path, sizeof(path), "/run/netns/%s", conf->hosts[h].netns);
-        if (stat(path, &ns) == 0 && ns.st_ino == me.st_ino &&
-            ns.st_dev == me.st_dev)
-            return h;
-    }
-    return -1;
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-    int x = *(const int *)a, y = *(const int *)b;
-    return x < y ? -1 : x > y;
-}
-
-/*
- * At MPI_Init (collective over MPI_COMM_WORLD): where each rank is, for a
- * fabric without a manager whose fabric.conf has fewer hosts than
- * MPI_COMM_WORLD has ranks. node_id is the lowest world rank of this
- * rank's node (MPI_COMM_TYPE_SHARED). On an emulated fabric a rank is on
- * the host whose network namespace it runs in; otherwise each node is one
- * fabric.conf host, in the order of their lowest ranks, or, when all ranks
- * share one machine (a loopback fabric), libincoll's default (rank r on
- * host r * hosts / ranks). Sets L.host_map, or L.map_why.
- */
-static void world_host_map(int node_id)
-{
-    const char *fab = setting_str(SETTING_FABRIC);
-    const char *mgr = setting_str(SETTING_MGR);
-    char path[PATH_MAX + 16], err[256];
-    int mine[2] = {node_id, -1}, *all, *nodes, n = L.size, nnodes = 0;
-    int use = 0, emulated = 1;
-    fabric_conf_t conf;
-
-    memset(&conf, 0, sizeof(conf));
-    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
-        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
-        use = fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK;
-        if (use)
-            mine[1] = netns_host(&conf);
-    }
-    all = malloc((size_t)n * 2 * sizeof(int));
-    nodes = malloc((size_t)n * sizeof(int));
-    if (all == NULL || nodes == NULL) {
-        /* The others are in the exchange already: nothing else is safe. */
-        incoll_error("mpi: out of memory at MPI_Init");
-        PMPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
-    if (!use || conf.nhosts >= n)
-        goto out;
-    for (int r = 0; r < n; r++) {
-        emulated &= all[2 * r + 1] >= 0;
-        nodes[r] = all[2 * r];
-    }
-    qsort(nodes, (size_t)n, sizeof(int), cmp_int);
-    for (int r = 0; r < n; r++)
-        if (r == 0 || nodes[r] != nodes[r - 1])
-            nodes[nnodes++] = nodes[r];
-    if (!emulated && nnodes == 1)
-        goto out; /* one machine: libincoll's blocks */
-    if (!emulated && nnodes != conf.nhosts) {
-        snprintf(L.map_why, sizeof(L.map_why),
-                 "MPI_COMM_WORLD spans %d nodes but the fabric in %.100s has "
-                 "%d hosts and no manager: each node must be one fabric.conf "
-                 "host (or every rank on one machine)",
-                 nnodes, fab, conf.nhosts);
-        goto out;
-    }
-    L.host_map = malloc((size_t)n * 12 + 1);
-    if (L.host_map == NULL) {
-        snprintf(L.map_why, sizeof(L.map_why), "out of memory at MPI_Init");
-        goto out;
-    }
-    {
-        size_t off = 0, len = (size_t)n * 12 + 1;
-        for (int r = 0; r < n; r++) {
-            int h = all[2 * r + 1];
-            if (!emulated)
-                for (h = 0; nodes[h] != all[2 * r]; h++)
-                    ;
-            off += (size_t)snprintf(L.host_map + off, len - off, "%s%d",
-                                    r ? "," : "", h);
-        }
-    }
-out:
-    free(all);
-    free(nodes);
-    fabric_conf_free(&conf);
-}
-
-/* MPI_Pack gives a side's bytes as they are (mpi_dtype_init). */
-static int pack_ok;
-
-/* Brings libincoll up on this rank, or says in L.why_off why not. */
-static void incoll_up(int local_rank, int local_size)
-{
-    const char *fab = setting_str(SETTING_FABRIC);
-    const char *mgr = setting_str(SETTING_MGR);
-    incoll_init_params_t params;
-    char job[32];
-    incoll_status_t status;
-
-    /* libincoll takes what the layer knows from us, not from the
-     * environment (the application's, which the layer does not touch). */
-    memset(&params, 0, sizeof(params));
-
-    if (!L.cfg.enable) {
-        snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
-        return;
-    }
-    if (!pack_ok) {
-        /* Every rank runs the same library: all find this alike. */
-        snprintf(L.why_off, sizeof(L.why_off),
-                 "this MPI's MPI_Pack does not give a datatype's bytes as "
-                 "they are, which the layer needs to stage buffers");
-        return;
-    }
-    if ((fab == NULL || *fab == '\0') && (mgr == NULL || *mgr == '\0')) {
-        snprintf(L.why_off, sizeof(L.why_off),
-                 "no fabric configured (INCOLL_FABRIC and INCOLL_MGR are "
-                 "unset): MPI collectives run unchanged");
-        return;
-    }
-    /* With a manager, libincoll takes the world group from it (ctx.c:
-     * INCOLL_MGR before INCOLL_FABRIC), for any number of ranks: the
-     * host count of fabric.conf does not matter then. */
-    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
-        char path[PATH_MAX + 16], err[256];
-        fabric_conf_t conf;
-        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
-        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
-            snprintf(L.why_off, sizeof(L.why_off),
-                     "cannot read the fabric: %.200s", err);
-            return;
-        }
-        if (conf.nhosts != L.size && adopt_fabric_mgr(fab, &params)) {
-            if (L.rank == 0)
-                incoll_info("mpi: the fabric in %s has %d hosts and "
-                            "MPI_COMM_WORLD %d ranks: using its manager "
-                            "(fabric.env), ranks sharing a host reduce "
-                            "through one leader",
-                            fab, conf.nhosts, L.size);
-        } else if (conf.nhosts > L.size) {
-            /* Without a manager every host of fabric.conf is a member of
-             * the world group: one without a rank would never contribute. */
-            snprintf(L.why_off, sizeof(L.why_off),
-                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has "
-                     "only %d ranks: without a manager every host of "
-                     "fabric.conf needs a rank",
-                     fab, conf.nhosts, L.size);
-            snprintf(off_fix, sizeof(off_fix),
-                     "run at least %d ranks, or bring up a fabric of %d hosts "
-                     "(`incoll fabric up --hosts %d`)",
-                     conf.nhosts, L.size, L.size);
-            fabric_conf_free(&conf);
-            return;
-        } else if (conf.nhosts < L.size) {
-            /* Ranks share the hosts: libincoll's node level reduces each
-             * host's ranks into the one that binds its port
-             * (docs/hierarchy.md, "Without a manager"). */
-            if (L.map_why[0]) {
-                snprintf(L.why_off, sizeof(L.why_off), "%s", L.map_why);
-                snprintf(off_fix, sizeof(off_fix),
-                         "place the ranks of each fabric.conf host on one "
-                         "node (or all on one machine), or give the ranks "
-                         "the fabric's manager");
-                fabric_conf_free(&conf);
-                return;
-            }
-            if (L.host_map) {
-                params.field_mask |= INCOLL_INIT_FIELD_HOST_MAP;
-                params.host_map = L.host_map;
-            }
-            if (L.rank == 0)
-                incoll_info("mpi: the fabric in %s has %d hosts and "
-                            "MPI_COMM_WORLD %d ranks, no manager: ranks "
-                            "sharing a host reduce through one leader",
-                            fab, conf.nhosts, L.size);
-        }
-        fabric_conf_free(&conf);
-    }
-    params.field_mask |=
-        INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
-    params.rank = L.rank;
-    params.size = L.size;
-    /* The launcher's job name when it gave one (its manager knows the job
-     * by it: quotas), else rank 0's random id. */
-    if (L.cfg.job_name[0])
-        params.job = L.cfg.job_name;
-    else {
-        snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
-        params.job = job;
-    }
-    if (local_size > 0) {
-        params.field_mask |=
-            INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
-        params.local_rank = local_rank;
-        params.local_size = local_size;
-    }
-    /* A program blocks in MPI calls the layer does not see (receives,
-     * MPI's own collectives), during which nobody would progress its
-     * nonblocking collectives: libincoll's request threads run them
-     * (unless INCOLL_PROGRESS_THREAD says otherwise). */
-    if (!setting_in_env(SETTING_PROGRESS_THREAD)) {
-        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
-        params.progress_thread = 1;
-    }
-    /* The agreement after each call checks that the operation completed
-     * on every rank: a member that returned early (INCOLL_EARLY_MAX) has
-     * not seen its end. */
-    if (L.cfg.agree) {
-        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
-        params.early_max = 0;
-    }
-    status = incoll_init_params(&params, &L.ctx);
-    if (status != INCOLL_OK) {
-        L.ctx = NULL;
-        snprintf(L.why_off, sizeof(L.why_off), "incoll_init failed: %s",
-                 incoll_status_string(status));
-        return;
-    }
-    status = incoll_comm_world(L.ctx, &L.world);
-    if (status != INCOLL_OK) {
-        incoll_finalize(L.ctx);
-        L.ctx = NULL;
-        snprintf(L.why_off, sizeof(L.why_off), "no world communicator: %s",
-                 incoll_status_string(status));
-        return;
-    }
-    if (L.thread_multiple)
-        mpi_layer_threads_init(L.ctx);
-    L.active = 1;
-}
-
-/* ---- threads ---- */
-
-/* Under MPI_THREAD_MULTIPLE: one recursive lock around the layer's calls
- * (mpi_layer_enter), given up by libincoll while it blocks (hooks). */
-static pthread_mutex_t layer_mu;
-static int layer_locking;
-static _Thread_local int layer_depth;   /* this thread's holds */
-static _Thread_local int layer_dropped; /* given up while libincoll waits */
-
-static void layer_release(void *arg)
-{
-    (void)arg;
-    layer_dropped = layer_depth;
-    for (int i = 0; i < layer_dropped; i++)
-        pthread_mutex_unlock(&layer_mu);
-}
-
-static void layer_reacquire(void *arg)
-{
-    (void)arg;
-    for (int i = 0; i < layer_dropped; i++)
-        pthread_mutex_lock(&layer_mu);
-    layer_dropped = 0;
-}
-
-void mpi_layer_threads_init(incoll_ctx_h ctx)
-{
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
-    pthread_mutex_init(&layer_mu, &a);
-    pthread_mutexattr_destroy(&a);
-    host_sync_hooks(ctx, layer_release, layer_reacquire, NULL);
-    layer_locking = 1;
-}
-
-void mpi_layer_enter(void)
-{
-    if (!layer_locking)
-        return;
-    pthread_mutex_lock(&layer_mu);
-    layer_depth++;
-}
-
-int mpi_layer_leave(int done)
-{
-    if (layer_locking && layer_depth > 0) {
-        layer_depth--;
-        pthread_mutex_unlock(&layer_mu);
-    }
-    return done;
-}
-
-/* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
-static int fabric_set(void)
-{
-    return setting_str(SETTING_FABRIC) != NULL ||
-           setting_str(SETTING_MGR) != NULL;
-}
-
-void mpi_layer_bootstrap(int from_init)
-{
-    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
-    int local_rank = 0, local_size = 0;
-    char who[32];
-
-    if (L.booted)
-        return;
-    if (PMPI_Initialized(&initialized) != MPI_SUCCESS || !initialized ||
-        PMPI_Finalized(&finalized) != MPI_SUCCESS || finalized)
-        return;
-    L.booted = 1;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &L.rank);
-    PMPI_Comm_size(MPI_COMM_WORLD, &L.size);
-    snprintf(who, sizeof(who), "rank %d", L.rank);
-    log_set_name(who);
-    PMPI_Query_thread(&provided);
-    L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
-    cfg_read(&L.cfg, from_init && L.rank != 0);
-    if (from_init) {
-        /* Rank 0's job id and knobs rule, so every rank decides alike. */
-        mpi_cfg_t cfg = L.cfg;
-        if (L.rank == 0 &&
-            getrandom(&cfg.job, sizeof(cfg.job), 0) != sizeof(cfg.job))
-            cfg.job = job_from_env();
-        PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
-        L.cfg = cfg;
-        /* And rank 0's selection table: a call's path is then the same
-         * function of the same values on every rank. */
-        if (L.cfg.enable)
-            PMPI_Bcast(&L.tune, (int)sizeof(L.tune), MPI_BYTE, 0,
-                       MPI_COMM_WORLD);
-        if (L.cfg.enable) {
-            /* Placement of ranks on nodes, for libincoll's node level. */
-            MPI_Comm node = MPI_COMM_NULL;
-            int node_id = L.rank;
-            if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
-                                     L.rank, MPI_INFO_NULL,
-                                     &node) == MPI_SUCCESS &&
-                node != MPI_COMM_NULL) {
-                PMPI_Comm_rank(node, &local_rank);
-                PMPI_Comm_size(node, &local_size);
-                PMPI_Allreduce(&L.rank, &node_id, 1, MPI_INT, MPI_MIN, node);
-                PMPI_Comm_free(&node);
-            }
-            world_host_map(node_id);
-        }
-    } else {
-        L.cfg.job = job_from_env();
-    }
-    pack_ok = mpi_dtype_init();
-    errcodes_init();
-    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_delete_cb, &L.keyval,
-                            NULL);
-    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, self_delete_cb,
-                                &L.self_keyval, NULL) == MPI_SUCCESS)
-        PMPI_Comm_set_attr(MPI_COMM_SELF, L.self_keyval, NULL);
-    atexit(atexit_cb);
-
-    incoll_up(local_rank, local_size);
-    if (L.rank == 0) {
-        if (L.active)
-            verbose("mpi: offload on: fabric %s, %d ranks, job 0x%016" PRIx64
-                    "%s",
-                    setting_str(SETTING_FABRIC) ? setting_str(SETTING_FABRIC)
-                                                : setting_str(SETTING_MGR),
-                    L.size, L.cfg.job, from_init ? "" : " (late start)");
-        else if (fabric_set() && L.cfg.enable)
-            warn_world_off(L.why_off);
-        else if (L.cfg.verbose)
-            log_emit(LOG_LEVEL_INFO, "mpi: offload off: %s", L.why_off);
-        else
-            incoll_info("mpi: offload off: %s", L.why_off);
-    }
-    if (L.active && L.cfg.eager && from_init)
-        mpi_layer_comm_created(MPI_COMM_WORLD, "world");
-}
-
-incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p)
-{
-    if (!L.booted || L.finalized || !L.active) {
-        if (why_p)
-            *why_p = !L.booted     ? "MPI is not initialized"
-                     : L.finalized ? "MPI is finalized"
-                                   : L.why_off;
-        return NULL;
-    }
-    if (world_p)
-        *world_p = L.world;
-    return L.ctx;
-}
-
-/* ------------------------------------------------------------------ */
-/* Communicators                                                       */
-
-/* Setup codes, agreed with MPI_MAX: the largest reason wins. */
-enum {
-    C_OK = 0,
-    C_NOMEM,
-    C_INACTIVE,
-    C_CREATE,
-    C_HOST,
-};
-
-static const char *const code_text[] = {
-    "offloaded",
-    "out of memory in the MPI layer",
-    "the layer is off on some rank",
-    "incoll_comm_create failed on some rank",
-    "the fabric cannot host its group (libincoll would run host-based "
-    "algorithms, MPI's own are used instead)",
-};
-
-/* The communicator's MPI name, or "communicator #k" (k counts the
- * communicators this rank has set up). */
-static void comm_label(MPI_Comm comm, int seq, char *buf, size_t len)
-{
-    char name[MPI_MAX_OBJECT_NAME];
-    int n = 0;
-
-    name[0] = '\0';
-    PMPI_Comm_get_name(comm, name, &n);
-    if (n > 0)
-        snprintf(buf, len, "%s", name);
-    else
-        snprintf(buf, len, "communicator #%d", seq);
-}
-
-/* World ranks of comm's members in comm's order; malloc'ed, NULL if out of
- * memory. */
-static int *world_ranks(MPI_Comm comm, int size)
-{
-    MPI_Group g, wg;
-    int *in = malloc((size_t)size * sizeof(int));
-    int *out = malloc((size_t)size * sizeof(int));
-
-    if (in == NULL || out == NULL) {
-        free(in);
-        free(out);
-        return NULL;
-    }
-    for (int i = 0; i < size; i++)
-        in[i] = i;
-    PMPI_Comm_group(comm, &g);
-    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
-    PMPI_Group_translate_ranks(g, size, in, wg, out);
-    PMPI_Group_free(&g);
-    PMPI_Group_free(&wg);
-    free(in);
-    return out;
-}
-
-/*
- * Makes comm's state: whether it is offloaded and on which libincoll
- * communicator. Collective over comm (every member is in the same
- * collective call, or has just received comm). Two agreements: first that
- * every rank can try (so no rank waits in incoll_comm_create for one that
- * will not come), then that every rank succeeded.
- */
-static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
-{
-    comm_state_t *st = calloc(1, sizeof(*st));
-    int inter = 0, code = C_OK, agreed, cmp = MPI_UNEQUAL, *ranks = NULL;
-    int rank = 0, size = 0;
-    char local_why[384] = "", label[MPI_MAX_OBJECT_NAME];
-    comm_state_t *set;
-
-    PMPI_Comm_test_inter(comm, &inter);
-    PMPI_Comm_rank(comm, &rank);
-    PMPI_Comm_size(comm, &size);
-    if (st == NULL) {
-        code = C_NOMEM;
-    } else {
-        st->rank = rank;
-        st->size = size;
-        st->seq = ++L.nsetups;
-    }
-    if (inter || size < L.cfg.min_ranks) {
-        /* Consistent on every rank: no agreement (and an allreduce on an
-         * inter-communicator means something else). */
-        if (st == NULL) {
-            if (L.keyval != MPI_KEYVAL_INVALID)
-                PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
-            return &nomem_state;
-        }
-        if (inter)
-            snprintf(st->why, sizeof(st->why), "inter-communicator");
-        else
-            snprintf(st->why, sizeof(st->why),
-                     "%d ranks, fewer than INCOLL_MPI_MIN_RANKS=%d", size,
-                     (int)L.cfg.min_ranks);
-        goto out;
-    }
-    if (code == C_OK && !L.active) {
-        code = C_INACTIVE;
-        snprintf(local_why, sizeof(local_why), ": %.150s", L.why_off);
-    }
-    if (code == C_OK) {
-        PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
-        if (cmp != MPI_IDENT && (ranks = world_ranks(comm, size)) == NULL)
-            code = C_NOMEM;
-    }
-    agreed = code;
-    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
-    if (agreed == C_OK) {
-        const char *why = NULL;
-        if (cmp == MPI_IDENT) {
-            /* MPI_COMM_WORLD itself: the fabric's world group. Any other
-             * communicator, even one congruent with it (a dup), gets a
-             * libincoll communicator of its own: collectives on two
-             * communicators may be started in different orders on
-             * different ranks (a nonblocking one on the world, then a
-             * blocking one on a dup here, the other way round there), so
-             * two MPI communicators sharing one would match each other's
-             * calls. */
-            st->icomm = L.world;
-        } else {
-            incoll_comm_h ic = NULL;
-            incoll_status_t status =
-                incoll_comm_create(L.world, st->size, ranks, &ic);
-            if (status == INCOLL_OK && ic) {
-                st->icomm = ic;
-                st->owned = 1;
-            } else {
-                code = C_CREATE;
-                snprintf(local_why, sizeof(local_why), ": %s here",
-                         incoll_status_string(status));
-            }
-        }
-        if (code == C_OK && !incoll_comm_offloaded(st->icomm, &why)) {
-            code = C_HOST;
-            snprintf(local_why, sizeof(local_why), ": %s",
-                     why ? why : "no reason given");
-        }
-        agreed = code;
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
-    }
-    free(ranks);
-    if (st == NULL) {
-        /* Cache the "not offloaded" answer too, so this rank does not run
-         * the collective setup again at the next call while the others
-         * answer from their cache. */
-        if (L.keyval != MPI_KEYVAL_INVALID)
-            PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
-        return &nomem_state;
-    }
-    if (agreed == C_OK) {
-        st->offloaded = 1;
-    } else {
-        if (st->owned)
-            incoll_comm_destroy(st->icomm);
-        st->icomm = NULL;
-        st->owned = 0;
-        snprintf(st->why, sizeof(st->why), "%s%s", code_text[agreed],
-                 agreed == code ? local_why : "");
-    }
-out:
-    set = st;
-    st->next = L.states;
-    if (L.states)
-        L.states->prev = st;
-    L.states = st;
-    st->key = comm_key(comm);
-    if (L.keyval == MPI_KEYVAL_INVALID ||
-        PMPI_Comm_set_attr(comm, L.keyval, set) != MPI_SUCCESS) {
-        /* Cannot cache it: never offload this communicator. */
-        st->offloaded = 0;
-        snprintf(st->why, sizeof(st->why), "cannot cache state on it");
-    } else {
-        /* Out of memory here only costs the attribute lookup per call. */
-        (void)table_put(st->key, st);
-    }
-    if (st->rank == 0 && !st->offloaded && L.active && cmp == MPI_IDENT)
-        warn_world_off(st->why);
-    if (st->rank == 0) {
-        comm_label(comm, st->seq, label, sizeof(label));
-        verbose("mpi: communicator '%s' (%s, %d ranks): %s%s", label, how,
-                st->size, st->offloaded ? "offloaded" : "not offloaded: ",
-                st->offloaded ? (st->owned ? " on its own fabric group"
-                                           : " on the fabric's world group")
-                              : st->why);
-    }
-    return st;
-}
-
-/* comm's state, made at the first offloadable collective on it. Found in
- * the lookup table without an MPI call; the attribute is the fallback for
- * a state the table could not take. */
-static comm_state_t *comm_state(MPI_Comm comm, const char *how)
-{
-    comm_state_t *st = table_find(comm_key(comm));
-    void *val = NULL;
-    int flag = 0;
-
-    if (st)
-        return st;
-    if (L.keyval != MPI_KEYVAL_INVALID &&
-        PMPI_Comm_get_attr(comm, L.keyval, &val, &flag) == MPI_SUCCESS && flag)
-        return val;
-    return comm_setup(comm, how);
-}
-
-void mpi_layer_comm_created(MPI_Comm newcomm, const char *how)
-{
-    if (!L.booted)
-        mpi_layer_bootstrap(0);
-    if (!L.booted || L.finalized || !L.cfg.eager || newcomm == MPI_COMM_NULL)
-        return;
-    (void)comm_state(newcomm, how);
 }
 
 /* ------------------------------------------------------------------ */
@@ -1293,7 +132,7 @@ static void *scratch(comm_state_t *st, size_t len)
 /*
  * The checks every offloaded call shares: layer up, collective enabled,
  * communicator offloaded. Counts the reason and returns NULL when the call
- * must go to MPI. Everything before comm_state() is the same on every rank
+ * must go to MPI. Everything before mpi_comm_state() is the same on every rank
  * of a conforming program, so the collective setup runs only when all
  * ranks reach it.
  */
@@ -1324,7 +163,7 @@ static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
         pass(coll, R_BYTES);
         return NULL;
     }
-    st = comm_state(comm, "first collective");
+    st = mpi_comm_state(comm, "first collective");
     if (!st->offloaded) {
         pass(coll, R_COMM);
         return NULL;
@@ -1359,18 +198,18 @@ static __attribute__((noinline)) void note_left(comm_state_t *st,
         if (s->icomm == st->icomm)
             s->left = s->want_mpi = 1;
     if (st->rank == 0) {
-        comm_label(comm, st->seq, label, sizeof(label));
+        mpi_comm_label(comm, st->seq, label, sizeof(label));
         incoll_warn("mpi: communicator '%s' is no longer in the network (%s): "
                     "from %s on its collectives run on libincoll's "
                     "host-based algorithms",
-                    label, why ? why : "no reason given", coll_names[coll]);
+                    label, why ? why : "no reason given", mpi_coll_names[coll]);
     }
 }
 
 /* Adds the layer's error class and one code per incoll error status, so a
  * failure reaches the error handler with its cause. Local calls, at
  * bootstrap, in the same order on every rank. */
-static void errcodes_init(void)
+void mpi_errcodes_init(void)
 {
     int cls = MPI_ERR_OTHER;
 
@@ -1413,12 +252,12 @@ static __attribute__((noinline)) int raise_error(comm_state_t *st,
     if (status < 0 && -(int)status < ERRCODE_MAX)
         code = L.errcode[-(int)status];
     (void)incoll_comm_offloaded(st->icomm, &why);
-    comm_label(comm, st->seq, label, sizeof(label));
+    mpi_comm_label(comm, st->seq, label, sizeof(label));
     incoll_error("mpi: MPI_%s on communicator '%s' (rank %d of %d) failed on "
                  "the fabric: %s%s%s; other ranks may have completed it, so "
                  "it is not redone by MPI: raising it through the "
                  "communicator's error handler",
-                 mpi_names[coll], label, st->rank, st->size,
+                 mpi_call_names[coll], label, st->rank, st->size,
                  incoll_status_string(status), why ? ": " : "", why ? why : "");
     PMPI_Comm_call_errhandler(comm, code);
     return code;
@@ -1438,10 +277,10 @@ static __attribute__((noinline)) int raise_local(mpi_call_t *c, int code,
     char label[MPI_MAX_OBJECT_NAME];
 
     L.errors[c->coll]++;
-    comm_label(c->comm, st->seq, label, sizeof(label));
+    mpi_comm_label(c->comm, st->seq, label, sizeof(label));
     incoll_error("mpi: MPI_%s on communicator '%s' (rank %d of %d): %s: "
                  "raising it through the communicator's error handler",
-                 mpi_names[c->coll], label, st->rank, st->size, what);
+                 mpi_call_names[c->coll], label, st->rank, st->size, what);
     PMPI_Comm_call_errhandler(c->comm, code);
     return code;
 }
@@ -1481,9 +320,9 @@ static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
     st->offloaded = 0;
     if (st->rank == 0) {
         char label[MPI_MAX_OBJECT_NAME];
-        comm_label(comm, st->seq, label, sizeof(label));
-        incoll_warn("mpi: communicator '%s': %s: %s", label, coll_names[coll],
-                    st->why);
+        mpi_comm_label(comm, st->seq, label, sizeof(label));
+        incoll_warn("mpi: communicator '%s': %s: %s", label,
+                    mpi_coll_names[coll], st->why);
     }
     return 0;
 }
@@ -1769,7 +608,7 @@ static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
     tune_entry_where(&L.tune, entry, where, sizeof(where));
     log_emit(LOG_LEVEL_INFO,
              "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
-             coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
+             mpi_coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
              tune_path_name(path), where);
 }
 
@@ -1991,78 +830,6 @@ static reason_t stage_call(mpi_call_t *c, const mpi_args_t *a)
     }
 }
 
-/*
- * A libincoll communicator of a persistent request's own, so that its
- * starts match those of the same request on the other ranks whatever
- * order the requests are started in (MPI matches persistent collectives
- * by their initialization). Collective over comm: the ranks agree on a
- * communicator of the pool free on all of them, else make one with the
- * agreement of comm_setup (every rank made it and it runs in the
- * network). 0 when there is none (then MPI's own persistent collective
- * serves, on every rank).
- */
-static int persist_icomm(mpi_call_t *c)
-{
-    comm_state_t *st = c->st;
-    persist_pool_t *pool = st->pool;
-    uint64_t idle = 0;
-    int code = C_OK, agreed, *ranks = NULL, slot;
-    incoll_comm_h ic = NULL;
-
-    if (pool == NULL)
-        pool = st->pool = calloc(1, sizeof(*pool));
-    if (pool)
-        for (int i = 0; i < pool->n; i++)
-            if (pool->ic[i] && !(pool->busy & (1ull << i)))
-                idle |= 1ull << i;
-    /* A rank without a pool offers nothing and cannot keep a new one. */
-    PMPI_Allreduce(MPI_IN_PLACE, &idle, 1, MPI_UINT64_T, MPI_BAND, c->comm);
-    if (idle) {
-        slot = __builtin_ctzll(idle);
-        pool->busy |= 1ull << slot;
-        c->icomm = pool->ic[slot];
-        c->pool = pool;
-        c->pool_slot = slot;
-        return 1;
-    }
-    slot = pool ? pool->n : POOL_MAX; /* the same on every rank with one */
-    ranks = world_ranks(c->comm, st->size);
-    if (ranks == NULL)
-        code = C_NOMEM;
-    agreed = code;
-    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
-    if (agreed == C_OK) {
-        if (incoll_comm_create(L.world, st->size, ranks, &ic) != INCOLL_OK ||
-            ic == NULL)
-            code = C_CREATE;
-        else if (!incoll_comm_offloaded(ic, NULL))
-            code = C_HOST;
-        agreed = code;
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
-    }
-    free(ranks);
-    if (agreed != C_OK) {
-        if (ic)
-            incoll_comm_destroy(ic);
-        if (st->rank == 0)
-            incoll_info("mpi: a persistent MPI_%s_init runs as MPI's own: "
-                        "it gets no fabric group of its own (%s)",
-                        mpi_names[c->coll], code_text[agreed]);
-        return 0;
-    }
-    c->icomm = ic;
-    if (pool && slot < POOL_MAX) {
-        pool->ic[slot] = ic;
-        pool->n = slot + 1;
-        pool->busy |= 1ull << slot;
-        c->pool = pool;
-        c->pool_slot = slot;
-    } else {
-        c->own_icomm = 1; /* no room to keep it: it goes with the request */
-    }
-    return 1;
-}
-
 int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
                   mpi_call_t *c)
 {
@@ -2083,7 +850,7 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
                      coll == MPI_COLL_GATHER || coll == MPI_COLL_SCATTER;
         /* A communicator seen before knows its rank and size: no MPI call
          * on the fast path. */
-        comm_state_t *known = table_find(comm_key(a->comm));
+        comm_state_t *known = mpi_comm_known(a->comm);
         if (known) {
             c->rank = known->rank;
             c->size = known->size;
@@ -2125,7 +892,7 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
     c->st = st;
     c->icomm = st->icomm;
     if (form == MPI_FORM_PERSISTENT &&
-        (c->count > 0 || coll == MPI_COLL_BARRIER) && !persist_icomm(c)) {
+        (c->count > 0 || coll == MPI_COLL_BARRIER) && !mpi_comm_persist(c)) {
         pass(coll, R_COMM);
         return 0;
     }
@@ -2169,7 +936,7 @@ void mpi_call_free(mpi_call_t *c)
         incoll_comm_destroy(c->icomm);
     c->own_icomm = 0;
     if (c->pool)
-        pool_put(c->pool, c->pool_slot);
+        mpi_pool_put(c->pool, c->pool_slot);
     c->pool = NULL;
 }
 
@@ -2224,6 +991,14 @@ static int pairs_call(mpi_call_t *c, int *ret_p)
     return 1;
 }
 
+/* 1 when comm's last blocking collective ran in the network (libincoll's
+ * word: incoll_comm_where). */
+static int ran_in_net(incoll_comm_h comm)
+{
+    incoll_where_t w;
+    return incoll_comm_where(comm, &w) == INCOLL_OK && w.in_network;
+}
+
 /* libincoll's blocking collective for c. */
 static incoll_status_t run_blocking(mpi_call_t *c)
 {
@@ -2258,7 +1033,7 @@ static incoll_status_t run_blocking(mpi_call_t *c)
         return INCOLL_ERR_INVALID_ARG;
     }
     /* The library's word on where the collective ran. */
-    c->was_in = c->was_in && host_coll_last_in_net();
+    c->was_in = c->was_in && ran_in_net(ic);
     return status;
 }
 
@@ -2349,7 +1124,7 @@ static __attribute__((noinline)) void switch_to_mpi(comm_state_t *st,
         if (s->icomm == st->icomm)
             s->to_mpi = 1;
     if (st->rank == 0) {
-        comm_label(comm, st->seq, label, sizeof(label));
+        mpi_comm_label(comm, st->seq, label, sizeof(label));
         incoll_info("mpi: communicator '%s': its ranks agreed at a barrier "
                     "that it left the network: reduces, and broadcasts under "
                     "%d bytes, go to MPI from now on (faster than on the "
@@ -2384,7 +1159,7 @@ int mpi_layer_barrier(MPI_Comm comm, int *ret_p)
     if (st->to_mpi) {
         /* Agreed already: nothing more to carry. */
         status = incoll_barrier(st->icomm);
-        c.was_in = c.was_in && host_coll_last_in_net();
+        c.was_in = c.was_in && ran_in_net(st->icomm);
     } else {
         status = incoll_allreduce(st->icomm, &in, &out, 1, INCOLL_UINT8,
                                   INCOLL_OP_BOR);

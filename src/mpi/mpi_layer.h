@@ -2,10 +2,17 @@
  * libincoll_mpi: a PMPI interposer that runs an unmodified MPI program's
  * collectives on the incoll fabric. This header joins its parts:
  *
- *   mpi_layer.c    bootstrap from MPI, knobs, per-communicator state cached
- *                  as an MPI attribute, the planning of a call (one
- *                  decision on every rank, this rank's staging), the
- *                  blocking offload paths, statistics, cleanup.
+ *   mpi_boot.c     knobs (rank 0's for every rank), the bootstrap from
+ *                  MPI at MPI_Init (libincoll's context, on include/incoll.h
+ *                  alone), the layer's lock under MPI_THREAD_MULTIPLE.
+ *   mpi_comm.c     per-communicator state cached as an MPI attribute
+ *                  (agreed at the first collective), its lookup, the
+ *                  pools of persistent collectives' communicators.
+ *   mpi_layer.c    the planning of a call (one decision on every rank,
+ *                  this rank's staging), the blocking offload paths,
+ *                  cleanup.
+ *   mpi_stats.c    the statistics line (INCOLL_MPI_STATS=1).
+ *   mpi_state.h    the state these share (private to the layer).
  *   mpi_dtype.c    datatypes and ops: the tables incoll reduces with, and
  *                  what one side of a call is (signature bytes, dense or
  *                  packed through a buffer of the call).
@@ -114,11 +121,12 @@ incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p);
 
 /*
  * Threads: under MPI_THREAD_MULTIPLE every call into the layer holds one
- * recursive lock, which libincoll gives up whenever it blocks (so threads
+ * recursive lock, which libincoll gives up whenever it blocks (its outer
+ * lock: mpi_layer_threads_init puts it in the init parameters; so threads
  * on different communicators run their collectives concurrently). No-ops
  * at the other thread levels. MPI_LAYER_CALL(x) evaluates x inside it.
  */
-void mpi_layer_threads_init(incoll_ctx_h ctx);
+void mpi_layer_threads_init(incoll_init_params_t *params);
 void mpi_layer_enter(void);
 int mpi_layer_leave(int done);
 #define MPI_LAYER_CALL(call) (mpi_layer_enter(), mpi_layer_leave(call))

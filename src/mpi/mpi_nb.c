@@ -46,8 +46,6 @@
 #include <mpi-ext.h>
 #endif
 
-#include "host/req.h"
-
 #include "common/log.h"
 
 #include <stdlib.h>
@@ -197,12 +195,12 @@ static void progress(void)
     /* One turn of libincoll's lock for all, not one per request: a
      * program that tests in a loop must leave the lock to libincoll's
      * request threads. */
-    host_req_progress(mpi_layer_incoll(NULL, NULL));
+    (void)incoll_progress(mpi_layer_incoll(NULL, NULL));
     for (nb_rec_t *r = pending; r; r = next) {
         int done = 0;
         incoll_status_t status = INCOLL_OK;
         next = r->next;
-        if (r->waiting || !host_req_done(r->ireq))
+        if (r->waiting || !incoll_req_completed(r->ireq))
             continue;
         status = incoll_req_test(r->ireq, &done);
         if (done)
@@ -241,7 +239,8 @@ static int slice_rec(nb_rec_t *r)
     incoll_status_t status;
     int done;
     r->waiting = 1;
-    done = host_req_wait_ns(r->ireq, SLICE_NS, &status);
+    status = incoll_req_wait_timeout(r->ireq, SLICE_NS);
+    done = status != INCOLL_WAIT_TIMEOUT;
     r->waiting = 0;
     if (done)
         finish(r, status);

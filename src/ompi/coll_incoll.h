@@ -66,6 +66,7 @@ typedef struct {
     /* state */
     uint32_t colls_mask;
     char off_why[1024]; /* why the component is off in this process */
+    int mpi_threads;    /* MPI_THREAD_MULTIPLE (init_query's word) */
     int warned;
     int layer_aside; /* the PMPI layer is preloaded */
     incoll_ctx_h ctx;

@@ -250,7 +250,7 @@ static int incoll_init_query(bool enable_progress_threads,
     int64_t mask;
 
     (void)enable_progress_threads;
-    (void)enable_mpi_threads;
+    cm->mpi_threads = enable_mpi_threads;
     cm->off_why[0] = '\0';
     if (!cm->enable) {
         snprintf(cm->off_why, sizeof(cm->off_why), "coll_incoll_enable=0");
@@ -402,6 +402,11 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
         params.progress_thread = 1;
     }
+    /* The component's calls come from any thread under
+     * MPI_THREAD_MULTIPLE, else one at a time. */
+    params.field_mask |= INCOLL_INIT_FIELD_THREAD_MODE;
+    params.thread_mode =
+        cm->mpi_threads ? INCOLL_THREAD_MULTIPLE : INCOLL_THREAD_SERIALIZED;
     status = incoll_init_params(&params, &cm->ctx);
     if (status != INCOLL_OK) {
         cm->ctx = NULL;

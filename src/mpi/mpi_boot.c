@@ -1,0 +1,639 @@
+/*
+ * libincoll_mpi's start: the knobs (INCOLL_MPI_*, rank 0's for every
+ * rank), the bootstrap from MPI at MPI_Init (rank, size, the node's
+ * ranks, the fabric or its manager, libincoll's context with MPI's
+ * thread level) and the layer's lock under MPI_THREAD_MULTIPLE, which
+ * libincoll gives up whenever it blocks (its outer lock).
+ */
+#include "mpi/mpi_state.h"
+
+#include "incoll.h"
+
+#include "common/fabric_conf.h"
+#include "common/knobs.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ */
+/* Knobs                                                               */
+
+static int32_t parse_colls(const char *text)
+{
+    char buf[256], *save = NULL, *tok;
+    int32_t mask = 0;
+
+    snprintf(buf, sizeof(buf), "%s", text ? text : "");
+    for (tok = strtok_r(buf, ", ", &save); tok;
+         tok = strtok_r(NULL, ", ", &save)) {
+        int found = 0;
+        if (strcmp(tok, "all") == 0) {
+            mask = (1 << MPI_COLL_COUNT) - 1;
+            continue;
+        }
+        if (strcmp(tok, "none") == 0) {
+            mask = 0;
+            continue;
+        }
+        for (int c = 0; c < MPI_COLL_COUNT; c++) {
+            if (strcmp(tok, mpi_coll_names[c]) == 0) {
+                mask |= 1 << c;
+                found = 1;
+            }
+        }
+        if (!found)
+            incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
+                        "(known: allreduce, reduce, bcast, barrier, "
+                        "allgather, gather, scatter, reduce_scatter_block, "
+                        "reduce_scatter, all, none)",
+                        tok);
+    }
+    return mask;
+}
+
+/* follow: rank 0's knobs and table will replace these (a rank other
+ * than 0 at MPI_Init): a table this rank cannot read is then only
+ * noted (rank 0's own says what happens). */
+static void cfg_read(mpi_cfg_t *cfg, int follow)
+{
+    char err[512];
+
+    memset(cfg, 0, sizeof(*cfg));
+    /* The one rule for a bad setting: an error naming it, and here MPI's
+     * own collectives run (the application still works). */
+    if (settings_check("mpi", err, sizeof(err)) != INCOLL_OK) {
+        incoll_error("mpi: %s: offload off", err);
+        return;
+    }
+    cfg->enable = setting_bool(SETTING_MPI_ENABLE);
+    cfg->colls = parse_colls(setting_text(SETTING_MPI_COLLS));
+    if (setting_str(SETTING_JOB) &&
+        strlen(setting_str(SETTING_JOB)) < sizeof(cfg->job_name))
+        snprintf(cfg->job_name, sizeof(cfg->job_name), "%s",
+                 setting_str(SETTING_JOB));
+    cfg->min_ranks = (int32_t)setting_int(SETTING_MPI_MIN_RANKS);
+    cfg->max_bytes = setting_u64(SETTING_MPI_MAX_BYTES);
+    cfg->verbose = setting_bool(SETTING_MPI_VERBOSE);
+    cfg->stats = setting_bool(SETTING_MPI_STATS);
+    cfg->eager = setting_bool(SETTING_MPI_EAGER);
+    cfg->agree = setting_bool(SETTING_MPI_AGREE);
+    cfg->tune_debug = setting_bool(SETTING_MPI_TUNE_DEBUG);
+    if (tune_load(&L.tune, setting_str(SETTING_TUNE_FILE),
+                  setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
+                  sizeof(err)) != 0) {
+        if (follow) {
+            incoll_warn("mpi: selection table: %s: rank 0's settings decide",
+                        err);
+        } else {
+            incoll_error("mpi: selection table: %s: offload off", err);
+            cfg->enable = 0;
+        }
+    }
+}
+
+/* A job id when MPI_Init was not seen (so no broadcast is possible): the
+ * launcher's own job name, hashed (FNV-1a), the same on every rank. */
+static uint64_t job_from_env(void)
+{
+    static const char *const vars[] = {"PMIX_NAMESPACE",
+                                       "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME",
+                                       "PMI_JOBID", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        uint64_t h = 0xcbf29ce484222325ull;
+        if (v == NULL || *v == '\0')
+            continue;
+        for (; *v; v++)
+            h = (h ^ (unsigned char)*v) * 0x100000001b3ull;
+        return h;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Bootstrap                                                           */
+
+/* How to get offload when the world is not offloaded: set with L.why_off
+ * where a better hint than the generic one is known. */
+static char off_fix[384];
+
+/*
+ * Says once, at warn level (rank 0 calls it), that a fabric is configured
+ * but MPI_COMM_WORLD is not offloaded, so MPI's own collectives run: the
+ * reason and how to fix it. A fix-less call gives the generic hint.
+ */
+void mpi_warn_world_off(const char *why)
+{
+    static int warned;
+    const char *hosts = setting_str(SETTING_HOSTS);
+    const char *host = setting_str(SETTING_HOST);
+    const char *mgr = setting_str(SETTING_MGR);
+
+    if (warned)
+        return;
+    warned = 1;
+    if (off_fix[0] == '\0' && mgr && *mgr && (!hosts || !*hosts) &&
+        (!host || !*host))
+        snprintf(off_fix, sizeof(off_fix),
+                 "each rank must name its host of the manager's topology: "
+                 "`. DIR/fabric.env` (it sets INCOLL_HOSTS) and pass "
+                 "-x INCOLL_HOSTS to mpirun, or use `incoll mpirun`");
+    incoll_warn("mpi: a fabric is configured but MPI_COMM_WORLD is not "
+                "offloaded, MPI's own collectives run: %s; to fix: %s",
+                why,
+                off_fix[0] ? off_fix
+                           : "see docs/mpi.md (INCOLL_MPI_VERBOSE=1 and "
+                             "INCOLL_LOG_LEVEL=info say more)");
+}
+
+/* The value of name in DIR/fabric.env (NAME=VALUE or NAME='VALUE', as
+ * `incoll fabric up` writes it) into buf; -1 when absent. */
+static int fabric_env_get(const char *dir, const char *name, char *buf,
+                          size_t len)
+{
+    char path[PATH_MAX + 16], line[PATH_MAX + 64];
+    size_t nl = strlen(name);
+    int ret = -1;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/fabric.env", dir);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (ret != 0 && fgets(line, sizeof(line), f)) {
+        char *v = line + nl + 1;
+        size_t n;
+        if (strncmp(line, name, nl) != 0 || line[nl] != '=')
+            continue;
+        v[strcspn(v, "\n")] = '\0';
+        n = strlen(v);
+        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') {
+            v[n - 1] = '\0';
+            v++;
+        }
+        if (*v != '\0' && strlen(v) < len) {
+            snprintf(buf, len, "%s", v);
+            ret = 0;
+        }
+    }
+    fclose(f);
+    return ret;
+}
+
+/* The fabric's manager as adopt_fabric_mgr() read it from fabric.env:
+ * handed to libincoll through incoll_init_params (the application's
+ * environment is left alone). */
+static struct {
+    char mgr[256];
+    char secret[PATH_MAX];
+    char hosts[8192];
+} adopted;
+
+/*
+ * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
+ * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
+ * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
+ * and each host's ranks reduce through one leader (src/host/hier.c).
+ * Returns 1 when it filled params' manager, secret file and (unless
+ * INCOLL_HOSTS is set) hosts from DIR/fabric.env.
+ */
+static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
+{
+    const char *own = setting_str(SETTING_HOSTS);
+
+    if (fabric_env_get(fab, "INCOLL_MGR", adopted.mgr, sizeof(adopted.mgr)) !=
+            0 ||
+        fabric_env_get(fab, "INCOLL_SECRET_FILE", adopted.secret,
+                       sizeof(adopted.secret)) != 0)
+        return 0;
+    params->field_mask |= INCOLL_INIT_FIELD_MGR | INCOLL_INIT_FIELD_SECRET_FILE;
+    params->mgr = adopted.mgr;
+    params->secret_file = adopted.secret;
+    if ((own == NULL || *own == '\0') &&
+        fabric_env_get(fab, "INCOLL_HOSTS", adopted.hosts,
+                       sizeof(adopted.hosts)) == 0) {
+        params->field_mask |= INCOLL_INIT_FIELD_HOSTS;
+        params->hosts = adopted.hosts;
+    }
+    return 1;
+}
+
+/* The host of an emulated fabric this rank runs in (the one whose network
+ * namespace is ours), or -1. */
+static int netns_host(const fabric_conf_t *conf)
+{
+    struct stat me, ns;
+    char path[PATH_MAX];
+
+    if (stat("/proc/self/ns/net", &me) != 0)
+        return -1;
+    for (int h = 0; h < conf->nhosts; h++) {
+        if (conf->hosts[h].netns[0] == '\0')
+            return -1;
+        snprintf(path, sizeof(path), "/run/netns/%s", conf->hosts[h].netns);
+        if (stat(path, &ns) == 0 && ns.st_ino == me.st_ino &&
+            ns.st_dev == me.st_dev)
+            return h;
+    }
+    return -1;
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * At MPI_Init (collective over MPI_COMM_WORLD): where each rank is, for a
+ * fabric without a manager whose fabric.conf has fewer hosts than
+ * MPI_COMM_WORLD has ranks. node_id is the lowest world rank of this
+ * rank's node (MPI_COMM_TYPE_SHARED). On an emulated fabric a rank is on
+ * the host whose network namespace it runs in; otherwise each node is one
+ * fabric.conf host, in the order of their lowest ranks, or, when all ranks
+ * share one machine (a loopback fabric), libincoll's default (rank r on
+ * host r * hosts / ranks). Sets L.host_map, or L.map_why.
+ */
+static void world_host_map(int node_id)
+{
+    const char *fab = setting_str(SETTING_FABRIC);
+    const char *mgr = setting_str(SETTING_MGR);
+    char path[PATH_MAX + 16], err[256];
+    int mine[2] = {node_id, -1}, *all, *nodes, n = L.size, nnodes = 0;
+    int use = 0, emulated = 1;
+    fabric_conf_t conf;
+
+    memset(&conf, 0, sizeof(conf));
+    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
+        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
+        use = fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK;
+        if (use)
+            mine[1] = netns_host(&conf);
+    }
+    all = malloc((size_t)n * 2 * sizeof(int));
+    nodes = malloc((size_t)n * sizeof(int));
+    if (all == NULL || nodes == NULL) {
+        /* The others are in the exchange already: nothing else is safe. */
+        incoll_error("mpi: out of memory at MPI_Init");
+        PMPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    if (!use || conf.nhosts >= n)
+        goto out;
+    for (int r = 0; r < n; r++) {
+        emulated &= all[2 * r + 1] >= 0;
+        nodes[r] = all[2 * r];
+    }
+    qsort(nodes, (size_t)n, sizeof(int), cmp_int);
+    for (int r = 0; r < n; r++)
+        if (r == 0 || nodes[r] != nodes[r - 1])
+            nodes[nnodes++] = nodes[r];
+    if (!emulated && nnodes == 1)
+        goto out; /* one machine: libincoll's blocks */
+    if (!emulated && nnodes != conf.nhosts) {
+        snprintf(L.map_why, sizeof(L.map_why),
+                 "MPI_COMM_WORLD spans %d nodes but the fabric in %.100s has "
+                 "%d hosts and no manager: each node must be one fabric.conf "
+                 "host (or every rank on one machine)",
+                 nnodes, fab, conf.nhosts);
+        goto out;
+    }
+    L.host_map = malloc((size_t)n * 12 + 1);
+    if (L.host_map == NULL) {
+        snprintf(L.map_why, sizeof(L.map_why), "out of memory at MPI_Init");
+        goto out;
+    }
+    {
+        size_t off = 0, len = (size_t)n * 12 + 1;
+        for (int r = 0; r < n; r++) {
+            int h = all[2 * r + 1];
+            if (!emulated)
+                for (h = 0; nodes[h] != all[2 * r]; h++)
+                    ;
+            off += (size_t)snprintf(L.host_map + off, len - off, "%s%d",
+                                    r ? "," : "", h);
+        }
+    }
+out:
+    free(all);
+    free(nodes);
+    fabric_conf_free(&conf);
+}
+
+/* MPI_Pack gives a side's bytes as they are (mpi_dtype_init). */
+static int pack_ok;
+static int layer_locking; /* the layer's lock is in use (threads) */
+
+/* Brings libincoll up on this rank, or says in L.why_off why not. */
+static void incoll_up(int local_rank, int local_size)
+{
+    const char *fab = setting_str(SETTING_FABRIC);
+    const char *mgr = setting_str(SETTING_MGR);
+    incoll_init_params_t params;
+    char job[32];
+    incoll_status_t status;
+
+    /* libincoll takes what the layer knows from us, not from the
+     * environment (the application's, which the layer does not touch). */
+    memset(&params, 0, sizeof(params));
+
+    if (!L.cfg.enable) {
+        snprintf(L.why_off, sizeof(L.why_off), "INCOLL_MPI_ENABLE=0");
+        return;
+    }
+    if (!pack_ok) {
+        /* Every rank runs the same library: all find this alike. */
+        snprintf(L.why_off, sizeof(L.why_off),
+                 "this MPI's MPI_Pack does not give a datatype's bytes as "
+                 "they are, which the layer needs to stage buffers");
+        return;
+    }
+    if ((fab == NULL || *fab == '\0') && (mgr == NULL || *mgr == '\0')) {
+        snprintf(L.why_off, sizeof(L.why_off),
+                 "no fabric configured (INCOLL_FABRIC and INCOLL_MGR are "
+                 "unset): MPI collectives run unchanged");
+        return;
+    }
+    /* With a manager, libincoll takes the world group from it (ctx.c:
+     * INCOLL_MGR before INCOLL_FABRIC), for any number of ranks: the
+     * host count of fabric.conf does not matter then. */
+    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
+        char path[PATH_MAX + 16], err[256];
+        fabric_conf_t conf;
+        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
+        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+            snprintf(L.why_off, sizeof(L.why_off),
+                     "cannot read the fabric: %.200s", err);
+            return;
+        }
+        if (conf.nhosts != L.size && adopt_fabric_mgr(fab, &params)) {
+            if (L.rank == 0)
+                incoll_info("mpi: the fabric in %s has %d hosts and "
+                            "MPI_COMM_WORLD %d ranks: using its manager "
+                            "(fabric.env), ranks sharing a host reduce "
+                            "through one leader",
+                            fab, conf.nhosts, L.size);
+        } else if (conf.nhosts > L.size) {
+            /* Without a manager every host of fabric.conf is a member of
+             * the world group: one without a rank would never contribute. */
+            snprintf(L.why_off, sizeof(L.why_off),
+                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has "
+                     "only %d ranks: without a manager every host of "
+                     "fabric.conf needs a rank",
+                     fab, conf.nhosts, L.size);
+            snprintf(off_fix, sizeof(off_fix),
+                     "run at least %d ranks, or bring up a fabric of %d hosts "
+                     "(`incoll fabric up --hosts %d`)",
+                     conf.nhosts, L.size, L.size);
+            fabric_conf_free(&conf);
+            return;
+        } else if (conf.nhosts < L.size) {
+            /* Ranks share the hosts: libincoll's node level reduces each
+             * host's ranks into the one that binds its port
+             * (docs/hierarchy.md, "Without a manager"). */
+            if (L.map_why[0]) {
+                snprintf(L.why_off, sizeof(L.why_off), "%s", L.map_why);
+                snprintf(off_fix, sizeof(off_fix),
+                         "place the ranks of each fabric.conf host on one "
+                         "node (or all on one machine), or give the ranks "
+                         "the fabric's manager");
+                fabric_conf_free(&conf);
+                return;
+            }
+            if (L.host_map) {
+                params.field_mask |= INCOLL_INIT_FIELD_HOST_MAP;
+                params.host_map = L.host_map;
+            }
+            if (L.rank == 0)
+                incoll_info("mpi: the fabric in %s has %d hosts and "
+                            "MPI_COMM_WORLD %d ranks, no manager: ranks "
+                            "sharing a host reduce through one leader",
+                            fab, conf.nhosts, L.size);
+        }
+        fabric_conf_free(&conf);
+    }
+    params.field_mask |=
+        INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
+    params.rank = L.rank;
+    params.size = L.size;
+    /* The launcher's job name when it gave one (its manager knows the job
+     * by it: quotas), else rank 0's random id. */
+    if (L.cfg.job_name[0])
+        params.job = L.cfg.job_name;
+    else {
+        snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
+        params.job = job;
+    }
+    if (local_size > 0) {
+        params.field_mask |=
+            INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
+        params.local_rank = local_rank;
+        params.local_size = local_size;
+    }
+    /* A program blocks in MPI calls the layer does not see (receives,
+     * MPI's own collectives), during which nobody would progress its
+     * nonblocking collectives: libincoll's request threads run them
+     * (unless INCOLL_PROGRESS_THREAD says otherwise). */
+    if (!setting_in_env(SETTING_PROGRESS_THREAD)) {
+        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
+        params.progress_thread = 1;
+    }
+    /* The agreement after each call checks that the operation completed
+     * on every rank: a member that returned early (INCOLL_EARLY_MAX) has
+     * not seen its end. */
+    if (L.cfg.agree) {
+        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
+        params.early_max = 0;
+    }
+    /* MPI's thread level; under MPI_THREAD_MULTIPLE libincoll gives the
+     * layer's lock up whenever it blocks (mpi_layer_threads_init). */
+    params.field_mask |= INCOLL_INIT_FIELD_THREAD_MODE;
+    params.thread_mode = L.thread_mode;
+    if (L.thread_multiple)
+        mpi_layer_threads_init(&params);
+    status = incoll_init_params(&params, &L.ctx);
+    if (status != INCOLL_OK) {
+        L.ctx = NULL;
+        snprintf(L.why_off, sizeof(L.why_off), "incoll_init failed: %s",
+                 incoll_status_string(status));
+        return;
+    }
+    status = incoll_comm_world(L.ctx, &L.world);
+    if (status != INCOLL_OK) {
+        incoll_finalize(L.ctx);
+        L.ctx = NULL;
+        snprintf(L.why_off, sizeof(L.why_off), "no world communicator: %s",
+                 incoll_status_string(status));
+        return;
+    }
+    if (L.thread_multiple)
+        layer_locking = 1;
+    L.active = 1;
+}
+
+/* ---- threads ---- */
+
+/* Under MPI_THREAD_MULTIPLE: one recursive lock around the layer's calls
+ * (mpi_layer_enter), given up by libincoll while it blocks (hooks). */
+static pthread_mutex_t layer_mu;
+static _Thread_local int layer_depth;   /* this thread's holds */
+static _Thread_local int layer_dropped; /* given up while libincoll waits */
+
+static void layer_release(void *arg)
+{
+    (void)arg;
+    layer_dropped = layer_depth;
+    for (int i = 0; i < layer_dropped; i++)
+        pthread_mutex_unlock(&layer_mu);
+}
+
+static void layer_reacquire(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < layer_dropped; i++)
+        pthread_mutex_lock(&layer_mu);
+    layer_dropped = 0;
+}
+
+void mpi_layer_threads_init(incoll_init_params_t *params)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&layer_mu, &a);
+    pthread_mutexattr_destroy(&a);
+    params->field_mask |= INCOLL_INIT_FIELD_OUTER_LOCK;
+    params->outer_lock.release = layer_release;
+    params->outer_lock.reacquire = layer_reacquire;
+    params->outer_lock.arg = NULL;
+}
+
+void mpi_layer_enter(void)
+{
+    if (!layer_locking)
+        return;
+    pthread_mutex_lock(&layer_mu);
+    layer_depth++;
+}
+
+int mpi_layer_leave(int done)
+{
+    if (layer_locking && layer_depth > 0) {
+        layer_depth--;
+        pthread_mutex_unlock(&layer_mu);
+    }
+    return done;
+}
+
+/* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
+static int fabric_set(void)
+{
+    return setting_str(SETTING_FABRIC) != NULL ||
+           setting_str(SETTING_MGR) != NULL;
+}
+
+void mpi_layer_bootstrap(int from_init)
+{
+    int initialized = 0, finalized = 0, provided = MPI_THREAD_SINGLE;
+    int local_rank = 0, local_size = 0;
+    char who[32];
+
+    if (L.booted)
+        return;
+    if (PMPI_Initialized(&initialized) != MPI_SUCCESS || !initialized ||
+        PMPI_Finalized(&finalized) != MPI_SUCCESS || finalized)
+        return;
+    L.booted = 1;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &L.rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &L.size);
+    snprintf(who, sizeof(who), "rank %d", L.rank);
+    log_set_name(who);
+    PMPI_Query_thread(&provided);
+    L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
+    L.thread_mode = provided == MPI_THREAD_MULTIPLE ? INCOLL_THREAD_MULTIPLE
+                    : provided == MPI_THREAD_SERIALIZED
+                        ? INCOLL_THREAD_SERIALIZED
+                    : provided == MPI_THREAD_FUNNELED ? INCOLL_THREAD_FUNNELED
+                                                      : INCOLL_THREAD_SINGLE;
+    cfg_read(&L.cfg, from_init && L.rank != 0);
+    if (from_init) {
+        /* Rank 0's job id and knobs rule, so every rank decides alike. */
+        mpi_cfg_t cfg = L.cfg;
+        if (L.rank == 0 &&
+            getrandom(&cfg.job, sizeof(cfg.job), 0) != sizeof(cfg.job))
+            cfg.job = job_from_env();
+        PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
+        L.cfg = cfg;
+        /* And rank 0's selection table: a call's path is then the same
+         * function of the same values on every rank. */
+        if (L.cfg.enable)
+            PMPI_Bcast(&L.tune, (int)sizeof(L.tune), MPI_BYTE, 0,
+                       MPI_COMM_WORLD);
+        if (L.cfg.enable) {
+            /* Placement of ranks on nodes, for libincoll's node level. */
+            MPI_Comm node = MPI_COMM_NULL;
+            int node_id = L.rank;
+            if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED,
+                                     L.rank, MPI_INFO_NULL,
+                                     &node) == MPI_SUCCESS &&
+                node != MPI_COMM_NULL) {
+                PMPI_Comm_rank(node, &local_rank);
+                PMPI_Comm_size(node, &local_size);
+                PMPI_Allreduce(&L.rank, &node_id, 1, MPI_INT, MPI_MIN, node);
+                PMPI_Comm_free(&node);
+            }
+            world_host_map(node_id);
+        }
+    } else {
+        L.cfg.job = job_from_env();
+    }
+    pack_ok = mpi_dtype_init();
+    mpi_errcodes_init();
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, mpi_comm_delete_cb,
+                            &L.keyval, NULL);
+    if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, mpi_self_delete_cb,
+                                &L.self_keyval, NULL) == MPI_SUCCESS)
+        PMPI_Comm_set_attr(MPI_COMM_SELF, L.self_keyval, NULL);
+    atexit(mpi_atexit_cb);
+
+    incoll_up(local_rank, local_size);
+    if (L.rank == 0) {
+        if (L.active)
+            verbose("mpi: offload on: fabric %s, %d ranks, job 0x%016" PRIx64
+                    "%s",
+                    setting_str(SETTING_FABRIC) ? setting_str(SETTING_FABRIC)
+                                                : setting_str(SETTING_MGR),
+                    L.size, L.cfg.job, from_init ? "" : " (late start)");
+        else if (fabric_set() && L.cfg.enable)
+            mpi_warn_world_off(L.why_off);
+        else if (L.cfg.verbose)
+            log_emit(LOG_LEVEL_INFO, "mpi: offload off: %s", L.why_off);
+        else
+            incoll_info("mpi: offload off: %s", L.why_off);
+    }
+    if (L.active && L.cfg.eager && from_init)
+        mpi_layer_comm_created(MPI_COMM_WORLD, "world");
+}
+
+incoll_ctx_h mpi_layer_incoll(incoll_comm_h *world_p, const char **why_p)
+{
+    if (!L.booted || L.finalized || !L.active) {
+        if (why_p)
+            *why_p = !L.booted     ? "MPI is not initialized"
+                     : L.finalized ? "MPI is finalized"
+                                   : L.why_off;
+        return NULL;
+    }
+    if (world_p)
+        *world_p = L.world;
+    return L.ctx;
+}

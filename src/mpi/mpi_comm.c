@@ -1,0 +1,473 @@
+/*
+ * libincoll_mpi's communicators: the state the layer caches on each MPI
+ * communicator it has looked at (an attribute, which MPI frees with the
+ * communicator), made collectively at its first collective so that
+ * every rank agrees whether it is offloaded and on which libincoll
+ * communicator; the lookup from an MPI_Comm handle to that state without
+ * an MPI call; and the pools of libincoll communicators of persistent
+ * collectives. The offload paths (mpi_layer.c) ask mpi_comm_state().
+ */
+#include "mpi/mpi_state.h"
+
+#include "incoll.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A state for communicators whose own state could not be allocated: it
+ * says "not offloaded" and is never freed, so such a rank still answers
+ * consistently after the collective setup. */
+static comm_state_t nomem_state = {.why = "out of memory in the MPI layer"};
+
+/* ------------------------------------------------------------------ */
+/* Communicator lookup                                                 */
+
+/* The handle's bits: a pointer in Open MPI, an int in MPICH. */
+static uint64_t comm_key(MPI_Comm comm)
+{
+    uint64_t k = 0;
+    memcpy(&k, &comm, sizeof(comm) < sizeof(k) ? sizeof(comm) : sizeof(k));
+    return k;
+}
+
+static size_t slot_of(uint64_t key, size_t cap)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdull;
+    key ^= key >> 33;
+    return (size_t)key & (cap - 1);
+}
+
+static comm_state_t *table_find(uint64_t key)
+{
+    if (L.table_cap == 0)
+        return NULL;
+    for (size_t i = slot_of(key, L.table_cap);;
+         i = (i + 1) & (L.table_cap - 1)) {
+        if (L.table[i].st == NULL)
+            return NULL;
+        if (L.table[i].key == key)
+            return L.table[i].st;
+    }
+}
+
+/* Adds key -> st (at setup, not per call). Returns 0, or -1 when out of
+ * memory (the caller then finds the state through its attribute). */
+static int table_put(uint64_t key, comm_state_t *st)
+{
+    size_t i;
+
+    if ((L.table_n + 1) * 2 > L.table_cap) {
+        size_t cap = L.table_cap ? L.table_cap * 2 : 64;
+        struct comm_slot *t = calloc(cap, sizeof(*t)), *old = L.table;
+        if (t == NULL)
+            return -1;
+        for (size_t j = 0; j < L.table_cap; j++) {
+            if (old[j].st == NULL)
+                continue;
+            for (i = slot_of(old[j].key, cap); t[i].st; i = (i + 1) & (cap - 1))
+                ;
+            t[i] = old[j];
+        }
+        L.table = t;
+        L.table_cap = cap;
+        free(old);
+    }
+    for (i = slot_of(key, L.table_cap); L.table[i].st;
+         i = (i + 1) & (L.table_cap - 1)) {
+        if (L.table[i].key == key) {
+            L.table[i].st = st; /* a handle MPI reused */
+            return 0;
+        }
+    }
+    L.table[i].key = key;
+    L.table[i].st = st;
+    L.table_n++;
+    return 0;
+}
+
+/* Removes key, moving later entries of its probe run back so that lookups
+ * never stop at the hole. */
+static void table_del(uint64_t key)
+{
+    size_t mask = L.table_cap - 1, i, j;
+
+    if (L.table_cap == 0)
+        return;
+    for (i = slot_of(key, L.table_cap);; i = (i + 1) & mask) {
+        if (L.table[i].st == NULL)
+            return;
+        if (L.table[i].key == key)
+            break;
+    }
+    L.table[i].st = NULL;
+    L.table_n--;
+    for (j = (i + 1) & mask; L.table[j].st; j = (j + 1) & mask) {
+        size_t home = slot_of(L.table[j].key, L.table_cap);
+        /* Move j into the hole i unless its home lies cyclically in
+         * (i, j]. */
+        if ((j > i && (home <= i || home > j)) ||
+            (j < i && (home <= i && home > j))) {
+            L.table[i] = L.table[j];
+            L.table[j].st = NULL;
+            i = j;
+        }
+    }
+}
+
+/* The MPI communicator of pool went: its idle libincoll communicators go
+ * now, the busy ones with their requests (pool_put). */
+static void pool_orphan(persist_pool_t *pool)
+{
+    if (pool == NULL)
+        return;
+    for (int i = 0; i < pool->n; i++) {
+        if (!(pool->busy & (1ull << i)) && pool->ic[i] && L.ctx)
+            incoll_comm_destroy(pool->ic[i]);
+        if (!(pool->busy & (1ull << i)))
+            pool->ic[i] = NULL;
+    }
+    pool->orphan = 1;
+    if (pool->busy == 0)
+        free(pool);
+}
+
+/* A persistent request gives slot back to pool (mpi_call_free). */
+void mpi_pool_put(persist_pool_t *pool, int slot)
+{
+    pool->busy &= ~(1ull << slot);
+    if (!pool->orphan)
+        return;
+    if (pool->ic[slot] && L.ctx)
+        incoll_comm_destroy(pool->ic[slot]);
+    pool->ic[slot] = NULL;
+    if (pool->busy == 0)
+        free(pool);
+}
+
+int mpi_comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
+{
+    comm_state_t *st = attr;
+
+    (void)keyval;
+    (void)extra;
+    if (st == NULL || st == &nomem_state) {
+        if (table_find(comm_key(comm)) == st)
+            table_del(comm_key(comm));
+        return MPI_SUCCESS;
+    }
+    if (table_find(st->key) == st)
+        table_del(st->key);
+    if (st->owned && st->icomm && L.ctx)
+        incoll_comm_destroy(st->icomm);
+    pool_orphan(st->pool);
+    if (st->prev)
+        st->prev->next = st->next;
+    else
+        L.states = st->next;
+    if (st->next)
+        st->next->prev = st->prev;
+    free(st->scratch);
+    free(st);
+    return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------ */
+/* Communicators                                                       */
+
+/* Setup codes, agreed with MPI_MAX: the largest reason wins. */
+enum {
+    C_OK = 0,
+    C_NOMEM,
+    C_INACTIVE,
+    C_CREATE,
+    C_HOST,
+};
+
+static const char *const code_text[] = {
+    "offloaded",
+    "out of memory in the MPI layer",
+    "the layer is off on some rank",
+    "incoll_comm_create failed on some rank",
+    "the fabric cannot host its group (libincoll would run host-based "
+    "algorithms, MPI's own are used instead)",
+};
+
+/* The communicator's MPI name, or "communicator #k" (k counts the
+ * communicators this rank has set up). */
+void mpi_comm_label(MPI_Comm comm, int seq, char *buf, size_t len)
+{
+    char name[MPI_MAX_OBJECT_NAME];
+    int n = 0;
+
+    name[0] = '\0';
+    PMPI_Comm_get_name(comm, name, &n);
+    if (n > 0)
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "communicator #%d", seq);
+}
+
+/* World ranks of comm's members in comm's order; malloc'ed, NULL if out of
+ * memory. */
+static int *world_ranks(MPI_Comm comm, int size)
+{
+    MPI_Group g, wg;
+    int *in = malloc((size_t)size * sizeof(int));
+    int *out = malloc((size_t)size * sizeof(int));
+
+    if (in == NULL || out == NULL) {
+        free(in);
+        free(out);
+        return NULL;
+    }
+    for (int i = 0; i < size; i++)
+        in[i] = i;
+    PMPI_Comm_group(comm, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    PMPI_Group_translate_ranks(g, size, in, wg, out);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    free(in);
+    return out;
+}
+
+/*
+ * Makes comm's state: whether it is offloaded and on which libincoll
+ * communicator. Collective over comm (every member is in the same
+ * collective call, or has just received comm). Two agreements: first that
+ * every rank can try (so no rank waits in incoll_comm_create for one that
+ * will not come), then that every rank succeeded.
+ */
+static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
+{
+    comm_state_t *st = calloc(1, sizeof(*st));
+    int inter = 0, code = C_OK, agreed, cmp = MPI_UNEQUAL, *ranks = NULL;
+    int rank = 0, size = 0;
+    char local_why[384] = "", label[MPI_MAX_OBJECT_NAME];
+    comm_state_t *set;
+
+    PMPI_Comm_test_inter(comm, &inter);
+    PMPI_Comm_rank(comm, &rank);
+    PMPI_Comm_size(comm, &size);
+    if (st == NULL) {
+        code = C_NOMEM;
+    } else {
+        st->rank = rank;
+        st->size = size;
+        st->seq = ++L.nsetups;
+    }
+    if (inter || size < L.cfg.min_ranks) {
+        /* Consistent on every rank: no agreement (and an allreduce on an
+         * inter-communicator means something else). */
+        if (st == NULL) {
+            if (L.keyval != MPI_KEYVAL_INVALID)
+                PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
+            return &nomem_state;
+        }
+        if (inter)
+            snprintf(st->why, sizeof(st->why), "inter-communicator");
+        else
+            snprintf(st->why, sizeof(st->why),
+                     "%d ranks, fewer than INCOLL_MPI_MIN_RANKS=%d", size,
+                     (int)L.cfg.min_ranks);
+        goto out;
+    }
+    if (code == C_OK && !L.active) {
+        code = C_INACTIVE;
+        snprintf(local_why, sizeof(local_why), ": %.150s", L.why_off);
+    }
+    if (code == C_OK) {
+        PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
+        if (cmp != MPI_IDENT && (ranks = world_ranks(comm, size)) == NULL)
+            code = C_NOMEM;
+    }
+    agreed = code;
+    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
+    if (agreed == C_OK) {
+        const char *why = NULL;
+        if (cmp == MPI_IDENT) {
+            /* MPI_COMM_WORLD itself: the fabric's world group. Any other
+             * communicator, even one congruent with it (a dup), gets a
+             * libincoll communicator of its own: collectives on two
+             * communicators may be started in different orders on
+             * different ranks (a nonblocking one on the world, then a
+             * blocking one on a dup here, the other way round there), so
+             * two MPI communicators sharing one would match each other's
+             * calls. */
+            st->icomm = L.world;
+        } else {
+            incoll_comm_h ic = NULL;
+            incoll_status_t status =
+                incoll_comm_create(L.world, st->size, ranks, &ic);
+            if (status == INCOLL_OK && ic) {
+                st->icomm = ic;
+                st->owned = 1;
+            } else {
+                code = C_CREATE;
+                snprintf(local_why, sizeof(local_why), ": %s here",
+                         incoll_status_string(status));
+            }
+        }
+        if (code == C_OK && !incoll_comm_offloaded(st->icomm, &why)) {
+            code = C_HOST;
+            snprintf(local_why, sizeof(local_why), ": %s",
+                     why ? why : "no reason given");
+        }
+        agreed = code;
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
+    }
+    free(ranks);
+    if (st == NULL) {
+        /* Cache the "not offloaded" answer too, so this rank does not run
+         * the collective setup again at the next call while the others
+         * answer from their cache. */
+        if (L.keyval != MPI_KEYVAL_INVALID)
+            PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
+        return &nomem_state;
+    }
+    if (agreed == C_OK) {
+        st->offloaded = 1;
+    } else {
+        if (st->owned)
+            incoll_comm_destroy(st->icomm);
+        st->icomm = NULL;
+        st->owned = 0;
+        snprintf(st->why, sizeof(st->why), "%s%s", code_text[agreed],
+                 agreed == code ? local_why : "");
+    }
+out:
+    set = st;
+    st->next = L.states;
+    if (L.states)
+        L.states->prev = st;
+    L.states = st;
+    st->key = comm_key(comm);
+    if (L.keyval == MPI_KEYVAL_INVALID ||
+        PMPI_Comm_set_attr(comm, L.keyval, set) != MPI_SUCCESS) {
+        /* Cannot cache it: never offload this communicator. */
+        st->offloaded = 0;
+        snprintf(st->why, sizeof(st->why), "cannot cache state on it");
+    } else {
+        /* Out of memory here only costs the attribute lookup per call. */
+        (void)table_put(st->key, st);
+    }
+    if (st->rank == 0 && !st->offloaded && L.active && cmp == MPI_IDENT)
+        mpi_warn_world_off(st->why);
+    if (st->rank == 0) {
+        mpi_comm_label(comm, st->seq, label, sizeof(label));
+        verbose("mpi: communicator '%s' (%s, %d ranks): %s%s", label, how,
+                st->size, st->offloaded ? "offloaded" : "not offloaded: ",
+                st->offloaded ? (st->owned ? " on its own fabric group"
+                                           : " on the fabric's world group")
+                              : st->why);
+    }
+    return st;
+}
+
+/* comm's state, made at the first offloadable collective on it. Found in
+ * the lookup table without an MPI call; the attribute is the fallback for
+ * a state the table could not take. */
+comm_state_t *mpi_comm_state(MPI_Comm comm, const char *how)
+{
+    comm_state_t *st = table_find(comm_key(comm));
+    void *val = NULL;
+    int flag = 0;
+
+    if (st)
+        return st;
+    if (L.keyval != MPI_KEYVAL_INVALID &&
+        PMPI_Comm_get_attr(comm, L.keyval, &val, &flag) == MPI_SUCCESS && flag)
+        return val;
+    return comm_setup(comm, how);
+}
+
+void mpi_layer_comm_created(MPI_Comm newcomm, const char *how)
+{
+    if (!L.booted)
+        mpi_layer_bootstrap(0);
+    if (!L.booted || L.finalized || !L.cfg.eager || newcomm == MPI_COMM_NULL)
+        return;
+    (void)mpi_comm_state(newcomm, how);
+}
+
+/*
+ * A libincoll communicator of a persistent request's own, so that its
+ * starts match those of the same request on the other ranks whatever
+ * order the requests are started in (MPI matches persistent collectives
+ * by their initialization). Collective over comm: the ranks agree on a
+ * communicator of the pool free on all of them, else make one with the
+ * agreement of comm_setup (every rank made it and it runs in the
+ * network). 0 when there is none (then MPI's own persistent collective
+ * serves, on every rank).
+ */
+int mpi_comm_persist(mpi_call_t *c)
+{
+    comm_state_t *st = c->st;
+    persist_pool_t *pool = st->pool;
+    uint64_t idle = 0;
+    int code = C_OK, agreed, *ranks = NULL, slot;
+    incoll_comm_h ic = NULL;
+
+    if (pool == NULL)
+        pool = st->pool = calloc(1, sizeof(*pool));
+    if (pool)
+        for (int i = 0; i < pool->n; i++)
+            if (pool->ic[i] && !(pool->busy & (1ull << i)))
+                idle |= 1ull << i;
+    /* A rank without a pool offers nothing and cannot keep a new one. */
+    PMPI_Allreduce(MPI_IN_PLACE, &idle, 1, MPI_UINT64_T, MPI_BAND, c->comm);
+    if (idle) {
+        slot = __builtin_ctzll(idle);
+        pool->busy |= 1ull << slot;
+        c->icomm = pool->ic[slot];
+        c->pool = pool;
+        c->pool_slot = slot;
+        return 1;
+    }
+    slot = pool ? pool->n : POOL_MAX; /* the same on every rank with one */
+    ranks = world_ranks(c->comm, st->size);
+    if (ranks == NULL)
+        code = C_NOMEM;
+    agreed = code;
+    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
+    if (agreed == C_OK) {
+        if (incoll_comm_create(L.world, st->size, ranks, &ic) != INCOLL_OK ||
+            ic == NULL)
+            code = C_CREATE;
+        else if (!incoll_comm_offloaded(ic, NULL))
+            code = C_HOST;
+        agreed = code;
+        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
+    }
+    free(ranks);
+    if (agreed != C_OK) {
+        if (ic)
+            incoll_comm_destroy(ic);
+        if (st->rank == 0)
+            incoll_info("mpi: a persistent MPI_%s_init runs as MPI's own: "
+                        "it gets no fabric group of its own (%s)",
+                        mpi_call_names[c->coll], code_text[agreed]);
+        return 0;
+    }
+    c->icomm = ic;
+    if (pool && slot < POOL_MAX) {
+        pool->ic[slot] = ic;
+        pool->n = slot + 1;
+        pool->busy |= 1ull << slot;
+        c->pool = pool;
+        c->pool_slot = slot;
+    } else {
+        c->own_icomm = 1; /* no room to keep it: it goes with the request */
+    }
+    return 1;
+}
+
+comm_state_t *mpi_comm_known(MPI_Comm comm)
+{
+    return table_find(comm_key(comm));
+}
