@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include "common/tune.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -178,7 +179,7 @@ int cmd_tune(int argc, char **argv)
         fprintf(stderr,
                 "incoll tune: %s: %s (`make` builds it when mpicc is "
                 "installed)\n",
-                worker, strerror(errno));
+                worker, log_strerror(errno));
         return 1;
     }
     snprintf(shape, sizeof(shape), "%s%s ppn=%s%s%s",
@@ -243,18 +244,18 @@ int cmd_tune(int argc, char **argv)
     fflush(NULL);
     pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "incoll tune: cannot fork: %s\n", strerror(errno));
+        fprintf(stderr, "incoll tune: cannot fork: %s\n", log_strerror(errno));
         return 1;
     }
     if (pid == 0) {
         execv(args[0], args);
         fprintf(stderr, "incoll tune: cannot run %s: %s\n", args[0],
-                strerror(errno));
+                log_strerror(errno));
         _exit(127);
     }
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) {
-            fprintf(stderr, "incoll tune: waitpid: %s\n", strerror(errno));
+            fprintf(stderr, "incoll tune: waitpid: %s\n", log_strerror(errno));
             return 1;
         }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
