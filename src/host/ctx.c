@@ -8,6 +8,7 @@
 
 #include "host/comm.h"
 #include "host/hier.h"
+#include "host/host_colls.h"
 #include "host/req.h"
 
 #include "common/clock.h"
@@ -723,6 +724,9 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         return INCOLL_ERR_INVALID_ARG;
     /* Outstanding requests complete first, then their threads stop. */
     host_req_ctx_fini(ctx);
+    /* The calling thread's buffer of emulated collectives (the request
+     * threads' went with them). */
+    host_coll_emu_release();
     /* A background unlock ends first (the group is still there), then
      * the manager releases what we still hold on our goodbye. */
     for (incoll_comm_h c = ctx->comms; c; c = c->next)

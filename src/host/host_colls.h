@@ -51,6 +51,18 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
  * layer's statistics. */
 int host_coll_last_in_net(void);
 
+/* The per-thread buffer of the collectives run as allreduces in the
+ * network: at least len bytes (zeroed when zero), NULL when out of
+ * memory; host_coll_emu_done() at the end of the call gives back one
+ * larger than the few pages kept between calls. The buffer is freed when
+ * its thread exits, or by host_coll_emu_release() (incoll_finalize, for
+ * the calling thread). host_coll_emu_held(): the bytes all threads'
+ * buffers hold now (for tests). */
+void *host_coll_emu_get(size_t len, int zero);
+void host_coll_emu_done(void);
+void host_coll_emu_release(void);
+size_t host_coll_emu_held(void);
+
 /*
  * 1 when a member of comm may return early from coll (count: elements of
  * a reduce, bytes per rank otherwise): comm is usable and its group runs
