@@ -54,6 +54,19 @@ void test_register(const char *name, int kind, test_fn_t fn)
     test_register_limit(name, kind, fn, 0);
 }
 
+int test_count(void)
+{
+    return ntests;
+}
+
+int test_is_registered(const char *name)
+{
+    for (int i = 0; i < ntests; i++)
+        if (strcmp(tests[i].name, name) == 0)
+            return 1;
+    return 0;
+}
+
 int test_skip(const char *fmt, ...)
 {
     char buf[512];
