@@ -194,6 +194,9 @@ int cmd_tune(int argc, char **argv)
 
     args[a++] = self;
     args[a++] = "mpirun";
+    /* incoll-tune-mpi measures the PMPI layer's collectives. */
+    args[a++] = "--layer";
+    args[a++] = "pmpi";
     args[a++] = "-n";
     args[a++] = (char *)np;
     args[a++] = "--ppn";
