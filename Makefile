@@ -533,7 +533,7 @@ FUZZ_TIME  ?= 60
 FUZZ_NAMES := wire mgr_proto fabric_conf topo
 FUZZ_LIB   := src/common/wire.c src/common/wire_mac.c src/common/dtype.c src/common/mgr_codec.c src/common/mgr_auth.c src/common/mgr_stream.c \
               src/common/fabric_conf.c src/common/kvline.c src/common/log.c src/common/settings.c src/common/status.c \
-              src/mgr/topo.c
+              src/common/hashtab.c src/mgr/topo.c
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-run
