@@ -22,22 +22,7 @@ uint64_t hashtab_str(const char *s)
     return h;
 }
 
-void *hashtab_find(const hashtab_t *t, uint64_t h,
-                   int (*eq)(const void *rec, const void *key), const void *key)
-{
-    uint32_t mask = t->cap - 1;
-    if (t->cap == 0)
-        return NULL;
-    for (uint32_t i = (uint32_t)h & mask;; i = (i + 1) & mask) {
-        void *rec = REC(t, i);
-        if (t->empty(rec))
-            return NULL;
-        if (eq(rec, key))
-            return rec;
-    }
-}
-
-void *hashtab_slot(hashtab_t *t, uint64_t h,
+void *hashtab_slot(const hashtab_t *t, uint64_t h,
                    int (*eq)(const void *rec, const void *key), const void *key)
 {
     uint32_t mask = t->cap - 1;
@@ -48,6 +33,13 @@ void *hashtab_slot(hashtab_t *t, uint64_t h,
         if (t->empty(rec) || eq(rec, key))
             return rec;
     }
+}
+
+void *hashtab_find(const hashtab_t *t, uint64_t h,
+                   int (*eq)(const void *rec, const void *key), const void *key)
+{
+    void *rec = hashtab_slot(t, h, eq, key);
+    return rec && !t->empty(rec) ? rec : NULL;
 }
 
 void hashtab_added(hashtab_t *t)

@@ -41,7 +41,7 @@ void *hashtab_find(const hashtab_t *t, uint64_t h,
 /* The record of key, or the empty slot where it would go (the caller
  * fills it and calls hashtab_added); NULL when the table has no slots.
  * The caller keeps the load under 1 (hashtab_full). */
-void *hashtab_slot(hashtab_t *t, uint64_t h,
+void *hashtab_slot(const hashtab_t *t, uint64_t h,
                    int (*eq)(const void *rec, const void *key),
                    const void *key);
 /* A slot hashtab_slot gave was filled. */
