@@ -482,6 +482,17 @@ else
 ompi: check-ompi
 	@echo "make ompi: no Open MPI development headers (ompi/mca/coll/coll.h, libopenmpi-dev): coll/incoll not built" >&2
 endif
+# `incoll mpirun --layer auto` (tools/mpirun_layer.c) takes the component
+# under the Open MPI major.minor it was built against (OMPI_BUILT) and
+# finds it in the build tree or OMPI_COMPDIR; without it, the PMPI layer.
+ifeq ($(OMPI_COMP_OK),1)
+OMPI_BUILT := $(shell $(MPICC) --showme:version 2>/dev/null | sed -n 's/.*Open MPI \([0-9]*\.[0-9]*\).*/\1/p')
+$(BUILD)/obj/tools/mpirun_layer.o: BASEFLAGS += -DINCOLL_OMPI_BUILT='"$(OMPI_BUILT)"' -DINCOLL_OMPI_COMPDIR='"$(OMPI_COMPDIR)"'
+endif
+OMPI_STAMP := $(BUILD)/.ompi
+OMPI_NOW   := ompi=$(OMPI_COMP_OK) built=$(OMPI_BUILT) compdir=$(if $(filter 1,$(OMPI_COMP_OK)),$(OMPI_COMPDIR))
+$(shell mkdir -p $(BUILD) && echo '$(OMPI_NOW)' | cmp -s - $(OMPI_STAMP) || echo '$(OMPI_NOW)' > $(OMPI_STAMP))
+$(BUILD)/obj/tools/mpirun_layer.o: $(OMPI_STAMP)
 # --- end Open MPI component ---
 
 # --- simulator (src/sim) ---
@@ -523,7 +534,7 @@ FUZZ_TIME  ?= 60
 FUZZ_NAMES := wire mgr_proto fabric_conf topo
 FUZZ_LIB   := src/common/wire.c src/common/wire_mac.c src/common/dtype.c src/common/mgr_codec.c src/common/mgr_auth.c src/common/mgr_stream.c \
               src/common/fabric_conf.c src/common/kvline.c src/common/log.c src/common/settings.c src/common/status.c \
-              src/mgr/topo.c
+              src/common/hashtab.c src/mgr/topo.c
 FUZZ_FLAGS := -g -O1 -fno-omit-frame-pointer \
               -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
 .PHONY: fuzz fuzz-run

@@ -248,7 +248,7 @@ run_entry() {
   [ "$layer" = off ] && enable=0
   (cd "$suite/coll" &&
     env "${envs[@]}" INCOLL_MPI_ENABLE=$enable \
-      "$incoll" mpirun -n "$np" --mpi "$mpi" --timeout "$limit" -- \
+      "$incoll" mpirun --layer pmpi -n "$np" --mpi "$mpi" --timeout "$limit" -- \
       "$out/$mpi/coll/$prog" "${args[@]}") >"$log" 2>&1 </dev/null
   local rc=$?
   local stray

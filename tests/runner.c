@@ -2,7 +2,9 @@
  * Test runner: runs every registered test (or those whose name contains an
  * argument), each in a forked child with a time limit so a crash or a hang
  * fails that test alone. Options: --unit (unit tests only), --integ
- * (integration tests only), --list.
+ * (integration tests only), --list, -j N (INCOLL_TEST_JOBS=N): up to N
+ * unit tests at once, each one's output shown whole when it ends; the
+ * integration tests always run one at a time, after the unit tests.
  */
 #include "test.h"
 #include "common/clock.h"
@@ -52,6 +54,19 @@ void test_register_limit(const char *name, int kind, test_fn_t fn, int limit_s)
 void test_register(const char *name, int kind, test_fn_t fn)
 {
     test_register_limit(name, kind, fn, 0);
+}
+
+int test_count(void)
+{
+    return ntests;
+}
+
+int test_is_registered(const char *name)
+{
+    for (int i = 0; i < ntests; i++)
+        if (strcmp(tests[i].name, name) == 0)
+            return 1;
+    return 0;
 }
 
 int test_skip(const char *fmt, ...)
@@ -137,20 +152,55 @@ static int cmp_tests(const void *a, const void *b)
                   ((const test_entry_t *)b)->name);
 }
 
-static int run_one(const test_entry_t *t, int limit_s, char *why, size_t whylen)
-{
-    int pipefd[2];
+/* A test running in its child. */
+typedef struct {
+    const test_entry_t *t;
     pid_t pid;
-    int status = 0, result;
-    double deadline;
+    int why_fd; /* the skip reason's pipe */
+    int out_fd; /* its output when captured, else -1 */
+    double t0, deadline;
+    int limit_s;
+} running_t;
 
-    why[0] = '\0';
+/* Starts t in a child of its own process group; with capture its stdout
+ * and stderr go to a file shown when it ends (tests run side by side).
+ * 0, or -1 when it cannot be started. */
+static int start_one(const test_entry_t *t, int limit_s, int capture,
+                     running_t *r)
+{
+    int pipefd[2], result;
+    char outpath[] = "/tmp/incoll-test-out-XXXXXX";
+
+    r->t = t;
+    r->out_fd = -1;
+    r->limit_s = limit_s;
     if (pipe(pipefd) != 0)
-        return TEST_FAILED;
+        return -1;
+    if (capture) {
+        r->out_fd = mkstemp(outpath);
+        if (r->out_fd < 0) {
+            close(pipefd[0]);
+            close(pipefd[1]);
+            return -1;
+        }
+        unlink(outpath);
+    }
     fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
+    r->pid = fork();
+    if (r->pid < 0) {
         close(pipefd[0]);
+        close(pipefd[1]);
+        if (r->out_fd >= 0)
+            close(r->out_fd);
+        return -1;
+    }
+    if (r->pid == 0) {
+        close(pipefd[0]);
+        if (r->out_fd >= 0) {
+            dup2(r->out_fd, 1);
+            dup2(r->out_fd, 2);
+            close(r->out_fd);
+        }
         skip_fd = pipefd[1];
         setpgid(0, 0);
         tmpdir[0] = '\0';
@@ -168,44 +218,145 @@ static int run_one(const test_entry_t *t, int limit_s, char *why, size_t whylen)
         _exit(result);
     }
     close(pipefd[1]);
-    deadline = now_s() + limit_s;
-    for (;;) {
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid)
-            break;
-        if (now_s() > deadline) {
-            kill(-pid, SIGKILL);
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            snprintf(why, whylen, "timed out after %d s", limit_s);
-            close(pipefd[0]);
-            return TEST_FAILED;
-        }
-        usleep(20000);
+    r->why_fd = pipefd[0];
+    r->t0 = now_s();
+    r->deadline = r->t0 + limit_s;
+    return 0;
+}
+
+/* r's child ended (status) or ran out of time (timed_out: killed here);
+ * its captured output is shown, its descriptors closed; the result. */
+static int finish_one(running_t *r, int status, int timed_out, char *why,
+                      size_t whylen)
+{
+    int result;
+    why[0] = '\0';
+    if (r->out_fd >= 0) {
+        char buf[4096];
+        ssize_t n;
+        fflush(stdout);
+        lseek(r->out_fd, 0, SEEK_SET);
+        while ((n = read(r->out_fd, buf, sizeof(buf))) > 0)
+            if (write(1, buf, (size_t)n) != n)
+                break;
+        close(r->out_fd);
     }
-    {
-        ssize_t n = read(pipefd[0], why, whylen - 1);
+    if (timed_out) {
+        snprintf(why, whylen, "timed out after %d s", r->limit_s);
+        result = TEST_FAILED;
+    } else {
+        ssize_t n = read(r->why_fd, why, whylen - 1);
         why[n > 0 ? n : 0] = '\0';
+        if (WIFSIGNALED(status)) {
+            snprintf(why, whylen, "killed by signal %d", WTERMSIG(status));
+            result = TEST_FAILED;
+        } else {
+            result = WIFEXITED(status) ? WEXITSTATUS(status) : TEST_FAILED;
+        }
     }
-    close(pipefd[0]);
-    if (WIFSIGNALED(status)) {
-        snprintf(why, whylen, "killed by signal %d", WTERMSIG(status));
-        return TEST_FAILED;
+    close(r->why_fd);
+    return result;
+}
+
+/* 1 when r's child ended or was killed for its time (*status, *timed_out
+ * set), 0 while it runs. */
+static int poll_one(running_t *r, int *status, int *timed_out)
+{
+    *timed_out = 0;
+    if (waitpid(r->pid, status, WNOHANG) == r->pid)
+        return 1;
+    if (now_s() > r->deadline) {
+        kill(-r->pid, SIGKILL);
+        kill(r->pid, SIGKILL);
+        waitpid(r->pid, status, 0);
+        *timed_out = 1;
+        return 1;
     }
-    if (!WIFEXITED(status))
-        return TEST_FAILED;
-    return WEXITSTATUS(status);
+    return 0;
+}
+
+typedef struct {
+    int passed, failed, skipped;
+} tally_t;
+
+static void report(tally_t *n, const running_t *r, int result, const char *why)
+{
+    if (result == TEST_PASSED) {
+        n->passed++;
+        printf("PASS %s (%.2f s)\n", r->t->name, now_s() - r->t0);
+    } else if (result == TEST_SKIPPED) {
+        n->skipped++;
+        printf("SKIP %s: %s\n", r->t->name, why);
+    } else {
+        n->failed++;
+        printf("FAIL %s%s%s (%.2f s)\n", r->t->name, why[0] ? ": " : "", why,
+               now_s() - r->t0);
+    }
+}
+
+/*
+ * Runs the n tests of list: up to jobs at once, each one's output shown
+ * whole when it ends (jobs > 1: the unit tests, which share nothing), or
+ * one after the other with their output as it comes.
+ */
+static void run_list(const test_entry_t **list, int n, int jobs, int limit_all,
+                     tally_t *tally)
+{
+    running_t *run = calloc((size_t)(jobs > 0 ? jobs : 1), sizeof(*run));
+    int next = 0, active = 0;
+    char why[512];
+
+    if (run == NULL) {
+        printf("FAIL runner: out of memory\n");
+        tally->failed++;
+        return;
+    }
+    if (jobs < 1)
+        jobs = 1;
+    while (next < n || active > 0) {
+        int status, timed_out, progressed = 0;
+        while (active < jobs && next < n) {
+            const test_entry_t *t = list[next++];
+            int limit_s = limit_all > 0          ? limit_all
+                          : t->limit_s > 0       ? t->limit_s
+                          : t->kind == TEST_UNIT ? TEST_LIMIT_UNIT_S
+                                                 : TEST_LIMIT_INTEG_S;
+            if (start_one(t, limit_s, jobs > 1, &run[active]) != 0) {
+                printf("FAIL %s: cannot start it\n", t->name);
+                tally->failed++;
+                continue;
+            }
+            active++;
+        }
+        for (int i = 0; i < active; i++) {
+            if (!poll_one(&run[i], &status, &timed_out))
+                continue;
+            report(tally, &run[i],
+                   finish_one(&run[i], status, timed_out, why, sizeof(why)),
+                   why);
+            run[i--] = run[--active];
+            progressed = 1;
+        }
+        if (!progressed && active > 0)
+            usleep(20000);
+    }
+    free(run);
 }
 
 int main(int argc, char **argv)
 {
     int want_kind = TEST_UNIT | TEST_INTEG, list = 0;
     const char *filters[64];
-    int nfilters = 0, passed = 0, failed = 0, skipped = 0;
+    int nfilters = 0, nunit = 0, ninteg = 0, jobs = 1;
     int limit_all = 0; /* INCOLL_TEST_LIMIT_S: every test's limit */
+    const test_entry_t **unit, **integ;
+    tally_t tally = {0, 0, 0};
     const char *env;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    env = getenv("INCOLL_TEST_JOBS");
+    if (env)
+        jobs = atoi(env);
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--unit") == 0)
             want_kind = TEST_UNIT;
@@ -213,9 +364,15 @@ int main(int argc, char **argv)
             want_kind = TEST_INTEG;
         else if (strcmp(argv[i], "--list") == 0)
             list = 1;
+        else if (strncmp(argv[i], "-j", 2) == 0 && argv[i][2])
+            jobs = atoi(argv[i] + 2);
+        else if (strcmp(argv[i], "-j") == 0 && i + 1 < argc)
+            jobs = atoi(argv[++i]);
         else if (nfilters < 64)
             filters[nfilters++] = argv[i];
     }
+    if (jobs < 1)
+        jobs = 1;
     env = getenv("INCOLL_TEST_BINDIR");
     snprintf(bindir, sizeof(bindir), "%s", env ? env : "build/bin");
     env = getenv("INCOLL_TEST_LIMIT_S");
@@ -225,16 +382,20 @@ int main(int argc, char **argv)
         printf(
             "FAIL runner: %d test%s could not be registered (out of memory)\n",
             tests_lost, tests_lost == 1 ? "" : "s");
-        failed += tests_lost;
+        tally.failed += tests_lost;
     }
     if (ntests > 0)
         qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
+    unit = calloc((size_t)ntests + 1, sizeof(*unit));
+    integ = calloc((size_t)ntests + 1, sizeof(*integ));
+    if (unit == NULL || integ == NULL) {
+        printf("FAIL runner: out of memory\n");
+        return 1;
+    }
 
     for (int i = 0; i < ntests; i++) {
         const test_entry_t *t = &tests[i];
-        char why[512];
-        int match = nfilters == 0, r, limit_s;
-        double t0;
+        int match = nfilters == 0;
 
         if (!(t->kind & want_kind))
             continue;
@@ -248,25 +409,20 @@ int main(int argc, char **argv)
                    t->name);
             continue;
         }
-        limit_s = limit_all > 0          ? limit_all
-                  : t->limit_s > 0       ? t->limit_s
-                  : t->kind == TEST_UNIT ? TEST_LIMIT_UNIT_S
-                                         : TEST_LIMIT_INTEG_S;
-        t0 = now_s();
-        r = run_one(t, limit_s, why, sizeof(why));
-        if (r == TEST_PASSED) {
-            passed++;
-            printf("PASS %s (%.2f s)\n", t->name, now_s() - t0);
-        } else if (r == TEST_SKIPPED) {
-            skipped++;
-            printf("SKIP %s: %s\n", t->name, why);
-        } else {
-            failed++;
-            printf("FAIL %s%s%s (%.2f s)\n", t->name, why[0] ? ": " : "", why,
-                   now_s() - t0);
-        }
+        if (t->kind == TEST_UNIT)
+            unit[nunit++] = t;
+        else
+            integ[ninteg++] = t;
     }
+    /* The unit tests (side by side with -j N, INCOLL_TEST_JOBS), then the
+     * integration tests one at a time: they share the machine's network
+     * namespaces, ports and CPUs with the daemons they start. */
+    run_list(unit, nunit, jobs, limit_all, &tally);
+    run_list(integ, ninteg, 1, limit_all, &tally);
+    free(unit);
+    free(integ);
     if (!list)
-        printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
-    return failed ? 1 : 0;
+        printf("%d passed, %d failed, %d skipped\n", tally.passed, tally.failed,
+               tally.skipped);
+    return tally.failed ? 1 : 0;
 }

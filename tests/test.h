@@ -50,6 +50,10 @@ int test_doc_line(const char *path, const char *prefix, char *buf, size_t len);
 #define TEST_LIMIT_UNIT_S 120
 #define TEST_LIMIT_INTEG_S 300
 void test_register_limit(const char *name, int kind, test_fn_t fn, int limit_s);
+/* The tests registered so far, and whether one of them is name (the
+ * runner's own tests). */
+int test_count(void);
+int test_is_registered(const char *name);
 
 #define TEST_LIMIT(name, kind, limit_s)                                        \
     static int test_##name(void);                                              \

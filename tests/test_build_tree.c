@@ -72,6 +72,24 @@ static long reductions(const char *fab, const char *out)
     return total;
 }
 
+/* " WERROR=1" when the tree was built with it by hand (build/.flags) and
+ * the environment does not say so: the make of a test then rebuilds
+ * nothing (the objects depend on the flags). */
+static const char *tree_werror(void)
+{
+    static char var[16];
+    char stamp[PATH_MAX + 16], *flags;
+    snprintf(stamp, sizeof(stamp), "%.*s/../.flags", PATH_MAX - 16,
+             test_bindir());
+    flags = slurp(stamp);
+    snprintf(var, sizeof(var), "%s",
+             getenv("WERROR") == NULL && flags && strstr(flags, " -Werror ")
+                 ? " WERROR=1"
+                 : "");
+    free(flags);
+    return var;
+}
+
 /* Runs exe on 4 ranks of fab; checks its verdict and that the ANs
  * reduced more than before. */
 static int run_app(const char *fab, const char *exe, const char *out)
@@ -128,8 +146,8 @@ static int build_tree_body(const char *fab)
     snprintf(inst, sizeof(inst), "%s/prefix", test_tmpdir());
     CHECK_OUT(sh_in(test_srcdir(), out,
                     "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
-                    "PREFIX='%s'",
-                    inst) == 0,
+                    "PREFIX='%s'%s",
+                    inst, tree_werror()) == 0,
               out);
     snprintf(path, sizeof(path), "%s/lib/libincoll.so", inst);
     n = readlink(path, link, sizeof(link) - 1);
@@ -195,8 +213,8 @@ TEST(build_tree_install_dirs, TEST_INTEG)
     snprintf(out, sizeof(out), "%s/install.out", test_tmpdir());
     snprintf(vars, sizeof(vars),
              "DESTDIR='%s' prefix=/usr libdir=/usr/lib/x86_64-linux-gnu "
-             "libexecdir=/usr/lib",
-             dest);
+             "libexecdir=/usr/lib%s",
+             dest, tree_werror());
     CHECK_OUT(sh_in(test_srcdir(), out,
                     "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
                     "%s",

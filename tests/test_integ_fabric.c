@@ -15,6 +15,7 @@
 #include "common/procstat.h"
 #include "common/wire.h"
 #include "common/wire_mac.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
@@ -456,7 +457,7 @@ static void send_to(int fd, incoll_ep_t ep, const void *buf, size_t len)
         .sin_port = htons((uint16_t)(ep & 0xffff)),
     };
     if (sendto(fd, buf, len, 0, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-        fprintf(stderr, "    sendto: %s\n", strerror(errno));
+        fprintf(stderr, "    sendto: %s\n", log_strerror(errno));
 }
 
 typedef struct {
@@ -592,7 +593,7 @@ static int garbage_body(const char *dir)
     }
     fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        fprintf(stderr, "    socket: %s\n", strerror(errno));
+        fprintf(stderr, "    socket: %s\n", log_strerror(errno));
         proc_wait(&run);
         free(run.out);
         goto out_conf;
@@ -1050,7 +1051,7 @@ static void spoof(forger_t *f, incoll_ep_t src, incoll_ep_t dst,
     memcpy(pkt + 28, payload, len);
     if (sendto(f->raw, pkt, 28 + len, 0, (struct sockaddr *)&sa, sizeof(sa)) <
         0)
-        fprintf(stderr, "    raw sendto: %s\n", strerror(errno));
+        fprintf(stderr, "    raw sendto: %s\n", log_strerror(errno));
 }
 
 /*
@@ -1157,7 +1158,7 @@ static int forged_body(const char *dir)
     if (ps < 0 || f.raw < 0 ||
         bind(ps, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
         fprintf(stderr, "    packet or raw socket on lo: %s\n",
-                strerror(errno));
+                log_strerror(errno));
         goto out_close;
     }
     job_args(&j, args, sizeof(args));

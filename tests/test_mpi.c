@@ -204,7 +204,8 @@ static int run_mgr_job(mpi_kind_t kind, int np, const char *dir,
     snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
     unsetenv("LD_PRELOAD");
     rc = sh(out,
-            "timeout -k 5 150 '%s/incoll' mpirun -n %d --mpi %s --fabric '%s' "
+            "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n %d --mpi %s "
+            "--fabric '%s' "
             "--timeout 120 -- '%s/%s' %s",
             test_bindir(), np, kind == MPI_OMPI ? "openmpi" : "mpich", dir,
             mpi_progdir, prog, args);
@@ -509,10 +510,11 @@ static int mgr_job(const char *tag, int np, int radix, const char *prog,
     } else {
         unsetenv("INCOLL_TEST_KILL_CMD");
     }
-    rc = sh(out,
-            "timeout -k 5 150 '%s/incoll' mpirun -n %d --fabric '%s' "
-            "--timeout 120 -- '%s/%s' %s",
-            test_bindir(), np, dir, mpi_progdir, prog, args);
+    rc = sh(
+        out,
+        "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n %d --fabric '%s' "
+        "--timeout 120 -- '%s/%s' %s",
+        test_bindir(), np, dir, mpi_progdir, prog, args);
     test_fabric_down(dir);
     *text_p = slurp(out);
     if (rc != 0)
@@ -947,7 +949,9 @@ TEST(mpi_incoll_mpirun, TEST_INTEG)
     unsetenv("INCOLL_FABRIC");
     unsetenv("LD_PRELOAD");
     setenv("INCOLL_MPI_STATS", "1", 1);
-    rc = sh(out, "timeout -k 5 90 '%s/incoll' mpirun -n 3 --stat -- '%s/colls'",
+    rc = sh(out,
+            "timeout -k 5 90 '%s/incoll' mpirun --layer pmpi -n 3 --stat -- "
+            "'%s/colls'",
             test_bindir(), mpi_progdir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "colls: ok"), "exit %d, see %s", rc, out);
@@ -986,7 +990,8 @@ TEST(mpi_incoll_mpirun_ppn2, TEST_INTEG)
     snprintf(out, sizeof(out), "%s/launcher-ppn.out", test_tmpdir());
     launcher_env();
     rc = sh(out,
-            "timeout -k 5 90 '%s/incoll' mpirun -n 4 --ppn 2 --stat -- "
+            "timeout -k 5 90 '%s/incoll' mpirun --layer pmpi -n 4 --ppn 2 "
+            "--stat -- "
             "'%s/colls' --quick",
             test_bindir(), mpi_progdir);
     text = slurp(out);
@@ -1163,7 +1168,8 @@ TEST(mpi_ompi_hpcc, TEST_INTEG)
     unsetenv("LD_PRELOAD");
     setenv("INCOLL_MPI_STATS", "1", 1);
     rc = sh(out,
-            "cd '%s' && timeout -k 5 180 '%s/incoll' mpirun -n 4 --radix 2 "
+            "cd '%s' && timeout -k 5 180 '%s/incoll' mpirun --layer pmpi -n 4 "
+            "--radix 2 "
             "--stat --timeout 150 -- hpcc",
             test_tmpdir(), test_bindir());
     text = slurp(out);
@@ -1365,10 +1371,11 @@ static int run_linkbytes(const char *out, const char *opts, int np, int layer,
 
     if (!layer)
         setenv("INCOLL_MPI_ENABLE", "0", 1);
-    rc = sh(out,
-            "TMPDIR='%s' timeout -k 5 120 '%s/incoll' mpirun %s -n %d "
-            "--emulate --link-rate 1g -- '%s/linkbytes'",
-            test_tmpdir(), test_bindir(), opts, np, mpi_progdir);
+    rc = sh(
+        out,
+        "TMPDIR='%s' timeout -k 5 120 '%s/incoll' mpirun --layer pmpi %s -n %d "
+        "--emulate --link-rate 1g -- '%s/linkbytes'",
+        test_tmpdir(), test_bindir(), opts, np, mpi_progdir);
     unsetenv("INCOLL_MPI_ENABLE");
     text = slurp(out);
     if (rc != 0 || text == NULL || strstr(text, "linkbytes: ok") == NULL) {
@@ -1434,7 +1441,8 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
      * directory in $TMPDIR while the job runs (what
      * mpirun_fabrics_left looks for), and is gone afterwards. */
     rc = sh(out,
-            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun -n 1 --emulate "
+            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun --layer pmpi -n 1 "
+            "--emulate "
             "--no-preload -- grep -rl '%s/incoll-mpirun-' /run/incoll-emu",
             test_tmpdir(), test_bindir(), test_tmpdir());
     CHECK_MSG(rc == 0,
@@ -1445,7 +1453,8 @@ TEST(mpi_ompi_emulated, TEST_INTEG)
 
     /* A job that never ends: stopped, and the fabric still removed. */
     rc = sh(out,
-            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun -n 2 --emulate "
+            "TMPDIR='%s' timeout -k 5 60 '%s/incoll' mpirun --layer pmpi -n 2 "
+            "--emulate "
             "--no-preload --timeout 2 -- sleep 30",
             test_tmpdir(), test_bindir());
     CHECK_MSG(rc == 124, "exit %d, want 124: %s", rc, out);
@@ -1496,7 +1505,8 @@ TEST(mpi_emulated_ppn_without_mgr, TEST_INTEG)
             test_bindir(), fab);
     CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
     rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric '%s' "
+            "timeout -k 5 120 '%s/incoll' mpirun --layer pmpi -n 4 --ppn 2 "
+            "--fabric '%s' "
             "--stat -- '%s/colls' --quick",
             test_bindir(), fab, mpi_progdir);
     text = slurp(out);
@@ -1688,7 +1698,8 @@ TEST(mpi_ompi_nb_ppn2, TEST_INTEG)
     launcher_env();
     for (int i = 0; i < 2; i++) {
         rc = sh(out,
-                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --timeout "
+                "timeout -k 5 120 '%s/incoll' mpirun --layer pmpi -n 4 --ppn 2 "
+                "--timeout "
                 "100 -- '%s/nbcolls' %s",
                 test_bindir(), mpi_progdir, args[i]);
         CHECK_MSG(rc == 0 && file_has(out, "nbcolls: ok"),
@@ -1701,7 +1712,8 @@ TEST(mpi_ompi_nb_ppn2, TEST_INTEG)
     CHECK_MSG(rc == 0, "fabric up exited %d: %s", rc, out);
     for (int i = 0; i < 2; i++) {
         rc = sh(out,
-                "timeout -k 5 120 '%s/incoll' mpirun -n 4 --ppn 2 --fabric "
+                "timeout -k 5 120 '%s/incoll' mpirun --layer pmpi -n 4 --ppn 2 "
+                "--fabric "
                 "'%s' --timeout 100 -- '%s/nbcolls' %s",
                 test_bindir(), fab, mpi_progdir, args[i]);
         if (rc != 0 || !file_has(out, "nbcolls: ok"))

@@ -98,7 +98,8 @@ TEST(mpi_setup_mgr_over_host_count, TEST_INTEG)
                  test_bindir(), fab) == 0,
               "fabric up failed: %s", out);
     rc = sh(out,
-            "timeout -k 5 120 '%s/incoll' mpirun -n 4 --fabric '%s' --stat "
+            "timeout -k 5 120 '%s/incoll' mpirun --layer pmpi -n 4 --fabric "
+            "'%s' --stat "
             "-- '%s' --quick",
             test_bindir(), fab, colls);
     text = slurp(out);

@@ -16,6 +16,7 @@
 #include "fabric/fabric.h"
 #include "fabric/mgr_fabric.h"
 #include "host/host.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,7 +64,7 @@ static int rec_open(recorder_t *r)
     if (r->p == NULL || r->ps < 0 || r->raw < 0 ||
         bind(r->ps, (struct sockaddr *)&ll, sizeof(ll)) != 0) {
         fprintf(stderr, "    packet or raw socket on lo: %s\n",
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     return 0;

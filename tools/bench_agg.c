@@ -37,6 +37,7 @@
 #include "core/host_engine.h"
 #include "fabric/daemon.h"
 #include "fabric/mgr_fabric.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -382,7 +383,7 @@ static pid_t relay_start(const bench_fabric_t *f, uint16_t port)
     pid = fabric_spawn(NULL, argv, log, 0);
     if (pid < 0) {
         fprintf(stderr, "incoll bench agg: cannot start %s: %s\n", bin,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     for (int i = 0; i < 500; i++) {
@@ -489,7 +490,7 @@ int bench_agg_main(int argc, char **argv)
     }
     if (o.csv && (csv = fopen(o.csv, "w")) == NULL) {
         fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.csv,
-                strerror(errno));
+                log_strerror(errno));
         goto out;
     }
 
@@ -604,7 +605,7 @@ int bench_agg_main(int argc, char **argv)
         }
         if (bad) {
             fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.calib,
-                    strerror(errno));
+                    log_strerror(errno));
             ret = 1;
         } else {
             fprintf(stderr, "incoll bench agg: appended to %s\n", o.calib);

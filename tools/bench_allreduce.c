@@ -26,6 +26,7 @@
 
 #include "common/settings.h"
 #include "core/algo.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -281,7 +282,7 @@ static int run_on_fabric(const bench_opts_t *o, const size_t *sizes, int nsizes,
             b.algos);
     if (bench_barrier_create(f->work) != 0) {
         fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
-                f->work, strerror(errno));
+                f->work, log_strerror(errno));
         return 1;
     }
     /* With mpi the ranks run under mpirun, in the MPI worker. */
@@ -418,7 +419,7 @@ static int run_jobs(const bench_opts_t *o, const size_t *sizes, int nsizes)
      * operation, so the jobs' timed operations run at once. */
     if (bench_barrier_create(f.work) != 0) {
         fprintf(stderr, "incoll %s: cannot create %s/barrier: %s\n", who,
-                f.work, strerror(errno));
+                f.work, log_strerror(errno));
         goto out;
     }
     snprintf(progress, sizeof(progress), "%s/progress", f.work);
@@ -426,7 +427,7 @@ static int run_jobs(const bench_opts_t *o, const size_t *sizes, int nsizes)
         snprintf(dirs[j], sizeof(dirs[j]), "%s/job-%d", f.work, j);
         if (mkdir(dirs[j], 0755) != 0 || bench_barrier_create(dirs[j]) != 0) {
             fprintf(stderr, "incoll %s: cannot make %s: %s\n", who, dirs[j],
-                    strerror(errno));
+                    log_strerror(errno));
             goto out;
         }
         args[j] =

@@ -29,6 +29,7 @@
 #include "common/settings.h"
 #include "host/counters.h"
 #include "host/host.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -213,7 +214,7 @@ static int write_records(const char *out, int rank, int nsizes, int nalgos,
         fwrite(recs, sizeof(*recs), nrecs, f) != nrecs) {
         fprintf(stderr,
                 "incoll bench allreduce: rank %d: cannot write %s: %s\n", rank,
-                path, strerror(errno));
+                path, log_strerror(errno));
         if (f)
             fclose(f);
         return -1;
@@ -276,12 +277,12 @@ int bench_allreduce_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
     k.bar = bench_barrier_open(o.out);
     if (o.gate && o.jobs > 1 && (gate = bench_barrier_open(o.gate)) == NULL) {
         fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
-                k.r.rank, o.gate, strerror(errno));
+                k.r.rank, o.gate, log_strerror(errno));
         goto out;
     }
     if (k.bar == NULL) {
         fprintf(stderr, "incoll %s: rank %d: cannot map %s/barrier: %s\n", who,
-                k.r.rank, o.out, strerror(errno));
+                k.r.rank, o.out, log_strerror(errno));
         goto out;
     }
     if (k.send == NULL || k.recv == NULL || recs == NULL) {

@@ -14,6 +14,7 @@
  */
 #include "bench_allreduce.h"
 #include "bench_report.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -35,7 +36,7 @@ int ar_load_records(const char *dir, int nranks, int nsizes, int nalgos,
             fprintf(stderr,
                     "incoll bench allreduce: rank %d left no records "
                     "(%s: %s)\n",
-                    r, path, strerror(errno));
+                    r, path, log_strerror(errno));
             return -1;
         }
         recs[r] = calloc(nrecs, sizeof(ar_rec_t));
@@ -175,7 +176,7 @@ int ar_load_reference(const char *path, ar_ref_t *ref)
     memset(ref, 0, sizeof(*ref));
     if (f == NULL) {
         fprintf(stderr, "incoll bench allreduce: --reference %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     if (fgets(line, sizeof(line), f) == NULL ||

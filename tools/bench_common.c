@@ -8,6 +8,7 @@
 #include "common/fabric_conf.h"
 #include "fabric/emu.h"
 #include "fabric/fabric.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,7 +93,7 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
     n = readlink("/proc/self/exe", f->self, sizeof(f->self) - 1);
     if (n < 0) {
         fprintf(stderr, "incoll %s: cannot find my own executable: %s\n",
-                f->who, strerror(errno));
+                f->who, log_strerror(errno));
         return -1;
     }
     f->self[n] = '\0';
@@ -108,7 +109,7 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
              tmp && *tmp ? tmp : "/tmp");
     if (mkdtemp(f->work) == NULL) {
         fprintf(stderr, "incoll %s: cannot create %s: %s\n", f->who, f->work,
-                strerror(errno));
+                log_strerror(errno));
         f->work[0] = '\0';
         return -1;
     }
@@ -116,7 +117,7 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
     if (o->fabric_dir) {
         if (realpath(o->fabric_dir, f->dir) == NULL) {
             fprintf(stderr, "incoll %s: fabric %s: %s\n", f->who, o->fabric_dir,
-                    strerror(errno));
+                    log_strerror(errno));
             goto err;
         }
         if (load_conf(f) != 0)
@@ -237,7 +238,7 @@ static pid_t launch_start(bench_fabric_t *f, char **argv)
     pid = fork();
     if (pid < 0) {
         fprintf(stderr, "incoll %s: cannot fork: %s\n", f->who,
-                strerror(errno));
+                log_strerror(errno));
         free(argv);
         return -1;
     }
@@ -245,7 +246,7 @@ static pid_t launch_start(bench_fabric_t *f, char **argv)
         signal(SIGPIPE, SIG_DFL);
         execv(argv[0], argv);
         fprintf(stderr, "incoll %s: cannot run %s: %s\n", f->who, argv[0],
-                strerror(errno));
+                log_strerror(errno));
         _exit(127);
     }
     free(argv);
@@ -351,7 +352,7 @@ int bench_mpi_usable(char *worker, size_t worker_len, char *why, size_t len)
     }
     if (access(path, X_OK) != 0) {
         snprintf(why, len, "%s: %s (`make` builds it when mpicc is installed)",
-                 path, strerror(errno));
+                 path, log_strerror(errno));
         return -1;
     }
     return 0;

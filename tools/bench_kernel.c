@@ -33,6 +33,7 @@
 
 #include "common/dtype.h"
 #include "common/wire_mac.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -382,7 +383,7 @@ static FILE *open_out(const char *path)
     FILE *f = fopen(path, "w");
     if (f == NULL)
         fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
     return f;
 }
 
@@ -738,7 +739,7 @@ int bench_kernel_main(int argc, char **argv)
     ret = 0;
     if (calib && fclose(calib) != 0) {
         fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n",
-                o.calib_path, strerror(errno));
+                o.calib_path, log_strerror(errno));
         ret = 1;
     }
     calib = NULL;
@@ -747,7 +748,7 @@ out_close:
         fclose(calib);
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "incoll bench kernel: cannot write %s: %s\n",
-                o.csv_path, strerror(errno));
+                o.csv_path, log_strerror(errno));
         ret = 1;
     }
 out_free:

@@ -3,6 +3,7 @@
  * bench_plot.h.
  */
 #include "bench_plot.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -83,7 +84,8 @@ static int run_gnuplot(FILE *f, const char *who, const char *gnuplot,
     int st;
 
     if (fclose(f) != 0) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", who, gp, strerror(errno));
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, gp,
+                log_strerror(errno));
         return -1;
     }
     fflush(NULL);
@@ -201,7 +203,8 @@ int plot_write(const char *png_path, const plot_doc_t *doc,
         snprintf(gp, sizeof(gp), "%s.gp", png_path);
     f = fopen(gp, "w");
     if (f == NULL) {
-        fprintf(stderr, "%s: cannot write %s: %s\n", who, gp, strerror(errno));
+        fprintf(stderr, "%s: cannot write %s: %s\n", who, gp,
+                log_strerror(errno));
         return -1;
     }
     for (int p = 0; p < npanels; p++)

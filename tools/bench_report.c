@@ -2,6 +2,7 @@
  * Statistics, table, CSV and plot of the benchmarks: see bench_report.h.
  */
 #include "bench_report.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <math.h>
@@ -79,7 +80,7 @@ FILE *bench_csv_open(const char *path, const char *who, const char *header)
     FILE *fp = fopen(path, "w");
     if (fp == NULL) {
         fprintf(stderr, "incoll %s: cannot write %s: %s\n", who, path,
-                strerror(errno));
+                log_strerror(errno));
         return NULL;
     }
     fprintf(fp, "%s\n", header);
@@ -91,7 +92,7 @@ int bench_csv_close(FILE *fp, const char *path, const char *who)
     int bad = ferror(fp);
     if (fclose(fp) != 0 || bad) {
         fprintf(stderr, "incoll %s: cannot write %s: %s\n", who, path,
-                bad ? "write error" : strerror(errno));
+                bad ? "write error" : log_strerror(errno));
         return -1;
     }
     return 0;

@@ -33,6 +33,7 @@
  */
 #include "cli.h"
 #include "fabric/fabric.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -299,7 +300,7 @@ static int cli_restart(int argc, char **argv)
     }
     if (realpath(dir_arg, dir) == NULL) {
         fprintf(stderr, "incoll fabric restart: %s: %s\n", dir_arg,
-                strerror(errno));
+                log_strerror(errno));
         return 1;
     }
     return fabric_restart_mgr(dir, wait_s, 0) == 0 ? 0 : 1;

@@ -1,6 +1,11 @@
 /*
  * `incoll mpirun -n P [options] -- PROGRAM [ARGS...]`: runs an unmodified
- * MPI program with libincoll_mpi preloaded into every rank (docs/mpi.md).
+ * MPI program with incoll in every rank: under the Open MPI the
+ * collective component coll/incoll was built against, that component
+ * (docs/ompi.md: given to a stock mpirun by its component path, nothing
+ * preloaded); under MPICH or another Open MPI, the PMPI layer
+ * libincoll_mpi preloaded (docs/mpi.md). --layer chooses; the choice is
+ * said once on stderr (tools/mpirun_layer.c).
  *
  * Without --fabric (and without INCOLL_FABRIC in the environment) it
  * brings up a fabric of P hosts for the job, in a scratch directory, and
@@ -27,12 +32,14 @@
  * fabric.conf (or whatever INCOLL_MGR the caller set).
  */
 #include "cli.h"
+#include "mpirun_layer.h"
 #include "fabric/emu.h"
 #include "fabric/fabric.h"
 #include "fabric/mgr_fabric.h"
 
 #include "common/settings.h"
 #include "common/clock.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -61,11 +68,12 @@ static void usage(FILE *out)
         "usage: incoll mpirun -n P [--ppn K] [--fabric DIR | --emulate\n"
         "                     [--link-rate R]] [--radix K] [--mpi "
         "openmpi|mpich]\n"
+        "                     [--layer auto|component|pmpi]\n"
         "                     [--lib PATH | --no-preload] [--stat] [--keep]\n"
         "                     [--timeout SEC] -- PROGRAM [ARGS...]\n"
         "\n"
-        "Runs PROGRAM on P MPI ranks with libincoll_mpi preloaded, so its\n"
-        "collectives run on the fabric.\n"
+        "Runs PROGRAM on P MPI ranks with incoll's Open MPI component or\n"
+        "its PMPI layer, so its collectives run on the fabric.\n"
         "\n"
         "  -n, --np P        number of ranks\n"
         "  --ppn K           ranks per host (default 1): rank r on host r/K,\n"
@@ -83,6 +91,10 @@ static void usage(FILE *out)
         "  --radix K         children per switch of that fabric (default 4)\n"
         "  --mpi NAME        openmpi (default: mpirun) or mpich\n"
         "                    (mpiexec.mpich with libincoll_mpi_mpich.so)\n"
+        "  --layer L         component: Open MPI's coll/incoll (no preload),\n"
+        "                    pmpi: libincoll_mpi preloaded, auto (default):\n"
+        "                    the component under the Open MPI it was built\n"
+        "                    against, else pmpi\n"
         "  --lib PATH        the interposer to preload (default: next to\n"
         "                    this program, in ../lib)\n"
         "  --no-preload      preload nothing (programs that link the layer)\n"
@@ -114,7 +126,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
     (void)ftw;
     if (remove(path) != 0)
         fprintf(stderr, "incoll mpirun: cannot remove %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
     return 0;
 }
 
@@ -191,14 +203,14 @@ static int run_launcher(char **av, int timeout_s, const struct sigaction old[3])
     fflush(NULL);
     pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "incoll mpirun: fork: %s\n", strerror(errno));
+        fprintf(stderr, "incoll mpirun: fork: %s\n", log_strerror(errno));
         return 127;
     }
     if (pid == 0) {
         signals_restore(old);
         execvp(av[0], av);
         fprintf(stderr, "incoll mpirun: cannot run %s: %s\n", av[0],
-                strerror(errno));
+                log_strerror(errno));
         _exit(127);
     }
     for (;;) {
@@ -248,7 +260,7 @@ static int write_hostfile(const char *path, const fabric_conf_t *conf,
 
     if (f == NULL) {
         fprintf(stderr, "incoll mpirun: cannot write %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     for (int r = 0; r < conf->nhosts; r++)
@@ -256,7 +268,7 @@ static int write_hostfile(const char *path, const fabric_conf_t *conf,
                 ppn);
     if (fclose(f) != 0) {
         fprintf(stderr, "incoll mpirun: cannot write %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     return 0;
@@ -311,6 +323,9 @@ typedef struct {
     const char *fabric_arg; /* --fabric or INCOLL_FABRIC; NULL: make one */
     const char *mpi;        /* "openmpi" or "mpich" */
     char lib[PATH_MAX];     /* the interposer to preload */
+    mpirun_layer_t layer;   /* --layer */
+    int lib_given;          /* --lib or --no-preload */
+    mpirun_layer_choice_t choice;
     int np, ppn, nhosts, radix;
     int stat, keep, emulate, preload, timeout_s, mpich;
     uint64_t link_rate;
@@ -337,7 +352,13 @@ typedef struct {
 /* Parses argv into o. 0 to go on; else the exit status (0 after --help). */
 static int parse_opts(int argc, char **argv, mpirun_opts_t *o, int *exit_p)
 {
-    enum { OPT_LINK_RATE = 256, OPT_NO_PRELOAD, OPT_TIMEOUT, OPT_PPN };
+    enum {
+        OPT_LINK_RATE = 256,
+        OPT_NO_PRELOAD,
+        OPT_TIMEOUT,
+        OPT_PPN,
+        OPT_LAYER
+    };
     static const struct option longopts[] = {
         {"np", required_argument, NULL, 'n'},
         {"fabric", required_argument, NULL, 'f'},
@@ -351,6 +372,7 @@ static int parse_opts(int argc, char **argv, mpirun_opts_t *o, int *exit_p)
         {"link-rate", required_argument, NULL, OPT_LINK_RATE},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"ppn", required_argument, NULL, OPT_PPN},
+        {"layer", required_argument, NULL, OPT_LAYER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -379,9 +401,20 @@ static int parse_opts(int argc, char **argv, mpirun_opts_t *o, int *exit_p)
             break;
         case 'l':
             snprintf(o->lib, sizeof(o->lib), "%s", optarg);
+            o->lib_given = 1;
             break;
         case OPT_NO_PRELOAD:
             o->preload = 0;
+            o->lib_given = 1;
+            break;
+        case OPT_LAYER:
+            if (mpirun_layer_parse(optarg, &o->layer) != 0) {
+                fprintf(stderr,
+                        "incoll mpirun: bad --layer '%s' (want "
+                        "auto, component or pmpi)\n",
+                        optarg);
+                return -1;
+            }
             break;
         case 's':
             o->stat = 1;
@@ -451,9 +484,33 @@ static int parse_opts(int argc, char **argv, mpirun_opts_t *o, int *exit_p)
     return 0;
 }
 
-/* The interposer to preload, checked; 0, or -1 with the cause printed. */
+/* The layer (said once on stderr) and for the PMPI layer the
+ * interposer to preload, checked; 0, or -1 with the cause printed. */
 static int find_lib(mpirun_opts_t *o)
 {
+    if (o->layer == MPIRUN_LAYER_COMPONENT && o->lib_given) {
+        fprintf(stderr, "incoll mpirun: --layer component preloads "
+                        "nothing: it does not go with --lib or "
+                        "--no-preload\n");
+        return -1;
+    }
+    if (mpirun_layer_choose(o->layer, o->mpich, o->lib_given, &o->choice) !=
+        0) {
+        fprintf(stderr, "incoll mpirun: --layer component: %s\n",
+                o->choice.why);
+        return -1;
+    }
+    if (o->choice.layer == MPIRUN_LAYER_COMPONENT) {
+        fprintf(stderr,
+                "incoll mpirun: layer component (coll/incoll, no "
+                "preload): %s\n",
+                o->choice.why);
+        o->preload = 0;
+        return 0;
+    }
+    fprintf(stderr, "incoll mpirun: layer pmpi (libincoll_mpi%s): %s\n",
+            o->preload ? " preloaded" : " linked by the program",
+            o->choice.why);
     if (!o->preload)
         return 0;
     if (o->lib[0] == '\0' && default_lib(o->mpi, o->lib, sizeof(o->lib)) != 0) {
@@ -465,7 +522,8 @@ static int find_lib(mpirun_opts_t *o)
         fprintf(stderr,
                 "incoll mpirun: %s: %s (built by `make` when %s is "
                 "installed)\n",
-                o->lib, strerror(errno), o->mpich ? "mpicc.mpich" : "mpicc");
+                o->lib, log_strerror(errno),
+                o->mpich ? "mpicc.mpich" : "mpicc");
         return -1;
     }
     return 0;
@@ -506,7 +564,7 @@ static int plan_emulated(const mpirun_opts_t *o, mpirun_job_t *j)
         fprintf(stderr,
                 "incoll mpirun: %s: %s (the launch agent; built by "
                 "`make`)\n",
-                j->agent, strerror(errno));
+                j->agent, log_strerror(errno));
         return 1;
     }
     snprintf(j->hostfile, sizeof(j->hostfile), "%s/hosts", j->work);
@@ -541,7 +599,7 @@ static int plan_job(mpirun_opts_t *o, mpirun_job_t *j)
         tmp = "/tmp";
     snprintf(j->work, sizeof(j->work), "%s/incoll-mpirun-XXXXXX", tmp);
     if (mkdtemp(j->work) == NULL) {
-        fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", strerror(errno));
+        fprintf(stderr, "incoll mpirun: mkdtemp: %s\n", log_strerror(errno));
         return 1;
     }
     j->have_work = 1;
@@ -550,7 +608,7 @@ static int plan_job(mpirun_opts_t *o, mpirun_job_t *j)
     if (o->fabric_arg) {
         if (realpath(o->fabric_arg, j->fabric) == NULL) {
             fprintf(stderr, "incoll mpirun: fabric %s: %s\n", o->fabric_arg,
-                    strerror(errno));
+                    log_strerror(errno));
             return 1;
         }
     } else {
@@ -644,6 +702,16 @@ static void argv_openmpi(const mpirun_opts_t *o, mpirun_job_t *j,
         push_all(a, emu, sizeof(emu) / sizeof(emu[0]));
     else
         push_all(a, loop, sizeof(loop) / sizeof(loop[0]));
+    if (o->choice.layer == MPIRUN_LAYER_COMPONENT) {
+        /* Open MPI's own components, then ours (when not installed
+         * among them); turned on whatever a site's defaults say. */
+        char *path[] = {"--mca", "mca_base_component_path",
+                        (char *)o->choice.path};
+        char *on[] = {"--mca", "coll_incoll_enable", "1"};
+        if (o->choice.path[0])
+            push_all(a, path, sizeof(path) / sizeof(path[0]));
+        push_all(a, on, sizeof(on) / sizeof(on[0]));
+    }
     if (o->preload) {
         a->envs[a->nenv] = malloc(strlen(o->lib) + 16);
         if (a->envs[a->nenv]) {

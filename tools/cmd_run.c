@@ -20,6 +20,7 @@
 #include "fabric/emu.h"
 #include "fabric/mgr_fabric.h"
 #include "common/clock.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -156,7 +157,7 @@ static pid_t spawn_rank(int rank, int size, int host, const run_plan_t *p,
         fprintf(stderr,
                 "incoll run: rank %d: cannot enter network namespace "
                 "%s: %s\n",
-                rank, netns, strerror(errno));
+                rank, netns, log_strerror(errno));
         _exit(127);
     }
     sigprocmask(SIG_SETMASK, oldmask, NULL);
@@ -188,7 +189,7 @@ static pid_t spawn_rank(int rank, int size, int host, const run_plan_t *p,
     }
     execvp(prog_argv[0], prog_argv);
     fprintf(stderr, "incoll run: rank %d: cannot run %s: %s\n", rank,
-            prog_argv[0], strerror(errno));
+            prog_argv[0], log_strerror(errno));
     _exit(127);
 }
 
@@ -337,7 +338,7 @@ static int plan_job(const run_opts_t *o, run_plan_t *p)
 
     if (realpath(o->fabric_arg, p->fabric) == NULL) {
         fprintf(stderr, "incoll run: fabric %s: %s\n", o->fabric_arg,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     if (plan_mgr(o, p) != 0)
@@ -411,7 +412,7 @@ static void launch(const run_opts_t *o, const run_plan_t *p, run_job_t *j,
             oldmask, prog_argv);
         if (j->ranks[r].pid < 0) {
             fprintf(stderr, "incoll run: cannot fork rank %d: %s\n", r,
-                    strerror(errno));
+                    log_strerror(errno));
             j->ranks[r].pid = 0;
             job_stop(j, 1);
             return;
@@ -515,7 +516,7 @@ int cmd_run(int argc, char **argv)
     sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (sigfd < 0) {
         fprintf(stderr, "incoll run: cannot create a signalfd: %s\n",
-                strerror(errno));
+                log_strerror(errno));
         j.ret = 1;
     } else {
         launch(&o, &p, &j, &oldmask, argv + o.prog);

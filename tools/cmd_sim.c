@@ -5,6 +5,7 @@
  * the same arguments.
  */
 #include "cli.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -44,7 +45,8 @@ int cmd_sim(int argc, char **argv)
         args[i] = argv[i];
     fflush(NULL);
     execv(path, args);
-    fprintf(stderr, "incoll sim: cannot run %s: %s\n", path, strerror(errno));
+    fprintf(stderr, "incoll sim: cannot run %s: %s\n", path,
+            log_strerror(errno));
     free(args);
     return 1;
 }

@@ -11,6 +11,7 @@
 #include "cli.h"
 
 #include "common/tune.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -70,7 +71,15 @@ static void usage(FILE *out)
             "  --timeout SEC    stop after SEC seconds (default 3600)\n");
 }
 
-int cmd_tune(int argc, char **argv)
+/* What the command line asks for. */
+typedef struct {
+    const char *np, *fabric, *link_rate, *radix, *ppn, *sizes, *iters;
+    const char *colls, *passes, *margin, *forms, *out, *timeout;
+    int emulate;
+} tune_opts_t;
+
+/* Parses argv into o. 0 to go on; else the exit status (0 after --help). */
+static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
 {
     static const struct option opts[] = {
         {"np", required_argument, NULL, 'n'},
@@ -89,152 +98,185 @@ int cmd_tune(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
-    const char *np = NULL, *fabric = NULL, *link_rate = NULL, *radix = "4";
-    const char *ppn = "1", *sizes = "4:1M", *iters = "50", *colls = NULL;
-    const char *passes = "2", *margin = "5";
-    const char *forms = "blocking,nb", *out = NULL, *timeout = "3600";
-    char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
-    char shape[256], cmdline[1024], err[512];
-    char *args[64];
-    static tune_table_t t;
-    int emulate = 0, opt, a = 0, st;
-    size_t k = 0;
-    pid_t pid;
+    int opt;
 
+    *o = (tune_opts_t){.radix = "4",
+                       .ppn = "1",
+                       .sizes = "4:1M",
+                       .iters = "50",
+                       .passes = "2",
+                       .margin = "5",
+                       .forms = "blocking,nb",
+                       .timeout = "3600"};
+    *exit_p = 2;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "n:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'n':
-            np = optarg;
+            o->np = optarg;
             break;
         case 'f':
-            fabric = optarg;
+            o->fabric = optarg;
             break;
         case 'e':
-            emulate = 1;
+            o->emulate = 1;
             break;
         case 'l':
-            link_rate = optarg;
+            o->link_rate = optarg;
             break;
         case 'r':
-            radix = optarg;
+            o->radix = optarg;
             break;
         case 'p':
-            ppn = optarg;
+            o->ppn = optarg;
             break;
         case 's':
-            sizes = optarg;
+            o->sizes = optarg;
             break;
         case 'i':
-            iters = optarg;
+            o->iters = optarg;
             break;
         case 'P':
-            passes = optarg;
+            o->passes = optarg;
             break;
         case 'm':
-            margin = optarg;
+            o->margin = optarg;
             break;
         case 'c':
-            colls = optarg;
+            o->colls = optarg;
             break;
         case 'F':
-            forms = optarg;
+            o->forms = optarg;
             break;
         case 'o':
-            out = optarg;
+            o->out = optarg;
             break;
         case 't':
-            timeout = optarg;
+            o->timeout = optarg;
             break;
         case 'h':
             usage(stdout);
-            return 0;
+            *exit_p = 0;
+            return -1;
         default:
             usage(stderr);
-            return 2;
+            return -1;
         }
     }
-    if (np == NULL || atoi(np) < 2 || optind != argc) {
+    if (o->np == NULL || atoi(o->np) < 2 || optind != argc) {
         fprintf(stderr, "incoll tune: %s\n",
-                np == NULL       ? "-n P is required"
+                o->np == NULL    ? "-n P is required"
                 : optind != argc ? "unexpected arguments"
                                  : "-n wants at least 2 ranks");
         usage(stderr);
-        return 2;
+        return -1;
     }
-    if (out == NULL && fabric)
-        snprintf(out_path, sizeof(out_path), "%s/tune.conf", fabric);
+    return 0;
+}
+
+/* The measuring job as planned: the programs, where the table goes, the
+ * `incoll mpirun` command line. */
+typedef struct {
+    char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
+    char shape[256], cmdline[1024];
+    char *args[64];
+} tune_plan_t;
+
+/* Plans the job of o (argv for the command line it records). 0, or 1
+ * with the cause printed. */
+static int tune_plan(const tune_opts_t *o, int argc, char **argv,
+                     tune_plan_t *p)
+{
+    char **args = p->args;
+    size_t k = 0;
+    int a = 0;
+
+    if (o->out == NULL && o->fabric)
+        snprintf(p->out_path, sizeof(p->out_path), "%s/tune.conf", o->fabric);
     else
-        snprintf(out_path, sizeof(out_path), "%s", out ? out : "tune.conf");
-    if (cli_self_dir(self, sizeof(self)) != 0 ||
-        strlen(self) + sizeof("/incoll") > sizeof(self) ||
-        cli_companion_path(CLI_PLACE_LIBEXEC, TUNE_WORKER, worker,
-                           sizeof(worker)) != 0) {
+        snprintf(p->out_path, sizeof(p->out_path), "%s",
+                 o->out ? o->out : "tune.conf");
+    if (cli_self_dir(p->self, sizeof(p->self)) != 0 ||
+        strlen(p->self) + sizeof("/incoll") > sizeof(p->self) ||
+        cli_companion_path(CLI_PLACE_LIBEXEC, TUNE_WORKER, p->worker,
+                           sizeof(p->worker)) != 0) {
         fprintf(stderr, "incoll tune: cannot find this program's directory\n");
         return 1;
     }
-    strcat(self, "/incoll");
-    if (access(worker, X_OK) != 0) {
+    strcat(p->self, "/incoll");
+    if (access(p->worker, X_OK) != 0) {
         fprintf(stderr,
                 "incoll tune: %s: %s (`make` builds it when mpicc is "
                 "installed)\n",
-                worker, strerror(errno));
+                p->worker, log_strerror(errno));
         return 1;
     }
-    snprintf(shape, sizeof(shape), "%s%s ppn=%s%s%s",
-             fabric    ? "fabric="
-             : emulate ? "emulated radix="
-                       : "loopback radix=",
-             fabric ? fabric : radix, ppn, link_rate ? " link-rate=" : "",
-             link_rate ? link_rate : "");
-    for (int i = 0; i < argc && k < sizeof(cmdline); i++)
-        k += (size_t)snprintf(cmdline + k, sizeof(cmdline) - k, "%s%s",
+    snprintf(p->shape, sizeof(p->shape), "%s%s ppn=%s%s%s",
+             o->fabric    ? "fabric="
+             : o->emulate ? "emulated radix="
+                          : "loopback radix=",
+             o->fabric ? o->fabric : o->radix, o->ppn,
+             o->link_rate ? " link-rate=" : "",
+             o->link_rate ? o->link_rate : "");
+    for (int i = 0; i < argc && k < sizeof(p->cmdline); i++)
+        k += (size_t)snprintf(p->cmdline + k, sizeof(p->cmdline) - k, "%s%s",
                               i ? " " : "incoll ", argv[i]);
 
-    args[a++] = self;
+    args[a++] = p->self;
     args[a++] = "mpirun";
+    /* incoll-tune-mpi measures the PMPI layer's collectives. */
+    args[a++] = "--layer";
+    args[a++] = "pmpi";
     args[a++] = "-n";
-    args[a++] = (char *)np;
+    args[a++] = (char *)o->np;
     args[a++] = "--ppn";
-    args[a++] = (char *)ppn;
-    if (fabric) {
+    args[a++] = (char *)o->ppn;
+    if (o->fabric) {
         args[a++] = "--fabric";
-        args[a++] = (char *)fabric;
+        args[a++] = (char *)o->fabric;
     } else {
         args[a++] = "--radix";
-        args[a++] = (char *)radix;
-        if (emulate)
+        args[a++] = (char *)o->radix;
+        if (o->emulate)
             args[a++] = "--emulate";
-        if (link_rate) {
+        if (o->link_rate) {
             args[a++] = "--link-rate";
-            args[a++] = (char *)link_rate;
+            args[a++] = (char *)o->link_rate;
         }
     }
     args[a++] = "--timeout";
-    args[a++] = (char *)timeout;
+    args[a++] = (char *)o->timeout;
     args[a++] = "--";
-    args[a++] = worker;
+    args[a++] = p->worker;
     args[a++] = "--sizes";
-    args[a++] = (char *)sizes;
+    args[a++] = (char *)o->sizes;
     args[a++] = "--iters";
-    args[a++] = (char *)iters;
+    args[a++] = (char *)o->iters;
     args[a++] = "--passes";
-    args[a++] = (char *)passes;
+    args[a++] = (char *)o->passes;
     args[a++] = "--margin";
-    args[a++] = (char *)margin;
+    args[a++] = (char *)o->margin;
     args[a++] = "--forms";
-    args[a++] = (char *)forms;
-    if (colls) {
+    args[a++] = (char *)o->forms;
+    if (o->colls) {
         args[a++] = "--colls";
-        args[a++] = (char *)colls;
+        args[a++] = (char *)o->colls;
     }
     args[a++] = "--out";
-    args[a++] = out_path;
+    args[a++] = p->out_path;
     args[a++] = "--shape";
-    args[a++] = shape;
+    args[a++] = p->shape;
     args[a++] = "--cmd";
-    args[a++] = cmdline;
+    args[a++] = p->cmdline;
     args[a] = NULL;
+    return 0;
+}
+
+/* Runs the job of p; 0, or 1 with the cause printed. */
+static int tune_launch(tune_plan_t *p)
+{
+    pid_t pid;
+    int st;
 
     /* Every call through the layer in libincoll: the column the worker
      * compares with MPI's own. */
@@ -243,18 +285,18 @@ int cmd_tune(int argc, char **argv)
     fflush(NULL);
     pid = fork();
     if (pid < 0) {
-        fprintf(stderr, "incoll tune: cannot fork: %s\n", strerror(errno));
+        fprintf(stderr, "incoll tune: cannot fork: %s\n", log_strerror(errno));
         return 1;
     }
     if (pid == 0) {
-        execv(args[0], args);
-        fprintf(stderr, "incoll tune: cannot run %s: %s\n", args[0],
-                strerror(errno));
+        execv(p->args[0], p->args);
+        fprintf(stderr, "incoll tune: cannot run %s: %s\n", p->args[0],
+                log_strerror(errno));
         _exit(127);
     }
     while (waitpid(pid, &st, 0) < 0)
         if (errno != EINTR) {
-            fprintf(stderr, "incoll tune: waitpid: %s\n", strerror(errno));
+            fprintf(stderr, "incoll tune: waitpid: %s\n", log_strerror(errno));
             return 1;
         }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -265,13 +307,28 @@ int cmd_tune(int argc, char **argv)
                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
         return 1;
     }
+    return 0;
+}
+
+int cmd_tune(int argc, char **argv)
+{
+    static tune_table_t t;
+    static tune_plan_t p;
+    tune_opts_t o;
+    char err[512];
+    int ret;
+
+    if (tune_parse(argc, argv, &o, &ret) != 0)
+        return ret;
+    if (tune_plan(&o, argc, argv, &p) != 0 || tune_launch(&p) != 0)
+        return 1;
     /* Read back as the layer reads it: a table it cannot read is an
      * error here, not at the next job's MPI_Init. */
-    tune_init(&t, out_path);
-    if (tune_parse_file(&t, out_path, err, sizeof(err)) != 0) {
+    tune_init(&t, p.out_path);
+    if (tune_parse_file(&t, p.out_path, err, sizeof(err)) != 0) {
         fprintf(stderr, "incoll tune: the table written is bad: %s\n", err);
         return 1;
     }
-    printf("incoll tune: %s: %u entries\n", out_path, t.n);
+    printf("incoll tune: %s: %u entries\n", p.out_path, t.n);
     return 0;
 }

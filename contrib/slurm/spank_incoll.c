@@ -349,7 +349,7 @@ static int job_secret(uint32_t id, uid_t uid, gid_t gid, char *out,
     in = open(site.secret, O_RDONLY | O_CLOEXEC);
     if (in < 0) {
         snprintf(err, errlen, "cannot read %s: %s", site.secret,
-                 strerror(errno));
+                 log_strerror(errno));
         return -1;
     }
     n = read(in, buf, sizeof(buf));
@@ -359,7 +359,7 @@ static int job_secret(uint32_t id, uid_t uid, gid_t gid, char *out,
     if (n <= 0 || fd < 0 || write(fd, buf, (size_t)n) != n ||
         fchown(fd, uid, gid) != 0 || close(fd) != 0 || rename(tmp, out) != 0) {
         snprintf(err, errlen, "cannot copy the secret for the job into %s: %s",
-                 site.state_dir, strerror(errno));
+                 site.state_dir, log_strerror(errno));
         if (fd >= 0)
             unlink(tmp);
         memset(buf, 0, sizeof(buf));

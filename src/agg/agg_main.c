@@ -219,12 +219,12 @@ static int write_pidfile(const char *path)
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
     fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
-        incoll_error("pidfile %s: cannot create: %s", tmp, strerror(errno));
+        incoll_error("pidfile %s: cannot create: %s", tmp, log_strerror(errno));
         return -1;
     }
     n = snprintf(text, sizeof(text), "%d\n", (int)getpid());
     if (write(fd, text, (size_t)n) != n) {
-        incoll_error("pidfile %s: cannot write: %s", tmp, strerror(errno));
+        incoll_error("pidfile %s: cannot write: %s", tmp, log_strerror(errno));
         close(fd);
         unlink(tmp);
         return -1;
@@ -232,7 +232,7 @@ static int write_pidfile(const char *path)
     close(fd);
     if (rename(tmp, path) != 0) {
         incoll_error("pidfile %s: cannot rename into place: %s", path,
-                     strerror(errno));
+                     log_strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -409,7 +409,7 @@ static void wake_owners(agg_worker_t *w)
         w->wake[o] = 0;
         if (write(w->d->w[o].evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
             incoll_debug("worker %d: cannot wake worker %d: %s", w->idx, o,
-                         strerror(errno));
+                         log_strerror(errno));
     }
 }
 
@@ -499,7 +499,8 @@ static int worker_loop(agg_worker_t *w)
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            incoll_error("event loop: epoll_wait failed: %s", strerror(errno));
+            incoll_error("event loop: epoll_wait failed: %s",
+                         log_strerror(errno));
             return 1;
         }
         for (int i = 0; i < n; i++) {
@@ -525,7 +526,7 @@ static int worker_loop(agg_worker_t *w)
                 uint64_t v;
                 if (read(w->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
                     incoll_debug("worker %d: eventfd: %s", w->idx,
-                                 strerror(errno));
+                                 log_strerror(errno));
             } else {
                 on_readable(w);
             }
@@ -586,7 +587,7 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
     if (w->epfd < 0 || w->evfd < 0 || watch(w->epfd, udp_fd(w->sock)) != 0 ||
         watch(w->epfd, w->evfd) != 0) {
         incoll_error("worker %d: cannot set up its event loop: %s", i,
-                     strerror(errno));
+                     log_strerror(errno));
         return -1;
     }
     if (d->relay)
@@ -818,12 +819,12 @@ int main(int argc, char **argv)
     sigaddset(&mask, SIGTERM);
     sigaddset(&mask, SIGINT);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0) {
-        incoll_error("cannot block signals: %s", strerror(errno));
+        incoll_error("cannot block signals: %s", log_strerror(errno));
         goto out_free_conf;
     }
     d.sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
     if (d.sigfd < 0) {
-        incoll_error("cannot create a signalfd: %s", strerror(errno));
+        incoll_error("cannot create a signalfd: %s", log_strerror(errno));
         goto out_free_conf;
     }
 
@@ -861,7 +862,7 @@ int main(int argc, char **argv)
     if (watch(d.w[0].epfd, d.sigfd) != 0 ||
         (d.link && watch(d.w[0].epfd, agg_mgr_link_fd(d.link)) != 0)) {
         incoll_error("cannot watch the signalfd or the manager link: %s",
-                     strerror(errno));
+                     log_strerror(errno));
         goto out_destroy_link;
     }
     if (d.pidfile && write_pidfile(d.pidfile) != 0)
@@ -890,8 +891,9 @@ int main(int argc, char **argv)
         wire_mac_alg_impl(wire_mac_alg_default()), udp_path(d.w[0].sock));
 
     for (int i = 1; i < d.nworkers; i++) {
-        if (pthread_create(&d.w[i].thread, NULL, worker_main, &d.w[i]) != 0) {
-            incoll_error("cannot start worker %d: %s", i, strerror(errno));
+        int rc = pthread_create(&d.w[i].thread, NULL, worker_main, &d.w[i]);
+        if (rc != 0) {
+            incoll_error("cannot start worker %d: %s", i, log_strerror(rc));
             goto out_stop;
         }
         started = i;
@@ -902,7 +904,7 @@ out_stop:
     for (int i = 1; i <= started; i++) {
         uint64_t one = 1;
         if (write(d.w[i].evfd, &one, sizeof(one)) < 0)
-            incoll_debug("worker %d: eventfd: %s", i, strerror(errno));
+            incoll_debug("worker %d: eventfd: %s", i, log_strerror(errno));
         pthread_join(d.w[i].thread, NULL);
     }
     for (int i = 0; i < d.nworkers; i++)

@@ -403,7 +403,7 @@ void agg_mgr_link_on_event(agg_mgr_link_t *l)
         if (ev[i].data.fd == l->tfd) {
             if (read(l->tfd, &expirations, sizeof(expirations)) < 0 &&
                 errno != EAGAIN)
-                incoll_debug("timerfd: %s", strerror(errno));
+                incoll_debug("timerfd: %s", log_strerror(errno));
         } else if (l->connected && ev[i].data.fd == l->st.fd) {
             if (ev[i].events & EPOLLOUT && mgr_stream_flush(&l->st) != 0)
                 disconnect(l, "send failed");
@@ -469,13 +469,13 @@ agg_mgr_link_t *agg_mgr_link_create(const agg_mgr_link_params_t *p, char *err,
     l->epfd = epoll_create1(EPOLL_CLOEXEC);
     l->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (l->epfd < 0 || l->tfd < 0) {
-        snprintf(err, errlen, "epoll or timerfd: %s", strerror(errno));
+        snprintf(err, errlen, "epoll or timerfd: %s", log_strerror(errno));
         goto err;
     }
     ev.events = EPOLLIN;
     ev.data.fd = l->tfd;
     if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, l->tfd, &ev) != 0) {
-        snprintf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        snprintf(err, errlen, "epoll_ctl: %s", log_strerror(errno));
         goto err;
     }
     l->next_retry = 0;

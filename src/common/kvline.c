@@ -1,5 +1,6 @@
 /* The line lexer of fabric.conf and the topology file; see kvline.h. */
 #include "common/kvline.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -130,7 +131,8 @@ incoll_status_t kvline_read_file(const char *path, size_t max_bytes,
     size_t len = 0, cap = 0, n;
 
     if (f == NULL) {
-        snprintf(err, errlen, "%s:0: cannot open: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s:0: cannot open: %s", path,
+                 log_strerror(errno));
         return INCOLL_ERR_CONFIG;
     }
     do {
@@ -153,7 +155,8 @@ incoll_status_t kvline_read_file(const char *path, size_t max_bytes,
         len += n;
     } while (n == 4096);
     if (ferror(f)) {
-        snprintf(err, errlen, "%s:0: read error: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s:0: read error: %s", path,
+                 log_strerror(errno));
         goto err_free;
     }
     if (len > max_bytes) {

@@ -55,3 +55,13 @@ __attribute__((constructor)) static void log_ctor(void)
     if (!log_env_read)
         log_init_from_env();
 }
+
+const char *log_strerror(int err)
+{
+    static _Thread_local char bufs[4][96];
+    static _Thread_local unsigned next;
+    char *buf = bufs[next++ % 4];
+    /* The GNU strerror_r (_GNU_SOURCE): returns its message, in buf or
+     * a constant string. */
+    return strerror_r(err, buf, sizeof(bufs[0]));
+}

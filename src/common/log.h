@@ -25,6 +25,12 @@ void log_init_from_env(void);
 void log_emit(log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The message of errno value err, safe in any thread (strerror is not):
+ * from strerror_r into one of a few buffers of the calling thread, so a
+ * message stays valid for the next few calls in that thread (several in
+ * one printf are fine). */
+const char *log_strerror(int err);
+
 #define incoll_log_at(lvl, ...)                                                \
     do {                                                                       \
         if ((int)(lvl) <= log_level_current)                                   \

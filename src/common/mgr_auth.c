@@ -36,13 +36,13 @@ incoll_status_t mgr_secret_generate(const char *path)
     hex[65] = '\0';
     fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        incoll_error("secret %s: cannot create: %s", path, strerror(errno));
+        incoll_error("secret %s: cannot create: %s", path, log_strerror(errno));
         return INCOLL_ERR_IO;
     }
     n = write(fd, hex, 65);
     sodium_memzero(hex, sizeof(hex));
     if (fchmod(fd, 0600) != 0 || n != 65 || close(fd) != 0) {
-        incoll_error("secret %s: cannot write: %s", path, strerror(errno));
+        incoll_error("secret %s: cannot write: %s", path, log_strerror(errno));
         unlink(path);
         return INCOLL_ERR_IO;
     }
@@ -74,7 +74,7 @@ incoll_status_t mgr_secret_load(const char *path, uint8_t key[MGR_KEY_LEN],
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(err, errlen, "secret %s: cannot open: %s", path,
-                 strerror(errno));
+                 log_strerror(errno));
         return INCOLL_ERR_CONFIG;
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -89,7 +89,7 @@ incoll_status_t mgr_secret_load(const char *path, uint8_t key[MGR_KEY_LEN],
     close(fd);
     if (n < 0 || n == (ssize_t)sizeof(buf)) {
         snprintf(err, errlen, "secret %s: %s", path,
-                 n < 0 ? strerror(errno) : "longer than 4096 bytes");
+                 n < 0 ? log_strerror(errno) : "longer than 4096 bytes");
         sodium_memzero(buf, sizeof(buf));
         return INCOLL_ERR_CONFIG;
     }

@@ -3,6 +3,7 @@
  * docs/manager.md.
  */
 #include "common/mgr_stream.h"
+#include "common/log.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -172,7 +173,7 @@ int mgr_stream_read(mgr_stream_t *st, const char **why_p)
             continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return 0;
-        *why_p = strerror(errno);
+        *why_p = log_strerror(errno);
         return -1;
     }
 }
@@ -457,7 +458,7 @@ int mgr_connect(const char *addr, char *err, size_t errlen)
     }
     fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+        snprintf(err, errlen, "socket: %s", log_strerror(errno));
         return -1;
     }
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -467,7 +468,7 @@ int mgr_connect(const char *addr, char *err, size_t errlen)
     sa.sin_port = htons(port);
     if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 &&
         errno != EINPROGRESS) {
-        snprintf(err, errlen, "connect to %s: %s", addr, strerror(errno));
+        snprintf(err, errlen, "connect to %s: %s", addr, log_strerror(errno));
         close(fd);
         return -1;
     }

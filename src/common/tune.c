@@ -3,6 +3,7 @@
  * tune_lookup() in the header, inline at each call of the MPI layer.
  */
 #include "common/tune.h"
+#include "common/log.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -300,13 +301,13 @@ int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
     int ret;
 
     if (fp == NULL) {
-        say(err, errlen, "%s: %s", path, strerror(errno));
+        say(err, errlen, "%s: %s", path, log_strerror(errno));
         return -1;
     }
     if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) < 0 ||
         fseek(fp, 0, SEEK_SET) != 0 || len > (1 << 20)) {
         say(err, errlen, "%s: %s", path,
-            len > (1 << 20) ? "larger than 1 MiB" : strerror(errno));
+            len > (1 << 20) ? "larger than 1 MiB" : log_strerror(errno));
         fclose(fp);
         return -1;
     }

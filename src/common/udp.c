@@ -193,7 +193,7 @@ static void set_bufsize(udp_sock_t *sock, int bufsize)
             setsockopt(sock->fd, SOL_SOCKET, opts[i].plain, &bufsize,
                        sizeof(bufsize)) != 0) {
             incoll_debug("udp %s: cannot set the %s buffer to %d bytes: %s",
-                         sock->who, opts[i].name, bufsize, strerror(errno));
+                         sock->who, opts[i].name, bufsize, log_strerror(errno));
             continue;
         }
         if (getsockopt(sock->fd, SOL_SOCKET, opts[i].plain, &got, &glen) == 0 &&
@@ -250,7 +250,7 @@ static int setup_paths(udp_sock_t *sock)
         incoll_error("udp %s: INCOLL_UDP_%s=on, but the kernel refuses the "
                      "option (%s)",
                      sock->who, gso_mode == 1 && !sock->gso ? "GSO" : "GRO",
-                     strerror(errno));
+                     log_strerror(errno));
         return -1;
     }
     sock->gso_seg_max = UDP_GSO_BYTES;
@@ -295,7 +295,7 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
     sock->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sock->fd < 0) {
         incoll_error("udp %s: cannot create a socket: %s", sock->who,
-                     strerror(errno));
+                     log_strerror(errno));
         goto err_free;
     }
     set_bufsize(sock, bufsize);
@@ -304,7 +304,7 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
         if (setsockopt(sock->fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) !=
             0) {
             incoll_error("udp %s: cannot share the port (SO_REUSEPORT): %s",
-                         sock->who, strerror(errno));
+                         sock->who, log_strerror(errno));
             goto err_close_fd;
         }
     }
@@ -315,12 +315,12 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
     if (bind(sock->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
         incoll_error("udp %s: cannot bind to %s: %s", sock->who,
                      ep_text(wire_ep(ip, port), ep, sizeof(ep)),
-                     strerror(errno));
+                     log_strerror(errno));
         goto err_close_fd;
     }
     if (getsockname(sock->fd, (struct sockaddr *)&sa, &salen) != 0) {
         incoll_error("udp %s: getsockname failed: %s", sock->who,
-                     strerror(errno));
+                     log_strerror(errno));
         goto err_close_fd;
     }
     sock->local = wire_ep(ntohl(sa.sin_addr.s_addr), ntohs(sa.sin_port));
@@ -474,7 +474,8 @@ static int read_batch(udp_sock_t *sock)
              errno == ENETUNREACH) &&
             tries < 4)
             continue;
-        incoll_error("udp %s: receive failed: %s", sock->who, strerror(errno));
+        incoll_error("udp %s: receive failed: %s", sock->who,
+                     log_strerror(errno));
         return -1;
     }
     sock->ctr.rx_reads += (uint64_t)n;
@@ -553,7 +554,7 @@ static void wait_writable(udp_sock_t *sock, int ms)
 {
     struct pollfd pfd = {.fd = sock->fd, .events = POLLOUT};
     if (ms > 0 && poll(&pfd, 1, ms) < 0 && errno != EINTR)
-        incoll_debug("udp %s: poll failed: %s", sock->who, strerror(errno));
+        incoll_debug("udp %s: poll failed: %s", sock->who, log_strerror(errno));
 }
 
 /* Bytes of a queued datagram. */
@@ -614,13 +615,13 @@ static void gso_refused(udp_sock_t *sock, const udp_sendmsg_t *sm, int err)
         incoll_debug("udp %s: a segmented send of %zu-byte datagrams was "
                      "refused (%s): datagrams of %zu bytes and more go one "
                      "by one",
-                     sock->who, sm->seg, strerror(err), sm->seg);
+                     sock->who, sm->seg, log_strerror(err), sm->seg);
         return;
     }
     sock->gso = 0;
     incoll_info("udp %s: the kernel refuses segmented sends (%s): sending "
                 "one datagram at a time from now on",
-                sock->who, strerror(err));
+                sock->who, log_strerror(err));
 }
 
 /* Whether a send error on a segmented message is the segmentation's. */
@@ -714,7 +715,7 @@ static void send_msgs(udp_sock_t *sock, int from, int to)
             incoll_debug(
                 "udp %s: send to %s failed: %s", sock->who,
                 ep_text(sock->gent[sock->msg[done].first]->dst, ep, sizeof(ep)),
-                strerror(errno));
+                log_strerror(errno));
         }
         sock->ctr.tx_errors += (uint64_t)sock->msg[done].n;
         done++;

@@ -29,6 +29,7 @@
 
 #include "common/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,24 +136,97 @@ static void note_hosts(incoll_comm_h comm, int algo, const host_coll_args_t *a,
 #define EMU_MAX_BYTES (64u << 10)
 
 /* The buffers of the allreduce-based forms: apart from comm->scratch,
- * which incoll_allreduce may use itself for staging. */
-static _Thread_local void *emu_buf; /* per thread: collectives of other
-                                       communicators run in other threads
-                                       while this one waits */
-static _Thread_local size_t emu_len;
+ * which incoll_allreduce may use itself for staging. One per thread
+ * (collectives of other communicators run in other threads while this
+ * one waits), kept between calls only up to EMU_KEEP_BYTES: a larger one
+ * (a broadcast, reduce or reduce_scatter of any size) is given back when
+ * the call ends. A thread's buffer is freed when the thread exits (the
+ * key's destructor: a communicator's request thread ends when the
+ * communicator is freed) and by incoll_finalize for the thread calling
+ * it (host_coll_emu_release). */
+#define EMU_KEEP_BYTES (2 * EMU_MAX_BYTES)
 
-static void *emu_get(size_t len, int zero)
+typedef struct {
+    void *buf;
+    size_t len;
+} emu_cache_t;
+
+static pthread_key_t emu_key;
+static pthread_once_t emu_once = PTHREAD_ONCE_INIT;
+static int emu_key_ok;
+static size_t emu_held; /* bytes of every thread's buffer (atomic) */
+
+static void emu_cache_free(void *arg)
 {
-    if (emu_len < len) {
-        void *p = realloc(emu_buf, len);
+    emu_cache_t *c = arg;
+    if (c == NULL)
+        return;
+    __atomic_sub_fetch(&emu_held, c->len, __ATOMIC_RELAXED);
+    free(c->buf);
+    free(c);
+}
+
+static void emu_key_make(void)
+{
+    emu_key_ok = pthread_key_create(&emu_key, emu_cache_free) == 0;
+}
+
+static emu_cache_t *emu_cache(int make)
+{
+    emu_cache_t *c;
+    pthread_once(&emu_once, emu_key_make);
+    if (!emu_key_ok)
+        return NULL;
+    c = pthread_getspecific(emu_key);
+    if (c == NULL && make && (c = calloc(1, sizeof(*c))) != NULL &&
+        pthread_setspecific(emu_key, c) != 0) {
+        free(c);
+        c = NULL;
+    }
+    return c;
+}
+
+void *host_coll_emu_get(size_t len, int zero)
+{
+    emu_cache_t *c = emu_cache(1);
+    if (c == NULL)
+        return NULL;
+    if (c->len < len) {
+        void *p = realloc(c->buf, len);
         if (p == NULL)
             return NULL;
-        emu_buf = p;
-        emu_len = len;
+        __atomic_add_fetch(&emu_held, len - c->len, __ATOMIC_RELAXED);
+        c->buf = p;
+        c->len = len;
     }
     if (zero)
-        memset(emu_buf, 0, len);
-    return emu_buf;
+        memset(c->buf, 0, len);
+    return c->buf;
+}
+
+void host_coll_emu_done(void)
+{
+    emu_cache_t *c = emu_cache(0);
+    if (c != NULL && c->len > EMU_KEEP_BYTES) {
+        __atomic_sub_fetch(&emu_held, c->len, __ATOMIC_RELAXED);
+        free(c->buf);
+        c->buf = NULL;
+        c->len = 0;
+    }
+}
+
+void host_coll_emu_release(void)
+{
+    emu_cache_t *c = emu_cache(0);
+    if (c != NULL) {
+        pthread_setspecific(emu_key, NULL);
+        emu_cache_free(c);
+    }
+}
+
+size_t host_coll_emu_held(void)
+{
+    return __atomic_load_n(&emu_held, __ATOMIC_RELAXED);
 }
 
 /* A bitwise OR of bytes: the widest unsigned type that divides them. */
@@ -178,7 +252,7 @@ static incoll_status_t bor(incoll_comm_h comm, const void *in, void *out,
  * gave theirs). Returns INCOLL_ERR_UNSUPPORTED when the form does not fit
  * (a gather larger than EMU_MAX_BYTES): the hosts' algorithms then.
  */
-static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
+static incoll_status_t emu_body(incoll_comm_h comm, const host_coll_args_t *a)
 {
     int rank = comm->rank, size = comm->size, root = a->root;
     int red = reduces(a->coll);
@@ -194,7 +268,7 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
                                 INCOLL_OP_BOR);
     }
     case ALGO_COLL_BCAST:
-        if ((e = emu_get(blk, rank != root)) == NULL)
+        if ((e = host_coll_emu_get(blk, rank != root)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         return rank == root ? bor(comm, a->recvbuf, e, blk)
                             : bor(comm, e, a->recvbuf, blk);
@@ -203,11 +277,11 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
             return incoll_allreduce(
                 comm, a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE : a->sendbuf,
                 a->recvbuf, a->count, a->dtype, a->op);
-        if ((e = emu_get(blk, 0)) == NULL)
+        if ((e = host_coll_emu_get(blk, 0)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         return incoll_allreduce(comm, a->sendbuf, e, a->count, a->dtype, a->op);
     case ALGO_COLL_REDUCE_SCATTER:
-        if ((e = emu_get(all, 0)) == NULL)
+        if ((e = host_coll_emu_get(all, 0)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         status = incoll_allreduce(comm, a->sendbuf, e, a->count * (size_t)size,
                                   a->dtype, a->op);
@@ -219,7 +293,7 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
     }
     if (all > EMU_MAX_BYTES)
         return INCOLL_ERR_UNSUPPORTED;
-    if ((e = emu_get(2 * all, 1)) == NULL)
+    if ((e = host_coll_emu_get(2 * all, 1)) == NULL)
         return INCOLL_ERR_NO_MEMORY;
     switch (a->coll) {
     case ALGO_COLL_ALLGATHER:
@@ -237,6 +311,13 @@ static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
             memcpy(a->recvbuf, e + all + (size_t)rank * blk, blk);
         return status;
     }
+}
+
+static incoll_status_t emu_run(incoll_comm_h comm, const host_coll_args_t *a)
+{
+    incoll_status_t status = emu_body(comm, a);
+    host_coll_emu_done();
+    return status;
 }
 
 /* The call as the recovery sees it. */

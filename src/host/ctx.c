@@ -8,6 +8,7 @@
 
 #include "host/comm.h"
 #include "host/hier.h"
+#include "host/host_colls.h"
 #include "host/req.h"
 
 #include "common/clock.h"
@@ -937,6 +938,9 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
             incoll_warn("finalize: the out-of-band allgather failed");
         free(all);
     }
+    /* The calling thread's buffer of emulated collectives (the request
+     * threads' went with them). */
+    host_coll_emu_release();
     /* A background unlock ends first (the group is still there), then
      * the manager releases what we still hold on our goodbye. */
     for (incoll_comm_h c = ctx->comms; c; c = c->next)

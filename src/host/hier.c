@@ -991,11 +991,6 @@ incoll_comm_h host_hier_leaders(incoll_comm_h comm, int *nlocal_p)
     return h && h->state == HIER_ACTIVE ? h->leaders : NULL;
 }
 
-const char *host_hier_mode(incoll_comm_h comm)
-{
-    return comm && comm->hier ? comm->hier->mode : "none";
-}
-
 void host_hier_free(incoll_comm_h comm)
 {
     struct host_hier *h = comm->hier;

@@ -63,10 +63,6 @@ incoll_status_t host_hier_set_mode(incoll_comm_h comm, const char *mode);
  * host (or socket). */
 incoll_comm_h host_hier_leaders(incoll_comm_h comm, int *nlocal_p);
 
-/* The mode the hierarchy of comm runs in: "node", "socket", "flat" (or
- * "none" before it is made). */
-const char *host_hier_mode(incoll_comm_h comm);
-
 /* Frees comm's hierarchy: detaches from the segment and destroys the
  * leaders' communicator. host_comm_free() calls it. */
 void host_hier_free(incoll_comm_h comm);

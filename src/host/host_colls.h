@@ -64,6 +64,18 @@ void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out);
  * in the network (natively or as an allreduce there): for the benchmarks. */
 int host_coll_last_in_net(void);
 
+/* The per-thread buffer of the collectives run as allreduces in the
+ * network: at least len bytes (zeroed when zero), NULL when out of
+ * memory; host_coll_emu_done() at the end of the call gives back one
+ * larger than the few pages kept between calls. The buffer is freed when
+ * its thread exits, or by host_coll_emu_release() (incoll_finalize, for
+ * the calling thread). host_coll_emu_held(): the bytes all threads'
+ * buffers hold now (for tests). */
+void *host_coll_emu_get(size_t len, int zero);
+void host_coll_emu_done(void);
+void host_coll_emu_release(void);
+size_t host_coll_emu_held(void);
+
 /*
  * 1 when a member of comm may return early from coll (count: elements of
  * a reduce, bytes per rank otherwise): comm is usable and its group runs

@@ -311,7 +311,7 @@ void host_sync_kick(incoll_ctx_h ctx)
     if (poke) {
         uint64_t one = 1;
         if (write(s->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-            incoll_debug("sync: eventfd write: %s", strerror(errno));
+            incoll_debug("sync: eventfd write: %s", log_strerror(errno));
     }
 }
 
@@ -362,7 +362,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
     if (ret > 0 && (all[n].revents & POLLIN)) {
         uint64_t v;
         if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-            incoll_debug("sync: eventfd read: %s", strerror(errno));
+            incoll_debug("sync: eventfd read: %s", log_strerror(errno));
         ret--;
     }
     for (int i = 0; i < n; i++)
@@ -388,7 +388,7 @@ incoll_status_t host_sync_create(incoll_ctx_h ctx)
         return INCOLL_ERR_NO_MEMORY;
     s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (s->wakefd < 0) {
-        incoll_error("init: eventfd: %s", strerror(errno));
+        incoll_error("init: eventfd: %s", log_strerror(errno));
         free(s);
         return INCOLL_ERR_IO;
     }
@@ -593,7 +593,7 @@ static int ensure_thread(incoll_comm_h comm)
             incoll_error("requests: cannot start the thread of a "
                          "communicator: %s; its nonblocking collectives "
                          "fail and its blocking ones do not return early",
-                         strerror(ret));
+                         log_strerror(ret));
         q->thread_said = 1;
         return 0; /* its requests then fail (thread_wake) */
     }
@@ -818,7 +818,7 @@ static void *thread_main(void *arg)
      * (root or CAP_SYS_NICE) it runs at a higher priority. */
     if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), -10) != 0)
         incoll_debug("requests: thread priority unchanged: %s",
-                     strerror(errno));
+                     log_strerror(errno));
     host_lock(ctx);
     for (;;) {
         incoll_req_h r = q->head;

@@ -119,12 +119,12 @@ incoll_status_t host_shm_create(const char *name, int nlocal, int nbuf,
           (size_t)nbuf * (size_t)(nlocal + 1) * slot_stride(slot_bytes);
     fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) {
-        incoll_error("hier: shm_open %s: %s", name, strerror(errno));
+        incoll_error("hier: shm_open %s: %s", name, log_strerror(errno));
         return INCOLL_ERR_IO;
     }
     if (ftruncate(fd, (off_t)len) != 0) {
         incoll_error("hier: ftruncate %s to %zu bytes: %s", name, len,
-                     strerror(errno));
+                     log_strerror(errno));
         close(fd);
         shm_unlink(name);
         return INCOLL_ERR_NO_MEMORY;
@@ -133,7 +133,7 @@ incoll_status_t host_shm_create(const char *name, int nlocal, int nbuf,
     close(fd);
     if (map == MAP_FAILED) {
         incoll_error("hier: mmap %s (%zu bytes): %s", name, len,
-                     strerror(errno));
+                     log_strerror(errno));
         shm_unlink(name);
         return INCOLL_ERR_NO_MEMORY;
     }
@@ -170,7 +170,7 @@ incoll_status_t host_shm_attach(const char *name, int idx, host_shm_t **shm_p)
 
     fd = shm_open(name, O_RDWR | O_CLOEXEC, 0600);
     if (fd < 0) {
-        incoll_error("hier: shm_open %s: %s", name, strerror(errno));
+        incoll_error("hier: shm_open %s: %s", name, log_strerror(errno));
         return INCOLL_ERR_IO;
     }
     if (fstat(fd, &st) != 0 || (size_t)st.st_size < data_off()) {
@@ -182,7 +182,7 @@ incoll_status_t host_shm_attach(const char *name, int idx, host_shm_t **shm_p)
                0);
     close(fd);
     if (map == MAP_FAILED) {
-        incoll_error("hier: mmap %s: %s", name, strerror(errno));
+        incoll_error("hier: mmap %s: %s", name, log_strerror(errno));
         return INCOLL_ERR_NO_MEMORY;
     }
     hdr = map;
@@ -208,7 +208,7 @@ incoll_status_t host_shm_attach(const char *name, int idx, host_shm_t **shm_p)
 void host_shm_unlink(const char *name)
 {
     if (shm_unlink(name) != 0 && errno != ENOENT)
-        incoll_warn("hier: shm_unlink %s: %s", name, strerror(errno));
+        incoll_warn("hier: shm_unlink %s: %s", name, log_strerror(errno));
 }
 
 void host_shm_detach(host_shm_t *shm)
@@ -230,16 +230,6 @@ void *host_shm_slot(host_shm_t *shm, int buf, int idx)
 void *host_shm_result(host_shm_t *shm, int buf)
 {
     return host_shm_slot(shm, buf, (int)shm->hdr->nlocal);
-}
-
-size_t host_shm_slot_bytes(const host_shm_t *shm)
-{
-    return shm->hdr->slot_bytes;
-}
-
-int host_shm_nlocal(const host_shm_t *shm)
-{
-    return (int)shm->hdr->nlocal;
 }
 
 int host_shm_nbuf(const host_shm_t *shm)

@@ -53,8 +53,6 @@ void host_shm_detach(host_shm_t *shm);
  * buffer) and the result slot, for pipeline buffer buf. */
 void *host_shm_slot(host_shm_t *shm, int buf, int idx);
 void *host_shm_result(host_shm_t *shm, int buf);
-size_t host_shm_slot_bytes(const host_shm_t *shm);
-int host_shm_nlocal(const host_shm_t *shm);
 /* Pipeline buffers (segments in flight between the members and the
  * leader), as the leader made them. */
 int host_shm_nbuf(const host_shm_t *shm);

@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"
+#include "common/hashtab.h"
 #include "common/log.h"
 #include "mgr/mgr_core.h"
 #include "mgr/mgr_http.h"
@@ -237,39 +238,55 @@ static void rate_warn(ratelog_t *rl, const char *fmt, ...)
 
 /* ---- unauthenticated connections, by age and by address ---- */
 
-static uint32_t src_hash(const mgr_t *m, uint32_t ip)
+/* The table of source addresses (src/common/hashtab.h): a fixed number
+ * of slots, more than twice the unauthenticated connections allowed; an
+ * empty slot has count 0. */
+static uint64_t src_hash(const void *rec, const void *arg)
 {
-    return (ip * 2654435761u) & (m->src_cap - 1);
+    (void)arg;
+    return ((const src_t *)rec)->ip * 2654435761u;
+}
+
+static int src_empty(const void *rec)
+{
+    return ((const src_t *)rec)->count == 0;
+}
+
+static void src_clear(void *rec)
+{
+    ((src_t *)rec)->count = 0;
+}
+
+static int src_eq(const void *rec, const void *key)
+{
+    return ((const src_t *)rec)->ip == *(const uint32_t *)key;
+}
+
+static hashtab_t src_tab(mgr_t *m)
+{
+    return (hashtab_t){.slots = m->src,
+                       .esz = sizeof(src_t),
+                       .cap = m->src_cap,
+                       .hash = src_hash,
+                       .empty = src_empty,
+                       .clear = src_clear};
 }
 
 /* The entry of ip, or the free one where it would go. */
 static src_t *src_slot(mgr_t *m, uint32_t ip)
 {
-    uint32_t i = src_hash(m, ip);
-    while (m->src[i].count && m->src[i].ip != ip)
-        i = (i + 1) & (m->src_cap - 1);
-    return &m->src[i];
+    hashtab_t t = src_tab(m);
+    src_t key = {.ip = ip};
+    return hashtab_slot(&t, src_hash(&key, NULL), src_eq, &ip);
 }
 
-/* Frees entry i of the table: entries after it whose home is not between
- * it and them move up, so that no lookup stops short (linear probing's
- * deletion). */
-static void src_delete(mgr_t *m, uint32_t i)
+/* Frees entry e of the table (the entries after it that would no longer
+ * be found move up). */
+static void src_delete(mgr_t *m, src_t *e)
 {
-    uint32_t j = i, mask = m->src_cap - 1;
-    m->src[i].count = 0;
-    for (;;) {
-        uint32_t k;
-        j = (j + 1) & mask;
-        if (m->src[j].count == 0)
-            return;
-        k = src_hash(m, m->src[j].ip);
-        if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
-            continue;
-        m->src[i] = m->src[j];
-        m->src[j].count = 0;
-        i = j;
-    }
+    hashtab_t t = src_tab(m);
+    t.n = 1;
+    hashtab_delete(&t, e);
 }
 
 static void over_add(mgr_t *m, uint32_t ip)
@@ -349,7 +366,7 @@ static void unauth_del(mgr_t *m, conn_t *c)
     if (--e->count == m->src_share)
         over_del(m, e->ip);
     if (e->count == 0)
-        src_delete(m, (uint32_t)(e - m->src));
+        src_delete(m, e);
 }
 
 /* Sets the share of an address from the bound of unauthenticated

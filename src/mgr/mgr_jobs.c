@@ -7,6 +7,7 @@
  */
 #include "mgr/mgr_state.h"
 
+#include "common/hashtab.h"
 #include "common/log.h"
 
 #include <inttypes.h>
@@ -439,35 +440,57 @@ static void job_free(mgr_core_t *m, job_t *j)
     m->njobs--;
 }
 
-/* ---- ranks: open addressing on the rank number ---- */
+/* ---- ranks: a hash table on the rank number (src/common/hashtab.h) ----
+ * job_t keeps the table's slots, size and count itself (tab, cap, nrec:
+ * other files walk the slots); rank_tab() is the table over them. */
 
-static uint32_t slot_of(const job_t *j, int rank)
+static uint64_t rank_hash(const void *rec, const void *arg)
 {
-    return ((uint32_t)rank * 2654435761u) & (j->cap - 1);
+    (void)arg;
+    return (uint32_t)((const rank_t *)rec)->rank * 2654435761u;
+}
+
+static int rank_empty(const void *rec)
+{
+    return ((const rank_t *)rec)->rank < 0;
+}
+
+static void rank_clear(void *rec)
+{
+    ((rank_t *)rec)->rank = -1;
+}
+
+static int rank_eq(const void *rec, const void *key)
+{
+    return ((const rank_t *)rec)->rank == *(const int *)key;
+}
+
+static hashtab_t rank_tab(const job_t *j)
+{
+    return (hashtab_t){.slots = j->tab,
+                       .esz = sizeof(rank_t),
+                       .cap = j->cap,
+                       .n = j->nrec,
+                       .hash = rank_hash,
+                       .empty = rank_empty,
+                       .clear = rank_clear};
 }
 
 rank_t *mgr_rank_find(const job_t *j, int rank)
 {
-    if (j->cap == 0)
-        return NULL;
-    for (uint32_t i = slot_of(j, rank);; i = (i + 1) & (j->cap - 1)) {
-        if (j->tab[i].rank == rank)
-            return &j->tab[i];
-        if (j->tab[i].rank < 0)
-            return NULL;
-    }
+    hashtab_t t = rank_tab(j);
+    rank_t key = {.rank = rank};
+    return hashtab_find(&t, rank_hash(&key, NULL), rank_eq, &rank);
 }
 
 /* Puts rk (a record of another table, or a fresh one) into j's table,
  * which has room. */
 static rank_t *rank_put(job_t *j, const rank_t *rk)
 {
-    uint32_t i = slot_of(j, rk->rank);
-    while (j->tab[i].rank >= 0)
-        i = (i + 1) & (j->cap - 1);
-    j->tab[i] = *rk;
-    j->nrec++;
-    return &j->tab[i];
+    hashtab_t t = rank_tab(j);
+    rank_t *r = hashtab_put(&t, rk);
+    j->nrec = t.n;
+    return r;
 }
 
 /* Rebuilds j's table with cap entries, keeping the records keep() keeps
@@ -489,11 +512,13 @@ static int rank_rebuild(mgr_core_t *m, job_t *j, uint32_t cap,
         snprintf(why, whylen, "out of memory");
         return -1;
     }
-    for (uint32_t i = 0; i < cap; i++)
-        tab[i].rank = -1;
-    j->tab = tab;
-    j->cap = cap;
-    j->nrec = 0;
+    {
+        hashtab_t t = rank_tab(j);
+        hashtab_swap(&t, tab, cap); /* every slot empty */
+        j->tab = tab;
+        j->cap = cap;
+        j->nrec = 0;
+    }
     for (uint32_t i = 0; i < oldcap; i++) {
         if (old[i].rank < 0)
             continue;
@@ -519,7 +544,8 @@ rank_t *mgr_rank_get(mgr_core_t *m, job_t *j, int rank, char *why,
     rank_t *rk = mgr_rank_find(j, rank), fresh;
     if (rk)
         return rk;
-    if ((j->nrec + 1) * 2 > j->cap &&
+    hashtab_t t = rank_tab(j);
+    if (hashtab_full(&t) &&
         rank_rebuild(m, j, j->cap ? j->cap * 2 : RANK_TAB_MIN, NULL, why,
                      whylen) != 0)
         return NULL;

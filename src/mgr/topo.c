@@ -4,6 +4,7 @@
  */
 #include "mgr/topo.h"
 
+#include "common/hashtab.h"
 #include "common/kvline.h"
 
 #include <arpa/inet.h>
@@ -120,64 +121,87 @@ int topo_find_host(const topo_t *topo, const char *name)
 }
 
 /*
- * Name lookup during parsing and building: open addressing over indexes
- * into a caller's array, so files with many thousands of hosts load in
- * linear time.
+ * Name lookup during parsing and building: a hash table
+ * (src/common/hashtab.h) of indexes into a caller's array, so files with
+ * many thousands of hosts load in linear time.
  */
 typedef struct {
-    int *slot;    /* index + 1; 0 = empty */
-    uint32_t cap; /* power of two */
-    uint32_t n;
+    hashtab_t t; /* slots: int, the index + 1; 0 = empty */
+    const char *(*get)(const void *, int); /* the name of entry i */
+    const void *arg;
 } name_index_t;
 
-static uint32_t name_hash(const char *s)
+static uint64_t ix_hash(const void *rec, const void *arg)
 {
-    uint32_t h = 2166136261u;
-    while (*s)
-        h = (h ^ (uint8_t)*s++) * 16777619u;
-    return h;
+    const name_index_t *ix = arg;
+    return hashtab_str(ix->get(ix->arg, *(const int *)rec - 1));
+}
+
+static int ix_empty(const void *rec)
+{
+    return *(const int *)rec == 0;
+}
+
+static void ix_clear(void *rec)
+{
+    *(int *)rec = 0;
+}
+
+struct ix_key {
+    const name_index_t *ix;
+    const char *name;
+};
+
+static int ix_eq(const void *rec, const void *key)
+{
+    const struct ix_key *k = key;
+    return strcmp(k->ix->get(k->ix->arg, *(const int *)rec - 1), k->name) == 0;
+}
+
+static void ix_setup(name_index_t *ix, const char *(*get)(const void *, int),
+                     const void *arg)
+{
+    ix->get = get;
+    ix->arg = arg;
+    ix->t.esz = sizeof(int);
+    ix->t.hash = ix_hash;
+    ix->t.empty = ix_empty;
+    ix->t.clear = ix_clear;
+    ix->t.arg = ix;
 }
 
 /* Finds name; get(arg, i) returns the name of entry i. -1 if absent. */
-static int index_find(const name_index_t *ix, const char *name,
+static int index_find(name_index_t *ix, const char *name,
                       const char *(*get)(const void *, int), const void *arg)
 {
-    if (ix->cap == 0)
-        return -1;
-    for (uint32_t i = name_hash(name) & (ix->cap - 1);;
-         i = (i + 1) & (ix->cap - 1)) {
-        if (ix->slot[i] == 0)
-            return -1;
-        if (strcmp(get(arg, ix->slot[i] - 1), name) == 0)
-            return ix->slot[i] - 1;
-    }
+    struct ix_key k = {ix, name};
+    const int *rec;
+    ix_setup(ix, get, arg);
+    rec = hashtab_find(&ix->t, hashtab_str(name), ix_eq, &k);
+    return rec ? *rec - 1 : -1;
 }
 
+/* Adds entry idx, whose name is not there yet. 0, or -1 out of memory. */
 static int index_add(name_index_t *ix, const char *name, int idx,
                      const char *(*get)(const void *, int), const void *arg)
 {
-    if ((ix->n + 1) * 2 > ix->cap) {
-        uint32_t ncap = ix->cap ? ix->cap * 2 : 64;
-        int *ns = calloc(ncap, sizeof(*ns));
+    struct ix_key k = {ix, name};
+    int *slot;
+    ix_setup(ix, get, arg);
+    if (hashtab_full(&ix->t)) {
+        uint32_t oldcap = ix->t.cap, ncap = oldcap ? oldcap * 2 : 64;
+        int *ns = malloc(ncap * sizeof(*ns)), *old;
         if (ns == NULL)
             return -1;
-        for (uint32_t i = 0; i < ix->cap; i++) {
-            if (ix->slot[i] == 0)
-                continue;
-            uint32_t j = name_hash(get(arg, ix->slot[i] - 1)) & (ncap - 1);
-            while (ns[j])
-                j = (j + 1) & (ncap - 1);
-            ns[j] = ix->slot[i];
-        }
-        free(ix->slot);
-        ix->slot = ns;
-        ix->cap = ncap;
+        old = hashtab_swap(&ix->t, ns, ncap);
+        for (uint32_t i = 0; i < oldcap; i++)
+            if (old[i])
+                hashtab_put(&ix->t, &old[i]);
+        free(old);
     }
-    uint32_t j = name_hash(name) & (ix->cap - 1);
-    while (ix->slot[j])
-        j = (j + 1) & (ix->cap - 1);
-    ix->slot[j] = idx + 1;
-    ix->n++;
+    slot = hashtab_slot(&ix->t, hashtab_str(name), ix_eq, &k);
+    *slot = idx + 1;
+    hashtab_added(&ix->t);
     return 0;
 }
 
@@ -810,8 +834,8 @@ static incoll_status_t parse_text(const char *text, size_t len,
     free(ps.links);
     free(ps.hostleaf);
     free(ps.sw_line);
-    free(ps.sw_ix.slot);
-    free(ps.host_ix.slot);
+    free(ps.sw_ix.t.slots);
+    free(ps.host_ix.t.slots);
     if (status != INCOLL_OK)
         topo_free(topo);
     return status;

@@ -24,6 +24,7 @@
  * the file can grow.
  */
 #include "sim/sim.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -105,7 +106,7 @@ int sim_calib_load(const char *path, sim_calib_t *c, char *err, size_t errlen)
     int lineno = 0, agg_nsrc = 0, host_nsrc = 0;
 
     if (f == NULL) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: %s", path, log_strerror(errno));
         return -1;
     }
     while (fgets(line, sizeof(line), f)) {

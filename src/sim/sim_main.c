@@ -508,7 +508,7 @@ static int write_platform(const opts_t *o, const fabric_conf_t *conf, int p2p,
     int ret;
     if (f == NULL) {
         fprintf(stderr, "incoll-sim: cannot write %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     ret = sim_platform_write(f, conf, o->cfg.link_Bps, o->cfg.link_lat_s,
@@ -929,7 +929,7 @@ static int write_csv(const char *path, const sim_result_t *rows, int n)
     FILE *f = fopen(path, "w");
     if (f == NULL) {
         fprintf(stderr, "incoll-sim: cannot write %s: %s\n", path,
-                strerror(errno));
+                log_strerror(errno));
         return -1;
     }
     fprintf(f,
@@ -1094,7 +1094,7 @@ static int cmd_platform(opts_t *o)
         FILE *f = fopen(o->hostfile, "w");
         if (f == NULL) {
             fprintf(stderr, "incoll-sim: cannot write %s: %s\n", o->hostfile,
-                    strerror(errno));
+                    log_strerror(errno));
             return 1;
         }
         for (int r = 0; r < conf.nhosts; r++)

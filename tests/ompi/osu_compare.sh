@@ -18,7 +18,7 @@ for r in $(seq "$rounds"); do
         case $cfg in
         component) OMPI_MCA_mca_base_component_path=$path \
                    "$bin/incoll" mpirun -n "$np" --fabric "$dir" --no-preload --timeout 600 -- "$prog" "$max" "$iters" ;;
-        layer)     "$bin/incoll" mpirun -n "$np" --fabric "$dir" --timeout 600 -- "$prog" "$max" "$iters" ;;
+        layer)     "$bin/incoll" mpirun --layer pmpi -n "$np" --fabric "$dir" --timeout 600 -- "$prog" "$max" "$iters" ;;
         ompi)      OMPI_MCA_coll_incoll_enable=0 \
                    "$bin/incoll" mpirun -n "$np" --fabric "$dir" --no-preload --timeout 600 -- "$prog" "$max" "$iters" ;;
         esac 2>&1 | awk -v c=$cfg -v st="$stat" '/^osu_coll: ok/ {ok=1} /avg_us/ {for (i = 4; i < NF; i++) if ($i == st) print c, $2, $3, $(i + 1)} END {if (!ok) print c, "FAILED"}' | tee -a "$out"
