@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -337,6 +338,96 @@ TEST_LIMIT(integ_ops_prometheus, TEST_INTEG, 120)
         return test_skip("prometheus is not installed "
                          "(scripts/install-deps.sh)");
     r = prometheus_body();
+    stop_all();
+    last_fab_down();
+    return r;
+}
+
+/*
+ * Where a job's collectives ran: a job runs allreduces and broadcasts in
+ * the network and allreduces with a host-based algorithm it asked for;
+ * while it lives the manager's metrics and `incoll stat` say exactly how
+ * many ran where and why (promtool has nothing to say about them); when
+ * it ends its series go.
+ */
+static int usage_body(void)
+{
+    fab_t f;
+    proc_t job;
+    char hold[PATH_MAX], *om = NULL, *pr, *text;
+    double end;
+    int ok = 0;
+    static const char *const other[] = {"no_manager", "refused", "group_failed",
+                                        "unsupported"};
+
+    CHECK(fab_up(&f, "usage") == 0);
+    snprintf(hold, sizeof(hold), "%s/usage.hold", test_tmpdir());
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=usejob '%s/incoll' run -n 4 --fabric '%s' "
+                     "-- '%s/usage_check' --net 5 --sw 3 --bcast 2 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"usejob\","
+                              "where=\"software\"}") == 3;
+    }
+    CHECK_MSG(ok, "the job's software operations never showed:\n%s",
+              om ? om : "");
+    CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"usejob\","
+                         "where=\"network\"}") == 7,
+              "%s", om);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"usejob\","
+                     "reason=\"requested\"}") == 3);
+    for (int i = 0; i < 4; i++) {
+        char name[160];
+        snprintf(name, sizeof(name),
+                 "incoll_job_fallbacks_total{job=\"usejob\",reason=\"%s\"}",
+                 other[i]);
+        CHECK_MSG(metric(om, name) == 0, "%s", name);
+    }
+    CHECK(metric(om, "incoll_manager_usage_refused_total") == 0);
+    CHECK(metric(om, "incoll_manager_usage_reports_total") >= 1);
+    pr = get_metrics(&f, 0);
+    CHECK(pr && promtool(pr, "usage") == 0);
+    free(pr);
+    text = stat_text(&f, 0);
+    CHECK_MSG(strstr(text, "usage job=usejob network=7 software=3 "
+                           "no_manager=0 refused=0 group_failed=0 "
+                           "unsupported=0 requested=3\n"),
+              "%s", text);
+    free(text);
+    free(om);
+    /* The job ends: its series go with it. */
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    CHECK_MSG(strstr(job.out, "offloaded 1 why"), "%s", job.out);
+    free(job.out);
+    end = now_s() + 10;
+    ok = 0;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        om = get_metrics(&f, 1);
+        ok = om && strstr(om, "job=\"usejob\"") == NULL;
+        free(om);
+    }
+    CHECK_MSG(ok, "the ended job's series stayed");
+    return TEST_PASSED;
+}
+
+TEST_LIMIT(integ_ops_usage, TEST_INTEG, 90)
+{
+    int r;
+    if (!mgr_http_available())
+        return test_skip("libmicrohttpd-dev is not installed "
+                         "(scripts/install-deps.sh)");
+    if (!have("/usr/bin/promtool"))
+        return test_skip("prometheus is not installed "
+                         "(scripts/install-deps.sh)");
+    r = usage_body();
     stop_all();
     last_fab_down();
     return r;

@@ -791,8 +791,12 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     }
     v[2 * comm->rank] = (uint64_t)(int64_t)color;
     v[2 * comm->rank + 1] = (uint64_t)(int64_t)key;
+    /* The library's own exchange: not one of the job's collectives
+     * (host_usage_begin: not the outermost call). */
+    host_usage_begin();
     status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
                               INCOLL_UINT64, INCOLL_OP_BOR);
+    host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
                      incoll_status_string(status));
