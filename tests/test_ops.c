@@ -415,6 +415,45 @@ static int usage_body(void)
         free(om);
     }
     CHECK_MSG(ok, "the ended job's series stayed");
+    /* A job that expects offload and gets none: its communicators ask for
+     * more slots than any AN has, the manager refuses their groups, and
+     * every collective runs in software for that reason. */
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=nogroup INCOLL_GROUP_SLOTS=65535 "
+                     "'%s/incoll' run -n 4 --fabric '%s' -- "
+                     "'%s/usage_check' --net 2 --sw 1 --bcast 1 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    ok = 0;
+    om = NULL;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"nogroup\","
+                              "where=\"software\"}") == 4;
+    }
+    CHECK_MSG(ok, "the refused job's operations never showed:\n%s",
+              om ? om : "");
+    CHECK(metric(om, "incoll_job_operations_total{job=\"nogroup\","
+                     "where=\"network\"}") == 0);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"nogroup\","
+                     "reason=\"refused\"}") == 3);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"nogroup\","
+                     "reason=\"requested\"}") == 1);
+    CHECK_MSG(metric(om, "incoll_job_groups_refused_total{job=\"nogroup\","
+                         "reason=\"fabric\"}") +
+                      metric(om, "incoll_job_groups_refused_total{job="
+                                 "\"nogroup\",reason=\"quota\"}") >=
+                  1,
+              "%s", om);
+    free(om);
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    CHECK_MSG(strstr(job.out, "offloaded 0 why no fabric group"), "%s",
+              job.out);
+    free(job.out);
     return TEST_PASSED;
 }
 

@@ -46,7 +46,8 @@ static int sum(incoll_comm_h c, int rank, int size, incoll_algo_t algo, int i)
     for (int k = 0; k < 4; k++) {
         want = (int64_t)size * (size - 1) / 2 + (int64_t)size * (k + i);
         if (v[k] != want) {
-            fprintf(stderr, "usage_check: rank %d: element %d is %lld, not %lld\n",
+            fprintf(stderr,
+                    "usage_check: rank %d: element %d is %lld, not %lld\n",
                     rank, k, (long long)v[k], (long long)want);
             return 1;
         }
@@ -103,8 +104,10 @@ int main(int argc, char **argv)
             if (v[k] != (uint32_t)(k * 31 + i))
                 ret = 1;
     }
-    if (crank == 0)
-        printf("offloaded %d why %s\n", incoll_comm_offloaded(c, &why), why);
+    if (crank == 0) {
+        int off = incoll_comm_offloaded(c, &why);
+        printf("offloaded %d why %s\n", off, off ? "" : why);
+    }
     incoll_comm_destroy(c);
     fflush(stdout);
     for (int t = 0; hold && t < 600 && access(hold, F_OK) != 0; t++) {
