@@ -572,6 +572,19 @@ static int load_body(void)
                       "%s", name);
         }
         CHECK(metric(om, "incoll_manager_jobs") == 2);
+        /* Where the jobs' collectives ran: never behind the stat. */
+        for (int i = 0; i < 2; i++) {
+            static const char *const jobs[] = {"loadA", "loadB"};
+            char pre[64], name[128];
+            snprintf(pre, sizeof(pre), "usage job=%s ", jobs[i]);
+            snprintf(name, sizeof(name),
+                     "incoll_job_operations_total{job=\"%s\",where="
+                     "\"network\"}",
+                     jobs[i]);
+            CHECK_MSG(metric(om, name) >=
+                          (double)mgr_tool_stat_value(text, pre, "network"),
+                      "%s", name);
+        }
         free(text);
         free(om);
         sleep_s(0.3);

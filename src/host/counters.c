@@ -49,6 +49,7 @@ struct host_usage {
     uint64_t ops_net;
     uint64_t ops_sw;
     uint64_t fb[MGR_FB_COUNT];
+    uint64_t period_ns; /* INCOLL_USAGE_MS, read once */
 };
 
 /* Collectives in progress on this thread (nested: one running as
@@ -81,18 +82,21 @@ static void count(incoll_comm_h comm, int reason)
 
     if (comm->rank != 0 || comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
         return;
-    if (u == NULL && (u = comm->usage = calloc(1, sizeof(*u))) == NULL)
-        return;
+    if (u == NULL) {
+        if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
+            return;
+        u->period_ns = usage_period_ns();
+    }
     if (reason < 0) {
         u->ops_net++;
     } else {
         u->ops_sw++;
         u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED]++;
     }
-    period = usage_period_ns();
-    now = host_now_ns();
+    period = u->period_ns;
     if (period == 0)
         return;
+    now = host_now_ns();
     if (comm->ctx->usage_due_ns == 0)
         comm->ctx->usage_due_ns = now + period;
     else if (now >= comm->ctx->usage_due_ns)
@@ -150,8 +154,11 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         for (incoll_comm_h c = only ? only : ctx->comms; c;
              c = only ? NULL : c->next) {
             for (uint16_t i = 0; i < n; i++)
-                if (c->usage && e[i].comm == host_comm_id(c))
+                if (c->usage && e[i].comm == host_comm_id(c)) {
+                    uint64_t period = c->usage->period_ns;
                     memset(c->usage, 0, sizeof(*c->usage));
+                    c->usage->period_ns = period;
+                }
         }
     }
     free(e);
