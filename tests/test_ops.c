@@ -454,6 +454,35 @@ static int usage_body(void)
     CHECK_MSG(strstr(job.out, "offloaded 0 why no fabric group"), "%s",
               job.out);
     free(job.out);
+    /* Two ranks per host: the allreduces go through the hosts' leaders
+     * and count once each, where the leaders ran them. */
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=hierjob '%s/incoll' run -n 4 --ppn 2 "
+                     "--fabric '%s' -- '%s/usage_check' --net 3 --sw 2 "
+                     "--bcast 1 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    ok = 0;
+    om = NULL;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"hierjob\","
+                              "where=\"software\"}") == 2;
+    }
+    CHECK_MSG(ok, "the hierarchical job's operations never showed:\n%s",
+              om ? om : "");
+    CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"hierjob\","
+                         "where=\"network\"}") == 4,
+              "%s", om);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"hierjob\","
+                     "reason=\"requested\"}") == 2);
+    free(om);
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    free(job.out);
     return TEST_PASSED;
 }
 
