@@ -321,6 +321,25 @@ static int prometheus_body(void)
                    &body, type, sizeof(type)) == 200);
     CHECK_MSG(strstr(body, "\"an\":\"root\""), "%s", body);
     free(body);
+    /* Where the job's collectives ran, with the job's name beside the
+     * scrape job's (Prometheus keeps both: exported_job). */
+    end = now_s() + 10;
+    st = 0;
+    body = NULL;
+    while (!st && now_s() < end) {
+        free(body);
+        body = NULL;
+        st = http_get(0x7f000001u, pport,
+                      "/api/v1/query?query=incoll_job_operations_total", NULL,
+                      &body, type, sizeof(type)) == 200 &&
+             strstr(body, "\"exported_job\":\"promjob\"") &&
+             strstr(body, "\"where\":\"network\"");
+        if (!st)
+            sleep_s(0.5);
+    }
+    CHECK_MSG(st, "Prometheus never had incoll_job_operations_total: %s",
+              body ? body : "");
+    free(body);
     CHECK(proc_wait(&job) == 0);
     free(job.out);
     free(om);
