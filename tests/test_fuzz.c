@@ -368,7 +368,7 @@ TEST(fuzz_wire_ep, TEST_UNIT)
 TEST(fuzz_mgr_proto, TEST_UNIT)
 {
     mgr_wbuf_t seed[FUZZ_MGR_SEEDS] = {{0}};
-    static const int decoder_of[FUZZ_MGR_SEEDS] = {0, 1, 2, 3, 4, 4};
+    static const int decoder_of[FUZZ_MGR_SEEDS] = {0, 1, 2, 3, 4, 4, 5};
     uint8_t buf[1024];
     uint64_t rng = 0x5eed0003;
     unsigned accepted;

@@ -651,3 +651,158 @@ TEST(mgr_core_tombstone, TEST_UNIT)
 {
     RUN_BODY(tombstone_body);
 }
+
+/* A usage report from host h: one entry for comm and group. */
+static void send_usage(fab_t *f, int h, uint64_t comm, uint32_t group,
+                       uint64_t net, uint64_t requested, uint64_t refused)
+{
+    mgr_usage_entry_t e = {0};
+    mgr_wbuf_t w = {0};
+    e.comm = comm;
+    e.group = group;
+    e.ops_net = net;
+    e.ops_sw = requested + refused;
+    e.fb[MGR_FB_REQUESTED] = requested;
+    e.fb[MGR_FB_REFUSED] = refused;
+    mgr_enc_usage(&w, &e, 1);
+    mgrnet_host_send_raw(f->net, h, MGR_USAGE, w.buf, w.len);
+    mgr_wbuf_free(&w);
+}
+
+/* The value of the sample line "sample value" in a metrics text, or -1. */
+static double sample_of(const char *text, const char *sample)
+{
+    size_t n = strlen(sample);
+    for (const char *p = text; p && *p;
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strncmp(p, sample, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+/*
+ * Where a job's collectives ran: reports add up per job and per group in
+ * `incoll stat` and the metrics; a malformed report and one for another
+ * job's group are refused, counted and change nothing; the group's series
+ * go with the group, the job's with the job.
+ */
+static int usage_body(fab_t *f)
+{
+    mgr_core_t *core;
+    char *stat, *om, want[256];
+    int other;
+    mgr_wbuf_t w = {0};
+
+    f->net = NULL;
+    if (fab_up(f, NULL, 1) != 0)
+        return TEST_FAILED;
+    core = mgrnet_core(f->net);
+    other = mgrnet_host_add(f->net, "other", 0, 2, "h0");
+    mgrnet_host_join(f->net, other);
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(host(f, 0).errors, 0);
+    /* Two reports of rank 0 (the group's comm), one of a software-only
+     * communicator (no group). */
+    send_usage(f, f->h[0], COMM, f->group, 5, 2, 0);
+    send_usage(f, f->h[0], COMM, f->group, 3, 0, 1);
+    send_usage(f, f->h[0], 0x99, 0, 0, 0, 4);
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(host(f, 0).errors, 0);
+    stat = mgr_core_stat_text(core, mgrnet_now(f->net));
+    CHECK(stat != NULL);
+    CHECK_MSG(strstr(stat, "usage job=job network=8 software=7 no_manager=0 "
+                           "refused=5 group_failed=0 unsupported=0 "
+                           "requested=2\n") != NULL,
+              "%s", stat);
+    snprintf(want, sizeof(want),
+             "usage group=%u job=job network=8 software=3 no_manager=0 "
+             "refused=1 group_failed=0 unsupported=0 requested=2\n",
+             f->group);
+    CHECK_MSG(strstr(stat, want) != NULL, "%s", stat);
+    CHECK(strstr(stat, "usage_reports=3 usage_refused=0") != NULL);
+    free(stat);
+    om = mgr_core_metrics_text(core, mgrnet_now(f->net), 1);
+    CHECK(om != NULL);
+    CHECK(sample_of(om, "incoll_job_operations_total{job=\"job\",where="
+                        "\"network\"}") == 8);
+    CHECK(sample_of(om, "incoll_job_operations_total{job=\"job\",where="
+                        "\"software\"}") == 7);
+    CHECK(sample_of(om, "incoll_job_fallbacks_total{job=\"job\",reason="
+                        "\"refused\"}") == 5);
+    CHECK(sample_of(om, "incoll_job_operations_total{job=\"other\",where="
+                        "\"network\"}") == 0);
+    snprintf(want, sizeof(want),
+             "incoll_group_operations_total{group=\"%u\",job=\"job\","
+             "where=\"network\"}",
+             f->group);
+    CHECK(sample_of(om, want) == 8);
+    snprintf(want, sizeof(want),
+             "incoll_group_fallbacks_total{group=\"%u\",job=\"job\","
+             "reason=\"requested\"}",
+             f->group);
+    CHECK(sample_of(om, want) == 2);
+    free(om);
+    /* Malformed: fallbacks that do not add up; a truncated body. */
+    mgr_w_u16(&w, 1);
+    mgr_w_u8(&w, MGR_FB_COUNT);
+    mgr_w_u64(&w, COMM);
+    mgrnet_host_send_raw(f->net, f->h[1], MGR_USAGE, w.buf, w.len);
+    mgr_wbuf_free(&w);
+    {
+        mgr_usage_entry_t e = {0};
+        e.comm = COMM;
+        e.group = f->group;
+        e.ops_sw = 9;
+        e.fb[MGR_FB_REFUSED] = 1;
+        mgr_enc_usage(&w, &e, 1);
+        mgrnet_host_send_raw(f->net, f->h[1], MGR_USAGE, w.buf, w.len);
+        mgr_wbuf_free(&w);
+    }
+    /* Another job's group (the right comm id, even). */
+    send_usage(f, other, COMM, f->group, 100, 0, 0);
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(host(f, 1).errors, 2);
+    CHECK_EQ_INT(host(f, 1).error_status, INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strstr(host(f, 1).error, "malformed usage: fallback counts"),
+              "%s", host(f, 1).error);
+    {
+        mgrnet_host_view_t v;
+        mgrnet_host_view(f->net, other, &v);
+        CHECK_EQ_INT(v.errors, 1);
+        CHECK_EQ_INT(v.error_status, INCOLL_ERR_INVALID_ARG);
+        CHECK_MSG(strstr(v.error, "is not comm") && strstr(v.error, "of job "
+                                                                    "other"),
+                  "%s", v.error);
+        CHECK_EQ_INT(v.connected, 1);
+    }
+    CHECK_EQ_INT(host(f, 1).connected, 1);
+    stat = mgr_core_stat_text(core, mgrnet_now(f->net));
+    CHECK(strstr(stat, "usage job=job network=8 software=7 ") != NULL);
+    CHECK(strstr(stat, "usage job=other network=0 software=0 ") != NULL);
+    CHECK(strstr(stat, "usage_reports=3 usage_refused=3") != NULL);
+    free(stat);
+    /* The group released: its series go, the job's stay. */
+    for (int i = 0; i < 4; i++)
+        mgrnet_host_release(f->net, f->h[i], COMM, f->group);
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(counts(f).groups, 0);
+    om = mgr_core_metrics_text(core, mgrnet_now(f->net), 1);
+    CHECK(strstr(om, "incoll_group_operations_total{") == NULL);
+    CHECK(sample_of(om, "incoll_job_operations_total{job=\"job\",where="
+                        "\"network\"}") == 8);
+    free(om);
+    /* The job ends: its series go too. */
+    for (int i = 0; i < 4; i++)
+        mgrnet_host_bye(f->net, f->h[i]);
+    mgrnet_run(f->net, 200);
+    om = mgr_core_metrics_text(core, mgrnet_now(f->net), 1);
+    CHECK(strstr(om, "job=\"job\"") == NULL);
+    CHECK(sample_of(om, "incoll_manager_usage_refused_total") == 3);
+    free(om);
+    return TEST_PASSED;
+}
+
+TEST(mgr_core_usage, TEST_UNIT)
+{
+    RUN_BODY(usage_body);
+}

@@ -34,6 +34,7 @@ static int decode_any(const uint8_t *p, size_t n)
     mgr_join_t jn;
     mgr_group_req_t rq;
     mgr_group_info_t gi;
+    mgr_usage_t us;
     const char *why = NULL;
     int ok = 0;
     if (mgr_dec_an_register(p, n, &reg, &why) == INCOLL_OK) {
@@ -47,6 +48,13 @@ static int decode_any(const uint8_t *p, size_t n)
     ok |= (mgr_dec_join(p, n, &jn, &why) == INCOLL_OK) << 2;
     ok |= (mgr_dec_group_req(p, n, &rq, &why) == INCOLL_OK) << 3;
     ok |= (mgr_dec_group_info(p, n, &gi, &why) == INCOLL_OK) << 4;
+    if (mgr_dec_usage(p, n, &us, &why) == INCOLL_OK) {
+        ok |= 1 << 5;
+        for (uint16_t i = 0; i < us.nentries; i++) {
+            mgr_usage_entry_t e;
+            mgr_usage_at(&us, i, &e);
+        }
+    }
     return ok;
 }
 
@@ -465,4 +473,77 @@ TEST(mgr_proto_secret, TEST_UNIT)
     CHECK(strstr(err, "INCOLL_SECRET_FILE") != NULL);
     return TEST_PASSED;
 #endif
+}
+
+/* The usage report: a round trip of two entries, then every field that
+ * must be refused, each named. */
+TEST(mgr_proto_usage, TEST_UNIT)
+{
+    mgr_usage_entry_t e[2] = {{0}};
+    mgr_usage_t u;
+    mgr_usage_entry_t got;
+    mgr_wbuf_t w = {0};
+    const char *why = NULL;
+
+    e[0].comm = 0; /* the world */
+    e[0].group = 7;
+    e[0].ops_net = 10;
+    e[0].ops_sw = 3;
+    e[0].fb[MGR_FB_REQUESTED] = 2;
+    e[0].fb[MGR_FB_UNSUPPORTED] = 1;
+    e[1].comm = 0x1234;
+    e[1].ops_sw = 4;
+    e[1].fb[MGR_FB_REFUSED] = 4;
+    mgr_enc_usage(&w, e, 2);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_OK);
+    CHECK_EQ_INT(u.nentries, 2);
+    CHECK_EQ_INT(u.nreasons, MGR_FB_COUNT);
+    mgr_usage_at(&u, 1, &got);
+    CHECK(memcmp(&got, &e[1], sizeof(got)) == 0);
+    mgr_usage_at(&u, 0, &got);
+    CHECK(memcmp(&got, &e[0], sizeof(got)) == 0);
+    for (size_t n = 0; n < w.len; n++)
+        CHECK(mgr_dec_usage(w.buf, n, &u, &why) == INCOLL_ERR_PROTOCOL);
+    mgr_wbuf_free(&w);
+    CHECK_MSG(strcmp(mgr_fb_name(MGR_FB_REQUESTED), "requested") == 0, "%s",
+              mgr_fb_name(MGR_FB_REQUESTED));
+    CHECK_MSG(strcmp(mgr_fb_name(MGR_FB_COUNT), "unknown") == 0, "%s",
+              mgr_fb_name(MGR_FB_COUNT));
+    CHECK_MSG(strcmp(mgr_msg_name(MGR_USAGE), "usage") == 0, "%s",
+              mgr_msg_name(MGR_USAGE));
+    /* Fallbacks that do not add up to the software operations. */
+    e[0].fb[MGR_FB_REQUESTED] = 3;
+    mgr_enc_usage(&w, e, 1);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strstr(why, "fallback counts") != NULL, "%s", why);
+    mgr_wbuf_free(&w);
+    e[0].fb[MGR_FB_REQUESTED] = 2;
+    /* A count no process makes in one period. */
+    e[0].ops_net = MGR_USAGE_MAX_COUNT + 1;
+    mgr_enc_usage(&w, e, 1);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "operation count") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    e[0].ops_net = 10;
+    /* Nothing to say. */
+    memset(&e[1], 0, sizeof(e[1]));
+    mgr_enc_usage(&w, e, 2);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "empty entry") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    /* No entries; more reasons than this side knows; trailing bytes. */
+    mgr_enc_usage(&w, e, 0);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "entry count") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    mgr_enc_usage(&w, e, 1);
+    w.buf[2] = MGR_FB_COUNT + 1;
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "reason count") == 0, "%s", why);
+    w.buf[2] = MGR_FB_COUNT;
+    mgr_w_u8(&w, 0);
+    CHECK(mgr_dec_usage(w.buf, w.len, &u, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "trailing bytes") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    return TEST_PASSED;
 }

@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -320,6 +321,25 @@ static int prometheus_body(void)
                    &body, type, sizeof(type)) == 200);
     CHECK_MSG(strstr(body, "\"an\":\"root\""), "%s", body);
     free(body);
+    /* Where the job's collectives ran, with the job's name beside the
+     * scrape job's (Prometheus keeps both: exported_job). */
+    end = now_s() + 10;
+    st = 0;
+    body = NULL;
+    while (!st && now_s() < end) {
+        free(body);
+        body = NULL;
+        st = http_get(0x7f000001u, pport,
+                      "/api/v1/query?query=incoll_job_operations_total", NULL,
+                      &body, type, sizeof(type)) == 200 &&
+             strstr(body, "\"exported_job\":\"promjob\"") &&
+             strstr(body, "\"where\":\"network\"");
+        if (!st)
+            sleep_s(0.5);
+    }
+    CHECK_MSG(st, "Prometheus never had incoll_job_operations_total: %s",
+              body ? body : "");
+    free(body);
     CHECK(proc_wait(&job) == 0);
     free(job.out);
     free(om);
@@ -337,6 +357,164 @@ TEST_LIMIT(integ_ops_prometheus, TEST_INTEG, 120)
         return test_skip("prometheus is not installed "
                          "(scripts/install-deps.sh)");
     r = prometheus_body();
+    stop_all();
+    last_fab_down();
+    return r;
+}
+
+/*
+ * Where a job's collectives ran: a job runs allreduces and broadcasts in
+ * the network and allreduces with a host-based algorithm it asked for;
+ * while it lives the manager's metrics and `incoll stat` say exactly how
+ * many ran where and why (promtool has nothing to say about them); when
+ * it ends its series go.
+ */
+static int usage_body(void)
+{
+    fab_t f;
+    proc_t job;
+    char hold[PATH_MAX], *om = NULL, *pr, *text;
+    double end;
+    int ok = 0;
+    static const char *const other[] = {"no_manager", "refused", "group_failed",
+                                        "unsupported"};
+
+    CHECK(fab_up(&f, "usage") == 0);
+    snprintf(hold, sizeof(hold), "%s/usage.hold", test_tmpdir());
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=usejob '%s/incoll' run -n 4 --fabric '%s' "
+                     "-- '%s/usage_check' --net 5 --sw 3 --bcast 2 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"usejob\","
+                              "where=\"software\"}") == 3;
+    }
+    CHECK_MSG(ok, "the job's software operations never showed:\n%s",
+              om ? om : "");
+    CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"usejob\","
+                         "where=\"network\"}") == 7,
+              "%s", om);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"usejob\","
+                     "reason=\"requested\"}") == 3);
+    for (int i = 0; i < 4; i++) {
+        char name[160];
+        snprintf(name, sizeof(name),
+                 "incoll_job_fallbacks_total{job=\"usejob\",reason=\"%s\"}",
+                 other[i]);
+        CHECK_MSG(metric(om, name) == 0, "%s", name);
+    }
+    CHECK(metric(om, "incoll_manager_usage_refused_total") == 0);
+    CHECK(metric(om, "incoll_manager_usage_reports_total") >= 1);
+    pr = get_metrics(&f, 0);
+    CHECK(pr && promtool(pr, "usage") == 0);
+    free(pr);
+    text = stat_text(&f, 0);
+    CHECK_MSG(strstr(text, "usage job=usejob network=7 software=3 "
+                           "no_manager=0 refused=0 group_failed=0 "
+                           "unsupported=0 requested=3\n"),
+              "%s", text);
+    free(text);
+    free(om);
+    /* The job ends: its series go with it. */
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    CHECK_MSG(strstr(job.out, "offloaded 1 why"), "%s", job.out);
+    free(job.out);
+    end = now_s() + 10;
+    ok = 0;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        om = get_metrics(&f, 1);
+        ok = om && strstr(om, "job=\"usejob\"") == NULL;
+        free(om);
+    }
+    CHECK_MSG(ok, "the ended job's series stayed");
+    /* A job that expects offload and gets none: its communicators ask for
+     * more slots than any AN has, the manager refuses their groups, and
+     * every collective runs in software for that reason. */
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=nogroup INCOLL_GROUP_SLOTS=65535 "
+                     "'%s/incoll' run -n 4 --fabric '%s' -- "
+                     "'%s/usage_check' --net 2 --sw 1 --bcast 1 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    ok = 0;
+    om = NULL;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"nogroup\","
+                              "where=\"software\"}") == 4;
+    }
+    CHECK_MSG(ok, "the refused job's operations never showed:\n%s",
+              om ? om : "");
+    CHECK(metric(om, "incoll_job_operations_total{job=\"nogroup\","
+                     "where=\"network\"}") == 0);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"nogroup\","
+                     "reason=\"refused\"}") == 3);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"nogroup\","
+                     "reason=\"requested\"}") == 1);
+    CHECK_MSG(metric(om, "incoll_job_groups_refused_total{job=\"nogroup\","
+                         "reason=\"fabric\"}") +
+                      metric(om, "incoll_job_groups_refused_total{job="
+                                 "\"nogroup\",reason=\"quota\"}") >=
+                  1,
+              "%s", om);
+    free(om);
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    CHECK_MSG(strstr(job.out, "offloaded 0 why no fabric group"), "%s",
+              job.out);
+    free(job.out);
+    /* Two ranks per host: the allreduces go through the hosts' leaders
+     * and count once each, where the leaders ran them. */
+    unlink(hold);
+    CHECK(proc_start(&job, 60,
+                     "env INCOLL_JOB=hierjob '%s/incoll' run -n 4 --ppn 2 "
+                     "--fabric '%s' -- '%s/usage_check' --net 3 --sw 2 "
+                     "--bcast 1 --hold '%s'",
+                     test_bindir(), f.dir, progdir(), hold) == 0);
+    end = now_s() + 30;
+    ok = 0;
+    om = NULL;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric(om, "incoll_job_operations_total{job=\"hierjob\","
+                              "where=\"software\"}") == 2;
+    }
+    CHECK_MSG(ok, "the hierarchical job's operations never showed:\n%s",
+              om ? om : "");
+    CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"hierjob\","
+                         "where=\"network\"}") == 4,
+              "%s", om);
+    CHECK(metric(om, "incoll_job_fallbacks_total{job=\"hierjob\","
+                     "reason=\"requested\"}") == 2);
+    free(om);
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    free(job.out);
+    return TEST_PASSED;
+}
+
+TEST_LIMIT(integ_ops_usage, TEST_INTEG, 90)
+{
+    int r;
+    if (!mgr_http_available())
+        return test_skip("libmicrohttpd-dev is not installed "
+                         "(scripts/install-deps.sh)");
+    if (!have("/usr/bin/promtool"))
+        return test_skip("prometheus is not installed "
+                         "(scripts/install-deps.sh)");
+    r = usage_body();
     stop_all();
     last_fab_down();
     return r;
@@ -442,6 +620,19 @@ static int load_body(void)
                       "%s", name);
         }
         CHECK(metric(om, "incoll_manager_jobs") == 2);
+        /* Where the jobs' collectives ran: never behind the stat. */
+        for (int i = 0; i < 2; i++) {
+            static const char *const jobs[] = {"loadA", "loadB"};
+            char pre[64], name[128];
+            snprintf(pre, sizeof(pre), "usage job=%s ", jobs[i]);
+            snprintf(name, sizeof(name),
+                     "incoll_job_operations_total{job=\"%s\",where="
+                     "\"network\"}",
+                     jobs[i]);
+            CHECK_MSG(metric(om, name) >=
+                          (double)mgr_tool_stat_value(text, pre, "network"),
+                      "%s", name);
+        }
         free(text);
         free(om);
         sleep_s(0.3);

@@ -458,6 +458,85 @@ incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
     return INCOLL_OK;
 }
 
+const char *mgr_fb_name(int reason)
+{
+    static const char *const names[MGR_FB_COUNT] = {
+        "no_manager", "refused", "group_failed", "unsupported", "requested"};
+    return reason >= 0 && reason < MGR_FB_COUNT ? names[reason] : "unknown";
+}
+
+void mgr_enc_usage(mgr_wbuf_t *w, const mgr_usage_entry_t *e, uint16_t n)
+{
+    mgr_w_u16(w, n);
+    mgr_w_u8(w, MGR_FB_COUNT);
+    for (uint16_t i = 0; i < n; i++) {
+        mgr_w_u64(w, e[i].comm);
+        mgr_w_u32(w, e[i].group);
+        mgr_w_u64(w, e[i].ops_net);
+        mgr_w_u64(w, e[i].ops_sw);
+        for (int k = 0; k < MGR_FB_COUNT; k++)
+            mgr_w_u64(w, e[i].fb[k]);
+    }
+}
+
+/* Reads one entry of nreasons reasons; sets r->err on a short body. */
+static void usage_read(mgr_rbuf_t *r, uint8_t nreasons, mgr_usage_entry_t *e)
+{
+    memset(e, 0, sizeof(*e));
+    e->comm = mgr_r_u64(r);
+    e->group = mgr_r_u32(r);
+    e->ops_net = mgr_r_u64(r);
+    e->ops_sw = mgr_r_u64(r);
+    for (uint8_t k = 0; k < nreasons; k++)
+        e->fb[k] = mgr_r_u64(r);
+}
+
+incoll_status_t mgr_dec_usage(const uint8_t *p, size_t n, mgr_usage_t *m,
+                              const char **why_p)
+{
+    mgr_rbuf_t r = {p, n, 0, 0};
+    size_t start;
+
+    memset(m, 0, sizeof(*m));
+    m->nentries = mgr_r_u16(&r);
+    m->nreasons = mgr_r_u8(&r);
+    if (r.err)
+        return bad(why_p, "truncated");
+    if (m->nentries < 1 || m->nentries > MGR_USAGE_MAX_ENTRIES)
+        return bad(why_p, "entry count");
+    if (m->nreasons < 1 || m->nreasons > MGR_FB_COUNT)
+        return bad(why_p, "reason count");
+    start = r.off;
+    for (uint16_t i = 0; i < m->nentries; i++) {
+        mgr_usage_entry_t e;
+        uint64_t sum = 0;
+        usage_read(&r, m->nreasons, &e);
+        if (r.err)
+            return bad(why_p, "entry length");
+        if (e.ops_net > MGR_USAGE_MAX_COUNT || e.ops_sw > MGR_USAGE_MAX_COUNT)
+            return bad(why_p, "operation count");
+        for (uint8_t k = 0; k < m->nreasons; k++)
+            sum += e.fb[k] > MGR_USAGE_MAX_COUNT ? MGR_USAGE_MAX_COUNT + 1
+                                                 : e.fb[k];
+        if (sum != e.ops_sw)
+            return bad(why_p, "fallback counts (their sum is not ops_sw)");
+        if (e.ops_net + e.ops_sw == 0)
+            return bad(why_p, "empty entry");
+    }
+    if (mgr_r_done(&r))
+        return bad(why_p, "trailing bytes");
+    m->entries = p + start;
+    m->entries_len = n - start;
+    return INCOLL_OK;
+}
+
+void mgr_usage_at(const mgr_usage_t *m, uint16_t i, mgr_usage_entry_t *e)
+{
+    mgr_rbuf_t r = {m->entries, m->entries_len, 0, 0};
+    for (uint16_t k = 0; k <= i && !r.err; k++)
+        usage_read(&r, m->nreasons, e);
+}
+
 const char *mgr_msg_name(uint16_t type)
 {
     switch (type) {
@@ -499,6 +578,8 @@ const char *mgr_msg_name(uint16_t type)
         return "group_release";
     case MGR_GROUP_FAILED:
         return "group_failed";
+    case MGR_USAGE:
+        return "usage";
     case MGR_STAT_REQ:
         return "stat_req";
     case MGR_STAT_REP:

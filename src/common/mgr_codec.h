@@ -61,6 +61,7 @@ typedef enum {
     MGR_GROUP_INFO = 0x23,
     MGR_GROUP_RELEASE = 0x24,
     MGR_GROUP_FAILED = 0x25,
+    MGR_USAGE = 0x26, /* h -> m: where its collectives ran (mgr_usage_t) */
     /* tools */
     MGR_STAT_REQ = 0x30, /* u32 flags (MGR_STAT_F_*) */
     MGR_STAT_REP = 0x31,
@@ -244,6 +245,58 @@ incoll_status_t mgr_dec_group_req(const uint8_t *p, size_t n,
 void mgr_enc_group_info(mgr_wbuf_t *w, const mgr_group_info_t *m);
 incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
                                    mgr_group_info_t *m, const char **why_p);
+
+/*
+ * Why a collective ran in software (on the hosts) and not in the network:
+ * the host library's reasons, as it reports them (MGR_USAGE) and the
+ * manager names them in its metrics (mgr_fb_name).
+ */
+typedef enum {
+    MGR_FB_NO_MANAGER =
+        0,               /* no manager: only fabric.conf's world has a group */
+    MGR_FB_REFUSED,      /* the manager gave the communicator no group
+                            (quota, resources, no answer) */
+    MGR_FB_GROUP_FAILED, /* its group failed (an AN), or the result came
+                            from the other members in a recovery */
+    MGR_FB_UNSUPPORTED,  /* the group cannot do this op, datatype,
+                            collective or size */
+    MGR_FB_REQUESTED,    /* the caller asked for a host-based algorithm */
+    MGR_FB_COUNT
+} mgr_fb_t;
+
+/* "no_manager", "refused", ...; "unknown" out of range. */
+const char *mgr_fb_name(int reason);
+
+#define MGR_USAGE_MAX_ENTRIES 1024
+/* Counts are increments since the last report: no more than this each. */
+#define MGR_USAGE_MAX_COUNT (1ull << 48)
+
+/* One communicator's collectives since the last report: how many ran in
+ * the network and in software, and the software ones by reason (their sum
+ * is ops_sw). */
+typedef struct {
+    uint64_t comm;
+    uint32_t group; /* the group it holds, 0 for none */
+    uint64_t ops_net;
+    uint64_t ops_sw;
+    uint64_t fb[MGR_FB_COUNT];
+} mgr_usage_entry_t;
+
+/* Host -> manager: u16 entries, u8 reasons (MGR_FB_COUNT), then per entry
+ * u64 comm, u32 group, u64 ops_net, u64 ops_sw, reasons x u64. */
+typedef struct {
+    uint16_t nentries; /* 1..MGR_USAGE_MAX_ENTRIES */
+    uint8_t nreasons;  /* as sent: at most MGR_FB_COUNT */
+    const uint8_t *entries;
+    size_t entries_len;
+} mgr_usage_t;
+
+void mgr_enc_usage(mgr_wbuf_t *w, const mgr_usage_entry_t *e, uint16_t n);
+incoll_status_t mgr_dec_usage(const uint8_t *p, size_t n, mgr_usage_t *m,
+                              const char **why_p);
+/* Entry i of a decoded report (validated by the decoder); reasons the
+ * sender did not know are 0. */
+void mgr_usage_at(const mgr_usage_t *m, uint16_t i, mgr_usage_entry_t *e);
 
 void mgr_enc_caps(mgr_wbuf_t *w, const mgr_caps_t *c);
 void mgr_dec_caps(mgr_rbuf_t *r, mgr_caps_t *c);

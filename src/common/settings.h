@@ -267,6 +267,10 @@
       "an in-network operation on a manager's group may go this long " \
       "without progress before the process gives up on the group by " \
       "itself") \
+    X(USAGE_MS, MS, "1s", "0..24h", "host", \
+      "a communicator's rank 0 tells the manager where its collectives ran " \
+      "(network, software and why) at most this often while they run, and " \
+      "when the communicator is destroyed; 0 only then") \
     /* fault injection */ \
     X(FAULT_DROP, REAL, "0", "0..1", "fault", \
       "probability of dropping a sent datagram") \

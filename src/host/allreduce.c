@@ -23,10 +23,12 @@
 #include "host/req.h"
 
 #include "host/comm.h"
+#include "host/counters.h"
 #include "host/hier.h"
 #include "host/host_colls.h"
 
 #include "common/log.h"
+#include "common/mgr_codec.h"
 
 #include <string.h>
 
@@ -133,6 +135,8 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
                                 ? INCOLL_WHY_UNSUPPORTED
                                 : INCOLL_WHY_NO_GROUP);
         why = host_comm_fail_why(comm, status, net);
+        if (status == INCOLL_OK)
+            host_usage_note(comm, net ? -1 : host_comm_fb_reason(comm));
         /* host_comm_recover() makes at most two new groups, then leaves
          * the comm without one: the loop ends on the hosts. */
         if (status == INCOLL_OK || why < 0 || attempt >= 4)
@@ -143,6 +147,8 @@ static incoll_status_t auto_run(incoll_comm_h comm, const void *sendbuf,
                         comm->group, incoll_status_string(status));
         status = host_comm_recover(comm, started, recvbuf, count, dtype, op,
                                    why, &done);
+        if (status == INCOLL_OK && done) /* the result, from the others */
+            host_usage_note(comm, MGR_FB_GROUP_FAILED);
         if (status != INCOLL_OK || done) {
             host_where_note(0, INCOLL_WHY_RECOVERED);
             return status;
@@ -164,7 +170,9 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
     if (comm == NULL)
         return INCOLL_ERR_INVALID_ARG;
     host_call_begin(comm);
+    host_usage_begin();
     status = allreduce_call(comm, algo, sendbuf, recvbuf, count, dtype, op);
+    host_usage_end();
     host_call_end(comm);
     return status;
 }
@@ -232,9 +240,13 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
     }
     /* Ranks sharing a host go through its leader (src/host/hier.c); the
      * leaders' communicator does the rest below. */
-    if (host_hier_active(comm, &status))
-        return host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype,
-                                   op);
+    if (host_hier_active(comm, &status)) {
+        status =
+            host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype, op);
+        if (status == INCOLL_OK) /* where the leaders' allreduce ran */
+            host_usage_note_inner(comm);
+        return status;
+    }
     if (status != INCOLL_OK) {
         /* Making the level failed: with every member alike, or because
          * another member recovers (a member refused this first call):
@@ -313,17 +325,23 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
                                                         dtype, op, why, &done);
                 if (rec != INCOLL_OK || done)
                     return rec;
-                return host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
-                                            recvbuf, count, dtype, op);
+                status =
+                    host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
+                                         recvbuf, count, dtype, op);
             }
         }
+        if (status == INCOLL_OK)
+            host_usage_note(comm, MGR_FB_REQUESTED);
         return status;
     }
-    if (algo == INCOLL_ALGO_INC)
+    if (algo == INCOLL_ALGO_INC) {
         host_where_note(1, INCOLL_WHY_NETWORK);
-    if (algo == INCOLL_ALGO_INC)
-        return host_comm_recoverable(comm)
-                   ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
-                   : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        status = host_comm_recoverable(comm)
+                     ? inc_run_kept(comm, sendbuf, recvbuf, count, dtype, op)
+                     : inc_run(comm, sendbuf, recvbuf, count, dtype, op);
+        if (status == INCOLL_OK)
+            host_usage_note(comm, -1);
+        return status;
+    }
     return auto_run(comm, sendbuf, recvbuf, count, dtype, op);
 }

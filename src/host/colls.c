@@ -25,9 +25,11 @@
 #include "host/host_colls.h"
 
 #include "host/comm.h"
+#include "host/counters.h"
 #include "host/inc_coll.h"
 
 #include "common/log.h"
+#include "common/mgr_codec.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -523,7 +525,13 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
 {
     incoll_status_t status;
     host_call_begin(comm);
+    host_usage_begin();
     status = coll_run(comm, algo, a);
+    if (status == INCOLL_OK)
+        host_usage_note(comm, last_in_net ? -1
+                              : algo >= 0 ? MGR_FB_REQUESTED
+                                          : host_comm_fb_reason(comm));
+    host_usage_end();
     host_call_end(comm);
     return status;
 }

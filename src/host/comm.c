@@ -16,6 +16,7 @@
  */
 #include "host/comm.h"
 
+#include "host/counters.h"
 #include "host/host.h"
 #include "host/hier.h"
 #include "host/inc_coll.h"
@@ -306,6 +307,21 @@ static void say_why(incoll_comm_h comm)
     incoll_info("comm %016" PRIx64 " (%d ranks, rank %d): collectives run on "
                 "the hosts: %s",
                 comm->info->id, comm->size, comm->rank, comm->info->why);
+}
+
+struct host_mgr *host_ctx_mgr(incoll_ctx_h ctx)
+{
+    return mgr_of(ctx);
+}
+
+int host_comm_fb_reason(incoll_comm_h comm)
+{
+    const struct host_comm_info *info = comm->info;
+    if (comm->eng && comm->group && (info == NULL || !info->failed))
+        return MGR_FB_UNSUPPORTED;
+    if (info && (info->failed || info->rebuilt || info->broken))
+        return MGR_FB_GROUP_FAILED;
+    return mgr_of(comm->ctx) ? MGR_FB_REFUSED : MGR_FB_NO_MANAGER;
 }
 
 /* ---- the manager link ---- */
@@ -775,8 +791,12 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     }
     v[2 * comm->rank] = (uint64_t)(int64_t)color;
     v[2 * comm->rank + 1] = (uint64_t)(int64_t)key;
+    /* The library's own exchange: not one of the job's collectives
+     * (host_usage_begin: not the outermost call). */
+    host_usage_begin();
     status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
                               INCOLL_UINT64, INCOLL_OP_BOR);
+    host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
                      incoll_status_string(status));
@@ -903,6 +923,7 @@ incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
     /* A background unlock ends while the group is still there. */
     (void)host_comm_settle(comm);
     mgr = mgr_of(ctx);
+    host_usage_flush(ctx, comm); /* before the group goes */
     if (mgr && comm->group && comm->info)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     for (incoll_comm_h *pc = &ctx->comms; *pc; pc = &(*pc)->next) {

@@ -69,6 +69,15 @@ uint64_t host_ctx_mgr_pollfd(incoll_ctx_h ctx, struct pollfd *pfd);
  * events or its time has come. Never blocks. */
 void host_ctx_mgr_on_readable(incoll_ctx_h ctx);
 
+/* The context's manager link, or NULL without a manager. */
+struct host_mgr;
+struct host_mgr *host_ctx_mgr(incoll_ctx_h ctx);
+
+/* Why a collective that comm could not run in the network ran on the
+ * hosts (mgr_fb_t): no manager, no group from it, a failed group, or a
+ * group that cannot do what was asked. */
+int host_comm_fb_reason(incoll_comm_h comm);
+
 /*
  * 1 if comm has a working fabric group that can do op on dtype; 0 when
  * the operation must run on the hosts (no group, the group failed, or the

@@ -4,9 +4,14 @@
 #include "counters.h"
 
 #include "common/clock.h"
+#include "common/settings.h"
+#include "common/mgr_codec.h"
+#include "comm.h"
 #include "host.h"
+#include "mgr_client.h"
 #include "req.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
@@ -38,4 +43,132 @@ void host_counters_progress(incoll_comm_h comm, uint64_t timeout_ns)
     host_lock(comm->ctx);
     host_ctx_progress(comm->ctx, timeout_ns ? now_ns() + timeout_ns : 0);
     host_unlock(comm->ctx);
+}
+
+/* ---- where collectives ran ---- */
+
+struct host_usage {
+    uint64_t ops_net;
+    uint64_t ops_sw;
+    uint64_t fb[MGR_FB_COUNT];
+    uint64_t period_ns; /* INCOLL_USAGE_MS, read once */
+};
+
+/* Collectives in progress on this thread (nested: one running as
+ * another), and where the last one noted inside the outermost ran. */
+static _Thread_local int usage_depth;
+static _Thread_local int inner_noted;
+static _Thread_local int inner_reason;
+
+void host_usage_begin(void)
+{
+    if (usage_depth++ == 0)
+        inner_noted = 0;
+}
+
+void host_usage_end(void)
+{
+    if (usage_depth > 0)
+        usage_depth--;
+}
+
+static uint64_t usage_period_ns(void)
+{
+    return setting_ns(SETTING_USAGE_MS);
+}
+
+static void count(incoll_comm_h comm, int reason)
+{
+    struct host_usage *u = comm->usage;
+    uint64_t now, period;
+
+    if (comm->rank != 0 || comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
+        return;
+    if (u == NULL) {
+        if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
+            return;
+        u->period_ns = usage_period_ns();
+    }
+    if (reason < 0) {
+        u->ops_net++;
+    } else {
+        u->ops_sw++;
+        u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED]++;
+    }
+    period = u->period_ns;
+    if (period == 0)
+        return;
+    now = host_now_ns();
+    if (comm->ctx->usage_due_ns == 0)
+        comm->ctx->usage_due_ns = now + period;
+    else if (now >= comm->ctx->usage_due_ns)
+        host_usage_flush(comm->ctx, NULL);
+}
+
+void host_usage_note(incoll_comm_h comm, int reason)
+{
+    inner_noted = 1;
+    inner_reason = reason;
+    if (usage_depth == 1)
+        count(comm, reason);
+}
+
+void host_usage_note_inner(incoll_comm_h comm)
+{
+    if (usage_depth == 1 && inner_noted)
+        count(comm, inner_reason);
+}
+
+static int pending(const incoll_comm_h c)
+{
+    return c->usage && c->usage->ops_net + c->usage->ops_sw > 0;
+}
+
+void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
+{
+    struct host_mgr *mgr = host_ctx_mgr(ctx);
+    mgr_usage_entry_t *e;
+    uint16_t n = 0;
+    int want = 0;
+
+    for (incoll_comm_h c = ctx->comms; c; c = c->next)
+        want += (only == NULL || c == only) && pending(c);
+    if (only && want == 0 && pending(only))
+        want = 1; /* not linked (yet or any more) */
+    if (mgr == NULL || want == 0)
+        return;
+    if (want > MGR_USAGE_MAX_ENTRIES)
+        want = MGR_USAGE_MAX_ENTRIES; /* the rest next time */
+    if ((e = calloc((size_t)want, sizeof(*e))) == NULL)
+        return;
+    for (incoll_comm_h c = only ? only : ctx->comms; c && n < want;
+         c = only ? NULL : c->next) {
+        if (!pending(c))
+            continue;
+        e[n].comm = host_comm_id(c);
+        e[n].group = c->eng ? c->group : 0;
+        e[n].ops_net = c->usage->ops_net;
+        e[n].ops_sw = c->usage->ops_sw;
+        memcpy(e[n].fb, c->usage->fb, sizeof(e[n].fb));
+        n++;
+    }
+    if (n && host_mgr_usage(mgr, e, n) == INCOLL_OK) {
+        for (incoll_comm_h c = only ? only : ctx->comms; c;
+             c = only ? NULL : c->next) {
+            for (uint16_t i = 0; i < n; i++)
+                if (c->usage && e[i].comm == host_comm_id(c)) {
+                    uint64_t period = c->usage->period_ns;
+                    memset(c->usage, 0, sizeof(*c->usage));
+                    c->usage->period_ns = period;
+                }
+        }
+    }
+    free(e);
+    ctx->usage_due_ns = host_now_ns() + usage_period_ns();
+}
+
+void host_usage_free(incoll_comm_h comm)
+{
+    free(comm->usage);
+    comm->usage = NULL;
 }

@@ -60,4 +60,35 @@ void host_counters_read(incoll_comm_h comm, host_counters_t *c_p);
  */
 void host_counters_progress(incoll_comm_h comm, uint64_t timeout_ns);
 
+/*
+ * Where collectives ran, for the manager's per-job and per-group metrics
+ * (docs/metrics.md): each communicator's rank 0 counts the collectives
+ * that completed on it, in the network or in software (on the hosts) and
+ * why (mgr_fb_t), and reports the counts (MGR_USAGE) at most every
+ * INCOLL_USAGE_MS (default 1000; 0 only at the end), when the
+ * communicator is destroyed and at incoll_finalize. Counting is cheap: a
+ * few additions and, at most once per period, a report of every
+ * communicator of the context in one message.
+ *
+ * A collective that runs as another (a broadcast as an allreduce, an
+ * allreduce through the hosts' leaders) counts once, as the outermost
+ * call of its thread: host_usage_begin()/host_usage_end() bracket every
+ * collective, and only a note at depth 1 counts.
+ */
+struct incoll_ctx;
+void host_usage_begin(void);
+void host_usage_end(void);
+/* The collective on comm completed in the network (reason -1) or in
+ * software for reason (mgr_fb_t). */
+void host_usage_note(incoll_comm_h comm, int reason);
+/* The collective on comm completed where the last collective noted inside
+ * it ran (an allreduce through the leaders' communicator); nothing when
+ * none was. */
+void host_usage_note_inner(incoll_comm_h comm);
+/* Reports what comm (NULL: every communicator of ctx) has counted and not
+ * reported; kept for the next report when the manager is unreachable. */
+void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h comm);
+/* Frees comm's counts (comm goes away). */
+void host_usage_free(incoll_comm_h comm);
+
 #endif

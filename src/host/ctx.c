@@ -7,6 +7,7 @@
 #include "host/host.h"
 
 #include "host/comm.h"
+#include "host/counters.h"
 #include "host/hier.h"
 #include "host/host_colls.h"
 #include "host/req.h"
@@ -429,6 +430,7 @@ void host_comm_free(incoll_comm_h comm)
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);
+    host_usage_free(comm);
     free(comm->world_ranks);
     free(comm->scratch);
     free(comm);
@@ -945,6 +947,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
      * the manager releases what we still hold on our goodbye. */
     for (incoll_comm_h c = ctx->comms; c; c = c->next)
         (void)host_comm_settle(c);
+    host_usage_flush(ctx, NULL);
     host_ctx_info_free(ctx);
     while (ctx->comms) {
         incoll_comm_h c = ctx->comms;

@@ -87,6 +87,9 @@ struct incoll_comm {
      * left its engine out of step, for the messages of the calls after
      * it (constant strings; NULL: none). */
     const char *p2p_failed_what, *p2p_failed_algo;
+    /* Where its collectives ran, not yet told to the manager
+     * (src/host/counters.c); NULL until its first. */
+    struct host_usage *usage;
 };
 
 struct incoll_ctx {
@@ -118,6 +121,7 @@ struct incoll_ctx {
      * without one (docs/security.md says what that protects). */
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
+    uint64_t usage_due_ns;   /* next report of usage (counters.c) */
     uint64_t mgr_checked_ns; /* last look at the manager link while
                                 packets kept coming (host_now_ns) */
     /* Identity from incoll_init_params() or the settings ("" unset;

@@ -539,3 +539,20 @@ incoll_status_t host_mgr_group_release(host_mgr_t *m, uint64_t comm,
     mgr_wbuf_free(&w);
     return status;
 }
+
+incoll_status_t host_mgr_usage(host_mgr_t *m, const mgr_usage_entry_t *e,
+                               uint16_t n)
+{
+    mgr_wbuf_t w = {0};
+    incoll_status_t status = INCOLL_OK;
+
+    if (!m->up)
+        return INCOLL_ERR_IO;
+    mgr_enc_usage(&w, e, n);
+    if (w.oom || mgr_stream_send(&m->st, MGR_USAGE, w.buf, w.len) != INCOLL_OK)
+        status = INCOLL_ERR_NO_MEMORY;
+    else if (mgr_stream_flush(&m->st) != 0)
+        drop_conn(m, "send failed");
+    mgr_wbuf_free(&w);
+    return status;
+}

@@ -109,6 +109,12 @@ int host_mgr_take_answer(host_mgr_t *mgr, uint32_t req, host_mgr_group_t *g);
 incoll_status_t host_mgr_group_release(host_mgr_t *mgr, uint64_t comm,
                                        uint32_t group);
 
+/* Reports where n communicators' collectives ran since the last report
+ * (MGR_USAGE). INCOLL_ERR_IO while disconnected: the caller keeps the
+ * counts for the next report. */
+incoll_status_t host_mgr_usage(host_mgr_t *mgr, const mgr_usage_entry_t *e,
+                               uint16_t n);
+
 /* Gives up waiting for req (forgets it; a late answer is dropped). */
 void host_mgr_forget(host_mgr_t *mgr, uint32_t req);
 

@@ -1443,6 +1443,76 @@ static void on_group_release(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     }
 }
 
+static void usage_add(usage_ctr_t *u, const mgr_usage_entry_t *e)
+{
+    u->net += e->ops_net;
+    u->sw += e->ops_sw;
+    for (int k = 0; k < MGR_FB_COUNT; k++)
+        u->fb[k] += e->fb[k];
+}
+
+/*
+ * usage: where a communicator's collectives ran since its last report.
+ * Added to its job and to its group while the group lives; a group of
+ * another job (or of another communicator) refuses the whole report. A
+ * group that is gone (released or failed since) counts for the job
+ * alone.
+ */
+static void on_usage(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                     size_t len)
+{
+    mgr_usage_t u;
+    const char *why = NULL;
+    mgroup_t **mgs;
+
+    if (c->job == NULL || mgr_dec_usage(body, len, &u, &why) != INCOLL_OK) {
+        m->ctr.malformed++;
+        m->ctr.usage_refused++;
+        if (c->job)
+            incoll_warn("job %s rank %d (conn %u, %s): malformed usage: %s",
+                        c->job->name, c->rank, c->id, c->name, why);
+        else
+            incoll_warn("conn %u (%s): usage before join", c->id, c->name);
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL, "malformed usage: %s",
+                       why ? why : "before join");
+        return;
+    }
+    mgs = calloc(u.nentries, sizeof(*mgs));
+    if (mgs == NULL)
+        return;
+    for (uint16_t i = 0; i < u.nentries; i++) {
+        mgr_usage_entry_t e;
+        place_group_t *g;
+        mgr_usage_at(&u, i, &e);
+        g = e.group ? place_group_find(m->pl, e.group) : NULL;
+        if (g == NULL)
+            continue;
+        mgs[i] = g->user;
+        if (mgs[i]->job != c->job || mgs[i]->comm != e.comm) {
+            m->ctr.usage_refused++;
+            incoll_warn("job %s rank %d: usage for group %u of comm %016" PRIx64
+                        ", which is not that communicator's group in this "
+                        "job: refused",
+                        c->job->name, c->rank, e.group, e.comm);
+            mgr_send_error(m, c, 0, INCOLL_ERR_INVALID_ARG,
+                           "usage: group %u is not comm %016" PRIx64
+                           "'s of job %s",
+                           e.group, e.comm, c->job->name);
+            free(mgs);
+            return;
+        }
+    }
+    for (uint16_t i = 0; i < u.nentries; i++) {
+        mgr_usage_entry_t e;
+        mgr_usage_at(&u, i, &e);
+        usage_add(&c->job->usage, &e);
+        if (mgs[i])
+            usage_add(&mgs[i]->usage, &e);
+    }
+    m->ctr.usage_reports++;
+    free(mgs);
+}
+
 /* stat_req: u32 flags (an empty body is flags 0, as older tools send). */
 static void on_stat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                     size_t len)
@@ -1519,6 +1589,8 @@ static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
             on_group_req(m, c, body, len);
         else if (type == MGR_GROUP_RELEASE)
             on_group_release(m, c, body, len);
+        else if (type == MGR_USAGE)
+            on_usage(m, c, body, len);
         else if (type == MGR_STAT_REQ)
             on_stat(m, c, body, len);
         else

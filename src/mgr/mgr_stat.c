@@ -85,6 +85,22 @@ static int ans_up(const mgr_core_t *m)
     return n;
 }
 
+/* "usage job=J network=N software=M no_manager=.. refused=.." (or
+ * "usage group=G job=J ..." when group is not 0): where the collectives
+ * ran, as the job's processes reported (MGR_USAGE). */
+static void usage_line(sbuf_t *s, const char *pre, const char *job,
+                       uint32_t group, const usage_ctr_t *u)
+{
+    if (group)
+        sb_printf(s, "%s%u job=%s", pre, group, job);
+    else
+        sb_printf(s, "%s%s", pre, job);
+    sb_printf(s, " network=%" PRIu64 " software=%" PRIu64, u->net, u->sw);
+    for (int k = 0; k < MGR_FB_COUNT; k++)
+        sb_printf(s, " %s=%" PRIu64, mgr_fb_name(k), u->fb[k]);
+    sb_printf(s, "\n");
+}
+
 /* ---- `incoll stat` ---- */
 
 char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
@@ -110,7 +126,8 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
         " quota_refused=%" PRIu64 " budget_refused=%" PRIu64
         " joins_refused=%" PRIu64 " groups_failed=%" PRIu64
         " groups_released=%" PRIu64 " groups_reclaimed=%" PRIu64
-        " groups_adopted=%" PRIu64 " an_failures=%" PRIu64 "\n",
+        " groups_adopted=%" PRIu64 " an_failures=%" PRIu64
+        " usage_reports=%" PRIu64 " usage_refused=%" PRIu64 "\n",
         m->listen, now - m->start, topo->nswitches, ans_up(m), topo->ntrees,
         topo->nhosts, m->njobs, m->nregs, place_group_count(m->pl), io.conns,
         io.max_conns, io.conns_unauth, io.conns_accepted, io.conns_refused,
@@ -120,7 +137,7 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
         m->ctr.groups_made, m->ctr.groups_refused, m->ctr.quota_refused,
         m->ctr.budget_refused, m->ctr.joins_refused, m->ctr.groups_failed,
         m->ctr.groups_released, m->ctr.groups_reclaimed, m->ctr.groups_adopted,
-        m->ctr.an_failures);
+        m->ctr.an_failures, m->ctr.usage_reports, m->ctr.usage_refused);
     for (int t = 0; t < topo->ntrees; t++) {
         int leaves = 0, sws = 0;
         for (int i = 0; i < topo->nswitches; i++) {
@@ -174,6 +191,7 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
                   j->ctr.groups_refused, j->ctr.quota_refused,
                   j->reg ? " registration=" : "", j->reg ? j->reg->name : "",
                   j->ended ? " ended=1" : "");
+        usage_line(&s, "usage job=", j->name, 0, &j->usage);
         for (uint32_t i = 0; i < j->cap; i++) {
             const rank_t *rk = &j->tab[i];
             if (rk->rank < 0 || rk->state == R_UP || rk->state == R_NONE)
@@ -195,6 +213,7 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
         for (int k = 0; k < g->nans; k++)
             sb_printf(&s, "%s%s", k ? "," : "", topo->sw[g->ans[k].sw].name);
         sb_printf(&s, "\n");
+        usage_line(&s, "usage group=", mg->job->name, g->id, &mg->usage);
     }
     for (const pending_t *p = m->pend; p; p = p->next)
         sb_printf(&s,
@@ -497,6 +516,65 @@ static void an_metrics(mw_t *w, const mgr_core_t *m)
     }
 }
 
+/*
+ * Where collectives ran, per job (group 0) or per group:
+ * incoll_job_operations_total{job,where="network|software"} and
+ * incoll_job_fallbacks_total{job,reason}, or the incoll_group_ ones with
+ * group and job. A series goes with its job (or group).
+ */
+static void usage_metrics(mw_t *w, const mgr_core_t *m, int groups)
+{
+    const char *ops =
+        groups ? "incoll_group_operations" : "incoll_job_operations";
+    const char *fbs =
+        groups ? "incoll_group_fallbacks" : "incoll_job_fallbacks";
+    int n = groups ? place_group_count(m->pl) : m->njobs;
+    const job_t *j = m->jobs;
+    char lab[640], name[160], id[64];
+
+    for (int pass = 0; pass < 2; pass++) {
+        fam(w, pass ? fbs : ops, M_COUNTER, "",
+            pass ? "Collectives that ran in software (on the hosts), by "
+                   "reason, as the job's processes reported."
+                 : "Collectives that ran in the network or in software "
+                   "(on the hosts), as the job's processes reported.");
+        j = m->jobs;
+        for (int i = 0; i < n; i++) {
+            const usage_ctr_t *u;
+            const char *jname;
+            if (groups) {
+                const place_group_t *g = place_group_at(m->pl, i);
+                const mgroup_t *mg = g->user;
+                u = &mg->usage;
+                jname = mg->job->name;
+                snprintf(id, sizeof(id), "group=\"%u\",", g->id);
+            } else {
+                if (j == NULL)
+                    break;
+                u = &j->usage;
+                jname = j->name;
+                id[0] = '\0';
+                j = j->next;
+            }
+            esc(name, sizeof(name), jname);
+            if (pass == 0) {
+                snprintf(lab, sizeof(lab), "%sjob=\"%s\",where=\"network\"", id,
+                         name);
+                sample(w, ops, M_COUNTER, lab, u->net);
+                snprintf(lab, sizeof(lab), "%sjob=\"%s\",where=\"software\"",
+                         id, name);
+                sample(w, ops, M_COUNTER, lab, u->sw);
+                continue;
+            }
+            for (int k = 0; k < MGR_FB_COUNT; k++) {
+                snprintf(lab, sizeof(lab), "%sjob=\"%s\",reason=\"%s\"", id,
+                         name, mgr_fb_name(k));
+                sample(w, fbs, M_COUNTER, lab, u->fb[k]);
+            }
+        }
+    }
+}
+
 static void job_metrics(mw_t *w, const mgr_core_t *m)
 {
     char lab[512], name[160];
@@ -549,6 +627,7 @@ static void job_metrics(mw_t *w, const mgr_core_t *m)
             "Groups of the job released (freed, rebuilt or ended).",
             j->ctr.groups_released);
 #undef JOB_ONE
+    usage_metrics(w, m, 0);
     fam(w, "incoll_job_groups_refused", M_COUNTER, "",
         "Group requests of the job refused, by reason: its quota, the "
         "manager's state budget, or the fabric (resources, failures).");
@@ -570,6 +649,8 @@ static void group_metrics(mw_t *w, const mgr_core_t *m)
 {
     char lab[640], job[160];
     const topo_t *topo = m->topo;
+
+    usage_metrics(w, m, 1);
 
     fam(w, "incoll_group_members", M_GAUGE, "",
         "Members of a group, with its job, communicator, tree and state.");
@@ -724,6 +805,13 @@ static void manager_metrics(mw_t *w, const mgr_core_t *m, uint64_t now)
            "Jobs ended by an admin.", m->ctr.jobs_ended);
     single(w, "incoll_manager_an_failures", M_COUNTER, "",
            "Times an AN was declared down.", m->ctr.an_failures);
+    single(w, "incoll_manager_usage_reports", M_COUNTER, "",
+           "Reports of where collectives ran taken from the jobs.",
+           m->ctr.usage_reports);
+    single(w, "incoll_manager_usage_refused", M_COUNTER, "",
+           "Reports of where collectives ran refused: malformed, or for "
+           "another job's group.",
+           m->ctr.usage_refused);
 }
 
 char *mgr_core_metrics_text(const mgr_core_t *m, uint64_t now, int om)

@@ -108,6 +108,15 @@ typedef struct {
     uint64_t groups_released;
 } job_ctr_t;
 
+/* Where collectives ran, as the job's processes reported them
+ * (MGR_USAGE): in the network, in software, and the software ones by
+ * reason (mgr_fb_t). */
+typedef struct {
+    uint64_t net;
+    uint64_t sw;
+    uint64_t fb[MGR_FB_COUNT];
+} usage_ctr_t;
+
 struct job {
     char name[MGR_NAME_MAX];
     int size;
@@ -125,6 +134,7 @@ struct job {
     uint64_t created;
     uint64_t driver_bytes; /* the driver's (mgr_core_peer_job) */
     job_ctr_t ctr;
+    usage_ctr_t usage;
     struct job *next;
 };
 
@@ -148,6 +158,7 @@ typedef struct {
     uint8_t *rec;      /* the record the ANs keep */
     size_t rec_len;
     uint64_t mem; /* charged to its job */
+    usage_ctr_t usage;
 } mgroup_t;
 
 struct pending {
@@ -204,6 +215,8 @@ struct mgr_core {
         uint64_t jobs_registered;
         uint64_t jobs_ended;
         uint64_t an_failures;
+        uint64_t usage_reports; /* MGR_USAGE taken */
+        uint64_t usage_refused; /* malformed, or another job's group */
     } ctr;
 };
 

@@ -399,9 +399,44 @@ static inline const char *fuzz_mgr_group_info(const uint8_t *p, size_t n,
     return fuzz_same_bytes(&w, p, n, "group_info: re-encoding differs");
 }
 
+static inline const char *fuzz_mgr_usage(const uint8_t *p, size_t n, int *ok_p)
+{
+    mgr_usage_t m;
+    mgr_usage_entry_t *e;
+    mgr_wbuf_t w = {0};
+    const char *why = NULL, *bad = NULL;
+
+    *ok_p = mgr_dec_usage(p, n, &m, &why) == INCOLL_OK;
+    if (!*ok_p)
+        return why ? NULL : "usage: rejected without a reason";
+    if (m.nentries < 1 || m.nentries > MGR_USAGE_MAX_ENTRIES ||
+        m.nreasons < 1 || m.nreasons > MGR_FB_COUNT ||
+        !fuzz_inside(m.entries, m.entries_len, p, n))
+        return "usage: accepted a field out of its limits";
+    e = calloc(m.nentries, sizeof(*e));
+    if (e == NULL)
+        return NULL;
+    for (uint16_t i = 0; i < m.nentries && bad == NULL; i++) {
+        uint64_t sum = 0;
+        mgr_usage_at(&m, i, &e[i]);
+        for (int k = 0; k < MGR_FB_COUNT; k++)
+            sum += e[i].fb[k];
+        if (sum != e[i].ops_sw || e[i].ops_net > MGR_USAGE_MAX_COUNT ||
+            e[i].ops_sw > MGR_USAGE_MAX_COUNT ||
+            e[i].ops_net + e[i].ops_sw == 0)
+            bad = "usage: accepted counts that do not add up";
+    }
+    if (bad == NULL && m.nreasons == MGR_FB_COUNT) {
+        mgr_enc_usage(&w, e, m.nentries);
+        bad = fuzz_same_bytes(&w, p, n, "usage: re-encoding differs");
+    }
+    free(e);
+    return bad;
+}
+
 static const fuzz_mgr_check_t fuzz_mgr_checks[] = {
     fuzz_mgr_an_register, fuzz_mgr_group_add,  fuzz_mgr_join,
-    fuzz_mgr_group_req,   fuzz_mgr_group_info,
+    fuzz_mgr_group_req,   fuzz_mgr_group_info, fuzz_mgr_usage,
 };
 #define FUZZ_MGR_NCHECKS                                                       \
     ((int)(sizeof(fuzz_mgr_checks) / sizeof(fuzz_mgr_checks[0])))
@@ -887,10 +922,11 @@ static inline size_t fuzz_wire_seed(int which, uint8_t *buf)
     return WIRE_HDR_LEN + payload;
 }
 
-#define FUZZ_MGR_SEEDS 6
+#define FUZZ_MGR_SEEDS 7
 
 /* A body of every decoded message, from the encoders: an_register,
- * group_add, join, group_req and two group_info (a group, a refusal).
+ * group_add, join, group_req, two group_info (a group, a refusal) and
+ * usage.
  * The caller frees each w[i] with mgr_wbuf_free(). */
 static inline void fuzz_mgr_seeds(mgr_wbuf_t w[FUZZ_MGR_SEEDS])
 {
@@ -981,6 +1017,16 @@ static inline void fuzz_mgr_seeds(mgr_wbuf_t w[FUZZ_MGR_SEEDS])
         m.group = 0;
         m.an = INCOLL_EP_NONE;
         mgr_enc_group_info(&w[5], &m);
+    }
+    {
+        mgr_usage_entry_t e[2] = {{.comm = 0, .group = 9, .ops_net = 40}, {0}};
+        e[0].ops_sw = 3;
+        e[0].fb[MGR_FB_REQUESTED] = 2;
+        e[0].fb[MGR_FB_UNSUPPORTED] = 1;
+        e[1].comm = 0xc0;
+        e[1].ops_sw = 5;
+        e[1].fb[MGR_FB_REFUSED] = 5;
+        mgr_enc_usage(&w[6], e, 2);
     }
     mgr_wbuf_free(&groups);
 }

@@ -26,7 +26,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     for (int k = 0; k < FUZZ_MGR_SEEDS; k++) {
         uint8_t buf[1024];
         if (!seed[k].oom && seed[k].len < sizeof(buf)) {
-            buf[0] = (uint8_t)k;
+            buf[0] = (uint8_t)(k < 6 ? k : k + 2); /* 6, 7: the stream's */
             memcpy(buf + 1, seed[k].buf, seed[k].len);
             fuzz_corpus_add(*argc, *argv, "mgr", k, buf, seed[k].len + 1);
         }
