@@ -528,7 +528,7 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     host_usage_begin();
     status = coll_run(comm, algo, a);
     if (status == INCOLL_OK)
-        host_usage_note(comm, last_in_net ? -1
+        host_usage_note(comm, where_now.in_net ? -1
                               : algo >= 0 ? MGR_FB_REQUESTED
                                           : host_comm_fb_reason(comm));
     host_usage_end();
