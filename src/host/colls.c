@@ -529,8 +529,8 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     status = coll_run(comm, algo, a);
     if (status == INCOLL_OK)
         host_usage_note(comm, where_now.in_net ? -1
-                              : algo >= 0 ? MGR_FB_REQUESTED
-                                          : host_comm_fb_reason(comm));
+                              : algo >= 0      ? MGR_FB_REQUESTED
+                                               : host_comm_fb_reason(comm));
     host_usage_end();
     host_call_end(comm);
     return status;
