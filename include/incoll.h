@@ -401,6 +401,22 @@ INCOLL_API incoll_status_t incoll_comm_where(incoll_comm_h comm,
                                              incoll_where_t *where_p);
 
 /*
+ * Counts one collective of comm that the caller ran itself instead of
+ * through the library: a front end that gave a call to its MPI library's
+ * own algorithms (a user-defined op, a derived datatype, its tuning table,
+ * a communicator left after a failure). The per-job and per-group counts
+ * the manager serves (operations in software, fallbacks by reason) then
+ * include it, as they include the library's own calls. why is the reason:
+ * INCOLL_WHY_UNSUPPORTED (the library cannot run it), INCOLL_WHY_ALGO (the
+ * caller chose not to), INCOLL_WHY_NO_GROUP or INCOLL_WHY_RECOVERED (the
+ * fabric gave no group or failed); other values are
+ * INCOLL_ERR_INVALID_ARG. Counted on comm's rank 0 alone, like the
+ * library's own calls, so every rank may call it.
+ */
+INCOLL_API incoll_status_t incoll_comm_count_elsewhere(incoll_comm_h comm,
+                                                       incoll_why_t why);
+
+/*
  * Reduces count elements of dtype from every rank of comm with op and
  * leaves the result in recvbuf on every rank. sendbuf may be
  * INCOLL_IN_PLACE. Blocks until the result is in or the operation failed;

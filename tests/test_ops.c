@@ -520,6 +520,91 @@ TEST_LIMIT(integ_ops_usage, TEST_INTEG, 90)
     return r;
 }
 
+/* The sum over jobs of the samples of name whose labels contain label. */
+static double metric_sum(const char *text, const char *name, const char *label)
+{
+    double sum = 0;
+    size_t n = strlen(name);
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n'), *sp;
+        if (strncmp(p, name, n) == 0 && p[n] == '{' &&
+            (sp = strstr(p, "} ")) != NULL && (eol == NULL || sp < eol)) {
+            const char *hit = strstr(p, label);
+            if (hit && hit < sp)
+                sum += strtod(sp + 2, NULL);
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return sum;
+}
+
+/*
+ * Calls the PMPI layer gives to MPI's own count too: an MPI job under
+ * `incoll mpirun` runs allreduces with MPI_SUM (in the network) and with
+ * a user-defined op (MPI's own, reason unsupported), and the manager's
+ * per-job counts say exactly that while the job lives.
+ */
+static int usage_mpi_body(const char *prog)
+{
+    fab_t f;
+    proc_t job;
+    char hold[PATH_MAX], *om = NULL;
+    double end;
+    int ok = 0;
+
+    CHECK(fab_up(&f, "usage-mpi") == 0);
+    snprintf(hold, sizeof(hold), "%s/usage-mpi.hold", test_tmpdir());
+    unlink(hold);
+    CHECK(
+        proc_start(&job, 90,
+                   "env INCOLL_TUNE_FILE=none '%s/incoll' mpirun --layer pmpi "
+                   "-n 4 --fabric '%s' --timeout 80 -- '%s' --net 5 --user 4 "
+                   "--hold '%s'",
+                   test_bindir(), f.dir, prog, hold) == 0);
+    end = now_s() + 60;
+    while (!ok && now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(&f, 1);
+        ok = om && metric_sum(om, "incoll_job_operations_total",
+                              "where=\"network\"") >= 6;
+    }
+    CHECK_MSG(ok, "the MPI job's operations never showed:\n%s", om ? om : "");
+    CHECK_MSG(
+        metric_sum(om, "incoll_job_operations_total", "where=\"network\"") == 6,
+        "%s", om);
+    CHECK_MSG(metric_sum(om, "incoll_job_operations_total",
+                         "where=\"software\"") == 4,
+              "%s", om);
+    CHECK_MSG(metric_sum(om, "incoll_job_fallbacks_total",
+                         "reason=\"unsupported\"") == 4,
+              "%s", om);
+    free(om);
+    CHECK(close(creat(hold, 0600)) == 0);
+    CHECK_MSG(proc_wait(&job) == 0, "%s", job.out);
+    CHECK_MSG(strstr(job.out, "usage_mpi: ok"), "%s", job.out);
+    free(job.out);
+    return TEST_PASSED;
+}
+
+TEST_LIMIT(integ_ops_usage_mpi, TEST_INTEG, 120)
+{
+    char prog[PATH_MAX];
+    const char *dir = getenv("INCOLL_TEST_PROGDIR");
+    int r;
+    if (!mgr_http_available())
+        return test_skip("libmicrohttpd-dev is not installed "
+                         "(scripts/install-deps.sh)");
+    if (system("command -v mpirun >/dev/null 2>&1") != 0)
+        return test_skip("mpirun is not installed (scripts/install-deps.sh)");
+    snprintf(prog, sizeof(prog), "%s/mpi/usage_mpi", dir ? dir : "build/tests");
+    CHECK_MSG(access(prog, X_OK) == 0, "%s is not built", prog);
+    r = usage_mpi_body(prog);
+    stop_all();
+    last_fab_down();
+    return r;
+}
+
 /* The lines of the manager's stat about an AN and the manager that the
  * metrics must agree with, when nothing moves. */
 static int consistent(fab_t *f, const char *stat, const char *om)

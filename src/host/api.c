@@ -7,11 +7,14 @@
  * which make requests (src/host/req.c), the version and the query of
  * where a call ran (incoll_comm_where).
  */
+#include "host/comm.h"
+#include "host/counters.h"
 #include "host/host.h"
 #include "host/host_colls.h"
 #include "host/req.h"
 
 #include "common/log.h"
+#include "common/mgr_codec.h"
 #include "common/settings.h"
 
 #include <stdio.h>
@@ -386,6 +389,34 @@ INCOLL_API incoll_status_t incoll_comm_where(incoll_comm_h comm,
     host_lock(comm->ctx);
     w = comm->where;
     host_where_fill(comm, w, where_p);
+    host_unlock(comm->ctx);
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_comm_count_elsewhere(incoll_comm_h comm,
+                                                       incoll_why_t why)
+{
+    int reason;
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    switch (why) {
+    case INCOLL_WHY_UNSUPPORTED:
+        reason = MGR_FB_UNSUPPORTED;
+        break;
+    case INCOLL_WHY_ALGO:
+        reason = MGR_FB_REQUESTED;
+        break;
+    case INCOLL_WHY_NO_GROUP:
+        reason = host_comm_fb_reason(comm);
+        break;
+    case INCOLL_WHY_RECOVERED:
+        reason = MGR_FB_GROUP_FAILED;
+        break;
+    default:
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    host_lock(comm->ctx);
+    host_usage_count(comm, reason);
     host_unlock(comm->ctx);
     return INCOLL_OK;
 }

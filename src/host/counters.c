@@ -113,6 +113,11 @@ void host_usage_note(incoll_comm_h comm, int reason)
         count(comm, reason);
 }
 
+void host_usage_count(incoll_comm_h comm, int reason)
+{
+    count(comm, reason);
+}
+
 void host_usage_note_inner(incoll_comm_h comm)
 {
     if (usage_depth == 1 && inner_noted)

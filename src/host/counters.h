@@ -81,6 +81,9 @@ void host_usage_end(void);
 /* The collective on comm completed in the network (reason -1) or in
  * software for reason (mgr_fb_t). */
 void host_usage_note(incoll_comm_h comm, int reason);
+/* One collective of comm that ran outside the library (a front end's own),
+ * for reason (mgr_fb_t): counted whatever the depth. */
+void host_usage_count(incoll_comm_h comm, int reason);
 /* The collective on comm completed where the last collective noted inside
  * it ran (an allreduce through the leaders' communicator); nothing when
  * none was. */

@@ -63,9 +63,43 @@ const char *const mpi_call_names[MPI_COLL_COUNT] = {
 mpi_state_t L = {.keyval = MPI_KEYVAL_INVALID,
                  .self_keyval = MPI_KEYVAL_INVALID};
 
-static void pass(mpi_coll_t coll, reason_t why)
+/* The library's reason for a call the layer gives to MPI, for the
+ * manager's per-job counts; INCOLL_WHY_NONE: not one of comm's
+ * collectives as such (the layer is off, arguments MPI judges). */
+static incoll_why_t why_elsewhere(reason_t why)
 {
+    switch (why) {
+    case R_DTYPE:
+    case R_OP:
+    case R_UNEQUAL:
+        return INCOLL_WHY_UNSUPPORTED;
+    case R_COLL:
+    case R_BYTES:
+    case R_TUNE:
+        return INCOLL_WHY_ALGO;
+    case R_COMM:
+        return INCOLL_WHY_NO_GROUP;
+    case R_FAILED:
+    case R_LEFT:
+        return INCOLL_WHY_RECOVERED;
+    default:
+        return INCOLL_WHY_NONE;
+    }
+}
+
+/* Counts a call of comm given to MPI: in the layer's statistics, and
+ * where comm has a libincoll communicator, in its usage counts. */
+static void pass(mpi_coll_t coll, reason_t why, MPI_Comm comm)
+{
+    comm_state_t *st;
+    incoll_why_t w = why_elsewhere(why);
+
     L.passed[coll][why]++;
+    if (w == INCOLL_WHY_NONE || comm == MPI_COMM_NULL || L.finalized)
+        return;
+    st = mpi_comm_known(comm);
+    if (st != NULL && st->icomm != NULL)
+        (void)incoll_comm_count_elsewhere(st->icomm, w);
 }
 
 /* ------------------------------------------------------------------ */
@@ -144,28 +178,28 @@ static comm_state_t *gate(mpi_coll_t coll, MPI_Comm comm, size_t bytes,
     if (!L.booted)
         mpi_layer_bootstrap(0);
     if (!L.booted || L.finalized || !L.active) {
-        pass(coll, R_OFF);
+        pass(coll, R_OFF, comm);
         return NULL;
     }
     if (!(L.cfg.colls & (1 << coll))) {
-        pass(coll, R_COLL);
+        pass(coll, R_COLL, comm);
         return NULL;
     }
     if (comm == MPI_COMM_NULL) {
-        pass(coll, R_ARGS);
+        pass(coll, R_ARGS, comm);
         return NULL;
     }
     if (pre != R_COUNT) {
-        pass(coll, pre);
+        pass(coll, pre, comm);
         return NULL;
     }
     if (L.cfg.max_bytes && bytes > L.cfg.max_bytes) {
-        pass(coll, R_BYTES);
+        pass(coll, R_BYTES, comm);
         return NULL;
     }
     st = mpi_comm_state(comm, "first collective");
     if (!st->offloaded) {
-        pass(coll, R_COMM);
+        pass(coll, R_COMM, comm);
         return NULL;
     }
     return st;
@@ -302,7 +336,7 @@ static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
         ok = 0;
     if (ok)
         return 1;
-    pass(coll, R_FAILED);
+    pass(coll, R_FAILED, comm);
     snprintf(st->why, sizeof(st->why),
              "the fabric failed during a call (%s); MPI runs its "
              "collectives from now on",
@@ -886,20 +920,20 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
      * collectives go to MPI, decided alike everywhere. */
     if (st->to_mpi && (form != MPI_FORM_BLOCKING || coll == MPI_COLL_REDUCE ||
                        (coll == MPI_COLL_BCAST && c->bytes < LEFT_MPI_BYTES))) {
-        pass(coll, R_LEFT);
+        pass(coll, R_LEFT, a->comm);
         return 0;
     }
     c->st = st;
     c->icomm = st->icomm;
     if (form == MPI_FORM_PERSISTENT &&
         (c->count > 0 || coll == MPI_COLL_BARRIER) && !mpi_comm_persist(c)) {
-        pass(coll, R_COMM);
+        pass(coll, R_COMM, a->comm);
         return 0;
     }
     if (c->count > 0 && stage_call(c, a) != R_COUNT) {
         /* Erroneous where MPI reads it: MPI's own says so. */
         mpi_call_free(c);
-        pass(coll, R_ARGS);
+        pass(coll, R_ARGS, a->comm);
         return 0;
     }
     c->was_in = mpi_call_in_net(c);
