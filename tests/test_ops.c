@@ -539,12 +539,13 @@ static double metric_sum(const char *text, const char *name, const char *label)
 }
 
 /*
- * Calls the PMPI layer gives to MPI's own count too: an MPI job under
- * `incoll mpirun` runs allreduces with MPI_SUM (in the network) and with
- * a user-defined op (MPI's own, reason unsupported), and the manager's
- * per-job counts say exactly that while the job lives.
+ * Calls the PMPI layer (and the Open MPI component) give to MPI's own
+ * count too: an MPI job under `incoll mpirun --layer pmpi|component` runs
+ * allreduces with MPI_SUM (in the network) and with a user-defined op (MPI's
+ * own, reason unsupported), and the manager's per-job counts say exactly that
+ * while the job lives.
  */
-static int usage_mpi_body(const char *prog)
+static int usage_mpi_body(const char *prog, const char *layer)
 {
     fab_t f;
     proc_t job;
@@ -552,7 +553,7 @@ static int usage_mpi_body(const char *prog)
     double end;
     int ok = 0;
 
-    CHECK(fab_up(&f, "usage-mpi") == 0);
+    CHECK(fab_up(&f, layer) == 0);
     snprintf(hold, sizeof(hold), "%s/usage-mpi.hold", test_tmpdir());
     unlink(hold);
     CHECK(
@@ -587,9 +588,9 @@ static int usage_mpi_body(const char *prog)
     return TEST_PASSED;
 }
 
-TEST_LIMIT(integ_ops_usage_mpi, TEST_INTEG, 120)
+TEST_LIMIT(integ_ops_usage_mpi, TEST_INTEG, 150)
 {
-    char prog[PATH_MAX];
+    char prog[PATH_MAX], lib[PATH_MAX + 32];
     const char *dir = getenv("INCOLL_TEST_PROGDIR");
     int r;
     if (!mgr_http_available())
@@ -599,7 +600,14 @@ TEST_LIMIT(integ_ops_usage_mpi, TEST_INTEG, 120)
         return test_skip("mpirun is not installed (scripts/install-deps.sh)");
     snprintf(prog, sizeof(prog), "%s/mpi/usage_mpi", dir ? dir : "build/tests");
     CHECK_MSG(access(prog, X_OK) == 0, "%s is not built", prog);
-    r = usage_mpi_body(prog);
+    r = usage_mpi_body(prog, "pmpi");
+    stop_all();
+    last_fab_down();
+    snprintf(lib, sizeof(lib), "%s/../lib/openmpi/mca_coll_incoll.so",
+             test_bindir());
+    if (r != TEST_PASSED || access(lib, R_OK) != 0)
+        return r; /* the component is built where Open MPI's headers are */
+    r = usage_mpi_body(prog, "component");
     stop_all();
     last_fab_down();
     return r;

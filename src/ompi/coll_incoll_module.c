@@ -560,8 +560,18 @@ static int run(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form,
 /* ---- the collectives ---- */
 
 #define M(module) ((mca_coll_incoll_module_t *)(module))
+/* A call the module below runs: counted here and, where the communicator
+ * is incoll's, in the manager's per-job counts (the op, datatype or size
+ * is one incoll does not take). */
+static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
+{
+    ci_count(coll, CI_FALLBACK);
+    if (m->icomm != NULL)
+        (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_UNSUPPORTED);
+}
+
 #define BELOW(m, fn, ...)                                                      \
-    (ci_count(COLL_OF_##fn, CI_FALLBACK),                                      \
+    (below_note((m), COLL_OF_##fn),                                            \
      (m)->below.fn(__VA_ARGS__, (m)->below.fn##_module))
 
 #define COLL_OF_allreduce CI_ALLREDUCE
