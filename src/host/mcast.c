@@ -48,10 +48,9 @@ void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
     if (ep == 0 || ep == INCOLL_EP_NONE || !setting_bool(SETTING_MCAST))
         return;
     if (ctx->mc_sock == NULL && !ctx->mc_open_failed) {
-        ctx->mc_sock =
-            udp_open_flags(0, (uint16_t)(ep & 0xffff),
-                           (int)setting_u64(SETTING_UDP_BUF), "mcast",
-                           UDP_OPEN_MCAST);
+        ctx->mc_sock = udp_open_flags(0, (uint16_t)(ep & 0xffff),
+                                      (int)setting_u64(SETTING_UDP_BUF),
+                                      "mcast", UDP_OPEN_MCAST);
         ctx->mc_open_failed = ctx->mc_sock == NULL;
     }
     if (ctx->mc_sock == NULL) {
@@ -72,8 +71,10 @@ void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
             free_i = i;
     }
     if (free_i < 0) {
-        snprintf(why, sizeof(why), "this process listens on %d addresses "
-                 "already", HOST_MCAST_MAX);
+        snprintf(why, sizeof(why),
+                 "this process listens on %d addresses "
+                 "already",
+                 HOST_MCAST_MAX);
         fallback_warn(ctx, "multicast results: %s; results come by unicast",
                       why);
         return;
