@@ -98,9 +98,8 @@ static void mc_run(void)
 static int mc_setup(uint32_t dual, uint32_t probe_ops)
 {
     incoll_ep_t kids[MC_HOSTS];
-    agg_params_t ap = {.name = "leaf",
-                       .send = mc_an_send,
-                       .mcast_dual_bytes = dual};
+    agg_params_t ap = {
+        .name = "leaf", .send = mc_an_send, .mcast_dual_bytes = dual};
     agg_group_params_t gp = {.id = 1,
                              .nchildren = MC_HOSTS,
                              .children = kids,
