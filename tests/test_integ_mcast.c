@@ -34,12 +34,12 @@ static int mc_have(char *why, size_t len)
 static int mc_job(const char *dir, const char *env, const char *sizes,
                   int iters, char **out_p)
 {
-    int rc = run_cmd(out_p, 90,
-                     "env %s '%s/incoll' run -n %d --fabric '%s' --timeout 80 "
-                     "-- '%s/allreduce_check' --sizes %s --iters %d --dtype "
-                     "int32 --op sum",
-                     env, test_bindir(), MC_RANKS, dir, progdir(), sizes,
-                     iters);
+    int rc =
+        run_cmd(out_p, 90,
+                "env %s '%s/incoll' run -n %d --fabric '%s' --timeout 80 "
+                "-- '%s/allreduce_check' --sizes %s --iters %d --dtype "
+                "int32 --op sum",
+                env, test_bindir(), MC_RANKS, dir, progdir(), sizes, iters);
     if (rc != 0 || strstr(*out_p, ": ok") == NULL) {
         fprintf(stderr, "    job (%s) exited %d:\n%s", env, rc, *out_p);
         return -1;
@@ -110,14 +110,13 @@ TEST(integ_mcast_fabric, TEST_INTEG)
     if (mc_job(dir, "INCOLL_MCAST=0", "1,1000", 100, &out) != 0 ||
         mc_counters(dir, "l0", mc_keys, c, 4) != 0)
         goto out;
-    fprintf(stderr,
-            "    leaf l0: with multicast %llu datagrams for %llu results "
-            "(%llu multicast), without %llu for %llu\n",
-            (unsigned long long)(b[0] - a[0]),
-            (unsigned long long)(b[1] - a[1]),
-            (unsigned long long)(b[2] - a[2]),
-            (unsigned long long)(c[0] - b[0]),
-            (unsigned long long)(c[1] - b[1]));
+    fprintf(
+        stderr,
+        "    leaf l0: with multicast %llu datagrams for %llu results "
+        "(%llu multicast), without %llu for %llu\n",
+        (unsigned long long)(b[0] - a[0]), (unsigned long long)(b[1] - a[1]),
+        (unsigned long long)(b[2] - a[2]), (unsigned long long)(c[0] - b[0]),
+        (unsigned long long)(c[1] - b[1]));
     CHECK(b[1] - a[1] >= 200 && c[1] - b[1] >= 200);
     /* Each result: one aggregate up, one multicast down (a few resends
      * on a loaded machine). */

@@ -984,11 +984,34 @@ incoll_ep_t udp_mcast_ep(uint32_t index)
 
 int udp_mcast_sender(udp_sock_t *sock)
 {
-    struct in_addr ifa = {.s_addr = htonl((uint32_t)(sock->local >> 16))};
+    uint32_t ip = (uint32_t)(sock->local >> 16);
+    struct in_addr ifa = {.s_addr = htonl(ip)};
     int ttl = 8, loop = 1;
+    /* On loopback, out of loopback; elsewhere out of the interface the
+     * routes give the range (the emulated fabric routes 224.0.0.0/4 to
+     * its hosts' links): the kernel would take the one of the socket's
+     * address, the AN's loopback there. */
+    if ((ip >> 24) != 127 && ip != 0) {
+        incoll_ep_t probe = udp_mcast_ep(0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        socklen_t sl = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sa.sin_addr.s_addr = htonl((uint32_t)(probe >> 16));
+        sa.sin_port = htons((uint16_t)probe);
+        if (fd >= 0 && probe != INCOLL_EP_NONE &&
+            connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+            ifa = sa.sin_addr;
+        if (fd >= 0)
+            close(fd);
+    }
     if (setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) !=
-            0 ||
-        setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) !=
+        0) {
+        incoll_warn("udp %s: cannot send multicast: %s", sock->who,
+                    strerror(errno));
+        return -1;
+    }
+    if (setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) !=
             0 ||
         setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop,
                    sizeof(loop)) != 0) {

@@ -162,8 +162,9 @@ int udp_mcast_range(uint32_t *base_p, uint32_t *n_p, char *why, size_t len);
 /* Address index of the range (modulo its size) with INCOLL_MCAST_PORT, or
  * INCOLL_EP_NONE when the range is bad. */
 incoll_ep_t udp_mcast_ep(uint32_t index);
-/* Sends multicast out of the interface of the socket's address (loopback
- * included), looped back to local listeners; -1 (logged) on failure. */
+/* Sends multicast out of loopback when the socket's address is a loopback
+ * one (or any), else where the routes say; looped back to local
+ * listeners; -1 (logged) on failure. */
 int udp_mcast_sender(udp_sock_t *sock);
 /* Joins (join 1) or leaves group's address on the interface of ifip; -1
  * and why on failure. */
