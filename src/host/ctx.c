@@ -745,11 +745,14 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
                 " queries=%" PRIu64 " asked=%" PRIu64 " spurious=%" PRIu64
                 " copies=%" PRIu64 " hedges=%" PRIu64 " copy_on=%" PRIu64
                 " copy_off=%" PRIu64 " duplicate_results=%" PRIu64
-                " bad_mac=%" PRIu64 " timeouts=%" PRIu64,
+                " bad_mac=%" PRIu64 " timeouts=%" PRIu64
+                " mcast_results=%" PRIu64 " mcast_duplicates=%" PRIu64
+                " mcast_repaired=%" PRIu64,
                 c->group, k->ops, k->segments, k->packets_sent, k->retransmits,
                 k->fast_retransmits, k->probes, k->queries, k->asked,
                 k->spurious, k->copies, k->hedges, k->copy_on, k->copy_off,
-                k->duplicate_results, k->bad_mac, k->timeouts);
+                k->duplicate_results, k->bad_mac, k->timeouts, k->mcast_results,
+                k->mcast_duplicates, k->mcast_repaired);
         }
         ctx->comms = c->next;
         host_comm_free(c);
