@@ -163,8 +163,16 @@ static incoll_ep_t group_mcast(const place_group_t *g, int i)
     int hosts = 0;
     for (int k = 0; k < a->nchildren; k++)
         hosts |= a->child[k] < 0;
+    static int told;
+    char why[160];
+    uint32_t base, n;
     if (!hosts || mg == NULL || !setting_bool(SETTING_MCAST))
         return INCOLL_EP_NONE;
+    if (udp_mcast_range(&base, &n, why, sizeof(why)) != 0) {
+        if (!told++)
+            incoll_warn("multicast results off: %s", why);
+        return INCOLL_EP_NONE;
+    }
     return udp_mcast_ep(mg->mc_base + (uint32_t)i);
 }
 
