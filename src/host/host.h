@@ -24,7 +24,9 @@ struct host_comm_info; /* src/host/comm.c */
 struct host_ctx_info;  /* src/host/comm.c */
 struct host_hier;      /* src/host/hier.c */
 
-#define HOST_MCAST_MAX 16 /* addresses a process listens on at once */
+/* Addresses a process listens on at once: the kernel's default limit of
+ * memberships per socket (net.ipv4.igmp_max_memberships). */
+#define HOST_MCAST_MAX 20
 
 struct incoll_comm {
     incoll_ctx_h ctx;

@@ -71,12 +71,12 @@ void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
             free_i = i;
     }
     if (free_i < 0) {
-        snprintf(why, sizeof(why),
-                 "this process listens on %d addresses "
-                 "already",
-                 HOST_MCAST_MAX);
-        fallback_warn(ctx, "multicast results: %s; results come by unicast",
-                      why);
+        /* A limit, not a fault of the fabric: this group's results come
+         * by unicast. */
+        incoll_info("multicast results: this process listens on %d "
+                    "addresses already; this communicator's results come "
+                    "by unicast",
+                    HOST_MCAST_MAX);
         return;
     }
     ctx->mc_joined[free_i].ip = join_ip(ctx, an);
