@@ -425,7 +425,7 @@ static int partition_coll(const char *name, const char *sleep_ms,
 {
     fab_t f;
     job_t j;
-    char drop_env[] = "INCOLL_AGG_FAULT_DROP_RESULTS=2";
+    char drop_env[] = "INCOLL_AGG_FAULT_DROP_RESULTS=1";
     char *l0_env[] = {drop_env, NULL};
     char it[16];
     char *args[] = {"--iters",     it,

@@ -138,8 +138,10 @@ static void usage(FILE *out)
 
 /*
  * Fault injection for the tests, INCOLL_AGG_FAULT_DROP_RESULTS=N: from the
- * (N+1)-th result packet of the first group this AN sends results for,
- * every result packet of that group is dropped while its contributions
+ * (N+1)-th result of the first group this AN sends results for (a result
+ * is one segment of one operation, however many packets carry it: one per
+ * child, or one multicast copy), every result packet of that group is
+ * dropped while its contributions
  * still go up (a one-way fault of the AN's downlinks, as in
  * docs/failures.md). Later groups are spared, so a rebuilt group works.
  * Returns 1 when the packet must be dropped. The header is the core's,
@@ -173,9 +175,11 @@ static int fault_drop_result(const void *hdr)
 {
     static uint32_t group;
     static unsigned long long seen;
+    static uint8_t last[22]; /* slot .. offset of the last result */
+    static int dropping;
     const uint8_t *p = hdr;
     uint32_t g;
-    int drop;
+    int drop = 0;
 
     if (fault_after < 0 || p[5] != WIRE_RESULT)
         return 0;
@@ -184,7 +188,18 @@ static int fault_drop_result(const void *hdr)
     pthread_mutex_lock(&fault_lock);
     if (group == 0)
         group = g;
-    drop = g == group && seen++ >= (unsigned long long)fault_after;
+    if (g == group) {
+        /* The same slot, epoch and offset (bytes 24-47 but hops and
+         * macalg): the same result to another child. */
+        uint8_t key[22];
+        memcpy(key, p + 24, 2);
+        memcpy(key + 2, p + 28, 20);
+        if (!dropping && memcmp(key, last, sizeof(key)) != 0) {
+            memcpy(last, key, sizeof(key));
+            dropping = seen++ >= (unsigned long long)fault_after;
+        }
+        drop = dropping;
+    }
     pthread_mutex_unlock(&fault_lock);
     return drop;
 }

@@ -22,6 +22,8 @@ void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
     c_p->tx_bytes = uc->tx_bytes;
     c_p->tx_packets = uc->tx_packets;
     c_p->rx_packets = uc->rx_packets;
+    if (comm->ctx->mc_sock != NULL) /* results by multicast come here */
+        c_p->rx_packets += udp_counters(comm->ctx->mc_sock)->rx_packets;
     c_p->wakeups = host_wakeups();
     c_p->early_returns =
         __atomic_load_n(&comm->early_returns, __ATOMIC_RELAXED);

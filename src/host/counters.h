@@ -38,10 +38,10 @@ typedef struct {
     uint64_t early_returns;
     uint64_t early_waits;
     /* The cost of an operation, counted (the difference of two snapshots
-     * around it): datagrams the context's socket received (tx_packets
-     * above are those it sent), and the calling thread's wake-ups, each
-     * return from a wait in which the library blocked (ppoll on the
-     * socket, the library lock's condition, node mode's futex waits:
+     * around it): datagrams the context's sockets received, its multicast one
+     * too (tx_packets above are those it sent), and the calling thread's
+     * wake-ups, each return from a wait in which the library blocked (ppoll on
+     * the socket, the library lock's condition, node mode's futex waits:
      * host_wakeups in req.h). */
     uint64_t rx_packets;
     uint64_t wakeups;
