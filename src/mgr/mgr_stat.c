@@ -311,6 +311,8 @@ static const an_ctr_t an_ctrs[] = {
     {"bytes_reduced", "incoll_an_reduced_bytes", ""},
     {"results_sent", "incoll_an_results", "kind=\"sent\""},
     {"results_resent", "incoll_an_results", "kind=\"resent\""},
+    {"mcast_sent", "incoll_an_multicast_results", "kind=\"sent\""},
+    {"mcast_repairs", "incoll_an_multicast_results", "kind=\"repaired\""},
     {"reforwards", "incoll_an_reforwards", ""},
     {"ahead_sent", "incoll_an_bcast_ahead", ""},
     {"asks", "incoll_an_retransmission_asks", ""},
@@ -364,6 +366,9 @@ static const struct {
     {"incoll_an_reduced_bytes", "bytes", "Bytes the AN reduced."},
     {"incoll_an_results", "",
      "Results the AN sent down, first (sent) or again (resent)."},
+    {"incoll_an_multicast_results", "",
+     "Results the AN sent once to its hosts' multicast address (sent), and "
+     "the unicast copies it sent to hosts that missed one (repaired)."},
     {"incoll_an_reforwards", "",
      "Aggregates the AN forwarded to its parent again."},
     {"incoll_an_bcast_ahead", "",
