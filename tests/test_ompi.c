@@ -469,3 +469,58 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
     free(text);
     return TEST_PASSED;
 }
+
+/*
+ * Every thread level Open MPI offers, with the fabric's manager (so that
+ * dups get fabric groups): tests/ompi/othreads runs allreduce (in place
+ * and not), reduce, bcast, barrier and iallreduce on two dups of the
+ * world, under MPI_THREAD_MULTIPLE from two threads at the same time,
+ * under SERIALIZED from two threads in turn, under FUNNELED and SINGLE
+ * from the main thread; every result checked, every call counted in the
+ * network.
+ */
+TEST(ompi_component_threads, TEST_INTEG)
+{
+    static const char *const levels[] = {"multiple", "serialized", "funneled",
+                                         "single", NULL};
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 32], thr[PATH_MAX + 32];
+    char cmd[6 * PATH_MAX];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(thr, sizeof(thr), "%s/ompi/othreads", progdir());
+    snprintf(dir, sizeof(dir), "%s/ompi-threads", test_tmpdir());
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    for (int l = 0; levels[l]; l++) {
+        snprintf(out, sizeof(out), "%s.%s.out", dir, levels[l]);
+        snprintf(cmd, sizeof(cmd),
+                 ". '%s/fabric.env' && timeout -k 5 120 mpirun -n 4 " FLAGS
+                 " --mca mca_base_component_path " COMPONENT_PATH
+                 " --mca coll_incoll_stats 1 --mca coll_incoll_verbose 1 "
+                 "-x INCOLL_MGR -x INCOLL_SECRET_FILE -x INCOLL_HOSTS "
+                 "'%s' %s 8",
+                 dir, compdir, thr, levels[l]);
+        rc = sh(out, "%s", cmd);
+        text = slurp(out);
+        if (rc != 0 || !strstr(text, "othreads: ok") ||
+            !strstr(text, "DUP FROM 0 (4 ranks): offloaded") ||
+            stat_of(text, "allreduce", "net") < 2 * 8 * 3 ||
+            stat_of(text, "reduce", "net") < 2 * 8 ||
+            stat_of(text, "bcast", "net") < 2 * 8 ||
+            stat_of(text, "barrier", "net") < 2 * 8 ||
+            stat_of(text, "allreduce", "fallback") != 0 ||
+            stat_of(text, "allreduce", "host") != 0) {
+            test_fabric_down(dir);
+            CHECK_MSG(0, "%s: exit %d, allreduce net=%ld: %s", levels[l], rc,
+                      stat_of(text, "allreduce", "net"), out);
+        }
+        free(text);
+    }
+    test_fabric_down(dir);
+    return TEST_PASSED;
+}
