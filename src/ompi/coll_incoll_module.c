@@ -1181,6 +1181,7 @@ static void module_construct(mca_coll_incoll_module_t *m)
     m->own_icomm = 0;
     memset(&m->below, 0, sizeof(m->below));
     m->said_host = 0;
+    m->left = 0;
     pthread_mutex_init(&m->lock, NULL);
 }
 

@@ -73,8 +73,8 @@ static void round_on(MPI_Comm comm, int t, int r, int n, long *in, long *out)
         out[i] = wrank == (r + 1) % wsize ? 7L * i + t + r : -1;
     MPI_Bcast(out, n, MPI_LONG, (r + 1) % wsize, comm);
     for (int i = 0; i < n; i++)
-        EXPECT(out[i] == 7L * i + t + r, "comm %d round %d bcast [%d] = %ld",
-               t, r, i, out[i]);
+        EXPECT(out[i] == 7L * i + t + r, "comm %d round %d bcast [%d] = %ld", t,
+               r, i, out[i]);
     MPI_Barrier(comm);
     /* nonblocking */
     MPI_Iallreduce(in, out, n, MPI_LONG, MPI_MIN, comm, &req);
@@ -177,8 +177,8 @@ int main(int argc, char **argv)
             total += e;
         }
         if (total == 0)
-            printf("othreads: ok %s %d calls\n", argc > 1 ? argv[1] : "multiple",
-                   calls);
+            printf("othreads: ok %s %d calls\n",
+                   argc > 1 ? argv[1] : "multiple", calls);
         else
             printf("othreads: %d errors\n", total);
         fflush(stdout);
