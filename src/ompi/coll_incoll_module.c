@@ -451,6 +451,7 @@ static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
            status == INCOLL_OK ? "on another rank"
                                : incoll_status_string(status));
     ci_count(p->coll, CI_FAILED);
+    (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_RECOVERED);
     if (!__atomic_load_n(&m->left, __ATOMIC_ACQUIRE))
         leave(m, p->coll, status);
     return 0;
@@ -680,12 +681,15 @@ static int run(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form,
 #define M(module) ((mca_coll_incoll_module_t *)(module))
 /* A call the module below runs: counted here and, where the communicator
  * is incoll's, in the manager's per-job counts (the op, datatype or size
- * is one incoll does not take). */
+ * is one incoll does not take; or the communicator left the network). */
 static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
 {
     ci_count(coll, CI_FALLBACK);
     if (m->icomm != NULL)
-        (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_UNSUPPORTED);
+        (void)incoll_comm_count_elsewhere(
+            m->icomm, __atomic_load_n(&m->left, __ATOMIC_ACQUIRE)
+                          ? INCOLL_WHY_RECOVERED
+                          : INCOLL_WHY_UNSUPPORTED);
 }
 
 #define BELOW(m, fn, ...)                                                      \
