@@ -460,8 +460,8 @@ $(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(INTERNAL_A) src/ompi/exports.map
 	    $(OMPI_COMP_OBJS) -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) $(OMPI_COMP_LIBS)
 # Its test programs (tests/ompi, tests/test_ompi.c): ocolls, and liboprof.so,
 # a PMPI profiler preloaded beside the component; osu_coll, the benchmark
-# of docs/ompi.md.
-OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/liboprof.so
+# of docs/ompi.md; othreads, the thread levels.
+OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so
 $(BUILD)/tests/ompi/%: tests/ompi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<

@@ -146,8 +146,8 @@ static int build_tree_body(const char *fab)
     snprintf(inst, sizeof(inst), "%s/prefix", test_tmpdir());
     CHECK_OUT(sh_in(test_srcdir(), out,
                     "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install "
-                    "PREFIX='%s'%s",
-                    inst, tree_werror()) == 0,
+                    "PREFIX='%s' OMPI_COMPDIR='%s/lib/openmpi'%s",
+                    inst, inst, tree_werror()) == 0,
               out);
     snprintf(path, sizeof(path), "%s/lib/libincoll.so", inst);
     n = readlink(path, link, sizeof(link) - 1);

@@ -149,17 +149,13 @@ TEST(ompi_component_info, TEST_INTEG)
     CHECK_MSG(rc == 0, "ompi_info exited %d: %s", rc, out);
     CHECK_MSG(strstr(text, "MCA coll: incoll ("), "no 'MCA coll: incoll' in %s",
               out);
-    static const char *const params[] = {"coll_incoll_enable",
-                                         "coll_incoll_priority",
-                                         "coll_incoll_verbose",
-                                         "coll_incoll_fabric",
-                                         "coll_incoll_mgr",
-                                         "coll_incoll_secret_file",
-                                         "coll_incoll_colls",
-                                         "coll_incoll_max_bytes",
-                                         "coll_incoll_min_ranks",
-                                         "coll_incoll_stats",
-                                         NULL};
+    static const char *const params[] = {
+        "coll_incoll_enable",    "coll_incoll_priority",
+        "coll_incoll_verbose",   "coll_incoll_fabric",
+        "coll_incoll_mgr",       "coll_incoll_secret_file",
+        "coll_incoll_colls",     "coll_incoll_max_bytes",
+        "coll_incoll_min_ranks", "coll_incoll_stats",
+        "coll_incoll_agree",     NULL};
     for (int i = 0; params[i]; i++)
         CHECK_MSG(strstr(text, params[i]), "no %s in %s", params[i], out);
     free(text);
@@ -178,7 +174,7 @@ TEST(ompi_component_colls, TEST_INTEG)
 {
     const char *why = ready();
     char dir[PATH_MAX], out[PATH_MAX + 16], st[PATH_MAX + 16],
-        extra[PATH_MAX + 64];
+        extra[PATH_MAX + 128];
     char *text;
     long red;
     int rc;
@@ -191,8 +187,12 @@ TEST(ompi_component_colls, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(st, sizeof(st), "%s.stat", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    /* Without the agreement (coll_incoll_agree 0) a fabric without a
+     * manager runs the nonblocking and persistent forms too. */
     snprintf(extra, sizeof(extra),
-             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1", dir);
+             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1 "
+             "--mca coll_incoll_agree 0",
+             dir);
     rc = job(out, 4, extra);
     red = fabric_reductions(dir, st);
     test_fabric_down(dir);
@@ -412,5 +412,115 @@ TEST(ompi_component_an_killed, TEST_INTEG)
         n++;
     CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
     free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * The fabric's ANs stopped during a job on a fabric without a manager (the
+ * world of fabric.conf), where libincoll cannot recover by itself (as
+ * tests/mpi/killmid.c does for the PMPI layer): the ranks agree
+ * after each call, redo the failed one on Open MPI's own (counted failed=)
+ * and leave the rest to it (fallback=); every result right (osu_coll checks
+ * each), and rank 0 says so once.
+ */
+TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
+    char cmd[6 * PATH_MAX];
+    char *text;
+    int rc, n = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(osu, sizeof(osu), "%s/ompi/osu_coll", progdir());
+    snprintf(dir, sizeof(dir), "%s/ompi-kill-nomgr", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    /* Fail fast: this test is about the answer, not the timeout. */
+    snprintf(cmd, sizeof(cmd),
+             "timeout -k 5 120 mpirun -n 4 " FLAGS
+             " --mca mca_base_component_path " COMPONENT_PATH
+             " --mca coll_incoll_stats 1 --mca coll_incoll_fabric '%s' "
+             "-x INCOLL_TIMEOUT_MS=1000 "
+             "-x OSU_COLL_KILL_CMD=\"'%s/incoll' fabric down --dir '%s'\" "
+             "'%s' 1024 5",
+             compdir, dir, test_bindir(), dir, osu);
+    rc = sh(out, "%s", cmd);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "osu_coll: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(stat_of(text, "allreduce", "net") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "failed") +
+                      stat_of(text, "reduce", "failed") +
+                      stat_of(text, "bcast", "failed") +
+                      stat_of(text, "barrier", "failed") ==
+                  1,
+              "want one call redone after the failure: %s", out);
+    CHECK_MSG(stat_of(text, "bcast", "fallback") > 0 &&
+                  stat_of(text, "reduce", "fallback") > 0,
+              "the calls after the failure not on Open MPI's own: %s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "host") == 0, "%s", out);
+    for (const char *p = text; (p = strstr(p, "the fabric failed during")); p++)
+        n++;
+    CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * Every thread level Open MPI offers, with the fabric's manager (so that
+ * dups get fabric groups): tests/ompi/othreads runs allreduce (in place
+ * and not), reduce, bcast, barrier and iallreduce on two dups of the
+ * world, under MPI_THREAD_MULTIPLE from two threads at the same time,
+ * under SERIALIZED from two threads in turn, under FUNNELED and SINGLE
+ * from the main thread; every result checked, every call counted in the
+ * network.
+ */
+TEST(ompi_component_threads, TEST_INTEG)
+{
+    static const char *const levels[] = {"multiple", "serialized", "funneled",
+                                         "single", NULL};
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 32], thr[PATH_MAX + 32];
+    char cmd[6 * PATH_MAX];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(thr, sizeof(thr), "%s/ompi/othreads", progdir());
+    snprintf(dir, sizeof(dir), "%s/ompi-threads", test_tmpdir());
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    for (int l = 0; levels[l]; l++) {
+        snprintf(out, sizeof(out), "%s.%s.out", dir, levels[l]);
+        snprintf(cmd, sizeof(cmd),
+                 ". '%s/fabric.env' && timeout -k 5 120 mpirun -n 4 " FLAGS
+                 " --mca mca_base_component_path " COMPONENT_PATH
+                 " --mca coll_incoll_stats 1 --mca coll_incoll_verbose 1 "
+                 "-x INCOLL_MGR -x INCOLL_SECRET_FILE -x INCOLL_HOSTS "
+                 "'%s' %s 8",
+                 dir, compdir, thr, levels[l]);
+        rc = sh(out, "%s", cmd);
+        text = slurp(out);
+        if (rc != 0 || !strstr(text, "othreads: ok") ||
+            !strstr(text, "DUP FROM 0 (4 ranks): offloaded") ||
+            stat_of(text, "allreduce", "net") < 2 * 8 * 3 ||
+            stat_of(text, "reduce", "net") < 2 * 8 ||
+            stat_of(text, "bcast", "net") < 2 * 8 ||
+            stat_of(text, "barrier", "net") < 2 * 8 ||
+            stat_of(text, "allreduce", "fallback") != 0 ||
+            stat_of(text, "allreduce", "host") != 0) {
+            test_fabric_down(dir);
+            CHECK_MSG(0, "%s: exit %d, allreduce net=%ld: %s", levels[l], rc,
+                      stat_of(text, "allreduce", "net"), out);
+        }
+        free(text);
+    }
+    test_fabric_down(dir);
     return TEST_PASSED;
 }

@@ -45,9 +45,11 @@ typedef enum {
 
 /* Where a call went, for the statistics. */
 typedef enum {
-    CI_NET = 0, /* libincoll, in the network */
-    CI_HOST,    /* libincoll, on its host-based algorithms (after a failure) */
-    CI_FALLBACK /* the module below */
+    CI_NET = 0,  /* libincoll, in the network */
+    CI_HOST,     /* libincoll, on its host-based algorithms (after a failure) */
+    CI_FALLBACK, /* the module below */
+    CI_FAILED,   /* the fabric failed during it: redone by the module below */
+    CI_WHERES
 } ci_where_t;
 
 typedef struct {
@@ -63,7 +65,9 @@ typedef struct {
     unsigned long max_bytes;
     int min_ranks;
     bool stats;
+    int agree; /* the agreement after each call: -1 without a manager */
     /* state */
+    int agree_on; /* the agreement runs (coll_incoll_agree, the fabric) */
     uint32_t colls_mask;
     char off_why[1024]; /* why the component is off in this process */
     int mpi_threads;    /* MPI_THREAD_MULTIPLE (init_query's word) */
@@ -72,7 +76,7 @@ typedef struct {
     incoll_ctx_h ctx;
     incoll_comm_h world;
     char job[32];
-    long counts[CI_COUNT][3]; /* by ci_where_t */
+    long counts[CI_COUNT][CI_WHERES]; /* by ci_where_t */
 } mca_coll_incoll_component_t;
 
 OMPI_MODULE_DECLSPEC extern mca_coll_incoll_component_t
@@ -90,7 +94,8 @@ typedef struct {
     incoll_comm_h icomm; /* NULL: everything goes below */
     int own_icomm;       /* 0 for the world's (the context owns it) */
     int rank, size;
-    int said_host;        /* told that it left the network */
+    int said_host; /* told that it left the network */
+    int left;      /* the ranks agreed the fabric failed: all goes below */
     pthread_mutex_t lock; /* one libincoll call on icomm at a time */
     struct {
         CI_SAVED(allreduce);

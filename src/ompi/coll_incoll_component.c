@@ -161,6 +161,17 @@ static int incoll_register(void)
         "below",
         MCA_BASE_VAR_TYPE_BOOL, NULL, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &cm->stats);
+    cm->agree = -1;
+    (void)mca_base_component_var_register(
+        c, "agree",
+        "After each blocking call the ranks agree whether the fabric "
+        "delivered everywhere, and redo a failed call, and run the "
+        "communicator's collectives from then on, on the component below "
+        "(nonblocking and persistent calls go below): 1 always, 0 never, "
+        "-1 when there is no manager (a fabric.conf fabric), where libincoll "
+        "cannot recover from a failed AN by itself",
+        MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4,
+        MCA_BASE_VAR_SCOPE_READONLY, &cm->agree);
     return OMPI_SUCCESS;
 }
 
@@ -172,12 +183,12 @@ static void stats_print(void)
 
     for (int c = 0; c < CI_COUNT && off < sizeof(line); c++) {
         long *n = cm->counts[c];
-        if (n[CI_NET] + n[CI_HOST] + n[CI_FALLBACK] == 0)
+        if (n[CI_NET] + n[CI_HOST] + n[CI_FALLBACK] + n[CI_FAILED] == 0)
             continue;
-        off += (size_t)snprintf(line + off, sizeof(line) - off,
-                                "%s %s net=%ld host=%ld fallback=%ld",
-                                off ? ";" : "", coll_names[c], n[CI_NET],
-                                n[CI_HOST], n[CI_FALLBACK]);
+        off += (size_t)snprintf(
+            line + off, sizeof(line) - off,
+            "%s %s net=%ld host=%ld fallback=%ld failed=%ld", off ? ";" : "",
+            coll_names[c], n[CI_NET], n[CI_HOST], n[CI_FALLBACK], n[CI_FAILED]);
     }
     fprintf(stderr, "coll/incoll: stats rank %d:%s\n", my_rank,
             off ? line : " no collective");
@@ -401,6 +412,16 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     if (incoll_setting_given("INCOLL_PROGRESS_THREAD") != 1) {
         params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
         params.progress_thread = 1;
+    }
+    /* No manager (only a fabric.conf): libincoll cannot recover from a
+     * failed AN, so the ranks agree after each call (coll_incoll_agree);
+     * the agreement needs every rank to have seen its call end, so no
+     * early returns. */
+    cm->agree_on = cm->agree > 0 || (cm->agree < 0 && !cm->mgr[0] &&
+                                     incoll_setting_given("INCOLL_MGR") != 1);
+    if (cm->agree_on) {
+        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
+        params.early_max = 0;
     }
     /* The component's calls come from any thread under
      * MPI_THREAD_MULTIPLE, else one at a time. */

@@ -62,8 +62,10 @@ typedef struct {
     incoll_dtype_t idt;
     incoll_op_t iop;
     int root;
+    size_t esize; /* a reduction's element size */
     ci_stage_t in, out;
     char *tmp[2];
+    int rc; /* the MPI code of a blocking call */
 } ci_plan_t;
 
 static void plan_free(ci_plan_t *p)
@@ -81,6 +83,10 @@ static int taken(mca_coll_incoll_module_t *m, ci_coll_t coll, size_t bytes)
 
     if (m->icomm == NULL || !(cm->colls_mask & (1u << coll)))
         return 0;
+    if (__atomic_load_n(&m->left, __ATOMIC_ACQUIRE)) {
+        ci_log(2, "%s: the communicator left the network", ci_coll_name(coll));
+        return 0;
+    }
     if (cm->max_bytes && bytes > cm->max_bytes) {
         ci_log(2, "%s of %zu bytes: above coll_incoll_max_bytes",
                ci_coll_name(coll), bytes);
@@ -112,6 +118,7 @@ static int plan_reduction(mca_coll_incoll_module_t *m, ci_coll_t coll,
         return 0;
     }
     p->idt = e->idt;
+    p->esize = (size_t)e->size;
     p->count = (size_t)count;
     return taken(m, coll, (size_t)count * (size_t)e->size);
 }
@@ -358,6 +365,118 @@ static int run_blocking(mca_coll_incoll_module_t *m, ci_plan_t *p)
     return rc;
 }
 
+/* ---- fabrics without a manager: the agreement after each call ---- */
+
+/* The bytes of the caller's buffer that a reduction in place reads, which
+ * libincoll may have overwritten when it failed; 0 when none. */
+static size_t in_place_bytes(const mca_coll_incoll_module_t *m,
+                             const ci_plan_t *p)
+{
+    if (p->sbuf != INCOLL_IN_PLACE)
+        return 0;
+    switch (p->coll) {
+    case CI_ALLREDUCE:
+    case CI_REDUCE:
+        return p->count * p->esize;
+    case CI_REDUCE_SCATTER_BLOCK:
+    case CI_REDUCE_SCATTER:
+        return p->count * p->esize * (size_t)m->size;
+    default:
+        return 0; /* the rank's own block, written with the same bytes */
+    }
+}
+
+/*
+ * The communicator's ranks agreed that the fabric failed during a call:
+ * from now on every collective on it goes to the module below (the same
+ * decision at the same call on every rank), and rank 0 says so once.
+ */
+static void leave(mca_coll_incoll_module_t *m, ci_coll_t coll,
+                  incoll_status_t status)
+{
+    __atomic_store_n(&m->left, 1, __ATOMIC_RELEASE);
+    if (m->rank == 0)
+        ci_log(0,
+               "%s (%d ranks): the fabric failed during %s (%s); its ranks "
+               "agreed to redo the call, and to run its collectives from "
+               "now on, on the component below",
+               m->comm->c_name, m->size, ci_coll_name(coll),
+               status == INCOLL_OK ? "on another rank"
+                                   : incoll_status_string(status));
+}
+
+/*
+ * A blocking call on a fabric without a manager, where libincoll cannot
+ * recover from a dead AN: run on libincoll, then the ranks agree (one
+ * allreduce of an int, MPI_MIN, by the module below) whether it delivered
+ * everywhere. 1 with p->rc set when it did (or when an error of this rank
+ * alone ends it); 0 when any rank's failed: the caller redoes the call with
+ * the module below, from its untouched input (a reduction in place gets
+ * its input back from a copy).
+ */
+static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
+{
+    size_t keep = in_place_bytes(m, p);
+    char *copy = NULL;
+    incoll_status_t status = INCOLL_ERR_NO_MEMORY;
+    int ok, rc;
+
+    if (keep && (copy = malloc(keep)) != NULL)
+        memcpy(copy, p->rbuf, keep);
+    if ((keep == 0 || copy) && stage_in(p) == MPI_SUCCESS) {
+        pthread_mutex_lock(&m->lock);
+        status = launch(m->icomm, p, F_BLOCKING, NULL);
+        pthread_mutex_unlock(&m->lock);
+    }
+    ok = status == INCOLL_OK;
+    rc = m->below.allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, m->comm,
+                            m->below.allreduce_module);
+    if (rc == MPI_SUCCESS && ok) {
+        free(copy);
+        p->rc = finish(m, p, status);
+        plan_free(p);
+        return 1;
+    }
+    if (copy)
+        memcpy(p->rbuf, copy, keep);
+    free(copy);
+    plan_free(p);
+    if (rc != MPI_SUCCESS) {
+        /* The agreement itself failed: MPI's own error. */
+        p->rc = rc;
+        return 1;
+    }
+    ci_log(2, "%s on %s: the fabric failed (%s): redone by the component below",
+           ci_coll_name(p->coll), m->comm->c_name,
+           status == INCOLL_OK ? "on another rank"
+                               : incoll_status_string(status));
+    ci_count(p->coll, CI_FAILED);
+    (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_RECOVERED);
+    if (!__atomic_load_n(&m->left, __ATOMIC_ACQUIRE))
+        leave(m, p->coll, status);
+    return 0;
+}
+
+/* A planned blocking call: 1 with p->rc set when done, 0 when every rank
+ * agreed to redo it with the module below (REDO). */
+static int blocking_done(mca_coll_incoll_module_t *m, ci_plan_t *p)
+{
+    if (mca_coll_incoll_component.agree_on)
+        return run_agreed(m, p);
+    p->rc = run_blocking(m, p);
+    return 1;
+}
+
+/* The agreement after each call is a blocking MPI call: on a fabric
+ * without a manager nonblocking and persistent calls go to the module
+ * below (as do all calls once the communicator left the network). */
+static int nb_below(mca_coll_incoll_module_t *m)
+{
+    if (m->icomm == NULL || !mca_coll_incoll_component.agree_on)
+        return 0;
+    return 1;
+}
+
 /* ---- requests ---- */
 
 typedef struct ci_req {
@@ -562,17 +681,24 @@ static int run(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form,
 #define M(module) ((mca_coll_incoll_module_t *)(module))
 /* A call the module below runs: counted here and, where the communicator
  * is incoll's, in the manager's per-job counts (the op, datatype or size
- * is one incoll does not take). */
+ * is one incoll does not take; or the communicator left the network). */
 static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
 {
     ci_count(coll, CI_FALLBACK);
     if (m->icomm != NULL)
-        (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_UNSUPPORTED);
+        (void)incoll_comm_count_elsewhere(
+            m->icomm, __atomic_load_n(&m->left, __ATOMIC_ACQUIRE)
+                          ? INCOLL_WHY_RECOVERED
+                          : INCOLL_WHY_UNSUPPORTED);
 }
 
 #define BELOW(m, fn, ...)                                                      \
     (below_note((m), COLL_OF_##fn),                                            \
      (m)->below.fn(__VA_ARGS__, (m)->below.fn##_module))
+
+/* A call every rank agreed to redo with the module below after the fabric
+ * failed during it (counted as failed by run_agreed). */
+#define REDO(m, fn, ...) ((m)->below.fn(__VA_ARGS__, (m)->below.fn##_module))
 
 #define COLL_OF_allreduce CI_ALLREDUCE
 #define COLL_OF_iallreduce CI_ALLREDUCE
@@ -621,7 +747,9 @@ static int ci_allreduce(const void *sbuf, void *rbuf, int count,
     ci_plan_t p;
     if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), allreduce, sbuf, rbuf, count, dt, op, comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p)
+               ? p.rc
+               : REDO(M(mod), allreduce, sbuf, rbuf, count, dt, op, comm);
 }
 
 static int ci_iallreduce(const void *sbuf, void *rbuf, int count,
@@ -630,7 +758,8 @@ static int ci_iallreduce(const void *sbuf, void *rbuf, int count,
                          mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+    if (nb_below(M(mod)) ||
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), iallreduce, sbuf, rbuf, count, dt, op, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -641,7 +770,8 @@ static int ci_allreduce_init(const void *sbuf, void *rbuf, int count,
                              ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+    if (nb_below(M(mod)) ||
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), allreduce_init, sbuf, rbuf, count, dt, op, comm,
                      info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -672,7 +802,9 @@ static int ci_reduce(const void *sbuf, void *rbuf, int count,
     ci_plan_t p;
     if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
         return BELOW(M(mod), reduce, sbuf, rbuf, count, dt, op, root, comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p)
+               ? p.rc
+               : REDO(M(mod), reduce, sbuf, rbuf, count, dt, op, root, comm);
 }
 
 static int ci_ireduce(const void *sbuf, void *rbuf, int count,
@@ -681,7 +813,8 @@ static int ci_ireduce(const void *sbuf, void *rbuf, int count,
                       mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+    if (nb_below(M(mod)) ||
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
         return BELOW(M(mod), ireduce, sbuf, rbuf, count, dt, op, root, comm,
                      req);
     return run(M(mod), &p, F_NB, req);
@@ -693,7 +826,8 @@ static int ci_reduce_init(const void *sbuf, void *rbuf, int count,
                           ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+    if (nb_below(M(mod)) ||
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
         return BELOW(M(mod), reduce_init, sbuf, rbuf, count, dt, op, root, comm,
                      info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -729,7 +863,9 @@ static int ci_rsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
                   &p))
         return BELOW(M(mod), reduce_scatter_block, sbuf, rbuf, count, dt, op,
                      comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p) ? p.rc
+                                     : REDO(M(mod), reduce_scatter_block, sbuf,
+                                            rbuf, count, dt, op, comm);
 }
 
 static int ci_irsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
@@ -737,8 +873,8 @@ static int ci_irsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
                    ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p))
+    if (nb_below(M(mod)) || !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf,
+                                      rbuf, count, dt, op, &p))
         return BELOW(M(mod), ireduce_scatter_block, sbuf, rbuf, count, dt, op,
                      comm, req);
     return run(M(mod), &p, F_NB, req);
@@ -750,8 +886,8 @@ static int ci_rsb_init(const void *sbuf, void *rbuf, int count,
                        ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p))
+    if (nb_below(M(mod)) || !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf,
+                                      rbuf, count, dt, op, &p))
         return BELOW(M(mod), reduce_scatter_block_init, sbuf, rbuf, count, dt,
                      op, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -766,7 +902,9 @@ static int ci_rs(const void *sbuf, void *rbuf, const int *counts,
     if (count < 0 ||
         !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p)
+               ? p.rc
+               : REDO(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
 }
 
 static int ci_irs(const void *sbuf, void *rbuf, const int *counts,
@@ -776,7 +914,7 @@ static int ci_irs(const void *sbuf, void *rbuf, const int *counts,
 {
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
-    if (count < 0 ||
+    if (nb_below(M(mod)) || count < 0 ||
         !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), ireduce_scatter, sbuf, rbuf, counts, dt, op, comm,
                      req);
@@ -790,7 +928,7 @@ static int ci_rs_init(const void *sbuf, void *rbuf, const int *counts,
 {
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
-    if (count < 0 ||
+    if (nb_below(M(mod)) || count < 0 ||
         !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
         return BELOW(M(mod), reduce_scatter_init, sbuf, rbuf, counts, dt, op,
                      comm, info, req);
@@ -810,14 +948,14 @@ static int ci_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *mod)
     ci_plan_t p;
     if (!plan_barrier(M(mod), &p))
         return BELOW(M(mod), barrier, comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p) ? p.rc : REDO(M(mod), barrier, comm);
 }
 
 static int ci_ibarrier(ompi_communicator_t *comm, ompi_request_t **req,
                        mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_barrier(M(mod), &p))
+    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p))
         return BELOW(M(mod), ibarrier, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -826,7 +964,7 @@ static int ci_barrier_init(ompi_communicator_t *comm, ompi_info_t *info,
                            ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_barrier(M(mod), &p))
+    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p))
         return BELOW(M(mod), barrier_init, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
 }
@@ -838,7 +976,9 @@ static int ci_bcast(void *buf, int count, ompi_datatype_t *dt, int root,
     ci_plan_t p;
     if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
         return BELOW(M(mod), bcast, buf, count, dt, root, comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p)
+               ? p.rc
+               : REDO(M(mod), bcast, buf, count, dt, root, comm);
 }
 
 static int ci_ibcast(void *buf, int count, ompi_datatype_t *dt, int root,
@@ -846,7 +986,8 @@ static int ci_ibcast(void *buf, int count, ompi_datatype_t *dt, int root,
                      mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+    if (nb_below(M(mod)) ||
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
         return BELOW(M(mod), ibcast, buf, count, dt, root, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -856,7 +997,8 @@ static int ci_bcast_init(void *buf, int count, ompi_datatype_t *dt, int root,
                          ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+    if (nb_below(M(mod)) ||
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
         return BELOW(M(mod), bcast_init, buf, count, dt, root, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
 }
@@ -871,7 +1013,9 @@ static int ci_allgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
                    0, &p))
         return BELOW(M(mod), allgather, sbuf, scount, sdt, rbuf, rcount, rdt,
                      comm);
-    return run(M(mod), &p, F_BLOCKING, NULL);
+    return blocking_done(M(mod), &p) ? p.rc
+                                     : REDO(M(mod), allgather, sbuf, scount,
+                                            sdt, rbuf, rcount, rdt, comm);
 }
 
 static int ci_iallgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
@@ -880,8 +1024,8 @@ static int ci_iallgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
                          mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p))
+    if (nb_below(M(mod)) || !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt,
+                                       rbuf, rcount, rdt, 0, &p))
         return BELOW(M(mod), iallgather, sbuf, scount, sdt, rbuf, rcount, rdt,
                      comm, req);
     return run(M(mod), &p, F_NB, req);
@@ -893,8 +1037,8 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                              ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p))
+    if (nb_below(M(mod)) || !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt,
+                                       rbuf, rcount, rdt, 0, &p))
         return BELOW(M(mod), allgather_init, sbuf, scount, sdt, rbuf, rcount,
                      rdt, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -912,7 +1056,10 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                        root, &p))                                              \
             return BELOW(M(mod), name, sbuf, scount, sdt, rbuf, rcount, rdt,   \
                          root, comm);                                          \
-        return run(M(mod), &p, F_BLOCKING, NULL);                              \
+        return blocking_done(M(mod), &p)                                       \
+                   ? p.rc                                                      \
+                   : REDO(M(mod), name, sbuf, scount, sdt, rbuf, rcount, rdt,  \
+                          root, comm);                                         \
     }                                                                          \
     static int ci_i##name(const void *sbuf, int scount, ompi_datatype_t *sdt,  \
                           void *rbuf, int rcount, ompi_datatype_t *rdt,        \
@@ -920,8 +1067,8 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                           ompi_request_t **req, mca_coll_base_module_t *mod)   \
     {                                                                          \
         ci_plan_t p;                                                           \
-        if (!plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p))                                              \
+        if (nb_below(M(mod)) || !plan_move(M(mod), COLL, sbuf, scount, sdt,    \
+                                           rbuf, rcount, rdt, root, &p))       \
             return BELOW(M(mod), i##name, sbuf, scount, sdt, rbuf, rcount,     \
                          rdt, root, comm, req);                                \
         return run(M(mod), &p, F_NB, req);                                     \
@@ -932,8 +1079,8 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
         ompi_info_t *info, ompi_request_t **req, mca_coll_base_module_t *mod)  \
     {                                                                          \
         ci_plan_t p;                                                           \
-        if (!plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p))                                              \
+        if (nb_below(M(mod)) || !plan_move(M(mod), COLL, sbuf, scount, sdt,    \
+                                           rbuf, rcount, rdt, root, &p))       \
             return BELOW(M(mod), name##_init, sbuf, scount, sdt, rbuf, rcount, \
                          rdt, root, comm, info, req);                          \
         return run(M(mod), &p, F_PERSISTENT, req);                             \
@@ -1038,6 +1185,7 @@ static void module_construct(mca_coll_incoll_module_t *m)
     m->own_icomm = 0;
     memset(&m->below, 0, sizeof(m->below));
     m->said_host = 0;
+    m->left = 0;
     pthread_mutex_init(&m->lock, NULL);
 }
 
