@@ -216,11 +216,12 @@ uint32_t host_engine_oneway_every(const host_engine_params_t *p)
 
 void host_engine_params_default(host_engine_params_t *p)
 {
-    p->rto_init_ns = 20000000;
-    p->rto_min_ns = 200000;
-    p->rto_max_ns = 250000000;
-    p->max_retries = 12;
-    p->progress_timeout_ns = 3000000000ull;
+    rto_defaults_t d = rto_defaults();
+    p->rto_init_ns = d.init_ns;
+    p->rto_min_ns = d.min_ns;
+    p->rto_max_ns = d.max_ns;
+    p->max_retries = d.retries;
+    p->progress_timeout_ns = d.timeout_ns;
 }
 
 host_engine_t *host_engine_create(const host_engine_params_t *params)
