@@ -101,10 +101,9 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
 
 void host_cfg_free(host_cfg_t *c)
 {
-    char **texts[] = {&c->job,     &c->host,        &c->mgr,
-                      &c->fabric,  &c->secret_file, &c->hosts,
-                      &c->host_map, &c->gen,        &c->stream_lock,
-                      &c->hier};
+    char **texts[] = {&c->job,         &c->host,  &c->mgr,      &c->fabric,
+                      &c->secret_file, &c->hosts, &c->host_map, &c->gen,
+                      &c->stream_lock, &c->hier};
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         free(*texts[i]);
         *texts[i] = NULL;
@@ -138,8 +137,8 @@ uint32_t host_job_generation(const char *gen, const char *job)
 
     /* INCOLL_GEN (`incoll run` sets it from the clock) orders jobs: an AN
      * lets a newer generation take a group over at once (agg_core.h). */
-    if (setting_parse(&setting_table[SETTING_GEN], gen, &v, err,
-                      sizeof(err)) != INCOLL_OK)
+    if (setting_parse(&setting_table[SETTING_GEN], gen, &v, err, sizeof(err)) !=
+        INCOLL_OK)
         incoll_error("init: %s: ignoring it, the generation is %s", err,
                      job == NULL || *job == '\0' ? "0"
                                                  : "a hash of INCOLL_JOB");

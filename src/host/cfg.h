@@ -8,15 +8,16 @@
  * settings table's alone.
  *
  * host_cfg_fill() is the one place in src/host that reads the
- * environment or the settings table; tests/test_settings.c
- * (settings_host_reads_cfg_only) checks it. Documented exceptions, read
- * at the time of the call rather than at init:
+ * environment or a setting's current value; tests/test_settings.c
+ * (settings_host_reads_cfg_only) checks it. The documented exception,
+ * read at the time of the call rather than at init:
  *   - incoll_setting_given() (src/host/api.c): a front end asks whether
- *     a variable is set, before any context exists;
- *   - INCOLL_LOG_LEVEL, INCOLL_UDP_*, INCOLL_MAC and the fault injection
- *     settings are read by src/common (log, udp, wire), per process.
- * A program that wants other values starts a new context: values given to
- * incoll_init_params() win over the environment's.
+ *     a variable is set, before any context exists.
+ * Outside src/host, INCOLL_LOG_LEVEL, INCOLL_UDP_GSO/GRO, INCOLL_MAC and
+ * the data path's fault injection are read by src/common (log, udp,
+ * wire), per process. A program that wants other values starts a new
+ * context; values given to incoll_init_params() win over the
+ * environment's.
  */
 #ifndef INCOLL_HOST_CFG_H
 #define INCOLL_HOST_CFG_H
@@ -31,11 +32,11 @@ typedef struct host_cfg {
     /* identity: -1 / NULL when unset (incoll_init_params() fields win) */
     int64_t rank, size, local_rank, local_size;
     char *job, *host, *mgr, *fabric, *secret_file, *hosts, *host_map;
-    char *gen;         /* INCOLL_GEN as given (host_job_generation) */
+    char *gen; /* INCOLL_GEN as given (host_job_generation) */
     int progress_thread;
     size_t early_max;
     /* the data path */
-    uint64_t payload;   /* INCOLL_PAYLOAD: 0 the group's */
+    uint64_t payload; /* INCOLL_PAYLOAD: 0 the group's */
     uint64_t udp_buf;
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     int retries;
