@@ -399,6 +399,7 @@ static void host_receive(mgrnet_t *net, node_t *h, uint16_t type,
         h->hv.key = gi.key;
         h->hv.child = gi.child;
         h->hv.an = gi.an;
+        h->hv.mcast = gi.mcast;
         h->hv.gen = gi.gen;
         break;
     }

@@ -151,6 +151,7 @@ typedef struct {
     uint64_t key;
     uint16_t child;
     incoll_ep_t an;
+    incoll_ep_t mcast; /* the multicast address of our AN's results */
     uint32_t gen;
     uint32_t failed; /* group_failed received, in all */
     uint32_t failed_group;

@@ -186,6 +186,45 @@ TEST(mgr_core_group_lifecycle, TEST_UNIT)
     RUN_BODY(lifecycle_body);
 }
 
+/* Multicast addresses (docs/multicast.md): the hosts of one leaf share
+ * their group's address there, another leaf has another, and a second
+ * group over some of the same hosts gets addresses of its own. */
+static int mcast_body(fab_t *f)
+{
+    static const int two[2] = {0, 2};
+    incoll_ep_t a0, a1, a2, b0, b2;
+    f->net = NULL;
+    if (fab_up(f, NULL, 1) != 0)
+        return TEST_FAILED;
+    a0 = host(f, 0).mcast;
+    a1 = host(f, 1).mcast;
+    a2 = host(f, 2).mcast;
+    CHECK(((a0 >> 16) & 0xffff0000u) == 0xefc00000u); /* 239.192/16 */
+    CHECK_EQ_INT(a0 & 0xffff, 18517);
+    CHECK(a0 == a1);
+    CHECK(a0 != a2);
+    mgrnet_host_request(f->net, f->h[0], COMM + 1, 0, two, 2);
+    mgrnet_host_request(f->net, f->h[2], COMM + 1, 0, two, 2);
+    mgrnet_run(f->net, 20);
+    CHECK_EQ_INT(host(f, 0).status, INCOLL_OK);
+    CHECK(host(f, 0).group != f->group);
+    b0 = host(f, 0).mcast;
+    b2 = host(f, 2).mcast;
+    CHECK(((b0 >> 16) & 0xffff0000u) == 0xefc00000u);
+    CHECK_MSG(b0 != a0 && b0 != a2 && b2 != a0 && b2 != a2,
+              "%llx %llx %llx %llx", (unsigned long long)a0,
+              (unsigned long long)a2, (unsigned long long)b0,
+              (unsigned long long)b2);
+    /* (the pruned tree: both hang off one AN, so one address) */
+    CHECK((b0 == b2) == (host(f, 0).an == host(f, 2).an));
+    return TEST_PASSED;
+}
+
+TEST(mgr_core_mcast_addresses, TEST_UNIT)
+{
+    RUN_BODY(mcast_body);
+}
+
 /* An AN that stops sending heartbeats (its connection open) is dead after
  * MGR_HB_MISSED of them: its groups are torn down and their members told;
  * when it comes back still holding the group, the group stays dead (the

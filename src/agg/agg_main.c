@@ -86,6 +86,7 @@ struct agg_daemon {
     agg_worker_t *w;
     agg_t *shards[AGG_MAX_THREADS];
     int relay;
+    int mcast; /* INCOLL_MCAST and the sockets can send multicast */
     int stop;
     agg_mgr_link_t *link; /* NULL without --mgr */
     int sigfd;
@@ -145,6 +146,10 @@ static void usage(FILE *out)
  * packed and sealed: its type and group are read where they are.
  */
 static long long fault_after = -1; /* -1: off */
+/* INCOLL_AGG_FAULT_MCAST_DROP: multicast results this AN sends are lost
+ * with this probability (a fabric that loses or does not carry them). */
+static double fault_mcast_p;
+static uint64_t fault_mcast_rng = 0x9e3779b97f4a7c15ull;
 static pthread_mutex_t fault_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void fault_init(void)
@@ -157,6 +162,11 @@ static void fault_init(void)
         incoll_warn("agg: fault injection: dropping the results of the "
                     "first group after %lld of them",
                     fault_after);
+    fault_mcast_p = setting_real(SETTING_AGG_FAULT_MCAST_DROP);
+    if (fault_mcast_p > 0)
+        incoll_warn("agg: fault injection: dropping %g of the multicast "
+                    "results",
+                    fault_mcast_p);
 }
 
 static int fault_drop_result(const void *hdr)
@@ -179,11 +189,27 @@ static int fault_drop_result(const void *hdr)
     return drop;
 }
 
+static int fault_drop_mcast(incoll_ep_t dst)
+{
+    uint64_t x;
+    int drop;
+    if (fault_mcast_p <= 0 || !udp_is_mcast(dst))
+        return 0;
+    pthread_mutex_lock(&fault_lock);
+    x = fault_mcast_rng += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    drop = (double)(x >> 11) / 9007199254740992.0 < fault_mcast_p;
+    pthread_mutex_unlock(&fault_lock);
+    return drop;
+}
+
 static void agg_send(void *arg, incoll_ep_t dst, const void *hdr,
                      const void *payload, size_t len)
 {
     udp_sock_t *sock = arg;
-    if (fault_drop_result(hdr))
+    if (fault_drop_result(hdr) || fault_drop_mcast(dst))
         return;
     udp_send(sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
@@ -194,7 +220,7 @@ static void agg_send_ref(void *arg, incoll_ep_t dst, const void *hdr,
                          const void *payload, size_t len)
 {
     udp_sock_t *sock = arg;
-    if (fault_drop_result(hdr))
+    if (fault_drop_result(hdr) || fault_drop_mcast(dst))
         return;
     udp_send_ref(sock, dst, hdr, WIRE_HDR_LEN, payload, len);
 }
@@ -255,7 +281,8 @@ static int add_world_group(agg_daemon_t *d)
         incoll_error("group %u: out of memory", conf->group_id);
         return -1;
     }
-    n = fabric_conf_children(conf, d->me, children, NULL, AGG_RADIX_MAX);
+    static int mykinds[AGG_RADIX_MAX];
+    n = fabric_conf_children(conf, d->me, children, mykinds, AGG_RADIX_MAX);
     if (an->parent >= 0) {
         int kinds[AGG_RADIX_MAX];
         int np =
@@ -283,6 +310,11 @@ static int add_world_group(agg_daemon_t *d)
     gp.index_at_parent = (uint16_t)index;
     gp.slots = conf->slots;
     gp.max_payload = conf->payload;
+    /* The world group's hosts under this AN listen on the range's address
+     * of the AN's index (src/host/ctx.c does the same sum). */
+    for (int i = 0; i < n; i++)
+        if (mykinds[i] < 0 && d->mcast)
+            gp.mcast = udp_mcast_ep((uint32_t)d->me);
     status = agg_group_add(d->shards[0], &gp);
     free(children);
     if (status != INCOLL_OK) {
@@ -582,6 +614,8 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
                                  (d->relay ? 0 : UDP_OPEN_RETAIN));
     if (w->sock == NULL)
         return -1;
+    if (!d->relay && d->mcast && udp_mcast_sender(w->sock) != 0)
+        d->mcast = 0; /* (said why) the hosts' results go by unicast */
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->epfd < 0 || w->evfd < 0 || watch(w->epfd, udp_fd(w->sock)) != 0 ||
@@ -612,6 +646,7 @@ static int worker_open(agg_daemon_t *d, int i, uint32_t ip, uint16_t port,
     ap.gen_idle_ns = setting_ns(SETTING_AGG_GEN_IDLE_MS);
     ap.stream_pool_bytes = (size_t)setting_u64(SETTING_AGG_STREAM_POOL);
     ap.lock_idle_ns = setting_ns(SETTING_AGG_LOCK_IDLE_MS);
+    ap.mcast_dual_bytes = (uint32_t)setting_u64(SETTING_MCAST_DUAL);
     w->agg = agg_create(&ap);
     if (w->agg == NULL) {
         incoll_error("cannot create the aggregation core: out of memory");
@@ -758,6 +793,7 @@ int main(int argc, char **argv)
         return 2;
     }
     d.nworkers = (int)setting_int(SETTING_AGG_THREADS);
+    d.mcast = setting_bool(SETTING_MCAST);
     if (secret == NULL)
         secret = setting_str(SETTING_SECRET_FILE);
     if (mgr_addr && (secret == NULL || *secret == '\0')) {

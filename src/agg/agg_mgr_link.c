@@ -253,6 +253,7 @@ static void on_group_add(agg_mgr_link_t *l, const uint8_t *body, size_t len)
     gp.index_at_parent = add.index_at_parent;
     gp.slots = add.slots;
     gp.max_payload = add.payload;
+    gp.mcast = setting_bool(SETTING_MCAST) ? add.mcast : INCOLL_EP_NONE;
     status = agg_group_add(l->agg, &gp);
     if (status == INCOLL_ERR_BUSY) {
         /* A leftover of an earlier life with the same id: the manager

@@ -285,6 +285,7 @@ void mgr_enc_group_add(mgr_wbuf_t *w, const mgr_group_add_t *m)
     mgr_w_bytes(w, m->children, (size_t)m->nchildren * 8);
     mgr_w_u32(w, (uint32_t)m->rec_len);
     mgr_w_bytes(w, m->rec, m->rec_len);
+    mgr_w_u64(w, m->mcast);
 }
 
 incoll_status_t mgr_dec_group_add(const uint8_t *p, size_t n,
@@ -315,8 +316,12 @@ incoll_status_t mgr_dec_group_add(const uint8_t *p, size_t n,
     rec_len = mgr_r_u32(&r);
     m->rec = mgr_r_bytes(&r, rec_len);
     m->rec_len = rec_len;
+    m->mcast = mgr_r_u64(&r);
     if (m->children == NULL || m->rec == NULL || mgr_r_done(&r))
         return bad(why_p, "children or record length");
+    if (m->mcast != INCOLL_EP_NONE && m->mcast != 0 &&
+        ((m->mcast >> 16) & 0xf0000000u) != 0xe0000000u)
+        return bad(why_p, "multicast address");
     return INCOLL_OK;
 }
 
@@ -415,6 +420,7 @@ void mgr_enc_group_info(mgr_wbuf_t *w, const mgr_group_info_t *m)
     mgr_w_u64(w, m->opseq_max);
     mgr_w_u32(w, m->nmembers);
     mgr_w_bytes(w, m->peers, (size_t)m->nmembers * 8);
+    mgr_w_u64(w, m->mcast);
 }
 
 incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
@@ -453,8 +459,12 @@ incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
     if (m->nmembers < 1 || m->nmembers > MGR_MAX_MEMBERS)
         return bad(why_p, "member count");
     m->peers = mgr_r_bytes(&r, (size_t)m->nmembers * 8);
+    m->mcast = mgr_r_u64(&r);
     if (m->peers == NULL || mgr_r_done(&r))
         return bad(why_p, "peer list length");
+    if (m->mcast != INCOLL_EP_NONE && m->mcast != 0 &&
+        ((m->mcast >> 16) & 0xf0000000u) != 0xe0000000u)
+        return bad(why_p, "multicast address");
     return INCOLL_OK;
 }
 

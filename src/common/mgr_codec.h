@@ -171,6 +171,9 @@ typedef struct {
     const uint8_t *children; /* nchildren little-endian u64 endpoints */
     const uint8_t *rec;      /* kept by the AN, reported back */
     size_t rec_len;
+    incoll_ep_t mcast; /* where the hosts below listen for results
+                          (docs/multicast.md); INCOLL_EP_NONE or 0:
+                          nobody */
 } mgr_group_add_t;
 
 /* Host -> manager, first message. */
@@ -217,6 +220,9 @@ typedef struct {
     uint64_t opseq_max; /* sent */
     uint32_t nmembers;
     const uint8_t *peers; /* nmembers u64 UDP endpoints, comm order */
+    incoll_ep_t mcast;    /* the address our AN multicasts results to
+                             (docs/multicast.md); INCOLL_EP_NONE or 0:
+                             none */
 } mgr_group_info_t;
 
 /* Encoders append the body of one message to w. Decoders check every

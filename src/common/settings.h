@@ -71,6 +71,25 @@
       "under SipHash, siphash hashes every byte with SipHash-2-4, none sends " \
       "no tag and checks none (switches and hosts trusted; `incoll stat` " \
       "shows it); every host and AN of a fabric must use the same") \
+    X(MCAST, BOOL, "1", "", "all", \
+      "results down the tree by IP multicast (docs/multicast.md): a leaf AN " \
+      "sends a result once to its hosts' group address instead of once per " \
+      "host, and a host listens there; 0 on a host or an AN: unicast only") \
+    X(MCAST_RANGE, STR, "239.192.0.0/16", "", "all", \
+      "IPv4 multicast addresses (a.b.c.d/len inside 224.0.0.0/4) the " \
+      "manager hands to groups, one per leaf AN of a group; the world " \
+      "group of fabric.conf takes the first ones, one per AN") \
+    X(MCAST_PORT, INT, "18517", "1..65535", "all", \
+      "UDP port of the multicast results") \
+    X(MCAST_DUAL, SIZE, "0", "0..65000", "agg", \
+      "results of at most this many bytes go by unicast too (the dual " \
+      "send): a lost multicast copy then costs nothing; 0: a host that " \
+      "misses one asks again (repair), which costs a round trip only on " \
+      "loss") \
+    X(MCAST_PROBE_OPS, INT, "8", "1..1000000", "host", \
+      "a group whose first this many operations brought no multicast " \
+      "result stops listening and says why (a fabric that does not carry " \
+      "multicast)") \
     /* libincoll */ \
     X(RANK, INT, "", "0..16777215", "host", \
       "rank of this process in the world") \
@@ -288,6 +307,9 @@
       "1: a communicator's request thread cannot be started, as when the " \
       "system is out of threads (its nonblocking collectives then fail, " \
       "its blocking ones do not return early)") \
+    X(AGG_FAULT_MCAST_DROP, REAL, "0", "0..1", "fault", \
+      "probability that an AN drops a multicast result it sends (1: a " \
+      "fabric that does not carry multicast)") \
     X(AGG_FAULT_DROP_RESULTS, INT, "", "0..", "fault", \
       "an AN drops the result packets of the first group it serves after " \
       "this many of them; unset: off") \

@@ -308,6 +308,19 @@ udp_sock_t *udp_open_flags(uint32_t ip, uint16_t port, int bufsize,
             goto err_close_fd;
         }
     }
+    if (flags & UDP_OPEN_MCAST) {
+        int one = 1, zero = 0;
+        /* Several processes of a host listen on one port, each only to
+         * the addresses it joined (not every group some socket joined). */
+        if (setsockopt(sock->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) !=
+                0 ||
+            setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero,
+                       sizeof(zero)) != 0) {
+            incoll_warn("udp %s: cannot share the multicast port: %s",
+                        sock->who, strerror(errno));
+            goto err_close_fd;
+        }
+    }
     if (setup_paths(sock) != 0)
         goto err_close_fd;
     sa.sin_addr.s_addr = htonl(ip);
@@ -921,4 +934,108 @@ void udp_send_ref(udp_sock_t *sock, incoll_ep_t dst, const void *hdr,
                   size_t hdr_len, const void *payload, size_t payload_len)
 {
     send_as(sock, dst, hdr, hdr_len, payload, payload_len, payload_len > 0);
+}
+
+/* ---- multicast (docs/multicast.md) ---------------------------------- */
+
+int udp_is_mcast(incoll_ep_t ep)
+{
+    return ep != INCOLL_EP_NONE && ((ep >> 16) & 0xf0000000u) == 0xe0000000u;
+}
+
+int udp_mcast_range(uint32_t *base_p, uint32_t *n_p, char *why, size_t len)
+{
+    const char *v = setting_str(SETTING_MCAST_RANGE);
+    unsigned a, b, c, d, bits;
+    char extra;
+    uint32_t base, n;
+
+    if (v == NULL) {
+        snprintf(why, len, "INCOLL_MCAST_RANGE is empty");
+        return -1;
+    }
+    if (sscanf(v, "%u.%u.%u.%u/%u%c", &a, &b, &c, &d, &bits, &extra) != 5 ||
+        a > 255 || b > 255 || c > 255 || d > 255 || bits < 4 || bits > 32) {
+        snprintf(why, len,
+                 "INCOLL_MCAST_RANGE='%s' is not an IPv4 prefix a.b.c.d/len",
+                 v);
+        return -1;
+    }
+    base = (uint32_t)a << 24 | (uint32_t)b << 16 | (uint32_t)c << 8 | d;
+    n = bits == 32 ? 1 : 1u << (32 - bits);
+    base &= ~(n - 1);
+    if ((base & 0xf0000000u) != 0xe0000000u) {
+        snprintf(why, len, "INCOLL_MCAST_RANGE='%s' is not inside 224.0.0.0/4",
+                 v);
+        return -1;
+    }
+    *base_p = base;
+    *n_p = n;
+    return 0;
+}
+
+incoll_ep_t udp_mcast_ep(uint32_t index)
+{
+    uint32_t base, n;
+    char why[160];
+    if (udp_mcast_range(&base, &n, why, sizeof(why)) != 0)
+        return INCOLL_EP_NONE;
+    return wire_ep(base + index % n, (uint16_t)setting_int(SETTING_MCAST_PORT));
+}
+
+int udp_mcast_sender(udp_sock_t *sock)
+{
+    uint32_t ip = (uint32_t)(sock->local >> 16);
+    struct in_addr ifa = {.s_addr = htonl(ip)};
+    int ttl = 8, loop = 1;
+    /* On loopback, out of loopback; elsewhere out of the interface the
+     * routes give the range (the emulated fabric routes 224.0.0.0/4 to
+     * its hosts' links): the kernel would take the one of the socket's
+     * address, the AN's loopback there. */
+    if ((ip >> 24) != 127 && ip != 0) {
+        incoll_ep_t probe = udp_mcast_ep(0);
+        struct sockaddr_in sa = {.sin_family = AF_INET};
+        socklen_t sl = sizeof(sa);
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        sa.sin_addr.s_addr = htonl((uint32_t)(probe >> 16));
+        sa.sin_port = htons((uint16_t)probe);
+        if (fd >= 0 && probe != INCOLL_EP_NONE &&
+            connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
+            ifa = sa.sin_addr;
+        if (fd >= 0)
+            close(fd);
+    }
+    if (setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_IF, &ifa, sizeof(ifa)) !=
+        0) {
+        incoll_warn("udp %s: cannot send multicast: %s", sock->who,
+                    strerror(errno));
+        return -1;
+    }
+    if (setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_TTL, &ttl, sizeof(ttl)) !=
+            0 ||
+        setsockopt(sock->fd, IPPROTO_IP, IP_MULTICAST_LOOP, &loop,
+                   sizeof(loop)) != 0) {
+        incoll_warn("udp %s: cannot send multicast: %s", sock->who,
+                    strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int udp_mcast_join(udp_sock_t *sock, incoll_ep_t group, uint32_t ifip, int join,
+                   char *why, size_t len)
+{
+    struct ip_mreq mr;
+    char ep[32];
+    mr.imr_multiaddr.s_addr = htonl((uint32_t)(group >> 16));
+    mr.imr_interface.s_addr = htonl(ifip);
+    if (setsockopt(sock->fd, IPPROTO_IP,
+                   join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP, &mr,
+                   sizeof(mr)) != 0) {
+        snprintf(why, len, "%s %s failed: %s", join ? "joining" : "leaving",
+                 ep_text(group, ep, sizeof(ep)), strerror(errno));
+        return -1;
+    }
+    return 0;
 }

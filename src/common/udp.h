@@ -89,6 +89,9 @@ enum {
     UDP_OPEN_RETAIN = 2,    /* spare receive buffers (16 MiB): a received
                                datagram may be kept where it lies
                                (udp_retain) */
+    UDP_OPEN_MCAST = 4,     /* SO_REUSEADDR and IP_MULTICAST_ALL off: a
+                               multicast listener, one of several on the
+                               port, receiving only what it joined */
 };
 
 /*
@@ -149,5 +152,23 @@ void udp_send_ref(udp_sock_t *sock, incoll_ep_t dst, const void *hdr,
 void udp_flush(udp_sock_t *sock);
 
 const udp_counters_t *udp_counters(const udp_sock_t *sock);
+
+/* Multicast results (docs/multicast.md). */
+/* 1 when ep's address is an IPv4 multicast one (224.0.0.0/4). */
+int udp_is_mcast(incoll_ep_t ep);
+/* The range INCOLL_MCAST_RANGE names: first address and how many; -1 and
+ * why on a bad value. */
+int udp_mcast_range(uint32_t *base_p, uint32_t *n_p, char *why, size_t len);
+/* Address index of the range (modulo its size) with INCOLL_MCAST_PORT, or
+ * INCOLL_EP_NONE when the range is bad. */
+incoll_ep_t udp_mcast_ep(uint32_t index);
+/* Sends multicast out of loopback when the socket's address is a loopback
+ * one (or any), else where the routes say; looped back to local
+ * listeners; -1 (logged) on failure. */
+int udp_mcast_sender(udp_sock_t *sock);
+/* Joins (join 1) or leaves group's address on the interface of ifip; -1
+ * and why on failure. */
+int udp_mcast_join(udp_sock_t *sock, incoll_ep_t group, uint32_t ifip, int join,
+                   char *why, size_t len);
 
 #endif

@@ -123,6 +123,12 @@ enum {
     WIRE_F_REFUSE = 1u << 11, /* the lock is refused (reason in op) */
     WIRE_F_LOST = 1u << 12,   /* LOCK_REP: the group holds no lock here
                                  (reclaimed): its stream slots are gone */
+    /* CONTRIB from a host: it listens on its leaf AN's multicast address
+     * for the group (docs/multicast.md), so the AN may send it the
+     * slot's result there instead of to its endpoint. RESULT: the one
+     * multicast copy (child WIRE_CHILD_NONE), sent to every member that
+     * listens. */
+    WIRE_F_MCAST = 1u << 11,
     /* CONTRIB/RESULT: redundancy for small operations. TWICE: the sender
      * sends this packet twice and asks the receiver to send what the slot
      * gives twice too; COPY: this is the second of the two, which a

@@ -143,6 +143,11 @@ typedef struct group {
     uint64_t lk_active_ns; /* last lock, stream or slot packet accepted */
     stream_win_t st;       /* while reserved or held (st.nslots > 0) */
     uint32_t st_win;       /* stream slots granted (0: not locked) */
+    /* Multicast (docs/multicast.md): the address the children that are
+     * hosts listen on (INCOLL_EP_NONE: none), and the children whose last
+     * contribution said they listen (WIRE_F_MCAST), seen_words words. */
+    incoll_ep_t mcast;
+    uint64_t *mc;
 } group_t;
 
 /* A refused group waiting for the pool, by ticket (docs/streaming.md). */
@@ -176,6 +181,7 @@ struct agg {
     void (*release)(void *arg, const void *data);
     agg_stats_cb_t stats;
     void *stats_arg;
+    uint32_t mcast_dual_bytes;
     /* The batch being handled and what it lent (see the top). */
     int in_batch;
     borrow_t *borrows;
@@ -229,6 +235,7 @@ agg_t *agg_create(const agg_params_t *params)
     agg->stats = params->stats;
     agg->stats_arg = params->stats_arg;
     agg->gen_idle_ns = params->gen_idle_ns;
+    agg->mcast_dual_bytes = params->mcast_dual_bytes;
     agg->pool_bytes = params->stream_pool_bytes;
     agg->lock_idle_ns = params->lock_idle_ns;
     agg->table_cap = 16;
@@ -276,6 +283,7 @@ static void group_free(agg_t *agg, group_t *g)
     free(g->learned);
     free(g->srcs);
     free(g->piece);
+    free(g->mc);
     free(g);
 }
 
@@ -416,7 +424,9 @@ static incoll_status_t group_add_one(agg_t *agg, const agg_group_params_t *p)
     g->piece = malloc(WIRE_PIECE_LEN + g->stride);
     g->lk_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
     g->ul_seen = calloc((size_t)g->seen_words, sizeof(uint64_t));
-    if (!g->piece || !g->lk_seen || !g->ul_seen || !g->want_all ||
+    g->mc = calloc((size_t)g->seen_words, sizeof(uint64_t));
+    g->mcast = p->mcast == 0 ? INCOLL_EP_NONE : p->mcast;
+    if (!g->mc || !g->piece || !g->lk_seen || !g->ul_seen || !g->want_all ||
         !g->children || !g->learned || !g->slots || !g->seen_all ||
         !g->asked_all || !g->lent_all || !g->kept_all || !g->contrib_all ||
         !g->res_all || !g->pool || !g->srcs) {
@@ -711,16 +721,79 @@ static void answer_query(agg_t *agg, group_t *g, const wire_hdr_t *q, int c,
  * driver that can multicast would take the same single buffer to one
  * group address with one header, without copying it either.
  */
+static int mc_listens(const group_t *g, int c)
+{
+    return (int)(g->mc[c / 64] >> (c % 64)) & 1;
+}
+
+/*
+ * Whether result copy rc may go to the group's multicast address: every
+ * listening child gets the same packet (allreduce, allgather, barrier,
+ * or an error), and at least one listens.
+ */
+static int mc_usable(const group_t *g, const res_copy_t *rc)
+{
+    int any = 0;
+    if (g->mcast == INCOLL_EP_NONE)
+        return 0;
+    if (!rc->err && rc->kind != WIRE_COLL_ALLREDUCE &&
+        rc->kind != WIRE_COLL_ALLGATHER && rc->kind != WIRE_COLL_BARRIER)
+        return 0;
+    for (int w = 0; w < g->seen_words; w++)
+        any |= g->mc[w] != 0;
+    return any;
+}
+
+/* Sends result copy rc once to the group's multicast address: the header
+ * names no child (WIRE_CHILD_NONE) and says MCAST. */
+static void send_mcast(agg_t *agg, group_t *g, uint16_t slot,
+                       const res_copy_t *rc, const wire_mac_state_t *st)
+{
+    int data = !rc->err && result_has_data(rc, 0);
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_RESULT,
+        .op = rc->op,
+        .dtype = rc->dtype,
+        .group = g->id,
+        .child = WIRE_CHILD_NONE,
+        .flags = (uint16_t)((rc->flags & ~WIRE_F_PUSH) |
+                            wire_kind_flags((wire_coll_t)rc->kind) |
+                            WIRE_F_MCAST | (data ? 0 : WIRE_F_NODATA)),
+        .slot = slot,
+        .epoch = rc->epoch,
+        .count = rc->count,
+        .offset = rc->offset,
+    };
+    h.total = g->gen;
+    agg->ctr.mcast_sent++;
+    if (rc->err) {
+        h.flags |= WIRE_F_ERROR | WIRE_F_NODATA;
+        h.why = rc->err;
+        emit(agg, &g->key, NULL, g->mcast, &h, NULL, 0);
+    } else if (!data)
+        emit(agg, &g->key, NULL, g->mcast, &h, NULL, 0);
+    else
+        emit_as(agg, &g->key, st, g->mcast, &h, rc->buf, res_bytes(rc), 1);
+}
+
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
 {
     /* The copies differ only in their headers: hash the payload once, and
      * keep the hash for the resends. */
     int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
+    int mc = mc_usable(g, rc);
+    /* The dual send: small results go by unicast too, so a lost multicast
+     * copy costs nothing (agg_params_t.mcast_dual_bytes). */
+    int dual = mc && res_bytes(rc) <= agg->mcast_dual_bytes;
     if (same)
         wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &rc->st);
     rc->st_valid = (uint8_t)same;
+    if (mc)
+        send_mcast(agg, g, slot, rc, same ? &rc->st : NULL);
     for (int c = 0; c < g->nchildren; c++)
-        send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
+        if (!mc || dual || !mc_listens(g, c))
+            send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
     agg->ctr.results_sent++;
 }
 
@@ -1809,6 +1882,10 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     }
     if (!child_admit(agg, g, src, h))
         return;
+    if (h->flags & WIRE_F_MCAST)
+        g->mc[c / 64] |= 1ull << (c % 64);
+    else
+        g->mc[c / 64] &= ~(1ull << (c % 64));
     if (h->flags & WIRE_F_AHEAD) {
         on_ahead(agg, g, h, payload, bytes, c);
         return;
@@ -1845,6 +1922,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
             /* Lost result of the previous epoch: resend to that child. */
             agg->ctr.results_resent++;
+            if (mc_listens(g, c) && mc_usable(g, prev))
+                agg->ctr.mcast_repairs++;
             send_result(agg, g, h->slot, prev, c,
                         prev->st_valid ? &prev->st : NULL);
             return;
@@ -1884,6 +1963,8 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
             answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
         } else if (sl->state == SLOT_DONE) {
             agg->ctr.results_resent++;
+            if (mc_listens(g, c) && mc_usable(g, rc))
+                agg->ctr.mcast_repairs++;
             send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
         } else {
             agg->ctr.waits++;

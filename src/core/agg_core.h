@@ -136,6 +136,11 @@ typedef struct {
      * refused group's place in the queue lasts as long. 0: never (and
      * never without agg_set_now). */
     uint64_t lock_idle_ns;
+    /* Multicast results (docs/multicast.md) of at most this many bytes go
+     * by unicast too, to every child (the dual send, INCOLL_MCAST_DUAL);
+     * 0: a listening child gets only the multicast copy and a lost one
+     * is repaired when it asks again. */
+    uint32_t mcast_dual_bytes;
 } agg_params_t;
 
 typedef struct {
@@ -151,6 +156,11 @@ typedef struct {
     uint16_t index_at_parent; /* our child index at the parent */
     uint32_t slots;           /* window: 1 .. 65535 */
     uint32_t max_payload;     /* bytes per packet, <= WIRE_MAX_PAYLOAD */
+    /* The multicast address the group's hosts below this AN listen on
+     * (docs/multicast.md): a result every listening child gets alike goes
+     * there once instead of once per child; a child listens when its
+     * contributions say WIRE_F_MCAST. 0 or INCOLL_EP_NONE: unicast only. */
+    incoll_ep_t mcast;
 } agg_group_params_t;
 
 #define AGG_MAX_CHILDREN 1024
@@ -168,6 +178,8 @@ typedef struct {
     X(bytes_reduced)                                                           \
     X(results_sent)                                                            \
     X(results_resent)                                                          \
+    X(mcast_sent)                                                              \
+    X(mcast_repairs)                                                           \
     X(reforwards)                                                              \
     X(ahead_sent)                                                              \
     X(asks)                                                                    \

@@ -102,6 +102,11 @@ typedef struct {
 
 struct host_engine {
     host_engine_params_t p;
+    /* Multicast (docs/multicast.md): listening now (contributions say
+     * WIRE_F_MCAST); a multicast result has arrived; operations done
+     * while listening before one did; gave up listening (why). */
+    int mc, mc_seen, mc_fell;
+    uint32_t mc_ops;
     uint64_t next_seq; /* first sequence number of the next operation */
     seg_t *win;        /* p.slots entries */
     /* Streaming (host_engine_lock): the lock round's state and, while
@@ -234,6 +239,7 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
     if (eng == NULL)
         return NULL;
     eng->p = *params;
+    eng->mc = params->mcast;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
     if (eng->p.window_min > eng->p.window)
@@ -339,7 +345,8 @@ static void seg_send(host_engine_t *eng, seg_t *s, uint64_t now, int retrans,
                             (eng->send_data ? 0 : WIRE_F_NODATA) |
                             (eng->twice == 1 ? WIRE_F_TWICE : 0) |
                             (eng->push ? WIRE_F_PUSH : 0) |
-                            (eng->oneway ? WIRE_F_ONEWAY : 0)),
+                            (eng->oneway ? WIRE_F_ONEWAY : 0) |
+                            (eng->mc ? WIRE_F_MCAST : 0)),
         .slot = (uint16_t)(eng->obase + s->seq % eng->on),
         .root = eng->call_root, /* the ANs check that members agree */
         .epoch = (uint32_t)(eng->oepoch + s->seq / eng->on),
@@ -508,9 +515,23 @@ static void finish(host_engine_t *eng, incoll_status_t status)
         eng->next_seq = eng->base_seq + eng->nseg;
     if (status != INCOLL_OK)
         eng->failed = 1;
+    else if (eng->mc && !eng->mc_seen &&
+             ++eng->mc_ops >=
+                 (eng->p.mcast_probe_ops ? eng->p.mcast_probe_ops : 8)) {
+        /* Results come, but never by multicast: the fabric does not carry
+         * it (or the AN does not send it). Stop asking for it, so no
+         * result waits for a repair. */
+        eng->mc = 0;
+        eng->mc_fell = 1;
+    }
     eng->sendbuf = NULL;
     eng->recvbuf = NULL;
     eng->hedge_due = UINT64_MAX;
+}
+
+int host_engine_mcast(const host_engine_t *eng)
+{
+    return eng->mc ? 1 : eng->mc_fell ? -1 : 0;
 }
 
 int host_engine_copying(const host_engine_t *eng)
@@ -1473,12 +1494,12 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         return;
     }
     copy_count(eng, &h, 0);
-    if (late_duplicate(eng, &h)) {
+    if (h.flags & WIRE_F_MCAST)
+        eng->mc_seen = 1;
+    if (late_duplicate(eng, &h) || (s = awaited_seg(eng, &h)) == NULL) {
         eng->ctr.duplicate_results++;
-        return;
-    }
-    if ((s = awaited_seg(eng, &h)) == NULL) {
-        eng->ctr.duplicate_results++;
+        if (h.flags & WIRE_F_MCAST)
+            eng->ctr.mcast_duplicates++;
         return;
     }
     if (!result_fits(eng, &h, s, &off, &n))
@@ -1516,6 +1537,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ndata++;
     }
     s->state = SEG_DONE;
+    if (h.flags & WIRE_F_MCAST)
+        eng->ctr.mcast_results++;
+    else if (eng->mc)
+        eng->ctr.mcast_repaired++;
     if (s->nres < UINT8_MAX)
         s->nres++;
     s->rtwice = (h.flags & WIRE_F_TWICE) != 0;

@@ -83,6 +83,13 @@ typedef struct {
     uint32_t window_min;  /* with pace: the window starts here and never goes
                              below (a loss halves it down to this); 0: it
                              starts at `window` and goes down to 2 */
+    /* Multicast results (docs/multicast.md): 1 when the driver listens on
+     * the group's multicast address, so contributions say WIRE_F_MCAST
+     * and the leaf AN may send the results there; when the first
+     * mcast_probe_ops operations (0: 8) end without one multicast result,
+     * the engine stops saying it (host_engine_mcast turns -1). */
+    int mcast;
+    uint32_t mcast_probe_ops;
     host_send_cb_t send;
     void *send_arg;
     /* Optional, with flush: sends a contribution whose payload is the
@@ -145,10 +152,16 @@ typedef struct {
     uint64_t ahead; /* broadcast segments whose data came ahead of the
                        round's result (WIRE_F_AHEAD) */
     uint64_t duplicate_results;
-    uint64_t dropped;      /* malformed or foreign packets */
-    uint64_t bad_mac;      /* results whose mac failed (also in dropped) */
-    uint64_t mac_mismatch; /* results of another mac algorithm (also in
-                              dropped; an error the first time) */
+    uint64_t mcast_results;    /* results that came by multicast */
+    uint64_t mcast_duplicates; /* multicast copies of results we had
+                                  (also in duplicate_results) */
+    uint64_t mcast_repaired;   /* results that came by unicast while
+                                  listening: the multicast copy was lost
+                                  (repair) or the unicast one won (dual) */
+    uint64_t dropped;          /* malformed or foreign packets */
+    uint64_t bad_mac;          /* results whose mac failed (also in dropped) */
+    uint64_t mac_mismatch;     /* results of another mac algorithm (also in
+                                  dropped; an error the first time) */
     uint64_t timeouts;
     uint64_t waits;      /* answers that the AN holds our contribution
                             and waits for other members (WIRE_F_WAIT) */
@@ -160,6 +173,10 @@ typedef struct {
     uint64_t stream_ops;
     uint64_t stream_bytes; /* user bytes of operations that streamed */
 } host_engine_counters_t;
+
+/* 1 while listening for multicast results, 0 when not asked to, -1 after
+ * giving up: the first operations brought none (params.mcast). */
+int host_engine_mcast(const host_engine_t *eng);
 
 /* 1 while operations of at most params.copy_adapt_bytes go twice: the
  * engine saw loss, or follows another member that did. */

@@ -855,6 +855,53 @@ static void tbf_line(sbuf_t *b, const char *dev, uint64_t rate,
               dev, rate, burst, limit);
 }
 
+/*
+ * Multicast results (docs/multicast.md): each switch with hosts below
+ * replicates a multicast datagram to all of them, as an Ethernet switch
+ * floods it to its ports, in the kernel: 224.0.0.0/4 is routed out of its
+ * first host link (the AN sends one datagram), and a tc filter on that
+ * link's egress mirrors every multicast datagram to the other host links,
+ * each through its own shaper. The hosts' kernels keep the addresses they
+ * joined and drop the others. Removed with the namespaces.
+ */
+static int mcast_replication(const fabric_conf_t *conf, const topo_t *t,
+                             char (*names)[FABRIC_NETNS_MAX])
+{
+    sbuf_t b = {0};
+    int ret = 0;
+    for (int n = 0; n < conf->nans && ret == 0; n++) {
+        int first = -1;
+        sb_reset(&b);
+        for (int c = conf->nans; c < t->nnodes; c++) {
+            if (t->parent[c] != n)
+                continue;
+            if (first < 0) {
+                first = c;
+                sb_printf(&b,
+                          "qdisc add dev dn%d clsact\nfilter add dev dn%d "
+                          "egress protocol ip prio 1 u32 match ip dst "
+                          "224.0.0.0/4",
+                          t->pos[c], t->pos[c]);
+            } else
+                sb_printf(&b, " action mirred egress mirror dev dn%d",
+                          t->pos[c]);
+        }
+        if (first < 0)
+            continue;
+        sb_printf(&b, "\n");
+        if (b.oom || run_batch("tc", names[n], 0, b.s) != 0)
+            ret = -1;
+        sb_reset(&b);
+        sb_printf(&b, "route add 224.0.0.0/4 dev dn%d\n", t->pos[first]);
+        if (ret == 0 && (b.oom || run_batch("ip", names[n], 0, b.s) != 0))
+            ret = -1;
+    }
+    if (ret != 0)
+        incoll_error("emu: cannot set up multicast replication");
+    sb_free(&b);
+    return ret;
+}
+
 /* Picks a prefix no namespace and no registry entry uses yet. */
 static void pick_prefix(char *prefix)
 {
@@ -1044,6 +1091,8 @@ incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
         if (b.len && (b.oom || run_batch("tc", names[n], 0, b.s) != 0))
             goto err_destroy;
     }
+    if (mcast_replication(conf, &t, names) != 0)
+        goto err_destroy;
     status = INCOLL_OK;
     goto out;
 

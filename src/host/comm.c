@@ -485,6 +485,7 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
         p.max_payload = (uint32_t)payload;
     if (p.window > p.slots)
         p.window = p.slots;
+    host_mcast_params(comm, g.mcast, g.an, &p);
     /* The manager watches the ANs and says when a group fails, so the
      * engine's own limits only guard against a silent manager: a member
      * that is merely late (busy, or recovering another communicator) must
@@ -642,7 +643,7 @@ incoll_status_t host_comm_take_world_group(incoll_comm_h comm, int host)
 
     if (info == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    status = host_world_engine(comm->ctx, host, &comm->eng);
+    status = host_world_engine(comm, host);
     if (status != INCOLL_OK)
         return status;
     comm->group = comm->ctx->conf.group_id;
@@ -1215,6 +1216,7 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm)
         return INCOLL_OK;
     p = *host_engine_params(comm->eng);
     p.gen = comm->ctx->gen;
+    p.mcast = comm->mc_ep != 0;
     eng = host_engine_create(&p);
     if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
@@ -1537,6 +1539,7 @@ static void drop_group(incoll_comm_h comm)
     if (mgr && comm->group)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     host_stream_report(comm);
+    host_mcast_leave(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1546,6 +1549,7 @@ static void drop_group(incoll_comm_h comm)
 static void forget_engine(incoll_comm_h comm)
 {
     host_stream_report(comm);
+    host_mcast_leave(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1567,6 +1571,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
         return INCOLL_OK;
     p = *host_engine_params(comm->eng);
     p.gen++;
+    p.mcast = comm->mc_ep != 0;
     host_stream_report(comm);
     eng = host_engine_create(&p);
     host_engine_destroy(comm->eng);

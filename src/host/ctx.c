@@ -389,6 +389,7 @@ void host_comm_free(incoll_comm_h comm)
     host_hier_free(comm);
     host_comm_p2p_free(comm);
     host_stream_report(comm);
+    host_mcast_leave(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);
@@ -450,9 +451,9 @@ static incoll_status_t load_secret(incoll_ctx_h ctx, int with_mgr)
     return status;
 }
 
-incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
-                                  host_engine_t **eng_p)
+incoll_status_t host_world_engine(incoll_comm_h comm, int host)
 {
+    incoll_ctx_h ctx = comm->ctx;
     const fabric_conf_t *conf = &ctx->conf;
     host_engine_params_t p = ctx->eng_defaults;
     uint64_t payload = ctx->cfg.payload;
@@ -479,10 +480,14 @@ incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
                         : payload < 8           ? 8
                                                 : (uint32_t)payload;
     }
+    /* The leaf AN multicasts to the range's address of its index
+     * (src/agg/agg_main.c does the same sum). */
+    host_mcast_params(comm, udp_mcast_ep((uint32_t)conf->hosts[host].leaf),
+                      p.an, &p);
     eng = host_engine_create(&p);
     if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    *eng_p = eng;
+    comm->eng = eng;
     return INCOLL_OK;
 }
 
@@ -505,7 +510,7 @@ static incoll_status_t world_create(incoll_ctx_h ctx)
     for (int i = 0; i < ctx->size; i++)
         comm->world_ranks[i] = i;
     comm->group = ctx->conf.group_id;
-    status = host_world_engine(ctx, ctx->rank, &comm->eng);
+    status = host_world_engine(comm, ctx->rank);
     if (status != INCOLL_OK) {
         host_comm_free(comm);
         return status;
@@ -876,6 +881,7 @@ err_comms:
         host_comm_free(c);
     }
     host_sync_destroy(ctx);
+    host_mcast_close(ctx);
     udp_close(ctx->sock);
 err_conf:
     host_rdv_free(ctx);
@@ -925,11 +931,14 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
                 " queries=%" PRIu64 " asked=%" PRIu64 " spurious=%" PRIu64
                 " copies=%" PRIu64 " hedges=%" PRIu64 " copy_on=%" PRIu64
                 " copy_off=%" PRIu64 " duplicate_results=%" PRIu64
-                " bad_mac=%" PRIu64 " timeouts=%" PRIu64,
+                " bad_mac=%" PRIu64 " timeouts=%" PRIu64
+                " mcast_results=%" PRIu64 " mcast_duplicates=%" PRIu64
+                " mcast_repaired=%" PRIu64,
                 c->group, k->ops, k->segments, k->packets_sent, k->retransmits,
                 k->fast_retransmits, k->probes, k->queries, k->asked,
                 k->spurious, k->copies, k->hedges, k->copy_on, k->copy_off,
-                k->duplicate_results, k->bad_mac, k->timeouts);
+                k->duplicate_results, k->bad_mac, k->timeouts, k->mcast_results,
+                k->mcast_duplicates, k->mcast_repaired);
         }
         ctx->comms = c->next;
         host_comm_free(c);
@@ -943,6 +952,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
                      udp_path(ctx->sock), u->rx_packets, u->rx_reads,
                      u->tx_packets, u->tx_writes, u->tx_errors, u->gso_refused);
     }
+    host_mcast_close(ctx);
     udp_close(ctx->sock);
     host_rdv_free(ctx);
     fabric_conf_free(&ctx->conf);
@@ -1012,6 +1022,21 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
     }
 }
 
+/* Dispatches what came to the multicast socket (src/host/mcast.c). */
+static void mc_dispatch(incoll_ctx_h ctx)
+{
+    udp_msg_t msgs[16];
+    int n;
+    while ((n = host_mcast_recv(ctx, msgs, 16)) > 0) {
+        uint64_t now = host_now_ns();
+        for (int i = 0; i < n; i++)
+            dispatch(ctx, &msgs[i], now);
+        udp_flush(ctx->sock);
+        if (n < 16)
+            break;
+    }
+}
+
 /* While packets keep coming the loop does not poll; it still reads the
  * manager link this often, so a group failure is heard. */
 #define MGR_BUSY_CHECK_NS 10000000ull
@@ -1022,9 +1047,13 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
     int n;
 
     udp_flush(ctx->sock);
+    if (ctx->mc_sock != NULL)
+        mc_dispatch(ctx);
     n = udp_recv_batch(ctx->sock, msgs, 64);
     if (n == 0) {
-        struct pollfd pfd[2] = {{.fd = udp_fd(ctx->sock), .events = POLLIN}};
+        struct pollfd pfd[3] = {{.fd = udp_fd(ctx->sock), .events = POLLIN},
+                                {.fd = -1},
+                                {.fd = host_mcast_fd(ctx), .events = POLLIN}};
         uint64_t now = host_now_ns();
         uint64_t mgr_due = host_ctx_mgr_pollfd(ctx, &pfd[1]);
         uint64_t until = deadline_ns < mgr_due ? deadline_ns : mgr_due;
@@ -1037,8 +1066,13 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
         }
         /* poll() skips the manager's entry while its fd is -1. */
         /* Gives the library lock up while blocked (src/host/req.c). */
-        if (host_sync_ppoll(ctx, pfd, 2, tsp) > 0 && (pfd[0].revents & POLLIN))
+        if (host_sync_ppoll(ctx, pfd, pfd[2].fd >= 0 ? 3 : 2, tsp) > 0 &&
+            (pfd[0].revents & POLLIN))
             n = udp_recv_batch(ctx->sock, msgs, 64);
+        if (pfd[2].fd >= 0 && (pfd[2].revents & POLLIN)) {
+            mc_dispatch(ctx);
+            host_sync_kick(ctx);
+        }
         if ((pfd[1].fd >= 0 && pfd[1].revents) ||
             (mgr_due != UINT64_MAX && host_now_ns() >= mgr_due)) {
             host_ctx_mgr_on_readable(ctx);
@@ -1109,6 +1143,7 @@ static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
 incoll_status_t host_comm_wait(incoll_comm_h comm)
 {
     incoll_status_t status = comm_wait_for(comm, WAIT_OP);
+    host_mcast_check(comm);
     /* A lock whose operations are used up goes now, whichever
      * collective used the last one. */
     if (status == INCOLL_OK)

@@ -31,6 +31,10 @@ typedef struct {
     incoll_why_t why;
 } host_where_t;
 
+/* Addresses a process listens on at once: the kernel's default limit of
+ * memberships per socket (net.ipv4.igmp_max_memberships). */
+#define HOST_MCAST_MAX 20
+
 struct incoll_comm {
     incoll_ctx_h ctx;
     int rank;
@@ -38,6 +42,8 @@ struct incoll_comm {
     int *world_ranks;   /* member i's rank in the world */
     uint32_t group;     /* 0 when the communicator has no fabric group */
     host_engine_t *eng; /* NULL when it has none: host-based only */
+    incoll_ep_t mc_ep;  /* the multicast address its results come to and
+                           we joined (src/host/mcast.c); 0: none */
     void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
     p2p_engine_t *p2p; /* host-based algorithms; made on first use */
@@ -153,7 +159,37 @@ struct incoll_ctx {
     int fabric_host;
     struct host_rdv *rdv;
     int via_leaders;
+    /* Multicast results (src/host/mcast.c): the listening socket (NULL
+     * until a group has an address), the addresses joined and by how
+     * many communicators, and whether a fallback was said. */
+    udp_sock_t *mc_sock;
+    struct {
+        incoll_ep_t ep;
+        uint32_t ip; /* the interface's */
+        int refs;
+    } mc_joined[HOST_MCAST_MAX];
+    int mc_open_failed;
+    int mc_warned;
 };
+
+/*
+ * Multicast results (docs/multicast.md). host_mcast_params makes comm's
+ * engine listen on ep (the address its leaf AN multicasts to; 0 or
+ * INCOLL_EP_NONE: none, an the AN's endpoint): it joins the address and
+ * sets p->mcast, or says once why it cannot and leaves p->mcast 0.
+ * host_mcast_leave leaves comm's address (before its engine goes).
+ * host_mcast_check, after an operation, gives up an address the engine
+ * gave up on (nothing came by multicast), said once. host_mcast_recv
+ * reads what came to the listening socket (0 when there is none).
+ * host_mcast_fd is its descriptor or -1. host_mcast_close closes it.
+ */
+void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
+                       host_engine_params_t *p);
+void host_mcast_leave(incoll_comm_h comm);
+void host_mcast_check(incoll_comm_h comm);
+int host_mcast_recv(incoll_ctx_h ctx, udp_msg_t *msgs, int max);
+int host_mcast_fd(incoll_ctx_h ctx);
+void host_mcast_close(incoll_ctx_h ctx);
 
 /*
  * Ranks sharing fabric.conf's hosts without a manager (src/host/rdv.c).
@@ -172,9 +208,9 @@ void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                        const wire_hdr_t *h);
 void host_rdv_free(incoll_ctx_h ctx);
 
-/* An engine on fabric.conf's world group as its host host (src/host/ctx.c). */
-incoll_status_t host_world_engine(incoll_ctx_h ctx, int host,
-                                  host_engine_t **eng_p);
+/* comm's engine on fabric.conf's world group as its host host
+ * (src/host/ctx.c). */
+incoll_status_t host_world_engine(incoll_comm_h comm, int host);
 
 /*
  * The job's generation and key (incoll_ctx.gen, job_key), once the world

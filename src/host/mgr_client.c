@@ -173,6 +173,7 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
         g.key = gi.key;
         g.child = gi.child;
         g.an = gi.an;
+        g.mcast = gi.mcast;
         g.slots = gi.slots;
         g.payload = gi.payload;
         g.ops = gi.ops;

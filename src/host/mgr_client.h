@@ -42,6 +42,8 @@ typedef struct {
     uint64_t key;
     uint16_t child;
     incoll_ep_t an;
+    incoll_ep_t mcast; /* where the AN multicasts results (INCOLL_EP_NONE:
+                          nowhere; docs/multicast.md) */
     uint32_t slots;
     uint32_t payload;
     uint32_t ops; /* bit (1 << op) for each op the group can do */

@@ -6,6 +6,8 @@
 #include "mgr/mgr_state.h"
 
 #include "common/log.h"
+#include "common/settings.h"
+#include "common/udp.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -151,6 +153,29 @@ static void pending_unlink(mgr_core_t *m, pending_t *p)
     }
 }
 
+/* The multicast address results of AN i of group g go to: one per AN
+ * whose children include hosts, INCOLL_EP_NONE for the others and when
+ * INCOLL_MCAST is off or its range is bad (docs/multicast.md). */
+static incoll_ep_t group_mcast(const place_group_t *g, int i)
+{
+    const mgroup_t *mg = g->user;
+    const place_an_t *a = &g->ans[i];
+    int hosts = 0;
+    for (int k = 0; k < a->nchildren; k++)
+        hosts |= a->child[k] < 0;
+    static int told;
+    char why[160];
+    uint32_t base, n;
+    if (!hosts || mg == NULL || !setting_bool(SETTING_MCAST))
+        return INCOLL_EP_NONE;
+    if (udp_mcast_range(&base, &n, why, sizeof(why)) != 0) {
+        if (!told++)
+            incoll_warn("multicast results off: %s", why);
+        return INCOLL_EP_NONE;
+    }
+    return udp_mcast_ep(mg->mc_base + (uint32_t)i);
+}
+
 /* Sends every member that asked the answer to its request: the group (if
  * g) or status and reason. */
 static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
@@ -204,6 +229,7 @@ static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
             gi.payload = g->payload;
             gi.ops = g->ops;
             gi.dtypes = g->dtypes;
+            gi.mcast = group_mcast(g, g->member_an[i]);
         }
         mgr_enc_group_info(&w, &gi);
         mgr_send_msg(m, p->who[i], MGR_GROUP_INFO, &w);
@@ -1173,6 +1199,11 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
     memcpy(mg->ranks, p->ranks, (size_t)p->n * sizeof(int));
     mg->unacked = g->nans;
     mg->made = m->now;
+    /* One multicast address per AN of the group, handed out in turn
+     * from the range: two live groups share one only after the range
+     * wrapped (their packets still never mix: group id and key). */
+    mg->mc_base = m->mc_next;
+    m->mc_next += (uint32_t)g->nans;
     mg->deadline = m->now + GROUP_ACK_MS;
     mg->pend = p;
     p->g = g;
@@ -1219,6 +1250,7 @@ static void pending_complete(mgr_core_t *m, pending_t *p)
         add.children = eps;
         add.rec = mg->rec;
         add.rec_len = mg->rec_len;
+        add.mcast = group_mcast(g, i);
         mgr_enc_group_add(&w, &add);
         free(eps);
         mgr_send_msg(m, m->an[a->sw].conn, MGR_GROUP_ADD, &w);

@@ -151,6 +151,9 @@ typedef struct {
     int active;
     int adopted;
     uint64_t made;     /* ms */
+    uint32_t mc_base;  /* its leaf ANs' multicast addresses: this index
+                          of INCOLL_MCAST_RANGE and the next ones, one per
+                          AN of the group (docs/multicast.md) */
     uint64_t deadline; /* acks, or (adopted) confirmation by every AN */
     pending_t *pend;   /* the request waiting for the acks */
     pending_t *held;   /* adopted: members' requests waiting for every AN
@@ -182,6 +185,7 @@ struct pending {
 struct mgr_core {
     mgr_core_params_t p;
     const topo_t *topo;
+    uint32_t mc_next; /* next index of INCOLL_MCAST_RANGE to hand out */
     place_t *pl;
     char listen[64];
     uint64_t now; /* of the call in progress */

@@ -1,0 +1,190 @@
+/*
+ * Multicast results (docs/multicast.md) on the loopback fabric, real
+ * daemons and processes: a leaf AN sends each result once, to its hosts'
+ * address (its datagrams per result fall from fan-out + 1 to 2, and back
+ * with INCOLL_MCAST=0); multicast copies lost at random are repaired and
+ * every result is exact; a fabric that carries none falls back to
+ * unicast, each process saying so once; nothing stays joined after the
+ * job.
+ */
+#include "integ.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MC_RANKS 8
+#define MC_RADIX 4
+
+static int mc_have(char *why, size_t len)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/allreduce_check", progdir());
+    if (access(path, X_OK) != 0) {
+        snprintf(why, len, "%s not built", path);
+        return 0;
+    }
+    return 1;
+}
+
+/* Runs allreduce_check on the fabric of dir with env before it; 0 when
+ * every result was right. *out_p (caller frees) holds the output. */
+static int mc_job(const char *dir, const char *env, const char *sizes,
+                  int iters, char **out_p)
+{
+    int rc =
+        run_cmd(out_p, 90,
+                "env %s '%s/incoll' run -n %d --fabric '%s' --timeout 80 "
+                "-- '%s/allreduce_check' --sizes %s --iters %d --dtype "
+                "int32 --op sum",
+                env, test_bindir(), MC_RANKS, dir, progdir(), sizes, iters);
+    if (rc != 0 || strstr(*out_p, ": ok") == NULL) {
+        fprintf(stderr, "    job (%s) exited %d:\n%s", env, rc, *out_p);
+        return -1;
+    }
+    return 0;
+}
+
+/* AN an's counters key1.. of the fabric of dir, in v (n of them). */
+static int mc_counters(const char *dir, const char *an, const char *const *keys,
+                       uint64_t *v, int n)
+{
+    char *text = NULL;
+    int ret = 0;
+    if (run_cmd(&text, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                dir) != 0)
+        ret = -1;
+    for (int i = 0; i < n && ret == 0; i++)
+        if (stat_get(text, an, keys[i], &v[i]) != 0) {
+            fprintf(stderr, "    no %s of an %s in:\n%s", keys[i], an, text);
+            ret = -1;
+        }
+    free(text);
+    return ret;
+}
+
+/* Multicast memberships in INCOLL_MCAST_RANGE's default 239.192/16 that
+ * this machine's interfaces hold (/proc/net/igmp prints the group in
+ * memory order: 239.192.x.y as "yyxxC0EF"). */
+static int mc_memberships(void)
+{
+    FILE *f = fopen("/proc/net/igmp", "r");
+    char line[256];
+    int n = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        char grp[16];
+        if (sscanf(line, " %8s", grp) == 1 && strlen(grp) == 8 &&
+            strcmp(grp + 4, "C0EF") == 0)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+static const char *const mc_keys[] = {"packets_out", "results_sent",
+                                      "mcast_sent", "mcast_repairs"};
+
+/* One send per result from a leaf with multicast, fan-out + 1 without;
+ * the same exact results either way; no membership left behind. */
+TEST(integ_mcast_fabric, TEST_INTEG)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    uint64_t a[4], b[4], c[4];
+    int ret = TEST_FAILED;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    if (mc_counters(dir, "l0", mc_keys, a, 4) != 0 ||
+        mc_job(dir, "INCOLL_MCAST=1", "1,1000", 100, &out) != 0 ||
+        mc_counters(dir, "l0", mc_keys, b, 4) != 0)
+        goto out;
+    free(out);
+    out = NULL;
+    if (mc_job(dir, "INCOLL_MCAST=0", "1,1000", 100, &out) != 0 ||
+        mc_counters(dir, "l0", mc_keys, c, 4) != 0)
+        goto out;
+    fprintf(
+        stderr,
+        "    leaf l0: with multicast %llu datagrams for %llu results "
+        "(%llu multicast), without %llu for %llu\n",
+        (unsigned long long)(b[0] - a[0]), (unsigned long long)(b[1] - a[1]),
+        (unsigned long long)(b[2] - a[2]), (unsigned long long)(c[0] - b[0]),
+        (unsigned long long)(c[1] - b[1]));
+    CHECK(b[1] - a[1] >= 200 && c[1] - b[1] >= 200);
+    /* Each result: one aggregate up, one multicast down (a few resends
+     * on a loaded machine). */
+    CHECK_EQ_INT(b[2] - a[2], b[1] - a[1]);
+    CHECK(b[0] - a[0] <= 5 * (b[1] - a[1]) / 2);
+    /* Without: one up, one to each of the 4 hosts. */
+    CHECK_EQ_INT(c[2] - b[2], 0);
+    CHECK(c[0] - b[0] >= 5 * (c[1] - b[1]));
+    CHECK_EQ_INT(mc_memberships(), 0);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* A third of the multicast copies lost: the members that miss one get it
+ * by unicast (large results too, segment by segment), all exact. */
+TEST(integ_mcast_loss, TEST_INTEG)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    uint64_t v[4];
+    int ret = TEST_FAILED;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    setenv("INCOLL_AGG_FAULT_MCAST_DROP", "0.3", 1);
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    if (mc_job(dir, "INCOLL_MCAST=1", "1,100000", 10, &out) != 0 ||
+        mc_counters(dir, "l1", mc_keys, v, 4) != 0)
+        goto out;
+    CHECK(v[2] > 0);
+    CHECK(v[3] > 0);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* No multicast copy ever arrives: every process falls back to unicast
+ * after its first operations and says so once; no result is wrong or
+ * late for good. */
+TEST(integ_mcast_blocked, TEST_INTEG)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    const char *p;
+    int ret = TEST_FAILED, warned = 0;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    setenv("INCOLL_AGG_FAULT_MCAST_DROP", "1", 1);
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    if (mc_job(dir, "INCOLL_MCAST=1 INCOLL_MCAST_PROBE_OPS=4", "1,1000", 30,
+               &out) != 0)
+        goto out;
+    for (p = out; (p = strstr(p, "multicast results:")) != NULL; p++)
+        warned++;
+    CHECK_MSG(warned == MC_RANKS, "%d warnings for %d ranks:\n%s", warned,
+              MC_RANKS, out);
+    CHECK(strstr(out, "brought no result") != NULL);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
