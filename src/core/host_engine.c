@@ -15,6 +15,7 @@
 #include "core/host_engine.h"
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "core/rto.h"
 
 #include <inttypes.h>
@@ -240,6 +241,9 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
         return NULL;
     eng->p = *params;
     eng->mc = params->mcast;
+    if (eng->p.mcast_probe_ops == 0)
+        eng->p.mcast_probe_ops =
+            (uint32_t)setting_default(SETTING_MCAST_PROBE_OPS).i;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
     if (eng->p.window_min > eng->p.window)
@@ -516,8 +520,7 @@ static void finish(host_engine_t *eng, incoll_status_t status)
     if (status != INCOLL_OK)
         eng->failed = 1;
     else if (eng->mc && !eng->mc_seen &&
-             ++eng->mc_ops >=
-                 (eng->p.mcast_probe_ops ? eng->p.mcast_probe_ops : 8)) {
+             ++eng->mc_ops >= eng->p.mcast_probe_ops) {
         /* Results come, but never by multicast: the fabric does not carry
          * it (or the AN does not send it). Stop asking for it, so no
          * result waits for a repair. */

@@ -52,6 +52,8 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
     c->early_max = (size_t)setting_u64(SETTING_EARLY_MAX);
 
     c->payload = setting_u64(SETTING_PAYLOAD);
+    c->mcast = setting_bool(SETTING_MCAST);
+    c->mcast_probe_ops = (uint32_t)setting_int(SETTING_MCAST_PROBE_OPS);
     c->udp_buf = setting_u64(SETTING_UDP_BUF);
     c->rto_init_ns = setting_ns(SETTING_RTO_INIT_US);
     c->rto_min_ns = setting_ns(SETTING_RTO_MIN_US);

@@ -37,6 +37,8 @@ typedef struct host_cfg {
     size_t early_max;
     /* the data path */
     uint64_t payload; /* INCOLL_PAYLOAD: 0 the group's */
+    int mcast;        /* INCOLL_MCAST: results by multicast */
+    uint32_t mcast_probe_ops;
     uint64_t udp_buf;
     uint64_t rto_init_ns, rto_min_ns, rto_max_ns;
     int retries;
