@@ -658,6 +658,7 @@ static incoll_status_t init_oob(const incoll_init_params_t *params,
     char job[256];
     const char *given;
     host_cfg_t cfg;
+    char err[512];
 
     log_init_from_env();
     if (ctx_p == NULL || oob->allgather == NULL || oob->size < 1 ||
@@ -680,7 +681,7 @@ static incoll_status_t init_oob(const incoll_init_params_t *params,
         mine.status = INCOLL_ERR_CONFIG;
     }
     /* (a bad setting fails init_plain() below, naming it) */
-    (void)host_cfg_fill(&cfg, job, sizeof(job));
+    (void)host_cfg_fill(&cfg, err, sizeof(err));
     given =
         (params->field_mask & INCOLL_INIT_FIELD_JOB) ? params->job : cfg.job;
     if (given && *given)
