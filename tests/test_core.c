@@ -3475,23 +3475,24 @@ TEST(core_job_generation, TEST_UNIT)
     uint32_t hashed;
 
     unsetenv("INCOLL_GEN");
-    hashed = host_job_generation("job-7");
+    hashed = host_job_generation(getenv("INCOLL_GEN"), "job-7");
     CHECK(hashed != 0);
-    CHECK(hashed != host_job_generation("job-8"));
-    CHECK_EQ_INT(host_job_generation(NULL), 0);
+    CHECK(hashed != host_job_generation(getenv("INCOLL_GEN"), "job-8"));
+    CHECK_EQ_INT(host_job_generation(getenv("INCOLL_GEN"), NULL), 0);
     setenv("INCOLL_GEN", "1234567", 1);
-    CHECK_EQ_INT(host_job_generation("job-7"), 1234567);
+    CHECK_EQ_INT(host_job_generation(getenv("INCOLL_GEN"), "job-7"), 1234567);
     setenv("INCOLL_GEN", "4294967295", 1);
-    CHECK_EQ_INT(host_job_generation(NULL), 4294967295u);
+    CHECK_EQ_INT(host_job_generation(getenv("INCOLL_GEN"), NULL), 4294967295u);
     setenv("INCOLL_GEN", "0xdeadBEEF", 1);
-    CHECK_EQ_INT(host_job_generation("job-7"), 0xDEADBEEFu);
+    CHECK_EQ_INT(host_job_generation(getenv("INCOLL_GEN"), "job-7"),
+                 0xDEADBEEFu);
     setenv("INCOLL_GEN", "", 1);
-    CHECK_EQ_INT(host_job_generation("job-7"), hashed);
+    CHECK_EQ_INT(host_job_generation(getenv("INCOLL_GEN"), "job-7"), hashed);
     log_level_current = -1; /* the errors are expected */
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         setenv("INCOLL_GEN", bad[i], 1);
-        CHECK_MSG(host_job_generation("job-7") == hashed, "'%s' accepted",
-                  bad[i]);
+        CHECK_MSG(host_job_generation(getenv("INCOLL_GEN"), "job-7") == hashed,
+                  "'%s' accepted", bad[i]);
     }
     log_level_current = level;
     if (keep) {

@@ -15,7 +15,11 @@
 #include "common/settings.h"
 #include "common/wire.h"
 #include "core/algo.h"
+#include "core/host_engine.h"
+#include "core/p2p_engine.h"
+#include "host/cfg.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,6 +412,193 @@ TEST_LIMIT(settings_no_private_getenv, TEST_INTEG, 60)
         CHECK_MSG(setting_find(name) != NULL,
                   "%s is read by name but is not in the table", name);
     free(out);
+    return TEST_PASSED;
+}
+
+/* The reads of a setting's current value (the environment's or the
+ * table's); setting_default() reads the table's defaults only. */
+static const char *const setting_reads[] = {
+    "getenv(",         "secure_getenv(",  "knob_str(",      "knob_u64(",
+    "knob_double(",    "setting_str(",    "setting_int(",   "setting_u64(",
+    "setting_bool(",   "setting_enum(",   "setting_real(",  "setting_ns(",
+    "setting_us(",     "setting_ms(",     "setting_get(",   "setting_text(",
+    "setting_in_env(", "settings_check(", "setting_parse(", "setting_table[",
+    "setting_find("};
+
+/* The documented exceptions (src/host/cfg.h): file and what it may use. */
+static const struct {
+    const char *file, *read;
+} read_exceptions[] = {
+    /* incoll_setting_given(): a front end's question, before any context */
+    {"src/host/api.c", "setting_find("},
+    {"src/host/api.c", "setting_in_env("},
+    {"src/host/api.c", "setting_table["},
+};
+
+/* The read of setting_reads line makes (as a call, not inside a longer
+ * name), or NULL. */
+static const char *setting_read_in(const char *line)
+{
+    for (size_t i = 0; i < sizeof(setting_reads) / sizeof(setting_reads[0]);
+         i++)
+        for (const char *p = strstr(line, setting_reads[i]); p;
+             p = strstr(p + 1, setting_reads[i]))
+            if (p == line || !(p[-1] == '_' || (p[-1] >= 'a' && p[-1] <= 'z') ||
+                               (p[-1] >= 'A' && p[-1] <= 'Z') ||
+                               (p[-1] >= '0' && p[-1] <= '9')))
+                return setting_reads[i];
+    return NULL;
+}
+
+/* Reads of settings in file (relative to the source tree) that are not
+ * its documented exceptions, printed; -1 when it cannot be read. */
+static int scan_setting_reads(const char *file)
+{
+    char path[4096], line[4096];
+    int lineno = 0, bad = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "%s/%s", test_srcdir(), file);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        const char *read = setting_read_in(line);
+        int allowed = 0;
+        lineno++;
+        if (read == NULL)
+            continue;
+        for (size_t i = 0;
+             i < sizeof(read_exceptions) / sizeof(read_exceptions[0]); i++)
+            allowed |= strcmp(read_exceptions[i].file, file) == 0 &&
+                       strcmp(read_exceptions[i].read, read) == 0;
+        if (!allowed) {
+            fprintf(stderr,
+                    "    %s:%d: reads a setting (%s...) outside "
+                    "host_cfg_fill(): %s",
+                    file, lineno, read, line);
+            bad++;
+        }
+    }
+    fclose(f);
+    return bad;
+}
+
+/* libincoll reads its settings once, into its context's configuration:
+ * no file of src/host but cfg.c (host_cfg_fill) and none of the engines
+ * it makes reads the environment or a setting's current value, but for
+ * the exceptions src/host/cfg.h documents. */
+TEST(settings_host_reads_cfg_only, TEST_UNIT)
+{
+    static const char *const core[] = {"src/core/host_engine.c",
+                                       "src/core/p2p_engine.c",
+                                       "src/core/rto.c", "src/core/algo.c"};
+    char path[4096];
+    int files = 0, bad = 0, n;
+    struct dirent *e;
+    DIR *dir;
+
+    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s",
+              test_bindir());
+    snprintf(path, sizeof(path), "%s/src/host", test_srcdir());
+    dir = opendir(path);
+    CHECK_MSG(dir != NULL, "cannot open %s", path);
+    while ((e = readdir(dir)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char file[1024];
+        if (len < 3 ||
+            (strcmp(e->d_name + len - 2, ".c") != 0 &&
+             strcmp(e->d_name + len - 2, ".h") != 0) ||
+            strcmp(e->d_name, "cfg.c") == 0)
+            continue;
+        snprintf(file, sizeof(file), "src/host/%s", e->d_name);
+        n = scan_setting_reads(file);
+        files += n >= 0;
+        bad += n > 0 ? n : 0;
+    }
+    closedir(dir);
+    for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++) {
+        n = scan_setting_reads(core[i]);
+        CHECK_MSG(n >= 0, "cannot read %s", core[i]);
+        bad += n;
+    }
+    CHECK_MSG(files >= 20, "only %d files in src/host", files);
+    /* the scan finds what it looks for */
+    CHECK(setting_read_in("x = getenv(\"INCOLL_X\");") != NULL);
+    CHECK(setting_read_in("v = setting_ns(SETTING_WAIT_MS);") != NULL);
+    CHECK(setting_read_in("incoll_setting_given(name)") == NULL);
+    CHECK_MSG(bad == 0, "%d reads of settings outside host_cfg_fill()", bad);
+    return TEST_PASSED;
+}
+
+/* The context's configuration carries the table's defaults, and an
+ * INCOLL_ variable set before the fill overrides its default; the
+ * engines' own defaults are the table's. */
+TEST(settings_host_cfg_values, TEST_UNIT)
+{
+    static const char *const vars[] = {"INCOLL_RTO_INIT_US", "INCOLL_WAIT_MS",
+                                       "INCOLL_HIER", "INCOLL_P2P_WINDOW",
+                                       "INCOLL_ALGO_SHORT_BYTES"};
+    char *keep[sizeof(vars) / sizeof(vars[0])];
+    host_engine_params_t hp = {0};
+    p2p_engine_params_t pp = {0};
+    host_cfg_t c;
+    char err[512];
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        keep[i] = v ? strdup(v) : NULL;
+        unsetenv(vars[i]);
+    }
+    CHECK_EQ_INT(host_cfg_fill(&c, err, sizeof(err)), INCOLL_OK);
+    CHECK(c.rto_init_ns == (uint64_t)setting_default(SETTING_RTO_INIT_US).i);
+    CHECK(c.rto_init_ns == 20000000ull);
+    CHECK(c.rto_min_ns == (uint64_t)setting_default(SETTING_RTO_MIN_US).i);
+    CHECK(c.rto_max_ns == (uint64_t)setting_default(SETTING_RTO_MAX_US).i);
+    CHECK(c.wait_ns == (uint64_t)setting_default(SETTING_WAIT_MS).i);
+    CHECK(c.wait_ns == 600000000000ull);
+    CHECK(c.p2p_window == 64);
+    CHECK(c.algo_cuts.short_bytes == 16384);
+    CHECK(c.hier != NULL && strcmp(c.hier, "node") == 0);
+    host_cfg_free(&c);
+    /* both engines start from the table's timer */
+    host_engine_params_default(&hp);
+    p2p_engine_params_default(&pp);
+    CHECK(hp.rto_init_ns == c.rto_init_ns && pp.rto_init_ns == c.rto_init_ns);
+    CHECK(hp.rto_max_ns == 250000000ull && pp.rto_max_ns == 250000000ull);
+    CHECK(hp.max_retries == (int)setting_default(SETTING_RETRIES).i &&
+          pp.max_retries == hp.max_retries);
+    CHECK(hp.progress_timeout_ns ==
+          (uint64_t)setting_default(SETTING_TIMEOUT_MS).i);
+
+    setenv("INCOLL_RTO_INIT_US", "7ms", 1);
+    setenv("INCOLL_WAIT_MS", "2s", 1);
+    setenv("INCOLL_HIER", "flat", 1);
+    setenv("INCOLL_P2P_WINDOW", "100", 1);
+    setenv("INCOLL_ALGO_SHORT_BYTES", "1K", 1);
+    CHECK_EQ_INT(host_cfg_fill(&c, err, sizeof(err)), INCOLL_OK);
+    /* filled once: the environment changing later changes nothing */
+    setenv("INCOLL_HIER", "socket", 1);
+    setenv("INCOLL_RTO_INIT_US", "9ms", 1);
+    CHECK(c.rto_init_ns == 7000000ull);
+    CHECK(c.wait_ns == 2000000000ull);
+    CHECK(c.hier != NULL && strcmp(c.hier, "flat") == 0);
+    CHECK(c.p2p_window == 100);
+    CHECK(c.algo_cuts.short_bytes == 1024);
+    host_cfg_free(&c);
+    /* a bad value fails the fill, naming it */
+    setenv("INCOLL_P2P_WINDOW", "600", 1);
+    CHECK_EQ_INT(host_cfg_fill(&c, err, sizeof(err)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(err, "INCOLL_P2P_WINDOW='600'") != NULL, "err: %s", err);
+    host_cfg_free(&c);
+
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        if (keep[i])
+            setenv(vars[i], keep[i], 1);
+        else
+            unsetenv(vars[i]);
+        free(keep[i]);
+    }
     return TEST_PASSED;
 }
 

@@ -25,8 +25,10 @@
  *   ENDPOINT  host:port
  * An empty default means "unset" (setting_str() returns NULL); an empty
  * range means no bound; "lo.." or "..hi" bound one side. A value set to
- * the empty string counts as unset. Values are read from the environment
- * each time (no cache), so a test may setenv() between calls.
+ * the empty string counts as unset. The accessors below read the
+ * environment each time (no cache), so a test may setenv() between calls;
+ * libincoll calls them once, at incoll_init(), into its context's
+ * configuration (src/host/cfg.h) and reads that afterwards.
  *
  * Components: "all" (every process), "host" (libincoll), "mpi"
  * (libincoll_mpi), "agg" (incoll-agg), "mgr" (incoll-mgr), "fault" (fault

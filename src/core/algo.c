@@ -81,11 +81,24 @@ int algo_max_steps(algo_kind_t kind, int size)
 /* Up to INCOLL_ALGO_SHORT_BYTES (16K) recursive doubling's log2(p) rounds
  * beat the 2(p-1) rounds of the bandwidth-optimal schedules (measured on
  * loopback, and MPICH's cutoff is of the same order). */
-#define ALGO_SHORT_BYTES setting_u64(SETTING_ALGO_SHORT_BYTES)
+algo_cuts_t algo_cuts_default(void)
+{
+    algo_cuts_t c;
+    c.short_bytes = (uint64_t)setting_default(SETTING_ALGO_SHORT_BYTES).i;
+    c.pipe_bytes = (uint64_t)setting_default(SETTING_ALGO_PIPE_BYTES).i;
+    return c;
+}
 
 algo_kind_t algo_pick(int size, size_t count, size_t dsize)
 {
-    if (size <= 2 || count < (size_t)size || count * dsize <= ALGO_SHORT_BYTES)
+    algo_cuts_t c = algo_cuts_default();
+    return algo_pick_cut(&c, size, count, dsize);
+}
+
+algo_kind_t algo_pick_cut(const algo_cuts_t *cuts, int size, size_t count,
+                          size_t dsize)
+{
+    if (size <= 2 || count < (size_t)size || count * dsize <= cuts->short_bytes)
         return ALGO_RD;
     if ((size & (size - 1)) == 0)
         return ALGO_RABENSEIFNER;
@@ -682,11 +695,17 @@ int algo_coll_schedule(algo_calgo_t id, int rank, int size, int root,
     }
 }
 
-/* Bytes above which broadcast and reduce pipeline, and their segment. */
-#define ALGO_PIPE_BYTES setting_u64(SETTING_ALGO_PIPE_BYTES)
-
 algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
                             size_t dsize, size_t *seg_p)
+{
+    algo_cuts_t c = algo_cuts_default();
+    return algo_coll_pick_cut(&c, coll, size, count, dsize, seg_p);
+}
+
+/* Broadcast and reduce pipeline above cuts->pipe_bytes. */
+algo_calgo_t algo_coll_pick_cut(const algo_cuts_t *cuts, algo_coll_t coll,
+                                int size, size_t count, size_t dsize,
+                                size_t *seg_p)
 {
     int pof2 = size >= 1 && (size & (size - 1)) == 0;
     size_t bytes = count * (dsize ? dsize : 1);
@@ -695,7 +714,7 @@ algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
     switch (coll) {
     case ALGO_COLL_BCAST:
     case ALGO_COLL_REDUCE:
-        if (bytes <= ALGO_PIPE_BYTES || size <= 2)
+        if (bytes <= cuts->pipe_bytes || size <= 2)
             return coll == ALGO_COLL_BCAST ? CALGO_BCAST_BINOMIAL
                                            : CALGO_REDUCE_BINOMIAL;
         *seg_p = ALGO_SEG_BYTES / (dsize ? dsize : 1);
@@ -704,7 +723,7 @@ algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
     case ALGO_COLL_BARRIER:
         return CALGO_BARRIER_DISSEMINATION;
     case ALGO_COLL_ALLGATHER:
-        if (bytes * (size_t)size <= ALGO_SHORT_BYTES * 4)
+        if (bytes * (size_t)size <= cuts->short_bytes * 4)
             return pof2 ? CALGO_ALLGATHER_RD : CALGO_ALLGATHER_BRUCK;
         return CALGO_ALLGATHER_RING;
     case ALGO_COLL_GATHER:

@@ -88,6 +88,19 @@ int algo_max_steps(algo_kind_t kind, int size);
  */
 algo_kind_t algo_pick(int size, size_t count, size_t dsize);
 
+/* Where the picks change: INCOLL_ALGO_SHORT_BYTES and
+ * INCOLL_ALGO_PIPE_BYTES (libincoll's come from its context's
+ * configuration, src/host/cfg.h). algo_pick() and algo_coll_pick() use
+ * algo_cuts_default(), the settings table's defaults. */
+typedef struct {
+    uint64_t short_bytes; /* allreduce: recursive doubling up to this */
+    uint64_t pipe_bytes;  /* bcast and reduce pipeline above this */
+} algo_cuts_t;
+
+algo_cuts_t algo_cuts_default(void);
+algo_kind_t algo_pick_cut(const algo_cuts_t *cuts, int size, size_t count,
+                          size_t dsize);
+
 /*
  * Host-based algorithms of the other collectives, as schedules of the same
  * steps (the same guarantees as above; a copy step's receive block never
@@ -180,5 +193,8 @@ int algo_coll_max_steps(algo_calgo_t id, int size, size_t count, size_t seg);
  * rank's block) over size ranks, and its segment (elements). */
 algo_calgo_t algo_coll_pick(algo_coll_t coll, int size, size_t count,
                             size_t dsize, size_t *seg_p);
+algo_calgo_t algo_coll_pick_cut(const algo_cuts_t *cuts, algo_coll_t coll,
+                                int size, size_t count, size_t dsize,
+                                size_t *seg_p);
 
 #endif

@@ -15,6 +15,7 @@
 #include "core/host_engine.h"
 
 #include "common/log.h"
+#include "common/settings.h"
 #include "core/rto.h"
 
 #include <inttypes.h>
@@ -221,11 +222,12 @@ uint32_t host_engine_oneway_every(const host_engine_params_t *p)
 
 void host_engine_params_default(host_engine_params_t *p)
 {
-    p->rto_init_ns = 20000000;
-    p->rto_min_ns = 200000;
-    p->rto_max_ns = 250000000;
-    p->max_retries = 12;
-    p->progress_timeout_ns = 3000000000ull;
+    rto_defaults_t d = rto_defaults();
+    p->rto_init_ns = d.init_ns;
+    p->rto_min_ns = d.min_ns;
+    p->rto_max_ns = d.max_ns;
+    p->max_retries = d.retries;
+    p->progress_timeout_ns = d.timeout_ns;
 }
 
 host_engine_t *host_engine_create(const host_engine_params_t *params)
@@ -239,6 +241,9 @@ host_engine_t *host_engine_create(const host_engine_params_t *params)
         return NULL;
     eng->p = *params;
     eng->mc = params->mcast;
+    if (eng->p.mcast_probe_ops == 0)
+        eng->p.mcast_probe_ops =
+            (uint32_t)setting_default(SETTING_MCAST_PROBE_OPS).i;
     if (eng->p.window == 0 || eng->p.window > eng->p.slots)
         eng->p.window = eng->p.slots;
     if (eng->p.window_min > eng->p.window)
@@ -515,8 +520,7 @@ static void finish(host_engine_t *eng, incoll_status_t status)
     if (status != INCOLL_OK)
         eng->failed = 1;
     else if (eng->mc && !eng->mc_seen &&
-             ++eng->mc_ops >=
-                 (eng->p.mcast_probe_ops ? eng->p.mcast_probe_ops : 8)) {
+             ++eng->mc_ops >= eng->p.mcast_probe_ops) {
         /* Results come, but never by multicast: the fabric does not carry
          * it (or the AN does not send it). Stop asking for it, so no
          * result waits for a repair. */

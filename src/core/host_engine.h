@@ -86,8 +86,9 @@ typedef struct {
     /* Multicast results (docs/multicast.md): 1 when the driver listens on
      * the group's multicast address, so contributions say WIRE_F_MCAST
      * and the leaf AN may send the results there; when the first
-     * mcast_probe_ops operations (0: 8) end without one multicast result,
-     * the engine stops saying it (host_engine_mcast turns -1). */
+     * mcast_probe_ops operations (0: INCOLL_MCAST_PROBE_OPS's default) end
+     * without one multicast result, the engine stops saying it
+     * (host_engine_mcast turns -1). */
     int mcast;
     uint32_t mcast_probe_ops;
     host_send_cb_t send;

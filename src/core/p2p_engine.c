@@ -34,6 +34,7 @@
 
 #include "common/dtype.h"
 #include "common/log.h"
+#include "common/settings.h"
 #include "core/rto.h"
 
 #include <inttypes.h>
@@ -180,11 +181,12 @@ struct p2p_engine {
 
 void p2p_engine_params_default(p2p_engine_params_t *p)
 {
-    p->rto_init_ns = 20000000;
-    p->rto_min_ns = 200000;
-    p->rto_max_ns = 250000000;
-    p->max_retries = 12;
-    p->progress_timeout_ns = 3000000000ull;
+    rto_defaults_t d = rto_defaults();
+    p->rto_init_ns = d.init_ns;
+    p->rto_min_ns = d.min_ns;
+    p->rto_max_ns = d.max_ns;
+    p->max_retries = d.retries;
+    p->progress_timeout_ns = d.timeout_ns;
 }
 
 p2p_engine_t *p2p_engine_create(const p2p_engine_params_t *params)
@@ -202,7 +204,7 @@ p2p_engine_t *p2p_engine_create(const p2p_engine_params_t *params)
         return NULL;
     eng->p = *params;
     if (eng->p.window == 0)
-        eng->p.window = P2P_WINDOW_DEFAULT;
+        eng->p.window = (uint32_t)setting_default(SETTING_P2P_WINDOW).i;
     if (eng->p.ack_every == 0)
         eng->p.ack_every = eng->p.window / 8 ? eng->p.window / 8 : 1;
     if (eng->p.max_retries < 1)

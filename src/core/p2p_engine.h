@@ -60,8 +60,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define P2P_WINDOW_MAX 512 /* packets in flight per step (ack bitmap bits) */
-#define P2P_WINDOW_DEFAULT 64
+#define P2P_WINDOW_MAX 512  /* packets in flight per step (ack bitmap bits) */
 #define P2P_MAX_RANKS 65535 /* ranks travel in the 16-bit child field */
 
 typedef struct p2p_engine p2p_engine_t;
@@ -78,7 +77,7 @@ typedef struct {
     int size;                 /* 1..P2P_MAX_RANKS */
     const incoll_ep_t *peers; /* size endpoints, by rank (copied) */
     uint32_t max_payload;     /* bytes per packet, the same on every rank */
-    uint32_t window;          /* packets in flight, 1..P2P_WINDOW_MAX; 0 = 64 */
+    uint32_t window; /* packets in flight, 1..P2P_WINDOW_MAX; 0: the default */
     uint32_t ack_every;   /* ack after this many new packets; 0 = window/8 */
     uint64_t rto_init_ns; /* first retransmission timeout */
     uint64_t rto_min_ns;

@@ -4,6 +4,19 @@
  */
 #include "core/rto.h"
 
+#include "common/settings.h"
+
+rto_defaults_t rto_defaults(void)
+{
+    rto_defaults_t d;
+    d.init_ns = (uint64_t)setting_default(SETTING_RTO_INIT_US).i;
+    d.min_ns = (uint64_t)setting_default(SETTING_RTO_MIN_US).i;
+    d.max_ns = (uint64_t)setting_default(SETTING_RTO_MAX_US).i;
+    d.retries = (int)setting_default(SETTING_RETRIES).i;
+    d.timeout_ns = (uint64_t)setting_default(SETTING_TIMEOUT_MS).i;
+    return d;
+}
+
 void rto_init(rto_t *r, uint64_t init_ns, uint64_t min_ns, uint64_t max_ns)
 {
     r->srtt = 0;

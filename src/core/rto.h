@@ -25,6 +25,18 @@ typedef struct {
     unsigned backoff; /* timeouts since the last sample (rto_timeout) */
 } rto_t;
 
+/* The timer's settings as the settings table's defaults give them
+ * (INCOLL_RTO_INIT_US, INCOLL_RTO_MIN_US, INCOLL_RTO_MAX_US,
+ * INCOLL_RETRIES, INCOLL_TIMEOUT_MS): what both engines' params start
+ * from; libincoll sets its context's configured values over them. */
+typedef struct {
+    uint64_t init_ns, min_ns, max_ns;
+    int retries;
+    uint64_t timeout_ns;
+} rto_defaults_t;
+
+rto_defaults_t rto_defaults(void);
+
 /* Starts the estimator with timeout init_ns (min_ns when 0), bounded by
  * [min_ns, max_ns]. */
 void rto_init(rto_t *r, uint64_t init_ns, uint64_t min_ns, uint64_t max_ns);

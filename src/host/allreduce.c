@@ -75,7 +75,8 @@ static incoll_status_t host_run(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t count,
                                 incoll_dtype_t dtype, incoll_op_t op)
 {
-    algo_kind_t kind = algo_pick(comm->size, count, incoll_dtype_size(dtype));
+    algo_kind_t kind = algo_pick_cut(&comm->ctx->cfg.algo_cuts, comm->size,
+                                     count, incoll_dtype_size(dtype));
     return host_allreduce_sched(comm, kind, sendbuf, recvbuf, count, dtype, op);
 }
 

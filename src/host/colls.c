@@ -637,8 +637,9 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         }
     }
     if (algo < 0)
-        algo = (int)algo_coll_pick(a->coll, comm->size, a->count,
-                                   incoll_dtype_size(dt), &seg);
+        algo = (int)algo_coll_pick_cut(&comm->ctx->cfg.algo_cuts, a->coll,
+                                       comm->size, a->count,
+                                       incoll_dtype_size(dt), &seg);
     else if (algo == CALGO_BCAST_PIPELINE || algo == CALGO_REDUCE_PIPELINE)
         seg = ALGO_SEG_BYTES / incoll_dtype_size(dt);
     note_hosts(comm, algo0, a, op, dt);

@@ -23,7 +23,6 @@
 #include "host/req.h"
 #include "host/mgr_client.h"
 
-#include "common/knobs.h"
 #include "common/log.h"
 #include "common/clock.h"
 
@@ -415,13 +414,13 @@ static incoll_status_t group_ask(incoll_comm_h comm, uint32_t gen,
                                  uint64_t opseq, uint32_t *req_p)
 {
     struct host_comm_info *info = comm->info;
-    uint32_t slots = (uint32_t)knob_u64("INCOLL_GROUP_SLOTS");
+    uint32_t slots = comm->ctx->cfg.group_slots;
     incoll_status_t status;
 
     /* Streaming carries the large vectors: the group's own share of the
      * ANs need only serve the small ones (docs/streaming.md). */
     if (slots == 0)
-        slots = (uint32_t)setting_u64(SETTING_STREAM_SLOTS);
+        slots = comm->ctx->cfg.stream_slots;
     status = host_mgr_group_request(mgr_of(comm->ctx), info->id, gen,
                                     comm->world_ranks, comm->size, opseq, slots,
                                     0, req_p);
@@ -447,11 +446,9 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
     host_mgr_group_t g;
     host_engine_params_t p;
     incoll_status_t status;
-    uint64_t timeout = knob_u64("INCOLL_MGR_TIMEOUT_MS");
-    uint64_t payload = knob_u64("INCOLL_PAYLOAD");
+    uint64_t timeout = ctx->cfg.mgr_timeout_ms;
+    uint64_t payload = ctx->cfg.payload;
 
-    if (timeout == 0)
-        timeout = 40000;
     status = wait_answer(ctx, mgr, req, &g, timeout);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
@@ -494,9 +491,8 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
      * that is merely late (busy, or recovering another communicator) must
      * not look like a failure. */
     {
-        uint64_t op_ms = knob_u64("INCOLL_MGR_OP_TIMEOUT_MS");
-        uint64_t timeout_ns = (op_ms ? op_ms : 30000) * 1000000ull;
-        uint64_t rto = p.rto_max_ns ? p.rto_max_ns : 250000000ull;
+        uint64_t timeout_ns = ctx->cfg.mgr_op_timeout_ms * 1000000ull;
+        uint64_t rto = p.rto_max_ns; /* INCOLL_RTO_MAX_US, at least 1 us */
         if (p.progress_timeout_ns < timeout_ns)
             p.progress_timeout_ns = timeout_ns;
         if ((uint64_t)p.max_retries < timeout_ns / rto + 8)
@@ -532,7 +528,7 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
  */
 static void group_make(incoll_comm_h c)
 {
-    uint64_t end = host_now_ns() + host_wait_ns();
+    uint64_t end = host_now_ns() + c->ctx->cfg.wait_ns;
     uint32_t req;
     int tries = 0;
 
@@ -613,7 +609,7 @@ static incoll_status_t comm_make(incoll_ctx_h ctx, uint64_t id, int n,
                      "INCOLL_WAIT_MS (%" PRIu64 " ms): a rank did not "
                      "start or called something else; its collectives "
                      "fail",
-                     id, host_wait_ns() / 1000000);
+                     id, c->ctx->cfg.wait_ns / 1000000);
         snprintf(c->info->why, sizeof(c->info->why),
                  "not every member asked the manager for its group");
         c->info->broken = 1;
@@ -735,7 +731,7 @@ incoll_status_t host_ctx_mgr_init(incoll_ctx_h ctx)
     mp.size = ctx->size;
     mp.host = strlen(host) < MGR_NAME_MAX ? host : "";
     mp.ep = udp_local_ep(ctx->sock);
-    mp.timeout_ms = (uint32_t)knob_u64("INCOLL_MGR_CONNECT_MS");
+    mp.timeout_ms = (uint32_t)ctx->cfg.mgr_connect_ms;
     status = host_mgr_connect(&mp, &ctx->info->mgr);
     if (status != INCOLL_OK) {
         free(ranks);
@@ -1151,8 +1147,8 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
     struct host_comm_info *info = comm->info;
     incoll_ctx_h ctx = comm->ctx;
     host_engine_params_t keep = ctx->eng_defaults;
-    uint64_t wait_ns = host_wait_ns();
-    uint64_t rto = keep.rto_max_ns ? keep.rto_max_ns : 250000000ull;
+    uint64_t wait_ns = ctx->cfg.wait_ns;
+    uint64_t rto = keep.rto_max_ns; /* INCOLL_RTO_MAX_US, at least 1 us */
     incoll_comm_h sh;
     incoll_status_t status;
 
@@ -1472,8 +1468,9 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         } else {
             buf = info->res[info->saved_idx];
         }
-        status = host_allreduce_sched(sh, algo_pick(sh->size, len, 1), buf, buf,
-                                      len, INCOLL_UINT8, INCOLL_OP_BOR);
+        status = host_allreduce_sched(
+            sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
+            buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
         if (status == INCOLL_OK && result_hash(buf, len) != v[12]) {
             snprintf(info->why, sizeof(info->why),
                      "the result of operation %" PRIu64 " taken from the "
@@ -1498,8 +1495,9 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         if ((buf = res_grow(info, next_res(info), len * ds)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         memcpy(buf, in, len * ds);
-        status = host_allreduce_sched(sh, algo_pick(sh->size, len, ds), buf,
-                                      buf, len, c.dtype, c.op);
+        status = host_allreduce_sched(
+            sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, ds), buf,
+            buf, len, c.dtype, c.op);
         if (status == INCOLL_OK && fetch) {
             if (c.kind == HOST_COLL_REDUCE_SCATTER)
                 memcpy(call->recvbuf, buf + me * blk, blk);
@@ -1516,8 +1514,9 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
             memcpy(buf + me * blk, in, blk);
         else if (comm->rank == c.root)
             memcpy(buf, in, len);
-        status = host_allreduce_sched(sh, algo_pick(sh->size, len, 1), buf, buf,
-                                      len, INCOLL_UINT8, INCOLL_OP_BOR);
+        status = host_allreduce_sched(
+            sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
+            buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
         if (status == INCOLL_OK && fetch) {
             if (c.kind == HOST_COLL_SCATTER)
                 memcpy(call->recvbuf, buf + me * blk, blk);

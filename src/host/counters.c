@@ -4,7 +4,6 @@
 #include "counters.h"
 
 #include "common/clock.h"
-#include "common/settings.h"
 #include "common/mgr_codec.h"
 #include "comm.h"
 #include "host.h"
@@ -74,11 +73,6 @@ void host_usage_end(void)
         usage_depth--;
 }
 
-static uint64_t usage_period_ns(void)
-{
-    return setting_ns(SETTING_USAGE_MS);
-}
-
 static void count(incoll_comm_h comm, int reason)
 {
     struct host_usage *u = comm->usage;
@@ -89,7 +83,7 @@ static void count(incoll_comm_h comm, int reason)
     if (u == NULL) {
         if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
             return;
-        u->period_ns = usage_period_ns();
+        u->period_ns = comm->ctx->cfg.usage_ns;
     }
     if (reason < 0) {
         u->ops_net++;
@@ -171,7 +165,7 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         }
     }
     free(e);
-    ctx->usage_due_ns = host_now_ns() + usage_period_ns();
+    ctx->usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
 }
 
 void host_usage_free(incoll_comm_h comm)

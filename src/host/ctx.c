@@ -39,11 +39,6 @@ uint64_t host_now_ns(void)
     return now_ns();
 }
 
-uint64_t host_wait_ns(void)
-{
-    return setting_ns(SETTING_WAIT_MS);
-}
-
 void host_call_begin(incoll_comm_h comm)
 {
     if (comm->call_depth++ == 0)
@@ -97,27 +92,6 @@ static void ctx_flush(void *arg)
     udp_flush(ctx->sock);
 }
 
-uint32_t host_job_generation(const char *job)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    setting_value_t v;
-    char err[256];
-
-    /* INCOLL_GEN (`incoll run` sets it from the clock) orders jobs: an AN
-     * lets a newer generation take a group over at once (agg_core.h). */
-    if (setting_get(SETTING_GEN, &v, err, sizeof(err)) != INCOLL_OK)
-        incoll_error("init: %s: ignoring it, the generation is %s", err,
-                     job == NULL || *job == '\0' ? "0"
-                                                 : "a hash of INCOLL_JOB");
-    else if (v.set)
-        return (uint32_t)v.i;
-    if (job == NULL || *job == '\0')
-        return 0;
-    for (const char *c = job; *c; c++)
-        h = (h ^ (uint8_t)*c) * 16777619u;
-    return h;
-}
-
 /* splitmix64 */
 static uint64_t mix64(uint64_t x)
 {
@@ -161,7 +135,8 @@ incoll_status_t host_job_key(incoll_ctx_h ctx)
         /* The manager's random key of the world's group: every job has a
          * group of its own (its ANs' slots, too), so nothing needs
          * ordering; mixed with the job id. */
-        uint64_t k = mix64(gk ^ mix64(host_job_generation(ctx->job)));
+        uint64_t k =
+            mix64(gk ^ mix64(host_job_generation(ctx->cfg.gen, ctx->job)));
         job_key_set(ctx, k, (uint32_t)(k >> 32));
     } else {
         /* On the hosts: the XOR of a random number of every rank, and the
@@ -205,31 +180,16 @@ incoll_status_t host_job_key(incoll_ctx_h ctx)
     return host_comm_rekey(w);
 }
 
-/* A value the caller gave for setting id, checked by the settings
- * table's parser as the environment's are (one rule for bad values). */
-static incoll_status_t ident_check(setting_id_t id, const char *text)
-{
-    setting_value_t v;
-    char err[512];
-
-    if (text == NULL || *text == '\0')
-        return INCOLL_OK; /* unset, as an empty variable */
-    if (setting_parse(&setting_table[id], text, &v, err, sizeof(err)) ==
-        INCOLL_OK)
-        return INCOLL_OK;
-    incoll_error("init: %s (given to incoll_init_params)", err);
-    return INCOLL_ERR_CONFIG;
-}
-
-/* The string field of params if it is in the mask (checked), else setting
- * id's value; "" when neither. */
+/* The string field of params if it is in the mask (checked), else the
+ * configuration's value env of setting id; "" when neither. */
 static incoll_status_t ident_text(const incoll_init_params_t *params,
                                   uint64_t field, const char *given,
-                                  setting_id_t id, const char **v_p)
+                                  setting_id_t id, const char *env,
+                                  const char **v_p)
 {
-    const char *v = setting_str(id);
+    const char *v = env;
     if (params && (params->field_mask & field)) {
-        if (ident_check(id, given) != INCOLL_OK)
+        if (host_cfg_check(id, given) != INCOLL_OK)
             return INCOLL_ERR_CONFIG;
         v = given;
     }
@@ -240,33 +200,32 @@ static incoll_status_t ident_text(const incoll_init_params_t *params,
 /* ident_text() into buf; a value that does not fit is an error. */
 static incoll_status_t ident_str(const incoll_init_params_t *params,
                                  uint64_t field, const char *given,
-                                 setting_id_t id, char *buf, size_t len)
+                                 setting_id_t id, const char *env, char *buf,
+                                 size_t len)
 {
     const char *v;
-    if (ident_text(params, field, given, id, &v) != INCOLL_OK)
+    if (ident_text(params, field, given, id, env, &v) != INCOLL_OK)
         return INCOLL_ERR_CONFIG;
     if (strlen(v) >= len) {
-        incoll_error("init: %s is longer than %zu bytes",
-                     setting_table[id].name, len - 1);
+        incoll_error("init: %s is longer than %zu bytes", host_cfg_name(id),
+                     len - 1);
         return INCOLL_ERR_CONFIG;
     }
     snprintf(buf, len, "%s", v);
     return INCOLL_OK;
 }
 
-/* An int field of params if it is in the mask, else setting id's value
- * (checked by settings_check()); -1 when neither. Checks min..max. */
+/* An int field of params if it is in the mask, else the configuration's
+ * value env of setting id (-1 unset); -1 when neither. Checks min..max. */
 static incoll_status_t ident_int(const incoll_init_params_t *params,
                                  uint64_t field, int given, setting_id_t id,
-                                 int min, int max, int *v_p)
+                                 int64_t env, int min, int max, int *v_p)
 {
-    int64_t v = -1;
+    int64_t v = env;
     if (params && (params->field_mask & field))
         v = given;
-    else if (setting_str(id) != NULL)
-        v = setting_int(id);
     if (v != -1 && (v < min || v > max)) {
-        incoll_error("init: %s=%lld is not in %d..%d", setting_table[id].name,
+        incoll_error("init: %s=%lld is not in %d..%d", host_cfg_name(id),
                      (long long)v, min, max);
         return INCOLL_ERR_CONFIG;
     }
@@ -281,7 +240,7 @@ static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
     const char *hosts;
 
     if (ident_text(p, INCOLL_INIT_FIELD_HOSTS, p->hosts, SETTING_HOSTS,
-                   &hosts) != INCOLL_OK)
+                   ctx->cfg.hosts, &hosts) != INCOLL_OK)
         return INCOLL_ERR_CONFIG;
     ctx->hosts = strdup(hosts);
     if (ctx->hosts == NULL)
@@ -289,20 +248,20 @@ static incoll_status_t ident_fabric_rest(incoll_ctx_h ctx,
     if (p->field_mask & INCOLL_INIT_FIELD_PROGRESS_THREAD) {
         char text[16];
         snprintf(text, sizeof(text), "%d", p->progress_thread);
-        if (ident_check(SETTING_PROGRESS_THREAD, text) != INCOLL_OK)
+        if (host_cfg_check(SETTING_PROGRESS_THREAD, text) != INCOLL_OK)
             return INCOLL_ERR_CONFIG;
         ctx->progress_thread = p->progress_thread != 0;
     } else {
-        ctx->progress_thread = setting_bool(SETTING_PROGRESS_THREAD);
+        ctx->progress_thread = ctx->cfg.progress_thread;
     }
     if (p->field_mask & INCOLL_INIT_FIELD_EARLY_MAX) {
         char text[32];
         snprintf(text, sizeof(text), "%zu", p->early_max);
-        if (ident_check(SETTING_EARLY_MAX, text) != INCOLL_OK)
+        if (host_cfg_check(SETTING_EARLY_MAX, text) != INCOLL_OK)
             return INCOLL_ERR_CONFIG;
         ctx->early_max = p->early_max;
     } else {
-        ctx->early_max = (size_t)setting_u64(SETTING_EARLY_MAX);
+        ctx->early_max = ctx->cfg.early_max;
     }
     return INCOLL_OK;
 }
@@ -371,8 +330,8 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
 
     if (p == NULL)
         p = &none;
-    status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE, 1,
-                       1 << 24, &ctx->size);
+    status = ident_int(p, INCOLL_INIT_FIELD_SIZE, p->size, SETTING_SIZE,
+                       ctx->cfg.size, 1, 1 << 24, &ctx->size);
     if (status != INCOLL_OK)
         return status;
     if (ctx->size < 0) {
@@ -381,8 +340,8 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
                      "INCOLL_SIZE to the number of ranks)");
         return INCOLL_ERR_CONFIG;
     }
-    status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK, 0,
-                       ctx->size - 1, &ctx->rank);
+    status = ident_int(p, INCOLL_INIT_FIELD_RANK, p->rank, SETTING_RANK,
+                       ctx->cfg.rank, 0, ctx->size - 1, &ctx->rank);
     if (status != INCOLL_OK)
         return status;
     if (ctx->rank < 0) {
@@ -392,26 +351,29 @@ static incoll_status_t ident_load(incoll_ctx_h ctx,
         return INCOLL_ERR_CONFIG;
     }
     status = ident_int(p, INCOLL_INIT_FIELD_LOCAL_SIZE, p->local_size,
-                       SETTING_LOCAL_SIZE, 1, 1 << 24, &ctx->local_size);
+                       SETTING_LOCAL_SIZE, ctx->cfg.local_size, 1, 1 << 24,
+                       &ctx->local_size);
     if (status == INCOLL_OK)
-        status = ident_int(
-            p, INCOLL_INIT_FIELD_LOCAL_RANK, p->local_rank, SETTING_LOCAL_RANK,
-            0, ctx->local_size > 0 ? ctx->local_size - 1 : (1 << 24) - 1,
-            &ctx->local_rank);
+        status =
+            ident_int(p, INCOLL_INIT_FIELD_LOCAL_RANK, p->local_rank,
+                      SETTING_LOCAL_RANK, ctx->cfg.local_rank, 0,
+                      ctx->local_size > 0 ? ctx->local_size - 1 : (1 << 24) - 1,
+                      &ctx->local_rank);
     if (status != INCOLL_OK)
         return status;
     if (ctx->local_size < 0)
         ctx->local_size = 0;
-    if (ident_str(p, INCOLL_INIT_FIELD_JOB, p->job, SETTING_JOB, ctx->job,
-                  sizeof(ctx->job)) != INCOLL_OK ||
-        ident_str(p, INCOLL_INIT_FIELD_HOST, p->host, SETTING_HOST, ctx->host,
-                  sizeof(ctx->host)) != INCOLL_OK ||
-        ident_str(p, INCOLL_INIT_FIELD_MGR, p->mgr, SETTING_MGR, ctx->mgr,
-                  sizeof(ctx->mgr)) != INCOLL_OK ||
+    if (ident_str(p, INCOLL_INIT_FIELD_JOB, p->job, SETTING_JOB, ctx->cfg.job,
+                  ctx->job, sizeof(ctx->job)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_HOST, p->host, SETTING_HOST,
+                  ctx->cfg.host, ctx->host, sizeof(ctx->host)) != INCOLL_OK ||
+        ident_str(p, INCOLL_INIT_FIELD_MGR, p->mgr, SETTING_MGR, ctx->cfg.mgr,
+                  ctx->mgr, sizeof(ctx->mgr)) != INCOLL_OK ||
         ident_str(p, INCOLL_INIT_FIELD_FABRIC, p->fabric, SETTING_FABRIC,
-                  ctx->fabric_dir, sizeof(ctx->fabric_dir)) != INCOLL_OK ||
+                  ctx->cfg.fabric, ctx->fabric_dir,
+                  sizeof(ctx->fabric_dir)) != INCOLL_OK ||
         ident_str(p, INCOLL_INIT_FIELD_SECRET_FILE, p->secret_file,
-                  SETTING_SECRET_FILE, ctx->secret_file,
+                  SETTING_SECRET_FILE, ctx->cfg.secret_file, ctx->secret_file,
                   sizeof(ctx->secret_file)) != INCOLL_OK ||
         ident_name("INCOLL_JOB", ctx->job) != INCOLL_OK ||
         ident_name("INCOLL_HOST", ctx->host) != INCOLL_OK)
@@ -494,7 +456,7 @@ incoll_status_t host_world_engine(incoll_comm_h comm, int host)
     incoll_ctx_h ctx = comm->ctx;
     const fabric_conf_t *conf = &ctx->conf;
     host_engine_params_t p = ctx->eng_defaults;
-    uint64_t payload = setting_u64(SETTING_PAYLOAD);
+    uint64_t payload = ctx->cfg.payload;
     host_engine_t *eng;
 
     p.group = conf->group_id;
@@ -695,6 +657,8 @@ static incoll_status_t init_oob(const incoll_init_params_t *params,
     incoll_ctx_h ctx = NULL;
     char job[256];
     const char *given;
+    host_cfg_t cfg;
+    char err[512];
 
     log_init_from_env();
     if (ctx_p == NULL || oob->allgather == NULL || oob->size < 1 ||
@@ -716,13 +680,15 @@ static incoll_status_t init_oob(const incoll_init_params_t *params,
                      params->rank, params->size, oob->rank, oob->size);
         mine.status = INCOLL_ERR_CONFIG;
     }
-    given = (params->field_mask & INCOLL_INIT_FIELD_JOB)
-                ? params->job
-                : setting_str(SETTING_JOB);
+    /* (a bad setting fails init_plain() below, naming it) */
+    (void)host_cfg_fill(&cfg, err, sizeof(err));
+    given =
+        (params->field_mask & INCOLL_INIT_FIELD_JOB) ? params->job : cfg.job;
     if (given && *given)
         snprintf(mine.job, sizeof(mine.job), "%s", given);
     else if (oob->rank == 0)
         snprintf(mine.job, sizeof(mine.job), "oob-%016" PRIx64, random64());
+    host_cfg_free(&cfg);
     all = calloc((size_t)oob->size, sizeof(*all));
     sts = calloc((size_t)oob->size, sizeof(*sts));
     if (all == NULL || sts == NULL) {
@@ -789,10 +755,10 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
     ctx = calloc(1, sizeof(*ctx));
     if (ctx == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    /* One rule for every setting: a bad value fails here, naming it. */
-    if (settings_check("host,fault", err, sizeof(err)) != INCOLL_OK) {
+    /* Every setting read once, here; a bad value fails, naming it. */
+    status = host_cfg_fill(&ctx->cfg, err, sizeof(err));
+    if (status != INCOLL_OK) {
         incoll_error("init: %s", err);
-        status = INCOLL_ERR_CONFIG;
         goto err_free;
     }
     status = ident_load(ctx, params);
@@ -829,7 +795,7 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
             const char *map;
             status = ident_text(params, INCOLL_INIT_FIELD_HOST_MAP,
                                 params ? params->host_map : NULL,
-                                SETTING_HOST_MAP, &map);
+                                SETTING_HOST_MAP, ctx->cfg.host_map, &map);
             if (status == INCOLL_OK)
                 status = host_rdv_map(ctx, map);
             if (status != INCOLL_OK)
@@ -845,42 +811,41 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
         goto err_conf;
-    ctx->gen0 = host_job_generation(ctx->job);
+    ctx->gen0 = host_job_generation(ctx->cfg.gen, ctx->job);
     ctx->gen = ctx->gen0;
     ctx->job_key = ctx->gen0;
     p = &ctx->eng_defaults;
     memset(p, 0, sizeof(*p));
     host_engine_params_default(p);
-    p->rto_init_ns = setting_ns(SETTING_RTO_INIT_US);
-    p->rto_min_ns = setting_ns(SETTING_RTO_MIN_US);
-    p->rto_max_ns = setting_ns(SETTING_RTO_MAX_US);
-    p->max_retries = (int)setting_int(SETTING_RETRIES);
-    p->progress_timeout_ns = setting_ns(SETTING_TIMEOUT_MS);
-    p->wait_ns = host_wait_ns();
-    ctx->deadline_ns = setting_ns(SETTING_DEADLINE_MS);
-    p->window = (uint32_t)setting_u64(SETTING_WINDOW);
-    p->pace = (uint32_t)setting_u64(SETTING_PACE);
-    p->window_min = (uint32_t)setting_u64(SETTING_WINDOW_MIN);
-    p->copy_bytes = (uint32_t)setting_u64(SETTING_COPY_BYTES);
-    p->copy_adapt_bytes = (uint32_t)setting_u64(SETTING_COPY_ADAPT);
-    p->hedge_pct = (uint32_t)setting_int(SETTING_HEDGE_PCT);
-    p->ask_bytes = (uint32_t)setting_u64(SETTING_ASK_BYTES);
-    p->ahead_bytes = (uint32_t)setting_u64(SETTING_BCAST_AHEAD);
-    ctx->stream_threshold = (size_t)setting_u64(SETTING_STREAM_THRESHOLD);
-    status = host_stream_lock_parse(setting_str(SETTING_STREAM_LOCK),
-                                    &ctx->stream_nops);
+    p->rto_init_ns = ctx->cfg.rto_init_ns;
+    p->rto_min_ns = ctx->cfg.rto_min_ns;
+    p->rto_max_ns = ctx->cfg.rto_max_ns;
+    p->max_retries = ctx->cfg.retries;
+    p->progress_timeout_ns = ctx->cfg.timeout_ns;
+    p->wait_ns = ctx->cfg.wait_ns;
+    ctx->deadline_ns = ctx->cfg.deadline_ns;
+    p->window = ctx->cfg.window;
+    p->pace = ctx->cfg.pace;
+    p->window_min = ctx->cfg.window_min;
+    p->copy_bytes = ctx->cfg.copy_bytes;
+    p->copy_adapt_bytes = ctx->cfg.copy_adapt;
+    p->hedge_pct = ctx->cfg.hedge_pct;
+    p->ask_bytes = ctx->cfg.ask_bytes;
+    p->ahead_bytes = ctx->cfg.bcast_ahead;
+    ctx->stream_threshold = ctx->cfg.stream_threshold;
+    status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream_nops);
     if (status != INCOLL_OK)
         goto err_conf;
     /* Every engine can stream: by the threshold, or under a lock the
      * caller takes (incoll_comm_lock); small operations keep the slots. */
-    p->stream_window = (uint32_t)setting_u64(SETTING_STREAM_WINDOW);
+    p->stream_window = ctx->cfg.stream_window;
     p->stream_large_only = 1;
     p->send = ctx_send;
     p->send_ref = ctx_send_ref;
     p->flush = ctx_flush;
     p->send_arg = ctx;
 
-    ctx->sock = udp_open(ip, port, (int)setting_u64(SETTING_UDP_BUF), who);
+    ctx->sock = udp_open(ip, port, (int)ctx->cfg.udp_buf, who);
     if (ctx->sock == NULL) {
         status = INCOLL_ERR_IO;
         goto err_conf;
@@ -924,6 +889,7 @@ err_conf:
     fabric_conf_free(&ctx->conf);
 err_free:
     free(ctx->hosts);
+    host_cfg_free(&ctx->cfg);
     free(ctx);
     return status;
 }
@@ -993,6 +959,7 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
     fabric_conf_free(&ctx->conf);
     host_sync_destroy(ctx);
     free(ctx->hosts);
+    host_cfg_free(&ctx->cfg);
     free(ctx);
     return INCOLL_OK;
 }

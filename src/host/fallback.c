@@ -19,9 +19,7 @@
 #include "host/comm.h"
 #include "host/host_colls.h"
 
-#include "common/knobs.h"
 #include "common/log.h"
-#include "common/settings.h"
 
 #include <inttypes.h>
 #include <poll.h>
@@ -56,8 +54,8 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
     const host_engine_params_t *d = &ctx->eng_defaults;
     p2p_engine_params_t p;
     incoll_ep_t *peers;
-    uint64_t payload = knob_u64("INCOLL_P2P_PAYLOAD");
-    uint64_t window = knob_u64("INCOLL_P2P_WINDOW");
+    uint64_t payload = ctx->cfg.p2p_payload;
+    uint64_t window = ctx->cfg.p2p_window;
 
     if (comm->p2p != NULL)
         return INCOLL_OK;
@@ -89,12 +87,8 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
                     payload, WIRE_MAX_PAYLOAD);
         payload = 8192;
     }
-    if (window < 1 || window > P2P_WINDOW_MAX) {
-        incoll_warn("init: INCOLL_P2P_WINDOW=%" PRIu64 " is outside 1..%d; "
-                    "using %d",
-                    window, P2P_WINDOW_MAX, P2P_WINDOW_DEFAULT);
-        window = P2P_WINDOW_DEFAULT;
-    }
+    if (window > P2P_WINDOW_MAX) /* (the table's range is 1..512) */
+        window = P2P_WINDOW_MAX;
     memset(&p, 0, sizeof(p));
     p2p_engine_params_default(&p);
     p.group = host_comm_wire_id(comm);
@@ -114,7 +108,7 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
      * emulated links resent what was only queued or not yet scheduled,
      * and took three times as long at 64 KiB. */
     {
-        uint64_t floor_ns = setting_ns(SETTING_P2P_RTO_MIN_US);
+        uint64_t floor_ns = ctx->cfg.p2p_rto_min_ns;
         if (p.rto_min_ns < floor_ns)
             p.rto_min_ns = floor_ns;
         if (p.rto_max_ns < p.rto_min_ns)
@@ -132,8 +126,8 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
      * what we send, and nothing tells it from a dead one; so, as MPI
      * does, it is waited for, up to INCOLL_WAIT_MS. */
     {
-        uint64_t timeout_ns = host_wait_ns();
-        uint64_t rto = p.rto_max_ns ? p.rto_max_ns : 250000000ull;
+        uint64_t timeout_ns = ctx->cfg.wait_ns;
+        uint64_t rto = p.rto_max_ns; /* at least the floor, above */
         if (p.progress_timeout_ns < timeout_ns)
             p.progress_timeout_ns = timeout_ns;
         if ((uint64_t)p.max_retries < timeout_ns / rto + 8)

@@ -32,7 +32,6 @@
 #include "host/shm.h"
 
 #include "common/dtype.h"
-#include "common/knobs.h"
 #include "common/log.h"
 
 #include <inttypes.h>
@@ -60,7 +59,8 @@ typedef enum {
 
 struct host_hier {
     hier_state_t state;
-    const char *mode;      /* "node", "socket" or "flat" */
+    uint64_t wait_ns; /* INCOLL_HIER_TIMEOUT_MS, or INCOLL_WAIT_MS when 0 */
+    const char *mode; /* "node", "socket" or "flat" */
     incoll_comm_h leaders; /* NULL unless this rank leads its host */
     incoll_comm_h owner;   /* of a leaders' communicator: whom it serves */
     host_shm_t *shm;       /* NULL when this rank is alone on its host */
@@ -154,12 +154,10 @@ static int rec_differs(call_rec_t mine, call_rec_t theirs)
 
 /* Leader: the operation starting at h->seq (nseg segments here) fails on
  * every local member with status; all go on from the same segment. */
-/* How long a rank of the level waits for its neighbours from now:
- * INCOLL_HIER_TIMEOUT_MS, or INCOLL_WAIT_MS when 0. */
-static uint64_t wait_deadline(void)
+/* How long a rank of the level waits for its neighbours from now. */
+static uint64_t wait_deadline(const struct host_hier *h)
 {
-    uint64_t ns = knob_u64("INCOLL_HIER_TIMEOUT_MS") * 1000000ull;
-    return host_now_ns() + (ns ? ns : host_wait_ns());
+    return host_now_ns() + h->wait_ns;
 }
 
 static incoll_status_t fail_op(struct host_hier *h, size_t nseg,
@@ -173,7 +171,7 @@ static incoll_status_t fail_op(struct host_hier *h, size_t nseg,
         return status;
     /* The record is overwritten only once every member is past the
      * operation before (a member still there must find that one's). */
-    deadline = wait_deadline();
+    deadline = wait_deadline(h);
     for (int m = 1; m < h->nlocal; m++)
         if (host_shm_wait(h->shm, HOST_SHM_CONSUMED, m, h->seq, deadline) !=
             INCOLL_OK)
@@ -398,6 +396,8 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
         h->shm = NULL;
         return INCOLL_ERR_IO;
     }
+    if (h->shm != NULL)
+        host_shm_spin(h->shm, comm->ctx->cfg.hier_spin_ns);
     /* The leader reduces from its own buffer, so its slots are free: the
      * first holds the end and status of an operation that failed and the
      * members' calls, the second the calls' second words. */
@@ -412,7 +412,8 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
 /* Makes comm's hierarchy (collective over comm); see the top of the file. */
 static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
 {
-    const char *knob = h->want ? h->want : knob_str("INCOLL_HIER");
+    const host_cfg_t *cfg = &comm->ctx->cfg;
+    const char *knob = h->want ? h->want : cfg->hier;
     const char *mode = "node";
     uint64_t *v, key;
     int nhosts = 0, maxlocal = 0, leader = -1;
@@ -422,6 +423,7 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
     int shared = comm->ctx->host_map != NULL && comm == comm->ctx->world;
     incoll_status_t status;
 
+    h->wait_ns = cfg->hier_timeout_ns ? cfg->hier_timeout_ns : cfg->wait_ns;
     if (shared && knob && *knob && strcmp(knob, "node") != 0) {
         static int said;
         if (!said)
@@ -448,10 +450,10 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
                     knob);
     key = place_key(comm->ctx, &mode);
     h->mode = mode;
-    h->seg = (size_t)knob_u64("INCOLL_HIER_SEG");
+    h->seg = cfg->hier_seg;
     if (h->seg < 4096) /* the failure record and the calls fit a slot */
         h->seg = 4096;
-    h->nbuf = (int)knob_u64("INCOLL_HIER_DEPTH");
+    h->nbuf = cfg->hier_depth;
     if (h->nbuf < 2)
         h->nbuf = 2;
     if (h->nbuf > HIER_MAX_DEPTH)
@@ -863,7 +865,7 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     h->failed = 0;
-    deadline = wait_deadline();
+    deadline = wait_deadline(h);
     if (h->lidx > 0 ||
         (h->shm != NULL && count <= h->seg / incoll_dtype_size(dtype))) {
         /* Waiting for the host's other members gives the library lock up,
@@ -929,7 +931,7 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
     } else if (h->shm != NULL) {
         /* A member: it posts the call's first segment with the refusal in
          * its record; its leader fails the call on every rank. */
-        uint64_t deadline = wait_deadline();
+        uint64_t deadline = wait_deadline(h);
         uint32_t g = h->seq;
         int depth;
         rec_put(

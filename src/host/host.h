@@ -14,6 +14,7 @@
 #include "core/algo.h"
 #include "core/host_engine.h"
 #include "core/p2p_engine.h"
+#include "host/cfg.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -99,6 +100,7 @@ struct incoll_comm {
 };
 
 struct incoll_ctx {
+    host_cfg_t cfg; /* every setting, read once at init (host/cfg.h) */
     int rank;
     int size;
     char fabric_dir[PATH_MAX];
@@ -210,10 +212,6 @@ void host_rdv_free(incoll_ctx_h ctx);
  * (src/host/ctx.c). */
 incoll_status_t host_world_engine(incoll_comm_h comm, int host);
 
-/* Group generation for a job id (INCOLL_JOB): a 32-bit hash, 0 for none.
- * Every process of a job computes the same value. */
-uint32_t host_job_generation(const char *job);
-
 /*
  * The job's generation and key (incoll_ctx.gen, job_key), once the world
  * exists and before anything else runs on it: with a manager, from the
@@ -271,10 +269,6 @@ incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);
 
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);
-
-/* INCOLL_WAIT_MS in ns: how long a collective waits for members that have
- * not called it yet (a late rank), then fails. */
-uint64_t host_wait_ns(void);
 
 /*
  * The per-call deadline (INCOLL_DEADLINE_MS). host_call_begin at the

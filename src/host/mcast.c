@@ -11,7 +11,6 @@
 #include "host/host.h"
 
 #include "common/log.h"
-#include "common/settings.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -43,14 +42,14 @@ void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
     int free_i = -1;
 
     p->mcast = 0;
-    p->mcast_probe_ops = (uint32_t)setting_int(SETTING_MCAST_PROBE_OPS);
+    p->mcast_probe_ops = ctx->cfg.mcast_probe_ops;
     host_mcast_leave(comm);
-    if (ep == 0 || ep == INCOLL_EP_NONE || !setting_bool(SETTING_MCAST))
+    if (ep == 0 || ep == INCOLL_EP_NONE || !ctx->cfg.mcast)
         return;
     if (ctx->mc_sock == NULL && !ctx->mc_open_failed) {
-        ctx->mc_sock = udp_open_flags(0, (uint16_t)(ep & 0xffff),
-                                      (int)setting_u64(SETTING_UDP_BUF),
-                                      "mcast", UDP_OPEN_MCAST);
+        ctx->mc_sock =
+            udp_open_flags(0, (uint16_t)(ep & 0xffff), (int)ctx->cfg.udp_buf,
+                           "mcast", UDP_OPEN_MCAST);
         ctx->mc_open_failed = ctx->mc_sock == NULL;
     }
     if (ctx->mc_sock == NULL) {
@@ -124,7 +123,7 @@ void host_mcast_check(incoll_comm_h comm)
              "the first %" PRIu64 " operations of group %u brought no "
              "result to %s (the fabric does not carry multicast, or the AN "
              "does not send it)",
-             (uint64_t)setting_int(SETTING_MCAST_PROBE_OPS), comm->group,
+             (uint64_t)comm->ctx->cfg.mcast_probe_ops, comm->group,
              wire_ep_str(comm->mc_ep, es, sizeof(es)));
     fallback_warn(comm->ctx, "multicast results: %s; results come by unicast",
                   why);

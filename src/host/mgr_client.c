@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "common/clock.h"
+#include "common/settings.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -346,7 +347,11 @@ incoll_status_t host_mgr_connect(const host_mgr_params_t *p, host_mgr_t **mgr_p)
     m->rank = p->rank;
     m->size = p->size;
     m->ep = p->ep;
-    m->timeout_ms = p->timeout_ms ? p->timeout_ms : 5000;
+    /* 0: INCOLL_MGR_CONNECT_MS's default (the context passes its own) */
+    m->timeout_ms =
+        p->timeout_ms
+            ? p->timeout_ms
+            : (uint32_t)(setting_default(SETTING_MGR_CONNECT_MS).i / 1000000);
     m->retry_ms = p->retry_ms ? p->retry_ms : 250;
     m->st.fd = -1;
     m->failures_tail = &m->failures;

@@ -29,7 +29,8 @@ typedef struct {
     int size;
     const char *host;    /* topology host (INCOLL_HOST); "" = by address */
     incoll_ep_t ep;      /* our UDP endpoint */
-    uint32_t timeout_ms; /* connect, authenticate and join within this */
+    uint32_t timeout_ms; /* connect, authenticate and join within this;
+                            0: INCOLL_MGR_CONNECT_MS's default */
     uint32_t retry_ms;   /* between reconnection attempts */
 } host_mgr_params_t;
 

@@ -28,7 +28,6 @@
 #include "host/comm.h"
 #include "host/host_colls.h"
 
-#include "common/knobs.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -585,7 +584,7 @@ static int ensure_thread(incoll_comm_h comm)
     int ret;
     if (q->has_thread)
         return 1;
-    ret = setting_bool(SETTING_FAULT_NO_THREAD)
+    ret = comm->ctx->cfg.fault_no_thread
               ? EAGAIN
               : pthread_create(&q->thread, NULL, thread_main, comm);
     if (ret != 0) {

@@ -7,7 +7,6 @@
 #include "host/host.h"
 #include "host/req.h"
 
-#include "common/knobs.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -94,7 +93,6 @@ static host_shm_t *shm_wrap(void *map, size_t len, int idx)
     shm->data = (uint8_t *)map + data_off();
     shm->map_len = len;
     shm->idx = idx;
-    shm->spin_ns = knob_u64("INCOLL_HIER_SPIN_US") * 1000;
     return shm;
 }
 
@@ -404,4 +402,9 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
         }
         atomic_fetch_sub(&line->sleepers, 1);
     }
+}
+
+void host_shm_spin(host_shm_t *shm, uint64_t ns)
+{
+    shm->spin_ns = ns;
 }

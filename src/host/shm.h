@@ -49,6 +49,10 @@ void host_shm_unlink(const char *name);
 /* Detaches (releases our liveness mutex) and unmaps; NULL is a no-op. */
 void host_shm_detach(host_shm_t *shm);
 
+/* How long host_shm_wait() polls before it blocks in a futex
+ * (INCOLL_HIER_SPIN_US); 0, as made: never polls. */
+void host_shm_spin(host_shm_t *shm, uint64_t ns);
+
 /* Data slot of member idx (0 is unused: the leader reduces from its own
  * buffer) and the result slot, for pipeline buffer buf. */
 void *host_shm_slot(host_shm_t *shm, int buf, int idx);
