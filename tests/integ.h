@@ -12,6 +12,8 @@
 
 #include "test.h"
 
+#include "incoll.h"
+
 #include "common/clock.h"
 #include "common/fabric_conf.h"
 
@@ -113,6 +115,11 @@ int wait_pid(pid_t pid, double timeout_s);
 void stop_all(void);
 /* The whole file (NUL-terminated, caller frees); "" when it cannot be
  * opened. */
+/* incoll_init_version(major, minor, p) with stderr captured into buf
+ * (len bytes), then incoll_finalize when it succeeded; its status. */
+incoll_status_t init_captured(unsigned major, unsigned minor,
+                              const incoll_init_params_t *p, char *buf,
+                              size_t len);
 char *slurp(const char *path);
 /* Operations streamed, summed over the info lines ("stream: group G: S of
  * N operations streamed") in the file at path. */

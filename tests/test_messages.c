@@ -55,34 +55,6 @@ static void env_clear(void)
     unsetenv("INCOLL_LOG_LEVEL");
 }
 
-/* incoll_init() with stderr captured into buf; its status (the context
- * finalized again on success). */
-static incoll_status_t init_msg(char *buf, size_t len)
-{
-    char path[] = "/tmp/incoll-msg-XXXXXX";
-    int fd = mkstemp(path), saved = dup(2);
-    incoll_ctx_h ctx = NULL;
-    incoll_status_t status;
-    ssize_t n;
-
-    buf[0] = '\0';
-    if (fd < 0 || saved < 0)
-        return INCOLL_ERR_IO;
-    unlink(path);
-    fflush(stderr);
-    dup2(fd, 2);
-    status = incoll_init(&ctx);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    if (status == INCOLL_OK)
-        incoll_finalize(ctx);
-    n = pread(fd, buf, len - 1, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    close(fd);
-    return status;
-}
-
 TEST(messages_init_settings, TEST_UNIT)
 {
     char out[4096];
@@ -90,7 +62,9 @@ TEST(messages_init_settings, TEST_UNIT)
     one_host_fabric();
     /* The rank without the size: the size is what is missing. */
     unsetenv("INCOLL_SIZE");
-    CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, NULL,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_SIZE is not set") != NULL &&
                   strstr(out, "..-") == NULL,
               "%s", out);
@@ -98,18 +72,24 @@ TEST(messages_init_settings, TEST_UNIT)
     /* A bad log level fails init, saying so once, without claiming it
      * was taken as the default. */
     setenv("INCOLL_LOG_LEVEL", "loud", 1);
-    CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, NULL,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_LOG_LEVEL='loud'") != NULL &&
                   strstr(out, "using the default") == NULL,
               "%s", out);
     unsetenv("INCOLL_LOG_LEVEL");
     /* A job id the manager would refuse is refused at init. */
     setenv("INCOLL_JOB", "job\001x", 1);
-    CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, NULL,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_JOB has a control character") != NULL, "%s",
               out);
     unsetenv("INCOLL_JOB");
-    CHECK_EQ_INT(init_msg(out, sizeof(out)), INCOLL_OK);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, NULL,
+                               out, sizeof(out)),
+                 INCOLL_OK);
     env_clear();
     return TEST_PASSED;
 }

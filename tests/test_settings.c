@@ -228,34 +228,6 @@ TEST(settings_accessors, TEST_UNIT)
     return TEST_PASSED;
 }
 
-/* Runs incoll_init_params() with stderr captured into buf; its status. */
-static incoll_status_t init_captured(const incoll_init_params_t *params,
-                                     char *buf, size_t len)
-{
-    char path[] = "/tmp/incoll-settings-XXXXXX";
-    int fd = mkstemp(path), saved = dup(2);
-    incoll_ctx_h ctx = NULL;
-    incoll_status_t status;
-    ssize_t n;
-
-    buf[0] = '\0';
-    if (fd < 0 || saved < 0)
-        return INCOLL_ERR_IO;
-    unlink(path);
-    fflush(stderr);
-    dup2(fd, 2);
-    status = incoll_init_params(params, &ctx);
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    if (status == INCOLL_OK)
-        incoll_finalize(ctx);
-    n = pread(fd, buf, len - 1, 0);
-    buf[n > 0 ? n : 0] = '\0';
-    close(fd);
-    return status;
-}
-
 /* A bad value fails incoll_init with INCOLL_ERR_CONFIG and a message
  * naming it; so does a bad identity in the params. */
 /* incoll_setting_given: what front ends ask instead of reading the
@@ -287,7 +259,9 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
     p.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE;
     p.rank = 0;
     p.size = 2;
-    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, &p,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_P2P_WINDOW='600'") != NULL &&
                   strstr(out, "1..512") != NULL,
               "output: %s", out);
@@ -298,7 +272,9 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
         unsetenv("INCOLL_P2P_WINDOW");
     }
     p.rank = 5;
-    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, &p,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_RANK=5 is not in 0..1") != NULL, "output: %s",
               out);
     /* A fabric that does not exist: the params, not the environment, name
@@ -307,20 +283,25 @@ TEST(settings_init_refuses_bad_values, TEST_UNIT)
     p.field_mask |= INCOLL_INIT_FIELD_FABRIC | INCOLL_INIT_FIELD_MGR;
     p.fabric = "/nonexistent/incoll-fabric";
     p.mgr = "";
-    CHECK(init_captured(&p, out, sizeof(out)) != INCOLL_OK);
+    CHECK(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, &p, out,
+                        sizeof(out)) != INCOLL_OK);
     CHECK_MSG(strstr(out, "/nonexistent/incoll-fabric") != NULL, "output: %s",
               out);
     /* The fabric fields go through the settings table's parser too. */
     p.fabric = "";
     p.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
     p.progress_thread = 2;
-    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, &p,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_PROGRESS_THREAD='2'") != NULL &&
                   strstr(out, "incoll_init_params") != NULL,
               "output: %s", out);
     p.progress_thread = 1;
     p.mgr = "no-port-here";
-    CHECK_EQ_INT(init_captured(&p, out, sizeof(out)), INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(init_captured(INCOLL_VERSION_MAJOR, INCOLL_VERSION_MINOR, &p,
+                               out, sizeof(out)),
+                 INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "INCOLL_MGR='no-port-here'") != NULL, "output: %s",
               out);
     log_level_current = level;
