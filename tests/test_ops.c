@@ -362,6 +362,26 @@ TEST_LIMIT(integ_ops_prometheus, TEST_INTEG, 120)
     return r;
 }
 
+/* The metrics once sample's value is want, read every 0.2 s for up to
+ * secs; NULL, with the last text on stderr, when it never is. */
+static char *metrics_when(fab_t *f, const char *sample, double want,
+                          double secs)
+{
+    double end = now_s() + secs;
+    char *om = NULL;
+    while (now_s() < end) {
+        sleep_s(0.2);
+        free(om);
+        om = get_metrics(f, 1);
+        if (om && metric(om, sample) == want)
+            return om;
+    }
+    fprintf(stderr, "    %s never came to %g:\n%s\n", sample, want,
+            om ? om : "");
+    free(om);
+    return NULL;
+}
+
 /*
  * Where a job's collectives ran: a job runs allreduces and broadcasts in
  * the network and allreduces with a host-based algorithm it asked for;
@@ -386,16 +406,11 @@ static int usage_body(void)
                      "env INCOLL_JOB=usejob '%s/incoll' run -n 4 --fabric '%s' "
                      "-- '%s/usage_check' --net 5 --sw 3 --bcast 2 --hold '%s'",
                      test_bindir(), f.dir, progdir(), hold) == 0);
-    end = now_s() + 30;
-    while (!ok && now_s() < end) {
-        sleep_s(0.2);
-        free(om);
-        om = get_metrics(&f, 1);
-        ok = om && metric(om, "incoll_job_operations_total{job=\"usejob\","
-                              "where=\"software\"}") == 3;
-    }
-    CHECK_MSG(ok, "the job's software operations never showed:\n%s",
-              om ? om : "");
+    om = metrics_when(&f,
+                      "incoll_job_operations_total{job=\"usejob\","
+                      "where=\"software\"}",
+                      3, 30);
+    CHECK_MSG(om != NULL, "the job's software operations never showed");
     CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"usejob\","
                          "where=\"network\"}") == 7,
               "%s", om);
@@ -443,18 +458,11 @@ static int usage_body(void)
                      "'%s/incoll' run -n 4 --fabric '%s' -- "
                      "'%s/usage_check' --net 2 --sw 1 --bcast 1 --hold '%s'",
                      test_bindir(), f.dir, progdir(), hold) == 0);
-    end = now_s() + 30;
-    ok = 0;
-    om = NULL;
-    while (!ok && now_s() < end) {
-        sleep_s(0.2);
-        free(om);
-        om = get_metrics(&f, 1);
-        ok = om && metric(om, "incoll_job_operations_total{job=\"nogroup\","
-                              "where=\"software\"}") == 4;
-    }
-    CHECK_MSG(ok, "the refused job's operations never showed:\n%s",
-              om ? om : "");
+    om = metrics_when(&f,
+                      "incoll_job_operations_total{job=\"nogroup\","
+                      "where=\"software\"}",
+                      4, 30);
+    CHECK_MSG(om != NULL, "the refused job's operations never showed");
     CHECK(metric(om, "incoll_job_operations_total{job=\"nogroup\","
                      "where=\"network\"}") == 0);
     CHECK(metric(om, "incoll_job_fallbacks_total{job=\"nogroup\","
@@ -481,18 +489,11 @@ static int usage_body(void)
                      "--fabric '%s' -- '%s/usage_check' --net 3 --sw 2 "
                      "--bcast 1 --hold '%s'",
                      test_bindir(), f.dir, progdir(), hold) == 0);
-    end = now_s() + 30;
-    ok = 0;
-    om = NULL;
-    while (!ok && now_s() < end) {
-        sleep_s(0.2);
-        free(om);
-        om = get_metrics(&f, 1);
-        ok = om && metric(om, "incoll_job_operations_total{job=\"hierjob\","
-                              "where=\"software\"}") == 2;
-    }
-    CHECK_MSG(ok, "the hierarchical job's operations never showed:\n%s",
-              om ? om : "");
+    om = metrics_when(&f,
+                      "incoll_job_operations_total{job=\"hierjob\","
+                      "where=\"software\"}",
+                      2, 30);
+    CHECK_MSG(om != NULL, "the hierarchical job's operations never showed");
     CHECK_MSG(metric(om, "incoll_job_operations_total{job=\"hierjob\","
                          "where=\"network\"}") == 4,
               "%s", om);
