@@ -20,6 +20,10 @@
 # Installation directories (PREFIX is the older spelling of prefix).
 PREFIX       ?= /usr/local
 prefix       ?= $(PREFIX)
+# A system install (prefix /usr or /usr/local) puts the units, the Slurm
+# plugin and the Open MPI component where systemd, Slurm and Open MPI look;
+# any other prefix is a private tree and keeps them under it.
+SYSTEM_PREFIX = $(filter /usr /usr/local,$(patsubst %/,%,$(prefix)))
 exec_prefix  ?= $(prefix)
 bindir       ?= $(exec_prefix)/bin
 libdir       ?= $(exec_prefix)/lib
@@ -443,7 +447,7 @@ ifeq ($(WITH_OMPI_COMPONENT)-$(OMPI_COMP_OK),yes-)
 	@echo "make: WITH_OMPI_COMPONENT=yes but no Open MPI development headers (ompi/mca/coll/coll.h; libopenmpi-dev)" >&2; exit 1
 endif
 ifeq ($(OMPI_COMP_OK),1)
-OMPI_COMPDIR ?= $(if $(filter /usr /usr/local,$(patsubst %/,%,$(prefix))),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'),$(prefix)/lib/openmpi)
+OMPI_COMPDIR ?= $(if $(SYSTEM_PREFIX),$(shell ompi_info --path pkglibdir --parsable 2>/dev/null | sed -n 's/^path:pkglibdir://p'),$(prefix)/lib/openmpi)
 OMPI_COMP_CFLAGS := $(filter-out -std=c11,$(BASEFLAGS)) -std=gnu11 $(CFLAGS) -fPIC \
                     $(addprefix -isystem ,$(OMPI_INCDIRS))
 OMPI_COMP_LIBS := $(shell $(MPICC) --showme:link) -lopen-pal
@@ -597,10 +601,6 @@ endif
 # sysconfdir/incoll (never over a file that is there; uninstall removes
 # only those nobody changed), the Slurm plugin where Debian's Slurm looks
 # for plugins and its plugstack.conf example beside Slurm's, the docs.
-# A system install (prefix /usr or /usr/local) puts the units, the Slurm
-# plugin and the Open MPI component where systemd, Slurm and Open MPI look;
-# any other prefix is a private tree and keeps them under it.
-SYSTEM_PREFIX  := $(filter /usr /usr/local,$(patsubst %/,%,$(prefix)))
 sysconfdir     ?= $(if $(filter /usr,$(prefix)),/etc,$(prefix)/etc)
 systemdunitdir ?= $(if $(SYSTEM_PREFIX),/lib/systemd/system,$(prefix)/lib/systemd/system)
 slurmplugindir ?= $(if $(SYSTEM_PREFIX),/usr/lib/$(shell $(CC) -print-multiarch)/slurm-wlm,$(prefix)/lib/slurm-wlm)
