@@ -367,7 +367,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (its objects but the MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o \
-                  $(addprefix $(BUILD)/obj/mpi-default/,mpi_boot.o mpi_comm.o mpi_layer.o mpi_stats.o mpi_dtype.o) \
+                  $(addprefix $(BUILD)/obj/mpi-default/,mpi_boot.o mpi_comm.o mpi_commstate.o mpi_layer.o mpi_stats.o mpi_dtype.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o paths.o) \
@@ -432,7 +432,8 @@ install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
 # MPI and its development headers (ompi/mca/coll/coll.h, libopenmpi-dev)
 # are there. Built against those headers, libincoll's objects linked in
 # whole, only the component's symbol exported (src/ompi/exports.map); it
-# shares the MPI layer's datatype tables (src/mpi/mpi_dtype.c). `make
+# shares the MPI layer's datatype tables (src/mpi/mpi_dtype.c) and its
+# communicator set-up (src/mpi/mpi_commstate.c). `make
 # install` puts it in Open MPI's component directory (OMPI_COMPDIR, from
 # `ompi_info --path pkglibdir`). WITH_OMPI_COMPONENT=auto|yes|no.
 WITH_OMPI_COMPONENT ?= auto
@@ -451,11 +452,12 @@ OMPI_COMPDIR ?= $(if $(SYSTEM_PREFIX),$(shell ompi_info --path pkglibdir --parsa
 OMPI_COMP_CFLAGS := $(filter-out -std=c11,$(BASEFLAGS)) -std=gnu11 $(CFLAGS) -fPIC \
                     $(addprefix -isystem ,$(OMPI_INCDIRS))
 OMPI_COMP_LIBS := $(shell $(MPICC) --showme:link) -lopen-pal
-OMPI_COMP_OBJS := $(OMPI_COMP_SRCS:src/ompi/%.c=$(BUILD)/obj/ompi/%.o) $(BUILD)/obj/ompi/mpi_dtype.o
+OMPI_SHARED_OBJS := $(addprefix $(BUILD)/obj/ompi/,mpi_dtype.o mpi_commstate.o)
+OMPI_COMP_OBJS := $(OMPI_COMP_SRCS:src/ompi/%.c=$(BUILD)/obj/ompi/%.o) $(OMPI_SHARED_OBJS)
 $(BUILD)/obj/ompi/%.o: src/ompi/%.c $(FLAGS_STAMP) | check-ompi
 	@mkdir -p $(dir $@)
 	$(CC) $(OMPI_COMP_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/obj/ompi/mpi_dtype.o: src/mpi/mpi_dtype.c $(FLAGS_STAMP)
+$(OMPI_SHARED_OBJS): $(BUILD)/obj/ompi/%.o: src/mpi/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(OMPI_COMP_CFLAGS) -MMD -MP -c $< -o $@
 $(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(INTERNAL_A) src/ompi/exports.map

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,25 +97,6 @@ static void cfg_read(mpi_cfg_t *cfg, int follow)
             cfg->enable = 0;
         }
     }
-}
-
-/* A job id when MPI_Init was not seen (so no broadcast is possible): the
- * launcher's own job name, hashed (FNV-1a), the same on every rank. */
-static uint64_t job_from_env(void)
-{
-    static const char *const vars[] = {"PMIX_NAMESPACE",
-                                       "OMPI_MCA_ess_base_jobid", "PMI_KVSNAME",
-                                       "PMI_JOBID", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        uint64_t h = 0xcbf29ce484222325ull;
-        if (v == NULL || *v == '\0')
-            continue;
-        for (; *v; v++)
-            h = (h ^ (unsigned char)*v) * 0x100000001b3ull;
-        return h;
-    }
-    return 0;
 }
 
 /* ------------------------------------------------------------------ */
@@ -339,8 +319,7 @@ static void incoll_up(int local_rank, int local_size)
     const char *fab = setting_str(SETTING_FABRIC);
     const char *mgr = setting_str(SETTING_MGR);
     incoll_init_params_t params;
-    char job[32];
-    incoll_status_t status;
+    mpi_cs_proc_t proc;
 
     /* libincoll takes what the layer knows from us, not from the
      * environment (the application's, which the layer does not touch). */
@@ -421,58 +400,23 @@ static void incoll_up(int local_rank, int local_size)
         }
         fabric_conf_free(&conf);
     }
-    params.field_mask |=
-        INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_JOB;
-    params.rank = L.rank;
-    params.size = L.size;
-    /* The launcher's job name when it gave one (its manager knows the job
-     * by it: quotas), else rank 0's random id. */
-    if (L.cfg.job_name[0])
-        params.job = L.cfg.job_name;
-    else {
-        snprintf(job, sizeof(job), "0x%016" PRIx64, L.cfg.job);
-        params.job = job;
-    }
-    if (local_size > 0) {
-        params.field_mask |=
-            INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
-        params.local_rank = local_rank;
-        params.local_size = local_size;
-    }
-    /* A program blocks in MPI calls the layer does not see (receives,
-     * MPI's own collectives), during which nobody would progress its
-     * nonblocking collectives: libincoll's request threads run them
-     * (unless INCOLL_PROGRESS_THREAD says otherwise). */
-    if (!setting_in_env(SETTING_PROGRESS_THREAD)) {
-        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
-        params.progress_thread = 1;
-    }
-    /* The agreement after each call checks that the operation completed
-     * on every rank: a member that returned early (INCOLL_EARLY_MAX) has
-     * not seen its end. */
-    if (L.cfg.agree) {
-        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
-        params.early_max = 0;
-    }
-    /* MPI's thread level; under MPI_THREAD_MULTIPLE libincoll gives the
-     * layer's lock up whenever it blocks (mpi_layer_threads_init). */
-    params.field_mask |= INCOLL_INIT_FIELD_THREAD_MODE;
-    params.thread_mode = L.thread_mode;
+    proc.rank = L.rank;
+    proc.size = L.size;
+    proc.local_rank = local_rank;
+    proc.local_size = local_size;
+    proc.job_given = 0;
+    proc.job_name = L.cfg.job_name;
+    proc.job_id = L.cfg.job;
+    proc.agree = L.cfg.agree;
+    proc.thread_mode = L.thread_mode;
+    /* Under MPI_THREAD_MULTIPLE libincoll gives the layer's lock up
+     * whenever it blocks (mpi_layer_threads_init). */
     if (L.thread_multiple)
         mpi_layer_threads_init(&params);
-    status = incoll_init_params(&params, &L.ctx);
-    if (status != INCOLL_OK) {
+    if (mpi_cs_up(&proc, &params, L.why_off, sizeof(L.why_off), &L.ctx,
+                  &L.world) != 0) {
         L.ctx = NULL;
-        snprintf(L.why_off, sizeof(L.why_off), "incoll_init failed: %s",
-                 incoll_status_string(status));
-        return;
-    }
-    status = incoll_comm_world(L.ctx, &L.world);
-    if (status != INCOLL_OK) {
-        incoll_finalize(L.ctx);
-        L.ctx = NULL;
-        snprintf(L.why_off, sizeof(L.why_off), "no world communicator: %s",
-                 incoll_status_string(status));
+        L.world = NULL;
         return;
     }
     if (L.thread_multiple)
@@ -568,9 +512,8 @@ void mpi_layer_bootstrap(int from_init)
     if (from_init) {
         /* Rank 0's job id and knobs rule, so every rank decides alike. */
         mpi_cfg_t cfg = L.cfg;
-        if (L.rank == 0 &&
-            getrandom(&cfg.job, sizeof(cfg.job), 0) != sizeof(cfg.job))
-            cfg.job = job_from_env();
+        if (L.rank == 0)
+            cfg.job = mpi_cs_job_random();
         PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
         L.cfg = cfg;
         /* And rank 0's selection table: a call's path is then the same
@@ -594,7 +537,7 @@ void mpi_layer_bootstrap(int from_init)
             world_host_map(node_id);
         }
     } else {
-        L.cfg.job = job_from_env();
+        L.cfg.job = mpi_cs_job_from_env();
     }
     pack_ok = mpi_dtype_init();
     mpi_errcodes_init();

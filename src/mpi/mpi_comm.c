@@ -162,8 +162,8 @@ int mpi_comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
     }
     if (table_find(st->key) == st)
         table_del(st->key);
-    if (st->owned && st->icomm && L.ctx)
-        incoll_comm_destroy(st->icomm);
+    if (L.ctx)
+        mpi_cs_comm_free(&st->icomm, &st->owned);
     pool_orphan(st->pool);
     if (st->prev)
         st->prev->next = st->next;
@@ -179,23 +179,15 @@ int mpi_comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 /* ------------------------------------------------------------------ */
 /* Communicators                                                       */
 
-/* Setup codes, agreed with MPI_MAX: the largest reason wins. */
-enum {
-    C_OK = 0,
-    C_NOMEM,
-    C_INACTIVE,
-    C_CREATE,
-    C_HOST,
-};
-
-static const char *const code_text[] = {
-    "offloaded",
-    "out of memory in the MPI layer",
-    "the layer is off on some rank",
-    "incoll_comm_create failed on some rank",
-    "the fabric cannot host its group (libincoll would run host-based "
-    "algorithms, MPI's own are used instead)",
-};
+/* Every rank of the communicator arg gets the largest *code_p
+ * (mpi_cs_comm_make's agreement). */
+static int agree_max(void *arg, int *code_p)
+{
+    return PMPI_Allreduce(MPI_IN_PLACE, code_p, 1, MPI_INT, MPI_MAX,
+                          *(MPI_Comm *)arg) == MPI_SUCCESS
+               ? 0
+               : -1;
+}
 
 /* The communicator's MPI name, or "communicator #k" (k counts the
  * communicators this rank has set up). */
@@ -239,23 +231,23 @@ static int *world_ranks(MPI_Comm comm, int size)
 /*
  * Makes comm's state: whether it is offloaded and on which libincoll
  * communicator. Collective over comm (every member is in the same
- * collective call, or has just received comm). Two agreements: first that
- * every rank can try (so no rank waits in incoll_comm_create for one that
- * will not come), then that every rank succeeded.
+ * collective call, or has just received comm); mpi_cs_comm_make's two
+ * agreements, shared with the Open MPI component.
  */
 static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
 {
     comm_state_t *st = calloc(1, sizeof(*st));
-    int inter = 0, code = C_OK, agreed, cmp = MPI_UNEQUAL, *ranks = NULL;
+    int inter = 0, cmp = MPI_UNEQUAL, *ranks = NULL;
     int rank = 0, size = 0;
-    char local_why[384] = "", label[MPI_MAX_OBJECT_NAME];
+    mpi_cs_code_t code = MPI_CS_OK, agreed;
+    char local_why[384] = "", why[sizeof(st->why)], label[MPI_MAX_OBJECT_NAME];
     comm_state_t *set;
 
     PMPI_Comm_test_inter(comm, &inter);
     PMPI_Comm_rank(comm, &rank);
     PMPI_Comm_size(comm, &size);
     if (st == NULL) {
-        code = C_NOMEM;
+        code = MPI_CS_NOMEM;
     } else {
         st->rank = rank;
         st->size = size;
@@ -277,49 +269,25 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
                      (int)L.cfg.min_ranks);
         goto out;
     }
-    if (code == C_OK && !L.active) {
-        code = C_INACTIVE;
+    if (code == MPI_CS_OK && !L.active) {
+        code = MPI_CS_INACTIVE;
         snprintf(local_why, sizeof(local_why), ": %.150s", L.why_off);
     }
-    if (code == C_OK) {
+    if (code == MPI_CS_OK) {
         PMPI_Comm_compare(comm, MPI_COMM_WORLD, &cmp);
         if (cmp != MPI_IDENT && (ranks = world_ranks(comm, size)) == NULL)
-            code = C_NOMEM;
+            code = MPI_CS_NOMEM;
     }
-    agreed = code;
-    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
-    if (agreed == C_OK) {
-        const char *why = NULL;
-        if (cmp == MPI_IDENT) {
-            /* MPI_COMM_WORLD itself: the fabric's world group. Any other
-             * communicator, even one congruent with it (a dup), gets a
-             * libincoll communicator of its own: collectives on two
-             * communicators may be started in different orders on
-             * different ranks (a nonblocking one on the world, then a
-             * blocking one on a dup here, the other way round there), so
-             * two MPI communicators sharing one would match each other's
-             * calls. */
-            st->icomm = L.world;
-        } else {
-            incoll_comm_h ic = NULL;
-            incoll_status_t status =
-                incoll_comm_create(L.world, st->size, ranks, &ic);
-            if (status == INCOLL_OK && ic) {
-                st->icomm = ic;
-                st->owned = 1;
-            } else {
-                code = C_CREATE;
-                snprintf(local_why, sizeof(local_why), ": %s here",
-                         incoll_status_string(status));
-            }
+    {
+        incoll_comm_h ic = NULL;
+        int owned = 0;
+        agreed =
+            mpi_cs_comm_make(L.world, size, ranks, code, local_why, agree_max,
+                             &comm, why, sizeof(why), &ic, &owned);
+        if (st) {
+            st->icomm = ic;
+            st->owned = owned;
         }
-        if (code == C_OK && !incoll_comm_offloaded(st->icomm, &why)) {
-            code = C_HOST;
-            snprintf(local_why, sizeof(local_why), ": %s",
-                     why ? why : "no reason given");
-        }
-        agreed = code;
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, comm);
     }
     free(ranks);
     if (st == NULL) {
@@ -330,16 +298,10 @@ static comm_state_t *comm_setup(MPI_Comm comm, const char *how)
             PMPI_Comm_set_attr(comm, L.keyval, &nomem_state);
         return &nomem_state;
     }
-    if (agreed == C_OK) {
+    if (agreed == MPI_CS_OK)
         st->offloaded = 1;
-    } else {
-        if (st->owned)
-            incoll_comm_destroy(st->icomm);
-        st->icomm = NULL;
-        st->owned = 0;
-        snprintf(st->why, sizeof(st->why), "%s%s", code_text[agreed],
-                 agreed == code ? local_why : "");
-    }
+    else
+        snprintf(st->why, sizeof(st->why), "%s", why);
 out:
     set = st;
     st->next = L.states;
@@ -401,17 +363,19 @@ void mpi_layer_comm_created(MPI_Comm newcomm, const char *how)
  * order the requests are started in (MPI matches persistent collectives
  * by their initialization). Collective over comm: the ranks agree on a
  * communicator of the pool free on all of them, else make one with the
- * agreement of comm_setup (every rank made it and it runs in the
- * network). 0 when there is none (then MPI's own persistent collective
- * serves, on every rank).
+ * agreement of comm_setup (mpi_cs_comm_make: every rank made it and
+ * it runs in the network). 0 when there is none (then MPI's own persistent
+ * collective serves, on every rank).
  */
 int mpi_comm_persist(mpi_call_t *c)
 {
     comm_state_t *st = c->st;
     persist_pool_t *pool = st->pool;
     uint64_t idle = 0;
-    int code = C_OK, agreed, *ranks = NULL, slot;
+    int *ranks = NULL, slot, owned = 0;
+    mpi_cs_code_t agreed;
     incoll_comm_h ic = NULL;
+    char why[384];
 
     if (pool == NULL)
         pool = st->pool = calloc(1, sizeof(*pool));
@@ -431,27 +395,15 @@ int mpi_comm_persist(mpi_call_t *c)
     }
     slot = pool ? pool->n : POOL_MAX; /* the same on every rank with one */
     ranks = world_ranks(c->comm, st->size);
-    if (ranks == NULL)
-        code = C_NOMEM;
-    agreed = code;
-    PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
-    if (agreed == C_OK) {
-        if (incoll_comm_create(L.world, st->size, ranks, &ic) != INCOLL_OK ||
-            ic == NULL)
-            code = C_CREATE;
-        else if (!incoll_comm_offloaded(ic, NULL))
-            code = C_HOST;
-        agreed = code;
-        PMPI_Allreduce(MPI_IN_PLACE, &agreed, 1, MPI_INT, MPI_MAX, c->comm);
-    }
+    agreed = mpi_cs_comm_make(L.world, st->size, ranks,
+                              ranks ? MPI_CS_OK : MPI_CS_NOMEM, NULL, agree_max,
+                              &c->comm, why, sizeof(why), &ic, &owned);
     free(ranks);
-    if (agreed != C_OK) {
-        if (ic)
-            incoll_comm_destroy(ic);
+    if (agreed != MPI_CS_OK) {
         if (st->rank == 0)
             incoll_info("mpi: a persistent MPI_%s_init runs as MPI's own: "
                         "it gets no fabric group of its own (%s)",
-                        mpi_call_names[c->coll], code_text[agreed]);
+                        mpi_call_names[c->coll], mpi_cs_code_text(agreed));
         return 0;
     }
     c->icomm = ic;

@@ -10,6 +10,7 @@
 #ifndef INCOLL_MPI_STATE_H
 #define INCOLL_MPI_STATE_H
 
+#include "mpi/mpi_commstate.h"
 #include "mpi/mpi_layer.h"
 
 #include "common/log.h"

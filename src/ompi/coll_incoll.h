@@ -4,7 +4,9 @@
  * coll/ucc are, with no preloaded library. Built against the internal
  * headers of the Open MPI it is loaded by (libopenmpi-dev); it drives
  * libincoll through its public API (include/incoll.h) only, and shares the
- * MPI layer's datatype and op tables (src/mpi/mpi_dtype.c). docs/ompi.md.
+ * MPI layer's datatype and op tables (src/mpi/mpi_dtype.c) and its
+ * communicator set-up (src/mpi/mpi_commstate.c: libincoll's context, the
+ * job id, a communicator's agreed libincoll communicator). docs/ompi.md.
  *
  *   coll_incoll_component.c  the component: MCA parameters, the version
  *                            check, libincoll's context, per-communicator
@@ -75,7 +77,6 @@ typedef struct {
     int layer_aside; /* the PMPI layer is preloaded */
     incoll_ctx_h ctx;
     incoll_comm_h world;
-    char job[32];
     long counts[CI_COUNT][CI_WHERES]; /* by ci_where_t */
 } mca_coll_incoll_component_t;
 

@@ -13,10 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
+#include "mpi/mpi_commstate.h"
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -365,14 +363,14 @@ int ci_context_up(mca_coll_incoll_module_t *m)
 {
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     incoll_init_params_t params;
+    mpi_cs_proc_t proc;
     int64_t job = 0;
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    incoll_status_t status;
     int rc;
 
-    if (m->rank == 0 && getrandom(&job, sizeof(job), 0) != sizeof(job))
-        job = (uint64_t)getpid() << 20 ^ (uint64_t)time(NULL);
+    if (m->rank == 0)
+        job = (int64_t)mpi_cs_job_random();
     rc = ci_exchange(m->comm, &job, 0);
     if (rc != OMPI_SUCCESS) {
         snprintf(cm->off_why, sizeof(cm->off_why),
@@ -380,19 +378,14 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         return -1;
     }
     memset(&params, 0, sizeof(params));
-    params.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE;
-    params.rank = m->rank;
-    params.size = m->size;
-    if (incoll_setting_given("INCOLL_JOB") != 1) {
-        snprintf(cm->job, sizeof(cm->job), "0x%016" PRIx64, (uint64_t)job);
-        params.field_mask |= INCOLL_INIT_FIELD_JOB;
-        params.job = cm->job;
-    }
+    memset(&proc, 0, sizeof(proc));
+    proc.rank = m->rank;
+    proc.size = m->size;
+    proc.job_given = incoll_setting_given("INCOLL_JOB") == 1;
+    proc.job_id = (uint64_t)job;
     if (lr && ls && incoll_setting_given("INCOLL_LOCAL_RANK") != 1) {
-        params.field_mask |=
-            INCOLL_INIT_FIELD_LOCAL_RANK | INCOLL_INIT_FIELD_LOCAL_SIZE;
-        params.local_rank = atoi(lr);
-        params.local_size = atoi(ls);
+        proc.local_rank = atoi(lr);
+        proc.local_size = atoi(ls);
     }
     if (cm->fabric[0]) {
         params.field_mask |= INCOLL_INIT_FIELD_FABRIC;
@@ -406,41 +399,19 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         params.field_mask |= INCOLL_INIT_FIELD_SECRET_FILE;
         params.secret_file = cm->secret_file;
     }
-    /* A program blocks in calls the component does not see (receives,
-     * waits on other requests), during which nobody would progress its
-     * nonblocking collectives: libincoll's threads run them. */
-    if (incoll_setting_given("INCOLL_PROGRESS_THREAD") != 1) {
-        params.field_mask |= INCOLL_INIT_FIELD_PROGRESS_THREAD;
-        params.progress_thread = 1;
-    }
     /* No manager (only a fabric.conf): libincoll cannot recover from a
-     * failed AN, so the ranks agree after each call (coll_incoll_agree);
-     * the agreement needs every rank to have seen its call end, so no
-     * early returns. */
+     * failed AN, so the ranks agree after each call (coll_incoll_agree). */
     cm->agree_on = cm->agree > 0 || (cm->agree < 0 && !cm->mgr[0] &&
                                      incoll_setting_given("INCOLL_MGR") != 1);
-    if (cm->agree_on) {
-        params.field_mask |= INCOLL_INIT_FIELD_EARLY_MAX;
-        params.early_max = 0;
-    }
+    proc.agree = cm->agree_on;
     /* The component's calls come from any thread under
      * MPI_THREAD_MULTIPLE, else one at a time. */
-    params.field_mask |= INCOLL_INIT_FIELD_THREAD_MODE;
-    params.thread_mode =
+    proc.thread_mode =
         cm->mpi_threads ? INCOLL_THREAD_MULTIPLE : INCOLL_THREAD_SERIALIZED;
-    status = incoll_init_params(&params, &cm->ctx);
-    if (status != INCOLL_OK) {
+    if (mpi_cs_up(&proc, &params, cm->off_why, sizeof(cm->off_why), &cm->ctx,
+                  &cm->world) != 0) {
         cm->ctx = NULL;
-        snprintf(cm->off_why, sizeof(cm->off_why), "incoll_init failed: %s",
-                 incoll_status_string(status));
-        return -1;
-    }
-    status = incoll_comm_world(cm->ctx, &cm->world);
-    if (status != INCOLL_OK) {
-        incoll_finalize(cm->ctx);
-        cm->ctx = NULL;
-        snprintf(cm->off_why, sizeof(cm->off_why), "no world communicator: %s",
-                 incoll_status_string(status));
+        cm->world = NULL;
         return -1;
     }
     return 0;

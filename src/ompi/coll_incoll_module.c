@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mpi/mpi_commstate.h"
 #include "mpi/mpi_layer.h"
 #include "ompi/datatype/ompi_datatype.h"
 #include "ompi/group/group.h"
@@ -1196,52 +1197,49 @@ static void module_destruct(mca_coll_incoll_module_t *m)
         OBJ_RELEASE(m->below.fn##_module);
     CI_EACH(CI_RELEASE)
 #undef CI_RELEASE
-    if (m->icomm && m->own_icomm)
-        incoll_comm_destroy(m->icomm);
-    m->icomm = NULL;
+    mpi_cs_comm_free(&m->icomm, &m->own_icomm);
     pthread_mutex_destroy(&m->lock);
 }
 
 OBJ_CLASS_INSTANCE(mca_coll_incoll_module_t, mca_coll_base_module_t,
                    module_construct, module_destruct);
 
-/* This rank's libincoll communicator for m->comm, or NULL with *why_p. */
-static incoll_comm_h icomm_make(mca_coll_incoll_module_t *m, const char **why_p)
+/* Every rank of the communicator arg gets the largest *code_p
+ * (mpi_cs_comm_make's agreement), by point-to-point messages. */
+static int agree_max(void *arg, int *code_p)
 {
-    mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
-    ompi_communicator_t *comm = m->comm;
-    int *mine, *world;
-    incoll_comm_h ic = NULL;
-    incoll_status_t status;
+    int64_t v = -(int64_t)*code_p;
 
-    if (comm == &ompi_mpi_comm_world.comm) {
-        if (ci_context_up(m) != 0) {
-            *why_p = cm->off_why;
-            return NULL;
-        }
-        return cm->world;
-    }
-    mine = malloc(sizeof(int) * (size_t)m->size);
-    world = malloc(sizeof(int) * (size_t)m->size);
+    if (ci_exchange(arg, &v, 1) != OMPI_SUCCESS)
+        return -1;
+    *code_p = (int)-v;
+    return 0;
+}
+
+/* The world ranks of comm's members in comm's order (malloc'ed), or NULL
+ * with *why_p. */
+static int *world_ranks(ompi_communicator_t *comm, int size, const char **why_p)
+{
+    int *mine = malloc(sizeof(int) * (size_t)size);
+    int *world = malloc(sizeof(int) * (size_t)size);
+
     if (mine && world) {
-        for (int i = 0; i < m->size; i++)
+        for (int i = 0; i < size; i++)
             mine[i] = i;
-        if (ompi_group_translate_ranks(comm->c_local_group, m->size, mine,
+        if (ompi_group_translate_ranks(comm->c_local_group, size, mine,
                                        ompi_mpi_comm_world.comm.c_local_group,
-                                       world) == OMPI_SUCCESS) {
-            status = incoll_comm_create(cm->world, m->size, world, &ic);
-            if (status != INCOLL_OK) {
-                ic = NULL;
-                *why_p = incoll_status_string(status);
-            }
-        } else
-            *why_p = "its ranks are not all in MPI_COMM_WORLD";
-    } else
-        *why_p = "out of memory";
+                                       world) != OMPI_SUCCESS) {
+            *why_p = ": its ranks are not all in MPI_COMM_WORLD";
+            free(world);
+            world = NULL;
+        }
+    } else {
+        *why_p = "";
+        free(world);
+        world = NULL;
+    }
     free(mine);
-    free(world);
-    m->own_icomm = ic != NULL;
-    return ic;
+    return world;
 }
 
 static int module_enable(mca_coll_base_module_t *module,
@@ -1250,9 +1248,10 @@ static int module_enable(mca_coll_base_module_t *module,
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     mca_coll_incoll_module_t *m = M(module);
     int world = comm == &ompi_mpi_comm_world.comm;
-    const char *why = NULL;
-    int ok;
-    int64_t all;
+    mpi_cs_code_t code = MPI_CS_OK, agreed;
+    const char *detail = "";
+    char why[sizeof(cm->off_why)], off[384];
+    int *ranks = NULL, ok;
 
     m->comm = comm;
     m->rank = ompi_comm_rank(comm);
@@ -1269,40 +1268,36 @@ static int module_enable(mca_coll_base_module_t *module,
     ok = 1 CI_EACH(CI_HAS);
 #undef CI_HAS
     if (!ok) {
-        why = "the component below lacks a collective";
-    } else {
-        m->icomm = icomm_make(m, &why);
-        ok = m->icomm != NULL;
-        if (ok && !incoll_comm_offloaded(m->icomm, &why))
-            ok = 0;
+        code = MPI_CS_INACTIVE;
+        detail = ": the component below lacks a collective";
+    } else if (world) {
+        /* libincoll comes up at the world's enable */
+        if (ci_context_up(m) != 0) {
+            code = MPI_CS_INACTIVE;
+            snprintf(off, sizeof(off), ": %.380s", cm->off_why);
+            detail = off;
+        }
+    } else if ((ranks = world_ranks(comm, m->size, &detail)) == NULL) {
+        code = *detail ? MPI_CS_INACTIVE : MPI_CS_NOMEM;
     }
     /* one decision on every rank */
-    all = ok;
-    if (ci_exchange(comm, &all, 1) != OMPI_SUCCESS)
-        all = 0;
-    if (!all) {
-        if (ok)
-            why = "another rank cannot run it in the network";
-        if (m->icomm && m->own_icomm)
-            incoll_comm_destroy(m->icomm);
-        m->icomm = NULL;
+    agreed =
+        mpi_cs_comm_make(cm->world, m->size, ranks, code, detail, agree_max,
+                         comm, why, sizeof(why), &m->icomm, &m->own_icomm);
+    free(ranks);
+    if (agreed != MPI_CS_OK) {
         if (world) {
             /* no later communicator may count on the world */
             if (cm->ctx)
                 incoll_finalize(cm->ctx);
             cm->ctx = NULL;
             cm->world = NULL;
-            if (why != cm->off_why) {
-                char tmp[sizeof(cm->off_why)];
-                snprintf(tmp, sizeof(tmp), "%s", why);
-                snprintf(cm->off_why, sizeof(cm->off_why), "%s", tmp);
-            }
-            why = cm->off_why;
+            snprintf(cm->off_why, sizeof(cm->off_why), "%s", why);
             if (m->rank == 0 && !cm->warned) {
                 ci_log(0,
                        "a fabric is configured but MPI_COMM_WORLD is not "
                        "offloaded, Open MPI's own collectives run: %s",
-                       why);
+                       cm->off_why);
                 cm->warned = 1;
             }
         } else if (m->rank == 0)
