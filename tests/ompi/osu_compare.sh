@@ -4,28 +4,46 @@
 # alternate, ROUNDS times: coll/incoll (stock Open MPI, the component found
 # through mca_base_component_path, nothing preloaded), the PMPI layer
 # (libincoll_mpi.so preloaded) and Open MPI alone. Prints each job's rows
-# as "<config> <coll> <bytes> <us>" and then, per collective and size, the
+# as "<config> <coll> <bytes> <us>", each job's rank-0 counts of where its
+# calls ran ("<config> where ..."), and then, per collective and size, the
 # mean over the rounds of each configuration and the ratios. STAT=avg_us
-# (default, OSU's average) or med_us (each rank's median).
-# Run from the source tree after `make tests`.
+# (default, OSU's average) or med_us (each rank's median). A job that
+# fails prints "<config> FAILED" and the script exits 1 after the table.
+# Run from the source tree after `make tests`; tests/ompi/osu_targets.sh
+# brings the fabrics up and down around it.
 set -e
 dir=$1 np=$2 rounds=$3 max=${4:-1048576} iters=${5:-20} stat=${STAT:-avg_us}
 bin=build/bin prog=build/tests/ompi/osu_coll
+if [ -z "$dir" ] || [ -z "$np" ] || [ -z "$rounds" ]; then
+    echo "usage: [STAT=avg_us|med_us] $0 DIR NP ROUNDS [MAX_BYTES [ITERS]]" >&2
+    exit 2
+fi
 path="$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'):$PWD/build/lib/openmpi"
 out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 for r in $(seq "$rounds"); do
     for cfg in component layer ompi; do
         case $cfg in
-        component) OMPI_MCA_mca_base_component_path=$path \
+        component) OMPI_MCA_mca_base_component_path=$path OMPI_MCA_coll_incoll_stats=1 \
                    "$bin/incoll" mpirun -n "$np" --fabric "$dir" --no-preload --timeout 600 -- "$prog" "$max" "$iters" ;;
-        layer)     "$bin/incoll" mpirun --layer pmpi -n "$np" --fabric "$dir" --timeout 600 -- "$prog" "$max" "$iters" ;;
+        layer)     INCOLL_MPI_STATS=1 \
+                   "$bin/incoll" mpirun --layer pmpi -n "$np" --fabric "$dir" --timeout 600 -- "$prog" "$max" "$iters" ;;
         ompi)      OMPI_MCA_coll_incoll_enable=0 \
                    "$bin/incoll" mpirun -n "$np" --fabric "$dir" --no-preload --timeout 600 -- "$prog" "$max" "$iters" ;;
-        esac 2>&1 | awk -v c=$cfg -v st="$stat" '/^osu_coll: ok/ {ok=1} /avg_us/ {for (i = 4; i < NF; i++) if ($i == st) print c, $2, $3, $(i + 1)} END {if (!ok) print c, "FAILED"}' | tee -a "$out"
+        esac 2>&1 | awk -v c=$cfg -v st="$stat" '
+            /^osu_coll: ok/ {ok=1}
+            /avg_us/ {for (i = 4; i < NF; i++) if ($i == st) print c, $2, $3, $(i + 1)}
+            /coll\/incoll: stats rank 0:|mpi: stats rank 0:/ {sub(/.*stats rank 0: */, ""); print c, "where", $0}
+            END {if (!ok) print c, "FAILED"}' | tee -a "$out"
     done
 done
-awk '$2 != "FAILED" {k=$2" "$3; s[k" "$1]+=$4; n[k" "$1]++; keys[k]=1}
-     END {printf "%-10s %8s %12s %12s %12s %10s %10s\n", "coll", "bytes", "component", "layer", "ompi", "comp/layer", "comp/ompi";
-          for (k in keys) {c=s[k" component"]/n[k" component"]; l=s[k" layer"]/n[k" layer"]; o=s[k" ompi"]/n[k" ompi"];
-          split(k, a, " "); printf "%-10s %8d %12.1f %12.1f %12.1f %10.2f %10.2f\n", a[1], a[2], c, l, o, c/l, c/o}}' "$out" | sort -k1,1 -k2,2n
-rm -f "$out"
+awk '$2 != "FAILED" && $2 != "where" {k=$2" "$3; s[k" "$1]+=$4; n[k" "$1]++; keys[k]=1}
+     function mean(k, c) {return n[k" "c] ? s[k" "c]/n[k" "c] : 0}
+     function ratio(a, b) {return a > 0 && b > 0 ? sprintf("%10.2f", a/b) : sprintf("%10s", "-")}
+     END {for (k in keys) {c=mean(k, "component"); l=mean(k, "layer"); o=mean(k, "ompi");
+          split(k, a, " "); printf "%-10s %8d %12.1f %12.1f %12.1f %s %s\n", a[1], a[2], c, l, o, ratio(c, l), ratio(c, o)}}' "$out" |
+    sort -k1,1 -k2,2n > "$out.table"
+printf "%-10s %8s %12s %12s %12s %10s %10s\n" coll bytes component layer ompi comp/layer comp/ompi
+cat "$out.table"
+rm -f "$out.table"
+! grep -q ' FAILED$' "$out"
