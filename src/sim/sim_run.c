@@ -564,9 +564,14 @@ static void outq_actor(int argc, char **argv)
                 mirror_copies(q->an, p);
             if (p->dst >= EP_MC_BASE) {
                 /* To the group address: one packet over the server's
-                 * link to its switch, which replicates it (mc_actor). */
+                 * link to its switch, which replicates it (mc_actor).
+                 * The NIC above has charged its time on the link; the
+                 * message carries only the link's latency, so a copy
+                 * lands when a unicast packet sent now would (CM02's
+                 * routes are cut-through: latencies plus the size over
+                 * the narrowest link, once). */
                 S.messages++;
-                send_msg(&q->ob, q->an->mc_mbox, p, (long)p->len);
+                send_msg(&q->ob, q->an->mc_mbox, p, 0);
                 continue;
             }
             deliver(&q->ob, &q->an->rng, p->dst, p);
