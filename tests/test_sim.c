@@ -25,6 +25,11 @@
  *  - two jobs racing for one tree (--groups 2): one is granted, the
  *    other refused and falls back, both right; the refused one gets the
  *    tree next (its ticket is older);
+ *  - results by multicast (--mcast 1): a leaf AN sends a result once to
+ *    its hosts' group, 2 datagrams per result against fan-out + 1 by
+ *    unicast, fan-out + 2 with the dual send; a server AN's result
+ *    reaches its hosts sooner; lost copies are repaired; a bad value of
+ *    --mcast or --mcast-dual is refused with the option named;
  *  - the host-based algorithms agree within 10% with SMPI's own
  *    implementations on the same platform (skips without smpicc/smpirun).
  */
@@ -61,6 +66,9 @@ typedef struct {
     int jumped;    /* ... and jumped over steady phases */
     long streamed; /* its note: host operations that streamed, of ops */
     long ops;      /* -1 when the note does not say */
+    int mcast;     /* results by multicast */
+    long leaf_pkts, leaf_results; /* the first leaf AN's counters */
+    long mcast_sent, mcast_repairs;
 } row_t;
 
 static int sim_path(char *buf, size_t len)
@@ -72,7 +80,8 @@ static int sim_path(char *buf, size_t len)
 /*
  * Parses incoll-sim's CSV: algorithm,an,hosts,bytes,latency_us,
  * bandwidth_MBps,levels,radix,outcome,checked,messages,retransmits,
- * dropped,wall_s,note. Returns the number of rows, or -1.
+ * dropped,wall_s,cpu_s,rss_MiB,mcast,leaf_packets_out,leaf_results,
+ * mcast_sent,mcast_repairs,note. Returns the number of rows, or -1.
  */
 static int read_csv(const char *path, row_t *rows, int max)
 {
@@ -93,10 +102,13 @@ static int read_csv(const char *path, row_t *rows, int max)
         long radix, messages;
         if (sscanf(
                 line,
-                "%31[^,],%15[^,],%d,%ld,%lf,%lf,%d,%ld,%15[^,],%d,%ld,%ld,%ld",
+                "%31[^,],%15[^,],%d,%ld,%lf,%lf,%d,%ld,%15[^,],%d,%ld,%ld,%ld,"
+                "%*f,%*f,%*f,%d,%ld,%ld,%ld,%ld",
                 r->algo, r->an, &r->hosts, &r->bytes, &r->latency_us,
                 &r->bandwidth_MBps, &r->levels, &radix, r->outcome, &r->checked,
-                &messages, &r->retransmits, &r->dropped) != 13) {
+                &messages, &r->retransmits, &r->dropped, &r->mcast,
+                &r->leaf_pkts, &r->leaf_results, &r->mcast_sent,
+                &r->mcast_repairs) != 18) {
             fclose(f);
             return -1;
         }
@@ -820,6 +832,87 @@ static double smpi_latency(const char *prog, const char *xml,
             break;
     fclose(f);
     return ok ? lat : -1;
+}
+
+/*
+ * Results by multicast, counted: on 16 hosts under 4 leaves of 4 (the
+ * emulated fabric's shape), 3 allreduces of one packet, every result
+ * checked. By unicast the leaf AN sends each result to its 4 hosts and
+ * its aggregate up, 5 datagrams per result; by multicast one up and one
+ * to the group, 2; with the dual send (8 bytes <= --mcast-dual) the
+ * group's copy and the 4 unicast ones, 6, while 1 KiB, above it, stays
+ * at 2. On 32 hosts under leaves of 16, 17 against 2, and the server
+ * AN, whose one NIC sent the 16 copies one after another, delivers
+ * sooner. A copy lost to --drop is repaired.
+ */
+TEST(sim_mcast_counts, TEST_INTEG)
+{
+    char bin[1024], out[1100];
+    row_t r[MAX_ROWS];
+    int n;
+
+    SKIP_WITHOUT_SIM();
+    n = sim("--hosts 16 --radix 4 --sizes 8,1K --algos inc --an switch,server "
+            "--mcast 0,1 --iters 3 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 8);
+    for (int i = 0; i < n; i++) {
+        long per = r[i].mcast ? 2 : 5;
+        CHECK_MSG(strcmp(r[i].outcome, "ok") == 0 && r[i].checked,
+                  "%s %s %ld: %s", r[i].algo, r[i].an, r[i].bytes,
+                  r[i].outcome);
+        CHECK(strcmp(r[i].algo, r[i].mcast ? "inc-mcast" : "inc") == 0);
+        CHECK_EQ_INT(r[i].leaf_results, 3);
+        CHECK_MSG(r[i].leaf_pkts == per * r[i].leaf_results,
+                  "%s %s %ld: leaf sent %ld datagrams for %ld results",
+                  r[i].algo, r[i].an, r[i].bytes, r[i].leaf_pkts,
+                  r[i].leaf_results);
+        /* Every leaf's results went to its group, none by repair. */
+        CHECK_EQ_INT(r[i].mcast_sent, r[i].mcast ? 4 * 3 : 0);
+        CHECK_EQ_INT(r[i].mcast_repairs, 0);
+    }
+    n = sim("--hosts 16 --radix 4 --sizes 8,1K --algos inc --an switch "
+            "--mcast 1 --mcast-dual 64 --iters 3 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 2);
+    for (int i = 0; i < n; i++) {
+        long per = r[i].bytes <= 64 ? 6 : 2;
+        CHECK(strcmp(r[i].outcome, "ok") == 0 && r[i].checked);
+        CHECK_MSG(r[i].leaf_pkts == per * r[i].leaf_results &&
+                      r[i].leaf_results == 3,
+                  "dual, %ld bytes: leaf sent %ld datagrams for %ld results",
+                  r[i].bytes, r[i].leaf_pkts, r[i].leaf_results);
+    }
+    n = sim("--hosts 32 --radix 16 --sizes 8 --algos inc --an server "
+            "--mcast 0,1 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 2);
+    CHECK(!r[0].mcast && r[1].mcast);
+    CHECK_EQ_INT(r[0].leaf_pkts, 17 * r[0].leaf_results);
+    CHECK_EQ_INT(r[1].leaf_pkts, 2 * r[1].leaf_results);
+    CHECK_MSG(r[1].latency_us < r[0].latency_us,
+              "server AN at radix 16: %.3f us by multicast, %.3f by unicast",
+              r[1].latency_us, r[0].latency_us);
+    n = sim("--hosts 16 --radix 4 --sizes 8 --algos inc --mcast 1 "
+            "--iters 20 --drop 0.05 --seed 5 --data",
+            r, MAX_ROWS);
+    CHECK_EQ_INT(n, 1);
+    CHECK(strcmp(r[0].outcome, "ok") == 0 && r[0].checked);
+    CHECK(r[0].dropped > 0);
+    CHECK_MSG(r[0].mcast_repairs > 0, "%ld dropped, no repair", r[0].dropped);
+
+    /* Bad values are refused, the option named. */
+    sim_path(bin, sizeof(bin));
+    snprintf(out, sizeof(out), "%s/mcast.out", test_tmpdir());
+    CHECK(sh("/dev/null", "'%s' allreduce --hosts 16 --mcast 2 > '%s' 2>&1",
+             bin, out) != 0);
+    CHECK(file_has(out, "bad value for --mcast: '2'"));
+    CHECK(sh("/dev/null",
+             "'%s' allreduce --hosts 16 --mcast 1 --mcast-dual 70000 > '%s' "
+             "2>&1",
+             bin, out) != 0);
+    CHECK(file_has(out, "bad value for --mcast-dual: '70000'"));
+    return TEST_PASSED;
 }
 
 TEST(sim_host_algorithms_match_smpi, TEST_INTEG)

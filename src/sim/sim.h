@@ -108,6 +108,13 @@ typedef struct {
      * time (the cost of one divided by it), at the per-datagram cost
      * measured with that many threads when the calibration has it. */
     int an_cores;
+    /* Results by multicast (docs/multicast.md, INCOLL_MCAST): every AN
+     * with host children sends a result once, to its hosts' group, and
+     * its switch replicates it to their ports at once; with mcast_dual
+     * (INCOLL_MCAST_DUAL, bytes) results of at most that many bytes go by
+     * unicast to every child too. */
+    int mcast;
+    uint32_t mcast_dual;
     sim_calib_t calib;
 } sim_config_t;
 
@@ -152,6 +159,13 @@ typedef struct {
     int stream;               /* 1: streaming on (sim_config_t.stream) */
     int groups;               /* jobs at once; jobs[] holds each when above 1 */
     uint64_t stream_ops, ops; /* over every host: operations streamed */
+    int mcast;                /* sim_config_t.mcast */
+    /* The first simulated leaf AN's datagrams sent and results sent (its
+     * counters packets_out and results_sent), and over every AN the
+     * results sent to a group address and resent to a member that
+     * listens (mcast_sent, mcast_repairs). */
+    uint64_t leaf_pkts_out, leaf_results;
+    uint64_t mcast_sent, mcast_repairs;
     char note[128];
     sim_job_result_t jobs[SIM_MAX_GROUPS];
 } sim_result_t;

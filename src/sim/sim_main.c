@@ -60,6 +60,8 @@ typedef struct {
     int nan;
     int protos[2]; /* in-network: 0 the slots only, 1 streaming */
     int nproto;
+    int mcasts[2]; /* in-network: results by unicast (0), multicast (1) */
+    int nmcast;
     const char *csv, *plot, *calib_path, *hostfile;
     int quiet;
     int jobs;       /* measurements run at once */
@@ -146,6 +148,13 @@ static void usage(FILE *out)
         "  --stream-lock L      op, comm or N operations per lock (default "
         "op)\n"
         "  --stream-pool B      every AN's streaming pool (default 64M)\n"
+        "  --mcast M[,M]        results down the tree by unicast (0) or by\n"
+        "                       multicast from each leaf AN, replicated by\n"
+        "                       its switch (1), as INCOLL_MCAST; 0,1 runs\n"
+        "                       both (default 0)\n"
+        "  --mcast-dual B       with --mcast 1, results of at most B bytes go\n"
+        "                       by unicast too, as INCOLL_MCAST_DUAL\n"
+        "                       (default 0: repair on a gap only)\n"
         "  --groups G           G jobs at once, each a group of its own on\n"
         "                       consecutive hosts, in-network only (default "
         "1)\n"
@@ -203,6 +212,7 @@ static int parse_args(int argc, char **argv, opts_t *o)
     o->an_modes[0] = SIM_AN_SWITCH;
     o->nan = 1;
     o->nproto = 1;
+    o->nmcast = 1;
     c->stream_threshold = 1;
     c->stream_window = (uint32_t)setting_u64(SETTING_STREAM_WINDOW);
     c->stream_nops = 1;
@@ -353,6 +363,34 @@ static int parse_args(int argc, char **argv, opts_t *o)
             }
             if (o->nproto == 0)
                 return bad(a, v);
+        } else if (strcmp(a, "--mcast") == 0) {
+            char buf[64], *save = NULL, *t;
+            snprintf(buf, sizeof(buf), "%s", v);
+            o->nmcast = 0;
+            for (t = strtok_r(buf, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
+                int m = strcmp(t, "0") == 0 ? 0 : strcmp(t, "1") == 0 ? 1 : -1;
+                if (m < 0 || o->nmcast >= 2) {
+                    fprintf(stderr,
+                            "incoll-sim: bad value for --mcast: '%s' (0 "
+                            "unicast, 1 multicast, or 0,1 for both)\n",
+                            v);
+                    return -1;
+                }
+                o->mcasts[o->nmcast++] = m;
+            }
+            if (o->nmcast == 0)
+                return bad(a, v);
+        } else if (strcmp(a, "--mcast-dual") == 0) {
+            uint64_t b;
+            if (sim_parse_bytes(v, &b) != 0 || b > 65000) {
+                fprintf(stderr,
+                        "incoll-sim: bad value for --mcast-dual: '%s' (bytes, "
+                        "0 to 65000, as INCOLL_MCAST_DUAL)\n",
+                        v);
+                return -1;
+            }
+            c->mcast_dual = (uint32_t)b;
         } else if (strcmp(a, "--stream-threshold") == 0) {
             if (sim_parse_bytes(v, &c->stream_threshold) != 0 ||
                 c->stream_threshold == 0)
@@ -864,11 +902,15 @@ static int child_main(const opts_t *o, int n, int fd)
         for (int mi = 0; mi < nmodes; mi++) {
             cfg.an = (sim_an_mode_t)o->an_modes[mi];
             for (int pi = 0; pi < nproto; pi++) {
+                int nmc = algo == ALGO_INC ? o->nmcast : 1;
                 cfg.stream = algo == ALGO_INC && o->protos[pi];
-                for (int s = 0; s < o->nsizes; s++)
-                    if (child_run(o, &cfg, &conf, algo, o->sizes[s], seq++,
-                                  fd) != 0)
-                        return 1;
+                for (int ci = 0; ci < nmc; ci++) {
+                    cfg.mcast = algo == ALGO_INC && o->mcasts[ci];
+                    for (int s = 0; s < o->nsizes; s++)
+                        if (child_run(o, &cfg, &conf, algo, o->sizes[s], seq++,
+                                      fd) != 0)
+                            return 1;
+                }
             }
         }
     }
@@ -885,10 +927,13 @@ static const char *an_name(int an)
                                  : "host";
 }
 
-/* The row's algorithm: the in-network one streaming is "inc-stream". */
+/* The row's algorithm: the in-network one streaming is "inc-stream",
+ * with results by multicast "inc-mcast" or "inc-stream-mcast". */
 static const char *row_name(const sim_result_t *r)
 {
-    return r->stream ? "inc-stream" : algo_name((algo_kind_t)r->algo);
+    if (r->stream)
+        return r->mcast ? "inc-stream-mcast" : "inc-stream";
+    return r->mcast ? "inc-mcast" : algo_name((algo_kind_t)r->algo);
 }
 
 /* With several jobs, a line for each under its row. */
@@ -935,12 +980,14 @@ static int write_csv(const char *path, const sim_result_t *rows, int n)
     fprintf(f,
             "algorithm,an,hosts,bytes,latency_us,bandwidth_MBps,levels,radix,"
             "outcome,checked,messages,retransmits,dropped,wall_s,cpu_s,rss_MiB,"
+            "mcast,leaf_packets_out,leaf_results,mcast_sent,mcast_repairs,"
             "note\n");
     for (int i = 0; i < n; i++) {
         const sim_result_t *r = &rows[i];
         fprintf(f,
                 "%s,%s,%d,%" PRIu64 ",%.6f,%.3f,%d,%d,%s,%d,%" PRIu64
-                ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%.1f,\"%s\"\n",
+                ",%" PRIu64 ",%" PRIu64 ",%.3f,%.3f,%.1f,%d,%" PRIu64
+                ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",\"%s\"\n",
                 row_name(r), an_name(r->an), r->hosts, r->bytes,
                 r->outcome == SIM_SKIPPED ? 0.0 : r->latency_us,
                 r->outcome == SIM_SKIPPED ? 0.0 : r->bandwidth_MBps, r->levels,
@@ -949,7 +996,8 @@ static int write_csv(const char *path, const sim_result_t *rows, int n)
                 : r->outcome == SIM_SKIPPED ? "skipped"
                                             : "failed",
                 r->checked, r->messages, r->retransmits, r->dropped, r->wall_s,
-                r->cpu_s, r->rss_MiB, r->note);
+                r->cpu_s, r->rss_MiB, r->mcast, r->leaf_pkts_out,
+                r->leaf_results, r->mcast_sent, r->mcast_repairs, r->note);
     }
     if (fclose(f) != 0) {
         fprintf(stderr, "incoll-sim: cannot write %s\n", path);
@@ -990,7 +1038,8 @@ static int write_plot(const opts_t *o, const char *png,
     }
     /* A series is an algorithm, an AN mode and, in the network, a
      * protocol: series_an holds the mode and SERIES_STREAM. */
-#define SERIES_AN(r) ((r)->an + ((r)->stream ? 0x100 : 0))
+#define SERIES_AN(r)                                                           \
+    ((r)->an + ((r)->stream ? 0x100 : 0) + ((r)->mcast ? 0x200 : 0))
     for (int i = 0; i < n; i++) {
         int found = 0;
         for (int s = 0; s < nseries; s++)
@@ -1003,9 +1052,10 @@ static int write_plot(const opts_t *o, const char *png,
         }
     }
     for (int s = 0; s < nseries; s++) {
-        snprintf(names[s], sizeof(names[s]), "%s%s%s%s",
+        snprintf(names[s], sizeof(names[s]), "%s%s%s%s%s",
                  algo_name((algo_kind_t)series_algo[s]),
-                 series_an[s] >= 0x100 ? "-stream" : "",
+                 series_an[s] & 0x100 ? "-stream" : "",
+                 series_an[s] & 0x200 ? "-mcast" : "",
                  series_algo[s] == ALGO_INC ? " " : "",
                  series_algo[s] == ALGO_INC ? an_name(series_an[s] & 0xff)
                                             : "");

@@ -59,7 +59,10 @@
 #include <time.h>
 
 #define EP_AN_BASE (1ull << 32) /* endpoints: host r is r, AN a is BASE + a */
-#define PORT_CREDITS 64         /* packets the server's NIC ring holds */
+/* The multicast address of AN a's hosts of job g: EP_MC_BASE + g x ANs +
+ * a. Its switch replicates what is sent there to those hosts' ports. */
+#define EP_MC_BASE (2ull << 32)
+#define PORT_CREDITS 64 /* packets the server's NIC ring holds */
 
 enum {
     PKT_WIRE = 0, /* a datagram of the wire format */
@@ -153,6 +156,12 @@ typedef struct sim_an {
     sg_sem_t credits; /* server mode: free places in the NIC ring */
     double port_free;
     uint64_t rng;
+    /* Server mode with multicast: the switch's replication, an actor on
+     * the switch that copies what the server sends to the group address
+     * to the hosts' ports at once. */
+    sg_mailbox_t mc_mbox;
+    outbox_t ob_mc;
+    uint64_t mc_rng;
 } sim_an_t;
 
 /* The state of the process: one platform, one measurement at a time. */
@@ -185,6 +194,9 @@ static struct {
     int ngroups;
     int *first, *root, *below;
     long *suma;
+    /* Hosts by leaf: AN a's host children are leafh[leafh_first[a]] to
+     * leafh[leafh_first[a + 1] - 1]. */
+    int *leafh, *leafh_first;
     char mbox_name[64];
 } S;
 
@@ -425,32 +437,73 @@ static void an_send_cb(void *arg, incoll_ep_t dst, const void *hdr,
     an->pending_tail = &p->next;
 }
 
+/* A copy of packet p (its data too) for dst. */
+static pkt_t *pkt_copy(const pkt_t *p, incoll_ep_t dst)
+{
+    pkt_t *c = pkt_get();
+    c->kind = p->kind;
+    c->src = p->src;
+    c->dst = dst;
+    c->len = p->len;
+    c->ready = p->ready;
+    memcpy(c->hdr, p->hdr, WIRE_HDR_LEN);
+    if (p->data) {
+        c->data = malloc(p->len);
+        if (c->data == NULL) {
+            fprintf(stderr, "incoll-sim: out of memory for packets\n");
+            exit(1);
+        }
+        memcpy(c->data, p->data, p->len);
+    }
+    return c;
+}
+
+/* Queues packet q on the AN's way out towards its destination. */
+static void outq_push(sim_an_t *an, pkt_t *q)
+{
+    outq_t *o = &an->outq[(q->dst % EP_AN_BASE) % (uint64_t)an->nout];
+    int was_empty = o->head == NULL;
+    *o->tail = q;
+    o->tail = &q->next;
+    if (was_empty)
+        sg_sem_release(o->sem);
+}
+
+/*
+ * The switch of AN a replicates packet p, sent to the group address
+ * p->dst, to the ports of the group's hosts below it that listen (a host
+ * that fell back to unicast has left the group), each copy a packet of
+ * its own, lost or not on its own. fn takes each copy. Frees p.
+ */
+static void mc_replicate(sim_an_t *an, pkt_t *p,
+                         void (*fn)(sim_an_t *an, pkt_t *c))
+{
+    uint64_t x = p->dst - EP_MC_BASE;
+    int job = (int)(x / (uint64_t)S.conf->nans);
+    for (int i = S.leafh_first[an->idx]; i < S.leafh_first[an->idx + 1]; i++) {
+        sim_host_t *h = &S.hosts[S.leafh[i]];
+        if (h->job == job && h->eng && host_engine_mcast(h->eng) == 1)
+            fn(an, pkt_copy(p, (incoll_ep_t)h->rank));
+    }
+    pkt_put(p);
+}
+
 /* Hands the mirrors of an AN the packet it is sending to its parent, now:
  * each sends it from its own switch with its own child index and MAC. */
 static void mirror_copies(const sim_an_t *an, const pkt_t *p)
 {
     for (int m = S.mir.first[an->idx]; m >= 0; m = S.mir.next[m]) {
         outq_t *o = &S.ans[m].outq[0];
-        pkt_t *c = pkt_get();
+        pkt_t *c = pkt_copy(p, p->dst);
         uint16_t idx = (uint16_t)S.mir.index[m];
         int was_empty = o->head == NULL;
         size_t plen = p->len - WIRE_HDR_LEN;
 
-        c->kind = p->kind;
         c->src = EP_AN_BASE + (uint64_t)m;
-        c->dst = p->dst;
-        c->len = p->len;
         c->ready = now_s();
-        memcpy(c->hdr, p->hdr, WIRE_HDR_LEN);
         c->hdr[12] = (uint8_t)idx; /* child, little-endian (wire.h) */
         c->hdr[13] = (uint8_t)(idx >> 8);
         if (p->data) {
-            c->data = malloc(p->len);
-            if (c->data == NULL) {
-                fprintf(stderr, "incoll-sim: out of memory for packets\n");
-                exit(1);
-            }
-            memcpy(c->data, p->data, p->len);
             memcpy(c->data, c->hdr, WIRE_HDR_LEN);
             wire_mac_seal(&S.gkey, c->data, c->data + WIRE_HDR_LEN, plen);
             memcpy(c->hdr, c->data, WIRE_HDR_LEN);
@@ -509,8 +562,50 @@ static void outq_actor(int argc, char **argv)
             if (S.mir.first[q->an->idx] >= 0 &&
                 p->dst == EP_AN_BASE + (uint64_t)S.conf->ans[q->an->idx].parent)
                 mirror_copies(q->an, p);
+            if (p->dst >= EP_MC_BASE) {
+                /* To the group address: one packet over the server's
+                 * link to its switch, which replicates it (mc_actor).
+                 * The NIC above has charged its time on the link; the
+                 * message carries only the link's latency, so a copy
+                 * lands when a unicast packet sent now would (CM02's
+                 * routes are cut-through: latencies plus the size over
+                 * the narrowest link, once). */
+                S.messages++;
+                send_msg(&q->ob, q->an->mc_mbox, p, 0);
+                continue;
+            }
             deliver(&q->ob, &q->an->rng, p->dst, p);
         }
+    }
+}
+
+/* Server mode: a copy of a multicast result leaves the switch now. */
+static void mc_send(sim_an_t *an, pkt_t *c)
+{
+    deliver(&an->ob_mc, &an->mc_rng, c->dst, c);
+}
+
+/* Server mode: the switch's replication of what the server sends to a
+ * group address, to every listening host's port at once (at the link's
+ * rate each, in parallel). */
+static void mc_actor(int argc, char **argv)
+{
+    sim_an_t *an = sg_actor_self_get_data();
+    (void)argc;
+    (void)argv;
+    sg_mailbox_set_receiver(sg_mailbox_get_name(an->mc_mbox));
+    for (;;) {
+        pkt_t *p = recv_pkt(an->mc_mbox), *q;
+        if (p == NULL)
+            continue;
+        if (p->run != S.run) {
+            pkt_done(p);
+            continue;
+        }
+        outbox_reap(&an->ob_mc);
+        q = pkt_copy(p, p->dst);
+        pkt_done(p);
+        mc_replicate(an, q, mc_send);
     }
 }
 
@@ -608,20 +703,18 @@ static void an_actor(int argc, char **argv)
                 sg_actor_sleep_for(cost);
         }
         pkt_done(p);
-        /* Hand what came out to the ways out. */
+        /* Hand what came out to the ways out. A switch AN's result to
+         * its hosts' group address is one packet out of the AN that the
+         * switch replicates to their ports, which send at once. */
         while (an->pending) {
             pkt_t *q = an->pending;
-            outq_t *o;
-            int was_empty;
             an->pending = q->next;
             q->next = NULL;
             q->ready = now_s() + c->switch_ns * 1e-9;
-            o = &an->outq[(q->dst % EP_AN_BASE) % (uint64_t)an->nout];
-            was_empty = o->head == NULL;
-            *o->tail = q;
-            o->tail = &q->next;
-            if (was_empty)
-                sg_sem_release(o->sem);
+            if (q->dst >= EP_MC_BASE && !server)
+                mc_replicate(an, q, outq_push);
+            else
+                outq_push(an, q);
         }
         an->pending_tail = &an->pending;
     }
@@ -1168,6 +1261,26 @@ int sim_run_init(int *argc, char **argv, const char *xml,
         }
         an->mbox = mbox_named("a", a);
         an->port_mbox = mbox_named("p", a);
+        an->mc_mbox = mbox_named("m", a);
+    }
+    /* Hosts by leaf, for the switches' multicast replication. */
+    S.leafh = malloc((size_t)conf->nhosts * sizeof(*S.leafh));
+    S.leafh_first = calloc((size_t)conf->nans + 1, sizeof(*S.leafh_first));
+    if (S.leafh == NULL || S.leafh_first == NULL)
+        return -1;
+    for (int r = 0; r < conf->nhosts; r++)
+        S.leafh_first[conf->hosts[r].leaf + 1]++;
+    for (int a = 0; a < conf->nans; a++)
+        S.leafh_first[a + 1] += S.leafh_first[a];
+    {
+        int *fill = calloc((size_t)conf->nans, sizeof(*fill));
+        if (fill == NULL)
+            return -1;
+        for (int r = 0; r < conf->nhosts; r++) {
+            int a = conf->hosts[r].leaf;
+            S.leafh[S.leafh_first[a] + fill[a]++] = r;
+        }
+        free(fill);
     }
     return 0;
 }
@@ -1301,6 +1414,12 @@ static int add_group(sim_an_t *an, int g, uint64_t key, int *kinds,
     gp.parent = a == S.root[g] ? INCOLL_EP_NONE : EP_AN_BASE + (uint64_t)parent;
     gp.slots = S.cfg->slots;
     gp.max_payload = S.cfg->payload;
+    /* An AN with hosts among its children sends results to their group
+     * address (docs/multicast.md: per leaf). */
+    for (int i = 0; i < n && S.cfg->mcast; i++)
+        if (kinds[i] < 0)
+            gp.mcast =
+                EP_MC_BASE + (uint64_t)g * (uint64_t)conf->nans + (uint64_t)a;
     if (a != S.root[g]) {
         int pn = group_children(g, parent, kinds, maxc);
         for (int i = 0; i < pn; i++)
@@ -1325,6 +1444,7 @@ static int setup_ans(uint64_t key)
                            .send = an_send_cb,
                            .send_arg = an,
                            .stream_pool_bytes = (size_t)S.cfg->stream_pool,
+                           .mcast_dual_bytes = S.cfg->mcast_dual,
                            .lock_idle_ns =
                                setting_ns(SETTING_AGG_LOCK_IDLE_MS)};
         int n;
@@ -1359,6 +1479,7 @@ static int setup_ans(uint64_t key)
         if (setup_outq(an) != 0)
             goto out;
         an->rng = S.cfg->seed * 0x100000001B3ull + EP_AN_BASE + (uint64_t)a;
+        an->mc_rng = S.cfg->seed * 0x100000001B3ull + EP_MC_BASE + (uint64_t)a;
     }
     ret = 0;
 out:
@@ -1420,6 +1541,7 @@ static int setup_host(sim_host_t *h, int inc, uint64_t key)
         p.slots = cfg->slots;
         p.window = cfg->window;
         p.max_payload = cfg->payload;
+        p.mcast = cfg->mcast;
         p.send = host_send_cb;
         p.send_arg = h;
         S.rto_period_ns = p.rto_min_ns / 2 > 1000 ? p.rto_min_ns / 2 : 1000;
@@ -1530,6 +1652,9 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                 an->credits = sg_sem_init(PORT_CREDITS);
                 spawn("port", a, an->sx_host, port_actor, an, 1);
             }
+            if (server && real && cfg->mcast &&
+                S.leafh_first[a + 1] > S.leafh_first[a])
+                spawn("mc", a, an->sx_host, mc_actor, an, 1);
         }
     }
     for (int r = 0; r < n; r++) {
@@ -1572,7 +1697,17 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     }
     for (int a = 0; inc && a < conf->nans; a++) {
         sim_an_t *an = &S.ans[a];
+        if (an->agg) {
+            const agg_counters_t *k = agg_counters(an->agg);
+            if (a == conf->hosts[S.first[0]].leaf) {
+                res->leaf_pkts_out = k->packets_out;
+                res->leaf_results = k->results_sent;
+            }
+            res->mcast_sent += k->mcast_sent;
+            res->mcast_repairs += k->mcast_repairs;
+        }
         outbox_clear(&an->ob_port);
+        outbox_clear(&an->ob_mc);
         for (int i = 0; i < an->nout; i++) {
             outbox_clear(&an->outq[i].ob);
             free_list(&an->outq[i].head);
@@ -1630,12 +1765,20 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     res->bandwidth_MBps =
         tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
     res->stream = cfg->stream;
+    res->mcast = inc && cfg->mcast;
     res->groups = S.ngroups;
     if (cfg->stream) {
         size_t len = strlen(res->note);
         snprintf(res->note + len, sizeof(res->note) - len,
                  "%sstreamed %" PRIu64 " of %" PRIu64 " host operations",
                  len ? "; " : "", res->stream_ops, res->ops);
+    }
+    if (inc && res->leaf_results && res->outcome == SIM_OK) {
+        /* What multicast changes: the leaf AN's sends per result. */
+        size_t len = strlen(res->note);
+        snprintf(res->note + len, sizeof(res->note) - len,
+                 "%sleaf AN %.2f datagrams per result", len ? "; " : "",
+                 (double)res->leaf_pkts_out / (double)res->leaf_results);
     }
     for (int g = 0; g < S.ngroups && g < SIM_MAX_GROUPS; g++) {
         sim_job_result_t *j = &res->jobs[g];
