@@ -1356,6 +1356,49 @@ TEST(core_recv_written_once, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/* host_engine_set_mirror: the result lands in the mirror too, whole, on
+ * a network that drops, duplicates and reorders; the operation after it
+ * does not touch it; an operation of another kind ignores it. */
+TEST(core_result_mirror, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 11,
+                        .delay_ns = 2 * US,
+                        .jitter_ns = 10 * US,
+                        .drop = 0.1,
+                        .dup = 0.3,
+                        .reorder = 0.3,
+                        .reorder_ns = 40 * US};
+    memnet_group_cfg_t g = lossy_group_cfg(3, 64);
+    world_t w;
+    const size_t count = 8 * 48;
+    host_engine_t *e0;
+    uint8_t *mirror = malloc(8 * count + 64);
+
+    CHECK(mirror != NULL);
+    CHECK(world_from_spec(&w, "[[2][2]]", &cfg, &g, 8 * count) == 0);
+    e0 = memnet_host(w.net, w.g, 0);
+    memset(mirror, 0x5A, 8 * count + 64);
+    fill_onehot(&w, count);
+    host_engine_set_mirror(e0, mirror);
+    CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+    CHECK(check_onehot(&w, count) == 0);
+    CHECK_EQ_INT(host_engine_mirrored(e0), count);
+    CHECK(memcmp(mirror, w.recv[0], 8 * count) == 0);
+    for (size_t i = 8 * count; i < 8 * count + 64; i++)
+        CHECK_EQ_INT(mirror[i], 0x5A);
+    /* The end of the operation stopped it. */
+    memset(mirror, 0x5A, 8 * count);
+    fill_onehot(&w, count);
+    CHECK(world_op(&w, count, INCOLL_UINT64, INCOLL_OP_SUM, SEC) == 0);
+    CHECK(check_onehot(&w, count) == 0);
+    CHECK_EQ_INT(host_engine_mirrored(e0), 0);
+    for (size_t i = 0; i < 8 * count; i++)
+        CHECK_EQ_INT(mirror[i], 0x5A);
+    world_free(&w);
+    free(mirror);
+    return TEST_PASSED;
+}
+
 /* Watches every rank's buffer after every event on a network that
  * duplicates half the packets: each segment changes from the sentinel
  * once, to the right value, and never again. */

@@ -16,16 +16,19 @@
 #include "common/wire.h"
 #include "common/wire_mac.h"
 #include "common/log.h"
+#include "fabric/daemon.h"
 
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -1243,5 +1246,106 @@ TEST(integ_fabric_forged_result, TEST_INTEG)
     }
     ret = forged_body(dir);
     test_fabric_down(dir);
+    return ret;
+}
+
+/* ---- --an-cpus: the ANs run where they are told ---- */
+
+/* Checks every AN's pid file in dir names a daemon whose
+ * Cpus_allowed_list (/proc/PID/status) is want; how many it checked, or
+ * -1. */
+static int ans_on_cpus(const char *dir, const char *want)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return -1;
+    while (n >= 0 && (e = readdir(d)) != NULL) {
+        char path[PATH_MAX + 300], line[256], got[64] = "?";
+        size_t len = strlen(e->d_name);
+        pid_t pid;
+        FILE *f;
+        if (len < 5 || strcmp(e->d_name + len - 4, ".pid") != 0 ||
+            strcmp(e->d_name, "mgr.pid") == 0 ||
+            strcmp(e->d_name, "keep.pid") == 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        pid = fabric_pidfile_read(path);
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        f = pid > 0 ? fopen(path, "r") : NULL;
+        while (f && fgets(line, sizeof(line), f))
+            if (sscanf(line, "Cpus_allowed_list: %63s", got) == 1)
+                break;
+        if (f)
+            fclose(f);
+        if (strcmp(got, want) != 0) {
+            fprintf(stderr, "    %s (pid %d): Cpus_allowed_list %s, want %s\n",
+                    e->d_name, (int)pid, got, want);
+            n = -1;
+        } else {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+TEST(integ_fabric_an_cpus, TEST_INTEG)
+{
+    char why[PATH_MAX + 32], cpu[16], *out = NULL;
+    const char *dir, *modes[] = {"", "--no-mgr"};
+    cpu_set_t have;
+    int ret = TEST_PASSED, last = -1, rc;
+
+    if (!have_binaries(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (sched_getaffinity(0, sizeof(have), &have) != 0)
+        return TEST_FAILED;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &have))
+            last = c;
+    snprintf(cpu, sizeof(cpu), "%d", last);
+    dir = test_tmpdir();
+    /* Through the manager's launch and fabric.conf's own. */
+    for (int m = 0; m < 2 && ret == TEST_PASSED; m++) {
+        int n;
+        rc = run_cmd(&out, 30,
+                     "'%s/incoll' fabric up --hosts 4 --radix 2 --dir '%s' "
+                     "--an-cpus %s %s",
+                     test_bindir(), dir, cpu, modes[m]);
+        n = rc == 0 ? ans_on_cpus(dir, cpu) : -1;
+        if (rc != 0 || n != 3 || strstr(out, "ANs run on CPUs") == NULL) {
+            fprintf(stderr,
+                    "    fabric up %s --an-cpus %s: exit %d, %d ANs on it:\n%s",
+                    modes[m], cpu, rc, n, out);
+            ret = TEST_FAILED;
+        }
+        free(out);
+        out = NULL;
+        test_fabric_down(dir);
+    }
+    /* A bad list is refused before anything starts, saying why. */
+    {
+        const char *bad[][2] = {{"1-x", "bad CPU list '1-x'"},
+                                {"1023", "CPU 1023 is not one"},
+                                {"", "bad CPU list ''"}};
+        for (size_t i = 0; i < 3 && ret == TEST_PASSED; i++) {
+            rc = run_cmd(&out, 10,
+                         "'%s/incoll' fabric up --hosts 4 --radix 2 --dir "
+                         "'%s' --an-cpus '%s'",
+                         test_bindir(), dir, bad[i][0]);
+            if (rc != 2 || strstr(out, bad[i][1]) == NULL) {
+                fprintf(stderr,
+                        "    --an-cpus '%s': want exit 2 and '%s', "
+                        "got %d:\n%s",
+                        bad[i][0], bad[i][1], rc, out);
+                ret = TEST_FAILED;
+            }
+            free(out);
+            out = NULL;
+        }
+    }
     return ret;
 }

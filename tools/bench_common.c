@@ -6,6 +6,7 @@
 
 #include "common/clock.h"
 #include "common/fabric_conf.h"
+#include "fabric/daemon.h"
 #include "fabric/emu.h"
 #include "fabric/fabric.h"
 #include "common/log.h"
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <sched.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -90,6 +92,8 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
     memset(f, 0, sizeof(*f));
     f->who = o->who;
     f->keep = o->keep;
+    f->an_cpus = o->an_cpus;
+    f->host_cpus = o->host_cpus;
     n = readlink("/proc/self/exe", f->self, sizeof(f->self) - 1);
     if (n < 0) {
         fprintf(stderr, "incoll %s: cannot find my own executable: %s\n",
@@ -146,6 +150,7 @@ int bench_fabric_open(bench_fabric_t *f, const bench_fabric_opts_t *o)
         if (emulate && o->link_rate)
             spec.emu.link_rate = o->link_rate;
         spec.quiet = 1;
+        spec.an_cpus = o->an_cpus;
         f->own_fabric = 1;
         if (fabric_up(&spec) != 0) {
             fprintf(stderr,
@@ -243,7 +248,23 @@ static pid_t launch_start(bench_fabric_t *f, char **argv)
         return -1;
     }
     if (pid == 0) {
+        cpu_set_t set;
+        char why[512];
         signal(SIGPIPE, SIG_DFL);
+        /* The ranks inherit where their launcher runs (incoll mpirun
+         * starts Open MPI's with --bind-to none). */
+        if (f->host_cpus) {
+            if (fabric_cpus_parse(f->host_cpus, &set, why, sizeof(why)) != 0)
+                ; /* why says it */
+            else if (sched_setaffinity(0, sizeof(set), &set) != 0)
+                snprintf(why, sizeof(why), "%s", log_strerror(errno));
+            else
+                why[0] = 0;
+            if (why[0]) {
+                fprintf(stderr, "incoll %s: --host-cpus: %s\n", f->who, why);
+                _exit(127);
+            }
+        }
         execv(argv[0], argv);
         fprintf(stderr, "incoll %s: cannot run %s: %s\n", f->who, argv[0],
                 log_strerror(errno));
@@ -508,12 +529,15 @@ int bench_fabric_start(bench_fabric_t *f, const bench_opts_t *o,
     fo.link_rate = o->link_rate;
     fo.keep = o->keep;
     fo.who = who;
+    fo.an_cpus = o->an_cpus;
+    fo.host_cpus = o->host_cpus;
     return bench_fabric_open(f, &fo);
 }
 
 void bench_fabric_describe(const bench_fabric_t *f, char *buf, size_t len)
 {
     char rate[32];
+    size_t n;
     if (f->emulated)
         snprintf(buf, len,
                  "%d hosts (radix %d, %d level%s), emulated links of "
@@ -525,4 +549,9 @@ void bench_fabric_describe(const bench_fabric_t *f, char *buf, size_t len)
                  "%d hosts (radix %d, %d level%s), loopback fabric "
                  "(no link rate: every rank on 127.0.0.1)",
                  f->hosts, f->radix, f->levels, f->levels == 1 ? "" : "s");
+    n = strlen(buf);
+    if (f->an_cpus || f->host_cpus)
+        snprintf(buf + n, len - n, "; ANs on CPUs %s, ranks on CPUs %s",
+                 f->an_cpus ? f->an_cpus : "any",
+                 f->host_cpus ? f->host_cpus : "any");
 }

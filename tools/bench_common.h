@@ -75,9 +75,11 @@ typedef struct {
     int emulate;            /* --emulate */
     int hosts;
     int radix;
-    uint64_t link_rate; /* --link-rate, 0 = default */
-    int keep;           /* --keep: leave the work directory */
-    const char *who;    /* "bench allreduce", for messages */
+    uint64_t link_rate;    /* --link-rate, 0 = default */
+    int keep;              /* --keep: leave the work directory */
+    const char *who;       /* "bench allreduce", for messages */
+    const char *an_cpus;   /* --an-cpus: the ANs of a fabric brought up */
+    const char *host_cpus; /* --host-cpus: where the ranks run */
 } bench_fabric_opts_t;
 
 typedef struct {
@@ -91,6 +93,8 @@ typedef struct {
     int ppn; /* ranks per host bench_launch starts (0 or 1: one) */
     int keep;
     const char *who;
+    const char *an_cpus;   /* as given, or NULL: any CPU */
+    const char *host_cpus; /* as given, or NULL: any CPU */
 } bench_fabric_t;
 
 /*

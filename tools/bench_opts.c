@@ -3,6 +3,7 @@
  */
 #include "bench_opts.h"
 
+#include "fabric/daemon.h"
 #include "fabric/emu.h"
 
 #include <errno.h>
@@ -374,6 +375,15 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     case BENCH_OPT_FABRIC:
         o->fabric = arg;
         break;
+    case BENCH_OPT_AN_CPUS:
+    case BENCH_OPT_HOST_CPUS: {
+        cpu_set_t set;
+        char why[512];
+        if (fabric_cpus_parse(arg, &set, why, sizeof(why)) != 0)
+            return fail(p, "%s: %s", name, why);
+        *(id == BENCH_OPT_AN_CPUS ? &o->an_cpus : &o->host_cpus) = arg;
+        break;
+    }
     case BENCH_OPT_EMULATE:
         o->emulate = 1;
         break;
@@ -596,6 +606,10 @@ int bench_opts_parse(const bench_cmd_t *cmd, int argc, char **argv,
     if (o->fabric && (o->emulate || o->link_rate))
         return fail(&p, "--fabric uses a fabric as it is: it does not go "
                         "with --emulate or --link-rate");
+    if (o->fabric && o->an_cpus)
+        return fail(&p, "--an-cpus places the ANs of a fabric brought up "
+                        "for the run: it does not go with --fabric "
+                        "(`incoll fabric up --an-cpus` places a fabric's)");
     if (o->link_rate && !o->emulate)
         return fail(&p, "--link-rate needs --emulate (loopback has no link "
                         "rate)");

@@ -65,6 +65,11 @@ typedef enum {
     X(LINK_RATE, "link-rate", 0, BENCH_ARG_RATE, 0, 0, "R",                    \
       "host link rate, e.g. 100mbit (default: 800 Mbit/s shared by the "       \
       "hosts: 100 for 8, 50 for 16)")                                          \
+    X(AN_CPUS, "an-cpus", 0, BENCH_ARG_STR, 0, 0, "LIST",                      \
+      "run the fabric's AN daemons only on these CPUs (1, 0-3, 0,2: as "       \
+      "taskset -c), as ANs with servers of their own (default: any)")          \
+    X(HOST_CPUS, "host-cpus", 0, BENCH_ARG_STR, 0, 0, "LIST",                  \
+      "run the ranks only on these CPUs (default: any)")                       \
     X(RADIX, "radix", 0, BENCH_ARG_INT, 2, AGG_RADIX_MAX, "K",                 \
       "switch radix of a fabric brought up")                                   \
     X(SIZES, "sizes", 0, BENCH_ARG_SIZES, 0, 0, "MIN:MAX",                     \
@@ -152,7 +157,7 @@ typedef enum {
 #define BENCH_OPTS_FABRIC                                                      \
     (BENCH_OPT(HOSTS) | BENCH_OPT(FABRIC) | BENCH_OPT(EMULATE) |               \
      BENCH_OPT(RADIX) | BENCH_OPT(KEEP) | BENCH_OPT(TIMEOUT) |                 \
-     BENCH_OPT(HELP))
+     BENCH_OPT(AN_CPUS) | BENCH_OPT(HOST_CPUS) | BENCH_OPT(HELP))
 
 #define BENCH_MAX_ALGOS 16
 #define BENCH_MAX_LOSS 16
@@ -195,6 +200,7 @@ typedef struct {
     const char *gate; /* --jobs: DIR of the barrier every job's ranks meet
                          at before timing (the rank side's) */
     const char *calib, *dtype, *op, *nsrc, *impl;
+    const char *an_cpus, *host_cpus; /* CPU lists, checked */
     uint64_t given; /* BENCH_OPT() mask of the options on the line */
 } bench_opts_t;
 

@@ -51,6 +51,7 @@ static void usage(FILE *out)
         "                        --topology FILE)\n"
         "                        [--slots S] [--payload BYTES] [--wait SEC]\n"
         "                        [--no-host-ports] [--no-mgr] [--keep]\n"
+        "                        [--an-cpus LIST]\n"
         "                        [--emulate [--link-rate R] [--uplink-rate R]\n"
         "                                   [--mtu BYTES]]\n"
         "       incoll fabric down --dir DIR\n"
@@ -82,6 +83,10 @@ static void usage(FILE *out)
         "      namespace. --keep leaves a keeper behind (DIR/keep.pid,\n"
         "      keep.log) that starts the manager again whenever it dies, as\n"
         "      `fabric restart` does, until `fabric down`.\n"
+        "      --an-cpus LIST runs every AN daemon only on those CPUs (as\n"
+        "      taskset -c spells them: 1, 0-3, 0,2), as a deployment's ANs\n"
+        "      have servers of their own beside their switches; default:\n"
+        "      any CPU.\n"
         "      Refuses if DIR holds a running fabric; a stale\n"
         "      one is cleaned up.\n"
         "down  stops every daemon of DIR, the manager included (SIGTERM,\n"
@@ -109,7 +114,8 @@ static int cli_up(int argc, char **argv)
         OPT_TOPOLOGY,
         OPT_LEVELS,
         OPT_NO_MGR,
-        OPT_KEEP
+        OPT_KEEP,
+        OPT_AN_CPUS
     };
     static const struct option longopts[] = {
         {"hosts", required_argument, NULL, 'n'},
@@ -127,10 +133,11 @@ static int cli_up(int argc, char **argv)
         {"levels", required_argument, NULL, OPT_LEVELS},
         {"no-mgr", no_argument, NULL, OPT_NO_MGR},
         {"keep", no_argument, NULL, OPT_KEEP},
+        {"an-cpus", required_argument, NULL, OPT_AN_CPUS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *dir_arg = NULL, *topo_arg = NULL;
+    const char *dir_arg = NULL, *topo_arg = NULL, *an_cpus = NULL;
     char err[256];
     int hosts = 0, radix = 0, slots = 0, payload = 0, wait_s = 5, opt;
     int host_ports = 1, emulate = 0, levels = 0, no_mgr = 0, keep = 0;
@@ -181,6 +188,9 @@ static int cli_up(int argc, char **argv)
         case OPT_KEEP:
             keep = 1;
             break;
+        case OPT_AN_CPUS:
+            an_cpus = optarg;
+            break;
         case OPT_LINK_RATE:
         case OPT_UPLINK_RATE:
             if (emu_parse_rate(optarg, opt == OPT_LINK_RATE
@@ -224,6 +234,7 @@ static int cli_up(int argc, char **argv)
     spec.keep = keep;
     spec.emulate = emulate;
     spec.emu = ep;
+    spec.an_cpus = an_cpus;
     if (fabric_spec_check(&spec, err, sizeof(err)) != 0) {
         fprintf(stderr, "incoll fabric up: %s\n", err);
         if (strncmp(err, "need ", 5) == 0)

@@ -168,7 +168,9 @@ struct host_engine {
     uint64_t next_send; /* index of the next segment to send */
     uint64_t low;       /* index of the lowest segment without result */
     uint64_t ndone;
-    uint64_t ndata; /* segments whose data is in recvbuf (recv_data) */
+    uint64_t ndata;  /* segments whose data is in recvbuf (recv_data) */
+    uint8_t *mirror; /* host_engine_set_mirror, or NULL */
+    size_t mirrored; /* elements written into mirror by this operation */
     uint64_t last_progress_ns;
     incoll_status_t status;
     int failed; /* members out of step: no further operations */
@@ -529,6 +531,7 @@ static void finish(host_engine_t *eng, incoll_status_t status)
     }
     eng->sendbuf = NULL;
     eng->recvbuf = NULL;
+    eng->mirror = NULL;
     eng->hedge_due = UINT64_MAX;
 }
 
@@ -697,6 +700,9 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
         eng->seg_elems = (eng->p.max_payload - WIRE_PIECE_LEN) / eng->dsize;
     eng->sendbuf = sendbuf;
     eng->recvbuf = recvbuf;
+    eng->mirrored = 0;
+    if (kind != WIRE_COLL_ALLREDUCE)
+        eng->mirror = NULL;
     eng->count = count;
     eng->dtype = dtype;
     eng->op = op;
@@ -1413,6 +1419,16 @@ void host_engine_set_root(host_engine_t *eng, uint32_t root)
     eng->next_root = root;
 }
 
+void host_engine_set_mirror(host_engine_t *eng, void *mirror)
+{
+    eng->mirror = mirror;
+}
+
+size_t host_engine_mirrored(const host_engine_t *eng)
+{
+    return eng->mirrored;
+}
+
 unsigned host_engine_mismatch(const host_engine_t *eng)
 {
     return eng->mismatch;
@@ -1537,6 +1553,11 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     } else if (want && !s->ahead) {
         memcpy(eng->recvbuf + off * eng->dsize,
                (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
+        if (eng->mirror) {
+            memcpy(eng->mirror + off * eng->dsize,
+                   (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
+            eng->mirrored += n;
+        }
         eng->ndata++;
     }
     s->state = SEG_DONE;

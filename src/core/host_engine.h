@@ -349,6 +349,20 @@ void host_engine_abandon(host_engine_t *eng, incoll_status_t status);
  * 0 for an operation started without it. */
 void host_engine_set_root(host_engine_t *eng, uint32_t root);
 
+/*
+ * The next allreduce started also writes its result, segment by segment
+ * as each arrives, into mirror (count elements, not overlapping the
+ * operation's buffers): a second copy made from the packet while it is in
+ * the cache, for a caller that keeps one copy of the result and hands the
+ * other back (a communicator's kept result and the caller's recvbuf),
+ * instead of copying the whole result once more at the end. NULL stops
+ * it; the operation's end stops it too. host_engine_mirrored() is the
+ * number of elements the last operation started wrote into mirror: all of
+ * them (count) when the copy is whole.
+ */
+void host_engine_set_mirror(host_engine_t *eng, void *mirror);
+size_t host_engine_mirrored(const host_engine_t *eng);
+
 /* Why the last operation failed with INCOLL_ERR_MISMATCH (an AN saw the
  * members' calls differ: wire_mismatch_t), else WIRE_MISMATCH_NONE. */
 unsigned host_engine_mismatch(const host_engine_t *eng);

@@ -62,6 +62,12 @@ void fabric_detach(const char *log_path, int append)
 pid_t fabric_spawn(const char *netns, char *const argv[], const char *log_path,
                    int append)
 {
+    return fabric_spawn_on(netns, NULL, argv, log_path, append);
+}
+
+pid_t fabric_spawn_on(const char *netns, const cpu_set_t *cpus,
+                      char *const argv[], const char *log_path, int append)
+{
     pid_t pid;
 
     fflush(NULL);
@@ -69,6 +75,12 @@ pid_t fabric_spawn(const char *netns, char *const argv[], const char *log_path,
     if (pid != 0)
         return pid;
     fabric_detach(log_path, append);
+    if (cpus && sched_setaffinity(0, sizeof(*cpus), cpus) != 0) {
+        char list[256];
+        fprintf(stderr, "incoll fabric: cannot run on CPUs %s: %s\n",
+                fabric_cpus_str(cpus, list, sizeof(list)), strerror(errno));
+        _exit(127);
+    }
     if (netns && netns[0] && emu_netns_enter(netns) != 0) {
         fprintf(stderr,
                 "incoll fabric: cannot enter network namespace %s: %s\n", netns,
@@ -79,6 +91,69 @@ pid_t fabric_spawn(const char *netns, char *const argv[], const char *log_path,
     fprintf(stderr, "incoll fabric: cannot run %s: %s\n", argv[0],
             strerror(errno));
     _exit(127);
+}
+
+const char *fabric_cpus_str(const cpu_set_t *set, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    buf[0] = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < len; c++) {
+        int e = c;
+        if (!CPU_ISSET(c, set))
+            continue;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, set))
+            e++;
+        n += (size_t)(e > c ? snprintf(buf + n, len - n, "%s%d-%d",
+                                       n ? "," : "", c, e)
+                            : snprintf(buf + n, len - n, "%s%d", n ? "," : "",
+                                       c));
+        c = e;
+    }
+    return buf;
+}
+
+int fabric_cpus_parse(const char *text, cpu_set_t *set, char *err, size_t len)
+{
+    cpu_set_t have;
+    char list[256];
+    const char *p = text;
+
+    CPU_ZERO(set);
+    if (sched_getaffinity(0, sizeof(have), &have) != 0)
+        CPU_ZERO(&have);
+    for (;;) {
+        char *end;
+        long lo, hi;
+        errno = 0;
+        lo = strtol(p, &end, 10);
+        hi = lo;
+        if (end != p && *end == '-') {
+            p = end + 1;
+            hi = strtol(p, &end, 10);
+        }
+        if (errno || end == p || !(*p >= '0' && *p <= '9') || lo < 0 ||
+            hi < lo || hi >= CPU_SETSIZE || (*end != ',' && *end != 0)) {
+            snprintf(err, len,
+                     "bad CPU list '%s' (want CPUs as taskset -c takes "
+                     "them: 1, 0-3, 0,2-3)",
+                     text);
+            return -1;
+        }
+        for (long c = lo; c <= hi; c++) {
+            if (!CPU_ISSET((int)c, &have)) {
+                snprintf(err, len,
+                         "CPU list '%s': CPU %ld is not one this process may "
+                         "run on (%s)",
+                         text, c, fabric_cpus_str(&have, list, sizeof(list)));
+                return -1;
+            }
+            CPU_SET((int)c, set);
+        }
+        if (*end == 0)
+            return 0;
+        p = end + 1;
+    }
 }
 
 int fabric_write_file(const char *path, const char *text, mode_t mode)

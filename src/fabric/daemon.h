@@ -9,6 +9,7 @@
 #ifndef INCOLL_FABRIC_DAEMON_H
 #define INCOLL_FABRIC_DAEMON_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,6 +34,20 @@ void fabric_detach(const char *log_path, int append);
  */
 pid_t fabric_spawn(const char *netns, char *const argv[], const char *log_path,
                    int append);
+/* fabric_spawn, and the child runs only on the CPUs in cpus (unless NULL),
+ * set before it execs, so every thread it makes inherits them. */
+pid_t fabric_spawn_on(const char *netns, const cpu_set_t *cpus,
+                      char *const argv[], const char *log_path, int append);
+
+/*
+ * Parses a CPU list as taskset -c and /proc's Cpus_allowed_list spell it
+ * ("1", "0-3", "0,2-3") into set. Every CPU must be one this process may
+ * run on. 0, or -1 with the cause in err (naming the list and the CPUs
+ * there are).
+ */
+int fabric_cpus_parse(const char *text, cpu_set_t *set, char *err, size_t len);
+/* set as a CPU list ("0-1,3"); "" when empty. */
+const char *fabric_cpus_str(const cpu_set_t *set, char *buf, size_t len);
 
 /* Writes text to path atomically (a temporary file, then rename), with
  * mode. 0, or -1 with errno. */

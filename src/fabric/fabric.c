@@ -577,6 +577,14 @@ int fabric_spec_check(const fabric_spec_t *s, char *err, size_t errlen)
                  "with --no-mgr) and do not go with --emulate");
         return -1;
     }
+    if (s->an_cpus) {
+        cpu_set_t set;
+        char why[512];
+        if (fabric_cpus_parse(s->an_cpus, &set, why, sizeof(why)) != 0) {
+            snprintf(err, errlen, "--an-cpus: %s", why);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -596,8 +604,9 @@ struct fabric {
     topo_t topo;
     int *fds; /* ports reserved until the daemons start */
     int nfds;
-    pid_t *pids;    /* per AN of conf */
-    char **replies; /* per AN of conf: its stats reply, once answered */
+    pid_t *pids;       /* per AN of conf */
+    char **replies;    /* per AN of conf: its stats reply, once answered */
+    cpu_set_t an_cpus; /* spec.an_cpus parsed */
 };
 
 void fabric_free(fabric_t *f)
@@ -815,6 +824,8 @@ int fabric_plan(const fabric_spec_t *spec, fabric_t **fab_p)
         fprintf(stderr, "incoll fabric up: %s\n", err);
         goto err;
     }
+    if (spec->an_cpus)
+        fabric_cpus_parse(spec->an_cpus, &f->an_cpus, err, sizeof(err));
     if (plan_dir(f) != 0)
         goto err;
     snprintf(f->conf_path, sizeof(f->conf_path), "%s/%s", f->dir,
@@ -864,6 +875,7 @@ int fabric_start(fabric_t *f)
         mp.wait_s = s->wait_s;
         mp.quiet = s->quiet || !f->shaped;
         mp.conf = f->have_conf ? f->conf_path : NULL;
+        mp.an_cpus = s->an_cpus ? &f->an_cpus : NULL;
         /* The manager's groups get fabric.conf's slots when asked for. */
         if (s->slots) {
             snprintf(text, sizeof(text), "%d", s->slots);
@@ -897,7 +909,9 @@ int fabric_start(fabric_t *f)
         char *const argv[] = {f->agg_bin, "--conf",          f->conf_path,
                               "--name",   conf->ans[i].name, "--foreground",
                               NULL};
-        f->pids[i] = fabric_spawn(conf->ans[i].netns, argv, log_path, 0);
+        f->pids[i] = fabric_spawn_on(conf->ans[i].netns,
+                                     f->spec.an_cpus ? &f->an_cpus : NULL, argv,
+                                     log_path, 0);
         if (f->pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot fork: %s\n",
                     strerror(errno));
@@ -991,6 +1005,11 @@ void fabric_describe(const fabric_t *f, FILE *out)
                 "links %s, uplinks %s, mtu %d%s\n",
                 rate, uprate, s->emu.mtu,
                 s->managed ? "" : "; no manager (fabric.conf only)");
+    }
+    if (s->an_cpus) {
+        char list[256];
+        fprintf(out, "  ANs run on CPUs %s (--an-cpus)\n",
+                fabric_cpus_str(&f->an_cpus, list, sizeof(list)));
     }
 }
 

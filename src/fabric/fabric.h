@@ -53,6 +53,9 @@ typedef struct {
     int emulate;          /* network namespaces (tree shapes only) */
     emu_params_t emu;     /* their links */
     int quiet;            /* nothing on stdout */
+    const char *an_cpus;  /* a CPU list the AN daemons run on (as a
+                             deployment's ANs have their own servers);
+                             NULL: anywhere */
 } fabric_spec_t;
 
 /* A tree of one host, radix 2, managed, host ports, 5 s, not emulated. */

@@ -23,10 +23,10 @@
 #include <unistd.h>
 
 /* Starts a daemon (fabric_spawn) and writes its pid to pid_path. */
-static pid_t spawn(char **argv, const char *netns, const char *log_path,
-                   const char *pid_path, int append)
+static pid_t spawn(char **argv, const char *netns, const cpu_set_t *cpus,
+                   const char *log_path, const char *pid_path, int append)
 {
-    pid_t pid = fabric_spawn(netns, argv, log_path, append);
+    pid_t pid = fabric_spawn_on(netns, cpus, argv, log_path, append);
     if (pid < 0)
         return -1;
     if (fabric_pidfile_write(pid_path, pid) != 0) {
@@ -229,7 +229,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--topology",  topo_path, "--listen",
                         listen, "--port-file", port_path, "--secret",
                         secret, NULL};
-        mgr_pid = spawn(argv, "", log_path, pid_path, 0);
+        mgr_pid = spawn(argv, "", NULL, log_path, pid_path, 0);
     }
     if (mgr_pid < 0) {
         fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
@@ -272,7 +272,7 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
                  topo.sw[i].name);
         snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
                  topo.sw[i].name);
-        pids[i] = spawn(argv, netns, log_path, pid_path, 0);
+        pids[i] = spawn(argv, netns, p->an_cpus, log_path, pid_path, 0);
         if (pids[i] < 0) {
             fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
                     strerror(errno));
@@ -492,7 +492,7 @@ int mgr_fabric_restart(const mgr_fabric_params_t *p)
         char *argv[] = {bin,    "--topology",  topo_path, "--listen",
                         addr,   "--port-file", port_path, "--secret",
                         secret, NULL};
-        pid = spawn(argv, "", log_path, pid_path, 1);
+        pid = spawn(argv, "", NULL, log_path, pid_path, 1);
     }
     if (pid < 0) {
         fprintf(stderr, "incoll fabric restart: cannot start %s: %s\n", bin,

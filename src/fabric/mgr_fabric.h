@@ -23,6 +23,7 @@
 #ifndef INCOLL_FABRIC_MGR_FABRIC_H
 #define INCOLL_FABRIC_MGR_FABRIC_H
 
+#include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,14 +34,15 @@ typedef struct {
     const char *topology; /* a topology file, or NULL to generate: */
     int radix;            /* k-ary fat-tree, 2 or 3 levels */
     int levels;
-    int hosts;          /* 0: every host port */
-    int wait_s;         /* for every AN to register */
-    int quiet;          /* no summary on stdout */
-    const char *conf;   /* a fabric.conf, or NULL: the ANs it names
-                           load it (their address and its world group
-                           come from it), the others bind the topology's
-                           address or any port */
-    const char *listen; /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
+    int hosts;                /* 0: every host port */
+    int wait_s;               /* for every AN to register */
+    int quiet;                /* no summary on stdout */
+    const char *conf;         /* a fabric.conf, or NULL: the ANs it names
+                                 load it (their address and its world group
+                                 come from it), the others bind the topology's
+                                 address or any port */
+    const char *listen;       /* the manager's IP:PORT; NULL: 127.0.0.1:0 */
+    const cpu_set_t *an_cpus; /* the ANs run on these CPUs; NULL: any */
 } mgr_fabric_params_t;
 
 /*

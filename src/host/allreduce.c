@@ -47,10 +47,11 @@ INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
                                  count, dtype, op);
 }
 
-/* One in-network allreduce on comm's current group. */
-static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
-                               void *recvbuf, size_t count,
-                               incoll_dtype_t dtype, incoll_op_t op)
+/* One in-network allreduce on comm's current group; its result also goes
+ * into mirror unless that is NULL (host_engine_set_mirror). */
+static incoll_status_t inc_run_to(incoll_comm_h comm, const void *sendbuf,
+                                  void *recvbuf, void *mirror, size_t count,
+                                  incoll_dtype_t dtype, incoll_op_t op)
 {
     incoll_status_t status;
     host_comm_finish_op(comm);
@@ -60,6 +61,9 @@ static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
     if (status != INCOLL_OK)
         return status;
     host_engine_set_root(comm->eng, comm->call_tag);
+    /* Only now: an operation finished above (a nonblocking one) must not
+     * write into it. */
+    host_engine_set_mirror(comm->eng, mirror);
     status = host_engine_start(comm->eng, sendbuf, recvbuf, count, dtype, op,
                                host_now_ns());
     if (status == INCOLL_INPROGRESS)
@@ -67,6 +71,13 @@ static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
     if (status == INCOLL_OK)
         host_stream_end(comm);
     return status;
+}
+
+static incoll_status_t inc_run(incoll_comm_h comm, const void *sendbuf,
+                               void *recvbuf, size_t count,
+                               incoll_dtype_t dtype, incoll_op_t op)
+{
+    return inc_run_to(comm, sendbuf, recvbuf, NULL, count, dtype, op);
 }
 
 /* The host-based algorithm for this size (algo_pick); sendbuf may equal
@@ -81,21 +92,30 @@ static incoll_status_t host_run(incoll_comm_h comm, const void *sendbuf,
 }
 
 /* One in-network allreduce whose result goes through the communicator's
- * result buffer (recoverable comms): recvbuf is written only on success,
- * so sendbuf may be recvbuf. */
+ * result buffer (recoverable comms). In place, recvbuf is written only on
+ * success (it is sendbuf, which a resend may still need); otherwise the
+ * engine writes each result segment into recvbuf too as it arrives
+ * (host_engine_set_mirror), so no copy of the whole result is left for
+ * the end (recvbuf's contents are unspecified on failure). */
 static incoll_status_t inc_run_kept(incoll_comm_h comm, const void *sendbuf,
                                     void *recvbuf, size_t count,
                                     incoll_dtype_t dtype, incoll_op_t op)
 {
     size_t bytes = count * incoll_dtype_size(dtype);
     void *res = host_comm_result_buf(comm, bytes);
+    int mirror = sendbuf != recvbuf && comm->eng != NULL;
     incoll_status_t status;
 
     if (res == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    status = inc_run(comm, sendbuf, res, count, dtype, op);
+    status = inc_run_to(comm, sendbuf, res, mirror ? recvbuf : NULL, count,
+                        dtype, op);
+    if (comm->eng != NULL)
+        host_engine_set_mirror(comm->eng, NULL);
     if (status == INCOLL_OK) {
-        memcpy(recvbuf, res, bytes);
+        if (!mirror || comm->eng == NULL ||
+            host_engine_mirrored(comm->eng) != count)
+            memcpy(recvbuf, res, bytes);
         host_comm_result_done(comm, count, dtype, op);
     }
     return status;
