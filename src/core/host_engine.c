@@ -1515,7 +1515,10 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         span_n = hi - lo;
         want = span_n > 0;
     }
-    if ((!(h.flags & WIRE_F_NODATA)) != want) {
+    /* A broadcast's root takes its leaf's multicast copy, which carries
+     * the data for the others, as its result (it copies nothing). */
+    if ((!(h.flags & WIRE_F_NODATA)) != want &&
+        !(eng->kind == WIRE_COLL_BCAST && !want && (h.flags & WIRE_F_MCAST))) {
         eng->ctr.dropped++;
         incoll_debug("host: group %u slot %u: result %s data", eng->p.group,
                      h.slot, want ? "without" : "with");
