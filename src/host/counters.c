@@ -197,7 +197,10 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         want += (only == NULL || c == only) && pending(c);
     if (only && want == 0 && pending(only))
         want = 1; /* not linked (yet or any more) */
-    if (mgr != NULL)
+    /* The process's counters too: periodically, at the end, and when a
+     * communicator that held a group goes (it tells the manager then
+     * anyway), not at every free of a software-only one. */
+    if (mgr != NULL && (only == NULL || only->eng != NULL))
         proc_flush(ctx, mgr);
     if (mgr == NULL || want == 0) {
         if (mgr != NULL && only == NULL)
