@@ -385,21 +385,24 @@ static int mc_bcast_finish(int n, int op)
     return TEST_PASSED;
 }
 
-/* A broadcast's data leaves the AN once, to the address: the members take
- * it there, and the root takes the same copy as its result. */
+/* A broadcast's data leaves the AN once, to the address, and the members
+ * take it there; the root gets its result (no data) by unicast and drops
+ * the multicast copy unread. */
 TEST(mcast_core_bcast_once, TEST_UNIT)
 {
     RUN(mc_setup(0, 8));
     RUN(mc_bcast_start(1, 4, 1));
     RUN(mc_bcast_finish(4, 1));
     CHECK_EQ_INT(net.to_mc, 1);
-    CHECK_EQ_INT(net.to_hosts, 0);
+    CHECK_EQ_INT(net.to_hosts, 1);
     CHECK_EQ_INT(agg_counters(net.agg)->mcast_sent, 1);
-    CHECK_EQ_INT(agg_counters(net.agg)->packets_out, 1);
+    CHECK_EQ_INT(agg_counters(net.agg)->packets_out, 2);
     for (int h = 0; h < MC_HOSTS; h++) {
         const host_engine_counters_t *hc = host_engine_counters(net.eng[h]);
         CHECK_EQ_INT(hc->results, 1);
-        CHECK_EQ_INT(hc->mcast_results, 1);
+        CHECK_EQ_INT(hc->mcast_results, h == 1 ? 0 : 1);
+        CHECK_EQ_INT(hc->mcast_duplicates, h == 1 ? 1 : 0);
+        CHECK_EQ_INT(hc->mcast_repaired, 0);
         CHECK_EQ_INT(hc->dropped, 0);
     }
     mc_teardown();
@@ -407,8 +410,9 @@ TEST(mcast_core_bcast_once, TEST_UNIT)
 }
 
 /* A large broadcast whose multicast copies one member misses (and only
- * those): it gets every segment by unicast repair, once, the others from
- * the address; then the root misses them, and still completes. */
+ * those): it gets every segment by unicast repair, once, the other member
+ * from the address, the root by unicast as always; then the root is the
+ * one that misses them, which costs nothing. */
 TEST(mcast_core_bcast_repair, TEST_UNIT)
 {
     const host_engine_counters_t *hc;
@@ -422,19 +426,24 @@ TEST(mcast_core_bcast_repair, TEST_UNIT)
     CHECK_EQ_INT(hc->results, 4);
     CHECK_EQ_INT(hc->mcast_repaired, 4);
     CHECK_EQ_INT(hc->mcast_results, 0);
-    for (int h = 0; h < 2; h++) {
-        hc = host_engine_counters(net.eng[h]);
-        CHECK_EQ_INT(hc->results, 4);
-        CHECK_EQ_INT(hc->mcast_results, 4);
-        CHECK_EQ_INT(hc->mcast_repaired, 0);
-    }
-    /* The root deaf now: its results (no data) come by repair. */
+    hc = host_engine_counters(net.eng[1]);
+    CHECK_EQ_INT(hc->results, 4);
+    CHECK_EQ_INT(hc->mcast_results, 4);
+    CHECK_EQ_INT(hc->mcast_repaired, 0);
+    hc = host_engine_counters(net.eng[0]); /* the root */
+    CHECK_EQ_INT(hc->results, 4);
+    CHECK_EQ_INT(hc->mcast_results + hc->mcast_repaired, 0);
+    CHECK_EQ_INT(hc->retransmits, 0);
+    /* The root deaf now: nothing changes for it (its results come by
+     * unicast), the others take every segment from the address. */
     net.deaf[2] = 0;
     net.deaf[1] = 1;
     RUN(mc_bcast_start(1, MC_BC_MAX, 2));
     RUN(mc_bcast_finish(MC_BC_MAX, 2));
-    CHECK_EQ_INT(host_engine_counters(net.eng[1])->mcast_repaired, 4);
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 4);
+    CHECK_EQ_INT(host_engine_counters(net.eng[1])->retransmits, 0);
     CHECK_EQ_INT(host_engine_counters(net.eng[2])->mcast_results, 4);
+    CHECK_EQ_INT(host_engine_counters(net.eng[0])->mcast_results, 4);
     mc_teardown();
     return TEST_PASSED;
 }
@@ -465,7 +474,7 @@ TEST(mcast_core_bcast_dual, TEST_UNIT)
  * one is taken. */
 TEST(mcast_core_bcast_forged, TEST_UNIT)
 {
-    mc_pkt_t real;
+    mc_pkt_t real, root;
     RUN(mc_setup(0, 8));
     RUN(mc_bcast_start(2, 4, 4));
     {
@@ -477,27 +486,33 @@ TEST(mcast_core_bcast_forged, TEST_UNIT)
         for (int i = 0; i < n; i++)
             agg_on_packet(net.agg, q[i].src, q[i].b, q[i].len);
     }
-    CHECK_EQ_INT(net.n, 1);
-    CHECK(net.q[0].dst == MC_ADDR);
+    /* The multicast copy, and the root's result by unicast. */
+    CHECK_EQ_INT(net.n, 2);
+    CHECK(net.q[0].dst == MC_ADDR && net.q[1].dst == net.ep[2]);
     real = net.q[0];
+    root = net.q[1];
     net.q[0].b[WIRE_HDR_LEN] ^= 1;
     net.q[1] = real;
     net.q[1].src = 77;
     net.n = 2;
     mc_run();
-    for (int h = 0; h < MC_HOSTS; h++) {
+    for (int h = 0; h < 2; h++) {
         const host_engine_counters_t *hc = host_engine_counters(net.eng[h]);
         CHECK_EQ_INT(hc->bad_mac, 1);
         CHECK_EQ_INT(hc->dropped, 2);
         CHECK_EQ_INT(hc->results, 0);
         CHECK_EQ_INT(host_engine_status(net.eng[h]), INCOLL_INPROGRESS);
-        if (h != 2)
-            CHECK_EQ_INT(mc_bc[h][0], -1);
+        CHECK_EQ_INT(mc_bc[h][0], -1);
     }
+    /* The root (host 2) drops copies with data unread; the foreign one
+     * never passes the sender's check. */
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->dropped, 1);
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->results, 0);
     net.q[0] = real;
-    net.n = 1;
+    net.q[1] = root;
+    net.n = 2;
     RUN(mc_bcast_finish(4, 4));
-    for (int h = 0; h < MC_HOSTS; h++)
+    for (int h = 0; h < 2; h++)
         CHECK_EQ_INT(host_engine_counters(net.eng[h])->mcast_results, 1);
     mc_teardown();
     return TEST_PASSED;

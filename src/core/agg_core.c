@@ -729,9 +729,10 @@ static int mc_listens(const group_t *g, int c)
 /*
  * Whether result copy rc may go to the group's multicast address: every
  * listening child gets the same packet (allreduce, allgather, barrier, a
- * broadcast's data, which its root takes as its result too, or an error),
- * and at least one listens. A one-way broadcast's data goes ahead of the
- * members' calls, by unicast.
+ * broadcast's data, whose root among the children still gets its own
+ * result without data by unicast, or an error), and at least one listens.
+ * A one-way broadcast's data goes ahead of the members' calls, by
+ * unicast.
  */
 static int mc_usable(const group_t *g, const res_copy_t *rc)
 {
@@ -796,7 +797,8 @@ static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
     if (mc)
         send_mcast(agg, g, slot, rc, same ? &rc->st : NULL);
     for (int c = 0; c < g->nchildren; c++)
-        if (!mc || dual || !mc_listens(g, c))
+        if (!mc || dual || !mc_listens(g, c) ||
+            (rc->kind == WIRE_COLL_BCAST && c == rc->rootc))
             send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
     agg->ctr.results_sent++;
 }
