@@ -339,3 +339,181 @@ TEST(mcast_core_fallback, TEST_UNIT)
     mc_teardown();
     return TEST_PASSED;
 }
+
+/* ---- broadcasts ---- */
+
+#define MC_BC_MAX 128 /* int64: 4 segments of the group's 256 bytes */
+static int64_t mc_bc[MC_HOSTS][MC_BC_MAX];
+
+/* Every host starts a broadcast of n int64 from root (the root's element
+ * i is 1000 * op + i, the others' buffers -1). */
+static int mc_bcast_start(int root, int n, int op)
+{
+    for (int h = 0; h < MC_HOSTS; h++) {
+        for (int i = 0; i < n; i++)
+            mc_bc[h][i] = h == root ? 1000 * op + i : -1;
+        host_engine_set_root(net.eng[h], (uint32_t)root);
+        CHECK_EQ_INT(host_engine_start_coll(net.eng[h], WIRE_COLL_BCAST,
+                                            h == root, mc_bc[h], mc_bc[h],
+                                            (size_t)n, INCOLL_INT64,
+                                            INCOLL_OP_SUM, net.now),
+                     INCOLL_INPROGRESS);
+    }
+    return TEST_PASSED;
+}
+
+/* Runs until every engine is done (bounded); every host has the root's
+ * data, each segment taken exactly once. */
+static int mc_bcast_finish(int n, int op)
+{
+    for (int round = 0; round < 400; round++) {
+        int busy = 0;
+        mc_run();
+        for (int h = 0; h < MC_HOSTS; h++)
+            busy |= host_engine_status(net.eng[h]) == INCOLL_INPROGRESS;
+        if (!busy)
+            break;
+        net.now += 5000000;
+        for (int h = 0; h < MC_HOSTS; h++)
+            host_engine_on_time(net.eng[h], net.now);
+    }
+    for (int h = 0; h < MC_HOSTS; h++) {
+        CHECK_EQ_INT(host_engine_status(net.eng[h]), INCOLL_OK);
+        for (int i = 0; i < n; i++)
+            CHECK_EQ_INT(mc_bc[h][i], 1000 * op + i);
+    }
+    return TEST_PASSED;
+}
+
+/* A broadcast's data leaves the AN once, to the address, and the members
+ * take it there; the root gets its result (no data) by unicast and drops
+ * the multicast copy unread. */
+TEST(mcast_core_bcast_once, TEST_UNIT)
+{
+    RUN(mc_setup(0, 8));
+    RUN(mc_bcast_start(1, 4, 1));
+    RUN(mc_bcast_finish(4, 1));
+    CHECK_EQ_INT(net.to_mc, 1);
+    CHECK_EQ_INT(net.to_hosts, 1);
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_sent, 1);
+    CHECK_EQ_INT(agg_counters(net.agg)->packets_out, 2);
+    for (int h = 0; h < MC_HOSTS; h++) {
+        const host_engine_counters_t *hc = host_engine_counters(net.eng[h]);
+        CHECK_EQ_INT(hc->results, 1);
+        CHECK_EQ_INT(hc->mcast_results, h == 1 ? 0 : 1);
+        CHECK_EQ_INT(hc->mcast_duplicates, h == 1 ? 1 : 0);
+        CHECK_EQ_INT(hc->mcast_repaired, 0);
+        CHECK_EQ_INT(hc->dropped, 0);
+    }
+    mc_teardown();
+    return TEST_PASSED;
+}
+
+/* A large broadcast whose multicast copies one member misses (and only
+ * those): it gets every segment by unicast repair, once, the other member
+ * from the address, the root by unicast as always; then the root is the
+ * one that misses them, which costs nothing. */
+TEST(mcast_core_bcast_repair, TEST_UNIT)
+{
+    const host_engine_counters_t *hc;
+    RUN(mc_setup(0, 8));
+    net.deaf[2] = 1;
+    RUN(mc_bcast_start(0, MC_BC_MAX, 1));
+    RUN(mc_bcast_finish(MC_BC_MAX, 1));
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_sent, 4);
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 4);
+    hc = host_engine_counters(net.eng[2]);
+    CHECK_EQ_INT(hc->results, 4);
+    CHECK_EQ_INT(hc->mcast_repaired, 4);
+    CHECK_EQ_INT(hc->mcast_results, 0);
+    hc = host_engine_counters(net.eng[1]);
+    CHECK_EQ_INT(hc->results, 4);
+    CHECK_EQ_INT(hc->mcast_results, 4);
+    CHECK_EQ_INT(hc->mcast_repaired, 0);
+    hc = host_engine_counters(net.eng[0]); /* the root */
+    CHECK_EQ_INT(hc->results, 4);
+    CHECK_EQ_INT(hc->mcast_results + hc->mcast_repaired, 0);
+    CHECK_EQ_INT(hc->retransmits, 0);
+    /* The root deaf now: nothing changes for it (its results come by
+     * unicast), the others take every segment from the address. */
+    net.deaf[2] = 0;
+    net.deaf[1] = 1;
+    RUN(mc_bcast_start(1, MC_BC_MAX, 2));
+    RUN(mc_bcast_finish(MC_BC_MAX, 2));
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 4);
+    CHECK_EQ_INT(host_engine_counters(net.eng[1])->retransmits, 0);
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->mcast_results, 4);
+    CHECK_EQ_INT(host_engine_counters(net.eng[0])->mcast_results, 4);
+    mc_teardown();
+    return TEST_PASSED;
+}
+
+/* The dual send of a small broadcast: the address and every child by
+ * unicast (the root's copy without data); the second copy of each is a
+ * duplicate. */
+TEST(mcast_core_bcast_dual, TEST_UNIT)
+{
+    uint64_t dups = 0;
+    RUN(mc_setup(64, 8));
+    RUN(mc_bcast_start(0, 4, 3));
+    RUN(mc_bcast_finish(4, 3));
+    CHECK_EQ_INT(net.to_mc, 1);
+    CHECK_EQ_INT(net.to_hosts, MC_HOSTS);
+    for (int h = 0; h < MC_HOSTS; h++) {
+        const host_engine_counters_t *hc = host_engine_counters(net.eng[h]);
+        CHECK_EQ_INT(hc->results, 1);
+        dups += hc->duplicate_results;
+    }
+    CHECK_EQ_INT(dups, MC_HOSTS);
+    mc_teardown();
+    return TEST_PASSED;
+}
+
+/* A forged multicast broadcast (its data changed) and one from outside
+ * the group are dropped and counted, no member takes their data; the real
+ * one is taken. */
+TEST(mcast_core_bcast_forged, TEST_UNIT)
+{
+    mc_pkt_t real, root;
+    RUN(mc_setup(0, 8));
+    RUN(mc_bcast_start(2, 4, 4));
+    {
+        int n = net.n;
+        mc_pkt_t q[MC_HOSTS];
+        CHECK_EQ_INT(n, MC_HOSTS);
+        memcpy(q, net.q, sizeof(q));
+        net.n = 0;
+        for (int i = 0; i < n; i++)
+            agg_on_packet(net.agg, q[i].src, q[i].b, q[i].len);
+    }
+    /* The multicast copy, and the root's result by unicast. */
+    CHECK_EQ_INT(net.n, 2);
+    CHECK(net.q[0].dst == MC_ADDR && net.q[1].dst == net.ep[2]);
+    real = net.q[0];
+    root = net.q[1];
+    net.q[0].b[WIRE_HDR_LEN] ^= 1;
+    net.q[1] = real;
+    net.q[1].src = 77;
+    net.n = 2;
+    mc_run();
+    for (int h = 0; h < 2; h++) {
+        const host_engine_counters_t *hc = host_engine_counters(net.eng[h]);
+        CHECK_EQ_INT(hc->bad_mac, 1);
+        CHECK_EQ_INT(hc->dropped, 2);
+        CHECK_EQ_INT(hc->results, 0);
+        CHECK_EQ_INT(host_engine_status(net.eng[h]), INCOLL_INPROGRESS);
+        CHECK_EQ_INT(mc_bc[h][0], -1);
+    }
+    /* The root (host 2) drops copies with data unread; the foreign one
+     * never passes the sender's check. */
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->dropped, 1);
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->results, 0);
+    net.q[0] = real;
+    net.q[1] = root;
+    net.n = 2;
+    RUN(mc_bcast_finish(4, 4));
+    for (int h = 0; h < 2; h++)
+        CHECK_EQ_INT(host_engine_counters(net.eng[h])->mcast_results, 1);
+    mc_teardown();
+    return TEST_PASSED;
+}

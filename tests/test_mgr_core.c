@@ -845,3 +845,79 @@ TEST(mgr_core_usage, TEST_UNIT)
 {
     RUN_BODY(usage_body);
 }
+
+/* A process's counters of the result path from host h, all v but ops. */
+static void send_proc(fab_t *f, int h, uint64_t ops, uint64_t v)
+{
+    uint64_t c[MGR_PC_COUNT];
+    mgr_wbuf_t w = {0};
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        c[k] = v;
+    c[MGR_PC_OPS] = ops;
+    mgr_enc_usage_proc(&w, c);
+    mgrnet_host_send_raw(f->net, h, MGR_USAGE_PROC, w.buf, w.len);
+    mgr_wbuf_free(&w);
+}
+
+/*
+ * The processes' counters of the result path: every process's reports add
+ * up per job in `incoll stat` (with the per-operation ratios) and in the
+ * metrics; a report of a version this manager does not read is refused
+ * with an error that names it and changes nothing.
+ */
+static int usage_proc_body(fab_t *f)
+{
+    mgr_core_t *core;
+    char *stat, *om;
+    mgr_wbuf_t w = {0};
+
+    f->net = NULL;
+    if (fab_up(f, NULL, 1) != 0)
+        return TEST_FAILED;
+    core = mgrnet_core(f->net);
+    send_proc(f, f->h[0], 10, 3);
+    send_proc(f, f->h[1], 10, 2);
+    send_proc(f, f->h[1], 20, 5);
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(host(f, 1).errors, 0);
+    stat = mgr_core_stat_text(core, mgrnet_now(f->net));
+    CHECK_MSG(strstr(stat, "host_counters job=job ops=40 rx_datagrams=10 "
+                           "tx_datagrams=10 wakeups=10 mcast_results=10 "
+                           "mcast_duplicates=10 mcast_repaired=10 "
+                           "mcast_fallbacks=10 rx_per_op=0.25 "
+                           "wakeups_per_op=0.25\n"),
+              "%s", stat);
+    free(stat);
+    om = mgr_core_metrics_text(core, mgrnet_now(f->net), 1);
+    CHECK(sample_of(om, "incoll_job_rank_operations_total{job=\"job\"}") == 40);
+    for (int k = 1; k < MGR_PC_COUNT; k++) {
+        char name[160];
+        snprintf(name, sizeof(name), "%s_total{job=\"job\"}", mgr_pc_metric(k));
+        CHECK_MSG(sample_of(om, name) == 10, "%s in\n%s", name, om);
+    }
+    free(om);
+    /* A later version: refused, named, nothing added. */
+    {
+        uint64_t c[MGR_PC_COUNT] = {7};
+        mgr_enc_usage_proc(&w, c);
+        w.buf[0] = MGR_PC_VERSION + 1;
+        mgrnet_host_send_raw(f->net, f->h[2], MGR_USAGE_PROC, w.buf, w.len);
+        mgr_wbuf_free(&w);
+    }
+    mgrnet_run(f->net, 10);
+    CHECK_EQ_INT(host(f, 2).errors, 1);
+    CHECK_EQ_INT(host(f, 2).error_status, INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strstr(host(f, 2).error, "usage_proc") &&
+                  strstr(host(f, 2).error, "version"),
+              "%s", host(f, 2).error);
+    CHECK_EQ_INT(host(f, 2).connected, 1);
+    stat = mgr_core_stat_text(core, mgrnet_now(f->net));
+    CHECK(strstr(stat, "host_counters job=job ops=40 ") != NULL);
+    free(stat);
+    return TEST_PASSED;
+}
+
+TEST(mgr_core_usage_proc, TEST_UNIT)
+{
+    RUN_BODY(usage_proc_body);
+}

@@ -475,6 +475,47 @@ TEST(mgr_proto_secret, TEST_UNIT)
 #endif
 }
 
+/* A process's counters: a round trip, then a later version, another
+ * count, a value too large and trailing bytes refused, each named. */
+TEST(mgr_proto_usage_proc, TEST_UNIT)
+{
+    uint64_t v[MGR_PC_COUNT], got[MGR_PC_COUNT];
+    mgr_wbuf_t w = {0};
+    const char *why = NULL;
+
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        v[k] = 1000 + (uint64_t)k;
+    mgr_enc_usage_proc(&w, v);
+    CHECK_EQ_INT(w.len, 2 + 8 * MGR_PC_COUNT);
+    CHECK(mgr_dec_usage_proc(w.buf, w.len, got, &why) == INCOLL_OK);
+    CHECK(memcmp(got, v, sizeof(v)) == 0);
+    for (size_t n = 0; n < w.len; n++)
+        CHECK(mgr_dec_usage_proc(w.buf, n, got, &why) == INCOLL_ERR_PROTOCOL);
+    w.buf[0] = MGR_PC_VERSION + 1;
+    CHECK(mgr_dec_usage_proc(w.buf, w.len, got, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strstr(why, "version") != NULL, "%s", why);
+    w.buf[0] = MGR_PC_VERSION;
+    w.buf[1] = MGR_PC_COUNT - 1;
+    CHECK(mgr_dec_usage_proc(w.buf, w.len - 8, got, &why) ==
+          INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "counter count") == 0, "%s", why);
+    w.buf[1] = MGR_PC_COUNT;
+    mgr_w_u8(&w, 0);
+    CHECK(mgr_dec_usage_proc(w.buf, w.len, got, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "length") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    v[MGR_PC_RX] = MGR_USAGE_MAX_COUNT + 1;
+    mgr_enc_usage_proc(&w, v);
+    CHECK(mgr_dec_usage_proc(w.buf, w.len, got, &why) == INCOLL_ERR_PROTOCOL);
+    CHECK_MSG(strcmp(why, "counter value") == 0, "%s", why);
+    mgr_wbuf_free(&w);
+    CHECK(strcmp(mgr_msg_name(MGR_USAGE_PROC), "usage_proc") == 0);
+    CHECK(strcmp(mgr_pc_name(MGR_PC_MC_RESULTS), "mcast_results") == 0);
+    CHECK(strcmp(mgr_pc_metric(MGR_PC_OPS), "incoll_job_rank_operations") == 0);
+    CHECK(strcmp(mgr_pc_name(MGR_PC_COUNT), "unknown") == 0);
+    return TEST_PASSED;
+}
+
 /* The usage report: a round trip of two entries, then every field that
  * must be refused, each named. */
 TEST(mgr_proto_usage, TEST_UNIT)

@@ -423,6 +423,32 @@ static int usage_body(void)
                  other[i]);
         CHECK_MSG(metric(om, name) == 0, "%s", name);
     }
+    free(om);
+    /* Every process's own counters of the result path, summed: each of
+     * the 4 ranks counts its 10 calls; each takes every result of the 8
+     * operations in the network (the 7 and one of the library's own)
+     * exactly once, from its leaf's multicast copy or by a unicast repair
+     * when that was late, but a broadcast's root, whose result comes by
+     * unicast (2 of the 32); loopback carries multicast: no fallback. */
+    om = metrics_when(&f, "incoll_job_rank_operations_total{job=\"usejob\"}",
+                      40, 10);
+    CHECK_MSG(om != NULL, "the ranks' own counts never came to 40");
+    {
+        double mres = metric(om, "incoll_job_mcast_results_total{job="
+                                 "\"usejob\"}"),
+               mrep = metric(om, "incoll_job_mcast_repaired_total{job="
+                                 "\"usejob\"}");
+        CHECK_MSG(mres > 0 && mres + mrep == 4 * 8 - 2, "%s", om);
+        CHECK(metric(om, "incoll_job_mcast_fallbacks_total{job=\"usejob\"}") ==
+              0);
+        CHECK(metric(om, "incoll_job_mcast_duplicates_total{job="
+                         "\"usejob\"}") >= 0);
+        CHECK(metric(om, "incoll_job_rank_datagrams_received_total{job="
+                         "\"usejob\"}") >= mres + mrep);
+        CHECK(metric(om, "incoll_job_rank_datagrams_sent_total{job="
+                         "\"usejob\"}") >= 4 * 8);
+        CHECK(metric(om, "incoll_job_rank_wakeups_total{job=\"usejob\"}") > 0);
+    }
     CHECK(metric(om, "incoll_manager_usage_refused_total") == 0);
     CHECK(metric(om, "incoll_manager_usage_reports_total") >= 1);
     pr = get_metrics(&f, 0);
@@ -432,6 +458,8 @@ static int usage_body(void)
     CHECK_MSG(strstr(text, "usage job=usejob network=7 software=3 "
                            "no_manager=0 refused=0 group_failed=0 "
                            "unsupported=0 requested=3\n"),
+              "%s", text);
+    CHECK_MSG(strstr(text, "host_counters job=usejob ops=40 rx_datagrams="),
               "%s", text);
     free(text);
     free(om);

@@ -547,6 +547,61 @@ void mgr_usage_at(const mgr_usage_t *m, uint16_t i, mgr_usage_entry_t *e)
         usage_read(&r, m->nreasons, e);
 }
 
+void mgr_enc_usage_proc(mgr_wbuf_t *w, const uint64_t v[MGR_PC_COUNT])
+{
+    mgr_w_u8(w, MGR_PC_VERSION);
+    mgr_w_u8(w, MGR_PC_COUNT);
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        mgr_w_u64(w, v[k]);
+}
+
+incoll_status_t mgr_dec_usage_proc(const uint8_t *p, size_t n,
+                                   uint64_t v[MGR_PC_COUNT], const char **why_p)
+{
+    mgr_rbuf_t r = {p, n, 0, 0};
+    uint8_t version = mgr_r_u8(&r), count = mgr_r_u8(&r);
+
+    memset(v, 0, MGR_PC_COUNT * sizeof(*v));
+    if (r.err)
+        return bad(why_p, "truncated");
+    if (version != MGR_PC_VERSION)
+        return bad(why_p, "a version this manager does not read (it reads "
+                          "version 1: upgrade the manager)");
+    if (count != MGR_PC_COUNT)
+        return bad(why_p, "counter count");
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        if ((v[k] = mgr_r_u64(&r)) > MGR_USAGE_MAX_COUNT)
+            return bad(why_p, "counter value");
+    if (mgr_r_done(&r))
+        return bad(why_p, "length");
+    return INCOLL_OK;
+}
+
+#define MGR_PC_STR(id, stat, metric, help) stat,
+static const char *const pc_names[MGR_PC_COUNT] = {MGR_PC_LIST(MGR_PC_STR)};
+#undef MGR_PC_STR
+#define MGR_PC_STR(id, stat, metric, help) metric,
+static const char *const pc_metrics[MGR_PC_COUNT] = {MGR_PC_LIST(MGR_PC_STR)};
+#undef MGR_PC_STR
+#define MGR_PC_STR(id, stat, metric, help) help,
+static const char *const pc_helps[MGR_PC_COUNT] = {MGR_PC_LIST(MGR_PC_STR)};
+#undef MGR_PC_STR
+
+const char *mgr_pc_name(int i)
+{
+    return i >= 0 && i < MGR_PC_COUNT ? pc_names[i] : "unknown";
+}
+
+const char *mgr_pc_metric(int i)
+{
+    return i >= 0 && i < MGR_PC_COUNT ? pc_metrics[i] : "unknown";
+}
+
+const char *mgr_pc_help(int i)
+{
+    return i >= 0 && i < MGR_PC_COUNT ? pc_helps[i] : "";
+}
+
 const char *mgr_msg_name(uint16_t type)
 {
     switch (type) {
@@ -590,6 +645,8 @@ const char *mgr_msg_name(uint16_t type)
         return "group_failed";
     case MGR_USAGE:
         return "usage";
+    case MGR_USAGE_PROC:
+        return "usage_proc";
     case MGR_STAT_REQ:
         return "stat_req";
     case MGR_STAT_REP:

@@ -61,7 +61,8 @@ typedef enum {
     MGR_GROUP_INFO = 0x23,
     MGR_GROUP_RELEASE = 0x24,
     MGR_GROUP_FAILED = 0x25,
-    MGR_USAGE = 0x26, /* h -> m: where its collectives ran (mgr_usage_t) */
+    MGR_USAGE = 0x26,      /* h -> m: where its collectives ran (mgr_usage_t) */
+    MGR_USAGE_PROC = 0x27, /* h -> m: its result path's counters (MGR_PC_*) */
     /* tools */
     MGR_STAT_REQ = 0x30, /* u32 flags (MGR_STAT_F_*) */
     MGR_STAT_REP = 0x31,
@@ -303,6 +304,57 @@ incoll_status_t mgr_dec_usage(const uint8_t *p, size_t n, mgr_usage_t *m,
 /* Entry i of a decoded report (validated by the decoder); reasons the
  * sender did not know are 0. */
 void mgr_usage_at(const mgr_usage_t *m, uint16_t i, mgr_usage_entry_t *e);
+
+/*
+ * A process's counters of the result path since its last report
+ * (MGR_USAGE_PROC), sent with its usage by every process of a job and
+ * summed per job by the manager (`incoll stat`'s "counters" line, the
+ * incoll_job_* metrics; docs/manager.md). X(id, stat name, metric name,
+ * help) in the order they are sent.
+ */
+#define MGR_PC_LIST(X)                                                         \
+    X(OPS, "ops", "incoll_job_rank_operations",                                \
+      "Collectives completed on the job's ranks, each rank counting its "      \
+      "own calls.")                                                            \
+    X(RX, "rx_datagrams", "incoll_job_rank_datagrams_received",                \
+      "Datagrams the job's processes received (unicast and multicast).")       \
+    X(TX, "tx_datagrams", "incoll_job_rank_datagrams_sent",                    \
+      "Datagrams the job's processes sent.")                                   \
+    X(WAKEUPS, "wakeups", "incoll_job_rank_wakeups",                           \
+      "Returns from a wait in which a process of the job blocked (poll, the "  \
+      "library lock, node mode's futexes).")                                   \
+    X(MC_RESULTS, "mcast_results", "incoll_job_mcast_results",                 \
+      "Results the job's processes took from a multicast copy.")               \
+    X(MC_DUPS, "mcast_duplicates", "incoll_job_mcast_duplicates",              \
+      "Multicast copies of results the job's processes already had.")          \
+    X(MC_REPAIRED, "mcast_repaired", "incoll_job_mcast_repaired",              \
+      "Results the job's processes took from a unicast copy while listening "  \
+      "to multicast (the multicast copy was lost or late).")                   \
+    X(MC_FALLBACKS, "mcast_fallbacks", "incoll_job_mcast_fallbacks",           \
+      "Communicators of the job whose results went back to unicast because "   \
+      "multicast did not work (join failed, nothing arrived).")
+
+typedef enum {
+#define MGR_PC_ENUM(id, stat, metric, help) MGR_PC_##id,
+    MGR_PC_LIST(MGR_PC_ENUM)
+#undef MGR_PC_ENUM
+        MGR_PC_COUNT
+} mgr_pc_t;
+
+/* The body's version: a manager refuses, with an error naming both, a
+ * version it does not read (never a silent drop of counters). */
+#define MGR_PC_VERSION 1
+
+/* Host -> manager: u8 version, u8 counters (MGR_PC_COUNT), counters x u64
+ * (increments since the last report, at most MGR_USAGE_MAX_COUNT each). */
+void mgr_enc_usage_proc(mgr_wbuf_t *w, const uint64_t v[MGR_PC_COUNT]);
+incoll_status_t mgr_dec_usage_proc(const uint8_t *p, size_t n,
+                                   uint64_t v[MGR_PC_COUNT],
+                                   const char **why_p);
+/* "ops", ...; "unknown" out of range; the metric's name and help. */
+const char *mgr_pc_name(int i);
+const char *mgr_pc_metric(int i);
+const char *mgr_pc_help(int i);
 
 void mgr_enc_caps(mgr_wbuf_t *w, const mgr_caps_t *c);
 void mgr_dec_caps(mgr_rbuf_t *r, mgr_caps_t *c);

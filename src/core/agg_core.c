@@ -728,8 +728,11 @@ static int mc_listens(const group_t *g, int c)
 
 /*
  * Whether result copy rc may go to the group's multicast address: every
- * listening child gets the same packet (allreduce, allgather, barrier,
- * or an error), and at least one listens.
+ * listening child gets the same packet (allreduce, allgather, barrier, a
+ * broadcast's data, whose root among the children still gets its own
+ * result without data by unicast, or an error), and at least one listens.
+ * A one-way broadcast's data goes ahead of the members' calls, by
+ * unicast.
  */
 static int mc_usable(const group_t *g, const res_copy_t *rc)
 {
@@ -737,7 +740,8 @@ static int mc_usable(const group_t *g, const res_copy_t *rc)
     if (g->mcast == INCOLL_EP_NONE)
         return 0;
     if (!rc->err && rc->kind != WIRE_COLL_ALLREDUCE &&
-        rc->kind != WIRE_COLL_ALLGATHER && rc->kind != WIRE_COLL_BARRIER)
+        rc->kind != WIRE_COLL_ALLGATHER && rc->kind != WIRE_COLL_BARRIER &&
+        (rc->kind != WIRE_COLL_BCAST || (rc->flags & WIRE_F_ONEWAY)))
         return 0;
     for (int w = 0; w < g->seen_words; w++)
         any |= g->mc[w] != 0;
@@ -749,7 +753,8 @@ static int mc_usable(const group_t *g, const res_copy_t *rc)
 static void send_mcast(agg_t *agg, group_t *g, uint16_t slot,
                        const res_copy_t *rc, const wire_mac_state_t *st)
 {
-    int data = !rc->err && result_has_data(rc, 0);
+    int data = !rc->err &&
+               (rc->kind == WIRE_COLL_BCAST ? rc->has : result_has_data(rc, 0));
     wire_hdr_t h = {
         .version = WIRE_VERSION,
         .type = WIRE_RESULT,
@@ -792,7 +797,8 @@ static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
     if (mc)
         send_mcast(agg, g, slot, rc, same ? &rc->st : NULL);
     for (int c = 0; c < g->nchildren; c++)
-        if (!mc || dual || !mc_listens(g, c))
+        if (!mc || dual || !mc_listens(g, c) ||
+            (rc->kind == WIRE_COLL_BCAST && c == rc->rootc))
             send_result(agg, g, slot, rc, c, same ? &rc->st : NULL);
     agg->ctr.results_sent++;
 }

@@ -1464,6 +1464,15 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         eng->ctr.dropped++;
         return;
     }
+    if ((h.flags & WIRE_F_MCAST) && !(h.flags & WIRE_F_NODATA) &&
+        eng->kind == WIRE_COLL_BCAST && eng->root) {
+        /* A broadcast's data for the other members: its root gets its
+         * result from the leaf by unicast, and drops this copy unread (no
+         * mac over data it has). */
+        eng->ctr.duplicate_results++;
+        eng->ctr.mcast_duplicates++;
+        return;
+    }
     if (!wire_mac_check(&eng->p.key, buf, len)) {
         /* Forged, or of another group under the same id: never used. */
         eng->ctr.dropped++;
@@ -1563,7 +1572,7 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
     s->state = SEG_DONE;
     if (h.flags & WIRE_F_MCAST)
         eng->ctr.mcast_results++;
-    else if (eng->mc)
+    else if (eng->mc && !(eng->kind == WIRE_COLL_BCAST && eng->root))
         eng->ctr.mcast_repaired++;
     if (s->nres < UINT8_MAX)
         s->nres++;

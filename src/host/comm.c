@@ -1220,6 +1220,7 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm)
     eng = host_engine_create(&p);
     if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
+    host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     return INCOLL_OK;
@@ -1540,6 +1541,7 @@ static void drop_group(incoll_comm_h comm)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     host_stream_report(comm);
     host_mcast_leave(comm);
+    host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1550,6 +1552,7 @@ static void forget_engine(incoll_comm_h comm)
 {
     host_stream_report(comm);
     host_mcast_leave(comm);
+    host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1574,6 +1577,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
     p.mcast = comm->mc_ep != 0;
     host_stream_report(comm);
     eng = host_engine_create(&p);
+    host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     if (eng == NULL) {

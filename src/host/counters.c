@@ -78,20 +78,23 @@ static void count(incoll_comm_h comm, int reason)
     struct host_usage *u = comm->usage;
     uint64_t now, period;
 
-    if (comm->rank != 0 || comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
+    if (comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
         return;
-    if (u == NULL) {
-        if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
-            return;
-        u->period_ns = comm->ctx->cfg.usage_ns;
+    comm->ctx->pc_acc[MGR_PC_OPS]++; /* every rank: its own operations */
+    if (comm->rank == 0) {
+        if (u == NULL) {
+            if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
+                return;
+            u->period_ns = comm->ctx->cfg.usage_ns;
+        }
+        if (reason < 0) {
+            u->ops_net++;
+        } else {
+            u->ops_sw++;
+            u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED]++;
+        }
     }
-    if (reason < 0) {
-        u->ops_net++;
-    } else {
-        u->ops_sw++;
-        u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED]++;
-    }
-    period = u->period_ns;
+    period = comm->ctx->cfg.usage_ns;
     if (period == 0)
         return;
     now = host_now_ns();
@@ -125,6 +128,64 @@ static int pending(const incoll_comm_h c)
     return c->usage && c->usage->ops_net + c->usage->ops_sw > 0;
 }
 
+void host_counters_engine_gone(incoll_comm_h comm)
+{
+    const host_engine_counters_t *k;
+    if (comm->eng == NULL)
+        return;
+    k = host_engine_counters(comm->eng);
+    comm->ctx->pc_acc[MGR_PC_MC_RESULTS] += k->mcast_results;
+    comm->ctx->pc_acc[MGR_PC_MC_DUPS] += k->mcast_duplicates;
+    comm->ctx->pc_acc[MGR_PC_MC_REPAIRED] += k->mcast_repaired;
+}
+
+/* The process's totals now: what was kept, the sockets' and every live
+ * engine's. */
+static void proc_totals(struct incoll_ctx *ctx, uint64_t v[MGR_PC_COUNT])
+{
+    const udp_counters_t *uc = udp_counters(ctx->sock);
+
+    memcpy(v, ctx->pc_acc, sizeof(ctx->pc_acc));
+    v[MGR_PC_RX] += uc->rx_packets;
+    v[MGR_PC_TX] += uc->tx_packets;
+    if (ctx->mc_sock != NULL) {
+        uc = udp_counters(ctx->mc_sock);
+        v[MGR_PC_RX] += uc->rx_packets;
+        v[MGR_PC_TX] += uc->tx_packets;
+    }
+    v[MGR_PC_WAKEUPS] += host_wakeups_all();
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        const host_engine_counters_t *k;
+        if (c->eng == NULL)
+            continue;
+        k = host_engine_counters(c->eng);
+        v[MGR_PC_MC_RESULTS] += k->mcast_results;
+        v[MGR_PC_MC_DUPS] += k->mcast_duplicates;
+        v[MGR_PC_MC_REPAIRED] += k->mcast_repaired;
+    }
+}
+
+/* Reports the process's counters since the last report, when there is
+ * anything new. */
+static void proc_flush(struct incoll_ctx *ctx, struct host_mgr *mgr)
+{
+    uint64_t now[MGR_PC_COUNT], d[MGR_PC_COUNT];
+    int any = 0;
+
+    if (ctx->pc_acc[MGR_PC_OPS] == 0)
+        return; /* no collective of its own: nothing to say per op */
+    proc_totals(ctx, now);
+    for (int k = 0; k < MGR_PC_COUNT; k++) {
+        d[k] = now[k] >= ctx->pc_sent[k] ? now[k] - ctx->pc_sent[k] : 0;
+        if (d[k] > MGR_USAGE_MAX_COUNT)
+            d[k] = MGR_USAGE_MAX_COUNT;
+        any |= d[k] != 0;
+    }
+    if (any && host_mgr_usage_proc(mgr, d) == INCOLL_OK)
+        for (int k = 0; k < MGR_PC_COUNT; k++)
+            ctx->pc_sent[k] += d[k];
+}
+
 void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
 {
     struct host_mgr *mgr = host_ctx_mgr(ctx);
@@ -136,8 +197,16 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         want += (only == NULL || c == only) && pending(c);
     if (only && want == 0 && pending(only))
         want = 1; /* not linked (yet or any more) */
-    if (mgr == NULL || want == 0)
+    /* The process's counters too: periodically, at the end, and when a
+     * communicator that held a group goes (it tells the manager then
+     * anyway), not at every free of a software-only one. */
+    if (mgr != NULL && (only == NULL || only->eng != NULL))
+        proc_flush(ctx, mgr);
+    if (mgr == NULL || want == 0) {
+        if (mgr != NULL && only == NULL)
+            ctx->usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
         return;
+    }
     if (want > MGR_USAGE_MAX_ENTRIES)
         want = MGR_USAGE_MAX_ENTRIES; /* the rest next time */
     if ((e = calloc((size_t)want, sizeof(*e))) == NULL)

@@ -94,4 +94,15 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h comm);
 /* Frees comm's counts (comm goes away). */
 void host_usage_free(incoll_comm_h comm);
 
+/*
+ * The process's counters of the result path (MGR_PC_*: its operations,
+ * datagrams received and sent, wake-ups, multicast results, duplicates,
+ * repairs and fallbacks) go to the manager with the usage, from every
+ * process of a job, as increments since the last report
+ * (MGR_USAGE_PROC); the manager sums them per job. comm's engine is
+ * about to go (freed, rebuilt, failed): what it counted is kept for the
+ * next report.
+ */
+void host_counters_engine_gone(incoll_comm_h comm);
+
 #endif

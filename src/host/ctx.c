@@ -390,6 +390,7 @@ void host_comm_free(incoll_comm_h comm)
     host_comm_p2p_free(comm);
     host_stream_report(comm);
     host_mcast_leave(comm);
+    host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);

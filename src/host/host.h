@@ -10,6 +10,7 @@
 #include "incoll.h"
 
 #include "common/fabric_conf.h"
+#include "common/mgr_codec.h"
 #include "common/udp.h"
 #include "core/algo.h"
 #include "core/host_engine.h"
@@ -129,7 +130,13 @@ struct incoll_ctx {
      * without one (docs/security.md says what that protects). */
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
-    uint64_t usage_due_ns;   /* next report of usage (counters.c) */
+    uint64_t usage_due_ns; /* next report of usage (counters.c) */
+    /* The result path's counters the manager gets (MGR_USAGE_PROC,
+     * counters.c): what is counted here (operations, multicast
+     * fallbacks) and what engines that are gone counted, and the totals
+     * last reported. */
+    uint64_t pc_acc[MGR_PC_COUNT];
+    uint64_t pc_sent[MGR_PC_COUNT];
     uint64_t mgr_checked_ns; /* last look at the manager link while
                                 packets kept coming (host_now_ns) */
     /* Identity from incoll_init_params() or the settings ("" unset;

@@ -15,9 +15,11 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-/* Says once per process why results come by unicast. */
+/* Says once per process why results come by unicast (and counts each
+ * communicator that falls back). */
 static void fallback_warn(incoll_ctx_h ctx, const char *fmt, const char *why)
 {
+    ctx->pc_acc[MGR_PC_MC_FALLBACKS]++;
     if (ctx->mc_warned++)
         incoll_debug(fmt, why);
     else

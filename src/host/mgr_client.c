@@ -60,6 +60,7 @@ struct host_mgr {
     outreq_t *out;
     failure_t *failures;
     failure_t **failures_tail;
+    int pc_refused; /* it refused our process counters: not sent again */
 };
 
 void host_mgr_group_free(host_mgr_group_t *g)
@@ -205,6 +206,15 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
         }
         if (req != 0 && waiting_for(m, req)) {
             add_answer(m, req, &g);
+        } else if (req == 0 && (strstr(g.reason, "usage_proc") ||
+                                strstr(g.reason, "type 0x27"))) {
+            /* An older manager (it does not know the message) or one that
+             * reads another version of it: said once, not sent again. */
+            m->pc_refused = 1;
+            incoll_warn("manager %s does not take this library's process "
+                        "counters (%s): they are not reported to it; the "
+                        "rest of the usage report is",
+                        m->addr, g.reason);
         } else {
             incoll_warn("manager %s: %s (%s)", m->addr, g.reason,
                         incoll_status_string(g.status));
@@ -539,6 +549,26 @@ incoll_status_t host_mgr_group_release(host_mgr_t *m, uint64_t comm,
     mgr_w_u32(&w, group);
     if (w.oom ||
         mgr_stream_send(&m->st, MGR_GROUP_RELEASE, w.buf, w.len) != INCOLL_OK)
+        status = INCOLL_ERR_NO_MEMORY;
+    else if (mgr_stream_flush(&m->st) != 0)
+        drop_conn(m, "send failed");
+    mgr_wbuf_free(&w);
+    return status;
+}
+
+incoll_status_t host_mgr_usage_proc(host_mgr_t *m,
+                                    const uint64_t v[MGR_PC_COUNT])
+{
+    mgr_wbuf_t w = {0};
+    incoll_status_t status = INCOLL_OK;
+
+    if (!m->up)
+        return INCOLL_ERR_IO;
+    if (m->pc_refused)
+        return INCOLL_ERR_UNSUPPORTED;
+    mgr_enc_usage_proc(&w, v);
+    if (w.oom ||
+        mgr_stream_send(&m->st, MGR_USAGE_PROC, w.buf, w.len) != INCOLL_OK)
         status = INCOLL_ERR_NO_MEMORY;
     else if (mgr_stream_flush(&m->st) != 0)
         drop_conn(m, "send failed");

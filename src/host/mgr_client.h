@@ -118,6 +118,13 @@ incoll_status_t host_mgr_group_release(host_mgr_t *mgr, uint64_t comm,
 incoll_status_t host_mgr_usage(host_mgr_t *mgr, const mgr_usage_entry_t *e,
                                uint16_t n);
 
+/* Reports the process's counters of the result path since the last
+ * report (MGR_USAGE_PROC). INCOLL_ERR_IO while disconnected (kept for the
+ * next report); INCOLL_ERR_UNSUPPORTED once the manager refused them
+ * (an older manager: said once at warn level). */
+incoll_status_t host_mgr_usage_proc(host_mgr_t *mgr,
+                                    const uint64_t v[MGR_PC_COUNT]);
+
 /* Gives up waiting for req (forgets it; a late answer is dropped). */
 void host_mgr_forget(host_mgr_t *mgr, uint32_t req);
 

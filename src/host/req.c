@@ -145,15 +145,27 @@ static int held_by_me(const struct host_sync *s)
 }
 
 static _Thread_local uint64_t wakeups;
+static uint64_t wakeups_all; /* every thread's, for the manager's report */
+
+static void woke(void)
+{
+    wakeups++;
+    __atomic_fetch_add(&wakeups_all, 1, __ATOMIC_RELAXED);
+}
 
 void host_wakeup_note(void)
 {
-    wakeups++;
+    woke();
 }
 
 uint64_t host_wakeups(void)
 {
     return wakeups;
+}
+
+uint64_t host_wakeups_all(void)
+{
+    return __atomic_load_n(&wakeups_all, __ATOMIC_RELAXED);
 }
 
 /* With s->mu held. First come, first served: a thread that calls
@@ -169,7 +181,7 @@ static void acquire_locked(struct host_sync *s, int depth)
     ticket = s->next_ticket++;
     while (s->owned || s->serving != ticket) {
         pthread_cond_wait(&s->free_cv, &s->mu);
-        wakeups++;
+        woke();
     }
     s->serving++;
     s->owned = 1;
@@ -227,7 +239,7 @@ static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
                                   (long)(deadline_ns % 1000000000ull)};
             pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
         }
-        wakeups++;
+        woke();
     }
     reacquire_after_wait(s, depth);
 }
@@ -318,7 +330,7 @@ static int counted_ppoll(struct pollfd *pfd, int n, const struct timespec *tsp)
 {
     int ret = ppoll(pfd, (nfds_t)n, tsp, NULL);
     if (tsp == NULL || tsp->tv_sec || tsp->tv_nsec)
-        wakeups++; /* it may have slept (a zero timeout only looks) */
+        woke(); /* it may have slept (a zero timeout only looks) */
     return ret;
 }
 

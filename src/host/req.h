@@ -87,6 +87,8 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
  */
 void host_wakeup_note(void);
 uint64_t host_wakeups(void);
+/* The same, summed over every thread of the process. */
+uint64_t host_wakeups_all(void);
 
 /* Wakes the threads waiting in host_sync_ppoll() and the request threads:
  * packets were dispatched, a request completed or was queued. */

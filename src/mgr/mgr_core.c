@@ -1545,6 +1545,33 @@ static void on_usage(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     free(mgs);
 }
 
+/*
+ * usage_proc: a process's counters of the result path since its last
+ * report, added to its job's. A body of another version is refused with an
+ * error that says so (the process stops sending them).
+ */
+static void on_usage_proc(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
+                          size_t len)
+{
+    uint64_t v[MGR_PC_COUNT];
+    const char *why = "before join";
+
+    if (c->job == NULL || mgr_dec_usage_proc(body, len, v, &why) != INCOLL_OK) {
+        m->ctr.malformed++;
+        m->ctr.usage_refused++;
+        incoll_warn("%s%s rank %d (conn %u, %s): process counters refused: "
+                    "%s",
+                    c->job ? "job " : "", c->job ? c->job->name : "(no job)",
+                    c->rank, c->id, c->name, why);
+        mgr_send_error(m, c, 0, INCOLL_ERR_PROTOCOL,
+                       "process counters (usage_proc) refused: %s", why);
+        return;
+    }
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        c->job->pc[k] += v[k];
+    m->ctr.usage_reports++;
+}
+
 /* stat_req: u32 flags (an empty body is flags 0, as older tools send). */
 static void on_stat(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                     size_t len)
@@ -1623,6 +1650,8 @@ static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
             on_group_release(m, c, body, len);
         else if (type == MGR_USAGE)
             on_usage(m, c, body, len);
+        else if (type == MGR_USAGE_PROC)
+            on_usage_proc(m, c, body, len);
         else if (type == MGR_STAT_REQ)
             on_stat(m, c, body, len);
         else

@@ -101,6 +101,21 @@ static void usage_line(sbuf_t *s, const char *pre, const char *job,
     sb_printf(s, "\n");
 }
 
+/* "host_counters job=J ops=N rx_datagrams=.. ... rx_per_op=X wakeups_per_op=Y":
+ * the job's processes' counters of the result path (MGR_USAGE_PROC),
+ * summed, and the datagrams received and wake-ups per operation of a
+ * rank. */
+static void counters_line(sbuf_t *s, const job_t *j)
+{
+    uint64_t ops = j->pc[MGR_PC_OPS];
+    sb_printf(s, "host_counters job=%s", j->name);
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        sb_printf(s, " %s=%" PRIu64, mgr_pc_name(k), j->pc[k]);
+    sb_printf(s, " rx_per_op=%.2f wakeups_per_op=%.2f\n",
+              ops ? (double)j->pc[MGR_PC_RX] / (double)ops : 0.0,
+              ops ? (double)j->pc[MGR_PC_WAKEUPS] / (double)ops : 0.0);
+}
+
 /* ---- `incoll stat` ---- */
 
 char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
@@ -192,6 +207,7 @@ char *mgr_core_stat_text(const mgr_core_t *m, uint64_t now)
                   j->reg ? " registration=" : "", j->reg ? j->reg->name : "",
                   j->ended ? " ended=1" : "");
         usage_line(&s, "usage job=", j->name, 0, &j->usage);
+        counters_line(&s, j);
         for (uint32_t i = 0; i < j->cap; i++) {
             const rank_t *rk = &j->tab[i];
             if (rk->rank < 0 || rk->state == R_UP || rk->state == R_NONE)
@@ -631,6 +647,8 @@ static void job_metrics(mw_t *w, const mgr_core_t *m)
     JOB_ONE("incoll_job_groups_released", M_COUNTER, "",
             "Groups of the job released (freed, rebuilt or ended).",
             j->ctr.groups_released);
+    for (int k = 0; k < MGR_PC_COUNT; k++)
+        JOB_ONE(mgr_pc_metric(k), M_COUNTER, "", mgr_pc_help(k), j->pc[k]);
 #undef JOB_ONE
     usage_metrics(w, m, 0);
     fam(w, "incoll_job_groups_refused", M_COUNTER, "",

@@ -135,6 +135,7 @@ struct job {
     uint64_t driver_bytes; /* the driver's (mgr_core_peer_job) */
     job_ctr_t ctr;
     usage_ctr_t usage;
+    uint64_t pc[MGR_PC_COUNT]; /* its processes' counters (MGR_USAGE_PROC) */
     struct job *next;
 };
 
