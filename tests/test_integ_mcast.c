@@ -111,8 +111,20 @@ static int mc_count(const char *text, const char *needle)
     return n;
 }
 
-static const char *const mc_keys[] = {"packets_out", "results_sent",
-                                      "mcast_sent", "mcast_repairs"};
+static const char *const mc_keys[] = {
+    "packets_out", "results_sent",   "mcast_sent", "mcast_repairs",
+    "reforwards",  "results_resent", "waits"};
+#define MC_NKEYS 7
+
+/* A leaf's datagrams out between two readings, less what recovery sent
+ * (a loaded machine resends; this counts the first sends). */
+static uint64_t mc_first_sends(const uint64_t *from, const uint64_t *to)
+{
+    uint64_t out = to[0] - from[0];
+    for (int i = 3; i < MC_NKEYS; i++)
+        out -= to[i] - from[i];
+    return out;
+}
 
 /* One send per result from a leaf with multicast, fan-out + 1 without;
  * the same exact results either way; no membership left behind. */
@@ -120,7 +132,7 @@ TEST(integ_mcast_fabric, TEST_INTEG)
 {
     char why[PATH_MAX + 32], *out = NULL;
     const char *dir = test_tmpdir();
-    uint64_t a[4], b[4], c[4];
+    uint64_t a[MC_NKEYS], b[MC_NKEYS], c[MC_NKEYS];
     int ret = TEST_FAILED, rc3;
 
     if (!mc_have(why, sizeof(why)))
@@ -128,14 +140,14 @@ TEST(integ_mcast_fabric, TEST_INTEG)
     rc3 = mc_private_range();
     if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
         goto out;
-    if (mc_counters(dir, "l0", mc_keys, a, 4) != 0 ||
+    if (mc_counters(dir, "l0", mc_keys, a, MC_NKEYS) != 0 ||
         mc_job(dir, "INCOLL_MCAST=1", "1,1000", 100, &out) != 0 ||
-        mc_counters(dir, "l0", mc_keys, b, 4) != 0)
+        mc_counters(dir, "l0", mc_keys, b, MC_NKEYS) != 0)
         goto out;
     free(out);
     out = NULL;
     if (mc_job(dir, "INCOLL_MCAST=0", "1,1000", 100, &out) != 0 ||
-        mc_counters(dir, "l0", mc_keys, c, 4) != 0)
+        mc_counters(dir, "l0", mc_keys, c, MC_NKEYS) != 0)
         goto out;
     fprintf(
         stderr,
@@ -145,10 +157,14 @@ TEST(integ_mcast_fabric, TEST_INTEG)
         (unsigned long long)(b[2] - a[2]), (unsigned long long)(c[0] - b[0]),
         (unsigned long long)(c[1] - b[1]));
     CHECK(b[1] - a[1] >= 200 && c[1] - b[1] >= 200);
-    /* Each result: one aggregate up, one multicast down (a few resends
-     * on a loaded machine). */
+    /* Each result: one aggregate up, one multicast down (what recovery
+     * resends on a loaded machine not counted; the job's set-up and the
+     * replies to incoll stat add about a tenth). */
     CHECK_EQ_INT(b[2] - a[2], b[1] - a[1]);
-    CHECK(b[0] - a[0] <= 5 * (b[1] - a[1]) / 2);
+    CHECK_MSG(mc_first_sends(a, b) <= 5 * (b[1] - a[1]) / 2,
+              "%llu first sends for %llu results",
+              (unsigned long long)mc_first_sends(a, b),
+              (unsigned long long)(b[1] - a[1]));
     /* Without: one up, one to each of the 4 hosts. */
     CHECK_EQ_INT(c[2] - b[2], 0);
     CHECK(c[0] - b[0] >= 5 * (c[1] - b[1]));
