@@ -56,8 +56,8 @@ static incoll_status_t tune_load_own(incoll_ctx_h ctx)
     tune_apply_shape(&ctx->tune, (uint32_t)ctx->size,
                      ppn ? (uint32_t)ctx->size / ppn : 0, ppn);
     if (ctx->tune.shape_ok == 0 && ctx->rank == 0)
-        incoll_info("init: selection table %s: shape '%s' %s",
-                    ctx->tune.source, ctx->tune.shape, ctx->tune.shape_note);
+        incoll_info("init: selection table %s: shape '%s' %s", ctx->tune.source,
+                    ctx->tune.shape, ctx->tune.shape_note);
     return INCOLL_OK;
 }
 
@@ -113,8 +113,8 @@ static incoll_status_t tune_agree(incoll_ctx_h ctx)
         incoll_warn("init: the ranks' selection tables differ: rank 0's is "
                     "%016" PRIx64 " (from %s%s%s); every rank follows rank "
                     "0's (docs/tuning.md)",
-                    mine, ctx->tune.source, ctx->tune.env[0] ? ", INCOLL_TUNE=" : "",
-                    ctx->tune.env);
+                    mine, ctx->tune.source,
+                    ctx->tune.env[0] ? ", INCOLL_TUNE=" : "", ctx->tune.env);
     else if (theirs != mine)
         incoll_warn("init: this rank's selection table %016" PRIx64
                     " (from %s%s%s) differs from rank 0's %016" PRIx64

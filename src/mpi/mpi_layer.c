@@ -657,10 +657,10 @@ static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
 static int tuned_to_mpi(mpi_call_t *c, mpi_form_t form)
 {
     uint64_t bytes = c->coll == MPI_COLL_BARRIER ? 0 : c->bytes;
-    int reduction =
-        c->coll == MPI_COLL_ALLREDUCE || c->coll == MPI_COLL_REDUCE ||
-        c->coll == MPI_COLL_REDUCE_SCATTER_BLOCK ||
-        c->coll == MPI_COLL_REDUCE_SCATTER;
+    int reduction = c->coll == MPI_COLL_ALLREDUCE ||
+                    c->coll == MPI_COLL_REDUCE ||
+                    c->coll == MPI_COLL_REDUCE_SCATTER_BLOCK ||
+                    c->coll == MPI_COLL_REDUCE_SCATTER;
     incoll_choice_t ch;
 
     incoll_ctx_select(L.ctx, c->size, (incoll_coll_t)c->coll,
