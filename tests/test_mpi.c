@@ -2403,6 +2403,61 @@ TEST(mpi_mpich_tune_switch, TEST_INTEG)
 }
 
 /*
+ * An entry naming a host-based algorithm: the blocking allreduces of the
+ * job run on libincoll's ring (the statistics count them on the hosts,
+ * the decision line names the algorithm and the entry), the nonblocking
+ * ones in the network, every answer right. On the code before, "ring"
+ * is not a path and the layer is off.
+ */
+TEST(mpi_ompi_tune_host, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    long blocking = 0, other = 0;
+    int rc, ret = TEST_PASSED;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-host", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_TUNE", "allreduce:blocking:*:ring", 1);
+    setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "64 1024", out);
+    unsetenv("INCOLL_TUNE");
+    unsetenv("INCOLL_MPI_TUNE_DEBUG");
+    test_fabric_down(dir);
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, "tune: calls allreduce ")); p++) {
+        char form[16];
+        long bytes, n;
+        if (sscanf(p, "tune: calls allreduce %15s %ld %ld", form, &bytes, &n) ==
+            3) {
+            if (strcmp(form, "blocking") == 0)
+                blocking += n;
+            else
+                other += n;
+        }
+    }
+    if (rc != 0 || !strstr(text, "tune: ok") || blocking == 0 ||
+        stat_of(text, "allreduce", "hosts") != blocking ||
+        stat_of(text, "allreduce", "offloaded") <= 0 ||
+        stat_of(text, "allreduce", "tune") != 0 ||
+        !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: ring "
+                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))")) {
+        fprintf(stderr,
+                "    exit %d, want %ld blocking allreduces on the hosts (and "
+                "%ld others): %.3000s\n",
+                rc, blocking, other, text);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+/*
  * `incoll tune` on a loopback fabric of 3 hosts (small sizes, few
  * iterations) writes DIR/tune.conf; a job on that fabric then reads it
  * (no setting names it) and its statistics count, per collective, the

@@ -387,7 +387,14 @@ static int settle(mpi_call_t *c, incoll_status_t status, int *ret_p)
         *ret_p = raise_error(st, c->coll, c->comm, status);
         return 1;
     }
-    if (c->was_in && mpi_call_in_net(c))
+    if (c->algo != INCOLL_ALGO_AUTO) {
+        /* the table's host-based algorithm: where libincoll says it ran */
+        incoll_where_t w;
+        if (incoll_comm_where(c->icomm, &w) == INCOLL_OK && w.in_network)
+            L.offloaded[c->coll]++;
+        else
+            L.hosts[c->coll]++;
+    } else if (c->was_in && mpi_call_in_net(c))
         L.offloaded[c->coll]++;
     else if (c->icomm != st->icomm)
         L.hosts[c->coll]++; /* a persistent request's own */
