@@ -2518,7 +2518,8 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
                                  dir, test_bindir()) == 0) {
         text = slurp(out);
         if (!strstr(text, "from: ") || !strstr(text, table) ||
-            !strstr(text, "reduce_scatter:persistent")) {
+            !strstr(text, "reduce_scatter:persistent") ||
+            !strstr(text, "shape: matches this fabric (3 hosts")) {
             fprintf(stderr, "    incoll info does not show %s: %s\n", table,
                     out);
             ret = TEST_FAILED;

@@ -7,7 +7,6 @@
 #include "host/host.h"
 #include "host/req.h"
 #include "common/log.h"
-#include "common/settings.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
@@ -43,9 +42,9 @@ static incoll_status_t tune_load_own(incoll_ctx_h ctx)
     char err[1024];
     uint32_t ppn = job_ppn(ctx);
 
-    if (tune_load(&ctx->tune, setting_str(SETTING_TUNE_FILE),
-                  ctx->fabric_dir[0] ? ctx->fabric_dir : NULL,
-                  setting_str(SETTING_TUNE), err, sizeof(err)) != 0) {
+    if (tune_load(&ctx->tune, ctx->cfg.tune_file,
+                  ctx->fabric_dir[0] ? ctx->fabric_dir : NULL, ctx->cfg.tune,
+                  err, sizeof(err)) != 0) {
         if (ctx->rank == 0) {
             incoll_error("init: selection table: %s", err);
             return INCOLL_ERR_CONFIG;
