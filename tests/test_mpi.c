@@ -2375,6 +2375,21 @@ static int tune_switch_job(mpi_kind_t kind, const char *spec)
         fprintf(stderr, "    a collective took one path only: %s\n", out);
         ret = TEST_FAILED;
     }
+    /* libincoll's agreement at init says so: rank 0 once, and each of
+     * the two ranks whose table differed, naming both sources. */
+    if (ret == TEST_PASSED &&
+        (count_of(text, "rank 0: warn: init: the ranks' selection tables "
+                        "differ") != 1 ||
+         count_of(text, "rank 1: warn: init: this rank's selection table") !=
+             1 ||
+         !strstr(text, "(from none (INCOLL_TUNE_FILE=none), "
+                       "INCOLL_TUNE=all:*:mpi) differs from rank 0's") ||
+         count_of(text, "rank 2: warn: init: this rank's selection table") !=
+             1)) {
+        fprintf(stderr, "    the tables' difference not said as wanted: %s\n",
+                out);
+        ret = TEST_FAILED;
+    }
     free(text);
     return ret;
 }
