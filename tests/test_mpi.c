@@ -2546,6 +2546,87 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
 }
 
 /*
+ * A manager started with a selection table (INCOLL_MGR_TUNE_FILE, which
+ * test_fabric_up passes on to it) hands it to the job at join: the job
+ * follows it rather than DIR/tune.conf (which would send everything to
+ * MPI), its decision lines name the manager's table, and the statistics
+ * count the paths it gives. A bad table stops the manager at start,
+ * naming the line.
+ */
+TEST(mpi_ompi_tune_mgr, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    static const char table_text[] = "shape ranks=3\n"
+                                     "bcast * mpi\n"
+                                     "scatter:blocking 0-100 mpi\n"
+                                     "allgather:nb * mpi\n";
+    char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16],
+        local[PATH_MAX + 16], err[512];
+    static tune_table_t t;
+    char *text;
+    int rc, both = 0, ret;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-mgr", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(table, sizeof(table), "%s.conf", dir);
+    snprintf(local, sizeof(local), "%s/tune.conf", dir);
+    /* a bad table: the manager refuses to start, naming the line */
+    f = fopen(table, "w");
+    CHECK(f != NULL);
+    fputs("bcast * mpi\nscatter 1K fast\n", f);
+    fclose(f);
+    rc = sh(out, "'%s/incoll-mgr' --radix 2 --hosts 2 --tune '%s'",
+            test_bindir(), table);
+    text = slurp(out);
+    CHECK_MSG(rc == 2 && strstr(text, "incoll-mgr: selection table: ") &&
+                  strstr(text, ".conf:2: unknown path 'fast'"),
+              "exit %d: %s", rc, text);
+    free(text);
+    f = fopen(table, "w");
+    CHECK(f != NULL);
+    fputs(table_text, f);
+    fclose(f);
+    tune_init(&t, table);
+    CHECK(tune_parse_text(&t, table_text, table, err, sizeof(err)) == 0);
+    setenv("INCOLL_MGR_TUNE_FILE", table, 1);
+    mgr_patient(1);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    unsetenv("INCOLL_MGR_TUNE_FILE");
+    CHECK_EQ_INT(rc, 0);
+    f = fopen(local, "w");
+    CHECK(f != NULL);
+    fputs("all * mpi\n", f);
+    fclose(f);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "4 64 1024", out);
+    unsetenv("INCOLL_MPI_TUNE_DEBUG");
+    test_fabric_down(dir);
+    unlink(table);
+    text = slurp(out);
+    if (rc != 0) {
+        fprintf(stderr, "    the job exited %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    ret = tune_check_paths(&t, 3, text, out, &both);
+    if (ret == TEST_PASSED &&
+        (!strstr(text, ": mpi (bcast * mpi (manager's ") ||
+         strstr(text, "all * mpi"))) {
+        fprintf(stderr, "    the manager's table not the one in force: %s\n",
+                out);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
+}
+
+/*
  * A bad INCOLL_TUNE entry at rank 0: the error names the item and what is
  * wrong, once, at the default log level; the layer stays off on every
  * rank (nothing offloaded, reason off) and the program's answers are

@@ -590,6 +590,8 @@ const char *mgr_msg_name(uint16_t type)
         return "group_failed";
     case MGR_USAGE:
         return "usage";
+    case MGR_TUNE:
+        return "tune";
     case MGR_STAT_REQ:
         return "stat_req";
     case MGR_STAT_REP:

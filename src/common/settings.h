@@ -437,6 +437,9 @@
     X(MGR_METRICS, ENDPOINT, "", "", "mgr", \
       "IP:PORT where the manager serves its metrics over HTTP (OpenMetrics " \
       "text, /metrics); unset: not served") \
+    X(MGR_TUNE_FILE, STR, "", "", "mgr", \
+      "selection table (docs/tuning.md) the manager hands to every job " \
+      "that joins; a job's own INCOLL_TUNE_FILE goes first; unset: none") \
     /* the incoll CLI and benchmarks */ \
     X(BENCH_CORRUPT, ENUM, "", "0|1|result|input", "tool", \
       "test of the benchmark's checks: 1 or result makes the last rank " \

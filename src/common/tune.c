@@ -397,23 +397,22 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
     return 0;
 }
 
-int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
+char *tune_read_text(const char *path, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "r");
     char *text;
     long len = 0;
-    int ret;
 
     if (fp == NULL) {
         say(err, errlen, "%s: %s", path, log_strerror(errno));
-        return -1;
+        return NULL;
     }
     if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) < 0 ||
         fseek(fp, 0, SEEK_SET) != 0 || len > (1 << 20)) {
         say(err, errlen, "%s: %s", path,
             len > (1 << 20) ? "larger than 1 MiB" : log_strerror(errno));
         fclose(fp);
-        return -1;
+        return NULL;
     }
     text = malloc((size_t)len + 1);
     if (text == NULL || fread(text, 1, (size_t)len, fp) != (size_t)len) {
@@ -421,15 +420,25 @@ int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
             text ? "cannot read it" : "out of memory");
         free(text);
         fclose(fp);
-        return -1;
+        return NULL;
     }
     fclose(fp);
     text[len] = '\0';
     if (memchr(text, '\0', (size_t)len)) {
         say(err, errlen, "%s: not a text file (a NUL byte in it)", path);
         free(text);
-        return -1;
+        return NULL;
     }
+    return text;
+}
+
+int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
+{
+    char *text = tune_read_text(path, err, errlen);
+    int ret;
+
+    if (text == NULL)
+        return -1;
     ret = tune_parse_text(t, text, path, err, errlen);
     free(text);
     return ret;

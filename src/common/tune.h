@@ -128,6 +128,10 @@ void tune_init(tune_table_t *t, const char *source);
 int tune_parse_text(tune_table_t *t, const char *text, const char *name,
                     char *err, size_t errlen);
 
+/* A table file's text (at most 1 MiB, no NUL), malloc'd; NULL with
+ * "PATH: what is wrong" in err. */
+char *tune_read_text(const char *path, char *err, size_t errlen);
+
 /* Reads and appends a file (tune_parse_text). 0 or -1 with err. */
 int tune_parse_file(tune_table_t *t, const char *path, char *err,
                     size_t errlen);

@@ -349,6 +349,9 @@ static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
 /* Loads the selection table into ctx and agrees on it across the world
  * (src/host/select.c); at init, after the job's key. */
 incoll_status_t host_tune_init(incoll_ctx_h ctx);
+/* The selection table the manager handed to the job, NULL none
+ * (src/host/comm.c). */
+const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p);
 
 incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
                                      const void *sendbuf, void *recvbuf,

@@ -39,12 +39,29 @@ static uint32_t job_ppn(incoll_ctx_h ctx)
  * only warns: rank 0's replaces it (host_tune_agree). */
 static incoll_status_t tune_load_own(incoll_ctx_h ctx)
 {
-    char err[1024];
+    char err[1024], name[400];
     uint32_t ppn = job_ppn(ctx);
+    const char *msrc = NULL, *mtext = host_ctx_mgr_tune(ctx, &msrc);
+    int ret;
 
-    if (tune_load(&ctx->tune, ctx->cfg.tune_file,
-                  ctx->fabric_dir[0] ? ctx->fabric_dir : NULL, ctx->cfg.tune,
-                  err, sizeof(err)) != 0) {
+    /* INCOLL_TUNE_FILE, else the manager's, else the fabric directory's,
+     * else the built-in; INCOLL_TUNE before it. */
+    if ((ctx->cfg.tune_file == NULL || *ctx->cfg.tune_file == '\0') &&
+        mtext != NULL) {
+        snprintf(name, sizeof(name), "manager's %s", msrc);
+        tune_init(&ctx->tune, name);
+        ret = tune_parse_text(&ctx->tune, mtext, name, err, sizeof(err));
+        if (ret == 0 && ctx->cfg.tune && *ctx->cfg.tune)
+            ret = tune_parse_override(&ctx->tune, ctx->cfg.tune, err,
+                                      sizeof(err));
+        if (ret != 0)
+            tune_init(&ctx->tune, "none (an error)");
+    } else {
+        ret = tune_load(&ctx->tune, ctx->cfg.tune_file,
+                        ctx->fabric_dir[0] ? ctx->fabric_dir : NULL,
+                        ctx->cfg.tune, err, sizeof(err));
+    }
+    if (ret != 0) {
         if (ctx->rank == 0) {
             incoll_error("init: selection table: %s", err);
             return INCOLL_ERR_CONFIG;
