@@ -2546,6 +2546,64 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
 }
 
 /*
+ * The tuner's third candidate: incoll-tune-mpi given the blocking
+ * allreduce's times on libincoll's ring (--host ring:FILE, as `incoll
+ * tune` saves them in a first pass) writes "ring" where the ring beat
+ * both other columns by the margin: here a file that says the ring took
+ * a nanosecond at every size, so the table must send every blocking
+ * allreduce to ring, and the table reads back.
+ */
+TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], times[PATH_MAX + 16],
+        table[PATH_MAX + 16], err[512];
+    static tune_table_t t;
+    char *text, lib[PATH_MAX];
+    int rc, entry;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-writes", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(times, sizeof(times), "%s.ring-us", dir);
+    snprintf(table, sizeof(table), "%s.conf", dir);
+    f = fopen(times, "w");
+    CHECK(f != NULL);
+    fputs("allreduce blocking 4 0.001\nallreduce blocking 16 0.001\n"
+          "allreduce blocking 64 0.001\n",
+          f);
+    fclose(f);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "INCOLL_TUNE='all:*:inc' timeout -k 5 150 '%s/incoll' mpirun "
+            "--layer pmpi -n 3 --fabric '%s' --timeout 120 -- "
+            "'%s/incoll-tune-mpi' --colls allreduce --forms blocking "
+            "--sizes 4:64 --iters 2 --passes 1 --host 'ring:%s' --out '%s'",
+            test_bindir(), dir, test_bindir(), times, table);
+    setenv("LD_PRELOAD", lib, 1);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "tune: ok"), "exit %d: %s", rc, out);
+    free(text);
+    tune_init(&t, table);
+    CHECK_MSG(tune_parse_file(&t, table, err, sizeof(err)) == 0, "%s", err);
+    CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 16, 3, &entry),
+                 TUNE_PATH_HOST);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RING);
+    CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 1 << 20, 3, &entry),
+                 TUNE_PATH_HOST);
+    unlink(times);
+    unlink(table);
+    return TEST_PASSED;
+}
+
+/*
  * A manager started with a selection table (INCOLL_MGR_TUNE_FILE, which
  * test_fabric_up passes on to it) hands it to the job at join: the job
  * follows it rather than DIR/tune.conf (which would send everything to
