@@ -39,7 +39,7 @@ extern "C" {
  * new fields at the end of incoll_init_params_t raise the minor version.
  */
 #define INCOLL_VERSION_MAJOR 0
-#define INCOLL_VERSION_MINOR 2
+#define INCOLL_VERSION_MINOR 3
 /* One number for comparisons: INCOLL_VERSION >= INCOLL_VERSION_OF(0, 2). */
 #define INCOLL_VERSION_OF(major, minor) (((major) << 16) | (minor))
 #define INCOLL_VERSION                                                         \
@@ -453,6 +453,91 @@ typedef enum {
 INCOLL_API incoll_status_t incoll_allreduce_algo(
     incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
     size_t count, incoll_dtype_t dtype, incoll_op_t op);
+
+/*
+ * Where a call should run: the selection table (docs/tuning.md). A front
+ * end that can also run a collective on its own implementation (an MPI
+ * layer, an MPI library's component) asks per call, and every front end
+ * decides alike. The context loads the table once, at init: from
+ * INCOLL_TUNE_FILE, else the table the manager hands to the job, else
+ * DIR/tune.conf of the fabric directory, else the built-in table;
+ * INCOLL_TUNE's entries go before it; a table whose shape line does not
+ * match the job's set aside. Init then compares a hash of it across the
+ * world's ranks: where they differ, every rank follows rank 0's (a rank
+ * whose own differs says so, naming both hashes and sources), so a call's
+ * answer is the same on every rank of a communicator.
+ */
+typedef enum {
+    INCOLL_COLL_ALLREDUCE = 0,
+    INCOLL_COLL_REDUCE = 1,
+    INCOLL_COLL_BCAST = 2,
+    INCOLL_COLL_BARRIER = 3,
+    INCOLL_COLL_ALLGATHER = 4,
+    INCOLL_COLL_GATHER = 5,
+    INCOLL_COLL_SCATTER = 6,
+    INCOLL_COLL_REDUCE_SCATTER_BLOCK = 7,
+    INCOLL_COLL_REDUCE_SCATTER = 8,
+    INCOLL_COLL_COUNT
+} incoll_coll_t;
+
+typedef enum {
+    INCOLL_FORM_BLOCKING = 0,
+    INCOLL_FORM_NB = 1,         /* the MPI_I... calls */
+    INCOLL_FORM_PERSISTENT = 2, /* the ..._init calls, decided at init */
+} incoll_form_t;
+
+typedef enum {
+    INCOLL_PATH_INC = 0,  /* libincoll (in the network, or its host-based
+                             algorithms when the group cannot) */
+    INCOLL_PATH_MPI = 1,  /* the caller's own implementation */
+    INCOLL_PATH_HOST = 2, /* libincoll's host-based algorithm algo
+                             (incoll_allreduce_algo) */
+} incoll_path_t;
+
+typedef struct {
+    incoll_path_t path;
+    incoll_algo_t algo; /* INCOLL_PATH_HOST: the algorithm; else AUTO */
+    int entry;          /* the deciding entry, -1 none (then INC) */
+} incoll_choice_t;
+
+/*
+ * The path of a call of coll in form on comm: bytes as the table counts
+ * them (the whole vector of an allreduce, reduce and bcast; one rank's
+ * block of an allgather, gather and scatter; one rank's result of a
+ * reduce_scatter(_block); 0 for a barrier), dtype the reduction's element
+ * type (INCOLL_DTYPE_COUNT for a collective that does not reduce). No
+ * lock, no allocation: a scan of the table. choice_p (may be NULL) gets
+ * the algorithm and the entry. Bad arguments give INCOLL_PATH_INC.
+ */
+INCOLL_API incoll_path_t incoll_select(incoll_comm_h comm, incoll_coll_t coll,
+                                       incoll_form_t form, uint64_t bytes,
+                                       incoll_dtype_t dtype,
+                                       incoll_choice_t *choice_p);
+/* The same for a communicator of nranks ranks the caller has not made
+ * yet (a front end that creates libincoll communicators lazily). */
+INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
+                                           incoll_coll_t coll,
+                                           incoll_form_t form, uint64_t bytes,
+                                           incoll_dtype_t dtype,
+                                           incoll_choice_t *choice_p);
+
+/* The table in force in a context. */
+typedef struct {
+    uint64_t hash;     /* of what decides: equal on every rank */
+    int entries;       /* in force */
+    int shape_matches; /* 1 the shape line matches the job, 0 it did not
+                          (its entries set aside), -1 no shape ranges */
+    char source[256];  /* where its entries came from */
+    char shape[128];   /* its shape line, "" none */
+    char shape_note[200];
+    char override[256]; /* INCOLL_TUNE as given, "" none */
+} incoll_table_info_t;
+INCOLL_API incoll_status_t incoll_ctx_table(incoll_ctx_h ctx,
+                                            incoll_table_info_t *info_p);
+/* Entry entry of ctx's table in words, "bcast:blocking 0-64K mpi
+ * (tune.conf:7)"; -1: the default. */
+INCOLL_API incoll_status_t incoll_table_entry(incoll_ctx_h ctx, int entry,
+                                              char *buf, size_t len);
 
 /*
  * The other collectives, with MPI's meaning (MPI_Reduce, MPI_Bcast,

@@ -293,6 +293,16 @@ static int oob_rank(oob_shm_t *shm, int rank, const char *fab)
     unsetenv("INCOLL_JOB");
     unsetenv("INCOLL_MGR");
     unsetenv("INCOLL_FABRIC");
+    /* Selection tables that differ: rank 1 would send everything to MPI,
+     * the others have none; rank 0's rules on every rank after init. */
+    setenv("INCOLL_TUNE_FILE", "none", 1);
+    if (rank == 0)
+        setenv("INCOLL_TUNE",
+               "bcast:0-1K:mpi,allreduce:blocking:0-64:ring:dtype=int", 1);
+    else if (rank == 1)
+        setenv("INCOLL_TUNE", "all:*:mpi", 1);
+    else
+        unsetenv("INCOLL_TUNE");
     p.field_mask = INCOLL_INIT_FIELD_OOB | INCOLL_INIT_FIELD_FABRIC;
     p.fabric = fab;
     p.oob.allgather = oob_allgather;
@@ -310,6 +320,28 @@ static int oob_rank(oob_shm_t *shm, int rank, const char *fab)
         RANK_FAIL("world rank %d size %d", r, size);
     if (incoll_comm_where(world, &w) != INCOLL_OK || w.why != INCOLL_WHY_NONE)
         RANK_FAIL("where before any collective: %d", (int)w.why);
+    {
+        incoll_choice_t ch;
+        incoll_table_info_t ti;
+        if (incoll_select(world, INCOLL_COLL_BCAST, INCOLL_FORM_BLOCKING, 512,
+                          INCOLL_DTYPE_COUNT, &ch) != INCOLL_PATH_MPI ||
+            ch.entry != 0 ||
+            incoll_select(world, INCOLL_COLL_BCAST, INCOLL_FORM_NB, 4096,
+                          INCOLL_DTYPE_COUNT, NULL) != INCOLL_PATH_INC ||
+            incoll_select(world, INCOLL_COLL_ALLREDUCE, INCOLL_FORM_BLOCKING,
+                          64, INCOLL_INT32, &ch) != INCOLL_PATH_HOST ||
+            ch.algo != INCOLL_ALGO_RING ||
+            incoll_select(world, INCOLL_COLL_ALLREDUCE, INCOLL_FORM_BLOCKING,
+                          64, INCOLL_FLOAT32, NULL) != INCOLL_PATH_INC ||
+            incoll_ctx_select(ctx, 2, INCOLL_COLL_SCATTER, INCOLL_FORM_NB, 8,
+                              INCOLL_DTYPE_COUNT, NULL) != INCOLL_PATH_INC)
+            RANK_FAIL("the selection table in force is not rank 0's");
+        if (incoll_ctx_table(ctx, &ti) != INCOLL_OK || ti.entries != 2 ||
+            strcmp(ti.override,
+                   "bcast:0-1K:mpi,allreduce:blocking:0-64:ring:dtype=int"))
+            RANK_FAIL("table info: %d entries, override '%s'", ti.entries,
+                      ti.override);
+    }
 
     /* In the network: the world of a fabric.conf fabric. */
     if (sum_check(rank, world, size, 1000, INCOLL_ALGO_AUTO))

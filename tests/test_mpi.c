@@ -2375,6 +2375,21 @@ static int tune_switch_job(mpi_kind_t kind, const char *spec)
         fprintf(stderr, "    a collective took one path only: %s\n", out);
         ret = TEST_FAILED;
     }
+    /* libincoll's agreement at init says so: rank 0 once, and each of
+     * the two ranks whose table differed, naming both sources. */
+    if (ret == TEST_PASSED &&
+        (count_of(text, "rank 0: warn: init: the ranks' selection tables "
+                        "differ") != 1 ||
+         count_of(text, "rank 1: warn: init: this rank's selection table") !=
+             1 ||
+         !strstr(text, "(from none (INCOLL_TUNE_FILE=none), "
+                       "INCOLL_TUNE=all:*:mpi) differs from rank 0's") ||
+         count_of(text, "rank 2: warn: init: this rank's selection table") !=
+             1)) {
+        fprintf(stderr, "    the tables' difference not said as wanted: %s\n",
+                out);
+        ret = TEST_FAILED;
+    }
     free(text);
     return ret;
 }
@@ -2400,6 +2415,61 @@ TEST(mpi_mpich_tune_switch, TEST_INTEG)
                    "allgather:4-4:mpi,gather:blocking:4:mpi,gather:nb:1K:mpi,"
                    "scatter:blocking:1K-:mpi,scatter:nb:4:mpi,"
                    "reduce_scatter_block:64:mpi,reduce_scatter:4:mpi");
+}
+
+/*
+ * An entry naming a host-based algorithm: the blocking allreduces of the
+ * job run on libincoll's ring (the statistics count them on the hosts,
+ * the decision line names the algorithm and the entry), the nonblocking
+ * ones in the network, every answer right. On the code before, "ring"
+ * is not a path and the layer is off.
+ */
+TEST(mpi_ompi_tune_host, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    long blocking = 0, other = 0;
+    int rc, ret = TEST_PASSED;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-host", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_TUNE", "allreduce:blocking:*:ring", 1);
+    setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "64 1024", out);
+    unsetenv("INCOLL_TUNE");
+    unsetenv("INCOLL_MPI_TUNE_DEBUG");
+    test_fabric_down(dir);
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, "tune: calls allreduce ")); p++) {
+        char form[16];
+        long bytes, n;
+        if (sscanf(p, "tune: calls allreduce %15s %ld %ld", form, &bytes, &n) ==
+            3) {
+            if (strcmp(form, "blocking") == 0)
+                blocking += n;
+            else
+                other += n;
+        }
+    }
+    if (rc != 0 || !strstr(text, "tune: ok") || blocking == 0 ||
+        stat_of(text, "allreduce", "hosts") != blocking ||
+        stat_of(text, "allreduce", "offloaded") <= 0 ||
+        stat_of(text, "allreduce", "tune") != 0 ||
+        !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: ring "
+                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))")) {
+        fprintf(stderr,
+                "    exit %d, want %ld blocking allreduces on the hosts (and "
+                "%ld others): %.3000s\n",
+                rc, blocking, other, text);
+        ret = TEST_FAILED;
+    }
+    free(text);
+    return ret;
 }
 
 /*
@@ -2463,7 +2533,8 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
                                  dir, test_bindir()) == 0) {
         text = slurp(out);
         if (!strstr(text, "from: ") || !strstr(text, table) ||
-            !strstr(text, "reduce_scatter:persistent")) {
+            !strstr(text, "reduce_scatter:persistent") ||
+            !strstr(text, "shape: matches this fabric (3 hosts")) {
             fprintf(stderr, "    incoll info does not show %s: %s\n", table,
                     out);
             ret = TEST_FAILED;
@@ -2471,6 +2542,145 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
         free(text);
     }
     test_fabric_down(dir);
+    return ret;
+}
+
+/*
+ * The tuner's third candidate: incoll-tune-mpi given the blocking
+ * allreduce's times on libincoll's ring (--host ring:FILE, as `incoll
+ * tune` saves them in a first pass) writes "ring" where the ring beat
+ * both other columns by the margin: here a file that says the ring took
+ * a nanosecond at every size, so the table must send every blocking
+ * allreduce to ring, and the table reads back.
+ */
+TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], times[PATH_MAX + 16],
+        table[PATH_MAX + 16], err[512];
+    static tune_table_t t;
+    char *text, lib[PATH_MAX];
+    int rc, entry;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-writes", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(times, sizeof(times), "%s.ring-us", dir);
+    snprintf(table, sizeof(table), "%s.conf", dir);
+    f = fopen(times, "w");
+    CHECK(f != NULL);
+    fputs("allreduce blocking 4 0.001\nallreduce blocking 16 0.001\n"
+          "allreduce blocking 64 0.001\n",
+          f);
+    fclose(f);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "INCOLL_TUNE='all:*:inc' timeout -k 5 150 '%s/incoll' mpirun "
+            "--layer pmpi -n 3 --fabric '%s' --timeout 120 -- "
+            "'%s/incoll-tune-mpi' --colls allreduce --forms blocking "
+            "--sizes 4:64 --iters 2 --passes 1 --host 'ring:%s' --out '%s'",
+            test_bindir(), dir, test_bindir(), times, table);
+    setenv("LD_PRELOAD", lib, 1);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "tune: ok"), "exit %d: %s", rc, out);
+    free(text);
+    tune_init(&t, table);
+    CHECK_MSG(tune_parse_file(&t, table, err, sizeof(err)) == 0, "%s", err);
+    CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 16, 3, &entry),
+                 TUNE_PATH_HOST);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RING);
+    CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 1 << 20, 3, &entry),
+                 TUNE_PATH_HOST);
+    unlink(times);
+    unlink(table);
+    return TEST_PASSED;
+}
+
+/*
+ * A manager started with a selection table (INCOLL_MGR_TUNE_FILE, which
+ * test_fabric_up passes on to it) hands it to the job at join: the job
+ * follows it rather than DIR/tune.conf (which would send everything to
+ * MPI), its decision lines name the manager's table, and the statistics
+ * count the paths it gives. A bad table stops the manager at start,
+ * naming the line.
+ */
+TEST(mpi_ompi_tune_mgr, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    static const char table_text[] = "shape ranks=3\n"
+                                     "bcast * mpi\n"
+                                     "scatter:blocking 0-100 mpi\n"
+                                     "allgather:nb * mpi\n";
+    char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16],
+        local[PATH_MAX + 16], err[512];
+    static tune_table_t t;
+    char *text;
+    int rc, both = 0, ret;
+    FILE *f;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-mgr", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(table, sizeof(table), "%s.conf", dir);
+    snprintf(local, sizeof(local), "%s/tune.conf", dir);
+    /* a bad table: the manager refuses to start, naming the line */
+    f = fopen(table, "w");
+    CHECK(f != NULL);
+    fputs("bcast * mpi\nscatter 1K fast\n", f);
+    fclose(f);
+    rc = sh(out, "'%s/incoll-mgr' --radix 2 --hosts 2 --tune '%s'",
+            test_bindir(), table);
+    text = slurp(out);
+    CHECK_MSG(rc == 2 && strstr(text, "incoll-mgr: selection table: ") &&
+                  strstr(text, ".conf:2: unknown path 'fast'"),
+              "exit %d: %s", rc, text);
+    free(text);
+    f = fopen(table, "w");
+    CHECK(f != NULL);
+    fputs(table_text, f);
+    fclose(f);
+    tune_init(&t, table);
+    CHECK(tune_parse_text(&t, table_text, table, err, sizeof(err)) == 0);
+    setenv("INCOLL_MGR_TUNE_FILE", table, 1);
+    mgr_patient(1);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    unsetenv("INCOLL_MGR_TUNE_FILE");
+    CHECK_EQ_INT(rc, 0);
+    f = fopen(local, "w");
+    CHECK(f != NULL);
+    fputs("all * mpi\n", f);
+    fclose(f);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "4 64 1024", out);
+    unsetenv("INCOLL_MPI_TUNE_DEBUG");
+    test_fabric_down(dir);
+    unlink(table);
+    text = slurp(out);
+    if (rc != 0) {
+        fprintf(stderr, "    the job exited %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    ret = tune_check_paths(&t, 3, text, out, &both);
+    if (ret == TEST_PASSED &&
+        (!strstr(text, ": mpi (bcast * mpi (manager's ") ||
+         strstr(text, "all * mpi"))) {
+        fprintf(stderr, "    the manager's table not the one in force: %s\n",
+                out);
+        ret = TEST_FAILED;
+    }
+    free(text);
     return ret;
 }
 
@@ -2503,7 +2713,8 @@ TEST(mpi_ompi_tune_bad, TEST_INTEG)
     if (rc != 0 || !strstr(text, "tune: ok") ||
         count_of(text, "rank 0: error: mpi: selection table: INCOLL_TUNE "
                        "item 2 'gather:nb:1K-:host': unknown path 'host' "
-                       "(inc or mpi): offload off") != 1 ||
+                       "(inc, mpi, or a host-based allreduce algorithm: "
+                       "rd, ring or rabenseifner): offload off") != 1 ||
         count_of(text, "rank 0's settings decide") != 2 ||
         stat_of(text, "bcast", "off") <= 0 ||
         stat_of(text, "allreduce", "offloaded") != 0) {

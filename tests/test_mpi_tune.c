@@ -88,6 +88,121 @@ TEST(mpi_tune_format, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/* The entry classes: ranks per host, datatype class, and the host-based
+ * algorithms as paths; parsed, matched, formatted back. */
+TEST(mpi_tune_classes, TEST_UNIT)
+{
+    char err[512], line[256];
+    int entry;
+
+    CHECK_MSG(parse("allreduce 0-4K ring ppn=2- dtype=float\n"
+                    "allreduce:blocking 0-4K rabenseifner dtype=int\n"
+                    "allreduce:nb * rd ppn=1\n"
+                    "allreduce 8K- mpi dtype=any\n",
+                    err, sizeof(err)) == 0,
+              "%s", err);
+    CHECK_EQ_INT((int)t.n, 4);
+    /* float on 2 ranks a host: ring; on 1 or unknown: no match */
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 1024, 8, 2, TUNE_DCLASS_FLOAT, &entry),
+        TUNE_PATH_HOST);
+    CHECK_EQ_INT(entry, 0);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RING);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 1024, 8, 1, TUNE_DCLASS_FLOAT, &entry),
+        TUNE_PATH_INC);
+    CHECK_EQ_INT(entry, -1);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 1024, 8, 0, TUNE_DCLASS_FLOAT, &entry),
+        TUNE_PATH_INC);
+    /* int: rabenseifner at any ppn; a call of no class matches neither */
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 4096, 8, 0, TUNE_DCLASS_INT, &entry),
+        TUNE_PATH_HOST);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RABENSEIFNER);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 4096, 8, 4, TUNE_DCLASS_NONE, &entry),
+        TUNE_PATH_INC);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, NB, 1, 8, 1, TUNE_DCLASS_INT, &entry),
+        TUNE_PATH_HOST);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RD);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 1 << 20, 8, 0, TUNE_DCLASS_NONE, &entry),
+        TUNE_PATH_MPI);
+    tune_entry_format(&t.e[0], line, sizeof(line));
+    CHECK_MSG(strcmp(line, "allreduce 0-4K ring ppn=2- dtype=float") == 0, "%s",
+              line);
+    tune_entry_format(&t.e[2], line, sizeof(line));
+    CHECK_MSG(strcmp(line, "allreduce:nb * rd ppn=1") == 0, "%s", line);
+    tune_entry_format(&t.e[3], line, sizeof(line));
+    CHECK_MSG(strcmp(line, "allreduce 8K- mpi") == 0, "%s", line);
+    /* The override takes them too, and a bad one is named. */
+    CHECK(tune_parse_override(&t, "allreduce:1K:ring:ppn=1-2:dtype=int", err,
+                              sizeof(err)) == 0);
+    CHECK_EQ_INT(
+        tune_select(&t, ALLREDUCE, BL, 1024, 8, 2, TUNE_DCLASS_INT, &entry),
+        TUNE_PATH_HOST);
+    CHECK_EQ_INT(entry, 0);
+    CHECK(tune_parse_override(&t, "bcast:1K:ring", err, sizeof(err)) == -1);
+    CHECK_MSG(strstr(err, "INCOLL_TUNE item 1 'bcast:1K:ring': path 'ring'"),
+              "%s", err);
+    return TEST_PASSED;
+}
+
+/* The shape line: its ranges decide whether the file's entries apply to
+ * a job; the override's always do; the hash follows what decides. */
+TEST(mpi_tune_shape, TEST_UNIT)
+{
+    char err[512];
+    uint64_t h0, h1;
+
+    CHECK(parse("shape emulated radix=4 ppn=1 ranks=4-16\n"
+                "bcast * mpi\n",
+                err, sizeof(err)) == 0);
+    CHECK(tune_parse_override(&t, "scatter:*:mpi", err, sizeof(err)) == 0);
+    CHECK(t.s_rlo == 4 && t.s_rhi == 16 && t.s_plo == 1 && t.s_phi == 1);
+    h0 = tune_hash(&t);
+    tune_apply_shape(&t, 8, 8, 1);
+    CHECK_EQ_INT(t.shape_ok, 1);
+    CHECK_EQ_INT((int)t.n, 2);
+    CHECK(tune_hash(&t) == h0);
+    /* unknown values are not compared */
+    tune_apply_shape(&t, 8, 0, 0);
+    CHECK_EQ_INT(t.shape_ok, 1);
+    /* 32 ranks: the file's entry set aside, the override's kept */
+    tune_apply_shape(&t, 32, 32, 1);
+    CHECK_EQ_INT(t.shape_ok, 0);
+    CHECK_EQ_INT((int)t.n, 1);
+    CHECK(t.e[0].from_env);
+    CHECK(strstr(t.shape_note, "does not match this job (32 ranks") != NULL);
+    CHECK_EQ_INT(tune_lookup(&t, BCAST, BL, 8, 32, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, SCATTER, BL, 8, 32, NULL), TUNE_PATH_MPI);
+    h1 = tune_hash(&t);
+    CHECK(h1 != h0);
+    /* ppn 2 against ppn=1 */
+    CHECK(parse("shape ppn=1\nbcast * mpi\n", err, sizeof(err)) == 0);
+    tune_apply_shape(&t, 8, 4, 2);
+    CHECK_EQ_INT(t.shape_ok, 0);
+    CHECK_EQ_INT((int)t.n, 0);
+    /* no shape ranges: any fabric */
+    CHECK(parse("shape loopback radix=2\nbcast * mpi\n", err, sizeof(err)) ==
+          0);
+    tune_apply_shape(&t, 1000, 1000, 9);
+    CHECK_EQ_INT(t.shape_ok, -1);
+    CHECK_EQ_INT((int)t.n, 1);
+    /* the hash ignores where entries came from, not what they say */
+    CHECK(parse("bcast * mpi\n", err, sizeof(err)) == 0);
+    h0 = tune_hash(&t);
+    tune_init(&t, "other.conf");
+    CHECK(tune_parse_text(&t, "\n\nbcast * mpi # same\n", "o", err,
+                          sizeof(err)) == 0);
+    CHECK(tune_hash(&t) == h0);
+    CHECK(parse("bcast * inc\n", err, sizeof(err)) == 0);
+    CHECK(tune_hash(&t) != h0);
+    return TEST_PASSED;
+}
+
 TEST(mpi_tune_format_errors, TEST_UNIT)
 {
     static const struct {
@@ -100,11 +215,21 @@ TEST(mpi_tune_format_errors, TEST_UNIT)
         {"bcast -5 mpi\n", "t.conf:1: bad size range '-5'"},
         {"bcast 99999999999999999999 mpi\n", "bad size range"},
         {"bcast 1K host\n", "t.conf:1: unknown path 'host'"},
-        {"bcast 1K\n",
-         "t.conf:1: want COLL[:FORM] BYTES PATH [ranks=R], got 2"},
+        {"bcast 1K\n", "t.conf:1: want COLL[:FORM] BYTES PATH [ranks=R] "
+                       "[ppn=P] [dtype=D], got 2"},
         {"\n\nbcast 1K mpi ranks=0\n", "t.conf:3: bad 'ranks=0'"},
-        {"bcast 1K mpi size=4\n", "t.conf:1: bad 'size=4'"},
-        {"bcast 1K mpi ranks=4 x\n", "got 5 fields"},
+        {"bcast 1K mpi size=4\n", "t.conf:1: unknown field 'size=4'"},
+        {"bcast 1K mpi ranks=4 ppn=1 dtype=int x y\n", "got 8 fields"},
+        {"allreduce 1K mpi ppn=0\n", "t.conf:1: bad 'ppn=0'"},
+        {"allreduce 1K mpi ppn=70000\n", "t.conf:1: bad 'ppn=70000'"},
+        {"allreduce 1K mpi dtype=double\n",
+         "t.conf:1: bad 'dtype=double' (dtype=int, float or any)"},
+        {"bcast 1K ring\n", "t.conf:1: path 'ring' is a host-based "
+                            "allreduce algorithm: for allreduce entries"},
+        {"all * rd\n", "t.conf:1: path 'rd' is a host-based"},
+        {"allreduce 1K recursive\n", "t.conf:1: unknown path 'recursive'"},
+        {"shape emulated ranks=8-4\n", "t.conf:1: bad shape 'ranks=8-4'"},
+        {"\nshape ppn=x\n", "t.conf:2: bad shape 'ppn=x'"},
         {NULL, NULL}};
     char err[512], big[64 * (TUNE_MAX + 2)];
     size_t k = 0;

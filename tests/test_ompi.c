@@ -55,6 +55,10 @@ static const char *ready(void)
     unsetenv("INCOLL_FABRIC");
     unsetenv("INCOLL_MGR");
     unsetenv("LD_PRELOAD");
+    /* These test the offload paths: no selection table (ompi_component_tune
+     * sets its own). */
+    setenv("INCOLL_TUNE_FILE", "none", 1);
+    unsetenv("INCOLL_TUNE");
     return NULL;
 }
 
@@ -208,6 +212,48 @@ TEST(ompi_component_colls, TEST_INTEG)
     CHECK_MSG(stat_of(text, "reduce_scatter", "fallback") == 1, "%s", out);
     CHECK_MSG(stat_of(text, "allreduce", "host") == 0, "%s", out);
     CHECK_MSG(red > 0, "incoll stat shows %ld reductions: %s", red, st);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
+ * The component follows libincoll's selection table per call, exactly as
+ * the PMPI layer: small broadcasts and every scatter go to the module
+ * below (counted "tuned"), the blocking allreduces of doubles run on
+ * libincoll's host-based ring (counted "host"), those of ints and the
+ * nonblocking ones in the network; ocolls checks every result.
+ */
+TEST(ompi_component_tune, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dir, sizeof(dir), "%s/ompi-tune", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    snprintf(extra, sizeof(extra),
+             "--mca coll_incoll_fabric '%s' --mca coll_incoll_agree 0", dir);
+    setenv("INCOLL_TUNE",
+           "bcast:0-1K:mpi,scatter:*:mpi,allreduce:blocking:*:ring:dtype=float",
+           1);
+    rc = job(out, 4, extra);
+    unsetenv("INCOLL_TUNE");
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    CHECK_MSG(stat_of(text, "bcast", "tuned") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "scatter", "tuned") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "scatter", "net") == 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "host") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "net") > 0, "%s", out);
+    CHECK_MSG(stat_of(text, "allreduce", "tuned") == 0, "%s", out);
+    CHECK_MSG(stat_of(text, "gather", "tuned") == 0, "%s", out);
     free(text);
     return TEST_PASSED;
 }

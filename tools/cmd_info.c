@@ -11,6 +11,7 @@
 
 #include "common/dtype.h"
 #include "common/settings.h"
+#include "common/fabric_conf.h"
 #include "common/tune.h"
 #include "common/udp.h"
 #include "common/wire_mac.h"
@@ -47,6 +48,39 @@ static void print_algorithms(void)
     }
 }
 
+/* Whether t's shape matches the fabric of INCOLL_FABRIC, for a job of
+ * one rank per fabric host (a job's init compares its own ranks and ranks
+ * per host); applies it to t as such a job would. */
+static void print_tune_shape(tune_table_t *t)
+{
+    const char *dir = setting_str(SETTING_FABRIC);
+    char path[4096], err[512];
+    fabric_conf_t conf;
+
+    if (dir == NULL || *dir == '\0' ||
+        snprintf(path, sizeof(path), "%s/fabric.conf", dir) >=
+            (int)sizeof(path) ||
+        fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+        tune_apply_shape(t, 0, 0, 0);
+        printf("  shape: %s (no fabric.conf in INCOLL_FABRIC to compare it "
+               "with: a job compares its own at init)\n",
+               t->shape_ok == -1 ? t->shape_note : "not compared");
+        return;
+    }
+    tune_apply_shape(t, (uint32_t)conf.nhosts, (uint32_t)conf.nhosts, 1);
+    if (t->shape_ok == 1)
+        printf("  shape: matches this fabric (%d hosts, a rank each)\n",
+               conf.nhosts);
+    else if (t->shape_ok == 0)
+        printf("  shape: does not match this fabric (%d hosts, a rank each): "
+               "its entries are set aside, every call not overridden runs "
+               "in libincoll\n",
+               conf.nhosts);
+    else
+        printf("  shape: %s\n", t->shape_note);
+    fabric_conf_free(&conf);
+}
+
 /* The MPI layer's selection table as a job started from this environment
  * would get it (rank 0's: INCOLL_TUNE_FILE, $INCOLL_FABRIC/tune.conf or
  * the built-in one, INCOLL_TUNE before it). */
@@ -67,6 +101,7 @@ static void print_tune(void)
            t.env);
     if (t.shape[0])
         printf("  measured on: %s\n", t.shape);
+    print_tune_shape(&t);
     for (uint32_t i = 0; i < t.n; i++) {
         char line[256], where[320];
         tune_entry_format(&t.e[i], line, sizeof(line));

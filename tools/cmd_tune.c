@@ -180,6 +180,12 @@ typedef struct {
     char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
     char shape[256], cmdline[1024];
     char *args[64];
+    /* The host-based candidate's pass (blocking allreduce on libincoll's
+     * ring), run first when the blocking allreduce is measured: its
+     * arguments and where its times go; host_arg is "ring:FILE". */
+    char *host_args[64];
+    char host_times[PATH_MAX + 16], host_arg[PATH_MAX + 32];
+    int host_pass;
 } tune_plan_t;
 
 /* Plans the job of o (argv for the command line it records). 0, or 1
@@ -262,6 +268,33 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
         args[a++] = "--colls";
         args[a++] = (char *)o->colls;
     }
+    /* The ring pass: the same job for the blocking allreduce alone,
+     * saving its times for the main pass to weigh. */
+    p->host_pass = (o->colls == NULL || strstr(o->colls, "allreduce")) &&
+                   strstr(o->forms, "blocking") != NULL;
+    if (p->host_pass) {
+        int b = 0;
+        snprintf(p->host_times, sizeof(p->host_times), "%s.ring-us",
+                 p->out_path);
+        snprintf(p->host_arg, sizeof(p->host_arg), "ring:%s", p->host_times);
+        for (int i = 0; i < a; i++) {
+            if (strcmp(args[i], "--forms") == 0 ||
+                strcmp(args[i], "--colls") == 0) {
+                i++;
+                continue;
+            }
+            p->host_args[b++] = args[i];
+        }
+        p->host_args[b++] = "--forms";
+        p->host_args[b++] = "blocking";
+        p->host_args[b++] = "--colls";
+        p->host_args[b++] = "allreduce";
+        p->host_args[b++] = "--save-us";
+        p->host_args[b++] = p->host_times;
+        p->host_args[b] = NULL;
+        args[a++] = "--host";
+        args[a++] = p->host_arg;
+    }
     args[a++] = "--out";
     args[a++] = p->out_path;
     args[a++] = "--shape";
@@ -272,15 +305,14 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
     return 0;
 }
 
-/* Runs the job of p; 0, or 1 with the cause printed. */
-static int tune_launch(tune_plan_t *p)
+/* Runs a measuring job (args) under the table spec; 0, or 1 with the
+ * cause printed. */
+static int tune_launch(char **args, const char *spec)
 {
     pid_t pid;
     int st;
 
-    /* Every call through the layer in libincoll: the column the worker
-     * compares with MPI's own. */
-    setenv("INCOLL_TUNE", "all:*:inc", 1);
+    setenv("INCOLL_TUNE", spec, 1);
     unsetenv("INCOLL_MPI_ENABLE");
     fflush(NULL);
     pid = fork();
@@ -289,8 +321,8 @@ static int tune_launch(tune_plan_t *p)
         return 1;
     }
     if (pid == 0) {
-        execv(p->args[0], p->args);
-        fprintf(stderr, "incoll tune: cannot run %s: %s\n", p->args[0],
+        execv(args[0], args);
+        fprintf(stderr, "incoll tune: cannot run %s: %s\n", args[0],
                 log_strerror(errno));
         _exit(127);
     }
@@ -320,7 +352,19 @@ int cmd_tune(int argc, char **argv)
 
     if (tune_parse(argc, argv, &o, &ret) != 0)
         return ret;
-    if (tune_plan(&o, argc, argv, &p) != 0 || tune_launch(&p) != 0)
+    if (tune_plan(&o, argc, argv, &p) != 0)
+        return 1;
+    /* The blocking allreduce on libincoll's ring first (its times saved),
+     * then every call through the layer in libincoll: the column the
+     * worker compares with MPI's own and, for the blocking allreduce,
+     * with the ring's. */
+    if (p.host_pass &&
+        tune_launch(p.host_args, "allreduce:blocking:*:ring,all:*:inc") != 0)
+        return 1;
+    ret = tune_launch(p.args, "all:*:inc");
+    if (p.host_pass)
+        unlink(p.host_times);
+    if (ret != 0)
         return 1;
     /* Read back as the layer reads it: a table it cannot read is an
      * error here, not at the next job's MPI_Init. */

@@ -647,6 +647,8 @@ const char *mgr_msg_name(uint16_t type)
         return "usage";
     case MGR_USAGE_PROC:
         return "usage_proc";
+    case MGR_TUNE:
+        return "tune";
     case MGR_STAT_REQ:
         return "stat_req";
     case MGR_STAT_REP:

@@ -25,6 +25,8 @@
 #define MGR_NAME_MAX 64         /* names: jobs, ANs, hosts */
 #define MGR_TEXT_MAX (1u << 20) /* stat and counter texts */
 #define MGR_MAX_CHILDREN 1024
+#define MGR_TUNE_FORMAT 1       /* MGR_TUNE's body */
+#define MGR_TUNE_MAX (1u << 20) /* its table's bytes */
 #define MGR_MAX_MEMBERS (1 << 18)
 
 typedef enum {
@@ -63,6 +65,11 @@ typedef enum {
     MGR_GROUP_FAILED = 0x25,
     MGR_USAGE = 0x26,      /* h -> m: where its collectives ran (mgr_usage_t) */
     MGR_USAGE_PROC = 0x27, /* h -> m: its result path's counters (MGR_PC_*) */
+    /* m -> h after JOIN_OK when the manager has a selection table: u16
+     * format (MGR_TUNE_FORMAT), str source, text table (a tune.conf's
+     * lines, docs/tuning.md). A host of another format says so and uses
+     * its own; an older host ignores it. */
+    MGR_TUNE = 0x28,
     /* tools */
     MGR_STAT_REQ = 0x30, /* u32 flags (MGR_STAT_F_*) */
     MGR_STAT_REP = 0x31,

@@ -332,13 +332,14 @@
       "1 sets up a communicator's fabric group when it is created, not at " \
       "its first collective") \
     X(TUNE_FILE, STR, "", "", "mpi", \
-      "selection table of the MPI layer: where each collective runs per " \
+      "selection table (libincoll, for the MPI layer and coll/incoll): where each collective runs per " \
       "form and size (docs/tuning.md); unset: $INCOLL_FABRIC/tune.conf, " \
       "else the built-in table; none: no table (every call in libincoll)") \
     X(TUNE, STR, "", "", "mpi", \
       "entries put before the selection table's, " \
-      "COLL[:FORM]:BYTES:PATH[:ranks=R] separated by commas " \
-      "(bcast:0-4K:mpi,allgather:nb:1K-16K:inc)") \
+      "COLL[:FORM]:BYTES:PATH[:ranks=R][:ppn=P][:dtype=D] separated by " \
+      "commas, PATH inc, mpi, or rd, ring, rabenseifner (allreduce) " \
+      "(bcast:0-4K:mpi,allreduce:blocking:0-4K:ring:dtype=float)") \
     X(MPI_TUNE_DEBUG, BOOL, "0", "", "mpi", \
       "1 prints a line per call of the MPI layer: collective, form, size, " \
       "the path the selection table gave and its entry") \
@@ -436,6 +437,9 @@
     X(MGR_METRICS, ENDPOINT, "", "", "mgr", \
       "IP:PORT where the manager serves its metrics over HTTP (OpenMetrics " \
       "text, /metrics); unset: not served") \
+    X(MGR_TUNE_FILE, STR, "", "", "mgr", \
+      "selection table (docs/tuning.md) the manager hands to every job " \
+      "that joins; a job's own INCOLL_TUNE_FILE goes first; unset: none") \
     /* the incoll CLI and benchmarks */ \
     X(BENCH_CORRUPT, ENUM, "", "0|1|result|input", "tool", \
       "test of the benchmark's checks: 1 or result makes the last rank " \

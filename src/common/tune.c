@@ -19,7 +19,12 @@ static const char *const coll_names[TUNE_COLL_COUNT] = {
     "reduce_scatter"};
 static const char *const form_names[TUNE_FORM_COUNT] = {"blocking", "nb",
                                                         "persistent"};
-static const char *const path_names[TUNE_PATH_COUNT] = {"inc", "mpi"};
+static const char *const path_names[TUNE_PATH_COUNT] = {"inc", "mpi", "host"};
+/* The host-based algorithms a path may name, by TUNE_ALGO_* value (the
+ * names `incoll bench` gives them). */
+static const char *const algo_names[] = {NULL, NULL, "rd", "ring",
+                                         "rabenseifner"};
+#define ALGO_NAMES ((int)(sizeof(algo_names) / sizeof(algo_names[0])))
 
 /*
  * The default table, used when no tuned one exists. Made by `incoll tune`
@@ -47,9 +52,16 @@ const char *tune_path_name(int path)
     return path >= 0 && path < TUNE_PATH_COUNT ? path_names[path] : "?";
 }
 
+const char *tune_algo_name(int algo)
+{
+    return algo >= 0 && algo < ALGO_NAMES && algo_names[algo] ? algo_names[algo]
+                                                              : "?";
+}
+
 void tune_init(tune_table_t *t, const char *source)
 {
     memset(t, 0, sizeof(*t));
+    t->shape_ok = -1;
     if (source)
         snprintf(t->source, sizeof(t->source), "%.*s",
                  (int)sizeof(t->source) - 1, source);
@@ -180,20 +192,94 @@ static int parse_what(const char *s, tune_entry_t *e, char *err, size_t errlen)
     return -1;
 }
 
+/* One optional field of an entry: ranks=R, ppn=P or dtype=D. */
+static int parse_opt(const char *f, tune_entry_t *e, char *err, size_t errlen)
+{
+    uint64_t lo, hi;
+
+    if (strncmp(f, "ranks=", 6) == 0) {
+        if (parse_range(f + 6, UINT32_MAX, &lo, &hi) != 0 || lo == 0) {
+            say(err, errlen, "bad '%s' (ranks=LO-HI, LO- or N, at least 1)", f);
+            return -1;
+        }
+        e->rlo = (uint32_t)lo;
+        e->rhi = (uint32_t)hi;
+        return 0;
+    }
+    if (strncmp(f, "ppn=", 4) == 0) {
+        if (parse_range(f + 4, 0xffff, &lo, &hi) != 0 || lo == 0) {
+            say(err, errlen,
+                "bad '%s' (ppn=LO-HI, LO- or N ranks per host, 1 to 65535)", f);
+            return -1;
+        }
+        e->plo = (uint16_t)lo;
+        e->phi = (uint16_t)hi;
+        return 0;
+    }
+    if (strncmp(f, "dtype=", 6) == 0) {
+        if (strcmp(f + 6, "any") == 0)
+            e->dmask = TUNE_DMASK_ANY;
+        else if (strcmp(f + 6, "int") == 0)
+            e->dmask = TUNE_DCLASS_INT;
+        else if (strcmp(f + 6, "float") == 0)
+            e->dmask = TUNE_DCLASS_FLOAT;
+        else {
+            say(err, errlen, "bad '%s' (dtype=int, float or any)", f);
+            return -1;
+        }
+        return 0;
+    }
+    say(err, errlen, "unknown field '%s' (ranks=R, ppn=P or dtype=D)", f);
+    return -1;
+}
+
+/* The path field: inc, mpi or a host-based algorithm's name. */
+static int parse_path(const char *f, tune_entry_t *e, char *err, size_t errlen)
+{
+    e->path = TUNE_PATH_COUNT;
+    for (int p = 0; p < TUNE_PATH_HOST; p++)
+        if (strcmp(f, path_names[p]) == 0)
+            e->path = (uint8_t)p;
+    for (int a = 0; a < ALGO_NAMES; a++)
+        if (algo_names[a] && strcmp(f, algo_names[a]) == 0) {
+            e->path = TUNE_PATH_HOST;
+            e->algo = (uint8_t)a;
+        }
+    if (e->path == TUNE_PATH_COUNT) {
+        say(err, errlen,
+            "unknown path '%s' (inc, mpi, or a host-based allreduce "
+            "algorithm: rd, ring or rabenseifner)",
+            f);
+        return -1;
+    }
+    if (e->path == TUNE_PATH_HOST && e->coll != 0) {
+        say(err, errlen,
+            "path '%s' is a host-based allreduce algorithm: for allreduce "
+            "entries only",
+            f);
+        return -1;
+    }
+    return 0;
+}
+
 /*
- * One entry from its fields: what, bytes, path and optionally ranks=R.
- * nf fields in f. 0 or -1 with err (the cause only).
+ * One entry from its fields: what, bytes, path and optionally ranks=R,
+ * ppn=P, dtype=D. nf fields in f. 0 or -1 with err (the cause only).
  */
 static int parse_entry(char **f, int nf, tune_entry_t *e, char *err,
                        size_t errlen)
 {
-    uint64_t rlo = 1, rhi = UINT32_MAX;
-
     memset(e, 0, sizeof(*e));
-    if (nf < 3 || nf > 4) {
+    e->rlo = 1;
+    e->rhi = UINT32_MAX;
+    e->plo = 0;
+    e->phi = 0xffff;
+    e->dmask = TUNE_DMASK_ANY;
+    if (nf < 3 || nf > 6) {
         say(err, errlen,
-            "want COLL[:FORM] BYTES PATH [ranks=R], got %d field%s", nf,
-            nf == 1 ? "" : "s");
+            "want COLL[:FORM] BYTES PATH [ranks=R] [ppn=P] [dtype=D], got "
+            "%d field%s",
+            nf, nf == 1 ? "" : "s");
         return -1;
     }
     if (parse_what(f[0], e, err, errlen) != 0)
@@ -205,24 +291,45 @@ static int parse_entry(char **f, int nf, tune_entry_t *e, char *err,
             f[1]);
         return -1;
     }
-    e->path = TUNE_PATH_COUNT;
-    for (int p = 0; p < TUNE_PATH_COUNT; p++)
-        if (strcmp(f[2], path_names[p]) == 0)
-            e->path = (uint8_t)p;
-    if (e->path == TUNE_PATH_COUNT) {
-        say(err, errlen, "unknown path '%s' (inc or mpi)", f[2]);
+    if (parse_path(f[2], e, err, errlen) != 0)
         return -1;
-    }
-    if (nf == 4) {
-        if (strncmp(f[3], "ranks=", 6) != 0 ||
-            parse_range(f[3] + 6, UINT32_MAX, &rlo, &rhi) != 0 || rlo == 0) {
-            say(err, errlen, "bad '%s' (ranks=LO-HI, LO- or N, at least 1)",
-                f[3]);
+    for (int i = 3; i < nf; i++)
+        if (parse_opt(f[i], e, err, errlen) != 0)
             return -1;
+    return 0;
+}
+
+/* The shape line's words (f[1..nf-1]) into t. 0 or -1 with err. */
+static int parse_shape(tune_table_t *t, char **f, int nf, char *err,
+                       size_t errlen)
+{
+    size_t k = 0;
+
+    t->shape[0] = '\0';
+    t->s_rlo = t->s_rhi = t->s_hlo = t->s_hhi = t->s_plo = t->s_phi = 0;
+    for (int i = 1; i < nf; i++) {
+        static const char *const keys[] = {"ranks=", "hosts=", "ppn="};
+        uint32_t *lo_hi[][2] = {{&t->s_rlo, &t->s_rhi},
+                                {&t->s_hlo, &t->s_hhi},
+                                {&t->s_plo, &t->s_phi}};
+        k += (size_t)snprintf(t->shape + k,
+                              k < sizeof(t->shape) ? sizeof(t->shape) - k : 0,
+                              "%s%s", i > 1 ? " " : "", f[i]);
+        for (int j = 0; j < 3; j++) {
+            size_t n = strlen(keys[j]);
+            uint64_t lo, hi;
+            if (strncmp(f[i], keys[j], n) != 0)
+                continue;
+            if (parse_range(f[i] + n, UINT32_MAX, &lo, &hi) != 0 || lo == 0) {
+                say(err, errlen,
+                    "bad shape '%s' (%sLO-HI, LO- or N, at least 1)", f[i],
+                    keys[j]);
+                return -1;
+            }
+            *lo_hi[j][0] = (uint32_t)lo;
+            *lo_hi[j][1] = (uint32_t)hi;
         }
     }
-    e->rlo = (uint32_t)rlo;
-    e->rhi = (uint32_t)rhi;
     return 0;
 }
 
@@ -264,18 +371,15 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
         p += n + (eol != NULL);
         if ((hash = strchr(buf, '#')) != NULL)
             *hash = '\0';
-        nf = split(buf, " \t\r", f, 6);
+        nf = split(buf, " \t\r", f, 8);
         if (nf == 0)
             continue;
         if (strcmp(f[0], "shape") == 0) {
-            /* Informational: kept as written for `incoll info`. */
-            size_t k = 0;
-            t->shape[0] = '\0';
-            for (int i = 1; i < nf && i <= 6; i++)
-                k += (size_t)snprintf(
-                    t->shape + k,
-                    k < sizeof(t->shape) ? sizeof(t->shape) - k : 0, "%s%s",
-                    i > 1 ? " " : "", f[i]);
+            if (nf > 8 || parse_shape(t, f, nf, why, sizeof(why)) != 0) {
+                say(err, errlen, "%s:%u: %s", name, line,
+                    nf > 8 ? "a shape line of more than 7 words" : why);
+                return -1;
+            }
             continue;
         }
         if (t->n == TUNE_MAX) {
@@ -293,23 +397,22 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
     return 0;
 }
 
-int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
+char *tune_read_text(const char *path, char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "r");
     char *text;
     long len = 0;
-    int ret;
 
     if (fp == NULL) {
         say(err, errlen, "%s: %s", path, log_strerror(errno));
-        return -1;
+        return NULL;
     }
     if (fseek(fp, 0, SEEK_END) != 0 || (len = ftell(fp)) < 0 ||
         fseek(fp, 0, SEEK_SET) != 0 || len > (1 << 20)) {
         say(err, errlen, "%s: %s", path,
             len > (1 << 20) ? "larger than 1 MiB" : log_strerror(errno));
         fclose(fp);
-        return -1;
+        return NULL;
     }
     text = malloc((size_t)len + 1);
     if (text == NULL || fread(text, 1, (size_t)len, fp) != (size_t)len) {
@@ -317,15 +420,25 @@ int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
             text ? "cannot read it" : "out of memory");
         free(text);
         fclose(fp);
-        return -1;
+        return NULL;
     }
     fclose(fp);
     text[len] = '\0';
     if (memchr(text, '\0', (size_t)len)) {
         say(err, errlen, "%s: not a text file (a NUL byte in it)", path);
         free(text);
-        return -1;
+        return NULL;
     }
+    return text;
+}
+
+int tune_parse_file(tune_table_t *t, const char *path, char *err, size_t errlen)
+{
+    char *text = tune_read_text(path, err, errlen);
+    int ret;
+
+    if (text == NULL)
+        return -1;
     ret = tune_parse_text(t, text, path, err, errlen);
     free(text);
     return ret;
@@ -355,7 +468,7 @@ int tune_parse_override(tune_table_t *t, const char *spec, char *err,
         snprintf(item, sizeof(item), "%s", items[i]);
         /* COLL[:FORM]:BYTES:PATH[:ranks=R]: the form is there when the
          * second field is one of the form names. */
-        nf = split(items[i], ":", f, 6);
+        nf = split(items[i], ":", f, 7);
         what_colon = nf >= 2 && (strcmp(f[1], "blocking") == 0 ||
                                  strcmp(f[1], "nb") == 0 ||
                                  strcmp(f[1], "persistent") == 0);
@@ -365,10 +478,11 @@ int tune_parse_override(tune_table_t *t, const char *spec, char *err,
                 f[k] = f[k + 1];
             nf--;
         }
-        if (nf > 4 || parse_entry(f, nf, &add[i], why, sizeof(why)) != 0) {
-            if (nf > 4)
+        if (nf > 6 || parse_entry(f, nf, &add[i], why, sizeof(why)) != 0) {
+            if (nf > 6)
                 snprintf(why, sizeof(why),
-                         "want COLL[:FORM]:BYTES:PATH[:ranks=R]");
+                         "want COLL[:FORM]:BYTES:PATH[:ranks=R][:ppn=P]"
+                         "[:dtype=D]");
             say(err, errlen, "INCOLL_TUNE item %d '%s': %s", i + 1, item, why);
             return -1;
         }
@@ -458,7 +572,7 @@ static void fmt_range(uint64_t lo, uint64_t hi, uint64_t max, char *buf,
 
 void tune_entry_format(const tune_entry_t *e, char *buf, size_t len)
 {
-    char what[64], bytes[80], ranks[96] = "";
+    char what[64], bytes[80], ranks[96] = "", ppn[64] = "";
     int form = -1;
 
     for (int f = 0; f < TUNE_FORM_COUNT; f++)
@@ -475,8 +589,18 @@ void tune_entry_format(const tune_entry_t *e, char *buf, size_t len)
         fmt_range(e->rlo, e->rhi, UINT32_MAX, r, sizeof(r));
         snprintf(ranks, sizeof(ranks), " ranks=%s", r);
     }
-    snprintf(buf, len, "%s %s %s%s", what, bytes, tune_path_name(e->path),
-             ranks);
+    if (e->plo != 0 || e->phi != 0xffff) {
+        char r[48];
+        fmt_range(e->plo, e->phi, 0xffff, r, sizeof(r));
+        snprintf(ppn, sizeof(ppn), " ppn=%s", r);
+    }
+    snprintf(buf, len, "%s %s %s%s%s%s", what, bytes,
+             e->path == TUNE_PATH_HOST ? tune_algo_name(e->algo)
+                                       : tune_path_name(e->path),
+             ranks, ppn,
+             e->dmask == TUNE_DCLASS_INT     ? " dtype=int"
+             : e->dmask == TUNE_DCLASS_FLOAT ? " dtype=float"
+                                             : "");
 }
 
 void tune_write(const tune_table_t *t, FILE *out, int comments)
@@ -493,4 +617,62 @@ void tune_write(const tune_table_t *t, FILE *out, int comments)
             fprintf(out, "%s\n", line);
         }
     }
+}
+
+/* 1 when v (0: unknown) is in [lo, hi] (lo 0: not given). */
+static int shape_holds(uint32_t lo, uint32_t hi, uint32_t v)
+{
+    return lo == 0 || v == 0 || (v >= lo && v <= hi);
+}
+
+void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
+                      uint32_t ppn)
+{
+    uint32_t k = 0;
+
+    if (t->s_rlo == 0 && t->s_hlo == 0 && t->s_plo == 0) {
+        t->shape_ok = -1;
+        snprintf(t->shape_note, sizeof(t->shape_note), "%s",
+                 t->shape[0] ? "its shape names no ranks=, hosts= or "
+                               "ppn=: it applies to any fabric"
+                             : "no shape line: it applies to any fabric");
+        return;
+    }
+    if (shape_holds(t->s_rlo, t->s_rhi, ranks) &&
+        shape_holds(t->s_hlo, t->s_hhi, hosts) &&
+        shape_holds(t->s_plo, t->s_phi, ppn)) {
+        t->shape_ok = 1;
+        snprintf(t->shape_note, sizeof(t->shape_note),
+                 "matches this job (%u ranks, %u hosts, ppn %u; 0: unknown)",
+                 ranks, hosts, ppn);
+        return;
+    }
+    t->shape_ok = 0;
+    snprintf(t->shape_note, sizeof(t->shape_note),
+             "does not match this job (%u ranks, %u hosts, ppn %u): its "
+             "entries set aside, every call not overridden runs in libincoll",
+             ranks, hosts, ppn);
+    for (uint32_t i = 0; i < t->n; i++)
+        if (t->e[i].from_env)
+            t->e[k++] = t->e[i];
+    t->n = k;
+}
+
+uint64_t tune_hash(const tune_table_t *t)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint32_t i = 0; i < t->n; i++) {
+        const tune_entry_t *e = &t->e[i];
+        uint64_t v[6] = {e->lo,
+                         e->hi,
+                         (uint64_t)e->rlo << 32 | e->rhi,
+                         (uint64_t)e->plo << 16 | e->phi,
+                         (uint64_t)e->coll << 24 | (uint64_t)e->forms << 16 |
+                             (uint64_t)e->path << 8 | e->algo,
+                         e->dmask};
+        const unsigned char *b = (const unsigned char *)v;
+        for (size_t j = 0; j < sizeof(v); j++)
+            h = (h ^ b[j]) * 0x100000001b3ull;
+    }
+    return h ^ t->n;
 }

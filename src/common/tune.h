@@ -9,8 +9,8 @@
  * A table is a text file, one entry a line, the first entry that matches
  * a call deciding it ('#' starts a comment):
  *
- *   shape hosts=8 ranks=8 ppn=1          what it was measured on (optional)
- *   COLL[:FORM] BYTES PATH [ranks=R]
+ *   shape [WORD...] [ranks=R] [hosts=H] [ppn=P]   what it was measured on
+ *   COLL[:FORM] BYTES PATH [ranks=R] [ppn=P] [dtype=D]
  *
  *   COLL   allreduce reduce bcast barrier allgather gather scatter
  *          reduce_scatter_block reduce_scatter, or all
@@ -21,8 +21,19 @@
  *          one rank's block of an allgather, gather and scatter, one
  *          rank's result of a reduce_scatter(_block); 0 for a barrier
  *   PATH   inc (libincoll: in the network, its host-based algorithms when
- *          the group cannot) or mpi (the MPI library's own)
+ *          the group cannot), mpi (the MPI library's own), or one of
+ *          libincoll's host-based allreduce algorithms: rd, ring,
+ *          rabenseifner (allreduce entries only)
  *   R      communicator sizes, LO-HI, LO- or N (default: every size)
+ *   P      ranks per fabric host of the job, the same forms (default: any;
+ *          an entry with ppn= does not apply where it is unknown)
+ *   D      the reduction's datatype class: int, float or any (default);
+ *          an entry with dtype=int or float applies to reductions only
+ *
+ * The shape line's ranks=, hosts= and ppn= (each a range) say which
+ * fabrics the file's entries apply to (tune_apply_shape): on a job of
+ * another shape they are set aside and only the override's entries
+ * decide. Its other words are shown, not matched.
  *
  * A call no entry matches goes to libincoll (inc). The override setting
  * (INCOLL_TUNE) is a comma-separated list of the same entries with ':'
@@ -47,11 +58,24 @@
 #define TUNE_FORM_COUNT 3
 #define TUNE_FORMS_ALL 7
 
+/* The paths (incoll.h's incoll_path_t has the same values). */
 typedef enum {
     TUNE_PATH_INC = 0,
     TUNE_PATH_MPI = 1,
+    TUNE_PATH_HOST = 2, /* a named host-based algorithm (entry's algo) */
     TUNE_PATH_COUNT
 } tune_path_t;
+
+/* A host path's algorithm: incoll_algo_t's values. */
+#define TUNE_ALGO_RD 2
+#define TUNE_ALGO_RING 3
+#define TUNE_ALGO_RABENSEIFNER 4
+
+/* A call's datatype class (tune_select), and an entry's mask of them. */
+#define TUNE_DCLASS_NONE 0  /* not a reduction */
+#define TUNE_DCLASS_INT 1   /* integers */
+#define TUNE_DCLASS_FLOAT 2 /* floating point, half and bfloat too */
+#define TUNE_DMASK_ANY 0xff
 
 #define TUNE_MAX 256
 #define TUNE_NO_LINE 0xffff
@@ -65,7 +89,10 @@ typedef struct {
     uint8_t forms;     /* bits 1 << TUNE_FORM_* */
     uint8_t path;      /* tune_path_t */
     uint8_t from_env;  /* 1: from the override setting */
-    uint8_t pad[2];
+    uint8_t algo;      /* TUNE_PATH_HOST: TUNE_ALGO_*, else 0 */
+    uint8_t dmask;     /* TUNE_DCLASS_* bits, or TUNE_DMASK_ANY */
+    uint16_t plo, phi; /* ranks per host, inclusive (0-65535: any) */
+    uint16_t pad;
 } tune_entry_t;
 
 typedef struct {
@@ -74,6 +101,12 @@ typedef struct {
     char source[256]; /* where the file entries came from */
     char shape[128];  /* its shape line, or "" */
     char env[256];    /* the override as given (clipped), or "" */
+    /* The shape line's ranges (lo 0: not given). */
+    uint32_t s_rlo, s_rhi, s_hlo, s_hhi, s_plo, s_phi;
+    /* tune_apply_shape: 1 matched, 0 set aside (file entries dropped),
+     * -1 not compared (no shape line, or never applied). */
+    int32_t shape_ok;
+    char shape_note[200]; /* what tune_apply_shape found, in words */
     tune_entry_t e[TUNE_MAX];
 } tune_table_t;
 
@@ -94,6 +127,10 @@ void tune_init(tune_table_t *t, const char *source);
  */
 int tune_parse_text(tune_table_t *t, const char *text, const char *name,
                     char *err, size_t errlen);
+
+/* A table file's text (at most 1 MiB, no NUL), malloc'd; NULL with
+ * "PATH: what is wrong" in err. */
+char *tune_read_text(const char *path, char *err, size_t errlen);
 
 /* Reads and appends a file (tune_parse_text). 0 or -1 with err. */
 int tune_parse_file(tune_table_t *t, const char *path, char *err,
@@ -117,18 +154,24 @@ int tune_load(tune_table_t *t, const char *file, const char *fabric_dir,
 
 /*
  * The path of a call: collective coll, form, bytes (as BYTES above) on a
- * communicator of ranks members. *entry_p (may be NULL) gets the deciding
- * entry's index, or -1 when none matched (then TUNE_PATH_INC). Pure: the
- * same arguments give the same answer on every rank.
+ * communicator of ranks members, with ppn ranks per fabric host (0:
+ * unknown) and datatype class dclass (TUNE_DCLASS_*). *entry_p (may be
+ * NULL) gets the deciding entry's index, or -1 when none matched (then
+ * TUNE_PATH_INC). Pure: the same arguments give the same answer on every
+ * rank.
  */
-static inline int tune_lookup(const tune_table_t *t, int coll, int form,
-                              uint64_t bytes, uint32_t ranks, int *entry_p)
+static inline int tune_select(const tune_table_t *t, int coll, int form,
+                              uint64_t bytes, uint32_t ranks, uint32_t ppn,
+                              int dclass, int *entry_p)
 {
     for (uint32_t i = 0; i < t->n; i++) {
         const tune_entry_t *e = &t->e[i];
         if ((e->coll == coll || e->coll == TUNE_COLL_ALL) &&
             (e->forms & (1u << form)) && bytes >= e->lo && bytes <= e->hi &&
-            ranks >= e->rlo && ranks <= e->rhi) {
+            ranks >= e->rlo && ranks <= e->rhi &&
+            (e->dmask == TUNE_DMASK_ANY || (e->dmask & dclass)) &&
+            ((e->plo == 0 && e->phi == 0xffff) ||
+             (ppn != 0 && ppn >= e->plo && ppn <= e->phi))) {
             if (entry_p)
                 *entry_p = (int)i;
             return e->path;
@@ -138,6 +181,32 @@ static inline int tune_lookup(const tune_table_t *t, int coll, int form,
         *entry_p = -1;
     return TUNE_PATH_INC;
 }
+
+/* tune_select for a call of no datatype class on a job whose ranks per
+ * host are unknown. */
+static inline int tune_lookup(const tune_table_t *t, int coll, int form,
+                              uint64_t bytes, uint32_t ranks, int *entry_p)
+{
+    return tune_select(t, coll, form, bytes, ranks, 0, TUNE_DCLASS_NONE,
+                       entry_p);
+}
+
+/* A host path's algorithm name ("rd", "ring", "rabenseifner"), or "?". */
+const char *tune_algo_name(int algo);
+
+/*
+ * Applies the shape line to a job of ranks ranks on hosts fabric hosts
+ * with ppn ranks per host (0: unknown, not compared): when a range the
+ * line gives does not hold the job's value, the file's entries are
+ * dropped (the override's stay) and t->shape_ok is 0; else 1 (-1 when
+ * the table has no shape range). t->shape_note says which in words.
+ */
+void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
+                      uint32_t ppn);
+
+/* A hash of what decides (every entry's matching fields and path, in
+ * order; not where they came from): equal tables decide alike. */
+uint64_t tune_hash(const tune_table_t *t);
 
 /* Where entry i came from, "FILE:LINE" or "INCOLL_TUNE item N". */
 void tune_entry_where(const tune_table_t *t, int i, char *buf, size_t len);

@@ -48,6 +48,8 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
     c->hosts = text_copy(SETTING_HOSTS, &nomem);
     c->host_map = text_copy(SETTING_HOST_MAP, &nomem);
     c->gen = text_copy(SETTING_GEN, &nomem);
+    c->tune_file = text_copy(SETTING_TUNE_FILE, &nomem);
+    c->tune = text_copy(SETTING_TUNE, &nomem);
     c->progress_thread = setting_bool(SETTING_PROGRESS_THREAD);
     c->early_max = (size_t)setting_u64(SETTING_EARLY_MAX);
 
@@ -103,9 +105,9 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
 
 void host_cfg_free(host_cfg_t *c)
 {
-    char **texts[] = {&c->job,         &c->host,  &c->mgr,      &c->fabric,
-                      &c->secret_file, &c->hosts, &c->host_map, &c->gen,
-                      &c->stream_lock, &c->hier};
+    char **texts[] = {&c->job,         &c->host,  &c->mgr,       &c->fabric,
+                      &c->secret_file, &c->hosts, &c->host_map,  &c->gen,
+                      &c->stream_lock, &c->hier,  &c->tune_file, &c->tune};
     for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
         free(*texts[i]);
         *texts[i] = NULL;

@@ -53,6 +53,8 @@ typedef struct host_cfg {
     uint64_t usage_ns;
     /* the shared-memory level */
     char *hier; /* node|socket|flat as given; NULL unset */
+    /* INCOLL_TUNE_FILE, INCOLL_TUNE as given; NULL unset (select.c) */
+    char *tune_file, *tune;
     size_t hier_seg;
     int hier_depth;
     uint64_t hier_spin_ns, hier_timeout_ns;

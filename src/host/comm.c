@@ -201,6 +201,11 @@ struct host_ctx_info {
     host_mgr_t *mgr;
 };
 
+const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p)
+{
+    return ctx->info ? host_mgr_tune(ctx->info->mgr, source_p) : NULL;
+}
+
 /* The communicator's info, made on first use for a world made from
  * fabric.conf (id 0, the world group's capabilities: everything). */
 static struct host_comm_info *info_of(incoll_comm_h comm)

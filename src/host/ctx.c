@@ -870,6 +870,9 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
         status = host_job_key(ctx);
         host_unlock(ctx);
     }
+    /* The selection table, the same on every rank (src/host/select.c). */
+    if (status == INCOLL_OK)
+        status = host_tune_init(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
     *ctx_p = ctx;

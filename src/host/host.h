@@ -11,6 +11,7 @@
 
 #include "common/fabric_conf.h"
 #include "common/mgr_codec.h"
+#include "common/tune.h"
 #include "common/udp.h"
 #include "core/algo.h"
 #include "core/host_engine.h"
@@ -177,6 +178,11 @@ struct incoll_ctx {
     } mc_joined[HOST_MCAST_MAX];
     int mc_open_failed;
     int mc_warned;
+    /* The selection table in force (src/host/select.c): loaded and
+     * agreed at init; tune_ppn the job's ranks per fabric host (0:
+     * unknown). */
+    tune_table_t tune;
+    uint32_t tune_ppn;
 };
 
 /*
@@ -347,6 +353,13 @@ static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
  * the context's UDP endpoint with loss recovery (src/host/fallback.c).
  * sendbuf and recvbuf do not overlap (the caller stages them); count > 0.
  */
+/* Loads the selection table into ctx and agrees on it across the world
+ * (src/host/select.c); at init, after the job's key. */
+incoll_status_t host_tune_init(incoll_ctx_h ctx);
+/* The selection table the manager handed to the job, NULL none
+ * (src/host/comm.c). */
+const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p);
+
 incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
                                      const void *sendbuf, void *recvbuf,
                                      size_t count, incoll_dtype_t dtype,

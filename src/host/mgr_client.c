@@ -61,6 +61,8 @@ struct host_mgr {
     failure_t *failures;
     failure_t **failures_tail;
     int pc_refused; /* it refused our process counters: not sent again */
+    char *tune_text;       /* the manager's selection table (MGR_TUNE) */
+    char tune_source[256]; /* where the manager read it */
 };
 
 void host_mgr_group_free(host_mgr_group_t *g)
@@ -156,6 +158,35 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
             if (mgr_stream_send(&m->st, MGR_GROUP_REQ, o->body, o->len) !=
                 INCOLL_OK)
                 return -1;
+        return 0;
+    }
+    case MGR_TUNE: {
+        /* the fabric's selection table, before any group's answer */
+        mgr_rbuf_t r = {body, len, 0, 0};
+        uint16_t format = mgr_r_u16(&r);
+        char source[256];
+        const char *text;
+        size_t n = 0;
+        if (format != MGR_TUNE_FORMAT) {
+            incoll_warn("manager %s: its selection table is of format %u, "
+                        "this libincoll reads format %u: not used (update "
+                        "libincoll, or name the table with INCOLL_TUNE_FILE)",
+                        m->addr, (unsigned)format, (unsigned)MGR_TUNE_FORMAT);
+            return 0;
+        }
+        mgr_r_str(&r, source, sizeof(source));
+        text = mgr_r_text(&r, MGR_TUNE_MAX, &n);
+        if (text == NULL || mgr_r_done(&r) || memchr(text, '\0', n)) {
+            incoll_warn("manager %s: malformed tune", m->addr);
+            return -1;
+        }
+        free(m->tune_text);
+        m->tune_text = malloc(n + 1);
+        if (m->tune_text == NULL)
+            return 0;
+        memcpy(m->tune_text, text, n);
+        m->tune_text[n] = '\0';
+        snprintf(m->tune_source, sizeof(m->tune_source), "%s", source);
         return 0;
     }
     case MGR_GROUP_INFO: {
@@ -433,7 +464,17 @@ void host_mgr_close(host_mgr_t *m)
         m->failures = f->next;
         free(f);
     }
+    free(m->tune_text);
     free(m);
+}
+
+const char *host_mgr_tune(const host_mgr_t *m, const char **source_p)
+{
+    if (m == NULL || m->tune_text == NULL)
+        return NULL;
+    if (source_p)
+        *source_p = m->tune_source;
+    return m->tune_text;
 }
 
 incoll_status_t host_mgr_group_request(host_mgr_t *m, uint64_t comm,

@@ -115,6 +115,10 @@ incoll_status_t host_mgr_group_release(host_mgr_t *mgr, uint64_t comm,
 /* Reports where n communicators' collectives ran since the last report
  * (MGR_USAGE). INCOLL_ERR_IO while disconnected: the caller keeps the
  * counts for the next report. */
+/* The selection table the manager handed over at join (MGR_TUNE), with
+ * where it read it in *source_p; NULL when it sent none. */
+const char *host_mgr_tune(const host_mgr_t *m, const char **source_p);
+
 incoll_status_t host_mgr_usage(host_mgr_t *mgr, const mgr_usage_entry_t *e,
                                uint16_t n);
 

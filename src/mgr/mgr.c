@@ -1112,6 +1112,8 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
         cp.job_linger_ms = m->p.job_linger_ms;
         cp.state_budget = m->p.state_budget;
         cp.job_state_budget = m->p.job_state_budget;
+        cp.tune_text = m->p.tune_text;
+        cp.tune_source = m->p.tune_source;
         {
             /* Generations follow the wall clock in ms (mod 2^32), as
              * `incoll run`'s: a later job's is newer. */

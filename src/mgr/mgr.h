@@ -78,8 +78,11 @@ typedef struct {
     int has_admin_key; /* admins prove admin_key, else key */
     uint8_t admin_key[MGR_KEY_LEN];
     const char *metrics; /* "IP:PORT" to serve metrics on, or NULL */
-    uint32_t tick_ms;    /* timer resolution */
-    int stop_fd;         /* readable: stop (a signalfd), or -1 */
+    /* The selection table handed to joining jobs (MGR_TUNE), checked at
+     * start; NULL: none. */
+    const char *tune_text, *tune_source;
+    uint32_t tick_ms; /* timer resolution */
+    int stop_fd;      /* readable: stop (a signalfd), or -1 */
     place_params_t place;
 } mgr_params_t;
 

@@ -1093,6 +1093,15 @@ static void on_join(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
         mgr_send_msg(m, c, MGR_JOIN_OK, &w);
         mgr_wbuf_free(&w);
     }
+    if (m->p.tune_text) {
+        /* the fabric's selection table (docs/tuning.md) */
+        mgr_wbuf_t w = {0};
+        mgr_w_u16(&w, MGR_TUNE_FORMAT);
+        mgr_w_str(&w, m->p.tune_source);
+        mgr_w_text(&w, m->p.tune_text, strlen(m->p.tune_text));
+        mgr_send_msg(m, c, MGR_TUNE, &w);
+        mgr_wbuf_free(&w);
+    }
 }
 
 static place_group_t *find_comm_group(mgr_core_t *m, const job_t *j,

@@ -115,6 +115,8 @@ typedef struct {
     uint64_t job_state_budget; /* ... for one job; 0: no bound */
     place_params_t place;      /* first_id: the first group id (the daemon
                                   picks it at random) */
+    const char *tune_text;     /* handed to joining hosts, or NULL */
+    const char *tune_source;   /* where it came from */
     mgr_core_send_cb_t send;
     mgr_core_close_cb_t close;
     mgr_core_io_stats_cb_t io_stats; /* may be NULL */

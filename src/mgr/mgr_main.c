@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "common/mgr_proto.h"
 #include "common/settings.h"
+#include "common/tune.h"
 #include "mgr/mgr.h"
 #include "mgr/topo.h"
 
@@ -31,6 +32,7 @@ static void usage(FILE *out)
             "[--port-file FILE]\n"
             "                  [--pidfile FILE] [--write-topology FILE]\n"
             "                  [--admin-secret FILE] [--metrics IP:PORT]\n"
+            "                  [--tune FILE]\n"
             "\n"
             "Runs the aggregation manager of a fabric: it defines the\n"
             "reduction trees, admits and places groups for communicators,\n"
@@ -55,6 +57,10 @@ static void usage(FILE *out)
             "served)\n"
             "  --port-file FILE       write IP:PORT there once listening\n"
             "  --pidfile FILE         write the pid there; removed at exit\n"
+            "  --tune FILE            the selection table (docs/tuning.md) "
+            "handed\n"
+            "                         to every job that joins (default\n"
+            "                         $INCOLL_MGR_TUNE_FILE; unset: none)\n"
             "  --help                 this text\n"
             "\n"
             "Environment (src/common/settings.h; `incoll info` lists all):\n");
@@ -131,12 +137,14 @@ int main(int argc, char **argv)
         {"pidfile", required_argument, NULL, 'p'},
         {"admin-secret", required_argument, NULL, 'A'},
         {"metrics", required_argument, NULL, 'M'},
+        {"tune", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     const char *topo_path = NULL, *write_topo = NULL, *secret = NULL;
     const char *port_file = NULL, *pidfile = NULL;
-    const char *admin_secret = NULL, *metrics = NULL;
+    const char *admin_secret = NULL, *metrics = NULL, *tune = NULL;
+    char *tune_text = NULL;
     int radix = 0, levels = 0, nhosts = 0, opt, ret = 1;
     mgr_params_t mp;
     topo_t topo;
@@ -146,7 +154,7 @@ int main(int argc, char **argv)
     int sigfd;
 
     mgr_params_default(&mp);
-    while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:A:M:h", longopts,
+    while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:A:M:T:h", longopts,
                               NULL)) != -1) {
         switch (opt) {
         case 't':
@@ -172,6 +180,9 @@ int main(int argc, char **argv)
             break;
         case 'M':
             metrics = optarg;
+            break;
+        case 'T':
+            tune = optarg;
             break;
         case 'k':
             if (parse_int(optarg, &radix)) {
@@ -215,6 +226,23 @@ int main(int argc, char **argv)
     mgr_params_from_env(&mp);
     if (metrics)
         mp.metrics = metrics;
+    /* The selection table handed to jobs: read and checked now, so that
+     * a bad one stops the manager naming its line. */
+    if (tune == NULL)
+        tune = setting_str(SETTING_MGR_TUNE_FILE);
+    if (tune && *tune) {
+        static tune_table_t t;
+        tune_init(&t, tune);
+        tune_text = tune_read_text(tune, err, sizeof(err));
+        if (tune_text == NULL ||
+            tune_parse_text(&t, tune_text, tune, err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll-mgr: selection table: %s\n", err);
+            free(tune_text);
+            return 2;
+        }
+        mp.tune_text = tune_text;
+        mp.tune_source = tune;
+    }
 
     if (topo_path) {
         if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
@@ -307,5 +335,6 @@ out_sig:
     close(sigfd);
 out_topo:
     topo_free(&topo);
+    free(tune_text);
     return ret;
 }

@@ -64,6 +64,7 @@ static int32_t parse_colls(const char *text)
  * noted (rank 0's own says what happens). */
 static void cfg_read(mpi_cfg_t *cfg, int follow)
 {
+    static tune_table_t own_tune;
     char err[512];
 
     memset(cfg, 0, sizeof(*cfg));
@@ -86,7 +87,9 @@ static void cfg_read(mpi_cfg_t *cfg, int follow)
     cfg->eager = setting_bool(SETTING_MPI_EAGER);
     cfg->agree = setting_bool(SETTING_MPI_AGREE);
     cfg->tune_debug = setting_bool(SETTING_MPI_TUNE_DEBUG);
-    if (tune_load(&L.tune, setting_str(SETTING_TUNE_FILE),
+    /* The table is libincoll's (loaded and agreed in incoll_init); read
+     * here only so that rank 0's error turns the layer off everywhere. */
+    if (tune_load(&own_tune, setting_str(SETTING_TUNE_FILE),
                   setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
                   sizeof(err)) != 0) {
         if (follow) {
@@ -516,11 +519,6 @@ void mpi_layer_bootstrap(int from_init)
             cfg.job = mpi_cs_job_random();
         PMPI_Bcast(&cfg, (int)sizeof(cfg), MPI_BYTE, 0, MPI_COMM_WORLD);
         L.cfg = cfg;
-        /* And rank 0's selection table: a call's path is then the same
-         * function of the same values on every rank. */
-        if (L.cfg.enable)
-            PMPI_Bcast(&L.tune, (int)sizeof(L.tune), MPI_BYTE, 0,
-                       MPI_COMM_WORLD);
         if (L.cfg.enable) {
             /* Placement of ranks on nodes, for libincoll's node level. */
             MPI_Comm node = MPI_COMM_NULL;

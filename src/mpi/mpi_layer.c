@@ -387,7 +387,14 @@ static int settle(mpi_call_t *c, incoll_status_t status, int *ret_p)
         *ret_p = raise_error(st, c->coll, c->comm, status);
         return 1;
     }
-    if (c->was_in && mpi_call_in_net(c))
+    if (c->algo != INCOLL_ALGO_AUTO) {
+        /* the table's host-based algorithm: where libincoll says it ran */
+        incoll_where_t w;
+        if (incoll_comm_where(c->icomm, &w) == INCOLL_OK && w.in_network)
+            L.offloaded[c->coll]++;
+        else
+            L.hosts[c->coll]++;
+    } else if (c->was_in && mpi_call_in_net(c))
         L.offloaded[c->coll]++;
     else if (c->icomm != st->icomm)
         L.hosts[c->coll]++; /* a persistent request's own */
@@ -634,32 +641,44 @@ static reason_t decide_reduction(mpi_call_t *c, const mpi_side_t *s, MPI_Op op,
  * rank 0. */
 static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
                                                mpi_form_t form, uint64_t bytes,
-                                               int path, int entry)
+                                               const incoll_choice_t *ch)
 {
-    char where[320];
+    char where[400];
     if (c->rank != 0)
         return;
-    tune_entry_where(&L.tune, entry, where, sizeof(where));
+    incoll_table_entry(L.ctx, ch->entry, where, sizeof(where));
     log_emit(LOG_LEVEL_INFO,
              "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
              mpi_coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
-             tune_path_name(path), where);
+             ch->path == INCOLL_PATH_HOST ? tune_algo_name((int)ch->algo)
+                                          : tune_path_name((int)ch->path),
+             where);
 }
 
-/* 1 when the selection table sends the call to MPI's own. Its arguments
- * (collective, form, the size decide() found and the communicator's
- * size) and rank 0's table are the same on every rank: so is the path. */
-static int tuned_to_mpi(const mpi_call_t *c, mpi_form_t form)
+/* 1 when the selection table (libincoll's, incoll_ctx_select: the same
+ * on every rank, agreed at init) sends the call to MPI's own. Its
+ * arguments (collective, form, the size decide() found, the datatype and
+ * the communicator's size) are the same on every rank: so is the path.
+ * A host-based algorithm is kept in c->algo for a blocking allreduce;
+ * the other forms run in libincoll as chosen by it. */
+static int tuned_to_mpi(mpi_call_t *c, mpi_form_t form)
 {
     uint64_t bytes = c->coll == MPI_COLL_BARRIER ? 0 : c->bytes;
-    int entry, path;
-    if (L.tune.n == 0 && !L.cfg.tune_debug)
-        return 0;
-    path = tune_lookup(&L.tune, (int)c->coll, (int)form, bytes,
-                       (uint32_t)c->size, &entry);
+    int reduction = c->coll == MPI_COLL_ALLREDUCE ||
+                    c->coll == MPI_COLL_REDUCE ||
+                    c->coll == MPI_COLL_REDUCE_SCATTER_BLOCK ||
+                    c->coll == MPI_COLL_REDUCE_SCATTER;
+    incoll_choice_t ch;
+
+    incoll_ctx_select(L.ctx, c->size, (incoll_coll_t)c->coll,
+                      (incoll_form_t)form, bytes,
+                      reduction ? c->idt : INCOLL_DTYPE_COUNT, &ch);
     if (L.cfg.tune_debug)
-        tune_say(c, form, bytes, path, entry);
-    return path == TUNE_PATH_MPI;
+        tune_say(c, form, bytes, &ch);
+    if (ch.path == INCOLL_PATH_HOST && form == MPI_FORM_BLOCKING &&
+        c->coll == MPI_COLL_ALLREDUCE && c->pe == NULL)
+        c->algo = ch.algo;
+    return ch.path == INCOLL_PATH_MPI;
 }
 
 /* The largest buffer a staged side of the call may need: packing goes
@@ -1041,6 +1060,9 @@ static incoll_status_t run_blocking(mpi_call_t *c)
 
     switch (c->coll) {
     case MPI_COLL_ALLREDUCE:
+        if (c->algo != INCOLL_ALGO_AUTO)
+            return incoll_allreduce_algo(ic, c->algo, c->sbuf, c->rbuf,
+                                         c->count, c->idt, c->iop);
         return incoll_allreduce(ic, c->sbuf, c->rbuf, c->count, c->idt, c->iop);
     case MPI_COLL_REDUCE:
         status = incoll_reduce(ic, c->sbuf, c->rbuf, c->count, c->idt, c->iop,

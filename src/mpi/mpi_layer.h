@@ -269,6 +269,8 @@ typedef struct {
     int mismatch;         /* this rank's two sides differ: an error after */
     int fail;             /* an MPI code: this rank cannot take part */
     int was_in;           /* in the network at the start */
+    incoll_algo_t algo;   /* the selection table's host-based algorithm
+                             (blocking allreduce), else AUTO */
 } mpi_call_t;
 
 /* Plans coll: 1 when libincoll runs it (c filled), 0 when MPI's own

@@ -128,10 +128,9 @@ typedef struct {
     int thread_multiple;
     incoll_thread_mode_t thread_mode; /* MPI's thread level */
     mpi_cfg_t cfg;
-    tune_table_t tune; /* the selection table, rank 0's (cfg_read) */
-    int nsetups;       /* communicators set up so far */
-    int keyval;        /* per-communicator state */
-    int self_keyval;   /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
+    int nsetups;     /* communicators set up so far */
+    int keyval;      /* per-communicator state */
+    int self_keyval; /* on MPI_COMM_SELF: its deletion is MPI_Finalize */
     incoll_ctx_h ctx;
     incoll_comm_h world;
     comm_state_t *states;

@@ -51,6 +51,7 @@ typedef enum {
     CI_HOST,     /* libincoll, on its host-based algorithms (after a failure) */
     CI_FALLBACK, /* the module below */
     CI_FAILED,   /* the fabric failed during it: redone by the module below */
+    CI_TUNED,    /* the selection table gave it to the module below */
     CI_WHERES
 } ci_where_t;
 

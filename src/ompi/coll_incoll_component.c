@@ -181,12 +181,15 @@ static void stats_print(void)
 
     for (int c = 0; c < CI_COUNT && off < sizeof(line); c++) {
         long *n = cm->counts[c];
-        if (n[CI_NET] + n[CI_HOST] + n[CI_FALLBACK] + n[CI_FAILED] == 0)
+        if (n[CI_NET] + n[CI_HOST] + n[CI_FALLBACK] + n[CI_FAILED] +
+                n[CI_TUNED] ==
+            0)
             continue;
         off += (size_t)snprintf(
             line + off, sizeof(line) - off,
-            "%s %s net=%ld host=%ld fallback=%ld failed=%ld", off ? ";" : "",
-            coll_names[c], n[CI_NET], n[CI_HOST], n[CI_FALLBACK], n[CI_FAILED]);
+            "%s %s net=%ld host=%ld fallback=%ld failed=%ld tuned=%ld",
+            off ? ";" : "", coll_names[c], n[CI_NET], n[CI_HOST],
+            n[CI_FALLBACK], n[CI_FAILED], n[CI_TUNED]);
     }
     fprintf(stderr, "coll/incoll: stats rank %d:%s\n", my_rank,
             off ? line : " no collective");

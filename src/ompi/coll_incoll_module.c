@@ -22,6 +22,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <inttypes.h>
 #include <string.h>
 
 #include "mpi/mpi_commstate.h"
@@ -66,7 +67,9 @@ typedef struct {
     size_t esize; /* a reduction's element size */
     ci_stage_t in, out;
     char *tmp[2];
-    int rc; /* the MPI code of a blocking call */
+    int rc;             /* the MPI code of a blocking call */
+    incoll_algo_t algo; /* a blocking allreduce's host-based algorithm,
+                           from the selection table (tuned); else AUTO */
 } ci_plan_t;
 
 static void plan_free(ci_plan_t *p)
@@ -289,6 +292,9 @@ static incoll_status_t launch(incoll_comm_h ic, const ci_plan_t *p,
                         : init(__VA_ARGS__, req_p))
     switch (p->coll) {
     case CI_ALLREDUCE:
+        if (form == F_BLOCKING && p->algo != INCOLL_ALGO_AUTO)
+            return incoll_allreduce_algo(ic, p->algo, p->sbuf, b, n, p->idt,
+                                         p->iop);
         return CI_FORMS(incoll_allreduce, incoll_iallreduce,
                         incoll_allreduce_init, ic, p->sbuf, b, n, p->idt,
                         p->iop);
@@ -338,7 +344,8 @@ static int finish(mca_coll_incoll_module_t *m, ci_plan_t *p,
     const char *why = NULL;
     int net = incoll_comm_offloaded(m->icomm, &why);
 
-    ci_count(p->coll, net ? CI_NET : CI_HOST);
+    /* a host-based algorithm the selection table named: on the hosts */
+    ci_count(p->coll, net && p->algo == INCOLL_ALGO_AUTO ? CI_NET : CI_HOST);
     if (!net && !__atomic_exchange_n(&m->said_host, 1, __ATOMIC_RELAXED) &&
         m->rank == 0)
         ci_log(0,
@@ -683,14 +690,58 @@ static int run(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form,
 /* A call the module below runs: counted here and, where the communicator
  * is incoll's, in the manager's per-job counts (the op, datatype or size
  * is one incoll does not take; or the communicator left the network). */
+static __thread int below_tuned; /* tuned() counted the call below */
+
 static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
 {
+    if (below_tuned) {
+        below_tuned = 0;
+        return;
+    }
     ci_count(coll, CI_FALLBACK);
     if (m->icomm != NULL)
         (void)incoll_comm_count_elsewhere(
             m->icomm, __atomic_load_n(&m->left, __ATOMIC_ACQUIRE)
                           ? INCOLL_WHY_RECOVERED
                           : INCOLL_WHY_UNSUPPORTED);
+}
+
+/*
+ * The selection table's answer for a planned call in form: libincoll's
+ * incoll_select, from values every rank has alike (the collective, the
+ * form, the size as the table counts it, the reduction's type, the
+ * communicator's size) and the table the ranks agreed at init: so every
+ * rank answers the same. 1: the module below runs it (the plan released,
+ * counted as tuned here and in libincoll's usage counts as requested
+ * elsewhere); 0: libincoll runs it, a blocking allreduce on the host-based
+ * algorithm the table names when it names one.
+ */
+static int tuned(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form)
+{
+    int red = p->coll == CI_ALLREDUCE || p->coll == CI_REDUCE ||
+              p->coll == CI_REDUCE_SCATTER_BLOCK ||
+              p->coll == CI_REDUCE_SCATTER;
+    uint64_t bytes = red                     ? p->count * p->esize
+                     : p->coll == CI_BARRIER ? 0
+                                             : p->count;
+    incoll_choice_t ch;
+
+    incoll_select(m->icomm, (incoll_coll_t)p->coll, (incoll_form_t)form, bytes,
+                  red ? p->idt : INCOLL_DTYPE_COUNT, &ch);
+    if (ch.path == INCOLL_PATH_HOST && form == F_BLOCKING &&
+        p->coll == CI_ALLREDUCE)
+        p->algo = ch.algo;
+    if (ch.path != INCOLL_PATH_MPI)
+        return 0;
+    ci_log(2,
+           "%s of %" PRIu64 " bytes: the selection table gives it to the "
+           "module below (entry %d)",
+           ci_coll_name(p->coll), bytes, ch.entry);
+    plan_free(p);
+    ci_count(p->coll, CI_TUNED);
+    (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_ALGO);
+    below_tuned = 1;
+    return 1;
 }
 
 #define BELOW(m, fn, ...)                                                      \
@@ -746,7 +797,8 @@ static int ci_allreduce(const void *sbuf, void *rbuf, int count,
                         ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+    if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), allreduce, sbuf, rbuf, count, dt, op, comm);
     return blocking_done(M(mod), &p)
                ? p.rc
@@ -760,7 +812,8 @@ static int ci_iallreduce(const void *sbuf, void *rbuf, int count,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), iallreduce, sbuf, rbuf, count, dt, op, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -772,7 +825,8 @@ static int ci_allreduce_init(const void *sbuf, void *rbuf, int count,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), allreduce_init, sbuf, rbuf, count, dt, op, comm,
                      info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -801,7 +855,8 @@ static int ci_reduce(const void *sbuf, void *rbuf, int count,
                      ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+    if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), reduce, sbuf, rbuf, count, dt, op, root, comm);
     return blocking_done(M(mod), &p)
                ? p.rc
@@ -815,7 +870,8 @@ static int ci_ireduce(const void *sbuf, void *rbuf, int count,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), ireduce, sbuf, rbuf, count, dt, op, root, comm,
                      req);
     return run(M(mod), &p, F_NB, req);
@@ -828,7 +884,8 @@ static int ci_reduce_init(const void *sbuf, void *rbuf, int count,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), reduce_init, sbuf, rbuf, count, dt, op, root, comm,
                      info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -861,7 +918,8 @@ static int ci_rsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
 {
     ci_plan_t p;
     if (!plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p))
+                  &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), reduce_scatter_block, sbuf, rbuf, count, dt, op,
                      comm);
     return blocking_done(M(mod), &p) ? p.rc
@@ -874,8 +932,10 @@ static int ci_irsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
                    ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf,
-                                      rbuf, count, dt, op, &p))
+    if (nb_below(M(mod)) ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
+                  &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), ireduce_scatter_block, sbuf, rbuf, count, dt, op,
                      comm, req);
     return run(M(mod), &p, F_NB, req);
@@ -887,8 +947,10 @@ static int ci_rsb_init(const void *sbuf, void *rbuf, int count,
                        ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf,
-                                      rbuf, count, dt, op, &p))
+    if (nb_below(M(mod)) ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
+                  &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), reduce_scatter_block_init, sbuf, rbuf, count, dt,
                      op, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -901,7 +963,8 @@ static int ci_rs(const void *sbuf, void *rbuf, const int *counts,
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
     if (count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
     return blocking_done(M(mod), &p)
                ? p.rc
@@ -916,7 +979,8 @@ static int ci_irs(const void *sbuf, void *rbuf, const int *counts,
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
     if (nb_below(M(mod)) || count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), ireduce_scatter, sbuf, rbuf, counts, dt, op, comm,
                      req);
     return run(M(mod), &p, F_NB, req);
@@ -930,7 +994,8 @@ static int ci_rs_init(const void *sbuf, void *rbuf, const int *counts,
     ci_plan_t p;
     int count = equal_counts(counts, M(mod)->size);
     if (nb_below(M(mod)) || count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), reduce_scatter_init, sbuf, rbuf, counts, dt, op,
                      comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -947,7 +1012,7 @@ static int plan_barrier(mca_coll_incoll_module_t *m, ci_plan_t *p)
 static int ci_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_barrier(M(mod), &p))
+    if (!plan_barrier(M(mod), &p) || tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), barrier, comm);
     return blocking_done(M(mod), &p) ? p.rc : REDO(M(mod), barrier, comm);
 }
@@ -956,7 +1021,8 @@ static int ci_ibarrier(ompi_communicator_t *comm, ompi_request_t **req,
                        mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p))
+    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), ibarrier, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -965,7 +1031,8 @@ static int ci_barrier_init(ompi_communicator_t *comm, ompi_info_t *info,
                            ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p))
+    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), barrier_init, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
 }
@@ -975,7 +1042,8 @@ static int ci_bcast(void *buf, int count, ompi_datatype_t *dt, int root,
                     ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+    if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), bcast, buf, count, dt, root, comm);
     return blocking_done(M(mod), &p)
                ? p.rc
@@ -988,7 +1056,8 @@ static int ci_ibcast(void *buf, int count, ompi_datatype_t *dt, int root,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), ibcast, buf, count, dt, root, comm, req);
     return run(M(mod), &p, F_NB, req);
 }
@@ -999,7 +1068,8 @@ static int ci_bcast_init(void *buf, int count, ompi_datatype_t *dt, int root,
 {
     ci_plan_t p;
     if (nb_below(M(mod)) ||
-        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), bcast_init, buf, count, dt, root, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
 }
@@ -1011,7 +1081,8 @@ static int ci_allgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
 {
     ci_plan_t p;
     if (!plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p))
+                   0, &p) ||
+        tuned(M(mod), &p, F_BLOCKING))
         return BELOW(M(mod), allgather, sbuf, scount, sdt, rbuf, rcount, rdt,
                      comm);
     return blocking_done(M(mod), &p) ? p.rc
@@ -1025,8 +1096,10 @@ static int ci_iallgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
                          mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt,
-                                       rbuf, rcount, rdt, 0, &p))
+    if (nb_below(M(mod)) ||
+        !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
+                   0, &p) ||
+        tuned(M(mod), &p, F_NB))
         return BELOW(M(mod), iallgather, sbuf, scount, sdt, rbuf, rcount, rdt,
                      comm, req);
     return run(M(mod), &p, F_NB, req);
@@ -1038,8 +1111,10 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                              ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt,
-                                       rbuf, rcount, rdt, 0, &p))
+    if (nb_below(M(mod)) ||
+        !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
+                   0, &p) ||
+        tuned(M(mod), &p, F_PERSISTENT))
         return BELOW(M(mod), allgather_init, sbuf, scount, sdt, rbuf, rcount,
                      rdt, comm, info, req);
     return run(M(mod), &p, F_PERSISTENT, req);
@@ -1054,7 +1129,8 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
     {                                                                          \
         ci_plan_t p;                                                           \
         if (!plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p))                                              \
+                       root, &p) ||                                            \
+            tuned(M(mod), &p, F_BLOCKING))                                     \
             return BELOW(M(mod), name, sbuf, scount, sdt, rbuf, rcount, rdt,   \
                          root, comm);                                          \
         return blocking_done(M(mod), &p)                                       \
@@ -1068,8 +1144,10 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                           ompi_request_t **req, mca_coll_base_module_t *mod)   \
     {                                                                          \
         ci_plan_t p;                                                           \
-        if (nb_below(M(mod)) || !plan_move(M(mod), COLL, sbuf, scount, sdt,    \
-                                           rbuf, rcount, rdt, root, &p))       \
+        if (nb_below(M(mod)) ||                                                \
+            !plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
+                       root, &p) ||                                            \
+            tuned(M(mod), &p, F_NB))                                           \
             return BELOW(M(mod), i##name, sbuf, scount, sdt, rbuf, rcount,     \
                          rdt, root, comm, req);                                \
         return run(M(mod), &p, F_NB, req);                                     \
@@ -1080,8 +1158,10 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
         ompi_info_t *info, ompi_request_t **req, mca_coll_base_module_t *mod)  \
     {                                                                          \
         ci_plan_t p;                                                           \
-        if (nb_below(M(mod)) || !plan_move(M(mod), COLL, sbuf, scount, sdt,    \
-                                           rbuf, rcount, rdt, root, &p))       \
+        if (nb_below(M(mod)) ||                                                \
+            !plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
+                       root, &p) ||                                            \
+            tuned(M(mod), &p, F_PERSISTENT))                                   \
             return BELOW(M(mod), name##_init, sbuf, scount, sdt, rbuf, rcount, \
                          rdt, root, comm, info, req);                          \
         return run(M(mod), &p, F_PERSISTENT, req);                             \

@@ -11,6 +11,7 @@
  *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--passes N]
  *                   [--margin PCT] [--colls LIST] [--forms blocking,nb]
  *                   [--out FILE] [--shape TEXT] [--cmd TEXT]
+ *                   [--save-us FILE] [--host ALGO:FILE]
  *
  * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
  * selection table uses (src/common/tune.h): the whole vector of an
@@ -27,7 +28,13 @@
  * (default 5, the run-to-run noise here: within it the network keeps
  * the call) ("mpi") or not ("inc"); a measured size decides the sizes up to the
  * next one, the first from 0, the last and up; the nonblocking decision stands
- * for the persistent form too. `incoll tune` runs it with
+ * for the persistent form too. --save-us FILE has rank 0 write each
+ * measurement's layer column ("COLL FORM BYTES US" lines); --host
+ * ALGO:FILE reads such a file, made by a run whose table sent the
+ * blocking allreduce to libincoll's host-based algorithm ALGO, as a third
+ * candidate for the blocking allreduce: a size goes to ALGO when it beat
+ * the layer's call in libincoll by more than the margin and MPI's own did
+ * not beat it by more than the margin. `incoll tune` runs it with
  * INCOLL_TUNE=all:*:inc, so the layer's column is the call in libincoll; run
  * with the layer's defaults it measures the table in force against MPI's own.
  */
@@ -242,8 +249,33 @@ static void fmt_size(long v, char *buf, size_t len)
         snprintf(buf, len, "%ld", v);
 }
 
-/* The entries of one collective and form: the sizes' decisions (1: mpi)
- * as ranges, adjacent equal ones merged. */
+static const char *host_algo = NULL; /* --host's algorithm */
+
+static const char *decision_name(int d)
+{
+    return d == 2 ? host_algo : d ? "mpi" : "inc";
+}
+
+/* The host-based algorithm's time for the blocking allreduce of bytes,
+ * from the --host file; -1 when it has none. */
+static double host_us(const char *path, long bytes)
+{
+    FILE *f = path ? fopen(path, "r") : NULL;
+    char coll[32], form[16];
+    long b;
+    double us, got = -1;
+    if (f == NULL)
+        return -1;
+    while (fscanf(f, "%31s %15s %ld %lf", coll, form, &b, &us) == 4)
+        if (strcmp(coll, "allreduce") == 0 && strcmp(form, "blocking") == 0 &&
+            b == bytes)
+            got = us;
+    fclose(f);
+    return got;
+}
+
+/* The entries of one collective and form: the sizes' decisions (0: inc,
+ * 1: mpi, 2: the host algorithm) as ranges, adjacent equal ones merged. */
 static void write_entries(FILE *out, int c, const char *form, const long *sizes,
                           const int *mpi, int ns)
 {
@@ -256,14 +288,14 @@ static void write_entries(FILE *out, int c, const char *form, const long *sizes,
         if (j + 1 == ns) {
             if (i == 0)
                 fprintf(out, "%s:%s * %s\n", names[c], form,
-                        mpi[i] ? "mpi" : "inc");
+                        decision_name(mpi[i]));
             else
                 fprintf(out, "%s:%s %s- %s\n", names[c], form, lo,
-                        mpi[i] ? "mpi" : "inc");
+                        decision_name(mpi[i]));
         } else {
             fmt_size(sizes[j + 1] - 1, hi, sizeof(hi));
             fprintf(out, "%s:%s %s-%s %s\n", names[c], form, lo, hi,
-                    mpi[i] ? "mpi" : "inc");
+                    decision_name(mpi[i]));
         }
         i = j + 1;
     }
@@ -276,7 +308,8 @@ int main(int argc, char **argv)
     double margin = 5;
     int mpi[C_COUNT][2][MAX_SIZES];
     const char *out_path = NULL, *shape = "", *cmd = "";
-    FILE *out = NULL;
+    const char *save_path = NULL, *host_path = NULL;
+    FILE *out = NULL, *save = NULL;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -301,6 +334,15 @@ int main(int argc, char **argv)
             i++;
         } else if (v && strcmp(a, "--out") == 0) {
             out_path = v;
+            i++;
+        } else if (v && strcmp(a, "--save-us") == 0) {
+            save_path = v;
+            i++;
+        } else if (v && strcmp(a, "--host") == 0 && strchr(v, ':')) {
+            static char algo[32];
+            snprintf(algo, sizeof(algo), "%.*s", (int)(strchr(v, ':') - v), v);
+            host_algo = algo;
+            host_path = strchr(v, ':') + 1;
             i++;
         } else if (v && strcmp(a, "--shape") == 0) {
             shape = v;
@@ -346,6 +388,10 @@ int main(int argc, char **argv)
     if (sendb == NULL || recvb == NULL || counts == NULL)
         MPI_Abort(MPI_COMM_WORLD, 2);
     memset(mpi, 0, sizeof(mpi));
+    if (rank == 0 && save_path && (save = fopen(save_path, "w")) == NULL) {
+        perror(save_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
     for (int c = 0; c < C_COUNT; c++) {
         for (int nb = 0; nb < 2; nb++) {
             if (!want[c] || !forms[nb])
@@ -370,17 +416,43 @@ int main(int argc, char **argv)
                         avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
                 }
                 mpi[c][nb][k] = avg[0] * (1 + margin / 100) < avg[1];
+                if (host_path && c == C_ALLREDUCE && nb == 0) {
+                    /* rank 0's file; the decision goes to every rank */
+                    double h = rank == 0 ? host_us(host_path, sizes[k]) : 0;
+                    int d = 0;
+                    if (rank == 0) {
+                        double best = avg[1];
+                        if (h > 0 && h * (1 + margin / 100) < avg[1]) {
+                            d = 2;
+                            best = h;
+                        }
+                        if (avg[0] * (1 + margin / 100) < best)
+                            d = 1;
+                    }
+                    PMPI_Bcast(&d, 1, MPI_INT, 0, MPI_COMM_WORLD);
+                    mpi[c][nb][k] = d;
+                    if (rank == 0)
+                        printf("tune: %-20s %-8s %8ld %s_us %10.1f\n", names[c],
+                               form_names[nb], sizes[k], host_algo, h);
+                }
+                if (save)
+                    fprintf(save, "%s %s %ld %.3f\n", names[c], form_names[nb],
+                            c == C_BARRIER ? 0 : sizes[k], avg[1]);
                 if (rank == 0) {
                     printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
                            "%10.1f mpi/layer %5.2f %s\n",
                            names[c], form_names[nb],
                            c == C_BARRIER ? 0 : sizes[k], avg[1], avg[0],
                            avg[1] > 0 ? avg[0] / avg[1] : 0,
-                           mpi[c][nb][k] ? "mpi" : "inc");
+                           decision_name(mpi[c][nb][k]));
                     fflush(stdout);
                 }
             }
         }
+    }
+    if (save && fclose(save) != 0) {
+        perror(save_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
     }
     if (rank == 0 && out_path) {
         time_t now = time(NULL);

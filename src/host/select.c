@@ -1,0 +1,245 @@
+/*
+ * The selection table in the context (docs/tuning.md): loaded once at
+ * init, agreed across the world's ranks, and asked per call by every
+ * front end (incoll_select), so that the PMPI layer, the Open MPI
+ * component and any other caller decide alike.
+ */
+#include "host/host.h"
+#include "host/req.h"
+#include "common/log.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(tune_table_t) % sizeof(uint64_t) == 0,
+               "a table travels as 64-bit words");
+_Static_assert((int)INCOLL_PATH_HOST == (int)TUNE_PATH_HOST &&
+                   (int)INCOLL_PATH_MPI == (int)TUNE_PATH_MPI &&
+                   (int)INCOLL_ALGO_RING == TUNE_ALGO_RING &&
+                   (int)INCOLL_ALGO_RD == TUNE_ALGO_RD &&
+                   (int)INCOLL_ALGO_RABENSEIFNER == TUNE_ALGO_RABENSEIFNER &&
+                   (int)INCOLL_COLL_COUNT == TUNE_COLL_COUNT,
+               "incoll.h's selection values are tune.h's");
+
+/* The job's ranks per fabric host: ranks sharing fabric.conf's hosts
+ * (host map), one each on a fabric.conf of as many hosts, unknown with a
+ * manager (its hosts are the topology's). */
+static uint32_t job_ppn(incoll_ctx_h ctx)
+{
+    if (ctx->info != NULL)
+        return 0;
+    if (ctx->host_map && ctx->conf.nhosts > 0)
+        return (uint32_t)((ctx->size + ctx->conf.nhosts - 1) /
+                          ctx->conf.nhosts);
+    return 1;
+}
+
+/* Loads this rank's table. A rank other than 0 that cannot read its own
+ * only warns: rank 0's replaces it (host_tune_agree). */
+static incoll_status_t tune_load_own(incoll_ctx_h ctx)
+{
+    char err[1024], name[400];
+    uint32_t ppn = job_ppn(ctx);
+    const char *msrc = NULL, *mtext = host_ctx_mgr_tune(ctx, &msrc);
+    int ret;
+
+    /* INCOLL_TUNE_FILE, else the manager's, else the fabric directory's,
+     * else the built-in; INCOLL_TUNE before it. */
+    if ((ctx->cfg.tune_file == NULL || *ctx->cfg.tune_file == '\0') &&
+        mtext != NULL) {
+        snprintf(name, sizeof(name), "manager's %s", msrc);
+        tune_init(&ctx->tune, name);
+        ret = tune_parse_text(&ctx->tune, mtext, name, err, sizeof(err));
+        if (ret == 0 && ctx->cfg.tune && *ctx->cfg.tune)
+            ret = tune_parse_override(&ctx->tune, ctx->cfg.tune, err,
+                                      sizeof(err));
+        if (ret != 0)
+            tune_init(&ctx->tune, "none (an error)");
+    } else {
+        ret = tune_load(&ctx->tune, ctx->cfg.tune_file,
+                        ctx->fabric_dir[0] ? ctx->fabric_dir : NULL,
+                        ctx->cfg.tune, err, sizeof(err));
+    }
+    if (ret != 0) {
+        if (ctx->rank == 0) {
+            incoll_error("init: selection table: %s", err);
+            return INCOLL_ERR_CONFIG;
+        }
+        incoll_warn("init: selection table: %s: rank 0's decides", err);
+    }
+    ctx->tune_ppn = ppn;
+    tune_apply_shape(&ctx->tune, (uint32_t)ctx->size,
+                     ppn ? (uint32_t)ctx->size / ppn : 0, ppn);
+    if (ctx->tune.shape_ok == 0 && ctx->rank == 0)
+        incoll_info("init: selection table %s: shape '%s' %s", ctx->tune.source,
+                    ctx->tune.shape, ctx->tune.shape_note);
+    return INCOLL_OK;
+}
+
+/*
+ * Every rank's table hashed and compared (the largest of the hash and of
+ * its negation): equal, nothing more; else rank 0's table goes to every
+ * rank (an XOR allreduce to which only rank 0 gives its bytes) and
+ * replaces theirs, each rank that differed naming both hashes and
+ * sources. Collective over the world; under the context's lock.
+ */
+static incoll_status_t tune_agree(incoll_ctx_h ctx)
+{
+    uint64_t mine = tune_hash(&ctx->tune), theirs;
+    int64_t c[2];
+    size_t words = sizeof(tune_table_t) / sizeof(uint64_t);
+    uint64_t *buf;
+    tune_table_t *t0;
+    incoll_status_t status;
+
+    if (ctx->size == 1)
+        return INCOLL_OK;
+    c[0] = (int64_t)(mine >> 1);
+    c[1] = -c[0];
+    status = host_allreduce_sched(ctx->world, ALGO_RD, c, c, 2, INCOLL_INT64,
+                                  INCOLL_OP_MAX);
+    if (status != INCOLL_OK)
+        goto failed;
+    if (c[0] == -c[1])
+        return INCOLL_OK;
+    buf = calloc(words, sizeof(uint64_t));
+    if (buf == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    if (ctx->rank == 0)
+        memcpy(buf, &ctx->tune, sizeof(ctx->tune));
+    status = host_allreduce_sched(ctx->world, ALGO_RING, buf, buf, words,
+                                  INCOLL_UINT64, INCOLL_OP_BXOR);
+    if (status != INCOLL_OK) {
+        free(buf);
+        goto failed;
+    }
+    t0 = (tune_table_t *)buf;
+    t0->source[sizeof(t0->source) - 1] = '\0';
+    t0->shape[sizeof(t0->shape) - 1] = '\0';
+    t0->env[sizeof(t0->env) - 1] = '\0';
+    t0->shape_note[sizeof(t0->shape_note) - 1] = '\0';
+    if (t0->n > TUNE_MAX) {
+        free(buf);
+        status = INCOLL_ERR_PROTOCOL;
+        goto failed;
+    }
+    theirs = tune_hash(t0);
+    if (ctx->rank == 0)
+        incoll_warn("init: the ranks' selection tables differ: rank 0's is "
+                    "%016" PRIx64 " (from %s%s%s); every rank follows rank "
+                    "0's (docs/tuning.md)",
+                    mine, ctx->tune.source,
+                    ctx->tune.env[0] ? ", INCOLL_TUNE=" : "", ctx->tune.env);
+    else if (theirs != mine)
+        incoll_warn("init: this rank's selection table %016" PRIx64
+                    " (from %s%s%s) differs from rank 0's %016" PRIx64
+                    " (from %s%s%s): following rank 0's",
+                    mine, ctx->tune.source,
+                    ctx->tune.env[0] ? ", INCOLL_TUNE=" : "", ctx->tune.env,
+                    theirs, t0->source, t0->env[0] ? ", INCOLL_TUNE=" : "",
+                    t0->env);
+    memcpy(&ctx->tune, t0, sizeof(ctx->tune));
+    free(buf);
+    return INCOLL_OK;
+
+failed:
+    incoll_error("init: the ranks could not compare their selection tables: "
+                 "%s",
+                 incoll_status_string(status));
+    return status;
+}
+
+incoll_status_t host_tune_init(incoll_ctx_h ctx)
+{
+    incoll_status_t status = tune_load_own(ctx);
+    if (status != INCOLL_OK)
+        return status;
+    host_lock(ctx);
+    status = tune_agree(ctx);
+    host_unlock(ctx);
+    return status;
+}
+
+static int dclass_of(incoll_dtype_t dtype)
+{
+    switch (dtype) {
+    case INCOLL_FLOAT16:
+    case INCOLL_BFLOAT16:
+    case INCOLL_FLOAT32:
+    case INCOLL_FLOAT64:
+        return TUNE_DCLASS_FLOAT;
+    default:
+        return (unsigned)dtype < INCOLL_FLOAT16 ? TUNE_DCLASS_INT
+                                                : TUNE_DCLASS_NONE;
+    }
+}
+
+INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
+                                           incoll_coll_t coll,
+                                           incoll_form_t form, uint64_t bytes,
+                                           incoll_dtype_t dtype,
+                                           incoll_choice_t *choice_p)
+{
+    int entry = -1, path = TUNE_PATH_INC;
+
+    if (ctx != NULL && nranks > 0 && (unsigned)coll < INCOLL_COLL_COUNT &&
+        (unsigned)form < TUNE_FORM_COUNT)
+        path = tune_select(&ctx->tune, (int)coll, (int)form,
+                           coll == INCOLL_COLL_BARRIER ? 0 : bytes,
+                           (uint32_t)nranks, ctx->tune_ppn, dclass_of(dtype),
+                           &entry);
+    if (choice_p) {
+        choice_p->path = (incoll_path_t)path;
+        choice_p->algo = path == TUNE_PATH_HOST
+                             ? (incoll_algo_t)ctx->tune.e[entry].algo
+                             : INCOLL_ALGO_AUTO;
+        choice_p->entry = entry;
+    }
+    return (incoll_path_t)path;
+}
+
+INCOLL_API incoll_path_t incoll_select(incoll_comm_h comm, incoll_coll_t coll,
+                                       incoll_form_t form, uint64_t bytes,
+                                       incoll_dtype_t dtype,
+                                       incoll_choice_t *choice_p)
+{
+    return incoll_ctx_select(comm ? comm->ctx : NULL, comm ? comm->size : 0,
+                             coll, form, bytes, dtype, choice_p);
+}
+
+INCOLL_API incoll_status_t incoll_ctx_table(incoll_ctx_h ctx,
+                                            incoll_table_info_t *info_p)
+{
+    const tune_table_t *t;
+    if (ctx == NULL || info_p == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    t = &ctx->tune;
+    memset(info_p, 0, sizeof(*info_p));
+    info_p->hash = tune_hash(t);
+    info_p->entries = (int)t->n;
+    info_p->shape_matches = t->shape_ok;
+    snprintf(info_p->source, sizeof(info_p->source), "%s", t->source);
+    snprintf(info_p->shape, sizeof(info_p->shape), "%s", t->shape);
+    snprintf(info_p->shape_note, sizeof(info_p->shape_note), "%s",
+             t->shape_note);
+    snprintf(info_p->override, sizeof(info_p->override), "%s", t->env);
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_table_entry(incoll_ctx_h ctx, int entry,
+                                              char *buf, size_t len)
+{
+    char line[256], where[320];
+    if (ctx == NULL || buf == NULL || len == 0 ||
+        (entry >= 0 && (uint32_t)entry >= ctx->tune.n))
+        return INCOLL_ERR_INVALID_ARG;
+    tune_entry_where(&ctx->tune, entry, where, sizeof(where));
+    if (entry < 0) {
+        snprintf(buf, len, "%s", where);
+        return INCOLL_OK;
+    }
+    tune_entry_format(&ctx->tune.e[entry], line, sizeof(line));
+    snprintf(buf, len, "%s (%s)", line, where);
+    return INCOLL_OK;
+}
