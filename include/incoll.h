@@ -521,6 +521,17 @@ INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
                                            incoll_dtype_t dtype,
                                            incoll_choice_t *choice_p);
 
+/*
+ * Makes every rank of the world follow the same table: the ranks' tables
+ * compared, rank 0's taken where they differ (each rank that differed
+ * warns, naming both). Collective over the world, at most once per
+ * context (later calls return at once). Without a manager libincoll does
+ * it inside incoll_init; with one a front end whose ranks may be
+ * configured differently calls it right after incoll_init, before any
+ * collective (the PMPI layer and coll/incoll do).
+ */
+INCOLL_API incoll_status_t incoll_ctx_agree_table(incoll_ctx_h ctx);
+
 /* The table in force in a context. */
 typedef struct {
     uint64_t hash;     /* of what decides: equal on every rank */

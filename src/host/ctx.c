@@ -125,7 +125,7 @@ incoll_status_t host_job_key(incoll_ctx_h ctx)
 {
     incoll_comm_h w = ctx->world;
     uint64_t r[2], gk;
-    int64_t c[4];
+    int64_t c[6];
     incoll_status_t status;
 
     if (ctx->size == 1) {
@@ -159,8 +159,14 @@ incoll_status_t host_job_key(incoll_ctx_h ctx)
             c[1] = -c[0];
             c[2] = (int64_t)(r[1] & 0x3fffffffffffffffull);
             c[3] = -c[2];
-            status = host_allreduce_sched(w, ALGO_RD, c, c, 4, INCOLL_INT64,
+            /* and the ranks' selection tables, when loaded (one exchange
+             * less at init: src/host/select.c) */
+            c[4] = ctx->tune_loaded ? (int64_t)(tune_hash(&ctx->tune) >> 1) : 0;
+            c[5] = -c[4];
+            status = host_allreduce_sched(w, ALGO_RD, c, c, 6, INCOLL_INT64,
                                           INCOLL_OP_MAX);
+            if (status == INCOLL_OK && ctx->tune_loaded)
+                ctx->tune_cmp = c[4] == -c[5] ? 1 : 2;
         }
         if (status != INCOLL_OK) {
             incoll_error("init: the ranks could not agree on the job's key: "
@@ -865,14 +871,17 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
              : ctx->host_map ? world_create_shared(ctx)
                              : world_create(ctx);
     if (status == INCOLL_OK && !ctx->host_map) {
-        /* (the shared world's is made before its node level) */
+        /* (the shared world's is made before its node level) The
+         * selection table first: the key's exchange compares it too. */
+        status = host_tune_load(ctx);
         host_lock(ctx);
-        status = host_job_key(ctx);
+        if (status == INCOLL_OK)
+            status = host_job_key(ctx);
         host_unlock(ctx);
     }
     /* The selection table, the same on every rank (src/host/select.c). */
     if (status == INCOLL_OK)
-        status = host_tune_init(ctx);
+        status = host_tune_agree(ctx);
     if (status != INCOLL_OK)
         goto err_comms;
     *ctx_p = ctx;

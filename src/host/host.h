@@ -180,9 +180,12 @@ struct incoll_ctx {
     int mc_warned;
     /* The selection table in force (src/host/select.c): loaded and
      * agreed at init; tune_ppn the job's ranks per fabric host (0:
-     * unknown). */
+     * unknown); tune_cmp what the job key's exchange found of the
+     * ranks' tables (0: not compared there, 1: the same, 2: not). */
     tune_table_t tune;
     uint32_t tune_ppn;
+    int tune_loaded;
+    int tune_cmp;
 };
 
 /*
@@ -353,9 +356,14 @@ static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
  * the context's UDP endpoint with loss recovery (src/host/fallback.c).
  * sendbuf and recvbuf do not overlap (the caller stages them); count > 0.
  */
-/* Loads the selection table into ctx and agrees on it across the world
- * (src/host/select.c); at init, after the job's key. */
-incoll_status_t host_tune_init(incoll_ctx_h ctx);
+/* Loads this rank's selection table into ctx (src/host/select.c); at
+ * init, before the job's key, whose exchange then compares the ranks'
+ * tables too. */
+incoll_status_t host_tune_load(incoll_ctx_h ctx);
+/* Agrees on the selection table across the world (src/host/select.c),
+ * after the job's key: nothing more when its exchange found the tables
+ * the same. */
+incoll_status_t host_tune_agree(incoll_ctx_h ctx);
 /* The selection table the manager handed to the job, NULL none
  * (src/host/comm.c). */
 const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p);

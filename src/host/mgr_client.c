@@ -60,7 +60,7 @@ struct host_mgr {
     outreq_t *out;
     failure_t *failures;
     failure_t **failures_tail;
-    int pc_refused; /* it refused our process counters: not sent again */
+    int pc_refused;        /* it refused our process counters: not sent again */
     char *tune_text;       /* the manager's selection table (MGR_TUNE) */
     char tune_source[256]; /* where the manager read it */
 };

@@ -5,6 +5,8 @@
  * component and any other caller decide alike.
  */
 #include "host/host.h"
+#include "host/comm.h"
+#include "host/counters.h"
 #include "host/req.h"
 #include "common/log.h"
 
@@ -78,6 +80,28 @@ static incoll_status_t tune_load_own(incoll_ctx_h ctx)
 }
 
 /*
+ * An allreduce over the world for the agreement below, in place. With a
+ * manager the world's own (in the network, recovered like any call: a
+ * host-to-host exchange beside it would be taken for a recovery by the
+ * members that run ahead), as the library's own exchange, not one of the
+ * job's collectives; else host to host.
+ */
+static incoll_status_t agree_allreduce(incoll_ctx_h ctx, algo_kind_t kind,
+                                       void *buf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status;
+    if (host_ctx_mgr(ctx) == NULL)
+        return host_allreduce_sched(ctx->world, kind, buf, buf, count, dtype,
+                                    op);
+    host_usage_begin();
+    status =
+        incoll_allreduce(ctx->world, INCOLL_IN_PLACE, buf, count, dtype, op);
+    host_usage_end();
+    return status;
+}
+
+/*
  * Every rank's table hashed and compared (the largest of the hash and of
  * its negation): equal, nothing more; else rank 0's table goes to every
  * rank (an XOR allreduce to which only rank 0 gives its bytes) and
@@ -93,23 +117,25 @@ static incoll_status_t tune_agree(incoll_ctx_h ctx)
     tune_table_t *t0;
     incoll_status_t status;
 
-    if (ctx->size == 1)
+    if (ctx->size == 1 || ctx->tune_cmp == 1)
         return INCOLL_OK;
-    c[0] = (int64_t)(mine >> 1);
-    c[1] = -c[0];
-    status = host_allreduce_sched(ctx->world, ALGO_RD, c, c, 2, INCOLL_INT64,
-                                  INCOLL_OP_MAX);
-    if (status != INCOLL_OK)
-        goto failed;
-    if (c[0] == -c[1])
-        return INCOLL_OK;
+    if (ctx->tune_cmp == 0) {
+        c[0] = (int64_t)(mine >> 1);
+        c[1] = -c[0];
+        status =
+            agree_allreduce(ctx, ALGO_RD, c, 2, INCOLL_INT64, INCOLL_OP_MAX);
+        if (status != INCOLL_OK)
+            goto failed;
+        if (c[0] == -c[1])
+            return INCOLL_OK;
+    }
     buf = calloc(words, sizeof(uint64_t));
     if (buf == NULL)
         return INCOLL_ERR_NO_MEMORY;
     if (ctx->rank == 0)
         memcpy(buf, &ctx->tune, sizeof(ctx->tune));
-    status = host_allreduce_sched(ctx->world, ALGO_RING, buf, buf, words,
-                                  INCOLL_UINT64, INCOLL_OP_BXOR);
+    status = agree_allreduce(ctx, ALGO_RING, buf, words, INCOLL_UINT64,
+                             INCOLL_OP_BXOR);
     if (status != INCOLL_OK) {
         free(buf);
         goto failed;
@@ -150,13 +176,40 @@ failed:
     return status;
 }
 
-incoll_status_t host_tune_init(incoll_ctx_h ctx)
+incoll_status_t host_tune_load(incoll_ctx_h ctx)
 {
     incoll_status_t status = tune_load_own(ctx);
-    if (status != INCOLL_OK)
+    ctx->tune_loaded = status == INCOLL_OK;
+    return status;
+}
+
+incoll_status_t host_tune_agree(incoll_ctx_h ctx)
+{
+    incoll_status_t status;
+    if (!ctx->tune_loaded && (status = host_tune_load(ctx)) != INCOLL_OK)
         return status;
+    /* With a manager, the front end asks (incoll_ctx_agree_table): an
+     * exchange of the library's own at init would shift every job's
+     * operation numbers. */
+    if (host_ctx_mgr(ctx) != NULL)
+        return INCOLL_OK;
     host_lock(ctx);
     status = tune_agree(ctx);
+    if (status == INCOLL_OK)
+        ctx->tune_cmp = 1;
+    host_unlock(ctx);
+    return status;
+}
+
+INCOLL_API incoll_status_t incoll_ctx_agree_table(incoll_ctx_h ctx)
+{
+    incoll_status_t status;
+    if (ctx == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    host_lock(ctx);
+    status = tune_agree(ctx);
+    if (status == INCOLL_OK)
+        ctx->tune_cmp = 1;
     host_unlock(ctx);
     return status;
 }

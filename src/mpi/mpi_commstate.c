@@ -70,6 +70,14 @@ int mpi_cs_up(const mpi_cs_proc_t *proc, incoll_init_params_t *params,
                  incoll_status_string(status));
         return -1;
     }
+    /* Every rank decides each call from the same selection table. */
+    status = incoll_ctx_agree_table(ctx);
+    if (status != INCOLL_OK) {
+        incoll_finalize(ctx);
+        snprintf(why, why_len, "the ranks' selection tables: %s",
+                 incoll_status_string(status));
+        return -1;
+    }
     *ctx_p = ctx;
     *world_p = world;
     return 0;
