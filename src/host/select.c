@@ -193,12 +193,7 @@ incoll_status_t host_tune_agree(incoll_ctx_h ctx)
      * operation numbers. */
     if (host_ctx_mgr(ctx) != NULL)
         return INCOLL_OK;
-    host_lock(ctx);
-    status = tune_agree(ctx);
-    if (status == INCOLL_OK)
-        ctx->tune_cmp = 1;
-    host_unlock(ctx);
-    return status;
+    return incoll_ctx_agree_table(ctx);
 }
 
 INCOLL_API incoll_status_t incoll_ctx_agree_table(incoll_ctx_h ctx)
