@@ -639,6 +639,48 @@ static int result_has_data(const res_copy_t *rc, int c)
     }
 }
 
+/* The header of result copy rc of slot, to child (WIRE_CHILD_NONE: to
+ * the group's multicast address), with flags extra added. */
+static wire_hdr_t result_hdr(const group_t *g, uint16_t slot,
+                             const res_copy_t *rc, uint16_t child,
+                             uint16_t extra)
+{
+    wire_hdr_t h = {
+        .version = WIRE_VERSION,
+        .type = WIRE_RESULT,
+        .op = rc->op,
+        .dtype = rc->dtype,
+        .group = g->id,
+        .child = child,
+        .flags = (uint16_t)((rc->flags & ~WIRE_F_PUSH) |
+                            wire_kind_flags((wire_coll_t)rc->kind) | extra),
+        .slot = slot,
+        .epoch = rc->epoch,
+        .count = rc->count,
+        .offset = rc->offset,
+    };
+    h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
+    return h;
+}
+
+/* Sends result copy rc under header h to ep: the error when the members'
+ * calls differ (every receiver's operation fails), the header alone when
+ * it carries no data (data 0), else the whole result (st: the payload's
+ * prepared hash, or NULL). */
+static void emit_result(agg_t *agg, group_t *g, incoll_ep_t ep, wire_hdr_t *h,
+                        const res_copy_t *rc, int data,
+                        const wire_mac_state_t *st)
+{
+    if (rc->err) {
+        h->flags |= WIRE_F_ERROR | WIRE_F_NODATA;
+        h->why = rc->err;
+        emit(agg, &g->key, NULL, ep, h, NULL, 0);
+    } else if (!data)
+        emit(agg, &g->key, NULL, ep, h, NULL, 0);
+    else
+        emit_as(agg, &g->key, st, ep, h, rc->buf, res_bytes(rc), 1);
+}
+
 /* Sends result copy rc of slot to child c (if its endpoint is known); st
  * is the payload's prepared hash, or NULL. */
 static void send_result(agg_t *agg, group_t *g, uint16_t slot,
@@ -647,36 +689,11 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
     const uint32_t *want = &slot_at(g, slot)->want[2 * c];
     int split = wire_coll_is_split((wire_coll_t)rc->kind);
     int data = split ? rc->has && want[1] > 0 : result_has_data(rc, c);
-    wire_hdr_t h = {
-        .version = WIRE_VERSION,
-        .type = WIRE_RESULT,
-        .op = rc->op,
-        .dtype = rc->dtype,
-        .group = g->id,
-        .child = (uint16_t)c,
-        .flags = (uint16_t)((rc->flags & ~WIRE_F_PUSH) |
-                            wire_kind_flags((wire_coll_t)rc->kind) |
-                            (data ? 0 : WIRE_F_NODATA)),
-        .slot = slot,
-        .epoch = rc->epoch,
-        .count = rc->count,
-        .offset = rc->offset,
-    };
-    h.total = g->gen; /* CONTRIB/RESULT carry the generation in "total" */
+    wire_hdr_t h =
+        result_hdr(g, slot, rc, (uint16_t)c, data ? 0 : WIRE_F_NODATA);
     if (g->children[c] == INCOLL_EP_NONE)
         return;
-    if (rc->err) {
-        /* The members' calls differ: every child's operation fails. */
-        h.flags |= WIRE_F_ERROR | WIRE_F_NODATA;
-        h.why = rc->err;
-        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
-        return;
-    }
-    if (!data) {
-        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
-        return;
-    }
-    if (split) {
+    if (split && data && !rc->err) {
         /* The elements the child's subtree wants, as a piece. */
         size_t ds = incoll_dtype_size((incoll_dtype_t)rc->dtype);
         put_piece(g->piece, want[0], want[1]);
@@ -686,7 +703,7 @@ static void send_result(agg_t *agg, group_t *g, uint16_t slot,
              WIRE_PIECE_LEN + (size_t)want[1] * ds);
         return;
     }
-    emit_as(agg, &g->key, st, g->children[c], &h, rc->buf, res_bytes(rc), 1);
+    emit_result(agg, g, g->children[c], &h, rc, data, st);
 }
 
 /* Answers child c's duplicate or query q without a result: a RESULT
@@ -755,31 +772,10 @@ static void send_mcast(agg_t *agg, group_t *g, uint16_t slot,
 {
     int data = !rc->err &&
                (rc->kind == WIRE_COLL_BCAST ? rc->has : result_has_data(rc, 0));
-    wire_hdr_t h = {
-        .version = WIRE_VERSION,
-        .type = WIRE_RESULT,
-        .op = rc->op,
-        .dtype = rc->dtype,
-        .group = g->id,
-        .child = WIRE_CHILD_NONE,
-        .flags = (uint16_t)((rc->flags & ~WIRE_F_PUSH) |
-                            wire_kind_flags((wire_coll_t)rc->kind) |
-                            WIRE_F_MCAST | (data ? 0 : WIRE_F_NODATA)),
-        .slot = slot,
-        .epoch = rc->epoch,
-        .count = rc->count,
-        .offset = rc->offset,
-    };
-    h.total = g->gen;
+    wire_hdr_t h = result_hdr(g, slot, rc, WIRE_CHILD_NONE,
+                              WIRE_F_MCAST | (data ? 0 : WIRE_F_NODATA));
     agg->ctr.mcast_sent++;
-    if (rc->err) {
-        h.flags |= WIRE_F_ERROR | WIRE_F_NODATA;
-        h.why = rc->err;
-        emit(agg, &g->key, NULL, g->mcast, &h, NULL, 0);
-    } else if (!data)
-        emit(agg, &g->key, NULL, g->mcast, &h, NULL, 0);
-    else
-        emit_as(agg, &g->key, st, g->mcast, &h, rc->buf, res_bytes(rc), 1);
+    emit_result(agg, g, g->mcast, &h, rc, data, st);
 }
 
 static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
