@@ -416,6 +416,52 @@ TEST(ompi_component_other_ompi, TEST_INTEG)
 }
 
 /*
+ * A fabric.conf of 4 hosts, no manager, and a world of 3 ranks: host 3
+ * of the world group would have no rank. The component says so once at
+ * the default level with the PMPI layer's reason and fix (the shared
+ * src/mpi/mpi_fit.c), stands aside, and Open MPI's own collectives give
+ * the right results.
+ */
+TEST(ompi_component_host_count, TEST_INTEG)
+{
+    const char *why = ready();
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char *text;
+    int rc, n = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dir, sizeof(dir), "%s/ompi-hosts", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up --no-mgr --hosts 4 --radix 2 "
+                 "--dir '%s'",
+                 test_bindir(), dir) == 0,
+              "fabric up failed: %s", out);
+    snprintf(extra, sizeof(extra), "--mca coll_incoll_fabric '%s'", dir);
+    rc = job(out, 3, extra);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    for (const char *p = text; (p = strstr(p, "is not offloaded")); p++)
+        n++;
+    CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
+    CHECK_MSG(strstr(text, "MPI_COMM_WORLD is not offloaded, Open MPI's own "
+                           "collectives run: ") &&
+                  strstr(text, "has 4 hosts but MPI_COMM_WORLD has only 3 "
+                               "ranks: without a manager every host of "
+                               "fabric.conf needs a rank; to fix: run at "
+                               "least 4 ranks"),
+              "%s", out);
+    CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
+              out);
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
  * An AN killed during a job with a manager: every result stays right
  * (osu_coll checks each), the calls after the failure run on libincoll's
  * host algorithms (counted host=), and rank 0 says so once.
