@@ -114,6 +114,15 @@ static long stat_of(const char *text, const char *coll, const char *field)
     return strtol(strstr(p, "=") + 1, NULL, 10);
 }
 
+/* How many times text says needle. */
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
 static long fabric_reductions(const char *dir, const char *out)
 {
     char *text;
@@ -403,12 +412,9 @@ TEST(ompi_component_other_ompi, TEST_INTEG)
                            "'Open MPI v5.0.3'") ||
                   strstr(text, "but running under 'Open MPI v5.0.3'"),
               "%s", out);
-    {
-        int n = 0;
-        for (const char *p = text; (p = strstr(p, "but running under")); p++)
-            n++;
-        CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
-    }
+    CHECK_MSG(count_of(text, "but running under") == 1,
+              "said %d times, want once: %s",
+              count_of(text, "but running under"), out);
     CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
               out);
     free(text);
@@ -427,7 +433,7 @@ TEST(ompi_component_host_count, TEST_INTEG)
     const char *why = ready();
     char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
     char *text;
-    int rc, n = 0;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
@@ -445,8 +451,7 @@ TEST(ompi_component_host_count, TEST_INTEG)
     test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
-    for (const char *p = text; (p = strstr(p, "is not offloaded")); p++)
-        n++;
+    n = count_of(text, "is not offloaded");
     CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
     CHECK_MSG(strstr(text, "MPI_COMM_WORLD is not offloaded, Open MPI's own "
                            "collectives run: ") &&
@@ -472,7 +477,7 @@ TEST(ompi_component_an_killed, TEST_INTEG)
     char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
     char cmd[6 * PATH_MAX];
     char *text;
-    int rc, n = 0;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
@@ -499,9 +504,7 @@ TEST(ompi_component_an_killed, TEST_INTEG)
                       0 &&
                   stat_of(text, "bcast", "host") > 0,
               "no call on the hosts after the failure: %s", out);
-    for (const char *p = text; (p = strstr(p, "no longer runs in the network"));
-         p++)
-        n++;
+    n = count_of(text, "no longer runs in the network");
     CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
     free(text);
     return TEST_PASSED;
@@ -521,7 +524,7 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
     char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
     char cmd[6 * PATH_MAX];
     char *text;
-    int rc, n = 0;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
@@ -555,8 +558,7 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
                   stat_of(text, "reduce", "fallback") > 0,
               "the calls after the failure not on Open MPI's own: %s", out);
     CHECK_MSG(stat_of(text, "allreduce", "host") == 0, "%s", out);
-    for (const char *p = text; (p = strstr(p, "the fabric failed during")); p++)
-        n++;
+    n = count_of(text, "the fabric failed during");
     CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
     free(text);
     return TEST_PASSED;
