@@ -382,43 +382,59 @@ TEST(ompi_component_profiler, TEST_INTEG)
     return TEST_PASSED;
 }
 
-/* Another Open MPI than the one it was built against (the test hook
- * COLL_INCOLL_TEST_OMPI_VERSION stands for its version string): the component
- * says so once and stands aside; the job runs on Open MPI's own. */
-TEST(ompi_component_other_ompi, TEST_INTEG)
+/*
+ * The component standing aside for the whole job: ocolls on np ranks of a
+ * fabric of hosts hosts brought up by `incoll fabric up` with up_flags,
+ * with the mpirun arguments env and coll_incoll_fabric. The job is right
+ * on Open MPI's own, nothing is counted, and rank 0 says once (once: the
+ * text said once) each of want[] (NULL-terminated).
+ */
+static int stands_aside(const char *name, int hosts, int np,
+                        const char *up_flags, const char *env, const char *once,
+                        const char *const *want)
 {
     const char *why = ready();
-    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 256];
     char *text;
-    int rc;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
     if (!built())
         return TEST_FAILED;
-    snprintf(dir, sizeof(dir), "%s/ompi-other", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s/%s", test_tmpdir(), name);
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(test_fabric_up(dir, 2, 2), 0);
-    snprintf(
-        extra, sizeof(extra),
-        "-x COLL_INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test' "
-        "--mca coll_incoll_fabric '%s'",
-        dir);
-    rc = job(out, 2, extra);
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up %s --hosts %d --radix 2 --dir '%s'",
+                 test_bindir(), up_flags, hosts, dir) == 0,
+              "fabric up failed: %s", out);
+    snprintf(extra, sizeof(extra), "%s --mca coll_incoll_fabric '%s'", env,
+             dir);
+    rc = job(out, np, extra);
     test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
-    CHECK_MSG(strstr(text, "built against Open MPI 4.1 but running under "
-                           "'Open MPI v5.0.3'") ||
-                  strstr(text, "but running under 'Open MPI v5.0.3'"),
-              "%s", out);
-    CHECK_MSG(count_of(text, "but running under") == 1,
-              "said %d times, want once: %s",
-              count_of(text, "but running under"), out);
+    n = count_of(text, once);
+    CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
+    for (int i = 0; want[i]; i++)
+        CHECK_MSG(strstr(text, want[i]), "no '%s': %s", want[i], out);
     CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
               out);
     free(text);
     return TEST_PASSED;
+}
+
+/* Another Open MPI than the one it was built against (the test hook
+ * COLL_INCOLL_TEST_OMPI_VERSION stands for its version string): the component
+ * says so once and stands aside; the job runs on Open MPI's own. */
+TEST(ompi_component_other_ompi, TEST_INTEG)
+{
+    static const char *const want[] = {
+        "built against Open MPI 4.1 but running under 'Open MPI v5.0.3'", NULL};
+    return stands_aside(
+        "ompi-other", 2, 2, "",
+        "-x COLL_INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test'",
+        "but running under", want);
 }
 
 /*
@@ -430,40 +446,14 @@ TEST(ompi_component_other_ompi, TEST_INTEG)
  */
 TEST(ompi_component_host_count, TEST_INTEG)
 {
-    const char *why = ready();
-    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
-    char *text;
-    int rc, n;
-
-    if (why)
-        return test_skip("%s", why);
-    if (!built())
-        return TEST_FAILED;
-    snprintf(dir, sizeof(dir), "%s/ompi-hosts", test_tmpdir());
-    snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_MSG(sh(out,
-                 "'%s/incoll' fabric up --no-mgr --hosts 4 --radix 2 "
-                 "--dir '%s'",
-                 test_bindir(), dir) == 0,
-              "fabric up failed: %s", out);
-    snprintf(extra, sizeof(extra), "--mca coll_incoll_fabric '%s'", dir);
-    rc = job(out, 3, extra);
-    test_fabric_down(dir);
-    text = slurp(out);
-    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
-    n = count_of(text, "is not offloaded");
-    CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
-    CHECK_MSG(strstr(text, "MPI_COMM_WORLD is not offloaded, Open MPI's own "
-                           "collectives run: ") &&
-                  strstr(text, "has 4 hosts but MPI_COMM_WORLD has only 3 "
-                               "ranks: without a manager every host of "
-                               "fabric.conf needs a rank; to fix: run at "
-                               "least 4 ranks"),
-              "%s", out);
-    CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
-              out);
-    free(text);
-    return TEST_PASSED;
+    static const char *const want[] = {
+        "MPI_COMM_WORLD is not offloaded, Open MPI's own collectives run: ",
+        "has 4 hosts but MPI_COMM_WORLD has only 3 ranks: without a manager "
+        "every host of fabric.conf needs a rank; to fix: run at least 4 "
+        "ranks",
+        NULL};
+    return stands_aside("ompi-hosts", 4, 3, "--no-mgr", "", "is not offloaded",
+                        want);
 }
 
 /*
