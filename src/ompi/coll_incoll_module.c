@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "mpi/mpi_agree.h"
 #include "mpi/mpi_commstate.h"
 #include "mpi/mpi_layer.h"
 #include "ompi/datatype/ompi_datatype.h"
@@ -409,8 +410,7 @@ static void leave(mca_coll_incoll_module_t *m, ci_coll_t coll,
                "agreed to redo the call, and to run its collectives from "
                "now on, on the component below",
                m->comm->c_name, m->size, ci_coll_name(coll),
-               status == INCOLL_OK ? "on another rank"
-                                   : incoll_status_string(status));
+               mpi_agree_cause(status));
 }
 
 /*
@@ -422,12 +422,20 @@ static void leave(mca_coll_incoll_module_t *m, ci_coll_t coll,
  * the module below, from its untouched input (a reduction in place gets
  * its input back from a copy).
  */
+static int below_min(void *arg, int *v)
+{
+    mca_coll_incoll_module_t *m = arg;
+    return m->below.allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MIN, m->comm,
+                              m->below.allreduce_module);
+}
+
 static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
 {
     size_t keep = in_place_bytes(m, p);
-    char *copy = NULL;
+    char *copy = NULL, why[128];
     incoll_status_t status = INCOLL_ERR_NO_MEMORY;
-    int ok, rc;
+    mpi_agreed_t agreed;
+    int rc;
 
     if (keep && (copy = malloc(keep)) != NULL)
         memcpy(copy, p->rbuf, keep);
@@ -436,10 +444,9 @@ static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
         status = launch(m->icomm, p, F_BLOCKING, NULL);
         pthread_mutex_unlock(&m->lock);
     }
-    ok = status == INCOLL_OK;
-    rc = m->below.allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, m->comm,
-                            m->below.allreduce_module);
-    if (rc == MPI_SUCCESS && ok) {
+    agreed =
+        mpi_agree(m->icomm, status, below_min, m, 0, &rc, why, sizeof(why));
+    if (agreed == MPI_AGREED_DELIVERED) {
         free(copy);
         p->rc = finish(m, p, status);
         plan_free(p);
@@ -449,17 +456,14 @@ static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
         memcpy(p->rbuf, copy, keep);
     free(copy);
     plan_free(p);
-    if (rc != MPI_SUCCESS) {
+    if (agreed == MPI_AGREED_BROKEN) {
         /* The agreement itself failed: MPI's own error. */
         p->rc = rc;
         return 1;
     }
     ci_log(2, "%s on %s: the fabric failed (%s): redone by the component below",
-           ci_coll_name(p->coll), m->comm->c_name,
-           status == INCOLL_OK ? "on another rank"
-                               : incoll_status_string(status));
+           ci_coll_name(p->coll), m->comm->c_name, mpi_agree_cause(status));
     ci_count(p->coll, CI_FAILED);
-    (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_RECOVERED);
     if (!__atomic_load_n(&m->left, __ATOMIC_ACQUIRE))
         leave(m, p->coll, status);
     return 0;
