@@ -240,6 +240,93 @@ TEST(hier_node_ops, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* The counts of cost_check's allreduce line for rank: ops, tx, rx, wake,
+ * resent; -1 when absent. */
+static int cost_of(const char *text, int rank, long v[5])
+{
+    char key[64];
+    const char *p;
+    snprintf(key, sizeof(key), "cost rank=%d kind=allreduce ", rank);
+    p = strstr(text, key);
+    if (p == NULL ||
+        sscanf(p + strlen(key), "ops=%ld tx=%ld rx=%ld wake=%ld resent=%ld",
+               &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return -1;
+    return 0;
+}
+
+/*
+ * The wake-ups of node mode's one-packet allreduce, counted per rank
+ * (tests/progs/cost_check: 200 allreduces of one int64 on 2 hosts x 4
+ * ranks, every result checked). A member never touches the network and
+ * wakes at most once per operation (the leader's publication of the
+ * result); the leader sends and receives one datagram per operation (and
+ * one per resend) and wakes at most twice (the last member's arrival,
+ * then the result), so the path of an operation has at most three
+ * wake-ups in a row: docs/benchmarks.md. Adaptive copies off, so that
+ * every datagram is a first transmission or a counted resend.
+ */
+TEST(hier_node_wakeups, TEST_INTEG)
+{
+    char dir[1024], out[1100], prog[PATH_MAX];
+    const int n = 8, ppn = 4, iters = 200;
+    long lead_wake = 0, member_wake = 0;
+    char *text;
+    int rc;
+
+    if (!have_fabric_binaries("cost_check"))
+        return test_skip("incoll, incoll-agg or cost_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/cost_check'", progdir());
+    rc = hier_run(dir, out, n, ppn, "INCOLL_COPY_ADAPT=0", prog, "--iters 200");
+    hier_down(dir, out);
+    text = slurp(out);
+    if (rc != 0 || strstr(text, "summary ok=400 wrong=0") == NULL) {
+        show_tail(out);
+        free(text);
+        FAILF("cost_check exited %d or a result was wrong", rc);
+    }
+    for (int r = 0; r < n; r++) {
+        long a[5];
+        if (cost_of(text, r, a) != 0) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no cost line", r);
+        }
+        printf("  rank %d (%s): tx %ld rx %ld wake %ld resent %ld\n", r,
+               r % ppn == 0 ? "leader" : "member", a[1], a[2], a[3], a[4]);
+        CHECK_EQ_INT(a[0], iters);
+        if (r % ppn == 0) {
+            CHECK_MSG(a[1] == iters + a[4],
+                      "leader %d sent %ld datagrams for %d operations (%ld "
+                      "resent)",
+                      r, a[1], iters, a[4]);
+            CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4],
+                      "leader %d received %ld datagrams", r, a[2]);
+            /* (+2: the manager's heartbeat may be due during the run) */
+            CHECK_MSG(a[3] <= 2 * iters + 2 * a[4] + 2,
+                      "leader %d: %ld wake-ups for %d allreduces", r, a[3],
+                      iters);
+            lead_wake += a[3];
+        } else {
+            CHECK_MSG(a[1] == 0 && a[2] == 0 && a[4] == 0,
+                      "member %d used the network: tx %ld rx %ld", r, a[1],
+                      a[2]);
+            CHECK_MSG(a[3] <= iters + 2,
+                      "member %d: %ld wake-ups for %d "
+                      "allreduces",
+                      r, a[3], iters);
+            member_wake += a[3];
+        }
+    }
+    free(text);
+    printf("  wake-ups per operation: leader %.2f, member %.2f\n",
+           (double)lead_wake / (2.0 * iters),
+           (double)member_wake / ((double)(n - 2) * iters));
+    CHECK_MSG(lead_wake > 0 && member_wake > 0, "no wake-up counted");
+    return TEST_PASSED;
+}
+
 /* allreduce_check with args on a fabric of 2 hosts, nranks ranks, ppn
  * per host, with env. */
 static int check_run(int nranks, int ppn, const char *env, const char *args)
