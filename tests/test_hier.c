@@ -240,6 +240,133 @@ TEST(hier_node_ops, TEST_INTEG)
     return TEST_PASSED;
 }
 
+/* The counts of cost_check's allreduce line for rank: ops, tx, rx, wake,
+ * resent; -1 when absent. */
+static int cost_of(const char *text, int rank, long v[5])
+{
+    char key[64];
+    const char *p;
+    snprintf(key, sizeof(key), "cost rank=%d kind=allreduce ", rank);
+    p = strstr(text, key);
+    if (p == NULL ||
+        sscanf(p + strlen(key), "ops=%ld tx=%ld rx=%ld wake=%ld resent=%ld",
+               &v[0], &v[1], &v[2], &v[3], &v[4]) != 5)
+        return -1;
+    return 0;
+}
+
+/*
+ * The counts of node mode's one-packet allreduce per rank
+ * (tests/progs/cost_check: 200 allreduces of one int64 on 2 hosts x 4
+ * ranks, every result checked), with env. A member never receives a
+ * datagram on its own socket and wakes at most once per operation (the
+ * leader's publication of the result). The leader receives one datagram
+ * per operation (and one per resend) and wakes at most lead_max times
+ * per operation: twice in the usual way (the last member's arrival, then
+ * the result: three wake-ups in a row on the path), once with the shared
+ * socket (INCOLL_HIER_SHARED: the member completing the fold sends the
+ * leader's packet, the result alone wakes the leader). Adaptive copies
+ * off, so that every datagram is a first transmission or a counted
+ * resend. The leader's and the members' wake-ups per operation in
+ * *lead_p and *member_p.
+ */
+static int node_costs(const char *env, int shared, double lead_max,
+                      double *lead_p, double *member_p)
+{
+    char dir[1024], out[1100], prog[PATH_MAX], envs[512];
+    const int n = 8, ppn = 4, iters = 200;
+    long lead_wake = 0, member_wake = 0, resent = 0, lead_tx = 0;
+    char *text;
+    int rc;
+
+    if (!have_fabric_binaries("cost_check"))
+        return test_skip("incoll, incoll-agg or cost_check not built");
+    CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
+    snprintf(prog, sizeof(prog), "'%s/cost_check'", progdir());
+    snprintf(envs, sizeof(envs), "INCOLL_COPY_ADAPT=0 %s", env);
+    rc = hier_run(dir, out, n, ppn, envs, prog, "--iters 200");
+    hier_down(dir, out);
+    text = slurp(out);
+    if (rc != 0 || strstr(text, "summary ok=400 wrong=0") == NULL) {
+        show_tail(out);
+        free(text);
+        FAILF("cost_check exited %d or a result was wrong", rc);
+    }
+    for (int r = 0; r < n; r++) {
+        long a[5];
+        if (cost_of(text, r, a) != 0) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no cost line", r);
+        }
+        printf("  rank %d (%s): tx %ld rx %ld wake %ld resent %ld\n", r,
+               r % ppn == 0 ? "leader" : "member", a[1], a[2], a[3], a[4]);
+        CHECK_EQ_INT(a[0], iters);
+        if (r % ppn == 0) {
+            /* With the shared socket a member sends the first
+             * transmissions (on the leader's socket, not counted here). */
+            /* (+iters / 20: under load a slow result draws the engine's
+             * tail probe, which is not a resend, and its answer) */
+            CHECK_MSG(a[1] <= iters + a[4] + iters / 20 &&
+                          (shared || a[1] >= iters + a[4]),
+                      "leader %d sent %ld datagrams for %d operations (%ld "
+                      "resent)",
+                      r, a[1], iters, a[4]);
+            CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4] + iters / 20,
+                      "leader %d received %ld datagrams", r, a[2]);
+            lead_wake += a[3];
+            lead_tx += a[1];
+            resent += a[4];
+        } else {
+            CHECK_MSG(a[2] == 0 && a[4] == 0 && (shared || a[1] == 0),
+                      "member %d used the network: tx %ld rx %ld", r, a[1],
+                      a[2]);
+            /* (+2: the manager's heartbeat may be due during the run) */
+            CHECK_MSG(a[3] <= iters + 2,
+                      "member %d: %ld wake-ups for %d allreduces", r, a[3],
+                      iters);
+            member_wake += a[3];
+        }
+    }
+    free(text);
+    *lead_p = (double)lead_wake / (2.0 * iters);
+    *member_p = (double)member_wake / ((double)(n - 2) * iters);
+    printf("  wake-ups per operation: leader %.3f, member %.3f\n", *lead_p,
+           *member_p);
+    CHECK_MSG(lead_wake > 0 && member_wake > 0, "no wake-up counted");
+    /* With the shared socket some first transmissions were the members'. */
+    CHECK_MSG(!shared || lead_tx < 2 * iters + resent,
+              "the leaders sent all %ld first transmissions themselves",
+              lead_tx);
+    /* A resend adds a wake-up (its timer) and its answer. */
+    CHECK_MSG(lead_wake <= (long)(lead_max * 2 * iters) + 2 * resent + 4,
+              "the leaders woke %.3f times per operation (%ld resends), "
+              "want at most %.0f",
+              *lead_p, resent, lead_max);
+    return TEST_PASSED;
+}
+
+/* The usual way: the leader wakes for the last member, then the result. */
+TEST(hier_node_wakeups, TEST_INTEG)
+{
+    double lead, member;
+    return node_costs("", 0, 2.0, &lead, &member);
+}
+
+/*
+ * With the shared socket (INCOLL_HIER_SHARED; results by unicast, which
+ * it needs): every result exact, first transmissions sent by the members
+ * on the leader's socket, one wake-up per operation on every rank, the
+ * leader's too (on average: a leader woken by anything but the result
+ * takes its pack back and goes the usual way).
+ */
+TEST(hier_node_shared_wakeups, TEST_INTEG)
+{
+    double lead, member;
+    return node_costs("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 1, 1.1, &lead,
+                      &member);
+}
+
 /* allreduce_check with args on a fabric of 2 hosts, nranks ranks, ppn
  * per host, with env. */
 static int check_run(int nranks, int ppn, const char *env, const char *args)
@@ -422,15 +549,15 @@ static int shm_left(pid_t pid)
  * no segment may stay in /dev/shm. (The other host cannot tell a dead
  * rank from a late one: it waits INCOLL_WAIT_MS, 3 s here.)
  */
-TEST(hier_node_killed, TEST_INTEG)
+static int node_killed(const char *env, int count, const int *victims,
+                       int nvictims)
 {
     char dir[1024], out[1100];
-    static const int victims[] = {1, 2};
 
     if (!have_fabric_binaries("hier_check"))
         return test_skip("incoll, incoll-agg or hier_check not built");
     CHECK(hier_fabric(2, dir, sizeof(dir), out, sizeof(out)) == 0);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < nvictims; v++) {
         proc_t p[4];
         int rc[4];
         double t0 = now_s();
@@ -440,11 +567,11 @@ TEST(hier_node_killed, TEST_INTEG)
                        "sh -c \". '%s/fabric.env' && exec env INCOLL_RANK=%d "
                        "INCOLL_SIZE=4 INCOLL_JOB=hierkill-%d-%d-%ld "
                        "INCOLL_HOST=h%d INCOLL_MGR_OP_TIMEOUT_MS=1000 "
-                       "INCOLL_WAIT_MS=3000 "
+                       "INCOLL_WAIT_MS=3000 %s "
                        "'%s/hier_check' "
-                       "--ppn 2 --count 1000 --iters 40 --kill %d:20\"",
-                       dir, r, v, seq, (long)getpid(), r / 2, progdir(),
-                       victims[v]);
+                       "--ppn 2 --count %d --iters 40 --kill %d:20\"",
+                       dir, r, v, seq, (long)getpid(), r / 2, env, progdir(),
+                       count, victims[v]);
         }
         for (int r = 0; r < 4; r++)
             rc[r] = proc_wait(&p[r]);
@@ -470,6 +597,36 @@ TEST(hier_node_killed, TEST_INTEG)
     }
     hier_down(dir, out);
     return TEST_PASSED;
+}
+
+TEST(hier_node_killed, TEST_INTEG)
+{
+    static const int victims[] = {1, 2};
+    return node_killed("", 1000, victims, 2);
+}
+
+/*
+ * The same with the shared socket (INCOLL_HIER_SHARED) and one-packet
+ * allreduces (8 floats), a member killed: its leader, asleep on its
+ * socket with the pack open, takes the pack back and finds the member
+ * dead; the other host's ranks time out. Every rank fails in bounded
+ * time, none with a wrong result.
+ */
+TEST(hier_node_shared_killed, TEST_INTEG)
+{
+    static const int victims[] = {1};
+    return node_killed("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 8, victims, 1);
+}
+
+/* allreduce_check's one-packet sizes with the shared socket under 5% loss
+ * on every host socket: every result exact. */
+TEST(hier_node_shared_loss, TEST_INTEG)
+{
+    return check_run(8, 4,
+                     "INCOLL_HIER_SHARED=1 INCOLL_MCAST=0 "
+                     "INCOLL_FAULT_DROP=0.05 INCOLL_FAULT_SEED=7",
+                     "--sizes 1,7,100 --dtype float32,int64 --op sum,max "
+                     "--iters 10");
 }
 
 /*

@@ -211,6 +211,13 @@ struct host_engine {
     uint64_t cut_ns;   /* the last loss that halved it: one cut per round */
     uint32_t undo_cwnd, undo_ssthresh; /* before that cut (0: none to undo) */
     host_engine_counters_t ctr;
+    /* host_engine_presend: the operation starting at sequence pre_seq - 1
+     * (0: none) was sent at pre_ns by another process on our socket;
+     * pre_now: the one starting now is it (its first segment's first
+     * transmission is not sent again). */
+    uint64_t pre_seq, pre_ns;
+    uint32_t pre_root; /* the header's root (host_engine_set_root) */
+    int pre_now;
 };
 
 uint32_t host_engine_oneway_every(const host_engine_params_t *p)
@@ -499,6 +506,21 @@ static void fill_window(host_engine_t *eng, uint64_t now)
             s->tx = ++eng->tx_seq;
             s->later = 0;
             s->rack_due = 0;
+        } else if (eng->pre_now) {
+            /* Sent at pre_ns on our socket by the member that completed
+             * the host's fold (host_engine_presend): counted as ours. */
+            eng->pre_now = 0;
+            s->first_ns = eng->pre_ns;
+            s->sent_ns = eng->pre_ns;
+            s->deadline = eng->pre_ns + rto_backoff(&eng->rto, 0);
+            if (s->deadline < eng->dl_next)
+                eng->dl_next = s->deadline;
+            s->tx = ++eng->tx_seq;
+            s->ntx = 1;
+            s->later = 0;
+            s->rack_due = 0;
+            eng->ctr.packets_sent++;
+            eng->ctr.bytes_sent += WIRE_HDR_LEN + seg_bytes(eng, s);
         } else {
             seg_send(eng, s, now, 0, 0);
         }
@@ -769,7 +791,16 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->status = INCOLL_INPROGRESS;
     eng->ctr.ops++;
     eng->ctr.segments += eng->nseg;
+    /* The operation host_engine_next_hdr described, sent already: only
+     * when it still is what the header said (else it goes again, and the
+     * AN takes the second as a copy of the first). */
+    eng->pre_now = eng->pre_seq == eng->base_seq + 1 && eng->nseg == 1 &&
+                   kind == WIRE_COLL_ALLREDUCE && !eng->stream && !eng->twice &&
+                   !eng->mc && eng->call_root == eng->pre_root &&
+                   eng->hedge_due == UINT64_MAX;
+    eng->pre_seq = 0;
     fill_window(eng, now_ns);
+    eng->pre_now = 0;
     return INCOLL_INPROGRESS;
 }
 
@@ -1777,6 +1808,61 @@ incoll_status_t host_engine_start_split(host_engine_t *eng, wire_coll_t kind,
     eng->blk_len = blk_len;
     return host_engine_start_coll(eng, kind, root, sendbuf, block, total, dtype,
                                   op, now_ns);
+}
+
+int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
+                         incoll_op_t op, uint32_t root,
+                         uint8_t hdr[WIRE_HDR_LEN], uint64_t *seq_p)
+{
+    size_t dsize = incoll_dtype_size(dtype);
+    size_t bytes = count * dsize;
+    int adapt =
+        eng->p.copy_adapt_bytes != 0 && bytes <= eng->p.copy_adapt_bytes;
+    uint64_t w = eng->p.window, seq = eng->next_seq;
+
+    if (paced(eng) && eng->cwnd / 256u < w)
+        w = eng->cwnd / 256u;
+    if (eng->status == INCOLL_INPROGRESS || eng->failed || eng->st_n > 0 ||
+        eng->mc || eng->next_root != 0 || count == 0 || dsize == 0 ||
+        !incoll_op_valid(op, dtype) || count > eng->p.max_payload / dsize ||
+        bytes <= eng->p.copy_bytes ||
+        (adapt && (eng->copying || eng->aops + 1 <= eng->follow_until)) ||
+        w < 1 || eng->p.slots == 0) {
+        return 0;
+    }
+    {
+        wire_hdr_t h = {
+            .version = WIRE_VERSION,
+            .type = WIRE_CONTRIB,
+            .op = (uint8_t)op,
+            .dtype = (uint8_t)dtype,
+            .group = eng->p.group,
+            .child = eng->p.child,
+            .flags =
+                (uint16_t)(WIRE_F_LAST | wire_kind_flags(WIRE_COLL_ALLREDUCE)),
+            .slot = (uint16_t)(seq % eng->p.slots),
+            .root = root,
+            .epoch = (uint32_t)(seq / eng->p.slots),
+            .count = (uint32_t)count,
+            .total = eng->p.gen,
+            .offset = 0,
+        };
+        wire_pack(&h, hdr);
+    }
+    eng->pre_root = root;
+    *seq_p = seq;
+    return 1;
+}
+
+void host_engine_presend(host_engine_t *eng, uint64_t seq, uint64_t sent_ns)
+{
+    eng->pre_seq = seq + 1;
+    eng->pre_ns = sent_ns;
+}
+
+void host_engine_presend_clear(host_engine_t *eng)
+{
+    eng->pre_seq = 0;
 }
 
 uint64_t host_engine_deadline(const host_engine_t *eng)

@@ -315,6 +315,26 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
  * than the last packet fed does nothing. */
 void host_engine_on_time(host_engine_t *eng, uint64_t now_ns);
 
+/*
+ * Sending an operation's one packet from another process (node mode's
+ * shared socket, src/host/hier.c): host_engine_next_hdr packs into hdr
+ * (unsealed: the sender seals it over the data with the engine's key)
+ * the header of the first transmission of the next allreduce of count
+ * elements whose root field (host_engine_set_root) is root, if that
+ * operation would go in one packet, once, from the
+ * window's slots (no copy, no stream lock, results by unicast), and
+ * gives its
+ * sequence number; 0 when it would not. host_engine_presend says that
+ * packet went at sent_ns: the operation, when it starts with that
+ * sequence number and still as described, does not send it again (its
+ * resends go as usual). host_engine_presend_clear forgets it.
+ */
+int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
+                         incoll_op_t op, uint32_t root,
+                         uint8_t hdr[WIRE_HDR_LEN], uint64_t *seq_p);
+void host_engine_presend(host_engine_t *eng, uint64_t seq, uint64_t sent_ns);
+void host_engine_presend_clear(host_engine_t *eng);
+
 /* When on_time() must next be called; UINT64_MAX if nothing is pending. */
 uint64_t host_engine_deadline(const host_engine_t *eng);
 

@@ -88,6 +88,7 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
     c->hier_depth = (int)setting_int(SETTING_HIER_DEPTH);
     c->hier_spin_ns = setting_ns(SETTING_HIER_SPIN_US);
     c->hier_timeout_ns = setting_ns(SETTING_HIER_TIMEOUT_MS);
+    c->hier_shared = setting_bool(SETTING_HIER_SHARED);
 
     c->p2p_rto_min_ns = setting_ns(SETTING_P2P_RTO_MIN_US);
     c->p2p_payload = setting_u64(SETTING_P2P_PAYLOAD);

@@ -58,6 +58,7 @@ typedef struct host_cfg {
     size_t hier_seg;
     int hier_depth;
     uint64_t hier_spin_ns, hier_timeout_ns;
+    int hier_shared; /* INCOLL_HIER_SHARED */
     /* the host-based algorithms */
     uint64_t p2p_rto_min_ns, p2p_payload;
     uint32_t p2p_window;

@@ -34,12 +34,20 @@
 #include "common/dtype.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifdef INCOLL_HAVE_HWLOC
@@ -77,7 +85,57 @@ struct host_hier {
     int failed;       /* the running operation failed (fail_op, op_failed):
                          every member goes on from segment next */
     uint32_t next;
+    /* INCOLL_HIER_SHARED, on for the host's ranks: a member's copy of the
+     * leader's UDP socket (-1 on the leader, which has its own). */
+    int shared;
+    int sock_fd;
 };
+
+/*
+ * The shared socket (INCOLL_HIER_SHARED). For an allreduce of one packet
+ * the leader that comes before some member does not wait for them: it
+ * puts its input into the segment's result buffer, the header of its
+ * leaders' communicator's next packet, the group's key and the AN's
+ * address into the pack (host_engine_next_hdr), opens the pack for
+ * segment g and sleeps in poll on its socket. The member whose post
+ * completes the segment takes the pack (one compare-and-swap: the leader
+ * may take it back first), checks every member's call against the
+ * leader's, folds the slots into the result buffer in rank order, seals
+ * the header over it and sends it on the leader's socket, a copy of which
+ * every member received at set-up (SCM_RIGHTS). The leader is woken by
+ * the result packet alone: it starts its allreduce, whose engine counts
+ * the packet as its own first transmission (host_engine_presend) and
+ * finds the result waiting. A leader woken by anything else (its poll's
+ * slice, another packet), or that finds the calls differ (PK_BAD), takes
+ * the pack back and goes the usual way, which waits for the members,
+ * checks their calls and their liveness, and fails the call where it
+ * must; the engine starts only with the whole fold in the buffer, so a
+ * resend or a recovery never carries a part of it.
+ */
+enum { PK_OPEN = 1, PK_MEMBER, PK_SENT, PK_BAD, PK_LEADER };
+
+typedef struct {
+    _Atomic uint32_t state; /* g * 8 + PK_* */
+    _Atomic uint32_t sleepers;
+    uint32_t len;     /* payload bytes */
+    int32_t who;      /* the member that took it */
+    uint64_t an;      /* incoll_ep_t */
+    uint64_t sent_ns; /* when it went (host_now_ns) */
+    uint8_t hdr[WIRE_HDR_LEN];
+    wire_key_t key;
+} hier_pack_t;
+
+_Static_assert(sizeof(hier_pack_t) <= HOST_SHM_PACK_BYTES,
+               "the pack does not fit the segment's header");
+
+/* How long the leader sleeps on its socket for the members before it
+ * takes the pack back and waits for them the usual way. */
+#define PACK_SLICE_NS 20000000ull
+
+static uint32_t pk_val(uint32_t g, int st)
+{
+    return g * 8u + (uint32_t)st;
+}
 
 /*
  * The record of a failed operation, in the leader's free slot (h->err):
@@ -348,6 +406,9 @@ static incoll_status_t sum_flags(incoll_comm_h comm, int32_t *v)
 
 static void hier_drop(struct host_hier *h)
 {
+    if (h->shared && h->lidx > 0)
+        close(h->sock_fd);
+    h->shared = 0;
     host_shm_detach(h->shm);
     h->shm = NULL;
     h->err = NULL;
@@ -361,6 +422,142 @@ static void hier_drop(struct host_hier *h)
     }
 }
 
+/* The abstract Unix socket's address the leader hands its socket out on
+ * (named after the segment). */
+static socklen_t pass_addr(const char *name, struct sockaddr_un *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "incoll-sock%s", name);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 +
+                       strlen(a->sun_path + 1));
+}
+
+/* Leader: listens on the segment's address (before the members look). */
+static int pass_listen(const char *name)
+{
+    struct sockaddr_un a;
+    socklen_t len = pass_addr(name, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&a, len) != 0 || listen(fd, 64) != 0) {
+        incoll_warn("hier: INCOLL_HIER_SHARED: cannot listen on a Unix "
+                    "socket: %s",
+                    log_strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Leader: gives sock to the n members that connect to lfd before the
+ * deadline. 0 or -1. */
+static int pass_give(int lfd, int sock, int n, uint64_t deadline)
+{
+    for (int i = 0; i < n; i++) {
+        struct pollfd pfd = {.fd = lfd, .events = POLLIN};
+        char byte = 'S';
+        struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = u.buf,
+                             .msg_controllen = sizeof(u.buf)};
+        struct cmsghdr *c;
+        uint64_t now = host_now_ns();
+        int cfd, ms = now < deadline ? (int)((deadline - now) / 1000000u) : 0;
+
+        if (poll(&pfd, 1, ms) <= 0)
+            return -1;
+        cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (cfd < 0)
+            return -1;
+        memset(u.buf, 0, sizeof(u.buf));
+        c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &sock, sizeof(int));
+        if (sendmsg(cfd, &msg, MSG_NOSIGNAL) != 1) {
+            close(cfd);
+            return -1;
+        }
+        close(cfd);
+    }
+    return 0;
+}
+
+/* Member: the leader's socket, or -1. */
+static int pass_take(const char *name, uint64_t wait_ns)
+{
+    struct sockaddr_un a;
+    socklen_t len = pass_addr(name, &a);
+    struct timeval tv = {.tv_sec = (time_t)(wait_ns / 1000000000u),
+                         .tv_usec = (long)(wait_ns % 1000000000u / 1000u)};
+    char byte;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = u.buf,
+                         .msg_controllen = sizeof(u.buf)};
+    struct cmsghdr *c;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), got = -1;
+
+    if (fd < 0)
+        return -1;
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (connect(fd, (struct sockaddr *)&a, len) == 0 &&
+        recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) == 1 &&
+        (c = CMSG_FIRSTHDR(&msg)) != NULL && c->cmsg_level == SOL_SOCKET &&
+        c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
+        memcpy(&got, CMSG_DATA(c), sizeof(int));
+    close(fd);
+    return got;
+}
+
+/* INCOLL_HIER_SHARED: the leader hands its UDP socket to the members
+ * (every member calls it, for the barrier); on failure anywhere the
+ * host's ranks run without it, said once. */
+static incoll_status_t share_socket(incoll_comm_h comm, struct host_hier *h,
+                                    const char *name, int lfd)
+{
+    int32_t bad = 0;
+    incoll_status_t status;
+    uint64_t deadline = host_now_ns() + h->wait_ns;
+
+    if (h->nlocal > 1 && h->lidx == 0)
+        bad = lfd < 0 || pass_give(lfd, udp_fd(comm->ctx->sock), h->nlocal - 1,
+                                   deadline) != 0;
+    else if (h->nlocal > 1) {
+        h->sock_fd = pass_take(name, h->wait_ns);
+        bad = h->sock_fd < 0;
+    }
+    status = sum_flags(comm, &bad);
+    if (status == INCOLL_OK && bad == 0) {
+        h->shared = h->nlocal > 1;
+        return INCOLL_OK;
+    }
+    if (h->nlocal > 1 && h->lidx > 0 && h->sock_fd >= 0)
+        close(h->sock_fd);
+    if (status == INCOLL_OK) {
+        static int said;
+        if (!said)
+            incoll_info("hier: INCOLL_HIER_SHARED: a leader could not hand "
+                        "its socket to its host's ranks: the leaders wait "
+                        "for their members");
+        said = 1;
+    }
+    return status;
+}
+
 /* Makes the shared segment of our host: the leader creates, the others
  * attach once it exists, the leader removes the name once all did. Every
  * member calls it (also those alone on their host) for the barriers. */
@@ -371,11 +568,15 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
     int32_t bad = 0;
     size_t seg = h->seg;
     incoll_status_t status = INCOLL_OK;
+    int lfd = -1, all_shared = 0;
 
     snprintf(name, sizeof(name), "/incoll-%d-%016" PRIx64 "-%08x",
              (int)leader_pid, host_comm_id(comm), comm->ctx->gen);
     if (h->nlocal > 1 && h->lidx == 0)
         status = host_shm_create(name, h->nlocal, h->nbuf, seg, &h->shm);
+    if (status == INCOLL_OK && comm->ctx->cfg.hier_shared && h->nlocal > 1 &&
+        h->lidx == 0)
+        lfd = pass_listen(name);
     bad = status != INCOLL_OK;
     status = sum_flags(comm, &bad);
     if (status == INCOLL_OK && bad == 0 && h->nlocal > 1 && h->lidx > 0) {
@@ -383,12 +584,19 @@ static incoll_status_t make_segment(incoll_comm_h comm, struct host_hier *h,
         bad = mine;
     }
     if (status == INCOLL_OK) {
-        int32_t b2 = bad;
+        /* With the count of ranks that ask for the shared socket: it is
+         * used only when all do (its set-up is a collective of its own). */
+        int32_t b2 = bad + (comm->ctx->cfg.hier_shared ? 65536 : 0);
         status = sum_flags(comm, &b2);
-        bad = b2;
+        bad = b2 & 0xffff;
+        all_shared = b2 >> 16 == comm->size;
     }
     if (h->nlocal > 1 && h->lidx == 0)
         host_shm_unlink(name);
+    if (status == INCOLL_OK && bad == 0 && all_shared)
+        status = share_socket(comm, h, name, lfd);
+    if (lfd >= 0)
+        close(lfd);
     if (status != INCOLL_OK)
         return status;
     if (bad) {
@@ -654,6 +862,164 @@ static incoll_status_t gather_slots(struct host_hier *h, uint32_t g,
     return status;
 }
 
+/* Member, whose post completed segment g of a one-packet allreduce:
+ * sends the leader's packet if the leader left the pack open for it
+ * (see hier_pack_t). */
+static void pack_complete(struct host_hier *h, uint32_t g, size_t count,
+                          incoll_dtype_t dtype, incoll_op_t op)
+{
+    hier_pack_t *pk = host_shm_pack(h->shm);
+    uint32_t open = pk_val(g, PK_OPEN);
+    int buf = (int)(g % (uint32_t)h->nbuf), same = 1;
+    uint8_t *res = host_shm_result(h->shm, buf);
+    size_t len = count * incoll_dtype_size(dtype);
+    const void *src[HOST_SHM_MAX_LOCAL];
+    uint8_t hdr[WIRE_HDR_LEN];
+    uint64_t an = pk->an;
+    struct sockaddr_in to = {.sin_family = AF_INET};
+    struct iovec iov[2] = {{.iov_base = hdr, .iov_len = WIRE_HDR_LEN},
+                           {.iov_base = res, .iov_len = len}};
+    struct msghdr msg = {.msg_name = &to,
+                         .msg_namelen = sizeof(to),
+                         .msg_iov = iov,
+                         .msg_iovlen = 2};
+    call_rec_t lead;
+
+    if (atomic_load(&pk->state) != open ||
+        !atomic_compare_exchange_strong(&pk->state, &open,
+                                        pk_val(g, PK_MEMBER)))
+        return;
+    pk->who = h->lidx;
+    lead = rec_get(h, 0);
+    for (int m = 1; m < h->nlocal && same; m++)
+        same = rec_differs(lead, rec_get(h, m)) == WIRE_MISMATCH_NONE;
+    if (!same) {
+        /* The leader fails the call on every rank the usual way. */
+        atomic_store(&pk->state, pk_val(g, PK_BAD));
+        if (atomic_load(&pk->sleepers) != 0)
+            host_shm_wake(h->shm, &pk->state);
+        return;
+    }
+    src[0] = res; /* the leader's input, first in rank order */
+    for (int m = 1; m < h->nlocal; m++)
+        src[m] = host_shm_slot(h->shm, buf, m);
+    reduce_n(op, dtype, res, src, h->nlocal, count);
+    memcpy(hdr, pk->hdr, WIRE_HDR_LEN);
+    wire_mac_seal(&pk->key, hdr, res, len);
+    to.sin_port = htons((uint16_t)(an & 0xffffu));
+    to.sin_addr.s_addr = htonl((uint32_t)(an >> 16));
+    /* Said sent before it goes, so that the leader, woken by the result,
+     * never waits for us: the fold is whole, and a packet that does not
+     * go is one the leader's engine resends. */
+    pk->sent_ns = host_now_ns();
+    atomic_store(&pk->state, pk_val(g, PK_SENT));
+    if (atomic_load(&pk->sleepers) != 0)
+        host_shm_wake(h->shm, &pk->state);
+    if (sendmsg(h->sock_fd, &msg, MSG_DONTWAIT) < 0)
+        incoll_debug("hier: sending the leader's packet: %s",
+                     log_strerror(errno));
+}
+
+/* Leader: waits for the pack of segment g to leave PK_MEMBER (a member
+ * folds and sends). PK_SENT, or the state it left it in. */
+static int pack_settle(struct host_hier *h, uint32_t g, hier_pack_t *pk,
+                       uint64_t deadline, incoll_status_t *status_p)
+{
+    for (;;) {
+        uint32_t v = atomic_load(&pk->state);
+        if (v != pk_val(g, PK_MEMBER))
+            return v == pk_val(g, PK_SENT) ? PK_SENT : PK_BAD;
+        *status_p = host_shm_wait_word(h->shm, &pk->sleepers, &pk->state, v,
+                                       pk->who, deadline);
+        if (*status_p != INCOLL_OK)
+            return -1;
+    }
+}
+
+/*
+ * Leader, for the one-packet allreduce of segment g while some member is
+ * still to come (hier_pack_t): opens the pack and sleeps on its socket.
+ * Returns 1 when a member sent the packet (*pseq_p: its sequence number,
+ * *sent_p: when), 0 when the leader goes the usual way, -1 on failure
+ * (*status_p).
+ */
+static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
+                    const uint8_t *send, size_t count, incoll_dtype_t dtype,
+                    incoll_op_t op, incoll_algo_t algo, uint64_t deadline,
+                    uint64_t *pseq_p, uint64_t *sent_p,
+                    incoll_status_t *status_p)
+{
+    hier_pack_t *pk = host_shm_pack(h->shm);
+    incoll_comm_h l = h->leaders;
+    size_t len = count * incoll_dtype_size(dtype);
+    uint8_t *res = host_shm_result(h->shm, (int)(g % (uint32_t)h->nbuf));
+    int ok = 0, st;
+    uint32_t mine;
+
+    if (!h->shared || l == NULL || l->size < 2 ||
+        (algo != INCOLL_ALGO_AUTO && algo != INCOLL_ALGO_INC) ||
+        (int32_t)(host_shm_get(h->shm, HOST_SHM_ARRIVED, 0) - (g + 1)) >= 0)
+        return 0;
+    host_lock(comm->ctx);
+    if (l->eng != NULL && host_comm_inc_usable(l, op, dtype) &&
+        !host_comm_group_failed(l) && !host_comm_pulled(l) &&
+        host_engine_next_hdr(l->eng, count, dtype, op, comm->call_tag, pk->hdr,
+                             pseq_p)) {
+        const host_engine_params_t *ep = host_engine_params(l->eng);
+        pk->key = ep->key;
+        pk->an = ep->an;
+        pk->len = (uint32_t)len;
+        ok = 1;
+    }
+    host_unlock(comm->ctx);
+    if (!ok)
+        return 0;
+    /* The result buffer is free once every member copied the result
+     * that used it nbuf segments ago. */
+    for (int m = 1; m < h->nlocal; m++) {
+        *status_p = host_shm_wait(h->shm, HOST_SHM_CONSUMED, m,
+                                  g + 1 - (uint32_t)h->nbuf, deadline);
+        if (*status_p != INCOLL_OK)
+            return -1;
+    }
+    memcpy(res, send, len);
+    atomic_store(&pk->state, pk_val(g, PK_OPEN));
+    for (;;) {
+        /* The result comes on the socket, or on the multicast one. */
+        struct pollfd pfd[2] = {
+            {.fd = udp_fd(comm->ctx->sock), .events = POLLIN},
+            {.fd = host_mcast_fd(comm->ctx), .events = POLLIN}};
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)PACK_SLICE_NS};
+        uint32_t open = pk_val(g, PK_OPEN);
+        int ready;
+
+        /* The last member came meanwhile and may have missed the pack
+         * (its post before our store): we fold ourselves. */
+        if ((int32_t)(host_shm_get(h->shm, HOST_SHM_ARRIVED, 0) - (g + 1)) >=
+                0 &&
+            atomic_compare_exchange_strong(&pk->state, &open,
+                                           pk_val(g, PK_LEADER)))
+            return 0;
+        st = pack_settle(h, g, pk, deadline, status_p);
+        if (st < 0)
+            return -1;
+        mine = atomic_load(&pk->state);
+        if (mine == pk_val(g, PK_SENT)) {
+            *sent_p = pk->sent_ns;
+            return 1;
+        }
+        if (mine != pk_val(g, PK_OPEN))
+            return 0; /* PK_BAD: the calls differ, or the send failed */
+        ready = ppoll(pfd, pfd[1].fd >= 0 ? 2 : 1, &ts, NULL);
+        host_wakeup_note();
+        open = pk_val(g, PK_OPEN);
+        if ((ready <= 0 || atomic_load(&pk->state) == open) &&
+            atomic_compare_exchange_strong(&pk->state, &open,
+                                           pk_val(g, PK_LEADER)))
+            return 0; /* the slice passed, or another packet came */
+    }
+}
+
 /*
  * The leader's side of an allreduce of one segment, the small ones: the
  * leader folds straight into the segment's result buffer and runs the
@@ -673,7 +1039,26 @@ static incoll_status_t lead_one(incoll_comm_h comm, struct host_hier *h,
     lead_pipe_t p = {.h = h, .nseg = 1};
     incoll_status_t status;
     uint8_t *res;
+    uint64_t pseq = 0, sent_ns = 0;
+    int pk;
 
+    rec_put(h, 0, call_rec(count, comm->call_tag, dtype, op, algo, 0));
+    pk = pack_try(comm, h, g, send, count, dtype, op, algo, deadline, &pseq,
+                  &sent_ns, &status);
+    if (pk < 0) {
+        host_shm_abort(h->shm, status);
+        return status;
+    }
+    if (pk > 0) {
+        /* A member sent our packet with the host's whole fold in res,
+         * every call alike: the leaders' allreduce counts it as sent. */
+        res = host_shm_result(h->shm, (int)(g % nbuf));
+        host_lock(comm->ctx);
+        if (h->leaders->eng != NULL)
+            host_engine_presend(h->leaders->eng, pseq, sent_ns);
+        host_unlock(comm->ctx);
+        goto net;
+    }
     status = gather_slots(h, g, send, src, deadline);
     if (status == INCOLL_OK &&
         (status = check_calls(
@@ -691,11 +1076,18 @@ static incoll_status_t lead_one(incoll_comm_h comm, struct host_hier *h,
     }
     res = host_shm_result(h->shm, (int)(g % nbuf));
     reduce_n(op, dtype, res, src, h->nlocal, count);
+net:
     if (h->leaders && h->leaders->size > 1) {
         h->leaders->call_tag = comm->call_tag;
         status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE, res,
                                        count, dtype, op);
         h->leaders->call_tag = 0;
+        if (pk > 0) {
+            host_lock(comm->ctx);
+            if (h->leaders->eng != NULL)
+                host_engine_presend_clear(h->leaders->eng);
+            host_unlock(comm->ctx);
+        }
         if (status != INCOLL_OK)
             return publish_status(&p, status);
     }
@@ -827,7 +1219,9 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                 return status;
             memcpy(host_shm_slot(h->shm, (int)(gn % (uint32_t)nbuf), h->lidx),
                    send + off, len);
-            host_shm_post(h->shm, h->lidx, gn + 1);
+            if (host_shm_post(h->shm, h->lidx, gn + 1) && h->shared &&
+                nseg == 1)
+                pack_complete(h, gn, count, dtype, op);
         }
         len = seg_len(h, s, count, dsize, &off);
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);

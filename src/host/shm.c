@@ -53,6 +53,8 @@ typedef struct {
     shm_line_t arrived;
     shm_line_t aborted; /* 1 after an abort: its futex wakes nobody, the
                            others' are woken */
+    /* The leader's packet of a one-packet allreduce (host_shm_pack). */
+    _Alignas(64) uint8_t pack[HOST_SHM_PACK_BYTES];
 } shm_hdr_t;
 
 struct host_shm {
@@ -264,7 +266,18 @@ uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx)
     return atomic_load(&ctr_of(shm, ctr, idx)->v);
 }
 
-void host_shm_post(host_shm_t *shm, int idx, uint32_t v)
+void *host_shm_pack(host_shm_t *shm)
+{
+    return shm->hdr->pack;
+}
+
+void host_shm_wake(host_shm_t *shm, _Atomic uint32_t *word)
+{
+    (void)shm;
+    futex(word, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+int host_shm_post(host_shm_t *shm, int idx, uint32_t v)
 {
     shm_hdr_t *h = shm->hdr;
     uint32_t cur, low = v;
@@ -281,10 +294,11 @@ void host_shm_post(host_shm_t *shm, int idx, uint32_t v)
     cur = atomic_load(&h->arrived.v);
     do {
         if ((int32_t)(cur - low) >= 0)
-            return; /* nothing new complete, or raised already */
+            return 0; /* nothing new complete, or raised already */
     } while (!atomic_compare_exchange_weak(&h->arrived.v, &cur, low));
     if (atomic_load(&h->arrived.sleepers) != 0)
         futex(&h->arrived.v, FUTEX_WAKE, INT_MAX, NULL);
+    return (int32_t)(low - v) >= 0;
 }
 
 void host_shm_abort(host_shm_t *shm, incoll_status_t status)
@@ -402,6 +416,46 @@ incoll_status_t host_shm_wait(host_shm_t *shm, host_shm_ctr_t ctr, int idx,
         }
         atomic_fetch_sub(&line->sleepers, 1);
     }
+}
+
+incoll_status_t host_shm_wait_word(host_shm_t *shm, _Atomic uint32_t *sleepers,
+                                   _Atomic uint32_t *word, uint32_t v, int who,
+                                   uint64_t deadline_ns)
+{
+    while (atomic_load(word) == v) {
+        uint64_t now = host_now_ns(), wait;
+        struct timespec ts;
+        incoll_status_t status = host_shm_aborted(shm);
+
+        if (status != INCOLL_OK)
+            return status;
+        if (who >= 0 && who < (int)shm->hdr->nlocal &&
+            !member_alive(shm, who)) {
+            incoll_error("hier: local member %d of the segment died or left "
+                         "in the middle of a collective",
+                         who);
+            host_shm_abort(shm, INCOLL_ERR_GROUP_FAILED);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        if (now >= deadline_ns) {
+            incoll_error("hier: local member %d made no progress before the "
+                         "deadline (INCOLL_HIER_TIMEOUT_MS)",
+                         who);
+            host_shm_abort(shm, INCOLL_ERR_TIMEOUT);
+            return INCOLL_ERR_TIMEOUT;
+        }
+        wait =
+            deadline_ns - now < SHM_SLICE_NS ? deadline_ns - now : SHM_SLICE_NS;
+        ts.tv_sec = (time_t)(wait / 1000000000ull);
+        ts.tv_nsec = (long)(wait % 1000000000ull);
+        atomic_fetch_add(sleepers, 1);
+        if (atomic_load(word) == v) {
+            futex(word, FUTEX_WAIT, v, &ts);
+            host_wakeup_note();
+        }
+        atomic_fetch_sub(sleepers, 1);
+    }
+    return INCOLL_OK;
 }
 
 void host_shm_spin(host_shm_t *shm, uint64_t ns)

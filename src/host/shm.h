@@ -22,6 +22,7 @@
 
 #include "incoll.h"
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,8 +83,22 @@ uint32_t host_shm_get(host_shm_t *shm, host_shm_ctr_t ctr, int idx);
  * v: sets posted[idx] to v and raises arrived to the lowest posted
  * counter of the members when that grew (this post completed segments),
  * waking the leader if it sleeps on it. Whoever posts last wakes the
- * leader, once; the others make no system call. */
-void host_shm_post(host_shm_t *shm, int idx, uint32_t v);
+ * leader, once; the others make no system call. Returns 1 when this post
+ * raised arrived to v (its poster completed segment v - 1). */
+int host_shm_post(host_shm_t *shm, int idx, uint32_t v);
+
+/* HOST_SHM_PACK_BYTES in the segment's header for src/host/hier.c's
+ * shared-socket path (the leader's packet of a one-packet allreduce and
+ * who sends it); zero when made. host_shm_wake wakes the futex waiters
+ * of a 32-bit word in it; host_shm_wait_word waits (counting itself in
+ * *sleepers) while *word is v, with host_shm_wait's checks: the abort,
+ * member who's liveness (-1: none) and the deadline. */
+#define HOST_SHM_PACK_BYTES 512
+void *host_shm_pack(host_shm_t *shm);
+void host_shm_wake(host_shm_t *shm, _Atomic uint32_t *word);
+incoll_status_t host_shm_wait_word(host_shm_t *shm, _Atomic uint32_t *sleepers,
+                                   _Atomic uint32_t *word, uint32_t v, int who,
+                                   uint64_t deadline_ns);
 
 /*
  * Waits until counter (ctr, idx) reaches v (wrapping compare). Returns
