@@ -10,11 +10,20 @@
  */
 #include "integ.h"
 
+#include "common/wire.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MC_RANKS 8
@@ -327,6 +336,190 @@ TEST_LIMIT(integ_mcast_an_kill, TEST_INTEG, 90)
     CHECK_EQ_INT(mc_memberships_in(195, rc3), 0);
     ret = TEST_PASSED;
 out:
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* The sum of key=N over every line of text. */
+static unsigned long long mc_sum_key(const char *text, const char *key)
+{
+    char pat[64];
+    unsigned long long sum = 0;
+    snprintf(pat, sizeof(pat), " %s=", key);
+    for (const char *p = text; (p = strstr(p, pat)) != NULL; p++)
+        sum += strtoull(p + strlen(pat), NULL, 10);
+    return sum;
+}
+
+/* A socket that listens to 239.195.c.0-7 on INCOLL_MCAST_PORT's default
+ * as the members do (each leaf's address is one of them); -1 on error. */
+static int mc_listen(int c)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1, zero = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(18517),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (fd < 0)
+        return -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) !=
+            0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    for (int i = 0; i < 8; i++) {
+        struct ip_mreq mr;
+        char a[32];
+        snprintf(a, sizeof(a), "239.195.%d.%d", c, i);
+        mr.imr_multiaddr.s_addr = inet_addr(a);
+        mr.imr_interface.s_addr = htonl(INADDR_LOOPBACK);
+        if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) !=
+            0) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Sends payload (n bytes) to dst:18517 from src over a raw socket, as if
+ * from src's address and port: the forger spoofs the leaf AN. */
+static int mc_spoof(const struct sockaddr_in *src, struct in_addr dst,
+                    const uint8_t *payload, size_t n)
+{
+    uint8_t pkt[70000];
+    struct iphdr *ip = (struct iphdr *)pkt;
+    struct udphdr *udp = (struct udphdr *)(pkt + sizeof(*ip));
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = dst};
+    struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
+    size_t len = sizeof(*ip) + sizeof(*udp) + n;
+    int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW), rc;
+    if (fd < 0 || len > sizeof(pkt))
+        return -1;
+    (void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof(lo));
+    memset(pkt, 0, sizeof(*ip) + sizeof(*udp));
+    ip->version = 4;
+    ip->ihl = 5;
+    ip->ttl = 1;
+    ip->protocol = IPPROTO_UDP;
+    ip->tot_len = htons((uint16_t)len);
+    ip->saddr = src->sin_addr.s_addr;
+    ip->daddr = dst.s_addr;
+    udp->source = src->sin_port;
+    udp->dest = htons(18517);
+    udp->len = htons((uint16_t)(sizeof(*udp) + n));
+    udp->check = 0; /* none (IPv4) */
+    memcpy(pkt + sizeof(*ip) + sizeof(*udp), payload, n);
+    rc = sendto(fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) ==
+                 (ssize_t)len
+             ? 0
+             : -1;
+    close(fd);
+    return rc;
+}
+
+/*
+ * A forged multicast result on the real socket: while a job's allreduces
+ * run, copies of the leaf ANs' multicast results, each with a byte of its
+ * payload changed, are sent to the group's address from the leaf AN's own
+ * address and port (a raw socket), as a forger on the switch could. Every
+ * member that gets one rejects it by its MAC (bad_mac, in its counters at
+ * finalize), and every result is right.
+ */
+TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX],
+        dir[PATH_MAX];
+    char *argv[] = {bin,
+                    "run",
+                    "-n",
+                    "8",
+                    "--fabric",
+                    dir,
+                    "--timeout",
+                    "40",
+                    "--",
+                    prog,
+                    "--sizes",
+                    "1,300",
+                    "--dtype",
+                    "int32",
+                    "--op",
+                    "sum",
+                    "--iters",
+                    "20",
+                    "--min-seconds",
+                    "3",
+                    NULL};
+    char *env[] = {"INCOLL_LOG_LEVEL=debug", "INCOLL_MCAST=1", NULL};
+    char *out = NULL;
+    uint8_t buf[65536];
+    int fd = -1, st, sent = 0, ret = TEST_FAILED, rc3;
+    pid_t run;
+    double end;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (geteuid() != 0)
+        return test_skip("a raw socket needs root");
+    rc3 = mc_private_range();
+    snprintf(dir, sizeof(dir), "%s/mc-forged", test_tmpdir());
+    snprintf(log, sizeof(log), "%s.out", dir);
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    snprintf(prog, sizeof(prog), "%s/allreduce_check", progdir());
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    fd = mc_listen(rc3);
+    CHECK_MSG(fd >= 0, "cannot listen to 239.195.%d.0-7: %s", rc3,
+              strerror(errno));
+    run = spawn(log, argv, env);
+    CHECK(run > 0);
+    end = now_s() + 20;
+    while (sent < 40 && now_s() < end) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+        struct in_addr grp;
+        if (poll(&pf, 1, 200) != 1)
+            continue;
+        n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        if (n <= WIRE_HDR_LEN || from.sin_port == htons(18517))
+            continue; /* a header alone, or our own forgery */
+        /* Which address it went to is not told by recvfrom: send the
+         * forgery to all eight (only the members of its group take it
+         * past the group check). */
+        buf[n - 1] ^= 0x5a;
+        for (int i = 0; i < 8; i++) {
+            char a[32];
+            snprintf(a, sizeof(a), "239.195.%d.%d", rc3, i);
+            grp.s_addr = inet_addr(a);
+            CHECK(mc_spoof(&from, grp, buf, (size_t)n) == 0);
+        }
+        sent++;
+        sleep_s(0.02);
+    }
+    st = wait_pid(run, 50);
+    out = slurp(log);
+    fprintf(stderr,
+            "    %d forged results sent; the members counted bad_mac=%llu, "
+            "mcast_results=%llu\n",
+            sent, mc_sum_key(out, "bad_mac"), mc_sum_key(out, "mcast_results"));
+    CHECK_MSG(sent >= 10, "only %d multicast results seen", sent);
+    CHECK_MSG(st == 0 && mc_count(out, ": ok") >= 1 &&
+                  strstr(out, "WRONG") == NULL,
+              "exit %d:\n%.3000s", st, out);
+    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    /* Each forgery reaches the leaf's four members. */
+    CHECK_MSG(mc_sum_key(out, "bad_mac") >= (unsigned long long)sent,
+              "bad_mac=%llu for %d forgeries", mc_sum_key(out, "bad_mac"),
+              sent);
+    ret = TEST_PASSED;
+out:
+    if (fd >= 0)
+        close(fd);
     free(out);
     test_fabric_down(dir);
     return ret;
