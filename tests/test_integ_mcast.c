@@ -524,3 +524,54 @@ out:
     test_fabric_down(dir);
     return ret;
 }
+
+/*
+ * An older manager, which does not know the processes' counters message
+ * (usage_proc, 0x27: INCOLL_MGR_FAULT_UNKNOWN makes the manager answer it
+ * as unknown): every process of a job that reports its usage every 100
+ * ms for seconds says once that the manager does not take its counters,
+ * and sends them no more (the manager refuses one per process), and
+ * every result is right.
+ */
+TEST_LIMIT(integ_mcast_old_mgr, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], path[PATH_MAX + 16], *out = NULL, *mlog = NULL;
+    const char *dir = test_tmpdir();
+    int ret = TEST_FAILED, warned, refused;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    setenv("INCOLL_MGR_FAULT_UNKNOWN", "39", 1); /* 0x27 */
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0) {
+        unsetenv("INCOLL_MGR_FAULT_UNKNOWN");
+        goto out;
+    }
+    unsetenv("INCOLL_MGR_FAULT_UNKNOWN");
+    if (run_cmd(&out, 50,
+                "env INCOLL_MCAST=1 INCOLL_USAGE_MS=100 '%s/incoll' run -n "
+                "%d --fabric '%s' --timeout 40 -- '%s/allreduce_check' "
+                "--sizes 1,300 --iters 20 --min-seconds 2 --dtype int32 --op "
+                "sum",
+                test_bindir(), MC_RANKS, dir, progdir()) != 0 ||
+        strstr(out, ": ok") == NULL) {
+        fprintf(stderr, "    job failed:\n%s", out);
+        goto out;
+    }
+    snprintf(path, sizeof(path), "%s/mgr.log", dir);
+    mlog = slurp(path);
+    warned = mc_count(out, "does not take this library's process counters");
+    refused = mc_count(mlog, "(type 0x27)");
+    fprintf(stderr,
+            "    %d warnings from %d ranks; the manager refused %d "
+            "reports\n",
+            warned, MC_RANKS, refused);
+    CHECK_MSG(warned == MC_RANKS, "%d warnings:\n%.3000s", warned, out);
+    CHECK_MSG(refused >= 1 && refused <= MC_RANKS, "%d refused:\n%.3000s",
+              refused, mlog);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    free(mlog);
+    test_fabric_down(dir);
+    return ret;
+}

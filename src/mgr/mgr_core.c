@@ -1651,6 +1651,8 @@ static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
         return;
     }
     if (role == MGR_ROLE_HOST) {
+        if (type == m->fault_unknown)
+            goto unexpected; /* INCOLL_MGR_FAULT_UNKNOWN */
         if (type == MGR_JOIN)
             on_join(m, c, body, len);
         else if (type == MGR_GROUP_REQ)
@@ -1837,6 +1839,7 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
     m->p = *params;
     m->topo = params->topo;
     m->now = now;
+    m->fault_unknown = (int)setting_int(SETTING_MGR_FAULT_UNKNOWN);
     m->start = now;
     snprintf(m->listen, sizeof(m->listen), "%s",
              params->listen ? params->listen : "-");
