@@ -575,3 +575,58 @@ out:
     test_fabric_down(dir);
     return ret;
 }
+
+/*
+ * Two jobs at once over the same hosts, each a group of its own with its
+ * own addresses: each takes its results by multicast, and neither
+ * process receives a multicast packet of the other's group (they would
+ * show as mcast_foreign at finalize: packets of no communicator of the
+ * process).
+ */
+TEST_LIMIT(integ_mcast_two_groups, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32];
+    const char *dir = test_tmpdir();
+    proc_t job[2];
+    int ret = TEST_FAILED, started = 0;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    (void)mc_private_range();
+    memset(job, 0, sizeof(job));
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    for (; started < 2; started++)
+        CHECK(proc_start(&job[started], 50,
+                         "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug "
+                         "INCOLL_JOB=mc%d '%s/incoll' run -n %d --fabric '%s' "
+                         "--timeout 40 -- '%s/allreduce_check' --sizes 1,300 "
+                         "--iters 20 --min-seconds 2 --dtype int32 --op sum",
+                         started, test_bindir(), MC_RANKS, dir,
+                         progdir()) == 0);
+    for (int j = 0; j < 2; j++) {
+        int st = proc_wait(&job[j]);
+        unsigned long long mr = mc_sum_key(job[j].out, "mcast_results"),
+                           fo = mc_sum_key(job[j].out, "mcast_foreign");
+        fprintf(stderr,
+                "    job %d: %llu results by multicast, %llu packets of "
+                "the other group\n",
+                j, mr, fo);
+        CHECK_MSG(st == 0 && mc_count(job[j].out, ": ok") >= 1,
+                  "job %d exit %d:\n%.3000s", j, st, job[j].out);
+        CHECK_MSG(mr > 0, "%.3000s", job[j].out);
+        CHECK_MSG(mc_count(job[j].out, "mcast_foreign=") == MC_RANKS,
+                  "%d processes said mcast_foreign",
+                  mc_count(job[j].out, "mcast_foreign="));
+        CHECK_EQ_INT(fo, 0);
+    }
+    ret = TEST_PASSED;
+out:
+    for (int j = 0; j < started; j++) {
+        if (job[j].pid > 0)
+            (void)proc_wait(&job[j]);
+        free(job[j].out);
+    }
+    test_fabric_down(dir);
+    return ret;
+}

@@ -178,6 +178,8 @@ struct incoll_ctx {
     } mc_joined[HOST_MCAST_MAX];
     int mc_open_failed;
     int mc_warned;
+    uint64_t mc_foreign; /* multicast packets of no communicator of ours
+                            (another group's address joined: none) */
     /* The selection table in force (src/host/select.c): loaded and
      * agreed at init; tune_ppn the job's ranks per fabric host (0:
      * unknown); tune_cmp what the job key's exchange found of the
