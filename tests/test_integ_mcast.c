@@ -11,6 +11,7 @@
 #include "integ.h"
 
 #include "common/wire.h"
+#include "fabric/emu.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -627,6 +628,107 @@ out:
             (void)proc_wait(&job[j]);
         free(job[j].out);
     }
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* Multicast state in the namespaces named in st (all when st is NULL: the
+ * root namespace): the tc filters that mirror (mirred), the routes of
+ * 224.0.0.0/4, and memberships in 239.195.c/24 (/proc/net/igmp prints
+ * 239.195.c.y as "yyccC3EF"), counted into *n. */
+static int mc_emu_state(const emu_state_t *st, int c, int *n)
+{
+    char *out = NULL;
+    int ret = 0, k = st ? st->nnetns : 1;
+    *n = 0;
+    for (int i = 0; i < k && ret == 0; i++) {
+        char pre[FABRIC_NETNS_MAX + 32] = "";
+        if (st)
+            snprintf(pre, sizeof(pre), "ip netns exec '%s' ", st->netns[i]);
+        if (run_cmd(&out, 20,
+                    "%ssh -c 'for d in $(ls /sys/class/net); do tc filter "
+                    "show dev $d egress; done; ip route show table all "
+                    "224.0.0.0/4; grep -i \"%02XC3EF\" /proc/net/igmp | sed "
+                    "s/^/MEMBERSHIP:/' 2>&1",
+                    pre, c) < 0)
+            ret = -1;
+        *n += mc_count(out, "mirred") + mc_count(out, "224.0.0.0/4") +
+              mc_count(out, "MEMBERSHIP:");
+        free(out);
+        out = NULL;
+    }
+    return ret;
+}
+
+/*
+ * The emulated fabric's multicast set-up, and its teardown: after a job
+ * took its results by multicast, the switch namespaces carry the routes
+ * and mirroring filters; `incoll fabric down` leaves none of the
+ * namespaces, and no mirroring filter, multicast route or membership of
+ * the job's range in this namespace.
+ */
+TEST_LIMIT(integ_mcast_emu_teardown, TEST_INTEG, 90)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    emu_state_t st;
+    int ret = TEST_FAILED, c, before = 0, after = 0, root0 = 0, root1 = 0,
+        loaded = 0;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (geteuid() != 0)
+        return test_skip("not root: emulated fabrics need network namespaces");
+    if (emu_usable(why, sizeof(why)) != 0)
+        return test_skip("%s", why);
+    c = mc_private_range();
+    memset(&st, 0, sizeof(st));
+    CHECK(mc_emu_state(NULL, c, &root0) == 0);
+    if (run_cmd(&out, 60,
+                "'%s/incoll' fabric up --dir '%s' --hosts 4 --radix 2 "
+                "--emulate 2>&1",
+                test_bindir(), dir) != 0) {
+        fprintf(stderr, "    fabric up failed:\n%s", out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+    CHECK(emu_state_load(dir, &st) == INCOLL_OK);
+    loaded = 1;
+    if (run_cmd(
+            &out, 60,
+            "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug '%s/incoll' run -n 4 "
+            "--fabric '%s' --timeout 40 -- '%s/allreduce_check' --sizes "
+            "1,300 --iters 30 --dtype int32 --op sum 2>&1",
+            test_bindir(), dir, progdir()) != 0 ||
+        strstr(out, ": ok") == NULL) {
+        fprintf(stderr, "    job failed:\n%.3000s", out);
+        goto out;
+    }
+    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    CHECK(mc_emu_state(&st, c, &before) == 0);
+    /* Each switch with hosts: its route and a filter per host link. */
+    CHECK_MSG(before >= 2 * 2, "%d multicast routes and filters", before);
+    free(out);
+    out = NULL;
+    CHECK(run_cmd(&out, 60, "'%s/incoll' fabric down --dir '%s' 2>&1",
+                  test_bindir(), dir) == 0);
+    CHECK_EQ_INT(emu_count_netns(st.prefix), 0);
+    CHECK(mc_emu_state(&st, c, &after) == 0); /* (gone: none to read) */
+    CHECK(mc_emu_state(NULL, c, &root1) == 0);
+    fprintf(stderr,
+            "    multicast routes, filters and memberships: %d in the "
+            "fabric's namespaces with the job, %d after fabric down; %d "
+            "here before, %d after\n",
+            before, after, root0, root1);
+    CHECK_EQ_INT(after, 0);
+    CHECK_EQ_INT(root1, root0);
+    CHECK_EQ_INT(mc_memberships_in(195, c), 0);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    if (loaded)
+        emu_state_free(&st);
     test_fabric_down(dir);
     return ret;
 }
