@@ -353,6 +353,23 @@ static unsigned long long mc_sum_key(const char *text, const char *key)
     return sum;
 }
 
+/* The sum of key=N over the lines of text that hold with. */
+static unsigned long long mc_sum_key_on(const char *text, const char *key,
+                                        const char *with)
+{
+    unsigned long long sum = 0;
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char *line = strndup(p, n);
+        if (line && strstr(line, with))
+            sum += mc_sum_key(line, key);
+        free(line);
+        p = eol ? eol + 1 : NULL;
+    }
+    return sum;
+}
+
 /* A socket that listens to 239.195.c.0-7 on INCOLL_MCAST_PORT's default
  * as the members do (each leaf's address is one of them); -1 on error. */
 static int mc_listen(int c)
@@ -729,6 +746,51 @@ out:
     free(out);
     if (loaded)
         emu_state_free(&st);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/*
+ * Members whose membership comes late (INCOLL_FAULT_MCAST_JOIN_OPS: each
+ * process joins its group's address only after its first 5 operations,
+ * as when a switch learns a membership late, while the AN sends to the
+ * address from the first): the first results come by repair, the rest by
+ * multicast, every result is right and taken once (each segment's result
+ * counted once, by multicast or by repair), and no process falls back.
+ */
+TEST_LIMIT(integ_mcast_late_join, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    unsigned long long mr, rep, seg;
+    int ret = TEST_FAILED;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    (void)mc_private_range();
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    if (mc_job(dir,
+               "INCOLL_MCAST=1 INCOLL_FAULT_MCAST_JOIN_OPS=5 "
+               "INCOLL_LOG_LEVEL=debug",
+               "1,300", 20, &out) != 0)
+        goto out;
+    mr = mc_sum_key(out, "mcast_results");
+    rep = mc_sum_key(out, "mcast_repaired");
+    seg = mc_sum_key_on(out, "segments", "mcast_repaired=");
+    fprintf(stderr,
+            "    %llu results by multicast, %llu by repair, %llu "
+            "segments\n",
+            mr, rep, seg);
+    CHECK_MSG(strstr(out, "brought no result") == NULL, "%.3000s", out);
+    CHECK(mr > 0);
+    /* The first 5 operations of every process, at least. */
+    CHECK_MSG(rep >= 5 * MC_RANKS, "%llu repaired", rep);
+    CHECK_MSG(mr + rep == seg, "%llu + %llu results for %llu segments", mr, rep,
+              seg);
+    ret = TEST_PASSED;
+out:
+    free(out);
     test_fabric_down(dir);
     return ret;
 }
