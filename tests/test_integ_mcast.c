@@ -469,7 +469,7 @@ TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
                     "--iters",
                     "20",
                     "--min-seconds",
-                    "3",
+                    "1.5",
                     NULL};
     char *env[] = {"INCOLL_LOG_LEVEL=debug", "INCOLL_MCAST=1", NULL};
     char *out = NULL;
@@ -495,7 +495,7 @@ TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
     run = spawn(log, argv, env);
     CHECK(run > 0);
     end = now_s() + 20;
-    while (sent < 40 && now_s() < end) {
+    while (sent < 30 && now_s() < end) {
         struct sockaddr_in from;
         socklen_t fl = sizeof(from);
         struct pollfd pf = {.fd = fd, .events = POLLIN};
@@ -547,7 +547,7 @@ out:
  * An older manager, which does not know the processes' counters message
  * (usage_proc, 0x27: INCOLL_MGR_FAULT_UNKNOWN makes the manager answer it
  * as unknown): every process of a job that reports its usage every 100
- * ms for seconds says once that the manager does not take its counters,
+ * ms for a second says once that the manager does not take its counters,
  * and sends them no more (the manager refuses one per process), and
  * every result is right.
  */
@@ -568,7 +568,7 @@ TEST_LIMIT(integ_mcast_old_mgr, TEST_INTEG, 60)
     if (run_cmd(&out, 50,
                 "env INCOLL_MCAST=1 INCOLL_USAGE_MS=100 '%s/incoll' run -n "
                 "%d --fabric '%s' --timeout 40 -- '%s/allreduce_check' "
-                "--sizes 1,300 --iters 20 --min-seconds 2 --dtype int32 --op "
+                "--sizes 1,300 --iters 20 --min-seconds 1 --dtype int32 --op "
                 "sum",
                 test_bindir(), MC_RANKS, dir, progdir()) != 0 ||
         strstr(out, ": ok") == NULL) {
@@ -619,7 +619,7 @@ TEST_LIMIT(integ_mcast_two_groups, TEST_INTEG, 60)
                          "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug "
                          "INCOLL_JOB=mc%d '%s/incoll' run -n %d --fabric '%s' "
                          "--timeout 40 -- '%s/allreduce_check' --sizes 1,300 "
-                         "--iters 20 --min-seconds 2 --dtype int32 --op sum",
+                         "--iters 20 --min-seconds 1 --dtype int32 --op sum",
                          started, test_bindir(), MC_RANKS, dir,
                          progdir()) == 0);
     for (int j = 0; j < 2; j++) {
