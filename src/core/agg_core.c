@@ -785,8 +785,13 @@ static void replicate(agg_t *agg, group_t *g, uint16_t slot, res_copy_t *rc)
     int same = rc->has && !wire_coll_is_split((wire_coll_t)rc->kind);
     int mc = mc_usable(g, rc);
     /* The dual send: small results go by unicast too, so a lost multicast
-     * copy costs nothing (agg_params_t.mcast_dual_bytes). */
-    int dual = mc && res_bytes(rc) <= agg->mcast_dual_bytes;
+     * copy costs nothing (agg_params_t.mcast_dual_bytes). So does the
+     * last segment of a result of several (LAST at a nonzero offset): a
+     * lost copy of it shows a member no later result, and only the tail
+     * probe or the timeout would tell it; one more copy per child and
+     * operation, not per segment. */
+    int dual = mc && (res_bytes(rc) <= agg->mcast_dual_bytes ||
+                      ((rc->flags & WIRE_F_LAST) && rc->offset != 0));
     if (same)
         wire_mac_prepare(&g->key, rc->buf, res_bytes(rc), &rc->st);
     rc->st_valid = (uint8_t)same;

@@ -97,6 +97,8 @@ incoll_status_t host_cfg_fill(host_cfg_t *c, char *err, size_t len)
     c->algo_cuts.pipe_bytes = setting_u64(SETTING_ALGO_PIPE_BYTES);
 
     c->fault_no_thread = setting_bool(SETTING_FAULT_NO_THREAD);
+    c->fault_mcast_join_ops =
+        (uint32_t)setting_int(SETTING_FAULT_MCAST_JOIN_OPS);
     if (nomem) {
         snprintf(err, len, "no memory for the configuration");
         return INCOLL_ERR_NO_MEMORY;

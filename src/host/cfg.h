@@ -65,6 +65,7 @@ typedef struct host_cfg {
     algo_cuts_t algo_cuts; /* INCOLL_ALGO_SHORT_BYTES, _PIPE_BYTES */
     /* fault injection */
     int fault_no_thread;
+    uint32_t fault_mcast_join_ops;
 } host_cfg_t;
 
 /*

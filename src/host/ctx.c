@@ -934,6 +934,8 @@ INCOLL_API incoll_status_t incoll_finalize(incoll_ctx_h ctx)
         (void)host_comm_settle(c);
     host_usage_flush(ctx, NULL);
     host_ctx_info_free(ctx);
+    if (ctx->mc_sock)
+        incoll_debug("multicast: mcast_foreign=%" PRIu64, ctx->mc_foreign);
     while (ctx->comms) {
         incoll_comm_h c = ctx->comms;
         if (c->eng) {
@@ -1002,7 +1004,8 @@ INCOLL_API incoll_status_t incoll_comm_size(incoll_comm_h comm, int *size_p)
     return INCOLL_OK;
 }
 
-static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
+/* Hands m to its destination; 0 when it has none here. */
+static int dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
 {
     wire_hdr_t h;
     if (wire_parse(m->data, m->len, &h, NULL) != INCOLL_OK) {
@@ -1018,22 +1021,23 @@ static void dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
         else
             incoll_debug("drop packet from %s: malformed",
                          wire_ep_str(m->src, ep, sizeof(ep)));
-        return;
+        return 0;
     }
     if (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) {
         host_p2p_dispatch(ctx, m, &h, now);
-        return;
+        return 1;
     }
     if (h.type == WIRE_RDV_HELLO || h.type == WIRE_RDV_TABLE) {
         host_rdv_dispatch(ctx, m, &h);
-        return;
+        return 1;
     }
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         if (c->eng && c->group == h.group) {
             host_engine_on_packet(c->eng, m->src, m->data, m->len, now);
-            return;
+            return 1;
         }
     }
+    return 0;
 }
 
 /* Dispatches what came to the multicast socket (src/host/mcast.c). */
@@ -1044,7 +1048,8 @@ static void mc_dispatch(incoll_ctx_h ctx)
     while ((n = host_mcast_recv(ctx, msgs, 16)) > 0) {
         uint64_t now = host_now_ns();
         for (int i = 0; i < n; i++)
-            dispatch(ctx, &msgs[i], now);
+            if (!dispatch(ctx, &msgs[i], now))
+                ctx->mc_foreign++;
         udp_flush(ctx->sock);
         if (n < 16)
             break;

@@ -46,6 +46,8 @@ struct incoll_comm {
     host_engine_t *eng; /* NULL when it has none: host-based only */
     incoll_ep_t mc_ep;  /* the multicast address its results come to and
                            we joined (src/host/mcast.c); 0: none */
+    uint32_t mc_late;   /* operations before the join is made
+                           (INCOLL_FAULT_MCAST_JOIN_OPS); 0: made */
     void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
     p2p_engine_t *p2p; /* host-based algorithms; made on first use */
@@ -178,6 +180,8 @@ struct incoll_ctx {
     } mc_joined[HOST_MCAST_MAX];
     int mc_open_failed;
     int mc_warned;
+    uint64_t mc_foreign; /* multicast packets of no communicator of ours
+                            (another group's address joined: none) */
     /* The selection table in force (src/host/select.c): loaded and
      * agreed at init; tune_ppn the job's ranks per fabric host (0:
      * unknown); tune_cmp what the job key's exchange found of the

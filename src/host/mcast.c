@@ -81,7 +81,9 @@ void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
         return;
     }
     ctx->mc_joined[free_i].ip = join_ip(ctx, an);
-    if (udp_mcast_join(ctx->mc_sock, ep, ctx->mc_joined[free_i].ip, 1, why,
+    comm->mc_late = ctx->cfg.fault_mcast_join_ops;
+    if (comm->mc_late == 0 &&
+        udp_mcast_join(ctx->mc_sock, ep, ctx->mc_joined[free_i].ip, 1, why,
                        sizeof(why)) != 0) {
         fallback_warn(ctx,
                       "multicast results: %s; results come by unicast "
@@ -113,11 +115,29 @@ void host_mcast_leave(incoll_comm_h comm)
         break;
     }
     comm->mc_ep = 0;
+    comm->mc_late = 0;
+}
+
+/* Makes the join INCOLL_FAULT_MCAST_JOIN_OPS put off, when its
+ * operations have gone. */
+static void late_join(incoll_comm_h comm)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    char why[192];
+    if (comm->mc_late == 0 || --comm->mc_late > 0)
+        return;
+    for (int i = 0; i < HOST_MCAST_MAX; i++)
+        if (ctx->mc_joined[i].refs > 0 && ctx->mc_joined[i].ep == comm->mc_ep &&
+            udp_mcast_join(ctx->mc_sock, comm->mc_ep, ctx->mc_joined[i].ip, 1,
+                           why, sizeof(why)) != 0)
+            incoll_warn("multicast results: %s", why);
 }
 
 void host_mcast_check(incoll_comm_h comm)
 {
     char why[192], es[32];
+    if (comm->mc_ep != 0)
+        late_join(comm);
     if (comm->mc_ep == 0 || comm->eng == NULL ||
         host_engine_mcast(comm->eng) >= 0)
         return;

@@ -1652,6 +1652,8 @@ static void on_frame(mgr_core_t *m, mgr_peer_t *c, uint16_t type,
         return;
     }
     if (role == MGR_ROLE_HOST) {
+        if (type == m->fault_unknown)
+            goto unexpected; /* INCOLL_MGR_FAULT_UNKNOWN */
         if (type == MGR_JOIN)
             on_join(m, c, body, len);
         else if (type == MGR_GROUP_REQ)
@@ -1838,6 +1840,7 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
     m->p = *params;
     m->topo = params->topo;
     m->now = now;
+    m->fault_unknown = (int)setting_int(SETTING_MGR_FAULT_UNKNOWN);
     m->start = now;
     {
         /* Multicast addresses from a random place in the range: two

@@ -186,7 +186,9 @@ struct pending {
 struct mgr_core {
     mgr_core_params_t p;
     const topo_t *topo;
-    uint32_t mc_next; /* next index of INCOLL_MCAST_RANGE to hand out */
+    uint32_t mc_next;  /* next index of INCOLL_MCAST_RANGE to hand out */
+    int fault_unknown; /* INCOLL_MGR_FAULT_UNKNOWN: a host message type
+                          answered as unknown (0: none) */
     place_t *pl;
     char listen[64];
     uint64_t now; /* of the call in progress */
