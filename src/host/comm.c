@@ -796,8 +796,9 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     /* The library's own exchange: not one of the job's collectives
      * (host_usage_begin: not the outermost call). */
     host_usage_begin();
-    status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
-                              INCOLL_UINT64, INCOLL_OP_BOR);
+    status =
+        host_allreduce_service(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
+                               INCOLL_UINT64, INCOLL_OP_BOR);
     host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
