@@ -1367,6 +1367,48 @@ static void call_put(int64_t *v, const host_rec_call_t *c)
     }
 }
 
+/* The transfer of a result every member ahead kept alike (its hash):
+ * the fetchers' zeros or'ed with the copies give each byte exactly. */
+static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
+                                 const host_rec_call_t *c, uint64_t lo,
+                                 size_t len, int fetch,
+                                 const host_rec_call_t *call, int64_t hash)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_status_t status;
+    uint8_t *buf;
+    int idx = 0;
+
+    if (fetch) {
+        idx = next_res(info);
+        if ((buf = res_grow(info, idx, len)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        memset(buf, 0, len);
+    } else {
+        buf = info->res[info->saved_idx];
+    }
+    status = host_allreduce_sched(
+        sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf, buf,
+        len, INCOLL_UINT8, INCOLL_OP_BOR);
+    if (status == INCOLL_OK && result_hash(buf, len) != hash) {
+        snprintf(info->why, sizeof(info->why),
+                 "the result of operation %" PRIu64 " taken from the "
+                 "members ahead does not match their copies",
+                 lo);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (status == INCOLL_OK && fetch) {
+        memcpy(call->recvbuf, buf, len);
+        info->saved = 1;
+        info->saved_idx = idx;
+        info->saved_op = lo;
+        info->saved_bytes = len;
+        info->saved_in_bytes = 0;
+        info->saved_call = *c;
+    }
+    return status;
+}
+
 /*
  * Members at lo == hi - 1: those at hi (act SERVE) give what they kept of
  * operation lo to those at lo (act FETCH), who are in that call (call)
@@ -1392,7 +1434,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
     incoll_status_t status;
     uint8_t *buf = NULL;
     const uint8_t *in = NULL;
-    int idx = 0, fetch = act == HOST_REC_FETCH;
+    int fetch = act == HOST_REC_FETCH;
     xfer_t x;
 
     for (int i = 0; i < 14; i++)
@@ -1466,35 +1508,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         status = INCOLL_OK;
         break;
     case XFER_SAME:
-        len = rb;
-        if (fetch) {
-            idx = next_res(info);
-            if ((buf = res_grow(info, idx, len)) == NULL)
-                return INCOLL_ERR_NO_MEMORY;
-            memset(buf, 0, len);
-        } else {
-            buf = info->res[info->saved_idx];
-        }
-        status = host_allreduce_sched(
-            sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
-            buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
-        if (status == INCOLL_OK && result_hash(buf, len) != v[12]) {
-            snprintf(info->why, sizeof(info->why),
-                     "the result of operation %" PRIu64 " taken from the "
-                     "members ahead does not match their copies",
-                     lo);
-            return INCOLL_ERR_GROUP_FAILED;
-        }
-        if (status == INCOLL_OK && fetch) {
-            memcpy(call->recvbuf, buf, len);
-            info->saved = 1;
-            info->saved_idx = idx;
-            info->saved_op = lo;
-            info->saved_bytes = len;
-            info->saved_in_bytes = 0;
-            info->saved_call = c;
-        }
-        return status;
+        return xfer_same(comm, sh, &c, lo, rb, fetch, call, v[12]);
     case XFER_REDUCE:
         /* A reduce's root is behind, so every server is a non-root that
          * kept its input; a reduce_scatter's members all keep theirs. */
