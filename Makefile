@@ -367,7 +367,7 @@ $(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
 # (tools/mpi/bench_worker.c): the benchmark's rank side with the MPI
 # layer's bootstrap (its objects but the MPI_ wrappers), default MPI.
 BENCH_MPI_OBJS := $(BUILD)/obj/mpi-tools/bench_worker.o \
-                  $(addprefix $(BUILD)/obj/mpi-default/,mpi_boot.o mpi_comm.o mpi_commstate.o mpi_layer.o mpi_stats.o mpi_dtype.o) \
+                  $(addprefix $(BUILD)/obj/mpi-default/,mpi_boot.o mpi_comm.o mpi_commstate.o mpi_agree.o mpi_fit.o mpi_layer.o mpi_stats.o mpi_dtype.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_allreduce.o bench_allreduce_rank.o bench_allreduce_report.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_colls.o bench_common.o bench_hier.o bench_opts.o bench_plot.o) \
                   $(addprefix $(BUILD)/obj/tools/,bench_rank.o bench_report.o paths.o) \
@@ -452,7 +452,7 @@ OMPI_COMPDIR ?= $(if $(SYSTEM_PREFIX),$(shell ompi_info --path pkglibdir --parsa
 OMPI_COMP_CFLAGS := $(filter-out -std=c11,$(BASEFLAGS)) -std=gnu11 $(CFLAGS) -fPIC \
                     $(addprefix -isystem ,$(OMPI_INCDIRS))
 OMPI_COMP_LIBS := $(shell $(MPICC) --showme:link) -lopen-pal
-OMPI_SHARED_OBJS := $(addprefix $(BUILD)/obj/ompi/,mpi_dtype.o mpi_commstate.o)
+OMPI_SHARED_OBJS := $(addprefix $(BUILD)/obj/ompi/,mpi_dtype.o mpi_commstate.o mpi_agree.o mpi_fit.o)
 OMPI_COMP_OBJS := $(OMPI_COMP_SRCS:src/ompi/%.c=$(BUILD)/obj/ompi/%.o) $(OMPI_SHARED_OBJS)
 $(BUILD)/obj/ompi/%.o: src/ompi/%.c $(FLAGS_STAMP) | check-ompi
 	@mkdir -p $(dir $@)

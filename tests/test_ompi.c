@@ -114,6 +114,15 @@ static long stat_of(const char *text, const char *coll, const char *field)
     return strtol(strstr(p, "=") + 1, NULL, 10);
 }
 
+/* How many times text says needle. */
+static int count_of(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++)
+        n++;
+    return n;
+}
+
 static long fabric_reductions(const char *dir, const char *out)
 {
     char *text;
@@ -373,46 +382,78 @@ TEST(ompi_component_profiler, TEST_INTEG)
     return TEST_PASSED;
 }
 
-/* Another Open MPI than the one it was built against (the test hook
- * COLL_INCOLL_TEST_OMPI_VERSION stands for its version string): the component
- * says so once and stands aside; the job runs on Open MPI's own. */
-TEST(ompi_component_other_ompi, TEST_INTEG)
+/*
+ * The component standing aside for the whole job: ocolls on np ranks of a
+ * fabric of hosts hosts brought up by `incoll fabric up` with up_flags,
+ * with the mpirun arguments env and coll_incoll_fabric. The job is right
+ * on Open MPI's own, nothing is counted, and rank 0 says once (once: the
+ * text said once) each of want[] (NULL-terminated).
+ */
+static int stands_aside(const char *name, int hosts, int np,
+                        const char *up_flags, const char *env, const char *once,
+                        const char *const *want)
 {
     const char *why = ready();
-    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 128];
+    char dir[PATH_MAX], out[PATH_MAX + 16], extra[PATH_MAX + 256];
     char *text;
-    int rc;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
     if (!built())
         return TEST_FAILED;
-    snprintf(dir, sizeof(dir), "%s/ompi-other", test_tmpdir());
+    snprintf(dir, sizeof(dir), "%s/%s", test_tmpdir(), name);
     snprintf(out, sizeof(out), "%s.out", dir);
-    CHECK_EQ_INT(test_fabric_up(dir, 2, 2), 0);
-    snprintf(
-        extra, sizeof(extra),
-        "-x COLL_INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test' "
-        "--mca coll_incoll_fabric '%s'",
-        dir);
-    rc = job(out, 2, extra);
+    CHECK_MSG(sh(out,
+                 "'%s/incoll' fabric up %s --hosts %d --radix 2 --dir '%s'",
+                 test_bindir(), up_flags, hosts, dir) == 0,
+              "fabric up failed: %s", out);
+    snprintf(extra, sizeof(extra), "%s --mca coll_incoll_fabric '%s'", env,
+             dir);
+    rc = job(out, np, extra);
     test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
-    CHECK_MSG(strstr(text, "built against Open MPI 4.1 but running under "
-                           "'Open MPI v5.0.3'") ||
-                  strstr(text, "but running under 'Open MPI v5.0.3'"),
-              "%s", out);
-    {
-        int n = 0;
-        for (const char *p = text; (p = strstr(p, "but running under")); p++)
-            n++;
-        CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
-    }
+    n = count_of(text, once);
+    CHECK_MSG(n == 1, "said %d times, want once: %s", n, out);
+    for (int i = 0; want[i]; i++)
+        CHECK_MSG(strstr(text, want[i]), "no '%s': %s", want[i], out);
     CHECK_MSG(strstr(text, "coll/incoll: stats rank 0: no collective"), "%s",
               out);
     free(text);
     return TEST_PASSED;
+}
+
+/* Another Open MPI than the one it was built against (the test hook
+ * COLL_INCOLL_TEST_OMPI_VERSION stands for its version string): the component
+ * says so once and stands aside; the job runs on Open MPI's own. */
+TEST(ompi_component_other_ompi, TEST_INTEG)
+{
+    static const char *const want[] = {
+        "built against Open MPI 4.1 but running under 'Open MPI v5.0.3'", NULL};
+    return stands_aside(
+        "ompi-other", 2, 2, "",
+        "-x COLL_INCOLL_TEST_OMPI_VERSION='Open MPI v5.0.3, package: test'",
+        "but running under", want);
+}
+
+/*
+ * A fabric.conf of 4 hosts, no manager, and a world of 3 ranks: host 3
+ * of the world group would have no rank. The component says so once at
+ * the default level with the PMPI layer's reason and fix (the shared
+ * src/mpi/mpi_fit.c), stands aside, and Open MPI's own collectives give
+ * the right results.
+ */
+TEST(ompi_component_host_count, TEST_INTEG)
+{
+    static const char *const want[] = {
+        "MPI_COMM_WORLD is not offloaded, Open MPI's own collectives run: ",
+        "has 4 hosts but MPI_COMM_WORLD has only 3 ranks: without a manager "
+        "every host of fabric.conf needs a rank; to fix: run at least 4 "
+        "ranks",
+        NULL};
+    return stands_aside("ompi-hosts", 4, 3, "--no-mgr", "", "is not offloaded",
+                        want);
 }
 
 /*
@@ -426,7 +467,7 @@ TEST(ompi_component_an_killed, TEST_INTEG)
     char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
     char cmd[6 * PATH_MAX];
     char *text;
-    int rc, n = 0;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
@@ -453,9 +494,7 @@ TEST(ompi_component_an_killed, TEST_INTEG)
                       0 &&
                   stat_of(text, "bcast", "host") > 0,
               "no call on the hosts after the failure: %s", out);
-    for (const char *p = text; (p = strstr(p, "no longer runs in the network"));
-         p++)
-        n++;
+    n = count_of(text, "no longer runs in the network");
     CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
     free(text);
     return TEST_PASSED;
@@ -475,7 +514,7 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
     char dir[PATH_MAX], out[PATH_MAX + 16], osu[PATH_MAX + 32];
     char cmd[6 * PATH_MAX];
     char *text;
-    int rc, n = 0;
+    int rc, n;
 
     if (why)
         return test_skip("%s", why);
@@ -509,8 +548,7 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
                   stat_of(text, "reduce", "fallback") > 0,
               "the calls after the failure not on Open MPI's own: %s", out);
     CHECK_MSG(stat_of(text, "allreduce", "host") == 0, "%s", out);
-    for (const char *p = text; (p = strstr(p, "the fabric failed during")); p++)
-        n++;
+    n = count_of(text, "the fabric failed during");
     CHECK_MSG(n == 1, "the failure said %d times, want once: %s", n, out);
     free(text);
     return TEST_PASSED;

@@ -15,6 +15,9 @@
  *                            it still forwards up; ranks 0-1 time out on
  *                            operation 1, ranks 2-3 get it and stop on
  *                            operation 2 seconds later: all right
+ *   integ_recovery_idle_serve the partition, ranks 2-3 making no
+ *                            further call: with the library's threads
+ *                            they take part from outside a call
  *   integ_recovery_random    the same partition with random sleeps per
  *                            rank and iteration (shorter than the
  *                            timeout: members notified inside a call, at
@@ -485,6 +488,52 @@ TEST(integ_recovery_partition, TEST_INTEG)
     r = partition("partition", "2500", "0", "1", 4);
     stop_all();
     return r;
+}
+
+/*
+ * The partition, but ranks 2-3 make their next call only long after the
+ * one ranks 0-1 lack, later than ranks 0-1 wait for them (as a program
+ * whose next step waits for ranks 0-1 outside the library, in an MPI
+ * collective libincoll does not run, would never make it). With the library's
+ * threads (INCOLL_PROGRESS_THREAD=1, as libincoll_mpi runs it) ranks 2-3 take
+ * part in the recovery from outside any call: ranks 0-1 get operation 1's
+ * result from them, every call right. Without that, ranks 0-1 would wait
+ * for the next call of ranks 2-3 and give up first.
+ */
+TEST(integ_recovery_idle_serve, TEST_INTEG)
+{
+    fab_t f;
+    job_t j;
+    char drop_env[] = "INCOLL_AGG_FAULT_DROP_RESULTS=1";
+    char *l0_env[] = {drop_env, NULL};
+    char *args[] = {"--iters",    "3",    "--count", "300",
+                    "--sleep-ms", "3000", NULL};
+    int fetched = 0, served = 0, started;
+    int r = prerequisites();
+    if (r != TEST_PASSED)
+        return r;
+    CHECK(fab_up(&f, "idle", l0_env) == 0);
+    setenv("INCOLL_PROGRESS_THREAD", "1", 1);
+    /* Ranks 0-1 give up on operation 1 after 1 s and wait at most 1.5 s
+     * more for the others in the recovery: less than the 3 s ranks 2-3
+     * spend outside the library before their next call. */
+    setenv("INCOLL_WAIT_MS", "1500", 1);
+    started = job_start(&f, &j, "idle", 4, 1000, args);
+    unsetenv("INCOLL_PROGRESS_THREAD");
+    unsetenv("INCOLL_WAIT_MS");
+    CHECK(started == 0);
+    r = job_check(&j, 60, 1, "(fetch)", &fetched) == 0 ? TEST_PASSED
+                                                       : TEST_FAILED;
+    for (int k = 2; k < 4; k++) {
+        char *out = slurp(j.log[k]);
+        served += strstr(out, "the library takes part for it") != NULL;
+        free(out);
+    }
+    stop_all();
+    CHECK(r == TEST_PASSED);
+    CHECK_MSG(fetched == 2, "%d ranks fetched operation 1's result", fetched);
+    CHECK_MSG(served == 2, "%d of ranks 2-3 took part outside a call", served);
+    return TEST_PASSED;
 }
 
 TEST(integ_recovery_random, TEST_INTEG)

@@ -182,6 +182,10 @@ struct host_comm_info {
     int pulled;     /* another member started a recovery (its recovery
                        channel's data came): this one joins it */
     int recovering; /* in host_comm_recover_coll */
+    /* Outside a call, this member took part in a recovery (its thread,
+     * host_comm_serve_idle) and was found behind: it joins the next round
+     * at its next call, not before. */
+    int serve_later;
     /* The member's next call on the communicator fails with this status,
      * unrun (INCOLL_OK: none): an erroneous call that the others are in,
      * while this member recovered the call before it (see
@@ -1232,6 +1236,29 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm)
     return INCOLL_OK;
 }
 
+int host_comm_wants_serve(incoll_comm_h comm)
+{
+    const struct host_comm_info *info = comm->info;
+    return info != NULL && info->pulled && !info->serve_later &&
+           !info->recovering && !info->broken;
+}
+
+incoll_status_t host_comm_serve_idle(incoll_comm_h comm)
+{
+    int done = 0;
+    if (!host_comm_wants_serve(comm))
+        return INCOLL_OK;
+    incoll_info("comm %016" PRIx64 ": another member is recovering while "
+                "this one is outside a call: the library takes part for it",
+                comm->info->id);
+    /* As a call pulled in would (host_comm_fail_why): a group the manager
+     * said failed is given up here too. */
+    return host_comm_recover_coll(
+        comm, 0, NULL,
+        host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
+        &done);
+}
+
 int host_comm_pulled(incoll_comm_h comm)
 {
     return comm->info != NULL &&
@@ -1359,8 +1386,17 @@ static xfer_t xfer_of(int kind, int root_behind)
  * field and of its negation (all members must say the same). */
 static void call_put(int64_t *v, const host_rec_call_t *c)
 {
-    int64_t f[5] = {c->kind, c->root, (int64_t)c->count, (int64_t)c->dtype,
-                    (int64_t)c->op};
+    int64_t f[5] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN};
+    if (c == NULL) { /* outside a call: says nothing (MAX's neutral) */
+        for (int i = 0; i < 10; i++)
+            v[i] = INT64_MIN;
+        return;
+    }
+    f[0] = c->kind;
+    f[1] = c->root;
+    f[2] = (int64_t)c->count;
+    f[3] = (int64_t)c->dtype;
+    f[4] = (int64_t)c->op;
     for (int i = 0; i < 5; i++) {
         v[2 * i] = f[i];
         v[2 * i + 1] = -f[i];
@@ -1898,6 +1934,8 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     joined = why == HOST_ABORT_PULLED;
     info->pulled = 0;
     info->recovering = 1;
+    if (call != NULL)
+        info->serve_later = 0;
     /* A failure: the group is no more. First tell the manager (a request
      * of the next generation makes it tear the failed group down and tell
      * the members outside a call, who then join at their next call); the
@@ -1924,6 +1962,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
                  "no recovery channel (no memory, or no peer endpoints)");
         goto fail;
     }
+again:
     /* Where every member is (with blocking collectives at most one
      * operation apart, docs/failures.md), whether one saw an erroneous
      * call (the reason and who saw it), whether one asked the manager
@@ -1941,7 +1980,10 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
      * (none kept: members behind then cannot take it). */
     v[14] = failure || joined ? INT64_MIN : (int64_t)epos;
     v[15] = !(info->saved && info->saved_op + 1 == mine);
-    v[16] = INT64_MIN;
+    /* A member outside a call (its thread took part for it,
+     * host_comm_serve_idle): where it is, as MAX of the negation (the
+     * lowest such member). */
+    v[16] = call == NULL ? -(int64_t)mine : INT64_MIN;
     status = agree_max(sh, v, 17);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
@@ -1953,6 +1995,20 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     hi = (uint64_t)v[0];
     lo = (uint64_t)-v[1];
     code = v[2];
+    if (v[16] != INT64_MIN && (uint64_t)-v[16] == lo && lo != hi) {
+        /* A member outside a call is behind: it has no call to take the
+         * result into. Every member leaves this round alike; that member
+         * joins the next at its next call, the others start it now. */
+        if (call == NULL) {
+            info->serve_later = 1;
+            recovery_end(comm, sh);
+            incoll_info("comm %016" PRIx64 ": a recovery found this member "
+                        "behind, outside a call: it joins at its next call",
+                        info->id);
+            return INCOLL_OK;
+        }
+        goto again;
+    }
     /* Members at one operation that describe it differently called
      * different collectives, or the same with different arguments: that
      * call fails on every member, never run again on the hosts. */

@@ -239,6 +239,16 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm);
  * with HOST_ABORT_NONE). */
 int host_comm_pulled(incoll_comm_h comm);
 
+/* With the library's threads (INCOLL_PROGRESS_THREAD), a member outside
+ * any call on comm takes part in a recovery the others started, so that
+ * members that wait for it there are not left waiting for its next call
+ * (which may wait for them elsewhere, an MPI collective the library does
+ * not run). _wants says that one is due; _serve_idle runs it (the
+ * recovery of host_comm_recover_coll without a call: a member ahead gives
+ * what it kept; one found behind joins at its next call instead). */
+int host_comm_wants_serve(incoll_comm_h comm);
+incoll_status_t host_comm_serve_idle(incoll_comm_h comm);
+
 /* The status this member's next call on comm fails with, unrun, after a
  * recovery in which the others are in an erroneous call that this one
  * had not reached (INCOLL_OK: none); taken once. _pending says without

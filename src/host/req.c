@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -57,6 +58,13 @@ struct host_sync {
     int polling;         /* a thread is blocked in ppoll on the socket */
     int wakefd;          /* eventfd in the poller's set (host_sync_kick) */
     int progress_thread; /* INCOLL_PROGRESS_THREAD */
+    /* With progress_thread: a thread that looks every WATCH_NS for
+     * another member's recovery that this process must join while no call
+     * of it runs in the library (watch_main). */
+    pthread_t watcher;
+    int has_watcher;
+    int watch_stop;
+    pthread_cond_t watch_cv;
 };
 
 typedef enum {
@@ -135,6 +143,9 @@ struct host_req_queue {
      * process queue for the lock at each packet. */
     pthread_cond_t work_cv;
     uint64_t work_seq;
+    /* A recovery to take part in outside a call (watch_pass): asked, and
+     * running (no request starts and no call enters meanwhile). */
+    int serve, serving;
 };
 
 /* ---- the library lock ---- */
@@ -145,6 +156,7 @@ static int held_by_me(const struct host_sync *s)
 }
 
 static _Thread_local uint64_t wakeups;
+static _Thread_local int in_watcher; /* the thread is watch_main */
 static uint64_t wakeups_all; /* every thread's, for the manager's report */
 
 static void woke(void)
@@ -343,6 +355,8 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
 
     if (s == NULL || n > 7)
         return counted_ppoll(pfd, n, tsp);
+    if (in_watcher) /* never blocks, gives nothing up, counts nothing */
+        return poll(pfd, (nfds_t)n, 0);
     pthread_mutex_lock(&s->mu);
     if (!held_by_me(s)) {
         /* Called from outside the public functions (a benchmark driving
@@ -408,6 +422,7 @@ incoll_status_t host_sync_create(incoll_ctx_h ctx)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->free_cv, NULL);
     pthread_cond_init(&s->ev_cv, &ca);
+    pthread_cond_init(&s->watch_cv, &ca);
     pthread_condattr_destroy(&ca);
     s->progress_thread = ctx->progress_thread;
     s->hook_release = ctx->outer_lock.release;
@@ -423,6 +438,7 @@ void host_sync_destroy(incoll_ctx_h ctx)
     if (s == NULL)
         return;
     close(s->wakefd);
+    pthread_cond_destroy(&s->watch_cv);
     pthread_cond_destroy(&s->ev_cv);
     pthread_cond_destroy(&s->free_cv);
     pthread_mutex_destroy(&s->mu);
@@ -739,6 +755,8 @@ static void fast_start(incoll_req_h r)
 static void advance(incoll_comm_h comm)
 {
     struct host_req_queue *q = comm->rq;
+    if (q && q->serving)
+        return; /* its thread takes part in a recovery */
     while (q && q->head) {
         incoll_req_h r = q->head;
         if (r->state == ST_QUEUED) {
@@ -859,6 +877,16 @@ static void *thread_main(void *arg)
         }
         if (r == NULL && q->stop)
             break;
+        if (r == NULL && q->serve) {
+            q->serve = 0;
+            if (comm->call_depth == 0) {
+                q->serving = 1;
+                (void)host_comm_serve_idle(comm);
+                q->serving = 0;
+                host_sync_kick(ctx);
+            }
+            continue;
+        }
         if (r == NULL && comm->linger && host_now_ns() >= comm->linger_due) {
             /* Its caller went elsewhere: the round goes on here. */
             host_comm_finish_op(comm);
@@ -873,8 +901,110 @@ static void *thread_main(void *arg)
 /* Lock held. Waits for comm's outstanding requests. */
 static void drain(incoll_comm_h comm)
 {
-    while (comm->rq && comm->rq->head)
+    while (comm->rq && (comm->rq->head || comm->rq->serving))
         progress_wait(comm->ctx, UINT64_MAX);
+}
+
+/* ---- taking part in recoveries outside calls ---- */
+
+#define WATCH_NS 100000000ull /* 100 ms */
+
+/* Lock held: reads what came (only when nobody else waits on the socket,
+ * and only when something is there: this pass never blocks), then asks
+ * the thread of each communicator that another member's recovery pulled
+ * in, outside any call on it, to take part (thread_main). */
+static void watch_pass(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx->sync;
+    int polling;
+    pthread_mutex_lock(&s->mu);
+    polling = s->polling;
+    pthread_mutex_unlock(&s->mu);
+    if (!polling) {
+        struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
+        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN))
+            host_ctx_progress(ctx, 0);
+    }
+    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
+        struct host_req_queue *q;
+        if (c->call_depth != 0 || c->linger || !host_comm_wants_serve(c))
+            continue;
+        q = queue_of(c);
+        if (q == NULL || q->head != NULL || q->serve || q->serving)
+            continue;
+        q->serve = 1;
+        (void)thread_wake(c);
+    }
+}
+
+/* The watcher: every WATCH_NS, with the library lock alone (never the
+ * caller's outer lock), one watch_pass. */
+static void *watch_main(void *arg)
+{
+    incoll_ctx_h ctx = arg;
+    struct host_sync *s = ctx->sync;
+    pthread_setname_np(pthread_self(), "incoll-watch");
+    in_watcher = 1;
+    pthread_mutex_lock(&s->mu);
+    while (!s->watch_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += (long)WATCH_NS;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
+        if (s->watch_stop)
+            break;
+        acquire_locked(s, 1);
+        pthread_mutex_unlock(&s->mu);
+        watch_pass(ctx);
+        pthread_mutex_lock(&s->mu);
+        (void)release_all_locked(s);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Lock held: starts the watcher once, with the library's threads. */
+static void watch_start(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx->sync;
+    int ret;
+    if (s->has_watcher || !s->progress_thread || s->watch_stop)
+        return;
+    s->has_watcher = 1; /* tried once */
+    ret = pthread_create(&s->watcher, NULL, watch_main, ctx);
+    if (ret != 0) {
+        s->has_watcher = 0;
+        s->watch_stop = 1; /* not again */
+        incoll_warn("requests: cannot start the recovery watcher: %s; a "
+                    "member outside a call joins another's recovery at its "
+                    "next call",
+                    log_strerror(ret));
+    }
+}
+
+/* Lock held: stops the watcher (gives the lock up while it ends). */
+static void watch_end(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx->sync;
+    int depth;
+    pthread_mutex_lock(&s->mu);
+    s->watch_stop = 1;
+    pthread_cond_signal(&s->watch_cv);
+    if (!s->has_watcher) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    s->has_watcher = 0;
+    depth = release_all_locked(s);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->watcher, NULL);
+    pthread_mutex_lock(&s->mu);
+    acquire_locked(s, depth);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
@@ -884,6 +1014,8 @@ void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
     host_lock(ctx);
     if (!outermost(ctx->sync))
         return;
+    if (!ctx->sync->has_watcher)
+        watch_start(ctx);
     advance_all(ctx);
     if (comm)
         drain(comm);
@@ -1119,6 +1251,7 @@ void host_req_ctx_fini(incoll_ctx_h ctx)
     if (ctx->sync == NULL)
         return;
     host_lock(ctx);
+    watch_end(ctx);
     for (incoll_comm_h c = ctx->comms; c; c = c->next)
         host_req_comm_fini(c);
     host_unlock(ctx);

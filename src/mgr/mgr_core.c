@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define GROUP_ACK_MS 5000
 #define REC_VERSION 1
@@ -1869,6 +1870,16 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
     m->topo = params->topo;
     m->now = now;
     m->start = now;
+    {
+        /* Multicast addresses from a random place in the range: two
+         * managers whose hosts share a link (two fabrics on one machine's
+         * loopback, a test and a job) rarely hand out the same ones. */
+        uint32_t base, n, r;
+        char why[160];
+        if (udp_mcast_range(&base, &n, why, sizeof(why)) == 0 && n > 1 &&
+            getrandom(&r, sizeof(r), 0) == (ssize_t)sizeof(r))
+            m->mc_next = r % n;
+    }
     snprintf(m->listen, sizeof(m->listen), "%s",
              params->listen ? params->listen : "-");
     m->p.listen = m->listen;

@@ -10,6 +10,7 @@
 #include "incoll.h"
 
 #include "common/fabric_conf.h"
+#include "mpi/mpi_fit.h"
 #include "common/knobs.h"
 
 #include <inttypes.h>
@@ -28,35 +29,16 @@
 
 static int32_t parse_colls(const char *text)
 {
-    char buf[256], *save = NULL, *tok;
-    int32_t mask = 0;
+    uint32_t mask = 0;
+    char bad[256];
 
-    snprintf(buf, sizeof(buf), "%s", text ? text : "");
-    for (tok = strtok_r(buf, ", ", &save); tok;
-         tok = strtok_r(NULL, ", ", &save)) {
-        int found = 0;
-        if (strcmp(tok, "all") == 0) {
-            mask = (1 << MPI_COLL_COUNT) - 1;
-            continue;
-        }
-        if (strcmp(tok, "none") == 0) {
-            mask = 0;
-            continue;
-        }
-        for (int c = 0; c < MPI_COLL_COUNT; c++) {
-            if (strcmp(tok, mpi_coll_names[c]) == 0) {
-                mask |= 1 << c;
-                found = 1;
-            }
-        }
-        if (!found)
-            incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
-                        "(known: allreduce, reduce, bcast, barrier, "
-                        "allgather, gather, scatter, reduce_scatter_block, "
-                        "reduce_scatter, all, none)",
-                        tok);
-    }
-    return mask;
+    if (mpi_cs_colls_parse(text, &mask, bad, sizeof(bad)) != 0)
+        incoll_warn("mpi: INCOLL_MPI_COLLS: unknown collective '%s' "
+                    "(known: allreduce, reduce, bcast, barrier, "
+                    "allgather, gather, scatter, reduce_scatter_block, "
+                    "reduce_scatter, all, none)",
+                    bad);
+    return (int32_t)mask;
 }
 
 /* follow: rank 0's knobs and table will replace these (a rank other
@@ -136,78 +118,6 @@ void mpi_warn_world_off(const char *why)
                 off_fix[0] ? off_fix
                            : "see docs/mpi.md (INCOLL_MPI_VERBOSE=1 and "
                              "INCOLL_LOG_LEVEL=info say more)");
-}
-
-/* The value of name in DIR/fabric.env (NAME=VALUE or NAME='VALUE', as
- * `incoll fabric up` writes it) into buf; -1 when absent. */
-static int fabric_env_get(const char *dir, const char *name, char *buf,
-                          size_t len)
-{
-    char path[PATH_MAX + 16], line[PATH_MAX + 64];
-    size_t nl = strlen(name);
-    int ret = -1;
-    FILE *f;
-
-    snprintf(path, sizeof(path), "%s/fabric.env", dir);
-    f = fopen(path, "r");
-    if (f == NULL)
-        return -1;
-    while (ret != 0 && fgets(line, sizeof(line), f)) {
-        char *v = line + nl + 1;
-        size_t n;
-        if (strncmp(line, name, nl) != 0 || line[nl] != '=')
-            continue;
-        v[strcspn(v, "\n")] = '\0';
-        n = strlen(v);
-        if (n >= 2 && v[0] == '\'' && v[n - 1] == '\'') {
-            v[n - 1] = '\0';
-            v++;
-        }
-        if (*v != '\0' && strlen(v) < len) {
-            snprintf(buf, len, "%s", v);
-            ret = 0;
-        }
-    }
-    fclose(f);
-    return ret;
-}
-
-/* The fabric's manager as adopt_fabric_mgr() read it from fabric.env:
- * handed to libincoll through incoll_init_params (the application's
- * environment is left alone). */
-static struct {
-    char mgr[256];
-    char secret[PATH_MAX];
-    char hosts[8192];
-} adopted;
-
-/*
- * A fabric.conf of fewer hosts than MPI_COMM_WORLD has ranks: when the
- * fabric has a manager (DIR/fabric.env), libincoll takes it from there,
- * ranks share hosts (rank r on host r of INCOLL_HOSTS, modulo the hosts)
- * and each host's ranks reduce through one leader (src/host/hier.c).
- * Returns 1 when it filled params' manager, secret file and (unless
- * INCOLL_HOSTS is set) hosts from DIR/fabric.env.
- */
-static int adopt_fabric_mgr(const char *fab, incoll_init_params_t *params)
-{
-    const char *own = setting_str(SETTING_HOSTS);
-
-    if (fabric_env_get(fab, "INCOLL_MGR", adopted.mgr, sizeof(adopted.mgr)) !=
-            0 ||
-        fabric_env_get(fab, "INCOLL_SECRET_FILE", adopted.secret,
-                       sizeof(adopted.secret)) != 0)
-        return 0;
-    params->field_mask |= INCOLL_INIT_FIELD_MGR | INCOLL_INIT_FIELD_SECRET_FILE;
-    params->mgr = adopted.mgr;
-    params->secret_file = adopted.secret;
-    if ((own == NULL || *own == '\0') &&
-        fabric_env_get(fab, "INCOLL_HOSTS", adopted.hosts,
-                       sizeof(adopted.hosts)) == 0) {
-        params->field_mask |= INCOLL_INIT_FIELD_HOSTS;
-        params->hosts = adopted.hosts;
-    }
-    return 1;
 }
 
 /* The host of an emulated fabric this rank runs in (the one whose network
@@ -349,59 +259,15 @@ static void incoll_up(int local_rank, int local_size)
      * INCOLL_MGR before INCOLL_FABRIC), for any number of ranks: the
      * host count of fabric.conf does not matter then. */
     if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
-        char path[PATH_MAX + 16], err[256];
-        fabric_conf_t conf;
-        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
-        if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
-            snprintf(L.why_off, sizeof(L.why_off),
-                     "cannot read the fabric: %.200s", err);
+        static mpi_fit_adopted_t adopted;
+        char note[512];
+        if (mpi_fit_fabric(fab, L.size, setting_str(SETTING_HOSTS), L.host_map,
+                           L.map_why, &params, &adopted, L.why_off,
+                           sizeof(L.why_off), off_fix, sizeof(off_fix), note,
+                           sizeof(note)) != 0)
             return;
-        }
-        if (conf.nhosts != L.size && adopt_fabric_mgr(fab, &params)) {
-            if (L.rank == 0)
-                incoll_info("mpi: the fabric in %s has %d hosts and "
-                            "MPI_COMM_WORLD %d ranks: using its manager "
-                            "(fabric.env), ranks sharing a host reduce "
-                            "through one leader",
-                            fab, conf.nhosts, L.size);
-        } else if (conf.nhosts > L.size) {
-            /* Without a manager every host of fabric.conf is a member of
-             * the world group: one without a rank would never contribute. */
-            snprintf(L.why_off, sizeof(L.why_off),
-                     "the fabric in %s has %d hosts but MPI_COMM_WORLD has "
-                     "only %d ranks: without a manager every host of "
-                     "fabric.conf needs a rank",
-                     fab, conf.nhosts, L.size);
-            snprintf(off_fix, sizeof(off_fix),
-                     "run at least %d ranks, or bring up a fabric of %d hosts "
-                     "(`incoll fabric up --hosts %d`)",
-                     conf.nhosts, L.size, L.size);
-            fabric_conf_free(&conf);
-            return;
-        } else if (conf.nhosts < L.size) {
-            /* Ranks share the hosts: libincoll's node level reduces each
-             * host's ranks into the one that binds its port
-             * (docs/hierarchy.md, "Without a manager"). */
-            if (L.map_why[0]) {
-                snprintf(L.why_off, sizeof(L.why_off), "%s", L.map_why);
-                snprintf(off_fix, sizeof(off_fix),
-                         "place the ranks of each fabric.conf host on one "
-                         "node (or all on one machine), or give the ranks "
-                         "the fabric's manager");
-                fabric_conf_free(&conf);
-                return;
-            }
-            if (L.host_map) {
-                params.field_mask |= INCOLL_INIT_FIELD_HOST_MAP;
-                params.host_map = L.host_map;
-            }
-            if (L.rank == 0)
-                incoll_info("mpi: the fabric in %s has %d hosts and "
-                            "MPI_COMM_WORLD %d ranks, no manager: ranks "
-                            "sharing a host reduce through one leader",
-                            fab, conf.nhosts, L.size);
-        }
-        fabric_conf_free(&conf);
+        if (L.rank == 0 && note[0])
+            incoll_info("mpi: %s", note);
     }
     proc.rank = L.rank;
     proc.size = L.size;

@@ -13,6 +13,46 @@
 #include <time.h>
 #include <unistd.h>
 
+const char *const mpi_cs_coll_names[MPI_CS_COLLS] = {
+    "allreduce",     "reduce", "bcast",   "barrier",
+    "allgather",     "gather", "scatter", "reduce_scatter_block",
+    "reduce_scatter"};
+
+int mpi_cs_colls_parse(const char *text, uint32_t *mask_p, char *bad,
+                       size_t bad_len)
+{
+    const char *p = text ? text : "";
+    uint32_t mask = 0;
+    size_t off = 0;
+
+    if (bad_len)
+        bad[0] = '\0';
+    while (*p) {
+        size_t n = strcspn(p, ", ");
+        int found = 0;
+        if (n == 3 && strncmp(p, "all", 3) == 0) {
+            mask = (1u << MPI_CS_COLLS) - 1;
+            found = 1;
+        } else if (n == 4 && strncmp(p, "none", 4) == 0) {
+            mask = 0;
+            found = 1;
+        }
+        for (int c = 0; c < MPI_CS_COLLS && !found; c++)
+            if (strlen(mpi_cs_coll_names[c]) == n &&
+                strncmp(p, mpi_cs_coll_names[c], n) == 0) {
+                mask |= 1u << c;
+                found = 1;
+            }
+        if (!found && n > 0 && off < bad_len)
+            off += (size_t)snprintf(bad + off, bad_len - off, "%s%.*s",
+                                    off ? ", " : "", (int)n, p);
+        p += n;
+        p += strspn(p, ", ");
+    }
+    *mask_p = mask;
+    return bad_len && bad[0] ? -1 : 0;
+}
+
 int mpi_cs_up(const mpi_cs_proc_t *proc, incoll_init_params_t *params,
               char *why, size_t why_len, incoll_ctx_h *ctx_p,
               incoll_comm_h *world_p)

@@ -16,6 +16,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The collectives both front ends take, in the order of their lists
+ * (INCOLL_MPI_COLLS, coll_incoll_colls) and of their enums (mpi_coll_t,
+ * ci_coll_t): allreduce, reduce, bcast, barrier, allgather, gather,
+ * scatter, reduce_scatter_block, reduce_scatter. */
+#define MPI_CS_COLLS 9
+extern const char *const mpi_cs_coll_names[MPI_CS_COLLS];
+
+/*
+ * A list of those names, "all" and "none" (comma- or space-separated,
+ * later words adding to or, "none", clearing what came before) as a mask
+ * of bit c for mpi_cs_coll_names[c] in *mask_p. 0, or -1 with the
+ * unknown words in bad ("x, y"; the mask then holds the known ones).
+ */
+int mpi_cs_colls_parse(const char *text, uint32_t *mask_p, char *bad,
+                       size_t bad_len);
+
 /* What a front end knows of the process when it brings libincoll up. */
 typedef struct {
     int rank; /* in MPI_COMM_WORLD */

@@ -35,6 +35,8 @@
 
 #include "incoll.h"
 
+#include "mpi/mpi_agree.h"
+
 #include "common/knobs.h"
 
 #include <inttypes.h>
@@ -48,11 +50,6 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-const char *const mpi_coll_names[MPI_COLL_COUNT] = {
-    "allreduce",     "reduce", "bcast",   "barrier",
-    "allgather",     "gather", "scatter", "reduce_scatter_block",
-    "reduce_scatter"};
 
 /* The MPI names of the collectives, for messages. */
 const char *const mpi_call_names[MPI_COLL_COUNT] = {
@@ -326,22 +323,25 @@ static __attribute__((noinline)) int raise_local(mpi_call_t *c, int code,
  * redoes the call with PMPI_. For fabrics without a manager, where
  * libincoll cannot recover by itself.
  */
+static int agree_min(void *arg, int *v)
+{
+    return PMPI_Allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MIN,
+                          *(MPI_Comm *)arg);
+}
+
 static int agree(comm_state_t *st, mpi_coll_t coll, MPI_Comm comm,
                  incoll_status_t status)
 {
-    int ok = status == INCOLL_OK;
+    size_t n;
+    int rc;
 
-    if (PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm) !=
-        MPI_SUCCESS)
-        ok = 0;
-    if (ok)
+    if (mpi_agree(L.finalized ? NULL : st->icomm, status, agree_min, &comm, 1,
+                  &rc, st->why, sizeof(st->why)) == MPI_AGREED_DELIVERED)
         return 1;
-    pass(coll, R_FAILED, comm);
-    snprintf(st->why, sizeof(st->why),
-             "the fabric failed during a call (%s); MPI runs its "
-             "collectives from now on",
-             status == INCOLL_OK ? "on another rank"
-                                 : incoll_status_string(status));
+    L.passed[coll][R_FAILED]++;
+    n = strlen(st->why);
+    snprintf(st->why + n, sizeof(st->why) - n,
+             "; MPI runs its collectives from now on");
     /* Every communicator on the same libincoll communicator has exactly
      * the ranks that just agreed, so all of them can stop at once rather
      * than each wait for its own timeout. */

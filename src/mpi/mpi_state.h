@@ -108,9 +108,11 @@ typedef struct comm_state {
     struct comm_state *prev;
 } comm_state_t;
 
-/* The collectives' names in INCOLL_MPI_COLLS and the statistics, and
- * their MPI names for messages ("Allreduce"). */
-extern const char *const mpi_coll_names[MPI_COLL_COUNT];
+/* The collectives' names in INCOLL_MPI_COLLS and the statistics (the
+ * front ends' shared list, mpi_commstate.h), and their MPI names for
+ * messages ("Allreduce"). */
+#define mpi_coll_names mpi_cs_coll_names
+_Static_assert(MPI_COLL_COUNT == MPI_CS_COLLS, "the front ends' collectives");
 extern const char *const mpi_call_names[MPI_COLL_COUNT];
 
 typedef struct {

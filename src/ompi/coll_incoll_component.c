@@ -15,13 +15,11 @@
 #include <string.h>
 
 #include "mpi/mpi_commstate.h"
+#include "mpi/mpi_fit.h"
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 
-static const char *const coll_names[CI_COUNT] = {
-    "allreduce",     "reduce", "bcast",   "barrier",
-    "allgather",     "gather", "scatter", "reduce_scatter_block",
-    "reduce_scatter"};
+_Static_assert(CI_COUNT == MPI_CS_COLLS, "the front ends' collectives");
 
 static char default_colls[] =
     "allreduce,reduce,bcast,barrier,allgather,gather,scatter,"
@@ -30,7 +28,7 @@ static char empty[] = "";
 
 const char *ci_coll_name(ci_coll_t coll)
 {
-    return coll_names[coll];
+    return mpi_cs_coll_names[coll];
 }
 
 static int my_rank = -1;
@@ -55,33 +53,6 @@ void ci_count(ci_coll_t coll, ci_where_t where)
 {
     __atomic_fetch_add(&mca_coll_incoll_component.counts[coll][where], 1,
                        __ATOMIC_RELAXED);
-}
-
-/* The names of coll_incoll_colls as a mask; -1 for an unknown name. */
-static int64_t parse_colls(const char *text)
-{
-    uint32_t mask = 0;
-    const char *p = text;
-
-    while (p && *p) {
-        size_t n = strcspn(p, ", ");
-        int found = 0;
-        if (n == 3 && strncmp(p, "all", 3) == 0) {
-            mask = (1u << CI_COUNT) - 1;
-            found = 1;
-        }
-        for (int c = 0; c < CI_COUNT && !found; c++)
-            if (strlen(coll_names[c]) == n &&
-                strncmp(p, coll_names[c], n) == 0) {
-                mask |= 1u << c;
-                found = 1;
-            }
-        if (!found && n > 0)
-            return -1;
-        p += n;
-        p += strspn(p, ", ");
-    }
-    return mask;
 }
 
 static int incoll_register(void)
@@ -188,7 +159,7 @@ static void stats_print(void)
         off += (size_t)snprintf(
             line + off, sizeof(line) - off,
             "%s %s net=%ld host=%ld fallback=%ld failed=%ld tuned=%ld",
-            off ? ";" : "", coll_names[c], n[CI_NET], n[CI_HOST],
+            off ? ";" : "", mpi_cs_coll_names[c], n[CI_NET], n[CI_HOST],
             n[CI_FALLBACK], n[CI_FAILED], n[CI_TUNED]);
     }
     fprintf(stderr, "coll/incoll: stats rank %d:%s\n", my_rank,
@@ -258,8 +229,8 @@ static int incoll_init_query(bool enable_progress_threads,
 {
     mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     int major = 0, minor = 0;
-    char text[256], path[512];
-    int64_t mask;
+    char text[256], path[512], bad[128];
+    uint32_t mask;
 
     (void)enable_progress_threads;
     cm->mpi_threads = enable_mpi_threads;
@@ -291,16 +262,16 @@ static int incoll_init_query(bool enable_progress_threads,
         cm->layer_aside = 1;
         return OMPI_SUCCESS;
     }
-    mask = parse_colls(cm->colls);
-    if (mask < 0) {
+    if (mpi_cs_colls_parse(cm->colls, &mask, bad, sizeof(bad)) != 0) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "coll_incoll_colls='%.100s' names an unknown collective "
-                 "(known: all, allreduce, reduce, bcast, barrier, allgather, "
-                 "gather, scatter, reduce_scatter_block, reduce_scatter)",
-                 cm->colls);
+                 "(%s; known: all, none, allreduce, reduce, bcast, barrier, "
+                 "allgather, gather, scatter, reduce_scatter_block, "
+                 "reduce_scatter)",
+                 cm->colls, bad);
         return OMPI_SUCCESS;
     }
-    cm->colls_mask = (uint32_t)mask;
+    cm->colls_mask = mask;
     if (!fabric_configured(cm)) {
         snprintf(cm->off_why, sizeof(cm->off_why),
                  "no fabric configured (coll_incoll_fabric, coll_incoll_mgr, "
@@ -370,6 +341,7 @@ int ci_context_up(mca_coll_incoll_module_t *m)
     int64_t job = 0;
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     const char *ls = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const char *fab;
     int rc;
 
     if (m->rank == 0)
@@ -402,10 +374,31 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         params.field_mask |= INCOLL_INIT_FIELD_SECRET_FILE;
         params.secret_file = cm->secret_file;
     }
+    /* A fabric.conf of another host count than the world's ranks, no
+     * manager given: as the PMPI layer does (its manager, ranks sharing
+     * the hosts, or off with the reason). */
+    if (!cm->mgr[0] && incoll_setting_given("INCOLL_MGR") != 1 &&
+        (fab = cm->fabric[0] ? cm->fabric : getenv("INCOLL_FABRIC")) != NULL &&
+        fab[0]) {
+        static mpi_fit_adopted_t adopted;
+        char why[512], fix[384], note[512];
+        fix[0] = '\0';
+        if (mpi_fit_fabric(fab, m->size, getenv("INCOLL_HOSTS"), NULL, NULL,
+                           &params, &adopted, why, sizeof(why), fix,
+                           sizeof(fix), note, sizeof(note)) != 0) {
+            snprintf(cm->off_why, sizeof(cm->off_why), "%s%s%s", why,
+                     fix[0] ? "; to fix: " : "", fix);
+            return -1;
+        }
+        if (m->rank == 0 && note[0])
+            ci_log(1, "%s", note);
+    }
     /* No manager (only a fabric.conf): libincoll cannot recover from a
      * failed AN, so the ranks agree after each call (coll_incoll_agree). */
-    cm->agree_on = cm->agree > 0 || (cm->agree < 0 && !cm->mgr[0] &&
-                                     incoll_setting_given("INCOLL_MGR") != 1);
+    cm->agree_on =
+        cm->agree > 0 ||
+        (cm->agree < 0 && !(params.field_mask & INCOLL_INIT_FIELD_MGR) &&
+         incoll_setting_given("INCOLL_MGR") != 1);
     proc.agree = cm->agree_on;
     /* The component's calls come from any thread under
      * MPI_THREAD_MULTIPLE, else one at a time. */

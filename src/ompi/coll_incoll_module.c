@@ -25,6 +25,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "mpi/mpi_agree.h"
 #include "mpi/mpi_commstate.h"
 #include "mpi/mpi_layer.h"
 #include "ompi/datatype/ompi_datatype.h"
@@ -409,8 +410,7 @@ static void leave(mca_coll_incoll_module_t *m, ci_coll_t coll,
                "agreed to redo the call, and to run its collectives from "
                "now on, on the component below",
                m->comm->c_name, m->size, ci_coll_name(coll),
-               status == INCOLL_OK ? "on another rank"
-                                   : incoll_status_string(status));
+               mpi_agree_cause(status));
 }
 
 /*
@@ -422,12 +422,20 @@ static void leave(mca_coll_incoll_module_t *m, ci_coll_t coll,
  * the module below, from its untouched input (a reduction in place gets
  * its input back from a copy).
  */
+static int below_min(void *arg, int *v)
+{
+    mca_coll_incoll_module_t *m = arg;
+    return m->below.allreduce(MPI_IN_PLACE, v, 1, MPI_INT, MPI_MIN, m->comm,
+                              m->below.allreduce_module);
+}
+
 static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
 {
     size_t keep = in_place_bytes(m, p);
-    char *copy = NULL;
+    char *copy = NULL, why[128];
     incoll_status_t status = INCOLL_ERR_NO_MEMORY;
-    int ok, rc;
+    mpi_agreed_t agreed;
+    int rc;
 
     if (keep && (copy = malloc(keep)) != NULL)
         memcpy(copy, p->rbuf, keep);
@@ -436,10 +444,9 @@ static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
         status = launch(m->icomm, p, F_BLOCKING, NULL);
         pthread_mutex_unlock(&m->lock);
     }
-    ok = status == INCOLL_OK;
-    rc = m->below.allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, m->comm,
-                            m->below.allreduce_module);
-    if (rc == MPI_SUCCESS && ok) {
+    agreed =
+        mpi_agree(m->icomm, status, below_min, m, 0, &rc, why, sizeof(why));
+    if (agreed == MPI_AGREED_DELIVERED) {
         free(copy);
         p->rc = finish(m, p, status);
         plan_free(p);
@@ -449,17 +456,14 @@ static int run_agreed(mca_coll_incoll_module_t *m, ci_plan_t *p)
         memcpy(p->rbuf, copy, keep);
     free(copy);
     plan_free(p);
-    if (rc != MPI_SUCCESS) {
+    if (agreed == MPI_AGREED_BROKEN) {
         /* The agreement itself failed: MPI's own error. */
         p->rc = rc;
         return 1;
     }
     ci_log(2, "%s on %s: the fabric failed (%s): redone by the component below",
-           ci_coll_name(p->coll), m->comm->c_name,
-           status == INCOLL_OK ? "on another rank"
-                               : incoll_status_string(status));
+           ci_coll_name(p->coll), m->comm->c_name, mpi_agree_cause(status));
     ci_count(p->coll, CI_FAILED);
-    (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_RECOVERED);
     if (!__atomic_load_n(&m->left, __ATOMIC_ACQUIRE))
         leave(m, p->coll, status);
     return 0;
@@ -1188,59 +1192,56 @@ static int wait_all(ompi_request_t **reqs, int n)
     return rc;
 }
 
+/* One message to or from peer through the PML, waited for. */
+static int ci_p2p(int64_t *v, int peer, int send, ompi_communicator_t *comm)
+{
+    ompi_request_t *req[1];
+    int rc =
+        send ? MCA_PML_CALL(isend(v, 1, MPI_INT64_T, peer, CI_TAG,
+                                  MCA_PML_BASE_SEND_STANDARD, comm, &req[0]))
+             : MCA_PML_CALL(
+                   irecv(v, 1, MPI_INT64_T, peer, CI_TAG, comm, &req[0]));
+    return rc == OMPI_SUCCESS ? wait_all(req, 1) : rc;
+}
+
 /*
  * Every rank of comm gets the minimum of the ranks' *v (min = 1) or rank
  * 0's (min = 0). Point-to-point through the PML, progressed here: enable
  * runs inside opal_progress when a communicator is activated (dup, split),
  * where a blocking collective of the module below would wait for a
- * progress that never comes under MPI_THREAD_MULTIPLE.
+ * progress that never comes under MPI_THREAD_MULTIPLE. Up and down a
+ * binomial tree, the tree of the module below's small broadcasts: each
+ * rank speaks with its parent and children only, so the exchange opens no
+ * connection the job's own collectives would not (a rank 0 that spoke
+ * with every rank kept as many more sockets in every later progress).
  */
 int ci_exchange(ompi_communicator_t *comm, int64_t *v, int min)
 {
     int rank = ompi_comm_rank(comm), size = ompi_comm_size(comm);
-    ompi_request_t **reqs;
-    int64_t *vals;
-    int rc = OMPI_SUCCESS;
+    int rc = OMPI_SUCCESS, low = 1;
 
-    if (rank != 0) {
-        ompi_request_t *req[1];
-        rc = MCA_PML_CALL(isend(v, 1, MPI_INT64_T, 0, CI_TAG,
-                                MCA_PML_BASE_SEND_STANDARD, comm, &req[0]));
-        if (rc == OMPI_SUCCESS)
-            rc = wait_all(req, 1);
-        if (rc == OMPI_SUCCESS)
-            rc = MCA_PML_CALL(
-                irecv(v, 1, MPI_INT64_T, 0, CI_TAG, comm, &req[0]));
-        if (rc == OMPI_SUCCESS)
-            rc = wait_all(req, 1);
-        return rc;
+    while (low < size && !(rank & low))
+        low <<= 1; /* rank's lowest set bit (size or more at rank 0) */
+    /* Up: the children's values (below low), then to the parent. */
+    for (int mask = 1; min && mask < low && rc == OMPI_SUCCESS; mask <<= 1) {
+        int64_t t;
+        if (rank + mask >= size)
+            continue;
+        rc = ci_p2p(&t, rank + mask, 0, comm);
+        if (rc == OMPI_SUCCESS && t < *v)
+            *v = t;
     }
-    reqs = malloc(sizeof(*reqs) * (size_t)size);
-    vals = malloc(sizeof(*vals) * (size_t)size);
-    if (reqs == NULL || vals == NULL) {
-        /* the others wait for an answer: give one */
-        *v = 0;
-        rc = OMPI_ERR_OUT_OF_RESOURCE;
-    }
-    for (int r = 1; r < size && reqs && vals; r++)
-        if (MCA_PML_CALL(irecv(&vals[r], 1, MPI_INT64_T, r, CI_TAG, comm,
-                               &reqs[r - 1])) != OMPI_SUCCESS)
-            return OMPI_ERROR;
-    if (reqs && vals) {
-        rc = wait_all(reqs, size - 1);
-        for (int r = 1; r < size && min; r++)
-            if (vals[r] < *v)
-                *v = vals[r];
-        for (int r = 1; r < size; r++)
-            if (MCA_PML_CALL(isend(v, 1, MPI_INT64_T, r, CI_TAG,
-                                   MCA_PML_BASE_SEND_STANDARD, comm,
-                                   &reqs[r - 1])) != OMPI_SUCCESS)
-                return OMPI_ERROR;
-        if (wait_all(reqs, size - 1) != OMPI_SUCCESS)
+    if (min && rank != 0 && rc == OMPI_SUCCESS)
+        rc = ci_p2p(v, rank - low, 1, comm);
+    /* Down: from the parent, then to the children, farthest first. An
+     * error still answers the children, who wait otherwise. */
+    if (rank != 0 && rc == OMPI_SUCCESS)
+        rc = ci_p2p(v, rank - low, 0, comm);
+    for (int mask = low >> 1; mask >= 1; mask >>= 1) {
+        if (rank + mask < size &&
+            ci_p2p(v, rank + mask, 1, comm) != OMPI_SUCCESS)
             rc = OMPI_ERROR;
     }
-    free(reqs);
-    free(vals);
     return rc;
 }
 
