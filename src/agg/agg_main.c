@@ -711,89 +711,38 @@ static void log_counters(const agg_daemon_t *d)
         u.fault_dropped, u.fault_duplicated, u.fault_reordered, handed, hdrop);
 }
 
-int main(int argc, char **argv)
-{
-    static const struct option longopts[] = {
-        {"conf", required_argument, NULL, 'c'},
-        {"name", required_argument, NULL, 'n'},
-        {"listen", required_argument, NULL, 'l'},
-        {"mgr", required_argument, NULL, 'm'},
-        {"secret", required_argument, NULL, 's'},
-        {"pidfile", required_argument, NULL, 'p'},
-        {"foreground", no_argument, NULL, 'f'},
-        {"relay", no_argument, NULL, 'r'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    static agg_daemon_t d = {.me = -1, .sigfd = -1};
-    const char *conf_path = NULL, *name = NULL, *listen_addr = NULL;
-    const char *mgr_addr = NULL, *secret = NULL, *why = NULL;
-    int secret_opt = 0, started = 0;
-    char err[512], who[64], ep[32];
-    sigset_t mask;
-    uint32_t ip = 0x7f000001u;
-    uint16_t port = 0;
-    int opt, ret = 1;
+/* What the command line gave. */
+typedef struct {
+    const char *conf_path, *name, *listen_addr, *mgr_addr, *secret;
+    int secret_opt;
+    uint32_t ip; /* the udp address: --listen, or the conf's */
+    uint16_t port;
+} agg_opts_t;
 
-    while ((opt = getopt_long(argc, argv, "c:n:l:m:s:p:frh", longopts, NULL)) !=
-           -1) {
-        switch (opt) {
-        case 'c':
-            conf_path = optarg;
-            break;
-        case 'n':
-            name = optarg;
-            break;
-        case 'l':
-            listen_addr = optarg;
-            break;
-        case 'm':
-            mgr_addr = optarg;
-            break;
-        case 's':
-            secret = optarg;
-            secret_opt = 1;
-            break;
-        case 'p':
-            d.pidfile = optarg;
-            break;
-        case 'f':
-            break;
-        case 'r':
-            d.relay = 1;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (name == NULL || optind != argc ||
-        (conf_path == NULL && mgr_addr == NULL && !d.relay)) {
-        if (name != NULL && optind == argc)
-            fprintf(stderr, "incoll-agg: need --conf FILE or --mgr HOST:PORT "
-                            "(or both)\n");
-        usage(stderr);
-        return 2;
-    }
-    if (d.relay && (conf_path || mgr_addr)) {
+/* The options against each other and the settings; -1 to go on, else
+ * the exit code. */
+static int check_opts(agg_daemon_t *d, agg_opts_t *o)
+{
+    const char *why = NULL;
+    char err[512];
+
+    if (d->relay && (o->conf_path || o->mgr_addr)) {
         fprintf(stderr, "incoll-agg: --relay serves no groups: give it "
                         "--listen, not --conf or --mgr\n");
         return 2;
     }
-    if (conf_path && listen_addr) {
+    if (o->conf_path && o->listen_addr) {
         fprintf(stderr, "incoll-agg: --listen and --conf both give the udp "
                         "address; use one\n");
         return 2;
     }
-    if (listen_addr &&
-        (mgr_parse_addr(listen_addr, &ip, &port) != INCOLL_OK || ip == 0)) {
+    if (o->listen_addr &&
+        (mgr_parse_addr(o->listen_addr, &o->ip, &o->port) != INCOLL_OK ||
+         o->ip == 0)) {
         fprintf(stderr,
                 "incoll-agg: --listen '%s' is not IP:PORT (a local "
                 "IPv4 address; port 0 picks one)\n",
-                listen_addr);
+                o->listen_addr);
         return 2;
     }
     if (settings_check("agg,fault", err, sizeof(err)) != INCOLL_OK) {
@@ -807,55 +756,179 @@ int main(int argc, char **argv)
                 setting_text(SETTING_MAC), why);
         return 2;
     }
-    d.nworkers = (int)setting_int(SETTING_AGG_THREADS);
-    d.mcast = setting_bool(SETTING_MCAST);
-    if (secret == NULL)
-        secret = setting_str(SETTING_SECRET_FILE);
-    if (mgr_addr && (secret == NULL || *secret == '\0')) {
+    d->nworkers = (int)setting_int(SETTING_AGG_THREADS);
+    d->mcast = setting_bool(SETTING_MCAST);
+    if (o->secret == NULL)
+        o->secret = setting_str(SETTING_SECRET_FILE);
+    if (o->mgr_addr && (o->secret == NULL || *o->secret == '\0')) {
         fprintf(stderr, "incoll-agg: --mgr needs the fabric secret: --secret "
                         "FILE or INCOLL_SECRET_FILE\n");
         return 2;
     }
+    return -1;
+}
+
+/* With --conf: the fabric, this AN in it, its address and the world
+ * group's secret. 0, or -1 (said) with d->conf to free. */
+static int load_conf(agg_daemon_t *d, agg_opts_t *o)
+{
+    char err[512];
+
+    if (fabric_conf_load(o->conf_path, &d->conf, err, sizeof(err)) !=
+        INCOLL_OK) {
+        fprintf(stderr, "incoll-agg: %s\n", err);
+        return -1;
+    }
+    d->me = fabric_conf_find_an(&d->conf, o->name);
+    if (d->me < 0) {
+        fprintf(stderr, "incoll-agg: %s: no an named '%s'\n", o->conf_path,
+                o->name);
+        return -1;
+    }
+    o->ip = (uint32_t)(d->conf.ans[d->me].addr >> 16);
+    o->port = (uint16_t)(d->conf.ans[d->me].addr & 0xffff);
+    /* The world group's mac key comes from the secret when the AN has
+     * one: given with --secret, or for the manager with --mgr (the
+     * fabric of `incoll fabric up`, whose `incoll run --no-mgr` hands
+     * the hosts the same secret). INCOLL_SECRET_FILE alone does not
+     * count here, so that a fabric.conf-only fabric's ANs do not take
+     * a secret from whoever started them that its hosts lack. */
+    if (o->secret && *o->secret && (o->secret_opt || o->mgr_addr)) {
+        if (mgr_secret_load(o->secret, d->secret, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll-agg: %s\n", err);
+            return -1;
+        }
+        d->has_secret = 1;
+    } else {
+        incoll_info("no fabric secret (--secret): "
+                    "group %u's packets are authenticated with a key "
+                    "derived from %s alone; anyone who can read it can "
+                    "forge them",
+                    d->conf.group_id, o->conf_path);
+    }
+    return 0;
+}
+
+/* The options into o and d; returns -1 to go on, else the exit code. */
+static int parse_opts(int argc, char **argv, agg_daemon_t *d, agg_opts_t *o)
+{
+    static const struct option longopts[] = {
+        {"conf", required_argument, NULL, 'c'},
+        {"name", required_argument, NULL, 'n'},
+        {"listen", required_argument, NULL, 'l'},
+        {"mgr", required_argument, NULL, 'm'},
+        {"secret", required_argument, NULL, 's'},
+        {"pidfile", required_argument, NULL, 'p'},
+        {"foreground", no_argument, NULL, 'f'},
+        {"relay", no_argument, NULL, 'r'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+
+    while ((opt = getopt_long(argc, argv, "c:n:l:m:s:p:frh", longopts, NULL)) !=
+           -1) {
+        switch (opt) {
+        case 'c':
+            o->conf_path = optarg;
+            break;
+        case 'n':
+            o->name = optarg;
+            break;
+        case 'l':
+            o->listen_addr = optarg;
+            break;
+        case 'm':
+            o->mgr_addr = optarg;
+            break;
+        case 's':
+            o->secret = optarg;
+            o->secret_opt = 1;
+            break;
+        case 'p':
+            d->pidfile = optarg;
+            break;
+        case 'f':
+            break;
+        case 'r':
+            d->relay = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o->name == NULL || optind != argc ||
+        (o->conf_path == NULL && o->mgr_addr == NULL && !d->relay)) {
+        if (o->name != NULL && optind == argc)
+            fprintf(stderr, "incoll-agg: need --conf FILE or --mgr HOST:PORT "
+                            "(or both)\n");
+        usage(stderr);
+        return 2;
+    }
+    return check_opts(d, o);
+}
+
+/* What this daemon serves, where, once it runs. */
+static void log_start(const agg_daemon_t *d, const agg_opts_t *o)
+{
+    char ep[32];
+
+    if (d->relay)
+        incoll_info("relay %s on %s, %d thread%s, %s", o->name,
+                    wire_ep_str(udp_local_ep(d->w[0].sock), ep, sizeof(ep)),
+                    d->nworkers, d->nworkers > 1 ? "s" : "",
+                    udp_path(d->w[0].sock));
+    if (o->conf_path)
+        incoll_info("an %s (level %d) serving group %u on %s, parent %s",
+                    o->name, d->conf.ans[d->me].level, d->conf.group_id,
+                    wire_ep_str(udp_local_ep(d->w[0].sock), ep, sizeof(ep)),
+                    d->conf.ans[d->me].parent < 0
+                        ? "none (root)"
+                        : d->conf.ans[d->conf.ans[d->me].parent].name);
+    if (o->mgr_addr)
+        incoll_info("an %s on %s: groups from the manager at %s", o->name,
+                    wire_ep_str(udp_local_ep(d->w[0].sock), ep, sizeof(ep)),
+                    o->mgr_addr);
+    incoll_debug(
+        "%s %s: %d worker%s, mac %s (%s), %s", d->relay ? "relay" : "an",
+        o->name, d->nworkers, d->nworkers > 1 ? "s" : "",
+        wire_mac_alg_name(wire_mac_alg_default()),
+        wire_mac_alg_impl(wire_mac_alg_default()), udp_path(d->w[0].sock));
+}
+
+int main(int argc, char **argv)
+{
+    static agg_daemon_t d = {.me = -1, .sigfd = -1};
+    agg_opts_t o = {.ip = 0x7f000001u};
+    const char *conf_path, *name, *mgr_addr, *secret;
+    int started = 0;
+    char err[512], who[64];
+    sigset_t mask;
+    uint32_t ip;
+    uint16_t port;
+    int ret = parse_opts(argc, argv, &d, &o);
+
+    if (ret >= 0)
+        return ret;
+    ret = 1;
+    conf_path = o.conf_path;
+    name = o.name;
+    mgr_addr = o.mgr_addr;
+    secret = o.secret;
     snprintf(who, sizeof(who), "agg %s", name);
     log_set_name(who);
     log_init_from_env();
     fault_init();
 
-    if (conf_path) {
-        if (fabric_conf_load(conf_path, &d.conf, err, sizeof(err)) !=
-            INCOLL_OK) {
-            fprintf(stderr, "incoll-agg: %s\n", err);
-            return 1;
-        }
-        d.me = fabric_conf_find_an(&d.conf, name);
-        if (d.me < 0) {
-            fprintf(stderr, "incoll-agg: %s: no an named '%s'\n", conf_path,
-                    name);
-            goto out_free_conf;
-        }
-        ip = (uint32_t)(d.conf.ans[d.me].addr >> 16);
-        port = (uint16_t)(d.conf.ans[d.me].addr & 0xffff);
-        /* The world group's mac key comes from the secret when the AN has
-         * one: given with --secret, or for the manager with --mgr (the
-         * fabric of `incoll fabric up`, whose `incoll run --no-mgr` hands
-         * the hosts the same secret). INCOLL_SECRET_FILE alone does not
-         * count here, so that a fabric.conf-only fabric's ANs do not take
-         * a secret from whoever started them that its hosts lack. */
-        if (secret && *secret && (secret_opt || mgr_addr)) {
-            if (mgr_secret_load(secret, d.secret, err, sizeof(err)) !=
-                INCOLL_OK) {
-                fprintf(stderr, "incoll-agg: %s\n", err);
-                goto out_free_conf;
-            }
-            d.has_secret = 1;
-        } else {
-            incoll_info("no fabric secret (--secret): "
-                        "group %u's packets are authenticated with a key "
-                        "derived from %s alone; anyone who can read it can "
-                        "forge them",
-                        d.conf.group_id, conf_path);
-        }
-    }
+    if (conf_path && load_conf(&d, &o) != 0)
+        goto out_free_conf;
+    ip = o.ip;
+    port = o.port;
     if (!d.relay && wire_mac_alg_default() == WIRE_MAC_NONE)
         incoll_warn("INCOLL_MAC=none: data packets are neither authenticated "
                     "nor checked; anyone who can send to this an can change "
@@ -919,27 +992,7 @@ int main(int argc, char **argv)
     if (d.pidfile && write_pidfile(d.pidfile) != 0)
         goto out_destroy_link;
 
-    if (d.relay)
-        incoll_info("relay %s on %s, %d thread%s, %s", name,
-                    wire_ep_str(udp_local_ep(d.w[0].sock), ep, sizeof(ep)),
-                    d.nworkers, d.nworkers > 1 ? "s" : "",
-                    udp_path(d.w[0].sock));
-    if (conf_path)
-        incoll_info("an %s (level %d) serving group %u on %s, parent %s", name,
-                    d.conf.ans[d.me].level, d.conf.group_id,
-                    wire_ep_str(udp_local_ep(d.w[0].sock), ep, sizeof(ep)),
-                    d.conf.ans[d.me].parent < 0
-                        ? "none (root)"
-                        : d.conf.ans[d.conf.ans[d.me].parent].name);
-    if (mgr_addr)
-        incoll_info("an %s on %s: groups from the manager at %s", name,
-                    wire_ep_str(udp_local_ep(d.w[0].sock), ep, sizeof(ep)),
-                    mgr_addr);
-    incoll_debug(
-        "%s %s: %d worker%s, mac %s (%s), %s", d.relay ? "relay" : "an", name,
-        d.nworkers, d.nworkers > 1 ? "s" : "",
-        wire_mac_alg_name(wire_mac_alg_default()),
-        wire_mac_alg_impl(wire_mac_alg_default()), udp_path(d.w[0].sock));
+    log_start(&d, &o);
 
     for (int i = 1; i < d.nworkers; i++) {
         int rc = pthread_create(&d.w[i].thread, NULL, worker_main, &d.w[i]);

@@ -915,17 +915,113 @@ static void pick_prefix(char *prefix)
     }
 }
 
+/* Records the fabric (dir's state file and the registry) before it is
+ * made: a crash from then on leaves a findable trail. 0, or -1 (said). */
+static int emu_record(const char *dir, const char *prefix,
+                      const emu_params_t *p, const topo_t *t,
+                      char (*names)[FABRIC_NETNS_MAX])
+{
+    char path[PATH_MAX + 32], reg[PATH_MAX];
+    FILE *f;
+
+    state_path(dir, path, sizeof(path));
+    f = fopen(path, "w");
+    if (f == NULL) {
+        incoll_error("emu: cannot write %s: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# incoll emulated fabric: what `incoll fabric up --emulate` "
+               "made; `incoll fabric down` removes it\n");
+    fprintf(f, "emu prefix=%s rate=%" PRIu64 " uplink=%" PRIu64 " mtu=%d\n",
+            prefix, p->link_rate, p->uplink_rate, p->mtu);
+    for (int n = 0; n < t->nnodes; n++)
+        fprintf(f, "netns name=%s\n", names[n]);
+    if (fclose(f) != 0) {
+        incoll_error("emu: cannot write %s: %s", path, strerror(errno));
+        unlink(path);
+        return -1;
+    }
+    registry_path(prefix, reg, sizeof(reg));
+    f = fopen(reg, "w");
+    if (f == NULL || fprintf(f, "%s\n", dir) < 0 || fclose(f) != 0) {
+        incoll_error("emu: cannot write %s: %s", reg, strerror(errno));
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Node n's addresses and routes, as one batch of `ip`. */
+static void node_addrs(sbuf_t *b, const fabric_conf_t *conf, const topo_t *t,
+                       int n)
+{
+    char a[INET_ADDRSTRLEN], b2[INET_ADDRSTRLEN];
+    int is_an = n < conf->nans;
+
+    sb_printf(b, "link set dev lo up\n");
+    if (is_an)
+        sb_printf(b, "addr add %s/32 dev lo\n", ip4_str(an_loopback(n), a));
+    if (t->parent[n] >= 0)
+        sb_printf(b, "addr add %s/30 dev uplink\nlink set dev uplink up\n",
+                  ip4_str(link_base(n) + 2, a));
+    for (int c = 0; c < t->nnodes; c++) {
+        if (t->parent[c] != n)
+            continue;
+        sb_printf(b, "addr add %s/30 dev dn%d\nlink set dev dn%d up\n",
+                  ip4_str(link_base(c) + 1, a), t->pos[c], t->pos[c]);
+    }
+    if (t->parent[n] >= 0)
+        sb_printf(b, "route add 10.77.0.0/16 via %s dev uplink\n",
+                  ip4_str(link_base(n) + 1, a));
+    if (is_an) {
+        for (int d = 0; d < t->nnodes; d++) {
+            int c = d == n ? -1 : child_toward(t, n, d);
+            if (c < 0)
+                continue;
+            ip4_str(link_base(c) + 2, b2);
+            if (d < conf->nans)
+                sb_printf(b, "route add %s/32 via %s dev dn%d\n",
+                          ip4_str(an_loopback(d), a), b2, t->pos[c]);
+            if (d != c)
+                sb_printf(b, "route add %s/30 via %s dev dn%d\n",
+                          ip4_str(link_base(d), a), b2, t->pos[c]);
+        }
+    }
+}
+
+/* The shapers of node n's links (both directions of every link are
+ * some node's), as one batch of `tc`. */
+static void node_shapers(sbuf_t *b, const fabric_conf_t *conf, const topo_t *t,
+                         int n, const emu_params_t *p)
+{
+    if (t->parent[n] >= 0) {
+        uint64_t rate = n >= conf->nans  ? p->link_rate
+                        : p->uplink_rate ? p->uplink_rate
+                                         : p->link_rate * t->below[n];
+        tbf_line(b, "uplink", rate, p);
+    }
+    for (int c = 0; c < t->nnodes; c++) {
+        char dev[16];
+        uint64_t rate;
+        if (t->parent[c] != n)
+            continue;
+        rate = c >= conf->nans  ? p->link_rate
+               : p->uplink_rate ? p->uplink_rate
+                                : p->link_rate * t->below[c];
+        snprintf(dev, sizeof(dev), "dn%d", t->pos[c]);
+        tbf_line(b, dev, rate, p);
+    }
+}
+
 incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
                            emu_params_t *params)
 {
-    char dir[PATH_MAX], path[PATH_MAX + 32], reg[PATH_MAX], why[256];
-    char prefix[EMU_PREFIX_MAX], a[INET_ADDRSTRLEN], b2[INET_ADDRSTRLEN];
+    char dir[PATH_MAX], why[256], prefix[EMU_PREFIX_MAX];
     char(*names)[FABRIC_NETNS_MAX] = NULL;
     sbuf_t b = {0};
     topo_t t;
     emu_params_t p = *params;
     incoll_status_t status = INCOLL_ERR_IO;
-    FILE *f;
 
     if (emu_usable(why, sizeof(why)) != 0) {
         incoll_error("emu: cannot emulate a fabric: %s", why);
@@ -982,31 +1078,8 @@ incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
         snprintf(conf->hosts[r].netns, FABRIC_NETNS_MAX, "%s", names[n]);
     }
 
-    /* Record before making: a crash from here on leaves a findable trail. */
-    state_path(dir, path, sizeof(path));
-    f = fopen(path, "w");
-    if (f == NULL) {
-        incoll_error("emu: cannot write %s: %s", path, strerror(errno));
+    if (emu_record(dir, prefix, &p, &t, names) != 0)
         goto out;
-    }
-    fprintf(f, "# incoll emulated fabric: what `incoll fabric up --emulate` "
-               "made; `incoll fabric down` removes it\n");
-    fprintf(f, "emu prefix=%s rate=%" PRIu64 " uplink=%" PRIu64 " mtu=%d\n",
-            prefix, p.link_rate, p.uplink_rate, p.mtu);
-    for (int n = 0; n < t.nnodes; n++)
-        fprintf(f, "netns name=%s\n", names[n]);
-    if (fclose(f) != 0) {
-        incoll_error("emu: cannot write %s: %s", path, strerror(errno));
-        unlink(path);
-        goto out;
-    }
-    registry_path(prefix, reg, sizeof(reg));
-    f = fopen(reg, "w");
-    if (f == NULL || fprintf(f, "%s\n", dir) < 0 || fclose(f) != 0) {
-        incoll_error("emu: cannot write %s: %s", reg, strerror(errno));
-        unlink(path);
-        goto out;
-    }
 
     /* Namespaces. */
     for (int n = 0; n < t.nnodes; n++)
@@ -1032,38 +1105,8 @@ incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
 
     /* Addresses and routes, one batch per namespace. */
     for (int n = 0; n < t.nnodes; n++) {
-        int is_an = n < conf->nans;
         sb_reset(&b);
-        sb_printf(&b, "link set dev lo up\n");
-        if (is_an)
-            sb_printf(&b, "addr add %s/32 dev lo\n",
-                      ip4_str(an_loopback(n), a));
-        if (t.parent[n] >= 0)
-            sb_printf(&b, "addr add %s/30 dev uplink\nlink set dev uplink up\n",
-                      ip4_str(link_base(n) + 2, a));
-        for (int c = 0; c < t.nnodes; c++) {
-            if (t.parent[c] != n)
-                continue;
-            sb_printf(&b, "addr add %s/30 dev dn%d\nlink set dev dn%d up\n",
-                      ip4_str(link_base(c) + 1, a), t.pos[c], t.pos[c]);
-        }
-        if (t.parent[n] >= 0)
-            sb_printf(&b, "route add 10.77.0.0/16 via %s dev uplink\n",
-                      ip4_str(link_base(n) + 1, a));
-        if (is_an) {
-            for (int d = 0; d < t.nnodes; d++) {
-                int c = d == n ? -1 : child_toward(&t, n, d);
-                if (c < 0)
-                    continue;
-                ip4_str(link_base(c) + 2, b2);
-                if (d < conf->nans)
-                    sb_printf(&b, "route add %s/32 via %s dev dn%d\n",
-                              ip4_str(an_loopback(d), a), b2, t.pos[c]);
-                if (d != c)
-                    sb_printf(&b, "route add %s/30 via %s dev dn%d\n",
-                              ip4_str(link_base(d), a), b2, t.pos[c]);
-            }
-        }
+        node_addrs(&b, conf, &t, n);
         if (b.oom || run_batch("ip", names[n], 0, b.s) != 0)
             goto err_destroy;
     }
@@ -1071,23 +1114,7 @@ incoll_status_t emu_create(const char *dir_arg, fabric_conf_t *conf,
     /* Shapers: every direction of every link. */
     for (int n = 0; n < t.nnodes; n++) {
         sb_reset(&b);
-        if (t.parent[n] >= 0) {
-            uint64_t rate = n >= conf->nans ? p.link_rate
-                            : p.uplink_rate ? p.uplink_rate
-                                            : p.link_rate * t.below[n];
-            tbf_line(&b, "uplink", rate, &p);
-        }
-        for (int c = 0; c < t.nnodes; c++) {
-            char dev[16];
-            uint64_t rate;
-            if (t.parent[c] != n)
-                continue;
-            rate = c >= conf->nans ? p.link_rate
-                   : p.uplink_rate ? p.uplink_rate
-                                   : p.link_rate * t.below[c];
-            snprintf(dev, sizeof(dev), "dn%d", t.pos[c]);
-            tbf_line(&b, dev, rate, &p);
-        }
+        node_shapers(&b, conf, &t, n, &p);
         if (b.len && (b.oom || run_batch("tc", names[n], 0, b.s) != 0))
             goto err_destroy;
     }

@@ -157,42 +157,171 @@ void mgr_fabric_log_tail(const char *path)
                 last[strlen(last) - 1] == '\n' ? "" : "\n");
 }
 
-int mgr_fabric_up(const mgr_fabric_params_t *p)
+/* fabric.conf (when given, else conf stays empty) and the topology: read,
+ * or a generated fat-tree. 0, or -1 (said) with nothing to free. */
+static int up_load(const mgr_fabric_params_t *p, fabric_conf_t *conf,
+                   topo_t *topo)
 {
-    char topo_path[PATH_MAX + 32], secret[PATH_MAX + 32],
-        port_path[PATH_MAX + 32];
-    char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
-    char env_path[PATH_MAX + 32], addr[64] = "", err[512];
-    topo_t topo;
-    fabric_conf_t conf;
-    pid_t mgr_pid;
-    uint64_t deadline;
-    int ret = -1, up = 0;
-    pid_t *pids = NULL;
+    char err[512];
 
-    memset(&conf, 0, sizeof(conf));
+    memset(conf, 0, sizeof(*conf));
     if (p->conf &&
-        fabric_conf_load(p->conf, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fabric_conf_load(p->conf, conf, err, sizeof(err)) != INCOLL_OK) {
         fprintf(stderr, "incoll fabric up: %s\n", err);
         return -1;
     }
-
     if (p->topology) {
-        if (topo_load(p->topology, &topo, err, sizeof(err)) != INCOLL_OK) {
+        if (topo_load(p->topology, topo, err, sizeof(err)) != INCOLL_OK) {
             fprintf(stderr, "incoll fabric up: %s\n", err);
-            fabric_conf_free(&conf);
+            fabric_conf_free(conf);
             return -1;
         }
-    } else if (topo_fat_tree(p->radix, p->levels, p->hosts, NULL, &topo) !=
+    } else if (topo_fat_tree(p->radix, p->levels, p->hosts, NULL, topo) !=
                INCOLL_OK) {
         fprintf(stderr,
                 "incoll fabric up: cannot build a fat-tree of radix %d "
                 "and %d levels with %d hosts (radix: even, 2..64; "
                 "levels: 2 or 3; hosts: at most the ports)\n",
                 p->radix, p->levels, p->hosts);
-        fabric_conf_free(&conf);
+        fabric_conf_free(conf);
         return -1;
     }
+    return 0;
+}
+
+/* The paths of a local fabric's files in p->dir. */
+typedef struct {
+    char topo[PATH_MAX + 32], secret[PATH_MAX + 32], port[PATH_MAX + 32];
+    char env[PATH_MAX + 32];
+} up_paths_t;
+
+/* The manager, on any free port unless told; it says which in mgr.port,
+ * read into addr. Its pid, or -1 (said). */
+static pid_t up_mgr(const mgr_fabric_params_t *p, const up_paths_t *f,
+                    uint64_t *deadline_p, char *addr, size_t addrlen)
+{
+    char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
+    pid_t mgr_pid;
+
+    snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
+    snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
+    snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
+    {
+        char *listen = (char *)(p->listen ? p->listen : "127.0.0.1:0");
+        char *argv[] = {bin,
+                        "--topology",
+                        (char *)f->topo,
+                        "--listen",
+                        listen,
+                        "--port-file",
+                        (char *)f->port,
+                        "--secret",
+                        (char *)f->secret,
+                        NULL};
+        mgr_pid = spawn(argv, "", NULL, log_path, pid_path, 0);
+    }
+    if (mgr_pid < 0) {
+        fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
+                strerror(errno));
+        return -1;
+    }
+    if (save_mgr_env(p->dir) != 0)
+        fprintf(stderr,
+                "incoll fabric up: cannot write %s/%s: %s (`fabric "
+                "restart` will not know the manager's settings)\n",
+                p->dir, MGR_ENV_FILE, strerror(errno));
+    *deadline_p = now_ms() + (uint64_t)p->wait_s * 1000;
+    if (fabric_wait_port_file(f->port, mgr_pid, *deadline_p, addr, addrlen) !=
+        0) {
+        fprintf(stderr, "incoll fabric up: the manager did not start\n");
+        mgr_fabric_log_tail(log_path);
+        return -1;
+    }
+    return mgr_pid;
+}
+
+/* One AN per switch, registering with the manager at addr. 0, or -1
+ * (said). */
+static int up_ans(const mgr_fabric_params_t *p, const topo_t *topo,
+                  const fabric_conf_t *conf, const up_paths_t *f,
+                  const char *addr, pid_t *pids)
+{
+    char log_path[PATH_MAX + 64], pid_path[PATH_MAX + 64], bin[PATH_MAX + 32];
+
+    snprintf(bin, sizeof(bin), "%s/incoll-agg", p->bindir);
+    for (int i = 0; i < topo->nswitches; i++) {
+        char listen[32] = "127.0.0.1:0";
+        char *argv[] = {bin,
+                        "--name",
+                        topo->sw[i].name,
+                        "--listen",
+                        listen,
+                        "--mgr",
+                        (char *)addr,
+                        "--secret",
+                        (char *)f->secret,
+                        "--foreground",
+                        NULL};
+        const char *netns = "";
+        int k =
+            conf->nans > 0 ? fabric_conf_find_an(conf, topo->sw[i].name) : -1;
+        if (topo->sw[i].addr != INCOLL_EP_NONE)
+            wire_ep_str(topo->sw[i].addr, listen, sizeof(listen));
+        /* An AN of fabric.conf takes its address (and the world group)
+         * from there, and runs in its namespace. */
+        if (k >= 0) {
+            argv[3] = "--conf";
+            argv[4] = (char *)p->conf;
+            netns = conf->ans[k].netns;
+        }
+        snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
+                 topo->sw[i].name);
+        snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
+                 topo->sw[i].name);
+        pids[i] = spawn(argv, netns, p->an_cpus, log_path, pid_path, 0);
+        if (pids[i] < 0) {
+            fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
+                    strerror(errno));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* What runs where, for the user. */
+static void up_print(const mgr_fabric_params_t *p, const topo_t *topo,
+                     const char *addr, pid_t mgr_pid, const pid_t *pids,
+                     const char *env_path)
+{
+    char ep[32];
+    printf("fabric up in %s: manager %s (pid %d), %d switches, %d trees, "
+           "%d hosts\n",
+           p->dir, addr, (int)mgr_pid, topo->nswitches, topo->ntrees,
+           topo->nhosts);
+    for (int lv = topo->levels; lv >= 1; lv--)
+        for (int i = 0; i < topo->nswitches; i++)
+            if (topo->sw[i].level == lv)
+                printf("  %-10s level %d  %-21s pid %d\n", topo->sw[i].name, lv,
+                       topo->sw[i].addr == INCOLL_EP_NONE
+                           ? "(any port)"
+                           : wire_ep_str(topo->sw[i].addr, ep, sizeof(ep)),
+                       (int)pids[i]);
+    printf("  use it: incoll run --fabric %s ..., or . %s\n", p->dir, env_path);
+}
+
+int mgr_fabric_up(const mgr_fabric_params_t *p)
+{
+    char log_path[PATH_MAX + 64], addr[64] = "";
+    up_paths_t f;
+    topo_t topo;
+    fabric_conf_t conf;
+    pid_t mgr_pid;
+    uint64_t deadline = 0;
+    int ret = -1, up = 0;
+    pid_t *pids = NULL;
+
+    if (up_load(p, &conf, &topo) != 0)
+        return -1;
     if (topo_find_switch(&topo, "mgr") >= 0) {
         fprintf(stderr, "incoll fabric up: switch name 'mgr' is reserved in a "
                         "local fabric (mgr.pid is the manager's)\n");
@@ -201,85 +330,27 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
     pids = calloc((size_t)topo.nswitches, sizeof(*pids));
     if (pids == NULL)
         goto out;
-    snprintf(topo_path, sizeof(topo_path), "%s/topology", p->dir);
-    snprintf(secret, sizeof(secret), "%s/secret", p->dir);
-    snprintf(port_path, sizeof(port_path), "%s/mgr.port", p->dir);
-    snprintf(env_path, sizeof(env_path), "%s/fabric.env", p->dir);
-    unlink(port_path);
-    unlink(env_path);
-    if (topo_save(&topo, topo_path) != INCOLL_OK) {
-        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", topo_path,
+    snprintf(f.topo, sizeof(f.topo), "%s/topology", p->dir);
+    snprintf(f.secret, sizeof(f.secret), "%s/secret", p->dir);
+    snprintf(f.port, sizeof(f.port), "%s/mgr.port", p->dir);
+    snprintf(f.env, sizeof(f.env), "%s/fabric.env", p->dir);
+    unlink(f.port);
+    unlink(f.env);
+    if (topo_save(&topo, f.topo) != INCOLL_OK) {
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", f.topo,
                 strerror(errno));
         goto out;
     }
-    unlink(secret);
-    if (mgr_secret_generate(secret) != INCOLL_OK) {
+    unlink(f.secret);
+    if (mgr_secret_generate(f.secret) != INCOLL_OK) {
         fprintf(stderr, "incoll fabric up: cannot make the secret %s\n",
-                secret);
+                f.secret);
         goto out;
     }
-
-    /* The manager, on any free port unless told; it says which in
-     * mgr.port. */
-    snprintf(bin, sizeof(bin), "%s/incoll-mgr", p->bindir);
-    snprintf(log_path, sizeof(log_path), "%s/mgr.log", p->dir);
-    snprintf(pid_path, sizeof(pid_path), "%s/mgr.pid", p->dir);
-    {
-        char *listen = (char *)(p->listen ? p->listen : "127.0.0.1:0");
-        char *argv[] = {bin,    "--topology",  topo_path, "--listen",
-                        listen, "--port-file", port_path, "--secret",
-                        secret, NULL};
-        mgr_pid = spawn(argv, "", NULL, log_path, pid_path, 0);
-    }
-    if (mgr_pid < 0) {
-        fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
-                strerror(errno));
+    mgr_pid = up_mgr(p, &f, &deadline, addr, sizeof(addr));
+    if (mgr_pid < 0 || up_ans(p, &topo, &conf, &f, addr, pids) != 0)
         goto out;
-    }
-    if (save_mgr_env(p->dir) != 0)
-        fprintf(stderr,
-                "incoll fabric up: cannot write %s/%s: %s (`fabric "
-                "restart` will not know the manager's settings)\n",
-                p->dir, MGR_ENV_FILE, strerror(errno));
-    deadline = now_ms() + (uint64_t)p->wait_s * 1000;
-    if (fabric_wait_port_file(port_path, mgr_pid, deadline, addr,
-                              sizeof(addr)) != 0) {
-        fprintf(stderr, "incoll fabric up: the manager did not start\n");
-        mgr_fabric_log_tail(log_path);
-        goto out;
-    }
-
-    /* One AN per switch, registering with the manager. */
-    snprintf(bin, sizeof(bin), "%s/incoll-agg", p->bindir);
-    for (int i = 0; i < topo.nswitches; i++) {
-        char listen[32] = "127.0.0.1:0";
-        char *argv[] = {
-            bin,  "--name",   topo.sw[i].name, "--listen",     listen, "--mgr",
-            addr, "--secret", secret,          "--foreground", NULL};
-        const char *netns = "";
-        int k =
-            conf.nans > 0 ? fabric_conf_find_an(&conf, topo.sw[i].name) : -1;
-        if (topo.sw[i].addr != INCOLL_EP_NONE)
-            wire_ep_str(topo.sw[i].addr, listen, sizeof(listen));
-        /* An AN of fabric.conf takes its address (and the world group)
-         * from there, and runs in its namespace. */
-        if (k >= 0) {
-            argv[3] = "--conf";
-            argv[4] = (char *)p->conf;
-            netns = conf.ans[k].netns;
-        }
-        snprintf(log_path, sizeof(log_path), "%s/%s.log", p->dir,
-                 topo.sw[i].name);
-        snprintf(pid_path, sizeof(pid_path), "%s/%s.pid", p->dir,
-                 topo.sw[i].name);
-        pids[i] = spawn(argv, netns, p->an_cpus, log_path, pid_path, 0);
-        if (pids[i] < 0) {
-            fprintf(stderr, "incoll fabric up: cannot start %s: %s\n", bin,
-                    strerror(errno));
-            goto out;
-        }
-    }
-    up = fabric_wait_ans_up(addr, secret, topo.nswitches, deadline);
+    up = fabric_wait_ans_up(addr, f.secret, topo.nswitches, deadline);
     if (up != topo.nswitches) {
         fprintf(stderr,
                 "incoll fabric up: %d of %d ans registered with the "
@@ -292,29 +363,13 @@ int mgr_fabric_up(const mgr_fabric_params_t *p)
         }
         goto out;
     }
-    if (write_env(env_path, p->dir, addr, secret, &topo) != 0) {
-        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", env_path,
+    if (write_env(f.env, p->dir, addr, f.secret, &topo) != 0) {
+        fprintf(stderr, "incoll fabric up: cannot write %s: %s\n", f.env,
                 strerror(errno));
         goto out;
     }
-    if (!p->quiet) {
-        char ep[32];
-        printf("fabric up in %s: manager %s (pid %d), %d switches, %d trees, "
-               "%d hosts\n",
-               p->dir, addr, (int)mgr_pid, topo.nswitches, topo.ntrees,
-               topo.nhosts);
-        for (int lv = topo.levels; lv >= 1; lv--)
-            for (int i = 0; i < topo.nswitches; i++)
-                if (topo.sw[i].level == lv)
-                    printf("  %-10s level %d  %-21s pid %d\n", topo.sw[i].name,
-                           lv,
-                           topo.sw[i].addr == INCOLL_EP_NONE
-                               ? "(any port)"
-                               : wire_ep_str(topo.sw[i].addr, ep, sizeof(ep)),
-                           (int)pids[i]);
-        printf("  use it: incoll run --fabric %s ..., or . %s\n", p->dir,
-               env_path);
-    }
+    if (!p->quiet)
+        up_print(p, &topo, addr, mgr_pid, pids, f.env);
     ret = 0;
 out:
     free(pids);

@@ -1,8 +1,9 @@
 /*
- * incoll_allreduce: argument checks, staging of in-place and overlapping
- * buffers (so a failed in-network operation never leaves the input half
- * overwritten and can be run again), then the fabric group's engine or a
- * host-based algorithm.
+ * The allreduce (incoll_allreduce's implementation, and the service
+ * allreduce of the library's own exchanges): argument checks, staging of
+ * in-place and overlapping buffers (so a failed in-network operation
+ * never leaves the input half overwritten and can be run again), then the
+ * fabric group's engine or a host-based algorithm.
  *
  * INCOLL_ALGO_AUTO runs in the network when the communicator has a working
  * group that can do the op and dtype, else on the hosts. With a manager,
@@ -38,13 +39,19 @@ static int overlaps(const void *a, const void *b, size_t len)
     return pa < pb + len && pb < pa + len;
 }
 
-INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
-                                            const void *sendbuf, void *recvbuf,
-                                            size_t count, incoll_dtype_t dtype,
-                                            incoll_op_t op)
+/* The library's own allreduce (split agreement, emulated collectives,
+ * the selection table's agreement): what incoll_allreduce does under the
+ * lock its caller already holds, without taking it. */
+incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op)
 {
-    return incoll_allreduce_algo(comm, INCOLL_ALGO_AUTO, sendbuf, recvbuf,
-                                 count, dtype, op);
+    incoll_status_t status;
+    host_where_begin();
+    status = host_allreduce_algo_impl(comm, INCOLL_ALGO_AUTO, sendbuf, recvbuf,
+                                      count, dtype, op);
+    comm->where = host_where_end(comm);
+    return status;
 }
 
 /* One in-network allreduce on comm's current group; its result also goes
@@ -198,21 +205,10 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
     return status;
 }
 
-static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
-                                      const void *sendbuf, void *recvbuf,
-                                      size_t count, incoll_dtype_t dtype,
-                                      incoll_op_t op)
+/* The algorithm, dtype and op: known, and the op applies to the dtype. */
+static incoll_status_t check_kinds(incoll_comm_h comm, incoll_algo_t algo,
+                                   incoll_dtype_t dtype, incoll_op_t op)
 {
-    incoll_status_t status;
-    size_t dsize, bytes;
-    int in_place, host;
-
-    if (comm == NULL)
-        return INCOLL_ERR_INVALID_ARG;
-    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
-        return status;
-    /* A bad argument is refused on every rank: one rank alone leaving
-     * the call would put the communicator out of step (host_comm_refuse). */
     if ((unsigned)algo >= INCOLL_ALGO_COUNT) {
         incoll_error("allreduce: unknown algorithm %d", (int)algo);
         return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
@@ -230,9 +226,14 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
                      incoll_op_name(op), incoll_dtype_name(dtype));
         return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
-    if (count == 0)
-        return INCOLL_OK;
-    dsize = incoll_dtype_size(dtype);
+    return INCOLL_OK;
+}
+
+/* The buffers of a call of count elements of dsize bytes: given, not
+ * INCOLL_IN_PLACE as recvbuf, and the same (in place) or apart. */
+static incoll_status_t check_bufs(incoll_comm_h comm, const void *sendbuf,
+                                  void *recvbuf, size_t count, size_t dsize)
+{
     if (count > SIZE_MAX / dsize || recvbuf == NULL || sendbuf == NULL ||
         recvbuf == (void *)INCOLL_IN_PLACE) {
         incoll_error("allreduce: %s",
@@ -243,16 +244,74 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
                          : "count too large");
         return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
-    bytes = count * dsize;
     if (sendbuf == INCOLL_IN_PLACE)
         sendbuf = recvbuf;
     /* As every collective: the same buffer is in place, any other
      * overlap is refused (MPI forbids it). */
-    if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, bytes)) {
+    if (sendbuf != recvbuf && overlaps(sendbuf, recvbuf, count * dsize)) {
         incoll_error("allreduce: sendbuf and recvbuf overlap (use "
                      "INCOLL_IN_PLACE)");
         return host_comm_refuse(comm, INCOLL_ERR_INVALID_ARG);
     }
+    return INCOLL_OK;
+}
+
+/* A host-based algorithm the caller asked for (algo), with the recovery
+ * a failed call goes through. */
+static incoll_status_t host_asked(incoll_comm_h comm, incoll_algo_t algo,
+                                  const void *sendbuf, void *recvbuf,
+                                  size_t count, incoll_dtype_t dtype,
+                                  incoll_op_t op)
+{
+    incoll_status_t status;
+
+    host_where_note(0, INCOLL_WHY_ALGO);
+    status = host_allreduce_sched(comm, host_algo_kind(algo), sendbuf, recvbuf,
+                                  count, dtype, op);
+    {
+        /* A peer's call differs, this call's deadline passed or
+         * another member recovers: all go on together. */
+        int why = host_comm_fail_why(comm, status, 0), done;
+        if (status != INCOLL_OK && why > HOST_ABORT_NONE) {
+            incoll_status_t rec = host_comm_recover(comm, 0, recvbuf, count,
+                                                    dtype, op, why, &done);
+            if (rec != INCOLL_OK || done)
+                return rec;
+            status = host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
+                                          recvbuf, count, dtype, op);
+        }
+    }
+    if (status == INCOLL_OK)
+        host_usage_note(comm, MGR_FB_REQUESTED);
+    return status;
+}
+
+static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, incoll_dtype_t dtype,
+                                      incoll_op_t op)
+{
+    incoll_status_t status;
+    size_t dsize, bytes;
+    int in_place, host;
+
+    if (comm == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    if ((status = host_comm_doomed(comm)) != INCOLL_OK)
+        return status;
+    /* A bad argument is refused on every rank: one rank alone leaving
+     * the call would put the communicator out of step (host_comm_refuse). */
+    if ((status = check_kinds(comm, algo, dtype, op)) != INCOLL_OK)
+        return status;
+    if (count == 0)
+        return INCOLL_OK;
+    dsize = incoll_dtype_size(dtype);
+    if ((status = check_bufs(comm, sendbuf, recvbuf, count, dsize)) !=
+        INCOLL_OK)
+        return status;
+    bytes = count * dsize;
+    if (sendbuf == INCOLL_IN_PLACE)
+        sendbuf = recvbuf;
     if (comm->size == 1) {
         if (sendbuf != recvbuf)
             memmove(recvbuf, sendbuf, bytes);
@@ -333,28 +392,8 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
         sendbuf = comm->scratch;
     }
     if (algo == INCOLL_ALGO_RD || algo == INCOLL_ALGO_RING ||
-        algo == INCOLL_ALGO_RABENSEIFNER) {
-        host_where_note(0, INCOLL_WHY_ALGO);
-        status = host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
-                                      recvbuf, count, dtype, op);
-        {
-            /* A peer's call differs, this call's deadline passed or
-             * another member recovers: all go on together. */
-            int why = host_comm_fail_why(comm, status, 0), done;
-            if (status != INCOLL_OK && why > HOST_ABORT_NONE) {
-                incoll_status_t rec = host_comm_recover(comm, 0, recvbuf, count,
-                                                        dtype, op, why, &done);
-                if (rec != INCOLL_OK || done)
-                    return rec;
-                status =
-                    host_allreduce_sched(comm, host_algo_kind(algo), sendbuf,
-                                         recvbuf, count, dtype, op);
-            }
-        }
-        if (status == INCOLL_OK)
-            host_usage_note(comm, MGR_FB_REQUESTED);
-        return status;
-    }
+        algo == INCOLL_ALGO_RABENSEIFNER)
+        return host_asked(comm, algo, sendbuf, recvbuf, count, dtype, op);
     if (algo == INCOLL_ALGO_INC) {
         host_where_note(1, INCOLL_WHY_NETWORK);
         status = host_comm_recoverable(comm)

@@ -4,8 +4,9 @@
  * earlier requests of its communicator (collectives of a communicator run
  * in the order they were called) and calls its implementation (req.h).
  * Also the nonblocking (incoll_iX) and persistent (incoll_X_init) forms,
- * which make requests (src/host/req.c), the version and the query of
- * where a call ran (incoll_comm_where).
+ * which make requests (src/host/req.c), and the query of where a call
+ * ran (incoll_comm_where; the version and the reasons' text are in
+ * src/common/status.c).
  */
 #include "host/comm.h"
 #include "host/counters.h"
@@ -50,6 +51,15 @@
         (comm)->where = host_where_end(comm);                                  \
         return host_leave((comm), status_);                                    \
     } while (0)
+
+INCOLL_API incoll_status_t incoll_allreduce(incoll_comm_h comm,
+                                            const void *sendbuf, void *recvbuf,
+                                            size_t count, incoll_dtype_t dtype,
+                                            incoll_op_t op)
+{
+    return incoll_allreduce_algo(comm, INCOLL_ALGO_AUTO, sendbuf, recvbuf,
+                                 count, dtype, op);
+}
 
 INCOLL_API incoll_status_t incoll_allreduce_algo(
     incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
@@ -331,54 +341,6 @@ int incoll_setting_given(const char *name)
 }
 
 /* ---- version and where a call ran ---- */
-
-INCOLL_API unsigned incoll_get_version(unsigned *major_p, unsigned *minor_p)
-{
-    if (major_p)
-        *major_p = INCOLL_VERSION_MAJOR;
-    if (minor_p)
-        *minor_p = INCOLL_VERSION_MINOR;
-    return INCOLL_VERSION;
-}
-
-#define STR_(x) #x
-#define STR(x) STR_(x)
-
-INCOLL_API const char *incoll_get_version_string(void)
-{
-    return STR(INCOLL_VERSION_MAJOR) "." STR(INCOLL_VERSION_MINOR);
-}
-
-INCOLL_API const char *incoll_why_string(incoll_why_t why)
-{
-    static const char *const text[INCOLL_WHY_COUNT] = {
-        "no collective completed yet",
-        "ran in the network",
-        "one rank: nothing to exchange",
-        "the communicator has no fabric group",
-        "its fabric group cannot run this collective with this op and "
-        "dtype",
-        "larger than the in-network allreduce carries for a gather or "
-        "scatter",
-        "a host-based algorithm was asked for",
-        "the fabric group failed during the call: the result came from "
-        "the hosts",
-    };
-    return (unsigned)why < INCOLL_WHY_COUNT ? text[why] : "unknown reason";
-}
-
-void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out)
-{
-    const char *why = NULL;
-    out->in_network = w.in_net;
-    out->why = w.why;
-    if (w.why == INCOLL_WHY_NO_GROUP && comm != NULL &&
-        !incoll_comm_offloaded(comm, &why) && why != NULL)
-        snprintf(out->text, sizeof(out->text), "%s: %s",
-                 incoll_why_string(w.why), why);
-    else
-        snprintf(out->text, sizeof(out->text), "%s", incoll_why_string(w.why));
-}
 
 INCOLL_API incoll_status_t incoll_comm_where(incoll_comm_h comm,
                                              incoll_where_t *where_p)

@@ -27,6 +27,7 @@
 #include "host/comm.h"
 #include "host/counters.h"
 #include "host/inc_coll.h"
+#include "host/req.h"
 
 #include "common/log.h"
 #include "common/mgr_codec.h"
@@ -105,6 +106,19 @@ host_where_t host_where_end(incoll_comm_h comm)
         w.why = w.in_net ? INCOLL_WHY_NETWORK : INCOLL_WHY_NO_GROUP;
     }
     return w;
+}
+
+void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out)
+{
+    const char *why = NULL;
+    out->in_network = w.in_net;
+    out->why = w.why;
+    if (w.why == INCOLL_WHY_NO_GROUP && comm != NULL &&
+        !incoll_comm_offloaded(comm, &why) && why != NULL)
+        snprintf(out->text, sizeof(out->text), "%s: %s",
+                 incoll_why_string(w.why), why);
+    else
+        snprintf(out->text, sizeof(out->text), "%s", incoll_why_string(w.why));
 }
 
 int host_coll_last_in_net(void)
@@ -240,7 +254,7 @@ static incoll_status_t bor(incoll_comm_h comm, const void *in, void *out,
                         : w == 4 ? INCOLL_UINT32
                         : w == 2 ? INCOLL_UINT16
                                  : INCOLL_UINT8;
-    return incoll_allreduce(comm, in, out, bytes / w, dt, INCOLL_OP_BOR);
+    return host_allreduce_service(comm, in, out, bytes / w, dt, INCOLL_OP_BOR);
 }
 
 /*
@@ -266,8 +280,8 @@ static incoll_status_t emu_body(incoll_comm_h comm, const host_coll_args_t *a)
     switch (a->coll) {
     case ALGO_COLL_BARRIER: {
         uint8_t in = 0, out;
-        return incoll_allreduce(comm, &in, &out, 1, INCOLL_UINT8,
-                                INCOLL_OP_BOR);
+        return host_allreduce_service(comm, &in, &out, 1, INCOLL_UINT8,
+                                      INCOLL_OP_BOR);
     }
     case ALGO_COLL_BCAST:
         if ((e = host_coll_emu_get(blk, rank != root)) == NULL)
@@ -276,17 +290,18 @@ static incoll_status_t emu_body(incoll_comm_h comm, const host_coll_args_t *a)
                             : bor(comm, e, a->recvbuf, blk);
     case ALGO_COLL_REDUCE:
         if (rank == root)
-            return incoll_allreduce(
+            return host_allreduce_service(
                 comm, a->sendbuf == a->recvbuf ? INCOLL_IN_PLACE : a->sendbuf,
                 a->recvbuf, a->count, a->dtype, a->op);
         if ((e = host_coll_emu_get(blk, 0)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        return incoll_allreduce(comm, a->sendbuf, e, a->count, a->dtype, a->op);
+        return host_allreduce_service(comm, a->sendbuf, e, a->count, a->dtype,
+                                      a->op);
     case ALGO_COLL_REDUCE_SCATTER:
         if ((e = host_coll_emu_get(all, 0)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        status = incoll_allreduce(comm, a->sendbuf, e, a->count * (size_t)size,
-                                  a->dtype, a->op);
+        status = host_allreduce_service(
+            comm, a->sendbuf, e, a->count * (size_t)size, a->dtype, a->op);
         if (status == INCOLL_OK)
             memcpy(a->recvbuf, e + (size_t)rank * blk, blk);
         return status;

@@ -800,8 +800,9 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     /* The library's own exchange: not one of the job's collectives
      * (host_usage_begin: not the outermost call). */
     host_usage_begin();
-    status = incoll_allreduce(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
-                              INCOLL_UINT64, INCOLL_OP_BOR);
+    status =
+        host_allreduce_service(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
+                               INCOLL_UINT64, INCOLL_OP_BOR);
     host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
@@ -1402,6 +1403,48 @@ static void call_put(int64_t *v, const host_rec_call_t *c)
     }
 }
 
+/* The transfer of a result every member ahead kept alike (its hash):
+ * the fetchers' zeros or'ed with the copies give each byte exactly. */
+static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
+                                 const host_rec_call_t *c, uint64_t lo,
+                                 size_t len, int fetch,
+                                 const host_rec_call_t *call, int64_t hash)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_status_t status;
+    uint8_t *buf;
+    int idx = 0;
+
+    if (fetch) {
+        idx = next_res(info);
+        if ((buf = res_grow(info, idx, len)) == NULL)
+            return INCOLL_ERR_NO_MEMORY;
+        memset(buf, 0, len);
+    } else {
+        buf = info->res[info->saved_idx];
+    }
+    status = host_allreduce_sched(
+        sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf, buf,
+        len, INCOLL_UINT8, INCOLL_OP_BOR);
+    if (status == INCOLL_OK && result_hash(buf, len) != hash) {
+        snprintf(info->why, sizeof(info->why),
+                 "the result of operation %" PRIu64 " taken from the "
+                 "members ahead does not match their copies",
+                 lo);
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (status == INCOLL_OK && fetch) {
+        memcpy(call->recvbuf, buf, len);
+        info->saved = 1;
+        info->saved_idx = idx;
+        info->saved_op = lo;
+        info->saved_bytes = len;
+        info->saved_in_bytes = 0;
+        info->saved_call = *c;
+    }
+    return status;
+}
+
 /*
  * Members at lo == hi - 1: those at hi (act SERVE) give what they kept of
  * operation lo to those at lo (act FETCH), who are in that call (call)
@@ -1427,7 +1470,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
     incoll_status_t status;
     uint8_t *buf = NULL;
     const uint8_t *in = NULL;
-    int idx = 0, fetch = act == HOST_REC_FETCH;
+    int fetch = act == HOST_REC_FETCH;
     xfer_t x;
 
     for (int i = 0; i < 14; i++)
@@ -1501,35 +1544,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         status = INCOLL_OK;
         break;
     case XFER_SAME:
-        len = rb;
-        if (fetch) {
-            idx = next_res(info);
-            if ((buf = res_grow(info, idx, len)) == NULL)
-                return INCOLL_ERR_NO_MEMORY;
-            memset(buf, 0, len);
-        } else {
-            buf = info->res[info->saved_idx];
-        }
-        status = host_allreduce_sched(
-            sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
-            buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
-        if (status == INCOLL_OK && result_hash(buf, len) != v[12]) {
-            snprintf(info->why, sizeof(info->why),
-                     "the result of operation %" PRIu64 " taken from the "
-                     "members ahead does not match their copies",
-                     lo);
-            return INCOLL_ERR_GROUP_FAILED;
-        }
-        if (status == INCOLL_OK && fetch) {
-            memcpy(call->recvbuf, buf, len);
-            info->saved = 1;
-            info->saved_idx = idx;
-            info->saved_op = lo;
-            info->saved_bytes = len;
-            info->saved_in_bytes = 0;
-            info->saved_call = c;
-        }
-        return status;
+        return xfer_same(comm, sh, &c, lo, rb, fetch, call, v[12]);
     case XFER_REDUCE:
         /* A reduce's root is behind, so every server is a non-root that
          * kept its input; a reduce_scatter's members all keep theirs. */
@@ -1752,6 +1767,124 @@ static void recovery_end(incoll_comm_h comm, incoll_comm_h sh)
         pull(comm);
 }
 
+/* A step of the recovery below failed: the caller gives the
+ * communicator up. */
+static incoll_status_t rec_failed(int *fail_p)
+{
+    *fail_p = 1;
+    return INCOLL_ERR_GROUP_FAILED;
+}
+
+/*
+ * What this member does after the members agreed where they are (lo..hi,
+ * this one at mine) and on the erroneous call, if any (code >= 0, at
+ * apos): its status, the action it took (*act_p) and whether its call is
+ * done (*done_p). *fail_p set: the recovery failed (info->why says why).
+ */
+static incoll_status_t rec_decide(incoll_comm_h comm, incoll_comm_h sh,
+                                  const host_rec_call_t *call, int started,
+                                  const int64_t *v, uint64_t lo, uint64_t hi,
+                                  uint64_t mine, int64_t code,
+                                  host_rec_action_t *act_p, int *done_p,
+                                  int *fail_p)
+{
+    struct host_comm_info *info = comm->info;
+    int64_t apos = v[14];
+    incoll_status_t status;
+
+    if (code >= 0 && apos < (int64_t)lo) {
+        /* The erroneous call is behind every member (its member returned
+         * at its deadline, the others completed it since): everyone runs
+         * its call again. */
+        status = INCOLL_OK;
+    } else if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
+        /* An erroneous call, which the members at lo are in: they return
+         * its error; those at hi completed it (a member with nothing to
+         * receive, a broadcast's root) and run their call again. */
+        if (mine == lo)
+            status = abort_status(comm, code);
+        else
+            status = INCOLL_OK;
+    } else if (code >= 0) {
+        /* The erroneous call is hi's: those at hi return its error; those
+         * at lo, whose call the others completed, take its result from
+         * what they kept where they can (else an error too), and fail
+         * their next call, hi, unrun: so every member's next call pairs
+         * with the others' again. */
+        status = abort_status(comm, code);
+        if (v[15] == 0) {
+            *act_p = host_recovery_action(lo, hi, mine, started, info->saved,
+                                          info->saved_op);
+            if (transfer(comm, sh, *act_p, lo, call) != INCOLL_OK)
+                return rec_failed(fail_p);
+            if (mine == lo) {
+                *done_p = 1;
+                info->doomed = status;
+                status = INCOLL_OK;
+            }
+        } else if (mine == lo) {
+            info->doomed = status;
+        }
+    } else {
+        *act_p = host_recovery_action(lo, hi, mine, started, info->saved,
+                                      info->saved_op);
+        if (lo != hi && hi - lo == 1) {
+            status = transfer(comm, sh, *act_p, lo, call);
+            if (status != INCOLL_OK) {
+                if (status != INCOLL_ERR_GROUP_FAILED)
+                    snprintf(info->why, sizeof(info->why),
+                             "the members at operation %" PRIu64 " could not "
+                             "take its result from those at %" PRIu64 ": %s",
+                             lo, hi, incoll_status_string(status));
+                return rec_failed(fail_p);
+            }
+        } else if (*act_p == HOST_REC_FAIL) {
+            status = INCOLL_ERR_GROUP_FAILED;
+            snprintf(info->why, sizeof(info->why),
+                     "after a failure the members are at operations %" PRIu64
+                     "..%" PRIu64,
+                     lo, hi);
+            return rec_failed(fail_p);
+        }
+        *done_p = *act_p == HOST_REC_FETCH;
+        status = INCOLL_OK;
+    }
+    return status;
+}
+
+/* After the agreement: when a member gave the group up (gave_up), all
+ * do and ask for a new one (those that have not yet: *asked_p, *req_p)
+ * or go on the hosts; else the same group on a fresh engine. INCOLL_OK,
+ * or the recovery failed. */
+static incoll_status_t rec_regroup(incoll_comm_h comm, incoll_comm_h sh,
+                                   host_mgr_t *mgr, uint64_t mine, int gave_up,
+                                   int *asked_p, uint32_t *req_p)
+{
+    struct host_comm_info *info = comm->info;
+
+    if (gave_up) {
+        /* A member gave the group up (it failed there): all do, and ask
+         * for a new one (those that have not yet), or go on the hosts. */
+        if (comm->eng != NULL) {
+            forget_engine(comm);
+            if (!*asked_p && mgr && info->rebuilt < 2) {
+                info->rebuilt++;
+                info->gen++;
+                *asked_p = group_ask(comm, info->gen, mine, req_p) == INCOLL_OK;
+            }
+        }
+        if (groups_agree(comm, sh, mgr, asked_p, *req_p) != INCOLL_OK)
+            return INCOLL_ERR_GROUP_FAILED;
+    } else if (renew_engine(comm) != INCOLL_OK) {
+        /* The group works: the same group, a fresh engine of the next
+         * generation (the ANs forget the slots the call left). */
+        snprintf(info->why, sizeof(info->why),
+                 "out of memory for a new engine");
+        return INCOLL_ERR_NO_MEMORY;
+    }
+    return INCOLL_OK;
+}
+
 incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
                                        const host_rec_call_t *call, int why,
                                        int *done_p)
@@ -1765,7 +1898,8 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     int asked = 0, failure, mismatch, joined;
     uint64_t epos;
     incoll_comm_h sh;
-    int64_t v[17], code, apos;
+    int64_t v[17], code;
+    int failed = 0;
 
     *done_p = 0;
     if (info == NULL)
@@ -1881,89 +2015,14 @@ again:
     mismatch = lo == hi ? call_differs(v + 4) : WIRE_MISMATCH_NONE;
     if (code < 0 && mismatch != WIRE_MISMATCH_NONE)
         code = (int64_t)mismatch << 24 | comm->rank;
-    apos = v[14];
-    if (code >= 0 && apos < (int64_t)lo) {
-        /* The erroneous call is behind every member (its member returned
-         * at its deadline, the others completed it since): everyone runs
-         * its call again. */
-        status = INCOLL_OK;
-    } else if (code >= 0 && (apos == (int64_t)lo || lo == hi)) {
-        /* An erroneous call, which the members at lo are in: they return
-         * its error; those at hi completed it (a member with nothing to
-         * receive, a broadcast's root) and run their call again. */
-        if (mine == lo)
-            status = abort_status(comm, code);
-        else
-            status = INCOLL_OK;
-    } else if (code >= 0) {
-        /* The erroneous call is hi's: those at hi return its error; those
-         * at lo, whose call the others completed, take its result from
-         * what they kept where they can (else an error too), and fail
-         * their next call, hi, unrun: so every member's next call pairs
-         * with the others' again. */
-        status = abort_status(comm, code);
-        if (v[15] == 0) {
-            act = host_recovery_action(lo, hi, mine, started, info->saved,
-                                       info->saved_op);
-            if (transfer(comm, sh, act, lo, call) != INCOLL_OK)
-                goto fail;
-            if (mine == lo) {
-                *done_p = 1;
-                info->doomed = status;
-                status = INCOLL_OK;
-            }
-        } else if (mine == lo) {
-            info->doomed = status;
-        }
-    } else {
-        act = host_recovery_action(lo, hi, mine, started, info->saved,
-                                   info->saved_op);
-        if (lo != hi && hi - lo == 1) {
-            status = transfer(comm, sh, act, lo, call);
-            if (status != INCOLL_OK) {
-                if (status != INCOLL_ERR_GROUP_FAILED)
-                    snprintf(info->why, sizeof(info->why),
-                             "the members at operation %" PRIu64 " could not "
-                             "take its result from those at %" PRIu64 ": %s",
-                             lo, hi, incoll_status_string(status));
-                goto fail;
-            }
-        } else if (act == HOST_REC_FAIL) {
-            status = INCOLL_ERR_GROUP_FAILED;
-            snprintf(info->why, sizeof(info->why),
-                     "after a failure the members are at operations %" PRIu64
-                     "..%" PRIu64,
-                     lo, hi);
-            goto fail;
-        }
-        *done_p = act == HOST_REC_FETCH;
-        status = INCOLL_OK;
-    }
+    status = rec_decide(comm, sh, call, started, v, lo, hi, mine, code, &act,
+                        done_p, &failed);
+    if (failed)
+        goto fail;
     info->opbase = hi;
     renew_p2p(comm);
-    if (v[3] > 0) {
-        /* A member gave the group up (it failed there): all do, and ask
-         * for a new one (those that have not yet), or go on the hosts. */
-        if (comm->eng != NULL) {
-            forget_engine(comm);
-            if (!asked && mgr && info->rebuilt < 2) {
-                info->rebuilt++;
-                info->gen++;
-                asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
-            }
-        }
-        if (groups_agree(comm, sh, mgr, &asked, req) != INCOLL_OK) {
-            status = INCOLL_ERR_GROUP_FAILED;
-            goto fail;
-        }
-    } else if (renew_engine(comm) != INCOLL_OK) {
-        /* The group works: the same group, a fresh engine of the next
-         * generation (the ANs forget the slots the call left). */
-        snprintf(info->why, sizeof(info->why),
-                 "out of memory for a new engine");
-        status = INCOLL_ERR_NO_MEMORY;
+    if (rec_regroup(comm, sh, mgr, mine, v[3] > 0, &asked, &req) != INCOLL_OK)
         goto fail;
-    }
     recovery_end(comm, sh);
     if (code >= 0)
         return status; /* OK without done: hi's members run the call */

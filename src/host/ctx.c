@@ -745,14 +745,103 @@ out:
     return status;
 }
 
+/* Where this rank's socket binds, and the fabric: with a manager
+ * (*mgr_p, its host:port) the fabric comes from it and fabric.conf is not
+ * read; without one (*mgr_p NULL), fabric.conf describes the fabric and
+ * its world group. On failure the caller frees ctx->conf and the
+ * rendezvous' state. */
+static incoll_status_t init_fabric(incoll_ctx_h ctx,
+                                   const incoll_init_params_t *params,
+                                   const char **mgr_p, uint32_t *ip_p,
+                                   uint16_t *port_p)
+{
+    const char *mgr = ctx->mgr, *dir = ctx->fabric_dir;
+    char path[PATH_MAX + 16], err[PATH_MAX + 512];
+    incoll_status_t status = INCOLL_OK;
+
+    *mgr_p = mgr;
+    if (mgr != NULL && *mgr != '\0') {
+        *ip_p = host_mgr_local_ip(mgr);
+        *port_p = 0;
+    } else {
+        *mgr_p = NULL;
+        if (dir == NULL || *dir == '\0') {
+            incoll_error("init: neither INCOLL_MGR (host:port of the manager) "
+                         "nor INCOLL_FABRIC (a directory made by `incoll "
+                         "fabric up`) is set");
+            return INCOLL_ERR_CONFIG;
+        }
+        snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+        status = fabric_conf_load(path, &ctx->conf, err, sizeof(err));
+        if (status != INCOLL_OK) {
+            incoll_error("init: %s", err);
+            return status;
+        }
+        /* More ranks than hosts: they share them (src/host/rdv.c); the
+         * first rank of each host binds its port, the others any port on
+         * its address. */
+        if (ctx->conf.nhosts != ctx->size) {
+            const char *map;
+            status = ident_text(params, INCOLL_INIT_FIELD_HOST_MAP,
+                                params ? params->host_map : NULL,
+                                SETTING_HOST_MAP, ctx->cfg.host_map, &map);
+            if (status == INCOLL_OK)
+                status = host_rdv_map(ctx, map);
+            if (status != INCOLL_OK)
+                return status;
+        }
+        *ip_p =
+            ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank].ip;
+        *port_p =
+            ctx->host_map && !host_rdv_is_leader(ctx)
+                ? 0
+                : ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank]
+                      .port;
+    }
+    return status;
+}
+
+/* The parameters every engine of ctx starts from (the configuration's
+ * timers, windows and copy thresholds, and ctx's send functions). */
+static void init_engine_defaults(incoll_ctx_h ctx)
+{
+    host_engine_params_t *p = &ctx->eng_defaults;
+
+    memset(p, 0, sizeof(*p));
+    host_engine_params_default(p);
+    p->rto_init_ns = ctx->cfg.rto_init_ns;
+    p->rto_min_ns = ctx->cfg.rto_min_ns;
+    p->rto_max_ns = ctx->cfg.rto_max_ns;
+    p->max_retries = ctx->cfg.retries;
+    p->progress_timeout_ns = ctx->cfg.timeout_ns;
+    p->wait_ns = ctx->cfg.wait_ns;
+    ctx->deadline_ns = ctx->cfg.deadline_ns;
+    p->window = ctx->cfg.window;
+    p->pace = ctx->cfg.pace;
+    p->window_min = ctx->cfg.window_min;
+    p->copy_bytes = ctx->cfg.copy_bytes;
+    p->copy_adapt_bytes = ctx->cfg.copy_adapt;
+    p->hedge_pct = ctx->cfg.hedge_pct;
+    p->ask_bytes = ctx->cfg.ask_bytes;
+    p->ahead_bytes = ctx->cfg.bcast_ahead;
+    ctx->stream_threshold = ctx->cfg.stream_threshold;
+    /* Every engine can stream: by the threshold, or under a lock the
+     * caller takes (incoll_comm_lock); small operations keep the slots. */
+    p->stream_window = ctx->cfg.stream_window;
+    p->stream_large_only = 1;
+    p->send = ctx_send;
+    p->send_ref = ctx_send_ref;
+    p->flush = ctx_flush;
+    p->send_arg = ctx;
+}
+
 static incoll_status_t init_plain(const incoll_init_params_t *params,
                                   incoll_ctx_h *ctx_p)
 {
     incoll_ctx_h ctx;
     incoll_status_t status;
-    const char *dir, *mgr;
-    char path[PATH_MAX + 16], err[PATH_MAX + 512], who[32];
-    host_engine_params_t *p;
+    const char *mgr;
+    char err[PATH_MAX + 512], who[32];
     uint32_t ip;
     uint16_t port;
 
@@ -773,85 +862,19 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
         goto err_free;
     snprintf(who, sizeof(who), "rank %d", ctx->rank);
     log_set_name(who);
-    /* With a manager the fabric comes from it and fabric.conf is not read;
-     * without one, fabric.conf describes the fabric and its world group. */
-    mgr = ctx->mgr;
-    dir = ctx->fabric_dir;
-    if (mgr != NULL && *mgr != '\0') {
-        ip = host_mgr_local_ip(mgr);
-        port = 0;
-    } else {
-        mgr = NULL;
-        if (dir == NULL || *dir == '\0') {
-            incoll_error("init: neither INCOLL_MGR (host:port of the manager) "
-                         "nor INCOLL_FABRIC (a directory made by `incoll "
-                         "fabric up`) is set");
-            status = INCOLL_ERR_CONFIG;
-            goto err_free;
-        }
-        snprintf(path, sizeof(path), "%s/fabric.conf", dir);
-        status = fabric_conf_load(path, &ctx->conf, err, sizeof(err));
-        if (status != INCOLL_OK) {
-            incoll_error("init: %s", err);
-            goto err_free;
-        }
-        /* More ranks than hosts: they share them (src/host/rdv.c); the
-         * first rank of each host binds its port, the others any port on
-         * its address. */
-        if (ctx->conf.nhosts != ctx->size) {
-            const char *map;
-            status = ident_text(params, INCOLL_INIT_FIELD_HOST_MAP,
-                                params ? params->host_map : NULL,
-                                SETTING_HOST_MAP, ctx->cfg.host_map, &map);
-            if (status == INCOLL_OK)
-                status = host_rdv_map(ctx, map);
-            if (status != INCOLL_OK)
-                goto err_conf;
-        }
-        ip = ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank].ip;
-        port =
-            ctx->host_map && !host_rdv_is_leader(ctx)
-                ? 0
-                : ctx->conf.hosts[ctx->host_map ? ctx->fabric_host : ctx->rank]
-                      .port;
-    }
+    status = init_fabric(ctx, params, &mgr, &ip, &port);
+    if (status != INCOLL_OK)
+        goto err_conf;
     status = load_secret(ctx, mgr != NULL);
     if (status != INCOLL_OK)
         goto err_conf;
     ctx->gen0 = host_job_generation(ctx->cfg.gen, ctx->job);
     ctx->gen = ctx->gen0;
     ctx->job_key = ctx->gen0;
-    p = &ctx->eng_defaults;
-    memset(p, 0, sizeof(*p));
-    host_engine_params_default(p);
-    p->rto_init_ns = ctx->cfg.rto_init_ns;
-    p->rto_min_ns = ctx->cfg.rto_min_ns;
-    p->rto_max_ns = ctx->cfg.rto_max_ns;
-    p->max_retries = ctx->cfg.retries;
-    p->progress_timeout_ns = ctx->cfg.timeout_ns;
-    p->wait_ns = ctx->cfg.wait_ns;
-    ctx->deadline_ns = ctx->cfg.deadline_ns;
-    p->window = ctx->cfg.window;
-    p->pace = ctx->cfg.pace;
-    p->window_min = ctx->cfg.window_min;
-    p->copy_bytes = ctx->cfg.copy_bytes;
-    p->copy_adapt_bytes = ctx->cfg.copy_adapt;
-    p->hedge_pct = ctx->cfg.hedge_pct;
-    p->ask_bytes = ctx->cfg.ask_bytes;
-    p->ahead_bytes = ctx->cfg.bcast_ahead;
-    ctx->stream_threshold = ctx->cfg.stream_threshold;
+    init_engine_defaults(ctx);
     status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream_nops);
     if (status != INCOLL_OK)
         goto err_conf;
-    /* Every engine can stream: by the threshold, or under a lock the
-     * caller takes (incoll_comm_lock); small operations keep the slots. */
-    p->stream_window = ctx->cfg.stream_window;
-    p->stream_large_only = 1;
-    p->send = ctx_send;
-    p->send_ref = ctx_send_ref;
-    p->flush = ctx_flush;
-    p->send_arg = ctx;
-
     ctx->sock = udp_open(ip, port, (int)ctx->cfg.udp_buf, who);
     if (ctx->sock == NULL) {
         status = INCOLL_ERR_IO;

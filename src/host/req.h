@@ -30,6 +30,11 @@ incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
                                          const void *sendbuf, void *recvbuf,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op);
+/* incoll_allreduce for the library's own exchanges, under the lock the
+ * caller holds (allreduce.c). */
+incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op);
 incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
                                  incoll_dtype_t dtype, incoll_op_t op,

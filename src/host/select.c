@@ -95,8 +95,8 @@ static incoll_status_t agree_allreduce(incoll_ctx_h ctx, algo_kind_t kind,
         return host_allreduce_sched(ctx->world, kind, buf, buf, count, dtype,
                                     op);
     host_usage_begin();
-    status =
-        incoll_allreduce(ctx->world, INCOLL_IN_PLACE, buf, count, dtype, op);
+    status = host_allreduce_service(ctx->world, INCOLL_IN_PLACE, buf, count,
+                                    dtype, op);
     host_usage_end();
     return status;
 }

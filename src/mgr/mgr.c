@@ -1015,14 +1015,92 @@ static char *http_page(void *arg, int om)
 
 /* ---- life cycle ---- */
 
+/* The listening socket on ip:port; m->port and m->listen say where it
+ * listens. 0, or -1 with err said. */
+static int listen_open(mgr_t *m, uint32_t ip, uint16_t port, char *err,
+                       size_t errlen)
+{
+    struct sockaddr_in sa;
+    socklen_t sl = sizeof(sa);
+    int one = 1;
+
+    m->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (m->lfd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(ip);
+    sa.sin_port = htons(port);
+    if (bind(m->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        listen(m->lfd, SOMAXCONN) != 0) {
+        snprintf(err, errlen, "cannot listen on %s: %s", m->p.listen,
+                 strerror(errno));
+        return -1;
+    }
+    getsockname(m->lfd, (struct sockaddr *)&sa, &sl);
+    m->port = ntohs(sa.sin_port);
+    {
+        struct in_addr in = {.s_addr = htonl(ip)};
+        char ipbuf[INET_ADDRSTRLEN];
+        inet_ntop(AF_INET, &in, ipbuf, sizeof(ipbuf));
+        snprintf(m->listen, sizeof(m->listen), "%s:%u", ipbuf, m->port);
+    }
+    return 0;
+}
+
+/* The manager's core (src/mgr/mgr_core.c) with m's parameters and
+ * callbacks. 0, or -1 with err said. */
+static int core_start(mgr_t *m, char *err, size_t errlen)
+{
+    mgr_core_params_t cp;
+
+    memset(&cp, 0, sizeof(cp));
+    cp.topo = m->topo;
+    cp.listen = m->listen;
+    cp.heartbeat_ms = m->p.heartbeat_ms;
+    cp.host_grace_ms = m->p.host_grace_ms;
+    cp.adopt_grace_ms = m->p.adopt_grace_ms;
+    cp.recover_ms = m->p.recover_ms;
+    cp.request_ms = m->p.request_ms;
+    cp.boot_id = fabric_random64();
+    cp.place = m->p.place;
+    cp.job_share = m->p.job_share;
+    cp.registered_only = m->p.registered_only;
+    cp.job_linger_ms = m->p.job_linger_ms;
+    cp.state_budget = m->p.state_budget;
+    cp.job_state_budget = m->p.job_state_budget;
+    cp.tune_text = m->p.tune_text;
+    cp.tune_source = m->p.tune_source;
+    {
+        /* Generations follow the wall clock in ms (mod 2^32), as
+         * `incoll run`'s: a later job's is newer. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        cp.gen_base = (uint32_t)((uint64_t)ts.tv_sec * 1000 +
+                                 (uint64_t)ts.tv_nsec / 1000000);
+    }
+    /* Group ids start at a random point so a restarted manager rarely
+     * meets ids of groups it has not heard of yet. */
+    if (cp.place.first_id == 0 || cp.place.first_id == 256)
+        cp.place.first_id = 256 + (uint32_t)(fabric_random64() % 0x40000000u);
+    cp.send = core_send;
+    cp.close = core_close;
+    cp.io_stats = core_io_stats;
+    cp.arg = m;
+    m->core = mgr_core_create(&cp, now_ms(), err, errlen);
+    if (m->core == NULL)
+        return -1;
+    return 0;
+}
+
 mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
 {
     mgr_t *m = calloc(1, sizeof(*m));
-    struct sockaddr_in sa;
-    socklen_t sl = sizeof(sa);
     uint32_t ip;
     uint16_t port;
-    int one = 1;
     struct epoll_event ev;
 
     if (m == NULL) {
@@ -1071,70 +1149,9 @@ mgr_t *mgr_create(const mgr_params_t *params, char *err, size_t errlen)
                  params->listen);
         goto err;
     }
-    m->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (m->lfd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
+    if (listen_open(m, ip, port, err, errlen) != 0 ||
+        core_start(m, err, errlen) != 0)
         goto err;
-    }
-    setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    memset(&sa, 0, sizeof(sa));
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(ip);
-    sa.sin_port = htons(port);
-    if (bind(m->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        listen(m->lfd, SOMAXCONN) != 0) {
-        snprintf(err, errlen, "cannot listen on %s: %s", params->listen,
-                 strerror(errno));
-        goto err;
-    }
-    getsockname(m->lfd, (struct sockaddr *)&sa, &sl);
-    m->port = ntohs(sa.sin_port);
-    {
-        struct in_addr in = {.s_addr = htonl(ip)};
-        char ipbuf[INET_ADDRSTRLEN];
-        inet_ntop(AF_INET, &in, ipbuf, sizeof(ipbuf));
-        snprintf(m->listen, sizeof(m->listen), "%s:%u", ipbuf, m->port);
-    }
-    {
-        mgr_core_params_t cp;
-        memset(&cp, 0, sizeof(cp));
-        cp.topo = m->topo;
-        cp.listen = m->listen;
-        cp.heartbeat_ms = m->p.heartbeat_ms;
-        cp.host_grace_ms = m->p.host_grace_ms;
-        cp.adopt_grace_ms = m->p.adopt_grace_ms;
-        cp.recover_ms = m->p.recover_ms;
-        cp.request_ms = m->p.request_ms;
-        cp.boot_id = fabric_random64();
-        cp.place = m->p.place;
-        cp.job_share = m->p.job_share;
-        cp.registered_only = m->p.registered_only;
-        cp.job_linger_ms = m->p.job_linger_ms;
-        cp.state_budget = m->p.state_budget;
-        cp.job_state_budget = m->p.job_state_budget;
-        cp.tune_text = m->p.tune_text;
-        cp.tune_source = m->p.tune_source;
-        {
-            /* Generations follow the wall clock in ms (mod 2^32), as
-             * `incoll run`'s: a later job's is newer. */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            cp.gen_base = (uint32_t)((uint64_t)ts.tv_sec * 1000 +
-                                     (uint64_t)ts.tv_nsec / 1000000);
-        }
-        /* Group ids start at a random point so a restarted manager rarely
-         * meets ids of groups it has not heard of yet. */
-        if (cp.place.first_id == 0 || cp.place.first_id == 256)
-            cp.place.first_id =
-                256 + (uint32_t)(fabric_random64() % 0x40000000u);
-        cp.send = core_send;
-        cp.close = core_close;
-        cp.io_stats = core_io_stats;
-        cp.arg = m;
-        m->core = mgr_core_create(&cp, now_ms(), err, errlen);
-        if (m->core == NULL)
-            goto err;
-    }
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (m->epfd < 0) {
         snprintf(err, errlen, "epoll_create1: %s", strerror(errno));

@@ -1280,6 +1280,150 @@ done:
     pending_free(m, p);
 }
 
+/* The asker's place among the members of rq (distinct ranks of the job,
+ * the asker among them: a bit per rank of the job, at most
+ * MGR_MAX_MEMBERS / 8 bytes, for a moment), or -1 when it was refused. */
+static int group_req_me(mgr_core_t *m, mgr_peer_t *c, const mgr_group_req_t *rq)
+{
+    job_t *j = c->job;
+    uint64_t *seen = calloc(((size_t)j->size + 63) / 64, sizeof(*seen));
+    int me = -1;
+
+    if (seen == NULL) {
+        mgr_send_error(m, c, rq->req, INCOLL_ERR_NO_MEMORY, "out of memory");
+        return -1;
+    }
+    for (uint32_t i = 0; i < rq->nmembers; i++) {
+        uint32_t r = mgr_get_u32(rq->members, i);
+        if (r >= (uint32_t)j->size || (seen[r / 64] >> (r % 64)) & 1) {
+            free(seen);
+            m->ctr.malformed++;
+            mgr_send_error(m, c, rq->req, INCOLL_ERR_INVALID_ARG,
+                           "member %u: rank %u is out of range or repeated", i,
+                           r);
+            return -1;
+        }
+        seen[r / 64] |= 1ull << (r % 64);
+        if ((int)r == c->rank)
+            me = (int)i;
+    }
+    free(seen);
+    if (me < 0)
+        mgr_send_error(m, c, rq->req, INCOLL_ERR_INVALID_ARG,
+                       "rank %d is not among the members", c->rank);
+    return me;
+}
+
+/* Asked again for a group that exists (e.g. after a reconnection): the
+ * answer at once. 1 when same was that group and the request is
+ * answered (or held until the group is whole). */
+static int group_req_again(mgr_core_t *m, mgr_peer_t *c,
+                           const mgr_group_req_t *rq, int me,
+                           place_group_t *same)
+{
+    mgroup_t *mg;
+    int match = 1;
+
+    if (!same || !((mgroup_t *)same->user)->active ||
+        same->nmembers != (int)rq->nmembers)
+        return 0;
+    mg = same->user;
+    for (uint32_t i = 0; i < rq->nmembers; i++)
+        match &= mg->ranks[i] == (int)mgr_get_u32(rq->members, i);
+    if (match && !group_whole(same, mg)) {
+        hold_request(m, same, c, me, rq->req);
+        return 1;
+    }
+    if (match) {
+        /* Answer this member alone through a view of the group as a
+         * request in which only it asked. */
+        pending_t one = {0};
+        mgr_peer_t **whos = calloc(rq->nmembers, sizeof(*whos));
+        uint32_t *reqs = calloc(rq->nmembers, sizeof(*reqs));
+        if (whos && reqs) {
+            whos[me] = c;
+            reqs[me] = rq->req;
+            one.job = c->job;
+            one.comm = rq->comm;
+            one.gen = rq->gen;
+            one.n = (int)rq->nmembers;
+            one.ranks = mg->ranks;
+            one.who = whos;
+            one.reqid = reqs;
+            mg->released[me] = 0;
+            answer_pending(m, &one, same, INCOLL_OK, "");
+        } else {
+            mgr_send_error(m, c, rq->req, INCOLL_ERR_NO_MEMORY,
+                           "out of memory");
+        }
+        free(whos);
+        free(reqs);
+        return 1;
+    }
+    return 0;
+}
+
+/* The first request for the group of rq: a pending request, charged to
+ * the job; NULL when it was refused. */
+static pending_t *group_req_pending(mgr_core_t *m, mgr_peer_t *c,
+                                    const mgr_group_req_t *rq, int older)
+{
+    job_t *j = c->job;
+    uint64_t bytes = pending_bytes((int)rq->nmembers);
+    char refused[256];
+    pending_t *p;
+
+    if (mgr_charge(m, j, bytes, refused, sizeof(refused)) != 0) {
+        m->ctr.budget_refused++;
+        j->ctr.budget_refused++;
+        count_teardown(m, j, T_REFUSED);
+        incoll_info("job %s rank %d: group request refused: %s", j->name,
+                    c->rank, refused);
+        mgr_send_error(m, c, rq->req, INCOLL_ERR_NO_RESOURCE, "%s", refused);
+        return NULL;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p)
+        p->mem = bytes;
+    else
+        mgr_uncharge(m, j, bytes);
+    if (p == NULL || (p->ranks = malloc(rq->nmembers * sizeof(int))) == NULL ||
+        (p->who = calloc(rq->nmembers, sizeof(mgr_peer_t *))) == NULL ||
+        (p->reqid = calloc(rq->nmembers, sizeof(uint32_t))) == NULL ||
+        (p->opseq = calloc(rq->nmembers, sizeof(uint64_t))) == NULL) {
+        if (p) {
+            p->job = j;
+            pending_free(m, p);
+        }
+        mgr_send_error(m, c, rq->req, INCOLL_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    p->job = j;
+    p->comm = rq->comm;
+    p->gen = rq->gen;
+    p->slots = rq->slots;
+    p->payload = rq->payload;
+    p->n = (int)rq->nmembers;
+    for (uint32_t i = 0; i < rq->nmembers; i++)
+        p->ranks[i] = (int)mgr_get_u32(rq->members, i);
+    p->deadline = m->now + m->p.request_ms;
+    p->next = m->pend;
+    m->pend = p;
+    j->npending++;
+    /* The first request of a newer generation comes from a member
+     * recovering from a failure: the older group is torn down now and
+     * its other members are told, so that those outside a collective
+     * join the recovery at their next call. */
+    if (older) {
+        char reason[128];
+        snprintf(reason, sizeof(reason),
+                 "rank %d asked for generation %u of the communicator", c->rank,
+                 rq->gen);
+        teardown_where(m, pred_older_gen, p, reason, T_RELEASED);
+    }
+    return p;
+}
+
 static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                          size_t len)
 {
@@ -1287,7 +1431,7 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
     mgr_group_req_t rq;
     const char *why = NULL;
     pending_t *p;
-    int me = -1, older;
+    int me, older;
     place_group_t *same;
 
     if (j == NULL) {
@@ -1307,130 +1451,17 @@ static void on_group_req(mgr_core_t *m, mgr_peer_t *c, const uint8_t *body,
                        j->name);
         return;
     }
-    /* Members: distinct ranks of the job, including the asker (a bit per
-     * rank of the job: at most MGR_MAX_MEMBERS / 8 bytes, for a moment). */
-    {
-        uint64_t *seen = calloc(((size_t)j->size + 63) / 64, sizeof(*seen));
-        if (seen == NULL) {
-            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
-            return;
-        }
-        for (uint32_t i = 0; i < rq.nmembers; i++) {
-            uint32_t r = mgr_get_u32(rq.members, i);
-            if (r >= (uint32_t)j->size || (seen[r / 64] >> (r % 64)) & 1) {
-                free(seen);
-                m->ctr.malformed++;
-                mgr_send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
-                               "member %u: rank %u is out of range or repeated",
-                               i, r);
-                return;
-            }
-            seen[r / 64] |= 1ull << (r % 64);
-            if ((int)r == c->rank)
-                me = (int)i;
-        }
-        free(seen);
-    }
-    if (me < 0) {
-        mgr_send_error(m, c, rq.req, INCOLL_ERR_INVALID_ARG,
-                       "rank %d is not among the members", c->rank);
+    if ((me = group_req_me(m, c, &rq)) < 0)
         return;
-    }
-    /* Asked again for a group that exists (e.g. after a reconnection):
-     * answer at once. */
     same = find_comm_group(m, j, rq.comm, &older, rq.gen);
-    if (same && ((mgroup_t *)same->user)->active &&
-        same->nmembers == (int)rq.nmembers) {
-        mgroup_t *mg = same->user;
-        int match = 1;
-        for (uint32_t i = 0; i < rq.nmembers; i++)
-            match &= mg->ranks[i] == (int)mgr_get_u32(rq.members, i);
-        if (match && !group_whole(same, mg)) {
-            hold_request(m, same, c, me, rq.req);
-            return;
-        }
-        if (match) {
-            /* Answer this member alone through a view of the group as a
-             * request in which only it asked. */
-            pending_t one = {0};
-            mgr_peer_t **whos = calloc(rq.nmembers, sizeof(*whos));
-            uint32_t *reqs = calloc(rq.nmembers, sizeof(*reqs));
-            if (whos && reqs) {
-                whos[me] = c;
-                reqs[me] = rq.req;
-                one.job = j;
-                one.comm = rq.comm;
-                one.gen = rq.gen;
-                one.n = (int)rq.nmembers;
-                one.ranks = mg->ranks;
-                one.who = whos;
-                one.reqid = reqs;
-                mg->released[me] = 0;
-                answer_pending(m, &one, same, INCOLL_OK, "");
-            } else {
-                mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY,
-                               "out of memory");
-            }
-            free(whos);
-            free(reqs);
-            return;
-        }
-    }
+    if (group_req_again(m, c, &rq, me, same))
+        return;
     for (p = m->pend; p; p = p->next)
         if (p->job == j && p->comm == rq.comm && p->gen == rq.gen)
             break;
     if (p == NULL) {
-        uint64_t bytes = pending_bytes((int)rq.nmembers);
-        char refused[256];
-        if (mgr_charge(m, j, bytes, refused, sizeof(refused)) != 0) {
-            m->ctr.budget_refused++;
-            j->ctr.budget_refused++;
-            count_teardown(m, j, T_REFUSED);
-            incoll_info("job %s rank %d: group request refused: %s", j->name,
-                        c->rank, refused);
-            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_RESOURCE, "%s", refused);
+        if ((p = group_req_pending(m, c, &rq, older)) == NULL)
             return;
-        }
-        p = calloc(1, sizeof(*p));
-        if (p)
-            p->mem = bytes;
-        else
-            mgr_uncharge(m, j, bytes);
-        if (p == NULL ||
-            (p->ranks = malloc(rq.nmembers * sizeof(int))) == NULL ||
-            (p->who = calloc(rq.nmembers, sizeof(mgr_peer_t *))) == NULL ||
-            (p->reqid = calloc(rq.nmembers, sizeof(uint32_t))) == NULL ||
-            (p->opseq = calloc(rq.nmembers, sizeof(uint64_t))) == NULL) {
-            if (p) {
-                p->job = j;
-                pending_free(m, p);
-            }
-            mgr_send_error(m, c, rq.req, INCOLL_ERR_NO_MEMORY, "out of memory");
-            return;
-        }
-        p->job = j;
-        p->comm = rq.comm;
-        p->gen = rq.gen;
-        p->slots = rq.slots;
-        p->payload = rq.payload;
-        p->n = (int)rq.nmembers;
-        for (uint32_t i = 0; i < rq.nmembers; i++)
-            p->ranks[i] = (int)mgr_get_u32(rq.members, i);
-        p->deadline = m->now + m->p.request_ms;
-        p->next = m->pend;
-        m->pend = p;
-        j->npending++;
-        /* The first request of a newer generation comes from a member
-         * recovering from a failure: the older group is torn down now and
-         * its other members are told, so that those outside a collective
-         * join the recovery at their next call. */
-        if (older) {
-            char reason[128];
-            snprintf(reason, sizeof(reason),
-                     "rank %d asked for generation %u of the communicator",
-                     c->rank, rq.gen);
-            teardown_where(m, pred_older_gen, p, reason, T_RELEASED);
-        }
     } else {
         int match = p->n == (int)rq.nmembers;
         for (int i = 0; match && i < p->n; i++)

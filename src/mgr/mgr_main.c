@@ -123,7 +123,23 @@ static int parse_int(const char *s, int *v_p)
     return 0;
 }
 
-int main(int argc, char **argv)
+/* What the command line gave. */
+typedef struct {
+    const char *topo_path, *write_topo, *secret, *port_file, *pidfile;
+    const char *admin_secret, *metrics, *tune;
+    int radix, levels, nhosts;
+} mgr_opts_t;
+
+static int parse_count(const char *opt, const char *arg, int *v_p)
+{
+    if (parse_int(arg, v_p) == 0)
+        return 0;
+    fprintf(stderr, "incoll-mgr: --%s '%s' is not a number\n", opt, arg);
+    return -1;
+}
+
+/* The options into o and mp; -1 to go on, else the exit code. */
+static int parse_opts(int argc, char **argv, mgr_opts_t *o, mgr_params_t *mp)
 {
     static const struct option longopts[] = {
         {"topology", required_argument, NULL, 't'},
@@ -141,69 +157,49 @@ int main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *topo_path = NULL, *write_topo = NULL, *secret = NULL;
-    const char *port_file = NULL, *pidfile = NULL;
-    const char *admin_secret = NULL, *metrics = NULL, *tune = NULL;
-    char *tune_text = NULL;
-    int radix = 0, levels = 0, nhosts = 0, opt, ret = 1;
-    mgr_params_t mp;
-    topo_t topo;
-    mgr_t *m = NULL;
-    char err[512];
-    sigset_t mask;
-    int sigfd;
+    int opt;
 
-    mgr_params_default(&mp);
     while ((opt = getopt_long(argc, argv, "t:k:l:n:w:L:s:P:p:A:M:T:h", longopts,
                               NULL)) != -1) {
         switch (opt) {
         case 't':
-            topo_path = optarg;
+            o->topo_path = optarg;
             break;
         case 'w':
-            write_topo = optarg;
+            o->write_topo = optarg;
             break;
         case 'L':
-            mp.listen = optarg;
+            mp->listen = optarg;
             break;
         case 's':
-            secret = optarg;
+            o->secret = optarg;
             break;
         case 'P':
-            port_file = optarg;
+            o->port_file = optarg;
             break;
         case 'p':
-            pidfile = optarg;
+            o->pidfile = optarg;
             break;
         case 'A':
-            admin_secret = optarg;
+            o->admin_secret = optarg;
             break;
         case 'M':
-            metrics = optarg;
+            o->metrics = optarg;
             break;
         case 'T':
-            tune = optarg;
+            o->tune = optarg;
             break;
         case 'k':
-            if (parse_int(optarg, &radix)) {
-                fprintf(stderr, "incoll-mgr: --radix '%s' is not a number\n",
-                        optarg);
+            if (parse_count("radix", optarg, &o->radix))
                 return 2;
-            }
             break;
         case 'l':
-            if (parse_int(optarg, &levels)) {
-                fprintf(stderr, "incoll-mgr: --levels '%s' is not a number\n",
-                        optarg);
+            if (parse_count("levels", optarg, &o->levels))
                 return 2;
-            }
             break;
         case 'n':
-            if (parse_int(optarg, &nhosts)) {
-                fprintf(stderr, "incoll-mgr: --hosts '%s' is not a number\n",
-                        optarg);
+            if (parse_count("hosts", optarg, &o->nhosts))
                 return 2;
-            }
             break;
         case 'h':
             usage(stdout);
@@ -213,10 +209,129 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (optind != argc || (topo_path == NULL) == (radix == 0)) {
+    if (optind != argc || (o->topo_path == NULL) == (o->radix == 0)) {
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* The selection table handed to jobs: read and checked now, so that a
+ * bad one stops the manager naming its line. 0, or -1 (said). */
+static int load_tune(mgr_opts_t *o, mgr_params_t *mp, char **text_p)
+{
+    char err[512];
+
+    if (o->tune == NULL)
+        o->tune = setting_str(SETTING_MGR_TUNE_FILE);
+    if (o->tune && *o->tune) {
+        static tune_table_t t;
+        tune_init(&t, o->tune);
+        *text_p = tune_read_text(o->tune, err, sizeof(err));
+        if (*text_p == NULL ||
+            tune_parse_text(&t, *text_p, o->tune, err, sizeof(err)) != 0) {
+            fprintf(stderr, "incoll-mgr: selection table: %s\n", err);
+            free(*text_p);
+            *text_p = NULL;
+            return -1;
+        }
+        mp->tune_text = *text_p;
+        mp->tune_source = o->tune;
+    }
+    return 0;
+}
+
+/* The topology: read, or a generated fat-tree. 0, or -1 (said). */
+static int load_topo(const mgr_opts_t *o, topo_t *topo)
+{
+    char err[512];
+    incoll_status_t status;
+
+    if (o->topo_path) {
+        if (topo_load(o->topo_path, topo, err, sizeof(err)) != INCOLL_OK) {
+            fprintf(stderr, "incoll-mgr: %s\n", err);
+            return -1;
+        }
+        return 0;
+    }
+    status = topo_fat_tree(o->radix, o->levels, o->nhosts, NULL, topo);
+    if (status != INCOLL_OK) {
+        char hosts[48];
+        if (o->nhosts > 0)
+            snprintf(hosts, sizeof(hosts), "%d hosts", o->nhosts);
+        else
+            snprintf(hosts, sizeof(hosts), "a host on every port");
+        fprintf(stderr,
+                "incoll-mgr: cannot build a fat-tree of radix %d "
+                "and %d levels with %s: %s (radix: even, "
+                "2..64; levels: 2 or 3; hosts: at most the ports)\n",
+                o->radix, o->levels, hosts, incoll_status_string(status));
+        return -1;
+    }
+    return 0;
+}
+
+/* The fabric secret and the optional admin secret into mp. 0, or -1
+ * (said). */
+static int load_secrets(mgr_opts_t *o, mgr_params_t *mp)
+{
+    char err[512];
+
+    if (o->secret == NULL)
+        o->secret = setting_str(SETTING_SECRET_FILE);
+    if (mgr_secret_load(o->secret, mp->key, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll-mgr: %s\n", err);
+        return -1;
+    }
+    if (o->admin_secret == NULL)
+        o->admin_secret = setting_str(SETTING_MGR_ADMIN_SECRET_FILE);
+    if (o->admin_secret) {
+        if (mgr_secret_load(o->admin_secret, mp->admin_key, err, sizeof(err)) !=
+            INCOLL_OK) {
+            fprintf(stderr, "incoll-mgr: admin secret: %s\n", err);
+            return -1;
+        }
+        mp->has_admin_key = 1;
+    }
+    return 0;
+}
+
+/* The port and pid files, once the manager listens. 0, or -1. */
+static int write_files(const mgr_opts_t *o, const mgr_params_t *mp, mgr_t *m)
+{
+    if (o->port_file) {
+        char text[64];
+        const char *colon = strrchr(mp->listen, ':');
+        snprintf(text, sizeof(text), "%.*s:%u\n",
+                 colon ? (int)(colon - mp->listen) : 9,
+                 colon ? mp->listen : "127.0.0.1", (unsigned)mgr_port(m));
+        if (write_atomic(o->port_file, text) != 0)
+            return -1;
+    }
+    if (o->pidfile) {
+        char text[32];
+        snprintf(text, sizeof(text), "%d\n", (int)getpid());
+        if (write_atomic(o->pidfile, text) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    mgr_opts_t o = {0};
+    char *tune_text = NULL;
+    int ret;
+    mgr_params_t mp;
+    topo_t topo;
+    mgr_t *m = NULL;
+    char err[512];
+    sigset_t mask;
+    int sigfd;
+
+    mgr_params_default(&mp);
+    if ((ret = parse_opts(argc, argv, &o, &mp)) >= 0)
+        return ret;
     log_set_name("mgr");
     log_init_from_env();
     if (settings_check("mgr", err, sizeof(err)) != INCOLL_OK) {
@@ -224,69 +339,22 @@ int main(int argc, char **argv)
         return 2;
     }
     mgr_params_from_env(&mp);
-    if (metrics)
-        mp.metrics = metrics;
-    /* The selection table handed to jobs: read and checked now, so that
-     * a bad one stops the manager naming its line. */
-    if (tune == NULL)
-        tune = setting_str(SETTING_MGR_TUNE_FILE);
-    if (tune && *tune) {
-        static tune_table_t t;
-        tune_init(&t, tune);
-        tune_text = tune_read_text(tune, err, sizeof(err));
-        if (tune_text == NULL ||
-            tune_parse_text(&t, tune_text, tune, err, sizeof(err)) != 0) {
-            fprintf(stderr, "incoll-mgr: selection table: %s\n", err);
-            free(tune_text);
-            return 2;
-        }
-        mp.tune_text = tune_text;
-        mp.tune_source = tune;
+    if (o.metrics)
+        mp.metrics = o.metrics;
+    if (load_tune(&o, &mp, &tune_text) != 0)
+        return 2;
+    if (load_topo(&o, &topo) != 0) {
+        free(tune_text);
+        return 1;
     }
-
-    if (topo_path) {
-        if (topo_load(topo_path, &topo, err, sizeof(err)) != INCOLL_OK) {
-            fprintf(stderr, "incoll-mgr: %s\n", err);
-            return 1;
-        }
-    } else {
-        incoll_status_t status =
-            topo_fat_tree(radix, levels, nhosts, NULL, &topo);
-        if (status != INCOLL_OK) {
-            char hosts[48];
-            if (nhosts > 0)
-                snprintf(hosts, sizeof(hosts), "%d hosts", nhosts);
-            else
-                snprintf(hosts, sizeof(hosts), "a host on every port");
-            fprintf(stderr,
-                    "incoll-mgr: cannot build a fat-tree of radix %d "
-                    "and %d levels with %s: %s (radix: even, "
-                    "2..64; levels: 2 or 3; hosts: at most the ports)\n",
-                    radix, levels, hosts, incoll_status_string(status));
-            return 1;
-        }
-    }
-    if (write_topo && topo_save(&topo, write_topo) != INCOLL_OK) {
-        fprintf(stderr, "incoll-mgr: cannot write %s: %s\n", write_topo,
+    ret = 1;
+    if (o.write_topo && topo_save(&topo, o.write_topo) != INCOLL_OK) {
+        fprintf(stderr, "incoll-mgr: cannot write %s: %s\n", o.write_topo,
                 strerror(errno));
         goto out_topo;
     }
-    if (secret == NULL)
-        secret = setting_str(SETTING_SECRET_FILE);
-    if (mgr_secret_load(secret, mp.key, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "incoll-mgr: %s\n", err);
+    if (load_secrets(&o, &mp) != 0)
         goto out_topo;
-    }
-    if (admin_secret == NULL)
-        admin_secret = setting_str(SETTING_MGR_ADMIN_SECRET_FILE);
-    if (admin_secret) {
-        if (mgr_secret_load(admin_secret, mp.admin_key, err, sizeof(err)) !=
-            INCOLL_OK) {
-            fprintf(stderr, "incoll-mgr: admin secret: %s\n", err);
-            goto out_topo;
-        }
-        mp.has_admin_key = 1;
-    }
 
     raise_nofile();
     /* Frame buffers are big and short-lived: have them mapped apart, so
@@ -311,24 +379,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "incoll-mgr: %s\n", err);
         goto out_sig;
     }
-    if (port_file) {
-        char text[64];
-        const char *colon = strrchr(mp.listen, ':');
-        snprintf(text, sizeof(text), "%.*s:%u\n",
-                 colon ? (int)(colon - mp.listen) : 9,
-                 colon ? mp.listen : "127.0.0.1", (unsigned)mgr_port(m));
-        if (write_atomic(port_file, text) != 0)
-            goto out_mgr;
-    }
-    if (pidfile) {
-        char text[32];
-        snprintf(text, sizeof(text), "%d\n", (int)getpid());
-        if (write_atomic(pidfile, text) != 0)
-            goto out_mgr;
-    }
+    if (write_files(&o, &mp, m) != 0)
+        goto out_mgr;
     ret = mgr_run(m);
-    if (pidfile)
-        unlink(pidfile);
+    if (o.pidfile)
+        unlink(o.pidfile);
 out_mgr:
     mgr_destroy(m);
 out_sig:

@@ -11,6 +11,8 @@
 
 #include "incoll.h"
 
+#include "common/hashtab.h"
+
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -34,89 +36,92 @@ static uint64_t comm_key(MPI_Comm comm)
     return k;
 }
 
-static size_t slot_of(uint64_t key, size_t cap)
+/* The handle -> state table (src/common/hashtab.h) over L.table: an
+ * empty slot has no state. */
+static uint64_t slot_hash(const void *rec, const void *arg)
 {
-    key ^= key >> 33;
-    key *= 0xff51afd7ed558ccdull;
-    key ^= key >> 33;
-    return (size_t)key & (cap - 1);
+    (void)arg;
+    return hashtab_mix(((const struct comm_slot *)rec)->key);
+}
+
+static int slot_empty(const void *rec)
+{
+    return ((const struct comm_slot *)rec)->st == NULL;
+}
+
+static void slot_clear(void *rec)
+{
+    ((struct comm_slot *)rec)->st = NULL;
+}
+
+static int slot_eq(const void *rec, const void *key)
+{
+    return ((const struct comm_slot *)rec)->key == *(const uint64_t *)key;
+}
+
+static hashtab_t table_view(void)
+{
+    return (hashtab_t){.slots = L.table,
+                       .esz = sizeof(*L.table),
+                       .cap = (uint32_t)L.table_cap,
+                       .n = (uint32_t)L.table_n,
+                       .hash = slot_hash,
+                       .empty = slot_empty,
+                       .clear = slot_clear};
+}
+
+static void table_keep(const hashtab_t *t)
+{
+    L.table = t->slots;
+    L.table_cap = t->cap;
+    L.table_n = t->n;
 }
 
 static comm_state_t *table_find(uint64_t key)
 {
-    if (L.table_cap == 0)
-        return NULL;
-    for (size_t i = slot_of(key, L.table_cap);;
-         i = (i + 1) & (L.table_cap - 1)) {
-        if (L.table[i].st == NULL)
-            return NULL;
-        if (L.table[i].key == key)
-            return L.table[i].st;
-    }
+    hashtab_t t = table_view();
+    struct comm_slot *s = hashtab_find(&t, hashtab_mix(key), slot_eq, &key);
+    return s ? s->st : NULL;
 }
 
 /* Adds key -> st (at setup, not per call). Returns 0, or -1 when out of
  * memory (the caller then finds the state through its attribute). */
 static int table_put(uint64_t key, comm_state_t *st)
 {
-    size_t i;
+    hashtab_t t = table_view();
+    struct comm_slot *s;
 
-    if ((L.table_n + 1) * 2 > L.table_cap) {
-        size_t cap = L.table_cap ? L.table_cap * 2 : 64;
-        struct comm_slot *t = calloc(cap, sizeof(*t)), *old = L.table;
-        if (t == NULL)
+    if (hashtab_full(&t)) {
+        uint32_t ocap = t.cap, cap = ocap ? ocap * 2 : 64;
+        struct comm_slot *nt = malloc(cap * sizeof(*nt)), *old;
+        if (nt == NULL)
             return -1;
-        for (size_t j = 0; j < L.table_cap; j++) {
-            if (old[j].st == NULL)
-                continue;
-            for (i = slot_of(old[j].key, cap); t[i].st; i = (i + 1) & (cap - 1))
-                ;
-            t[i] = old[j];
-        }
-        L.table = t;
-        L.table_cap = cap;
+        old = hashtab_swap(&t, nt, cap);
+        for (uint32_t j = 0; j < ocap; j++)
+            if (old[j].st)
+                hashtab_put(&t, &old[j]);
         free(old);
     }
-    for (i = slot_of(key, L.table_cap); L.table[i].st;
-         i = (i + 1) & (L.table_cap - 1)) {
-        if (L.table[i].key == key) {
-            L.table[i].st = st; /* a handle MPI reused */
-            return 0;
-        }
+    s = hashtab_slot(&t, hashtab_mix(key), slot_eq, &key);
+    if (s->st == NULL) {
+        s->key = key;
+        hashtab_added(&t);
     }
-    L.table[i].key = key;
-    L.table[i].st = st;
-    L.table_n++;
+    s->st = st; /* new, or a handle MPI reused */
+    table_keep(&t);
     return 0;
 }
 
-/* Removes key, moving later entries of its probe run back so that lookups
- * never stop at the hole. */
+/* Removes key (later entries of its probe run move back, so that lookups
+ * never stop at the hole). */
 static void table_del(uint64_t key)
 {
-    size_t mask = L.table_cap - 1, i, j;
-
-    if (L.table_cap == 0)
+    hashtab_t t = table_view();
+    struct comm_slot *s = hashtab_find(&t, hashtab_mix(key), slot_eq, &key);
+    if (s == NULL)
         return;
-    for (i = slot_of(key, L.table_cap);; i = (i + 1) & mask) {
-        if (L.table[i].st == NULL)
-            return;
-        if (L.table[i].key == key)
-            break;
-    }
-    L.table[i].st = NULL;
-    L.table_n--;
-    for (j = (i + 1) & mask; L.table[j].st; j = (j + 1) & mask) {
-        size_t home = slot_of(L.table[j].key, L.table_cap);
-        /* Move j into the hole i unless its home lies cyclically in
-         * (i, j]. */
-        if ((j > i && (home <= i || home > j)) ||
-            (j < i && (home <= i && home > j))) {
-            L.table[i] = L.table[j];
-            L.table[j].st = NULL;
-            i = j;
-        }
-    }
+    hashtab_delete(&t, s);
+    table_keep(&t);
 }
 
 /* The MPI communicator of pool went: its idle libincoll communicators go

@@ -1,0 +1,202 @@
+/*
+ * The layers of src/host (docs/architecture.md), checked from the
+ * library's object files: which file's functions each file calls (nm).
+ * Bottom up: context (cfg.c, ctx.c), communicators (the objects, p2p,
+ * shared memory, multicast, rendezvous, the manager link, the usage
+ * counters), requests (req.c), algorithms (allreduce, the other
+ * collectives, in-network, hierarchical, streams, selection), the public
+ * API (api.c). A file may call its own layer and the ones below. The
+ * calls upward that the code still makes are listed below: a new one
+ * fails the test, and so does a listed one that went (take it off the
+ * list, so that it cannot come back unseen).
+ */
+#include "test.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const struct {
+    const char *file;
+    int layer;
+} host_layers[] = {
+    {"cfg", 0},       {"ctx", 0},   {"mgr_client", 1}, {"shm", 1},
+    {"mcast", 1},     {"rdv", 1},   {"fallback", 1},   {"comm", 1},
+    {"counters", 1},  {"req", 2},   {"stream", 3},     {"inc_coll", 3},
+    {"allreduce", 3}, {"colls", 3}, {"hier", 3},       {"select", 3},
+    {"api", 4},
+};
+#define NFILES (sizeof(host_layers) / sizeof(host_layers[0]))
+
+/* The calls upward left to take out ("from to"). */
+static const char *const known_up[] = {
+    "comm allreduce", "comm hier",  "comm stream",  "counters req",
+    "ctx colls",      "ctx comm",   "ctx counters", "ctx fallback",
+    "ctx hier",       "ctx mcast",  "ctx rdv",      "ctx req",
+    "ctx select",     "ctx stream", "hier api",     "req allreduce",
+    "req colls",      "req stream", "shm req",
+};
+#define NKNOWN (sizeof(known_up) / sizeof(known_up[0]))
+
+static int file_index(const char *member)
+{
+    size_t n = strcspn(member, ".");
+    for (size_t i = 0; i < NFILES; i++)
+        if (strlen(host_layers[i].file) == n &&
+            strncmp(host_layers[i].file, member, n) == 0)
+            return (int)i;
+    return -1;
+}
+
+typedef struct {
+    char *name;
+    int file; /* index in host_layers, or -1: not of src/host */
+} sym_t;
+
+static int sym_cmp(const void *a, const void *b)
+{
+    return strcmp(((const sym_t *)a)->name, ((const sym_t *)b)->name);
+}
+
+/* Every .c of src/host has a layer. */
+static int all_placed(void)
+{
+    char path[4096];
+    struct dirent *e;
+    DIR *dir;
+    int bad = 0, n = 0;
+
+    snprintf(path, sizeof(path), "%s/src/host", test_srcdir());
+    if ((dir = opendir(path)) == NULL)
+        return -1;
+    while ((e = readdir(dir)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 3 || strcmp(e->d_name + len - 2, ".c") != 0)
+            continue;
+        n++;
+        if (file_index(e->d_name) < 0) {
+            fprintf(stderr, "    src/host/%s has no layer\n", e->d_name);
+            bad++;
+        }
+    }
+    closedir(dir);
+    return bad ? -1 : n;
+}
+
+TEST(layers_host_calls_downward, TEST_UNIT)
+{
+    char lib[4096], cmd[4200], *out = NULL, *line, *save = NULL;
+    size_t out_len = 0;
+    FILE *nm;
+    sym_t *defs = NULL;
+    size_t ndefs = 0, cap = 0;
+    /* uses[i][j]: a function of file j that file i calls, or NULL */
+    static const char *uses[NFILES][NFILES];
+    char *undef = NULL;
+    size_t undef_len = 0;
+    int rc, bad = 0, seen[NKNOWN] = {0};
+
+    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s",
+              test_bindir());
+    CHECK_MSG(all_placed() > 10, "src/host: files without a layer, or none");
+    snprintf(lib, sizeof(lib), "%s/../obj/libincoll-internal.a", test_bindir());
+    CHECK_MSG(access(lib, R_OK) == 0, "no %s", lib);
+    /* The whole listing (more than run_cmd keeps). */
+    snprintf(cmd, sizeof(cmd), "nm -A -g '%s'", lib);
+    nm = popen(cmd, "r");
+    CHECK_MSG(nm != NULL, "cannot run %s", cmd);
+    {
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), nm)) > 0) {
+            char *grown = realloc(out, out_len + n + 1);
+            CHECK(grown != NULL);
+            out = grown;
+            memcpy(out + out_len, buf, n);
+            out_len += n;
+            out[out_len] = '\0';
+        }
+    }
+    rc = pclose(nm);
+    CHECK_MSG(rc == 0 && out != NULL, "%s: status %d", cmd, rc);
+    memset(uses, 0, sizeof(uses));
+
+    /* "lib:member.o:ADDR T name" or "lib:member.o:         U name" */
+    for (line = strtok_r(out, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *member = strstr(line, ".a:"), *name = strrchr(line, ' ');
+        char type;
+        if (member == NULL || name == NULL || name - line < 2)
+            continue;
+        member += 3;
+        type = name[-1];
+        if (type == 'U') {
+            int f = file_index(member);
+            size_t l = strlen(name + 1);
+            char *grown;
+            if (f < 0)
+                continue;
+            grown = realloc(undef, undef_len + l + 4);
+            CHECK(grown != NULL);
+            undef = grown;
+            undef[undef_len++] = (char)('A' + f);
+            memcpy(undef + undef_len, name + 1, l + 1);
+            undef_len += l + 1;
+        } else if (strchr("TDBR", type) != NULL) {
+            if (ndefs == cap) {
+                sym_t *g =
+                    realloc(defs, (cap = cap ? 2 * cap : 1024) * sizeof(*defs));
+                CHECK(g != NULL);
+                defs = g;
+            }
+            defs[ndefs].name = name + 1;
+            defs[ndefs].file = file_index(member);
+            ndefs++;
+        }
+    }
+    CHECK_MSG(ndefs > 100 && undef_len > 0, "nm listed %zu definitions", ndefs);
+    qsort(defs, ndefs, sizeof(*defs), sym_cmp);
+    for (size_t off = 0; off < undef_len;) {
+        int from = undef[off] - 'A';
+        sym_t key = {undef + off + 1, 0}, *d;
+        off += strlen(undef + off + 1) + 2;
+        d = bsearch(&key, defs, ndefs, sizeof(*defs), sym_cmp);
+        if (d == NULL || d->file < 0 || d->file == from)
+            continue;
+        uses[from][d->file] = d->name;
+    }
+    for (size_t i = 0; i < NFILES; i++) {
+        for (size_t j = 0; j < NFILES; j++) {
+            char pair[64];
+            size_t k;
+            if (!uses[i][j] || host_layers[i].layer >= host_layers[j].layer)
+                continue;
+            snprintf(pair, sizeof(pair), "%s %s", host_layers[i].file,
+                     host_layers[j].file);
+            for (k = 0; k < NKNOWN && strcmp(known_up[k], pair) != 0; k++)
+                ;
+            if (k < NKNOWN) {
+                seen[k] = 1;
+                continue;
+            }
+            fprintf(stderr,
+                    "    a new call upward: src/host/%s.c -> %s.c (%s)\n",
+                    host_layers[i].file, host_layers[j].file, uses[i][j]);
+            bad++;
+        }
+    }
+    for (size_t k = 0; k < NKNOWN; k++) {
+        if (!seen[k]) {
+            fprintf(stderr, "    '%s' calls up no more: take it off the list\n",
+                    known_up[k]);
+            bad++;
+        }
+    }
+    free(undef);
+    free(defs);
+    free(out);
+    CHECK_MSG(bad == 0, "%d differences from the declared layers", bad);
+    return TEST_PASSED;
+}
