@@ -77,8 +77,10 @@
       "host, and a host listens there; 0 on a host or an AN: unicast only") \
     X(MCAST_RANGE, STR, "239.192.0.0/16", "", "all", \
       "IPv4 multicast addresses (a.b.c.d/len inside 224.0.0.0/4) the " \
-      "manager hands to groups, one per leaf AN of a group; the world " \
-      "group of fabric.conf takes the first ones, one per AN") \
+      "manager hands to groups, one per leaf AN of a group (from a " \
+      "random place when this is left at its default, from the start " \
+      "when set); the world group of fabric.conf takes the first ones, " \
+      "one per AN") \
     X(MCAST_PORT, INT, "18517", "1..65535", "all", \
       "UDP port of the multicast results") \
     X(MCAST_DUAL, SIZE, "0", "0..65000", "agg", \

@@ -1874,12 +1874,15 @@ mgr_core_t *mgr_core_create(const mgr_core_params_t *params, uint64_t now,
     m->fault_unknown = (int)setting_int(SETTING_MGR_FAULT_UNKNOWN);
     m->start = now;
     {
-        /* Multicast addresses from a random place in the range: two
-         * managers whose hosts share a link (two fabrics on one machine's
-         * loopback, a test and a job) rarely hand out the same ones. */
+        /* In the default range, multicast addresses from a random place:
+         * two managers whose hosts share a link (two fabrics on one
+         * machine's loopback, a test and a job) rarely hand out the same
+         * ones. A range the operator gives is the site's plan: from its
+         * start. */
         uint32_t base, n, r;
         char why[160];
-        if (udp_mcast_range(&base, &n, why, sizeof(why)) == 0 && n > 1 &&
+        if (!setting_in_env(SETTING_MCAST_RANGE) &&
+            udp_mcast_range(&base, &n, why, sizeof(why)) == 0 && n > 1 &&
             getrandom(&r, sizeof(r), 0) == (ssize_t)sizeof(r))
             m->mc_next = r % n;
     }
