@@ -86,6 +86,29 @@ int test_is_registered(const char *name);
         }                                                                      \
     } while (0)
 
+/* CHECK and CHECK_MSG that go to label instead of returning, for a test
+ * that must undo what it set up (a fabric's daemons) when a check fails;
+ * the test's result variable keeps TEST_FAILED until the end. */
+#define CHECK_OR(label, cond)                                                  \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__,         \
+                    __LINE__, #cond);                                          \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_MSG_OR(label, cond, ...)                                         \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "    %s:%d: check failed: %s: ", __FILE__,         \
+                    __LINE__, #cond);                                          \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            goto label;                                                        \
+        }                                                                      \
+    } while (0)
+
 #define CHECK_EQ_INT(a, b)                                                     \
     do {                                                                       \
         long long va_ = (long long)(a), vb_ = (long long)(b);                  \

@@ -166,19 +166,22 @@ TEST(integ_mcast_fabric, TEST_INTEG)
         (unsigned long long)(b[0] - a[0]), (unsigned long long)(b[1] - a[1]),
         (unsigned long long)(b[2] - a[2]), (unsigned long long)(c[0] - b[0]),
         (unsigned long long)(c[1] - b[1]));
-    CHECK(b[1] - a[1] >= 200 && c[1] - b[1] >= 200);
+    CHECK_OR(out, b[1] - a[1] >= 200 && c[1] - b[1] >= 200);
     /* Each result: one aggregate up, one multicast down (what recovery
      * resends on a loaded machine not counted; the job's set-up and the
      * replies to incoll stat add about a tenth). */
-    CHECK_EQ_INT(b[2] - a[2], b[1] - a[1]);
-    CHECK_MSG(mc_first_sends(a, b) <= 5 * (b[1] - a[1]) / 2,
-              "%llu first sends for %llu results",
-              (unsigned long long)mc_first_sends(a, b),
-              (unsigned long long)(b[1] - a[1]));
+    CHECK_MSG_OR(out, (b[2] - a[2]) == (b[1] - a[1]), "%lld != %lld",
+                 (long long)(b[2] - a[2]), (long long)(b[1] - a[1]));
+    CHECK_MSG_OR(out, mc_first_sends(a, b) <= 5 * (b[1] - a[1]) / 2,
+                 "%llu first sends for %llu results",
+                 (unsigned long long)mc_first_sends(a, b),
+                 (unsigned long long)(b[1] - a[1]));
     /* Without: one up, one to each of the 4 hosts. */
-    CHECK_EQ_INT(c[2] - b[2], 0);
-    CHECK(c[0] - b[0] >= 5 * (c[1] - b[1]));
-    CHECK_EQ_INT(mc_memberships_in(195, rc3), 0);
+    CHECK_MSG_OR(out, (c[2] - b[2]) == (0), "%lld != %lld",
+                 (long long)(c[2] - b[2]), (long long)(0));
+    CHECK_OR(out, c[0] - b[0] >= 5 * (c[1] - b[1]));
+    CHECK_MSG_OR(out, (mc_memberships_in(195, rc3)) == (0), "%lld != %lld",
+                 (long long)(mc_memberships_in(195, rc3)), (long long)(0));
     ret = TEST_PASSED;
 out:
     free(out);
@@ -203,8 +206,8 @@ TEST(integ_mcast_loss, TEST_INTEG)
     if (mc_job(dir, "INCOLL_MCAST=1", "1,100000", 10, &out) != 0 ||
         mc_counters(dir, "l1", mc_keys, v, 4) != 0)
         goto out;
-    CHECK(v[2] > 0);
-    CHECK(v[3] > 0);
+    CHECK_OR(out, v[2] > 0);
+    CHECK_OR(out, v[3] > 0);
     free(out);
     out = NULL;
     /* Broadcasts, small and large (160 KB: many segments), from rotating
@@ -216,14 +219,17 @@ TEST(integ_mcast_loss, TEST_INTEG)
                          "'%s' --timeout 80 -- '%s/recover_check' --coll "
                          "bcast --iters 6 --count 20000",
                          test_bindir(), MC_RANKS, dir, progdir());
-        CHECK_MSG(rc == 0 && mc_count(out, "summary ok=6 wrong=0 errors=0") ==
-                                 MC_RANKS,
-                  "exit %d:\n%s", rc, out);
-        CHECK(mc_counters(dir, "l1", mc_keys, w, 4) == 0);
-        CHECK_MSG(w[2] - v[2] >= 6 * 20 && w[3] > v[3],
-                  "l1 sent %llu broadcast results by multicast, repaired %llu",
-                  (unsigned long long)(w[2] - v[2]),
-                  (unsigned long long)(w[3] - v[3]));
+        CHECK_MSG_OR(out,
+                     rc == 0 &&
+                         mc_count(out, "summary ok=6 wrong=0 errors=0") ==
+                             MC_RANKS,
+                     "exit %d:\n%s", rc, out);
+        CHECK_OR(out, mc_counters(dir, "l1", mc_keys, w, 4) == 0);
+        CHECK_MSG_OR(
+            out, w[2] - v[2] >= 6 * 20 && w[3] > v[3],
+            "l1 sent %llu broadcast results by multicast, repaired %llu",
+            (unsigned long long)(w[2] - v[2]),
+            (unsigned long long)(w[3] - v[3]));
     }
     ret = TEST_PASSED;
 out:
@@ -252,9 +258,9 @@ TEST(integ_mcast_blocked, TEST_INTEG)
         goto out;
     for (p = out; (p = strstr(p, "multicast results:")) != NULL; p++)
         warned++;
-    CHECK_MSG(warned == MC_RANKS, "%d warnings for %d ranks:\n%s", warned,
-              MC_RANKS, out);
-    CHECK(strstr(out, "brought no result") != NULL);
+    CHECK_MSG_OR(out, warned == MC_RANKS, "%d warnings for %d ranks:\n%s",
+                 warned, MC_RANKS, out);
+    CHECK_OR(out, strstr(out, "brought no result") != NULL);
     ret = TEST_PASSED;
 out:
     free(out);
@@ -301,7 +307,7 @@ TEST_LIMIT(integ_mcast_an_kill, TEST_INTEG, 90)
     if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
         goto out;
     run = spawn(log, argv, env);
-    CHECK(run > 0);
+    CHECK_OR(out, run > 0);
     end = now_s() + 30;
     do {
         free(out);
@@ -319,7 +325,7 @@ TEST_LIMIT(integ_mcast_an_kill, TEST_INTEG, 90)
     text = slurp(pidf);
     an = (pid_t)atoi(text);
     free(text);
-    CHECK(an > 0);
+    CHECK_OR(out, an > 0);
     kill(an, SIGKILL);
     t0 = now_s();
     st = wait_pid(run, 70);
@@ -329,12 +335,14 @@ TEST_LIMIT(integ_mcast_an_kill, TEST_INTEG, 90)
             "    l0 killed after %llu multicast results; the job ended "
             "%.2f s later\n",
             (unsigned long long)sent, now_s() - t0);
-    CHECK_MSG(st == 0 && strstr(out, "WRONG") == NULL &&
-                  mc_count(out, "summary ok=2000 wrong=0 errors=0") ==
-                      MC_RANKS &&
-                  mc_count(out, "recovered after a failure") == MC_RANKS,
-              "exit %d; %s:\n%.4000s", st, log, out);
-    CHECK_EQ_INT(mc_memberships_in(195, rc3), 0);
+    CHECK_MSG_OR(out,
+                 st == 0 && strstr(out, "WRONG") == NULL &&
+                     mc_count(out, "summary ok=2000 wrong=0 errors=0") ==
+                         MC_RANKS &&
+                     mc_count(out, "recovered after a failure") == MC_RANKS,
+                 "exit %d; %s:\n%.4000s", st, log, out);
+    CHECK_MSG_OR(out, (mc_memberships_in(195, rc3)) == (0), "%lld != %lld",
+                 (long long)(mc_memberships_in(195, rc3)), (long long)(0));
     ret = TEST_PASSED;
 out:
     free(out);
@@ -490,10 +498,10 @@ TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
     if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
         goto out;
     fd = mc_listen(rc3);
-    CHECK_MSG(fd >= 0, "cannot listen to 239.195.%d.0-7: %s", rc3,
-              strerror(errno));
+    CHECK_MSG_OR(out, fd >= 0, "cannot listen to 239.195.%d.0-7: %s", rc3,
+                 strerror(errno));
     run = spawn(log, argv, env);
-    CHECK(run > 0);
+    CHECK_OR(out, run > 0);
     end = now_s() + 20;
     while (sent < 30 && now_s() < end) {
         struct sockaddr_in from;
@@ -514,7 +522,7 @@ TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
             char a[32];
             snprintf(a, sizeof(a), "239.195.%d.%d", rc3, i);
             grp.s_addr = inet_addr(a);
-            CHECK(mc_spoof(&from, grp, buf, (size_t)n) == 0);
+            CHECK_OR(out, mc_spoof(&from, grp, buf, (size_t)n) == 0);
         }
         sent++;
         sleep_s(0.02);
@@ -525,15 +533,16 @@ TEST_LIMIT(integ_mcast_forged, TEST_INTEG, 60)
             "    %d forged results sent; the members counted bad_mac=%llu, "
             "mcast_results=%llu\n",
             sent, mc_sum_key(out, "bad_mac"), mc_sum_key(out, "mcast_results"));
-    CHECK_MSG(sent >= 10, "only %d multicast results seen", sent);
-    CHECK_MSG(st == 0 && mc_count(out, ": ok") >= 1 &&
-                  strstr(out, "WRONG") == NULL,
-              "exit %d:\n%.3000s", st, out);
-    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    CHECK_MSG_OR(out, sent >= 10, "only %d multicast results seen", sent);
+    CHECK_MSG_OR(out,
+                 st == 0 && mc_count(out, ": ok") >= 1 &&
+                     strstr(out, "WRONG") == NULL,
+                 "exit %d:\n%.3000s", st, out);
+    CHECK_MSG_OR(out, mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
     /* Each forgery reaches the leaf's four members. */
-    CHECK_MSG(mc_sum_key(out, "bad_mac") >= (unsigned long long)sent,
-              "bad_mac=%llu for %d forgeries", mc_sum_key(out, "bad_mac"),
-              sent);
+    CHECK_MSG_OR(out, mc_sum_key(out, "bad_mac") >= (unsigned long long)sent,
+                 "bad_mac=%llu for %d forgeries", mc_sum_key(out, "bad_mac"),
+                 sent);
     ret = TEST_PASSED;
 out:
     if (fd >= 0)
@@ -583,9 +592,9 @@ TEST_LIMIT(integ_mcast_old_mgr, TEST_INTEG, 60)
             "    %d warnings from %d ranks; the manager refused %d "
             "reports\n",
             warned, MC_RANKS, refused);
-    CHECK_MSG(warned == MC_RANKS, "%d warnings:\n%.3000s", warned, out);
-    CHECK_MSG(refused >= 1 && refused <= MC_RANKS, "%d refused:\n%.3000s",
-              refused, mlog);
+    CHECK_MSG_OR(out, warned == MC_RANKS, "%d warnings:\n%.3000s", warned, out);
+    CHECK_MSG_OR(out, refused >= 1 && refused <= MC_RANKS,
+                 "%d refused:\n%.3000s", refused, mlog);
     ret = TEST_PASSED;
 out:
     free(out);
@@ -615,13 +624,14 @@ TEST_LIMIT(integ_mcast_two_groups, TEST_INTEG, 60)
     if (test_fabric_up(dir, MC_RANKS, MC_RADIX) != 0)
         goto out;
     for (; started < 2; started++)
-        CHECK(proc_start(&job[started], 50,
-                         "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug "
-                         "INCOLL_JOB=mc%d '%s/incoll' run -n %d --fabric '%s' "
-                         "--timeout 40 -- '%s/allreduce_check' --sizes 1,300 "
-                         "--iters 20 --min-seconds 1 --dtype int32 --op sum",
-                         started, test_bindir(), MC_RANKS, dir,
-                         progdir()) == 0);
+        CHECK_OR(
+            out,
+            proc_start(&job[started], 50,
+                       "env INCOLL_MCAST=1 INCOLL_LOG_LEVEL=debug "
+                       "INCOLL_JOB=mc%d '%s/incoll' run -n %d --fabric '%s' "
+                       "--timeout 40 -- '%s/allreduce_check' --sizes 1,300 "
+                       "--iters 20 --min-seconds 1 --dtype int32 --op sum",
+                       started, test_bindir(), MC_RANKS, dir, progdir()) == 0);
     for (int j = 0; j < 2; j++) {
         int st = proc_wait(&job[j]);
         unsigned long long mr = mc_sum_key(job[j].out, "mcast_results"),
@@ -630,13 +640,14 @@ TEST_LIMIT(integ_mcast_two_groups, TEST_INTEG, 60)
                 "    job %d: %llu results by multicast, %llu packets of "
                 "the other group\n",
                 j, mr, fo);
-        CHECK_MSG(st == 0 && mc_count(job[j].out, ": ok") >= 1,
-                  "job %d exit %d:\n%.3000s", j, st, job[j].out);
-        CHECK_MSG(mr > 0, "%.3000s", job[j].out);
-        CHECK_MSG(mc_count(job[j].out, "mcast_foreign=") == MC_RANKS,
-                  "%d processes said mcast_foreign",
-                  mc_count(job[j].out, "mcast_foreign="));
-        CHECK_EQ_INT(fo, 0);
+        CHECK_MSG_OR(out, st == 0 && mc_count(job[j].out, ": ok") >= 1,
+                     "job %d exit %d:\n%.3000s", j, st, job[j].out);
+        CHECK_MSG_OR(out, mr > 0, "%.3000s", job[j].out);
+        CHECK_MSG_OR(out, mc_count(job[j].out, "mcast_foreign=") == MC_RANKS,
+                     "%d processes said mcast_foreign",
+                     mc_count(job[j].out, "mcast_foreign="));
+        CHECK_MSG_OR(out, (fo) == (0), "%lld != %lld", (long long)(fo),
+                     (long long)(0));
     }
     ret = TEST_PASSED;
 out:
@@ -700,7 +711,7 @@ TEST_LIMIT(integ_mcast_emu_teardown, TEST_INTEG, 90)
         return test_skip("%s", why);
     c = mc_private_range();
     memset(&st, 0, sizeof(st));
-    CHECK(mc_emu_state(NULL, c, &root0) == 0);
+    CHECK_OR(out, mc_emu_state(NULL, c, &root0) == 0);
     if (run_cmd(&out, 60,
                 "'%s/incoll' fabric up --dir '%s' --hosts 4 --radix 2 "
                 "--emulate 2>&1",
@@ -710,7 +721,7 @@ TEST_LIMIT(integ_mcast_emu_teardown, TEST_INTEG, 90)
     }
     free(out);
     out = NULL;
-    CHECK(emu_state_load(dir, &st) == INCOLL_OK);
+    CHECK_OR(out, emu_state_load(dir, &st) == INCOLL_OK);
     loaded = 1;
     if (run_cmd(
             &out, 60,
@@ -722,25 +733,30 @@ TEST_LIMIT(integ_mcast_emu_teardown, TEST_INTEG, 90)
         fprintf(stderr, "    job failed:\n%.3000s", out);
         goto out;
     }
-    CHECK_MSG(mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
-    CHECK(mc_emu_state(&st, c, &before) == 0);
+    CHECK_MSG_OR(out, mc_sum_key(out, "mcast_results") > 0, "%.3000s", out);
+    CHECK_OR(out, mc_emu_state(&st, c, &before) == 0);
     /* Each switch with hosts: its route and a filter per host link. */
-    CHECK_MSG(before >= 2 * 2, "%d multicast routes and filters", before);
+    CHECK_MSG_OR(out, before >= 2 * 2, "%d multicast routes and filters",
+                 before);
     free(out);
     out = NULL;
-    CHECK(run_cmd(&out, 60, "'%s/incoll' fabric down --dir '%s' 2>&1",
-                  test_bindir(), dir) == 0);
-    CHECK_EQ_INT(emu_count_netns(st.prefix), 0);
-    CHECK(mc_emu_state(&st, c, &after) == 0); /* (gone: none to read) */
-    CHECK(mc_emu_state(NULL, c, &root1) == 0);
+    CHECK_OR(out, run_cmd(&out, 60, "'%s/incoll' fabric down --dir '%s' 2>&1",
+                          test_bindir(), dir) == 0);
+    CHECK_MSG_OR(out, (emu_count_netns(st.prefix)) == (0), "%lld != %lld",
+                 (long long)(emu_count_netns(st.prefix)), (long long)(0));
+    CHECK_OR(out, mc_emu_state(&st, c, &after) == 0); /* (gone: none to read) */
+    CHECK_OR(out, mc_emu_state(NULL, c, &root1) == 0);
     fprintf(stderr,
             "    multicast routes, filters and memberships: %d in the "
             "fabric's namespaces with the job, %d after fabric down; %d "
             "here before, %d after\n",
             before, after, root0, root1);
-    CHECK_EQ_INT(after, 0);
-    CHECK_EQ_INT(root1, root0);
-    CHECK_EQ_INT(mc_memberships_in(195, c), 0);
+    CHECK_MSG_OR(out, (after) == (0), "%lld != %lld", (long long)(after),
+                 (long long)(0));
+    CHECK_MSG_OR(out, (root1) == (root0), "%lld != %lld", (long long)(root1),
+                 (long long)(root0));
+    CHECK_MSG_OR(out, (mc_memberships_in(195, c)) == (0), "%lld != %lld",
+                 (long long)(mc_memberships_in(195, c)), (long long)(0));
     ret = TEST_PASSED;
 out:
     free(out);
@@ -782,12 +798,12 @@ TEST_LIMIT(integ_mcast_late_join, TEST_INTEG, 60)
             "    %llu results by multicast, %llu by repair, %llu "
             "segments\n",
             mr, rep, seg);
-    CHECK_MSG(strstr(out, "brought no result") == NULL, "%.3000s", out);
-    CHECK(mr > 0);
+    CHECK_MSG_OR(out, strstr(out, "brought no result") == NULL, "%.3000s", out);
+    CHECK_OR(out, mr > 0);
     /* The first 5 operations of every process, at least. */
-    CHECK_MSG(rep >= 5 * MC_RANKS, "%llu repaired", rep);
-    CHECK_MSG(mr + rep == seg, "%llu + %llu results for %llu segments", mr, rep,
-              seg);
+    CHECK_MSG_OR(out, rep >= 5 * MC_RANKS, "%llu repaired", rep);
+    CHECK_MSG_OR(out, mr + rep == seg, "%llu + %llu results for %llu segments",
+                 mr, rep, seg);
     ret = TEST_PASSED;
 out:
     free(out);
