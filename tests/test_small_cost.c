@@ -312,7 +312,9 @@ static int cost_line(const char *text, int rank, const char *kind, long v[5])
  * ranks 40 broadcasts of 8 bytes (root rotating) send
  * exactly 11 datagrams per four (three one-way broadcasts: their roots'
  * data; one round: every member), plus the barrier after them and the
- * resends.
+ * resends. Results by unicast: with multicast an AN's answer to another
+ * member's resend reaches every member of the leaf, a datagram no bound
+ * per rank here can count (integ_mcast_* count those).
  */
 TEST(integ_small_cost_counts, TEST_INTEG)
 {
@@ -325,7 +327,8 @@ TEST(integ_small_cost_counts, TEST_INTEG)
         return test_skip("build/bin/incoll, incoll-agg or "
                          "build/tests/cost_check not built");
     ret = run_fabric_check("cost_check", "costfab", "cost", n, 4, 0,
-                           "INCOLL_BCAST_AHEAD=16K INCOLL_COPY_ADAPT=0",
+                           "INCOLL_BCAST_AHEAD=16K INCOLL_COPY_ADAPT=0 "
+                           "INCOLL_MCAST=0",
                            "--iters 40", out, sizeof(out));
     text = slurp(out);
     if (ret != 0 || strstr(text, "summary ok=80 wrong=0") == NULL) {
@@ -346,7 +349,9 @@ TEST(integ_small_cost_counts, TEST_INTEG)
                r, a[1], a[2], a[3], a[4], b[1], b[2], b[3], b[4]);
         CHECK_EQ_INT(a[0], iters);
         CHECK_EQ_INT(a[1], iters + a[4]);
-        CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4],
+        /* (+1: a result of the warm-up, sent again for another member's
+         * late resend, may arrive inside the counted run) */
+        CHECK_MSG(a[2] >= iters && a[2] <= iters + 2 * a[4] + 1,
                   "rank %d: %ld datagrams received", r, a[2]);
         /* (+2: the manager's heartbeat may be due during the run) */
         CHECK_MSG(a[3] <= iters + 2 * a[4] + 2,
