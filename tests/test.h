@@ -65,48 +65,48 @@ int test_is_registered(const char *name);
 
 #define TEST(name, kind) TEST_LIMIT(name, kind, 0)
 
-/* Fails the current test with file, line and the expression. */
+/* Each check fails the current test with file, line and the expression;
+ * they differ only in what they do after reporting: return
+ * TEST_FAILED from the test, or go to a label for a test that must undo
+ * what it set up (a fabric's daemons) when a check fails. */
+#define CHECK_FAILED_(text, action)                                            \
+    do {                                                                       \
+        fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__,   \
+                text);                                                         \
+        action;                                                                \
+    } while (0)
+
+#define CHECK_FAILED_MSG_(text, action, ...)                                   \
+    do {                                                                       \
+        fprintf(stderr, "    %s:%d: check failed: %s: ", __FILE__, __LINE__,   \
+                text);                                                         \
+        fprintf(stderr, __VA_ARGS__);                                          \
+        fprintf(stderr, "\n");                                                 \
+        action;                                                                \
+    } while (0)
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__,         \
-                    __LINE__, #cond);                                          \
-            return TEST_FAILED;                                                \
-        }                                                                      \
+        if (!(cond))                                                           \
+            CHECK_FAILED_(#cond, return TEST_FAILED);                          \
     } while (0)
 
 #define CHECK_MSG(cond, ...)                                                   \
     do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "    %s:%d: check failed: %s: ", __FILE__,         \
-                    __LINE__, #cond);                                          \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            return TEST_FAILED;                                                \
-        }                                                                      \
+        if (!(cond))                                                           \
+            CHECK_FAILED_MSG_(#cond, return TEST_FAILED, __VA_ARGS__);         \
     } while (0)
 
-/* CHECK and CHECK_MSG that go to label instead of returning, for a test
- * that must undo what it set up (a fabric's daemons) when a check fails;
- * the test's result variable keeps TEST_FAILED until the end. */
 #define CHECK_OR(label, cond)                                                  \
     do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__,         \
-                    __LINE__, #cond);                                          \
-            goto label;                                                        \
-        }                                                                      \
+        if (!(cond))                                                           \
+            CHECK_FAILED_(#cond, goto label);                                  \
     } while (0)
 
 #define CHECK_MSG_OR(label, cond, ...)                                         \
     do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "    %s:%d: check failed: %s: ", __FILE__,         \
-                    __LINE__, #cond);                                          \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            goto label;                                                        \
-        }                                                                      \
+        if (!(cond))                                                           \
+            CHECK_FAILED_MSG_(#cond, goto label, __VA_ARGS__);                 \
     } while (0)
 
 #define CHECK_EQ_INT(a, b)                                                     \
