@@ -162,6 +162,143 @@ typedef struct {
     int limit_s;
 } running_t;
 
+/* Every process a test starts carries INCOLL_TEST_TAG=<runner>.<test's
+ * child> in its environment, daemons in process groups of their own too,
+ * so that what a test leaves running can be found when it ends. */
+static void tag_of(pid_t child, char *tag, size_t len)
+{
+    snprintf(tag, len, "INCOLL_TEST_TAG=%ld.%ld", (long)getpid(), (long)child);
+}
+
+static void set_tag(void)
+{
+    char tag[64];
+    snprintf(tag, sizeof(tag), "%ld.%ld", (long)getppid(), (long)getpid());
+    setenv("INCOLL_TEST_TAG", tag, 1);
+}
+
+/* 1 when process pid's environment holds tag (a whole entry). */
+static int has_tag(const char *pid, const char *tag)
+{
+    char path[300], env[65536];
+    size_t n, len = strlen(tag);
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%s/environ", pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    n = fread(env, 1, sizeof(env) - 1, f);
+    fclose(f);
+    env[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(env + i) + 1)
+        if (strncmp(env + i, tag, len) == 0 && env[i + len] == '\0')
+            return 1;
+    return 0;
+}
+
+/* The processes still carrying tag (up to max, in pids); their count. */
+static int find_tagged(const char *tag, pid_t *pids, int max)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL && n < max) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        if (atol(e->d_name) != (long)getpid() && has_tag(e->d_name, tag))
+            pids[n++] = (pid_t)atol(e->d_name);
+    }
+    closedir(d);
+    return n;
+}
+
+/* The emulated fabric (src/fabric/emu.h) whose namespace process pid runs
+ * in: its directory, from /run/incoll-emu/<prefix> ("" when pid is not in
+ * one). */
+static void fabric_of(pid_t pid, char *dir, size_t len)
+{
+    char path[64], name[PATH_MAX];
+    struct stat ns, st;
+    DIR *d;
+    struct dirent *e;
+
+    dir[0] = '\0';
+    snprintf(path, sizeof(path), "/proc/%ld/ns/net", (long)pid);
+    if (stat(path, &ns) != 0 || (d = opendir("/run/netns")) == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        char *dash;
+        FILE *f;
+
+        snprintf(name, sizeof(name), "/run/netns/%s", e->d_name);
+        if (stat(name, &st) != 0 || st.st_ino != ns.st_ino ||
+            strncmp(e->d_name, "inc", 3) != 0 ||
+            (dash = strchr(e->d_name, '-')) == NULL)
+            continue;
+        snprintf(name, sizeof(name), "/run/incoll-emu/%.*s",
+                 (int)(dash - e->d_name), e->d_name);
+        f = fopen(name, "r");
+        if (f != NULL) {
+            if (fgets(dir, (int)len, f) == NULL)
+                dir[0] = '\0';
+            dir[strcspn(dir, "\n")] = '\0';
+            fclose(f);
+        }
+        break;
+    }
+    closedir(d);
+}
+
+/* Kills what r's test left running after it ended (a daemon whose test
+ * returned on a failed check before its clean-up), after a second's grace
+ * for processes already on their way out, and says so: a test that leaks
+ * its daemons would otherwise load or disturb the tests after it. */
+static void kill_strays(const running_t *r)
+{
+    char tag[64], names[256] = "", fabric[PATH_MAX] = "";
+    pid_t pids[64];
+    int n = 0;
+
+    tag_of(r->pid, tag, sizeof(tag));
+    for (int tries = 0; tries < 10; tries++) {
+        n = find_tagged(tag, pids, 64);
+        if (n == 0)
+            return;
+        usleep(100000);
+    }
+    for (int i = 0; i < n; i++) {
+        char path[64], comm[32] = "?";
+        FILE *f;
+        size_t used = strlen(names);
+
+        snprintf(path, sizeof(path), "/proc/%ld/comm", (long)pids[i]);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            if (fgets(comm, sizeof(comm), f) != NULL)
+                comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        if (used + strlen(comm) + 2 < sizeof(names))
+            snprintf(names + used, sizeof(names) - used, " %s", comm);
+        if (fabric[0] == '\0')
+            fabric_of(pids[i], fabric, sizeof(fabric));
+        kill(pids[i], SIGKILL);
+    }
+    printf("    %s left %d process%s running, killed:%s\n", r->t->name, n,
+           n == 1 ? "" : "es", names);
+    if (fabric[0] != '\0' && strchr(fabric, '\'') == NULL) {
+        char cmd[2 * PATH_MAX + 64];
+        snprintf(cmd, sizeof(cmd), "'%s/incoll' fabric down --dir '%s' >&2",
+                 bindir, fabric);
+        if (system(cmd) != 0)
+            printf("    could not bring its fabric down (%s)\n", fabric);
+    }
+}
+
 /* Starts t in a child of its own process group; with capture its stdout
  * and stderr go to a file shown when it ends (tests run side by side).
  * 0, or -1 when it cannot be started. */
@@ -203,6 +340,7 @@ static int start_one(const test_entry_t *t, int limit_s, int capture,
         }
         skip_fd = pipefd[1];
         setpgid(0, 0);
+        set_tag();
         tmpdir[0] = '\0';
         result = t->fn();
         if (result == TEST_PASSED && tmpdir[0] != '\0' &&
@@ -314,7 +452,7 @@ static void run_list(const test_entry_t **list, int n, int jobs, int limit_all,
     if (jobs < 1)
         jobs = 1;
     while (next < n || active > 0) {
-        int status, timed_out, progressed = 0;
+        int status, timed_out, result, progressed = 0;
         while (active < jobs && next < n) {
             const test_entry_t *t = list[next++];
             int limit_s = limit_all > 0          ? limit_all
@@ -331,9 +469,9 @@ static void run_list(const test_entry_t **list, int n, int jobs, int limit_all,
         for (int i = 0; i < active; i++) {
             if (!poll_one(&run[i], &status, &timed_out))
                 continue;
-            report(tally, &run[i],
-                   finish_one(&run[i], status, timed_out, why, sizeof(why)),
-                   why);
+            result = finish_one(&run[i], status, timed_out, why, sizeof(why));
+            kill_strays(&run[i]);
+            report(tally, &run[i], result, why);
             run[i--] = run[--active];
             progressed = 1;
         }
