@@ -11,6 +11,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -311,7 +312,9 @@ static int start_one(const test_entry_t *t, int limit_s, int capture,
     r->t = t;
     r->out_fd = -1;
     r->limit_s = limit_s;
-    if (pipe(pipefd) != 0)
+    /* Close-on-exec: a daemon the test starts must not hold the skip
+     * reason's pipe open. */
+    if (pipe2(pipefd, O_CLOEXEC) != 0)
         return -1;
     if (capture) {
         r->out_fd = mkstemp(outpath);
@@ -383,7 +386,11 @@ static int finish_one(running_t *r, int status, int timed_out, char *why,
         snprintf(why, whylen, "timed out after %d s", r->limit_s);
         result = TEST_FAILED;
     } else {
-        ssize_t n = read(r->why_fd, why, whylen - 1);
+        /* The child has ended: what it wrote is in the pipe; a process it
+         * forked may still hold the pipe open, so never wait for more. */
+        ssize_t n;
+        fcntl(r->why_fd, F_SETFL, O_NONBLOCK);
+        n = read(r->why_fd, why, whylen - 1);
         why[n > 0 ? n : 0] = '\0';
         if (WIFSIGNALED(status)) {
             snprintf(why, whylen, "killed by signal %d", WTERMSIG(status));
