@@ -1863,155 +1863,157 @@ static int on_oneway(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     return 1;
 }
 
-static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
-                       const wire_hdr_t *h, const uint8_t *payload)
+/*
+ * Checks contribution h of child c (bytes of payload) before it touches a
+ * slot: the child's index, the size, the shape of the collective, the
+ * source and the generation (child_admit); notes whether c listens to the
+ * group's multicast. Returns 1 to go on, 0 when it was dropped.
+ */
+static int contrib_admit(agg_t *agg, group_t *g, incoll_ep_t src,
+                         const wire_hdr_t *h, size_t bytes)
 {
-    slot_t *sl;
-    res_copy_t *rc;
     int c = h->child;
-    size_t bytes =
-        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
     if (c >= g->nchildren) {
         drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
              g->id);
-        return;
+        return 0;
     }
     if (bytes > g->max_payload) {
         drop(agg, &agg->ctr.malformed_dropped, src,
              "payload larger than the group's", g->id);
-        return;
+        return 0;
     }
     if (!contrib_well_formed(h)) {
         drop(agg, &agg->ctr.malformed_dropped, src,
              "payload or root flag does not fit the collective", g->id);
-        return;
+        return 0;
     }
     if (!child_admit(agg, g, src, h))
-        return;
+        return 0;
     if (h->flags & WIRE_F_MCAST)
         g->mc[c / 64] |= 1ull << (c % 64);
     else
         g->mc[c / 64] &= ~(1ull << (c % 64));
-    if (h->flags & WIRE_F_AHEAD) {
-        on_ahead(agg, g, h, payload, bytes, c);
-        return;
-    }
-    sl = slot_at(g, h->slot);
-    if (sl == NULL && g->lk_seq > 0 && g->rep_why == WIRE_LOCK_OK) {
+    return 1;
+}
+
+/* Contribution h of child c names a slot the group does not have: out
+ * of range, or a stream slot of a lock no longer held, which is said so
+ * that the host stops waiting. */
+static void contrib_no_slot(agg_t *agg, group_t *g, incoll_ep_t src,
+                            const wire_hdr_t *h, int c)
+{
+    if (g->lk_seq > 0 && g->rep_why == WIRE_LOCK_OK) {
         /* A stream slot of the group's last lock, which we no longer
-         * hold (reclaimed): say so, so the host stops waiting. */
+         * hold (reclaimed). */
         drop(agg, &agg->ctr.stale_dropped, src, "stream slot without a lock",
              g->id);
         lock_reply(agg, g, c, WIRE_LOCK_HELD, 1);
         return;
     }
-    if (sl == NULL) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
-        return;
-    }
-    /* Any contribution shows the group alive: a holder whose small
-     * operations keep the slots while it holds the lock is not quiet. */
-    stamp(&g->lk_active_ns, agg->now_ns);
-    if (h->slot >= g->nslots)
-        agg->ctr.stream_bytes += bytes;
-    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_ROOT) &&
-        on_oneway(agg, g, sl, h, payload, bytes, c))
-        return;
-    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
-        /* The child holds the result of sl->epoch: start the next epoch.
-         * The copy of this epoch's parity held epoch-1, which every child
-         * has (they all contributed to sl->epoch). */
-        slot_start(g, sl, h);
-    } else if (h->epoch != sl->epoch) {
-        res_copy_t *prev = &sl->res[h->epoch & 1];
-        if (h->epoch == sl->epoch - 1 && prev->valid &&
-            prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
-            /* Lost result of the previous epoch: resend to that child. */
-            agg->ctr.results_resent++;
-            if (mc_listens(g, c) && mc_usable(g, prev))
-                agg->ctr.mcast_repairs++;
-            send_result(agg, g, h->slot, prev, c,
-                        prev->st_valid ? &prev->st : NULL);
-            return;
-        }
-        drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
-        return;
-    }
+    drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
+}
 
-    rc = &sl->res[sl->epoch & 1];
-    if (sl->seen[c / 64] & (1ull << (c % 64))) {
-        agg->ctr.duplicates_dropped++;
-        if (h->flags & WIRE_F_COPY)
-            return; /* the second of two, not a question */
-        if ((rc->flags & WIRE_F_ONEWAY) && c != rc->rootc) {
-            /* A one-way broadcast's member that lacks the data. */
-            agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
-        } else if (sl->state == SLOT_FORWARDED) {
-            /* Our aggregate or the parent's result was lost. All the
-             * children notice at about the same time (later results
-             * came, ours did not): the first to ask sends the aggregate
-             * up again, the others' copies wait until one of them asks
-             * again (a round later: the resent aggregate was lost too). */
-            uint64_t bit = 1ull << (c % 64);
-            int any = 0;
-            for (int wi = 0; wi < g->seen_words; wi++)
-                any |= sl->asked[wi] != 0;
-            if (any && !(sl->asked[c / 64] & bit)) {
-                sl->asked[c / 64] |= bit;
-                answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-                return;
-            }
-            memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+/*
+ * Contribution h of child c is for another epoch than slot sl's, and not
+ * for the next one: a child that lacks the previous epoch's result gets
+ * it again, anything else is out of the window and dropped.
+ */
+static void contrib_other_epoch(agg_t *agg, group_t *g, slot_t *sl,
+                                incoll_ep_t src, const wire_hdr_t *h, int c)
+{
+    res_copy_t *prev = &sl->res[h->epoch & 1];
+
+    if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch &&
+        !(h->flags & WIRE_F_COPY)) {
+        /* Lost result of the previous epoch: resend to that child. */
+        agg->ctr.results_resent++;
+        if (mc_listens(g, c) && mc_usable(g, prev))
+            agg->ctr.mcast_repairs++;
+        send_result(agg, g, h->slot, prev, c,
+                    prev->st_valid ? &prev->st : NULL);
+        return;
+    }
+    drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
+}
+
+/* Child c, already in the slot's epoch, sent again (h): a copy, or a
+ * question whose answer depends on where the slot's round is. */
+static void contrib_again(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                          const wire_hdr_t *h, int c)
+{
+    agg->ctr.duplicates_dropped++;
+    if (h->flags & WIRE_F_COPY)
+        return; /* the second of two, not a question */
+    if ((rc->flags & WIRE_F_ONEWAY) && c != rc->rootc) {
+        /* A one-way broadcast's member that lacks the data. */
+        agg->ctr.results_resent++;
+        send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+    } else if (sl->state == SLOT_FORWARDED) {
+        /* Our aggregate or the parent's result was lost. All the
+         * children notice at about the same time (later results
+         * came, ours did not): the first to ask sends the aggregate
+         * up again, the others' copies wait until one of them asks
+         * again (a round later: the resent aggregate was lost too). */
+        uint64_t bit = 1ull << (c % 64);
+        int any = 0;
+        for (int wi = 0; wi < g->seen_words; wi++)
+            any |= sl->asked[wi] != 0;
+        if (any && !(sl->asked[c / 64] & bit)) {
             sl->asked[c / 64] |= bit;
-            agg->ctr.reforwards++;
-            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
             answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-        } else if (sl->state == SLOT_DONE) {
-            agg->ctr.results_resent++;
-            if (mc_listens(g, c) && mc_usable(g, rc))
-                agg->ctr.mcast_repairs++;
-            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
-        } else {
-            agg->ctr.waits++;
-            log_missing(agg, g, sl, h, c);
-            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-        }
-        return;
-    }
-    if (sl->state != SLOT_COLLECTING) {
-        drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
-        return;
-    }
-    if (h->flags & WIRE_F_QUERY) {
-        /* A query where the child's contribution never came: ask. */
-        answer_query(agg, g, h, c, 0, 0);
-        return;
-    }
-    {
-        unsigned why = call_differs(h, rc);
-        if (why != WIRE_MISMATCH_NONE) {
-            /* The members called different collectives, or the same
-             * with different arguments: the child counts as in, its data
-             * is not used, and the slot's result is an error for all. */
-            if (rc->err == WIRE_MISMATCH_NONE) {
-                rc->err = (uint8_t)why;
-                if (!(h->flags & WIRE_F_ERROR))
-                    agg->ctr.calls_mismatched++;
-                incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
-                             "call differs from the slot's (%s)",
-                             agg->name, g->id, h->slot, h->epoch, c,
-                             wire_mismatch_str(why));
-            }
-            sl->seen[c / 64] |= 1ull << (c % 64);
-            sl->arrived++;
-            agg->ctr.contribs_accepted++;
-            if (sl->arrived == g->nchildren)
-                slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
             return;
         }
+        memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+        sl->asked[c / 64] |= bit;
+        agg->ctr.reforwards++;
+        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
+        answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
+    } else if (sl->state == SLOT_DONE) {
+        agg->ctr.results_resent++;
+        if (mc_listens(g, c) && mc_usable(g, rc))
+            agg->ctr.mcast_repairs++;
+        send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+    } else {
+        agg->ctr.waits++;
+        log_missing(agg, g, sl, h, c);
+        answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
     }
+}
+
+/* Child c's call differs from the slot's (why): the child counts as in,
+ * its data is not used, and the slot's result is an error for all. */
+static void contrib_differs(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                            const wire_hdr_t *h, int c, unsigned why)
+{
+    if (rc->err == WIRE_MISMATCH_NONE) {
+        rc->err = (uint8_t)why;
+        if (!(h->flags & WIRE_F_ERROR))
+            agg->ctr.calls_mismatched++;
+        incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
+                     "call differs from the slot's (%s)",
+                     agg->name, g->id, h->slot, h->epoch, c,
+                     wire_mismatch_str(why));
+    }
+    sl->seen[c / 64] |= 1ull << (c % 64);
+    sl->arrived++;
+    agg->ctr.contribs_accepted++;
+    if (sl->arrived == g->nchildren)
+        slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
+}
+
+/*
+ * Keeps child c's data (h, payload, bytes) for the slot's reduction:
+ * lent by the batch where it lies (see the top), else copied into a
+ * buffer of the group's free list; a split's segment wanted is noted.
+ * Returns 0, or -1 when it was dropped (out of memory).
+ */
+static int contrib_keep(agg_t *agg, group_t *g, slot_t *sl,
+                        const res_copy_t *rc, incoll_ep_t src,
+                        const wire_hdr_t *h, const uint8_t *payload,
+                        size_t bytes, int c)
+{
     if (!(h->flags & WIRE_F_NODATA) &&
         !wire_coll_is_gather((wire_coll_t)rc->kind) && agg->in_batch &&
         agg->nborrow < AGG_BORROW_MAX) {
@@ -2030,7 +2032,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         sl->contrib[c] = contrib_get(g, sl, c);
         if (sl->contrib[c] == NULL) {
             drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
-            return;
+            return -1;
         }
         if (wire_coll_is_gather((wire_coll_t)rc->kind)) {
             /* wire_parse checked that the piece fits the segment. */
@@ -2050,6 +2052,72 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         sl->want[2 * c] = get_u32(payload);
         sl->want[2 * c + 1] = get_u32(payload + 4);
     }
+    return 0;
+}
+
+/* A contribution h (payload) from src: admitted, matched to its slot and
+ * epoch, kept, and the slot completed when every child is in. */
+static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
+                       const wire_hdr_t *h, const uint8_t *payload)
+{
+    slot_t *sl;
+    res_copy_t *rc;
+    int c = h->child;
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+
+    if (!contrib_admit(agg, g, src, h, bytes))
+        return;
+    if (h->flags & WIRE_F_AHEAD) {
+        on_ahead(agg, g, h, payload, bytes, c);
+        return;
+    }
+    sl = slot_at(g, h->slot);
+    if (sl == NULL) {
+        contrib_no_slot(agg, g, src, h, c);
+        return;
+    }
+    /* Any contribution shows the group alive: a holder whose small
+     * operations keep the slots while it holds the lock is not quiet. */
+    stamp(&g->lk_active_ns, agg->now_ns);
+    if (h->slot >= g->nslots)
+        agg->ctr.stream_bytes += bytes;
+    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_ROOT) &&
+        on_oneway(agg, g, sl, h, payload, bytes, c))
+        return;
+    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
+        /* The child holds the result of sl->epoch: start the next epoch.
+         * The copy of this epoch's parity held epoch-1, which every child
+         * has (they all contributed to sl->epoch). */
+        slot_start(g, sl, h);
+    } else if (h->epoch != sl->epoch) {
+        contrib_other_epoch(agg, g, sl, src, h, c);
+        return;
+    }
+
+    rc = &sl->res[sl->epoch & 1];
+    if (sl->seen[c / 64] & (1ull << (c % 64))) {
+        contrib_again(agg, g, sl, rc, h, c);
+        return;
+    }
+    if (sl->state != SLOT_COLLECTING) {
+        drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
+        return;
+    }
+    if (h->flags & WIRE_F_QUERY) {
+        /* A query where the child's contribution never came: ask. */
+        answer_query(agg, g, h, c, 0, 0);
+        return;
+    }
+    {
+        unsigned why = call_differs(h, rc);
+        if (why != WIRE_MISMATCH_NONE) {
+            contrib_differs(agg, g, sl, rc, h, c, why);
+            return;
+        }
+    }
+    if (contrib_keep(agg, g, sl, rc, src, h, payload, bytes, c) != 0)
+        return;
     if (h->flags & WIRE_F_ROOT)
         rc->rootc = c;
     rc->flags |= h->flags & WIRE_F_TWICE;
