@@ -212,8 +212,7 @@ static inline void agg_stamp(uint64_t *field, uint64_t now)
  * is on the per-packet path of contributions and results.
  */
 /* Sends h, a packet without payload, sealed with the group's key. */
-void agg_send_ctl(agg_t *agg, group_t *g, incoll_ep_t dst,
-                  const wire_hdr_t *h);
+void agg_send_ctl(agg_t *agg, group_t *g, incoll_ep_t dst, const wire_hdr_t *h);
 /* Counts a dropped packet in *ctr and says why (debug). */
 void agg_drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
               uint32_t group);

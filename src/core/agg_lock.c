@@ -292,7 +292,7 @@ static int round_mark(uint64_t *seen, int c)
 }
 
 void agg_lock_on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
-                    const wire_hdr_t *h)
+                      const wire_hdr_t *h)
 {
     int c = h->child;
 
@@ -316,7 +316,7 @@ void agg_lock_on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
         memset(g->lk_seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
     } else if (h->epoch != g->lk_seq) {
         agg_drop(agg, &agg->ctr.stale_dropped, src, "lock round out of order",
-             g->id);
+                 g->id);
         return;
     }
     if (!round_mark(g->lk_seen, c)) {
@@ -350,13 +350,13 @@ void agg_lock_on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
 }
 
 void agg_lock_on_lock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
-                        const wire_hdr_t *h)
+                          const wire_hdr_t *h)
 {
     unsigned why = h->flags & WIRE_F_REFUSE ? h->op : WIRE_LOCK_OK;
 
     if (g->parent == INCOLL_EP_NONE || src != g->parent) {
-        agg_drop(agg, &agg->ctr.bad_source, src, "lock answer not from the parent",
-             g->id);
+        agg_drop(agg, &agg->ctr.bad_source, src,
+                 "lock answer not from the parent", g->id);
         return;
     }
     if (h->total == g->gen && h->epoch == g->lk_seq &&
@@ -385,7 +385,7 @@ void agg_lock_on_lock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
 }
 
 void agg_lock_on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
-                      const wire_hdr_t *h)
+                        const wire_hdr_t *h)
 {
     int c = h->child;
 
@@ -397,8 +397,8 @@ void agg_lock_on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
     if (g->ul_seq == 0 || g->ul_seq != h->epoch) {
         if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
             g->rep_why != WIRE_LOCK_OK) {
-            agg_drop(agg, &agg->ctr.stale_dropped, src, "unlock of no granted lock",
-                 g->id);
+            agg_drop(agg, &agg->ctr.stale_dropped, src,
+                     "unlock of no granted lock", g->id);
             return;
         }
         g->ul_seq = h->epoch;
@@ -430,11 +430,11 @@ void agg_lock_on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
 }
 
 void agg_lock_on_unlock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
-                          const wire_hdr_t *h)
+                            const wire_hdr_t *h)
 {
     if (g->parent == INCOLL_EP_NONE || src != g->parent) {
         agg_drop(agg, &agg->ctr.bad_source, src,
-             "unlock answer not from the parent", g->id);
+                 "unlock answer not from the parent", g->id);
         return;
     }
     if (h->total != g->gen || h->epoch != g->ul_seq || g->ul_state != LK_UP) {
