@@ -1263,16 +1263,15 @@ static int on_oneway(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
 }
 
 /*
- * Checks contribution h of child c (bytes of payload) before it touches a
+ * Checks contribution h of child c (h->child, passed so that the caller's
+ * bit arithmetic on it is shared) and bytes of payload before it touches a
  * slot: the child's index, the size, the shape of the collective, the
  * source and the generation (child_admit); notes whether c listens to the
  * group's multicast. Returns 1 to go on, 0 when it was dropped.
  */
 static int contrib_admit(agg_t *agg, group_t *g, incoll_ep_t src,
-                         const wire_hdr_t *h, size_t bytes)
+                         const wire_hdr_t *h, int c, size_t bytes)
 {
-    int c = h->child;
-
     if (c >= g->nchildren) {
         drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
              g->id);
@@ -1458,7 +1457,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     size_t bytes =
         (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
 
-    if (!contrib_admit(agg, g, src, h, bytes))
+    if (!contrib_admit(agg, g, src, h, c, bytes))
         return;
     if (h->flags & WIRE_F_AHEAD) {
         on_ahead(agg, g, h, payload, bytes, c);
