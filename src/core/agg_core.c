@@ -1299,8 +1299,10 @@ static int contrib_admit(agg_t *agg, group_t *g, incoll_ep_t src,
 /* Contribution h of child c names a slot the group does not have: out
  * of range, or a stream slot of a lock no longer held (agg_lock.c says
  * so, so that the host stops waiting). */
-static void contrib_no_slot(agg_t *agg, group_t *g, incoll_ep_t src,
-                            const wire_hdr_t *h, int c)
+static __attribute__((noinline)) void contrib_no_slot(agg_t *agg, group_t *g,
+                                                      incoll_ep_t src,
+                                                      const wire_hdr_t *h,
+                                                      int c)
 {
     if (!agg_lock_stream_lost(agg, g, src, c))
         drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
@@ -1375,8 +1377,9 @@ static void contrib_again(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
 
 /* Child c's call differs from the slot's (why): the child counts as in,
  * its data is not used, and the slot's result is an error for all. */
-static void contrib_differs(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
-                            const wire_hdr_t *h, int c, unsigned why)
+static __attribute__((noinline)) void
+contrib_differs(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                const wire_hdr_t *h, int c, unsigned why)
 {
     if (rc->err == WIRE_MISMATCH_NONE) {
         rc->err = (uint8_t)why;
