@@ -174,7 +174,7 @@ struct agg {
     agg_stats_cb_t stats;
     void *stats_arg;
     uint32_t mcast_dual_bytes;
-    /* The batch being handled and what it lent (see the top). */
+    /* The batch being handled and what it lent (agg_core.c, at the top). */
     int in_batch;
     borrow_t *borrows;
     int nborrow;
