@@ -423,23 +423,9 @@ static int sizes_of(const bench_opts_t *o, size_t *sizes)
     return n;
 }
 
-int bench_agg_main(int argc, char **argv)
+/* Sizes must be whole float32 vectors. Returns 0 or 2 (said why). */
+static int check_sizes(const size_t *sizes, int nsizes)
 {
-    bench_opts_t o;
-    bench_fabric_opts_t fo = {.who = "bench agg"};
-    bench_fabric_t f;
-    fabric_conf_t conf;
-    static gen_t g;
-    char path[PATH_MAX + 128], err[512], threads[16];
-    size_t sizes[AGG_MAX_SIZES];
-    turn_t res[AGG_MAX_SIZES][T_COUNT];
-    FILE *csv = NULL;
-    int nsizes, rc, ret = 1;
-    uint16_t port;
-
-    if (bench_opts_get(&agg_cmd, argc, argv, &o, &rc) != 0)
-        return rc;
-    nsizes = sizes_of(&o, sizes);
     for (int i = 0; i < nsizes; i++)
         if (sizes[i] < 4 || sizes[i] % 4 != 0) {
             fprintf(stderr,
@@ -448,6 +434,189 @@ int bench_agg_main(int argc, char **argv)
                     sizes[i]);
             return 2;
         }
+    return 0;
+}
+
+/* The fabric f is up: reads its configuration into conf, finds its one
+ * AN, starts the relay beside it and sets up the hosts of g for vectors
+ * of up to max_bytes. Returns 0 or -1 (said why). */
+static int setup_targets(bench_fabric_t *f, const bench_opts_t *o,
+                         fabric_conf_t *conf, gen_t *g, size_t max_bytes)
+{
+    char path[PATH_MAX + 128], err[512];
+    uint16_t port;
+
+    snprintf(path, sizeof(path), "%s/fabric.conf", f->dir);
+    if (fabric_conf_load(path, conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll bench agg: %s\n", err);
+        return -1;
+    }
+    if (conf->nans != 1 || conf->nhosts != o->hosts) {
+        fprintf(stderr, "incoll bench agg: want one AN over %d hosts\n",
+                o->hosts);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/%s.pid", f->dir, conf->ans[0].name);
+    g->pid[T_AN] = fabric_pidfile_read(path);
+    if (g->pid[T_AN] <= 0) {
+        fprintf(stderr, "incoll bench agg: no pid in %s\n", path);
+        return -1;
+    }
+    port = free_port();
+    g->pid[T_RELAY] = port ? relay_start(f, port) : -1;
+    if (g->pid[T_RELAY] < 0)
+        return -1;
+    g->n = o->hosts;
+    g->ep[T_AN] = conf->ans[0].addr;
+    g->ep[T_RELAY] = wire_ep(0x7f000001u, port);
+    if (gen_open(g, conf, f->dir, max_bytes) != 0) {
+        fprintf(stderr, "incoll bench agg: cannot set up the hosts\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* The lines above the table, and the CSV's header. */
+static void print_head(const bench_opts_t *o, const fabric_conf_t *conf,
+                       const gen_t *g, FILE *csv)
+{
+    printf("# incoll bench agg: an %s over %d hosts and a plain relay (no "
+           "mac, no reduction) on the same loopback path, %d thread%s each; "
+           "%s mac, %s\n",
+           conf->ans[0].name, o->hosts, o->threads, o->threads > 1 ? "s" : "",
+           wire_mac_alg_name(wire_mac_alg_default()), udp_path(g->h[0].sock));
+    printf("# float32 sum allreduces back to back, window of %u slots; turns "
+           "of %.1f s alternating, %d rounds; an results checked\n",
+           conf->slots, o->seconds, o->rounds);
+    printf("# cpu: the daemon's user+sys; packets, bytes: datagrams it "
+           "received and sent; per cpu-s: per second of its cpu\n");
+    printf("%9s %-6s %8s %10s %9s %9s %12s %10s %10s\n", "bytes", "daemon",
+           "ops", "packets", "cpu(ms)", "ns/pkt", "kpkt/cpu-s", "MB/cpu-s",
+           "us/op");
+    if (csv)
+        fprintf(csv, "bytes,daemon,ops,packets,bytes_moved,cpu_ns,wall_ns,"
+                     "ns_per_packet,packets_per_cpu_s,bytes_per_cpu_s\n");
+}
+
+/* The rounds of turns at one size (bytes), then its rows. res[t] sums
+ * target t's turns. Returns 0 or -1 (said why). */
+static int run_size(gen_t *g, const bench_opts_t *o, size_t bytes, turn_t *res,
+                    FILE *csv)
+{
+    size_t count = bytes / sizeof(float);
+
+    for (int r = 0; r < o->rounds; r++)
+        for (int k = 0; k < T_COUNT; k++) {
+            /* Who goes first alternates from round to round. */
+            int t = (k + r) % T_COUNT;
+            if (gen_turn(g, t, count, o->seconds, &res[t]) != 0) {
+                fprintf(stderr,
+                        "incoll bench agg: the %s's turn at %zu bytes "
+                        "failed\n",
+                        target_name[t], bytes);
+                return -1;
+            }
+        }
+    for (int t = 0; t < T_COUNT; t++) {
+        const turn_t *tn = &res[t];
+        double cpu_s = (double)tn->cpu_ns / 1e9;
+        double ns = tn->pkts ? (double)tn->cpu_ns / (double)tn->pkts : 0;
+        double pps = cpu_s > 0 ? (double)tn->pkts / cpu_s : 0;
+        double bps = cpu_s > 0 ? (double)tn->bytes / cpu_s : 0;
+        printf("%9zu %-6s %8" PRIu64 " %10" PRIu64
+               " %9.1f %9.1f %12.1f %10.1f %10.1f\n",
+               bytes, target_name[t], tn->ops, tn->pkts,
+               (double)tn->cpu_ns / 1e6, ns, pps / 1e3, bps / 1e6,
+               tn->ops ? (double)tn->wall_ns / 1e3 / (double)tn->ops : 0);
+        if (csv)
+            fprintf(csv,
+                    "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+                    ",%" PRIu64 ",%.1f,%.0f,%.0f\n",
+                    bytes, target_name[t], tn->ops, tn->pkts, tn->bytes,
+                    tn->cpu_ns, tn->wall_ns, ns, pps, bps);
+    }
+    fflush(stdout);
+    if (res[T_AN].cpu_ns == 0 || res[T_RELAY].cpu_ns == 0) {
+        fprintf(stderr,
+                "incoll bench agg: a daemon used less than one clock "
+                "tick at %zu bytes: run longer --seconds\n",
+                bytes);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Appends the fit of both targets to the calibration file o->calib: ns
+ * per datagram = a + b * bytes per datagram, through the smallest (x)
+ * and the largest (y) size. Returns 0 or 1 (said why).
+ */
+static int write_calib(const bench_opts_t *o, const size_t *sizes, int nsizes,
+                       turn_t (*res)[T_COUNT])
+{
+    FILE *cf = fopen(o->calib, "a");
+    int bad = cf == NULL;
+    double fit[T_COUNT][2];
+
+    for (int t = 0; t < T_COUNT; t++) {
+        const turn_t *x = &res[0][t], *y = &res[nsizes - 1][t];
+        double bx = (double)x->bytes / (double)x->pkts;
+        double by = (double)y->bytes / (double)y->pkts;
+        double nx = (double)x->cpu_ns / (double)x->pkts;
+        double ny = (double)y->cpu_ns / (double)y->pkts;
+        /* A slope only across sizes far enough apart that it is not
+         * the noise of two small ones; else the mean cost. */
+        double b = by > bx + 1024 ? (ny - nx) / (by - bx) : 0;
+        if (b < 0)
+            b = 0;
+        fit[t][1] = b;
+        fit[t][0] = b > 0
+                        ? nx - b * bx
+                        : (x->cpu_ns + y->cpu_ns) / (double)(x->pkts + y->pkts);
+        if (fit[t][0] < 0)
+            fit[t][0] = 0;
+    }
+    if (!bad) {
+        bad = fprintf(cf,
+                      "# incoll bench agg: %d hosts, %d thread%s, %zu to "
+                      "%zu bytes, %s mac; ns per datagram = "
+                      "ns_per_packet + ns_per_byte * datagram bytes\n"
+                      "agg ns_per_packet=%.1f ns_per_byte=%.5f threads=%d "
+                      "relay_ns_per_packet=%.1f relay_ns_per_byte=%.5f\n",
+                      o->hosts, o->threads, o->threads > 1 ? "s" : "", sizes[0],
+                      sizes[nsizes - 1],
+                      wire_mac_alg_name(wire_mac_alg_default()), fit[T_AN][0],
+                      fit[T_AN][1], o->threads, fit[T_RELAY][0],
+                      fit[T_RELAY][1]) < 0;
+        bad |= fclose(cf) != 0;
+    }
+    if (bad) {
+        fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o->calib,
+                log_strerror(errno));
+        return 1;
+    }
+    fprintf(stderr, "incoll bench agg: appended to %s\n", o->calib);
+    return 0;
+}
+
+int bench_agg_main(int argc, char **argv)
+{
+    bench_opts_t o;
+    bench_fabric_opts_t fo = {.who = "bench agg"};
+    bench_fabric_t f;
+    fabric_conf_t conf;
+    static gen_t g;
+    char threads[16];
+    size_t sizes[AGG_MAX_SIZES];
+    turn_t res[AGG_MAX_SIZES][T_COUNT];
+    FILE *csv = NULL;
+    int nsizes, rc, ret = 1;
+
+    if (bench_opts_get(&agg_cmd, argc, argv, &o, &rc) != 0)
+        return rc;
+    nsizes = sizes_of(&o, sizes);
+    if (check_sizes(sizes, nsizes) != 0)
+        return 2;
     /* The AN's daemon (started by the fabric) and the relay run with the
      * same threads. */
     snprintf(threads, sizeof(threads), "%d", o.threads);
@@ -461,96 +630,17 @@ int bench_agg_main(int argc, char **argv)
     if (bench_fabric_open(&f, &fo) != 0)
         return bench_interrupted() ? 130 : 1;
     g.pid[T_RELAY] = -1;
-    snprintf(path, sizeof(path), "%s/fabric.conf", f.dir);
-    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
-        fprintf(stderr, "incoll bench agg: %s\n", err);
+    if (setup_targets(&f, &o, &conf, &g, sizes[nsizes - 1]) != 0)
         goto out;
-    }
-    if (conf.nans != 1 || conf.nhosts != o.hosts) {
-        fprintf(stderr, "incoll bench agg: want one AN over %d hosts\n",
-                o.hosts);
-        goto out;
-    }
-    snprintf(path, sizeof(path), "%s/%s.pid", f.dir, conf.ans[0].name);
-    g.pid[T_AN] = fabric_pidfile_read(path);
-    if (g.pid[T_AN] <= 0) {
-        fprintf(stderr, "incoll bench agg: no pid in %s\n", path);
-        goto out;
-    }
-    port = free_port();
-    g.pid[T_RELAY] = port ? relay_start(&f, port) : -1;
-    if (g.pid[T_RELAY] < 0)
-        goto out;
-    g.n = o.hosts;
-    g.ep[T_AN] = conf.ans[0].addr;
-    g.ep[T_RELAY] = wire_ep(0x7f000001u, port);
-    if (gen_open(&g, &conf, f.dir, sizes[nsizes - 1]) != 0) {
-        fprintf(stderr, "incoll bench agg: cannot set up the hosts\n");
-        goto out;
-    }
     if (o.csv && (csv = fopen(o.csv, "w")) == NULL) {
         fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.csv,
                 log_strerror(errno));
         goto out;
     }
-
-    printf("# incoll bench agg: an %s over %d hosts and a plain relay (no "
-           "mac, no reduction) on the same loopback path, %d thread%s each; "
-           "%s mac, %s\n",
-           conf.ans[0].name, o.hosts, o.threads, o.threads > 1 ? "s" : "",
-           wire_mac_alg_name(wire_mac_alg_default()), udp_path(g.h[0].sock));
-    printf("# float32 sum allreduces back to back, window of %u slots; turns "
-           "of %.1f s alternating, %d rounds; an results checked\n",
-           conf.slots, o.seconds, o.rounds);
-    printf("# cpu: the daemon's user+sys; packets, bytes: datagrams it "
-           "received and sent; per cpu-s: per second of its cpu\n");
-    printf("%9s %-6s %8s %10s %9s %9s %12s %10s %10s\n", "bytes", "daemon",
-           "ops", "packets", "cpu(ms)", "ns/pkt", "kpkt/cpu-s", "MB/cpu-s",
-           "us/op");
-    if (csv)
-        fprintf(csv, "bytes,daemon,ops,packets,bytes_moved,cpu_ns,wall_ns,"
-                     "ns_per_packet,packets_per_cpu_s,bytes_per_cpu_s\n");
-    for (int s = 0; s < nsizes; s++) {
-        size_t count = sizes[s] / sizeof(float);
-        for (int r = 0; r < o.rounds; r++)
-            for (int k = 0; k < T_COUNT; k++) {
-                /* Who goes first alternates from round to round. */
-                int t = (k + r) % T_COUNT;
-                if (gen_turn(&g, t, count, o.seconds, &res[s][t]) != 0) {
-                    fprintf(stderr,
-                            "incoll bench agg: the %s's turn at %zu bytes "
-                            "failed\n",
-                            target_name[t], sizes[s]);
-                    goto out;
-                }
-            }
-        for (int t = 0; t < T_COUNT; t++) {
-            const turn_t *tn = &res[s][t];
-            double cpu_s = (double)tn->cpu_ns / 1e9;
-            double ns = tn->pkts ? (double)tn->cpu_ns / (double)tn->pkts : 0;
-            double pps = cpu_s > 0 ? (double)tn->pkts / cpu_s : 0;
-            double bps = cpu_s > 0 ? (double)tn->bytes / cpu_s : 0;
-            printf("%9zu %-6s %8" PRIu64 " %10" PRIu64
-                   " %9.1f %9.1f %12.1f %10.1f %10.1f\n",
-                   sizes[s], target_name[t], tn->ops, tn->pkts,
-                   (double)tn->cpu_ns / 1e6, ns, pps / 1e3, bps / 1e6,
-                   tn->ops ? (double)tn->wall_ns / 1e3 / (double)tn->ops : 0);
-            if (csv)
-                fprintf(csv,
-                        "%zu,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-                        ",%" PRIu64 ",%.1f,%.0f,%.0f\n",
-                        sizes[s], target_name[t], tn->ops, tn->pkts, tn->bytes,
-                        tn->cpu_ns, tn->wall_ns, ns, pps, bps);
-        }
-        fflush(stdout);
-        if (res[s][T_AN].cpu_ns == 0 || res[s][T_RELAY].cpu_ns == 0) {
-            fprintf(stderr,
-                    "incoll bench agg: a daemon used less than one clock "
-                    "tick at %zu bytes: run longer --seconds\n",
-                    sizes[s]);
+    print_head(&o, &conf, &g, csv);
+    for (int s = 0; s < nsizes; s++)
+        if (run_size(&g, &o, sizes[s], res[s], csv) != 0)
             goto out;
-        }
-    }
     /* The targets of docs/benchmarks.md: the AN against the relay. */
     {
         const turn_t *a0 = &res[0][T_AN], *r0 = &res[0][T_RELAY];
@@ -564,53 +654,7 @@ int bench_agg_main(int argc, char **argv)
                "cpu-second at %zu bytes %.2fx\n",
                sizes[0], ns_a / ns_r, sizes[nsizes - 1], bps_a / bps_r);
     }
-    ret = 0;
-    if (o.calib) {
-        /* ns per datagram = a + b * bytes per datagram, through the
-         * smallest and the largest size. */
-        FILE *cf = fopen(o.calib, "a");
-        int bad = cf == NULL;
-        double fit[T_COUNT][2];
-        for (int t = 0; t < T_COUNT; t++) {
-            const turn_t *x = &res[0][t], *y = &res[nsizes - 1][t];
-            double bx = (double)x->bytes / (double)x->pkts;
-            double by = (double)y->bytes / (double)y->pkts;
-            double nx = (double)x->cpu_ns / (double)x->pkts;
-            double ny = (double)y->cpu_ns / (double)y->pkts;
-            /* A slope only across sizes far enough apart that it is not
-             * the noise of two small ones; else the mean cost. */
-            double b = by > bx + 1024 ? (ny - nx) / (by - bx) : 0;
-            if (b < 0)
-                b = 0;
-            fit[t][1] = b;
-            fit[t][0] =
-                b > 0 ? nx - b * bx
-                      : (x->cpu_ns + y->cpu_ns) / (double)(x->pkts + y->pkts);
-            if (fit[t][0] < 0)
-                fit[t][0] = 0;
-        }
-        if (!bad) {
-            bad = fprintf(cf,
-                          "# incoll bench agg: %d hosts, %d thread%s, %zu to "
-                          "%zu bytes, %s mac; ns per datagram = "
-                          "ns_per_packet + ns_per_byte * datagram bytes\n"
-                          "agg ns_per_packet=%.1f ns_per_byte=%.5f threads=%d "
-                          "relay_ns_per_packet=%.1f relay_ns_per_byte=%.5f\n",
-                          o.hosts, o.threads, o.threads > 1 ? "s" : "",
-                          sizes[0], sizes[nsizes - 1],
-                          wire_mac_alg_name(wire_mac_alg_default()),
-                          fit[T_AN][0], fit[T_AN][1], o.threads,
-                          fit[T_RELAY][0], fit[T_RELAY][1]) < 0;
-            bad |= fclose(cf) != 0;
-        }
-        if (bad) {
-            fprintf(stderr, "incoll bench agg: cannot write %s: %s\n", o.calib,
-                    log_strerror(errno));
-            ret = 1;
-        } else {
-            fprintf(stderr, "incoll bench agg: appended to %s\n", o.calib);
-        }
-    }
+    ret = o.calib ? write_calib(&o, sizes, nsizes, res) : 0;
 out:
     if (csv && fclose(csv) != 0) {
         fprintf(stderr, "incoll bench agg: cannot write %s\n", o.csv);

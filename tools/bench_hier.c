@@ -311,231 +311,294 @@ static int write_outputs(const bench_opts_t *o, const size_t *sizes, int nsizes,
     return ret;
 }
 
+/* What the measuring ranks share while bench_hier_rank_run runs. */
+typedef struct {
+    const bench_opts_t *o;
+    const bench_mpi_t *mpi;
+    incoll_comm_h world;
+    incoll_comm_h comms[4]; /* one per mode (mode_of), made up front */
+    int rank, size;
+    float *send, *recv;
+    size_t *sizes;
+    int nsizes;
+    hb_cell_t *cells; /* nsizes x algos.n */
+    uint32_t dead;    /* algorithms that failed: skipped from then on */
+    int bad;          /* a wrong result was seen */
+} hb_run_t;
+
+/*
+ * N sockets per host to hwloc; local rank i of host h on CPU (i + h) mod
+ * CPUs: the emulated hosts share this machine's CPUs, and without the
+ * host's offset every host's leader (local rank 0) would sit on CPU 0
+ * with the others' leaders, where real hosts each have CPUs of their
+ * own. Returns the synthetic topology given to hwloc.
+ */
+static const char *emulate_sockets(const bench_opts_t *o, int rank)
+{
+    static char topo[64];
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+
+    if (ncpu < 1)
+        ncpu = 1;
+    snprintf(topo, sizeof(topo), "package:%d core:%ld pu:1", o->sockets,
+             ncpu / o->sockets > 0 ? ncpu / o->sockets : 1);
+    setenv("HWLOC_SYNTHETIC", topo, 1);
+    CPU_ZERO(&set);
+    CPU_SET((int)((rank % o->ppn + rank / o->ppn) % ncpu), &set);
+    sched_setaffinity(0, sizeof(set), &set);
+    return topo;
+}
+
+/* One communicator per mode the algorithms use, all made before any is
+ * used. Returns 0 or -1 (said why). */
+static int make_comms(hb_run_t *h)
+{
+    for (int i = 0; i < h->o->algos.n; i++) {
+        const char *mode;
+        int m = mode_of(h->o->algos.id[i], &mode);
+        incoll_status_t status;
+        if (m == 3 || h->comms[m])
+            continue;
+        status = incoll_comm_split(h->world, 0, h->rank, &h->comms[m]);
+        if (status == INCOLL_OK)
+            status = host_hier_set_mode(h->comms[m], mode);
+        if (status != INCOLL_OK) {
+            fprintf(stderr,
+                    "incoll bench _hier: rank %d: %s communicator: %s\n",
+                    h->rank, mode, incoll_status_string(status));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Checks the result of size s: sets h->bad at the first wrong element. */
+static void check_result(hb_run_t *h, int s, int a, size_t count)
+{
+    double base = 0;
+
+    for (int q = 0; q < h->size; q++)
+        base += (double)(q % 13);
+    for (size_t e = 0; e < count; e++) {
+        double want = base + (double)h->size * (double)(e % 5);
+        if ((double)h->recv[e] != want) {
+            fprintf(stderr,
+                    "incoll bench _hier: rank %d: %s of %zu "
+                    "bytes: element %zu is %g, want %g\n",
+                    h->rank, hb_algo_name(NULL, a), h->sizes[s], e,
+                    (double)h->recv[e], want);
+            h->bad = 1;
+            break;
+        }
+    }
+}
+
+/* One operation of algorithm i at size s (it < 0: warm-up), timed and
+ * checked. */
+static void run_one(hb_run_t *h, int s, int it, int i)
+{
+    int a = h->o->algos.id[i];
+    const char *mode;
+    int m = mode_of(a, &mode);
+    size_t count = h->sizes[s] / 4;
+    uint64_t t0, t1, tx0, tx1, wk0, wk1;
+    host_counters_t hc;
+    incoll_status_t status;
+    hb_cell_t *c = &h->cells[s * h->o->algos.n + i];
+
+    if (h->dead & (1u << i))
+        return;
+    incoll_barrier(h->world);
+    host_counters_read(h->world, &hc);
+    tx0 = hc.tx_bytes;
+    wk0 = hc.wakeups;
+    t0 = now_ns();
+    if (m == 3) {
+        status = h->mpi->allreduce(h->send, h->recv, count) == 0
+                     ? INCOLL_OK
+                     : INCOLL_ERR_IO;
+    } else {
+        status =
+            incoll_allreduce_algo(h->comms[m], algo_of(a), h->send, h->recv,
+                                  count, INCOLL_FLOAT32, INCOLL_OP_SUM);
+    }
+    t1 = now_ns();
+    host_counters_read(h->world, &hc);
+    tx1 = hc.tx_bytes;
+    wk1 = hc.wakeups;
+    if (status != INCOLL_OK) {
+        /* A failed communicator fails on every member (its recovery is
+         * collective): drop the algorithm from here on and go on with
+         * the others. */
+        fprintf(stderr,
+                "incoll bench _hier: rank %d: %s of %zu bytes: "
+                "%s; dropping it\n",
+                h->rank, hb_algo_name(NULL, a), h->sizes[s],
+                incoll_status_string(status));
+        h->dead |= 1u << i;
+        return;
+    }
+    check_result(h, s, a, count);
+    if (it >= 0) {
+        c->sum_us += (double)(t1 - t0) / 1e3;
+        c->tx += (double)(tx1 - tx0);
+        c->wake += (double)(wk1 - wk0);
+    }
+}
+
+/* Every algorithm at size s, alternating, then this rank's means; the
+ * algorithms that failed anywhere are marked failed everywhere. */
+static void run_size(hb_run_t *h, int s)
+{
+    const bench_opts_t *o = h->o;
+    int iters = bench_iters_for(o, h->sizes[s], 4u << 20, 5, 40);
+    /* Warm-up: --warmup, else a tenth of the timed operations, as the
+     * allreduce benchmark, and at least two (MPI's own sets up its
+     * connections on first use). */
+    int warm = bench_warmup_for(o, iters);
+    int32_t d;
+
+    if (o->warmup < 0 && warm < 2)
+        warm = 2;
+    for (int it = -warm; it < iters && !h->bad; it++)
+        for (int j = 0; j < o->algos.n && !h->bad; j++)
+            run_one(h, s, it, bench_run_order(o->algos.n, it, j));
+    d = (int32_t)h->dead;
+    incoll_allreduce(h->world, INCOLL_IN_PLACE, &d, 1, INCOLL_INT32,
+                     INCOLL_OP_BOR);
+    h->dead = (uint32_t)d;
+    for (int i = 0; i < o->algos.n; i++) {
+        hb_cell_t *c = &h->cells[s * o->algos.n + i];
+        c->sum_us /= iters;
+        c->tx /= iters;
+        c->wake /= iters;
+        c->failed = (h->dead >> i) & 1;
+    }
+}
+
+/* Every cell's average, minimum and maximum over the ranks, and the
+ * bytes per host and wake-ups per rank. */
+static void reduce_cells(hb_run_t *h)
+{
+    size_t n = (size_t)h->nsizes * (size_t)h->o->algos.n;
+    double *v = calloc(n * 5, sizeof(double));
+    hb_cell_t *cells = h->cells;
+
+    for (size_t c = 0; c < n; c++) {
+        v[c] = v[n + c] = v[2 * n + c] = cells[c].sum_us;
+        v[3 * n + c] = cells[c].tx;
+        v[4 * n + c] = cells[c].wake;
+    }
+    incoll_allreduce(h->world, INCOLL_IN_PLACE, v, n, INCOLL_FLOAT64,
+                     INCOLL_OP_SUM);
+    incoll_allreduce(h->world, INCOLL_IN_PLACE, v + n, n, INCOLL_FLOAT64,
+                     INCOLL_OP_MIN);
+    incoll_allreduce(h->world, INCOLL_IN_PLACE, v + 2 * n, n, INCOLL_FLOAT64,
+                     INCOLL_OP_MAX);
+    incoll_allreduce(h->world, INCOLL_IN_PLACE, v + 3 * n, 2 * n,
+                     INCOLL_FLOAT64, INCOLL_OP_SUM);
+    for (size_t c = 0; c < n; c++) {
+        cells[c].avg = v[c] / h->size;
+        cells[c].min = v[n + c];
+        cells[c].max = v[2 * n + c];
+        cells[c].txavg = v[3 * n + c] / h->o->hosts;
+        cells[c].wakeavg = v[4 * n + c] / h->size;
+    }
+    free(v);
+}
+
+/* Rank 0's table on stdout (synth: the sockets were emulated). */
+static void print_table(const hb_run_t *h, const char *synth)
+{
+    const bench_opts_t *o = h->o;
+
+    printf("# allreduce float32 sum, %d hosts x %d ranks per host%s\n",
+           o->hosts, o->ppn, synth ? " (hwloc: sockets emulated)" : "");
+    printf("# tx/host: bytes the ranks' UDP sockets sent per operation "
+           "per host (not counted for mpi); wake/rank: a rank's "
+           "returns from blocking waits per operation (ppoll, "
+           "futex, lock; libincoll's only)\n");
+    printf("%-18s ", "algo");
+    bench_osu_head(stdout);
+    printf(" %12s %9s\n", "tx/host", "wake/rank");
+    for (int s = 0; s < h->nsizes; s++)
+        for (int i = 0; i < o->algos.n; i++) {
+            const hb_cell_t *c = &h->cells[s * o->algos.n + i];
+            int iters = bench_iters_for(o, h->sizes[s], 4u << 20, 5, 40);
+            printf("%-18s ", hb_algo_name(NULL, o->algos.id[i]));
+            if (c->failed)
+                printf("%9zu %6d %10s\n", h->sizes[s], iters, "failed");
+            else {
+                bench_osu_row(stdout, h->sizes[s], iters, c->avg, c->min,
+                              c->max);
+                printf(" %12.0f %9.2f\n", c->txavg, c->wakeavg);
+            }
+        }
+    fflush(stdout);
+}
+
 int bench_hier_rank_run(int argc, char **argv, const bench_mpi_t *mpi)
 {
     bench_opts_t o;
     bench_rank_t r;
-    incoll_comm_h world, comms[4] = {NULL};
-    const char *csv = NULL, *plot = NULL, *synth = NULL;
-    uint64_t link_bps = 0;
-    size_t *sizes = NULL;
-    hb_cell_t *cells = NULL;
-    float *send = NULL, *recv = NULL;
-    int rank, size, nsizes, ret = 1, bad = 0;
-    uint32_t dead = 0; /* algorithms that failed: skipped from then on */
-    incoll_status_t status;
+    hb_run_t h = {0};
+    const char *synth = NULL;
+    int ret = 1;
 
     if (parse_opts(argc, argv, &o, &ret) != 0)
         return 2;
     ret = 1;
-    csv = o.csv;
-    plot = o.plot;
-    link_bps = o.link_rate;
     if (has_algo(&o, A_MPI) && mpi == NULL) {
         fprintf(stderr, "incoll bench _hier: mpi runs in the MPI worker\n");
         return 2;
     }
     if (bench_rank_start(&r, mpi, "bench _hier") != 0)
         return 1;
-    world = r.world;
-    rank = r.rank;
-    size = r.size;
-    if (o.sockets > 0) {
-        /* N sockets per host to hwloc; local rank i of host h on CPU
-         * (i + h) mod CPUs: the emulated hosts share this machine's CPUs,
-         * and without the host's offset every host's leader (local rank
-         * 0) would sit on CPU 0 with the others' leaders, where real hosts
-         * each have CPUs of their own. */
-        static char topo[64];
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        cpu_set_t set;
-        if (ncpu < 1)
-            ncpu = 1;
-        snprintf(topo, sizeof(topo), "package:%d core:%ld pu:1", o.sockets,
-                 ncpu / o.sockets > 0 ? ncpu / o.sockets : 1);
-        synth = topo;
-        setenv("HWLOC_SYNTHETIC", synth, 1);
-        CPU_ZERO(&set);
-        CPU_SET((int)((rank % o.ppn + rank / o.ppn) % ncpu), &set);
-        sched_setaffinity(0, sizeof(set), &set);
-    }
-    /* One communicator per mode, all made before any is used. */
-    for (int i = 0; i < o.algos.n; i++) {
-        const char *mode;
-        int m = mode_of(o.algos.id[i], &mode);
-        if (m == 3 || comms[m])
-            continue;
-        status = incoll_comm_split(world, 0, rank, &comms[m]);
-        if (status == INCOLL_OK)
-            status = host_hier_set_mode(comms[m], mode);
-        if (status != INCOLL_OK) {
-            fprintf(stderr,
-                    "incoll bench _hier: rank %d: %s communicator: %s\n", rank,
-                    mode, incoll_status_string(status));
-            goto out;
-        }
-    }
-    nsizes = bench_size_list(o.min_size, o.max_size, &sizes);
-    cells = calloc((size_t)nsizes * (size_t)o.algos.n, sizeof(*cells));
-    send = malloc(o.max_size + 16);
-    recv = malloc(o.max_size + 16);
-    if (nsizes <= 0 || cells == NULL || send == NULL || recv == NULL)
+    h.o = &o;
+    h.mpi = mpi;
+    h.world = r.world;
+    h.rank = r.rank;
+    h.size = r.size;
+    if (o.sockets > 0)
+        synth = emulate_sockets(&o, h.rank);
+    if (make_comms(&h) != 0)
+        goto out;
+    h.nsizes = bench_size_list(o.min_size, o.max_size, &h.sizes);
+    h.cells = calloc((size_t)h.nsizes * (size_t)o.algos.n, sizeof(*h.cells));
+    h.send = malloc(o.max_size + 16);
+    h.recv = malloc(o.max_size + 16);
+    if (h.nsizes <= 0 || h.cells == NULL || h.send == NULL || h.recv == NULL)
         goto out;
     for (size_t i = 0; i < o.max_size / 4 + 1; i++)
-        send[i] = (float)((rank % 13) + (int)(i % 5));
-    for (int s = 0; s < nsizes && !bad; s++) {
-        size_t count = sizes[s] / 4;
-        int iters = bench_iters_for(&o, sizes[s], 4u << 20, 5, 40);
-        double base = 0;
-        for (int q = 0; q < size; q++)
-            base += (double)(q % 13);
-        /* Warm-up: --warmup, else a tenth of the timed operations, as
-         * the allreduce benchmark, and at least two (MPI's own sets up
-         * its connections on first use). */
-        int warm = bench_warmup_for(&o, iters);
-        if (o.warmup < 0 && warm < 2)
-            warm = 2;
-        for (int it = -warm; it < iters && !bad; it++) {
-            for (int j = 0; j < o.algos.n && !bad; j++) {
-                int i = bench_run_order(o.algos.n, it, j);
-                int a = o.algos.id[i];
-                const char *mode;
-                int m = mode_of(a, &mode);
-                uint64_t t0, t1, tx0 = 0, tx1 = 0, wk0, wk1;
-                host_counters_t hc;
-                if (dead & (1u << i))
-                    continue;
-                incoll_barrier(world);
-                host_counters_read(world, &hc);
-                tx0 = hc.tx_bytes;
-                wk0 = hc.wakeups;
-                t0 = now_ns();
-                if (m == 3) {
-                    status = mpi->allreduce(send, recv, count) == 0
-                                 ? INCOLL_OK
-                                 : INCOLL_ERR_IO;
-                } else {
-                    status = incoll_allreduce_algo(comms[m], algo_of(a), send,
-                                                   recv, count, INCOLL_FLOAT32,
-                                                   INCOLL_OP_SUM);
-                }
-                t1 = now_ns();
-                host_counters_read(world, &hc);
-                tx1 = hc.tx_bytes;
-                wk1 = hc.wakeups;
-                if (status != INCOLL_OK) {
-                    /* A failed communicator fails on every member (its
-                     * recovery is collective): drop the algorithm from
-                     * here on and go on with the others. */
-                    fprintf(stderr,
-                            "incoll bench _hier: rank %d: %s of %zu bytes: "
-                            "%s; dropping it\n",
-                            rank, hb_algo_name(NULL, a), sizes[s],
-                            incoll_status_string(status));
-                    dead |= 1u << i;
-                    continue;
-                }
-                for (size_t e = 0; e < count; e++) {
-                    double want = base + (double)size * (double)(e % 5);
-                    if ((double)recv[e] != want) {
-                        fprintf(stderr,
-                                "incoll bench _hier: rank %d: %s of %zu "
-                                "bytes: element %zu is %g, want %g\n",
-                                rank, hb_algo_name(NULL, a), sizes[s], e,
-                                (double)recv[e], want);
-                        bad = 1;
-                        break;
-                    }
-                }
-                if (it >= 0) {
-                    cells[s * o.algos.n + i].sum_us += (double)(t1 - t0) / 1e3;
-                    cells[s * o.algos.n + i].tx += (double)(tx1 - tx0);
-                    cells[s * o.algos.n + i].wake += (double)(wk1 - wk0);
-                }
-            }
-        }
-        {
-            int32_t d = (int32_t)dead;
-            incoll_allreduce(world, INCOLL_IN_PLACE, &d, 1, INCOLL_INT32,
-                             INCOLL_OP_BOR);
-            dead = (uint32_t)d;
-        }
-        for (int i = 0; i < o.algos.n; i++) {
-            cells[s * o.algos.n + i].sum_us /= iters;
-            cells[s * o.algos.n + i].tx /= iters;
-            cells[s * o.algos.n + i].wake /= iters;
-            cells[s * o.algos.n + i].failed = (dead >> i) & 1;
-        }
-    }
+        h.send[i] = (float)((h.rank % 13) + (int)(i % 5));
+    for (int s = 0; s < h.nsizes && !h.bad; s++)
+        run_size(&h, s);
     /* Everyone agrees whether all went well, then the statistics. */
     {
-        int32_t b = bad;
-        incoll_allreduce(world, INCOLL_IN_PLACE, &b, 1, INCOLL_INT32,
+        int32_t b = h.bad;
+        incoll_allreduce(h.world, INCOLL_IN_PLACE, &b, 1, INCOLL_INT32,
                          INCOLL_OP_MAX);
-        bad = b;
+        h.bad = b;
     }
-    if (!bad) {
-        size_t n = (size_t)nsizes * (size_t)o.algos.n;
-        double *v = calloc(n * 5, sizeof(double));
-        for (size_t c = 0; c < n; c++) {
-            v[c] = v[n + c] = v[2 * n + c] = cells[c].sum_us;
-            v[3 * n + c] = cells[c].tx;
-            v[4 * n + c] = cells[c].wake;
-        }
-        incoll_allreduce(world, INCOLL_IN_PLACE, v, n, INCOLL_FLOAT64,
-                         INCOLL_OP_SUM);
-        incoll_allreduce(world, INCOLL_IN_PLACE, v + n, n, INCOLL_FLOAT64,
-                         INCOLL_OP_MIN);
-        incoll_allreduce(world, INCOLL_IN_PLACE, v + 2 * n, n, INCOLL_FLOAT64,
-                         INCOLL_OP_MAX);
-        incoll_allreduce(world, INCOLL_IN_PLACE, v + 3 * n, 2 * n,
-                         INCOLL_FLOAT64, INCOLL_OP_SUM);
-        for (size_t c = 0; c < n; c++) {
-            cells[c].avg = v[c] / size;
-            cells[c].min = v[n + c];
-            cells[c].max = v[2 * n + c];
-            cells[c].txavg = v[3 * n + c] / o.hosts;
-            cells[c].wakeavg = v[4 * n + c] / size;
-        }
-        free(v);
-        if (rank == 0) {
-            printf("# allreduce float32 sum, %d hosts x %d ranks per host%s\n",
-                   o.hosts, o.ppn, synth ? " (hwloc: sockets emulated)" : "");
-            printf("# tx/host: bytes the ranks' UDP sockets sent per operation "
-                   "per host (not counted for mpi); wake/rank: a rank's "
-                   "returns from blocking waits per operation (ppoll, "
-                   "futex, lock; libincoll's only)\n");
-            printf("%-18s ", "algo");
-            bench_osu_head(stdout);
-            printf(" %12s %9s\n", "tx/host", "wake/rank");
-            for (int s = 0; s < nsizes; s++)
-                for (int i = 0; i < o.algos.n; i++) {
-                    hb_cell_t *c = &cells[s * o.algos.n + i];
-                    int iters = bench_iters_for(&o, sizes[s], 4u << 20, 5, 40);
-                    printf("%-18s ", hb_algo_name(NULL, o.algos.id[i]));
-                    if (c->failed)
-                        printf("%9zu %6d %10s\n", sizes[s], iters, "failed");
-                    else {
-                        bench_osu_row(stdout, sizes[s], iters, c->avg, c->min,
-                                      c->max);
-                        printf(" %12.0f %9.2f\n", c->txavg, c->wakeavg);
-                    }
-                }
-            fflush(stdout);
-            if (write_outputs(&o, sizes, nsizes, cells, csv, plot, link_bps) !=
-                0)
-                bad = 1;
+    if (!h.bad) {
+        reduce_cells(&h);
+        if (h.rank == 0) {
+            print_table(&h, synth);
+            if (write_outputs(&o, h.sizes, h.nsizes, h.cells, o.csv, o.plot,
+                              o.link_rate) != 0)
+                h.bad = 1;
         }
     }
-    ret = bad ? 1 : 0;
+    ret = h.bad ? 1 : 0;
 out:
-    free(cells);
-    free(send);
-    free(recv);
-    free(sizes);
+    free(h.cells);
+    free(h.send);
+    free(h.recv);
+    free(h.sizes);
     for (int m = 0; m < 4; m++)
-        if (comms[m])
-            incoll_comm_destroy(comms[m]);
+        if (h.comms[m])
+            incoll_comm_destroy(h.comms[m]);
     bench_rank_stop(&r);
     return ret;
 }

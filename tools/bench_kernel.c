@@ -603,6 +603,94 @@ static void run_macs(const opts_t *o, unsigned char *pool, FILE *calib)
     }
 }
 
+/* The lines above the table, the CSV's header and the calibration
+ * file's. */
+static void print_head(const opts_t *o, FILE *csv, FILE *calib)
+{
+    printf("# incoll bench kernel: reduce_n (impl %s) vs reduce_n_scalar vs "
+           "memcpy, op %s\n",
+           reduce_impl_name(), incoll_op_name(o->op));
+    printf("# %zu bytes per source; sources walk a %zu MiB pool, results go "
+           "to a ring of %d buffers\n",
+           o->bytes, o->pool_bytes >> 20, RING_SLOTS);
+    printf("# reduce GB/s = nsrc * bytes consumed / s; memcpy GB/s = bytes "
+           "copied / s\n");
+    if (o->iters > 0)
+        printf("# %d alternating rounds of %ld calls; ns per call; GB/s from "
+               "the median round\n",
+               o->rounds, o->iters);
+    else
+        printf("# %d alternating rounds of %.3f s; ns per call; GB/s from the "
+               "median round\n",
+               o->rounds, o->seconds / o->rounds);
+    printf("%-9s %-4s %5s %8s %9s %9s %9s %8s %12s %12s %10s\n", "# dtype",
+           "op", "nsrc", "bytes", "avg(ns)", "min(ns)", "max(ns)", "GB/s",
+           "scalar GB/s", "memcpy GB/s", "vs memcpy");
+    if (csv)
+        fprintf(csv, "dtype,op,nsrc,bytes,impl,avg_ns,min_ns,max_ns,gbps,"
+                     "scalar_gbps,memcpy_gbps,ratio_memcpy\n");
+    if (calib) {
+        fprintf(calib, "# incoll kernel calibration, impl=%s pool=%zu\n",
+                reduce_impl_name(), o->pool_bytes);
+        fprintf(calib, "# ns_per_call = ns_per_packet_overhead + ns_per_byte "
+                       "* bytes, bytes per source; gbps = nsrc * bytes / "
+                       "ns_per_call\n");
+    }
+}
+
+/* One row: dtype dt with nsrc sources, measured against the scalar
+ * kernel and memcpy, printed, and written to the CSV and the calibration
+ * file when open. Returns memcpy's ns per call. */
+static double kernel_row(bench_t *b, incoll_dtype_t dt, int nsrc, FILE *csv,
+                         FILE *calib)
+{
+    const opts_t *o = b->o;
+    result_t r;
+    double in = (double)nsrc * (double)o->bytes;
+    double gbps, sgbps, mgbps;
+
+    measure(b, 7u, dt, nsrc, o->bytes, &r);
+    gbps = in / r.ns[RUN_REDUCE];
+    sgbps = in / r.ns[RUN_SCALAR];
+    mgbps = (double)o->bytes / r.ns[RUN_MEMCPY];
+    printf("%-9s %-4s %5d %8zu %9.1f %9.1f %9.1f %8.2f %12.2f %12.2f "
+           "%10.2f\n",
+           incoll_dtype_name(dt), incoll_op_name(o->op), nsrc, o->bytes,
+           r.avg_ns, r.min_ns, r.max_ns, gbps, sgbps, mgbps, gbps / mgbps);
+    fflush(stdout);
+    if (csv)
+        fprintf(csv,
+                "%s,%s,%d,%zu,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.3f,"
+                "%.3f\n",
+                incoll_dtype_name(dt), incoll_op_name(o->op), nsrc, o->bytes,
+                reduce_impl_name(), r.avg_ns, r.min_ns, r.max_ns, gbps, sgbps,
+                mgbps, gbps / mgbps);
+    if (calib) {
+        /* Two-point fit between a small payload and the full one. */
+        size_t small =
+            o->bytes > CALIB_SMALL_BYTES ? CALIB_SMALL_BYTES : o->bytes / 2;
+        double per_byte = 0, overhead = r.ns[RUN_REDUCE];
+        if (small >= 8) {
+            result_t rs;
+            measure(b, 1u << RUN_REDUCE, dt, nsrc, small, &rs);
+            per_byte = (r.ns[RUN_REDUCE] - rs.ns[RUN_REDUCE]) /
+                       (double)(o->bytes - small);
+            if (per_byte < 0)
+                per_byte = 0;
+            overhead = r.ns[RUN_REDUCE] - per_byte * (double)o->bytes;
+            if (overhead < 0)
+                overhead = 0;
+        }
+        fprintf(calib,
+                "kernel dtype=%s op=%s nsrc=%d bytes=%zu gbps=%.3f "
+                "ns_per_call=%.1f ns_per_packet_overhead=%.1f "
+                "ns_per_byte=%.5f\n",
+                incoll_dtype_name(dt), incoll_op_name(o->op), nsrc, o->bytes,
+                gbps, r.ns[RUN_REDUCE], overhead, per_byte);
+    }
+    return r.ns[RUN_MEMCPY];
+}
+
 int bench_kernel_main(int argc, char **argv)
 {
     opts_t o;
@@ -646,87 +734,12 @@ int bench_kernel_main(int argc, char **argv)
     if (o.calib_path && (calib = open_out(o.calib_path)) == NULL)
         goto out_close;
 
-    printf("# incoll bench kernel: reduce_n (impl %s) vs reduce_n_scalar vs "
-           "memcpy, op %s\n",
-           reduce_impl_name(), incoll_op_name(o.op));
-    printf("# %zu bytes per source; sources walk a %zu MiB pool, results go "
-           "to a ring of %d buffers\n",
-           o.bytes, o.pool_bytes >> 20, RING_SLOTS);
-    printf("# reduce GB/s = nsrc * bytes consumed / s; memcpy GB/s = bytes "
-           "copied / s\n");
-    if (o.iters > 0)
-        printf("# %d alternating rounds of %ld calls; ns per call; GB/s from "
-               "the median round\n",
-               o.rounds, o.iters);
-    else
-        printf("# %d alternating rounds of %.3f s; ns per call; GB/s from the "
-               "median round\n",
-               o.rounds, o.seconds / o.rounds);
-    printf("%-9s %-4s %5s %8s %9s %9s %9s %8s %12s %12s %10s\n", "# dtype",
-           "op", "nsrc", "bytes", "avg(ns)", "min(ns)", "max(ns)", "GB/s",
-           "scalar GB/s", "memcpy GB/s", "vs memcpy");
-    if (csv)
-        fprintf(csv, "dtype,op,nsrc,bytes,impl,avg_ns,min_ns,max_ns,gbps,"
-                     "scalar_gbps,memcpy_gbps,ratio_memcpy\n");
-    if (calib) {
-        fprintf(calib, "# incoll kernel calibration, impl=%s pool=%zu\n",
-                reduce_impl_name(), o.pool_bytes);
-        fprintf(calib, "# ns_per_call = ns_per_packet_overhead + ns_per_byte "
-                       "* bytes, bytes per source; gbps = nsrc * bytes / "
-                       "ns_per_call\n");
-    }
-
+    print_head(&o, csv, calib);
     for (int d = 0; d < o.ndtypes; d++) {
         incoll_dtype_t dt = o.dtypes[d];
         fill_pool(&b, dt);
-        for (int s = 0; s < o.nnsrcs; s++) {
-            int nsrc = o.nsrcs[s];
-            result_t r;
-            double in = (double)nsrc * (double)o.bytes;
-            double gbps, sgbps, mgbps;
-
-            measure(&b, 7u, dt, nsrc, o.bytes, &r);
-            gbps = in / r.ns[RUN_REDUCE];
-            sgbps = in / r.ns[RUN_SCALAR];
-            mgbps = (double)o.bytes / r.ns[RUN_MEMCPY];
-            printf("%-9s %-4s %5d %8zu %9.1f %9.1f %9.1f %8.2f %12.2f %12.2f "
-                   "%10.2f\n",
-                   incoll_dtype_name(dt), incoll_op_name(o.op), nsrc, o.bytes,
-                   r.avg_ns, r.min_ns, r.max_ns, gbps, sgbps, mgbps,
-                   gbps / mgbps);
-            fflush(stdout);
-            if (csv)
-                fprintf(csv,
-                        "%s,%s,%d,%zu,%s,%.1f,%.1f,%.1f,%.3f,%.3f,%.3f,"
-                        "%.3f\n",
-                        incoll_dtype_name(dt), incoll_op_name(o.op), nsrc,
-                        o.bytes, reduce_impl_name(), r.avg_ns, r.min_ns,
-                        r.max_ns, gbps, sgbps, mgbps, gbps / mgbps);
-            if (calib) {
-                /* Two-point fit between a small payload and the full one. */
-                size_t small = o.bytes > CALIB_SMALL_BYTES ? CALIB_SMALL_BYTES
-                                                           : o.bytes / 2;
-                double per_byte = 0, overhead = r.ns[RUN_REDUCE];
-                if (small >= 8) {
-                    result_t rs;
-                    measure(&b, 1u << RUN_REDUCE, dt, nsrc, small, &rs);
-                    per_byte = (r.ns[RUN_REDUCE] - rs.ns[RUN_REDUCE]) /
-                               (double)(o.bytes - small);
-                    if (per_byte < 0)
-                        per_byte = 0;
-                    overhead = r.ns[RUN_REDUCE] - per_byte * (double)o.bytes;
-                    if (overhead < 0)
-                        overhead = 0;
-                }
-                fprintf(calib,
-                        "kernel dtype=%s op=%s nsrc=%d bytes=%zu gbps=%.3f "
-                        "ns_per_call=%.1f ns_per_packet_overhead=%.1f "
-                        "ns_per_byte=%.5f\n",
-                        incoll_dtype_name(dt), incoll_op_name(o.op), nsrc,
-                        o.bytes, gbps, r.ns[RUN_REDUCE], overhead, per_byte);
-            }
-            memcpy_ns[nmemcpy++] = r.ns[RUN_MEMCPY];
-        }
+        for (int s = 0; s < o.nnsrcs; s++)
+            memcpy_ns[nmemcpy++] = kernel_row(&b, dt, o.nsrcs[s], csv, calib);
     }
     if (calib) {
         /* memcpy was measured next to every row: write the median. */

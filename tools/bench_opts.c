@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -328,31 +329,76 @@ static int parse_list(parse_t *p, bench_opt_id_t id, const char *text,
     return 0;
 }
 
-/* Stores optarg of option id into o. Returns 0 or 2 (err written). */
-static int store(parse_t *p, bench_opt_id_t id, const char *arg,
-                 bench_opts_t *o)
+/* Where an option of a plain kind keeps its value in bench_opts_t: an
+ * int (BENCH_ARG_INT; a flag sets it to 1), a size_t (SIZE), a double
+ * (DOUBLE) or the text itself (STR). The options without a row here
+ * are checked and stored by store_special. */
+typedef struct {
+    int plain;
+    size_t off;
+} opt_field_t;
+
+#define AT(f)                                                                  \
+    {                                                                          \
+        1, offsetof(bench_opts_t, f)                                           \
+    }
+static const opt_field_t fields[BENCH_OPT_COUNT] = {
+    [BENCH_OPT_HOSTS] = AT(hosts),
+    [BENCH_OPT_PPN] = AT(ppn),
+    [BENCH_OPT_FABRIC] = AT(fabric),
+    [BENCH_OPT_EMULATE] = AT(emulate),
+    [BENCH_OPT_RADIX] = AT(radix),
+    [BENCH_OPT_BYTES] = AT(bytes),
+    [BENCH_OPT_ITERS] = AT(iters),
+    [BENCH_OPT_WARMUP] = AT(warmup),
+    [BENCH_OPT_SOCKETS] = AT(sockets),
+    [BENCH_OPT_CSV] = AT(csv),
+    [BENCH_OPT_POOL] = AT(pool),
+    [BENCH_OPT_SECONDS] = AT(seconds),
+    [BENCH_OPT_DTYPE] = AT(dtype),
+    [BENCH_OPT_OP] = AT(op),
+    [BENCH_OPT_NSRC] = AT(nsrc),
+    [BENCH_OPT_IMPL] = AT(impl),
+    [BENCH_OPT_CALIB] = AT(calib),
+    [BENCH_OPT_REFERENCE] = AT(reference),
+    [BENCH_OPT_BURST] = AT(burst),
+    [BENCH_OPT_ROUNDS] = AT(rounds),
+    [BENCH_OPT_JOBS] = AT(jobs),
+    [BENCH_OPT_THREADS] = AT(threads),
+    [BENCH_OPT_KEEP] = AT(keep),
+    [BENCH_OPT_TIMEOUT] = AT(timeout_s),
+    [BENCH_OPT_DRY_RUN] = AT(dry_run),
+    [BENCH_OPT_OUT] = AT(out),
+    [BENCH_OPT_GATE] = AT(gate),
+    [BENCH_OPT_PROGRESS] = AT(progress),
+    [BENCH_OPT_A] = AT(a),
+    [BENCH_OPT_B] = AT(b),
+    [BENCH_OPT_PT] = AT(pt),
+};
+#undef AT
+
+/* Reads the value of a numeric option (INT, SIZE, DOUBLE) into *iv_p,
+ * *zv_p or *dv_p, checked against its range. Returns 0 or 2. */
+static int read_number(parse_t *p, bench_opt_id_t id, const char *name,
+                       const char *arg, long long *iv_p, size_t *zv_p,
+                       double *dv_p)
 {
     const opt_row_t *r = &rows[id];
-    char name[48];
     double min, max;
-    long long iv = 0;
-    double dv = 0;
-    size_t zv = 0;
 
     range_of(p->cmd, id, &min, &max);
-    spelt(id, name, sizeof(name));
     if (r->kind == BENCH_ARG_INT) {
         char *end;
         errno = 0;
-        iv = strtoll(arg, &end, 10);
-        if (errno || end == arg || *end || iv < (long long)min ||
-            iv > (long long)max)
+        *iv_p = strtoll(arg, &end, 10);
+        if (errno || end == arg || *end || *iv_p < (long long)min ||
+            *iv_p > (long long)max)
             return fail(p, "%s wants %s in %.0f..%.0f, not '%s'", name, r->meta,
                         min, max, arg);
     } else if (r->kind == BENCH_ARG_SIZE) {
         size_t hi;
-        if (bench_sizes_parse(arg, &zv, &hi) != 0 || zv != hi ||
-            (double)zv < min || (double)zv > max)
+        if (bench_sizes_parse(arg, zv_p, &hi) != 0 || *zv_p != hi ||
+            (double)*zv_p < min || (double)*zv_p > max)
             return fail(p,
                         "%s wants one size in %.0f..%.0f bytes (K/M/G "
                         "suffixes), not '%s'",
@@ -360,21 +406,56 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
     } else if (r->kind == BENCH_ARG_DOUBLE) {
         char *end;
         errno = 0;
-        dv = strtod(arg, &end);
-        if (errno || end == arg || *end || !(dv >= min && dv <= max))
+        *dv_p = strtod(arg, &end);
+        if (errno || end == arg || *end || !(*dv_p >= min && *dv_p <= max))
             return fail(p, "%s wants %s in %g..%g, not '%s'", name, r->meta,
                         min, max, arg);
     }
+    return 0;
+}
+
+/* --pair: same-leaf, cross-leaf or the ranks A,B. */
+static int store_pair(parse_t *p, const char *name, const char *arg,
+                      bench_opts_t *o)
+{
+    int a, b;
+    char c;
+
+    if (strcmp(arg, "same-leaf") != 0 && strcmp(arg, "cross-leaf") != 0) {
+        if (sscanf(arg, "%d,%d%c", &a, &b, &c) != 2 || a < 0 || b < 0)
+            return fail(p, "%s wants same-leaf, cross-leaf or A,B, not '%s'",
+                        name, arg);
+        o->a = a;
+        o->b = b;
+    }
+    o->pair = arg;
+    return 0;
+}
+
+/* --sizes MIN:MAX, up to the command's largest size. */
+static int store_sizes(parse_t *p, const char *name, const char *arg,
+                       bench_opts_t *o)
+{
+    size_t lim = p->cmd->max_size ? p->cmd->max_size : (size_t)1 << 30;
+    char l[24];
+
+    if (bench_sizes_parse(arg, &o->min_size, &o->max_size) != 0)
+        return fail(p,
+                    "%s wants MIN:MAX in bytes, MIN <= MAX, K/M/G "
+                    "suffixes (e.g. 8:4M), not '%s'",
+                    name, arg);
+    if (o->max_size > lim)
+        return fail(p, "%s: sizes above %s are not supported, not '%s'", name,
+                    bench_size_str(lim, l, sizeof(l)), arg);
+    return 0;
+}
+
+/* The options that are more than a value in a range (no row in fields):
+ * checked and stored. Returns 0 or 2 (err written). */
+static int store_special(parse_t *p, bench_opt_id_t id, const char *name,
+                         const char *arg, bench_opts_t *o)
+{
     switch (id) {
-    case BENCH_OPT_HOSTS:
-        o->hosts = (int)iv;
-        break;
-    case BENCH_OPT_PPN:
-        o->ppn = (int)iv;
-        break;
-    case BENCH_OPT_FABRIC:
-        o->fabric = arg;
-        break;
     case BENCH_OPT_AN_CPUS:
     case BENCH_OPT_HOST_CPUS: {
         cpu_set_t set;
@@ -382,146 +463,72 @@ static int store(parse_t *p, bench_opt_id_t id, const char *arg,
         if (fabric_cpus_parse(arg, &set, why, sizeof(why)) != 0)
             return fail(p, "%s: %s", name, why);
         *(id == BENCH_OPT_AN_CPUS ? &o->an_cpus : &o->host_cpus) = arg;
-        break;
+        return 0;
     }
-    case BENCH_OPT_EMULATE:
-        o->emulate = 1;
-        break;
     case BENCH_OPT_LINK_RATE:
         if (emu_parse_rate(arg, &o->link_rate) != 0)
             return fail(p,
                         "%s wants a rate such as 100mbit or 1gbit "
                         "(100 kbit/s .. 100 Gbit/s), not '%s'",
                         name, arg);
-        break;
-    case BENCH_OPT_RADIX:
-        o->radix = (int)iv;
-        break;
-    case BENCH_OPT_SIZES: {
-        size_t lim = p->cmd->max_size ? p->cmd->max_size : (size_t)1 << 30;
-        char l[24];
-        if (bench_sizes_parse(arg, &o->min_size, &o->max_size) != 0)
-            return fail(p,
-                        "%s wants MIN:MAX in bytes, MIN <= MAX, K/M/G "
-                        "suffixes (e.g. 8:4M), not '%s'",
-                        name, arg);
-        if (o->max_size > lim)
-            return fail(p, "%s: sizes above %s are not supported, not '%s'",
-                        name, bench_size_str(lim, l, sizeof(l)), arg);
-        break;
-    }
-    case BENCH_OPT_BYTES:
-        o->bytes = zv;
-        break;
-    case BENCH_OPT_POOL:
-        o->pool = zv;
-        break;
-    case BENCH_OPT_SECONDS:
-        o->seconds = dv;
-        break;
-    case BENCH_OPT_DTYPE:
-        o->dtype = arg;
-        break;
-    case BENCH_OPT_OP:
-        o->op = arg;
-        break;
-    case BENCH_OPT_NSRC:
-        o->nsrc = arg;
-        break;
-    case BENCH_OPT_IMPL:
-        o->impl = arg;
-        break;
-    case BENCH_OPT_CALIB:
-        o->calib = arg;
-        break;
+        return 0;
+    case BENCH_OPT_SIZES:
+        return store_sizes(p, name, arg, o);
     case BENCH_OPT_ALGOS:
         if (parse_algos(p, arg, &o->algos) != 0)
             return 2;
         o->algos_text = arg;
-        break;
-    case BENCH_OPT_ITERS:
-        o->iters = (int)iv;
-        break;
-    case BENCH_OPT_WARMUP:
-        o->warmup = (int)iv;
-        break;
-    case BENCH_OPT_SOCKETS:
-        o->sockets = (int)iv;
-        break;
-    case BENCH_OPT_PAIR: {
-        int a, b;
-        char c;
-        if (strcmp(arg, "same-leaf") != 0 && strcmp(arg, "cross-leaf") != 0) {
-            if (sscanf(arg, "%d,%d%c", &a, &b, &c) != 2 || a < 0 || b < 0)
-                return fail(p,
-                            "%s wants same-leaf, cross-leaf or A,B, not '%s'",
-                            name, arg);
-            o->a = a;
-            o->b = b;
-        }
-        o->pair = arg;
-        break;
-    }
-    case BENCH_OPT_CSV:
-        o->csv = arg;
-        break;
+        return 0;
+    case BENCH_OPT_PAIR:
+        return store_pair(p, name, arg, o);
     case BENCH_OPT_PLOT: {
         size_t l = strlen(arg);
         if (l < 5 || strcmp(arg + l - 4, ".png") != 0)
             return fail(p, "%s wants a file name ending in .png, not '%s'",
                         name, arg);
         o->plot = arg;
-        break;
+        return 0;
     }
-    case BENCH_OPT_REFERENCE:
-        o->reference = arg;
-        break;
     case BENCH_OPT_LOSS:
-        if (parse_list(p, id, arg, o->loss, &o->nloss) != 0)
-            return 2;
-        break;
-    case BENCH_OPT_BURST:
-        o->burst = dv;
-        break;
-    case BENCH_OPT_ROUNDS:
-        o->rounds = (int)iv;
-        break;
-    case BENCH_OPT_JOBS:
-        o->jobs = (int)iv;
-        break;
-    case BENCH_OPT_THREADS:
-        o->threads = (int)iv;
-        break;
-    case BENCH_OPT_KEEP:
-        o->keep = 1;
-        break;
-    case BENCH_OPT_TIMEOUT:
-        o->timeout_s = (int)iv;
-        break;
-    case BENCH_OPT_DRY_RUN:
-        o->dry_run = 1;
-        break;
-    case BENCH_OPT_OUT:
-        o->out = arg;
-        break;
-    case BENCH_OPT_GATE:
-        o->gate = arg;
-        break;
-    case BENCH_OPT_PROGRESS:
-        o->progress = arg;
-        break;
-    case BENCH_OPT_A:
-        o->a = (int)iv;
-        break;
-    case BENCH_OPT_B:
-        o->b = (int)iv;
-        break;
-    case BENCH_OPT_PT:
-        o->pt = (int)iv;
-        break;
-    case BENCH_OPT_HELP:
-    case BENCH_OPT_COUNT:
-        break;
+        return parse_list(p, id, arg, o->loss, &o->nloss) != 0 ? 2 : 0;
+    default:
+        return 0;
+    }
+}
+
+/* Stores optarg of option id into o. Returns 0 or 2 (err written). */
+static int store(parse_t *p, bench_opt_id_t id, const char *arg,
+                 bench_opts_t *o)
+{
+    char name[48];
+    long long iv = 0;
+    double dv = 0;
+    size_t zv = 0;
+
+    spelt(id, name, sizeof(name));
+    if (read_number(p, id, name, arg, &iv, &zv, &dv) != 0)
+        return 2;
+    if (fields[id].plain) {
+        char *f = (char *)o + fields[id].off;
+        switch (rows[id].kind) {
+        case BENCH_ARG_FLAG:
+            *(int *)f = 1;
+            break;
+        case BENCH_ARG_INT:
+            *(int *)f = (int)iv;
+            break;
+        case BENCH_ARG_SIZE:
+            *(size_t *)f = zv;
+            break;
+        case BENCH_ARG_DOUBLE:
+            *(double *)f = dv;
+            break;
+        default:
+            *(const char **)f = arg;
+            break;
+        }
+    } else if (store_special(p, id, name, arg, o) != 0) {
+        return 2;
     }
     o->given |= 1ull << id;
     return 0;

@@ -20,6 +20,9 @@
  */
 #include "core/agg_core.h"
 
+#include "core/agg_internal.h"
+#include "core/agg_lock.h"
+
 #include "common/dtype.h"
 #include "common/log.h"
 
@@ -27,186 +30,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define BUF_ALIGN 64
-
-enum {
-    SLOT_DONE = 0,       /* result of slot->epoch known (or never used) */
-    SLOT_COLLECTING = 1, /* waiting for children's contributions */
-    SLOT_FORWARDED = 2,  /* aggregate sent to the parent, waiting for result */
-};
-
-/* One result copy: the epoch it belongs to and what the header said. */
-typedef struct {
-    uint8_t *buf;
-    uint32_t epoch;
-    uint32_t count;
-    uint64_t offset;
-    uint16_t flags; /* WIRE_F_LAST, TWICE, PUSH, ONEWAY (the slot's epoch
-                       is a one-way broadcast: on_oneway) */
-    uint8_t op, dtype;
-    uint8_t valid;
-    uint8_t kind;        /* wire_coll_t */
-    uint8_t has;         /* buf holds data (NODATA packets carry none) */
-    int rootc;           /* child whose subtree holds the root, or -1 */
-    uint32_t root;       /* the call's root (wire_hdr_t.root) */
-    uint8_t err;         /* the children's calls differ: wire_mismatch_t
-                            (the slot's result is an error for every child) */
-    uint32_t plo, phi;   /* gathers: bytes [plo, phi) of buf hold pieces;
-                            splits: the elements our children want */
-    uint8_t st_valid;    /* st is buf's prepared mac (replicate) */
-    wire_mac_state_t st; /* for resends: a digest per result, not per
-                            resend */
-} res_copy_t;
-
-typedef struct {
-    uint32_t epoch; /* current epoch; UINT32_MAX before first use */
-    uint8_t state;
-    int arrived;
-    uint64_t *seen;    /* one bit per child for the current epoch */
-    uint64_t *asked;   /* children that sent a duplicate since the
-                          aggregate last went up (see on_contrib) */
-    uint64_t *lent;    /* children whose contrib points into the batch's
-                          buffers (agg_on_batch), not into a pool buffer */
-    uint64_t *kept;    /* of those, the ones whose buffer the driver keeps
-                          past the batch (agg_params_t.retain) */
-    uint8_t **contrib; /* per child, from the pool, while collecting */
-    uint32_t *want;    /* splits: per child (offset, length) of the
-                          segment its subtree wants, of the last epoch
-                          it contributed to */
-    res_copy_t res[2]; /* indexed by epoch & 1 */
-    uint8_t *fixed;    /* stream slots: the children's contribution
-                          buffers, set aside in the pool (NULL: from the
-                          group's free list) */
-    uint32_t ahead;    /* broadcasts: 1 + the epoch whose data this AN
-                          sent ahead of the round (send_ahead); 0: none */
-} slot_t;
-
-/* A group's lock and unlock rounds (see agg_core.h). */
-enum {
-    LK_IDLE = 0,    /* no round, or the last one is answered */
-    LK_COLLECT = 1, /* waiting for the children's requests */
-    LK_UP = 2,      /* request forwarded, waiting for the parent's answer */
-};
-
-/* The stream window of a group that holds (or reserved) the pool. */
-typedef struct {
-    uint32_t nslots; /* reserved; at most this many granted */
-    slot_t *slots;
-    uint64_t *seen_all, *asked_all, *lent_all, *kept_all;
-    uint8_t **contrib_all;
-    uint32_t *want_all;
-} stream_win_t;
-
-typedef struct group {
-    uint32_t id;
-    wire_key_t key;
-    int nchildren;
-    incoll_ep_t *children;
-    uint8_t *learned; /* 1 if the child's endpoint is learned */
-    incoll_ep_t parent;
-    uint16_t index_at_parent;
-    uint32_t nslots;
-    uint32_t max_payload;
-    size_t stride; /* max_payload rounded up to BUF_ALIGN */
-    uint32_t gen;  /* generation (job) the slots belong to */
-    int gen_set;
-    uint64_t active_ns; /* last packet of generation gen accepted */
-    int seen_words;
-    slot_t *slots;
-    uint64_t *seen_all;    /* nslots * seen_words bitmap words */
-    uint64_t *asked_all;   /* as many, for slot_t.asked */
-    uint64_t *lent_all;    /* as many, for slot_t.lent */
-    uint64_t *kept_all;    /* as many, for slot_t.kept */
-    int ready;             /* the slots point into the arrays above */
-    uint8_t **contrib_all; /* nslots * nchildren pointers */
-    uint32_t *want_all;    /* nslots * nchildren * 2 */
-    uint8_t *res_all;      /* nslots * 2 * stride bytes */
-    uint8_t **pool;        /* free contribution buffers */
-    int pool_free;
-    int pool_cap;
-    const void **srcs; /* scratch for reduce_n, nchildren entries */
-    uint8_t *piece;    /* gathers and splits: a packet's payload being
-                          put together (descriptor + data) */
-    /* Streaming: the lock round (lk_*), the unlock round (ul_*). */
-    uint32_t lk_seq; /* sequence of the last lock round (0: none) */
-    uint8_t lk_state, ul_state;
-    uint8_t lk_why;  /* refused below or here (wire_lock_why_t) */
-    uint8_t rep_why; /* the answer of round lk_seq, once known */
-    int lk_arrived, ul_arrived;
-    uint32_t ul_seq;
-    uint64_t *lk_seen, *ul_seen; /* seen_words each */
-    uint32_t lk_win;             /* window: least asked, then reserved */
-    uint32_t rep_win;            /* window granted */
-    uint16_t lk_nops;
-    uint64_t lk_ticket, rep_ticket;
-    uint64_t lk_active_ns; /* last lock, stream or slot packet accepted */
-    stream_win_t st;       /* while reserved or held (st.nslots > 0) */
-    uint32_t st_win;       /* stream slots granted (0: not locked) */
-    /* Multicast (docs/multicast.md): the address the children that are
-     * hosts listen on (INCOLL_EP_NONE: none), and the children whose last
-     * contribution said they listen (WIRE_F_MCAST), seen_words words. */
-    incoll_ep_t mcast;
-    uint64_t *mc;
-} group_t;
-
-/* A refused group waiting for the pool, by ticket (docs/streaming.md). */
-typedef struct {
-    uint32_t gid;
-    uint64_t ticket;
-    uint64_t seen_ns;
-} waiter_t;
-
-#define AGG_MAX_WAITERS 64
-
-/* A contribution lent by the batch (agg_on_batch): where it is kept. */
-typedef struct {
-    group_t *g;
-    const uint8_t *data;
-    uint32_t epoch;
-    uint16_t slot;
-    uint16_t child;
-} borrow_t;
-
-#define AGG_BORROW_MAX 4096
-
-struct agg {
-    char name[32];
-    char info[192];
-    uint64_t admin_key;
-    wire_key_t admin_mac_key;
-    agg_send_cb_t send, send_ref;
-    void *send_arg;
-    int (*retain)(void *arg, const void *data);
-    void (*release)(void *arg, const void *data);
-    agg_stats_cb_t stats;
-    void *stats_arg;
-    uint32_t mcast_dual_bytes;
-    /* The batch being handled and what it lent (see the top). */
-    int in_batch;
-    borrow_t *borrows;
-    int nborrow;
-    /* The other shards of a daemon with several cores (agg_set_peers). */
-    agg_t *const *peers;
-    int npeers;
-    /* Peers already told about (wire version, mac algorithm). */
-    wire_once_t once;
-    uint64_t gen_idle_ns;
-    uint64_t now_ns;
-    int clock_set;   /* agg_set_now() was called */
-    group_t **table; /* open addressing by id; NULL = empty, TOMB = removed */
-    uint32_t table_cap;
-    uint32_t ngroups;
-    agg_counters_t ctr;
-    /* Streaming. */
-    size_t pool_bytes;
-    uint8_t *pool;   /* allocated at the first reservation */
-    group_t *holder; /* reserved or holds the pool, or NULL */
-    uint64_t lock_idle_ns;
-    uint64_t ticket_last;
-    waiter_t waiters[AGG_MAX_WAITERS];
-    int nwaiters;
-};
 
 #define TOMB ((group_t *)1)
 
@@ -250,7 +73,6 @@ agg_t *agg_create(const agg_params_t *params)
     return agg;
 }
 
-static void stream_free(agg_t *agg, group_t *g);
 static void contrib_put(agg_t *agg, group_t *g, slot_t *sl, int c);
 
 static void group_free(agg_t *agg, group_t *g)
@@ -261,7 +83,7 @@ static void group_free(agg_t *agg, group_t *g)
      * driver's buffers kept for them (never one only lent by a batch:
      * groups change between batches only). */
     if (g->ready) {
-        stream_free(agg, g);
+        agg_lock_free_window(agg, g);
         for (uint32_t s = 0; s < g->nslots; s++)
             for (int c = 0; c < g->nchildren; c++)
                 contrib_put(agg, g, &g->slots[s], c);
@@ -473,10 +295,7 @@ static incoll_status_t group_remove_one(agg_t *agg, uint32_t id)
         if (g == NULL)
             break;
         if (g != TOMB && g->id == id) {
-            stream_free(agg, g);
-            for (int w = 0; w < agg->nwaiters; w++)
-                if (agg->waiters[w].gid == id)
-                    agg->waiters[w] = agg->waiters[--agg->nwaiters];
+            agg_lock_forget(agg, g);
             agg->table[i] = TOMB;
             agg->ngroups--;
             agg->ctr.groups = agg->ngroups;
@@ -1082,12 +901,6 @@ static void drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
                  wire_ep_str(src, ep, sizeof(ep)), why, group);
 }
 
-/* Activity stamps are read by the other shards (agg_set_peers). */
-static void stamp(uint64_t *field, uint64_t now)
-{
-    __atomic_store_n(field, now, __ATOMIC_RELAXED);
-}
-
 /* The latest of a group's stamps (lk: lk_active_ns, else active_ns) on
  * this shard and its peers. */
 static uint64_t group_active(const agg_t *agg, const group_t *g, int lk)
@@ -1131,18 +944,7 @@ static int group_quiet(const agg_t *agg, const group_t *g)
  */
 static void group_reset(agg_t *agg, group_t *g, uint32_t gen)
 {
-    if (agg->holder == g) {
-        /* The earlier job's lock goes with its slots. */
-        incoll_info("agg %s: group %u: lock of generation %08x reclaimed by "
-                    "generation %08x",
-                    agg->name, g->id, g->gen, gen);
-        agg->ctr.locks_reclaimed++;
-        stream_free(agg, g);
-    }
-    g->lk_seq = 0;
-    g->lk_state = LK_IDLE;
-    g->ul_seq = 0;
-    g->ul_state = LK_IDLE;
+    agg_lock_reset(agg, g, gen);
     for (uint32_t s = 0; s < g->nslots; s++) {
         slot_t *sl = &g->slots[s];
         for (int c = 0; c < g->nchildren; c++)
@@ -1195,444 +997,41 @@ static int child_admit(agg_t *agg, group_t *g, incoll_ep_t src,
     } else if (!g->gen_set) {
         group_reset(agg, g, h->total);
     }
-    stamp(&g->active_ns, agg->now_ns);
+    agg_stamp(&g->active_ns, agg->now_ns);
     if (g->learned[c])
         g->children[c] = src; /* hosts: reply to where they send from */
     return 1;
 }
 
-/* Gives back the group's stream window and, if it has it, the pool. */
-static void stream_free(agg_t *agg, group_t *g)
+/* The services of agg_internal.h, for the lock protocol (agg_lock.c):
+ * out-of-line doors onto the data path's static helpers, so that these
+ * stay inlined where contributions and results use them. */
+void agg_send_ctl(agg_t *agg, group_t *g, incoll_ep_t dst, const wire_hdr_t *h)
 {
-    if (agg->holder == g)
-        agg->holder = NULL;
-    for (uint32_t s = 0; s < g->st.nslots && g->st.slots; s++)
-        for (int c = 0; c < g->nchildren; c++)
-            contrib_put(agg, g, &g->st.slots[s], c);
-    free(g->st.slots);
-    free(g->st.seen_all);
-    free(g->st.asked_all);
-    free(g->st.lent_all);
-    free(g->st.kept_all);
-    free(g->st.contrib_all);
-    free(g->st.want_all);
-    memset(&g->st, 0, sizeof(g->st));
-    g->st_win = 0;
+    emit(agg, &g->key, NULL, dst, h, NULL, 0);
 }
 
-/* Pool bytes one stream slot of group g takes: two result copies and a
- * contribution buffer per child. */
-static size_t stream_slot_bytes(const group_t *g)
+void agg_drop(agg_t *agg, uint64_t *ctr, incoll_ep_t src, const char *why,
+              uint32_t group)
 {
-    return 2 * g->stride + (size_t)g->nchildren * (g->stride + BUF_ALIGN);
+    drop(agg, ctr, src, why, group);
 }
 
-/*
- * Sets aside a window of n stream slots for g in the pool (allocated now
- * if it was not yet). The slots start at epoch lk_seq << 16, so that no
- * packet of an earlier lock's window can count in this one. Returns 0, or
- * -1 when out of memory.
- */
-static int stream_alloc(agg_t *agg, group_t *g, uint32_t n)
-{
-    size_t nch = (size_t)g->nchildren, per = stream_slot_bytes(g);
-    stream_win_t *w = &g->st;
-    if (agg->pool == NULL) {
-        agg->pool = aligned_alloc(BUF_ALIGN, (agg->pool_bytes + BUF_ALIGN - 1) &
-                                                 ~(size_t)(BUF_ALIGN - 1));
-        if (agg->pool == NULL)
-            return -1;
-    }
-    w->slots = calloc(n, sizeof(*w->slots));
-    w->seen_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
-    w->asked_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
-    w->lent_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
-    w->kept_all = calloc((size_t)n * (size_t)g->seen_words, sizeof(uint64_t));
-    w->contrib_all = calloc((size_t)n * nch, sizeof(uint8_t *));
-    w->want_all = calloc((size_t)n * nch * 2, sizeof(uint32_t));
-    if (!w->slots || !w->seen_all || !w->asked_all || !w->lent_all ||
-        !w->kept_all || !w->contrib_all || !w->want_all) {
-        stream_free(agg, g);
-        return -1;
-    }
-    w->nslots = n;
-    for (uint32_t s = 0; s < n; s++) {
-        slot_t *sl = &w->slots[s];
-        uint8_t *base = agg->pool + (size_t)s * per;
-        sl->epoch = (g->lk_seq << 16) - 1;
-        sl->state = SLOT_DONE;
-        sl->seen = &w->seen_all[s * (size_t)g->seen_words];
-        sl->asked = &w->asked_all[s * (size_t)g->seen_words];
-        sl->lent = &w->lent_all[s * (size_t)g->seen_words];
-        sl->kept = &w->kept_all[s * (size_t)g->seen_words];
-        sl->contrib = &w->contrib_all[s * nch];
-        sl->want = &w->want_all[s * nch * 2];
-        sl->res[0].buf = base;
-        sl->res[1].buf = base + g->stride;
-        sl->fixed = base + 2 * g->stride;
-    }
-    return 0;
-}
-
-/* Forgets waiters that did not ask for lock_idle_ns. */
-static void waiters_expire(agg_t *agg)
-{
-    if (!agg->clock_set || agg->lock_idle_ns == 0)
-        return;
-    for (int i = 0; i < agg->nwaiters;) {
-        if (agg->now_ns - agg->waiters[i].seen_ns > agg->lock_idle_ns)
-            agg->waiters[i] = agg->waiters[--agg->nwaiters];
-        else
-            i++;
-    }
-}
-
-/* Records (or refreshes) group gid waiting with ticket. A full queue
- * keeps the oldest tickets. */
-static void waiter_touch(agg_t *agg, uint32_t gid, uint64_t ticket)
-{
-    int worst = 0;
-    for (int i = 0; i < agg->nwaiters; i++) {
-        if (agg->waiters[i].gid == gid) {
-            agg->waiters[i].ticket = ticket;
-            agg->waiters[i].seen_ns = agg->now_ns;
-            return;
-        }
-        if (agg->waiters[i].ticket > agg->waiters[worst].ticket)
-            worst = i;
-    }
-    if (agg->nwaiters < AGG_MAX_WAITERS)
-        worst = agg->nwaiters++;
-    else if (agg->waiters[worst].ticket < ticket)
-        return;
-    agg->waiters[worst] = (waiter_t){gid, ticket, agg->now_ns};
-}
-
-static void waiter_drop(agg_t *agg, uint32_t gid)
-{
-    for (int i = 0; i < agg->nwaiters; i++)
-        if (agg->waiters[i].gid == gid) {
-            agg->waiters[i] = agg->waiters[--agg->nwaiters];
-            return;
-        }
-}
-
-/* 1 when (ta, a) waits longer than (tb, b); ticket 0 has none. */
-static int ticket_before(uint64_t ta, uint32_t a, uint64_t tb, uint32_t b)
-{
-    ta = ta ? ta : UINT64_MAX;
-    tb = tb ? tb : UINT64_MAX;
-    return ta < tb || (ta == tb && a < b);
-}
-
-/*
- * Tries to reserve the pool for g, with a window of at most asked stream
- * slots. Returns WIRE_LOCK_OK with *win_p set, or why not. A holder quiet
- * for lock_idle_ns loses the pool here.
- */
-static wire_lock_why_t try_reserve(agg_t *agg, group_t *g, uint32_t asked,
-                                   uint64_t ticket, uint32_t *win_p)
-{
-    size_t cap;
-    uint32_t n;
-
-    if (agg->pool_bytes == 0)
-        return WIRE_LOCK_NOPOOL;
-    if (agg->holder && agg->holder != g) {
-        group_t *h = agg->holder;
-        uint64_t active = group_active(agg, h, 1);
-        if (!agg->clock_set || agg->lock_idle_ns == 0 ||
-            agg->now_ns - active < agg->lock_idle_ns)
-            return WIRE_LOCK_HELD;
-        incoll_info("agg %s: group %u: lock reclaimed after %" PRIu64
-                    " ms without a packet, for group %u",
-                    agg->name, h->id, (agg->now_ns - active) / 1000000, g->id);
-        agg->ctr.locks_reclaimed++;
-        stream_free(agg, h);
-    }
-    /* All our children asked for a new lock: they are done with the old
-     * one (a lost unlock), so it goes. */
-    stream_free(agg, g);
-    waiters_expire(agg);
-    for (int i = 0; i < agg->nwaiters; i++) {
-        const waiter_t *w = &agg->waiters[i];
-        if (w->gid != g->id && ticket_before(w->ticket, w->gid, ticket, g->id))
-            return WIRE_LOCK_QUEUED;
-    }
-    cap = agg->pool_bytes / stream_slot_bytes(g);
-    if (cap > 65535 - g->nslots)
-        cap = 65535 - g->nslots;
-    if (cap == 0)
-        return WIRE_LOCK_POOL;
-    n = asked < cap ? asked : (uint32_t)cap;
-    if (stream_alloc(agg, g, n) != 0)
-        return WIRE_LOCK_POOL;
-    agg->holder = g;
-    *win_p = n;
-    return WIRE_LOCK_OK;
-}
-
-/* Sends child c the answer of the group's lock round; with lost, the
- * notice that the group holds no lock here. */
-static void lock_reply(agg_t *agg, group_t *g, int c, unsigned why, int lost)
-{
-    wire_hdr_t h = {
-        .version = WIRE_VERSION,
-        .type = WIRE_LOCK_REP,
-        .op = (uint8_t)why,
-        .group = g->id,
-        .child = (uint16_t)c,
-        .flags =
-            (uint16_t)((why ? WIRE_F_REFUSE : 0) | (lost ? WIRE_F_LOST : 0)),
-        .slot = g->lk_nops,
-        .epoch = g->lk_seq,
-        .count = g->rep_win ? g->rep_win : 1,
-        .total = g->gen,
-        .offset = g->rep_ticket,
-    };
-    if (g->children[c] != INCOLL_EP_NONE)
-        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
-}
-
-/* Sends a lock (or unlock) round's request to the parent. */
-static void lock_forward(agg_t *agg, group_t *g, uint8_t type)
-{
-    wire_hdr_t h = {
-        .version = WIRE_VERSION,
-        .type = type,
-        .group = g->id,
-        .child = g->index_at_parent,
-        .slot = g->lk_nops,
-        .epoch = type == WIRE_LOCK ? g->lk_seq : g->ul_seq,
-        .count = 1,
-        .total = g->gen,
-    };
-    if (type == WIRE_LOCK) {
-        h.op = g->lk_why;
-        h.flags = g->lk_why ? WIRE_F_REFUSE : 0;
-        h.count = g->lk_win ? g->lk_win : 1;
-        h.offset = g->lk_ticket;
-    }
-    emit(agg, &g->key, NULL, g->parent, &h, NULL, 0);
-}
-
-/* The unlock round's answer to child c. */
-static void unlock_reply(agg_t *agg, group_t *g, int c)
-{
-    wire_hdr_t h = {
-        .version = WIRE_VERSION,
-        .type = WIRE_UNLOCK_REP,
-        .group = g->id,
-        .child = (uint16_t)c,
-        .epoch = g->ul_seq,
-        .count = 1,
-        .total = g->gen,
-    };
-    if (g->children[c] != INCOLL_EP_NONE)
-        emit(agg, &g->key, NULL, g->children[c], &h, NULL, 0);
-}
-
-/*
- * The lock round's answer is known (decided here at the root, or come
- * from the parent): keep the window (granted) or give the reservation
- * back and queue the group by its ticket (refused), then tell every
- * child.
- */
-static void lock_settle(agg_t *agg, group_t *g, unsigned why, uint32_t win,
-                        uint64_t ticket)
-{
-    if (why == WIRE_LOCK_OK) {
-        g->st_win = win < g->st.nslots ? win : g->st.nslots;
-        waiter_drop(agg, g->id);
-        agg->ctr.locks_granted++;
-        stamp(&g->lk_active_ns, agg->now_ns);
-    } else {
-        if (agg->holder == g)
-            stream_free(agg, g);
-        if (ticket == 0) {
-            /* First refusal: the root hands out the ticket. */
-            ticket = agg->clock_set ? agg->now_ns : 0;
-            if (ticket <= agg->ticket_last)
-                ticket = agg->ticket_last + 1;
-            agg->ticket_last = ticket;
-        }
-        waiter_touch(agg, g->id, ticket);
-        agg->ctr.locks_refused++;
-        incoll_debug(
-            "agg %s: group %u: lock %u refused: %s (ticket %" PRIu64 ")",
-            agg->name, g->id, g->lk_seq, wire_lock_why_str(why), ticket);
-    }
-    g->rep_why = (uint8_t)why;
-    g->rep_win = why == WIRE_LOCK_OK ? g->st_win : 0;
-    g->rep_ticket = why == WIRE_LOCK_OK ? 0 : ticket;
-    g->lk_state = LK_IDLE;
-    for (int c = 0; c < g->nchildren; c++)
-        lock_reply(agg, g, c, why, 0);
-}
-
-/* Marks child c in a round's bitmap; returns 0 if it was already in. */
-static int round_mark(uint64_t *seen, int c)
-{
-    uint64_t bit = 1ull << (c % 64);
-    if (seen[c / 64] & bit)
-        return 0;
-    seen[c / 64] |= bit;
-    return 1;
-}
-
-static void on_lock(agg_t *agg, group_t *g, incoll_ep_t src,
+int agg_child_admit(agg_t *agg, group_t *g, incoll_ep_t src,
                     const wire_hdr_t *h)
 {
-    int c = h->child;
-
-    if (!child_admit(agg, g, src, h))
-        return;
-    stamp(&g->lk_active_ns, agg->now_ns);
-    if (h->offset != 0 && agg->holder != g)
-        waiter_touch(agg, g->id, h->offset); /* still waiting */
-    if (h->epoch == g->lk_seq + 1 && g->lk_state == LK_IDLE &&
-        (g->ul_state == LK_IDLE || g->ul_seq != g->lk_seq)) {
-        g->lk_seq = h->epoch;
-        g->lk_state = LK_COLLECT;
-        g->lk_arrived = 0;
-        g->lk_why = WIRE_LOCK_OK;
-        g->lk_win = UINT32_MAX;
-        g->lk_ticket = 0;
-        g->lk_nops = h->slot;
-        g->rep_why = WIRE_LOCK_OK;
-        g->rep_win = 0;
-        g->rep_ticket = 0;
-        memset(g->lk_seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
-    } else if (h->epoch != g->lk_seq) {
-        drop(agg, &agg->ctr.stale_dropped, src, "lock round out of order",
-             g->id);
-        return;
-    }
-    if (!round_mark(g->lk_seen, c)) {
-        agg->ctr.duplicates_dropped++;
-        if (g->lk_state == LK_UP)
-            lock_forward(agg, g, WIRE_LOCK); /* ours or the answer lost */
-        else if (g->lk_state == LK_IDLE)
-            lock_reply(agg, g, c, g->rep_why, 0);
-        return;
-    }
-    g->lk_arrived++;
-    if ((h->flags & WIRE_F_REFUSE) && g->lk_why == WIRE_LOCK_OK)
-        g->lk_why = h->op ? h->op : WIRE_LOCK_HELD;
-    if (h->count < g->lk_win)
-        g->lk_win = h->count;
-    if (h->offset > g->lk_ticket)
-        g->lk_ticket = h->offset;
-    if (g->lk_arrived < g->nchildren)
-        return;
-    if (g->lk_why == WIRE_LOCK_OK) {
-        uint32_t win = 0;
-        g->lk_why = (uint8_t)try_reserve(agg, g, g->lk_win, g->lk_ticket, &win);
-        g->lk_win = win;
-    }
-    if (g->parent != INCOLL_EP_NONE) {
-        g->lk_state = LK_UP;
-        lock_forward(agg, g, WIRE_LOCK);
-    } else {
-        lock_settle(agg, g, g->lk_why, g->lk_win, g->lk_ticket);
-    }
+    return child_admit(agg, g, src, h);
 }
 
-static void on_lock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
-                        const wire_hdr_t *h)
+uint64_t agg_group_active(const agg_t *agg, const group_t *g, int lk)
 {
-    unsigned why = h->flags & WIRE_F_REFUSE ? h->op : WIRE_LOCK_OK;
-
-    if (g->parent == INCOLL_EP_NONE || src != g->parent) {
-        drop(agg, &agg->ctr.bad_source, src, "lock answer not from the parent",
-             g->id);
-        return;
-    }
-    if (h->total == g->gen && h->epoch == g->lk_seq &&
-        (h->flags & WIRE_F_LOST) && g->st_win > 0) {
-        /* The parent lost our lock (reclaimed): ours goes too, and the
-         * hosts below learn it at once instead of waiting for results. */
-        if (agg->holder == g)
-            stream_free(agg, g);
-        g->st_win = 0;
-        for (int c = 0; c < g->nchildren; c++)
-            lock_reply(agg, g, c, WIRE_LOCK_HELD, 1);
-        return;
-    }
-    if (h->total != g->gen || h->epoch != g->lk_seq || g->lk_state != LK_UP ||
-        (h->flags & WIRE_F_LOST)) {
-        agg->ctr.duplicates_dropped++;
-        return;
-    }
-    if (why == WIRE_LOCK_OK && agg->holder != g) {
-        /* Our reservation was reclaimed while the request climbed. */
-        why = WIRE_LOCK_HELD;
-    }
-    stamp(&g->lk_active_ns, agg->now_ns);
-    lock_settle(agg, g, why ? why : WIRE_LOCK_OK, h->count,
-                why ? h->offset : 0);
+    return group_active(agg, g, lk);
 }
 
-static void on_unlock(agg_t *agg, group_t *g, incoll_ep_t src,
-                      const wire_hdr_t *h)
+void agg_slot_release(agg_t *agg, group_t *g, slot_t *sl)
 {
-    int c = h->child;
-
-    if (!child_admit(agg, g, src, h))
-        return;
-    /* A round already started (or done) is answered whatever came since:
-     * a member whose answer was lost asks again while others, answered,
-     * may have started the next lock round already. */
-    if (g->ul_seq == 0 || g->ul_seq != h->epoch) {
-        if (h->epoch != g->lk_seq || g->lk_state != LK_IDLE ||
-            g->rep_why != WIRE_LOCK_OK) {
-            drop(agg, &agg->ctr.stale_dropped, src, "unlock of no granted lock",
-                 g->id);
-            return;
-        }
-        g->ul_seq = h->epoch;
-        g->ul_state = LK_COLLECT;
-        g->ul_arrived = 0;
-        memset(g->ul_seen, 0, (size_t)g->seen_words * sizeof(uint64_t));
-    }
-    if (!round_mark(g->ul_seen, c)) {
-        agg->ctr.duplicates_dropped++;
-        if (g->ul_state == LK_UP)
-            lock_forward(agg, g, WIRE_UNLOCK);
-        else if (g->ul_state == LK_IDLE)
-            unlock_reply(agg, g, c);
-        return;
-    }
-    if (++g->ul_arrived < g->nchildren)
-        return;
-    /* Every child holds every result of the window: it can go. */
-    if (agg->holder == g)
-        stream_free(agg, g);
-    if (g->parent != INCOLL_EP_NONE) {
-        g->ul_state = LK_UP;
-        lock_forward(agg, g, WIRE_UNLOCK);
-        return;
-    }
-    g->ul_state = LK_IDLE;
-    for (int k = 0; k < g->nchildren; k++)
-        unlock_reply(agg, g, k);
-}
-
-static void on_unlock_rep(agg_t *agg, group_t *g, incoll_ep_t src,
-                          const wire_hdr_t *h)
-{
-    if (g->parent == INCOLL_EP_NONE || src != g->parent) {
-        drop(agg, &agg->ctr.bad_source, src,
-             "unlock answer not from the parent", g->id);
-        return;
-    }
-    if (h->total != g->gen || h->epoch != g->ul_seq || g->ul_state != LK_UP) {
-        agg->ctr.duplicates_dropped++;
-        return;
-    }
-    g->ul_state = LK_IDLE;
-    for (int k = 0; k < g->nchildren; k++)
-        unlock_reply(agg, g, k);
+    for (int c = 0; c < g->nchildren; c++)
+        contrib_put(agg, g, sl, c);
 }
 
 /* A child asks again for a slot still collecting: the loss is another
@@ -1863,155 +1262,152 @@ static int on_oneway(agg_t *agg, group_t *g, slot_t *sl, const wire_hdr_t *h,
     return 1;
 }
 
-static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
-                       const wire_hdr_t *h, const uint8_t *payload)
+/*
+ * Checks contribution h of child c (h->child, passed so that the caller's
+ * bit arithmetic on it is shared) and bytes of payload before it touches a
+ * slot: the child's index, the size, the shape of the collective, the
+ * source and the generation (child_admit); notes whether c listens to the
+ * group's multicast. Returns 1 to go on, 0 when it was dropped.
+ */
+static int contrib_admit(agg_t *agg, group_t *g, incoll_ep_t src,
+                         const wire_hdr_t *h, int c, size_t bytes)
 {
-    slot_t *sl;
-    res_copy_t *rc;
-    int c = h->child;
-    size_t bytes =
-        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
-
     if (c >= g->nchildren) {
         drop(agg, &agg->ctr.malformed_dropped, src, "child index out of range",
              g->id);
-        return;
+        return 0;
     }
     if (bytes > g->max_payload) {
         drop(agg, &agg->ctr.malformed_dropped, src,
              "payload larger than the group's", g->id);
-        return;
+        return 0;
     }
     if (!contrib_well_formed(h)) {
         drop(agg, &agg->ctr.malformed_dropped, src,
              "payload or root flag does not fit the collective", g->id);
-        return;
+        return 0;
     }
     if (!child_admit(agg, g, src, h))
-        return;
+        return 0;
     if (h->flags & WIRE_F_MCAST)
         g->mc[c / 64] |= 1ull << (c % 64);
     else
         g->mc[c / 64] &= ~(1ull << (c % 64));
-    if (h->flags & WIRE_F_AHEAD) {
-        on_ahead(agg, g, h, payload, bytes, c);
-        return;
-    }
-    sl = slot_at(g, h->slot);
-    if (sl == NULL && g->lk_seq > 0 && g->rep_why == WIRE_LOCK_OK) {
-        /* A stream slot of the group's last lock, which we no longer
-         * hold (reclaimed): say so, so the host stops waiting. */
-        drop(agg, &agg->ctr.stale_dropped, src, "stream slot without a lock",
-             g->id);
-        lock_reply(agg, g, c, WIRE_LOCK_HELD, 1);
-        return;
-    }
-    if (sl == NULL) {
-        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
-        return;
-    }
-    /* Any contribution shows the group alive: a holder whose small
-     * operations keep the slots while it holds the lock is not quiet. */
-    stamp(&g->lk_active_ns, agg->now_ns);
-    if (h->slot >= g->nslots)
-        agg->ctr.stream_bytes += bytes;
-    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_ROOT) &&
-        on_oneway(agg, g, sl, h, payload, bytes, c))
-        return;
-    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
-        /* The child holds the result of sl->epoch: start the next epoch.
-         * The copy of this epoch's parity held epoch-1, which every child
-         * has (they all contributed to sl->epoch). */
-        slot_start(g, sl, h);
-    } else if (h->epoch != sl->epoch) {
-        res_copy_t *prev = &sl->res[h->epoch & 1];
-        if (h->epoch == sl->epoch - 1 && prev->valid &&
-            prev->epoch == h->epoch && !(h->flags & WIRE_F_COPY)) {
-            /* Lost result of the previous epoch: resend to that child. */
-            agg->ctr.results_resent++;
-            if (mc_listens(g, c) && mc_usable(g, prev))
-                agg->ctr.mcast_repairs++;
-            send_result(agg, g, h->slot, prev, c,
-                        prev->st_valid ? &prev->st : NULL);
-            return;
-        }
-        drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
-        return;
-    }
+    return 1;
+}
 
-    rc = &sl->res[sl->epoch & 1];
-    if (sl->seen[c / 64] & (1ull << (c % 64))) {
-        agg->ctr.duplicates_dropped++;
-        if (h->flags & WIRE_F_COPY)
-            return; /* the second of two, not a question */
-        if ((rc->flags & WIRE_F_ONEWAY) && c != rc->rootc) {
-            /* A one-way broadcast's member that lacks the data. */
-            agg->ctr.results_resent++;
-            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
-        } else if (sl->state == SLOT_FORWARDED) {
-            /* Our aggregate or the parent's result was lost. All the
-             * children notice at about the same time (later results
-             * came, ours did not): the first to ask sends the aggregate
-             * up again, the others' copies wait until one of them asks
-             * again (a round later: the resent aggregate was lost too). */
-            uint64_t bit = 1ull << (c % 64);
-            int any = 0;
-            for (int wi = 0; wi < g->seen_words; wi++)
-                any |= sl->asked[wi] != 0;
-            if (any && !(sl->asked[c / 64] & bit)) {
-                sl->asked[c / 64] |= bit;
-                answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-                return;
-            }
-            memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+/* Contribution h of child c names a slot the group does not have: out
+ * of range, or a stream slot of a lock no longer held (agg_lock.c says
+ * so, so that the host stops waiting). */
+static __attribute__((noinline)) void contrib_no_slot(agg_t *agg, group_t *g,
+                                                      incoll_ep_t src,
+                                                      const wire_hdr_t *h,
+                                                      int c)
+{
+    if (!agg_lock_stream_lost(agg, g, src, c))
+        drop(agg, &agg->ctr.malformed_dropped, src, "slot out of range", g->id);
+}
+
+/*
+ * Contribution h of child c is for another epoch than slot sl's, and not
+ * for the next one: a child that lacks the previous epoch's result gets
+ * it again, anything else is out of the window and dropped.
+ */
+static void contrib_other_epoch(agg_t *agg, group_t *g, slot_t *sl,
+                                incoll_ep_t src, const wire_hdr_t *h, int c)
+{
+    res_copy_t *prev = &sl->res[h->epoch & 1];
+
+    if (h->epoch == sl->epoch - 1 && prev->valid && prev->epoch == h->epoch &&
+        !(h->flags & WIRE_F_COPY)) {
+        /* Lost result of the previous epoch: resend to that child. */
+        agg->ctr.results_resent++;
+        if (mc_listens(g, c) && mc_usable(g, prev))
+            agg->ctr.mcast_repairs++;
+        send_result(agg, g, h->slot, prev, c,
+                    prev->st_valid ? &prev->st : NULL);
+        return;
+    }
+    drop(agg, &agg->ctr.stale_dropped, src, "epoch out of window", g->id);
+}
+
+/* Child c, already in the slot's epoch, sent again (h): a copy, or a
+ * question whose answer depends on where the slot's round is. */
+static void contrib_again(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                          const wire_hdr_t *h, int c)
+{
+    agg->ctr.duplicates_dropped++;
+    if (h->flags & WIRE_F_COPY)
+        return; /* the second of two, not a question */
+    if ((rc->flags & WIRE_F_ONEWAY) && c != rc->rootc) {
+        /* A one-way broadcast's member that lacks the data. */
+        agg->ctr.results_resent++;
+        send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+    } else if (sl->state == SLOT_FORWARDED) {
+        /* Our aggregate or the parent's result was lost. All the
+         * children notice at about the same time (later results
+         * came, ours did not): the first to ask sends the aggregate
+         * up again, the others' copies wait until one of them asks
+         * again (a round later: the resent aggregate was lost too). */
+        uint64_t bit = 1ull << (c % 64);
+        int any = 0;
+        for (int wi = 0; wi < g->seen_words; wi++)
+            any |= sl->asked[wi] != 0;
+        if (any && !(sl->asked[c / 64] & bit)) {
             sl->asked[c / 64] |= bit;
-            agg->ctr.reforwards++;
-            forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
             answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-        } else if (sl->state == SLOT_DONE) {
-            agg->ctr.results_resent++;
-            if (mc_listens(g, c) && mc_usable(g, rc))
-                agg->ctr.mcast_repairs++;
-            send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
-        } else {
-            agg->ctr.waits++;
-            log_missing(agg, g, sl, h, c);
-            answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
-        }
-        return;
-    }
-    if (sl->state != SLOT_COLLECTING) {
-        drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
-        return;
-    }
-    if (h->flags & WIRE_F_QUERY) {
-        /* A query where the child's contribution never came: ask. */
-        answer_query(agg, g, h, c, 0, 0);
-        return;
-    }
-    {
-        unsigned why = call_differs(h, rc);
-        if (why != WIRE_MISMATCH_NONE) {
-            /* The members called different collectives, or the same
-             * with different arguments: the child counts as in, its data
-             * is not used, and the slot's result is an error for all. */
-            if (rc->err == WIRE_MISMATCH_NONE) {
-                rc->err = (uint8_t)why;
-                if (!(h->flags & WIRE_F_ERROR))
-                    agg->ctr.calls_mismatched++;
-                incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
-                             "call differs from the slot's (%s)",
-                             agg->name, g->id, h->slot, h->epoch, c,
-                             wire_mismatch_str(why));
-            }
-            sl->seen[c / 64] |= 1ull << (c % 64);
-            sl->arrived++;
-            agg->ctr.contribs_accepted++;
-            if (sl->arrived == g->nchildren)
-                slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
             return;
         }
+        memset(sl->asked, 0, (size_t)g->seen_words * sizeof(uint64_t));
+        sl->asked[c / 64] |= bit;
+        agg->ctr.reforwards++;
+        forward_up(agg, g, h->slot, rc, (uint16_t)(h->hops + 1), 0);
+        answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
+    } else if (sl->state == SLOT_DONE) {
+        agg->ctr.results_resent++;
+        if (mc_listens(g, c) && mc_usable(g, rc))
+            agg->ctr.mcast_repairs++;
+        send_result(agg, g, h->slot, rc, c, rc->st_valid ? &rc->st : NULL);
+    } else {
+        agg->ctr.waits++;
+        log_missing(agg, g, sl, h, c);
+        answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
     }
+}
+
+/* Child c's call differs from the slot's (why): the child counts as in,
+ * its data is not used, and the slot's result is an error for all. */
+static __attribute__((noinline)) void
+contrib_differs(agg_t *agg, group_t *g, slot_t *sl, res_copy_t *rc,
+                const wire_hdr_t *h, int c, unsigned why)
+{
+    if (rc->err == WIRE_MISMATCH_NONE) {
+        rc->err = (uint8_t)why;
+        if (!(h->flags & WIRE_F_ERROR))
+            agg->ctr.calls_mismatched++;
+        incoll_debug("agg %s: group %u slot %u epoch %u: child %d's "
+                     "call differs from the slot's (%s)",
+                     agg->name, g->id, h->slot, h->epoch, c,
+                     wire_mismatch_str(why));
+    }
+    sl->seen[c / 64] |= 1ull << (c % 64);
+    sl->arrived++;
+    agg->ctr.contribs_accepted++;
+    if (sl->arrived == g->nchildren)
+        slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
+}
+
+/*
+ * Keeps child c's data (h, payload, bytes) for the slot's reduction:
+ * lent by the batch where it lies (see the top), else copied into a
+ * buffer of the group's free list; a split's segment wanted is noted.
+ * Returns 0, or -1 when it was dropped (out of memory).
+ */
+static int contrib_keep(agg_t *agg, group_t *g, slot_t *sl,
+                        const res_copy_t *rc, incoll_ep_t src,
+                        const wire_hdr_t *h, const uint8_t *payload,
+                        size_t bytes, int c)
+{
     if (!(h->flags & WIRE_F_NODATA) &&
         !wire_coll_is_gather((wire_coll_t)rc->kind) && agg->in_batch &&
         agg->nborrow < AGG_BORROW_MAX) {
@@ -2030,7 +1426,7 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         sl->contrib[c] = contrib_get(g, sl, c);
         if (sl->contrib[c] == NULL) {
             drop(agg, &agg->ctr.malformed_dropped, src, "out of memory", g->id);
-            return;
+            return -1;
         }
         if (wire_coll_is_gather((wire_coll_t)rc->kind)) {
             /* wire_parse checked that the piece fits the segment. */
@@ -2050,6 +1446,72 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
         sl->want[2 * c] = get_u32(payload);
         sl->want[2 * c + 1] = get_u32(payload + 4);
     }
+    return 0;
+}
+
+/* A contribution h (payload) from src: admitted, matched to its slot and
+ * epoch, kept, and the slot completed when every child is in. */
+static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
+                       const wire_hdr_t *h, const uint8_t *payload)
+{
+    slot_t *sl;
+    res_copy_t *rc;
+    int c = h->child;
+    size_t bytes =
+        (size_t)h->count * incoll_dtype_size((incoll_dtype_t)h->dtype);
+
+    if (!contrib_admit(agg, g, src, h, c, bytes))
+        return;
+    if (h->flags & WIRE_F_AHEAD) {
+        on_ahead(agg, g, h, payload, bytes, c);
+        return;
+    }
+    sl = slot_at(g, h->slot);
+    if (sl == NULL) {
+        contrib_no_slot(agg, g, src, h, c);
+        return;
+    }
+    /* Any contribution shows the group alive: a holder whose small
+     * operations keep the slots while it holds the lock is not quiet. */
+    agg_stamp(&g->lk_active_ns, agg->now_ns);
+    if (h->slot >= g->nslots)
+        agg->ctr.stream_bytes += bytes;
+    if ((h->flags & WIRE_F_ONEWAY) && (h->flags & WIRE_F_ROOT) &&
+        on_oneway(agg, g, sl, h, payload, bytes, c))
+        return;
+    if (h->epoch == sl->epoch + 1 && sl->state == SLOT_DONE) {
+        /* The child holds the result of sl->epoch: start the next epoch.
+         * The copy of this epoch's parity held epoch-1, which every child
+         * has (they all contributed to sl->epoch). */
+        slot_start(g, sl, h);
+    } else if (h->epoch != sl->epoch) {
+        contrib_other_epoch(agg, g, sl, src, h, c);
+        return;
+    }
+
+    rc = &sl->res[sl->epoch & 1];
+    if (sl->seen[c / 64] & (1ull << (c % 64))) {
+        contrib_again(agg, g, sl, rc, h, c);
+        return;
+    }
+    if (sl->state != SLOT_COLLECTING) {
+        drop(agg, &agg->ctr.stale_dropped, src, "slot not collecting", g->id);
+        return;
+    }
+    if (h->flags & WIRE_F_QUERY) {
+        /* A query where the child's contribution never came: ask. */
+        answer_query(agg, g, h, c, 0, 0);
+        return;
+    }
+    {
+        unsigned why = call_differs(h, rc);
+        if (why != WIRE_MISMATCH_NONE) {
+            contrib_differs(agg, g, sl, rc, h, c, why);
+            return;
+        }
+    }
+    if (contrib_keep(agg, g, sl, rc, src, h, payload, bytes, c) != 0)
+        return;
     if (h->flags & WIRE_F_ROOT)
         rc->rootc = c;
     rc->flags |= h->flags & WIRE_F_TWICE;
@@ -2089,9 +1551,9 @@ static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,
              g->id);
         return;
     }
-    stamp(&g->active_ns, agg->now_ns);
+    agg_stamp(&g->active_ns, agg->now_ns);
     if (h->slot >= g->nslots)
-        stamp(&g->lk_active_ns, agg->now_ns);
+        agg_stamp(&g->lk_active_ns, agg->now_ns);
     if (h->flags & WIRE_F_AHEAD) {
         on_ahead(agg, g, h, payload, bytes, -1);
         return;
@@ -2379,16 +1841,16 @@ static void on_one(agg_t *agg, incoll_ep_t src, const void *buf, size_t len)
         on_result(agg, g, src, &h, (const uint8_t *)buf + WIRE_HDR_LEN);
         break;
     case WIRE_LOCK:
-        on_lock(agg, g, src, &h);
+        agg_lock_on_lock(agg, g, src, &h);
         break;
     case WIRE_LOCK_REP:
-        on_lock_rep(agg, g, src, &h);
+        agg_lock_on_lock_rep(agg, g, src, &h);
         break;
     case WIRE_UNLOCK:
-        on_unlock(agg, g, src, &h);
+        agg_lock_on_unlock(agg, g, src, &h);
         break;
     default:
-        on_unlock_rep(agg, g, src, &h);
+        agg_lock_on_unlock_rep(agg, g, src, &h);
         break;
     }
 }

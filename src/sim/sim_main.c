@@ -22,6 +22,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -196,7 +197,8 @@ static int bad(const char *opt, const char *val)
     return -1;
 }
 
-static int parse_args(int argc, char **argv, opts_t *o)
+/* Every option's starting value, before the command line. */
+static void opts_defaults(opts_t *o)
 {
     sim_config_t *c = &o->cfg;
 
@@ -237,242 +239,340 @@ static int parse_args(int argc, char **argv, opts_t *o)
     if (c->max_mem <= 0)
         c->max_mem = 8.0 * (1u << 30);
     sim_calib_defaults(&c->calib);
+}
 
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1;
-        if (strncmp(a, "--cfg=", 6) == 0 || strncmp(a, "--log=", 6) == 0) {
-            if (o->nsg < 62)
-                o->sg_args[o->nsg++] = argv[i];
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (strcmp(a, "--data") == 0) {
-            o->data_opt = 1;
-            used = 0;
-        } else if (strcmp(a, "--no-data") == 0) {
-            o->data_opt = 0;
-            used = 0;
-        } else if (strcmp(a, "--timers") == 0) {
-            o->timers_opt = 1;
-            used = 0;
-        } else if (strcmp(a, "--no-compute") == 0) {
-            c->no_compute = 1;
-            used = 0;
-        } else if (strcmp(a, "--no-stack-guards") == 0) {
-            c->no_stack_guards = 1;
-            used = 0;
-        } else if (strcmp(a, "--no-p2p-headers") == 0) {
-            c->p2p_headers = 0;
-            used = 0;
-        } else if (strcmp(a, "--quiet") == 0) {
-            o->quiet = 1;
-            used = 0;
-        } else if (v == NULL) {
-            fprintf(stderr, "incoll-sim: %s needs a value (see --help)\n", a);
+/* The value of one name of a comma-separated list, or -1. */
+typedef int (*list_item_fn)(const char *name);
+
+static int an_mode_parse(const char *t)
+{
+    return strcmp(t, "switch") == 0   ? SIM_AN_SWITCH
+           : strcmp(t, "server") == 0 ? SIM_AN_SERVER
+                                      : -1;
+}
+
+static int proto_parse(const char *t)
+{
+    return strcmp(t, "ll") == 0 ? 0 : strcmp(t, "stream") == 0 ? 1 : -1;
+}
+
+static int mcast_parse(const char *t)
+{
+    return strcmp(t, "0") == 0 ? 0 : strcmp(t, "1") == 0 ? 1 : -1;
+}
+
+/* Reads the list v (at most cap - 1 characters of it) into vals, at most
+ * max of them, and their count into *n_p; -1 on a bad name or too many. */
+static int parse_list(const char *v, size_t cap, list_item_fn item, int *vals,
+                      int max, int *n_p)
+{
+    char buf[256], *save = NULL, *t;
+
+    snprintf(buf, cap < sizeof(buf) ? cap : sizeof(buf), "%s", v);
+    *n_p = 0;
+    for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int k = item(t);
+        if (k < 0 || *n_p >= max)
             return -1;
-        } else if (strcmp(a, "--mirror") == 0 ||
-                   strcmp(a, "--recurrence") == 0) {
-            int *opt = a[2] == 'm' ? &o->mirror_opt : &o->recur_opt;
-            if (strcmp(v, "auto") == 0)
-                *opt = -1;
-            else if (strcmp(v, "on") == 0)
-                *opt = 1;
-            else if (strcmp(v, "off") == 0)
-                *opt = 0;
-            else
-                return bad(a, v);
-        } else if (strcmp(a, "--hosts") == 0) {
-            o->nhosts_list = sim_parse_ints(v, o->hosts, MAX_HOSTS_LIST);
-            if (o->nhosts_list < 1)
-                return bad(a, v);
-        } else if (strcmp(a, "--radix") == 0) {
-            o->radix = atoi(v);
-            if (o->radix < 2 || o->radix > AGG_RADIX_MAX)
-                return bad(a, v);
-        } else if (strcmp(a, "--levels") == 0) {
-            o->levels = atoi(v);
-            if (o->levels < 1 || o->levels > 8)
-                return bad(a, v);
-        } else if (strcmp(a, "--link-rate") == 0) {
-            if (sim_parse_rate(v, &c->link_Bps) != 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--link-latency") == 0) {
-            if (sim_parse_time(v, &c->link_lat_s) != 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--oversub") == 0) {
-            char *end;
-            c->oversub = strtod(v, &end);
-            if (*end || !(c->oversub >= 1))
-                return bad(a, v);
-        } else if (strcmp(a, "--sizes") == 0) {
-            o->nsizes = sim_parse_sizes(v, o->sizes, MAX_SIZES);
-            if (o->nsizes < 1)
-                return bad(a, v);
-            for (int s = 0; s < o->nsizes; s++) {
-                if (o->sizes[s] % 4 || o->sizes[s] > (1ull << 32)) {
-                    fprintf(stderr,
-                            "incoll-sim: size %" PRIu64 " is not a "
-                            "whole number of float32 elements\n",
-                            o->sizes[s]);
-                    return -1;
-                }
-            }
-        } else if (strcmp(a, "--algos") == 0) {
-            char buf[256], *save = NULL, *t;
-            snprintf(buf, sizeof(buf), "%s", v);
-            o->nalgos = 0;
-            for (t = strtok_r(buf, ",", &save); t;
-                 t = strtok_r(NULL, ",", &save)) {
-                int k = algo_parse(t);
-                if (k < 0 || o->nalgos >= ALGO_COUNT)
-                    return bad(a, v);
-                o->algos[o->nalgos++] = k;
-            }
-            if (o->nalgos == 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--an") == 0) {
-            char buf[64], *save = NULL, *t;
-            snprintf(buf, sizeof(buf), "%s", v);
-            o->nan = 0;
-            for (t = strtok_r(buf, ",", &save); t;
-                 t = strtok_r(NULL, ",", &save)) {
-                int m = strcmp(t, "switch") == 0   ? SIM_AN_SWITCH
-                        : strcmp(t, "server") == 0 ? SIM_AN_SERVER
-                                                   : -1;
-                if (m < 0 || o->nan >= SIM_AN_COUNT)
-                    return bad(a, v);
-                o->an_modes[o->nan++] = m;
-            }
-            if (o->nan == 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--proto") == 0) {
-            char buf[64], *save = NULL, *t;
-            snprintf(buf, sizeof(buf), "%s", v);
-            o->nproto = 0;
-            for (t = strtok_r(buf, ",", &save); t;
-                 t = strtok_r(NULL, ",", &save)) {
-                int m = strcmp(t, "ll") == 0       ? 0
-                        : strcmp(t, "stream") == 0 ? 1
-                                                   : -1;
-                if (m < 0 || o->nproto >= 2)
-                    return bad(a, v);
-                o->protos[o->nproto++] = m;
-            }
-            if (o->nproto == 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--mcast") == 0) {
-            char buf[64], *save = NULL, *t;
-            snprintf(buf, sizeof(buf), "%s", v);
-            o->nmcast = 0;
-            for (t = strtok_r(buf, ",", &save); t;
-                 t = strtok_r(NULL, ",", &save)) {
-                int m = strcmp(t, "0") == 0 ? 0 : strcmp(t, "1") == 0 ? 1 : -1;
-                if (m < 0 || o->nmcast >= 2) {
-                    fprintf(stderr,
-                            "incoll-sim: bad value for --mcast: '%s' (0 "
-                            "unicast, 1 multicast, or 0,1 for both)\n",
-                            v);
-                    return -1;
-                }
-                o->mcasts[o->nmcast++] = m;
-            }
-            if (o->nmcast == 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--mcast-dual") == 0) {
-            uint64_t b;
-            if (sim_parse_bytes(v, &b) != 0 || b > 65000) {
-                fprintf(stderr,
-                        "incoll-sim: bad value for --mcast-dual: '%s' (bytes, "
-                        "0 to 65000, as INCOLL_MCAST_DUAL)\n",
-                        v);
-                return -1;
-            }
-            c->mcast_dual = (uint32_t)b;
-        } else if (strcmp(a, "--stream-threshold") == 0) {
-            if (sim_parse_bytes(v, &c->stream_threshold) != 0 ||
-                c->stream_threshold == 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--stream-window") == 0) {
-            c->stream_window = (uint32_t)atoi(v);
-            if (c->stream_window < 1 || c->stream_window > 65535)
-                return bad(a, v);
-        } else if (strcmp(a, "--stream-lock") == 0) {
-            if (host_stream_policy_parse(v, &c->stream_nops) != 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--stream-pool") == 0) {
-            if (sim_parse_bytes(v, &c->stream_pool) != 0)
-                return bad(a, v);
-        } else if (strcmp(a, "--groups") == 0) {
-            c->groups = atoi(v);
-            if (c->groups < 1 || c->groups > SIM_MAX_GROUPS)
-                return bad(a, v);
-        } else if (strcmp(a, "--drop") == 0) {
-            char *end;
-            c->drop = strtod(v, &end);
-            if (*end || c->drop < 0 || c->drop >= 1)
-                return bad(a, v);
-        } else if (strcmp(a, "--seed") == 0) {
-            c->seed = strtoull(v, NULL, 0);
-        } else if (strcmp(a, "--slots") == 0) {
-            c->slots = (uint32_t)atoi(v);
-            if (c->slots < 1 || c->slots > 65535)
-                return bad(a, v);
-        } else if (strcmp(a, "--payload") == 0) {
-            uint64_t b;
-            if (sim_parse_bytes(v, &b) != 0 || b < 8 || b > WIRE_MAX_PAYLOAD ||
-                b % 4)
-                return bad(a, v);
-            c->payload = (uint32_t)b;
-        } else if (strcmp(a, "--window") == 0) {
-            c->window = (uint32_t)atoi(v);
-        } else if (strcmp(a, "--iters") == 0) {
-            c->iters = atoi(v);
-            if (c->iters < 1)
-                return bad(a, v);
-        } else if (strcmp(a, "--calib") == 0) {
-            o->calib_path = v;
-        } else if (strcmp(a, "--an-cores") == 0) {
-            c->an_cores = atoi(v);
-            if (c->an_cores < 1 || c->an_cores > 1024)
-                return bad(a, v);
-        } else if (strcmp(a, "--switch-ns") == 0) {
-            char *end;
-            o->switch_ns = strtod(v, &end);
-            if (*end || o->switch_ns < 0)
-                return bad(a, v);
-            o->switch_ns_given = 1;
-        } else if (strcmp(a, "--max-msgs") == 0) {
-            char *end;
-            double d = strtod(v, &end);
-            if (*end || !(d >= 1))
-                return bad(a, v);
-            c->max_msgs = (uint64_t)d;
-        } else if (strcmp(a, "--max-mem") == 0) {
-            uint64_t b;
-            if (sim_parse_bytes(v, &b) != 0 || b == 0)
-                return bad(a, v);
-            c->max_mem = (double)b;
-        } else if (strcmp(a, "--jobs") == 0) {
-            o->jobs = atoi(v);
-            if (o->jobs < 1 || o->jobs > 64)
-                return bad(a, v);
-        } else if (strcmp(a, "--csv") == 0) {
-            o->csv = v;
-        } else if (strcmp(a, "--plot") == 0) {
-            o->plot = v;
-        } else if (strcmp(a, "--xml") == 0) {
-            c->xml_out = v;
-        } else if (strcmp(a, "--hostfile") == 0) {
-            o->hostfile = v;
-        } else {
-            fprintf(stderr, "incoll-sim: unknown option %s (see --help)\n", a);
-            return -1;
-        }
-        i += used;
+        vals[(*n_p)++] = k;
     }
+    return 0;
+}
+
+/* An option whose value is a non-empty list of names. */
+static int opt_list(const char *a, const char *v, size_t cap, list_item_fn item,
+                    int *vals, int max, int *n_p)
+{
+    if (parse_list(v, cap, item, vals, max, n_p) != 0 || *n_p == 0)
+        return bad(a, v);
+    return 0;
+}
+
+/* The handlers of the options that need more than a number in a range;
+ * each returns 0 or -1 after saying why. */
+typedef int (*opt_fn)(opts_t *o, const char *a, const char *v);
+
+static int opt_auto_on_off(opts_t *o, const char *a, const char *v)
+{
+    int *opt = a[2] == 'm' ? &o->mirror_opt : &o->recur_opt;
+
+    if (strcmp(v, "auto") == 0)
+        *opt = -1;
+    else if (strcmp(v, "on") == 0)
+        *opt = 1;
+    else if (strcmp(v, "off") == 0)
+        *opt = 0;
+    else
+        return bad(a, v);
+    return 0;
+}
+
+static int opt_hosts(opts_t *o, const char *a, const char *v)
+{
+    o->nhosts_list = sim_parse_ints(v, o->hosts, MAX_HOSTS_LIST);
+    return o->nhosts_list < 1 ? bad(a, v) : 0;
+}
+
+static int opt_link_rate(opts_t *o, const char *a, const char *v)
+{
+    return sim_parse_rate(v, &o->cfg.link_Bps) != 0 ? bad(a, v) : 0;
+}
+
+static int opt_link_latency(opts_t *o, const char *a, const char *v)
+{
+    return sim_parse_time(v, &o->cfg.link_lat_s) != 0 ? bad(a, v) : 0;
+}
+
+static int opt_oversub(opts_t *o, const char *a, const char *v)
+{
+    char *end;
+
+    o->cfg.oversub = strtod(v, &end);
+    return *end || !(o->cfg.oversub >= 1) ? bad(a, v) : 0;
+}
+
+static int opt_sizes(opts_t *o, const char *a, const char *v)
+{
+    o->nsizes = sim_parse_sizes(v, o->sizes, MAX_SIZES);
+    if (o->nsizes < 1)
+        return bad(a, v);
+    for (int s = 0; s < o->nsizes; s++) {
+        if (o->sizes[s] % 4 || o->sizes[s] > (1ull << 32)) {
+            fprintf(stderr,
+                    "incoll-sim: size %" PRIu64 " is not a "
+                    "whole number of float32 elements\n",
+                    o->sizes[s]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int opt_algos(opts_t *o, const char *a, const char *v)
+{
+    return opt_list(a, v, 256, algo_parse, o->algos, ALGO_COUNT, &o->nalgos);
+}
+
+static int opt_an(opts_t *o, const char *a, const char *v)
+{
+    return opt_list(a, v, 64, an_mode_parse, o->an_modes, SIM_AN_COUNT,
+                    &o->nan);
+}
+
+static int opt_proto(opts_t *o, const char *a, const char *v)
+{
+    return opt_list(a, v, 64, proto_parse, o->protos, 2, &o->nproto);
+}
+
+static int opt_mcast(opts_t *o, const char *a, const char *v)
+{
+    if (parse_list(v, 64, mcast_parse, o->mcasts, 2, &o->nmcast) != 0) {
+        fprintf(stderr,
+                "incoll-sim: bad value for --mcast: '%s' (0 "
+                "unicast, 1 multicast, or 0,1 for both)\n",
+                v);
+        return -1;
+    }
+    return o->nmcast == 0 ? bad(a, v) : 0;
+}
+
+static int opt_mcast_dual(opts_t *o, const char *a, const char *v)
+{
+    uint64_t b;
+
+    (void)a;
+    if (sim_parse_bytes(v, &b) != 0 || b > 65000) {
+        fprintf(stderr,
+                "incoll-sim: bad value for --mcast-dual: '%s' (bytes, "
+                "0 to 65000, as INCOLL_MCAST_DUAL)\n",
+                v);
+        return -1;
+    }
+    o->cfg.mcast_dual = (uint32_t)b;
+    return 0;
+}
+
+static int opt_stream_threshold(opts_t *o, const char *a, const char *v)
+{
+    return sim_parse_bytes(v, &o->cfg.stream_threshold) != 0 ||
+                   o->cfg.stream_threshold == 0
+               ? bad(a, v)
+               : 0;
+}
+
+static int opt_stream_lock(opts_t *o, const char *a, const char *v)
+{
+    return host_stream_policy_parse(v, &o->cfg.stream_nops) != 0 ? bad(a, v)
+                                                                 : 0;
+}
+
+static int opt_stream_pool(opts_t *o, const char *a, const char *v)
+{
+    return sim_parse_bytes(v, &o->cfg.stream_pool) != 0 ? bad(a, v) : 0;
+}
+
+static int opt_drop(opts_t *o, const char *a, const char *v)
+{
+    char *end;
+
+    o->cfg.drop = strtod(v, &end);
+    return *end || o->cfg.drop < 0 || o->cfg.drop >= 1 ? bad(a, v) : 0;
+}
+
+static int opt_seed(opts_t *o, const char *a, const char *v)
+{
+    (void)a;
+    o->cfg.seed = strtoull(v, NULL, 0);
+    return 0;
+}
+
+static int opt_payload(opts_t *o, const char *a, const char *v)
+{
+    uint64_t b;
+
+    if (sim_parse_bytes(v, &b) != 0 || b < 8 || b > WIRE_MAX_PAYLOAD || b % 4)
+        return bad(a, v);
+    o->cfg.payload = (uint32_t)b;
+    return 0;
+}
+
+static int opt_switch_ns(opts_t *o, const char *a, const char *v)
+{
+    char *end;
+
+    o->switch_ns = strtod(v, &end);
+    if (*end || o->switch_ns < 0)
+        return bad(a, v);
+    o->switch_ns_given = 1;
+    return 0;
+}
+
+static int opt_max_msgs(opts_t *o, const char *a, const char *v)
+{
+    char *end;
+    double d = strtod(v, &end);
+
+    if (*end || !(d >= 1))
+        return bad(a, v);
+    o->cfg.max_msgs = (uint64_t)d;
+    return 0;
+}
+
+static int opt_max_mem(opts_t *o, const char *a, const char *v)
+{
+    uint64_t b;
+
+    if (sim_parse_bytes(v, &b) != 0 || b == 0)
+        return bad(a, v);
+    o->cfg.max_mem = (double)b;
+    return 0;
+}
+
+/* How an option's value is stored: a flag sets an int to `min`; OPT_INT
+ * and OPT_U32 read a decimal (atoi) that must lie in [min, max]; OPT_STR
+ * keeps the argument; OPT_FN calls fn. */
+typedef enum { OPT_FLAG, OPT_INT, OPT_U32, OPT_STR, OPT_FN } opt_kind_t;
+
+typedef struct {
+    const char *name;
+    opt_kind_t kind;
+    size_t off; /* the field in opts_t, for every kind but OPT_FN */
+    int min, max;
+    opt_fn fn;
+} opt_def_t;
+
+#define OF(f) offsetof(opts_t, f)
+#define CF(f) offsetof(opts_t, cfg.f)
+
+static const opt_def_t sim_opts[] = {
+    {"--data", OPT_FLAG, OF(data_opt), 1, 0, NULL},
+    {"--no-data", OPT_FLAG, OF(data_opt), 0, 0, NULL},
+    {"--timers", OPT_FLAG, OF(timers_opt), 1, 0, NULL},
+    {"--no-compute", OPT_FLAG, CF(no_compute), 1, 0, NULL},
+    {"--no-stack-guards", OPT_FLAG, CF(no_stack_guards), 1, 0, NULL},
+    {"--no-p2p-headers", OPT_FLAG, CF(p2p_headers), 0, 0, NULL},
+    {"--quiet", OPT_FLAG, OF(quiet), 1, 0, NULL},
+    {"--mirror", OPT_FN, 0, 0, 0, opt_auto_on_off},
+    {"--recurrence", OPT_FN, 0, 0, 0, opt_auto_on_off},
+    {"--hosts", OPT_FN, 0, 0, 0, opt_hosts},
+    {"--radix", OPT_INT, OF(radix), 2, AGG_RADIX_MAX, NULL},
+    {"--levels", OPT_INT, OF(levels), 1, 8, NULL},
+    {"--link-rate", OPT_FN, 0, 0, 0, opt_link_rate},
+    {"--link-latency", OPT_FN, 0, 0, 0, opt_link_latency},
+    {"--oversub", OPT_FN, 0, 0, 0, opt_oversub},
+    {"--sizes", OPT_FN, 0, 0, 0, opt_sizes},
+    {"--algos", OPT_FN, 0, 0, 0, opt_algos},
+    {"--an", OPT_FN, 0, 0, 0, opt_an},
+    {"--proto", OPT_FN, 0, 0, 0, opt_proto},
+    {"--mcast", OPT_FN, 0, 0, 0, opt_mcast},
+    {"--mcast-dual", OPT_FN, 0, 0, 0, opt_mcast_dual},
+    {"--stream-threshold", OPT_FN, 0, 0, 0, opt_stream_threshold},
+    {"--stream-window", OPT_U32, CF(stream_window), 1, 65535, NULL},
+    {"--stream-lock", OPT_FN, 0, 0, 0, opt_stream_lock},
+    {"--stream-pool", OPT_FN, 0, 0, 0, opt_stream_pool},
+    {"--groups", OPT_INT, CF(groups), 1, SIM_MAX_GROUPS, NULL},
+    {"--drop", OPT_FN, 0, 0, 0, opt_drop},
+    {"--seed", OPT_FN, 0, 0, 0, opt_seed},
+    {"--slots", OPT_U32, CF(slots), 1, 65535, NULL},
+    {"--payload", OPT_FN, 0, 0, 0, opt_payload},
+    {"--window", OPT_U32, CF(window), INT_MIN, INT_MAX, NULL},
+    {"--iters", OPT_INT, CF(iters), 1, INT_MAX, NULL},
+    {"--calib", OPT_STR, OF(calib_path), 0, 0, NULL},
+    {"--an-cores", OPT_INT, CF(an_cores), 1, 1024, NULL},
+    {"--switch-ns", OPT_FN, 0, 0, 0, opt_switch_ns},
+    {"--max-msgs", OPT_FN, 0, 0, 0, opt_max_msgs},
+    {"--max-mem", OPT_FN, 0, 0, 0, opt_max_mem},
+    {"--jobs", OPT_INT, OF(jobs), 1, 64, NULL},
+    {"--csv", OPT_STR, OF(csv), 0, 0, NULL},
+    {"--plot", OPT_STR, OF(plot), 0, 0, NULL},
+    {"--xml", OPT_STR, CF(xml_out), 0, 0, NULL},
+    {"--hostfile", OPT_STR, OF(hostfile), 0, 0, NULL},
+};
+
+#undef OF
+#undef CF
+
+static const opt_def_t *opt_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(sim_opts) / sizeof(sim_opts[0]); i++)
+        if (strcmp(sim_opts[i].name, name) == 0)
+            return &sim_opts[i];
+    return NULL;
+}
+
+/* Stores the value v of option d (a, as written) into o. */
+static int opt_store(const opt_def_t *d, opts_t *o, const char *a,
+                     const char *v)
+{
+    char *field = (char *)o + d->off;
+    int n;
+
+    switch (d->kind) {
+    case OPT_FLAG:
+        *(int *)field = d->min;
+        return 0;
+    case OPT_STR:
+        *(const char **)field = v;
+        return 0;
+    case OPT_FN:
+        return d->fn(o, a, v);
+    case OPT_INT:
+    case OPT_U32:
+        n = atoi(v);
+        if (d->kind == OPT_INT)
+            *(int *)field = n;
+        else
+            *(uint32_t *)field = (uint32_t)n;
+        return n < d->min || n > d->max ? bad(a, v) : 0;
+    }
+    return -1;
+}
+
+/* The checks across options, and the calibration file they name. */
+static int opts_finish(opts_t *o)
+{
+    sim_config_t *c = &o->cfg;
+
     if (c->window > c->slots)
         return bad("--window", "larger than --slots");
     if (c->groups > 1) {
@@ -504,6 +604,42 @@ static int parse_args(int argc, char **argv, opts_t *o)
         sim_calib_zero(&c->calib);
     c->timers = o->timers_opt == 1 || c->drop > 0;
     return 0;
+}
+
+static int parse_args(int argc, char **argv, opts_t *o)
+{
+    opts_defaults(o);
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const opt_def_t *d;
+
+        if (strncmp(a, "--cfg=", 6) == 0 || strncmp(a, "--log=", 6) == 0) {
+            if (o->nsg < 62)
+                o->sg_args[o->nsg++] = argv[i];
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            exit(0);
+        }
+        d = opt_find(a);
+        if (d && d->kind == OPT_FLAG) {
+            opt_store(d, o, a, NULL);
+            continue;
+        }
+        if (v == NULL) {
+            fprintf(stderr, "incoll-sim: %s needs a value (see --help)\n", a);
+            return -1;
+        }
+        if (d == NULL) {
+            fprintf(stderr, "incoll-sim: unknown option %s (see --help)\n", a);
+            return -1;
+        }
+        if (opt_store(d, o, a, v) != 0)
+            return -1;
+        i++;
+    }
+    return opts_finish(o);
 }
 
 /* Builds the tree for n hosts the way the options ask. */

@@ -1592,22 +1592,14 @@ static void free_list(pkt_t **head)
     }
 }
 
-int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
-                uint64_t bytes, sim_result_t *res)
+/* Resets the run's state and sets up the ANs and the hosts of one
+ * measurement (key: the group's key material). Returns 0 or -1. */
+static int run_prepare(const sim_config_t *cfg, const fabric_conf_t *conf,
+                       int algo, uint64_t bytes, uint64_t key)
 {
     int n = conf->nhosts, inc = algo == ALGO_INC,
         server = cfg->an == SIM_AN_SERVER;
-    uint64_t key = (cfg->seed + 1) * 0x9E3779B97F4A7C15ull;
-    struct timespec w0, w1;
-    double tmax = 0;
-    int failed = 0, wrong = 0;
 
-    if (algo == ALGO_RING && cfg->recurrence)
-        return sim_ring_run(cfg, conf, bytes, res);
-    if (algo == ALGO_RING && sim_ring_check(n, bytes / 4) != 0)
-        return -1;
-    clock_gettime(CLOCK_MONOTONIC, &w0);
-    memset(res, 0, sizeof(*res));
     S.algo = algo;
     S.run++;
     S.count = bytes / 4;
@@ -1637,34 +1629,47 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
     for (int r = 0; r < n; r++)
         if (host_runs(r) && setup_host(&S.hosts[r], inc, key) != 0)
             return -1;
+    return 0;
+}
 
-    if (inc) {
-        for (int a = 0; a < conf->nans; a++) {
-            sim_an_t *an = &S.ans[a];
-            sg_host_t where = server ? an->an_host : an->sx_host;
-            int real = S.mir.state[a] == SIM_MIRROR_REAL;
-            an->in_mbox = server ? an->port_mbox : an->mbox;
-            if (real)
-                spawn("an", a, where, an_actor, an, 1);
-            for (int i = 0; i < an->nout; i++)
-                spawn("out", a, where, outq_actor, &an->outq[i], 1);
-            if (server && real) {
-                an->credits = sg_sem_init(PORT_CREDITS);
-                spawn("port", a, an->sx_host, port_actor, an, 1);
-            }
-            if (server && real && cfg->mcast &&
-                S.leafh_first[a + 1] > S.leafh_first[a])
-                spawn("mc", a, an->sx_host, mc_actor, an, 1);
+/* Starts the actors of one measurement: every AN's (inc) and every
+ * simulated host's. */
+static void run_spawn(const sim_config_t *cfg, const fabric_conf_t *conf,
+                      int inc)
+{
+    int server = cfg->an == SIM_AN_SERVER;
+
+    for (int a = 0; inc && a < conf->nans; a++) {
+        sim_an_t *an = &S.ans[a];
+        sg_host_t where = server ? an->an_host : an->sx_host;
+        int real = S.mir.state[a] == SIM_MIRROR_REAL;
+        an->in_mbox = server ? an->port_mbox : an->mbox;
+        if (real)
+            spawn("an", a, where, an_actor, an, 1);
+        for (int i = 0; i < an->nout; i++)
+            spawn("out", a, where, outq_actor, &an->outq[i], 1);
+        if (server && real) {
+            an->credits = sg_sem_init(PORT_CREDITS);
+            spawn("port", a, an->sx_host, port_actor, an, 1);
         }
+        if (server && real && cfg->mcast &&
+            S.leafh_first[a + 1] > S.leafh_first[a])
+            spawn("mc", a, an->sx_host, mc_actor, an, 1);
     }
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < conf->nhosts; r++) {
         sim_host_t *h = &S.hosts[r];
         if (!host_runs(r))
             continue;
         spawn("h", r, h->host, inc ? host_inc_actor : host_algo_actor, h, 0);
     }
-    simgrid_run();
+}
 
+/* After the run: accounts every simulated host into res and frees what
+ * it held; counts the hosts that failed and the wrong elements, and
+ * returns the latest finish of the others in *tmax_p. */
+static void run_collect_hosts(const sim_config_t *cfg, int n, sim_result_t *res,
+                              int *failed_p, int *wrong_p, double *tmax_p)
+{
     for (int r = 0; r < n; r++) {
         sim_host_t *h = &S.hosts[r];
         if (!host_runs(r))
@@ -1675,10 +1680,10 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
         drop_comm(&h->rto_comm);
         job_account(res, h);
         if (!h->done || h->status != INCOLL_OK)
-            failed++;
-        else if (h->t_done > tmax)
-            tmax = h->t_done;
-        wrong += h->wrong;
+            (*failed_p)++;
+        else if (h->t_done > *tmax_p)
+            *tmax_p = h->t_done;
+        *wrong_p += h->wrong;
         if (h->eng) {
             const host_engine_counters_t *k = host_engine_counters(h->eng);
             res->retransmits += k->retransmits;
@@ -1695,7 +1700,13 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
         }
         h->sendbuf = h->recvbuf = NULL;
     }
-    for (int a = 0; inc && a < conf->nans; a++) {
+}
+
+/* After an in-network run: the ANs' counters into res, and what they
+ * held freed. */
+static void run_collect_ans(const fabric_conf_t *conf, sim_result_t *res)
+{
+    for (int a = 0; a < conf->nans; a++) {
         sim_an_t *an = &S.ans[a];
         if (an->agg) {
             const agg_counters_t *k = agg_counters(an->agg);
@@ -1724,23 +1735,14 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
             an->credits = NULL;
         }
     }
-    clock_gettime(CLOCK_MONOTONIC, &w1);
-    incoll_debug("sim: %s %" PRIu64 " bytes: %" PRIu64 " messages, %" PRIu64
-                 " clock messages, longest outbox %d, %ld packets still on "
-                 "their way when their sender ended",
-                 algo_name((algo_kind_t)algo), bytes, S.messages, S.clocks,
-                 S.max_outbox, S.recv_failed);
-    res->algo = algo;
-    res->an = inc ? (int)cfg->an : -1;
-    res->hosts = n;
-    res->levels = conf->levels;
-    res->radix = conf->radix;
-    res->bytes = bytes;
-    res->checked = cfg->data;
-    res->messages = S.messages;
-    res->dropped = S.dropped;
-    res->wall_s = (double)(w1.tv_sec - w0.tv_sec) +
-                  (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+}
+
+/* The outcome and the note of a measurement: failed hosts and wrong
+ * elements, else what the reader should know (mirrored, late results,
+ * losses), then streaming and multicast figures. */
+static void run_note(const sim_config_t *cfg, int inc, int n, int failed,
+                     int wrong, sim_result_t *res)
+{
     if (failed || wrong) {
         res->outcome = SIM_FAILED;
         snprintf(res->note, sizeof(res->note),
@@ -1761,12 +1763,6 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                      "%" PRIu64 " packets lost, %" PRIu64 " retransmitted",
                      res->dropped, res->retransmits);
     }
-    res->latency_us = tmax * 1e6 / cfg->iters;
-    res->bandwidth_MBps =
-        tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
-    res->stream = cfg->stream;
-    res->mcast = inc && cfg->mcast;
-    res->groups = S.ngroups;
     if (cfg->stream) {
         size_t len = strlen(res->note);
         snprintf(res->note + len, sizeof(res->note) - len,
@@ -1780,6 +1776,54 @@ int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
                  "%sleaf AN %.2f datagrams per result", len ? "; " : "",
                  (double)res->leaf_pkts_out / (double)res->leaf_results);
     }
+}
+
+int sim_run_one(const sim_config_t *cfg, const fabric_conf_t *conf, int algo,
+                uint64_t bytes, sim_result_t *res)
+{
+    int n = conf->nhosts, inc = algo == ALGO_INC;
+    uint64_t key = (cfg->seed + 1) * 0x9E3779B97F4A7C15ull;
+    struct timespec w0, w1;
+    double tmax = 0;
+    int failed = 0, wrong = 0;
+
+    if (algo == ALGO_RING && cfg->recurrence)
+        return sim_ring_run(cfg, conf, bytes, res);
+    if (algo == ALGO_RING && sim_ring_check(n, bytes / 4) != 0)
+        return -1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    memset(res, 0, sizeof(*res));
+    if (run_prepare(cfg, conf, algo, bytes, key) != 0)
+        return -1;
+    run_spawn(cfg, conf, inc);
+    simgrid_run();
+    run_collect_hosts(cfg, n, res, &failed, &wrong, &tmax);
+    if (inc)
+        run_collect_ans(conf, res);
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    incoll_debug("sim: %s %" PRIu64 " bytes: %" PRIu64 " messages, %" PRIu64
+                 " clock messages, longest outbox %d, %ld packets still on "
+                 "their way when their sender ended",
+                 algo_name((algo_kind_t)algo), bytes, S.messages, S.clocks,
+                 S.max_outbox, S.recv_failed);
+    res->algo = algo;
+    res->an = inc ? (int)cfg->an : -1;
+    res->hosts = n;
+    res->levels = conf->levels;
+    res->radix = conf->radix;
+    res->bytes = bytes;
+    res->checked = cfg->data;
+    res->messages = S.messages;
+    res->dropped = S.dropped;
+    res->wall_s = (double)(w1.tv_sec - w0.tv_sec) +
+                  (double)(w1.tv_nsec - w0.tv_nsec) * 1e-9;
+    res->latency_us = tmax * 1e6 / cfg->iters;
+    res->bandwidth_MBps =
+        tmax > 0 ? (double)bytes / (res->latency_us * 1e-6) / 1e6 : 0;
+    res->stream = cfg->stream;
+    res->mcast = inc && cfg->mcast;
+    res->groups = S.ngroups;
+    run_note(cfg, inc, n, failed, wrong, res);
     for (int g = 0; g < S.ngroups && g < SIM_MAX_GROUPS; g++) {
         sim_job_result_t *j = &res->jobs[g];
         j->latency_us /= cfg->iters;
