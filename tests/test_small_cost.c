@@ -14,7 +14,9 @@
  *    while the root broadcasts on holds the root within the window (the
  *    root completes host_engine_oneway_every one-way broadcasts and waits
  *    in the round after them), and once it goes on, all complete with the
- *    right data.
+ *    right data;
+ *  - small_bcast_late_root: a root 10 ms late costs each waiting member
+ *    one packet (its timer's; the AN answers WAIT), not one per backoff.
  */
 #include "integ.h"
 #include "test.h"
@@ -43,7 +45,8 @@ typedef struct {
     uint8_t buf[SC_N][SC_BYTES];
 } sc_world_t;
 
-static int sc_init(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead)
+static int sc_init_rto(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead,
+                       uint64_t rto_max_ns)
 {
     memnet_group_cfg_t g = {.id = 9,
                             .key = 0x5111A11,
@@ -53,7 +56,7 @@ static int sc_init(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead)
                             .ahead_bytes = ahead,
                             .rto_init_ns = 300 * SC_US,
                             .rto_min_ns = 100 * SC_US,
-                            .rto_max_ns = 2000 * SC_US,
+                            .rto_max_ns = rto_max_ns,
                             .max_retries = 100,
                             .progress_timeout_ns = 10 * SC_SEC};
     memset(w, 0, sizeof(*w));
@@ -66,6 +69,11 @@ static int sc_init(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead)
     if (w->g < 0)
         FAILF("memnet_add_group failed");
     return 0;
+}
+
+static int sc_init(sc_world_t *w, const memnet_cfg_t *cfg, uint32_t ahead)
+{
+    return sc_init_rto(w, cfg, ahead, 2000 * SC_US);
 }
 
 static uint64_t an_packets_in(const sc_world_t *w)
@@ -283,6 +291,60 @@ TEST(small_bcast_window, TEST_UNIT)
         if (r != 0)
             CHECK_MSG(memcmp(w.buf[r], want, SC_BYTES) == 0,
                       "rank %d: wrong data of the last broadcast", r);
+    }
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
+/*
+ * A root that calls a one-way broadcast 10 ms after the other members
+ * (the timers' bound 100 ms): each waiting member's timer goes once, its
+ * leaf AN answers WAIT, and it sends nothing more until the data comes;
+ * every member gets the right data.
+ */
+TEST(small_bcast_late_root, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 29, .delay_ns = 5 * SC_US};
+    sc_world_t w;
+    uint64_t sent0[SC_N], waits0[SC_N], t0;
+    uint8_t want[SC_BYTES];
+    const int op = 1, root = 1;
+
+    CHECK(sc_init_rto(&w, &cfg, 16384, 100000 * SC_US) == 0);
+    CHECK(sc_bcasts(&w, op) == 0); /* a round: sequence number 0 */
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        sent0[r] = k->packets_sent;
+        waits0[r] = k->waits;
+        if (r == root)
+            continue;
+        memset(w.buf[r], 0xEE, SC_BYTES);
+        memnet_start_one(w.net, w.g, r, WIRE_COLL_BCAST, root, NULL, w.buf[r],
+                         SC_BYTES, INCOLL_UINT8, INCOLL_OP_SUM);
+    }
+    /* The members wait for the root: no completion within 10 ms. */
+    t0 = memnet_now(w.net);
+    CHECK(memnet_run(w.net, 10000 * SC_US) != 0);
+    memnet_advance(w.net, t0 + 10000 * SC_US);
+    sc_data(w.buf[root], op);
+    memcpy(want, w.buf[root], SC_BYTES);
+    memnet_start_one(w.net, w.g, root, WIRE_COLL_BCAST, root, w.buf[root], NULL,
+                     SC_BYTES, INCOLL_UINT8, INCOLL_OP_SUM);
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, r)), INCOLL_OK);
+        if (r == root)
+            continue;
+        CHECK_MSG(memcmp(w.buf[r], want, SC_BYTES) == 0, "rank %d: wrong data",
+                  r);
+        CHECK_MSG(k->packets_sent - sent0[r] == 1,
+                  "rank %d sent %" PRIu64 " packets waiting 10 ms for the "
+                  "root",
+                  r, k->packets_sent - sent0[r]);
+        CHECK_EQ_INT(k->waits - waits0[r], 1);
     }
     memnet_destroy(w.net);
     return TEST_PASSED;

@@ -1522,9 +1522,18 @@ static void on_contrib(agg_t *agg, group_t *g, incoll_ep_t src,
     if ((h->flags & WIRE_F_PUSH) &&
         (sl->arrived < g->nchildren || g->parent != INCOLL_EP_NONE))
         send_ahead(agg, g, sl, h, payload, bytes, c);
-    if (sl->arrived < g->nchildren)
-        return;
-    slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
+    if (sl->arrived == g->nchildren)
+        slot_complete(agg, g, sl, rc, h->slot, (uint16_t)(h->hops + 1));
+    /* A one-way broadcast's member whose timer went before the root's
+     * data came is in now: while the slot waits (for other children, or
+     * for the parent), it is told so (WIRE_F_WAIT), and waits for the
+     * root without asking again. */
+    if ((h->flags & (WIRE_F_ONEWAY | WIRE_F_ROOT | WIRE_F_RETRANS)) ==
+            (WIRE_F_ONEWAY | WIRE_F_RETRANS) &&
+        sl->state != SLOT_DONE) {
+        agg->ctr.waits++;
+        answer_query(agg, g, h, c, 1, rc->flags & WIRE_F_TWICE);
+    }
 }
 
 static void on_result(agg_t *agg, group_t *g, incoll_ep_t src,

@@ -845,6 +845,31 @@ static seg_t *awaited_seg(host_engine_t *eng, const wire_hdr_t *h)
     return s && s->state == SEG_SENT && s->seq >= eng->base_seq ? s : NULL;
 }
 
+/*
+ * A one-segment operation's part that the AN said it holds (WIRE_F_WAIT):
+ * the result waits for another member, and a member that is only late (a
+ * process descheduled on a busy host, a root that calls later) is no
+ * loss, so its timer waits HELD_WAIT_NS (or its backoff when longer, at
+ * most the timer's bound) before it asks again. What is left to repair
+ * is the loss of the result, or of an aggregate above the leaf AN: the
+ * tail probes still go (they are what makes an AN that forwarded send
+ * its aggregate up again), so the longer wait only costs an operation
+ * whose result was lost after the AN held its part.
+ */
+#define HELD_WAIT_NS 20000000ull
+static void held_defer(host_engine_t *eng, seg_t *s, uint64_t now)
+{
+    uint64_t w = rto_backoff(&eng->rto, (unsigned)s->retries);
+    if (eng->nseg != 1)
+        return;
+    if (w < HELD_WAIT_NS)
+        w = HELD_WAIT_NS;
+    if (w > eng->rto.max_ns)
+        w = eng->rto.max_ns;
+    if (s->deadline < now + w)
+        s->deadline = now + w;
+}
+
 /* The AN lacks our contribution to the segment in h's slot (it answered
  * a query, WIRE_F_QUERY): send it again at once. With WIRE_F_WAIT it
  * holds it and waits for another member: our resend arrived, which
@@ -860,6 +885,7 @@ static void on_ask(host_engine_t *eng, const wire_hdr_t *h, uint64_t now)
             s->held = 1;
             eng->alive_ns = now;
             eng->ctr.waits++;
+            held_defer(eng, s, now);
         }
         return;
     }
