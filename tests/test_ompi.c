@@ -176,6 +176,41 @@ TEST(ompi_component_info, TEST_INTEG)
 }
 
 /*
+ * Both front ends are built on libincoll's public API only
+ * (tests/ompi/public_api.sh): no include of libincoll's internal headers,
+ * the shared libincoll linked rather than its code, and only symbols it
+ * exports used. No MPI job: it runs whenever the layer (mpicc) is built.
+ */
+TEST(ompi_front_ends_public_api, TEST_INTEG)
+{
+    char out[PATH_MAX + 64], lib[PATH_MAX], *text;
+    int rc, want = 0;
+
+    snprintf(lib, sizeof(lib), "%s/../lib", test_bindir());
+    snprintf(out, sizeof(out), "%s/libincoll_mpi.so", lib);
+    if (access(out, F_OK) == 0)
+        want++;
+    snprintf(out, sizeof(out), "%s/openmpi/mca_coll_incoll.so", lib);
+    if (access(out, F_OK) == 0)
+        want++;
+    if (want == 0 && ready() != NULL)
+        return test_skip("%s", ready());
+    snprintf(out, sizeof(out), "%s/public_api.out", test_tmpdir());
+    rc = sh(out, "bash '%s/tests/ompi/public_api.sh' '%s' '%s'", test_srcdir(),
+            test_srcdir(), lib);
+    text = slurp(out);
+    CHECK_MSG(rc == 0, "public_api.sh exited %d:\n%s", rc, text);
+    {
+        int n = -1;
+        const char *c = strstr(text, "checked: ");
+        CHECK_MSG(c && sscanf(c, "checked: %d", &n) == 1 && n >= want,
+                  "checked %d front ends, %d built: %s", n, want, text);
+    }
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
  * A stock mpirun, nothing preloaded, the fabric given by an MCA parameter:
  * every collective and form right (ocolls checks), each one run on the
  * ANs (the component's counts, `incoll stat`), the user op and MAXLOC and

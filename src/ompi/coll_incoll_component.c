@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/settings.h"
 #include "mpi/mpi_commstate.h"
 #include "mpi/mpi_fit.h"
+#include "mpi/mpi_log.h"
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -379,14 +379,14 @@ int ci_context_up(mca_coll_incoll_module_t *m)
      * manager given: as the PMPI layer does (its manager, ranks sharing
      * the hosts, or off with the reason). */
     if (!cm->mgr[0] && incoll_setting_given("INCOLL_MGR") != 1 &&
-        (fab = cm->fabric[0] ? cm->fabric : setting_str(SETTING_FABRIC)) !=
+        (fab = cm->fabric[0] ? cm->fabric : mpi_setting_str("INCOLL_FABRIC")) !=
             NULL &&
         fab[0]) {
         static mpi_fit_adopted_t adopted;
         char why[512], fix[384], note[512];
         fix[0] = '\0';
-        if (mpi_fit_fabric(fab, m->size, setting_str(SETTING_HOSTS), NULL, NULL,
-                           &params, &adopted, why, sizeof(why), fix,
+        if (mpi_fit_fabric(fab, m->size, mpi_setting_str("INCOLL_HOSTS"), NULL,
+                           NULL, &params, &adopted, why, sizeof(why), fix,
                            sizeof(fix), note, sizeof(note)) != 0) {
             snprintf(cm->off_why, sizeof(cm->off_why), "%s%s%s", why,
                      fix[0] ? "; to fix: " : "", fix);
