@@ -235,12 +235,11 @@ TEST(ompi_component_colls, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(st, sizeof(st), "%s.stat", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
-    /* Without the agreement (coll_incoll_agree 0) a fabric without a
-     * manager runs the nonblocking and persistent forms too. */
+    /* The agreement is off by default, as in the PMPI layer, also
+     * without a manager: the nonblocking and persistent forms run in the
+     * network (with it on they would go below). */
     snprintf(extra, sizeof(extra),
-             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1 "
-             "--mca coll_incoll_agree 0",
-             dir);
+             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1", dir);
     rc = job(out, 4, extra);
     red = fabric_reductions(dir, st);
     test_fabric_down(dir);
@@ -559,12 +558,14 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/ompi-kill-nomgr", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
-    /* Fail fast: this test is about the answer, not the timeout. */
+    /* Fail fast: this test is about the answer, not the timeout. The
+     * agreement asked for as the PMPI layer's is (INCOLL_MPI_AGREE=1,
+     * which coll_incoll_agree -1 follows). */
     snprintf(cmd, sizeof(cmd),
              "timeout -k 5 120 mpirun -n 4 " FLAGS
              " --mca mca_base_component_path " COMPONENT_PATH
              " --mca coll_incoll_stats 1 --mca coll_incoll_fabric '%s' "
-             "-x INCOLL_TIMEOUT_MS=1000 "
+             "-x INCOLL_TIMEOUT_MS=1000 -x INCOLL_MPI_AGREE=1 "
              "-x OSU_COLL_KILL_CMD=\"'%s/incoll' fabric down --dir '%s'\" "
              "'%s' 1024 5",
              compdir, dir, test_bindir(), dir, osu);

@@ -138,8 +138,9 @@ static int incoll_register(void)
         "delivered everywhere, and redo a failed call, and run the "
         "communicator's collectives from then on, on the component below "
         "(nonblocking and persistent calls go below): 1 always, 0 never, "
-        "-1 when there is no manager (a fabric.conf fabric), where libincoll "
-        "cannot recover from a failed AN by itself",
+        "-1 as INCOLL_MPI_AGREE says (default 0, as the PMPI layer; worth "
+        "1 without a manager, where libincoll cannot recover from a failed "
+        "AN by itself)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &cm->agree);
     return OMPI_SUCCESS;
@@ -395,12 +396,10 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         if (m->rank == 0 && note[0])
             ci_log(1, "%s", note);
     }
-    /* No manager (only a fabric.conf): libincoll cannot recover from a
-     * failed AN, so the ranks agree after each call (coll_incoll_agree). */
-    cm->agree_on =
-        cm->agree > 0 ||
-        (cm->agree < 0 && !(params.field_mask & INCOLL_INIT_FIELD_MGR) &&
-         incoll_setting_given("INCOLL_MGR") != 1);
+    /* The agreement after each call (coll_incoll_agree): by default as
+     * the PMPI layer has it, INCOLL_MPI_AGREE (off unless asked). */
+    cm->agree_on = cm->agree > 0 ||
+                   (cm->agree < 0 && mpi_setting_num("INCOLL_MPI_AGREE") != 0);
     proc.agree = cm->agree_on;
     /* The component's calls come from any thread under
      * MPI_THREAD_MULTIPLE, else one at a time. */
