@@ -443,6 +443,17 @@ INCOLL_API incoll_status_t incoll_settings_check(const char *components,
     return settings_check(components, err, len);
 }
 
+/* The text of id now (NULL when unset or bad), for the front ends'
+ * questions above: like incoll_setting_value, read at the call. */
+static const char *front_text(setting_id_t id)
+{
+    setting_value_t v;
+    char err[256];
+    if (setting_get(id, &v, err, sizeof(err)) != INCOLL_OK || !v.set)
+        return NULL;
+    return v.text;
+}
+
 INCOLL_API incoll_status_t incoll_table_check(char *err, size_t len)
 {
     tune_table_t *t = malloc(sizeof(*t));
@@ -450,9 +461,8 @@ INCOLL_API incoll_status_t incoll_table_check(char *err, size_t len)
 
     if (t == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    rc = tune_load(t, setting_str(SETTING_TUNE_FILE),
-                   setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
-                   len);
+    rc = tune_load(t, front_text(SETTING_TUNE_FILE), front_text(SETTING_FABRIC),
+                   front_text(SETTING_TUNE), err, len);
     free(t);
     return rc == 0 ? INCOLL_OK : INCOLL_ERR_CONFIG;
 }
