@@ -482,8 +482,10 @@ $(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(SO_FILES) src/ompi/exports.map $(DIRS_STA
 	    $(OMPI_COMP_OBJS) -L$(BUILD)/lib -lincoll -Wl,-rpath,'$(OMPI_COMP_RUNPATH)' -lpthread $(OMPI_COMP_LIBS)
 # Its test programs (tests/ompi, tests/test_ompi.c): ocolls, and liboprof.so,
 # a PMPI profiler preloaded beside the component; osu_coll, the benchmark
-# of docs/ompi.md; othreads, the thread levels.
-OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so
+# of docs/ompi.md; othreads, the thread levels; obarrier, MPI_Barrier
+# against a point-to-point barrier in one job.
+OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so \
+                     $(BUILD)/tests/ompi/obarrier
 $(BUILD)/tests/ompi/%: tests/ompi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
