@@ -34,17 +34,15 @@ for fe in "$lib/libincoll_mpi.so" "$lib/libincoll_mpi_mpich.so" "$lib/openmpi/mc
         echo "violation: $fe does not link the shared libincoll"
         bad=1
     fi
-    for sym in incoll_init_version log_emit settings_check fabric_conf_load; do
-        if nm --defined-only "$fe" 2>/dev/null | awk '{print $3}' | grep -qx "$sym"; then
-            echo "violation: $fe contains libincoll's $sym (libincoll linked in)"
-            bad=1
-        fi
+    for sym in $(nm --defined-only "$fe" 2>/dev/null | awk '{print $3}' |
+        grep -xE 'incoll_init_version|log_emit|settings_check|fabric_conf_load'); do
+        echo "violation: $fe contains libincoll's $sym (libincoll linked in)"
+        bad=1
     done
-    for sym in $(nm -D --undefined-only "$fe" | awk '{print $2}' | sed 's/@.*//' | grep '^incoll_'); do
-        if ! grep -qx "$sym" <<<"$public"; then
-            echo "violation: $fe uses $sym, not of libincoll's public API"
-            bad=1
-        fi
+    for sym in $(nm -D --undefined-only "$fe" | awk '{print $2}' | sed 's/@.*//' |
+        grep '^incoll_' | sort -u | comm -23 - <(echo "$public")); do
+        echo "violation: $fe uses $sym, not of libincoll's public API"
+        bad=1
     done
 done
 echo "checked: $n front ends"
