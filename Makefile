@@ -319,8 +319,11 @@ clean:
 # since a wrapper built for one MPI aborts under the other:
 #   build/lib/libincoll_mpi.so        the default `mpicc` (Open MPI on Debian)
 #   build/lib/libincoll_mpi_mpich.so  `mpicc.mpich`, when installed
-# Each links libincoll's objects in whole (-fPIC, hidden visibility) and
-# exports only the MPI entry points (src/mpi/exports.map). The MPI test
+# Each uses libincoll through its public API only (include/incoll.h; the
+# check in tests/test_ompi.c, front_ends_public_api): it links the shared
+# libincoll.so.$(SOVERSION) (found next to it: RUNPATH $$ORIGIN, in
+# build/lib and in libdir alike) and exports only the MPI entry points
+# (src/mpi/exports.map). The MPI test
 # programs of tests/mpi go to build/tests/mpi (default MPI) and
 # build/tests/mpi-mpich. Everything here is skipped when the compilers are
 # missing; tests/test_mpi.c then skips too.
@@ -330,9 +333,12 @@ MPICC_MPICH  ?= mpicc.mpich
 MPIF90_MPICH ?= mpif90.mpich
 MPI_HAVE = $(call with_found,$(WITH_MPI),$(shell command -v $(1) >/dev/null 2>&1 && echo 1))
 MPI_SRCS    := $(sort $(wildcard src/mpi/*.c))
+# The one source of src/common built into the layer: its communicator
+# table, a leaf of the C library alone (no libincoll code or symbol).
+MPI_LEAF    := hashtab
 MPI_CFLAGS  := $(BASEFLAGS) $(CFLAGS) -fPIC
 MPI_SOFLAGS := -shared -Wl,--version-script=src/mpi/exports.map -Wl,-z,defs
-MPI_SOLIBS   = -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) -ldl
+MPI_SOLIBS   = -L$(BUILD)/lib -lincoll -Wl,-rpath,'$$ORIGIN' -lpthread -ldl
 MPI_TEST_CFLAGS := -std=c11 -D_GNU_SOURCE -Isrc $(WARN) $(CFLAGS)
 MPI_TEST_FFLAGS := -Wall $(CFLAGS)
 MPI_TEST_C  := $(sort $(wildcard tests/mpi/*.c))
@@ -350,13 +356,16 @@ $(BUILD)/bin/incoll-launch-agent: tools/mpi/launch_agent.c
 	$(CC) $(BASEFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 ifeq ($(call MPI_HAVE,$(MPICC)),1)
-MPI_OBJS_DEF := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-default/%.o)
+MPI_OBJS_DEF := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-default/%.o) $(MPI_LEAF:%=$(BUILD)/obj/mpi-default/%.o)
 MPI_TARGETS  += $(BUILD)/lib/libincoll_mpi.so
 MPI_TEST_TARGETS += $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi/%)
 $(BUILD)/obj/mpi-default/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(INTERNAL_A) src/mpi/exports.map
+$(MPI_LEAF:%=$(BUILD)/obj/mpi-default/%.o): $(BUILD)/obj/mpi-default/%.o: src/common/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(SO_FILES) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
 # (they may include header-only helpers of src/common, e.g. netdev.h)
@@ -394,13 +403,16 @@ endif
 endif
 
 ifeq ($(call MPI_HAVE,$(MPICC_MPICH)),1)
-MPI_OBJS_MPICH := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-mpich/%.o)
+MPI_OBJS_MPICH := $(MPI_SRCS:src/mpi/%.c=$(BUILD)/obj/mpi-mpich/%.o) $(MPI_LEAF:%=$(BUILD)/obj/mpi-mpich/%.o)
 MPI_TARGETS    += $(BUILD)/lib/libincoll_mpi_mpich.so
 MPI_TEST_TARGETS += $(MPI_TEST_C:tests/mpi/%.c=$(BUILD)/tests/mpi-mpich/%)
 $(BUILD)/obj/mpi-mpich/%.o: src/mpi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
-$(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(INTERNAL_A) src/mpi/exports.map
+$(MPI_LEAF:%=$(BUILD)/obj/mpi-mpich/%.o): $(BUILD)/obj/mpi-mpich/%.o: src/common/%.c
+	@mkdir -p $(dir $@)
+	$(MPICC_MPICH) $(MPI_CFLAGS) -MMD -MP -c $< -o $@
+$(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(SO_FILES) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
 $(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h
@@ -430,8 +442,11 @@ install-mpi: $(filter %.so $(BUILD)/bin/%,$(MPI_TARGETS))
 # build/lib/openmpi/mca_coll_incoll.so, the native Open MPI collective
 # component coll/incoll (docs/ompi.md), when the default `mpicc` is Open
 # MPI and its development headers (ompi/mca/coll/coll.h, libopenmpi-dev)
-# are there. Built against those headers, libincoll's objects linked in
-# whole, only the component's symbol exported (src/ompi/exports.map); it
+# are there. Built against those headers and libincoll's public API only
+# (include/incoll.h), linked with the shared libincoll.so.$(SOVERSION)
+# (RUNPATH $$ORIGIN/.. for build/lib, and libdir unless the loader looks
+# there anyway), only the component's symbol exported
+# (src/ompi/exports.map); it
 # shares the MPI layer's datatype tables (src/mpi/mpi_dtype.c) and its
 # communicator set-up (src/mpi/mpi_commstate.c). `make
 # install` puts it in Open MPI's component directory (OMPI_COMPDIR, from
@@ -460,14 +475,17 @@ $(BUILD)/obj/ompi/%.o: src/ompi/%.c $(FLAGS_STAMP) | check-ompi
 $(OMPI_SHARED_OBJS): $(BUILD)/obj/ompi/%.o: src/mpi/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(OMPI_COMP_CFLAGS) -MMD -MP -c $< -o $@
-$(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(INTERNAL_A) src/ompi/exports.map
+OMPI_COMP_RUNPATH := $$ORIGIN/..$(addprefix :,$(filter-out /lib /usr/lib /usr/lib/%-linux-gnu,$(patsubst %/,%,$(libdir))))
+$(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(SO_FILES) src/ompi/exports.map $(DIRS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -shared -Wl,--version-script=src/ompi/exports.map -Wl,-z,defs -o $@ \
-	    $(OMPI_COMP_OBJS) -Wl,--whole-archive $(INTERNAL_A) -Wl,--no-whole-archive $(LDLIBS) $(OMPI_COMP_LIBS)
+	    $(OMPI_COMP_OBJS) -L$(BUILD)/lib -lincoll -Wl,-rpath,'$(OMPI_COMP_RUNPATH)' -lpthread $(OMPI_COMP_LIBS)
 # Its test programs (tests/ompi, tests/test_ompi.c): ocolls, and liboprof.so,
 # a PMPI profiler preloaded beside the component; osu_coll, the benchmark
-# of docs/ompi.md; othreads, the thread levels.
-OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so
+# of docs/ompi.md; othreads, the thread levels; obarrier, MPI_Barrier
+# against a point-to-point barrier in one job.
+OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so \
+                     $(BUILD)/tests/ompi/obarrier
 $(BUILD)/tests/ompi/%: tests/ompi/%.c
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<

@@ -39,7 +39,7 @@ extern "C" {
  * new fields at the end of incoll_init_params_t raise the minor version.
  */
 #define INCOLL_VERSION_MAJOR 0
-#define INCOLL_VERSION_MINOR 3
+#define INCOLL_VERSION_MINOR 4
 /* One number for comparisons: INCOLL_VERSION >= INCOLL_VERSION_OF(0, 2). */
 #define INCOLL_VERSION_OF(major, minor) (((major) << 16) | (minor))
 #define INCOLL_VERSION                                                         \
@@ -763,6 +763,80 @@ INCOLL_API incoll_status_t incoll_scatter_init(incoll_comm_h comm,
 INCOLL_API incoll_status_t incoll_reduce_scatter_init(
     incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
     incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
+
+/*
+ * Added in 0.4: what a front end of libincoll (an MPI layer, an MPI
+ * component, a launcher) needs besides the collectives, so that it reads
+ * incoll's settings, logs and checks a fabric through this header alone.
+ */
+
+/* Log levels, as INCOLL_LOG_LEVEL names them. */
+typedef enum {
+    INCOLL_LOG_ERROR = 0,
+    INCOLL_LOG_WARN = 1,
+    INCOLL_LOG_INFO = 2,
+    INCOLL_LOG_DEBUG = 3,
+    INCOLL_LOG_TRACE = 4
+} incoll_log_level_t;
+
+/* The level INCOLL_LOG_LEVEL sets (default INCOLL_LOG_WARN): a line of a
+ * higher level is not wanted. */
+INCOLL_API int incoll_log_level(void);
+/* One line on stderr, "incoll <who>: <level>: <text>", as libincoll's own
+ * lines are; printed whatever the level in force (the caller decides with
+ * incoll_log_level(), or prints it because its own verbose switch asks). */
+INCOLL_API void incoll_log(incoll_log_level_t level, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Who is speaking in every line of this process ("rank 3"); copied. */
+INCOLL_API void incoll_log_set_name(const char *name);
+
+/*
+ * The value of the setting called name (an INCOLL_... variable that
+ * `incoll info` lists), as libincoll reads it: text_p (may be NULL) gets
+ * its text (the environment's when given and not empty, else the
+ * default; "" when unset), num_p (may be NULL) its number (an integer, a
+ * size in bytes, a boolean 0 or 1, an enumeration's index, a duration in
+ * nanoseconds; 0 when unset). INCOLL_ERR_NOT_FOUND for no such setting,
+ * INCOLL_ERR_CONFIG for a value that does not parse (then nothing is
+ * written; incoll_settings_check() says why).
+ */
+INCOLL_API incoll_status_t incoll_setting_value(const char *name,
+                                                int64_t *num_p,
+                                                const char **text_p);
+/*
+ * Checks every setting of components (comma-separated, as `incoll info`
+ * groups them: "host", "mpi", ...; settings of "all" always): INCOLL_OK,
+ * or INCOLL_ERR_CONFIG with a message naming the first bad one in err.
+ */
+INCOLL_API incoll_status_t incoll_settings_check(const char *components,
+                                                 char *err, size_t len);
+/*
+ * Loads the selection table incoll_init would load (INCOLL_TUNE_FILE,
+ * else the fabric's tune.conf; INCOLL_TUNE before it) without making a
+ * context: INCOLL_OK, or INCOLL_ERR_CONFIG with the file, line and cause
+ * in err. For a front end that turns offload off on every rank when one
+ * rank's table is bad.
+ */
+INCOLL_API incoll_status_t incoll_table_check(char *err, size_t len);
+/* Names, as the selection table writes them ("mpi", "ring",
+ * "persistent"); "?" for a value out of range. */
+INCOLL_API const char *incoll_path_name(incoll_path_t path);
+INCOLL_API const char *incoll_algo_name(incoll_algo_t algo);
+INCOLL_API const char *incoll_form_name(incoll_form_t form);
+
+/*
+ * The fabric in directory dir (DIR/fabric.conf, as `incoll fabric up`
+ * writes it): nhosts_p gets its number of hosts, here_p (may be NULL)
+ * the host of an emulated fabric whose network namespace this process
+ * runs in (-1: none, or not an emulated fabric). INCOLL_ERR_CONFIG or
+ * INCOLL_ERR_IO with the cause (file and line) in err.
+ */
+INCOLL_API incoll_status_t incoll_fabric_hosts(const char *dir, int *nhosts_p,
+                                               int *here_p, char *err,
+                                               size_t len);
 
 #ifdef __cplusplus
 }

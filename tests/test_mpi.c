@@ -2727,3 +2727,74 @@ TEST(mpi_ompi_tune_bad, TEST_INTEG)
     free(text);
     return ret;
 }
+
+/*
+ * What both MPI front ends take from libincoll's public API (0.4) rather
+ * than its insides: a setting by name as libincoll parses it, the check of
+ * a component's settings, the selection table's check and names, and a
+ * fabric's host count with the emulated host of the caller.
+ */
+TEST(mpi_front_end_public_queries, TEST_UNIT)
+{
+    const char *dir = test_tmpdir(), *text = NULL;
+    char path[PATH_MAX], err[512];
+    int64_t num = -1;
+    int nhosts = -1, here = 7;
+    FILE *f;
+
+    setenv("INCOLL_MPI_MAX_BYTES", "64K", 1);
+    CHECK_EQ_INT(incoll_setting_value("INCOLL_MPI_MAX_BYTES", &num, &text),
+                 INCOLL_OK);
+    CHECK(num == 65536 && strcmp(text, "64K") == 0);
+    CHECK_EQ_INT(incoll_settings_check("mpi", err, sizeof(err)), INCOLL_OK);
+    setenv("INCOLL_MPI_MAX_BYTES", "12Q", 1);
+    CHECK_EQ_INT(incoll_setting_value("INCOLL_MPI_MAX_BYTES", &num, NULL),
+                 INCOLL_ERR_CONFIG);
+    CHECK_EQ_INT(incoll_settings_check("mpi", err, sizeof(err)),
+                 INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(err, "INCOLL_MPI_MAX_BYTES") && strstr(err, "12Q"), "%s",
+              err);
+    unsetenv("INCOLL_MPI_MAX_BYTES");
+    CHECK_EQ_INT(incoll_setting_value("INCOLL_MPI_ENABLE", &num, &text),
+                 INCOLL_OK);
+    CHECK(num == 1 && strcmp(text, "1") == 0); /* the default */
+    CHECK_EQ_INT(incoll_setting_value("INCOLL_NO_SUCH", &num, NULL),
+                 INCOLL_ERR_NOT_FOUND);
+
+    setenv("INCOLL_TUNE_FILE", "none", 1);
+    setenv("INCOLL_TUNE", "allreduce:blocking 0-64K bogus", 1);
+    CHECK_EQ_INT(incoll_table_check(err, sizeof(err)), INCOLL_ERR_CONFIG);
+    CHECK_MSG(strstr(err, "INCOLL_TUNE") != NULL, "%s", err);
+    unsetenv("INCOLL_TUNE");
+    CHECK_EQ_INT(incoll_table_check(err, sizeof(err)), INCOLL_OK);
+    unsetenv("INCOLL_TUNE_FILE");
+    CHECK(strcmp(incoll_path_name(INCOLL_PATH_MPI), "mpi") == 0);
+    CHECK(strcmp(incoll_algo_name(INCOLL_ALGO_RING), "ring") == 0);
+    CHECK(strcmp(incoll_form_name(INCOLL_FORM_PERSISTENT), "persistent") == 0);
+    CHECK(strcmp(incoll_path_name((incoll_path_t)99), "?") == 0);
+
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    fprintf(f, "fabric hosts=2 radix=2 levels=1 admin_key=0x1\n"
+               "an name=root level=1 addr=127.0.0.1:41000 parent=-\n"
+               "host rank=0 leaf=root addr=127.0.0.1:42000\n"
+               "host rank=1 leaf=root addr=127.0.0.1:42001\n"
+               "group id=1 key=0x2 slots=64 payload=8192\n");
+    fclose(f);
+    CHECK_EQ_INT(incoll_fabric_hosts(dir, &nhosts, &here, err, sizeof(err)),
+                 INCOLL_OK);
+    CHECK_EQ_INT(nhosts, 2);
+    CHECK_EQ_INT(here, -1); /* not an emulated fabric */
+    f = fopen(path, "a");
+    CHECK(f != NULL);
+    fprintf(f, "host rank=2 leaf=nowhere addr=127.0.0.1:42002\n");
+    fclose(f);
+    CHECK(incoll_fabric_hosts(dir, &nhosts, NULL, err, sizeof(err)) !=
+          INCOLL_OK);
+    CHECK_MSG(strstr(err, "fabric.conf") != NULL, "%s", err);
+    snprintf(path, sizeof(path), "%s/none", dir);
+    CHECK(incoll_fabric_hosts(path, &nhosts, NULL, err, sizeof(err)) !=
+          INCOLL_OK);
+    return TEST_PASSED;
+}

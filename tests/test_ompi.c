@@ -176,6 +176,41 @@ TEST(ompi_component_info, TEST_INTEG)
 }
 
 /*
+ * Both front ends are built on libincoll's public API only
+ * (tests/ompi/public_api.sh): no include of libincoll's internal headers,
+ * the shared libincoll linked rather than its code, and only symbols it
+ * exports used. No MPI job: it runs whenever the layer (mpicc) is built.
+ */
+TEST(ompi_front_ends_public_api, TEST_INTEG)
+{
+    char out[PATH_MAX + 64], lib[PATH_MAX], *text;
+    int rc, want = 0;
+
+    snprintf(lib, sizeof(lib), "%s/../lib", test_bindir());
+    snprintf(out, sizeof(out), "%s/libincoll_mpi.so", lib);
+    if (access(out, F_OK) == 0)
+        want++;
+    snprintf(out, sizeof(out), "%s/openmpi/mca_coll_incoll.so", lib);
+    if (access(out, F_OK) == 0)
+        want++;
+    if (want == 0 && ready() != NULL)
+        return test_skip("%s", ready());
+    snprintf(out, sizeof(out), "%s/public_api.out", test_tmpdir());
+    rc = sh(out, "bash '%s/tests/ompi/public_api.sh' '%s' '%s'", test_srcdir(),
+            test_srcdir(), lib);
+    text = slurp(out);
+    CHECK_MSG(rc == 0, "public_api.sh exited %d:\n%s", rc, text);
+    {
+        int n = -1;
+        const char *c = strstr(text, "checked: ");
+        CHECK_MSG(c && sscanf(c, "checked: %d", &n) == 1 && n >= want,
+                  "checked %d front ends, %d built: %s", n, want, text);
+    }
+    free(text);
+    return TEST_PASSED;
+}
+
+/*
  * A stock mpirun, nothing preloaded, the fabric given by an MCA parameter:
  * every collective and form right (ocolls checks), each one run on the
  * ANs (the component's counts, `incoll stat`), the user op and MAXLOC and
@@ -200,12 +235,11 @@ TEST(ompi_component_colls, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(st, sizeof(st), "%s.stat", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
-    /* Without the agreement (coll_incoll_agree 0) a fabric without a
-     * manager runs the nonblocking and persistent forms too. */
+    /* The agreement is off by default, as in the PMPI layer, also
+     * without a manager: the nonblocking and persistent forms run in the
+     * network (with it on they would go below). */
     snprintf(extra, sizeof(extra),
-             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1 "
-             "--mca coll_incoll_agree 0",
-             dir);
+             "--mca coll_incoll_fabric '%s' --mca coll_incoll_verbose 1", dir);
     rc = job(out, 4, extra);
     red = fabric_reductions(dir, st);
     test_fabric_down(dir);
@@ -524,12 +558,14 @@ TEST(ompi_component_an_killed_no_mgr, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/ompi-kill-nomgr", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
-    /* Fail fast: this test is about the answer, not the timeout. */
+    /* Fail fast: this test is about the answer, not the timeout. The
+     * agreement asked for as the PMPI layer's is (INCOLL_MPI_AGREE=1,
+     * which coll_incoll_agree -1 follows). */
     snprintf(cmd, sizeof(cmd),
              "timeout -k 5 120 mpirun -n 4 " FLAGS
              " --mca mca_base_component_path " COMPONENT_PATH
              " --mca coll_incoll_stats 1 --mca coll_incoll_fabric '%s' "
-             "-x INCOLL_TIMEOUT_MS=1000 "
+             "-x INCOLL_TIMEOUT_MS=1000 -x INCOLL_MPI_AGREE=1 "
              "-x OSU_COLL_KILL_CMD=\"'%s/incoll' fabric down --dir '%s'\" "
              "'%s' 1024 5",
              compdir, dir, test_bindir(), dir, osu);

@@ -414,6 +414,10 @@ static const struct {
     {"src/host/api.c", "setting_find("},
     {"src/host/api.c", "setting_in_env("},
     {"src/host/api.c", "setting_table["},
+    /* incoll_setting_value(), incoll_settings_check(), incoll_table_check():
+     * the same for the MPI front ends, read at the call */
+    {"src/host/api.c", "setting_get("},
+    {"src/host/api.c", "settings_check("},
 };
 
 /* The read of setting_reads line makes (as a call, not inside a longer

@@ -14,11 +14,18 @@
 #include "host/host_colls.h"
 #include "host/req.h"
 
+#include "common/fabric_conf.h"
 #include "common/log.h"
 #include "common/mgr_codec.h"
 #include "common/settings.h"
+#include "common/tune.h"
 
+#include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 /* The body of every blocking wrapper below. */
 #define LOCKED_CALL_AFTER(comm, drain, call)                                   \
@@ -380,5 +387,142 @@ INCOLL_API incoll_status_t incoll_comm_count_elsewhere(incoll_comm_h comm,
     host_lock(comm->ctx);
     host_usage_count(comm, reason);
     host_unlock(comm->ctx);
+    return INCOLL_OK;
+}
+
+/* ---- for front ends: settings, logging, the table, the fabric ---- */
+
+INCOLL_API int incoll_log_level(void)
+{
+    return log_level_current;
+}
+
+INCOLL_API void incoll_log(incoll_log_level_t level, const char *fmt, ...)
+{
+    char text[1024];
+    va_list ap;
+
+    if ((unsigned)level > INCOLL_LOG_TRACE)
+        level = INCOLL_LOG_ERROR;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    log_emit((log_level_t)level, "%s", text);
+}
+
+INCOLL_API void incoll_log_set_name(const char *name)
+{
+    log_set_name(name ? name : "");
+}
+
+INCOLL_API incoll_status_t incoll_setting_value(const char *name,
+                                                int64_t *num_p,
+                                                const char **text_p)
+{
+    const setting_t *s = name ? setting_find(name) : NULL;
+    setting_value_t v;
+    char err[256];
+
+    if (s == NULL)
+        return INCOLL_ERR_NOT_FOUND;
+    if (setting_get((setting_id_t)(s - setting_table), &v, err, sizeof(err)) !=
+        INCOLL_OK)
+        return INCOLL_ERR_CONFIG;
+    if (num_p)
+        *num_p = v.set ? v.i : 0;
+    if (text_p)
+        *text_p = v.text ? v.text : "";
+    return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_settings_check(const char *components,
+                                                 char *err, size_t len)
+{
+    if (components == NULL || (err == NULL && len > 0))
+        return INCOLL_ERR_INVALID_ARG;
+    return settings_check(components, err, len);
+}
+
+/* The text of id now (NULL when unset or bad), for the front ends'
+ * questions above: like incoll_setting_value, read at the call. */
+static const char *front_text(setting_id_t id)
+{
+    setting_value_t v;
+    char err[256];
+    if (setting_get(id, &v, err, sizeof(err)) != INCOLL_OK || !v.set)
+        return NULL;
+    return v.text;
+}
+
+INCOLL_API incoll_status_t incoll_table_check(char *err, size_t len)
+{
+    tune_table_t *t = malloc(sizeof(*t));
+    int rc;
+
+    if (t == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    rc = tune_load(t, front_text(SETTING_TUNE_FILE), front_text(SETTING_FABRIC),
+                   front_text(SETTING_TUNE), err, len);
+    free(t);
+    return rc == 0 ? INCOLL_OK : INCOLL_ERR_CONFIG;
+}
+
+INCOLL_API const char *incoll_path_name(incoll_path_t path)
+{
+    return tune_path_name((int)path);
+}
+
+INCOLL_API const char *incoll_algo_name(incoll_algo_t algo)
+{
+    return tune_algo_name((int)algo);
+}
+
+INCOLL_API const char *incoll_form_name(incoll_form_t form)
+{
+    return tune_form_name((int)form);
+}
+
+/* The host of conf whose network namespace is the caller's, or -1 (also
+ * when a host has none: not an emulated fabric). */
+static int netns_host(const fabric_conf_t *conf)
+{
+    struct stat me, ns;
+    char path[PATH_MAX];
+
+    if (stat("/proc/self/ns/net", &me) != 0)
+        return -1;
+    for (int h = 0; h < conf->nhosts; h++) {
+        if (conf->hosts[h].netns[0] == '\0')
+            return -1;
+        snprintf(path, sizeof(path), "/run/netns/%s", conf->hosts[h].netns);
+        if (stat(path, &ns) == 0 && ns.st_ino == me.st_ino &&
+            ns.st_dev == me.st_dev)
+            return h;
+    }
+    return -1;
+}
+
+INCOLL_API incoll_status_t incoll_fabric_hosts(const char *dir, int *nhosts_p,
+                                               int *here_p, char *err,
+                                               size_t len)
+{
+    char path[PATH_MAX + 16], why[256];
+    fabric_conf_t conf;
+    incoll_status_t rc;
+
+    if (dir == NULL || nhosts_p == NULL || (err == NULL && len > 0))
+        return INCOLL_ERR_INVALID_ARG;
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    memset(&conf, 0, sizeof(conf));
+    rc = fabric_conf_load(path, &conf, why, sizeof(why));
+    if (rc != INCOLL_OK) {
+        if (len > 0)
+            snprintf(err, len, "%s", why);
+        return rc;
+    }
+    *nhosts_p = conf.nhosts;
+    if (here_p)
+        *here_p = netns_host(&conf);
+    fabric_conf_free(&conf);
     return INCOLL_OK;
 }

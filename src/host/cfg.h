@@ -12,7 +12,10 @@
  * (settings_host_reads_cfg_only) checks it. The documented exception,
  * read at the time of the call rather than at init:
  *   - incoll_setting_given() (src/host/api.c): a front end asks whether
- *     a variable is set, before any context exists.
+ *     a variable is set, before any context exists; so do
+ *     incoll_setting_value(), incoll_settings_check() and
+ *     incoll_table_check() (a setting's value, a component's check, the
+ *     selection table's check), for the MPI front ends.
  * Outside src/host, INCOLL_LOG_LEVEL, INCOLL_UDP_GSO/GRO, INCOLL_MAC and
  * the data path's fault injection are read by src/common (log, udp,
  * wire), per process. A program that wants other values starts a new

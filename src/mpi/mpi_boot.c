@@ -9,9 +9,7 @@
 
 #include "incoll.h"
 
-#include "common/fabric_conf.h"
 #include "mpi/mpi_fit.h"
-#include "common/knobs.h"
 
 #include <inttypes.h>
 #include <pthread.h>
@@ -21,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ */
@@ -46,34 +43,31 @@ static int32_t parse_colls(const char *text)
  * noted (rank 0's own says what happens). */
 static void cfg_read(mpi_cfg_t *cfg, int follow)
 {
-    static tune_table_t own_tune;
     char err[512];
 
     memset(cfg, 0, sizeof(*cfg));
     /* The one rule for a bad setting: an error naming it, and here MPI's
      * own collectives run (the application still works). */
-    if (settings_check("mpi", err, sizeof(err)) != INCOLL_OK) {
+    if (incoll_settings_check("mpi", err, sizeof(err)) != INCOLL_OK) {
         incoll_error("mpi: %s: offload off", err);
         return;
     }
-    cfg->enable = setting_bool(SETTING_MPI_ENABLE);
-    cfg->colls = parse_colls(setting_text(SETTING_MPI_COLLS));
-    if (setting_str(SETTING_JOB) &&
-        strlen(setting_str(SETTING_JOB)) < sizeof(cfg->job_name))
+    cfg->enable = (int32_t)mpi_setting_num("INCOLL_MPI_ENABLE");
+    cfg->colls = parse_colls(mpi_setting_text("INCOLL_MPI_COLLS"));
+    if (mpi_setting_str("INCOLL_JOB") &&
+        strlen(mpi_setting_str("INCOLL_JOB")) < sizeof(cfg->job_name))
         snprintf(cfg->job_name, sizeof(cfg->job_name), "%s",
-                 setting_str(SETTING_JOB));
-    cfg->min_ranks = (int32_t)setting_int(SETTING_MPI_MIN_RANKS);
-    cfg->max_bytes = setting_u64(SETTING_MPI_MAX_BYTES);
-    cfg->verbose = setting_bool(SETTING_MPI_VERBOSE);
-    cfg->stats = setting_bool(SETTING_MPI_STATS);
-    cfg->eager = setting_bool(SETTING_MPI_EAGER);
-    cfg->agree = setting_bool(SETTING_MPI_AGREE);
-    cfg->tune_debug = setting_bool(SETTING_MPI_TUNE_DEBUG);
+                 mpi_setting_str("INCOLL_JOB"));
+    cfg->min_ranks = (int32_t)mpi_setting_num("INCOLL_MPI_MIN_RANKS");
+    cfg->max_bytes = (uint64_t)mpi_setting_num("INCOLL_MPI_MAX_BYTES");
+    cfg->verbose = (int32_t)mpi_setting_num("INCOLL_MPI_VERBOSE");
+    cfg->stats = (int32_t)mpi_setting_num("INCOLL_MPI_STATS");
+    cfg->eager = (int32_t)mpi_setting_num("INCOLL_MPI_EAGER");
+    cfg->agree = (int32_t)mpi_setting_num("INCOLL_MPI_AGREE");
+    cfg->tune_debug = (int32_t)mpi_setting_num("INCOLL_MPI_TUNE_DEBUG");
     /* The table is libincoll's (loaded and agreed in incoll_init); read
      * here only so that rank 0's error turns the layer off everywhere. */
-    if (tune_load(&own_tune, setting_str(SETTING_TUNE_FILE),
-                  setting_str(SETTING_FABRIC), setting_str(SETTING_TUNE), err,
-                  sizeof(err)) != 0) {
+    if (incoll_table_check(err, sizeof(err)) != INCOLL_OK) {
         if (follow) {
             incoll_warn("mpi: selection table: %s: rank 0's settings decide",
                         err);
@@ -99,9 +93,9 @@ static char off_fix[384];
 void mpi_warn_world_off(const char *why)
 {
     static int warned;
-    const char *hosts = setting_str(SETTING_HOSTS);
-    const char *host = setting_str(SETTING_HOST);
-    const char *mgr = setting_str(SETTING_MGR);
+    const char *hosts = mpi_setting_str("INCOLL_HOSTS");
+    const char *host = mpi_setting_str("INCOLL_HOST");
+    const char *mgr = mpi_setting_str("INCOLL_MGR");
 
     if (warned)
         return;
@@ -118,26 +112,6 @@ void mpi_warn_world_off(const char *why)
                 off_fix[0] ? off_fix
                            : "see docs/mpi.md (INCOLL_MPI_VERBOSE=1 and "
                              "INCOLL_LOG_LEVEL=info say more)");
-}
-
-/* The host of an emulated fabric this rank runs in (the one whose network
- * namespace is ours), or -1. */
-static int netns_host(const fabric_conf_t *conf)
-{
-    struct stat me, ns;
-    char path[PATH_MAX];
-
-    if (stat("/proc/self/ns/net", &me) != 0)
-        return -1;
-    for (int h = 0; h < conf->nhosts; h++) {
-        if (conf->hosts[h].netns[0] == '\0')
-            return -1;
-        snprintf(path, sizeof(path), "/run/netns/%s", conf->hosts[h].netns);
-        if (stat(path, &ns) == 0 && ns.st_ino == me.st_ino &&
-            ns.st_dev == me.st_dev)
-            return h;
-    }
-    return -1;
 }
 
 static int cmp_int(const void *a, const void *b)
@@ -158,20 +132,16 @@ static int cmp_int(const void *a, const void *b)
  */
 static void world_host_map(int node_id)
 {
-    const char *fab = setting_str(SETTING_FABRIC);
-    const char *mgr = setting_str(SETTING_MGR);
-    char path[PATH_MAX + 16], err[256];
+    const char *fab = mpi_setting_str("INCOLL_FABRIC");
+    const char *mgr = mpi_setting_str("INCOLL_MGR");
+    char err[256];
     int mine[2] = {node_id, -1}, *all, *nodes, n = L.size, nnodes = 0;
     int use = 0, emulated = 1;
-    fabric_conf_t conf;
+    int nhosts = 0;
 
-    memset(&conf, 0, sizeof(conf));
-    if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
-        snprintf(path, sizeof(path), "%s/fabric.conf", fab);
-        use = fabric_conf_load(path, &conf, err, sizeof(err)) == INCOLL_OK;
-        if (use)
-            mine[1] = netns_host(&conf);
-    }
+    if (fab && *fab && (mgr == NULL || *mgr == '\0'))
+        use = incoll_fabric_hosts(fab, &nhosts, &mine[1], err, sizeof(err)) ==
+              INCOLL_OK;
     all = malloc((size_t)n * 2 * sizeof(int));
     nodes = malloc((size_t)n * sizeof(int));
     if (all == NULL || nodes == NULL) {
@@ -180,7 +150,7 @@ static void world_host_map(int node_id)
         PMPI_Abort(MPI_COMM_WORLD, 1);
     }
     PMPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
-    if (!use || conf.nhosts >= n)
+    if (!use || nhosts >= n)
         goto out;
     for (int r = 0; r < n; r++) {
         emulated &= all[2 * r + 1] >= 0;
@@ -192,12 +162,12 @@ static void world_host_map(int node_id)
             nodes[nnodes++] = nodes[r];
     if (!emulated && nnodes == 1)
         goto out; /* one machine: libincoll's blocks */
-    if (!emulated && nnodes != conf.nhosts) {
+    if (!emulated && nnodes != nhosts) {
         snprintf(L.map_why, sizeof(L.map_why),
                  "MPI_COMM_WORLD spans %d nodes but the fabric in %.100s has "
                  "%d hosts and no manager: each node must be one fabric.conf "
                  "host (or every rank on one machine)",
-                 nnodes, fab, conf.nhosts);
+                 nnodes, fab, nhosts);
         goto out;
     }
     L.host_map = malloc((size_t)n * 12 + 1);
@@ -219,7 +189,6 @@ static void world_host_map(int node_id)
 out:
     free(all);
     free(nodes);
-    fabric_conf_free(&conf);
 }
 
 /* MPI_Pack gives a side's bytes as they are (mpi_dtype_init). */
@@ -229,8 +198,8 @@ static int layer_locking; /* the layer's lock is in use (threads) */
 /* Brings libincoll up on this rank, or says in L.why_off why not. */
 static void incoll_up(int local_rank, int local_size)
 {
-    const char *fab = setting_str(SETTING_FABRIC);
-    const char *mgr = setting_str(SETTING_MGR);
+    const char *fab = mpi_setting_str("INCOLL_FABRIC");
+    const char *mgr = mpi_setting_str("INCOLL_MGR");
     incoll_init_params_t params;
     mpi_cs_proc_t proc;
 
@@ -261,8 +230,8 @@ static void incoll_up(int local_rank, int local_size)
     if (fab && *fab && (mgr == NULL || *mgr == '\0')) {
         static mpi_fit_adopted_t adopted;
         char note[512];
-        if (mpi_fit_fabric(fab, L.size, setting_str(SETTING_HOSTS), L.host_map,
-                           L.map_why, &params, &adopted, L.why_off,
+        if (mpi_fit_fabric(fab, L.size, mpi_setting_str("INCOLL_HOSTS"),
+                           L.host_map, L.map_why, &params, &adopted, L.why_off,
                            sizeof(L.why_off), off_fix, sizeof(off_fix), note,
                            sizeof(note)) != 0)
             return;
@@ -350,8 +319,8 @@ int mpi_layer_leave(int done)
 /* 1 if the environment names a fabric (INCOLL_FABRIC or INCOLL_MGR). */
 static int fabric_set(void)
 {
-    return setting_str(SETTING_FABRIC) != NULL ||
-           setting_str(SETTING_MGR) != NULL;
+    return mpi_setting_str("INCOLL_FABRIC") != NULL ||
+           mpi_setting_str("INCOLL_MGR") != NULL;
 }
 
 void mpi_layer_bootstrap(int from_init)
@@ -369,7 +338,7 @@ void mpi_layer_bootstrap(int from_init)
     PMPI_Comm_rank(MPI_COMM_WORLD, &L.rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &L.size);
     snprintf(who, sizeof(who), "rank %d", L.rank);
-    log_set_name(who);
+    incoll_log_set_name(who);
     PMPI_Query_thread(&provided);
     L.thread_multiple = provided == MPI_THREAD_MULTIPLE;
     L.thread_mode = provided == MPI_THREAD_MULTIPLE ? INCOLL_THREAD_MULTIPLE
@@ -417,13 +386,14 @@ void mpi_layer_bootstrap(int from_init)
         if (L.active)
             verbose("mpi: offload on: fabric %s, %d ranks, job 0x%016" PRIx64
                     "%s",
-                    setting_str(SETTING_FABRIC) ? setting_str(SETTING_FABRIC)
-                                                : setting_str(SETTING_MGR),
+                    mpi_setting_str("INCOLL_FABRIC")
+                        ? mpi_setting_str("INCOLL_FABRIC")
+                        : mpi_setting_str("INCOLL_MGR"),
                     L.size, L.cfg.job, from_init ? "" : " (late start)");
         else if (fabric_set() && L.cfg.enable)
             mpi_warn_world_off(L.why_off);
         else if (L.cfg.verbose)
-            log_emit(LOG_LEVEL_INFO, "mpi: offload off: %s", L.why_off);
+            incoll_log(INCOLL_LOG_INFO, "mpi: offload off: %s", L.why_off);
         else
             incoll_info("mpi: offload off: %s", L.why_off);
     }

@@ -4,8 +4,6 @@
  */
 #include "mpi/mpi_fit.h"
 
-#include "common/fabric_conf.h"
-
 #include <stdio.h>
 #include <string.h>
 
@@ -79,37 +77,35 @@ int mpi_fit_fabric(const char *fab, int size, const char *own_hosts,
                    char *why, size_t why_len, char *fix, size_t fix_len,
                    char *note, size_t note_len)
 {
-    char path[PATH_MAX + 16], err[256];
-    fabric_conf_t conf;
-    int rc = 0;
+    char err[256];
+    int nhosts = 0, rc = 0;
 
     note[0] = '\0';
-    snprintf(path, sizeof(path), "%s/fabric.conf", fab);
-    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+    if (incoll_fabric_hosts(fab, &nhosts, NULL, err, sizeof(err)) !=
+        INCOLL_OK) {
         snprintf(why, why_len, "cannot read the fabric: %.200s", err);
         return -1;
     }
-    if (conf.nhosts != size &&
-        adopt_fabric_mgr(fab, own_hosts, params, adopted)) {
+    if (nhosts != size && adopt_fabric_mgr(fab, own_hosts, params, adopted)) {
         snprintf(note, note_len,
                  "the fabric in %s has %d hosts and MPI_COMM_WORLD %d ranks: "
                  "using its manager (fabric.env), ranks sharing a host reduce "
                  "through one leader",
-                 fab, conf.nhosts, size);
-    } else if (conf.nhosts > size) {
+                 fab, nhosts, size);
+    } else if (nhosts > size) {
         /* Without a manager every host of fabric.conf is a member of the
          * world group: one without a rank would never contribute. */
         snprintf(why, why_len,
                  "the fabric in %s has %d hosts but MPI_COMM_WORLD has only "
                  "%d ranks: without a manager every host of fabric.conf "
                  "needs a rank",
-                 fab, conf.nhosts, size);
+                 fab, nhosts, size);
         snprintf(fix, fix_len,
                  "run at least %d ranks, or bring up a fabric of %d hosts "
                  "(`incoll fabric up --hosts %d`)",
-                 conf.nhosts, size, size);
+                 nhosts, size, size);
         rc = -1;
-    } else if (conf.nhosts < size) {
+    } else if (nhosts < size) {
         /* Ranks share the hosts: libincoll's node level reduces each
          * host's ranks into the one that binds its port
          * (docs/hierarchy.md, "Without a manager"). */
@@ -129,9 +125,8 @@ int mpi_fit_fabric(const char *fab, int size, const char *own_hosts,
                      "the fabric in %s has %d hosts and MPI_COMM_WORLD %d "
                      "ranks, no manager: ranks sharing a host reduce through "
                      "one leader",
-                     fab, conf.nhosts, size);
+                     fab, nhosts, size);
         }
     }
-    fabric_conf_free(&conf);
     return rc;
 }

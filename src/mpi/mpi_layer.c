@@ -37,8 +37,6 @@
 
 #include "mpi/mpi_agree.h"
 
-#include "common/knobs.h"
-
 #include <inttypes.h>
 #include <pthread.h>
 #include <limits.h>
@@ -647,12 +645,13 @@ static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
     if (c->rank != 0)
         return;
     incoll_table_entry(L.ctx, ch->entry, where, sizeof(where));
-    log_emit(LOG_LEVEL_INFO,
-             "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
-             mpi_coll_names[c->coll], tune_form_name((int)form), bytes, c->size,
-             ch->path == INCOLL_PATH_HOST ? tune_algo_name((int)ch->algo)
-                                          : tune_path_name((int)ch->path),
-             where);
+    incoll_log(INCOLL_LOG_INFO,
+               "mpi: tune: %s %s %" PRIu64 " B on %d ranks: %s (%s)",
+               mpi_coll_names[c->coll], incoll_form_name((incoll_form_t)form),
+               bytes, c->size,
+               ch->path == INCOLL_PATH_HOST ? incoll_algo_name(ch->algo)
+                                            : incoll_path_name(ch->path),
+               where);
 }
 
 /* 1 when the selection table (libincoll's, incoll_ctx_select: the same

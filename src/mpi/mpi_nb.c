@@ -46,7 +46,7 @@
 #include <mpi-ext.h>
 #endif
 
-#include "common/log.h"
+#include "mpi/mpi_log.h"
 
 #include <stdlib.h>
 

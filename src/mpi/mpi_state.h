@@ -13,8 +13,7 @@
 #include "mpi/mpi_commstate.h"
 #include "mpi/mpi_layer.h"
 
-#include "common/log.h"
-#include "common/tune.h"
+#include "mpi/mpi_log.h"
 
 #include <stdint.h>
 
@@ -63,10 +62,10 @@ typedef struct {
     int32_t tune_debug;
 } mpi_cfg_t;
 
-_Static_assert(TUNE_COLL_COUNT == MPI_COLL_COUNT &&
-                   TUNE_FORM_BLOCKING == MPI_FORM_BLOCKING &&
-                   TUNE_FORM_NB == MPI_FORM_NB &&
-                   TUNE_FORM_PERSISTENT == MPI_FORM_PERSISTENT,
+_Static_assert((int)INCOLL_COLL_COUNT == (int)MPI_COLL_COUNT &&
+                   (int)INCOLL_FORM_BLOCKING == (int)MPI_FORM_BLOCKING &&
+                   (int)INCOLL_FORM_NB == (int)MPI_FORM_NB &&
+                   (int)INCOLL_FORM_PERSISTENT == (int)MPI_FORM_PERSISTENT,
                "the selection table's collectives and forms are the layer's");
 
 /*
@@ -162,7 +161,7 @@ extern mpi_state_t L;
 #define verbose(...)                                                           \
     do {                                                                       \
         if (L.cfg.verbose)                                                     \
-            log_emit(LOG_LEVEL_INFO, __VA_ARGS__);                             \
+            incoll_log(INCOLL_LOG_INFO, __VA_ARGS__);                          \
     } while (0)
 
 /* The communicators (mpi_comm.c). mpi_comm_state: comm's state, made

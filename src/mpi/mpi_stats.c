@@ -50,5 +50,5 @@ void mpi_stats_print(void)
         if (c + 1 < MPI_COLL_COUNT && n < sizeof(line))
             n += (size_t)snprintf(line + n, sizeof(line) - n, ";");
     }
-    log_emit(LOG_LEVEL_INFO, "%s", line);
+    incoll_log(INCOLL_LOG_INFO, "%s", line);
 }

@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/settings.h"
 #include "mpi/mpi_commstate.h"
 #include "mpi/mpi_fit.h"
+#include "mpi/mpi_log.h"
 #include "ompi/mca/coll/base/base.h"
 #include "opal/mca/base/mca_base_var.h"
 
@@ -138,8 +138,9 @@ static int incoll_register(void)
         "delivered everywhere, and redo a failed call, and run the "
         "communicator's collectives from then on, on the component below "
         "(nonblocking and persistent calls go below): 1 always, 0 never, "
-        "-1 when there is no manager (a fabric.conf fabric), where libincoll "
-        "cannot recover from a failed AN by itself",
+        "-1 as INCOLL_MPI_AGREE says (default 0, as the PMPI layer; worth "
+        "1 without a manager, where libincoll cannot recover from a failed "
+        "AN by itself)",
         MCA_BASE_VAR_TYPE_INT, NULL, 0, 0, OPAL_INFO_LVL_4,
         MCA_BASE_VAR_SCOPE_READONLY, &cm->agree);
     return OMPI_SUCCESS;
@@ -379,14 +380,14 @@ int ci_context_up(mca_coll_incoll_module_t *m)
      * manager given: as the PMPI layer does (its manager, ranks sharing
      * the hosts, or off with the reason). */
     if (!cm->mgr[0] && incoll_setting_given("INCOLL_MGR") != 1 &&
-        (fab = cm->fabric[0] ? cm->fabric : setting_str(SETTING_FABRIC)) !=
+        (fab = cm->fabric[0] ? cm->fabric : mpi_setting_str("INCOLL_FABRIC")) !=
             NULL &&
         fab[0]) {
         static mpi_fit_adopted_t adopted;
         char why[512], fix[384], note[512];
         fix[0] = '\0';
-        if (mpi_fit_fabric(fab, m->size, setting_str(SETTING_HOSTS), NULL, NULL,
-                           &params, &adopted, why, sizeof(why), fix,
+        if (mpi_fit_fabric(fab, m->size, mpi_setting_str("INCOLL_HOSTS"), NULL,
+                           NULL, &params, &adopted, why, sizeof(why), fix,
                            sizeof(fix), note, sizeof(note)) != 0) {
             snprintf(cm->off_why, sizeof(cm->off_why), "%s%s%s", why,
                      fix[0] ? "; to fix: " : "", fix);
@@ -395,12 +396,10 @@ int ci_context_up(mca_coll_incoll_module_t *m)
         if (m->rank == 0 && note[0])
             ci_log(1, "%s", note);
     }
-    /* No manager (only a fabric.conf): libincoll cannot recover from a
-     * failed AN, so the ranks agree after each call (coll_incoll_agree). */
-    cm->agree_on =
-        cm->agree > 0 ||
-        (cm->agree < 0 && !(params.field_mask & INCOLL_INIT_FIELD_MGR) &&
-         incoll_setting_given("INCOLL_MGR") != 1);
+    /* The agreement after each call (coll_incoll_agree): by default as
+     * the PMPI layer has it, INCOLL_MPI_AGREE (off unless asked). */
+    cm->agree_on = cm->agree > 0 ||
+                   (cm->agree < 0 && mpi_setting_num("INCOLL_MPI_AGREE") != 0);
     proc.agree = cm->agree_on;
     /* The component's calls come from any thread under
      * MPI_THREAD_MULTIPLE, else one at a time. */
