@@ -2252,15 +2252,15 @@ TEST(mpi_mpich_conform, TEST_INTEG)
 
 /*
  * The paths the layer must have taken in a run of tests/mpi/tune.c on
- * ranks ranks under table t: for each collective, the calls the table
- * puts in libincoll (offloaded + hosts: every call and persistent start)
- * and in MPI's own (tune: every call and persistent init), from the
- * program's "tune: calls" lines. Checks the stats line against them, and
- * that the program checked its results. *both_p: every collective went
- * both ways.
+ * ranks ranks (ppn per fabric host, 0: unknown) under table t: for each
+ * collective, the calls the table puts in libincoll (offloaded + hosts: every
+ * call and persistent start) and in MPI's own (tune: every call and persistent
+ * init), from the program's "tune: calls" lines. Checks the stats line against
+ * them, and that the program checked its results. *both_p: every collective
+ * went both ways.
  */
-static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
-                            const char *out, int *both_p)
+static int tune_check_paths_ppn(const tune_table_t *t, int ranks, int ppn,
+                                const char *text, const char *out, int *both_p)
 {
     long in[TUNE_COLL_COUNT] = {0}, mpi[TUNE_COLL_COUNT] = {0};
     int ret = TEST_PASSED, lines = 0;
@@ -2286,8 +2286,9 @@ static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
         if (c < 0 || f < 0)
             continue;
         lines++;
-        if (tune_lookup(t, c, f, strcmp(coll, "barrier") == 0 ? 0 : bytes,
-                        (uint32_t)ranks, NULL) == TUNE_PATH_MPI)
+        if (tune_select(t, c, f, strcmp(coll, "barrier") == 0 ? 0 : bytes,
+                        (uint32_t)ranks, (uint32_t)ppn, TUNE_DCLASS_NONE,
+                        NULL) == TUNE_PATH_MPI)
             mpi[c] += f == TUNE_FORM_PERSISTENT ? n / 2 : n;
         else
             in[c] += n;
@@ -2313,6 +2314,12 @@ static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
             *both_p = 0;
     }
     return ret;
+}
+
+static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
+                            const char *out, int *both_p)
+{
+    return tune_check_paths_ppn(t, ranks, 0, text, out, both_p);
 }
 
 /*
@@ -2608,16 +2615,23 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
  * test_fabric_up passes on to it) hands it to the job at join: the job
  * follows it rather than DIR/tune.conf (which would send everything to
  * MPI), its decision lines name the manager's table, and the statistics
- * count the paths it gives. A bad table stops the manager at start,
+ * count the paths it gives; its shape (ppn, radix, levels) and ppn=
+ * entries match what the manager says of the world. A bad table stops
+ * the manager at start,
  * naming the line.
  */
 TEST(mpi_ompi_tune_mgr, TEST_INTEG)
 {
     const char *why = mpi_ready(MPI_OMPI, "tune");
-    static const char table_text[] = "shape ranks=3\n"
+    /* its shape and its ppn= entries hold only where the manager's
+     * group answer says where the ranks are: 3 hosts of a rank each, a
+     * tree of radix 2 and 2 levels */
+    static const char table_text[] = "shape ranks=3 ppn=1 radix=2 levels=2\n"
                                      "bcast * mpi\n"
                                      "scatter:blocking 0-100 mpi\n"
-                                     "allgather:nb * mpi\n";
+                                     "allgather:nb * mpi\n"
+                                     "reduce * mpi ppn=1\n"
+                                     "gather * mpi ppn=2-\n";
     char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16],
         local[PATH_MAX + 16], err[512];
     static tune_table_t t;
@@ -2672,9 +2686,10 @@ TEST(mpi_ompi_tune_mgr, TEST_INTEG)
         free(text);
         return TEST_FAILED;
     }
-    ret = tune_check_paths(&t, 3, text, out, &both);
+    ret = tune_check_paths_ppn(&t, 3, 1, text, out, &both);
     if (ret == TEST_PASSED &&
         (!strstr(text, ": mpi (bcast * mpi (manager's ") ||
+         !strstr(text, ": mpi (reduce * mpi ppn=1 (manager's ") ||
          strstr(text, "all * mpi"))) {
         fprintf(stderr, "    the manager's table not the one in force: %s\n",
                 out);

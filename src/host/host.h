@@ -188,6 +188,10 @@ struct incoll_ctx {
      * ranks' tables (0: not compared there, 1: the same, 2: not). */
     tune_table_t tune;
     uint32_t tune_ppn;
+    /* With a manager: where the world's members are, as the manager
+     * said with the world's group answer (the same on every rank; 0s:
+     * unknown). src/host/comm.c sets it, select.c reads it. */
+    tune_job_t mgr_shape;
     int tune_loaded;
     int tune_cmp;
 };
