@@ -2425,18 +2425,20 @@ TEST(mpi_mpich_tune_switch, TEST_INTEG)
 }
 
 /*
- * An entry naming a host-based algorithm: the blocking allreduces of the
- * job run on libincoll's ring (the statistics count them on the hosts,
- * the decision line names the algorithm and the entry), the nonblocking
- * ones in the network, every answer right. On the code before, "ring"
- * is not a path and the layer is off.
+ * Entries naming a host-based algorithm: the blocking and nonblocking
+ * allreduces of the job and its persistent ones of 64 B run on
+ * libincoll's ring (the statistics count them on the hosts, the decision
+ * lines name the algorithm and the entry), the persistent ones of 1 KiB
+ * in the network, every answer right. On the code before, the
+ * nonblocking and persistent forms ran in the network whatever the
+ * table said.
  */
 TEST(mpi_ompi_tune_host, TEST_INTEG)
 {
     const char *why = mpi_ready(MPI_OMPI, "tune");
     char dir[PATH_MAX], out[PATH_MAX + 16];
     char *text;
-    long blocking = 0, other = 0;
+    long ring = 0, net = 0;
     int rc, ret = TEST_PASSED;
 
     if (why)
@@ -2445,7 +2447,10 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
     job_env(MPI_OMPI, dir);
-    setenv("INCOLL_TUNE", "allreduce:blocking:*:ring", 1);
+    setenv("INCOLL_TUNE",
+           "allreduce:blocking:*:ring,allreduce:nb:0-1M:ring,"
+           "allreduce:persistent:0-100:ring",
+           1);
     setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
     rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "64 1024", out);
     unsetenv("INCOLL_TUNE");
@@ -2457,22 +2462,27 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
         long bytes, n;
         if (sscanf(p, "tune: calls allreduce %15s %ld %ld", form, &bytes, &n) ==
             3) {
-            if (strcmp(form, "blocking") == 0)
-                blocking += n;
+            if (strcmp(form, "persistent") == 0 && bytes > 100)
+                net += n;
             else
-                other += n;
+                ring += n;
         }
     }
-    if (rc != 0 || !strstr(text, "tune: ok") || blocking == 0 ||
-        stat_of(text, "allreduce", "hosts") != blocking ||
-        stat_of(text, "allreduce", "offloaded") <= 0 ||
+    if (rc != 0 || !strstr(text, "tune: ok") || ring == 0 || net == 0 ||
+        stat_of(text, "allreduce", "hosts") != ring ||
+        stat_of(text, "allreduce", "offloaded") != net ||
         stat_of(text, "allreduce", "tune") != 0 ||
+        stat_of(text, "allreduce", "errors") != 0 ||
         !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: ring "
-                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))")) {
+                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))") ||
+        !strstr(text, "mpi: tune: allreduce nb 1024 B on 3 ranks: ring "
+                      "(allreduce:nb ") ||
+        !strstr(text, "mpi: tune: allreduce persistent 64 B on 3 ranks: ring "
+                      "(allreduce:persistent ")) {
         fprintf(stderr,
-                "    exit %d, want %ld blocking allreduces on the hosts (and "
-                "%ld others): %.3000s\n",
-                rc, blocking, other, text);
+                "    exit %d, want %ld allreduces on the hosts and %ld in the "
+                "network: %.3000s\n",
+                rc, ring, net, text);
         ret = TEST_FAILED;
     }
     free(text);
