@@ -71,19 +71,18 @@ static void print_tune_shape(tune_table_t *t)
     }
     job.ranks = job.hosts = (uint32_t)conf.nhosts;
     job.ppn = 1;
-    job.radix = (uint32_t)conf.radix;
-    job.levels = (uint32_t)conf.levels;
+    tune_conf_tree(&conf, &job.radix, &job.levels);
     tune_apply_job(t, &job);
     words = strstr(t->shape_note, "): ");
     words = words ? words + 3 : t->shape_note;
     if (t->shape_ok == 1)
         printf("  shape: matches this fabric (%d hosts, a rank each, radix "
-               "%d, %d levels): %s\n",
-               conf.nhosts, conf.radix, conf.levels, words);
+               "%u, %u levels): %s\n",
+               conf.nhosts, job.radix, job.levels, words);
     else if (t->shape_ok == 0)
         printf("  shape: does not match this fabric (%d hosts, a rank each, "
-               "radix %d, %d levels): %s\n",
-               conf.nhosts, conf.radix, conf.levels, words);
+               "radix %u, %u levels): %s\n",
+               conf.nhosts, job.radix, job.levels, words);
     else
         printf("  shape: %s\n", t->shape_note);
     fabric_conf_free(&conf);

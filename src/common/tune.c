@@ -697,6 +697,22 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
     t->n = k;
 }
 
+void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,
+                    uint32_t *levels_p)
+{
+    uint32_t widest = 0;
+    for (int a = 0; a < conf->nans; a++) {
+        uint32_t n = 0;
+        for (int h = 0; h < conf->nhosts; h++)
+            n += conf->hosts[h].leaf == a;
+        for (int b = 0; b < conf->nans; b++)
+            n += conf->ans[b].parent == a;
+        widest = n > widest ? n : widest;
+    }
+    *radix_p = widest;
+    *levels_p = conf->levels > 0 ? (uint32_t)conf->levels : 0;
+}
+
 void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
                       uint32_t ppn)
 {

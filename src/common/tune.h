@@ -43,6 +43,8 @@
 #ifndef INCOLL_TUNE_H
 #define INCOLL_TUNE_H
 
+#include "common/fabric_conf.h"
+
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -214,6 +216,12 @@ typedef struct {
  * compared.
  */
 void tune_apply_job(tune_table_t *t, const tune_job_t *job);
+
+/* A fabric.conf's radix and levels as a job's shape counts them (the
+ * manager's way): the most children (hosts and switches) of one of its
+ * switches, and its levels. */
+void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,
+                    uint32_t *levels_p);
 
 /* tune_apply_job on a job whose radix and levels are unknown. */
 void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,

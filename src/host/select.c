@@ -27,8 +27,8 @@ _Static_assert((int)INCOLL_PATH_HOST == (int)TUNE_PATH_HOST &&
 /*
  * The job's shape, which the table's shape line and its ppn= entries are
  * compared with: without a manager, fabric.conf's (the ranks sharing its
- * hosts, or one each; its radix and levels); with one, what the manager
- * said of the world's members with the world's group answer (topology
+ * hosts, or one each; its widest switch and its levels); with one, what the
+ * manager said of the world's members with the world's group answer (topology
  * hosts and most ranks on one, the widest switch and highest level of
  * the group's tree; 0s from an older manager: unknown). Every rank has
  * the same values.
@@ -47,10 +47,8 @@ static void job_shape(incoll_ctx_h ctx, tune_job_t *job)
         job->ppn =
             (uint32_t)((ctx->size + ctx->conf.nhosts - 1) / ctx->conf.nhosts);
     job->hosts = (uint32_t)ctx->size / job->ppn;
-    if (ctx->conf.nhosts > 0) {
-        job->radix = (uint32_t)ctx->conf.radix;
-        job->levels = (uint32_t)ctx->conf.levels;
-    }
+    if (ctx->conf.nhosts > 0)
+        tune_conf_tree(&ctx->conf, &job->radix, &job->levels);
 }
 
 /* Loads this rank's table. A rank other than 0 that cannot read its own
