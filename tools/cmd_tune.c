@@ -423,6 +423,16 @@ static int name_index(const char *name, int form)
     return -1;
 }
 
+/* The datatype class of the worker's calls of collective c: ints for
+ * the reductions. */
+static int reduction(int c)
+{
+    const char *name = tune_coll_name(c);
+    return strcmp(name, "allreduce") == 0 || strncmp(name, "reduce", 6) == 0
+               ? TUNE_DCLASS_INT
+               : TUNE_DCLASS_NONE;
+}
+
 /* The entries moving v[i]'s cell (its size up to the next one measured
  * of its collective and form, the first from 0) to MPI's own, appended
  * to buf; the nonblocking decision stands for the persistent form. */
@@ -518,7 +528,7 @@ static int tune_verify(const tune_opts_t *o, tune_plan_t *p)
             strcmp(with[i].form, without[i].form) ||
             with[i].bytes != without[i].bytes ||
             tune_select(&t, c, fm, (uint64_t)with[i].bytes,
-                        (uint32_t)atoi(o->np), ppn, TUNE_DCLASS_INT,
+                        (uint32_t)atoi(o->np), ppn, reduction(c),
                         NULL) == TUNE_PATH_MPI ||
             with[i].us <= without[i].us * (1 + margin / 100))
             continue;
