@@ -736,5 +736,5 @@ uint64_t tune_hash(const tune_table_t *t)
         for (size_t j = 0; j < sizeof(v); j++)
             h = (h ^ b[j]) * 0x100000001b3ull;
     }
-    return h ^ t->n;
+    return (h ^ t->n) * 0x100000001b3ull ^ t->ppn;
 }

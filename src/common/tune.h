@@ -99,7 +99,11 @@ typedef struct {
 
 typedef struct {
     uint32_t n;
-    uint32_t pad;
+    /* The job's ranks per fabric host its ppn= entries are matched with
+     * (0: unknown), set by whoever applies the job's shape: it travels
+     * with the table and is part of its hash, so ranks that agree on a
+     * table agree on it too. */
+    uint32_t ppn;
     char source[256]; /* where the file entries came from */
     char shape[128];  /* its shape line, or "" */
     char env[256];    /* the override as given (clipped), or "" */
@@ -228,7 +232,8 @@ void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
                       uint32_t ppn);
 
 /* A hash of what decides (every entry's matching fields and path, in
- * order; not where they came from): equal tables decide alike. */
+ * order, and t->ppn; not where they came from): equal tables decide
+ * alike. */
 uint64_t tune_hash(const tune_table_t *t);
 
 /* Where entry i came from, "FILE:LINE" or "INCOLL_TUNE item N". */

@@ -85,7 +85,7 @@ static incoll_status_t tune_load_own(incoll_ctx_h ctx)
         incoll_warn("init: selection table: %s: rank 0's decides", err);
     }
     job_shape(ctx, &job);
-    ctx->tune_ppn = job.ppn;
+    ctx->tune.ppn = job.ppn;
     tune_apply_job(&ctx->tune, &job);
     if (ctx->tune.shape_ok == 0 && ctx->rank == 0)
         incoll_info("init: selection table %s: shape '%s' %s", ctx->tune.source,
@@ -249,7 +249,7 @@ INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
         (unsigned)form < TUNE_FORM_COUNT)
         path = tune_select(&ctx->tune, (int)coll, (int)form,
                            coll == INCOLL_COLL_BARRIER ? 0 : bytes,
-                           (uint32_t)nranks, ctx->tune_ppn, dclass_of(dtype),
+                           (uint32_t)nranks, ctx->tune.ppn, dclass_of(dtype),
                            &entry);
     if (choice_p) {
         choice_p->path = (incoll_path_t)path;
