@@ -734,6 +734,22 @@ INCOLL_API incoll_status_t incoll_ireduce_scatter(
     incoll_comm_h comm, const void *sendbuf, void *recvbuf, size_t count,
     incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
 
+/*
+ * incoll_iallreduce and incoll_allreduce_init with a chosen algorithm
+ * (incoll_allreduce_algo's): the request runs that host-based algorithm
+ * (or the network, INCOLL_ALGO_INC; INCOLL_ALGO_AUTO is incoll_iallreduce)
+ * in its turn among the communicator's calls. What a selection table's
+ * host-algorithm entry gives a nonblocking or persistent allreduce
+ * (choice.algo of incoll_select). INCOLL_ERR_INVALID_ARG for an algo not
+ * of incoll_algo_t. Since minor version 4.
+ */
+INCOLL_API incoll_status_t incoll_iallreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
+INCOLL_API incoll_status_t incoll_allreduce_init_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p);
+
 /* Persistent forms: the same arguments, an inactive request in *req_p
  * that incoll_req_start() starts as often as wanted (the arguments are
  * checked here once) and incoll_req_free() frees. */

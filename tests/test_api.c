@@ -424,6 +424,41 @@ static int oob_rank(oob_shm_t *shm, int rank, const char *fab)
             RANK_FAIL("iallreduce: element %d is %d, not %d", i, (int)out[i],
                       OOB_N - 1 + i);
 
+    /* A host-based algorithm as a request, on a communicator whose
+     * collectives run in the network: on the hosts, the answer exact;
+     * nonblocking (ring) and persistent (recursive doubling). */
+    if (incoll_iallreduce_algo(world, INCOLL_ALGO_COUNT, in, out, 256,
+                               INCOLL_INT32, INCOLL_OP_SUM,
+                               &req) != INCOLL_ERR_INVALID_ARG)
+        RANK_FAIL("iallreduce_algo took an algorithm out of range");
+    for (int k = 0; k < 2; k++) {
+        memset(out, 0, sizeof(out));
+        st = k == 0
+                 ? incoll_iallreduce_algo(world, INCOLL_ALGO_RING, in, out, 256,
+                                          INCOLL_INT32, INCOLL_OP_SUM, &req)
+                 : incoll_allreduce_init_algo(world, INCOLL_ALGO_RD, in, out,
+                                              256, INCOLL_INT32, INCOLL_OP_SUM,
+                                              &req);
+        if (st == INCOLL_OK && k == 1)
+            st = incoll_req_start(req);
+        while (st == INCOLL_OK && !incoll_req_completed(req))
+            st = incoll_progress(ctx);
+        if (st != INCOLL_OK || incoll_req_where(req, &w) != INCOLL_OK ||
+            w.in_network)
+            RANK_FAIL("%s allreduce on a host algorithm: %s, in network %d",
+                      k ? "persistent" : "nonblocking",
+                      incoll_status_string(st), w.in_network);
+        st = incoll_req_wait(req);
+        if (k == 1)
+            incoll_req_free(req);
+        for (int i = 0; i < 256 && st == INCOLL_OK; i++)
+            if (out[i] != OOB_N * i + OOB_N * (OOB_N - 1) / 2)
+                RANK_FAIL("host-algorithm allreduce: element %d is %d", i,
+                          (int)out[i]);
+        if (st != INCOLL_OK)
+            RANK_FAIL("host-algorithm allreduce: %s", incoll_status_string(st));
+    }
+
     /* A persistent request on the hosts: its where after each run. */
     st = incoll_allreduce_init(half, in, out, 16, INCOLL_INT32, INCOLL_OP_SUM,
                                &req);

@@ -873,7 +873,8 @@ static int ask(mgr_stream_t *st, uint16_t type, const mgr_wbuf_t *w)
 }
 
 /* The type of the next frame on st within 2 s, 0 when none came, -1 on
- * an error. */
+ * an error. A group_shape (before each group_info) is passed over, as a
+ * host that does not read it does. */
 static int await_frame(mgr_stream_t *st)
 {
     double end = now_s() + 2;
@@ -890,7 +891,7 @@ static int await_frame(mgr_stream_t *st)
         r = mgr_stream_next(st, &rtype, &body, &len, &why);
         if (r == MGR_NEXT_ERROR)
             return -1;
-        if (r == MGR_NEXT_FRAME)
+        if (r == MGR_NEXT_FRAME && rtype != MGR_GROUP_SHAPE)
             return rtype;
     }
     return 0;

@@ -218,6 +218,26 @@ TEST(mgr_proto_codecs, TEST_UNIT)
               INCOLL_ERR_PROTOCOL);
         mgr_wbuf_free(&w);
     }
+    /* group_shape: round trip, truncations, bad values, another format */
+    {
+        mgr_group_shape_t a = {MGR_SHAPE_FORMAT, 9, 4, 2, 4, 2}, b;
+        mgr_enc_group_shape(&w, &a);
+        CHECK(mgr_dec_group_shape(w.buf, w.len, &b, &why) == INCOLL_OK);
+        CHECK(b.req == 9 && b.hosts == 4 && b.ppn == 2 && b.radix == 4 &&
+              b.levels == 2);
+        for (size_t n = 0; n < w.len; n++)
+            CHECK(mgr_dec_group_shape(w.buf, n, &b, &why) ==
+                  INCOLL_ERR_PROTOCOL);
+        w.buf[0] = 2; /* format 2 */
+        CHECK(mgr_dec_group_shape(w.buf, w.len, &b, &why) ==
+              INCOLL_ERR_UNSUPPORTED);
+        mgr_wbuf_free(&w);
+        a.ppn = 0; /* hosts without ppn */
+        mgr_enc_group_shape(&w, &a);
+        CHECK(mgr_dec_group_shape(w.buf, w.len, &b, &why) ==
+              INCOLL_ERR_PROTOCOL);
+        mgr_wbuf_free(&w);
+    }
     /* an_register with two groups */
     {
         mgr_an_register_t a = {0}, b;

@@ -2252,15 +2252,15 @@ TEST(mpi_mpich_conform, TEST_INTEG)
 
 /*
  * The paths the layer must have taken in a run of tests/mpi/tune.c on
- * ranks ranks under table t: for each collective, the calls the table
- * puts in libincoll (offloaded + hosts: every call and persistent start)
- * and in MPI's own (tune: every call and persistent init), from the
- * program's "tune: calls" lines. Checks the stats line against them, and
- * that the program checked its results. *both_p: every collective went
- * both ways.
+ * ranks ranks (ppn per fabric host, 0: unknown) under table t: for each
+ * collective, the calls the table puts in libincoll (offloaded + hosts: every
+ * call and persistent start) and in MPI's own (tune: every call and persistent
+ * init), from the program's "tune: calls" lines. Checks the stats line against
+ * them, and that the program checked its results. *both_p: every collective
+ * went both ways.
  */
-static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
-                            const char *out, int *both_p)
+static int tune_check_paths_ppn(const tune_table_t *t, int ranks, int ppn,
+                                const char *text, const char *out, int *both_p)
 {
     long in[TUNE_COLL_COUNT] = {0}, mpi[TUNE_COLL_COUNT] = {0};
     int ret = TEST_PASSED, lines = 0;
@@ -2286,8 +2286,9 @@ static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
         if (c < 0 || f < 0)
             continue;
         lines++;
-        if (tune_lookup(t, c, f, strcmp(coll, "barrier") == 0 ? 0 : bytes,
-                        (uint32_t)ranks, NULL) == TUNE_PATH_MPI)
+        if (tune_select(t, c, f, strcmp(coll, "barrier") == 0 ? 0 : bytes,
+                        (uint32_t)ranks, (uint32_t)ppn, TUNE_DCLASS_NONE,
+                        NULL) == TUNE_PATH_MPI)
             mpi[c] += f == TUNE_FORM_PERSISTENT ? n / 2 : n;
         else
             in[c] += n;
@@ -2313,6 +2314,12 @@ static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
             *both_p = 0;
     }
     return ret;
+}
+
+static int tune_check_paths(const tune_table_t *t, int ranks, const char *text,
+                            const char *out, int *both_p)
+{
+    return tune_check_paths_ppn(t, ranks, 0, text, out, both_p);
 }
 
 /*
@@ -2418,18 +2425,20 @@ TEST(mpi_mpich_tune_switch, TEST_INTEG)
 }
 
 /*
- * An entry naming a host-based algorithm: the blocking allreduces of the
- * job run on libincoll's ring (the statistics count them on the hosts,
- * the decision line names the algorithm and the entry), the nonblocking
- * ones in the network, every answer right. On the code before, "ring"
- * is not a path and the layer is off.
+ * Entries naming a host-based algorithm: the blocking and nonblocking
+ * allreduces of the job and its persistent ones of 64 B run on
+ * libincoll's ring (the statistics count them on the hosts, the decision
+ * lines name the algorithm and the entry), the persistent ones of 1 KiB
+ * in the network, every answer right. On the code before, the
+ * nonblocking and persistent forms ran in the network whatever the
+ * table said.
  */
 TEST(mpi_ompi_tune_host, TEST_INTEG)
 {
     const char *why = mpi_ready(MPI_OMPI, "tune");
     char dir[PATH_MAX], out[PATH_MAX + 16];
     char *text;
-    long blocking = 0, other = 0;
+    long ring = 0, net = 0;
     int rc, ret = TEST_PASSED;
 
     if (why)
@@ -2438,7 +2447,10 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
     job_env(MPI_OMPI, dir);
-    setenv("INCOLL_TUNE", "allreduce:blocking:*:ring", 1);
+    setenv("INCOLL_TUNE",
+           "allreduce:blocking:*:ring,allreduce:nb:0-1M:ring,"
+           "allreduce:persistent:0-100:ring",
+           1);
     setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
     rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "64 1024", out);
     unsetenv("INCOLL_TUNE");
@@ -2450,22 +2462,27 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
         long bytes, n;
         if (sscanf(p, "tune: calls allreduce %15s %ld %ld", form, &bytes, &n) ==
             3) {
-            if (strcmp(form, "blocking") == 0)
-                blocking += n;
+            if (strcmp(form, "persistent") == 0 && bytes > 100)
+                net += n;
             else
-                other += n;
+                ring += n;
         }
     }
-    if (rc != 0 || !strstr(text, "tune: ok") || blocking == 0 ||
-        stat_of(text, "allreduce", "hosts") != blocking ||
-        stat_of(text, "allreduce", "offloaded") <= 0 ||
+    if (rc != 0 || !strstr(text, "tune: ok") || ring == 0 || net == 0 ||
+        stat_of(text, "allreduce", "hosts") != ring ||
+        stat_of(text, "allreduce", "offloaded") != net ||
         stat_of(text, "allreduce", "tune") != 0 ||
+        stat_of(text, "allreduce", "errors") != 0 ||
         !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: ring "
-                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))")) {
+                      "(allreduce:blocking * ring (INCOLL_TUNE item 1))") ||
+        !strstr(text, "mpi: tune: allreduce nb 1024 B on 3 ranks: ring "
+                      "(allreduce:nb ") ||
+        !strstr(text, "mpi: tune: allreduce persistent 64 B on 3 ranks: ring "
+                      "(allreduce:persistent ")) {
         fprintf(stderr,
-                "    exit %d, want %ld blocking allreduces on the hosts (and "
-                "%ld others): %.3000s\n",
-                rc, blocking, other, text);
+                "    exit %d, want %ld allreduces on the hosts and %ld in the "
+                "network: %.3000s\n",
+                rc, ring, net, text);
         ret = TEST_FAILED;
     }
     free(text);
@@ -2501,8 +2518,23 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
     unsetenv("LD_PRELOAD");
     rc = sh(out,
             "timeout -k 5 200 '%s/incoll' tune -n 3 --fabric '%s' --sizes "
-            "4:1K --iters 3 --timeout 180",
+            "4:64 --iters 3 --passes 1 --timeout 180",
             test_bindir(), dir);
+    /* the table checked against MPI's own without the layer, said on
+     * the output and in the table's comments */
+    if (rc == 0) {
+        char *said = slurp(out), *written = slurp(table);
+        if (!strstr(said, "incoll tune: checked the table against MPI's "
+                          "own without the layer: ") ||
+            !strstr(written, "# checked on ") ||
+            !strstr(written, "moved to mpi")) {
+            fprintf(stderr, "    the check of the table is not said: %s\n",
+                    out);
+            rc = -1;
+        }
+        free(said);
+        free(written);
+    }
     if (rc != 0) {
         text = slurp(out);
         test_fabric_down(dir);
@@ -2608,16 +2640,23 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
  * test_fabric_up passes on to it) hands it to the job at join: the job
  * follows it rather than DIR/tune.conf (which would send everything to
  * MPI), its decision lines name the manager's table, and the statistics
- * count the paths it gives. A bad table stops the manager at start,
+ * count the paths it gives; its shape (ppn, radix, levels) and ppn=
+ * entries match what the manager says of the world. A bad table stops
+ * the manager at start,
  * naming the line.
  */
 TEST(mpi_ompi_tune_mgr, TEST_INTEG)
 {
     const char *why = mpi_ready(MPI_OMPI, "tune");
-    static const char table_text[] = "shape ranks=3\n"
+    /* its shape and its ppn= entries hold only where the manager's
+     * group answer says where the ranks are: 3 hosts of a rank each, a
+     * tree of radix 2 and 2 levels */
+    static const char table_text[] = "shape ranks=3 ppn=1 radix=2 levels=2\n"
                                      "bcast * mpi\n"
                                      "scatter:blocking 0-100 mpi\n"
-                                     "allgather:nb * mpi\n";
+                                     "allgather:nb * mpi\n"
+                                     "reduce * mpi ppn=1\n"
+                                     "gather * mpi ppn=2-\n";
     char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16],
         local[PATH_MAX + 16], err[512];
     static tune_table_t t;
@@ -2672,9 +2711,10 @@ TEST(mpi_ompi_tune_mgr, TEST_INTEG)
         free(text);
         return TEST_FAILED;
     }
-    ret = tune_check_paths(&t, 3, text, out, &both);
+    ret = tune_check_paths_ppn(&t, 3, 1, text, out, &both);
     if (ret == TEST_PASSED &&
         (!strstr(text, ": mpi (bcast * mpi (manager's ") ||
+         !strstr(text, ": mpi (reduce * mpi ppn=1 (manager's ") ||
          strstr(text, "all * mpi"))) {
         fprintf(stderr, "    the manager's table not the one in force: %s\n",
                 out);

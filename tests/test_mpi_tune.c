@@ -185,9 +185,41 @@ TEST(mpi_tune_shape, TEST_UNIT)
     tune_apply_shape(&t, 8, 4, 2);
     CHECK_EQ_INT(t.shape_ok, 0);
     CHECK_EQ_INT((int)t.n, 0);
+    /* radix= and levels= matched where known, each word said */
+    {
+        tune_job_t job = {8, 8, 1, 4, 2};
+        CHECK(parse("shape emulated radix=4 levels=2 ppn=1\nbcast * mpi\n", err,
+                    sizeof(err)) == 0);
+        CHECK(t.s_xlo == 4 && t.s_xhi == 4 && t.s_llo == 2 && t.s_lhi == 2);
+        tune_apply_job(&t, &job);
+        CHECK_EQ_INT(t.shape_ok, 1);
+        CHECK(strstr(t.shape_note, "ppn matched, radix matched, levels "
+                                   "matched") != NULL);
+        job.radix = 2;
+        tune_apply_job(&t, &job);
+        CHECK_EQ_INT(t.shape_ok, 0);
+        CHECK_EQ_INT((int)t.n, 0);
+        CHECK(strstr(t.shape_note, "radix not 2") != NULL);
+        CHECK(parse("shape radix=2-4 levels=3-\nbcast * mpi\n", err,
+                    sizeof(err)) == 0);
+        job.levels = 2;
+        tune_apply_job(&t, &job);
+        CHECK_EQ_INT(t.shape_ok, 0);
+        CHECK(strstr(t.shape_note, "radix matched, levels not 2") != NULL);
+        /* unknown (a manager that did not say): not compared */
+        job.radix = job.levels = 0;
+        CHECK(parse("shape radix=2-4 levels=3-\nbcast * mpi\n", err,
+                    sizeof(err)) == 0);
+        tune_apply_job(&t, &job);
+        CHECK_EQ_INT(t.shape_ok, 1);
+        CHECK(strstr(t.shape_note, "radix not compared") != NULL);
+        CHECK_EQ_INT((int)t.n, 1);
+        CHECK(parse("shape levels=0\n", err, sizeof(err)) != 0);
+        CHECK(strstr(err, "bad shape 'levels=0'") != NULL);
+    }
     /* no shape ranges: any fabric */
-    CHECK(parse("shape loopback radix=2\nbcast * mpi\n", err, sizeof(err)) ==
-          0);
+    CHECK(parse("shape loopback link-rate=1g\nbcast * mpi\n", err,
+                sizeof(err)) == 0);
     tune_apply_shape(&t, 1000, 1000, 9);
     CHECK_EQ_INT(t.shape_ok, -1);
     CHECK_EQ_INT((int)t.n, 1);

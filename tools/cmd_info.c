@@ -55,7 +55,9 @@ static void print_tune_shape(tune_table_t *t)
 {
     const char *dir = setting_str(SETTING_FABRIC);
     char path[4096], err[512];
+    const char *words;
     fabric_conf_t conf;
+    tune_job_t job;
 
     if (dir == NULL || *dir == '\0' ||
         snprintf(path, sizeof(path), "%s/fabric.conf", dir) >=
@@ -67,15 +69,20 @@ static void print_tune_shape(tune_table_t *t)
                t->shape_ok == -1 ? t->shape_note : "not compared");
         return;
     }
-    tune_apply_shape(t, (uint32_t)conf.nhosts, (uint32_t)conf.nhosts, 1);
+    job.ranks = job.hosts = (uint32_t)conf.nhosts;
+    job.ppn = 1;
+    tune_conf_tree(&conf, &job.radix, &job.levels);
+    tune_apply_job(t, &job);
+    words = strstr(t->shape_note, "): ");
+    words = words ? words + 3 : t->shape_note;
     if (t->shape_ok == 1)
-        printf("  shape: matches this fabric (%d hosts, a rank each)\n",
-               conf.nhosts);
+        printf("  shape: matches this fabric (%d hosts, a rank each, radix "
+               "%u, %u levels): %s\n",
+               conf.nhosts, job.radix, job.levels, words);
     else if (t->shape_ok == 0)
-        printf("  shape: does not match this fabric (%d hosts, a rank each): "
-               "its entries are set aside, every call not overridden runs "
-               "in libincoll\n",
-               conf.nhosts);
+        printf("  shape: does not match this fabric (%d hosts, a rank each, "
+               "radix %u, %u levels): %s\n",
+               conf.nhosts, job.radix, job.levels, words);
     else
         printf("  shape: %s\n", t->shape_note);
     fabric_conf_free(&conf);

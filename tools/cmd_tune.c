@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TUNE_WORKER "incoll-tune-mpi"
@@ -35,7 +36,7 @@ static void usage(FILE *out)
             "                   [--passes N] [--margin PCT]\n"
             "                   [--colls LIST] [--forms blocking,nb] [--out "
             "FILE]\n"
-            "                   [--timeout SEC]\n"
+            "                   [--timeout SEC] [--no-verify]\n"
             "\n"
             "Measures each collective of the MPI layer (blocking and "
             "nonblocking, sizes\n"
@@ -68,14 +69,22 @@ static void usage(FILE *out)
             "  --out FILE       where to write the table (default "
             "DIR/tune.conf with\n"
             "                   --fabric, else ./tune.conf)\n"
-            "  --timeout SEC    stop after SEC seconds (default 3600)\n");
+            "  --timeout SEC    stop after SEC seconds (default 3600)\n"
+            "  --no-verify      skip the check of the table written: by "
+            "default each\n"
+            "                   call is timed again, OSU-style, with the table "
+            "in force and\n"
+            "                   without the layer, and a call the layer "
+            "still makes\n"
+            "                   slower by more than the margin goes to "
+            "MPI's own\n");
 }
 
 /* What the command line asks for. */
 typedef struct {
     const char *np, *fabric, *link_rate, *radix, *ppn, *sizes, *iters;
     const char *colls, *passes, *margin, *forms, *out, *timeout;
-    int emulate;
+    int emulate, no_verify;
 } tune_opts_t;
 
 /* Parses argv into o. 0 to go on; else the exit status (0 after --help). */
@@ -96,6 +105,7 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         {"forms", required_argument, NULL, 'F'},
         {"out", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, 't'},
+        {"no-verify", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int opt;
@@ -154,6 +164,9 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         case 't':
             o->timeout = optarg;
             break;
+        case 'V':
+            o->no_verify = 1;
+            break;
         case 'h':
             usage(stdout);
             *exit_p = 0;
@@ -186,6 +199,12 @@ typedef struct {
     char *host_args[64];
     char host_times[PATH_MAX + 16], host_arg[PATH_MAX + 32];
     int host_pass;
+    /* The check of the table written: the calls timed alone (OSU's loop)
+     * with the table in force, then without the layer, each job's times
+     * saved to its file. */
+    char *verify_args[64];
+    char verify_times[2][PATH_MAX + 16];
+    int verify_save; /* index of the --save-us value in verify_args */
 } tune_plan_t;
 
 /* Plans the job of o (argv for the command line it records). 0, or 1
@@ -194,8 +213,9 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
                      tune_plan_t *p)
 {
     char **args = p->args;
+    char radix[16];
     size_t k = 0;
-    int a = 0;
+    int a = 0, hosts;
 
     if (o->out == NULL && o->fabric)
         snprintf(p->out_path, sizeof(p->out_path), "%s/tune.conf", o->fabric);
@@ -217,11 +237,16 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
                 p->worker, log_strerror(errno));
         return 1;
     }
+    /* a fabric made for the run: its widest switch (the radix, or fewer
+     * hosts), which a job's shape is compared with */
+    hosts = atoi(o->np) / (atoi(o->ppn) > 0 ? atoi(o->ppn) : 1);
+    snprintf(radix, sizeof(radix), "%d",
+             hosts < atoi(o->radix) ? hosts : atoi(o->radix));
     snprintf(p->shape, sizeof(p->shape), "%s%s ppn=%s%s%s",
              o->fabric    ? "fabric="
              : o->emulate ? "emulated radix="
                           : "loopback radix=",
-             o->fabric ? o->fabric : o->radix, o->ppn,
+             o->fabric ? o->fabric : radix, o->ppn,
              o->link_rate ? " link-rate=" : "",
              o->link_rate ? o->link_rate : "");
     for (int i = 0; i < argc && k < sizeof(p->cmdline); i++)
@@ -268,10 +293,25 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
         args[a++] = "--colls";
         args[a++] = (char *)o->colls;
     }
-    /* The ring pass: the same job for the blocking allreduce alone,
-     * saving its times for the main pass to weigh. */
-    p->host_pass = (o->colls == NULL || strstr(o->colls, "allreduce")) &&
-                   strstr(o->forms, "blocking") != NULL;
+    /* The check's jobs: the main job's arguments up to the worker's own,
+     * the calls timed alone, their times saved. */
+    {
+        int b = 0;
+        for (int i = 0; i < a; i++)
+            p->verify_args[b++] = args[i];
+        snprintf(p->verify_times[0], sizeof(p->verify_times[0]), "%s.table-us",
+                 p->out_path);
+        snprintf(p->verify_times[1], sizeof(p->verify_times[1]), "%s.mpi-us",
+                 p->out_path);
+        p->verify_args[b++] = "--only-layer";
+        p->verify_args[b++] = "--save-us";
+        p->verify_save = b;
+        p->verify_args[b++] = p->verify_times[0];
+        p->verify_args[b] = NULL;
+    }
+    /* The ring pass: the same job for the allreduce alone (the forms
+     * measured), saving its times for the main pass to weigh. */
+    p->host_pass = o->colls == NULL || strstr(o->colls, "allreduce");
     if (p->host_pass) {
         int b = 0;
         snprintf(p->host_times, sizeof(p->host_times), "%s.ring-us",
@@ -286,7 +326,7 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
             p->host_args[b++] = args[i];
         }
         p->host_args[b++] = "--forms";
-        p->host_args[b++] = "blocking";
+        p->host_args[b++] = (char *)o->forms;
         p->host_args[b++] = "--colls";
         p->host_args[b++] = "allreduce";
         p->host_args[b++] = "--save-us";
@@ -305,15 +345,25 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
     return 0;
 }
 
+static int tune_run(char **args);
+
 /* Runs a measuring job (args) under the table spec; 0, or 1 with the
  * cause printed. */
 static int tune_launch(char **args, const char *spec)
 {
+    setenv("INCOLL_TUNE", spec, 1);
+    unsetenv("INCOLL_MPI_ENABLE");
+    unsetenv("INCOLL_TUNE_FILE");
+    return tune_run(args);
+}
+
+/* Runs a job (args) in the environment as it is; 0, or 1 with the cause
+ * printed. */
+static int tune_run(char **args)
+{
     pid_t pid;
     int st;
 
-    setenv("INCOLL_TUNE", spec, 1);
-    unsetenv("INCOLL_MPI_ENABLE");
     fflush(NULL);
     pid = fork();
     if (pid < 0) {
@@ -342,6 +392,182 @@ static int tune_launch(char **args, const char *spec)
     return 0;
 }
 
+/* One time the check saved: "COLL FORM BYTES US". */
+typedef struct {
+    char coll[32], form[16];
+    long bytes;
+    double us;
+} tune_time_t;
+
+/* The times of path (at most max); their count, -1 when unreadable. */
+static int read_times(const char *path, tune_time_t *v, int max)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    if (f == NULL)
+        return -1;
+    while (n < max && fscanf(f, "%31s %15s %ld %lf", v[n].coll, v[n].form,
+                             &v[n].bytes, &v[n].us) == 4)
+        n++;
+    fclose(f);
+    return n;
+}
+
+/* The table's index of a collective or form name, -1 none. */
+static int name_index(const char *name, int form)
+{
+    int n = form ? TUNE_FORM_COUNT : TUNE_COLL_COUNT;
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, form ? tune_form_name(i) : tune_coll_name(i)) == 0)
+            return i;
+    return -1;
+}
+
+/* The datatype class of the worker's calls of collective c: ints for
+ * the reductions. */
+static int reduction(int c)
+{
+    const char *name = tune_coll_name(c);
+    return strcmp(name, "allreduce") == 0 || strncmp(name, "reduce", 6) == 0
+               ? TUNE_DCLASS_INT
+               : TUNE_DCLASS_NONE;
+}
+
+/* The entries moving v[i]'s cell (its size up to the next one measured
+ * of its collective and form, the first from 0) to MPI's own, appended
+ * to buf; the nonblocking decision stands for the persistent form. */
+static size_t moved_entries(const tune_time_t *v, int n, int i, double without,
+                            char *buf, size_t len, size_t k)
+{
+    long next = -1;
+    int first = 1;
+    char range[64];
+    for (int j = 0; j < n; j++) {
+        if (strcmp(v[j].coll, v[i].coll) || strcmp(v[j].form, v[i].form))
+            continue;
+        if (v[j].bytes < v[i].bytes)
+            first = 0;
+        if (v[j].bytes > v[i].bytes && (next < 0 || v[j].bytes < next))
+            next = v[j].bytes;
+    }
+    if (first && next < 0)
+        snprintf(range, sizeof(range), "*");
+    else if (next < 0)
+        snprintf(range, sizeof(range), "%ld-", v[i].bytes);
+    else
+        snprintf(range, sizeof(range), "%ld-%ld", first ? 0 : v[i].bytes,
+                 next - 1);
+    for (int pass = 0; pass < 2; pass++) {
+        const char *form = pass == 0 ? v[i].form : "persistent";
+        if (pass == 1 && strcmp(v[i].form, "nb") != 0)
+            break;
+        k += (size_t)snprintf(buf + k, k < len ? len - k : 0,
+                              "%s:%s %s mpi # %.1f us with the table, %.1f "
+                              "us without the layer\n",
+                              v[i].coll, form, range, v[i].us, without);
+    }
+    return k;
+}
+
+/*
+ * The check of the table written (unless --no-verify): the calls timed
+ * alone, OSU-style, with the table in force, then without the layer
+ * (INCOLL_MPI_ENABLE=0); each measured size the table keeps in libincoll
+ * that was slower than MPI's own without the layer by more than the
+ * margin goes to MPI's own, in entries put before the others (the first
+ * match decides), said in the table's comments. 0, or 1 with the cause
+ * printed.
+ */
+static int tune_verify(const tune_opts_t *o, tune_plan_t *p)
+{
+    static tune_table_t t;
+    static tune_time_t with[512], without[512];
+    char err[512], when[64], *text, *moved;
+    const char *rest;
+    size_t k = 0, cap = 64 * 1024;
+    int nw, nwo, ret = 1, cells = 0;
+    double margin = atof(o->margin);
+    time_t now = time(NULL);
+    FILE *f;
+
+    unsetenv("INCOLL_TUNE");
+    setenv("INCOLL_TUNE_FILE", p->out_path, 1);
+    unsetenv("INCOLL_MPI_ENABLE");
+    p->verify_args[p->verify_save] = p->verify_times[0];
+    if (tune_run(p->verify_args) == 0) {
+        setenv("INCOLL_MPI_ENABLE", "0", 1);
+        p->verify_args[p->verify_save] = p->verify_times[1];
+        ret = tune_run(p->verify_args);
+        unsetenv("INCOLL_MPI_ENABLE");
+    }
+    unsetenv("INCOLL_TUNE_FILE");
+    nw = ret == 0 ? read_times(p->verify_times[0], with, 512) : -1;
+    nwo = ret == 0 ? read_times(p->verify_times[1], without, 512) : -1;
+    unlink(p->verify_times[0]);
+    unlink(p->verify_times[1]);
+    if (ret != 0 || nw <= 0 || nwo != nw) {
+        if (ret == 0)
+            fprintf(stderr, "incoll tune: the check's times are missing\n");
+        return 1;
+    }
+    tune_init(&t, p->out_path);
+    text = tune_read_text(p->out_path, err, sizeof(err));
+    moved = malloc(cap);
+    if (text == NULL || moved == NULL ||
+        tune_parse_text(&t, text, p->out_path, err, sizeof(err)) != 0) {
+        fprintf(stderr, "incoll tune: %s\n", text ? err : "out of memory");
+        free(text);
+        free(moved);
+        return 1;
+    }
+    moved[0] = '\0';
+    for (int i = 0; i < nw; i++) {
+        int c = name_index(with[i].coll, 0), fm = name_index(with[i].form, 1);
+        uint32_t ppn = (uint32_t)atoi(o->ppn);
+        if (c < 0 || fm < 0 || strcmp(with[i].coll, without[i].coll) ||
+            strcmp(with[i].form, without[i].form) ||
+            with[i].bytes != without[i].bytes ||
+            tune_select(&t, c, fm, (uint64_t)with[i].bytes,
+                        (uint32_t)atoi(o->np), ppn, reduction(c),
+                        NULL) == TUNE_PATH_MPI ||
+            with[i].us <= without[i].us * (1 + margin / 100))
+            continue;
+        cells++;
+        k = moved_entries(with, nw, i, without[i].us, moved, cap, k);
+    }
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    /* the moved entries right after the shape line (or at the top) */
+    rest = strstr(text, "\nshape ");
+    rest = rest ? strchr(rest + 1, '\n') : NULL;
+    rest = rest ? rest + 1 : text;
+    f = fopen(p->out_path, "w");
+    if (f == NULL) {
+        fprintf(stderr, "incoll tune: %s: %s\n", p->out_path,
+                log_strerror(errno));
+        free(text);
+        free(moved);
+        return 1;
+    }
+    fprintf(f, "%.*s", (int)(rest - text), text);
+    fprintf(f,
+            "# checked on %s: each call timed alone (OSU's loop) with this "
+            "table in force\n# and without the layer; %d measured sizes the "
+            "layer made slower by more than\n# %s%% moved to mpi%s\n%s",
+            when, cells, o->margin, cells ? ":" : "", moved);
+    fputs(rest, f);
+    ret = fclose(f) != 0;
+    if (ret)
+        fprintf(stderr, "incoll tune: %s: %s\n", p->out_path,
+                log_strerror(errno));
+    else
+        printf("incoll tune: checked the table against MPI's own without "
+               "the layer: %d measured sizes moved to mpi\n",
+               cells);
+    free(text);
+    free(moved);
+    return ret;
+}
+
 int cmd_tune(int argc, char **argv)
 {
     static tune_table_t t;
@@ -359,12 +585,15 @@ int cmd_tune(int argc, char **argv)
      * worker compares with MPI's own and, for the blocking allreduce,
      * with the ring's. */
     if (p.host_pass &&
-        tune_launch(p.host_args, "allreduce:blocking:*:ring,all:*:inc") != 0)
+        tune_launch(p.host_args, "allreduce:*:ring,all:*:inc") != 0)
         return 1;
     ret = tune_launch(p.args, "all:*:inc");
     if (p.host_pass)
         unlink(p.host_times);
     if (ret != 0)
+        return 1;
+    /* what users see: the table in force against no layer */
+    if (!o.no_verify && tune_verify(&o, &p) != 0)
         return 1;
     /* Read back as the layer reads it: a table it cannot read is an
      * error here, not at the next job's MPI_Init. */

@@ -468,6 +468,43 @@ incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
     return INCOLL_OK;
 }
 
+void mgr_enc_group_shape(mgr_wbuf_t *w, const mgr_group_shape_t *m)
+{
+    mgr_w_u16(w, MGR_SHAPE_FORMAT);
+    mgr_w_u32(w, m->req);
+    mgr_w_u32(w, m->hosts);
+    mgr_w_u32(w, m->ppn);
+    mgr_w_u16(w, m->radix);
+    mgr_w_u16(w, m->levels);
+}
+
+incoll_status_t mgr_dec_group_shape(const uint8_t *p, size_t n,
+                                    mgr_group_shape_t *m, const char **why_p)
+{
+    mgr_rbuf_t r = {p, n, 0, 0};
+
+    memset(m, 0, sizeof(*m));
+    m->format = mgr_r_u16(&r);
+    if (r.err)
+        return bad(why_p, "truncated");
+    if (m->format != MGR_SHAPE_FORMAT) {
+        if (why_p)
+            *why_p = "format";
+        return INCOLL_ERR_UNSUPPORTED;
+    }
+    m->req = mgr_r_u32(&r);
+    m->hosts = mgr_r_u32(&r);
+    m->ppn = mgr_r_u32(&r);
+    m->radix = mgr_r_u16(&r);
+    m->levels = mgr_r_u16(&r);
+    if (mgr_r_done(&r))
+        return bad(why_p, "length");
+    if (m->hosts > MGR_MAX_MEMBERS || m->ppn > MGR_MAX_MEMBERS ||
+        (m->hosts == 0) != (m->ppn == 0))
+        return bad(why_p, "hosts or ppn");
+    return INCOLL_OK;
+}
+
 const char *mgr_fb_name(int reason)
 {
     static const char *const names[MGR_FB_COUNT] = {
@@ -649,6 +686,8 @@ const char *mgr_msg_name(uint16_t type)
         return "usage_proc";
     case MGR_TUNE:
         return "tune";
+    case MGR_GROUP_SHAPE:
+        return "group_shape";
     case MGR_STAT_REQ:
         return "stat_req";
     case MGR_STAT_REP:

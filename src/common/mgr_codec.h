@@ -27,6 +27,7 @@
 #define MGR_MAX_CHILDREN 1024
 #define MGR_TUNE_FORMAT 1       /* MGR_TUNE's body */
 #define MGR_TUNE_MAX (1u << 20) /* its table's bytes */
+#define MGR_SHAPE_FORMAT 1      /* MGR_GROUP_SHAPE's body */
 #define MGR_MAX_MEMBERS (1 << 18)
 
 typedef enum {
@@ -70,6 +71,11 @@ typedef enum {
      * lines, docs/tuning.md). A host of another format says so and uses
      * its own; an older host ignores it. */
     MGR_TUNE = 0x28,
+    /* m -> h right before each MGR_GROUP_INFO: the shape of the
+     * communicator's members on the fabric (mgr_group_shape_t), the same
+     * for every member. A host of another format, or an older one,
+     * ignores it (the shape is then unknown). */
+    MGR_GROUP_SHAPE = 0x29,
     /* tools */
     MGR_STAT_REQ = 0x30, /* u32 flags (MGR_STAT_F_*) */
     MGR_STAT_REP = 0x31,
@@ -233,6 +239,18 @@ typedef struct {
                              none */
 } mgr_group_info_t;
 
+/* Manager -> host, before the group_info answering req: where the
+ * communicator's members are. Each value 0 when unknown. */
+typedef struct {
+    uint16_t format; /* MGR_SHAPE_FORMAT */
+    uint32_t req;
+    uint32_t hosts;  /* topology hosts the members are on */
+    uint32_t ppn;    /* most members on one of them */
+    uint16_t radix;  /* the widest switch of the group's tree (children in
+                        the topology); 0: no group */
+    uint16_t levels; /* the highest switch level of the group's tree */
+} mgr_group_shape_t;
+
 /* Encoders append the body of one message to w. Decoders check every
  * field and that nothing is left over; on failure they return
  * INCOLL_ERR_PROTOCOL and point *why_p at a constant naming the field. */
@@ -257,6 +275,10 @@ incoll_status_t mgr_dec_group_req(const uint8_t *p, size_t n,
                                   mgr_group_req_t *m, const char **why_p);
 
 void mgr_enc_group_info(mgr_wbuf_t *w, const mgr_group_info_t *m);
+void mgr_enc_group_shape(mgr_wbuf_t *w, const mgr_group_shape_t *m);
+/* INCOLL_ERR_UNSUPPORTED (why "format") for another format. */
+incoll_status_t mgr_dec_group_shape(const uint8_t *p, size_t n,
+                                    mgr_group_shape_t *m, const char **why_p);
 incoll_status_t mgr_dec_group_info(const uint8_t *p, size_t n,
                                    mgr_group_info_t *m, const char **why_p);
 

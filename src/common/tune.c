@@ -307,15 +307,19 @@ static int parse_shape(tune_table_t *t, char **f, int nf, char *err,
 
     t->shape[0] = '\0';
     t->s_rlo = t->s_rhi = t->s_hlo = t->s_hhi = t->s_plo = t->s_phi = 0;
+    t->s_xlo = t->s_xhi = t->s_llo = t->s_lhi = 0;
     for (int i = 1; i < nf; i++) {
-        static const char *const keys[] = {"ranks=", "hosts=", "ppn="};
+        static const char *const keys[] = {
+            "ranks=", "hosts=", "ppn=", "radix=", "levels="};
         uint32_t *lo_hi[][2] = {{&t->s_rlo, &t->s_rhi},
                                 {&t->s_hlo, &t->s_hhi},
-                                {&t->s_plo, &t->s_phi}};
+                                {&t->s_plo, &t->s_phi},
+                                {&t->s_xlo, &t->s_xhi},
+                                {&t->s_llo, &t->s_lhi}};
         k += (size_t)snprintf(t->shape + k,
                               k < sizeof(t->shape) ? sizeof(t->shape) - k : 0,
                               "%s%s", i > 1 ? " " : "", f[i]);
-        for (int j = 0; j < 3; j++) {
+        for (int j = 0; j < 5; j++) {
             size_t n = strlen(keys[j]);
             uint64_t lo, hi;
             if (strncmp(f[i], keys[j], n) != 0)
@@ -625,37 +629,95 @@ static int shape_holds(uint32_t lo, uint32_t hi, uint32_t v)
     return lo == 0 || v == 0 || (v >= lo && v <= hi);
 }
 
-void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
-                      uint32_t ppn)
+void tune_apply_job(tune_table_t *t, const tune_job_t *job)
 {
+    const struct {
+        const char *name;
+        uint32_t lo, hi, v;
+    } w[] = {{"ranks", t->s_rlo, t->s_rhi, job->ranks},
+             {"hosts", t->s_hlo, t->s_hhi, job->hosts},
+             {"ppn", t->s_plo, t->s_phi, job->ppn},
+             {"radix", t->s_xlo, t->s_xhi, job->radix},
+             {"levels", t->s_llo, t->s_lhi, job->levels}};
+    char words[160];
+    size_t len = 0;
+    int holds = 1, given = 0;
     uint32_t k = 0;
 
-    if (t->s_rlo == 0 && t->s_hlo == 0 && t->s_plo == 0) {
+    /* each word given: "ranks=8 matched", "radix=2 not 4", "ppn=1 not
+     * compared" (the job's value unknown) */
+    words[0] = '\0';
+    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
+        const char *how;
+        char val[32];
+        if (w[i].lo == 0)
+            continue;
+        given = 1;
+        if (w[i].v == 0)
+            how = "not compared";
+        else if (shape_holds(w[i].lo, w[i].hi, w[i].v))
+            how = "matched";
+        else
+            how = "not";
+        holds &= shape_holds(w[i].lo, w[i].hi, w[i].v);
+        if (strcmp(how, "not") == 0)
+            snprintf(val, sizeof(val), " %u", w[i].v);
+        else
+            val[0] = '\0';
+        len += (size_t)snprintf(
+            words + len, len < sizeof(words) ? sizeof(words) - len : 0,
+            "%s%s %s%s", len ? ", " : "", w[i].name, how, val);
+    }
+    if (!given) {
         t->shape_ok = -1;
         snprintf(t->shape_note, sizeof(t->shape_note), "%s",
-                 t->shape[0] ? "its shape names no ranks=, hosts= or "
-                               "ppn=: it applies to any fabric"
+                 t->shape[0] ? "its shape names no ranks=, hosts=, ppn=, "
+                               "radix= or levels=: it applies to any fabric"
                              : "no shape line: it applies to any fabric");
         return;
     }
-    if (shape_holds(t->s_rlo, t->s_rhi, ranks) &&
-        shape_holds(t->s_hlo, t->s_hhi, hosts) &&
-        shape_holds(t->s_plo, t->s_phi, ppn)) {
+    if (holds) {
         t->shape_ok = 1;
         snprintf(t->shape_note, sizeof(t->shape_note),
-                 "matches this job (%u ranks, %u hosts, ppn %u; 0: unknown)",
-                 ranks, hosts, ppn);
+                 "matches this job (%u ranks, %u hosts, ppn %u, radix %u, "
+                 "levels %u; 0: unknown): %s",
+                 job->ranks, job->hosts, job->ppn, job->radix, job->levels,
+                 words);
         return;
     }
     t->shape_ok = 0;
     snprintf(t->shape_note, sizeof(t->shape_note),
-             "does not match this job (%u ranks, %u hosts, ppn %u): its "
-             "entries set aside, every call not overridden runs in libincoll",
-             ranks, hosts, ppn);
+             "does not match this job (%u ranks, %u hosts, ppn %u, radix %u, "
+             "levels %u): %s; its entries set aside, every call not "
+             "overridden runs in libincoll",
+             job->ranks, job->hosts, job->ppn, job->radix, job->levels, words);
     for (uint32_t i = 0; i < t->n; i++)
         if (t->e[i].from_env)
             t->e[k++] = t->e[i];
     t->n = k;
+}
+
+void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,
+                    uint32_t *levels_p)
+{
+    uint32_t widest = 0;
+    for (int a = 0; a < conf->nans; a++) {
+        uint32_t n = 0;
+        for (int h = 0; h < conf->nhosts; h++)
+            n += conf->hosts[h].leaf == a;
+        for (int b = 0; b < conf->nans; b++)
+            n += conf->ans[b].parent == a;
+        widest = n > widest ? n : widest;
+    }
+    *radix_p = widest;
+    *levels_p = conf->levels > 0 ? (uint32_t)conf->levels : 0;
+}
+
+void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
+                      uint32_t ppn)
+{
+    tune_job_t job = {ranks, hosts, ppn, 0, 0};
+    tune_apply_job(t, &job);
 }
 
 uint64_t tune_hash(const tune_table_t *t)
@@ -674,5 +736,5 @@ uint64_t tune_hash(const tune_table_t *t)
         for (size_t j = 0; j < sizeof(v); j++)
             h = (h ^ b[j]) * 0x100000001b3ull;
     }
-    return h ^ t->n;
+    return (h ^ t->n) * 0x100000001b3ull ^ t->ppn;
 }

@@ -30,10 +30,10 @@
  *   D      the reduction's datatype class: int, float or any (default);
  *          an entry with dtype=int or float applies to reductions only
  *
- * The shape line's ranks=, hosts= and ppn= (each a range) say which
- * fabrics the file's entries apply to (tune_apply_shape): on a job of
- * another shape they are set aside and only the override's entries
- * decide. Its other words are shown, not matched.
+ * The shape line's ranks=, hosts=, ppn=, radix= and levels= (each a
+ * range) say which fabrics the file's entries apply to (tune_apply_job):
+ * on a job of another shape they are set aside and only the override's
+ * entries decide. Its other words are shown, not matched.
  *
  * A call no entry matches goes to libincoll (inc). The override setting
  * (INCOLL_TUNE) is a comma-separated list of the same entries with ':'
@@ -42,6 +42,8 @@
  */
 #ifndef INCOLL_TUNE_H
 #define INCOLL_TUNE_H
+
+#include "common/fabric_conf.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -97,16 +99,21 @@ typedef struct {
 
 typedef struct {
     uint32_t n;
-    uint32_t pad;
+    /* The job's ranks per fabric host its ppn= entries are matched with
+     * (0: unknown), set by whoever applies the job's shape: it travels
+     * with the table and is part of its hash, so ranks that agree on a
+     * table agree on it too. */
+    uint32_t ppn;
     char source[256]; /* where the file entries came from */
     char shape[128];  /* its shape line, or "" */
     char env[256];    /* the override as given (clipped), or "" */
     /* The shape line's ranges (lo 0: not given). */
     uint32_t s_rlo, s_rhi, s_hlo, s_hhi, s_plo, s_phi;
+    uint32_t s_xlo, s_xhi, s_llo, s_lhi; /* radix=, levels= */
     /* tune_apply_shape: 1 matched, 0 set aside (file entries dropped),
      * -1 not compared (no shape line, or never applied). */
     int32_t shape_ok;
-    char shape_note[200]; /* what tune_apply_shape found, in words */
+    char shape_note[320]; /* what tune_apply_job found, in words */
     tune_entry_t e[TUNE_MAX];
 } tune_table_t;
 
@@ -194,18 +201,39 @@ static inline int tune_lookup(const tune_table_t *t, int coll, int form,
 /* A host path's algorithm name ("rd", "ring", "rabenseifner"), or "?". */
 const char *tune_algo_name(int algo);
 
+/* What a job's shape is compared with: each value 0 when unknown (then
+ * not compared). */
+typedef struct {
+    uint32_t ranks;  /* the world's ranks */
+    uint32_t hosts;  /* fabric hosts the job uses */
+    uint32_t ppn;    /* most ranks on one of them */
+    uint32_t radix;  /* the fabric tree's widest switch (children) */
+    uint32_t levels; /* its switch levels */
+} tune_job_t;
+
 /*
- * Applies the shape line to a job of ranks ranks on hosts fabric hosts
- * with ppn ranks per host (0: unknown, not compared): when a range the
- * line gives does not hold the job's value, the file's entries are
- * dropped (the override's stay) and t->shape_ok is 0; else 1 (-1 when
- * the table has no shape range). t->shape_note says which in words.
+ * Applies the shape line to a job: when a range the line gives does not
+ * hold the job's value (a value 0 is unknown and not compared), the
+ * file's entries are dropped (the override's stay) and t->shape_ok is 0;
+ * else 1 (-1 when the table has no shape range). t->shape_note says so
+ * and, word by word, which matched, which did not and which were not
+ * compared.
  */
+void tune_apply_job(tune_table_t *t, const tune_job_t *job);
+
+/* A fabric.conf's radix and levels as a job's shape counts them (the
+ * manager's way): the most children (hosts and switches) of one of its
+ * switches, and its levels. */
+void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,
+                    uint32_t *levels_p);
+
+/* tune_apply_job on a job whose radix and levels are unknown. */
 void tune_apply_shape(tune_table_t *t, uint32_t ranks, uint32_t hosts,
                       uint32_t ppn);
 
 /* A hash of what decides (every entry's matching fields and path, in
- * order; not where they came from): equal tables decide alike. */
+ * order, and t->ppn; not where they came from): equal tables decide
+ * alike. */
 uint64_t tune_hash(const tune_table_t *t);
 
 /* Where entry i came from, "FILE:LINE" or "INCOLL_TUNE item N". */

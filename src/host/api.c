@@ -200,6 +200,36 @@ static incoll_status_t post(host_req_kind_t kind, incoll_comm_h comm,
 
 #define NOOP INCOLL_UINT8, INCOLL_OP_SUM
 
+/* An allreduce request on algorithm algo (incoll_iallreduce_algo,
+ * incoll_allreduce_init_algo): the executor runs it in its turn. */
+static incoll_status_t
+post_allreduce_algo(incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf,
+                    void *recvbuf, size_t count, incoll_dtype_t dtype,
+                    incoll_op_t op, int persistent, incoll_req_h *req_p)
+{
+    host_req_args_t a = {RQ_ALLREDUCE, comm, sendbuf, recvbuf, count, dtype,
+                         op,           0,    algo,    0,       NULL,  0};
+    if (comm == NULL || req_p == NULL || (unsigned)algo >= INCOLL_ALGO_COUNT)
+        return INCOLL_ERR_INVALID_ARG;
+    return host_req_post(&a, persistent, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_iallreduce_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
+{
+    return post_allreduce_algo(comm, algo, sendbuf, recvbuf, count, dtype, op,
+                               0, req_p);
+}
+
+INCOLL_API incoll_status_t incoll_allreduce_init_algo(
+    incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
+    size_t count, incoll_dtype_t dtype, incoll_op_t op, incoll_req_h *req_p)
+{
+    return post_allreduce_algo(comm, algo, sendbuf, recvbuf, count, dtype, op,
+                               1, req_p);
+}
+
 INCOLL_API incoll_status_t incoll_iallreduce(incoll_comm_h comm,
                                              const void *sendbuf, void *recvbuf,
                                              size_t count, incoll_dtype_t dtype,

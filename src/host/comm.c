@@ -466,6 +466,13 @@ static incoll_status_t group_take(incoll_comm_h comm, uint32_t req)
         return status;
     }
     info->answered = 1;
+    if (info->id == 0 && comm->info->owner == NULL) {
+        /* the world's: the shape its selection table is compared with */
+        ctx->mgr_shape.hosts = g.hosts;
+        ctx->mgr_shape.ppn = g.ppn;
+        ctx->mgr_shape.radix = g.radix;
+        ctx->mgr_shape.levels = g.levels;
+    }
     if (g.nmembers == comm->size && g.peers) {
         free(info->peers);
         info->peers = g.peers;

@@ -183,11 +183,14 @@ struct incoll_ctx {
     uint64_t mc_foreign; /* multicast packets of no communicator of ours
                             (another group's address joined: none) */
     /* The selection table in force (src/host/select.c): loaded and
-     * agreed at init; tune_ppn the job's ranks per fabric host (0:
-     * unknown); tune_cmp what the job key's exchange found of the
-     * ranks' tables (0: not compared there, 1: the same, 2: not). */
+     * agreed at init, with the job's ranks per fabric host (tune.ppn);
+     * tune_cmp what the job key's exchange found of the ranks' tables
+     * (0: not compared there, 1: the same, 2: not). */
     tune_table_t tune;
-    uint32_t tune_ppn;
+    /* With a manager: where the world's members are, as the manager
+     * said with the world's group answer (the same on every rank; 0s:
+     * unknown). src/host/comm.c sets it, select.c reads it. */
+    tune_job_t mgr_shape;
     int tune_loaded;
     int tune_cmp;
 };

@@ -63,6 +63,7 @@ struct host_mgr {
     int pc_refused;        /* it refused our process counters: not sent again */
     char *tune_text;       /* the manager's selection table (MGR_TUNE) */
     char tune_source[256]; /* where the manager read it */
+    mgr_group_shape_t shape; /* the last MGR_GROUP_SHAPE, for its req */
 };
 
 void host_mgr_group_free(host_mgr_group_t *g)
@@ -189,6 +190,19 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
         snprintf(m->tune_source, sizeof(m->tune_source), "%s", source);
         return 0;
     }
+    case MGR_GROUP_SHAPE: {
+        incoll_status_t st = mgr_dec_group_shape(body, len, &m->shape, &why);
+        if (st == INCOLL_ERR_UNSUPPORTED) {
+            /* another format: the shape stays unknown */
+            memset(&m->shape, 0, sizeof(m->shape));
+            return 0;
+        }
+        if (st != INCOLL_OK) {
+            incoll_warn("manager %s: malformed group_shape: %s", m->addr, why);
+            return -1;
+        }
+        return 0;
+    }
     case MGR_GROUP_INFO: {
         mgr_group_info_t gi;
         host_mgr_group_t g;
@@ -196,9 +210,18 @@ static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
             incoll_warn("manager %s: malformed group_info: %s", m->addr, why);
             return -1;
         }
-        if (!waiting_for(m, gi.req))
+        if (!waiting_for(m, gi.req)) {
+            memset(&m->shape, 0, sizeof(m->shape));
             return 0;
+        }
         memset(&g, 0, sizeof(g));
+        if (m->shape.req == gi.req && m->shape.format == MGR_SHAPE_FORMAT) {
+            g.hosts = m->shape.hosts;
+            g.ppn = m->shape.ppn;
+            g.radix = m->shape.radix;
+            g.levels = m->shape.levels;
+        }
+        memset(&m->shape, 0, sizeof(m->shape));
         g.status = (incoll_status_t)gi.status;
         snprintf(g.reason, sizeof(g.reason), "%s", gi.reason);
         g.group = gi.group;

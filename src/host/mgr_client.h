@@ -56,6 +56,11 @@ typedef struct {
     int nmembers;
     incoll_ep_t *peers; /* members' UDP endpoints (malloc'ed; the
                            caller frees with host_mgr_group_free) */
+    /* Where the members are, as the manager said it before the answer
+     * (MGR_GROUP_SHAPE; the same for every member): topology hosts, most
+     * members on one, the widest switch and highest level of the group's
+     * tree. 0: unknown (an older manager, or no group). */
+    uint32_t hosts, ppn, radix, levels;
 } host_mgr_group_t;
 
 void host_mgr_group_free(host_mgr_group_t *g);

@@ -24,17 +24,31 @@ _Static_assert((int)INCOLL_PATH_HOST == (int)TUNE_PATH_HOST &&
                    (int)INCOLL_COLL_COUNT == TUNE_COLL_COUNT,
                "incoll.h's selection values are tune.h's");
 
-/* The job's ranks per fabric host: ranks sharing fabric.conf's hosts
- * (host map), one each on a fabric.conf of as many hosts, unknown with a
- * manager (its hosts are the topology's). */
-static uint32_t job_ppn(incoll_ctx_h ctx)
+/*
+ * The job's shape, which the table's shape line and its ppn= entries are
+ * compared with: without a manager, fabric.conf's (the ranks sharing its
+ * hosts, or one each; its widest switch and its levels); with one, what the
+ * manager said of the world's members with the world's group answer (topology
+ * hosts and most ranks on one, the widest switch and highest level of
+ * the group's tree; 0s from an older manager: unknown). Every rank has
+ * the same values.
+ */
+static void job_shape(incoll_ctx_h ctx, tune_job_t *job)
 {
-    if (ctx->info != NULL)
-        return 0;
+    memset(job, 0, sizeof(*job));
+    job->ranks = (uint32_t)ctx->size;
+    if (ctx->info != NULL) {
+        *job = ctx->mgr_shape;
+        job->ranks = (uint32_t)ctx->size;
+        return;
+    }
+    job->ppn = 1;
     if (ctx->host_map && ctx->conf.nhosts > 0)
-        return (uint32_t)((ctx->size + ctx->conf.nhosts - 1) /
-                          ctx->conf.nhosts);
-    return 1;
+        job->ppn =
+            (uint32_t)((ctx->size + ctx->conf.nhosts - 1) / ctx->conf.nhosts);
+    job->hosts = (uint32_t)ctx->size / job->ppn;
+    if (ctx->conf.nhosts > 0)
+        tune_conf_tree(&ctx->conf, &job->radix, &job->levels);
 }
 
 /* Loads this rank's table. A rank other than 0 that cannot read its own
@@ -42,7 +56,7 @@ static uint32_t job_ppn(incoll_ctx_h ctx)
 static incoll_status_t tune_load_own(incoll_ctx_h ctx)
 {
     char err[1024], name[400];
-    uint32_t ppn = job_ppn(ctx);
+    tune_job_t job;
     const char *msrc = NULL, *mtext = host_ctx_mgr_tune(ctx, &msrc);
     int ret;
 
@@ -70,9 +84,9 @@ static incoll_status_t tune_load_own(incoll_ctx_h ctx)
         }
         incoll_warn("init: selection table: %s: rank 0's decides", err);
     }
-    ctx->tune_ppn = ppn;
-    tune_apply_shape(&ctx->tune, (uint32_t)ctx->size,
-                     ppn ? (uint32_t)ctx->size / ppn : 0, ppn);
+    job_shape(ctx, &job);
+    ctx->tune.ppn = job.ppn;
+    tune_apply_job(&ctx->tune, &job);
     if (ctx->tune.shape_ok == 0 && ctx->rank == 0)
         incoll_info("init: selection table %s: shape '%s' %s", ctx->tune.source,
                     ctx->tune.shape, ctx->tune.shape_note);
@@ -235,7 +249,7 @@ INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
         (unsigned)form < TUNE_FORM_COUNT)
         path = tune_select(&ctx->tune, (int)coll, (int)form,
                            coll == INCOLL_COLL_BARRIER ? 0 : bytes,
-                           (uint32_t)nranks, ctx->tune_ppn, dclass_of(dtype),
+                           (uint32_t)nranks, ctx->tune.ppn, dclass_of(dtype),
                            &entry);
     if (choice_p) {
         choice_p->path = (incoll_path_t)path;
@@ -269,8 +283,9 @@ INCOLL_API incoll_status_t incoll_ctx_table(incoll_ctx_h ctx,
     info_p->shape_matches = t->shape_ok;
     snprintf(info_p->source, sizeof(info_p->source), "%s", t->source);
     snprintf(info_p->shape, sizeof(info_p->shape), "%s", t->shape);
-    snprintf(info_p->shape_note, sizeof(info_p->shape_note), "%s",
-             t->shape_note);
+    /* clipped to the public field (a tail of words) */
+    memcpy(info_p->shape_note, t->shape_note, sizeof(info_p->shape_note) - 1);
+    info_p->shape_note[sizeof(info_p->shape_note) - 1] = '\0';
     snprintf(info_p->override, sizeof(info_p->override), "%s", t->env);
     return INCOLL_OK;
 }

@@ -177,13 +177,47 @@ static incoll_ep_t group_mcast(const place_group_t *g, int i)
     return udp_mcast_ep(mg->mc_base + (uint32_t)i);
 }
 
+/* Where p's members are (the same for every member): topology hosts and
+ * most members on one, from the ranks' joins (0 when one is unknown);
+ * the widest switch and highest level of g's tree in the topology. */
+static void pending_shape(const mgr_core_t *m, const pending_t *p,
+                          const place_group_t *g, mgr_group_shape_t *sh)
+{
+    const topo_t *topo = m->topo;
+    int *count = calloc((size_t)topo->nhosts + 1, sizeof(int));
+
+    memset(sh, 0, sizeof(*sh));
+    for (int i = 0; count != NULL && i < p->n; i++) {
+        const rank_t *rk = mgr_rank_find(p->job, p->ranks[i]);
+        if (rk == NULL || rk->host < 0 || rk->host >= topo->nhosts) {
+            sh->hosts = sh->ppn = 0;
+            break;
+        }
+        sh->hosts += count[rk->host] == 0;
+        count[rk->host]++;
+        if ((uint32_t)count[rk->host] > sh->ppn)
+            sh->ppn = (uint32_t)count[rk->host];
+    }
+    free(count);
+    for (int i = 0; g != NULL && i < g->nans; i++) {
+        int sw = g->ans[i].sw, fan = topo->sw[sw].ndown;
+        for (int h = 0; h < topo->nhosts; h++)
+            fan += topo->hosts[h].leaf == sw;
+        if (fan > sh->radix)
+            sh->radix = (uint16_t)(fan > 65535 ? 65535 : fan);
+        if (topo->sw[sw].level > sh->levels)
+            sh->levels = (uint16_t)topo->sw[sw].level;
+    }
+}
+
 /* Sends every member that asked the answer to its request: the group (if
- * g) or status and reason. */
+ * g) or status and reason, each after the members' shape. */
 static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
                            incoll_status_t status, const char *reason)
 {
     uint8_t *peers = malloc((size_t)p->n * 8);
     uint64_t lo = UINT64_MAX, hi = 0;
+    mgr_group_shape_t sh;
 
     for (int k = 0; p->opseq && k < p->n; k++) {
         if (p->who[k] == NULL)
@@ -204,11 +238,17 @@ static void answer_pending(mgr_core_t *m, pending_t *p, const place_group_t *g,
         for (int k = 0; k < 8; k++)
             peers[8 * i + k] = (uint8_t)(ep >> (8 * k));
     }
+    pending_shape(m, p, status == INCOLL_OK ? g : NULL, &sh);
     for (int i = 0; i < p->n; i++) {
         mgr_group_info_t gi;
         mgr_wbuf_t w = {0};
         if (p->who[i] == NULL)
             continue;
+        sh.req = p->reqid[i];
+        mgr_enc_group_shape(&w, &sh);
+        mgr_send_msg(m, p->who[i], MGR_GROUP_SHAPE, &w);
+        mgr_wbuf_free(&w);
+        memset(&w, 0, sizeof(w));
         memset(&gi, 0, sizeof(gi));
         gi.opseq_min = lo;
         gi.opseq_max = hi;

@@ -386,9 +386,12 @@ static int settle(mpi_call_t *c, incoll_status_t status, int *ret_p)
         return 1;
     }
     if (c->algo != INCOLL_ALGO_AUTO) {
-        /* the table's host-based algorithm: where libincoll says it ran */
+        /* the table's host-based algorithm: where libincoll says it ran
+         * (a request's own word, else the communicator's last call) */
         incoll_where_t w;
-        if (incoll_comm_where(c->icomm, &w) == INCOLL_OK && w.in_network)
+        if (c->algo_where >= 0
+                ? c->algo_where == 1
+                : incoll_comm_where(c->icomm, &w) == INCOLL_OK && w.in_network)
             L.offloaded[c->coll]++;
         else
             L.hosts[c->coll]++;
@@ -658,8 +661,9 @@ static __attribute__((noinline)) void tune_say(const mpi_call_t *c,
  * on every rank, agreed at init) sends the call to MPI's own. Its
  * arguments (collective, form, the size decide() found, the datatype and
  * the communicator's size) are the same on every rank: so is the path.
- * A host-based algorithm is kept in c->algo for a blocking allreduce;
- * the other forms run in libincoll as chosen by it. */
+ * A host-based algorithm is kept in c->algo for an allreduce of any form
+ * (incoll_allreduce_algo, incoll_iallreduce_algo,
+ * incoll_allreduce_init_algo run it). */
 static int tuned_to_mpi(mpi_call_t *c, mpi_form_t form)
 {
     uint64_t bytes = c->coll == MPI_COLL_BARRIER ? 0 : c->bytes;
@@ -674,8 +678,8 @@ static int tuned_to_mpi(mpi_call_t *c, mpi_form_t form)
                       reduction ? c->idt : INCOLL_DTYPE_COUNT, &ch);
     if (L.cfg.tune_debug)
         tune_say(c, form, bytes, &ch);
-    if (ch.path == INCOLL_PATH_HOST && form == MPI_FORM_BLOCKING &&
-        c->coll == MPI_COLL_ALLREDUCE && c->pe == NULL)
+    if (ch.path == INCOLL_PATH_HOST && c->coll == MPI_COLL_ALLREDUCE &&
+        c->pe == NULL)
         c->algo = ch.algo;
     return ch.path == INCOLL_PATH_MPI;
 }
@@ -889,6 +893,7 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
     comm_state_t *st;
 
     memset(c, 0, sizeof(*c));
+    c->algo_where = -1;
     c->coll = coll;
     c->comm = a->comm;
     c->root = a->root;

@@ -270,7 +270,10 @@ typedef struct {
     int fail;             /* an MPI code: this rank cannot take part */
     int was_in;           /* in the network at the start */
     incoll_algo_t algo;   /* the selection table's host-based algorithm
-                             (blocking allreduce), else AUTO */
+                             (allreduce, every form), else AUTO */
+    int algo_where;       /* a request on algo: 1 in the network, 0 on
+                             the hosts; -1: ask the communicator (a
+                             blocking call) */
 } mpi_call_t;
 
 /* Plans coll: 1 when libincoll runs it (c filled), 0 when MPI's own

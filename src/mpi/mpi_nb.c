@@ -170,6 +170,10 @@ static void finish(nb_rec_t *r, incoll_status_t status)
 {
     MPI_Request mreq = r->mreq;
     unlink_rec(r);
+    /* the table's host-based algorithm ran on the hosts (the request,
+     * released by its test or wait, cannot be asked any more) */
+    if (r->call.algo != INCOLL_ALGO_AUTO)
+        r->call.algo_where = r->call.algo == INCOLL_ALGO_INC;
     r->err = mpi_call_done(&r->call, status,
                            r->persistent ? MPI_FORM_PERSISTENT : MPI_FORM_NB);
     if (r->persistent) {
@@ -440,6 +444,15 @@ static incoll_status_t post(const mpi_call_t *c, int persistent,
 
     switch (c->coll) {
     case MPI_COLL_ALLREDUCE:
+        /* the selection table's host-based algorithm, in libincoll's
+         * request executor */
+        if (c->algo != INCOLL_ALGO_AUTO)
+            return persistent
+                       ? incoll_allreduce_init_algo(ic, c->algo, sb, rb,
+                                                    c->count, c->idt, c->iop,
+                                                    ireq)
+                       : incoll_iallreduce_algo(ic, c->algo, sb, rb, c->count,
+                                                c->idt, c->iop, ireq);
         return persistent ? incoll_allreduce_init(ic, sb, rb, c->count, c->idt,
                                                   c->iop, ireq)
                           : incoll_iallreduce(ic, sb, rb, c->count, c->idt,

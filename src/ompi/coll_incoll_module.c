@@ -69,8 +69,8 @@ typedef struct {
     ci_stage_t in, out;
     char *tmp[2];
     int rc;             /* the MPI code of a blocking call */
-    incoll_algo_t algo; /* a blocking allreduce's host-based algorithm,
-                           from the selection table (tuned); else AUTO */
+    incoll_algo_t algo; /* an allreduce's host-based algorithm, from the
+                           selection table (tuned); else AUTO */
 } ci_plan_t;
 
 static void plan_free(ci_plan_t *p)
@@ -293,9 +293,11 @@ static incoll_status_t launch(incoll_comm_h ic, const ci_plan_t *p,
                         : init(__VA_ARGS__, req_p))
     switch (p->coll) {
     case CI_ALLREDUCE:
-        if (form == F_BLOCKING && p->algo != INCOLL_ALGO_AUTO)
-            return incoll_allreduce_algo(ic, p->algo, p->sbuf, b, n, p->idt,
-                                         p->iop);
+        /* the selection table's host-based algorithm, in every form */
+        if (p->algo != INCOLL_ALGO_AUTO)
+            return CI_FORMS(incoll_allreduce_algo, incoll_iallreduce_algo,
+                            incoll_allreduce_init_algo, ic, p->algo, p->sbuf, b,
+                            n, p->idt, p->iop);
         return CI_FORMS(incoll_allreduce, incoll_iallreduce,
                         incoll_allreduce_init, ic, p->sbuf, b, n, p->idt,
                         p->iop);
@@ -717,8 +719,8 @@ static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
  * communicator's size) and the table the ranks agreed at init: so every
  * rank answers the same. 1: the module below runs it (the plan released,
  * counted as tuned here and in libincoll's usage counts as requested
- * elsewhere); 0: libincoll runs it, a blocking allreduce on the host-based
- * algorithm the table names when it names one.
+ * elsewhere); 0: libincoll runs it, an allreduce (of any form) on the
+ * host-based algorithm the table names when it names one.
  */
 static int tuned(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form)
 {
@@ -732,8 +734,7 @@ static int tuned(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form)
 
     incoll_select(m->icomm, (incoll_coll_t)p->coll, (incoll_form_t)form, bytes,
                   red ? p->idt : INCOLL_DTYPE_COUNT, &ch);
-    if (ch.path == INCOLL_PATH_HOST && form == F_BLOCKING &&
-        p->coll == CI_ALLREDUCE)
+    if (ch.path == INCOLL_PATH_HOST && p->coll == CI_ALLREDUCE)
         p->algo = ch.algo;
     if (ch.path != INCOLL_PATH_MPI)
         return 0;

@@ -11,7 +11,7 @@
  *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--passes N]
  *                   [--margin PCT] [--colls LIST] [--forms blocking,nb]
  *                   [--out FILE] [--shape TEXT] [--cmd TEXT]
- *                   [--save-us FILE] [--host ALGO:FILE]
+ *                   [--save-us FILE] [--host ALGO:FILE] [--only-layer]
  *
  * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
  * selection table uses (src/common/tune.h): the whole vector of an
@@ -31,10 +31,13 @@
  * for the persistent form too. --save-us FILE has rank 0 write each
  * measurement's layer column ("COLL FORM BYTES US" lines); --host
  * ALGO:FILE reads such a file, made by a run whose table sent the
- * blocking allreduce to libincoll's host-based algorithm ALGO, as a third
- * candidate for the blocking allreduce: a size goes to ALGO when it beat
- * the layer's call in libincoll by more than the margin and MPI's own did
- * not beat it by more than the margin. `incoll tune` runs it with
+ * allreduce to libincoll's host-based algorithm ALGO, as a third
+ * candidate for the allreduce (each form its own times): a size goes to
+ * ALGO when it beat the layer's call in libincoll by more than the margin
+ * and MPI's own did not beat it by more than the margin. --only-layer
+ * times the MPI_ call alone, OSU's loop (the same call each iteration, a
+ * barrier between them; `incoll tune`'s check of the table it wrote,
+ * with the table in force and without the layer). `incoll tune` runs it with
  * INCOLL_TUNE=all:*:inc, so the layer's column is the call in libincoll; run
  * with the layer's defaults it measures the table in force against MPI's own.
  */
@@ -199,16 +202,20 @@ static void verify(int c, int n, int it, int nb)
     }
 }
 
+/* 1: time the MPI_ call alone (--only-layer), OSU's loop: the same call
+ * iteration after iteration, a barrier between them. */
+static int only_layer;
+
 /* Average latency over ranks in us of the layer's call (t[1]) and MPI's
- * own (t[0]) for c, form nb, n ints. */
+ * own (t[0], 0 with only_layer) for c, form nb, n ints. */
 static void measure(int c, int n, int nb, int iters, double avg[2])
 {
     double t[2] = {0, 0};
     int warm = iters / 10 < 2 ? 2 : iters / 10;
 
     for (int it = 0; it < warm + iters; it++) {
-        for (int k = 0; k < 2; k++) {
-            int layer = (k + it) % 2;
+        for (int k = only_layer; k < 2; k++) {
+            int layer = only_layer ? 1 : (k + it) % 2;
             double t0, t1;
             prepare(c, n, it);
             PMPI_Barrier(MPI_COMM_WORLD);
@@ -256,9 +263,9 @@ static const char *decision_name(int d)
     return d == 2 ? host_algo : d ? "mpi" : "inc";
 }
 
-/* The host-based algorithm's time for the blocking allreduce of bytes,
+/* The host-based algorithm's time for the allreduce of form and bytes,
  * from the --host file; -1 when it has none. */
-static double host_us(const char *path, long bytes)
+static double host_us(const char *path, const char *want_form, long bytes)
 {
     FILE *f = path ? fopen(path, "r") : NULL;
     char coll[32], form[16];
@@ -267,7 +274,7 @@ static double host_us(const char *path, long bytes)
     if (f == NULL)
         return -1;
     while (fscanf(f, "%31s %15s %ld %lf", coll, form, &b, &us) == 4)
-        if (strcmp(coll, "allreduce") == 0 && strcmp(form, "blocking") == 0 &&
+        if (strcmp(coll, "allreduce") == 0 && strcmp(form, want_form) == 0 &&
             b == bytes)
             got = us;
     fclose(f);
@@ -344,6 +351,8 @@ int main(int argc, char **argv)
             host_algo = algo;
             host_path = strchr(v, ':') + 1;
             i++;
+        } else if (strcmp(a, "--only-layer") == 0) {
+            only_layer = 1;
         } else if (v && strcmp(a, "--shape") == 0) {
             shape = v;
             i++;
@@ -416,9 +425,11 @@ int main(int argc, char **argv)
                         avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
                 }
                 mpi[c][nb][k] = avg[0] * (1 + margin / 100) < avg[1];
-                if (host_path && c == C_ALLREDUCE && nb == 0) {
+                if (host_path && c == C_ALLREDUCE) {
                     /* rank 0's file; the decision goes to every rank */
-                    double h = rank == 0 ? host_us(host_path, sizes[k]) : 0;
+                    double h =
+                        rank == 0 ? host_us(host_path, form_names[nb], sizes[k])
+                                  : 0;
                     int d = 0;
                     if (rank == 0) {
                         double best = avg[1];
