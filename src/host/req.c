@@ -1405,7 +1405,7 @@ INCOLL_API incoll_status_t incoll_req_wait_timeout(incoll_req_h req,
     return status;
 }
 
-INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)
+incoll_status_t host_req_wait(incoll_req_h req)
 {
     incoll_status_t status = INCOLL_ERR_INVALID_ARG;
     if (req == NULL || req->detached)
@@ -1447,4 +1447,9 @@ INCOLL_API incoll_status_t incoll_req_free(incoll_req_h req)
     }
     host_unlock(ctx);
     return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)
+{
+    return host_req_wait(req);
 }

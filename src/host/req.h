@@ -192,5 +192,7 @@ int host_req_done(incoll_req_h req);
  * (then *status_p is its status and a nonpersistent req was released),
  * 0 when not yet (incoll_req_wait, incoll_req_wait_timeout). */
 int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p);
+/* Waits for req, progressing everything: its status (incoll_req_wait). */
+incoll_status_t host_req_wait(incoll_req_h req);
 
 #endif
