@@ -8,7 +8,7 @@
 #include "comm.h"
 #include "host.h"
 #include "mgr_client.h"
-#include "req.h"
+#include "lock.h"
 
 #include <stdlib.h>
 #include <string.h>

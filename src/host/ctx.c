@@ -10,6 +10,7 @@
 #include "host/counters.h"
 #include "host/hier.h"
 #include "host/host_colls.h"
+#include "host/lock.h"
 #include "host/req.h"
 
 #include "common/clock.h"
