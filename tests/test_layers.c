@@ -26,16 +26,14 @@ static const struct {
     {"shm", 1},      {"mcast", 1},     {"rdv", 1},   {"fallback", 1},
     {"comm", 1},     {"counters", 1},  {"req", 2},   {"stream", 3},
     {"inc_coll", 3}, {"allreduce", 3}, {"colls", 3}, {"hier", 3},
-    {"select", 3},   {"service", 3},   {"api", 4},
+    {"select", 3},   {"service", 3},   {"init", 4},  {"api", 4},
 };
 #define NFILES (sizeof(host_layers) / sizeof(host_layers[0]))
 
 /* The calls upward left to take out ("from to"). */
 static const char *const known_up[] = {
-    "comm allreduce", "comm hier",     "comm stream",  "ctx colls",
-    "ctx comm",       "ctx counters",  "ctx fallback", "ctx hier",
-    "ctx mcast",      "ctx rdv",       "ctx req",      "ctx select",
-    "ctx stream",     "req allreduce", "req colls",    "req stream",
+    "comm allreduce", "comm hier", "comm stream",
+    "req allreduce",  "req colls", "req stream",
 };
 #define NKNOWN (sizeof(known_up) / sizeof(known_up[0]))
 

@@ -2109,3 +2109,150 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     rec_say(comm, &st);
     return INCOLL_OK;
 }
+
+/* ---- freeing a communicator, the world's engine ---- */
+
+void host_comm_free(incoll_comm_h comm)
+{
+    host_hier_free(comm);
+    host_comm_p2p_free(comm);
+    host_stream_report(comm);
+    host_mcast_leave(comm);
+    host_counters_engine_gone(comm);
+    host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    host_comm_info_free(comm);
+    host_usage_free(comm);
+    free(comm->world_ranks);
+    free(comm->scratch);
+    free(comm);
+}
+
+incoll_status_t host_world_engine(incoll_comm_h comm, int host)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    const fabric_conf_t *conf = &ctx->conf;
+    host_engine_params_t p = ctx->eng_defaults;
+    uint64_t payload = ctx->cfg.payload;
+    host_engine_t *eng;
+
+    p.group = conf->group_id;
+    p.gen = ctx->gen;
+    /* The ANs of fabric.conf derive the same key (src/agg/agg_main.c). */
+    wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_GROUP,
+                    conf->group_id, conf->group_key, &p.key);
+    p.child = (uint16_t)fabric_conf_host_child(conf, host);
+    p.an = conf->ans[conf->hosts[host].leaf].addr;
+    p.slots = conf->slots;
+    p.max_payload = conf->payload;
+    if (payload != 0) {
+        if (payload > conf->payload)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64
+                        " exceeds the group's %u bytes; using %u",
+                        payload, conf->payload, conf->payload);
+        else if (payload < 8)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64 " is below 8; using 8",
+                        payload);
+        p.max_payload = payload > conf->payload ? conf->payload
+                        : payload < 8           ? 8
+                                                : (uint32_t)payload;
+    }
+    /* The leaf AN multicasts to the range's address of its index
+     * (src/agg/agg_main.c does the same sum). */
+    host_mcast_params(comm, udp_mcast_ep((uint32_t)conf->hosts[host].leaf),
+                      p.an, &p);
+    eng = host_engine_create(&p);
+    if (eng == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    comm->eng = eng;
+    return INCOLL_OK;
+}
+
+/* ---- waiting for a communicator's engine ---- */
+
+enum { WAIT_OP, WAIT_UNLOCK, WAIT_DATA };
+
+/* 1 while comm_wait_for waits (what: WAIT_*). */
+static int comm_waits(const host_engine_t *eng, int what)
+{
+    switch (what) {
+    case WAIT_UNLOCK:
+        return host_engine_unlock_pending(eng);
+    case WAIT_DATA:
+        return host_engine_status(eng) == INCOLL_INPROGRESS &&
+               !host_engine_data_in(eng);
+    default:
+        return host_engine_status(eng) == INCOLL_INPROGRESS;
+    }
+}
+
+/* Progresses comm's engine while its operation runs (WAIT_OP), while its
+ * background unlock does (WAIT_UNLOCK), or until a broadcast's data is in
+ * (WAIT_DATA: INCOLL_OK then, the operation still running). */
+static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    while (comm_waits(comm->eng, what)) {
+        /* The manager said the group is gone (its operations cannot
+         * end), another member recovers (it left them), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (what != WAIT_UNLOCK && host_call_expired(comm))) {
+            udp_flush(ctx->sock);
+            if (what != WAIT_UNLOCK)
+                host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        host_ctx_progress(ctx,
+                          host_call_due(comm, host_engine_deadline(comm->eng)));
+        host_engine_on_time(comm->eng, host_now_ns());
+    }
+    udp_flush(ctx->sock);
+    if (what == WAIT_DATA && host_engine_data_in(comm->eng))
+        return INCOLL_OK;
+    return host_engine_status(comm->eng);
+}
+
+incoll_status_t host_comm_wait(incoll_comm_h comm)
+{
+    incoll_status_t status = comm_wait_for(comm, WAIT_OP);
+    host_mcast_check(comm);
+    /* A lock whose operations are used up goes now, whichever
+     * collective used the last one. */
+    if (status == INCOLL_OK)
+        host_stream_end(comm);
+    return status;
+}
+
+incoll_status_t host_comm_wait_data(incoll_comm_h comm)
+{
+    return comm_wait_for(comm, WAIT_DATA);
+}
+
+void host_comm_finish_op(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    comm->linger = 0;
+    if (comm->eng == NULL || host_engine_status(comm->eng) != INCOLL_INPROGRESS)
+        return;
+    /* A broadcast that returned with its data (host_comm_wait_data): its
+     * result only acknowledges the round now. Its failure is the group's,
+     * which the next operation finds (the engine refuses it). */
+    host_engine_resume(comm->eng, host_now_ns());
+    status = comm_wait_for(comm, WAIT_OP);
+    if (status != INCOLL_OK) {
+        incoll_info("group %u: the round of a broadcast whose data was in "
+                    "failed: %s",
+                    comm->group, incoll_status_string(status));
+        host_engine_abandon(comm->eng, status);
+    }
+}
+
+incoll_status_t host_comm_settle(incoll_comm_h comm)
+{
+    host_comm_finish_op(comm);
+    if (comm->eng == NULL || !host_engine_unlock_pending(comm->eng))
+        return INCOLL_OK;
+    return comm_wait_for(comm, WAIT_UNLOCK);
+}

@@ -6,6 +6,7 @@
 
 #include "host/host.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -231,7 +232,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
     if (s->polling) {
         uint64_t until = UINT64_MAX;
         if (tsp)
-            until = host_now_ns() + (uint64_t)tsp->tv_sec * 1000000000ull +
+            until = now_ns() + (uint64_t)tsp->tv_sec * 1000000000ull +
                     (uint64_t)tsp->tv_nsec;
         wait_event_locked(s, until);
         pthread_mutex_unlock(&s->mu);

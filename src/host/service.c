@@ -14,8 +14,8 @@ incoll_status_t host_service_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                                        size_t count, incoll_dtype_t dtype,
                                        incoll_op_t op)
 {
-    LOCKED_CALL(comm, host_allreduce_algo_impl(comm, algo, sendbuf,
-                                                    recvbuf, count, dtype, op));
+    LOCKED_CALL(comm, host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf,
+                                               count, dtype, op));
 }
 
 incoll_status_t host_service_split(incoll_comm_h comm, int color, int key,

@@ -18,7 +18,7 @@
 /* The body of a blocking call on comm: takes the lock and progresses
  * (after drain's outstanding requests: NULL for none), runs call, records
  * where it ran in comm->where, gives the lock back (host_leave). */
-#define LOCKED_CALL_AFTER(comm, drain, call)                              \
+#define LOCKED_CALL_AFTER(comm, drain, call)                                   \
     do {                                                                       \
         incoll_status_t status_;                                               \
         if ((comm) == NULL)                                                    \
