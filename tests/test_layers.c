@@ -30,11 +30,8 @@ static const struct {
 };
 #define NFILES (sizeof(host_layers) / sizeof(host_layers[0]))
 
-/* The calls upward left to take out ("from to"). */
-static const char *const known_up[] = {
-    "comm allreduce", "comm hier", "comm stream",
-    "req allreduce",  "req colls", "req stream",
-};
+/* The calls upward left to take out ("from to"): none. */
+static const char *const known_up[] = {NULL};
 #define NKNOWN (sizeof(known_up) / sizeof(known_up[0]))
 
 static int file_index(const char *member)
@@ -172,9 +169,11 @@ TEST(layers_host_calls_downward, TEST_UNIT)
                 continue;
             snprintf(pair, sizeof(pair), "%s %s", host_layers[i].file,
                      host_layers[j].file);
-            for (k = 0; k < NKNOWN && strcmp(known_up[k], pair) != 0; k++)
+            for (k = 0; k < NKNOWN && known_up[k] != NULL &&
+                        strcmp(known_up[k], pair) != 0;
+                 k++)
                 ;
-            if (k < NKNOWN) {
+            if (k < NKNOWN && known_up[k] != NULL) {
                 seen[k] = 1;
                 continue;
             }
@@ -185,7 +184,7 @@ TEST(layers_host_calls_downward, TEST_UNIT)
         }
     }
     for (size_t k = 0; k < NKNOWN; k++) {
-        if (!seen[k]) {
+        if (known_up[k] != NULL && !seen[k]) {
             fprintf(stderr, "    '%s' calls up no more: take it off the list\n",
                     known_up[k]);
             bad++;

@@ -668,7 +668,7 @@ int host_comm_via_leaders(incoll_comm_h comm)
 {
     return comm != NULL &&
            ((comm == comm->ctx->world && comm->ctx->via_leaders) ||
-            host_hier_on(comm));
+            comm->ctx->up.hier_on(comm));
 }
 
 void host_comm_leave_group(incoll_comm_h comm)
@@ -800,9 +800,9 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     /* The library's own exchange: not one of the job's collectives
      * (host_usage_begin: not the outermost call). */
     host_usage_begin();
-    status =
-        host_allreduce_service(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
-                               INCOLL_UINT64, INCOLL_OP_BOR);
+    status = comm->ctx->up.allreduce(comm, INCOLL_IN_PLACE, v,
+                                     (size_t)comm->size * 2, INCOLL_UINT64,
+                                     INCOLL_OP_BOR);
     host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
@@ -1082,7 +1082,7 @@ incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status)
 
     if (comm == NULL || comm->size < 2 || host_comm_broken(comm, NULL))
         return status;
-    if (host_hier_refuse(comm, &rec))
+    if (comm->ctx->up.hier_refuse(comm, &rec))
         return rec == INCOLL_OK ? status : rec;
     rec = host_comm_abort_call(comm, HOST_ABORT_ARG);
     return rec == INCOLL_ERR_GROUP_FAILED ? rec : status;
@@ -1595,7 +1595,7 @@ static void drop_group(incoll_comm_h comm)
     host_mgr_t *mgr = mgr_of(comm->ctx);
     if (mgr && comm->group)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -1606,7 +1606,7 @@ static void drop_group(incoll_comm_h comm)
 /* Forgets comm's engine without telling the manager (its group failed). */
 static void forget_engine(incoll_comm_h comm)
 {
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -1631,7 +1631,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
     p = *host_engine_params(comm->eng);
     p.gen++;
     p.mcast = comm->mc_ep != 0;
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     eng = host_engine_create(&p);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -2114,9 +2114,9 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
 
 void host_comm_free(incoll_comm_h comm)
 {
-    host_hier_free(comm);
+    comm->ctx->up.hier_free(comm);
     host_comm_p2p_free(comm);
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -2221,7 +2221,7 @@ incoll_status_t host_comm_wait(incoll_comm_h comm)
     /* A lock whose operations are used up goes now, whichever
      * collective used the last one. */
     if (status == INCOLL_OK)
-        host_stream_end(comm);
+        comm->ctx->up.stream_end(comm);
     return status;
 }
 

@@ -126,6 +126,24 @@ typedef struct {
     void (*mgr_on_readable)(incoll_ctx_h ctx);
 } host_ctx_io_t;
 
+/*
+ * What the communicators (comm.c) call in the layers above them,
+ * registered when the context is made (src/host/init.c): the service
+ * allreduce of a split's agreement (host_allreduce_service), the
+ * hierarchy's (hier.h: host_hier_on, host_hier_refuse, host_hier_free)
+ * and the streaming lock's (host_stream_report, host_stream_end).
+ */
+typedef struct {
+    incoll_status_t (*allreduce)(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op);
+    int (*hier_on)(incoll_comm_h comm);
+    int (*hier_refuse)(incoll_comm_h comm, incoll_status_t *status_p);
+    void (*hier_free)(incoll_comm_h comm);
+    void (*stream_report)(incoll_comm_h comm);
+    void (*stream_end)(incoll_comm_h comm);
+} host_comm_up_t;
+
 struct incoll_ctx {
     host_cfg_t cfg; /* every setting, read once at init (host/cfg.h) */
     int rank;
@@ -142,6 +160,7 @@ struct incoll_ctx {
     } pkt[HOST_PKT_HANDLERS];
     int npkt;
     host_ctx_io_t io;
+    host_comm_up_t up;
     struct incoll_comm *world;
     struct incoll_comm *comms;  /* every communicator, world included */
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without
@@ -189,8 +208,9 @@ struct incoll_ctx {
     uint64_t deadline_ns; /* INCOLL_DEADLINE_MS in ns: 0 none */
     int local_rank;
     int local_size;
-    struct host_sync *sync; /* the library lock, the poller and the
-                               request threads (src/host/req.c) */
+    const struct host_req_ops *req_ops; /* the executor's (req.h) */
+    struct host_sync *sync;             /* the library lock, the poller and the
+                                           request threads (src/host/lock.c) */
     /* Without a manager, ranks sharing fabric.conf's hosts (rdv.c):
      * host_map[r] is rank r's host (NULL when each rank is a host of its
      * own), fabric_host ours; rdv the endpoint exchange; via_leaders 1

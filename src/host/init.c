@@ -15,6 +15,7 @@
 #include "host/host_colls.h"
 #include "host/lock.h"
 #include "host/req.h"
+#include "host/service.h"
 
 #include "common/clock.h"
 #include "common/settings.h"
@@ -717,7 +718,8 @@ static incoll_status_t init_fabric(incoll_ctx_h ctx,
  * timers, windows and copy thresholds, and ctx's send functions). */
 /* What the progress loop hands up: the packets of the host-based
  * algorithms (fallback.c) and of the rendezvous (rdv.c), the multicast
- * socket (mcast.c), the manager link (comm.c). */
+ * socket (mcast.c), the manager link (comm.c); what the requests'
+ * executor runs (service.c); what the communicators call above them. */
 static void init_handlers(incoll_ctx_h ctx)
 {
     static const host_ctx_io_t io = {
@@ -726,11 +728,21 @@ static void init_handlers(incoll_ctx_h ctx)
         .mgr_pollfd = host_ctx_mgr_pollfd,
         .mgr_on_readable = host_ctx_mgr_on_readable,
     };
+    static const host_comm_up_t up = {
+        .allreduce = host_allreduce_service,
+        .hier_on = host_hier_on,
+        .hier_refuse = host_hier_refuse,
+        .hier_free = host_hier_free,
+        .stream_report = host_stream_report,
+        .stream_end = host_stream_end,
+    };
     ctx->io = io;
     host_ctx_on_packet(ctx, WIRE_P2P_DATA, host_p2p_dispatch);
     host_ctx_on_packet(ctx, WIRE_P2P_ACK, host_p2p_dispatch);
     host_ctx_on_packet(ctx, WIRE_RDV_HELLO, host_rdv_dispatch);
     host_ctx_on_packet(ctx, WIRE_RDV_TABLE, host_rdv_dispatch);
+    host_req_set_ops(ctx, &host_service_req_ops);
+    ctx->up = up;
 }
 
 static void init_engine_defaults(incoll_ctx_h ctx)

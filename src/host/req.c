@@ -26,7 +26,7 @@
 #include "host/req.h"
 
 #include "host/comm.h"
-#include "host/host_colls.h"
+#include "host/counters.h"
 
 #include "common/log.h"
 
@@ -131,33 +131,13 @@ static size_t dsize_of(const struct incoll_req *r)
 /* The blocking collective of r (the thread runs it). */
 static incoll_status_t run_blocking(incoll_req_h r)
 {
-    incoll_comm_h c = r->comm;
-    incoll_status_t status;
-    switch (r->kind) {
-    case RQ_ALLREDUCE:
-        c->call_tag = r->tag;
-        status = host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
-                                          r->count, r->dtype, r->op);
-        c->call_tag = 0;
-        return status;
-    case RQ_REDUCE:
-        return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
-                                r->op, r->root);
-    case RQ_BCAST:
-        return host_bcast_impl(c, r->recvbuf, r->count, r->root);
-    case RQ_BARRIER:
-        return host_barrier_impl(c);
-    case RQ_ALLGATHER:
-        return host_allgather_impl(c, r->sendbuf, r->recvbuf, r->count);
-    case RQ_GATHER:
-        return host_gather_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
-    case RQ_SCATTER:
-        return host_scatter_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
-    case RQ_REDUCE_SCATTER:
-        return host_reduce_scatter_impl(c, r->sendbuf, r->recvbuf, r->count,
-                                        r->dtype, r->op);
-    }
-    return INCOLL_ERR_INVALID_ARG;
+    host_req_args_t a = {r->kind,  r->comm,     r->sendbuf, r->recvbuf,
+                         r->count, r->dtype,    r->op,      r->root,
+                         r->algo,  r->threaded, r->chain,   r->tag};
+    const host_req_ops_t *ops = r->comm->ctx->req_ops;
+    if ((unsigned)r->kind > RQ_REDUCE_SCATTER || ops->run[r->kind] == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    return ops->run[r->kind](&a);
 }
 
 static int overlaps(const void *a, const void *b, size_t len)
@@ -194,7 +174,7 @@ static int fast_ok(const struct incoll_req *r)
            !host_comm_pulled(c) && !host_comm_doomed_pending(c) &&
            host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype) &&
-           !host_stream_would_lock(c, r->count * ds);
+           !c->ctx->req_ops->stream_would_lock(c, r->count * ds);
 }
 
 /* Lock held: comm's queue, made at its first request (NULL without
@@ -359,7 +339,8 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
 {
     incoll_comm_h c = r->comm;
     if (status == INCOLL_OK) {
-        host_stream_end(c); /* streamed under a lock of N operations */
+        c->ctx->req_ops->stream_end(c); /* streamed under a lock of N
+                                            operations */
         if (r->kept) {
             memcpy(r->recvbuf, r->res, r->bytes);
             host_comm_result_done(c, r->count, r->dtype, r->op);
@@ -775,7 +756,7 @@ static int early_post(const host_req_args_t *a)
     incoll_req_h r;
 
     if (keep == 0 || keep > c->ctx->early_max ||
-        !host_coll_early_ok(c, coll, a->count, a->op, a->dtype) ||
+        !c->ctx->req_ops->early_ok(c, coll, a->count, a->op, a->dtype) ||
         (q = queue_of(c)) == NULL)
         return 0;
     /* Only the thread completes an operation its caller left. */
@@ -1078,6 +1059,11 @@ INCOLL_API incoll_status_t incoll_req_wait_timeout(incoll_req_h req,
     if (!host_req_wait_ns(req, timeout_ns, &status))
         return INCOLL_WAIT_TIMEOUT;
     return status;
+}
+
+void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops)
+{
+    ctx->req_ops = ops;
 }
 
 incoll_status_t host_req_wait(incoll_req_h req)

@@ -13,6 +13,8 @@
 
 #include "host/lock.h"
 
+#include "core/algo.h"
+
 #include <poll.h>
 #include <stdint.h>
 #include <time.h>
@@ -96,6 +98,23 @@ typedef struct {
     incoll_status_t *chain;
     uint32_t tag; /* the call's tag (incoll_comm.call_tag) while it runs */
 } host_req_args_t;
+
+/*
+ * What the executor takes from the layers above it: the collective of a
+ * request by its kind (with the lock held, in the communicator's thread
+ * or the caller's), whether a rooted call may return early
+ * (host_coll_early_ok), and the streaming lock's (host_stream_end,
+ * host_stream_would_lock). Set on the context when it is made
+ * (src/host/init.c, host_req_set_ops), before any request.
+ */
+typedef struct host_req_ops {
+    incoll_status_t (*run[RQ_REDUCE_SCATTER + 1])(const host_req_args_t *a);
+    int (*early_ok)(incoll_comm_h comm, algo_coll_t coll, size_t count,
+                    incoll_op_t op, incoll_dtype_t dtype);
+    void (*stream_end)(incoll_comm_h comm);
+    int (*stream_would_lock)(incoll_comm_h comm, size_t bytes);
+} host_req_ops_t;
+void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops);
 
 /*
  * Early returns (INCOLL_EARLY_MAX, docs/nonblocking.md). host_enter() for

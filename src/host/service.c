@@ -6,8 +6,72 @@
 
 #include "host/comm.h"
 #include "host/host.h"
+#include "host/counters.h"
 #include "host/host_colls.h"
 #include "host/req.h"
+
+/* The executor's operations (req.h): each request kind's implementation. */
+static incoll_status_t run_allreduce(const host_req_args_t *a)
+{
+    incoll_status_t status;
+    a->comm->call_tag = a->tag;
+    status = host_allreduce_algo_impl(a->comm, a->algo, a->sendbuf, a->recvbuf,
+                                      a->count, a->dtype, a->op);
+    a->comm->call_tag = 0;
+    return status;
+}
+
+static incoll_status_t run_reduce(const host_req_args_t *a)
+{
+    return host_reduce_impl(a->comm, a->sendbuf, a->recvbuf, a->count, a->dtype,
+                            a->op, a->root);
+}
+
+static incoll_status_t run_bcast(const host_req_args_t *a)
+{
+    return host_bcast_impl(a->comm, a->recvbuf, a->count, a->root);
+}
+
+static incoll_status_t run_barrier(const host_req_args_t *a)
+{
+    return host_barrier_impl(a->comm);
+}
+
+static incoll_status_t run_allgather(const host_req_args_t *a)
+{
+    return host_allgather_impl(a->comm, a->sendbuf, a->recvbuf, a->count);
+}
+
+static incoll_status_t run_gather(const host_req_args_t *a)
+{
+    return host_gather_impl(a->comm, a->sendbuf, a->recvbuf, a->count, a->root);
+}
+
+static incoll_status_t run_scatter(const host_req_args_t *a)
+{
+    return host_scatter_impl(a->comm, a->sendbuf, a->recvbuf, a->count,
+                             a->root);
+}
+
+static incoll_status_t run_reduce_scatter(const host_req_args_t *a)
+{
+    return host_reduce_scatter_impl(a->comm, a->sendbuf, a->recvbuf, a->count,
+                                    a->dtype, a->op);
+}
+
+const host_req_ops_t host_service_req_ops = {
+    .run = {[RQ_ALLREDUCE] = run_allreduce,
+            [RQ_REDUCE] = run_reduce,
+            [RQ_BCAST] = run_bcast,
+            [RQ_BARRIER] = run_barrier,
+            [RQ_ALLGATHER] = run_allgather,
+            [RQ_GATHER] = run_gather,
+            [RQ_SCATTER] = run_scatter,
+            [RQ_REDUCE_SCATTER] = run_reduce_scatter},
+    .early_ok = host_coll_early_ok,
+    .stream_end = host_stream_end,
+    .stream_would_lock = host_stream_would_lock,
+};
 
 incoll_status_t host_service_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                                        const void *sendbuf, void *recvbuf,

@@ -32,6 +32,9 @@
 /* A collective of comm: after comm's outstanding requests. */
 #define LOCKED_CALL(comm, call) LOCKED_CALL_AFTER(comm, comm, call)
 
+/* The executor's operations (req.h), set on every context at init. */
+extern const struct host_req_ops host_service_req_ops;
+
 /* incoll_allreduce_algo. */
 incoll_status_t host_service_allreduce(incoll_comm_h comm, incoll_algo_t algo,
                                        const void *sendbuf, void *recvbuf,
