@@ -149,7 +149,7 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
             tsp = &ts;
         }
         /* poll() skips the manager's entry while its fd is -1. */
-        /* Gives the library lock up while blocked (src/host/req.c). */
+        /* Gives the library lock up while blocked (src/host/lock.c). */
         if (host_sync_ppoll(ctx, pfd, pfd[2].fd >= 0 ? 3 : 2, tsp) > 0 &&
             (pfd[0].revents & POLLIN))
             n = udp_recv_batch(ctx->sock, msgs, 64);
