@@ -419,7 +419,12 @@ static void hier_drop(struct host_hier *h)
         h->leaders = NULL;
         if (l->hier)
             l->hier->owner = NULL;
-        host_service_destroy(l);
+        /* Inside a call (the communicator's destruction, a failed set-up)
+         * with the lock, or at incoll_finalize without it. */
+        if (host_lock_held(l->ctx))
+            (void)host_service_destroy_locked(l);
+        else
+            (void)host_service_destroy(l);
     }
 }
 
@@ -721,20 +726,20 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
         incoll_comm_h l = NULL;
         /* The leaders of a shared world in host order: member h is
          * fabric.conf's host h in the world group. */
-        status = host_service_split(
+        status = host_service_split_locked(
             comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
             shared ? comm->ctx->fabric_host : comm->rank, &l);
         if (status == INCOLL_OK && l != NULL && shared) {
             status = host_comm_take_world_group(l, comm->ctx->fabric_host);
             if (status != INCOLL_OK) {
-                host_service_destroy(l);
+                host_service_destroy_locked(l);
                 l = NULL;
             }
         }
         if (status == INCOLL_OK && l != NULL) {
             l->hier = calloc(1, sizeof(*l->hier));
             if (l->hier == NULL) {
-                host_service_destroy(l);
+                host_service_destroy_locked(l);
                 status = INCOLL_ERR_NO_MEMORY;
             } else {
                 l->hier->state = HIER_LEADERS;
@@ -1152,9 +1157,9 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
             reduce_n(op, dtype, recv + off, src, h->nlocal, len / p.dsize);
         if (net && inline_net) {
             h->leaders->call_tag = comm->call_tag;
-            status =
-                host_service_allreduce(h->leaders, algo, INCOLL_IN_PLACE,
-                                       recv + off, len / p.dsize, dtype, op);
+            status = host_service_allreduce_locked(h->leaders, algo,
+                                                   INCOLL_IN_PLACE, recv + off,
+                                                   len / p.dsize, dtype, op);
             h->leaders->call_tag = 0;
             net = 0; /* publish() has no request to wait for */
             if (status != INCOLL_OK)

@@ -144,6 +144,18 @@ void host_relock(incoll_ctx_h ctx, int depth)
     pthread_mutex_unlock(&s->mu);
 }
 
+int host_lock_held(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx ? ctx->sync : NULL;
+    int held;
+    if (s == NULL)
+        return 0;
+    pthread_mutex_lock(&s->mu);
+    held = host_sync_held(s);
+    pthread_mutex_unlock(&s->mu);
+    return held;
+}
+
 void host_lock(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx ? ctx->sync : NULL;

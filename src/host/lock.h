@@ -60,6 +60,8 @@ void host_sync_destroy(incoll_ctx_h ctx);
  * without sync is a no-op. */
 void host_lock(incoll_ctx_h ctx);
 void host_unlock(incoll_ctx_h ctx);
+/* 1 when the calling thread holds ctx's library lock. */
+int host_lock_held(incoll_ctx_h ctx);
 /* Gives the library lock up whole (and the caller's outer lock) while
  * the calling thread blocks outside the library; returns the depth that
  * host_relock() takes it back with. */

@@ -104,3 +104,36 @@ incoll_status_t host_service_destroy(incoll_comm_h comm)
     host_unlock(ctx);
     return status == INCOLL_OK ? early : status;
 }
+
+/* The same with the lock already held by the caller: no progress, no wait
+ * for earlier requests, no early error taken (what a call made inside
+ * another does). */
+incoll_status_t
+host_service_allreduce_locked(incoll_comm_h comm, incoll_algo_t algo,
+                              const void *sendbuf, void *recvbuf, size_t count,
+                              incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status;
+    host_where_begin();
+    status = host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf, count,
+                                      dtype, op);
+    comm->where = host_where_end(comm);
+    return status;
+}
+
+incoll_status_t host_service_split_locked(incoll_comm_h comm, int color,
+                                          int key, incoll_comm_h *newcomm_p)
+{
+    incoll_status_t status;
+    host_where_begin();
+    status = host_comm_split_impl(comm, color, key, newcomm_p);
+    comm->where = host_where_end(comm);
+    return status;
+}
+
+incoll_status_t host_service_destroy_locked(incoll_comm_h comm)
+{
+    if (comm != comm->ctx->world)
+        host_req_comm_fini(comm);
+    return host_comm_destroy_impl(comm);
+}

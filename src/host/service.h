@@ -46,4 +46,15 @@ incoll_status_t host_service_split(incoll_comm_h comm, int color, int key,
 /* incoll_comm_destroy. */
 incoll_status_t host_service_destroy(incoll_comm_h comm);
 
+/* The same, called with the library lock held (inside another call):
+ * they do not take it again, progress, wait for comm's earlier requests
+ * or take an early operation's error; they record where the call ran. */
+incoll_status_t
+host_service_allreduce_locked(incoll_comm_h comm, incoll_algo_t algo,
+                              const void *sendbuf, void *recvbuf, size_t count,
+                              incoll_dtype_t dtype, incoll_op_t op);
+incoll_status_t host_service_split_locked(incoll_comm_h comm, int color,
+                                          int key, incoll_comm_h *newcomm_p);
+incoll_status_t host_service_destroy_locked(incoll_comm_h comm);
+
 #endif
