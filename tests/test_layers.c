@@ -22,22 +22,16 @@ static const struct {
     const char *file;
     int layer;
 } host_layers[] = {
-    {"cfg", 0},       {"ctx", 0},   {"mgr_client", 1}, {"shm", 1},
-    {"mcast", 1},     {"rdv", 1},   {"fallback", 1},   {"comm", 1},
-    {"counters", 1},  {"req", 2},   {"stream", 3},     {"inc_coll", 3},
-    {"allreduce", 3}, {"colls", 3}, {"hier", 3},       {"select", 3},
-    {"api", 4},
+    {"cfg", 0},      {"lock", 0},      {"ctx", 0},   {"mgr_client", 1},
+    {"shm", 1},      {"mcast", 1},     {"rdv", 1},   {"fallback", 1},
+    {"comm", 1},     {"counters", 1},  {"req", 2},   {"stream", 3},
+    {"inc_coll", 3}, {"allreduce", 3}, {"colls", 3}, {"hier", 3},
+    {"select", 3},   {"service", 3},   {"init", 4},  {"api", 4},
 };
 #define NFILES (sizeof(host_layers) / sizeof(host_layers[0]))
 
-/* The calls upward left to take out ("from to"). */
-static const char *const known_up[] = {
-    "comm allreduce", "comm hier",  "comm stream",  "counters req",
-    "ctx colls",      "ctx comm",   "ctx counters", "ctx fallback",
-    "ctx hier",       "ctx mcast",  "ctx rdv",      "ctx req",
-    "ctx select",     "ctx stream", "hier api",     "req allreduce",
-    "req colls",      "req stream", "shm req",
-};
+/* The calls upward left to take out ("from to"): none. */
+static const char *const known_up[] = {NULL};
 #define NKNOWN (sizeof(known_up) / sizeof(known_up[0]))
 
 static int file_index(const char *member)
@@ -175,9 +169,11 @@ TEST(layers_host_calls_downward, TEST_UNIT)
                 continue;
             snprintf(pair, sizeof(pair), "%s %s", host_layers[i].file,
                      host_layers[j].file);
-            for (k = 0; k < NKNOWN && strcmp(known_up[k], pair) != 0; k++)
+            for (k = 0; k < NKNOWN && known_up[k] != NULL &&
+                        strcmp(known_up[k], pair) != 0;
+                 k++)
                 ;
-            if (k < NKNOWN) {
+            if (k < NKNOWN && known_up[k] != NULL) {
                 seen[k] = 1;
                 continue;
             }
@@ -188,7 +184,7 @@ TEST(layers_host_calls_downward, TEST_UNIT)
         }
     }
     for (size_t k = 0; k < NKNOWN; k++) {
-        if (!seen[k]) {
+        if (known_up[k] != NULL && !seen[k]) {
             fprintf(stderr, "    '%s' calls up no more: take it off the list\n",
                     known_up[k]);
             bad++;

@@ -316,7 +316,7 @@ static int add_world_group(agg_daemon_t *d)
     }
     memset(&gp, 0, sizeof(gp));
     gp.id = conf->group_id;
-    /* The members derive the same key (src/host/ctx.c). */
+    /* The members derive the same key (src/host/comm.c). */
     wire_key_derive(d->has_secret ? d->secret : NULL, WIRE_KEY_GROUP,
                     conf->group_id, conf->group_key, &gp.key);
     gp.nchildren = n;
@@ -326,7 +326,7 @@ static int add_world_group(agg_daemon_t *d)
     gp.slots = conf->slots;
     gp.max_payload = conf->payload;
     /* The world group's hosts under this AN listen on the range's address
-     * of the AN's index (src/host/ctx.c does the same sum). */
+     * of the AN's index (src/host/comm.c does the same sum). */
     for (int i = 0; i < n; i++)
         if (mykinds[i] < 0 && d->mcast)
             gp.mcast = udp_mcast_ep((uint32_t)d->me);

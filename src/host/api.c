@@ -13,6 +13,7 @@
 #include "host/host.h"
 #include "host/host_colls.h"
 #include "host/req.h"
+#include "host/service.h"
 
 #include "common/fabric_conf.h"
 #include "common/log.h"
@@ -26,21 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* The body of every blocking wrapper below. */
-#define LOCKED_CALL_AFTER(comm, drain, call)                                   \
-    do {                                                                       \
-        incoll_status_t status_;                                               \
-        if ((comm) == NULL)                                                    \
-            return INCOLL_ERR_INVALID_ARG;                                     \
-        host_enter((comm)->ctx, (drain));                                      \
-        host_where_begin();                                                    \
-        status_ = (call);                                                      \
-        (comm)->where = host_where_end(comm);                                  \
-        return host_leave((comm), status_);                                    \
-    } while (0)
-/* A collective of comm: after comm's outstanding requests. */
-#define LOCKED_CALL(comm, call) LOCKED_CALL_AFTER(comm, comm, call)
 
 /* A rooted collective from which some members return early
  * (host_enter_early): the call as a request, and the blocking call. */
@@ -72,8 +58,8 @@ INCOLL_API incoll_status_t incoll_allreduce_algo(
     incoll_comm_h comm, incoll_algo_t algo, const void *sendbuf, void *recvbuf,
     size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {
-    LOCKED_CALL(comm, host_allreduce_algo_impl(comm, algo, sendbuf, recvbuf,
-                                               count, dtype, op));
+    return host_service_allreduce(comm, algo, sendbuf, recvbuf, count, dtype,
+                                  op);
 }
 
 INCOLL_API incoll_status_t incoll_reduce(incoll_comm_h comm,
@@ -147,7 +133,7 @@ INCOLL_API incoll_status_t incoll_comm_unlock(incoll_comm_h comm)
 INCOLL_API incoll_status_t incoll_comm_split(incoll_comm_h comm, int color,
                                              int key, incoll_comm_h *newcomm_p)
 {
-    LOCKED_CALL(comm, host_comm_split_impl(comm, color, key, newcomm_p));
+    return host_service_split(comm, color, key, newcomm_p);
 }
 
 /* Not a collective of comm (the members ask the manager, not comm's
@@ -164,19 +150,7 @@ INCOLL_API incoll_status_t incoll_comm_create(incoll_comm_h comm, int nranks,
 
 INCOLL_API incoll_status_t incoll_comm_destroy(incoll_comm_h comm)
 {
-    incoll_status_t status, early;
-    incoll_ctx_h ctx;
-    if (comm == NULL)
-        return INCOLL_ERR_INVALID_ARG;
-    ctx = comm->ctx;
-    host_enter(ctx, comm);
-    /* The error of an operation that returned early, not taken yet. */
-    early = host_early_take(comm, INCOLL_OK);
-    if (comm != ctx->world)
-        host_req_comm_fini(comm);
-    status = host_comm_destroy_impl(comm);
-    host_unlock(ctx);
-    return status == INCOLL_OK ? early : status;
+    return host_service_destroy(comm);
 }
 
 /* ---- nonblocking and persistent forms ---- */

@@ -83,49 +83,6 @@ static incoll_status_t inc_run(incoll_comm_h comm, const host_coll_args_t *a)
     }
 }
 
-/* Where this thread's collective ran (host_where_note). */
-static _Thread_local host_where_t where_now = {0, INCOLL_WHY_NONE};
-
-void host_where_begin(void)
-{
-    where_now.in_net = 0;
-    where_now.why = INCOLL_WHY_NONE;
-}
-
-void host_where_note(int in_net, incoll_why_t why)
-{
-    where_now.in_net = in_net;
-    where_now.why = why;
-}
-
-host_where_t host_where_end(incoll_comm_h comm)
-{
-    host_where_t w = where_now;
-    if (w.why == INCOLL_WHY_NONE) {
-        w.in_net = incoll_comm_offloaded(comm, NULL);
-        w.why = w.in_net ? INCOLL_WHY_NETWORK : INCOLL_WHY_NO_GROUP;
-    }
-    return w;
-}
-
-void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out)
-{
-    const char *why = NULL;
-    out->in_network = w.in_net;
-    out->why = w.why;
-    if (w.why == INCOLL_WHY_NO_GROUP && comm != NULL &&
-        !incoll_comm_offloaded(comm, &why) && why != NULL)
-        snprintf(out->text, sizeof(out->text), "%s: %s",
-                 incoll_why_string(w.why), why);
-    else
-        snprintf(out->text, sizeof(out->text), "%s", incoll_why_string(w.why));
-}
-
-int host_coll_last_in_net(void)
-{
-    return where_now.in_net;
-}
-
 /* Notes a collective that runs on the hosts by the host-based algorithm
  * algo (>= 0 when the caller asked for it): why not in the network. */
 static void note_hosts(incoll_comm_h comm, int algo, const host_coll_args_t *a,
@@ -543,9 +500,9 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     host_usage_begin();
     status = coll_run(comm, algo, a);
     if (status == INCOLL_OK)
-        host_usage_note(comm, where_now.in_net ? -1
-                              : algo >= 0      ? MGR_FB_REQUESTED
-                                               : host_comm_fb_reason(comm));
+        host_usage_note(comm, host_coll_last_in_net() ? -1
+                              : algo >= 0             ? MGR_FB_REQUESTED
+                                          : host_comm_fb_reason(comm));
     host_usage_end();
     host_call_end(comm);
     return status;

@@ -675,7 +675,7 @@ int host_comm_via_leaders(incoll_comm_h comm)
 {
     return comm != NULL &&
            ((comm == comm->ctx->world && comm->ctx->via_leaders) ||
-            host_hier_on(comm));
+            comm->ctx->up.hier_on(comm));
 }
 
 void host_comm_leave_group(incoll_comm_h comm)
@@ -807,9 +807,9 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     /* The library's own exchange: not one of the job's collectives
      * (host_usage_begin: not the outermost call). */
     host_usage_begin();
-    status =
-        host_allreduce_service(comm, INCOLL_IN_PLACE, v, (size_t)comm->size * 2,
-                               INCOLL_UINT64, INCOLL_OP_BOR);
+    status = comm->ctx->up.allreduce(comm, INCOLL_IN_PLACE, v,
+                                     (size_t)comm->size * 2, INCOLL_UINT64,
+                                     INCOLL_OP_BOR);
     host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
@@ -1089,7 +1089,7 @@ incoll_status_t host_comm_refuse(incoll_comm_h comm, incoll_status_t status)
 
     if (comm == NULL || comm->size < 2 || host_comm_broken(comm, NULL))
         return status;
-    if (host_hier_refuse(comm, &rec))
+    if (comm->ctx->up.hier_refuse(comm, &rec))
         return rec == INCOLL_OK ? status : rec;
     rec = host_comm_abort_call(comm, HOST_ABORT_ARG);
     return rec == INCOLL_ERR_GROUP_FAILED ? rec : status;
@@ -1602,7 +1602,7 @@ static void drop_group(incoll_comm_h comm)
     host_mgr_t *mgr = mgr_of(comm->ctx);
     if (mgr && comm->group)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -1613,7 +1613,7 @@ static void drop_group(incoll_comm_h comm)
 /* Forgets comm's engine without telling the manager (its group failed). */
 static void forget_engine(incoll_comm_h comm)
 {
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -1638,7 +1638,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
     p = *host_engine_params(comm->eng);
     p.gen++;
     p.mcast = comm->mc_ep != 0;
-    host_stream_report(comm);
+    comm->ctx->up.stream_report(comm);
     eng = host_engine_create(&p);
     host_counters_engine_gone(comm);
     host_engine_destroy(comm->eng);
@@ -1892,38 +1892,40 @@ static incoll_status_t rec_regroup(incoll_comm_h comm, incoll_comm_h sh,
     return INCOLL_OK;
 }
 
-incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
-                                       const host_rec_call_t *call, int why,
-                                       int *done_p)
-{
-    struct host_comm_info *info = info_of(comm);
-    host_mgr_t *mgr = mgr_of(comm->ctx);
-    incoll_status_t status;
-    host_rec_action_t act = HOST_REC_FAIL;
-    uint64_t ran = 0, mine, lo = 0, hi = 0;
-    uint32_t req = 0;
-    int asked = 0, failure, mismatch, joined;
-    uint64_t epos;
-    incoll_comm_h sh;
+/* One recovery's state, shared by the steps of host_comm_recover_coll. */
+typedef struct {
+    host_mgr_t *mgr;
+    uint64_t mine; /* the operation this member is at */
+    uint64_t epos; /* the erroneous call's position (this member's) */
+    uint64_t lo, hi;
+    int why;
+    int failure; /* this member gave its group up */
+    int joined;  /* pulled in by another member's recovery */
+    int asked;   /* asked the manager for a new group (request req) */
+    uint32_t req;
     int64_t v[17], code;
-    int failed = 0;
+    host_rec_action_t act;
+} rec_state_t;
 
-    *done_p = 0;
-    if (info == NULL)
-        return INCOLL_ERR_NO_MEMORY;
-    if (info->broken)
-        return INCOLL_ERR_GROUP_FAILED;
-    if (comm->eng)
-        ran = host_engine_counters(comm->eng)->ops;
+/* Where this member is, and why it recovers. INCOLL_ERR_TIMEOUT when the
+ * call's deadline passed: it returns now and the members agree at its
+ * next call. */
+static incoll_status_t rec_start(incoll_comm_h comm, int started,
+                                 const host_rec_call_t *call, rec_state_t *st)
+{
+    struct host_comm_info *info = comm->info;
+    uint64_t ran = comm->eng ? host_engine_counters(comm->eng)->ops : 0;
+
     /* The operation this member is at: the one that failed, or the next. */
-    mine = info->opbase + ran - (started && ran ? 1 : 0);
-    epos = mine;
-    if (why == HOST_ABORT_DEADLINE && info->pending_why == HOST_ABORT_NONE) {
+    st->mine = info->opbase + ran - (started && ran ? 1 : 0);
+    st->epos = st->mine;
+    if (st->why == HOST_ABORT_DEADLINE &&
+        info->pending_why == HOST_ABORT_NONE) {
         /* The call returns now, as its deadline says; its operation is
          * given up here. The members agree at this member's next call
          * that it failed (the others may be in it still, or have it). */
-        info->pending_why = why;
-        info->pending_pos = mine;
+        info->pending_why = st->why;
+        info->pending_pos = st->mine;
         incoll_error("comm %016" PRIx64 ": the call's deadline passed "
                      "(INCOLL_DEADLINE_MS): it fails; the ranks agree on "
                      "it at the next call",
@@ -1933,76 +1935,154 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
     if (info->pending_why != HOST_ABORT_NONE) {
         /* This member's earlier call failed alone: that is the erroneous
          * one, at its position. */
-        why = info->pending_why;
-        epos = info->pending_pos;
+        st->why = info->pending_why;
+        st->epos = info->pending_pos;
         info->pending_why = HOST_ABORT_NONE;
     }
-    failure = why == HOST_ABORT_NONE;
-    joined = why == HOST_ABORT_PULLED;
+    st->failure = st->why == HOST_ABORT_NONE;
+    st->joined = st->why == HOST_ABORT_PULLED;
     info->pulled = 0;
     info->recovering = 1;
     if (call != NULL)
         info->serve_later = 0;
-    /* A failure: the group is no more. First tell the manager (a request
-     * of the next generation makes it tear the failed group down and tell
-     * the members outside a call, who then join at their next call); the
-     * answer is taken after the agreement, when every member has asked.
-     * An erroneous call leaves the group as it is until the members agree
-     * (below). */
-    if (failure) {
-        forget_engine(comm);
-        if (mgr && info->rebuilt < 2) {
-            info->rebuilt++;
-            info->gen++;
-            asked = group_ask(comm, info->gen, mine, &req) == INCOLL_OK;
-        } else {
-            snprintf(info->why, sizeof(info->why), "%s",
-                     mgr == NULL ? "its fabric group failed and there is no "
+    return INCOLL_OK;
+}
+
+/* A failure: the group is no more. First tell the manager (a request of
+ * the next generation makes it tear the failed group down and tell the
+ * members outside a call, who then join at their next call); the answer
+ * is taken after the agreement, when every member has asked. */
+static void rec_give_up(incoll_comm_h comm, rec_state_t *st)
+{
+    struct host_comm_info *info = comm->info;
+
+    forget_engine(comm);
+    if (st->mgr && info->rebuilt < 2) {
+        info->rebuilt++;
+        info->gen++;
+        st->asked = group_ask(comm, info->gen, st->mine, &st->req) == INCOLL_OK;
+    } else {
+        snprintf(info->why, sizeof(info->why), "%s",
+                 st->mgr == NULL ? "its fabric group failed and there is no "
                                    "manager to make another"
                                  : "its fabric groups failed three times");
-        }
     }
-    sh = recover_comm(comm);
-    if (sh == NULL) {
-        status = INCOLL_ERR_NO_MEMORY;
-        snprintf(info->why, sizeof(info->why),
-                 "no recovery channel (no memory, or no peer endpoints)");
-        goto fail;
-    }
-again:
-    /* Where every member is (with blocking collectives at most one
-     * operation apart, docs/failures.md), whether one saw an erroneous
-     * call (the reason and who saw it), whether one asked the manager
-     * for a new group, and every member's call. Only this agreement says
-     * so, never the manager. */
+}
+
+/* Where every member is (with blocking collectives at most one operation
+ * apart, docs/failures.md), whether one saw an erroneous call (the reason
+ * and who saw it), whether one asked the manager for a new group, and
+ * every member's call, agreed over sh into st->v, lo, hi and code. Only
+ * this agreement says so, never the manager. */
+static incoll_status_t rec_agree_where(incoll_comm_h comm, incoll_comm_h sh,
+                                       const host_rec_call_t *call,
+                                       rec_state_t *st)
+{
+    struct host_comm_info *info = comm->info;
+    int64_t *v = st->v;
+    incoll_status_t status;
+
     for (int i = 0; i < 17; i++)
         v[i] = INT64_MIN;
-    v[0] = (int64_t)mine;
-    v[1] = -(int64_t)mine;
-    v[2] = failure || joined ? -1 : (int64_t)why << 24 | comm->rank;
-    v[3] = failure; /* this member gave its group up */
+    v[0] = (int64_t)st->mine;
+    v[1] = -(int64_t)st->mine;
+    v[2] = st->failure || st->joined ? -1 : (int64_t)st->why << 24 | comm->rank;
+    v[3] = st->failure; /* this member gave its group up */
     call_put(v + 4, call);
     /* The call the erroneous one is (its member's position), and whether
      * a member cannot give the result of the operation before its own
      * (none kept: members behind then cannot take it). */
-    v[14] = failure || joined ? INT64_MIN : (int64_t)epos;
-    v[15] = !(info->saved && info->saved_op + 1 == mine);
+    v[14] = st->failure || st->joined ? INT64_MIN : (int64_t)st->epos;
+    v[15] = !(info->saved && info->saved_op + 1 == st->mine);
     /* A member outside a call (its thread took part for it,
      * host_comm_serve_idle): where it is, as MAX of the negation (the
      * lowest such member). */
-    v[16] = call == NULL ? -(int64_t)mine : INT64_MIN;
+    v[16] = call == NULL ? -(int64_t)st->mine : INT64_MIN;
     status = agree_max(sh, v, 17);
     if (status != INCOLL_OK) {
         snprintf(info->why, sizeof(info->why),
                  "the members did not agree where they are after a failure: "
                  "%s",
                  incoll_status_string(status));
-        goto fail;
+        return status;
     }
-    hi = (uint64_t)v[0];
-    lo = (uint64_t)-v[1];
-    code = v[2];
-    if (v[16] != INT64_MIN && (uint64_t)-v[16] == lo && lo != hi) {
+    st->hi = (uint64_t)v[0];
+    st->lo = (uint64_t)-v[1];
+    st->code = v[2];
+    return INCOLL_OK;
+}
+
+/* The recovery failed: the communicator is broken for good. */
+static incoll_status_t rec_fail(incoll_comm_h comm, rec_state_t *st,
+                                int *done_p)
+{
+    struct host_comm_info *info = comm->info;
+
+    *done_p = 0;
+    if (st->asked)
+        host_mgr_forget(st->mgr, st->req);
+    drop_group(comm);
+    info->broken = 1;
+    info->recovering = 0;
+    incoll_error("comm %016" PRIx64 ": recovery after a failed in-network "
+                 "operation failed (this member at operation %" PRIu64
+                 ", %s): %s; every later collective on it fails",
+                 info->id, st->mine, host_recovery_action_name(st->act),
+                 info->why);
+    return INCOLL_ERR_GROUP_FAILED;
+}
+
+/* Says how a recovery after a failure ended. */
+static void rec_say(incoll_comm_h comm, const rec_state_t *st)
+{
+    struct host_comm_info *info = comm->info;
+
+    incoll_info(
+        "comm %016" PRIx64 ": recovered after a failure: members at "
+        "operations %" PRIu64 "..%" PRIu64 ", this one at %" PRIu64 " (%s)",
+        info->id, st->lo, st->hi, st->mine, host_recovery_action_name(st->act));
+    if (comm->eng)
+        incoll_info("comm %016" PRIx64 ": %s group %u", info->id,
+                    st->v[3] > 0 ? "rebuilt on" : "goes on on", comm->group);
+    else
+        say_why(comm);
+}
+
+incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
+                                       const host_rec_call_t *call, int why,
+                                       int *done_p)
+{
+    struct host_comm_info *info = info_of(comm);
+    rec_state_t st = {
+        .mgr = mgr_of(comm->ctx), .why = why, .act = HOST_REC_FAIL};
+    incoll_status_t status;
+    incoll_comm_h sh;
+    int mismatch, failed = 0;
+
+    *done_p = 0;
+    if (info == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    if (info->broken)
+        return INCOLL_ERR_GROUP_FAILED;
+    status = rec_start(comm, started, call, &st);
+    if (status != INCOLL_OK)
+        return status;
+    /* An erroneous call leaves the group as it is until the members agree
+     * (below). */
+    if (st.failure)
+        rec_give_up(comm, &st);
+    sh = recover_comm(comm);
+    if (sh == NULL) {
+        snprintf(info->why, sizeof(info->why),
+                 "no recovery channel (no memory, or no peer endpoints)");
+        return rec_fail(comm, &st, done_p);
+    }
+    for (;;) {
+        if (rec_agree_where(comm, sh, call, &st) != INCOLL_OK)
+            return rec_fail(comm, &st, done_p);
+        if (st.v[16] == INT64_MIN || (uint64_t)-st.v[16] != st.lo ||
+            st.lo == st.hi)
+            break;
         /* A member outside a call is behind: it has no call to take the
          * result into. Every member leaves this round alike; that member
          * joins the next at its next call, the others start it now. */
@@ -2014,46 +2094,172 @@ again:
                         info->id);
             return INCOLL_OK;
         }
-        goto again;
     }
     /* Members at one operation that describe it differently called
      * different collectives, or the same with different arguments: that
      * call fails on every member, never run again on the hosts. */
-    mismatch = lo == hi ? call_differs(v + 4) : WIRE_MISMATCH_NONE;
-    if (code < 0 && mismatch != WIRE_MISMATCH_NONE)
-        code = (int64_t)mismatch << 24 | comm->rank;
-    status = rec_decide(comm, sh, call, started, v, lo, hi, mine, code, &act,
-                        done_p, &failed);
+    mismatch = st.lo == st.hi ? call_differs(st.v + 4) : WIRE_MISMATCH_NONE;
+    if (st.code < 0 && mismatch != WIRE_MISMATCH_NONE)
+        st.code = (int64_t)mismatch << 24 | comm->rank;
+    status = rec_decide(comm, sh, call, started, st.v, st.lo, st.hi, st.mine,
+                        st.code, &st.act, done_p, &failed);
     if (failed)
-        goto fail;
-    info->opbase = hi;
+        return rec_fail(comm, &st, done_p);
+    info->opbase = st.hi;
     renew_p2p(comm);
-    if (rec_regroup(comm, sh, mgr, mine, v[3] > 0, &asked, &req) != INCOLL_OK)
-        goto fail;
+    if (rec_regroup(comm, sh, st.mgr, st.mine, st.v[3] > 0, &st.asked,
+                    &st.req) != INCOLL_OK)
+        return rec_fail(comm, &st, done_p);
     recovery_end(comm, sh);
-    if (code >= 0)
+    if (st.code >= 0)
         return status; /* OK without done: hi's members run the call */
-    incoll_info("comm %016" PRIx64 ": recovered after a failure: members at "
-                "operations %" PRIu64 "..%" PRIu64 ", this one at %" PRIu64
-                " (%s)",
-                info->id, lo, hi, mine, host_recovery_action_name(act));
-    if (comm->eng)
-        incoll_info("comm %016" PRIx64 ": %s group %u", info->id,
-                    v[3] > 0 ? "rebuilt on" : "goes on on", comm->group);
-    else
-        say_why(comm);
+    rec_say(comm, &st);
     return INCOLL_OK;
+}
 
-fail:
-    *done_p = 0;
-    if (asked)
-        host_mgr_forget(mgr, req);
-    drop_group(comm);
-    info->broken = 1;
-    info->recovering = 0;
-    incoll_error("comm %016" PRIx64 ": recovery after a failed in-network "
-                 "operation failed (this member at operation %" PRIu64
-                 ", %s): %s; every later collective on it fails",
-                 info->id, mine, host_recovery_action_name(act), info->why);
-    return INCOLL_ERR_GROUP_FAILED;
+/* ---- freeing a communicator, the world's engine ---- */
+
+void host_comm_free(incoll_comm_h comm)
+{
+    comm->ctx->up.hier_free(comm);
+    host_comm_p2p_free(comm);
+    comm->ctx->up.stream_report(comm);
+    host_mcast_leave(comm);
+    host_counters_engine_gone(comm);
+    host_engine_destroy(comm->eng);
+    comm->eng = NULL;
+    host_comm_info_free(comm);
+    host_usage_free(comm);
+    free(comm->world_ranks);
+    free(comm->scratch);
+    free(comm);
+}
+
+incoll_status_t host_world_engine(incoll_comm_h comm, int host)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    const fabric_conf_t *conf = &ctx->conf;
+    host_engine_params_t p = ctx->eng_defaults;
+    uint64_t payload = ctx->cfg.payload;
+    host_engine_t *eng;
+
+    p.group = conf->group_id;
+    p.gen = ctx->gen;
+    /* The ANs of fabric.conf derive the same key (src/agg/agg_main.c). */
+    wire_key_derive(ctx->has_secret ? ctx->secret : NULL, WIRE_KEY_GROUP,
+                    conf->group_id, conf->group_key, &p.key);
+    p.child = (uint16_t)fabric_conf_host_child(conf, host);
+    p.an = conf->ans[conf->hosts[host].leaf].addr;
+    p.slots = conf->slots;
+    p.max_payload = conf->payload;
+    if (payload != 0) {
+        if (payload > conf->payload)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64
+                        " exceeds the group's %u bytes; using %u",
+                        payload, conf->payload, conf->payload);
+        else if (payload < 8)
+            incoll_warn("init: INCOLL_PAYLOAD=%" PRIu64 " is below 8; using 8",
+                        payload);
+        p.max_payload = payload > conf->payload ? conf->payload
+                        : payload < 8           ? 8
+                                                : (uint32_t)payload;
+    }
+    /* The leaf AN multicasts to the range's address of its index
+     * (src/agg/agg_main.c does the same sum). */
+    host_mcast_params(comm, udp_mcast_ep((uint32_t)conf->hosts[host].leaf),
+                      p.an, &p);
+    eng = host_engine_create(&p);
+    if (eng == NULL)
+        return INCOLL_ERR_NO_MEMORY;
+    comm->eng = eng;
+    return INCOLL_OK;
+}
+
+/* ---- waiting for a communicator's engine ---- */
+
+enum { WAIT_OP, WAIT_UNLOCK, WAIT_DATA };
+
+/* 1 while comm_wait_for waits (what: WAIT_*). */
+static int comm_waits(const host_engine_t *eng, int what)
+{
+    switch (what) {
+    case WAIT_UNLOCK:
+        return host_engine_unlock_pending(eng);
+    case WAIT_DATA:
+        return host_engine_status(eng) == INCOLL_INPROGRESS &&
+               !host_engine_data_in(eng);
+    default:
+        return host_engine_status(eng) == INCOLL_INPROGRESS;
+    }
+}
+
+/* Progresses comm's engine while its operation runs (WAIT_OP), while its
+ * background unlock does (WAIT_UNLOCK), or until a broadcast's data is in
+ * (WAIT_DATA: INCOLL_OK then, the operation still running). */
+static incoll_status_t comm_wait_for(incoll_comm_h comm, int what)
+{
+    incoll_ctx_h ctx = comm->ctx;
+    while (comm_waits(comm->eng, what)) {
+        /* The manager said the group is gone (its operations cannot
+         * end), another member recovers (it left them), or the call's
+         * deadline passed: the operation is given up, and the caller
+         * recovers with the others. */
+        if (host_comm_group_failed(comm) || host_comm_pulled(comm) ||
+            (what != WAIT_UNLOCK && host_call_expired(comm))) {
+            udp_flush(ctx->sock);
+            if (what != WAIT_UNLOCK)
+                host_engine_abandon(comm->eng, INCOLL_ERR_GROUP_FAILED);
+            return INCOLL_ERR_GROUP_FAILED;
+        }
+        host_ctx_progress(ctx,
+                          host_call_due(comm, host_engine_deadline(comm->eng)));
+        host_engine_on_time(comm->eng, host_now_ns());
+    }
+    udp_flush(ctx->sock);
+    if (what == WAIT_DATA && host_engine_data_in(comm->eng))
+        return INCOLL_OK;
+    return host_engine_status(comm->eng);
+}
+
+incoll_status_t host_comm_wait(incoll_comm_h comm)
+{
+    incoll_status_t status = comm_wait_for(comm, WAIT_OP);
+    host_mcast_check(comm);
+    /* A lock whose operations are used up goes now, whichever
+     * collective used the last one. */
+    if (status == INCOLL_OK)
+        comm->ctx->up.stream_end(comm);
+    return status;
+}
+
+incoll_status_t host_comm_wait_data(incoll_comm_h comm)
+{
+    return comm_wait_for(comm, WAIT_DATA);
+}
+
+void host_comm_finish_op(incoll_comm_h comm)
+{
+    incoll_status_t status;
+    comm->linger = 0;
+    if (comm->eng == NULL || host_engine_status(comm->eng) != INCOLL_INPROGRESS)
+        return;
+    /* A broadcast that returned with its data (host_comm_wait_data): its
+     * result only acknowledges the round now. Its failure is the group's,
+     * which the next operation finds (the engine refuses it). */
+    host_engine_resume(comm->eng, host_now_ns());
+    status = comm_wait_for(comm, WAIT_OP);
+    if (status != INCOLL_OK) {
+        incoll_info("group %u: the round of a broadcast whose data was in "
+                    "failed: %s",
+                    comm->group, incoll_status_string(status));
+        host_engine_abandon(comm->eng, status);
+    }
+}
+
+incoll_status_t host_comm_settle(incoll_comm_h comm)
+{
+    host_comm_finish_op(comm);
+    if (comm->eng == NULL || !host_engine_unlock_pending(comm->eng))
+        return INCOLL_OK;
+    return comm_wait_for(comm, WAIT_UNLOCK);
 }

@@ -8,8 +8,9 @@
 #include "comm.h"
 #include "host.h"
 #include "mgr_client.h"
-#include "req.h"
+#include "lock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -241,4 +242,49 @@ void host_usage_free(incoll_comm_h comm)
 {
     free(comm->usage);
     comm->usage = NULL;
+}
+
+/* ---- where a collective ran ---- */
+
+/* Where this thread's collective ran (host_where_note). */
+static _Thread_local host_where_t where_now = {0, INCOLL_WHY_NONE};
+
+void host_where_begin(void)
+{
+    where_now.in_net = 0;
+    where_now.why = INCOLL_WHY_NONE;
+}
+
+void host_where_note(int in_net, incoll_why_t why)
+{
+    where_now.in_net = in_net;
+    where_now.why = why;
+}
+
+host_where_t host_where_end(incoll_comm_h comm)
+{
+    host_where_t w = where_now;
+    if (w.why == INCOLL_WHY_NONE) {
+        w.in_net = incoll_comm_offloaded(comm, NULL);
+        w.why = w.in_net ? INCOLL_WHY_NETWORK : INCOLL_WHY_NO_GROUP;
+    }
+    return w;
+}
+
+void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out)
+{
+    const char *why = NULL;
+    out->in_network = w.in_net;
+    out->why = w.why;
+    if (w.why == INCOLL_WHY_NO_GROUP && comm != NULL &&
+        !incoll_comm_offloaded(comm, &why) && why != NULL)
+        snprintf(out->text, sizeof(out->text), "%s: %s",
+                 incoll_why_string(w.why), why);
+    else
+        snprintf(out->text, sizeof(out->text), "%s", incoll_why_string(w.why));
+}
+
+int host_coll_last_in_net(void)
+{
+    return where_now.in_net;
 }

@@ -18,6 +18,8 @@
 
 #include "incoll.h"
 
+#include "host/host.h"
+
 #include <stdint.h>
 
 typedef struct {
@@ -104,5 +106,23 @@ void host_usage_free(incoll_comm_h comm);
  * next report.
  */
 void host_counters_engine_gone(incoll_comm_h comm);
+
+/*
+ * (src/host/counters.c) Where the collective that the calling thread runs now
+ * ran (the public queries incoll_comm_where and incoll_req_where take it from
+ * here): host_where_begin() before it, host_where_note() where the algorithms
+ * decide, host_where_end() after it, which says, when nothing was noted,
+ * what the communicator's state says (in the network when offloaded).
+ * Per thread: a blocking call runs in its caller's thread, a request in
+ * its communicator's.
+ */
+void host_where_begin(void);
+void host_where_note(int in_net, incoll_why_t why);
+host_where_t host_where_end(incoll_comm_h comm);
+/* w as the public incoll_where_t (its text from comm's state). */
+void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out);
+/* 1 when the last collective host_coll_run() completed in this thread ran
+ * in the network (natively or as an allreduce there): for the benchmarks. */
+int host_coll_last_in_net(void);
 
 #endif

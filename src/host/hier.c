@@ -29,6 +29,7 @@
 #include "host/comm.h"
 #include "host/host.h"
 #include "host/req.h"
+#include "host/service.h"
 #include "host/shm.h"
 
 #include "common/dtype.h"
@@ -418,7 +419,12 @@ static void hier_drop(struct host_hier *h)
         h->leaders = NULL;
         if (l->hier)
             l->hier->owner = NULL;
-        incoll_comm_destroy(l);
+        /* Inside a call (the communicator's destruction, a failed set-up)
+         * with the lock, or at incoll_finalize without it. */
+        if (host_lock_held(l->ctx))
+            (void)host_service_destroy_locked(l);
+        else
+            (void)host_service_destroy(l);
     }
 }
 
@@ -720,20 +726,20 @@ static incoll_status_t hier_make(incoll_comm_h comm, struct host_hier *h)
         incoll_comm_h l = NULL;
         /* The leaders of a shared world in host order: member h is
          * fabric.conf's host h in the world group. */
-        status =
-            incoll_comm_split(comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
-                              shared ? comm->ctx->fabric_host : comm->rank, &l);
+        status = host_service_split_locked(
+            comm, h->lidx == 0 ? 0 : INCOLL_UNDEFINED,
+            shared ? comm->ctx->fabric_host : comm->rank, &l);
         if (status == INCOLL_OK && l != NULL && shared) {
             status = host_comm_take_world_group(l, comm->ctx->fabric_host);
             if (status != INCOLL_OK) {
-                incoll_comm_destroy(l);
+                host_service_destroy_locked(l);
                 l = NULL;
             }
         }
         if (status == INCOLL_OK && l != NULL) {
             l->hier = calloc(1, sizeof(*l->hier));
             if (l->hier == NULL) {
-                incoll_comm_destroy(l);
+                host_service_destroy_locked(l);
                 status = INCOLL_ERR_NO_MEMORY;
             } else {
                 l->hier->state = HIER_LEADERS;
@@ -824,7 +830,7 @@ static incoll_status_t publish(lead_pipe_t *p, int net)
     incoll_status_t status = INCOLL_OK;
 
     if (net) {
-        status = incoll_req_wait(p->req[s % (size_t)h->nbuf]);
+        status = host_req_wait(p->req[s % (size_t)h->nbuf]);
         p->req[s % (size_t)h->nbuf] = NULL;
     }
     p->pub++;
@@ -1079,8 +1085,8 @@ static incoll_status_t lead_one(incoll_comm_h comm, struct host_hier *h,
 net:
     if (h->leaders && h->leaders->size > 1) {
         h->leaders->call_tag = comm->call_tag;
-        status = incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE, res,
-                                       count, dtype, op);
+        status = host_service_allreduce(h->leaders, algo, INCOLL_IN_PLACE, res,
+                                        count, dtype, op);
         h->leaders->call_tag = 0;
         if (pk > 0) {
             host_lock(comm->ctx);
@@ -1151,9 +1157,9 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
             reduce_n(op, dtype, recv + off, src, h->nlocal, len / p.dsize);
         if (net && inline_net) {
             h->leaders->call_tag = comm->call_tag;
-            status =
-                incoll_allreduce_algo(h->leaders, algo, INCOLL_IN_PLACE,
-                                      recv + off, len / p.dsize, dtype, op);
+            status = host_service_allreduce_locked(h->leaders, algo,
+                                                   INCOLL_IN_PLACE, recv + off,
+                                                   len / p.dsize, dtype, op);
             h->leaders->call_tag = 0;
             net = 0; /* publish() has no request to wait for */
             if (status != INCOLL_OK)
@@ -1181,7 +1187,7 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
     /* After a failure: the queued allreduces still write into recv. */
     for (size_t s = p.pub; s < p.nseg; s++) {
         if (p.req[s % nbuf] != NULL)
-            (void)incoll_req_wait(p.req[s % nbuf]);
+            (void)host_req_wait(p.req[s % nbuf]);
         p.req[s % nbuf] = NULL;
     }
     if (status != INCOLL_OK && h->shm != NULL && !h->failed)

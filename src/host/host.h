@@ -19,6 +19,7 @@
 #include "host/cfg.h"
 
 #include <limits.h>
+#include <poll.h>
 #include <stdint.h>
 
 /* Communicators beyond the world, fabric groups from the manager and
@@ -103,6 +104,46 @@ struct incoll_comm {
     struct host_usage *usage;
 };
 
+/* A handler of one wire type of packet that came to the context's socket
+ * (host_ctx_on_packet). */
+typedef void (*host_pkt_fn)(incoll_ctx_h ctx, const udp_msg_t *m,
+                            const wire_hdr_t *h, uint64_t now_ns);
+#define HOST_PKT_HANDLERS 8
+
+/*
+ * What the progress loop (ctx.c) calls in the layers above it, registered
+ * when the context is made (src/host/init.c): never called directly. A
+ * NULL entry is not called (mc_fd: no socket; mgr_pollfd: no link).
+ */
+typedef struct {
+    /* The multicast socket (src/host/mcast.c): its descriptor or -1, and
+     * up to max of what came to it. */
+    int (*mc_fd)(incoll_ctx_h ctx);
+    int (*mc_recv)(incoll_ctx_h ctx, udp_msg_t *msgs, int max);
+    /* The manager link (src/host/comm.c): its poll entry and due time
+     * (host_ctx_mgr_pollfd), and its reader (host_ctx_mgr_on_readable). */
+    uint64_t (*mgr_pollfd)(incoll_ctx_h ctx, struct pollfd *pfd);
+    void (*mgr_on_readable)(incoll_ctx_h ctx);
+} host_ctx_io_t;
+
+/*
+ * What the communicators (comm.c) call in the layers above them,
+ * registered when the context is made (src/host/init.c): the service
+ * allreduce of a split's agreement (host_allreduce_service), the
+ * hierarchy's (hier.h: host_hier_on, host_hier_refuse, host_hier_free)
+ * and the streaming lock's (host_stream_report, host_stream_end).
+ */
+typedef struct {
+    incoll_status_t (*allreduce)(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op);
+    int (*hier_on)(incoll_comm_h comm);
+    int (*hier_refuse)(incoll_comm_h comm, incoll_status_t *status_p);
+    void (*hier_free)(incoll_comm_h comm);
+    void (*stream_report)(incoll_comm_h comm);
+    void (*stream_end)(incoll_comm_h comm);
+} host_comm_up_t;
+
 struct incoll_ctx {
     host_cfg_t cfg; /* every setting, read once at init (host/cfg.h) */
     int rank;
@@ -111,6 +152,15 @@ struct incoll_ctx {
     fabric_conf_t conf;
     udp_sock_t *sock;
     wire_once_t peers_told; /* peers of another wire version, named once */
+    /* Packets of the types that are no fabric group's, by their handler
+     * (host_ctx_on_packet), and the other descriptors of the loop. */
+    struct {
+        uint8_t type;
+        host_pkt_fn fn;
+    } pkt[HOST_PKT_HANDLERS];
+    int npkt;
+    host_ctx_io_t io;
+    host_comm_up_t up;
     struct incoll_comm *world;
     struct incoll_comm *comms;  /* every communicator, world included */
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without
@@ -158,8 +208,9 @@ struct incoll_ctx {
     uint64_t deadline_ns; /* INCOLL_DEADLINE_MS in ns: 0 none */
     int local_rank;
     int local_size;
-    struct host_sync *sync; /* the library lock, the poller and the
-                               request threads (src/host/req.c) */
+    const struct host_req_ops *req_ops; /* the executor's (req.h) */
+    struct host_sync *sync;             /* the library lock, the poller and the
+                                           request threads (src/host/lock.c) */
     /* Without a manager, ranks sharing fabric.conf's hosts (rdv.c):
      * host_map[r] is rank r's host (NULL when each rank is a host of its
      * own), fabric_host ours; rdv the endpoint exchange; via_leaders 1
@@ -228,11 +279,11 @@ incoll_status_t host_rdv_map(incoll_ctx_h ctx, const char *text);
 int host_rdv_is_leader(incoll_ctx_h ctx);
 incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p);
 void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
-                       const wire_hdr_t *h);
+                       const wire_hdr_t *h, uint64_t now_ns);
 void host_rdv_free(incoll_ctx_h ctx);
 
 /* comm's engine on fabric.conf's world group as its host host
- * (src/host/ctx.c). */
+ * (src/host/comm.c). */
 incoll_status_t host_world_engine(incoll_comm_h comm, int host);
 
 /*
@@ -325,8 +376,12 @@ uint64_t host_call_due(incoll_comm_h comm, uint64_t due_ns);
  * to its communicator's engine. Flushes queued sends first.
  */
 void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
+/* Hands the packets of wire type type to fn (at init, before the first
+ * progress; at most HOST_PKT_HANDLERS types). */
+void host_ctx_on_packet(incoll_ctx_h ctx, uint8_t type, host_pkt_fn fn);
 
-/* Runs comm's engine until its operation completes; returns its status.
+/* Runs comm's engine until its operation completes; returns its status
+ * (these four: src/host/comm.c).
  * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
  * failed (the caller rebuilds, src/host/comm.h). */
 incoll_status_t host_comm_wait(incoll_comm_h comm);
@@ -347,7 +402,7 @@ incoll_status_t host_comm_settle(incoll_comm_h comm);
 
 /* Frees a communicator that is no longer on its context's list: its
  * host-based engine (after lingering for peers), its fabric engine, what
- * comm.c keeps for it, and comm itself (src/host/ctx.c). */
+ * comm.c keeps for it, and comm itself (src/host/comm.c). */
 void host_comm_free(incoll_comm_h comm);
 
 /* The schedule of a public host-based algorithm. */

@@ -46,24 +46,6 @@ typedef struct {
 incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
                               const host_coll_args_t *a);
 
-/*
- * Where the collective that the calling thread runs now ran (the public
- * queries incoll_comm_where and incoll_req_where take it from here):
- * host_where_begin() before it, host_where_note() where the algorithms
- * decide, host_where_end() after it, which says, when nothing was noted,
- * what the communicator's state says (in the network when offloaded).
- * Per thread: a blocking call runs in its caller's thread, a request in
- * its communicator's.
- */
-void host_where_begin(void);
-void host_where_note(int in_net, incoll_why_t why);
-host_where_t host_where_end(incoll_comm_h comm);
-/* w as the public incoll_where_t (its text from comm's state). */
-void host_where_fill(incoll_comm_h comm, host_where_t w, incoll_where_t *out);
-/* 1 when the last collective host_coll_run() completed in this thread ran
- * in the network (natively or as an allreduce there): for the benchmarks. */
-int host_coll_last_in_net(void);
-
 /* The per-thread buffer of the collectives run as allreduces in the
  * network: at least len bytes (zeroed when zero), NULL when out of
  * memory; host_coll_emu_done() at the end of the call gives back one

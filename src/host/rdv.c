@@ -175,7 +175,7 @@ static void send_table(incoll_ctx_h ctx, incoll_ep_t dst)
 }
 
 void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
-                       const wire_hdr_t *h)
+                       const wire_hdr_t *h, uint64_t now_ns)
 {
     struct host_rdv *v = ctx->rdv;
     const uint8_t *pl = (const uint8_t *)m->data + WIRE_HDR_LEN;

@@ -26,7 +26,7 @@
 #include "host/req.h"
 
 #include "host/comm.h"
-#include "host/host_colls.h"
+#include "host/counters.h"
 
 #include "common/log.h"
 
@@ -35,37 +35,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-struct host_sync {
-    pthread_mutex_t mu;     /* guards the fields below */
-    pthread_cond_t free_cv; /* the library lock was given up */
-    pthread_cond_t ev_cv;   /* packets dispatched, a request done or new */
-    pthread_t owner;
-    int owned;
-    int depth;
-    uint64_t next_ticket; /* threads take the lock in the order they came */
-    uint64_t serving;
-    uint64_t ev_seq;              /* counts ev_cv broadcasts */
-    void (*hook_release)(void *); /* the caller's outer lock
-                                     (incoll_init_params_t.outer_lock) */
-    void (*hook_reacquire)(void *);
-    void *hook_arg;
-    int polling;         /* a thread is blocked in ppoll on the socket */
-    int wakefd;          /* eventfd in the poller's set (host_sync_kick) */
-    int progress_thread; /* INCOLL_PROGRESS_THREAD */
-    /* With progress_thread: a thread that looks every WATCH_NS for
-     * another member's recovery that this process must join while no call
-     * of it runs in the library (watch_main). */
-    pthread_t watcher;
-    int has_watcher;
-    int watch_stop;
-    pthread_cond_t watch_cv;
-};
 
 typedef enum {
     ST_QUEUED,  /* not started */
@@ -148,304 +121,6 @@ struct host_req_queue {
     int serve, serving;
 };
 
-/* ---- the library lock ---- */
-
-static int held_by_me(const struct host_sync *s)
-{
-    return s->owned && pthread_equal(s->owner, pthread_self());
-}
-
-static _Thread_local uint64_t wakeups;
-static _Thread_local int in_watcher; /* the thread is watch_main */
-static uint64_t wakeups_all; /* every thread's, for the manager's report */
-
-static void woke(void)
-{
-    wakeups++;
-    __atomic_fetch_add(&wakeups_all, 1, __ATOMIC_RELAXED);
-}
-
-void host_wakeup_note(void)
-{
-    woke();
-}
-
-uint64_t host_wakeups(void)
-{
-    return wakeups;
-}
-
-uint64_t host_wakeups_all(void)
-{
-    return __atomic_load_n(&wakeups_all, __ATOMIC_RELAXED);
-}
-
-/* With s->mu held. First come, first served: a thread that calls
- * incoll_req_test in a loop must not keep the request thread, back from
- * poll with packets, from taking the lock. */
-static void acquire_locked(struct host_sync *s, int depth)
-{
-    uint64_t ticket;
-    if (held_by_me(s)) {
-        s->depth += depth;
-        return;
-    }
-    ticket = s->next_ticket++;
-    while (s->owned || s->serving != ticket) {
-        pthread_cond_wait(&s->free_cv, &s->mu);
-        woke();
-    }
-    s->serving++;
-    s->owned = 1;
-    s->owner = pthread_self();
-    s->depth = depth;
-}
-
-/* With s->mu held and the lock ours: gives it up whole; returns the depth
- * to take it back with. */
-static int release_all_locked(struct host_sync *s)
-{
-    int depth = s->depth;
-    s->owned = 0;
-    s->depth = 0;
-    pthread_cond_broadcast(&s->free_cv);
-    return depth;
-}
-
-/* With s->mu held and the lock ours: gives up the lock and the outer
- * lock (the caller's outer lock; in that order, the reverse of taking them). */
-static int release_for_wait(struct host_sync *s)
-{
-    int depth = release_all_locked(s);
-    if (s->hook_release) {
-        pthread_mutex_unlock(&s->mu);
-        s->hook_release(s->hook_arg);
-        pthread_mutex_lock(&s->mu);
-    }
-    return depth;
-}
-
-/* With s->mu held: takes the outer lock, then ours, back. */
-static void reacquire_after_wait(struct host_sync *s, int depth)
-{
-    if (s->hook_reacquire) {
-        pthread_mutex_unlock(&s->mu);
-        s->hook_reacquire(s->hook_arg);
-        pthread_mutex_lock(&s->mu);
-    }
-    acquire_locked(s, depth);
-}
-
-/* With s->mu held and the lock ours: sleeps until an event or deadline_ns
- * (UINT64_MAX: none), without the lock. */
-static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
-{
-    uint64_t seq = s->ev_seq;
-    int depth = release_for_wait(s);
-    /* An event while the outer lock was given up is not missed. */
-    if (s->ev_seq == seq) {
-        if (deadline_ns == UINT64_MAX) {
-            pthread_cond_wait(&s->ev_cv, &s->mu);
-        } else {
-            struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
-                                  (long)(deadline_ns % 1000000000ull)};
-            pthread_cond_timedwait(&s->ev_cv, &s->mu, &ts);
-        }
-        woke();
-    }
-    reacquire_after_wait(s, depth);
-}
-
-int host_unlock_all(incoll_ctx_h ctx)
-{
-    struct host_sync *s = ctx ? ctx->sync : NULL;
-    int depth = 0;
-    if (s == NULL)
-        return 0;
-    pthread_mutex_lock(&s->mu);
-    if (held_by_me(s))
-        depth = release_for_wait(s);
-    pthread_mutex_unlock(&s->mu);
-    return depth;
-}
-
-void host_relock(incoll_ctx_h ctx, int depth)
-{
-    struct host_sync *s = ctx ? ctx->sync : NULL;
-    if (s == NULL || depth == 0)
-        return;
-    pthread_mutex_lock(&s->mu);
-    reacquire_after_wait(s, depth);
-    pthread_mutex_unlock(&s->mu);
-}
-
-void host_lock(incoll_ctx_h ctx)
-{
-    struct host_sync *s = ctx ? ctx->sync : NULL;
-    if (s == NULL)
-        return;
-    pthread_mutex_lock(&s->mu);
-    acquire_locked(s, 1);
-    pthread_mutex_unlock(&s->mu);
-}
-
-void host_unlock(incoll_ctx_h ctx)
-{
-    struct host_sync *s = ctx ? ctx->sync : NULL;
-    if (s == NULL)
-        return;
-    pthread_mutex_lock(&s->mu);
-    if (held_by_me(s) && --s->depth == 0) {
-        s->owned = 0;
-        pthread_cond_broadcast(&s->free_cv);
-    }
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* 1 when the calling thread holds the lock once (not nested). */
-static int outermost(struct host_sync *s)
-{
-    int ret;
-    pthread_mutex_lock(&s->mu);
-    ret = held_by_me(s) && s->depth == 1;
-    pthread_mutex_unlock(&s->mu);
-    return ret;
-}
-
-/* Sleeps (lock given up) until an event or deadline_ns. */
-static void wait_event(struct host_sync *s, uint64_t deadline_ns)
-{
-    pthread_mutex_lock(&s->mu);
-    wait_event_locked(s, deadline_ns);
-    pthread_mutex_unlock(&s->mu);
-}
-
-void host_sync_kick(incoll_ctx_h ctx)
-{
-    struct host_sync *s = ctx ? ctx->sync : NULL;
-    int poke;
-    if (s == NULL)
-        return;
-    pthread_mutex_lock(&s->mu);
-    s->ev_seq++;
-    pthread_cond_broadcast(&s->ev_cv);
-    poke = s->polling;
-    pthread_mutex_unlock(&s->mu);
-    if (poke) {
-        uint64_t one = 1;
-        if (write(s->wakefd, &one, sizeof(one)) < 0 && errno != EAGAIN)
-            incoll_debug("sync: eventfd write: %s", log_strerror(errno));
-    }
-}
-
-static int counted_ppoll(struct pollfd *pfd, int n, const struct timespec *tsp)
-{
-    int ret = ppoll(pfd, (nfds_t)n, tsp, NULL);
-    if (tsp == NULL || tsp->tv_sec || tsp->tv_nsec)
-        woke(); /* it may have slept (a zero timeout only looks) */
-    return ret;
-}
-
-int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
-                    const struct timespec *tsp)
-{
-    struct host_sync *s = ctx->sync;
-    struct pollfd all[8];
-    int depth, ret;
-
-    if (s == NULL || n > 7)
-        return counted_ppoll(pfd, n, tsp);
-    if (in_watcher) /* never blocks, gives nothing up, counts nothing */
-        return poll(pfd, (nfds_t)n, 0);
-    pthread_mutex_lock(&s->mu);
-    if (!held_by_me(s)) {
-        /* Called from outside the public functions (a benchmark driving
-         * the loop itself): nothing to give up. */
-        pthread_mutex_unlock(&s->mu);
-        return counted_ppoll(pfd, n, tsp);
-    }
-    if (s->polling) {
-        uint64_t until = UINT64_MAX;
-        if (tsp)
-            until = host_now_ns() + (uint64_t)tsp->tv_sec * 1000000000ull +
-                    (uint64_t)tsp->tv_nsec;
-        wait_event_locked(s, until);
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < n; i++)
-            pfd[i].revents = 0;
-        return 0;
-    }
-    s->polling = 1;
-    depth = release_for_wait(s);
-    pthread_mutex_unlock(&s->mu);
-
-    memcpy(all, pfd, (size_t)n * sizeof(*pfd));
-    all[n].fd = s->wakefd;
-    all[n].events = POLLIN;
-    all[n].revents = 0;
-    ret = counted_ppoll(all, n + 1, tsp);
-    if (ret > 0 && (all[n].revents & POLLIN)) {
-        uint64_t v;
-        if (read(s->wakefd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-            incoll_debug("sync: eventfd read: %s", log_strerror(errno));
-        ret--;
-    }
-    for (int i = 0; i < n; i++)
-        pfd[i].revents = all[i].revents;
-
-    pthread_mutex_lock(&s->mu);
-    s->polling = 0;
-    /* Those asleep look again once we have dispatched (they need the lock
-     * for that, which we hold until our next wait). */
-    s->ev_seq++;
-    pthread_cond_broadcast(&s->ev_cv);
-    reacquire_after_wait(s, depth);
-    pthread_mutex_unlock(&s->mu);
-    return ret;
-}
-
-incoll_status_t host_sync_create(incoll_ctx_h ctx)
-{
-    struct host_sync *s = calloc(1, sizeof(*s));
-    pthread_condattr_t ca;
-
-    if (s == NULL)
-        return INCOLL_ERR_NO_MEMORY;
-    s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->wakefd < 0) {
-        incoll_error("init: eventfd: %s", log_strerror(errno));
-        free(s);
-        return INCOLL_ERR_IO;
-    }
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->free_cv, NULL);
-    pthread_cond_init(&s->ev_cv, &ca);
-    pthread_cond_init(&s->watch_cv, &ca);
-    pthread_condattr_destroy(&ca);
-    s->progress_thread = ctx->progress_thread;
-    s->hook_release = ctx->outer_lock.release;
-    s->hook_reacquire = ctx->outer_lock.reacquire;
-    s->hook_arg = ctx->outer_lock.arg;
-    ctx->sync = s;
-    return INCOLL_OK;
-}
-
-void host_sync_destroy(incoll_ctx_h ctx)
-{
-    struct host_sync *s = ctx->sync;
-    if (s == NULL)
-        return;
-    close(s->wakefd);
-    pthread_cond_destroy(&s->watch_cv);
-    pthread_cond_destroy(&s->ev_cv);
-    pthread_cond_destroy(&s->free_cv);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-    ctx->sync = NULL;
-}
-
 /* ---- requests ---- */
 
 static size_t dsize_of(const struct incoll_req *r)
@@ -456,33 +131,13 @@ static size_t dsize_of(const struct incoll_req *r)
 /* The blocking collective of r (the thread runs it). */
 static incoll_status_t run_blocking(incoll_req_h r)
 {
-    incoll_comm_h c = r->comm;
-    incoll_status_t status;
-    switch (r->kind) {
-    case RQ_ALLREDUCE:
-        c->call_tag = r->tag;
-        status = host_allreduce_algo_impl(c, r->algo, r->sendbuf, r->recvbuf,
-                                          r->count, r->dtype, r->op);
-        c->call_tag = 0;
-        return status;
-    case RQ_REDUCE:
-        return host_reduce_impl(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
-                                r->op, r->root);
-    case RQ_BCAST:
-        return host_bcast_impl(c, r->recvbuf, r->count, r->root);
-    case RQ_BARRIER:
-        return host_barrier_impl(c);
-    case RQ_ALLGATHER:
-        return host_allgather_impl(c, r->sendbuf, r->recvbuf, r->count);
-    case RQ_GATHER:
-        return host_gather_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
-    case RQ_SCATTER:
-        return host_scatter_impl(c, r->sendbuf, r->recvbuf, r->count, r->root);
-    case RQ_REDUCE_SCATTER:
-        return host_reduce_scatter_impl(c, r->sendbuf, r->recvbuf, r->count,
-                                        r->dtype, r->op);
-    }
-    return INCOLL_ERR_INVALID_ARG;
+    host_req_args_t a = {r->kind,  r->comm,     r->sendbuf, r->recvbuf,
+                         r->count, r->dtype,    r->op,      r->root,
+                         r->algo,  r->threaded, r->chain,   r->tag};
+    const host_req_ops_t *ops = r->comm->ctx->req_ops;
+    if ((unsigned)r->kind > RQ_REDUCE_SCATTER || ops->run[r->kind] == NULL)
+        return INCOLL_ERR_INVALID_ARG;
+    return ops->run[r->kind](&a);
 }
 
 static int overlaps(const void *a, const void *b, size_t len)
@@ -519,7 +174,7 @@ static int fast_ok(const struct incoll_req *r)
            !host_comm_pulled(c) && !host_comm_doomed_pending(c) &&
            host_engine_status(c->eng) != INCOLL_INPROGRESS &&
            host_comm_inc_usable(c, r->op, r->dtype) &&
-           !host_stream_would_lock(c, r->count * ds);
+           !c->ctx->req_ops->stream_would_lock(c, r->count * ds);
 }
 
 /* Lock held: comm's queue, made at its first request (NULL without
@@ -666,7 +321,7 @@ static void thread_idle(incoll_comm_h comm)
         ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
     }
-    depth = release_for_wait(s);
+    depth = host_sync_release_for_wait(s);
     if (q->work_seq == seq) {
         if (q->idle_timed)
             pthread_cond_timedwait(&q->work_cv, &s->mu, &ts);
@@ -674,7 +329,7 @@ static void thread_idle(incoll_comm_h comm)
             pthread_cond_wait(&q->work_cv, &s->mu);
     }
     q->idle_timed = 0;
-    reacquire_after_wait(s, depth);
+    host_sync_reacquire_after_wait(s, depth);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -684,7 +339,8 @@ static void fast_end(incoll_req_h r, incoll_status_t status)
 {
     incoll_comm_h c = r->comm;
     if (status == INCOLL_OK) {
-        host_stream_end(c); /* streamed under a lock of N operations */
+        c->ctx->req_ops->stream_end(c); /* streamed under a lock of N
+                                            operations */
         if (r->kept) {
             memcpy(r->recvbuf, r->res, r->bytes);
             host_comm_result_done(c, r->count, r->dtype, r->op);
@@ -817,7 +473,7 @@ static void progress_wait(incoll_ctx_h ctx, uint64_t deadline_ns)
         host_ctx_progress(ctx, due < deadline_ns ? due : deadline_ns);
         advance_all(ctx);
     } else {
-        wait_event(ctx->sync, deadline_ns);
+        host_sync_wait_event(ctx->sync, deadline_ns);
     }
 }
 
@@ -944,7 +600,7 @@ static void *watch_main(void *arg)
     incoll_ctx_h ctx = arg;
     struct host_sync *s = ctx->sync;
     pthread_setname_np(pthread_self(), "incoll-watch");
-    in_watcher = 1;
+    host_sync_mark_watcher();
     pthread_mutex_lock(&s->mu);
     while (!s->watch_stop) {
         struct timespec ts;
@@ -957,11 +613,11 @@ static void *watch_main(void *arg)
         pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
         if (s->watch_stop)
             break;
-        acquire_locked(s, 1);
+        host_sync_acquire_locked(s, 1);
         pthread_mutex_unlock(&s->mu);
         watch_pass(ctx);
         pthread_mutex_lock(&s->mu);
-        (void)release_all_locked(s);
+        (void)host_sync_release_all_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -999,11 +655,11 @@ static void watch_end(incoll_ctx_h ctx)
         return;
     }
     s->has_watcher = 0;
-    depth = release_all_locked(s);
+    depth = host_sync_release_all_locked(s);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->watcher, NULL);
     pthread_mutex_lock(&s->mu);
-    acquire_locked(s, depth);
+    host_sync_acquire_locked(s, depth);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -1012,7 +668,7 @@ void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
     if (ctx == NULL || ctx->sync == NULL)
         return;
     host_lock(ctx);
-    if (!outermost(ctx->sync))
+    if (!host_sync_outermost(ctx->sync))
         return;
     if (!ctx->sync->has_watcher)
         watch_start(ctx);
@@ -1100,7 +756,7 @@ static int early_post(const host_req_args_t *a)
     incoll_req_h r;
 
     if (keep == 0 || keep > c->ctx->early_max ||
-        !host_coll_early_ok(c, coll, a->count, a->op, a->dtype) ||
+        !c->ctx->req_ops->early_ok(c, coll, a->count, a->op, a->dtype) ||
         (q = queue_of(c)) == NULL)
         return 0;
     /* Only the thread completes an operation its caller left. */
@@ -1157,7 +813,7 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
     if (ctx->sync == NULL)
         return 0;
     host_lock(ctx);
-    if (!outermost(ctx->sync))
+    if (!host_sync_outermost(ctx->sync))
         return 0;
     advance_all(ctx);
     if (early_post(a)) {
@@ -1174,7 +830,7 @@ void host_req_finish_later(incoll_comm_h comm)
     struct host_sync *s = comm->ctx->sync;
     /* Only from a caller holding the library lock (every public call):
      * the thread reads the linger under that lock alone. */
-    if (s == NULL || !held_by_me(s) || (q = queue_of(comm)) == NULL) {
+    if (s == NULL || !host_sync_held(s) || (q = queue_of(comm)) == NULL) {
         host_comm_finish_op(comm);
         return;
     }
@@ -1204,7 +860,7 @@ void host_req_drain(incoll_comm_h comm)
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status)
 {
     incoll_ctx_h ctx = comm->ctx;
-    if (ctx->sync == NULL || !outermost(ctx->sync))
+    if (ctx->sync == NULL || !host_sync_outermost(ctx->sync))
         return status;
     return early_take_error(comm, status);
 }
@@ -1234,11 +890,11 @@ void host_req_comm_fini(incoll_comm_h comm)
         q->stop = 1;
         (void)thread_wake(comm);
         pthread_mutex_lock(&s->mu);
-        depth = release_all_locked(s);
+        depth = host_sync_release_all_locked(s);
         pthread_mutex_unlock(&s->mu);
         pthread_join(q->thread, NULL);
         pthread_mutex_lock(&s->mu);
-        acquire_locked(s, depth);
+        host_sync_acquire_locked(s, depth);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_cond_destroy(&q->work_cv);
@@ -1405,7 +1061,12 @@ INCOLL_API incoll_status_t incoll_req_wait_timeout(incoll_req_h req,
     return status;
 }
 
-INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)
+void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops)
+{
+    ctx->req_ops = ops;
+}
+
+incoll_status_t host_req_wait(incoll_req_h req)
 {
     incoll_status_t status = INCOLL_ERR_INVALID_ARG;
     if (req == NULL || req->detached)
@@ -1447,4 +1108,9 @@ INCOLL_API incoll_status_t incoll_req_free(incoll_req_h req)
     }
     host_unlock(ctx);
     return INCOLL_OK;
+}
+
+INCOLL_API incoll_status_t incoll_req_wait(incoll_req_h req)
+{
+    return host_req_wait(req);
 }

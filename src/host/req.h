@@ -1,15 +1,6 @@
 /*
  * Requests and threads in libincoll (src/host/req.c, src/host/api.c).
- *
- * The library lock. One lock per context guards everything the context
- * owns (its socket, its communicators' engines, the manager link, the
- * requests). It is recursive (a collective may run another inside) and a
- * thread gives it up while it blocks in poll: so threads that run
- * collectives on different communicators take turns between packets and
- * never wait for each other's collectives. Of the threads waiting for the
- * network one polls the socket; the others sleep on a condition variable
- * until that one has dispatched what came in (every packet is handed to
- * its communicator's engine whoever reads it) or until their own deadline.
+ * The library lock they run under is lock.h's.
  *
  * The public functions of the collectives and communicators (src/host/
  * api.c) take the lock, progress the requests, wait for the earlier
@@ -19,6 +10,10 @@
 #define INCOLL_HOST_REQ_H
 
 #include "incoll.h"
+
+#include "host/lock.h"
+
+#include "core/algo.h"
 
 #include <poll.h>
 #include <stdint.h>
@@ -59,45 +54,14 @@ incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
                                       incoll_comm_h *newcomm_p);
 incoll_status_t host_comm_destroy_impl(incoll_comm_h comm);
 
-/* Makes ctx->sync (incoll_init); INCOLL_ERR_NO_MEMORY or INCOLL_ERR_IO. */
-incoll_status_t host_sync_create(incoll_ctx_h ctx);
 /* Completes every outstanding request and stops the request threads
  * (incoll_finalize, before the communicators are freed). */
 void host_req_ctx_fini(incoll_ctx_h ctx);
-/* Frees ctx->sync, last. */
-void host_sync_destroy(incoll_ctx_h ctx);
 
-/* Takes and gives back the library lock (recursive). A NULL ctx or one
- * without sync is a no-op. host_enter() also progresses the requests and,
- * when comm is not NULL and the call is not nested, waits for comm's
- * outstanding requests (collectives of a communicator run in order). */
-void host_lock(incoll_ctx_h ctx);
-void host_unlock(incoll_ctx_h ctx);
+/* host_lock() (lock.h) that also progresses the requests and, when comm
+ * is not NULL and the call is not nested, waits for comm's outstanding
+ * requests (collectives of a communicator run in order). */
 void host_enter(incoll_ctx_h ctx, incoll_comm_h comm);
-
-/*
- * ppoll() for the progress loop (host_ctx_progress): gives up the lock
- * while blocked. When another thread already polls the context's socket,
- * sleeps until it dispatched what it received or until tsp instead, and
- * returns 0 with no revents. Also wakes when host_sync_kick() is called.
- */
-int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
-                    const struct timespec *tsp);
-/*
- * Wake-ups of the calling thread: how many times it came back from a
- * blocking wait of the library (ppoll on the context's socket, a wait on
- * the library lock's condition, a futex wait in node mode's shared
- * memory), whether woken or timed out. Per thread, so a rank's count is
- * that of the thread that runs its operations; never reset.
- */
-void host_wakeup_note(void);
-uint64_t host_wakeups(void);
-/* The same, summed over every thread of the process. */
-uint64_t host_wakeups_all(void);
-
-/* Wakes the threads waiting in host_sync_ppoll() and the request threads:
- * packets were dispatched, a request completed or was queued. */
-void host_sync_kick(incoll_ctx_h ctx);
 
 /* Stops comm's request thread after its requests completed (before comm
  * is freed). */
@@ -134,6 +98,23 @@ typedef struct {
     incoll_status_t *chain;
     uint32_t tag; /* the call's tag (incoll_comm.call_tag) while it runs */
 } host_req_args_t;
+
+/*
+ * What the executor takes from the layers above it: the collective of a
+ * request by its kind (with the lock held, in the communicator's thread
+ * or the caller's), whether a rooted call may return early
+ * (host_coll_early_ok), and the streaming lock's (host_stream_end,
+ * host_stream_would_lock). Set on the context when it is made
+ * (src/host/init.c, host_req_set_ops), before any request.
+ */
+typedef struct host_req_ops {
+    incoll_status_t (*run[RQ_REDUCE_SCATTER + 1])(const host_req_args_t *a);
+    int (*early_ok)(incoll_comm_h comm, algo_coll_t coll, size_t count,
+                    incoll_op_t op, incoll_dtype_t dtype);
+    void (*stream_end)(incoll_comm_h comm);
+    int (*stream_would_lock)(incoll_comm_h comm, size_t bytes);
+} host_req_ops_t;
+void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops);
 
 /*
  * Early returns (INCOLL_EARLY_MAX, docs/nonblocking.md). host_enter() for
@@ -174,12 +155,6 @@ incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
                                      size_t count, incoll_dtype_t dtype,
                                      incoll_op_t op, incoll_req_h *req_p);
 
-/* Gives the library lock up whole (and the caller's outer lock) while
- * the calling thread blocks outside the library; returns the depth that
- * host_relock() takes it back with. */
-int host_unlock_all(incoll_ctx_h ctx);
-void host_relock(incoll_ctx_h ctx, int depth);
-
 /* Makes a request for a (persistent: inactive, for incoll_req_start;
  * else started). */
 incoll_status_t host_req_post(const host_req_args_t *a, int persistent,
@@ -192,5 +167,7 @@ int host_req_done(incoll_req_h req);
  * (then *status_p is its status and a nonpersistent req was released),
  * 0 when not yet (incoll_req_wait, incoll_req_wait_timeout). */
 int host_req_wait_ns(incoll_req_h req, uint64_t ns, incoll_status_t *status_p);
+/* Waits for req, progressing everything: its status (incoll_req_wait). */
+incoll_status_t host_req_wait(incoll_req_h req);
 
 #endif

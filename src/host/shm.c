@@ -5,7 +5,7 @@
 #include "host/shm.h"
 
 #include "host/host.h"
-#include "host/req.h"
+#include "host/lock.h"
 
 #include "common/log.h"
 
