@@ -778,6 +778,7 @@ TEST(integ_recovery_bcast_late_member, TEST_INTEG)
                     "--coll", "bcast",     "--iters",   "40", "--count",
                     "16",     "--late",    "5:20:1500", NULL};
     char *out;
+    const char *fetch, *serve;
     pid_t an;
     int r = prerequisites(), st, n = 0;
 
@@ -792,15 +793,32 @@ TEST(integ_recovery_bcast_late_member, TEST_INTEG)
     for (const char *p = out;
          (p = strstr(p, "summary ok=40 wrong=0 errors=0")) != NULL; p++)
         n++;
+    /* Rank 5 recovers either at the start of its call, behind the others
+     * (fetch), or, when its watcher thread sees the failure while it
+     * sleeps, on its behalf with no call of its own (serve; docs/failures.md,
+     * idle members); either way every call of every rank is right. */
+    fetch = strstr(out, "incoll rank 5: info: comm 0000000000000000: "
+                        "recovered after a failure: members at operations "
+                        "20..21, this one at 20 (fetch)");
+    serve = strstr(out, "incoll rank 5: info: comm 0000000000000000: "
+                        "recovered after a failure: members at operations ");
+    if (serve != NULL) {
+        const char *eol = strchr(serve, '\n');
+        const char *tag = strstr(serve, "(serve)");
+        if (tag == NULL || (eol != NULL && tag > eol))
+            serve = NULL;
+    }
     if (an <= 0 || st != 0 || n != 8 || strstr(out, "WRONG") ||
-        strstr(out, "incoll rank 5: info: comm 0000000000000000: recovered "
-                    "after a failure: members at operations 20..21, this "
-                    "one at 20 (fetch)") == NULL) {
+        (fetch == NULL && serve == NULL)) {
         fprintf(stderr,
-                "    exit %d, %d ranks all right (rank 5 must fetch "
-                "operation 20); %s:\n%.3000s\n",
+                "    exit %d, %d ranks all right (rank 5 must recover, "
+                "fetching operation 20 or serving idle); %s:\n%.3000s\n",
                 st, n, log, out);
         r = TEST_FAILED;
+    } else {
+        fprintf(stderr, "    rank 5 recovered %s\n",
+                fetch ? "in its call, behind (fetch)"
+                      : "before its call, idle (serve)");
     }
     free(out);
     stop_all();
