@@ -1662,8 +1662,8 @@ static void seg_answered(host_engine_t *eng, const wire_hdr_t *h, seg_t *s)
  * answers is not known, unless it came sooner after the only resend than
  * any round trip: then the first one, which the resend only joined.
  * Otherwise the late duplicates may tell (late_duplicate). */
-static __attribute__((noinline)) void
-resent_answered(host_engine_t *eng, seg_t *s, uint64_t gap, uint64_t now_ns)
+static void resent_answered(host_engine_t *eng, seg_t *s, uint64_t gap,
+                            uint64_t now_ns)
 {
     uint64_t rtt = now_ns - s->first_ns, prtt = path_rtt(eng);
     eng->ctr.recovered++;
