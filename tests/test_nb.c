@@ -4,15 +4,24 @@
  * test, wait and free, communicators interleaved, persistent requests
  * started 1000 times, two threads on two communicators), clean and under
  * 5% loss, with and without the progress thread; and with large
- * allreduces locking the tree and streaming (INCOLL_STREAM_THRESHOLD).
+ * allreduces locking the tree and streaming (INCOLL_STREAM_THRESHOLD);
+ * and, in one process, that the library's recovery watcher runs only
+ * where a recovery can come.
  */
 #include "integ.h"
 #include "test.h"
 
+#include "incoll.h"
+
+#include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static int run_nb(int n, int k, const char *env, const char *args,
                   const char *what)
@@ -72,5 +81,132 @@ TEST(nb_requests_stream, TEST_INTEG)
     }
     fprintf(stderr, "    %llu operations streamed\n", streamed_in(out));
     CHECK_MSG(streamed_in(out) > 0, "no operation streamed (%s)", out);
+    return TEST_PASSED;
+}
+
+/* The threads of this process named name (/proc/self/task/N/comm). */
+static int threads_named(const char *name)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    int n = 0;
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], comm[64] = "";
+        FILE *f;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%.200s/comm", e->d_name);
+        f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(comm, sizeof(comm), f) != NULL)
+            comm[strcspn(comm, "\n")] = '\0';
+        fclose(f);
+        n += strcmp(comm, name) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Writes a fabric.conf of n hosts on 127.0.0.1 (ports from port) into
+ * dir, with an AN that never runs: no call here goes to it. */
+static int write_conf(const char *dir, int n, int port)
+{
+    char path[1100];
+    FILE *f;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+        return -1;
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    f = fopen(path, "w");
+    if (f == NULL)
+        return -1;
+    fprintf(f,
+            "fabric hosts=%d radix=2 levels=1 admin_key=0x1234\n"
+            "an name=l0 level=1 addr=127.0.0.1:9 parent=-\n",
+            n);
+    for (int r = 0; r < n; r++)
+        fprintf(f, "host rank=%d leaf=l0 addr=127.0.0.1:%d\n", r, port + r);
+    fprintf(f, "group id=7 key=0x5151 slots=16 payload=1024\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+/* Rank rank of size on the fabric.conf in dir, with the library's threads
+ * and no manager: the number of recovery watchers running after a call
+ * (-1: a call failed, or a watcher outlived finalize). A world of one
+ * rank also runs collectives, alone. */
+static int watchers_after_calls(const char *dir, int rank, int size)
+{
+    incoll_init_params_t p = {0};
+    incoll_ctx_h ctx;
+    incoll_comm_h world;
+    int32_t in[64], out[64];
+    int watching;
+
+    p.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE |
+                   INCOLL_INIT_FIELD_FABRIC | INCOLL_INIT_FIELD_MGR |
+                   INCOLL_INIT_FIELD_PROGRESS_THREAD;
+    p.rank = rank;
+    p.size = size;
+    p.fabric = dir;
+    p.mgr = "";
+    p.progress_thread = 1;
+    for (int i = 0; i < 64; i++)
+        in[i] = i;
+    if (incoll_init_params(&p, &ctx) != INCOLL_OK ||
+        incoll_comm_world(ctx, &world) != INCOLL_OK || incoll_progress(ctx) < 0)
+        return -1;
+    if (size == 1) {
+        incoll_req_h req;
+        if (incoll_allreduce(world, in, out, 64, INCOLL_INT32, INCOLL_OP_SUM) !=
+                INCOLL_OK ||
+            incoll_iallreduce(world, in, out, 64, INCOLL_INT32, INCOLL_OP_SUM,
+                              &req) != INCOLL_OK ||
+            incoll_req_wait(req) != INCOLL_OK || out[63] != 63)
+            return -1;
+    }
+    /* (A new thread names itself: a moment later.) */
+    for (int i = 0; i < 100 && (watching = threads_named("incoll-watch")) == 0;
+         i++)
+        usleep(10000);
+    incoll_finalize(ctx);
+    return threads_named("incoll-watch") == 0 ? watching : -1;
+}
+
+/* The recovery watcher wakes its process 10 times a second: it runs only
+ * where a recovery can pull the process in, a communicator with another
+ * member (here the world of two ranks), never in a context of one rank,
+ * and ends at finalize. */
+TEST(nb_watcher_only_with_peers, TEST_UNIT)
+{
+    char dir[1024];
+    pid_t pids[2];
+    int port = 20000 + (int)(getpid() % 20000);
+
+    snprintf(dir, sizeof(dir), "%.900s/watch1", test_tmpdir());
+    CHECK(write_conf(dir, 1, port) == 0);
+    CHECK_EQ_INT(watchers_after_calls(dir, 0, 1), 0);
+    snprintf(dir, sizeof(dir), "%.900s/watch2", test_tmpdir());
+    CHECK(write_conf(dir, 2, port) == 0);
+    fflush(NULL);
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] == 0) {
+            alarm(20);
+            int w = watchers_after_calls(dir, r, 2);
+            if (w != 1)
+                fprintf(stderr, "    rank %d: %d watchers\n", r, w);
+            _exit(w == 1 ? 0 : 1);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        int status = 0;
+        CHECK(waitpid(pids[r], &status, 0) == pids[r]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "rank %d of 2: no watcher, or one after finalize (0x%x)", r,
+                  status);
+    }
     return TEST_PASSED;
 }

@@ -1503,93 +1503,119 @@ void host_engine_abandon(host_engine_t *eng, incoll_status_t status)
         finish(eng, status);
 }
 
-void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
-                           size_t len, uint64_t now_ns)
+/* A packet whose mac does not check (forged, or of another group under
+ * the same id): counted and never used; a mac algorithm other than ours is
+ * a misconfiguration, said once. */
+static __attribute__((noinline, cold)) void
+mac_refused(host_engine_t *eng, incoll_ep_t src, const wire_hdr_t *h)
 {
-    wire_hdr_t h;
-    seg_t *s;
-    uint64_t off;
-    size_t n, span_lo = 0, span_n = 0;
-    uint64_t gap = 0;
-    int want;
-
-    if (wire_parse(buf, len, &h, NULL) != INCOLL_OK ||
-        (h.type != WIRE_RESULT && h.type != WIRE_LOCK_REP &&
-         h.type != WIRE_UNLOCK_REP) ||
-        h.group != eng->p.group || src != eng->p.an || h.total != eng->p.gen ||
-        (h.type == WIRE_RESULT && h.slot >= eng->p.slots + eng->st_n)) {
-        eng->ctr.dropped++;
+    char ep[32];
+    eng->ctr.dropped++;
+    if (h->mac_alg == eng->p.key.alg) {
+        eng->ctr.bad_mac++;
         return;
     }
-    if ((h.flags & WIRE_F_MCAST) && !(h.flags & WIRE_F_NODATA) &&
+    if (eng->ctr.mac_mismatch++ == 0)
+        incoll_error("host: group %u: packets from the an at %s are "
+                     "authenticated with %s, this process with %s: "
+                     "set INCOLL_MAC alike on every host and AN",
+                     eng->p.group, wire_ep_str(src, ep, sizeof(ep)),
+                     wire_mac_alg_name(h->mac_alg),
+                     wire_mac_alg_name(eng->p.key.alg));
+}
+
+/* Parses buf into *h and says whether it is for this engine: a result or
+ * a lock answer of our group and generation from our AN, in our slots,
+ * that authenticates. Counts what it drops. */
+static int packet_ours(host_engine_t *eng, incoll_ep_t src, const void *buf,
+                       size_t len, wire_hdr_t *h)
+{
+    if (wire_parse(buf, len, h, NULL) != INCOLL_OK ||
+        (h->type != WIRE_RESULT && h->type != WIRE_LOCK_REP &&
+         h->type != WIRE_UNLOCK_REP) ||
+        h->group != eng->p.group || src != eng->p.an ||
+        h->total != eng->p.gen ||
+        (h->type == WIRE_RESULT && h->slot >= eng->p.slots + eng->st_n)) {
+        eng->ctr.dropped++;
+        return 0;
+    }
+    if ((h->flags & WIRE_F_MCAST) && !(h->flags & WIRE_F_NODATA) &&
         eng->kind == WIRE_COLL_BCAST && eng->root) {
         /* A broadcast's data for the other members: its root gets its
          * result from the leaf by unicast, and drops this copy unread (no
          * mac over data it has). */
         eng->ctr.duplicate_results++;
         eng->ctr.mcast_duplicates++;
-        return;
+        return 0;
     }
     if (!wire_mac_check(&eng->p.key, buf, len)) {
-        /* Forged, or of another group under the same id: never used. */
-        eng->ctr.dropped++;
-        if (h.mac_alg != eng->p.key.alg) {
-            /* A misconfiguration, said once. */
-            char ep[32];
-            if (eng->ctr.mac_mismatch++ == 0)
-                incoll_error("host: group %u: packets from the an at %s are "
-                             "authenticated with %s, this process with %s: "
-                             "set INCOLL_MAC alike on every host and AN",
-                             eng->p.group, wire_ep_str(src, ep, sizeof(ep)),
-                             wire_mac_alg_name(h.mac_alg),
-                             wire_mac_alg_name(eng->p.key.alg));
-            return;
-        }
-        eng->ctr.bad_mac++;
-        return;
+        mac_refused(eng, src, h);
+        return 0;
     }
-    if (h.type != WIRE_RESULT) {
-        on_lock_answer(eng, &h, now_ns);
-        return;
-    }
-    if (h.flags & WIRE_F_QUERY) {
-        on_ask(eng, &h, now_ns);
-        return;
-    }
-    if (h.flags & WIRE_F_AHEAD) {
-        on_ahead(eng, &h, buf);
-        return;
-    }
-    if (h.flags & WIRE_F_ERROR) {
-        /* The members' calls differ (an AN compared them): the
-         * operation fails on every member, with the reason. */
-        if (awaited_seg(eng, &h) == NULL) {
-            eng->ctr.duplicate_results++;
-            return;
-        }
-        eng->mismatch =
-            h.why > WIRE_MISMATCH_NONE && h.why < WIRE_MISMATCH_COUNT
-                ? h.why
-                : WIRE_MISMATCH_KIND;
-        eng->ctr.mismatches++;
-        incoll_debug("host: group %u slot %u: the members' calls differ "
-                     "(%s)",
-                     eng->p.group, h.slot, wire_mismatch_str(eng->mismatch));
-        finish(eng, INCOLL_ERR_MISMATCH);
-        return;
-    }
-    copy_count(eng, &h, 0);
-    if (h.flags & WIRE_F_MCAST)
-        eng->mc_seen = 1;
-    if (late_duplicate(eng, &h) || (s = awaited_seg(eng, &h)) == NULL) {
+    return 1;
+}
+
+/* An error result (WIRE_F_ERROR): the members' calls differ (an AN
+ * compared them), and the operation fails on every member, with the
+ * reason. */
+static __attribute__((noinline, cold)) void on_mismatch(host_engine_t *eng,
+                                                        const wire_hdr_t *h)
+{
+    if (awaited_seg(eng, h) == NULL) {
         eng->ctr.duplicate_results++;
-        if (h.flags & WIRE_F_MCAST)
-            eng->ctr.mcast_duplicates++;
         return;
     }
-    if (!result_fits(eng, &h, s, &off, &n))
-        return;
-    want = eng->recv_data;
+    eng->mismatch = h->why > WIRE_MISMATCH_NONE && h->why < WIRE_MISMATCH_COUNT
+                        ? h->why
+                        : WIRE_MISMATCH_KIND;
+    eng->ctr.mismatches++;
+    incoll_debug("host: group %u slot %u: the members' calls differ (%s)",
+                 eng->p.group, h->slot, wire_mismatch_str(eng->mismatch));
+    finish(eng, INCOLL_ERR_MISMATCH);
+}
+
+/* A result whose data (or its absence) is not what this member takes:
+ * dropped. */
+static __attribute__((noinline, cold)) void
+data_unexpected(host_engine_t *eng, const wire_hdr_t *h, int want)
+{
+    eng->ctr.dropped++;
+    incoll_debug("host: group %u slot %u: result %s data", eng->p.group,
+                 h->slot, want ? "without" : "with");
+}
+
+/* A split collective's result (WIRE_PIECE_LEN header, then the elements):
+ * exactly the elements of our block in the segment at off, span_n of them
+ * from span_lo, into the receive buffer. 0 (dropped) when the piece's
+ * header says otherwise. */
+static int take_piece(host_engine_t *eng, const void *buf, uint64_t off,
+                      size_t span_lo, size_t span_n)
+{
+    const uint8_t *pl = (const uint8_t *)buf + WIRE_HDR_LEN;
+    uint32_t po = (uint32_t)pl[0] | (uint32_t)pl[1] << 8 |
+                  (uint32_t)pl[2] << 16 | (uint32_t)pl[3] << 24;
+    uint32_t pn = (uint32_t)pl[4] | (uint32_t)pl[5] << 8 |
+                  (uint32_t)pl[6] << 16 | (uint32_t)pl[7] << 24;
+    if (po != span_lo - off || pn != span_n) {
+        eng->ctr.dropped++;
+        return 0;
+    }
+    memcpy(eng->recvbuf + (span_lo - eng->blk_off) * eng->dsize,
+           pl + WIRE_PIECE_LEN, span_n * eng->dsize);
+    return 1;
+}
+
+/* Takes the data of result h for segment s (n elements at off) into the
+ * receive buffer (and the mirror), when this member takes data; 0 when
+ * the result is dropped instead (data where none was due, or none where
+ * some was). */
+static int take_data(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
+                     seg_t *s, uint64_t off, size_t n)
+{
+    const uint8_t *data = (const uint8_t *)buf + WIRE_HDR_LEN;
+    size_t span_lo = 0, span_n = 0;
+    int want = eng->recv_data;
+
     if (wire_coll_is_split(eng->kind)) {
         size_t lo, hi;
         block_span(eng, off, n, &lo, &hi);
@@ -1597,48 +1623,69 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         span_n = hi - lo;
         want = span_n > 0;
     }
-    if ((!(h.flags & WIRE_F_NODATA)) != want) {
-        eng->ctr.dropped++;
-        incoll_debug("host: group %u slot %u: result %s data", eng->p.group,
-                     h.slot, want ? "without" : "with");
-        return;
+    if ((!(h->flags & WIRE_F_NODATA)) != want) {
+        data_unexpected(eng, h, want);
+        return 0;
     }
-    if (wire_coll_is_split(eng->kind) && want) {
-        /* Exactly the elements of our block in this segment. */
-        const uint8_t *pl = (const uint8_t *)buf + WIRE_HDR_LEN;
-        uint32_t po = (uint32_t)pl[0] | (uint32_t)pl[1] << 8 |
-                      (uint32_t)pl[2] << 16 | (uint32_t)pl[3] << 24;
-        uint32_t pn = (uint32_t)pl[4] | (uint32_t)pl[5] << 8 |
-                      (uint32_t)pl[6] << 16 | (uint32_t)pl[7] << 24;
-        if (po != span_lo - off || pn != span_n) {
-            eng->ctr.dropped++;
-            return;
-        }
-        memcpy(eng->recvbuf + (span_lo - eng->blk_off) * eng->dsize,
-               pl + WIRE_PIECE_LEN, span_n * eng->dsize);
-    } else if (want && !s->ahead) {
-        memcpy(eng->recvbuf + off * eng->dsize,
-               (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
-        if (eng->mirror) {
-            memcpy(eng->mirror + off * eng->dsize,
-                   (const uint8_t *)buf + WIRE_HDR_LEN, n * eng->dsize);
-            eng->mirrored += n;
-        }
-        eng->ndata++;
+    if (!want)
+        return 1;
+    if (wire_coll_is_split(eng->kind))
+        return take_piece(eng, buf, off, span_lo, span_n);
+    if (s->ahead)
+        return 1;
+    memcpy(eng->recvbuf + off * eng->dsize, data, n * eng->dsize);
+    if (eng->mirror) {
+        memcpy(eng->mirror + off * eng->dsize, data, n * eng->dsize);
+        eng->mirrored += n;
     }
+    eng->ndata++;
+    return 1;
+}
+
+/* Segment s has its result h: its state and the counters. */
+static void seg_answered(host_engine_t *eng, const wire_hdr_t *h, seg_t *s)
+{
     s->state = SEG_DONE;
-    if (h.flags & WIRE_F_MCAST)
+    if (h->flags & WIRE_F_MCAST)
         eng->ctr.mcast_results++;
     else if (eng->mc && !(eng->kind == WIRE_COLL_BCAST && eng->root))
         eng->ctr.mcast_repaired++;
     if (s->nres < UINT8_MAX)
         s->nres++;
-    s->rtwice = (h.flags & WIRE_F_TWICE) != 0;
+    s->rtwice = (h->flags & WIRE_F_TWICE) != 0;
     if (s->adapt && s->rtwice && s->twice != 1)
         eng->follow_until = eng->aops + COPY_FOLLOW;
     eng->ctr.results++;
-    /* The gap since the last result, when the segment was in flight all
-     * along: the pace of results. */
+}
+
+/* The result of resent segment s came (Karn): which transmission it
+ * answers is not known, unless it came sooner after the only resend than
+ * any round trip: then the first one, which the resend only joined.
+ * Otherwise the late duplicates may tell (late_duplicate). */
+static void resent_answered(host_engine_t *eng, seg_t *s, uint64_t gap,
+                            uint64_t now_ns)
+{
+    uint64_t rtt = now_ns - s->first_ns, prtt = path_rtt(eng);
+    eng->ctr.recovered++;
+    if (s->ntx == 2 && prtt != 0 && now_ns - s->sent_ns < prtt) {
+        eng->ctr.spurious++;
+        pace_undo(eng);
+        rto_sample(&eng->rto, rtt);
+        if (gap)
+            rto_smooth(&eng->sgap, &eng->gapvar, gap);
+    } else {
+        s->amb_rtt = rtt ? rtt : 1;
+        s->amb_gap = gap;
+    }
+}
+
+/* What the result of segment s, come at now_ns, teaches the timers: a
+ * round-trip sample and the gap since the last result (the pace of
+ * results, when the segment was in flight all along). */
+static void seg_timed(host_engine_t *eng, seg_t *s, uint64_t now_ns)
+{
+    uint64_t gap = 0;
+
     if (eng->last_result_ns != 0 && s->first_ns < eng->last_result_ns &&
         now_ns > eng->last_result_ns)
         gap = now_ns - eng->last_result_ns;
@@ -1654,25 +1701,16 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         if (eng->min_rtt == 0 || rtt < eng->min_rtt)
             eng->min_rtt = rtt ? rtt : 1;
         pace_sample(eng, rtt, eng->next_send - eng->low);
-    } else if (now_ns >= s->first_ns) {
-        /* Which transmission this answers is not known (Karn), unless it
-         * came sooner after the only resend than any round trip: then
-         * the first one, which the resend only joined. Otherwise the
-         * late duplicates may tell. */
-        uint64_t rtt = now_ns - s->first_ns, prtt = path_rtt(eng);
+    } else if (now_ns >= s->first_ns)
+        resent_answered(eng, s, gap, now_ns);
+    else
         eng->ctr.recovered++;
-        if (s->ntx == 2 && prtt != 0 && now_ns - s->sent_ns < prtt) {
-            eng->ctr.spurious++;
-            pace_undo(eng);
-            rto_sample(&eng->rto, rtt);
-            if (gap)
-                rto_smooth(&eng->sgap, &eng->gapvar, gap);
-        } else {
-            s->amb_rtt = rtt ? rtt : 1;
-            s->amb_gap = gap;
-        }
-    } else
-        eng->ctr.recovered++;
+}
+
+/* After segment s's result: loss detection from the order of results,
+ * the window's low edge, and the operation's end or its next segments. */
+static void seg_advance(host_engine_t *eng, const seg_t *s, uint64_t now_ns)
+{
     if (!s->resent && !s->silent)
         rack_on_result(eng, s, now_ns);
     eng->ndone++;
@@ -1687,6 +1725,50 @@ void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
         return;
     }
     fill_window(eng, now_ns);
+}
+
+/* A plain result (no query, data ahead or error): for the segment it
+ * answers, or a duplicate. */
+static void on_result(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
+                      uint64_t now_ns)
+{
+    seg_t *s;
+    uint64_t off;
+    size_t n;
+
+    copy_count(eng, h, 0);
+    if (h->flags & WIRE_F_MCAST)
+        eng->mc_seen = 1;
+    if (late_duplicate(eng, h) || (s = awaited_seg(eng, h)) == NULL) {
+        eng->ctr.duplicate_results++;
+        if (h->flags & WIRE_F_MCAST)
+            eng->ctr.mcast_duplicates++;
+        return;
+    }
+    if (!result_fits(eng, h, s, &off, &n) || !take_data(eng, h, buf, s, off, n))
+        return;
+    seg_answered(eng, h, s);
+    seg_timed(eng, s, now_ns);
+    seg_advance(eng, s, now_ns);
+}
+
+void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
+                           size_t len, uint64_t now_ns)
+{
+    wire_hdr_t h;
+
+    if (!packet_ours(eng, src, buf, len, &h))
+        return;
+    if (h.type != WIRE_RESULT)
+        on_lock_answer(eng, &h, now_ns);
+    else if (h.flags & WIRE_F_QUERY)
+        on_ask(eng, &h, now_ns);
+    else if (h.flags & WIRE_F_AHEAD)
+        on_ahead(eng, &h, buf);
+    else if (h.flags & WIRE_F_ERROR)
+        on_mismatch(eng, &h);
+    else
+        on_result(eng, &h, buf, now_ns);
 }
 
 /*

@@ -623,12 +623,28 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* Lock held: starts the watcher once, with the library's threads. */
+/* Whether a recovery can pull this process in: another member of one of
+ * its communicators can recover (a failed group, and with or without a
+ * manager an erroneous, refused or expired call, docs/failures.md), so a
+ * communicator of at least two members (host_comm_shadow_dispatch). A
+ * context of one rank has none: the watcher would only wake it 10 times a
+ * second. */
+static int recovery_possible(incoll_ctx_h ctx)
+{
+    for (incoll_comm_h c = ctx->comms; c; c = c->next)
+        if (c->size >= 2)
+            return 1;
+    return 0;
+}
+
+/* Lock held: starts the watcher once, with the library's threads, from
+ * the first call after which a recovery can pull this process in. */
 static void watch_start(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx->sync;
     int ret;
-    if (s->has_watcher || !s->progress_thread || s->watch_stop)
+    if (s->has_watcher || !s->progress_thread || s->watch_stop ||
+        !recovery_possible(ctx))
         return;
     s->has_watcher = 1; /* tried once */
     ret = pthread_create(&s->watcher, NULL, watch_main, ctx);

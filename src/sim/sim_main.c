@@ -1313,12 +1313,137 @@ static void tune_malloc(char **argv)
     /* Could not: go on with the defaults. */
 }
 
+/* The header of the allreduce table: the run's settings, the costs it
+ * assumes, and the columns. */
+static void print_header(const opts_t *o)
+{
+    char rate[32];
+    double pkt_ns, byte_ns;
+
+    printf(
+        "# incoll-sim allreduce: %s links, %.17g us latency, oversubscription "
+        "%g, "
+        "float32 sum, slots %u, payload %u, window %u, drop %g, seed %" PRIu64
+        ", iters %d\n",
+        sim_rate_str(o->cfg.link_Bps, rate, sizeof(rate)),
+        o->cfg.link_lat_s * 1e6, o->cfg.oversub, o->cfg.slots, o->cfg.payload,
+        o->cfg.window ? o->cfg.window : o->cfg.slots, o->cfg.drop, o->cfg.seed,
+        o->cfg.iters);
+    if (sim_calib_agg_fit(&o->cfg.calib, o->cfg.an_cores, &pkt_ns, &byte_ns))
+        printf("# costs (%s): server an of %d core%s %g ns/datagram + %g "
+               "ns/byte (measured whole); hosts reduce %g GB/s + %g ns; "
+               "switch an %g ns\n",
+               o->cfg.calib.source, o->cfg.an_cores,
+               o->cfg.an_cores > 1 ? "s" : "", pkt_ns, byte_ns,
+               o->cfg.calib.host_reduce_gbps, o->cfg.calib.host_reduce_call_ns,
+               o->cfg.calib.switch_ns);
+    else
+        printf("# costs (%s): server an of %d core%s %g ns/packet, copy "
+               "%g GB/s, reduce %g GB/s + %g ns; hosts reduce %g GB/s + "
+               "%g ns; switch an %g ns\n",
+               o->cfg.calib.source, o->cfg.an_cores,
+               o->cfg.an_cores > 1 ? "s" : "", o->cfg.calib.agg_pkt_ns,
+               o->cfg.calib.copy_gbps, o->cfg.calib.agg_reduce_gbps,
+               o->cfg.calib.agg_reduce_call_ns, o->cfg.calib.host_reduce_gbps,
+               o->cfg.calib.host_reduce_call_ns, o->cfg.calib.switch_ns);
+    printf("%-13s %-6s %6s %10s %14s %16s %6s %8s %8s\n", "# algorithm", "an",
+           "hosts", "bytes", "latency(us)", "bandwidth(MB/s)", "check",
+           "wall(s)", "mem(MiB)");
+    fflush(stdout);
+}
+
+/* One whole message from fd into *msg; 0 at its end (or a short one). */
+static int read_msg(int fd, msg_t *msg)
+{
+    size_t have = 0;
+    while (have < sizeof(*msg)) {
+        ssize_t got = read(fd, (char *)msg + have, sizeof(*msg) - have);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        have += (size_t)got;
+    }
+    return have == sizeof(*msg);
+}
+
+/* The messages of the child simulating the i-th number of hosts, from
+ * fd: progress lines, and the rows, printed and kept in rows (*nrows of
+ * them, at most MAX_ROWS). Returns the number of failed rows. */
+static int take_rows(const opts_t *o, int i, int fd, sim_result_t *rows,
+                     int *nrows)
+{
+    msg_t msg;
+    int failed = 0;
+
+    while (read_msg(fd, &msg)) {
+        if (msg.kind == 0) {
+            if (!o->quiet)
+                printf("# %d hosts, radix %d, %d levels: platform loaded in "
+                       "%.2f s\n",
+                       msg.hosts, msg.radix, msg.levels, msg.setup_s);
+        } else {
+            print_row(stdout, &msg.row);
+            print_jobs(stdout, &msg.row);
+            if (msg.row.outcome == SIM_FAILED)
+                failed++;
+            if (*nrows < MAX_ROWS) {
+                rows[*nrows] = msg.row;
+                rows[(*nrows)++].order = i * 100000 + msg.seq;
+            }
+        }
+        fflush(stdout);
+    }
+    return failed;
+}
+
+/* Simulates the i-th number of hosts in a child process (a fresh SimGrid
+ * each), its rows into rows; returns the number of failures (rows, and
+ * the child's own), or -1 when no child could be started. */
+static int simulate_size(const opts_t *o, int i, sim_result_t *rows, int *nrows)
+{
+    int fds[2], status, failed;
+    pid_t pid;
+    struct rusage ru;
+
+    if (pipe(fds) != 0) {
+        perror("incoll-sim: pipe");
+        return -1;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        perror("incoll-sim: fork");
+        return -1;
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        _exit(child_main(o, o->hosts[i], fds[1]));
+    }
+    close(fds[1]);
+    failed = take_rows(o, i, fds[0], rows, nrows);
+    close(fds[0]);
+    if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        char why[256];
+        fprintf(stderr, "incoll-sim: the simulation of %d hosts failed: %s\n",
+                o->hosts[i], exit_cause(status, why, sizeof(why)));
+        failed++;
+    } else if (!o->quiet) {
+        printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o->hosts[i],
+               ru.ru_maxrss / 1024.0,
+               (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+                   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
+    }
+    fflush(stdout);
+    return failed;
+}
+
 int main(int argc, char **argv)
 {
     opts_t o;
     sim_result_t *rows;
     int nrows = 0, failed = 0;
-    char rate[32];
 
     tune_malloc(argv);
     log_init_from_env();
@@ -1346,109 +1471,14 @@ int main(int argc, char **argv)
     rows = calloc(MAX_ROWS, sizeof(*rows));
     if (rows == NULL)
         return 1;
-
-    printf(
-        "# incoll-sim allreduce: %s links, %.17g us latency, oversubscription "
-        "%g, "
-        "float32 sum, slots %u, payload %u, window %u, drop %g, seed %" PRIu64
-        ", iters %d\n",
-        sim_rate_str(o.cfg.link_Bps, rate, sizeof(rate)),
-        o.cfg.link_lat_s * 1e6, o.cfg.oversub, o.cfg.slots, o.cfg.payload,
-        o.cfg.window ? o.cfg.window : o.cfg.slots, o.cfg.drop, o.cfg.seed,
-        o.cfg.iters);
-    {
-        double pkt_ns, byte_ns;
-        if (sim_calib_agg_fit(&o.cfg.calib, o.cfg.an_cores, &pkt_ns, &byte_ns))
-            printf("# costs (%s): server an of %d core%s %g ns/datagram + %g "
-                   "ns/byte (measured whole); hosts reduce %g GB/s + %g ns; "
-                   "switch an %g ns\n",
-                   o.cfg.calib.source, o.cfg.an_cores,
-                   o.cfg.an_cores > 1 ? "s" : "", pkt_ns, byte_ns,
-                   o.cfg.calib.host_reduce_gbps,
-                   o.cfg.calib.host_reduce_call_ns, o.cfg.calib.switch_ns);
-        else
-            printf("# costs (%s): server an of %d core%s %g ns/packet, copy "
-                   "%g GB/s, reduce %g GB/s + %g ns; hosts reduce %g GB/s + "
-                   "%g ns; switch an %g ns\n",
-                   o.cfg.calib.source, o.cfg.an_cores,
-                   o.cfg.an_cores > 1 ? "s" : "", o.cfg.calib.agg_pkt_ns,
-                   o.cfg.calib.copy_gbps, o.cfg.calib.agg_reduce_gbps,
-                   o.cfg.calib.agg_reduce_call_ns, o.cfg.calib.host_reduce_gbps,
-                   o.cfg.calib.host_reduce_call_ns, o.cfg.calib.switch_ns);
-    }
-    printf("%-13s %-6s %6s %10s %14s %16s %6s %8s %8s\n", "# algorithm", "an",
-           "hosts", "bytes", "latency(us)", "bandwidth(MB/s)", "check",
-           "wall(s)", "mem(MiB)");
-    fflush(stdout);
-
+    print_header(&o);
     for (int i = 0; i < o.nhosts_list; i++) {
-        int fds[2], status;
-        pid_t pid;
-        struct rusage ru;
-        msg_t msg;
-        ssize_t got;
-
-        if (pipe(fds) != 0) {
-            perror("incoll-sim: pipe");
+        int f = simulate_size(&o, i, rows, &nrows);
+        if (f < 0) {
+            free(rows);
             return 1;
         }
-        fflush(NULL);
-        pid = fork();
-        if (pid < 0) {
-            perror("incoll-sim: fork");
-            return 1;
-        }
-        if (pid == 0) {
-            close(fds[0]);
-            _exit(child_main(&o, o.hosts[i], fds[1]));
-        }
-        close(fds[1]);
-        for (;;) {
-            size_t have = 0;
-            while (have < sizeof(msg)) {
-                got = read(fds[0], (char *)&msg + have, sizeof(msg) - have);
-                if (got < 0 && errno == EINTR)
-                    continue;
-                if (got <= 0)
-                    break;
-                have += (size_t)got;
-            }
-            if (have < sizeof(msg))
-                break;
-            if (msg.kind == 0) {
-                if (!o.quiet)
-                    printf(
-                        "# %d hosts, radix %d, %d levels: platform loaded in "
-                        "%.2f s\n",
-                        msg.hosts, msg.radix, msg.levels, msg.setup_s);
-            } else {
-                print_row(stdout, &msg.row);
-                print_jobs(stdout, &msg.row);
-                if (msg.row.outcome == SIM_FAILED)
-                    failed++;
-                if (nrows < MAX_ROWS) {
-                    rows[nrows] = msg.row;
-                    rows[nrows++].order = i * 100000 + msg.seq;
-                }
-            }
-            fflush(stdout);
-        }
-        close(fds[0]);
-        if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) ||
-            WEXITSTATUS(status) != 0) {
-            char why[256];
-            fprintf(stderr,
-                    "incoll-sim: the simulation of %d hosts failed: %s\n",
-                    o.hosts[i], exit_cause(status, why, sizeof(why)));
-            failed++;
-        } else if (!o.quiet) {
-            printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o.hosts[i],
-                   ru.ru_maxrss / 1024.0,
-                   (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-                       (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) *
-                           1e-6);
-        }
-        fflush(stdout);
+        failed += f;
     }
     qsort(rows, (size_t)nrows, sizeof(*rows), cmp_order);
     if (o.csv && write_csv(o.csv, rows, nrows) != 0)

@@ -308,196 +308,251 @@ static void write_entries(FILE *out, int c, const char *form, const long *sizes,
     }
 }
 
+/* The command line. */
+typedef struct {
+    long lo, hi; /* --sizes */
+    int iters, passes;
+    double margin;
+    int want[C_COUNT]; /* --colls */
+    int forms[2];      /* --forms: blocking, nb */
+    const char *out_path, *shape, *cmd, *save_path, *host_path;
+} opts_t;
+
+/* The collectives --colls names (a comma-separated list) into want. */
+static void parse_colls(const char *v, int want[C_COUNT])
+{
+    for (int c = 0; c < C_COUNT; c++) {
+        const char *p = v;
+        size_t n = strlen(names[c]);
+        want[c] = 0;
+        while ((p = strstr(p, names[c])) != NULL) {
+            if ((p == v || p[-1] == ',') && (p[n] == '\0' || p[n] == ','))
+                want[c] = 1;
+            p += n;
+        }
+    }
+}
+
+/* An argument that is not ours (arg), or with arg NULL values out of
+ * range: the job ends. */
+static __attribute__((noreturn)) void bad_args(const char *arg)
+{
+    if (rank == 0 && arg)
+        fprintf(stderr, "tune: bad argument '%s'\n", arg);
+    else if (rank == 0)
+        fprintf(stderr, "tune: bad --sizes, --iters, --passes or --margin\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+    exit(2);
+}
+
+/* The command line into *o (the defaults for what it does not say); a
+ * bad one ends the job. */
+static void parse_args(int argc, char **argv, opts_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->lo = 4;
+    o->hi = 1 << 20;
+    o->iters = 50;
+    o->passes = 2;
+    o->margin = 5;
+    o->forms[0] = o->forms[1] = 1;
+    o->shape = o->cmd = "";
+    for (int c = 0; c < C_COUNT; c++)
+        o->want[c] = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--only-layer") == 0) {
+            only_layer = 1;
+            continue;
+        }
+        if (v == NULL)
+            bad_args(a);
+        i++;
+        if (strcmp(a, "--sizes") == 0) {
+            const char *colon = strchr(v, ':');
+            o->lo = parse_size(v);
+            o->hi = colon ? parse_size(colon + 1) : o->lo;
+        } else if (strcmp(a, "--iters") == 0) {
+            o->iters = atoi(v);
+        } else if (strcmp(a, "--passes") == 0) {
+            o->passes = atoi(v);
+        } else if (strcmp(a, "--margin") == 0) {
+            o->margin = atof(v);
+        } else if (strcmp(a, "--out") == 0) {
+            o->out_path = v;
+        } else if (strcmp(a, "--save-us") == 0) {
+            o->save_path = v;
+        } else if (strcmp(a, "--host") == 0 && strchr(v, ':')) {
+            static char algo[32];
+            snprintf(algo, sizeof(algo), "%.*s", (int)(strchr(v, ':') - v), v);
+            host_algo = algo;
+            o->host_path = strchr(v, ':') + 1;
+        } else if (strcmp(a, "--shape") == 0) {
+            o->shape = v;
+        } else if (strcmp(a, "--cmd") == 0) {
+            o->cmd = v;
+        } else if (strcmp(a, "--forms") == 0) {
+            o->forms[0] = strstr(v, "blocking") != NULL;
+            o->forms[1] = strstr(v, "nb") != NULL;
+        } else if (strcmp(a, "--colls") == 0) {
+            parse_colls(v, o->want);
+        } else {
+            bad_args(a);
+        }
+    }
+    if (o->lo < 4 || o->hi < o->lo || o->hi > (64l << 20) || o->iters < 1 ||
+        o->passes < 1 || o->passes > 100 || o->margin < 0 || o->margin > 1000)
+        bad_args(NULL);
+}
+
+/* Where the allreduce of form nb and bytes goes with --host's algorithm
+ * as a third candidate (avg: MPI's own, the layer's), decided on rank 0
+ * from its file and sent to every rank: 0 inc, 1 mpi, 2 the host
+ * algorithm. */
+static int host_decision(const opts_t *o, int nb, long bytes,
+                         const double avg[2])
+{
+    double h = rank == 0 ? host_us(o->host_path, form_names[nb], bytes) : 0;
+    int d = 0;
+    if (rank == 0) {
+        double best = avg[1];
+        if (h > 0 && h * (1 + o->margin / 100) < avg[1]) {
+            d = 2;
+            best = h;
+        }
+        if (avg[0] * (1 + o->margin / 100) < best)
+            d = 1;
+    }
+    PMPI_Bcast(&d, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("tune: %-20s %-8s %8ld %s_us %10.1f\n", names[C_ALLREDUCE],
+               form_names[nb], bytes, host_algo, h);
+    return d;
+}
+
+/* Measures collective c, form nb, at bytes (the least of --passes
+ * measurements of each column), reports it (rank 0's line, and --save-us's
+ * file on rank 0) and returns the decision. */
+static int measure_size(const opts_t *o, int c, int nb, long bytes, FILE *save)
+{
+    int n = (int)(bytes / 4), d;
+    /* Fewer iterations for the large sizes (OSU does too). */
+    long it_n = (long)o->iters * 4096 / (bytes > 4096 ? bytes : 4096);
+    int it = it_n < 4 ? 4 : (int)it_n;
+    double avg[2] = {0, 0};
+
+    for (int r = 0; r < size; r++)
+        counts[r] = n;
+    for (int p = 0; p < o->passes; p++) {
+        double one[2];
+        measure(c, n, nb, it, one);
+        for (int q = 0; q < 2; q++)
+            avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
+    }
+    d = avg[0] * (1 + o->margin / 100) < avg[1];
+    if (o->host_path && c == C_ALLREDUCE)
+        d = host_decision(o, nb, bytes, avg);
+    if (save)
+        fprintf(save, "%s %s %ld %.3f\n", names[c], form_names[nb],
+                c == C_BARRIER ? 0 : bytes, avg[1]);
+    if (rank == 0) {
+        printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
+               "%10.1f mpi/layer %5.2f %s\n",
+               names[c], form_names[nb], c == C_BARRIER ? 0 : bytes, avg[1],
+               avg[0], avg[1] > 0 ? avg[0] / avg[1] : 0, decision_name(d));
+        fflush(stdout);
+    }
+    return d;
+}
+
+/* Every wanted collective, form and size: the decisions into mpi (the
+ * barrier's first size stands for all). */
+static void run_all(const opts_t *o, const long *sizes, int ns,
+                    int mpi[C_COUNT][2][MAX_SIZES])
+{
+    FILE *save = NULL;
+
+    if (rank == 0 && o->save_path &&
+        (save = fopen(o->save_path, "w")) == NULL) {
+        perror(o->save_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    for (int c = 0; c < C_COUNT; c++)
+        for (int nb = 0; nb < 2; nb++) {
+            if (!o->want[c] || !o->forms[nb])
+                continue;
+            for (int k = 0; k < ns; k++)
+                mpi[c][nb][k] = c == C_BARRIER && k > 0
+                                    ? mpi[c][nb][0]
+                                    : measure_size(o, c, nb, sizes[k], save);
+        }
+    if (save && fclose(save) != 0) {
+        perror(o->save_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+}
+
+/* Rank 0: the selection table of the decisions into --out's file. */
+static void write_table(const opts_t *o, const long *sizes, int ns,
+                        int mpi[C_COUNT][2][MAX_SIZES])
+{
+    time_t now = time(NULL);
+    char when[64];
+    FILE *out;
+
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    out = fopen(o->out_path, "w");
+    if (out == NULL) {
+        perror(o->out_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    fprintf(out,
+            "# incoll selection table (src/common/tune.h), made by\n"
+            "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
+            "above 4 KiB), least of %d passes, margin %g%%\n",
+            o->cmd[0] ? o->cmd : "incoll-tune-mpi", when, size, o->iters,
+            o->passes, o->margin);
+    fprintf(out, "shape %s%sranks=%d\n", o->shape, o->shape[0] ? " " : "",
+            size);
+    for (int c = 0; c < C_COUNT; c++) {
+        int nsz = c == C_BARRIER ? 1 : ns;
+        if (!o->want[c])
+            continue;
+        if (o->forms[0])
+            write_entries(out, c, "blocking", sizes, mpi[c][0], nsz);
+        if (o->forms[1]) {
+            write_entries(out, c, "nb", sizes, mpi[c][1], nsz);
+            write_entries(out, c, "persistent", sizes, mpi[c][1], nsz);
+        }
+    }
+    if (fclose(out) != 0) {
+        perror(o->out_path);
+        MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    printf("tune: wrote %s\n", o->out_path);
+}
+
 int main(int argc, char **argv)
 {
-    long lo = 4, hi = 1 << 20, sizes[MAX_SIZES];
-    int iters = 50, ns = 0, want[C_COUNT], forms[2] = {1, 1}, passes = 2;
-    double margin = 5;
-    int mpi[C_COUNT][2][MAX_SIZES];
-    const char *out_path = NULL, *shape = "", *cmd = "";
-    const char *save_path = NULL, *host_path = NULL;
-    FILE *out = NULL, *save = NULL;
+    static int mpi[C_COUNT][2][MAX_SIZES];
+    long sizes[MAX_SIZES];
+    int ns = 0;
+    opts_t o;
 
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    for (int c = 0; c < C_COUNT; c++)
-        want[c] = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (v && strcmp(a, "--sizes") == 0) {
-            const char *colon = strchr(v, ':');
-            lo = parse_size(v);
-            hi = colon ? parse_size(colon + 1) : lo;
-            i++;
-        } else if (v && strcmp(a, "--iters") == 0) {
-            iters = atoi(v);
-            i++;
-        } else if (v && strcmp(a, "--passes") == 0) {
-            passes = atoi(v);
-            i++;
-        } else if (v && strcmp(a, "--margin") == 0) {
-            margin = atof(v);
-            i++;
-        } else if (v && strcmp(a, "--out") == 0) {
-            out_path = v;
-            i++;
-        } else if (v && strcmp(a, "--save-us") == 0) {
-            save_path = v;
-            i++;
-        } else if (v && strcmp(a, "--host") == 0 && strchr(v, ':')) {
-            static char algo[32];
-            snprintf(algo, sizeof(algo), "%.*s", (int)(strchr(v, ':') - v), v);
-            host_algo = algo;
-            host_path = strchr(v, ':') + 1;
-            i++;
-        } else if (strcmp(a, "--only-layer") == 0) {
-            only_layer = 1;
-        } else if (v && strcmp(a, "--shape") == 0) {
-            shape = v;
-            i++;
-        } else if (v && strcmp(a, "--cmd") == 0) {
-            cmd = v;
-            i++;
-        } else if (v && strcmp(a, "--forms") == 0) {
-            forms[0] = strstr(v, "blocking") != NULL;
-            forms[1] = strstr(v, "nb") != NULL;
-            i++;
-        } else if (v && strcmp(a, "--colls") == 0) {
-            for (int c = 0; c < C_COUNT; c++) {
-                const char *p = v;
-                size_t n = strlen(names[c]);
-                want[c] = 0;
-                while ((p = strstr(p, names[c])) != NULL) {
-                    if ((p == v || p[-1] == ',') &&
-                        (p[n] == '\0' || p[n] == ','))
-                        want[c] = 1;
-                    p += n;
-                }
-            }
-            i++;
-        } else {
-            if (rank == 0)
-                fprintf(stderr, "tune: bad argument '%s'\n", a);
-            MPI_Abort(MPI_COMM_WORLD, 2);
-        }
-    }
-    if (lo < 4 || hi < lo || hi > (64l << 20) || iters < 1 || passes < 1 ||
-        passes > 100 || margin < 0 || margin > 1000) {
-        if (rank == 0)
-            fprintf(stderr, "tune: bad --sizes, --iters, --passes or "
-                            "--margin\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    for (long s = lo; s <= hi && ns < MAX_SIZES; s *= 4)
+    parse_args(argc, argv, &o);
+    for (long s = o.lo; s <= o.hi && ns < MAX_SIZES; s *= 4)
         sizes[ns++] = s & ~3l;
-    sendb = malloc((size_t)hi * size + 64);
-    recvb = malloc((size_t)hi * size + 64);
+    sendb = malloc((size_t)o.hi * size + 64);
+    recvb = malloc((size_t)o.hi * size + 64);
     counts = malloc(sizeof(int) * (size_t)size);
     if (sendb == NULL || recvb == NULL || counts == NULL)
         MPI_Abort(MPI_COMM_WORLD, 2);
-    memset(mpi, 0, sizeof(mpi));
-    if (rank == 0 && save_path && (save = fopen(save_path, "w")) == NULL) {
-        perror(save_path);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    for (int c = 0; c < C_COUNT; c++) {
-        for (int nb = 0; nb < 2; nb++) {
-            if (!want[c] || !forms[nb])
-                continue;
-            for (int k = 0; k < ns; k++) {
-                int n = (int)(sizes[k] / 4);
-                /* Fewer iterations for the large sizes (OSU does too). */
-                long it_n =
-                    (long)iters * 4096 / (sizes[k] > 4096 ? sizes[k] : 4096);
-                int it = it_n < 4 ? 4 : (int)it_n;
-                double avg[2] = {0, 0};
-                if (c == C_BARRIER && k > 0) {
-                    mpi[c][nb][k] = mpi[c][nb][0];
-                    continue;
-                }
-                for (int r = 0; r < size; r++)
-                    counts[r] = n;
-                for (int p = 0; p < passes; p++) {
-                    double one[2];
-                    measure(c, n, nb, it, one);
-                    for (int q = 0; q < 2; q++)
-                        avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
-                }
-                mpi[c][nb][k] = avg[0] * (1 + margin / 100) < avg[1];
-                if (host_path && c == C_ALLREDUCE) {
-                    /* rank 0's file; the decision goes to every rank */
-                    double h =
-                        rank == 0 ? host_us(host_path, form_names[nb], sizes[k])
-                                  : 0;
-                    int d = 0;
-                    if (rank == 0) {
-                        double best = avg[1];
-                        if (h > 0 && h * (1 + margin / 100) < avg[1]) {
-                            d = 2;
-                            best = h;
-                        }
-                        if (avg[0] * (1 + margin / 100) < best)
-                            d = 1;
-                    }
-                    PMPI_Bcast(&d, 1, MPI_INT, 0, MPI_COMM_WORLD);
-                    mpi[c][nb][k] = d;
-                    if (rank == 0)
-                        printf("tune: %-20s %-8s %8ld %s_us %10.1f\n", names[c],
-                               form_names[nb], sizes[k], host_algo, h);
-                }
-                if (save)
-                    fprintf(save, "%s %s %ld %.3f\n", names[c], form_names[nb],
-                            c == C_BARRIER ? 0 : sizes[k], avg[1]);
-                if (rank == 0) {
-                    printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
-                           "%10.1f mpi/layer %5.2f %s\n",
-                           names[c], form_names[nb],
-                           c == C_BARRIER ? 0 : sizes[k], avg[1], avg[0],
-                           avg[1] > 0 ? avg[0] / avg[1] : 0,
-                           decision_name(mpi[c][nb][k]));
-                    fflush(stdout);
-                }
-            }
-        }
-    }
-    if (save && fclose(save) != 0) {
-        perror(save_path);
-        MPI_Abort(MPI_COMM_WORLD, 3);
-    }
-    if (rank == 0 && out_path) {
-        time_t now = time(NULL);
-        char when[64];
-        strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
-        out = fopen(out_path, "w");
-        if (out == NULL) {
-            perror(out_path);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-        fprintf(out,
-                "# incoll selection table (src/common/tune.h), made by\n"
-                "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
-                "above 4 KiB), least of %d passes, margin %g%%\n",
-                cmd[0] ? cmd : "incoll-tune-mpi", when, size, iters, passes,
-                margin);
-        fprintf(out, "shape %s%sranks=%d\n", shape, shape[0] ? " " : "", size);
-        for (int c = 0; c < C_COUNT; c++) {
-            int nsz = c == C_BARRIER ? 1 : ns;
-            if (!want[c])
-                continue;
-            if (forms[0])
-                write_entries(out, c, "blocking", sizes, mpi[c][0], nsz);
-            if (forms[1]) {
-                write_entries(out, c, "nb", sizes, mpi[c][1], nsz);
-                write_entries(out, c, "persistent", sizes, mpi[c][1], nsz);
-            }
-        }
-        if (fclose(out) != 0) {
-            perror(out_path);
-            MPI_Abort(MPI_COMM_WORLD, 3);
-        }
-        printf("tune: wrote %s\n", out_path);
-    }
+    run_all(&o, sizes, ns, mpi);
+    if (rank == 0 && o.out_path)
+        write_table(&o, sizes, ns, mpi);
     if (rank == 0)
         printf("tune: ok\n");
     free(sendb);
