@@ -12,10 +12,15 @@
  */
 #include "test.h"
 
+#include "host/host.h"
+#include "host/lock.h"
+
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const struct {
@@ -194,5 +199,71 @@ TEST(layers_host_calls_downward, TEST_UNIT)
     free(defs);
     free(out);
     CHECK_MSG(bad == 0, "%d differences from the declared layers", bad);
+    return TEST_PASSED;
+}
+
+/* In a child with stderr on a pipe: a context's lock taken and given
+ * back as how says (0: once, then again; 1: taken twice; 2: given back
+ * unheld). The child's stderr in out; its wait status, or -1. */
+static int lock_child(int how, char *out, size_t cap)
+{
+    int fds[2], st = -1;
+    size_t len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe(fds) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct incoll_ctx *ctx = calloc(1, sizeof(*ctx));
+        dup2(fds[1], 2);
+        close(fds[0]);
+        if (ctx == NULL || host_sync_create(ctx) != INCOLL_OK)
+            _exit(3);
+        if (how == 2) {
+            host_unlock(ctx);
+            _exit(0);
+        }
+        host_lock(ctx);
+        if (how == 1)
+            host_lock(ctx);
+        host_unlock(ctx);
+        host_lock(ctx);
+        host_unlock(ctx);
+        _exit(host_lock_held(ctx) ? 4 : 0);
+    }
+    close(fds[1]);
+    while (len + 1 < cap && (n = read(fds[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(fds[0]);
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return st;
+}
+
+/* The library lock is not recursive: a thread that takes it again is
+ * stopped with both places named, instead of waiting for itself; one
+ * that gives it back unheld is stopped too; taking it in turn works. */
+TEST(layers_lock_not_recursive, TEST_UNIT)
+{
+    char out[4096];
+    int st = lock_child(0, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "lock, unlock, lock, unlock: status %d: %s", st, out);
+    st = lock_child(1, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+              "nested lock: status %d (not aborted): %s", st, out);
+    CHECK_MSG(strstr(out, "test_layers.c") != NULL &&
+                  strstr(out, "lock_child") != NULL &&
+                  strstr(strstr(out, "test_layers.c") + 1, "test_layers.c"),
+              "the nesting's report names neither place: %s", out);
+    st = lock_child(2, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT &&
+                  strstr(out, "does not hold") != NULL,
+              "unlock unheld: status %d: %s", st, out);
     return TEST_PASSED;
 }

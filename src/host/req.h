@@ -59,9 +59,13 @@ incoll_status_t host_comm_destroy_impl(incoll_comm_h comm);
 void host_req_ctx_fini(incoll_ctx_h ctx);
 
 /* host_lock() (lock.h) that also progresses the requests and, when comm
- * is not NULL and the call is not nested, waits for comm's outstanding
- * requests (collectives of a communicator run in order). */
-void host_enter(incoll_ctx_h ctx, incoll_comm_h comm);
+ * is not NULL, waits for comm's outstanding requests (collectives of a
+ * communicator run in order). Never inside another call (the lock is not
+ * recursive: that is what the _locked service calls are for). */
+void host_enter_at(incoll_ctx_h ctx, incoll_comm_h comm, const char *file,
+                   int line, const char *func);
+#define host_enter(ctx, comm)                                                  \
+    host_enter_at((ctx), (comm), __FILE__, __LINE__, __func__)
 
 /* Stops comm's request thread after its requests completed (before comm
  * is freed). */
@@ -132,7 +136,7 @@ void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops);
 int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p);
 /* host_unlock() after a call on comm that returned status: the error of
  * an operation that returned early and failed since (said at warn level
- * when it failed) replaces INCOLL_OK, once (outermost calls only). */
+ * when it failed) replaces INCOLL_OK, once. */
 incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status);
 /* Waits for comm's outstanding requests (early operations included),
  * locally: for a benchmark that counts an early operation's packets. */
