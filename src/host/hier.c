@@ -31,6 +31,8 @@
 #include "host/req.h"
 #include "host/service.h"
 #include "host/shm.h"
+#include "host/fallback.h"
+#include "host/mcast.h"
 
 #include "common/dtype.h"
 #include "common/log.h"
