@@ -87,6 +87,25 @@ static int all_placed(void)
     return bad ? -1 : n;
 }
 
+/* Appends the definition of name in member (an archive member's name)
+ * to *defs_p; -1 when out of memory. */
+static int def_add(sym_t **defs_p, size_t *n_p, size_t *cap_p, char *name,
+                   const char *member)
+{
+    if (*n_p == *cap_p) {
+        size_t cap = *cap_p ? 2 * *cap_p : 1024;
+        sym_t *g = realloc(*defs_p, cap * sizeof(**defs_p));
+        if (g == NULL)
+            return -1;
+        *defs_p = g;
+        *cap_p = cap;
+    }
+    (*defs_p)[*n_p].name = name;
+    (*defs_p)[*n_p].file = file_index(member);
+    (*n_p)++;
+    return 0;
+}
+
 /* The whole of nm -A -g on the library's archive (more than run_cmd
  * keeps), malloc'ed; NULL when it cannot be had (said why). */
 static char *nm_archive(void)
@@ -164,15 +183,7 @@ TEST(layers_host_calls_downward, TEST_UNIT)
             memcpy(undef + undef_len, name + 1, l + 1);
             undef_len += l + 1;
         } else if (strchr("TDBR", type) != NULL) {
-            if (ndefs == cap) {
-                sym_t *g =
-                    realloc(defs, (cap = cap ? 2 * cap : 1024) * sizeof(*defs));
-                CHECK(g != NULL);
-                defs = g;
-            }
-            defs[ndefs].name = name + 1;
-            defs[ndefs].file = file_index(member);
-            ndefs++;
+            CHECK(def_add(&defs, &ndefs, &cap, name + 1, member) == 0);
         }
     }
     CHECK_MSG(ndefs > 100 && undef_len > 0, "nm listed %zu definitions", ndefs);
@@ -302,15 +313,7 @@ TEST(layers_host_own_headers, TEST_UNIT)
         if (member == NULL || name == NULL || name - line < 2 ||
             name[-1] != 'T' || file_index(member + 3) < 0)
             continue;
-        if (ndefs == cap) {
-            sym_t *g =
-                realloc(defs, (cap = cap ? 2 * cap : 1024) * sizeof(*defs));
-            CHECK(g != NULL);
-            defs = g;
-        }
-        defs[ndefs].name = name + 1;
-        defs[ndefs].file = file_index(member + 3);
-        ndefs++;
+        CHECK(def_add(&defs, &ndefs, &cap, name + 1, member + 3) == 0);
     }
     CHECK_MSG(ndefs > 100, "nm listed %zu functions of src/host", ndefs);
     snprintf(path, sizeof(path), "%s/src/host", test_srcdir());
