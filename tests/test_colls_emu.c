@@ -6,7 +6,7 @@
  */
 #include "test.h"
 
-#include "host/host_colls.h"
+#include "host/colls.h"
 
 #include <pthread.h>
 #include <stdint.h>

@@ -8,14 +8,22 @@
  * API (api.c). A file may call its own layer and the ones below. The
  * calls upward that the code still makes are listed below: a new one
  * fails the test, and so does a listed one that went (take it off the
- * list, so that it cannot come back unseen).
+ * list, so that it cannot come back unseen). Each file declares its
+ * functions in its own header alone, and the library lock is not
+ * recursive.
  */
 #include "test.h"
 
+#include "host/host.h"
+#include "host/lock.h"
+
+#include <ctype.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const struct {
@@ -79,42 +87,78 @@ static int all_placed(void)
     return bad ? -1 : n;
 }
 
+/* Appends the definition of name in member (an archive member's name)
+ * to *defs_p; -1 when out of memory. */
+static int def_add(sym_t **defs_p, size_t *n_p, size_t *cap_p, char *name,
+                   const char *member)
+{
+    if (*n_p == *cap_p) {
+        size_t cap = *cap_p ? 2 * *cap_p : 1024;
+        sym_t *g = realloc(*defs_p, cap * sizeof(**defs_p));
+        if (g == NULL)
+            return -1;
+        *defs_p = g;
+        *cap_p = cap;
+    }
+    (*defs_p)[*n_p].name = name;
+    (*defs_p)[*n_p].file = file_index(member);
+    (*n_p)++;
+    return 0;
+}
+
+/* The whole of nm -A -g on the library's archive (more than run_cmd
+ * keeps), malloc'ed; NULL when it cannot be had (said why). */
+static char *nm_archive(void)
+{
+    char lib[4096], cmd[4200], buf[65536], *out = NULL;
+    size_t len = 0, n;
+    FILE *nm;
+    int rc;
+
+    snprintf(lib, sizeof(lib), "%s/../obj/libincoll-internal.a", test_bindir());
+    if (access(lib, R_OK) != 0) {
+        fprintf(stderr, "    no %s\n", lib);
+        return NULL;
+    }
+    snprintf(cmd, sizeof(cmd), "nm -A -g '%s'", lib);
+    if ((nm = popen(cmd, "r")) == NULL) {
+        fprintf(stderr, "    cannot run %s\n", cmd);
+        return NULL;
+    }
+    while ((n = fread(buf, 1, sizeof(buf), nm)) > 0) {
+        char *grown = realloc(out, len + n + 1);
+        if (grown == NULL)
+            break;
+        out = grown;
+        memcpy(out + len, buf, n);
+        len += n;
+        out[len] = '\0';
+    }
+    rc = pclose(nm);
+    if (rc != 0 || out == NULL || n > 0) {
+        fprintf(stderr, "    %s: status %d\n", cmd, rc);
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
 TEST(layers_host_calls_downward, TEST_UNIT)
 {
-    char lib[4096], cmd[4200], *out = NULL, *line, *save = NULL;
-    size_t out_len = 0;
-    FILE *nm;
+    char *out = NULL, *line, *save = NULL;
     sym_t *defs = NULL;
     size_t ndefs = 0, cap = 0;
     /* uses[i][j]: a function of file j that file i calls, or NULL */
     static const char *uses[NFILES][NFILES];
     char *undef = NULL;
     size_t undef_len = 0;
-    int rc, bad = 0, seen[NKNOWN] = {0};
+    int bad = 0, seen[NKNOWN] = {0};
 
     CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s",
               test_bindir());
     CHECK_MSG(all_placed() > 10, "src/host: files without a layer, or none");
-    snprintf(lib, sizeof(lib), "%s/../obj/libincoll-internal.a", test_bindir());
-    CHECK_MSG(access(lib, R_OK) == 0, "no %s", lib);
-    /* The whole listing (more than run_cmd keeps). */
-    snprintf(cmd, sizeof(cmd), "nm -A -g '%s'", lib);
-    nm = popen(cmd, "r");
-    CHECK_MSG(nm != NULL, "cannot run %s", cmd);
-    {
-        char buf[65536];
-        size_t n;
-        while ((n = fread(buf, 1, sizeof(buf), nm)) > 0) {
-            char *grown = realloc(out, out_len + n + 1);
-            CHECK(grown != NULL);
-            out = grown;
-            memcpy(out + out_len, buf, n);
-            out_len += n;
-            out[out_len] = '\0';
-        }
-    }
-    rc = pclose(nm);
-    CHECK_MSG(rc == 0 && out != NULL, "%s: status %d", cmd, rc);
+    out = nm_archive();
+    CHECK_MSG(out != NULL, "nm of the library's archive failed");
     memset(uses, 0, sizeof(uses));
 
     /* "lib:member.o:ADDR T name" or "lib:member.o:         U name" */
@@ -139,15 +183,7 @@ TEST(layers_host_calls_downward, TEST_UNIT)
             memcpy(undef + undef_len, name + 1, l + 1);
             undef_len += l + 1;
         } else if (strchr("TDBR", type) != NULL) {
-            if (ndefs == cap) {
-                sym_t *g =
-                    realloc(defs, (cap = cap ? 2 * cap : 1024) * sizeof(*defs));
-                CHECK(g != NULL);
-                defs = g;
-            }
-            defs[ndefs].name = name + 1;
-            defs[ndefs].file = file_index(member);
-            ndefs++;
+            CHECK(def_add(&defs, &ndefs, &cap, name + 1, member) == 0);
         }
     }
     CHECK_MSG(ndefs > 100 && undef_len > 0, "nm listed %zu definitions", ndefs);
@@ -194,5 +230,201 @@ TEST(layers_host_calls_downward, TEST_UNIT)
     free(defs);
     free(out);
     CHECK_MSG(bad == 0, "%d differences from the declared layers", bad);
+    return TEST_PASSED;
+}
+
+/* The header a file of src/host declares its functions in: its own
+ * (ctx.c's is host.h, with the types every file shares). */
+static void own_header(int file, char *buf, size_t len)
+{
+    const char *f = host_layers[file].file;
+    snprintf(buf, len, "%s.h", strcmp(f, "ctx") == 0 ? "host" : f);
+}
+
+/* text without its comments, in place (declarations only are looked at). */
+static void strip_comments(char *t)
+{
+    char *w = t, *r = t;
+    while (*r) {
+        if (r[0] == '/' && r[1] == '*') {
+            char *e = strstr(r + 2, "*/");
+            r = e ? e + 2 : r + strlen(r);
+            *w++ = ' ';
+        } else if (r[0] == '/' && r[1] == '/') {
+            while (*r && *r != '\n')
+                r++;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+}
+
+static int ident_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_';
+}
+
+/* 1 when text declares function name: "name(" after its return type (an
+ * identifier other than return, or a '*'), not a call in a macro or an
+ * inline function. */
+static int declares(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(text, name); p; p = strstr(p + 1, name)) {
+        const char *q = p + n, *b = p, *e;
+        if ((p > text && ident_char(p[-1])) || ident_char(*q))
+            continue;
+        while (*q == ' ')
+            q++;
+        if (*q != '(')
+            continue;
+        while (b > text && isspace((unsigned char)b[-1]))
+            b--;
+        if (b > text && b[-1] == '*')
+            return 1;
+        for (e = b; b > text && ident_char(b[-1]); b--)
+            ;
+        if (e > b && !(e - b == 6 && strncmp(b, "return", 6) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* Each file of src/host declares its functions in its own header alone
+ * (ctx.c: host.h): no header declares another file's. */
+TEST(layers_host_own_headers, TEST_UNIT)
+{
+    char *out = NULL, *line, *save = NULL, path[4096];
+    sym_t *defs = NULL;
+    size_t ndefs = 0, cap = 0, nheaders = 0;
+    struct dirent *e;
+    DIR *dir;
+    int bad = 0;
+
+    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s",
+              test_bindir());
+    CHECK_MSG(all_placed() > 10, "src/host: files without a layer, or none");
+    out = nm_archive();
+    CHECK_MSG(out != NULL, "nm of the library's archive failed");
+    for (line = strtok_r(out, "\n", &save); line;
+         line = strtok_r(NULL, "\n", &save)) {
+        char *member = strstr(line, ".a:"), *name = strrchr(line, ' ');
+        if (member == NULL || name == NULL || name - line < 2 ||
+            name[-1] != 'T' || file_index(member + 3) < 0)
+            continue;
+        CHECK(def_add(&defs, &ndefs, &cap, name + 1, member + 3) == 0);
+    }
+    CHECK_MSG(ndefs > 100, "nm listed %zu functions of src/host", ndefs);
+    snprintf(path, sizeof(path), "%s/src/host", test_srcdir());
+    dir = opendir(path);
+    CHECK_MSG(dir != NULL, "cannot list %s", path);
+    while ((e = readdir(dir)) != NULL) {
+        size_t len = strlen(e->d_name);
+        char file[4400], *text;
+        FILE *f;
+        long size;
+        if (len < 3 || strcmp(e->d_name + len - 2, ".h") != 0)
+            continue;
+        snprintf(file, sizeof(file), "%s/%s", path, e->d_name);
+        f = fopen(file, "r");
+        if (f == NULL || fseek(f, 0, SEEK_END) != 0 || (size = ftell(f)) < 0 ||
+            fseek(f, 0, SEEK_SET) != 0 ||
+            (text = malloc((size_t)size + 1)) == NULL) {
+            fprintf(stderr, "    cannot read %s\n", file);
+            if (f)
+                fclose(f);
+            bad++;
+            continue;
+        }
+        text[fread(text, 1, (size_t)size, f)] = '\0';
+        fclose(f);
+        strip_comments(text);
+        nheaders++;
+        for (size_t i = 0; i < ndefs; i++) {
+            char own[64];
+            own_header(defs[i].file, own, sizeof(own));
+            if (strcmp(own, e->d_name) == 0 || !declares(text, defs[i].name))
+                continue;
+            fprintf(stderr,
+                    "    src/host/%s declares %s of %s.c (its own header: "
+                    "%s)\n",
+                    e->d_name, defs[i].name, host_layers[defs[i].file].file,
+                    own);
+            bad++;
+        }
+        free(text);
+    }
+    closedir(dir);
+    free(defs);
+    free(out);
+    CHECK_MSG(nheaders > 10, "src/host: %zu headers", nheaders);
+    CHECK_MSG(bad == 0, "%d declarations away from their file's header", bad);
+    return TEST_PASSED;
+}
+
+/* In a child with stderr on a pipe: a context's lock taken and given
+ * back as how says (0: once, then again; 1: taken twice; 2: given back
+ * unheld). The child's stderr in out; its wait status, or -1. */
+static int lock_child(int how, char *out, size_t cap)
+{
+    int fds[2], st = -1;
+    size_t len = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe(fds) != 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct incoll_ctx *ctx = calloc(1, sizeof(*ctx));
+        dup2(fds[1], 2);
+        close(fds[0]);
+        if (ctx == NULL || host_sync_create(ctx) != INCOLL_OK)
+            _exit(3);
+        if (how == 2) {
+            host_unlock(ctx);
+            _exit(0);
+        }
+        host_lock(ctx);
+        if (how == 1)
+            host_lock(ctx);
+        host_unlock(ctx);
+        host_lock(ctx);
+        host_unlock(ctx);
+        _exit(host_lock_held(ctx) ? 4 : 0);
+    }
+    close(fds[1]);
+    while (len + 1 < cap && (n = read(fds[0], out + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    out[len] = '\0';
+    close(fds[0]);
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return st;
+}
+
+/* The library lock is not recursive: a thread that takes it again is
+ * stopped with both places named, instead of waiting for itself; one
+ * that gives it back unheld is stopped too; taking it in turn works. */
+TEST(layers_lock_not_recursive, TEST_UNIT)
+{
+    char out[4096];
+    int st = lock_child(0, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "lock, unlock, lock, unlock: status %d: %s", st, out);
+    st = lock_child(1, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT,
+              "nested lock: status %d (not aborted): %s", st, out);
+    CHECK_MSG(strstr(out, "test_layers.c") != NULL &&
+                  strstr(out, "lock_child") != NULL &&
+                  strstr(strstr(out, "test_layers.c") + 1, "test_layers.c"),
+              "the nesting's report names neither place: %s", out);
+    st = lock_child(2, out, sizeof(out));
+    CHECK_MSG(st >= 0 && WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT &&
+                  strstr(out, "does not hold") != NULL,
+              "unlock unheld: status %d: %s", st, out);
     return TEST_PASSED;
 }

@@ -29,6 +29,7 @@
 #include "common/settings.h"
 #include "host/counters.h"
 #include "host/host.h"
+#include "host/stream.h"
 #include "common/log.h"
 
 #include <errno.h>

@@ -31,7 +31,7 @@
 
 #include "common/clock.h"
 #include "host/counters.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
 #include "host/req.h"
 
 #include <inttypes.h>

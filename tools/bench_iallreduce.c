@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "core/algo.h"
 #include "host/req.h"
+#include "host/api.h"
 
 #include <limits.h>
 #include <stdio.h>

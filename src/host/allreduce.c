@@ -26,7 +26,10 @@
 #include "host/comm.h"
 #include "host/counters.h"
 #include "host/hier.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
+#include "host/allreduce.h"
+#include "host/fallback.h"
+#include "host/stream.h"
 
 #include "common/log.h"
 #include "common/mgr_codec.h"

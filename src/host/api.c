@@ -11,9 +11,11 @@
 #include "host/comm.h"
 #include "host/counters.h"
 #include "host/host.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
 #include "host/req.h"
 #include "host/service.h"
+#include "host/api.h"
+#include "host/stream.h"
 
 #include "common/fabric_conf.h"
 #include "common/log.h"

@@ -22,12 +22,14 @@
  * itself fails.
  */
 #include "host/hier.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
 
 #include "host/comm.h"
 #include "host/counters.h"
 #include "host/inc_coll.h"
 #include "host/req.h"
+#include "host/allreduce.h"
+#include "host/fallback.h"
 
 #include "common/log.h"
 #include "common/mgr_codec.h"

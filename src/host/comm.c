@@ -22,6 +22,8 @@
 #include "host/inc_coll.h"
 #include "host/req.h"
 #include "host/mgr_client.h"
+#include "host/fallback.h"
+#include "host/mcast.h"
 
 #include "common/log.h"
 #include "common/clock.h"

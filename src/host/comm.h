@@ -325,4 +325,45 @@ int host_comm_via_leaders(incoll_comm_h comm);
  * members). */
 void host_comm_leave_group(incoll_comm_h comm);
 
+/* comm's engine on fabric.conf's world group as its host host
+ * (src/host/comm.c). */
+incoll_status_t host_world_engine(incoll_comm_h comm, int host);
+
+/* Runs comm's engine until its operation completes; returns its status.
+ * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
+ * failed (the caller rebuilds, src/host/comm.h). */
+incoll_status_t host_comm_wait(incoll_comm_h comm);
+/* As host_comm_wait, but returns INCOLL_OK as soon as a broadcast's data
+ * is in at a non-root (host_engine_data_in, INCOLL_BCAST_AHEAD): the
+ * operation then still runs until its round's result, which
+ * host_comm_finish_op waits for before the engine's next operation. */
+incoll_status_t host_comm_wait_data(incoll_comm_h comm);
+/* Runs comm's engine's operation to its end if one is still running (a
+ * broadcast that returned with its data): before each new operation of
+ * the engine. A failure leaves the engine failed, so that the next
+ * operation recovers (docs/failures.md). */
+void host_comm_finish_op(incoll_comm_h comm);
+/* Runs comm's engine's last operation (host_comm_finish_op) and its
+ * background unlock (host_stream_end) to their ends, if pending: before
+ * the next lock, and before the group goes. */
+incoll_status_t host_comm_settle(incoll_comm_h comm);
+
+/* Frees a communicator that is no longer on its context's list: its
+ * host-based engine (after lingering for peers), its fabric engine, what
+ * comm.c keeps for it, and comm itself (src/host/comm.c). */
+void host_comm_free(incoll_comm_h comm);
+
+/* The selection table the manager handed to the job, NULL none
+ * (src/host/comm.c). */
+const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p);
+
+/* incoll_comm_split, incoll_comm_create and incoll_comm_destroy's
+ * implementations, called with the lock held. */
+incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
+                                     incoll_comm_h *newcomm_p);
+incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
+                                      const int *ranks,
+                                      incoll_comm_h *newcomm_p);
+incoll_status_t host_comm_destroy_impl(incoll_comm_h comm);
+
 #endif

@@ -17,7 +17,8 @@
 #include "host/host.h"
 
 #include "host/comm.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
+#include "host/fallback.h"
 
 #include "common/log.h"
 

@@ -31,6 +31,8 @@
 #include "host/req.h"
 #include "host/service.h"
 #include "host/shm.h"
+#include "host/fallback.h"
+#include "host/mcast.h"
 
 #include "common/dtype.h"
 #include "common/log.h"
@@ -1128,13 +1130,14 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
      * of running without the leaders that stopped. */
     incoll_status_t chain = INCOLL_OK;
     size_t nbuf = (size_t)h->nbuf;
-    int depth, inline_net;
+    int inline_net, given = 0;
 
     p.nseg = (count + h->seg / p.dsize - 1) / (h->seg / p.dsize);
     /* One segment has nothing to overlap: the leaders' allreduce runs
      * here, without a hand-over to their thread. */
     inline_net = p.nseg <= 1;
-    depth = inline_net ? 0 : host_unlock_all(comm->ctx);
+    if (!inline_net)
+        given = host_block_begin(comm->ctx);
     for (size_t s = 0; s < p.nseg && status == INCOLL_OK; s++) {
         uint32_t g = h->seq + (uint32_t)s;
         size_t off, len = seg_len(h, s, count, p.dsize, &off);
@@ -1192,7 +1195,7 @@ static incoll_status_t lead(incoll_comm_h comm, struct host_hier *h,
     }
     if (status != INCOLL_OK && h->shm != NULL && !h->failed)
         host_shm_abort(h->shm, status);
-    host_relock(comm->ctx, depth);
+    host_block_end(comm->ctx, given);
     return status;
 }
 
@@ -1273,12 +1276,12 @@ incoll_status_t host_hier_allreduce(incoll_comm_h comm, incoll_algo_t algo,
          * communicator that one of them must finish first (a nonblocking
          * one in our request thread, a blocking one in another thread)
          * runs meanwhile. lead() gives it up itself. */
-        int depth = host_unlock_all(comm->ctx);
+        int given = host_block_begin(comm->ctx);
         status = h->lidx > 0 ? follow(h, sendbuf, recvbuf, count, dtype, op,
                                       algo, comm->call_tag, deadline)
                              : lead_one(comm, h, algo, sendbuf, recvbuf, count,
                                         dtype, op, deadline);
-        host_relock(comm->ctx, depth);
+        host_block_end(comm->ctx, given);
     } else {
         status =
             lead(comm, h, algo, sendbuf, recvbuf, count, dtype, op, deadline);
@@ -1333,11 +1336,11 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
          * its record; its leader fails the call on every rank. */
         uint64_t deadline = wait_deadline(h);
         uint32_t g = h->seq;
-        int depth;
+        int given;
         rec_put(
             h, h->lidx,
             call_rec(0, 0, INCOLL_UINT8, INCOLL_OP_SUM, INCOLL_ALGO_AUTO, 1));
-        depth = host_unlock_all(comm->ctx);
+        given = host_block_begin(comm->ctx);
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
                                g + 1 - (uint32_t)h->nbuf, deadline);
         if (status == INCOLL_OK && !op_failed(h, &status)) {
@@ -1346,7 +1349,7 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
             if (status == INCOLL_OK && !op_failed(h, &status))
                 status = INCOLL_ERR_PROTOCOL; /* the leader did not see it */
         }
-        host_relock(comm->ctx, depth);
+        host_block_end(comm->ctx, given);
         if (!h->failed)
             host_shm_abort(h->shm, status);
         status = h->failed ? INCOLL_OK : status;

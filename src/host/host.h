@@ -3,6 +3,10 @@
  * the fabric description) and communicators (a group on the fabric, driven
  * by a host_engine_t). The context's progress loop blocks in ppoll until a
  * packet arrives or the engine's next deadline, so waiting costs no CPU.
+ *
+ * The types every file of src/host shares, and the functions of ctx.c
+ * (the clock, the calls' deadlines, the progress loop, scratch buffers);
+ * every other file's functions are in a header of its own name.
  */
 #ifndef INCOLL_HOST_H
 #define INCOLL_HOST_H
@@ -246,101 +250,6 @@ struct incoll_ctx {
     int tune_cmp;
 };
 
-/*
- * Multicast results (docs/multicast.md). host_mcast_params makes comm's
- * engine listen on ep (the address its leaf AN multicasts to; 0 or
- * INCOLL_EP_NONE: none, an the AN's endpoint): it joins the address and
- * sets p->mcast, or says once why it cannot and leaves p->mcast 0.
- * host_mcast_leave leaves comm's address (before its engine goes).
- * host_mcast_check, after an operation, gives up an address the engine
- * gave up on (nothing came by multicast), said once. host_mcast_recv
- * reads what came to the listening socket (0 when there is none).
- * host_mcast_fd is its descriptor or -1. host_mcast_close closes it.
- */
-void host_mcast_params(incoll_comm_h comm, incoll_ep_t ep, incoll_ep_t an,
-                       host_engine_params_t *p);
-void host_mcast_leave(incoll_comm_h comm);
-void host_mcast_check(incoll_comm_h comm);
-int host_mcast_recv(incoll_ctx_h ctx, udp_msg_t *msgs, int max);
-int host_mcast_fd(incoll_ctx_h ctx);
-void host_mcast_close(incoll_ctx_h ctx);
-
-/*
- * Ranks sharing fabric.conf's hosts without a manager (src/host/rdv.c).
- * host_rdv_map sets ctx->host_map and ctx->fabric_host from text
- * (INCOLL_HOST_MAP; NULL or "": rank r on host r * hosts / ranks), with
- * a clear error when the map cannot work. host_rdv_is_leader says whether
- * this rank binds its host's port. host_rdv_run, once the socket is
- * bound, exchanges every rank's endpoint (collective over the world) and
- * returns them in *eps_p (malloc'ed, ctx->size entries). host_rdv_dispatch
- * takes a HELLO or TABLE packet; host_rdv_free frees what these made.
- */
-incoll_status_t host_rdv_map(incoll_ctx_h ctx, const char *text);
-int host_rdv_is_leader(incoll_ctx_h ctx);
-incoll_status_t host_rdv_run(incoll_ctx_h ctx, incoll_ep_t **eps_p);
-void host_rdv_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
-                       const wire_hdr_t *h, uint64_t now_ns);
-void host_rdv_free(incoll_ctx_h ctx);
-
-/* comm's engine on fabric.conf's world group as its host host
- * (src/host/comm.c). */
-incoll_status_t host_world_engine(incoll_comm_h comm, int host);
-
-/*
- * The job's generation and key (incoll_ctx.gen, job_key), once the world
- * exists and before anything else runs on it: with a manager, from the
- * world group's random key (every job gets a group of its own); else the
- * ranks agree on them on the hosts (a random number of each, the first
- * rank's clock), and check that they agree. No earlier job had them, so
- * packets of an earlier job never count in this one whatever the
- * launcher set (docs/security.md, "Replays across jobs"). Collective over
- * the world; INCOLL_ERR_PROTOCOL when the ranks did not agree.
- */
-incoll_status_t host_job_key(incoll_ctx_h ctx);
-
-/*
- * Streaming (docs/streaming.md). host_stream_begin locks comm's tree
- * before an in-network operation of bytes when INCOLL_STREAM_THRESHOLD
- * asks for it and the engine holds no lock; a refusal is no error (the
- * operation runs on the slots; INCOLL_LOG_LEVEL=info says why, once per
- * communicator). host_stream_end, after the operation, unlocks when the
- * lock's operations are used up (INCOLL_STREAM_LOCK), in the background
- * (host_engine_unlock_bg; host_stream_begin waits for it before the next
- * lock, host_comm_settle). host_stream_begin
- * returns the engine's error when its round got no answer (the group
- * failed); an unlock without answer leaves the engine failed for the next
- * operation. Every member calls them at the same points, as it calls the
- * operations.
- */
-incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes);
-void host_stream_end(incoll_comm_h comm);
-/* 1 when an in-network allreduce of bytes on comm would lock the tree
- * first (host_stream_begin would run a lock round): nonblocking ones then
- * run in the communicator's thread (src/host/req.c). */
-int host_stream_would_lock(incoll_comm_h comm, size_t bytes);
-/* incoll_comm_lock and incoll_comm_unlock (include/incoll.h), called with
- * the library lock held after comm's outstanding requests. */
-incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
-                                    int *granted_p);
-incoll_status_t host_comm_unlock_impl(incoll_comm_h comm);
-/*
- * How comm's in-network allreduces choose (a benchmark runs both side by
- * side): 0 (the default) by INCOLL_STREAM_THRESHOLD; 1 every one locks and
- * streams; -1 none does (a lock still held is released first, by the
- * next allreduce). Streaming must be on in the context (a threshold at
- * init) for 1 to lock: otherwise the engine has no stream window and the
- * operations run on the slots. Every member sets the same mode at the
- * same point.
- */
-void host_stream_mode(incoll_comm_h comm, int mode);
-/* Says at debug level what comm's engine sent and resent, and at info
- * level what it streamed (when it ever locked); called before the engine
- * goes (communicator freed, group rebuilt). */
-void host_stream_report(incoll_comm_h comm);
-/* Parses INCOLL_STREAM_LOCK's value: "op" (1), "comm" (0) or 1..65535;
- * returns INCOLL_ERR_CONFIG for anything else. */
-incoll_status_t host_stream_lock_parse(const char *text, uint16_t *nops_p);
-
 /* Monotonic time in ns. */
 uint64_t host_now_ns(void);
 
@@ -380,31 +289,6 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns);
  * progress; at most HOST_PKT_HANDLERS types). */
 void host_ctx_on_packet(incoll_ctx_h ctx, uint8_t type, host_pkt_fn fn);
 
-/* Runs comm's engine until its operation completes; returns its status
- * (these four: src/host/comm.c).
- * Returns INCOLL_ERR_GROUP_FAILED as soon as the manager says comm's group
- * failed (the caller rebuilds, src/host/comm.h). */
-incoll_status_t host_comm_wait(incoll_comm_h comm);
-/* As host_comm_wait, but returns INCOLL_OK as soon as a broadcast's data
- * is in at a non-root (host_engine_data_in, INCOLL_BCAST_AHEAD): the
- * operation then still runs until its round's result, which
- * host_comm_finish_op waits for before the engine's next operation. */
-incoll_status_t host_comm_wait_data(incoll_comm_h comm);
-/* Runs comm's engine's operation to its end if one is still running (a
- * broadcast that returned with its data): before each new operation of
- * the engine. A failure leaves the engine failed, so that the next
- * operation recovers (docs/failures.md). */
-void host_comm_finish_op(incoll_comm_h comm);
-/* Runs comm's engine's last operation (host_comm_finish_op) and its
- * background unlock (host_stream_end) to their ends, if pending: before
- * the next lock, and before the group goes. */
-incoll_status_t host_comm_settle(incoll_comm_h comm);
-
-/* Frees a communicator that is no longer on its context's list: its
- * host-based engine (after lingering for peers), its fabric engine, what
- * comm.c keeps for it, and comm itself (src/host/comm.c). */
-void host_comm_free(incoll_comm_h comm);
-
 /* The schedule of a public host-based algorithm. */
 static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
 {
@@ -412,46 +296,6 @@ static inline algo_kind_t host_algo_kind(incoll_algo_t algo)
            : algo == INCOLL_ALGO_RING ? ALGO_RING
                                       : ALGO_RABENSEIFNER;
 }
-
-/*
- * Runs a host-based allreduce schedule (src/core/algo.h) host to host over
- * the context's UDP endpoint with loss recovery (src/host/fallback.c).
- * sendbuf and recvbuf do not overlap (the caller stages them); count > 0.
- */
-/* Loads this rank's selection table into ctx (src/host/select.c); at
- * init, before the job's key, whose exchange then compares the ranks'
- * tables too. */
-incoll_status_t host_tune_load(incoll_ctx_h ctx);
-/* Agrees on the selection table across the world (src/host/select.c),
- * after the job's key: nothing more when its exchange found the tables
- * the same. */
-incoll_status_t host_tune_agree(incoll_ctx_h ctx);
-/* The selection table the manager handed to the job, NULL none
- * (src/host/comm.c). */
-const char *host_ctx_mgr_tune(incoll_ctx_h ctx, const char **source_p);
-
-incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
-                                     const void *sendbuf, void *recvbuf,
-                                     size_t count, incoll_dtype_t dtype,
-                                     incoll_op_t op);
-
-/*
- * Makes comm->p2p, the engine of the host-based algorithms, if it does not
- * exist yet (slow path, once): peers' endpoints from host_comm_peer_ep(),
- * timing from the context's knobs. INCOLL_ERR_CONFIG when a peer has no
- * fixed UDP port (src/host/fallback.c).
- */
-incoll_status_t host_comm_p2p(incoll_comm_h comm);
-
-/* Hands a WIRE_P2P_DATA/ACK packet to its communicator's engine (making the
- * engine when a peer is already ahead of us); the context's dispatch calls
- * it. */
-void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
-                       const wire_hdr_t *h, uint64_t now_ns);
-
-/* Before comm is freed: lingers briefly to answer peers whose last ack was
- * lost (p2p_engine_linger), then destroys comm->p2p. */
-void host_comm_p2p_free(incoll_comm_h comm);
 
 /* Ensures comm->scratch holds at least len bytes. */
 incoll_status_t host_comm_scratch(incoll_comm_h comm, size_t len);

@@ -45,17 +45,31 @@ uint64_t host_wakeups_all(void)
     return __atomic_load_n(&wakeups_all, __ATOMIC_RELAXED);
 }
 
+/* Where the calling thread took the lock it holds (a thread holds one
+ * context's lock at a time): what a nested acquisition reports. */
+static _Thread_local const char *held_file, *held_func;
+static _Thread_local int held_line;
+
+/* With s->mu held: the calling thread takes a lock it already holds.
+ * The lock is not recursive, so this would wait for itself: says where
+ * both acquisitions are and aborts, so that a nesting fails its test
+ * rather than hanging. */
+static void nested(const char *file, int line, const char *func)
+{
+    incoll_error("lock: the library lock is taken at %s:%d (%s) by the "
+                 "thread that holds it since %s:%d (%s): a call made inside "
+                 "another must use the _locked service calls; aborting",
+                 file, line, func, held_file ? held_file : "?", held_line,
+                 held_func ? held_func : "?");
+    abort();
+}
+
 /* With s->mu held. First come, first served: a thread that calls
  * incoll_req_test in a loop must not keep the request thread, back from
  * poll with packets, from taking the lock. */
-void host_sync_acquire_locked(struct host_sync *s, int depth)
+static void acquire(struct host_sync *s)
 {
-    uint64_t ticket;
-    if (host_sync_held(s)) {
-        s->depth += depth;
-        return;
-    }
-    ticket = s->next_ticket++;
+    uint64_t ticket = s->next_ticket++;
     while (s->owned || s->serving != ticket) {
         pthread_cond_wait(&s->free_cv, &s->mu);
         woke();
@@ -63,42 +77,53 @@ void host_sync_acquire_locked(struct host_sync *s, int depth)
     s->serving++;
     s->owned = 1;
     s->owner = pthread_self();
-    s->depth = depth;
 }
 
-/* With s->mu held and the lock ours: gives it up whole; returns the depth
- * to take it back with. */
-int host_sync_release_all_locked(struct host_sync *s)
+void host_sync_acquire_at(struct host_sync *s, const char *file, int line,
+                          const char *func)
 {
-    int depth = s->depth;
+    if (host_sync_held(s))
+        nested(file, line, func);
+    acquire(s);
+    held_file = file;
+    held_line = line;
+    held_func = func;
+}
+
+/* With s->mu held and the lock ours: gives it up. */
+void host_sync_release_locked(struct host_sync *s)
+{
     s->owned = 0;
-    s->depth = 0;
     pthread_cond_broadcast(&s->free_cv);
-    return depth;
+}
+
+void host_sync_retake_locked(struct host_sync *s)
+{
+    acquire(s);
 }
 
 /* With s->mu held and the lock ours: gives up the lock and the outer
  * lock (the caller's outer lock; in that order, the reverse of taking them). */
-int host_sync_release_for_wait(struct host_sync *s)
+void host_sync_release_for_wait(struct host_sync *s)
 {
-    int depth = host_sync_release_all_locked(s);
+    host_sync_release_locked(s);
     if (s->hook_release) {
         pthread_mutex_unlock(&s->mu);
         s->hook_release(s->hook_arg);
         pthread_mutex_lock(&s->mu);
     }
-    return depth;
 }
 
-/* With s->mu held: takes the outer lock, then ours, back. */
-void host_sync_reacquire_after_wait(struct host_sync *s, int depth)
+/* With s->mu held: takes the outer lock, then ours, back (where the
+ * thread took it first stays what a nesting reports). */
+void host_sync_reacquire_after_wait(struct host_sync *s)
 {
     if (s->hook_reacquire) {
         pthread_mutex_unlock(&s->mu);
         s->hook_reacquire(s->hook_arg);
         pthread_mutex_lock(&s->mu);
     }
-    host_sync_acquire_locked(s, depth);
+    acquire(s);
 }
 
 /* With s->mu held and the lock ours: sleeps until an event or deadline_ns
@@ -106,7 +131,7 @@ void host_sync_reacquire_after_wait(struct host_sync *s, int depth)
 static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
 {
     uint64_t seq = s->ev_seq;
-    int depth = host_sync_release_for_wait(s);
+    host_sync_release_for_wait(s);
     /* An event while the outer lock was given up is not missed. */
     if (s->ev_seq == seq) {
         if (deadline_ns == UINT64_MAX) {
@@ -118,29 +143,40 @@ static void wait_event_locked(struct host_sync *s, uint64_t deadline_ns)
         }
         woke();
     }
-    host_sync_reacquire_after_wait(s, depth);
+    host_sync_reacquire_after_wait(s);
 }
 
-int host_unlock_all(incoll_ctx_h ctx)
+/* The calling thread gives back a lock it does not hold: a call's lock
+ * and unlock do not pair up. */
+static void not_held(const char *file, int line, const char *func)
+{
+    incoll_error("lock: the library lock is given back at %s:%d (%s) by a "
+                 "thread that does not hold it; aborting",
+                 file, line, func);
+    abort();
+}
+
+int host_block_begin(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx ? ctx->sync : NULL;
-    int depth = 0;
+    int held;
     if (s == NULL)
         return 0;
     pthread_mutex_lock(&s->mu);
-    if (host_sync_held(s))
-        depth = host_sync_release_for_wait(s);
+    held = host_sync_held(s);
+    if (held)
+        host_sync_release_for_wait(s);
     pthread_mutex_unlock(&s->mu);
-    return depth;
+    return held;
 }
 
-void host_relock(incoll_ctx_h ctx, int depth)
+void host_block_end(incoll_ctx_h ctx, int given)
 {
     struct host_sync *s = ctx ? ctx->sync : NULL;
-    if (s == NULL || depth == 0)
+    if (s == NULL || !given)
         return;
     pthread_mutex_lock(&s->mu);
-    host_sync_reacquire_after_wait(s, depth);
+    host_sync_reacquire_after_wait(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -156,37 +192,28 @@ int host_lock_held(incoll_ctx_h ctx)
     return held;
 }
 
-void host_lock(incoll_ctx_h ctx)
+void host_lock_at(incoll_ctx_h ctx, const char *file, int line,
+                  const char *func)
 {
     struct host_sync *s = ctx ? ctx->sync : NULL;
     if (s == NULL)
         return;
     pthread_mutex_lock(&s->mu);
-    host_sync_acquire_locked(s, 1);
+    host_sync_acquire_at(s, file, line, func);
     pthread_mutex_unlock(&s->mu);
 }
 
-void host_unlock(incoll_ctx_h ctx)
+void host_unlock_at(incoll_ctx_h ctx, const char *file, int line,
+                    const char *func)
 {
     struct host_sync *s = ctx ? ctx->sync : NULL;
     if (s == NULL)
         return;
     pthread_mutex_lock(&s->mu);
-    if (host_sync_held(s) && --s->depth == 0) {
-        s->owned = 0;
-        pthread_cond_broadcast(&s->free_cv);
-    }
+    if (!host_sync_held(s))
+        not_held(file, line, func);
+    host_sync_release_locked(s);
     pthread_mutex_unlock(&s->mu);
-}
-
-/* 1 when the calling thread holds the lock once (not nested). */
-int host_sync_outermost(struct host_sync *s)
-{
-    int ret;
-    pthread_mutex_lock(&s->mu);
-    ret = host_sync_held(s) && s->depth == 1;
-    pthread_mutex_unlock(&s->mu);
-    return ret;
 }
 
 /* Sleeps (lock given up) until an event or deadline_ns. */
@@ -228,7 +255,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
 {
     struct host_sync *s = ctx->sync;
     struct pollfd all[8];
-    int depth, ret;
+    int ret;
 
     if (s == NULL || n > 7)
         return counted_ppoll(pfd, n, tsp);
@@ -253,7 +280,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
         return 0;
     }
     s->polling = 1;
-    depth = host_sync_release_for_wait(s);
+    host_sync_release_for_wait(s);
     pthread_mutex_unlock(&s->mu);
 
     memcpy(all, pfd, (size_t)n * sizeof(*pfd));
@@ -276,7 +303,7 @@ int host_sync_ppoll(incoll_ctx_h ctx, struct pollfd *pfd, int n,
      * for that, which we hold until our next wait). */
     s->ev_seq++;
     pthread_cond_broadcast(&s->ev_cv);
-    host_sync_reacquire_after_wait(s, depth);
+    host_sync_reacquire_after_wait(s);
     pthread_mutex_unlock(&s->mu);
     return ret;
 }

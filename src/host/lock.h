@@ -4,8 +4,11 @@
  *
  * One lock per context guards everything the context
  * owns (its socket, its communicators' engines, the manager link, the
- * requests). It is recursive (a collective may run another inside) and a
- * thread gives it up while it blocks in poll: so threads that run
+ * requests). It is not recursive: a call made inside another, with the
+ * lock held, uses the _locked service calls (service.h), and a thread
+ * that takes the lock it holds is told where it took it first and
+ * aborts (a nesting fails its test; it never hangs). A thread gives it
+ * up while it blocks in poll: so threads that run
  * collectives on different communicators take turns between packets and
  * never wait for each other's collectives. Of the threads waiting for the
  * network one polls the socket; the others sleep on a condition variable
@@ -31,7 +34,6 @@ struct host_sync {
     pthread_cond_t ev_cv;   /* packets dispatched, a request done or new */
     pthread_t owner;
     int owned;
-    int depth;
     uint64_t next_ticket; /* threads take the lock in the order they came */
     uint64_t serving;
     uint64_t ev_seq;              /* counts ev_cv broadcasts */
@@ -56,17 +58,24 @@ incoll_status_t host_sync_create(incoll_ctx_h ctx);
 /* Frees ctx->sync, last. */
 void host_sync_destroy(incoll_ctx_h ctx);
 
-/* Takes and gives back the library lock (recursive). A NULL ctx or one
- * without sync is a no-op. */
-void host_lock(incoll_ctx_h ctx);
-void host_unlock(incoll_ctx_h ctx);
+/* Takes and gives back the library lock. A NULL ctx or one without sync
+ * is a no-op. Taking it while holding it, or giving it back without
+ * holding it, says so (the places of both acquisitions) and aborts. */
+void host_lock_at(incoll_ctx_h ctx, const char *file, int line,
+                  const char *func);
+#define host_lock(ctx) host_lock_at((ctx), __FILE__, __LINE__, __func__)
+void host_unlock_at(incoll_ctx_h ctx, const char *file, int line,
+                    const char *func);
+#define host_unlock(ctx) host_unlock_at((ctx), __FILE__, __LINE__, __func__)
 /* 1 when the calling thread holds ctx's library lock. */
 int host_lock_held(incoll_ctx_h ctx);
-/* Gives the library lock up whole (and the caller's outer lock) while
- * the calling thread blocks outside the library; returns the depth that
- * host_relock() takes it back with. */
-int host_unlock_all(incoll_ctx_h ctx);
-void host_relock(incoll_ctx_h ctx, int depth);
+/* Gives the lock up (and the caller's outer lock) while the calling
+ * thread blocks outside the library (the hierarchy's waits on shared
+ * memory); returns 1 when it did, 0 when the thread did not hold it (a
+ * benchmark that runs an implementation itself, outside the public
+ * calls). host_block_end() with that value takes both back. */
+int host_block_begin(incoll_ctx_h ctx);
+void host_block_end(incoll_ctx_h ctx, int given);
 
 /*
  * ppoll() for the progress loop (host_ctx_progress): gives up the lock
@@ -95,17 +104,20 @@ void host_sync_kick(incoll_ctx_h ctx);
 /* For the request threads (req.c), with s->mu held unless said: */
 /* 1 when the calling thread holds the lock. */
 int host_sync_held(const struct host_sync *s);
-/* Takes the lock depth times (waiting for it in turn). */
-void host_sync_acquire_locked(struct host_sync *s, int depth);
-/* Gives it up whole; returns the depth to take it back with. */
-int host_sync_release_all_locked(struct host_sync *s);
+/* Takes the lock (waiting for it in turn), as host_lock_at(). */
+void host_sync_acquire_at(struct host_sync *s, const char *file, int line,
+                          const char *func);
+#define host_sync_acquire_locked(s)                                            \
+    host_sync_acquire_at((s), __FILE__, __LINE__, __func__)
+/* Gives it up. */
+void host_sync_release_locked(struct host_sync *s);
+/* Takes it back after host_sync_release_locked() (where the thread took
+ * it first stays what a nesting reports). */
+void host_sync_retake_locked(struct host_sync *s);
 /* Gives up the lock and then the caller's outer lock. */
-int host_sync_release_for_wait(struct host_sync *s);
+void host_sync_release_for_wait(struct host_sync *s);
 /* Takes the outer lock, then ours, back. */
-void host_sync_reacquire_after_wait(struct host_sync *s, int depth);
-/* Without s->mu: 1 when the calling thread holds the lock once (not
- * nested). */
-int host_sync_outermost(struct host_sync *s);
+void host_sync_reacquire_after_wait(struct host_sync *s);
 /* Without s->mu: sleeps (lock given up) until an event or deadline_ns. */
 void host_sync_wait_event(struct host_sync *s, uint64_t deadline_ns);
 /* The calling thread is the watcher of recoveries: its ppoll never

@@ -9,6 +9,7 @@
  * dropped and counted there.
  */
 #include "host/host.h"
+#include "host/mcast.h"
 
 #include "common/log.h"
 

@@ -26,6 +26,8 @@
 
 #include "host/comm.h"
 #include "host/req.h"
+#include "host/fallback.h"
+#include "host/rdv.h"
 
 #include "common/log.h"
 #include "common/wire_mac.h"

@@ -307,7 +307,6 @@ static void thread_idle(incoll_comm_h comm)
     struct host_req_queue *q = comm->rq;
     struct host_sync *s = comm->ctx->sync;
     uint64_t seq, now = host_now_ns();
-    int depth;
     struct timespec ts;
     pthread_mutex_lock(&s->mu);
     seq = q->work_seq;
@@ -321,7 +320,7 @@ static void thread_idle(incoll_comm_h comm)
         ts.tv_sec += (time_t)(left / 1000000000ull + ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
     }
-    depth = host_sync_release_for_wait(s);
+    host_sync_release_for_wait(s);
     if (q->work_seq == seq) {
         if (q->idle_timed)
             pthread_cond_timedwait(&q->work_cv, &s->mu, &ts);
@@ -329,7 +328,7 @@ static void thread_idle(incoll_comm_h comm)
             pthread_cond_wait(&q->work_cv, &s->mu);
     }
     q->idle_timed = 0;
-    host_sync_reacquire_after_wait(s, depth);
+    host_sync_reacquire_after_wait(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -613,11 +612,11 @@ static void *watch_main(void *arg)
         pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
         if (s->watch_stop)
             break;
-        host_sync_acquire_locked(s, 1);
+        host_sync_acquire_locked(s);
         pthread_mutex_unlock(&s->mu);
         watch_pass(ctx);
         pthread_mutex_lock(&s->mu);
-        (void)host_sync_release_all_locked(s);
+        host_sync_release_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -662,7 +661,6 @@ static void watch_start(incoll_ctx_h ctx)
 static void watch_end(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx->sync;
-    int depth;
     pthread_mutex_lock(&s->mu);
     s->watch_stop = 1;
     pthread_cond_signal(&s->watch_cv);
@@ -671,21 +669,20 @@ static void watch_end(incoll_ctx_h ctx)
         return;
     }
     s->has_watcher = 0;
-    depth = host_sync_release_all_locked(s);
+    host_sync_release_locked(s);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->watcher, NULL);
     pthread_mutex_lock(&s->mu);
-    host_sync_acquire_locked(s, depth);
+    host_sync_retake_locked(s);
     pthread_mutex_unlock(&s->mu);
 }
 
-void host_enter(incoll_ctx_h ctx, incoll_comm_h comm)
+void host_enter_at(incoll_ctx_h ctx, incoll_comm_h comm, const char *file,
+                   int line, const char *func)
 {
     if (ctx == NULL || ctx->sync == NULL)
         return;
-    host_lock(ctx);
-    if (!host_sync_outermost(ctx->sync))
-        return;
+    host_lock_at(ctx, file, line, func);
     if (!ctx->sync->has_watcher)
         watch_start(ctx);
     advance_all(ctx);
@@ -757,7 +754,7 @@ static size_t early_bytes(const host_req_args_t *a, algo_coll_t *coll_p)
 }
 
 /*
- * Lock held, outermost: makes a's call return early when it can (see
+ * Lock held: makes a's call return early when it can (see
  * host_enter_early): copies what the operation still needs into a slot
  * of comm's ring and queues the slot's request, for the communicator's
  * thread. 1 when done; 0 when the call must run as usual.
@@ -829,8 +826,6 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
     if (ctx->sync == NULL)
         return 0;
     host_lock(ctx);
-    if (!host_sync_outermost(ctx->sync))
-        return 0;
     advance_all(ctx);
     if (early_post(a)) {
         *status_p = INCOLL_OK;
@@ -875,8 +870,7 @@ void host_req_drain(incoll_comm_h comm)
 
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status)
 {
-    incoll_ctx_h ctx = comm->ctx;
-    if (ctx->sync == NULL || !host_sync_outermost(ctx->sync))
+    if (comm->ctx->sync == NULL)
         return status;
     return early_take_error(comm, status);
 }
@@ -902,15 +896,14 @@ void host_req_comm_fini(incoll_comm_h comm)
     for (int i = 0; i < EARLY_RING; i++)
         free(q->early[i].buf);
     if (q->has_thread) {
-        int depth;
         q->stop = 1;
         (void)thread_wake(comm);
         pthread_mutex_lock(&s->mu);
-        depth = host_sync_release_all_locked(s);
+        host_sync_release_locked(s);
         pthread_mutex_unlock(&s->mu);
         pthread_join(q->thread, NULL);
         pthread_mutex_lock(&s->mu);
-        host_sync_acquire_locked(s, depth);
+        host_sync_retake_locked(s);
         pthread_mutex_unlock(&s->mu);
     }
     pthread_cond_destroy(&q->work_cv);

@@ -1,10 +1,11 @@
 /*
- * Requests and threads in libincoll (src/host/req.c, src/host/api.c).
- * The library lock they run under is lock.h's.
+ * Requests and threads in libincoll (src/host/req.c). The library lock
+ * they run under is lock.h's.
  *
  * The public functions of the collectives and communicators (src/host/
  * api.c) take the lock, progress the requests, wait for the earlier
- * requests of their communicator and call the implementations below.
+ * requests of their communicator (host_enter) and call the
+ * implementations (allreduce.h, colls.h, comm.h) through service.c.
  */
 #ifndef INCOLL_HOST_REQ_H
 #define INCOLL_HOST_REQ_H
@@ -19,49 +20,18 @@
 #include <stdint.h>
 #include <time.h>
 
-/* The implementations of the public functions (allreduce.c, colls.c,
- * comm.c), called with the lock held. */
-incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
-                                         const void *sendbuf, void *recvbuf,
-                                         size_t count, incoll_dtype_t dtype,
-                                         incoll_op_t op);
-/* incoll_allreduce for the library's own exchanges, under the lock the
- * caller holds (allreduce.c). */
-incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
-                                       void *recvbuf, size_t count,
-                                       incoll_dtype_t dtype, incoll_op_t op);
-incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
-                                 void *recvbuf, size_t count,
-                                 incoll_dtype_t dtype, incoll_op_t op,
-                                 int root);
-incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf, size_t bytes,
-                                int root);
-incoll_status_t host_barrier_impl(incoll_comm_h comm);
-incoll_status_t host_allgather_impl(incoll_comm_h comm, const void *sendbuf,
-                                    void *recvbuf, size_t bytes);
-incoll_status_t host_gather_impl(incoll_comm_h comm, const void *sendbuf,
-                                 void *recvbuf, size_t bytes, int root);
-incoll_status_t host_scatter_impl(incoll_comm_h comm, const void *sendbuf,
-                                  void *recvbuf, size_t bytes, int root);
-incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
-                                         const void *sendbuf, void *recvbuf,
-                                         size_t count, incoll_dtype_t dtype,
-                                         incoll_op_t op);
-incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
-                                     incoll_comm_h *newcomm_p);
-incoll_status_t host_comm_create_impl(incoll_comm_h comm, int nranks,
-                                      const int *ranks,
-                                      incoll_comm_h *newcomm_p);
-incoll_status_t host_comm_destroy_impl(incoll_comm_h comm);
-
 /* Completes every outstanding request and stops the request threads
  * (incoll_finalize, before the communicators are freed). */
 void host_req_ctx_fini(incoll_ctx_h ctx);
 
 /* host_lock() (lock.h) that also progresses the requests and, when comm
- * is not NULL and the call is not nested, waits for comm's outstanding
- * requests (collectives of a communicator run in order). */
-void host_enter(incoll_ctx_h ctx, incoll_comm_h comm);
+ * is not NULL, waits for comm's outstanding requests (collectives of a
+ * communicator run in order). Never inside another call (the lock is not
+ * recursive: that is what the _locked service calls are for). */
+void host_enter_at(incoll_ctx_h ctx, incoll_comm_h comm, const char *file,
+                   int line, const char *func);
+#define host_enter(ctx, comm)                                                  \
+    host_enter_at((ctx), (comm), __FILE__, __LINE__, __func__)
 
 /* Stops comm's request thread after its requests completed (before comm
  * is freed). */
@@ -132,7 +102,7 @@ void host_req_set_ops(incoll_ctx_h ctx, const host_req_ops_t *ops);
 int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p);
 /* host_unlock() after a call on comm that returned status: the error of
  * an operation that returned early and failed since (said at warn level
- * when it failed) replaces INCOLL_OK, once (outermost calls only). */
+ * when it failed) replaces INCOLL_OK, once. */
 incoll_status_t host_leave(incoll_comm_h comm, incoll_status_t status);
 /* Waits for comm's outstanding requests (early operations included),
  * locally: for a benchmark that counts an early operation's packets. */
@@ -148,12 +118,6 @@ void host_req_drain(incoll_comm_h comm);
 void host_req_finish_later(incoll_comm_h comm);
 /* host_leave() without the unlock. */
 incoll_status_t host_early_take(incoll_comm_h comm, incoll_status_t status);
-
-/* incoll_iallreduce with a chosen algorithm (benchmarks). */
-incoll_status_t host_iallreduce_algo(incoll_comm_h comm, incoll_algo_t algo,
-                                     const void *sendbuf, void *recvbuf,
-                                     size_t count, incoll_dtype_t dtype,
-                                     incoll_op_t op, incoll_req_h *req_p);
 
 /* Makes a request for a (persistent: inactive, for incoll_req_start;
  * else started). */

@@ -8,6 +8,9 @@
 #include "host/comm.h"
 #include "host/counters.h"
 #include "host/req.h"
+#include "host/allreduce.h"
+#include "host/fallback.h"
+#include "host/select.h"
 #include "common/log.h"
 
 #include <inttypes.h>

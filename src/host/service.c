@@ -7,8 +7,10 @@
 #include "host/comm.h"
 #include "host/host.h"
 #include "host/counters.h"
-#include "host/host_colls.h"
+#include "host/colls.h"
 #include "host/req.h"
+#include "host/allreduce.h"
+#include "host/stream.h"
 
 /* The executor's operations (req.h): each request kind's implementation. */
 static incoll_status_t run_allreduce(const host_req_args_t *a)

@@ -10,6 +10,9 @@
 #include "host/req.h"
 
 #include "host/hier.h"
+#include "host/allreduce.h"
+#include "host/comm.h"
+#include "host/stream.h"
 
 #include "common/log.h"
 #include "common/wire.h"

@@ -18,7 +18,7 @@
  */
 #include "incoll.h"
 
-#include "host/host_colls.h"
+#include "host/colls.h"
 #include "host/req.h"
 
 #include <stdint.h>

@@ -1,22 +1,12 @@
 /*
- * Host-based collectives other than allreduce (src/host/fallback.c), for
- * the public functions of src/host/colls.c and the benchmarks.
+ * The collectives other than allreduce (src/host/colls.c): in the
+ * network, as an allreduce or on the hosts, for the public functions
+ * (api.c, service.c) and the benchmarks.
  */
 #ifndef INCOLL_HOST_COLLS_H
 #define INCOLL_HOST_COLLS_H
 
 #include "host/host.h"
-
-/*
- * Runs host-based algorithm id (core/algo.h) with root, count elements per
- * block and segment seg over the working buffer work (laid out as algo.h
- * says for the collective) over the context's UDP endpoint with loss
- * recovery. Blocks until done; INCOLL_ERR_INVALID_ARG (said why) when the
- * algorithm does not fit comm's size.
- */
-incoll_status_t host_coll_sched(incoll_comm_h comm, algo_calgo_t id, int root,
-                                void *work, size_t count, size_t seg,
-                                incoll_dtype_t dtype, incoll_op_t op);
 
 /* The arguments of one collective, resolved: sendbuf is never
  * INCOLL_IN_PLACE but points where the data is (in place: inside recvbuf,
@@ -68,5 +58,26 @@ size_t host_coll_emu_held(void);
  */
 int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
                        incoll_op_t op, incoll_dtype_t dtype);
+
+/* The implementations of the public functions of the other
+ * collectives, called with the lock held (service.c runs them for api.c
+ * and the executor). */
+incoll_status_t host_reduce_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t count,
+                                 incoll_dtype_t dtype, incoll_op_t op,
+                                 int root);
+incoll_status_t host_bcast_impl(incoll_comm_h comm, void *buf, size_t bytes,
+                                int root);
+incoll_status_t host_barrier_impl(incoll_comm_h comm);
+incoll_status_t host_allgather_impl(incoll_comm_h comm, const void *sendbuf,
+                                    void *recvbuf, size_t bytes);
+incoll_status_t host_gather_impl(incoll_comm_h comm, const void *sendbuf,
+                                 void *recvbuf, size_t bytes, int root);
+incoll_status_t host_scatter_impl(incoll_comm_h comm, const void *sendbuf,
+                                  void *recvbuf, size_t bytes, int root);
+incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op);
 
 #endif

@@ -1,0 +1,21 @@
+/*
+ * The allreduce (src/host/allreduce.c).
+ */
+#ifndef INCOLL_HOST_ALLREDUCE_H
+#define INCOLL_HOST_ALLREDUCE_H
+
+#include "incoll.h"
+
+/* incoll_allreduce_algo's implementation, called with the lock held
+ * (service.c runs it for api.c and the executor). */
+incoll_status_t host_allreduce_algo_impl(incoll_comm_h comm, incoll_algo_t algo,
+                                         const void *sendbuf, void *recvbuf,
+                                         size_t count, incoll_dtype_t dtype,
+                                         incoll_op_t op);
+/* incoll_allreduce for the library's own exchanges, under the lock the
+ * caller holds (allreduce.c). */
+incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
+                                       void *recvbuf, size_t count,
+                                       incoll_dtype_t dtype, incoll_op_t op);
+
+#endif
