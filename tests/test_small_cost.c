@@ -439,7 +439,8 @@ TEST(integ_small_cost_counts, TEST_INTEG)
  * calls returned, early, each non-root's socket has sent the datagram
  * (counted before the communicator's thread could have sent it), every
  * datagram of the loop is one of its operations or a counted resend
- * (one per reduce, one per barrier), and every sum at the root is right.
+ * (one per reduce, one per barrier), and every sum at the root is right;
+ * a gather's leaves send their block alike.
  * *wake_p: the non-roots' wake-ups (all threads) in the reduce loop
  * beyond those of the barrier loop, per reduce, at most.
  */
@@ -458,7 +459,7 @@ static int reduce_sent(const char *env, const char *tag, double *wake_p,
     ret = run_fabric_check("cost_check", tag, tag, n, 4, 0, env,
                            "--iters 60 --reduce", out, sizeof(out));
     text = slurp(out);
-    if (ret != 0 || strstr(text, "summary ok=120 wrong=0") == NULL) {
+    if (ret != 0 || strstr(text, "summary ok=180 wrong=0") == NULL) {
         show_tail(out);
         free(text);
         FAILF("cost_check --reduce failed (%d)", ret);
@@ -498,6 +499,19 @@ static int reduce_sent(const char *env, const char *tag, double *wake_p,
             *others_p = wake_all - v[3];
         if ((double)(wake_all - bwake_all) / iters > *wake_p)
             *wake_p = (double)(wake_all - bwake_all) / iters;
+        /* A gather's leaves alike. */
+        snprintf(key, sizeof(key), "cost rank=%d kind=gather ", r);
+        if ((p = strstr(text, key)) == NULL ||
+            (p = strstr(p, " sent=")) == NULL ||
+            sscanf(p, " sent=%ld", &sent) != 1) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no gather cost line", r);
+        }
+        CHECK_MSG(sent == iters,
+                  "rank %d: %ld of %d gathers had sent their block when the "
+                  "call returned",
+                  r, sent, iters);
     }
     free(text);
     return TEST_PASSED;

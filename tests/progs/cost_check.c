@@ -14,7 +14,9 @@
  *
  * --reduce: instead, iters barriers (kind=barrier), then iters reduces
  * of one int64 (sum) to rank 0, each followed by a barrier as OSU's
- * loop does (kind=reduce counts both), the root's sums checked. Their
+ * loop does (kind=reduce counts both), the root's sums checked, then
+ * the same with gathers of 8 bytes per rank (kind=gather; up to 64
+ * ranks), the root's vectors checked. Their
  * lines also carry sent=S, the non-root's calls after whose return its
  * socket had sent more than before the call (its contribution left
  * from the calling thread, not later from the communicator's thread),
@@ -81,6 +83,30 @@ static int reduce_loop(incoll_comm_h world, int rank, int size, int iters)
         wrong += incoll_barrier(world) != INCOLL_OK;
     }
     report_sent(world, rank, "reduce", iters, &c0, sent);
+    sent = 0;
+    host_counters_read(world, &c0);
+    for (int it = 0; it < iters; it++) {
+        uint8_t blk[8], all[8 * 64];
+        incoll_status_t st;
+        for (int i = 0; i < 8; i++)
+            blk[i] = (uint8_t)(rank * 8 + i + it);
+        host_counters_read(world, &t0);
+        st = incoll_gather(world, blk, rank == 0 ? all : NULL, sizeof(blk), 0);
+        host_counters_read(world, &t1);
+        sent += t1.tx_packets > t0.tx_packets;
+        memset(blk, 0xEE, sizeof(blk));
+        if (st != INCOLL_OK)
+            wrong++;
+        for (int r = 0; rank == 0 && st == INCOLL_OK && r < size && r < 64; r++)
+            for (int i = 0; i < 8; i++)
+                if (all[r * 8 + i] != (uint8_t)(r * 8 + i + it)) {
+                    wrong++;
+                    r = size;
+                    break;
+                }
+        wrong += incoll_barrier(world) != INCOLL_OK;
+    }
+    report_sent(world, rank, "gather", iters, &c0, sent);
     return wrong;
 }
 
@@ -112,7 +138,7 @@ int main(int argc, char **argv)
     }
     if (reduce) {
         wrong = reduce_loop(world, rank, size, iters);
-        ok = 2 * iters - wrong;
+        ok = 3 * iters - wrong;
         goto out;
     }
     host_counters_read(world, &c0);
