@@ -1455,11 +1455,6 @@ static void on_ahead(host_engine_t *eng, const wire_hdr_t *h, const void *buf)
     eng->ctr.ahead++;
 }
 
-int host_engine_all_sent(const host_engine_t *eng)
-{
-    return eng->status == INCOLL_INPROGRESS && eng->next_send >= eng->nseg;
-}
-
 int host_engine_data_in(const host_engine_t *eng)
 {
     return eng->status == INCOLL_INPROGRESS && !eng->ctl &&

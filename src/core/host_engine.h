@@ -351,9 +351,6 @@ incoll_status_t host_engine_status(const host_engine_t *eng);
  * before the next one starts.
  */
 int host_engine_data_in(const host_engine_t *eng);
-/* 1 while the operation runs with every segment sent once: only results,
- * resends and probes are left (nothing the window still holds back). */
-int host_engine_all_sent(const host_engine_t *eng);
 
 /* The running operation was left unattended until now_ns (its data was
  * in, host_engine_data_in): that time counts neither toward its progress

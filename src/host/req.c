@@ -472,11 +472,8 @@ static void advance(incoll_comm_h comm)
     while (q && q->head) {
         incoll_req_h r = q->head;
         if (r->state == ST_QUEUED) {
-            if (r->sent && comm->ctx->sync->has_watcher &&
-                host_engine_all_sent(comm->eng)) {
-                /* Only resends are left: the watcher sees to them when
-                 * no call comes. (The window of a larger one is for the
-                 * thread to drive.) */
+            if (r->sent && comm->ctx->sync->has_watcher) {
+                /* The watcher sees to it when no call comes. */
                 r->state = ST_SENT;
             } else if (!comm->ctx->sync->progress_thread && !r->threaded &&
                        fast_ok(r)) {
