@@ -20,9 +20,8 @@
  * A blocking reduce's or gather's non-root that returns early (early_post)
  * starts its operation from the caller's thread when nothing else of the
  * communicator runs (its contribution leaves before the call returns);
- * the thread runs the rest of the call, or, with the watcher, every
- * libincoll call progresses it as a fast one and the first to see it
- * end well finishes it (ST_SENT), the thread only when it needs more.
+ * the thread runs the rest of the call (the acknowledgement, resends, a
+ * recovery).
  * One thread per communicator, made at its first request that needs one,
  * lets collectives of different communicators progress independently, as
  * MPI allows programs to start them in different orders on different
@@ -49,11 +48,6 @@
 typedef enum {
     ST_QUEUED,  /* not started */
     ST_FAST,    /* on the engine, progressed by every libincoll call */
-    ST_SENT,    /* returned early with its contribution sent by the caller
-                   (early_post): as ST_FAST, finished by the first call
-                   to see its engine done; the thread takes it over for
-                   anything more (a failure, a resend due with no call:
-                   the watcher) */
     ST_THREAD,  /* for the communicator's thread */
     ST_RECOVER, /* for the thread: recover a failed fast one */
     ST_RUNNING, /* the thread runs it */
@@ -420,49 +414,6 @@ static void fast_start(incoll_req_h r)
         fast_end(r, status);
 }
 
-/* 1 when r's sent operation needs the thread now: it failed, the group
- * did, another member recovers, or a resend fell due (only a caller's
- * call or the thread sends it). */
-static int sent_needs_thread(incoll_req_h r, uint64_t now)
-{
-    incoll_comm_h c = r->comm;
-    incoll_status_t status = host_engine_status(c->eng);
-    return (status != INCOLL_INPROGRESS && status != INCOLL_OK) ||
-           host_comm_group_failed(c) || host_comm_pulled(c) ||
-           (status == INCOLL_INPROGRESS && host_engine_deadline(c->eng) <= now);
-}
-
-/* r (comm's head) is ST_SENT: runs its engine's timers; when the
- * operation ended well, the outermost caller finishes it at once (the
- * rest of the call does not block then, whatever came since: what it
- * keeps for a recovery, its counts); the thread takes over anything
- * else. 1 when r completed. */
-static int sent_advance(incoll_req_h r)
-{
-    incoll_comm_h c = r->comm;
-    incoll_status_t status;
-    if (!host_comm_group_failed(c) && !host_comm_pulled(c)) {
-        host_engine_on_time(c->eng, host_now_ns());
-        udp_flush(c->ctx->sock);
-    }
-    status = host_engine_status(c->eng);
-    if (status == INCOLL_INPROGRESS && !host_comm_group_failed(c) &&
-        !host_comm_pulled(c))
-        return 0;
-    if (status == INCOLL_OK && host_sync_outermost(c->ctx->sync)) {
-        r->state = ST_RUNNING;
-        host_where_begin();
-        status = run_blocking(r);
-        r->where = host_where_end(c);
-        complete(r, status);
-        return 1;
-    }
-    r->state = ST_THREAD;
-    (void)thread_wake(c); /* it has one: early_post made it */
-    host_sync_kick(c->ctx);
-    return 0;
-}
-
 /* Moves comm's queue on as far as it goes without blocking. */
 static void advance(incoll_comm_h comm)
 {
@@ -472,11 +423,8 @@ static void advance(incoll_comm_h comm)
     while (q && q->head) {
         incoll_req_h r = q->head;
         if (r->state == ST_QUEUED) {
-            if (r->sent && comm->ctx->sync->has_watcher) {
-                /* The watcher sees to it when no call comes. */
-                r->state = ST_SENT;
-            } else if (!comm->ctx->sync->progress_thread && !r->threaded &&
-                       fast_ok(r)) {
+            if (!comm->ctx->sync->progress_thread && !r->threaded &&
+                fast_ok(r)) {
                 fast_start(r);
             } else {
                 r->state = ST_THREAD;
@@ -488,11 +436,6 @@ static void advance(incoll_comm_h comm)
                 complete(r, INCOLL_ERR_NO_MEMORY);
             }
             continue;
-        }
-        if (r->state == ST_SENT) {
-            if (sent_advance(r))
-                continue;
-            return;
         }
         if (r->state != ST_FAST)
             return;
@@ -519,8 +462,7 @@ static uint64_t advance_all(incoll_ctx_h ctx)
         if (c->rq == NULL || c->rq->head == NULL)
             continue;
         advance(c);
-        if (c->rq->head &&
-            (c->rq->head->state == ST_FAST || c->rq->head->state == ST_SENT)) {
+        if (c->rq->head && c->rq->head->state == ST_FAST) {
             uint64_t d = host_engine_deadline(c->eng);
             if (d < due)
                 due = d;
@@ -637,7 +579,6 @@ static void drain(incoll_comm_h comm)
 static void watch_pass(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx->sync;
-    uint64_t now;
     int polling;
     pthread_mutex_lock(&s->mu);
     polling = s->polling;
@@ -646,18 +587,6 @@ static void watch_pass(incoll_ctx_h ctx)
         struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
         if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN))
             host_ctx_progress(ctx, 0);
-    }
-    now = host_now_ns();
-    for (incoll_comm_h c = ctx->comms; c; c = c->next) {
-        struct host_req_queue *q = c->rq;
-        /* An early operation that its caller left with a resend due (or
-         * a failure): the thread takes it on. One that ended well waits
-         * for the next call, which finishes it without a wake-up. */
-        if (q && q->head && q->head->state == ST_SENT &&
-            sent_needs_thread(q->head, now)) {
-            q->head->state = ST_THREAD;
-            (void)thread_wake(c);
-        }
     }
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         struct host_req_queue *q;
@@ -903,19 +832,6 @@ int host_enter_early(const host_req_args_t *a, incoll_status_t *status_p)
     host_lock(ctx);
     if (!host_sync_outermost(ctx->sync))
         return 0;
-    if (a->comm->rq && a->comm->rq->head &&
-        a->comm->rq->head->state == ST_SENT) {
-        /* Its acknowledgement is likely in: taken without blocking
-         * (unless another thread waits on the socket), so that this call
-         * may send its own contribution at once. */
-        struct host_sync *s = ctx->sync;
-        int polling;
-        pthread_mutex_lock(&s->mu);
-        polling = s->polling;
-        pthread_mutex_unlock(&s->mu);
-        if (!polling)
-            host_ctx_progress(ctx, 0);
-    }
     advance_all(ctx);
     if (early_post(a)) {
         *status_p = INCOLL_OK;
