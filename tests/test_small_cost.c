@@ -16,7 +16,9 @@
  *    in the round after them), and once it goes on, all complete with the
  *    right data;
  *  - small_bcast_late_root: a root 10 ms late costs each waiting member
- *    one packet (its timer's; the AN answers WAIT), not one per backoff.
+ *    one packet (its timer's; the AN answers WAIT), not one per backoff;
+ *  - integ_small_reduce_sent: a reduce's non-roots, returning early, have
+ *    sent their contribution when the call returns (on real daemons).
  */
 #include "integ.h"
 #include "test.h"
@@ -428,4 +430,117 @@ TEST(integ_small_cost_counts, TEST_INTEG)
               "%ld datagrams for %d broadcasts (%ld resent), want %d", btx,
               iters, bresent, iters / 4 * 11 + n);
     return TEST_PASSED;
+}
+
+/*
+ * A reduce's non-roots send their contribution from the calling thread
+ * (tests/progs/cost_check --reduce, 8 hosts radix 4, each reduce of one
+ * int64 followed by a barrier as in OSU's loop): after every one of its
+ * calls returned, early, each non-root's socket has sent the datagram
+ * (counted before the communicator's thread could have sent it), every
+ * datagram of the loop is one of its operations or a counted resend
+ * (one per reduce, one per barrier), and every sum at the root is right;
+ * a gather's leaves send their block alike.
+ * *wake_p: the non-roots' wake-ups (all threads) in the reduce loop
+ * beyond those of the barrier loop, per reduce, at most.
+ */
+static int reduce_sent(const char *env, const char *tag, double *wake_p,
+                       long *others_p)
+{
+    char out[PATH_MAX];
+    char *text;
+    int ret, n = 8, iters = 60;
+
+    *wake_p = 0;
+    *others_p = 0;
+    if (!have_fabric_binaries("cost_check"))
+        return test_skip("build/bin/incoll, incoll-agg or "
+                         "build/tests/cost_check not built");
+    ret = run_fabric_check("cost_check", tag, tag, n, 4, 0, env,
+                           "--iters 60 --reduce", out, sizeof(out));
+    text = slurp(out);
+    if (ret != 0 || strstr(text, "summary ok=180 wrong=0") == NULL) {
+        show_tail(out);
+        free(text);
+        FAILF("cost_check --reduce failed (%d)", ret);
+    }
+    for (int r = 0; r < n; r++) {
+        long v[5], b[5], sent = -1, wake_all = -1, bsent = -1, bwake_all = -1;
+        char key[64];
+        const char *p, *q;
+        snprintf(key, sizeof(key), "cost rank=%d kind=reduce ", r);
+        p = strstr(text, key);
+        snprintf(key, sizeof(key), "cost rank=%d kind=barrier ", r);
+        q = strstr(text, key);
+        if (cost_line(text, r, "reduce", v) != 0 ||
+            cost_line(text, r, "barrier", b) != 0 || p == NULL || q == NULL ||
+            (p = strstr(p, " sent=")) == NULL ||
+            (q = strstr(q, " sent=")) == NULL ||
+            sscanf(p, " sent=%ld wake_all=%ld", &sent, &wake_all) != 2 ||
+            sscanf(q, " sent=%ld wake_all=%ld", &bsent, &bwake_all) != 2) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no reduce cost lines", r);
+        }
+        printf("  rank %d: reduce+barrier tx %ld rx %ld wake %ld (all "
+               "threads %ld, barrier alone %ld) resent %ld, sent at return "
+               "%ld\n",
+               r, v[1], v[2], v[3], wake_all, bwake_all, v[4], sent);
+        CHECK_EQ_INT(v[0], iters);
+        CHECK_EQ_INT(v[1], 2 * iters + v[4]);
+        if (r == 0)
+            continue;
+        CHECK_MSG(sent == iters,
+                  "rank %d: %ld of %d reduces had sent their contribution "
+                  "when the call returned",
+                  r, sent, iters);
+        /* (the other threads': the request thread's, the watcher's) */
+        if (wake_all - v[3] > *others_p)
+            *others_p = wake_all - v[3];
+        if ((double)(wake_all - bwake_all) / iters > *wake_p)
+            *wake_p = (double)(wake_all - bwake_all) / iters;
+        /* A gather's leaves alike. */
+        snprintf(key, sizeof(key), "cost rank=%d kind=gather ", r);
+        if ((p = strstr(text, key)) == NULL ||
+            (p = strstr(p, " sent=")) == NULL ||
+            sscanf(p, " sent=%ld", &sent) != 1) {
+            show_tail(out);
+            free(text);
+            FAILF("rank %d: no gather cost line", r);
+        }
+        CHECK_MSG(sent == iters,
+                  "rank %d: %ld of %d gathers had sent their block when the "
+                  "call returned",
+                  r, sent, iters);
+    }
+    free(text);
+    return TEST_PASSED;
+}
+
+/* Without the library's threads: the request thread takes the operation
+ * over at once (it wakes for it and for the acknowledgement). */
+TEST(integ_small_reduce_sent, TEST_INTEG)
+{
+    double wake;
+    long others;
+    int ret = reduce_sent("INCOLL_COPY_ADAPT=0 INCOLL_MCAST=0", "redfab", &wake,
+                          &others);
+    printf("  non-roots' wake-ups per reduce (beyond the barrier's): at "
+           "most %.2f; other threads' at most %ld\n",
+           wake, others);
+    return ret;
+}
+
+/* With them (as the MPI layer runs): the same. */
+TEST(integ_small_reduce_sent_threads, TEST_INTEG)
+{
+    double wake;
+    long others;
+    int ret = reduce_sent("INCOLL_COPY_ADAPT=0 INCOLL_MCAST=0 "
+                          "INCOLL_PROGRESS_THREAD=1",
+                          "redthr", &wake, &others);
+    printf("  non-roots' wake-ups per reduce (beyond the barrier's): at "
+           "most %.2f; other threads' at most %ld\n",
+           wake, others);
+    return ret;
 }

@@ -334,7 +334,10 @@ static incoll_status_t inc_run_recovered(incoll_comm_h comm, int algo,
 
     *fetched_p = 0;
     for (int attempt = 0;; attempt++) {
-        uint64_t ops = host_engine_counters(comm->eng)->ops;
+        /* (the call's operation may have been started when it returned
+         * early: host_coll_early_send) */
+        uint64_t ops = comm->sent_early ? comm->sent_ops
+                                        : host_engine_counters(comm->eng)->ops;
         int why, started;
         status = inc_run(comm, a);
         if (status == INCOLL_OK || status == INCOLL_ERR_UNSUPPORTED)
@@ -384,6 +387,37 @@ int host_coll_early_ok(incoll_comm_h comm, algo_coll_t coll, size_t count,
         return 0;
     host_where_note(1, INCOLL_WHY_NETWORK);
     return 1;
+}
+
+int host_coll_early_send(const host_req_args_t *a)
+{
+    incoll_comm_h comm = a->comm;
+    host_coll_kind_t kind;
+    const char *why;
+
+    if (a->kind == RQ_REDUCE)
+        kind = HOST_COLL_REDUCE;
+    else if (a->kind == RQ_GATHER)
+        kind = HOST_COLL_GATHER;
+    else
+        return 0;
+    /* Only where the call would start it in the network at once
+     * (coll_run): a known hierarchy that is not on (making one is
+     * collective), no recovery, failure or refusal pending, and no
+     * broadcast's round left to end on the engine. */
+    if (comm->size < 2 || comm->rank == a->root || comm->eng == NULL ||
+        comm->linger || host_comm_doomed_pending(comm) ||
+        host_comm_broken(comm, &why) || host_comm_group_failed(comm) ||
+        host_comm_pulled(comm) || !host_hier_decided(comm) ||
+        host_hier_on(comm) ||
+        !host_inc_coll_usable(comm, kind, a->op,
+                              kind == HOST_COLL_REDUCE ? a->dtype
+                                                       : INCOLL_UINT8))
+        return 0;
+    return host_inc_send_early(
+        comm, kind, a->sendbuf, a->count,
+        kind == HOST_COLL_REDUCE ? a->dtype : INCOLL_UINT8,
+        kind == HOST_COLL_REDUCE ? a->op : INCOLL_OP_SUM, a->root);
 }
 
 /* ---- on the hosts ---- */
@@ -501,6 +535,8 @@ incoll_status_t host_coll_run(incoll_comm_h comm, int algo,
     host_call_begin(comm);
     host_usage_begin();
     status = coll_run(comm, algo, a);
+    /* (an early start that the call failed before it took) */
+    (void)host_inc_drop_early(comm, status);
     if (status == INCOLL_OK)
         host_usage_note(comm, host_coll_last_in_net() ? -1
                               : algo >= 0             ? MGR_FB_REQUESTED
@@ -544,11 +580,22 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         incoll_error("%s: the communicator cannot be used: %s", what, why);
         return INCOLL_ERR_GROUP_FAILED;
     }
+    if (comm->sent_early && host_engine_status(comm->eng) == INCOLL_OK) {
+        /* This call's operation, started as it returned early
+         * (host_coll_early_send), ended well: the call is done, whatever
+         * came since (a recovery finds it past this operation). */
+        int fetched;
+        status = inc_run_recovered(comm, algo, a, op, dt, &fetched);
+        host_where_note(status == INCOLL_OK, INCOLL_WHY_NETWORK);
+        return status;
+    }
     if (host_comm_group_failed(comm) || host_comm_pulled(comm)) {
         host_rec_call_t c = rec_call(a);
         int done = 0;
+        /* An operation this call started when it returned early is the
+         * one it fails on (given up, as a call waiting for it would). */
         status = host_comm_recover_coll(
-            comm, 0, &c,
+            comm, host_inc_drop_early(comm, INCOLL_ERR_GROUP_FAILED), &c,
             host_comm_group_failed(comm) ? HOST_ABORT_NONE : HOST_ABORT_PULLED,
             &done);
         if (status != INCOLL_OK)
@@ -573,6 +620,8 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
         if (host_hier_active(comm, &hs) && hs == INCOLL_OK)
             usable = 0;
     }
+    if (!usable)
+        (void)host_inc_drop_early(comm, INCOLL_ERR_UNSUPPORTED);
     if (algo == HOST_CALGO_INC && !usable) {
         incoll_comm_offloaded(comm, &why);
         incoll_error("%s: the in-network algorithm was asked for but %s", what,

@@ -80,4 +80,15 @@ incoll_status_t host_reduce_scatter_impl(incoll_comm_h comm,
                                          size_t count, incoll_dtype_t dtype,
                                          incoll_op_t op);
 
+/*
+ * A reduce's or gather's non-root returning early (a: its call, sendbuf
+ * the copy the communicator keeps): when the call would run natively in
+ * the network now, starts its operation from the calling thread
+ * (host_inc_send_early: the contribution leaves before the call
+ * returns) and returns 1; the request thread's run of the same call then
+ * waits for it and recovers as usual. 0 when not (the thread starts it).
+ */
+struct host_req_args;
+int host_coll_early_send(const struct host_req_args *a);
+
 #endif

@@ -25,6 +25,7 @@ void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
     if (comm->ctx->mc_sock != NULL) /* results by multicast come here */
         c_p->rx_packets += udp_counters(comm->ctx->mc_sock)->rx_packets;
     c_p->wakeups = host_wakeups();
+    c_p->wakeups_all = host_wakeups_all();
     c_p->early_returns =
         __atomic_load_n(&comm->early_returns, __ATOMIC_RELAXED);
     c_p->early_waits = __atomic_load_n(&comm->early_waits, __ATOMIC_RELAXED);

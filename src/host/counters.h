@@ -47,6 +47,10 @@ typedef struct {
      * host_wakeups in req.h). */
     uint64_t rx_packets;
     uint64_t wakeups;
+    /* The same wake-ups of every thread of the process (the request
+     * threads' and the watcher's too): what an operation costs the
+     * process when part of it runs after its call returned. */
+    uint64_t wakeups_all;
 } host_counters_t;
 
 /* Fills *c_p with comm's (and its context's) counters now. Cheap: no

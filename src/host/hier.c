@@ -1307,6 +1307,12 @@ int host_hier_on(incoll_comm_h comm)
     return h != NULL && (h->state == HIER_ACTIVE || h->state == HIER_BROKEN);
 }
 
+int host_hier_decided(incoll_comm_h comm)
+{
+    const struct host_hier *h = comm ? comm->hier : NULL;
+    return h != NULL && h->state != HIER_SETUP;
+}
+
 int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
 {
     struct host_hier *h = comm->hier;

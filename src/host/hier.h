@@ -52,6 +52,10 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p);
  * broken); never makes it. */
 int host_hier_on(incoll_comm_h comm);
 
+/* 1 when comm's hierarchy is made or known flat, so that
+ * host_hier_active makes nothing; never makes it. */
+int host_hier_decided(incoll_comm_h comm);
+
 /* Sets the mode of comm's hierarchy ("node", "socket" or "flat") instead
  * of INCOLL_HIER; on every member, before comm's first allreduce
  * (benchmarks compare the modes side by side). */

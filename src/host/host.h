@@ -78,6 +78,13 @@ struct incoll_comm {
     uint64_t early_returns;
     uint64_t early_waits;
     incoll_status_t early_error;
+    /* A reduce's or gather's non-root that returns early sends its
+     * contribution from the calling thread (host_inc_send_early): its
+     * engine operation is then started, its engine's operation count
+     * before it was sent_ops, and the request thread, which runs the
+     * rest of the call, takes it instead of starting one. */
+    int sent_early;
+    uint64_t sent_ops;
     /* A broadcast returned with its data while its engine operation
      * waits for the round (host_req_finish_later): the next operation on
      * the engine ends it, or the request thread after linger_due. */

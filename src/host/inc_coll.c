@@ -24,6 +24,7 @@
 
 #include "common/dtype.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static int overlaps(const void *a, const void *b, size_t len)
@@ -89,6 +90,64 @@ static void finish_and_root(incoll_comm_h comm, int root_rank)
     host_engine_set_root(comm->eng, root_rank < 0 ? 0 : (uint32_t)root_rank);
 }
 
+int host_inc_take_early(incoll_comm_h comm)
+{
+    if (!comm->sent_early)
+        return 0;
+    comm->sent_early = 0;
+    return 1;
+}
+
+int host_inc_drop_early(incoll_comm_h comm, incoll_status_t status)
+{
+    if (!host_inc_take_early(comm))
+        return 0;
+    if (host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+        host_engine_abandon(
+            comm->eng, status != INCOLL_OK ? status : INCOLL_ERR_GROUP_FAILED);
+    return 1;
+}
+
+int host_inc_send_early(incoll_comm_h comm, host_coll_kind_t kind,
+                        const void *sendbuf, size_t count, incoll_dtype_t dtype,
+                        incoll_op_t op, int root)
+{
+    uint64_t ops, now = host_now_ns();
+    size_t total;
+    incoll_status_t status;
+
+    if (comm->sent_early || comm->eng == NULL || comm->rank == root ||
+        comm->size < 2 || count == 0 ||
+        host_engine_status(comm->eng) == INCOLL_INPROGRESS)
+        return 0;
+    ops = host_engine_counters(comm->eng)->ops;
+    /* What host_inc_reduce and gather_run start at a non-root. */
+    switch (kind) {
+    case HOST_COLL_REDUCE:
+        finish_and_root(comm, root);
+        status = host_engine_start_coll(comm->eng, WIRE_COLL_REDUCE, 0, sendbuf,
+                                        NULL, count, dtype, op, now);
+        break;
+    case HOST_COLL_GATHER:
+        if (count > SIZE_MAX / (size_t)comm->size)
+            return 0;
+        total = count * (size_t)comm->size;
+        finish_and_root(comm, root);
+        status = host_engine_start_gather(comm->eng, WIRE_COLL_GATHER, 0,
+                                          sendbuf, count * (size_t)comm->rank,
+                                          count, NULL, total, now);
+        break;
+    default:
+        return 0;
+    }
+    udp_flush(comm->ctx->sock);
+    if (status != INCOLL_INPROGRESS)
+        return 0; /* the call meets the same refusal and says why */
+    comm->sent_early = 1;
+    comm->sent_ops = ops;
+    return 1;
+}
+
 /* One operation of the engine, waited for: until its result, or a
  * broadcast's non-root until its data is in (host_comm_wait_data; its
  * round then ends later, host_req_finish_later). root: whether this rank
@@ -98,9 +157,14 @@ static incoll_status_t run(incoll_comm_h comm, wire_coll_t kind, int root,
                            size_t count, incoll_dtype_t dtype, incoll_op_t op)
 {
     incoll_status_t status;
-    finish_and_root(comm, root_rank);
-    status = host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf,
-                                    count, dtype, op, host_now_ns());
+    if (host_inc_take_early(comm)) {
+        /* (ended already or not: the same end as below) */
+        status = host_comm_wait(comm);
+    } else {
+        finish_and_root(comm, root_rank);
+        status = host_engine_start_coll(comm->eng, kind, root, sendbuf, recvbuf,
+                                        count, dtype, op, host_now_ns());
+    }
     if (status == INCOLL_INPROGRESS)
         status = kind == WIRE_COLL_BCAST && !root ? host_comm_wait_data(comm)
                                                   : host_comm_wait(comm);
@@ -119,7 +183,10 @@ incoll_status_t host_inc_reduce(incoll_comm_h comm, const void *sendbuf,
     incoll_status_t status;
     void *res;
 
-    if (!host_inc_coll_usable(comm, HOST_COLL_REDUCE, op, dtype))
+    /* (one started as the call returned early is this call's, usable or
+     * not since) */
+    if (!comm->sent_early &&
+        !host_inc_coll_usable(comm, HOST_COLL_REDUCE, op, dtype))
         return INCOLL_ERR_UNSUPPORTED;
     if (count == 0)
         return INCOLL_OK;
@@ -211,6 +278,20 @@ incoll_status_t host_inc_barrier(incoll_comm_h comm)
     return status;
 }
 
+/* Starts an allgather's or gather's operation on comm's engine, or takes
+ * the one this member's call started already (host_inc_send_early). */
+static incoll_status_t start_gather(incoll_comm_h comm, wire_coll_t kind,
+                                    int root, const void *sendbuf, size_t off,
+                                    size_t bytes, void *res, size_t total)
+{
+    if (host_inc_take_early(comm))
+        return host_comm_wait(comm);
+    finish_and_root(comm, root);
+    return host_engine_start_gather(comm->eng, kind, comm->rank == root,
+                                    sendbuf, off, bytes, res, total,
+                                    host_now_ns());
+}
+
 /*
  * Allgather (root -1) or gather of bytes per rank: this rank's block is
  * bytes [rank * bytes, (rank + 1) * bytes) of the vector. The block may
@@ -242,10 +323,8 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         size_t out = me ? total : 0, in;
         if ((res = kept_buf(comm, &c, out, &in)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
-        finish_and_root(comm, root);
-        status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
-                                          sendbuf, off, bytes, me ? res : NULL,
-                                          total, host_now_ns());
+        status = start_gather(comm, kind, root, sendbuf, off, bytes,
+                              me ? res : NULL, total);
         if (status == INCOLL_INPROGRESS)
             status = host_comm_wait(comm);
         if (status == INCOLL_OK) {
@@ -263,10 +342,8 @@ static incoll_status_t gather_run(incoll_comm_h comm, wire_coll_t kind,
         memcpy(comm->scratch, sendbuf, bytes);
         sendbuf = comm->scratch;
     }
-    finish_and_root(comm, root);
-    status = host_engine_start_gather(comm->eng, kind, comm->rank == root,
-                                      sendbuf, off, bytes, me ? recvbuf : NULL,
-                                      total, host_now_ns());
+    status = start_gather(comm, kind, root, sendbuf, off, bytes,
+                          me ? recvbuf : NULL, total);
     if (status == INCOLL_INPROGRESS)
         status = host_comm_wait(comm);
     return status;
@@ -284,8 +361,8 @@ incoll_status_t host_inc_allgather(incoll_comm_h comm, const void *sendbuf,
 incoll_status_t host_inc_gather(incoll_comm_h comm, const void *sendbuf,
                                 void *recvbuf, size_t bytes, int root)
 {
-    if (!host_inc_coll_usable(comm, HOST_COLL_GATHER, INCOLL_OP_SUM,
-                              INCOLL_UINT8))
+    if (!comm->sent_early && !host_inc_coll_usable(comm, HOST_COLL_GATHER,
+                                                   INCOLL_OP_SUM, INCOLL_UINT8))
         return INCOLL_ERR_UNSUPPORTED;
     return gather_run(comm, WIRE_COLL_GATHER, sendbuf, recvbuf, bytes, root);
 }

@@ -48,4 +48,27 @@ incoll_status_t host_inc_reduce_scatter(incoll_comm_h comm, const void *sendbuf,
                                         void *recvbuf, size_t count,
                                         incoll_dtype_t dtype, incoll_op_t op);
 
+/*
+ * A reduce's (HOST_COLL_REDUCE) or gather's (HOST_COLL_GATHER) non-root
+ * that returns early: starts its operation on comm's engine from the
+ * calling thread, so that its contribution is on the wire when the call
+ * returns (the engine reads sendbuf, which must stay as it is, until the
+ * operation ends). The caller checked that the call runs natively in the
+ * network now and that the engine is idle. 1 when started
+ * (comm->sent_early): the next host_inc_reduce or host_inc_gather on
+ * comm, the same call run by the request thread, takes the operation
+ * and waits for it; 0 when not (that call starts it).
+ */
+int host_inc_send_early(incoll_comm_h comm, host_coll_kind_t kind,
+                        const void *sendbuf, size_t count, incoll_dtype_t dtype,
+                        incoll_op_t op, int root);
+/* 1 once when comm's operation was started by host_inc_send_early (then
+ * no longer); 0 when not. */
+int host_inc_take_early(incoll_comm_h comm);
+/* An operation started by host_inc_send_early that its call does not
+ * take (the call failed before it came to it, or recovers first): given
+ * up with status if it still runs. 1 when there was one (the call had
+ * started its operation), 0 when not. */
+int host_inc_drop_early(incoll_comm_h comm, incoll_status_t status);
+
 #endif

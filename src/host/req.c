@@ -17,6 +17,11 @@
  *     while it waits for packets (blocked in poll, or asleep while another
  *     thread polls) and sleeps on a condition variable while it has no
  *     work: an idle thread costs nothing.
+ * A blocking reduce's or gather's non-root that returns early (early_post)
+ * starts its operation from the caller's thread when nothing else of the
+ * communicator runs (its contribution leaves before the call returns);
+ * the thread runs the rest of the call (the acknowledgement, resends, a
+ * recovery).
  * One thread per communicator, made at its first request that needs one,
  * lets collectives of different communicators progress independently, as
  * MPI allows programs to start them in different orders on different
@@ -67,6 +72,8 @@ struct incoll_req {
     int detached; /* freed by the caller before completion */
     int early;    /* a blocking call that returned early (host_early_post):
                      owned by its communicator's ring, never reaped */
+    int sent;     /* early, and its operation started by its caller
+                     (host_req_ops_t.early_send) */
     rq_state_t state;
     incoll_status_t status;
     int kept;            /* fast: result into host_comm_result_buf */
@@ -757,7 +764,9 @@ static size_t early_bytes(const host_req_args_t *a, algo_coll_t *coll_p)
  * Lock held: makes a's call return early when it can (see
  * host_enter_early): copies what the operation still needs into a slot
  * of comm's ring and queues the slot's request, for the communicator's
- * thread. 1 when done; 0 when the call must run as usual.
+ * thread (a non-root's contribution sent first when it can:
+ * host_req_ops_t.early_send). 1 when done; 0 when the call must run as
+ * usual.
  */
 static int early_post(const host_req_args_t *a)
 {
@@ -812,6 +821,14 @@ static int early_post(const host_req_args_t *a)
         break;
     default:
         r->recvbuf = NULL; /* a non-root has no result */
+        /* Nothing of the communicator's runs: the contribution leaves
+         * now, from this thread, and the thread is left the rest (the
+         * acknowledgement, resends, a recovery). */
+        if (q->head == NULL && !q->serve && !q->serving &&
+            c->ctx->req_ops->early_send)
+            r->sent = c->ctx->req_ops->early_send(&(host_req_args_t){
+                r->kind, c, r->sendbuf, NULL, r->count, r->dtype, r->op,
+                r->root, r->algo, 1, NULL, 0});
         break;
     }
     q->early_next++;

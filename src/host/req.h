@@ -49,7 +49,7 @@ typedef enum {
     RQ_REDUCE_SCATTER
 } host_req_kind_t;
 
-typedef struct {
+typedef struct host_req_args {
     host_req_kind_t kind;
     incoll_comm_h comm;
     const void *sendbuf;
@@ -81,6 +81,9 @@ typedef struct host_req_ops {
     incoll_status_t (*run[RQ_REDUCE_SCATTER + 1])(const host_req_args_t *a);
     int (*early_ok)(incoll_comm_h comm, algo_coll_t coll, size_t count,
                     incoll_op_t op, incoll_dtype_t dtype);
+    /* A non-root's contribution sent from the calling thread as its call
+     * returns early (host_coll_early_send); NULL: never. */
+    int (*early_send)(const host_req_args_t *a);
     void (*stream_end)(incoll_comm_h comm);
     int (*stream_would_lock)(incoll_comm_h comm, size_t bytes);
 } host_req_ops_t;

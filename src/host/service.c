@@ -71,6 +71,7 @@ const host_req_ops_t host_service_req_ops = {
             [RQ_SCATTER] = run_scatter,
             [RQ_REDUCE_SCATTER] = run_reduce_scatter},
     .early_ok = host_coll_early_ok,
+    .early_send = host_coll_early_send,
     .stream_end = host_stream_end,
     .stream_would_lock = host_stream_would_lock,
 };
