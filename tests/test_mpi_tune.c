@@ -280,6 +280,15 @@ TEST(mpi_tune_format_errors, TEST_UNIT)
     /* The shipped table parses. */
     CHECK_MSG(parse(tune_default_text, err, sizeof(err)) == 0, "%s", err);
     CHECK(t.n > 0);
+    /* Its small allreduces and barriers: MPI's own at 8 ranks, where
+     * Open MPI's won, the network from 16 ranks, where it won. */
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, BL, 64, 8, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, BL, 64, 16, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, BL, 4, 16, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, PE, 4, 32, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, BARRIER, NB, 0, 8, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, BARRIER, NB, 0, 16, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, BCAST, BL, 64, 16, NULL), TUNE_PATH_MPI);
     return TEST_PASSED;
 }
 
