@@ -275,6 +275,34 @@ int run_fabric_check(const char *prog, const char *dirtag, const char *jobtag,
     return ret;
 }
 
+void test_install_vars(const char *dest, char *vars, size_t len, char *libdir)
+{
+    char stamp[PATH_MAX + 16], lib[PATH_MAX] = "/usr/lib/x86_64-linux-gnu",
+                               exec[PATH_MAX] = "/usr/lib";
+    char *flags, *dirs, *p;
+
+    snprintf(stamp, sizeof(stamp), "%.*s/../.flags", PATH_MAX - 16,
+             test_bindir());
+    flags = slurp(stamp);
+    snprintf(stamp, sizeof(stamp), "%.*s/../.dirs", PATH_MAX - 16,
+             test_bindir());
+    dirs = slurp(stamp);
+    if (dirs && (p = strstr(dirs, "libdir=")) != NULL)
+        sscanf(p + 7, "%4095s", lib);
+    if (dirs && (p = strstr(dirs, "libexecdir=")) != NULL)
+        sscanf(p + 11, "%4095s", exec);
+    snprintf(vars, len,
+             "DESTDIR='%s' prefix=/usr libdir='%s' libexecdir='%s'%s", dest,
+             lib, exec,
+             getenv("WERROR") == NULL && flags && strstr(flags, " -Werror ")
+                 ? " WERROR=1"
+                 : "");
+    if (libdir)
+        snprintf(libdir, PATH_MAX, "%s", lib);
+    free(flags);
+    free(dirs);
+}
+
 int test_fabric_up(const char *dir, int hosts, int radix)
 {
     fabric_spec_t spec;

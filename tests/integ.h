@@ -60,6 +60,12 @@ void show_tail(const char *path);
 /* 1 when a line of the file at path contains text. */
 int file_has(const char *path, const char *text);
 
+/* The make variables that install the tree as it was built (its flags, and
+ * the libdir and libexecdir compiled into its programs: build/.flags and
+ * build/.dirs, so that make rebuilds and relinks nothing under the tests
+ * running beside) under DESTDIR dest with prefix /usr, into vars; libdir
+ * (PATH_MAX bytes, or NULL) gets the library directory. */
+void test_install_vars(const char *dest, char *vars, size_t len, char *libdir);
 /* Brings a managed fabric of hosts hosts (radix) up in dir through the
  * fabric lifecycle module (src/fabric/fabric.h, as `incoll fabric up
  * --hosts --radix` does), the daemons from test_bindir(). 0, or -1 after

@@ -651,3 +651,74 @@ TEST(ompi_component_threads, TEST_INTEG)
     test_fabric_down(dir);
     return TEST_PASSED;
 }
+
+/*
+ * `make install` puts the component in Open MPI's own component directory
+ * (ompi_info's pkglibdir) and a stock mpirun runs it from there: the
+ * install staged under DESTDIR (a test leaves the system's Open MPI as it
+ * is), the component path naming Open MPI's directory and the staged one
+ * only, libincoll from the staged libdir. ompi_info lists it, every
+ * collective runs in the network with checked results, and `make
+ * uninstall` takes it back.
+ */
+TEST(ompi_component_installed, TEST_INTEG)
+{
+    const char *why = ready();
+    char dest[PATH_MAX], out[PATH_MAX + 32], vars[3 * PATH_MAX + 64];
+    char libdir[PATH_MAX], dir[PATH_MAX], env[4 * PATH_MAX];
+    char *text;
+    int rc;
+
+    if (why)
+        return test_skip("%s", why);
+    if (!built())
+        return TEST_FAILED;
+    snprintf(dest, sizeof(dest), "%s/dest", test_tmpdir());
+    snprintf(out, sizeof(out), "%s/install.out", test_tmpdir());
+    test_install_vars(dest, vars, sizeof(vars), libdir);
+    rc = sh_in(test_srcdir(), out,
+               "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install %s",
+               vars);
+    if (rc != 0)
+        show_tail(out);
+    CHECK_MSG(rc == 0, "make install exited %d", rc);
+    /* Open MPI's directory, then the staged copy of it. */
+    snprintf(env, sizeof(env),
+             "P=$(ompi_info --path pkglibdir --parsable | sed -n "
+             "'s/^path:pkglibdir://p'); "
+             "export OMPI_MCA_mca_base_component_path=\"$P:%s$P\" "
+             "LD_LIBRARY_PATH='%s%s'",
+             dest, dest, libdir);
+    rc = sh(out, "%s; test -f \"%s$P/mca_coll_incoll.so\" && ompi_info", env,
+            dest);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "MCA coll: incoll ("),
+              "not installed in Open MPI's component directory, or not "
+              "listed (exit %d): %s",
+              rc, out);
+    free(text);
+    snprintf(dir, sizeof(dir), "%s/ompi-installed", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 4, 2), 0);
+    rc = sh(out,
+            "%s; timeout -k 5 120 mpirun -n 4 " FLAGS
+            " --mca coll_incoll_stats 1 --mca coll_incoll_fabric '%s' '%s'",
+            env, dir, prog);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 0 && strstr(text, "ocolls: ok"), "exit %d: %s", rc, out);
+    for (int i = 0; colls[i]; i++)
+        CHECK_MSG(stat_of(text, colls[i], "net") > 0, "%s net=%ld: %s",
+                  colls[i], stat_of(text, colls[i], "net"), out);
+    free(text);
+    snprintf(out, sizeof(out), "%s/uninstall.out", test_tmpdir());
+    rc = sh_in(test_srcdir(), out,
+               "env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s uninstall %s "
+               "&& P=$(ompi_info --path pkglibdir --parsable | sed -n "
+               "'s/^path:pkglibdir://p') && ! test -e \"%s$P/"
+               "mca_coll_incoll.so\"",
+               vars, dest);
+    CHECK_MSG(rc == 0, "make uninstall left the component (exit %d): %s", rc,
+              out);
+    return TEST_PASSED;
+}

@@ -917,9 +917,8 @@ static int lines_starting(const char *text, const char *prefix)
 TEST(integ_ops_install, TEST_INTEG)
 {
     char dest[PATH_MAX], out[PATH_MAX + 32], vars[3 * PATH_MAX + 64];
-    char path[2 * PATH_MAX], *text, want_preload[1100];
-    char libdir[1024] = "/usr/lib/x86_64-linux-gnu",
-         libexecdir[1024] = "/usr/lib";
+    char path[2 * PATH_MAX], *text, want_preload[PATH_MAX + 32];
+    char libdir[PATH_MAX];
     int slurm = access("/usr/include/slurm/spank.h", F_OK) == 0;
     static const char *const want[] = {
         "lib/systemd/system/incoll-mgr.service",
@@ -933,31 +932,7 @@ TEST(integ_ops_install, TEST_INTEG)
     CHECK(test_srcdir()[0] != '\0');
     snprintf(dest, sizeof(dest), "%s/dest", test_tmpdir());
     snprintf(out, sizeof(out), "%s/install.out", test_tmpdir());
-    {
-        /* What the tree was built with, or make rebuilds it under the
-         * other tests: the flags (a WERROR=1 build run by hand, not from
-         * make: every object) and the library directories compiled into
-         * the programs (build/.dirs: they are relinked). */
-        char stamp[PATH_MAX + 16], *flags, *dirs, *p;
-        snprintf(stamp, sizeof(stamp), "%.*s/../.flags", PATH_MAX - 16,
-                 test_bindir());
-        flags = slurp(stamp);
-        snprintf(stamp, sizeof(stamp), "%.*s/../.dirs", PATH_MAX - 16,
-                 test_bindir());
-        dirs = slurp(stamp);
-        if ((p = strstr(dirs, "libdir=")) != NULL)
-            sscanf(p + 7, "%1023s", libdir);
-        if ((p = strstr(dirs, "libexecdir=")) != NULL)
-            sscanf(p + 11, "%1023s", libexecdir);
-        snprintf(vars, sizeof(vars),
-                 "DESTDIR='%s' prefix=/usr libdir='%s' libexecdir='%s'%s", dest,
-                 libdir, libexecdir,
-                 getenv("WERROR") == NULL && strstr(flags, " -Werror ")
-                     ? " WERROR=1"
-                     : "");
-        free(flags);
-        free(dirs);
-    }
+    test_install_vars(dest, vars, sizeof(vars), libdir);
     CHECK(sh(out,
              "mkdir -p '%s/etc/incoll' && echo 'MGR_LISTEN=mine' > "
              "'%s/etc/incoll/mgr.env'",
