@@ -23,7 +23,8 @@ set -e
 dir=$1 np=$2 rounds=$3 max=${4:-1048576} iters=${5:-20} stat=${STAT:-avg_us}
 bin=build/bin prog=build/tests/ompi/osu_coll
 if [ -z "$dir" ] || [ -z "$np" ] || [ -z "$rounds" ]; then
-    echo "usage: [STAT=avg_us|med_us] $0 DIR NP ROUNDS [MAX_BYTES [ITERS]]" >&2
+    echo "usage: [STAT=avg_us|med_us|iter_med_us] [GAP_US=auto|N] [ORDER=...] [ROTATE=0|1]" \
+        "$0 DIR NP ROUNDS [MAX_BYTES [ITERS]]" >&2
     exit 2
 fi
 # The emulated fabric's shapers (tc tbf on every link, both ways), summed:
@@ -38,6 +39,29 @@ shapers() {
             if ($i == "pkt") p += $(i - 1); if ($i == "overlimits") o += $(i + 1)}}
         END {print p + 0, o + 0}'
 }
+# The pause at the start of each iteration (osu_coll's OSU_COLL_GAP_US).
+# An emulated link is a token bucket (emu.c: 1 ms of the link's rate, at
+# least two frames): a packet that finds tokens passes at once, one that
+# does not waits for them. Back to back, the iterations of a call whose
+# bytes need more tokens than the rest of its iteration lasts drain the
+# bucket, and the wait for tokens then falls on the call or on the untimed
+# barrier before it as it happens: the call's time says how long the
+# barrier was, not what the call costs. GAP_US=auto (the default) sleeps
+# long enough for a host link to get back the tokens of the largest call
+# (up to a full bucket), so that every call finds its tokens and its time
+# is its own; GAP_US=0 runs the iterations back to back, GAP_US=N sleeps N us.
+gap=${GAP_US:-auto}
+if [ "$gap" = auto ]; then
+    gap=$(awk -v max="$max" '/^emu prefix=/ {
+            for (i = 2; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
+            if (f["rate"] <= 0) exit
+            bucket = f["rate"] / 8000; if (bucket < 2 * (f["mtu"] + 64)) bucket = 2 * (f["mtu"] + 64)
+            need = max + 1024; if (need > bucket) need = bucket
+            printf "%d\n", int(need * 8e6 / f["rate"]) + 1; exit}' "$dir/emu.state" 2>/dev/null)
+    gap=${gap:-0}
+fi
+export OSU_COLL_GAP_US="$gap"
+echo "osu_compare: $np ranks, a pause of $gap us at the start of each iteration (GAP_US)"
 path="$(ompi_info --path pkglibdir --parsable | sed -n 's/^path:pkglibdir://p'):$PWD/build/lib/openmpi"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
