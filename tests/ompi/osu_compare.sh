@@ -31,7 +31,7 @@ fi
 # "<packets sent> <overlimits>", an overlimit being a time a shaper held
 # its next packet for want of tokens. Nothing for another fabric.
 shapers() {
-    prefix=$(sed -n 's/^emu prefix=\([^ ]*\).*/\1/p' "$dir/emu.state" 2>/dev/null)
+    prefix=$(sed -n 's/^emu prefix=\([^ ]*\).*/\1/p' "$dir/emu.state" 2>/dev/null || true)
     [ -n "$prefix" ] || return 0
     for ns in $(ip netns list | awk '{print $1}' | grep "^$prefix-"); do
         ip netns exec "$ns" tc -s qdisc show
@@ -57,7 +57,7 @@ if [ "$gap" = auto ]; then
             if (f["rate"] <= 0) exit
             bucket = f["rate"] / 8000; if (bucket < 2 * (f["mtu"] + 64)) bucket = 2 * (f["mtu"] + 64)
             need = max + 1024; if (need > bucket) need = bucket
-            printf "%d\n", int(need * 8e6 / f["rate"]) + 1; exit}' "$dir/emu.state" 2>/dev/null)
+            printf "%d\n", int(need * 8e6 / f["rate"]) + 1; exit}' "$dir/emu.state" 2>/dev/null || true)
     gap=${gap:-0}
 fi
 export OSU_COLL_GAP_US="$gap"
