@@ -486,7 +486,7 @@ $(OMPI_COMPONENT): $(OMPI_COMP_OBJS) $(SO_FILES) src/ompi/exports.map $(DIRS_STA
 # against a point-to-point barrier in one job.
 OMPI_TEST_TARGETS := $(BUILD)/tests/ompi/ocolls $(BUILD)/tests/ompi/osu_coll $(BUILD)/tests/ompi/othreads $(BUILD)/tests/ompi/liboprof.so \
                      $(BUILD)/tests/ompi/obarrier
-$(BUILD)/tests/ompi/%: tests/ompi/%.c
+$(BUILD)/tests/ompi/%: tests/ompi/%.c tests/ompi/ocounts.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
 $(BUILD)/tests/ompi/liboprof.so: tests/ompi/oprof.c

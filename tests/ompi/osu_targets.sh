@@ -7,6 +7,11 @@
 # when interrupted). Settings, from the environment:
 #   HOSTS="8 16"  ROUNDS=3  MAX=16384  ITERS=100  STAT=med_us
 #   LINK_RATE=    (empty: the default for the size)
+#   ORDER="component layer ompi" ROTATE=1  (osu_compare.sh: each round
+#                 starts one configuration further along ORDER)
+#   GAP_US=auto   (osu_compare.sh: a pause at the start of each iteration
+#                 that gives the links back the tokens of the largest call;
+#                 0: back to back)
 # Any INCOLL_* in the environment reaches the jobs (INCOLL_TUNE_FILE=none:
 # the PMPI layer without its selection table). Run from the source tree
 # after `make tests`, as root (network namespaces). Exits 1 if a job failed.
