@@ -17,6 +17,9 @@
  *    right data;
  *  - small_bcast_late_root: a root 10 ms late costs each waiting member
  *    one packet (its timer's; the AN answers WAIT), not one per backoff;
+ *  - small_bcast_early_data: data that reaches a member before it called
+ *    its broadcast is kept for it: a one-way broadcast then costs that
+ *    member no packet, a round's data is in as it starts;
  *  - integ_small_reduce_sent: a reduce's non-roots, returning early, have
  *    sent their contribution when the call returns (on real daemons).
  */
@@ -347,6 +350,97 @@ TEST(small_bcast_late_root, TEST_UNIT)
                   "root",
                   r, k->packets_sent - sent0[r]);
         CHECK_EQ_INT(k->waits - waits0[r], 1);
+    }
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
+/*
+ * Data that comes before a member started its broadcast (host_engine.c,
+ * "Early data"): members 2 (the root's leaf) and 6 (another leaf) call
+ * the one-way broadcast of sequence number 1 only after the others
+ * completed it and its data reached them, and the round of sequence
+ * number 4 only after its data went ahead to them. Each keeps the data
+ * and takes it as it starts: the one-way broadcast completes at once
+ * without a packet, the round's data is in at once (ahead); every
+ * result is right.
+ */
+static int sc_start_some(sc_world_t *w, int op, int root, const int *late,
+                         int nlate, int only_late, uint64_t limit_ns)
+{
+    for (int r = 0; r < SC_N; r++) {
+        int is_late = 0;
+        for (int i = 0; i < nlate; i++)
+            is_late |= late[i] == r;
+        if (is_late != only_late)
+            continue;
+        if (r == root)
+            sc_data(w->buf[r], op);
+        else
+            memset(w->buf[r], 0xEE, SC_BYTES);
+        memnet_start_one(w->net, w->g, r, WIRE_COLL_BCAST, root,
+                         r == root ? w->buf[r] : NULL,
+                         r == root ? NULL : w->buf[r], SC_BYTES, INCOLL_UINT8,
+                         INCOLL_OP_SUM);
+    }
+    return memnet_run(w->net, limit_ns);
+}
+
+TEST(small_bcast_early_data, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 31, .delay_ns = 5 * SC_US};
+    const int late[2] = {2, 6};
+    sc_world_t w;
+    uint64_t sent0[2], early0[2], ahead0[2];
+
+    CHECK(sc_init_rto(&w, &cfg, 16384, 100000 * SC_US) == 0);
+    CHECK(sc_bcasts(&w, 1) == 0); /* a round: sequence number 0 */
+    for (int op = 1; op <= 4; op++) {
+        int root = op == 4 ? 4 : 1;
+        uint8_t want[SC_BYTES];
+        for (int i = 0; i < 2; i++) {
+            const host_engine_counters_t *k =
+                host_engine_counters(memnet_host(w.net, w.g, late[i]));
+            sent0[i] = k->packets_sent;
+            early0[i] = k->early;
+            ahead0[i] = k->ahead;
+        }
+        if (op == 4) {
+            /* The round waits for the late members: the others start
+             * it, and its data goes ahead to all. */
+            CHECK(sc_start_some(&w, op, root, late, 2, 0, 5000 * SC_US) != 0);
+        } else {
+            CHECK(sc_start_some(&w, op, root, late, 2, 0, 60 * SC_SEC) == 0);
+            CHECK(memnet_drain(w.net, SC_SEC) == 0);
+        }
+        CHECK(sc_start_some(&w, op, root, late, 2, 1, 60 * SC_SEC) == 0);
+        sc_data(want, op);
+        for (int r = 0; r < SC_N; r++) {
+            CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, r)),
+                         INCOLL_OK);
+            if (r != root)
+                CHECK_MSG(memcmp(w.buf[r], want, SC_BYTES) == 0,
+                          "op %d: rank %d has the wrong data", op, r);
+        }
+        for (int i = 0; i < 2 && (op == 1 || op == 4); i++) {
+            const host_engine_counters_t *k =
+                host_engine_counters(memnet_host(w.net, w.g, late[i]));
+            if (op == 1)
+                CHECK_MSG(k->packets_sent == sent0[i],
+                          "rank %d sent %" PRIu64 " packets for a one-way "
+                          "broadcast whose data it had",
+                          late[i], k->packets_sent - sent0[i]);
+            else
+                CHECK_MSG(k->ahead - ahead0[i] == 1 &&
+                              k->packets_sent - sent0[i] == 1,
+                          "rank %d: round: %" PRIu64 " data ahead, %" PRIu64
+                          " packets sent",
+                          late[i], k->ahead - ahead0[i],
+                          k->packets_sent - sent0[i]);
+            CHECK_MSG(k->early - early0[i] == 1,
+                      "op %d: rank %d kept %" PRIu64 " early packets", op,
+                      late[i], k->early - early0[i]);
+        }
     }
     memnet_destroy(w.net);
     return TEST_PASSED;
