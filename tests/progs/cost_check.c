@@ -75,11 +75,12 @@ static uint64_t host_rx(incoll_comm_h comm)
 
 /* A line with the datagrams of the host-based engine since hostrx0. */
 static void report(incoll_comm_h comm, int rank, const char *kind, int ops,
-                   const host_counters_t *a, uint64_t hostrx0)
+                   const host_counters_t *a, uint64_t hostrx0, uint64_t t0)
 {
     report_sent(comm, rank, kind, ops, a, -1);
-    printf("cost rank=%d kind=%s hostrx=%" PRIu64 "\n", rank, kind,
-           host_rx(comm) - hostrx0);
+    printf("cost rank=%d kind=%s hostrx=%" PRIu64 " us_per_op=%.1f\n", rank,
+           kind, host_rx(comm) - hostrx0,
+           (double)(host_now_ns() - t0) / 1e3 / (ops ? ops : 1));
 }
 
 /* The --reduce loops; returns the wrong results. */
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
     incoll_ctx_h ctx;
     incoll_comm_h world;
     host_counters_t c0;
-    uint64_t h0;
+    uint64_t h0, t0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
@@ -170,6 +171,7 @@ int main(int argc, char **argv)
     }
     host_counters_read(world, &c0);
     h0 = host_rx(world);
+    t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
         int64_t x = rank + it, y = 0;
         int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * it;
@@ -180,9 +182,11 @@ int main(int argc, char **argv)
         else
             wrong++;
     }
-    report(world, rank, "allreduce", iters, &c0, h0);
+    report(world, rank, "allreduce", iters, &c0, h0, t0);
     host_counters_read(world, &c0);
     h0 = host_rx(world);
+    t0 = host_now_ns();
+    t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
         uint8_t b[8];
         int root = it % size, good = 1;
@@ -197,7 +201,7 @@ int main(int argc, char **argv)
     }
     /* The last broadcasts' rounds and early returns end first. */
     incoll_barrier(world);
-    report(world, rank, "bcast", iters, &c0, h0);
+    report(world, rank, "bcast", iters, &c0, h0, t0);
 out:
     printf("summary ok=%d wrong=%d\n", ok, wrong);
     if (wrong == 0)
