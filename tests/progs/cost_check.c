@@ -12,9 +12,9 @@
  * of rx, those the communicator's host-based engine took (the last
  * acknowledgements of the host-based exchanges of incoll_init and the
  * communicator's set-up, which may come after the first operations
- * here). Then "summary ok=A wrong=W" and "all
- * correct" when every result was right. Exit status 0 all correct, 1
- * otherwise.
+ * here) and us_per_op=U, the loop's microseconds per operation. Then
+ * "summary ok=A wrong=W" and "all correct" when every result was right.
+ * Exit status 0 all correct, 1 otherwise.
  *
  * --reduce: instead, iters barriers (kind=barrier), then iters reduces
  * of one int64 (sum) to rank 0, each followed by a barrier as OSU's
