@@ -101,6 +101,16 @@ typedef struct {
                        other members (WIRE_F_WAIT) */
 } seg_t;
 
+/* Early data: see early_keep. */
+#define EARLY_KEEP HOST_ONEWAY_EVERY
+typedef struct {
+    uint64_t seq; /* the segment's sequence number (slot space) */
+    size_t len;   /* 0: empty */
+    uint8_t *pkt; /* WIRE_HDR_LEN + max_payload bytes, made at first use */
+} early_t;
+
+static void early_take(host_engine_t *eng, uint64_t now_ns);
+
 struct host_engine {
     host_engine_params_t p;
     /* Multicast (docs/multicast.md): listening now (contributions say
@@ -211,6 +221,7 @@ struct host_engine {
     uint64_t cut_ns;   /* the last loss that halved it: one cut per round */
     uint32_t undo_cwnd, undo_ssthresh; /* before that cut (0: none to undo) */
     host_engine_counters_t ctr;
+    early_t early[EARLY_KEEP];
     /* host_engine_presend: the operation starting at sequence pre_seq - 1
      * (0: none) was sent at pre_ns by another process on our socket;
      * pre_now: the one starting now is it (its first segment's first
@@ -286,6 +297,8 @@ void host_engine_destroy(host_engine_t *eng)
 {
     if (eng == NULL)
         return;
+    for (int i = 0; i < EARLY_KEEP; i++)
+        free(eng->early[i].pkt);
     free(eng->win);
     free(eng->st_segs);
     free(eng->piece);
@@ -801,6 +814,11 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
     eng->pre_seq = 0;
     fill_window(eng, now_ns);
     eng->pre_now = 0;
+    if (eng->recv_data && kind == WIRE_COLL_BCAST && !eng->stream) {
+        early_take(eng, now_ns);
+        if (eng->status != INCOLL_INPROGRESS)
+            return eng->status; /* its data had come */
+    }
     return INCOLL_INPROGRESS;
 }
 
@@ -1752,23 +1770,101 @@ static void on_result(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
     seg_advance(eng, s, now_ns);
 }
 
+/*
+ * Early data. With one-way broadcasts and data ahead of rounds
+ * (params.ahead_bytes) the ANs send a broadcast's data when its root
+ * sends it, which may be before this member started that operation: it
+ * may still wait for the result of the one before (a one-way root waits
+ * for its acknowledgement, a round for the last member), up to the
+ * window of slots behind. Such data for a segment of the slots not yet
+ * started is kept (a packet per segment, EARLY_KEEP at most: a round
+ * comes every HOST_ONEWAY_EVERY segments, and a member starts a round
+ * only once it has every earlier result) and fed to the operation as it
+ * starts, instead of being dropped and asked for again after a timeout.
+ * 1 when h (buf, len; its mac checked) was kept.
+ */
+static int early_keep(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
+                      size_t len)
+{
+    uint64_t next, seq, slots = eng->p.slots;
+    early_t *e = NULL;
+
+    if (eng->p.ahead_bytes == 0 || h->type != WIRE_RESULT ||
+        !(h->flags & (WIRE_F_ONEWAY | WIRE_F_AHEAD)) ||
+        (h->flags & (WIRE_F_NODATA | WIRE_F_QUERY | WIRE_F_ERROR)) ||
+        wire_flags_kind(h->flags) != WIRE_COLL_BCAST || h->slot >= slots ||
+        len > WIRE_HDR_LEN + (size_t)eng->p.max_payload)
+        return 0;
+    /* The first sequence number of the slots not started yet. */
+    next = eng->status == INCOLL_INPROGRESS && !eng->stream && !eng->ctl
+               ? eng->base_seq + eng->nseg
+               : eng->next_seq;
+    seq = next + (h->slot + slots - next % slots) % slots;
+    if ((uint32_t)(seq / slots) != h->epoch)
+        return 0; /* a segment started already (or far off): as before */
+    for (int i = 0; i < EARLY_KEEP; i++) {
+        early_t *k = &eng->early[i];
+        if (k->len != 0 && k->seq == seq)
+            return 1; /* kept already: a copy */
+        if (e == NULL && (k->len == 0 || k->seq < next))
+            e = k;
+    }
+    if (e == NULL)
+        return 0;
+    if (e->pkt == NULL &&
+        (e->pkt = malloc(WIRE_HDR_LEN + (size_t)eng->p.max_payload)) == NULL)
+        return 0;
+    memcpy(e->pkt, buf, len);
+    e->len = len;
+    e->seq = seq;
+    eng->ctr.early++;
+    return 1;
+}
+
+static void on_packet(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
+                      uint64_t now_ns);
+
+/* The operation just started takes the early data kept for its
+ * segments; what is older is dropped. */
+static void early_take(host_engine_t *eng, uint64_t now_ns)
+{
+    for (int i = 0; i < EARLY_KEEP; i++) {
+        early_t *k = &eng->early[i];
+        wire_hdr_t h;
+        if (k->len == 0 || k->seq >= eng->base_seq + eng->nseg)
+            continue;
+        if (k->seq >= eng->base_seq && !eng->stream &&
+            eng->status == INCOLL_INPROGRESS &&
+            wire_parse(k->pkt, k->len, &h, NULL) == INCOLL_OK)
+            on_packet(eng, &h, k->pkt, now_ns);
+        k->len = 0;
+    }
+}
+
 void host_engine_on_packet(host_engine_t *eng, incoll_ep_t src, const void *buf,
                            size_t len, uint64_t now_ns)
 {
     wire_hdr_t h;
 
-    if (!packet_ours(eng, src, buf, len, &h))
+    if (!packet_ours(eng, src, buf, len, &h) || early_keep(eng, &h, buf, len))
         return;
-    if (h.type != WIRE_RESULT)
-        on_lock_answer(eng, &h, now_ns);
-    else if (h.flags & WIRE_F_QUERY)
-        on_ask(eng, &h, now_ns);
-    else if (h.flags & WIRE_F_AHEAD)
-        on_ahead(eng, &h, buf);
-    else if (h.flags & WIRE_F_ERROR)
-        on_mismatch(eng, &h);
+    on_packet(eng, &h, buf, now_ns);
+}
+
+/* A packet of ours (packet_ours), h its header. */
+static void on_packet(host_engine_t *eng, const wire_hdr_t *h, const void *buf,
+                      uint64_t now_ns)
+{
+    if (h->type != WIRE_RESULT)
+        on_lock_answer(eng, h, now_ns);
+    else if (h->flags & WIRE_F_QUERY)
+        on_ask(eng, h, now_ns);
+    else if (h->flags & WIRE_F_AHEAD)
+        on_ahead(eng, h, buf);
+    else if (h->flags & WIRE_F_ERROR)
+        on_mismatch(eng, h);
     else
-        on_result(eng, &h, buf, now_ns);
+        on_result(eng, h, buf, now_ns);
 }
 
 /*

@@ -117,6 +117,10 @@ typedef struct {
  * With every <= slots, an AN still holds a one-way result (two epochs
  * per slot) until every member has it, so a member that lost one gets
  * it resent. 0: never one-way (ahead_bytes 0, or one slot).
+ * The root's data may reach a member before it started the operation
+ * (it still waits for an earlier result): the engine keeps it and the
+ * operation takes it as it starts (counters.early), so a one-way
+ * broadcast then completes at once, without a packet.
  */
 #define HOST_ONEWAY_EVERY 4
 uint32_t host_engine_oneway_every(const host_engine_params_t *p);
@@ -152,6 +156,10 @@ typedef struct {
     uint64_t results;
     uint64_t ahead; /* broadcast segments whose data came ahead of the
                        round's result (WIRE_F_AHEAD) */
+    uint64_t early; /* broadcast data (one-way, or ahead of a round) that
+                       came before its operation started here, kept and
+                       taken when it started (host_engine.c, "Early
+                       data") */
     uint64_t duplicate_results;
     uint64_t mcast_results;    /* results that came by multicast */
     uint64_t mcast_duplicates; /* multicast copies of results we had
@@ -212,8 +220,9 @@ incoll_status_t host_engine_start(host_engine_t *eng, const void *sendbuf,
  *    data in recvbuf.
  *  - BARRIER: count 1 (any dtype, e.g. UINT8 with SUM), no payload and
  *    no buffers.
- * Same returns as host_engine_start; INCOLL_ERR_INVALID_ARG when a buffer
- * the kind needs is NULL.
+ * Same returns as host_engine_start (INCOLL_OK also for a broadcast
+ * whose data came before it started); INCOLL_ERR_INVALID_ARG when a
+ * buffer the kind needs is NULL.
  */
 incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
                                        int root, const void *sendbuf,

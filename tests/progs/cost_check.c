@@ -8,9 +8,13 @@
  *
  * tx and rx: datagrams its context's socket sent and received over the
  * N operations, wake: its returns from blocking waits, resent: its
- * engine's retransmissions. Then "summary ok=A wrong=W" and "all
- * correct" when every result was right. Exit status 0 all correct, 1
- * otherwise.
+ * engine's retransmissions, and (allreduce and bcast lines) hostrx=H:
+ * of rx, those the communicator's host-based engine took (the last
+ * acknowledgements of the host-based exchanges of incoll_init and the
+ * communicator's set-up, which may come after the first operations
+ * here) and us_per_op=U, the loop's microseconds per operation. Then
+ * "summary ok=A wrong=W" and "all correct" when every result was right.
+ * Exit status 0 all correct, 1 otherwise.
  *
  * --reduce: instead, iters barriers (kind=barrier), then iters reduces
  * of one int64 (sum) to rank 0, each followed by a barrier as OSU's
@@ -27,6 +31,9 @@
 #include "incoll.h"
 
 #include "host/counters.h"
+#include "host/host.h"
+
+#include "core/p2p_engine.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -50,10 +57,30 @@ static void report_sent(incoll_comm_h comm, int rank, const char *kind, int ops,
     printf("\n");
 }
 
+/* Datagrams comm's host-based engines took so far. */
+static uint64_t host_rx(incoll_comm_h comm)
+{
+    uint64_t n = 0;
+    const p2p_engine_t *e[2] = {comm->p2p, comm->p2p_retired};
+    for (int i = 0; i < 2; i++) {
+        const p2p_engine_counters_t *k;
+        if (e[i] == NULL)
+            continue;
+        k = p2p_engine_counters(e[i]);
+        n += k->acks_received + k->data_received + k->duplicates + k->stale +
+             k->early + k->refused + k->dropped + k->after_finalize;
+    }
+    return n;
+}
+
+/* A line with the datagrams of the host-based engine since hostrx0. */
 static void report(incoll_comm_h comm, int rank, const char *kind, int ops,
-                   const host_counters_t *a)
+                   const host_counters_t *a, uint64_t hostrx0, uint64_t t0)
 {
     report_sent(comm, rank, kind, ops, a, -1);
+    printf("cost rank=%d kind=%s hostrx=%" PRIu64 " us_per_op=%.1f\n", rank,
+           kind, host_rx(comm) - hostrx0,
+           (double)(host_now_ns() - t0) / 1e3 / (ops ? ops : 1));
 }
 
 /* The --reduce loops; returns the wrong results. */
@@ -116,6 +143,7 @@ int main(int argc, char **argv)
     incoll_ctx_h ctx;
     incoll_comm_h world;
     host_counters_t c0;
+    uint64_t h0, t0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
@@ -142,6 +170,8 @@ int main(int argc, char **argv)
         goto out;
     }
     host_counters_read(world, &c0);
+    h0 = host_rx(world);
+    t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
         int64_t x = rank + it, y = 0;
         int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * it;
@@ -152,8 +182,11 @@ int main(int argc, char **argv)
         else
             wrong++;
     }
-    report(world, rank, "allreduce", iters, &c0);
+    report(world, rank, "allreduce", iters, &c0, h0, t0);
     host_counters_read(world, &c0);
+    h0 = host_rx(world);
+    t0 = host_now_ns();
+    t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
         uint8_t b[8];
         int root = it % size, good = 1;
@@ -168,7 +201,7 @@ int main(int argc, char **argv)
     }
     /* The last broadcasts' rounds and early returns end first. */
     incoll_barrier(world);
-    report(world, rank, "bcast", iters, &c0);
+    report(world, rank, "bcast", iters, &c0, h0, t0);
 out:
     printf("summary ok=%d wrong=%d\n", ok, wrong);
     if (wrong == 0)
