@@ -639,17 +639,17 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
              {"ppn", t->s_plo, t->s_phi, job->ppn},
              {"radix", t->s_xlo, t->s_xhi, job->radix},
              {"levels", t->s_llo, t->s_lhi, job->levels}};
-    char words[160];
+    char words[280];
     size_t len = 0;
     int holds = 1, given = 0;
     uint32_t k = 0;
 
-    /* each word given: "ranks=8 matched", "radix=2 not 4", "ppn=1 not
+    /* each word given: "ranks matched", "radix not 4 (shape 2)", "ppn not
      * compared" (the job's value unknown) */
     words[0] = '\0';
     for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
         const char *how;
-        char val[32];
+        char val[64];
         if (w[i].lo == 0)
             continue;
         given = 1;
@@ -660,10 +660,15 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
         else
             how = "not";
         holds &= shape_holds(w[i].lo, w[i].hi, w[i].v);
-        if (strcmp(how, "not") == 0)
-            snprintf(val, sizeof(val), " %u", w[i].v);
-        else
+        if (strcmp(how, "not") != 0)
             val[0] = '\0';
+        else if (w[i].lo == w[i].hi)
+            snprintf(val, sizeof(val), " %u (shape %u)", w[i].v, w[i].lo);
+        else if (w[i].hi == UINT32_MAX)
+            snprintf(val, sizeof(val), " %u (shape %u-)", w[i].v, w[i].lo);
+        else
+            snprintf(val, sizeof(val), " %u (shape %u-%u)", w[i].v, w[i].lo,
+                     w[i].hi);
         len += (size_t)snprintf(
             words + len, len < sizeof(words) ? sizeof(words) - len : 0,
             "%s%s %s%s", len ? ", " : "", w[i].name, how, val);
