@@ -533,7 +533,7 @@ INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
 INCOLL_API incoll_status_t incoll_ctx_agree_table(incoll_ctx_h ctx);
 
 /* The longest shape note with its NUL: what the context's table holds. */
-#define INCOLL_TABLE_NOTE_LEN 320
+#define INCOLL_TABLE_NOTE_LEN 512
 
 /* The table in force in a context. (Before 0.5 shape_note had 200 bytes
  * and clipped longer notes.) */

@@ -58,6 +58,20 @@ const char *tune_algo_name(int algo)
                                                               : "?";
 }
 
+void tune_reindex(tune_table_t *t)
+{
+    for (int c = 0; c < TUNE_COLL_COUNT; c++)
+        for (int f = 0; f < TUNE_FORM_COUNT; f++) {
+            uint32_t i = 0;
+            while (i < t->n &&
+                   !((t->e[i].coll == c || t->e[i].coll == TUNE_COLL_ALL) &&
+                     (t->e[i].forms & (1u << f))))
+                i++;
+            t->first[c][f] = (uint16_t)i;
+        }
+    t->idx_n = t->n;
+}
+
 void tune_init(tune_table_t *t, const char *source)
 {
     memset(t, 0, sizeof(*t));
@@ -398,6 +412,7 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
         t->e[t->n].line = line < TUNE_NO_LINE ? (uint16_t)line : TUNE_NO_LINE;
         t->n++;
     }
+    tune_reindex(t);
     return 0;
 }
 
@@ -496,6 +511,7 @@ int tune_parse_override(tune_table_t *t, const char *spec, char *err,
     memmove(&t->e[n], &t->e[0], t->n * sizeof(t->e[0]));
     memcpy(&t->e[0], add, (size_t)n * sizeof(add[0]));
     t->n += (uint32_t)n;
+    tune_reindex(t);
     snprintf(t->env, sizeof(t->env), "%s", spec);
     return 0;
 }
@@ -639,7 +655,7 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
              {"ppn", t->s_plo, t->s_phi, job->ppn},
              {"radix", t->s_xlo, t->s_xhi, job->radix},
              {"levels", t->s_llo, t->s_lhi, job->levels}};
-    char words[280];
+    char words[280], note[640];
     size_t len = 0;
     int holds = 1, given = 0;
     uint32_t k = 0;
@@ -681,25 +697,31 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
                              : "no shape line: it applies to any fabric");
         return;
     }
-    if (holds) {
-        t->shape_ok = 1;
-        snprintf(t->shape_note, sizeof(t->shape_note),
+    /* into a buffer that holds any note (440 characters at most, every
+     * value of 10 digits), then into the table's, which holds it too */
+    if (holds)
+        snprintf(note, sizeof(note),
                  "matches this job (%u ranks, %u hosts, ppn %u, radix %u, "
                  "levels %u; 0: unknown): %s",
                  job->ranks, job->hosts, job->ppn, job->radix, job->levels,
                  words);
+    else
+        snprintf(note, sizeof(note),
+                 "does not match this job (%u ranks, %u hosts, ppn %u, radix "
+                 "%u, levels %u): %s; its entries set aside, every call not "
+                 "overridden runs in libincoll",
+                 job->ranks, job->hosts, job->ppn, job->radix, job->levels,
+                 words);
+    snprintf(t->shape_note, sizeof(t->shape_note), "%.*s",
+             (int)sizeof(t->shape_note) - 1, note);
+    t->shape_ok = holds;
+    if (holds)
         return;
-    }
-    t->shape_ok = 0;
-    snprintf(t->shape_note, sizeof(t->shape_note),
-             "does not match this job (%u ranks, %u hosts, ppn %u, radix %u, "
-             "levels %u): %s; its entries set aside, every call not "
-             "overridden runs in libincoll",
-             job->ranks, job->hosts, job->ppn, job->radix, job->levels, words);
     for (uint32_t i = 0; i < t->n; i++)
         if (t->e[i].from_env)
             t->e[k++] = t->e[i];
     t->n = k;
+    tune_reindex(t);
 }
 
 void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,
