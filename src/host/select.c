@@ -167,6 +167,7 @@ static incoll_status_t tune_agree(incoll_ctx_h ctx)
         status = INCOLL_ERR_PROTOCOL;
         goto failed;
     }
+    tune_reindex(t0);
     theirs = tune_hash(t0);
     if (ctx->rank == 0)
         incoll_warn("init: the ranks' selection tables differ: rank 0's is "
