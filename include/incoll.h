@@ -39,7 +39,7 @@ extern "C" {
  * new fields at the end of incoll_init_params_t raise the minor version.
  */
 #define INCOLL_VERSION_MAJOR 0
-#define INCOLL_VERSION_MINOR 4
+#define INCOLL_VERSION_MINOR 5
 /* One number for comparisons: INCOLL_VERSION >= INCOLL_VERSION_OF(0, 2). */
 #define INCOLL_VERSION_OF(major, minor) (((major) << 16) | (minor))
 #define INCOLL_VERSION                                                         \
@@ -532,7 +532,11 @@ INCOLL_API incoll_path_t incoll_ctx_select(incoll_ctx_h ctx, int nranks,
  */
 INCOLL_API incoll_status_t incoll_ctx_agree_table(incoll_ctx_h ctx);
 
-/* The table in force in a context. */
+/* The longest shape note with its NUL: what the context's table holds. */
+#define INCOLL_TABLE_NOTE_LEN 512
+
+/* The table in force in a context. (Before 0.5 shape_note had 200 bytes
+ * and clipped longer notes.) */
 typedef struct {
     uint64_t hash;     /* of what decides: equal on every rank */
     int entries;       /* in force */
@@ -540,11 +544,23 @@ typedef struct {
                           (its entries set aside), -1 no shape ranges */
     char source[256];  /* where its entries came from */
     char shape[128];   /* its shape line, "" none */
-    char shape_note[200];
-    char override[256]; /* INCOLL_TUNE as given, "" none */
+    char shape_note[INCOLL_TABLE_NOTE_LEN]; /* the comparison with the job,
+                                               word by word, whole */
+    char override[256];                     /* INCOLL_TUNE as given, "" none */
 } incoll_table_info_t;
-INCOLL_API incoll_status_t incoll_ctx_table(incoll_ctx_h ctx,
-                                            incoll_table_info_t *info_p);
+/*
+ * Fills *info_p; info_size is the size of the caller's
+ * incoll_table_info_t (a program built against 0.4's header passes that
+ * one's and gets its layout); another size is INCOLL_ERR_INVALID_ARG. The
+ * macro incoll_ctx_table passes it. Since minor version 5 (the function
+ * incoll_ctx_table of 0.3 and 0.4, which fills 0.4's layout, stays exported
+ * for the programs built against it).
+ */
+INCOLL_API incoll_status_t incoll_ctx_table_sized(incoll_ctx_h ctx,
+                                                  incoll_table_info_t *info_p,
+                                                  size_t info_size);
+#define incoll_ctx_table(ctx, info_p)                                          \
+    incoll_ctx_table_sized((ctx), (info_p), sizeof(*(info_p)))
 /* Entry entry of ctx's table in words, "bcast:blocking 0-64K mpi
  * (tune.conf:7)"; -1: the default. */
 INCOLL_API incoll_status_t incoll_table_entry(incoll_ctx_h ctx, int entry,

@@ -9,11 +9,13 @@
 #include "test.h"
 
 #include "incoll.h"
+#include "common/wire.h"
 
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,6 +75,93 @@ TEST(api_version, TEST_UNIT)
                                out, sizeof(out)),
                  INCOLL_ERR_CONFIG);
     CHECK_MSG(strstr(out, "thread_mode 7"), "message: %s", out);
+    return TEST_PASSED;
+}
+
+/* 0.4's incoll_table_info_t, as a program built against it has it. */
+typedef struct {
+    uint64_t hash;
+    int entries;
+    int shape_matches;
+    char source[256];
+    char shape[128];
+    char shape_note[200];
+    char override[256];
+} table_info_0_4_t;
+/* 0.4's function, which the header now hides behind its macro. */
+incoll_status_t(incoll_ctx_table)(incoll_ctx_h ctx, table_info_0_4_t *info_p);
+
+/*
+ * The shape note arrives whole: a table whose shape rules out this job
+ * on every word has a note longer than 0.4's 200 bytes, and
+ * incoll_ctx_table gives all of it, as the context has it; a program
+ * built against 0.4 (its symbol, its layout) still gets its fields in
+ * their places, the note clipped to its 199 characters; a size of
+ * neither layout is refused.
+ */
+TEST(api_table_note_whole, TEST_UNIT)
+{
+    static const char want[] =
+        "does not match this job (1 ranks, 1 hosts, ppn 1, radix 1, levels "
+        "1): ranks not 1 (shape 5-6), hosts not 1 (shape 7-), ppn not 1 "
+        "(shape 3-4), radix not 1 (shape 8), levels not 1 (shape 5-6); its "
+        "entries set aside, every call not overridden runs in libincoll";
+    char path[PATH_MAX + 32], fab[PATH_MAX];
+    incoll_init_params_t p = {0};
+    fabric_conf_t conf;
+    incoll_table_info_t ti;
+    table_info_0_4_t old;
+    incoll_ctx_h ctx = NULL;
+    FILE *f;
+
+    CHECK(sizeof(want) - 1 > sizeof(old.shape_note));
+    /* a fabric of one host */
+    snprintf(fab, sizeof(fab), "%s/api-note-fabric", test_tmpdir());
+    mkdir(fab, 0755);
+    CHECK(fabric_conf_generate(1, 2, &conf) == INCOLL_OK);
+    for (int i = 0; i < conf.nans; i++) /* never reached: nothing runs */
+        conf.ans[i].addr = wire_ep(0x7f000001u, (uint16_t)(40000 + i));
+    snprintf(path, sizeof(path), "%s/fabric.conf", fab);
+    CHECK(fabric_conf_save(&conf, path) == INCOLL_OK);
+    fabric_conf_free(&conf);
+    snprintf(path, sizeof(path), "%s/api-note.conf", test_tmpdir());
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("shape ranks=5-6 hosts=7- ppn=3-4 radix=8 levels=5-6\n"
+          "bcast * mpi\n",
+          f);
+    fclose(f);
+    unsetenv("INCOLL_FABRIC");
+    unsetenv("INCOLL_MGR");
+    setenv("INCOLL_TUNE_FILE", path, 1);
+    setenv("INCOLL_TUNE", "scatter:*:mpi", 1);
+    p.field_mask = INCOLL_INIT_FIELD_SIZE | INCOLL_INIT_FIELD_RANK |
+                   INCOLL_INIT_FIELD_FABRIC;
+    p.size = 1;
+    p.rank = 0;
+    p.fabric = fab;
+    CHECK_EQ_INT(incoll_init_params(&p, &ctx), INCOLL_OK);
+    unsetenv("INCOLL_TUNE_FILE");
+    unsetenv("INCOLL_TUNE");
+    unlink(path);
+    memset(&ti, 0x55, sizeof(ti));
+    CHECK_EQ_INT(incoll_ctx_table(ctx, &ti), INCOLL_OK);
+    CHECK_EQ_INT(ti.shape_matches, 0);
+    CHECK_EQ_INT(ti.entries, 1);
+    CHECK_MSG(strcmp(ti.shape_note, want) == 0, "note '%s'", ti.shape_note);
+    CHECK(strcmp(ti.override, "scatter:*:mpi") == 0);
+    /* a program built against 0.4 */
+    memset(&old, 0x55, sizeof(old));
+    CHECK_EQ_INT((incoll_ctx_table)(ctx, &old), INCOLL_OK);
+    CHECK_EQ_INT(old.shape_matches, 0);
+    CHECK_EQ_INT(old.entries, 1);
+    CHECK(strlen(old.shape_note) == sizeof(old.shape_note) - 1 &&
+          strncmp(old.shape_note, want, sizeof(old.shape_note) - 1) == 0);
+    CHECK(strcmp(old.override, "scatter:*:mpi") == 0);
+    CHECK(old.hash == ti.hash && strcmp(old.source, ti.source) == 0);
+    CHECK_EQ_INT(incoll_ctx_table_sized(ctx, &ti, sizeof(ti) - 8),
+                 INCOLL_ERR_INVALID_ARG);
+    incoll_finalize(ctx);
     return TEST_PASSED;
 }
 

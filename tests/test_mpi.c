@@ -2494,7 +2494,9 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
  * iterations) writes DIR/tune.conf; a job on that fabric then reads it
  * (no setting names it) and its statistics count, per collective, the
  * calls in libincoll and in MPI's own exactly as the table written says;
- * `incoll info` with INCOLL_FABRIC=DIR shows that table.
+ * `incoll info` with INCOLL_FABRIC=DIR shows that table. Its shape line
+ * names the fabric's tree (3 hosts on switches of radix 2: radix=2
+ * levels=2), which the job and `incoll info` match.
  */
 TEST(mpi_ompi_tune_follow, TEST_INTEG)
 {
@@ -2526,9 +2528,12 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
         char *said = slurp(out), *written = slurp(table);
         if (!strstr(said, "incoll tune: checked the table against MPI's "
                           "own without the layer: ") ||
+            !strstr(written, " radix=2 levels=2 ppn=1 ranks=3\n") ||
             !strstr(written, "# checked on ") ||
             !strstr(written, "moved to mpi")) {
-            fprintf(stderr, "    the check of the table is not said: %s\n",
+            fprintf(stderr,
+                    "    the check of the table, or the tree in its shape, is "
+                    "not said: %s\n",
                     out);
             rc = -1;
         }
@@ -2566,7 +2571,8 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
         text = slurp(out);
         if (!strstr(text, "from: ") || !strstr(text, table) ||
             !strstr(text, "reduce_scatter:persistent") ||
-            !strstr(text, "shape: matches this fabric (3 hosts")) {
+            !strstr(text, "shape: matches this fabric (3 hosts") ||
+            !strstr(text, "radix matched, levels matched")) {
             fprintf(stderr, "    incoll info does not show %s: %s\n", table,
                     out);
             ret = TEST_FAILED;
@@ -2578,35 +2584,49 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
 }
 
 /*
- * The tuner's third candidate: incoll-tune-mpi given the blocking
- * allreduce's times on libincoll's ring (--host ring:FILE, as `incoll
- * tune` saves them in a first pass) writes "ring" where the ring beat
- * both other columns by the margin: here a file that says the ring took
- * a nanosecond at every size, so the table must send every blocking
- * allreduce to ring, and the table reads back.
+ * The tuner's host-based candidates: incoll-tune-mpi given the blocking
+ * allreduce's times on each of libincoll's host-based algorithms (--host
+ * ALGO:FILE once per algorithm, as `incoll tune` saves them in its first
+ * passes) writes the fastest of them where it beat both other columns by
+ * the margin: here files that say rd took a nanosecond at 4 B, ring at
+ * 16 B and rabenseifner at 64 B (and a second elsewhere), so the table
+ * must name each for its sizes; it reads back, and a job following it
+ * runs each blocking allreduce on the algorithm its entry names (the
+ * decision lines name them, the statistics count every blocking
+ * allreduce on the hosts), every answer right.
  */
 TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
 {
+    static const char *const algos[3] = {"rd", "ring", "rabenseifner"};
+    static const int algo_ids[3] = {TUNE_ALGO_RD, TUNE_ALGO_RING,
+                                    TUNE_ALGO_RABENSEIFNER};
+    static const long sizes[3] = {4, 16, 64};
     const char *why = mpi_ready(MPI_OMPI, "tune");
-    char dir[PATH_MAX], out[PATH_MAX + 16], times[PATH_MAX + 16],
-        table[PATH_MAX + 16], err[512];
+    char dir[PATH_MAX], out[PATH_MAX + 16], times[3][PATH_MAX + 32],
+        table[PATH_MAX + 16], err[512], hosts[3 * PATH_MAX + 128];
     static tune_table_t t;
     char *text, lib[PATH_MAX];
+    long blocking = 0;
     int rc, entry;
+    size_t k = 0;
     FILE *f;
 
     if (why)
         return test_skip("%s", why);
     snprintf(dir, sizeof(dir), "%s/fabric-tune-writes", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
-    snprintf(times, sizeof(times), "%s.ring-us", dir);
     snprintf(table, sizeof(table), "%s.conf", dir);
-    f = fopen(times, "w");
-    CHECK(f != NULL);
-    fputs("allreduce blocking 4 0.001\nallreduce blocking 16 0.001\n"
-          "allreduce blocking 64 0.001\n",
-          f);
-    fclose(f);
+    for (int a = 0; a < 3; a++) {
+        snprintf(times[a], sizeof(times[a]), "%s.%s-us", dir, algos[a]);
+        f = fopen(times[a], "w");
+        CHECK(f != NULL);
+        for (int i = 0; i < 3; i++)
+            fprintf(f, "allreduce blocking %ld %s\n", sizes[i],
+                    i == a ? "0.001" : "1000000");
+        fclose(f);
+        k += (size_t)snprintf(hosts + k, sizeof(hosts) - k, " --host '%s:%s'",
+                              algos[a], times[a]);
+    }
     CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
     job_env(MPI_OMPI, dir);
     unsetenv("INCOLL_TUNE_FILE");
@@ -2616,21 +2636,69 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
             "INCOLL_TUNE='all:*:inc' timeout -k 5 150 '%s/incoll' mpirun "
             "--layer pmpi -n 3 --fabric '%s' --timeout 120 -- "
             "'%s/incoll-tune-mpi' --colls allreduce --forms blocking "
-            "--sizes 4:64 --iters 2 --passes 1 --host 'ring:%s' --out '%s'",
-            test_bindir(), dir, test_bindir(), times, table);
+            "--sizes 4:64 --iters 2 --passes 1%s --out '%s'",
+            test_bindir(), dir, test_bindir(), hosts, table);
     setenv("LD_PRELOAD", lib, 1);
-    test_fabric_down(dir);
     text = slurp(out);
-    CHECK_MSG(rc == 0 && strstr(text, "tune: ok"), "exit %d: %s", rc, out);
+    if (rc != 0 || !strstr(text, "tune: ok")) {
+        test_fabric_down(dir);
+        fprintf(stderr, "    exit %d: %.3000s\n", rc, text);
+        free(text);
+        return TEST_FAILED;
+    }
     free(text);
     tune_init(&t, table);
+    if (tune_parse_file(&t, table, err, sizeof(err)) != 0)
+        test_fabric_down(dir);
     CHECK_MSG(tune_parse_file(&t, table, err, sizeof(err)) == 0, "%s", err);
-    CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 16, 3, &entry),
-                 TUNE_PATH_HOST);
-    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RING);
+    for (int i = 0; i < 3; i++) {
+        int path = tune_lookup(&t, 0, TUNE_FORM_BLOCKING, (uint64_t)sizes[i], 3,
+                               &entry);
+        if (path != TUNE_PATH_HOST || t.e[entry].algo != algo_ids[i]) {
+            test_fabric_down(dir);
+            fprintf(stderr, "    %ld B: path %d, not %s: %s\n", sizes[i], path,
+                    algos[i], table);
+            return TEST_FAILED;
+        }
+    }
     CHECK_EQ_INT(tune_lookup(&t, 0, TUNE_FORM_BLOCKING, 1 << 20, 3, &entry),
                  TUNE_PATH_HOST);
-    unlink(times);
+    CHECK_EQ_INT(t.e[entry].algo, TUNE_ALGO_RABENSEIFNER);
+
+    /* the layer follows the table written */
+    setenv("INCOLL_TUNE_FILE", table, 1);
+    setenv("INCOLL_MPI_TUNE_DEBUG", "1", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "tune", "4 16 64", out);
+    unsetenv("INCOLL_TUNE_FILE");
+    unsetenv("INCOLL_MPI_TUNE_DEBUG");
+    test_fabric_down(dir);
+    text = slurp(out);
+    for (const char *p = text;
+         (p = strstr(p, "tune: calls allreduce blocking ")); p++) {
+        long bytes, n;
+        if (sscanf(p, "tune: calls allreduce blocking %ld %ld", &bytes, &n) ==
+            2)
+            blocking += n;
+    }
+    if (rc != 0 || !strstr(text, "tune: ok") || blocking == 0 ||
+        stat_of(text, "allreduce", "hosts") != blocking ||
+        stat_of(text, "allreduce", "errors") != 0 ||
+        !strstr(text, "mpi: tune: allreduce blocking 4 B on 3 ranks: rd "
+                      "(allreduce:blocking 0-15 rd (") ||
+        !strstr(text, "mpi: tune: allreduce blocking 16 B on 3 ranks: ring "
+                      "(allreduce:blocking 16-63 ring (") ||
+        !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: "
+                      "rabenseifner (allreduce:blocking 64- rabenseifner (")) {
+        fprintf(stderr,
+                "    exit %d, want the %ld blocking allreduces on rd, ring "
+                "and rabenseifner: %.3000s\n",
+                rc, blocking, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    free(text);
+    for (int a = 0; a < 3; a++)
+        unlink(times[a]);
     unlink(table);
     return TEST_PASSED;
 }

@@ -10,8 +10,10 @@
  */
 #include "cli.h"
 
+#include "common/fabric_conf.h"
 #include "common/tune.h"
 #include "common/log.h"
+#include "mgr/topo.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -26,6 +28,12 @@
 
 #define TUNE_WORKER "incoll-tune-mpi"
 
+/* libincoll's host-based allreduce algorithms the tuner can measure, as
+ * the table names them. */
+#define TUNE_HOST_ALGOS 3
+static const char *const host_algos[TUNE_HOST_ALGOS] = {"rd", "ring",
+                                                        "rabenseifner"};
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -36,6 +44,7 @@ static void usage(FILE *out)
             "                   [--passes N] [--margin PCT]\n"
             "                   [--colls LIST] [--forms blocking,nb] [--out "
             "FILE]\n"
+            "                   [--host-algos LIST]\n"
             "                   [--timeout SEC] [--no-verify]\n"
             "\n"
             "Measures each collective of the MPI layer (blocking and "
@@ -66,6 +75,12 @@ static void usage(FILE *out)
             "  --forms LIST     blocking, nb or both (default both; nb "
             "stands for the\n"
             "                   persistent form too)\n"
+            "  --host-algos LIST\n"
+            "                   libincoll's host-based allreduce algorithms "
+            "measured as\n"
+            "                   candidates besides the network: rd, ring, "
+            "rabenseifner\n"
+            "                   (default all three), or none\n"
             "  --out FILE       where to write the table (default "
             "DIR/tune.conf with\n"
             "                   --fabric, else ./tune.conf)\n"
@@ -84,6 +99,7 @@ static void usage(FILE *out)
 typedef struct {
     const char *np, *fabric, *link_rate, *radix, *ppn, *sizes, *iters;
     const char *colls, *passes, *margin, *forms, *out, *timeout;
+    const char *host_algos;
     int emulate, no_verify;
 } tune_opts_t;
 
@@ -106,6 +122,7 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         {"out", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, 't'},
         {"no-verify", no_argument, NULL, 'V'},
+        {"host-algos", required_argument, NULL, 'H'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int opt;
@@ -117,6 +134,7 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
                        .passes = "2",
                        .margin = "5",
                        .forms = "blocking,nb",
+                       .host_algos = "rd,ring,rabenseifner",
                        .timeout = "3600"};
     *exit_p = 2;
     optind = 1;
@@ -167,6 +185,9 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         case 'V':
             o->no_verify = 1;
             break;
+        case 'H':
+            o->host_algos = optarg;
+            break;
         case 'h':
             usage(stdout);
             *exit_p = 0;
@@ -175,6 +196,22 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
             usage(stderr);
             return -1;
         }
+    }
+    /* every word of --host-algos one of ours */
+    for (const char *w = o->host_algos; strcmp(o->host_algos, "none") && *w;) {
+        size_t n = strcspn(w, ",");
+        int known = 0;
+        for (int i = 0; i < TUNE_HOST_ALGOS; i++)
+            known |=
+                strlen(host_algos[i]) == n && strncmp(w, host_algos[i], n) == 0;
+        if (!known) {
+            fprintf(stderr,
+                    "incoll tune: --host-algos: unknown algorithm '%.*s' "
+                    "(rd, ring, rabenseifner or none)\n",
+                    (int)n, w);
+            return -1;
+        }
+        w += n + (w[n] == ',');
     }
     if (o->np == NULL || atoi(o->np) < 2 || optind != argc) {
         fprintf(stderr, "incoll tune: %s\n",
@@ -193,12 +230,15 @@ typedef struct {
     char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
     char shape[256], cmdline[1024];
     char *args[64];
-    /* The host-based candidate's pass (blocking allreduce on libincoll's
-     * ring), run first when the blocking allreduce is measured: its
-     * arguments and where its times go; host_arg is "ring:FILE". */
+    /* The host-based candidates' passes (the allreduce on each of
+     * libincoll's host-based algorithms), run first when the allreduce is
+     * measured: their arguments (host_save: the index of the --save-us
+     * value), where each one's times go, and host_arg[i] "ALGO:FILE". */
     char *host_args[64];
-    char host_times[PATH_MAX + 16], host_arg[PATH_MAX + 32];
-    int host_pass;
+    char host_times[TUNE_HOST_ALGOS][PATH_MAX + 16];
+    char host_arg[TUNE_HOST_ALGOS][PATH_MAX + 48];
+    const char *host_algo[TUNE_HOST_ALGOS];
+    int nhost, host_save;
     /* The check of the table written: the calls timed alone (OSU's loop)
      * with the table in force, then without the layer, each job's times
      * saved to its file. */
@@ -207,13 +247,85 @@ typedef struct {
     int verify_save; /* index of the --save-us value in verify_args */
 } tune_plan_t;
 
+/*
+ * The tree a job on fabric DIR is compared with (tune_apply_job): its
+ * widest switch (children: switches and hosts) and its levels, as a job's
+ * init finds them. fabric.conf's tree (the world's: the first tree of the
+ * topology that reaches every host); where DIR/topology describes its
+ * switches, a switch's children as the manager counts them there (its
+ * links down and its hosts) and its level from there. 0, or 1 with the
+ * cause printed.
+ */
+static int fabric_tree(const char *dir, uint32_t *radix_p, uint32_t *levels_p)
+{
+    char path[PATH_MAX + 16], err[512];
+    fabric_conf_t conf;
+    topo_t topo;
+    uint32_t radix = 0, levels = 0;
+    int found = 1;
+
+    snprintf(path, sizeof(path), "%s/fabric.conf", dir);
+    if (fabric_conf_load(path, &conf, err, sizeof(err)) != INCOLL_OK) {
+        fprintf(stderr, "incoll tune: --fabric %s: %s\n", dir, err);
+        return 1;
+    }
+    tune_conf_tree(&conf, radix_p, levels_p);
+    snprintf(path, sizeof(path), "%s/topology", dir);
+    if (access(path, R_OK) != 0 ||
+        topo_load(path, &topo, err, sizeof(err)) != INCOLL_OK) {
+        fabric_conf_free(&conf);
+        return 0;
+    }
+    for (int a = 0; found && a < conf.nans; a++) {
+        int sw = topo_find_switch(&topo, conf.ans[a].name);
+        uint32_t fan;
+        if (sw < 0) {
+            found = 0;
+            break;
+        }
+        fan = (uint32_t)topo.sw[sw].ndown;
+        for (int h = 0; h < topo.nhosts; h++)
+            fan += topo.hosts[h].leaf == sw;
+        radix = fan > radix ? fan : radix;
+        if ((uint32_t)topo.sw[sw].level > levels)
+            levels = (uint32_t)topo.sw[sw].level;
+    }
+    if (found && radix > 0 && levels > 0) {
+        *radix_p = radix;
+        *levels_p = levels;
+    }
+    topo_free(&topo);
+    fabric_conf_free(&conf);
+    return 0;
+}
+
+/* The tree of the fabric `incoll mpirun` makes for the run: hosts on
+ * switches of radix children (fabric_conf_generate's tree). 0, or 1 with
+ * the cause printed. */
+static int made_tree(int hosts, int radix, uint32_t *radix_p,
+                     uint32_t *levels_p)
+{
+    fabric_conf_t conf;
+    if (hosts < 1 || radix < 2 ||
+        fabric_conf_generate(hosts, radix, &conf) != INCOLL_OK) {
+        fprintf(stderr,
+                "incoll tune: no tree of %d hosts on switches of "
+                "radix %d\n",
+                hosts, radix);
+        return 1;
+    }
+    tune_conf_tree(&conf, radix_p, levels_p);
+    fabric_conf_free(&conf);
+    return 0;
+}
+
 /* Plans the job of o (argv for the command line it records). 0, or 1
  * with the cause printed. */
 static int tune_plan(const tune_opts_t *o, int argc, char **argv,
                      tune_plan_t *p)
 {
     char **args = p->args;
-    char radix[16];
+    uint32_t radix = 0, levels = 0;
     size_t k = 0;
     int a = 0, hosts;
 
@@ -237,18 +349,30 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
                 p->worker, log_strerror(errno));
         return 1;
     }
-    /* a fabric made for the run: its widest switch (the radix, or fewer
-     * hosts), which a job's shape is compared with */
+    /* the fabric's tree, which a job's shape is compared with: its widest
+     * switch (on a fabric made for the run the radix, or fewer hosts) and
+     * its levels */
     hosts = atoi(o->np) / (atoi(o->ppn) > 0 ? atoi(o->ppn) : 1);
-    snprintf(radix, sizeof(radix), "%d",
-             hosts < atoi(o->radix) ? hosts : atoi(o->radix));
-    snprintf(p->shape, sizeof(p->shape), "%s%s ppn=%s%s%s",
-             o->fabric    ? "fabric="
-             : o->emulate ? "emulated radix="
-                          : "loopback radix=",
-             o->fabric ? o->fabric : radix, o->ppn,
-             o->link_rate ? " link-rate=" : "",
-             o->link_rate ? o->link_rate : "");
+    if (o->fabric ? fabric_tree(o->fabric, &radix, &levels)
+                  : made_tree(hosts, atoi(o->radix), &radix, &levels))
+        return 1;
+    k = (size_t)snprintf(p->shape, sizeof(p->shape), "%s%s",
+                         o->fabric    ? "fabric="
+                         : o->emulate ? "emulated"
+                                      : "loopback",
+                         o->fabric ? o->fabric : "");
+    /* a value not known is not written (a 0 is no range) */
+    if (radix > 0 && k < sizeof(p->shape))
+        k += (size_t)snprintf(p->shape + k, sizeof(p->shape) - k, " radix=%u",
+                              radix);
+    if (levels > 0 && k < sizeof(p->shape))
+        k += (size_t)snprintf(p->shape + k, sizeof(p->shape) - k, " levels=%u",
+                              levels);
+    if (k < sizeof(p->shape))
+        snprintf(p->shape + k, sizeof(p->shape) - k, " ppn=%s%s%s", o->ppn,
+                 o->link_rate ? " link-rate=" : "",
+                 o->link_rate ? o->link_rate : "");
+    k = 0;
     for (int i = 0; i < argc && k < sizeof(p->cmdline); i++)
         k += (size_t)snprintf(p->cmdline + k, sizeof(p->cmdline) - k, "%s%s",
                               i ? " " : "incoll ", argv[i]);
@@ -309,14 +433,29 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
         p->verify_args[b++] = p->verify_times[0];
         p->verify_args[b] = NULL;
     }
-    /* The ring pass: the same job for the allreduce alone (the forms
-     * measured), saving its times for the main pass to weigh. */
-    p->host_pass = o->colls == NULL || strstr(o->colls, "allreduce");
-    if (p->host_pass) {
+    /* The host algorithms' passes: the same job for the allreduce alone
+     * (the forms measured), once per algorithm, saving its times for the
+     * main pass to weigh. */
+    p->nhost = 0;
+    if (o->colls == NULL || strstr(o->colls, "allreduce"))
+        for (int i = 0; i < TUNE_HOST_ALGOS; i++) {
+            const char *w = strstr(o->host_algos, host_algos[i]);
+            size_t n = strlen(host_algos[i]);
+            /* a whole word of the list */
+            while (w && !((w == o->host_algos || w[-1] == ',') &&
+                          (w[n] == '\0' || w[n] == ',')))
+                w = strstr(w + 1, host_algos[i]);
+            if (w == NULL)
+                continue;
+            p->host_algo[p->nhost] = host_algos[i];
+            snprintf(p->host_times[p->nhost], sizeof(p->host_times[0]),
+                     "%s.%s-us", p->out_path, host_algos[i]);
+            snprintf(p->host_arg[p->nhost], sizeof(p->host_arg[0]),
+                     "%s:%s.%s-us", host_algos[i], p->out_path, host_algos[i]);
+            p->nhost++;
+        }
+    if (p->nhost > 0) {
         int b = 0;
-        snprintf(p->host_times, sizeof(p->host_times), "%s.ring-us",
-                 p->out_path);
-        snprintf(p->host_arg, sizeof(p->host_arg), "ring:%s", p->host_times);
         for (int i = 0; i < a; i++) {
             if (strcmp(args[i], "--forms") == 0 ||
                 strcmp(args[i], "--colls") == 0) {
@@ -330,10 +469,13 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
         p->host_args[b++] = "--colls";
         p->host_args[b++] = "allreduce";
         p->host_args[b++] = "--save-us";
-        p->host_args[b++] = p->host_times;
+        p->host_save = b;
+        p->host_args[b++] = p->host_times[0];
         p->host_args[b] = NULL;
-        args[a++] = "--host";
-        args[a++] = p->host_arg;
+        for (int i = 0; i < p->nhost; i++) {
+            args[a++] = "--host";
+            args[a++] = p->host_arg[i];
+        }
     }
     args[a++] = "--out";
     args[a++] = p->out_path;
@@ -580,16 +722,22 @@ int cmd_tune(int argc, char **argv)
         return ret;
     if (tune_plan(&o, argc, argv, &p) != 0)
         return 1;
-    /* The blocking allreduce on libincoll's ring first (its times saved),
-     * then every call through the layer in libincoll: the column the
-     * worker compares with MPI's own and, for the blocking allreduce,
-     * with the ring's. */
-    if (p.host_pass &&
-        tune_launch(p.host_args, "allreduce:*:ring,all:*:inc") != 0)
-        return 1;
-    ret = tune_launch(p.args, "all:*:inc");
-    if (p.host_pass)
-        unlink(p.host_times);
+    /* The allreduce on each of libincoll's host-based algorithms first
+     * (their times saved), then every call through the layer in
+     * libincoll: the column the worker compares with MPI's own and, for
+     * the allreduce, with the host algorithms'. */
+    ret = 0;
+    for (int i = 0; i < p.nhost && ret == 0; i++) {
+        char spec[64];
+        snprintf(spec, sizeof(spec), "allreduce:*:%s,all:*:inc",
+                 p.host_algo[i]);
+        p.host_args[p.host_save] = p.host_times[i];
+        ret = tune_launch(p.host_args, spec);
+    }
+    if (ret == 0)
+        ret = tune_launch(p.args, "all:*:inc");
+    for (int i = 0; i < p.nhost; i++)
+        unlink(p.host_times[i]);
     if (ret != 0)
         return 1;
     /* what users see: the table in force against no layer */

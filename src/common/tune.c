@@ -58,6 +58,20 @@ const char *tune_algo_name(int algo)
                                                               : "?";
 }
 
+void tune_reindex(tune_table_t *t)
+{
+    for (int c = 0; c < TUNE_COLL_COUNT; c++)
+        for (int f = 0; f < TUNE_FORM_COUNT; f++) {
+            uint32_t i = 0;
+            while (i < t->n &&
+                   !((t->e[i].coll == c || t->e[i].coll == TUNE_COLL_ALL) &&
+                     (t->e[i].forms & (1u << f))))
+                i++;
+            t->first[c][f] = (uint16_t)i;
+        }
+    t->idx_n = t->n;
+}
+
 void tune_init(tune_table_t *t, const char *source)
 {
     memset(t, 0, sizeof(*t));
@@ -398,6 +412,7 @@ int tune_parse_text(tune_table_t *t, const char *text, const char *name,
         t->e[t->n].line = line < TUNE_NO_LINE ? (uint16_t)line : TUNE_NO_LINE;
         t->n++;
     }
+    tune_reindex(t);
     return 0;
 }
 
@@ -496,6 +511,7 @@ int tune_parse_override(tune_table_t *t, const char *spec, char *err,
     memmove(&t->e[n], &t->e[0], t->n * sizeof(t->e[0]));
     memcpy(&t->e[0], add, (size_t)n * sizeof(add[0]));
     t->n += (uint32_t)n;
+    tune_reindex(t);
     snprintf(t->env, sizeof(t->env), "%s", spec);
     return 0;
 }
@@ -639,17 +655,17 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
              {"ppn", t->s_plo, t->s_phi, job->ppn},
              {"radix", t->s_xlo, t->s_xhi, job->radix},
              {"levels", t->s_llo, t->s_lhi, job->levels}};
-    char words[160];
+    char words[280], note[640];
     size_t len = 0;
     int holds = 1, given = 0;
     uint32_t k = 0;
 
-    /* each word given: "ranks=8 matched", "radix=2 not 4", "ppn=1 not
+    /* each word given: "ranks matched", "radix not 4 (shape 2)", "ppn not
      * compared" (the job's value unknown) */
     words[0] = '\0';
     for (size_t i = 0; i < sizeof(w) / sizeof(w[0]); i++) {
         const char *how;
-        char val[32];
+        char val[64];
         if (w[i].lo == 0)
             continue;
         given = 1;
@@ -660,10 +676,15 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
         else
             how = "not";
         holds &= shape_holds(w[i].lo, w[i].hi, w[i].v);
-        if (strcmp(how, "not") == 0)
-            snprintf(val, sizeof(val), " %u", w[i].v);
-        else
+        if (strcmp(how, "not") != 0)
             val[0] = '\0';
+        else if (w[i].lo == w[i].hi)
+            snprintf(val, sizeof(val), " %u (shape %u)", w[i].v, w[i].lo);
+        else if (w[i].hi == UINT32_MAX)
+            snprintf(val, sizeof(val), " %u (shape %u-)", w[i].v, w[i].lo);
+        else
+            snprintf(val, sizeof(val), " %u (shape %u-%u)", w[i].v, w[i].lo,
+                     w[i].hi);
         len += (size_t)snprintf(
             words + len, len < sizeof(words) ? sizeof(words) - len : 0,
             "%s%s %s%s", len ? ", " : "", w[i].name, how, val);
@@ -676,25 +697,31 @@ void tune_apply_job(tune_table_t *t, const tune_job_t *job)
                              : "no shape line: it applies to any fabric");
         return;
     }
-    if (holds) {
-        t->shape_ok = 1;
-        snprintf(t->shape_note, sizeof(t->shape_note),
+    /* into a buffer that holds any note (440 characters at most, every
+     * value of 10 digits), then into the table's, which holds it too */
+    if (holds)
+        snprintf(note, sizeof(note),
                  "matches this job (%u ranks, %u hosts, ppn %u, radix %u, "
                  "levels %u; 0: unknown): %s",
                  job->ranks, job->hosts, job->ppn, job->radix, job->levels,
                  words);
+    else
+        snprintf(note, sizeof(note),
+                 "does not match this job (%u ranks, %u hosts, ppn %u, radix "
+                 "%u, levels %u): %s; its entries set aside, every call not "
+                 "overridden runs in libincoll",
+                 job->ranks, job->hosts, job->ppn, job->radix, job->levels,
+                 words);
+    snprintf(t->shape_note, sizeof(t->shape_note), "%.*s",
+             (int)sizeof(t->shape_note) - 1, note);
+    t->shape_ok = holds;
+    if (holds)
         return;
-    }
-    t->shape_ok = 0;
-    snprintf(t->shape_note, sizeof(t->shape_note),
-             "does not match this job (%u ranks, %u hosts, ppn %u, radix %u, "
-             "levels %u): %s; its entries set aside, every call not "
-             "overridden runs in libincoll",
-             job->ranks, job->hosts, job->ppn, job->radix, job->levels, words);
     for (uint32_t i = 0; i < t->n; i++)
         if (t->e[i].from_env)
             t->e[k++] = t->e[i];
     t->n = k;
+    tune_reindex(t);
 }
 
 void tune_conf_tree(const fabric_conf_t *conf, uint32_t *radix_p,

@@ -113,7 +113,14 @@ typedef struct {
     /* tune_apply_shape: 1 matched, 0 set aside (file entries dropped),
      * -1 not compared (no shape line, or never applied). */
     int32_t shape_ok;
-    char shape_note[320]; /* what tune_apply_job found, in words */
+    char shape_note[512]; /* what tune_apply_job found, in words: any
+                             values fit */
+    /* Where tune_select starts for a collective and form: the first entry
+     * that names both (n: none), as tune_reindex found it for a table of
+     * idx_n entries; a table of another n is scanned whole. Derived from
+     * e[], not part of the hash. */
+    uint32_t idx_n;
+    uint16_t first[TUNE_COLL_COUNT][TUNE_FORM_COUNT];
     tune_entry_t e[TUNE_MAX];
 } tune_table_t;
 
@@ -171,7 +178,11 @@ static inline int tune_select(const tune_table_t *t, int coll, int form,
                               uint64_t bytes, uint32_t ranks, uint32_t ppn,
                               int dclass, int *entry_p)
 {
-    for (uint32_t i = 0; i < t->n; i++) {
+    uint32_t i = t->idx_n == t->n && (unsigned)coll < TUNE_COLL_COUNT &&
+                         (unsigned)form < TUNE_FORM_COUNT
+                     ? t->first[coll][form]
+                     : 0;
+    for (; i < t->n; i++) {
         const tune_entry_t *e = &t->e[i];
         if ((e->coll == coll || e->coll == TUNE_COLL_ALL) &&
             (e->forms & (1u << form)) && bytes >= e->lo && bytes <= e->hi &&
@@ -188,6 +199,11 @@ static inline int tune_select(const tune_table_t *t, int coll, int form,
         *entry_p = -1;
     return TUNE_PATH_INC;
 }
+
+/* Sets t's index (first, idx_n) from its entries: every function here
+ * that changes the entries calls it; a table taken from elsewhere (the
+ * agreement's copy of rank 0's) gets it again before use. */
+void tune_reindex(tune_table_t *t);
 
 /* tune_select for a call of no datatype class on a job whose ranks per
  * host are unknown. */

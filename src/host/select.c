@@ -167,6 +167,7 @@ static incoll_status_t tune_agree(incoll_ctx_h ctx)
         status = INCOLL_ERR_PROTOCOL;
         goto failed;
     }
+    tune_reindex(t0);
     theirs = tune_hash(t0);
     if (ctx->rank == 0)
         incoll_warn("init: the ranks' selection tables differ: rank 0's is "
@@ -273,24 +274,67 @@ INCOLL_API incoll_path_t incoll_select(incoll_comm_h comm, incoll_coll_t coll,
                              coll, form, bytes, dtype, choice_p);
 }
 
-INCOLL_API incoll_status_t incoll_ctx_table(incoll_ctx_h ctx,
-                                            incoll_table_info_t *info_p)
+/* incoll_table_info_t as 0.3 and 0.4 had it: a 200-byte shape note. */
+typedef struct {
+    uint64_t hash;
+    int entries;
+    int shape_matches;
+    char source[256];
+    char shape[128];
+    char shape_note[200];
+    char override[256];
+} table_info_0_4_t;
+
+_Static_assert(sizeof(((incoll_table_info_t *)0)->shape_note) ==
+                   sizeof(((tune_table_t *)0)->shape_note),
+               "the public shape note holds the table's whole");
+_Static_assert(sizeof(table_info_0_4_t) != sizeof(incoll_table_info_t),
+               "the layouts are told apart by their sizes");
+
+/* The fields of either layout (the note clipped to 0.4's 200 bytes
+ * there). */
+#define TABLE_INFO_FILL(info_p, t)                                             \
+    do {                                                                       \
+        memset((info_p), 0, sizeof(*(info_p)));                                \
+        (info_p)->hash = tune_hash(t);                                         \
+        (info_p)->entries = (int)(t)->n;                                       \
+        (info_p)->shape_matches = (t)->shape_ok;                               \
+        snprintf((info_p)->source, sizeof((info_p)->source), "%s",             \
+                 (t)->source);                                                 \
+        snprintf((info_p)->shape, sizeof((info_p)->shape), "%s", (t)->shape);  \
+        snprintf((info_p)->shape_note, sizeof((info_p)->shape_note), "%.*s",   \
+                 (int)sizeof((info_p)->shape_note) - 1, (t)->shape_note);      \
+        snprintf((info_p)->override, sizeof((info_p)->override), "%s",         \
+                 (t)->env);                                                    \
+    } while (0)
+
+INCOLL_API incoll_status_t incoll_ctx_table_sized(incoll_ctx_h ctx,
+                                                  incoll_table_info_t *info_p,
+                                                  size_t info_size)
 {
-    const tune_table_t *t;
     if (ctx == NULL || info_p == NULL)
         return INCOLL_ERR_INVALID_ARG;
-    t = &ctx->tune;
-    memset(info_p, 0, sizeof(*info_p));
-    info_p->hash = tune_hash(t);
-    info_p->entries = (int)t->n;
-    info_p->shape_matches = t->shape_ok;
-    snprintf(info_p->source, sizeof(info_p->source), "%s", t->source);
-    snprintf(info_p->shape, sizeof(info_p->shape), "%s", t->shape);
-    /* clipped to the public field (a tail of words) */
-    memcpy(info_p->shape_note, t->shape_note, sizeof(info_p->shape_note) - 1);
-    info_p->shape_note[sizeof(info_p->shape_note) - 1] = '\0';
-    snprintf(info_p->override, sizeof(info_p->override), "%s", t->env);
-    return INCOLL_OK;
+    if (info_size == sizeof(incoll_table_info_t)) {
+        TABLE_INFO_FILL(info_p, &ctx->tune);
+        return INCOLL_OK;
+    }
+    if (info_size == sizeof(table_info_0_4_t)) {
+        table_info_0_4_t *old = (table_info_0_4_t *)(void *)info_p;
+        TABLE_INFO_FILL(old, &ctx->tune);
+        return INCOLL_OK;
+    }
+    return INCOLL_ERR_INVALID_ARG;
+}
+
+/* 0.4's function, for the programs built against it (the header's
+ * incoll_ctx_table is now a macro of incoll_ctx_table_sized). */
+INCOLL_API incoll_status_t(incoll_ctx_table)(incoll_ctx_h ctx,
+                                             table_info_0_4_t *info_p);
+INCOLL_API incoll_status_t(incoll_ctx_table)(incoll_ctx_h ctx,
+                                             table_info_0_4_t *info_p)
+{
+    return incoll_ctx_table_sized(ctx, (incoll_table_info_t *)(void *)info_p,
+                                  sizeof(*info_p));
 }
 
 INCOLL_API incoll_status_t incoll_table_entry(incoll_ctx_h ctx, int entry,

@@ -83,18 +83,26 @@ static incoll_why_t why_elsewhere(reason_t why)
 }
 
 /* Counts a call of comm given to MPI: in the layer's statistics, and
- * where comm has a libincoll communicator, in its usage counts. */
-static void pass(mpi_coll_t coll, reason_t why, MPI_Comm comm)
+ * where comm has a libincoll communicator, in its usage counts. st is
+ * comm's state when the caller looked it up (NULL: it has none), else
+ * looked is 0. */
+static void pass_known(mpi_coll_t coll, reason_t why, MPI_Comm comm,
+                       comm_state_t *st, int looked)
 {
-    comm_state_t *st;
     incoll_why_t w = why_elsewhere(why);
 
     L.passed[coll][why]++;
     if (w == INCOLL_WHY_NONE || comm == MPI_COMM_NULL || L.finalized)
         return;
-    st = mpi_comm_known(comm);
+    if (!looked)
+        st = mpi_comm_known(comm);
     if (st != NULL && st->icomm != NULL)
         (void)incoll_comm_count_elsewhere(st->icomm, w);
+}
+
+static void pass(mpi_coll_t coll, reason_t why, MPI_Comm comm)
+{
+    pass_known(coll, why, comm, NULL, 0);
 }
 
 /* ------------------------------------------------------------------ */
@@ -890,7 +898,7 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
                   mpi_call_t *c)
 {
     reason_t pre = R_COUNT;
-    comm_state_t *st;
+    comm_state_t *st, *known;
 
     memset(c, 0, sizeof(*c));
     c->algo_where = -1;
@@ -907,7 +915,7 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
                      coll == MPI_COLL_GATHER || coll == MPI_COLL_SCATTER;
         /* A communicator seen before knows its rank and size: no MPI call
          * on the fast path. */
-        comm_state_t *known = mpi_comm_known(a->comm);
+        known = mpi_comm_known(a->comm);
         if (known) {
             c->rank = known->rank;
             c->size = known->size;
@@ -929,8 +937,11 @@ int mpi_call_plan(mpi_coll_t coll, const mpi_args_t *a, mpi_form_t form,
         }
         if (pre == R_COUNT)
             pre = decide(c, a, form);
-        if (pre == R_COUNT && tuned_to_mpi(c, form))
-            pre = R_TUNE;
+        if (pre == R_COUNT && tuned_to_mpi(c, form)) {
+            /* gate() would say the same, looking comm up again */
+            pass_known(coll, R_TUNE, a->comm, known, 1);
+            return 0;
+        }
         /* The agreement after each call is a blocking MPI call. */
         if (pre == R_COUNT && form != MPI_FORM_BLOCKING && L.cfg.agree)
             pre = R_ARGS;

@@ -11,7 +11,7 @@
  *   incoll-tune-mpi [--sizes LO:HI] [--iters N] [--passes N]
  *                   [--margin PCT] [--colls LIST] [--forms blocking,nb]
  *                   [--out FILE] [--shape TEXT] [--cmd TEXT]
- *                   [--save-us FILE] [--host ALGO:FILE] [--only-layer]
+ *                   [--save-us FILE] [--host ALGO:FILE]... [--only-layer]
  *
  * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
  * selection table uses (src/common/tune.h): the whole vector of an
@@ -31,10 +31,12 @@
  * for the persistent form too. --save-us FILE has rank 0 write each
  * measurement's layer column ("COLL FORM BYTES US" lines); --host
  * ALGO:FILE reads such a file, made by a run whose table sent the
- * allreduce to libincoll's host-based algorithm ALGO, as a third
- * candidate for the allreduce (each form its own times): a size goes to
- * ALGO when it beat the layer's call in libincoll by more than the margin
- * and MPI's own did not beat it by more than the margin. --only-layer
+ * allreduce to libincoll's host-based algorithm ALGO (rd, ring,
+ * rabenseifner), as a candidate for the allreduce (each form its own
+ * times; given once per algorithm, up to HOST_MAX): a size goes to the
+ * fastest of them that beat the layer's call in libincoll by more than
+ * the margin, unless MPI's own beat that one by more than the margin.
+ * --only-layer
  * times the MPI_ call alone, OSU's loop (the same call each iteration, a
  * barrier between them; `incoll tune`'s check of the table it wrote,
  * with the table in force and without the layer). `incoll tune` runs it with
@@ -256,11 +258,15 @@ static void fmt_size(long v, char *buf, size_t len)
         snprintf(buf, len, "%ld", v);
 }
 
-static const char *host_algo = NULL; /* --host's algorithm */
+/* --host's candidates: a decision of 2 + i names host_algo[i]. */
+#define HOST_MAX 4
+static char host_algo[HOST_MAX][32];
+static const char *host_path[HOST_MAX];
+static int nhost;
 
 static const char *decision_name(int d)
 {
-    return d == 2 ? host_algo : d ? "mpi" : "inc";
+    return d >= 2 ? host_algo[d - 2] : d ? "mpi" : "inc";
 }
 
 /* The host-based algorithm's time for the allreduce of form and bytes,
@@ -282,7 +288,8 @@ static double host_us(const char *path, const char *want_form, long bytes)
 }
 
 /* The entries of one collective and form: the sizes' decisions (0: inc,
- * 1: mpi, 2: the host algorithm) as ranges, adjacent equal ones merged. */
+ * 1: mpi, 2 + i: host algorithm i) as ranges, adjacent equal ones
+ * merged. */
 static void write_entries(FILE *out, int c, const char *form, const long *sizes,
                           const int *mpi, int ns)
 {
@@ -315,7 +322,7 @@ typedef struct {
     double margin;
     int want[C_COUNT]; /* --colls */
     int forms[2];      /* --forms: blocking, nb */
-    const char *out_path, *shape, *cmd, *save_path, *host_path;
+    const char *out_path, *shape, *cmd, *save_path;
 } opts_t;
 
 /* The collectives --colls names (a comma-separated list) into want. */
@@ -382,11 +389,11 @@ static void parse_args(int argc, char **argv, opts_t *o)
             o->out_path = v;
         } else if (strcmp(a, "--save-us") == 0) {
             o->save_path = v;
-        } else if (strcmp(a, "--host") == 0 && strchr(v, ':')) {
-            static char algo[32];
-            snprintf(algo, sizeof(algo), "%.*s", (int)(strchr(v, ':') - v), v);
-            host_algo = algo;
-            o->host_path = strchr(v, ':') + 1;
+        } else if (strcmp(a, "--host") == 0 && strchr(v, ':') &&
+                   nhost < HOST_MAX) {
+            snprintf(host_algo[nhost], sizeof(host_algo[nhost]), "%.*s",
+                     (int)(strchr(v, ':') - v), v);
+            host_path[nhost++] = strchr(v, ':') + 1;
         } else if (strcmp(a, "--shape") == 0) {
             o->shape = v;
         } else if (strcmp(a, "--cmd") == 0) {
@@ -405,28 +412,30 @@ static void parse_args(int argc, char **argv, opts_t *o)
         bad_args(NULL);
 }
 
-/* Where the allreduce of form nb and bytes goes with --host's algorithm
- * as a third candidate (avg: MPI's own, the layer's), decided on rank 0
- * from its file and sent to every rank: 0 inc, 1 mpi, 2 the host
- * algorithm. */
+/* Where the allreduce of form nb and bytes goes with --host's
+ * algorithms as candidates besides the layer's call and MPI's own (avg:
+ * MPI's own, the layer's), decided on rank 0 from their files and sent to
+ * every rank: 0 inc, 1 mpi, 2 + i host algorithm i (the fastest of those
+ * that beat the layer's call by more than the margin). */
 static int host_decision(const opts_t *o, int nb, long bytes,
                          const double avg[2])
 {
-    double h = rank == 0 ? host_us(o->host_path, form_names[nb], bytes) : 0;
     int d = 0;
     if (rank == 0) {
         double best = avg[1];
-        if (h > 0 && h * (1 + o->margin / 100) < avg[1]) {
-            d = 2;
-            best = h;
+        for (int i = 0; i < nhost; i++) {
+            double h = host_us(host_path[i], form_names[nb], bytes);
+            if (h > 0 && h * (1 + o->margin / 100) < avg[1] && h < best) {
+                d = 2 + i;
+                best = h;
+            }
+            printf("tune: %-20s %-8s %8ld %s_us %10.1f\n", names[C_ALLREDUCE],
+                   form_names[nb], bytes, host_algo[i], h);
         }
         if (avg[0] * (1 + o->margin / 100) < best)
             d = 1;
     }
     PMPI_Bcast(&d, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rank == 0)
-        printf("tune: %-20s %-8s %8ld %s_us %10.1f\n", names[C_ALLREDUCE],
-               form_names[nb], bytes, host_algo, h);
     return d;
 }
 
@@ -450,7 +459,7 @@ static int measure_size(const opts_t *o, int c, int nb, long bytes, FILE *save)
             avg[q] = p == 0 || one[q] < avg[q] ? one[q] : avg[q];
     }
     d = avg[0] * (1 + o->margin / 100) < avg[1];
-    if (o->host_path && c == C_ALLREDUCE)
+    if (nhost > 0 && c == C_ALLREDUCE)
         d = host_decision(o, nb, bytes, avg);
     if (save)
         fprintf(save, "%s %s %ld %.3f\n", names[c], form_names[nb],
