@@ -16,13 +16,11 @@
  */
 #include "host/comm.h"
 
-#include "host/counters.h"
 #include "host/host.h"
 #include "host/hier.h"
 #include "host/inc_coll.h"
 #include "host/req.h"
 #include "host/mgr_client.h"
-#include "host/fallback.h"
 #include "host/mcast.h"
 
 #include "common/log.h"
@@ -807,12 +805,10 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     v[2 * comm->rank] = (uint64_t)(int64_t)color;
     v[2 * comm->rank + 1] = (uint64_t)(int64_t)key;
     /* The library's own exchange: not one of the job's collectives
-     * (host_usage_begin: not the outermost call). */
-    host_usage_begin();
+     * (host_allreduce_own). */
     status = comm->ctx->up.allreduce(comm, INCOLL_IN_PLACE, v,
                                      (size_t)comm->size * 2, INCOLL_UINT64,
                                      INCOLL_OP_BOR);
-    host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
                      incoll_status_string(status));
@@ -939,7 +935,7 @@ incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
     /* A background unlock ends while the group is still there. */
     (void)host_comm_settle(comm);
     mgr = mgr_of(ctx);
-    host_usage_flush(ctx, comm); /* before the group goes */
+    ctx->up.usage_flush(ctx, comm); /* before the group goes */
     if (mgr && comm->group && comm->info)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     for (incoll_comm_h *pc = &ctx->comms; *pc; pc = &(*pc)->next) {
@@ -1197,7 +1193,7 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
     snprintf(sh->info->why, sizeof(sh->info->why), "recovery channel");
     ctx->eng_defaults.progress_timeout_ns = wait_ns;
     ctx->eng_defaults.max_retries = (int)(wait_ns / rto + 8);
-    status = host_comm_p2p(sh);
+    status = sh->ctx->up.p2p(sh);
     ctx->eng_defaults = keep;
     if (status != INCOLL_OK) {
         host_comm_free(sh);
@@ -1239,7 +1235,7 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm)
     eng = host_engine_create(&p);
     if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     return INCOLL_OK;
@@ -1349,8 +1345,8 @@ int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
  * channel. */
 static incoll_status_t agree_max(incoll_comm_h sh, int64_t *v, size_t n)
 {
-    return host_allreduce_sched(sh, ALGO_RD, v, v, n, INCOLL_INT64,
-                                INCOLL_OP_MAX);
+    return sh->ctx->up.allreduce_sched(sh, ALGO_RD, v, v, n, INCOLL_INT64,
+                                       INCOLL_OP_MAX);
 }
 
 /* How the members behind get operation lo's result from those ahead. */
@@ -1432,7 +1428,7 @@ static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
     } else {
         buf = info->res[info->saved_idx];
     }
-    status = host_allreduce_sched(
+    status = sh->ctx->up.allreduce_sched(
         sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf, buf,
         len, INCOLL_UINT8, INCOLL_OP_BOR);
     if (status == INCOLL_OK && result_hash(buf, len) != hash) {
@@ -1561,7 +1557,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         if ((buf = res_grow(info, next_res(info), len * ds)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         memcpy(buf, in, len * ds);
-        status = host_allreduce_sched(
+        status = sh->ctx->up.allreduce_sched(
             sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, ds), buf,
             buf, len, c.dtype, c.op);
         if (status == INCOLL_OK && fetch) {
@@ -1580,7 +1576,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
             memcpy(buf + me * blk, in, blk);
         else if (comm->rank == c.root)
             memcpy(buf, in, len);
-        status = host_allreduce_sched(
+        status = sh->ctx->up.allreduce_sched(
             sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
             buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
         if (status == INCOLL_OK && fetch) {
@@ -1606,7 +1602,7 @@ static void drop_group(incoll_comm_h comm)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1617,7 +1613,7 @@ static void forget_engine(incoll_comm_h comm)
 {
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1642,7 +1638,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
     p.mcast = comm->mc_ep != 0;
     comm->ctx->up.stream_report(comm);
     eng = host_engine_create(&p);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     if (eng == NULL) {
@@ -2124,14 +2120,14 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
 void host_comm_free(incoll_comm_h comm)
 {
     comm->ctx->up.hier_free(comm);
-    host_comm_p2p_free(comm);
+    comm->ctx->up.p2p_free(comm);
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);
-    host_usage_free(comm);
+    comm->ctx->up.usage_free(comm);
     free(comm->world_ranks);
     free(comm->scratch);
     free(comm);

@@ -138,22 +138,45 @@ typedef struct {
 } host_ctx_io_t;
 
 /*
- * What the communicators (comm.c) call in the layers above them,
- * registered when the context is made (src/host/init.c): the service
- * allreduce of a split's agreement (host_allreduce_service), the
- * hierarchy's (hier.h: host_hier_on, host_hier_refuse, host_hier_free)
- * and the streaming lock's (host_stream_report, host_stream_end).
+ * What a file of src/host calls in the files above it, registered when
+ * the context is made (src/host/init.c, docs/architecture.md): never
+ * called directly. The communicators (comm.c) reach the library's own
+ * exchanges (host_allreduce_own: a split's agreement), the host-based
+ * engine (fallback.c: host_comm_p2p, host_allreduce_sched,
+ * host_comm_p2p_free), the usage counters (counters.c:
+ * host_counters_engine_gone, host_usage_flush, host_usage_free), the
+ * hierarchy (hier.c: host_hier_on, host_hier_refuse, host_hier_free) and
+ * the streaming lock (stream.c: host_stream_report, host_stream_end); the
+ * algorithms below the hierarchy (allreduce.c, colls.c, service.c) reach
+ * it (host_hier_active, host_hier_allreduce, host_hier_decided,
+ * host_hier_leaders).
  */
 typedef struct {
     incoll_status_t (*allreduce)(incoll_comm_h comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
                                  incoll_dtype_t dtype, incoll_op_t op);
+    incoll_status_t (*p2p)(incoll_comm_h comm);
+    incoll_status_t (*allreduce_sched)(incoll_comm_h comm, algo_kind_t kind,
+                                       const void *sendbuf, void *recvbuf,
+                                       size_t count, incoll_dtype_t dtype,
+                                       incoll_op_t op);
+    void (*p2p_free)(incoll_comm_h comm);
+    void (*engine_gone)(incoll_comm_h comm);
+    void (*usage_flush)(struct incoll_ctx *ctx, incoll_comm_h comm);
+    void (*usage_free)(incoll_comm_h comm);
     int (*hier_on)(incoll_comm_h comm);
     int (*hier_refuse)(incoll_comm_h comm, incoll_status_t *status_p);
     void (*hier_free)(incoll_comm_h comm);
+    int (*hier_active)(incoll_comm_h comm, incoll_status_t *status_p);
+    incoll_status_t (*hier_allreduce)(incoll_comm_h comm, incoll_algo_t algo,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, incoll_dtype_t dtype,
+                                      incoll_op_t op);
+    int (*hier_decided)(incoll_comm_h comm);
+    incoll_comm_h (*hier_leaders)(incoll_comm_h comm, int *nlocal_p);
     void (*stream_report)(incoll_comm_h comm);
     void (*stream_end)(incoll_comm_h comm);
-} host_comm_up_t;
+} host_up_t;
 
 struct incoll_ctx {
     host_cfg_t cfg; /* every setting, read once at init (host/cfg.h) */
@@ -171,7 +194,7 @@ struct incoll_ctx {
     } pkt[HOST_PKT_HANDLERS];
     int npkt;
     host_ctx_io_t io;
-    host_comm_up_t up;
+    host_up_t up;
     struct incoll_comm *world;
     struct incoll_comm *comms;  /* every communicator, world included */
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without
