@@ -90,12 +90,15 @@ struct incoll_comm {
      * the engine ends it, or the request thread after linger_due. */
     int linger;
     uint64_t linger_due;
-    int stream_said;      /* a lock refusal was logged (stream.c) */
-    int stream_mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
-                             -1 never */
-    uint16_t stream_nops; /* operations the held lock is for (0: until
-                             released): INCOLL_STREAM_LOCK's, or
-                             incoll_comm_lock's */
+    /* Streaming (src/host/stream.c). */
+    struct {
+        int said;      /* a lock refusal was logged */
+        int mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
+                          -1 never */
+        uint16_t nops; /* operations the held lock is for (0: until
+                          released): INCOLL_STREAM_LOCK's, or
+                          incoll_comm_lock's */
+    } stream;
     /* While a collective runs as an allreduce (an emulated broadcast,
      * reduce, gather, scatter or barrier, src/host/colls.c): its kind and
      * root (host_call_tag), which the allreduce's packets and its node
@@ -202,8 +205,10 @@ struct incoll_ctx {
     host_engine_params_t eng_defaults;
     /* Streaming (src/host/stream.c): INCOLL_STREAM_THRESHOLD (0: off) and
      * INCOLL_STREAM_LOCK as operations per lock (0: until released). */
-    size_t stream_threshold;
-    uint16_t stream_nops;
+    struct {
+        size_t threshold;
+        uint16_t nops;
+    } stream;
     /* The job's generation (CONTRIB/RESULT carry it; agg_core.h) and key
      * (the host-based algorithms' mac keys are derived from it): unique
      * to this job whatever its launcher set (host_job_key, at init);
@@ -217,13 +222,16 @@ struct incoll_ctx {
      * without one (docs/security.md says what that protects). */
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
-    uint64_t usage_due_ns; /* next report of usage (counters.c) */
-    /* The result path's counters the manager gets (MGR_USAGE_PROC,
-     * counters.c): what is counted here (operations, multicast
-     * fallbacks) and what engines that are gone counted, and the totals
-     * last reported. */
-    uint64_t pc_acc[MGR_PC_COUNT];
-    uint64_t pc_sent[MGR_PC_COUNT];
+    /* The usage counters (src/host/counters.c): the next report of
+     * usage, and the result path's counters the manager gets
+     * (MGR_USAGE_PROC): what is counted here (operations, multicast
+     * fallbacks) and what engines that are gone counted (acc), and the
+     * totals last reported (sent). */
+    struct {
+        uint64_t usage_due_ns;
+        uint64_t acc[MGR_PC_COUNT];
+        uint64_t sent[MGR_PC_COUNT];
+    } counters;
     uint64_t mgr_checked_ns; /* last look at the manager link while
                                 packets kept coming (host_now_ns) */
     /* Identity from incoll_init_params() or the settings ("" unset;

@@ -785,7 +785,7 @@ static void init_engine_defaults(incoll_ctx_h ctx)
     p->hedge_pct = ctx->cfg.hedge_pct;
     p->ask_bytes = ctx->cfg.ask_bytes;
     p->ahead_bytes = ctx->cfg.bcast_ahead;
-    ctx->stream_threshold = ctx->cfg.stream_threshold;
+    ctx->stream.threshold = ctx->cfg.stream_threshold;
     /* Every engine can stream: by the threshold, or under a lock the
      * caller takes (incoll_comm_lock); small operations keep the slots. */
     p->stream_window = ctx->cfg.stream_window;
@@ -834,7 +834,7 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
     ctx->gen = ctx->gen0;
     ctx->job_key = ctx->gen0;
     init_engine_defaults(ctx);
-    status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream_nops);
+    status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream.nops);
     if (status != INCOLL_OK)
         goto err_conf;
     ctx->sock = udp_open(ip, port, (int)ctx->cfg.udp_buf, who);

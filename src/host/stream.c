@@ -39,15 +39,15 @@ static incoll_status_t round_wait(incoll_comm_h comm, incoll_status_t status)
 
 void host_stream_mode(incoll_comm_h comm, int mode)
 {
-    comm->stream_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
+    comm->stream.mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
 }
 
 /* The threshold comm's allreduces lock by (0: none locks). */
 static size_t threshold_of(incoll_comm_h comm)
 {
-    return comm->stream_mode > 0   ? 1
-           : comm->stream_mode < 0 ? 0
-                                   : comm->ctx->stream_threshold;
+    return comm->stream.mode > 0   ? 1
+           : comm->stream.mode < 0 ? 0
+                                   : comm->ctx->stream.threshold;
 }
 
 int host_stream_would_lock(incoll_comm_h comm, size_t bytes)
@@ -55,16 +55,16 @@ int host_stream_would_lock(incoll_comm_h comm, size_t bytes)
     return comm->eng != NULL &&
            (host_engine_stream_wants_lock(comm->eng, threshold_of(comm),
                                           bytes) ||
-            (comm->stream_mode < 0 &&
+            (comm->stream.mode < 0 &&
              host_engine_stream_window(comm->eng, NULL, NULL) > 0));
 }
 
 /* Says once per communicator, at info level, why a lock was refused. */
 static void say_refused(incoll_comm_h comm, const char *why)
 {
-    if (comm->stream_said)
+    if (comm->stream.said)
         return;
-    comm->stream_said = 1;
+    comm->stream.said = 1;
     incoll_info("stream: lock refused on group %u: %s; large operations "
                 "run on the group's slots until a lock is granted (said "
                 "once)",
@@ -86,7 +86,7 @@ static incoll_status_t lock_round(incoll_comm_h comm, uint16_t nops,
     status = host_comm_settle(comm);
     if (status != INCOLL_OK)
         return status;
-    comm->stream_nops = nops; /* before the round: host_comm_wait reads it */
+    comm->stream.nops = nops; /* before the round: host_comm_wait reads it */
     status = host_engine_lock(comm->eng, nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED) {
         say_refused(comm, "no room for stream slots after the group's");
@@ -113,13 +113,13 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
          * operations stream, small ones take the slots (the engine's
          * stream_large_only), unless the communicator was told not to
          * stream, which lets the lock go. */
-        if (comm->stream_mode >= 0)
+        if (comm->stream.mode >= 0)
             return INCOLL_OK;
         return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
     }
     if (!host_engine_stream_wants_lock(comm->eng, threshold_of(comm), bytes))
         return INCOLL_OK;
-    return lock_round(comm, comm->ctx->stream_nops, &granted);
+    return lock_round(comm, comm->ctx->stream.nops, &granted);
 }
 
 void host_stream_end(incoll_comm_h comm)
@@ -127,7 +127,7 @@ void host_stream_end(incoll_comm_h comm)
     incoll_status_t status;
 
     if (comm->eng == NULL ||
-        !host_engine_stream_wants_unlock(comm->eng, comm->stream_nops))
+        !host_engine_stream_wants_unlock(comm->eng, comm->stream.nops))
         return;
     /* The operation is done and its result delivered: the unlock round
      * runs in the background (the next lock, comm_destroy and finalize
