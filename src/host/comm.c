@@ -1056,8 +1056,8 @@ int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net)
         unsigned m = WIRE_MISMATCH_NONE;
         if (net && comm->eng != NULL)
             m = host_engine_mismatch(comm->eng);
-        else if (!net && comm->p2p != NULL)
-            m = p2p_engine_mismatch(comm->p2p);
+        else if (!net && comm->p2p.eng != NULL)
+            m = p2p_engine_mismatch(comm->p2p.eng);
         return m != WIRE_MISMATCH_NONE ? (int)m : WIRE_MISMATCH_KIND;
     }
     if (host_call_expired(comm))
@@ -1133,8 +1133,8 @@ static void shadow_free(incoll_comm_h shadow)
     /* No lingering: a lingering engine answers a member still waiting in
      * an agreement that it is behind, which keeps that member waiting as
      * long as it asks. Without it, that member times out (an error). */
-    p2p_engine_destroy(shadow->p2p);
-    shadow->p2p = NULL;
+    p2p_engine_destroy(shadow->p2p.eng);
+    shadow->p2p.eng = NULL;
     host_comm_free(shadow);
 }
 
@@ -1309,10 +1309,10 @@ static uint64_t early_count(const p2p_engine_t *eng)
 
 void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before)
 {
-    if (c->info == NULL || c->info->owner == NULL || c->p2p == NULL)
+    if (c->info == NULL || c->info->owner == NULL || c->p2p.eng == NULL)
         return;
-    if (p2p_engine_status(c->p2p) != INCOLL_INPROGRESS &&
-        early_count(c->p2p) != early_before)
+    if (p2p_engine_status(c->p2p.eng) != INCOLL_INPROGRESS &&
+        early_count(c->p2p.eng) != early_before)
         pull(c->info->owner);
 }
 
@@ -1331,10 +1331,10 @@ int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
         if (info_of(c) == NULL)
             return 1;
         sh = recover_comm(c);
-        if (sh == NULL || sh->p2p == NULL)
+        if (sh == NULL || sh->p2p.eng == NULL)
             return 1;
-        before = early_count(sh->p2p);
-        p2p_engine_on_packet(sh->p2p, m->src, m->data, m->len, now_ns);
+        before = early_count(sh->p2p.eng);
+        p2p_engine_on_packet(sh->p2p.eng, m->src, m->data, m->len, now_ns);
         host_comm_shadow_fed(sh, before);
         return 1;
     }
@@ -1653,15 +1653,15 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
  * starts a new one (another wire id and key) at the same point. */
 static void renew_p2p(incoll_comm_h comm)
 {
-    if (comm->p2p != NULL) {
-        p2p_engine_destroy(comm->p2p_retired);
-        comm->p2p_retired = comm->p2p;
-        comm->p2p_retired_id = comm->p2p_id;
-        comm->p2p = NULL;
+    if (comm->p2p.eng != NULL) {
+        p2p_engine_destroy(comm->p2p.retired);
+        comm->p2p.retired = comm->p2p.eng;
+        comm->p2p.retired_id = comm->p2p.id;
+        comm->p2p.eng = NULL;
     }
     comm->info->p2p_epoch++;
-    comm->p2p_failed_what = NULL;
-    comm->p2p_failed_algo = NULL;
+    comm->p2p.failed_what = NULL;
+    comm->p2p.failed_algo = NULL;
 }
 
 incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
@@ -1768,7 +1768,7 @@ static incoll_status_t groups_agree(incoll_comm_h comm, incoll_comm_h sh,
 static void recovery_end(incoll_comm_h comm, incoll_comm_h sh)
 {
     comm->info->recovering = 0;
-    if (sh != NULL && sh->p2p != NULL && p2p_engine_early_held(sh->p2p))
+    if (sh != NULL && sh->p2p.eng != NULL && p2p_engine_early_held(sh->p2p.eng))
         pull(comm);
 }
 

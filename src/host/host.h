@@ -55,13 +55,20 @@ struct incoll_comm {
                            (INCOLL_FAULT_MCAST_JOIN_OPS); 0: made */
     void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
-    p2p_engine_t *p2p; /* host-based algorithms; made on first use */
-    uint32_t p2p_id;   /* its id on the wire (host_comm_wire_id) */
-    /* The engine before the last renewal (a recovery, the job's key):
-     * it still answers a peer that missed its last acks (that peer
-     * retries under the old id until it has them). */
-    p2p_engine_t *p2p_retired;
-    uint32_t p2p_retired_id;
+    /* The host-based algorithms (src/host/fallback.c). */
+    struct {
+        p2p_engine_t *eng; /* made on first use */
+        uint32_t id;       /* its id on the wire (host_comm_wire_id) */
+        /* The engine before the last renewal (a recovery, the job's
+         * key): it still answers a peer that missed its last acks (that
+         * peer retries under the old id until it has them). */
+        p2p_engine_t *retired;
+        uint32_t retired_id;
+        /* The host-based operation (collective, algorithm) that failed
+         * and left its engine out of step, for the messages of the calls
+         * after it (constant strings; NULL: none). */
+        const char *failed_what, *failed_algo;
+    } p2p;
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
     struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);
@@ -109,10 +116,6 @@ struct incoll_comm {
      * the outermost call on the communicator (host_call_begin). */
     int call_depth;
     uint64_t call_deadline;
-    /* The host-based operation (collective, algorithm) that failed and
-     * left its engine out of step, for the messages of the calls after
-     * it (constant strings; NULL: none). */
-    const char *p2p_failed_what, *p2p_failed_algo;
     /* Where its collectives ran, not yet told to the manager
      * (src/host/counters.c); NULL until its first. */
     struct host_usage *usage;
