@@ -1,16 +1,17 @@
 /*
  * The layers of src/host (docs/architecture.md), checked from the
  * library's object files: which file's functions each file calls (nm).
- * Bottom up: context (cfg.c, ctx.c), communicators (the objects, p2p,
- * shared memory, multicast, rendezvous, the manager link, the usage
- * counters), requests (req.c), algorithms (allreduce, the other
- * collectives, in-network, hierarchical, streams, selection), the public
- * API (api.c). A file may call its own layer and the ones below. The
- * calls upward that the code still makes are listed below: a new one
- * fails the test, and so does a listed one that went (take it off the
- * list, so that it cannot come back unseen). Each file declares its
- * functions in its own header alone, and the library lock is not
- * recursive.
+ * Bottom up: context (cfg.c, lock.c, ctx.c), communicators (the manager
+ * link, shared memory, multicast, the objects, p2p, the rendezvous, the
+ * usage counters), requests (req.c), algorithms (streams, in-network,
+ * allreduce, the other collectives, selection, the service calls, the
+ * hierarchy), the public API (init.c, api.c). A file may call its own
+ * layer and the ones below. The calls upward that the code still makes
+ * are listed below: a new one fails the test, and so does a listed one
+ * that went (take it off the list, so that it cannot come back unseen).
+ * No files call each other, directly or through others (inside a layer
+ * too). Each file declares its functions in its own header alone, and
+ * the library lock is not recursive.
  */
 #include "test.h"
 
@@ -31,10 +32,10 @@ static const struct {
     int layer;
 } host_layers[] = {
     {"cfg", 0},      {"lock", 0},      {"ctx", 0},   {"mgr_client", 1},
-    {"shm", 1},      {"mcast", 1},     {"rdv", 1},   {"fallback", 1},
-    {"comm", 1},     {"counters", 1},  {"req", 2},   {"stream", 3},
-    {"inc_coll", 3}, {"allreduce", 3}, {"colls", 3}, {"hier", 3},
-    {"select", 3},   {"service", 3},   {"init", 4},  {"api", 4},
+    {"shm", 1},      {"mcast", 1},     {"comm", 1},  {"fallback", 1},
+    {"rdv", 1},      {"counters", 1},  {"req", 2},   {"stream", 3},
+    {"inc_coll", 3}, {"allreduce", 3}, {"colls", 3}, {"select", 3},
+    {"service", 3},  {"hier", 3},      {"init", 4},  {"api", 4},
 };
 #define NFILES (sizeof(host_layers) / sizeof(host_layers[0]))
 
@@ -143,24 +144,26 @@ static char *nm_archive(void)
     return out;
 }
 
-TEST(layers_host_calls_downward, TEST_UNIT)
+/* uses[i][j]: a function of file j that file i calls (NULL: none), from
+ * the library's archive (nm: each member's undefined symbols against the
+ * member that defines them). 0, or -1 when it cannot be had (said why). */
+static int host_calls(const char *uses[NFILES][NFILES])
 {
     char *out = NULL, *line, *save = NULL;
     sym_t *defs = NULL;
     size_t ndefs = 0, cap = 0;
-    /* uses[i][j]: a function of file j that file i calls, or NULL */
-    static const char *uses[NFILES][NFILES];
+    static char *names; /* the names uses points into: kept to the end */
     char *undef = NULL;
     size_t undef_len = 0;
-    int bad = 0, seen[NKNOWN] = {0};
+    int rc = -1;
 
-    CHECK_MSG(test_srcdir()[0] != '\0', "no source tree above %s",
-              test_bindir());
-    CHECK_MSG(all_placed() > 10, "src/host: files without a layer, or none");
-    out = nm_archive();
-    CHECK_MSG(out != NULL, "nm of the library's archive failed");
-    memset(uses, 0, sizeof(uses));
-
+    memset(uses, 0, sizeof(const char *) * NFILES * NFILES);
+    if (test_srcdir()[0] == '\0' || all_placed() <= 10 ||
+        (out = nm_archive()) == NULL) {
+        fprintf(stderr, "    no source tree, files without a layer, or no "
+                        "nm of the library\n");
+        return -1;
+    }
     /* "lib:member.o:ADDR T name" or "lib:member.o:         U name" */
     for (line = strtok_r(out, "\n", &save); line;
          line = strtok_r(NULL, "\n", &save)) {
@@ -177,16 +180,21 @@ TEST(layers_host_calls_downward, TEST_UNIT)
             if (f < 0)
                 continue;
             grown = realloc(undef, undef_len + l + 4);
-            CHECK(grown != NULL);
+            if (grown == NULL)
+                goto done;
             undef = grown;
             undef[undef_len++] = (char)('A' + f);
             memcpy(undef + undef_len, name + 1, l + 1);
             undef_len += l + 1;
         } else if (strchr("TDBR", type) != NULL) {
-            CHECK(def_add(&defs, &ndefs, &cap, name + 1, member) == 0);
+            if (def_add(&defs, &ndefs, &cap, name + 1, member) != 0)
+                goto done;
         }
     }
-    CHECK_MSG(ndefs > 100 && undef_len > 0, "nm listed %zu definitions", ndefs);
+    if (ndefs <= 100 || undef_len == 0) {
+        fprintf(stderr, "    nm listed %zu definitions\n", ndefs);
+        goto done;
+    }
     qsort(defs, ndefs, sizeof(*defs), sym_cmp);
     for (size_t off = 0; off < undef_len;) {
         int from = undef[off] - 'A';
@@ -197,6 +205,25 @@ TEST(layers_host_calls_downward, TEST_UNIT)
             continue;
         uses[from][d->file] = d->name;
     }
+    free(names);
+    names = out; /* the names in defs point into it */
+    out = NULL;
+    rc = 0;
+done:
+    free(undef);
+    free(defs);
+    free(out);
+    return rc;
+}
+
+TEST(layers_host_calls_downward, TEST_UNIT)
+{
+    /* uses[i][j]: a function of file j that file i calls, or NULL */
+    static const char *uses[NFILES][NFILES];
+    int bad = 0, seen[NKNOWN] = {0};
+
+    CHECK_MSG(host_calls(uses) == 0, "the calls between the files of "
+                                     "src/host cannot be had");
     for (size_t i = 0; i < NFILES; i++) {
         for (size_t j = 0; j < NFILES; j++) {
             char pair[64];
@@ -226,10 +253,85 @@ TEST(layers_host_calls_downward, TEST_UNIT)
             bad++;
         }
     }
-    free(undef);
-    free(defs);
-    free(out);
     CHECK_MSG(bad == 0, "%d differences from the declared layers", bad);
+    return TEST_PASSED;
+}
+
+/* Tarjan's strongly connected components of the graph uses (one file per
+ * node): comp[v] is v's component's number, its lowest reaching index;
+ * files on a cycle share one with another file. */
+typedef struct {
+    const char *(*uses)[NFILES];
+    int index[NFILES], low[NFILES], on[NFILES], comp[NFILES];
+    int stack[NFILES], sp, next;
+} scc_t;
+
+static void scc_visit(scc_t *g, int v)
+{
+    g->index[v] = g->low[v] = g->next++;
+    g->stack[g->sp++] = v;
+    g->on[v] = 1;
+    for (int w = 0; w < (int)NFILES; w++) {
+        if (g->uses[v][w] == NULL)
+            continue;
+        if (g->index[w] < 0) {
+            scc_visit(g, w);
+            if (g->low[w] < g->low[v])
+                g->low[v] = g->low[w];
+        } else if (g->on[w] && g->index[w] < g->low[v]) {
+            g->low[v] = g->index[w];
+        }
+    }
+    if (g->low[v] == g->index[v]) {
+        int w;
+        do {
+            w = g->stack[--g->sp];
+            g->on[w] = 0;
+            g->comp[w] = v;
+        } while (w != v);
+    }
+}
+
+/* No two files of src/host call each other, directly or through others:
+ * the files read bottom up, each calling only files below it (a file
+ * that must hand work up does it through a hook registered at init). A
+ * cycle is named with its files and the calls that make it. */
+TEST(layers_host_no_cycles, TEST_UNIT)
+{
+    static const char *uses[NFILES][NFILES];
+    scc_t g;
+    int cycles = 0;
+
+    CHECK_MSG(host_calls(uses) == 0, "the calls between the files of "
+                                     "src/host cannot be had");
+    memset(&g, 0, sizeof(g));
+    g.uses = uses;
+    for (size_t v = 0; v < NFILES; v++)
+        g.index[v] = -1;
+    for (size_t v = 0; v < NFILES; v++)
+        if (g.index[v] < 0)
+            scc_visit(&g, (int)v);
+    for (size_t c = 0; c < NFILES; c++) {
+        int n = 0;
+        for (size_t v = 0; v < NFILES; v++)
+            n += g.comp[v] == (int)c;
+        if (n < 2)
+            continue;
+        cycles++;
+        fprintf(stderr, "    a cycle of %d files of src/host:", n);
+        for (size_t v = 0; v < NFILES; v++)
+            if (g.comp[v] == (int)c)
+                fprintf(stderr, " %s.c", host_layers[v].file);
+        fprintf(stderr, "\n");
+        for (size_t i = 0; i < NFILES; i++)
+            for (size_t j = 0; j < NFILES; j++)
+                if (uses[i][j] && g.comp[i] == (int)c && g.comp[j] == (int)c)
+                    fprintf(stderr, "      %s.c -> %s.c (%s)\n",
+                            host_layers[i].file, host_layers[j].file,
+                            uses[i][j]);
+    }
+    CHECK_MSG(cycles == 0, "%d cycles of calls between the files of src/host",
+              cycles);
     return TEST_PASSED;
 }
 

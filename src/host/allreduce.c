@@ -25,7 +25,6 @@
 
 #include "host/comm.h"
 #include "host/counters.h"
-#include "host/hier.h"
 #include "host/colls.h"
 #include "host/allreduce.h"
 #include "host/fallback.h"
@@ -54,6 +53,17 @@ incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
     status = host_allreduce_algo_impl(comm, INCOLL_ALGO_AUTO, sendbuf, recvbuf,
                                       count, dtype, op);
     comm->where = host_where_end(comm);
+    return status;
+}
+
+incoll_status_t host_allreduce_own(incoll_comm_h comm, const void *sendbuf,
+                                   void *recvbuf, size_t count,
+                                   incoll_dtype_t dtype, incoll_op_t op)
+{
+    incoll_status_t status;
+    host_usage_begin();
+    status = host_allreduce_service(comm, sendbuf, recvbuf, count, dtype, op);
+    host_usage_end();
     return status;
 }
 
@@ -321,11 +331,12 @@ static incoll_status_t allreduce_call(incoll_comm_h comm, incoll_algo_t algo,
         host_where_note(1, INCOLL_WHY_ALONE);
         return INCOLL_OK;
     }
-    /* Ranks sharing a host go through its leader (src/host/hier.c); the
-     * leaders' communicator does the rest below. */
-    if (host_hier_active(comm, &status)) {
-        status =
-            host_hier_allreduce(comm, algo, sendbuf, recvbuf, count, dtype, op);
+    /* Ranks sharing a host go through its leader (src/host/hier.c, above
+     * this file: reached through ctx->up); the leaders' communicator does
+     * the rest below. */
+    if (comm->ctx->up.hier_active(comm, &status)) {
+        status = comm->ctx->up.hier_allreduce(comm, algo, sendbuf, recvbuf,
+                                              count, dtype, op);
         if (status == INCOLL_OK) /* where the leaders' allreduce ran */
             host_usage_note_inner(comm);
         return status;

@@ -18,4 +18,12 @@ incoll_status_t host_allreduce_service(incoll_comm_h comm, const void *sendbuf,
                                        void *recvbuf, size_t count,
                                        incoll_dtype_t dtype, incoll_op_t op);
 
+/* host_allreduce_service for an exchange that is none of the job's
+ * collectives (a split's agreement): not counted where collectives ran
+ * (host_usage_begin: not the outermost call). comm.c reaches it through
+ * ctx->up.allreduce. */
+incoll_status_t host_allreduce_own(incoll_comm_h comm, const void *sendbuf,
+                                   void *recvbuf, size_t count,
+                                   incoll_dtype_t dtype, incoll_op_t op);
+
 #endif

@@ -21,7 +21,6 @@
  * hosts. Never a wrong or doubled result; an error when the recovery
  * itself fails.
  */
-#include "host/hier.h"
 #include "host/colls.h"
 
 #include "host/comm.h"
@@ -408,8 +407,8 @@ int host_coll_early_send(const host_req_args_t *a)
     if (comm->size < 2 || comm->rank == a->root || comm->eng == NULL ||
         comm->linger || host_comm_doomed_pending(comm) ||
         host_comm_broken(comm, &why) || host_comm_group_failed(comm) ||
-        host_comm_pulled(comm) || !host_hier_decided(comm) ||
-        host_hier_on(comm) ||
+        host_comm_pulled(comm) || !comm->ctx->up.hier_decided(comm) ||
+        comm->ctx->up.hier_on(comm) ||
         !host_inc_coll_usable(comm, kind, a->op,
                               kind == HOST_COLL_REDUCE ? a->dtype
                                                        : INCOLL_UINT8))
@@ -614,10 +613,11 @@ static incoll_status_t coll_run(incoll_comm_h comm, int algo,
     usable = algo < 0 && host_inc_coll_usable(comm, inc_kind(a->coll), op, dt);
     if (usable && algo == HOST_CALGO_AUTO) {
         /* Ranks sharing a host reach the fabric through their leader, and
-         * only the allreduce has that level (src/host/hier.c): the native
-         * forms would put every rank on the wire again. */
+         * only the allreduce has that level (src/host/hier.c, reached
+         * through ctx->up): the native forms would put every rank on the
+         * wire again. */
         incoll_status_t hs;
-        if (host_hier_active(comm, &hs) && hs == INCOLL_OK)
+        if (comm->ctx->up.hier_active(comm, &hs) && hs == INCOLL_OK)
             usable = 0;
     }
     if (!usable)

@@ -16,13 +16,11 @@
  */
 #include "host/comm.h"
 
-#include "host/counters.h"
 #include "host/host.h"
 #include "host/hier.h"
 #include "host/inc_coll.h"
 #include "host/req.h"
 #include "host/mgr_client.h"
-#include "host/fallback.h"
 #include "host/mcast.h"
 
 #include "common/log.h"
@@ -807,12 +805,10 @@ incoll_status_t host_comm_split_impl(incoll_comm_h comm, int color, int key,
     v[2 * comm->rank] = (uint64_t)(int64_t)color;
     v[2 * comm->rank + 1] = (uint64_t)(int64_t)key;
     /* The library's own exchange: not one of the job's collectives
-     * (host_usage_begin: not the outermost call). */
-    host_usage_begin();
+     * (host_allreduce_own). */
     status = comm->ctx->up.allreduce(comm, INCOLL_IN_PLACE, v,
                                      (size_t)comm->size * 2, INCOLL_UINT64,
                                      INCOLL_OP_BOR);
-    host_usage_end();
     if (status != INCOLL_OK) {
         incoll_error("comm_split: exchanging colors and keys failed: %s",
                      incoll_status_string(status));
@@ -939,7 +935,7 @@ incoll_status_t host_comm_destroy_impl(incoll_comm_h comm)
     /* A background unlock ends while the group is still there. */
     (void)host_comm_settle(comm);
     mgr = mgr_of(ctx);
-    host_usage_flush(ctx, comm); /* before the group goes */
+    ctx->up.usage_flush(ctx, comm); /* before the group goes */
     if (mgr && comm->group && comm->info)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     for (incoll_comm_h *pc = &ctx->comms; *pc; pc = &(*pc)->next) {
@@ -1060,8 +1056,8 @@ int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net)
         unsigned m = WIRE_MISMATCH_NONE;
         if (net && comm->eng != NULL)
             m = host_engine_mismatch(comm->eng);
-        else if (!net && comm->p2p != NULL)
-            m = p2p_engine_mismatch(comm->p2p);
+        else if (!net && comm->p2p.eng != NULL)
+            m = p2p_engine_mismatch(comm->p2p.eng);
         return m != WIRE_MISMATCH_NONE ? (int)m : WIRE_MISMATCH_KIND;
     }
     if (host_call_expired(comm))
@@ -1137,8 +1133,8 @@ static void shadow_free(incoll_comm_h shadow)
     /* No lingering: a lingering engine answers a member still waiting in
      * an agreement that it is behind, which keeps that member waiting as
      * long as it asks. Without it, that member times out (an error). */
-    p2p_engine_destroy(shadow->p2p);
-    shadow->p2p = NULL;
+    p2p_engine_destroy(shadow->p2p.eng);
+    shadow->p2p.eng = NULL;
     host_comm_free(shadow);
 }
 
@@ -1197,7 +1193,7 @@ static incoll_comm_h recover_comm(incoll_comm_h comm)
     snprintf(sh->info->why, sizeof(sh->info->why), "recovery channel");
     ctx->eng_defaults.progress_timeout_ns = wait_ns;
     ctx->eng_defaults.max_retries = (int)(wait_ns / rto + 8);
-    status = host_comm_p2p(sh);
+    status = sh->ctx->up.p2p(sh);
     ctx->eng_defaults = keep;
     if (status != INCOLL_OK) {
         host_comm_free(sh);
@@ -1239,7 +1235,7 @@ incoll_status_t host_comm_rekey(incoll_comm_h comm)
     eng = host_engine_create(&p);
     if (eng == NULL)
         return INCOLL_ERR_NO_MEMORY;
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     return INCOLL_OK;
@@ -1313,10 +1309,10 @@ static uint64_t early_count(const p2p_engine_t *eng)
 
 void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before)
 {
-    if (c->info == NULL || c->info->owner == NULL || c->p2p == NULL)
+    if (c->info == NULL || c->info->owner == NULL || c->p2p.eng == NULL)
         return;
-    if (p2p_engine_status(c->p2p) != INCOLL_INPROGRESS &&
-        early_count(c->p2p) != early_before)
+    if (p2p_engine_status(c->p2p.eng) != INCOLL_INPROGRESS &&
+        early_count(c->p2p.eng) != early_before)
         pull(c->info->owner);
 }
 
@@ -1335,10 +1331,10 @@ int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
         if (info_of(c) == NULL)
             return 1;
         sh = recover_comm(c);
-        if (sh == NULL || sh->p2p == NULL)
+        if (sh == NULL || sh->p2p.eng == NULL)
             return 1;
-        before = early_count(sh->p2p);
-        p2p_engine_on_packet(sh->p2p, m->src, m->data, m->len, now_ns);
+        before = early_count(sh->p2p.eng);
+        p2p_engine_on_packet(sh->p2p.eng, m->src, m->data, m->len, now_ns);
         host_comm_shadow_fed(sh, before);
         return 1;
     }
@@ -1349,8 +1345,8 @@ int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
  * channel. */
 static incoll_status_t agree_max(incoll_comm_h sh, int64_t *v, size_t n)
 {
-    return host_allreduce_sched(sh, ALGO_RD, v, v, n, INCOLL_INT64,
-                                INCOLL_OP_MAX);
+    return sh->ctx->up.allreduce_sched(sh, ALGO_RD, v, v, n, INCOLL_INT64,
+                                       INCOLL_OP_MAX);
 }
 
 /* How the members behind get operation lo's result from those ahead. */
@@ -1432,7 +1428,7 @@ static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
     } else {
         buf = info->res[info->saved_idx];
     }
-    status = host_allreduce_sched(
+    status = sh->ctx->up.allreduce_sched(
         sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf, buf,
         len, INCOLL_UINT8, INCOLL_OP_BOR);
     if (status == INCOLL_OK && result_hash(buf, len) != hash) {
@@ -1561,7 +1557,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         if ((buf = res_grow(info, next_res(info), len * ds)) == NULL)
             return INCOLL_ERR_NO_MEMORY;
         memcpy(buf, in, len * ds);
-        status = host_allreduce_sched(
+        status = sh->ctx->up.allreduce_sched(
             sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, ds), buf,
             buf, len, c.dtype, c.op);
         if (status == INCOLL_OK && fetch) {
@@ -1580,7 +1576,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
             memcpy(buf + me * blk, in, blk);
         else if (comm->rank == c.root)
             memcpy(buf, in, len);
-        status = host_allreduce_sched(
+        status = sh->ctx->up.allreduce_sched(
             sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf,
             buf, len, INCOLL_UINT8, INCOLL_OP_BOR);
         if (status == INCOLL_OK && fetch) {
@@ -1606,7 +1602,7 @@ static void drop_group(incoll_comm_h comm)
         host_mgr_group_release(mgr, comm->info->id, comm->group);
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1617,7 +1613,7 @@ static void forget_engine(incoll_comm_h comm)
 {
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     comm->group = 0;
@@ -1642,7 +1638,7 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
     p.mcast = comm->mc_ep != 0;
     comm->ctx->up.stream_report(comm);
     eng = host_engine_create(&p);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = eng;
     if (eng == NULL) {
@@ -1657,15 +1653,15 @@ static incoll_status_t renew_engine(incoll_comm_h comm)
  * starts a new one (another wire id and key) at the same point. */
 static void renew_p2p(incoll_comm_h comm)
 {
-    if (comm->p2p != NULL) {
-        p2p_engine_destroy(comm->p2p_retired);
-        comm->p2p_retired = comm->p2p;
-        comm->p2p_retired_id = comm->p2p_id;
-        comm->p2p = NULL;
+    if (comm->p2p.eng != NULL) {
+        p2p_engine_destroy(comm->p2p.retired);
+        comm->p2p.retired = comm->p2p.eng;
+        comm->p2p.retired_id = comm->p2p.id;
+        comm->p2p.eng = NULL;
     }
     comm->info->p2p_epoch++;
-    comm->p2p_failed_what = NULL;
-    comm->p2p_failed_algo = NULL;
+    comm->p2p.failed_what = NULL;
+    comm->p2p.failed_algo = NULL;
 }
 
 incoll_status_t host_comm_recover(incoll_comm_h comm, int started,
@@ -1772,7 +1768,7 @@ static incoll_status_t groups_agree(incoll_comm_h comm, incoll_comm_h sh,
 static void recovery_end(incoll_comm_h comm, incoll_comm_h sh)
 {
     comm->info->recovering = 0;
-    if (sh != NULL && sh->p2p != NULL && p2p_engine_early_held(sh->p2p))
+    if (sh != NULL && sh->p2p.eng != NULL && p2p_engine_early_held(sh->p2p.eng))
         pull(comm);
 }
 
@@ -2124,14 +2120,14 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
 void host_comm_free(incoll_comm_h comm)
 {
     comm->ctx->up.hier_free(comm);
-    host_comm_p2p_free(comm);
+    comm->ctx->up.p2p_free(comm);
     comm->ctx->up.stream_report(comm);
     host_mcast_leave(comm);
-    host_counters_engine_gone(comm);
+    comm->ctx->up.engine_gone(comm);
     host_engine_destroy(comm->eng);
     comm->eng = NULL;
     host_comm_info_free(comm);
-    host_usage_free(comm);
+    comm->ctx->up.usage_free(comm);
     free(comm->world_ranks);
     free(comm->scratch);
     free(comm);

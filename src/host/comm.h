@@ -262,7 +262,7 @@ int host_comm_doomed_pending(incoll_comm_h comm);
  * the packet and marks the communicator pulled. 1 when it took it. */
 int host_comm_shadow_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                               const wire_hdr_t *h, uint64_t now_ns);
-/* After a packet went to comm's engine c->p2p: when c is a recovery
+/* After a packet went to comm's engine c->p2p.eng: when c is a recovery
  * channel that is idle and the packet is data of an agreement it has not
  * started (early: held or refused), marks its communicator pulled. */
 void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before);

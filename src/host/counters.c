@@ -82,7 +82,7 @@ static void count(incoll_comm_h comm, int reason)
 
     if (comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
         return;
-    comm->ctx->pc_acc[MGR_PC_OPS]++; /* every rank: its own operations */
+    comm->ctx->counters.acc[MGR_PC_OPS]++; /* every rank: its own operations */
     if (comm->rank == 0) {
         if (u == NULL) {
             if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
@@ -100,9 +100,9 @@ static void count(incoll_comm_h comm, int reason)
     if (period == 0)
         return;
     now = host_now_ns();
-    if (comm->ctx->usage_due_ns == 0)
-        comm->ctx->usage_due_ns = now + period;
-    else if (now >= comm->ctx->usage_due_ns)
+    if (comm->ctx->counters.usage_due_ns == 0)
+        comm->ctx->counters.usage_due_ns = now + period;
+    else if (now >= comm->ctx->counters.usage_due_ns)
         host_usage_flush(comm->ctx, NULL);
 }
 
@@ -136,9 +136,9 @@ void host_counters_engine_gone(incoll_comm_h comm)
     if (comm->eng == NULL)
         return;
     k = host_engine_counters(comm->eng);
-    comm->ctx->pc_acc[MGR_PC_MC_RESULTS] += k->mcast_results;
-    comm->ctx->pc_acc[MGR_PC_MC_DUPS] += k->mcast_duplicates;
-    comm->ctx->pc_acc[MGR_PC_MC_REPAIRED] += k->mcast_repaired;
+    comm->ctx->counters.acc[MGR_PC_MC_RESULTS] += k->mcast_results;
+    comm->ctx->counters.acc[MGR_PC_MC_DUPS] += k->mcast_duplicates;
+    comm->ctx->counters.acc[MGR_PC_MC_REPAIRED] += k->mcast_repaired;
 }
 
 /* The process's totals now: what was kept, the sockets' and every live
@@ -147,7 +147,7 @@ static void proc_totals(struct incoll_ctx *ctx, uint64_t v[MGR_PC_COUNT])
 {
     const udp_counters_t *uc = udp_counters(ctx->sock);
 
-    memcpy(v, ctx->pc_acc, sizeof(ctx->pc_acc));
+    memcpy(v, ctx->counters.acc, sizeof(ctx->counters.acc));
     v[MGR_PC_RX] += uc->rx_packets;
     v[MGR_PC_TX] += uc->tx_packets;
     if (ctx->mc_sock != NULL) {
@@ -174,18 +174,19 @@ static void proc_flush(struct incoll_ctx *ctx, struct host_mgr *mgr)
     uint64_t now[MGR_PC_COUNT], d[MGR_PC_COUNT];
     int any = 0;
 
-    if (ctx->pc_acc[MGR_PC_OPS] == 0)
+    if (ctx->counters.acc[MGR_PC_OPS] == 0)
         return; /* no collective of its own: nothing to say per op */
     proc_totals(ctx, now);
     for (int k = 0; k < MGR_PC_COUNT; k++) {
-        d[k] = now[k] >= ctx->pc_sent[k] ? now[k] - ctx->pc_sent[k] : 0;
+        d[k] = now[k] >= ctx->counters.sent[k] ? now[k] - ctx->counters.sent[k]
+                                               : 0;
         if (d[k] > MGR_USAGE_MAX_COUNT)
             d[k] = MGR_USAGE_MAX_COUNT;
         any |= d[k] != 0;
     }
     if (any && host_mgr_usage_proc(mgr, d) == INCOLL_OK)
         for (int k = 0; k < MGR_PC_COUNT; k++)
-            ctx->pc_sent[k] += d[k];
+            ctx->counters.sent[k] += d[k];
 }
 
 void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
@@ -206,7 +207,7 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         proc_flush(ctx, mgr);
     if (mgr == NULL || want == 0) {
         if (mgr != NULL && only == NULL)
-            ctx->usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
+            ctx->counters.usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
         return;
     }
     if (want > MGR_USAGE_MAX_ENTRIES)
@@ -236,7 +237,7 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
         }
     }
     free(e);
-    ctx->usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
+    ctx->counters.usage_due_ns = host_now_ns() + ctx->cfg.usage_ns;
 }
 
 void host_usage_free(incoll_comm_h comm)

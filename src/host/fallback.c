@@ -58,7 +58,7 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
     uint64_t payload = ctx->cfg.p2p_payload;
     uint64_t window = ctx->cfg.p2p_window;
 
-    if (comm->p2p != NULL)
+    if (comm->p2p.eng != NULL)
         return INCOLL_OK;
     if (comm->size > P2P_MAX_RANKS) {
         incoll_error("allreduce: host-based algorithms support up to %d ranks, "
@@ -136,15 +136,15 @@ incoll_status_t host_comm_p2p(incoll_comm_h comm)
     }
     p.send = p2p_send;
     p.send_arg = ctx;
-    comm->p2p = p2p_engine_create(&p);
+    comm->p2p.eng = p2p_engine_create(&p);
     free(peers);
-    if (comm->p2p == NULL) {
+    if (comm->p2p.eng == NULL) {
         incoll_error("allreduce: cannot create the host-based engine "
                      "(%d ranks, payload %u, window %u)",
                      p.size, p.max_payload, p.window);
         return INCOLL_ERR_NO_MEMORY;
     }
-    comm->p2p_id = p.group;
+    comm->p2p.id = p.group;
     return INCOLL_OK;
 }
 
@@ -154,19 +154,20 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         const p2p_engine_counters_t *k;
         uint64_t before;
-        if (c->p2p_retired != NULL && c->p2p_retired_id == h->group) {
-            p2p_engine_on_packet(c->p2p_retired, m->src, m->data, m->len,
+        if (c->p2p.retired != NULL && c->p2p.retired_id == h->group) {
+            p2p_engine_on_packet(c->p2p.retired, m->src, m->data, m->len,
                                  now_ns);
             return;
         }
-        if (c->p2p ? c->p2p_id != h->group : host_comm_wire_id(c) != h->group)
+        if (c->p2p.eng ? c->p2p.id != h->group
+                       : host_comm_wire_id(c) != h->group)
             continue;
         /* A peer ahead of us: make the engine now so its data is kept. */
-        if (c->p2p == NULL && host_comm_p2p(c) != INCOLL_OK)
+        if (c->p2p.eng == NULL && host_comm_p2p(c) != INCOLL_OK)
             return;
-        k = p2p_engine_counters(c->p2p);
+        k = p2p_engine_counters(c->p2p.eng);
         before = k->early + k->refused;
-        p2p_engine_on_packet(c->p2p, m->src, m->data, m->len, now_ns);
+        p2p_engine_on_packet(c->p2p.eng, m->src, m->data, m->len, now_ns);
         /* Another member's recovery data: this member joins it. */
         host_comm_shadow_fed(c, before);
         return;
@@ -189,25 +190,25 @@ static incoll_status_t p2p_wait(incoll_comm_h comm, incoll_status_t status,
          * deadline passed: the operation is given up, and the caller
          * recovers with the others. */
         if (host_comm_pulled(comm) || host_call_expired(comm)) {
-            p2p_engine_abandon(comm->p2p, INCOLL_ERR_GROUP_FAILED);
+            p2p_engine_abandon(comm->p2p.eng, INCOLL_ERR_GROUP_FAILED);
             udp_flush(ctx->sock);
             return INCOLL_ERR_GROUP_FAILED;
         }
-        host_ctx_progress(ctx,
-                          host_call_due(comm, p2p_engine_deadline(comm->p2p)));
-        p2p_engine_on_time(comm->p2p, host_now_ns());
-        status = p2p_engine_status(comm->p2p);
+        host_ctx_progress(
+            ctx, host_call_due(comm, p2p_engine_deadline(comm->p2p.eng)));
+        p2p_engine_on_time(comm->p2p.eng, host_now_ns());
+        status = p2p_engine_status(comm->p2p.eng);
     }
     /* Ack what peers ahead of us already sent for the next operation. */
-    p2p_engine_on_time(comm->p2p, host_now_ns());
+    p2p_engine_on_time(comm->p2p.eng, host_now_ns());
     udp_flush(ctx->sock);
-    if (status == INCOLL_ERR_GROUP_FAILED && comm->p2p_failed_what) {
+    if (status == INCOLL_ERR_GROUP_FAILED && comm->p2p.failed_what) {
         incoll_error("%s: the host-based operations of this communicator "
                      "are out of step since a %s (%s) failed on it",
-                     what, comm->p2p_failed_what, comm->p2p_failed_algo);
+                     what, comm->p2p.failed_what, comm->p2p.failed_algo);
     } else if (status != INCOLL_OK && status != INCOLL_ERR_GROUP_FAILED) {
-        comm->p2p_failed_what = what;
-        comm->p2p_failed_algo = algo;
+        comm->p2p.failed_what = what;
+        comm->p2p.failed_algo = algo;
     }
     return status;
 }
@@ -223,9 +224,9 @@ incoll_status_t host_allreduce_sched(incoll_comm_h comm, algo_kind_t kind,
         return status;
     if (recvbuf != sendbuf)
         memcpy(recvbuf, sendbuf, count * incoll_dtype_size(dtype));
-    p2p_engine_set_tag(comm->p2p, comm->call_tag);
-    status = p2p_engine_allreduce(comm->p2p, kind, recvbuf, count, dtype, op,
-                                  host_now_ns());
+    p2p_engine_set_tag(comm->p2p.eng, comm->call_tag);
+    status = p2p_engine_allreduce(comm->p2p.eng, kind, recvbuf, count, dtype,
+                                  op, host_now_ns());
     return p2p_wait(comm, status, "allreduce", algo_name(kind));
 }
 
@@ -238,8 +239,8 @@ incoll_status_t host_coll_sched(incoll_comm_h comm, algo_calgo_t id, int root,
 
     if (status != INCOLL_OK)
         return status;
-    status = p2p_engine_coll(comm->p2p, id, root, work, count, seg, dtype, op,
-                             host_now_ns());
+    status = p2p_engine_coll(comm->p2p.eng, id, root, work, count, seg, dtype,
+                             op, host_now_ns());
     if (status == INCOLL_ERR_INVALID_ARG)
         incoll_error("%s: host-based algorithm %s cannot run over %d ranks",
                      algo_coll_name(info->coll), info->name, comm->size);
@@ -272,8 +273,8 @@ static void linger_wait(incoll_comm_h comm, uint64_t deadline_ns)
         wire_hdr_t h;
         if (wire_parse(msgs[i].data, msgs[i].len, &h, NULL) == INCOLL_OK &&
             (h.type == WIRE_P2P_DATA || h.type == WIRE_P2P_ACK) &&
-            h.group == comm->p2p_id)
-            p2p_engine_on_packet(comm->p2p, msgs[i].src, msgs[i].data,
+            h.group == comm->p2p.id)
+            p2p_engine_on_packet(comm->p2p.eng, msgs[i].src, msgs[i].data,
                                  msgs[i].len, now);
     }
 }
@@ -282,33 +283,33 @@ void host_comm_p2p_free(incoll_comm_h comm)
 {
     uint64_t next;
 
-    p2p_engine_destroy(comm->p2p_retired);
-    comm->p2p_retired = NULL;
-    if (comm->p2p == NULL)
+    p2p_engine_destroy(comm->p2p.retired);
+    comm->p2p.retired = NULL;
+    if (comm->p2p.eng == NULL)
         return;
     if (comm->ctx->sock != NULL) {
-        next = p2p_engine_linger(comm->p2p, host_now_ns());
+        next = p2p_engine_linger(comm->p2p.eng, host_now_ns());
         while (next != 0) {
-            uint64_t d = p2p_engine_deadline(comm->p2p);
+            uint64_t d = p2p_engine_deadline(comm->p2p.eng);
             linger_wait(comm, d < next ? d : next);
-            p2p_engine_on_time(comm->p2p, host_now_ns());
-            next = p2p_engine_linger(comm->p2p, host_now_ns());
+            p2p_engine_on_time(comm->p2p.eng, host_now_ns());
+            next = p2p_engine_linger(comm->p2p.eng, host_now_ns());
         }
         udp_flush(comm->ctx->sock);
     }
     {
-        const p2p_engine_counters_t *k = p2p_engine_counters(comm->p2p);
+        const p2p_engine_counters_t *k = p2p_engine_counters(comm->p2p.eng);
         incoll_debug(
             "p2p %08x: ops=%" PRIu64 " steps=%" PRIu64 " packets_sent=%" PRIu64
             " retransmits=%" PRIu64 " fast_retransmits=%" PRIu64
             " spurious=%" PRIu64 " needless=%" PRIu64 " probes=%" PRIu64
             " duplicates=%" PRIu64 " stale=%" PRIu64 " early=%" PRIu64
             " refused=%" PRIu64 " assumed_acked=%" PRIu64 " timeouts=%" PRIu64,
-            comm->p2p_id, k->ops, k->steps, k->packets_sent, k->retransmits,
+            comm->p2p.id, k->ops, k->steps, k->packets_sent, k->retransmits,
             k->fast_retransmits, k->spurious, k->needless, k->probes,
             k->duplicates, k->stale, k->early, k->refused, k->assumed_acked,
             k->timeouts);
     }
-    p2p_engine_destroy(comm->p2p);
-    comm->p2p = NULL;
+    p2p_engine_destroy(comm->p2p.eng);
+    comm->p2p.eng = NULL;
 }

@@ -28,7 +28,7 @@ incoll_status_t host_coll_sched(incoll_comm_h comm, algo_calgo_t id, int root,
                                 incoll_dtype_t dtype, incoll_op_t op);
 
 /*
- * Makes comm->p2p, the engine of the host-based algorithms, if it does not
+ * Makes comm->p2p.eng, the engine of the host-based algorithms, if it does not
  * exist yet (slow path, once): peers' endpoints from host_comm_peer_ep(),
  * timing from the context's knobs. INCOLL_ERR_CONFIG when a peer has no
  * fixed UDP port (src/host/fallback.c).
@@ -42,7 +42,7 @@ void host_p2p_dispatch(incoll_ctx_h ctx, const udp_msg_t *m,
                        const wire_hdr_t *h, uint64_t now_ns);
 
 /* Before comm is freed: lingers briefly to answer peers whose last ack was
- * lost (p2p_engine_linger), then destroys comm->p2p. */
+ * lost (p2p_engine_linger), then destroys comm->p2p.eng. */
 void host_comm_p2p_free(incoll_comm_h comm);
 
 #endif

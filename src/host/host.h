@@ -55,13 +55,20 @@ struct incoll_comm {
                            (INCOLL_FAULT_MCAST_JOIN_OPS); 0: made */
     void *scratch;      /* staging for in-place and overlapping buffers */
     size_t scratch_len;
-    p2p_engine_t *p2p; /* host-based algorithms; made on first use */
-    uint32_t p2p_id;   /* its id on the wire (host_comm_wire_id) */
-    /* The engine before the last renewal (a recovery, the job's key):
-     * it still answers a peer that missed its last acks (that peer
-     * retries under the old id until it has them). */
-    p2p_engine_t *p2p_retired;
-    uint32_t p2p_retired_id;
+    /* The host-based algorithms (src/host/fallback.c). */
+    struct {
+        p2p_engine_t *eng; /* made on first use */
+        uint32_t id;       /* its id on the wire (host_comm_wire_id) */
+        /* The engine before the last renewal (a recovery, the job's
+         * key): it still answers a peer that missed its last acks (that
+         * peer retries under the old id until it has them). */
+        p2p_engine_t *retired;
+        uint32_t retired_id;
+        /* The host-based operation (collective, algorithm) that failed
+         * and left its engine out of step, for the messages of the calls
+         * after it (constant strings; NULL: none). */
+        const char *failed_what, *failed_algo;
+    } p2p;
     struct host_comm_info *info; /* id, generation, why not offloaded, peers
                                     (comm.c; NULL until needed) */
     struct host_hier *hier;      /* ranks sharing a host (src/host/hier.c);
@@ -90,12 +97,15 @@ struct incoll_comm {
      * the engine ends it, or the request thread after linger_due. */
     int linger;
     uint64_t linger_due;
-    int stream_said;      /* a lock refusal was logged (stream.c) */
-    int stream_mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
-                             -1 never */
-    uint16_t stream_nops; /* operations the held lock is for (0: until
-                             released): INCOLL_STREAM_LOCK's, or
-                             incoll_comm_lock's */
+    /* Streaming (src/host/stream.c). */
+    struct {
+        int said;      /* a lock refusal was logged */
+        int mode;      /* host_stream_mode(): 0 by the threshold, 1 always,
+                          -1 never */
+        uint16_t nops; /* operations the held lock is for (0: until
+                          released): INCOLL_STREAM_LOCK's, or
+                          incoll_comm_lock's */
+    } stream;
     /* While a collective runs as an allreduce (an emulated broadcast,
      * reduce, gather, scatter or barrier, src/host/colls.c): its kind and
      * root (host_call_tag), which the allreduce's packets and its node
@@ -106,10 +116,6 @@ struct incoll_comm {
      * the outermost call on the communicator (host_call_begin). */
     int call_depth;
     uint64_t call_deadline;
-    /* The host-based operation (collective, algorithm) that failed and
-     * left its engine out of step, for the messages of the calls after
-     * it (constant strings; NULL: none). */
-    const char *p2p_failed_what, *p2p_failed_algo;
     /* Where its collectives ran, not yet told to the manager
      * (src/host/counters.c); NULL until its first. */
     struct host_usage *usage;
@@ -138,22 +144,45 @@ typedef struct {
 } host_ctx_io_t;
 
 /*
- * What the communicators (comm.c) call in the layers above them,
- * registered when the context is made (src/host/init.c): the service
- * allreduce of a split's agreement (host_allreduce_service), the
- * hierarchy's (hier.h: host_hier_on, host_hier_refuse, host_hier_free)
- * and the streaming lock's (host_stream_report, host_stream_end).
+ * What a file of src/host calls in the files above it, registered when
+ * the context is made (src/host/init.c, docs/architecture.md): never
+ * called directly. The communicators (comm.c) reach the library's own
+ * exchanges (host_allreduce_own: a split's agreement), the host-based
+ * engine (fallback.c: host_comm_p2p, host_allreduce_sched,
+ * host_comm_p2p_free), the usage counters (counters.c:
+ * host_counters_engine_gone, host_usage_flush, host_usage_free), the
+ * hierarchy (hier.c: host_hier_on, host_hier_refuse, host_hier_free) and
+ * the streaming lock (stream.c: host_stream_report, host_stream_end); the
+ * algorithms below the hierarchy (allreduce.c, colls.c, service.c) reach
+ * it (host_hier_active, host_hier_allreduce, host_hier_decided,
+ * host_hier_leaders).
  */
 typedef struct {
     incoll_status_t (*allreduce)(incoll_comm_h comm, const void *sendbuf,
                                  void *recvbuf, size_t count,
                                  incoll_dtype_t dtype, incoll_op_t op);
+    incoll_status_t (*p2p)(incoll_comm_h comm);
+    incoll_status_t (*allreduce_sched)(incoll_comm_h comm, algo_kind_t kind,
+                                       const void *sendbuf, void *recvbuf,
+                                       size_t count, incoll_dtype_t dtype,
+                                       incoll_op_t op);
+    void (*p2p_free)(incoll_comm_h comm);
+    void (*engine_gone)(incoll_comm_h comm);
+    void (*usage_flush)(struct incoll_ctx *ctx, incoll_comm_h comm);
+    void (*usage_free)(incoll_comm_h comm);
     int (*hier_on)(incoll_comm_h comm);
     int (*hier_refuse)(incoll_comm_h comm, incoll_status_t *status_p);
     void (*hier_free)(incoll_comm_h comm);
+    int (*hier_active)(incoll_comm_h comm, incoll_status_t *status_p);
+    incoll_status_t (*hier_allreduce)(incoll_comm_h comm, incoll_algo_t algo,
+                                      const void *sendbuf, void *recvbuf,
+                                      size_t count, incoll_dtype_t dtype,
+                                      incoll_op_t op);
+    int (*hier_decided)(incoll_comm_h comm);
+    incoll_comm_h (*hier_leaders)(incoll_comm_h comm, int *nlocal_p);
     void (*stream_report)(incoll_comm_h comm);
     void (*stream_end)(incoll_comm_h comm);
-} host_comm_up_t;
+} host_up_t;
 
 struct incoll_ctx {
     host_cfg_t cfg; /* every setting, read once at init (host/cfg.h) */
@@ -171,7 +200,7 @@ struct incoll_ctx {
     } pkt[HOST_PKT_HANDLERS];
     int npkt;
     host_ctx_io_t io;
-    host_comm_up_t up;
+    host_up_t up;
     struct incoll_comm *world;
     struct incoll_comm *comms;  /* every communicator, world included */
     struct host_ctx_info *info; /* the manager link (comm.c); NULL without
@@ -179,8 +208,10 @@ struct incoll_ctx {
     host_engine_params_t eng_defaults;
     /* Streaming (src/host/stream.c): INCOLL_STREAM_THRESHOLD (0: off) and
      * INCOLL_STREAM_LOCK as operations per lock (0: until released). */
-    size_t stream_threshold;
-    uint16_t stream_nops;
+    struct {
+        size_t threshold;
+        uint16_t nops;
+    } stream;
     /* The job's generation (CONTRIB/RESULT carry it; agg_core.h) and key
      * (the host-based algorithms' mac keys are derived from it): unique
      * to this job whatever its launcher set (host_job_key, at init);
@@ -194,13 +225,16 @@ struct incoll_ctx {
      * without one (docs/security.md says what that protects). */
     uint8_t secret[WIRE_SECRET_LEN];
     int has_secret;
-    uint64_t usage_due_ns; /* next report of usage (counters.c) */
-    /* The result path's counters the manager gets (MGR_USAGE_PROC,
-     * counters.c): what is counted here (operations, multicast
-     * fallbacks) and what engines that are gone counted, and the totals
-     * last reported. */
-    uint64_t pc_acc[MGR_PC_COUNT];
-    uint64_t pc_sent[MGR_PC_COUNT];
+    /* The usage counters (src/host/counters.c): the next report of
+     * usage, and the result path's counters the manager gets
+     * (MGR_USAGE_PROC): what is counted here (operations, multicast
+     * fallbacks) and what engines that are gone counted (acc), and the
+     * totals last reported (sent). */
+    struct {
+        uint64_t usage_due_ns;
+        uint64_t acc[MGR_PC_COUNT];
+        uint64_t sent[MGR_PC_COUNT];
+    } counters;
     uint64_t mgr_checked_ns; /* last look at the manager link while
                                 packets kept coming (host_now_ns) */
     /* Identity from incoll_init_params() or the settings ("" unset;

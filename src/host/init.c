@@ -721,12 +721,12 @@ static incoll_status_t init_fabric(incoll_ctx_h ctx,
     return status;
 }
 
-/* The parameters every engine of ctx starts from (the configuration's
- * timers, windows and copy thresholds, and ctx's send functions). */
 /* What the progress loop hands up: the packets of the host-based
  * algorithms (fallback.c) and of the rendezvous (rdv.c), the multicast
  * socket (mcast.c), the manager link (comm.c); what the requests'
- * executor runs (service.c); what the communicators call above them. */
+ * executor runs (service.c); what the communicators call above them
+ * (host-based engine, usage counters, hierarchy, streaming lock) and what
+ * the algorithms below the hierarchy call of it. */
 static void init_handlers(incoll_ctx_h ctx)
 {
     static const host_ctx_io_t io = {
@@ -735,11 +735,21 @@ static void init_handlers(incoll_ctx_h ctx)
         .mgr_pollfd = host_ctx_mgr_pollfd,
         .mgr_on_readable = host_ctx_mgr_on_readable,
     };
-    static const host_comm_up_t up = {
-        .allreduce = host_allreduce_service,
+    static const host_up_t up = {
+        .allreduce = host_allreduce_own,
+        .p2p = host_comm_p2p,
+        .allreduce_sched = host_allreduce_sched,
+        .p2p_free = host_comm_p2p_free,
+        .engine_gone = host_counters_engine_gone,
+        .usage_flush = host_usage_flush,
+        .usage_free = host_usage_free,
         .hier_on = host_hier_on,
         .hier_refuse = host_hier_refuse,
         .hier_free = host_hier_free,
+        .hier_active = host_hier_active,
+        .hier_allreduce = host_hier_allreduce,
+        .hier_decided = host_hier_decided,
+        .hier_leaders = host_hier_leaders,
         .stream_report = host_stream_report,
         .stream_end = host_stream_end,
     };
@@ -752,6 +762,8 @@ static void init_handlers(incoll_ctx_h ctx)
     ctx->up = up;
 }
 
+/* The parameters every engine of ctx starts from (the configuration's
+ * timers, windows and copy thresholds, and ctx's send functions). */
 static void init_engine_defaults(incoll_ctx_h ctx)
 {
     host_engine_params_t *p = &ctx->eng_defaults;
@@ -773,7 +785,7 @@ static void init_engine_defaults(incoll_ctx_h ctx)
     p->hedge_pct = ctx->cfg.hedge_pct;
     p->ask_bytes = ctx->cfg.ask_bytes;
     p->ahead_bytes = ctx->cfg.bcast_ahead;
-    ctx->stream_threshold = ctx->cfg.stream_threshold;
+    ctx->stream.threshold = ctx->cfg.stream_threshold;
     /* Every engine can stream: by the threshold, or under a lock the
      * caller takes (incoll_comm_lock); small operations keep the slots. */
     p->stream_window = ctx->cfg.stream_window;
@@ -822,7 +834,7 @@ static incoll_status_t init_plain(const incoll_init_params_t *params,
     ctx->gen = ctx->gen0;
     ctx->job_key = ctx->gen0;
     init_engine_defaults(ctx);
-    status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream_nops);
+    status = host_stream_lock_parse(ctx->cfg.stream_lock, &ctx->stream.nops);
     if (status != INCOLL_OK)
         goto err_conf;
     ctx->sock = udp_open(ip, port, (int)ctx->cfg.udp_buf, who);

@@ -20,7 +20,7 @@
  * communicator that falls back). */
 static void fallback_warn(incoll_ctx_h ctx, const char *fmt, const char *why)
 {
-    ctx->pc_acc[MGR_PC_MC_FALLBACKS]++;
+    ctx->counters.acc[MGR_PC_MC_FALLBACKS]++;
     if (ctx->mc_warned++)
         incoll_debug(fmt, why);
     else

@@ -136,165 +136,194 @@ static int waiting_for(const host_mgr_t *m, uint32_t req)
     return 0;
 }
 
+/* Each kind of message from the manager: 0, or -1 when the link must be
+ * dropped (a malformed message, a refused join). */
+static int on_join_ok(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    m->boot_id = mgr_r_u64(&r);
+    mgr_r_u32(&r);
+    if (mgr_r_done(&r)) {
+        incoll_warn("manager %s: malformed join_ok", m->addr);
+        return -1;
+    }
+    m->up = 1;
+    m->retry_ms = m->retry_first;
+    incoll_debug("manager %s: joined as job %s rank %d/%d", m->addr, m->job,
+                 m->rank, m->size);
+    for (outreq_t *o = m->out; o; o = o->next)
+        if (mgr_stream_send(&m->st, MGR_GROUP_REQ, o->body, o->len) !=
+            INCOLL_OK)
+            return -1;
+    return 0;
+}
+
+/* The fabric's selection table, before any group's answer. */
+static int on_tune(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    uint16_t format = mgr_r_u16(&r);
+    char source[256];
+    const char *text;
+    size_t n = 0;
+    if (format != MGR_TUNE_FORMAT) {
+        incoll_warn("manager %s: its selection table is of format %u, "
+                    "this libincoll reads format %u: not used (update "
+                    "libincoll, or name the table with INCOLL_TUNE_FILE)",
+                    m->addr, (unsigned)format, (unsigned)MGR_TUNE_FORMAT);
+        return 0;
+    }
+    mgr_r_str(&r, source, sizeof(source));
+    text = mgr_r_text(&r, MGR_TUNE_MAX, &n);
+    if (text == NULL || mgr_r_done(&r) || memchr(text, '\0', n)) {
+        incoll_warn("manager %s: malformed tune", m->addr);
+        return -1;
+    }
+    free(m->tune_text);
+    m->tune_text = malloc(n + 1);
+    if (m->tune_text == NULL)
+        return 0;
+    memcpy(m->tune_text, text, n);
+    m->tune_text[n] = '\0';
+    snprintf(m->tune_source, sizeof(m->tune_source), "%s", source);
+    return 0;
+}
+
+static int on_group_shape(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    const char *why = NULL;
+    incoll_status_t st = mgr_dec_group_shape(body, len, &m->shape, &why);
+    if (st == INCOLL_ERR_UNSUPPORTED) {
+        /* another format: the shape stays unknown */
+        memset(&m->shape, 0, sizeof(m->shape));
+        return 0;
+    }
+    if (st != INCOLL_OK) {
+        incoll_warn("manager %s: malformed group_shape: %s", m->addr, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* A group's answer: the request's, with the shape that came before it. */
+static int on_group_info(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    const char *why = NULL;
+    mgr_group_info_t gi;
+    host_mgr_group_t g;
+    if (mgr_dec_group_info(body, len, &gi, &why) != INCOLL_OK) {
+        incoll_warn("manager %s: malformed group_info: %s", m->addr, why);
+        return -1;
+    }
+    if (!waiting_for(m, gi.req)) {
+        memset(&m->shape, 0, sizeof(m->shape));
+        return 0;
+    }
+    memset(&g, 0, sizeof(g));
+    if (m->shape.req == gi.req && m->shape.format == MGR_SHAPE_FORMAT) {
+        g.hosts = m->shape.hosts;
+        g.ppn = m->shape.ppn;
+        g.radix = m->shape.radix;
+        g.levels = m->shape.levels;
+    }
+    memset(&m->shape, 0, sizeof(m->shape));
+    g.status = (incoll_status_t)gi.status;
+    snprintf(g.reason, sizeof(g.reason), "%s", gi.reason);
+    g.group = gi.group;
+    g.key = gi.key;
+    g.child = gi.child;
+    g.an = gi.an;
+    g.mcast = gi.mcast;
+    g.slots = gi.slots;
+    g.payload = gi.payload;
+    g.ops = gi.ops;
+    g.dtypes = gi.dtypes;
+    g.opseq_min = gi.opseq_min;
+    g.opseq_max = gi.opseq_max;
+    g.nmembers = (int)gi.nmembers;
+    g.peers = malloc(gi.nmembers * sizeof(incoll_ep_t));
+    if (g.peers == NULL) {
+        g.status = INCOLL_ERR_NO_MEMORY;
+        snprintf(g.reason, sizeof(g.reason), "out of memory");
+    } else {
+        for (uint32_t i = 0; i < gi.nmembers; i++)
+            g.peers[i] = mgr_get_u64(gi.peers, i);
+    }
+    add_answer(m, gi.req, &g);
+    return 0;
+}
+
+/* An error: a request's answer, a refused process report or join. */
+static int on_error(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    host_mgr_group_t g;
+    uint32_t req = mgr_r_u32(&r);
+    memset(&g, 0, sizeof(g));
+    g.status = (incoll_status_t)(int32_t)mgr_r_u32(&r);
+    mgr_r_str(&r, g.reason, sizeof(g.reason));
+    if (mgr_r_done(&r) || g.status >= 0) {
+        incoll_warn("manager %s: malformed error message", m->addr);
+        return -1;
+    }
+    if (req != 0 && waiting_for(m, req)) {
+        add_answer(m, req, &g);
+    } else if (req == 0 && (strstr(g.reason, "usage_proc") ||
+                            strstr(g.reason, "type 0x27"))) {
+        /* An older manager (it does not know the message) or one that
+         * reads another version of it: said once, not sent again. */
+        m->pc_refused = 1;
+        incoll_warn("manager %s does not take this library's process "
+                    "counters (%s): they are not reported to it; the "
+                    "rest of the usage report is",
+                    m->addr, g.reason);
+    } else {
+        incoll_warn("manager %s: %s (%s)", m->addr, g.reason,
+                    incoll_status_string(g.status));
+        if (!m->up)
+            return -1; /* the join was refused */
+    }
+    return 0;
+}
+
+/* A group failed: queued for host_mgr_read's callback. */
+static int on_group_failed(host_mgr_t *m, const uint8_t *body, size_t len)
+{
+    mgr_rbuf_t r = {body, len, 0, 0};
+    failure_t *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return 0;
+    f->group = mgr_r_u32(&r);
+    f->comm = mgr_r_u64(&r);
+    f->gen = mgr_r_u32(&r);
+    mgr_r_str(&r, f->reason, sizeof(f->reason));
+    if (mgr_r_done(&r)) {
+        free(f);
+        incoll_warn("manager %s: malformed group_failed", m->addr);
+        return -1;
+    }
+    *m->failures_tail = f;
+    m->failures_tail = &f->next;
+    return 0;
+}
+
 /* Handles one application frame. Returns -1 when the connection must go. */
 static int on_frame(host_mgr_t *m, uint16_t type, const uint8_t *body,
                     size_t len)
 {
-    const char *why = NULL;
-
     switch (type) {
-    case MGR_JOIN_OK: {
-        mgr_rbuf_t r = {body, len, 0, 0};
-        m->boot_id = mgr_r_u64(&r);
-        mgr_r_u32(&r);
-        if (mgr_r_done(&r)) {
-            incoll_warn("manager %s: malformed join_ok", m->addr);
-            return -1;
-        }
-        m->up = 1;
-        m->retry_ms = m->retry_first;
-        incoll_debug("manager %s: joined as job %s rank %d/%d", m->addr, m->job,
-                     m->rank, m->size);
-        for (outreq_t *o = m->out; o; o = o->next)
-            if (mgr_stream_send(&m->st, MGR_GROUP_REQ, o->body, o->len) !=
-                INCOLL_OK)
-                return -1;
-        return 0;
-    }
-    case MGR_TUNE: {
-        /* the fabric's selection table, before any group's answer */
-        mgr_rbuf_t r = {body, len, 0, 0};
-        uint16_t format = mgr_r_u16(&r);
-        char source[256];
-        const char *text;
-        size_t n = 0;
-        if (format != MGR_TUNE_FORMAT) {
-            incoll_warn("manager %s: its selection table is of format %u, "
-                        "this libincoll reads format %u: not used (update "
-                        "libincoll, or name the table with INCOLL_TUNE_FILE)",
-                        m->addr, (unsigned)format, (unsigned)MGR_TUNE_FORMAT);
-            return 0;
-        }
-        mgr_r_str(&r, source, sizeof(source));
-        text = mgr_r_text(&r, MGR_TUNE_MAX, &n);
-        if (text == NULL || mgr_r_done(&r) || memchr(text, '\0', n)) {
-            incoll_warn("manager %s: malformed tune", m->addr);
-            return -1;
-        }
-        free(m->tune_text);
-        m->tune_text = malloc(n + 1);
-        if (m->tune_text == NULL)
-            return 0;
-        memcpy(m->tune_text, text, n);
-        m->tune_text[n] = '\0';
-        snprintf(m->tune_source, sizeof(m->tune_source), "%s", source);
-        return 0;
-    }
-    case MGR_GROUP_SHAPE: {
-        incoll_status_t st = mgr_dec_group_shape(body, len, &m->shape, &why);
-        if (st == INCOLL_ERR_UNSUPPORTED) {
-            /* another format: the shape stays unknown */
-            memset(&m->shape, 0, sizeof(m->shape));
-            return 0;
-        }
-        if (st != INCOLL_OK) {
-            incoll_warn("manager %s: malformed group_shape: %s", m->addr, why);
-            return -1;
-        }
-        return 0;
-    }
-    case MGR_GROUP_INFO: {
-        mgr_group_info_t gi;
-        host_mgr_group_t g;
-        if (mgr_dec_group_info(body, len, &gi, &why) != INCOLL_OK) {
-            incoll_warn("manager %s: malformed group_info: %s", m->addr, why);
-            return -1;
-        }
-        if (!waiting_for(m, gi.req)) {
-            memset(&m->shape, 0, sizeof(m->shape));
-            return 0;
-        }
-        memset(&g, 0, sizeof(g));
-        if (m->shape.req == gi.req && m->shape.format == MGR_SHAPE_FORMAT) {
-            g.hosts = m->shape.hosts;
-            g.ppn = m->shape.ppn;
-            g.radix = m->shape.radix;
-            g.levels = m->shape.levels;
-        }
-        memset(&m->shape, 0, sizeof(m->shape));
-        g.status = (incoll_status_t)gi.status;
-        snprintf(g.reason, sizeof(g.reason), "%s", gi.reason);
-        g.group = gi.group;
-        g.key = gi.key;
-        g.child = gi.child;
-        g.an = gi.an;
-        g.mcast = gi.mcast;
-        g.slots = gi.slots;
-        g.payload = gi.payload;
-        g.ops = gi.ops;
-        g.dtypes = gi.dtypes;
-        g.opseq_min = gi.opseq_min;
-        g.opseq_max = gi.opseq_max;
-        g.nmembers = (int)gi.nmembers;
-        g.peers = malloc(gi.nmembers * sizeof(incoll_ep_t));
-        if (g.peers == NULL) {
-            g.status = INCOLL_ERR_NO_MEMORY;
-            snprintf(g.reason, sizeof(g.reason), "out of memory");
-        } else {
-            for (uint32_t i = 0; i < gi.nmembers; i++)
-                g.peers[i] = mgr_get_u64(gi.peers, i);
-        }
-        add_answer(m, gi.req, &g);
-        return 0;
-    }
-    case MGR_ERROR: {
-        mgr_rbuf_t r = {body, len, 0, 0};
-        host_mgr_group_t g;
-        uint32_t req = mgr_r_u32(&r);
-        memset(&g, 0, sizeof(g));
-        g.status = (incoll_status_t)(int32_t)mgr_r_u32(&r);
-        mgr_r_str(&r, g.reason, sizeof(g.reason));
-        if (mgr_r_done(&r) || g.status >= 0) {
-            incoll_warn("manager %s: malformed error message", m->addr);
-            return -1;
-        }
-        if (req != 0 && waiting_for(m, req)) {
-            add_answer(m, req, &g);
-        } else if (req == 0 && (strstr(g.reason, "usage_proc") ||
-                                strstr(g.reason, "type 0x27"))) {
-            /* An older manager (it does not know the message) or one that
-             * reads another version of it: said once, not sent again. */
-            m->pc_refused = 1;
-            incoll_warn("manager %s does not take this library's process "
-                        "counters (%s): they are not reported to it; the "
-                        "rest of the usage report is",
-                        m->addr, g.reason);
-        } else {
-            incoll_warn("manager %s: %s (%s)", m->addr, g.reason,
-                        incoll_status_string(g.status));
-            if (!m->up)
-                return -1; /* the join was refused */
-        }
-        return 0;
-    }
-    case MGR_GROUP_FAILED: {
-        mgr_rbuf_t r = {body, len, 0, 0};
-        failure_t *f = calloc(1, sizeof(*f));
-        if (f == NULL)
-            return 0;
-        f->group = mgr_r_u32(&r);
-        f->comm = mgr_r_u64(&r);
-        f->gen = mgr_r_u32(&r);
-        mgr_r_str(&r, f->reason, sizeof(f->reason));
-        if (mgr_r_done(&r)) {
-            free(f);
-            incoll_warn("manager %s: malformed group_failed", m->addr);
-            return -1;
-        }
-        *m->failures_tail = f;
-        m->failures_tail = &f->next;
-        return 0;
-    }
+    case MGR_JOIN_OK:
+        return on_join_ok(m, body, len);
+    case MGR_TUNE:
+        return on_tune(m, body, len);
+    case MGR_GROUP_SHAPE:
+        return on_group_shape(m, body, len);
+    case MGR_GROUP_INFO:
+        return on_group_info(m, body, len);
+    case MGR_ERROR:
+        return on_error(m, body, len);
+    case MGR_GROUP_FAILED:
+        return on_group_failed(m, body, len);
     default:
         incoll_debug("manager %s: ignoring %s", m->addr, mgr_msg_name(type));
         return 0;

@@ -1,6 +1,9 @@
 /*
  * The service calls (service.h): the library's own blocking calls, the
- * same path as the public functions' (api.c calls these for them).
+ * same path as the public functions' (api.c calls these for them), and
+ * the executor's operations table. Below the hierarchy (hier.c makes and
+ * runs its leaders' communicator with these): where a call must go
+ * through a communicator's hierarchy, it is reached through ctx->up.
  */
 #include "host/service.h"
 
@@ -11,6 +14,8 @@
 #include "host/req.h"
 #include "host/allreduce.h"
 #include "host/stream.h"
+
+#include "common/log.h"
 
 /* The executor's operations (req.h): each request kind's implementation. */
 static incoll_status_t run_allreduce(const host_req_args_t *a)
@@ -139,4 +144,61 @@ incoll_status_t host_service_destroy_locked(incoll_comm_h comm)
     if (comm != comm->ctx->world)
         host_req_comm_fini(comm);
     return host_comm_destroy_impl(comm);
+}
+
+/* incoll_comm_lock and incoll_comm_unlock: on comm's own engine, or,
+ * through a hierarchy (hier.c, reached through ctx->up), on the leaders'
+ * communicator, whose answer every member learns. */
+incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
+                                    int *granted_p)
+{
+    incoll_status_t status = INCOLL_OK, agreed;
+    incoll_comm_h leaders;
+    int32_t granted = 0;
+    int g = 0;
+
+    if (nops > 65535) {
+        incoll_error("comm_lock: %u operations: at most 65535 (0: until "
+                     "incoll_comm_unlock)",
+                     nops);
+        return INCOLL_ERR_INVALID_ARG;
+    }
+    if (comm->size < 2) {
+        /* Nothing to stream with: refused. */
+    } else if (comm->ctx->up.hier_active(comm, &status)) {
+        /* Ranks sharing a host go through their leader: the leaders'
+         * communicator locks, and every member learns its answer. */
+        leaders = comm->ctx->up.hier_leaders(comm, NULL);
+        if (leaders != NULL)
+            status = host_stream_lock(leaders, (uint16_t)nops, &g);
+        granted = g;
+        agreed =
+            host_allreduce_algo_impl(comm, INCOLL_ALGO_AUTO, &granted, &granted,
+                                     1, INCOLL_INT32, INCOLL_OP_MAX);
+        if (status == INCOLL_OK)
+            status = agreed;
+    } else if (status == INCOLL_OK) {
+        status = host_stream_lock(comm, (uint16_t)nops, &g);
+        granted = g;
+    }
+    if (status == INCOLL_OK && granted_p != NULL)
+        *granted_p = granted != 0;
+    return status;
+}
+
+incoll_status_t host_comm_unlock_impl(incoll_comm_h comm)
+{
+    incoll_status_t status = INCOLL_OK;
+    incoll_comm_h leaders;
+
+    if (comm->size < 2)
+        return INCOLL_OK;
+    if (comm->hier != NULL) {
+        leaders = comm->ctx->up.hier_leaders(comm, NULL);
+        if (leaders != NULL)
+            status = host_stream_unlock(leaders);
+    }
+    if (status == INCOLL_OK)
+        status = host_stream_unlock(comm);
+    return status;
 }

@@ -57,4 +57,10 @@ incoll_status_t host_service_split_locked(incoll_comm_h comm, int color,
                                           int key, incoll_comm_h *newcomm_p);
 incoll_status_t host_service_destroy_locked(incoll_comm_h comm);
 
+/* incoll_comm_lock and incoll_comm_unlock (include/incoll.h), called with
+ * the library lock held after comm's outstanding requests. */
+incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
+                                    int *granted_p);
+incoll_status_t host_comm_unlock_impl(incoll_comm_h comm);
+
 #endif

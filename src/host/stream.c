@@ -2,15 +2,14 @@
  * The library's side of streaming aggregation (docs/streaming.md): when to
  * lock the tree and when to let it go. The protocol itself is the host
  * engine's (host_engine_lock, host_engine_unlock); here are the settings
- * (INCOLL_STREAM_THRESHOLD, INCOLL_STREAM_LOCK), the caller's own locks
- * (incoll_comm_lock, incoll_comm_unlock) and the one info line that says
- * why a lock was refused.
+ * (INCOLL_STREAM_THRESHOLD, INCOLL_STREAM_LOCK), the lock of one
+ * communicator's engine that the caller's own locks take
+ * (incoll_comm_lock, incoll_comm_unlock: service.c) and the one info
+ * line that says why a lock was refused.
  */
 #include "host/host.h"
 #include "host/req.h"
 
-#include "host/hier.h"
-#include "host/allreduce.h"
 #include "host/comm.h"
 #include "host/stream.h"
 
@@ -40,15 +39,15 @@ static incoll_status_t round_wait(incoll_comm_h comm, incoll_status_t status)
 
 void host_stream_mode(incoll_comm_h comm, int mode)
 {
-    comm->stream_mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
+    comm->stream.mode = mode < 0 ? -1 : mode > 0 ? 1 : 0;
 }
 
 /* The threshold comm's allreduces lock by (0: none locks). */
 static size_t threshold_of(incoll_comm_h comm)
 {
-    return comm->stream_mode > 0   ? 1
-           : comm->stream_mode < 0 ? 0
-                                   : comm->ctx->stream_threshold;
+    return comm->stream.mode > 0   ? 1
+           : comm->stream.mode < 0 ? 0
+                                   : comm->ctx->stream.threshold;
 }
 
 int host_stream_would_lock(incoll_comm_h comm, size_t bytes)
@@ -56,16 +55,16 @@ int host_stream_would_lock(incoll_comm_h comm, size_t bytes)
     return comm->eng != NULL &&
            (host_engine_stream_wants_lock(comm->eng, threshold_of(comm),
                                           bytes) ||
-            (comm->stream_mode < 0 &&
+            (comm->stream.mode < 0 &&
              host_engine_stream_window(comm->eng, NULL, NULL) > 0));
 }
 
 /* Says once per communicator, at info level, why a lock was refused. */
 static void say_refused(incoll_comm_h comm, const char *why)
 {
-    if (comm->stream_said)
+    if (comm->stream.said)
         return;
-    comm->stream_said = 1;
+    comm->stream.said = 1;
     incoll_info("stream: lock refused on group %u: %s; large operations "
                 "run on the group's slots until a lock is granted (said "
                 "once)",
@@ -87,7 +86,7 @@ static incoll_status_t lock_round(incoll_comm_h comm, uint16_t nops,
     status = host_comm_settle(comm);
     if (status != INCOLL_OK)
         return status;
-    comm->stream_nops = nops; /* before the round: host_comm_wait reads it */
+    comm->stream.nops = nops; /* before the round: host_comm_wait reads it */
     status = host_engine_lock(comm->eng, nops, host_now_ns());
     if (status == INCOLL_ERR_UNSUPPORTED) {
         say_refused(comm, "no room for stream slots after the group's");
@@ -114,13 +113,13 @@ incoll_status_t host_stream_begin(incoll_comm_h comm, size_t bytes)
          * operations stream, small ones take the slots (the engine's
          * stream_large_only), unless the communicator was told not to
          * stream, which lets the lock go. */
-        if (comm->stream_mode >= 0)
+        if (comm->stream.mode >= 0)
             return INCOLL_OK;
         return round_wait(comm, host_engine_unlock(comm->eng, host_now_ns()));
     }
     if (!host_engine_stream_wants_lock(comm->eng, threshold_of(comm), bytes))
         return INCOLL_OK;
-    return lock_round(comm, comm->ctx->stream_nops, &granted);
+    return lock_round(comm, comm->ctx->stream.nops, &granted);
 }
 
 void host_stream_end(incoll_comm_h comm)
@@ -128,7 +127,7 @@ void host_stream_end(incoll_comm_h comm)
     incoll_status_t status;
 
     if (comm->eng == NULL ||
-        !host_engine_stream_wants_unlock(comm->eng, comm->stream_nops))
+        !host_engine_stream_wants_unlock(comm->eng, comm->stream.nops))
         return;
     /* The operation is done and its result delivered: the unlock round
      * runs in the background (the next lock, comm_destroy and finalize
@@ -165,9 +164,7 @@ void host_stream_report(incoll_comm_h comm)
                     k->locks_granted, k->locks_refused, k->locks_lost);
 }
 
-/* Lets comm's lock go now, if it holds one (and ends a background
- * unlock), so that when every member returned the tree is free. */
-static incoll_status_t unlock_round(incoll_comm_h comm)
+incoll_status_t host_stream_unlock(incoll_comm_h comm)
 {
     incoll_status_t status;
 
@@ -193,8 +190,7 @@ static incoll_status_t lock_failed(incoll_comm_h comm, incoll_status_t status)
     return INCOLL_OK;
 }
 
-/* The lock on comm's own engine (no hierarchy in the way). */
-static incoll_status_t comm_lock(incoll_comm_h comm, uint16_t nops,
+incoll_status_t host_stream_lock(incoll_comm_h comm, uint16_t nops,
                                  int *granted_p)
 {
     incoll_status_t status;
@@ -206,62 +202,8 @@ static incoll_status_t comm_lock(incoll_comm_h comm, uint16_t nops,
     }
     /* A lock held already goes first: the new one is for nops operations
      * from now (and a group that waits gets its turn before it). */
-    status = unlock_round(comm);
+    status = host_stream_unlock(comm);
     if (status == INCOLL_OK)
         status = lock_round(comm, nops, granted_p);
     return status == INCOLL_OK ? status : lock_failed(comm, status);
-}
-
-incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
-                                    int *granted_p)
-{
-    incoll_status_t status = INCOLL_OK, agreed;
-    incoll_comm_h leaders;
-    int32_t granted = 0;
-    int g = 0;
-
-    if (nops > 65535) {
-        incoll_error("comm_lock: %u operations: at most 65535 (0: until "
-                     "incoll_comm_unlock)",
-                     nops);
-        return INCOLL_ERR_INVALID_ARG;
-    }
-    if (comm->size < 2) {
-        /* Nothing to stream with: refused. */
-    } else if (host_hier_active(comm, &status)) {
-        /* Ranks sharing a host go through their leader: the leaders'
-         * communicator locks, and every member learns its answer. */
-        leaders = host_hier_leaders(comm, NULL);
-        if (leaders != NULL)
-            status = comm_lock(leaders, (uint16_t)nops, &g);
-        granted = g;
-        agreed =
-            host_allreduce_algo_impl(comm, INCOLL_ALGO_AUTO, &granted, &granted,
-                                     1, INCOLL_INT32, INCOLL_OP_MAX);
-        if (status == INCOLL_OK)
-            status = agreed;
-    } else if (status == INCOLL_OK) {
-        status = comm_lock(comm, (uint16_t)nops, &g);
-        granted = g;
-    }
-    if (status == INCOLL_OK && granted_p != NULL)
-        *granted_p = granted != 0;
-    return status;
-}
-
-incoll_status_t host_comm_unlock_impl(incoll_comm_h comm)
-{
-    incoll_status_t status = INCOLL_OK;
-    incoll_comm_h leaders;
-
-    if (comm->size < 2)
-        return INCOLL_OK;
-    if (comm->hier != NULL) {
-        leaders = host_hier_leaders(comm, NULL);
-        if (leaders != NULL)
-            status = unlock_round(leaders);
-    }
-    if (status == INCOLL_OK)
-        status = unlock_round(comm);
-    return status;
 }

@@ -26,11 +26,17 @@ void host_stream_end(incoll_comm_h comm);
  * first (host_stream_begin would run a lock round): nonblocking ones then
  * run in the communicator's thread (src/host/req.c). */
 int host_stream_would_lock(incoll_comm_h comm, size_t bytes);
-/* incoll_comm_lock and incoll_comm_unlock (include/incoll.h), called with
- * the library lock held after comm's outstanding requests. */
-incoll_status_t host_comm_lock_impl(incoll_comm_h comm, unsigned nops,
-                                    int *granted_p);
-incoll_status_t host_comm_unlock_impl(incoll_comm_h comm);
+/* A lock of comm's own engine for nops operations (0: until unlocked),
+ * after the one it holds is let go: what incoll_comm_lock does on a
+ * communicator without a hierarchy (service.c: host_comm_lock_impl).
+ * *granted_p 1 when granted; a refusal, or no fabric group, is
+ * INCOLL_OK with 0 (said once, at info level); a round that failed with
+ * the group is refused too when a manager will recover it. */
+incoll_status_t host_stream_lock(incoll_comm_h comm, uint16_t nops,
+                                 int *granted_p);
+/* Lets comm's lock go now, if it holds one (and ends a background
+ * unlock), so that when every member returned the tree is free. */
+incoll_status_t host_stream_unlock(incoll_comm_h comm);
 /*
  * How comm's in-network allreduces choose (a benchmark runs both side by
  * side): 0 (the default) by INCOLL_STREAM_THRESHOLD; 1 every one locks and
