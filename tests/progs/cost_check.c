@@ -61,7 +61,7 @@ static void report_sent(incoll_comm_h comm, int rank, const char *kind, int ops,
 static uint64_t host_rx(incoll_comm_h comm)
 {
     uint64_t n = 0;
-    const p2p_engine_t *e[2] = {comm->p2p, comm->p2p_retired};
+    const p2p_engine_t *e[2] = {comm->p2p.eng, comm->p2p.retired};
     for (int i = 0; i < 2; i++) {
         const p2p_engine_counters_t *k;
         if (e[i] == NULL)
