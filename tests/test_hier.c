@@ -368,11 +368,12 @@ static int node_costs(const char *env, int shared, int mcast, double lead_max,
     return TEST_PASSED;
 }
 
-/* The usual way: the leader wakes for the last member, then the result. */
+/* The usual way (INCOLL_HIER_SHARED=0): the leader wakes for the last
+ * member, then the result. */
 TEST(hier_node_wakeups, TEST_INTEG)
 {
     double lead, member;
-    return node_costs("", 0, 0, 2.0, &lead, &member);
+    return node_costs("INCOLL_HIER_SHARED=0", 0, 0, 2.0, &lead, &member);
 }
 
 /*
@@ -660,7 +661,7 @@ static int node_killed(const char *env, int count, const int *victims,
 TEST(hier_node_killed, TEST_INTEG)
 {
     static const int victims[] = {1, 2};
-    return node_killed("", 1000, victims, 2, 0);
+    return node_killed("INCOLL_HIER_SHARED=0", 1000, victims, 2, 0);
 }
 
 /*
