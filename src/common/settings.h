@@ -258,7 +258,7 @@
     X(HIER_SPIN_US, US, "0", "0..1s", "host", \
       "how long a rank polls the shared segment before it blocks in a " \
       "futex; 0 never polls") \
-    X(HIER_SHARED, BOOL, "1", "", "host", \
+    X(HIER_SHARED, BOOL, "0", "", "host", \
       "node mode's one-packet allreduce: the member that completes the " \
       "host's fold sends the leader's packet on the leader's socket " \
       "(shared at set-up), so the leader sleeps only for the result") \
