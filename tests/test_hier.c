@@ -267,15 +267,18 @@ static int cost_of(const char *text, int rank, long v[5])
  * socket (INCOLL_HIER_SHARED: the member completing the fold sends the
  * leader's packet, the result alone wakes the leader). Adaptive copies
  * off, so that every datagram is a first transmission or a counted
- * resend. The leader's and the members' wake-ups per operation in
- * *lead_p and *member_p.
+ * resend. With mcast set the results must come by multicast: the leaf
+ * AN sends at least one multicast copy per operation (`incoll stat`).
+ * The leader's and the members' wake-ups per operation in *lead_p and
+ * *member_p.
  */
-static int node_costs(const char *env, int shared, double lead_max,
+static int node_costs(const char *env, int shared, int mcast, double lead_max,
                       double *lead_p, double *member_p)
 {
     char dir[1024], out[1100], prog[PATH_MAX], envs[512];
     const int n = 8, ppn = 4, iters = 200;
     long lead_wake = 0, member_wake = 0, resent = 0, lead_tx = 0, probes;
+    uint64_t mc_sent = 0;
     char *text;
     int rc;
 
@@ -285,7 +288,18 @@ static int node_costs(const char *env, int shared, double lead_max,
     snprintf(prog, sizeof(prog), "'%s/cost_check'", progdir());
     snprintf(envs, sizeof(envs), "INCOLL_COPY_ADAPT=0 %s", env);
     rc = hier_run(dir, out, n, ppn, envs, prog, "--iters 200");
+    if (mcast) {
+        char *st = NULL;
+        if (run_cmd(&st, 30, "'%s/incoll' stat --fabric '%s'", test_bindir(),
+                    dir) != 0 ||
+            stat_get(st, "l0", "mcast_sent", &mc_sent) != 0)
+            mc_sent = 0;
+        free(st);
+    }
     hier_down(dir, out);
+    CHECK_MSG(!mcast || mc_sent >= (uint64_t)iters,
+              "the leaf AN sent %llu multicast results for %d allreduces",
+              (unsigned long long)mc_sent, iters);
     text = slurp(out);
     if (rc != 0 || strstr(text, "summary ok=400 wrong=0") == NULL) {
         show_tail(out);
@@ -354,11 +368,12 @@ static int node_costs(const char *env, int shared, double lead_max,
     return TEST_PASSED;
 }
 
-/* The usual way: the leader wakes for the last member, then the result. */
+/* The usual way (INCOLL_HIER_SHARED=0): the leader wakes for the last
+ * member, then the result. */
 TEST(hier_node_wakeups, TEST_INTEG)
 {
     double lead, member;
-    return node_costs("", 0, 2.0, &lead, &member);
+    return node_costs("INCOLL_HIER_SHARED=0", 0, 0, 2.0, &lead, &member);
 }
 
 /*
@@ -371,7 +386,16 @@ TEST(hier_node_wakeups, TEST_INTEG)
 TEST(hier_node_shared_wakeups, TEST_INTEG)
 {
     double lead, member;
-    return node_costs("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 1, 1.1, &lead,
+    return node_costs("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 1, 0, 1.1, &lead,
+                      &member);
+}
+
+/* The same with multicast results (INCOLL_MCAST=1): the leader sleeps
+ * on both its sockets and the multicast copy alone wakes it. */
+TEST(hier_node_shared_mcast_wakeups, TEST_INTEG)
+{
+    double lead, member;
+    return node_costs("INCOLL_HIER_SHARED=1 INCOLL_MCAST=1", 1, 1, 1.1, &lead,
                       &member);
 }
 
@@ -555,12 +579,17 @@ static int shm_left(pid_t pid)
  * others are already in: a member (rank 1), then a leader (rank 2). Every
  * other rank must fail its collective with an error, in bounded time, and
  * no segment may stay in /dev/shm. (The other host cannot tell a dead
- * rank from a late one: it waits INCOLL_WAIT_MS, 3 s here.)
+ * rank from a late one: it waits INCOLL_WAIT_MS, 3 s here.) With shared
+ * set (INCOLL_HIER_SHARED in env) the kill comes after 100 one-packet
+ * allreduces, and the members must have sent some of their leaders'
+ * packets before it: the leaders' sockets sent fewer datagrams than
+ * operations.
  */
 static int node_killed(const char *env, int count, const int *victims,
-                       int nvictims)
+                       int nvictims, int shared)
 {
     char dir[1024], out[1100];
+    const int kill_at = shared ? 100 : 20;
 
     if (!have_fabric_binaries("hier_check"))
         return test_skip("incoll, incoll-agg or hier_check not built");
@@ -577,12 +606,34 @@ static int node_killed(const char *env, int count, const int *victims,
                        "INCOLL_HOST=h%d INCOLL_MGR_OP_TIMEOUT_MS=1000 "
                        "INCOLL_WAIT_MS=3000 %s "
                        "'%s/hier_check' "
-                       "--ppn 2 --count %d --iters 40 --kill %d:20\"",
+                       "--ppn 2 --count %d --iters %d --kill %d:%d\"",
                        dir, r, v, seq, (long)getpid(), r / 2, env, progdir(),
-                       count, victims[v]);
+                       count, kill_at + 20, victims[v], kill_at);
         }
         for (int r = 0; r < 4; r++)
             rc[r] = proc_wait(&p[r]);
+        if (shared) {
+            long tx = 0;
+            for (int r = 0; r < 4; r += 2) {
+                char key[64];
+                const char *at;
+                long t = -1;
+                snprintf(key, sizeof(key), "hier_check: rank %d: tx ", r);
+                at = p[r].out ? strstr(p[r].out, key) : NULL;
+                if (at == NULL || sscanf(at + strlen(key), "%ld", &t) != 1)
+                    t = 2L * kill_at;
+                tx += t;
+            }
+            /* (tail probes add a few) */
+            if (tx >= 2L * kill_at) {
+                for (int q = 0; q < 4; q++)
+                    free(p[q].out);
+                hier_down(dir, out);
+                FAILF("the leaders sent %ld datagrams in %d operations each: "
+                      "no member sent their packets",
+                      tx, kill_at);
+            }
+        }
         for (int r = 0; r < 4; r++) {
             int want = r == victims[v] ? 128 + SIGKILL : 5;
             if (rc[r] != want || shm_left(p[r].pid)) {
@@ -610,7 +661,7 @@ static int node_killed(const char *env, int count, const int *victims,
 TEST(hier_node_killed, TEST_INTEG)
 {
     static const int victims[] = {1, 2};
-    return node_killed("", 1000, victims, 2);
+    return node_killed("INCOLL_HIER_SHARED=0", 1000, victims, 2, 0);
 }
 
 /*
@@ -623,7 +674,15 @@ TEST(hier_node_killed, TEST_INTEG)
 TEST(hier_node_shared_killed, TEST_INTEG)
 {
     static const int victims[] = {1};
-    return node_killed("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 8, victims, 1);
+    return node_killed("INCOLL_HIER_SHARED=1 INCOLL_MCAST=0", 8, victims, 1, 1);
+}
+
+/* The same with multicast results (INCOLL_MCAST=1): the leader asleep on
+ * both its sockets. */
+TEST(hier_node_shared_mcast_killed, TEST_INTEG)
+{
+    static const int victims[] = {1};
+    return node_killed("INCOLL_HIER_SHARED=1 INCOLL_MCAST=1", 8, victims, 1, 1);
 }
 
 /* allreduce_check's one-packet sizes with the shared socket under 5% loss

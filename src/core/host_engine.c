@@ -228,6 +228,7 @@ struct host_engine {
      * transmission is not sent again). */
     uint64_t pre_seq, pre_ns;
     uint32_t pre_root; /* the header's root (host_engine_set_root) */
+    int pre_mc;        /* the header's MCAST: listening then */
     int pre_now;
 };
 
@@ -809,7 +810,7 @@ incoll_status_t host_engine_start_coll(host_engine_t *eng, wire_coll_t kind,
      * AN takes the second as a copy of the first). */
     eng->pre_now = eng->pre_seq == eng->base_seq + 1 && eng->nseg == 1 &&
                    kind == WIRE_COLL_ALLREDUCE && !eng->stream && !eng->twice &&
-                   !eng->mc && eng->call_root == eng->pre_root &&
+                   eng->call_root == eng->pre_root && eng->mc == eng->pre_mc &&
                    eng->hedge_due == UINT64_MAX;
     eng->pre_seq = 0;
     fill_window(eng, now_ns);
@@ -2027,7 +2028,7 @@ int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
     if (paced(eng) && eng->cwnd / 256u < w)
         w = eng->cwnd / 256u;
     if (eng->status == INCOLL_INPROGRESS || eng->failed || eng->st_n > 0 ||
-        eng->mc || eng->next_root != 0 || count == 0 || dsize == 0 ||
+        eng->next_root != 0 || count == 0 || dsize == 0 ||
         !incoll_op_valid(op, dtype) || count > eng->p.max_payload / dsize ||
         bytes <= eng->p.copy_bytes ||
         (adapt && (eng->copying || eng->aops + 1 <= eng->follow_until)) ||
@@ -2043,7 +2044,8 @@ int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
             .group = eng->p.group,
             .child = eng->p.child,
             .flags =
-                (uint16_t)(WIRE_F_LAST | wire_kind_flags(WIRE_COLL_ALLREDUCE)),
+                (uint16_t)(WIRE_F_LAST | wire_kind_flags(WIRE_COLL_ALLREDUCE) |
+                           (eng->mc ? WIRE_F_MCAST : 0)),
             .slot = (uint16_t)(seq % eng->p.slots),
             .root = root,
             .epoch = (uint32_t)(seq / eng->p.slots),
@@ -2054,6 +2056,7 @@ int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
         wire_pack(&h, hdr);
     }
     eng->pre_root = root;
+    eng->pre_mc = eng->mc;
     *seq_p = seq;
     return 1;
 }

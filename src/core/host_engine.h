@@ -330,13 +330,13 @@ void host_engine_on_time(host_engine_t *eng, uint64_t now_ns);
  * (unsealed: the sender seals it over the data with the engine's key)
  * the header of the first transmission of the next allreduce of count
  * elements whose root field (host_engine_set_root) is root, if that
- * operation would go in one packet, once, from the
- * window's slots (no copy, no stream lock, results by unicast), and
- * gives its
- * sequence number; 0 when it would not. host_engine_presend says that
- * packet went at sent_ns: the operation, when it starts with that
- * sequence number and still as described, does not send it again (its
- * resends go as usual). host_engine_presend_clear forgets it.
+ * operation would go in one packet, once, from the window's slots (no
+ * copy, no stream lock), and gives its sequence number; 0 when it would
+ * not. The header asks for a multicast result (WIRE_F_MCAST) while the
+ * engine listens for one. host_engine_presend says that packet went at
+ * sent_ns: the operation, when it starts with that sequence number and
+ * still as described (listening as then too), does not send it again
+ * (its resends go as usual). host_engine_presend_clear forgets it.
  */
 int host_engine_next_hdr(host_engine_t *eng, size_t count, incoll_dtype_t dtype,
                          incoll_op_t op, uint32_t root,

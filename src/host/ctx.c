@@ -91,13 +91,15 @@ static int dispatch(incoll_ctx_h ctx, const udp_msg_t *m, uint64_t now)
     return 0;
 }
 
-/* Dispatches what came to the multicast socket (src/host/mcast.c). */
-static void mc_dispatch(incoll_ctx_h ctx)
+/* Dispatches what came to the multicast socket (src/host/mcast.c);
+ * returns the datagrams read. */
+static int mc_dispatch(incoll_ctx_h ctx)
 {
     udp_msg_t msgs[16];
-    int n;
+    int n, got = 0;
     while ((n = ctx->io.mc_recv(ctx, msgs, 16)) > 0) {
         uint64_t now = host_now_ns();
+        got += n;
         for (int i = 0; i < n; i++)
             if (!dispatch(ctx, &msgs[i], now))
                 ctx->mc_foreign++;
@@ -105,6 +107,7 @@ static void mc_dispatch(incoll_ctx_h ctx)
         if (n < 16)
             break;
     }
+    return got;
 }
 
 void host_ctx_on_packet(incoll_ctx_h ctx, uint8_t type, host_pkt_fn fn)
@@ -123,13 +126,17 @@ void host_ctx_on_packet(incoll_ctx_h ctx, uint8_t type, host_pkt_fn fn)
 void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
 {
     udp_msg_t msgs[64];
-    int n;
+    int n, mc = 0;
 
     udp_flush(ctx->sock);
+    /* A multicast result that was waiting already (node mode's shared
+     * socket starts the operation once its result is in) ends the wait
+     * here: no blocking poll after it, or the caller would sleep until
+     * its deadline with the operation done. */
     if (ctx->mc_sock != NULL && ctx->io.mc_recv != NULL)
-        mc_dispatch(ctx);
+        mc = mc_dispatch(ctx);
     n = udp_recv_batch(ctx->sock, msgs, 64);
-    if (n == 0) {
+    if (n == 0 && mc == 0) {
         struct pollfd pfd[3] = {{.fd = udp_fd(ctx->sock), .events = POLLIN},
                                 {.fd = -1},
                                 {.fd = -1, .events = POLLIN}};
@@ -176,6 +183,8 @@ void host_ctx_progress(incoll_ctx_h ctx, uint64_t deadline_ns)
             n = n == 64 ? udp_recv_batch(ctx->sock, msgs, 64) : 0;
         }
         /* Other threads may wait for what we dispatched. */
+        host_sync_kick(ctx);
+    } else if (mc > 0) {
         host_sync_kick(ctx);
     }
 }

@@ -1,6 +1,7 @@
 /*
  * hier_check: an incoll program for the node and socket levels (run under
- * `incoll run --ppn K`, rank r on host r/K). Public API only.
+ * `incoll run --ppn K`, rank r on host r/K). Public API, and host_counters_read
+ * (src/host/counters.h) for --kill.
  *
  *   hier_check [--ppn K] [--count N] [--iters N] [--kill RANK:ITER]
  *
@@ -14,11 +15,17 @@
  *     maxima against the reference, on the part and on the world in turn.
  *  3. --iters allreduces on the world; with --kill, rank RANK kills itself
  *     (SIGKILL) before iteration ITER: the others must get an error, which
- *     they report ("hier_check: rank R: error ...") and exit 5.
+ *     they report ("hier_check: rank R: error ...") and exit 5. Before
+ *     iteration ITER every rank prints the datagrams its socket sent in
+ *     the iterations before ("hier_check: rank R: tx T in ITER
+ *     iterations", host_counters_read): a leader whose members sent its
+ *     packets on its socket (INCOLL_HIER_SHARED) sent fewer than ITER.
  *
  * Exit status: 0 ok, 1 wrong result, 2 usage, 5 an incoll error.
  */
 #include "incoll.h"
+
+#include "host/counters.h"
 
 #include <math.h>
 #include <signal.h>
@@ -152,6 +159,7 @@ int main(int argc, char **argv)
 {
     incoll_ctx_h ctx;
     incoll_comm_h world, part;
+    host_counters_t c0;
     int size, ppn = 1, iters = 0, kill_rank = -1, kill_iter = -1, bad = 0;
     size_t count = 100000;
 
@@ -189,8 +197,16 @@ int main(int argc, char **argv)
                           count / 4 + 1, round);
         bad |= check_part(world, size, ppn, -1, 7, round);
     }
+    host_counters_read(world, &c0);
     for (int it = 0; it < iters && !bad; it++) {
         int32_t v = 1;
+        if (it == kill_iter) {
+            host_counters_t c1;
+            host_counters_read(world, &c1);
+            printf("hier_check: rank %d: tx %llu in %d iterations\n", rank_g,
+                   (unsigned long long)(c1.tx_packets - c0.tx_packets), it);
+            fflush(stdout);
+        }
         if (it == kill_iter && rank_g == kill_rank)
             raise(SIGKILL);
         CALL("iteration", incoll_allreduce(world, INCOLL_IN_PLACE, &v, 1,
