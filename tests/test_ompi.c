@@ -260,12 +260,16 @@ TEST(ompi_osu_compare_gap, TEST_INTEG)
     CHECK(mkdir(dir, 0700) == 0 || errno == EEXIST);
     CHECK_EQ_INT(compare_gap(dir,
                              "emu prefix=x rate=100000000 uplink=0 mtu=9000",
-                             "", 16384),
+                             "GAP_US=auto", 16384),
                  1393);
     CHECK_EQ_INT(compare_gap(dir,
-                             "emu prefix=x rate=50000000 uplink=0 mtu=9000", "",
-                             1048576),
+                             "emu prefix=x rate=50000000 uplink=0 mtu=9000",
+                             "GAP_US=auto", 1048576),
                  2901);
+    CHECK_EQ_INT(compare_gap(dir,
+                             "emu prefix=x rate=100000000 uplink=0 mtu=9000",
+                             "", 16384),
+                 0);
     CHECK_EQ_INT(compare_gap(dir,
                              "emu prefix=x rate=100000000 uplink=0 mtu=9000",
                              "GAP_US=250", 16384),

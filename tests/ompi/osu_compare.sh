@@ -46,11 +46,14 @@ shapers() {
 # bytes need more tokens than the rest of its iteration lasts drain the
 # bucket, and the wait for tokens then falls on the call or on the untimed
 # barrier before it as it happens: the call's time says how long the
-# barrier was, not what the call costs. GAP_US=auto (the default) sleeps
-# long enough for a host link to get back the tokens of the largest call
-# (up to a full bucket), so that every call finds its tokens and its time
-# is its own; GAP_US=0 runs the iterations back to back, GAP_US=N sleeps N us.
-gap=${GAP_US:-auto}
+# barrier was, not what the call costs. GAP_US=auto sleeps long enough for
+# a host link to get back the tokens of the largest call (up to a full
+# bucket), so that every call finds its tokens and its time is its own;
+# GAP_US=N sleeps N us; GAP_US=0 (the default) runs the iterations back to
+# back. The pause is not the default: after it, 8 ranks that busy-poll on
+# 2 cores leave the barrier far apart, and a small call that Open MPI runs
+# measured 2.8-3.2 ms instead of 140-170 us (docs/ompi.md).
+gap=${GAP_US:-0}
 if [ "$gap" = auto ]; then
     gap=$(awk -v max="$max" '/^emu prefix=/ {
             for (i = 2; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
