@@ -289,6 +289,10 @@ TEST(mpi_tune_format_errors, TEST_UNIT)
     CHECK_EQ_INT(tune_lookup(&t, BARRIER, NB, 0, 8, NULL), TUNE_PATH_MPI);
     CHECK_EQ_INT(tune_lookup(&t, BARRIER, NB, 0, 16, NULL), TUNE_PATH_INC);
     CHECK_EQ_INT(tune_lookup(&t, BCAST, BL, 64, 16, NULL), TUNE_PATH_MPI);
+    /* The 4 KiB allreduce: MPI's own below 16 ranks, the network from. */
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, NB, 4096, 8, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, NB, 4096, 16, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, BL, 16384, 8, NULL), TUNE_PATH_INC);
     return TEST_PASSED;
 }
 
