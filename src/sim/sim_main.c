@@ -890,6 +890,27 @@ static int refused(const opts_t *o, sim_config_t *cfg,
     return 0;
 }
 
+/* A child process, with what was buffered for stdout and stderr written
+ * out first so the child does not write it again: its pid (0 in the
+ * child), or -1 when fork fails (said on stderr). */
+static pid_t fork_child(void)
+{
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        perror("incoll-sim: fork");
+    return pid;
+}
+
+/* The user and system CPU time of ru, in seconds. */
+static double cpu_seconds(const struct rusage *ru)
+{
+    return (double)ru->ru_utime.tv_sec + (double)ru->ru_stime.tv_sec +
+           (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) * 1e-6;
+}
+
 /*
  * One measurement (or its skip record), sent to the parent. Each runs in a
  * process of its own, forked after the platform is loaded: SimGrid keeps
@@ -943,12 +964,9 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
     }
     if (reap_children(o->jobs - 1) != 0)
         return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0) {
-        perror("incoll-sim: fork");
+    pid = fork_child();
+    if (pid < 0)
         return -1;
-    }
     if (pid == 0) {
         struct rusage ru;
         if (sim_run_one(cfg, conf, algo, bytes, &m.row) != 0) {
@@ -960,9 +978,7 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
         }
         if (getrusage(RUSAGE_SELF, &ru) == 0) {
             m.row.rss_MiB = ru.ru_maxrss / 1024.0;
-            m.row.cpu_s =
-                (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+            m.row.cpu_s = cpu_seconds(&ru);
         }
         write_all(fd, &m, sizeof(m));
         _exit(0);
@@ -1410,10 +1426,10 @@ static int simulate_size(const opts_t *o, int i, sim_result_t *rows, int *nrows)
         perror("incoll-sim: pipe");
         return -1;
     }
-    fflush(NULL);
-    pid = fork();
+    pid = fork_child();
     if (pid < 0) {
-        perror("incoll-sim: fork");
+        close(fds[0]);
+        close(fds[1]);
         return -1;
     }
     if (pid == 0) {
@@ -1431,9 +1447,7 @@ static int simulate_size(const opts_t *o, int i, sim_result_t *rows, int *nrows)
         failed++;
     } else if (!o->quiet) {
         printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o->hosts[i],
-               ru.ru_maxrss / 1024.0,
-               (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-                   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
+               ru.ru_maxrss / 1024.0, cpu_seconds(&ru));
     }
     fflush(stdout);
     return failed;
