@@ -1,10 +1,12 @@
 /*
  * Test runner: runs every registered test (or those whose name contains an
- * argument), each in a forked child with a time limit so a crash or a hang
- * fails that test alone. Options: --unit (unit tests only), --integ
- * (integration tests only), --list, -j N (INCOLL_TEST_JOBS=N): up to N
- * unit tests at once, each one's output shown whole when it ends; the
- * integration tests always run one at a time, after the unit tests.
+ * argument; =NAME: the test NAME alone), each in a forked child with a
+ * time limit so a crash or a hang fails that test alone. Options: --unit
+ * (unit tests only), --integ (integration tests only), --list, -j N
+ * (INCOLL_TEST_JOBS=N): up to N tests at once, each one's output shown
+ * whole when it ends. The unit tests come first; then the integration
+ * tests that mostly wait (shares_machine() below), up to N at once; then
+ * the other integration tests one at a time.
  */
 #include "test.h"
 #include "common/clock.h"
@@ -440,9 +442,45 @@ static void report(tally_t *n, const running_t *r, int result, const char *why)
 }
 
 /*
+ * The integration tests that may run beside another (with -j): those of
+ * these families spend their time waiting (for timeouts, restarts,
+ * retransmissions on 127.0.0.1 or an emulated fabric of their own) and
+ * touch nothing another test uses: their ports are the kernel's free
+ * ones, their fabrics and namespaces have names of their own. The others
+ * run alone: the MPI jobs (ranks that poll for their progress), the
+ * benchmarks and the simulator (the CPU), the tests that count wake-ups
+ * or time what they measure, and any family not named here.
+ */
+static const char *const shared_families[] = {
+    "early_",
+    "hier_",
+    "integ_",
+    NULL,
+};
+/* ... but not those whose names contain these: they count the wake-ups
+ * or the datagrams of a call, which a test beside them could change. */
+static const char *const alone_words[] = {
+    "wakeups",
+    "_cost",
+    NULL,
+};
+
+static int shares_machine(const char *name)
+{
+    int shared = 0;
+    for (int i = 0; shared_families[i] != NULL; i++)
+        if (strncmp(name, shared_families[i], strlen(shared_families[i])) == 0)
+            shared = 1;
+    for (int i = 0; alone_words[i] != NULL; i++)
+        if (strstr(name, alone_words[i]) != NULL)
+            shared = 0;
+    return shared;
+}
+
+/*
  * Runs the n tests of list: up to jobs at once, each one's output shown
- * whole when it ends (jobs > 1: the unit tests, which share nothing), or
- * one after the other with their output as it comes.
+ * whole when it ends (jobs > 1: tests that share nothing), or one after
+ * the other with their output as it comes.
  */
 static void run_list(const test_entry_t **list, int n, int jobs, int limit_all,
                      tally_t *tally)
@@ -492,9 +530,9 @@ int main(int argc, char **argv)
 {
     int want_kind = TEST_UNIT | TEST_INTEG, list = 0;
     const char *filters[64];
-    int nfilters = 0, nunit = 0, ninteg = 0, jobs = 1;
+    int nfilters = 0, nunit = 0, ninteg = 0, nalone = 0, jobs = 1;
     int limit_all = 0; /* INCOLL_TEST_LIMIT_S: every test's limit */
-    const test_entry_t **unit, **integ;
+    const test_entry_t **unit, **integ, **alone;
     tally_t tally = {0, 0, 0};
     const char *env;
 
@@ -533,7 +571,8 @@ int main(int argc, char **argv)
         qsort(tests, (size_t)ntests, sizeof(tests[0]), cmp_tests);
     unit = calloc((size_t)ntests + 1, sizeof(*unit));
     integ = calloc((size_t)ntests + 1, sizeof(*integ));
-    if (unit == NULL || integ == NULL) {
+    alone = calloc((size_t)ntests + 1, sizeof(*alone));
+    if (unit == NULL || integ == NULL || alone == NULL) {
         printf("FAIL runner: out of memory\n");
         return 1;
     }
@@ -545,7 +584,8 @@ int main(int argc, char **argv)
         if (!(t->kind & want_kind))
             continue;
         for (int f = 0; f < nfilters; f++)
-            if (strstr(t->name, filters[f]))
+            if (filters[f][0] == '=' ? strcmp(t->name, filters[f] + 1) == 0
+                                     : strstr(t->name, filters[f]) != NULL)
                 match = 1;
         if (!match)
             continue;
@@ -556,16 +596,20 @@ int main(int argc, char **argv)
         }
         if (t->kind == TEST_UNIT)
             unit[nunit++] = t;
-        else
+        else if (shares_machine(t->name))
             integ[ninteg++] = t;
+        else
+            alone[nalone++] = t;
     }
-    /* The unit tests (side by side with -j N, INCOLL_TEST_JOBS), then the
-     * integration tests one at a time: they share the machine's network
-     * namespaces, ports and CPUs with the daemons they start. */
+    /* The unit tests and the integration tests that mostly wait side by
+     * side (-j N, INCOLL_TEST_JOBS), then the other integration tests one
+     * at a time. */
     run_list(unit, nunit, jobs, limit_all, &tally);
-    run_list(integ, ninteg, 1, limit_all, &tally);
+    run_list(integ, ninteg, jobs, limit_all, &tally);
+    run_list(alone, nalone, 1, limit_all, &tally);
     free(unit);
     free(integ);
+    free(alone);
     if (!list)
         printf("%d passed, %d failed, %d skipped\n", tally.passed, tally.failed,
                tally.skipped);

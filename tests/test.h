@@ -6,7 +6,12 @@
  * tests), saying which; a feature of this tree that breaks is a FAIL.
  *
  * kind: TEST_UNIT (pure, fast, also run under ASan/UBSan) or TEST_INTEG
- * (starts daemons or processes, needs build/bin).
+ * (starts daemons or processes, needs build/bin). With -j 2 (`make test`)
+ * the integration tests of the families that mostly wait (tests/runner.c,
+ * shared_families: early_, hier_, integ_) run two at a time: such a test
+ * takes its ports from the kernel and its fabric, namespaces and files
+ * under names of its own, and counts nothing that a test beside it could
+ * change (names with "wakeups" or "_cost" run alone).
  */
 #ifndef INCOLL_TEST_H
 #define INCOLL_TEST_H
