@@ -122,8 +122,12 @@ TEST_TOOL_OBJS := $(TEST_TOOL_SRCS:%.c=$(BUILD)/obj/%.o)
 $(BUILD)/asan/src/fabric/emu.o: ASAN_FLAGS += -Wno-format-truncation
 
 ASAN_FLAGS := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The ASan+UBSan binary runs the unit tests alone (--unit), so it is built
+# from the test files that register one (and the helpers beside them), not
+# from those with integration tests only.
+ASAN_TEST_SRCS := $(filter-out $(shell grep -L TEST_UNIT tests/test_*.c),$(TEST_SRCS))
 ASAN_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/asan/%.o) $(AGG_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) \
-              $(MGR_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) $(TEST_SRCS:%.c=$(BUILD)/asan/%.o) \
+              $(MGR_LIB_OBJS:$(BUILD)/obj/%.o=$(BUILD)/asan/%.o) $(ASAN_TEST_SRCS:%.c=$(BUILD)/asan/%.o) \
               $(TEST_TOOL_SRCS:%.c=$(BUILD)/asan/%.o)
 
 BINS := $(BUILD)/bin/incoll $(BUILD)/bin/incoll-agg
@@ -251,9 +255,12 @@ probe: all $(BUILD)/tests/incoll-tests $(TESTPROGS) $(PROBES)
 # package is missing, while a missing optional one only makes the tests
 # that need it skip. `make check` runs the tests without installing
 # anything (a package build's test step); test-run is its older name.
+# Its build runs one compiler per core unless make was given -j.
+NPROC    := $(shell nproc 2>/dev/null || echo 1)
+AUTO_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 test:
 	@bash scripts/install-deps.sh --optional-ok
-	@$(MAKE) --no-print-directory check
+	@$(MAKE) --no-print-directory $(AUTO_JOBS) check
 
 TEST_BINS := $(BUILD)/tests/incoll-tests $(BUILD)/tests/incoll-tests-asan $(TESTPROGS)
 # Every test binary and test program, built and not run.

@@ -41,9 +41,11 @@ run() {
     total_fail=$((total_fail + 1))
   fi
 }
-# The unit tests run two at a time (INCOLL_TEST_JOBS overrides): they
-# mostly wait on timers, so the ASan pass takes about 3/4 of its serial
-# time on 2 cores; the integration tests always run one at a time.
+# The tests run two at a time (INCOLL_TEST_JOBS overrides): the unit
+# tests, then the integration tests that mostly wait (on timeouts,
+# restarts, retransmissions: the families tests/runner.c names in
+# shared_families); the other integration tests (MPI jobs, benchmarks, the
+# simulator, wake-up counts) always run one at a time.
 jobs=${INCOLL_TEST_JOBS:-2}
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run "unit tests under ASan+UBSan" build/tests/incoll-tests-asan --unit -j "$jobs"
