@@ -11,7 +11,7 @@
  * shared_families: early_, hier_, integ_) run two at a time: such a test
  * takes its ports from the kernel and its fabric, namespaces and files
  * under names of its own, and counts nothing that a test beside it could
- * change (names with "wakeups" or "_cost" run alone).
+ * change (alone_words there names those that run alone).
  */
 #ifndef INCOLL_TEST_H
 #define INCOLL_TEST_H
