@@ -1068,8 +1068,14 @@ static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
             *sent_p = pk->sent_ns;
             return 1;
         }
-        if (mine != pk_val(g, PK_OPEN))
-            return 0; /* PK_BAD: the calls differ, or the send failed */
+        if (mine != pk_val(g, PK_OPEN)) {
+            /* PK_BAD: the calls differ, or a member refused */
+            incoll_info("hier: member %d found this host's calls differ "
+                        "while the leader slept on its socket: the leader "
+                        "checks them now",
+                        pk->who);
+            return 0;
+        }
         ready = ppoll(pfd, 3, &ts, NULL);
         host_wakeup_note();
         if (ready > 0 && (pfd[2].revents & POLLIN)) {
