@@ -1017,9 +1017,15 @@ static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
         (algo != INCOLL_ALGO_AUTO && algo != INCOLL_ALGO_INC) ||
         (int32_t)(host_shm_get(h->shm, HOST_SHM_ARRIVED, 0) - (g + 1)) >= 0)
         return 0;
+    /* Only for a call the leaders' engine will start with this packet:
+     * not one a recovery doomed to fail unrun (this leader was an
+     * operation behind when the others failed the next one). A member's
+     * packet for it would reach the AN as the next operation's, which the
+     * others run with their next call's data: a wrong result there. */
     host_lock(comm->ctx);
     if (l->eng != NULL && host_comm_inc_usable(l, op, dtype) &&
         !host_comm_group_failed(l) && !host_comm_pulled(l) &&
+        !host_comm_doomed_pending(l) && !host_comm_broken(l, NULL) &&
         host_engine_next_hdr(l->eng, count, dtype, op, comm->call_tag, pk->hdr,
                              pseq_p)) {
         const host_engine_params_t *ep = host_engine_params(l->eng);
