@@ -116,6 +116,56 @@ TEST(integ_misuse_calls_node, TEST_INTEG)
     return cases("misuse-node", 1, 2, names, 5);
 }
 
+/*
+ * Node mode with the shared socket (INCOLL_HIER_SHARED=1): a member (rank
+ * 3, the reduce's root) refuses its arguments 5 ms after its leader went
+ * to sleep on its socket waiting for the member's packet. The member's
+ * refusal must wake the leader at once (before, it slept until its
+ * 20 ms slice passed: the leader's log line below never came), every rank
+ * must get the error once and the next calls must be right. Up to three
+ * jobs, for a member that a loaded machine kept from coming within the
+ * leader's slice.
+ */
+TEST(integ_misuse_refuse_shared, TEST_INTEG)
+{
+    char dir[PATH_MAX], out[PATH_MAX + 64];
+    int r = have_binaries(), woke = 0;
+    if (r != TEST_PASSED)
+        return r;
+    if (fab_up(dir, sizeof(dir), "refuse-shared", 1) != 0) {
+        test_fabric_down(dir);
+        return TEST_FAILED;
+    }
+    snprintf(out, sizeof(out), "%s-refuse.txt", dir);
+    for (int i = 0; i < 3 && !woke && r == TEST_PASSED; i++) {
+        char *text;
+        int st = run_cmd_file(
+            out, 100,
+            "env INCOLL_HIER_SHARED=1 INCOLL_LOG_LEVEL=info '%s/incoll' run "
+            "-n 8 --ppn 2 --fabric '%s' --timeout 60 -- '%s/misuse_check' "
+            "--case root-null --who 3 --delay-ms 5",
+            test_bindir(), dir, progdir());
+        text = slurp(out);
+        if (st != 0 || text == NULL ||
+            strstr(text, "error iter 2 (root-null): invalid argument") ==
+                NULL) {
+            fprintf(stderr, "    exit %d\n", st);
+            show_tail(out);
+            r = TEST_FAILED;
+        }
+        woke = text != NULL &&
+               strstr(text, "rank 2: info: hier: member 1 found this host's "
+                            "calls differ while the leader slept") != NULL;
+        free(text);
+    }
+    test_fabric_down(dir);
+    if (r == TEST_PASSED && !woke) {
+        show_tail(out);
+        FAILF("the refusal never woke the leader asleep on its socket");
+    }
+    return r;
+}
+
 /* Without a manager (fabric.conf's world group), flat and node mode. */
 TEST(integ_misuse_calls_nomgr, TEST_INTEG)
 {

@@ -258,10 +258,11 @@
     X(HIER_SPIN_US, US, "0", "0..1s", "host", \
       "how long a rank polls the shared segment before it blocks in a " \
       "futex; 0 never polls") \
-    X(HIER_SHARED, BOOL, "0", "", "host", \
+    X(HIER_SHARED, BOOL, "1", "", "host", \
       "node mode's one-packet allreduce: the member that completes the " \
       "host's fold sends the leader's packet on the leader's socket " \
-      "(shared at set-up), so the leader sleeps only for the result") \
+      "(shared at set-up), so the leader sleeps only for the result; 0: " \
+      "the leader wakes for its last member and sends it itself") \
     X(HIER_TIMEOUT_MS, MS, "0", "0..24h", "host", \
       "a rank of the shared-memory level waiting this long for a live " \
       "neighbour on its host fails its collective (a dead one fails it at " \

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -89,9 +90,12 @@ struct host_hier {
                          every member goes on from segment next */
     uint32_t next;
     /* INCOLL_HIER_SHARED, on for the host's ranks: a member's copy of the
-     * leader's UDP socket (-1 on the leader, which has its own). */
+     * leader's UDP socket (-1 on the leader, which has its own), and the
+     * leader's eventfd (every rank's copy), which a member writes to wake
+     * the leader asleep on its socket when the pack goes bad (pack_bad). */
     int shared;
     int sock_fd;
+    int wake_fd;
 };
 
 /*
@@ -109,11 +113,15 @@ struct host_hier {
  * the result packet alone: it starts its allreduce, whose engine counts
  * the packet as its own first transmission (host_engine_presend) and
  * finds the result waiting. A leader woken by anything else (its poll's
- * slice, another packet), or that finds the calls differ (PK_BAD), takes
- * the pack back and goes the usual way, which waits for the members,
- * checks their calls and their liveness, and fails the call where it
- * must; the engine starts only with the whole fold in the buffer, so a
- * resend or a recovery never carries a part of it.
+ * slice, another packet) takes the pack back and goes the usual way,
+ * which waits for the members, checks their calls and their liveness,
+ * and fails the call where it must; the engine starts only with the
+ * whole fold in the buffer, so a resend or a recovery never carries a
+ * part of it. A member that completes the segment and finds a call that
+ * differs from the leader's, or that refused its own arguments, makes
+ * the pack bad (PK_BAD) and wakes the leader through an eventfd it polls
+ * beside its sockets (handed out with the socket): the leader goes the
+ * usual way at once, which fails the call on every rank.
  */
 enum { PK_OPEN = 1, PK_MEMBER, PK_SENT, PK_BAD, PK_LEADER };
 
@@ -411,6 +419,8 @@ static void hier_drop(struct host_hier *h)
 {
     if (h->shared && h->lidx > 0)
         close(h->sock_fd);
+    if (h->shared)
+        close(h->wake_fd);
     h->shared = 0;
     host_shm_detach(h->shm);
     h->shm = NULL;
@@ -459,16 +469,16 @@ static int pass_listen(const char *name)
     return fd;
 }
 
-/* Leader: gives sock to the n members that connect to lfd before the
- * deadline. 0 or -1. */
-static int pass_give(int lfd, int sock, int n, uint64_t deadline)
+/* Leader: gives its socket and eventfd (fds[0], fds[1]) to the n members
+ * that connect to lfd before the deadline. 0 or -1. */
+static int pass_give(int lfd, const int fds[2], int n, uint64_t deadline)
 {
     for (int i = 0; i < n; i++) {
         struct pollfd pfd = {.fd = lfd, .events = POLLIN};
         char byte = 'S';
         struct iovec iov = {.iov_base = &byte, .iov_len = 1};
         union {
-            char buf[CMSG_SPACE(sizeof(int))];
+            char buf[CMSG_SPACE(2 * sizeof(int))];
             struct cmsghdr align;
         } u;
         struct msghdr msg = {.msg_iov = &iov,
@@ -488,8 +498,8 @@ static int pass_give(int lfd, int sock, int n, uint64_t deadline)
         c = CMSG_FIRSTHDR(&msg);
         c->cmsg_level = SOL_SOCKET;
         c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &sock, sizeof(int));
+        c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, 2 * sizeof(int));
         if (sendmsg(cfd, &msg, MSG_NOSIGNAL) != 1) {
             close(cfd);
             return -1;
@@ -499,8 +509,8 @@ static int pass_give(int lfd, int sock, int n, uint64_t deadline)
     return 0;
 }
 
-/* Member: the leader's socket, or -1. */
-static int pass_take(const char *name, uint64_t wait_ns)
+/* Member: the leader's socket and eventfd into fds; 0, or -1 (none). */
+static int pass_take(const char *name, uint64_t wait_ns, int fds[2])
 {
     struct sockaddr_un a;
     socklen_t len = pass_addr(name, &a);
@@ -509,7 +519,7 @@ static int pass_take(const char *name, uint64_t wait_ns)
     char byte;
     struct iovec iov = {.iov_base = &byte, .iov_len = 1};
     union {
-        char buf[CMSG_SPACE(sizeof(int))];
+        char buf[CMSG_SPACE(2 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr msg = {.msg_iov = &iov,
@@ -519,14 +529,18 @@ static int pass_take(const char *name, uint64_t wait_ns)
     struct cmsghdr *c;
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0), got = -1;
 
+    fds[0] = fds[1] = -1;
     if (fd < 0)
         return -1;
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (connect(fd, (struct sockaddr *)&a, len) == 0 &&
         recvmsg(fd, &msg, MSG_CMSG_CLOEXEC) == 1 &&
         (c = CMSG_FIRSTHDR(&msg)) != NULL && c->cmsg_level == SOL_SOCKET &&
-        c->cmsg_type == SCM_RIGHTS && c->cmsg_len == CMSG_LEN(sizeof(int)))
-        memcpy(&got, CMSG_DATA(c), sizeof(int));
+        c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+        memcpy(fds, CMSG_DATA(c), 2 * sizeof(int));
+        got = 0;
+    }
     close(fd);
     return got;
 }
@@ -540,21 +554,27 @@ static incoll_status_t share_socket(incoll_comm_h comm, struct host_hier *h,
     int32_t bad = 0;
     incoll_status_t status;
     uint64_t deadline = host_now_ns() + h->wait_ns;
+    int fds[2] = {-1, -1};
 
-    if (h->nlocal > 1 && h->lidx == 0)
-        bad = lfd < 0 || pass_give(lfd, udp_fd(comm->ctx->sock), h->nlocal - 1,
-                                   deadline) != 0;
-    else if (h->nlocal > 1) {
-        h->sock_fd = pass_take(name, h->wait_ns);
-        bad = h->sock_fd < 0;
+    if (h->nlocal > 1 && h->lidx == 0) {
+        fds[0] = udp_fd(comm->ctx->sock);
+        fds[1] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        bad = lfd < 0 || fds[1] < 0 ||
+              pass_give(lfd, fds, h->nlocal - 1, deadline) != 0;
+    } else if (h->nlocal > 1) {
+        bad = pass_take(name, h->wait_ns, fds) != 0;
     }
     status = sum_flags(comm, &bad);
     if (status == INCOLL_OK && bad == 0) {
         h->shared = h->nlocal > 1;
+        h->sock_fd = h->lidx > 0 ? fds[0] : -1;
+        h->wake_fd = fds[1];
         return INCOLL_OK;
     }
-    if (h->nlocal > 1 && h->lidx > 0 && h->sock_fd >= 0)
-        close(h->sock_fd);
+    if (h->nlocal > 1 && h->lidx > 0 && fds[0] >= 0)
+        close(fds[0]);
+    if (fds[1] >= 0)
+        close(fds[1]);
     if (status == INCOLL_OK) {
         static int said;
         if (!said)
@@ -870,6 +890,38 @@ static incoll_status_t gather_slots(struct host_hier *h, uint32_t g,
     return status;
 }
 
+/* Member that holds the pack of segment g (or found it open): the calls
+ * differ, or this member refused its arguments. The pack goes bad and
+ * the leader wakes, whether it waits for the member's send (on the
+ * pack's word) or sleeps on its socket (by the eventfd it polls too),
+ * and fails the call on every rank the usual way. */
+static void pack_bad(struct host_hier *h, hier_pack_t *pk, uint32_t g)
+{
+    uint64_t one = 1;
+
+    atomic_store(&pk->state, pk_val(g, PK_BAD));
+    if (atomic_load(&pk->sleepers) != 0)
+        host_shm_wake(h->shm, &pk->state);
+    if (write(h->wake_fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+        incoll_debug("hier: waking the leader: %s", log_strerror(errno));
+}
+
+/* Member that refused its arguments and whose post completed segment g:
+ * a leader asleep on its socket with the pack open would wait for a
+ * packet nobody sends; it is woken to fail the call at once. */
+static void pack_refuse(struct host_hier *h, uint32_t g)
+{
+    hier_pack_t *pk = host_shm_pack(h->shm);
+    uint32_t open = pk_val(g, PK_OPEN);
+
+    if (atomic_load(&pk->state) == open &&
+        atomic_compare_exchange_strong(&pk->state, &open,
+                                       pk_val(g, PK_MEMBER))) {
+        pk->who = h->lidx;
+        pack_bad(h, pk, g);
+    }
+}
+
 /* Member, whose post completed segment g of a one-packet allreduce:
  * sends the leader's packet if the leader left the pack open for it
  * (see hier_pack_t). */
@@ -902,10 +954,7 @@ static void pack_complete(struct host_hier *h, uint32_t g, size_t count,
     for (int m = 1; m < h->nlocal && same; m++)
         same = rec_differs(lead, rec_get(h, m)) == WIRE_MISMATCH_NONE;
     if (!same) {
-        /* The leader fails the call on every rank the usual way. */
-        atomic_store(&pk->state, pk_val(g, PK_BAD));
-        if (atomic_load(&pk->sleepers) != 0)
-            host_shm_wake(h->shm, &pk->state);
+        pack_bad(h, pk, g);
         return;
     }
     src[0] = res; /* the leader's input, first in rank order */
@@ -968,9 +1017,15 @@ static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
         (algo != INCOLL_ALGO_AUTO && algo != INCOLL_ALGO_INC) ||
         (int32_t)(host_shm_get(h->shm, HOST_SHM_ARRIVED, 0) - (g + 1)) >= 0)
         return 0;
+    /* Only for a call the leaders' engine will start with this packet:
+     * not one a recovery doomed to fail unrun (this leader was an
+     * operation behind when the others failed the next one). A member's
+     * packet for it would reach the AN as the next operation's, which the
+     * others run with their next call's data: a wrong result there. */
     host_lock(comm->ctx);
     if (l->eng != NULL && host_comm_inc_usable(l, op, dtype) &&
         !host_comm_group_failed(l) && !host_comm_pulled(l) &&
+        !host_comm_doomed_pending(l) && !host_comm_broken(l, NULL) &&
         host_engine_next_hdr(l->eng, count, dtype, op, comm->call_tag, pk->hdr,
                              pseq_p)) {
         const host_engine_params_t *ep = host_engine_params(l->eng);
@@ -993,13 +1048,16 @@ static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
     memcpy(res, send, len);
     atomic_store(&pk->state, pk_val(g, PK_OPEN));
     for (;;) {
-        /* The result comes on the socket, or on the multicast one. */
-        struct pollfd pfd[2] = {
+        /* The result comes on the socket, or on the multicast one; a
+         * member whose pack went bad writes the eventfd (pack_bad). A
+         * negative fd (no multicast socket) is not polled. */
+        struct pollfd pfd[3] = {
             {.fd = udp_fd(comm->ctx->sock), .events = POLLIN},
-            {.fd = host_mcast_fd(comm->ctx), .events = POLLIN}};
+            {.fd = host_mcast_fd(comm->ctx), .events = POLLIN},
+            {.fd = h->wake_fd, .events = POLLIN}};
         struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)PACK_SLICE_NS};
         uint32_t open = pk_val(g, PK_OPEN);
-        int ready;
+        int ready, packet;
 
         /* The last member came meanwhile and may have missed the pack
          * (its post before our store): we fold ourselves. */
@@ -1016,12 +1074,27 @@ static int pack_try(incoll_comm_h comm, struct host_hier *h, uint32_t g,
             *sent_p = pk->sent_ns;
             return 1;
         }
-        if (mine != pk_val(g, PK_OPEN))
-            return 0; /* PK_BAD: the calls differ, or the send failed */
-        ready = ppoll(pfd, pfd[1].fd >= 0 ? 2 : 1, &ts, NULL);
+        if (mine != pk_val(g, PK_OPEN)) {
+            /* PK_BAD: the calls differ, or a member refused */
+            incoll_info("hier: member %d found this host's calls differ "
+                        "while the leader slept on its socket: the leader "
+                        "checks them now",
+                        pk->who);
+            return 0;
+        }
+        ready = ppoll(pfd, 3, &ts, NULL);
         host_wakeup_note();
+        if (ready > 0 && (pfd[2].revents & POLLIN)) {
+            uint64_t n;
+            /* (a wake left from an earlier pack that went bad after
+             * we saw it so is read here and changes nothing) */
+            if (read(h->wake_fd, &n, sizeof(n)) < 0)
+                incoll_debug("hier: reading the leader's eventfd: %s",
+                             log_strerror(errno));
+        }
+        packet = ready > 0 && ((pfd[0].revents | pfd[1].revents) != 0);
         open = pk_val(g, PK_OPEN);
-        if ((ready <= 0 || atomic_load(&pk->state) == open) &&
+        if ((ready <= 0 || (packet && atomic_load(&pk->state) == open)) &&
             atomic_compare_exchange_strong(&pk->state, &open,
                                            pk_val(g, PK_LEADER)))
             return 0; /* the slice passed, or another packet came */
@@ -1228,8 +1301,9 @@ static incoll_status_t follow(struct host_hier *h, const uint8_t *send,
                 return status;
             memcpy(host_shm_slot(h->shm, (int)(gn % (uint32_t)nbuf), h->lidx),
                    send + off, len);
-            if (host_shm_post(h->shm, h->lidx, gn + 1) && h->shared &&
-                nseg == 1)
+            /* (a leader whose one-packet call differs from ours opened
+             * the pack too: it learns so from pack_complete at once) */
+            if (host_shm_post(h->shm, h->lidx, gn + 1) && h->shared)
                 pack_complete(h, gn, count, dtype, op);
         }
         len = seg_len(h, s, count, dsize, &off);
@@ -1350,7 +1424,8 @@ int host_hier_refuse(incoll_comm_h comm, incoll_status_t *status_p)
         status = host_shm_wait(h->shm, HOST_SHM_DONE, 0,
                                g + 1 - (uint32_t)h->nbuf, deadline);
         if (status == INCOLL_OK && !op_failed(h, &status)) {
-            host_shm_post(h->shm, h->lidx, g + 1);
+            if (host_shm_post(h->shm, h->lidx, g + 1) && h->shared)
+                pack_refuse(h, g);
             status = host_shm_wait(h->shm, HOST_SHM_DONE, 0, g + 1, deadline);
             if (status == INCOLL_OK && !op_failed(h, &status))
                 status = INCOLL_ERR_PROTOCOL; /* the leader did not see it */

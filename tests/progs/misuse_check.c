@@ -53,13 +53,16 @@
  *
  *   misuse_check --case NAME [--iters N] [--at I] [--who R] [--count C]
  *                [--late-ms MS] [--seed S] [--algo auto|inc|rd]
- *                [--gap-ms G]
+ *                [--gap-ms G] [--delay-ms D]
  *
  * --seed S changes every input (two jobs with different seeds never
  * have a result in common: a test replaying one job's packets into
  * another sees them); --algo rd runs the allreduces on the hosts
  * (recursive doubling), --algo inc in the network only (no fallback,
- * no recovery); --gap-ms G computes G ms after each call.
+ * no recovery); --gap-ms G computes G ms after each call; --delay-ms D:
+ * who computes D ms before the call of --at (of a case with one), so
+ * that the others are in it first (in node mode its leader then sleeps
+ * waiting for its packet).
  *
  * Exit status: 0 as expected, 1 a wrong result returned as success,
  * 2 usage, 3 an outcome other than expected (a call that had to fail
@@ -230,7 +233,7 @@ int main(int argc, char **argv)
     int iters = 8, at = 2, who = 1, c = -1, rank, size;
     int nok = 0, nwrong = 0, nerr = 0, nexp = 0, nunexp = 0, deferred = 0;
     int must_next = 0;
-    long late_ms = 3000, gap_ms = 0;
+    long late_ms = 3000, gap_ms = 0, delay_ms = 0;
     size_t count = 64;
     incoll_ctx_h ctx;
     incoll_comm_h world;
@@ -255,6 +258,8 @@ int main(int argc, char **argv)
             late_ms = atol(v);
         } else if (strcmp(a, "--gap-ms") == 0) {
             gap_ms = atol(v);
+        } else if (strcmp(a, "--delay-ms") == 0) {
+            delay_ms = atol(v);
         } else if (strcmp(a, "--seed") == 0) {
             seed = atol(v);
         } else if (strcmp(a, "--algo") == 0) {
@@ -324,7 +329,10 @@ int main(int argc, char **argv)
         if (it == at && c != C_NONE && c != C_LATE && c != C_DEADLINE &&
             c != C_SKIP) {
             int has;
-            double t0 = now_s();
+            double t0;
+            if (rank == who && delay_ms > 0)
+                sleep_ms(delay_ms);
+            t0 = now_s();
             st = special(world, c, rank, size, who, it, n, in, out, &has);
             if (st == INCOLL_OK && has) {
                 printf("WRONG iter %d (%s): success where the calls differ\n",
