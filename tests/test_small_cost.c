@@ -20,6 +20,8 @@
  *  - small_bcast_early_data: data that reaches a member before it called
  *    its broadcast is kept for it: a one-way broadcast then costs that
  *    member no packet, a round's data is in as it starts;
+ *  - small_allreduce_late_member: members waiting for a late one, their
+ *    AN answering WAIT, wake only to send (a probe, a timeout);
  *  - integ_small_reduce_sent: a reduce's non-roots, returning early, have
  *    sent their contribution when the call returns (on real daemons).
  */
@@ -441,6 +443,74 @@ TEST(small_bcast_early_data, TEST_UNIT)
                       "op %d: rank %d kept %" PRIu64 " early packets", op,
                       late[i], k->early - early0[i]);
         }
+    }
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
+/*
+ * A member late for an allreduce of one packet: the others' timers go (a
+ * tail probe, a timeout), their leaf AN answers WAIT, and they wait for
+ * the late member without waking for nothing: every timer event of a
+ * waiting member sends a packet (its start, a probe, a timeout). Before,
+ * the WAIT moved the segment's timeout 20 ms on but not the engine's
+ * deadline (host_engine_deadline), which stayed at the earlier one: each
+ * waiting member woke once more there, to send nothing.
+ */
+TEST(small_allreduce_late_member, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 31, .delay_ns = 5 * SC_US};
+    sc_world_t w;
+    int64_t in[SC_N], out[SC_N];
+    const void *snd[SC_N];
+    void *rcv[SC_N];
+    uint64_t fires0, t0, sent = 0, waits = 0, fires;
+    const int late = 7;
+
+    CHECK(sc_init_rto(&w, &cfg, 0, 100000 * SC_US) == 0);
+    for (int r = 0; r < SC_N; r++) {
+        in[r] = r + 1;
+        snd[r] = &in[r];
+        rcv[r] = &out[r];
+    }
+    /* One allreduce first: the timers learn the round trip. */
+    memnet_start_allreduce(w.net, w.g, snd, rcv, 1, INCOLL_INT64,
+                           INCOLL_OP_SUM);
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    fires0 = memnet_stats(w.net)->timer_fires;
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        sent -= k->packets_sent;
+        waits -= k->waits;
+        if (r != late)
+            memnet_start_one(w.net, w.g, r, WIRE_COLL_ALLREDUCE, -1, &in[r],
+                             &out[r], 1, INCOLL_INT64, INCOLL_OP_SUM);
+    }
+    t0 = memnet_now(w.net);
+    CHECK(memnet_run(w.net, 10000 * SC_US) != 0); /* (they wait) */
+    memnet_advance(w.net, t0 + 10000 * SC_US);
+    fires = memnet_stats(w.net)->timer_fires - fires0;
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        sent += k->packets_sent;
+        waits += k->waits;
+    }
+    printf("  7 members waiting 10 ms: %" PRIu64 " timer events, %" PRIu64
+           " datagrams sent, %" PRIu64 " WAIT answers\n",
+           fires, sent, waits);
+    CHECK_MSG(waits >= SC_N - 1, "%" PRIu64 " WAIT answers", waits);
+    CHECK_MSG(fires == sent,
+              "%" PRIu64 " timer events of the waiting members, %" PRIu64
+              " of them sent nothing",
+              fires, fires - sent);
+    memnet_start_one(w.net, w.g, late, WIRE_COLL_ALLREDUCE, -1, &in[late],
+                     &out[late], 1, INCOLL_INT64, INCOLL_OP_SUM);
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    for (int r = 0; r < SC_N; r++) {
+        CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, r)), INCOLL_OK);
+        CHECK_EQ_INT(out[r], SC_N * (SC_N + 1) / 2);
     }
     memnet_destroy(w.net);
     return TEST_PASSED;
