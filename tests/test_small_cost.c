@@ -517,15 +517,17 @@ TEST(small_allreduce_late_member, TEST_UNIT)
 }
 
 /* The datagrams rank's host-based engine took during kind's loop
- * (cost_check's hostrx; -1: not found). */
-static long cost_hostrx(const char *text, int rank, const char *kind)
+ * (cost_check's hostrx; -1: not found), and in *early_p those of the
+ * next loop's broadcasts that came meanwhile (early). */
+static long cost_hostrx(const char *text, int rank, const char *kind,
+                        long *early_p)
 {
     char key[64];
     const char *p;
     long v;
     snprintf(key, sizeof(key), "cost rank=%d kind=%s hostrx=", rank, kind);
     p = strstr(text, key);
-    if (p == NULL || sscanf(p + strlen(key), "%ld", &v) != 1)
+    if (p == NULL || sscanf(p + strlen(key), "%ld early=%ld", &v, early_p) != 2)
         return -1;
     return v;
 }
@@ -581,27 +583,36 @@ TEST(integ_small_cost_counts, TEST_INTEG)
         FAILF("cost_check failed (%d)", ret);
     }
     for (int r = 0; r < n; r++) {
-        long a[5], b[5], hrx;
+        long a[5], b[5], hrx, early;
         if (cost_line(text, r, "allreduce", a) != 0 ||
             cost_line(text, r, "bcast", b) != 0 ||
-            (hrx = cost_hostrx(text, r, "allreduce")) < 0) {
+            (hrx = cost_hostrx(text, r, "allreduce", &early)) < 0) {
             show_tail(out);
             free(text);
             FAILF("rank %d: no cost lines", r);
         }
-        printf("  rank %d: allreduce tx %ld rx %ld (host-based %ld) wake %ld "
-               "resent %ld; bcast tx %ld rx %ld wake %ld resent %ld\n",
-               r, a[1], a[2], hrx, a[3], a[4], b[1], b[2], b[3], b[4]);
+        printf("  rank %d: allreduce tx %ld rx %ld (host-based %ld, next "
+               "broadcasts' %ld) wake %ld resent %ld; bcast tx %ld rx %ld "
+               "wake %ld resent %ld\n",
+               r, a[1], a[2], hrx, early, a[3], a[4], b[1], b[2], b[3], b[4]);
         CHECK_EQ_INT(a[0], iters);
         CHECK_EQ_INT(a[1], iters + a[4]);
         /* (+1: the answer to this member's resend of the last warm-up
-         * operation may arrive inside the counted run) */
-        CHECK_MSG(a[2] - hrx >= iters && a[2] - hrx <= iters + 2 * a[4] + 1,
+         * operation may arrive inside the counted run; the next loop's
+         * first broadcasts, one-way or ahead of their round, reach a
+         * member that still waits for its last allreduce's result, at
+         * most one datagram each before the round it needs) */
+        CHECK_MSG(early >= 0 && early <= HOST_ONEWAY_EVERY,
+                  "rank %d: %ld broadcasts' data before they started", r,
+                  early);
+        CHECK_MSG(a[2] - hrx - early >= iters &&
+                      a[2] - hrx - early <= iters + 2 * a[4] + 1,
                   "rank %d: %ld datagrams received (%ld of them the "
-                  "host-based engine's)",
-                  r, a[2], hrx);
-        /* (+2: the manager's heartbeat may be due during the run) */
-        CHECK_MSG(a[3] <= iters + 2 * a[4] + 2,
+                  "host-based engine's, %ld the next broadcasts')",
+                  r, a[2], hrx, early);
+        /* (+2: the manager's heartbeat may be due during the run; each
+         * of the next broadcasts' datagrams may wake it too) */
+        CHECK_MSG(a[3] <= iters + 2 * a[4] + 2 + early,
                   "rank %d: %ld wake-ups for %d allreduces", r, a[3], iters);
         btx += b[1];
         bresent += b[4];
