@@ -20,6 +20,8 @@
  *  - small_bcast_early_data: data that reaches a member before it called
  *    its broadcast is kept for it: a one-way broadcast then costs that
  *    member no packet, a round's data is in as it starts;
+ *  - small_allreduce_late_member: members waiting for a late one, their
+ *    AN answering WAIT, wake only to send (a probe, a timeout);
  *  - integ_small_reduce_sent: a reduce's non-roots, returning early, have
  *    sent their contribution when the call returns (on real daemons).
  */
@@ -446,16 +448,86 @@ TEST(small_bcast_early_data, TEST_UNIT)
     return TEST_PASSED;
 }
 
+/*
+ * A member late for an allreduce of one packet: the others' timers go (a
+ * tail probe, a timeout), their leaf AN answers WAIT, and they wait for
+ * the late member without waking for nothing: every timer event of a
+ * waiting member sends a packet (its start, a probe, a timeout). Before,
+ * the WAIT moved the segment's timeout 20 ms on but not the engine's
+ * deadline (host_engine_deadline), which stayed at the earlier one: each
+ * waiting member woke once more there, to send nothing.
+ */
+TEST(small_allreduce_late_member, TEST_UNIT)
+{
+    memnet_cfg_t cfg = {.seed = 31, .delay_ns = 5 * SC_US};
+    sc_world_t w;
+    int64_t in[SC_N], out[SC_N];
+    const void *snd[SC_N];
+    void *rcv[SC_N];
+    uint64_t fires0, t0, sent = 0, waits = 0, fires;
+    const int late = 7;
+
+    CHECK(sc_init_rto(&w, &cfg, 0, 100000 * SC_US) == 0);
+    for (int r = 0; r < SC_N; r++) {
+        in[r] = r + 1;
+        snd[r] = &in[r];
+        rcv[r] = &out[r];
+    }
+    /* One allreduce first: the timers learn the round trip. */
+    memnet_start_allreduce(w.net, w.g, snd, rcv, 1, INCOLL_INT64,
+                           INCOLL_OP_SUM);
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    fires0 = memnet_stats(w.net)->timer_fires;
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        sent -= k->packets_sent;
+        waits -= k->waits;
+        if (r != late)
+            memnet_start_one(w.net, w.g, r, WIRE_COLL_ALLREDUCE, -1, &in[r],
+                             &out[r], 1, INCOLL_INT64, INCOLL_OP_SUM);
+    }
+    t0 = memnet_now(w.net);
+    CHECK(memnet_run(w.net, 10000 * SC_US) != 0); /* (they wait) */
+    memnet_advance(w.net, t0 + 10000 * SC_US);
+    fires = memnet_stats(w.net)->timer_fires - fires0;
+    for (int r = 0; r < SC_N; r++) {
+        const host_engine_counters_t *k =
+            host_engine_counters(memnet_host(w.net, w.g, r));
+        sent += k->packets_sent;
+        waits += k->waits;
+    }
+    printf("  7 members waiting 10 ms: %" PRIu64 " timer events, %" PRIu64
+           " datagrams sent, %" PRIu64 " WAIT answers\n",
+           fires, sent, waits);
+    CHECK_MSG(waits >= SC_N - 1, "%" PRIu64 " WAIT answers", waits);
+    CHECK_MSG(fires == sent,
+              "%" PRIu64 " timer events of the waiting members, %" PRIu64
+              " of them sent nothing",
+              fires, fires - sent);
+    memnet_start_one(w.net, w.g, late, WIRE_COLL_ALLREDUCE, -1, &in[late],
+                     &out[late], 1, INCOLL_INT64, INCOLL_OP_SUM);
+    CHECK(memnet_run(w.net, 60 * SC_SEC) == 0);
+    for (int r = 0; r < SC_N; r++) {
+        CHECK_EQ_INT(host_engine_status(memnet_host(w.net, w.g, r)), INCOLL_OK);
+        CHECK_EQ_INT(out[r], SC_N * (SC_N + 1) / 2);
+    }
+    memnet_destroy(w.net);
+    return TEST_PASSED;
+}
+
 /* The datagrams rank's host-based engine took during kind's loop
- * (cost_check's hostrx; -1: not found). */
-static long cost_hostrx(const char *text, int rank, const char *kind)
+ * (cost_check's hostrx; -1: not found), and in *early_p those of the
+ * next loop's broadcasts that came meanwhile (early). */
+static long cost_hostrx(const char *text, int rank, const char *kind,
+                        long *early_p)
 {
     char key[64];
     const char *p;
     long v;
     snprintf(key, sizeof(key), "cost rank=%d kind=%s hostrx=", rank, kind);
     p = strstr(text, key);
-    if (p == NULL || sscanf(p + strlen(key), "%ld", &v) != 1)
+    if (p == NULL || sscanf(p + strlen(key), "%ld early=%ld", &v, early_p) != 2)
         return -1;
     return v;
 }
@@ -511,27 +583,36 @@ TEST(integ_small_cost_counts, TEST_INTEG)
         FAILF("cost_check failed (%d)", ret);
     }
     for (int r = 0; r < n; r++) {
-        long a[5], b[5], hrx;
+        long a[5], b[5], hrx, early;
         if (cost_line(text, r, "allreduce", a) != 0 ||
             cost_line(text, r, "bcast", b) != 0 ||
-            (hrx = cost_hostrx(text, r, "allreduce")) < 0) {
+            (hrx = cost_hostrx(text, r, "allreduce", &early)) < 0) {
             show_tail(out);
             free(text);
             FAILF("rank %d: no cost lines", r);
         }
-        printf("  rank %d: allreduce tx %ld rx %ld (host-based %ld) wake %ld "
-               "resent %ld; bcast tx %ld rx %ld wake %ld resent %ld\n",
-               r, a[1], a[2], hrx, a[3], a[4], b[1], b[2], b[3], b[4]);
+        printf("  rank %d: allreduce tx %ld rx %ld (host-based %ld, next "
+               "broadcasts' %ld) wake %ld resent %ld; bcast tx %ld rx %ld "
+               "wake %ld resent %ld\n",
+               r, a[1], a[2], hrx, early, a[3], a[4], b[1], b[2], b[3], b[4]);
         CHECK_EQ_INT(a[0], iters);
         CHECK_EQ_INT(a[1], iters + a[4]);
         /* (+1: the answer to this member's resend of the last warm-up
-         * operation may arrive inside the counted run) */
-        CHECK_MSG(a[2] - hrx >= iters && a[2] - hrx <= iters + 2 * a[4] + 1,
+         * operation may arrive inside the counted run; the next loop's
+         * first broadcasts, one-way or ahead of their round, reach a
+         * member that still waits for its last allreduce's result, at
+         * most one datagram each before the round it needs) */
+        CHECK_MSG(early >= 0 && early <= HOST_ONEWAY_EVERY,
+                  "rank %d: %ld broadcasts' data before they started", r,
+                  early);
+        CHECK_MSG(a[2] - hrx - early >= iters &&
+                      a[2] - hrx - early <= iters + 2 * a[4] + 1,
                   "rank %d: %ld datagrams received (%ld of them the "
-                  "host-based engine's)",
-                  r, a[2], hrx);
-        /* (+2: the manager's heartbeat may be due during the run) */
-        CHECK_MSG(a[3] <= iters + 2 * a[4] + 2,
+                  "host-based engine's, %ld the next broadcasts')",
+                  r, a[2], hrx, early);
+        /* (+2: the manager's heartbeat may be due during the run; each
+         * of the next broadcasts' datagrams may wake it too) */
+        CHECK_MSG(a[3] <= iters + 2 * a[4] + 2 + early,
                   "rank %d: %ld wake-ups for %d allreduces", r, a[3], iters);
         btx += b[1];
         bresent += b[4];

@@ -154,9 +154,12 @@
       "one-way, but at least every fourth segment: no round, the root's " \
       "data completes them at the ANs and the rounds between acknowledge " \
       "them (docs/wire-format.md); larger ones " \
-      "send their data down each link once; 0, the default: never (with " \
-      "it on, a lost result and an AN failure at once can end the " \
-      "recovery in an error: docs/failures.md)") \
+      "send their data down each link once (an AN failure while members " \
+      "are broadcasts apart is recovered broadcast by broadcast: " \
+      "docs/failures.md); 0, the default: never (with it on, ranks that " \
+      "disagree on a one-way broadcast's root or skip one get success " \
+      "or a wait for INCOLL_WAIT_MS instead of INCOLL_ERR_MISMATCH: " \
+      "docs/results.md)") \
     X(ASK_BYTES, SIZE, "1024", "0..65535", "host", \
       "a fast resend of an allreduce or reduce segment of at least this " \
       "many bytes asks the leaf AN first (a header; the AN answers with " \

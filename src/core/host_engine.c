@@ -871,9 +871,10 @@ static seg_t *awaited_seg(host_engine_t *eng, const wire_hdr_t *h)
  * loss, so its timer waits HELD_WAIT_NS (or its backoff when longer, at
  * most the timer's bound) before it asks again. What is left to repair
  * is the loss of the result, or of an aggregate above the leaf AN: the
- * tail probes still go (they are what makes an AN that forwarded send
- * its aggregate up again), so the longer wait only costs an operation
- * whose result was lost after the AN held its part.
+ * resend the AN answered made an AN that forwarded send its aggregate up
+ * again (a tail probe's purpose, so the silence's probes are spent), and
+ * the longer wait only costs an operation whose result, or that
+ * aggregate, was lost after the AN held its part.
  */
 #define HELD_WAIT_NS 20000000ull
 static void held_defer(host_engine_t *eng, seg_t *s, uint64_t now)
@@ -887,6 +888,13 @@ static void held_defer(host_engine_t *eng, seg_t *s, uint64_t now)
         w = eng->rto.max_ns;
     if (s->deadline < now + w)
         s->deadline = now + w;
+    /* The operation's one segment: the engine's next timeout is its own
+     * (kept early, dl_next would wake the member once more for nothing).
+     * The resend the AN answered made it send its aggregate up again
+     * if it had (agg_core.h), which is what a tail probe is for here: the
+     * silence's probes are spent. */
+    eng->dl_next = s->deadline;
+    eng->probes = 2;
 }
 
 /* The AN lacks our contribution to the segment in h's slot (it answered
@@ -1007,7 +1015,8 @@ static uint64_t quiet_ns(const host_engine_t *eng)
  */
 static uint64_t probe_due(const host_engine_t *eng)
 {
-    uint64_t rtt = path_rtt(eng), pto;
+    uint64_t rtt = path_rtt(eng), pto, due;
+    const seg_t *s;
     if (rtt == 0 || eng->probes >= 2 || (eng->oneway && !eng->root))
         return UINT64_MAX; /* (a one-way member waits for the root) */
     if (queued(eng) && (uint64_t)eng->sgap > rtt)
@@ -1017,7 +1026,20 @@ static uint64_t probe_due(const host_engine_t *eng)
         pto = eng->rto.min_ns;
     if (pto > quiet_ns(eng))
         return UINT64_MAX; /* the timeout comes first anyway */
-    return eng->last_progress_ns + pto;
+    due = eng->last_progress_ns + pto;
+    /* An operation of one packet: not before the probe would resend it
+     * (tail_probe: sent a path round trip before), else a second probe
+     * whose time came with the floor above, right after the first, woke
+     * the member to send nothing. (A window that streams keeps its
+     * probes as they are: there the first segment without a result is
+     * most often queued behind the others, and a probe that waited for
+     * it would resend it spuriously.) */
+    if (eng->nseg == 1 && eng->low < eng->next_send) {
+        s = &eng->ow[(eng->base_seq + eng->low) % eng->on];
+        if (s->state == SEG_SENT && s->sent_ns + path_rtt(eng) > due)
+            due = s->sent_ns + path_rtt(eng);
+    }
+    return due;
 }
 
 /* Resends the first segment without a result, if it was sent at least a

@@ -80,7 +80,7 @@ host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
                                        int started, int has_saved,
                                        uint64_t saved_op)
 {
-    if (hi < lo || hi - lo > 1 || (mine != lo && mine != hi))
+    if (hi < lo || mine < lo || mine > hi)
         return HOST_REC_FAIL;
     if (lo == hi)
         return HOST_REC_REDO;
@@ -90,6 +90,9 @@ host_rec_action_t host_recovery_action(uint64_t lo, uint64_t hi, uint64_t mine,
     (void)started;
     if (mine == lo)
         return HOST_REC_FETCH;
+    /* Ahead, at hi or between (one-way broadcasts complete at members
+     * while others have not started them: docs/failures.md): every
+     * member past lo completed it and must have kept it. */
     return has_saved && saved_op == lo ? HOST_REC_SERVE : HOST_REC_FAIL;
 }
 
@@ -148,6 +151,13 @@ typedef struct {
     uint64_t count;
 } create_count_t;
 
+/* Broadcasts kept by number (host_comm_info.bcasts): more than the
+ * farthest apart one-way broadcasts and a round sent ahead can put the
+ * members (HOST_ONEWAY_EVERY + 1 operations, docs/failures.md). */
+#define KEEP_BCASTS 8
+_Static_assert(KEEP_BCASTS > HOST_ONEWAY_EVERY + 1,
+               "keep the broadcasts members may be apart by");
+
 struct host_comm_info {
     uint64_t id;
     uint32_t gen;            /* group generation, +1 per rebuild */
@@ -176,6 +186,32 @@ struct host_comm_info {
     size_t saved_bytes;         /* of result, at the start of res[saved_idx] */
     size_t saved_in_bytes;      /* of input kept behind it */
     host_rec_call_t saved_call; /* what op saved_op was (no buffers) */
+    /* Broadcasts of at most the engine's ahead_bytes (one-way, or sent
+     * ahead of their round) complete at some members while others have
+     * not started them, so a recovery may find the members up to
+     * KEEP_BCASTS - 1 operations apart (docs/failures.md): each such
+     * broadcast keeps its data here, at its operation's number modulo
+     * KEEP_BCASTS, and leaves res (and the result of the last other
+     * operation) as they are. */
+    struct kept_bcast {
+        uint64_t op;
+        int valid;
+        host_rec_call_t call;
+        size_t bytes, cap;
+        uint8_t *data;
+    } bcasts[KEEP_BCASTS];
+    int bcast_slot; /* 1 + the slot the running broadcast writes, or 0 */
+    /* A recovery this member left before its end (it took its call's
+     * result while others are further ahead, or it was found behind
+     * outside a call): where it is and what it asked the manager, for its
+     * next call to go on with. */
+    struct {
+        int valid;
+        int failure; /* it gave its group up */
+        int asked;   /* it asked the manager for a new group: req */
+        uint32_t req;
+        uint64_t pos;
+    } carry;
     struct incoll_comm *shadow; /* the members' recovery channel: its own
                                    host-based engine (see recover_comm) */
     struct incoll_comm *owner;  /* of a shadow: the communicator it serves */
@@ -244,6 +280,8 @@ void host_comm_info_free(incoll_comm_h comm)
         comm->info->owner->info->shadow = NULL;
     free(comm->info->res[0]);
     free(comm->info->res[1]);
+    for (int i = 0; i < KEEP_BCASTS; i++)
+        free(comm->info->bcasts[i].data);
     free(comm->info->creates);
     free(comm->info->peers);
     free(comm->info);
@@ -1048,6 +1086,89 @@ void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
     info->saved_op = info->opbase + host_engine_counters(comm->eng)->ops - 1;
 }
 
+void *host_comm_bcast_buf(incoll_comm_h comm, size_t bytes)
+{
+    struct host_comm_info *info = comm->info;
+    struct kept_bcast *k;
+    uint64_t op;
+
+    info->bcast_slot = 0;
+    if (comm->eng == NULL || bytes > host_engine_params(comm->eng)->ahead_bytes)
+        return host_comm_result_buf(comm, bytes);
+    op = info->opbase + host_engine_counters(comm->eng)->ops;
+    k = &info->bcasts[op % KEEP_BCASTS];
+    if (k->cap < bytes) {
+        uint8_t *p = realloc(k->data, bytes);
+        if (p == NULL) {
+            incoll_error("comm %016" PRIx64 ": cannot keep a broadcast of %zu "
+                         "bytes",
+                         info->id, bytes);
+            return NULL;
+        }
+        k->data = p;
+        k->cap = bytes;
+    }
+    k->valid = 0;
+    k->op = op;
+    info->bcast_slot = (int)(op % KEEP_BCASTS) + 1;
+    return k->data;
+}
+
+void host_comm_bcast_kept(incoll_comm_h comm, const host_rec_call_t *call,
+                          size_t bytes)
+{
+    struct host_comm_info *info = comm->info;
+    struct kept_bcast *k;
+
+    if (info->bcast_slot == 0) {
+        host_comm_result_kept(comm, call, bytes, NULL, 0);
+        return;
+    }
+    k = &info->bcasts[info->bcast_slot - 1];
+    info->bcast_slot = 0;
+    /* (the operation host_comm_bcast_buf gave the slot to, as it must) */
+    k->valid = k->op == info->opbase + host_engine_counters(comm->eng)->ops - 1;
+    k->call = *call;
+    k->call.sendbuf = NULL;
+    k->call.recvbuf = NULL;
+    k->bytes = bytes;
+}
+
+/* What this member kept of operation op, for members behind. */
+typedef struct {
+    const host_rec_call_t *call;
+    uint8_t *res;
+    size_t res_bytes;
+    const uint8_t *in;
+    size_t in_bytes;
+} kept_t;
+
+/* 1 when this member kept operation op (then *k, when k is not NULL). */
+static int kept_find(struct host_comm_info *info, uint64_t op, kept_t *k)
+{
+    const struct kept_bcast *b = &info->bcasts[op % KEEP_BCASTS];
+    kept_t none;
+
+    if (k == NULL)
+        k = &none;
+    if (info->saved && info->saved_op == op) {
+        k->call = &info->saved_call;
+        k->res = info->res[info->saved_idx];
+        k->res_bytes = info->saved_bytes;
+        k->in = k->res + info->saved_bytes;
+        k->in_bytes = info->saved_in_bytes;
+        return 1;
+    }
+    if (!b->valid || b->op != op)
+        return 0;
+    k->call = &b->call;
+    k->res = b->data;
+    k->res_bytes = b->bytes;
+    k->in = NULL;
+    k->in_bytes = 0;
+    return 1;
+}
+
 int host_comm_fail_why(incoll_comm_h comm, incoll_status_t status, int net)
 {
     if (status == INCOLL_OK)
@@ -1412,13 +1533,13 @@ static void call_put(int64_t *v, const host_rec_call_t *c)
  * the fetchers' zeros or'ed with the copies give each byte exactly. */
 static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
                                  const host_rec_call_t *c, uint64_t lo,
-                                 size_t len, int fetch,
+                                 size_t len, const kept_t *k,
                                  const host_rec_call_t *call, int64_t hash)
 {
     struct host_comm_info *info = comm->info;
     incoll_status_t status;
     uint8_t *buf;
-    int idx = 0;
+    int idx = 0, fetch = k == NULL;
 
     if (fetch) {
         idx = next_res(info);
@@ -1426,7 +1547,7 @@ static incoll_status_t xfer_same(incoll_comm_h comm, incoll_comm_h sh,
             return INCOLL_ERR_NO_MEMORY;
         memset(buf, 0, len);
     } else {
-        buf = info->res[info->saved_idx];
+        buf = k->res;
     }
     status = sh->ctx->up.allreduce_sched(
         sh, algo_pick_cut(&sh->ctx->cfg.algo_cuts, sh->size, len, 1), buf, buf,
@@ -1466,9 +1587,11 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
                                 const host_rec_call_t *call)
 {
     struct host_comm_info *info = comm->info;
-    const host_rec_call_t *d = act == HOST_REC_FETCH   ? call
-                               : act == HOST_REC_SERVE ? &info->saved_call
-                                                       : NULL;
+    kept_t k = {0};
+    int serve = act == HOST_REC_SERVE && kept_find(info, lo, &k);
+    const host_rec_call_t *d = act == HOST_REC_FETCH ? call
+                               : serve               ? k.call
+                                                     : NULL;
     int64_t v[14];
     host_rec_call_t c;
     size_t rb, ib, len, ds, blk, me;
@@ -1485,8 +1608,8 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         call_put(v + 1, d);
         v[11] = fetch && comm->rank == d->root;
     }
-    if (act == HOST_REC_SERVE && xfer_of(d->kind, 0) == XFER_SAME) {
-        v[12] = result_hash(info->res[info->saved_idx], info->saved_bytes);
+    if (serve && xfer_of(d->kind, 0) == XFER_SAME) {
+        v[12] = result_hash(k.res, k.res_bytes);
         v[13] = -v[12];
     }
     status = agree_max(sh, v, 14);
@@ -1540,7 +1663,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
     /* What this member gives: a server its kept input or result, a
      * fetcher its live input. */
     if (!fetch)
-        in = info->res[info->saved_idx] + info->saved_bytes;
+        in = k.in;
     else
         in = call->sendbuf;
     host_comm_keep_sizes(&c, comm->rank, comm->size, &rb, &ib);
@@ -1549,7 +1672,7 @@ static incoll_status_t transfer(incoll_comm_h comm, incoll_comm_h sh,
         status = INCOLL_OK;
         break;
     case XFER_SAME:
-        return xfer_same(comm, sh, &c, lo, rb, fetch, call, v[12]);
+        return xfer_same(comm, sh, &c, lo, rb, fetch ? NULL : &k, call, v[12]);
     case XFER_REDUCE:
         /* A reduce's root is behind, so every server is a non-root that
          * kept its input; a reduce_scatter's members all keep theirs. */
@@ -1795,6 +1918,7 @@ static incoll_status_t rec_decide(incoll_comm_h comm, incoll_comm_h sh,
 {
     struct host_comm_info *info = comm->info;
     int64_t apos = v[14];
+    int kept = kept_find(info, lo, NULL);
     incoll_status_t status;
 
     if (code >= 0 && apos < (int64_t)lo) {
@@ -1818,8 +1942,10 @@ static incoll_status_t rec_decide(incoll_comm_h comm, incoll_comm_h sh,
          * with the others' again. */
         status = abort_status(comm, code);
         if (v[15] == 0) {
-            *act_p = host_recovery_action(lo, hi, mine, started, info->saved,
-                                          info->saved_op);
+            /* (members further apart: no one takes anything, all fail) */
+            *act_p = hi - lo > 1 ? HOST_REC_FAIL
+                                 : host_recovery_action(lo, hi, mine, started,
+                                                        kept, lo);
             if (transfer(comm, sh, *act_p, lo, call) != INCOLL_OK)
                 return rec_failed(fail_p);
             if (mine == lo) {
@@ -1831,9 +1957,18 @@ static incoll_status_t rec_decide(incoll_comm_h comm, incoll_comm_h sh,
             info->doomed = status;
         }
     } else {
-        *act_p = host_recovery_action(lo, hi, mine, started, info->saved,
-                                      info->saved_op);
-        if (lo != hi && hi - lo == 1) {
+        *act_p = host_recovery_action(lo, hi, mine, started, kept, lo);
+        if (hi - lo > 1) {
+            /* Members further apart get here only when no round of
+             * host_comm_recover_coll's could take them forward (no
+             * member gave its group up). */
+            snprintf(info->why, sizeof(info->why),
+                     "after a failure the members are at operations %" PRIu64
+                     "..%" PRIu64,
+                     lo, hi);
+            return rec_failed(fail_p);
+        }
+        if (lo != hi) {
             status = transfer(comm, sh, *act_p, lo, call);
             if (status != INCOLL_OK) {
                 if (status != INCOLL_ERR_GROUP_FAILED)
@@ -1903,7 +2038,24 @@ typedef struct {
     uint32_t req;
     int64_t v[17], code;
     host_rec_action_t act;
+    int resumed; /* goes on with a recovery it left (info->carry) */
 } rec_state_t;
+
+/* This member leaves the recovery before its end, at pos, and goes on
+ * with it at its next call on comm (host_comm_pulled says so). */
+static void rec_leave(incoll_comm_h comm, const rec_state_t *st, uint64_t pos)
+{
+    struct host_comm_info *info = comm->info;
+
+    info->carry.valid = 1;
+    info->carry.failure = st->failure || comm->eng == NULL;
+    info->carry.asked = st->asked;
+    info->carry.req = st->req;
+    info->carry.pos = pos;
+    info->recovering = 0;
+    info->pulled = 1;
+    info->serve_later = 1;
+}
 
 /* Where this member is, and why it recovers. INCOLL_ERR_TIMEOUT when the
  * call's deadline passed: it returns now and the members agree at its
@@ -1939,6 +2091,17 @@ static incoll_status_t rec_start(incoll_comm_h comm, int started,
     }
     st->failure = st->why == HOST_ABORT_NONE;
     st->joined = st->why == HOST_ABORT_PULLED;
+    if (info->carry.valid) {
+        /* A recovery this member left (rec_leave): it goes on at the
+         * position it left at, with what it asked already. */
+        st->mine = st->epos = info->carry.pos;
+        st->failure = info->carry.failure;
+        st->joined = !st->failure;
+        st->asked = info->carry.asked;
+        st->req = info->carry.req;
+        st->resumed = 1;
+        info->carry.valid = 0;
+    }
     info->pulled = 0;
     info->recovering = 1;
     if (call != NULL)
@@ -1991,7 +2154,7 @@ static incoll_status_t rec_agree_where(incoll_comm_h comm, incoll_comm_h sh,
      * a member cannot give the result of the operation before its own
      * (none kept: members behind then cannot take it). */
     v[14] = st->failure || st->joined ? INT64_MIN : (int64_t)st->epos;
-    v[15] = !(info->saved && info->saved_op + 1 == st->mine);
+    v[15] = st->mine == 0 || !kept_find(info, st->mine - 1, NULL);
     /* A member outside a call (its thread took part for it,
      * host_comm_serve_idle): where it is, as MAX of the negation (the
      * lowest such member). */
@@ -2007,6 +2170,57 @@ static incoll_status_t rec_agree_where(incoll_comm_h comm, incoll_comm_h sh,
     st->hi = (uint64_t)v[0];
     st->lo = (uint64_t)-v[1];
     st->code = v[2];
+    return INCOLL_OK;
+}
+
+/*
+ * A round of a recovery whose members are more than one operation apart
+ * (one-way broadcasts and broadcasts sent ahead of their round complete at
+ * members that others have not started: docs/failures.md). Those at lo
+ * take its result from the members ahead, who all completed it and kept
+ * it, as in step 3 (transfer), return it and leave the recovery
+ * (rec_leave): their next call joins its next round. The others stay for
+ * that round. *fetched_p 1: this member took its call's result. INCOLL_OK,
+ * or the recovery failed (info->why says why) on every member alike.
+ */
+static incoll_status_t rec_step(incoll_comm_h comm, incoll_comm_h sh,
+                                const host_rec_call_t *call, int started,
+                                rec_state_t *st, int *fetched_p)
+{
+    struct host_comm_info *info = comm->info;
+    incoll_status_t status;
+
+    *fetched_p = 0;
+    st->act = host_recovery_action(st->lo, st->hi, st->mine, started,
+                                   kept_find(info, st->lo, NULL), st->lo);
+    status = transfer(comm, sh, st->act, st->lo, call);
+    if (status != INCOLL_OK) {
+        if (status != INCOLL_ERR_GROUP_FAILED)
+            snprintf(info->why, sizeof(info->why),
+                     "the members at operation %" PRIu64 " could not take "
+                     "its result from those up to %" PRIu64 ": %s",
+                     st->lo, st->hi, incoll_status_string(status));
+        return INCOLL_ERR_GROUP_FAILED;
+    }
+    if (st->act != HOST_REC_FETCH)
+        return INCOLL_OK;
+    /* A member gave the group up (the round's condition): this one
+     * leaves it too, as step 4 would, and asks for the new one now. */
+    if (comm->eng != NULL) {
+        forget_engine(comm);
+        if (!st->asked && st->mgr && info->rebuilt < 2) {
+            info->rebuilt++;
+            info->gen++;
+            st->asked =
+                group_ask(comm, info->gen, st->mine, &st->req) == INCOLL_OK;
+        }
+    }
+    incoll_info("comm %016" PRIx64 ": took the result of operation %" PRIu64
+                " from the members ahead (up to operation %" PRIu64
+                "): joins their recovery again at its next call",
+                info->id, st->lo, st->hi);
+    rec_leave(comm, st, st->lo + 1);
+    *fetched_p = 1;
     return INCOLL_OK;
 }
 
@@ -2067,7 +2281,7 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         return status;
     /* An erroneous call leaves the group as it is until the members agree
      * (below). */
-    if (st.failure)
+    if (st.failure && !st.resumed)
         rec_give_up(comm, &st);
     sh = recover_comm(comm);
     if (sh == NULL) {
@@ -2079,13 +2293,26 @@ incoll_status_t host_comm_recover_coll(incoll_comm_h comm, int started,
         if (rec_agree_where(comm, sh, call, &st) != INCOLL_OK)
             return rec_fail(comm, &st, done_p);
         if (st.v[16] == INT64_MIN || (uint64_t)-st.v[16] != st.lo ||
-            st.lo == st.hi)
-            break;
+            st.lo == st.hi) {
+            int fetched;
+            /* More than one operation apart, after a failure: those at
+             * lo take its result and leave; the others go on with the
+             * next round. */
+            if (st.hi - st.lo < 2 || st.code >= 0 || st.v[3] <= 0)
+                break;
+            if (rec_step(comm, sh, call, started, &st, &fetched) != INCOLL_OK)
+                return rec_fail(comm, &st, done_p);
+            if (fetched) {
+                *done_p = 1;
+                return INCOLL_OK;
+            }
+            continue;
+        }
         /* A member outside a call is behind: it has no call to take the
          * result into. Every member leaves this round alike; that member
          * joins the next at its next call, the others start it now. */
         if (call == NULL) {
-            info->serve_later = 1;
+            rec_leave(comm, &st, st.mine);
             recovery_end(comm, sh);
             incoll_info("comm %016" PRIx64 ": a recovery found this member "
                         "behind, outside a call: it joins at its next call",

@@ -114,10 +114,13 @@ enum {
  *      manager then tears the failed group down and tells the members
  *      outside a call, who join at their next call);
  *   2. the members agree on the hosts which operations they are at
- *      (lo..hi, at most one apart with blocking collectives);
- *   3. when hi == lo + 1, those at lo take operation lo's result from the
- *      copies kept by those at hi (host_comm_result_done): it goes into
+ *      (lo..hi, at most one apart with blocking collectives, up to five
+ *      with broadcasts that go one-way or ahead of their round);
+ *   3. when hi > lo, those at lo take operation lo's result from the
+ *      copies kept by those ahead (host_comm_result_done): it goes into
  *      recvbuf (bytes long) and *done_p is 1: the caller returns INCOLL_OK;
+ *      when hi > lo + 1, they leave the recovery then and their next call
+ *      joins it again, at lo + 1, while the others wait for them there;
  *   4. everyone else (*done_p 0) runs its operation again: on the new
  *      group if every member got it, else on the hosts.
  * Returns INCOLL_OK, or INCOLL_ERR_GROUP_FAILED when the members could not
@@ -186,6 +189,19 @@ typedef struct {
  */
 void host_comm_result_kept(incoll_comm_h comm, const host_rec_call_t *call,
                            size_t res_bytes, const void *in, size_t in_bytes);
+
+/*
+ * host_comm_result_buf() for a broadcast of bytes: one of at most the
+ * engine's ahead_bytes (one-way, or sent ahead of its round) writes into
+ * a buffer of its own, kept by its operation's number, since such
+ * broadcasts complete at members while others have not started them and
+ * a recovery may need several of them and the last other operation's
+ * result (docs/failures.md). After success the caller copies the data
+ * (the root into it, the others out) and calls host_comm_bcast_kept().
+ */
+void *host_comm_bcast_buf(incoll_comm_h comm, size_t bytes);
+void host_comm_bcast_kept(incoll_comm_h comm, const host_rec_call_t *call,
+                          size_t bytes);
 
 /* The result and input bytes a member keeps for call (comm of size ranks,
  * this one rank). */
@@ -275,7 +291,8 @@ void host_comm_shadow_fed(incoll_comm_h c, uint64_t early_before);
 typedef enum {
     HOST_REC_REDO,  /* all at one operation: run it again */
     HOST_REC_FETCH, /* behind: take operation lo's result, return it */
-    HOST_REC_SERVE, /* ahead: give the kept result of lo, then run again */
+    HOST_REC_SERVE, /* ahead: give the kept result of lo, then run again
+                       (or, hi > lo + 1, wait for the next round) */
     HOST_REC_FAIL,  /* impossible with blocking collectives: an error */
 } host_rec_action_t;
 

@@ -14,7 +14,9 @@
  * gather's non-roots, a scatter root's vector and every member's input
  * of a reduce_scatter; a barrier keeps nothing but its number. So a
  * member that completed an operation can serve it, of any kind, while
- * others are still in it.
+ * others are still in it. A broadcast small enough to go one-way or
+ * ahead of its round keeps its data apart, by its number
+ * (host_comm_bcast_buf), as members may then be several operations apart.
  */
 #include "host/inc_coll.h"
 
@@ -241,7 +243,7 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
     if (!host_comm_recoverable(comm))
         return run(comm, WIRE_COLL_BCAST, me, root, me ? buf : NULL,
                    me ? NULL : buf, bytes, INCOLL_UINT8, INCOLL_OP_SUM);
-    res = host_comm_result_buf(comm, bytes);
+    res = host_comm_bcast_buf(comm, bytes);
     if (res == NULL)
         return INCOLL_ERR_NO_MEMORY;
     status = run(comm, WIRE_COLL_BCAST, me, root, me ? buf : NULL,
@@ -253,7 +255,7 @@ incoll_status_t host_inc_bcast(incoll_comm_h comm, void *buf, size_t bytes,
             memcpy(res, buf, bytes);
         else
             memcpy(buf, res, bytes);
-        host_comm_result_kept(comm, &c, bytes, NULL, 0);
+        host_comm_bcast_kept(comm, &c, bytes);
     }
     return status;
 }

@@ -12,7 +12,10 @@
  * of rx, those the communicator's host-based engine took (the last
  * acknowledgements of the host-based exchanges of incoll_init and the
  * communicator's set-up, which may come after the first operations
- * here) and us_per_op=U, the loop's microseconds per operation. Then
+ * here), early=Y: of rx, the broadcast data of the next loop that came
+ * (one-way, or ahead of its round) while this rank still waited in this
+ * one, which its engine kept (host_engine_counters' early), and
+ * us_per_op=U, the loop's microseconds per operation. Then
  * "summary ok=A wrong=W" and "all correct" when every result was right.
  * Exit status 0 all correct, 1 otherwise.
  *
@@ -74,12 +77,20 @@ static uint64_t host_rx(incoll_comm_h comm)
 }
 
 /* A line with the datagrams of the host-based engine since hostrx0. */
+/* Broadcast data comm's engine kept before its operation started. */
+static uint64_t eng_early(incoll_comm_h comm)
+{
+    return comm->eng ? host_engine_counters(comm->eng)->early : 0;
+}
+
 static void report(incoll_comm_h comm, int rank, const char *kind, int ops,
-                   const host_counters_t *a, uint64_t hostrx0, uint64_t t0)
+                   const host_counters_t *a, uint64_t hostrx0, uint64_t early0,
+                   uint64_t t0)
 {
     report_sent(comm, rank, kind, ops, a, -1);
-    printf("cost rank=%d kind=%s hostrx=%" PRIu64 " us_per_op=%.1f\n", rank,
-           kind, host_rx(comm) - hostrx0,
+    printf("cost rank=%d kind=%s hostrx=%" PRIu64 " early=%" PRIu64
+           " us_per_op=%.1f\n",
+           rank, kind, host_rx(comm) - hostrx0, eng_early(comm) - early0,
            (double)(host_now_ns() - t0) / 1e3 / (ops ? ops : 1));
 }
 
@@ -143,7 +154,7 @@ int main(int argc, char **argv)
     incoll_ctx_h ctx;
     incoll_comm_h world;
     host_counters_t c0;
-    uint64_t h0, t0;
+    uint64_t h0, e0, t0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--iters") == 0 && i + 1 < argc)
@@ -171,6 +182,7 @@ int main(int argc, char **argv)
     }
     host_counters_read(world, &c0);
     h0 = host_rx(world);
+    e0 = eng_early(world);
     t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
         int64_t x = rank + it, y = 0;
@@ -182,9 +194,10 @@ int main(int argc, char **argv)
         else
             wrong++;
     }
-    report(world, rank, "allreduce", iters, &c0, h0, t0);
+    report(world, rank, "allreduce", iters, &c0, h0, e0, t0);
     host_counters_read(world, &c0);
     h0 = host_rx(world);
+    e0 = eng_early(world);
     t0 = host_now_ns();
     t0 = host_now_ns();
     for (int it = 0; it < iters; it++) {
@@ -201,7 +214,7 @@ int main(int argc, char **argv)
     }
     /* The last broadcasts' rounds and early returns end first. */
     incoll_barrier(world);
-    report(world, rank, "bcast", iters, &c0, h0, t0);
+    report(world, rank, "bcast", iters, &c0, h0, e0, t0);
 out:
     printf("summary ok=%d wrong=%d\n", ok, wrong);
     if (wrong == 0)
