@@ -411,7 +411,9 @@ INCOLL_API incoll_status_t incoll_comm_where(incoll_comm_h comm,
  * caller chose not to), INCOLL_WHY_NO_GROUP or INCOLL_WHY_RECOVERED (the
  * fabric gave no group or failed); other values are
  * INCOLL_ERR_INVALID_ARG. Counted on comm's rank 0 alone, like the
- * library's own calls, so every rank may call it.
+ * library's own calls, so every rank may call it. Cheap enough for every
+ * call: an atomic count, with no system call and (but once every few
+ * dozen calls) without the library's lock.
  */
 INCOLL_API incoll_status_t incoll_comm_count_elsewhere(incoll_comm_h comm,
                                                        incoll_why_t why);

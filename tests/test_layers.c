@@ -530,3 +530,46 @@ TEST(layers_lock_not_recursive, TEST_UNIT)
               "unlock unheld: status %d: %s", st, out);
     return TEST_PASSED;
 }
+
+/* A front end counts every call it gives to MPI's own
+ * (incoll_comm_count_elsewhere) without the library lock: called while
+ * its thread holds that lock, which a locking count would take again (and
+ * be stopped for), 63 calls after a first one return. The child's wait
+ * status, or -1. */
+static int count_child(void)
+{
+    int st = -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        struct incoll_ctx *ctx = calloc(1, sizeof(*ctx));
+        struct incoll_comm *comm = calloc(1, sizeof(*comm));
+        int bad = 0;
+        if (ctx == NULL || comm == NULL || host_sync_create(ctx) != INCOLL_OK)
+            _exit(3);
+        comm->ctx = ctx;
+        comm->size = 2;
+        bad |= incoll_comm_count_elsewhere(comm, INCOLL_WHY_ALGO) != INCOLL_OK;
+        host_lock(ctx);
+        for (int i = 0; i < 63; i++)
+            bad |= incoll_comm_count_elsewhere(
+                       comm, i % 2 ? INCOLL_WHY_ALGO
+                                   : INCOLL_WHY_UNSUPPORTED) != INCOLL_OK;
+        host_unlock(ctx);
+        _exit(bad ? 5 : 0);
+    }
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    return st;
+}
+
+TEST(layers_count_elsewhere_takes_no_lock, TEST_UNIT)
+{
+    int st = count_child();
+    CHECK_MSG(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+              "incoll_comm_count_elsewhere under the library lock: status "
+              "0x%x (it took the lock: aborted)",
+              st);
+    return TEST_PASSED;
+}

@@ -110,6 +110,37 @@ static int threads_named(const char *name)
     return n;
 }
 
+/* Context switches, voluntary and not, of this process's threads other
+ * than the main one (/proc/self/task/N/status): how often the library's
+ * threads woke. */
+static long other_threads_switches(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    long n = 0;
+    if (d == NULL)
+        return -1;
+    while ((e = readdir(d)) != NULL) {
+        char path[300], line[256];
+        FILE *f;
+        if (e->d_name[0] == '.' || atoi(e->d_name) == (int)getpid())
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%.200s/status",
+                 e->d_name);
+        if ((f = fopen(path, "r")) == NULL)
+            continue;
+        while (fgets(line, sizeof(line), f) != NULL) {
+            long v;
+            if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1 ||
+                sscanf(line, "nonvoluntary_ctxt_switches: %ld", &v) == 1)
+                n += v;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
 /* Writes a fabric.conf of n hosts on 127.0.0.1 (ports from port) into
  * dir, with an AN that never runs: no call here goes to it. */
 static int write_conf(const char *dir, int n, int port)
@@ -174,7 +205,8 @@ static int watchers_after_calls(const char *dir, int rank, int size)
     return threads_named("incoll-watch") == 0 ? watching : -1;
 }
 
-/* The recovery watcher wakes its process 10 times a second: it runs only
+/* The recovery watcher wakes its process (10 times a second while calls
+ * run, nb_watcher_idle_sleeps below): it runs only
  * where a recovery can pull the process in, a communicator with another
  * member (here the world of two ranks), never in a context of one rank,
  * and ends at finalize. */
@@ -207,6 +239,79 @@ TEST(nb_watcher_only_with_peers, TEST_UNIT)
         CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
                   "rank %d of 2: no watcher, or one after finalize (0x%x)", r,
                   status);
+    }
+    return TEST_PASSED;
+}
+
+/* Rank rank of a world of two on the fabric.conf in dir, with the
+ * library's threads, making no call for a second once its watcher runs:
+ * how often the threads other than the main one woke in that second (-1:
+ * init failed, or no watcher). */
+static long idle_wakeups(const char *dir, int rank)
+{
+    incoll_init_params_t p = {0};
+    incoll_ctx_h ctx;
+    incoll_comm_h world;
+    long before, woke;
+
+    p.field_mask = INCOLL_INIT_FIELD_RANK | INCOLL_INIT_FIELD_SIZE |
+                   INCOLL_INIT_FIELD_FABRIC | INCOLL_INIT_FIELD_MGR |
+                   INCOLL_INIT_FIELD_PROGRESS_THREAD;
+    p.rank = rank;
+    p.size = 2;
+    p.fabric = dir;
+    p.mgr = "";
+    p.progress_thread = 1;
+    if (incoll_init_params(&p, &ctx) != INCOLL_OK ||
+        incoll_comm_world(ctx, &world) != INCOLL_OK || incoll_progress(ctx) < 0)
+        return -1;
+    for (int i = 0; i < 100 && threads_named("incoll-watch") == 0; i++)
+        usleep(10000);
+    if (threads_named("incoll-watch") != 1)
+        return -1;
+    usleep(300000); /* its first look finds the library idle */
+    before = other_threads_switches();
+    sleep(1);
+    woke = other_threads_switches() - before;
+    incoll_finalize(ctx);
+    return before < 0 ? -1 : woke;
+}
+
+/* An idle process's library threads sleep until there is something to
+ * do: the ranks of a world of two whose program makes no call (it runs
+ * MPI's own collectives, say, or computes) and to which nothing comes.
+ * Their recovery watchers, which looked 10 times a second, wake at most
+ * twice in a second once they found the library idle. */
+TEST(nb_watcher_idle_sleeps, TEST_UNIT)
+{
+    char dir[1024];
+    pid_t pids[2];
+    int port = 20000 + (int)((getpid() + 7) % 20000);
+
+    snprintf(dir, sizeof(dir), "%.900s/watch_idle", test_tmpdir());
+    CHECK(write_conf(dir, 2, port) == 0);
+    fflush(NULL);
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] == 0) {
+            long w;
+            alarm(20);
+            w = idle_wakeups(dir, r);
+            fprintf(stderr,
+                    "    rank %d: the library's threads woke %ld times in "
+                    "1 s idle\n",
+                    r, w);
+            _exit(w >= 0 && w <= 2 ? 0 : 1);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        int status = 0;
+        CHECK(waitpid(pids[r], &status, 0) == pids[r]);
+        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                  "rank %d: its library threads woke more than twice in a "
+                  "second idle, or no watcher ran (0x%x)",
+                  r, status);
     }
     return TEST_PASSED;
 }

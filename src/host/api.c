@@ -382,17 +382,24 @@ INCOLL_API incoll_status_t incoll_comm_count_elsewhere(incoll_comm_h comm,
         reason = MGR_FB_REQUESTED;
         break;
     case INCOLL_WHY_NO_GROUP:
-        reason = host_comm_fb_reason(comm);
-        break;
+        /* the communicator's state says which: read under the lock */
+        host_lock(comm->ctx);
+        host_usage_count(comm, host_comm_fb_reason(comm));
+        host_unlock(comm->ctx);
+        return INCOLL_OK;
     case INCOLL_WHY_RECOVERED:
         reason = MGR_FB_GROUP_FAILED;
         break;
     default:
         return INCOLL_ERR_INVALID_ARG;
     }
-    host_lock(comm->ctx);
-    host_usage_count(comm, reason);
-    host_unlock(comm->ctx);
+    /* A call given to MPI's own: counted without the library lock, which
+     * is taken once every few dozen calls to take the counts in. */
+    if (host_usage_count_nolock(comm, reason)) {
+        host_lock(comm->ctx);
+        host_usage_settle(comm);
+        host_unlock(comm->ctx);
+    }
     return INCOLL_OK;
 }
 

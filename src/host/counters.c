@@ -75,34 +75,60 @@ void host_usage_end(void)
         usage_depth--;
 }
 
-static void count(incoll_comm_h comm, int reason)
+/* n collectives of comm, where reason says (-1: in the network); lock
+ * held. Returns 1 when a report is due (the period passed). */
+static int count_n(incoll_comm_h comm, int reason, uint64_t n)
 {
     struct host_usage *u = comm->usage;
     uint64_t now, period;
 
     if (comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
-        return;
-    comm->ctx->counters.acc[MGR_PC_OPS]++; /* every rank: its own operations */
+        return 0;
+    comm->ctx->counters.acc[MGR_PC_OPS] += n; /* every rank: its own
+                                                  operations */
     if (comm->rank == 0) {
         if (u == NULL) {
             if ((u = comm->usage = calloc(1, sizeof(*u))) == NULL)
-                return;
+                return 0;
             u->period_ns = comm->ctx->cfg.usage_ns;
         }
         if (reason < 0) {
-            u->ops_net++;
+            u->ops_net += n;
         } else {
-            u->ops_sw++;
-            u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED]++;
+            u->ops_sw += n;
+            u->fb[reason < MGR_FB_COUNT ? reason : MGR_FB_UNSUPPORTED] += n;
         }
     }
     period = comm->ctx->cfg.usage_ns;
     if (period == 0)
-        return;
+        return 0;
     now = host_now_ns();
     if (comm->ctx->counters.usage_due_ns == 0)
         comm->ctx->counters.usage_due_ns = now + period;
     else if (now >= comm->ctx->counters.usage_due_ns)
+        return 1;
+    return 0;
+}
+
+/* Lock held: what was counted of comm without the lock joins its counts;
+ * 1 when a report is due. */
+static int fold(incoll_comm_h comm)
+{
+    int due = 0;
+    for (int k = 0; k < MGR_FB_COUNT; k++) {
+        uint64_t n;
+        if (__atomic_load_n(&comm->elsewhere[k], __ATOMIC_RELAXED) == 0)
+            continue;
+        n = __atomic_exchange_n(&comm->elsewhere[k], 0, __ATOMIC_RELAXED);
+        if (n)
+            due |= count_n(comm, k, n);
+    }
+    return due;
+}
+
+static void count(incoll_comm_h comm, int reason)
+{
+    if (fold(comm) | count_n(comm, reason, 1))
         host_usage_flush(comm->ctx, NULL);
 }
 
@@ -117,6 +143,34 @@ void host_usage_note(incoll_comm_h comm, int reason)
 void host_usage_count(incoll_comm_h comm, int reason)
 {
     count(comm, reason);
+}
+
+/* Each call that does not run in the library is counted without its lock
+ * (a front end that gives a call to MPI's own makes no system call and
+ * waits for no other thread): one atomic addition, and at every
+ * USAGE_NOLOCK_EVERY-th call the caller takes the lock once to fold them
+ * in (host_usage_settle) and to report them when the period passed. The
+ * rest are folded in by the next count under the lock or the next report
+ * (every report, a communicator's destruction, incoll_finalize). */
+#define USAGE_NOLOCK_EVERY 64
+
+int host_usage_count_nolock(incoll_comm_h comm, int reason)
+{
+    uint64_t n;
+    if (comm->size < 2 || host_ctx_mgr(comm->ctx) == NULL)
+        return 0; /* nothing is counted for the manager */
+    __atomic_fetch_add(
+        &comm->elsewhere[(unsigned)reason < MGR_FB_COUNT ? reason
+                                                         : MGR_FB_UNSUPPORTED],
+        1, __ATOMIC_RELAXED);
+    n = __atomic_add_fetch(&comm->elsewhere_n, 1, __ATOMIC_RELAXED);
+    return n % USAGE_NOLOCK_EVERY == 1;
+}
+
+void host_usage_settle(incoll_comm_h comm)
+{
+    if (fold(comm))
+        host_usage_flush(comm->ctx, NULL);
 }
 
 void host_usage_note_inner(incoll_comm_h comm)
@@ -196,6 +250,11 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
     uint16_t n = 0;
     int want = 0;
 
+    for (incoll_comm_h c = ctx->comms; c; c = c->next)
+        if (only == NULL || c == only)
+            (void)fold(c);
+    if (only)
+        (void)fold(only);
     for (incoll_comm_h c = ctx->comms; c; c = c->next)
         want += (only == NULL || c == only) && pending(c);
     if (only && want == 0 && pending(only))

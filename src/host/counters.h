@@ -90,6 +90,15 @@ void host_usage_note(incoll_comm_h comm, int reason);
 /* One collective of comm that ran outside the library (a front end's own),
  * for reason (mgr_fb_t): counted whatever the depth. */
 void host_usage_count(incoll_comm_h comm, int reason);
+/* The same without the library lock, for the public
+ * incoll_comm_count_elsewhere: an atomic count that the next count under
+ * the lock, or report, takes in. 1 when the caller should now take the
+ * lock and call host_usage_settle(comm) (once every few dozen calls: a
+ * report may be due), 0 otherwise. */
+int host_usage_count_nolock(incoll_comm_h comm, int reason);
+/* Lock held: takes in what host_usage_count_nolock counted of comm, and
+ * reports when the period passed. */
+void host_usage_settle(incoll_comm_h comm);
 /* The collective on comm completed where the last collective noted inside
  * it ran (an allreduce through the leaders' communicator); nothing when
  * none was. */

@@ -119,6 +119,11 @@ struct incoll_comm {
     /* Where its collectives ran, not yet told to the manager
      * (src/host/counters.c); NULL until its first. */
     struct host_usage *usage;
+    /* Collectives a front end ran elsewhere, by reason (mgr_fb_t),
+     * counted without the library lock (host_usage_count_nolock) and
+     * moved into the counts above under it; atomic. */
+    uint64_t elsewhere[MGR_FB_COUNT];
+    uint64_t elsewhere_n; /* how many were counted so, ever */
 };
 
 /* A handler of one wire type of packet that came to the context's socket

@@ -44,12 +44,16 @@ struct host_sync {
     int polling;         /* a thread is blocked in ppoll on the socket */
     int wakefd;          /* eventfd in the poller's set (host_sync_kick) */
     int progress_thread; /* INCOLL_PROGRESS_THREAD */
-    /* With progress_thread: a thread that looks every WATCH_NS for
-     * another member's recovery that this process must join while no call
-     * of it runs in the library (watch_main). */
+    /* With progress_thread: a thread that looks for another member's
+     * recovery that this process must join while no call of it runs in
+     * the library (watch_main, src/host/req.c): it sleeps until a
+     * datagram comes while the library is idle, and looks every WATCH_NS
+     * while calls run or a recovery is pending. watch_fd (an eventfd, -1
+     * none) wakes it to stop. */
     pthread_t watcher;
     int has_watcher;
     int watch_stop;
+    int watch_fd;
     pthread_cond_t watch_cv;
 };
 

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -574,22 +575,32 @@ static void drain(incoll_comm_h comm)
 /* Lock held: reads what came (only when nobody else waits on the socket,
  * and only when something is there: this pass never blocks), then asks
  * the thread of each communicator that another member's recovery pulled
- * in, outside any call on it, to take part (thread_main). */
-static void watch_pass(incoll_ctx_h ctx)
+ * in, outside any call on it, to take part (thread_main). Returns 1 when
+ * the library is idle: nobody else polled, nothing had come, and no
+ * communicator waits to take part in a recovery; then only a datagram
+ * can bring one, and the watcher sleeps until it comes. */
+static int watch_pass(incoll_ctx_h ctx)
 {
     struct host_sync *s = ctx->sync;
-    int polling;
+    int polling, idle = 1;
     pthread_mutex_lock(&s->mu);
     polling = s->polling;
     pthread_mutex_unlock(&s->mu);
-    if (!polling) {
+    if (polling) {
+        idle = 0;
+    } else {
         struct pollfd pfd = {.fd = udp_fd(ctx->sock), .events = POLLIN};
-        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN))
+        if (poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLIN)) {
             host_ctx_progress(ctx, 0);
+            idle = 0;
+        }
     }
     for (incoll_comm_h c = ctx->comms; c; c = c->next) {
         struct host_req_queue *q;
-        if (c->call_depth != 0 || c->linger || !host_comm_wants_serve(c))
+        if (!host_comm_wants_serve(c))
+            continue;
+        idle = 0; /* looked at again in WATCH_NS */
+        if (c->call_depth != 0 || c->linger)
             continue;
         q = queue_of(c);
         if (q == NULL || q->head != NULL || q->serve || q->serving)
@@ -597,31 +608,58 @@ static void watch_pass(incoll_ctx_h ctx)
         q->serve = 1;
         (void)thread_wake(c);
     }
+    return idle;
 }
 
-/* The watcher: every WATCH_NS, with the library lock alone (never the
- * caller's outer lock), one watch_pass. */
+/* Without s->mu: sleeps until a datagram comes to the context's socket or
+ * watch_end() wakes it (never on a timer: an idle process's watcher costs
+ * no wake-up while its program runs elsewhere, in MPI's own collectives
+ * or its computation). */
+static void watch_sleep(incoll_ctx_h ctx)
+{
+    struct host_sync *s = ctx->sync;
+    struct pollfd pfd[2] = {{.fd = udp_fd(ctx->sock), .events = POLLIN},
+                            {.fd = s->watch_fd, .events = POLLIN}};
+    if (poll(pfd, 2, -1) > 0 && (pfd[1].revents & POLLIN)) {
+        uint64_t v;
+        if (read(s->watch_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+            incoll_debug("requests: watcher eventfd read: %s",
+                         log_strerror(errno));
+    }
+}
+
+/* The watcher: one watch_pass, with the library lock alone (never the
+ * caller's outer lock), every WATCH_NS while calls run (another thread
+ * polls the socket) or a recovery is pending, and when a datagram comes
+ * while the library is idle. */
 static void *watch_main(void *arg)
 {
     incoll_ctx_h ctx = arg;
     struct host_sync *s = ctx->sync;
+    int idle = 0;
     pthread_setname_np(pthread_self(), "incoll-watch");
     host_sync_mark_watcher();
     pthread_mutex_lock(&s->mu);
     while (!s->watch_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += (long)WATCH_NS;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+        if (idle && s->watch_fd >= 0) {
+            pthread_mutex_unlock(&s->mu);
+            watch_sleep(ctx);
+            pthread_mutex_lock(&s->mu);
+        } else {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += (long)WATCH_NS;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
         }
-        pthread_cond_timedwait(&s->watch_cv, &s->mu, &ts);
         if (s->watch_stop)
             break;
         host_sync_acquire_locked(s);
         pthread_mutex_unlock(&s->mu);
-        watch_pass(ctx);
+        idle = watch_pass(ctx);
         pthread_mutex_lock(&s->mu);
         host_sync_release_locked(s);
     }
@@ -633,8 +671,8 @@ static void *watch_main(void *arg)
  * its communicators can recover (a failed group, and with or without a
  * manager an erroneous, refused or expired call, docs/failures.md), so a
  * communicator of at least two members (host_comm_shadow_dispatch). A
- * context of one rank has none: the watcher would only wake it 10 times a
- * second. */
+ * context of one rank has none: the watcher would only wake it (10 times
+ * a second while its calls run). */
 static int recovery_possible(incoll_ctx_h ctx)
 {
     for (incoll_comm_h c = ctx->comms; c; c = c->next)
@@ -653,8 +691,13 @@ static void watch_start(incoll_ctx_h ctx)
         !recovery_possible(ctx))
         return;
     s->has_watcher = 1; /* tried once */
+    /* without it the watcher looks every WATCH_NS, idle or not */
+    s->watch_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     ret = pthread_create(&s->watcher, NULL, watch_main, ctx);
     if (ret != 0) {
+        if (s->watch_fd >= 0)
+            close(s->watch_fd);
+        s->watch_fd = -1;
         s->has_watcher = 0;
         s->watch_stop = 1; /* not again */
         incoll_warn("requests: cannot start the recovery watcher: %s; a "
@@ -678,7 +721,16 @@ static void watch_end(incoll_ctx_h ctx)
     s->has_watcher = 0;
     host_sync_release_locked(s);
     pthread_mutex_unlock(&s->mu);
+    if (s->watch_fd >= 0) {
+        uint64_t one = 1;
+        if (write(s->watch_fd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+            incoll_debug("requests: watcher eventfd write: %s",
+                         log_strerror(errno));
+    }
     pthread_join(s->watcher, NULL);
+    if (s->watch_fd >= 0)
+        close(s->watch_fd);
+    s->watch_fd = -1;
     pthread_mutex_lock(&s->mu);
     host_sync_retake_locked(s);
     pthread_mutex_unlock(&s->mu);

@@ -696,14 +696,8 @@ static int run(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form,
 /* A call the module below runs: counted here and, where the communicator
  * is incoll's, in the manager's per-job counts (the op, datatype or size
  * is one incoll does not take; or the communicator left the network). */
-static __thread int below_tuned; /* tuned() counted the call below */
-
 static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
 {
-    if (below_tuned) {
-        below_tuned = 0;
-        return;
-    }
     ci_count(coll, CI_FALLBACK);
     if (m->icomm != NULL)
         (void)incoll_comm_count_elsewhere(
@@ -713,44 +707,102 @@ static void below_note(mca_coll_incoll_module_t *m, ci_coll_t coll)
 }
 
 /*
- * The selection table's answer for a planned call in form: libincoll's
- * incoll_select, from values every rank has alike (the collective, the
- * form, the size as the table counts it, the reduction's type, the
- * communicator's size) and the table the ranks agreed at init: so every
- * rank answers the same. 1: the module below runs it (the plan released,
- * counted as tuned here and in libincoll's usage counts as requested
- * elsewhere); 0: libincoll runs it, an allreduce (of any form) on the
- * host-based algorithm the table names when it names one.
+ * The selection table's answer for a call in form, asked before anything
+ * of the call is planned: libincoll's incoll_select, from values every
+ * rank has alike (the collective, the form, the size as the table counts
+ * it, a reduction's type, the communicator's size) and the table the
+ * ranks agreed at init, so every rank answers the same. -1: the module
+ * below runs it (counted as tuned here and in libincoll's usage counts as
+ * requested elsewhere); otherwise the plan decides, and an allreduce (of
+ * any form) that libincoll runs uses the algorithm returned (the
+ * host-based one the table names, or INCOLL_ALGO_AUTO). A call the
+ * component does not take (the plan says why) is not asked about.
  */
-static int tuned(mca_coll_incoll_module_t *m, ci_plan_t *p, ci_form_t form)
+static int pick(mca_coll_incoll_module_t *m, ci_coll_t coll, ci_form_t form,
+                uint64_t bytes, incoll_dtype_t idt)
 {
-    int red = p->coll == CI_ALLREDUCE || p->coll == CI_REDUCE ||
-              p->coll == CI_REDUCE_SCATTER_BLOCK ||
-              p->coll == CI_REDUCE_SCATTER;
-    uint64_t bytes = red                     ? p->count * p->esize
-                     : p->coll == CI_BARRIER ? 0
-                                             : p->count;
+    const mca_coll_incoll_component_t *cm = &mca_coll_incoll_component;
     incoll_choice_t ch;
 
-    incoll_select(m->icomm, (incoll_coll_t)p->coll, (incoll_form_t)form, bytes,
-                  red ? p->idt : INCOLL_DTYPE_COUNT, &ch);
-    if (ch.path == INCOLL_PATH_HOST && p->coll == CI_ALLREDUCE)
-        p->algo = ch.algo;
+    if (m->icomm == NULL || !(cm->colls_mask & (1u << coll)) ||
+        __atomic_load_n(&m->left, __ATOMIC_ACQUIRE) ||
+        (cm->max_bytes && bytes > cm->max_bytes))
+        return INCOLL_ALGO_AUTO;
+    incoll_select(m->icomm, (incoll_coll_t)coll, (incoll_form_t)form, bytes,
+                  idt, &ch);
+    if (ch.path == INCOLL_PATH_HOST && coll == CI_ALLREDUCE)
+        return ch.algo;
     if (ch.path != INCOLL_PATH_MPI)
-        return 0;
-    ci_log(2,
-           "%s of %" PRIu64 " bytes: the selection table gives it to the "
-           "module below (entry %d)",
-           ci_coll_name(p->coll), bytes, ch.entry);
-    plan_free(p);
-    ci_count(p->coll, CI_TUNED);
+        return INCOLL_ALGO_AUTO;
+    if (cm->verbose >= 2)
+        ci_log(2,
+               "%s of %" PRIu64 " bytes: the selection table gives it to the "
+               "module below (entry %d)",
+               ci_coll_name(coll), bytes, ch.entry);
+    ci_count(coll, CI_TUNED);
     (void)incoll_comm_count_elsewhere(m->icomm, INCOLL_WHY_ALGO);
-    below_tuned = 1;
-    return 1;
+    return -1;
 }
 
-#define BELOW(m, fn, ...)                                                      \
-    (below_note((m), COLL_OF_##fn),                                            \
+/* A reduction of count elements of dt with op: the table's answer (pick)
+ * when libincoll reduces them, the whole vector's bytes being the size;
+ * else INCOLL_ALGO_AUTO (the plan says why not). */
+static int pick_red(mca_coll_incoll_module_t *m, ci_coll_t coll, ci_form_t form,
+                    int count, ompi_datatype_t *dt, struct ompi_op_t *op)
+{
+    const mpi_dt_entry_t *e;
+    incoll_op_t iop;
+
+    pthread_once(&dtype_once, dtype_init);
+    if (count <= 0 || !mpi_dt_reducible(e = mpi_dt_find(dt)) ||
+        !mpi_op_map(op, &iop) || !mpi_op_applies(iop, e))
+        return INCOLL_ALGO_AUTO;
+    return pick(m, coll, form, (uint64_t)count * (uint64_t)e->size, e->idt);
+}
+
+/* Bytes of count elements of dt as MPI's type signature counts them; 0
+ * for an argument MPI would refuse (the plan then goes below). */
+static uint64_t sig_bytes(int count, ompi_datatype_t *dt)
+{
+    size_t size = 0;
+    if (count <= 0 || dt == NULL || dt == MPI_DATATYPE_NULL)
+        return 0;
+    ompi_datatype_type_size(dt, &size);
+    return (uint64_t)count * size;
+}
+
+/* A data-moving collective: the table's answer (pick) for one rank's block
+ * (what plan_move counts: the root's receive or send side, a non-root's
+ * other side), before its sides are described. */
+static int pick_move(mca_coll_incoll_module_t *m, ci_coll_t coll,
+                     ci_form_t form, int scount, ompi_datatype_t *sdt,
+                     int rcount, ompi_datatype_t *rdt, int root)
+{
+    int is_root = m->rank == root;
+    uint64_t bytes;
+
+    pthread_once(&dtype_once, dtype_init);
+    if (!dtype_ok)
+        return INCOLL_ALGO_AUTO;
+    switch (coll) {
+    case CI_GATHER:
+        bytes = is_root ? sig_bytes(rcount, rdt) : sig_bytes(scount, sdt);
+        break;
+    case CI_SCATTER:
+        bytes = is_root ? sig_bytes(scount, sdt) : sig_bytes(rcount, rdt);
+        break;
+    default: /* bcast, allgather: the receive side's block */
+        bytes = sig_bytes(rcount, rdt);
+        break;
+    }
+    return bytes ? pick(m, coll, form, bytes, INCOLL_DTYPE_COUNT)
+                 : INCOLL_ALGO_AUTO;
+}
+
+/* To the module below; t is what pick said (-1: counted as tuned there,
+ * else counted as a fallback here). */
+#define BELOW(m, t, fn, ...)                                                   \
+    ((t) < 0 ? (void)0 : below_note((m), COLL_OF_##fn),                        \
      (m)->below.fn(__VA_ARGS__, (m)->below.fn##_module))
 
 /* A call every rank agreed to redo with the module below after the fabric
@@ -802,9 +854,11 @@ static int ci_allreduce(const void *sbuf, void *rbuf, int count,
                         ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), allreduce, sbuf, rbuf, count, dt, op, comm);
+    int t = 0;
+    if ((t = pick_red(M(mod), CI_ALLREDUCE, F_BLOCKING, count, dt, op)) < 0 ||
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, allreduce, sbuf, rbuf, count, dt, op, comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p)
                ? p.rc
                : REDO(M(mod), allreduce, sbuf, rbuf, count, dt, op, comm);
@@ -816,10 +870,13 @@ static int ci_iallreduce(const void *sbuf, void *rbuf, int count,
                          mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), iallreduce, sbuf, rbuf, count, dt, op, comm, req);
+        (t = pick_red(M(mod), CI_ALLREDUCE, F_NB, count, dt, op)) < 0 ||
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, iallreduce, sbuf, rbuf, count, dt, op, comm,
+                     req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -829,11 +886,13 @@ static int ci_allreduce_init(const void *sbuf, void *rbuf, int count,
                              ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), allreduce_init, sbuf, rbuf, count, dt, op, comm,
+        (t = pick_red(M(mod), CI_ALLREDUCE, F_PERSISTENT, count, dt, op)) < 0 ||
+        !plan_allreduce(M(mod), sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, allreduce_init, sbuf, rbuf, count, dt, op, comm,
                      info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -860,9 +919,11 @@ static int ci_reduce(const void *sbuf, void *rbuf, int count,
                      ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), reduce, sbuf, rbuf, count, dt, op, root, comm);
+    int t = 0;
+    if ((t = pick_red(M(mod), CI_REDUCE, F_BLOCKING, count, dt, op)) < 0 ||
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+        return BELOW(M(mod), t, reduce, sbuf, rbuf, count, dt, op, root, comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p)
                ? p.rc
                : REDO(M(mod), reduce, sbuf, rbuf, count, dt, op, root, comm);
@@ -874,11 +935,13 @@ static int ci_ireduce(const void *sbuf, void *rbuf, int count,
                       mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), ireduce, sbuf, rbuf, count, dt, op, root, comm,
+        (t = pick_red(M(mod), CI_REDUCE, F_NB, count, dt, op)) < 0 ||
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+        return BELOW(M(mod), t, ireduce, sbuf, rbuf, count, dt, op, root, comm,
                      req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -888,11 +951,13 @@ static int ci_reduce_init(const void *sbuf, void *rbuf, int count,
                           ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), reduce_init, sbuf, rbuf, count, dt, op, root, comm,
-                     info, req);
+        (t = pick_red(M(mod), CI_REDUCE, F_PERSISTENT, count, dt, op)) < 0 ||
+        !plan_reduce(M(mod), sbuf, rbuf, count, dt, op, root, &p))
+        return BELOW(M(mod), t, reduce_init, sbuf, rbuf, count, dt, op, root,
+                     comm, info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -922,11 +987,14 @@ static int ci_rsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
                   mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), reduce_scatter_block, sbuf, rbuf, count, dt, op,
+    int t = 0;
+    if ((t = pick_red(M(mod), CI_REDUCE_SCATTER_BLOCK, F_BLOCKING, count, dt,
+                      op)) < 0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
+                  &p))
+        return BELOW(M(mod), t, reduce_scatter_block, sbuf, rbuf, count, dt, op,
                      comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p) ? p.rc
                                      : REDO(M(mod), reduce_scatter_block, sbuf,
                                             rbuf, count, dt, op, comm);
@@ -937,12 +1005,15 @@ static int ci_irsb(const void *sbuf, void *rbuf, int count, ompi_datatype_t *dt,
                    ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
+        (t = pick_red(M(mod), CI_REDUCE_SCATTER_BLOCK, F_NB, count, dt, op)) <
+            0 ||
         !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), ireduce_scatter_block, sbuf, rbuf, count, dt, op,
-                     comm, req);
+                  &p))
+        return BELOW(M(mod), t, ireduce_scatter_block, sbuf, rbuf, count, dt,
+                     op, comm, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -952,12 +1023,15 @@ static int ci_rsb_init(const void *sbuf, void *rbuf, int count,
                        ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
+        (t = pick_red(M(mod), CI_REDUCE_SCATTER_BLOCK, F_PERSISTENT, count, dt,
+                      op)) < 0 ||
         !plan_rsb(M(mod), CI_REDUCE_SCATTER_BLOCK, sbuf, rbuf, count, dt, op,
-                  &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), reduce_scatter_block_init, sbuf, rbuf, count, dt,
-                     op, comm, info, req);
+                  &p))
+        return BELOW(M(mod), t, reduce_scatter_block_init, sbuf, rbuf, count,
+                     dt, op, comm, info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -966,11 +1040,15 @@ static int ci_rs(const void *sbuf, void *rbuf, const int *counts,
                  ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     int count = equal_counts(counts, M(mod)->size);
     if (count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
+        (t = pick_red(M(mod), CI_REDUCE_SCATTER, F_BLOCKING, count, dt, op)) <
+            0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, reduce_scatter, sbuf, rbuf, counts, dt, op,
+                     comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p)
                ? p.rc
                : REDO(M(mod), reduce_scatter, sbuf, rbuf, counts, dt, op, comm);
@@ -982,12 +1060,14 @@ static int ci_irs(const void *sbuf, void *rbuf, const int *counts,
                   mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     int count = equal_counts(counts, M(mod)->size);
     if (nb_below(M(mod)) || count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), ireduce_scatter, sbuf, rbuf, counts, dt, op, comm,
-                     req);
+        (t = pick_red(M(mod), CI_REDUCE_SCATTER, F_NB, count, dt, op)) < 0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, ireduce_scatter, sbuf, rbuf, counts, dt, op,
+                     comm, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -997,12 +1077,15 @@ static int ci_rs_init(const void *sbuf, void *rbuf, const int *counts,
                       ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     int count = equal_counts(counts, M(mod)->size);
     if (nb_below(M(mod)) || count < 0 ||
-        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), reduce_scatter_init, sbuf, rbuf, counts, dt, op,
+        (t = pick_red(M(mod), CI_REDUCE_SCATTER, F_PERSISTENT, count, dt, op)) <
+            0 ||
+        !plan_rsb(M(mod), CI_REDUCE_SCATTER, sbuf, rbuf, count, dt, op, &p))
+        return BELOW(M(mod), t, reduce_scatter_init, sbuf, rbuf, counts, dt, op,
                      comm, info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -1017,8 +1100,11 @@ static int plan_barrier(mca_coll_incoll_module_t *m, ci_plan_t *p)
 static int ci_barrier(ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_barrier(M(mod), &p) || tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), barrier, comm);
+    int t = 0;
+    if ((t = pick(M(mod), CI_BARRIER, F_BLOCKING, 0, INCOLL_DTYPE_COUNT)) < 0 ||
+        !plan_barrier(M(mod), &p))
+        return BELOW(M(mod), t, barrier, comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p) ? p.rc : REDO(M(mod), barrier, comm);
 }
 
@@ -1026,9 +1112,12 @@ static int ci_ibarrier(ompi_communicator_t *comm, ompi_request_t **req,
                        mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), ibarrier, comm, req);
+    int t = 0;
+    if (nb_below(M(mod)) ||
+        (t = pick(M(mod), CI_BARRIER, F_NB, 0, INCOLL_DTYPE_COUNT)) < 0 ||
+        !plan_barrier(M(mod), &p))
+        return BELOW(M(mod), t, ibarrier, comm, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -1036,9 +1125,13 @@ static int ci_barrier_init(ompi_communicator_t *comm, ompi_info_t *info,
                            ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (nb_below(M(mod)) || !plan_barrier(M(mod), &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), barrier_init, comm, info, req);
+    int t = 0;
+    if (nb_below(M(mod)) ||
+        (t = pick(M(mod), CI_BARRIER, F_PERSISTENT, 0, INCOLL_DTYPE_COUNT)) <
+            0 ||
+        !plan_barrier(M(mod), &p))
+        return BELOW(M(mod), t, barrier_init, comm, info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -1047,9 +1140,12 @@ static int ci_bcast(void *buf, int count, ompi_datatype_t *dt, int root,
                     ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), bcast, buf, count, dt, root, comm);
+    int t = 0;
+    if ((t = pick_move(M(mod), CI_BCAST, F_BLOCKING, 0, NULL, count, dt,
+                       root)) < 0 ||
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+        return BELOW(M(mod), t, bcast, buf, count, dt, root, comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p)
                ? p.rc
                : REDO(M(mod), bcast, buf, count, dt, root, comm);
@@ -1060,10 +1156,12 @@ static int ci_ibcast(void *buf, int count, ompi_datatype_t *dt, int root,
                      mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), ibcast, buf, count, dt, root, comm, req);
+        (t = pick_move(M(mod), CI_BCAST, F_NB, 0, NULL, count, dt, root)) < 0 ||
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+        return BELOW(M(mod), t, ibcast, buf, count, dt, root, comm, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -1072,10 +1170,14 @@ static int ci_bcast_init(void *buf, int count, ompi_datatype_t *dt, int root,
                          ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
-        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), bcast_init, buf, count, dt, root, comm, info, req);
+        (t = pick_move(M(mod), CI_BCAST, F_PERSISTENT, 0, NULL, count, dt,
+                       root)) < 0 ||
+        !plan_move(M(mod), CI_BCAST, NULL, 0, NULL, buf, count, dt, root, &p))
+        return BELOW(M(mod), t, bcast_init, buf, count, dt, root, comm, info,
+                     req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -1085,11 +1187,14 @@ static int ci_allgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
                         ompi_communicator_t *comm, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
-    if (!plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p) ||
-        tuned(M(mod), &p, F_BLOCKING))
-        return BELOW(M(mod), allgather, sbuf, scount, sdt, rbuf, rcount, rdt,
+    int t = 0;
+    if ((t = pick_move(M(mod), CI_ALLGATHER, F_BLOCKING, scount, sdt, rcount,
+                       rdt, 0)) < 0 ||
+        !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
+                   0, &p))
+        return BELOW(M(mod), t, allgather, sbuf, scount, sdt, rbuf, rcount, rdt,
                      comm);
+    p.algo = (incoll_algo_t)t;
     return blocking_done(M(mod), &p) ? p.rc
                                      : REDO(M(mod), allgather, sbuf, scount,
                                             sdt, rbuf, rcount, rdt, comm);
@@ -1101,12 +1206,15 @@ static int ci_iallgather(const void *sbuf, int scount, ompi_datatype_t *sdt,
                          mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
+        (t = pick_move(M(mod), CI_ALLGATHER, F_NB, scount, sdt, rcount, rdt,
+                       0)) < 0 ||
         !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p) ||
-        tuned(M(mod), &p, F_NB))
-        return BELOW(M(mod), iallgather, sbuf, scount, sdt, rbuf, rcount, rdt,
-                     comm, req);
+                   0, &p))
+        return BELOW(M(mod), t, iallgather, sbuf, scount, sdt, rbuf, rcount,
+                     rdt, comm, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_NB, req);
 }
 
@@ -1116,12 +1224,15 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                              ompi_request_t **req, mca_coll_base_module_t *mod)
 {
     ci_plan_t p;
+    int t = 0;
     if (nb_below(M(mod)) ||
+        (t = pick_move(M(mod), CI_ALLGATHER, F_PERSISTENT, scount, sdt, rcount,
+                       rdt, 0)) < 0 ||
         !plan_move(M(mod), CI_ALLGATHER, sbuf, scount, sdt, rbuf, rcount, rdt,
-                   0, &p) ||
-        tuned(M(mod), &p, F_PERSISTENT))
-        return BELOW(M(mod), allgather_init, sbuf, scount, sdt, rbuf, rcount,
+                   0, &p))
+        return BELOW(M(mod), t, allgather_init, sbuf, scount, sdt, rbuf, rcount,
                      rdt, comm, info, req);
+    p.algo = (incoll_algo_t)t;
     return run(M(mod), &p, F_PERSISTENT, req);
 }
 
@@ -1133,11 +1244,14 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                          mca_coll_base_module_t *mod)                          \
     {                                                                          \
         ci_plan_t p;                                                           \
-        if (!plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p) ||                                            \
-            tuned(M(mod), &p, F_BLOCKING))                                     \
-            return BELOW(M(mod), name, sbuf, scount, sdt, rbuf, rcount, rdt,   \
-                         root, comm);                                          \
+        int t = 0;                                                             \
+        if ((t = pick_move(M(mod), COLL, F_BLOCKING, scount, sdt, rcount, rdt, \
+                           root)) < 0 ||                                       \
+            !plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
+                       root, &p))                                              \
+            return BELOW(M(mod), t, name, sbuf, scount, sdt, rbuf, rcount,     \
+                         rdt, root, comm);                                     \
+        p.algo = (incoll_algo_t)t;                                             \
         return blocking_done(M(mod), &p)                                       \
                    ? p.rc                                                      \
                    : REDO(M(mod), name, sbuf, scount, sdt, rbuf, rcount, rdt,  \
@@ -1149,12 +1263,15 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
                           ompi_request_t **req, mca_coll_base_module_t *mod)   \
     {                                                                          \
         ci_plan_t p;                                                           \
+        int t = 0;                                                             \
         if (nb_below(M(mod)) ||                                                \
+            (t = pick_move(M(mod), COLL, F_NB, scount, sdt, rcount, rdt,       \
+                           root)) < 0 ||                                       \
             !plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p) ||                                            \
-            tuned(M(mod), &p, F_NB))                                           \
-            return BELOW(M(mod), i##name, sbuf, scount, sdt, rbuf, rcount,     \
+                       root, &p))                                              \
+            return BELOW(M(mod), t, i##name, sbuf, scount, sdt, rbuf, rcount,  \
                          rdt, root, comm, req);                                \
+        p.algo = (incoll_algo_t)t;                                             \
         return run(M(mod), &p, F_NB, req);                                     \
     }                                                                          \
     static int ci_##name##_init(                                               \
@@ -1163,12 +1280,15 @@ static int ci_allgather_init(const void *sbuf, int scount, ompi_datatype_t *sdt,
         ompi_info_t *info, ompi_request_t **req, mca_coll_base_module_t *mod)  \
     {                                                                          \
         ci_plan_t p;                                                           \
+        int t = 0;                                                             \
         if (nb_below(M(mod)) ||                                                \
+            (t = pick_move(M(mod), COLL, F_PERSISTENT, scount, sdt, rcount,    \
+                           rdt, root)) < 0 ||                                  \
             !plan_move(M(mod), COLL, sbuf, scount, sdt, rbuf, rcount, rdt,     \
-                       root, &p) ||                                            \
-            tuned(M(mod), &p, F_PERSISTENT))                                   \
-            return BELOW(M(mod), name##_init, sbuf, scount, sdt, rbuf, rcount, \
-                         rdt, root, comm, info, req);                          \
+                       root, &p))                                              \
+            return BELOW(M(mod), t, name##_init, sbuf, scount, sdt, rbuf,      \
+                         rcount, rdt, root, comm, info, req);                  \
+        p.algo = (incoll_algo_t)t;                                             \
         return run(M(mod), &p, F_PERSISTENT, req);                             \
     }
 CI_ROOTED(gather, CI_GATHER)

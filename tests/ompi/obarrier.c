@@ -25,7 +25,9 @@
  * network namespaces (ocounts.h):
  *   obarrier: counts before main vcsw 0.00 ivcsw 5.10 cpu_us 180.2
  *   wait_us 410.3 migr 0.020 watch vcsw 0.00 ... other vcsw 0.00 ...
- *   udp_in 0.00 udp_out 0.00 tcp_in 96.0 tcp_out 96.0 threads 3
+ *   udp_in 0.00 udp_out 0.00 tcp_in 96.0 tcp_out 96.0 threads 3 secs 1.92
+ * (secs: rank 0's time for the phase, which turns counts per iteration
+ * into counts per second: the watcher's wake-ups, say)
  *
  *   obarrier [ITERS [WARM]]
  */
@@ -52,13 +54,14 @@ static int rank, size;
 static void phase(int n, double *tb, double *tm, const char *label)
 {
     enum { CN = OC_N + ON_N };
-    double v[2], s[2], c0[CN], c1[CN], call[CN];
+    double v[2], s[2], c0[CN], c1[CN], call[CN], t0 = 0, secs;
     int threads = 0;
 
     for (int it = -5; it < n; it++) {
         if (it == 0) {
             ocounts_take(c0);
             onet_take(c0 + OC_N);
+            t0 = MPI_Wtime();
         }
         for (int k = 0; k < 2; k++) {
             double t;
@@ -79,6 +82,7 @@ static void phase(int n, double *tb, double *tm, const char *label)
             }
         }
     }
+    secs = MPI_Wtime() - t0;
     threads = ocounts_take(c1);
     onet_take(c1 + OC_N);
     for (int k = 0; k < CN; k++)
@@ -96,7 +100,7 @@ static void phase(int n, double *tb, double *tm, const char *label)
     printf("obarrier: counts %s", label[0] ? "after" : "before");
     ocounts_print(call);
     onet_print(call + OC_N);
-    printf(" threads %d\n", threads);
+    printf(" threads %d secs %.3f\n", threads, secs);
     fflush(stdout);
 }
 

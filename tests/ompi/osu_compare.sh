@@ -8,7 +8,8 @@
 # calls ran ("<config> where ..."), on an emulated fabric how often the
 # link shapers held a packet of the job for want of tokens ("<config>
 # shaper sent=N waited=M", tc's overlimits), and then, per collective and size, the
-# mean over the rounds of each configuration and the ratios. STAT=avg_us
+# mean over the rounds of each configuration and the ratios (component
+# against layer, and each front end against Open MPI alone). STAT=avg_us
 # (default, OSU's average), med_us (each rank's median) or iter_med_us
 # (the median of a whole iteration: untimed barrier, call, check). A job that
 # fails prints "<config> FAILED" and the script exits 1 after the table.
@@ -98,9 +99,9 @@ awk '$2 != "FAILED" && $2 != "where" && $2 != "shaper" {k=$2" "$3; s[k" "$1]+=$4
      function mean(k, c) {return n[k" "c] ? s[k" "c]/n[k" "c] : 0}
      function ratio(a, b) {return a > 0 && b > 0 ? sprintf("%10.2f", a/b) : sprintf("%10s", "-")}
      END {for (k in keys) {c=mean(k, "component"); l=mean(k, "layer"); o=mean(k, "ompi");
-          split(k, a, " "); printf "%-10s %8d %12.1f %12.1f %12.1f %s %s\n", a[1], a[2], c, l, o, ratio(c, l), ratio(c, o)}}' "$out" |
+          split(k, a, " "); printf "%-10s %8d %12.1f %12.1f %12.1f %s %s %s\n", a[1], a[2], c, l, o, ratio(c, l), ratio(c, o), ratio(l, o)}}' "$out" |
     sort -k1,1 -k2,2n > "$out.table"
-printf "%-10s %8s %12s %12s %12s %10s %10s\n" coll bytes component layer ompi comp/layer comp/ompi
+printf "%-10s %8s %12s %12s %12s %10s %10s %10s\n" coll bytes component layer ompi comp/layer comp/ompi layer/ompi
 cat "$out.table"
 rm -f "$out.table"
 ! grep -q ' FAILED$' "$out"

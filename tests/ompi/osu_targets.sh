@@ -9,9 +9,11 @@
 #   LINK_RATE=    (empty: the default for the size)
 #   ORDER="component layer ompi" ROTATE=1  (osu_compare.sh: each round
 #                 starts one configuration further along ORDER)
-#   GAP_US=auto   (osu_compare.sh: a pause at the start of each iteration
-#                 that gives the links back the tokens of the largest call;
-#                 0: back to back)
+#   GAP_US=0      (osu_compare.sh: back to back; auto: a pause at the start
+#                 of each iteration that gives the links back the tokens of
+#                 the largest call)
+#   OSU_COLL_ONLY=barrier (osu_coll: one collective alone; OSU_COLL_MIN,
+#                 OSU_COLL_COUNTS likewise reach every job)
 # Any INCOLL_* in the environment reaches the jobs (INCOLL_TUNE_FILE=none:
 # the PMPI layer without its selection table). Run from the source tree
 # after `make tests`, as root (network namespaces). Exits 1 if a job failed.
