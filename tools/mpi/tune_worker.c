@@ -23,7 +23,8 @@
  *
  * (each column the least of --passes measurements, default 2: a pass
  * slowed by other work on the machine does not decide) and with --out
- * writes the selection table: for each collective and form, the size
+ * writes the selection table (its entries for this many ranks and up,
+ * ranks=N-): for each collective and form, the size
  * ranges where MPI's own was faster by more than --margin percent
  * (default 5, the run-to-run noise here: within it the network keeps
  * the call) ("mpi") or not ("inc"); a measured size decides the sizes up to the
@@ -289,7 +290,8 @@ static double host_us(const char *path, const char *want_form, long bytes)
 
 /* The entries of one collective and form: the sizes' decisions (0: inc,
  * 1: mpi, 2 + i: host algorithm i) as ranges, adjacent equal ones
- * merged. */
+ * merged, each for the job's rank count and up (ranks=N-: `incoll tune
+ * --merge` narrows them where a table has rows for more ranks). */
 static void write_entries(FILE *out, int c, const char *form, const long *sizes,
                           const int *mpi, int ns)
 {
@@ -301,15 +303,15 @@ static void write_entries(FILE *out, int c, const char *form, const long *sizes,
         fmt_size(i == 0 ? 0 : sizes[i], lo, sizeof(lo));
         if (j + 1 == ns) {
             if (i == 0)
-                fprintf(out, "%s:%s * %s\n", names[c], form,
-                        decision_name(mpi[i]));
+                fprintf(out, "%s:%s * %s ranks=%d-\n", names[c], form,
+                        decision_name(mpi[i]), size);
             else
-                fprintf(out, "%s:%s %s- %s\n", names[c], form, lo,
-                        decision_name(mpi[i]));
+                fprintf(out, "%s:%s %s- %s ranks=%d-\n", names[c], form, lo,
+                        decision_name(mpi[i]), size);
         } else {
             fmt_size(sizes[j + 1] - 1, hi, sizeof(hi));
-            fprintf(out, "%s:%s %s-%s %s\n", names[c], form, lo, hi,
-                    decision_name(mpi[i]));
+            fprintf(out, "%s:%s %s-%s %s ranks=%d-\n", names[c], form, lo, hi,
+                    decision_name(mpi[i]), size);
         }
         i = j + 1;
     }
