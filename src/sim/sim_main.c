@@ -890,6 +890,27 @@ static int refused(const opts_t *o, sim_config_t *cfg,
     return 0;
 }
 
+/* A child process: stdio flushed first (so that the child does not write
+ * the parent's buffered output again), the failure said. */
+static pid_t fork_child(void)
+{
+    pid_t pid;
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0)
+        perror("incoll-sim: fork");
+    return pid;
+}
+
+/* A process's peak memory in MiB and CPU time (user and system) in
+ * seconds, from its rusage. */
+static void ru_report(const struct rusage *ru, double *rss_MiB, double *cpu_s)
+{
+    *rss_MiB = ru->ru_maxrss / 1024.0;
+    *cpu_s = (double)ru->ru_utime.tv_sec + (double)ru->ru_stime.tv_sec +
+             (double)(ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) * 1e-6;
+}
+
 /*
  * One measurement (or its skip record), sent to the parent. Each runs in a
  * process of its own, forked after the platform is loaded: SimGrid keeps
@@ -943,12 +964,9 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
     }
     if (reap_children(o->jobs - 1) != 0)
         return -1;
-    fflush(NULL);
-    pid = fork();
-    if (pid < 0) {
-        perror("incoll-sim: fork");
+    pid = fork_child();
+    if (pid < 0)
         return -1;
-    }
     if (pid == 0) {
         struct rusage ru;
         if (sim_run_one(cfg, conf, algo, bytes, &m.row) != 0) {
@@ -958,12 +976,8 @@ static int child_run(const opts_t *o, sim_config_t *cfg,
                     algo_name((algo_kind_t)algo), conf->nhosts, bytes);
             _exit(1);
         }
-        if (getrusage(RUSAGE_SELF, &ru) == 0) {
-            m.row.rss_MiB = ru.ru_maxrss / 1024.0;
-            m.row.cpu_s =
-                (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-                (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-        }
+        if (getrusage(RUSAGE_SELF, &ru) == 0)
+            ru_report(&ru, &m.row.rss_MiB, &m.row.cpu_s);
         write_all(fd, &m, sizeof(m));
         _exit(0);
     }
@@ -1410,10 +1424,10 @@ static int simulate_size(const opts_t *o, int i, sim_result_t *rows, int *nrows)
         perror("incoll-sim: pipe");
         return -1;
     }
-    fflush(NULL);
-    pid = fork();
+    pid = fork_child();
     if (pid < 0) {
-        perror("incoll-sim: fork");
+        close(fds[0]);
+        close(fds[1]);
         return -1;
     }
     if (pid == 0) {
@@ -1430,10 +1444,10 @@ static int simulate_size(const opts_t *o, int i, sim_result_t *rows, int *nrows)
                 o->hosts[i], exit_cause(status, why, sizeof(why)));
         failed++;
     } else if (!o->quiet) {
+        double rss, cpu;
+        ru_report(&ru, &rss, &cpu);
         printf("# %d hosts: peak memory %.1f MiB, cpu %.1f s\n", o->hosts[i],
-               ru.ru_maxrss / 1024.0,
-               (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
-                   (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6);
+               rss, cpu);
     }
     fflush(stdout);
     return failed;
