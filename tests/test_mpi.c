@@ -2584,6 +2584,82 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
 }
 
 /*
+ * What a call the table gives to MPI's own costs besides its
+ * instructions, in counts (tests/mpi/idle_wakes.c): 3 ranks on a
+ * loopback fabric, the table sending every broadcast to MPI and the
+ * allreduce to libincoll (one first call, so MPI_COMM_WORLD has its
+ * libincoll communicator and group, whose usage each call given to MPI
+ * counts), 3000 broadcasts of 1 KiB: the calling thread never sleeps in
+ * them (no voluntary context switch: the layer's decision and count take
+ * no lock another thread holds), and of libincoll's threads only the
+ * recovery watcher wakes, on its own clock (10 times a second), not per
+ * call; every broadcast counted as given to MPI by the table.
+ */
+TEST(mpi_ompi_tune_idle, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "idle_wakes");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int rc, ret = TEST_PASSED, ranks = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-idle", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_TUNE", "bcast:*:mpi,allreduce:*:inc", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "idle_wakes",
+                     "bcast 1024 3000 allreduce", out);
+    unsetenv("INCOLL_TUNE");
+    test_fabric_down(dir);
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, "idle: rank ")) != NULL; p++) {
+        int r;
+        long tid, vol, invol;
+        char name[64];
+        double us;
+        if (sscanf(p, "idle: rank %d tid %ld name %63s", &r, &tid, name) == 3) {
+            const char *v = strstr(p, " vol ");
+            if (v == NULL || sscanf(v, " vol %ld invol %ld", &vol, &invol) != 2)
+                continue;
+            if (strstr(p, "(main)") && strstr(p, "(main)") < v && vol != 0) {
+                fprintf(stderr,
+                        "    rank %d's calling thread slept %ld times "
+                        "in the calls\n",
+                        r, vol);
+                ret = TEST_FAILED;
+            }
+            if (strcmp(name, "incoll-watch") == 0) {
+                const char *tot = strstr(p, "loop_us ");
+                if (tot && sscanf(tot, "loop_us %lf", &us) == 1 &&
+                    (double)vol > us / 1e5 + 3) {
+                    fprintf(stderr,
+                            "    rank %d's watcher woke %ld times in "
+                            "%.0f us\n",
+                            r, vol, us);
+                    ret = TEST_FAILED;
+                }
+            } else if (strncmp(name, "incoll", 6) == 0 && vol > 0) {
+                fprintf(stderr, "    rank %d's %s woke %ld times\n", r, name,
+                        vol);
+                ret = TEST_FAILED;
+            }
+        } else if (sscanf(p, "idle: rank %d total", &r) == 1) {
+            ranks++;
+        }
+    }
+    if (rc != 0 || ranks != 3 || !strstr(text, "idle_wakes: ok bcast") ||
+        stat_of(text, "bcast", "tune") != 3001 ||
+        stat_of(text, "allreduce", "offloaded") != 1)
+        ret = TEST_FAILED;
+    if (ret != TEST_PASSED)
+        fprintf(stderr, "    exit %d: %.4000s\n", rc, text);
+    free(text);
+    return ret;
+}
+
+/*
  * `incoll tune --merge`: two runs on a loopback fabric of 3 hosts, on 2
  * ranks and then on 3 (the broadcast and the allgather, few sizes and
  * iterations, no host algorithms, no check), make one DIR/tune.conf: the
