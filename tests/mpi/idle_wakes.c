@@ -89,8 +89,8 @@ static int read_threads(thread_count_t *v, int max)
 }
 
 /* The calls counted: nothing else inside. */
-static __attribute__((noinline)) void
-calls(int allgather, char *send, char *recv, int bytes, int iters)
+static __attribute__((noinline)) void calls(int allgather, char *send,
+                                            char *recv, int bytes, int iters)
 {
     for (int i = 0; i < iters; i++) {
         if (allgather)
