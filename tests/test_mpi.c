@@ -2584,6 +2584,154 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
 }
 
 /*
+ * What a call the table gives to MPI's own costs besides its
+ * instructions, in counts (tests/mpi/idle_wakes.c): 3 ranks on a
+ * loopback fabric, the table sending every broadcast to MPI and the
+ * allreduce to libincoll (one first call, so MPI_COMM_WORLD has its
+ * libincoll communicator and group, whose usage each call given to MPI
+ * counts), 3000 broadcasts of 1 KiB: the calling thread never sleeps in
+ * them (no voluntary context switch: the layer's decision and count take
+ * no lock another thread holds), and of libincoll's threads only the
+ * recovery watcher wakes, on its own clock (10 times a second), not per
+ * call; every broadcast counted as given to MPI by the table.
+ */
+TEST(mpi_ompi_tune_idle, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "idle_wakes");
+    char dir[PATH_MAX], out[PATH_MAX + 16];
+    char *text;
+    int rc, ret = TEST_PASSED, ranks = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-idle", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    setenv("INCOLL_TUNE", "bcast:*:mpi,allreduce:*:inc", 1);
+    rc = run_mgr_job(MPI_OMPI, 3, dir, "idle_wakes",
+                     "bcast 1024 3000 allreduce", out);
+    unsetenv("INCOLL_TUNE");
+    test_fabric_down(dir);
+    text = slurp(out);
+    for (const char *p = text; (p = strstr(p, "idle: rank ")) != NULL; p++) {
+        int r;
+        long tid, vol, invol;
+        char name[64];
+        double us;
+        if (sscanf(p, "idle: rank %d tid %ld name %63s", &r, &tid, name) == 3) {
+            const char *v = strstr(p, " vol ");
+            if (v == NULL || sscanf(v, " vol %ld invol %ld", &vol, &invol) != 2)
+                continue;
+            if (strstr(p, "(main)") && strstr(p, "(main)") < v && vol != 0) {
+                fprintf(stderr,
+                        "    rank %d's calling thread slept %ld times "
+                        "in the calls\n",
+                        r, vol);
+                ret = TEST_FAILED;
+            }
+            if (strcmp(name, "incoll-watch") == 0) {
+                const char *tot = strstr(p, "loop_us ");
+                if (tot && sscanf(tot, "loop_us %lf", &us) == 1 &&
+                    (double)vol > us / 1e5 + 3) {
+                    fprintf(stderr,
+                            "    rank %d's watcher woke %ld times in "
+                            "%.0f us\n",
+                            r, vol, us);
+                    ret = TEST_FAILED;
+                }
+            } else if (strncmp(name, "incoll", 6) == 0 && vol > 0) {
+                fprintf(stderr, "    rank %d's %s woke %ld times\n", r, name,
+                        vol);
+                ret = TEST_FAILED;
+            }
+        } else if (sscanf(p, "idle: rank %d total", &r) == 1) {
+            ranks++;
+        }
+    }
+    if (rc != 0 || ranks != 3 || !strstr(text, "idle_wakes: ok bcast") ||
+        stat_of(text, "bcast", "tune") != 3001 ||
+        stat_of(text, "allreduce", "offloaded") != 1)
+        ret = TEST_FAILED;
+    if (ret != TEST_PASSED)
+        fprintf(stderr, "    exit %d: %.4000s\n", rc, text);
+    free(text);
+    return ret;
+}
+
+/*
+ * `incoll tune --merge`: two runs on a loopback fabric of 3 hosts, on 2
+ * ranks and then on 3 (the broadcast and the allgather, few sizes and
+ * iterations, no host algorithms, no check), make one DIR/tune.conf: the
+ * second run's entries for ranks=3-, the first's narrowed to ranks=2
+ * (the next rank count measured), the shape's ranks=2-3; the run's own
+ * file is removed, and the table reads back.
+ */
+TEST(mpi_ompi_tune_merge, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16], err[512];
+    char run[PATH_MAX + 32];
+    static tune_table_t t;
+    char *said = NULL, *written = NULL;
+    int rc, ret = TEST_FAILED, two = 0, three = 0;
+
+    if (why)
+        return test_skip("%s", why);
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-merge", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(table, sizeof(table), "%s/tune.conf", dir);
+    mgr_patient(1);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    CHECK_EQ_INT(rc, 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    unsetenv("LD_PRELOAD");
+    for (int n = 2; n <= 3; n++) {
+        rc = sh(out,
+                "timeout -k 5 100 '%s/incoll' tune -n %d --fabric '%s' --colls "
+                "bcast,allgather --sizes 4:64 --iters 2 --passes 1 "
+                "--host-algos none --no-verify --timeout 90%s%s",
+                test_bindir(), n, dir, n == 3 ? " --merge " : "",
+                n == 3 ? table : "");
+        said = slurp(out);
+        CHECK_MSG_OR(out, rc == 0, "incoll tune -n %d exited %d: %.3000s", n,
+                     rc, said);
+        free(said);
+        said = NULL;
+    }
+    said = slurp(out);
+    written = slurp(table);
+    CHECK_MSG_OR(out,
+                 strstr(said, "incoll tune: merged the run on 3 ranks into ") &&
+                     strstr(written, " ppn=1 ranks=2-3\n") &&
+                     strstr(written, "bcast:blocking ") &&
+                     strstr(written, " ranks=3-\n") &&
+                     strstr(written, " ranks=2\n"),
+                 "the merged table: %.3000s\n%.3000s", said, written);
+    snprintf(run, sizeof(run), "%s.run", table);
+    CHECK_MSG_OR(out, access(run, F_OK) != 0, "%s is left", run);
+    tune_init(&t, table);
+    CHECK_MSG_OR(out, tune_parse_file(&t, table, err, sizeof(err)) == 0, "%s",
+                 err);
+    for (uint32_t i = 0; i < t.n; i++) {
+        two += t.e[i].rlo == 2 && t.e[i].rhi == 2;
+        three += t.e[i].rlo == 3 && t.e[i].rhi == UINT32_MAX;
+    }
+    /* bcast and allgather, 3 forms, at least one range each, per run */
+    CHECK_MSG_OR(out, two >= 6 && three >= 6 && two + three == (int)t.n,
+                 "%d entries for 2 ranks, %d for 3-, of %u: %s", two, three,
+                 t.n, written);
+    ret = TEST_PASSED;
+out:
+    free(said);
+    free(written);
+    test_fabric_down(dir);
+    return ret;
+}
+
+/*
  * The tuner's host-based candidates: incoll-tune-mpi given the blocking
  * allreduce's times on each of libincoll's host-based algorithms (--host
  * ALGO:FILE once per algorithm, as `incoll tune` saves them in its first
@@ -2684,11 +2832,12 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
         stat_of(text, "allreduce", "hosts") != blocking ||
         stat_of(text, "allreduce", "errors") != 0 ||
         !strstr(text, "mpi: tune: allreduce blocking 4 B on 3 ranks: rd "
-                      "(allreduce:blocking 0-15 rd (") ||
+                      "(allreduce:blocking 0-15 rd ranks=3- (") ||
         !strstr(text, "mpi: tune: allreduce blocking 16 B on 3 ranks: ring "
-                      "(allreduce:blocking 16-63 ring (") ||
+                      "(allreduce:blocking 16-63 ring ranks=3- (") ||
         !strstr(text, "mpi: tune: allreduce blocking 64 B on 3 ranks: "
-                      "rabenseifner (allreduce:blocking 64- rabenseifner (")) {
+                      "rabenseifner (allreduce:blocking 64- rabenseifner "
+                      "ranks=3- (")) {
         fprintf(stderr,
                 "    exit %d, want the %ld blocking allreduces on rd, ring "
                 "and rabenseifner: %.3000s\n",

@@ -44,7 +44,7 @@ static void usage(FILE *out)
             "                   [--passes N] [--margin PCT]\n"
             "                   [--colls LIST] [--forms blocking,nb] [--out "
             "FILE]\n"
-            "                   [--host-algos LIST]\n"
+            "                   [--host-algos LIST] [--merge FILE]\n"
             "                   [--timeout SEC] [--no-verify]\n"
             "\n"
             "Measures each collective of the MPI layer (blocking and "
@@ -84,6 +84,13 @@ static void usage(FILE *out)
             "  --out FILE       where to write the table (default "
             "DIR/tune.conf with\n"
             "                   --fabric, else ./tune.conf)\n"
+            "  --merge FILE     merge this run into the table FILE (it may "
+            "be --out's):\n"
+            "                   the run's entries rule from P ranks up to the "
+            "next rank\n"
+            "                   count FILE has entries for, FILE's "
+            "everywhere else, so\n"
+            "                   runs on 8 and 16 hosts make one table\n"
             "  --timeout SEC    stop after SEC seconds (default 3600)\n"
             "  --no-verify      skip the check of the table written: by "
             "default each\n"
@@ -99,7 +106,7 @@ static void usage(FILE *out)
 typedef struct {
     const char *np, *fabric, *link_rate, *radix, *ppn, *sizes, *iters;
     const char *colls, *passes, *margin, *forms, *out, *timeout;
-    const char *host_algos;
+    const char *host_algos, *merge;
     int emulate, no_verify;
 } tune_opts_t;
 
@@ -123,6 +130,7 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         {"timeout", required_argument, NULL, 't'},
         {"no-verify", no_argument, NULL, 'V'},
         {"host-algos", required_argument, NULL, 'H'},
+        {"merge", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int opt;
@@ -188,6 +196,9 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         case 'H':
             o->host_algos = optarg;
             break;
+        case 'M':
+            o->merge = optarg;
+            break;
         case 'h':
             usage(stdout);
             *exit_p = 0;
@@ -227,7 +238,10 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
 /* The measuring job as planned: the programs, where the table goes, the
  * `incoll mpirun` command line. */
 typedef struct {
+    /* out_path: where the run writes its table; with --merge a file of
+     * its own beside final_path, the table merged from it */
     char self[PATH_MAX], worker[PATH_MAX], out_path[PATH_MAX];
+    char final_path[PATH_MAX - 8];
     char shape[256], cmdline[1024];
     char *args[64];
     /* The host-based candidates' passes (the allreduce on each of
@@ -330,10 +344,13 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
     int a = 0, hosts;
 
     if (o->out == NULL && o->fabric)
-        snprintf(p->out_path, sizeof(p->out_path), "%s/tune.conf", o->fabric);
+        snprintf(p->final_path, sizeof(p->final_path), "%s/tune.conf",
+                 o->fabric);
     else
-        snprintf(p->out_path, sizeof(p->out_path), "%s",
+        snprintf(p->final_path, sizeof(p->final_path), "%s",
                  o->out ? o->out : "tune.conf");
+    snprintf(p->out_path, sizeof(p->out_path), "%s%s", p->final_path,
+             o->merge ? ".run" : "");
     if (cli_self_dir(p->self, sizeof(p->self)) != 0 ||
         strlen(p->self) + sizeof("/incoll") > sizeof(p->self) ||
         cli_companion_path(CLI_PLACE_LIBEXEC, TUNE_WORKER, p->worker,
@@ -579,7 +596,7 @@ static int reduction(int c)
  * of its collective and form, the first from 0) to MPI's own, appended
  * to buf; the nonblocking decision stands for the persistent form. */
 static size_t moved_entries(const tune_time_t *v, int n, int i, double without,
-                            char *buf, size_t len, size_t k)
+                            int ranks, char *buf, size_t len, size_t k)
 {
     long next = -1;
     int first = 1;
@@ -604,9 +621,9 @@ static size_t moved_entries(const tune_time_t *v, int n, int i, double without,
         if (pass == 1 && strcmp(v[i].form, "nb") != 0)
             break;
         k += (size_t)snprintf(buf + k, k < len ? len - k : 0,
-                              "%s:%s %s mpi # %.1f us with the table, %.1f "
-                              "us without the layer\n",
-                              v[i].coll, form, range, v[i].us, without);
+                              "%s:%s %s mpi ranks=%d- # %.1f us with the "
+                              "table, %.1f us without the layer\n",
+                              v[i].coll, form, range, ranks, v[i].us, without);
     }
     return k;
 }
@@ -675,7 +692,8 @@ static int tune_verify(const tune_opts_t *o, tune_plan_t *p)
             with[i].us <= without[i].us * (1 + margin / 100))
             continue;
         cells++;
-        k = moved_entries(with, nw, i, without[i].us, moved, cap, k);
+        k = moved_entries(with, nw, i, without[i].us, atoi(o->np), moved, cap,
+                          k);
     }
     strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
     /* the moved entries right after the shape line (or at the top) */
@@ -710,17 +728,84 @@ static int tune_verify(const tune_opts_t *o, tune_plan_t *p)
     return ret;
 }
 
+/* --merge: the table FILE, read and checked before the run (which may
+ * end where FILE is); NULL with the cause printed. */
+static char *merge_read(const char *path)
+{
+    static tune_table_t t;
+    char err[512], *text = tune_read_text(path, err, sizeof(err));
+    if (text == NULL) {
+        fprintf(stderr, "incoll tune: --merge %s\n", err);
+        return NULL;
+    }
+    tune_init(&t, path);
+    if (tune_parse_text(&t, text, path, err, sizeof(err)) != 0) {
+        fprintf(stderr, "incoll tune: --merge: %s\n", err);
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* --merge: the run's table (p->out_path) merged into old (FILE's text)
+ * and written to p->final_path; the run's own file removed. 0, or 1 with
+ * the cause printed. */
+static int merge_write(const tune_opts_t *o, const tune_plan_t *p,
+                       const char *old)
+{
+    char err[512], when[64], header[1024 + 2 * PATH_MAX + 256], *run, *merged;
+    time_t now = time(NULL);
+    int dropped = 0, ret;
+    FILE *f;
+
+    strftime(when, sizeof(when), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    snprintf(header, sizeof(header),
+             "# incoll selection table (src/common/tune.h): a run on %s "
+             "ranks merged into %s by\n# %s\n# on %s: the run's entries "
+             "first, then those of %s\n",
+             o->np, o->merge, p->cmdline, when, o->merge);
+    run = tune_read_text(p->out_path, err, sizeof(err));
+    merged = run ? tune_merge_text(old, o->merge, run, (uint32_t)atoi(o->np),
+                                   header, &dropped, err, sizeof(err))
+                 : NULL;
+    free(run);
+    if (merged == NULL) {
+        fprintf(stderr,
+                "incoll tune: cannot merge the run into %s: %s (the run's "
+                "table stays in %s)\n",
+                o->merge, err, p->out_path);
+        return 1;
+    }
+    f = fopen(p->final_path, "w");
+    ret = f == NULL || fputs(merged, f) == EOF;
+    if (f != NULL && fclose(f) != 0)
+        ret = 1;
+    free(merged);
+    if (ret) {
+        fprintf(stderr, "incoll tune: %s: %s (the run's table stays in %s)\n",
+                p->final_path, log_strerror(errno), p->out_path);
+        return 1;
+    }
+    unlink(p->out_path);
+    printf("incoll tune: merged the run on %s ranks into %s: %d of its "
+           "entries dropped (the run's rule there)\n",
+           o->np, o->merge, dropped);
+    return 0;
+}
+
 int cmd_tune(int argc, char **argv)
 {
     static tune_table_t t;
     static tune_plan_t p;
     tune_opts_t o;
-    char err[512];
+    char err[512], *old = NULL;
     int ret;
 
     if (tune_parse(argc, argv, &o, &ret) != 0)
         return ret;
     if (tune_plan(&o, argc, argv, &p) != 0)
+        return 1;
+    if (o.merge && (old = merge_read(o.merge)) == NULL)
         return 1;
     /* The allreduce on each of libincoll's host-based algorithms first
      * (their times saved), then every call through the layer in
@@ -738,18 +823,21 @@ int cmd_tune(int argc, char **argv)
         ret = tune_launch(p.args, "all:*:inc");
     for (int i = 0; i < p.nhost; i++)
         unlink(p.host_times[i]);
-    if (ret != 0)
-        return 1;
     /* what users see: the table in force against no layer */
-    if (!o.no_verify && tune_verify(&o, &p) != 0)
+    if (ret == 0 && !o.no_verify)
+        ret = tune_verify(&o, &p);
+    if (ret == 0 && old)
+        ret = merge_write(&o, &p, old);
+    free(old);
+    if (ret != 0)
         return 1;
     /* Read back as the layer reads it: a table it cannot read is an
      * error here, not at the next job's MPI_Init. */
-    tune_init(&t, p.out_path);
-    if (tune_parse_file(&t, p.out_path, err, sizeof(err)) != 0) {
+    tune_init(&t, p.final_path);
+    if (tune_parse_file(&t, p.final_path, err, sizeof(err)) != 0) {
         fprintf(stderr, "incoll tune: the table written is bad: %s\n", err);
         return 1;
     }
-    printf("incoll tune: %s: %u entries\n", p.out_path, t.n);
+    printf("incoll tune: %s: %u entries\n", p.final_path, t.n);
     return 0;
 }

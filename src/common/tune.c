@@ -765,3 +765,258 @@ uint64_t tune_hash(const tune_table_t *t)
     }
     return (h ^ t->n) * 0x100000001b3ull ^ t->ppn;
 }
+
+/* ---- merging a run into a table (incoll tune --merge) ---- */
+
+/* 1 when t's entries that name coll and form for any datatype class and
+ * ranks per host cover every size. */
+static int covers_every_size(const tune_table_t *t, int coll, int form)
+{
+    uint64_t reach = 0; /* every size below it is covered */
+    int grew = 1;
+    while (grew) {
+        grew = 0;
+        for (uint32_t i = 0; i < t->n; i++) {
+            const tune_entry_t *e = &t->e[i];
+            if ((e->coll != coll && e->coll != TUNE_COLL_ALL) ||
+                !(e->forms & (1u << form)) || e->dmask != TUNE_DMASK_ANY ||
+                e->plo != 0 || e->phi != 0xffff || e->lo > reach ||
+                e->hi < reach)
+                continue;
+            if (e->hi == UINT64_MAX)
+                return 1;
+            reach = e->hi + 1;
+            grew = 1;
+        }
+    }
+    return 0;
+}
+
+/* The next line of *p (without its newline) into buf; 0 at the end. */
+static int next_line(const char **p, char *buf, size_t len)
+{
+    const char *eol;
+    size_t n;
+    if (**p == '\0')
+        return 0;
+    eol = strchr(*p, '\n');
+    n = eol ? (size_t)(eol - *p) : strlen(*p);
+    snprintf(buf, len, "%.*s", (int)(n < len ? n : len - 1), *p);
+    *p += n + (eol != NULL);
+    return 1;
+}
+
+/* 1 when line is a shape line. */
+static int is_shape(const char *line)
+{
+    line += strspn(line, " \t");
+    return strncmp(line, "shape", 5) == 0 &&
+           (line[5] == '\0' || line[5] == ' ' || line[5] == '\t');
+}
+
+/* The merged shape line's words into out: the run's (the text of its
+ * shape line, run_line) with ranks= the range of lo-hi (lo 0: none), and
+ * the old table's range words the run does not give. 0, or -1 with err
+ * when a word both give differs. */
+static int merge_shape(const tune_table_t *o, const tune_table_t *r,
+                       const char *run_line, uint32_t lo, uint32_t hi,
+                       char *out, size_t len, char *err, size_t errlen)
+{
+    static const char *const keys[] = {"hosts", "ppn", "radix", "levels"};
+    const uint32_t ov[4][2] = {{o->s_hlo, o->s_hhi},
+                               {o->s_plo, o->s_phi},
+                               {o->s_xlo, o->s_xhi},
+                               {o->s_llo, o->s_lhi}};
+    const uint32_t rv[4][2] = {{r->s_hlo, r->s_hhi},
+                               {r->s_plo, r->s_phi},
+                               {r->s_xlo, r->s_xhi},
+                               {r->s_llo, r->s_lhi}};
+    char copy[1024], *save = NULL, range[64];
+    size_t k = 0;
+
+    out[0] = '\0';
+    for (int i = 0; i < 4; i++)
+        if (ov[i][0] && rv[i][0] &&
+            (ov[i][0] != rv[i][0] || ov[i][1] != rv[i][1])) {
+            char a[64], b[64];
+            fmt_range(ov[i][0], ov[i][1], UINT32_MAX, a, sizeof(a));
+            fmt_range(rv[i][0], rv[i][1], UINT32_MAX, b, sizeof(b));
+            say(err, errlen,
+                "its shape says %s=%s, this run's %s=%s: a table is for one "
+                "fabric shape",
+                keys[i], a, keys[i], b);
+            return -1;
+        }
+    snprintf(copy, sizeof(copy), "%s", run_line);
+    for (char *w = strtok_r(copy, " \t", &save); w;
+         w = strtok_r(NULL, " \t", &save)) {
+        if (strcmp(w, "shape") == 0 || strncmp(w, "ranks=", 6) == 0)
+            continue;
+        k += (size_t)snprintf(out + k, k < len ? len - k : 0, "%s%s",
+                              k ? " " : "", w);
+    }
+    for (int i = 0; i < 4; i++)
+        if (ov[i][0] && !rv[i][0]) {
+            fmt_range(ov[i][0], ov[i][1], UINT32_MAX, range, sizeof(range));
+            k += (size_t)snprintf(out + k, k < len ? len - k : 0, "%s%s=%s",
+                                  k ? " " : "", keys[i], range);
+        }
+    if (lo) {
+        fmt_range(lo, hi, UINT32_MAX, range, sizeof(range));
+        if (strcmp(range, "*") == 0)
+            snprintf(range, sizeof(range), "1-");
+        k += (size_t)snprintf(out + k, k < len ? len - k : 0, "%sranks=%s",
+                              k ? " " : "", range);
+    }
+    if (k >= len) {
+        say(err, errlen, "the merged shape line is too long");
+        return -1;
+    }
+    return 0;
+}
+
+/* 1 when the run's entries, which rule on ranks lo-hi, cover every call
+ * old entry e can decide there (covered: the collectives and forms they
+ * name at every size). Then e is dead when its ranks are within lo-hi,
+ * and its ranks that reach into lo-hi from below (up to hi at most) can
+ * end below lo. */
+static int merge_covers(const tune_entry_t *e,
+                        int covered[TUNE_COLL_COUNT][TUNE_FORM_COUNT])
+{
+    for (int c = 0; c < TUNE_COLL_COUNT; c++)
+        for (int f = 0; f < TUNE_FORM_COUNT; f++)
+            if ((e->coll == c || e->coll == TUNE_COLL_ALL) &&
+                (e->forms & (1u << f)) && !covered[c][f])
+                return 0;
+    return 1;
+}
+
+static int merge_dead(const tune_entry_t *e, uint32_t lo, uint32_t hi,
+                      int covered[TUNE_COLL_COUNT][TUNE_FORM_COUNT])
+{
+    return e->rlo >= lo && e->rhi <= hi && merge_covers(e, covered);
+}
+
+char *tune_merge_text(const char *old, const char *old_name, const char *run,
+                      uint32_t ranks, const char *header, int *dropped_p,
+                      char *err, size_t errlen)
+{
+    tune_table_t *o = malloc(sizeof(*o)), *r = malloc(sizeof(*r));
+    int covered[TUNE_COLL_COUNT][TUNE_FORM_COUNT];
+    char why[512], line[1024], shape[512], run_shape[1024] = "";
+    const char *p;
+    uint32_t hi = UINT32_MAX, lo_all = 0, hi_all = 0, j = 0;
+    unsigned n = 0;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = NULL;
+    int dropped = 0;
+
+    if (o == NULL || r == NULL) {
+        say(err, errlen, "out of memory");
+        goto fail;
+    }
+    tune_init(o, old_name);
+    tune_init(r, "this run");
+    if (ranks == 0) {
+        say(err, errlen, "no rank count for the run's entries");
+        goto fail;
+    }
+    if (tune_parse_text(o, old, old_name, err, errlen) != 0)
+        goto fail;
+    if (tune_parse_text(r, run, "this run's table", why, sizeof(why)) != 0) {
+        say(err, errlen, "%s", why);
+        goto fail;
+    }
+    /* the run rules up to the next rank count the old table has rows for */
+    for (uint32_t i = 0; i < o->n; i++)
+        if (o->e[i].rlo > ranks && o->e[i].rlo - 1 < hi)
+            hi = o->e[i].rlo - 1;
+    for (p = run; next_line(&p, line, sizeof(line));)
+        if (is_shape(line))
+            snprintf(run_shape, sizeof(run_shape), "%s", line);
+    /* the shape's ranks: both tables' (none: the old one applies to any) */
+    if (o->s_rlo) {
+        lo_all = o->s_rlo < ranks ? o->s_rlo : ranks;
+        hi_all = o->s_rhi > ranks ? o->s_rhi : ranks;
+    }
+    if (merge_shape(o, r, run_shape, lo_all, hi_all, shape, sizeof(shape), why,
+                    sizeof(why)) != 0) {
+        say(err, errlen, "%s: %s", old_name, why);
+        goto fail;
+    }
+    for (int c = 0; c < TUNE_COLL_COUNT; c++)
+        for (int fm = 0; fm < TUNE_FORM_COUNT; fm++)
+            covered[c][fm] = covers_every_size(r, c, fm);
+    f = open_memstream(&text, &len);
+    if (f == NULL) {
+        say(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (header)
+        fputs(header, f);
+    fprintf(f, "shape %s\n", shape);
+    /* the run's lines: its comments as they are, its entries for
+     * ranks-hi (with their comments) */
+    for (p = run; next_line(&p, line, sizeof(line));) {
+        n++;
+        if (is_shape(line))
+            continue;
+        if (j < r->n && r->e[j].line == n) {
+            char entry[256];
+            const char *hash = strchr(line, '#');
+            r->e[j].rlo = ranks;
+            r->e[j].rhi = hi;
+            tune_entry_format(&r->e[j++], entry, sizeof(entry));
+            if (hash)
+                fprintf(f, "%s %s\n", entry, hash);
+            else
+                fprintf(f, "%s\n", entry);
+        } else {
+            fprintf(f, "%s\n", line);
+        }
+    }
+    for (uint32_t i = 0; i < o->n; i++)
+        dropped += merge_dead(&o->e[i], ranks, hi, covered);
+    fprintf(f,
+            "# the entries of %s (%d of them, which this run's rule "
+            "everywhere, dropped):\n",
+            old_name, dropped);
+    for (p = old; next_line(&p, line, sizeof(line)) && !is_shape(line);) {
+        const char *s = line + strspn(line, " \t");
+        if (*s == '#')
+            fprintf(f, "%s\n", line);
+        else if (*s != '\0')
+            break;
+    }
+    for (uint32_t i = 0; i < o->n; i++) {
+        char entry[256];
+        tune_entry_t e = o->e[i];
+        if (merge_dead(&e, ranks, hi, covered))
+            continue;
+        if (e.rlo < ranks && e.rhi >= ranks && e.rhi <= hi &&
+            merge_covers(&e, covered))
+            e.rhi = ranks - 1; /* the run's rule from ranks on */
+        tune_entry_format(&e, entry, sizeof(entry));
+        fprintf(f, "%s\n", entry);
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        say(err, errlen, "out of memory");
+        goto fail;
+    }
+    f = NULL;
+    if (dropped_p)
+        *dropped_p = dropped;
+    free(o);
+    free(r);
+    return text;
+
+fail:
+    if (f)
+        fclose(f);
+    free(text);
+    free(o);
+    free(r);
+    return NULL;
+}

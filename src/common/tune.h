@@ -262,4 +262,26 @@ void tune_write(const tune_table_t *t, FILE *out, int comments);
 /* One entry in the file syntax, "bcast:blocking 1K-8K mpi". */
 void tune_entry_format(const tune_entry_t *e, char *buf, size_t len);
 
+/*
+ * Merges the table `incoll tune` wrote for a run on ranks ranks (run,
+ * every entry for those ranks and up) into an existing table (old, read
+ * from old_name), so that runs on several rank counts make one table: the
+ * run's entries rule from ranks up to the next rank count the old table
+ * has rows for (the lowest bound of its ranks= above ranks; none: and
+ * up), put before the old table's entries, which keep ruling everywhere
+ * else; an old entry whose every collective and form the run measured at
+ * every size is dropped when its ranks are within the run's range (dead)
+ * and ends below the run's when its ranks reach into it from below. The
+ * shape line is the run's with ranks= widened to
+ * hold both tables' (none when the old table's applies to any ranks); a
+ * shape word both give (hosts=, ppn=, radix=, levels=) must be equal.
+ * header (comment lines, may be NULL) goes first, then the run's own
+ * comments and entries, then the old table's comments before its shape
+ * line and its entries. A malloc'd text; NULL with "what is wrong" in err
+ * (*dropped_p: the old entries dropped).
+ */
+char *tune_merge_text(const char *old, const char *old_name, const char *run,
+                      uint32_t ranks, const char *header, int *dropped_p,
+                      char *err, size_t errlen);
+
 #endif

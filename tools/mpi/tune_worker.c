@@ -20,10 +20,15 @@
  * Ints (MPI_SUM), roots 0. Rank 0 prints a line per measurement
  *
  *   tune: bcast blocking 1024 layer_us 201.3 mpi_us 402.7 mpi/layer 2.00 inc
+ *     switches a call (voluntary, involuntary) layer 0.10 2.31 mpi 0 2.25
  *
- * (each column the least of --passes measurements, default 2: a pass
+ * (on one line; the switches are the calling thread's inside the timed
+ * calls of the last pass, read outside the timing, averaged over
+ * iterations and ranks: a voluntary one is a sleep; each column the
+ * least of --passes measurements, default 2: a pass
  * slowed by other work on the machine does not decide) and with --out
- * writes the selection table: for each collective and form, the size
+ * writes the selection table (its entries for this many ranks and up,
+ * ranks=N-): for each collective and form, the size
  * ranges where MPI's own was faster by more than --margin percent
  * (default 5, the run-to-run noise here: within it the network keeps
  * the call) ("mpi") or not ("inc"); a measured size decides the sizes up to the
@@ -48,6 +53,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 enum {
@@ -208,32 +214,59 @@ static void verify(int c, int n, int it, int nb)
  * iteration after iteration, a barrier between them. */
 static int only_layer;
 
+/* The calling thread's context switches: voluntary (it slept) and
+ * involuntary (it was preempted, or yielded to another). */
+static void thread_switches(long sw[2])
+{
+    struct rusage ru;
+    sw[0] = sw[1] = 0;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+        sw[0] = ru.ru_nvcsw;
+        sw[1] = ru.ru_nivcsw;
+    }
+}
+
+/* The last measurement's context switches of the calling thread inside
+ * the timed calls, a call's average over iterations and ranks:
+ * [column: 0 MPI's own, 1 the layer's][0 voluntary, 1 involuntary]. */
+static double switches[2][2];
+
 /* Average latency over ranks in us of the layer's call (t[1]) and MPI's
- * own (t[0], 0 with only_layer) for c, form nb, n ints. */
+ * own (t[0], 0 with only_layer) for c, form nb, n ints; the context
+ * switches inside the calls (read outside the timing) into switches. */
 static void measure(int c, int n, int nb, int iters, double avg[2])
 {
-    double t[2] = {0, 0};
+    double t[6] = {0, 0, 0, 0, 0, 0}, sum[6];
     int warm = iters / 10 < 2 ? 2 : iters / 10;
 
     for (int it = 0; it < warm + iters; it++) {
         for (int k = only_layer; k < 2; k++) {
             int layer = only_layer ? 1 : (k + it) % 2;
             double t0, t1;
+            long sw0[2], sw1[2];
             prepare(c, n, it);
             PMPI_Barrier(MPI_COMM_WORLD);
+            thread_switches(sw0);
             t0 = MPI_Wtime();
             run(c, n, layer, nb);
             t1 = MPI_Wtime();
-            if (it >= warm)
+            thread_switches(sw1);
+            if (it >= warm) {
                 t[layer] += t1 - t0;
+                t[2 + 2 * layer] += (double)(sw1[0] - sw0[0]);
+                t[3 + 2 * layer] += (double)(sw1[1] - sw0[1]);
+            }
             verify(c, n, it, nb);
         }
     }
     for (int k = 0; k < 2; k++)
         t[k] = t[k] / iters * 1e6;
-    PMPI_Allreduce(t, avg, 2, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    avg[0] /= size;
-    avg[1] /= size;
+    PMPI_Allreduce(t, sum, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    avg[0] = sum[0] / size;
+    avg[1] = sum[1] / size;
+    for (int k = 0; k < 2; k++)
+        for (int v = 0; v < 2; v++)
+            switches[k][v] = sum[2 + 2 * k + v] / iters / size;
 }
 
 /* A size with an optional binary suffix. */
@@ -289,7 +322,8 @@ static double host_us(const char *path, const char *want_form, long bytes)
 
 /* The entries of one collective and form: the sizes' decisions (0: inc,
  * 1: mpi, 2 + i: host algorithm i) as ranges, adjacent equal ones
- * merged. */
+ * merged, each for the job's rank count and up (ranks=N-: `incoll tune
+ * --merge` narrows them where a table has rows for more ranks). */
 static void write_entries(FILE *out, int c, const char *form, const long *sizes,
                           const int *mpi, int ns)
 {
@@ -301,15 +335,15 @@ static void write_entries(FILE *out, int c, const char *form, const long *sizes,
         fmt_size(i == 0 ? 0 : sizes[i], lo, sizeof(lo));
         if (j + 1 == ns) {
             if (i == 0)
-                fprintf(out, "%s:%s * %s\n", names[c], form,
-                        decision_name(mpi[i]));
+                fprintf(out, "%s:%s * %s ranks=%d-\n", names[c], form,
+                        decision_name(mpi[i]), size);
             else
-                fprintf(out, "%s:%s %s- %s\n", names[c], form, lo,
-                        decision_name(mpi[i]));
+                fprintf(out, "%s:%s %s- %s ranks=%d-\n", names[c], form, lo,
+                        decision_name(mpi[i]), size);
         } else {
             fmt_size(sizes[j + 1] - 1, hi, sizeof(hi));
-            fprintf(out, "%s:%s %s-%s %s\n", names[c], form, lo, hi,
-                    decision_name(mpi[i]));
+            fprintf(out, "%s:%s %s-%s %s ranks=%d-\n", names[c], form, lo, hi,
+                    decision_name(mpi[i]), size);
         }
         i = j + 1;
     }
@@ -466,9 +500,11 @@ static int measure_size(const opts_t *o, int c, int nb, long bytes, FILE *save)
                 c == C_BARRIER ? 0 : bytes, avg[1]);
     if (rank == 0) {
         printf("tune: %-20s %-8s %8ld layer_us %10.1f mpi_us "
-               "%10.1f mpi/layer %5.2f %s\n",
+               "%10.1f mpi/layer %5.2f %-4s switches a call (voluntary, "
+               "involuntary) layer %.2f %.2f mpi %.2f %.2f\n",
                names[c], form_names[nb], c == C_BARRIER ? 0 : bytes, avg[1],
-               avg[0], avg[1] > 0 ? avg[0] / avg[1] : 0, decision_name(d));
+               avg[0], avg[1] > 0 ? avg[0] / avg[1] : 0, decision_name(d),
+               switches[1][0], switches[1][1], switches[0][0], switches[0][1]);
         fflush(stdout);
     }
     return d;
