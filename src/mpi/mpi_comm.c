@@ -154,14 +154,6 @@ void mpi_pool_put(persist_pool_t *pool, int slot)
         free(pool);
 }
 
-void mpi_comm_count_tuned(comm_state_t *st)
-{
-    for (; st->tuned > 0; st->tuned--)
-        if (st->icomm == NULL || incoll_comm_count_elsewhere(
-                                     st->icomm, INCOLL_WHY_ALGO) != INCOLL_OK)
-            st->tuned = 1; /* nothing to count them in */
-}
-
 int mpi_comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
 {
     comm_state_t *st = attr;
@@ -175,10 +167,8 @@ int mpi_comm_delete_cb(MPI_Comm comm, int keyval, void *attr, void *extra)
     }
     if (table_find(st->key) == st)
         table_del(st->key);
-    if (L.ctx) {
-        mpi_comm_count_tuned(st);
+    if (L.ctx)
         mpi_cs_comm_free(&st->icomm, &st->owned);
-    }
     pool_orphan(st->pool);
     if (st->prev)
         st->prev->next = st->next;

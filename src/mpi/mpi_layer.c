@@ -96,16 +96,8 @@ static void pass_known(mpi_coll_t coll, reason_t why, MPI_Comm comm,
         return;
     if (!looked)
         st = mpi_comm_known(comm);
-    if (st == NULL || st->icomm == NULL)
-        return;
-    if (why == R_TUNE) {
-        /* the table's, the commonest: counted in batches (no lock of
-         * libincoll's taken in the call) */
-        if (++st->tuned >= TUNED_BATCH)
-            mpi_comm_count_tuned(st);
-        return;
-    }
-    (void)incoll_comm_count_elsewhere(st->icomm, w);
+    if (st != NULL && st->icomm != NULL)
+        (void)incoll_comm_count_elsewhere(st->icomm, w);
 }
 
 static void pass(mpi_coll_t coll, reason_t why, MPI_Comm comm)
@@ -128,8 +120,6 @@ static void layer_end(void)
     if (L.cfg.stats && L.rank == 0)
         mpi_stats_print();
     for (comm_state_t *st = L.states; st; st = st->next) {
-        if (L.ctx)
-            mpi_comm_count_tuned(st);
         st->icomm = NULL;
         st->owned = 0;
         st->offloaded = 0;

@@ -102,11 +102,7 @@ typedef struct comm_state {
     void *scratch; /* MINLOC/MAXLOC's values and indices */
     size_t scratch_len;
     persist_pool_t *pool; /* persistent collectives' communicators */
-    /* Calls the table gave to MPI's own not yet counted in icomm's usage
-     * (mpi_comm_count_tuned): counted in batches, so that such a call
-     * takes no lock of libincoll's, which its threads hold at times. */
-    uint32_t tuned;
-    uint64_t key; /* the MPI_Comm handle, in the lookup table */
+    uint64_t key;         /* the MPI_Comm handle, in the lookup table */
     struct comm_state *next;
     struct comm_state *prev;
 } comm_state_t;
@@ -181,12 +177,6 @@ comm_state_t *mpi_comm_known(MPI_Comm comm);
 void mpi_comm_label(MPI_Comm comm, int seq, char *buf, size_t len);
 int mpi_comm_persist(mpi_call_t *c);
 void mpi_pool_put(persist_pool_t *pool, int slot);
-/* Counts st's calls the table gave to MPI's own (st->tuned) in its
- * libincoll communicator's usage, the manager's per-job counts: every
- * TUNED_BATCH calls, when the communicator is freed and when the layer
- * ends. */
-#define TUNED_BATCH 1024
-void mpi_comm_count_tuned(comm_state_t *st);
 /* Prints rank 0's statistics line (mpi_stats.c). */
 void mpi_stats_print(void);
 /* Says at warn level, once, why MPI_COMM_WORLD is not offloaded and how
