@@ -376,7 +376,7 @@ $(BUILD)/lib/libincoll_mpi.so: $(MPI_OBJS_DEF) $(SO_FILES) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_DEF) $(MPI_SOLIBS)
 # (they may include header-only helpers of src/common, e.g. netdev.h)
-$(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h
+$(BUILD)/tests/mpi/%: tests/mpi/%.c src/common/netdev.h tests/mpi/coll_loop.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(MPI_TEST_CFLAGS) -o $@ $<
 # The MPI worker of `incoll bench allreduce --algos ...,mpi`
@@ -422,7 +422,7 @@ $(MPI_LEAF:%=$(BUILD)/obj/mpi-mpich/%.o): $(BUILD)/obj/mpi-mpich/%.o: src/common
 $(BUILD)/lib/libincoll_mpi_mpich.so: $(MPI_OBJS_MPICH) $(SO_FILES) src/mpi/exports.map
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(LDFLAGS) $(MPI_SOFLAGS) -o $@ $(MPI_OBJS_MPICH) $(MPI_SOLIBS)
-$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h
+$(BUILD)/tests/mpi-mpich/%: tests/mpi/%.c src/common/netdev.h tests/mpi/coll_loop.h
 	@mkdir -p $(dir $@)
 	$(MPICC_MPICH) $(MPI_TEST_CFLAGS) -o $@ $<
 ifeq ($(call MPI_HAVE,$(MPIF90_MPICH)),1)

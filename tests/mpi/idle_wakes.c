@@ -27,12 +27,9 @@
  *
  * Prints "idle_wakes: ok COLL BYTES ITERS" at rank 0.
  */
-#include <mpi.h>
+#include "coll_loop.h"
 
 #include <dirent.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,7 +40,7 @@ typedef struct {
     char name[32];
 } thread_count_t;
 
-static int rank, size;
+static int rank; /* for report() */
 
 /* One thread's name and switches; 0, or -1 when it is gone. */
 static int read_thread(long tid, thread_count_t *t)
@@ -89,16 +86,10 @@ static int read_threads(thread_count_t *v, int max)
 }
 
 /* The calls counted: nothing else inside. */
-static __attribute__((noinline)) void calls(int allgather, char *send,
-                                            char *recv, int bytes, int iters)
+static __attribute__((noinline)) void calls(const coll_loop_t *l)
 {
-    for (int i = 0; i < iters; i++) {
-        if (allgather)
-            MPI_Allgather(send, bytes, MPI_BYTE, recv, bytes, MPI_BYTE,
-                          MPI_COMM_WORLD);
-        else
-            MPI_Bcast(recv, bytes, MPI_BYTE, 0, MPI_COMM_WORLD);
-    }
+    for (int i = 0; i < l->iters; i++)
+        coll_loop_call(l);
 }
 
 static double now_us(void)
@@ -145,38 +136,23 @@ static void report(const thread_count_t *before, int nb,
 int main(int argc, char **argv)
 {
     static thread_count_t before[MAX_THREADS], after[MAX_THREADS];
-    const char *coll = argc > 1 ? argv[1] : "bcast";
-    int bytes = argc > 2 ? atoi(argv[2]) : 1024;
-    int iters = argc > 3 ? atoi(argv[3]) : 10000;
-    int allgather = strcmp(coll, "allgather") == 0;
     int first_allreduce = argc > 4 && strcmp(argv[4], "allreduce") == 0;
+    coll_loop_t l;
     int nb, na;
-    char *send, *recv;
     double t0, t1;
 
     MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if ((!allgather && strcmp(coll, "bcast") != 0) || bytes < 1 || iters < 1) {
-        if (rank == 0)
-            fprintf(stderr, "usage: idle_wakes [bcast|allgather] [BYTES] "
-                            "[ITERS]\n");
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    send = malloc((size_t)bytes);
-    recv = malloc((size_t)bytes * (size_t)size);
-    if (send == NULL || recv == NULL)
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    for (int i = 0; i < bytes; i++)
-        send[i] = (char)(rank * 7 + i);
-    memcpy(recv, send, (size_t)bytes);
+    coll_loop_setup(&l, "idle_wakes",
+                    "[bcast|allgather] [BYTES] [ITERS] [allreduce]", argc, argv,
+                    10000);
+    rank = l.rank;
     /* the first call outside the loop (the layer sets the communicator
      * up there) */
-    calls(allgather, send, recv, bytes, 1);
+    coll_loop_call(&l);
     if (first_allreduce) {
         int one = 1, sum = 0;
         MPI_Allreduce(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-        if (sum != size) {
+        if (sum != l.size) {
             fprintf(stderr, "idle_wakes: rank %d: WRONG allreduce %d\n", rank,
                     sum);
             MPI_Abort(MPI_COMM_WORLD, 1);
@@ -185,28 +161,17 @@ int main(int argc, char **argv)
     PMPI_Barrier(MPI_COMM_WORLD);
     nb = read_threads(before, MAX_THREADS);
     t0 = now_us();
-    calls(allgather, send, recv, bytes, iters);
+    calls(&l);
     t1 = now_us();
     na = read_threads(after, MAX_THREADS);
-    for (int r = 0; r < (allgather ? size : 1); r++)
-        for (int i = 0; i < bytes; i++)
-            if (recv[(size_t)r * (size_t)bytes + (size_t)i] !=
-                (char)(r * 7 + i)) {
-                fprintf(stderr,
-                        "idle_wakes: rank %d: WRONG %s block %d byte %d\n",
-                        rank, coll, r, i);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
+    coll_loop_check(&l);
     /* one rank's lines at a time */
-    for (int r = 0; r < size; r++) {
+    for (int r = 0; r < l.size; r++) {
         if (r == rank)
             report(before, nb, after, na, t1 - t0);
         PMPI_Barrier(MPI_COMM_WORLD);
     }
-    if (rank == 0)
-        printf("idle_wakes: ok %s %d %d\n", coll, bytes, iters);
-    free(send);
-    free(recv);
+    coll_loop_done(&l);
     MPI_Finalize();
     return 0;
 }
