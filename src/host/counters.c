@@ -250,11 +250,11 @@ void host_usage_flush(struct incoll_ctx *ctx, incoll_comm_h only)
     uint16_t n = 0;
     int want = 0;
 
-    for (incoll_comm_h c = ctx->comms; c; c = c->next)
-        if (only == NULL || c == only)
-            (void)fold(c);
-    if (only)
+    if (only) /* perhaps no longer in the list: being destroyed */
         (void)fold(only);
+    else
+        for (incoll_comm_h c = ctx->comms; c; c = c->next)
+            (void)fold(c);
     for (incoll_comm_h c = ctx->comms; c; c = c->next)
         want += (only == NULL || c == only) && pending(c);
     if (only && want == 0 && pending(only))
