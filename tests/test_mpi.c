@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2848,6 +2849,82 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
     free(text);
     for (int a = 0; a < 3; a++)
         unlink(times[a]);
+    unlink(table);
+    return TEST_PASSED;
+}
+
+/*
+ * incoll-tune-mpi's --pin and --stat median, as the side-by-side runs of
+ * docs/tuning.md use them: each rank runs on the (rank mod n)-th of the n
+ * CPUs it may use (rank 0 names them), both columns get a time, every
+ * result is checked (the job ends on a wrong one) and the table written
+ * says it took each rank's median; --stat with another word is refused.
+ */
+TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
+{
+    const char *why = mpi_ready(MPI_OMPI, "tune");
+    char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16], lib[PATH_MAX],
+        want[64];
+    cpu_set_t allowed;
+    int rc, cpus[3], k = 0;
+    char *text;
+
+    if (why)
+        return test_skip("%s", why);
+    CHECK(sched_getaffinity(0, sizeof(allowed), &allowed) == 0);
+    for (int c = 0; c < CPU_SETSIZE && k < 3; c++)
+        if (CPU_ISSET(c, &allowed))
+            cpus[k++] = c;
+    snprintf(dir, sizeof(dir), "%s/fabric-tune-pin", test_tmpdir());
+    snprintf(out, sizeof(out), "%s.out", dir);
+    snprintf(table, sizeof(table), "%s.conf", dir);
+    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
+    unsetenv("LD_PRELOAD");
+    rc = sh(out,
+            "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
+            "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --colls bcast,reduce "
+            "--forms blocking --sizes 4:16 --iters 4 --passes 1 --pin --stat "
+            "median --out '%s'",
+            test_bindir(), dir, test_bindir(), table);
+    text = slurp(out);
+    for (int r = 0; r < 3 && rc == 0; r++) {
+        snprintf(want, sizeof(want), "tune: rank %d on CPU %d\n", r,
+                 cpus[r % k]);
+        if (!strstr(text, want))
+            rc = -1;
+    }
+    if (rc != 0 || !strstr(text, "tune: ok") ||
+        !strstr(text,
+                "tune: bcast                blocking        4 layer_us") ||
+        !strstr(text,
+                "tune: reduce               blocking       16 layer_us")) {
+        test_fabric_down(dir);
+        setenv("LD_PRELOAD", lib, 1);
+        fprintf(stderr,
+                "    exit %d, want ranks 0-2 on CPUs %d %d %d: %.3000s\n", rc,
+                cpus[0], cpus[1 % k], cpus[2 % k], text);
+        free(text);
+        return TEST_FAILED;
+    }
+    free(text);
+    text = slurp(table);
+    CHECK_MSG(strstr(text, "each rank's median, least of 1 passes") != NULL,
+              "%s", text);
+    free(text);
+
+    rc = sh(out,
+            "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
+            "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --stat mode",
+            test_bindir(), dir, test_bindir());
+    setenv("LD_PRELOAD", lib, 1);
+    test_fabric_down(dir);
+    text = slurp(out);
+    CHECK_MSG(rc != 0 && strstr(text, "tune: bad argument '--stat'"),
+              "exit %d: %.2000s", rc, text);
+    free(text);
     unlink(table);
     return TEST_PASSED;
 }

@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/mgr_codec.h"
 #include "comm.h"
+#include "hier.h"
 #include "host.h"
 #include "mgr_client.h"
 #include "lock.h"
@@ -17,10 +18,12 @@
 void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
 {
     const udp_counters_t *uc = udp_counters(comm->ctx->sock);
+    uint64_t shared_bytes, shared_packets;
 
     memset(c_p, 0, sizeof(*c_p));
-    c_p->tx_bytes = uc->tx_bytes;
-    c_p->tx_packets = uc->tx_packets;
+    host_hier_shared_tx(&shared_bytes, &shared_packets);
+    c_p->tx_bytes = uc->tx_bytes + shared_bytes;
+    c_p->tx_packets = uc->tx_packets + shared_packets;
     c_p->rx_packets = uc->rx_packets;
     if (comm->ctx->mc_sock != NULL) /* results by multicast come here */
         c_p->rx_packets += udp_counters(comm->ctx->mc_sock)->rx_packets;

@@ -24,7 +24,9 @@
 
 typedef struct {
     /* The context's UDP socket (payload bytes and datagrams it really
-     * sent: retransmissions and acknowledgements included). */
+     * sent: retransmissions and acknowledgements included), and what
+     * this process sent as a member on its leaders' sockets (node mode's
+     * shared socket). */
     uint64_t tx_bytes;
     uint64_t tx_packets;
     /* The communicator's in-network engine; all 0 and has_engine 0 when

@@ -12,6 +12,7 @@
  *                   [--margin PCT] [--colls LIST] [--forms blocking,nb]
  *                   [--out FILE] [--shape TEXT] [--cmd TEXT]
  *                   [--save-us FILE] [--host ALGO:FILE]... [--only-layer]
+ *                   [--stat mean|median] [--pin]
  *
  * Sizes go from LO to HI by factors of 4 (default 4:1M), in the unit the
  * selection table uses (src/common/tune.h): the whole vector of an
@@ -47,9 +48,18 @@
  * with the table in force and without the layer). `incoll tune` runs it with
  * INCOLL_TUNE=all:*:inc, so the layer's column is the call in libincoll; run
  * with the layer's defaults it measures the table in force against MPI's own.
+ * --stat median takes each rank's median over the iterations in place of
+ * its mean (then the mean over ranks, as before): one iteration that the
+ * machine's scheduler held for milliseconds does not decide a cell.
+ * --pin binds every thread of rank r to the (r mod n)-th of the n CPUs it
+ * may run on, for a fabric emulated on one machine, where the ranks of
+ * all hosts share its cores (on a cluster, mpirun's binding does this);
+ * rank 0 prints where each rank runs ("tune: rank R on CPU C").
  */
 #include <mpi.h>
 
+#include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,14 +241,38 @@ static void thread_switches(long sw[2])
  * [column: 0 MPI's own, 1 the layer's][0 voluntary, 1 involuntary]. */
 static double switches[2][2];
 
+/* --stat median: each rank's median over the iterations, not its mean. */
+static int use_median;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorts it). */
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 /* Average latency over ranks in us of the layer's call (t[1]) and MPI's
- * own (t[0], 0 with only_layer) for c, form nb, n ints; the context
- * switches inside the calls (read outside the timing) into switches. */
+ * own (t[0], 0 with only_layer) for c, form nb, n ints, each rank's mean
+ * or (--stat median) median over iters iterations; the context switches
+ * inside the calls (read outside the timing) into switches. */
 static void measure(int c, int n, int nb, int iters, double avg[2])
 {
     double t[6] = {0, 0, 0, 0, 0, 0}, sum[6];
+    double *each[2] = {NULL, NULL};
     int warm = iters / 10 < 2 ? 2 : iters / 10;
 
+    if (use_median) {
+        each[0] = malloc(sizeof(double) * (size_t)iters);
+        each[1] = malloc(sizeof(double) * (size_t)iters);
+        if (each[0] == NULL || each[1] == NULL)
+            MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     for (int it = 0; it < warm + iters; it++) {
         for (int k = only_layer; k < 2; k++) {
             int layer = only_layer ? 1 : (k + it) % 2;
@@ -253,6 +287,8 @@ static void measure(int c, int n, int nb, int iters, double avg[2])
             thread_switches(sw1);
             if (it >= warm) {
                 t[layer] += t1 - t0;
+                if (each[layer])
+                    each[layer][it - warm] = t1 - t0;
                 t[2 + 2 * layer] += (double)(sw1[0] - sw0[0]);
                 t[3 + 2 * layer] += (double)(sw1[1] - sw0[1]);
             }
@@ -260,13 +296,61 @@ static void measure(int c, int n, int nb, int iters, double avg[2])
         }
     }
     for (int k = 0; k < 2; k++)
-        t[k] = t[k] / iters * 1e6;
+        t[k] = (use_median && (k == 1 || !only_layer) ? median(each[k], iters)
+                                                      : t[k] / iters) *
+               1e6;
+    free(each[0]);
+    free(each[1]);
     PMPI_Allreduce(t, sum, 6, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     avg[0] = sum[0] / size;
     avg[1] = sum[1] / size;
     for (int k = 0; k < 2; k++)
         for (int v = 0; v < 2; v++)
             switches[k][v] = sum[2 + 2 * k + v] / iters / size;
+}
+
+/* --pin: every thread of this process onto the (rank mod n)-th of the n
+ * CPUs it may run on; rank 0 prints where each rank runs. */
+static void pin_threads(void)
+{
+    cpu_set_t allowed, one;
+    int cpu = -1, want, k = 0, *where = NULL;
+    DIR *d;
+    struct dirent *e;
+
+    if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0 ||
+        CPU_COUNT(&allowed) < 1) {
+        fprintf(stderr, "tune: rank %d: --pin: cannot read its CPUs\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    want = rank % CPU_COUNT(&allowed);
+    for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
+        if (CPU_ISSET(c, &allowed) && k++ == want)
+            cpu = c;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    /* Every thread: MPI's and the layer's started in MPI_Init. */
+    d = opendir("/proc/self/task");
+    while (d && (e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.' &&
+            sched_setaffinity(atoi(e->d_name), sizeof(one), &one) != 0) {
+            fprintf(stderr, "tune: rank %d: --pin: CPU %d: cannot bind\n", rank,
+                    cpu);
+            MPI_Abort(MPI_COMM_WORLD, 2);
+        }
+    if (d)
+        closedir(d);
+    sched_yield();
+    cpu = sched_getcpu();
+    if (rank == 0 && (where = malloc(sizeof(int) * (size_t)size)) == NULL)
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    PMPI_Gather(&cpu, 1, MPI_INT, where, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        for (int r = 0; r < size; r++)
+            printf("tune: rank %d on CPU %d\n", r, where[r]);
+        fflush(stdout);
+    }
+    free(where);
 }
 
 /* A size with an optional binary suffix. */
@@ -357,6 +441,7 @@ typedef struct {
     int want[C_COUNT]; /* --colls */
     int forms[2];      /* --forms: blocking, nb */
     const char *out_path, *shape, *cmd, *save_path;
+    int pin; /* --pin */
 } opts_t;
 
 /* The collectives --colls names (a comma-separated list) into want. */
@@ -406,6 +491,10 @@ static void parse_args(int argc, char **argv, opts_t *o)
             only_layer = 1;
             continue;
         }
+        if (strcmp(a, "--pin") == 0) {
+            o->pin = 1;
+            continue;
+        }
         if (v == NULL)
             bad_args(a);
         i++;
@@ -437,6 +526,9 @@ static void parse_args(int argc, char **argv, opts_t *o)
             o->forms[1] = strstr(v, "nb") != NULL;
         } else if (strcmp(a, "--colls") == 0) {
             parse_colls(v, o->want);
+        } else if (strcmp(a, "--stat") == 0 &&
+                   (strcmp(v, "mean") == 0 || strcmp(v, "median") == 0)) {
+            use_median = strcmp(v, "median") == 0;
         } else {
             bad_args(a);
         }
@@ -554,9 +646,10 @@ static void write_table(const opts_t *o, const long *sizes, int ns,
     fprintf(out,
             "# incoll selection table (src/common/tune.h), made by\n"
             "# %s\n# on %s: %d ranks, %d iterations a size (fewer "
-            "above 4 KiB), least of %d passes, margin %g%%\n",
+            "above 4 KiB), each rank's %s, least of %d passes, margin "
+            "%g%%\n",
             o->cmd[0] ? o->cmd : "incoll-tune-mpi", when, size, o->iters,
-            o->passes, o->margin);
+            use_median ? "median" : "mean", o->passes, o->margin);
     fprintf(out, "shape %s%sranks=%d\n", o->shape, o->shape[0] ? " " : "",
             size);
     for (int c = 0; c < C_COUNT; c++) {
@@ -588,6 +681,8 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     parse_args(argc, argv, &o);
+    if (o.pin)
+        pin_threads();
     for (long s = o.lo; s <= o.hi && ns < MAX_SIZES; s *= 4)
         sizes[ns++] = s & ~3l;
     sendb = malloc((size_t)o.hi * size + 64);
