@@ -2858,7 +2858,8 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
  * docs/tuning.md use them: each rank runs on the (rank mod n)-th of the n
  * CPUs it may use (rank 0 names them), both columns get a time, every
  * result is checked (the job ends on a wrong one) and the table written
- * says it took each rank's median; --stat with another word is refused.
+ * says it took each rank's median; `incoll tune` hands both to it; --stat
+ * with another word is refused by both, naming it.
  */
 TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
 {
@@ -2915,6 +2916,31 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
               "%s", text);
     free(text);
 
+    /* incoll tune hands both on */
+    unlink(table);
+    rc = sh(out,
+            "timeout -k 5 150 '%s/incoll' tune -n 3 --fabric '%s' --colls "
+            "bcast --forms blocking --sizes 4:16 --iters 2 --passes 1 "
+            "--host-algos none --no-verify --timeout 120 --pin --stat median "
+            "--out '%s'",
+            test_bindir(), dir, table);
+    text = slurp(out);
+    snprintf(want, sizeof(want), "tune: rank 2 on CPU %d\n", cpus[2 % k]);
+    if (rc != 0 || !strstr(text, want)) {
+        test_fabric_down(dir);
+        setenv("LD_PRELOAD", lib, 1);
+        fprintf(stderr, "    incoll tune: exit %d, want '%s': %.3000s\n", rc,
+                want, text);
+        free(text);
+        return TEST_FAILED;
+    }
+    free(text);
+    text = slurp(table);
+    CHECK_MSG(strstr(text, "each rank's median, least of 1 passes") != NULL,
+              "%s", text);
+    free(text);
+
+    /* --stat with another word: refused, naming it */
     rc = sh(out,
             "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
             "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --stat mode",
@@ -2923,6 +2949,13 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
     test_fabric_down(dir);
     text = slurp(out);
     CHECK_MSG(rc != 0 && strstr(text, "tune: bad argument '--stat'"),
+              "exit %d: %.2000s", rc, text);
+    free(text);
+    rc = sh(out, "'%s/incoll' tune -n 3 --fabric '%s' --stat mode",
+            test_bindir(), dir);
+    text = slurp(out);
+    CHECK_MSG(rc == 2 && strstr(text, "incoll tune: --stat: 'mode' is "
+                                      "neither mean nor median"),
               "exit %d: %.2000s", rc, text);
     free(text);
     unlink(table);

@@ -45,7 +45,8 @@ static void usage(FILE *out)
             "                   [--colls LIST] [--forms blocking,nb] [--out "
             "FILE]\n"
             "                   [--host-algos LIST] [--merge FILE]\n"
-            "                   [--timeout SEC] [--no-verify]\n"
+            "                   [--stat mean|median] [--pin] [--timeout SEC] "
+            "[--no-verify]\n"
             "\n"
             "Measures each collective of the MPI layer (blocking and "
             "nonblocking, sizes\n"
@@ -91,6 +92,13 @@ static void usage(FILE *out)
             "                   count FILE has entries for, FILE's "
             "everywhere else, so\n"
             "                   runs on 8 and 16 hosts make one table\n"
+            "  --stat mean|median\n"
+            "                   each rank's mean (default, OSU's) or median "
+            "over a size's\n"
+            "                   iterations (then the mean over ranks)\n"
+            "  --pin            bind rank r to the (r mod n)-th of the n CPUs "
+            "it may use:\n"
+            "                   for a fabric emulated on one machine\n"
             "  --timeout SEC    stop after SEC seconds (default 3600)\n"
             "  --no-verify      skip the check of the table written: by "
             "default each\n"
@@ -106,8 +114,8 @@ static void usage(FILE *out)
 typedef struct {
     const char *np, *fabric, *link_rate, *radix, *ppn, *sizes, *iters;
     const char *colls, *passes, *margin, *forms, *out, *timeout;
-    const char *host_algos, *merge;
-    int emulate, no_verify;
+    const char *host_algos, *merge, *stat;
+    int emulate, no_verify, pin;
 } tune_opts_t;
 
 /* Parses argv into o. 0 to go on; else the exit status (0 after --help). */
@@ -131,6 +139,8 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         {"no-verify", no_argument, NULL, 'V'},
         {"host-algos", required_argument, NULL, 'H'},
         {"merge", required_argument, NULL, 'M'},
+        {"stat", required_argument, NULL, 'S'},
+        {"pin", no_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0}};
     int opt;
@@ -143,6 +153,7 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
                        .margin = "5",
                        .forms = "blocking,nb",
                        .host_algos = "rd,ring,rabenseifner",
+                       .stat = "mean",
                        .timeout = "3600"};
     *exit_p = 2;
     optind = 1;
@@ -196,6 +207,12 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
         case 'H':
             o->host_algos = optarg;
             break;
+        case 'S':
+            o->stat = optarg;
+            break;
+        case 'B':
+            o->pin = 1;
+            break;
         case 'M':
             o->merge = optarg;
             break;
@@ -223,6 +240,12 @@ static int tune_parse(int argc, char **argv, tune_opts_t *o, int *exit_p)
             return -1;
         }
         w += n + (w[n] == ',');
+    }
+    if (strcmp(o->stat, "mean") != 0 && strcmp(o->stat, "median") != 0) {
+        fprintf(stderr,
+                "incoll tune: --stat: '%s' is neither mean nor median\n",
+                o->stat);
+        return -1;
     }
     if (o->np == NULL || atoi(o->np) < 2 || optind != argc) {
         fprintf(stderr, "incoll tune: %s\n",
@@ -430,6 +453,10 @@ static int tune_plan(const tune_opts_t *o, int argc, char **argv,
     args[a++] = (char *)o->margin;
     args[a++] = "--forms";
     args[a++] = (char *)o->forms;
+    args[a++] = "--stat";
+    args[a++] = (char *)o->stat;
+    if (o->pin)
+        args[a++] = "--pin";
     if (o->colls) {
         args[a++] = "--colls";
         args[a++] = (char *)o->colls;
