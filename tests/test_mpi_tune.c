@@ -295,6 +295,13 @@ TEST(mpi_tune_format_errors, TEST_UNIT)
     CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, NB, 4096, 8, NULL), TUNE_PATH_MPI);
     CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, NB, 4096, 16, NULL), TUNE_PATH_INC);
     CHECK_EQ_INT(tune_lookup(&t, ALLREDUCE, BL, 16384, 8, NULL), TUNE_PATH_INC);
+    /* The nonblocking reduce of 64-256 KiB: MPI's own at 16 ranks, the
+     * network at 16 KiB and from 256 KiB. */
+    CHECK_EQ_INT(tune_lookup(&t, REDUCE, NB, 65536, 16, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, REDUCE, PE, 262143, 16, NULL), TUNE_PATH_MPI);
+    CHECK_EQ_INT(tune_lookup(&t, REDUCE, NB, 16384, 16, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, REDUCE, NB, 262144, 16, NULL), TUNE_PATH_INC);
+    CHECK_EQ_INT(tune_lookup(&t, REDUCE, BL, 65536, 16, NULL), TUNE_PATH_INC);
     return TEST_PASSED;
 }
 
