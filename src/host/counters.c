@@ -6,24 +6,34 @@
 #include "common/clock.h"
 #include "common/mgr_codec.h"
 #include "comm.h"
-#include "hier.h"
 #include "host.h"
 #include "mgr_client.h"
 #include "lock.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* What this process's members sent on their leaders' sockets (payload
+ * bytes, datagrams): the sockets' own counters are the leaders'. */
+static _Atomic uint64_t shared_tx[2];
+
+void host_counters_shared_sent(size_t bytes)
+{
+    atomic_fetch_add_explicit(&shared_tx[0], bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&shared_tx[1], 1, memory_order_relaxed);
+}
+
 void host_counters_read(incoll_comm_h comm, host_counters_t *c_p)
 {
     const udp_counters_t *uc = udp_counters(comm->ctx->sock);
-    uint64_t shared_bytes, shared_packets;
 
     memset(c_p, 0, sizeof(*c_p));
-    host_hier_shared_tx(&shared_bytes, &shared_packets);
-    c_p->tx_bytes = uc->tx_bytes + shared_bytes;
-    c_p->tx_packets = uc->tx_packets + shared_packets;
+    c_p->tx_bytes = uc->tx_bytes +
+                    atomic_load_explicit(&shared_tx[0], memory_order_relaxed);
+    c_p->tx_packets = uc->tx_packets +
+                      atomic_load_explicit(&shared_tx[1], memory_order_relaxed);
     c_p->rx_packets = uc->rx_packets;
     if (comm->ctx->mc_sock != NULL) /* results by multicast come here */
         c_p->rx_packets += udp_counters(comm->ctx->mc_sock)->rx_packets;

@@ -20,6 +20,7 @@
 
 #include "host/host.h"
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct {
@@ -59,6 +60,11 @@ typedef struct {
  * system call, no lock; call it from the thread that runs comm's
  * operations. */
 void host_counters_read(incoll_comm_h comm, host_counters_t *c_p);
+
+/* Node mode's shared socket (INCOLL_HIER_SHARED): a member sent a datagram
+ * of bytes on its leader's UDP socket, whose own counters are the
+ * leader's; host_counters_read adds these to the socket's. */
+void host_counters_shared_sent(size_t bytes);
 
 /*
  * Lets the context answer its peers while the caller waits for something

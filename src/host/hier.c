@@ -27,6 +27,7 @@
 #include "host/hier.h"
 
 #include "host/comm.h"
+#include "host/counters.h"
 #include "host/host.h"
 #include "host/req.h"
 #include "host/service.h"
@@ -922,10 +923,6 @@ static void pack_refuse(struct host_hier *h, uint32_t g)
     }
 }
 
-/* What this process's members sent on their leaders' sockets (payload
- * bytes, datagrams): the sockets' own counters are the leaders'. */
-static _Atomic uint64_t shared_tx[2];
-
 /* Member, whose post completed segment g of a one-packet allreduce:
  * sends the leader's packet if the leader left the pack open for it
  * (see hier_pack_t). */
@@ -981,15 +978,7 @@ static void pack_complete(struct host_hier *h, uint32_t g, size_t count,
                      log_strerror(errno));
         return;
     }
-    atomic_fetch_add_explicit(&shared_tx[0], WIRE_HDR_LEN + len,
-                              memory_order_relaxed);
-    atomic_fetch_add_explicit(&shared_tx[1], 1, memory_order_relaxed);
-}
-
-void host_hier_shared_tx(uint64_t *bytes_p, uint64_t *packets_p)
-{
-    *bytes_p = atomic_load_explicit(&shared_tx[0], memory_order_relaxed);
-    *packets_p = atomic_load_explicit(&shared_tx[1], memory_order_relaxed);
+    host_counters_shared_sent(WIRE_HDR_LEN + len);
 }
 
 /* Leader: waits for the pack of segment g to leave PK_MEMBER (a member

@@ -71,9 +71,4 @@ incoll_comm_h host_hier_leaders(incoll_comm_h comm, int *nlocal_p);
  * leaders' communicator. host_comm_free() calls it. */
 void host_hier_free(incoll_comm_h comm);
 
-/* What this process, as a member, sent on its leaders' UDP sockets (the
- * shared socket, INCOLL_HIER_SHARED): payload bytes and datagrams, totals
- * since it started (src/host/counters.c adds them to its socket's). */
-void host_hier_shared_tx(uint64_t *bytes_p, uint64_t *packets_p);
-
 #endif
