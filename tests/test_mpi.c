@@ -2732,6 +2732,24 @@ out:
     return ret;
 }
 
+/* A loopback fabric of 3 hosts in dir for a job of incoll-tune-mpi: the
+ * job's environment without a table file, the layer's preload saved into
+ * lib (len bytes) and taken out (incoll mpirun --layer pmpi preloads it
+ * for the ranks alone). 0, or -1 when the fabric did not come up. */
+static int tune_job_up(const char *dir, char *lib, size_t len)
+{
+    const char *pre;
+
+    if (test_fabric_up(dir, 3, 2) != 0)
+        return -1;
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    pre = getenv("LD_PRELOAD");
+    snprintf(lib, len, "%s", pre ? pre : "");
+    unsetenv("LD_PRELOAD");
+    return 0;
+}
+
 /*
  * The tuner's host-based candidates: incoll-tune-mpi given the blocking
  * allreduce's times on each of libincoll's host-based algorithms (--host
@@ -2776,11 +2794,7 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
         k += (size_t)snprintf(hosts + k, sizeof(hosts) - k, " --host '%s:%s'",
                               algos[a], times[a]);
     }
-    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
-    job_env(MPI_OMPI, dir);
-    unsetenv("INCOLL_TUNE_FILE");
-    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
-    unsetenv("LD_PRELOAD");
+    CHECK_EQ_INT(tune_job_up(dir, lib, sizeof(lib)), 0);
     rc = sh(out,
             "INCOLL_TUNE='all:*:inc' timeout -k 5 150 '%s/incoll' mpirun "
             "--layer pmpi -n 3 --fabric '%s' --timeout 120 -- "
@@ -2879,11 +2893,7 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/fabric-tune-pin", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(table, sizeof(table), "%s.conf", dir);
-    CHECK_EQ_INT(test_fabric_up(dir, 3, 2), 0);
-    job_env(MPI_OMPI, dir);
-    unsetenv("INCOLL_TUNE_FILE");
-    snprintf(lib, sizeof(lib), "%s", getenv("LD_PRELOAD"));
-    unsetenv("LD_PRELOAD");
+    CHECK_EQ_INT(tune_job_up(dir, lib, sizeof(lib)), 0);
     rc = sh(out,
             "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
             "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --colls bcast,reduce "
