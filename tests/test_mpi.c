@@ -2881,8 +2881,8 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
     char dir[PATH_MAX], out[PATH_MAX + 16], table[PATH_MAX + 16], lib[PATH_MAX],
         want[64];
     cpu_set_t allowed;
-    int rc, cpus[3], k = 0;
-    char *text;
+    int rc, cpus[3], k = 0, ret = TEST_FAILED;
+    char *text = NULL;
 
     if (why)
         return test_skip("%s", why);
@@ -2894,82 +2894,70 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(table, sizeof(table), "%s.conf", dir);
     CHECK_EQ_INT(tune_job_up(dir, lib, sizeof(lib)), 0);
-    rc = sh(out,
-            "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
-            "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --colls bcast,reduce "
-            "--forms blocking --sizes 4:16 --iters 4 --passes 1 --pin --stat "
-            "median --out '%s'",
-            test_bindir(), dir, test_bindir(), table);
-    text = slurp(out);
-    for (int r = 0; r < 3 && rc == 0; r++) {
-        snprintf(want, sizeof(want), "tune: rank %d on CPU %d\n", r,
-                 cpus[r % k]);
-        if (!strstr(text, want))
-            rc = -1;
-    }
-    if (rc != 0 || !strstr(text, "tune: ok") ||
-        !strstr(text,
-                "tune: bcast                blocking        4 layer_us") ||
-        !strstr(text,
-                "tune: reduce               blocking       16 layer_us")) {
-        test_fabric_down(dir);
-        setenv("LD_PRELOAD", lib, 1);
-        fprintf(stderr,
-                "    exit %d, want ranks 0-2 on CPUs %d %d %d: %.3000s\n", rc,
-                cpus[0], cpus[1 % k], cpus[2 % k], text);
+    for (int tool = 0; tool < 2; tool++) {
+        /* incoll-tune-mpi itself, then through incoll tune */
+        unlink(table);
+        if (tool == 0)
+            rc = sh(out,
+                    "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 "
+                    "--fabric '%s' --timeout 120 -- '%s/incoll-tune-mpi' "
+                    "--colls bcast,reduce --forms blocking --sizes 4:16 "
+                    "--iters 4 --passes 1 --pin --stat median --out '%s'",
+                    test_bindir(), dir, test_bindir(), table);
+        else
+            rc = sh(out,
+                    "timeout -k 5 150 '%s/incoll' tune -n 3 --fabric '%s' "
+                    "--colls bcast,reduce --forms blocking --sizes 4:16 "
+                    "--iters 2 --passes 1 --host-algos none --no-verify "
+                    "--timeout 120 --pin --stat median --out '%s'",
+                    test_bindir(), dir, table);
         free(text);
-        return TEST_FAILED;
-    }
-    free(text);
-    text = slurp(table);
-    CHECK_MSG(strstr(text, "each rank's median, least of 1 passes") != NULL,
-              "%s", text);
-    free(text);
-
-    /* incoll tune hands both on */
-    unlink(table);
-    rc = sh(out,
-            "timeout -k 5 150 '%s/incoll' tune -n 3 --fabric '%s' --colls "
-            "bcast --forms blocking --sizes 4:16 --iters 2 --passes 1 "
-            "--host-algos none --no-verify --timeout 120 --pin --stat median "
-            "--out '%s'",
-            test_bindir(), dir, table);
-    text = slurp(out);
-    snprintf(want, sizeof(want), "tune: rank 2 on CPU %d\n", cpus[2 % k]);
-    if (rc != 0 || !strstr(text, want)) {
-        test_fabric_down(dir);
-        setenv("LD_PRELOAD", lib, 1);
-        fprintf(stderr, "    incoll tune: exit %d, want '%s': %.3000s\n", rc,
-                want, text);
+        text = slurp(out);
+        CHECK_MSG_OR(out_fabric,
+                     rc == 0 && strstr(text, "tune: ok") &&
+                         strstr(text, "tune: bcast                blocking "
+                                      "       4 layer_us") &&
+                         strstr(text, "tune: reduce               blocking "
+                                      "      16 layer_us"),
+                     "tool %d: exit %d: %.3000s", tool, rc, text);
+        for (int r = 0; r < 3; r++) {
+            snprintf(want, sizeof(want), "tune: rank %d on CPU %d\n", r,
+                     cpus[r % k]);
+            CHECK_MSG_OR(out_fabric, strstr(text, want),
+                         "tool %d: no '%s': %.3000s", tool, want, text);
+        }
         free(text);
-        return TEST_FAILED;
+        text = slurp(table);
+        CHECK_MSG_OR(out_fabric,
+                     strstr(text, "each rank's median, least of 1 passes"),
+                     "tool %d: %s", tool, text);
     }
-    free(text);
-    text = slurp(table);
-    CHECK_MSG(strstr(text, "each rank's median, least of 1 passes") != NULL,
-              "%s", text);
-    free(text);
 
-    /* --stat with another word: refused, naming it */
+    /* --stat with another word: refused by both, naming it */
     rc = sh(out,
             "timeout -k 5 150 '%s/incoll' mpirun --layer pmpi -n 3 --fabric "
             "'%s' --timeout 120 -- '%s/incoll-tune-mpi' --stat mode",
             test_bindir(), dir, test_bindir());
-    setenv("LD_PRELOAD", lib, 1);
-    test_fabric_down(dir);
-    text = slurp(out);
-    CHECK_MSG(rc != 0 && strstr(text, "tune: bad argument '--stat'"),
-              "exit %d: %.2000s", rc, text);
     free(text);
+    text = slurp(out);
+    CHECK_MSG_OR(out_fabric,
+                 rc != 0 && strstr(text, "tune: bad argument '--stat'"),
+                 "exit %d: %.2000s", rc, text);
     rc = sh(out, "'%s/incoll' tune -n 3 --fabric '%s' --stat mode",
             test_bindir(), dir);
+    free(text);
     text = slurp(out);
-    CHECK_MSG(rc == 2 && strstr(text, "incoll tune: --stat: 'mode' is "
-                                      "neither mean nor median"),
-              "exit %d: %.2000s", rc, text);
+    CHECK_MSG_OR(out_fabric,
+                 rc == 2 && strstr(text, "incoll tune: --stat: 'mode' is "
+                                         "neither mean nor median"),
+                 "exit %d: %.2000s", rc, text);
+    ret = TEST_PASSED;
+out_fabric:
+    setenv("LD_PRELOAD", lib, 1);
+    test_fabric_down(dir);
     free(text);
     unlink(table);
-    return TEST_PASSED;
+    return ret;
 }
 
 /*
