@@ -1992,6 +1992,25 @@ static incoll_status_t rec_decide(incoll_comm_h comm, incoll_comm_h sh,
     return status;
 }
 
+/* A member gave the group up: this one leaves it too, if it still has
+ * its engine, and asks the manager for the next generation's group
+ * unless it already did (*asked_p, request *req_p) or the groups failed
+ * three times. */
+static void leave_group(incoll_comm_h comm, host_mgr_t *mgr, uint64_t mine,
+                        int *asked_p, uint32_t *req_p)
+{
+    struct host_comm_info *info = comm->info;
+
+    if (comm->eng == NULL)
+        return;
+    forget_engine(comm);
+    if (!*asked_p && mgr && info->rebuilt < 2) {
+        info->rebuilt++;
+        info->gen++;
+        *asked_p = group_ask(comm, info->gen, mine, req_p) == INCOLL_OK;
+    }
+}
+
 /* After the agreement: when a member gave the group up (gave_up), all
  * do and ask for a new one (those that have not yet: *asked_p, *req_p)
  * or go on the hosts; else the same group on a fresh engine. INCOLL_OK,
@@ -2005,14 +2024,7 @@ static incoll_status_t rec_regroup(incoll_comm_h comm, incoll_comm_h sh,
     if (gave_up) {
         /* A member gave the group up (it failed there): all do, and ask
          * for a new one (those that have not yet), or go on the hosts. */
-        if (comm->eng != NULL) {
-            forget_engine(comm);
-            if (!*asked_p && mgr && info->rebuilt < 2) {
-                info->rebuilt++;
-                info->gen++;
-                *asked_p = group_ask(comm, info->gen, mine, req_p) == INCOLL_OK;
-            }
-        }
+        leave_group(comm, mgr, mine, asked_p, req_p);
         if (groups_agree(comm, sh, mgr, asked_p, *req_p) != INCOLL_OK)
             return INCOLL_ERR_GROUP_FAILED;
     } else if (renew_engine(comm) != INCOLL_OK) {
@@ -2206,15 +2218,7 @@ static incoll_status_t rec_step(incoll_comm_h comm, incoll_comm_h sh,
         return INCOLL_OK;
     /* A member gave the group up (the round's condition): this one
      * leaves it too, as step 4 would, and asks for the new one now. */
-    if (comm->eng != NULL) {
-        forget_engine(comm);
-        if (!st->asked && st->mgr && info->rebuilt < 2) {
-            info->rebuilt++;
-            info->gen++;
-            st->asked =
-                group_ask(comm, info->gen, st->mine, &st->req) == INCOLL_OK;
-        }
-    }
+    leave_group(comm, st->mgr, st->mine, &st->asked, &st->req);
     incoll_info("comm %016" PRIx64 ": took the result of operation %" PRIu64
                 " from the members ahead (up to operation %" PRIu64
                 "): joins their recovery again at its next call",
