@@ -2490,6 +2490,31 @@ TEST(mpi_ompi_tune_host, TEST_INTEG)
     return ret;
 }
 
+/* A loopback fabric of 3 hosts in dir (patient: its manager waits longer
+ * for heartbeats, for a job of several runs) for jobs of incoll tune or
+ * incoll-tune-mpi: the job's environment without a table file, and the
+ * layer's preload taken out (`incoll mpirun --layer pmpi` preloads it for
+ * the ranks alone), saved into lib (len bytes) unless lib is NULL. 0, or
+ * -1 when the fabric did not come up. */
+static int tune_job_up(const char *dir, int patient, char *lib, size_t len)
+{
+    const char *pre;
+    int rc;
+
+    mgr_patient(patient);
+    rc = test_fabric_up(dir, 3, 2);
+    mgr_patient(0);
+    if (rc != 0)
+        return -1;
+    job_env(MPI_OMPI, dir);
+    unsetenv("INCOLL_TUNE_FILE");
+    pre = getenv("LD_PRELOAD");
+    if (lib)
+        snprintf(lib, len, "%s", pre ? pre : "");
+    unsetenv("LD_PRELOAD");
+    return 0;
+}
+
 /*
  * `incoll tune` on a loopback fabric of 3 hosts (small sizes, few
  * iterations) writes DIR/tune.conf; a job on that fabric then reads it
@@ -2512,13 +2537,7 @@ TEST(mpi_ompi_tune_follow, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/fabric-tune-follow", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(table, sizeof(table), "%s/tune.conf", dir);
-    mgr_patient(1);
-    rc = test_fabric_up(dir, 3, 2);
-    mgr_patient(0);
-    CHECK_EQ_INT(rc, 0);
-    job_env(MPI_OMPI, dir);
-    unsetenv("INCOLL_TUNE_FILE");
-    unsetenv("LD_PRELOAD");
+    CHECK_EQ_INT(tune_job_up(dir, 1, NULL, 0), 0);
     rc = sh(out,
             "timeout -k 5 200 '%s/incoll' tune -n 3 --fabric '%s' --sizes "
             "4:64 --iters 3 --passes 1 --timeout 180",
@@ -2682,13 +2701,7 @@ TEST(mpi_ompi_tune_merge, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/fabric-tune-merge", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(table, sizeof(table), "%s/tune.conf", dir);
-    mgr_patient(1);
-    rc = test_fabric_up(dir, 3, 2);
-    mgr_patient(0);
-    CHECK_EQ_INT(rc, 0);
-    job_env(MPI_OMPI, dir);
-    unsetenv("INCOLL_TUNE_FILE");
-    unsetenv("LD_PRELOAD");
+    CHECK_EQ_INT(tune_job_up(dir, 1, NULL, 0), 0);
     for (int n = 2; n <= 3; n++) {
         rc = sh(out,
                 "timeout -k 5 100 '%s/incoll' tune -n %d --fabric '%s' --colls "
@@ -2730,24 +2743,6 @@ out:
     free(written);
     test_fabric_down(dir);
     return ret;
-}
-
-/* A loopback fabric of 3 hosts in dir for a job of incoll-tune-mpi: the
- * job's environment without a table file, the layer's preload saved into
- * lib (len bytes) and taken out (incoll mpirun --layer pmpi preloads it
- * for the ranks alone). 0, or -1 when the fabric did not come up. */
-static int tune_job_up(const char *dir, char *lib, size_t len)
-{
-    const char *pre;
-
-    if (test_fabric_up(dir, 3, 2) != 0)
-        return -1;
-    job_env(MPI_OMPI, dir);
-    unsetenv("INCOLL_TUNE_FILE");
-    pre = getenv("LD_PRELOAD");
-    snprintf(lib, len, "%s", pre ? pre : "");
-    unsetenv("LD_PRELOAD");
-    return 0;
 }
 
 /*
@@ -2794,7 +2789,7 @@ TEST(mpi_ompi_tune_writes_host, TEST_INTEG)
         k += (size_t)snprintf(hosts + k, sizeof(hosts) - k, " --host '%s:%s'",
                               algos[a], times[a]);
     }
-    CHECK_EQ_INT(tune_job_up(dir, lib, sizeof(lib)), 0);
+    CHECK_EQ_INT(tune_job_up(dir, 0, lib, sizeof(lib)), 0);
     rc = sh(out,
             "INCOLL_TUNE='all:*:inc' timeout -k 5 150 '%s/incoll' mpirun "
             "--layer pmpi -n 3 --fabric '%s' --timeout 120 -- "
@@ -2893,7 +2888,7 @@ TEST(mpi_ompi_tune_pin_median, TEST_INTEG)
     snprintf(dir, sizeof(dir), "%s/fabric-tune-pin", test_tmpdir());
     snprintf(out, sizeof(out), "%s.out", dir);
     snprintf(table, sizeof(table), "%s.conf", dir);
-    CHECK_EQ_INT(tune_job_up(dir, lib, sizeof(lib)), 0);
+    CHECK_EQ_INT(tune_job_up(dir, 0, lib, sizeof(lib)), 0);
     for (int tool = 0; tool < 2; tool++) {
         /* incoll-tune-mpi itself, then through incoll tune */
         unlink(table);
