@@ -205,6 +205,41 @@ static int watchers_after_calls(const char *dir, int rank, int size)
     return threads_named("incoll-watch") == 0 ? watching : -1;
 }
 
+/* Rank r of a world of two on the fabric.conf in dir, each in a process
+ * of its own that ends 0 when rank_ok(dir, r) says 1 (and by SIGALRM
+ * after 20 s): their wait statuses into status. 0, or -1 when a fork or
+ * a wait failed. */
+static int two_ranks(const char *dir, int (*rank_ok)(const char *, int),
+                     int status[2])
+{
+    pid_t pids[2];
+
+    fflush(NULL);
+    for (int r = 0; r < 2; r++) {
+        pids[r] = fork();
+        if (pids[r] < 0)
+            return -1;
+        if (pids[r] == 0) {
+            alarm(20);
+            _exit(rank_ok(dir, r) ? 0 : 1);
+        }
+    }
+    for (int r = 0; r < 2; r++)
+        if (waitpid(pids[r], &status[r], 0) != pids[r])
+            return -1;
+    return 0;
+}
+
+/* Rank r of two: exactly one watcher while its calls ran, none after
+ * finalize. */
+static int one_watcher(const char *dir, int r)
+{
+    int w = watchers_after_calls(dir, r, 2);
+    if (w != 1)
+        fprintf(stderr, "    rank %d: %d watchers\n", r, w);
+    return w == 1;
+}
+
 /* The recovery watcher wakes its process (10 times a second while calls
  * run, nb_watcher_idle_sleeps below): it runs only
  * where a recovery can pull the process in, a communicator with another
@@ -213,7 +248,7 @@ static int watchers_after_calls(const char *dir, int rank, int size)
 TEST(nb_watcher_only_with_peers, TEST_UNIT)
 {
     char dir[1024];
-    pid_t pids[2];
+    int status[2];
     int port = 20000 + (int)(getpid() % 20000);
 
     snprintf(dir, sizeof(dir), "%.900s/watch1", test_tmpdir());
@@ -221,25 +256,11 @@ TEST(nb_watcher_only_with_peers, TEST_UNIT)
     CHECK_EQ_INT(watchers_after_calls(dir, 0, 1), 0);
     snprintf(dir, sizeof(dir), "%.900s/watch2", test_tmpdir());
     CHECK(write_conf(dir, 2, port) == 0);
-    fflush(NULL);
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0);
-        if (pids[r] == 0) {
-            alarm(20);
-            int w = watchers_after_calls(dir, r, 2);
-            if (w != 1)
-                fprintf(stderr, "    rank %d: %d watchers\n", r, w);
-            _exit(w == 1 ? 0 : 1);
-        }
-    }
-    for (int r = 0; r < 2; r++) {
-        int status = 0;
-        CHECK(waitpid(pids[r], &status, 0) == pids[r]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+    CHECK(two_ranks(dir, one_watcher, status) == 0);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
                   "rank %d of 2: no watcher, or one after finalize (0x%x)", r,
-                  status);
-    }
+                  status[r]);
     return TEST_PASSED;
 }
 
@@ -277,6 +298,17 @@ static long idle_wakeups(const char *dir, int rank)
     return before < 0 ? -1 : woke;
 }
 
+/* Rank r of two: its library's threads woke at most twice in 1 s idle. */
+static int idle_quiet(const char *dir, int r)
+{
+    long w = idle_wakeups(dir, r);
+    fprintf(stderr,
+            "    rank %d: the library's threads woke %ld times in "
+            "1 s idle\n",
+            r, w);
+    return w >= 0 && w <= 2;
+}
+
 /* An idle process's library threads sleep until there is something to
  * do: the ranks of a world of two whose program makes no call (it runs
  * MPI's own collectives, say, or computes) and to which nothing comes.
@@ -285,33 +317,16 @@ static long idle_wakeups(const char *dir, int rank)
 TEST(nb_watcher_idle_sleeps, TEST_UNIT)
 {
     char dir[1024];
-    pid_t pids[2];
+    int status[2];
     int port = 20000 + (int)((getpid() + 7) % 20000);
 
     snprintf(dir, sizeof(dir), "%.900s/watch_idle", test_tmpdir());
     CHECK(write_conf(dir, 2, port) == 0);
-    fflush(NULL);
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        CHECK(pids[r] >= 0);
-        if (pids[r] == 0) {
-            long w;
-            alarm(20);
-            w = idle_wakeups(dir, r);
-            fprintf(stderr,
-                    "    rank %d: the library's threads woke %ld times in "
-                    "1 s idle\n",
-                    r, w);
-            _exit(w >= 0 && w <= 2 ? 0 : 1);
-        }
-    }
-    for (int r = 0; r < 2; r++) {
-        int status = 0;
-        CHECK(waitpid(pids[r], &status, 0) == pids[r]);
-        CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+    CHECK(two_ranks(dir, idle_quiet, status) == 0);
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(WIFEXITED(status[r]) && WEXITSTATUS(status[r]) == 0,
                   "rank %d: its library threads woke more than twice in a "
                   "second idle, or no watcher ran (0x%x)",
-                  r, status);
-    }
+                  r, status[r]);
     return TEST_PASSED;
 }
